@@ -1,0 +1,32 @@
+"""Names of the ranges gpu_notebook writes into a torch.profiler trace, and the names torch writes.
+
+The step clock writes these while the profiler window records; the trace analysis reads them.
+Keeping both sides on one list is what lets the analysis split steps it did not see happen.
+"""
+
+from __future__ import annotations
+
+# Written by gpu_notebook (record_function ranges, category "user_annotation" in Kineto JSON).
+STEP_MARK_PREFIX = "gpucheck::step#"  # zero-length mark at each step boundary: "gpucheck::step#12"
+FORWARD_PREFIX = "gpucheck::forward#"  # a top-level module forward: "gpucheck::forward#Net"
+BACKWARD = "gpucheck::backward"  # one torch.autograd.backward call
+
+# Written by torch itself.
+PROFILER_STEP_PREFIX = "ProfilerStep#"  # prof.step() ranges in traces recorded elsewhere
+DATALOADER_PREFIX = "enumerate(DataLoader)#"  # DataLoader iterator __next__
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
+OPTIMIZER_ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
+AUTOGRAD_PREFIX = "autograd::engine::evaluate_function"
+SYNC_OPS = frozenset(
+    {
+        "aten::item",
+        "aten::_local_scalar_dense",
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "hipStreamSynchronize",
+        "hipDeviceSynchronize",
+        "hipEventSynchronize",
+    }
+)
+COPY_RUNTIME_PREFIXES = ("cudaMemcpy", "hipMemcpy")  # host side of host<->device copies

@@ -1,0 +1,426 @@
+"""Typed, frozen records passed from stage to stage: capture -> Run -> analysis -> Report.
+
+These records are the contract between the capture engine, the analysis, the rules and the views.
+Every field carries its unit in its name. ``None`` always means "not measured" (no device, the
+metric is unsupported, no trace); a measured zero is ``0``/``0.0``. ``Report`` round-trips
+through JSON (``Report.to_json`` / ``Report.from_json``) with a schema version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+SCHEMA_VERSION = 1
+
+# The phases of one training step, in display order. Shares of a step sum to 1 over these.
+PHASES: tuple[str, ...] = (
+    "data",  # waiting for the next batch (DataLoader __next__ in the main thread)
+    "copy",  # host-side cost of host<->device copies (cudaMemcpy*, blocking pageable copies)
+    "forward",  # top-level module forward passes, the loss module included
+    "backward",  # autograd backward
+    "optimizer",  # optimizer step and zero_grad
+    "sync",  # host waits on the device or reads scalars: .item(), .cpu(), synchronize
+    "other",  # other host work inside torch operators
+    "unattributed",  # Python time outside any operator or marked range
+)
+
+Phase = Literal[
+    "data", "copy", "forward", "backward", "optimizer", "sync", "other", "unattributed"
+]
+
+VerdictCategory = Literal[
+    "gpu-bound",
+    "input-bound",
+    "host-bound",
+    "sync-bound",
+    "memory-bound",
+    "comm-bound",
+    "cpu-only",
+    "unknown",
+]
+
+StepAnchor = Literal["optimizer", "dataloader", "forward", "backward", "none"]
+CellStatus = Literal["ok", "error", "interrupted"]
+WindowStatus = Literal[
+    "recorded",  # the window holds at least one complete step
+    "partial",  # the cell ended (or failed) before the window was complete
+    "not-reached",  # fewer steps than the warm-up: nothing recorded
+    "disabled",  # --no-profile
+    "stepped-aside",  # another torch.profiler was active: ours did not run
+    "unavailable",  # torch is not installed
+]
+Severity = Literal["info", "low", "medium", "high"]
+Confidence = Literal["low", "medium", "high"]
+
+
+# --------------------------------------------------------------------------------------------
+# Capture records
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """Static facts about one GPU, read once through NVML (None: not available)."""
+
+    index: int
+    name: str
+    uuid: str | None = None
+    memory_total_bytes: int | None = None
+    compute_capability: str | None = None  # "8.0"
+    pcie_generation: int | None = None
+    pcie_width: int | None = None
+    nvlink_links: int | None = None  # active NVLink links
+    power_limit_w: float | None = None
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where the run happened."""
+
+    python_version: str
+    platform: str
+    cpu_count: int
+    torch_version: str | None  # None: torch is not installed
+    cuda_available: bool
+    nvml_available: bool
+    nvml_message: str | None  # why NVML is not available, one line; None when it is
+    driver_version: str | None = None
+    gpus: tuple[GpuInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One NVML reading of one GPU (None: the metric is not available on this device)."""
+
+    index: int
+    utilization_pct: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    power_w: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    temperature_c: float | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampler tick: the process (and its children) and every visible GPU."""
+
+    t_s: float  # seconds since the capture started
+    process_cpu_pct: float | None  # this process, 100 = one core
+    children_cpu_pct: float | None  # its children (DataLoader workers), 100 = one core
+    system_cpu_pct: float | None  # whole machine, mean over cores
+    per_core_cpu_pct: tuple[float, ...] = ()
+    rss_bytes: int | None = None  # this process plus its children
+    gpus: tuple[GpuSample, ...] = ()
+
+
+@dataclass(frozen=True)
+class SampleSeries:
+    """The sampler's bounded buffer. ``interval_s`` is the effective spacing after downsampling."""
+
+    requested_interval_s: float
+    interval_s: float
+    samples: tuple[Sample, ...] = ()
+    downsample_factor: int = 1  # 2**k after k halvings of a full buffer
+    notes: tuple[str, ...] = ()  # e.g. "GPU 0 lost at 12.3 s"
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """One step seen by the step clock (global hooks, no profiler needed)."""
+
+    index: int  # 0-based, over the whole cell
+    start_s: float  # seconds since the capture started
+    duration_s: float
+    data_s: float  # time inside DataLoader __next__
+    forward_s: float  # time inside top-level module forwards
+    backward_s: float  # time inside torch.autograd.backward
+    optimizer_s: float  # time inside Optimizer.step
+    forward_calls: int = 0
+    backward_calls: int = 0
+    batch_size: int | None = None  # leading dimension of the first tensor fed to the model
+
+
+@dataclass(frozen=True)
+class StepClockRecord:
+    """What the step clock saw over the whole cell (bounded: ``steps`` may be decimated)."""
+
+    anchor: StepAnchor  # which event ends a step
+    step_count: int  # all steps, even those decimated out of ``steps``
+    steps: tuple[StepTiming, ...] = ()
+    decimation: int = 1  # keep-every-Nth applied to ``steps``
+    event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
+
+
+@dataclass(frozen=True)
+class ProfileWindow:
+    """The bounded torch.profiler window."""
+
+    status: WindowStatus
+    warmup_steps: int
+    requested_steps: int
+    first_step: int | None = None  # index of the first recorded step
+    recorded_steps: int = 0
+    trace_path: str | None = None  # exported Kineto JSON (may be .json.gz)
+    message: str | None = None  # one line for the user when the window did not record
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything one capture produced. Frozen; analysis only reads it."""
+
+    env: Environment
+    cell_source: str
+    status: CellStatus
+    error: str | None  # "ZeroDivisionError: division by zero"
+    wall_s: float
+    samples: SampleSeries
+    steps: StepClockRecord
+    window: ProfileWindow
+    started_at: str  # ISO 8601
+    notes: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# Analysis records
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepPhases:
+    """One step split into phases (microseconds); the phases sum to ``duration_us``."""
+
+    index: int
+    start_us: float  # trace clock (trace source) or capture clock (hooks source)
+    duration_us: float
+    phase_us: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class PhaseBreakdown:
+    """Phase split of the recorded steps. Phases not in ``measured`` were not measured."""
+
+    source: Literal["trace", "hooks"]
+    steps: tuple[StepPhases, ...]
+    total_us: float
+    phase_total_us: Mapping[str, float]
+    measured: tuple[str, ...]  # phases this source can see (others: not measured)
+
+    def share(self, phase: str) -> float | None:
+        """Fraction of the recorded step time spent in ``phase``; None when not measured."""
+        if phase not in self.measured or self.total_us <= 0:
+            return None
+        return self.phase_total_us.get(phase, 0.0) / self.total_us
+
+
+@dataclass(frozen=True)
+class CopyStats:
+    """Device copies of one kind, e.g. ``HtoD (Pageable -> Device)``."""
+
+    kind: str
+    count: int
+    duration_us: float
+    bytes: int | None
+
+
+@dataclass(frozen=True)
+class GpuTimeline:
+    """GPU activity in the window, from kernel/memcpy/memset events of the trace."""
+
+    window_us: float
+    busy_us: float  # union of all GPU activity
+    idle_us: float
+    idle_host_wait_us: float  # the GPU waited for the host to launch work
+    idle_kernel_wait_us: float  # short gaps between back-to-back work (launch latency)
+    idle_other_us: float
+    kernel_us: float  # sum of kernel durations (may overlap across streams)
+    comm_us: float  # collective kernels (nccl / rccl)
+    memset_us: float
+    copies: tuple[CopyStats, ...] = ()
+    gpu_phase_us: Mapping[str, float] = field(default_factory=dict)  # kernel time by launch phase
+    tensor_core_kernel_us: float | None = None
+    devices: tuple[int, ...] = ()
+
+    @property
+    def busy_share(self) -> float:
+        return self.busy_us / self.window_us if self.window_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class OpStat:
+    """A top operator in the window by self time."""
+
+    name: str
+    calls: int
+    total_us: float
+    self_us: float
+    device: Literal["cpu", "gpu"] = "cpu"
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Step time over every step the step clock saw (the warm-up excluded where possible)."""
+
+    count: int
+    median_s: float | None
+    p90_s: float | None
+    batch_size: int | None = None
+    samples_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class UtilizationStats:
+    """Summary of the sampler's series (None: not measured)."""
+
+    gpu_util_mean_pct: float | None
+    gpu_util_p5_pct: float | None
+    gpu_util_p95_pct: float | None
+    gpu_memory_peak_bytes: int | None
+    gpu_memory_total_bytes: int | None
+    process_cpu_mean_pct: float | None
+    children_cpu_mean_pct: float | None
+    system_cpu_mean_pct: float | None
+    rss_peak_bytes: int | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The one-line answer, its evidence and whether more GPUs would help."""
+
+    category: VerdictCategory
+    headline: str
+    more_gpus: str
+    evidence: tuple[str, ...]
+    confidence: Confidence
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosed problem with its evidence and the most a fix can gain (Amdahl)."""
+
+    rule_id: str
+    title: str
+    severity: Severity
+    evidence: tuple[str, ...]
+    phase_share: float | None  # share of the step the fix can remove
+    gain_bound: float | None  # at most 1/(1 - phase_share) times faster
+    fix: str  # one line: what to change
+    source: str = ""  # where the threshold comes from
+    line: int | None = None  # line of the cell the finding points at
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """All figures computed from one Run."""
+
+    step_stats: StepStats
+    phases: PhaseBreakdown | None
+    gpu: GpuTimeline | None
+    utilization: UtilizationStats
+    top_ops: tuple[OpStat, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the user gets: the run's facts, the analysis, the verdict and the findings."""
+
+    run: Run
+    analysis: Analysis
+    verdict: Verdict
+    findings: tuple[Finding, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_jsonable(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        data = json.loads(text)
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"report schema version {version!r} is not supported (expected {SCHEMA_VERSION})"
+            )
+        return from_jsonable(cls, data)
+
+    def text(self) -> str:
+        from gpu_notebook.views.text import render_text
+
+        return render_text(self)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+
+# --------------------------------------------------------------------------------------------
+# JSON codec: dataclasses <-> plain JSON values, driven by the type hints above.
+# --------------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-ready copy of a record (dataclasses become dicts, tuples become lists)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def from_jsonable(cls: type[T], data: Any) -> T:
+    """Rebuild a record of type ``cls`` from ``to_jsonable`` output."""
+    return typing.cast(T, _decode(cls, data))
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _decode(tp: Any, data: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return data
+    if origin in (typing.Union, types.UnionType):
+        if data is None:
+            return None
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _decode(args[0], data) if len(args) == 1 else data
+    if origin is typing.Literal:
+        return data
+    if dataclasses.is_dataclass(tp):
+        hints = _HINTS.get(tp)  # type: ignore[arg-type]
+        if hints is None:
+            hints = typing.get_type_hints(tp)
+            _HINTS[tp] = hints  # type: ignore[index]
+        kwargs = {
+            f.name: _decode(hints[f.name], data[f.name])
+            for f in dataclasses.fields(tp)
+            if f.name in data
+        }
+        return tp(**kwargs)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v) for v in data)
+        return tuple(_decode(a, v) for a, v in zip(args, data))
+    if origin in (Mapping, dict) or tp in (dict, Mapping):
+        args = typing.get_args(tp) or (str, Any)
+        return {k: _decode(args[1], v) for k, v in data.items()}
+    if tp is float and isinstance(data, int):
+        return float(data)
+    return data

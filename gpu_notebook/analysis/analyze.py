@@ -1,0 +1,38 @@
+"""Facade: turn one Run into an Analysis (trace figures when a window recorded, hooks otherwise)."""
+
+from __future__ import annotations
+
+from gpu_notebook.analysis.steps import hook_phases, step_stats
+from gpu_notebook.analysis.utilization import utilization_stats
+from gpu_notebook.records import Analysis, GpuTimeline, OpStat, PhaseBreakdown, Run
+
+
+def analyze(run: Run) -> Analysis:
+    warmup = run.window.warmup_steps
+    phases: PhaseBreakdown | None = None
+    gpu: GpuTimeline | None = None
+    ops: tuple[OpStat, ...] = ()
+    if run.window.trace_path is not None and run.window.recorded_steps > 0:
+        phases, gpu, ops = analyze_trace_file(run.window.trace_path)
+    if phases is None:
+        phases = hook_phases(run.steps, warmup)
+    return Analysis(
+        step_stats=step_stats(run.steps, warmup),
+        phases=phases,
+        gpu=gpu,
+        utilization=utilization_stats(run.samples),
+        top_ops=ops,
+    )
+
+
+def analyze_trace_file(
+    path: str,
+) -> tuple[PhaseBreakdown | None, GpuTimeline | None, tuple[OpStat, ...]]:
+    """Phases, GPU timeline and top operators of one Kineto trace file."""
+    from gpu_notebook.analysis.gpu_timeline import gpu_timeline
+    from gpu_notebook.analysis.ops import top_ops
+    from gpu_notebook.analysis.phases import phase_breakdown
+    from gpu_notebook.trace.kineto import load_trace
+
+    trace = load_trace(path)
+    return phase_breakdown(trace), gpu_timeline(trace), top_ops(trace, n=10)

@@ -1,0 +1,62 @@
+"""Step statistics and the hooks-only phase split, from what the step clock saw."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from gpu_notebook.records import PhaseBreakdown, StepClockRecord, StepPhases, StepStats, StepTiming
+
+HOOK_PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "other")
+
+
+def steady_steps(record: StepClockRecord, warmup_steps: int) -> tuple[StepTiming, ...]:
+    """The steps after the warm-up, or every step when too few remain to skip any."""
+    kept = tuple(s for s in record.steps if s.index >= warmup_steps)
+    return kept if len(kept) >= 2 else record.steps
+
+
+def step_stats(record: StepClockRecord, warmup_steps: int) -> StepStats:
+    steps = steady_steps(record, warmup_steps)
+    if not steps:
+        return StepStats(count=record.step_count, median_s=None, p90_s=None)
+    durations = np.fromiter((s.duration_s for s in steps), dtype=float)
+    median_s = float(np.median(durations))
+    p90_s = float(np.percentile(durations, 90))
+    sizes = Counter(s.batch_size for s in steps if s.batch_size)
+    batch = sizes.most_common(1)[0][0] if sizes else None
+    per_s = batch / median_s if batch and median_s > 0 else None
+    return StepStats(
+        count=record.step_count, median_s=median_s, p90_s=p90_s, batch_size=batch, samples_per_s=per_s
+    )
+
+
+def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | None:
+    """Phases as the hooks timed them: data, forward, backward, optimizer; the rest is "other".
+
+    Copies and syncs happen inside these ranges and cannot be told apart without a trace, so
+    they are "not measured" here rather than zero.
+    """
+    steps = steady_steps(record, warmup_steps)
+    if not steps:
+        return None
+    out: list[StepPhases] = []
+    totals = dict.fromkeys(HOOK_PHASES, 0.0)
+    total_us = 0.0
+    for s in steps:
+        dur_us = s.duration_s * 1e6
+        parts = {
+            "data": s.data_s * 1e6,
+            "forward": s.forward_s * 1e6,
+            "backward": s.backward_s * 1e6,
+            "optimizer": s.optimizer_s * 1e6,
+        }
+        parts["other"] = max(0.0, dur_us - sum(parts.values()))
+        for k, v in parts.items():
+            totals[k] += v
+        total_us += dur_us
+        out.append(StepPhases(index=s.index, start_us=s.start_s * 1e6, duration_us=dur_us, phase_us=parts))
+    return PhaseBreakdown(
+        source="hooks", steps=tuple(out), total_us=total_us, phase_total_us=totals, measured=HOOK_PHASES
+    )

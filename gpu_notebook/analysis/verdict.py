@@ -1,0 +1,174 @@
+"""The verdict: one category, the numbers behind it, and "will more GPUs help?".
+
+Thresholds (DESIGN.md §6, with their sources):
+- input wait / sync share: warn 10%, critical 20% (TraceML diagnostics/step_time/policy.py);
+  the primary verdict takes the critical level, smaller shares appear as evidence only;
+- GPU busy >= 80% of the window: GPU-bound (TraceML calls >= 90% compute-bound; the seed
+  articles call < 80% sustained "more cards waste money", so 80% is where adding cards starts
+  to pay);
+- peak memory >= 90% of the card (PyTorch TensorBoard profiler plugin; TraceML "high" at 80%);
+- communication >= 10% of the window (TensorBoard plugin's distributed advice).
+A phase that was not measured is never read as zero: the verdict says what it could not see.
+"""
+
+from __future__ import annotations
+
+from gpu_notebook.records import Analysis, Confidence, Environment, Run, Verdict
+
+INPUT_CRITICAL = 0.20
+SYNC_CRITICAL = 0.20
+WARN = 0.10
+GPU_BUSY = 0.80
+MEMORY_FULL = 0.90
+COMM = 0.10
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def amdahl_bound(share: float) -> float:
+    """The most a step can speed up when a phase taking ``share`` of it disappears."""
+    return float("inf") if share >= 1 else 1.0 / (1.0 - share)
+
+
+def _confidence(run: Run, analysis: Analysis) -> Confidence:
+    phases = analysis.phases
+    n = len(phases.steps) if phases is not None else 0
+    if n >= 5 and analysis.step_stats.count >= 5:
+        return "high"
+    if n >= 2:
+        return "medium"
+    return "low"
+
+
+def decide(run: Run, analysis: Analysis) -> Verdict:
+    """Pick the primary verdict from the phase shares, the GPU timeline and the samples."""
+    phases = analysis.phases
+    confidence = _confidence(run, analysis)
+    if phases is None or phases.total_us <= 0:
+        return Verdict(
+            category="unknown",
+            headline="No training step was detected in this cell.",
+            more_gpus="Unknown: gpucheck needs a loop that calls a model, an optimizer or a DataLoader.",
+            evidence=(f"{run.steps.step_count} step(s) seen by the step clock",),
+            confidence="low",
+        )
+    evidence: list[str] = []
+    data = phases.share("data")
+    sync = phases.share("sync")
+    for name, share in (("data wait", data), ("host sync", sync), ("host-to-device copy", phases.share("copy"))):
+        if share is not None and share >= WARN:
+            evidence.append(f"{name}: {_pct(share)} of step time")
+    not_measured = [p for p in ("data", "copy", "sync") if p not in phases.measured]
+    if not_measured:
+        evidence.append(f"not measured ({phases.source} only): {', '.join(not_measured)}")
+
+    busy = _gpu_busy_share(analysis)
+    if busy is None and not _has_gpu(run.env):
+        return _cpu_verdict(data, sync, evidence, confidence)
+    if busy is not None:
+        evidence.insert(0, f"GPU busy {_pct(busy)} of the window")
+
+    util = analysis.utilization
+    gpu = analysis.gpu
+    if gpu is not None and gpu.window_us > 0 and gpu.comm_us / gpu.window_us >= COMM:
+        share = gpu.comm_us / gpu.window_us
+        return Verdict(
+            "comm-bound",
+            f"Communication takes {_pct(share)} of the GPU window.",
+            "Not more of the same: each added GPU adds communication. Overlap it with backward, "
+            "compress gradients or accumulate more steps per all-reduce.",
+            (f"collective kernels: {_pct(share)} of the window", *evidence),
+            confidence,
+        )
+    if util.gpu_memory_peak_bytes and util.gpu_memory_total_bytes:
+        mem = util.gpu_memory_peak_bytes / util.gpu_memory_total_bytes
+        if mem >= MEMORY_FULL and (busy is None or busy < GPU_BUSY):
+            return Verdict(
+                "memory-bound",
+                f"GPU memory peaks at {_pct(mem)} of the card while the GPU is not kept busy.",
+                "A bigger card would let the batch grow; before buying, try activation "
+                "checkpointing, gradient accumulation or mixed precision (about half the activations).",
+                (f"peak GPU memory {_pct(mem)} of the card", *evidence),
+                confidence,
+            )
+    if busy is not None and busy >= GPU_BUSY:
+        return Verdict(
+            "gpu-bound",
+            f"The GPU is busy {_pct(busy)} of the time: the code keeps it fed.",
+            "Yes: this work is limited by the GPU, so more GPUs (data parallel) or a faster one "
+            "will help. First check mixed precision and tensor-core use: often ~2x for free.",
+            tuple(evidence),
+            confidence,
+        )
+    if data is not None and data >= INPUT_CRITICAL:
+        return _input_verdict(data, evidence, confidence)
+    if sync is not None and sync >= SYNC_CRITICAL:
+        return _sync_verdict(sync, evidence, confidence)
+    idle = 1.0 - busy if busy is not None else None
+    head = (
+        f"The GPU idles {_pct(idle)} of the time waiting for the host."
+        if idle is not None
+        else "The GPU is not kept busy: the host (Python, kernel launches) sets the pace."
+    )
+    return Verdict(
+        "host-bound",
+        head,
+        "No: more GPUs would idle the same way. Give each launch more work (bigger batch), "
+        "fuse small ops with torch.compile, or capture steps with CUDA graphs.",
+        tuple(evidence),
+        confidence,
+    )
+
+
+def _has_gpu(env: Environment) -> bool:
+    return env.cuda_available or bool(env.gpus)
+
+
+def _gpu_busy_share(analysis: Analysis) -> float | None:
+    """GPU busy share from the trace when it has GPU events, else from NVML utilization."""
+    if analysis.gpu is not None and analysis.gpu.window_us > 0:
+        return analysis.gpu.busy_share
+    mean = analysis.utilization.gpu_util_mean_pct
+    return mean / 100.0 if mean is not None else None
+
+
+def _input_verdict(data: float, evidence: list[str], confidence: Confidence) -> Verdict:
+    return Verdict(
+        "input-bound",
+        f"Waiting for data takes {_pct(data)} of every step.",
+        f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
+        f"(this alone can make steps up to {amdahl_bound(data):.1f}x faster).",
+        tuple(evidence),
+        confidence,
+    )
+
+
+def _sync_verdict(sync: float, evidence: list[str], confidence: Confidence) -> Verdict:
+    return Verdict(
+        "sync-bound",
+        f"Host syncs (.item(), .cpu(), synchronize) take {_pct(sync)} of every step.",
+        f"No: each sync stalls the pipeline, on every GPU alike. Remove per-step syncs first "
+        f"(up to {amdahl_bound(sync):.1f}x faster).",
+        tuple(evidence),
+        confidence,
+    )
+
+
+def _cpu_verdict(
+    data: float | None, sync: float | None, evidence: list[str], confidence: Confidence
+) -> Verdict:
+    evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
+    if data is not None and data >= INPUT_CRITICAL:
+        return _input_verdict(data, evidence, confidence)
+    if sync is not None and sync >= SYNC_CRITICAL:
+        return _sync_verdict(sync, evidence, confidence)
+    return Verdict(
+        "cpu-only",
+        "No GPU is visible; this loop spends its time computing on the CPU.",
+        "A GPU would help this loop: its time goes to compute, not to waiting. Measure again "
+        "on a GPU to see whether one card is kept busy before buying more.",
+        tuple(evidence),
+        confidence,
+    )

@@ -1,0 +1,181 @@
+"""The only door to torch.profiler: a window that records K steps after S warm-up steps, once.
+
+Recording is bounded on purpose: torch.profiler keeps every event in memory until it stops
+(~200 B an event, never released while running), so the window records ``steps`` steps and stops
+for the rest of the cell. The trace is exported with ``export_chrome_trace`` (the fast path) and
+read back by ``gpu_notebook.trace``; ``prof.events()`` is never called (~50 us and ~3 KB an event).
+
+If another profiler is active when the window would start (the user's own), ours steps aside and
+says so: two Kineto sessions cannot run at once, and starting ours would silently empty theirs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from gpu_notebook import markers
+from gpu_notebook.records import ProfileWindow, WindowStatus
+
+USER_PROFILER_MESSAGE = (
+    "another torch.profiler is active in this cell: gpucheck stepped aside "
+    "(sampling and step timing only)"
+)
+
+
+def profiler_active() -> bool:
+    """True when any torch autograd/Kineto profiler is recording in this process."""
+    import torch
+
+    return bool(torch._C._autograd._profiler_enabled())
+
+
+class ProfilerWindow:
+    """Starts torch.profiler at the boundary of step ``warmup`` and stops after ``steps`` steps.
+
+    The step clock calls ``on_boundary(index)`` at every step boundary (index = the step that
+    starts there). ``restart()`` drops a window whose steps were cut by an anchor upgrade.
+    """
+
+    def __init__(
+        self,
+        warmup: int,
+        steps: int,
+        trace_path: Path,
+        *,
+        cuda: bool,
+        record_shapes: bool = False,
+    ) -> None:
+        self.warmup = warmup
+        self.steps = steps
+        self.trace_path = trace_path
+        self._cuda = cuda
+        self._record_shapes = record_shapes
+        self._prof: Any = None
+        self._first_step: int | None = None
+        self._last_step: int | None = None
+        self._status: WindowStatus = "not-reached"
+        self._message: str | None = None
+        self._done = False
+        self.on_start: Any = None  # callable() run right after the profiler starts
+        self.on_stop: Any = None  # callable() run right before it stops
+
+    @property
+    def recording(self) -> bool:
+        return self._prof is not None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def on_boundary(self, step_index: int) -> None:
+        if self._done:
+            return
+        if self._prof is None:
+            if step_index >= self.warmup:
+                self._start(step_index)
+            return
+        self._mark(step_index)
+        self._last_step = step_index
+        assert self._first_step is not None
+        if step_index - self._first_step >= self.steps:
+            self._stop(complete=True)
+
+    def restart(self) -> None:
+        """Forget a window in progress (its step marks belong to a superseded anchor)."""
+        if self._prof is not None:
+            self._teardown(export=False)
+        self._first_step = None
+        self._last_step = None
+
+    def step_aside(self, message: str) -> None:
+        self._status = "stepped-aside"
+        self._message = message
+        self._done = True
+
+    def _start(self, step_index: int) -> None:
+        if profiler_active():
+            self.step_aside(USER_PROFILER_MESSAGE)
+            return
+        import torch
+        from torch.profiler import ProfilerActivity
+
+        # Kineto prints "USDT: profiler_start" lines to the process stderr, which ipykernel
+        # forwards into the user's cell output; level 6 keeps the cell's output the user's own.
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+        activities = [ProfilerActivity.CPU]
+        if self._cuda:
+            activities.append(ProfilerActivity.CUDA)
+        prof = torch.profiler.profile(activities=activities, record_shapes=self._record_shapes)
+        prof.start()
+        self._prof = prof
+        self._first_step = step_index
+        self._last_step = step_index
+        self._mark(step_index)
+        if self.on_start is not None:
+            self.on_start()
+
+    @staticmethod
+    def _mark(step_index: int) -> None:
+        import torch
+
+        with torch.autograd.profiler.record_function(markers.STEP_MARK_PREFIX + str(step_index)):
+            pass
+
+    def _stop(self, *, complete: bool) -> None:
+        recorded = self._recorded_steps()
+        exported = self._teardown(export=True)
+        self._done = True
+        if not exported:
+            return
+        if complete:
+            self._status = "recorded"
+        else:
+            self._status = "partial" if recorded > 0 else "not-reached"
+
+    def _teardown(self, *, export: bool) -> bool:
+        """Stop the profiler; export the trace when asked. Returns True when a trace was written."""
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return False
+        if self.on_stop is not None:
+            self.on_stop()
+        if not profiler_active():
+            # A profiler the cell started inside our window ended Kineto's session, ours with
+            # it: stopping again would only print a C++ warning into the cell's output.
+            self.step_aside(USER_PROFILER_MESSAGE)
+            return False
+        prof.stop()
+        if not export:
+            return False
+        self.trace_path.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(self.trace_path))
+        return True
+
+    def _recorded_steps(self) -> int:
+        if self._first_step is None or self._last_step is None:
+            return 0
+        return self._last_step - self._first_step
+
+    def close(self) -> ProfileWindow:
+        """Stop whatever still records (cell ended, failed or was interrupted) and describe it."""
+        if self._prof is not None:
+            self._stop(complete=False)
+        self._done = True
+        recorded = self._recorded_steps() if self._status in ("recorded", "partial") else 0
+        message = self._message
+        if self._status == "not-reached" and message is None:
+            message = (
+                f"the profiler window waits for {self.warmup} warm-up step(s); "
+                "the cell ended before the window recorded a complete step"
+            )
+        return ProfileWindow(
+            status=self._status,
+            warmup_steps=self.warmup,
+            requested_steps=self.steps,
+            first_step=self._first_step if recorded else None,
+            recorded_steps=recorded,
+            trace_path=str(self.trace_path) if self._status in ("recorded", "partial") else None,
+            message=message,
+        )

@@ -1,0 +1,249 @@
+"""The capture session: sampler thread + step clock + profiler window around one run of code.
+
+A context manager whose exit always removes every hook, stops the profiler and joins the sampler
+thread, whatever the measured code did (returned, raised, was interrupted). It decides nothing:
+it returns a frozen ``Run`` for the analysis.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from gpu_notebook.capture.environment import read_environment, torch_installed
+from gpu_notebook.capture.sampler import Sampler
+from gpu_notebook.records import (
+    CellStatus,
+    Environment,
+    ProfileWindow,
+    Run,
+    Sample,
+    SampleSeries,
+    StepClockRecord,
+)
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """What to record. Defaults: 2 warm-up steps skipped, 5 steps profiled, 4 samples a second."""
+
+    warmup_steps: int = 2
+    profile_steps: int = 5
+    interval_s: float = 0.25
+    profile: bool = True
+    sample_capacity: int = 2048
+
+
+@dataclass(frozen=True)
+class LiveStatus:
+    """What a live view shows, built on the sampler thread at each tick."""
+
+    sample: Sample
+    step_count: int
+    median_step_s: float | None
+    recording: bool
+
+
+LiveListener = Callable[[LiveStatus], None]
+
+_TRACE_DIR: Path | None = None
+_TRACE_DIR_LOCK = threading.Lock()
+
+
+def _trace_dir() -> Path:
+    """One temporary folder per process for exported traces, removed at exit."""
+    global _TRACE_DIR
+    with _TRACE_DIR_LOCK:
+        if _TRACE_DIR is None:
+            _TRACE_DIR = Path(tempfile.mkdtemp(prefix="gpucheck-"))
+            atexit.register(shutil.rmtree, _TRACE_DIR, True)
+        return _TRACE_DIR
+
+
+_RUN_COUNTER = 0
+
+
+def _next_trace_path() -> Path:
+    global _RUN_COUNTER
+    _RUN_COUNTER += 1
+    stamp = datetime.now().strftime("%H%M%S")
+    return _trace_dir() / f"run{_RUN_COUNTER:04d}-{stamp}.trace.json.gz"
+
+
+class CaptureSession:
+    """``with CaptureSession(options, source) as s: ...`` then ``s.finish(status, error)``."""
+
+    def __init__(
+        self,
+        options: CaptureOptions,
+        source: str,
+        live_listener: LiveListener | None = None,
+    ) -> None:
+        self.options = options
+        self.source = source
+        self._live_listener = live_listener
+        self._notes: list[str] = []
+        self._t0_ns = 0
+        self._started_at = ""
+        self._env: Environment | None = None
+        self._sampler: Sampler | None = None
+        self._clock: Any = None  # StepClock, when torch is installed
+        self._window: Any = None  # ProfilerWindow
+        self._series: SampleSeries | None = None
+        self._steps: StepClockRecord | None = None
+        self._window_record: ProfileWindow | None = None
+        self._wall_s = 0.0
+        self._closed = False
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> CaptureSession:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def start(self) -> None:
+        self._env = read_environment()
+        self._started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._t0_ns = time.perf_counter_ns()
+        try:
+            if torch_installed():
+                self._start_torch_side()
+            else:
+                self._notes.append("torch is not installed: sampling only, no steps or phases")
+            self._sampler = Sampler(
+                interval_s=self.options.interval_s,
+                capacity=self.options.sample_capacity,
+                listener=self._on_sample if self._live_listener is not None else None,
+            )
+            self._sampler.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_torch_side(self) -> None:
+        from gpu_notebook.capture.profiler import (
+            USER_PROFILER_MESSAGE,
+            ProfilerWindow,
+            profiler_active,
+        )
+        from gpu_notebook.capture.stepclock import StepClock
+
+        assert self._env is not None
+        clock = StepClock(self._t0_ns)
+        window = ProfilerWindow(
+            warmup=self.options.warmup_steps,
+            steps=self.options.profile_steps,
+            trace_path=_next_trace_path(),
+            cuda=self._env.cuda_available,
+        )
+        if not self.options.profile:
+            window.step_aside("")
+        elif profiler_active():
+            window.step_aside(USER_PROFILER_MESSAGE)
+        else:
+            clock.boundary_listener = window.on_boundary
+            clock.anchor_listener = lambda _kind: window.restart()
+
+            def annotate_on() -> None:
+                clock.annotate = True
+
+            def annotate_off() -> None:
+                clock.annotate = False
+
+            window.on_start = annotate_on
+            window.on_stop = annotate_off
+        self._clock = clock
+        self._window = window
+        clock.install()
+
+    def _on_sample(self, sample: Sample) -> None:
+        listener = self._live_listener
+        clock = self._clock
+        window = self._window
+        if listener is None:
+            return
+        listener(
+            LiveStatus(
+                sample=sample,
+                step_count=clock.step_count if clock is not None else 0,
+                median_step_s=clock.median_step_s() if clock is not None else None,
+                recording=bool(window is not None and window.recording),
+            )
+        )
+
+    def close(self) -> None:
+        """Stop the profiler, remove every hook, join the sampler. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wall_s = (time.perf_counter_ns() - self._t0_ns) / 1e9 if self._t0_ns else 0.0
+        try:
+            if self._window is not None:
+                self._window_record = self._window.close()
+        finally:
+            try:
+                if self._clock is not None:
+                    self._clock.uninstall()
+                    self._steps = self._clock.record()
+            finally:
+                if self._sampler is not None:
+                    self._series = self._sampler.stop()
+
+    # ---------------------------------------------------------------- result
+
+    def finish(self, status: CellStatus, error: str | None) -> Run:
+        """Close (if still open) and return the frozen Run."""
+        self.close()
+        assert self._env is not None, "finish() before start()"
+        window = self._window_record
+        if window is None:
+            window = ProfileWindow(
+                status="unavailable",
+                warmup_steps=self.options.warmup_steps,
+                requested_steps=self.options.profile_steps,
+                message="torch is not installed",
+            )
+        elif not self.options.profile:
+            window = ProfileWindow(
+                status="disabled",
+                warmup_steps=self.options.warmup_steps,
+                requested_steps=self.options.profile_steps,
+                message="profiling disabled (--no-profile): sampling and step timing only",
+            )
+        notes = list(self._notes)
+        if self._env.nvml_message:
+            notes.append(self._env.nvml_message)
+        if window.message and window.status == "stepped-aside":
+            notes.append(window.message)
+        series = self._series or SampleSeries(
+            requested_interval_s=self.options.interval_s, interval_s=self.options.interval_s
+        )
+        return Run(
+            env=self._env,
+            cell_source=self.source,
+            status=status,
+            error=error,
+            wall_s=self._wall_s,
+            samples=series,
+            steps=self._steps or StepClockRecord(anchor="none", step_count=0),
+            window=window,
+            started_at=self._started_at,
+            notes=tuple(notes) + series.notes,
+        )

@@ -1,0 +1,135 @@
+"""The ``%%gpucheck`` cell magic: parse the options, run the cell under a capture, show the report."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from gpu_notebook.capture.session import CaptureOptions
+from gpu_notebook.records import Report
+
+MAX_KEPT_REPORTS = 50
+
+
+@magics_class
+class GpuCheckMagics(Magics):
+    """Holds the reports of this session so a later run can be compared with an earlier one."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.reports: list[Report] = []
+
+    @magic_arguments()
+    @argument(
+        "-s", "--steps", type=int, default=5,
+        help="Training steps to record with torch.profiler after the warm-up (default: 5).",
+    )
+    @argument(
+        "-w", "--warmup", type=int, default=2,
+        help="Steps to skip before recording: compilation, cudnn autotuning... (default: 2).",
+    )
+    @argument(
+        "-i", "--interval", type=float, default=0.25,
+        help="Seconds between GPU (NVML) and CPU (psutil) samples (default: 0.25).",
+    )
+    @argument(
+        "-o", "--output", metavar="NAME", default=None,
+        help="Store the report object in the variable NAME (like %%timeit -o).",
+    )
+    @argument(
+        "--no-profile", action="store_true",
+        help="Do not run torch.profiler: sampling and step timing only (lowest overhead).",
+    )
+    @argument(
+        "--export", metavar="DIR", default=None,
+        help="Write the profiler trace (Perfetto / chrome://tracing) and the report JSON into DIR.",
+    )
+    @argument("-q", "--quiet", action="store_true", help="Do not display the report (use with -o).")
+    @cell_magic
+    def gpucheck(self, line: str, cell: str) -> None:
+        """Measure a training cell and say what limits it: the GPU, the input, the host, syncs...
+
+        The cell runs exactly as it would without the magic (same namespace, output, exceptions)
+        while the GPUs (NVML) and CPUs (psutil) are sampled in the background, training steps are
+        found through global torch hooks (no change to your code, no ``prof.step()``), and
+        torch.profiler records a few steps after a warm-up. The report then gives the phase
+        breakdown of a step (data wait, copies, forward, backward, optimizer, syncs), a verdict,
+        and the answer to "will more GPUs help?".
+
+        Usage::
+
+            %load_ext gpu_notebook
+
+            %%gpucheck [-s STEPS] [-w WARMUP] [-i SECONDS] [-o NAME] [--no-profile] [--export DIR]
+            for x, y in loader:
+                loss = loss_fn(model(x), y)
+                opt.zero_grad(); loss.backward(); opt.step()
+
+        Example: ``%%gpucheck -s 10 -o rep`` records 10 steps and keeps the report in ``rep``
+        (``rep.to_json()``, ``rep.verdict``, ``rep.analysis.phases``).
+
+        Without a GPU the report still splits each step on the CPU; without torch only the
+        sampling runs.
+        """
+        args = parse_argstring(self.gpucheck, line)
+        options = _validate(args, cell)
+        export_dir = _export_dir(args.export)
+        from gpu_notebook.magic_run import run_measured_cell
+
+        report = run_measured_cell(self.shell, cell, f"%%gpucheck {line}".rstrip(), options)
+        self.reports.append(report)
+        del self.reports[:-MAX_KEPT_REPORTS]
+        if args.output:
+            self.shell.user_ns[args.output] = report
+        if export_dir is not None:
+            _export(report, export_dir)
+        if not args.quiet:
+            from IPython.display import display
+
+            display(report)
+
+
+def _validate(args: Any, cell: str) -> CaptureOptions:
+    """Turn parsed arguments into options, or raise UsageError before the cell runs."""
+    if not cell.strip():
+        raise UsageError("%%gpucheck needs a cell body to measure: put it on the first line of a training cell.")
+    if args.steps < 1:
+        raise UsageError(f"--steps must be at least 1 (got {args.steps}).")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more (got {args.warmup}).")
+    if not 0.05 <= args.interval <= 60:
+        raise UsageError(f"--interval must be between 0.05 and 60 seconds (got {args.interval}).")
+    if args.output is not None and not str(args.output).isidentifier():
+        raise UsageError(f"-o needs a Python variable name (got {args.output!r}).")
+    return CaptureOptions(
+        warmup_steps=args.warmup,
+        profile_steps=args.steps,
+        interval_s=args.interval,
+        profile=not args.no_profile,
+    )
+
+
+def _export_dir(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--export needs a folder; {value!r} is a file.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--export: cannot create folder {value!r}: {exc.strerror}.") from None
+    return path
+
+
+def _export(report: Report, folder: Path) -> None:
+    stem = f"gpucheck-{report.run.started_at.replace(':', '').replace('+0000', 'Z')}"
+    (folder / f"{stem}.report.json").write_text(report.to_json(indent=1))
+    trace = report.run.window.trace_path
+    if trace is not None and Path(trace).exists():
+        shutil.copyfile(trace, folder / f"{stem}.trace.json.gz")

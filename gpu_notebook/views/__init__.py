@@ -1,0 +1,1 @@
+"""Views: render a Report (text, widgets, HTML); they never compute figures."""

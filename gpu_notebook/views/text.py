@@ -1,0 +1,113 @@
+"""Plain-text rendering of a Report (terminal IPython, the CLI, and the ``-o`` object's repr)."""
+
+from __future__ import annotations
+
+from gpu_notebook.records import PHASES, PhaseBreakdown, Report
+
+BAR_WIDTH = 24
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "n/a"
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} us"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def fmt_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0f}%"
+
+
+def phase_rows(phases: PhaseBreakdown) -> list[str]:
+    n = max(1, len(phases.steps))
+    rows = []
+    for phase in PHASES:
+        share = phases.share(phase)
+        if share is None:
+            rows.append(f"  {phase:<13} {'not measured':>7}")
+            continue
+        per_step_s = phases.phase_total_us.get(phase, 0.0) / n / 1e6
+        bar = "#" * round(share * BAR_WIDTH)
+        rows.append(f"  {phase:<13} {100 * share:5.1f}%  {bar:<{BAR_WIDTH}}  {fmt_seconds(per_step_s)}/step")
+    return rows
+
+
+def render_text(report: Report) -> str:
+    run, a, v = report.run, report.analysis, report.verdict
+    lines = [f"gpucheck: {v.category.upper()}  (confidence: {v.confidence})", f"  {v.headline}"]
+    lines.append(f"  Will more GPUs help? {v.more_gpus}")
+    if run.status != "ok":
+        lines.append(f"  The cell {'was interrupted' if run.status == 'interrupted' else 'failed'}"
+                     f" ({run.error}); this report covers the steps that ran.")
+    for item in v.evidence:
+        lines.append(f"  - {item}")
+
+    st = a.step_stats
+    step_line = (
+        f"Steps: {st.count} (step ends at: {run.steps.anchor}), median {fmt_seconds(st.median_s)}, "
+        f"p90 {fmt_seconds(st.p90_s)}"
+    )
+    if st.samples_per_s is not None:
+        step_line += f", {st.samples_per_s:,.0f} samples/s (batch {st.batch_size})"
+    lines += ["", step_line, f"Cell wall time: {fmt_seconds(run.wall_s)}"]
+
+    if a.phases is not None:
+        src = (
+            f"{len(a.phases.steps)} profiled step(s), torch.profiler trace"
+            if a.phases.source == "trace"
+            else f"{len(a.phases.steps)} step(s), hook timings"
+        )
+        lines += ["", f"Phases ({src}):", *phase_rows(a.phases)]
+    if run.window.message and run.window.status not in ("recorded",):
+        lines.append(f"Profiler window: {run.window.status}: {run.window.message}")
+
+    lines.append("")
+    if a.gpu is not None:
+        g = a.gpu
+        lines.append(
+            f"GPU timeline: busy {100 * g.busy_share:.0f}% of {fmt_seconds(g.window_us / 1e6)}; idle "
+            f"{fmt_seconds(g.idle_us / 1e6)} (host wait {fmt_seconds(g.idle_host_wait_us / 1e6)}, "
+            f"kernel wait {fmt_seconds(g.idle_kernel_wait_us / 1e6)}, other {fmt_seconds(g.idle_other_us / 1e6)})"
+        )
+        for c in g.copies:
+            lines.append(f"  copy {c.kind}: {c.count}x, {fmt_seconds(c.duration_us / 1e6)}, {fmt_bytes(c.bytes)}")
+    u = a.utilization
+    if u.gpu_util_mean_pct is not None or u.gpu_memory_peak_bytes is not None:
+        lines.append(
+            f"GPU (NVML): utilization mean {fmt_pct(u.gpu_util_mean_pct)} (p5 {fmt_pct(u.gpu_util_p5_pct)}, "
+            f"p95 {fmt_pct(u.gpu_util_p95_pct)}), memory peak {fmt_bytes(u.gpu_memory_peak_bytes)} "
+            f"of {fmt_bytes(u.gpu_memory_total_bytes)}"
+        )
+    elif a.gpu is None:
+        lines.append("GPU: not measured (no GPU visible)")
+    lines.append(
+        f"CPU: this process {fmt_pct(u.process_cpu_mean_pct)}, its children (workers) "
+        f"{fmt_pct(u.children_cpu_mean_pct)}, machine {fmt_pct(u.system_cpu_mean_pct)} "
+        f"of {run.env.cpu_count} cores; peak RSS {fmt_bytes(u.rss_peak_bytes)}"
+    )
+    if a.top_ops:
+        lines += ["", "Top operators (self time in the window):"]
+        for op in a.top_ops[:8]:
+            lines.append(f"  {op.device:<3} {fmt_seconds(op.self_us / 1e6):>9}  {op.calls:>6}x  {op.name[:70]}")
+    if report.findings:
+        lines += ["", "Findings:"]
+        for f in report.findings:
+            bound = f" (up to {f.gain_bound:.2f}x)" if f.gain_bound else ""
+            lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
+    if run.notes:
+        lines += ["", "Notes:", *(f"  - {n}" for n in run.notes)]
+    return "\n".join(lines)

@@ -1,0 +1,363 @@
+"""Read a Kineto (torch.profiler Chrome trace) JSON file into numpy arrays in one parse pass."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import numpy.typing as npt
+
+try:  # orjson parses Kineto JSON several times faster; the stdlib is the fallback.
+    import orjson as _orjson
+
+    def _loads(data: bytes) -> Any:
+        return _orjson.loads(data)
+
+except ImportError:  # pragma: no cover - depends on the environment
+    import json as _json
+
+    def _loads(data: bytes) -> Any:
+        return _json.loads(data)
+
+
+__all__ = [
+    "GPU_CATEGORIES",
+    "HOST_CATEGORIES",
+    "DistributedInfo",
+    "Trace",
+    "load_trace",
+    "load_trace_dict",
+]
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+# Device-side activity: what "the GPU is busy" means.
+GPU_CATEGORIES: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
+# Host-side events recorded on CPU threads.
+HOST_CATEGORIES: tuple[str, ...] = (
+    "cpu_op",
+    "user_annotation",
+    "cuda_runtime",
+    "cuda_driver",
+    "python_function",
+)
+
+_STREAM_IN_TID = re.compile(r"(-?\d+)")
+
+
+@dataclass(frozen=True)
+class DistributedInfo:
+    """The ``distributedInfo`` block of a trace (None fields: not written by that run)."""
+
+    rank: int | None
+    world_size: int | None
+    backend: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Complete ('X') events of one Kineto trace as parallel numpy arrays, one row per event.
+
+    Strings are interned: ``name_id``/``cat_id`` index ``names``/``categories``. Integer columns
+    use -1 for "absent" (no correlation, no stream...). ``ts_us``/``dur_us`` are the trace's own
+    microsecond clock (absolute, as written by Kineto). Rows keep file order; nothing is sorted.
+    """
+
+    names: tuple[str, ...]
+    categories: tuple[str, ...]
+    name_id: IntArray
+    cat_id: IntArray
+    ts_us: FloatArray
+    dur_us: FloatArray
+    pid: IntArray
+    tid: IntArray
+    correlation: IntArray  # args "correlation": joins a launch (cuda_runtime) to its GPU event
+    external_id: IntArray  # args "External id": joins GPU events to the cpu_op that caused them
+    stream: IntArray  # args "stream" (GPU events), else -1
+    device: IntArray  # args "device" (GPU events), else -1
+    bytes: IntArray  # args "bytes" (memcpy/memset), else -1
+    device_properties: tuple[Mapping[str, Any], ...] = ()
+    distributed_info: DistributedInfo | None = None
+    base_time_ns: int | None = None
+    # Events per category over the whole file, all phases ('X', flows 's'/'f', ...): a census.
+    category_counts: Mapping[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.ts_us.shape[0])
+
+    @cached_property
+    def end_us(self) -> FloatArray:
+        return self.ts_us + self.dur_us
+
+    @cached_property
+    def _category_index(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.categories)}
+
+    def category_mask(self, *categories: str) -> BoolArray:
+        """True for rows whose category is one of ``categories`` (unknown names match nothing)."""
+        ids = [self._category_index[c] for c in categories if c in self._category_index]
+        if not ids:
+            return np.zeros(len(self), dtype=np.bool_)
+        if len(ids) == 1:
+            return self.cat_id == ids[0]
+        return np.isin(self.cat_id, np.asarray(ids, dtype=np.int64))
+
+    def name_ids(self, predicate: Callable[[str], bool]) -> IntArray:
+        """Indices into ``names`` of the names for which ``predicate`` is true."""
+        return np.fromiter(
+            (i for i, n in enumerate(self.names) if predicate(n)), dtype=np.int64
+        )
+
+    def names_matching(self, prefix: str | tuple[str, ...]) -> IntArray:
+        """Indices into ``names`` of the names starting with ``prefix`` (one or several)."""
+        return self.name_ids(lambda n: n.startswith(prefix))
+
+    def name_mask(
+        self,
+        *,
+        prefix: str | tuple[str, ...] | None = None,
+        names: Iterable[str] = (),
+    ) -> BoolArray:
+        """True for rows whose name starts with ``prefix`` or is one of ``names``."""
+        wanted = set(names)
+        ids = self.name_ids(
+            lambda n: n in wanted or (prefix is not None and n.startswith(prefix))
+        )
+        if ids.size == 0:
+            return np.zeros(len(self), dtype=np.bool_)
+        # A lookup table beats np.isin when there are many events and few distinct names.
+        table = np.zeros(len(self.names), dtype=np.bool_)
+        table[ids] = True
+        return table[self.name_id]
+
+    @cached_property
+    def gpu_mask(self) -> BoolArray:
+        """Rows that are device activity (kernels, memcpy, memset)."""
+        return self.category_mask(*GPU_CATEGORIES)
+
+    @property
+    def has_gpu_activity(self) -> bool:
+        return bool(self.gpu_mask.any())
+
+    def name_of(self, row: int) -> str:
+        return self.names[int(self.name_id[row])]
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read a Kineto trace from ``.json`` or ``.json.gz`` (gzip detected by magic bytes).
+
+    Raises ``OSError`` when the file cannot be read and ``ValueError`` when it is not a
+    Kineto/Chrome trace (not JSON, or neither a dict with ``traceEvents`` nor a list of events).
+    """
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    try:
+        data = _loads(raw)
+    except ValueError as exc:  # json.JSONDecodeError and orjson.JSONDecodeError both subclass it
+        raise ValueError(f"{path}: not a JSON trace ({exc})") from exc
+    return load_trace_dict(data)
+
+
+def load_trace_dict(data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
+    """Build a ``Trace`` from a parsed Kineto JSON document (or a bare list of events)."""
+    if isinstance(data, Mapping):
+        events = data.get("traceEvents", [])
+        meta: Mapping[str, Any] = data
+    elif isinstance(data, Sequence):
+        events, meta = data, {}
+    else:
+        raise ValueError(f"not a Kineto trace: top level is {type(data).__name__}")
+    if not isinstance(events, Sequence):
+        raise ValueError("not a Kineto trace: traceEvents is not a list")
+
+    name_index: dict[str, int] = {}
+    cat_index: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    name_l: list[int] = []
+    cat_l: list[int] = []
+    ts_l: list[Any] = []
+    dur_l: list[Any] = []
+    pid_l: list[Any] = []
+    tid_l: list[Any] = []
+    # Args columns are sparse: keep (row, value) pairs and scatter them into arrays afterwards,
+    # so events without args (most cpu_ops carry few) cost nothing here.
+    corr_rows: list[int] = []
+    corr_vals: list[Any] = []
+    ext_rows: list[int] = []
+    ext_vals: list[Any] = []
+    stream_rows: list[int] = []
+    stream_vals: list[Any] = []
+    dev_rows: list[int] = []
+    dev_vals: list[Any] = []
+    bytes_rows: list[int] = []
+    bytes_vals: list[Any] = []
+
+    row = 0
+    for ev in events:
+        if not isinstance(ev, dict):
+            continue
+        cat = ev.get("cat")
+        if ev.get("ph") != "X":
+            # Flows, metadata, instants: counted for the census, otherwise skipped.
+            if cat is not None:
+                counts[cat] = counts.get(cat, 0) + 1
+            continue
+        if not isinstance(cat, str):
+            cat = ""
+        ts = ev.get("ts")
+        if ts is None:
+            continue
+        ci = cat_index.get(cat)
+        if ci is None:
+            ci = cat_index[cat] = len(cat_index)
+        name = ev.get("name")
+        if not isinstance(name, str):
+            name = "" if name is None else str(name)
+        ni = name_index.get(name)
+        if ni is None:
+            ni = name_index[name] = len(name_index)
+        cat_l.append(ci)
+        name_l.append(ni)
+        ts_l.append(ts)
+        dur_l.append(ev.get("dur", 0))
+        pid_l.append(ev.get("pid", -1))
+        tid_l.append(ev.get("tid", -1))
+        args = ev.get("args")
+        if args:
+            v = args.get("correlation")
+            if v is not None:
+                corr_rows.append(row)
+                corr_vals.append(v)
+            v = args.get("External id")
+            if v is not None:
+                ext_rows.append(row)
+                ext_vals.append(v)
+            v = args.get("stream")
+            if v is not None:
+                stream_rows.append(row)
+                stream_vals.append(v)
+            v = args.get("device")
+            if v is not None:
+                dev_rows.append(row)
+                dev_vals.append(v)
+            v = args.get("bytes")
+            if v is not None:
+                bytes_rows.append(row)
+                bytes_vals.append(v)
+        row += 1
+
+    n = row
+    cat_ids = np.asarray(cat_l, dtype=np.int64)
+    categories = tuple(cat_index)
+    for c, x_count in zip(categories, np.bincount(cat_ids, minlength=len(categories)).tolist()):
+        counts[c] = counts.get(c, 0) + int(x_count)
+
+    return Trace(
+        names=tuple(name_index),
+        categories=categories,
+        name_id=np.asarray(name_l, dtype=np.int64),
+        cat_id=cat_ids,
+        ts_us=_float_column(ts_l),
+        dur_us=_float_column(dur_l),
+        pid=_int_column(pid_l),
+        tid=_int_column(tid_l),
+        correlation=_sparse_int_column(n, corr_rows, corr_vals),
+        external_id=_sparse_int_column(n, ext_rows, ext_vals),
+        stream=_sparse_int_column(n, stream_rows, stream_vals),
+        device=_sparse_int_column(n, dev_rows, dev_vals),
+        bytes=_sparse_int_column(n, bytes_rows, bytes_vals),
+        device_properties=_device_properties(meta.get("deviceProperties")),
+        distributed_info=_distributed_info(meta.get("distributedInfo")),
+        base_time_ns=_optional_int(meta.get("baseTimeNanoseconds")),
+        category_counts=counts,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Column builders: the fast path hands the whole list to numpy; a slow path converts odd values
+# (strings such as pid "Spans", tid "stream 7", stream "0x0") one by one without failing.
+# ---------------------------------------------------------------------------------------------
+
+
+def _float_column(values: list[Any]) -> FloatArray:
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.fromiter((_to_float(v) for v in values), dtype=np.float64, count=len(values))
+
+
+def _int_column(values: list[Any]) -> IntArray:
+    try:
+        arr = np.asarray(values)
+        if arr.dtype.kind in "iu":
+            return arr.astype(np.int64, copy=False)
+        if arr.dtype.kind == "f":
+            return arr.astype(np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return np.fromiter((_to_int(v) for v in values), dtype=np.int64, count=len(values))
+
+
+def _sparse_int_column(n: int, rows: list[int], values: list[Any]) -> IntArray:
+    out = np.full(n, -1, dtype=np.int64)
+    if rows:
+        out[np.asarray(rows, dtype=np.int64)] = _int_column(values)
+    return out
+
+
+def _to_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _to_int(value: Any) -> int:
+    """An int from a Kineto id: ints, floats, "7", "stream 7", "0x1a"; anything else is -1."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else -1
+    if isinstance(value, float):
+        return int(value) if value == value else -1
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text, 0)
+        except ValueError:
+            match = _STREAM_IN_TID.search(text)
+            return int(match.group(1)) if match else -1
+    return -1
+
+
+def _optional_int(value: Any) -> int | None:
+    if value is None:
+        return None
+    parsed = _to_int(value)
+    return None if parsed == -1 else parsed
+
+
+def _device_properties(value: Any) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, Mapping))
+
+
+def _distributed_info(value: Any) -> DistributedInfo | None:
+    if not isinstance(value, Mapping):
+        return None
+    backend = value.get("backend")
+    return DistributedInfo(
+        rank=_optional_int(value.get("rank")),
+        world_size=_optional_int(value.get("world_size")),
+        backend=backend if isinstance(backend, str) else None,
+    )

@@ -30,8 +30,9 @@ def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
     """Execute ``body`` (the cell without its ``%%`` line) in the user's namespace."""
     transformed = shell.transform_cell(body)
     raw = f"{header_line}\n{body}"
-    # One leading newline keeps line numbers equal to the notebook's (line 1 = the magic line).
-    code = "\n" + transformed
+    # Leading newlines keep line numbers equal to the notebook's: line 1 is the magic line, and
+    # IPython's cleanup drops the body's leading blank lines, which we put back.
+    code = "\n" * (1 + _leading_blank_lines(body)) + transformed
     cell_name = shell.compile.cache(code, shell.execution_count, raw_code=raw)
     result = ExecutionResult(ExecutionInfo(raw, False, False, False, None))
     try:
@@ -49,6 +50,15 @@ def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
     if result.error_in_exec is not None:
         return _outcome(shell, result.error_in_exec)
     return CellOutcome("ok", None, None)
+
+
+def _leading_blank_lines(body: str) -> int:
+    count = 0
+    for line in body.splitlines():
+        if line and not line.isspace():
+            break
+        count += 1
+    return count
 
 
 def _outcome(shell: Any, exc: BaseException) -> CellOutcome:

@@ -140,10 +140,13 @@ class StepClock:
         self._depth += 1
         if self._depth != 1:
             return
+        kind = type(module)
+        if self.annotate:  # first, so the range covers as much of the forward as it can
+            self._fwd_range = self._record_function(markers.FORWARD_PREFIX + kind.__name__)
+            self._fwd_range.__enter__()
         now = time.perf_counter_ns()
         self._fwd_start_ns = now
         self._fwd_calls += 1
-        kind = type(module)
         if self._primary_type is None:
             self._primary_type = kind
         if kind is self._primary_type:
@@ -153,9 +156,6 @@ class StepClock:
             self._event("forward", now, ends_step=False)
         else:
             self._touch(now)
-        if self.annotate:
-            self._fwd_range = self._record_function(markers.FORWARD_PREFIX + kind.__name__)
-            self._fwd_range.__enter__()
 
     def _on_fwd_post(self, module: Any, args: Any, output: Any) -> None:
         if threading.get_ident() != self._tid or self._depth == 0:

@@ -1,0 +1,43 @@
+"""Shared fixtures: a real IPython shell with the extension loaded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests import cells
+
+
+@pytest.fixture(scope="session")
+def ip() -> Iterator[Any]:
+    """The real global IPython shell (IPython.testing.globalipapp), gpu_notebook loaded."""
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython()
+    assert shell is not None
+    shell.run_cell("%load_ext gpu_notebook")
+    res = shell.run_cell(cells.SETUP)
+    assert res.success, res.error_in_exec
+    yield shell
+
+
+@pytest.fixture(scope="session")
+def reference_traces() -> Any:
+    """Folder of the Kineto traces recorded on real GPUs (shared/reference_traces, not committed).
+
+    ``GPU_NOTEBOOK_REFERENCE_TRACES`` overrides the default ``<repo>/../shared/reference_traces``;
+    tests that need it are skipped, saying where they looked, when the folder is absent.
+    """
+    import os
+    from pathlib import Path
+
+    default = Path(__file__).resolve().parents[1].parent / "shared" / "reference_traces"
+    folder = Path(os.environ.get("GPU_NOTEBOOK_REFERENCE_TRACES", default))
+    if not folder.is_dir():
+        pytest.skip(
+            f"reference traces not found at {folder} "
+            "(set GPU_NOTEBOOK_REFERENCE_TRACES to the shared/reference_traces folder)"
+        )
+    return folder

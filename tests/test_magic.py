@@ -1,0 +1,300 @@
+"""%%gpucheck in a real IPython shell running real CPU training cells."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+from IPython.core.error import UsageError
+
+from gpu_notebook.records import Report
+from tests import cells
+
+
+def run(ip, body: str, opts: str = "") -> Report:
+    """Run ``body`` under %%gpucheck and return the report stored with -o."""
+    ip.user_ns.pop("rep", None)
+    ip.run_cell(f"%%gpucheck -q -o rep {opts}\n{body}")
+    return ip.user_ns["rep"]
+
+
+# ------------------------------------------------------------------ the verdicts that matter
+
+
+def test_slow_getitem_is_input_bound_with_data_over_half_the_step(ip):
+    rep = run(ip, cells.SLOW_INPUT)
+    assert rep.verdict.category == "input-bound", rep.text()
+    assert rep.analysis.phases is not None and rep.analysis.phases.source == "trace"
+    assert rep.analysis.phases.share("data") >= 0.5
+    assert "No" in rep.verdict.more_gpus
+
+
+def test_compute_heavy_preloaded_loop_is_not_input_bound(ip):
+    rep = run(ip, cells.COMPUTE_HEAVY)
+    assert rep.verdict.category == "cpu-only", rep.text()
+    assert rep.analysis.phases.share("data") < 0.05
+    fwd_bwd = rep.analysis.phases.share("forward") + rep.analysis.phases.share("backward")
+    assert fwd_bwd > 0.5
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("cell", [cells.MLP_LOADER, cells.CNN_LOADER], ids=["mlp", "cnn"])
+def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, workers):
+    rep = run(ip, cell.format(workers=workers))
+    phases = rep.analysis.phases
+    assert rep.run.steps.anchor == "optimizer"
+    assert rep.analysis.step_stats.count == (16 if "mlp" in cell else 10)
+    assert phases is not None and phases.source == "trace"
+    assert len(phases.steps) == 5
+    for name in ("data", "forward", "backward", "optimizer"):
+        assert phases.share(name) > 0, name
+    # Median over steps: on 2 cores, DataLoader workers can preempt the main thread for a
+    # whole millisecond in one step, which no tool could attribute.
+    per_step = sorted(s.phase_us["unattributed"] / s.duration_us for s in phases.steps)
+    assert per_step[len(per_step) // 2] <= 0.05, rep.text()
+    for step in phases.steps:  # each step's phases add up to its wall time
+        assert sum(step.phase_us.values()) == pytest.approx(step.duration_us, rel=1e-6)
+
+
+def test_step_count_and_batch_size_of_a_plain_loop(ip):
+    rep = run(ip, cells.MLP_LOADER.format(workers=0))
+    assert rep.run.steps.step_count == 1024 // 64
+    assert rep.analysis.step_stats.batch_size == 64
+    assert rep.analysis.step_stats.samples_per_s > 0
+
+
+# ------------------------------------------------------------------ steps without an optimizer
+
+
+def test_manual_sgd_without_optimizer_still_shows_steps(ip):
+    rep = run(ip, cells.MANUAL_SGD)
+    assert rep.run.steps.anchor == "forward"
+    assert rep.run.steps.step_count >= 5
+    assert rep.run.window.status == "recorded"
+
+
+def test_gradient_accumulation_counts_optimizer_steps_not_micro_batches(ip):
+    rep = run(ip, cells.GRAD_ACCUM, "-w 1 -s 3")
+    assert rep.run.steps.anchor == "optimizer"
+    assert rep.run.steps.step_count == 512 // 16 // 4
+    assert all(s.forward_calls == 4 for s in rep.run.steps.steps[1:])
+    assert rep.run.window.status == "recorded"
+    assert len(rep.analysis.phases.steps) == 3
+
+
+def test_closure_optimizer_counts_one_step_per_optimizer_step(ip):
+    rep = run(ip, cells.LBFGS)
+    assert rep.run.steps.anchor == "optimizer"
+    assert rep.run.steps.step_count == 9
+    assert max(s.backward_calls for s in rep.run.steps.steps) >= 2  # LBFGS re-evaluates
+
+
+def test_inference_loop_steps_by_dataloader(ip):
+    rep = run(ip, cells.INFERENCE)
+    assert rep.run.steps.anchor == "dataloader"
+    assert rep.run.steps.step_count == 10
+    assert rep.analysis.phases.share("backward") == 0
+
+
+# ------------------------------------------------------------------ the cell runs as it would
+
+
+def test_namespace_output_and_last_expression_are_the_cells_own(ip, capsys):
+    ip.run_cell("%load_ext gpu_notebook")
+    res = ip.run_cell("%%gpucheck -q\nmagic_var = 41\nprint('hello from the cell')\nmagic_var + 1")
+    assert res.success
+    assert ip.user_ns["magic_var"] == 41
+    assert res.result == 42
+    assert "hello from the cell" in capsys.readouterr().out
+
+
+def test_ipython_syntax_inside_the_cell(ip):
+    res = ip.run_cell("%%gpucheck -q\n%env GPUCHECK_T=1\nlisting = !echo shell-ok\nout = listing[0]")
+    assert res.success, res.error_in_exec
+    assert ip.user_ns["out"] == "shell-ok"
+
+
+def test_exception_shows_cell_line_numbers_fails_the_execution_and_keeps_a_report(ip, capsys):
+    body = cells.MLP_LOADER.format(workers=0).rstrip() + "\n    if opt.state: raise ValueError('boom')\n"
+    res = ip.run_cell("%%gpucheck -q -o rep\n" + body)
+    assert not res.success
+    assert isinstance(res.error_in_exec, ValueError)
+    out = capsys.readouterr().out
+    assert "ValueError" in out and "boom" in out
+    lines = ("%%gpucheck -q -o rep\n" + body).splitlines()
+    raise_line = next(i for i, t in enumerate(lines, 1) if "raise ValueError" in t)
+    assert f"----> {raise_line} " in out  # the traceback points at the cell's own line
+    rep = ip.user_ns["rep"]
+    assert rep.run.status == "error" and "ValueError: boom" in rep.run.error
+    assert rep.run.steps.step_count >= 1
+
+
+def test_interrupt_stops_the_cell_and_leaves_a_partial_report(ip):
+    body = cells.MLP_LOADER.format(workers=0).rstrip() + (
+        "\n    if opt.state and len(opt.state) and step_no() == 4:"
+        " import signal; signal.raise_signal(signal.SIGINT)\n"
+    )
+    ip.user_ns["_n"] = [0]
+    ip.run_cell("def step_no():\n    _n[0] += 1\n    return _n[0]")
+    res = ip.run_cell("%%gpucheck -q -o rep\n" + body)
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    rep = ip.user_ns["rep"]
+    assert rep.run.status == "interrupted"
+    assert 3 <= rep.run.steps.step_count < 16
+    assert rep.run.window.status in ("partial", "recorded")
+    assert not torch._C._autograd._profiler_enabled()
+
+
+def test_failed_execution_stops_run_all_in_a_real_kernel(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext gpu_notebook"),
+        nbformat.v4.new_code_cell("%%gpucheck\nx = 1\nraise RuntimeError('stop here')"),
+        nbformat.v4.new_code_cell("after = 1"),
+    ]
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3")
+    with pytest.raises(nbclient.exceptions.CellExecutionError) as err:
+        client.execute()
+    assert "stop here" in str(err.value)
+    assert nb.cells[2].get("execution_count") is None  # Run All stopped at the failed cell
+    outputs = nb.cells[1].outputs
+    assert any(o.get("output_type") == "error" for o in outputs)
+    assert any("gpucheck:" in o.get("data", {}).get("text/plain", "") for o in outputs)
+
+
+# ------------------------------------------------------------------ options
+
+
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        ("-s 0", "--steps"),
+        ("-w -1", "--warmup"),
+        ("-i 0.001", "--interval"),
+        ("-o 1bad", "variable name"),
+        ("--bogus", "unrecognized"),
+    ],
+)
+def test_bad_option_raises_usage_error_and_does_not_run_the_cell(ip, opts, message):
+    ip.user_ns.pop("ran", None)
+    with pytest.raises(UsageError, match=message):
+        ip.run_cell_magic("gpucheck", opts, "ran = True")
+    assert "ran" not in ip.user_ns
+
+
+def test_help_is_the_docstring_with_usage_and_options(ip):
+    doc = ip.find_cell_magic("gpucheck").__doc__
+    for text in ("Usage", "--steps", "--warmup", "--no-profile", "--export", "-o NAME"):
+        assert text in doc
+
+
+def test_no_profile_mode_uses_hook_timings(ip):
+    rep = run(ip, cells.SLOW_INPUT, "--no-profile")
+    assert rep.run.window.status == "disabled"
+    assert rep.analysis.phases.source == "hooks"
+    assert rep.analysis.phases.share("sync") is None  # not measured, not zero
+    assert rep.verdict.category == "input-bound"
+
+
+def test_export_writes_trace_and_report_json(ip, tmp_path):
+    rep = run(ip, cells.MLP_LOADER.format(workers=0), f"--export {tmp_path}")
+    report_json = list(tmp_path.glob("*.report.json"))
+    traces = list(tmp_path.glob("*.trace.json.gz"))
+    assert len(report_json) == 1 and len(traces) == 1
+    assert Report.from_json(report_json[0].read_text()) == rep
+
+
+def test_report_round_trips_through_json(ip):
+    rep = run(ip, cells.CNN_LOADER.format(workers=0))
+    again = Report.from_json(rep.to_json())
+    assert again == rep
+    assert json.loads(rep.to_json())["schema_version"] == 1
+    assert "gpucheck:" in repr(again)
+
+
+# ------------------------------------------------------------------ profilers and cleanup
+
+
+def test_user_profiler_already_active_makes_us_step_aside(ip):
+    body = (
+        "with torch.profiler.profile() as user_prof:\n"
+        + "\n".join("    " + line for line in cells.MLP_LOADER.format(workers=0).strip().splitlines())
+        + "\nuser_events = len(user_prof.events())"
+    )
+    rep = run(ip, body)
+    assert rep.run.window.status == "stepped-aside"
+    assert any("another torch.profiler" in n for n in rep.run.notes)
+    assert ip.user_ns["user_events"] > 100  # the user's profiler kept its events
+    assert rep.run.steps.step_count == 16  # step timing still works
+
+
+def test_user_profiler_inside_our_window_keeps_its_events(ip):
+    body = cells.MLP_LOADER.format(workers=0).rstrip() + (
+        "\n    if len(opt.state) and opt.state[next(iter(opt.state))]['step'] == 4:\n"
+        "        with torch.profiler.profile() as user_prof:\n"
+        "            model(x).sum()\n"
+        "        user_events = len(user_prof.events())\n"
+    )
+    rep = run(ip, body)
+    assert ip.user_ns["user_events"] > 0
+    assert rep.run.window.status == "stepped-aside"
+    assert not torch._C._autograd._profiler_enabled()
+
+
+def _hook_counts() -> tuple[int, ...]:
+    import torch.nn.modules.module as m
+    import torch.optim.optimizer as o
+
+    return (
+        len(m._global_forward_pre_hooks),
+        len(m._global_forward_hooks),
+        len(o._global_optimizer_pre_hooks),
+        len(o._global_optimizer_post_hooks),
+    )
+
+
+def test_nothing_is_left_behind_after_100_runs(ip):
+    from torch.utils.data import dataloader
+
+    import psutil
+
+    original_next = dataloader._BaseDataLoaderIter.__next__
+    original_backward = torch.autograd.backward
+    hooks_before = _hook_counts()
+    ip.run_cell("model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01)")
+    ip.run_cell("xs = torch.randn(8, 32)")
+    body = "for _ in range(3):\n    model(xs).sum().backward(); opt.step()"
+    fail = "model(xs).sum().backward(); opt.step()\nraise RuntimeError('x')"
+    for i in range(10):  # warm up allocators and caches before measuring growth
+        ip.run_cell(f"%%gpucheck -q -w 0 -s 1\n{body}")
+    gc.collect()
+    threads_before = threading.active_count()
+    rss_before = psutil.Process().memory_info().rss
+    for i in range(100):
+        cell = fail if i % 10 == 0 else body
+        ip.run_cell(f"%%gpucheck -q -w 0 -s 1 -i 0.05\n{cell}")
+        assert not torch._C._autograd._profiler_enabled()
+    gc.collect()
+    assert threading.active_count() == threads_before
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpu_notebook")]
+    assert _hook_counts() == hooks_before
+    assert dataloader._BaseDataLoaderIter.__next__ is original_next
+    assert torch.autograd.backward is original_backward
+    grown = psutil.Process().memory_info().rss - rss_before
+    assert grown < 60 * 2**20, f"RSS grew {grown / 2**20:.1f} MB over 100 runs"
+
+
+def test_import_is_cheap():
+    code = (
+        "import sys, gpu_notebook, gpu_notebook.magic\n"
+        "heavy = [m for m in ('torch', 'pynvml', 'bokeh') if m in sys.modules]\n"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

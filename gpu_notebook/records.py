@@ -302,6 +302,19 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class FixProposal:
+    """A fix made concrete for this cell: the patched source, or why it could not be made."""
+
+    fix_id: str
+    title: str
+    why: tuple[str, ...]  # two short lines
+    doc_url: str
+    source_after: str | None  # the whole patched cell; None when refused
+    diff: str | None  # unified diff of the cell
+    refusal: str | None = None  # why no patch could be made
+
+
+@dataclass(frozen=True)
 class Finding:
     """One diagnosed problem with its evidence and the most a fix can gain (Amdahl)."""
 
@@ -314,6 +327,63 @@ class Finding:
     fix: str  # one line: what to change
     source: str = ""  # where the threshold comes from
     line: int | None = None  # line of the cell the finding points at
+    fix_id: str | None = None  # gpu_notebook.fixes catalog id
+    fix_params: Mapping[str, Any] = field(default_factory=dict)
+    proposal: FixProposal | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """This run against the previous comparable one: measured gain beside the predicted bound."""
+
+    baseline_started_at: str
+    baseline_step_median_s: float | None
+    step_median_s: float | None
+    speedup: float | None  # baseline step time / this step time (> 1: faster)
+    baseline_samples_per_s: float | None
+    samples_per_s: float | None
+    baseline_phase_share: Mapping[str, float]
+    phase_share: Mapping[str, float]
+    baseline_gpu_util_pct: float | None
+    gpu_util_pct: float | None
+    fix_id: str | None = None  # the fix that produced this cell, when known
+    predicted_bound: float | None = None  # that fix's gain bound in the baseline report
+    gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
+    cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
+
+
+@dataclass(frozen=True)
+class LineStat:
+    """Time attributed to one line of the cell by the stack sampler."""
+
+    line: int  # 1-based, the %%gpucheck line is line 1
+    text: str
+    samples: int
+    share: float  # of all samples in the sampled span
+    phase_samples: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FunctionStat:
+    """Time attributed to one function (user module, torch Python layer, DataLoader...)."""
+
+    function: str
+    filename: str
+    first_line: int
+    self_samples: int
+    total_samples: int
+
+
+@dataclass(frozen=True)
+class StackProfile:
+    """What the in-process stack sampler saw of the thread that ran the cell."""
+
+    interval_s: float
+    samples: int
+    duration_s: float
+    lines: tuple[LineStat, ...] = ()
+    functions: tuple[FunctionStat, ...] = ()
+    collapsed: Mapping[str, int] = field(default_factory=dict)  # "a;b;c" -> samples
 
 
 @dataclass(frozen=True)
@@ -325,6 +395,7 @@ class Analysis:
     gpu: GpuTimeline | None
     utilization: UtilizationStats
     top_ops: tuple[OpStat, ...] = ()
+    stacks: StackProfile | None = None  # line-level attribution, when sampled
 
 
 @dataclass(frozen=True)
@@ -335,6 +406,7 @@ class Report:
     analysis: Analysis
     verdict: Verdict
     findings: tuple[Finding, ...] = ()
+    comparison: Comparison | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -62,7 +62,8 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
             evidence.append(f"{name}: {_pct(share)} of step time")
     not_measured = [p for p in ("data", "copy", "sync") if p not in phases.measured]
     if not_measured:
-        evidence.append(f"not measured ({phases.source} only): {', '.join(not_measured)}")
+        why = "no GPU to copy to" if phases.source == "trace" else "no profiler trace"
+        evidence.append(f"not measured ({why}): {', '.join(not_measured)}")
 
     busy = _gpu_busy_share(analysis)
     if busy is None and not _has_gpu(run.env):

@@ -1,0 +1,1 @@
+"""Analysis of a recorded run: phases per step, the GPU timeline, top operators."""

@@ -1,0 +1,377 @@
+"""Split each recorded step of a Kineto trace into phases (data, forward, backward, ...) on the host.
+
+How a step is painted
+---------------------
+Only the host thread's ``cpu_op`` / ``user_annotation`` / ``cuda_runtime`` / ``cuda_driver``
+events are used, with one exception: ``autograd::engine::evaluate_function*`` ops on *other*
+threads of the same process also paint "backward", because on CUDA the autograd engine runs
+backward on its own device thread while the main thread only waits inside ``loss.backward()``
+(seen in the V100/A100 reference traces); without them a GPU run's backward reads as
+"unattributed".
+
+Ranges are painted by precedence, higher wins where they overlap:
+``forward < backward < optimizer < data < copy < sync``. Time covered by some host event but
+by no classified range is "other"; time covered by nothing is "unattributed". The computation
+is a vectorised sweep on integer nanoseconds, so every step's phases sum exactly to its
+duration (in ns; the microsecond floats are those integers divided by 1000).
+
+Step boundaries, first that applies: the ``markers.STEP_MARK_PREFIX`` marks (N marks give N-1
+steps), else ``ProfilerStep#N`` ranges, else the whole host span as one step.
+
+"copy" is the host side of ``cudaMemcpy*`` / ``hipMemcpy*``. A trace without any GPU activity
+(a CPU-only run) has no device to copy to, so "copy" is *not measured* there: it is left out of
+``measured`` and out of the per-phase mappings rather than reported as a measured zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from gpu_notebook import markers
+from gpu_notebook.records import PHASES, PhaseBreakdown, StepPhases
+from gpu_notebook.trace.kineto import Trace
+
+__all__ = [
+    "PhaseLocator",
+    "StepBounds",
+    "find_host_thread",
+    "phase_at",
+    "phase_breakdown",
+    "step_bounds",
+]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+# Paint levels, lowest to highest precedence. Level 0 is "nothing covers this time".
+_LEVEL_PHASES: tuple[str, ...] = (
+    "unattributed",
+    "other",
+    "forward",
+    "backward",
+    "optimizer",
+    "data",
+    "copy",
+    "sync",
+)
+_LEVEL_TO_PHASE_INDEX: IntArray = np.asarray([PHASES.index(p) for p in _LEVEL_PHASES], np.int64)
+_PAINT_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+
+
+# ---------------------------------------------------------------------------------------------
+# Interval helpers (integer nanoseconds)
+# ---------------------------------------------------------------------------------------------
+
+
+def _to_ns(trace: Trace, ts_us: FloatArray) -> IntArray:
+    """Trace microseconds -> integer ns from the trace's first event (exact arithmetic after)."""
+    origin = float(trace.ts_us.min()) if len(trace) else 0.0
+    return np.rint((np.asarray(ts_us, dtype=np.float64) - origin) * 1000.0).astype(np.int64)
+
+
+def _merge(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
+    """Union of intervals as sorted, disjoint [start, end) pairs; empty intervals dropped."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if starts.size == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    # A new merged interval begins where a start lies beyond everything seen before it.
+    new = np.empty(s.size, dtype=np.bool_)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], reach[last]
+
+
+@dataclass(frozen=True)
+class _Cover:
+    """Disjoint sorted intervals with a prefix sum, to measure coverage of any window fast."""
+
+    starts: IntArray
+    ends: IntArray
+    before: IntArray  # covered length before interval k
+
+    @classmethod
+    def of(cls, starts: IntArray, ends: IntArray) -> _Cover:
+        s, e = _merge(starts, ends)
+        before = np.zeros(s.size, dtype=np.int64)
+        if s.size > 1:
+            before[1:] = np.cumsum(e - s)[:-1]
+        return cls(s, e, before)
+
+    def covered_until(self, t: IntArray) -> IntArray:
+        """Covered length in (-inf, t] for each t."""
+        if self.starts.size == 0:
+            return np.zeros(np.shape(t), dtype=np.int64)
+        k = np.searchsorted(self.starts, t, side="right") - 1
+        kc = np.maximum(k, 0)
+        inside = np.clip(t - self.starts[kc], 0, self.ends[kc] - self.starts[kc])
+        return np.where(k >= 0, self.before[kc] + inside, 0)
+
+    def covered(self, a: IntArray, b: IntArray) -> IntArray:
+        return self.covered_until(b) - self.covered_until(a)
+
+    def contains(self, t: IntArray) -> BoolArray:
+        if self.starts.size == 0:
+            return np.zeros(np.shape(t), dtype=np.bool_)
+        k = np.searchsorted(self.starts, t, side="right") - 1
+        kc = np.maximum(k, 0)
+        return (k >= 0) & (t < self.ends[kc])
+
+
+# ---------------------------------------------------------------------------------------------
+# Host thread and steps
+# ---------------------------------------------------------------------------------------------
+
+
+def _host_rows(trace: Trace) -> BoolArray:
+    return trace.category_mask(*_PAINT_CATEGORIES)
+
+
+def find_host_thread(trace: Trace) -> tuple[int, int] | None:
+    """(pid, tid) of the training loop's thread, or None when the trace has no host events.
+
+    The thread holding the step marks, else the one holding ``ProfilerStep#`` ranges, else the
+    one with the most ``cpu_op`` time (union, so deep nesting does not count twice).
+    """
+    host = _host_rows(trace)
+    for prefix in (markers.STEP_MARK_PREFIX, markers.PROFILER_STEP_PREFIX):
+        rows = np.flatnonzero(host & trace.name_mask(prefix=prefix))
+        if rows.size:
+            return _most_common_thread(trace, rows)
+    rows = np.flatnonzero(trace.category_mask("cpu_op"))
+    if rows.size == 0:
+        rows = np.flatnonzero(host)
+    if rows.size == 0:
+        return None
+    best: tuple[int, int] | None = None
+    best_us = -1
+    keys = np.stack([trace.pid[rows], trace.tid[rows]], axis=1)
+    for pid, tid in np.unique(keys, axis=0).tolist():
+        sel = rows[(trace.pid[rows] == pid) & (trace.tid[rows] == tid)]
+        start = _to_ns(trace, trace.ts_us[sel])
+        cover = _Cover.of(start, start + np.rint(trace.dur_us[sel] * 1000).astype(np.int64))
+        total = int((cover.ends - cover.starts).sum())
+        if total > best_us:
+            best, best_us = (int(pid), int(tid)), total
+    return best
+
+
+def _most_common_thread(trace: Trace, rows: IntArray) -> tuple[int, int]:
+    keys, counts = np.unique(
+        np.stack([trace.pid[rows], trace.tid[rows]], axis=1), axis=0, return_counts=True
+    )
+    pid, tid = keys[int(np.argmax(counts))].tolist()
+    return int(pid), int(tid)
+
+
+def _resolve_thread(trace: Trace, host_tid: int | None) -> tuple[int, int] | None:
+    if host_tid is None:
+        return find_host_thread(trace)
+    rows = np.flatnonzero(_host_rows(trace) & (trace.tid == host_tid))
+    if rows.size == 0:
+        return None
+    return _most_common_thread(trace, rows)
+
+
+@dataclass(frozen=True)
+class StepBounds:
+    """Step boundaries on the trace clock (absolute microseconds), in time order."""
+
+    index: tuple[int, ...]
+    start_us: tuple[float, ...]
+    end_us: tuple[float, ...]
+    source: Literal["marks", "profiler_step", "span"]
+    host: tuple[int, int]  # (pid, tid) of the host thread
+
+    @property
+    def span_us(self) -> tuple[float, float]:
+        return (min(self.start_us), max(self.end_us))
+
+
+def _number_after_hash(name: str, fallback: int) -> int:
+    try:
+        return int(name.rsplit("#", 1)[1])
+    except (IndexError, ValueError):
+        return fallback
+
+
+def step_bounds(trace: Trace, host_tid: int | None = None) -> StepBounds | None:
+    """The steps of the trace (see the module docstring for the rules); None without host events."""
+    host = _resolve_thread(trace, host_tid)
+    if host is None:
+        return None
+    on_thread = _host_rows(trace) & (trace.pid == host[0]) & (trace.tid == host[1])
+
+    marks = np.flatnonzero(on_thread & trace.name_mask(prefix=markers.STEP_MARK_PREFIX))
+    if marks.size >= 2:
+        marks = marks[np.argsort(trace.ts_us[marks], kind="stable")]
+        ts = trace.ts_us[marks]
+        names = [trace.name_of(int(r)) for r in marks[:-1]]
+        return StepBounds(
+            index=tuple(_number_after_hash(n, i) for i, n in enumerate(names)),
+            start_us=tuple(ts[:-1].tolist()),
+            end_us=tuple(ts[1:].tolist()),
+            source="marks",
+            host=host,
+        )
+
+    ranges = np.flatnonzero(on_thread & trace.name_mask(prefix=markers.PROFILER_STEP_PREFIX))
+    if ranges.size:
+        ranges = ranges[np.argsort(trace.ts_us[ranges], kind="stable")]
+        names = [trace.name_of(int(r)) for r in ranges]
+        return StepBounds(
+            index=tuple(_number_after_hash(n, i) for i, n in enumerate(names)),
+            start_us=tuple(trace.ts_us[ranges].tolist()),
+            end_us=tuple(trace.end_us[ranges].tolist()),
+            source="profiler_step",
+            host=host,
+        )
+
+    rows = np.flatnonzero(on_thread)
+    return StepBounds(
+        index=(0,),
+        start_us=(float(trace.ts_us[rows].min()),),
+        end_us=(float(trace.end_us[rows].max()),),
+        source="span",
+        host=host,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Painting
+# ---------------------------------------------------------------------------------------------
+
+
+class PhaseLocator:
+    """Maps trace timestamps to the phase the host thread was in (index into ``records.PHASES``).
+
+    Built once per trace by ``phase_at``; calling it is vectorised.
+    """
+
+    def __init__(self, trace: Trace, host: tuple[int, int]) -> None:
+        self.host = host
+        self._origin_us = float(trace.ts_us.min()) if len(trace) else 0.0
+        # covers[L] = union of every range painted at level >= L (L = 1..7).
+        self._covers: tuple[_Cover, ...] = _level_covers(trace, host)
+
+    def __call__(self, ts_us: npt.ArrayLike) -> IntArray:
+        t = np.rint((np.asarray(ts_us, dtype=np.float64) - self._origin_us) * 1000.0).astype(
+            np.int64
+        )
+        level = np.zeros(t.shape, dtype=np.int64)
+        for lv, cover in enumerate(self._covers, start=1):
+            # Covers are nested (>= L+1 is inside >= L), so the last one containing t wins.
+            level[cover.contains(t)] = lv
+        return _LEVEL_TO_PHASE_INDEX[level]
+
+    def covered_ns(self, start_ns: IntArray, end_ns: IntArray) -> list[IntArray]:
+        """Per level L>=1: covered ns of [start, end) by ranges of level >= L."""
+        return [c.covered(start_ns, end_ns) for c in self._covers]
+
+    def to_ns(self, ts_us: npt.ArrayLike) -> IntArray:
+        return np.rint((np.asarray(ts_us, dtype=np.float64) - self._origin_us) * 1000.0).astype(
+            np.int64
+        )
+
+
+def _level_covers(trace: Trace, host: tuple[int, int]) -> tuple[_Cover, ...]:
+    pid, tid = host
+    same_pid = trace.pid == pid
+    on_thread = trace.category_mask(*_PAINT_CATEGORIES) & same_pid & (trace.tid == tid)
+    # Step boundaries are not work: a ProfilerStep range spans the whole step and would turn
+    # every uncovered microsecond into "other".
+    on_thread &= ~trace.name_mask(prefix=(markers.PROFILER_STEP_PREFIX, markers.STEP_MARK_PREFIX))
+    is_runtime = trace.category_mask("cuda_runtime", "cuda_driver")
+    autograd = trace.name_mask(prefix=markers.AUTOGRAD_PREFIX)
+    levels: list[BoolArray] = [
+        on_thread,  # other
+        on_thread & trace.name_mask(prefix=markers.FORWARD_PREFIX),
+        (on_thread & trace.name_mask(names=(markers.BACKWARD,)))
+        | (autograd & same_pid & trace.category_mask("cpu_op")),
+        on_thread
+        & trace.name_mask(
+            prefix=(markers.OPTIMIZER_STEP_PREFIX, markers.OPTIMIZER_ZERO_GRAD_PREFIX)
+        ),
+        on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX),
+        on_thread & is_runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES),
+        on_thread & trace.name_mask(names=markers.SYNC_OPS),
+    ]
+    start = _to_ns(trace, trace.ts_us)
+    end = start + np.rint(trace.dur_us * 1000.0).astype(np.int64)
+    covers: list[_Cover] = []
+    cumulative = np.zeros(len(trace), dtype=np.bool_)
+    # Build from the top level down so each cover is the union of its level and all above it.
+    for mask in reversed(levels):
+        cumulative = cumulative | mask
+        rows = np.flatnonzero(cumulative)
+        covers.append(_Cover.of(start[rows], end[rows]))
+    covers.reverse()
+    return tuple(covers)
+
+
+def phase_at(trace: Trace, host_tid: int | None = None) -> PhaseLocator | None:
+    """A callable mapping timestamps (µs) to phase indices, or None without a host thread."""
+    host = _resolve_thread(trace, host_tid)
+    return None if host is None else PhaseLocator(trace, host)
+
+
+def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakdown | None:
+    """Phase split of every step in the trace (``source="trace"``); None without host events."""
+    bounds = step_bounds(trace, host_tid)
+    if bounds is None:
+        return None
+    locator = PhaseLocator(trace, bounds.host)
+    return _breakdown(bounds, locator, measured=_measured(trace))
+
+
+def _measured(trace: Trace) -> tuple[str, ...]:
+    if trace.has_gpu_activity:
+        return PHASES
+    return tuple(p for p in PHASES if p != "copy")
+
+
+def _breakdown(
+    bounds: StepBounds, locator: PhaseLocator, measured: Sequence[str]
+) -> PhaseBreakdown:
+    a = locator.to_ns(bounds.start_us)
+    b = locator.to_ns(bounds.end_us)
+    dur = np.maximum(b - a, 0)
+    b = a + dur
+    covered = locator.covered_ns(a, b)  # level 1..7, each nested in the one before
+    per_level = np.empty((len(_LEVEL_PHASES), a.size), dtype=np.int64)
+    per_level[0] = dur - covered[0]
+    for lv in range(1, len(_LEVEL_PHASES)):
+        above = covered[lv] if lv < len(covered) else 0
+        per_level[lv] = covered[lv - 1] - above
+
+    if "copy" not in measured:
+        # Without a device nothing can be a host<->device copy; keep the sum exact anyway.
+        per_level[_LEVEL_PHASES.index("other")] += per_level[_LEVEL_PHASES.index("copy")]
+    by_phase = {p: per_level[_LEVEL_PHASES.index(p)] for p in PHASES if p in measured}
+    steps = tuple(
+        StepPhases(
+            index=bounds.index[i],
+            start_us=bounds.start_us[i],
+            duration_us=int(dur[i]) / 1000.0,
+            phase_us={p: int(v[i]) / 1000.0 for p, v in by_phase.items()},
+        )
+        for i in range(a.size)
+    )
+    return PhaseBreakdown(
+        source="trace",
+        steps=steps,
+        total_us=int(dur.sum()) / 1000.0,
+        phase_total_us={p: int(v.sum()) / 1000.0 for p, v in by_phase.items()},
+        measured=tuple(measured),
+    )

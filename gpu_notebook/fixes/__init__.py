@@ -1,0 +1,17 @@
+"""Fixes: source-to-source codemods of a user's cell, returned as a Patch (never run) or a Refusal.
+
+Pure functions of the cell's text: no torch, no IPython shell, no notebook. The bridge inserts a
+Patch's ``source_after`` as a new cell below the measured one; the user decides to run it.
+
+Usage::
+
+    from gpu_notebook.fixes import apply_fix
+    result = apply_fix("dataloader_workers", cell_source, num_workers=4)  # Patch | Refusal
+"""
+
+from __future__ import annotations
+
+from gpu_notebook.fixes.catalog import FIXES, HEADER_PREFIX, apply_fix, describe
+from gpu_notebook.fixes.records import FixInfo, FixParam, Patch, Refusal
+
+__all__ = ["FIXES", "HEADER_PREFIX", "FixInfo", "FixParam", "Patch", "Refusal", "apply_fix", "describe"]

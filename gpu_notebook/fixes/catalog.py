@@ -1,0 +1,248 @@
+"""The fix catalog: every fix id with its title, why and docs, and ``apply_fix`` to run one.
+
+``apply_fix`` is the only entry point the rest of the product needs: it protects the cell's
+IPython lines, parses it with libcst, runs the codemod, restores the IPython lines, names the fix
+in a first comment line, and checks that the result still parses. Anything it cannot do
+cleanly comes back as a ``Refusal`` with a reason, never as broken code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import types
+from collections.abc import Callable, Mapping
+
+import libcst as cst
+
+from gpu_notebook.fixes import codemods_data, codemods_loop, codemods_model
+from gpu_notebook.fixes.cst_tools import CodemodResult, Declined
+from gpu_notebook.fixes.ipython_syntax import NotPythonCell, ProtectedCell, protect, restore
+from gpu_notebook.fixes.records import FixInfo, FixParam, ParamValue, Patch, Refusal
+
+HEADER_PREFIX = "# gpucheck fix: "
+
+_TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
+
+Codemod = Callable[..., CodemodResult]
+
+# fix id -> (title, why, documentation, codemod). Order: the input pipeline first, as the
+# verdict table reads (input-bound, sync-bound, host-bound, gpu-bound, memory, multi-GPU).
+_TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
+    (
+        "dataloader_workers",
+        "DataLoader workers and pinned memory",
+        (
+            "The GPU waits while the main process loads and collates every batch.",
+            "Worker processes prepare batches ahead; pinned memory speeds up the copy to the GPU.",
+        ),
+        "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
+        codemods_data.dataloader_workers,
+    ),
+    (
+        "non_blocking_copies",
+        "Non-blocking copies to the GPU",
+        (
+            "Each .to(device) of a batch makes Python wait until the copy is done.",
+            "non_blocking=True (with pinned memory) lets the copy overlap with GPU work.",
+        ),
+        "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
+        codemods_data.non_blocking_copies,
+    ),
+    (
+        "throttle_host_syncs",
+        "Read values from the GPU every N steps",
+        (
+            "Every .item(), float(tensor) or print of a tensor waits for the GPU to finish.",
+            "Reading them every N steps lets the CPU queue the next steps while the GPU works.",
+        ),
+        _TUNING_GUIDE + "#avoid-unnecessary-cpu-gpu-synchronization",
+        codemods_loop.throttle_host_syncs,
+    ),
+    (
+        "log_every_n",
+        "Log every N steps",
+        (
+            "Logging on every step costs Python time and usually a GPU sync.",
+            "Logging every N steps keeps the step loop short; the logged steps are unchanged.",
+        ),
+        _TUNING_GUIDE + "#avoid-unnecessary-cpu-gpu-synchronization",
+        codemods_loop.log_every_n,
+    ),
+    (
+        "torch_compile",
+        "Compile the model with torch.compile",
+        (
+            "Many small kernels leave the GPU idle while Python launches the next one.",
+            "torch.compile fuses them into fewer kernels; the first steps are slower while it compiles.",
+        ),
+        "https://pytorch.org/docs/stable/generated/torch.compile.html",
+        codemods_model.torch_compile,
+    ),
+    (
+        "bigger_batch",
+        "Bigger batch",
+        (
+            "A small batch leaves the GPU underused and pays the per-step overhead more often.",
+            "A bigger batch does more work per step; the learning rate scales with it.",
+        ),
+        _TUNING_GUIDE,
+        codemods_data.bigger_batch,
+    ),
+    (
+        "autocast",
+        "Mixed precision with torch.autocast",
+        (
+            "float32 math leaves the tensor cores idle and doubles activation memory.",
+            "autocast runs matmuls and convolutions in bfloat16/float16, often about 2x faster.",
+        ),
+        "https://pytorch.org/docs/stable/amp.html",
+        codemods_loop.autocast,
+    ),
+    (
+        "backend_flags",
+        "cuDNN autotuner and TF32 math",
+        (
+            "cuDNN picks convolution algorithms by heuristics; float32 matmuls skip tensor cores.",
+            "benchmark=True times the algorithms once per shape; TF32 uses tensor cores (Ampere+).",
+        ),
+        _TUNING_GUIDE + "#enable-cudnn-auto-tuner",
+        codemods_model.backend_flags,
+    ),
+    (
+        "foreach_fused_optimizer",
+        "Fused optimizer step",
+        (
+            "The optimizer updates each parameter tensor with its own small kernels.",
+            "fused=True updates all of them in a few kernels.",
+        ),
+        "https://pytorch.org/docs/stable/optim.html#algorithms",
+        codemods_model.foreach_fused_optimizer,
+    ),
+    (
+        "inference_mode",
+        "Inference without autograd",
+        (
+            "The inference loop records autograd history it never uses.",
+            "torch.inference_mode() skips it; model.eval() switches dropout and batch norm off.",
+        ),
+        "https://pytorch.org/docs/stable/generated/torch.inference_mode.html",
+        codemods_loop.inference_mode,
+    ),
+    (
+        "dataparallel_to_ddp",
+        "DistributedDataParallel instead of DataParallel",
+        (
+            "DataParallel drives all GPUs from one Python thread and copies the model every step.",
+            "DistributedDataParallel runs one process per GPU and overlaps gradient exchange.",
+        ),
+        "https://pytorch.org/tutorials/intermediate/ddp_tutorial.html",
+        codemods_model.dataparallel_to_ddp,
+    ),
+)
+
+
+def _params_of(codemod: Codemod) -> tuple[FixParam, ...]:
+    """The codemod's keyword-only parameters are the fix's parameters (one source of truth)."""
+    return tuple(
+        FixParam(name=p.name, default=p.default)
+        for p in inspect.signature(codemod).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    )
+
+
+FIXES: Mapping[str, FixInfo] = types.MappingProxyType(
+    {
+        fix_id: FixInfo(fix_id, title, why, url, _params_of(codemod))
+        for fix_id, title, why, url, codemod in _TABLE
+    }
+)
+_CODEMODS: Mapping[str, Codemod] = {row[0]: row[4] for row in _TABLE}
+
+
+def apply_fix(fix_id: str, source: str, **params: ParamValue) -> Patch | Refusal:
+    """Apply one fix to a cell's source: a Patch to insert as a new cell, or a Refusal.
+
+    Raises ValueError for an unknown fix id or a bad parameter value and TypeError for an
+    unknown parameter name: those are bugs in the caller, not properties of the cell.
+    """
+    info = FIXES.get(fix_id)
+    if info is None:
+        raise ValueError(f"unknown fix {fix_id!r}; known fixes: {', '.join(FIXES)}")
+    known = {p.name for p in info.params}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise TypeError(
+            f"{fix_id} takes no parameter {', '.join(unknown)}; it takes: {', '.join(sorted(known)) or 'none'}"
+        )
+    try:
+        cell = protect(source)
+    except NotPythonCell as exc:
+        return Refusal(fix_id, str(exc))
+    module = _parse(cell)
+    if isinstance(module, str):
+        return Refusal(fix_id, module)
+    result = _CODEMODS[fix_id](module, **params)
+    if isinstance(result, Declined):
+        return Refusal(fix_id, result.reason)
+    new_code = result.module.code
+    if new_code == cell.code:
+        return Refusal(fix_id, "nothing to change in this cell")
+    newline = "\r\n" if "\r\n" in source else "\n"
+    header = HEADER_PREFIX + info.title + (f" ({result.detail})" if result.detail else "")
+    try:
+        after = restore(new_code, cell, header=header + newline)
+    except ValueError as exc:
+        return Refusal(fix_id, f"internal error, please report this cell: {exc}")
+    check = _parse(protect(after))
+    if isinstance(check, str):
+        return Refusal(fix_id, f"internal error, the patched cell would not parse: {check}")
+    return Patch(
+        fix_id=fix_id,
+        title=info.title,
+        why=info.why,
+        doc_url=info.doc_url,
+        source_before=source,
+        source_after=after,
+        diff=_diff(source, after),
+        changed_lines=_changed_lines(source, after),
+    )
+
+
+def _parse(cell: ProtectedCell) -> cst.Module | str:
+    """The parsed body, or why it does not parse (a message for the user)."""
+    try:
+        return cst.parse_module(cell.code)
+    except cst.ParserSyntaxError as exc:
+        offset = 1 if cell.magic_line else 0
+        return (
+            f"this cell is not valid Python (line {exc.raw_line + offset}: {exc.message}); "
+            "fix it and run it first"
+        )
+
+
+def _diff(before: str, after: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), fromfile="before", tofile="after", lineterm=""
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _changed_lines(before: str, after: str) -> tuple[int, ...]:
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    changed: list[int] = []
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            changed.extend(range(j1 + 1, j2 + 1))
+    return tuple(changed)
+
+
+def describe(fix_id: str) -> FixInfo:
+    """The catalog entry of one fix (ValueError for an unknown id)."""
+    info = FIXES.get(fix_id)
+    if info is None:
+        raise ValueError(f"unknown fix {fix_id!r}; known fixes: {', '.join(FIXES)}")
+    return info
+
+
+__all__: list[str] = ["FIXES", "HEADER_PREFIX", "apply_fix", "describe"]

@@ -1,0 +1,280 @@
+"""Codemods for the input pipeline: DataLoader workers, pinned non-blocking copies, bigger batches.
+
+Each function takes the parsed cell and the fix's parameters, and returns ``Edited`` with the
+patched module or ``Declined`` with a reason for the user. Parameter values are the caller's
+responsibility: a bad one raises ValueError (a bug upstream, not a property of the cell).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpu_notebook.fixes.cst_tools import (
+    CodemodResult,
+    Declined,
+    Edited,
+    Replacement,
+    Tree,
+    add_comment,
+    bool_literal,
+    call_name,
+    calls_in,
+    dotted_name,
+    expression,
+    has_star_kwargs,
+    int_literal,
+    keyword,
+    last_part,
+    loops,
+    method_name,
+    module_names,
+    optimizer_constructor,
+    optimizer_names,
+    receiver,
+    replace_nodes,
+    set_keyword,
+    walk,
+)
+
+_DTYPES = frozenset(
+    {"float", "float16", "half", "bfloat16", "float32", "float64", "double", "int", "int8",
+     "int16", "int32", "int64", "long", "uint8", "bool", "complex64", "complex128"}
+)  # fmt: skip
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...): a call
+# with this many positional arguments sets num_workers positionally, which we leave alone.
+_NUM_WORKERS_POSITION = 5
+_BATCH_COMMENT = "# gpucheck: batch size x"
+
+
+def _dataloader_calls(module: cst.Module) -> list[cst.Call]:
+    return [call for call in calls_in(module) if last_part(call_name(call)) == "DataLoader"]
+
+
+def _positional(call: cst.Call) -> list[cst.Arg]:
+    return [arg for arg in call.args if arg.keyword is None and arg.star == ""]
+
+
+def dataloader_workers(
+    module: cst.Module,
+    *,
+    num_workers: int | None = 4,
+    pin_memory: bool = True,
+    persistent_workers: bool = True,
+    prefetch_factor: int | None = None,
+) -> CodemodResult:
+    """Set worker processes and pinned memory on every ``DataLoader(...)`` of the cell.
+
+    ``num_workers=None`` leaves the worker count as written (pinned memory only).
+    ``persistent_workers`` and ``prefetch_factor`` are only set where workers are used: torch
+    rejects both when ``num_workers == 0``.
+    """
+    if num_workers is not None and (isinstance(num_workers, bool) or num_workers < 0):
+        raise ValueError(f"num_workers must be a non-negative int or None, not {num_workers!r}")
+    if prefetch_factor is not None and prefetch_factor < 1:
+        raise ValueError(f"prefetch_factor must be at least 1, not {prefetch_factor!r}")
+    calls = _dataloader_calls(module)
+    if not calls:
+        return Declined(
+            "no DataLoader(...) call in this cell; add num_workers and pin_memory=True "
+            "where the loader is created"
+        )
+    editable = [
+        c for c in calls if not has_star_kwargs(c) and len(_positional(c)) <= _NUM_WORKERS_POSITION
+    ]
+    if not editable:
+        return Declined(
+            "the DataLoader arguments come from **kwargs or positions; set num_workers "
+            "and pin_memory=True where they are defined"
+        )
+    edits: dict[cst.CSTNode, Replacement] = {}
+    applied: dict[str, str] = {}
+    for call in editable:
+        wanted: dict[str, str] = {}
+        if num_workers is not None:
+            wanted["num_workers"] = str(num_workers)
+            workers = num_workers
+        else:
+            current = keyword(call, "num_workers")
+            workers = (int_literal(current.value) if current is not None else None) or 0
+        if pin_memory:
+            wanted["pin_memory"] = "True"
+        if workers > 0 and persistent_workers:
+            wanted["persistent_workers"] = "True"
+        if workers > 0 and prefetch_factor is not None:
+            wanted["prefetch_factor"] = str(prefetch_factor)
+        changes = {k: v for k, v in wanted.items() if not _keyword_is(call, k, v)}
+        applied.update(wanted)
+        if changes:
+            edits[call] = _setter(changes)
+    if not edits:
+        settings = ", ".join(f"{k}={v}" for k, v in applied.items())
+        return Declined(f"every DataLoader in this cell already has {settings}")
+    detail = ", ".join(f"{k}={v}" for k, v in applied.items())
+    return Edited(replace_nodes(module, edits), detail)
+
+
+def _keyword_is(call: cst.Call, name: str, value_code: str) -> bool:
+    arg = keyword(call, name)
+    return arg is not None and cst.Module([]).code_for_node(arg.value) == value_code
+
+
+def _setter(changes: dict[str, str]) -> Replacement:
+    def apply(call: cst.Call) -> cst.Call:
+        for name, code in changes.items():
+            call = set_keyword(call, name, expression(code))
+        return call
+
+    return apply
+
+
+def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) -> CodemodResult:
+    """Multiply each DataLoader's batch size by ``factor`` and scale literal learning rates too.
+
+    The linear scaling rule (Goyal et al., 2017) keeps the update size per sample the same. A
+    learning rate that is not a literal is left alone and the added comment says to scale it.
+    """
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
+        raise ValueError(f"factor must be an int of at least 2, not {factor!r}")
+    if _BATCH_COMMENT in module.code:
+        return Declined(
+            "gpucheck already scaled the batch size in this cell; apply bigger_batch to the "
+            "original cell with a larger factor instead"
+        )
+    tree = Tree(module)
+    edits: dict[cst.CSTNode, Replacement] = {}
+    loaders = [c for c in _dataloader_calls(module) if keyword(c, "batch_sampler") is None]
+    for call in loaders:
+        edits[call] = _batch_scaler(factor)
+    if not edits:
+        return Declined(
+            "no DataLoader(...) call with a batch size in this cell; multiply the batch size "
+            "where the loader is created"
+        )
+    lr_scaled = False
+    if scale_lr:
+        for call in calls_in(module):
+            if optimizer_constructor(call):
+                lr_arg = _lr_argument(call)
+                if lr_arg is not None and isinstance(lr_arg.value, (cst.Integer, cst.Float)):
+                    edits[lr_arg] = _lr_scaler(factor)
+                    lr_scaled = True
+    if lr_scaled:
+        note = f"{_BATCH_COMMENT}{factor}; optimizer lr scaled x{factor} too (linear scaling rule)"
+    else:
+        note = f"{_BATCH_COMMENT}{factor}; scale the learning rate x{factor} as well (linear scaling rule)"
+    statements = {tree.statement_of(call) for call in loaders}
+    for stmt in statements:
+        if stmt is not None:
+            edits[stmt] = _commenter(note)
+    detail = f"batch size x{factor}" + (f", lr x{factor}" if lr_scaled else "")
+    return Edited(replace_nodes(module, edits), detail)
+
+
+def _batch_scaler(factor: int) -> Replacement:
+    def apply(updated: cst.Call) -> cst.Call:
+        arg = keyword(updated, "batch_size")
+        positional = _positional(updated)
+        if arg is None and len(positional) >= 2:
+            arg = positional[1]
+        if arg is None:
+            # DataLoader's default batch size is 1.
+            return set_keyword(updated, "batch_size", cst.Integer(str(factor)))
+        new_arg = arg.with_changes(value=_times(arg.value, factor))
+        return updated.with_changes(args=[new_arg if a is arg else a for a in updated.args])
+
+    return apply
+
+
+def _times(value: cst.BaseExpression, factor: int) -> cst.BaseExpression:
+    literal = int_literal(value)
+    if literal is not None:
+        return cst.Integer(str(literal * factor))
+    code = cst.Module([]).code_for_node(value)
+    simple = isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Float))
+    return expression(f"{code} * {factor}" if simple else f"({code}) * {factor}")
+
+
+def _lr_argument(call: cst.Call) -> cst.Arg | None:
+    arg = keyword(call, "lr")
+    if arg is None:
+        positional = _positional(call)
+        arg = positional[1] if len(positional) >= 2 else None
+    return arg
+
+
+def _lr_scaler(factor: int) -> Replacement:
+    def apply(arg: cst.Arg) -> cst.Arg:
+        return arg.with_changes(value=_times_literal(arg.value, factor))
+
+    return apply
+
+
+def _times_literal(value: cst.BaseExpression, factor: int) -> cst.BaseExpression:
+    # Keep the user's literal visible: "1e-3 * 2" says what changed better than "0.002".
+    code = cst.Module([]).code_for_node(value)
+    return expression(f"{code} * {factor}")
+
+
+def _commenter(note: str) -> Replacement:
+    def apply(stmt: cst.BaseStatement) -> cst.CSTNode:
+        return add_comment(stmt, note)
+
+    return apply
+
+
+def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:
+    """Add ``non_blocking=True`` to the host-to-device copies of batches inside loops.
+
+    Only ``.to(<device>)`` and ``.cuda()`` on values other than modules and optimizers: a
+    module's ``.to`` is a one-off, and copies to the CPU are left blocking because reading a
+    non-blocking device-to-host copy before a sync returns garbage.
+    """
+    not_batches = module_names(module) | optimizer_names(module)
+    if model_name:
+        not_batches.add(model_name)
+    copies: list[cst.Call] = []
+    seen: set[cst.Call] = set()
+    for loop in loops(module):
+        for call in calls_in(loop.body):
+            if call in seen or not _is_batch_copy(call, not_batches):
+                continue
+            seen.add(call)
+            copies.append(call)
+    if not copies:
+        return Declined("no .to(device) or .cuda() copy of a batch inside a loop in this cell")
+    todo = [c for c in copies if bool_literal((keyword(c, "non_blocking") or _NO).value) is not True]
+    if not todo:
+        return Declined("every copy inside the loops already has non_blocking=True")
+    edits: dict[cst.CSTNode, Replacement] = {
+        call: _setter({"non_blocking": "True"}) for call in todo
+    }
+    plural = "copy" if len(todo) == 1 else "copies"
+    return Edited(replace_nodes(module, edits), f"{len(todo)} {plural}")
+
+
+_NO = cst.Arg(value=cst.Name("False"))
+
+
+def _is_batch_copy(call: cst.Call, not_batches: set[str]) -> bool:
+    kind = method_name(call)
+    if kind not in ("to", "cuda"):
+        return False
+    target = receiver(call)
+    if target is None or dotted_name(target) in not_batches:
+        return False
+    if kind == "cuda":
+        return True
+    device = keyword(call, "device")
+    positional = [a for a in call.args if a.keyword is None and a.star == ""]
+    if device is None and positional:
+        device = positional[0]
+    if device is None:
+        return False
+    name = dotted_name(device.value)
+    if name is not None and name.startswith("torch.") and last_part(name) in _DTYPES:
+        return False
+    # A copy to the host must stay blocking: the values are read right after.
+    text = cst.Module([]).code_for_node(device.value).lower()
+    return "cpu" not in text and not any(
+        isinstance(n, cst.Name) and n.value == "numpy" for n in walk(call)
+    )

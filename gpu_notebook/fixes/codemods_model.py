@@ -1,0 +1,287 @@
+"""Codemods on the model and its surroundings: torch.compile, backend flags, fused optimizers, DDP.
+
+Same contract as the other codemod modules: ``(module, **params) -> Edited | Declined``; a bad
+parameter value raises ValueError.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpu_notebook.fixes.cst_tools import (
+    CodemodResult,
+    Declined,
+    Edited,
+    Replacement,
+    Tree,
+    assigned_names,
+    after_imports_index,
+    bool_literal,
+    call_name,
+    calls_in,
+    dotted_name,
+    expression,
+    has_star_kwargs,
+    keyword,
+    last_part,
+    main_model_name,
+    method_name,
+    optimizer_constructor,
+    receiver,
+    remove_keyword,
+    replace_nodes,
+    set_keyword,
+    statement,
+    walk,
+    with_torch_import,
+)
+
+_CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark"
+_TF32_FLAGS = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
+_FUSED_CLASSES = frozenset({"Adam", "AdamW", "SGD"})
+_FOREACH_CLASSES = frozenset(
+    {"Adam", "AdamW", "SGD", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
+     "Rprop", "ASGD"}
+)  # fmt: skip
+
+
+def torch_compile(
+    module: cst.Module,
+    *,
+    model_name: str | None = None,
+    mode: str | None = None,
+    backend: str | None = None,
+) -> CodemodResult:
+    """Add ``model = torch.compile(model)`` after the line that creates the model.
+
+    The line goes after the creation and after the model method calls that directly follow it
+    (``model.to(device)``, ``model.load_state_dict(...)``): a compiled module's state_dict keys
+    gain an ``_orig_mod.`` prefix, so loading a checkpoint must happen before compiling.
+    """
+    for text, label in ((mode, "mode"), (backend, "backend")):
+        if text is not None and (not text or '"' in text or "\\" in text):
+            raise ValueError(f"{label} must be a plain non-empty string, not {text!r}")
+    if _already_compiled(module):
+        return Declined("this cell already calls torch.compile")
+    name = model_name or main_model_name(module)
+    if name is None:
+        return Declined(
+            "cannot tell which name holds the model (no optimizer over model.parameters() "
+            "in this cell); pass model_name"
+        )
+    tree = Tree(module)
+    creation = _creation_statement(tree, name)
+    if creation is None:
+        return Declined(
+            f"{name} is not created in this cell (it may come from an earlier cell, and "
+            f"compiling it here would compile it again on every run); add "
+            f"{name} = torch.compile({name}) where it is created"
+        )
+    anchor = _last_setup_statement(tree, creation, name)
+    options = "".join(f', {label}="{text}"' for text, label in ((mode, "mode"), (backend, "backend")) if text)
+    line = statement(f"{name} = torch.compile({name}{options})\n")
+
+    def insert(stmt: cst.BaseStatement) -> cst.FlattenSentinel[cst.BaseStatement]:
+        return cst.FlattenSentinel([stmt, line])
+
+    patched = with_torch_import(replace_nodes(module, {anchor: insert}))
+    return Edited(patched, name + options.replace('"', ""))
+
+
+def _already_compiled(module: cst.Module) -> bool:
+    for node in walk(module):
+        if isinstance(node, cst.Call):
+            if call_name(node) in ("torch.compile", "compile") and node.args:
+                return True
+            if method_name(node) == "compile" and dotted_name(receiver(node)) is not None:
+                return True
+        elif isinstance(node, cst.Decorator):
+            decorator = node.decorator
+            target = decorator.func if isinstance(decorator, cst.Call) else decorator
+            if dotted_name(target) == "torch.compile":
+                return True
+    return False
+
+
+def _creation_statement(tree: Tree, name: str) -> cst.BaseStatement | None:
+    """The last ``name = <call>`` outside functions, classes and loops."""
+    found: cst.BaseStatement | None = None
+    for node in walk(tree.module):
+        if not isinstance(node, cst.SimpleStatementLine):
+            continue
+        if any(isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.Lambda))
+               for a in tree.ancestors(node)):
+            continue
+        for target, value in assigned_names(node):
+            if target == name and isinstance(value, cst.Call):
+                found = node
+    return found
+
+
+def _last_setup_statement(tree: Tree, creation: cst.BaseStatement, name: str) -> cst.BaseStatement:
+    block = tree.block_of(creation)
+    if block is None:
+        return creation
+    body = list(block.body)
+    anchor = creation
+    for stmt in body[body.index(creation) + 1 :]:
+        if not _configures(stmt, name):
+            break
+        anchor = stmt
+    return anchor
+
+
+def _configures(stmt: cst.BaseStatement, name: str) -> bool:
+    """``model.to(device)``, ``model.load_state_dict(...)``, ``model = model.to(device)``."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    small = stmt.body[0]
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        return dotted_name(receiver(small.value)) == name
+    return any(
+        target == name
+        and isinstance(value, cst.Call)
+        and dotted_name(receiver(value)) == name
+        for target, value in assigned_names(stmt)
+    )
+
+
+def backend_flags(
+    module: cst.Module, *, cudnn_benchmark: bool = True, tf32: bool = True
+) -> CodemodResult:
+    """Turn on the cuDNN autotuner and/or TF32 math right after the cell's imports.
+
+    A flag the cell already sets to False is flipped in place (the fix is about it). The
+    autotuner is not added when the cell asks for deterministic cuDNN: benchmark mode picks
+    algorithms by timing, which breaks run-to-run reproducibility.
+    """
+    if not (cudnn_benchmark or tf32):
+        raise ValueError("backend_flags needs cudnn_benchmark or tf32 (or both)")
+    wanted: list[str] = []
+    deterministic = _assigned_flags(module).get("torch.backends.cudnn.deterministic") is True
+    if cudnn_benchmark and not deterministic:
+        wanted.append(_CUDNN_BENCHMARK)
+    if tf32:
+        wanted.extend(_TF32_FLAGS)
+    if not wanted:
+        return Declined(
+            "this cell asks for deterministic cuDNN (torch.backends.cudnn.deterministic = True); "
+            "the autotuner would make runs differ"
+        )
+    existing = _assigned_flags(module)
+    if any(call_name(c) == "torch.set_float32_matmul_precision" for c in calls_in(module)):
+        # The user chose a matmul precision on purpose; leave matmul TF32 to that call.
+        existing[_TF32_FLAGS[0]] = True
+    missing = [flag for flag in wanted if flag not in existing]
+    disabled = [flag for flag in wanted if existing.get(flag) is False]
+    if not missing and not disabled:
+        return Declined("this cell already sets " + ", ".join(f"{f} = True" for f in wanted))
+    edits: dict[cst.CSTNode, Replacement] = {}
+    for node in walk(module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            if dotted_name(node.targets[0].target) in disabled:
+                edits[node] = lambda assign: assign.with_changes(value=cst.Name("True"))
+    patched = with_torch_import(replace_nodes(module, edits))
+    body = list(patched.body)
+    index = after_imports_index(body)
+    body[index:index] = [statement(f"{flag} = True\n") for flag in missing]
+    detail = ", ".join(
+        label for label, on in (("cudnn.benchmark", _CUDNN_BENCHMARK in wanted), ("TF32", tf32)) if on
+    )
+    return Edited(patched.with_changes(body=body), detail)
+
+
+def _assigned_flags(module: cst.Module) -> dict[str, bool | None]:
+    """``torch.backends...`` flags the cell assigns, with their literal value (None: not a bool)."""
+    flags: dict[str, bool | None] = {}
+    for node in walk(module):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                name = dotted_name(target.target)
+                if name is not None and name.startswith("torch.backends."):
+                    flags[name] = bool_literal(node.value)
+    return flags
+
+
+def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused") -> CodemodResult:
+    """Add ``fused=True`` (or ``foreach=True``) to the cell's torch.optim constructors.
+
+    ``fused`` exists for Adam, AdamW and SGD (CUDA, and CPU since torch 2.4); ``foreach`` for most
+    optimizers. torch rejects both at once, so a ``foreach=True`` is replaced by ``fused=True``.
+    Calls with ``differentiable=True`` or ``**kwargs`` are left alone.
+    """
+    if implementation not in ("fused", "foreach"):
+        raise ValueError(f'implementation must be "fused" or "foreach", not {implementation!r}')
+    classes = _FUSED_CLASSES if implementation == "fused" else _FOREACH_CLASSES
+    calls = [
+        c for c in calls_in(module)
+        if optimizer_constructor(c) and last_part(call_name(c)) in classes
+    ]  # fmt: skip
+    if not calls:
+        names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
+        return Declined(f"no torch.optim {names} optimizer is created in this cell")
+    edits: dict[cst.CSTNode, Replacement] = {}
+    for call in calls:
+        if has_star_kwargs(call) or _is_true(call, "differentiable"):
+            continue
+        if _is_true(call, "fused") or _is_true(call, implementation):
+            continue
+        edits[call] = _use(implementation)
+    if not edits:
+        return Declined(f"every optimizer in this cell already uses {implementation}=True (or fused=True)")
+    return Edited(replace_nodes(module, edits), f"{implementation}=True")
+
+
+def _is_true(call: cst.Call, name: str) -> bool:
+    arg = keyword(call, name)
+    return arg is not None and bool_literal(arg.value) is True
+
+
+def _use(implementation: str) -> Replacement:
+    def apply(call: cst.Call) -> cst.Call:
+        if implementation == "fused":
+            call = remove_keyword(call, "foreach")
+        return set_keyword(call, implementation, expression("True"))
+
+    return apply
+
+
+_DDP_SKETCH = """\
+# train_ddp.py -- run with: torchrun --nproc_per_node=NUM_GPUS train_ddp.py
+import os
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+dist.init_process_group("nccl")
+rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(rank)
+model = DDP(Net().to(rank), device_ids=[rank])  # was nn.DataParallel(Net())
+sampler = DistributedSampler(dataset)
+loader = DataLoader(dataset, batch_size=64, sampler=sampler, num_workers=4, pin_memory=True)
+for epoch in range(epochs):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        ...  # the same training step, with x.to(rank) / y.to(rank)
+dist.destroy_process_group()
+"""
+
+
+def dataparallel_to_ddp(module: cst.Module) -> CodemodResult:
+    """Always declines: DDP needs one process per GPU, which a cell cannot rewrite itself into.
+
+    When the cell uses ``nn.DataParallel`` the reason carries a script sketch to start from.
+    """
+    uses_dp = any(last_part(call_name(c)) == "DataParallel" for c in calls_in(module))
+    if not uses_dp:
+        return Declined("no nn.DataParallel(...) in this cell")
+    return Declined(
+        "DistributedDataParallel runs one process per GPU, which a notebook cell cannot become "
+        "by patching; move the training into a script and start it with torchrun, e.g.:\n"
+        + _DDP_SKETCH
+    )
+
+
+__all__ = ["backend_flags", "dataparallel_to_ddp", "foreach_fused_optimizer", "torch_compile"]

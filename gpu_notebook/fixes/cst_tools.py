@@ -1,0 +1,563 @@
+"""Shared libcst vocabulary of the codemods: what a training cell looks like, and careful edits.
+
+Reading: dotted names, the training loop (the innermost ``for`` that calls ``.backward()``), which
+names hold the model, the optimizers and the loss. Writing: one pass that replaces nodes by
+identity (libcst rebuilds every ancestor of a change, so edits found in a first pass must all be
+applied in a single second pass), keyword arguments added in the call's own layout, and
+``import torch`` when a fix needs it.
+
+Everything here is a heuristic over source text: names are matched, never resolved. The codemods
+decline (``Declined``) when the heuristics find nothing, rather than guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+import libcst as cst
+
+# --------------------------------------------------------------------------------------------
+# What a codemod returns
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Edited:
+    """The patched module, and the parameters worth naming in the header comment."""
+
+    module: cst.Module
+    detail: str  # "num_workers=4, pin_memory=True"; "" for none
+
+
+@dataclass(frozen=True)
+class Declined:
+    """Why the codemod made no change; shown to the user as is."""
+
+    reason: str
+
+
+CodemodResult: TypeAlias = Edited | Declined
+StatementT = TypeVar("StatementT", bound=cst.BaseStatement)
+CompoundT = TypeVar("CompoundT", cst.With, cst.If)
+
+# --------------------------------------------------------------------------------------------
+# Names
+# --------------------------------------------------------------------------------------------
+
+OPTIMIZER_CLASSES = frozenset(
+    {
+        "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
+        "Rprop", "ASGD", "LBFGS", "SparseAdam", "Adafactor", "Muon",
+    }
+)  # fmt: skip
+# Methods only an nn.Module has (zero_grad is shared with optimizers, so it proves nothing).
+_MODULE_METHODS = frozenset(
+    {"parameters", "named_parameters", "train", "eval", "state_dict", "load_state_dict",
+     "modules", "named_modules", "children", "apply", "requires_grad_"}
+)  # fmt: skip
+# nn.* names that are not modules.
+_NN_NOT_MODULES = ("functional", "utils", "init", "Parameter", "parameter", "parallel")
+# Constructors that return a module from a library, by the last part of their dotted name.
+_MODEL_FACTORIES = frozenset({"from_pretrained", "create_model", "from_config"})
+# Chained calls that return the module they were called on.
+_MODULE_CHAIN_METHODS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval",
+     "requires_grad_", "to_empty"}
+)  # fmt: skip
+
+
+def dotted_name(node: cst.CSTNode | None) -> str | None:
+    """``torch.utils.data.DataLoader`` for the matching Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return None if base is None else f"{base}.{node.attr.value}"
+    return None
+
+
+def call_name(call: cst.Call) -> str | None:
+    """Dotted name of the called function: ``DataLoader``, ``torch.optim.AdamW``; else None."""
+    return dotted_name(call.func)
+
+
+def last_part(name: str | None) -> str:
+    return "" if name is None else name.rsplit(".", 1)[-1]
+
+
+def method_name(call: cst.Call) -> str | None:
+    """``backward`` for ``loss.backward()``: the attribute called, whatever the receiver."""
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def receiver(call: cst.Call) -> cst.BaseExpression | None:
+    """``loss`` for ``loss.backward()``; None when the call is not a method call."""
+    return call.func.value if isinstance(call.func, cst.Attribute) else None
+
+
+def code_of(module: cst.Module, node: cst.CSTNode) -> str:
+    return module.code_for_node(node)
+
+
+# --------------------------------------------------------------------------------------------
+# Walking
+# --------------------------------------------------------------------------------------------
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The node and all its descendants, in source order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
+    for child in walk(node):
+        if isinstance(child, cst.Call):
+            yield child
+
+
+class Tree:
+    """A module with a parent map, so codemods can ask where a node sits."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._parent: dict[cst.CSTNode, cst.CSTNode] = {}
+        for node in walk(module):
+            for child in node.children:
+                self._parent[child] = node
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parent.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self._parent.get(node)
+        while current is not None:
+            yield current
+            current = self._parent.get(current)
+
+    def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        """The statement (simple line or compound) that directly holds ``node``."""
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(current, cst.BaseStatement):
+            current = self._parent.get(current)
+        return current
+
+    def block_of(self, statement: cst.BaseStatement) -> cst.Module | cst.IndentedBlock | None:
+        """The Module or IndentedBlock whose body lists ``statement``."""
+        parent = self._parent.get(statement)
+        if isinstance(parent, (cst.Module, cst.IndentedBlock)):
+            return parent
+        return None
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+# --------------------------------------------------------------------------------------------
+# The shape of a training cell
+# --------------------------------------------------------------------------------------------
+
+
+def is_backward_call(call: cst.Call) -> bool:
+    return method_name(call) == "backward" or call_name(call) == "torch.autograd.backward"
+
+
+def has_backward(node: cst.CSTNode) -> bool:
+    return any(is_backward_call(call) for call in calls_in(node))
+
+
+def loops(node: cst.CSTNode) -> list[cst.For]:
+    return [child for child in walk(node) if isinstance(child, cst.For)]
+
+
+def training_loops(module: cst.Module) -> list[cst.For]:
+    """The innermost ``for`` loops that call ``.backward()`` (the step loops, not epoch loops)."""
+    with_backward = [loop for loop in loops(module) if has_backward(loop.body)]
+    return [
+        loop
+        for loop in with_backward
+        if not any(inner is not loop and has_backward(inner.body) for inner in loops(loop.body))
+    ]
+
+
+def while_training_loop(module: cst.Module) -> bool:
+    """True when ``.backward()`` runs inside a ``while`` loop (which the loop fixes leave alone)."""
+    return any(isinstance(n, cst.While) and has_backward(n.body) for n in walk(module))
+
+
+def loss_names(loop: cst.CSTNode) -> set[str]:
+    """Names ``.backward()`` is called on: ``loss`` in ``loss.backward()`` or ``scaler.scale(loss)``."""
+    names: set[str] = set()
+    for call in calls_in(loop):
+        if method_name(call) != "backward":
+            continue
+        target = receiver(call)
+        if isinstance(target, cst.Call) and method_name(target) == "scale" and target.args:
+            target = target.args[0].value
+        name = dotted_name(target)
+        if name is not None:
+            names.add(name)
+    return names
+
+
+def _module_classes(module: cst.Module) -> set[str]:
+    """Classes defined in the cell that subclass nn.Module (or a class that does)."""
+    found: set[str] = set()
+    changed = True
+    classes = [n for n in walk(module) if isinstance(n, cst.ClassDef)]
+    while changed:
+        changed = False
+        for cls in classes:
+            if cls.name.value in found:
+                continue
+            for base in cls.bases:
+                name = dotted_name(base.value)
+                if name is not None and (last_part(name).endswith("Module") or name in found):
+                    found.add(cls.name.value)
+                    changed = True
+    return found
+
+
+def is_module_constructor(expr: cst.BaseExpression, module_classes: set[str]) -> bool:
+    """``Net()``, ``nn.Linear(3, 4)``, ``models.resnet18()``, and ``.to(...)`` chains of those."""
+    while isinstance(expr, cst.Call) and method_name(expr) in _MODULE_CHAIN_METHODS:
+        inner = receiver(expr)
+        if inner is None:
+            break
+        expr = inner
+    if not isinstance(expr, cst.Call):
+        return False
+    name = call_name(expr)
+    if name is None:
+        return False
+    parts = name.split(".")
+    if parts[-1] in module_classes:
+        return True
+    if parts[0] in ("nn", "torch") and "nn" in parts[:2]:
+        return not any(part in _NN_NOT_MODULES for part in parts)
+    if parts[-1] in _MODEL_FACTORIES:
+        return True
+    return "models" in parts[:-1]  # torchvision.models.resnet18, models.vit_b_16
+
+
+def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
+    """(target name, value) for each plain ``name = value`` in a simple statement line."""
+    out: list[tuple[str, cst.BaseExpression]] = []
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return out
+    for small in statement.body:
+        if isinstance(small, cst.Assign):
+            for target in small.targets:
+                name = dotted_name(target.target)
+                if name is not None:
+                    out.append((name, small.value))
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            name = dotted_name(small.target)
+            if name is not None:
+                out.append((name, small.value))
+    return out
+
+
+def module_names(module: cst.Module) -> set[str]:
+    """Names that hold an nn.Module (the model, the loss module) by how the cell uses them."""
+    classes = _module_classes(module)
+    names: set[str] = set()
+    for node in walk(module):
+        if isinstance(node, cst.Call) and method_name(node) in _MODULE_METHODS:
+            name = dotted_name(receiver(node))
+            if name is not None:
+                names.add(name)
+        elif isinstance(node, cst.SimpleStatementLine):
+            for name, value in assigned_names(node):
+                if is_module_constructor(value, classes):
+                    names.add(name)
+    return names
+
+
+def optimizer_constructor(call: cst.Call) -> bool:
+    """``torch.optim.AdamW(...)``, ``optim.SGD(...)`` or a bare ``AdamW(...)``."""
+    name = call_name(call)
+    if name is None:
+        return False
+    parts = name.split(".")
+    return parts[-1] in OPTIMIZER_CLASSES and (len(parts) == 1 or parts[-2] == "optim")
+
+
+def optimizer_names(module: cst.Module) -> set[str]:
+    names: set[str] = set()
+    for node in walk(module):
+        for name, value in assigned_names(node):
+            if isinstance(value, cst.Call) and optimizer_constructor(value):
+                names.add(name)
+    return names
+
+
+def main_model_name(module: cst.Module) -> str | None:
+    """The model being trained: whose ``.parameters()`` feed an optimizer, else a likely name."""
+    for call in calls_in(module):
+        if not optimizer_constructor(call) or not call.args:
+            continue
+        for inner in calls_in(call.args[0].value):
+            if method_name(inner) in ("parameters", "named_parameters"):
+                name = dotted_name(receiver(inner))
+                if name is not None:
+                    return name
+    candidates = module_names(module)
+    for preferred in ("model", "net", "network"):
+        if preferred in candidates:
+            return preferred
+    return None
+
+
+def is_placeholder(statement: cst.CSTNode) -> bool:
+    """A statement standing in for an IPython line (see ipython_syntax)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    small = statement.body[0]
+    return (
+        isinstance(small, cst.Expr)
+        and isinstance(small.value, cst.Call)
+        and isinstance(small.value.func, cst.Name)
+        and small.value.func.value.startswith("__gpucheck_ipy_")
+    )
+
+
+def names_read(node: cst.CSTNode) -> set[str]:
+    """Every variable name in ``node``, reads and writes alike (a safe over-estimate).
+
+    Attribute names (``step`` in ``opt.step()``) and keyword names (``lr=``) are not variables.
+    """
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            found.add(current.value)
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        elif isinstance(current, cst.Arg):
+            stack.append(current.value)
+        else:
+            stack.extend(current.children)
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Editing
+# --------------------------------------------------------------------------------------------
+
+Replacement: TypeAlias = Callable[[Any], "cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]"]
+
+
+class _Replacer(cst.CSTTransformer):
+    def __init__(self, edits: Mapping[cst.CSTNode, Replacement]) -> None:
+        super().__init__()
+        self._edits = edits
+
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]:
+        edit = self._edits.get(original_node)
+        return updated_node if edit is None else edit(updated_node)
+
+
+def replace_nodes(module: cst.Module, edits: Mapping[cst.CSTNode, Replacement]) -> cst.Module:
+    """Apply every edit in one pass; each gets the node with its descendants already edited."""
+    result = module.visit(_Replacer(edits))
+    assert isinstance(result, cst.Module)
+    return result
+
+
+def statement(code: str) -> cst.SimpleStatementLine:
+    parsed = cst.parse_statement(code)
+    assert isinstance(parsed, cst.SimpleStatementLine), code
+    return parsed
+
+
+def expression(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def set_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
+    """``call`` with ``name=value``: replaced in place if present, else appended in its layout.
+
+    A call written one argument per line gets the new argument on its own line with the same
+    indentation; a trailing comma and a comment on the last line stay where they were.
+    """
+    args = list(call.args)
+    for index, arg in enumerate(args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            args[index] = arg.with_changes(value=value)
+            return call.with_changes(args=args)
+    new = cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
+    if not args:
+        return call.with_changes(args=[new])
+    sep = _separator(call)
+    last = args[-1]
+    trailing = isinstance(last.comma, cst.Comma)
+    closing = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    if isinstance(closing, cst.ParenthesizedWhitespace):
+        # Multi-line call: the last argument keeps its own comment, the new one closes the call.
+        item = sep.whitespace_after
+        indent_line = item.last_line if isinstance(item, cst.ParenthesizedWhitespace) else closing.last_line
+        last = last.with_changes(
+            comma=cst.Comma(
+                whitespace_after=closing.with_changes(indent=True, last_line=indent_line)
+            ),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        close = cst.ParenthesizedWhitespace(
+            first_line=cst.TrailingWhitespace(), indent=closing.indent, last_line=closing.last_line
+        )
+        if trailing:
+            new = new.with_changes(comma=cst.Comma(whitespace_after=close))
+        else:
+            new = new.with_changes(whitespace_after_arg=close)
+    elif trailing:
+        new = new.with_changes(comma=last.comma)
+        last = last.with_changes(comma=sep)
+    else:
+        new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+        last = last.with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace(""))
+    return call.with_changes(args=[*args[:-1], last, new])
+
+
+def remove_keyword(call: cst.Call, name: str) -> cst.Call:
+    args = [a for a in call.args if a.keyword is None or a.keyword.value != name]
+    if len(args) == len(call.args):
+        return call
+    if args and not isinstance(call.args[-1].comma, cst.Comma):
+        # The removed argument may have been last: the new last one must not end in a comma.
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+def _separator(call: cst.Call) -> cst.Comma:
+    """The comma-and-whitespace this call puts between arguments, without any comment."""
+    if len(call.args) >= 2 and isinstance(call.args[-2].comma, cst.Comma):
+        after = call.args[-2].comma.whitespace_after
+        if isinstance(after, cst.ParenthesizedWhitespace):
+            after = after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+        return cst.Comma(whitespace_after=after)
+    before = call.whitespace_before_args
+    if isinstance(before, cst.ParenthesizedWhitespace):
+        return cst.Comma(
+            whitespace_after=before.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+        )
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def imports_name(module: cst.Module, name: str) -> bool:
+    """True when some ``import`` in the cell binds ``name`` (``import torch``, ``import torch.nn``)."""
+    for node in walk(module):
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                if alias.asname is not None:
+                    bound = dotted_name(alias.asname.name)
+                else:
+                    bound = (dotted_name(alias.name) or "").split(".")[0]
+                if bound == name:
+                    return True
+        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                bound = dotted_name(alias.asname.name if alias.asname else alias.name)
+                if bound == name:
+                    return True
+    return False
+
+
+def after_imports_index(body: Sequence[cst.BaseStatement]) -> int:
+    """Index in a module body just after the imports at its top (0 when it opens with code)."""
+    index = 0
+    for position, stmt in enumerate(body):
+        if _is_import(stmt):
+            index = position + 1
+        elif not (is_placeholder(stmt) or _is_docstring(stmt)):
+            break
+    return index
+
+
+def _is_import(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in stmt.body
+    )
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def with_torch_import(module: cst.Module) -> cst.Module:
+    """The module with ``import torch`` added before its first import when nothing binds torch."""
+    if imports_name(module, "torch"):
+        return module
+    body = list(module.body)
+    first_import = next((i for i, stmt in enumerate(body) if _is_import(stmt)), 0)
+    body.insert(first_import, statement("import torch\n"))
+    return module.with_changes(body=body)
+
+
+def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """Blank and comment lines above a statement (every concrete statement has them)."""
+    assert isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)), stmt
+    return stmt.leading_lines
+
+
+def with_leading_lines(stmt: StatementT, lines: Sequence[cst.EmptyLine]) -> StatementT:
+    return stmt.with_changes(leading_lines=list(lines))
+
+
+def add_comment(stmt: StatementT, text: str) -> StatementT:
+    """``stmt`` with ``text`` as the last comment line above it, at its indentation."""
+    line = cst.EmptyLine(indent=True, comment=cst.Comment(text))
+    return with_leading_lines(stmt, [*leading_lines(stmt), line])
+
+
+def wrap(
+    wrapper: CompoundT, statements: Sequence[cst.BaseStatement]
+) -> CompoundT:
+    """``wrapper`` (a with/if) holding ``statements`` as its body; comments above the first
+    statement move above the wrapper, where they still describe what follows."""
+    first, *rest = statements
+    inner = [with_leading_lines(first, []), *rest]
+    return wrapper.with_changes(
+        leading_lines=list(leading_lines(first)), body=cst.IndentedBlock(body=inner)
+    )
+
+
+def int_literal(expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    return None
+
+
+def bool_literal(expr: cst.BaseExpression) -> bool | None:
+    name = dotted_name(expr)
+    return {"True": True, "False": False}.get(name or "")

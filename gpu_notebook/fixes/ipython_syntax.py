@@ -1,0 +1,152 @@
+"""Hide a cell's IPython-only lines from libcst behind placeholders, and put them back verbatim.
+
+Notebook cells hold line magics (``%time x``), shell escapes (``!nvidia-smi``, ``files = !ls``),
+help (``obj?``) and a cell magic on the first line. libcst parses only Python, so each such
+logical line becomes one placeholder statement ``__gpucheck_ipy_<n>__()`` with the same
+indentation; after a codemod the placeholders are replaced by the exact original lines
+(re-indented only when the codemod moved them into or out of a block).
+
+Finding these lines is IPython's own job: its token transformers already know where magics may
+appear (not inside strings, not inside brackets), so we reuse their ``find`` methods instead of
+guessing with regular expressions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from IPython.core import inputtransformer2 as it2
+
+# Cell magics whose body is ordinary Python: the first line is kept, the body is patched.
+PYTHON_BODY_CELL_MAGICS = frozenset({"gpucheck", "time", "timeit", "capture", "prun"})
+
+_PLACEHOLDER_NAME = "__gpucheck_ipy_{}__"
+_PLACEHOLDER_LINE = re.compile(r"^(?P<indent>[ \t]*)__gpucheck_ipy_(?P<index>\d+)__\(\)[ \t]*$")
+# IPython gives up after this many rewrites of one cell; so do we.
+_MAX_CONSTRUCTS = 500
+
+
+class NotPythonCell(ValueError):
+    """The cell cannot be made parseable Python; the message says why, for the user."""
+
+
+@dataclass(frozen=True)
+class ProtectedCell:
+    """A cell split into its kept cell-magic line and a pure-Python body with placeholders."""
+
+    magic_line: str | None  # "%%gpucheck --steps 20\n", kept verbatim above the body
+    code: str  # the body, every IPython-only logical line replaced by a placeholder call
+    originals: tuple[tuple[str, ...], ...]  # placeholder n -> its original physical lines
+
+
+def protect(source: str) -> ProtectedCell:
+    """Split off a leading Python-bodied cell magic and replace IPython lines by placeholders.
+
+    Raises NotPythonCell when the first line is a cell magic whose body is not Python
+    (``%%bash``, ``%%html``...).
+    """
+    magic_line: str | None = None
+    body = source
+    if source.startswith("%%"):
+        first, newline, rest = source.partition("\n")
+        name = re.match(r"%%([\w.-]*)", first)
+        magic = name.group(1) if name else ""
+        if magic not in PYTHON_BODY_CELL_MAGICS:
+            raise NotPythonCell(
+                f"this cell starts with %%{magic}; gpucheck fixes only Python cells"
+            )
+        magic_line, body = first + newline, rest
+
+    lines = body.splitlines(keepends=True)
+    originals: list[tuple[str, ...]] = []
+    for _ in range(_MAX_CONSTRUCTS):
+        span = _first_ipython_span(lines)
+        if span is None:
+            break
+        start, end, indent = span
+        originals.append(tuple(lines[start : end + 1]))
+        ending = _line_ending(lines[end])
+        placeholder = f"{indent}{_PLACEHOLDER_NAME.format(len(originals) - 1)}(){ending}"
+        lines[start : end + 1] = [placeholder]
+    else:
+        raise NotPythonCell(
+            f"this cell has more than {_MAX_CONSTRUCTS} IPython magics or shell lines"
+        )
+    return ProtectedCell(magic_line=magic_line, code="".join(lines), originals=tuple(originals))
+
+
+def restore(code: str, cell: ProtectedCell, header: str = "") -> str:
+    """Put the original IPython lines back in place of their placeholders, and the magic line.
+
+    ``header`` (whole lines) goes first, or right after a kept cell-magic line, which IPython
+    only recognises on the first line of a cell.
+
+    A placeholder the codemod moved deeper (or shallower) carries its original lines along by
+    the same indentation difference, so ``%time`` inside a new ``with`` block stays inside it.
+    Raises ValueError if a placeholder went missing or was duplicated (a codemod bug).
+    """
+    out: list[str] = []
+    seen: set[int] = set()
+    for line in code.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        match = _PLACEHOLDER_LINE.match(body)
+        if match is None:
+            out.append(line)
+            continue
+        index = int(match.group("index"))
+        if index in seen or index >= len(cell.originals):
+            raise ValueError(f"placeholder {index} appears twice or was never made")
+        seen.add(index)
+        original = cell.originals[index]
+        old_indent = _indent_of(original[0])
+        new_indent = match.group("indent")
+        for piece in original:
+            if old_indent != new_indent and piece[: len(old_indent)] == old_indent:
+                piece = new_indent + piece[len(old_indent) :]
+            out.append(piece)
+        if not out[-1].endswith(("\n", "\r")) and line.endswith(("\n", "\r")):
+            # The original cell ended on this line without a newline; the codemod put more
+            # code after it, so the line needs one now.
+            out[-1] += _line_ending(line)
+    missing = set(range(len(cell.originals))) - seen
+    if missing:
+        raise ValueError(f"placeholders {sorted(missing)} were dropped by the codemod")
+    return (cell.magic_line or "") + header + "".join(out)
+
+
+def _first_ipython_span(lines: list[str]) -> tuple[int, int, str] | None:
+    """(first line, last line, indentation) of the earliest IPython construct, 0-based."""
+    if not lines:
+        return None
+    # IPython's tokenizer wants every line but the last to end with a newline; it is.
+    tokens_by_line = it2.make_tokens_by_line(lines)
+    found: list[it2.TokenTransformBase] = []
+    # IPython's transformers are untyped; each ``find`` returns an instance or None.
+    transformers: tuple[Any, ...] = (it2.MagicAssign, it2.SystemAssign, it2.EscapedCommand, it2.HelpEnd)
+    for transformer in transformers:
+        hit = transformer.find(tokens_by_line)
+        if hit is not None:
+            found.append(hit)
+    for hit in sorted(found, key=it2.TokenTransformBase.sortby):
+        start: int = hit.start_line
+        if isinstance(hit, it2.HelpEnd):
+            end: int = hit.q_line
+        else:
+            end = it2.find_end_of_continued_line(lines, start)
+        end = min(end, len(lines) - 1)
+        return start, end, _indent_of(lines[start])
+    return None
+
+
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _line_ending(line: str) -> str:
+    if line.endswith("\r\n"):
+        return "\r\n"
+    if line.endswith(("\n", "\r")):
+        return line[-1]
+    return ""

@@ -1,0 +1,52 @@
+"""Records the fixes package hands out: a Patch (the user's cell, patched) or a Refusal (why not).
+
+Both are frozen and hold only JSON-friendly values (str, int, bool, None, tuples), so the bridge
+can send them to the frontend with ``gpu_notebook.records.to_jsonable`` unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ParamValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class Patch:
+    """The user's cell with one fix applied, ready to be inserted as a new cell (never run)."""
+
+    fix_id: str
+    title: str
+    why: tuple[str, str]  # two short lines: what is slow, what the fix changes
+    doc_url: str
+    source_before: str
+    source_after: str  # first line (after a leading %%gpucheck line) names the fix
+    diff: str  # unified diff labelled 'before' / 'after'
+    changed_lines: tuple[int, ...]  # 1-based lines of source_after that are new or changed
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A fix that cannot be made on this cell, and why (instead of broken code)."""
+
+    fix_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FixParam:
+    """One keyword parameter a fix accepts, with its default."""
+
+    name: str
+    default: ParamValue
+
+
+@dataclass(frozen=True)
+class FixInfo:
+    """What the catalog says about one fix: its title, why it helps, where to read more."""
+
+    fix_id: str
+    title: str
+    why: tuple[str, str]
+    doc_url: str
+    params: tuple[FixParam, ...] = ()

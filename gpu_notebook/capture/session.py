@@ -132,7 +132,7 @@ class CaptureSession:
                 capacity=self.options.sample_capacity,
                 listener=self._on_sample if self._live_listener is not None else None,
             )
-            self._sampler.start()
+            self._sampler.start(origin_s=self._t0_ns / 1e9)
         except BaseException:
             self.close()
             raise

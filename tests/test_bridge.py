@@ -1,0 +1,467 @@
+"""The notebook bridge: records, TS/Python parity, version parity, packaging, and the comm protocol
+against a real kernel (this test plays the frontend's part)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import time
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gpu_notebook
+from gpu_notebook import bridge
+from gpu_notebook.bridge import BridgeError, InsertCellReply, InsertCellRequest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS_TS = ROOT / "labextension" / "src" / "records.ts"
+PACKAGE_JSON = ROOT / "labextension" / "package.json"
+FIX = "# gpucheck fix: use 4 DataLoader workers\nloader = DataLoader(ds, num_workers=4)\n"
+
+
+# ------------------------------------------------------------------------------------ records
+
+
+def test_request_and_reply_round_trip_through_json() -> None:
+    request = InsertCellRequest(request_id="r1", cell_id="a-b_9", source=FIX, title="workers")
+    assert InsertCellRequest.from_dict(json.loads(json.dumps(request.to_dict()))) == request
+    unknown = InsertCellRequest(request_id="r2", cell_id=None, source="", title="")
+    assert InsertCellRequest.from_dict(json.loads(json.dumps(unknown.to_dict()))) == unknown
+    for status in ("inserted", "duplicate", "error"):
+        reply = InsertCellReply(request_id="r1", status=status, message="m")  # type: ignore[arg-type]
+        assert InsertCellReply.from_dict(json.loads(json.dumps(reply.to_dict()))) == reply
+
+
+def test_records_are_frozen() -> None:
+    request = InsertCellRequest(request_id="r1", cell_id=None, source=FIX, title="t")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.source = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("data", "complaint"),
+    [
+        ({"request_id": "r", "cell_id": None, "source": "s"}, r"missing fields \['title'\]"),
+        (
+            {"request_id": "r", "cell_id": None, "source": "s", "title": "t", "x": 1},
+            r"unknown fields \['x'\]",
+        ),
+        ({"request_id": "r", "cell_id": 3, "source": "s", "title": "t"}, "cell_id"),
+        ({"request_id": "", "cell_id": None, "source": "s", "title": "t"}, "request_id"),
+        ({"request_id": "r", "cell_id": "no spaces", "source": "s", "title": "t"}, "cell id"),
+        ({"request_id": "r", "cell_id": None, "source": b"s", "title": "t"}, "source"),
+    ],
+)
+def test_malformed_requests_are_rejected_with_the_field_named(
+    data: dict[str, Any], complaint: str
+) -> None:
+    with pytest.raises(BridgeError, match=complaint):
+        InsertCellRequest.from_dict(data)
+
+
+def test_reply_status_outside_the_three_values_is_rejected() -> None:
+    with pytest.raises(BridgeError, match="status"):
+        InsertCellReply.from_dict({"request_id": "r", "status": "done", "message": ""})
+
+
+# ----------------------------------------------------------------------- TS / Python parity
+
+
+def _ts_interfaces(text: str) -> dict[str, dict[str, str]]:
+    """``interface IName [extends ...] { field: type; }`` -> {IName: {field: type}} (in order)."""
+    interfaces: dict[str, dict[str, str]] = {}
+    for match in re.finditer(r"export interface (\w+)(?: extends [\w, ]+)? \{(.*?)\n\}", text, re.S):
+        fields: dict[str, str] = {}
+        for line in match.group(2).splitlines():
+            line = line.strip()
+            if not line or line.startswith(("//", "/*", "*")):
+                continue
+            name, _, type_ = line.rstrip(";").partition(":")
+            fields[name.strip()] = type_.strip()
+        interfaces[match.group(1)] = fields
+    return interfaces
+
+
+def _ts_aliases(text: str) -> dict[str, str]:
+    return dict(re.findall(r"export type (\w+) = ([^;]+);", text))
+
+
+def _ts_consts(text: str) -> dict[str, str]:
+    return dict(re.findall(r"export const (\w+) = '([^']*)';", text))
+
+
+def _python_type_as_ts(tp: Any) -> set[str]:
+    """A dataclass field type as the set of TypeScript union members."""
+    if tp is str:
+        return {"string"}
+    if tp is type(None):
+        return {"null"}
+    if typing.get_origin(tp) is typing.Literal:
+        return {f"'{value}'" for value in typing.get_args(tp)}
+    if typing.get_args(tp):  # X | Y
+        return set().union(*(_python_type_as_ts(arg) for arg in typing.get_args(tp)))
+    raise AssertionError(f"no TypeScript mapping for {tp!r}")
+
+
+def _ts_type_members(type_: str, aliases: dict[str, str]) -> set[str]:
+    members: set[str] = set()
+    for part in (p.strip() for p in type_.split("|")):
+        members |= _ts_type_members(aliases[part], aliases) if part in aliases else {part}
+    return members
+
+
+@pytest.mark.parametrize(
+    ("record", "interface"),
+    [(InsertCellRequest, "IInsertCellRequest"), (InsertCellReply, "IInsertCellReply")],
+)
+def test_typescript_interfaces_mirror_the_records_field_by_field(
+    record: type, interface: str
+) -> None:
+    text = RECORDS_TS.read_text(encoding="utf-8")
+    ts_fields = _ts_interfaces(text)[interface]
+    hints = typing.get_type_hints(record)
+    py_fields = [f.name for f in dataclasses.fields(record)]
+    assert list(ts_fields) == py_fields
+    aliases = _ts_aliases(text)
+    for name in py_fields:
+        assert _ts_type_members(ts_fields[name], aliases) == _python_type_as_ts(hints[name]), name
+
+
+def test_event_detail_adds_only_handled_and_reply_to_the_request() -> None:
+    interfaces = _ts_interfaces(RECORDS_TS.read_text(encoding="utf-8"))
+    assert interfaces["IInsertCellEventDetail"] == {
+        "handled": "boolean",
+        "reply": "IInsertCellReply | null",
+    }
+    assert "export interface IInsertCellEventDetail extends IInsertCellRequest" in (
+        RECORDS_TS.read_text(encoding="utf-8")
+    )
+
+
+def test_channel_names_are_the_same_on_both_sides() -> None:
+    consts = _ts_consts(RECORDS_TS.read_text(encoding="utf-8"))
+    assert consts["COMM_TARGET"] == bridge.COMM_TARGET
+    assert consts["INSERT_EVENT"] == bridge.INSERT_EVENT
+    assert consts["CELL_METADATA_KEY"] == bridge.CELL_METADATA_KEY
+
+
+def test_parity_parser_sees_a_missing_field() -> None:
+    # The parser above must be able to fail: drop a field and compare again.
+    text = RECORDS_TS.read_text(encoding="utf-8").replace("  title: string;\n", "", 1)
+    assert "title" not in _ts_interfaces(text)["IInsertCellRequest"]
+
+
+# ----------------------------------------------------------------------- version and packaging
+
+
+_PRE_RELEASE = {"a": "alpha", "b": "beta", "rc": "rc"}
+
+
+def _semver(version: str) -> str:
+    """PEP 440 -> the npm version the extension template derives (0.2.0a1 -> 0.2.0-alpha.1)."""
+    return re.sub(r"(a|b|rc)(\d+)$", lambda m: f"-{_PRE_RELEASE[m[1]]}.{m[2]}", version)
+
+
+def test_package_json_version_is_the_python_version() -> None:
+    package = json.loads(PACKAGE_JSON.read_text(encoding="utf-8"))
+    assert package["version"] == _semver(gpu_notebook.__version__)
+    assert package["jupyterlab"]["outputDir"] == "../gpu_notebook/labextension"
+
+
+def test_labextension_list_shows_the_extension_enabled_ok() -> None:
+    jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent))
+    if jupyter is None:
+        pytest.skip("jupyter is not installed next to this Python (pip install -e '.[test]')")
+    result = subprocess.run(
+        [jupyter, "labextension", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"NO_COLOR": "1", "PATH": str(Path(sys.executable).parent)},
+        check=False,
+    )
+    listing = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
+    line = next((ln for ln in listing.splitlines() if "gpu-notebook" in ln), None)
+    assert line is not None, listing
+    assert re.search(rf"gpu-notebook v{re.escape(_semver(gpu_notebook.__version__))} enabled\s+OK", line), line
+
+
+# ------------------------------------------------------------------------- outside a kernel
+
+
+def test_outside_a_kernel_insert_cell_answers_error_at_once() -> None:
+    request = InsertCellRequest(request_id="r1", cell_id=None, source=FIX, title="t")
+    pending = bridge.insert_cell(request)
+    assert pending.done()
+    assert pending.reply == InsertCellReply("r1", "error", "not running in a Jupyter kernel")
+    assert bridge.current_cell_id() is None
+
+
+def test_fix_file_and_load_command_reproduce_the_source(tmp_path: Path) -> None:
+    request = InsertCellRequest(request_id="../evil id", cell_id=None, source=FIX, title="t")
+    path = bridge.fix_file(request, tmp_path)
+    assert path.parent == tmp_path / "gpu_notebook-fixes"
+    assert path.read_text(encoding="utf-8") == FIX
+    assert bridge.load_command(path) == f"%load {path}"
+    spaced = tmp_path / "with space" / "f.py"
+    assert bridge.load_command(spaced) == f'%load "{spaced}"'
+
+
+# ---------------------------------------------------------------------------- the widget
+
+
+def test_widget_holds_the_request_and_a_loadable_file(tmp_path: Path) -> None:
+    from gpu_notebook.views.insert_widget import InsertFixWidget
+
+    widget = InsertFixWidget("workers", FIX, "-a\n+b\n", "cell-1", request_id="w1", fix_dir=tmp_path)
+    try:
+        assert widget.request == InsertCellRequest("w1", "cell-1", FIX, "workers")
+        assert widget.event_name == bridge.INSERT_EVENT
+        assert widget.status == ""
+        path = tmp_path / "gpu_notebook-fixes" / "w1.py"
+        assert widget.load_command == f"%load {path}"
+        assert path.read_text(encoding="utf-8") == FIX
+        assert widget.load_command in repr(widget)
+        assert (Path(bridge.__file__).parent / "views" / "insert_widget.js").is_file()
+    finally:
+        widget.close()
+
+
+def test_widget_rejects_a_cell_id_the_notebook_could_not_hold(tmp_path: Path) -> None:
+    from gpu_notebook.views.insert_widget import InsertFixWidget
+
+    with pytest.raises(BridgeError, match="cell id"):
+        InsertFixWidget("t", FIX, "", "not a cell id!", fix_dir=tmp_path)
+
+
+def test_widget_status_reports_what_the_frontend_revealed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpu_notebook.views.insert_widget import InsertFixWidget
+
+    monkeypatch.setattr(bridge, "_frontend_state", None)
+    widget = InsertFixWidget("t", FIX, "", None, fix_dir=tmp_path)
+    try:
+        widget.status = "fallback"
+        assert bridge.frontend_has_extension() is False
+        widget.status = "inserted"
+        assert bridge.frontend_has_extension() is True
+        widget.status = "fallback"  # a second, plainer frontend does not undo the proof
+        assert bridge.frontend_has_extension() is True
+    finally:
+        widget.close()
+
+
+def test_widget_view_is_plain_text_safe() -> None:
+    # The view must never build HTML from strings: the source comes from the user's cell.
+    js = (Path(bridge.__file__).parent / "views" / "insert_widget.js").read_text(encoding="utf-8")
+    assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "outerHTML" not in js
+
+
+# ------------------------------------------------------------- a real kernel, we play frontend
+
+
+class Kernel:
+    """A real ipykernel driven through jupyter_client; this side acts as the notebook frontend."""
+
+    def __init__(self) -> None:
+        from jupyter_client.manager import start_new_kernel
+
+        self.manager, self.client = start_new_kernel(kernel_name="python3", startup_timeout=60)
+
+    def execute(self, code: str, cell_id: str | None = None) -> str:
+        """Send an execute_request (with JupyterLab's cellId metadata); return its msg id."""
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
+        metadata = {"cellId": cell_id} if cell_id else {}
+        msg = self.client.session.msg("execute_request", content, metadata=metadata)
+        self.client.shell_channel.send(msg)
+        return str(msg["header"]["msg_id"])
+
+    def iopub_until(self, msg_id: str, stop: Any, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+        """Collect iopub messages of ``msg_id`` until ``stop(msg)`` is true (or the cell is idle)."""
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                msg = self.client.get_iopub_msg(timeout=0.5)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            seen.append(msg)
+            if stop(msg):
+                return seen
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return seen
+        raise AssertionError(f"timed out; got {[m['msg_type'] for m in seen]}")
+
+    def run(self, code: str, cell_id: str | None = None) -> str:
+        """Run a cell to the end; return its stdout (errors fail the test)."""
+        msg_id = self.execute(code, cell_id)
+        seen = self.iopub_until(msg_id, lambda m: False)
+        errors = [m["content"] for m in seen if m["msg_type"] == "error"]
+        assert not errors, "\n".join("\n".join(e["traceback"]) for e in errors)
+        return "".join(m["content"]["text"] for m in seen if m["msg_type"] == "stream")
+
+    def reply_of(self, msg_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        """The execute_reply of ``msg_id`` (earlier replies on the shell channel are skipped)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = self.client.get_shell_msg(timeout=timeout_s)
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return dict(msg["content"])
+        raise AssertionError(f"no execute_reply for {msg_id}")
+
+    def send_comm(self, msg_type: str, comm_id: str, data: dict[str, Any]) -> None:
+        msg = self.client.session.msg(msg_type, {"comm_id": comm_id, "data": data})
+        self.client.shell_channel.send(msg)
+
+    def stop(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[Kernel]:
+    k = Kernel()
+    k.run("from gpu_notebook import bridge\nfrom gpu_notebook.bridge import InsertCellRequest")
+    yield k
+    k.stop()
+
+
+def _comm_open(seen: list[dict[str, Any]]) -> dict[str, Any]:
+    opens = [m for m in seen if m["msg_type"] == "comm_open"]
+    assert len(opens) == 1, [m["msg_type"] for m in seen]
+    return opens[0]["content"]
+
+
+def test_current_cell_id_is_the_cell_id_of_the_execute_request(kernel: Kernel) -> None:
+    assert kernel.run("print(bridge.current_cell_id())", cell_id="f00d-cell_1") == "f00d-cell_1\n"
+    assert kernel.run("print(bridge.current_cell_id())") == "None\n"
+
+
+def test_comm_request_reaches_the_frontend_and_the_reply_comes_back(kernel: Kernel) -> None:
+    code = (
+        "pending = bridge.insert_cell(InsertCellRequest('k1', 'target-cell', "
+        f"{FIX!r}, 'workers'))\nprint(pending.reply)"
+    )
+    msg_id = kernel.execute(code, cell_id="caller")
+    seen = kernel.iopub_until(msg_id, lambda m: False)
+    opened = _comm_open(seen)
+    assert opened["target_name"] == bridge.COMM_TARGET
+    assert opened["data"] == {
+        "request_id": "k1",
+        "cell_id": "target-cell",
+        "source": FIX,
+        "title": "workers",
+    }
+    # Nothing answered while the cell ran: the reply is still pending.
+    assert "None" in "".join(m["content"].get("text", "") for m in seen)
+    reply = {"request_id": "k1", "status": "inserted", "message": "inserted as cell 3"}
+    kernel.send_comm("comm_msg", opened["comm_id"], reply)
+    kernel.send_comm("comm_close", opened["comm_id"], {})
+    out = kernel.run("print(pending.done(), pending.reply.to_dict(), bridge.frontend_has_extension())")
+    assert out == f"True {reply} True\n"
+
+
+def test_a_frontend_without_the_extension_closing_the_comm_is_an_error_reply(kernel: Kernel) -> None:
+    kernel.run("bridge._frontend_state = None")
+    msg_id = kernel.execute(f"p2 = bridge.insert_cell(InsertCellRequest('k2', 'c', {FIX!r}, 't'))")
+    opened = _comm_open(kernel.iopub_until(msg_id, lambda m: False))
+    kernel.send_comm("comm_close", opened["comm_id"], {})  # what JupyterLab does without a target
+    out = kernel.run("print(p2.reply.status, bridge.frontend_has_extension()); print(p2.reply.message)")
+    status, message = out.splitlines()
+    assert status == "error False"
+    assert "labextension is not active" in message
+
+
+def test_an_async_cell_gets_the_reply_while_it_runs(kernel: Kernel) -> None:
+    code = (
+        f"p3 = bridge.insert_cell(InsertCellRequest('k3', 'c', {FIX!r}, 't'))\n"
+        "r3 = await p3.wait_async(20)\n"
+        "print('GOT', r3.status if r3 else None)"
+    )
+    msg_id = kernel.execute(code)
+    seen = kernel.iopub_until(msg_id, lambda m: m["msg_type"] == "comm_open")
+    opened = _comm_open(seen)
+    kernel.send_comm(
+        "comm_msg", opened["comm_id"], {"request_id": "k3", "status": "duplicate", "message": "m"}
+    )
+    rest = kernel.iopub_until(msg_id, lambda m: False)
+    printed = "".join(m["content"].get("text", "") for m in rest if m["msg_type"] == "stream")
+    assert printed == "GOT duplicate\n"
+
+
+def test_a_better_second_answer_wins_and_a_reply_for_another_request_is_an_error(
+    kernel: Kernel,
+) -> None:
+    msg_id = kernel.execute(f"p4 = bridge.insert_cell(InsertCellRequest('k4', 'c', {FIX!r}, 't'))")
+    opened = _comm_open(kernel.iopub_until(msg_id, lambda m: False))
+    comm_id = opened["comm_id"]
+    kernel.send_comm("comm_msg", comm_id, {"request_id": "k4", "status": "error", "message": "x"})
+    kernel.send_comm("comm_msg", comm_id, {"request_id": "k4", "status": "inserted", "message": "y"})
+    kernel.send_comm("comm_msg", comm_id, {"request_id": "other", "status": "error", "message": ""})
+    assert kernel.run("print(p4.reply.status)") == "inserted\n"
+
+
+def test_blocking_wait_on_the_kernel_main_thread_is_refused(kernel: Kernel) -> None:
+    out = kernel.run(
+        "try:\n"
+        f"    bridge.insert_cell(InsertCellRequest('k5', 'c', {FIX!r}, 't'), timeout_s=1)\n"
+        "except RuntimeError as e:\n"
+        "    print('refused:', 'wait_async' in str(e))"
+    )
+    assert out == "refused: True\n"
+
+
+def test_a_background_thread_can_wait_for_the_reply(kernel: Kernel) -> None:
+    code = (
+        "import threading\n"
+        "box = {}\n"
+        "def worker():\n"
+        f"    box['p'] = bridge.insert_cell(InsertCellRequest('k6', 'c', {FIX!r}, 't'), timeout_s=20)\n"
+        "t6 = threading.Thread(target=worker); t6.start()"
+    )
+    msg_id = kernel.execute(code)
+    seen = kernel.iopub_until(msg_id, lambda m: False)  # the cell ends; the thread waits
+    opens = [m["content"] for m in seen if m["msg_type"] == "comm_open"]
+    deadline = time.monotonic() + 20
+    while not opens and time.monotonic() < deadline:
+        msg = kernel.client.get_iopub_msg(timeout=5)
+        if msg["msg_type"] == "comm_open":
+            opens.append(msg["content"])
+    assert len(opens) == 1 and opens[0]["data"]["request_id"] == "k6"
+    opened = opens[0]
+    kernel.send_comm(
+        "comm_msg", opened["comm_id"], {"request_id": "k6", "status": "inserted", "message": ""}
+    )
+    assert kernel.run("t6.join(20); print(box['p'].reply.status)") == "inserted\n"
+
+
+def test_the_load_line_replaces_the_new_cell_with_the_fix(kernel: Kernel, tmp_path: Path) -> None:
+    # The fallback's one line, run as a normal cell: the frontend gets a set_next_input payload
+    # that replaces that cell's text with the fix (this is what %load does in Jupyter).
+    path = bridge.fix_file(InsertCellRequest("k-load", None, FIX, "t"), tmp_path)
+    msg_id = kernel.execute(bridge.load_command(path))
+    reply = kernel.reply_of(msg_id)
+    assert reply["status"] == "ok"
+    [payload] = reply["payload"]
+    assert payload["source"] == "set_next_input"
+    assert payload["replace"] is True
+    assert payload["text"] == f"# %load {path}\n{FIX}"

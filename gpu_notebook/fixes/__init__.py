@@ -11,7 +11,17 @@ Usage::
 
 from __future__ import annotations
 
-from gpu_notebook.fixes.catalog import FIXES, HEADER_PREFIX, apply_fix, describe
+from gpu_notebook.fixes.catalog import FIXES, HEADER_PREFIX, apply_fix, describe, to_proposal
 from gpu_notebook.fixes.records import FixInfo, FixParam, Patch, Refusal
 
-__all__ = ["FIXES", "HEADER_PREFIX", "FixInfo", "FixParam", "Patch", "Refusal", "apply_fix", "describe"]
+__all__ = [
+    "FIXES",
+    "HEADER_PREFIX",
+    "FixInfo",
+    "FixParam",
+    "Patch",
+    "Refusal",
+    "apply_fix",
+    "describe",
+    "to_proposal",
+]

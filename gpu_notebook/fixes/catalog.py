@@ -19,6 +19,7 @@ from gpu_notebook.fixes import codemods_data, codemods_loop, codemods_model
 from gpu_notebook.fixes.cst_tools import CodemodResult, Declined
 from gpu_notebook.fixes.ipython_syntax import NotPythonCell, ProtectedCell, protect, restore
 from gpu_notebook.fixes.records import FixInfo, FixParam, ParamValue, Patch, Refusal
+from gpu_notebook.records import FixProposal
 
 HEADER_PREFIX = "# gpucheck fix: "
 
@@ -237,6 +238,29 @@ def _changed_lines(before: str, after: str) -> tuple[int, ...]:
     return tuple(changed)
 
 
+def to_proposal(result: Patch | Refusal) -> FixProposal:
+    """The report's record of a fix (``gpu_notebook.records.FixProposal``) for a Finding."""
+    info = describe(result.fix_id)
+    if isinstance(result, Refusal):
+        return FixProposal(
+            fix_id=result.fix_id,
+            title=info.title,
+            why=info.why,
+            doc_url=info.doc_url,
+            source_after=None,
+            diff=None,
+            refusal=result.reason,
+        )
+    return FixProposal(
+        fix_id=result.fix_id,
+        title=result.title,
+        why=result.why,
+        doc_url=result.doc_url,
+        source_after=result.source_after,
+        diff=result.diff,
+    )
+
+
 def describe(fix_id: str) -> FixInfo:
     """The catalog entry of one fix (ValueError for an unknown id)."""
     info = FIXES.get(fix_id)
@@ -245,4 +269,4 @@ def describe(fix_id: str) -> FixInfo:
     return info
 
 
-__all__: list[str] = ["FIXES", "HEADER_PREFIX", "apply_fix", "describe"]
+__all__: list[str] = ["FIXES", "HEADER_PREFIX", "apply_fix", "describe", "to_proposal"]

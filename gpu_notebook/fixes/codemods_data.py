@@ -230,6 +230,8 @@ def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) ->
     non-blocking device-to-host copy before a sync returns garbage.
     """
     not_batches = module_names(module) | optimizer_names(module)
+    # Whatever the cell calls like a function (model(x)) is not a batch tensor.
+    not_batches |= {name for c in calls_in(module) if (name := dotted_name(c.func)) is not None}
     if model_name:
         not_batches.add(model_name)
     copies: list[cst.Call] = []

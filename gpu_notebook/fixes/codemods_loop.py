@@ -393,7 +393,8 @@ def _throttle(module: cst.Module, every: int, select: Selector, *, accumulate: b
     tree = Tree(module)
     used = names_read(module)
     edits: dict[cst.CSTNode, Replacement] = {}
-    remaining = 0
+    kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains
+    gated = summed = False
     for loop in targets:
         body = _body(loop)
         moved = _movable(body, select, _step_names(loop))
@@ -401,23 +402,30 @@ def _throttle(module: cst.Module, every: int, select: Selector, *, accumulate: b
             for aug in _accumulations(loop):
                 if _device_accumulable(tree, aug):
                     edits[aug] = _detach_syncs
+                    summed = True
                 else:
-                    remaining += 1
-                    stmt = tree.statement_of(aug)
-                    if stmt is not None and "# gpucheck:" not in tree.code(stmt):
-                        edits[stmt] = _remark(
-                            "# gpucheck: this still syncs every step (the total is used as a number)"
-                        )
+                    kept.append(aug)
         if moved:
             step, rename = _step_variable(loop, used)
             used.add(step)
             edits[loop] = _gate(moved, step, rename, every)
-    if not any(isinstance(k, cst.For) for k in edits):
-        if any(isinstance(k, cst.AugAssign) for k in edits):
-            return Edited(replace_nodes(module, edits), "sums on the device")
+            gated = True
+    if not (gated or summed):
+        if kept:
+            total = tree.code(kept[0]).strip()
+            return Declined(
+                f"`{total}` syncs every step and its total is used as a number; sum "
+                ".detach() tensors instead and call .item() where the total is read"
+            )
         what = "per-step .item(), float(tensor) or print of a tensor" if accumulate else "logging call"
         return Declined(f"the training loop has no {what} outside an if (nothing to throttle)")
-    detail = f"every {every} steps"
+    for aug in kept:
+        stmt = tree.statement_of(aug)
+        if stmt is not None and "# gpucheck:" not in tree.code(stmt):
+            edits[stmt] = _remark("# gpucheck: this still syncs every step (the total is used as a number)")
+    detail = ", ".join(
+        text for text, done in ((f"every {every} steps", gated), ("sums on the device", summed)) if done
+    )
     return Edited(replace_nodes(module, edits), detail)
 
 

@@ -221,12 +221,17 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
         names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
         return Declined(f"no torch.optim {names} optimizer is created in this cell")
     edits: dict[cst.CSTNode, Replacement] = {}
+    skipped = 0
     for call in calls:
         if has_star_kwargs(call) or _is_true(call, "differentiable"):
-            continue
-        if _is_true(call, "fused") or _is_true(call, implementation):
-            continue
-        edits[call] = _use(implementation)
+            skipped += 1
+        elif not (_is_true(call, "fused") or _is_true(call, implementation)):
+            edits[call] = _use(implementation)
+    if not edits and skipped:
+        return Declined(
+            "the optimizers here take **kwargs or differentiable=True (which fused and foreach "
+            "do not support); set the option where they are configured"
+        )
     if not edits:
         return Declined(f"every optimizer in this cell already uses {implementation}=True (or fused=True)")
     return Edited(replace_nodes(module, edits), f"{implementation}=True")

@@ -263,15 +263,29 @@ def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression
     return out
 
 
+def _model_like(name: str) -> bool:
+    """``model``, ``net``, ``self.encoder``, ``teacher_model``: names people give modules."""
+    part = last_part(name).lower()
+    return part in _MODEL_WORDS or part.endswith(("model", "_net"))
+
+
+_MODEL_WORDS = frozenset({"net", "network", "encoder", "decoder", "backbone", "classifier"})
+
+
 def module_names(module: cst.Module) -> set[str]:
-    """Names that hold an nn.Module (the model, the loss module) by how the cell uses them."""
+    """Names that hold an nn.Module (the model, the loss module) by how the cell uses them:
+    module methods called on them, a module constructor assigned to them, or a model-like
+    name called like a function."""
     classes = _module_classes(module)
     names: set[str] = set()
     for node in walk(module):
-        if isinstance(node, cst.Call) and method_name(node) in _MODULE_METHODS:
-            name = dotted_name(receiver(node))
+        if isinstance(node, cst.Call):
+            name = dotted_name(receiver(node)) if method_name(node) in _MODULE_METHODS else None
+            called = dotted_name(node.func)
             if name is not None:
                 names.add(name)
+            elif called is not None and _model_like(called):
+                names.add(called)
         elif isinstance(node, cst.SimpleStatementLine):
             for name, value in assigned_names(node):
                 if is_module_constructor(value, classes):

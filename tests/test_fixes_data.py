@@ -1,0 +1,235 @@
+"""Input-pipeline fixes: DataLoader workers, non-blocking copies, bigger batches.
+
+Each patched cell is checked line by line and, where it can run on a CPU, run with real torch
+on tiny synthetic data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import pytest
+
+from gpu_notebook.fixes import Patch, Refusal, apply_fix
+
+torch = pytest.importorskip("torch")
+
+TRAIN_CELL = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+X, y = torch.randn(96, 8), torch.randint(0, 3, (96,))
+train_ds = TensorDataset(X, y)
+
+# the loader: shuffled, small batches
+loader = DataLoader(
+    train_ds,
+    batch_size=16,
+    shuffle=True,  # reshuffle every epoch
+    num_workers=0,
+)
+val_loader = torch.utils.data.DataLoader(train_ds, batch_size=32, pin_memory=False)
+
+device = "cpu"
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to(device)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+seen = []
+for epoch in range(2):
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        seen.append(xb.shape[0])
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def _patch(fix_id: str, source: str, **params: Any) -> Patch:
+    result = apply_fix(fix_id, source, **params)
+    assert isinstance(result, Patch), result
+    return result
+
+
+def _refusal(fix_id: str, source: str, **params: Any) -> str:
+    result = apply_fix(fix_id, source, **params)
+    assert isinstance(result, Refusal), result.diff
+    return result.reason
+
+
+def _run(source: str) -> tuple[dict[str, Any], str]:
+    """Run a patched cell as plain Python; its namespace and what it printed."""
+    namespace: dict[str, Any] = {"__name__": "__gpucheck_cell__"}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(source, "<cell>", "exec"), namespace)
+    return namespace, printed.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# dataloader_workers
+# --------------------------------------------------------------------------------------------
+
+
+def test_workers_are_set_in_the_loaders_own_layout_and_comments_stay() -> None:
+    after = _patch("dataloader_workers", TRAIN_CELL, num_workers=2).source_after
+    assert after.splitlines()[0] == (
+        "# gpucheck fix: DataLoader workers and pinned memory "
+        "(num_workers=2, pin_memory=True, persistent_workers=True)"
+    )
+    assert (
+        "# the loader: shuffled, small batches\n"
+        "loader = DataLoader(\n"
+        "    train_ds,\n"
+        "    batch_size=16,\n"
+        "    shuffle=True,  # reshuffle every epoch\n"
+        "    num_workers=2,\n"
+        "    pin_memory=True,\n"
+        "    persistent_workers=True,\n"
+        ")\n"
+    ) in after
+    # A dotted DataLoader is patched too, and pin_memory=False is the thing being fixed.
+    assert (
+        "val_loader = torch.utils.data.DataLoader(train_ds, batch_size=32, pin_memory=True, "
+        "num_workers=2, persistent_workers=True)\n"
+    ) in after
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
+def test_the_patched_cell_trains_with_worker_processes() -> None:
+    after = _patch("dataloader_workers", TRAIN_CELL, num_workers=2).source_after
+    namespace, _ = _run(after)
+    try:
+        assert namespace["loader"].num_workers == 2
+        assert namespace["loader"].persistent_workers is True
+        assert namespace["seen"] == [16] * 12  # 2 epochs x 6 batches went through workers
+    finally:
+        del namespace["loader"], namespace["val_loader"]  # stop the persistent workers
+
+
+def test_prefetch_factor_only_when_asked_and_only_with_workers() -> None:
+    after = _patch("dataloader_workers", TRAIN_CELL, num_workers=2, prefetch_factor=4).source_after
+    assert "    prefetch_factor=4,\n" in after
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        apply_fix("dataloader_workers", TRAIN_CELL, prefetch_factor=0)
+
+
+def test_num_workers_none_pins_memory_and_leaves_the_worker_count() -> None:
+    patch = _patch("dataloader_workers", TRAIN_CELL, num_workers=None)
+    assert "    num_workers=0,\n    pin_memory=True,\n)" in patch.source_after
+    # persistent_workers is rejected by torch when num_workers == 0: never added there.
+    assert "persistent_workers" not in patch.source_after
+    assert patch.source_after.startswith("# gpucheck fix: DataLoader workers and pinned memory (pin_memory=True)")
+
+
+def test_dataloader_workers_refuses_a_cell_without_a_loader() -> None:
+    reason = _refusal("dataloader_workers", "import torch\nx = torch.ones(3)\n")
+    assert reason.startswith("no DataLoader(...) call in this cell")
+
+
+def test_dataloader_workers_refuses_loaders_built_from_kwargs() -> None:
+    source = "kw = dict(batch_size=8)\nloader = DataLoader(ds, **kw)\n"
+    assert "**kwargs" in _refusal("dataloader_workers", source)
+
+
+def test_dataloader_workers_twice_is_refused() -> None:
+    once = _patch("dataloader_workers", TRAIN_CELL, num_workers=2).source_after
+    reason = _refusal("dataloader_workers", once, num_workers=2)
+    assert reason == (
+        "every DataLoader in this cell already has num_workers=2, pin_memory=True, "
+        "persistent_workers=True"
+    )
+    # A different worker count is a new fix, not a repeat.
+    again = _patch("dataloader_workers", once, num_workers=4).source_after
+    assert "    num_workers=4,\n" in again and "num_workers=2" not in again.split("\n", 2)[2]
+
+
+# --------------------------------------------------------------------------------------------
+# non_blocking_copies
+# --------------------------------------------------------------------------------------------
+
+
+def test_batch_copies_in_the_loop_become_non_blocking_and_the_model_copy_does_not() -> None:
+    patch = _patch("non_blocking_copies", TRAIN_CELL)
+    after = patch.source_after
+    assert "        xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)\n" in after
+    assert "nn.Linear(16, 3)).to(device)\n" in after  # the model's .to is outside: unchanged
+    assert after.startswith("# gpucheck fix: Non-blocking copies to the GPU (2 copies)\n")
+    namespace, _ = _run(after)
+    assert namespace["seen"] == [16] * 12
+
+
+def test_copies_to_the_host_dtype_casts_and_modules_stay_blocking() -> None:
+    source = """\
+model = Net().cuda()
+for batch in loader:
+    x = batch["x"].cuda()
+    model.to(device)
+    y = batch["y"].to(device=device)
+    half = x.to(torch.float16)
+    preds = model(x).to("cpu")
+    z = batch["z"].to(device, non_blocking=True)
+"""
+    after = _patch("non_blocking_copies", source).source_after
+    assert '    x = batch["x"].cuda(non_blocking=True)\n' in after
+    assert "    model.to(device)\n" in after
+    assert '    y = batch["y"].to(device=device, non_blocking=True)\n' in after
+    assert "    half = x.to(torch.float16)\n" in after
+    assert '    preds = model(x).to("cpu")\n' in after
+    assert after.count("non_blocking=True") == 3
+
+
+def test_non_blocking_refuses_when_there_is_no_copy_in_a_loop_or_all_are_done() -> None:
+    assert _refusal("non_blocking_copies", "x = x.to(device)\n").startswith(
+        "no .to(device) or .cuda() copy"
+    )
+    done = "for x in xs:\n    x = x.to(device, non_blocking=True)\n"
+    assert "already has non_blocking=True" in _refusal("non_blocking_copies", done)
+
+
+# --------------------------------------------------------------------------------------------
+# bigger_batch
+# --------------------------------------------------------------------------------------------
+
+
+def test_bigger_batch_multiplies_batch_size_and_a_literal_learning_rate() -> None:
+    after = _patch("bigger_batch", TRAIN_CELL, factor=2).source_after
+    assert after.splitlines()[0] == "# gpucheck fix: Bigger batch (batch size x2, lr x2)"
+    assert (
+        "# the loader: shuffled, small batches\n"
+        "# gpucheck: batch size x2; optimizer lr scaled x2 too (linear scaling rule)\n"
+        "loader = DataLoader(\n"
+        "    train_ds,\n"
+        "    batch_size=32,\n"
+    ) in after
+    assert "val_loader = torch.utils.data.DataLoader(train_ds, batch_size=64, pin_memory=False)" in after
+    assert "opt = torch.optim.AdamW(model.parameters(), lr=1e-3 * 2)\n" in after
+    namespace, _ = _run(after)
+    assert namespace["seen"] == [32] * 6
+    assert namespace["opt"].param_groups[0]["lr"] == pytest.approx(2e-3)
+
+
+def test_bigger_batch_scales_names_and_positional_arguments_and_says_when_lr_is_not_literal() -> None:
+    source = """\
+BATCH = 64
+loader = DataLoader(ds, BATCH, shuffle=True)
+eval_loader = DataLoader(ds)
+opt = torch.optim.SGD(model.parameters(), LR, momentum=0.9)
+"""
+    after = _patch("bigger_batch", source, factor=4).source_after
+    assert "loader = DataLoader(ds, BATCH * 4, shuffle=True)\n" in after
+    assert "eval_loader = DataLoader(ds, batch_size=4)\n" in after  # the default batch is 1
+    assert "opt = torch.optim.SGD(model.parameters(), LR, momentum=0.9)\n" in after
+    assert after.count("# gpucheck: batch size x4; scale the learning rate x4 as well") == 2
+
+
+def test_bigger_batch_refuses_twice_and_without_a_loader() -> None:
+    once = _patch("bigger_batch", TRAIN_CELL).source_after
+    assert "already scaled the batch size" in _refusal("bigger_batch", once)
+    assert _refusal("bigger_batch", "x = 1\n").startswith("no DataLoader(...) call")
+    with pytest.raises(ValueError, match="factor"):
+        apply_fix("bigger_batch", TRAIN_CELL, factor=1)

@@ -1,0 +1,358 @@
+"""Step-loop fixes: autocast, throttled host syncs and logging, inference mode.
+
+Patched cells run with real torch on the CPU (autocast with ``device_type="cpu"``) and are
+compared with the original cell's own run: the steps that are kept must behave the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import pytest
+
+from gpu_notebook.fixes import Patch, Refusal, apply_fix
+
+torch = pytest.importorskip("torch")
+
+SETUP = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+ds = TensorDataset(torch.randn(48, 8), torch.randint(0, 3, (48,)))
+loader = DataLoader(ds, batch_size=8, shuffle=True)
+model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.1), nn.Linear(16, 3))
+criterion = nn.CrossEntropyLoss()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+"""
+
+TRAIN = SETUP + """\
+losses = []
+for epoch in range(2):
+    for xb, yb in loader:
+        opt.zero_grad()
+        # forward pass
+        out = model(xb)
+        loss = criterion(out, yb)  # mean over the batch
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        print(f"epoch {epoch} loss {loss.item():.4f}")
+"""
+
+
+def _patch(fix_id: str, source: str, **params: Any) -> Patch:
+    result = apply_fix(fix_id, source, **params)
+    assert isinstance(result, Patch), result
+    return result
+
+
+def _refusal(fix_id: str, source: str, **params: Any) -> str:
+    result = apply_fix(fix_id, source, **params)
+    assert isinstance(result, Refusal), result.diff
+    return result.reason
+
+
+def _run(source: str) -> tuple[dict[str, Any], str]:
+    namespace: dict[str, Any] = {"__name__": "__gpucheck_cell__"}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(source, "<cell>", "exec"), namespace)
+    return namespace, printed.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# autocast
+# --------------------------------------------------------------------------------------------
+
+
+def test_autocast_wraps_forward_and_loss_and_keeps_their_comments() -> None:
+    after = _patch("autocast", TRAIN).source_after
+    assert after.splitlines()[0] == "# gpucheck fix: Mixed precision with torch.autocast (dtype=bfloat16)"
+    assert (
+        "        opt.zero_grad()\n"
+        "        # forward pass\n"
+        '        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n'
+        "            out = model(xb)\n"
+        "            loss = criterion(out, yb)  # mean over the batch\n"
+        "        loss.backward()\n"
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "        opt.step()\n"
+    ) in after
+
+
+def test_autocast_on_cpu_runs_the_forward_pass_in_bfloat16() -> None:
+    after = _patch("autocast", TRAIN, device_type="cpu").source_after
+    namespace, printed = _run(after)
+    assert namespace["out"].dtype == torch.bfloat16
+    assert len(namespace["losses"]) == 12 and len(printed.splitlines()) == 12
+
+
+def test_autocast_float16_adds_a_grad_scaler_and_unscales_before_clipping() -> None:
+    after = _patch("autocast", TRAIN, dtype="float16").source_after
+    assert after.splitlines()[0] == (
+        "# gpucheck fix: Mixed precision with torch.autocast (dtype=float16, GradScaler)"
+    )
+    assert 'losses = []\nscaler = torch.amp.GradScaler("cuda")\nfor epoch in range(2):\n' in after
+    assert (
+        "        scaler.scale(loss).backward()\n"
+        "        scaler.unscale_(opt)\n"
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "        scaler.step(opt)\n"
+        "        scaler.update()\n"
+        "        losses.append(loss.item())\n"
+    ) in after
+    assert "loss.backward()" not in after and "opt.step()" not in after
+
+
+def test_autocast_float16_on_cpu_trains_through_the_scaler() -> None:
+    after = _patch("autocast", TRAIN, dtype="float16", device_type="cpu").source_after
+    namespace, _ = _run(after)
+    assert namespace["out"].dtype == torch.float16
+    assert isinstance(namespace["scaler"], torch.amp.GradScaler)
+    assert len(namespace["losses"]) == 12
+
+
+def test_autocast_refusals_say_what_is_missing() -> None:
+    assert _refusal("autocast", SETUP) == "no for loop calling .backward() in this cell"
+    once = _patch("autocast", TRAIN).source_after
+    assert _refusal("autocast", once) == "this cell already uses autocast"
+    while_loop = SETUP + "step = 0\nwhile step < 5:\n    loss = model(x).sum()\n    loss.backward()\n    step += 1\n"
+    assert _refusal("autocast", while_loop).startswith("the training loop is a while loop")
+    one_line = SETUP + "for xb, yb in loader:\n    criterion(model(xb), yb).backward()\n    opt.step()\n"
+    assert "split it into" in _refusal("autocast", one_line)
+    no_step = SETUP + "for xb, yb in loader:\n    loss = criterion(model(xb), yb)\n    loss.backward()\n"
+    assert "no optimizer.step()" in _refusal("autocast", no_step, dtype="float16")
+
+
+# --------------------------------------------------------------------------------------------
+# throttle_host_syncs
+# --------------------------------------------------------------------------------------------
+
+
+def test_throttle_gates_item_reads_and_prints_behind_an_enumerate_step() -> None:
+    after = _patch("throttle_host_syncs", TRAIN, every=4).source_after
+    assert after.splitlines()[0] == "# gpucheck fix: Read values from the GPU every N steps (every 4 steps)"
+    assert "    for step, (xb, yb) in enumerate(loader):\n" in after
+    assert (
+        "        opt.step()\n"
+        "        if step % 4 == 0:\n"
+        "            losses.append(loss.item())\n"
+        '            print(f"epoch {epoch} loss {loss.item():.4f}")\n'
+    ) in after
+
+
+def test_throttled_cell_prints_every_n_steps_with_the_same_values() -> None:
+    original, original_printed = _run(TRAIN)
+    patched, patched_printed = _run(_patch("throttle_host_syncs", TRAIN, every=4).source_after)
+    assert len(original_printed.splitlines()) == 12
+    # 6 steps per epoch: steps 0 and 4 of each epoch are kept.
+    kept = [0, 4, 6, 10]
+    assert patched_printed.splitlines() == [original_printed.splitlines()[i] for i in kept]
+    assert patched["losses"] == [original["losses"][i] for i in kept]
+
+
+def test_throttle_uses_the_existing_enumerate_index() -> None:
+    source = SETUP + (
+        "for i, (xb, yb) in enumerate(loader):\n"
+        "    loss = criterion(model(xb), yb)\n"
+        "    loss.backward()\n"
+        "    print('loss', float(loss))\n"
+    )
+    after = _patch("throttle_host_syncs", source, every=3).source_after
+    assert "for i, (xb, yb) in enumerate(loader):\n" in after
+    assert "    if i % 3 == 0:\n        print('loss', float(loss))\n" in after
+
+
+def test_a_value_the_loop_uses_every_step_keeps_its_sync() -> None:
+    source = SETUP + (
+        "best = float('inf')\n"
+        "for xb, yb in loader:\n"
+        "    loss = criterion(model(xb), yb)\n"
+        "    loss.backward()\n"
+        "    loss_val = loss.item()\n"
+        "    if loss_val < best:\n"
+        "        best = loss_val\n"
+        "    print('loss', loss_val)\n"
+    )
+    after = _patch("throttle_host_syncs", source, every=5).source_after
+    assert "    loss_val = loss.item()\n    if loss_val < best:\n" in after
+    assert "    if step % 5 == 0:\n        print('loss', loss_val)\n" in after
+    # A value only the gated print reads is gated with it.
+    only_printed = source.replace("    if loss_val < best:\n        best = loss_val\n", "")
+    after = _patch("throttle_host_syncs", only_printed, every=5).source_after
+    assert "    if step % 5 == 0:\n        loss_val = loss.item()\n        print('loss', loss_val)\n" in after
+
+
+CIFAR_STYLE = SETUP + """\
+for epoch in range(2):
+    running_loss = 0.0
+    for i, data in enumerate(loader, 0):
+        inputs, labels = data
+        opt.zero_grad()
+        loss = criterion(model(inputs), labels)
+        loss.backward()
+        opt.step()
+        running_loss += loss.item()
+        if i % 3 == 2:    # print every 3 mini-batches
+            print(f'[{epoch + 1}, {i + 1:5d}] loss: {running_loss / 3:.3f}')
+            running_loss = 0.0
+"""
+
+
+def test_a_running_total_printed_by_f_strings_is_summed_on_the_device_with_the_same_output() -> None:
+    patch = _patch("throttle_host_syncs", CIFAR_STYLE)
+    assert "        running_loss += loss.detach()\n" in patch.source_after
+    assert patch.source_after.splitlines()[0].endswith("(sums on the device)")
+    _, original_printed = _run(CIFAR_STYLE)
+    _, patched_printed = _run(patch.source_after)
+    assert len(original_printed.splitlines()) == 4
+    assert patched_printed == original_printed
+
+
+def test_a_running_total_used_as_a_number_keeps_its_sync_and_says_so() -> None:
+    as_number = CIFAR_STYLE.replace(
+        "            running_loss = 0.0\n",
+        "            history.append(running_loss)\n            running_loss = 0.0\n",
+    )
+    assert _refusal("throttle_host_syncs", as_number) == (
+        "`running_loss += loss.item()` syncs every step and its total is used as a number; "
+        "sum .detach() tensors instead and call .item() where the total is read"
+    )
+    # Next to a gated print, the remaining sync is marked rather than silently kept.
+    with_print = as_number.replace(
+        "        running_loss += loss.item()\n",
+        "        running_loss += loss.item()\n        print(loss.item())\n",
+    )
+    after = _patch("throttle_host_syncs", with_print).source_after
+    assert (
+        "        # gpucheck: this still syncs every step (the total is used as a number)\n"
+        "        running_loss += loss.item()\n"
+        "        if i % 10 == 0:\n"
+        "            print(loss.item())\n"
+    ) in after
+
+
+def test_throttle_refuses_a_loop_with_nothing_to_gate_and_a_second_pass() -> None:
+    quiet = SETUP + "for xb, yb in loader:\n    loss = criterion(model(xb), yb)\n    loss.backward()\n"
+    assert "nothing to throttle" in _refusal("throttle_host_syncs", quiet)
+    once = _patch("throttle_host_syncs", TRAIN).source_after
+    assert "nothing to throttle" in _refusal("throttle_host_syncs", once)
+    with pytest.raises(ValueError, match="every"):
+        apply_fix("throttle_host_syncs", TRAIN, every=1)
+
+
+# --------------------------------------------------------------------------------------------
+# log_every_n
+# --------------------------------------------------------------------------------------------
+
+
+def test_log_every_n_gates_every_logging_call_and_the_values_made_for_it() -> None:
+    source = SETUP + """\
+import logging
+logger = logging.getLogger("train")
+class Writer:
+    def __init__(self):
+        self.calls = []
+    def add_scalar(self, tag, value, step):
+        self.calls.append((tag, value, step))
+writer = Writer()
+for i, (xb, yb) in enumerate(loader):
+    loss = criterion(model(xb), yb)
+    loss.backward()
+    lv = loss.item()
+    logger.info("loss %.3f", lv)
+    writer.add_scalar("loss", lv, i)
+"""
+    after = _patch("log_every_n", source, every=2).source_after
+    assert after.splitlines()[0] == "# gpucheck fix: Log every N steps (every 2 steps)"
+    assert (
+        "    if i % 2 == 0:\n"
+        "        lv = loss.item()\n"
+        '        logger.info("loss %.3f", lv)\n'
+        '        writer.add_scalar("loss", lv, i)\n'
+    ) in after
+    namespace, _ = _run(after)
+    assert [step for _, _, step in namespace["writer"].calls] == [0, 2, 4]
+
+
+def test_log_every_n_without_training_gates_the_loop_that_logs() -> None:
+    source = SETUP + "for xb, yb in loader:\n    out = model(xb)\n    print(out.shape)\n"
+    after = _patch("log_every_n", source, every=4).source_after
+    assert "for step, (xb, yb) in enumerate(loader):\n    out = model(xb)\n    if step % 4 == 0:\n" in after
+    _, printed = _run(after)
+    assert printed.splitlines() == ["torch.Size([8, 3])"] * 2
+
+
+# --------------------------------------------------------------------------------------------
+# inference_mode
+# --------------------------------------------------------------------------------------------
+
+EVAL = SETUP + """\
+correct = 0
+# evaluate on the training set
+for xb, yb in loader:
+    out = model(xb)
+    correct += (out.argmax(1) == yb).sum().item()
+print(correct)
+"""
+
+
+def test_an_inference_loop_runs_under_inference_mode_in_eval_mode() -> None:
+    patch = _patch("inference_mode", EVAL)
+    assert patch.source_after.splitlines()[0] == "# gpucheck fix: Inference without autograd (model)"
+    assert (
+        "correct = 0\n"
+        "# evaluate on the training set\n"
+        "model.eval()\n"
+        "with torch.inference_mode():\n"
+        "    for xb, yb in loader:\n"
+        "        out = model(xb)\n"
+        "        correct += (out.argmax(1) == yb).sum().item()\n"
+        "print(correct)\n"
+    ) in patch.source_after
+    namespace, printed = _run(patch.source_after)
+    assert namespace["out"].is_inference()
+    assert namespace["model"].training is False
+    assert 0 <= int(printed) <= 48
+
+
+def test_inside_a_training_epoch_the_eval_loop_gives_training_mode_back() -> None:
+    source = SETUP + """\
+for epoch in range(2):
+    model.train()
+    for xb, yb in loader:
+        loss = criterion(model(xb), yb)
+        loss.backward()
+        opt.step()
+    for xb, yb in loader:
+        val = criterion(model(xb), yb)
+"""
+    after = _patch("inference_mode", source).source_after
+    assert (
+        "    model.eval()\n"
+        "    with torch.inference_mode():\n"
+        "        for xb, yb in loader:\n"
+        "            val = criterion(model(xb), yb)\n"
+        "    model.train()\n"
+    ) in after
+    namespace, _ = _run(after)
+    assert namespace["model"].training is True
+
+
+def test_an_existing_eval_call_is_not_repeated() -> None:
+    source = EVAL.replace("correct = 0\n", "model.eval()\ncorrect = 0\n")
+    after = _patch("inference_mode", source).source_after
+    assert after.count("model.eval()") == 1
+    assert "# evaluate on the training set\nwith torch.inference_mode():\n" in after
+
+
+def test_inference_mode_refuses_loops_already_without_grad_and_training_loops() -> None:
+    guarded = EVAL.replace("for xb, yb in loader:\n", "with torch.no_grad():\n  for xb, yb in loader:\n")
+    guarded = guarded.replace("    out = model", "    out = model").replace("\n    correct +=", "\n    correct +=")
+    assert "already runs under torch.no_grad()" in _refusal("inference_mode", guarded)
+    assert _refusal("inference_mode", TRAIN) == "no loop in this cell calls the model without .backward()"

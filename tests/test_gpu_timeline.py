@@ -242,4 +242,7 @@ def test_top_ops_rank_host_ops_by_self_time_and_kernels_by_total(scenario: Trace
         ("aten::addmm", 2, 110.0, 110.0),
         ("aten::linear", 1, 100.0, 20.0),
     ]
-    assert [(o.name, o.calls, o.total_us) for o in gpu] == [("gemm", 2, 100.0), ("relu_kernel", 1, 5.0)]
+    assert [(o.name, o.calls, o.total_us) for o in gpu] == [
+        ("gemm", 2, 100.0),
+        ("relu_kernel", 1, 5.0),
+    ]

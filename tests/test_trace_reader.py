@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -113,7 +114,7 @@ def test_unknown_categories_flows_metadata_and_odd_values_do_not_crash() -> None
             {"ph": "C", "name": "counter", "pid": 1, "ts": 0, "args": {"v": 1}},
             tf.flow(5, 29.0, start=True),
             tf.flow(5, 30.0, start=False),
-            "not an event",
+            cast(tf.Event, "not an event"),
         ]
     )  # fmt: skip
     trace = load_trace_dict(doc)

@@ -69,7 +69,7 @@ BoolArray = npt.NDArray[np.bool_]
 KERNEL_WAIT_THRESHOLD_US = 30.0
 COMM_PATTERN = re.compile(r"nccl|rccl", re.IGNORECASE)
 TENSOR_CORE_PATTERN = re.compile(
-    r"xmma|hmma|wgmma|imma|tensorop|(?:884|1688|16816|16832)(?:gemm|_gemm)|gemm.*(?:884|1688|16816)",
+    r"xmma|hmma|wgmma|imma|tensorop|(?:884|1688|16816|16832)_?gemm|gemm.*(?:884|1688|16816)",
     re.IGNORECASE,
 )
 _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")

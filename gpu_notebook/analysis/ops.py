@@ -25,7 +25,7 @@ def self_time_ns(start: IntArray, end: IntArray) -> IntArray:
     have no children and are nobody's child. A child poking past its parent's end (float
     rounding in Kineto) only counts up to the parent's end.
     """
-    dur = np.maximum(end - start, 0)
+    dur: IntArray = np.maximum(end - start, 0)
     out = dur.copy()
     rows = np.flatnonzero(dur > 0)
     if rows.size < 2:

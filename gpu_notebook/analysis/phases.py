@@ -1,4 +1,4 @@
-"""Split each recorded step of a Kineto trace into phases (data, forward, backward, ...) on the host.
+"""Split each recorded step of a Kineto trace into host phases (data, forward, backward, ...).
 
 How a step is painted
 ---------------------

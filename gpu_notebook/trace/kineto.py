@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import importlib
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,16 +16,13 @@ import numpy as np
 import numpy.typing as npt
 
 try:  # orjson parses Kineto JSON several times faster; the stdlib is the fallback.
-    import orjson as _orjson
-
-    def _loads(data: bytes) -> Any:
-        return _orjson.loads(data)
-
+    _json_module: Any = importlib.import_module("orjson")
 except ImportError:  # pragma: no cover - depends on the environment
-    import json as _json
+    _json_module = json
 
-    def _loads(data: bytes) -> Any:
-        return _json.loads(data)
+
+def _loads(data: bytes) -> Any:
+    return _json_module.loads(data)
 
 
 __all__ = [
@@ -107,7 +106,7 @@ class Trace:
         if not ids:
             return np.zeros(len(self), dtype=np.bool_)
         if len(ids) == 1:
-            return self.cat_id == ids[0]
+            return np.equal(self.cat_id, ids[0])
         return np.isin(self.cat_id, np.asarray(ids, dtype=np.int64))
 
     def name_ids(self, predicate: Callable[[str], bool]) -> IntArray:

@@ -146,6 +146,7 @@ class StepTiming:
     forward_calls: int = 0
     backward_calls: int = 0
     batch_size: int | None = None  # leading dimension of the first tensor fed to the model
+    timed: bool = True  # False once the clock went lean: only the step's duration is known
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | 
     Copies and syncs happen inside these ranges and cannot be told apart without a trace, so
     they are "not measured" here rather than zero.
     """
-    steps = steady_steps(record, warmup_steps)
+    steps = tuple(s for s in steady_steps(record, warmup_steps) if s.timed)
     if not steps:
         return None
     out: list[StepPhases] = []

@@ -58,6 +58,7 @@ class ProfilerWindow:
         self._status: WindowStatus = "not-reached"
         self._message: str | None = None
         self._done = False
+        self._cooldown = False
         self.on_start: Any = None  # callable() run right after the profiler starts
         self.on_stop: Any = None  # callable() run right before it stops
 
@@ -73,7 +74,12 @@ class ProfilerWindow:
         if self._done:
             return
         if self._prof is None:
-            if step_index >= self.warmup:
+            if self._cooldown:
+                # Never start right where a window was dropped: ranges opened under the old
+                # session (the enclosing Optimizer.step) would end inside the new one, which
+                # crashes Kineto (seen as a segfault in the garbage collector).
+                self._cooldown = False
+            elif step_index >= self.warmup:
                 self._start(step_index)
             return
         self._mark(step_index)
@@ -86,6 +92,7 @@ class ProfilerWindow:
         """Forget a window in progress (its step marks belong to a superseded anchor)."""
         if self._prof is not None:
             self._teardown(export=False)
+            self._cooldown = True
         self._first_step = None
         self._last_step = None
 

@@ -55,6 +55,9 @@ class LiveStatus:
 
 LiveListener = Callable[[LiveStatus], None]
 
+# Without an optimizer, how many steps to keep every hook before going lean (see on_boundary).
+LEAN_AFTER_UNANCHORED_STEPS = 64
+
 _TRACE_DIR: Path | None = None
 _TRACE_DIR_LOCK = threading.Lock()
 
@@ -158,7 +161,6 @@ class CaptureSession:
         elif profiler_active():
             window.step_aside(USER_PROFILER_MESSAGE)
         else:
-            clock.boundary_listener = window.on_boundary
             clock.anchor_listener = lambda _kind: window.restart()
 
             def annotate_on() -> None:
@@ -169,6 +171,21 @@ class CaptureSession:
 
             window.on_start = annotate_on
             window.on_stop = annotate_off
+        timed_steps = self.options.warmup_steps + self.options.profile_steps
+
+        def on_boundary(step_index: int) -> None:
+            window.on_boundary(step_index)
+            # Phases are measured over the window's steps; after it only step ends are
+            # counted. A loader-anchored loop waits longer: an optimizer may still appear
+            # after many accumulation micro-batches and would then become the anchor.
+            if (
+                window.done
+                and step_index >= timed_steps
+                and (clock.anchor == "optimizer" or step_index >= LEAN_AFTER_UNANCHORED_STEPS)
+            ):
+                clock.lean()
+
+        clock.boundary_listener = on_boundary
         self._clock = clock
         self._window = window
         clock.install()

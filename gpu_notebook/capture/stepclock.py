@@ -14,6 +14,11 @@ highest-priority kind seen so far ends a step (the *anchor*):
 When a higher kind first appears (the optimizer shows up at the end of the first iteration) the
 anchor is upgraded and the steps counted so far are dropped: they were warm-up anyway.
 
+Two modes. *Timing* (the first steps, through the profiler window): every hook is on and each
+step's data/forward/backward/optimizer time is measured; global module hooks put every module
+call on torch's slow path, which costs ~10-20 us a step on tiny models. *Lean* (``lean()``,
+after the window): only the hook that ends a step stays, so a long cell pays almost nothing.
+
 Hooks fire only for the thread that runs the cell. While the profiler window records, the hooks
 also write named ranges into the trace (markers.py) so the analysis can split steps into phases.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -33,11 +39,15 @@ _PRIORITY: dict[str, int] = {"none": 0, "backward": 1, "forward": 2, "dataloader
 # Called at each step boundary with the index of the step that starts there.
 BoundaryListener = Callable[[int], None]
 
+# One kept step: (index, start_ns, end_ns, data_ns, forward_ns, backward_ns, optimizer_ns,
+# forward_calls, backward_calls, batch_size, timed). Tuples, not records: this runs every step.
+_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool]
+
 
 class StepClock:
     """Global hooks that turn a cell's torch activity into steps; ``install``/``uninstall``.
 
-    ``capacity`` bounds the kept per-step timings: when full, every other one is dropped and
+    ``capacity`` bounds the kept per-step rows: when full, every other one is dropped and
     ``decimation`` doubles, so a 50,000-step cell costs the same memory as a 5,000-step one.
     """
 
@@ -45,9 +55,10 @@ class StepClock:
         self._t0_ns = t0_ns
         self._capacity = capacity
         self._tid = threading.get_ident()
-        self._handles: list[Any] = []
-        self._patches: list[tuple[Any, str, Any]] = []
+        self._handles: dict[str, Any] = {}
+        self._patches: dict[str, tuple[Any, str, Any]] = {}
         self._installed = False
+        self._lean = False
         self.boundary_listener: BoundaryListener | None = None
         # Called when a higher-priority anchor replaces the current one (steps restart at 0).
         self.anchor_listener: Callable[[str], None] | None = None
@@ -56,14 +67,17 @@ class StepClock:
         self._record_function: Any = None
 
         self.anchor: StepAnchor = "none"
-        self._steps: list[StepTiming] = []
+        self._rows: list[_Row] = []
         self._decimation = 1
         self._step_count = 0  # complete steps under the current anchor
         self._counts = {"optimizer": 0, "dataloader": 0, "forward": 0, "backward": 0}
 
         # Accumulators of the open step (ns).
         self._cur_start_ns: int | None = None
-        self._acc = {"dataloader": 0, "forward": 0, "backward": 0, "optimizer": 0}
+        self._data_ns = 0
+        self._fwd_ns = 0
+        self._bwd_ns = 0
+        self._opt_ns = 0
         self._fwd_calls = 0
         self._bwd_calls = 0
         self._batch_size: int | None = None
@@ -73,6 +87,7 @@ class StepClock:
         self._fwd_start_ns = 0
         self._fwd_range: Any = None
         self._primary_type: type | None = None
+        self._primary_ref: weakref.ReferenceType[Any] | None = None
         self._opt_start_ns = 0
 
     # ---------------------------------------------------------------- install / uninstall
@@ -88,14 +103,13 @@ class StepClock:
             return
         self._record_function = torch.autograd.profiler.record_function
         try:
-            self._handles.append(optim_mod.register_optimizer_step_pre_hook(self._on_opt_pre))
-            self._handles.append(optim_mod.register_optimizer_step_post_hook(self._on_opt_post))
-            self._handles.append(module_mod.register_module_forward_pre_hook(self._on_fwd_pre))
-            self._handles.append(
-                module_mod.register_module_forward_hook(self._on_fwd_post, always_call=True)
-            )
-            self._patch(dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
-            self._patch(torch.autograd, "backward", self._wrap_backward)
+            h = self._handles
+            h["opt_pre"] = optim_mod.register_optimizer_step_pre_hook(self._on_opt_pre)
+            h["opt_post"] = optim_mod.register_optimizer_step_post_hook(self._on_opt_post)
+            h["fwd_pre"] = module_mod.register_module_forward_pre_hook(self._on_fwd_pre)
+            h["fwd_post"] = module_mod.register_module_forward_hook(self._on_fwd_post, always_call=True)
+            self._patch("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
+            self._patch("backward", torch.autograd, "backward", self._wrap_backward)
         except BaseException:
             self.uninstall()
             raise
@@ -103,33 +117,59 @@ class StepClock:
 
     def uninstall(self) -> None:
         """Remove every hook and restore every patched attribute (idempotent)."""
-        for handle in self._handles:
+        for handle in self._handles.values():
             handle.remove()
         self._handles.clear()
-        for owner, name, original in reversed(self._patches):
+        for owner, name, original in reversed(list(self._patches.values())):
             setattr(owner, name, original)
         self._patches.clear()
         self._close_forward_range()
         self._installed = False
 
-    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    def lean(self) -> None:
+        """Keep only the hook that ends a step; phases are no longer timed from here on.
+
+        Safe to call from inside a hook: torch copies module hook dicts before iterating them,
+        and the optimizer post hook (iterated lazily) is kept when it is the anchor.
+        """
+        if self._lean or not self._installed:
+            return
+        self._lean = True
+        self.annotate = False
+        self._close_forward_range()
+        keep_opt_post = self.anchor == "optimizer"
+        for name in ("opt_pre", "fwd_pre", "fwd_post") + (() if keep_opt_post else ("opt_post",)):
+            handle = self._handles.pop(name, None)
+            if handle is not None:
+                handle.remove()
+        self._depth = 0
+        for name in ("dataloader", "backward"):
+            if self.anchor != name and name in self._patches:
+                owner, attr, original = self._patches.pop(name)
+                setattr(owner, attr, original)
+        primary = self._primary_ref() if self._primary_ref is not None else None
+        if self.anchor == "forward" and primary is not None:
+            self._handles["primary_pre"] = primary.register_forward_pre_hook(self._on_primary_pre)
+
+    def _patch(self, key: str, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
         original = owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else getattr(owner, name)
         setattr(owner, name, make(original))
-        self._patches.append((owner, name, original))
+        self._patches[key] = (owner, name, original)
 
     # ---------------------------------------------------------------- hooks
 
     def _on_opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if threading.get_ident() == self._tid:
-            self._opt_start_ns = time.perf_counter_ns()
-            self._touch(self._opt_start_ns)
+            self._opt_start_ns = now = time.perf_counter_ns()
+            if self._cur_start_ns is None:
+                self._cur_start_ns = now
 
     def _on_opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if threading.get_ident() != self._tid:
             return
         now = time.perf_counter_ns()
         if self._opt_start_ns:
-            self._acc["optimizer"] += now - self._opt_start_ns
+            self._opt_ns += now - self._opt_start_ns
             self._opt_start_ns = 0
         self._counts["optimizer"] += 1
         self._event("optimizer", now, ends_step=True)
@@ -149,13 +189,16 @@ class StepClock:
         self._fwd_calls += 1
         if self._primary_type is None:
             self._primary_type = kind
+            self._primary_ref = weakref.ref(module)
         if kind is self._primary_type:
             self._counts["forward"] += 1
-            if args and hasattr(args[0], "shape") and len(args[0].shape) > 0:
-                self._batch_size = int(args[0].shape[0])
+            if args:
+                shape = getattr(args[0], "shape", None)
+                if shape:
+                    self._batch_size = int(shape[0])
             self._event("forward", now, ends_step=False)
-        else:
-            self._touch(now)
+        elif self._cur_start_ns is None:
+            self._cur_start_ns = now
 
     def _on_fwd_post(self, module: Any, args: Any, output: Any) -> None:
         if threading.get_ident() != self._tid or self._depth == 0:
@@ -163,7 +206,13 @@ class StepClock:
         self._depth -= 1
         if self._depth == 0:
             self._close_forward_range()
-            self._acc["forward"] += time.perf_counter_ns() - self._fwd_start_ns
+            self._fwd_ns += time.perf_counter_ns() - self._fwd_start_ns
+
+    def _on_primary_pre(self, module: Any, args: Any) -> None:
+        """Lean mode, forward anchor: count the primary module's calls, nothing else."""
+        if threading.get_ident() == self._tid:
+            self._counts["forward"] += 1
+            self._event("forward", time.perf_counter_ns(), ends_step=False)
 
     def _close_forward_range(self) -> None:
         if self._fwd_range is not None:
@@ -182,7 +231,7 @@ class StepClock:
             try:
                 return original(it)
             finally:
-                clock._acc["dataloader"] += time.perf_counter_ns() - start
+                clock._data_ns += time.perf_counter_ns() - start
 
         return __next__
 
@@ -205,7 +254,7 @@ class StepClock:
             finally:
                 if rng is not None:
                     rng.__exit__(None, None, None)
-                clock._acc["backward"] += time.perf_counter_ns() - start
+                clock._bwd_ns += time.perf_counter_ns() - start
 
         backward.__doc__ = original.__doc__
         backward.__wrapped__ = original  # type: ignore[attr-defined]
@@ -213,66 +262,47 @@ class StepClock:
 
     # ---------------------------------------------------------------- step accounting
 
-    def _touch(self, now_ns: int) -> None:
-        if self._cur_start_ns is None:
-            self._cur_start_ns = now_ns
-
     def _event(self, kind: str, now_ns: int, *, ends_step: bool) -> None:
         """One hook event. Start-kind anchors open a step at ``now``; the optimizer closes one."""
-        if _PRIORITY[kind] > _PRIORITY[self.anchor]:
-            self._upgrade(kind)  # type: ignore[arg-type]
         if kind != self.anchor:
-            self._touch(now_ns)
-            return
+            if _PRIORITY[kind] <= _PRIORITY[self.anchor]:
+                if self._cur_start_ns is None:
+                    self._cur_start_ns = now_ns
+                return
+            self._upgrade(kind)  # type: ignore[arg-type]
         if ends_step:
-            self._touch(now_ns)
+            if self._cur_start_ns is None:
+                self._cur_start_ns = now_ns
             self._close_step(now_ns)
-            self._cur_start_ns = now_ns
-        else:
-            if self._cur_start_ns is not None and self._has_activity():
-                self._close_step(now_ns)
-            self._cur_start_ns = now_ns
+        elif self._cur_start_ns is not None and (self._fwd_calls or self._bwd_calls or self._data_ns or self._opt_ns):
+            self._close_step(now_ns)
+        self._cur_start_ns = now_ns
         listener = self.boundary_listener
         if listener is not None:
             listener(self._step_count)
 
-    def _has_activity(self) -> bool:
-        return any(self._acc.values()) or self._fwd_calls > 0 or self._bwd_calls > 0
-
     def _upgrade(self, kind: StepAnchor) -> None:
         self.anchor = kind
-        self._steps.clear()
+        self._rows.clear()
         self._decimation = 1
         self._step_count = 0
         if self.anchor_listener is not None:
             self.anchor_listener(kind)
 
     def _close_step(self, end_ns: int) -> None:
-        start_ns = self._cur_start_ns if self._cur_start_ns is not None else end_ns
         index = self._step_count
-        self._step_count += 1
+        self._step_count = index + 1
         if index % self._decimation == 0:
-            self._steps.append(
-                StepTiming(
-                    index=index,
-                    start_s=(start_ns - self._t0_ns) / 1e9,
-                    duration_s=(end_ns - start_ns) / 1e9,
-                    data_s=self._acc["dataloader"] / 1e9,
-                    forward_s=self._acc["forward"] / 1e9,
-                    backward_s=self._acc["backward"] / 1e9,
-                    optimizer_s=self._acc["optimizer"] / 1e9,
-                    forward_calls=self._fwd_calls,
-                    backward_calls=self._bwd_calls,
-                    batch_size=self._batch_size,
-                )
+            start_ns = self._cur_start_ns if self._cur_start_ns is not None else end_ns
+            self._rows.append(
+                (index, start_ns, end_ns, self._data_ns, self._fwd_ns, self._bwd_ns, self._opt_ns,
+                 self._fwd_calls, self._bwd_calls, self._batch_size, not self._lean)
             )
-            if len(self._steps) >= self._capacity:
+            if len(self._rows) >= self._capacity:
                 self._decimation *= 2
-                self._steps = [s for s in self._steps if s.index % self._decimation == 0]
-        for key in self._acc:
-            self._acc[key] = 0
-        self._fwd_calls = 0
-        self._bwd_calls = 0
+                self._rows = [r for r in self._rows if r[0] % self._decimation == 0]
+        self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
+        self._fwd_calls = self._bwd_calls = 0
 
     # ---------------------------------------------------------------- results
 
@@ -280,18 +310,39 @@ class StepClock:
     def step_count(self) -> int:
         return self._step_count
 
+    @property
+    def is_lean(self) -> bool:
+        return self._lean
+
     def median_step_s(self, last: int = 50) -> float | None:
         """Median of the latest kept steps, for the live view (cheap, no numpy)."""
-        recent = sorted(s.duration_s for s in self._steps[-last:])
+        recent = sorted(r[2] - r[1] for r in self._rows[-last:])
         if not recent:
             return None
-        return recent[len(recent) // 2]
+        return recent[len(recent) // 2] / 1e9
 
     def record(self) -> StepClockRecord:
+        t0 = self._t0_ns
+        steps = tuple(
+            StepTiming(
+                index=r[0],
+                start_s=(r[1] - t0) / 1e9,
+                duration_s=(r[2] - r[1]) / 1e9,
+                data_s=r[3] / 1e9,
+                forward_s=r[4] / 1e9,
+                backward_s=r[5] / 1e9,
+                optimizer_s=r[6] / 1e9,
+                forward_calls=r[7],
+                backward_calls=r[8],
+                batch_size=r[9],
+                timed=r[10],
+            )
+            for r in self._rows
+        )
         return StepClockRecord(
             anchor=self.anchor,
             step_count=self._step_count,
-            steps=tuple(self._steps),
+            steps=steps,
             decimation=self._decimation,
             event_counts=dict(self._counts),
         )

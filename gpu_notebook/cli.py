@@ -1,43 +1,307 @@
-"""The ``gpucheck`` command line: ``gpucheck demo`` measures the built-in examples."""
+"""The ``gpucheck`` command line: run a script under the capture, analyse traces, gate CI."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import runpy
+import shutil
 import sys
+import threading
+import time
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
 
 from gpu_notebook import __version__
 
+VERDICTS = (
+    "gpu-bound", "input-bound", "host-bound", "sync-bound", "memory-bound", "comm-bound",
+    "cpu-only", "unknown",
+)
+EXIT_GATE = 3  # a CI gate failed (the script itself succeeded)
+EXIT_USAGE = 2
 
-def _measure_source(source: str, name: str) -> int:
-    from gpu_notebook.capture.session import CaptureOptions, CaptureSession
+
+# ------------------------------------------------------------------------------ live line
+
+
+class LiveLine:
+    """One status line rewritten in place on a terminal, at most twice a second."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._last = 0.0
+        self._lock = threading.Lock()
+        self._width = 0
+
+    def update(self, status: Any) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.5:
+            return
+        self._last = now
+        parts = [f"step {status.step_count}"]
+        if status.median_step_s is not None:
+            parts.append(f"{status.median_step_s * 1e3:.1f} ms/step")
+        sample = status.sample
+        for gpu in sample.gpus:
+            util = "n/a" if gpu.utilization_pct is None else f"{gpu.utilization_pct:.0f}%"
+            parts.append(f"GPU{gpu.index} {util}")
+        if sample.process_cpu_pct is not None:
+            parts.append(f"CPU {sample.process_cpu_pct:.0f}%")
+        if status.recording:
+            parts.append("profiling")
+        line = "gpucheck: " + " | ".join(parts)
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        with self._lock:
+            self._width = max(self._width, len(line[:width]))
+            self._stream.write("\r" + line[:width].ljust(self._width))
+            self._stream.flush()
+
+    def clear(self) -> None:
+        with self._lock:
+            if self._width:
+                self._stream.write("\r" + " " * self._width + "\r")
+                self._stream.flush()
+                self._width = 0
+
+
+# ------------------------------------------------------------------------------ run
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from gpu_notebook.capture.session import CaptureOptions
+
+    try:
+        return CaptureOptions(
+            warmup_steps=args.warmup,
+            profile_steps=args.steps,
+            interval_s=args.interval,
+            profile=not args.no_profile,
+        )
+    except ValueError as exc:
+        print(f"gpucheck: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def _print_script_traceback(script: Path, exc: BaseException) -> None:
+    """Python's own traceback, starting at the script's frames (not runpy's or ours)."""
+    tb = exc.__traceback__
+    while tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve() != script.resolve():
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message") prints it and exits 1, as Python does
+    return 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gpu_notebook.capture.session import CaptureSession
     from gpu_notebook.report.build import build_report
 
-    session = CaptureSession(CaptureOptions(), source)
-    status, error = "ok", None
-    with session:
-        try:
-            exec(compile(source, f"<gpucheck example {name}>", "exec"), {"__name__": "__main__"})
-        except KeyboardInterrupt:
-            status, error = "interrupted", "KeyboardInterrupt"
-        except Exception as exc:  # the example's own failure is reported, not hidden
-            status, error = "error", f"{type(exc).__name__}: {exc}"
+    script = Path(args.script)
+    if not script.is_file():
+        print(f"gpucheck: no such script: {args.script}", file=sys.stderr)
+        return EXIT_USAGE
+    options = _options(args)
+    live = LiveLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    session = CaptureSession(options, script.read_text(), live_listener=live.update if live else None)
+    old_argv, old_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script), *args.script_args]
+    sys.path.insert(0, str(script.resolve().parent))
+    status, error, code = "ok", None, 0
+    try:
+        with session:
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+            except SystemExit as exc:
+                code = _exit_code(exc.code)
+                if code:
+                    status, error = "error", f"SystemExit: {exc.code}"
+            except KeyboardInterrupt as exc:
+                _print_script_traceback(script, exc)
+                status, error, code = "interrupted", "KeyboardInterrupt", 130
+            except Exception as exc:  # the script's failure: shown as Python shows it
+                _print_script_traceback(script, exc)
+                status, error, code = "error", f"{type(exc).__name__}: {exc}", 1
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+        if live is not None:
+            live.clear()
     report = build_report(session.finish(status, error))  # type: ignore[arg-type]
-    print(report.text())
-    return 0 if status == "ok" else 1
+    _write_outputs(report, args)
+    if not args.quiet:
+        print(report.text())
+    gate = _gate_failure(report, args)
+    if gate is not None:
+        print(f"gpucheck: {gate}", file=sys.stderr)
+        return code or EXIT_GATE
+    return code
+
+
+def _write_outputs(report: Any, args: argparse.Namespace) -> None:
+    if getattr(args, "json", None):
+        Path(args.json).write_text(report.to_json(indent=1))
+    if getattr(args, "trace", None):
+        src = report.run.window.trace_path
+        if src is None:
+            print("gpucheck: no trace to write (the profiler window did not record)", file=sys.stderr)
+        else:
+            shutil.copyfile(src, args.trace)
+    if getattr(args, "html", None):
+        from gpu_notebook.views.html import write_html
+
+        write_html(report, args.html)
+
+
+def _gate_failure(report: Any, args: argparse.Namespace) -> str | None:
+    """The reason a CI gate fails, or None. A gate that cannot be checked fails: it says why."""
+    if args.fail_on:
+        banned = {v.strip() for v in args.fail_on.split(",") if v.strip()}
+        if report.verdict.category in banned:
+            return f"verdict is {report.verdict.category} (--fail-on {args.fail_on}): {report.verdict.headline}"
+    if args.min_gpu_util is not None:
+        util = report.analysis.utilization.gpu_util_mean_pct
+        if util is None and report.analysis.gpu is not None:
+            util = 100.0 * report.analysis.gpu.busy_share
+        if util is None:
+            return f"GPU utilization was not measured (no GPU visible); --min-gpu-util {args.min_gpu_util:g} cannot pass"
+        if util < args.min_gpu_util:
+            return f"GPU utilization {util:.0f}% is below --min-gpu-util {args.min_gpu_util:g}%"
+    return None
+
+
+# ------------------------------------------------------------------------------ analyze
+
+
+def _trace_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")))
+        return files
+    return [path]
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from gpu_notebook.report.from_trace import report_from_trace
+    from gpu_notebook.report.ranks import rank_summary, render_rank_summary
+
+    path = Path(args.path)
+    if not path.exists():
+        print(f"gpucheck: no such file or folder: {args.path}", file=sys.stderr)
+        return EXIT_USAGE
+    files = _trace_files(path)
+    if not files:
+        print(f"gpucheck: no .json or .json.gz trace in {args.path}", file=sys.stderr)
+        return EXIT_USAGE
+    ranked = []
+    for f in files:
+        try:
+            report, rank, world = report_from_trace(f)
+        except (OSError, ValueError) as exc:
+            print(f"gpucheck: cannot read {f}: {exc}", file=sys.stderr)
+            return 1
+        ranked.append((f, report, rank, world))
+        if not args.quiet:
+            label = f"rank {rank}" if rank is not None else f.name
+            print(f"\n=== {label} ({f.name}) " + "=" * max(0, 60 - len(label) - len(f.name)))
+            print(report.text())
+    if len(ranked) > 1:
+        summary = rank_summary([(r, rank, f.name) for f, r, rank, _ in ranked])
+        print()
+        print(render_rank_summary(summary))
+    if args.json:
+        payload = [{"file": str(f), "rank": rank, "world_size": world, "report": r.to_dict()} for f, r, rank, world in ranked]
+        Path(args.json).write_text(json.dumps(payload, indent=1))
+    gates = [g for g in (_gate_failure(r, args) for _, r, _, _ in ranked) if g]
+    if gates:
+        print(f"gpucheck: {gates[0]}", file=sys.stderr)
+        return EXIT_GATE
+    return 0
+
+
+# ------------------------------------------------------------------------------ compare
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from gpu_notebook.records import Report
+    from gpu_notebook.report.compare import compare
+    from gpu_notebook.views.text import render_comparison
+
+    reports = []
+    for name in (args.before, args.after):
+        try:
+            reports.append(Report.from_json(Path(name).read_text()))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"gpucheck: cannot read report {name}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    comparison = compare(reports[0], reports[1], price_per_gpu_hour=args.price_per_gpu_hour)
+    print(render_comparison(comparison))
+    return 0
+
+
+# ------------------------------------------------------------------------------ demo
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from gpu_notebook.capture.session import CaptureOptions, CaptureSession
     from gpu_notebook.examples import EXAMPLES
+    from gpu_notebook.report.build import build_report
 
     names = [args.example] if args.example else list(EXAMPLES)
     code = 0
     for name in names:
+        source = EXAMPLES[name]
         print(f"\n=== example: {name} " + "=" * max(0, 60 - len(name)))
-        print(EXAMPLES[name].strip())
+        print(source.strip())
         print("-" * 72)
-        code |= _measure_source(EXAMPLES[name], name)
+        session = CaptureSession(CaptureOptions(), source)
+        with session:
+            exec(compile(source, f"<gpucheck example {name}>", "exec"), {"__name__": "__main__"})
+        report = build_report(session.finish("ok", None))
+        print(report.text())
+        if args.html:
+            from gpu_notebook.views.html import write_html
+
+            out = Path(args.html) / f"gpucheck-demo-{name}.html"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_html(report, out)
+            print(f"\nHTML report: {out}")
     return code
+
+
+# ------------------------------------------------------------------------------ parser
+
+
+def _add_capture_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-s", "--steps", type=int, default=5, help="steps to profile (default 5)")
+    p.add_argument("-w", "--warmup", type=int, default=2, help="warm-up steps to skip (default 2)")
+    p.add_argument("-i", "--interval", type=float, default=0.25, help="sampling interval, s (default 0.25)")
+    p.add_argument("--no-profile", action="store_true", help="sampling and step timing only")
+
+
+def _add_gates(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fail-on", metavar="VERDICT[,VERDICT]", type=_verdict_list, default=None,
+        help=f"exit {EXIT_GATE} when the verdict is one of these ({', '.join(VERDICTS)})",
+    )
+    p.add_argument(
+        "--min-gpu-util", metavar="PCT", type=float, default=None,
+        help=f"exit {EXIT_GATE} when mean GPU utilization is below PCT (or was not measured)",
+    )
+
+
+def _verdict_list(value: str) -> str:
+    bad = [v for v in (x.strip() for x in value.split(",")) if v and v not in VERDICTS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown verdict {', '.join(bad)}; choose from {', '.join(VERDICTS)}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,8 +312,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpucheck {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a Python script under the capture and report on it")
+    _add_capture_options(run)
+    _add_gates(run)
+    run.add_argument("--html", metavar="PATH", help="write the standalone HTML report")
+    run.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    run.add_argument("--trace", metavar="PATH", help="write the Kineto trace (.json.gz; Perfetto opens it)")
+    run.add_argument("-q", "--quiet", action="store_true", help="no live line, no text report")
+    run.add_argument("script", help="the training script")
+    run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+    run.set_defaults(func=cmd_run)
+
+    analyze = sub.add_parser("analyze", help="analyse Kineto traces: one file, or a folder of ranks")
+    analyze.add_argument("path", help="a .json/.json.gz trace, or a folder of per-rank traces")
+    analyze.add_argument("--json", metavar="PATH", help="write every rank's report as JSON")
+    analyze.add_argument("-q", "--quiet", action="store_true", help="only the cross-rank summary")
+    _add_gates(analyze)
+    analyze.set_defaults(func=cmd_analyze)
+
+    compare = sub.add_parser("compare", help="before/after of two report JSON files")
+    compare.add_argument("before")
+    compare.add_argument("after")
+    compare.add_argument("--price-per-gpu-hour", type=float, default=None, help="for the money view")
+    compare.set_defaults(func=cmd_compare)
+
     demo = sub.add_parser("demo", help="measure the built-in example loops and print their reports")
     demo.add_argument("example", nargs="?", choices=sorted(EXAMPLES), help="one example (default: all)")
+    demo.add_argument("--html", metavar="DIR", help="also write an HTML report per example into DIR")
     demo.set_defaults(func=cmd_demo)
     return parser
 

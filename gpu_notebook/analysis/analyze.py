@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpu_notebook.analysis.steps import hook_phases, step_stats
 from gpu_notebook.analysis.utilization import utilization_stats
 from gpu_notebook.records import Analysis, GpuTimeline, OpStat, PhaseBreakdown, Run
@@ -26,13 +28,14 @@ def analyze(run: Run) -> Analysis:
 
 
 def analyze_trace_file(
-    path: str,
+    path: str, trace: Any = None
 ) -> tuple[PhaseBreakdown | None, GpuTimeline | None, tuple[OpStat, ...]]:
-    """Phases, GPU timeline and top operators of one Kineto trace file."""
+    """Phases, GPU timeline and top operators of one Kineto trace file (or its loaded Trace)."""
     from gpu_notebook.analysis.gpu_timeline import gpu_timeline
     from gpu_notebook.analysis.ops import top_ops
     from gpu_notebook.analysis.phases import phase_breakdown
     from gpu_notebook.trace.kineto import load_trace
 
-    trace = load_trace(path)
+    if trace is None:
+        trace = load_trace(path)
     return phase_breakdown(trace), gpu_timeline(trace), top_ops(trace, n=10)

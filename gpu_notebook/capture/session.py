@@ -42,6 +42,15 @@ class CaptureOptions:
     profile: bool = True
     sample_capacity: int = 2048
 
+    def __post_init__(self) -> None:
+        """Reject what cannot be measured, with what to do instead (ValueError)."""
+        if self.profile_steps < 1:
+            raise ValueError(f"--steps must be at least 1 (got {self.profile_steps})")
+        if self.warmup_steps < 0:
+            raise ValueError(f"--warmup must be 0 or more (got {self.warmup_steps})")
+        if not 0.05 <= self.interval_s <= 60:
+            raise ValueError(f"--interval must be between 0.05 and 60 seconds (got {self.interval_s})")
+
 
 @dataclass(frozen=True)
 class LiveStatus:

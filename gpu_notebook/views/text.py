@@ -63,7 +63,7 @@ def render_text(report: Report) -> str:
     )
     if st.samples_per_s is not None:
         step_line += f", {st.samples_per_s:,.0f} samples/s (batch {st.batch_size})"
-    lines += ["", step_line, f"Cell wall time: {fmt_seconds(run.wall_s)}"]
+    lines += ["", step_line, f"Wall time: {fmt_seconds(run.wall_s)}"]
 
     if a.phases is not None:
         src = (
@@ -94,11 +94,14 @@ def render_text(report: Report) -> str:
         )
     elif a.gpu is None:
         lines.append("GPU: not measured (no GPU visible)")
-    lines.append(
-        f"CPU: this process {fmt_pct(u.process_cpu_mean_pct)}, its children (workers) "
-        f"{fmt_pct(u.children_cpu_mean_pct)}, machine {fmt_pct(u.system_cpu_mean_pct)} "
-        f"of {run.env.cpu_count} cores; peak RSS {fmt_bytes(u.rss_peak_bytes)}"
-    )
+    if run.samples.samples:
+        lines.append(
+            f"CPU: this process {fmt_pct(u.process_cpu_mean_pct)}, its children (workers) "
+            f"{fmt_pct(u.children_cpu_mean_pct)}, machine {fmt_pct(u.system_cpu_mean_pct)} "
+            f"of {run.env.cpu_count} cores; peak RSS {fmt_bytes(u.rss_peak_bytes)}"
+        )
+    elif run.env.cpu_count:
+        lines.append("CPU: not sampled (the cell was shorter than one sampling interval)")
     if a.top_ops:
         lines += ["", "Top operators (self time in the window):"]
         for op in a.top_ops[:8]:

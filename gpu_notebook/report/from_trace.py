@@ -1,0 +1,84 @@
+"""Build a Report from a Kineto trace recorded elsewhere (``gpucheck analyze``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpu_notebook.analysis.analyze import analyze_trace_file
+from gpu_notebook.analysis.utilization import utilization_stats
+from gpu_notebook.analysis.verdict import decide
+from gpu_notebook.records import (
+    Analysis,
+    Environment,
+    GpuInfo,
+    ProfileWindow,
+    Report,
+    Run,
+    SampleSeries,
+    StepClockRecord,
+    StepStats,
+)
+
+
+def _gpus(props: tuple[dict, ...]) -> tuple[GpuInfo, ...]:  # type: ignore[type-arg]
+    out = []
+    for i, p in enumerate(props):
+        major, minor = p.get("computeMajor"), p.get("computeMinor")
+        out.append(
+            GpuInfo(
+                index=int(p.get("id", i)),
+                name=str(p.get("name", "unknown GPU")),
+                memory_total_bytes=p.get("totalGlobalMem"),
+                compute_capability=f"{major}.{minor}" if major is not None else None,
+            )
+        )
+    return tuple(out)
+
+
+def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]:
+    """(report, rank, world size) of one trace file; the report has no samples or hooks."""
+    from gpu_notebook.trace.kineto import load_trace
+
+    trace = load_trace(path)
+    phases, gpu, ops = analyze_trace_file(str(path), trace=trace)
+    gpus = _gpus(tuple(dict(p) for p in trace.device_properties))
+    env = Environment(
+        python_version="",
+        platform="recorded elsewhere",
+        cpu_count=0,
+        torch_version=None,
+        cuda_available=gpu is not None or bool(gpus),
+        nvml_available=False,
+        nvml_message=None,
+        gpus=gpus,
+    )
+    n_steps = len(phases.steps) if phases is not None else 0
+    durations = sorted(s.duration_us / 1e6 for s in phases.steps) if phases is not None else []
+    median = durations[len(durations) // 2] if durations else None
+    p90 = durations[min(len(durations) - 1, int(0.9 * len(durations)))] if durations else None
+    run = Run(
+        env=env,
+        cell_source="",
+        status="ok",
+        error=None,
+        wall_s=(phases.total_us / 1e6) if phases is not None else 0.0,
+        samples=SampleSeries(requested_interval_s=0.0, interval_s=0.0),
+        steps=StepClockRecord(anchor="none", step_count=n_steps),
+        window=ProfileWindow(
+            status="recorded", warmup_steps=0, requested_steps=n_steps,
+            first_step=0, recorded_steps=n_steps, trace_path=str(path),
+        ),
+        started_at="",
+        notes=(f"analysed from {Path(path).name}",),
+    )
+    analysis = Analysis(
+        step_stats=StepStats(count=n_steps, median_s=median, p90_s=p90),
+        phases=phases,
+        gpu=gpu,
+        utilization=utilization_stats(run.samples),
+        top_ops=ops,
+    )
+    info = trace.distributed_info
+    rank = info.rank if info is not None else None
+    world = info.world_size if info is not None else None
+    return Report(run=run, analysis=analysis, verdict=decide(run, analysis)), rank, world

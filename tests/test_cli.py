@@ -1,0 +1,132 @@
+"""The gpucheck command as a user runs it: subprocesses, exit codes, files written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_notebook.records import Report
+from gpu_notebook.examples import INPUT_BOUND
+
+REFERENCE = Path(os.environ.get("GPU_NOTEBOOK_REFERENCE_TRACES", Path(__file__).parents[1].parent / "shared" / "reference_traces"))
+
+
+def gpucheck(*args: str, cwd: Path | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpu_notebook", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+    )
+
+
+@pytest.fixture
+def input_bound_script(tmp_path: Path) -> Path:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\nprint('args:', sys.argv[1:])\n" + INPUT_BOUND + "\nprint('trained', flush=True)\n"
+    )
+    return script
+
+
+def test_run_reports_on_the_script_and_writes_json_and_trace(input_bound_script, tmp_path):
+    out_json, out_trace = tmp_path / "r.json", tmp_path / "t.json.gz"
+    res = gpucheck("run", "--json", str(out_json), "--trace", str(out_trace), str(input_bound_script), "--lr", "3")
+    assert res.returncode == 0, res.stderr
+    assert "args: ['--lr', '3']" in res.stdout  # the script's own arguments and output
+    assert res.stdout.index("trained") < res.stdout.index("gpucheck: INPUT-BOUND")
+    report = Report.from_json(out_json.read_text())
+    assert report.verdict.category == "input-bound"
+    assert report.run.steps.step_count == 192 // 8
+    assert json.loads(gzip.open(out_trace).read())["traceEvents"]
+
+
+def test_run_exits_with_the_scripts_own_exit_code(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nprint('bye')\nsys.exit(7)\n")
+    res = gpucheck("run", "-q", str(script))
+    assert res.returncode == 7
+    assert "bye" in res.stdout
+
+
+def test_run_shows_the_scripts_traceback_and_exits_1(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("x = 1\n\ndef f():\n    raise RuntimeError('broken input')\n\nf()\n")
+    res = gpucheck("run", str(script))
+    assert res.returncode == 1
+    assert "RuntimeError: broken input" in res.stderr
+    assert f'File "{script}", line 4' in res.stderr
+    assert "runpy" not in res.stderr  # the traceback starts at the script, as python's would
+    assert "gpucheck:" in res.stdout and "failed" in res.stdout  # a partial report still comes
+
+
+def test_fail_on_verdict_gates_ci_with_the_reason(input_bound_script):
+    res = gpucheck("run", "-q", "--fail-on", "input-bound,host-bound", str(input_bound_script))
+    assert res.returncode == 3
+    assert "verdict is input-bound" in res.stderr
+
+
+def test_min_gpu_util_fails_when_it_cannot_be_measured(input_bound_script):
+    res = gpucheck("run", "-q", "--min-gpu-util", "50", str(input_bound_script))
+    assert res.returncode == 3
+    assert "not measured" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--fail-on", "slow", "x.py"], "unknown verdict slow"),
+        (["run", "-s", "0", "x.py"], "--steps must be at least 1"),
+        (["run", "missing.py"], "no such script"),
+        (["analyze", "nowhere/"], "no such file or folder"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_message(tmp_path, args, message):
+    (tmp_path / "x.py").write_text("pass\n")
+    res = gpucheck(*args, cwd=tmp_path)
+    assert res.returncode == 2
+    assert message in res.stderr
+
+
+def _need_reference() -> None:
+    if not REFERENCE.is_dir():
+        pytest.skip(f"reference traces not found at {REFERENCE} (set GPU_NOTEBOOK_REFERENCE_TRACES)")
+
+
+def test_analyze_a_folder_of_ranks_gives_the_cross_rank_summary(tmp_path):
+    _need_reference()
+    out = tmp_path / "ranks.json"
+    res = gpucheck("analyze", str(REFERENCE / "world128_sampled"), "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "=== rank 0" in res.stdout and "=== rank 1" in res.stdout
+    assert "Across 2 ranks" in res.stdout and "spread" in res.stdout
+    payload = json.loads(out.read_text())
+    assert [p["rank"] for p in payload] == [0, 1] and all(p["world_size"] == 128 for p in payload)
+    comm = [p["report"]["analysis"]["gpu"]["comm_us"] for p in payload]
+    assert all(c > 0 for c in comm)
+
+
+def test_analyze_one_gpu_trace(tmp_path):
+    _need_reference()
+    res = gpucheck("analyze", str(REFERENCE / "v100_world1_rank0.json.gz"))
+    assert res.returncode == 0, res.stderr
+    assert "GPU timeline: busy" in res.stdout
+    assert "Across" not in res.stdout
+
+
+def test_analyze_gate_fails_on_a_comm_bound_job():
+    _need_reference()
+    res = gpucheck("analyze", "-q", "--fail-on", "comm-bound", str(REFERENCE / "world128_sampled"))
+    assert res.returncode == 3
+    assert "comm-bound" in res.stderr
+
+
+def test_the_gpucheck_entry_point_is_installed():
+    exe = Path(sys.executable).parent / "gpucheck"
+    assert exe.exists()
+    res = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
+    assert res.returncode == 0 and "gpucheck" in res.stdout

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from gpu_notebook.capture.session import CaptureOptions
@@ -92,6 +92,27 @@ class GpuCheckMagics(Magics):
             from IPython.display import display
 
             display(report)
+
+
+    @line_magic
+    def gpustatus(self, line: str) -> None:
+        """Show every GPU's utilization, memory, temperature, power and the processes holding it.
+
+        Usage: ``%gpustatus`` — what a team sharing GPUs needs before starting a run. On a
+        machine without an NVIDIA GPU it says so in one line.
+        """
+        if line.strip():
+            raise UsageError("%gpustatus takes no arguments.")
+        from IPython.display import display
+
+        from gpu_notebook.status import machine_status
+        from gpu_notebook.views.gpustatus import render_status_html, render_status_text
+
+        status = machine_status()
+        display(
+            {"text/plain": render_status_text(status), "text/html": render_status_html(status)},
+            raw=True,
+        )
 
 
 def _validate(args: Any, cell: str) -> CaptureOptions:

@@ -158,6 +158,7 @@ class StepClockRecord:
     steps: tuple[StepTiming, ...] = ()
     decimation: int = 1  # keep-every-Nth applied to ``steps``
     event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
+    grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
 
 
 @dataclass(frozen=True)
@@ -400,6 +401,36 @@ class Analysis:
 
 
 @dataclass(frozen=True)
+class ScalingPoint:
+    """Predicted data-parallel (DDP) step on ``gpus`` GPUs of this kind."""
+
+    gpus: int
+    allreduce_s: float  # ring all-reduce of all gradients, per step
+    exposed_comm_s: float  # the part not hidden behind backward
+    step_s: float
+    speedup: float  # throughput vs one GPU as the code is now
+    efficiency: float  # speedup / gpus
+    speedup_with_fixes: float | None  # throughput vs one GPU today, with the fixes applied
+    cost_per_1000_steps: float | None = None  # N GPUs x step time x price, when priced
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """Fixes versus more GPUs, side by side, with every assumption written down."""
+
+    step_s: float | None  # one GPU, as measured
+    fixes_speedup: float | None  # at most, applying the fixes for the measured waste phases
+    fixed_phases: tuple[str, ...]  # which phases those fixes remove
+    grad_bytes: int | None
+    interconnect: str | None  # "NVLink x12 (300 GB/s)" / "PCIe gen4 x16 (31.5 GB/s)"
+    bus_bandwidth_bytes_per_s: float | None  # what the ring all-reduce is assumed to reach
+    points: tuple[ScalingPoint, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()  # what could not be known; no guess is made for it
+    price_per_gpu_hour: float | None = None
+
+
+@dataclass(frozen=True)
 class Report:
     """What the user gets: the run's facts, the analysis, the verdict and the findings."""
 
@@ -408,6 +439,7 @@ class Report:
     verdict: Verdict
     findings: tuple[Finding, ...] = ()
     comparison: Comparison | None = None
+    whatif: WhatIf | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -89,6 +89,7 @@ class StepClock:
         self._primary_type: type | None = None
         self._primary_ref: weakref.ReferenceType[Any] | None = None
         self._opt_start_ns = 0
+        self._grad_bytes: int | None = None
 
     # ---------------------------------------------------------------- install / uninstall
 
@@ -172,6 +173,8 @@ class StepClock:
             self._opt_ns += now - self._opt_start_ns
             self._opt_start_ns = 0
         self._counts["optimizer"] += 1
+        if self._grad_bytes is None:
+            self._grad_bytes = _trainable_bytes(p for g in optimizer.param_groups for p in g["params"])
         self._event("optimizer", now, ends_step=True)
 
     def _on_fwd_pre(self, module: Any, args: Any) -> None:
@@ -339,10 +342,27 @@ class StepClock:
             )
             for r in self._rows
         )
+        grad_bytes = self._grad_bytes
+        primary = self._primary_ref() if self._primary_ref is not None else None
+        if grad_bytes is None and primary is not None:
+            grad_bytes = _trainable_bytes(primary.parameters())
         return StepClockRecord(
             anchor=self.anchor,
             step_count=self._step_count,
             steps=steps,
             decimation=self._decimation,
             event_counts=dict(self._counts),
+            grad_bytes=grad_bytes or None,
         )
+
+
+def _trainable_bytes(params: Any) -> int:
+    """Bytes of the parameters that get gradients: what data parallelism all-reduces a step."""
+    seen: set[int] = set()
+    total = 0
+    for p in params:
+        if id(p) in seen or not getattr(p, "requires_grad", False):
+            continue
+        seen.add(id(p))
+        total += p.numel() * p.element_size()
+    return total

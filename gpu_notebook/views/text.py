@@ -111,6 +111,10 @@ def render_text(report: Report) -> str:
         for f in report.findings:
             bound = f" (up to {f.gain_bound:.2f}x)" if f.gain_bound else ""
             lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
+    if report.whatif is not None:
+        from gpu_notebook.analysis.whatif import render_whatif
+
+        lines += ["", render_whatif(report.whatif)]
     if run.notes:
         lines += ["", "Notes:", *(f"  - {n}" for n in run.notes)]
     return "\n".join(lines)

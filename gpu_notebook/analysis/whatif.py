@@ -1,0 +1,197 @@
+"""What-if: the fixes versus more GPUs of this kind (DDP), from one single-GPU run.
+
+Model, per step of one rank:
+- compute and input time stay what they are on one GPU: each rank keeps paying its own data
+  wait (its own loader), and each rank processes the same per-GPU batch;
+- gradients are all-reduced with a ring: each GPU sends and receives 2(N-1)/N of the gradient
+  bytes (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms", JPDC 2009; the NCCL
+  "bus bandwidth" convention in nccl-tests/doc/PERFORMANCE.md), plus 2(N-1) latency hops;
+- DDP overlaps all-reduce with backward in 25 MB buckets (Li et al., "PyTorch Distributed:
+  Experiences on Accelerating Data Parallel Training", VLDB 2020, §3.2.3), so the exposed part is
+  what backward cannot hide, and never less than the last bucket;
+- the interconnect is what NVML reports: NVLink links x 25 GB/s per direction (NVLink 2/3/4),
+  else PCIe generation x width; NCCL reaches about 80% of it (assumption, written out).
+A phase that was not measured is not guessed: the model says what is missing instead.
+"""
+
+from __future__ import annotations
+
+from gpu_notebook.records import Analysis, Environment, Run, ScalingPoint, WhatIf
+
+GPU_COUNTS = (2, 4, 8)
+NVLINK_LINK_BYTES_PER_S = 25e9  # per direction, NVLink 2, 3 and 4 alike
+PCIE_LANE_BYTES_PER_S = {3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+NCCL_EFFICIENCY = 0.8
+HOP_LATENCY_S = 5e-6  # per ring step, NVLink-class; PCIe is of the same order
+DDP_BUCKET_BYTES = 25 * 2**20
+FIXABLE_PHASES = ("data", "sync", "copy")  # waits a fix can remove without changing the model
+
+
+def interconnect(env: Environment) -> tuple[str | None, float | None]:
+    """(description, bytes/s one GPU's ring link reaches), or (None, None) when unknown."""
+    if not env.gpus:
+        return None, None
+    gpu = env.gpus[0]
+    if gpu.nvlink_links:
+        raw = gpu.nvlink_links * NVLINK_LINK_BYTES_PER_S
+        return f"NVLink x{gpu.nvlink_links} ({raw / 1e9:.0f} GB/s per direction)", raw * NCCL_EFFICIENCY
+    lane = PCIE_LANE_BYTES_PER_S.get(gpu.pcie_generation or 0)
+    if lane and gpu.pcie_width:
+        raw = lane * gpu.pcie_width
+        return f"PCIe gen{gpu.pcie_generation} x{gpu.pcie_width} ({raw / 1e9:.1f} GB/s)", raw * NCCL_EFFICIENCY
+    return None, None
+
+
+def ring_allreduce_s(grad_bytes: int, gpus: int, bus_bytes_per_s: float) -> float:
+    """Time of one ring all-reduce of ``grad_bytes`` over ``gpus`` GPUs."""
+    if gpus <= 1:
+        return 0.0
+    return 2 * (gpus - 1) / gpus * grad_bytes / bus_bytes_per_s + 2 * (gpus - 1) * HOP_LATENCY_S
+
+
+def exposed_comm_s(allreduce_s: float, backward_s: float, grad_bytes: int) -> float:
+    """What backward cannot hide: the excess over backward, at least the last bucket's share."""
+    last_bucket = allreduce_s * min(1.0, DDP_BUCKET_BYTES / grad_bytes) if grad_bytes else allreduce_s
+    return max(allreduce_s - backward_s, last_bucket)
+
+
+def what_if(
+    run: Run,
+    analysis: Analysis,
+    price_per_gpu_hour: float | None = None,
+    gpu_counts: tuple[int, ...] = GPU_COUNTS,
+    measured_bus_bytes_per_s: float | None = None,
+) -> WhatIf:
+    """Predict DDP scaling to ``gpu_counts`` GPUs beside the fixes' bound.
+
+    ``measured_bus_bytes_per_s`` (from a multi-rank trace of the same job) replaces the nominal
+    link bandwidth: measured all-reduces have run an order of magnitude below nominal NVLink.
+    """
+    phases = analysis.phases
+    step_s = analysis.step_stats.median_s
+    missing: list[str] = []
+    assumptions = [
+        "each GPU keeps today's per-GPU batch and pays its own data wait",
+        f"ring all-reduce reaches {NCCL_EFFICIENCY:.0%} of the link's bandwidth",
+        f"DDP overlaps all-reduce with backward in {DDP_BUCKET_BYTES // 2**20} MB buckets",
+        "the fixes remove their whole phase (an upper bound: Amdahl)",
+    ]
+    # Fixes: the measured waiting phases a fix can remove.
+    fixed = tuple(p for p in FIXABLE_PHASES if phases is not None and (phases.share(p) or 0) >= 0.01)
+    removable = sum(phases.share(p) or 0.0 for p in fixed) if phases is not None else 0.0
+    fixes_speedup = 1 / (1 - removable) if fixed and removable < 1 else None
+    if phases is None or step_s is None:
+        missing.append("no step was measured")
+    desc, bus = interconnect(run.env)
+    if measured_bus_bytes_per_s:
+        desc = f"measured all-reduce bus bandwidth {measured_bus_bytes_per_s / 1e9:.1f} GB/s"
+        bus = measured_bus_bytes_per_s
+    grad_bytes = run.steps.grad_bytes
+    if not run.env.gpus and not measured_bus_bytes_per_s:
+        missing.append("no GPU visible: no interconnect to model (run on the GPU you would add more of)")
+    elif bus is None:
+        missing.append("NVML reports neither NVLink links nor the PCIe link of this GPU")
+    if grad_bytes is None:
+        missing.append("gradient size unknown: no optimizer or model parameters were seen")
+    points: list[ScalingPoint] = []
+    if not missing and step_s is not None and bus is not None and grad_bytes is not None:
+        backward_s = _backward_s(analysis, step_s)
+        fixed_step_s = step_s * (1 - removable)
+        for n in gpu_counts:
+            ar = ring_allreduce_s(grad_bytes, n, bus)
+            exposed = exposed_comm_s(ar, backward_s, grad_bytes)
+            step_n = step_s + exposed
+            speedup = n * step_s / step_n
+            with_fixes = n * step_s / (fixed_step_s + exposed) if fixed else None
+            cost = n * step_n * 1000 / 3600 * price_per_gpu_hour if price_per_gpu_hour else None
+            points.append(
+                ScalingPoint(
+                    gpus=n,
+                    allreduce_s=ar,
+                    exposed_comm_s=exposed,
+                    step_s=step_n,
+                    speedup=speedup,
+                    efficiency=speedup / n,
+                    speedup_with_fixes=with_fixes,
+                    cost_per_1000_steps=cost,
+                )
+            )
+    return WhatIf(
+        step_s=step_s,
+        fixes_speedup=fixes_speedup,
+        fixed_phases=fixed,
+        grad_bytes=grad_bytes,
+        interconnect=desc,
+        bus_bandwidth_bytes_per_s=bus,
+        points=tuple(points),
+        assumptions=tuple(assumptions),
+        missing=tuple(missing),
+        price_per_gpu_hour=price_per_gpu_hour,
+    )
+
+
+def _backward_s(analysis: Analysis, step_s: float) -> float:
+    """Backward time per step: GPU kernel time launched by backward when traced, else host."""
+    gpu = analysis.gpu
+    phases = analysis.phases
+    n = len(phases.steps) if phases is not None and phases.steps else 1
+    if gpu is not None and gpu.gpu_phase_us.get("backward"):
+        return gpu.gpu_phase_us["backward"] / n / 1e6
+    share = phases.share("backward") if phases is not None else None
+    return (share or 0.0) * step_s
+
+
+def render_whatif(w: WhatIf) -> str:
+    lines = ["What if: fix the code, or add GPUs?"]
+    if w.fixes_speedup is not None:
+        lines.append(
+            f"  fixing {', '.join(w.fixed_phases)}: up to {w.fixes_speedup:.2f}x on this GPU"
+        )
+    else:
+        lines.append("  no waiting phase to fix was measured (data, sync and copy are under 1%)")
+    if w.points:
+        lines.append(f"  interconnect: {w.interconnect}; gradients {w.grad_bytes / 2**20:.1f} MB a step")
+        lines.append(f"  {'GPUs':>5} {'speedup':>8} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}")
+        for p in w.points:
+            fx = f"{p.speedup_with_fixes:.2f}x" if p.speedup_with_fixes is not None else "-"
+            lines.append(
+                f"  {p.gpus:>5} {p.speedup:>7.2f}x {p.efficiency:>9.0%} {fx:>11} {p.exposed_comm_s * 1e3:>10.2f} ms"
+            )
+            if p.cost_per_1000_steps is not None:
+                lines[-1] += f"  {p.cost_per_1000_steps:.2f} per 1,000 steps"
+    for m in w.missing:
+        lines.append(f"  cannot predict more GPUs: {m}")
+    lines.append("  assumptions: " + "; ".join(w.assumptions))
+    return "\n".join(lines)
+
+
+def measured_allreduce_bus_bandwidth(path: str) -> float | None:
+    """Best NCCL all-reduce bus bandwidth seen in a recorded trace (bytes/s), or None.
+
+    Uses the nccl kernels' own args ("In msg nelems", "Group size", "dtype"), with the
+    nccl-tests convention busbw = 2(N-1)/N x bytes / time. The best kernel is taken because a
+    kernel's duration also holds the wait for the slowest peer; the best one is closest to the
+    link's real speed.
+    """
+    import gzip
+    import json
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        data = json.load(fh)
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    best: float | None = None
+    for e in events:
+        if e.get("cat") != "kernel" or "AllReduce" not in e.get("name", ""):
+            continue
+        args = e.get("args") or {}
+        n, group, dur_us = args.get("In msg nelems"), args.get("Group size"), e.get("dur", 0)
+        if not n or not group or group < 2 or not dur_us or dur_us <= 0:
+            continue
+        size = _DTYPE_BYTES.get(str(args.get("dtype", "Float")), 4)
+        busbw = 2 * (group - 1) / group * n * size / (dur_us * 1e-6)
+        best = busbw if best is None else max(best, busbw)
+    return best
+
+
+_DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Char": 1, "Byte": 1}

@@ -59,6 +59,7 @@ class ProfilerWindow:
         self._message: str | None = None
         self._done = False
         self._cooldown = False
+        self._stopped: Any = None  # a stopped profiler whose trace is not exported yet
         self.on_start: Any = None  # callable() run right after the profiler starts
         self.on_stop: Any = None  # callable() run right before it stops
 
@@ -156,9 +157,17 @@ class ProfilerWindow:
         prof.stop()
         if not export:
             return False
+        # Exported later, in close(): writing the file here would land inside the user's step
+        # that ends the window (tens of ms for a big window) and be counted as that step's time.
+        self._stopped = prof
+        return True
+
+    def _export(self) -> None:
+        prof, self._stopped = self._stopped, None
+        if prof is None:
+            return
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(self.trace_path))
-        return True
 
     def _recorded_steps(self) -> int:
         if self._first_step is None or self._last_step is None:
@@ -170,6 +179,7 @@ class ProfilerWindow:
         if self._prof is not None:
             self._stop(complete=False)
         self._done = True
+        self._export()
         recorded = self._recorded_steps() if self._status in ("recorded", "partial") else 0
         message = self._message
         if self._status == "not-reached" and message is None:

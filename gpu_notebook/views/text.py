@@ -118,3 +118,34 @@ def render_text(report: Report) -> str:
     if run.notes:
         lines += ["", "Notes:", *(f"  - {n}" for n in run.notes)]
     return "\n".join(lines)
+
+
+def render_comparison(c: object) -> str:
+    """Before/after of two runs: measured speedup beside the predicted bound."""
+    from gpu_notebook.records import Comparison
+
+    assert isinstance(c, Comparison)
+    lines = ["Before / after:"]
+    lines.append(
+        f"  step time   {fmt_seconds(c.baseline_step_median_s):>9} -> {fmt_seconds(c.step_median_s):>9}"
+        + (f"   measured {c.speedup:.2f}x" if c.speedup is not None else "")
+        + (f"   (predicted at most {c.predicted_bound:.2f}x)" if c.predicted_bound is not None else "")
+    )
+    if c.baseline_samples_per_s is not None and c.samples_per_s is not None:
+        lines.append(f"  throughput  {c.baseline_samples_per_s:>9,.0f} -> {c.samples_per_s:>9,.0f} samples/s")
+    if c.baseline_gpu_util_pct is not None or c.gpu_util_pct is not None:
+        lines.append(f"  GPU util    {fmt_pct(c.baseline_gpu_util_pct):>9} -> {fmt_pct(c.gpu_util_pct):>9}")
+    for phase in PHASES:
+        before, after = c.baseline_phase_share.get(phase), c.phase_share.get(phase)
+        if before is None and after is None:
+            continue
+        b = "n/a" if before is None else f"{100 * before:.0f}%"
+        a = "n/a" if after is None else f"{100 * after:.0f}%"
+        lines.append(f"  {phase:<11} {b:>9} -> {a:>9}")
+    if c.fix_id:
+        lines.append(f"  fix: {c.fix_id}")
+    if c.gpu_equivalent is not None and c.gpu_equivalent > 0:
+        lines.append(f"  this gave the throughput of {c.gpu_equivalent:.1f} more GPU(s) of this kind (linear scaling assumed)")
+    if c.cost_saved_per_1000_steps is not None:
+        lines.append(f"  saves {c.cost_saved_per_1000_steps:.2f} per 1,000 steps at the given GPU-hour price")
+    return "\n".join(lines)

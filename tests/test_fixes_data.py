@@ -100,6 +100,44 @@ def test_workers_are_set_in_the_loaders_own_layout_and_comments_stay() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
+@pytest.mark.parametrize(
+    ("call", "patched"),
+    [
+        pytest.param(
+            "DataLoader(\n    ds,\n    batch_size=8,  # fits in memory\n)\n",
+            "DataLoader(\n    ds,\n    batch_size=8,  # fits in memory\n    num_workers=2,\n"
+            "    pin_memory=True,\n    persistent_workers=True,\n)\n",
+            id="one-per-line-trailing-comma-and-comment",
+        ),
+        pytest.param(
+            "DataLoader(ds,  # the data\n           batch_size=8)\n",
+            "DataLoader(ds,  # the data\n           batch_size=8,\n           num_workers=2,\n"
+            "           pin_memory=True,\n           persistent_workers=True)\n",
+            id="aligned-no-trailing-comma",
+        ),
+        pytest.param(
+            "DataLoader(\n    ds\n)\n",
+            "DataLoader(\n    ds,\n    num_workers=2,\n    pin_memory=True,\n    persistent_workers=True\n)\n",
+            id="single-argument-on-its-own-line",
+        ),
+        pytest.param(
+            "DataLoader(ds, batch_size=8, )\n",
+            "DataLoader(ds, batch_size=8, num_workers=2, pin_memory=True, persistent_workers=True, )\n",
+            id="one-line-trailing-comma",
+        ),
+        pytest.param(
+            "DataLoader()\n",
+            "DataLoader(num_workers=2, pin_memory=True, persistent_workers=True)\n",
+            id="no-arguments",
+        ),
+    ],
+)
+def test_new_arguments_follow_the_layout_of_the_call(call: str, patched: str) -> None:
+    after = _patch("dataloader_workers", "loader = " + call, num_workers=2).source_after
+    assert after.split("\n", 1)[1] == "loader = " + patched
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
 def test_the_patched_cell_trains_with_worker_processes() -> None:
     after = _patch("dataloader_workers", TRAIN_CELL, num_workers=2).source_after
     namespace, _ = _run(after)

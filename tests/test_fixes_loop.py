@@ -180,7 +180,7 @@ def test_a_value_the_loop_uses_every_step_keeps_its_sync() -> None:
         "    print('loss', loss_val)\n"
     )
     after = _patch("throttle_host_syncs", source, every=5).source_after
-    assert "    loss_val = loss.item()\n    if loss_val < best:\n" in after
+    assert "    loss.backward()\n    loss_val = loss.item()\n    if loss_val < best:\n" in after
     assert "    if step % 5 == 0:\n        print('loss', loss_val)\n" in after
     # A value only the gated print reads is gated with it.
     only_printed = source.replace("    if loss_val < best:\n        best = loss_val\n", "")
@@ -235,6 +235,12 @@ def test_a_running_total_used_as_a_number_keeps_its_sync_and_says_so() -> None:
         "        if i % 10 == 0:\n"
         "            print(loss.item())\n"
     ) in after
+
+
+def test_a_total_shown_with_repr_in_an_f_string_stays_a_number() -> None:
+    # f"{t!r}" of a tensor reads "tensor(0.5)", not "0.5": such a total cannot move to the device.
+    source = CIFAR_STYLE.replace("{running_loss / 3:.3f}", "{running_loss!r}")
+    assert "syncs every step and its total is used as a number" in _refusal("throttle_host_syncs", source)
 
 
 def test_throttle_refuses_a_loop_with_nothing_to_gate_and_a_second_pass() -> None:

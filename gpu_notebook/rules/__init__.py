@@ -1,0 +1,245 @@
+"""Rules: from a Run and its Analysis to ranked Findings with evidence, gain bounds and fixes.
+
+Two calls, in this order::
+
+    findings = run_rules(run, analysis, verdict, namespace=shell.user_ns)
+    findings = attach_fixes(findings, run.cell_source, namespace=shell.user_ns)
+
+``run_rules`` scans the cell's source, reads the live objects it names (when given the
+namespace), runs every rule of every family and ranks the findings: severity first, then the
+gain bound (largest first; unbounded findings after bounded ones). ``attach_fixes`` turns each
+finding's fix id into a :class:`~gpu_notebook.records.FixProposal` through
+:func:`gpu_notebook.fixes.apply_fix`; a DataLoader built in an earlier cell gets a snippet that
+rebuilds it from the live object instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
+from gpu_notebook.rules import (
+    backend_flags,
+    batch,
+    compile,
+    copies,
+    distributed,
+    inference,
+    input,
+    launch,
+    logging,
+    memory,
+    precision,
+    shapes,
+    syncs,
+)
+from gpu_notebook.rules.common import (
+    FEW_STEPS,
+    SEVERITY_RANK,
+    STALL_FACTOR,
+    Rule,
+    profiled_steps,
+    without_stalls,
+)
+from gpu_notebook.rules.live_objects import LiveFacts, live_facts, rebuild_loader_source
+from gpu_notebook.rules.source_scan import SourceFacts, scan_source
+
+# Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
+# order only breaks ties between findings of equal severity and bound.
+FAMILIES = (input, copies, syncs, logging, launch, batch, precision, backend_flags, memory,
+            shapes, compile, inference, distributed)  # fmt: skip
+RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
+
+# Run.cell_source is the body below the %%gpucheck line, which is line 1 of the notebook cell.
+CELL_LINE_OFFSET = 1
+
+
+def cell_facts(
+    source: str, namespace: Mapping[str, Any] | None = None, *, line_offset: int = CELL_LINE_OFFSET
+) -> SourceFacts:
+    """Static facts of ``source`` plus the live objects behind the names it reads."""
+    facts = scan_source(source, line_offset=line_offset)
+    if namespace is None or not facts.parsed:
+        return facts
+    live = live_facts(namespace, facts.names_read)
+    models = {m.name for m in live.models}
+    if models - facts.model_names:
+        # Rescan knowing which names hold modules: inference loops and copies depend on it.
+        facts = scan_source(source, line_offset=line_offset, model_names=models)
+    return dataclasses.replace(facts, live=live)
+
+
+def run_rules(
+    run: Run,
+    analysis: Analysis,
+    verdict: Verdict,
+    *,
+    namespace: Mapping[str, Any] | None = None,
+    line_offset: int = CELL_LINE_OFFSET,
+    rules: Sequence[Rule] = RULES,
+) -> tuple[Finding, ...]:
+    """Every finding of every rule for this run, ranked (see the module docstring).
+
+    ``namespace`` is the user's namespace after the cell ran (``shell.user_ns``); without it
+    the rules use the source alone. ``line_offset`` is 0 for a source that is not a
+    ``%%gpucheck`` cell body (the CLI's examples).
+    """
+    facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
+    steady, stalls = without_stalls(analysis)
+    findings = [f for f in (rule(run, steady, facts) for rule in rules) if f is not None]
+    notes = []
+    if stalls:
+        total = profiled_steps(analysis)
+        notes.append(
+            f"{stalls} of {total} profiled steps took over {STALL_FACTOR:.0f}x the median and were "
+            "left out as stalls: these shares can differ from the report's phase table"
+        )
+    confidence = _confidence_note(steady, verdict)
+    if confidence is not None:
+        notes.append(confidence)
+    if notes:
+        findings = [
+            dataclasses.replace(f, evidence=(*f.evidence, *notes)) if f.phase_share is not None else f
+            for f in findings
+        ]
+    order = {id(f): i for i, f in enumerate(findings)}
+    return tuple(sorted(findings, key=lambda f: (*rank_key(f), order[id(f)])))
+
+
+def rank_key(finding: Finding) -> tuple[int, int, float]:
+    """Severity first; then bounded findings by their bound, largest first; unbounded last."""
+    bound = finding.gain_bound
+    return (SEVERITY_RANK[finding.severity], 0 if bound is not None else 1, -(bound or 0.0))
+
+
+def _confidence_note(analysis: Analysis, verdict: Verdict) -> str | None:
+    steps = profiled_steps(analysis)
+    if steps >= FEW_STEPS and verdict.confidence != "low":
+        return None
+    return (
+        f"low confidence: shares from only {steps} profiled step(s); rerun with more steps "
+        "(%%gpucheck -s 10) before acting on it"
+        if steps < FEW_STEPS
+        else f"verdict confidence is {verdict.confidence}: treat the shares as indicative"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Fixes
+# --------------------------------------------------------------------------------------------
+
+
+def attach_fixes(
+    findings: Sequence[Finding],
+    cell_source: str,
+    *,
+    namespace: Mapping[str, Any] | None = None,
+) -> tuple[Finding, ...]:
+    """Fill ``Finding.proposal`` for every finding with a fix id (findings keep their order).
+
+    The proposal is the patched cell, or the catalog's refusal with its reason. When the
+    DataLoader fix is refused because the loader was built in an earlier cell, and that loader
+    is in ``namespace``, the proposal rebuilds it from the live object instead.
+    """
+    from gpu_notebook.fixes import Patch, apply_fix, describe
+
+    cache: dict[tuple[str, tuple[tuple[str, Any], ...]], FixProposal] = {}
+    live: LiveFacts | None = None
+    out: list[Finding] = []
+    for finding in findings:
+        if finding.fix_id is None or finding.proposal is not None:
+            out.append(finding)
+            continue
+        key = (finding.fix_id, tuple(sorted(finding.fix_params.items())))
+        proposal = cache.get(key)
+        if proposal is None:
+            result = apply_fix(finding.fix_id, cell_source, **dict(finding.fix_params))
+            info = describe(finding.fix_id)
+            if isinstance(result, Patch):
+                proposal = FixProposal(
+                    fix_id=result.fix_id,
+                    title=result.title,
+                    why=tuple(result.why),
+                    doc_url=result.doc_url,
+                    source_after=result.source_after,
+                    diff=result.diff,
+                )
+            else:
+                proposal = None
+                if finding.fix_id == "dataloader_workers" and namespace is not None:
+                    if live is None:
+                        live = cell_facts(cell_source, namespace).live
+                    proposal = _live_loader_proposal(cell_source, finding, live)
+                if proposal is None:
+                    proposal = FixProposal(
+                        fix_id=info.fix_id,
+                        title=info.title,
+                        why=tuple(info.why),
+                        doc_url=info.doc_url,
+                        source_after=None,
+                        diff=None,
+                        refusal=result.reason,
+                    )
+            cache[key] = proposal
+        out.append(dataclasses.replace(finding, proposal=proposal))
+    return tuple(out)
+
+
+def _live_loader_proposal(cell_source: str, finding: Finding, live: LiveFacts) -> FixProposal | None:
+    """Prepend a snippet that rebuilds the live loader the cell iterates, with the new settings."""
+    from gpu_notebook.fixes import HEADER_PREFIX, describe
+
+    facts = scan_source(cell_source)
+    iterated = [name for loop in facts.loops for name in loop.iterates]
+    loader = next((ld for name in iterated if (ld := live.loader(name)) is not None), None)
+    if loader is None:
+        return None
+    params = finding.fix_params
+    workers = params.get("num_workers")
+    snippet = rebuild_loader_source(
+        loader,
+        num_workers=workers if isinstance(workers, int) else None,
+        pin_memory=bool(params.get("pin_memory", True)),
+        persistent_workers=bool(params.get("persistent_workers", True)),
+    )
+    info = describe("dataloader_workers")
+    magic, body = _split_magic(cell_source)
+    settings = ", ".join(
+        f"{k}={v}" for k, v in params.items() if v is not None and k != "prefetch_factor"
+    )
+    header = f"{HEADER_PREFIX}{info.title} (rebuilt from the live `{loader.name}`: {settings})\n"
+    after = magic + header + snippet + body
+    diff = "\n".join(
+        difflib.unified_diff(
+            cell_source.splitlines(), after.splitlines(), fromfile="before", tofile="after", lineterm=""
+        )
+    )
+    return FixProposal(
+        fix_id=info.fix_id,
+        title=info.title,
+        why=tuple(info.why),
+        doc_url=info.doc_url,
+        source_after=after,
+        diff=diff + "\n",
+    )
+
+
+def _split_magic(source: str) -> tuple[str, str]:
+    """(leading ``%%`` line with its newline, the rest)."""
+    if source.startswith("%%"):
+        first, newline, rest = source.partition("\n")
+        return first + newline, rest
+    return "", source
+
+
+__all__ = [
+    "FAMILIES",
+    "RULES",
+    "attach_fixes",
+    "cell_facts",
+    "rank_key",
+    "run_rules",
+]

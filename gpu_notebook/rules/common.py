@@ -1,0 +1,261 @@
+"""Shared pieces of the rules: thresholds with their sources, Amdahl bounds, evidence wording.
+
+The gain bound of a finding is an *upper* bound: if a fix removes a share ``f`` of the step,
+the step is at most ``1/(1-f)`` times faster (Amdahl). Two rules keep it honest:
+
+- a share that was not measured (None) gives no bound, never a bound from zero;
+- when a GPU timeline exists, a step can never be shorter than the GPU work inside it, so a
+  host-side fix is also capped at ``1 / (GPU busy share)`` (GPU-side fixes are not).
+
+A rule may use a superset of what its fix removes (e.g. "host time outside the model" for
+per-step logging): the bound is then looser but still an upper bound, and the evidence says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from gpu_notebook.analysis.verdict import amdahl_bound
+from gpu_notebook.records import Analysis, Finding, Run, Severity
+from gpu_notebook.rules.live_objects import LiveLoader
+from gpu_notebook.rules.source_scan import LoaderCall, SourceFacts
+
+# PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
+SUGGEST = 0.05
+# TraceML diagnostics/step_time/policy.py: input wait / H2D / residual warn at 10%, critical 20%.
+WARN = 0.10
+CRITICAL = 0.20
+# TraceML and SageMaker Debugger's `patience`: fewer profiled steps than this is thin evidence.
+FEW_STEPS = 5
+
+Rule = Callable[[Run, Analysis, SourceFacts], Finding | None]
+
+SEVERITY_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2, "info": 3}
+
+# Host-side phases outside data loading, the model and the optimizer: where per-step Python
+# work (logging, reading values, building tensors) shows up in the phase split.
+RESIDUAL_PHASES = ("sync", "other", "unattributed")
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def share(analysis: Analysis, phase: str) -> float | None:
+    """Share of the recorded step time in ``phase``; None when not measured."""
+    return analysis.phases.share(phase) if analysis.phases is not None else None
+
+
+def shares_sum(analysis: Analysis, phases: Iterable[str]) -> float | None:
+    """Sum of the measured shares among ``phases``; None when none of them was measured."""
+    values = [s for s in (share(analysis, p) for p in phases) if s is not None]
+    return sum(values) if values else None
+
+
+def measured_names(analysis: Analysis, phases: Iterable[str]) -> list[str]:
+    measured = analysis.phases.measured if analysis.phases is not None else ()
+    return [p for p in phases if p in measured]
+
+
+def severity_of(value: float | None, *, low: float = SUGGEST, medium: float = WARN,
+                high: float = CRITICAL) -> Severity | None:  # fmt: skip
+    """Map a share to a severity with the TraceML levels (None: below the lowest level)."""
+    if value is None:
+        return None
+    if value >= high:
+        return "high"
+    if value >= medium:
+        return "medium"
+    if value >= low:
+        return "low"
+    return None
+
+
+def gpu_busy_share(analysis: Analysis) -> float | None:
+    gpu = analysis.gpu
+    if gpu is None or gpu.window_us <= 0:
+        return None
+    return gpu.busy_share
+
+
+def gain_bound(removed_share: float | None, analysis: Analysis, *, host_side: bool = True) -> float | None:
+    """Amdahl bound for removing ``removed_share`` of the step.
+
+    A host-side fix (input, syncs, logging, launches) leaves the GPU's work as it is, so its
+    bound is also capped by the GPU busy share; a GPU-side fix (precision, TF32, overlap of
+    communication) shortens that work itself and is not capped (``host_side=False``).
+    """
+    if removed_share is None:
+        return None
+    bound = amdahl_bound(max(0.0, removed_share))
+    busy = gpu_busy_share(analysis)
+    if host_side and busy is not None and busy > 0:
+        bound = min(bound, 1.0 / busy)  # a step is never shorter than the GPU work inside it
+    return bound
+
+
+def fmt_bound(bound: float | None) -> str:
+    if bound is None:
+        return "not bounded"
+    if bound == float("inf"):
+        return "unbounded (the whole step)"
+    return f"up to {bound:.2f}x"
+
+
+def has_gpu(run: Run) -> bool:
+    return run.env.cuda_available or bool(run.env.gpus)
+
+
+def compute_capability(run: Run) -> float | None:
+    """The highest compute capability among the visible GPUs ("8.0" -> 8.0); None if unknown."""
+    best: float | None = None
+    for gpu in run.env.gpus:
+        if gpu.compute_capability is None:
+            continue
+        try:
+            value = float(gpu.compute_capability)
+        except ValueError:
+            continue
+        best = value if best is None else max(best, value)
+    return best
+
+
+def gpu_name(run: Run) -> str:
+    return run.env.gpus[0].name if run.env.gpus else "the GPU"
+
+
+def profiled_steps(analysis: Analysis) -> int:
+    return len(analysis.phases.steps) if analysis.phases is not None else 0
+
+
+def phase_source(analysis: Analysis) -> str:
+    phases = analysis.phases
+    if phases is None:
+        return "no phase split"
+    what = "torch.profiler trace" if phases.source == "trace" else "step-clock hooks"
+    return f"{len(phases.steps)} step(s), {what}"
+
+
+def loader_in_use(facts: SourceFacts) -> tuple[LoaderCall | None, LiveLoader | None]:
+    """The DataLoader the cell's loops iterate: built in this cell, or found live by name.
+
+    Training loops first, then any loop; a cell that builds exactly one loader and iterates
+    something else (a generator over it) still gets that loader.
+    """
+    loops = sorted(facts.loops, key=lambda lp: (not lp.trains, lp.line))
+    for loop in loops:
+        for name in loop.iterates:
+            static = next((c for c in facts.loaders if c.name == name), None)
+            if static is not None:
+                return static, None
+            live = facts.live.loader(name)
+            if live is not None:
+                return None, live
+    if len(facts.loaders) == 1:
+        return facts.loaders[0], None
+    if len(facts.live.loaders) == 1:
+        return None, facts.live.loaders[0]
+    return None, None
+
+
+def finding(
+    rule_id: str,
+    title: str,
+    severity: Severity,
+    evidence: Iterable[str],
+    fix: str,
+    source: str,
+    *,
+    phase_share: float | None = None,
+    bound: float | None = None,
+    line: int | None = None,
+    fix_id: str | None = None,
+    fix_params: dict[str, str | int | float | bool | None] | None = None,
+) -> Finding:
+    return Finding(
+        rule_id=rule_id,
+        title=title,
+        severity=severity,
+        evidence=tuple(evidence),
+        phase_share=phase_share,
+        gain_bound=bound,
+        fix=fix,
+        source=source,
+        line=line,
+        fix_id=fix_id,
+        fix_params=dict(fix_params or {}),
+    )
+
+
+# GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.
+MATMUL_KERNEL = re.compile(r"gemm|conv|dgrad|wgrad|fprop|scudnn|cutlass|xmma|hmma|wgmma", re.IGNORECASE)
+# Host operators that launch such kernels.
+MATMUL_OP = re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv|cudnn_conv|_convolution|"
+                       r"convolution|mkldnn_conv|_scaled_dot_product)", re.IGNORECASE)  # fmt: skip
+
+
+def fp32_matmul_kernel_share(analysis: Analysis) -> float | None:
+    """Share of the GPU window spent in GEMM/conv kernels that did not use tensor cores.
+
+    From the top GPU kernels of the analysis (the ten longest), so it is a lower estimate of
+    the true share; None without a GPU timeline.
+    """
+    from gpu_notebook.analysis.gpu_timeline import TENSOR_CORE_PATTERN
+
+    gpu = analysis.gpu
+    if gpu is None or gpu.window_us <= 0:
+        return None
+    total = sum(
+        op.total_us
+        for op in analysis.top_ops
+        if op.device == "gpu" and MATMUL_KERNEL.search(op.name) and not TENSOR_CORE_PATTERN.search(op.name)
+    )
+    return min(1.0, total / gpu.window_us)
+
+
+def runs_matmuls(analysis: Analysis) -> bool:
+    """Matmul or convolution operators ran in the window (host op names or kernel names)."""
+    return any(
+        (op.device == "cpu" and MATMUL_OP.match(op.name)) or (op.device == "gpu" and MATMUL_KERNEL.search(op.name))
+        for op in analysis.top_ops
+    )
+
+
+# A profiled step longer than this many times the median is a stall (GC, another process, the
+# profiler's own start-up) when few steps show it; our choice, stated in the evidence.
+STALL_FACTOR = 3.0
+STALL_MAX_FRACTION = 0.25
+
+
+def without_stalls(analysis: Analysis) -> tuple[Analysis, int]:
+    """The analysis with stalled profiled steps left out of the phase split, and how many.
+
+    On a small machine one step of a window can take 10-50x the others (seen on 2 cores: a
+    single 8 ms pause in a 0.4 ms step), and one such step decides the shares of a short window.
+    Steps over ``STALL_FACTOR`` x the median are dropped when they are at most a quarter of
+    the steps; more than that is a pattern (a slow batch every few steps) and is kept.
+    """
+    import dataclasses
+
+    phases = analysis.phases
+    if phases is None or len(phases.steps) < 4:
+        return analysis, 0
+    durations = sorted(s.duration_us for s in phases.steps)
+    mid = len(durations) // 2
+    median = durations[mid] if len(durations) % 2 else (durations[mid - 1] + durations[mid]) / 2
+    kept = [s for s in phases.steps if s.duration_us <= STALL_FACTOR * median]
+    dropped = len(phases.steps) - len(kept)
+    if dropped == 0 or dropped > STALL_MAX_FRACTION * len(phases.steps):
+        return analysis, 0
+    totals: dict[str, float] = {}
+    for step in kept:
+        for name, value in step.phase_us.items():
+            totals[name] = totals.get(name, 0.0) + value
+    trimmed = dataclasses.replace(
+        phases,
+        steps=tuple(kept),
+        total_us=sum(s.duration_us for s in kept),
+        phase_total_us=totals,
+    )
+    return dataclasses.replace(analysis, phases=trimmed), dropped

@@ -1,0 +1,187 @@
+"""Host- and launch-bound rules: tiny kernels or ops, Python between them, unfused optimizers.
+
+On a GPU (``gpu_starved``): the GPU is busy < 50% of the window (Nsight Systems ``gpu_time_util``
+flags chunks under 50% busy) and most of its idle time is *host wait* or *kernel wait*, HTA's
+idle causes (``breakdown_analysis.py``: the launch came after the previous kernel ended, or the
+gap is under 30 us). Gain bound: Amdahl over that idle share (if the host kept the GPU fed).
+
+On a CPU (``tiny_ops``): the heaviest matmul/convolution operator takes under 30 us a call (HTA's
+30 us kernel-wait threshold: on any GPU such a kernel is shorter than its own launch gap, so the
+GPU would wait on Python), so per-op overhead, spread over every phase, sets the pace. Severity medium,
+high when the host time outside operators alone reaches TraceML's critical 20%. The fix gives each op more work: a batch ``k`` times bigger, with ``k`` the
+power of two that lifts the heaviest op to ~30 us (2..8, assuming op time grows with the batch).
+Gain bound: samples/s at most x``k`` (a bigger step is never faster than a smaller one).
+
+Unfused optimizer: the optimizer step takes >= 10% of the step (TraceML warn; medium from 20%,
+never high: the update is real work, fusing only trims its per-tensor overhead). Bound: Amdahl
+over the optimizer share.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpu_notebook.records import Analysis, Finding, Run, Severity
+from gpu_notebook.rules.common import (
+    CRITICAL,
+    MATMUL_OP,
+    RESIDUAL_PHASES,
+    WARN,
+    fmt_bound,
+    finding,
+    gain_bound,
+    loader_in_use,
+    pct,
+    phase_source,
+    severity_of,
+    share,
+    shares_sum,
+)
+from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.syncs import loop_lines
+
+LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy
+TINY_OP_US = 30.0  # HTA consecutive_kernel_delay: 30 us
+MAX_FACTOR = 8
+_FUSED = frozenset({"Adam", "AdamW", "SGD"})
+_FOREACH = frozenset({"Adam", "AdamW", "SGD", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "ASGD"})
+
+
+def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The GPU waits for the host to launch work (Python and launch overhead)."""
+    gpu = analysis.gpu
+    if gpu is None or gpu.window_us <= 0 or gpu.busy_share >= LOW_BUSY:
+        return None
+    for phase in ("data", "sync"):
+        value = share(analysis, phase)
+        if value is not None and value >= WARN:
+            return None  # the input or sync rule names the cause
+    host_idle = (gpu.idle_host_wait_us + gpu.idle_kernel_wait_us) / gpu.window_us
+    severity = severity_of(host_idle, low=WARN)
+    if severity is None:
+        return None
+    kernels = [op for op in analysis.top_ops if op.device == "gpu"]
+    calls = sum(op.calls for op in kernels)
+    evidence = [
+        f"GPU busy {pct(gpu.busy_share)} of the window",
+        f"GPU idle waiting for the host to launch work: {pct(host_idle)} of the window "
+        f"(host wait {gpu.idle_host_wait_us / 1e3:.1f} ms, launch gaps {gpu.idle_kernel_wait_us / 1e3:.1f} ms)",
+    ]
+    if calls:
+        evidence.append(f"mean duration of the top kernels: {sum(op.total_us for op in kernels) / calls:.0f} us")
+    bound = gain_bound(host_idle, analysis)
+    evidence.append(f"gain if the host kept the GPU fed: {fmt_bound(bound)}")
+    compiled = facts.compiled or any(m.compiled for m in facts.live.models)
+    return finding(
+        "launch.gpu_starved",
+        "The GPU waits for Python to launch the next kernel",
+        severity,
+        evidence,
+        "Capture steps with CUDA graphs (torch.compile(mode='reduce-overhead')) or give each "
+        "kernel more work (bigger batch)."
+        if compiled
+        else "Fuse small ops with torch.compile (fewer, longer kernels), use fused optimizers, or a bigger batch.",
+        "Nsight Systems gpu_time_util (< 50% busy); HTA idle-time breakdown (host wait, 30 us kernel wait)",
+        phase_share=host_idle,
+        bound=bound,
+        fix_id=None if compiled else "torch_compile",
+    )
+
+
+def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """No GPU: the model's ops are so small that per-op overhead and Python dominate the step."""
+    if analysis.gpu is not None or analysis.phases is None or analysis.phases.source != "trace":
+        return None
+    per_call = [op.self_us / op.calls for op in analysis.top_ops if op.device == "cpu" and op.calls and MATMUL_OP.match(op.name)]
+    if not per_call:
+        return None  # no matmul/convolution among the top ops: nothing to size
+    heaviest_us = max(per_call)
+    if heaviest_us >= TINY_OP_US:
+        return None
+    if loop_lines(facts, facts.syncs) or loop_lines(facts, facts.logging):
+        return None  # per-step reads or logs explain the host time first
+    residual = shares_sum(analysis, RESIDUAL_PHASES)
+    # Overhead is spread over every phase (dispatch inside forward, backward, optimizer), so no
+    # phase share measures it: medium by default, high when Python between ops alone is critical.
+    severity: Severity = "high" if residual is not None and residual >= CRITICAL else "medium"
+    factor = min(MAX_FACTOR, max(2, 2 ** math.ceil(math.log2(TINY_OP_US / max(heaviest_us, 1e-3)))))
+    static, live = loader_in_use(facts)
+    batch = analysis.step_stats.batch_size
+    evidence = [
+        f"the heaviest matmul/convolution takes {heaviest_us:.0f} us a call: shorter than a GPU "
+        f"kernel launch gap ({TINY_OP_US:.0f} us), so a GPU would wait on Python",
+        f"host time between operators: {pct(residual or 0.0)} of the step ({phase_source(analysis)}); "
+        "the rest of the overhead sits inside every phase",
+    ]
+    if analysis.step_stats.median_s is not None:
+        evidence.append(f"median step {analysis.step_stats.median_s * 1e3:.2f} ms with batch {batch}")
+    if static is not None or live is not None:
+        evidence.append(f"gain with a batch x{factor}: samples/s at most x{factor}; the learning rate scales too (check convergence)")
+        return finding(
+            "launch.tiny_ops",
+            "Steps are too small: per-op overhead and Python dominate",
+            severity,
+            evidence,
+            f"Give each step more work: batch size x{factor} (learning rate x{factor}); then "
+            "torch.compile to fuse the remaining small ops. More GPUs would not help.",
+            "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
+            bound=float(factor),
+            line=static.line if static is not None else None,
+            fix_id="bigger_batch",
+            fix_params={"factor": factor, "scale_lr": True},
+        )
+    evidence.append("no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)")
+    return finding(
+        "launch.tiny_ops",
+        "Steps are too small: per-op overhead and Python dominate",
+        severity,
+        evidence,
+        "Fuse small ops with torch.compile, or make each step do more work (bigger batch).",
+        "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
+        fix_id="torch_compile",
+    )
+
+
+def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The optimizer updates each parameter tensor with its own small ops."""
+    optimizer = share(analysis, "optimizer")
+    if optimizer is None or optimizer < WARN:
+        return None
+    candidates: list[tuple[str, int | None, str | None]] = []  # (class, line, name)
+    for call in facts.optimizers:
+        if call.fused is True or (call.foreach is True and call.cls not in _FUSED):
+            continue
+        candidates.append((call.cls, call.line, call.name))
+    if not facts.optimizers:
+        for live in facts.live.optimizers:
+            if live.fused is True or (live.foreach is True and live.type_name not in _FUSED):
+                continue
+            candidates.append((live.type_name, None, live.name))
+    usable = [c for c in candidates if c[0] in _FOREACH]
+    if not usable:
+        return None
+    cls, line, name = usable[0]
+    implementation = "fused" if cls in _FUSED else "foreach"
+    bound = gain_bound(optimizer, analysis)
+    built_here = line is not None
+    return finding(
+        "launch.unfused_optimizer",
+        f"The {cls} step updates each parameter tensor separately",
+        "medium" if optimizer >= 0.20 else "low",
+        [
+            f"optimizer step and zero_grad: {pct(optimizer)} of the step ({phase_source(analysis)})",
+            f"{cls}" + (f" (`{name}`)" if name else "") + f" without {implementation}=True"
+            + ("" if built_here else ", built in an earlier cell"),
+            f"gain if the update took no time: {fmt_bound(bound)} (fusing trims it, it does not remove it)",
+        ],
+        f"Pass {implementation}=True to {cls}(...): one kernel (or a few) for all parameters.",
+        "TraceML step_time policy (warn 10%); PyTorch optim docs (foreach/fused implementations)",
+        phase_share=optimizer,
+        bound=bound,
+        line=line,
+        fix_id="foreach_fused_optimizer",
+        fix_params={"implementation": implementation},
+    )
+
+
+RULES = (gpu_starved, tiny_ops, unfused_optimizer)

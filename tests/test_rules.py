@@ -1,0 +1,534 @@
+"""Rules: the source scan, live objects, each rule's trigger/evidence/bound, ranking and fixes.
+
+GPU-only rules run on synthetic records (tests/scenarios/synthetic.py) and on the Analysis of
+real-GPU reference traces; CPU rules also run end to end in tests/scenarios/.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_notebook.analysis.verdict import amdahl_bound
+from gpu_notebook.records import CopyStats, Finding, OpStat
+from gpu_notebook.rules import attach_fixes, cell_facts, rank_key, run_rules
+from gpu_notebook.rules.common import without_stalls
+from gpu_notebook.rules.live_objects import LiveFacts, LiveModel, live_facts, rebuild_loader_source
+from gpu_notebook.rules.source_scan import SourceFacts, scan_source
+from tests.scenarios import synthetic as syn
+
+A100 = syn.gpu()
+V100 = syn.gpu("Tesla V100-SXM2-32GB", "7.0", 32)
+P100 = syn.gpu("Tesla P100", "6.0", 16)
+
+TRAIN = """\
+model = Net(); opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+loader = DataLoader(ds, batch_size=32)
+for x, y in loader:
+    x = x.to(device)
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def rules_for(run, analysis, **kw):
+    return run_rules(run, analysis, syn.VERDICT, **kw)
+
+
+def ids(findings) -> list[str]:
+    return [f.rule_id for f in findings]
+
+
+def only(findings, rule_id: str) -> Finding:
+    hits = [f for f in findings if f.rule_id == rule_id]
+    assert len(hits) == 1, ids(findings)
+    return hits[0]
+
+
+# ============================================================================ source scan
+
+
+def test_lines_are_notebook_lines_even_after_a_multiline_shell_escape():
+    src = "!echo \\\n  two lines\n%time x = 1\nfor s in range(3):\n    v = loss.item()\n"
+    facts = scan_source(src, line_offset=1)  # the %%gpucheck line is line 1
+    assert facts.parsed and facts.ipython_lines == 2
+    assert [(s.line, s.kind) for s in facts.syncs] == [(6, "item")]
+    assert facts.loops[0].line == 5
+
+
+def test_per_step_reads_and_logs_are_found_and_gated_ones_flagged():
+    src = """\
+for step, (x, y) in enumerate(loader):
+    out = model(x)
+    loss = loss_fn(out, y)
+    loss.backward()
+    losses.append(loss.item())
+    acc = float(out.mean())
+    print(f"loss {loss}")
+    print("epoch", step)
+    logger.info("done %d", step)
+    if step % 10 == 0:
+        print(loss.item())
+    preds = out.cpu()
+"""
+    facts = scan_source(src)
+    kinds = {(s.line, s.kind, s.gated) for s in facts.syncs}
+    assert kinds == {
+        (5, "item", False), (6, "float", False), (7, "print-tensor", False),
+        (11, "item", True), (12, "cpu", False),
+    }  # fmt: skip
+    # print of the step counter and a logger call read no tensor: logging, not syncs
+    assert [(s.line, s.kind) for s in facts.logging] == [(8, "print"), (9, "logger")]
+    assert [s.line for s in facts.per_step(facts.syncs)] == [5, 6, 7, 12]
+
+
+def test_dataloader_arguments_literal_default_and_opaque():
+    src = """\
+a = DataLoader(ds, batch_size=16, num_workers=4, pin_memory=True, persistent_workers=True)
+b = torch.utils.data.DataLoader(ds, 8)
+c = DataLoader(ds, **cfg)
+d = DataLoader(ds, batch_size=bs, num_workers=n)
+"""
+    a, b, c, d = scan_source(src).loaders
+    assert (a.name, a.num_workers, a.pin_memory, a.persistent_workers, a.batch_size) == ("a", 4, True, True, 16)
+    assert (b.num_workers, b.pin_memory, b.batch_size, b.dataset) == (0, False, 8, "ds")  # torch defaults
+    assert c.opaque and c.num_workers is None  # **cfg may set anything
+    assert d.num_workers is None and d.batch_size is None  # names, not literals
+
+
+def test_validation_inside_the_training_loop_and_its_gate():
+    src = """\
+loss_fn = nn.CrossEntropyLoss()
+for step, (x, y) in enumerate(train_loader):
+    loss = loss_fn(model(x), y); loss.backward(); opt.step()
+    model.eval()
+    with torch.no_grad():
+        v = [model(a) for a, _ in val_loader]
+    if step % 100 == 0:
+        evaluate(model, test_loader)
+    model.train()
+"""
+    facts = scan_source(src)
+    found = {(s.line, s.kind, s.gated) for s in facts.validation}
+    assert found == {(4, "eval", False), (5, "no_grad", False), (6, "val-loop", False), (8, "val-call", True)}
+    assert facts.loops[0].grad_module_calls == 2  # loss_fn and model, not the validation calls
+
+
+def test_inference_loops_with_and_without_grad_mode():
+    plain = "model = Net()\nfor x in batches:\n    outs.append(model(x))\n"
+    guarded = "model = Net()\nwith torch.no_grad():\n    for x in batches:\n        outs.append(model(x))\n"
+    decorated = "model = Net()\n@torch.inference_mode()\ndef run():\n    for x in batches:\n        model(x)\n"
+    assert [s.line for s in scan_source(plain).inference_loops] == [2]
+    assert scan_source(guarded).inference_loops == ()
+    assert scan_source(decorated).inference_loops == ()
+    # A name is a model when the namespace says so, even if the cell never builds it.
+    assert scan_source("for x in b:\n    f(x)\n").inference_loops == ()
+    assert len(scan_source("for x in b:\n    f(x)\n", model_names=["f"]).inference_loops) == 1
+
+
+def test_flags_and_constructs():
+    src = """\
+torch.backends.cudnn.benchmark = False
+torch.set_float32_matmul_precision("high")
+scaler = torch.cuda.amp.GradScaler()
+model = nn.DataParallel(nn.Conv2d(3, 8, 3))
+cmodel = torch.compile(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, fused=True)
+for x in loader:
+    with torch.autocast("cuda"):
+        y = cmodel(x.to("cuda", non_blocking=True))
+"""
+    f = scan_source(src)
+    assert f.cudnn_benchmark is False and f.tf32 is True and f.grad_scaler and f.autocast and f.compiled
+    assert [s.line for s in f.data_parallel] == [4] and f.convolutions
+    assert f.optimizers[0].cls == "SGD" and f.optimizers[0].fused is True
+    assert f.blocking_copies == () and f.non_blocking_copies == 1
+
+
+def test_a_cell_that_is_not_python_is_reported_not_raised():
+    assert scan_source("%%bash\nls").parsed is False
+    broken = scan_source("for x in :\n    pass\n")
+    assert broken.parsed is False and "not valid Python" in (broken.parse_error or "")
+
+
+# ============================================================================ live objects
+
+
+@pytest.fixture
+def torch_ns():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+
+    ds = TensorDataset(torch.arange(40.0).reshape(20, 2))
+    return {
+        "torch": torch,
+        "plain": DataLoader(ds, batch_size=4),
+        "shuffled": DataLoader(ds, batch_size=5, shuffle=True, drop_last=True),
+        "custom": DataLoader(ds, batch_size=2, sampler=RandomSampler(ds, num_samples=6)),
+        "net": torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3)),
+        "opt": torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1),
+    }
+
+
+def test_live_facts_read_loader_model_and_optimizer(torch_ns):
+    facts = live_facts(torch_ns, ["plain", "shuffled", "custom", "net", "opt", "missing"])
+    plain, shuffled, custom = (facts.loader(n) for n in ("plain", "shuffled", "custom"))
+    assert plain and (plain.num_workers, plain.batch_size, plain.shuffle) == (0, 4, False)
+    assert shuffled and (shuffled.shuffle, shuffled.drop_last) == (True, True)
+    assert custom and custom.shuffle is None and custom.sampler_type == "RandomSampler"
+    assert plain.dataset_type == "TensorDataset" and plain.dataset_len == 20
+    (net,) = facts.models
+    assert net.has_conv and net.training and not net.data_parallel
+    assert facts.optimizers[0].type_name == "SGD"
+    assert live_facts(torch_ns, ["nothing"]).loaders == ()
+    assert live_facts(None, ["plain"]) == LiveFacts()
+
+
+@pytest.mark.parametrize("name", ["plain", "shuffled", "custom"])
+def test_rebuilt_loader_keeps_data_and_order_settings_and_changes_workers(torch_ns, name):
+    loader = live_facts(torch_ns, [name]).loader(name)
+    code = rebuild_loader_source(loader, num_workers=2, pin_memory=False, persistent_workers=True)
+    ns = dict(torch_ns)
+    exec(compile(code, "<fix>", "exec"), ns)
+    old, new = torch_ns[name], ns[name]
+    assert new is not old and new.dataset is old.dataset
+    assert (new.num_workers, new.persistent_workers) == (2, True)
+    assert (new.batch_size, new.drop_last, type(new.sampler)) == (old.batch_size, old.drop_last, type(old.sampler))
+    if name == "plain":  # sequential: same batches in the same order
+        assert [b[0].tolist() for b in new] == [b[0].tolist() for b in old]
+
+
+# ============================================================================ input rules
+
+
+def test_input_rule_fires_with_the_amdahl_bound_of_the_data_share():
+    run = syn.make_run(TRAIN, cpu_count=8)
+    analysis = syn.make_analysis({"data": 0.40})
+    f = only(rules_for(run, analysis), "input.loader_workers")
+    assert f.severity == "high" and f.phase_share == pytest.approx(0.40)
+    assert f.gain_bound == pytest.approx(amdahl_bound(0.40))
+    assert f.line == 3 and f.fix_id == "dataloader_workers"
+    assert f.fix_params["num_workers"] == 6  # ceil(70% of 8 cores)
+    assert f.fix_params["pin_memory"] is False  # nothing to pin for without a GPU
+
+
+@pytest.mark.parametrize(
+    "data, severity", [(0.04, None), (0.06, "low"), (0.12, "medium"), (0.25, "high")]
+)
+def test_input_severity_follows_the_published_levels(data, severity):
+    found = [f for f in rules_for(syn.make_run(TRAIN), syn.make_analysis({"data": data})) if f.rule_id == "input.loader_workers"]
+    assert [f.severity for f in found] == ([severity] if severity else [])
+
+
+def test_input_rule_is_silent_when_data_wait_was_not_measured():
+    split = syn.phases({}, measured=("forward", "backward", "optimizer", "other"), source="hooks")
+    findings = rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=split))
+    assert not [f for f in findings if f.rule_id.startswith("input.")]
+
+
+def test_enough_workers_turns_the_diagnosis_to_the_dataset():
+    cell = TRAIN.replace("batch_size=32)", "batch_size=32, num_workers=8)")
+    findings = rules_for(syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.30}))
+    assert "input.loader_workers" not in ids(findings)
+    slow = only(findings, "input.slow_dataset")
+    assert "persistent_workers=True" in slow.fix and slow.fix_id is None
+
+
+def test_cpu_saturated_while_gpu_idles():
+    series = syn.samples([(97.0, 3.0)] * 6 + [(50.0, 80.0)] * 2)
+    run = syn.make_run(TRAIN, gpus=[A100], series=series)
+    f = only(rules_for(run, syn.make_analysis({"data": 0.3})), "input.cpu_saturated")
+    assert f.severity == "high" and "75% of 8 samples" in f.evidence[0]
+    calm = syn.make_run(TRAIN, gpus=[A100], series=syn.samples([(97.0, 3.0)] * 3 + [(50.0, 80.0)] * 5))
+    assert "input.cpu_saturated" not in ids(rules_for(calm, syn.make_analysis({"data": 0.3})))
+
+
+# ============================================================================ copies
+
+
+def test_pageable_copies_point_at_pinned_memory_with_the_copy_share_bound():
+    tl = syn.timeline(busy=0.6, copies=(CopyStats("HtoD (Pageable -> Device)", 40, 8000.0, 40 * 2**20),))
+    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.15}, gpu_timeline=tl)), "copies.pageable")
+    assert f.severity == "medium" and f.gain_bound == pytest.approx(amdahl_bound(0.15))
+    assert f.fix_id == "dataloader_workers" and f.fix_params["num_workers"] is None  # pin only
+    pinned = syn.timeline(copies=(CopyStats("HtoD (Pinned -> Device)", 40, 8000.0, None),))
+    assert "copies.pageable" not in ids(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.15}, gpu_timeline=pinned)))
+
+
+def test_blocking_copies_of_pinned_batches():
+    tl = syn.timeline(busy=0.6, copies=(CopyStats("HtoD (Pinned -> Device)", 40, 8000.0, None),))
+    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.12}, gpu_timeline=tl)), "copies.blocking")
+    assert f.line == 5 and f.fix_id == "non_blocking_copies"
+
+
+# ============================================================================ syncs and logging
+
+
+SYNC_CELL = """\
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    print(f"loss {loss}")
+"""
+
+
+def test_per_step_sync_points_at_its_line_and_bounds_by_the_residual():
+    shares = {"sync": 0.05, "other": 0.10, "unattributed": 0.15}
+    f = only(rules_for(syn.make_run(SYNC_CELL), syn.make_analysis(shares)), "syncs.per_step")
+    assert f.line == 5 and f.severity == "high"  # residual 30% >= critical 20%
+    assert f.phase_share == pytest.approx(0.30 * 0.9)  # read every 10 steps
+    assert f.gain_bound == pytest.approx(amdahl_bound(0.27))
+    assert f.fix_id == "throttle_host_syncs" and f.fix_params == {"every": 10}
+
+
+def test_sync_bound_is_capped_by_the_gpu_work_of_the_step():
+    tl = syn.timeline(busy=0.9)
+    shares = {"sync": 0.2, "other": 0.2, "unattributed": 0.2}
+    f = only(rules_for(syn.make_run(SYNC_CELL, gpus=[A100]), syn.make_analysis(shares, gpu_timeline=tl)), "syncs.per_step")
+    assert f.gain_bound == pytest.approx(1 / 0.9)  # the step is never shorter than its GPU work
+
+
+def test_sync_share_without_source_lines_still_fires_on_a_gpu():
+    plain = SYNC_CELL.replace('    print(f"loss {loss}")\n', "")
+    ops = (OpStat("aten::_local_scalar_dense", 24, 900.0, 900.0),)
+    f = only(rules_for(syn.make_run(plain, gpus=[A100]), syn.make_analysis({"sync": 0.25}, ops=ops)), "syncs.per_step")
+    assert f.line is None and any("3.0 scalar read(s) per step" in e for e in f.evidence)
+
+
+def test_gated_reads_and_logs_raise_nothing():
+    cell = SYNC_CELL.replace('    print(f"loss {loss}")', '    if i % 50 == 0:\n        print(f"loss {loss}")')
+    findings = rules_for(syn.make_run(cell), syn.make_analysis({"unattributed": 0.3}))
+    assert not {"syncs.per_step", "logging.per_step"} & set(ids(findings))
+
+
+def test_logging_every_step_of_python_values():
+    cell = SYNC_CELL.replace('print(f"loss {loss}")', 'print("step done")')
+    f = only(rules_for(syn.make_run(cell), syn.make_analysis({"other": 0.05, "unattributed": 0.1})), "logging.per_step")
+    assert f.severity == "medium" and f.fix_id == "log_every_n"
+
+
+VAL_CELL = """\
+model = Net(); loss_fn = nn.MSELoss()
+for step in range(10):
+    loss = loss_fn(model(xs[step]), ys[step]); loss.backward(); opt.step()
+    with torch.no_grad():
+        v = sum(loss_fn(model(a), b) for a, b in val_batches)
+"""
+
+
+def test_validation_share_is_estimated_from_forward_calls():
+    # 10 module calls per step, 2 of them training (model + loss_fn): 80% of the forward share.
+    run = syn.make_run(VAL_CELL, steps=syn.steps_record(10, forward_calls=10, backward_calls=1))
+    f = only(rules_for(run, syn.make_analysis({"forward": 0.5, "backward": 0.3, "optimizer": 0.2})), "logging.validation_every_step")
+    assert f.phase_share == pytest.approx(0.5 * 0.8 * 0.9)
+    assert f.severity == "high" and f.line == 5 and f.fix_id is None
+
+
+# ============================================================================ GPU rules
+
+
+MATMULS = (OpStat("aten::addmm", 100, 5000.0, 5000.0), OpStat("ampere_sgemm_128x64_tn", 100, 30_000.0, 30_000.0, "gpu"))
+
+
+def test_fp32_on_tensor_core_gpu_asks_for_autocast():
+    tl = syn.timeline(busy=0.9, tensor_core_us=0.0)
+    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)), "precision.fp32_tensor_cores")
+    assert f.severity == "high" and f.fix_params == {"dtype": "bfloat16", "device_type": "cuda"}
+    assert f.phase_share == pytest.approx(30_000 / 80_000)  # fp32 GEMM kernels of the window
+    v100 = only(rules_for(syn.make_run(TRAIN, gpus=[V100]), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)), "precision.fp32_tensor_cores")
+    assert v100.fix_params["dtype"] == "float16"
+
+
+@pytest.mark.parametrize(
+    "gpus, cell, tc_us",
+    [([P100], TRAIN, 0.0), ([], TRAIN, 0.0), ([A100], TRAIN.replace("    loss =", "    with torch.autocast('cuda'):\n        loss ="), 0.0),
+     ([A100], TRAIN, 50_000.0)],
+    ids=["pascal", "no-gpu", "autocast-on", "tensor-cores-used"],
+)
+def test_precision_rule_stays_silent(gpus, cell, tc_us):
+    tl = syn.timeline(busy=0.9, tensor_core_us=tc_us) if gpus else None
+    assert "precision.fp32_tensor_cores" not in ids(rules_for(syn.make_run(cell, gpus=gpus), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)))
+
+
+def test_tf32_and_cudnn_benchmark_flags():
+    cell = "torch.backends.cudnn.benchmark = False\n" + TRAIN
+    conv = (OpStat("aten::cudnn_convolution", 10, 1.0, 1.0), OpStat("cudnn_ampere_scudnn_128x64_relu", 10, 20_000.0, 20_000.0, "gpu"))
+    findings = rules_for(syn.make_run(cell, gpus=[A100]), syn.make_analysis(gpu_timeline=syn.timeline(busy=0.9), ops=MATMULS + conv))
+    bench = only(findings, "backend.cudnn_benchmark")
+    assert bench.fix_params == {"cudnn_benchmark": True, "tf32": False}
+    assert bench.phase_share == pytest.approx(20_000 / 80_000)
+    tf32 = only(findings, "backend.tf32")
+    assert tf32.fix_params == {"cudnn_benchmark": False, "tf32": True}
+    on = "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.benchmark = True\n" + TRAIN
+    assert not {"backend.tf32", "backend.cudnn_benchmark"} & set(ids(rules_for(syn.make_run(on, gpus=[A100]), syn.make_analysis(gpu_timeline=syn.timeline(busy=0.9), ops=MATMULS + conv))))
+
+
+@pytest.mark.parametrize("peak_gib, severity", [(76, "high"), (66, "medium"), (40, None)])
+def test_memory_near_full_has_no_speed_bound(peak_gib, severity):
+    util = syn.utilization(gpu_util_pct=60.0, memory_peak_gib=peak_gib, memory_total_gib=80)
+    found = [f for f in rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=util)) if f.rule_id == "memory.near_oom"]
+    assert [f.severity for f in found] == ([severity] if severity else [])
+    if found:
+        assert found[0].gain_bound is None and any("no speed bound" in e for e in found[0].evidence)
+
+
+def test_small_batch_with_an_idle_gpu_and_free_memory():
+    util = syn.utilization(gpu_util_pct=25.0, memory_peak_gib=10, memory_total_gib=80)
+    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=util, batch_size=16)), "batch.small_batch")
+    assert f.gain_bound == 2.0 and f.fix_params == {"factor": 2, "scale_lr": True} and f.severity == "medium"
+    full = syn.utilization(gpu_util_pct=25.0, memory_peak_gib=60, memory_total_gib=80)
+    assert "batch.small_batch" not in ids(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=full)))
+
+
+def test_gpu_starved_by_launches_bounded_by_host_idle():
+    tl = syn.timeline(busy=0.3, host_wait=0.4, kernel_wait=0.1)
+    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(gpu_timeline=tl)), "launch.gpu_starved")
+    assert f.severity == "high" and f.gain_bound == pytest.approx(amdahl_bound(0.5))
+    assert f.fix_id == "torch_compile"
+    # the same idle GPU while the step waits for data: the input rule speaks instead
+    assert "launch.gpu_starved" not in ids(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"data": 0.3}, gpu_timeline=tl)))
+
+
+def test_communication_and_data_parallel():
+    tl = syn.timeline(busy=0.8, comm=0.25)
+    cell = "model = nn.DataParallel(Net())\n" + TRAIN
+    findings = rules_for(syn.make_run(cell, gpus=[A100, A100]), syn.make_analysis(gpu_timeline=tl))
+    comm = only(findings, "distributed.communication")
+    assert comm.severity == "high" and comm.gain_bound == pytest.approx(amdahl_bound(0.25))
+    dp = only(findings, "distributed.data_parallel")
+    assert dp.line == 2 and dp.fix_id == "dataparallel_to_ddp" and dp.gain_bound is None
+
+
+def test_recompiles_read_from_live_dynamo_counters(monkeypatch):
+    import gpu_notebook.rules as rules_pkg
+
+    live = LiveFacts(models=(LiveModel("m", "OptimizedModule", True, False, False, True, False, 2, "cpu"),),
+                     dynamo_unique_graphs=9, dynamo_recompile_limit_hits=1, dynamo_recompile_limit=8)  # fmt: skip
+
+    def with_live(source, namespace=None, *, line_offset=1):
+        import dataclasses
+
+        return dataclasses.replace(scan_source(source, line_offset=line_offset), live=live)
+
+    monkeypatch.setattr(rules_pkg, "cell_facts", with_live)
+    f = only(rules_for(syn.make_run("for x in xs:\n    m(x)\n"), syn.make_analysis()), "compile.recompiles")
+    assert f.severity == "medium" and "cumulative" in f.evidence[0]
+
+
+def test_shapes_change_every_step_but_a_short_last_batch_is_normal():
+    changing = syn.steps_record(batch_sizes=[32, 64, 17, 90, 32, 64, 17, 90])
+    f = only(rules_for(syn.make_run(TRAIN, steps=changing), syn.make_analysis()), "shapes.changing")
+    assert f.severity == "low" and f.gain_bound is None and any("best-effort" in e for e in f.evidence)
+    last_partial = syn.steps_record(batch_sizes=[32] * 7 + [5])
+    assert "shapes.changing" not in ids(rules_for(syn.make_run(TRAIN, steps=last_partial), syn.make_analysis()))
+
+
+def test_inference_with_autograd_from_counts_and_source():
+    cell = "for x in batches:\n    outs.append(model(x))\n"
+    steps = syn.steps_record(backward_calls=0, event_counts={"forward": 10, "backward": 0})
+    f = only(rules_for(syn.make_run(cell, steps=steps), syn.make_analysis(), namespace={"model": None}), "inference.autograd_on")
+    assert f.line is None or f.line == 2
+    trained = syn.steps_record(event_counts={"forward": 10, "backward": 10, "optimizer": 10})
+    assert "inference.autograd_on" not in ids(rules_for(syn.make_run(cell, steps=trained), syn.make_analysis()))
+
+
+# ============================================================================ ranking, confidence
+
+
+def test_findings_are_ranked_by_severity_then_bound_unbounded_last():
+    def f(sev, bound):
+        return Finding("r", "t", sev, (), None, bound, "x")
+
+    ranked = sorted([f("low", 5.0), f("high", None), f("high", 1.5), f("medium", 3.0), f("high", 2.0)], key=rank_key)
+    assert [(x.severity, x.gain_bound) for x in ranked] == [
+        ("high", 2.0), ("high", 1.5), ("high", None), ("medium", 3.0), ("low", 5.0)
+    ]
+
+
+def test_few_profiled_steps_are_said_in_the_evidence():
+    analysis = syn.make_analysis(phase_split=syn.phases({"data": 0.4}, steps=2))
+    f = only(rules_for(syn.make_run(TRAIN), analysis), "input.loader_workers")
+    assert any("only 2 profiled step(s)" in e for e in f.evidence)
+
+
+def test_one_stalled_step_does_not_decide_the_shares():
+    import dataclasses
+
+    base = syn.phases({"data": 0.02}, steps=8, step_us=1000.0)
+    stalled_step = dataclasses.replace(base.steps[3], duration_us=9000.0, phase_us={**base.steps[3].phase_us, "data": 8020.0})
+    steps = tuple(stalled_step if i == 3 else s for i, s in enumerate(base.steps))
+    totals = dict(base.phase_total_us, data=base.phase_total_us["data"] + 8000.0)
+    stalled = dataclasses.replace(base, steps=steps, total_us=base.total_us + 8000.0, phase_total_us=totals)
+    assert stalled.share("data") > 0.5
+    trimmed, dropped = without_stalls(syn.make_analysis(phase_split=stalled))
+    assert dropped == 1 and trimmed.phases.share("data") == pytest.approx(0.02)
+    assert "input.loader_workers" not in ids(rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=stalled)))
+
+
+# ============================================================================ fixes
+
+
+def test_attach_fixes_gives_a_patch_or_the_catalog_refusal():
+    f_ok = Finding("a", "t", "high", (), 0.3, 1.4, "x", fix_id="dataloader_workers",
+                   fix_params={"num_workers": 2, "pin_memory": False, "persistent_workers": True})
+    f_no = Finding("b", "t", "low", (), None, None, "x", fix_id="dataparallel_to_ddp")
+    ok, no = attach_fixes([f_ok, f_no], TRAIN)
+    assert ok.proposal.source_after.startswith("# gpucheck fix: ")
+    assert "num_workers=2" in ok.proposal.source_after and ok.proposal.refusal is None
+    assert no.proposal.source_after is None and no.proposal.refusal  # a reason, not broken code
+
+
+def test_live_loader_fix_rebuilds_the_loader_defined_in_an_earlier_cell(ip):
+    ip.run_cell("from torch.utils.data import DataLoader, TensorDataset\nlive_loader = DataLoader(TensorDataset(torch.randn(16, 2)), batch_size=4, shuffle=True)")
+    cell = "for (x,) in live_loader:\n    y = x * 2\n"
+    run = syn.make_run(cell, cpu_count=2)
+    findings = rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns)
+    f = only(findings, "input.loader_workers")
+    assert "earlier cell" in f.evidence[1]
+    (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after.startswith("# gpucheck fix: ") and "live `live_loader`" in after.splitlines()[0]
+    assert ip.run_cell(after).success
+    new = ip.user_ns["live_loader"]
+    assert (new.num_workers, new.batch_size, type(new.sampler).__name__) == (2, 4, "RandomSampler")
+
+
+def test_facts_from_the_namespace_name_the_models(ip):
+    ip.run_cell("import torch\nlive_net = torch.nn.Linear(2, 2)")
+    facts = cell_facts("for x in xs:\n    live_net(x)\n", ip.user_ns)
+    assert isinstance(facts, SourceFacts) and "live_net" in facts.model_names
+    assert facts.inference_loops and facts.live.models[0].name == "live_net"
+
+
+# ============================================================================ reference traces (real GPUs)
+
+
+def _reference(reference_traces, name):
+    from gpu_notebook.analysis.analyze import analyze_trace_file
+
+    phases, gpu, ops = analyze_trace_file(str(reference_traces / name))
+    return syn.make_analysis(phase_split=phases, gpu_timeline=gpu, ops=ops)
+
+
+def test_v100_reference_trace_runs_float32_on_tensor_cores(reference_traces):
+    analysis = _reference(reference_traces, "v100_world1_rank0.json.gz")
+    f = only(rules_for(syn.make_run(TRAIN, gpus=[V100]), analysis), "precision.fp32_tensor_cores")
+    assert f.severity == "high"  # busy 97% of the window, no tensor-core kernel
+    assert 0.1 < f.phase_share < 0.9 and 1.1 < f.gain_bound < 10
+
+
+def test_a100_alexnet_reference_trace_copies_from_pageable_memory(reference_traces):
+    analysis = _reference(reference_traces, "a100_alexnet_cuda_sync.json.gz")
+    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), analysis), "copies.pageable")
+    assert "16 host-to-device copies from pageable memory" in f.evidence[0]
+
+
+def test_nccl_reference_trace_is_communication_heavy(reference_traces):
+    analysis = _reference(reference_traces, "a100_world8_rank3.json.gz")
+    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), analysis), "distributed.communication")
+    assert f.severity == "high" and f.phase_share > 0.3
+
+
+def test_amd_reference_trace_raises_no_tensor_core_finding(reference_traces):
+    analysis = _reference(reference_traces, "mi250_rocm_toy.json.gz")
+    amd = syn.gpu("AMD Instinct MI250", None, 64)
+    assert not [f for f in rules_for(syn.make_run(TRAIN, gpus=[amd]), analysis) if f.rule_id.startswith(("precision", "backend"))]

@@ -7,6 +7,7 @@ test_fixes_model.py.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import libcst as cst
 import pytest
@@ -49,7 +50,9 @@ APPLICABLE = {
     "backend_flags": {},
     "foreach_fused_optimizer": {},
 }
-NON_BLOCKING_CELL = CELL.replace("for xb, yb in loader:\n", "for xb, yb in loader:\n    xb = xb.to('cuda')\n")
+NON_BLOCKING_CELL = CELL.replace(
+    "for xb, yb in loader:\n", "for xb, yb in loader:\n    xb = xb.to('cuda')\n"
+)
 
 
 def _patched(fix_id: str) -> Patch:
@@ -228,6 +231,23 @@ def test_protect_replaces_each_ipython_line_and_restore_gives_the_exact_text_bac
     )
     assert cell.originals[3] == ("    !echo {f} \\\n", "        --verbose\n")
     assert restore(cell.code, cell) == source
+
+
+@pytest.mark.parametrize("fix_id", ["throttle_host_syncs", "autocast"])
+def test_a_patched_cell_with_magics_and_shell_lines_runs_in_ipython(fix_id: str, ip: Any) -> None:
+    params = {"every": 2} if fix_id == "throttle_host_syncs" else {"device_type": "cpu"}
+    patch = apply_fix(fix_id, CELL.replace("files = !ls", "files = !echo hi"), **params)
+    assert isinstance(patch, Patch)
+    # The shell is shared by the whole session: give back every name this cell (re)binds.
+    saved = dict(ip.user_ns)
+    try:
+        result = ip.run_cell(patch.source_after)
+        assert result.success, result.error_in_exec
+        assert list(ip.user_ns["files"]) == ["hi"]  # the shell escape ran, output captured
+        assert ip.user_ns["loss"].requires_grad  # the loop ran through its %time line
+    finally:
+        ip.user_ns.clear()
+        ip.user_ns.update(saved)
 
 
 def test_restore_moves_ipython_lines_with_the_block_they_were_moved_into() -> None:

@@ -117,12 +117,14 @@ def test_workers_are_set_in_the_loaders_own_layout_and_comments_stay() -> None:
         ),
         pytest.param(
             "DataLoader(\n    ds\n)\n",
-            "DataLoader(\n    ds,\n    num_workers=2,\n    pin_memory=True,\n    persistent_workers=True\n)\n",
+            "DataLoader(\n    ds,\n    num_workers=2,\n    pin_memory=True,\n"
+            "    persistent_workers=True\n)\n",
             id="single-argument-on-its-own-line",
         ),
         pytest.param(
             "DataLoader(ds, batch_size=8, )\n",
-            "DataLoader(ds, batch_size=8, num_workers=2, pin_memory=True, persistent_workers=True, )\n",
+            "DataLoader(ds, batch_size=8, num_workers=2, pin_memory=True, "
+            "persistent_workers=True, )\n",
             id="one-line-trailing-comma",
         ),
         pytest.param(
@@ -161,7 +163,9 @@ def test_num_workers_none_pins_memory_and_leaves_the_worker_count() -> None:
     assert "    num_workers=0,\n    pin_memory=True,\n)" in patch.source_after
     # persistent_workers is rejected by torch when num_workers == 0: never added there.
     assert "persistent_workers" not in patch.source_after
-    assert patch.source_after.startswith("# gpucheck fix: DataLoader workers and pinned memory (pin_memory=True)")
+    assert patch.source_after.startswith(
+        "# gpucheck fix: DataLoader workers and pinned memory (pin_memory=True)"
+    )
 
 
 def test_dataloader_workers_refuses_a_cell_without_a_loader() -> None:
@@ -194,7 +198,10 @@ def test_dataloader_workers_twice_is_refused() -> None:
 def test_batch_copies_in_the_loop_become_non_blocking_and_the_model_copy_does_not() -> None:
     patch = _patch("non_blocking_copies", TRAIN_CELL)
     after = patch.source_after
-    assert "        xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)\n" in after
+    assert (
+        "        xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)\n"
+        in after
+    )
     assert "nn.Linear(16, 3)).to(device)\n" in after  # the model's .to is outside: unchanged
     assert after.startswith("# gpucheck fix: Non-blocking copies to the GPU (2 copies)\n")
     namespace, _ = _run(after)
@@ -244,14 +251,19 @@ def test_bigger_batch_multiplies_batch_size_and_a_literal_learning_rate() -> Non
         "    train_ds,\n"
         "    batch_size=32,\n"
     ) in after
-    assert "val_loader = torch.utils.data.DataLoader(train_ds, batch_size=64, pin_memory=False)" in after
+    assert (
+        "val_loader = torch.utils.data.DataLoader(train_ds, batch_size=64, pin_memory=False)"
+        in after
+    )
     assert "opt = torch.optim.AdamW(model.parameters(), lr=1e-3 * 2)\n" in after
     namespace, _ = _run(after)
     assert namespace["seen"] == [32] * 6
     assert namespace["opt"].param_groups[0]["lr"] == pytest.approx(2e-3)
 
 
-def test_bigger_batch_scales_names_and_positional_arguments_and_says_when_lr_is_not_literal() -> None:
+def test_bigger_batch_scales_names_and_positional_arguments_and_says_when_lr_is_not_literal() -> (
+    None
+):
     source = """\
 BATCH = 64
 loader = DataLoader(ds, BATCH, shuffle=True)

@@ -29,7 +29,9 @@ criterion = nn.CrossEntropyLoss()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 """
 
-TRAIN = SETUP + """\
+TRAIN = (
+    SETUP
+    + """\
 losses = []
 for epoch in range(2):
     for xb, yb in loader:
@@ -43,6 +45,7 @@ for epoch in range(2):
         losses.append(loss.item())
         print(f"epoch {epoch} loss {loss.item():.4f}")
 """
+)
 
 
 def _patch(fix_id: str, source: str, **params: Any) -> Patch:
@@ -72,7 +75,10 @@ def _run(source: str) -> tuple[dict[str, Any], str]:
 
 def test_autocast_wraps_forward_and_loss_and_keeps_their_comments() -> None:
     after = _patch("autocast", TRAIN).source_after
-    assert after.splitlines()[0] == "# gpucheck fix: Mixed precision with torch.autocast (dtype=bfloat16)"
+    assert (
+        after.splitlines()[0]
+        == "# gpucheck fix: Mixed precision with torch.autocast (dtype=bfloat16)"
+    )
     assert (
         "        opt.zero_grad()\n"
         "        # forward pass\n"
@@ -121,11 +127,19 @@ def test_autocast_refusals_say_what_is_missing() -> None:
     assert _refusal("autocast", SETUP) == "no for loop calling .backward() in this cell"
     once = _patch("autocast", TRAIN).source_after
     assert _refusal("autocast", once) == "this cell already uses autocast"
-    while_loop = SETUP + "step = 0\nwhile step < 5:\n    loss = model(x).sum()\n    loss.backward()\n    step += 1\n"
+    while_loop = (
+        SETUP
+        + "step = 0\nwhile step < 5:\n    loss = model(x).sum()\n    loss.backward()\n"
+        + "    step += 1\n"
+    )
     assert _refusal("autocast", while_loop).startswith("the training loop is a while loop")
-    one_line = SETUP + "for xb, yb in loader:\n    criterion(model(xb), yb).backward()\n    opt.step()\n"
+    one_line = (
+        SETUP + "for xb, yb in loader:\n    criterion(model(xb), yb).backward()\n    opt.step()\n"
+    )
     assert "split it into" in _refusal("autocast", one_line)
-    no_step = SETUP + "for xb, yb in loader:\n    loss = criterion(model(xb), yb)\n    loss.backward()\n"
+    no_step = (
+        SETUP + "for xb, yb in loader:\n    loss = criterion(model(xb), yb)\n    loss.backward()\n"
+    )
     assert "no optimizer.step()" in _refusal("autocast", no_step, dtype="float16")
 
 
@@ -136,7 +150,10 @@ def test_autocast_refusals_say_what_is_missing() -> None:
 
 def test_throttle_gates_item_reads_and_prints_behind_an_enumerate_step() -> None:
     after = _patch("throttle_host_syncs", TRAIN, every=4).source_after
-    assert after.splitlines()[0] == "# gpucheck fix: Read values from the GPU every N steps (every 4 steps)"
+    assert (
+        after.splitlines()[0]
+        == "# gpucheck fix: Read values from the GPU every N steps (every 4 steps)"
+    )
     assert "    for step, (xb, yb) in enumerate(loader):\n" in after
     assert (
         "        opt.step()\n"
@@ -185,10 +202,15 @@ def test_a_value_the_loop_uses_every_step_keeps_its_sync() -> None:
     # A value only the gated print reads is gated with it.
     only_printed = source.replace("    if loss_val < best:\n        best = loss_val\n", "")
     after = _patch("throttle_host_syncs", only_printed, every=5).source_after
-    assert "    if step % 5 == 0:\n        loss_val = loss.item()\n        print('loss', loss_val)\n" in after
+    assert (
+        "    if step % 5 == 0:\n        loss_val = loss.item()\n        print('loss', loss_val)\n"
+        in after
+    )
 
 
-CIFAR_STYLE = SETUP + """\
+CIFAR_STYLE = (
+    SETUP
+    + """\
 for epoch in range(2):
     running_loss = 0.0
     for i, data in enumerate(loader, 0):
@@ -202,9 +224,12 @@ for epoch in range(2):
             print(f'[{epoch + 1}, {i + 1:5d}] loss: {running_loss / 3:.3f}')
             running_loss = 0.0
 """
+)
 
 
-def test_a_running_total_printed_by_f_strings_is_summed_on_the_device_with_the_same_output() -> None:
+def test_a_running_total_printed_by_f_strings_is_summed_on_the_device_with_the_same_output() -> (
+    None
+):
     patch = _patch("throttle_host_syncs", CIFAR_STYLE)
     assert "        running_loss += loss.detach()\n" in patch.source_after
     assert patch.source_after.splitlines()[0].endswith("(sums on the device)")
@@ -237,14 +262,24 @@ def test_a_running_total_used_as_a_number_keeps_its_sync_and_says_so() -> None:
     ) in after
 
 
+def test_an_attribute_with_the_totals_name_is_another_variable() -> None:
+    source = CIFAR_STYLE + "stats.running_loss = running_loss_history = 1\n"
+    after = _patch("throttle_host_syncs", source).source_after
+    assert "        running_loss += loss.detach()\n" in after
+
+
 def test_a_total_shown_with_repr_in_an_f_string_stays_a_number() -> None:
     # f"{t!r}" of a tensor reads "tensor(0.5)", not "0.5": such a total cannot move to the device.
     source = CIFAR_STYLE.replace("{running_loss / 3:.3f}", "{running_loss!r}")
-    assert "syncs every step and its total is used as a number" in _refusal("throttle_host_syncs", source)
+    assert "syncs every step and its total is used as a number" in _refusal(
+        "throttle_host_syncs", source
+    )
 
 
 def test_throttle_refuses_a_loop_with_nothing_to_gate_and_a_second_pass() -> None:
-    quiet = SETUP + "for xb, yb in loader:\n    loss = criterion(model(xb), yb)\n    loss.backward()\n"
+    quiet = (
+        SETUP + "for xb, yb in loader:\n    loss = criterion(model(xb), yb)\n    loss.backward()\n"
+    )
     assert "nothing to throttle" in _refusal("throttle_host_syncs", quiet)
     once = _patch("throttle_host_syncs", TRAIN).source_after
     assert "nothing to throttle" in _refusal("throttle_host_syncs", once)
@@ -258,7 +293,9 @@ def test_throttle_refuses_a_loop_with_nothing_to_gate_and_a_second_pass() -> Non
 
 
 def test_log_every_n_gates_every_logging_call_and_the_values_made_for_it() -> None:
-    source = SETUP + """\
+    source = (
+        SETUP
+        + """\
 import logging
 logger = logging.getLogger("train")
 class Writer:
@@ -274,6 +311,7 @@ for i, (xb, yb) in enumerate(loader):
     logger.info("loss %.3f", lv)
     writer.add_scalar("loss", lv, i)
 """
+    )
     after = _patch("log_every_n", source, every=2).source_after
     assert after.splitlines()[0] == "# gpucheck fix: Log every N steps (every 2 steps)"
     assert (
@@ -289,7 +327,10 @@ for i, (xb, yb) in enumerate(loader):
 def test_log_every_n_without_training_gates_the_loop_that_logs() -> None:
     source = SETUP + "for xb, yb in loader:\n    out = model(xb)\n    print(out.shape)\n"
     after = _patch("log_every_n", source, every=4).source_after
-    assert "for step, (xb, yb) in enumerate(loader):\n    out = model(xb)\n    if step % 4 == 0:\n" in after
+    assert (
+        "for step, (xb, yb) in enumerate(loader):\n    out = model(xb)\n    if step % 4 == 0:\n"
+        in after
+    )
     _, printed = _run(after)
     assert printed.splitlines() == ["torch.Size([8, 3])"] * 2
 
@@ -298,7 +339,9 @@ def test_log_every_n_without_training_gates_the_loop_that_logs() -> None:
 # inference_mode
 # --------------------------------------------------------------------------------------------
 
-EVAL = SETUP + """\
+EVAL = (
+    SETUP
+    + """\
 correct = 0
 # evaluate on the training set
 for xb, yb in loader:
@@ -306,11 +349,14 @@ for xb, yb in loader:
     correct += (out.argmax(1) == yb).sum().item()
 print(correct)
 """
+)
 
 
 def test_an_inference_loop_runs_under_inference_mode_in_eval_mode() -> None:
     patch = _patch("inference_mode", EVAL)
-    assert patch.source_after.splitlines()[0] == "# gpucheck fix: Inference without autograd (model)"
+    assert (
+        patch.source_after.splitlines()[0] == "# gpucheck fix: Inference without autograd (model)"
+    )
     assert (
         "correct = 0\n"
         "# evaluate on the training set\n"
@@ -328,7 +374,9 @@ def test_an_inference_loop_runs_under_inference_mode_in_eval_mode() -> None:
 
 
 def test_inside_a_training_epoch_the_eval_loop_gives_training_mode_back() -> None:
-    source = SETUP + """\
+    source = (
+        SETUP
+        + """\
 for epoch in range(2):
     model.train()
     for xb, yb in loader:
@@ -338,6 +386,7 @@ for epoch in range(2):
     for xb, yb in loader:
         val = criterion(model(xb), yb)
 """
+    )
     after = _patch("inference_mode", source).source_after
     assert (
         "    model.eval()\n"
@@ -358,7 +407,14 @@ def test_an_existing_eval_call_is_not_repeated() -> None:
 
 
 def test_inference_mode_refuses_loops_already_without_grad_and_training_loops() -> None:
-    guarded = EVAL.replace("for xb, yb in loader:\n", "with torch.no_grad():\n  for xb, yb in loader:\n")
-    guarded = guarded.replace("    out = model", "    out = model").replace("\n    correct +=", "\n    correct +=")
+    guarded = EVAL.replace(
+        "for xb, yb in loader:\n", "with torch.no_grad():\n  for xb, yb in loader:\n"
+    )
+    guarded = guarded.replace("    out = model", "    out = model").replace(
+        "\n    correct +=", "\n    correct +="
+    )
     assert "already runs under torch.no_grad()" in _refusal("inference_mode", guarded)
-    assert _refusal("inference_mode", TRAIN) == "no loop in this cell calls the model without .backward()"
+    assert (
+        _refusal("inference_mode", TRAIN)
+        == "no loop in this cell calls the model without .backward()"
+    )

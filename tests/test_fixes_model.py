@@ -86,16 +86,28 @@ def test_the_compiled_cell_trains() -> None:
 
 
 def test_compile_options_and_a_missing_torch_import() -> None:
-    source = "from torch import nn\nnet = nn.Sequential(nn.Linear(2, 2)).cuda()\nfor x in xs:\n    net(x).sum().backward()\n"
+    source = (
+        "from torch import nn\n"
+        "net = nn.Sequential(nn.Linear(2, 2)).cuda()\n"
+        "for x in xs:\n"
+        "    net(x).sum().backward()\n"
+    )
     after = _patch("torch_compile", source, mode="reduce-overhead").source_after
     assert after.splitlines()[1:3] == ["import torch", "from torch import nn"]
-    assert 'net = nn.Sequential(nn.Linear(2, 2)).cuda()\nnet = torch.compile(net, mode="reduce-overhead")\n' in after
+    assert (
+        "net = nn.Sequential(nn.Linear(2, 2)).cuda()\n"
+        'net = torch.compile(net, mode="reduce-overhead")\n' in after
+    )
 
 
 def test_compile_refusals() -> None:
     once = _patch("torch_compile", CELL).source_after
     assert _refusal("torch_compile", once) == "this cell already calls torch.compile"
-    elsewhere = "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x in xs:\n    model(x).sum().backward()\n"
+    elsewhere = (
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x in xs:\n"
+        "    model(x).sum().backward()\n"
+    )
     assert _refusal("torch_compile", elsewhere).startswith(
         "model is not created in this cell (it may come from an earlier cell"
     )

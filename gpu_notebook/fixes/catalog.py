@@ -75,7 +75,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         "Compile the model with torch.compile",
         (
             "Many small kernels leave the GPU idle while Python launches the next one.",
-            "torch.compile fuses them into fewer kernels; the first steps are slower while it compiles.",
+            "torch.compile fuses them into fewer kernels; the first steps are slow: they compile.",
         ),
         "https://pytorch.org/docs/stable/generated/torch.compile.html",
         codemods_model.torch_compile,
@@ -174,7 +174,8 @@ def apply_fix(fix_id: str, source: str, **params: ParamValue) -> Patch | Refusal
     unknown = sorted(set(params) - known)
     if unknown:
         raise TypeError(
-            f"{fix_id} takes no parameter {', '.join(unknown)}; it takes: {', '.join(sorted(known)) or 'none'}"
+            f"{fix_id} takes no parameter {', '.join(unknown)}; "
+            f"it takes: {', '.join(sorted(known)) or 'none'}"
         )
     try:
         cell = protect(source)

@@ -161,7 +161,10 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
     if lr_scaled:
         note = f"{_BATCH_COMMENT}{factor}; optimizer lr scaled x{factor} too (linear scaling rule)"
     else:
-        note = f"{_BATCH_COMMENT}{factor}; scale the learning rate x{factor} as well (linear scaling rule)"
+        note = (
+            f"{_BATCH_COMMENT}{factor}; scale the learning rate x{factor} as well "
+            "(linear scaling rule)"
+        )
     statements = {tree.statement_of(call) for call in loaders}
     for stmt in statements:
         if stmt is not None:
@@ -244,7 +247,9 @@ def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) ->
             copies.append(call)
     if not copies:
         return Declined("no .to(device) or .cuda() copy of a batch inside a loop in this cell")
-    todo = [c for c in copies if bool_literal((keyword(c, "non_blocking") or _NO).value) is not True]
+    todo = [
+        c for c in copies if bool_literal((keyword(c, "non_blocking") or _NO).value) is not True
+    ]
     if not todo:
         return Declined("every copy inside the loops already has non_blocking=True")
     edits: dict[cst.CSTNode, Replacement] = {

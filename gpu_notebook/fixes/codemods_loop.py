@@ -17,6 +17,7 @@ from gpu_notebook.fixes.cst_tools import (
     Edited,
     Replacement,
     Tree,
+    add_comment,
     assigned_names,
     call_name,
     calls_in,
@@ -25,15 +26,12 @@ from gpu_notebook.fixes.cst_tools import (
     has_backward,
     is_backward_call,
     last_part,
+    leading_lines,
     loops,
     loss_names,
     main_model_name,
     method_name,
     module_names,
-    add_comment,
-    leading_lines,
-    with_leading_lines,
-    wrap,
     names_read,
     optimizer_names,
     receiver,
@@ -42,7 +40,9 @@ from gpu_notebook.fixes.cst_tools import (
     training_loops,
     walk,
     while_training_loop,
+    with_leading_lines,
     with_torch_import,
+    wrap,
 )
 
 _NO_TRAINING_LOOP = "no for loop calling .backward() in this cell"
@@ -103,7 +103,9 @@ def autocast(
             root = _outermost_loop(tree, loop)
             if root not in scaled_roots:
                 scaled_roots.add(root)
-                edits[root] = _prepend(statement(f'{scaler} = torch.amp.GradScaler("{device_type}")\n'))
+                edits[root] = _prepend(
+                    statement(f'{scaler} = torch.amp.GradScaler("{device_type}")\n')
+                )
         edits[block] = _autocast_block(
             context, first, last, backward_index if dtype == "float16" else None,
             steps, unscale_before, scaler,
@@ -151,7 +153,9 @@ def _is_forward(stmt: cst.BaseStatement, modules: set[str], losses: set[str]) ->
         return False
     for call in calls_in(stmt):
         name = dotted_name(call.func)
-        if name in modules or any(word in last_part(name).lower() for word in ("loss", "criterion")):
+        if name in modules or any(
+            word in last_part(name).lower() for word in ("loss", "criterion")
+        ):
             return True
     return any(target in losses for target, _ in assigned_names(stmt))
 
@@ -235,8 +239,12 @@ def _scaled_backward(stmt: cst.BaseStatement, scaler: str) -> cst.BaseStatement:
 
     class Scale(cst.CSTTransformer):
         def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-            if method_name(updated_node) == "backward" and isinstance(updated_node.func, cst.Attribute):
-                scaled = cst.Call(func=expression(f"{scaler}.scale"), args=[cst.Arg(updated_node.func.value)])
+            if method_name(updated_node) == "backward" and isinstance(
+                updated_node.func, cst.Attribute
+            ):
+                scaled = cst.Call(
+                    func=expression(f"{scaler}.scale"), args=[cst.Arg(updated_node.func.value)]
+                )
                 return updated_node.with_changes(func=updated_node.func.with_changes(value=scaled))
             return updated_node
 
@@ -369,7 +377,7 @@ def throttle_host_syncs(module: cst.Module, *, every: int = 10) -> CodemodResult
 
 
 def log_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
-    """Move logging calls (print, logger.*, wandb.log, writer.add_scalar...) behind ``if step % every == 0:``.
+    """Move logging calls (print, logger.*, wandb.log, writer.add_scalar...) behind a step gate.
 
     The training loops are patched, or the innermost loops that log when no loop calls
     ``.backward()``. Values computed only for those logs move with them.
@@ -377,7 +385,9 @@ def log_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
     return _throttle(module, every, _any_logging, accumulate=False)
 
 
-def _throttle(module: cst.Module, every: int, select: Selector, *, accumulate: bool) -> CodemodResult:
+def _throttle(
+    module: cst.Module, every: int, select: Selector, *, accumulate: bool
+) -> CodemodResult:
     if isinstance(every, bool) or not isinstance(every, int) or every < 2:
         raise ValueError(f"every must be an int of at least 2, not {every!r}")
     targets = training_loops(module)
@@ -385,8 +395,7 @@ def _throttle(module: cst.Module, every: int, select: Selector, *, accumulate: b
         targets = [
             loop
             for loop in loops(module)
-            if not loops(loop.body)
-            and any(_logging_call_of(s) for s in _body(loop))
+            if not loops(loop.body) and any(_logging_call_of(s) for s in _body(loop))
         ]
     if not targets:
         return Declined(_no_loop_reason(module))
@@ -417,14 +426,20 @@ def _throttle(module: cst.Module, every: int, select: Selector, *, accumulate: b
                 f"`{total}` syncs every step and its total is used as a number; sum "
                 ".detach() tensors instead and call .item() where the total is read"
             )
-        what = "per-step .item(), float(tensor) or print of a tensor" if accumulate else "logging call"
+        what = (
+            "per-step .item(), float(tensor) or print of a tensor" if accumulate else "logging call"
+        )
         return Declined(f"the training loop has no {what} outside an if (nothing to throttle)")
     for aug in kept:
         stmt = tree.statement_of(aug)
         if stmt is not None and "# gpucheck:" not in tree.code(stmt):
-            edits[stmt] = _remark("# gpucheck: this still syncs every step (the total is used as a number)")
+            edits[stmt] = _remark(
+                "# gpucheck: this still syncs every step (the total is used as a number)"
+            )
     detail = ", ".join(
-        text for text, done in ((f"every {every} steps", gated), ("sums on the device", summed)) if done
+        text
+        for text, done in ((f"every {every} steps", gated), ("sums on the device", summed))
+        if done
     )
     return Edited(replace_nodes(module, edits), detail)
 
@@ -442,9 +457,7 @@ def _step_names(loop: cst.For) -> set[str]:
     return names
 
 
-def _movable(
-    body: list[cst.BaseStatement], select: Selector, step_names: set[str]
-) -> list[int]:
+def _movable(body: list[cst.BaseStatement], select: Selector, step_names: set[str]) -> list[int]:
     """Indices of the statements to gate, closed over the values they compute for each other."""
     chosen = {i for i, stmt in enumerate(body) if select(stmt, step_names)}
     readers = [names_read(stmt) for stmt in body]
@@ -463,7 +476,9 @@ def _movable(
         # A gated statement must not define a value the ungated code reads every step.
         for i in sorted(chosen):
             written = _written(body[i])
-            if written and any(j not in chosen and readers[j] & written for j in range(len(body)) if j != i):
+            if written and any(
+                j not in chosen and readers[j] & written for j in range(len(body)) if j != i
+            ):
                 chosen.discard(i)
                 changed = True
     return sorted(chosen)
@@ -473,7 +488,9 @@ def _accumulations(loop: cst.For) -> list[cst.AugAssign]:
     return [
         node
         for node in walk(loop.body)
-        if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and _has_sync(node.value)
+        if isinstance(node, cst.AugAssign)
+        and isinstance(node.target, cst.Name)
+        and _has_sync(node.value)
     ]
 
 
@@ -491,7 +508,9 @@ def _device_accumulable(tree: Tree, aug: cst.AugAssign) -> bool:
             continue
         if isinstance(parent, cst.AssignTarget):
             assign = tree.parent(parent)
-            if isinstance(assign, cst.Assign) and isinstance(assign.value, (cst.Integer, cst.Float)):
+            if isinstance(assign, cst.Assign) and isinstance(
+                assign.value, (cst.Integer, cst.Float)
+            ):
                 continue
         if not _inside_fstring_field(tree, node):
             return False
@@ -512,10 +531,14 @@ def _detach_syncs(aug: cst.AugAssign) -> cst.AugAssign:
     class Detach(cst.CSTTransformer):
         def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
             if method_name(updated_node) == "item" and isinstance(updated_node.func, cst.Attribute):
-                return updated_node.with_changes(func=updated_node.func.with_changes(attr=cst.Name("detach")))
+                return updated_node.with_changes(
+                    func=updated_node.func.with_changes(attr=cst.Name("detach"))
+                )
             if call_name(updated_node) == "float" and len(updated_node.args) == 1:
                 inner = updated_node.args[0].value
-                return cst.Call(func=cst.Attribute(value=_parenthesized(inner), attr=cst.Name("detach")))
+                return cst.Call(
+                    func=cst.Attribute(value=_parenthesized(inner), attr=cst.Name("detach"))
+                )
             return updated_node
 
     result = aug.visit(Detach())
@@ -548,7 +571,9 @@ def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
         and target.elements[0].value.value != "_"
     ):
         return target.elements[0].value.value, False
-    name = next((n for n in ("step", "batch_idx", "gpucheck_step") if n not in used), "gpucheck_step_")
+    name = next(
+        (n for n in ("step", "batch_idx", "gpucheck_step") if n not in used), "gpucheck_step_"
+    )
     return name, True
 
 
@@ -571,7 +596,9 @@ def _gate(moved: list[int], step: str, rename: bool, every: int) -> Replacement:
                 out.append(body[index])
                 index += 1
                 continue
-            gate = cst.If(test=expression(f"{step} % {every} == 0"), body=cst.IndentedBlock(body=[]))
+            gate = cst.If(
+                test=expression(f"{step} % {every} == 0"), body=cst.IndentedBlock(body=[])
+            )
             out.append(wrap(gate, [body[i] for i in run]))
             index = run[-1] + 1
         loop = loop.with_changes(body=loop.body.with_changes(body=out))
@@ -585,7 +612,11 @@ def _gate(moved: list[int], step: str, rename: bool, every: int) -> Replacement:
 def _enumerated(loop: cst.For, step: str) -> cst.For:
     """``for x, y in loader:`` -> ``for step, (x, y) in enumerate(loader):``."""
     target = loop.target
-    if isinstance(loop.iter, cst.Call) and call_name(loop.iter) == "enumerate" and isinstance(target, cst.Tuple):
+    if (
+        isinstance(loop.iter, cst.Call)
+        and call_name(loop.iter) == "enumerate"
+        and isinstance(target, cst.Tuple)
+    ):
         # `for _, batch in enumerate(...)`: name the index instead of adding a second enumerate.
         first = target.elements[0].with_changes(value=cst.Name(step))
         return loop.with_changes(target=target.with_changes(elements=[first, *target.elements[1:]]))
@@ -593,7 +624,9 @@ def _enumerated(loop: cst.For, step: str) -> cst.For:
         target = target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     new_target = cst.Tuple(
         elements=[
-            cst.Element(cst.Name(step), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+            cst.Element(
+                cst.Name(step), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            ),
             cst.Element(target),
         ],
         lpar=[],
@@ -633,7 +666,9 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
         return Declined("no loop in this cell calls the model without .backward()")
     free = [loop for loop in outermost if not _under_grad_mode(tree, loop)]
     if not free:
-        return Declined("every inference loop already runs under torch.no_grad() or inference_mode()")
+        return Declined(
+            "every inference loop already runs under torch.no_grad() or inference_mode()"
+        )
     trains = any(is_backward_call(c) for c in calls_in(module))
     edits: dict[cst.CSTNode, Replacement] = {}
     named: list[str] = []
@@ -652,13 +687,16 @@ def _calls_any(node: cst.CSTNode, names: set[str]) -> bool:
 
 def _under_grad_mode(tree: Tree, loop: cst.For) -> bool:
     """Inside or containing a ``with torch.no_grad()`` (or inference_mode...) block."""
+
     def grad_with(node: cst.CSTNode) -> bool:
         return isinstance(node, cst.With) and any(
             isinstance(item.item, cst.Call) and last_part(call_name(item.item)) in _GRAD_MODES
             for item in node.items
         )
 
-    if any(grad_with(a) for a in tree.ancestors(loop)) or any(grad_with(n) for n in walk(loop.body)):
+    if any(grad_with(a) for a in tree.ancestors(loop)) or any(
+        grad_with(n) for n in walk(loop.body)
+    ):
         return True
     # A function decorated with @torch.no_grad() or @torch.inference_mode().
     for ancestor in tree.ancestors(loop):
@@ -680,7 +718,9 @@ def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | No
 
 def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
     """``model.eval()`` inside the loop, or earlier in its block after the last ``.train()``."""
-    if any(method_name(c) == "eval" and dotted_name(receiver(c)) == model for c in calls_in(loop.body)):
+    if any(
+        method_name(c) == "eval" and dotted_name(receiver(c)) == model for c in calls_in(loop.body)
+    ):
         return True
     block = tree.block_of(loop)
     if block is None:
@@ -702,7 +742,9 @@ def _inference_wrap(eval_model: str | None, *, restore: bool) -> Replacement:
         with_node = wrap(with_node, [loop])
         out: list[cst.BaseStatement] = [with_node]
         if eval_model is not None:
-            eval_line = with_leading_lines(statement(f"{eval_model}.eval()\n"), with_node.leading_lines)
+            eval_line = with_leading_lines(
+                statement(f"{eval_model}.eval()\n"), with_node.leading_lines
+            )
             out = [eval_line, with_leading_lines(with_node, [])]
             if restore:
                 # The cell trains too: give dropout and batch norm back to the next training step.

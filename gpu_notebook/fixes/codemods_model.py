@@ -14,8 +14,8 @@ from gpu_notebook.fixes.cst_tools import (
     Edited,
     Replacement,
     Tree,
-    assigned_names,
     after_imports_index,
+    assigned_names,
     bool_literal,
     call_name,
     calls_in,
@@ -78,7 +78,9 @@ def torch_compile(
             f"{name} = torch.compile({name}) where it is created"
         )
     anchor = _last_setup_statement(tree, creation, name)
-    options = "".join(f', {label}="{text}"' for text, label in ((mode, "mode"), (backend, "backend")) if text)
+    options = "".join(
+        f', {label}="{text}"' for text, label in ((mode, "mode"), (backend, "backend")) if text
+    )
     line = statement(f"{name} = torch.compile({name}{options})\n")
 
     def insert(stmt: cst.BaseStatement) -> cst.FlattenSentinel[cst.BaseStatement]:
@@ -109,8 +111,10 @@ def _creation_statement(tree: Tree, name: str) -> cst.BaseStatement | None:
     for node in walk(tree.module):
         if not isinstance(node, cst.SimpleStatementLine):
             continue
-        if any(isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.Lambda))
-               for a in tree.ancestors(node)):
+        if any(
+            isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.Lambda))
+            for a in tree.ancestors(node)
+        ):
             continue
         for target, value in assigned_names(node):
             if target == name and isinstance(value, cst.Call):
@@ -139,9 +143,7 @@ def _configures(stmt: cst.BaseStatement, name: str) -> bool:
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
         return dotted_name(receiver(small.value)) == name
     return any(
-        target == name
-        and isinstance(value, cst.Call)
-        and dotted_name(receiver(value)) == name
+        target == name and isinstance(value, cst.Call) and dotted_name(receiver(value)) == name
         for target, value in assigned_names(stmt)
     )
 
@@ -178,15 +180,20 @@ def backend_flags(
         return Declined("this cell already sets " + ", ".join(f"{f} = True" for f in wanted))
     edits: dict[cst.CSTNode, Replacement] = {}
     for node in walk(module):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
-            if dotted_name(node.targets[0].target) in disabled:
-                edits[node] = lambda assign: assign.with_changes(value=cst.Name("True"))
+        if (
+            isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and dotted_name(node.targets[0].target) in disabled
+        ):
+            edits[node] = lambda assign: assign.with_changes(value=cst.Name("True"))
     patched = with_torch_import(replace_nodes(module, edits))
     body = list(patched.body)
     index = after_imports_index(body)
     body[index:index] = [statement(f"{flag} = True\n") for flag in missing]
     detail = ", ".join(
-        label for label, on in (("cudnn.benchmark", _CUDNN_BENCHMARK in wanted), ("TF32", tf32)) if on
+        label
+        for label, on in (("cudnn.benchmark", _CUDNN_BENCHMARK in wanted), ("TF32", tf32))
+        if on
     )
     return Edited(patched.with_changes(body=body), detail)
 
@@ -233,7 +240,9 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
             "do not support); set the option where they are configured"
         )
     if not edits:
-        return Declined(f"every optimizer in this cell already uses {implementation}=True (or fused=True)")
+        return Declined(
+            f"every optimizer in this cell already uses {implementation}=True (or fused=True)"
+        )
     return Edited(replace_nodes(module, edits), f"{implementation}=True")
 
 

@@ -191,7 +191,7 @@ def while_training_loop(module: cst.Module) -> bool:
 
 
 def loss_names(loop: cst.CSTNode) -> set[str]:
-    """Names ``.backward()`` is called on: ``loss`` in ``loss.backward()`` or ``scaler.scale(loss)``."""
+    """Names ``.backward()`` is called on: ``loss`` in ``loss.backward()`` or ``scale(loss)``."""
     names: set[str] = set()
     for call in calls_in(loop):
         if method_name(call) != "backward":
@@ -352,9 +352,7 @@ def names_read(node: cst.CSTNode) -> set[str]:
         current = stack.pop()
         if isinstance(current, cst.Name):
             found.add(current.value)
-        elif isinstance(current, cst.Attribute):
-            stack.append(current.value)
-        elif isinstance(current, cst.Arg):
+        elif isinstance(current, (cst.Attribute, cst.Arg)):
             stack.append(current.value)
         else:
             stack.extend(current.children)
@@ -365,7 +363,9 @@ def names_read(node: cst.CSTNode) -> set[str]:
 # Editing
 # --------------------------------------------------------------------------------------------
 
-Replacement: TypeAlias = Callable[[Any], "cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]"]
+Replacement: TypeAlias = Callable[
+    [Any], "cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]"
+]
 
 
 class _Replacer(cst.CSTTransformer):
@@ -431,11 +431,17 @@ def set_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Cal
     sep = _separator(call)
     last = args[-1]
     trailing = isinstance(last.comma, cst.Comma)
-    closing = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    closing = (
+        last.comma.whitespace_after
+        if isinstance(last.comma, cst.Comma)
+        else last.whitespace_after_arg
+    )
     if isinstance(closing, cst.ParenthesizedWhitespace):
         # Multi-line call: the last argument keeps its own comment, the new one closes the call.
         item = sep.whitespace_after
-        indent_line = item.last_line if isinstance(item, cst.ParenthesizedWhitespace) else closing.last_line
+        indent_line = (
+            item.last_line if isinstance(item, cst.ParenthesizedWhitespace) else closing.last_line
+        )
         last = last.with_changes(
             comma=cst.Comma(
                 whitespace_after=closing.with_changes(indent=True, last_line=indent_line)
@@ -478,13 +484,15 @@ def _separator(call: cst.Call) -> cst.Comma:
     before = call.whitespace_before_args
     if isinstance(before, cst.ParenthesizedWhitespace):
         return cst.Comma(
-            whitespace_after=before.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+            whitespace_after=before.with_changes(
+                first_line=cst.TrailingWhitespace(), empty_lines=[]
+            )
         )
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
 def imports_name(module: cst.Module, name: str) -> bool:
-    """True when some ``import`` in the cell binds ``name`` (``import torch``, ``import torch.nn``)."""
+    """True when an ``import`` binds ``name``: ``import torch.nn`` binds torch, ``as nn`` not."""
     for node in walk(module):
         if isinstance(node, cst.Import):
             for alias in node.names:
@@ -554,9 +562,7 @@ def add_comment(stmt: StatementT, text: str) -> StatementT:
     return with_leading_lines(stmt, [*leading_lines(stmt), line])
 
 
-def wrap(
-    wrapper: CompoundT, statements: Sequence[cst.BaseStatement]
-) -> CompoundT:
+def wrap(wrapper: CompoundT, statements: Sequence[cst.BaseStatement]) -> CompoundT:
     """``wrapper`` (a with/if) holding ``statements`` as its body; comments above the first
     statement move above the wrapper, where they still describe what follows."""
     first, *rest = statements

@@ -124,7 +124,12 @@ def _first_ipython_span(lines: list[str]) -> tuple[int, int, str] | None:
     tokens_by_line = it2.make_tokens_by_line(lines)
     found: list[it2.TokenTransformBase] = []
     # IPython's transformers are untyped; each ``find`` returns an instance or None.
-    transformers: tuple[Any, ...] = (it2.MagicAssign, it2.SystemAssign, it2.EscapedCommand, it2.HelpEnd)
+    transformers: tuple[Any, ...] = (
+        it2.MagicAssign,
+        it2.SystemAssign,
+        it2.EscapedCommand,
+        it2.HelpEnd,
+    )
     for transformer in transformers:
         hit = transformer.find(tokens_by_line)
         if hit is not None:

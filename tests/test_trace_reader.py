@@ -173,3 +173,26 @@ def test_name_and_category_helpers() -> None:
     assert int(trace.category_mask("kernel").sum()) == 1
     assert not trace.category_mask("no_such_category").any()
     np.testing.assert_allclose(trace.end_us, trace.ts_us + trace.dur_us)
+
+
+def test_typed_msgspec_path_reads_the_same_as_the_generic_path(reference_traces: Path) -> None:
+    pytest.importorskip("msgspec", reason="msgspec not installed: load_trace uses json/orjson")
+    from gpu_notebook.trace import kineto
+
+    for name in REFERENCE_FILES:
+        raw = gzip.decompress((reference_traces / name).read_bytes())
+        typed = kineto._load_typed(raw)
+        generic = load_trace_dict(json.loads(raw))
+        assert typed is not None, name
+        assert (typed.names, typed.categories) == (generic.names, generic.categories)
+        for column in ("name_id", "cat_id", "ts_us", "dur_us", "pid", "tid", "correlation",
+                       "external_id", "stream", "device", "bytes"):  # fmt: skip
+            np.testing.assert_array_equal(getattr(typed, column), getattr(generic, column))
+        assert dict(typed.category_counts) == dict(generic.category_counts)
+        assert typed.distributed_info == generic.distributed_info
+        assert typed.device_properties == generic.device_properties
+    # A document the schema rejects (a name that is a number) still loads, via the generic path.
+    numeric_name = tf.x("x", "cpu_op", 1.0, 2.0) | {"name": 7}
+    odd = json.dumps(tf.trace_dict([numeric_name])).encode()
+    assert kineto._load_typed(odd) is None
+    assert load_trace_dict(json.loads(odd)).names == ("7",)

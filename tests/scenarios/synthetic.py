@@ -224,8 +224,9 @@ def make_report(
     gpu_timeline: GpuTimeline | None = None,
     util_pct: float | None = None,
 ) -> Report:
+    steps = steps_record(step_s=step_median_s) if step_median_s is not None else steps_record(0)
     return Report(
-        run=make_run(cell, started_at=started_at),
+        run=make_run(cell, started_at=started_at, steps=steps),
         analysis=make_analysis(
             shares,
             step_median_s=step_median_s,

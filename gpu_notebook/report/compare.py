@@ -1,0 +1,185 @@
+"""Before/after: find the run a report should be compared with, and put the measured gain beside the bound.
+
+A report is *comparable* with an earlier one when the user re-ran the same cell, or ran the cell
+that one of its findings proposed (the proposal's ``source_after``, whose first line is
+``# gpucheck fix: ...``). In the second case the fix is known, so the comparison carries that
+fix's predicted gain bound next to the measured speedup: the loop the product exists to close.
+
+Speedup is throughput: samples (or steps, when the batch size is unknown) per second over the
+steady steps (the warm-up left out), from the *mean* step time. Not the median: two DataLoader
+workers that finish together make steps alternate fast/slow, and the median of such a series
+says nothing about throughput. A bigger-batch fix makes each step slower and the epoch faster,
+which samples/s captures. "N more GPUs" assumes linear data-parallel scaling, which
+real clusters never quite reach, so it reads "at least as good as N more GPUs of this kind".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpu_notebook.analysis.steps import steady_steps
+from gpu_notebook.records import Comparison, Finding, Report
+
+FIX_HEADER = "# gpucheck fix: "
+
+
+def normalize_cell(source: str) -> str:
+    """The cell as compared: no leading ``%%`` magic line, no trailing spaces or blank lines.
+
+    The magic line carries options (``-s 10``) that do not change the code being measured.
+    """
+    if source.startswith("%%"):
+        source = source.partition("\n")[2]
+    lines = [line.rstrip() for line in source.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def _is_fix_cell(source: str) -> bool:
+    return normalize_cell(source).startswith(FIX_HEADER)
+
+
+def proposing_finding(baseline: Report, report: Report) -> Finding | None:
+    """The finding of ``baseline`` whose proposed cell is the cell ``report`` measured."""
+    if not _is_fix_cell(report.run.cell_source):
+        return None
+    cell = normalize_cell(report.run.cell_source)
+    for finding in baseline.findings:
+        proposal = finding.proposal
+        if proposal is not None and proposal.source_after is not None:
+            if normalize_cell(proposal.source_after) == cell:
+                return finding
+    return None
+
+
+def _measured(report: Report) -> bool:
+    return report.analysis.step_stats.median_s is not None
+
+
+def find_baseline(history: Sequence[Report], report: Report) -> Report | None:
+    """The most recent earlier report comparable with ``report`` (see the module docstring).
+
+    ``history`` is oldest first (``GpuCheckMagics.reports``) and may already hold ``report``;
+    reports without a measured step time are skipped: they have nothing to compare.
+    """
+    cell = normalize_cell(report.run.cell_source)
+    for earlier in reversed(history):
+        if earlier is report or earlier.run.started_at == report.run.started_at:
+            continue
+        if not _measured(earlier):
+            continue
+        if normalize_cell(earlier.run.cell_source) == cell or proposing_finding(earlier, report):
+            return earlier
+    return None
+
+
+def _shares(report: Report) -> dict[str, float]:
+    """Measured phase shares only: a phase that was not measured is absent, not zero."""
+    phases = report.analysis.phases
+    if phases is None:
+        return {}
+    out: dict[str, float] = {}
+    for name in phases.measured:
+        value = phases.share(name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _gpus_used(report: Report) -> int:
+    """GPUs the run used: the devices in its trace, else 1 (one process drives one GPU)."""
+    gpu = report.analysis.gpu
+    return max(1, len(gpu.devices)) if gpu is not None else 1
+
+
+def mean_step_s(report: Report) -> float | None:
+    """Mean duration of the steady steps (decimation keeps every Nth step: still unbiased)."""
+    steps = steady_steps(report.run.steps, report.run.window.warmup_steps)
+    if not steps:
+        return report.analysis.step_stats.median_s
+    return sum(s.duration_s for s in steps) / len(steps)
+
+
+def throughput_speedup(baseline: Report, report: Report) -> float | None:
+    """Samples/s after over samples/s before (steps/s when a batch size is unknown)."""
+    before_s, after_s = mean_step_s(baseline), mean_step_s(report)
+    if not before_s or not after_s:
+        return None
+    before_batch = baseline.analysis.step_stats.batch_size
+    after_batch = report.analysis.step_stats.batch_size
+    if before_batch and after_batch:
+        return (after_batch / after_s) / (before_batch / before_s)
+    return before_s / after_s
+
+
+def compare(baseline: Report, report: Report, price_per_gpu_hour: float | None = None) -> Comparison:
+    """``report`` against ``baseline``: speedup, throughput, shares, and the fix's predicted bound.
+
+    ``price_per_gpu_hour`` (any currency) prices the saving per 1,000 baseline steps' worth of
+    samples; on a run without a GPU it is read as the price of the machine per hour.
+    """
+    before, after = baseline.analysis.step_stats, report.analysis.step_stats
+    speedup = throughput_speedup(baseline, report)
+    finding = proposing_finding(baseline, report)
+    gpus = _gpus_used(report)
+    gpu_equivalent = gpus * (speedup - 1.0) if speedup is not None else None
+    saved: float | None = None
+    before_mean_s = mean_step_s(baseline)
+    if price_per_gpu_hour is not None and speedup and before_mean_s:
+        # The same samples as 1,000 baseline steps take 1/speedup of the time after the change.
+        seconds = 1000 * before_mean_s * (1.0 - 1.0 / speedup)
+        saved = seconds / 3600.0 * price_per_gpu_hour * _gpus_used(baseline)
+    return Comparison(
+        baseline_started_at=baseline.run.started_at,
+        baseline_step_median_s=before.median_s,
+        step_median_s=after.median_s,
+        speedup=speedup,
+        baseline_samples_per_s=before.samples_per_s,
+        samples_per_s=after.samples_per_s,
+        baseline_phase_share=_shares(baseline),
+        phase_share=_shares(report),
+        baseline_gpu_util_pct=baseline.analysis.utilization.gpu_util_mean_pct,
+        gpu_util_pct=report.analysis.utilization.gpu_util_mean_pct,
+        fix_id=finding.fix_id if finding is not None else None,
+        predicted_bound=finding.gain_bound if finding is not None else None,
+        gpu_equivalent=gpu_equivalent,
+        cost_saved_per_1000_steps=saved,
+    )
+
+
+def describe(comparison: Comparison) -> tuple[str, ...]:
+    """The comparison in a few sentences (for text views and the benchmark table)."""
+    c = comparison
+    lines: list[str] = []
+    if c.speedup is None:
+        lines.append("Speedup: not measured (no step time in one of the runs).")
+    else:
+        lines.append(
+            f"Measured: {c.speedup:.2f}x the throughput of the run at {c.baseline_started_at}."
+        )
+    if c.fix_id is not None:
+        bound = "not bounded" if c.predicted_bound is None else f"up to {c.predicted_bound:.2f}x"
+        lines.append(f"Predicted for fix {c.fix_id}: {bound} (Amdahl bound).")
+    if c.gpu_equivalent is not None and c.gpu_equivalent > 0:
+        lines.append(
+            f"This gave the throughput of {c.gpu_equivalent:.2f} more GPU(s) of this kind "
+            "(assuming linear scaling, which real clusters do not quite reach)."
+        )
+    if c.cost_saved_per_1000_steps is not None:
+        lines.append(f"Saves {c.cost_saved_per_1000_steps:,.2f} per 1,000 steps at the given price.")
+    return tuple(lines)
+
+
+__all__ = [
+    "FIX_HEADER",
+    "compare",
+    "describe",
+    "find_baseline",
+    "mean_step_s",
+    "normalize_cell",
+    "proposing_finding",
+    "throughput_speedup",
+]

@@ -1,0 +1,89 @@
+"""Each planted bottleneck comes out on top, with its evidence and fix; healthy cells raise nothing high.
+
+Real cells in a real IPython shell under ``%%gpucheck``, then ``run_rules`` + ``attach_fixes`` as
+the report builder calls them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpu_notebook.records import Finding, Report
+from gpu_notebook.rules import attach_fixes, run_rules
+from tests.scenarios.catalog import COMMON_SETUP, SCENARIOS, Scenario
+
+PLANTED = [s for s in SCENARIOS if s.planted is not None]
+HEALTHY = [s for s in SCENARIOS if s.planted is None]
+
+
+@pytest.fixture(scope="module")
+def shell(ip: Any) -> Any:
+    res = ip.run_cell(COMMON_SETUP)
+    assert res.success, res.error_in_exec
+    return ip
+
+
+def measure(ip: Any, scenario: Scenario) -> tuple[Report, tuple[Finding, ...]]:
+    if scenario.setup:
+        assert ip.run_cell(scenario.setup).success
+    ip.user_ns.pop("rep", None)
+    res = ip.run_cell(f"%%gpucheck -q -o rep {scenario.options}\n{scenario.cell}")
+    assert res.success, res.error_in_exec
+    rep: Report = ip.user_ns["rep"]
+    findings = run_rules(rep.run, rep.analysis, rep.verdict, namespace=ip.user_ns)
+    return rep, attach_fixes(findings, rep.run.cell_source, namespace=ip.user_ns)
+
+
+def table(findings: tuple[Finding, ...]) -> str:
+    return "\n".join(f"[{f.severity}] {f.rule_id} bound={f.gain_bound} | {'; '.join(f.evidence)}" for f in findings)
+
+
+@pytest.mark.parametrize("scenario", PLANTED, ids=[s.name for s in PLANTED])
+def test_the_planted_cause_is_the_top_finding(shell: Any, scenario: Scenario, capsys: Any) -> None:
+    rep, findings = measure(shell, scenario)
+    capsys.readouterr()  # the cells print; keep the failure output to the findings
+    assert findings, f"{scenario.name}: no finding\n{rep.text()}"
+    top = findings[0]
+    assert top.rule_id == scenario.planted, f"{scenario.name}:\n{table(findings)}"
+    assert top.severity in ("medium", "high") or scenario.planted == "shapes.changing"
+    assert top.evidence and top.source  # numbers and where the threshold comes from
+    if top.gain_bound is not None:
+        assert top.gain_bound > 1.0
+    else:
+        assert any("bound" in e for e in top.evidence), "an unbounded finding says why"
+    if top.fix_id is not None:
+        assert top.proposal is not None and top.proposal.fix_id == top.fix_id
+        if scenario.fix_shows_on_cpu:
+            after = top.proposal.source_after
+            assert after is not None, top.proposal.refusal
+            assert after.startswith("# gpucheck fix: ")
+            compile(after.split("\n", 1)[1], scenario.name, "exec")  # the patched cell is Python
+
+
+def test_source_findings_point_at_the_line_that_causes_them(shell: Any, capsys: Any) -> None:
+    scenario = next(s for s in SCENARIOS if s.name == "print_tensor_every_step")
+    _, findings = measure(shell, scenario)
+    capsys.readouterr()
+    top = findings[0]
+    # the cell as the notebook shows it: line 1 is %%gpucheck
+    lines = f"%%gpucheck\n{scenario.cell}".splitlines()
+    assert top.line is not None and "print(" in lines[top.line - 1]
+
+
+def test_a_loader_built_in_an_earlier_cell_gets_a_rebuild_snippet(shell: Any, capsys: Any) -> None:
+    scenario = next(s for s in SCENARIOS if s.name == "loader_from_earlier_cell")
+    _, findings = measure(shell, scenario)
+    capsys.readouterr()
+    after = findings[0].proposal.source_after if findings[0].proposal else None
+    assert after is not None and "train_loader = torch.utils.data.DataLoader(" in after
+    assert "shuffle=True" in after and "num_workers=" in after
+
+
+@pytest.mark.parametrize("scenario", HEALTHY, ids=[s.name for s in HEALTHY])
+def test_healthy_cells_raise_no_high_severity_finding(shell: Any, scenario: Scenario, capsys: Any) -> None:
+    _, findings = measure(shell, scenario)
+    capsys.readouterr()
+    high = [f for f in findings if f.severity == "high"]
+    assert not high, table(findings)

@@ -1,0 +1,117 @@
+"""Before/after: which earlier run a report is compared with, and the measured gain beside the bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_notebook.report.compare import FIX_HEADER, compare, describe, find_baseline, normalize_cell
+from tests.scenarios import synthetic as syn
+
+CELL = "for x, y in loader:\n    step(x, y)\n"
+FIXED = FIX_HEADER + "DataLoader workers (num_workers=2)\n" + CELL.replace("loader", "loader2")
+
+
+def at(minute: int) -> str:
+    return f"2026-01-01T00:{minute:02d}:00+0000"
+
+
+def test_the_header_is_the_one_the_fixes_write():
+    from gpu_notebook.fixes import HEADER_PREFIX
+
+    assert FIX_HEADER == HEADER_PREFIX
+
+
+def test_normalize_ignores_the_magic_line_and_trailing_whitespace():
+    assert normalize_cell("%%gpucheck -s 10\n" + CELL + "\n\n") == normalize_cell(CELL.replace("\n", "  \n"))
+    assert normalize_cell(CELL) != normalize_cell(CELL.replace("x, y", "x,y"))
+
+
+def test_baseline_is_the_most_recent_run_of_the_same_cell():
+    old = syn.make_report(CELL, step_median_s=0.2, started_at=at(1))
+    other = syn.make_report("print(1)\n", step_median_s=0.1, started_at=at(2))
+    recent = syn.make_report("%%gpucheck -s 3\n" + CELL, step_median_s=0.15, started_at=at(3))
+    now = syn.make_report(CELL, step_median_s=0.1, started_at=at(4))
+    assert find_baseline([old, other, recent, now], now) is recent  # `now` itself is skipped
+    assert find_baseline([old, other], syn.make_report("y = 2\n", step_median_s=0.1, started_at=at(5))) is None
+
+
+def test_runs_without_a_step_time_are_not_baselines():
+    unmeasured = syn.make_report(CELL, step_median_s=None, started_at=at(2))
+    measured = syn.make_report(CELL, step_median_s=0.3, started_at=at(1))
+    now = syn.make_report(CELL, step_median_s=0.1, started_at=at(3))
+    assert find_baseline([measured, unmeasured], now) is measured
+
+
+def test_a_proposed_cell_is_compared_with_the_run_that_proposed_it():
+    proposer = syn.make_report(
+        CELL, step_median_s=0.4, started_at=at(1),
+        findings=[syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED, bound=3.5)],
+    )  # fmt: skip
+    fixed = syn.make_report(FIXED, step_median_s=0.1, started_at=at(2))
+    baseline = find_baseline([proposer, fixed], fixed)
+    assert baseline is proposer
+    c = compare(baseline, fixed)
+    assert c.fix_id == "dataloader_workers" and c.predicted_bound == 3.5
+    assert c.speedup == pytest.approx(4.0)
+    assert c.gpu_equivalent == pytest.approx(3.0)  # the throughput of 3 more GPUs, linear scaling
+    # the same source typed by hand, without the fix header, is a different cell
+    assert find_baseline([proposer], syn.make_report(FIXED.split("\n", 1)[1], step_median_s=0.1, started_at=at(3))) is None
+
+
+def test_rerunning_the_original_cell_compares_without_claiming_a_fix():
+    proposer = syn.make_report(CELL, step_median_s=0.4, started_at=at(1),
+                               findings=[syn.proposal_finding("dataloader_workers", FIXED, bound=3.5)])  # fmt: skip
+    again = syn.make_report(CELL, step_median_s=0.5, started_at=at(2))
+    c = compare(find_baseline([proposer], again), again)
+    assert c.fix_id is None and c.predicted_bound is None
+    assert c.speedup == pytest.approx(0.8) and c.gpu_equivalent == pytest.approx(-0.2)
+
+
+def test_speedup_is_throughput_when_the_batch_size_changed():
+    before = syn.make_report(CELL, step_median_s=0.10, batch_size=32, started_at=at(1))
+    after = syn.make_report(CELL, step_median_s=0.15, batch_size=64, started_at=at(2))
+    # each step is 1.5x slower but carries twice the samples: 1.33x the throughput
+    assert compare(before, after).speedup == pytest.approx((64 / 0.15) / (32 / 0.10))
+
+
+def test_money_saved_per_thousand_steps():
+    before = syn.make_report(CELL, step_median_s=0.36, started_at=at(1))
+    after = syn.make_report(CELL, step_median_s=0.12, started_at=at(2))
+    c = compare(before, after, price_per_gpu_hour=3.0)
+    # 1000 steps: 360 s before, 120 s after -> 240 s saved = 1/15 h at 3.0/h
+    assert c.cost_saved_per_1000_steps == pytest.approx(240 / 3600 * 3.0)
+    assert compare(before, after).cost_saved_per_1000_steps is None
+    assert any("linear scaling" in line for line in describe(c))
+
+
+def test_shares_hold_only_measured_phases():
+    split = syn.phases({"data": 0.3}, measured=("data", "forward", "backward", "optimizer", "other"), source="hooks")
+    before = syn.make_report(CELL, step_median_s=0.2, started_at=at(1))
+    after = syn.make_report(CELL, step_median_s=0.1, started_at=at(2))
+    after = type(after)(after.run, syn.make_analysis(phase_split=split, step_median_s=0.1), after.verdict)
+    c = compare(before, after)
+    assert "copy" in c.baseline_phase_share and "copy" not in c.phase_share  # not measured != 0
+    assert c.phase_share["data"] == pytest.approx(0.3)
+
+
+def test_fix_closes_the_loop_in_a_real_shell(ip):
+    """Measure a slow cell, take its generated fix, run it, and compare: measured vs predicted."""
+    from gpu_notebook.rules import attach_fixes, run_rules
+    from tests.scenarios.catalog import BY_NAME, COMMON_SETUP
+
+    assert ip.run_cell(COMMON_SETUP).success
+    scenario = BY_NAME["slow_getitem"]
+    ip.run_cell("%%gpucheck -q -o before -w 1 -s 4\n" + scenario.cell)
+    before = ip.user_ns["before"]
+    findings = attach_fixes(run_rules(before.run, before.analysis, before.verdict, namespace=ip.user_ns),
+                            before.run.cell_source, namespace=ip.user_ns)  # fmt: skip
+    before = type(before)(before.run, before.analysis, before.verdict, findings)
+    top = findings[0]
+    assert top.rule_id == "input.loader_workers" and top.proposal.source_after
+    ip.run_cell("%%gpucheck -q -o after -w 1 -s 4\n" + top.proposal.source_after)
+    after = ip.user_ns["after"]
+    assert find_baseline([before, after], after) is before
+    c = compare(before, after)
+    assert c.fix_id == "dataloader_workers" and c.predicted_bound == top.gain_bound
+    # two workers sleeping in parallel: clearly faster, and never above the bound
+    assert 1.3 < c.speedup <= c.predicted_bound

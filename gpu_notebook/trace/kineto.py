@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import gzip
 import importlib
 import json
@@ -10,14 +9,16 @@ import re
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import numpy.typing as npt
 
-try:  # orjson parses Kineto JSON several times faster; the stdlib is the fallback.
+# Generic path: orjson when installed (it parses a bit faster; building one dict per event
+# dominates either way, which is what the msgspec path below avoids), else the stdlib.
+try:
     _json_module: Any = importlib.import_module("orjson")
 except ImportError:  # pragma: no cover - depends on the environment
     _json_module = json
@@ -350,7 +351,7 @@ class _Columns:
 # ---------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
+@lru_cache(maxsize=1)
 def _typed_decoder() -> tuple[Any, tuple[type[Exception], ...]] | None:
     try:
         msgspec = importlib.import_module("msgspec")

@@ -227,6 +227,28 @@ for epoch in range(2):
 )
 
 
+def test_a_value_read_after_the_loop_is_still_computed_every_step() -> None:
+    # Gated, `last` would hold a stale value after the loop (or none at all).
+    source = SETUP + (
+        "for batch in loader:\n"
+        "    loss = criterion(model(batch[0]), batch[1])\n"
+        "    loss.backward()\n"
+        "    last = loss.item()\n"
+        "    print(loss.item())\n"
+        "print('final', last)\n"
+    )
+    after = _patch("throttle_host_syncs", source, every=3).source_after
+    assert (
+        "for step, batch in enumerate(loader):\n"
+        "    loss = criterion(model(batch[0]), batch[1])\n"
+        "    loss.backward()\n"
+        "    last = loss.item()\n"
+        "    if step % 3 == 0:\n"
+        "        print(loss.item())\n"
+        "print('final', last)\n"
+    ) in after
+
+
 def test_a_running_total_printed_by_f_strings_is_summed_on_the_device_with_the_same_output() -> (
     None
 ):
@@ -274,6 +296,13 @@ def test_a_total_shown_with_repr_in_an_f_string_stays_a_number() -> None:
     assert "syncs every step and its total is used as a number" in _refusal(
         "throttle_host_syncs", source
     )
+
+
+def test_a_second_fix_stacks_its_header_above_the_first() -> None:
+    first = _patch("throttle_host_syncs", TRAIN).source_after
+    second = _patch("autocast", first).source_after.splitlines()
+    assert second[0].startswith("# gpucheck fix: Mixed precision with torch.autocast")
+    assert second[1].startswith("# gpucheck fix: Read values from the GPU every N steps")
 
 
 def test_throttle_refuses_a_loop_with_nothing_to_gate_and_a_second_pass() -> None:

@@ -406,7 +406,7 @@ def _throttle(
     gated = summed = False
     for loop in targets:
         body = _body(loop)
-        moved = _movable(body, select, _step_names(loop))
+        moved = _movable(body, select, _step_names(loop), names_read(module, skip=loop))
         if accumulate:
             for aug in _accumulations(loop):
                 if _device_accumulable(tree, aug):
@@ -457,28 +457,30 @@ def _step_names(loop: cst.For) -> set[str]:
     return names
 
 
-def _movable(body: list[cst.BaseStatement], select: Selector, step_names: set[str]) -> list[int]:
-    """Indices of the statements to gate, closed over the values they compute for each other."""
-    chosen = {i for i, stmt in enumerate(body) if select(stmt, step_names)}
+def _movable(
+    body: list[cst.BaseStatement], select: Selector, step_names: set[str], outside: set[str]
+) -> list[int]:
+    """Indices of the statements to gate, closed over the values they compute for each other.
+
+    Starts from every candidate (selected statements, and ``v = t.item()`` lines that may only
+    feed them) and drops, until nothing changes, any that writes a name read by a statement
+    that stays ungated or by code outside the loop (which would see a stale value or none),
+    and any pulled-in line that no gated statement reads. The set only shrinks: it ends.
+    """
+    selected = {i for i, stmt in enumerate(body) if select(stmt, step_names)}
+    pulled = {i for i, s in enumerate(body) if _is_plain_assign(s) and _has_sync(s)} - selected
+    chosen = selected | pulled
     readers = [names_read(stmt) for stmt in body]
     changed = True
     while changed:
         changed = False
-        # A value computed only for gated statements can be gated too (`v = loss.item()`).
-        for i, stmt in enumerate(body):
-            if i in chosen or not _is_plain_assign(stmt) or not _has_sync(stmt):
-                continue
-            written = _written(stmt)
-            users = [j for j in range(len(body)) if j != i and readers[j] & written]
-            if users and all(j in chosen for j in users):
-                chosen.add(i)
-                changed = True
-        # A gated statement must not define a value the ungated code reads every step.
         for i in sorted(chosen):
             written = _written(body[i])
-            if written and any(
-                j not in chosen and readers[j] & written for j in range(len(body)) if j != i
-            ):
+            read_elsewhere = any(
+                readers[j] & written for j in range(len(body)) if j != i and j not in chosen
+            )
+            unused = i in pulled and not any(readers[j] & written for j in chosen if j != i)
+            if read_elsewhere:
                 chosen.discard(i)
                 changed = True
     return sorted(chosen)

@@ -341,8 +341,9 @@ def is_placeholder(statement: cst.CSTNode) -> bool:
     )
 
 
-def names_read(node: cst.CSTNode) -> set[str]:
-    """Every variable name in ``node``, reads and writes alike (a safe over-estimate).
+def names_read(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str]:
+    """Every variable name in ``node`` outside ``skip``, reads and writes alike (a safe
+    over-estimate).
 
     Attribute names (``step`` in ``opt.step()``) and keyword names (``lr=``) are not variables.
     """
@@ -350,6 +351,8 @@ def names_read(node: cst.CSTNode) -> set[str]:
     stack = [node]
     while stack:
         current = stack.pop()
+        if current is skip:
+            continue
         if isinstance(current, cst.Name):
             found.add(current.value)
         elif isinstance(current, (cst.Attribute, cst.Arg)):

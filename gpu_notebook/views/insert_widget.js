@@ -175,7 +175,7 @@ function render({ model, el }) {
   copyStatus.setAttribute('role', 'status');
   codeRow.append(copyCode, copyStatus);
   const codePre = h('pre', 'gpu-nb-fix-code');
-  fallback.append(codeRow, codePre, loadRow);
+  fallback.append(codePre, codeRow, loadRow);
 
   root.append(header, details, actions, fallback);
   el.append(root);

@@ -476,11 +476,11 @@ def _movable(
         changed = False
         for i in sorted(chosen):
             written = _written(body[i])
-            read_elsewhere = any(
+            read_elsewhere = bool(written & outside) or any(
                 readers[j] & written for j in range(len(body)) if j != i and j not in chosen
             )
             unused = i in pulled and not any(readers[j] & written for j in chosen if j != i)
-            if read_elsewhere:
+            if read_elsewhere or unused:
                 chosen.discard(i)
                 changed = True
     return sorted(chosen)

@@ -1,0 +1,1 @@
+"""Capture: what watches a running cell (NVML door, sampler, step clock, profiler window)."""

@@ -1,0 +1,451 @@
+"""The background sampler: what it records, how it stays bounded, and that it always cleans up.
+
+psutil is real here (this process, real child processes); NVML comes from the fake at the door.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from gpu_notebook.capture import nvml
+from gpu_notebook.capture.sampler import THREAD_NAME, Sampler
+from gpu_notebook.records import Sample, SampleSeries
+from tests import fake_nvml
+
+BURN = "while True: pass"
+
+
+def sampler_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == THREAD_NAME]
+
+
+@pytest.fixture(autouse=True)
+def no_sampler_left_behind() -> Iterator[None]:
+    yield
+    assert sampler_threads() == []
+
+
+@pytest.fixture
+def no_gpu() -> Iterator[None]:
+    with nvml.use_library(fake_nvml.library_missing()):
+        yield
+
+
+@pytest.fixture
+def burner() -> Iterator[subprocess.Popen[bytes]]:
+    """A child process burning one core, killed (with its own children) after the test."""
+    child = subprocess.Popen([sys.executable, "-c", BURN], start_new_session=True)
+    yield child
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def wait_for_samples(sampler: Sampler, count: int, timeout_s: float = 20.0) -> None:
+    """Wait until the buffer holds ``count`` samples: on a loaded machine the thread can be
+    starved for a while, and a fixed sleep would then test the scheduler, not the sampler."""
+    deadline = time.perf_counter() + timeout_s
+    while len(sampler.snapshot().samples) < count:
+        assert time.perf_counter() < deadline, f"fewer than {count} samples in {timeout_s} s"
+        time.sleep(0.005)
+
+
+def run_for(sampler: Sampler, seconds: float, min_samples: int = 1) -> SampleSeries:
+    """Sample for ``seconds``, and longer if needed to get ``min_samples`` samples."""
+    sampler.start()
+    time.sleep(seconds)
+    wait_for_samples(sampler, min_samples)
+    return sampler.stop()
+
+
+# --- what a sample holds ----------------------------------------------------------------------
+
+
+def test_samples_arrive_at_about_the_interval_with_every_gpu() -> None:
+    with nvml.use_library(fake_nvml.healthy(2)):
+        series = run_for(Sampler(interval_s=0.05), 0.6, min_samples=8)
+    samples = series.samples
+    assert 8 <= len(samples) <= 14
+    gaps = [b.t_s - a.t_s for a, b in zip(samples, samples[1:])]
+    assert 0.04 <= statistics.median(gaps) <= 0.07
+    assert all(gap > 0 for gap in gaps)
+    for sample in samples:
+        assert [g.index for g in sample.gpus] == [0, 1]
+        assert [g.utilization_pct for g in sample.gpus] == [80.0, 81.0]
+        assert sample.gpus[0].memory_used_bytes == 12 * fake_nvml.GiB
+    assert series.requested_interval_s == series.interval_s == 0.05
+    assert series.downsample_factor == 1
+    assert series.notes == ()
+
+
+def test_without_a_gpu_the_cpu_fields_are_filled_and_gpus_empty(no_gpu: None) -> None:
+    series = run_for(Sampler(interval_s=0.05), 0.3, min_samples=4)
+    cores = psutil.cpu_count()
+    for sample in series.samples:
+        assert sample.gpus == ()
+        assert sample.process_cpu_pct is not None and sample.process_cpu_pct >= 0.0
+        assert sample.children_cpu_pct is not None
+        assert len(sample.per_core_cpu_pct) == cores
+        assert all(0.0 <= pct <= 100.0 for pct in sample.per_core_cpu_pct)
+        assert sample.system_cpu_pct == pytest.approx(statistics.fmean(sample.per_core_cpu_pct))
+        assert sample.rss_bytes is not None
+        assert sample.rss_bytes >= psutil.Process().memory_info().rss // 2
+
+
+def test_real_nvml_on_this_machine_gives_one_gpu_entry_per_visible_gpu() -> None:
+    nvml.reset()
+    series = run_for(Sampler(interval_s=0.05), 0.2)
+    visible = nvml.status().gpu_count
+    assert series.samples
+    assert all(len(sample.gpus) == visible for sample in series.samples)
+
+
+def test_process_cpu_counts_one_busy_thread_as_one_core_not_a_share_of_all(
+    no_gpu: None,
+) -> None:
+    origin_s = time.perf_counter()
+    sampler = Sampler(interval_s=0.1).start(origin_s=origin_s)
+    time.sleep(0.15)
+    busy_from_s = time.perf_counter() - origin_s
+    cpu_start = time.thread_time()
+    while time.perf_counter() - origin_s < busy_from_s + 0.8:
+        pass
+    # What this thread really got (less than a full core when other work shares the machine).
+    expected_pct = 100.0 * (time.thread_time() - cpu_start) / 0.8
+    busy_to_s = time.perf_counter() - origin_s
+    series = sampler.stop()
+    inside = [
+        s.process_cpu_pct
+        for s in series.samples
+        if s.process_cpu_pct is not None and busy_from_s + 0.15 <= s.t_s <= busy_to_s
+    ]
+    assert len(inside) >= 4
+    assert statistics.fmean(inside) == pytest.approx(expected_pct, rel=0.3, abs=10.0)
+
+
+def test_t_s_counts_from_the_given_origin(no_gpu: None) -> None:
+    sampler = Sampler(interval_s=0.02)
+    sampler.start(origin_s=time.perf_counter() - 10.0)
+    time.sleep(0.1)
+    series = sampler.stop()
+    assert 10.0 <= series.samples[0].t_s < 10.5
+
+
+def test_a_cell_shorter_than_the_interval_still_gets_a_sample(no_gpu: None) -> None:
+    sampler = Sampler(interval_s=5.0).start()
+    time.sleep(0.35)
+    series = sampler.stop()
+    assert len(series.samples) == 1
+    assert series.samples[0].t_s == pytest.approx(0.35, abs=0.2)
+
+
+# --- children (DataLoader workers) ------------------------------------------------------------
+
+
+def cpu_s(process: psutil.Process) -> float:
+    """CPU seconds a process has used so far (the reference the sampler is checked against)."""
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def sample_children_against_reference(
+    process: psutil.Process, seconds: float, interval_s: float = 0.1
+) -> tuple[list[float], float]:
+    """Sample while ``process`` runs; return the children CPU % of the samples taken inside the
+    window, and the CPU % the process really got over that window. The reference makes the
+    check independent of how loaded the machine is (a burner gets less than a core then)."""
+    origin_s = time.perf_counter()
+    sampler = Sampler(interval_s=interval_s).start(origin_s=origin_s)
+    wait_for_samples(sampler, 1)  # its baseline is taken: measure from here
+    from_s = time.perf_counter() - origin_s
+    cpu_from_s = cpu_s(process)
+    time.sleep(seconds)
+    wait_for_samples(sampler, len(sampler.snapshot().samples) + 4)
+    cpu_to_s = cpu_s(process)
+    to_s = time.perf_counter() - origin_s
+    series = sampler.stop()
+    inside = [
+        s.children_cpu_pct
+        for s in series.samples
+        if s.children_cpu_pct is not None and from_s + interval_s <= s.t_s <= to_s
+    ]
+    return inside, 100.0 * (cpu_to_s - cpu_from_s) / (to_s - from_s)
+
+
+def test_a_child_burning_cpu_is_seen_as_what_it_uses_on_every_tick(
+    no_gpu: None, burner: subprocess.Popen[bytes]
+) -> None:
+    # Three child-list refreshes (about one a second): the child's CPU baseline must survive
+    # them, or each refresh tick reads exactly 0.0. On a very loaded machine a starved burner
+    # can also read 0.0 once in a while (CPU time is counted in 10 ms ticks): allow one.
+    inside, expected_pct = sample_children_against_reference(
+        psutil.Process(burner.pid), 3.3, interval_s=0.25
+    )
+    assert len(inside) >= 10
+    assert sum(pct == 0.0 for pct in inside) <= 1, inside
+    assert statistics.fmean(inside) == pytest.approx(expected_pct, rel=0.35, abs=5.0)
+
+
+def test_children_rss_is_added_to_the_process_rss(
+    no_gpu: None, burner: subprocess.Popen[bytes]
+) -> None:
+    series = run_for(Sampler(interval_s=0.05), 0.2, min_samples=2)
+    child_rss = psutil.Process(burner.pid).memory_info().rss
+    own_rss = psutil.Process().memory_info().rss
+    assert series.samples[-1].rss_bytes is not None
+    assert series.samples[-1].rss_bytes >= own_rss + child_rss // 2
+
+
+def test_grandchildren_count_too(no_gpu: None) -> None:
+    code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {BURN!r}])"
+    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.perf_counter() + 10.0
+        while not psutil.Process(parent.pid).children() and time.perf_counter() < deadline:
+            time.sleep(0.01)  # wait until the grandchild exists
+        (grandchild,) = psutil.Process(parent.pid).children()
+        inside, expected_pct = sample_children_against_reference(grandchild, 0.8)
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+    assert inside
+    assert statistics.fmean(inside) == pytest.approx(expected_pct, rel=0.35, abs=5.0)
+
+
+def test_a_child_started_after_the_sampler_is_picked_up(no_gpu: None) -> None:
+    sampler = Sampler(interval_s=0.1).start()
+    wait_for_samples(sampler, 2)
+    child = subprocess.Popen([sys.executable, "-c", BURN], start_new_session=True)
+    try:
+        # The child list is refreshed about once a second; allow a loaded machine ten.
+        deadline = time.perf_counter() + 10.0
+        while time.perf_counter() < deadline:
+            if max(s.children_cpu_pct or 0.0 for s in sampler.snapshot().samples) > 0.0:
+                break
+            time.sleep(0.05)
+    finally:
+        series = sampler.stop()
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert series.samples[0].children_cpu_pct == 0.0
+    # Any CPU at all: an unseen child, or one seen for the first time, reads exactly 0.0.
+    assert max(s.children_cpu_pct or 0.0 for s in series.samples) > 0.0
+
+
+def test_a_child_that_exits_mid_run_is_dropped_without_stopping_the_sampler(
+    no_gpu: None,
+) -> None:
+    child = subprocess.Popen([sys.executable, "-c", BURN], start_new_session=True)
+    origin_s = time.perf_counter()
+    sampler = Sampler(interval_s=0.05).start(origin_s=origin_s)
+    time.sleep(0.4)
+    wait_for_samples(sampler, 4)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()  # reaped: reading the cached psutil.Process now raises NoSuchProcess
+    killed_at_s = time.perf_counter() - origin_s
+    time.sleep(0.4)
+    wait_for_samples(sampler, len(sampler.snapshot().samples) + 6)
+    series = sampler.stop()  # would re-raise the sampler thread's error
+    before = [s for s in series.samples[1:] if s.t_s < killed_at_s - 0.05]
+    after = [s for s in series.samples if s.t_s > killed_at_s + 0.06]
+    assert max(s.children_cpu_pct or 0.0 for s in before) > 0.0
+    assert len(after) >= 4  # still sampling after the child died
+    assert all(s.children_cpu_pct == 0.0 for s in after)
+
+
+# --- bounded memory ---------------------------------------------------------------------------
+
+
+def test_a_long_run_never_exceeds_capacity_and_still_covers_the_whole_run(no_gpu: None) -> None:
+    seen: list[Sample] = []
+    sampler = Sampler(interval_s=0.004, capacity=8, listener=seen.append).start()
+    try:
+        deadline = time.perf_counter() + 20.0
+        while len(seen) < 40 and time.perf_counter() < deadline:
+            assert len(sampler.snapshot().samples) <= 8
+            time.sleep(0.002)
+    finally:
+        series = sampler.stop()
+    assert len(seen) >= 40  # the live view saw every tick
+    assert len(series.samples) <= 8
+    assert series.downsample_factor >= 8
+    assert series.interval_s == pytest.approx(0.004 * series.downsample_factor)
+    assert series.samples[0] == seen[0]  # the start of the run is still there...
+    assert series.samples[-1] == seen[-1]  # ...and so is its end
+    assert list(series.samples) == sorted(series.samples, key=lambda s: s.t_s)
+
+
+@pytest.mark.parametrize(("capacity", "kept"), [(4, (0, 2, 4)), (5, (1, 3, 5))])
+def test_downsampling_keeps_every_other_sample_and_the_newest(
+    no_gpu: None, capacity: int, kept: tuple[int, ...]
+) -> None:
+    seen: list[Sample] = []
+    release = threading.Event()
+
+    def hold_after_overflow(sample: Sample) -> None:
+        seen.append(sample)
+        if len(seen) == capacity + 1:
+            release.wait(20.0)  # hold the sampler thread: the buffer cannot change meanwhile
+
+    sampler = Sampler(interval_s=0.01, capacity=capacity, listener=hold_after_overflow).start()
+    deadline = time.perf_counter() + 20.0
+    while len(seen) <= capacity and time.perf_counter() < deadline:
+        time.sleep(0.001)
+    snapshot = sampler.snapshot()
+    release.set()
+    sampler.stop()
+    assert snapshot.downsample_factor == 2
+    assert snapshot.samples == tuple(seen[i] for i in kept)
+
+
+def test_capacity_and_interval_are_validated() -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        Sampler(capacity=3)
+    with pytest.raises(ValueError, match="interval_s"):
+        Sampler(interval_s=0)
+
+
+# --- faults -----------------------------------------------------------------------------------
+
+
+def test_a_gpu_lost_mid_run_is_noted_once_and_sampling_goes_on() -> None:
+    with nvml.use_library(fake_nvml.gpu_lost_after(reads=3, index=0)):
+        series = run_for(Sampler(interval_s=0.03), 0.5, min_samples=10)
+    lost_notes = [n for n in series.notes if n.startswith("GPU 0 lost")]
+    assert len(lost_notes) == 1
+    assert re.fullmatch(r"GPU 0 lost at \d+\.\d s", lost_notes[0])
+    assert [[g.index for g in s.gpus] for s in series.samples[:3]] == [[0, 1]] * 3
+    after = series.samples[3:]
+    assert len(after) >= 5
+    assert all([g.index for g in s.gpus] == [1] for s in after)
+    assert all(s.process_cpu_pct is not None and s.per_core_cpu_pct for s in after)
+    lost_at = float(lost_notes[0].split()[-2])
+    assert lost_at == pytest.approx(series.samples[3].t_s, abs=0.06)
+
+
+def test_a_failing_listener_is_noted_once_and_does_not_stop_sampling(no_gpu: None) -> None:
+    calls: list[Sample] = []
+
+    def broken_view(sample: Sample) -> None:
+        calls.append(sample)
+        raise ZeroDivisionError("division by zero")
+
+    series = run_for(Sampler(interval_s=0.02, listener=broken_view), 0.3, min_samples=8)
+    assert len(calls) == len(series.samples)  # it keeps being offered every sample
+    assert len(series.notes) == 1
+    assert "ZeroDivisionError: division by zero" in series.notes[0]
+
+
+def test_a_bug_in_the_sampler_thread_is_raised_by_stop_not_hidden(
+    no_gpu: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_read(*args: object) -> None:
+        raise KeyError("bug")
+
+    from gpu_notebook.capture import sampler as sampler_module
+
+    monkeypatch.setattr(sampler_module._Probe, "read", broken_read)
+    sampler = Sampler(interval_s=0.01).start()
+    (thread,) = sampler_threads()
+    thread.join(20.0)  # the bug ends the thread at its first tick
+    with pytest.raises(KeyError, match="bug"):
+        sampler.stop()
+    assert sampler_threads() == []
+
+
+def test_many_gpus_take_turns_for_the_slow_pcie_counters() -> None:
+    with nvml.use_library(fake_nvml.healthy(8)):
+        series = run_for(Sampler(interval_s=0.05), 0.6, min_samples=9)
+    with_pcie = [
+        [g.index for g in s.gpus if g.pcie_rx_bytes_per_s is not None] for s in series.samples
+    ]
+    assert all(len(indices) == 1 for indices in with_pcie)  # 0.5 * 50 ms fits one 2 x 20 ms read
+    assert {i for indices in with_pcie[:8] for i in indices} == set(range(8))
+    assert all(len(s.gpus) == 8 for s in series.samples)  # the other metrics every tick
+
+
+# --- lifecycle --------------------------------------------------------------------------------
+
+
+def test_the_thread_is_a_named_daemon_and_gone_after_stop(no_gpu: None) -> None:
+    sampler = Sampler(interval_s=0.05).start()
+    (thread,) = sampler_threads()
+    assert thread.daemon
+    assert sampler.running
+    sampler.stop()
+    assert sampler_threads() == []
+    assert not sampler.running
+
+
+def test_stop_returns_promptly_even_with_a_long_interval(no_gpu: None) -> None:
+    sampler = Sampler(interval_s=5.0).start()
+    time.sleep(0.1)
+    started = time.perf_counter()
+    sampler.stop()
+    assert time.perf_counter() - started < 0.5
+
+
+def test_fifty_start_stop_cycles_leave_no_thread(no_gpu: None) -> None:
+    reused = Sampler(interval_s=0.01)
+    for _ in range(50):
+        Sampler(interval_s=0.01).start().stop()
+        reused.start()
+        reused.stop()
+    assert sampler_threads() == []
+    assert len(threading.enumerate()) < 10
+
+
+def test_each_start_begins_a_new_series(no_gpu: None) -> None:
+    sampler = Sampler(interval_s=0.01)
+    first = run_for(sampler, 0.1)
+    second = run_for(sampler, 0.05)
+    assert first.samples and second.samples
+    assert second.samples[0].t_s < first.samples[-1].t_s
+
+
+def test_context_manager_stops_the_thread_even_when_the_cell_fails(no_gpu: None) -> None:
+    with pytest.raises(RuntimeError, match="cell failed"):
+        with Sampler(interval_s=0.02) as sampler:
+            wait_for_samples(sampler, 2)
+            raise RuntimeError("cell failed")
+    assert sampler_threads() == []
+    assert sampler.series.samples
+    assert sampler.stop() is sampler.series  # stopping again returns the same series
+
+
+def test_misuse_is_a_clear_error(no_gpu: None) -> None:
+    sampler = Sampler()
+    with pytest.raises(RuntimeError, match="before start"):
+        sampler.stop()
+    sampler.start()
+    try:
+        with pytest.raises(RuntimeError, match="already running"):
+            sampler.start()
+    finally:
+        sampler.stop()
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+def test_tick_cost_is_measured_and_fits_one_percent_of_a_core_at_the_default_interval(
+    no_gpu: None,
+) -> None:
+    sampler = Sampler(interval_s=0.02)
+    run_for(sampler, 1.2, min_samples=30)
+    cost = sampler.tick_cost()
+    assert cost is not None
+    assert cost.ticks >= 20
+    assert 0 < cost.median_cpu_us <= cost.p90_cpu_us
+    # The budget: <= 1% of one core at the default 0.25 s, i.e. 2.5 ms of CPU per tick.
+    assert cost.mean_cpu_us < 2500, cost

@@ -1,0 +1,289 @@
+"""Bokeh figures of a report: utilization timeline with step boundaries, phase bars per step.
+
+The figures hold numbers and our own labels only, never a string from the user's cell or the
+trace, so their embedded JSON needs no escaping beyond bokeh's own. Resources are always
+``bokeh.resources.INLINE``: a report must open offline (the CDN default fails without network,
+DESIGN.md §5). bokeh is imported lazily by the callers (``html.py``, ``report_widget.py``), so
+``import gpu_notebook`` stays cheap; :func:`bokeh_available` says whether charts can be drawn.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpu_notebook.records import PHASES, PhaseBreakdown, Report, StepTiming
+
+if TYPE_CHECKING:
+    from bokeh.models import LayoutDOM
+    from bokeh.models.renderers import GlyphRenderer
+    from bokeh.models.annotations import LegendItem
+
+__all__ = [
+    "PHASE_COLORS",
+    "ChartDocument",
+    "bokeh_available",
+    "chart_document",
+    "charts_file_html",
+    "phase_figure",
+    "utilization_figure",
+]
+
+# One colour per phase, shared with the HTML phase table (html.py) so bars and rows match.
+PHASE_COLORS: dict[str, str] = {
+    "data": "#e4572e",
+    "copy": "#f3a712",
+    "forward": "#4c78a8",
+    "backward": "#72b7b2",
+    "optimizer": "#54a24b",
+    "sync": "#b279a2",
+    "other": "#9d755d",
+    "unattributed": "#bab0ac",
+}
+GPU_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+CPU_COLOR = "#555555"
+
+CHART_WIDTH_PX = 900
+UTIL_HEIGHT_PX = 260
+PHASE_HEIGHT_PX = 280
+# Beyond this many steps the phase chart shows an even selection (a bar under ~4 px is noise).
+MAX_PHASE_BARS = 120
+# Beyond this many step boundaries the timeline draws every k-th one.
+MAX_BOUNDARIES = 400
+
+
+def bokeh_available() -> bool:
+    """True when bokeh can be imported (charts are drawn); False: the report says so instead."""
+    return importlib.util.find_spec("bokeh") is not None
+
+
+@dataclass(frozen=True)
+class ChartDocument:
+    """The charts of one report, ready to embed: a bokeh layout and the pixel height it needs."""
+
+    layout: LayoutDOM
+    height_px: int
+
+
+def _percent_axis_max(values: Sequence[float]) -> float:
+    top = max(values, default=100.0)
+    return 100.0 if top <= 100.0 else float(top) * 1.05
+
+
+def utilization_figure(report: Report) -> LayoutDOM | None:
+    """GPU utilization and memory per GPU, the process CPU, step boundaries, profiled window.
+
+    x: seconds since the capture started (the sampler's and the step clock's shared origin).
+    CPU is this process plus its workers as a share of all cores (0-100, same axis as the GPU).
+    None when there are no samples.
+    """
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.models.annotations import BoxAnnotation, Legend
+    from bokeh.plotting import figure
+
+    run = report.run
+    samples = run.samples.samples
+    if not samples:
+        return None
+    cores = max(1, run.env.cpu_count)
+    t = [s.t_s for s in samples]
+    cpu = [
+        None if s.process_cpu_pct is None else (s.process_cpu_pct + (s.children_cpu_pct or 0.0)) / cores
+        for s in samples
+    ]
+    gpu_indices = sorted({g.index for s in samples for g in s.gpus})
+    has_gpu = bool(gpu_indices)
+    title = (
+        "GPU utilization over the cell (step boundaries in grey)"
+        if has_gpu
+        else "CPU utilization over the cell (no GPU visible; step boundaries in grey)"
+    )
+    fig = figure(
+        width=CHART_WIDTH_PX,
+        height=UTIL_HEIGHT_PX,
+        title=title,
+        x_axis_label="seconds since the cell started",
+        y_axis_label="%",
+        toolbar_location="right",
+        tools="xpan,xwheel_zoom,box_zoom,reset,save",
+        sizing_mode="stretch_width",
+    )
+    fig.toolbar.logo = None
+    items: list[LegendItem] = []
+    values: list[float] = [v for v in cpu if v is not None]
+    for pos, index in enumerate(gpu_indices):
+        color = GPU_COLORS[pos % len(GPU_COLORS)]
+        util: list[float | None] = []
+        mem: list[float | None] = []
+        for s in samples:
+            g = next((g for g in s.gpus if g.index == index), None)
+            util.append(None if g is None else g.utilization_pct)
+            if g is None or g.memory_used_bytes is None or not g.memory_total_bytes:
+                mem.append(None)
+            else:
+                mem.append(100.0 * g.memory_used_bytes / g.memory_total_bytes)
+        values += [v for v in util + mem if v is not None]
+        src = ColumnDataSource({"t": t, "util": _nan(util), "mem": _nan(mem)})
+        r_util = fig.line("t", "util", source=src, line_width=2, color=color)
+        r_mem = fig.line("t", "mem", source=src, line_width=1.5, color=color, line_dash="dashed")
+        items.append(_legend_item(f"GPU {index} utilization", r_util))
+        items.append(_legend_item(f"GPU {index} memory used", r_mem))
+    cpu_src = ColumnDataSource({"t": t, "cpu": _nan(cpu)})
+    r_cpu = fig.line(
+        "t", "cpu", source=cpu_src, line_width=2 if not has_gpu else 1.5,
+        color=CPU_COLOR, line_dash="solid" if not has_gpu else "dotted",
+    )
+    items.append(_legend_item(f"CPU: process + workers (% of {cores} cores)", r_cpu))
+    top = _percent_axis_max(values)
+    fig.y_range.start = 0  # type: ignore[attr-defined]
+    fig.y_range.end = top  # type: ignore[attr-defined]
+
+    steps = run.steps.steps
+    if steps:
+        stride = max(1, -(-len(steps) // MAX_BOUNDARIES))
+        xs = [s.start_s for s in steps[::stride]]
+        fig.segment(x0=xs, x1=xs, y0=[0.0] * len(xs), y1=[top] * len(xs),
+                    color="#999999", alpha=0.45, line_width=1)
+        window = _profiled_span(steps, run.window.first_step, run.window.recorded_steps)
+        if window is not None:
+            fig.add_layout(BoxAnnotation(left=window[0], right=window[1],
+                                         fill_color="#f3a712", fill_alpha=0.12, line_alpha=0))
+            marker = fig.quad(left=[window[0]], right=[window[0]], bottom=[0], top=[0],
+                              fill_color="#f3a712", fill_alpha=0.3, line_alpha=0)
+            items.append(_legend_item("profiled steps", marker))
+    fig.add_tools(HoverTool(renderers=[r_cpu], tooltips=[("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")],
+                            mode="vline"))
+    legend = Legend(items=items, location="top_left", orientation="horizontal",
+                    click_policy="hide", label_text_font_size="9pt")
+    fig.add_layout(legend, "below")
+    return fig
+
+
+def _legend_item(label: str, renderer: GlyphRenderer[Any]) -> LegendItem:
+    from bokeh.models.annotations import LegendItem
+
+    return LegendItem(label=label, renderers=[renderer])
+
+
+def _nan(values: Sequence[float | None]) -> list[float]:
+    # bokeh draws a gap at NaN; None would not serialize as a number.
+    return [float("nan") if v is None else float(v) for v in values]
+
+
+def _profiled_span(
+    steps: Sequence[StepTiming], first: int | None, count: int
+) -> tuple[float, float] | None:
+    """Start and end (capture seconds) of the steps the profiler recorded, when known."""
+    if first is None or count <= 0:
+        return None
+    inside = [s for s in steps if first <= s.index < first + count]
+    if not inside:
+        return None
+    return min(s.start_s for s in inside), max(s.start_s + s.duration_s for s in inside)
+
+
+def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
+    """Stacked bars of phase time (ms) per recorded step, and one bar of the totals (share %).
+
+    Only measured phases are stacked; the others are named "not measured" in the title, never
+    drawn as zero. None when no step was recorded.
+    """
+    from bokeh.layouts import row
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+    from bokeh.models.annotations import Legend
+    from bokeh.plotting import figure
+
+    if not phases.steps or phases.total_us <= 0:
+        return None
+    measured = [p for p in PHASES if p in phases.measured]
+    not_measured = [p for p in PHASES if p not in phases.measured]
+    steps = list(phases.steps)
+    if len(steps) > MAX_PHASE_BARS:
+        stride = -(-len(steps) // MAX_PHASE_BARS)
+        steps = steps[::stride]
+    labels = [str(s.index) for s in steps]
+    data: dict[str, list[object]] = {"step": list(labels)}
+    for p in measured:
+        data[p] = [s.phase_us.get(p, 0.0) / 1e3 for s in steps]
+    source = (
+        "torch.profiler trace" if phases.source == "trace" else "step-clock hooks (no trace)"
+    )
+    title = f"Time per step by phase (ms), {len(phases.steps)} step(s) from the {source}"
+    if not_measured:
+        title += f"; not measured: {', '.join(not_measured)}"
+    per_step = figure(
+        x_range=FactorRange(factors=labels),
+        width=CHART_WIDTH_PX - 260,
+        height=PHASE_HEIGHT_PX,
+        title=title,
+        x_axis_label="step",
+        y_axis_label="ms",
+        toolbar_location=None,
+        tools="",
+        sizing_mode="stretch_width",
+    )
+    bars = per_step.vbar_stack(
+        measured, x="step", width=0.8, source=ColumnDataSource(data),
+        color=[PHASE_COLORS[p] for p in measured], line_color="white", line_width=0.5,
+    )
+    per_step.y_range.start = 0  # type: ignore[attr-defined]
+    per_step.xgrid.grid_line_color = None
+    per_step.xaxis.major_label_orientation = 0.0 if len(labels) <= 30 else 1.2
+    per_step.add_tools(HoverTool(tooltips=[("step", "@step"), ("phase", "$name"), ("ms", "@$name{0.000}")]))
+    legend = Legend(
+        items=[_legend_item(p, r) for p, r in zip(measured, bars)],
+        orientation="horizontal", label_text_font_size="9pt",
+    )
+    per_step.add_layout(legend, "below")
+
+    shares = {p: 100.0 * phases.phase_total_us.get(p, 0.0) / phases.total_us for p in measured}
+    totals = figure(
+        x_range=FactorRange(factors=["all steps"]),
+        width=220,
+        height=PHASE_HEIGHT_PX,
+        title="Share of step time (%)",
+        y_axis_label="%",
+        toolbar_location=None,
+        tools="",
+    )
+    tot_src = ColumnDataSource({"x": ["all steps"], **{p: [shares[p]] for p in measured}})
+    totals.vbar_stack(
+        measured, x="x", width=0.6, source=tot_src,
+        color=[PHASE_COLORS[p] for p in measured], line_color="white", line_width=0.5,
+    )
+    totals.add_tools(HoverTool(tooltips=[("phase", "$name"), ("share", "@$name{0.0} %")]))
+    totals.y_range.start = 0  # type: ignore[attr-defined]
+    totals.y_range.end = 100  # type: ignore[attr-defined]
+    totals.xgrid.grid_line_color = None
+    return row(per_step, totals, sizing_mode="stretch_width")
+
+
+def chart_document(report: Report) -> ChartDocument | None:
+    """All charts of the report in one column, or None when there is nothing to draw."""
+    from bokeh.layouts import column
+
+    parts: list[LayoutDOM] = []
+    height = 0
+    util = utilization_figure(report)
+    if util is not None:
+        parts.append(util)
+        height += UTIL_HEIGHT_PX  # legends are drawn inside a figure's height
+    if report.analysis.phases is not None:
+        ph = phase_figure(report.analysis.phases)
+        if ph is not None:
+            parts.append(ph)
+            height += PHASE_HEIGHT_PX
+    if not parts:
+        return None
+    # + 24 px: the margins of the iframe page's body.
+    return ChartDocument(layout=column(*parts, sizing_mode="stretch_width"), height_px=height + 24)
+
+
+def charts_file_html(doc: ChartDocument) -> str:
+    """A whole HTML document with the charts and bokeh INLINE (for an iframe ``srcdoc``)."""
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    return file_html(doc.layout, INLINE, "gpucheck charts")

@@ -1,0 +1,288 @@
+"""The live view while a measured cell runs; it becomes the final report in the same place.
+
+``LiveView`` is displayed at the start of the cell, so it sits above everything the cell prints.
+The sampler thread calls :meth:`LiveView.update` with each :class:`LiveStatus`; the view only
+sets widget traits (a thread may not print or display: that output would land in whatever cell
+runs then, DESIGN.md §5), at most ``max_rate_hz`` times a second, from a bounded ring of recent
+points. The sparklines are inline SVG in an ``ipywidgets.HTML`` value, no script. When the cell
+ends, :meth:`LiveView.finish` swaps the live content for the report widget, in the same output.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ipywidgets
+
+from gpu_notebook.capture.session import LiveStatus
+from gpu_notebook.records import Report
+from gpu_notebook.views.html import esc
+from gpu_notebook.views.text import fmt_bytes, fmt_seconds
+
+__all__ = ["LiveView", "sparkline_svg"]
+
+SPARK_WIDTH_PX = 220
+SPARK_HEIGHT_PX = 34
+_GPU_COLOR = "#1f77b4"
+_CPU_COLOR = "#555555"
+
+
+def sparkline_svg(
+    values: Sequence[float | None],
+    *,
+    capacity: int,
+    top: float = 100.0,
+    color: str = _GPU_COLOR,
+    label: str = "",
+) -> str:
+    """A small inline SVG line of ``values`` (0..``top``), newest at the right edge.
+
+    ``capacity`` fixes the x spacing so the line grows from the right as points arrive and
+    scrolls once the ring is full. ``None`` values leave a gap. Only numbers and ``label``
+    (escaped) reach the markup.
+    """
+    w, h = SPARK_WIDTH_PX, SPARK_HEIGHT_PX
+    step = w / max(1, capacity - 1)
+    offset = capacity - len(values)
+    runs: list[list[str]] = [[]]
+    for i, v in enumerate(values):
+        if v is None:
+            if runs[-1]:
+                runs.append([])
+            continue
+        x = (offset + i) * step
+        y = h - 1 - (h - 2) * max(0.0, min(1.0, v / top))
+        runs[-1].append(f"{x:.1f},{y:.1f}")
+    lines = "".join(
+        f'<polyline points="{" ".join(r)}" fill="none" stroke="{color}" stroke-width="1.6"/>'
+        for r in runs
+        if r
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        f'role="img" aria-label="{esc(label)}" style="vertical-align:middle;background:#f1f3f5;'
+        f'border-radius:3px">{lines}</svg>'
+    )
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _LiveBox(ipywidgets.VBox):  # type: ignore[misc]
+    """The displayed box; its text/plain says what a frontend without widgets should show."""
+
+    plain_text = "gpucheck: measuring this cell (the live view needs a widget frontend)"
+
+    def __repr__(self) -> str:
+        return self.plain_text
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        data = super()._repr_mimebundle_(**kwargs)
+        if isinstance(data, dict):
+            data["text/plain"] = self.plain_text
+        return data
+
+
+class LiveView:
+    """Live GPU / CPU sparklines, memory, step count and median step time, then the report.
+
+    ``update`` may be called from any thread; it never prints. ``max_rate_hz`` caps how often
+    the widgets change (points arriving between two pushes are kept in the ring and drawn at
+    the next push). ``max_points``: length of the ring per series. ``cell_id``: the profiled
+    cell, for the Insert-fix buttons of the report (read from the kernel when not given).
+    ``clock``: monotonic seconds, replaceable in tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_points: int = 120,
+        max_rate_hz: float = 5.0,
+        cell_id: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_points < 2:
+            raise ValueError(f"max_points must be at least 2, got {max_points}")
+        if not max_rate_hz > 0:
+            raise ValueError(f"max_rate_hz must be > 0, got {max_rate_hz}")
+        if cell_id is None:
+            from gpu_notebook.bridge import current_cell_id
+
+            cell_id = current_cell_id()
+        self.cell_id = cell_id
+        self.max_points = max_points
+        self.min_interval_s = 1.0 / max_rate_hz
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cores = _cpu_count()
+        self._cpu: deque[float | None] = deque(maxlen=max_points)
+        self._gpu_util: dict[int, deque[float | None]] = {}
+        self._latest: LiveStatus | None = None
+        self._last_push_s: float | None = None
+        self._finished = False
+        self.updates = 0  # calls to update() that were accepted
+        self.pushes = 0  # times the widgets were changed
+        self.status_line = ipywidgets.HTML(value=self._status_html(None))
+        self.sparkline = ipywidgets.HTML(value=self._spark_html())
+        self.box = _LiveBox(children=(self.status_line, self.sparkline))
+        self.report_view: ipywidgets.Widget | None = None
+        self._handle: Any = None
+
+    # ------------------------------------------------------------------ environment
+
+    @staticmethod
+    def available() -> bool:
+        """True inside a Jupyter kernel (a ZMQ shell) with ipywidgets importable.
+
+        Terminal IPython, plain Python and scripts get False: the magic prints the text report
+        there. A kernel cannot know whether its frontend renders widgets (jupyter console does
+        not); there the text/plain of the box and of the report stands in.
+        """
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+        if shell is None:
+            return False
+        if not any(cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__):
+            return False
+        return importlib.util.find_spec("ipywidgets") is not None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def show(self) -> None:
+        """Display the live box in the running cell's output (call on the cell's thread)."""
+        from IPython.display import display
+
+        self._handle = display(self.box, display_id=True)  # type: ignore[no-untyped-call]
+
+    def update(self, status: LiveStatus) -> None:
+        """Take one sampler tick; redraw when the last redraw is at least 1/max_rate_hz old."""
+        with self._lock:
+            if self._finished:
+                return
+            self.updates += 1
+            self._record(status)
+            now = self._clock()
+            if self._last_push_s is not None and now - self._last_push_s < self.min_interval_s:
+                return
+            self._last_push_s = now
+            self._push()
+
+    def flush(self) -> None:
+        """Draw the points received since the last redraw, whatever the rate limit says."""
+        with self._lock:
+            if not self._finished and self._latest is not None:
+                self._last_push_s = self._clock()
+                self._push()
+
+    def finish(self, report: Report) -> None:
+        """Replace the live content with the report widget, where the live view was."""
+        from gpu_notebook.views.report_widget import report_widget
+
+        with self._lock:
+            self._finished = True
+        view = report_widget(report, cell_id=self.cell_id)
+        self.report_view = view
+        self.box.plain_text = report.text()
+        self.box.children = (view,)
+        if self._handle is not None:
+            # Same output, refreshed: text/plain becomes the text report for saved notebooks.
+            self._handle.update(self.box)
+
+    def abandon(self, message: str) -> None:
+        """Stop updating and say why no report follows (the magic itself failed)."""
+        with self._lock:
+            self._finished = True
+        self.box.plain_text = f"gpucheck: {message}"
+        self.box.children = (
+            ipywidgets.HTML(value=f'<div style="color:#c92a2a">gpucheck: {esc(message)}</div>'),
+        )
+
+    # ------------------------------------------------------------------ drawing
+
+    def _record(self, status: LiveStatus) -> None:
+        s = status.sample
+        cpu = None
+        if s.process_cpu_pct is not None:
+            cpu = (s.process_cpu_pct + (s.children_cpu_pct or 0.0)) / self._cores
+        self._cpu.append(cpu)
+        seen = {g.index for g in s.gpus}
+        for g in s.gpus:
+            ring = self._gpu_util.get(g.index)
+            if ring is None:
+                # A GPU seen late starts with gaps so that all rows share one time axis.
+                padding: list[float | None] = [None] * (len(self._cpu) - 1)
+                ring = self._gpu_util[g.index] = deque(padding, maxlen=self.max_points)
+            ring.append(g.utilization_pct)
+        for index, ring in self._gpu_util.items():
+            if index not in seen:  # lost GPU: a gap, the row stays
+                ring.append(None)
+        self._latest = status
+
+    def _push(self) -> None:
+        status = self._latest
+        spark = self._spark_html()
+        line = self._status_html(status)
+        if spark != self.sparkline.value:
+            self.sparkline.value = spark
+        if line != self.status_line.value:
+            self.status_line.value = line
+        self.pushes += 1
+
+    def _spark_html(self) -> str:
+        status = self._latest
+        rows: list[str] = []
+        gpus = {g.index: g for g in status.sample.gpus} if status is not None else {}
+        for index in sorted(self._gpu_util):
+            ring = self._gpu_util[index]
+            g = gpus.get(index)
+            util = "lost" if g is None else ("n/a" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%")
+            mem = ""
+            if g is not None and g.memory_used_bytes is not None:
+                mem = f" &middot; memory {esc(fmt_bytes(g.memory_used_bytes))} / {esc(fmt_bytes(g.memory_total_bytes))}"
+            svg = sparkline_svg(list(ring), capacity=self.max_points, label=f"GPU {index} utilization")
+            rows.append(
+                f'<div style="margin:2px 0"><b style="display:inline-block;width:52px">GPU {index}</b>'
+                f'{svg} <b>{esc(util)}</b>{mem}</div>'
+            )
+        cpu_now = self._cpu[-1] if self._cpu else None
+        cpu_text = "n/a" if cpu_now is None else f"{cpu_now:.0f}%"
+        if not self._gpu_util:
+            svg = sparkline_svg(
+                list(self._cpu), capacity=self.max_points, color=_CPU_COLOR, label="CPU utilization"
+            )
+            rows.append(
+                f'<div style="margin:2px 0"><b style="display:inline-block;width:52px">CPU</b>{svg} '
+                f"<b>{esc(cpu_text)}</b> of {self._cores} cores (this process + workers; no GPU visible)</div>"
+            )
+        return "".join(rows)
+
+    def _status_html(self, status: LiveStatus | None) -> str:
+        if status is None:
+            return "<div><b>gpucheck</b> &middot; measuring this cell&hellip;</div>"
+        s = status.sample
+        parts = [
+            f"<b>{status.step_count}</b> steps",
+            f"median step <b>{esc(fmt_seconds(status.median_step_s))}</b>",
+        ]
+        if self._gpu_util:
+            cpu_now = self._cpu[-1] if self._cpu else None
+            parts.append(f"CPU {'n/a' if cpu_now is None else f'{cpu_now:.0f}%'} of {self._cores} cores")
+        if s.rss_bytes is not None:
+            parts.append(f"RAM {esc(fmt_bytes(s.rss_bytes))}")
+        parts.append(f"{s.t_s:.1f} s")
+        if status.recording:
+            parts.append('<span style="color:#d9480f">&#9679; profiling steps</span>')
+        return f"<div><b>gpucheck</b> &middot; measuring &middot; {' &middot; '.join(parts)}</div>"

@@ -464,6 +464,20 @@ def test_one_stalled_step_does_not_decide_the_shares():
     assert "input.loader_workers" not in ids(rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=stalled)))
 
 
+def test_a_stall_in_the_removable_phase_still_counts_in_the_bound():
+    import dataclasses
+
+    base = syn.phases({"data": 0.30}, steps=8, step_us=1000.0)
+    slow = dataclasses.replace(base.steps[5], duration_us=9000.0, phase_us={**base.steps[5].phase_us, "data": 8300.0})
+    steps = tuple(slow if i == 5 else s for i, s in enumerate(base.steps))
+    totals = dict(base.phase_total_us, data=base.phase_total_us["data"] + 8000.0)
+    split = dataclasses.replace(base, steps=steps, total_us=base.total_us + 8000.0, phase_total_us=totals)
+    f = only(rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=split)), "input.loader_workers")
+    # decided on the 7 steady steps (30% data), bounded with every step counted (the larger)
+    assert f.gain_bound == pytest.approx(amdahl_bound(split.share("data")))
+    assert f.gain_bound > amdahl_bound(0.30) and any("left out to decide" in e for e in f.evidence)
+
+
 # ============================================================================ fixes
 
 

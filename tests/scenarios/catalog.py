@@ -75,7 +75,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         fix_shows_on_cpu=True,
         cell="""
 model = mlp(32, 256); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.MSELoss()
-loader = DataLoader(SleepyDataset(n=128), batch_size=8, num_workers=0)
+loader = DataLoader(SleepyDataset(n=192), batch_size=8, num_workers=0)
 for x, y in loader:
     loss = loss_fn(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()
@@ -185,7 +185,7 @@ for x in batches:
         planted="shapes.changing",
         what="the batch size changes every step",
         cell="""
-model = mlp(256, 512); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+model = mlp(256, 512); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True)
 sizes = [64, 256, 128, 512, 96, 384, 192, 448, 160, 320, 224, 480, 64, 256, 128, 512]
 data = [(torch.randn(n, 256), torch.randn(n, 1)) for n in sizes]
 for xs, ys in data:

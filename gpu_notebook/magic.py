@@ -49,6 +49,10 @@ class GpuCheckMagics(Magics):
         "--export", metavar="DIR", default=None,
         help="Write the profiler trace (Perfetto / chrome://tracing) and the report JSON into DIR.",
     )
+    @argument(
+        "--price", metavar="PER_GPU_HOUR", type=float, default=None,
+        help="Price of one GPU-hour: the what-if and the before/after also speak in money.",
+    )
     @argument("-q", "--quiet", action="store_true", help="Do not display the report (use with -o).")
     @cell_magic
     def gpucheck(self, line: str, cell: str) -> None:
@@ -81,7 +85,10 @@ class GpuCheckMagics(Magics):
         export_dir = _export_dir(args.export)
         from gpu_notebook.magic_run import run_measured_cell
 
-        report = run_measured_cell(self.shell, cell, f"%%gpucheck {line}".rstrip(), options)
+        report = run_measured_cell(
+            self.shell, cell, f"%%gpucheck {line}".rstrip(), options,
+            history=self.reports, price_per_gpu_hour=args.price,
+        )
         self.reports.append(report)
         del self.reports[:-MAX_KEPT_REPORTS]
         if args.output:
@@ -119,6 +126,8 @@ def _validate(args: Any, cell: str) -> CaptureOptions:
     """Turn parsed arguments into options, or raise UsageError before the cell runs."""
     if not cell.strip():
         raise UsageError("%%gpucheck needs a cell body to measure: put it on the first line of a training cell.")
+    if args.price is not None and args.price <= 0:
+        raise UsageError(f"--price must be a positive price per GPU-hour (got {args.price}).")
     if args.output is not None and not str(args.output).isidentifier():
         raise UsageError(f"-o needs a Python variable name (got {args.output!r}).")
     try:

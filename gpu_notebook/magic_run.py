@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gpu_notebook.capture.session import CaptureOptions, CaptureSession, LiveListener
@@ -16,6 +17,8 @@ def run_measured_cell(
     header_line: str,
     options: CaptureOptions,
     live_listener: LiveListener | None = None,
+    history: Sequence[Report] = (),
+    price_per_gpu_hour: float | None = None,
 ) -> Report:
     """Run ``cell`` under a capture session; the session is closed whatever the cell did."""
     session = CaptureSession(options, cell, live_listener)
@@ -25,4 +28,6 @@ def run_measured_cell(
     if outcome is None:  # pragma: no cover - run_cell_body returns or raises out of the with
         outcome = CellOutcome("interrupted", "KeyboardInterrupt", None)
     run = session.finish(outcome.status, outcome.error)
-    return build_report(run)
+    return build_report(
+        run, price_per_gpu_hour=price_per_gpu_hour, namespace=shell.user_ns, history=history
+    )

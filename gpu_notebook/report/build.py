@@ -1,6 +1,10 @@
-"""Run -> Report: analysis, verdict, what-if and findings in one call."""
+"""Run -> Report: analysis, verdict, findings with their fixes, what-if, and before/after."""
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpu_notebook.analysis.analyze import analyze
 from gpu_notebook.analysis.verdict import decide
@@ -8,12 +12,31 @@ from gpu_notebook.analysis.whatif import what_if
 from gpu_notebook.records import Report, Run
 
 
-def build_report(run: Run, price_per_gpu_hour: float | None = None) -> Report:
+def build_report(
+    run: Run,
+    price_per_gpu_hour: float | None = None,
+    namespace: Mapping[str, Any] | None = None,
+    history: Sequence[Report] = (),
+) -> Report:
+    """Everything the views show. ``namespace`` lets rules read live objects (a DataLoader made
+    in an earlier cell); ``history`` holds this session's earlier reports, for the comparison."""
+    from gpu_notebook.report.compare import compare, find_baseline
+    from gpu_notebook.rules import attach_fixes, run_rules
+
     analysis = analyze(run)
-    return Report(
+    verdict = decide(run, analysis)
+    findings = run_rules(run, analysis, verdict, namespace=namespace)
+    findings = attach_fixes(findings, run.cell_source, namespace=namespace)
+    report = Report(
         run=run,
         analysis=analysis,
-        verdict=decide(run, analysis),
-        findings=(),
+        verdict=verdict,
+        findings=findings,
         whatif=what_if(run, analysis, price_per_gpu_hour),
     )
+    baseline = find_baseline(history, report)
+    if baseline is not None:
+        report = dataclasses.replace(
+            report, comparison=compare(baseline, report, price_per_gpu_hour=price_per_gpu_hour)
+        )
+    return report

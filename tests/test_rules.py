@@ -81,6 +81,28 @@ for step, (x, y) in enumerate(loader):
     assert [s.line for s in facts.per_step(facts.syncs)] == [5, 6, 7, 12]
 
 
+def test_per_epoch_work_is_not_per_step_and_nested_loops_are():
+    src = """\
+for epoch in range(3):
+    for x, y in loader:
+        loss = loss_fn(model(x), y); loss.backward(); opt.step()
+        for p in model.parameters():
+            norms.append(p.grad.norm().item())
+        if i % 100 == 0:
+            for p in model.parameters():
+                print(p.grad.norm().item())
+    print(f"epoch {epoch}: {loss.item()}")
+    model.eval()
+    evaluate(model, val_loader)
+"""
+    facts = scan_source(src)
+    from gpu_notebook.rules.syncs import loop_lines
+
+    # line 5 runs for every parameter of every step; line 8 only every 100 steps; line 9 per epoch
+    assert [s.line for s in loop_lines(facts, facts.syncs)] == [5]
+    assert facts.validation == ()  # validation once per epoch is the advice, not a finding
+
+
 def test_dataloader_arguments_literal_default_and_opaque():
     src = """\
 a = DataLoader(ds, batch_size=16, num_workers=4, pin_memory=True, persistent_workers=True)

@@ -89,7 +89,7 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     timed = [s for s in run.steps.steps if s.timed and (s.forward_calls or s.backward_calls)]
     forwards = _median([s.forward_calls for s in timed])
     backwards = _median([s.backward_calls for s in timed])
-    loop = next((lp for lp in facts.loops if lp.line == lines[0].loop_line), None)
+    loop = next((lp for lp in facts.loops if lp.line == lines[0].step_loop_line), None)
     per_backward = loop.grad_module_calls if loop is not None else 0
     estimate: float | None = None
     if forwards and backwards is not None and per_backward > 0:

@@ -69,8 +69,9 @@ class SourceLine:
     line: int  # 1-based line of the notebook cell
     text: str  # the line, stripped
     kind: str  # what was found there: "item", "print", "eval", ...
-    gated: bool = False  # inside an ``if`` within its loop: runs on some steps only
+    gated: bool = False  # behind an ``if`` within its step loop (or innermost loop): some steps only
     loop_line: int | None = None  # the innermost loop holding it
+    step_loop_line: int | None = None  # the training step loop holding it (nested loops included)
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,14 @@ class _Scanner:
         self.loops: list[_Loop] = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
         self.loops.sort(key=lambda n: n.lineno)
         self.trains = {id(loop): self._has_backward(loop) for loop in self.loops}
+        # The step loops: loops that call .backward() and hold no other loop that does (an
+        # epoch loop around them trains too, but runs once per epoch).
+        self.step_loops = {
+            id(loop)
+            for loop in self.loops
+            if self.trains[id(loop)]
+            and not any(o is not loop and self.trains[id(o)] and self._inside(o, loop) for o in self.loops)
+        }
         self.global_no_grad = any(
             isinstance(n, ast.Expr) and _is_grad_mode_call(n.value) and isinstance(n.value, ast.Call)
             and _last(dotted(n.value.func)) == "set_grad_enabled"
@@ -361,14 +370,30 @@ class _Scanner:
             current = ancestor
         return current
 
+    def _inside(self, node: ast.AST, container: ast.AST) -> bool:
+        return any(a is container for a in self.ancestors(node))
+
+    def step_loop_of(self, node: ast.AST) -> _Loop | None:
+        """The training step loop around ``node`` (through nested loops, not through defs)."""
+        for ancestor in self.ancestors(node):
+            if id(ancestor) in self.step_loops and isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
+                return ancestor
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                return None
+        return None
+
     def source_line(self, node: ast.AST, kind: str) -> SourceLine:
         loop = self.enclosing_loop(node)
+        step_loop = self.step_loop_of(node)
+        # Gated relative to the step: `if step % 10 == 0: for p in params: print(p)` is gated.
+        reference = step_loop if step_loop is not None else loop
         return SourceLine(
             line=self.line_of(node),
             text=self.text_of(node),
             kind=kind,
-            gated=loop is not None and self.gated(node, loop),
+            gated=reference is not None and self.gated(node, reference),
             loop_line=self.line_of(loop) if loop is not None else None,
+            step_loop_line=self.line_of(step_loop) if step_loop is not None else None,
         )
 
     # ---------------------------------------------------------------- what names hold
@@ -544,16 +569,12 @@ class _Scanner:
 
     def _loop_facts(self, loop: _Loop) -> LoopFacts:
         trains = self.trains[id(loop)]
-        inner_trains = any(
-            other is not loop and self.trains[id(other)] and loop in set(self.ancestors(other))
-            for other in self.loops
-        )
         iterates = _iterated_names(loop.iter) if isinstance(loop, (ast.For, ast.AsyncFor)) else ()
         return LoopFacts(
             line=self.line_of(loop),
             iterates=iterates,
             trains=trains,
-            innermost_training=trains and not inner_trains,
+            innermost_training=id(loop) in self.step_loops,
             calls_model=self._calls_model(loop),
             under_grad_mode=self._under_grad_mode(loop),
             is_while=isinstance(loop, ast.While),
@@ -712,7 +733,8 @@ class _Scanner:
         return names
 
     def _validation(self) -> Iterator[SourceLine]:
-        training = [loop for loop in self.loops if self.trains[id(loop)]]
+        # Only inside step loops: validation in the epoch loop runs once per epoch, as it should.
+        training = [loop for loop in self.loops if id(loop) in self.step_loops]
         found: list[SourceLine] = []
         seen: set[int] = set()
         for loop in training:
@@ -746,6 +768,7 @@ class _Scanner:
                         kind=kind,
                         gated=self.gated(node, loop),
                         loop_line=self.line_of(loop),
+                        step_loop_line=self.line_of(loop),
                     )
                 )
         yield from sorted(found, key=lambda s: s.line)

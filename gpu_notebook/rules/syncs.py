@@ -52,11 +52,11 @@ _KIND_WORDS = {
 
 
 def loop_lines(facts: SourceFacts, lines: tuple[SourceLine, ...]) -> tuple[SourceLine, ...]:
-    """The per-step lines inside the training loops (any loop when nothing trains)."""
-    training = {loop.line for loop in facts.loops if loop.trains}
+    """The lines that run on every training step (in any loop, ungated, when nothing trains)."""
     per_step = facts.per_step(lines)
-    inside = tuple(s for s in per_step if s.loop_line in training)
-    return inside if training else per_step
+    if facts.training_loops():
+        return tuple(s for s in per_step if s.step_loop_line is not None)
+    return tuple(s for s in per_step if s.loop_line is not None)
 
 
 def reads_per_step(analysis: Analysis) -> float | None:

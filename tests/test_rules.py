@@ -12,7 +12,7 @@ from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.records import CopyStats, Finding, OpStat
 from gpu_notebook.rules import attach_fixes, cell_facts, rank_key, run_rules
 from gpu_notebook.rules.common import without_stalls
-from gpu_notebook.rules.live_objects import LiveFacts, LiveModel, live_facts, rebuild_loader_source
+from gpu_notebook.rules.live_objects import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.rules.source_scan import SourceFacts, scan_source
 from tests.scenarios import synthetic as syn
 
@@ -69,16 +69,17 @@ for step, (x, y) in enumerate(loader):
     if step % 10 == 0:
         print(loss.item())
     preds = out.cpu()
+    msg = f"{loss:.3f}"
 """
     facts = scan_source(src)
     kinds = {(s.line, s.kind, s.gated) for s in facts.syncs}
     assert kinds == {
         (5, "item", False), (6, "float", False), (7, "print-tensor", False),
-        (11, "item", True), (12, "cpu", False),
+        (11, "item", True), (12, "cpu", False), (13, "fstring-tensor", False),
     }  # fmt: skip
     # print of the step counter and a logger call read no tensor: logging, not syncs
     assert [(s.line, s.kind) for s in facts.logging] == [(8, "print"), (9, "logger")]
-    assert [s.line for s in facts.per_step(facts.syncs)] == [5, 6, 7, 12]
+    assert [s.line for s in facts.per_step(facts.syncs)] == [5, 6, 7, 12, 13]
 
 
 def test_per_epoch_work_is_not_per_step_and_nested_loops_are():
@@ -420,20 +421,19 @@ def test_communication_and_data_parallel():
     assert dp.line == 2 and dp.fix_id == "dataparallel_to_ddp" and dp.gain_bound is None
 
 
-def test_recompiles_read_from_live_dynamo_counters(monkeypatch):
-    import gpu_notebook.rules as rules_pkg
-
-    live = LiveFacts(models=(LiveModel("m", "OptimizedModule", True, False, False, True, False, 2, "cpu"),),
-                     dynamo_unique_graphs=9, dynamo_recompile_limit_hits=1, dynamo_recompile_limit=8)  # fmt: skip
-
-    def with_live(source, namespace=None, *, line_offset=1):
-        import dataclasses
-
-        return dataclasses.replace(scan_source(source, line_offset=line_offset), live=live)
-
-    monkeypatch.setattr(rules_pkg, "cell_facts", with_live)
-    f = only(rules_for(syn.make_run("for x in xs:\n    m(x)\n"), syn.make_analysis()), "compile.recompiles")
+def test_a_recompile_storm_is_read_from_dynamo_counters(ip):
+    """torch.compile on the CPU (eager backend: no C++ build), static shapes, 11 batch sizes."""
+    res = ip.run_cell(
+        "import torch\nstorm = torch.compile(torch.nn.Linear(4, 2), backend='eager', dynamic=False)\n"
+        "for n in range(1, 12):\n    storm(torch.randn(n, 4))"
+    )
+    assert res.success, res.error_in_exec
+    cell = "for n in range(1, 12):\n    storm(torch.randn(n, 4))\n"
+    f = only(rules_for(syn.make_run(cell), syn.make_analysis(), namespace=ip.user_ns), "compile.recompiles")
     assert f.severity == "medium" and "cumulative" in f.evidence[0]
+    assert "recompile limit (8) reached" in f.evidence[1]
+    # a cell that compiles nothing says nothing about Dynamo, whatever the counters hold
+    assert "compile.recompiles" not in ids(rules_for(syn.make_run("x = 1\n"), syn.make_analysis(), namespace=ip.user_ns))
 
 
 def test_shapes_change_every_step_but_a_short_last_batch_is_normal():

@@ -27,7 +27,8 @@ from gpu_notebook.fixes.ipython_syntax import NotPythonCell, protect
 from gpu_notebook.rules.live_objects import LiveFacts
 
 SyncKind = Literal[
-    "item", "cpu", "numpy", "tolist", "float", "synchronize", "print-tensor", "log-tensor"
+    "item", "cpu", "numpy", "tolist", "float", "synchronize", "print-tensor", "log-tensor",
+    "fstring-tensor",
 ]
 LogKind = Literal["print", "logger", "tracker", "progress"]
 ValidationKind = Literal["eval", "no_grad", "val-loop", "val-call"]
@@ -709,6 +710,17 @@ class _Scanner:
             else:
                 line = self.source_line(call, log_kind)
                 logging.setdefault(line.line, line)
+        # An f-string field of a 0-d tensor calls Tensor.__format__ -> .item(): a sync, even
+        # when the string is only stored (`msg = f"{loss:.3f}"`) and logged later.
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.FormattedValue):
+                continue
+            loop = self.enclosing_loop(node)
+            if loop is None or not self._unwrapped_names(node.value) & values_of[id(loop)]:
+                continue
+            line = self.source_line(node, "fstring-tensor")
+            if not any(key[0] == line.line for key in syncs):
+                syncs[(line.line, "fstring-tensor")] = line
         sync_lines = {s.line for s in syncs.values()}
         return (
             tuple(sorted(syncs.values(), key=lambda s: s.line)),

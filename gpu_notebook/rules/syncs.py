@@ -48,6 +48,7 @@ _KIND_WORDS = {
     "synchronize": "synchronize()",
     "print-tensor": "print of a tensor",
     "log-tensor": "logging of a tensor",
+    "fstring-tensor": "f-string of a tensor",
 }
 
 

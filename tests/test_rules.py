@@ -568,3 +568,30 @@ def test_amd_reference_trace_raises_no_tensor_core_finding(reference_traces):
     analysis = _reference(reference_traces, "mi250_rocm_toy.json.gz")
     amd = syn.gpu("AMD Instinct MI250", None, 64)
     assert not [f for f in rules_for(syn.make_run(TRAIN, gpus=[amd]), analysis) if f.rule_id.startswith(("precision", "backend"))]
+
+
+def test_every_fix_a_rule_names_exists_with_those_parameters():
+    """Read each rule module's finding(...) calls: a renamed fix or parameter fails here, not in a report."""
+    import ast
+    from pathlib import Path
+
+    import gpu_notebook.rules as rules_pkg
+    from gpu_notebook.fixes import FIXES
+
+    named = 0
+    for path in Path(rules_pkg.__file__).parent.glob("*.py"):
+        for call in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "finding"):
+                continue
+            kw = {k.arg: k.value for k in call.keywords}
+            fix = kw.get("fix_id")
+            if not isinstance(fix, ast.Constant) or fix.value is None:
+                continue
+            named += 1
+            assert fix.value in FIXES, f"{path.name}: unknown fix {fix.value!r}"
+            params = kw.get("fix_params")
+            if isinstance(params, ast.Dict):
+                keys = {k.value for k in params.keys if isinstance(k, ast.Constant)}
+                allowed = {p.name for p in FIXES[fix.value].params}
+                assert keys <= allowed, f"{path.name}: {fix.value} takes {allowed}, not {keys - allowed}"
+    assert named >= 12  # every family with a codemod is covered

@@ -111,11 +111,10 @@ def assert_only_our_scripts(parsed: TagCollector) -> None:
 
 def test_the_file_is_self_contained(cpu_report: Report) -> None:
     report = synthetic_gpu_report(comparison=synthetic_comparison())
-    for page in (render_html(report), render_html(cpu_report)):
+    for shown in (report, cpu_report):
+        page = render_html(shown)
         parsed = parse_html(page)
-        doc_links = {
-            f.proposal.doc_url for f in report.findings if f.proposal is not None
-        }
+        doc_links = {f.proposal.doc_url for f in shown.findings if f.proposal is not None}
         for tag, attrs in parsed.tags:
             assert tag in PAGE_TAGS, f"<{tag}> {attrs}"
             assert "src" not in attrs, f"<{tag}> loads {attrs['src']!r}"

@@ -8,6 +8,7 @@ CaptureSession around a small loop); GPU sections come from records built here
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -43,7 +44,9 @@ from gpu_notebook.records import (
     StepStats,
     StepTiming,
     UtilizationStats,
+    ScalingPoint,
     Verdict,
+    WhatIf,
 )
 from gpu_notebook.views.live import LiveView, sparkline_svg
 from gpu_notebook.views.report_widget import ReportWidget, report_widget
@@ -216,10 +219,27 @@ def default_findings(hostile: bool = False) -> tuple[Finding, ...]:
     return (copies, syncs, workers)  # not in severity order: the views sort
 
 
+def synthetic_whatif(hostile: bool = False) -> WhatIf:
+    bad = f" {SCRIPT_PAYLOAD}" if hostile else ""
+    return WhatIf(
+        step_s=0.3, fixes_speedup=1.82, fixed_phases=("data",), grad_bytes=440 * 2**20,
+        interconnect="NVLink x12 (300 GB/s)" + bad, bus_bandwidth_bytes_per_s=240e9,
+        points=tuple(
+            ScalingPoint(gpus=n, allreduce_s=0.004 * (n - 1) / n, exposed_comm_s=0.001 * n,
+                         step_s=0.3 + 0.001 * n, speedup=n * 0.3 / (0.3 + 0.001 * n),
+                         efficiency=0.3 / (0.3 + 0.001 * n), speedup_with_fixes=1.82 * n * 0.95)
+            for n in (2, 4, 8)
+        ),
+        assumptions=("ring all-reduce reaches 80% of the link's bandwidth" + bad,),
+        missing=("price not given" + bad,) if hostile else (),
+    )
+
+
 def synthetic_gpu_report(
     *,
     findings: tuple[Finding, ...] | None = None,
     comparison: Comparison | None = None,
+    whatif: WhatIf | None = None,
     status: str = "ok",
     error: str | None = None,
     hostile: bool = False,
@@ -320,6 +340,7 @@ def synthetic_gpu_report(
         run=run, analysis=analysis, verdict=verdict,
         findings=default_findings(hostile) if findings is None else findings,
         comparison=comparison,
+        whatif=synthetic_whatif(hostile) if whatif is None else whatif,
     )
 
 
@@ -593,6 +614,18 @@ def test_without_a_gpu_the_sparkline_is_cpu() -> None:
     assert "GPU 0" not in spark
 
 
+def test_cpu_counts_one_core_as_100_percent() -> None:
+    from gpu_notebook.views.charts import cpu_axis_max
+
+    assert [cpu_axis_max(v) for v in ([], [95.0], [150.0], [401.0])] == [100.0, 100.0, 200.0, 500.0]
+    view = LiveView(cell_id=None)
+    view.update(live_status(1.0, cpu=150.0))
+    spark = view.sparkline.value
+    assert "<b>150%</b> (this process + workers, 100% = one core" in spark
+    # 150 on a 0..200 axis: three quarters up the 34 px box (y = 33 - 32 * 0.75 = 9).
+    assert spark.split('points="')[1].split('"')[0].endswith(",9.0")
+
+
 def test_a_lost_gpu_leaves_a_gap() -> None:
     values: list[float | None] = [10.0, 20.0, None, None, 40.0, 50.0]
     svg = sparkline_svg(values, capacity=10, label="GPU 0 utilization")
@@ -731,9 +764,19 @@ def test_real_fix_proposals_from_the_fix_catalog(input_bound_report: Report) -> 
     assert refusal.refusal in parse_html(widget_html(widget)).all_text
 
 
+def test_real_findings_render_each_with_its_insert_button(input_bound_report: Report) -> None:
+    widget = report_widget(input_bound_report, cell_id="cell-7")
+    text = parse_html(widget_html(widget)).all_text
+    for finding in input_bound_report.findings:
+        assert finding.title in text
+    patched = [f.proposal.source_after for f in input_bound_report.findings
+               if f.proposal is not None and f.proposal.source_after]
+    assert sorted(w.source for w in insert_widgets(widget)) == sorted(patched)
+    assert all(w.cell_id == "cell-7" for w in insert_widgets(widget))
+
+
 def test_zero_findings_render_cleanly(input_bound_report: Report) -> None:
-    assert input_bound_report.findings == ()
-    widget = report_widget(input_bound_report)
+    widget = report_widget(dataclasses.replace(input_bound_report, findings=()))
     text = parse_html(widget_html(widget)).all_text
     assert "No specific finding for this cell" in text
     assert insert_widgets(widget) == []
@@ -793,8 +836,34 @@ def test_the_comparison_panel_puts_the_measured_gain_beside_the_bound() -> None:
     assert "median step time300.0 ms187.5 ms" in text
     assert "data share45.0%12.0%" in text
     assert "copy share" not in text  # neither run has it: no row rather than a fake 0
-    slower = synthetic_gpu_report(comparison=synthetic_comparison(0.8))
-    assert "1.25x slower" in parse_html(report_widget(slower).children[0].value).all_text
+    assert "No gpucheck fix is known" not in text
+    slower_cmp = dataclasses.replace(synthetic_comparison(0.8), fix_id=None, predicted_bound=None,
+                                     gpu_equivalent=-0.2)
+    slower = parse_html(report_widget(synthetic_gpu_report(comparison=slower_cmp)).children[0].value)
+    assert "1.25x slower" in slower.all_text
+    assert "more GPU(s)" not in slower.all_text  # a loss is not "the throughput of -0.2 GPUs"
+    assert "No gpucheck fix is known between the two runs" in slower.all_text
+
+
+def test_the_what_if_panel_sets_fixes_against_more_gpus() -> None:
+    report = synthetic_gpu_report()
+    first = report_widget(report).children[0].value
+    text = parse_html(first).all_text
+    assert "What if: fix the code, or add GPUs?" in text
+    assert "Fixing data: up to 1.8x faster on this GPU." in text
+    assert "interconnect NVLink x12 (300 GB/s); gradients 440.0 MB a step" in text
+    rows = re.findall(r"<tr><td class='num'>(\d+)</td><td class='num'>([\d.]+x)</td>", first)
+    assert [r[0] for r in rows] == ["2", "4", "8"]
+    assert rows[0][1] == "1.99x"
+    assert "ring all-reduce reaches 80%" in text
+    assert text.index("Will more GPUs help?") < text.index("What if:") < text.index("Findings")
+
+
+def test_the_what_if_panel_says_what_it_cannot_predict(input_bound_report: Report) -> None:
+    whatif = input_bound_report.whatif
+    assert whatif is not None and whatif.missing, "a CPU run cannot model an interconnect"
+    text = parse_html(report_widget(input_bound_report).children[0].value).all_text
+    assert f"Cannot predict more GPUs: {whatif.missing[0]}" in text
 
 
 def test_gpu_sections_show_the_timeline_copies_and_nvml_numbers() -> None:
@@ -803,6 +872,33 @@ def test_gpu_sections_show_the_timeline_copies_and_nvml_numbers() -> None:
     assert "HtoD (Pageable -> Device)" in text
     assert "utilization mean 40%" in text and "memory peak 32.0 GB of 80.0 GB" in text
     assert "ampere_sgemm_128x64_tn" in text
+
+
+def test_charts_draw_gpus_on_the_left_and_cpu_on_its_own_axis() -> None:
+    from bokeh.models import Range1d
+
+    from gpu_notebook.views.charts import chart_document, phase_figure, utilization_figure
+
+    report = synthetic_gpu_report()
+    busy = dataclasses.replace(report.run.samples.samples[5], process_cpu_pct=250.0)
+    samples = dataclasses.replace(report.run.samples, samples=(*report.run.samples.samples, busy))
+    report = dataclasses.replace(report, run=dataclasses.replace(report.run, samples=samples))
+    gpu_fig: Any = utilization_figure(report)
+    assert gpu_fig.y_range.end == 100.0
+    assert isinstance(gpu_fig.extra_y_ranges["cpu"], Range1d)
+    assert gpu_fig.extra_y_ranges["cpu"].end == 300.0  # 250% of one core, rounded up to cores
+    labels = [item.label["value"] for item in gpu_fig.legend[0].items]
+    assert labels[:4] == ["GPU 0 utilization", "GPU 0 memory used", "GPU 1 utilization", "GPU 1 memory used"]
+    assert "profiled steps" in labels
+    assert report.analysis.phases is not None
+    hooks = dataclasses.replace(report.analysis.phases, measured=("data", "forward", "backward"))
+    row: Any = phase_figure(hooks)
+    per_step = row.children[0]
+    assert "not measured: copy, optimizer, sync, other, unattributed" in per_step.title.text
+    stacked = [r.glyph.top.expr.fields for r in per_step.renderers]
+    assert stacked[-1] == ("data", "forward", "backward")
+    doc = chart_document(report)
+    assert doc is not None and doc.height_px > 400
 
 
 def test_text_plain_of_the_widget_is_the_whole_text_report(input_bound_report: Report) -> None:

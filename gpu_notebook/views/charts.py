@@ -10,6 +10,7 @@ DESIGN.md §5). bokeh is imported lazily by the callers (``html.py``, ``report_w
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ __all__ = [
     "PHASE_COLORS",
     "ChartDocument",
     "bokeh_available",
+    "cpu_axis_max",
     "chart_document",
     "charts_file_html",
     "phase_figure",
@@ -50,6 +52,8 @@ UTIL_HEIGHT_PX = 260
 PHASE_HEIGHT_PX = 280
 # Beyond this many steps the phase chart shows an even selection (a bar under ~4 px is noise).
 MAX_PHASE_BARS = 120
+# Below this many samples the timeline marks each one (a line of one point is invisible).
+FEW_SAMPLES = 30
 # Beyond this many step boundaries the timeline draws every k-th one.
 MAX_BOUNDARIES = 400
 
@@ -67,19 +71,15 @@ class ChartDocument:
     height_px: int
 
 
-def _percent_axis_max(values: Sequence[float]) -> float:
-    top = max(values, default=100.0)
-    return 100.0 if top <= 100.0 else float(top) * 1.05
-
-
 def utilization_figure(report: Report) -> LayoutDOM | None:
     """GPU utilization and memory per GPU, the process CPU, step boundaries, profiled window.
 
     x: seconds since the capture started (the sampler's and the step clock's shared origin).
-    CPU is this process plus its workers as a share of all cores (0-100, same axis as the GPU).
-    None when there are no samples.
+    CPU is this process plus its workers with 100% = one core (a Python loop that pegs one core
+    reads 100% on any machine); with GPUs it has its own axis on the right. None when there are
+    no samples.
     """
-    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, Range1d
     from bokeh.models.annotations import BoxAnnotation, Legend
     from bokeh.plotting import figure
 
@@ -87,32 +87,32 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
     samples = run.samples.samples
     if not samples:
         return None
-    cores = max(1, run.env.cpu_count)
     t = [s.t_s for s in samples]
     cpu = [
-        None if s.process_cpu_pct is None else (s.process_cpu_pct + (s.children_cpu_pct or 0.0)) / cores
+        None if s.process_cpu_pct is None else s.process_cpu_pct + (s.children_cpu_pct or 0.0)
         for s in samples
     ]
+    cpu_top = cpu_axis_max([v for v in cpu if v is not None])
     gpu_indices = sorted({g.index for s in samples for g in s.gpus})
     has_gpu = bool(gpu_indices)
     title = (
         "GPU utilization over the cell (step boundaries in grey)"
         if has_gpu
-        else "CPU utilization over the cell (no GPU visible; step boundaries in grey)"
+        else "CPU use over the cell (no GPU visible; step boundaries in grey)"
     )
     fig = figure(
         width=CHART_WIDTH_PX,
         height=UTIL_HEIGHT_PX,
         title=title,
         x_axis_label="seconds since the cell started",
-        y_axis_label="%",
+        y_axis_label="GPU %" if has_gpu else "CPU % (100 = one core)",
         toolbar_location="right",
         tools="xpan,xwheel_zoom,box_zoom,reset,save",
         sizing_mode="stretch_width",
+        y_range=Range1d(start=0.0, end=100.0 if has_gpu else cpu_top),
     )
     fig.toolbar.logo = None
     items: list[LegendItem] = []
-    values: list[float] = [v for v in cpu if v is not None]
     for pos, index in enumerate(gpu_indices):
         color = GPU_COLORS[pos % len(GPU_COLORS)]
         util: list[float | None] = []
@@ -124,21 +124,27 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
                 mem.append(None)
             else:
                 mem.append(100.0 * g.memory_used_bytes / g.memory_total_bytes)
-        values += [v for v in util + mem if v is not None]
         src = ColumnDataSource({"t": t, "util": _nan(util), "mem": _nan(mem)})
         r_util = fig.line("t", "util", source=src, line_width=2, color=color)
+        if len(samples) < FEW_SAMPLES:
+            fig.scatter("t", "util", source=src, size=5, color=color)
         r_mem = fig.line("t", "mem", source=src, line_width=1.5, color=color, line_dash="dashed")
         items.append(_legend_item(f"GPU {index} utilization", r_util))
         items.append(_legend_item(f"GPU {index} memory used", r_mem))
     cpu_src = ColumnDataSource({"t": t, "cpu": _nan(cpu)})
-    r_cpu = fig.line(
-        "t", "cpu", source=cpu_src, line_width=2 if not has_gpu else 1.5,
-        color=CPU_COLOR, line_dash="solid" if not has_gpu else "dotted",
-    )
-    items.append(_legend_item(f"CPU: process + workers (% of {cores} cores)", r_cpu))
-    top = _percent_axis_max(values)
-    fig.y_range.start = 0  # type: ignore[attr-defined]
-    fig.y_range.end = top  # type: ignore[attr-defined]
+    if has_gpu:
+        fig.extra_y_ranges = {"cpu": Range1d(start=0.0, end=cpu_top)}
+        fig.add_layout(LinearAxis(y_range_name="cpu", axis_label="CPU % (100 = one core)"), "right")
+        r_cpu = fig.line("t", "cpu", source=cpu_src, y_range_name="cpu", line_width=1.5,
+                         color=CPU_COLOR, line_dash="dotted")
+    else:
+        r_cpu = fig.line("t", "cpu", source=cpu_src, line_width=2, color=CPU_COLOR)
+        if len(samples) < FEW_SAMPLES:  # a short cell: a line of one or two points is invisible
+            fig.scatter("t", "cpu", source=cpu_src, size=5, color=CPU_COLOR)
+    items.append(_legend_item(
+        f"CPU: this process + workers (100% = one core, {run.env.cpu_count} cores)", r_cpu
+    ))
+    top = 100.0 if has_gpu else cpu_top
 
     steps = run.steps.steps
     if steps:
@@ -155,10 +161,17 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
             items.append(_legend_item("profiled steps", marker))
     fig.add_tools(HoverTool(renderers=[r_cpu], tooltips=[("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")],
                             mode="vline"))
-    legend = Legend(items=items, location="top_left", orientation="horizontal",
+    # Three entries a row: one long row overflows a narrow notebook column.
+    legend = Legend(items=items, location="top_left", orientation="horizontal", ncols=3,
                     click_policy="hide", label_text_font_size="9pt")
     fig.add_layout(legend, "below")
     return fig
+
+
+def cpu_axis_max(values: Sequence[float]) -> float:
+    """Top of a CPU axis where 100 = one core: 100, or the peak rounded up to whole cores."""
+    peak = max(values, default=0.0)
+    return 100.0 if peak <= 100.0 else 100.0 * math.ceil(peak / 100.0)
 
 
 def _legend_item(label: str, renderer: GlyphRenderer[Any]) -> LegendItem:

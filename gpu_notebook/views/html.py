@@ -31,6 +31,7 @@ from gpu_notebook.records import (
     Report,
     Run,
     Verdict,
+    WhatIf,
 )
 from gpu_notebook.views.charts import PHASE_COLORS
 from gpu_notebook.views.text import fmt_bytes, fmt_pct, fmt_seconds
@@ -49,6 +50,7 @@ __all__ = [
     "source_section",
     "notes_section",
     "verdict_section",
+    "whatif_section",
     "write_html",
 ]
 
@@ -215,7 +217,10 @@ def comparison_section(comparison: Comparison | None) -> str:
         fix = f" for fix <code>{esc(c.fix_id)}</code>" if c.fix_id else ""
         predicted = f'<p>Predicted{fix}: <b>{esc(fmt_gain(c.predicted_bound))}</b> (Amdahl bound)</p>'
     extra: list[str] = []
-    if c.gpu_equivalent is not None:
+    if c.fix_id is None:
+        extra.append('<p class="muted">No gpucheck fix is known between the two runs; '
+                     "the difference may be noise or your own change.</p>")
+    if c.gpu_equivalent is not None and c.gpu_equivalent > 0:
         extra.append(
             f"<p>This gain is the throughput of <b>{c.gpu_equivalent:.1f} more GPU(s)</b> of this kind.</p>"
         )
@@ -240,11 +245,63 @@ def comparison_section(comparison: Comparison | None) -> str:
                 )
             )
     return (
-        '<div class="compare"><h3>Before / after</h3>'
+        '<div class="compare"><h3>Before / after: this cell against its previous run</h3>'
         f'<div class="big {klass}">{esc(big)}</div>{predicted}{"".join(extra)}'
         f'<table><tr><th></th><th class="num">before ({esc(c.baseline_started_at)})</th>'
         f'<th class="num">this run</th></tr>{"".join(rows)}</table></div>'
     )
+
+
+def whatif_section(whatif: WhatIf | None) -> str:
+    """Fix the code or add GPUs: the fixes' bound on one GPU beside predicted DDP scaling."""
+    if whatif is None:
+        return ""
+    w = whatif
+    if w.fixes_speedup is not None:
+        fixes = (
+            f"Fixing {esc(', '.join(w.fixed_phases))}: <b>{esc(fmt_gain(w.fixes_speedup))}</b> "
+            "on this GPU."
+        )
+    else:
+        fixes = "No waiting phase to fix was measured (data, sync and copy are under 1%)."
+    out = ['<div class="whatif"><h3>What if: fix the code, or add GPUs?</h3>', f"<p>{fixes}</p>"]
+    if w.points:
+        grads = f"{w.grad_bytes / 2**20:.1f} MB" if w.grad_bytes is not None else "n/a"
+        out.append(
+            f'<p class="muted">Data parallel (DDP) prediction; interconnect {esc(w.interconnect or "n/a")}; '
+            f"gradients {esc(grads)} a step.</p>"
+        )
+        priced = any(p.cost_per_1000_steps is not None for p in w.points)
+        head = (
+            "<tr><th class='num'>GPUs</th><th class='num'>speedup</th><th class='num'>efficiency</th>"
+            "<th class='num'>with the fixes</th><th class='num'>exposed comm / step</th>"
+            + ("<th class='num'>cost / 1,000 steps</th>" if priced else "")
+            + "</tr>"
+        )
+        rows = []
+        for p in w.points:
+            fx = f"{p.speedup_with_fixes:.2f}x" if p.speedup_with_fixes is not None else "n/a"
+            cost = ""
+            if priced:
+                cost = "<td class='num'>" + (
+                    f"{p.cost_per_1000_steps:,.2f}" if p.cost_per_1000_steps is not None else "n/a"
+                ) + "</td>"
+            rows.append(
+                f"<tr><td class='num'>{p.gpus}</td><td class='num'>{p.speedup:.2f}x</td>"
+                f"<td class='num'>{100 * p.efficiency:.0f}%</td><td class='num'>{esc(fx)}</td>"
+                f"<td class='num'>{esc(fmt_seconds(p.exposed_comm_s))}</td>{cost}</tr>"
+            )
+        out.append(f"<table>{head}{''.join(rows)}</table>")
+    for m in w.missing:
+        out.append(f"<p>Cannot predict more GPUs: {esc(m)}</p>")
+    if w.assumptions:
+        out.append(
+            "<details><summary>Assumptions</summary><ul>"
+            + "".join(f"<li>{esc(a)}</li>" for a in w.assumptions)
+            + "</ul></details>"
+        )
+    out.append("</div>")
+    return "".join(out)
 
 
 def _fmt_rate(x: float | None) -> str:
@@ -517,6 +574,7 @@ def render_html(report: Report) -> str:
     sections = [
         verdict_section(report),
         comparison_section(report.comparison),
+        whatif_section(report.whatif),
         findings_header(findings),
         *(finding_card(f, i, with_code=True) for i, f in enumerate(findings, 1)),
         phases_section(report),

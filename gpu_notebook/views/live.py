@@ -22,6 +22,7 @@ import ipywidgets
 
 from gpu_notebook.capture.session import LiveStatus
 from gpu_notebook.records import Report
+from gpu_notebook.views.charts import cpu_axis_max
 from gpu_notebook.views.html import esc
 from gpu_notebook.views.text import fmt_bytes, fmt_seconds
 
@@ -215,8 +216,8 @@ class LiveView:
     def _record(self, status: LiveStatus) -> None:
         s = status.sample
         cpu = None
-        if s.process_cpu_pct is not None:
-            cpu = (s.process_cpu_pct + (s.children_cpu_pct or 0.0)) / self._cores
+        if s.process_cpu_pct is not None:  # 100 = one core: a pegged Python loop reads 100%
+            cpu = s.process_cpu_pct + (s.children_cpu_pct or 0.0)
         self._cpu.append(cpu)
         seen = {g.index for g in s.gpus}
         for g in s.gpus:
@@ -260,12 +261,15 @@ class LiveView:
         cpu_now = self._cpu[-1] if self._cpu else None
         cpu_text = "n/a" if cpu_now is None else f"{cpu_now:.0f}%"
         if not self._gpu_util:
+            top = cpu_axis_max([v for v in self._cpu if v is not None])
             svg = sparkline_svg(
-                list(self._cpu), capacity=self.max_points, color=_CPU_COLOR, label="CPU utilization"
+                list(self._cpu), capacity=self.max_points, top=top, color=_CPU_COLOR,
+                label="CPU use",
             )
             rows.append(
                 f'<div style="margin:2px 0"><b style="display:inline-block;width:52px">CPU</b>{svg} '
-                f"<b>{esc(cpu_text)}</b> of {self._cores} cores (this process + workers; no GPU visible)</div>"
+                f"<b>{esc(cpu_text)}</b> (this process + workers, 100% = one core, "
+                f"{self._cores} cores; no GPU visible)</div>"
             )
         return "".join(rows)
 
@@ -279,7 +283,7 @@ class LiveView:
         ]
         if self._gpu_util:
             cpu_now = self._cpu[-1] if self._cpu else None
-            parts.append(f"CPU {'n/a' if cpu_now is None else f'{cpu_now:.0f}%'} of {self._cores} cores")
+            parts.append(f"CPU {'n/a' if cpu_now is None else f'{cpu_now:.0f}%'} (100% = one core)")
         if s.rss_bytes is not None:
             parts.append(f"RAM {esc(fmt_bytes(s.rss_bytes))}")
         parts.append(f"{s.t_s:.1f} s")

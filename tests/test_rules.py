@@ -398,6 +398,8 @@ def test_small_batch_with_an_idle_gpu_and_free_memory():
     util = syn.utilization(gpu_util_pct=25.0, memory_peak_gib=10, memory_total_gib=80)
     f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=util, batch_size=16)), "batch.small_batch")
     assert f.gain_bound == 2.0 and f.fix_params == {"factor": 2, "scale_lr": True} and f.severity == "medium"
+    with_data = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"data": 0.05}, util=util)), "batch.small_batch")
+    assert with_data.gain_bound == pytest.approx(1 / (0.05 + 0.95 / 2))  # data per sample does not shrink
     full = syn.utilization(gpu_util_pct=25.0, memory_peak_gib=60, memory_total_gib=80)
     assert "batch.small_batch" not in ids(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=full)))
 

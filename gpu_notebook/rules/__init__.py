@@ -7,7 +7,9 @@ Two calls, in this order::
 
 ``run_rules`` scans the cell's source, reads the live objects it names (when given the
 namespace), runs every rule of every family and ranks the findings: severity first, then the
-gain bound (largest first; unbounded findings after bounded ones). ``attach_fixes`` turns each
+gain bound (largest first; unbounded findings after bounded ones). Rules decide on the typical
+step (a stalled minority of profiled steps left out) and rank by that reading; the bound they
+show is the larger of the typical and the all-steps reading, so it stays an upper bound. ``attach_fixes`` turns each
 finding's fix id into a :class:`~gpu_notebook.records.FixProposal` through
 :func:`gpu_notebook.fixes.apply_fix`; a DataLoader built in an earlier cell gets a snippet that
 rebuilds it from the live object instead.
@@ -94,22 +96,20 @@ def run_rules(
         ops = steady_top_ops(run.window.trace_path, steady.phases)
         if ops is not None:
             steady = dataclasses.replace(steady, top_ops=ops)
-    findings: list[Finding] = []
-    for rule in rules:
+    confidence = _confidence_note(steady, verdict)
+    ranked: list[tuple[tuple[int, int, float], int, Finding]] = []
+    for position, rule in enumerate(rules):
         found = rule(run, steady, facts)
         if found is None:
             continue
+        # Ranked by the typical step's reading; the bound shown may be the larger, safe one.
+        key = rank_key(found)
         if stalls:
             found = _conservative_bound(found, rule(run, analysis, facts), stalls, profiled_steps(analysis))
-        findings.append(found)
-    confidence = _confidence_note(steady, verdict)
-    if confidence is not None:
-        findings = [
-            dataclasses.replace(f, evidence=(*f.evidence, confidence)) if f.phase_share is not None else f
-            for f in findings
-        ]
-    order = {id(f): i for i, f in enumerate(findings)}
-    return tuple(sorted(findings, key=lambda f: (*rank_key(f), order[id(f)])))
+        if confidence is not None and found.phase_share is not None:
+            found = dataclasses.replace(found, evidence=(*found.evidence, confidence))
+        ranked.append((key, position, found))
+    return tuple(f for _, _, f in sorted(ranked, key=lambda item: (item[0], item[1])))
 
 
 def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, steps: int) -> Finding:

@@ -4,15 +4,23 @@ Thresholds: GPU utilization < 50% suggests a bigger batch (PyTorch TensorBoard p
 TraceML calls < 30% low (our "medium") and 30-70% moderate. Memory headroom: peak below half the
 card, so doubling the batch fits. Skipped when data wait or syncs are >= 10% (TraceML warn):
 those rules name the cause, and a bigger batch would not fix them.
-Gain bound: a step of 2B samples takes at least as long as a step of B, so samples/s can at most
-double (factor 2); the fix scales the learning rate linearly (Goyal et al., 2017): check that
+Gain bound: a step of 2B samples takes at least as long as a step of B, so the model side per
+sample at most halves while data loading per sample stays: ``1 / (d + (1 - d) / 2)``; the fix scales the learning rate linearly (Goyal et al., 2017): check that
 training still converges.
 """
 
 from __future__ import annotations
 
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import WARN, finding, gpu_busy_share, pct, share
+from gpu_notebook.rules.common import (
+    WARN,
+    bigger_batch_bound,
+    finding,
+    fmt_bound,
+    gpu_busy_share,
+    pct,
+    share,
+)
 from gpu_notebook.rules.source_scan import SourceFacts
 
 LOW_UTIL = 0.50  # TensorBoard profiler plugin
@@ -39,6 +47,7 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
         value = share(analysis, phase)
         if value is not None and value >= WARN:
             return None
+    bound = bigger_batch_bound(FACTOR, analysis)
     return finding(
         "batch.small_batch",
         f"The GPU is {pct(busy)} busy with a batch of {batch}: room for a bigger batch",
@@ -46,13 +55,14 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
         [
             f"GPU busy {pct(busy)} ({source}), batch size {batch}",
             f"peak GPU memory {pct(memory)} of the card: a batch of {batch * FACTOR} should fit",
-            f"gain: samples/s at most x{FACTOR} (a bigger step is never faster than a smaller one)",
+            f"gain: samples/s {fmt_bound(bound)} (the model side per sample shrinks at most "
+            f"x{FACTOR}, data loading per sample not at all)",
             "the learning rate scales with the batch (linear scaling rule); check convergence",
         ],
         f"Multiply the batch size by {FACTOR} and the learning rate by {FACTOR}.",
         "PyTorch TensorBoard profiler plugin (GPU utilization < 50% -> bigger batch); TraceML "
         "(< 30% low); Goyal et al. 2017 (linear LR scaling)",
-        bound=float(FACTOR),
+        bound=bound,
         fix_id="bigger_batch",
         fix_params={"factor": FACTOR, "scale_lr": True},
     )

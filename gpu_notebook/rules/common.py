@@ -303,3 +303,17 @@ def steady_top_ops(trace_path: str, phases: PhaseBreakdown, n: int = 10) -> tupl
         out += [OpStat(name, int(v[0]), v[1], v[2], "cpu" if dev == "cpu" else "gpu") for (name, dev), v in rows]
     return tuple(out)
 
+
+
+def bigger_batch_bound(factor: int, analysis: Analysis) -> float:
+    """Most samples/s gain from a batch ``factor`` times bigger.
+
+    The model side of a step costs at least as much per step with more samples, so per sample
+    it shrinks at most ``factor`` times; the data side (each sample read and transformed) does
+    not shrink at all. With a data share ``d``: ``1 / (d + (1 - d) / factor)``; ``factor``
+    when the data wait was not measured.
+    """
+    data = share(analysis, "data")
+    if data is None:
+        return float(factor)
+    return 1.0 / (data + (1.0 - data) / factor)

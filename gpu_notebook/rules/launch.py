@@ -10,7 +10,9 @@ On a CPU (``tiny_ops``): the heaviest matmul/convolution operator takes under 30
 GPU would wait on Python), so per-op overhead, spread over every phase, sets the pace. Severity medium,
 high when the host time outside operators alone reaches TraceML's critical 20%. The fix gives each op more work: a batch ``k`` times bigger, with ``k`` the
 power of two that lifts the heaviest op to ~30 us (2..8, assuming op time grows with the batch).
-Gain bound: samples/s at most x``k`` (a bigger step is never faster than a smaller one).
+Gain bound: the model side per sample shrinks at most x``k`` (a bigger step is never faster
+than a smaller one), the data side not at all: ``1 / (d + (1 - d) / k)`` with data share ``d``.
+Severity low when the step mostly waits for data (>= 20%): the input rule speaks first.
 
 Unfused optimizer: the optimizer step takes >= 10% of the step (TraceML warn; medium from 20%,
 never high: the update is real work, fusing only trims its per-tensor overhead). Bound: Amdahl
@@ -27,6 +29,7 @@ from gpu_notebook.rules.common import (
     MATMUL_OP,
     RESIDUAL_PHASES,
     WARN,
+    bigger_batch_bound,
     fmt_bound,
     finding,
     gain_bound,
@@ -103,7 +106,10 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     # Overhead is spread over every phase (dispatch inside forward, backward, optimizer), so no
     # phase share measures it: medium by default, high when Python between ops alone is critical.
+    data = share(analysis, "data")
     severity: Severity = "high" if residual is not None and residual >= CRITICAL else "medium"
+    if data is not None and data >= CRITICAL:
+        severity = "low"  # the step mostly waits for data: the input rule speaks first
     factor = min(MAX_FACTOR, max(2, 2 ** math.ceil(math.log2(TINY_OP_US / max(heaviest_us, 1e-3)))))
     static, live = loader_in_use(facts)
     batch = analysis.step_stats.batch_size
@@ -116,16 +122,21 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if analysis.step_stats.median_s is not None:
         evidence.append(f"median step {analysis.step_stats.median_s * 1e3:.2f} ms with batch {batch}")
     if static is not None or live is not None:
-        evidence.append(f"gain with a batch x{factor}: samples/s at most x{factor}; the learning rate scales too (check convergence)")
+        bound = bigger_batch_bound(factor, analysis)
+        evidence.append(
+            f"gain with a batch x{factor}: samples/s {fmt_bound(bound)} (the model side per sample "
+            f"shrinks at most x{factor}, data loading per sample not at all); the learning rate "
+            "scales too (check convergence)"
+        )
         return finding(
             "launch.tiny_ops",
-            "Steps are too small: per-op overhead and Python dominate",
+            "The model's ops are too small: per-op overhead dominates its time",
             severity,
             evidence,
             f"Give each step more work: batch size x{factor} (learning rate x{factor}); then "
             "torch.compile to fuse the remaining small ops. More GPUs would not help.",
             "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
-            bound=float(factor),
+            bound=bound,
             line=static.line if static is not None else None,
             fix_id="bigger_batch",
             fix_params={"factor": factor, "scale_lr": True},
@@ -133,7 +144,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     evidence.append("no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)")
     return finding(
         "launch.tiny_ops",
-        "Steps are too small: per-op overhead and Python dominate",
+        "The model's ops are too small: per-op overhead dominates its time",
         severity,
         evidence,
         "Fuse small ops with torch.compile, or make each step do more work (bigger batch).",

@@ -7,6 +7,8 @@ the scheduler noise of a small machine, and each cell runs in about a second.
 
 ``planted`` is the rule that must come out on top; ``fix_shows_on_cpu`` marks the scenarios
 whose generated fix can show a speedup without a GPU (benchmarks/fix_speedups.py runs them).
+Apart from the planted cause the cells are healthy: optimizers are fused (an unfused optimizer
+is a finding of its own, planted only in ``unfused_optimizer``).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         what="__getitem__ sleeps 1 ms a sample; DataLoader num_workers=0",
         fix_shows_on_cpu=True,
         cell="""
-model = mlp(32, 256); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.MSELoss()
+model = mlp(32, 256); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True); loss_fn = nn.MSELoss()
 loader = DataLoader(SleepyDataset(n=192), batch_size=8, num_workers=0)
 for x, y in loader:
     loss = loss_fn(model(x), y)
@@ -87,7 +89,7 @@ for x, y in loader:
         what="CPU-heavy per-sample augmentation in the main process (num_workers=0)",
         fix_shows_on_cpu=True,
         cell="""
-model = SmallCNN(); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.CrossEntropyLoss()
+model = SmallCNN(); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True); loss_fn = nn.CrossEntropyLoss()
 loader = DataLoader(AugmentedImages(), batch_size=16, num_workers=0)
 for x, y in loader:
     loss = loss_fn(model(x), y)
@@ -103,7 +105,7 @@ for x, y in loader:
 train_loader = DataLoader(SleepyDataset(n=128), batch_size=8, shuffle=True, num_workers=0)
 """,
         cell="""
-model = mlp(32, 256); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.MSELoss()
+model = mlp(32, 256); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True); loss_fn = nn.MSELoss()
 for x, y in train_loader:
     loss = loss_fn(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()
@@ -115,7 +117,7 @@ for x, y in train_loader:
         what="prints the loss tensor and a slice of the predictions every step",
         fix_shows_on_cpu=True,
         cell="""
-model = mlp(64, 256); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.MSELoss()
+model = mlp(64, 256); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True); loss_fn = nn.MSELoss()
 xs = torch.randn(40, 32, 64); ys = torch.randn(40, 32, 1)
 for step in range(40):
     out = model(xs[step])
@@ -129,7 +131,7 @@ for step in range(40):
         planted="logging.validation_every_step",
         what="a full validation pass inside every training step",
         cell="""
-model = mlp(256, 512); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.MSELoss()
+model = mlp(256, 512); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True); loss_fn = nn.MSELoss()
 xs = torch.randn(24, 64, 256); ys = torch.randn(24, 64, 1)
 val_x = torch.randn(4, 128, 256); val_y = torch.randn(4, 128, 1)
 for step in range(24):
@@ -147,7 +149,7 @@ for step in range(24):
         what="a tiny model on batches of 4: Python and per-op overhead dominate",
         fix_shows_on_cpu=True,
         cell="""
-model = mlp(16, 16); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.MSELoss()
+model = mlp(16, 16); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True); loss_fn = nn.MSELoss()
 loader = DataLoader(TensorDataset(torch.randn(512, 16), torch.randn(512, 1)), batch_size=4)
 for x, y in loader:
     loss = loss_fn(model(x), y)
@@ -200,7 +202,7 @@ for xs, ys in data:
         what="pre-loaded tensors, big matmuls: the step is compute",
         cell="""
 model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 512))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
+opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True)
 xs = torch.randn(256, 512); ys = torch.randn(256, 512)
 for step in range(14):
     loss = ((model(xs) - ys) ** 2).mean()

@@ -53,6 +53,10 @@ class GpuCheckMagics(Magics):
         "--price", metavar="PER_GPU_HOUR", type=float, default=None,
         help="Price of one GPU-hour: the what-if and the before/after also speak in money.",
     )
+    @argument(
+        "--html", metavar="PATH", default=None,
+        help="Also write the report as one self-contained HTML file (opens offline).",
+    )
     @argument("-q", "--quiet", action="store_true", help="Do not display the report (use with -o).")
     @cell_magic
     def gpucheck(self, line: str, cell: str) -> None:
@@ -69,7 +73,8 @@ class GpuCheckMagics(Magics):
 
             %load_ext gpu_notebook
 
-            %%gpucheck [-s STEPS] [-w WARMUP] [-i SECONDS] [-o NAME] [--no-profile] [--export DIR]
+            %%gpucheck [-s STEPS] [-w WARMUP] [-i SECONDS] [-o NAME] [--no-profile]
+                       [--export DIR] [--html PATH] [--price PER_GPU_HOUR] [-q]
             for x, y in loader:
                 loss = loss_fn(model(x), y)
                 opt.zero_grad(); loss.backward(); opt.step()
@@ -85,17 +90,31 @@ class GpuCheckMagics(Magics):
         export_dir = _export_dir(args.export)
         from gpu_notebook.magic_run import run_measured_cell
 
-        report = run_measured_cell(
-            self.shell, cell, f"%%gpucheck {line}".rstrip(), options,
-            history=self.reports, price_per_gpu_hour=args.price,
-        )
+        html_path = _html_path(args.html)
+        live = _live_view() if not args.quiet else None
+        try:
+            report = run_measured_cell(
+                self.shell, cell, f"%%gpucheck {line}".rstrip(), options,
+                live_listener=live.update if live is not None else None,
+                history=self.reports, price_per_gpu_hour=args.price,
+            )
+        except BaseException as exc:
+            if live is not None:
+                live.abandon(f"no report: {type(exc).__name__}: {exc}")
+            raise
         self.reports.append(report)
         del self.reports[:-MAX_KEPT_REPORTS]
         if args.output:
             self.shell.user_ns[args.output] = report
         if export_dir is not None:
             _export(report, export_dir)
-        if not args.quiet:
+        if html_path is not None:
+            from gpu_notebook.views.html import write_html
+
+            write_html(report, html_path)
+        if live is not None:
+            live.finish(report)
+        elif not args.quiet:
             from IPython.display import display
 
             display(report)
@@ -139,6 +158,28 @@ def _validate(args: Any, cell: str) -> CaptureOptions:
         )
     except ValueError as exc:
         raise UsageError(f"{exc}.") from None
+
+
+def _live_view() -> Any:
+    """The live widget inside a Jupyter kernel; None in terminal IPython (text report there)."""
+    from gpu_notebook.views.live import LiveView
+
+    if not LiveView.available():
+        return None
+    view = LiveView()
+    view.show()
+    return view
+
+
+def _html_path(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise UsageError(f"--html needs a file name; {value!r} is a folder.")
+    if not path.parent.exists():
+        raise UsageError(f"--html: folder {str(path.parent)!r} does not exist.")
+    return path
 
 
 def _export_dir(value: str | None) -> Path | None:

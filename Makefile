@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test
+.PHONY: install browser demo test
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -12,10 +12,19 @@ $(BIN)/python:
 install: $(BIN)/python
 	# torch pinned: the CPU wheel; an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
+	# Builds the JupyterLab extension too (Node + jlpm, through hatch-jupyter-builder).
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 
-demo: install
-	$(BIN)/python -m gpu_notebook demo
+# Debian's Chromium for the browser tests (no test tool downloads a browser of its own).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "browser tests need Chromium: sudo apt-get install chromium"; fi; }
 
-test: install
+demo: install
+	$(BIN)/python -m gpu_notebook demo --html demo-reports
+	@echo "Open the HTML reports in demo-reports/ (or run example_notebooks/01_find_the_bottleneck.ipynb in JupyterLab)."
+
+test: install browser
+	$(BIN)/jupyter labextension list 2>&1 | grep -E "gpu-notebook.*enabled.*OK"
 	$(BIN)/python -m pytest -q

@@ -744,6 +744,7 @@ def test_one_insert_fix_widget_per_finding_with_a_patch() -> None:
     assert text.index("Batches are loaded") < text.index("Copies from pageable") < text.index(".item() every step")
     assert "up to 1.8x faster" in text and "Fix (cell line 3): Use DataLoader worker" in text
     assert "No patch for this cell: the copies happen inside a helper" in text
+    assert text.count("Patch ready below") == 1
 
 
 def test_real_fix_proposals_from_the_fix_catalog(input_bound_report: Report) -> None:

@@ -327,19 +327,23 @@ def _safe_url(url: str) -> str | None:
     return url if re.match(r"^https://[^\s\"'<>]+$", url) else None
 
 
-def finding_card(finding: Finding, number: int, *, with_code: bool) -> str:
+def finding_card(
+    finding: Finding, number: int, *, with_code: bool, insert_below: bool = False
+) -> str:
     """One finding of the checklist: severity, title, gain bound, evidence, the fix.
 
-    ``with_code``: show the patched cell and its diff as ``<pre>`` (the HTML file); the widget
-    passes False and places an InsertFixWidget below the card instead.
+    ``with_code``: show the patched cell and its diff as ``<pre>`` (the HTML file).
+    ``insert_below``: the widget places an InsertFixWidget right under the card; the card then
+    says so and joins it visually.
     """
     f = finding
     gain = fmt_gain(f.gain_bound)
     share = (
         f" (removes {100 * f.phase_share:.0f}% of the step)" if f.phase_share is not None else ""
     )
+    joined = " with-action" if insert_below else ""
     parts = [
-        f'<div class="finding sev-{esc(f.severity)}">',
+        f'<div class="finding sev-{esc(f.severity)}{joined}">',
         f'<span class="gain">{esc(gain)}</span>' if gain else "",
         f'<h3>{number}. <span class="sev">{esc(f.severity)}</span>{esc(f.title)}</h3>',
     ]
@@ -363,6 +367,11 @@ def finding_card(finding: Finding, number: int, *, with_code: bool) -> str:
             parts.append(f"<p class='muted'>Read more: {esc(p.doc_url)}</p>")
         if p.refusal:
             parts.append(f'<p class="refusal">No patch for this cell: {esc(p.refusal)}</p>')
+        elif insert_below and p.source_after is not None:
+            parts.append(
+                '<p class="patchready">Patch ready below: preview the change, then '
+                "<b>Insert fix</b> adds it as a new cell under this one (it is not run).</p>"
+            )
         elif with_code and p.source_after is not None:
             parts.append(
                 f"<details open><summary>Patched cell: {esc(p.title)}</summary>"

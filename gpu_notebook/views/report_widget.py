@@ -56,7 +56,7 @@ def _finding_widget(finding: Finding, number: int, cell_id: str | None) -> ipywi
     except ModuleNotFoundError:  # anywidget missing: show the patched code instead of a button
         return _block(sections.finding_card(finding, number, with_code=True))
     insert = InsertFixWidget(proposal.title, proposal.source_after, proposal.diff or "", cell_id)
-    card = _block(sections.finding_card(finding, number, with_code=False))
+    card = _block(sections.finding_card(finding, number, with_code=False, insert_below=True))
     return ipywidgets.VBox(children=(card, insert), layout=ipywidgets.Layout(margin="0 0 6px 0"))
 
 

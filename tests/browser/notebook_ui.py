@@ -60,9 +60,24 @@ class NotebookUI:
     def open(self, cell_count: int) -> None:
         self.page.goto(self.server.url(self.name, self.ui))
         expect(self.cells).to_have_count(cell_count, timeout=60_000)
-        # The kernel is up once the toolbar's kernel status settles on idle.
+        self.wait_kernel_idle()
+
+    def wait_kernel_idle(self, timeout_s: float = 60.0) -> None:
+        """Wait until the server has this notebook's kernel, idle, and the page shows it idle.
+
+        The toolbar indicator alone is not enough: it reads "idle" before any kernel exists,
+        and a cell run then is dropped without a word.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            kernel = self.server.kernel_of(self.name)
+            if kernel is not None and kernel["execution_state"] == "idle":
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no idle kernel for {self.name}: {kernel}")
+            time.sleep(0.2)
         expect(self.page.locator(".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator")).to_have_attribute(
-            "data-status", "idle", timeout=60_000
+            "data-status", "idle", timeout=30_000
         )
 
     def select(self, index: int) -> None:
@@ -75,11 +90,15 @@ class NotebookUI:
         Through the Run menu, not Ctrl+Enter: right after the first page load the keyboard
         shortcuts may not be registered yet, and the key press is then silently lost.
         """
+        # Never retried: cells move when one is inserted, and a retry could run the wrong one.
         self.select(index)
         self.menu("Run", "Run Selected Cell and Do not Advance")
 
     def wait_done(self, index: int, timeout_ms: int = 60_000) -> None:
-        expect(self.prompt(index)).to_have_text(_EXECUTED, timeout=timeout_ms)
+        try:
+            expect(self.prompt(index)).to_have_text(_EXECUTED, timeout=timeout_ms)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\nbrowser console:\n" + "\n".join(self.console)) from None
 
     def wait_running(self, index: int, timeout_ms: int = 30_000) -> None:
         expect(self.prompt(index)).to_have_text("[*]:", timeout=timeout_ms)
@@ -127,14 +146,12 @@ class NotebookUI:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             kernel = self.server.kernel_of(self.name)
-            if kernel and kernel["id"] != old_kernel_id and kernel["execution_state"] == "idle":
+            if kernel and kernel["id"] != old_kernel_id:
                 break
             time.sleep(0.2)
         else:
             raise AssertionError(f"{self.name} kept kernel {old_kernel_id}")
-        expect(self.page.locator(".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator")).to_have_attribute(
-            "data-status", "idle", timeout=30_000
-        )
+        self.wait_kernel_idle()
         # The page learns of the new kernel from the same server reply; give it a moment to
         # connect so the next execution is not sent on the old, disposed connection.
         self.page.wait_for_timeout(1000)

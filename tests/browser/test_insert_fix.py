@@ -215,24 +215,42 @@ def test_the_comm_inserts_below_the_cell_with_the_requested_id_across_kernel_res
     assert [(c.id, c.source) for c in saved.cells if c.id != new.id] == cells
 
 
-def test_insert_fix_adds_one_cell_below_the_widget_cell_in_notebook7(
+def test_insert_fix_and_the_comm_insert_below_their_cells_in_notebook7(
     page: Page, notebook_server: JupyterServer
 ) -> None:
     server = notebook_server
-    cells = [ABOVE, widget_cell("nb7-fix-1"), BELOW]
+    comm_fix = "# gpucheck fix: pin host memory\nloader = DataLoader(ds, pin_memory=True)\n"
+    caller = (
+        "cell-caller",
+        "from gpu_notebook import bridge\n"
+        "pending = bridge.insert_cell(bridge.InsertCellRequest(\n"
+        f"    request_id='nb7-comm-1', cell_id='cell-above', source={comm_fix!r}, title='pin'))",
+    )
+    cells = [ABOVE, widget_cell("nb7-fix-1"), BELOW, caller]
     write_notebook(server, "nb7_insert.ipynb", cells)
     nb = NotebookUI(page, server, "nb7_insert.ipynb", "notebook")
     try:
-        nb.open(cell_count=3)
+        nb.open(cell_count=4)
         show_widget(nb)
-        click_insert(nb)
+        click_insert(nb)  # DOM event
         expect(nb.cell(1).locator(".gpu-nb-fix-status")).to_contain_text("Inserted below")
-        expect(nb.cells).to_have_count(4)
+        expect(nb.cells).to_have_count(5)
         click_insert(nb)
         expect(nb.cell(1).locator(".gpu-nb-fix-status")).to_contain_text("Already inserted below")
-        nb.screenshot("notebook7-inserted-below")
-        saved = nb.save_and_read(lambda n: len(n.cells) == 4)
+        saved = nb.save_and_read(lambda n: len(n.cells) == 5)
         assert_inserted_below_widget(saved, "nb7-fix-1", cells)
+
+        nb.run(4)  # comm: below the cell with id cell-above
+        expect(nb.cells).to_have_count(6, timeout=30_000)
+        nb.screenshot("notebook7-inserted-below")
+        saved = nb.save_and_read(lambda n: len(n.cells) == 6)
+        ids = [cell.id for cell in saved.cells]
+        assert ids[0] == "cell-above" and ids[2:4] == ["cell-widget", ids[3]], ids
+        assert [ids[4], ids[5]] == ["cell-below", "cell-caller"], ids
+        by_comm, by_click = saved.cells[1], saved.cells[3]
+        assert (by_comm.source, by_comm.outputs, by_comm.execution_count) == (comm_fix, [], None)
+        assert by_comm.metadata["gpu_notebook"]["request_id"] == "nb7-comm-1"
+        assert (by_click.source, by_click.outputs) == (FIX, [])
     finally:
         page.close()
         server.shutdown_kernels()

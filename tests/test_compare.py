@@ -117,3 +117,14 @@ def test_fix_closes_the_loop_in_a_real_shell(ip):
     # benchmarks/fix_speedups.py for interleaved medians); what must hold is the bound.
     assert c.speedup is not None and 0 < c.speedup <= c.predicted_bound
     assert c.step_median_s is not None and c.baseline_phase_share["data"] > 0.5
+
+
+def test_a_speedup_above_the_bound_is_explained_not_hidden():
+    proposer = syn.make_report(CELL, step_median_s=0.3, started_at=at(1),
+                               findings=[syn.proposal_finding("throttle_host_syncs", FIXED, bound=1.5)])  # fmt: skip
+    fixed = syn.make_report(FIXED, step_median_s=0.1, started_at=at(2))
+    c = compare(proposer, fixed)
+    assert c.speedup == pytest.approx(3.0) and c.predicted_bound == 1.5
+    assert any(line.startswith("Above the bound") for line in describe(c))
+    within = compare(proposer, syn.make_report(FIXED, step_median_s=0.25, started_at=at(3)))
+    assert not any(line.startswith("Above the bound") for line in describe(within))

@@ -164,6 +164,11 @@ def describe(comparison: Comparison) -> tuple[str, ...]:
     if c.fix_id is not None:
         bound = "not bounded" if c.predicted_bound is None else f"up to {c.predicted_bound:.2f}x"
         lines.append(f"Predicted for fix {c.fix_id}: {bound} (Amdahl bound).")
+        if c.speedup is not None and c.predicted_bound is not None and c.speedup > c.predicted_bound:
+            lines.append(
+                "Above the bound: the fix also sped up work outside the phase it removes (the bound "
+                "comes from profiled steps; caches, garbage collection and the allocator share the step)."
+            )
     if c.gpu_equivalent is not None and c.gpu_equivalent > 0:
         lines.append(
             f"This gave the throughput of {c.gpu_equivalent:.2f} more GPU(s) of this kind "

@@ -112,7 +112,7 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     removed = removable * (1 - 1 / EVERY) if removable is not None else None
     severity = severity_of(removable, low=0.0) or "low"
     bound = gain_bound(removed, analysis)
-    evidence.append(f"gain if values are read every {EVERY} steps: {fmt_bound(bound)} (upper bound)")
+    evidence.append(f"gain if values are read every {EVERY} steps: {fmt_bound(bound)} (Amdahl over that share)")
     return finding(
         "syncs.per_step",
         "The loop reads device values on the host every step",

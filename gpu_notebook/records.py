@@ -458,6 +458,12 @@ class Report:
             )
         return from_jsonable(cls, data)
 
+    def to_html(self, path: str | None = None) -> str:
+        """The report as one offline HTML page; written to ``path`` (its path returned) if given."""
+        from gpu_notebook.views.html import render_html, write_html
+
+        return render_html(self) if path is None else str(write_html(self, path))
+
     def text(self) -> str:
         from gpu_notebook.views.text import render_text
 

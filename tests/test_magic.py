@@ -319,3 +319,15 @@ for step in range(30):
     assert rep.run.steps.step_count == 30  # steps are still counted after going lean
     assert sum(1 for s in rep.run.steps.steps if s.timed) <= 6
     assert rep.analysis.step_stats.count == 30
+
+
+def test_html_option_and_to_html_write_one_offline_page(ip, tmp_path):
+    target = tmp_path / "report.html"
+    rep = run(ip, cells.MLP_LOADER.format(workers=0), f"--html {target}")
+    page = target.read_text()
+    assert page.startswith("<!DOCTYPE html>") or page.lower().startswith("<!doctype html>")
+    assert "cdn.bokeh.org" not in page
+    assert rep.verdict.headline.split(":")[0][:20] in page
+    other = tmp_path / "again.html"
+    assert rep.to_html(str(other)) == str(other)
+    assert len(other.read_text()) == pytest.approx(len(page), rel=0.01)  # bokeh ids differ per render

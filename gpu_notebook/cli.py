@@ -135,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.argv, sys.path[:] = old_argv, old_path
         if live is not None:
             live.clear()
-    report = build_report(session.finish(status, error))  # type: ignore[arg-type]
+    report = build_report(session.finish(status, error), line_offset=0)  # type: ignore[arg-type]
     _write_outputs(report, args)
     if not args.quiet:
         print(report.text())
@@ -264,7 +264,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         session = CaptureSession(CaptureOptions(), source)
         with session:
             exec(compile(source, f"<gpucheck example {name}>", "exec"), {"__name__": "__main__"})
-        report = build_report(session.finish("ok", None))
+        report = build_report(session.finish("ok", None), line_offset=0)
         print(report.text())
         if args.html:
             from gpu_notebook.views.html import write_html

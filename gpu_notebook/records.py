@@ -341,7 +341,7 @@ class Comparison:
     baseline_started_at: str
     baseline_step_median_s: float | None
     step_median_s: float | None
-    speedup: float | None  # baseline step time / this step time (> 1: faster)
+    speedup: float | None  # throughput ratio from the mean steady step time (> 1: faster)
     baseline_samples_per_s: float | None
     samples_per_s: float | None
     baseline_phase_share: Mapping[str, float]

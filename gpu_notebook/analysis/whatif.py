@@ -145,7 +145,7 @@ def render_whatif(w: WhatIf) -> str:
     lines = ["What if: fix the code, or add GPUs?"]
     if w.fixes_speedup is not None:
         lines.append(
-            f"  fixing {', '.join(w.fixed_phases)}: up to {w.fixes_speedup:.2f}x on this GPU"
+            f"  fixing {', '.join(w.fixed_phases)}: up to {w.fixes_speedup:.2f}x on this machine, with no new hardware"
         )
     else:
         lines.append("  no waiting phase to fix was measured (data, sync and copy are under 1%)")

@@ -1,0 +1,282 @@
+"""Turn the stack sampler's counts into time per cell line, per function, and flame-graph stacks.
+
+Pure functions over :class:`~gpu_notebook.capture.stacks.RawStacks`; nothing here samples or
+draws. Every integer "samples" figure in the :class:`~gpu_notebook.records.StackProfile` is
+*time-weighted*: the wall time a line (function, stack) took divided by the nominal interval,
+so ``samples * interval_s`` is seconds and shares add up as time does, even though the sampler's
+real spacing stretches while the cell holds the GIL (see ``capture/stacks.py``). Shares are
+computed from the exact microseconds, not from the rounded sample counts.
+
+Exports: :func:`to_speedscope` (speedscope's "sampled" JSON profile) and :func:`to_collapsed`
+(Brendan Gregg's folded stacks, for flamegraph.pl, speedscope, inferno...). Findings use
+:func:`hot_lines` and :func:`describe_line` ("line 7 `print(f'{loss}')`: 31% of step time").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from gpu_notebook.capture.stacks import OTHER, CodeRef, RawStacks
+from gpu_notebook.records import FunctionStat, LineStat, StackProfile
+
+__all__ = [
+    "CELL_FILE_LABEL",
+    "SPEEDSCOPE_SCHEMA",
+    "describe_line",
+    "file_label",
+    "frame_label",
+    "hot_functions",
+    "hot_lines",
+    "parse_frame_label",
+    "stack_profile",
+    "to_collapsed",
+    "to_speedscope",
+]
+
+SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+CELL_FILE_LABEL = "cell"  # the file label of the measured cell's own frames
+
+_MAX_TEXT_CHARS = 60
+# Import machinery, elided from stacks as Python's own tracebacks do (``_call_with_frames_removed``
+# says so): six frames per nested import bury the modules being imported. Kept when innermost,
+# so time spent there still shows as such.
+_HIDDEN_FILES = frozenset({"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"})
+
+
+def stack_profile(
+    raw: RawStacks,
+    cell_filename: str | None = None,
+    cell_source: str = "",
+    interval_s: float | None = None,
+    *,
+    first_line: int = 1,
+    max_functions: int = 50,
+) -> StackProfile:
+    """Lines, functions and collapsed stacks of one sampling run.
+
+    ``cell_filename`` is the name the cell was compiled under (``shell.compile.cache``); None
+    takes the file of the sampler's rooted stacks (the frame IPython's ``run_code`` called),
+    which is the cell's. ``cell_source`` gives each line its text; its first line is cell line
+    ``first_line`` (2 for a ``%%gpucheck`` body, whose line 1 is the magic line).
+    ``interval_s`` is the nominal interval samples are counted in (default: the sampler's).
+    """
+    cell = cell_filename or raw.cell_filename or raw.root_filename
+    interval_us = (interval_s if interval_s is not None else raw.interval_s) * 1e6
+    total_us = raw.time_us
+
+    def samples(time_us: int) -> int:
+        # A line the sampler caught at all keeps at least one sample: a 0 would read "never ran".
+        return max(1, round(time_us / interval_us)) if time_us > 0 else 0
+
+    source_lines = cell_source.splitlines()
+    lines: list[LineStat] = []
+    if cell is not None:
+        for count in raw.lines:
+            if count.filename != cell or count.time_us <= 0:
+                continue
+            index = count.line - first_line
+            text = source_lines[index] if 0 <= index < len(source_lines) else ""
+            phases = {p: samples(us) for p, us in sorted(count.phase_time_us.items()) if us > 0}
+            lines.append(
+                LineStat(
+                    line=count.line,
+                    text=text,
+                    samples=samples(count.time_us),
+                    share=count.time_us / total_us if total_us else 0.0,
+                    phase_samples=phases,
+                )
+            )
+    lines.sort(key=lambda stat: stat.line)
+
+    ranked = sorted(
+        raw.function_counts,
+        key=lambda c: (-c.self_us, -c.total_us, raw.functions[c.function].function),
+    )
+    functions = tuple(
+        FunctionStat(
+            function=raw.functions[c.function].function,
+            filename=file_label(raw.functions[c.function].filename, cell),
+            first_line=raw.functions[c.function].first_line,
+            self_samples=samples(c.self_us),
+            total_samples=samples(c.total_us),
+        )
+        for c in ranked[:max_functions]
+    )
+
+    collapsed_us: dict[str, int] = {}
+    for stack in raw.stacks:
+        last = len(stack.frames) - 1
+        key = ";".join(
+            frame_label(raw.functions[f], line, cell)
+            for i, (f, line) in enumerate(stack.frames)
+            if i == last or raw.functions[f].filename not in _HIDDEN_FILES
+        )
+        key = key or OTHER  # a sample with no Python frame below the root
+        collapsed_us[key] = collapsed_us.get(key, 0) + stack.time_us
+    if raw.other_us > 0:
+        collapsed_us[OTHER] = collapsed_us.get(OTHER, 0) + raw.other_us
+    collapsed = {k: samples(us) for k, us in sorted(collapsed_us.items()) if us > 0}
+
+    return StackProfile(
+        interval_s=interval_us / 1e6,
+        samples=samples(total_us),
+        duration_s=raw.duration_s,
+        lines=tuple(lines),
+        functions=functions,
+        collapsed=collapsed,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Labels: "file:function:line", safe for the collapsed format (no ';', no newline).
+# --------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _module_path(filename: str) -> str:
+    """A path short enough to read: relative to the longest ``sys.path`` entry holding it."""
+    if filename.startswith("<"):
+        return filename  # "<ipython-input-3-...>", "<string>": already a name
+    norm = os.path.normpath(filename)
+    best = ""
+    for entry in sys.path:
+        base = os.path.normpath(os.path.abspath(entry or os.curdir))
+        if norm.startswith(base + os.sep) and len(base) > len(best):
+            best = base
+    rel = norm[len(best) + 1 :] if best else os.path.basename(norm)
+    return rel.replace(os.sep, "/")
+
+
+def file_label(filename: str, cell_filename: str | None = None) -> str:
+    """``cell`` for the measured cell, else a module path (``torch/nn/modules/module.py``)."""
+    if cell_filename is not None and filename == cell_filename:
+        return CELL_FILE_LABEL
+    return _clean(_module_path(filename))
+
+
+def frame_label(ref: CodeRef, line: int, cell_filename: str | None = None) -> str:
+    """One frame of a collapsed stack: ``file:function:line``."""
+    return f"{file_label(ref.filename, cell_filename)}:{_clean(ref.function)}:{line}"
+
+
+def parse_frame_label(label: str) -> tuple[str, str, int | None]:
+    """``(file, function, line)`` of a :func:`frame_label`; ``("", label, None)`` for "[other]"."""
+    parts = label.rsplit(":", 2)  # a file may hold ':' (C:\\...), a qualname never does
+    if len(parts) == 3 and parts[2].isdigit():
+        return parts[0], parts[1], int(parts[2])
+    return "", label, None
+
+
+def _clean(text: str) -> str:
+    # ';' separates frames and a newline separates stacks in the collapsed format; ':' would
+    # make a function name ambiguous in a frame label.
+    return text.replace(";", ",").replace("\n", " ").replace("\r", " ").replace(":", ".")
+
+
+# --------------------------------------------------------------------------------------------
+# Exports
+# --------------------------------------------------------------------------------------------
+
+
+def to_collapsed(profile: StackProfile) -> str:
+    """Brendan Gregg's collapsed stacks: one ``frame;frame;frame N`` line per stack."""
+    return "".join(f"{stack} {count}\n" for stack, count in sorted(profile.collapsed.items()))
+
+
+def to_speedscope(profile: StackProfile, name: str = "gpucheck: cell stacks") -> dict[str, Any]:
+    """A speedscope file (``"sampled"`` profile, weights in seconds) of the collapsed stacks."""
+    frames: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    samples: list[list[int]] = []
+    weights: list[float] = []
+    for stack, count in sorted(profile.collapsed.items()):
+        ids: list[int] = []
+        for label in stack.split(";"):
+            i = index.get(label)
+            if i is None:
+                i = index[label] = len(frames)
+                file, function, line = parse_frame_label(label)
+                frame: dict[str, Any] = {"name": function}
+                if file:
+                    frame["file"] = file
+                if line is not None:
+                    frame["line"] = line
+                frames.append(frame)
+            ids.append(i)
+        samples.append(ids)
+        weights.append(count * profile.interval_s)
+    return {
+        "$schema": SPEEDSCOPE_SCHEMA,
+        "shared": {"frames": frames},
+        "profiles": [
+            {
+                "type": "sampled",
+                "name": name,
+                "unit": "seconds",
+                "startValue": 0,
+                "endValue": sum(weights),
+                "samples": samples,
+                "weights": weights,
+            }
+        ],
+        "name": name,
+        "activeProfileIndex": 0,
+        "exporter": "gpu_notebook",
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# For findings and views
+# --------------------------------------------------------------------------------------------
+
+
+def hot_lines(profile: StackProfile, n: int = 3, min_share: float = 0.0) -> tuple[LineStat, ...]:
+    """The ``n`` cell lines with the most time (inclusive: a call line holds its callee's time).
+
+    A call line and the callee line that holds all of its time tie; the call line comes first:
+    it is the statement of the cell the user wrote the loop with (``s = slow_sum(n)``), and the
+    callee's line follows it.
+    """
+    depth = _cell_line_depths(profile.collapsed)
+    ranked = sorted(
+        (stat for stat in profile.lines if stat.share >= min_share),
+        key=lambda stat: (-stat.share, depth.get(stat.line, 1 << 30), stat.line),
+    )
+    return tuple(ranked[:n])
+
+
+def _cell_line_depths(collapsed: Mapping[str, int]) -> dict[int, int]:
+    """For each cell line, how deep its outermost appearance in a stack is (0: the cell's body)."""
+    depth: dict[int, int] = {}
+    for stack in collapsed:
+        for i, label in enumerate(stack.split(";")):
+            file, _function, line = parse_frame_label(label)
+            if file == CELL_FILE_LABEL and line is not None and i < depth.get(line, 1 << 30):
+                depth[line] = i
+    return depth
+
+
+def hot_functions(profile: StackProfile, n: int = 3) -> tuple[FunctionStat, ...]:
+    """The ``n`` functions with the most self time (the order ``profile.functions`` keeps)."""
+    return tuple(profile.functions[:n])
+
+
+def describe_line(stat: LineStat, of: str = "step time") -> str:
+    """``line 7 `print(f'{loss}')`: 31% of step time``, with the line's main phase when known."""
+    text = " ".join(stat.text.split())
+    if len(text) > _MAX_TEXT_CHARS:
+        text = text[: _MAX_TEXT_CHARS - 1] + "…"
+    code = f" `{text}`" if text else ""
+    phase = _main_phase(stat.phase_samples, stat.samples)
+    return f"line {stat.line}{code}: {stat.share:.0%} of {of}{phase}"
+
+
+def _main_phase(phase_samples: Mapping[str, int], samples: int) -> str:
+    if not phase_samples or samples <= 0:
+        return ""
+    phase, count = max(phase_samples.items(), key=lambda kv: (kv[1], kv[0]))
+    return f" (mostly {phase})" if count >= 0.5 * samples else ""

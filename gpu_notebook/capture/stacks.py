@@ -1,0 +1,673 @@
+"""Sample the Python stack of one thread (the one running the cell) into bounded folded counts.
+
+A daemon thread ("gpu_notebook-stacks-<tid>") wakes every ``interval_s`` (default 5 ms, 200 Hz),
+reads ``sys._current_frames()[thread_id]`` and counts the stack. It samples wall time, not CPU
+time: a line blocked in ``time.sleep``, a DataLoader wait or a torch op that released the GIL is
+time the step spends there, which is what the user wants to see.
+
+An in-process sampler needs the GIL to read frames, and that biases it twice; both are
+corrected here, and ``benchmarks/pyspy_crosscheck.py`` checks the result against py-spy, which
+reads the process from outside:
+
+* A thread running pure Python hands the GIL over only after the interpreter's switch interval
+  (5 ms by default), while a thread entering a GIL-releasing call (a torch op, a sleep, a queue
+  wait) hands it over at once. A sampler that wakes during a short pure-Python stretch (a
+  Python-level transform, a logging call) therefore waits, and samples the *next* GIL-releasing
+  call instead: measured, a 0.7 ms pure-Python function taking 12% of a loop got 0% of the
+  samples. While sampling, the switch interval is lowered to ``switch_interval_s`` (0.2 ms:
+  12% -> 13%) and restored afterwards. With one busy thread this adds no switches (there is one
+  hand-over per sample either way); other busy Python threads would switch more often.
+* Sampling slows down while the cell holds the GIL, so each sample is weighted by the wall time
+  since the previous one (unweighted, a pure-Python loop got 54% of the time instead of 77%).
+
+A C call that *holds* the GIL throughout (``torch.tensor`` of nested lists, ``json.dumps``) can
+not be sampled inside at all: its time lands on the line where the GIL is next released, or
+the next line. ``RawStacks.late_s`` says how late samples were taken on average.
+
+Why it is cheap (tens of microseconds a sample at 50+ frames, measured by
+``benchmarks/stack_sampler_overhead.py``):
+
+* The hot path builds one tuple of ints per sample: ``id(code)`` and ``f_lasti`` per frame.
+  Hashing code objects (CPython hashes their constants every time) and ``f_lineno`` (a walk of
+  the line table) cost more than the rest of the walk together; both are done once per
+  *distinct* stack, at ``stop()``, where ``f_lasti`` is mapped to a line through a cached table.
+* Code objects are registered (kept alive, so an ``id`` can never be reused while the sampler
+  lives) only when a stack is seen for the first time.
+* The walk stops at IPython's ``run_code`` frame (the *root*): the 20-40 frames of IPython,
+  ipykernel, asyncio and tornado above the cell are the same in every sample and say nothing.
+
+Samples that caught the thread outside the cell (before IPython's ``run_code`` called it, or
+after it returned) are dropped once any sample is inside: they are IPython's time, not the
+cell's. Memory is bounded: at most ``max_stacks`` distinct stacks are kept; past that, samples are
+counted under "[other]" while their lines and functions are still counted exactly (a slow path
+that only runs past the cap). Samples that caught the target thread inside this module (calling
+``pause``/``stop``) are dropped: they are the sampler's own cost, not the cell's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import CodeType, FrameType, TracebackType
+from typing import cast
+
+__all__ = [
+    "OTHER",
+    "THREAD_NAME_PREFIX",
+    "CodeRef",
+    "FunctionCount",
+    "LineCount",
+    "PhaseProvider",
+    "RawStacks",
+    "StackCount",
+    "StackSampler",
+    "default_root_codes",
+    "infer_phase",
+]
+
+THREAD_NAME_PREFIX = "gpu_notebook-stacks"
+OTHER = "[other]"
+
+# Returns the phase running now ("data", "forward"...) or None; called once per sample from the
+# sampler thread, so it must only read an attribute.
+PhaseProvider = Callable[[], str | None]
+
+_OWN_FILENAME = (lambda: None).__code__.co_filename
+_JOIN_TIMEOUT_S = 5.0
+_MIN_INTERVAL_S = 0.001
+_MAX_INTERVAL_S = 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# What stop() returns. Plain frozen records with JSON-friendly fields, so they can move into
+# records.py (and into Run) unchanged.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodeRef:
+    """One Python function (code object) seen in a sample."""
+
+    filename: str  # co_filename: the cell's is the name IPython compiled it under
+    function: str  # co_qualname ("Module._call_impl", "<module>")
+    first_line: int  # co_firstlineno
+
+
+@dataclass(frozen=True)
+class StackCount:
+    """One distinct stack: how many samples caught it and the wall time they stand for."""
+
+    frames: tuple[tuple[int, int], ...]  # (index into RawStacks.functions, line), outermost first
+    phase: str | None  # the provider's label, else the phase read from the stack
+    count: int
+    time_us: int  # sum of the samples' weights (wall time since the previous sample)
+    rooted: bool  # the walk stopped at a root frame: frames[0] is the cell's own frame
+
+
+@dataclass(frozen=True)
+class LineCount:
+    """Samples whose stack was running ``filename:line`` in any frame (inclusive, once a sample)."""
+
+    filename: str
+    line: int
+    samples: int
+    time_us: int
+    phase_time_us: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FunctionCount:
+    """Samples in one function: innermost (self) and anywhere in the stack (total, once a sample)."""
+
+    function: int  # index into RawStacks.functions
+    self_samples: int
+    total_samples: int
+    self_us: int
+    total_us: int
+
+
+@dataclass(frozen=True)
+class RawStacks:
+    """What one sampling run counted. ``samples`` counts every kept sample, folded ones included."""
+
+    thread_id: int
+    interval_s: float  # requested spacing
+    samples: int
+    time_us: int  # wall time the kept samples stand for (sum of their weights)
+    duration_s: float  # wall time the sampler was active (pauses excluded)
+    functions: tuple[CodeRef, ...] = ()
+    stacks: tuple[StackCount, ...] = ()  # at most max_stacks
+    other_samples: int = 0  # samples past max_stacks, counted under "[other]"
+    other_us: int = 0
+    lines: tuple[LineCount, ...] = ()  # exact, folded samples included
+    function_counts: tuple[FunctionCount, ...] = ()  # exact, folded samples included
+    cell_filename: str | None = None  # lines were restricted to this file (None: all files)
+    root_filename: str | None = None  # file of the outermost frame of rooted stacks: the cell's
+    missed_samples: int = 0  # ticks when the thread ran no Python (not started, or ended)
+    # Sum over the samples taken (dropped ones included) of how late each was (oversleep + waiting
+    # for the GIL): a mean of several ms says the cell held the GIL for long stretches, where
+    # sampling is least exact.
+    late_s: float = 0.0
+    own_samples: int = 0  # ticks that caught the thread inside the sampler's API: dropped
+    # Ticks that caught the thread outside any cell while other ticks were inside one (IPython
+    # compiling the cell, the capture starting or ending): not the cell's time, dropped.
+    outside_samples: int = 0
+    outside_us: int = 0
+    sampler_cpu_s: float = 0.0  # CPU time of the sampler thread (its cost on a free core)
+
+    @property
+    def effective_interval_s(self) -> float:
+        """Mean wall time a sample stands for (the GIL can stretch the requested interval)."""
+        return self.duration_s / self.samples if self.samples else self.interval_s
+
+    @property
+    def mean_lateness_s(self) -> float:
+        taken = self.samples + self.own_samples + self.outside_samples
+        return self.late_s / taken if taken else 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# Phase read from the stack, for samples the provider did not label.
+# --------------------------------------------------------------------------------------------
+
+# The outermost match wins: a module called from a collate_fn is data time, an LBFGS closure's
+# forward is optimizer time, as in the step clock's top-level accounting. Building a model or an
+# optimizer (their __init__, lazy imports) is no phase at all.
+def _phase_of(filename: str, qualname: str) -> str | None:
+    if "torch/" not in filename:
+        return None
+    if filename.endswith("torch/utils/data/dataloader.py"):
+        return "data" if qualname == "_BaseDataLoaderIter.__next__" else None
+    if filename.endswith(("torch/autograd/__init__.py", "torch/_tensor.py")):
+        return "backward" if qualname in ("backward", "Tensor.backward") else None
+    if filename.endswith("torch/nn/modules/module.py"):
+        return "forward" if qualname == "Module._call_impl" else None
+    if "torch/optim/" in filename and not filename.endswith("lr_scheduler.py"):
+        name = qualname.rsplit(".", 1)[-1]
+        if name in ("step", "zero_grad") or qualname.endswith("profile_hook_step.<locals>.wrapper"):
+            return "optimizer"
+    return None
+
+
+def infer_phase(functions: Sequence[CodeRef]) -> str | None:
+    """The training phase a stack (outermost first) is in, read from torch's own frames."""
+    for ref in functions:
+        phase = _phase_of(ref.filename.replace("\\", "/"), ref.function)
+        if phase is not None:
+            return phase
+    return None
+
+
+def default_root_codes() -> tuple[CodeType, ...]:
+    """Frames the walk stops at: IPython's ``run_code``, which calls the cell's code object."""
+    shell_mod = sys.modules.get("IPython.core.interactiveshell")
+    if shell_mod is None:
+        return ()
+    run_code = getattr(shell_mod.InteractiveShell, "run_code", None)
+    code = getattr(run_code, "__code__", None)
+    return (code,) if isinstance(code, CodeType) else ()
+
+
+# --------------------------------------------------------------------------------------------
+# The sampler
+# --------------------------------------------------------------------------------------------
+
+
+class StackSampler:
+    """Samples one thread's Python stack at ``interval_s`` into bounded folded counts.
+
+    ``start()`` begins sampling (``start(paused=True)`` starts the thread without sampling),
+    ``pause()``/``resume()`` bracket the spans to sample (e.g. the profiler window), ``stop()``
+    joins the thread and returns :class:`RawStacks`. ``cell_filename`` may be set at any time
+    before ``stop()``: it restricts the per-line table to the cell (None keeps every file).
+    ``phase_provider`` labels each sample with the running phase. If the provider (or the
+    sampler itself) raises, sampling stops and ``stop()`` raises that error.
+    ``switch_interval_s`` is the interpreter switch interval while sampling (None: leave it).
+    ``root_codes``: frames the walk stops at (default: IPython's ``run_code``).
+    """
+
+    def __init__(
+        self,
+        thread_id: int,
+        interval_s: float = 0.005,
+        max_stacks: int = 2048,
+        *,
+        phase_provider: PhaseProvider | None = None,
+        cell_filename: str | None = None,
+        root_codes: Collection[CodeType] | None = None,
+        switch_interval_s: float | None = 0.0002,
+    ) -> None:
+        if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
+            raise ValueError(
+                f"interval_s must be between {_MIN_INTERVAL_S} and {_MAX_INTERVAL_S} s, "
+                f"got {interval_s!r}"
+            )
+        if max_stacks < 1:
+            raise ValueError(f"max_stacks must be at least 1, got {max_stacks!r}")
+        self.thread_id = thread_id
+        self.interval_s = float(interval_s)
+        self.max_stacks = int(max_stacks)
+        self.phase_provider = phase_provider
+        self.cell_filename = cell_filename
+        self.switch_interval_s = switch_interval_s
+        self._saved_switch_s: float | None = None  # the interpreter's own, while ours is set
+        roots = default_root_codes() if root_codes is None else tuple(root_codes)
+        self._root_ids = frozenset(id(code) for code in roots)
+        self._roots = roots  # keeps the root code objects (and so their ids) alive
+
+        self._lock = threading.Lock()  # held for each sample, so pause() means "no more samples"
+        self._resume_event = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._active = False
+        self._stopping = False
+        self._active_since = 0.0
+        self._last_sample_ns = 0  # a sample weighs the time since the previous one (or resume)
+        self._duration_s = 0.0
+        self._error: BaseException | None = None
+        self._cpu_s = 0.0
+        self._result: RawStacks | None = None
+
+        # Written by the sampler thread only; read by stop() after the join.
+        # stack key -> [samples, time_us]; a key is (phase, rooted, id(code), f_lasti, ...).
+        self._counts: dict[tuple[object, ...], list[int]] = {}
+        self._codes: dict[int, CodeType] = {}
+        self._missed = 0
+        self._late_ns = 0
+        # Folded samples (past max_stacks), counted exactly by the slow path: [samples, time_us].
+        self._other = [0, 0]
+        self._other_own = 0
+        self._other_outside = [0, 0]
+        self._other_lines: dict[tuple[str, int, str | None], list[int]] = {}
+        self._other_self: dict[int, list[int]] = {}
+        self._other_total: dict[int, list[int]] = {}
+        self._line_tables: dict[int, tuple[list[int], list[int]]] = {}
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> StackSampler:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self, *, paused: bool = False) -> StackSampler:
+        """Start the sampler thread. Raises RuntimeError when started twice."""
+        if self._thread is not None or self._result is not None:
+            raise RuntimeError("this StackSampler was already started; make a new one")
+        self._stopping = False
+        if not paused:
+            self._set_active(True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"{THREAD_NAME_PREFIX}-{self.thread_id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def pause(self) -> None:
+        """Stop sampling until ``resume()``; no sample is taken after this returns."""
+        with self._lock:
+            self._set_active(False)
+
+    def resume(self) -> None:
+        """Sample again (after ``pause()`` or ``start(paused=True)``)."""
+        with self._lock:
+            if not self._stopping:
+                self._set_active(True)
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @property
+    def distinct_stacks(self) -> int:
+        """Distinct stacks kept so far (never more than ``max_stacks``)."""
+        return len(self._counts)
+
+    def stop(self) -> RawStacks:
+        """Join the thread (within about one interval) and return the counts.
+
+        Calling it again returns the same counts. An error raised in the sampler thread (by the
+        phase provider, or a bug here) is raised now rather than hidden.
+        """
+        if self._result is not None:
+            return self._result
+        thread = self._thread
+        if thread is None:
+            raise RuntimeError("StackSampler.stop() called before start()")
+        with self._lock:
+            self._set_active(False)
+            self._stopping = True
+            self._resume_event.set()
+        thread.join(_JOIN_TIMEOUT_S)
+        self._thread = None
+        error, self._error = self._error, None
+        self._result = self._resolve(thread_alive=thread.is_alive())
+        # The raw keys and code objects are no longer needed: let them (and the memory) go.
+        self._counts = {}
+        self._codes = {}
+        self._line_tables = {}
+        if error is not None:
+            raise error
+        return self._result
+
+    def _set_active(self, active: bool) -> None:
+        now = time.perf_counter()
+        if active and not self._active:
+            self._active_since = now
+            self._last_sample_ns = time.perf_counter_ns()
+            self._lower_switch_interval()
+            self._resume_event.set()
+        elif not active and self._active:
+            self._duration_s += now - self._active_since
+            self._restore_switch_interval()
+            self._resume_event.clear()
+        self._active = active
+
+    def _lower_switch_interval(self) -> None:
+        wanted = self.switch_interval_s
+        current = sys.getswitchinterval()
+        if wanted is not None and wanted < current:
+            self._saved_switch_s = current
+            sys.setswitchinterval(wanted)
+
+    def _restore_switch_interval(self) -> None:
+        saved, self._saved_switch_s = self._saved_switch_s, None
+        # Only if it is still ours: a cell that set its own interval meanwhile keeps it.
+        if saved is not None and self.switch_interval_s is not None:
+            if abs(sys.getswitchinterval() - self.switch_interval_s) < 1e-7:
+                sys.setswitchinterval(saved)
+
+    # ---------------------------------------------------------------- sampler thread
+
+    def _run(self) -> None:
+        cpu0 = time.thread_time()
+        interval = self.interval_s
+        try:
+            next_t = time.perf_counter()
+            while not self._stopping:
+                if not self._active:
+                    self._resume_event.wait()
+                    next_t = time.perf_counter()
+                    continue
+                next_t += interval
+                delay = next_t - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)  # returns once this thread holds the GIL again
+                else:  # behind (GIL held by the cell): no burst of catch-up samples
+                    next_t = time.perf_counter()
+                late_ns = int((time.perf_counter() - next_t) * 1e9)
+                with self._lock:
+                    if self._active:
+                        self._sample(late_ns)
+        except BaseException as exc:  # re-raised by stop(): a failing provider is the caller's
+            self._error = exc
+            with self._lock:
+                self._set_active(False)
+        finally:
+            self._cpu_s = time.thread_time() - cpu0
+
+    def _sample(self, late_ns: int = 0) -> None:
+        """One sample: the hot path. Ints only; no strings, no line numbers, no code hashing."""
+        top = sys._current_frames().get(self.thread_id)
+        now_ns = time.perf_counter_ns()
+        weight_us = (now_ns - self._last_sample_ns) // 1000
+        self._last_sample_ns = now_ns
+        if top is None:
+            self._missed += 1
+            return
+        self._late_ns += late_ns
+        provider = self.phase_provider
+        key: list[object] = [provider() if provider is not None else None, False]
+        append = key.append
+        roots = self._root_ids
+        frame: FrameType | None = top
+        while frame is not None:
+            cid = id(frame.f_code)
+            if cid in roots:
+                key[1] = True
+                break
+            append(cid)
+            append(frame.f_lasti)
+            frame = frame.f_back
+        stack = tuple(key)
+        counts = self._counts
+        tally = counts.get(stack)
+        if tally is not None:
+            tally[0] += 1
+            tally[1] += weight_us
+        elif len(counts) < self.max_stacks:
+            self._register(top)
+            counts[stack] = [1, weight_us]
+        else:
+            self._register(top)
+            self._fold(stack, weight_us)
+
+    def _register(self, top: FrameType) -> None:
+        """Keep every code object of a new stack alive, so its id keeps meaning that code."""
+        codes = self._codes
+        roots = self._root_ids
+        frame: FrameType | None = top
+        while frame is not None:
+            code = frame.f_code
+            cid = id(code)
+            if cid in roots:
+                break
+            if cid not in codes:
+                codes[cid] = code
+            frame = frame.f_back
+
+    def _fold(self, stack: tuple[object, ...], weight_us: int) -> None:
+        """Slow path past max_stacks: count the sample's lines and functions exactly."""
+        pairs = _pairs(stack)
+        codes = self._codes
+        refs = [codes[pairs[i]] for i in range(len(pairs) - 2, -1, -2)]
+        if any(code.co_filename == _OWN_FILENAME for code in refs):
+            self._other_own += 1
+            return
+        if self._root_ids and not stack[1]:  # outside the cell: see RawStacks.outside_samples
+            _add(self._other_outside, weight_us)
+            return
+        _add(self._other, weight_us)
+        phase = stack[0] if isinstance(stack[0], str) else None
+        if phase is None:
+            phase = infer_phase([_code_ref(code) for code in refs])
+        cell = self.cell_filename
+        seen_lines: set[tuple[str, int]] = set()
+        for i in range(0, len(pairs), 2):
+            code = codes[pairs[i]]
+            if cell is None or code.co_filename == cell:
+                seen_lines.add((code.co_filename, self._line_of(code, pairs[i + 1])))
+        for filename, line in seen_lines:
+            _add(self._other_lines.setdefault((filename, line, phase), [0, 0]), weight_us)
+        for cid in set(pairs[0::2]):
+            _add(self._other_total.setdefault(cid, [0, 0]), weight_us)
+        if pairs:
+            _add(self._other_self.setdefault(pairs[0], [0, 0]), weight_us)
+
+    # ---------------------------------------------------------------- resolution (stop time)
+
+    def _line_of(self, code: CodeType, lasti: int) -> int:
+        """The line an instruction offset belongs to (what ``f_lineno`` computes, cached)."""
+        table = self._line_tables.get(id(code))
+        if table is None:
+            starts: list[int] = []
+            lines: list[int] = []
+            for start, _end, line in code.co_lines():
+                if line is not None:
+                    starts.append(start)
+                    lines.append(line)
+            table = (starts, lines)
+            self._line_tables[id(code)] = table
+        starts, lines = table
+        i = bisect.bisect_right(starts, lasti) - 1
+        if i < 0:
+            return lines[0] if lines else code.co_firstlineno
+        return lines[i]
+
+    def _resolve(self, *, thread_alive: bool) -> RawStacks:
+        codes = self._codes
+        index: dict[int, int] = {}
+        functions: list[CodeRef] = []
+
+        def function_index(cid: int) -> int:
+            i = index.get(cid)
+            if i is None:
+                i = index[cid] = len(functions)
+                functions.append(_code_ref(codes[cid]))
+            return i
+
+        merged: dict[tuple[str | None, bool, tuple[tuple[int, int], ...]], list[int]] = {}
+        own = self._other_own
+        outside = list(self._other_outside)
+        # Once some samples are inside a cell, the others are IPython around it, not the cell.
+        any_rooted = any(stack[1] for stack in self._counts)
+        for stack, tally in self._counts.items():
+            pairs = _pairs(stack)
+            if any(codes[cid].co_filename == _OWN_FILENAME for cid in pairs[0::2]):
+                own += tally[0]
+                continue
+            if any_rooted and not stack[1]:
+                outside[0] += tally[0]
+                outside[1] += tally[1]
+                continue
+            frames = tuple(
+                (function_index(pairs[i]), self._line_of(codes[pairs[i]], pairs[i + 1]))
+                for i in range(len(pairs) - 2, -1, -2)
+            )
+            phase = stack[0] if isinstance(stack[0], str) else None
+            if phase is None:
+                phase = infer_phase([functions[f] for f, _line in frames])
+            total = merged.setdefault((phase, bool(stack[1]), frames), [0, 0])
+            total[0] += tally[0]
+            total[1] += tally[1]
+
+        stacks = tuple(
+            StackCount(frames=frames, phase=phase, count=n, time_us=us, rooted=rooted)
+            for (phase, rooted, frames), (n, us) in sorted(
+                merged.items(), key=lambda kv: (-kv[1][1], -kv[1][0])
+            )
+        )
+        # Folded functions need indexes too (a function may only ever appear past the cap).
+        other_self = {function_index(cid): v for cid, v in self._other_self.items()}
+        other_total = {function_index(cid): v for cid, v in self._other_total.items()}
+        samples = sum(s.count for s in stacks) + self._other[0]
+        return RawStacks(
+            thread_id=self.thread_id,
+            interval_s=self.interval_s,
+            samples=samples,
+            time_us=sum(s.time_us for s in stacks) + self._other[1],
+            duration_s=self._duration_s,
+            functions=tuple(functions),
+            stacks=stacks,
+            other_samples=self._other[0],
+            other_us=self._other[1],
+            lines=_line_counts(stacks, functions, self.cell_filename, self._other_lines),
+            function_counts=_function_counts(stacks, other_self, other_total),
+            cell_filename=self.cell_filename,
+            root_filename=_root_filename(stacks, functions),
+            missed_samples=self._missed,
+            late_s=self._late_ns / 1e9,
+            own_samples=own,
+            outside_samples=outside[0],
+            outside_us=outside[1],
+            sampler_cpu_s=self._cpu_s if not thread_alive else 0.0,
+        )
+
+
+def _add(tally: list[int], weight_us: int) -> None:
+    tally[0] += 1
+    tally[1] += weight_us
+
+
+def _pairs(stack: tuple[object, ...]) -> tuple[int, ...]:
+    """The (id(code), f_lasti) ints of a stack key, innermost frame first."""
+    return cast("tuple[int, ...]", stack[2:])
+
+
+def _code_ref(code: CodeType) -> CodeRef:
+    qualname = getattr(code, "co_qualname", code.co_name)  # co_qualname: Python 3.11+
+    return CodeRef(filename=code.co_filename, function=qualname, first_line=code.co_firstlineno)
+
+
+def _line_counts(
+    stacks: Iterable[StackCount],
+    functions: Sequence[CodeRef],
+    cell_filename: str | None,
+    other: Mapping[tuple[str, int, str | None], list[int]],
+) -> tuple[LineCount, ...]:
+    totals: dict[tuple[str, int], list[int]] = {}
+    phases: dict[tuple[str, int], Counter[str]] = {}
+    for stack in stacks:
+        seen = {
+            (functions[f].filename, line)
+            for f, line in stack.frames
+            if cell_filename is None or functions[f].filename == cell_filename
+        }
+        for where in seen:  # once a sample: a recursive line is still one sample
+            tally = totals.setdefault(where, [0, 0])
+            tally[0] += stack.count
+            tally[1] += stack.time_us
+            if stack.phase is not None:
+                phases.setdefault(where, Counter())[stack.phase] += stack.time_us
+    for (filename, line, phase), (n, us) in other.items():
+        tally = totals.setdefault((filename, line), [0, 0])
+        tally[0] += n
+        tally[1] += us
+        if phase is not None:
+            phases.setdefault((filename, line), Counter())[phase] += us
+    return tuple(
+        LineCount(
+            filename=f,
+            line=ln,
+            samples=n,
+            time_us=us,
+            phase_time_us=dict(phases.get((f, ln), {})),
+        )
+        for (f, ln), (n, us) in sorted(totals.items())
+    )
+
+
+def _function_counts(
+    stacks: Iterable[StackCount],
+    other_self: Mapping[int, list[int]],
+    other_total: Mapping[int, list[int]],
+) -> tuple[FunctionCount, ...]:
+    self_counts: dict[int, list[int]] = {f: list(v) for f, v in other_self.items()}
+    total_counts: dict[int, list[int]] = {f: list(v) for f, v in other_total.items()}
+    for stack in stacks:
+        if stack.frames:
+            tally = self_counts.setdefault(stack.frames[-1][0], [0, 0])
+            tally[0] += stack.count
+            tally[1] += stack.time_us
+        for f in {f for f, _line in stack.frames}:
+            tally = total_counts.setdefault(f, [0, 0])
+            tally[0] += stack.count
+            tally[1] += stack.time_us
+    return tuple(
+        FunctionCount(
+            function=f,
+            self_samples=self_counts.get(f, [0, 0])[0],
+            total_samples=n,
+            self_us=self_counts.get(f, [0, 0])[1],
+            total_us=us,
+        )
+        for f, (n, us) in sorted(total_counts.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    )
+
+
+def _root_filename(stacks: Iterable[StackCount], functions: Sequence[CodeRef]) -> str | None:
+    roots: Counter[str] = Counter()
+    for stack in stacks:
+        if stack.rooted and stack.frames:
+            roots[functions[stack.frames[0][0]].filename] += stack.time_us
+    return roots.most_common(1)[0][0] if roots else None

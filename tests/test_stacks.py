@@ -1,0 +1,614 @@
+"""The stack sampler: which line and which function the host time goes to, and the exports.
+
+Cells run in the real IPython shell (the ``ip`` fixture) with the sampler on the main thread,
+as the capture session will run it; the bounds, the thread lifecycle and the escaping are
+checked on plain functions in worker threads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import jsonschema
+import pytest
+
+from gpu_notebook.analysis.lines import (
+    describe_line,
+    hot_functions,
+    hot_lines,
+    parse_frame_label,
+    stack_profile,
+    to_collapsed,
+    to_speedscope,
+)
+from gpu_notebook.capture import stacks as stacks_module
+from gpu_notebook.capture.stacks import (
+    OTHER,
+    THREAD_NAME_PREFIX,
+    RawStacks,
+    StackSampler,
+)
+from gpu_notebook.cellrun import run_cell_body
+from gpu_notebook.records import StackProfile
+from gpu_notebook.views.flame import flame_svg, line_bars_html
+
+INTERVAL_S = 0.005
+
+# A cell whose time goes to a pure-Python function called from line 11.
+SLOW_PYTHON_CELL = """\
+import sys
+def slow_sum(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+_cell_file = sys._getframe().f_code.co_filename
+x = torch.randn(64, 64)
+for _ in range(8):
+    s = slow_sum(400_000)
+    y = x @ x
+"""
+SLOW_LINE = 11
+
+# A cell without hot Python: the time is inside a torch op called from line 5.
+MATMUL_CELL = """\
+import sys
+_cell_file = sys._getframe().f_code.co_filename
+a = torch.randn(1024, 1024); b = torch.randn(1024, 1024)
+for _ in range(10):
+    c = a @ b
+"""
+MATMUL_LINE = 5
+
+# Training loop without an optimizer (its first construction imports torch._dynamo for seconds):
+# data wait on line 4 (20 ms a batch), forward on line 5, backward on line 6 (a few ms each).
+TRAINING_CELL = """\
+import sys
+_cell_file = sys._getframe().f_code.co_filename
+model = mlp(32, 2048); loss_fn = nn.MSELoss(); loader = DataLoader(SlowDataset(n=128), batch_size=8)
+for x, y in loader:
+    loss = loss_fn(model(torch.cat([x] * 256)), torch.cat([y] * 256))
+    loss.backward()
+"""
+
+
+def sampler_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(THREAD_NAME_PREFIX)]
+
+
+def sample_cell(ip: Any, source: str, **kwargs: Any) -> tuple[RawStacks, str]:
+    """Run ``source`` in the shell with the sampler on this (the shell's) thread."""
+    with StackSampler(threading.get_ident(), INTERVAL_S, **kwargs) as sampler:
+        result = ip.run_cell(source)
+        raw = sampler.stop()
+    assert result.success, result.error_in_exec
+    return raw, ip.user_ns["_cell_file"]
+
+
+@pytest.fixture(scope="module")
+def slow_python(ip: Any) -> tuple[RawStacks, StackProfile]:
+    raw, cell_file = sample_cell(ip, SLOW_PYTHON_CELL)
+    return raw, stack_profile(raw, cell_file, SLOW_PYTHON_CELL)
+
+
+@pytest.fixture(scope="module")
+def matmul(ip: Any) -> tuple[RawStacks, StackProfile]:
+    raw, cell_file = sample_cell(ip, MATMUL_CELL)
+    return raw, stack_profile(raw, cell_file, MATMUL_CELL)
+
+
+@pytest.fixture(autouse=True)
+def no_sampler_left_behind() -> Iterator[None]:
+    yield
+    assert sampler_threads() == [], "a stack sampler thread outlived its test"
+
+
+@contextmanager
+def running(target: Callable[[threading.Event], None]) -> Iterator[threading.Thread]:
+    """A worker thread running ``target(stop)``; stopped and joined on exit, whatever happened."""
+    stop = threading.Event()
+    thread = threading.Thread(target=target, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join()
+
+
+def sample_thread(
+    target: Callable[[threading.Event], None],
+    seconds: float,
+    until: threading.Event | None = None,
+    **kwargs: Any,
+) -> RawStacks:
+    """Sample a worker running ``target`` for ``seconds`` (its whole stack: no IPython root),
+    and then until ``until`` is set: on a loaded machine a sleep says little about progress."""
+    kwargs.setdefault("root_codes", ())
+    with running(target) as thread:
+        with StackSampler(thread.ident or 0, INTERVAL_S, **kwargs) as sampler:
+            time.sleep(seconds)
+            if until is not None:
+                assert until.wait(30), "the worker did not get there within 30 s"
+            return sampler.stop()
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+# ------------------------------------------------------------------ where the time goes
+
+
+def test_a_slow_python_function_puts_its_call_line_and_itself_on_top(slow_python):
+    raw, profile = slow_python
+    top = hot_lines(profile, 1)[0]
+    assert top.line == SLOW_LINE, [describe_line(s) for s in hot_lines(profile, 5)]
+    assert top.text.strip() == "s = slow_sum(400_000)"
+    assert top.share > 0.7
+    best = hot_functions(profile, 1)[0]
+    assert (best.function, best.filename, best.first_line) == ("slow_sum", "cell", 2)
+    assert best.self_samples > 0.7 * profile.samples
+    # Inside the function, the loop body holds the time; the header line holds none of it.
+    inner = {stat.line: stat for stat in profile.lines}
+    loop_samples = sum(inner[line].samples for line in (4, 5) if line in inner)
+    assert loop_samples > 0.6 * profile.samples
+    assert 1 not in inner and 2 not in inner
+
+
+def test_the_stacks_are_rooted_at_the_cell_not_at_ipython(slow_python):
+    raw, profile = slow_python
+    assert raw.root_filename is not None and raw.root_filename.startswith("<ipython-input-")
+    assert all(key.startswith("cell:<module>:") for key in profile.collapsed), profile.collapsed
+    assert not any("interactiveshell" in f.filename for f in profile.functions)
+    assert not any("test_stacks" in f.filename for f in raw.functions)  # the caller, outside
+
+
+def test_time_outside_the_cell_is_not_counted_as_the_cells(ip):
+    with StackSampler(threading.get_ident(), INTERVAL_S) as sampler:
+        spin(0.3)  # the caller's own time, before IPython runs the cell
+        result = ip.run_cell(MATMUL_CELL)
+        raw = sampler.stop()
+    assert result.success
+    assert raw.outside_us >= 150_000  # most of the 0.3 s: the sample after it weighs the rest
+    assert not any(f.function == "spin" for f in raw.functions)
+    top = hot_lines(stack_profile(raw, ip.user_ns["_cell_file"], MATMUL_CELL), 1)[0]
+    assert (top.line, top.share > 0.8) == (MATMUL_LINE, True)
+
+
+def test_a_cell_without_hot_python_puts_the_torch_ops_caller_line_on_top(matmul):
+    raw, profile = matmul
+    top = hot_lines(profile, 1)[0]
+    assert top.line == MATMUL_LINE, [describe_line(s) for s in hot_lines(profile, 5)]
+    assert top.share > 0.8
+    best = hot_functions(profile, 1)[0]
+    assert (best.function, best.filename) == ("<module>", "cell")
+
+
+def test_the_sampler_never_reports_its_own_frames(matmul, slow_python):
+    for raw, profile in (matmul, slow_python):
+        assert not any(f.filename == stacks_module.__file__ for f in raw.functions)
+        assert not any("capture/stacks.py" in key for key in profile.collapsed)
+        assert not any(f.function.startswith("StackSampler") for f in profile.functions)
+
+
+def test_samples_that_catch_the_thread_inside_the_sampler_api_are_dropped():
+    """A thread blocked in a sampler's stop() (joining it) is the sampler's cost, not the cell's."""
+
+    def slow_provider() -> str | None:
+        time.sleep(0.3)  # holds the inner sampler's lock: its stop() waits inside stacks.py
+        return None
+
+    spun = threading.Event()
+
+    def work(stop: threading.Event) -> None:
+        inner = StackSampler(threading.get_ident(), INTERVAL_S, phase_provider=slow_provider)
+        inner.start()
+        time.sleep(0.02)
+        inner.stop()
+        spin(0.1)
+        spun.set()
+        stop.wait()
+
+    raw = sample_thread(work, 0.0, until=spun)
+    assert raw.own_samples >= 10
+    assert not any(f.filename == stacks_module.__file__ for f in raw.functions)
+    assert any(f.function == "spin" for f in raw.functions)
+
+
+def test_time_is_weighted_so_pure_python_is_not_undersampled():
+    """Pure Python holds the GIL for 5 ms slices: unweighted counts gave it 54% instead of 77%."""
+
+    go = threading.Event()
+    took: dict[str, float] = {}
+
+    def work(stop: threading.Event) -> None:
+        go.wait()
+        t0 = time.perf_counter()
+        spin(0.6)  # pure Python
+        t1 = time.perf_counter()
+        time.sleep(0.2)  # GIL released
+        took.update(spin=t1 - t0, sleep=time.perf_counter() - t1)
+
+    with running(work) as thread:
+        with StackSampler(thread.ident or 0, INTERVAL_S, root_codes=()) as sampler:
+            go.set()
+            thread.join()
+            raw = sampler.stop()
+    spin_us = sum(
+        c.total_us for c in raw.function_counts if raw.functions[c.function].function == "spin"
+    )
+    expected = took["spin"] / (took["spin"] + took["sleep"])  # ~0.75; sleeps stretch under load
+    assert spin_us / raw.time_us == pytest.approx(expected, abs=0.08)
+
+
+def test_lines_and_phases_of_a_training_loop_read_from_torch_frames(ip):
+    raw, cell_file = sample_cell(ip, TRAINING_CELL)
+    profile = stack_profile(raw, cell_file, TRAINING_CELL)
+    lines = {stat.line: stat for stat in profile.lines}
+
+    def main_phase(line: int) -> str:
+        phases = lines[line].phase_samples
+        return max(phases, key=phases.__getitem__) if phases else "none"
+
+    assert main_phase(4) == "data", lines[4]
+    assert main_phase(5) == "forward", lines[5]
+    assert main_phase(6) == "backward", lines[6]
+    assert "(mostly data)" in describe_line(lines[4])
+
+
+def test_a_phase_provider_labels_each_sample():
+    phase: list[str | None] = [None]
+
+    def work(stop: threading.Event) -> None:
+        while not stop.is_set():
+            phase[0] = "data"
+            spin(0.01)
+            phase[0] = "forward"
+            time.sleep(0.01)
+
+    raw = sample_thread(work, 0.5, phase_provider=lambda: phase[0])
+    by_line = {(c.filename, c.line): c for c in raw.lines}
+    spin_line = work.__code__.co_firstlineno + 3
+    sleep_line = work.__code__.co_firstlineno + 5
+    spin_phases = by_line[(__file__, spin_line)].phase_time_us
+    sleep_phases = by_line[(__file__, sleep_line)].phase_time_us
+    assert spin_phases.get("data", 0) > 0.8 * sum(spin_phases.values())
+    assert sleep_phases.get("forward", 0) > 0.8 * sum(sleep_phases.values())
+
+
+def test_a_gpucheck_body_keeps_notebook_line_numbers(ip):
+    """Through cellrun, line 1 is the %%gpucheck line: the body's line k is cell line k + 1."""
+    with StackSampler(threading.get_ident(), INTERVAL_S) as sampler:
+        outcome = run_cell_body(ip, MATMUL_CELL, "%%gpucheck")
+        raw = sampler.stop()
+    assert outcome.status == "ok"
+    profile = stack_profile(raw, None, MATMUL_CELL, first_line=2)
+    top = hot_lines(profile, 1)[0]
+    assert top.line == MATMUL_LINE + 1
+    assert top.text == "    c = a @ b"
+    assert describe_line(top).startswith(f"line {MATMUL_LINE + 1} `c = a @ b`: ")
+
+
+# ------------------------------------------------------------------ bounds and lifecycle
+
+
+def test_distinct_stacks_stay_bounded_and_the_rest_folds_into_other():
+    def recurse(depth: int) -> None:
+        if depth == 0:
+            spin(0.002)
+        else:
+            recurse(depth - 1)
+
+    def work(stop: threading.Event) -> None:
+        depth = 0
+        while not stop.is_set():
+            recurse(depth % 40)
+            depth += 1
+
+    with running(work) as thread:
+        with StackSampler(thread.ident or 0, INTERVAL_S, max_stacks=8, root_codes=()) as sampler:
+            time.sleep(0.6)
+            assert sampler.distinct_stacks <= 8
+            raw = sampler.stop()
+    assert len(raw.stacks) <= 8
+    assert raw.other_samples > 0
+    assert sum(s.count for s in raw.stacks) + raw.other_samples == raw.samples
+    # Functions and lines are still counted exactly, folded samples included: every sample has
+    # one innermost function, and every sample ran inside ``work`` on one of its loop lines.
+    assert sum(c.self_samples for c in raw.function_counts) == raw.samples
+    work_counts = [c for c in raw.function_counts if raw.functions[c.function].function.endswith("work")]
+    assert work_counts[0].total_samples == raw.samples
+    loop = work.__code__.co_firstlineno
+    assert sum(c.samples for c in raw.lines if loop < c.line <= loop + 4 and c.filename == __file__) == raw.samples
+    profile = stack_profile(raw)
+    assert OTHER in profile.collapsed
+    assert profile.collapsed[OTHER] > 0
+
+
+def test_no_sampler_thread_remains_after_stop():
+    sampler = StackSampler(threading.get_ident(), INTERVAL_S)
+    try:
+        sampler.start()
+        assert len(sampler_threads()) == 1
+        spin(0.05)
+    finally:
+        first = sampler.stop()
+    assert sampler_threads() == []
+    assert sampler.stop() is first  # idempotent
+    with pytest.raises(RuntimeError):
+        sampler.start()
+
+
+def test_pause_stops_sampling_and_its_time_is_not_counted():
+    def work(stop: threading.Event) -> None:
+        while not stop.is_set():
+            spin(0.01)
+
+    with running(work) as thread:
+        sampler = StackSampler(thread.ident or 0, INTERVAL_S, root_codes=())
+        sampler.start(paused=True)
+        try:
+            time.sleep(0.2)
+            t0 = time.perf_counter()
+            sampler.resume()
+            time.sleep(0.3)
+            sampler.pause()
+            t1 = time.perf_counter()
+            time.sleep(0.4)  # not counted
+            t2 = time.perf_counter()
+            sampler.resume()
+            time.sleep(0.2)
+        finally:
+            raw = sampler.stop()
+            t3 = time.perf_counter()
+    active_s, paused_s = (t1 - t0) + (t3 - t2), t2 - t1
+    assert raw.duration_s <= active_s < active_s + paused_s / 2
+    assert raw.duration_s == pytest.approx(active_s, abs=0.05)
+    # The samples stand for active time only. (The spinning thread halves the sample rate: it
+    # hands the GIL over every 5 ms switch interval, so each sample weighs about double.)
+    assert 0.5 * raw.duration_s <= raw.time_us / 1e6 <= raw.duration_s + 0.001
+    assert raw.samples > 0
+
+
+def test_the_switch_interval_is_lowered_while_sampling_and_restored_after():
+    before = sys.getswitchinterval()
+    sampler = StackSampler(threading.get_ident(), INTERVAL_S, switch_interval_s=0.0002)
+    sampler.start(paused=True)
+    try:
+        assert sys.getswitchinterval() == before
+        sampler.resume()
+        assert sys.getswitchinterval() == pytest.approx(0.0002)
+        sampler.pause()
+        assert sys.getswitchinterval() == before
+        sampler.resume()
+    finally:
+        sampler.stop()
+    assert sys.getswitchinterval() == before
+
+
+def test_a_short_pure_python_stretch_between_torch_ops_is_not_missed():
+    """A sampler that waits the default 5 ms for the GIL samples the next sleep or op instead:
+    a 12% pure-Python function got 0% of the time before the switch interval was lowered."""
+    rows = [[float(i) for i in range(256)] for _ in range(128)]  # ~1 ms of pure Python
+    took = {"python": 0.0, "all": 0.0}
+    done = threading.Event()
+
+    def python_transform() -> None:
+        for row in rows:
+            mean = sum(row) / len(row)
+            _ = [(v - mean) * 0.5 for v in row]
+
+    def work(stop: threading.Event) -> None:
+        start = time.perf_counter()
+        while time.perf_counter() - start < 1.5:
+            t0 = time.perf_counter()
+            python_transform()
+            took["python"] += time.perf_counter() - t0
+            time.sleep(0.003)
+        took["all"] = time.perf_counter() - start
+        done.set()
+        stop.wait()
+
+    raw = sample_thread(work, 0.0, until=done)
+    sampled = sum(
+        c.total_us for c in raw.function_counts
+        if raw.functions[c.function].function.endswith("python_transform")
+    ) / raw.time_us
+    true_share = took["python"] / took["all"]
+    # Without the lowered interval: 0%. With it, most of the share (less on a loaded machine,
+    # where the sampler thread itself waits for a core).
+    assert sampled > 0.3 * true_share, (sampled, true_share)
+
+
+def test_a_sampler_that_never_resumed_reports_nothing():
+    sampler = StackSampler(threading.get_ident(), INTERVAL_S)
+    sampler.start(paused=True)
+    try:
+        spin(0.1)
+    finally:
+        raw = sampler.stop()
+    assert (raw.samples, raw.duration_s, raw.stacks) == (0, 0.0, ())
+    assert stack_profile(raw).samples == 0
+
+
+def test_a_failing_phase_provider_is_raised_by_stop_and_the_thread_ends():
+    def provider() -> str | None:
+        raise LookupError("provider bug")
+
+    sampler = StackSampler(threading.get_ident(), INTERVAL_S, phase_provider=provider)
+    sampler.start()
+    spin(0.05)
+    with pytest.raises(LookupError, match="provider bug"):
+        sampler.stop()
+    assert sampler_threads() == []
+
+
+@pytest.mark.parametrize("interval_s", [0.0, -1.0, 5.0])
+def test_an_interval_outside_the_sane_range_is_refused(interval_s):
+    with pytest.raises(ValueError, match="interval_s"):
+        StackSampler(threading.get_ident(), interval_s)
+
+
+# ------------------------------------------------------------------ exports
+
+
+# The parts of speedscope's file-format-schema.json a "sampled" file must satisfy (File, Frame,
+# SampledProfile, ValueUnit), written out here: the tests run offline.
+SPEEDSCOPE_SAMPLED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["$schema", "profiles", "shared"],
+    "properties": {
+        "$schema": {"enum": ["https://www.speedscope.app/file-format-schema.json"]},
+        "shared": {
+            "type": "object",
+            "required": ["frames"],
+            "properties": {
+                "frames": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "file": {"type": "string"},
+                            "line": {"type": "number"},
+                            "col": {"type": "number"},
+                        },
+                    },
+                }
+            },
+        },
+        "profiles": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "endValue", "name", "samples", "startValue", "type", "unit", "weights",
+                ],
+                "properties": {
+                    "type": {"enum": ["sampled"]},
+                    "name": {"type": "string"},
+                    "unit": {
+                        "enum": [
+                            "bytes", "microseconds", "milliseconds", "nanoseconds", "none",
+                            "seconds",
+                        ]
+                    },
+                    "startValue": {"type": "number"},
+                    "endValue": {"type": "number"},
+                    "samples": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+                    "weights": {"type": "array", "items": {"type": "number"}},
+                },
+            },
+        },
+        "name": {"type": "string"},
+        "activeProfileIndex": {"type": "number"},
+        "exporter": {"type": "string"},
+    },
+}
+
+
+def test_speedscope_export_validates_and_keeps_the_time(slow_python):
+    _raw, profile = slow_python
+    doc = json.loads(json.dumps(to_speedscope(profile)))
+    jsonschema.validate(doc, SPEEDSCOPE_SAMPLED_SCHEMA)
+    sampled = doc["profiles"][0]
+    frames = doc["shared"]["frames"]
+    assert len(sampled["samples"]) == len(sampled["weights"]) == len(profile.collapsed)
+    assert all(0 <= i < len(frames) for stack in sampled["samples"] for i in stack)
+    total = sum(profile.collapsed.values()) * profile.interval_s
+    assert sampled["endValue"] == pytest.approx(total)
+    names = {frame["name"] for frame in frames}
+    assert "slow_sum" in names
+    assert {"name": "slow_sum", "file": "cell", "line": 5} in frames
+
+
+def test_collapsed_output_parses_back_to_the_same_stacks(slow_python):
+    _raw, profile = slow_python
+    text = to_collapsed(profile)
+    parsed: dict[str, int] = {}
+    for row in text.splitlines():
+        match = re.fullmatch(r"(\S.*) (\d+)", row)
+        assert match, row
+        stack, count = match.group(1), int(match.group(2))
+        for label in stack.split(";"):
+            file, function, line = parse_frame_label(label)
+            assert label == OTHER or (file and function and line is not None), label
+        parsed[stack] = count
+    assert parsed == dict(profile.collapsed)
+    assert text.endswith("\n")
+
+
+# ------------------------------------------------------------------ views
+
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def test_views_escape_names_and_source_from_the_stacks():
+    source = f"x = '{SCRIPT}'\nwhile not stop.is_set():\n    evil()  # {SCRIPT}\n"
+    filename = f"{SCRIPT}.py"
+
+    def evil() -> None:
+        spin(0.01)
+
+    evil.__code__ = evil.__code__.replace(co_name=SCRIPT, co_qualname=SCRIPT)
+    code = compile(source, filename, "exec")
+
+    def work(stop: threading.Event) -> None:
+        exec(code, {"stop": stop, "evil": evil})
+
+    raw = sample_thread(work, 0.3)
+    profile = stack_profile(raw, filename, source)
+    assert any(SCRIPT in key for key in profile.collapsed)  # the name did reach the views
+    assert any(SCRIPT in stat.text for stat in profile.lines)
+
+    svg = flame_svg(profile)
+    html = line_bars_html(profile, source) + line_bars_html(profile)
+    for out in (svg, html):
+        assert "<script" not in out.lower()
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    root = ET.fromstring(svg)  # well-formed: the escaping did not break the markup
+    titles = [el.text or "" for el in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(SCRIPT in title for title in titles)
+
+
+def test_flame_graph_widths_follow_time(matmul):
+    _raw, profile = matmul
+    root = ET.fromstring(flame_svg(profile, width_px=1000))
+    ns = "{http://www.w3.org/2000/svg}"
+    widths = {}
+    for group in root.iter(f"{ns}g"):
+        title = group.find(f"{ns}title")
+        rect = group.find(f"{ns}rect")
+        assert title is not None and rect is not None
+        widths.setdefault((title.text or "").split("\n")[0], []).append(float(rect.get("width", 0)))
+    assert max(widths["<module>"]) > 0.8 * 1000  # the cell's frame spans (almost) everything
+
+
+def test_line_bars_show_every_source_line_and_the_hot_share(matmul):
+    _raw, profile = matmul
+    html = line_bars_html(profile, MATMUL_CELL)
+    assert html.count("<tr") == len(MATMUL_CELL.splitlines())
+    top = hot_lines(profile, 1)[0]
+    assert f"{top.share:.1%}" in html
+
+
+def test_empty_profile_renders_a_message_not_an_error():
+    empty = StackProfile(interval_s=INTERVAL_S, samples=0, duration_s=0.0)
+    assert "no stack samples" in flame_svg(empty)
+    assert "<table" in line_bars_html(empty, "x = 1\n")
+    assert to_collapsed(empty) == ""
+    jsonschema.validate(to_speedscope(empty), SPEEDSCOPE_SAMPLED_SCHEMA)

@@ -254,10 +254,9 @@ def line_bars_html(
     )
     return (
         f'<div class="gpucheck-lines" style="{_FONT}">'
-        f'<div style="margin:2px 0 4px 0">{_x(caption)}'
-        + (f"<br>{legend}" if legend else "")
-        + "</div>"
-        '<table style="border-collapse:collapse;line-height:14px">'
+        f'<div style="margin:2px 0 4px 0">{_x(caption)}</div>'
+        + (f'<div style="margin:0 0 4px 0">{legend}</div>' if legend else "")
+        + '<table style="border-collapse:collapse;line-height:14px">'
         + "".join(cells)
         + "</table></div>"
     )

@@ -465,3 +465,25 @@ def test_the_load_line_replaces_the_new_cell_with_the_fix(kernel: Kernel, tmp_pa
     assert payload["source"] == "set_next_input"
     assert payload["replace"] is True
     assert payload["text"] == f"# %load {path}\n{FIX}"
+
+
+def test_a_headless_run_keeps_a_plain_text_way_to_insert_the_fix() -> None:
+    # nbclient (and any frontend without widgets) shows text/plain: the title and the %load line.
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from gpu_notebook.views.insert_widget import InsertFixWidget\n"
+            f"InsertFixWidget('workers', {FIX!r}, '', None, request_id='headless-1')",
+            id="profiled",
+        )
+    ]
+    NotebookClient(nb, kernel_name="python3", timeout=60).execute()
+    [output] = nb.cells[0].outputs
+    assert "application/vnd.jupyter.widget-view+json" in output["data"]
+    text = output["data"]["text/plain"]
+    assert text.startswith("gpucheck fix: workers\nTo insert it, run in a new cell: %load ")
+    assert text.endswith("headless-1.py")
+    assert len(nb.cells) == 1  # nothing inserted, nothing executed besides the cell itself

@@ -133,7 +133,7 @@ const STATUS_TEXT = {
   inserted: 'Inserted below: a new cell holds the fix (not run yet).',
   duplicate: 'Already inserted below: this fix has its cell.',
   error: 'Could not insert the cell',
-  fallback: 'No notebook extension answered: copy the code into a new cell.'
+  fallback: 'No notebook extension answered here: copy the code into a new cell.'
 };
 
 /**

@@ -272,7 +272,7 @@ def test_without_the_extension_the_widget_offers_copy_and_a_working_load_line(
 
     click_insert(nb)
     expect(widget.locator(".gpu-nb-fix-status")).to_have_text(
-        "No notebook extension answered: copy the code into a new cell."
+        "No notebook extension answered here: copy the code into a new cell."
     )
     expect(nb.cells).to_have_count(3)
     expect(widget.locator(".gpu-nb-fix-code")).to_have_text(FIX)

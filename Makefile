@@ -27,4 +27,5 @@ demo: install
 
 test: install browser
 	$(BIN)/jupyter labextension list 2>&1 | grep -E "gpu-notebook.*enabled.*OK"
-	$(BIN)/python -m pytest -q
+	cd labextension && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm install --immutable && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm test
+	GPU_NOTEBOOK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q

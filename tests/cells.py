@@ -35,8 +35,8 @@ class SmallCNN(nn.Module):
 """
 
 MLP_LOADER = """
-model = mlp(256, 512); opt = torch.optim.AdamW(model.parameters(), lr=1e-3); loss_fn = nn.MSELoss()
-loader = DataLoader(TensorDataset(torch.randn(1024, 256), torch.randn(1024, 1)), batch_size=64, num_workers={workers})
+model = mlp(256, 2048); opt = torch.optim.AdamW(model.parameters(), lr=1e-3); loss_fn = nn.MSELoss()
+loader = DataLoader(TensorDataset(torch.randn(2048, 256), torch.randn(2048, 1)), batch_size=128, num_workers={workers})
 for x, y in loader:
     loss = loss_fn(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()

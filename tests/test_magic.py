@@ -63,8 +63,8 @@ def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, w
 
 def test_step_count_and_batch_size_of_a_plain_loop(ip):
     rep = run(ip, cells.MLP_LOADER.format(workers=0))
-    assert rep.run.steps.step_count == 1024 // 64
-    assert rep.analysis.step_stats.batch_size == 64
+    assert rep.run.steps.step_count == 2048 // 128
+    assert rep.analysis.step_stats.batch_size == 128
     assert rep.analysis.step_stats.samples_per_s > 0
 
 

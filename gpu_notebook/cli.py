@@ -112,7 +112,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     options = _options(args)
     live = LiveLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
-    session = CaptureSession(options, script.read_text(), live_listener=live.update if live else None)
+    session = CaptureSession(
+        options, script.read_text(), live_listener=live.update if live else None, first_line=1
+    )
     old_argv, old_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.resolve().parent))
@@ -135,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.argv, sys.path[:] = old_argv, old_path
         if live is not None:
             live.clear()
-    report = build_report(session.finish(status, error), line_offset=0)  # type: ignore[arg-type]
+    report = build_report(session.finish(status, error))  # type: ignore[arg-type]
     _write_outputs(report, args)
     if not args.quiet:
         print(report.text())
@@ -261,10 +263,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"\n=== example: {name} " + "=" * max(0, 60 - len(name)))
         print(source.strip())
         print("-" * 72)
-        session = CaptureSession(CaptureOptions(), source)
+        session = CaptureSession(CaptureOptions(), source, first_line=1)
         with session:
             exec(compile(source, f"<gpucheck example {name}>", "exec"), {"__name__": "__main__"})
-        report = build_report(session.finish("ok", None), line_offset=0)
+        report = build_report(session.finish("ok", None))
         print(report.text())
         if args.html:
             from gpu_notebook.views.html import write_html

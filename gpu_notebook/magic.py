@@ -46,8 +46,14 @@ class GpuCheckMagics(Magics):
         help="Do not run torch.profiler: sampling and step timing only (lowest overhead).",
     )
     @argument(
+        "--lines", choices=("window", "all", "off"), default="window",
+        help="Sample the cell's Python stacks for line-level time: during the profiled steps "
+        "(window, default), for the whole cell (all), or not at all (off).",
+    )
+    @argument(
         "--export", metavar="DIR", default=None,
-        help="Write the profiler trace (Perfetto / chrome://tracing) and the report JSON into DIR.",
+        help="Write into DIR the profiler trace (Perfetto / chrome://tracing), the report JSON, "
+        "and the sampled stacks (speedscope JSON, collapsed stacks for flamegraph.pl).",
     )
     @argument(
         "--price", metavar="PER_GPU_HOUR", type=float, default=None,
@@ -155,6 +161,7 @@ def _validate(args: Any, cell: str) -> CaptureOptions:
             profile_steps=args.steps,
             interval_s=args.interval,
             profile=not args.no_profile,
+            lines=args.lines,
         )
     except ValueError as exc:
         raise UsageError(f"{exc}.") from None
@@ -201,3 +208,11 @@ def _export(report: Report, folder: Path) -> None:
     trace = report.run.window.trace_path
     if trace is not None and Path(trace).exists():
         shutil.copyfile(trace, folder / f"{stem}.trace.json.gz")
+    stacks = report.analysis.stacks
+    if stacks is not None and stacks.samples:
+        import json
+
+        from gpu_notebook.analysis.lines import to_collapsed, to_speedscope
+
+        (folder / f"{stem}.speedscope.json").write_text(json.dumps(to_speedscope(stacks)))
+        (folder / f"{stem}.collapsed.txt").write_text(to_collapsed(stacks))

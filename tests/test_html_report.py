@@ -42,6 +42,7 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 PAGE_TAGS = {
     "a", "b", "body", "code", "details", "div", "h2", "h3", "head", "html", "li", "meta", "p",
     "pre", "script", "span", "style", "summary", "table", "td", "th", "title", "tr", "ul",
+    "svg", "g", "rect", "text",  # the flame graph
 }
 # A payload that would change the DOM if it ever ran: Chromium's DOM dump would show it.
 DOM_PAYLOAD = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"

@@ -331,3 +331,37 @@ def test_html_option_and_to_html_write_one_offline_page(ip, tmp_path):
     other = tmp_path / "again.html"
     assert rep.to_html(str(other)) == str(other)
     assert len(other.read_text()) == pytest.approx(len(page), rel=0.01)  # bokeh ids differ per render
+
+
+def test_hot_line_is_named_and_stacks_export_for_flame_graph_tools(ip, tmp_path):
+    ip.run_cell(
+        "def slow_log(t):\n"
+        "    s = 0\n"
+        "    for i in range(60000):\n"
+        "        s += i\n"
+        "    return s\n"
+    )
+    body = (
+        "model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(16, 32)\n"
+        "for step in range(12):\n"
+        "    loss = model(xs).sum()\n"
+        "    loss.backward(); opt.step(); opt.zero_grad()\n"
+        "    slow_log(loss)\n"
+    )
+    rep = run(ip, body, f"--export {tmp_path}")
+    stacks = rep.analysis.stacks
+    assert stacks is not None and stacks.samples > 0
+    top = max(stacks.lines, key=lambda s: s.samples)
+    assert top.line == 6 and "slow_log" in top.text  # line 1 is %%gpucheck
+    assert "Hot lines" in rep.text() and "line 6" in rep.text()
+    speedscope = json.loads(next(tmp_path.glob("*.speedscope.json")).read_text())
+    assert speedscope["profiles"] and speedscope["shared"]["frames"]
+    collapsed = next(tmp_path.glob("*.collapsed.txt")).read_text().splitlines()
+    assert collapsed and all(line.rsplit(" ", 1)[1].isdigit() for line in collapsed)
+    assert Report.from_json(rep.to_json()) == rep
+
+
+def test_lines_off_samples_nothing(ip):
+    rep = run(ip, cells.MANUAL_SGD, "--lines off")
+    assert rep.run.stacks is None and rep.analysis.stacks is None
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpu_notebook-stacks")]

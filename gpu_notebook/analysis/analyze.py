@@ -18,12 +18,18 @@ def analyze(run: Run) -> Analysis:
         phases, gpu, ops = analyze_trace_file(run.window.trace_path)
     if phases is None:
         phases = hook_phases(run.steps, warmup)
+    stacks = None
+    if run.stacks is not None and run.stacks.samples > 0:
+        from gpu_notebook.analysis.lines import stack_profile
+
+        stacks = stack_profile(run.stacks, None, run.cell_source, first_line=run.first_line)
     return Analysis(
         step_stats=step_stats(run.steps, warmup),
         phases=phases,
         gpu=gpu,
         utilization=utilization_stats(run.samples),
         top_ops=ops,
+        stacks=stacks,
     )
 
 

@@ -17,14 +17,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from gpu_notebook.capture.environment import read_environment, torch_installed
 from gpu_notebook.capture.sampler import Sampler
+from gpu_notebook.capture.stacks import StackSampler
 from gpu_notebook.records import (
     CellStatus,
     Environment,
     ProfileWindow,
+    RawStacks,
     Run,
     Sample,
     SampleSeries,
@@ -41,6 +43,10 @@ class CaptureOptions:
     interval_s: float = 0.25
     profile: bool = True
     sample_capacity: int = 2048
+    # Line-level stack sampling: during the profiler window ("window"; the whole cell when no
+    # window records), for the whole cell ("all"), or not at all ("off").
+    lines: Literal["window", "all", "off"] = "window"
+    stack_interval_s: float = 0.005
 
     def __post_init__(self) -> None:
         """Reject what cannot be measured, with what to do instead (ValueError)."""
@@ -99,9 +105,11 @@ class CaptureSession:
         options: CaptureOptions,
         source: str,
         live_listener: LiveListener | None = None,
+        first_line: int = 2,
     ) -> None:
         self.options = options
         self.source = source
+        self.first_line = first_line  # 2 in a %%gpucheck cell, 1 in a script
         self._live_listener = live_listener
         self._notes: list[str] = []
         self._t0_ns = 0
@@ -113,6 +121,8 @@ class CaptureSession:
         self._series: SampleSeries | None = None
         self._steps: StepClockRecord | None = None
         self._window_record: ProfileWindow | None = None
+        self._stacks: StackSampler | None = None
+        self._raw_stacks: RawStacks | None = None
         self._wall_s = 0.0
         self._closed = False
 
@@ -145,6 +155,13 @@ class CaptureSession:
                 listener=self._on_sample if self._live_listener is not None else None,
             )
             self._sampler.start(origin_s=self._t0_ns / 1e9)
+            if self.options.lines != "off":
+                window = self._window
+                # "window": sample only while the profiler records (paused until then), unless
+                # no window can record, in which case the whole cell is sampled.
+                follow = self.options.lines == "window" and window is not None and not window.done
+                self._stacks = StackSampler(threading.get_ident(), self.options.stack_interval_s)
+                self._stacks.start(paused=follow)
         except BaseException:
             self.close()
             raise
@@ -174,9 +191,13 @@ class CaptureSession:
 
             def annotate_on() -> None:
                 clock.annotate = True
+                if self._stacks is not None and self.options.lines == "window":
+                    self._stacks.resume()
 
             def annotate_off() -> None:
                 clock.annotate = False
+                if self._stacks is not None and self.options.lines == "window":
+                    self._stacks.pause()
 
             window.on_start = annotate_on
             window.on_stop = annotate_off
@@ -221,6 +242,8 @@ class CaptureSession:
         self._closed = True
         self._wall_s = (time.perf_counter_ns() - self._t0_ns) / 1e9 if self._t0_ns else 0.0
         try:
+            if self._stacks is not None:
+                self._raw_stacks = self._stacks.stop()
             if self._window is not None:
                 self._window_record = self._window.close()
         finally:
@@ -272,4 +295,6 @@ class CaptureSession:
             window=window,
             started_at=self._started_at,
             notes=tuple(notes) + series.notes,
+            stacks=self._raw_stacks,
+            first_line=self.first_line,
         )

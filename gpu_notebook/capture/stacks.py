@@ -52,9 +52,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import CodeType, FrameType, TracebackType
 from typing import cast
+
+from gpu_notebook.records import CodeRef, FunctionCount, LineCount, RawStacks, StackCount
 
 __all__ = [
     "OTHER",
@@ -83,92 +84,8 @@ _MIN_INTERVAL_S = 0.001
 _MAX_INTERVAL_S = 1.0
 
 
-# --------------------------------------------------------------------------------------------
-# What stop() returns. Plain frozen records with JSON-friendly fields, so they can move into
-# records.py (and into Run) unchanged.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CodeRef:
-    """One Python function (code object) seen in a sample."""
-
-    filename: str  # co_filename: the cell's is the name IPython compiled it under
-    function: str  # co_qualname ("Module._call_impl", "<module>")
-    first_line: int  # co_firstlineno
-
-
-@dataclass(frozen=True)
-class StackCount:
-    """One distinct stack: how many samples caught it and the wall time they stand for."""
-
-    frames: tuple[tuple[int, int], ...]  # (index into RawStacks.functions, line), outermost first
-    phase: str | None  # the provider's label, else the phase read from the stack
-    count: int
-    time_us: int  # sum of the samples' weights (wall time since the previous sample)
-    rooted: bool  # the walk stopped at a root frame: frames[0] is the cell's own frame
-
-
-@dataclass(frozen=True)
-class LineCount:
-    """Samples whose stack was running ``filename:line`` in any frame (inclusive, once a sample)."""
-
-    filename: str
-    line: int
-    samples: int
-    time_us: int
-    phase_time_us: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class FunctionCount:
-    """Samples in one function: innermost (self) and anywhere in the stack (total, once a sample)."""
-
-    function: int  # index into RawStacks.functions
-    self_samples: int
-    total_samples: int
-    self_us: int
-    total_us: int
-
-
-@dataclass(frozen=True)
-class RawStacks:
-    """What one sampling run counted. ``samples`` counts every kept sample, folded ones included."""
-
-    thread_id: int
-    interval_s: float  # requested spacing
-    samples: int
-    time_us: int  # wall time the kept samples stand for (sum of their weights)
-    duration_s: float  # wall time the sampler was active (pauses excluded)
-    functions: tuple[CodeRef, ...] = ()
-    stacks: tuple[StackCount, ...] = ()  # at most max_stacks
-    other_samples: int = 0  # samples past max_stacks, counted under "[other]"
-    other_us: int = 0
-    lines: tuple[LineCount, ...] = ()  # exact, folded samples included
-    function_counts: tuple[FunctionCount, ...] = ()  # exact, folded samples included
-    cell_filename: str | None = None  # lines were restricted to this file (None: all files)
-    root_filename: str | None = None  # file of the outermost frame of rooted stacks: the cell's
-    missed_samples: int = 0  # ticks when the thread ran no Python (not started, or ended)
-    # Sum over the samples taken (dropped ones included) of how late each was (oversleep + waiting
-    # for the GIL): a mean of several ms says the cell held the GIL for long stretches, where
-    # sampling is least exact.
-    late_s: float = 0.0
-    own_samples: int = 0  # ticks that caught the thread inside the sampler's API: dropped
-    # Ticks that caught the thread outside any cell while other ticks were inside one (IPython
-    # compiling the cell, the capture starting or ending): not the cell's time, dropped.
-    outside_samples: int = 0
-    outside_us: int = 0
-    sampler_cpu_s: float = 0.0  # CPU time of the sampler thread (its cost on a free core)
-
-    @property
-    def effective_interval_s(self) -> float:
-        """Mean wall time a sample stands for (the GIL can stretch the requested interval)."""
-        return self.duration_s / self.samples if self.samples else self.interval_s
-
-    @property
-    def mean_lateness_s(self) -> float:
-        taken = self.samples + self.own_samples + self.outside_samples
-        return self.late_s / taken if taken else 0.0
+# What stop() returns lives in records.py (CodeRef, StackCount, LineCount, FunctionCount,
+# RawStacks): the Run carries it to the analysis.
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,17 +17,15 @@ def build_report(
     price_per_gpu_hour: float | None = None,
     namespace: Mapping[str, Any] | None = None,
     history: Sequence[Report] = (),
-    line_offset: int = 1,
 ) -> Report:
     """Everything the views show. ``namespace`` lets rules read live objects (a DataLoader made
-    in an earlier cell); ``history`` holds this session's earlier reports, for the comparison;
-    ``line_offset`` is 1 for a notebook cell (its ``%%gpucheck`` line is line 1), 0 for a script."""
+    in an earlier cell); ``history`` holds this session's earlier reports, for the comparison."""
     from gpu_notebook.report.compare import compare, find_baseline
     from gpu_notebook.rules import attach_fixes, run_rules
 
     analysis = analyze(run)
     verdict = decide(run, analysis)
-    findings = run_rules(run, analysis, verdict, namespace=namespace, line_offset=line_offset)
+    findings = run_rules(run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1)
     findings = attach_fixes(findings, run.cell_source, namespace=namespace)
     report = Report(
         run=run,

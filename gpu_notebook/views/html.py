@@ -505,6 +505,24 @@ def ops_section(ops: Sequence[OpStat], limit: int = 10) -> str:
     )
 
 
+def lines_section(report: Report) -> str:
+    """Where the host time goes, line by line (bars beside the cell) and as a flame graph."""
+    stacks = report.analysis.stacks
+    if stacks is None or stacks.samples == 0:
+        return ""
+    from gpu_notebook.views.flame import flame_svg, line_bars_html
+
+    return (
+        "<h2>Where the host time goes, line by line</h2>"
+        f"<p class='muted'>{stacks.samples} stack samples over {stacks.duration_s:.2f} s "
+        f"(every {stacks.interval_s * 1e3:.0f} ms) of the thread that ran the cell</p>"
+        + line_bars_html(stacks, report.run.cell_source, first_line=report.run.first_line)
+        + "<details><summary>Flame graph (icicle)</summary>"
+        + flame_svg(stacks)
+        + "</details>"
+    )
+
+
 def notes_section(run: Run) -> str:
     if not run.notes:
         return ""
@@ -592,6 +610,7 @@ def render_html(report: Report) -> str:
         "</div>",
         resources_section(report),
         ops_section(report.analysis.top_ops),
+        lines_section(report),
         notes_section(report.run),
         "<h2>Cell</h2>",
         source_section(report.run),

@@ -83,6 +83,7 @@ class ReportWidget(ipywidgets.VBox):  # type: ignore[misc]
             _block(
                 sections.resources_section(report),
                 sections.ops_section(report.analysis.top_ops),
+                sections.lines_section(report),
                 sections.notes_section(report.run),
                 sections.source_section(report.run),
                 sections.footer(report),

@@ -72,6 +72,13 @@ def render_text(report: Report) -> str:
             else f"{len(a.phases.steps)} step(s), hook timings"
         )
         lines += ["", f"Phases ({src}):", *phase_rows(a.phases)]
+    if a.stacks is not None and a.stacks.samples:
+        from gpu_notebook.analysis.lines import describe_line, hot_lines
+
+        hot = hot_lines(a.stacks, 3, min_share=0.05)
+        if hot:
+            lines += ["", "Hot lines (stack samples of the thread that ran the cell):"]
+            lines += [f"  {describe_line(s, of='sampled time')}" for s in hot]
     if run.window.message and run.window.status not in ("recorded",):
         lines.append(f"Profiler window: {run.window.status}: {run.window.message}")
 

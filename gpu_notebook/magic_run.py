@@ -21,7 +21,7 @@ def run_measured_cell(
     price_per_gpu_hour: float | None = None,
 ) -> Report:
     """Run ``cell`` under a capture session; the session is closed whatever the cell did."""
-    session = CaptureSession(options, cell, live_listener)
+    session = CaptureSession(options, cell, live_listener, magic_line=header_line)
     outcome: CellOutcome | None = None
     with session:
         outcome = run_cell_body(shell, cell, header_line)

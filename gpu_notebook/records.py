@@ -276,6 +276,7 @@ class Run:
     notes: tuple[str, ...] = ()
     stacks: RawStacks | None = None  # the stack sampler's counts; None: line sampling off
     first_line: int = 2  # line number of cell_source's first line (2 in a %%gpucheck cell)
+    magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
 
 
 # --------------------------------------------------------------------------------------------

@@ -365,3 +365,16 @@ def test_lines_off_samples_nothing(ip):
     rep = run(ip, cells.MANUAL_SGD, "--lines off")
     assert rep.run.stacks is None and rep.analysis.stacks is None
     assert not [t for t in threading.enumerate() if t.name.startswith("gpu_notebook-stacks")]
+
+
+def test_fixed_cell_keeps_the_magic_line_and_rerunning_it_compares(ip):
+    opts = "-w 1 -s 3"
+    first = run(ip, cells.SLOW_INPUT, opts)
+    proposal = next(f.proposal for f in first.findings if f.proposal and f.proposal.source_after)
+    assert proposal.source_after.startswith("%%gpucheck -q -o rep -w 1 -s 3\n# gpucheck fix: ")
+    ip.user_ns.pop("rep", None)
+    ip.run_cell(proposal.source_after)
+    second = ip.user_ns["rep"]
+    assert second.comparison is not None
+    assert second.comparison.fix_id == proposal.fix_id
+    assert second.comparison.predicted_bound is not None and second.comparison.speedup is not None

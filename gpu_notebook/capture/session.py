@@ -106,10 +106,12 @@ class CaptureSession:
         source: str,
         live_listener: LiveListener | None = None,
         first_line: int = 2,
+        magic_line: str = "",
     ) -> None:
         self.options = options
         self.source = source
         self.first_line = first_line  # 2 in a %%gpucheck cell, 1 in a script
+        self.magic_line = magic_line
         self._live_listener = live_listener
         self._notes: list[str] = []
         self._t0_ns = 0
@@ -297,4 +299,5 @@ class CaptureSession:
             notes=tuple(notes) + series.notes,
             stacks=self._raw_stacks,
             first_line=self.first_line,
+            magic_line=self.magic_line,
         )

@@ -26,7 +26,9 @@ def build_report(
     analysis = analyze(run)
     verdict = decide(run, analysis)
     findings = run_rules(run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1)
-    findings = attach_fixes(findings, run.cell_source, namespace=namespace)
+    # The fixed cell keeps the %%gpucheck line: running it measures the fix against this run.
+    whole_cell = f"{run.magic_line}\n{run.cell_source}" if run.magic_line else run.cell_source
+    findings = attach_fixes(findings, whole_cell, namespace=namespace)
     report = Report(
         run=run,
         analysis=analysis,

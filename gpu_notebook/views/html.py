@@ -260,7 +260,7 @@ def whatif_section(whatif: WhatIf | None) -> str:
     if w.fixes_speedup is not None:
         fixes = (
             f"Fixing {esc(', '.join(w.fixed_phases))}: <b>{esc(fmt_gain(w.fixes_speedup))}</b> "
-            "on this GPU."
+            "on this machine, with no new hardware."
         )
     else:
         fixes = "No waiting phase to fix was measured (data, sync and copy are under 1%)."

@@ -10,16 +10,15 @@ import sys
 import threading
 import time
 import traceback
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from gpu_notebook import __version__
+from gpu_notebook.records import VerdictCategory
 
-VERDICTS = (
-    "gpu-bound", "input-bound", "host-bound", "sync-bound", "memory-bound", "comm-bound",
-    "cpu-only", "unknown",
-)
+VERDICTS: tuple[str, ...] = typing.get_args(VerdictCategory)
 EXIT_GATE = 3  # a CI gate failed (the script itself succeeded)
 EXIT_USAGE = 2
 

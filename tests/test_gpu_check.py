@@ -6,6 +6,8 @@ wrote. The GPU numbers themselves are checked by tests over recorded runs (tests
 
 from __future__ import annotations
 
+import typing
+
 import gzip
 import importlib.util
 import json
@@ -19,20 +21,13 @@ from typing import Any
 
 import pytest
 
+from gpu_notebook.records import VerdictCategory
+
 from gpu_notebook.records import Report, SampleSeries, from_jsonable
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
-VERDICTS = {
-    "gpu-bound",
-    "input-bound",
-    "host-bound",
-    "sync-bound",
-    "memory-bound",
-    "comm-bound",
-    "cpu-only",
-    "unknown",
-}
+VERDICTS = set(typing.get_args(VerdictCategory))
 
 
 def _load_kit() -> ModuleType:

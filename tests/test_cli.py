@@ -130,3 +130,23 @@ def test_the_gpucheck_entry_point_is_installed():
     assert exe.exists()
     res = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
     assert res.returncode == 0 and "gpucheck" in res.stdout
+
+
+def test_compare_prints_the_before_after_of_two_runs(input_bound_script, tmp_path):
+    faster = tmp_path / "train_fast.py"
+    faster.write_text(input_bound_script.read_text().replace("time.sleep(0.020)", "time.sleep(0.002)"))
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert gpucheck("run", "-q", "--json", str(a), str(input_bound_script)).returncode == 0
+    assert gpucheck("run", "-q", "--json", str(b), str(faster)).returncode == 0
+    res = gpucheck("compare", str(a), str(b), "--price-per-gpu-hour", "2.5")
+    assert res.returncode == 0, res.stderr
+    assert "Before / after:" in res.stdout and "step time" in res.stdout
+    speedup = float(res.stdout.split("measured ")[1].split("x")[0])
+    assert speedup > 1.5  # a tenth of the loading time per batch
+
+
+def test_compare_with_a_file_that_is_not_a_report_exits_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    res = gpucheck("compare", str(bad), str(bad))
+    assert res.returncode == 2 and "cannot read report" in res.stderr

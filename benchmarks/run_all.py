@@ -47,6 +47,17 @@ def _table(rows: Sequence[Result], markdown: bool) -> str:
     return "\n".join(out)
 
 
+def _provenance() -> str:
+    """HEAD commit and whether the package's files differ from it (the shared tree is live)."""
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        return proc.stdout.strip() if proc.returncode == 0 else "?"
+
+    dirty = [line for line in git("status", "--short", "--", "gpu_notebook").splitlines() if line.strip()]
+    state = f"{len(dirty)} file(s) under gpu_notebook/ differ from it" if dirty else "gpu_notebook/ clean"
+    return f"commit {git('rev-parse', '--short', 'HEAD')} ({git('log', '-1', '--format=%ci')}), {state}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every benchmark in --quick mode")
@@ -56,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Result] = []
     crashed: list[str] = []
     t0 = time.perf_counter()
+    # The working tree is shared and changes under us: say which code was measured.
+    print(f"## code: {_provenance()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="gpucheck-bench-") as tmp:
         for name in args.only or BENCHMARKS:
             out = Path(tmp) / f"{name}.json"
@@ -70,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 crashed.append(name)
                 continue
             rows.extend(read_results(out))
+    print(f"## code at the end: {_provenance()}")
     print()
     print(_table(rows, args.markdown))
     print(f"\n{sum(r.passed is True for r in rows)} budgets met, {sum(r.passed is False for r in rows)} missed, "

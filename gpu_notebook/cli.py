@@ -155,7 +155,9 @@ def _write_outputs(report: Any, args: argparse.Namespace) -> None:
         if src is None:
             print("gpucheck: no trace to write (the profiler window did not record)", file=sys.stderr)
         else:
-            shutil.copyfile(src, args.trace)
+            from gpu_notebook.capture.session import copy_trace
+
+            copy_trace(Path(src), Path(args.trace))
     if getattr(args, "html", None):
         from gpu_notebook.views.html import write_html
 

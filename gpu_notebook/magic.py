@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from gpu_notebook.capture.session import CaptureOptions
+from gpu_notebook.capture.session import CaptureOptions, copy_trace
 from gpu_notebook.records import Report
 
 MAX_KEPT_REPORTS = 50
@@ -207,7 +206,7 @@ def _export(report: Report, folder: Path) -> None:
     (folder / f"{stem}.report.json").write_text(report.to_json(indent=1))
     trace = report.run.window.trace_path
     if trace is not None and Path(trace).exists():
-        shutil.copyfile(trace, folder / f"{stem}.trace.json.gz")
+        copy_trace(Path(trace), folder / f"{stem}.trace.json.gz")
     stacks = report.analysis.stacks
     if stacks is not None and stacks.samples:
         import json

@@ -46,8 +46,9 @@ class GpuCheckMagics(Magics):
     )
     @argument(
         "--lines", choices=("window", "all", "off"), default="window",
-        help="Sample the cell's Python stacks for line-level time: during the profiled steps "
-        "(window, default), for the whole cell (all), or not at all (off).",
+        help="Sample the cell's Python stacks for line-level time: over as many steps as are "
+        "profiled, right after the profiler window (window, default), for the whole cell (all), "
+        "or not at all (off).",
     )
     @argument(
         "--export", metavar="DIR", default=None,

@@ -44,7 +44,7 @@ for x, y in loader:
 
 CNN_LOADER = """
 model = SmallCNN(); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.CrossEntropyLoss()
-loader = DataLoader(TensorDataset(torch.randn(320, 3, 32, 32), torch.randint(0, 10, (320,))), batch_size=32, num_workers={workers})
+loader = DataLoader(TensorDataset(torch.randn(640, 3, 32, 32), torch.randint(0, 10, (640,))), batch_size=64, num_workers={workers})
 for x, y in loader:
     loss = loss_fn(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()

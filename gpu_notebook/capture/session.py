@@ -138,6 +138,8 @@ class CaptureSession:
         self._window_record: ProfileWindow | None = None
         self._stacks: StackSampler | None = None
         self._raw_stacks: RawStacks | None = None
+        self._stack_state = "off"  # waiting -> sampling -> done, or whole
+        self._stack_first_step = 0
         self._wall_s = 0.0
         self._closed = False
 
@@ -176,9 +178,12 @@ class CaptureSession:
             self._sampler.start(origin_s=self._t0_ns / 1e9)
             if self.options.lines != "off":
                 window = self._window
-                # "window": sample only while the profiler records (paused until then), unless
-                # no window can record, in which case the whole cell is sampled.
+                # "window": sample the K steps right *after* the profiler window (paused until
+                # then), never during it: a sampler thread waking at 200 Hz with a short switch
+                # interval stretches the gaps between ops, which the phase split would then
+                # report as "unattributed". No window that can record: the whole cell.
                 follow = self.options.lines == "window" and window is not None and not window.done
+                self._stack_state = "waiting" if follow else "whole"
                 self._stacks = StackSampler(threading.get_ident(), self.options.stack_interval_s)
                 self._stacks.start(paused=follow)
         except BaseException:
@@ -210,13 +215,9 @@ class CaptureSession:
 
             def annotate_on() -> None:
                 clock.annotate = True
-                if self._stacks is not None and self.options.lines == "window":
-                    self._stacks.resume()
 
             def annotate_off() -> None:
                 clock.annotate = False
-                if self._stacks is not None and self.options.lines == "window":
-                    self._stacks.pause()
 
             window.on_start = annotate_on
             window.on_stop = annotate_off
@@ -224,6 +225,7 @@ class CaptureSession:
 
         def on_boundary(step_index: int) -> None:
             window.on_boundary(step_index)
+            self._follow_window_with_stacks(step_index, window.done)
             # Phases are measured over the window's steps; after it only step ends are
             # counted. A loader-anchored loop waits longer: an optimizer may still appear
             # after many accumulation micro-batches and would then become the anchor.
@@ -238,6 +240,22 @@ class CaptureSession:
         self._clock = clock
         self._window = window
         clock.install()
+
+    def _follow_window_with_stacks(self, step_index: int, window_done: bool) -> None:
+        """Sample stacks over ``profile_steps`` steps once the profiler window has ended."""
+        stacks = self._stacks
+        if stacks is None:
+            return
+        if self._stack_state == "waiting" and window_done:
+            self._stack_state = "sampling"
+            self._stack_first_step = step_index
+            stacks.resume()
+        elif (
+            self._stack_state == "sampling"
+            and step_index - self._stack_first_step >= self.options.profile_steps
+        ):
+            self._stack_state = "done"
+            stacks.pause()
 
     def _on_sample(self, sample: Sample) -> None:
         listener = self._live_listener

@@ -28,8 +28,8 @@ def mlp(d=32, hidden=256):
 class SmallCNN(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4))
-        self.head = nn.Linear(16 * 16, 10)
+        self.conv = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4))
+        self.head = nn.Linear(32 * 16, 10)
     def forward(self, x):
         return self.head(self.conv(x).flatten(1))
 """

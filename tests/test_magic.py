@@ -19,6 +19,9 @@ from tests import cells
 def run(ip, body: str, opts: str = "") -> Report:
     """Run ``body`` under %%gpucheck and return the report stored with -o."""
     ip.user_ns.pop("rep", None)
+    # Earlier tests' profiler results sit in reference cycles (100-240 ms to free, see
+    # benchmarks/README.md); collected inside this cell's window they would read as gaps.
+    gc.collect()
     ip.run_cell(f"%%gpucheck -q -o rep {opts}\n{body}")
     return ip.user_ns["rep"]
 
@@ -45,12 +48,12 @@ def test_compute_heavy_preloaded_loop_is_not_input_bound(ip):
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("cell", [cells.MLP_LOADER, cells.CNN_LOADER], ids=["mlp", "cnn"])
 def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, workers):
-    rep = run(ip, cell.format(workers=workers))
+    rep = run(ip, cell.format(workers=workers), "-w 2 -s 7")
     phases = rep.analysis.phases
     assert rep.run.steps.anchor == "optimizer"
     assert rep.analysis.step_stats.count == (16 if "mlp" in cell else 10)
     assert phases is not None and phases.source == "trace"
-    assert len(phases.steps) == 5
+    assert len(phases.steps) == 7
     for name in ("data", "forward", "backward", "optimizer"):
         assert phases.share(name) > 0, name
     # Median over steps: on 2 cores, DataLoader workers can preempt the main thread for a

@@ -28,8 +28,11 @@ def load_ipython_extension(ipython: Any) -> None:
 # What the first report needs (libcst ~0.2 s, bokeh ~0.5 s, ipywidgets): imported on a thread
 # while the user types, so the first report comes in ~0.4 s instead of ~1.2 s
 # (benchmarks/README.md, C). A capture waits for it before starting (see wait_for_warm_imports).
+# torch is not among them: the thread that imports torch registers Kineto's client, and a profiler
+# later started from another thread (the cell's) makes Kineto print "ERROR: External init callback
+# must run in same thread as registerClient" into the user's cell output. A training cell imports
+# torch itself, on its own thread, at no extra cost to it.
 _WARM_MODULES = (
-    "torch",
     "gpu_notebook.rules",
     "gpu_notebook.fixes.catalog",
     "gpu_notebook.views.report_widget",

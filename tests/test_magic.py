@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -381,3 +382,31 @@ def test_fixed_cell_keeps_the_magic_line_and_rerunning_it_compares(ip):
     assert second.comparison is not None
     assert second.comparison.fix_id == proposal.fix_id
     assert second.comparison.predicted_bound is not None and second.comparison.speedup is not None
+
+
+def test_first_cell_that_imports_torch_prints_nothing_from_kineto():
+    """torch imported by the cell (not by our background imports): Kineto stays silent.
+
+    Importing torch on the warm-imports thread registered Kineto's client there, and the
+    profiler started on the cell's thread then printed "ERROR: External init callback must run
+    in same thread as registerClient" to the process stderr, which ipykernel shows in the cell.
+    """
+    code = (
+        "import sys\n"
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "ip = start_ipython()\n"
+        "ip.run_cell('%load_ext gpu_notebook')\n"
+        "r = ip.run_cell('''%%gpucheck -q -o rep -w 1 -s 2\n"
+        "import torch\n"
+        "m = torch.nn.Linear(8, 1); opt = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "for _ in range(10):\n"
+        "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "''')\n"
+        "assert r.success, r.error_in_exec\n"
+        "assert ip.user_ns['rep'].run.window.status == 'recorded'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "registerClient" not in done.stderr, done.stderr
+    assert "ERROR" not in done.stderr, done.stderr

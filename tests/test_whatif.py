@@ -107,3 +107,162 @@ def test_measured_bus_bandwidth_from_a_real_two_rank_nccl_trace():
     # best kernel: 31.5 MB all-reduced by 2 ranks in 2.42 ms -> 13 GB/s, far below NVLink's
     # nominal 240 GB/s usable: why a measured figure beats the nominal one when there is one.
     assert busbw == pytest.approx(13.0e9, rel=0.05)
+
+
+# ---------------------------------------------------------------- validation against published figures
+
+RESNET50_GRAD_BYTES = 25_557_032 * 4  # torchvision resnet50 parameters, fp32 gradients (AMP keeps fp32 grads)
+
+
+def v100(links: int = 6) -> GpuInfo:
+    return GpuInfo(0, "V100", compute_capability="7.0", nvlink_links=links, pcie_generation=3, pcie_width=16)
+
+
+# NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md, "Training
+# performance" tables (pytorch-21.03 NGC container); batch per GPU from ConvNets/configs.yml.
+# (machine, GPU, batch, 1-GPU img/s, 8-GPU img/s, published strong scaling, model's 8-GPU speedup,
+#  how far the model may sit above the published figure)
+# Hand computation, A100 (12 NVLinks x 25 GB/s x 0.8 = 240 GB/s):
+#   ring at 8 GPUs = 2*7/8 * 102,228,128 B / 240e9 + 14 * 5 us = 0.7454 + 0.0700 = 0.8154 ms
+#   backward (2/3 of a 100+ ms step) hides all but the last 25 MiB bucket:
+#   exposed = 0.8154 ms * 26,214,400 / 102,228,128 = 0.2091 ms
+#   TF32: step 256/938 = 272.92 ms -> 8 * 272.92 / (272.92 + 0.21) = 7.994x   (published 7.72x)
+#   AMP:  step 256/2470 = 103.64 ms -> 8 * 103.64 / (103.64 + 0.21) = 7.984x  (published 6.72x)
+# V100 (6 NVLinks: 120 GB/s usable): ring 1.4908 + 0.0700 = 1.5608 ms, exposed 0.4002 ms
+#   FP32: step 112/367 = 305.18 ms -> 7.990x (published 7.76x)
+#   AMP:  step 256/1200 = 213.33 ms -> 7.985x (published 6.93x)
+# The published 8-GPU steps are 9-33 ms longer than one GPU's while the whole all-reduce takes
+# 0.8-1.6 ms: no link efficiency closes that, and the gap grows with images per second, not
+# bytes. FP32/TF32 are within 5%; mixed precision, whose steps are 2-3x shorter for the same host,
+# sits 15-19% above: the model is a ceiling, and the margins say by how much.
+PUBLISHED_DGX = [
+    ("DGX A100 TF32", a100(links=12), 256, 938, 7248, 7.72, 7.994, 0.05),
+    ("DGX A100 AMP", a100(links=12), 256, 2470, 16621, 6.72, 7.984, 0.20),
+    ("DGX-1 V100 FP32", v100(), 112, 367, 2855, 7.76, 7.990, 0.05),
+    ("DGX-1 V100 AMP", v100(), 256, 1200, 8322, 6.93, 7.985, 0.20),
+]
+
+
+@pytest.mark.parametrize("machine,gpu,batch,ips_1,ips_8,published,predicted,margin", PUBLISHED_DGX, ids=[p[0] for p in PUBLISHED_DGX])
+def test_published_resnet50_dgx_scaling_stays_under_the_model_within_its_margin(machine, gpu, batch, ips_1, ips_8, published, predicted, margin):
+    assert ips_8 / ips_1 == pytest.approx(published, abs=0.02)  # the README's own columns agree
+    run, analysis = make(batch / ips_1, {"forward": 1 / 3, "backward": 2 / 3}, RESNET50_GRAD_BYTES, gpus=(gpu,))
+    p8 = next(p for p in w.what_if(run, analysis).points if p.gpus == 8)
+    assert p8.speedup == pytest.approx(predicted, abs=0.001)
+    assert published <= p8.speedup <= published * (1 + margin), f"{machine}: the model is a ceiling, {margin:.0%} above at most"
+
+
+def test_the_published_gap_is_not_the_link():
+    # Even at a tenth of the usable NVLink bandwidth (24 GB/s) the all-reduce (7.5 ms) hides
+    # behind ResNet-50's backward on A100 in mixed precision (2/3 of 103.6 ms): the 8-GPU
+    # prediction moves by under 2%, nowhere near the published 6.72x. Lowering NCCL_EFFICIENCY
+    # would not make the model honest; saying what it leaves out does.
+    run, analysis = make(256 / 2470, {"forward": 1 / 3, "backward": 2 / 3}, RESNET50_GRAD_BYTES)
+    slow = w.what_if(run, analysis, measured_bus_bytes_per_s=24e9)
+    p8 = next(p for p in slow.points if p.gpus == 8)
+    assert p8.allreduce_s == pytest.approx(1.75 * RESNET50_GRAD_BYTES / 24e9 + 70e-6)
+    assert p8.speedup > 7.8 > 6.72 * 1.15
+    assert any("ceiling" in a and "mixed precision" in a for a in slow.assumptions)
+
+
+# ------------------------------------------------------------- validation against a recorded 2-rank run
+
+def _world2() -> Path:
+    path = REFERENCE / "a100_world2_rank0_nccl.json.gz"
+    if not path.exists():
+        pytest.skip(f"reference traces not found at {REFERENCE}")
+    return path
+
+
+def test_trace_all_reduce_bytes_are_the_resnet50_gradients():
+    facts = w.trace_allreduce(str(_world2()))
+    assert facts is not None
+    # five buckets a step: 2,049,000 + 7,875,584 + 6,563,840 + 6,637,568 + 2,431,040 floats
+    # = 25,557,032, torchvision resnet50's parameter count: the job is ResNet-50 DDP on 2 A100s
+    assert facts.bytes_per_step == RESNET50_GRAD_BYTES
+    # NCCL kernel time a step: 11.95, 12.26, 22.55 ms (the third step's buckets waited on the peer)
+    assert facts.kernel_s_per_step == pytest.approx(12.26e-3, rel=0.01)
+    assert facts.bus_bytes_per_s == pytest.approx(13.0e9, rel=0.01)
+
+
+def test_analyze_prefers_the_traced_all_reduce_bytes_over_parameters():
+    from gpu_notebook.report.from_trace import report_from_trace
+
+    report, rank, world = report_from_trace(_world2())
+    wi = report.whatif
+    assert wi is not None and (rank, world) == (0, 2)
+    assert wi.grad_bytes == RESNET50_GRAD_BYTES and wi.missing == ()
+    assert any("all-reduce message sizes" in a for a in wi.assumptions)
+    assert any("measured in the trace" in a for a in wi.assumptions)
+    # 2 GPUs at the measured 12.99 GB/s: ring 102,228,128 / 12.99e9 + 2 * 5 us = 7.877 ms; GPU
+    # backward here is ~41 ms a step, so only the last bucket shows: 7.877 * 0.25643 = 2.020 ms
+    p2 = wi.points[0]
+    assert p2.gpus == 2
+    assert p2.allreduce_s == pytest.approx(7.877e-3, rel=0.002)
+    assert p2.exposed_comm_s == pytest.approx(2.020e-3, rel=0.002)
+
+
+def _step_facts(path: Path) -> list[dict[str, float]]:
+    """Per ProfilerStep of the raw trace: last all-reduce end, optimizer start, DDP host work (us)."""
+    import gzip
+    import json
+
+    with gzip.open(path) as fh:
+        events = json.load(fh)["traceEvents"]
+    steps = sorted((e for e in events if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    out = []
+    for s in steps:
+        a, b = s["ts"], s["ts"] + s["dur"]
+        inside = [e for e in events if a <= e.get("ts", -1) < b and "dur" in e]
+        ddp = next(e for e in inside if e["name"] == "DistributedDataParallel.forward")
+        children = sorted((e for e in inside if e.get("cat") == "cpu_op" and ddp["ts"] < e["ts"] < ddp["ts"] + ddp["dur"]
+                           and e["tid"] == ddp["tid"]), key=lambda e: (e["ts"], -e["dur"]))
+        top, end = [], -1.0
+        for e in children:  # depth 1 under DDP.forward
+            if e["ts"] >= end:
+                top.append(e)
+                end = e["ts"] + e["dur"]
+        buffer_sync = sum(e["dur"] for e in top if e["name"] in (
+            "aten::flatten_dense_tensors", "aten::unflatten_dense_tensors", "aten::copy_", "c10d::broadcast_"))
+        out.append({
+            "step": s["dur"],
+            "allreduce_end": max(e["ts"] + e["dur"] for e in inside if e.get("cat") == "kernel" and "AllReduce" in e["name"]),
+            "optimizer_start": next(e["ts"] for e in inside if e["name"].startswith("Optimizer.step#")),
+            "buffer_sync": buffer_sync,
+            "copy_bucket_to_grad": sum(e["dur"] for e in inside if e["name"] == "torch.distributed.ddp.reducer::copy_bucket_to_grad"),
+        })
+    return out
+
+
+def test_two_rank_trace_shows_the_models_blind_spot_not_the_all_reduce():
+    from gpu_notebook.report.from_trace import report_from_trace
+
+    report, _, _ = report_from_trace(_world2())
+    gpu = report.analysis.gpu
+    assert gpu is not None
+    # GPU compute without NCCL: (162.53 - 46.88 ms) / 3 steps = 38.6 ms a step; the step is 222.4 ms
+    # (GPU busy 24%, host-bound under the profiler). A compute-only reading (38.6 + 2.0 ms exposed
+    # = 40.6 ms) would miss the real step 5.5x: the what-if starts from the measured step instead.
+    compute_s = (gpu.kernel_us - gpu.comm_us) / 3 / 1e6
+    assert compute_s == pytest.approx(38.55e-3, rel=0.01)
+    assert report.analysis.step_stats.median_s == pytest.approx(222.4e-3, rel=0.005)
+    assert report.whatif is not None
+    facts = _step_facts(_world2())
+    # The model leaves 2.02 ms of the all-reduce exposed; the trace leaves none on the step's
+    # critical path: the last all-reduce ends 15-16 ms before the host reaches the optimizer.
+    for f in facts:
+        assert f["optimizer_start"] - f["allreduce_end"] > 10e3
+    # What the model does not see, per step: DDP's buffer broadcast in forward (flatten,
+    # broadcast, unflatten, copy back: 35.0 ms) and the reducer's copy_bucket_to_grad in backward
+    # (8.75 ms): ~44 ms of the 222 ms step that one GPU never pays (inflated by the profiler's
+    # per-op cost, yet the same kind of per-rank work that keeps published scaling under the model).
+    # One GPU's step is then at most ~178 ms: the model says 178 + 2.0 = 180 ms on 2 GPUs against
+    # 222 ms recorded, 19% optimistic, as it was on the published mixed-precision figures.
+    buffer_sync = sorted(f["buffer_sync"] for f in facts)[1]
+    copies = sorted(f["copy_bucket_to_grad"] for f in facts)[1]
+    assert buffer_sync == pytest.approx(35.0e3, rel=0.05)
+    assert copies == pytest.approx(8.75e3, rel=0.05)
+    step_us = sorted(f["step"] for f in facts)[1]
+    one_gpu_us = step_us - buffer_sync - copies
+    predicted_us = one_gpu_us + report.whatif.points[0].exposed_comm_s * 1e6
+    assert predicted_us / step_us == pytest.approx(0.81, abs=0.02)

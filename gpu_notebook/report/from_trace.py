@@ -7,7 +7,7 @@ from pathlib import Path
 from gpu_notebook.analysis.analyze import analyze_trace_file
 from gpu_notebook.analysis.utilization import utilization_stats
 from gpu_notebook.analysis.verdict import decide
-from gpu_notebook.analysis.whatif import measured_allreduce_bus_bandwidth, what_if
+from gpu_notebook.analysis.whatif import trace_allreduce, what_if
 from gpu_notebook.records import (
     Analysis,
     Environment,
@@ -82,7 +82,12 @@ def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]
     info = trace.distributed_info
     rank = info.rank if info is not None else None
     world = info.world_size if info is not None else None
-    busbw = measured_allreduce_bus_bandwidth(str(path)) if gpu is not None and gpu.comm_us > 0 else None
-    whatif = what_if(run, analysis, measured_bus_bytes_per_s=busbw)
+    nccl = trace_allreduce(str(path)) if gpu is not None and gpu.comm_us > 0 else None
+    whatif = what_if(
+        run,
+        analysis,
+        measured_bus_bytes_per_s=nccl.bus_bytes_per_s if nccl is not None else None,
+        measured_grad_bytes=nccl.bytes_per_step if nccl is not None else None,
+    )
     report = Report(run=run, analysis=analysis, verdict=decide(run, analysis), whatif=whatif)
     return report, rank, world

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from gpu_notebook.capture import nvml
-from gpu_notebook.capture.sampler import THREAD_NAME, Sampler
+from gpu_notebook.capture.sampler import THREAD_NAME, Sampler, _proc_descendants
 from gpu_notebook.records import Sample, SampleSeries
 from tests import fake_nvml
 
@@ -220,6 +220,29 @@ def test_grandchildren_count_too(no_gpu: None) -> None:
         parent.wait()
     assert inside
     assert statistics.fmean(inside) == pytest.approx(expected_pct, rel=0.35, abs=5.0)
+
+
+def test_descendants_from_proc_children_files_match_psutils_full_walk() -> None:
+    """The cheap listing (our threads' /proc children files) finds what psutil's walk finds."""
+    code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {BURN!r}])"
+    parents = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True) for _ in range(2)]
+    try:
+        deadline = time.perf_counter() + 10.0
+        while (
+            any(not psutil.Process(p.pid).children() for p in parents)
+            and time.perf_counter() < deadline
+        ):
+            time.sleep(0.01)
+        listed = _proc_descendants(os.getpid())
+        walked = {c.pid for c in psutil.Process().children(recursive=True)}
+    finally:
+        for p in parents:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    if listed is None:
+        pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children files")
+    assert len(walked) >= 4  # two children, two grandchildren (and whatever else runs)
+    assert set(listed) == walked
 
 
 def test_a_child_started_after_the_sampler_is_picked_up(no_gpu: None) -> None:

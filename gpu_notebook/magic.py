@@ -22,6 +22,7 @@ class GpuCheckMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.reports: list[Report] = []
+        self.last_cost: Any = None  # magic_run.CellCost of the latest cell (read by benchmarks)
 
     @magic_arguments()
     @argument(
@@ -94,15 +95,16 @@ class GpuCheckMagics(Magics):
         args = parse_argstring(self.gpucheck, line)
         options = _validate(args, cell)
         export_dir = _export_dir(args.export)
-        from gpu_notebook.magic_run import run_measured_cell
+        from gpu_notebook.magic_run import CellCost, run_measured_cell
 
+        cost = self.last_cost = CellCost()
         html_path = _html_path(args.html)
         live = _live_view() if not args.quiet else None
         try:
             report = run_measured_cell(
                 self.shell, cell, f"%%gpucheck {line}".rstrip(), options,
                 live_listener=live.update if live is not None else None,
-                history=self.reports, price_per_gpu_hour=args.price,
+                history=self.reports, price_per_gpu_hour=args.price, cost=cost,
             )
         except BaseException as exc:
             if live is not None:
@@ -124,6 +126,7 @@ class GpuCheckMagics(Magics):
             from IPython.display import display
 
             display(report)
+        cost.mark("shown")
 
 
     @line_magic

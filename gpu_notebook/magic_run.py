@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_notebook.capture.session import CaptureOptions, CaptureSession, LiveListener
 from gpu_notebook.cellrun import CellOutcome, run_cell_body
 from gpu_notebook.records import Report
 from gpu_notebook.report.build import build_report
+
+
+def _mark() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+@dataclass
+class CellCost:
+    """Where a measured cell's time went: (wall, process CPU) clock marks, in order.
+
+    ``enter`` -> ``body_start``: the capture starting (hooks, sampler); ``body_start`` ->
+    ``body_end``: the user's code; ``body_end`` -> ``closed``: profiler stopped if still on,
+    hooks removed, samplers joined (the end of the cell); ``closed`` -> ``report``: the trace
+    file written, analysis;
+    ``report`` -> ``shown``: rendering and display. ``benchmarks/overhead.py`` reads it to split
+    the cell's cost from the report's (the report's latency is a budget of its own).
+    """
+
+    marks: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def mark(self, name: str) -> None:
+        self.marks[name] = _mark()
+
+    def span(self, first: str, last: str, *, cpu: bool = False) -> float | None:
+        """Seconds between two marks (process CPU with ``cpu``); None when one is missing."""
+        if first not in self.marks or last not in self.marks:
+            return None
+        k = 1 if cpu else 0
+        return self.marks[last][k] - self.marks[first][k]
 
 
 def run_measured_cell(
@@ -19,15 +50,23 @@ def run_measured_cell(
     live_listener: LiveListener | None = None,
     history: Sequence[Report] = (),
     price_per_gpu_hour: float | None = None,
+    cost: CellCost | None = None,
 ) -> Report:
     """Run ``cell`` under a capture session; the session is closed whatever the cell did."""
+    cost = cost if cost is not None else CellCost()
+    cost.mark("enter")
     session = CaptureSession(options, cell, live_listener, magic_line=header_line)
     outcome: CellOutcome | None = None
     with session:
+        cost.mark("body_start")
         outcome = run_cell_body(shell, cell, header_line)
+        cost.mark("body_end")
+    cost.mark("closed")
     if outcome is None:  # pragma: no cover - run_cell_body returns or raises out of the with
         outcome = CellOutcome("interrupted", "KeyboardInterrupt", None)
     run = session.finish(outcome.status, outcome.error)
-    return build_report(
+    report = build_report(
         run, price_per_gpu_hour=price_per_gpu_hour, namespace=shell.user_ns, history=history
     )
+    cost.mark("report")
+    return report

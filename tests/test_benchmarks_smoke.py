@@ -23,7 +23,8 @@ BENCH = REPO / "benchmarks"
 # Figures each benchmark must report (a prefix match for families of rows).
 EXPECTED: dict[str, tuple[str, ...]] = {
     "overhead": (
-        "overhead.mlp.gpucheck.loop", "overhead.mlp.gpucheck.cell", "overhead.cnn.gpucheck.loop",
+        "overhead.mlp.gpucheck.loop", "overhead.mlp.gpucheck.run", "overhead.mlp.gpucheck.cell",
+        "overhead.cnn.gpucheck.loop",
         "overhead.cnn.gpucheck.cell", "overhead.tiny.gpucheck.loop", "overhead.mlp.full.loop",
         "overhead.mlp.torch.profiler.loop", "overhead.mlp.traceml.loop", "overhead.mlp.gpuprof.loop",
         "overhead.tiny.gpucheck.per_step_us", "overhead.hooks.lean_us", "overhead.hooks.timing_us",

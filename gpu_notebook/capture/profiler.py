@@ -157,12 +157,13 @@ class ProfilerWindow:
         prof.stop()
         if not export:
             return False
-        # Exported later, in close(): writing the file here would land inside the user's step
-        # that ends the window (tens of ms for a big window) and be counted as that step's time.
+        # Exported later, by export() after the cell: writing the file here would land inside
+        # the user's step that ends the window (tens of ms for a big window).
         self._stopped = prof
         return True
 
-    def _export(self) -> None:
+    def export(self) -> None:
+        """Write the stopped window's trace to ``trace_path`` (once; after ``close()``)."""
         prof, self._stopped = self._stopped, None
         if prof is None:
             return
@@ -175,11 +176,13 @@ class ProfilerWindow:
         return self._last_step - self._first_step
 
     def close(self) -> ProfileWindow:
-        """Stop whatever still records (cell ended, failed or was interrupted) and describe it."""
+        """Stop whatever still records (cell ended, failed or was interrupted) and describe it.
+
+        The trace file named in the record is written by ``export()``.
+        """
         if self._prof is not None:
             self._stop(complete=False)
         self._done = True
-        self._export()
         recorded = self._recorded_steps() if self._status in ("recorded", "partial") else 0
         message = self._message
         if self._status == "not-reached" and message is None:

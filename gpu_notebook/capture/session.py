@@ -13,11 +13,11 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from types import TracebackType
+from types import CodeType, TracebackType
 from typing import Any, Literal
 
 from gpu_notebook.capture.environment import read_environment, torch_installed
@@ -120,11 +120,15 @@ class CaptureSession:
         live_listener: LiveListener | None = None,
         first_line: int = 2,
         magic_line: str = "",
+        stack_root_codes: Collection[CodeType] | None = None,
     ) -> None:
         self.options = options
         self.source = source
         self.first_line = first_line  # 2 in a %%gpucheck cell, 1 in a script
         self.magic_line = magic_line
+        # Frames the stack sampler's walk stops at (None: IPython's run_code, for a cell; a
+        # script run by the CLI stops at runpy's frame that executes it).
+        self._stack_root_codes = stack_root_codes
         self._live_listener = live_listener
         self._notes: list[str] = []
         self._t0_ns = 0
@@ -184,7 +188,11 @@ class CaptureSession:
                 # report as "unattributed". No window that can record: the whole cell.
                 follow = self.options.lines == "window" and window is not None and not window.done
                 self._stack_state = "waiting" if follow else "whole"
-                self._stacks = StackSampler(threading.get_ident(), self.options.stack_interval_s)
+                self._stacks = StackSampler(
+                    threading.get_ident(),
+                    self.options.stack_interval_s,
+                    root_codes=self._stack_root_codes,
+                )
                 self._stacks.start(paused=follow)
         except BaseException:
             self.close()
@@ -235,6 +243,10 @@ class CaptureSession:
                 and (clock.anchor == "optimizer" or step_index >= LEAN_AFTER_UNANCHORED_STEPS)
             ):
                 clock.lean()
+                if self._stack_state != "waiting" and self._stack_state != "sampling":
+                    # Nothing left to do at a boundary: the rest of the cell pays only the
+                    # step count (lean hooks), not this listener.
+                    clock.boundary_listener = None
 
         clock.boundary_listener = on_boundary
         self._clock = clock
@@ -287,7 +299,6 @@ class CaptureSession:
             try:
                 if self._clock is not None:
                     self._clock.uninstall()
-                    self._steps = self._clock.record()
             finally:
                 if self._sampler is not None:
                     self._series = self._sampler.stop()
@@ -295,9 +306,18 @@ class CaptureSession:
     # ---------------------------------------------------------------- result
 
     def finish(self, status: CellStatus, error: str | None) -> Run:
-        """Close (if still open) and return the frozen Run."""
+        """Close (if still open) and return the frozen Run.
+
+        The cell ends at ``close()``: nothing of ours runs in the process after it. What only
+        the analysis needs is done here, after the cell: writing the window's trace file
+        (Kineto's JSON, ~1 ms a profiled step) and turning the step clock's rows into records.
+        """
         self.close()
         assert self._env is not None, "finish() before start()"
+        if self._window is not None:
+            self._window.export()
+        if self._clock is not None and self._steps is None:
+            self._steps = self._clock.record()
         window = self._window_record
         if window is None:
             window = ProfileWindow(

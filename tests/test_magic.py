@@ -410,3 +410,18 @@ def test_first_cell_that_imports_torch_prints_nothing_from_kineto():
     assert done.returncode == 0, done.stderr
     assert "registerClient" not in done.stderr, done.stderr
     assert "ERROR" not in done.stderr, done.stderr
+
+
+def test_the_magic_records_where_its_cell_time_went(ip):
+    """CellCost marks: capture start, the user's code, close, report, display, in that order."""
+    ip.run_cell("%%gpucheck -q --no-profile --lines off\nimport time\ntime.sleep(0.3)")
+    magics = ip.magics_manager.registry["GpuCheckMagics"]
+    cost = magics.last_cost
+    names = list(cost.marks)
+    assert names == ["enter", "body_start", "body_end", "closed", "report", "shown"]
+    walls = [cost.marks[n][0] for n in names]
+    assert walls == sorted(walls)
+    assert cost.span("body_start", "body_end") >= 0.3
+    assert cost.span("enter", "body_start") < 0.3  # starting the capture is not the cell's sleep
+    assert cost.span("body_end", "closed", cpu=True) is not None
+    assert cost.span("enter", "nowhere") is None

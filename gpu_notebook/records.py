@@ -497,9 +497,9 @@ class ScalingPoint:
     allreduce_s: float  # ring all-reduce of all gradients, per step
     exposed_comm_s: float  # the part not hidden behind backward
     step_s: float
-    speedup: float  # throughput vs one GPU as the code is now
-    efficiency: float  # speedup / gpus
-    speedup_with_fixes: float | None  # throughput vs one GPU today, with the fixes applied
+    speedup: float  # throughput vs the job as it runs now (one GPU, or WhatIf.world_size GPUs)
+    efficiency: float  # speedup / (gpus / world_size)
+    speedup_with_fixes: float | None  # throughput vs the job today, with the fixes applied
     cost_per_1000_steps: float | None = None  # N GPUs x step time x price, when priced
 
 
@@ -507,7 +507,7 @@ class ScalingPoint:
 class WhatIf:
     """Fixes versus more GPUs, side by side, with every assumption written down."""
 
-    step_s: float | None  # one GPU, as measured
+    step_s: float | None  # one rank's step, as measured (one GPU, or one rank of world_size)
     fixes_speedup: float | None  # at most, applying the fixes for the measured waste phases
     fixed_phases: tuple[str, ...]  # which phases those fixes remove
     grad_bytes: int | None
@@ -517,6 +517,9 @@ class WhatIf:
     assumptions: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()  # what could not be known; no guess is made for it
     price_per_gpu_hour: float | None = None
+    # GPUs the measured job already ran on: 1 for one GPU; >1 for one rank of a data-parallel
+    # trace (speedups are then relative to that job); None: distributed, size not recorded.
+    world_size: int | None = 1
 
 
 @dataclass(frozen=True)

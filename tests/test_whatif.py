@@ -194,12 +194,14 @@ def test_analyze_prefers_the_traced_all_reduce_bytes_over_parameters():
     assert wi.grad_bytes == RESNET50_GRAD_BYTES and wi.missing == ()
     assert any("all-reduce message sizes" in a for a in wi.assumptions)
     assert any("measured in the trace" in a for a in wi.assumptions)
-    # 2 GPUs at the measured 12.99 GB/s: ring 102,228,128 / 12.99e9 + 2 * 5 us = 7.877 ms; GPU
-    # backward here is ~41 ms a step, so only the last bucket shows: 7.877 * 0.25643 = 2.020 ms
-    p2 = wi.points[0]
-    assert p2.gpus == 2
-    assert p2.allreduce_s == pytest.approx(7.877e-3, rel=0.002)
-    assert p2.exposed_comm_s == pytest.approx(2.020e-3, rel=0.002)
+    # 2 GPUs (today's job) at the measured 12.99 GB/s: ring 102,228,128 / 12.99e9 + 2 * 5 us =
+    # 7.877 ms; GPU backward here is ~41 ms a step, so only the last bucket shows:
+    # 7.877 * 0.25643 = 2.020 ms
+    backward_s = w._backward_s(report.analysis, report.analysis.step_stats.median_s)
+    assert backward_s == pytest.approx(41e-3, rel=0.05)
+    ar2 = w.ring_allreduce_s(wi.grad_bytes, 2, wi.bus_bandwidth_bytes_per_s)
+    assert ar2 == pytest.approx(7.877e-3, rel=0.002)
+    assert w.exposed_comm_s(ar2, backward_s, wi.grad_bytes) == pytest.approx(2.020e-3, rel=0.002)
 
 
 def _step_facts(path: Path) -> list[dict[str, float]]:
@@ -264,5 +266,105 @@ def test_two_rank_trace_shows_the_models_blind_spot_not_the_all_reduce():
     assert copies == pytest.approx(8.75e3, rel=0.05)
     step_us = sorted(f["step"] for f in facts)[1]
     one_gpu_us = step_us - buffer_sync - copies
-    predicted_us = one_gpu_us + report.whatif.points[0].exposed_comm_s * 1e6
+    wi = report.whatif
+    backward_s = w._backward_s(report.analysis, report.analysis.step_stats.median_s)
+    exposed_2 = w.exposed_comm_s(w.ring_allreduce_s(wi.grad_bytes, 2, wi.bus_bandwidth_bytes_per_s), backward_s, wi.grad_bytes)
+    assert exposed_2 == pytest.approx(2.020e-3, rel=0.002)
+    predicted_us = one_gpu_us + exposed_2 * 1e6
     assert predicted_us / step_us == pytest.approx(0.81, abs=0.02)
+
+
+# ------------------------------------------------------- a trace that is already data-parallel
+
+def test_already_distributed_job_predicts_above_its_world_size_relative_to_itself():
+    # One rank of a 2-GPU DDP job: 100 ms step holding 20 ms of data wait, 20 ms of backward;
+    # 400 MB of gradients a step, all-reduced at a measured 20 GB/s bus bandwidth.
+    run, analysis = make(0.100, {"data": 0.2, "forward": 0.3, "backward": 0.2, "optimizer": 0.3}, 400 * MB)
+    r = w.what_if(run, analysis, measured_bus_bytes_per_s=20e9, world_size=2)
+    assert r.world_size == 2 and r.missing == ()
+    assert [p.gpus for p in r.points] == [4, 8]  # nothing at or below today's 2 GPUs
+    # ring(N) = 2(N-1)/N x 400e6 / 20e9 + 2(N-1) x 5 us; the last bucket is 26,214,400 / 4e8 of it
+    #   N=2: 20.00 + 0.01 = 20.01 ms, exposed max(20.01 - 20, 20.01 x 0.065536) = 1.3114 ms
+    #   N=4: 30.00 + 0.03 = 30.03 ms, exposed 30.03 - 20 = 10.03 ms
+    #   N=8: 35.00 + 0.07 = 35.07 ms, exposed 35.07 - 20 = 15.07 ms
+    # The measured 100 ms already holds the 1.3114 ms at 2 GPUs: base = 98.6886 ms.
+    #   4 GPUs: step 98.6886 + 10.03 = 108.7186 ms, speedup (4/2) x 100 / 108.7186 = 1.8396x, efficiency 92.0%
+    #   8 GPUs: step 98.6886 + 15.07 = 113.7586 ms, speedup (8/2) x 100 / 113.7586 = 3.5162x
+    # With the data wait fixed: base 80 - 1.3114 = 78.6886 ms -> 200 / 88.7186 = 2.2543x at 4 GPUs.
+    p4, p8 = r.points
+    assert p4.allreduce_s == pytest.approx(30.03e-3) and p4.exposed_comm_s == pytest.approx(10.03e-3)
+    assert p4.step_s == pytest.approx(108.71862e-3, rel=1e-6)
+    assert p4.speedup == pytest.approx(1.83961, rel=1e-5)
+    assert p4.efficiency == pytest.approx(0.919806, rel=1e-5)
+    assert p4.speedup_with_fixes == pytest.approx(2.25432, rel=1e-5)
+    assert p8.exposed_comm_s == pytest.approx(15.07e-3)
+    assert p8.speedup == pytest.approx(3.51622, rel=1e-5)
+    # Read as a one-GPU baseline, the same trace would claim 4 x 100 / 110.03 = 3.64x at 4 GPUs.
+    naive = next(p for p in w.what_if(run, analysis, measured_bus_bytes_per_s=20e9).points if p.gpus == 4)
+    assert naive.speedup == pytest.approx(3.6354, rel=1e-4)
+    text = w.render_whatif(r)
+    assert "one rank of a data-parallel job on 2 GPUs: its step already includes the all-reduce" in text
+    assert "speedup vs 2 GPUs" in text and "1.84x" in text and "3.52x" in text
+    assert not any(line.split()[:1] == ["2"] for line in text.splitlines())  # no row for 2 GPUs
+
+
+def test_distributed_past_eight_gpus_keeps_doubling_the_job():
+    run, analysis = make(0.100, {"forward": 0.3, "backward": 0.7}, 100 * MB)
+    r = w.what_if(run, analysis, measured_bus_bytes_per_s=20e9, world_size=8)
+    assert [p.gpus for p in r.points] == [16, 32]
+    assert all(p.speedup <= p.gpus / 8 for p in r.points)
+
+
+def test_distributed_job_of_unknown_size_gives_no_numbers():
+    run, analysis = make(0.100, {"forward": 0.3, "backward": 0.7}, 100 * MB)
+    r = w.what_if(run, analysis, measured_bus_bytes_per_s=20e9, world_size=None)
+    assert r.points == () and r.world_size is None
+    assert any("records no world size" in m for m in r.missing)
+    assert "distributed job of unknown size" in w.render_whatif(r)
+
+
+def test_one_gpu_what_if_says_nothing_about_a_job():
+    run, analysis = make(0.100, {"forward": 0.3, "backward": 0.7}, 100 * MB)
+    r = w.what_if(run, analysis)
+    assert r.world_size == 1 and [p.gpus for p in r.points] == [2, 4, 8]
+    assert w.baseline_sentence(r) is None and "data-parallel job" not in w.render_whatif(r)
+
+
+def test_real_two_rank_trace_is_scaled_as_the_two_gpu_job_it_is():
+    from gpu_notebook.report.from_trace import report_from_trace
+    from gpu_notebook.views.html import whatif_section
+
+    report, _, _ = report_from_trace(_world2())
+    wi = report.whatif
+    assert wi is not None and wi.world_size == 2 and wi.missing == ()
+    assert [p.gpus for p in wi.points] == [4, 8]
+    # step 222.4 ms holds the model's 2.020 ms exposed at 2 GPUs (see above); at the measured
+    # 12.99 GB/s: ring(4) = 1.5 x 102,228,128 / 12.99e9 + 30 us = 11.831 ms, ring(8) = 13.838 ms;
+    # backward (~41 ms) hides all but the last bucket (x 0.25643): 3.034 and 3.548 ms exposed.
+    #   4 GPUs: 2 x 222.4 / (222.4 - 2.020 + 3.034) = 1.991x; 8 GPUs: 4 x 222.4 / 223.93 = 3.973x
+    step = report.analysis.step_stats.median_s
+    assert step == pytest.approx(222.4e-3, rel=0.005)
+    p4, p8 = wi.points
+    assert p4.exposed_comm_s == pytest.approx(3.034e-3, rel=0.002)
+    assert p8.exposed_comm_s == pytest.approx(3.548e-3, rel=0.002)
+    assert p4.step_s == pytest.approx(step - 2.020e-3 + 3.034e-3, rel=1e-4)
+    assert p4.speedup == pytest.approx(1.991, abs=0.002)
+    assert p8.speedup == pytest.approx(3.973, abs=0.002)
+    text = report.text()
+    assert "one rank of a data-parallel job on 2 GPUs: its step already includes the all-reduce" in text
+    assert "gradients 102.2 MB a step" in text and "97.5 MB" not in text
+    html = whatif_section(wi)
+    assert "This trace is one rank of a data-parallel job on 2 GPUs" in html and "speedup vs 2 GPUs" in html
+    assert "<td class='num'>2</td>" not in html
+
+
+def test_what_if_sizes_are_decimal_megabytes():
+    # ResNet-50's 102,228,128 gradient bytes are 102.2 MB (NCCL's convention), not 97.5 (MiB)
+    run, analysis = make(0.272, {"forward": 1 / 3, "backward": 2 / 3}, RESNET50_GRAD_BYTES)
+    r = w.what_if(run, analysis)
+    text = w.render_whatif(r)
+    assert "gradients 102.2 MB a step" in text and "97.5" not in text
+    assert "26.2 MB buckets (bucket_cap_mb=25, which PyTorch counts in MiB)" in text
+    from gpu_notebook.views.html import whatif_section
+
+    assert "gradients 102.2 MB a step" in whatif_section(r)

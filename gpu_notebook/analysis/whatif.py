@@ -7,7 +7,7 @@ Model, per step of one rank:
   bytes (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms", JPDC 2009; NVIDIA
   nccl-tests doc/PERFORMANCE.md, "AllReduce": "`t = (S/B) * (2*(n-1)/n)`", whence its busbw =
   algbw x 2(n-1)/n), plus 2(N-1) latency hops;
-- DDP overlaps all-reduce with backward in 25 MB buckets (Li et al., "PyTorch Distributed:
+- DDP overlaps all-reduce with backward in 25 MiB (26.2 MB) buckets (Li et al., "PyTorch Distributed:
   Experiences on Accelerating Data Parallel Training", VLDB 2020, §3.2.3), so the exposed part is
   what backward cannot hide, and never less than the last bucket;
 - the interconnect is what NVML reports: NVLink links x 25 GB/s per direction (NVLink 2/3/4;
@@ -15,6 +15,18 @@ Model, per step of one rank:
   600 GB/s in total, i.e. 12 x 25 GB/s each way; V100 had six),
   else PCIe generation x width; NCCL reaches about 80% of it (assumption, written out).
 A phase that was not measured is not guessed: the model says what is missing instead.
+Sizes and rates are decimal throughout the output (1 MB = 1e6 bytes, 1 GB/s = 1e9 bytes/s), as
+NCCL reports its GB/s.
+
+A trace that is already one rank of a data-parallel job (``world_size`` W > 1: the trace's
+``distributedInfo``, else the NCCL kernels' group size) is not a one-GPU baseline: its step holds
+the job's own exposed all-reduce at W GPUs and DDP's per-rank host work. The model then predicts
+only N > W, relative to the W-GPU job (time per sample of the whole job):
+``step(N) = step(W) - exposed(W) + exposed(N)`` and ``speedup = (N / W) x step(W) / step(N)``,
+both exposures from the same model, so only the model's difference between W and N is added.
+The per-rank DDP host work that made one-GPU predictions 19% optimistic on the recorded 2-rank
+run (below) is then measured rather than missing; what stays unmodelled is how it and the waits
+for the slowest rank grow with N.
 
 Validation (pinned in tests/test_whatif.py; the speedups are a ceiling, read them as such):
 - Published: NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md
@@ -93,6 +105,7 @@ def what_if(
     gpu_counts: tuple[int, ...] = GPU_COUNTS,
     measured_bus_bytes_per_s: float | None = None,
     measured_grad_bytes: int | None = None,
+    world_size: int | None = 1,
 ) -> WhatIf:
     """Predict DDP scaling to ``gpu_counts`` GPUs beside the fixes' bound.
 
@@ -101,10 +114,15 @@ def what_if(
     ``measured_grad_bytes`` (the all-reduce message sizes of one step in such a trace) replaces
     the trainable-parameter bytes: it is what DDP really sends (frozen or unused parameters and
     buffers included or not, as the job had them).
+    ``world_size``: GPUs the measured job already runs on (one rank's trace of a DDP job); the
+    predictions are then for N above it, relative to that job. ``None``: the trace is distributed
+    but does not say how widely; nothing is predicted.
     """
     phases = analysis.phases
     step_s = analysis.step_stats.median_s
     missing: list[str] = []
+    world = world_size if world_size is None else max(1, world_size)
+    distributed = world is None or world > 1
     link = (
         "ring all-reduce runs at the best bus bandwidth measured in the trace"
         if measured_bus_bytes_per_s
@@ -113,20 +131,41 @@ def what_if(
     assumptions = [
         "each GPU keeps today's per-GPU batch and pays its own data wait",
         link,
-        f"DDP overlaps all-reduce with backward in {DDP_BUCKET_BYTES // 2**20} MB buckets",
-        "the fixes remove their whole phase (an upper bound: Amdahl)",
         (
+            f"DDP overlaps all-reduce with backward in {DDP_BUCKET_BYTES / 1e6:.1f} MB buckets"
+            f" (bucket_cap_mb={DDP_BUCKET_BYTES // 2**20}, which PyTorch counts in MiB)"
+        ),
+        "the fixes remove their whole phase (an upper bound: Amdahl)",
+    ]
+    if distributed:
+        assumptions += [
+            (
+                "the measured step already holds this job's exposed all-reduce and DDP's per-rank host work"
+                " (buffer broadcast, gradient copies); N GPUs replace the model's exposed all-reduce at today's"
+                " world size by the model's at N and keep the rest of the step"
+            ),
+            (
+                "the GPU speedups are a ceiling: DDP's per-rank host work is assumed not to grow with N, and"
+                " waiting for the slowest of more ranks or loaders sharing the host's CPUs are not modelled"
+            ),
+        ]
+    else:
+        assumptions.append(
             "the GPU speedups are a ceiling: host work DDP adds per rank (buffer broadcast, gradient copies),"
             " loaders sharing the host's CPUs and waiting for the slowest rank are not modelled (NVIDIA's"
             " published ResNet-50 8-GPU scaling came 3-4% below this model in FP32/TF32, 15-19% in mixed precision)"
-        ),
-    ]
+        )
     # Fixes: the measured waiting phases a fix can remove.
     fixed = tuple(p for p in FIXABLE_PHASES if phases is not None and (phases.share(p) or 0) >= 0.01)
     removable = sum(phases.share(p) or 0.0 for p in fixed) if phases is not None else 0.0
     fixes_speedup = 1 / (1 - removable) if fixed and removable < 1 else None
     if phases is None or step_s is None:
         missing.append("no step was measured")
+    if world is None:
+        missing.append(
+            "the trace shows NCCL communication but records no world size (no distributedInfo, no group"
+            " size on the kernels): the job already runs on several GPUs, how many is unknown"
+        )
     desc, bus = interconnect(run.env)
     if measured_bus_bytes_per_s:
         desc = f"measured all-reduce bus bandwidth {measured_bus_bytes_per_s / 1e9:.1f} GB/s"
@@ -141,29 +180,49 @@ def what_if(
         missing.append("NVML reports neither NVLink links nor the PCIe link of this GPU")
     if grad_bytes is None:
         missing.append("gradient size unknown: no optimizer or model parameters were seen")
+    if world is not None and world > 1:
+        # Only N above today's job; past the usual 8, keep doubling the job as it is.
+        gpu_counts = tuple(n for n in gpu_counts if n > world) or (2 * world, 4 * world)
     points: list[ScalingPoint] = []
-    if not missing and step_s is not None and bus is not None and grad_bytes is not None:
+    if not missing and world is not None and step_s is not None and bus is not None and grad_bytes is not None:
         backward_s = _backward_s(analysis, step_s)
-        fixed_step_s = step_s * (1 - removable)
-        for n in gpu_counts:
-            ar = ring_allreduce_s(grad_bytes, n, bus)
-            exposed = exposed_comm_s(ar, backward_s, grad_bytes)
-            step_n = step_s + exposed
-            speedup = n * step_s / step_n
-            with_fixes = n * step_s / (fixed_step_s + exposed) if fixed else None
-            cost = n * step_n * 1000 / 3600 * price_per_gpu_hour if price_per_gpu_hour else None
-            points.append(
-                ScalingPoint(
-                    gpus=n,
-                    allreduce_s=ar,
-                    exposed_comm_s=exposed,
-                    step_s=step_n,
-                    speedup=speedup,
-                    efficiency=speedup / n,
-                    speedup_with_fixes=with_fixes,
-                    cost_per_1000_steps=cost,
-                )
+        # One rank's step at today's world size W holds the exposed all-reduce at W (zero when W
+        # is 1). Take out the model's own figure for it, not a measured one, so that the model's
+        # biases cancel and only its difference between W and N GPUs is added:
+        #   base        = step(W) - exposed(W)        (everything but the all-reduce wait)
+        #   step(N)     = base + exposed(N)
+        #   speedup(N)  = (N / W) x step(W) / step(N)  (samples a second, N-GPU job vs W-GPU job)
+        #   efficiency  = speedup / (N / W)            (1.0: the added GPUs scale perfectly)
+        # The fixes remove their share of the measured step, then the same exposure swap applies.
+        exposed_now = exposed_comm_s(ring_allreduce_s(grad_bytes, world, bus), backward_s, grad_bytes) if world > 1 else 0.0
+        base_s = step_s - exposed_now
+        fixed_base_s = step_s * (1 - removable) - exposed_now
+        if base_s <= 0 or (fixed and fixed_base_s <= 0):
+            missing.append(
+                f"the measured step ({step_s * 1e3:.1f} ms) is shorter than the all-reduce the model expects"
+                f" to be exposed at {world} GPUs ({exposed_now * 1e3:.1f} ms): the model does not fit this job"
             )
+        else:
+            for n in gpu_counts:
+                ar = ring_allreduce_s(grad_bytes, n, bus)
+                exposed = exposed_comm_s(ar, backward_s, grad_bytes)
+                step_n = base_s + exposed
+                scale = n / world
+                speedup = scale * step_s / step_n
+                with_fixes = scale * step_s / (fixed_base_s + exposed) if fixed else None
+                cost = n * step_n * 1000 / 3600 * price_per_gpu_hour if price_per_gpu_hour else None
+                points.append(
+                    ScalingPoint(
+                        gpus=n,
+                        allreduce_s=ar,
+                        exposed_comm_s=exposed,
+                        step_s=step_n,
+                        speedup=speedup,
+                        efficiency=speedup / scale,
+                        speedup_with_fixes=with_fixes,
+                        cost_per_1000_steps=cost,
+                    )
+                )
     return WhatIf(
         step_s=step_s,
         fixes_speedup=fixes_speedup,
@@ -175,6 +234,7 @@ def what_if(
         assumptions=tuple(assumptions),
         missing=tuple(missing),
         price_per_gpu_hour=price_per_gpu_hour,
+        world_size=world,
     )
 
 
@@ -189,8 +249,40 @@ def _backward_s(analysis: Analysis, step_s: float) -> float:
     return (share or 0.0) * step_s
 
 
+def baseline_sentence(w: WhatIf) -> str | None:
+    """What the speedups are relative to, said plainly when it is not one GPU; None for one GPU."""
+    if w.world_size is None:
+        return (
+            "this trace is one rank of a distributed job of unknown size: its step already includes"
+            " the job's communication, so it is no one-GPU baseline"
+        )
+    if w.world_size <= 1:
+        return None
+    n = w.world_size
+    if w.points:
+        return (
+            f"this trace is one rank of a data-parallel job on {n} GPUs: its step already includes the"
+            f" all-reduce; predictions below are for scaling that job to N GPUs, relative to the job on {n}"
+            " GPUs as it runs now (time per sample of the whole job)"
+        )
+    return (
+        f"this trace is one of {n} ranks of a distributed job: its step already includes the job's"
+        " communication, so it is no one-GPU baseline"
+    )
+
+
+def speedup_label(w: WhatIf) -> str:
+    """Column heading of the speedups: against one GPU, or against today's job."""
+    if w.world_size is not None and w.world_size > 1:
+        return f"speedup vs {w.world_size} GPUs"
+    return "speedup"
+
+
 def render_whatif(w: WhatIf) -> str:
     lines = ["What if: fix the code, or add GPUs?"]
+    baseline = baseline_sentence(w)
+    if baseline is not None:
+        lines.append(f"  {baseline}")
     if w.fixes_speedup is not None:
         lines.append(
             f"  fixing {', '.join(w.fixed_phases)}: up to {w.fixes_speedup:.2f}x on this machine, with no new hardware"
@@ -198,12 +290,14 @@ def render_whatif(w: WhatIf) -> str:
     else:
         lines.append("  no waiting phase to fix was measured (data, sync and copy are under 1%)")
     if w.points and w.grad_bytes is not None:
-        lines.append(f"  interconnect: {w.interconnect}; gradients {w.grad_bytes / 2**20:.1f} MB a step")
-        lines.append(f"  {'GPUs':>5} {'speedup':>8} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}")
+        lines.append(f"  interconnect: {w.interconnect}; gradients {w.grad_bytes / 1e6:.1f} MB a step")
+        label = speedup_label(w)
+        width = max(8, len(label))
+        lines.append(f"  {'GPUs':>5} {label:>{width}} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}")
         for p in w.points:
             fx = f"{p.speedup_with_fixes:.2f}x" if p.speedup_with_fixes is not None else "-"
             lines.append(
-                f"  {p.gpus:>5} {p.speedup:>7.2f}x {p.efficiency:>9.0%} {fx:>11} {p.exposed_comm_s * 1e3:>10.2f} ms"
+                f"  {p.gpus:>5} {p.speedup:>{width - 1}.2f}x {p.efficiency:>9.0%} {fx:>11} {p.exposed_comm_s * 1e3:>10.2f} ms"
             )
             if p.cost_per_1000_steps is not None:
                 lines[-1] += f"  {p.cost_per_1000_steps:.2f} per 1,000 steps"
@@ -220,6 +314,7 @@ class TraceAllReduce:
     bus_bytes_per_s: float  # best kernel, nccl-tests busbw = 2(N-1)/N x bytes / time
     bytes_per_step: int | None  # median over ProfilerStep ranges; None without steps
     kernel_s_per_step: float | None  # median summed kernel time a step (peer waits included)
+    group_size: int | None = None  # largest NCCL communicator seen: the job's world size for DDP
 
 
 def trace_allreduce(path: str) -> TraceAllReduce | None:
@@ -240,6 +335,7 @@ def trace_allreduce(path: str) -> TraceAllReduce | None:
     steps: list[tuple[float, float]] = []
     kernels: list[tuple[float, float, int]] = []  # start us, duration us, bytes
     best: float | None = None
+    groups: list[int] = []
     for e in events:
         name = e.get("name", "")
         if name.startswith("ProfilerStep#") and e.get("dur"):
@@ -251,6 +347,7 @@ def trace_allreduce(path: str) -> TraceAllReduce | None:
         if not n or not group or group < 2 or not dur_us or dur_us <= 0:
             continue
         size = n * _DTYPE_BYTES.get(str(args.get("dtype", "Float")), 4)
+        groups.append(int(group))
         kernels.append((float(e["ts"]), float(dur_us), size))
         busbw = 2 * (group - 1) / group * size / (dur_us * 1e-6)
         best = busbw if best is None else max(best, busbw)
@@ -264,6 +361,7 @@ def trace_allreduce(path: str) -> TraceAllReduce | None:
         bus_bytes_per_s=best,
         bytes_per_step=int(statistics.median(sum(b for _, b in k) for k in per_step)) if per_step else None,
         kernel_s_per_step=statistics.median(sum(d for d, _ in k) for k in per_step) / 1e6 if per_step else None,
+        group_size=max(groups),
     )
 
 

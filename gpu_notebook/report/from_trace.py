@@ -7,7 +7,7 @@ from pathlib import Path
 from gpu_notebook.analysis.analyze import analyze_trace_file
 from gpu_notebook.analysis.utilization import utilization_stats
 from gpu_notebook.analysis.verdict import decide
-from gpu_notebook.analysis.whatif import trace_allreduce, what_if
+from gpu_notebook.analysis.whatif import TraceAllReduce, trace_allreduce, what_if
 from gpu_notebook.records import (
     Analysis,
     Environment,
@@ -34,6 +34,15 @@ def _gpus(props: tuple[dict, ...]) -> tuple[GpuInfo, ...]:  # type: ignore[type-
             )
         )
     return tuple(out)
+
+
+def _job_world_size(recorded: int | None, nccl: TraceAllReduce | None, comm_us: float) -> int | None:
+    """GPUs the traced job already runs on: 1, the larger of distributedInfo's world size and the
+    NCCL all-reduce group size, or None when NCCL kernels ran but neither says how many ranks."""
+    known = [n for n in (recorded, nccl.group_size if nccl is not None else None) if n]
+    if known:
+        return max(known)
+    return None if comm_us > 0 else 1
 
 
 def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]:
@@ -88,6 +97,7 @@ def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]
         analysis,
         measured_bus_bytes_per_s=nccl.bus_bytes_per_s if nccl is not None else None,
         measured_grad_bytes=nccl.bytes_per_step if nccl is not None else None,
+        world_size=_job_world_size(world, nccl, gpu.comm_us if gpu is not None else 0.0),
     )
     report = Report(run=run, analysis=analysis, verdict=decide(run, analysis), whatif=whatif)
     return report, rank, world

@@ -256,6 +256,8 @@ def whatif_section(whatif: WhatIf | None) -> str:
     """Fix the code or add GPUs: the fixes' bound on one GPU beside predicted DDP scaling."""
     if whatif is None:
         return ""
+    from gpu_notebook.analysis.whatif import baseline_sentence, speedup_label
+
     w = whatif
     if w.fixes_speedup is not None:
         fixes = (
@@ -264,16 +266,20 @@ def whatif_section(whatif: WhatIf | None) -> str:
         )
     else:
         fixes = "No waiting phase to fix was measured (data, sync and copy are under 1%)."
-    out = ['<div class="whatif"><h3>What if: fix the code, or add GPUs?</h3>', f"<p>{fixes}</p>"]
+    out = ['<div class="whatif"><h3>What if: fix the code, or add GPUs?</h3>']
+    baseline = baseline_sentence(w)
+    if baseline is not None:
+        out.append(f"<p><b>{esc(baseline[0].upper() + baseline[1:])}.</b></p>")
+    out.append(f"<p>{fixes}</p>")
     if w.points:
-        grads = f"{w.grad_bytes / 2**20:.1f} MB" if w.grad_bytes is not None else "n/a"
+        grads = f"{w.grad_bytes / 1e6:.1f} MB" if w.grad_bytes is not None else "n/a"
         out.append(
             f'<p class="muted">Data parallel (DDP) prediction; interconnect {esc(w.interconnect or "n/a")}; '
             f"gradients {esc(grads)} a step.</p>"
         )
         priced = any(p.cost_per_1000_steps is not None for p in w.points)
         head = (
-            "<tr><th class='num'>GPUs</th><th class='num'>speedup</th><th class='num'>efficiency</th>"
+            f"<tr><th class='num'>GPUs</th><th class='num'>{esc(speedup_label(w))}</th><th class='num'>efficiency</th>"
             "<th class='num'>with the fixes</th><th class='num'>exposed comm / step</th>"
             + ("<th class='num'>cost / 1,000 steps</th>" if priced else "")
             + "</tr>"

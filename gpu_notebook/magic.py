@@ -26,8 +26,8 @@ class GpuCheckMagics(Magics):
 
     @magic_arguments()
     @argument(
-        "-s", "--steps", type=int, default=5,
-        help="Training steps to record with torch.profiler after the warm-up (default: 5).",
+        "-s", "--steps", type=int, default=3,
+        help="Training steps to record with torch.profiler after the warm-up (default: 3).",
     )
     @argument(
         "-w", "--warmup", type=int, default=2,

@@ -37,10 +37,16 @@ from gpu_notebook.records import (
 
 @dataclass(frozen=True)
 class CaptureOptions:
-    """What to record. Defaults: 2 warm-up steps skipped, 5 steps profiled, 4 samples a second."""
+    """What to record. Defaults: 2 warm-up steps skipped, 3 steps profiled, 4 samples a second.
+
+    Three profiled steps, as in torch.profiler's documented schedule (``active=3``): stopping
+    the profiler costs ~0.5 ms of Kineto post-processing per profiled MLP step, paid inside the
+    user's step that ends the window, and the overhead budget (<= 3% of a 300-step loop,
+    benchmarks/README.md) has no room for more by default. ``-s N`` records more.
+    """
 
     warmup_steps: int = 2
-    profile_steps: int = 5
+    profile_steps: int = 3
     interval_s: float = 0.25
     profile: bool = True
     sample_capacity: int = 2048

@@ -29,7 +29,7 @@ def test_gpus_and_their_processes_with_user_and_command():
     procs = status.gpus[1].processes
     assert procs and procs[0].pid == os.getpid() and procs[0].user and "python" in procs[0].command
     text = render_status_text(status)
-    assert "GPU 1" in text and "512.0 MB" in text and f"pid {os.getpid()}" in text
+    assert "GPU 1" in text and "512.0 MiB" in text and f"pid {os.getpid()}" in text
     assert "no process holds memory" in text  # GPU 0
 
 

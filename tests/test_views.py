@@ -600,7 +600,7 @@ def test_one_sparkline_per_gpu_with_memory_and_cpu_in_the_status_line() -> None:
     spark = view.sparkline.value
     assert spark.count("<svg") == 2
     assert "GPU 0" in spark and "GPU 1" in spark and "87%" in spark
-    assert "memory 10.0 GB / 80.0 GB" in spark and "memory 11.0 GB / 80.0 GB" in spark
+    assert "memory 10.0 GiB / 80.0 GiB" in spark and "memory 11.0 GiB / 80.0 GiB" in spark
     line = view.status_line.value
     assert "<b>12</b> steps" in line and "21.0 ms" in line and "CPU" in line
     assert "profiling" in line
@@ -871,7 +871,7 @@ def test_gpu_sections_show_the_timeline_copies_and_nvml_numbers() -> None:
     text = parse_html(widget_html(report_widget(synthetic_gpu_report()))).all_text
     assert "busy 40% of 1.50 s" in text
     assert "HtoD (Pageable -> Device)" in text
-    assert "utilization mean 40%" in text and "memory peak 32.0 GB of 80.0 GB" in text
+    assert "utilization mean 40%" in text and "memory peak 32.0 GiB of 80.0 GiB" in text
     assert "ampere_sgemm_128x64_tn" in text
 
 

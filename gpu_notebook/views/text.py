@@ -18,14 +18,15 @@ def fmt_seconds(s: float | None) -> str:
 
 
 def fmt_bytes(n: int | None) -> str:
+    """Binary units, named as such (memory, as nvidia-smi shows it: 80 GiB cards read "79.3 GiB")."""
     if n is None:
         return "n/a"
     size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
             return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
         size /= 1024
-    return f"{size:.1f} GB"
+    return f"{size:.1f} GiB"
 
 
 def fmt_pct(x: float | None) -> str:

@@ -7,11 +7,12 @@ twice, in separate processes: once as py-spy's child (``py-spy record --idle --f
 speedscope -- python this.py --workload``: a child needs no ptrace attach, which containers
 often forbid) and once under our sampler (``--workload --ours FILE``). Both write speedscope
 JSON; this script then prints each tool's top three functions by self time side by side, and
-the inclusive share of the three user-level functions.
+the inclusive share of the three user-level functions, with their share measured by wrappers
+timing each call in our run (the truth for that run: the two runs' shares differ a little).
 
 ``--idle`` makes py-spy count sleeping/waiting samples too: our sampler samples wall time.
 
-Usage: ``python benchmarks/pyspy_crosscheck.py [--seconds 6] [--rate 200]``
+Usage: ``python benchmarks/pyspy_crosscheck.py [--seconds 6] [--rate 200] [--mode thread]``
 (``pip install py-spy`` first.)
 """
 
@@ -96,19 +97,42 @@ def workload(seconds: float) -> None:
     training_loop(*setup(), seconds)
 
 
-def run_ours(seconds: float, interval_s: float, out: Path) -> None:
+def run_ours(seconds: float, interval_s: float, out: Path, mode: str = "auto") -> None:
     from gpu_notebook.analysis.lines import stack_profile, to_speedscope
     from gpu_notebook.capture.stacks import StackSampler
 
     model, opt, rows = setup()
-    sampler = StackSampler(threading.get_ident(), interval_s, root_codes=())
+    # The truth for this run: each user function timed by a wrapper (training_loop calls them
+    # through this module's globals). ~1 us a call, against milliseconds of work.
+    spent = dict.fromkeys(USER_FUNCTIONS, 0.0)
+    for name in USER_FUNCTIONS:
+        globals()[name] = _timed(globals()[name], name, spent)
+    sampler = StackSampler(threading.get_ident(), interval_s, root_codes=(), mode=mode)  # type: ignore[arg-type]
     sampler.start()
+    t0 = time.perf_counter()
     try:
         training_loop(model, opt, rows, seconds)
     finally:
+        wall_s = time.perf_counter() - t0
         raw = sampler.stop()
     profile = stack_profile(raw)
-    out.write_text(json.dumps(to_speedscope(profile, name="gpu_notebook StackSampler")))
+    _truth_path(out).write_text(json.dumps({k: v / wall_s for k, v in spent.items()}))
+    out.write_text(json.dumps(to_speedscope(profile, name=f"gpu_notebook StackSampler ({sampler.mode})")))
+
+
+def _timed(func: Any, name: str, spent: dict[str, float]) -> Any:
+    def timed(*args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return func(*args)
+        finally:
+            spent[name] += time.perf_counter() - t0
+
+    return timed
+
+
+def _truth_path(ours: Path) -> Path:
+    return ours.with_name(ours.name.replace(".speedscope.json", ".measured.json"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,11 +190,20 @@ def report(pyspy: Path, ours: Path) -> None:
         right = f"{our_top[i][0]}  {our_top[i][1]:.1%}" if i < len(our_top) else ""
         print(f"{i + 1:<5}{left:<{width}}{right:<{width}}")
     print()
-    print(f"{'inclusive share':<24}{'py-spy':>10}{'ours':>10}{'diff (pts)':>12}")
+    truth_file = _truth_path(ours)
+    truth = json.loads(truth_file.read_text()) if truth_file.exists() else {}
+    print(
+        f"{'inclusive share':<24}{'py-spy':>10}{'ours':>10}{'diff (pts)':>12}"
+        f"{'measured':>11}{'ours-measured':>15}"
+    )
     for name in USER_FUNCTIONS:
         key = f"{name} ({Path(__file__).name})"
         a, b = ps_total.get(key, 0.0), our_total.get(key, 0.0)
-        print(f"{name:<24}{a:>10.1%}{b:>10.1%}{100 * (b - a):>+12.1f}")
+        t = truth.get(name)
+        tail = f"{t:>11.1%}{100 * (b - t):>+15.1f}" if t is not None else ""
+        print(f"{name:<24}{a:>10.1%}{b:>10.1%}{100 * (b - a):>+12.1f}{tail}")
+    if truth:
+        print("(measured: the same functions timed by wrappers in our run; py-spy's run is another process)")
     print(f"{'seconds covered':<24}{ps_s:>10.2f}{our_s:>10.2f}")
 
 
@@ -184,11 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workload", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ours", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep", type=Path, default=None, help="folder to keep both JSON files")
+    parser.add_argument(
+        "--mode", choices=("auto", "signal", "thread"), default="auto",
+        help="our sampler's design (auto: the SIGALRM handler, as on a notebook's main thread)",
+    )
     args = parser.parse_args(argv)
 
     if args.workload:
         if args.ours is not None:
-            run_ours(args.seconds, 1.0 / args.rate, args.ours)
+            run_ours(args.seconds, 1.0 / args.rate, args.ours, args.mode)
         else:
             workload(args.seconds)
         return 0
@@ -208,9 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    subprocess.run([*me, "--ours", str(our_out)], check=True)
+    subprocess.run([*me, "--ours", str(our_out), "--mode", args.mode], check=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"{args.seconds:.0f} s of the workload under each tool at {args.rate} Hz; load average {load}")
+    print(
+        f"{args.seconds:.0f} s of the workload under each tool at {args.rate} Hz "
+        f"(ours: --mode {args.mode}); load average {load}"
+    )
     print()
     report(ps_out, our_out)
     print(f"\nspeedscope files: {folder}")

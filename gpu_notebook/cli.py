@@ -13,6 +13,7 @@ import traceback
 import typing
 from collections.abc import Sequence
 from pathlib import Path
+from types import CodeType
 from typing import IO, Any
 
 from gpu_notebook import __version__
@@ -78,6 +79,7 @@ def _options(args: argparse.Namespace) -> Any:
             profile_steps=args.steps,
             interval_s=args.interval,
             profile=not args.no_profile,
+            lines=getattr(args, "lines", "window"),
         )
     except ValueError as exc:
         print(f"gpucheck: {exc}", file=sys.stderr)
@@ -101,6 +103,17 @@ def _exit_code(code: object) -> int:
     return 1
 
 
+def _script_root_codes() -> tuple[CodeType, ...]:
+    """Where the stack sampler's walk stops for a script: runpy's frame that ``exec``s it.
+
+    The frame below it is the script's module code, so the script's lines are the "cell's" as
+    IPython's ``run_code`` makes a cell's. (The outer ``python -m gpu_notebook`` also runs
+    through runpy; the walk stops at the innermost root, the script's.)
+    """
+    code = getattr(getattr(runpy, "_run_code", None), "__code__", None)
+    return (code,) if isinstance(code, CodeType) else ()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from gpu_notebook.capture.session import CaptureSession
     from gpu_notebook.report.build import build_report
@@ -112,7 +125,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = _options(args)
     live = LiveLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
     session = CaptureSession(
-        options, script.read_text(), live_listener=live.update if live else None, first_line=1
+        options,
+        script.read_text(),
+        live_listener=live.update if live else None,
+        first_line=1,
+        stack_root_codes=_script_root_codes(),
     )
     old_argv, old_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args.script_args]
@@ -283,10 +300,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _add_capture_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-s", "--steps", type=int, default=5, help="steps to profile (default 5)")
+    p.add_argument("-s", "--steps", type=int, default=3, help="steps to profile (default 3)")
     p.add_argument("-w", "--warmup", type=int, default=2, help="warm-up steps to skip (default 2)")
     p.add_argument("-i", "--interval", type=float, default=0.25, help="sampling interval, s (default 0.25)")
     p.add_argument("--no-profile", action="store_true", help="sampling and step timing only")
+    p.add_argument(
+        "--lines", choices=("window", "all", "off"), default="window",
+        help="hot-line stack sampling: the steps after the profiler window (default), the whole script, or off",
+    )
 
 
 def _add_gates(p: argparse.ArgumentParser) -> None:

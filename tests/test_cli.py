@@ -64,6 +64,54 @@ def test_run_shows_the_scripts_traceback_and_exits_1(tmp_path):
     assert "gpucheck:" in res.stdout and "failed" in res.stdout  # a partial report still comes
 
 
+# A training loop whose steps spend most of their time in a pure-Python function called from
+# line 15; its sum line (7) runs inside it. Steps end at opt.step(), so the default sampling
+# (the steps right after the profiler window) covers 5 of them.
+SLOW_PYTHON_SCRIPT = """\
+import torch
+
+
+def slow_python(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(16, 8)
+for step in range(24):
+    slow_python(200_000)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+SLOW_SCRIPT_LINE = 15
+
+
+@pytest.mark.parametrize("lines", ["window", "all"])
+def test_run_reports_the_scripts_hot_lines_as_a_cells(tmp_path, lines):
+    script = tmp_path / "train.py"
+    script.write_text(SLOW_PYTHON_SCRIPT)
+    out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
+    res = gpucheck("run", "--lines", lines, "--json", str(out_json), "--html", str(out_html), str(script))
+    assert res.returncode == 0, res.stderr
+    stacks = Report.from_json(out_json.read_text()).analysis.stacks
+    assert stacks is not None and stacks.samples > 0
+    # Lines are the script's (rooted at runpy's frame, as a cell's at IPython's run_code). The
+    # whole script ("all") also has its set-up, where the first optimizer imports torch._dynamo.
+    loop = [s for s in stacks.lines if 14 <= s.line <= 19]
+    top = max(loop, key=lambda s: s.share)
+    assert (top.line, top.text) == (SLOW_SCRIPT_LINE, "    slow_python(200_000)")
+    assert top.share > 0.8 * sum(s.share for s in loop)
+    assert all(key.startswith("cell:<module>:") for key in stacks.collapsed), list(stacks.collapsed)[:3]
+    hot = res.stdout.split("Hot lines", 1)[1].split("\n\n", 1)[0]
+    assert f"line {SLOW_SCRIPT_LINE} `slow_python(200_000)`" in hot
+    assert "slow_python(200_000)" in out_html.read_text()
+
+
 def test_fail_on_verdict_gates_ci_with_the_reason(input_bound_script):
     res = gpucheck("run", "-q", "--fail-on", "input-bound,host-bound", str(input_bound_script))
     assert res.returncode == 3

@@ -281,7 +281,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"\n=== example: {name} " + "=" * max(0, 60 - len(name)))
         print(source.strip())
         print("-" * 72)
-        session = CaptureSession(CaptureOptions(), source, first_line=1)
+        # The example's frames sit right below this function's (exec adds no Python frame):
+        # rooting the stack walk here makes the example's lines the "cell's" hot lines.
+        session = CaptureSession(
+            CaptureOptions(), source, first_line=1, stack_root_codes=(cmd_demo.__code__,)
+        )
         with session:
             exec(compile(source, f"<gpucheck example {name}>", "exec"), {"__name__": "__main__"})
         report = build_report(session.finish("ok", None))

@@ -198,3 +198,18 @@ def test_compare_with_a_file_that_is_not_a_report_exits_2(tmp_path):
     bad.write_text("{}")
     res = gpucheck("compare", str(bad), str(bad))
     assert res.returncode == 2 and "cannot read report" in res.stderr
+
+
+def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):
+    """README's first command: the built-in input-bound example, its verdict and its hot lines."""
+    res = gpucheck("demo", "input-bound", "--html", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert "gpucheck: INPUT-BOUND" in res.stdout
+    hot = res.stdout.split("Hot lines:", 1)[1].split("\n\n", 1)[0]
+    # The example's own lines (rooted at the demo, not at gpu_notebook's frames): the loader
+    # loop or the sleep standing for decoding comes first.
+    first = hot.splitlines()[1]
+    assert "for x, y in loader:" in first or "time.sleep(0.020)" in first, hot
+    assert "gpu_notebook" not in hot
+    page = (tmp_path / "gpucheck-demo-input-bound.html").read_text()
+    assert "for x, y in loader:" in page

@@ -78,7 +78,9 @@ def render_text(report: Report) -> str:
 
         hot = hot_lines(a.stacks, 3, min_share=0.05)
         if hot:
-            lines += ["", "Hot lines (stack samples of the thread that ran the cell):"]
+            few = " (few: `--lines all` samples the whole cell)" if a.stacks.samples < 50 else ""
+            lines += ["", f"Hot lines: {a.stacks.samples} stack samples over "
+                          f"{fmt_seconds(a.stacks.duration_s)} of the thread that ran the cell{few}"]
             lines += [f"  {describe_line(s, of='sampled time')}" for s in hot]
     if run.window.message and run.window.status not in ("recorded",):
         lines.append(f"Profiler window: {run.window.status}: {run.window.message}")

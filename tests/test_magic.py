@@ -347,7 +347,7 @@ def test_hot_line_is_named_and_stacks_export_for_flame_graph_tools(ip, tmp_path)
     )
     ip.run_cell("model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(16, 32)")
     body = (
-        "for step in range(12):\n"
+        "for step in range(48):  # ~0.5 s: 25 samples at the whole-cell 50 Hz\n"
         "    loss = model(xs).sum()\n"
         "    loss.backward(); opt.step(); opt.zero_grad()\n"
         "    slow_log(loss)\n"

@@ -53,7 +53,13 @@ class CaptureOptions:
     # Line-level stack sampling: during the profiler window ("window"; the whole cell when no
     # window records), for the whole cell ("all"), or not at all ("off").
     lines: Literal["window", "all", "off"] = "window"
+    # 200 Hz over the few steps after the window (a short span needs dense samples); 50 Hz over
+    # a whole cell, where samples add up anyway: each sample costs ~170 us of the cell's thread
+    # on a nested-virtualisation VM (signal delivery, benchmarks/README.md), 1-3 us on bare
+    # metal, and 50 Hz keeps the whole-cell mode within 2% there too (x1.015 on the host-bound
+    # MLP loop, x1.006 compute-bound; 200 Hz: x1.040 / x1.020).
     stack_interval_s: float = 0.005
+    whole_cell_stack_interval_s: float = 0.02
 
     def __post_init__(self) -> None:
         """Reject what cannot be measured, with what to do instead (ValueError)."""
@@ -191,12 +197,13 @@ class CaptureSession:
                 # "window": sample the K steps right *after* the profiler window (paused until
                 # then), never during it: a sampler thread waking at 200 Hz with a short switch
                 # interval stretches the gaps between ops, which the phase split would then
-                # report as "unattributed". No window that can record: the whole cell.
+                # report as "unattributed". No window that can record: the whole cell, at the
+                # whole-cell rate.
                 follow = self.options.lines == "window" and window is not None and not window.done
                 self._stack_state = "waiting" if follow else "whole"
                 self._stacks = StackSampler(
                     threading.get_ident(),
-                    self.options.stack_interval_s,
+                    self.options.stack_interval_s if follow else self.options.whole_cell_stack_interval_s,
                     root_codes=self._stack_root_codes,
                 )
                 self._stacks.start(paused=follow)

@@ -434,16 +434,24 @@ def test_a_short_pure_python_stretch_between_torch_ops_is_not_missed():
         done.set()
         stop.wait()
 
-    raw = sample_thread(work, 0.0, until=done)
-    sampled = sum(
-        c.total_us for c in raw.function_counts
-        if raw.functions[c.function].function.endswith("python_transform")
-    ) / raw.time_us
-    true_share = took["python"] / took["all"]
-    # Without the lowered interval: 0%. With it, most of the share (less on a loaded machine,
-    # where the sampler thread itself waits for a core: 0.28 x the share in 1 run of 6 on the
-    # shared 2-core VM). The main thread's signal sampler is exact (test below).
-    assert sampled > 0.2 * true_share, (sampled, true_share)
+    # Without the lowered interval: 0% every time. With it, most of the share; less on a loaded
+    # machine, where the sampler thread itself waits for a core (0.28 x the share in 1 run of 6
+    # on the shared 2-core VM, below 0.2 x about 1 in 10 while other tests ran): up to three
+    # measurements, one of which must see it. The main thread's signal sampler is exact (below).
+    seen: list[tuple[float, float]] = []
+    for _ in range(3):
+        took.update(python=0.0, all=0.0)
+        done.clear()
+        raw = sample_thread(work, 0.0, until=done)
+        sampled = sum(
+            c.total_us for c in raw.function_counts
+            if raw.functions[c.function].function.endswith("python_transform")
+        ) / raw.time_us
+        true_share = took["python"] / took["all"]
+        seen.append((sampled, true_share))
+        if sampled > 0.3 * true_share:
+            break
+    assert any(sampled > 0.3 * true for sampled, true in seen), seen
 
 
 def test_a_sampler_that_never_resumed_reports_nothing():
@@ -861,3 +869,30 @@ def test_empty_profile_renders_a_message_not_an_error():
     assert "<table" in line_bars_html(empty, "x = 1\n")
     assert to_collapsed(empty) == ""
     jsonschema.validate(to_speedscope(empty), SPEEDSCOPE_SAMPLED_SCHEMA)
+
+
+def test_a_handler_installed_by_the_cell_stops_getting_our_ticks_at_the_next_pause():
+    """A library that installs a SIGALRM handler without arming an alarm (yet) while we sample:
+    our periodic timer reaches it until the sampled span ends, never after."""
+    fired: list[float] = []
+
+    def theirs(signum: int, frame: Any) -> None:
+        fired.append(time.perf_counter())
+
+    sampler = StackSampler(threading.get_ident(), 0.002, root_codes=())
+    sampler.start()
+    try:
+        spin(0.05)
+        signal.signal(signal.SIGALRM, theirs)  # installed, never armed by the cell
+        spin(0.05)
+        sampler.pause()  # the span after the profiler window ends
+        during = len(fired)
+        spin(0.2)  # 100 of our intervals
+        assert len(fired) <= during + 1  # a tick already on its way, at most
+        raw = sampler.stop()
+        assert signal.getsignal(signal.SIGALRM) is theirs
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert raw.samples > 0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)

@@ -16,7 +16,8 @@ interrupted and sampled inside; the handler is installed with ``siginterrupt(Fal
 (SA_RESTART), so a read or write in C code that does not retry on EINTR resumes instead of
 failing. It never takes the user's alarm: any SIGALRM handler other than SIG_DFL, or an armed
 ``ITIMER_REAL`` timer, selects the thread design instead; a cell that installs its own handler
-while we sample keeps it (ours goes inert, its timer is left alone). ``pause()`` disarms the
+while we sample keeps it (ours goes inert, its timer is left alone; our ticks reach its handler
+until the next ``pause()``/``stop()``, which disarms our periodic timer if the cell armed none). ``pause()`` disarms the
 timer, ``stop()`` waits for a tick generated just before the disarm to be delivered (else it
 could reach SIG_DFL: "Signal 14 ignored due to race condition", or the default action ending the
 process) and only then puts SIG_DFL back. A forked child (a DataLoader worker) inherits the
@@ -430,7 +431,7 @@ class StackSampler:
             self._duration_s += now - self._active_since
             if self.mode == "signal":
                 self._active = False  # first: a signal already on its way finds us inert
-                if self._owns_alarm():
+                if self._owns_alarm() or self._timer_is_ours():
                     signal.setitimer(signal.ITIMER_REAL, 0.0)
                 return
             self._restore_switch_interval()
@@ -463,6 +464,16 @@ class StackSampler:
         signal.siginterrupt(signal.SIGALRM, False)
         _register_fork_hook()
         _SIGNAL_SAMPLERS.add(self)
+
+    def _timer_is_ours(self) -> bool:
+        """Our periodic timer, still running after the cell installed its own SIGALRM handler
+        without arming an alarm (an ``alarm()``/``setitimer()`` of its own replaces the timer,
+        and a one-shot one has no interval): disarmed at pause, or their handler would keep
+        being called every interval for the rest of the cell."""
+        if self._handler is None or os.getpid() != self._pid:
+            return False
+        interval = signal.getitimer(signal.ITIMER_REAL)[1]
+        return abs(interval - self.interval_s) < 1e-6
 
     def _owns_alarm(self) -> bool:
         return self._handler is not None and signal.getsignal(signal.SIGALRM) is self._handler

@@ -18,17 +18,20 @@ from typing import TYPE_CHECKING, Any
 from gpu_notebook.records import PHASES, PhaseBreakdown, Report, StepTiming
 
 if TYPE_CHECKING:
-    from bokeh.models import LayoutDOM
-    from bokeh.models.renderers import GlyphRenderer
+    from bokeh.models import ColumnDataSource, LayoutDOM
     from bokeh.models.annotations import LegendItem
+    from bokeh.models.glyph import Glyph
+    from bokeh.models.renderers import GlyphRenderer
+    from numpy import float64
+    from numpy.typing import NDArray
 
 __all__ = [
     "PHASE_COLORS",
     "ChartDocument",
     "bokeh_available",
-    "cpu_axis_max",
     "chart_document",
     "charts_file_html",
+    "cpu_axis_max",
     "phase_figure",
     "utilization_figure",
 ]
@@ -81,6 +84,7 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
     """
     from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, Range1d
     from bokeh.models.annotations import BoxAnnotation, Legend
+    from bokeh.models.glyphs import Line, Quad, Scatter, Segment
     from bokeh.plotting import figure
 
     run = report.run
@@ -95,6 +99,7 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
     cpu_top = cpu_axis_max([v for v in cpu if v is not None])
     gpu_indices = sorted({g.index for s in samples for g in s.gpus})
     has_gpu = bool(gpu_indices)
+    few = len(samples) < FEW_SAMPLES  # a short cell: a line of one or two points is invisible
     title = (
         "GPU utilization over the cell (step boundaries in grey)"
         if has_gpu
@@ -112,9 +117,9 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
         y_range=Range1d(start=0.0, end=100.0 if has_gpu else cpu_top),
     )
     fig.toolbar.logo = None
-    items: list[LegendItem] = []
-    for pos, index in enumerate(gpu_indices):
-        color = GPU_COLORS[pos % len(GPU_COLORS)]
+    # One source for every series of the timeline: they share the sample clock.
+    data: dict[str, Any] = {"t": _floats(t), "cpu": _floats(cpu)}
+    for index in gpu_indices:
         util: list[float | None] = []
         mem: list[float | None] = []
         for s in samples:
@@ -124,23 +129,28 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
                 mem.append(None)
             else:
                 mem.append(100.0 * g.memory_used_bytes / g.memory_total_bytes)
-        src = ColumnDataSource({"t": t, "util": _nan(util), "mem": _nan(mem)})
-        r_util = fig.line("t", "util", source=src, line_width=2, color=color)
-        if len(samples) < FEW_SAMPLES:
-            fig.scatter("t", "util", source=src, size=5, color=color)
-        r_mem = fig.line("t", "mem", source=src, line_width=1.5, color=color, line_dash="dashed")
+        data[f"util{index}"] = _floats(util)
+        data[f"mem{index}"] = _floats(mem)
+    src = ColumnDataSource(data)
+    items: list[LegendItem] = []
+    for pos, index in enumerate(gpu_indices):
+        color = GPU_COLORS[pos % len(GPU_COLORS)]
+        r_util = _add(fig, src, Line(x="t", y=f"util{index}", line_width=2, line_color=color))
+        if few:
+            _add(fig, src, Scatter(x="t", y=f"util{index}", size=5, line_color=color, fill_color=color))
+        r_mem = _add(fig, src, Line(x="t", y=f"mem{index}", line_width=1.5, line_color=color,
+                                    line_dash="dashed"))
         items.append(_legend_item(f"GPU {index} utilization", r_util))
         items.append(_legend_item(f"GPU {index} memory used", r_mem))
-    cpu_src = ColumnDataSource({"t": t, "cpu": _nan(cpu)})
     if has_gpu:
         fig.extra_y_ranges = {"cpu": Range1d(start=0.0, end=cpu_top)}
         fig.add_layout(LinearAxis(y_range_name="cpu", axis_label="CPU % (100 = one core)"), "right")
-        r_cpu = fig.line("t", "cpu", source=cpu_src, y_range_name="cpu", line_width=1.5,
-                         color=CPU_COLOR, line_dash="dotted")
+        r_cpu = _add(fig, src, Line(x="t", y="cpu", line_width=1.5, line_color=CPU_COLOR,
+                                    line_dash="dotted"), y_range_name="cpu")
     else:
-        r_cpu = fig.line("t", "cpu", source=cpu_src, line_width=2, color=CPU_COLOR)
-        if len(samples) < FEW_SAMPLES:  # a short cell: a line of one or two points is invisible
-            fig.scatter("t", "cpu", source=cpu_src, size=5, color=CPU_COLOR)
+        r_cpu = _add(fig, src, Line(x="t", y="cpu", line_width=2, line_color=CPU_COLOR))
+        if few:
+            _add(fig, src, Scatter(x="t", y="cpu", size=5, line_color=CPU_COLOR, fill_color=CPU_COLOR))
     items.append(_legend_item(
         f"CPU: this process + workers (100% = one core, {run.env.cpu_count} cores)", r_cpu
     ))
@@ -149,15 +159,16 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
     steps = run.steps.steps
     if steps:
         stride = max(1, -(-len(steps) // MAX_BOUNDARIES))
-        xs = [s.start_s for s in steps[::stride]]
-        fig.segment(x0=xs, x1=xs, y0=[0.0] * len(xs), y1=[top] * len(xs),
-                    color="#999999", alpha=0.45, line_width=1)
+        bounds = ColumnDataSource({"x": _floats([s.start_s for s in steps[::stride]])})
+        _add(fig, bounds, Segment(x0="x", x1="x", y0=0.0, y1=top, line_color="#999999",
+                                  line_alpha=0.45, line_width=1))
         window = _profiled_span(steps, run.window.first_step, run.window.recorded_steps)
         if window is not None:
             fig.add_layout(BoxAnnotation(left=window[0], right=window[1],
                                          fill_color="#f3a712", fill_alpha=0.12, line_alpha=0))
-            marker = fig.quad(left=[window[0]], right=[window[0]], bottom=[0], top=[0],
-                              fill_color="#f3a712", fill_alpha=0.3, line_alpha=0)
+            # A quad of no area, only there to give the shaded window its legend entry.
+            marker = _add(fig, bounds, Quad(left=window[0], right=window[0], bottom=0.0, top=0.0,
+                                            fill_color="#f3a712", fill_alpha=0.3, line_alpha=0))
             items.append(_legend_item("profiled steps", marker))
     fig.add_tools(HoverTool(renderers=[r_cpu], tooltips=[("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")],
                             mode="vline"))
@@ -174,15 +185,28 @@ def cpu_axis_max(values: Sequence[float]) -> float:
     return 100.0 if peak <= 100.0 else 100.0 * math.ceil(peak / 100.0)
 
 
-def _legend_item(label: str, renderer: GlyphRenderer[Any]) -> LegendItem:
+def _add(fig: Any, source: ColumnDataSource, glyph: Glyph, **renderer: Any) -> GlyphRenderer[Any]:
+    """``glyph`` drawn from ``source`` on ``fig``; its selected and muted looks left to BokehJS.
+
+    ``figure.line()`` and friends also build a nonselection and a muted copy of every glyph:
+    two more models each to build, serialise and validate, never seen here (no selection tool;
+    legends hide, they do not mute).
+    """
+    return fig.add_glyph(source, glyph, **renderer)  # type: ignore[no-any-return]
+
+
+def _legend_item(label: str, renderer: GlyphRenderer[Any], index: int | None = None) -> LegendItem:
     from bokeh.models.annotations import LegendItem
 
-    return LegendItem(label=label, renderers=[renderer])
+    return LegendItem(label=label, renderers=[renderer], index=index)
 
 
-def _nan(values: Sequence[float | None]) -> list[float]:
-    # bokeh draws a gap at NaN; None would not serialize as a number.
-    return [float("nan") if v is None else float(v) for v in values]
+def _floats(values: Sequence[float | None]) -> NDArray[float64]:
+    # A NaN is a gap in a line. An array is serialised as one base64 buffer; a list of floats
+    # would be encoded number by number.
+    import numpy as np
+
+    return np.array([math.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def _profiled_span(
@@ -201,10 +225,12 @@ def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
     """Stacked bars of phase time (ms) per recorded step, and one bar of the totals (share %).
 
     Only measured phases are stacked; the others are named "not measured" in the title, never
-    drawn as zero. None when no step was recorded.
+    drawn as zero. None when no step was recorded. Each chart is one ``vbar`` over a long
+    table (a row per step and phase, its bottom the sum of the phases below), not
+    ``vbar_stack``'s renderer per phase: same bars, a fraction of the models to serialise.
     """
     from bokeh.layouts import row
-    from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+    from bokeh.models import FactorRange, HoverTool
     from bokeh.models.annotations import Legend
     from bokeh.plotting import figure
 
@@ -217,9 +243,6 @@ def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
         stride = -(-len(steps) // MAX_PHASE_BARS)
         steps = steps[::stride]
     labels = [str(s.index) for s in steps]
-    data: dict[str, list[object]] = {"step": list(labels)}
-    for p in measured:
-        data[p] = [s.phase_us.get(p, 0.0) / 1e3 for s in steps]
     source = (
         "torch.profiler trace" if phases.source == "trace" else "step-clock hooks (no trace)"
     )
@@ -237,21 +260,20 @@ def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
         tools="",
         sizing_mode="stretch_width",
     )
-    bars = per_step.vbar_stack(
-        measured, x="step", width=0.8, source=ColumnDataSource(data),
-        color=[PHASE_COLORS[p] for p in measured], line_color="white", line_width=0.5,
-    )
+    bars = _stacked_bars(per_step, labels, measured,
+                         [[s.phase_us.get(p, 0.0) / 1e3 for p in measured] for s in steps],
+                         width=0.8, value="ms")
     per_step.y_range.start = 0  # type: ignore[attr-defined]
     per_step.xgrid.grid_line_color = None
     per_step.xaxis.major_label_orientation = 0.0 if len(labels) <= 30 else 1.2
-    per_step.add_tools(HoverTool(tooltips=[("step", "@step"), ("phase", "$name"), ("ms", "@$name{0.000}")]))
+    per_step.add_tools(HoverTool(tooltips=[("step", "@x"), ("phase", "@phase"), ("ms", "@ms{0.000}")]))
+    # Rows of the first step are the phases in order: item i draws its swatch from row i.
     legend = Legend(
-        items=[_legend_item(p, r) for p, r in zip(measured, bars)],
+        items=[_legend_item(p, bars, index=i) for i, p in enumerate(measured)],
         orientation="horizontal", label_text_font_size="9pt",
     )
     per_step.add_layout(legend, "below")
 
-    shares = {p: 100.0 * phases.phase_total_us.get(p, 0.0) / phases.total_us for p in measured}
     totals = figure(
         x_range=FactorRange(factors=["all steps"]),
         width=220,
@@ -261,16 +283,37 @@ def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
         toolbar_location=None,
         tools="",
     )
-    tot_src = ColumnDataSource({"x": ["all steps"], **{p: [shares[p]] for p in measured}})
-    totals.vbar_stack(
-        measured, x="x", width=0.6, source=tot_src,
-        color=[PHASE_COLORS[p] for p in measured], line_color="white", line_width=0.5,
-    )
-    totals.add_tools(HoverTool(tooltips=[("phase", "$name"), ("share", "@$name{0.0} %")]))
+    shares = [100.0 * phases.phase_total_us.get(p, 0.0) / phases.total_us for p in measured]
+    _stacked_bars(totals, ["all steps"], measured, [shares], width=0.6, value="share")
+    totals.add_tools(HoverTool(tooltips=[("phase", "@phase"), ("share", "@share{0.0} %")]))
     totals.y_range.start = 0  # type: ignore[attr-defined]
     totals.y_range.end = 100  # type: ignore[attr-defined]
     totals.xgrid.grid_line_color = None
     return row(per_step, totals, sizing_mode="stretch_width")
+
+
+def _stacked_bars(
+    fig: Any, xs: Sequence[str], phases: Sequence[str], values: Sequence[Sequence[float]],
+    *, width: float, value: str,
+) -> GlyphRenderer[Any]:
+    """One bar per x of ``phases`` stacked in order, ``values[i][j]`` the height of phase j at x i."""
+    import numpy as np
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.glyphs import VBar
+
+    heights = np.asarray(values, dtype=np.float64).reshape(len(xs), len(phases))
+    tops = np.cumsum(heights, axis=1)
+    source = ColumnDataSource({
+        "x": [x for x in xs for _ in phases],
+        "phase": list(phases) * len(xs),
+        "color": [PHASE_COLORS[p] for p in phases] * len(xs),
+        value: heights.ravel(),
+        "bottom": (tops - heights).ravel(),
+        "top": tops.ravel(),
+    })
+    return _add(fig, source, VBar(x="x", width=width, bottom="bottom", top="top",
+                                  fill_color={"field": "color"}, line_color="white",
+                                  line_width=0.5))
 
 
 def chart_document(report: Report) -> ChartDocument | None:

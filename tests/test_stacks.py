@@ -896,3 +896,24 @@ def test_a_handler_installed_by_the_cell_stops_getting_our_ticks_at_the_next_pau
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0.0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
+def test_a_handler_installed_mid_cell_gets_our_ticks_for_one_sampling_interval_at_most(ip):
+    """Whole-cell sampling: the capture's sampler thread (every -i seconds) disarms our timer
+    once the cell's own SIGALRM handler sits in its place."""
+    ip.run_cell(
+        "%%gpucheck -q --lines all -i 0.05\n"
+        "import signal, time\n"
+        "fired = []\n"
+        "signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(time.perf_counter()))\n"
+        "t0 = time.perf_counter()\n"
+        "while time.perf_counter() - t0 < 0.8:\n"
+        "    sum(range(2000))\n"
+        "signal.signal(signal.SIGALRM, signal.SIG_DFL)\n"
+    )
+    fired = ip.user_ns["fired"]
+    # 0.8 s at the whole-cell 50 Hz would be 40 calls; one 0.05 s sampler interval (plus a tick
+    # or two of scheduling slack on a loaded machine) is a handful.
+    assert len(fired) <= 8, len(fired)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL

@@ -189,7 +189,7 @@ class CaptureSession:
             self._sampler = Sampler(
                 interval_s=self.options.interval_s,
                 capacity=self.options.sample_capacity,
-                listener=self._on_sample if self._live_listener is not None else None,
+                listener=self._on_sample,
             )
             self._sampler.start(origin_s=self._t0_ns / 1e9)
             if self.options.lines != "off":
@@ -283,6 +283,11 @@ class CaptureSession:
             stacks.pause()
 
     def _on_sample(self, sample: Sample) -> None:
+        stacks = self._stacks
+        if stacks is not None:
+            # A SIGALRM handler the cell installed while we sample gets our ticks: at most
+            # until this tick (every sampling interval), not for the rest of the cell.
+            stacks.release_taken_over_timer()
         listener = self._live_listener
         clock = self._clock
         window = self._window

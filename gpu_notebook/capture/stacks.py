@@ -475,6 +475,17 @@ class StackSampler:
         interval = signal.getitimer(signal.ITIMER_REAL)[1]
         return abs(interval - self.interval_s) < 1e-6
 
+    def release_taken_over_timer(self) -> bool:
+        """From any thread: disarm our timer if the cell installed its own SIGALRM handler
+        without an alarm of its own (True when it did). The capture's sampler thread calls it
+        every tick, so such a handler gets our ticks for one sampling interval at most."""
+        if self.mode != "signal" or not self._active or self._owns_alarm():
+            return False
+        if not self._timer_is_ours():
+            return False
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        return True
+
     def _owns_alarm(self) -> bool:
         return self._handler is not None and signal.getsignal(signal.SIGALRM) is self._handler
 

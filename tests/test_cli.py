@@ -66,7 +66,7 @@ def test_run_shows_the_scripts_traceback_and_exits_1(tmp_path):
 
 # A training loop whose steps spend most of their time in a pure-Python function called from
 # line 15; its sum line (7) runs inside it. Steps end at opt.step(), so the default sampling
-# (the steps right after the profiler window) covers 5 of them.
+# (the steps right after the profiler window) covers 3 of them.
 SLOW_PYTHON_SCRIPT = """\
 import torch
 

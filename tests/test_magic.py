@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -77,7 +78,7 @@ def test_step_count_and_batch_size_of_a_plain_loop(ip):
 
 def test_manual_sgd_without_optimizer_still_shows_steps(ip):
     rep = run(ip, cells.MANUAL_SGD)
-    assert rep.run.steps.anchor == "forward"
+    assert rep.run.steps.anchor == "backward"
     assert rep.run.steps.step_count >= 5
     assert rep.run.window.status == "recorded"
 
@@ -213,7 +214,12 @@ def test_export_writes_trace_and_report_json(ip, tmp_path):
     report_json = list(tmp_path.glob("*.report.json"))
     traces = list(tmp_path.glob("*.trace.json.gz"))
     assert len(report_json) == 1 and len(traces) == 1
-    assert Report.from_json(report_json[0].read_text()) == rep
+    exported = Report.from_json(report_json[0].read_text())
+    assert exported.run.window.trace_path == traces[0].name  # the trace beside it
+    assert rep.run.window.trace_path is None  # the cell's private copy is gone
+    assert dataclasses.replace(
+        exported, run=dataclasses.replace(exported.run, window=rep.run.window)
+    ) == rep
 
 
 def test_report_round_trips_through_json(ip):
@@ -311,15 +317,16 @@ import torch.nn.modules.module as _mm
 seen = []
 model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(16, 32)
 for step in range(30):
-    seen.append((len(_mm._global_forward_pre_hooks), hasattr(torch.autograd.backward, "__wrapped__")))
+    seen.append((len(_mm._global_forward_pre_hooks) + len(_mm._global_forward_hooks),
+                 hasattr(torch.autograd.backward, "__wrapped__")))
     model(xs).sum().backward(); opt.step(); opt.zero_grad()
 """
     baseline = len(__import__("torch.nn.modules.module").nn.modules.module._global_forward_pre_hooks)
     rep = run(ip, body, "-w 2 -s 3")
     seen = ip.user_ns["seen"]
-    assert seen[3][0] == baseline + 1  # inside the window: our global forward hook is on
-    assert seen[-1][0] == baseline  # after it: gone, in the middle of the cell
-    assert seen[3][1] and not seen[-1][1]  # the backward patch too
+    # No module hook ever (dynamo traces them: torch.compile would change under us).
+    assert all(n == baseline for n, _ in seen)
+    assert seen[3][1] and not seen[-1][1]  # the backward patch: on in the window, gone after
     assert rep.run.steps.step_count == 30  # steps are still counted after going lean
     assert sum(1 for s in rep.run.steps.steps if s.timed) <= 6
     assert rep.analysis.step_stats.count == 30

@@ -259,11 +259,13 @@ class PhaseLocator:
     Built once per trace by ``phase_at``; calling it is vectorised.
     """
 
-    def __init__(self, trace: Trace, host: tuple[int, int]) -> None:
+    def __init__(
+        self, trace: Trace, host: tuple[int, int], bounds: StepBounds | None = None
+    ) -> None:
         self.host = host
         self._origin_us = float(trace.ts_us.min()) if len(trace) else 0.0
         # covers[L] = union of every range painted at level >= L (L = 1..7).
-        self._covers: tuple[_Cover, ...] = _level_covers(trace, host)
+        self._covers: tuple[_Cover, ...] = _level_covers(trace, host, bounds)
 
     def __call__(self, ts_us: npt.ArrayLike) -> IntArray:
         t = np.rint((np.asarray(ts_us, dtype=np.float64) - self._origin_us) * 1000.0).astype(
@@ -285,7 +287,9 @@ class PhaseLocator:
         )
 
 
-def _level_covers(trace: Trace, host: tuple[int, int]) -> tuple[_Cover, ...]:
+def _level_covers(
+    trace: Trace, host: tuple[int, int], bounds: StepBounds | None = None
+) -> tuple[_Cover, ...]:
     pid, tid = host
     same_pid = trace.pid == pid
     on_thread = trace.category_mask(*_PAINT_CATEGORIES) & same_pid & (trace.tid == tid)
@@ -309,21 +313,66 @@ def _level_covers(trace: Trace, host: tuple[int, int]) -> tuple[_Cover, ...]:
     ]
     start = _to_ns(trace, trace.ts_us)
     end = start + np.rint(trace.dur_us * 1000.0).astype(np.int64)
+    extra_forward = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    if bounds is not None and not levels[1].any():
+        extra_forward = _inferred_forward(
+            trace, bounds, start, end, backward=levels[2], data=levels[4]
+        )
     covers: list[_Cover] = []
     cumulative = np.zeros(len(trace), dtype=np.bool_)
     # Build from the top level down so each cover is the union of its level and all above it.
-    for mask in reversed(levels):
+    for level, mask in reversed(list(enumerate(levels, start=1))):
         cumulative = cumulative | mask
         rows = np.flatnonzero(cumulative)
-        covers.append(_Cover.of(start[rows], end[rows]))
+        s, e = start[rows], end[rows]
+        if level <= 2 and extra_forward[0].size:
+            s = np.concatenate([s, extra_forward[0]])
+            e = np.concatenate([e, extra_forward[1]])
+        covers.append(_Cover.of(s, e))
     covers.reverse()
     return tuple(covers)
 
 
+def _inferred_forward(
+    trace: Trace,
+    bounds: StepBounds,
+    start: IntArray,
+    end: IntArray,
+    *,
+    backward: BoolArray,
+    data: BoolArray,
+) -> tuple[IntArray, IntArray]:
+    """Forward spans for a trace without forward ranges (no hook of ours sits on modules).
+
+    In each step: from the end of its last data range before the first backward (the step's
+    start when it has none) to that backward; in a step without backward (inference), from
+    its data to the step's end. Painted at the forward level, so every classified range
+    (backward, optimizer, data, copy, sync) still wins where they overlap.
+    """
+    s0 = _to_ns(trace, np.asarray(bounds.start_us, dtype=np.float64))
+    e0 = _to_ns(trace, np.asarray(bounds.end_us, dtype=np.float64))
+    bwd_starts = np.sort(start[backward])
+    data_rows = np.flatnonzero(data)
+    data_end_sorted = np.sort(end[data_rows]) if data_rows.size else np.zeros(0, dtype=np.int64)
+    fs: list[int] = []
+    fe: list[int] = []
+    for a, b in zip(s0.tolist(), e0.tolist()):
+        k = int(np.searchsorted(bwd_starts, a, side="left"))
+        first_bwd = int(bwd_starts[k]) if k < bwd_starts.size and bwd_starts[k] < b else b
+        j = int(np.searchsorted(data_end_sorted, first_bwd, side="right")) - 1
+        begin = a
+        if j >= 0 and a <= data_end_sorted[j] <= first_bwd:
+            begin = int(data_end_sorted[j])
+        if first_bwd > begin:
+            fs.append(begin)
+            fe.append(first_bwd)
+    return np.asarray(fs, dtype=np.int64), np.asarray(fe, dtype=np.int64)
+
+
 def phase_at(trace: Trace, host_tid: int | None = None) -> PhaseLocator | None:
     """A callable mapping timestamps (µs) to phase indices, or None without a host thread."""
-    host = _resolve_thread(trace, host_tid)
-    return None if host is None else PhaseLocator(trace, host)
+    bounds = step_bounds(trace, host_tid)
+    return None if bounds is None else PhaseLocator(trace, bounds.host, bounds)
 
 
 def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakdown | None:
@@ -331,7 +380,7 @@ def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakd
     bounds = step_bounds(trace, host_tid)
     if bounds is None:
         return None
-    locator = PhaseLocator(trace, bounds.host)
+    locator = PhaseLocator(trace, bounds.host, bounds)
     return _breakdown(bounds, locator, measured=_measured(trace))
 
 

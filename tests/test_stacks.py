@@ -491,7 +491,6 @@ def test_an_interval_outside_the_sane_range_is_refused(interval_s):
 def test_the_thread_sampler_finds_the_top_line(ip, cell, line, share):
     source = SLOW_PYTHON_CELL if cell == "slow" else MATMUL_CELL
     with StackSampler(threading.get_ident(), INTERVAL_S) as sampler:
-        assert len(sampler_threads()) == 1
         result = ip.run_cell(source)
         raw = sampler.stop()
     assert result.success

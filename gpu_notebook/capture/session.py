@@ -307,6 +307,10 @@ class CaptureSession:
         if self._closed:
             return
         self._closed = True
+        if self._pid and os.getpid() != self._pid:
+            # A forked child (the code called os.fork): our threads were not copied into it,
+            # and the parent's capture is the one that reports. Nothing to stop here.
+            return
         self._wall_s = (time.perf_counter_ns() - self._t0_ns) / 1e9 if self._t0_ns else 0.0
         for watch in self._watches:
             watch.close()

@@ -72,7 +72,14 @@ const GETTERS = {
  */
 export const readClick: ClickReader = value => {
   const { isTrusted, type, eventPhase, target } = GETTERS;
-  if (!isTrusted || !type || !eventPhase || !target || typeof value !== 'object' || value === null) {
+  if (
+    !isTrusted ||
+    !type ||
+    !eventPhase ||
+    !target ||
+    typeof value !== 'object' ||
+    value === null
+  ) {
     return null;
   }
   try {

@@ -6,11 +6,7 @@
  * and both channels share it); leave every other cell untouched.
  */
 
-import {
-  IInsertCellReply,
-  IInsertCellRequest,
-  IInsertedCellMetadata
-} from './records';
+import { IInsertCellReply, IInsertCellRequest, IInsertedCellMetadata } from './records';
 
 /** The notebook operations the insertion needs (adapter.ts implements them for JupyterLab). */
 export interface INotebookAdapter {

@@ -28,11 +28,9 @@ export interface IInsertCellEventDetail extends IInsertCellRequest {
 }
 
 /** The fields of the detail besides the request's. */
-export const EVENT_ONLY_FIELDS: ReadonlyArray<Exclude<keyof IInsertCellEventDetail, keyof IInsertCellRequest>> = [
-  'handled',
-  'reply',
-  'trigger'
-];
+export const EVENT_ONLY_FIELDS: ReadonlyArray<
+  Exclude<keyof IInsertCellEventDetail, keyof IInsertCellRequest>
+> = ['handled', 'reply', 'trigger'];
 
 /** What an inserted cell keeps in its metadata under CELL_METADATA_KEY. */
 export interface IInsertedCellMetadata {
@@ -55,7 +53,10 @@ interface IRecordSchema {
   additionalProperties: boolean;
 }
 
-const DEFS = schema.$defs as unknown as Record<'InsertCellRequest' | 'InsertCellReply', IRecordSchema>;
+const DEFS = schema.$defs as unknown as Record<
+  'InsertCellRequest' | 'InsertCellReply',
+  IRecordSchema
+>;
 
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -87,7 +88,11 @@ function mismatch(value: unknown, prop: IPropertySchema): string | null {
       return 'expected a string';
     }
     // The length is checked first: a bounded string is cheap to match.
-    if (prop.maxLength !== undefined && value.length > prop.maxLength && codePoints(value) > prop.maxLength) {
+    if (
+      prop.maxLength !== undefined &&
+      value.length > prop.maxLength &&
+      codePoints(value) > prop.maxLength
+    ) {
       return `expected at most ${prop.maxLength} characters`;
     }
     if (prop.pattern !== undefined && !new RegExp(prop.pattern, 'u').test(value)) {
@@ -152,7 +157,5 @@ export function requestIdOf(value: unknown): string {
 
 /** Read the request id an earlier insertion left in a cell's metadata, or null. */
 export function insertedRequestId(metadata: unknown): string | null {
-  return isRecord(metadata) && typeof metadata.request_id === 'string'
-    ? metadata.request_id
-    : null;
+  return isRecord(metadata) && typeof metadata.request_id === 'string' ? metadata.request_id : null;
 }

@@ -21,7 +21,9 @@ function click(target: unknown, overrides: Partial<IClickFacts> = {}): IClickFac
 
 /** Reads the fake clicks above as facts, like readClick reads a real Event. */
 const readFake: ClickReader = value =>
-  typeof value === 'object' && value !== null && 'dispatching' in value ? (value as IClickFacts) : null;
+  typeof value === 'object' && value !== null && 'dispatching' in value
+    ? (value as IClickFacts)
+    : null;
 
 function fakeEvent(detail: unknown, target: unknown) {
   return {
@@ -102,13 +104,25 @@ describe('answerInsertEvent', () => {
     const widget = nb.showWidget('widget');
     const notAClick = /does not come from a click on the widget's Insert button/;
     assertRefused(nb, clickEvent(widget, REQUEST, null), notAClick);
-    assertRefused(nb, clickEvent(widget, REQUEST, click(widget.button, { isTrusted: false })), notAClick);
-    assertRefused(nb, clickEvent(widget, REQUEST, click(widget.button, { type: 'keydown' })), notAClick);
+    assertRefused(
+      nb,
+      clickEvent(widget, REQUEST, click(widget.button, { isTrusted: false })),
+      notAClick
+    );
+    assertRefused(
+      nb,
+      clickEvent(widget, REQUEST, click(widget.button, { type: 'keydown' })),
+      notAClick
+    );
     // A real click kept from earlier and replayed after its dispatch ended.
-    assertRefused(nb, clickEvent(widget, REQUEST, click(widget.button, { dispatching: false })), notAClick);
+    assertRefused(
+      nb,
+      clickEvent(widget, REQUEST, click(widget.button, { dispatching: false })),
+      notAClick
+    );
   });
 
-  it('refuses a trusted click on anything but this widget\'s Insert button', () => {
+  it("refuses a trusted click on anything but this widget's Insert button", () => {
     const nb = new FakeNotebook(['widget', 'other']);
     const widget = nb.showWidget('widget');
     const elsewhere = nb.showWidget('other');
@@ -122,7 +136,11 @@ describe('answerInsertEvent', () => {
     const widget = nb.showWidget('widget');
     const trigger = click(widget.button);
     answerInsertEvent(clickEvent(widget, REQUEST, trigger).event, nb, readFake);
-    const again = clickEvent(widget, { ...REQUEST, request_id: 'd2', source: 'import evil\n' }, trigger);
+    const again = clickEvent(
+      widget,
+      { ...REQUEST, request_id: 'd2', source: 'import evil\n' },
+      trigger
+    );
     answerInsertEvent(again.event, nb, readFake);
     assert.equal(again.detail.reply?.status, 'error');
     assert.match(again.detail.reply?.message ?? '', /answered already/);
@@ -153,7 +171,11 @@ describe('answerInsertEvent', () => {
     assertRefused(nb, clickEvent(widget, { ...REQUEST, title: 7 }), /title: expected a string/);
     assertRefused(nb, clickEvent(widget, { ...REQUEST, cell_id: '../x' }), /cell_id/);
     const huge = 'x'.repeat(500_001);
-    assertRefused(nb, clickEvent(widget, { ...REQUEST, source: huge }), /source: expected at most 500000/);
+    assertRefused(
+      nb,
+      clickEvent(widget, { ...REQUEST, source: huge }),
+      /source: expected at most 500000/
+    );
   });
 });
 
@@ -205,7 +227,9 @@ describe('the widget view and the listener agree on the event', () => {
     const nb = new FakeNotebook(['widget']);
     const node = new EventTarget();
     const shown = nb.showWidget('widget', { root: node, button: { insertButtonOf: node } });
-    node.addEventListener(INSERT_EVENT, event => answerInsertEvent(event as CustomEvent, nb, readFake));
+    node.addEventListener(INSERT_EVENT, event =>
+      answerInsertEvent(event as CustomEvent, nb, readFake)
+    );
     const detail = widget.dispatchInsert(node, INSERT_EVENT, REQUEST, click(shown.button));
     assert.equal(detail.handled, true);
     assert.equal(detail.reply?.status, 'inserted');

@@ -37,7 +37,10 @@ describe('parseInsertCellRequest', () => {
     const request = { request_id: 'a', cell_id: null, title: '' };
     // An emoji is one character in Python and two UTF-16 units here.
     assert.doesNotThrow(() => parseInsertCellRequest({ ...request, source: '😀'.repeat(max) }));
-    assert.throws(() => parseInsertCellRequest({ ...request, source: 'x'.repeat(max + 1) }), /source/);
+    assert.throws(
+      () => parseInsertCellRequest({ ...request, source: 'x'.repeat(max + 1) }),
+      /source/
+    );
   });
 });
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+# labextension/package.json is the one version source (hatch-nodejs-version); free in a kernel,
+# which imported importlib.metadata already.
+__version__: str = __import__("importlib.metadata").metadata.version("gpu-notebook")
 
 __all__ = ["GpuNotebookWarning", "__version__", "load_ipython_extension", "wait_for_warm_imports"]
 

@@ -22,8 +22,12 @@ class GpuNotebookWarning(UserWarning):
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%%gpucheck`` (called by ``%load_ext gpu_notebook``)."""
     from gpu_notebook.magic import GpuCheckMagics
+    from gpu_notebook.magic_async import rewrite_await_cells
 
     ipython.register_magics(GpuCheckMagics)
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and rewrite_await_cells not in cleanup:
+        cleanup.append(rewrite_await_cells)  # cells with top-level await (magic_async.py)
     _start_warm_imports()
 
 
@@ -72,4 +76,9 @@ def wait_for_warm_imports() -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Nothing global survives a cell, so unloading has nothing to undo."""
+    """Take out the await-cell transformer; nothing else of ours survives a cell."""
+    from gpu_notebook.magic_async import rewrite_await_cells
+
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and rewrite_await_cells in cleanup:
+        cleanup.remove(rewrite_await_cells)

@@ -103,8 +103,11 @@ class GpuCheckMagics(Magics):
         args = parse_argstring(self.gpucheck, line)
         options = _validate(args, cell)
         export_dir = _export_dir(args.export)
+        from gpu_notebook import wait_for_warm_imports
         from gpu_notebook.magic_run import CellCost, measured_cell
 
+        # Never share the GIL with the measured code: finish the background imports first.
+        wait_for_warm_imports()
         cost = self.last_cost = CellCost()
         html_path = _html_path(args.html)
         live = _live_view() if not args.quiet else None

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -176,6 +176,9 @@ class ProfileWindow:
 
 # ---- the stack sampler's counts (capture/stacks.py fills them; analysis/lines.py reads them)
 
+# The collapsed-stack key of samples past ``RawStacks``'s max_stacks (and of samples with no Python
+# frame below the root): analysis writes it, the flame graph draws it as one grey box.
+OTHER = "[other]"
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,16 @@ class Run:
     stacks: RawStacks | None = None  # the stack sampler's counts; None: line sampling off
     first_line: int = 2  # line number of cell_source's first line (2 in a %%gpucheck cell)
     magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
+
+
+@dataclass(frozen=True)
+class LiveStatus:
+    """What a live view shows, built by the capture on the sampler thread at each tick."""
+
+    sample: Sample
+    step_count: int
+    median_step_s: float | None
+    recording: bool
 
 
 # --------------------------------------------------------------------------------------------
@@ -550,22 +563,27 @@ class Report:
             )
         return from_jsonable(cls, data)
 
-    def to_html(self, path: str | None = None) -> str:
-        """The report as one offline HTML page; written to ``path`` (its path returned) if given."""
-        from gpu_notebook.views.html import render_html, write_html
-
-        return render_html(self) if path is None else str(write_html(self, path))
-
-    def text(self) -> str:
-        from gpu_notebook.views.text import render_text
-
-        return render_text(self)
-
+    # Text for ``repr`` (``%%gpucheck -o r`` then ``r``; ``print(r)``) comes from the views,
+    # which install it on import (gpu_notebook.views): records never import a view.
     def __repr__(self) -> str:
-        return self.text()
+        if _text_view is not None:
+            return _text_view(self)
+        return (
+            f"<Report {self.verdict.category}: {len(self.findings)} findings"
+            " (gpu_notebook.views.text.render_text(report) for the text report)>"
+        )
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
+        p.text(repr(self))
+
+
+_text_view: Callable[[Report], str] | None = None
+
+
+def install_text_view(render: Callable[[Report], str]) -> None:
+    """Make ``repr(report)`` the text report (gpu_notebook.views calls it on import)."""
+    global _text_view
+    _text_view = render
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@ import ipywidgets
 import pytest
 
 from gpu_notebook.capture.sampler import THREAD_NAME
-from gpu_notebook.capture.session import CaptureOptions, CaptureSession, LiveStatus
+from gpu_notebook.capture.session import CaptureOptions, CaptureSession
 from gpu_notebook.records import (
+    LiveStatus,
     PHASES,
     Analysis,
     Comparison,
@@ -50,6 +51,7 @@ from gpu_notebook.records import (
 )
 from gpu_notebook.views.live import LiveView, sparkline_svg
 from gpu_notebook.views.report_widget import ReportWidget, report_widget
+from gpu_notebook.views.text import render_text
 from tests import cells
 
 # ---------------------------------------------------------------------------------------------
@@ -640,7 +642,7 @@ def test_finish_swaps_the_live_content_for_the_report(input_bound_report: Report
     assert view.box is box, "the same displayed box holds the report"
     assert box.children == (view.report_view,)
     assert isinstance(view.report_view, ReportWidget)
-    assert repr(box) == input_bound_report.text()
+    assert repr(box) == render_text(input_bound_report)
     view.update(live_status(0.75, cpu=10.0, steps=4))  # a late tick is ignored
     assert box.children == (view.report_view,)
 
@@ -932,7 +934,7 @@ def test_charts_draw_gpus_on_the_left_and_cpu_on_its_own_axis() -> None:
 def test_text_plain_of_the_widget_is_the_whole_text_report(input_bound_report: Report) -> None:
     widget = report_widget(input_bound_report)
     bundle = widget._repr_mimebundle_()
-    assert bundle["text/plain"] == input_bound_report.text()
+    assert bundle["text/plain"] == render_text(input_bound_report)
     assert len(bundle["text/plain"]) > 110
     assert "application/vnd.jupyter.widget-view+json" in bundle
 

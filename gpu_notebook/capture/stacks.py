@@ -92,6 +92,7 @@ from types import CodeType, FrameType, TracebackType
 from typing import Literal, cast
 
 from gpu_notebook.records import (
+    OTHER,
     CodeRef,
     FunctionCount,
     LineCount,
@@ -116,7 +117,6 @@ __all__ = [
 ]
 
 THREAD_NAME_PREFIX = "gpu_notebook-stacks"
-OTHER = "[other]"
 
 # Returns the phase running now ("data", "forward"...) or None; called once per sample from the
 # sampler thread or the SIGALRM handler (between any two bytecodes of the cell), so it must only

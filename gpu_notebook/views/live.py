@@ -20,11 +20,10 @@ from typing import Any
 
 import ipywidgets
 
-from gpu_notebook.capture.session import LiveStatus
-from gpu_notebook.records import Report
+from gpu_notebook.records import LiveStatus, Report
 from gpu_notebook.views.charts import cpu_axis_max
 from gpu_notebook.views.html import esc
-from gpu_notebook.views.text import fmt_bytes, fmt_seconds
+from gpu_notebook.views.text import fmt_bytes, fmt_seconds, render_text
 
 __all__ = ["LiveView", "sparkline_svg"]
 
@@ -196,7 +195,7 @@ class LiveView:
             self._finished = True
         view = report_widget(report, cell_id=self.cell_id)
         self.report_view = view
-        self.box.plain_text = report.text()
+        self.box.plain_text = render_text(report)
         self.box.children = (view,)
         if self._handle is not None:
             # Same output, refreshed: text/plain becomes the text report for saved notebooks.

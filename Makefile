@@ -28,4 +28,6 @@ demo: install
 test: install browser
 	$(BIN)/jupyter labextension list 2>&1 | grep -E "gpu-notebook.*enabled.*OK"
 	cd labextension && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm install --immutable && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm test
+	# The layers (pyproject [tool.importlinter]): a broken contract prints the import that broke it.
+	$(BIN)/lint-imports
 	GPU_NOTEBOOK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q

@@ -30,4 +30,5 @@ test: install browser
 	cd labextension && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm install --immutable && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm test
 	# The layers (pyproject [tool.importlinter]): a broken contract prints the import that broke it.
 	$(BIN)/lint-imports
+	$(BIN)/ruff check
 	GPU_NOTEBOOK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q

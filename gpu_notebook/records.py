@@ -638,7 +638,7 @@ def _decode(tp: Any, data: Any) -> Any:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_decode(args[0], v) for v in data)
-        return tuple(_decode(a, v) for a, v in zip(args, data))
+        return tuple(_decode(a, v) for a, v in zip(args, data, strict=True))
     if origin in (Mapping, dict) or tp in (dict, Mapping):
         args = typing.get_args(tp) or (str, Any)
         return {k: _decode(args[1], v) for k, v in data.items()}

@@ -22,7 +22,6 @@ import pytest
 from gpu_notebook.capture.sampler import THREAD_NAME
 from gpu_notebook.capture.session import CaptureOptions, CaptureSession
 from gpu_notebook.records import (
-    LiveStatus,
     PHASES,
     Analysis,
     Comparison,
@@ -33,6 +32,7 @@ from gpu_notebook.records import (
     GpuInfo,
     GpuSample,
     GpuTimeline,
+    LiveStatus,
     OpStat,
     PhaseBreakdown,
     ProfileWindow,
@@ -40,12 +40,12 @@ from gpu_notebook.records import (
     Run,
     Sample,
     SampleSeries,
+    ScalingPoint,
     StepClockRecord,
     StepPhases,
     StepStats,
     StepTiming,
     UtilizationStats,
-    ScalingPoint,
     Verdict,
     WhatIf,
 )

@@ -31,4 +31,5 @@ test: install browser
 	# The layers (pyproject [tool.importlinter]): a broken contract prints the import that broke it.
 	$(BIN)/lint-imports
 	$(BIN)/ruff check
+	$(BIN)/mypy
 	GPU_NOTEBOOK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q

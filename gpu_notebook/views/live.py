@@ -165,7 +165,7 @@ class LiveView:
         """Display the live box in the running cell's output (call on the cell's thread)."""
         from IPython.display import display
 
-        self._handle = display(self.box, display_id=True)  # type: ignore[no-untyped-call]
+        self._handle = display(self.box, display_id=True)
 
     def update(self, status: LiveStatus) -> None:
         """Take one sampler tick; redraw when the last redraw is at least 1/max_rate_hz old."""

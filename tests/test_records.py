@@ -13,8 +13,9 @@ import msgspec
 import pytest
 
 from gpu_notebook.records import PHASES, Phase, Report
+from gpu_notebook.views.html import render_html
 from gpu_notebook.views.text import render_text
-from tests.test_views import synthetic_gpu_report
+from tests.test_views import synthetic_comparison, synthetic_gpu_report
 
 
 def test_importing_the_records_imports_no_view_and_repr_names_the_text_view() -> None:
@@ -80,3 +81,11 @@ def test_another_schema_version_is_refused_before_decoding() -> None:
 def test_phases_are_the_phase_literal_in_display_order() -> None:
     assert get_args(Phase) == PHASES
     assert PHASES[0] == "data" and PHASES[-1] == "unattributed"
+
+
+def test_the_text_report_shows_the_before_after_comparison_with_one_gain_wording() -> None:
+    report = synthetic_gpu_report(comparison=synthetic_comparison())
+    text = render_text(report)
+    assert "Before / after:" in text
+    assert "(predicted: up to 1.82x)" in text  # the same words as the findings and the page
+    assert "up to 1.82x" in render_html(report)

@@ -49,6 +49,7 @@ from gpu_notebook.records import (
     Verdict,
     WhatIf,
 )
+from gpu_notebook.rules import rank_key
 from gpu_notebook.views.live import LiveView, sparkline_svg
 from gpu_notebook.views.report_widget import ReportWidget, report_widget
 from gpu_notebook.views.text import render_text
@@ -218,7 +219,8 @@ def default_findings(hostile: bool = False) -> tuple[Finding, ...]:
         gain_bound=1.04,
         fix="Read the loss every 50 steps.",
     )
-    return (copies, syncs, workers)  # not in severity order: the views sort
+    # Ranked as the rules rank them (rules.rank_key): the views keep the order they are given.
+    return tuple(sorted((copies, syncs, workers), key=rank_key))
 
 
 def synthetic_whatif(hostile: bool = False) -> WhatIf:
@@ -834,7 +836,7 @@ def test_the_comparison_panel_puts_the_measured_gain_beside_the_bound() -> None:
     report = synthetic_gpu_report(comparison=synthetic_comparison(1.6))
     text = parse_html(report_widget(report).children[0].value).all_text
     assert "Measured: 1.60x faster" in text
-    assert "Predicted for fix dataloader_workers: up to 1.8x faster" in text
+    assert "Predicted for fix dataloader_workers: up to 1.82x" in text
     assert "throughput of 0.6 more GPU(s)" in text
     assert "median step time300.0 ms187.5 ms" in text
     assert "data share45.0%12.0%" in text
@@ -853,7 +855,7 @@ def test_the_what_if_panel_sets_fixes_against_more_gpus() -> None:
     first = report_widget(report).children[0].value
     text = parse_html(first).all_text
     assert "What if: fix the code, or add GPUs?" in text
-    assert "Fixing data: up to 1.8x faster on this machine, with no new hardware." in text
+    assert "Fixing data: up to 1.82x on this machine, with no new hardware." in text
     assert "interconnect NVLink x12 (300 GB/s); gradients 461.4 MB a step" in text  # 440 MiB, in decimal MB
     rows = re.findall(r"<tr><td class='num'>(\d+)</td><td class='num'>([\d.]+x)</td>", first)
     assert [r[0] for r in rows] == ["2", "4", "8"]

@@ -20,10 +20,11 @@ from typing import Any
 
 import ipywidgets
 
+from gpu_notebook.formatting import fmt_bytes, fmt_seconds
 from gpu_notebook.records import LiveStatus, Report
 from gpu_notebook.views.charts import cpu_axis_max
 from gpu_notebook.views.html import esc
-from gpu_notebook.views.text import fmt_bytes, fmt_seconds, render_text
+from gpu_notebook.views.text import render_text
 
 __all__ = ["LiveView", "sparkline_svg"]
 

@@ -66,7 +66,7 @@ class ReportWidget(ipywidgets.VBox):  # type: ignore[misc]
 
     def __init__(self, report: Report, cell_id: str | None = None, **kwargs: Any) -> None:
         self.report = report
-        findings = sections.sorted_findings(report.findings)
+        findings = report.findings  # ranked once, by the rules (rules.rank_key)
         children: list[ipywidgets.Widget] = [
             _block(
                 sections.verdict_section(report),

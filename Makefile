@@ -32,4 +32,8 @@ wheel-check: install
 test: install browser wheel-check
 	$(BIN)/jupyter labextension list 2>&1 | grep -E "gpu-notebook.*enabled.*OK"
 	cd labextension && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm install --immutable && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm test
+	# The layers (pyproject [tool.importlinter]): a broken contract prints the import that broke it.
+	$(BIN)/lint-imports
+	$(BIN)/ruff check
+	$(BIN)/mypy
 	GPU_NOTEBOOK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q

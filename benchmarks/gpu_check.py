@@ -889,7 +889,7 @@ def run_scenario(
         # One scenario's failure must not cost the others' data: device time is lent once and
         # scarce, so the error is recorded in the summary (and the exit code) instead of raised.
         _measure(ctx, scenario, out, deadline, no_compile, entry, workloads)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- recorded in the summary, see above
         entry.update(status="error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
     finally:
         for w in workloads:
@@ -935,7 +935,7 @@ def _measure(
             w.run(s.warmup_steps)  # compile / worker start-up happen here, outside the timings
             _sync(ctx)
             fe["warmup_s"] = time.perf_counter() - t_warm
-        except Exception as exc:  # a best-effort fix (torch.compile) may fail; the baseline stands
+        except Exception as exc:  # noqa: BLE001 -- a best-effort fix (torch.compile) may fail; the baseline stands
             fe.update(status="error", error=f"{type(exc).__name__}: {exc}")
             continue
         fixes.append((fix, w))
@@ -1069,7 +1069,7 @@ def summary_table(entries: Sequence[dict[str, Any]]) -> str:
             rows.append((*lead, fe["fix_id"], gain))
             first = False
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

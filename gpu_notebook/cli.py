@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from gpu_notebook import __version__
 from gpu_notebook.records import VerdictCategory
+from gpu_notebook.views.text import render_text
 
 VERDICTS: tuple[str, ...] = typing.get_args(VerdictCategory)
 EXIT_GATE = 3  # a CI gate failed (the script itself succeeded)
@@ -179,7 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = build_report(session.finish(status, error, scratch=scratch))  # type: ignore[arg-type]
         _write_outputs(report, args)
     if not args.quiet:
-        print(report.text(), file=sys.stderr)
+        print(render_text(report), file=sys.stderr)
     gate = _gate_failure(report, args)
     if gate is not None:
         print(f"gpucheck: {gate}", file=sys.stderr)
@@ -254,7 +255,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if not args.quiet:
             label = f"rank {rank}" if rank is not None else f.name
             print(f"\n=== {label} ({f.name}) " + "=" * max(0, 60 - len(label) - len(f.name)))
-            print(report.text())
+            print(render_text(report))
     if len(ranked) > 1:
         summary = rank_summary([(r, rank, f.name) for f, r, rank, _ in ranked])
         print()
@@ -312,7 +313,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         with session:
             exec(compile(source, f"<gpucheck example {name}>", "exec"), {"__name__": "__main__"})
         report = build_report(session.finish("ok", None))
-        print(report.text())
+        print(render_text(report))
         if args.html:
             from gpu_notebook.views.html import write_html
 

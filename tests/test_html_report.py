@@ -26,9 +26,9 @@ from gpu_notebook.views.report_widget import report_widget
 from tests.test_views import (
     CLOSE_SCRIPT,
     IMG_PAYLOAD,
-    PAYLOADS,
     PATCH_DIFF,
     PATCHED_CELL,
+    PAYLOADS,
     SCRIPT_PAYLOAD,
     TagCollector,
     html_values,

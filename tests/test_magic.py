@@ -15,6 +15,8 @@ import torch
 from IPython.core.error import UsageError
 
 from gpu_notebook.records import Report
+from gpu_notebook.views.html import write_html
+from gpu_notebook.views.text import render_text
 from tests import cells
 
 
@@ -33,7 +35,7 @@ def run(ip, body: str, opts: str = "") -> Report:
 
 def test_slow_getitem_is_input_bound_with_data_over_half_the_step(ip):
     rep = run(ip, cells.SLOW_INPUT)
-    assert rep.verdict.category == "input-bound", rep.text()
+    assert rep.verdict.category == "input-bound", render_text(rep)
     assert rep.analysis.phases is not None and rep.analysis.phases.source == "trace"
     assert rep.analysis.phases.share("data") >= 0.5
     assert "No" in rep.verdict.more_gpus
@@ -41,7 +43,7 @@ def test_slow_getitem_is_input_bound_with_data_over_half_the_step(ip):
 
 def test_compute_heavy_preloaded_loop_is_not_input_bound(ip):
     rep = run(ip, cells.COMPUTE_HEAVY)
-    assert rep.verdict.category == "cpu-only", rep.text()
+    assert rep.verdict.category == "cpu-only", render_text(rep)
     assert rep.analysis.phases.share("data") < 0.05
     fwd_bwd = rep.analysis.phases.share("forward") + rep.analysis.phases.share("backward")
     assert fwd_bwd > 0.5
@@ -61,7 +63,7 @@ def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, w
     # Median over steps: on 2 cores, DataLoader workers can preempt the main thread for a
     # whole millisecond in one step, which no tool could attribute.
     per_step = sorted(s.phase_us["unattributed"] / s.duration_us for s in phases.steps)
-    assert per_step[len(per_step) // 2] <= 0.05, rep.text()
+    assert per_step[len(per_step) // 2] <= 0.05, render_text(rep)
     for step in phases.steps:  # each step's phases add up to its wall time
         assert sum(step.phase_us.values()) == pytest.approx(step.duration_us, rel=1e-6)
 
@@ -340,7 +342,7 @@ def test_html_option_and_to_html_write_one_offline_page(ip, tmp_path):
     assert "cdn.bokeh.org" not in page
     assert rep.verdict.headline.split(":")[0][:20] in page
     other = tmp_path / "again.html"
-    assert rep.to_html(str(other)) == str(other)
+    assert str(write_html(rep, other)) == str(other)
     assert len(other.read_text()) == pytest.approx(len(page), rel=0.01)  # bokeh ids differ per render
 
 
@@ -364,7 +366,7 @@ def test_hot_line_is_named_and_stacks_export_for_flame_graph_tools(ip, tmp_path)
     assert stacks is not None and stacks.samples >= 20
     top = max(stacks.lines, key=lambda s: s.samples)
     assert top.line == 5 and "slow_log" in top.text  # line 1 is %%gpucheck
-    assert "Hot lines" in rep.text() and "line 5" in rep.text()
+    assert "Hot lines" in render_text(rep) and "line 5" in render_text(rep)
     speedscope = json.loads(next(tmp_path.glob("*.speedscope.json")).read_text())
     assert speedscope["profiles"] and speedscope["shared"]["frames"]
     collapsed = next(tmp_path.glob("*.collapsed.txt")).read_text().splitlines()

@@ -29,6 +29,7 @@ from gpu_notebook.capture.stacks import StackSampler
 from gpu_notebook.records import (
     CellStatus,
     Environment,
+    LiveStatus,
     ProfileWindow,
     RawStacks,
     Run,
@@ -72,16 +73,6 @@ class CaptureOptions:
             raise ValueError(f"--warmup must be 0 or more (got {self.warmup_steps})")
         if not 0.05 <= self.interval_s <= 60:
             raise ValueError(f"--interval must be between 0.05 and 60 seconds (got {self.interval_s})")
-
-
-@dataclass(frozen=True)
-class LiveStatus:
-    """What a live view shows, built on the sampler thread at each tick."""
-
-    sample: Sample
-    step_count: int
-    median_step_s: float | None
-    recording: bool
 
 
 LiveListener = Callable[[LiveStatus], None]

@@ -67,6 +67,7 @@ from types import CodeType, FrameType, TracebackType
 
 from gpu_notebook.capture.threads import HiddenThread
 from gpu_notebook.records import (
+    OTHER,
     CodeRef,
     FunctionCount,
     LineCount,
@@ -89,7 +90,6 @@ __all__ = [
 ]
 
 THREAD_NAME_PREFIX = "gpu_notebook-stacks"
-OTHER = "[other]"
 
 # Returns the phase running now ("data", "forward"...) or None; called once per sample from the
 # sampler thread, so it must only read an attribute.

@@ -205,7 +205,7 @@ def attach_fixes(
     DataLoader fix is refused because the loader was built in an earlier cell, and that loader
     is in ``namespace``, the proposal rebuilds it from the live object instead.
     """
-    from gpu_notebook.fixes import Patch, apply_fix, describe
+    from gpu_notebook.fixes import Refusal, apply_fix, to_proposal
 
     cache: dict[tuple[str, tuple[tuple[str, Any], ...]], FixProposal] = {}
     live: LiveFacts | None = None
@@ -218,32 +218,14 @@ def attach_fixes(
         proposal = cache.get(key)
         if proposal is None:
             result = apply_fix(finding.fix_id, cell_source, **dict(finding.fix_params))
-            info = describe(finding.fix_id)
-            if isinstance(result, Patch):
-                proposal = FixProposal(
-                    fix_id=result.fix_id,
-                    title=result.title,
-                    why=tuple(result.why),
-                    doc_url=result.doc_url,
-                    source_after=result.source_after,
-                    diff=result.diff,
-                )
-            else:
-                proposal = None
-                if finding.fix_id == "dataloader_workers" and namespace is not None:
-                    if live is None:
-                        live = cell_facts(cell_source, namespace).live
-                    proposal = _live_loader_proposal(cell_source, finding, live)
-                if proposal is None:
-                    proposal = FixProposal(
-                        fix_id=info.fix_id,
-                        title=info.title,
-                        why=tuple(info.why),
-                        doc_url=info.doc_url,
-                        source_after=None,
-                        diff=None,
-                        refusal=result.reason,
-                    )
+            proposal = None
+            refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
+            if refused_loader and namespace is not None:
+                if live is None:
+                    live = cell_facts(cell_source, namespace).live
+                proposal = _live_loader_proposal(cell_source, finding, live)
+            if proposal is None:
+                proposal = to_proposal(result)
             cache[key] = proposal
         out.append(dataclasses.replace(finding, proposal=proposal))
     return tuple(out)

@@ -298,6 +298,7 @@ def _stacked_bars(
 ) -> GlyphRenderer[Any]:
     """One bar per x of ``phases`` stacked in order, ``values[i][j]`` the height of phase j at x i."""
     import numpy as np
+    from bokeh.core.properties import field
     from bokeh.models import ColumnDataSource
     from bokeh.models.glyphs import VBar
 
@@ -312,7 +313,7 @@ def _stacked_bars(
         "top": tops.ravel(),
     })
     return _add(fig, source, VBar(x="x", width=width, bottom="bottom", top="top",
-                                  fill_color={"field": "color"}, line_color="white",
+                                  fill_color=field("color"), line_color="white",
                                   line_width=0.5))
 
 

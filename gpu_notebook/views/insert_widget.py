@@ -28,7 +28,7 @@ _HERE = Path(__file__).parent
 WIDGET_STATUSES = ("", "inserted", "duplicate", "error", "fallback")
 
 
-class InsertFixWidget(anywidget.AnyWidget):  # type: ignore[misc]
+class InsertFixWidget(anywidget.AnyWidget):
     """Offer ``source`` (the patched cell) as a new code cell below cell ``cell_id``.
 
     ``title``: the fix's one-line name. ``source``: the patched code, whose first line is the

@@ -20,11 +20,11 @@ from typing import Any
 
 import ipywidgets
 
-from gpu_notebook.capture.session import LiveStatus
-from gpu_notebook.records import Report
+from gpu_notebook.formatting import fmt_bytes, fmt_seconds
+from gpu_notebook.records import LiveStatus, Report
 from gpu_notebook.views.charts import cpu_axis_max
 from gpu_notebook.views.html import esc
-from gpu_notebook.views.text import fmt_bytes, fmt_seconds
+from gpu_notebook.views.text import render_text
 
 __all__ = ["LiveView", "sparkline_svg"]
 
@@ -232,7 +232,7 @@ class LiveView:
             self._finished = True
         view = report_widget(report, cell_id=self.cell_id)
         self.report_view = view
-        self.box.plain_text = report.text()
+        self.box.plain_text = render_text(report)
         self.box.children = (view,)
         if self._handle is None:
             return

@@ -16,6 +16,7 @@ import ipywidgets
 
 from gpu_notebook.records import Finding, Report
 from gpu_notebook.views import html as sections
+from gpu_notebook.views.text import render_text
 
 __all__ = ["ReportWidget", "charts_iframe", "report_widget"]
 
@@ -65,7 +66,7 @@ class ReportWidget(ipywidgets.VBox):  # type: ignore[misc]
 
     def __init__(self, report: Report, cell_id: str | None = None, **kwargs: Any) -> None:
         self.report = report
-        findings = sections.sorted_findings(report.findings)
+        findings = report.findings  # ranked once, by the rules (rules.rank_key)
         children: list[ipywidgets.Widget] = [
             _block(
                 sections.verdict_section(report),
@@ -102,7 +103,7 @@ class ReportWidget(ipywidgets.VBox):  # type: ignore[misc]
         return found
 
     def __repr__(self) -> str:
-        return self.report.text()
+        return render_text(self.report)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         # ipywidgets cuts text/plain at 110 characters; frontends without widgets (jupyter

@@ -12,6 +12,7 @@ import pytest
 
 from gpu_notebook.records import Finding, Report
 from gpu_notebook.rules import attach_fixes, run_rules
+from gpu_notebook.views.text import render_text
 from tests.scenarios.catalog import COMMON_SETUP, SCENARIOS, Scenario
 
 PLANTED = [s for s in SCENARIOS if s.planted is not None]
@@ -44,7 +45,7 @@ def table(findings: tuple[Finding, ...]) -> str:
 def test_the_planted_cause_is_the_top_finding(shell: Any, scenario: Scenario, capsys: Any) -> None:
     rep, findings = measure(shell, scenario)
     capsys.readouterr()  # the cells print; keep the failure output to the findings
-    assert findings, f"{scenario.name}: no finding\n{rep.text()}"
+    assert findings, f"{scenario.name}: no finding\n{render_text(rep)}"
     top = findings[0]
     assert top.rule_id == scenario.planted, f"{scenario.name}:\n{table(findings)}"
     assert top.severity in ("medium", "high") or scenario.planted == "shapes.changing"

@@ -4,12 +4,11 @@ The figures hold numbers and our own labels only, never a string from the user's
 trace, so their embedded JSON needs no escaping beyond bokeh's own. Resources are always
 ``bokeh.resources.INLINE``: a report must open offline (the CDN default fails without network,
 DESIGN.md §5). bokeh is imported lazily by the callers (``html.py``, ``report_widget.py``), so
-``import gpu_notebook`` stays cheap; :func:`bokeh_available` says whether charts can be drawn.
+``import gpu_notebook`` stays cheap; bokeh is a required dependency.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = [
     "PHASE_COLORS",
     "ChartDocument",
-    "bokeh_available",
     "chart_document",
     "charts_file_html",
     "cpu_axis_max",
@@ -59,11 +57,6 @@ MAX_PHASE_BARS = 120
 FEW_SAMPLES = 30
 # Beyond this many step boundaries the timeline draws every k-th one.
 MAX_BOUNDARIES = 400
-
-
-def bokeh_available() -> bool:
-    """True when bokeh can be imported (charts are drawn); False: the report says so instead."""
-    return importlib.util.find_spec("bokeh") is not None
 
 
 @dataclass(frozen=True)

@@ -556,11 +556,9 @@ def _csp(script_bodies: Iterable[str]) -> str:
 
 
 def _chart_parts(report: Report) -> tuple[list[str], list[str], str]:
-    """(script bodies, css bodies, div) for the charts; empty when there is nothing or no bokeh."""
-    from gpu_notebook.views.charts import bokeh_available, chart_document
+    """(script bodies, css bodies, div) for the charts; empty when there is nothing to chart."""
+    from gpu_notebook.views.charts import chart_document
 
-    if not bokeh_available():
-        return [], [], '<p class="muted">Charts need bokeh: <code>pip install bokeh</code>.</p>'
     doc = chart_document(report)
     if doc is None:
         return [], [], '<p class="muted">No samples or steps to chart.</p>'

@@ -33,10 +33,8 @@ def charts_iframe(report: Report) -> str:
     the notebook page. Returns a short sentence instead when bokeh is missing or nothing can be
     charted.
     """
-    from gpu_notebook.views.charts import bokeh_available, chart_document, charts_file_html
+    from gpu_notebook.views.charts import chart_document, charts_file_html
 
-    if not bokeh_available():
-        return '<p class="muted">Charts need bokeh: <code>pip install bokeh</code>.</p>'
     doc = chart_document(report)
     if doc is None:
         return '<p class="muted">No samples or steps to chart.</p>'

@@ -98,7 +98,7 @@ def _print_script_traceback(script: Path, exc: BaseException) -> None:
     exc.with_traceback(tb)  # Python's own hook prints the exception's traceback, not the argument
     try:
         sys.excepthook(type(exc), exc, tb)
-    except Exception:  # noqa: BLE001 - a failing hook is reported as Python reports it
+    except Exception:
         traceback.print_exception(type(exc), exc, tb)
 
 

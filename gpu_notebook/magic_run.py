@@ -8,7 +8,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_notebook.capture.session import CaptureOptions, CaptureSession, LiveListener, private_scratch
+from gpu_notebook.capture.session import (
+    CaptureOptions,
+    CaptureSession,
+    LiveListener,
+    private_scratch,
+)
 from gpu_notebook.cellrun import CellOutcome, run_cell_body
 from gpu_notebook.records import Report
 from gpu_notebook.report.build import build_report

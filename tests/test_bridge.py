@@ -79,11 +79,11 @@ def test_reply_status_outside_the_three_values_is_rejected() -> None:
 
 def test_records_built_in_python_are_checked_like_decoded_ones() -> None:
     # msgspec checks only when decoding; the records check when built too (a widget's request).
-    with pytest.raises(BridgeError, match="InsertCellRequest.cell_id"):
+    with pytest.raises(BridgeError, match=r"InsertCellRequest\.cell_id"):
         InsertCellRequest("r", "no spaces", FIX, "t")
-    with pytest.raises(BridgeError, match="InsertCellRequest.source"):
+    with pytest.raises(BridgeError, match=r"InsertCellRequest\.source"):
         InsertCellRequest("r", None, "x" * (bridge.MAX_SOURCE_CHARS + 1), "t")
-    with pytest.raises(BridgeError, match="InsertCellReply.status"):
+    with pytest.raises(BridgeError, match=r"InsertCellReply\.status"):
         InsertCellReply("r", "done", "")  # type: ignore[arg-type]
 
 

@@ -34,7 +34,6 @@ from gpu_notebook.analysis.lines import (
 from gpu_notebook.capture import stacks as stacks_module
 from gpu_notebook.capture.stacks import (
     OTHER,
-    THREAD_NAME_PREFIX,
     RawStacks,
     StackSampler,
 )

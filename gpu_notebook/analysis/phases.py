@@ -356,7 +356,7 @@ def _inferred_forward(
     data_end_sorted = np.sort(end[data_rows]) if data_rows.size else np.zeros(0, dtype=np.int64)
     fs: list[int] = []
     fe: list[int] = []
-    for a, b in zip(s0.tolist(), e0.tolist()):
+    for a, b in zip(s0.tolist(), e0.tolist(), strict=True):
         k = int(np.searchsorted(bwd_starts, a, side="left"))
         first_bwd = int(bwd_starts[k]) if k < bwd_starts.size and bwd_starts[k] < b else b
         j = int(np.searchsorted(data_end_sorted, first_bwd, side="right")) - 1

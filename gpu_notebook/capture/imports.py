@@ -14,6 +14,7 @@ callback runs right after the module's code has executed, on the importing threa
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import sys
@@ -74,10 +75,8 @@ class ImportWatch(importlib.abc.MetaPathFinder):
     def close(self) -> None:
         with self._lock:
             self._pending.clear()
-        try:
+        with contextlib.suppress(ValueError):
             sys.meta_path.remove(self)
-        except ValueError:
-            pass
 
     def _done(self, name: str) -> None:
         with self._lock:

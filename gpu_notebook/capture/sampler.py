@@ -35,8 +35,8 @@ from typing import Any
 
 import psutil
 
-from gpu_notebook.capture.threads import HiddenThread
 from gpu_notebook.capture import nvml
+from gpu_notebook.capture.threads import HiddenThread
 from gpu_notebook.records import GpuSample, Sample, SampleSeries
 
 __all__ = ["THREAD_NAME", "Sampler", "TickCost"]

@@ -11,7 +11,6 @@ import dataclasses
 import gzip
 import itertools
 import os
-import sys
 import tempfile
 import threading
 import time

@@ -60,10 +60,10 @@ import bisect
 import sys
 import threading
 import time
-from typing import cast
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import CodeType, FrameType, TracebackType
+from typing import cast
 
 from gpu_notebook.capture.threads import HiddenThread
 from gpu_notebook.records import (

@@ -166,7 +166,7 @@ def _torch_defined_len(dataset: Any) -> int | None:
     if length_fn is None or not module.startswith("torch."):
         return None
     try:
-        return int(len(dataset))
+        return len(dataset)
     except (TypeError, ValueError, AttributeError):
         return None
 

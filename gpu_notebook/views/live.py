@@ -178,7 +178,7 @@ class LiveView:
         from IPython import get_ipython
         from IPython.display import display
 
-        self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)  # type: ignore[no-untyped-call]
+        self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
         shell = get_ipython()
         pub = getattr(shell, "display_pub", None)
         if pub is not None and hasattr(pub, "register_hook"):
@@ -242,7 +242,7 @@ class LiveView:
             from IPython.display import display
 
             self._handle.update({"text/plain": ""}, raw=True, metadata=OUTPUT_METADATA)
-            self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)  # type: ignore[no-untyped-call]
+            self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
             return
         # Same output, refreshed: text/plain becomes the text report for saved notebooks.
         self._handle.update(self.box, metadata=OUTPUT_METADATA)

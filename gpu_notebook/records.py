@@ -487,6 +487,21 @@ class StackProfile:
 
 
 @dataclass(frozen=True)
+class HostOverhead:
+    """How the host thread spends a typical traced step: many small operators, Python between.
+
+    Medians over the traced steps. "Operators" are the top-level host ops (``cpu_op`` not nested
+    in another), the units Python dispatches one by one.
+    """
+
+    ops_per_step: float
+    median_op_us: float
+    between_ops_share: float  # step time on the host thread outside any operator (Python)
+    small_op_share: float  # step time inside operators shorter than the tiny-op threshold
+    small_op_us: float  # that threshold
+
+
+@dataclass(frozen=True)
 class Analysis:
     """All figures computed from one Run."""
 
@@ -496,6 +511,7 @@ class Analysis:
     utilization: UtilizationStats
     top_ops: tuple[OpStat, ...] = ()
     stacks: StackProfile | None = None  # line-level attribution, when sampled
+    host: HostOverhead | None = None  # per-step host activity, from the trace
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,17 @@ Thresholds (DESIGN.md §6, with their sources):
   articles call < 80% sustained "more cards waste money", so 80% is where adding cards starts
   to pay);
 - peak memory >= 90% of the card (PyTorch TensorBoard profiler plugin; TraceML "high" at 80%);
-- communication >= 10% of the window (TensorBoard plugin's distributed advice).
+- communication >= 10% of the window (TensorBoard plugin's distributed advice);
+- host-bound from the trace's own figures (ops per step, median op time, Python between ops;
+  analysis/host.py) on a CPU run too: a loop of tiny ops is not helped by a GPU.
 A phase that was not measured is never read as zero: the verdict says what it could not see.
 """
 
 from __future__ import annotations
 
+from gpu_notebook.analysis.host import describe as describe_host
+from gpu_notebook.analysis.host import host_bound
+from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.records import Analysis, Confidence, Environment, Run, Verdict
 
 INPUT_CRITICAL = 0.20
@@ -43,7 +48,11 @@ def _confidence(run: Run, analysis: Analysis) -> Confidence:
 
 
 def decide(run: Run, analysis: Analysis) -> Verdict:
-    """Pick the primary verdict from the phase shares, the GPU timeline and the samples."""
+    """Pick the primary verdict from the phase shares, the GPU timeline and the samples.
+
+    Shares are those of the typical profiled step (stalled steps left out, as the rules do).
+    """
+    analysis, _ = without_stalls(analysis)
     phases = analysis.phases
     confidence = _confidence(run, analysis)
     if phases is None or phases.total_us <= 0:
@@ -66,8 +75,12 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
         evidence.append(f"not measured ({why}): {', '.join(not_measured)}")
 
     busy = _gpu_busy_share(analysis)
-    if busy is None and not _has_gpu(run.env):
-        return _cpu_verdict(data, sync, evidence, confidence)
+    on_gpu = busy is not None or _has_gpu(run.env)
+    overhead = host_bound(analysis.host, analysis.top_ops, on_gpu=on_gpu)
+    if analysis.host is not None and (overhead or not on_gpu):
+        evidence.append(describe_host(analysis.host))
+    if not on_gpu:
+        return _cpu_verdict(data, sync, evidence, confidence, host_bound=overhead)
     if busy is not None:
         evidence.insert(0, f"GPU busy {_pct(busy)} of the window")
 
@@ -158,13 +171,28 @@ def _sync_verdict(sync: float, evidence: list[str], confidence: Confidence) -> V
 
 
 def _cpu_verdict(
-    data: float | None, sync: float | None, evidence: list[str], confidence: Confidence
+    data: float | None,
+    sync: float | None,
+    evidence: list[str],
+    confidence: Confidence,
+    *,
+    host_bound: bool = False,
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
     if data is not None and data >= INPUT_CRITICAL:
         return _input_verdict(data, evidence, confidence)
     if sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence)
+    if host_bound:
+        return Verdict(
+            "host-bound",
+            "Python and per-operator overhead set the pace: the ops are too small to be the work.",
+            "No: a GPU would not help as it is. Each of these ops would become a kernel "
+            "shorter than its own launch, and the GPU would wait on Python just as the CPU "
+            "does. Give each op more work first (bigger batch), or fuse them (torch.compile).",
+            tuple(evidence),
+            confidence,
+        )
     return Verdict(
         "cpu-only",
         "No GPU is visible; this loop spends its time computing on the CPU.",

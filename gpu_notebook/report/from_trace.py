@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu_notebook.analysis.analyze import analyze_trace_file
+from gpu_notebook.analysis.analyze import trace_figures
 from gpu_notebook.analysis.utilization import utilization_stats
 from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.analysis.whatif import TraceAllReduce, trace_allreduce, what_if
@@ -50,7 +50,7 @@ def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]
     from gpu_notebook.trace.kineto import load_trace
 
     trace = load_trace(path)
-    phases, gpu, ops = analyze_trace_file(str(path), trace=trace)
+    phases, gpu, ops, host = trace_figures(str(path), trace=trace)
     gpus = _gpus(tuple(dict(p) for p in trace.device_properties))
     env = Environment(
         python_version="",
@@ -87,6 +87,7 @@ def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]
         gpu=gpu,
         utilization=utilization_stats(run.samples),
         top_ops=ops,
+        host=host,
     )
     info = trace.distributed_info
     rank = info.rank if info is not None else None

@@ -38,15 +38,14 @@ from gpu_notebook.rules import (
     shapes,
     syncs,
 )
+from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
 from gpu_notebook.rules.common import (
     FEW_STEPS,
     SEVERITY_RANK,
-    STALL_FACTOR,
     Rule,
     instrumentation_factor,
     profiled_steps,
     steady_top_ops,
-    without_stalls,
 )
 from gpu_notebook.rules.live_objects import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.rules.source_scan import SourceFacts, scan_source

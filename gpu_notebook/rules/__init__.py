@@ -22,6 +22,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
 from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
 from gpu_notebook.rules import (
     backend_flags,
@@ -38,7 +39,6 @@ from gpu_notebook.rules import (
     shapes,
     syncs,
 )
-from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
 from gpu_notebook.rules.common import (
     FEW_STEPS,
     SEVERITY_RANK,

@@ -20,6 +20,10 @@ from gpu_notebook.analysis.host import host_bound
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.records import Analysis, Confidence, Environment, Run, Verdict
 
+# Environment.platform of a run rebuilt from a trace file (``gpucheck analyze``): the report
+# then speaks of "this trace", and of nothing NVML or the step clock would have measured.
+RECORDED_ELSEWHERE = "recorded elsewhere"
+
 INPUT_CRITICAL = 0.20
 SYNC_CRITICAL = 0.20
 WARN = 0.10
@@ -30,6 +34,10 @@ COMM = 0.10
 
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
+
+
+def from_a_file(run: Run) -> bool:
+    return run.env.platform == RECORDED_ELSEWHERE
 
 
 def amdahl_bound(share: float) -> float:
@@ -56,6 +64,15 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
     phases = analysis.phases
     confidence = _confidence(run, analysis)
     if phases is None or phases.total_us <= 0:
+        if from_a_file(run):
+            return Verdict(
+                category="unknown",
+                headline="No training step was found in this trace.",
+                more_gpus="Unknown: this trace has no ProfilerStep ranges and no host operators "
+                "to split into steps.",
+                evidence=("no host thread with operators in the trace",),
+                confidence="low",
+            )
         return Verdict(
             category="unknown",
             headline="No training step was detected in this cell.",

@@ -165,12 +165,25 @@ def _gpu_busy_share(analysis: Analysis) -> float | None:
     return mean / 100.0 if mean is not None else None
 
 
-def _input_verdict(data: float, evidence: list[str], confidence: Confidence) -> Verdict:
+def _input_verdict(
+    data: float, evidence: list[str], confidence: Confidence, *, on_cpu: bool = False
+) -> Verdict:
+    if on_cpu:
+        # No device here: say once, apart, what the wait would mean on one.
+        more = (
+            f"No: the step waits for data, and a GPU only shortens compute. Fix the input "
+            f"pipeline first (this alone can make steps up to {amdahl_bound(data):.1f}x faster); "
+            f"on a GPU the same wait would leave the card idle."
+        )
+    else:
+        more = (
+            f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
+            f"(this alone can make steps up to {amdahl_bound(data):.1f}x faster)."
+        )
     return Verdict(
         "input-bound",
         f"Waiting for data takes {_pct(data)} of every step.",
-        f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
-        f"(this alone can make steps up to {amdahl_bound(data):.1f}x faster).",
+        more,
         tuple(evidence),
         confidence,
     )
@@ -197,7 +210,7 @@ def _cpu_verdict(
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
     if data is not None and data >= INPUT_CRITICAL:
-        return _input_verdict(data, evidence, confidence)
+        return _input_verdict(data, evidence, confidence, on_cpu=True)
     if sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence)
     if host_bound:

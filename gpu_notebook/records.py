@@ -73,6 +73,7 @@ class GpuInfo:
     pcie_width: int | None = None
     nvlink_links: int | None = None  # active NVLink links
     power_limit_w: float | None = None
+    sm_count: int | None = None  # streaming multiprocessors (a trace's deviceProperties "numSms")
 
 
 @dataclass(frozen=True)

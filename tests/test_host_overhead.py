@@ -94,3 +94,12 @@ def test_a_batch_one_cpu_loop_is_host_bound_and_a_big_one_is_not(tmp_path: Path)
     trace = load_trace(big)
     host = host_overhead(trace, phase_breakdown(trace), find_host_thread(trace))
     assert host is not None and not host_bound(host, ())
+
+
+def test_an_input_bound_cpu_run_speaks_of_the_gpu_once_and_apart() -> None:
+    from gpu_notebook.analysis.verdict import _input_verdict
+
+    cpu = _input_verdict(0.5, [], "high", on_cpu=True)
+    assert "pin_memory" not in cpu.more_gpus and "every added GPU" not in cpu.more_gpus
+    assert cpu.more_gpus.count("GPU") == 2 and cpu.more_gpus.startswith("No")
+    assert "every added GPU" in _input_verdict(0.5, [], "high").more_gpus

@@ -20,6 +20,10 @@ from gpu_notebook.analysis.host import host_bound
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.records import Analysis, Confidence, Environment, Run, Verdict
 
+# Environment.platform of a run rebuilt from a trace file (``gpucheck analyze``): the report
+# then speaks of "this trace", and of nothing NVML or the step clock would have measured.
+RECORDED_ELSEWHERE = "recorded elsewhere"
+
 INPUT_CRITICAL = 0.20
 SYNC_CRITICAL = 0.20
 WARN = 0.10
@@ -30,6 +34,10 @@ COMM = 0.10
 
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
+
+
+def from_a_file(run: Run) -> bool:
+    return run.env.platform == RECORDED_ELSEWHERE
 
 
 def amdahl_bound(share: float) -> float:
@@ -56,6 +64,15 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
     phases = analysis.phases
     confidence = _confidence(run, analysis)
     if phases is None or phases.total_us <= 0:
+        if from_a_file(run):
+            return Verdict(
+                category="unknown",
+                headline="No training step was found in this trace.",
+                more_gpus="Unknown: this trace has no ProfilerStep ranges and no host operators "
+                "to split into steps.",
+                evidence=("no host thread with operators in the trace",),
+                confidence="low",
+            )
         return Verdict(
             category="unknown",
             headline="No training step was detected in this cell.",
@@ -148,12 +165,25 @@ def _gpu_busy_share(analysis: Analysis) -> float | None:
     return mean / 100.0 if mean is not None else None
 
 
-def _input_verdict(data: float, evidence: list[str], confidence: Confidence) -> Verdict:
+def _input_verdict(
+    data: float, evidence: list[str], confidence: Confidence, *, on_cpu: bool = False
+) -> Verdict:
+    if on_cpu:
+        # No device here: say once, apart, what the wait would mean on one.
+        more = (
+            f"No: the step waits for data, and a GPU only shortens compute. Fix the input "
+            f"pipeline first (this alone can make steps up to {amdahl_bound(data):.1f}x faster); "
+            f"on a GPU the same wait would leave the card idle."
+        )
+    else:
+        more = (
+            f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
+            f"(this alone can make steps up to {amdahl_bound(data):.1f}x faster)."
+        )
     return Verdict(
         "input-bound",
         f"Waiting for data takes {_pct(data)} of every step.",
-        f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
-        f"(this alone can make steps up to {amdahl_bound(data):.1f}x faster).",
+        more,
         tuple(evidence),
         confidence,
     )
@@ -180,7 +210,7 @@ def _cpu_verdict(
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
     if data is not None and data >= INPUT_CRITICAL:
-        return _input_verdict(data, evidence, confidence)
+        return _input_verdict(data, evidence, confidence, on_cpu=True)
     if sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence)
     if host_bound:

@@ -1,7 +1,7 @@
 """What a report says must agree with itself: the verdict, its more-GPUs answer and the findings.
 
-``contradictions`` lists every disagreement (empty when there is none). The report builder
-checks it, and the scenario tests hold it as a property over every cell they run.
+``contradictions`` lists every disagreement (empty when there is none). The scenario tests hold
+it as a property over every cell they run, and over real CPU loops and hand-built GPU traces.
 """
 
 from __future__ import annotations

@@ -39,6 +39,20 @@ HOST_CATEGORIES: tuple[str, ...] = (
     "python_function",
 )
 
+# Category names of the first Kineto writers (torch 1.8 / 1.9, 2021), as today's: older traces
+# are read as if written now. (torch_tb_profiler's EventTypeMap lists the same pairs.)
+LEGACY_CATEGORIES: Mapping[str, str] = {
+    "Operator": "cpu_op",
+    "operator": "cpu_op",
+    "Runtime": "cuda_runtime",
+    "Driver": "cuda_driver",
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "User annotation": "user_annotation",
+    "Python": "python_function",
+}
+
 _STREAM_IN_TID = re.compile(r"(-?\d+)")
 
 
@@ -341,8 +355,7 @@ class _Columns:
     ) -> Trace:
         n = len(self.ts)
         cat_ids = np.asarray(self.cat, dtype=np.int64)
-        categories = tuple(self.cat_index)
-        counts = self.counts
+        categories, cat_ids, counts = _modern_categories(tuple(self.cat_index), cat_ids, self.counts)
         x_counts = np.bincount(cat_ids, minlength=len(categories)).tolist()
         for c, x_count in zip(categories, x_counts):
             counts[c] = counts.get(c, 0) + int(x_count)
@@ -368,6 +381,23 @@ class _Columns:
 # Column builders: the fast path hands the whole list to numpy; a slow path converts odd values
 # (strings such as pid "Spans", tid "stream 7", stream "0x0") one by one without failing.
 # ---------------------------------------------------------------------------------------------
+
+
+def _modern_categories(
+    categories: tuple[str, ...], cat_ids: IntArray, counts: dict[str, int]
+) -> tuple[tuple[str, ...], IntArray, dict[str, int]]:
+    """Legacy category names renamed (``LEGACY_CATEGORIES``), merged with any modern twin."""
+    if not any(c in LEGACY_CATEGORIES for c in categories):
+        return categories, cat_ids, counts
+    merged: dict[str, int] = {}
+    remap = np.empty(len(categories), dtype=np.int64)
+    for i, c in enumerate(categories):
+        remap[i] = merged.setdefault(LEGACY_CATEGORIES.get(c, c), len(merged))
+    renamed: dict[str, int] = {}
+    for c, k in counts.items():
+        key = LEGACY_CATEGORIES.get(c, c)
+        renamed[key] = renamed.get(key, 0) + k
+    return tuple(merged), remap[cat_ids] if cat_ids.size else cat_ids, renamed
 
 
 def _float_column(values: list[Any]) -> FloatArray:

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from gpu_notebook.report.from_trace import report_from_trace
 from gpu_notebook.trace import load_trace
+from gpu_notebook.views.text import render_text
 
 OLD_NAMES = {
     "cpu_op": "Operator",
@@ -58,7 +58,7 @@ def test_a_legacy_gpu_trace_gets_its_steps_gpu_and_a_verdict(reference_traces: P
     assert report.analysis.gpu is not None and report.analysis.gpu.busy_share > 0.9
     # No deviceProperties: the GPU the kernels ran on is still there, unnamed.
     assert [g.name for g in report.run.env.gpus] == ["GPU 0 (not named in this trace)"]
-    text = report.text()
+    text = render_text(report)
     for wrong in ("this cell", "NVML", "no GPU visible", "step clock"):
         assert wrong not in text, wrong
 

@@ -34,9 +34,11 @@ from gpu_notebook.analysis.lines import (
 from gpu_notebook.capture import stacks as stacks_module
 from gpu_notebook.capture.stacks import (
     OTHER,
+    THREAD_NAME_PREFIX,
     RawStacks,
     StackSampler,
 )
+from gpu_notebook.capture.threads import live_hidden_threads
 from gpu_notebook.cellrun import run_cell_body, run_sync
 from gpu_notebook.records import StackProfile
 from gpu_notebook.views.flame import flame_svg, line_bars_html
@@ -82,10 +84,9 @@ for x, y in loader:
 """
 
 
-def sampler_threads() -> list[int]:
-    """Python threads running that ``threading`` does not list: our hidden sampler threads."""
-    listed = {t.ident for t in threading.enumerate()}
-    return [tid for tid in sys._current_frames() if tid not in listed]
+def sampler_threads() -> list[str]:
+    """Our stack sampler threads still running (hidden from threading.enumerate())."""
+    return [t.name for t in live_hidden_threads() if t.name.startswith(THREAD_NAME_PREFIX)]
 
 
 def sample_cell(ip: Any, source: str, **kwargs: Any) -> tuple[RawStacks, str]:

@@ -21,6 +21,7 @@ import pytest
 
 from gpu_notebook.capture.sampler import THREAD_NAME
 from gpu_notebook.capture.session import CaptureOptions, CaptureSession
+from gpu_notebook.capture.threads import live_hidden_threads
 from gpu_notebook.records import (
     PHASES,
     Analysis,
@@ -512,7 +513,7 @@ def test_live_view_redraws_from_the_real_sampler_thread_during_a_real_run() -> N
     errors: list[BaseException] = []
 
     def on_change(change: dict[str, Any]) -> None:
-        changes.append((threading.current_thread().name, change["new"]))
+        changes.append((threading.get_ident(), change["new"]))
 
     view.sparkline.observe(on_change, names="value")
 
@@ -536,7 +537,10 @@ def test_live_view_redraws_from_the_real_sampler_thread_during_a_real_run() -> N
     assert errors == []
     assert not any("live view" in note for note in run.notes), run.notes
     assert len({value for _, value in changes}) >= 3, f"only {len(changes)} redraws in 2 s"
-    assert {name for name, _ in changes} == {THREAD_NAME}
+    sampler_idents = {t.ident for t in live_hidden_threads() if t.name == THREAD_NAME}
+    assert sampler_idents == set()  # stopped with the session
+    assert threading.get_ident() not in {ident for ident, _ in changes}  # not the cell's thread
+    assert not [t for t in threading.enumerate() if isinstance(t, threading._DummyThread)]
     assert "polyline" in view.sparkline.value and "<script" not in view.sparkline.value
     assert "steps" in view.status_line.value
     assert view.pushes <= view.updates

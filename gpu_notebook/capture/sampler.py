@@ -36,7 +36,7 @@ from typing import Any
 import psutil
 
 from gpu_notebook.capture import nvml
-from gpu_notebook.capture.threads import HiddenThread
+from gpu_notebook.capture.threads import HiddenThread, forget_dummy
 from gpu_notebook.records import GpuSample, Sample, SampleSeries
 
 __all__ = ["THREAD_NAME", "Sampler", "TickCost"]
@@ -284,6 +284,8 @@ class Sampler:
                     f"live view stopped updating at {t_s:.1f} s "
                     f"({type(exc).__name__}: {exc}); sampling continued"
                 )
+        finally:
+            forget_dummy()  # the view's code may have registered this thread with threading
 
     def _note(self, note: str) -> None:
         with self._lock:

@@ -11,7 +11,25 @@ from __future__ import annotations
 
 import _thread
 import threading
+import weakref
 from collections.abc import Callable
+
+# The hidden threads alive now, for tests and for stop() paths that must know what is ours.
+_LIVE: weakref.WeakSet[HiddenThread] = weakref.WeakSet()
+
+
+def live_hidden_threads() -> list[HiddenThread]:
+    """Our hidden threads that have not finished."""
+    return [t for t in list(_LIVE) if t.is_alive()]
+
+
+def forget_dummy() -> None:
+    """Drop the dummy ``Thread`` that ``threading.current_thread()`` registers when library code
+    (ipykernel, traitlets) calls it on one of our threads: ``threading.enumerate()`` would list
+    it, and ``join()`` on it fails. Called after each call into such code."""
+    thread = threading._active.get(_thread.get_ident())  # type: ignore[attr-defined]
+    if isinstance(thread, threading._DummyThread):  # type: ignore[attr-defined]
+        threading._active.pop(_thread.get_ident(), None)  # type: ignore[attr-defined]
 
 
 class HiddenThread:
@@ -25,6 +43,7 @@ class HiddenThread:
 
     def start(self) -> HiddenThread:
         self._done.acquire()
+        _LIVE.add(self)
         self.ident = _thread.start_new_thread(self._run, ())
         return self
 
@@ -34,7 +53,7 @@ class HiddenThread:
         finally:
             # Library code that called threading.current_thread() here registered a dummy
             # Thread for us; it would outlive us in threading.enumerate() (and cannot be joined).
-            threading._active.pop(_thread.get_ident(), None)  # type: ignore[attr-defined]
+            forget_dummy()
             self._done.release()
 
     def join(self, timeout: float | None = None) -> None:

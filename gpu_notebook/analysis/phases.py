@@ -382,10 +382,11 @@ def _inferred_forward(
 ) -> tuple[IntArray, IntArray]:
     """Forward spans for a trace without forward ranges (no hook of ours sits on modules).
 
-    In each step: from the end of its last data range before the first backward (the step's
-    start when it has none) to that backward; in a step without backward (inference), from
-    its data to the step's end. Painted at the forward level, so every classified range
-    (backward, optimizer, data, copy, sync) still wins where they overlap.
+    In each step that has a backward: from the end of its last data range before the first
+    backward (the step's start when it has none) to that backward. Painted at the forward
+    level, so every classified range (backward, optimizer, data, copy, sync) still wins where
+    they overlap. A step without backward (inference) is left as it is: nothing in the trace
+    tells the model's ops from the rest there.
     """
     s0 = _to_ns(trace, np.asarray(bounds.start_us, dtype=np.float64))
     e0 = _to_ns(trace, np.asarray(bounds.end_us, dtype=np.float64))
@@ -396,7 +397,9 @@ def _inferred_forward(
     fe: list[int] = []
     for a, b in zip(s0.tolist(), e0.tolist(), strict=True):
         k = int(np.searchsorted(bwd_starts, a, side="left"))
-        first_bwd = int(bwd_starts[k]) if k < bwd_starts.size and bwd_starts[k] < b else b
+        if k >= bwd_starts.size or bwd_starts[k] >= b:
+            continue  # no backward in this step
+        first_bwd = int(bwd_starts[k])
         j = int(np.searchsorted(data_end_sorted, first_bwd, side="right")) - 1
         begin = a
         if j >= 0 and a <= data_end_sorted[j] <= first_bwd:

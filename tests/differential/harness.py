@@ -1,0 +1,533 @@
+"""Runs one corpus program plain and measured in fresh processes and lists what differs.
+
+A program is a file in ``programs/``: ``nb_*.py`` declares notebook cells (run in a real kernel
+through jupyter_client), ``script_*.py`` is a script (``python script.py`` vs
+``python -m gpu_notebook run script.py``). Its settings are top-level literals read with ``ast``
+(a script is never imported here):
+
+- notebook: ``CELLS`` (list of str), ``MEASURED`` (index of the cell that gets ``%%gpucheck``),
+  ``OPTIONS`` (extra ``%%gpucheck`` options), ``REPORT`` ("kept": the measured cell's saved
+  outputs must still hold our report; "none": the cell must show no report of ours).
+- script: ``ARGS`` (list of str), ``OPTIONS`` (list of ``gpucheck run`` options; the paths they
+  name are ours and left out of the files compared), ``REPORTS`` (how many reports stderr holds,
+  default 1).
+- both: ``NORMALISE`` (list of ``(regex, replacement)`` applied to stdout/stderr/traceback text of
+  BOTH runs: only for output that the framework makes nondeterministic by itself, documented in
+  the program), ``TIMEOUT_S`` (hard limit per run, default 120).
+
+Every program seeds torch, random and numpy itself (their states are compared).
+
+Contracts with gpu_notebook that the comparison relies on: every display_data /
+update_display_data it emits carries ``metadata["gpu_notebook"]`` (dropped here, with comm
+messages); the CLI's report goes to stderr, starting at the first line matching ``^gpucheck: ``
+and running to its end (cut here). Everything else must be identical.
+
+Harness-level normalisation (identity of the process, not behaviour): the kernel's pid in
+``ipykernel_<pid>`` paths, and execution counts (the measured run has one more cell before the
+program: ``%load_ext gpu_notebook``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.differential.probe import PROBE_MARK
+
+PROGRAMS_DIR = Path(__file__).parent / "programs"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRATCH_ROOT = Path(os.environ.get("DIFF_SCRATCH", "/tmp/gn-diff"))
+DEFAULT_TIMEOUT_S = 120
+SEED = "1234"
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CELL_IN = re.compile(r"Cell In\[(\d+)\]")
+_REPORT_START = re.compile(r"^gpucheck: ", re.M)
+# The first line of a CLI report (its verdict): counted to catch a second report (forked child).
+_REPORT_VERDICT = re.compile(r"^gpucheck: [A-Z][A-Z-]+ ", re.M)
+PROBE_CELL = (
+    "from tests.differential.probe import report as __diff_report\n"
+    "__diff_report(globals())"
+)
+
+
+@dataclass
+class Program:
+    name: str
+    path: Path
+    kind: str  # "notebook" | "script"
+    settings: dict[str, Any]
+
+    @property
+    def timeout_s(self) -> float:
+        return float(self.settings.get("TIMEOUT_S", DEFAULT_TIMEOUT_S))
+
+    @property
+    def normalise(self) -> list[tuple[str, str]]:
+        return list(self.settings.get("NORMALISE", []))
+
+
+def load_programs() -> list[Program]:
+    out = []
+    for path in sorted(PROGRAMS_DIR.glob("*.py")):
+        if path.name.startswith("nb_"):
+            kind = "notebook"
+        elif path.name.startswith("script_"):
+            kind = "script"
+        else:
+            continue
+        settings: dict[str, Any] = {}
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name) and target.id.isupper():
+                    try:
+                        settings[target.id] = ast.literal_eval(node.value)
+                    except ValueError:
+                        pass
+        name = path.stem.split("_", 1)[1]
+        out.append(Program(name, path, kind, settings))
+    return out
+
+
+def _run_dirs(program: Program) -> tuple[Path, Path, Path]:
+    """The same paths for both runs (they show in tracebacks and file listings), made empty."""
+    base = SCRATCH_ROOT / program.name
+    if base.exists():
+        shutil.rmtree(base)
+    work, tmp, meta = base / "work", base / "tmp", base / "meta"
+    for d in (work, tmp, meta):
+        d.mkdir(parents=True)
+    return work, tmp, meta
+
+
+def _env(tmp: Path, cache: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    for key in list(env):
+        # pytest's own variables and anything steering our tool from outside stay out.
+        if key.startswith(("PYTEST_", "GPU_NOTEBOOK", "GPUCHECK")):
+            del env[key]
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["TMPDIR"] = str(tmp)
+    env["PYTHONHASHSEED"] = SEED
+    env["DIFF_SEED"] = SEED
+    # Shared by both runs (compiling from scratch twice costs minutes on 2 cores): the probe
+    # leaves cache hit/miss counters out for that reason.
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+    env.setdefault("OMP_NUM_THREADS", "2")
+    env["TERM"] = "dumb"
+    env.pop("COLUMNS", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _text(program: Program, s: str, pid: int | None = None) -> str:
+    s = _ANSI.sub("", s)
+    if pid is not None:
+        s = s.replace(f"ipykernel_{pid}", "ipykernel_PID")
+    for pattern, repl in program.normalise:
+        s = re.sub(pattern, repl, s, flags=re.M)
+    return s
+
+
+# ---------------------------------------------------------------- notebook programs
+
+
+@dataclass
+class CellResult:
+    status: str = "no reply"
+    execution_count: Any = None
+    stdout: str = ""
+    stderr: str = ""
+    outputs: list[Any] = field(default_factory=list)  # the user's, in order
+    ours: list[Any] = field(default_factory=list)  # outputs carrying metadata["gpu_notebook"]
+    saved: list[Any] = field(default_factory=list)  # what a saved notebook keeps (clear_output)
+    ename: str | None = None
+
+
+@dataclass
+class NotebookRun:
+    cells: list[CellResult]
+    probe: dict[str, Any] | None
+    hang: str | None = None
+    kernel_died: bool = False
+
+
+def _execute(kc: Any, code: str, deadline: float) -> tuple[CellResult, str | None]:
+    msg_id = kc.execute(code, store_history=True, allow_stdin=False)
+    cell = CellResult()
+    idle = False
+    while not idle:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            return cell, f"cell did not finish before the program's timeout: {code[:60]!r}"
+        try:
+            msg = kc.get_iopub_msg(timeout=min(left_s, 5))
+        except Exception:  # queue.Empty: keep waiting until the deadline
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "status":
+            idle = content["execution_state"] == "idle"
+        elif kind == "stream":
+            setattr(cell, content["name"], getattr(cell, content["name"]) + content["text"])
+            cell.saved.append(("stream", content["name"]))
+        elif kind in ("display_data", "update_display_data", "execute_result"):
+            ours = isinstance(content.get("metadata", {}).get("gpu_notebook"), dict)
+            entry = {"type": kind, "data": content.get("data", {})}
+            if kind == "execute_result":
+                entry["execution_count"] = content["execution_count"]
+            (cell.ours if ours else cell.outputs).append(entry)
+            if kind != "update_display_data":
+                cell.saved.append(("ours" if ours else "user", kind))
+        elif kind == "clear_output":
+            cell.outputs.append({"type": "clear_output", "wait": content.get("wait", False)})
+            cell.saved.append(("clear", content.get("wait", False)))
+        elif kind == "error":
+            cell.ename = content["ename"]
+            cell.outputs.append({
+                "type": "error", "ename": content["ename"], "evalue": content["evalue"],
+                "traceback": content["traceback"],
+            })
+        # execute_input, comm_* and anything else: not the user's output.
+    while True:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            return cell, "no execute_reply before the program's timeout"
+        try:
+            reply = kc.get_shell_msg(timeout=min(left_s, 5))
+        except Exception:
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            cell.status = reply["content"]["status"]
+            cell.execution_count = reply["content"].get("execution_count")
+            return cell, None
+
+
+def _saved_outputs(events: list[Any]) -> list[Any]:
+    """The outputs a saved notebook keeps, applying clear_output (wait=True: at the next output)."""
+    kept: list[Any] = []
+    pending = False
+    for ev in events:
+        if ev[0] == "clear":
+            if ev[1]:
+                pending = True
+            else:
+                kept = []
+            continue
+        if pending:
+            kept, pending = [], False
+        kept.append(ev)
+    return kept
+
+
+def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
+    from jupyter_client import KernelManager
+
+    work, tmp, _meta = _run_dirs(program)
+    cells = list(program.settings["CELLS"])
+    marked = int(program.settings.get("MEASURED", 0))
+    if measured:
+        options = program.settings.get("OPTIONS", "")
+        cells[marked] = f"%%gpucheck {options}".rstrip() + "\n" + cells[marked]
+        cells.insert(0, "%load_ext gpu_notebook")
+    env = _env(tmp, SCRATCH_ROOT / "inductor-cache")
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(work), env=env)
+    pid = km.provisioner.pid if km.provisioner is not None else None
+    kc = km.client()
+    kc.start_channels()
+    results: list[CellResult] = []
+    hang = None
+    probe = None
+    deadline = time.monotonic() + program.timeout_s
+    try:
+        kc.wait_for_ready(timeout=60)
+        for code in cells + [PROBE_CELL]:
+            cell, hang = _execute(kc, code, deadline)
+            results.append(cell)
+            if hang is not None or not km.is_alive():
+                break
+        if hang is None and results and PROBE_MARK in results[-1].stdout:
+            line = next(l for l in results[-1].stdout.splitlines() if l.startswith(PROBE_MARK))
+            probe = json.loads(line[len(PROBE_MARK):])
+        died = not km.is_alive()
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    if measured:
+        results = results[1:]  # the %load_ext cell
+    run = NotebookRun(results[: len(program.settings["CELLS"])], probe, hang, died)
+    return run, pid or 0
+
+
+def _norm_cell(program: Program, c: CellResult, base: int, pid: int) -> dict[str, Any]:
+    def shift(m: re.Match[str]) -> str:
+        return f"Cell In[+{int(m.group(1)) - base}]"
+
+    outs = []
+    for o in c.outputs:
+        o = dict(o)
+        if "execution_count" in o and o["execution_count"] is not None:
+            o["execution_count"] -= base
+        if o["type"] == "error":
+            o["traceback"] = [
+                "\n".join(
+                    l for l in _CELL_IN.sub(shift, _text(program, t, pid)).split("\n")
+                    if "%%gpucheck" not in l
+                )
+                for t in o["traceback"]
+            ]
+            o["evalue"] = _text(program, o["evalue"], pid)
+        if "data" in o:
+            o["data"] = {k: _text(program, v, pid) if isinstance(v, str) else v
+                         for k, v in o["data"].items()}
+        outs.append(o)
+    return {
+        "status": c.status,
+        "execution_count": None if c.execution_count is None else c.execution_count - base,
+        "stdout": _CELL_IN.sub(shift, _text(program, c.stdout, pid)),
+        "stderr": _CELL_IN.sub(shift, _text(program, c.stderr, pid)),
+        "outputs": outs,
+    }
+
+
+def compare_notebook(program: Program, plain: NotebookRun, plain_pid: int,
+                     meas: NotebookRun, meas_pid: int) -> list[str]:
+    diffs: list[str] = []
+    for label, run in (("plain", plain), ("measured", meas)):
+        if run.hang:
+            diffs.append(f"{label} run hung: {run.hang}")
+        if run.kernel_died:
+            diffs.append(f"{label} run: the kernel died")
+    if plain.hang:
+        return diffs  # the program itself is broken: nothing to compare
+    base_p = plain.cells[0].execution_count if plain.cells else 0
+    base_m = meas.cells[0].execution_count if meas.cells else 0
+    base_p = base_p or 0
+    base_m = base_m or 0
+    for i in range(max(len(plain.cells), len(meas.cells))):
+        if i >= len(plain.cells) or i >= len(meas.cells):
+            diffs.append(f"cell {i}: ran in one run only")
+            continue
+        a = _norm_cell(program, plain.cells[i], base_p, plain_pid)
+        b = _norm_cell(program, meas.cells[i], base_m, meas_pid)
+        for key in a:
+            if a[key] != b[key]:
+                diffs.append(f"cell {i} {key}: plain={_short(a[key])} measured={_short(b[key])}")
+    marked = int(program.settings.get("MEASURED", 0))
+    expect = program.settings.get("REPORT")
+    if marked < len(meas.cells):
+        cell = meas.cells[marked]
+        if expect == "kept" and not any(
+            ev[0] == "ours" for ev in _saved_outputs(cell.saved)
+        ):
+            diffs.append("measured cell: no report of ours left in the saved outputs")
+        if expect == "none" and cell.ours:
+            diffs.append(f"measured cell: shows a report of ours: {_short(cell.ours)}")
+    for label, run in (("plain", plain), ("measured", meas)):
+        if run.probe is None and not run.hang:
+            diffs.append(f"{label} run: the probe cell printed nothing")
+    if plain.probe is not None and meas.probe is not None:
+        diffs += compare_probes(plain.probe, meas.probe)
+    return diffs
+
+
+# ---------------------------------------------------------------- script programs
+
+
+@dataclass
+class ScriptRun:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    files: dict[str, str]
+    tmp_left: list[str]
+    probe: dict[str, Any] | None
+    hang: bool
+
+
+def _our_paths(options: list[str]) -> set[str]:
+    """Paths named by --json/--html/--trace: the tool's own output, not files the script wrote."""
+    out = set()
+    for i, opt in enumerate(options[:-1]):
+        if opt in ("--json", "--html", "--trace", "--export"):
+            out.add(os.path.normpath(options[i + 1]))
+    return out
+
+
+def run_script(program: Program, measured: bool) -> ScriptRun:
+    from tests.differential.probe import _files
+
+    work, tmp, meta = _run_dirs(program)
+    shutil.copy(program.path, work / "script.py")
+    env = _env(tmp, SCRATCH_ROOT / "inductor-cache")
+    env["DIFF_PROBE_PATH"] = str(meta / "probe.json")
+    args = list(program.settings.get("ARGS", []))
+    if measured:
+        cmd = [sys.executable, "-m", "gpu_notebook", "run",
+               *program.settings.get("OPTIONS", []), "script.py", *args]
+    else:
+        cmd = [sys.executable, "script.py", *args]
+    proc = subprocess.Popen(
+        cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, start_new_session=True,
+    )
+    hang = False
+    try:
+        out, err = proc.communicate(timeout=program.timeout_s)
+    except subprocess.TimeoutExpired:
+        hang = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    # A forked child may outlive the parent: give it a moment, then end the whole group.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    files = _files(str(work))
+    files.pop("script.py", None)
+    for p in _our_paths(program.settings.get("OPTIONS", [])):
+        files.pop(p, None)
+    files = {k: v for k, v in files.items() if not k.startswith("__pycache__")}
+    tmp_left = sorted(_norm_tmp_name(n) for n in os.listdir(tmp))
+    probe_path = meta / "probe.json"
+    probe = json.loads(probe_path.read_text()) if probe_path.exists() else None
+    return ScriptRun(proc.returncode, out.decode(errors="replace"),
+                     err.decode(errors="replace"), files, tmp_left, probe, hang)
+
+
+def _norm_tmp_name(name: str) -> str:
+    # tempfile/multiprocessing names end in random characters; the kind of entry is what counts.
+    return re.sub(r"[a-z0-9_]{8}$", "*", name)
+
+
+def compare_script(program: Program, plain: ScriptRun, meas: ScriptRun) -> list[str]:
+    diffs: list[str] = []
+    for label, run in (("plain", plain), ("measured", meas)):
+        if run.hang:
+            diffs.append(f"{label} run hung (killed after {program.timeout_s:.0f} s)")
+    if plain.hang:
+        return diffs
+    if plain.exit_code != meas.exit_code:
+        diffs.append(f"exit code: plain={plain.exit_code} measured={meas.exit_code}")
+    a_out, b_out = _text(program, plain.stdout), _text(program, meas.stdout)
+    if a_out != b_out:
+        diffs.append(f"stdout: {_first_difference(a_out, b_out)}")
+    m = _REPORT_START.search(meas.stderr)
+    ours = meas.stderr[m.start():] if m else ""
+    user_err = meas.stderr[: m.start()] if m else meas.stderr
+    a_err, b_err = _text(program, plain.stderr), _text(program, user_err)
+    if a_err != b_err:
+        diffs.append(f"stderr (less our report): {_first_difference(a_err, b_err)}")
+    want = int(program.settings.get("REPORTS", 1))
+    got = len(_REPORT_VERDICT.findall(ours))
+    if got != want:
+        diffs.append(f"measured stderr holds {got} report(s) of ours, expected {want}")
+    for opt_path in _our_paths(program.settings.get("OPTIONS", [])):
+        if opt_path.endswith(".json") and want:
+            diffs += _check_json(program, opt_path)
+    if plain.files != meas.files:
+        diffs.append(f"files in cwd: plain={_short(plain.files)} measured={_short(meas.files)}")
+    if plain.tmp_left != meas.tmp_left:
+        diffs.append(
+            f"left in the temp folder: plain={_short(plain.tmp_left)} "
+            f"measured={_short(meas.tmp_left)}"
+        )
+    if (plain.probe is None) != (meas.probe is None):
+        diffs.append(
+            f"probe written: plain={plain.probe is not None} measured={meas.probe is not None}"
+        )
+    elif plain.probe is not None and meas.probe is not None:
+        diffs += compare_probes(_settled(plain.probe), _settled(meas.probe))
+    return diffs
+
+
+# A script's probe runs at its end, while `gpucheck run` is still measuring it: the machinery the
+# measurement needs (its sampler thread, the global step hooks, the stack sampler's timer and
+# handler, the temp folder of traces in flight) is there by design then. What it leaves behind
+# is checked after the process exits (files, temp folder, exit code, output) instead.
+_IN_FLIGHT = re.compile(
+    r"^(threads|tmp\.ours|torch\.(module|optim)\._global_\w+|"
+    r"signal\.(SIGALRM|SIGPROF|SIGVTALRM)|itimer\.\w+|sys\.(trace|profile)|"
+    r"threading\.(trace|profile))$"
+)
+
+
+def _settled(probe: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in probe.items() if not _IN_FLIGHT.match(k)}
+
+
+def _check_json(program: Program, rel: str) -> list[str]:
+    path = SCRATCH_ROOT / program.name / "work" / rel
+    if not path.exists():
+        return [f"--json {rel}: not written"]
+    try:
+        json.loads(path.read_text())
+    except ValueError as exc:
+        return [f"--json {rel}: not valid JSON ({exc})"]
+    return []
+
+
+# ---------------------------------------------------------------- shared
+
+
+def compare_probes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    diffs = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key, "<absent>"), b.get(key, "<absent>")
+        if va == vb:
+            continue
+        if isinstance(va, dict) and isinstance(vb, dict):
+            sub = [
+                f"{k}: plain={_short(va.get(k, '<absent>'))} measured={_short(vb.get(k, '<absent>'))}"
+                for k in sorted(set(va) | set(vb)) if va.get(k, "<absent>") != vb.get(k, "<absent>")
+            ]
+            diffs.append(f"probe {key}: " + "; ".join(sub[:6]) + (" ..." if len(sub) > 6 else ""))
+        else:
+            diffs.append(f"probe {key}: plain={_short(va)} measured={_short(vb)}")
+    return diffs
+
+
+def _short(v: Any, limit: int = 300) -> str:
+    s = v if isinstance(v, str) else json.dumps(v, default=repr, sort_keys=True)
+    s = s.replace("\n", "\\n")
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _first_difference(a: str, b: str) -> str:
+    la, lb = a.splitlines(), b.splitlines()
+    for i in range(max(len(la), len(lb))):
+        x = la[i] if i < len(la) else "<end>"
+        y = lb[i] if i < len(lb) else "<end>"
+        if x != y:
+            return f"line {i + 1}: plain={_short(x, 160)} measured={_short(y, 160)}"
+    return "trailing newline"
+
+
+def differences(program: Program) -> list[str]:
+    """Run ``program`` plain, then measured, and list what differs (empty: indistinguishable).
+
+    DIFF_CONTROL=1 runs the program plain twice: the harness's own noise floor (must be empty).
+    """
+    measured = os.environ.get("DIFF_CONTROL") != "1"
+    if program.kind == "notebook":
+        plain, ppid = run_notebook(program, measured=False)
+        meas, mpid = run_notebook(program, measured=measured)
+        return compare_notebook(program, plain, ppid, meas, mpid)
+    p = run_script(program, measured=False)
+    m = run_script(program, measured=measured)
+    if not measured:
+        program.settings.setdefault("REPORTS", 0)
+    return compare_script(program, p, m)

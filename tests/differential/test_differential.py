@@ -1,0 +1,29 @@
+"""Each corpus program behaves the same measured as plain: output, outcome, state, files.
+
+One test per program in ``programs/`` (see harness.py for the format and the comparison).
+Sequential on purpose (the machine has 2 cores); each run has a hard timeout so a hang fails one
+test. ``pytest -m differential`` selects the suite.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.differential.harness import differences, load_programs
+
+pytestmark = pytest.mark.differential
+
+PROGRAMS = load_programs()
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_measured_equals_plain(program):
+    diffs = differences(program)
+    assert not diffs, (
+        f"{program.kind} program {program.path.name}: measured differs from plain in "
+        f"{len(diffs)} observable(s):\n  " + "\n  ".join(diffs)
+    )
+
+
+def test_corpus_has_at_least_30_programs():
+    assert len(PROGRAMS) >= 30, [p.name for p in PROGRAMS]

@@ -1,0 +1,25 @@
+"""The user's torch.profiler with schedule= and prof.step() inside the cell: it must not crash
+("Profiler is already enabled") and must record its active steps."""
+
+CELLS = [
+    """
+import random, collections, numpy as np, torch
+from torch.profiler import profile, schedule, ProfilerActivity
+torch.manual_seed(0); random.seed(0); np.random.seed(0)
+model = torch.nn.Linear(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+X = torch.randn(16, 8)
+traces = []
+""",
+    """
+with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3),
+             on_trace_ready=lambda p: traces.append(len(p.events()) > 0)) as prof:
+    for step in range(8):
+        loss = model(X).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        prof.step()
+counts = collections.Counter(e.name for e in prof.events() if e.name.startswith("aten::"))
+print(traces, counts["aten::addmm"])
+""",
+]
+MEASURED = 1

@@ -161,6 +161,7 @@ class NotebookRun:
     probe: dict[str, Any] | None
     hang: str | None = None
     kernel_died: bool = False
+    probe_error: str = ""
 
 
 def _execute(kc: Any, code: str, deadline: float) -> tuple[CellResult, str | None]:
@@ -262,13 +263,16 @@ def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
         if hang is None and results and PROBE_MARK in results[-1].stdout:
             line = next(l for l in results[-1].stdout.splitlines() if l.startswith(PROBE_MARK))
             probe = json.loads(line[len(PROBE_MARK):])
+        probe_error = "" if probe is not None or not results else _short(
+            [_ANSI.sub("", o["traceback"][-1]) for o in results[-1].outputs
+             if o["type"] == "error"] or results[-1].stderr, 600)
         died = not km.is_alive()
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
     if measured:
         results = results[1:]  # the %load_ext cell
-    run = NotebookRun(results[: len(program.settings["CELLS"])], probe, hang, died)
+    run = NotebookRun(results[: len(program.settings["CELLS"])], probe, hang, died, probe_error)
     return run, pid or 0
 
 
@@ -338,7 +342,7 @@ def compare_notebook(program: Program, plain: NotebookRun, plain_pid: int,
             diffs.append(f"measured cell: shows a report of ours: {_short(cell.ours)}")
     for label, run in (("plain", plain), ("measured", meas)):
         if run.probe is None and not run.hang:
-            diffs.append(f"{label} run: the probe cell printed nothing")
+            diffs.append(f"{label} run: the probe cell printed nothing: {run.probe_error}")
     if plain.probe is not None and meas.probe is not None:
         diffs += compare_probes(plain.probe, meas.probe)
     return diffs

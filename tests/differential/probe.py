@@ -301,7 +301,7 @@ def collect(ns: dict[str, Any]) -> dict[str, Any]:
     obs["gc.enabled"] = gc.isenabled()
     obs["gc.callbacks"] = [_name(c) for c in gc.callbacks]
     obs["warnings.filters"] = [
-        f"{action} {getattr(msg, 'pattern', msg)!r} {getattr(cat, '__name__', cat)} {mod and mod.pattern!r}"
+        f"{action} {getattr(msg, 'pattern', msg)!r} {getattr(cat, '__name__', cat)} {getattr(mod, 'pattern', mod)!r}"
         for action, msg, cat, mod, _line in warnings.filters
     ]
     obs["threads"] = sorted(

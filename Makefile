@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install browser demo test
+.PHONY: install browser demo test wheel-check
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,7 +25,15 @@ demo: install
 	$(BIN)/python -m gpu_notebook demo --html demo-reports
 	@echo "Open the HTML reports in demo-reports/ (or run example_notebooks/01_find_the_bottleneck.ipynb in JupyterLab)."
 
-test: install browser
+# The built wheel, installed where no Node exists, still lists the labextension "enabled OK" (~25 s).
+wheel-check: install
+	bash labextension/scripts/check-wheel.sh $(BIN)/python
+
+test: install browser wheel-check
 	$(BIN)/jupyter labextension list 2>&1 | grep -E "gpu-notebook.*enabled.*OK"
 	cd labextension && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm install --immutable && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm test
+	# The layers (pyproject [tool.importlinter]): a broken contract prints the import that broke it.
+	$(BIN)/lint-imports
+	$(BIN)/ruff check
+	$(BIN)/mypy
 	GPU_NOTEBOOK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q

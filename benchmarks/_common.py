@@ -43,9 +43,9 @@ __all__ = [
     "paired_diffs",
     "paired_ratios",
     "parse_args",
+    "peak_rss_bytes",
     "reset_peak_rss",
     "rss_bytes",
-    "peak_rss_bytes",
     "write_results",
 ]
 
@@ -122,11 +122,11 @@ def iqr(values: Sequence[float]) -> tuple[float, float]:
 
 def paired_ratios(variant: Sequence[float], baseline: Sequence[float]) -> list[float]:
     """``variant[i] / baseline[i]`` for each round (both measured side by side in round i)."""
-    return [v / b for v, b in zip(variant, baseline) if b > 0]
+    return [v / b for v, b in zip(variant, baseline, strict=True) if b > 0]
 
 
 def paired_diffs(variant: Sequence[float], baseline: Sequence[float]) -> list[float]:
-    return [v - b for v, b in zip(variant, baseline)]
+    return [v - b for v, b in zip(variant, baseline, strict=True)]
 
 
 def interleave(

@@ -177,9 +177,9 @@ def print_table(rows: list[Row]) -> None:
         )
         for r in rows
     ]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines, strict=True)]
     for line in (head, *lines):
-        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,7 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     VENVS_DIR,
     Result,
     emit,
@@ -259,7 +259,7 @@ def worker_main(kind: str, out: TextIO) -> None:
         extra = "\nimport gpuprof\n"
     try:
         shell = Shell(extra)
-    except Exception as exc:  # reported to the parent as the peer's reason, not raised there
+    except Exception as exc:  # noqa: BLE001 -- reported to the parent as the peer's reason, not raised there
         out.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
         out.flush()
         return
@@ -271,7 +271,7 @@ def worker_main(kind: str, out: TextIO) -> None:
             t = shell.time_cell(cell_source(request["variant"], request["workload"], request["steps"]))
             reply: dict[str, Any] = {"cell_s": t.cell_s, "cell_cpu_s": t.cell_cpu_s,
                                      "loop_s": t.loop_s, "loop_cpu_s": t.loop_cpu_s}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- the parent reports it as the peer's reason
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         out.write(json.dumps(reply) + "\n")
         out.flush()
@@ -372,8 +372,10 @@ def run_peer(name: str, workloads: Sequence[tuple[str, int]], rounds: int, insta
                 w.run("plain" if side == "plain" else name, workload, steps)  # warm-up
             runs = interleave(
                 {
-                    "plain": lambda: plain.run("plain", workload, steps),
-                    name: lambda: peer.run(name, workload, steps),
+                    # Called inside this iteration only (interleave runs them now): the loop
+                    # variables are the ones meant.
+                    "plain": lambda: plain.run("plain", workload, steps),  # noqa: B023
+                    name: lambda: peer.run(name, workload, steps),  # noqa: B023
                 },
                 rounds,
             )

@@ -159,7 +159,7 @@ def shares(path: Path, thread: str | None) -> tuple[Counter[str], Counter[str], 
     total_w: Counter[str] = Counter()
     all_w = 0.0
     for prof in profiles:
-        for stack, weight in zip(prof["samples"], prof["weights"]):
+        for stack, weight in zip(prof["samples"], prof["weights"], strict=True):
             if not any(frames[i]["name"].endswith("training_loop") for i in stack):
                 continue
             all_w += weight

@@ -9,7 +9,7 @@ of ``overhead.py``. Timed after the cell's last statement:
 * ``session.finish()`` (the window's trace file written, step records built) and
   ``build_report(run, namespace=..., history=...)`` as ``magic_run`` calls it (trace read,
   phases, GPU timeline, verdict, rules and fixes, what-if, comparison with the previous report);
-* the views: ``report.text()``, ``views.report_widget.report_widget(report)`` (what ``%%gpucheck``
+* the views: ``render_text(report)``, ``views.report_widget.report_widget(report)`` (what ``%%gpucheck``
   shows in Jupyter) and ``views.html.render_html(report)`` (the ``--html`` page), when they exist.
 
 Budgeted figures: the notebook path (build_report + text + widget) warm and cold, and the page
@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     REPO_ROOT,
     Result,
     emit,
@@ -73,6 +73,7 @@ def child(workload: str, steps: int, repeats: int) -> dict[str, Any]:
     body = cell_source("plain", workload, steps)
     shell.time_cell(body)  # torch and DataLoader warm-up; the tool itself is not warmed
     from gpu_notebook.report.build import build_report
+    from gpu_notebook.views.text import render_text
 
     # Called as magic_run.run_measured_cell calls it (the arguments this version accepts).
     accepted = inspect.signature(build_report).parameters
@@ -93,7 +94,7 @@ def child(workload: str, steps: int, repeats: int) -> dict[str, Any]:
             build = _since(t)
             history.append(report)
             t = _clock()
-            report.text()
+            render_text(report)
             text = _since(t)
             # The widget first: in a fresh kernel it is what imports bokeh (cold figure).
             widget = (0.0, 0.0)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BENCH_DIR, REPO_ROOT, Result, read_results  # noqa: E402
+from _common import BENCH_DIR, REPO_ROOT, Result, read_results
 
 BENCHMARKS: tuple[str, ...] = ("overhead", "memory", "report_latency", "trace_speed", "sampler_cost")
 
@@ -39,11 +39,11 @@ def _table(rows: Sequence[Result], markdown: bool) -> str:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body]
         return "\n".join(lines)
-    short = [row[:4] + (row[4].split(" (")[0],) for row in body]
+    short = [(*row[:4], row[4].split(" (")[0]) for row in body]
     widths = [max(len(h), *(len(row[i]) for row in short)) for i, h in enumerate(header[:4])]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header[:4], widths)) + "  what"]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header[:4], widths, strict=True)) + "  what"]
     out.append("  ".join("-" * w for w in widths) + "  ----")
-    out += ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in short]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4] for row in short]
     return "\n".join(out)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     Result,
     emit,
     interleave,
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tick_pct, f"{tick_pct:.3f}% of a core ({sum(ticks)} ticks)", f"<= {BUDGET_PCT:.0f}%",
                 tick_pct <= BUDGET_PCT,
                 f"mean thread CPU per tick / interval, median over {len(costs)} runs of {window_s:.0f} s"), rows)
-    diffs = [a - b for a, b in zip(runs["sampler"], runs["idle"])]
+    diffs = [a - b for a, b in zip(runs["sampler"], runs["idle"], strict=True)]
     d = median(diffs)
     lo, hi = iqr(diffs)
     emit(Result("sampler.process_cpu_pct", "process CPU with sampler minus without, idle process", d,

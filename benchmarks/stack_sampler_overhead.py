@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -80,7 +80,7 @@ class TimedSampler(StackSampler):
     cannot run Python; signal: it runs *on* the main thread): rate x hold time is the overhead
     a host-bound loop must pay, whatever else loads the machine."""
 
-    hold_ns: dict[str, list[int]] = {"signal": [], "thread": []}
+    hold_ns: ClassVar[dict[str, list[int]]] = {"signal": [], "thread": []}
 
     def _sample_frame(self, top: Any, late_ns: int, now_ns: int, weight_us: int | None = None) -> None:
         t0 = time.perf_counter_ns()
@@ -197,7 +197,7 @@ def measure(work: Workload, pairs: int, interval_s: float) -> dict[str, float]:
     of_medians: dict[str, str] = {}
     of_mins: dict[str, str] = {}
     for mode in COLUMNS:
-        ratios = sorted(s / p for s, p in zip(walls[mode], plain))
+        ratios = sorted(s / p for s, p in zip(walls[mode], plain, strict=True))
         q1, med, q3 = statistics.quantiles(ratios, n=4)
         medians[mode] = med
         paired[mode] = f"{med:.3f}"
@@ -209,7 +209,7 @@ def measure(work: Workload, pairs: int, interval_s: float) -> dict[str, float]:
     row("loop: ratio of medians", of_medians)
     row("loop: ratio of minimums", of_mins)
     row("main-thread CPU: median paired ratio", {
-        m: f"{statistics.median(c / p for c, p in zip(cpus[m], cpus['plain'])):.3f}" for m in COLUMNS
+        m: f"{statistics.median(c / p for c, p in zip(cpus[m], cpus['plain'], strict=True)):.3f}" for m in COLUMNS
     })
     row("start + stop (once a cell), median", {m: f"{statistics.median(fixed[m]) * 1e3:.2f} ms" for m in COLUMNS})
     rates, per_sample, holds, estimates, depths = {}, {}, {}, {}, {}

@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     REPO_ROOT,
     VENVS_DIR,
     Result,
@@ -187,7 +187,7 @@ def ours_worker(path: str) -> dict[str, Any]:
 
     import_s = time.perf_counter() - t_imp
     w0, c0 = time.perf_counter(), time.process_time()
-    phases, gpu, ops = analyze_trace_file(path)
+    phases, gpu, _ops = analyze_trace_file(path)
     wall_s, cpu_s = time.perf_counter() - w0, time.process_time() - c0
     assert gpu is not None and phases is not None
     trace = load_trace(path)
@@ -196,7 +196,7 @@ def ours_worker(path: str) -> dict[str, Any]:
     same = gpu_timeline(trace, window=span)
     assert same is not None
     return {
-        "wall_s": wall_s, "cpu_s": cpu_s, "import_s": import_s, "events": int(len(trace)),
+        "wall_s": wall_s, "cpu_s": cpu_s, "import_s": import_s, "events": len(trace),
         "default_window_us": gpu.window_us, "default_busy_us": gpu.busy_us, "default_idle_us": gpu.idle_us,
         "window_us": same.window_us, "busy_us": same.busy_us, "idle_us": same.idle_us,
         "idle_host_us": same.idle_host_wait_us, "idle_kernel_us": same.idle_kernel_wait_us,

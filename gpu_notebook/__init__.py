@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+# labextension/package.json is the one version source (hatch-nodejs-version); free in a kernel,
+# which imported importlib.metadata already.
+__version__: str = __import__("importlib.metadata").metadata.version("gpu-notebook")
 
 __all__ = ["GpuNotebookWarning", "__version__", "load_ipython_extension", "wait_for_warm_imports"]
 
@@ -20,8 +22,12 @@ class GpuNotebookWarning(UserWarning):
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%%gpucheck`` (called by ``%load_ext gpu_notebook``)."""
     from gpu_notebook.magic import GpuCheckMagics
+    from gpu_notebook.magic_async import rewrite_await_cells
 
     ipython.register_magics(GpuCheckMagics)
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and rewrite_await_cells not in cleanup:
+        cleanup.append(rewrite_await_cells)  # cells with top-level await (magic_async.py)
     _start_warm_imports()
 
 
@@ -70,4 +76,9 @@ def wait_for_warm_imports() -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Nothing global survives a cell, so unloading has nothing to undo."""
+    """Take out the await-cell transformer; nothing else of ours survives a cell."""
+    from gpu_notebook.magic_async import rewrite_await_cells
+
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and rewrite_await_cells in cleanup:
+        cleanup.remove(rewrite_await_cells)

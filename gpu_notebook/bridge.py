@@ -12,32 +12,41 @@ dedupe by ``request_id`` (the inserted cell keeps it in its metadata under ``gpu
   ends (an ``async`` cell sees it while it awaits, see :meth:`PendingInsert.wait_async`).
 * **DOM event** (widget -> frontend, never through the kernel): the ``InsertFixWidget`` view
   dispatches a bubbling ``CustomEvent`` named :data:`INSERT_EVENT` whose ``detail`` is the request
-  plus ``handled: false`` and ``reply: null``. The labextension listens on each notebook panel,
-  inserts below the cell that encloses the widget, sets ``detail.handled = true``, stores the
-  reply in ``detail.reply`` and calls ``preventDefault()``. This works while another cell keeps
-  the kernel busy. When nothing answers, the widget shows a copy / ``%load`` fallback.
+  plus ``handled: false``, ``reply: null`` and ``trigger``, the user's click that caused it. The
+  labextension listens on each notebook panel and answers only a request that a real
+  (``isTrusted``) click on the widget's own Insert button is dispatching right now, from a widget
+  in a cell's output whose id is ``request.cell_id``, within the schema's bounds; it inserts below
+  that cell, sets ``detail.handled = true``, stores the reply in ``detail.reply`` and calls
+  ``preventDefault()``. A page script can neither forge the click nor aim at another cell. This
+  works while another cell keeps the kernel busy. When nothing answers, the widget shows a copy /
+  ``%load`` fallback.
 
 ``set_next_input`` is deliberately not used here: it only works during an execute_request (from
 a button or comm handler it lands after the *next* cell the user runs). The ``%load`` line of the
 fallback (:func:`load_command`) is typed by the user into a new cell, a normal execution.
 
-The records are mirrored field by field by ``labextension/src/records.ts``
-(``IInsertCellRequest`` / ``IInsertCellReply``); ``tests/test_bridge.py`` checks the parity.
+The records are frozen ``msgspec.Struct`` classes that reject unknown fields, bad ``Literal``
+values and values outside their bounds, whether built in Python or decoded from a message. ``msgspec.json.schema``
+of them is the contract: ``labextension/src/bridge.schema.json`` (and the TypeScript types generated
+from it, ``labextension/src/bridge.types.ts``) are checked against it by ``tests/test_bridge.py``, and
+the labextension validates every request with that schema.
+
+The ``%load`` fallback reads the fix from memory, never from a file: :func:`hold_fix` keeps the
+last :data:`FIXES_HELD` sources in this process and :func:`load_command` is a ``%load`` of an
+expression IPython evaluates in the user namespace (``find_user_code``), which adds no name to it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import re
-import tempfile
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 __all__ = [
     "COMM_TARGET",
@@ -47,8 +56,9 @@ __all__ = [
     "InsertStatus",
     "PendingInsert",
     "current_cell_id",
-    "fix_file",
+    "fix_source",
     "frontend_has_extension",
+    "hold_fix",
     "insert_cell",
     "load_command",
     "new_request_id",
@@ -62,114 +72,118 @@ INSERT_EVENT = "gpu-notebook:insert-cell"
 CELL_METADATA_KEY = "gpu_notebook"
 
 InsertStatus = Literal["inserted", "duplicate", "error"]
-_STATUSES: tuple[str, ...] = get_args(InsertStatus)
 # When several frontends answer one request (two notebooks sharing a kernel), the best answer wins.
 _STATUS_RANK = {"error": 0, "duplicate": 1, "inserted": 2}
-# nbformat 4.5 cell ids: the frontend could not hold any other id, so reject the rest early.
-_CELL_ID_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+# Bounds every message is checked against, here and (through the schema) in the labextension:
+# a page script must not make the frontend insert megabytes, and ids end up in a %load line.
+MAX_SOURCE_CHARS = 500_000
+MAX_TITLE_CHARS = 300
+MAX_MESSAGE_CHARS = 2_000
+# nbformat 4.5 cell ids: the frontend could not hold any other id. Request ids share the shape,
+# which also keeps them safe to quote inside the %load expression.
+_ID_PATTERN = "^[a-zA-Z0-9_-]{1,64}$"
+RequestId = Annotated[str, msgspec.Meta(pattern=_ID_PATTERN)]
+CellId = Annotated[str, msgspec.Meta(pattern=_ID_PATTERN)]
+Source = Annotated[str, msgspec.Meta(max_length=MAX_SOURCE_CHARS)]
+Title = Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS)]
+Message = Annotated[str, msgspec.Meta(max_length=MAX_MESSAGE_CHARS)]
 
 
 class BridgeError(ValueError):
-    """A message that does not match the records (wrong field set or types)."""
+    """A message that does not match the records (wrong field set, types or bounds)."""
 
 
-def _check_fields(cls_name: str, data: Mapping[str, Any], names: tuple[str, ...]) -> None:
-    if not isinstance(data, Mapping):
-        raise BridgeError(f"{cls_name}: expected an object, got {type(data).__name__}")
-    missing = [name for name in names if name not in data]
-    extra = [key for key in data if key not in names]
-    if missing or extra:
-        raise BridgeError(f"{cls_name}: missing fields {missing}, unknown fields {extra}")
+class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A message: built in Python or decoded, every field is checked against its annotation."""
+
+    def __post_init__(self) -> None:
+        # msgspec checks types and bounds when it decodes, not when Python code builds a record;
+        # checking here makes both ways equal (a decode turns the BridgeError into its own error).
+        for field in msgspec.structs.fields(self):
+            try:
+                msgspec.convert(getattr(self, field.name), field.type, strict=True)
+            except msgspec.ValidationError as err:
+                raise BridgeError(f"{type(self).__name__}.{field.name}: {err}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object sent over the wire."""
+        return msgspec.structs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: object) -> Any:
+        """Decode a message; raises :class:`BridgeError` on a missing, unknown or bad field."""
+        try:
+            return msgspec.convert(data, cls, strict=True)
+        except msgspec.ValidationError as err:
+            raise BridgeError(f"{cls.__name__}: {err}") from None
 
 
-def _check_str(cls_name: str, name: str, value: object, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str):
-        expected = "str or None" if optional else "str"
-        raise BridgeError(f"{cls_name}.{name}: expected {expected}, got {type(value).__name__}")
-
-
-@dataclass(frozen=True)
-class InsertCellRequest:
+class InsertCellRequest(_Record, frozen=True, forbid_unknown_fields=True):
     """Kernel/widget -> frontend: insert ``source`` as a new code cell below cell ``cell_id``.
 
     ``request_id`` makes the request idempotent: a second request with the same id inserts
     nothing and is answered ``duplicate``. ``cell_id`` is the nbformat id of the profiled cell
-    (:func:`current_cell_id`), None when unknown (the DOM channel then uses the cell that encloses
-    the widget; the comm channel answers ``error``). ``source``'s first line is the fix's
+    (:func:`current_cell_id`), None when unknown (the frontend then answers ``error``: it only
+    inserts below the cell the request names). ``source``'s first line is the fix's
     ``# gpucheck fix: ...`` comment. ``title`` is the fix's one-line name.
     """
 
-    request_id: str
-    cell_id: str | None
-    source: str
-    title: str
-
-    def __post_init__(self) -> None:
-        name = type(self).__name__
-        _check_str(name, "request_id", self.request_id)
-        _check_str(name, "cell_id", self.cell_id, optional=True)
-        _check_str(name, "source", self.source)
-        _check_str(name, "title", self.title)
-        if not self.request_id:
-            raise BridgeError(f"{name}.request_id must not be empty")
-        if self.cell_id is not None and not _CELL_ID_RE.match(self.cell_id):
-            raise BridgeError(f"{name}.cell_id {self.cell_id!r} is not an nbformat cell id")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object sent to the frontend (``IInsertCellRequest``)."""
-        return dataclasses.asdict(self)
+    request_id: RequestId
+    cell_id: CellId | None
+    source: Source
+    title: Title
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> InsertCellRequest:
-        """Parse a message; raises :class:`BridgeError` on a missing, unknown or mistyped field."""
-        _check_fields(cls.__name__, data, _field_names(cls))
-        return cls(
-            request_id=data["request_id"],
-            cell_id=data["cell_id"],
-            source=data["source"],
-            title=data["title"],
-        )
+    def from_dict(cls, data: object) -> InsertCellRequest:
+        """Decode a message; raises :class:`BridgeError` on a missing, unknown or bad field."""
+        request: InsertCellRequest = super().from_dict(data)
+        return request
 
 
-@dataclass(frozen=True)
-class InsertCellReply:
+class InsertCellReply(_Record, frozen=True, forbid_unknown_fields=True):
     """Frontend -> kernel: what became of one :class:`InsertCellRequest`.
 
     ``inserted``: a new code cell holds the source, directly below the target cell.
     ``duplicate``: a cell inserted for this ``request_id`` already exists; nothing changed.
     ``error``: nothing inserted; ``message`` says why (target cell not found, no notebook...).
+    ``request_id`` is free-form here: a reply to a malformed request echoes what it got.
     """
 
     request_id: str
     status: InsertStatus
-    message: str
-
-    def __post_init__(self) -> None:
-        name = type(self).__name__
-        _check_str(name, "request_id", self.request_id)
-        _check_str(name, "message", self.message)
-        if self.status not in _STATUSES:
-            raise BridgeError(f"{name}.status: expected one of {_STATUSES}, got {self.status!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object the frontend sends back (``IInsertCellReply``)."""
-        return dataclasses.asdict(self)
+    message: Message
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> InsertCellReply:
-        """Parse a message; raises :class:`BridgeError` on a missing, unknown or mistyped field."""
-        _check_fields(cls.__name__, data, _field_names(cls))
-        return cls(request_id=data["request_id"], status=data["status"], message=data["message"])
+    def from_dict(cls, data: object) -> InsertCellReply:
+        """Decode a message; raises :class:`BridgeError` on a missing, unknown or bad field."""
+        reply: InsertCellReply = super().from_dict(data)
+        return reply
 
 
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
+def contract() -> dict[str, Any]:
+    """The JSON Schema of the messages plus the channel names: what the labextension is built on.
+
+    ``labextension/src/bridge.schema.json`` is this, written out (tests/test_bridge.py fails when
+    the two differ).
+    """
+    _, components = msgspec.json.schema_components(
+        (InsertCellRequest, InsertCellReply), ref_template="#/$defs/{name}"
+    )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$comment": "Generated from gpu_notebook/bridge.py by tests/test_bridge.py; do not edit.",
+        "constants": {
+            "COMM_TARGET": COMM_TARGET,
+            "INSERT_EVENT": INSERT_EVENT,
+            "CELL_METADATA_KEY": CELL_METADATA_KEY,
+        },
+        "$defs": components,
+    }
 
 
 def new_request_id() -> str:
-    """A fresh request id (32 hex digits)."""
+    """A fresh request id (32 hex digits, unguessable: it names a held fix)."""
     return uuid.uuid4().hex
 
 
@@ -291,14 +305,12 @@ class PendingInsert:
         try:
             reply = InsertCellReply.from_dict(data)
         except BridgeError as err:
-            reply = InsertCellReply(self.request.request_id, "error", f"malformed reply: {err}")
+            reply = _error_reply(self.request.request_id, f"malformed reply: {err}")
         else:
             note_frontend_answer(True)
         if reply.request_id != self.request.request_id:
-            reply = InsertCellReply(
-                self.request.request_id,
-                "error",
-                f"reply for another request ({reply.request_id!r})",
+            reply = _error_reply(
+                self.request.request_id, f"reply for another request ({reply.request_id!r})"
             )
         self._resolve(reply)
 
@@ -319,6 +331,13 @@ class PendingInsert:
 
     def __repr__(self) -> str:
         return f"PendingInsert(request_id={self.request.request_id!r}, reply={self._reply!r})"
+
+
+def _error_reply(request_id: str, message: str) -> InsertCellReply:
+    """An ``error`` reply made here; the text quotes what the frontend sent, so it is cut to fit."""
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[: MAX_MESSAGE_CHARS - 3] + "..."
+    return InsertCellReply(request_id, "error", message)
 
 
 def _on_main_thread() -> bool:
@@ -361,27 +380,52 @@ def insert_cell(request: InsertCellRequest, timeout_s: float = 0.0) -> PendingIn
 
 
 # --------------------------------------------------------------------------------------------
-# Fallback when no extension answers: a file the user loads with %load in a new cell
+# Fallback when no extension answers: a %load line that reads the fix from this kernel's memory
 # --------------------------------------------------------------------------------------------
 
+# How many fix sources the kernel keeps for %load (the most recently shown win): a report shows a
+# handful, so this covers every widget on screen while a long session's memory stays bounded.
+FIXES_HELD = 256
+_held_sources: OrderedDict[str, str] = OrderedDict()
+_held_lock = threading.Lock()
 
-def fix_file(request: InsertCellRequest, directory: Path | None = None) -> Path:
-    """Write ``request.source`` to ``<tmp>/gpu_notebook-fixes/<request_id>.py`` and return it.
 
-    The kernel writes it, so the kernel's ``%load`` can read it wherever the browser runs.
+def hold_fix(request: InsertCellRequest) -> str:
+    """Keep ``request.source`` in memory for the ``%load`` fallback; return the line to run.
+
+    No file is written: the cell's source may hold secrets, and a file in a shared temp folder
+    could be read, or swapped before ``%load`` reads it, by another local user.
     """
-    folder = directory if directory is not None else Path(tempfile.gettempdir())
-    folder = folder / "gpu_notebook-fixes"
-    folder.mkdir(parents=True, exist_ok=True)
-    safe_id = re.sub(r"[^a-zA-Z0-9_-]", "_", request.request_id)
-    path = folder / f"{safe_id}.py"
-    path.write_text(request.source, encoding="utf-8")
-    return path
+    with _held_lock:
+        _held_sources[request.request_id] = request.source
+        _held_sources.move_to_end(request.request_id)
+        while len(_held_sources) > FIXES_HELD:
+            _held_sources.popitem(last=False)
+    return load_command(request.request_id)
 
 
-def load_command(path: Path) -> str:
-    """The line a user runs in a new cell to replace it with the fix: ``%load <path>``."""
-    text = str(path)
-    if re.search(r"\s|['\"]", text):
-        text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return f"%load {text}"
+def fix_source(request_id: str) -> str:
+    """The source :func:`hold_fix` kept for ``request_id`` (what the ``%load`` line evaluates).
+
+    A fix this process no longer holds (the kernel restarted, or more than :data:`FIXES_HELD`
+    fixes were shown since) loads as a comment saying so, rather than as an opaque %load error.
+    """
+    with _held_lock:
+        source = _held_sources.get(request_id)
+    if source is None:
+        return (
+            f"# gpucheck: this kernel no longer holds fix {request_id} (it restarted, or more than "
+            f"{FIXES_HELD} fixes were shown since): copy the code from the widget instead\n"
+        )
+    return source
+
+
+def load_command(request_id: str) -> str:
+    """The line a user runs in a new cell to replace it with the fix held for ``request_id``.
+
+    ``%load`` evaluates an argument that is not history, a URL or a file in the user namespace
+    (IPython's ``find_user_code``); ``__import__`` reaches this module without binding a name
+    there. The double quotes keep the inner quotes through ``%load``'s argument splitting.
+    """
+    InsertCellRequest(request_id, None, "", "")  # the id must be safe inside the expression
+    return f"%load \"__import__('gpu_notebook.bridge').bridge.fix_source('{request_id}')\""

@@ -10,13 +10,17 @@ stops there, while the magic itself returns normally and can still show a partia
 from __future__ import annotations
 
 import ast
+import dataclasses
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from IPython.core.async_helpers import _pseudo_sync_runner
 from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult
 
 from gpu_notebook.records import CellStatus
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -24,10 +28,20 @@ class CellOutcome:
     status: CellStatus
     error: str | None  # "ValueError: bad shape"
     exception: BaseException | None
+    compiled: bool = True  # False: a SyntaxError, nothing ran
 
 
-def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
-    """Execute ``body`` (the cell without its ``%%`` line) in the user's namespace."""
+async def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
+    """Execute ``body`` (the cell without its ``%%`` line) in the user's namespace.
+
+    A coroutine, as IPython's own runner: a cell without top-level ``await`` completes at the
+    first ``send`` (``run_sync``); one with it is awaited in the kernel's event loop (see
+    ``magic_async``).
+    """
+    # The enclosing cell's result, taken now: a nested get_ipython().run_cell() in the body
+    # replaces (then clears) the shell's current one, and a failure after it must still fail
+    # the cell the user ran, as it would without the magic.
+    outer = getattr(shell.displayhook, "exec_result", None)
     transformed = shell.transform_cell(body)
     raw = f"{header_line}\n{body}"
     # Leading newlines keep line numbers equal to the notebook's: line 1 is the magic line, and
@@ -39,17 +53,24 @@ def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
         tree = shell.compile.ast_parse(code, filename=cell_name)
     except (SyntaxError, OverflowError, ValueError) as exc:
         shell.showsyntaxerror(filename=cell_name)
-        return _outcome(shell, exc)
+        return dataclasses.replace(_outcome(outer, exc), compiled=False)
     tree = shell.transform_ast(tree)
     nodes: list[ast.stmt] = list(tree.body)
     interactivity = shell.ast_node_interactivity
-    coro = shell.run_ast_nodes(
+    if shell.displayhook.semicolon_at_end_of_expression(transformed):
+        # IPython reads the trailing ";" from the cell it ran (here "%%gpucheck ..."): say it.
+        interactivity = "none"
+    await shell.run_ast_nodes(
         nodes, cell_name, interactivity=interactivity, compiler=shell.compile, result=result
     )
-    _pseudo_sync_runner(coro)
     if result.error_in_exec is not None:
-        return _outcome(shell, result.error_in_exec)
+        return _outcome(outer, result.error_in_exec)
     return CellOutcome("ok", None, None)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never really suspends (a cell without top-level ``await``)."""
+    return _pseudo_sync_runner(coro)  # type: ignore[no-any-return]
 
 
 def _leading_blank_lines(body: str) -> int:
@@ -61,8 +82,7 @@ def _leading_blank_lines(body: str) -> int:
     return count
 
 
-def _outcome(shell: Any, exc: BaseException) -> CellOutcome:
-    outer = getattr(shell.displayhook, "exec_result", None)
+def _outcome(outer: Any, exc: BaseException) -> CellOutcome:
     if outer is not None and outer.error_in_exec is None:
         outer.error_in_exec = exc
     status: CellStatus = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"

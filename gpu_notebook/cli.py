@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import runpy
 import shutil
 import sys
@@ -18,6 +19,7 @@ from typing import IO, Any
 
 from gpu_notebook import __version__
 from gpu_notebook.records import VerdictCategory
+from gpu_notebook.views.text import render_text
 
 VERDICTS: tuple[str, ...] = typing.get_args(VerdictCategory)
 EXIT_GATE = 3  # a CI gate failed (the script itself succeeded)
@@ -87,11 +89,17 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def _print_script_traceback(script: Path, exc: BaseException) -> None:
-    """Python's own traceback, starting at the script's frames (not runpy's or ours)."""
+    """What Python does with an uncaught exception: ``sys.excepthook`` (the script's own, if
+    it set one), with the traceback starting at the script's frames (not runpy's or ours)."""
     tb = exc.__traceback__
     while tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve() != script.resolve():
         tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
+    tb = tb if tb is not None else exc.__traceback__
+    exc.with_traceback(tb)  # Python's own hook prints the exception's traceback, not the argument
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except Exception:
+        traceback.print_exception(type(exc), exc, tb)
 
 
 def _exit_code(code: object) -> int:
@@ -120,7 +128,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     script = Path(args.script)
     if not script.is_file():
-        print(f"gpucheck: no such script: {args.script}", file=sys.stderr)
+        if script.name in ("torchrun", "torch.distributed.run", "python", "python3"):
+            print(
+                f"gpucheck: {args.script} is a launcher, not a script: put gpucheck inside it, "
+                "e.g. `torchrun --nproc_per_node 2 -m gpu_notebook run train.py`",
+                file=sys.stderr,
+            )
+        else:
+            print(f"gpucheck: no such script: {args.script}", file=sys.stderr)
         return EXIT_USAGE
     options = _options(args)
     live = LiveLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
@@ -135,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.resolve().parent))
     status, error, code = "ok", None, 0
+    pid = os.getpid()
     try:
         with session:
             try:
@@ -151,12 +167,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                 status, error, code = "error", f"{type(exc).__name__}: {exc}", 1
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
-        if live is not None:
+        if live is not None and os.getpid() == pid:
             live.clear()
-    report = build_report(session.finish(status, error))  # type: ignore[arg-type]
-    _write_outputs(report, args)
+    if os.getpid() != pid:
+        # A child the script forked (os.fork) ended through sys.exit or an exception: it
+        # exits as it would without us; the report is the parent's alone.
+        return code
+    from gpu_notebook.capture.session import private_scratch
+
+    # The script's stdout stays the script's own: the report goes to stderr, after it.
+    with private_scratch() as scratch:
+        report = build_report(session.finish(status, error, scratch=scratch))  # type: ignore[arg-type]
+        _write_outputs(report, args)
     if not args.quiet:
-        print(report.text())
+        print(render_text(report), file=sys.stderr)
     gate = _gate_failure(report, args)
     if gate is not None:
         print(f"gpucheck: {gate}", file=sys.stderr)
@@ -231,7 +255,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if not args.quiet:
             label = f"rank {rank}" if rank is not None else f.name
             print(f"\n=== {label} ({f.name}) " + "=" * max(0, 60 - len(label) - len(f.name)))
-            print(report.text())
+            print(render_text(report))
     if len(ranked) > 1:
         summary = rank_summary([(r, rank, f.name) for f, r, rank, _ in ranked])
         print()
@@ -289,7 +313,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         with session:
             exec(compile(source, f"<gpucheck example {name}>", "exec"), {"__name__": "__main__"})
         report = build_report(session.finish("ok", None))
-        print(report.text())
+        print(render_text(report))
         if args.html:
             from gpu_notebook.views.html import write_html
 

@@ -9,7 +9,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from gpu_notebook.capture.session import CaptureOptions, copy_trace
+from gpu_notebook.capture.session import CaptureOptions, copy_trace, unique_stem
 from gpu_notebook.records import Report
 
 MAX_KEPT_REPORTS = 50
@@ -92,42 +92,62 @@ class GpuCheckMagics(Magics):
         Without a GPU the report still splits each step on the CPU; without torch only the
         sampling runs.
         """
+        from gpu_notebook.cellrun import run_sync
+
+        run_sync(self.measure(line, cell))
+
+    async def measure(self, line: str, cell: str) -> None:
+        """The magic's work, as a coroutine: ``%%gpucheck`` runs it at once (``run_sync``); a
+        cell with top-level ``await`` is rewritten to await it in the kernel's loop
+        (``magic_async``)."""
         args = parse_argstring(self.gpucheck, line)
         options = _validate(args, cell)
         export_dir = _export_dir(args.export)
-        from gpu_notebook.magic_run import CellCost, run_measured_cell
+        from gpu_notebook import wait_for_warm_imports
+        from gpu_notebook.magic_run import CellCost, measured_cell
 
+        # Never share the GIL with the measured code: finish the background imports first.
+        wait_for_warm_imports()
         cost = self.last_cost = CellCost()
         html_path = _html_path(args.html)
         live = _live_view() if not args.quiet else None
         try:
-            report = run_measured_cell(
+            async with measured_cell(
                 self.shell, cell, f"%%gpucheck {line}".rstrip(), options,
                 live_listener=live.update if live is not None else None,
                 history=self.reports, price_per_gpu_hour=args.price, cost=cost,
-            )
+            ) as measured:
+                if measured is None:  # the cell did not compile: IPython said so, no report
+                    if live is not None:
+                        live.discard()
+                    return
+                report = measured
+                if export_dir is not None:
+                    _export(report, export_dir)
+                if html_path is not None:
+                    from gpu_notebook.views.html import write_html
+
+                    write_html(report, html_path)
         except BaseException as exc:
             if live is not None:
                 live.abandon(f"no report: {type(exc).__name__}: {exc}")
             raise
+        finally:
+            if live is not None:
+                live.detach()
+        # The trace's private folder is gone now: the kept report says so instead of naming it.
+        report = _without_trace_file(report)
         self.reports.append(report)
         del self.reports[:-MAX_KEPT_REPORTS]
         if args.output:
             self.shell.user_ns[args.output] = report
-        if export_dir is not None:
-            _export(report, export_dir)
-        if html_path is not None:
-            from gpu_notebook.views.html import write_html
-
-            write_html(report, html_path)
         if live is not None:
             live.finish(report)
         elif not args.quiet:
             from IPython.display import display
 
-            display(report)
+            display(report, metadata={"gpu_notebook": {"view": "report"}})
         cost.mark("shown")
-
 
     @line_magic
     def gpustatus(self, line: str) -> None:
@@ -205,12 +225,29 @@ def _export_dir(value: str | None) -> Path | None:
     return path
 
 
+def _without_trace_file(report: Report) -> Report:
+    import dataclasses
+
+    window = report.run.window
+    if window.trace_path is None:
+        return report
+    run = dataclasses.replace(report.run, window=dataclasses.replace(window, trace_path=None))
+    return dataclasses.replace(report, run=run)
+
+
 def _export(report: Report, folder: Path) -> None:
-    stem = f"gpucheck-{report.run.started_at.replace(':', '').replace('+0000', 'Z')}"
-    (folder / f"{stem}.report.json").write_text(report.to_json(indent=1))
+    """Trace, report JSON (naming the trace beside it) and stacks, under one unique stem."""
+    import dataclasses
+
+    stem = unique_stem(report.run.started_at)
     trace = report.run.window.trace_path
+    exported = report
     if trace is not None and Path(trace).exists():
-        copy_trace(Path(trace), folder / f"{stem}.trace.json.gz")
+        name = f"{stem}.trace.json.gz"
+        copy_trace(Path(trace), folder / name)
+        window = dataclasses.replace(report.run.window, trace_path=name)
+        exported = dataclasses.replace(report, run=dataclasses.replace(report.run, window=window))
+    (folder / f"{stem}.report.json").write_text(exported.to_json(indent=1))
     stacks = report.analysis.stacks
     if stacks is not None and stacks.samples:
         import json

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_notebook.capture.session import CaptureOptions, CaptureSession, LiveListener
+from gpu_notebook.capture.session import (
+    CaptureOptions,
+    CaptureSession,
+    LiveListener,
+    private_scratch,
+)
 from gpu_notebook.cellrun import CellOutcome, run_cell_body
 from gpu_notebook.records import Report
 from gpu_notebook.report.build import build_report
@@ -42,7 +48,8 @@ class CellCost:
         return self.marks[last][k] - self.marks[first][k]
 
 
-def run_measured_cell(
+@asynccontextmanager
+async def measured_cell(
     shell: Any,
     cell: str,
     header_line: str,
@@ -51,22 +58,32 @@ def run_measured_cell(
     history: Sequence[Report] = (),
     price_per_gpu_hour: float | None = None,
     cost: CellCost | None = None,
-) -> Report:
-    """Run ``cell`` under a capture session; the session is closed whatever the cell did."""
+) -> AsyncIterator[Report | None]:
+    """Run ``cell`` under a capture session and yield its report (None: the cell did not compile).
+
+    The session is closed whatever the cell did. The profiler's trace lives in a private folder
+    (0700) for as long as the caller holds the context (to export it), and is removed after.
+    """
     cost = cost if cost is not None else CellCost()
     cost.mark("enter")
     session = CaptureSession(options, cell, live_listener, magic_line=header_line)
     outcome: CellOutcome | None = None
     with session:
         cost.mark("body_start")
-        outcome = run_cell_body(shell, cell, header_line)
+        outcome = await run_cell_body(shell, cell, header_line)
         cost.mark("body_end")
     cost.mark("closed")
     if outcome is None:  # pragma: no cover - run_cell_body returns or raises out of the with
         outcome = CellOutcome("interrupted", "KeyboardInterrupt", None)
-    run = session.finish(outcome.status, outcome.error)
-    report = build_report(
-        run, price_per_gpu_hour=price_per_gpu_hour, namespace=shell.user_ns, history=history
-    )
-    cost.mark("report")
-    return report
+    if outcome.compiled is False:
+        # A SyntaxError: IPython showed it, nothing ran, there is nothing to report.
+        session.finish(outcome.status, outcome.error)
+        yield None
+        return
+    with private_scratch() as scratch:
+        run = session.finish(outcome.status, outcome.error, scratch=scratch)
+        report = build_report(
+            run, price_per_gpu_hour=price_per_gpu_hour, namespace=shell.user_ns, history=history
+        )
+        cost.mark("report")
+        yield report

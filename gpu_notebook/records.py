@@ -8,18 +8,17 @@ through JSON (``Report.to_json`` / ``Report.from_json``) with a schema version.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import types
-import typing
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
+
+import msgspec
 
 SCHEMA_VERSION = 1
 
 # The phases of one training step, in display order. Shares of a step sum to 1 over these.
-PHASES: tuple[str, ...] = (
+Phase = Literal[
     "data",  # waiting for the next batch (DataLoader __next__ in the main thread)
     "copy",  # host-side cost of host<->device copies (cudaMemcpy*, blocking pageable copies)
     "forward",  # top-level module forward passes, the loss module included
@@ -28,11 +27,8 @@ PHASES: tuple[str, ...] = (
     "sync",  # host waits on the device or reads scalars: .item(), .cpu(), synchronize
     "other",  # other host work inside torch operators
     "unattributed",  # Python time outside any operator or marked range
-)
-
-Phase = Literal[
-    "data", "copy", "forward", "backward", "optimizer", "sync", "other", "unattributed"
 ]
+PHASES: tuple[Phase, ...] = get_args(Phase)
 
 VerdictCategory = Literal[
     "gpu-bound",
@@ -77,6 +73,7 @@ class GpuInfo:
     pcie_width: int | None = None
     nvlink_links: int | None = None  # active NVLink links
     power_limit_w: float | None = None
+    sm_count: int | None = None  # streaming multiprocessors (a trace's deviceProperties "numSms")
 
 
 @dataclass(frozen=True)
@@ -176,6 +173,9 @@ class ProfileWindow:
 
 # ---- the stack sampler's counts (capture/stacks.py fills them; analysis/lines.py reads them)
 
+# The collapsed-stack key of samples past ``RawStacks``'s max_stacks (and of samples with no Python
+# frame below the root): analysis writes it, the flame graph draws it as one grey box.
+OTHER = "[other]"
 
 
 @dataclass(frozen=True)
@@ -277,6 +277,16 @@ class Run:
     stacks: RawStacks | None = None  # the stack sampler's counts; None: line sampling off
     first_line: int = 2  # line number of cell_source's first line (2 in a %%gpucheck cell)
     magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
+
+
+@dataclass(frozen=True)
+class LiveStatus:
+    """What a live view shows, built by the capture on the sampler thread at each tick."""
+
+    sample: Sample
+    step_count: int
+    median_step_s: float | None
+    recording: bool
 
 
 # --------------------------------------------------------------------------------------------
@@ -478,6 +488,21 @@ class StackProfile:
 
 
 @dataclass(frozen=True)
+class HostOverhead:
+    """How the host thread spends a typical traced step: many small operators, Python between.
+
+    Medians over the traced steps. "Operators" are the top-level host ops (``cpu_op`` not nested
+    in another), the units Python dispatches one by one.
+    """
+
+    ops_per_step: float
+    median_op_us: float
+    between_ops_share: float  # step time on the host thread outside any operator (Python)
+    small_op_share: float  # step time inside operators shorter than the tiny-op threshold
+    small_op_us: float  # that threshold
+
+
+@dataclass(frozen=True)
 class Analysis:
     """All figures computed from one Run."""
 
@@ -487,6 +512,7 @@ class Analysis:
     utilization: UtilizationStats
     top_ops: tuple[OpStat, ...] = ()
     stacks: StackProfile | None = None  # line-level attribution, when sampled
+    host: HostOverhead | None = None  # per-step host activity, from the trace
 
 
 @dataclass(frozen=True)
@@ -535,95 +561,87 @@ class Report:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return to_jsonable(self)
+        data: dict[str, Any] = to_jsonable(self)
+        return data
 
     def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+        text = msgspec.json.encode(self.to_dict())
+        if indent is not None:
+            text = msgspec.json.format(text, indent=indent)
+        return text.decode()
 
     @classmethod
-    def from_json(cls, text: str) -> Report:
-        data = json.loads(text)
-        version = data.get("schema_version")
+    def from_json(cls, text: str | bytes) -> Report:
+        """Read ``to_json`` output (ValueError: another schema version; msgspec.ValidationError)."""
+        version = msgspec.json.decode(text, type=_Header).schema_version
         if version != SCHEMA_VERSION:
             raise ValueError(
                 f"report schema version {version!r} is not supported (expected {SCHEMA_VERSION})"
             )
-        return from_jsonable(cls, data)
+        # strict=False: "Infinity" becomes a float where a float is declared (see the codec).
+        return msgspec.json.decode(text, type=cls, strict=False)
 
-    def to_html(self, path: str | None = None) -> str:
-        """The report as one offline HTML page; written to ``path`` (its path returned) if given."""
-        from gpu_notebook.views.html import render_html, write_html
-
-        return render_html(self) if path is None else str(write_html(self, path))
-
-    def text(self) -> str:
-        from gpu_notebook.views.text import render_text
-
-        return render_text(self)
-
+    # Text for ``repr`` (``%%gpucheck -o r`` then ``r``; ``print(r)``) comes from the views,
+    # which install it on import (gpu_notebook.views): records never import a view.
     def __repr__(self) -> str:
-        return self.text()
+        if _text_view is not None:
+            return _text_view(self)
+        return (
+            f"<Report {self.verdict.category}: {len(self.findings)} findings"
+            " (gpu_notebook.views.text.render_text(report) for the text report)>"
+        )
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
+        p.text(repr(self))
+
+
+_text_view: Callable[[Report], str] | None = None
+
+
+def install_text_view(render: Callable[[Report], str]) -> None:
+    """Make ``repr(report)`` the text report (gpu_notebook.views calls it on import)."""
+    global _text_view
+    _text_view = render
 
 
 # --------------------------------------------------------------------------------------------
-# JSON codec: dataclasses <-> plain JSON values, driven by the type hints above.
+# JSON codec: msgspec, driven by the type hints above. Decoding checks every field against its
+# declared type (a bad Literal, a string where a number goes, a missing required field: a
+# msgspec.ValidationError naming the path); unknown fields are ignored so that a report written
+# by a newer version with an extra field still reads.
+#
+# An unbounded gain (a phase taking the whole step: 1/(1 - 1)) is a float ``inf``. JSON has no
+# infinity (json.dumps writes ``Infinity``, which strict parsers reject; msgspec writes ``null``,
+# which here means "not measured"), so a non-finite float is written as the JSON string
+# "Infinity" / "-Infinity" (what JavaScript's ``Number("Infinity")`` also reads) and decoding
+# turns such a string back into the float where the field is a number.
 # --------------------------------------------------------------------------------------------
 
 T = TypeVar("T")
 
 
 def to_jsonable(value: Any) -> Any:
-    """A JSON-ready copy of a record (dataclasses become dicts, tuples become lists)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [to_jsonable(v) for v in value]
-    return value
+    """JSON-ready builtins of a record (dicts, lists, str, numbers; non-finite floats as strings)."""
+    return _finite(msgspec.to_builtins(value))
 
 
 def from_jsonable(cls: type[T], data: Any) -> T:
-    """Rebuild a record of type ``cls`` from ``to_jsonable`` output."""
-    return typing.cast(T, _decode(cls, data))
+    """Rebuild a record of type ``cls`` from ``to_jsonable`` output (msgspec.ValidationError if bad)."""
+    # strict=False: lets "Infinity" become a float where a float is declared (see above).
+    return msgspec.convert(data, type=cls, strict=False)
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value).replace("inf", "Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):  # to_builtins keeps tuples: lists here, as in JSON
+        return [_finite(v) for v in value]
+    return value
 
 
-def _decode(tp: Any, data: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return data
-    if origin in (typing.Union, types.UnionType):
-        if data is None:
-            return None
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(args[0], data) if len(args) == 1 else data
-    if origin is typing.Literal:
-        return data
-    if dataclasses.is_dataclass(tp):
-        hints = _HINTS.get(tp)  # type: ignore[arg-type]
-        if hints is None:
-            hints = typing.get_type_hints(tp)
-            _HINTS[tp] = hints  # type: ignore[index]
-        kwargs = {
-            f.name: _decode(hints[f.name], data[f.name])
-            for f in dataclasses.fields(tp)
-            if f.name in data
-        }
-        return tp(**kwargs)
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v) for v in data)
-        return tuple(_decode(a, v) for a, v in zip(args, data))
-    if origin in (Mapping, dict) or tp in (dict, Mapping):
-        args = typing.get_args(tp) or (str, Any)
-        return {k: _decode(args[1], v) for k, v in data.items()}
-    if tp is float and isinstance(data, int):
-        return float(data)
-    return data
+class _Header(msgspec.Struct):
+    """The one field read before the rest, so an unknown version fails with a clear message."""
+
+    schema_version: int | None = None

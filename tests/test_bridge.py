@@ -3,15 +3,14 @@ against a real kernel (this test plays the frontend's part)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import queue
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from gpu_notebook import bridge
 from gpu_notebook.bridge import BridgeError, InsertCellReply, InsertCellRequest
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDS_TS = ROOT / "labextension" / "src" / "records.ts"
 PACKAGE_JSON = ROOT / "labextension" / "package.json"
 FIX = "# gpucheck fix: use 4 DataLoader workers\nloader = DataLoader(ds, num_workers=4)\n"
 
@@ -43,22 +41,28 @@ def test_request_and_reply_round_trip_through_json() -> None:
 
 def test_records_are_frozen() -> None:
     request = InsertCellRequest(request_id="r1", cell_id=None, source=FIX, title="t")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         request.source = "x"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
     ("data", "complaint"),
     [
-        ({"request_id": "r", "cell_id": None, "source": "s"}, r"missing fields \['title'\]"),
+        ({"request_id": "r", "cell_id": None, "source": "s"}, "missing required field `title`"),
         (
             {"request_id": "r", "cell_id": None, "source": "s", "title": "t", "x": 1},
-            r"unknown fields \['x'\]",
+            "unknown field `x`",
         ),
-        ({"request_id": "r", "cell_id": 3, "source": "s", "title": "t"}, "cell_id"),
-        ({"request_id": "", "cell_id": None, "source": "s", "title": "t"}, "request_id"),
-        ({"request_id": "r", "cell_id": "no spaces", "source": "s", "title": "t"}, "cell id"),
-        ({"request_id": "r", "cell_id": None, "source": b"s", "title": "t"}, "source"),
+        ({"request_id": "r", "cell_id": 3, "source": "s", "title": "t"}, r"\$\.cell_id"),
+        ({"request_id": "", "cell_id": None, "source": "s", "title": "t"}, r"\$\.request_id"),
+        ({"request_id": "r')", "cell_id": None, "source": "s", "title": "t"}, r"\$\.request_id"),
+        ({"request_id": "r", "cell_id": "no spaces", "source": "s", "title": "t"}, r"\$\.cell_id"),
+        ({"request_id": "r", "cell_id": None, "source": b"s", "title": "t"}, r"\$\.source"),
+        (
+            {"request_id": "r", "cell_id": None, "source": "s" * 500_001, "title": "t"},
+            r"length <= 500000 - at `\$\.source`",
+        ),
+        ("not an object", "Expected `object`"),
     ],
 )
 def test_malformed_requests_are_rejected_with_the_field_named(
@@ -69,95 +73,109 @@ def test_malformed_requests_are_rejected_with_the_field_named(
 
 
 def test_reply_status_outside_the_three_values_is_rejected() -> None:
-    with pytest.raises(BridgeError, match="status"):
+    with pytest.raises(BridgeError, match=r"Invalid enum value 'done' - at `\$\.status`"):
         InsertCellReply.from_dict({"request_id": "r", "status": "done", "message": ""})
 
 
-# ----------------------------------------------------------------------- TS / Python parity
+def test_records_built_in_python_are_checked_like_decoded_ones() -> None:
+    # msgspec checks only when decoding; the records check when built too (a widget's request).
+    with pytest.raises(BridgeError, match=r"InsertCellRequest\.cell_id"):
+        InsertCellRequest("r", "no spaces", FIX, "t")
+    with pytest.raises(BridgeError, match=r"InsertCellRequest\.source"):
+        InsertCellRequest("r", None, "x" * (bridge.MAX_SOURCE_CHARS + 1), "t")
+    with pytest.raises(BridgeError, match=r"InsertCellReply\.status"):
+        InsertCellReply("r", "done", "")  # type: ignore[arg-type]
 
 
-def _ts_interfaces(text: str) -> dict[str, dict[str, str]]:
-    """``interface IName [extends ...] { field: type; }`` -> {IName: {field: type}} (in order)."""
-    interfaces: dict[str, dict[str, str]] = {}
-    for match in re.finditer(r"export interface (\w+)(?: extends [\w, ]+)? \{(.*?)\n\}", text, re.S):
-        fields: dict[str, str] = {}
-        for line in match.group(2).splitlines():
-            line = line.strip()
-            if not line or line.startswith(("//", "/*", "*")):
-                continue
-            name, _, type_ = line.rstrip(";").partition(":")
-            fields[name.strip()] = type_.strip()
-        interfaces[match.group(1)] = fields
-    return interfaces
+# ------------------------------------------------------------- the contract the TypeScript uses
+
+# msgspec's JSON Schema of the records, written where the labextension imports it, and the
+# TypeScript types generated from that schema. Both are committed; these tests fail on any drift.
+# Regenerate both with: PYTHONPATH=. python tests/test_bridge.py
+SCHEMA_JSON = ROOT / "labextension" / "src" / "bridge.schema.json"
+TYPES_TS = ROOT / "labextension" / "src" / "bridge.types.ts"
+_JSON_TO_TS = {"string": "string", "null": "null", "boolean": "boolean", "integer": "number"}
 
 
-def _ts_aliases(text: str) -> dict[str, str]:
-    return dict(re.findall(r"export type (\w+) = ([^;]+);", text))
+def _schema_text() -> str:
+    return json.dumps(bridge.contract(), indent=2) + "\n"
 
 
-def _ts_consts(text: str) -> dict[str, str]:
-    return dict(re.findall(r"export const (\w+) = '([^']*)';", text))
+def _ts_type(prop: dict[str, Any]) -> str:
+    if "anyOf" in prop:
+        return " | ".join(_ts_type(member) for member in prop["anyOf"])
+    if "enum" in prop:
+        return " | ".join(json.dumps(value).replace('"', "'") for value in prop["enum"])
+    if "$ref" in prop:
+        return "I" + prop["$ref"].rsplit("/", 1)[1]
+    return _JSON_TO_TS[prop["type"]]
 
 
-def _python_type_as_ts(tp: Any) -> set[str]:
-    """A dataclass field type as the set of TypeScript union members."""
-    if tp is str:
-        return {"string"}
-    if tp is type(None):
-        return {"null"}
-    if typing.get_origin(tp) is typing.Literal:
-        return {f"'{value}'" for value in typing.get_args(tp)}
-    if typing.get_args(tp):  # X | Y
-        return set().union(*(_python_type_as_ts(arg) for arg in typing.get_args(tp)))
-    raise AssertionError(f"no TypeScript mapping for {tp!r}")
+def _ts_bounds(prop: dict[str, Any]) -> list[str]:
+    """The constraints of one property, as words for its doc comment."""
+    members = prop.get("anyOf", [prop])
+    words = [f"at most {m['maxLength']} characters" for m in members if "maxLength" in m]
+    words += [f"matches {m['pattern']}" for m in members if "pattern" in m]
+    return words
 
 
-def _ts_type_members(type_: str, aliases: dict[str, str]) -> set[str]:
-    members: set[str] = set()
-    for part in (p.strip() for p in type_.split("|")):
-        members |= _ts_type_members(aliases[part], aliases) if part in aliases else {part}
-    return members
+def typescript_types(contract: dict[str, Any]) -> str:
+    """``bridge.types.ts``: the channel names and one interface per record of ``contract``."""
+    lines = [
+        "// Generated from bridge.schema.json (gpu_notebook/bridge.py) by tests/test_bridge.py;",
+        "// do not edit: run `PYTHONPATH=. python tests/test_bridge.py` after changing the records.",
+        "",
+    ]
+    for name, value in contract["constants"].items():
+        lines.append(f"export const {name} = {json.dumps(value)};".replace('"', "'"))
+    for name, definition in contract["$defs"].items():
+        lines += ["", "/**", *[f" * {ln}".rstrip() for ln in definition.get("description", name).splitlines()], " */"]
+        lines.append(f"export interface I{name} {{")
+        for field, prop in definition["properties"].items():
+            bounds = _ts_bounds(prop)
+            if bounds:
+                lines.append(f"  /** {'; '.join(bounds)} */")
+            lines.append(f"  {field}: {_ts_type(prop)};")
+        lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize(
-    ("record", "interface"),
-    [(InsertCellRequest, "IInsertCellRequest"), (InsertCellReply, "IInsertCellReply")],
-)
-def test_typescript_interfaces_mirror_the_records_field_by_field(
-    record: type, interface: str
-) -> None:
-    text = RECORDS_TS.read_text(encoding="utf-8")
-    ts_fields = _ts_interfaces(text)[interface]
-    hints = typing.get_type_hints(record)
-    py_fields = [f.name for f in dataclasses.fields(record)]
-    assert list(ts_fields) == py_fields
-    aliases = _ts_aliases(text)
-    for name in py_fields:
-        assert _ts_type_members(ts_fields[name], aliases) == _python_type_as_ts(hints[name]), name
+def write_contract() -> None:
+    SCHEMA_JSON.write_text(_schema_text(), encoding="utf-8")
+    TYPES_TS.write_text(typescript_types(bridge.contract()), encoding="utf-8")
 
 
-def test_event_detail_adds_only_handled_and_reply_to_the_request() -> None:
-    interfaces = _ts_interfaces(RECORDS_TS.read_text(encoding="utf-8"))
-    assert interfaces["IInsertCellEventDetail"] == {
-        "handled": "boolean",
-        "reply": "IInsertCellReply | null",
-    }
-    assert "export interface IInsertCellEventDetail extends IInsertCellRequest" in (
-        RECORDS_TS.read_text(encoding="utf-8")
+def test_the_committed_schema_is_the_schema_of_the_records() -> None:
+    assert SCHEMA_JSON.read_text(encoding="utf-8") == _schema_text(), (
+        "labextension/src/bridge.schema.json is stale: PYTHONPATH=. python tests/test_bridge.py"
     )
 
 
-def test_channel_names_are_the_same_on_both_sides() -> None:
-    consts = _ts_consts(RECORDS_TS.read_text(encoding="utf-8"))
-    assert consts["COMM_TARGET"] == bridge.COMM_TARGET
-    assert consts["INSERT_EVENT"] == bridge.INSERT_EVENT
-    assert consts["CELL_METADATA_KEY"] == bridge.CELL_METADATA_KEY
+def test_the_committed_typescript_types_are_generated_from_the_schema() -> None:
+    assert TYPES_TS.read_text(encoding="utf-8") == typescript_types(bridge.contract()), (
+        "labextension/src/bridge.types.ts is stale: PYTHONPATH=. python tests/test_bridge.py"
+    )
 
 
-def test_parity_parser_sees_a_missing_field() -> None:
-    # The parser above must be able to fail: drop a field and compare again.
-    text = RECORDS_TS.read_text(encoding="utf-8").replace("  title: string;\n", "", 1)
-    assert "title" not in _ts_interfaces(text)["IInsertCellRequest"]
+def test_the_schema_is_strict_and_bounded() -> None:
+    # What the labextension relies on when it validates a request with the schema.
+    defs = bridge.contract()["$defs"]
+    request, reply = defs["InsertCellRequest"], defs["InsertCellReply"]
+    for record in (request, reply):
+        assert record["additionalProperties"] is False
+        assert record["required"] == list(record["properties"])
+    assert request["properties"]["source"]["maxLength"] == bridge.MAX_SOURCE_CHARS
+    assert request["properties"]["title"]["maxLength"] == bridge.MAX_TITLE_CHARS
+    assert request["properties"]["request_id"]["pattern"] == "^[a-zA-Z0-9_-]{1,64}$"
+    assert sorted(reply["properties"]["status"]["enum"]) == ["duplicate", "error", "inserted"]
+
+
+def test_the_generator_sees_a_changed_field() -> None:
+    # The drift check must be able to fail: a widened type changes the generated TypeScript.
+    contract = bridge.contract()
+    contract["$defs"]["InsertCellReply"]["properties"]["status"] = {"type": "string"}
+    assert "status: string;" in typescript_types(contract)
+    assert typescript_types(contract) != TYPES_TS.read_text(encoding="utf-8")
 
 
 # ----------------------------------------------------------------------- version and packaging
@@ -206,50 +224,114 @@ def test_outside_a_kernel_insert_cell_answers_error_at_once() -> None:
     assert bridge.current_cell_id() is None
 
 
-def test_fix_file_and_load_command_reproduce_the_source(tmp_path: Path) -> None:
-    request = InsertCellRequest(request_id="../evil id", cell_id=None, source=FIX, title="t")
-    path = bridge.fix_file(request, tmp_path)
-    assert path.parent == tmp_path / "gpu_notebook-fixes"
-    assert path.read_text(encoding="utf-8") == FIX
-    assert bridge.load_command(path) == f"%load {path}"
-    spaced = tmp_path / "with space" / "f.py"
-    assert bridge.load_command(spaced) == f'%load "{spaced}"'
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tempfile.gettempdir() points to an empty folder for this test."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert tempfile.gettempdir() == str(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def shell() -> Any:
+    """The real IPython shell of IPython.testing.globalipapp."""
+    from IPython.testing.globalipapp import get_ipython
+
+    return get_ipython()
+
+
+def _load(shell: Any, line: str) -> str:
+    """Run a ``%load ...`` line in ``shell``; return the text it puts in the cell."""
+    assert line.startswith("%load ")
+    shell.rl_next_input = None
+    shell.run_line_magic("load", line.removeprefix("%load "))
+    text: str = shell.rl_next_input
+    return text
+
+
+def test_the_load_line_loads_exactly_the_fix_in_a_real_shell_and_adds_no_name(shell: Any) -> None:
+    source = FIX + "token = 'sk-\\'\"secret'  # quotes, backslashes, unicode: \u00e9\n"
+    line = bridge.hold_fix(InsertCellRequest("held-1", None, source, "t"))
+    names_before = set(shell.user_ns)
+    assert _load(shell, line) == f"# {line}\n{source}"
+    assert set(shell.user_ns) == names_before
+
+
+def test_a_fix_the_kernel_no_longer_holds_loads_as_a_comment_saying_so(shell: Any) -> None:
+    first = bridge.hold_fix(InsertCellRequest("evicted-0", None, FIX, "t"))
+    for index in range(bridge.FIXES_HELD):
+        bridge.hold_fix(InsertCellRequest(f"later-{index}", None, f"# {index}\n", "t"))
+    loaded = _load(shell, first)
+    assert "no longer holds fix evicted-0" in loaded and FIX not in loaded
+    assert _load(shell, bridge.load_command(f"later-{bridge.FIXES_HELD - 1}")).endswith(
+        f"# {bridge.FIXES_HELD - 1}\n"
+    )
+
+
+def test_load_command_refuses_an_id_that_could_break_out_of_the_expression() -> None:
+    with pytest.raises(BridgeError, match="request_id"):
+        bridge.load_command("x') or __import__('os').system('true")
+
+
+def test_showing_a_fix_writes_no_file_to_the_temp_dir(private_tmp: Path, shell: Any) -> None:
+    from gpu_notebook.views.insert_widget import InsertFixWidget
+
+    widget = InsertFixWidget("workers", FIX, "", "cell-1", request_id="no-file-1")
+    try:
+        assert list(private_tmp.iterdir()) == []
+        assert _load(shell, widget.load_command) == f"# {widget.load_command}\n{FIX}"
+    finally:
+        widget.close()
+
+
+def test_a_folder_another_user_created_first_captures_nothing(private_tmp: Path, shell: Any) -> None:
+    # Another local user pre-creates the folder the fallback used, with a file of their own
+    # under the next fix's name: they must neither read our fix nor get theirs loaded.
+    planted = private_tmp / "gpu_notebook-fixes" / "captured-1.py"
+    planted.parent.mkdir()
+    planted.write_text("import os; os.system('steal')\n", encoding="utf-8")
+    from gpu_notebook.views.insert_widget import InsertFixWidget
+
+    widget = InsertFixWidget("workers", FIX, "", None, request_id="captured-1")
+    try:
+        assert [p.name for p in planted.parent.iterdir()] == ["captured-1.py"]
+        assert planted.read_text(encoding="utf-8") == "import os; os.system('steal')\n"
+        assert _load(shell, widget.load_command) == f"# {widget.load_command}\n{FIX}"
+    finally:
+        widget.close()
 
 
 # ---------------------------------------------------------------------------- the widget
 
 
-def test_widget_holds_the_request_and_a_loadable_file(tmp_path: Path) -> None:
+def test_widget_holds_the_request_and_its_load_line() -> None:
     from gpu_notebook.views.insert_widget import InsertFixWidget
 
-    widget = InsertFixWidget("workers", FIX, "-a\n+b\n", "cell-1", request_id="w1", fix_dir=tmp_path)
+    widget = InsertFixWidget("workers", FIX, "-a\n+b\n", "cell-1", request_id="w1")
     try:
         assert widget.request == InsertCellRequest("w1", "cell-1", FIX, "workers")
         assert widget.event_name == bridge.INSERT_EVENT
         assert widget.status == ""
-        path = tmp_path / "gpu_notebook-fixes" / "w1.py"
-        assert widget.load_command == f"%load {path}"
-        assert path.read_text(encoding="utf-8") == FIX
+        assert widget.load_command == bridge.load_command("w1")
+        assert bridge.fix_source("w1") == FIX
         assert widget.load_command in repr(widget)
         assert (Path(bridge.__file__).parent / "views" / "insert_widget.js").is_file()
     finally:
         widget.close()
 
 
-def test_widget_rejects_a_cell_id_the_notebook_could_not_hold(tmp_path: Path) -> None:
+def test_widget_rejects_a_cell_id_the_notebook_could_not_hold() -> None:
     from gpu_notebook.views.insert_widget import InsertFixWidget
 
-    with pytest.raises(BridgeError, match="cell id"):
-        InsertFixWidget("t", FIX, "", "not a cell id!", fix_dir=tmp_path)
+    with pytest.raises(BridgeError, match="cell_id"):
+        InsertFixWidget("t", FIX, "", "not a cell id!")
 
 
-def test_widget_status_reports_what_the_frontend_revealed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_widget_status_reports_what_the_frontend_revealed(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpu_notebook.views.insert_widget import InsertFixWidget
 
     monkeypatch.setattr(bridge, "_frontend_state", None)
-    widget = InsertFixWidget("t", FIX, "", None, fix_dir=tmp_path)
+    widget = InsertFixWidget("t", FIX, "", None)
     try:
         widget.status = "fallback"
         assert bridge.frontend_has_extension() is False
@@ -454,17 +536,19 @@ def test_a_background_thread_can_wait_for_the_reply(kernel: Kernel) -> None:
     assert kernel.run("t6.join(20); print(box['p'].reply.status)") == "inserted\n"
 
 
-def test_the_load_line_replaces_the_new_cell_with_the_fix(kernel: Kernel, tmp_path: Path) -> None:
+def test_the_load_line_replaces_the_new_cell_with_the_fix(kernel: Kernel) -> None:
     # The fallback's one line, run as a normal cell: the frontend gets a set_next_input payload
     # that replaces that cell's text with the fix (this is what %load does in Jupyter).
-    path = bridge.fix_file(InsertCellRequest("k-load", None, FIX, "t"), tmp_path)
-    msg_id = kernel.execute(bridge.load_command(path))
+    line = kernel.run(f"print(bridge.hold_fix(InsertCellRequest('k-load', None, {FIX!r}, 't')))")
+    line = line.rstrip("\n")
+    assert line == bridge.load_command("k-load")
+    msg_id = kernel.execute(line)
     reply = kernel.reply_of(msg_id)
     assert reply["status"] == "ok"
     [payload] = reply["payload"]
     assert payload["source"] == "set_next_input"
     assert payload["replace"] is True
-    assert payload["text"] == f"# %load {path}\n{FIX}"
+    assert payload["text"] == f"# {line}\n{FIX}"
 
 
 def test_a_headless_run_keeps_a_plain_text_way_to_insert_the_fix() -> None:
@@ -485,5 +569,9 @@ def test_a_headless_run_keeps_a_plain_text_way_to_insert_the_fix() -> None:
     assert "application/vnd.jupyter.widget-view+json" in output["data"]
     text = output["data"]["text/plain"]
     assert text.startswith("gpucheck fix: workers\nTo insert it, run in a new cell: %load ")
-    assert text.endswith("headless-1.py")
+    assert text.endswith(bridge.load_command("headless-1"))
     assert len(nb.cells) == 1  # nothing inserted, nothing executed besides the cell itself
+
+
+if __name__ == "__main__":
+    write_contract()

@@ -6,8 +6,6 @@ wrote. The GPU numbers themselves are checked by tests over recorded runs (tests
 
 from __future__ import annotations
 
-import typing
-
 import gzip
 import importlib.util
 import json
@@ -15,15 +13,14 @@ import math
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from gpu_notebook.records import VerdictCategory
-
-from gpu_notebook.records import Report, SampleSeries, from_jsonable
+from gpu_notebook.records import Report, SampleSeries, VerdictCategory, from_jsonable
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"

@@ -20,15 +20,14 @@ from typing import Any
 import pytest
 
 from gpu_notebook.records import OpStat, Report
-from gpu_notebook.views import charts
 from gpu_notebook.views.html import render_html, write_html
 from gpu_notebook.views.report_widget import report_widget
 from tests.test_views import (
     CLOSE_SCRIPT,
     IMG_PAYLOAD,
-    PAYLOADS,
     PATCH_DIFF,
     PATCHED_CELL,
+    PAYLOADS,
     SCRIPT_PAYLOAD,
     TagCollector,
     html_values,
@@ -192,14 +191,6 @@ def test_the_page_has_the_widget_sections() -> None:
         "Timeline and phases per step", "GPU and CPU", "Top operators", "Measured cell",
     ):
         assert section in page_text and section in widget_text, section
-
-
-def test_without_bokeh_the_page_says_so_and_has_no_script(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(charts, "bokeh_available", lambda: False)
-    page = render_html(synthetic_gpu_report())
-    assert "Charts need bokeh" in page
-    assert "<script" not in page
-    assert "script-src 'none'" in csp_of(page)
 
 
 def test_write_html_creates_the_folder_and_the_file(tmp_path: Path) -> None:

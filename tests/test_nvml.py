@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pynvml  # type: ignore[import-untyped]
 import pytest
 
-from tests import fake_nvml
-from tests.fake_nvml import GiB, FakeGpu, FakeNvml
 from gpu_notebook.capture import nvml
 from gpu_notebook.records import GpuInfo, GpuSample
+from tests import fake_nvml
+from tests.fake_nvml import FakeGpu, FakeNvml, GiB
 
 
 @pytest.fixture
@@ -203,9 +203,8 @@ def test_reset_and_leaving_the_fake_shut_nvml_down(door: None) -> None:
 
 
 def test_index_outside_the_visible_gpus_is_an_index_error(door: None) -> None:
-    with nvml.use_library(fake_nvml.healthy(2)):
-        with pytest.raises(IndexError, match="NVML lists 2 GPU"):
-            nvml.read_gpu(2)
+    with nvml.use_library(fake_nvml.healthy(2)), pytest.raises(IndexError, match="NVML lists 2 GPU"):
+        nvml.read_gpu(2)
 
 
 # --- machines where NVML cannot start ---------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -195,3 +196,164 @@ def test_a_real_cpu_training_loop_is_split_into_its_phases(tmp_path: Path) -> No
         assert sum(round(v * 1000) for v in step.phase_us.values()) == round(
             step.duration_us * 1000
         )
+
+
+def _loop_with_profiler(
+    trace_path: Path, iterations: int, update: str, *, our_marks: bool = True, width: int = 256
+) -> None:
+    """A small MLP loop whose update is ``update``: "closure" (``opt.step(closure)``),
+    "lbfgs", "manual_data" (``p.data.add_``) or "manual_no_grad" (``p -= lr * p.grad``).
+
+    ``our_marks``: the ranges the step clock writes (marks, forward, backward); without them
+    the loop is what a user's own profiler records (``ProfilerStep#`` ranges only).
+    """
+    torch = pytest.importorskip("torch")
+    from contextlib import nullcontext
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.manual_seed(0)
+    batch = 64
+    xs = torch.randn(iterations, batch, width)
+    ys = torch.randn(iterations, batch, 1)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 1)
+    )
+    params = list(model.parameters())
+    opt: Any = None
+    if update == "closure":
+        opt = torch.optim.SGD(params, lr=0.01)
+    elif update == "lbfgs":
+        opt = torch.optim.LBFGS(params, lr=0.1, max_iter=3)
+
+    def mark(name: str) -> Any:
+        return record_function(name) if our_marks else nullcontext()
+
+    def forward_backward(x: Any, y: Any) -> Any:
+        with mark(f"{markers.FORWARD_PREFIX}Sequential"):
+            out = model(x)
+        loss = torch.nn.functional.mse_loss(out, y)
+        with mark(markers.BACKWARD):
+            loss.backward()
+        return loss
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see _train_with_profiler
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for i in range(iterations):
+                if our_marks:
+                    with record_function(f"{markers.STEP_MARK_PREFIX}{i}"):
+                        pass
+                step = nullcontext() if our_marks else record_function(f"{markers.PROFILER_STEP_PREFIX}{i}")
+                with step:
+                    x, y = xs[i], ys[i]
+                    if opt is not None:
+
+                        def closure(x: Any = x, y: Any = y) -> Any:
+                            opt.zero_grad()
+                            return forward_backward(x, y)
+
+                        opt.step(closure)
+                        continue
+                    forward_backward(x, y)
+                    if update == "manual_data":
+                        for p in params:
+                            p.data.add_(p.grad, alpha=-0.01)
+                            p.grad.zero_()
+                    else:
+                        with torch.no_grad():
+                            for p in params:
+                                p -= 0.01 * p.grad
+                                p.grad.zero_()
+        prof.export_chrome_trace(str(trace_path))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _median_share(result: Any, phase: str) -> float:
+    shares = sorted(s.phase_us[phase] / s.duration_us for s in result.steps)
+    return shares[len(shares) // 2]
+
+
+@pytest.mark.parametrize("our_marks", [True, False], ids=["step_clock_ranges", "user_profiler"])
+@pytest.mark.parametrize("update", ["closure", "lbfgs"])
+def test_forward_and_backward_inside_a_closure_optimizer_stay_forward_and_backward(
+    tmp_path: Path, update: str, our_marks: bool
+) -> None:
+    path = tmp_path / "closure.json"
+    _loop_with_profiler(path, 8, update, our_marks=our_marks)
+    result = phase_breakdown(load_trace(path))
+    assert result is not None and len(result.steps) >= 6
+    forward, backward, optimizer = (result.share(p) for p in ("forward", "backward", "optimizer"))
+    assert forward is not None and backward is not None and optimizer is not None
+    # (LBFGS's own work, dot products and history, is real optimizer time; its closure's is not.)
+    assert forward > 0 and backward > 0 and optimizer > 0
+    # Every model op of the closure reads forward or backward, none optimizer.
+    trace = load_trace(path)
+    locate = phase_at(trace)
+    assert locate is not None
+
+    def phases_of(mask: Any) -> set[str]:
+        rows = np.flatnonzero(mask)
+        return {PHASES[i] for i in locate(trace.ts_us[rows] + trace.dur_us[rows] / 2)}
+
+    assert phases_of(trace.name_mask(names=("aten::linear", "aten::mse_loss"))) == {"forward"}
+    assert phases_of(trace.name_mask(prefix=markers.AUTOGRAD_PREFIX)) == {"backward"}
+    if update == "closure":  # SGD's per-parameter update stays the optimizer's
+        assert "optimizer" in phases_of(trace.name_mask(names=("aten::add_",)))
+    for step in result.steps:
+        assert sum(round(v * 1000) for v in step.phase_us.values()) == round(step.duration_us * 1000)
+
+
+@pytest.mark.parametrize("update", ["manual_data", "manual_no_grad"])
+def test_a_hand_written_update_is_the_optimizer_phase(tmp_path: Path, update: str) -> None:
+    path = tmp_path / "manual.json"
+    _loop_with_profiler(path, 10, update, width=1024)  # steps of ms: ops, not glue, fill them
+    result = phase_breakdown(load_trace(path))
+    assert result is not None and len(result.steps) == 9
+    assert _median_share(result, "optimizer") > 0.02, dict(result.phase_total_us)
+    assert _median_share(result, "unattributed") <= 0.05, dict(result.phase_total_us)
+    for phase in ("forward", "backward"):
+        assert result.phase_total_us[phase] > 0, phase
+
+
+def test_an_in_place_op_in_the_next_forward_is_not_an_update() -> None:
+    # ProfilerStep ranges, no forward marks (a user's trace): backward, the update, then the
+    # next step's forward starts with an inplace ReLU.
+    events = [
+        tf.annotation(f"{markers.PROFILER_STEP_PREFIX}1", 0.0, 50.0),
+        tf.annotation(f"{markers.PROFILER_STEP_PREFIX}2", 50.0, 50.0),
+        tf.op(f"{markers.AUTOGRAD_PREFIX}: AddmmBackward0", 10.0, 20.0),
+        tf.op("aten::mul", 32.0, 2.0),
+        tf.op("aten::sub_", 36.0, 2.0),
+        tf.op("aten::zero_", 40.0, 1.0),
+        tf.op("aten::addmm", 52.0, 10.0),
+        tf.op("aten::relu_", 64.0, 2.0),
+        tf.op(f"{markers.AUTOGRAD_PREFIX}: AddmmBackward0", 70.0, 20.0),
+    ]
+    result = phase_breakdown(load_trace_dict(tf.trace_dict(events)))
+    assert result is not None
+    first, second = result.steps
+    assert first.phase_us["optimizer"] == 11.0  # 30 -> 41: the update and the Python between
+    assert second.phase_us["optimizer"] == 0.0
+    assert second.phase_us["other"] == 12.0  # addmm + relu_
+
+
+def test_an_optimizer_range_minus_the_closure_inside_it() -> None:
+    events = [
+        tf.step_mark(0, 0.0),
+        tf.step_mark(1, 100.0),
+        tf.annotation(f"{markers.OPTIMIZER_STEP_PREFIX}LBFGS.step", 0.0, 100.0),
+        tf.annotation(f"{markers.OPTIMIZER_ZERO_GRAD_PREFIX}LBFGS.zero_grad", 2.0, 3.0),
+        tf.annotation(f"{markers.FORWARD_PREFIX}Net", 10.0, 30.0),
+        tf.op("aten::mse_loss", 41.0, 4.0) | {"args": {"Sequence number": 9}},
+        tf.annotation(markers.BACKWARD, 50.0, 30.0),
+        tf.op("aten::add_", 85.0, 10.0),
+    ]
+    result = phase_breakdown(load_trace_dict(tf.trace_dict(events)))
+    assert result is not None
+    assert result.steps[0].phase_us == {
+        "data": 0.0, "forward": 40.0, "backward": 30.0, "optimizer": 30.0, "sync": 0.0,
+        "other": 0.0, "unattributed": 0.0,
+    }  # fmt: skip

@@ -175,24 +175,35 @@ def test_name_and_category_helpers() -> None:
     np.testing.assert_allclose(trace.end_us, trace.ts_us + trace.dur_us)
 
 
-def test_typed_msgspec_path_reads_the_same_as_the_generic_path(reference_traces: Path) -> None:
-    pytest.importorskip("msgspec", reason="msgspec not installed: load_trace uses json/orjson")
+def test_a_file_and_its_parsed_dict_read_the_same(reference_traces: Path, tmp_path: Path) -> None:
+    # One decoding path: a file and the same document handed over as a dict give one Trace.
     from gpu_notebook.trace import kineto
 
     for name in REFERENCE_FILES:
         raw = gzip.decompress((reference_traces / name).read_bytes())
-        typed = kineto._load_typed(raw)
+        typed = load_trace(reference_traces / name)
         generic = load_trace_dict(json.loads(raw))
-        assert typed is not None, name
         assert (typed.names, typed.categories) == (generic.names, generic.categories)
-        for column in ("name_id", "cat_id", "ts_us", "dur_us", "pid", "tid", "correlation",
-                       "external_id", "stream", "device", "bytes"):  # fmt: skip
+        columns = ("name_id", "cat_id", "ts_us", "dur_us", "pid", "tid",
+                   *(attr for attr, _ in kineto.ARG_COLUMNS))  # fmt: skip
+        for column in columns:
             np.testing.assert_array_equal(getattr(typed, column), getattr(generic, column))
         assert dict(typed.category_counts) == dict(generic.category_counts)
         assert typed.distributed_info == generic.distributed_info
         assert typed.device_properties == generic.device_properties
-    # A document the schema rejects (a name that is a number) still loads, via the generic path.
+    # Odd documents still load: a name that is a number, args that are not an object, a bare list.
     numeric_name = tf.x("x", "cpu_op", 1.0, 2.0) | {"name": 7}
-    odd = json.dumps(tf.trace_dict([numeric_name])).encode()
-    assert kineto._load_typed(odd) is None
-    assert load_trace_dict(json.loads(odd)).names == ("7",)
+    odd_args = tf.x("y", "cpu_op", 3.0, 1.0) | {"args": [1, 2]}
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps([numeric_name, odd_args]))
+    assert load_trace(path).names == ("7", "y")
+    assert load_trace_dict(json.loads(path.read_text())).names == ("7", "y")
+
+
+def test_the_sequence_number_marks_ops_recorded_in_grad_mode() -> None:
+    events = [
+        tf.x("aten::addmm", "cpu_op", 0.0, 5.0) | {"args": {"Sequence number": 4, "Fwd thread id": 0}},
+        tf.x("aten::add_", "cpu_op", 6.0, 1.0),
+    ]
+    trace = load_trace_dict(tf.trace_dict(events))
+    assert trace.sequence.tolist() == [4, -1]

@@ -20,7 +20,7 @@ import ipywidgets
 import pytest
 
 from gpu_notebook.capture.sampler import THREAD_NAME
-from gpu_notebook.capture.session import CaptureOptions, CaptureSession, LiveStatus
+from gpu_notebook.capture.session import CaptureOptions, CaptureSession
 from gpu_notebook.records import (
     PHASES,
     Analysis,
@@ -32,6 +32,7 @@ from gpu_notebook.records import (
     GpuInfo,
     GpuSample,
     GpuTimeline,
+    LiveStatus,
     OpStat,
     PhaseBreakdown,
     ProfileWindow,
@@ -39,17 +40,19 @@ from gpu_notebook.records import (
     Run,
     Sample,
     SampleSeries,
+    ScalingPoint,
     StepClockRecord,
     StepPhases,
     StepStats,
     StepTiming,
     UtilizationStats,
-    ScalingPoint,
     Verdict,
     WhatIf,
 )
+from gpu_notebook.rules import rank_key
 from gpu_notebook.views.live import LiveView, sparkline_svg
 from gpu_notebook.views.report_widget import ReportWidget, report_widget
+from gpu_notebook.views.text import render_text
 from tests import cells
 
 # ---------------------------------------------------------------------------------------------
@@ -216,7 +219,8 @@ def default_findings(hostile: bool = False) -> tuple[Finding, ...]:
         gain_bound=1.04,
         fix="Read the loss every 50 steps.",
     )
-    return (copies, syncs, workers)  # not in severity order: the views sort
+    # Ranked as the rules rank them (rules.rank_key): the views keep the order they are given.
+    return tuple(sorted((copies, syncs, workers), key=rank_key))
 
 
 def synthetic_whatif(hostile: bool = False) -> WhatIf:
@@ -640,7 +644,7 @@ def test_finish_swaps_the_live_content_for_the_report(input_bound_report: Report
     assert view.box is box, "the same displayed box holds the report"
     assert box.children == (view.report_view,)
     assert isinstance(view.report_view, ReportWidget)
-    assert repr(box) == input_bound_report.text()
+    assert repr(box) == render_text(input_bound_report)
     view.update(live_status(0.75, cpu=10.0, steps=4))  # a late tick is ignored
     assert box.children == (view.report_view,)
 
@@ -832,7 +836,7 @@ def test_the_comparison_panel_puts_the_measured_gain_beside_the_bound() -> None:
     report = synthetic_gpu_report(comparison=synthetic_comparison(1.6))
     text = parse_html(report_widget(report).children[0].value).all_text
     assert "Measured: 1.60x faster" in text
-    assert "Predicted for fix dataloader_workers: up to 1.8x faster" in text
+    assert "Predicted for fix dataloader_workers: up to 1.82x" in text
     assert "throughput of 0.6 more GPU(s)" in text
     assert "median step time300.0 ms187.5 ms" in text
     assert "data share45.0%12.0%" in text
@@ -851,7 +855,7 @@ def test_the_what_if_panel_sets_fixes_against_more_gpus() -> None:
     first = report_widget(report).children[0].value
     text = parse_html(first).all_text
     assert "What if: fix the code, or add GPUs?" in text
-    assert "Fixing data: up to 1.8x faster on this machine, with no new hardware." in text
+    assert "Fixing data: up to 1.82x on this machine, with no new hardware." in text
     assert "interconnect NVLink x12 (300 GB/s); gradients 461.4 MB a step" in text  # 440 MiB, in decimal MB
     rows = re.findall(r"<tr><td class='num'>(\d+)</td><td class='num'>([\d.]+x)</td>", first)
     assert [r[0] for r in rows] == ["2", "4", "8"]
@@ -932,7 +936,7 @@ def test_charts_draw_gpus_on_the_left_and_cpu_on_its_own_axis() -> None:
 def test_text_plain_of_the_widget_is_the_whole_text_report(input_bound_report: Report) -> None:
     widget = report_widget(input_bound_report)
     bundle = widget._repr_mimebundle_()
-    assert bundle["text/plain"] == input_bound_report.text()
+    assert bundle["text/plain"] == render_text(input_bound_report)
     assert len(bundle["text/plain"]) > 110
     assert "application/vnd.jupyter.widget-view+json" in bundle
 

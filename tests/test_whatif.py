@@ -12,6 +12,7 @@ from gpu_notebook.records import (
     Analysis, Environment, GpuInfo, PhaseBreakdown, ProfileWindow, Report, Run, SampleSeries,
     StepClockRecord, StepPhases, StepStats, UtilizationStats,
 )
+from gpu_notebook.views.text import render_text
 
 MB = 10**6
 REFERENCE = Path(os.environ.get("GPU_NOTEBOOK_REFERENCE_TRACES", Path(__file__).parents[1].parent / "shared" / "reference_traces"))
@@ -96,7 +97,7 @@ def test_real_cpu_run_records_gradient_bytes_and_says_no_gpu(ip):
     rep: Report = ip.user_ns["rep"]
     assert rep.run.steps.grad_bytes == (32 * 256 + 256 + 256 * 1 + 1) * 4
     assert rep.whatif is not None and rep.whatif.points == ()
-    assert "no GPU visible" in rep.text()
+    assert "no GPU visible" in render_text(rep)
 
 
 def test_measured_bus_bandwidth_from_a_real_two_rank_nccl_trace():
@@ -350,7 +351,7 @@ def test_real_two_rank_trace_is_scaled_as_the_two_gpu_job_it_is():
     assert p4.step_s == pytest.approx(step - 2.020e-3 + 3.034e-3, rel=1e-4)
     assert p4.speedup == pytest.approx(1.991, abs=0.002)
     assert p8.speedup == pytest.approx(3.973, abs=0.002)
-    text = report.text()
+    text = render_text(report)
     assert "one rank of a data-parallel job on 2 GPUs: its step already includes the all-reduce" in text
     assert "gradients 102.2 MB a step" in text and "97.5 MB" not in text
     html = whatif_section(wi)

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from gpu_notebook.capture.stacks import OTHER, CodeRef, RawStacks
-from gpu_notebook.records import FunctionStat, LineStat, StackProfile
+from gpu_notebook.records import OTHER, CodeRef, FunctionStat, LineStat, RawStacks, StackProfile
 
 __all__ = [
     "CELL_FILE_LABEL",

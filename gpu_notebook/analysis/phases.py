@@ -25,6 +25,7 @@ steps), else ``ProfilerStep#N`` ranges, else the whole host span as one step.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -259,11 +260,13 @@ class PhaseLocator:
     Built once per trace by ``phase_at``; calling it is vectorised.
     """
 
-    def __init__(self, trace: Trace, host: tuple[int, int]) -> None:
+    def __init__(
+        self, trace: Trace, host: tuple[int, int], bounds: StepBounds | None = None
+    ) -> None:
         self.host = host
         self._origin_us = float(trace.ts_us.min()) if len(trace) else 0.0
         # covers[L] = union of every range painted at level >= L (L = 1..7).
-        self._covers: tuple[_Cover, ...] = _level_covers(trace, host)
+        self._covers: tuple[_Cover, ...] = _level_covers(trace, host, bounds)
 
     def __call__(self, ts_us: npt.ArrayLike) -> IntArray:
         t = np.rint((np.asarray(ts_us, dtype=np.float64) - self._origin_us) * 1000.0).astype(
@@ -285,7 +288,9 @@ class PhaseLocator:
         )
 
 
-def _level_covers(trace: Trace, host: tuple[int, int]) -> tuple[_Cover, ...]:
+def _level_covers(
+    trace: Trace, host: tuple[int, int], bounds: StepBounds | None = None
+) -> tuple[_Cover, ...]:
     pid, tid = host
     same_pid = trace.pid == pid
     on_thread = trace.category_mask(*_PAINT_CATEGORIES) & same_pid & (trace.tid == tid)
@@ -294,36 +299,227 @@ def _level_covers(trace: Trace, host: tuple[int, int]) -> tuple[_Cover, ...]:
     on_thread &= ~trace.name_mask(prefix=(markers.PROFILER_STEP_PREFIX, markers.STEP_MARK_PREFIX))
     is_runtime = trace.category_mask("cuda_runtime", "cuda_driver")
     autograd = trace.name_mask(prefix=markers.AUTOGRAD_PREFIX)
-    levels: list[BoolArray] = [
-        on_thread,  # other
-        on_thread & trace.name_mask(prefix=markers.FORWARD_PREFIX),
-        (on_thread & trace.name_mask(names=(markers.BACKWARD,)))
-        | (autograd & same_pid & trace.category_mask("cpu_op")),
-        on_thread
-        & trace.name_mask(
-            prefix=(markers.OPTIMIZER_STEP_PREFIX, markers.OPTIMIZER_ZERO_GRAD_PREFIX)
-        ),
-        on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX),
-        on_thread & is_runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES),
-        on_thread & trace.name_mask(names=markers.SYNC_OPS),
-    ]
     start = _to_ns(trace, trace.ts_us)
     end = start + np.rint(trace.dur_us * 1000.0).astype(np.int64)
+
+    def spans(mask: BoolArray) -> tuple[IntArray, IntArray]:
+        rows = np.flatnonzero(mask)
+        return start[rows], end[rows]
+
+    forward_marks = on_thread & trace.name_mask(prefix=markers.FORWARD_PREFIX)
+    backward = (on_thread & trace.name_mask(names=(markers.BACKWARD,))) | (
+        autograd & same_pid & trace.category_mask("cpu_op")
+    )
+    optimizer = spans(
+        on_thread
+        & trace.name_mask(prefix=(markers.OPTIMIZER_STEP_PREFIX, markers.OPTIMIZER_ZERO_GRAD_PREFIX))
+    )
+    # Closure optimizers (LBFGS, Lightning's automatic optimization, any ``step(closure)``) run
+    # forward and backward inside ``Optimizer.step``: there they stay forward and backward, and
+    # so do the ops autograd recorded (grad mode on; the update itself runs under no_grad), which
+    # is how a forward shows up in a trace without our forward ranges.
+    # Only what lies wholly inside one optimizer range is a closure's.
+    opt_cover = _Cover.of(*optimizer)
+
+    def inside_optimizer(mask: BoolArray) -> BoolArray:
+        rows = np.flatnonzero(mask)
+        k = np.searchsorted(opt_cover.starts, start[rows], side="right") - 1
+        kc = np.maximum(k, 0)
+        inside = np.zeros(len(trace), dtype=np.bool_)
+        if opt_cover.starts.size:
+            inside[rows] = (k >= 0) & (end[rows] <= opt_cover.ends[kc])
+        return inside
+
+    grad_mode = on_thread & trace.category_mask("cpu_op") & (trace.sequence >= 0) & ~autograd
+    fwd_in = inside_optimizer(forward_marks | grad_mode)
+    bwd_in = inside_optimizer(backward)
+    closure_fwd, closure_bwd = _closure_blocks(start, end, fwd_in, bwd_in, opt_cover)
+    forward = _union(spans(forward_marks), closure_fwd)
+    if bounds is not None and not forward_marks.any():
+        # No hook of ours sits on modules: forward is inferred from the step's shape.
+        data_mask = on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX)
+        forward = _union(
+            forward, _inferred_forward(trace, bounds, start, end, backward=backward, data=data_mask)
+        )
+    backward_spans = _union(spans(backward), closure_bwd)
+    model = _union(forward, backward_spans)
+    optimizer = _subtract(opt_cover.starts, opt_cover.ends, *_union(closure_fwd, closure_bwd))
+    if optimizer[0].size == 0 and not opt_cover.starts.size:
+        bounds = step_bounds(trace, tid)
+        step_starts = _to_ns(trace, np.asarray(bounds.start_us)) if bounds else np.zeros(1, np.int64)
+        optimizer = _manual_updates(
+            trace, on_thread, start, end, model, _merge(*spans(backward)), step_starts
+        )
+
+    levels: list[tuple[IntArray, IntArray]] = [
+        spans(on_thread),  # other
+        forward,
+        backward_spans,
+        optimizer,
+        spans(on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX)),
+        spans(on_thread & is_runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES)),
+        spans(on_thread & trace.name_mask(names=markers.SYNC_OPS)),
+    ]
     covers: list[_Cover] = []
-    cumulative = np.zeros(len(trace), dtype=np.bool_)
+    acc_s = np.zeros(0, dtype=np.int64)
+    acc_e = np.zeros(0, dtype=np.int64)
     # Build from the top level down so each cover is the union of its level and all above it.
-    for mask in reversed(levels):
-        cumulative = cumulative | mask
-        rows = np.flatnonzero(cumulative)
-        covers.append(_Cover.of(start[rows], end[rows]))
+    for s, e in reversed(levels):
+        acc_s, acc_e = _merge(np.concatenate([acc_s, s]), np.concatenate([acc_e, e]))
+        covers.append(_Cover.of(acc_s, acc_e))
     covers.reverse()
     return tuple(covers)
 
 
+def _inferred_forward(
+    trace: Trace,
+    bounds: StepBounds,
+    start: IntArray,
+    end: IntArray,
+    *,
+    backward: BoolArray,
+    data: BoolArray,
+) -> tuple[IntArray, IntArray]:
+    """Forward spans for a trace without forward ranges (no hook of ours sits on modules).
+
+    In each step: from the end of its last data range before the first backward (the step's
+    start when it has none) to that backward; in a step without backward (inference), from
+    its data to the step's end. Painted at the forward level, so every classified range
+    (backward, optimizer, data, copy, sync) still wins where they overlap.
+    """
+    s0 = _to_ns(trace, np.asarray(bounds.start_us, dtype=np.float64))
+    e0 = _to_ns(trace, np.asarray(bounds.end_us, dtype=np.float64))
+    bwd_starts = np.sort(start[backward])
+    data_rows = np.flatnonzero(data)
+    data_end_sorted = np.sort(end[data_rows]) if data_rows.size else np.zeros(0, dtype=np.int64)
+    fs: list[int] = []
+    fe: list[int] = []
+    for a, b in zip(s0.tolist(), e0.tolist(), strict=True):
+        k = int(np.searchsorted(bwd_starts, a, side="left"))
+        first_bwd = int(bwd_starts[k]) if k < bwd_starts.size and bwd_starts[k] < b else b
+        j = int(np.searchsorted(data_end_sorted, first_bwd, side="right")) - 1
+        begin = a
+        if j >= 0 and a <= data_end_sorted[j] <= first_bwd:
+            begin = int(data_end_sorted[j])
+        if first_bwd > begin:
+            fs.append(begin)
+            fe.append(first_bwd)
+    return np.asarray(fs, dtype=np.int64), np.asarray(fe, dtype=np.int64)
+
+
+def _closure_blocks(
+    start: IntArray, end: IntArray, fwd: BoolArray, bwd: BoolArray, opt: _Cover
+) -> tuple[tuple[IntArray, IntArray], tuple[IntArray, IntArray]]:
+    """Forward and backward blocks of the closures run inside optimizer ranges.
+
+    Inside one optimizer range, a run of forward events (our forward ranges, ops autograd
+    recorded) is forward from its first start to the next backward's start, the Python between
+    its ops and before ``loss.backward()`` included; a run of backward events is backward from
+    its first start to its last end. LBFGS calls the closure several times: one block each.
+    """
+    rows = np.flatnonzero(fwd | bwd)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if rows.size == 0:
+        return empty, empty
+    rows = rows[np.lexsort((-end[rows], start[rows]))]
+    s, e, is_fwd = start[rows], end[rows], fwd[rows] & ~bwd[rows]
+    range_id = np.searchsorted(opt.starts, s, side="right") - 1
+    new_run = np.ones(rows.size, dtype=np.bool_)
+    new_run[1:] = (is_fwd[1:] != is_fwd[:-1]) | (range_id[1:] != range_id[:-1])
+    first = np.flatnonzero(new_run)
+    run_start = s[first]
+    run_end = np.maximum.reduceat(e, first)
+    run_fwd = is_fwd[first]
+    run_range = range_id[first]
+    # A forward run reaches the next run's start when that run is a backward in the same range.
+    nxt_start = np.append(run_start[1:], -1)
+    nxt_same = np.append(run_range[1:] == run_range[:-1], False)
+    reach = np.where(nxt_same, np.maximum(run_end, nxt_start), run_end)
+    fwd_end = np.where(run_fwd, reach, run_end)
+    return (
+        _merge(run_start[run_fwd], fwd_end[run_fwd]),
+        _merge(run_start[~run_fwd], run_end[~run_fwd]),
+    )
+
+
+def _union(a: tuple[IntArray, IntArray], b: tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray]:
+    return _merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def _subtract(
+    a_starts: IntArray, a_ends: IntArray, b_starts: IntArray, b_ends: IntArray
+) -> tuple[IntArray, IntArray]:
+    """The parts of the intervals ``a`` not covered by ``b`` (both sorted and disjoint)."""
+    if a_starts.size == 0 or b_starts.size == 0:
+        return a_starts, a_ends
+    # Membership changes only at endpoints: test each elementary segment once.
+    cuts = np.unique(np.concatenate([a_starts, a_ends, b_starts, b_ends]))
+    lo, hi = cuts[:-1], cuts[1:]
+    keep = _Cover(a_starts, a_ends, np.zeros(0, np.int64)).contains(lo) & ~_Cover(
+        b_starts, b_ends, np.zeros(0, np.int64)
+    ).contains(lo)
+    return _merge(lo[keep], hi[keep])
+
+
+# In-place ops of a hand-written update: ``p.data.add_(g, alpha=-lr)``, ``p -= lr * p.grad``
+# (aten::sub_), ``p.grad.zero_()``, and the foreach/fused kernels some loops call directly.
+_IN_PLACE = re.compile(r"^aten::(_foreach_\w+|_fused_\w+|[a-z]\w*_)$")
+
+
+def _manual_updates(
+    trace: Trace,
+    on_thread: BoolArray,
+    start: IntArray,
+    end: IntArray,
+    model: tuple[IntArray, IntArray],
+    backward: tuple[IntArray, IntArray],
+    step_starts_ns: IntArray,
+) -> tuple[IntArray, IntArray]:
+    """Without an optimizer object, the update after each backward is the optimizer phase.
+
+    After a backward, from its end to the end of the last top-level in-place op that follows
+    it in the same step: ``p -= lr * p.grad`` and friends, with the Python between them (one
+    iteration per parameter). A data copy (``copy_``) is not an update, and the next step's
+    in-place ops (an inplace ReLU in its forward) are not this step's update.
+    """
+    ops = np.flatnonzero(on_thread & trace.category_mask("cpu_op"))
+    if ops.size == 0 or backward[0].size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ops = ops[np.lexsort((-end[ops], start[ops]))]
+    s, e = start[ops], end[ops]
+    reach = np.maximum.accumulate(e)
+    top = np.ones(ops.size, dtype=np.bool_)
+    top[1:] = s[1:] >= reach[:-1]  # not nested inside an earlier op
+    in_place = trace.name_ids(lambda n: n != "aten::copy_" and _IN_PLACE.match(n) is not None)
+    table = np.zeros(len(trace.names), dtype=np.bool_)
+    table[in_place] = True
+    update = top & table[trace.name_id[ops]]
+    update &= ~_Cover.of(*model).contains(s)
+    if not update.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    us, ue = s[update], e[update]
+    # The backward each update op follows (intervals sorted, so k never decreases).
+    b_starts, b_ends = backward
+    k = np.searchsorted(b_starts, us, side="right") - 1
+    after = k >= 0
+    us, ue, k = us[after], ue[after], k[after]
+
+    def step_of(t: IntArray) -> IntArray:
+        return np.searchsorted(step_starts_ns, t, side="right")
+
+    same_step = step_of(us) == step_of(b_ends[k])
+    us, ue, k = us[same_step], ue[same_step], k[same_step]
+    if k.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # Group the update ops by the model interval they follow: [its end, the group's last op end].
+    groups, first = np.unique(k, return_index=True)
+    return _merge(b_ends[groups], np.maximum.reduceat(ue, first))
+
+
 def phase_at(trace: Trace, host_tid: int | None = None) -> PhaseLocator | None:
     """A callable mapping timestamps (µs) to phase indices, or None without a host thread."""
-    host = _resolve_thread(trace, host_tid)
-    return None if host is None else PhaseLocator(trace, host)
+    bounds = step_bounds(trace, host_tid)
+    return None if bounds is None else PhaseLocator(trace, bounds.host, bounds)
 
 
 def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakdown | None:
@@ -331,7 +527,7 @@ def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakd
     bounds = step_bounds(trace, host_tid)
     if bounds is None:
         return None
-    locator = PhaseLocator(trace, bounds.host)
+    locator = PhaseLocator(trace, bounds.host, bounds)
     return _breakdown(bounds, locator, measured=_measured(trace))
 
 

@@ -36,7 +36,8 @@ def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | 
     """Phases as the hooks timed them: data, forward, backward, optimizer; the rest is "other".
 
     Copies and syncs happen inside these ranges and cannot be told apart without a trace, so
-    they are "not measured" here rather than zero.
+    they are "not measured" here rather than zero. The phases never sum past the step (see
+    ``_within_step``).
     """
     steps = tuple(s for s in steady_steps(record, warmup_steps) if s.timed)
     if not steps:
@@ -52,6 +53,7 @@ def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | 
             "backward": s.backward_s * 1e6,
             "optimizer": s.optimizer_s * 1e6,
         }
+        parts = _within_step(parts, dur_us)
         parts["other"] = max(0.0, dur_us - sum(parts.values()))
         for k, v in parts.items():
             totals[k] += v
@@ -60,3 +62,24 @@ def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | 
     return PhaseBreakdown(
         source="hooks", steps=tuple(out), total_us=total_us, phase_total_us=totals, measured=HOOK_PHASES
     )
+
+
+def _within_step(parts: dict[str, float], dur_us: float) -> dict[str, float]:
+    """Hook-timed phases trimmed so that they never sum past the step they belong to.
+
+    The one known overlap: a closure optimizer (``opt.step(closure)``: LBFGS, Lightning's
+    automatic optimization) runs forward and backward inside the optimizer's span, so both
+    counted them; the excess is taken from the optimizer first. What still exceeds the step
+    (clock granularity, a hook that saw a nested call twice) is scaled down evenly.
+    """
+    excess = sum(parts.values()) - dur_us
+    if excess <= 0:
+        return parts
+    out = dict(parts)
+    out["optimizer"] = max(0.0, out["optimizer"] - excess)
+    total = sum(out.values())
+    if total > dur_us > 0:
+        out = {k: v * dur_us / total for k, v in out.items()}
+    elif dur_us <= 0:
+        out = dict.fromkeys(out, 0.0)
+    return out

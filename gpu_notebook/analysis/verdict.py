@@ -7,13 +7,22 @@ Thresholds (DESIGN.md §6, with their sources):
   articles call < 80% sustained "more cards waste money", so 80% is where adding cards starts
   to pay);
 - peak memory >= 90% of the card (PyTorch TensorBoard profiler plugin; TraceML "high" at 80%);
-- communication >= 10% of the window (TensorBoard plugin's distributed advice).
+- communication >= 10% of the window (TensorBoard plugin's distributed advice);
+- host-bound from the trace's own figures (ops per step, median op time, Python between ops;
+  analysis/host.py) on a CPU run too: a loop of tiny ops is not helped by a GPU.
 A phase that was not measured is never read as zero: the verdict says what it could not see.
 """
 
 from __future__ import annotations
 
+from gpu_notebook.analysis.host import describe as describe_host
+from gpu_notebook.analysis.host import host_bound
+from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.records import Analysis, Confidence, Environment, Run, Verdict
+
+# Environment.platform of a run rebuilt from a trace file (``gpucheck analyze``): the report
+# then speaks of "this trace", and of nothing NVML or the step clock would have measured.
+RECORDED_ELSEWHERE = "recorded elsewhere"
 
 INPUT_CRITICAL = 0.20
 SYNC_CRITICAL = 0.20
@@ -25,6 +34,10 @@ COMM = 0.10
 
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
+
+
+def from_a_file(run: Run) -> bool:
+    return run.env.platform == RECORDED_ELSEWHERE
 
 
 def amdahl_bound(share: float) -> float:
@@ -43,10 +56,23 @@ def _confidence(run: Run, analysis: Analysis) -> Confidence:
 
 
 def decide(run: Run, analysis: Analysis) -> Verdict:
-    """Pick the primary verdict from the phase shares, the GPU timeline and the samples."""
+    """Pick the primary verdict from the phase shares, the GPU timeline and the samples.
+
+    Shares are those of the typical profiled step (stalled steps left out, as the rules do).
+    """
+    analysis, _ = without_stalls(analysis)
     phases = analysis.phases
     confidence = _confidence(run, analysis)
     if phases is None or phases.total_us <= 0:
+        if from_a_file(run):
+            return Verdict(
+                category="unknown",
+                headline="No training step was found in this trace.",
+                more_gpus="Unknown: this trace has no ProfilerStep ranges and no host operators "
+                "to split into steps.",
+                evidence=("no host thread with operators in the trace",),
+                confidence="low",
+            )
         return Verdict(
             category="unknown",
             headline="No training step was detected in this cell.",
@@ -66,8 +92,12 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
         evidence.append(f"not measured ({why}): {', '.join(not_measured)}")
 
     busy = _gpu_busy_share(analysis)
-    if busy is None and not _has_gpu(run.env):
-        return _cpu_verdict(data, sync, evidence, confidence)
+    on_gpu = busy is not None or _has_gpu(run.env)
+    overhead = host_bound(analysis.host, analysis.top_ops, on_gpu=on_gpu)
+    if analysis.host is not None and (overhead or not on_gpu):
+        evidence.append(describe_host(analysis.host))
+    if not on_gpu:
+        return _cpu_verdict(data, sync, evidence, confidence, host_bound=overhead)
     if busy is not None:
         evidence.insert(0, f"GPU busy {_pct(busy)} of the window")
 
@@ -135,12 +165,25 @@ def _gpu_busy_share(analysis: Analysis) -> float | None:
     return mean / 100.0 if mean is not None else None
 
 
-def _input_verdict(data: float, evidence: list[str], confidence: Confidence) -> Verdict:
+def _input_verdict(
+    data: float, evidence: list[str], confidence: Confidence, *, on_cpu: bool = False
+) -> Verdict:
+    if on_cpu:
+        # No device here: say once, apart, what the wait would mean on one.
+        more = (
+            f"No: the step waits for data, and a GPU only shortens compute. Fix the input "
+            f"pipeline first (this alone can make steps up to {amdahl_bound(data):.1f}x faster); "
+            f"on a GPU the same wait would leave the card idle."
+        )
+    else:
+        more = (
+            f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
+            f"(this alone can make steps up to {amdahl_bound(data):.1f}x faster)."
+        )
     return Verdict(
         "input-bound",
         f"Waiting for data takes {_pct(data)} of every step.",
-        f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
-        f"(this alone can make steps up to {amdahl_bound(data):.1f}x faster).",
+        more,
         tuple(evidence),
         confidence,
     )
@@ -158,13 +201,28 @@ def _sync_verdict(sync: float, evidence: list[str], confidence: Confidence) -> V
 
 
 def _cpu_verdict(
-    data: float | None, sync: float | None, evidence: list[str], confidence: Confidence
+    data: float | None,
+    sync: float | None,
+    evidence: list[str],
+    confidence: Confidence,
+    *,
+    host_bound: bool = False,
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
     if data is not None and data >= INPUT_CRITICAL:
-        return _input_verdict(data, evidence, confidence)
+        return _input_verdict(data, evidence, confidence, on_cpu=True)
     if sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence)
+    if host_bound:
+        return Verdict(
+            "host-bound",
+            "Python and per-operator overhead set the pace: the ops are too small to be the work.",
+            "No: a GPU would not help as it is. Each of these ops would become a kernel "
+            "shorter than its own launch, and the GPU would wait on Python just as the CPU "
+            "does. Give each op more work first (bigger batch), or fuse them (torch.compile).",
+            tuple(evidence),
+            confidence,
+        )
     return Verdict(
         "cpu-only",
         "No GPU is visible; this loop spends its time computing on the CPU.",

@@ -59,6 +59,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.verdict import from_a_file
 from gpu_notebook.records import Analysis, Environment, Run, ScalingPoint, WhatIf
 
 GPU_COUNTS = (2, 4, 8)
@@ -174,12 +175,21 @@ def what_if(
     if measured_grad_bytes:
         grad_bytes = measured_grad_bytes
         assumptions.append("gradient bytes: the all-reduce message sizes of one step in the trace")
-    if not run.env.gpus and not measured_bus_bytes_per_s:
+    if from_a_file(run) and bus is None and not measured_bus_bytes_per_s:
+        missing.append(
+            "this trace does not record how its GPUs are linked (NVLink or PCIe): no interconnect "
+            "to model (run gpucheck on that machine)"
+        )
+    elif not run.env.gpus and not measured_bus_bytes_per_s:
         missing.append("no GPU visible: no interconnect to model (run on the GPU you would add more of)")
     elif bus is None:
         missing.append("NVML reports neither NVLink links nor the PCIe link of this GPU")
     if grad_bytes is None:
-        missing.append("gradient size unknown: no optimizer or model parameters were seen")
+        missing.append(
+            "gradient size unknown: this trace has no all-reduce to size it"
+            if from_a_file(run)
+            else "gradient size unknown: no optimizer or model parameters were seen"
+        )
     if world is not None and world > 1:
         # Only N above today's job; past the usual 8, keep doubling the job as it is.
         gpu_counts = tuple(n for n in gpu_counts if n > world) or (2 * world, 4 * world)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -15,21 +16,36 @@ def torch_installed() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def read_environment() -> Environment:
-    """One Environment record; never raises for a missing torch, driver or GPU."""
-    torch_version: str | None = None
-    cuda_available = False
-    if torch_installed():
-        import torch
+def torch_facts() -> dict[str, object]:
+    """torch's version and whether CUDA is usable, read from an already imported torch only.
 
-        torch_version = str(torch.__version__)
-        cuda_available = bool(torch.cuda.is_available())
+    Never imports torch: the user's code does that, after setting what torch reads at import
+    (``OMP_NUM_THREADS``, ``CUDA_VISIBLE_DEVICES``...). Before that, the version comes from the
+    installed distribution and CUDA counts as not available until torch arrives.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "cuda"):
+        return {"torch_version": str(torch.__version__), "cuda_available": bool(torch.cuda.is_available())}
+    version: str | None = None
+    if torch_installed():
+        try:
+            version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+    return {"torch_version": version, "cuda_available": False}
+
+
+def read_environment() -> Environment:
+    """One Environment record; never raises for a missing torch, driver or GPU; imports no torch."""
+    facts = torch_facts()
+    torch_version = facts["torch_version"]
+    cuda_available = bool(facts["cuda_available"])
     status = nvml.status()
     return Environment(
         python_version=platform.python_version(),
         platform=f"{sys.platform}-{platform.machine()}",
         cpu_count=os.cpu_count() or 1,
-        torch_version=torch_version,
+        torch_version=torch_version if isinstance(torch_version, str) else None,
         cuda_available=cuda_available,
         nvml_available=status.available,
         nvml_message=status.message,

@@ -7,6 +7,8 @@ read back by ``gpu_notebook.trace``; ``prof.events()`` is never called (~50 us a
 
 If another profiler is active when the window would start (the user's own), ours steps aside and
 says so: two Kineto sessions cannot run at once, and starting ours would silently empty theirs.
+If the user's profiler starts while ours records, ours stops first (``guard()``: torch's profiler
+class is watched for the length of the capture) and the user's runs as it would without us.
 """
 
 from __future__ import annotations
@@ -42,14 +44,15 @@ class ProfilerWindow:
         self,
         warmup: int,
         steps: int,
-        trace_path: Path,
         *,
         cuda: bool,
         record_shapes: bool = False,
     ) -> None:
         self.warmup = warmup
         self.steps = steps
-        self.trace_path = trace_path
+        self._starting = False  # our own profiler is starting: the guard lets it through
+        self._guard: tuple[Any, Any, Any] | None = None  # (class, original, wrapper)
+        self._guard_inert = False
         self._cuda = cuda
         self._record_shapes = record_shapes
         self._prof: Any = None
@@ -97,6 +100,44 @@ class ProfilerWindow:
         self._first_step = None
         self._last_step = None
 
+    def guard(self) -> None:
+        """Watch torch's profiler class: a profiler the cell starts makes ours stop first.
+
+        Both ``torch.profiler.profile`` and ``torch.autograd.profiler.profile`` prepare their
+        session through ``torch.autograd.profiler.profile._prepare_trace``; Kineto refuses a
+        second session on the thread ("Profiler is already enabled"), so ours gives way.
+        """
+        import torch.autograd.profiler as autograd_profiler
+
+        if self._guard is not None:
+            return
+        cls = autograd_profiler.profile
+        original = cls.__dict__["_prepare_trace"]
+        window = self
+
+        def _prepare_trace(prof: Any, *args: Any, **kwargs: Any) -> Any:
+            if not window._guard_inert and not window._starting and window._prof is not None:
+                window._yield_to_user()
+            return original(prof, *args, **kwargs)
+
+        _prepare_trace.__wrapped__ = original  # type: ignore[attr-defined]
+        cls._prepare_trace = _prepare_trace
+        self._guard = (cls, original, _prepare_trace)
+
+    def unguard(self) -> None:
+        """Restore the profiler class, unless the cell replaced the method meanwhile (theirs wins)."""
+        if self._guard is None:
+            return
+        cls, original, wrapper = self._guard
+        self._guard = None
+        self._guard_inert = True
+        if cls.__dict__.get("_prepare_trace") is wrapper:
+            cls._prepare_trace = original
+
+    def _yield_to_user(self) -> None:
+        self._teardown(export=False)
+        self.step_aside(USER_PROFILER_MESSAGE)
+
     def step_aside(self, message: str) -> None:
         self._status = "stepped-aside"
         self._message = message
@@ -109,14 +150,24 @@ class ProfilerWindow:
         import torch
         from torch.profiler import ProfilerActivity
 
-        # Kineto prints "USDT: profiler_start" lines to the process stderr, which ipykernel
-        # forwards into the user's cell output; level 6 keeps the cell's output the user's own.
-        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
         activities = [ProfilerActivity.CPU]
         if self._cuda:
             activities.append(ProfilerActivity.CUDA)
         prof = torch.profiler.profile(activities=activities, record_shapes=self._record_shapes)
-        prof.start()
+        # Kineto prints "USDT: profiler_start" lines to the process stderr, which ipykernel
+        # forwards into the user's cell output; level 6 keeps the cell's output the user's own.
+        # Kineto reads it when the profiler starts; it is set for that call only, so neither
+        # the cell's later subprocesses nor anything after the cell sees it.
+        saved = os.environ.get("KINETO_LOG_LEVEL")
+        if saved is None:
+            os.environ["KINETO_LOG_LEVEL"] = "6"
+        self._starting = True
+        try:
+            prof.start()
+        finally:
+            self._starting = False
+            if saved is None:
+                os.environ.pop("KINETO_LOG_LEVEL", None)
         self._prof = prof
         self._first_step = step_index
         self._last_step = step_index
@@ -162,13 +213,17 @@ class ProfilerWindow:
         self._stopped = prof
         return True
 
-    def export(self) -> None:
-        """Write the stopped window's trace to ``trace_path`` (once; after ``close()``)."""
+    def export(self, path: Path | None) -> str | None:
+        """Write the stopped window's trace to ``path`` (once; after ``close()``), mode 0600.
+
+        Returns the path written, or None (nothing recorded, or no path: the trace is dropped).
+        """
         prof, self._stopped = self._stopped, None
-        if prof is None:
-            return
-        self.trace_path.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(self.trace_path))
+        if prof is None or path is None:
+            return None
+        prof.export_chrome_trace(str(path))
+        os.chmod(path, 0o600)
+        return str(path)
 
     def _recorded_steps(self) -> int:
         if self._first_step is None or self._last_step is None:
@@ -182,6 +237,7 @@ class ProfilerWindow:
         """
         if self._prof is not None:
             self._stop(complete=False)
+        self.unguard()
         self._done = True
         recorded = self._recorded_steps() if self._status in ("recorded", "partial") else 0
         message = self._message
@@ -196,6 +252,6 @@ class ProfilerWindow:
             requested_steps=self.steps,
             first_step=self._first_step if recorded else None,
             recorded_steps=recorded,
-            trace_path=str(self.trace_path) if self._status in ("recorded", "partial") else None,
+            trace_path=None,  # set by the session once export() has written the file
             message=message,
         )

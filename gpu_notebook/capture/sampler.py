@@ -1,6 +1,6 @@
 """Background sampler: this process, its children, the machine's cores and every GPU, bounded.
 
-One daemon thread ("gpu_notebook-sampler") wakes every ``interval_s`` and appends a
+One background thread ("gpu_notebook-sampler", hidden from threading.enumerate(): capture/threads.py) wakes every ``interval_s`` and appends a
 :class:`~gpu_notebook.records.Sample` to a fixed-size buffer. When the buffer is full it keeps
 every other sample and doubles its interval, so memory stays flat and the samples still cover
 the whole run at even spacing, however long the cell runs.
@@ -36,6 +36,7 @@ from typing import Any
 import psutil
 
 from gpu_notebook.capture import nvml
+from gpu_notebook.capture.threads import HiddenThread
 from gpu_notebook.records import GpuSample, Sample, SampleSeries
 
 __all__ = ["THREAD_NAME", "Sampler", "TickCost"]
@@ -102,7 +103,7 @@ class Sampler:
         self.capacity = int(capacity)
         self.listener = listener
         self._lock = threading.Lock()  # guards the buffer and notes (read by live views)
-        self._thread: threading.Thread | None = None
+        self._thread: HiddenThread | None = None
         self._stop_event = threading.Event()
         self._series: SampleSeries | None = None
         # Per-run state, (re)set by _reset() at each start.
@@ -127,8 +128,7 @@ class Sampler:
             raise RuntimeError("this Sampler is already running; stop() it first")
         self._reset(time.perf_counter() if origin_s is None else origin_s)
         self._stop_event = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
-        self._thread.start()
+        self._thread = HiddenThread(self._run, THREAD_NAME).start()
         return self
 
     def stop(self) -> SampleSeries:

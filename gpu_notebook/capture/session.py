@@ -7,9 +7,10 @@ it returns a frozen ``Run`` for the analysis.
 
 from __future__ import annotations
 
-import atexit
+import dataclasses
 import gzip
-import shutil
+import itertools
+import os
 import tempfile
 import threading
 import time
@@ -20,12 +21,14 @@ from pathlib import Path
 from types import CodeType, TracebackType
 from typing import Any, Literal
 
-from gpu_notebook.capture.environment import read_environment, torch_installed
+from gpu_notebook.capture.environment import read_environment, torch_facts, torch_installed
+from gpu_notebook.capture.imports import ImportWatch
 from gpu_notebook.capture.sampler import Sampler
 from gpu_notebook.capture.stacks import StackSampler
 from gpu_notebook.records import (
     CellStatus,
     Environment,
+    LiveStatus,
     ProfileWindow,
     RawStacks,
     Run,
@@ -71,47 +74,27 @@ class CaptureOptions:
             raise ValueError(f"--interval must be between 0.05 and 60 seconds (got {self.interval_s})")
 
 
-@dataclass(frozen=True)
-class LiveStatus:
-    """What a live view shows, built on the sampler thread at each tick."""
-
-    sample: Sample
-    step_count: int
-    median_step_s: float | None
-    recording: bool
-
-
 LiveListener = Callable[[LiveStatus], None]
 
 # Without an optimizer, how many steps to keep every hook before going lean (see on_boundary).
 LEAN_AFTER_UNANCHORED_STEPS = 64
 
-_TRACE_DIR: Path | None = None
-_TRACE_DIR_LOCK = threading.Lock()
+_EXPORT_COUNTER = itertools.count(1)
 
 
-def _trace_dir() -> Path:
-    """One temporary folder per process for exported traces, removed at exit."""
-    global _TRACE_DIR
-    with _TRACE_DIR_LOCK:
-        if _TRACE_DIR is None:
-            _TRACE_DIR = Path(tempfile.mkdtemp(prefix="gpucheck-"))
-            atexit.register(shutil.rmtree, _TRACE_DIR, True)
-        return _TRACE_DIR
+def private_scratch() -> tempfile.TemporaryDirectory[str]:
+    """A folder only this user can open (0700, from mkdtemp), removed when the context ends.
+
+    Created after the measured code has ended (a script that calls ``os._exit`` leaves none
+    behind) and removed once the report is built and exported.
+    """
+    return tempfile.TemporaryDirectory(prefix="gpucheck-")
 
 
-_RUN_COUNTER = 0
-
-
-def _next_trace_path() -> Path:
-    global _RUN_COUNTER
-    _RUN_COUNTER += 1
-    stamp = datetime.now().strftime("%H%M%S")
-    # Plain JSON, written by Kineto in C++. A ".gz" path makes torch write a temporary file, read
-    # it back and push it line by line through Python's gzip at level 9: ~16x the CPU time (50 ms
-    # after a default MLP cell, seconds after a full-profile one), between the cell and its
-    # report (benchmarks/README.md, A). Traces are compressed only when they leave this folder.
-    return _trace_dir() / f"run{_RUN_COUNTER:04d}-{stamp}.trace.json"
+def unique_stem(started_at: str) -> str:
+    """``gpucheck-<time>-<pid>-<n>``: two cells started in the same second never share files."""
+    stamp = started_at.replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
+    return f"gpucheck-{stamp}-{os.getpid()}-{next(_EXPORT_COUNTER)}"
 
 
 def copy_trace(src: Path, dst: Path) -> None:
@@ -119,7 +102,9 @@ def copy_trace(src: Path, dst: Path) -> None:
     data = src.read_bytes()
     if dst.suffix == ".gz" and data[:2] != b"\x1f\x8b":
         data = gzip.compress(data, compresslevel=6)  # one call: ~2 ms for a default window
-    dst.write_bytes(data)
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
 
 
 class CaptureSession:
@@ -158,6 +143,9 @@ class CaptureSession:
         self._stack_first_step = 0
         self._wall_s = 0.0
         self._closed = False
+        self._thread_id = 0
+        self._pid = 0
+        self._watches: list[ImportWatch] = []
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -174,16 +162,16 @@ class CaptureSession:
         self.close()
 
     def start(self) -> None:
-        from gpu_notebook import wait_for_warm_imports
-
-        # Never share the GIL with the measured loop: finish the background imports first.
-        wait_for_warm_imports()
         self._env = read_environment()
         self._started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._t0_ns = time.perf_counter_ns()
+        self._thread_id = threading.get_ident()
+        self._pid = os.getpid()
         try:
             if torch_installed():
-                self._start_torch_side()
+                # Installed when the code imports torch (now, if it already has): never before,
+                # so what torch reads at import (OMP_NUM_THREADS...) is what the code set.
+                self._watches.append(ImportWatch(["torch"], self._on_torch_imported).start())
             else:
                 self._notes.append("torch is not installed: sampling only, no steps or phases")
             self._sampler = Sampler(
@@ -193,16 +181,14 @@ class CaptureSession:
             )
             self._sampler.start(origin_s=self._t0_ns / 1e9)
             if self.options.lines != "off":
-                window = self._window
                 # "window": sample the K steps right *after* the profiler window (paused until
-                # then), never during it: a sampler thread waking at 200 Hz with a short switch
-                # interval stretches the gaps between ops, which the phase split would then
-                # report as "unattributed". No window that can record: the whole cell, at the
-                # whole-cell rate.
-                follow = self.options.lines == "window" and window is not None and not window.done
+                # then), never during it: a sampler waking at 200 Hz stretches the gaps between
+                # ops, which the phase split would then report as "unattributed". No window
+                # that can record (no torch, --no-profile): the whole cell, at the whole-cell rate.
+                follow = self.options.lines == "window" and self.options.profile and torch_installed()
                 self._stack_state = "waiting" if follow else "whole"
                 self._stacks = StackSampler(
-                    threading.get_ident(),
+                    self._thread_id,
                     self.options.stack_interval_s if follow else self.options.whole_cell_stack_interval_s,
                     root_codes=self._stack_root_codes,
                 )
@@ -210,6 +196,14 @@ class CaptureSession:
         except BaseException:
             self.close()
             raise
+
+    def _on_torch_imported(self, _name: str) -> None:
+        """torch has just been imported (or already was): refresh its facts, install the clock."""
+        if self._closed or self._clock is not None:
+            return
+        assert self._env is not None
+        self._env = dataclasses.replace(self._env, **torch_facts())  # type: ignore[arg-type]
+        self._start_torch_side()
 
     def _start_torch_side(self) -> None:
         from gpu_notebook.capture.profiler import (
@@ -220,11 +214,10 @@ class CaptureSession:
         from gpu_notebook.capture.stepclock import StepClock
 
         assert self._env is not None
-        clock = StepClock(self._t0_ns)
+        clock = StepClock(self._t0_ns, thread_id=self._thread_id)
         window = ProfilerWindow(
             warmup=self.options.warmup_steps,
             steps=self.options.profile_steps,
-            trace_path=_next_trace_path(),
             cuda=self._env.cuda_available,
         )
         if not self.options.profile:
@@ -264,6 +257,8 @@ class CaptureSession:
         clock.boundary_listener = on_boundary
         self._clock = clock
         self._window = window
+        if self.options.profile and not window.done:
+            window.guard()
         clock.install()
 
     def _follow_window_with_stacks(self, step_index: int, window_done: bool) -> None:
@@ -283,11 +278,6 @@ class CaptureSession:
             stacks.pause()
 
     def _on_sample(self, sample: Sample) -> None:
-        stacks = self._stacks
-        if stacks is not None:
-            # A SIGALRM handler the cell installed while we sample gets our ticks: at most
-            # until this tick (every sampling interval), not for the rest of the cell.
-            stacks.release_taken_over_timer()
         listener = self._live_listener
         clock = self._clock
         window = self._window
@@ -307,7 +297,14 @@ class CaptureSession:
         if self._closed:
             return
         self._closed = True
+        if self._pid and os.getpid() != self._pid:
+            # A forked child (the code called os.fork): our threads were not copied into it,
+            # and the parent's capture is the one that reports. Nothing to stop here.
+            return
         self._wall_s = (time.perf_counter_ns() - self._t0_ns) / 1e9 if self._t0_ns else 0.0
+        for watch in self._watches:
+            watch.close()
+        self._watches.clear()
         try:
             if self._stacks is not None:
                 self._raw_stacks = self._stacks.stop()
@@ -323,17 +320,22 @@ class CaptureSession:
 
     # ---------------------------------------------------------------- result
 
-    def finish(self, status: CellStatus, error: str | None) -> Run:
+    def finish(self, status: CellStatus, error: str | None, scratch: str | None = None) -> Run:
         """Close (if still open) and return the frozen Run.
 
         The cell ends at ``close()``: nothing of ours runs in the process after it. What only
         the analysis needs is done here, after the cell: writing the window's trace file
-        (Kineto's JSON, ~1 ms a profiled step) and turning the step clock's rows into records.
+        (Kineto's JSON, ~1 ms a profiled step) into ``scratch`` (a private folder the caller
+        removes once the report is built; no folder: the trace is not written) and turning the
+        step clock's rows into records.
         """
         self.close()
         assert self._env is not None, "finish() before start()"
+        trace_path = None
         if self._window is not None:
-            self._window.export()
+            trace_path = self._window.export(
+                Path(scratch) / "window.trace.json" if scratch is not None else None
+            )
         if self._clock is not None and self._steps is None:
             self._steps = self._clock.record()
         window = self._window_record
@@ -342,9 +344,11 @@ class CaptureSession:
                 status="unavailable",
                 warmup_steps=self.options.warmup_steps,
                 requested_steps=self.options.profile_steps,
-                message="torch is not installed",
+                message="the code never imported torch" if torch_installed() else "torch is not installed",
             )
-        elif not self.options.profile:
+        elif trace_path is not None:
+            window = dataclasses.replace(window, trace_path=trace_path)
+        if not self.options.profile:
             window = ProfileWindow(
                 status="disabled",
                 warmup_steps=self.options.warmup_steps,

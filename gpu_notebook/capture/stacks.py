@@ -2,40 +2,17 @@
 
 Every ``interval_s`` (default 5 ms, 200 Hz) the stack of the thread is counted. It samples wall
 time, not CPU time: a line blocked in ``time.sleep``, a DataLoader wait or a torch op that
-released the GIL is time the step spends there, which is what the user wants to see. Two
-designs, chosen at ``start()`` (``mode="auto"``):
+released the GIL is time the step spends there, which is what the user wants to see.
 
-**Signal (the main thread: ipykernel, the IPython terminal and ``gpucheck run`` all run user code
-there).** An ``ITIMER_REAL`` timer raises SIGALRM every interval; the Python-level handler runs
-on the main thread between two bytecodes and receives the interrupted frame: no second thread,
-no GIL hand-over, no switch-interval change (Scalene samples this way). The timer keeps running
-while a long C call holds the thread; its ticks coalesce into one handler call after the call
-returns, and that sample weighs the whole wait (the wall time since the previous sample), on
-the line that made the call. A blocking wait (``time.sleep``, a DataLoader queue, a lock) is
-interrupted and sampled inside; the handler is installed with ``siginterrupt(False)``
-(SA_RESTART), so a read or write in C code that does not retry on EINTR resumes instead of
-failing. It never takes the user's alarm: any SIGALRM handler other than SIG_DFL, or an armed
-``ITIMER_REAL`` timer, selects the thread design instead; a cell that installs its own handler
-while we sample keeps it (ours goes inert, its timer is left alone; our ticks reach its handler
-until the next ``pause()``/``stop()``, which disarms our periodic timer if the cell armed none). ``pause()`` disarms the
-timer, ``stop()`` waits for a tick generated just before the disarm to be delivered (else it
-could reach SIG_DFL: "Signal 14 ignored due to race condition", or the default action ending the
-process) and only then puts SIG_DFL back. A forked child (a DataLoader worker) inherits the
-handler but not the timer: an ``os.register_at_fork`` hook puts SIG_DFL back in it at once.
-A sample weighs the timer ticks fallen due since the previous one (see ``_on_alarm``).
+**No signals.** An earlier design sampled the main thread from a SIGALRM handler on an
+``ITIMER_REAL`` timer (as Scalene does). It cannot be invisible: ``signal.alarm`` and
+``setitimer`` share that one timer with the user's timeouts (a cell's own SIGALRM timeout
+handler received our ticks and raised a spurious ``TimeoutError``), every tick interrupts
+``signal.pause()``, and C code that does not retry on EINTR fails (Scalene's clash with
+Lightning). A sampler thread delivers nothing into the measured program; it costs the same on
+the benchmark loops (x1.039 thread vs x1.040 signal, host-bound MLP at 200 Hz, 2-core VM).
 
-Measured (``benchmarks/pyspy_crosscheck.py``, 2-core Firecracker VM, 200 Hz): against the same
-functions timed by wrappers, the signal design is within 1.1 points (pure-Python transform 8.1%
-sampled vs 7.5% measured, a 4 ms sleep 48.3% vs 47.2%), where the thread design gives the
-transform 1.8% (-5.7 points: its samples wait for the GIL). Cost on the benchmark loops
-(``benchmarks/stack_sampler_overhead.py``, medians of 40 paired ratios): host-bound small MLP
-x1.040 signal, x1.039 thread; compute-bound MLP x1.020 and x1.007. Neither meets the 2% target
-on that VM, and the floor is the platform's: a SIGALRM whose handler does nothing costs x1.038
-(a C-level no-op handler as much, ~170 us a delivery under nested virtualisation), the stack
-walk adds x1.003; at 100 Hz the signal design costs x1.022 / x1.012. Starting and stopping
-costs 1.4-2 ms a cell (a thread: 3.6-3.9 ms).
-
-**Thread (any other thread, or SIGALRM taken).** A daemon thread ("gpu_notebook-stacks-<tid>")
+**The sampler thread.** A thread the program cannot see (``capture/threads.py``)
 wakes every interval and reads ``sys._current_frames()[thread_id]``. An in-process sampler
 thread needs the GIL to read frames, and that biases it twice; both are corrected here, and
 ``benchmarks/pyspy_crosscheck.py`` checks the result against py-spy, which reads the process
@@ -80,18 +57,17 @@ that only runs past the cap). Samples that caught the target thread inside this 
 from __future__ import annotations
 
 import bisect
-import os
-import signal
 import sys
 import threading
 import time
-import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import CodeType, FrameType, TracebackType
-from typing import Literal, cast
+from typing import cast
 
+from gpu_notebook.capture.threads import HiddenThread
 from gpu_notebook.records import (
+    OTHER,
     CodeRef,
     FunctionCount,
     LineCount,
@@ -107,31 +83,22 @@ __all__ = [
     "LineCount",
     "PhaseProvider",
     "RawStacks",
-    "SamplerMode",
     "StackCount",
     "StackSampler",
     "default_root_codes",
     "infer_phase",
-    "signal_sampling_unavailable",
 ]
 
 THREAD_NAME_PREFIX = "gpu_notebook-stacks"
-OTHER = "[other]"
 
 # Returns the phase running now ("data", "forward"...) or None; called once per sample from the
-# sampler thread or the SIGALRM handler (between any two bytecodes of the cell), so it must only
-# read an attribute.
+# sampler thread, so it must only read an attribute.
 PhaseProvider = Callable[[], str | None]
-
-# "signal": SIGALRM handler on the main thread; "thread": a sampler thread; "auto": signal when
-# signal_sampling_unavailable() says nothing against it, else thread.
-SamplerMode = Literal["auto", "signal", "thread"]
 
 _OWN_FILENAME = (lambda: None).__code__.co_filename
 _JOIN_TIMEOUT_S = 5.0
 _MIN_INTERVAL_S = 0.001
 _MAX_INTERVAL_S = 1.0
-_DRAIN_TIMEOUT_S = 0.05  # stop(): longest wait for a SIGALRM generated before the disarm
 
 
 # What stop() returns lives in records.py (CodeRef, StackCount, LineCount, FunctionCount,
@@ -180,44 +147,6 @@ def default_root_codes() -> tuple[CodeType, ...]:
     return (code,) if isinstance(code, CodeType) else ()
 
 
-def signal_sampling_unavailable(thread_id: int) -> str | None:
-    """Why ``thread_id`` can not be sampled by a SIGALRM handler started from here (None: it can).
-
-    A Python signal handler runs on the main thread only, and is installed from it; the user's
-    own alarm (a handler, or an ITIMER_REAL timer already armed) is never replaced.
-    """
-    if not hasattr(signal, "setitimer") or not hasattr(signal, "SIGALRM"):
-        return "no setitimer on this platform"
-    if thread_id != threading.main_thread().ident:
-        return "the sampled thread is not the main thread"
-    if threading.get_ident() != thread_id:
-        return "started from another thread than the sampled one"
-    if signal.getsignal(signal.SIGALRM) != signal.SIG_DFL:
-        return "a SIGALRM handler is already installed"
-    if signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
-        return "an ITIMER_REAL timer is already armed"
-    return None
-
-
-# Samplers whose SIGALRM handler is installed: a forked child (a DataLoader worker) inherits the
-# handler but not the timer; it gets SIG_DFL back at once, and its copy of the sampler goes inert.
-_SIGNAL_SAMPLERS: weakref.WeakSet[StackSampler] = weakref.WeakSet()
-_FORK_HOOK_REGISTERED = False
-
-
-def _after_fork_in_child() -> None:
-    for sampler in list(_SIGNAL_SAMPLERS):
-        sampler._forget_after_fork()
-    _SIGNAL_SAMPLERS.clear()
-
-
-def _register_fork_hook() -> None:
-    global _FORK_HOOK_REGISTERED
-    if not _FORK_HOOK_REGISTERED and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
-        _FORK_HOOK_REGISTERED = True
-
-
 # --------------------------------------------------------------------------------------------
 # The sampler
 # --------------------------------------------------------------------------------------------
@@ -232,14 +161,9 @@ class StackSampler:
     any time before ``stop()``: it restricts the per-line table to the cell (None keeps every
     file). ``phase_provider`` labels each sample with the running phase. If the provider (or the
     sampler itself) raises, sampling stops and ``stop()`` raises that error.
-    ``switch_interval_s`` is the interpreter switch interval while a sampler *thread* samples
-    (None: leave it). ``root_codes``: frames the walk stops at (default: IPython's ``run_code``).
-
-    ``mode`` (see the module docstring): "auto" samples the main thread from a SIGALRM handler
-    when :func:`signal_sampling_unavailable` allows it, else from a thread; "signal" raises
-    RuntimeError at ``start()`` when it is unavailable. In signal mode ``start()`` and ``stop()``
-    must run on the main thread (``stop()`` from another one leaves the inert handler
-    installed); ``pause()``/``resume()`` may run anywhere.
+    ``switch_interval_s`` is the interpreter switch interval while the sampler samples (None:
+    leave it; restored at ``pause()``/``stop()`` unless the cell set its own meanwhile).
+    ``root_codes``: frames the walk stops at (default: IPython's ``run_code``).
     """
 
     def __init__(
@@ -252,7 +176,6 @@ class StackSampler:
         cell_filename: str | None = None,
         root_codes: Collection[CodeType] | None = None,
         switch_interval_s: float | None = 0.0002,
-        mode: SamplerMode = "auto",
     ) -> None:
         if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
             raise ValueError(
@@ -261,17 +184,12 @@ class StackSampler:
             )
         if max_stacks < 1:
             raise ValueError(f"max_stacks must be at least 1, got {max_stacks!r}")
-        if mode not in ("auto", "signal", "thread"):
-            raise ValueError(f"mode must be 'auto', 'signal' or 'thread', got {mode!r}")
         self.thread_id = thread_id
         self.interval_s = float(interval_s)
         self.max_stacks = int(max_stacks)
         self.phase_provider = phase_provider
         self.cell_filename = cell_filename
         self.switch_interval_s = switch_interval_s
-        self.requested_mode: SamplerMode = mode
-        self.mode: Literal["signal", "thread"] | None = None  # chosen by start()
-        self.fallback_reason: str | None = None  # why "auto" did not sample by signal
         self._saved_switch_s: float | None = None  # the interpreter's own, while ours is set
         roots = default_root_codes() if root_codes is None else tuple(root_codes)
         self._root_ids = frozenset(id(code) for code in roots)
@@ -279,29 +197,18 @@ class StackSampler:
 
         self._lock = threading.Lock()  # held for each thread sample, so pause() means "no more"
         self._resume_event = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: HiddenThread | None = None
         self._started = False
-        # Signal mode: our handler (one bound method, compared by identity) and the one it
-        # replaced (always SIG_DFL: see signal_sampling_unavailable).
-        self._handler: Callable[[int, FrameType | None], None] | None = None
-        self._saved_handler: object = None
-        self._pid = 0
         self._active = False
         self._stopping = False
         self._active_since = 0.0
         self._last_sample_ns = 0  # a sample weighs the time since the previous one (or resume)
-        # Signal mode: the timer's ticks fall at _armed_ns + k * _interval_ns; _ticks were
-        # accounted for by the samples taken since it was armed.
-        self._interval_ns = int(self.interval_s * 1e9)
-        self._armed_ns = 0
-        self._ticks = 0
         self._duration_s = 0.0
         self._error: BaseException | None = None
         self._cpu_s = 0.0
-        self._handler_ns = 0  # signal mode: time spent in the handler, on the sampled thread
         self._result: RawStacks | None = None
 
-        # Written by the sampler only (its thread, or the handler); read by stop() after it ended.
+        # Written by the sampler thread only; read by stop() after it ended.
         # stack key -> [samples, time_us]; a key is (phase, rooted, id(code), f_lasti, ...).
         self._counts: dict[tuple[object, ...], list[int]] = {}
         self._codes: dict[int, CodeType] = {}
@@ -330,33 +237,14 @@ class StackSampler:
         self.stop()
 
     def start(self, *, paused: bool = False) -> StackSampler:
-        """Install the sampler (handler or thread) and sample unless ``paused``.
-
-        Raises RuntimeError when started twice, or when ``mode="signal"`` is unavailable.
-        """
+        """Start the sampler thread; sample unless ``paused``. Raises RuntimeError when started twice."""
         if self._started:
             raise RuntimeError("this StackSampler was already started; make a new one")
-        mode = self.requested_mode
-        if mode != "thread":
-            reason = signal_sampling_unavailable(self.thread_id)
-            if reason is not None and mode == "signal":
-                raise RuntimeError(f"signal sampling is unavailable: {reason}")
-            self.fallback_reason = reason
-            mode = "thread" if reason is not None else "signal"
-        self.mode = mode
         self._started = True
         self._stopping = False
-        if mode == "signal":
-            self._install_handler()
-            if not paused:
-                self._set_active(True)
-            return self
         if not paused:
             self._set_active(True)
-        self._thread = threading.Thread(
-            target=self._run, name=f"{THREAD_NAME_PREFIX}-{self.thread_id}", daemon=True
-        )
-        self._thread.start()
+        self._thread = HiddenThread(self._run, f"{THREAD_NAME_PREFIX}-{self.thread_id}").start()
         return self
 
     def pause(self) -> None:
@@ -394,10 +282,7 @@ class StackSampler:
             self._stopping = True
             self._resume_event.set()
         thread_alive = False
-        if self.mode == "signal":
-            self._uninstall_handler()
-            self._cpu_s = self._handler_ns / 1e9
-        elif self._thread is not None:
+        if self._thread is not None:
             thread = self._thread
             thread.join(_JOIN_TIMEOUT_S)
             self._thread = None
@@ -417,23 +302,10 @@ class StackSampler:
         if active and not self._active:
             self._active_since = now
             self._last_sample_ns = time.perf_counter_ns()
-            if self.mode == "signal":
-                if not self._owns_alarm():  # the cell took SIGALRM over: its alarm, not ours
-                    return
-                self._active = True
-                self._ticks = 0
-                self._armed_ns = time.perf_counter_ns()  # before: no tick is counted early
-                signal.setitimer(signal.ITIMER_REAL, self.interval_s, self.interval_s)
-                return
             self._lower_switch_interval()
             self._resume_event.set()
         elif not active and self._active:
             self._duration_s += now - self._active_since
-            if self.mode == "signal":
-                self._active = False  # first: a signal already on its way finds us inert
-                if self._owns_alarm() or self._timer_is_ours():
-                    signal.setitimer(signal.ITIMER_REAL, 0.0)
-                return
             self._restore_switch_interval()
             self._resume_event.clear()
         self._active = active
@@ -451,97 +323,6 @@ class StackSampler:
         if saved is not None and self.switch_interval_s is not None:
             if abs(sys.getswitchinterval() - self.switch_interval_s) < 1e-7:
                 sys.setswitchinterval(saved)
-
-    # ---------------------------------------------------------------- signal mode
-
-    def _install_handler(self) -> None:
-        handler = self._on_alarm
-        self._handler = handler
-        self._pid = os.getpid()
-        self._saved_handler = signal.signal(signal.SIGALRM, handler)
-        # SA_RESTART: a read/write/wait the signal interrupts resumes instead of failing with
-        # EINTR in C code that does not retry (Python's own calls retry either way, PEP 475).
-        signal.siginterrupt(signal.SIGALRM, False)
-        _register_fork_hook()
-        _SIGNAL_SAMPLERS.add(self)
-
-    def _timer_is_ours(self) -> bool:
-        """Our periodic timer, still running after the cell installed its own SIGALRM handler
-        without arming an alarm (an ``alarm()``/``setitimer()`` of its own replaces the timer,
-        and a one-shot one has no interval): disarmed at pause, or their handler would keep
-        being called every interval for the rest of the cell."""
-        if self._handler is None or os.getpid() != self._pid:
-            return False
-        interval = signal.getitimer(signal.ITIMER_REAL)[1]
-        return abs(interval - self.interval_s) < 1e-6
-
-    def release_taken_over_timer(self) -> bool:
-        """From any thread: disarm our timer if the cell installed its own SIGALRM handler
-        without an alarm of its own (True when it did). The capture's sampler thread calls it
-        every tick, so such a handler gets our ticks for one sampling interval at most."""
-        if self.mode != "signal" or not self._active or self._owns_alarm():
-            return False
-        if not self._timer_is_ours():
-            return False
-        signal.setitimer(signal.ITIMER_REAL, 0.0)
-        return True
-
-    def _owns_alarm(self) -> bool:
-        return self._handler is not None and signal.getsignal(signal.SIGALRM) is self._handler
-
-    def _uninstall_handler(self) -> None:
-        """Put SIGALRM back as start() found it (the timer is disarmed by then)."""
-        _SIGNAL_SAMPLERS.discard(self)
-        if not self._owns_alarm() or os.getpid() != self._pid:
-            return  # replaced by the cell (theirs stays), or a forked copy (already reset)
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal.signal() would raise; the handler stays installed but inert
-        # A SIGALRM generated just before the disarm may still be pending (on any thread): if
-        # it arrived after SIG_DFL is back, the default action would end the process. Wait for
-        # its delivery; signal.signal() then runs the Python half before switching.
-        deadline = time.perf_counter() + _DRAIN_TIMEOUT_S
-        while signal.SIGALRM in signal.sigpending() and time.perf_counter() < deadline:
-            time.sleep(0.0002)
-        signal.signal(signal.SIGALRM, cast("signal.Handlers", self._saved_handler))
-        self._handler = None
-
-    def _forget_after_fork(self) -> None:
-        """In a forked child: inert, and SIGALRM back to what it was before the parent's start."""
-        self._active = False
-        self._stopping = True
-        if self._owns_alarm():
-            try:
-                signal.signal(signal.SIGALRM, cast("signal.Handlers", self._saved_handler))
-            except ValueError:  # not the child's main thread: the handler stays, inert
-                pass
-
-    def _on_alarm(self, signum: int, frame: FrameType | None) -> None:
-        """SIGALRM, run by the interpreter on the main thread between two bytecodes of ``frame``.
-
-        A sample weighs the timer ticks that fell due since the previous one: ticks during one
-        long C call coalesce into one handler call after it returns, on the line that made the
-        call, and that sample weighs them all. Not the wall time since the previous sample: a
-        tick handled late (at the end of a C call that holds the GIL) would then take the
-        delay from the *next* sample's location too (measured against py-spy: a 4 ms sleep
-        after such a call lost 13 points of 55 to it).
-        """
-        if not self._active:
-            return
-        t0_ns = time.perf_counter_ns()
-        interval_ns = self._interval_ns
-        due = (t0_ns - self._armed_ns) // interval_ns  # ticks fallen due since armed
-        # Below 0 only when the previous sample counted a tick a moment early (clock jitter).
-        ticks = max(due - self._ticks, 0)
-        late_ns = t0_ns - self._armed_ns - (self._ticks + 1) * interval_ns  # oldest tick's delay
-        self._ticks += ticks
-        try:
-            self._sample_frame(
-                frame, max(late_ns, 0), t0_ns, ticks * interval_ns // 1000
-            )
-        except Exception as exc:  # noqa: BLE001 (re-raised by stop(); a Ctrl-C stays the cell's)
-            self._error = exc
-            self._set_active(False)
-        self._handler_ns += time.perf_counter_ns() - t0_ns
 
     # ---------------------------------------------------------------- thread mode
 

@@ -1,33 +1,42 @@
 """Find training steps in an unmodified cell through global torch hooks, and time their phases.
 
-No ``prof.step()`` and no change to the user's code: four kinds of events are watched, and the
+No ``prof.step()`` and no change to the user's code: three kinds of events are watched, and the
 highest-priority kind seen so far ends a step (the *anchor*):
 
 1. ``optimizer`` — a global optimizer step post hook (any ``torch.optim.Optimizer``): one step per
    optimizer step, so gradient accumulation (several forward/backward per step) and closure
    optimizers (LBFGS calls forward/backward many times inside ``step``) count right;
 2. ``dataloader`` — ``DataLoader`` iterator ``__next__``: inference loops, manual SGD with a loader;
-3. ``forward`` — the first top-level module the cell calls (the loss module is top level too, but
-   it is not the first): manual loops over pre-loaded tensors;
-4. ``backward`` — ``torch.autograd.backward``: models written without ``nn.Module``.
+3. ``backward`` — ``torch.autograd.backward``: manual updates, models without an optimizer.
+
+There are no module hooks (the ``forward`` anchor of older records is never set now): global
+module hooks are part of what dynamo traces — a ``torch.compile``d model warned, guarded on them
+and recompiled once they were gone — and fx hands them Proxies. Forward time is what lies
+between a phase's end (the batch arriving, the previous step) and the backward; in a step with
+no backward, what follows its data. A loop that only calls a model on in-memory tensors has no
+step to find: the report says so.
 
 When a higher kind first appears (the optimizer shows up at the end of the first iteration) the
 anchor is upgraded and the steps counted so far are dropped: they were warm-up anyway.
 
 Two modes. *Timing* (the first steps, through the profiler window): every hook is on and each
-step's data/forward/backward/optimizer time is measured; global module hooks put every module
-call on torch's slow path, which costs ~10-20 us a step on tiny models. *Lean* (``lean()``,
+step's data/forward/backward/optimizer time is measured. *Lean* (``lean()``,
 after the window): only the hook that ends a step stays, so a long cell pays almost nothing.
 
 Hooks fire only for the thread that runs the cell. While the profiler window records, the hooks
 also write named ranges into the trace (markers.py) so the analysis can split steps into phases.
+
+Invisible to the user's code: nothing is registered on the user's modules, optimizers or
+loaders (only torch's global optimizer hook registry, emptied at ``uninstall``); every hook
+returns at once while dynamo compiles, fx traces or the JIT traces. A patched attribute (``torch.autograd.backward``, the DataLoader iterator's ``__next__``) is
+restored only if it is still ours; when the cell has replaced it, the cell's wins and ours
+turns into a plain pass-through.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -51,13 +60,18 @@ class StepClock:
     ``decimation`` doubles, so a 50,000-step cell costs the same memory as a 5,000-step one.
     """
 
-    def __init__(self, t0_ns: int, capacity: int = 4096) -> None:
+    def __init__(self, t0_ns: int, capacity: int = 4096, thread_id: int | None = None) -> None:
         self._t0_ns = t0_ns
         self._capacity = capacity
-        self._tid = threading.get_ident()
+        self._tid = threading.get_ident() if thread_id is None else thread_id
         self._handles: dict[str, Any] = {}
-        self._patches: dict[str, tuple[Any, str, Any]] = {}
+        self._patches: dict[str, tuple[Any, str, Any, Any]] = {}
+        self._inert: set[str] = set()  # patches undone: their wrappers only pass through
         self._installed = False
+        self._tracing: Callable[[], bool] = _never
+        # When the latest phase we saw ended: forward is the time from there to a backward (or
+        # to the end of a step that has none), as no hook of ours sits on modules.
+        self._last_mark_ns = 0
         self._lean = False
         self.boundary_listener: BoundaryListener | None = None
         # Called when a higher-priority anchor replaces the current one (steps restart at 0).
@@ -82,13 +96,9 @@ class StepClock:
         self._bwd_calls = 0
         self._batch_size: int | None = None
 
-        # Forward depth tracking: only top-level module calls are timed.
-        self._depth = 0
-        self._fwd_start_ns = 0
-        self._fwd_range: Any = None
-        self._primary_type: type | None = None
-        self._primary_ref: weakref.ReferenceType[Any] | None = None
         self._opt_start_ns = 0
+        self._opt_inner_ns = 0  # data + forward + backward already counted when the step began
+        self._samples: int | None = None  # samples seen in the open step (all micro-batches)
         self._grad_bytes: int | None = None
 
     # ---------------------------------------------------------------- install / uninstall
@@ -96,19 +106,17 @@ class StepClock:
     def install(self) -> None:
         """Register the global hooks and patches; ``uninstall`` removes every one of them."""
         import torch
-        import torch.nn.modules.module as module_mod
         import torch.optim.optimizer as optim_mod
         from torch.utils.data import dataloader as dl_mod
 
         if self._installed:
             return
         self._record_function = torch.autograd.profiler.record_function
+        self._tracing = _tracing_probe(torch)
         try:
             h = self._handles
             h["opt_pre"] = optim_mod.register_optimizer_step_pre_hook(self._on_opt_pre)
             h["opt_post"] = optim_mod.register_optimizer_step_post_hook(self._on_opt_post)
-            h["fwd_pre"] = module_mod.register_module_forward_pre_hook(self._on_fwd_pre)
-            h["fwd_post"] = module_mod.register_module_forward_hook(self._on_fwd_post, always_call=True)
             self._patch("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
             self._patch("backward", torch.autograd, "backward", self._wrap_backward)
         except BaseException:
@@ -117,14 +125,12 @@ class StepClock:
         self._installed = True
 
     def uninstall(self) -> None:
-        """Remove every hook and restore every patched attribute (idempotent)."""
+        """Remove every hook and restore every patched attribute that is still ours (idempotent)."""
         for handle in self._handles.values():
             handle.remove()
         self._handles.clear()
-        for owner, name, original in reversed(list(self._patches.values())):
-            setattr(owner, name, original)
-        self._patches.clear()
-        self._close_forward_range()
+        for key in reversed(list(self._patches)):
+            self._unpatch(key)
         self._installed = False
 
     def lean(self) -> None:
@@ -137,114 +143,88 @@ class StepClock:
             return
         self._lean = True
         self.annotate = False
-        self._close_forward_range()
         keep_opt_post = self.anchor == "optimizer"
-        for name in ("opt_pre", "fwd_pre", "fwd_post") + (() if keep_opt_post else ("opt_post",)):
+        for name in ("opt_pre",) + (() if keep_opt_post else ("opt_post",)):
             handle = self._handles.pop(name, None)
             if handle is not None:
                 handle.remove()
-        self._depth = 0
         for name in ("dataloader", "backward"):
             if self.anchor != name and name in self._patches:
-                owner, attr, original = self._patches.pop(name)
-                setattr(owner, attr, original)
-        primary = self._primary_ref() if self._primary_ref is not None else None
-        if self.anchor == "forward" and primary is not None:
-            self._handles["primary_pre"] = primary.register_forward_pre_hook(self._on_primary_pre)
+                self._unpatch(name)
 
     def _patch(self, key: str, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
         original = owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else getattr(owner, name)
-        setattr(owner, name, make(original))
-        self._patches[key] = (owner, name, original)
+        wrapper = make(original)
+        setattr(owner, name, wrapper)
+        self._patches[key] = (owner, name, original, wrapper)
+
+    def _unpatch(self, key: str) -> None:
+        owner, name, original, wrapper = self._patches.pop(key)
+        self._inert.add(key)  # a wrapper the cell still holds passes straight through from now on
+        current = owner.__dict__.get(name) if hasattr(owner, "__dict__") else getattr(owner, name, None)
+        if current is wrapper:
+            setattr(owner, name, original)
 
     # ---------------------------------------------------------------- hooks
 
     def _on_opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if threading.get_ident() == self._tid:
-            self._opt_start_ns = now = time.perf_counter_ns()
-            if self._cur_start_ns is None:
-                self._cur_start_ns = now
+        if self._tracing() or threading.get_ident() != self._tid:
+            return
+        self._opt_start_ns = self._last_mark_ns = now = time.perf_counter_ns()
+        # A closure optimizer (LBFGS, Lightning's automatic optimization) runs forward and
+        # backward inside step(): what they take is theirs, not the optimizer's.
+        self._opt_inner_ns = self._data_ns + self._fwd_ns + self._bwd_ns
+        if self._cur_start_ns is None:
+            self._cur_start_ns = now
 
     def _on_opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if threading.get_ident() != self._tid:
+        if self._tracing() or threading.get_ident() != self._tid:
             return
         now = time.perf_counter_ns()
         if self._opt_start_ns:
-            self._opt_ns += now - self._opt_start_ns
+            inner = self._data_ns + self._fwd_ns + self._bwd_ns - self._opt_inner_ns
+            self._opt_ns += max(0, now - self._opt_start_ns - inner)
             self._opt_start_ns = 0
+        self._last_mark_ns = now
         self._counts["optimizer"] += 1
         if self._grad_bytes is None:
             self._grad_bytes = _trainable_bytes(p for g in optimizer.param_groups for p in g["params"])
         self._event("optimizer", now, ends_step=True)
 
-    def _on_fwd_pre(self, module: Any, args: Any) -> None:
-        if threading.get_ident() != self._tid:
-            return
-        self._depth += 1
-        if self._depth != 1:
-            return
-        kind = type(module)
-        if self.annotate:  # first, so the range covers as much of the forward as it can
-            self._fwd_range = self._record_function(markers.FORWARD_PREFIX + kind.__name__)
-            self._fwd_range.__enter__()
-        now = time.perf_counter_ns()
-        self._fwd_start_ns = now
-        self._fwd_calls += 1
-        if self._primary_type is None:
-            self._primary_type = kind
-            self._primary_ref = weakref.ref(module)
-        if kind is self._primary_type:
-            self._counts["forward"] += 1
-            if args:
-                shape = getattr(args[0], "shape", None)
-                if shape:
-                    self._batch_size = int(shape[0])
-            self._event("forward", now, ends_step=False)
-        elif self._cur_start_ns is None:
-            self._cur_start_ns = now
-
-    def _on_fwd_post(self, module: Any, args: Any, output: Any) -> None:
-        if threading.get_ident() != self._tid or self._depth == 0:
-            return
-        self._depth -= 1
-        if self._depth == 0:
-            self._close_forward_range()
-            self._fwd_ns += time.perf_counter_ns() - self._fwd_start_ns
-
-    def _on_primary_pre(self, module: Any, args: Any) -> None:
-        """Lean mode, forward anchor: count the primary module's calls, nothing else."""
-        if threading.get_ident() == self._tid:
-            self._counts["forward"] += 1
-            self._event("forward", time.perf_counter_ns(), ends_step=False)
-
-    def _close_forward_range(self) -> None:
-        if self._fwd_range is not None:
-            rng, self._fwd_range = self._fwd_range, None
-            rng.__exit__(None, None, None)
-
     def _wrap_next(self, original: Callable[..., Any]) -> Callable[..., Any]:
         clock = self
 
         def __next__(it: Any) -> Any:  # noqa: N807 - replaces the iterator method
-            if threading.get_ident() != clock._tid:
+            if "dataloader" in clock._inert or threading.get_ident() != clock._tid:
                 return original(it)
             start = time.perf_counter_ns()
             clock._counts["dataloader"] += 1
             clock._event("dataloader", start, ends_step=False)
             try:
-                return original(it)
+                batch = original(it)
             finally:
-                clock._data_ns += time.perf_counter_ns() - start
+                clock._last_mark_ns = end = time.perf_counter_ns()
+                clock._data_ns += end - start
+            n = _leading_size(batch)
+            if n is not None:
+                clock._samples = (clock._samples or 0) + n
+            return batch
 
+        __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
 
     def _wrap_backward(self, original: Callable[..., Any]) -> Callable[..., Any]:
         clock = self
 
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if threading.get_ident() != clock._tid:
+            if "backward" in clock._inert or threading.get_ident() != clock._tid:
                 return original(*args, **kwargs)
             start = time.perf_counter_ns()
+            if clock._last_mark_ns and not clock._lean:
+                # Forward (and the loss): from the latest phase's end to this backward. Inside a
+                # closure optimizer's step the optimizer pre hook is the latest mark.
+                clock._fwd_ns += max(0, start - clock._last_mark_ns)
+                clock._fwd_calls += 1
             clock._counts["backward"] += 1
             clock._bwd_calls += 1
             clock._event("backward", start, ends_step=False)
@@ -257,7 +237,8 @@ class StepClock:
             finally:
                 if rng is not None:
                     rng.__exit__(None, None, None)
-                clock._bwd_ns += time.perf_counter_ns() - start
+                clock._last_mark_ns = end = time.perf_counter_ns()
+                clock._bwd_ns += end - start
 
         backward.__doc__ = original.__doc__
         backward.__wrapped__ = original  # type: ignore[attr-defined]
@@ -280,9 +261,13 @@ class StepClock:
         elif self._cur_start_ns is not None and (self._fwd_calls or self._bwd_calls or self._data_ns or self._opt_ns):
             self._close_step(now_ns)
         self._cur_start_ns = now_ns
+        if not ends_step or not self._last_mark_ns:
+            self._last_mark_ns = now_ns
         listener = self.boundary_listener
         if listener is not None:
             listener(self._step_count)
+            # The listener's own time (a profiler starting) is ours, not the next forward's.
+            self._last_mark_ns = time.perf_counter_ns()
 
     def _upgrade(self, kind: StepAnchor) -> None:
         self.anchor = kind
@@ -293,10 +278,16 @@ class StepClock:
             self.anchor_listener(kind)
 
     def _close_step(self, end_ns: int) -> None:
+        if not self._bwd_calls and self._last_mark_ns and not self._lean:
+            # No backward (inference): the model's time is what the step did after its data.
+            self._fwd_ns += max(0, end_ns - max(self._last_mark_ns, self._cur_start_ns or 0))
+            self._fwd_calls += 1
         index = self._step_count
         self._step_count = index + 1
         if index % self._decimation == 0:
             start_ns = self._cur_start_ns if self._cur_start_ns is not None else end_ns
+            if self._samples is not None:
+                self._batch_size = self._samples
             self._rows.append(
                 (index, start_ns, end_ns, self._data_ns, self._fwd_ns, self._bwd_ns, self._opt_ns,
                  self._fwd_calls, self._bwd_calls, self._batch_size, not self._lean)
@@ -306,6 +297,7 @@ class StepClock:
                 self._rows = [r for r in self._rows if r[0] % self._decimation == 0]
         self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
         self._fwd_calls = self._bwd_calls = 0
+        self._samples = None
 
     # ---------------------------------------------------------------- results
 
@@ -343,9 +335,6 @@ class StepClock:
             for r in self._rows
         )
         grad_bytes = self._grad_bytes
-        primary = self._primary_ref() if self._primary_ref is not None else None
-        if grad_bytes is None and primary is not None:
-            grad_bytes = _trainable_bytes(primary.parameters())
         return StepClockRecord(
             anchor=self.anchor,
             step_count=self._step_count,
@@ -366,3 +355,57 @@ def _trainable_bytes(params: Any) -> int:
         seen.add(id(p))
         total += p.numel() * p.element_size()
     return total
+
+
+def _never() -> bool:
+    return False
+
+
+def _tracing_probe(torch: Any) -> Callable[[], bool]:
+    """A function that says whether torch is tracing rather than running: then hooks step aside.
+
+    Dynamo constant-folds ``torch.compiler.is_compiling()`` (the hook traces to nothing, no
+    graph break); fx hands Proxies to module hooks during ``symbolic_trace``; the JIT tracer
+    would record whatever the hook touches.
+    """
+    is_compiling = torch.compiler.is_compiling
+    tracing_state = torch._C._get_tracing_state
+    try:
+        from torch.fx._symbolic_trace import is_fx_symbolic_tracing as is_fx_tracing
+    except ImportError:  # pragma: no cover - older torch
+        def is_fx_tracing() -> bool:
+            return False
+
+    def tracing() -> bool:
+        return bool(is_compiling() or is_fx_tracing() or tracing_state() is not None)
+
+    return tracing
+
+
+def _leading_size(batch: Any) -> int | None:
+    """Samples in a batch: the first dimension of its first tensor, found without user code.
+
+    Looks into tensors, plain tuples/lists, dicts and ``UserDict``-style mappings (Hugging Face's
+    ``BatchEncoding`` keeps its dict in ``.data``); anything else is left alone, so no
+    ``__len__`` or property of the user's runs. Nested tensors count their components.
+    """
+    import torch
+
+    for _ in range(3):  # a (inputs, targets) pair of dicts, at most three levels deep
+        if isinstance(batch, torch.Tensor):
+            if batch.is_nested:
+                return int(batch.size(0))
+            return int(batch.shape[0]) if batch.dim() > 0 else None
+        if type(batch) in (tuple, list):
+            batch = next((b for b in batch if isinstance(b, (torch.Tensor, tuple, list, dict))), None)
+        elif isinstance(batch, dict):
+            batch = next(iter(dict.values(batch)), None)
+        else:
+            try:
+                data = object.__getattribute__(batch, "__dict__").get("data")
+            except AttributeError:
+                return None
+            if type(data) is not dict:
+                return None
+            batch = next(iter(data.values()), None)
+    return None

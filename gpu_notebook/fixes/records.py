@@ -1,7 +1,7 @@
 """Records the fixes package hands out: a Patch (the user's cell, patched) or a Refusal (why not).
 
 Both are frozen and hold only JSON-friendly values (str, int, bool, None, tuples), so the bridge
-can send them to the frontend with ``gpu_notebook.records.to_jsonable`` unchanged.
+can send them to the frontend with ``gpu_notebook.records.to_jsonable`` (msgspec) unchanged.
 """
 
 from __future__ import annotations

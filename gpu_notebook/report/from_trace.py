@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu_notebook.analysis.analyze import analyze_trace_file
+from gpu_notebook.analysis.analyze import trace_figures
 from gpu_notebook.analysis.utilization import utilization_stats
-from gpu_notebook.analysis.verdict import decide
+from gpu_notebook.analysis.verdict import RECORDED_ELSEWHERE, decide
 from gpu_notebook.analysis.whatif import TraceAllReduce, trace_allreduce, what_if
 from gpu_notebook.records import (
     Analysis,
@@ -21,19 +21,27 @@ from gpu_notebook.records import (
 )
 
 
-def _gpus(props: tuple[dict, ...]) -> tuple[GpuInfo, ...]:  # type: ignore[type-arg]
+def _gpus(props: tuple[dict, ...], used: tuple[int, ...]) -> tuple[GpuInfo, ...]:  # type: ignore[type-arg]
+    """The GPUs this trace ran on: from ``deviceProperties`` (name, memory, SMs), narrowed to the
+    devices its GPU events name; without ``deviceProperties`` (traces before torch 1.10), one
+    unnamed entry per device its GPU events name."""
     out = []
     for i, p in enumerate(props):
         major, minor = p.get("computeMajor"), p.get("computeMinor")
+        sms = p.get("numSms")
         out.append(
             GpuInfo(
                 index=int(p.get("id", i)),
                 name=str(p.get("name", "unknown GPU")),
                 memory_total_bytes=p.get("totalGlobalMem"),
                 compute_capability=f"{major}.{minor}" if major is not None else None,
+                sm_count=int(sms) if isinstance(sms, (int, float)) else None,
             )
         )
-    return tuple(out)
+    if not out:
+        return tuple(GpuInfo(index=d, name=f"GPU {d} (not named in this trace)") for d in used)
+    on_used = tuple(g for g in out if g.index in used)
+    return on_used or tuple(out)
 
 
 def _job_world_size(recorded: int | None, nccl: TraceAllReduce | None, comm_us: float) -> int | None:
@@ -50,11 +58,12 @@ def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]
     from gpu_notebook.trace.kineto import load_trace
 
     trace = load_trace(path)
-    phases, gpu, ops = analyze_trace_file(str(path), trace=trace)
-    gpus = _gpus(tuple(dict(p) for p in trace.device_properties))
+    phases, gpu, ops, host = trace_figures(str(path), trace=trace)
+    used = tuple(sorted({int(d) for d in trace.device[trace.gpu_mask].tolist() if d >= 0}))
+    gpus = _gpus(tuple(dict(p) for p in trace.device_properties), used)
     env = Environment(
         python_version="",
-        platform="recorded elsewhere",
+        platform=RECORDED_ELSEWHERE,
         cpu_count=0,
         torch_version=None,
         cuda_available=gpu is not None or bool(gpus),
@@ -87,6 +96,7 @@ def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]
         gpu=gpu,
         utilization=utilization_stats(run.samples),
         top_ops=ops,
+        host=host,
     )
     info = trace.distributed_info
     rank = info.rank if info is not None else None

@@ -22,6 +22,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
 from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
 from gpu_notebook.rules import (
     backend_flags,
@@ -41,12 +42,10 @@ from gpu_notebook.rules import (
 from gpu_notebook.rules.common import (
     FEW_STEPS,
     SEVERITY_RANK,
-    STALL_FACTOR,
     Rule,
     instrumentation_factor,
     profiled_steps,
     steady_top_ops,
-    without_stalls,
 )
 from gpu_notebook.rules.live_objects import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.rules.source_scan import SourceFacts, scan_source
@@ -205,7 +204,7 @@ def attach_fixes(
     DataLoader fix is refused because the loader was built in an earlier cell, and that loader
     is in ``namespace``, the proposal rebuilds it from the live object instead.
     """
-    from gpu_notebook.fixes import Patch, apply_fix, describe
+    from gpu_notebook.fixes import Refusal, apply_fix, to_proposal
 
     cache: dict[tuple[str, tuple[tuple[str, Any], ...]], FixProposal] = {}
     live: LiveFacts | None = None
@@ -218,32 +217,14 @@ def attach_fixes(
         proposal = cache.get(key)
         if proposal is None:
             result = apply_fix(finding.fix_id, cell_source, **dict(finding.fix_params))
-            info = describe(finding.fix_id)
-            if isinstance(result, Patch):
-                proposal = FixProposal(
-                    fix_id=result.fix_id,
-                    title=result.title,
-                    why=tuple(result.why),
-                    doc_url=result.doc_url,
-                    source_after=result.source_after,
-                    diff=result.diff,
-                )
-            else:
-                proposal = None
-                if finding.fix_id == "dataloader_workers" and namespace is not None:
-                    if live is None:
-                        live = cell_facts(cell_source, namespace).live
-                    proposal = _live_loader_proposal(cell_source, finding, live)
-                if proposal is None:
-                    proposal = FixProposal(
-                        fix_id=info.fix_id,
-                        title=info.title,
-                        why=tuple(info.why),
-                        doc_url=info.doc_url,
-                        source_after=None,
-                        diff=None,
-                        refusal=result.reason,
-                    )
+            proposal = None
+            refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
+            if refused_loader and namespace is not None:
+                if live is None:
+                    live = cell_facts(cell_source, namespace).live
+                proposal = _live_loader_proposal(cell_source, finding, live)
+            if proposal is None:
+                proposal = to_proposal(result)
             cache[key] = proposal
         out.append(dataclasses.replace(finding, proposal=proposal))
     return tuple(out)

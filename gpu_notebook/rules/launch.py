@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 
+from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us
 from gpu_notebook.records import Analysis, Finding, Run, Severity
 from gpu_notebook.rules.common import (
     CRITICAL,
-    MATMUL_OP,
     RESIDUAL_PHASES,
     WARN,
     bigger_batch_bound,
@@ -44,7 +44,7 @@ from gpu_notebook.rules.source_scan import SourceFacts
 from gpu_notebook.rules.syncs import loop_lines
 
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy
-TINY_OP_US = 30.0  # HTA consecutive_kernel_delay: 30 us
+TINY_OP_US = SMALL_OP_US  # HTA consecutive_kernel_delay: 30 us
 MAX_FACTOR = 8
 _FUSED = frozenset({"Adam", "AdamW", "SGD"})
 _FOREACH = frozenset({"Adam", "AdamW", "SGD", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "ASGD"})
@@ -95,10 +95,9 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     """No GPU: the model's ops are so small that per-op overhead and Python dominate the step."""
     if analysis.gpu is not None or analysis.phases is None or analysis.phases.source != "trace":
         return None
-    per_call = [op.self_us / op.calls for op in analysis.top_ops if op.device == "cpu" and op.calls and MATMUL_OP.match(op.name)]
-    if not per_call:
+    heaviest_us = heaviest_matmul_us(analysis.top_ops)
+    if heaviest_us is None:
         return None  # no matmul/convolution among the top ops: nothing to size
-    heaviest_us = max(per_call)
     if heaviest_us >= TINY_OP_US:
         return None
     if loop_lines(facts, facts.syncs) or loop_lines(facts, facts.logging):

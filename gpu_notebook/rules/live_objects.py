@@ -134,10 +134,7 @@ def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
     # DataLoader picks default_collate (batched) or default_convert (batch_size=None) itself.
     default_collates = (getattr(data, "default_collate", None), getattr(data, "default_convert", None))
     dataset = loader.dataset
-    try:
-        length: int | None = len(dataset)
-    except TypeError:  # an IterableDataset without __len__
-        length = None
+    length = _torch_defined_len(dataset)
     return LiveLoader(
         name=name,
         num_workers=int(loader.num_workers),
@@ -156,6 +153,22 @@ def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
         dataset_type=type(dataset).__name__,
         dataset_len=length,
     )
+
+
+def _torch_defined_len(dataset: Any) -> int | None:
+    """``len(dataset)`` only where torch itself defines ``__len__`` (TensorDataset, Subset...).
+
+    The report runs after the cell: it must call none of the user's code (a ``__len__`` that
+    raises, prints or reads a file would change what the cell did, or fail a good cell).
+    """
+    length_fn = getattr(type(dataset), "__len__", None)
+    module = getattr(length_fn, "__module__", "") or ""
+    if length_fn is None or not module.startswith("torch."):
+        return None
+    try:
+        return len(dataset)
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _model(name: str, model: Any, torch: Any) -> LiveModel:

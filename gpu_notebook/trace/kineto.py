@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import importlib
-import json
 import re
 import types
 from collections.abc import Iterable, Mapping, Sequence
@@ -13,20 +11,9 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
-
-# Generic path: orjson when installed (it parses a bit faster; building one dict per event
-# dominates either way, which is what the msgspec path below avoids), else the stdlib.
-try:
-    _json_module: Any = importlib.import_module("orjson")
-except ImportError:  # pragma: no cover - depends on the environment
-    _json_module = json
-
-
-def _loads(data: bytes) -> Any:
-    return _json_module.loads(data)
-
 
 __all__ = [
     "GPU_CATEGORIES",
@@ -52,6 +39,20 @@ HOST_CATEGORIES: tuple[str, ...] = (
     "python_function",
 )
 
+# Category names of the first Kineto writers (torch 1.8 / 1.9, 2021), as today's: older traces
+# are read as if written now. (torch_tb_profiler's EventTypeMap lists the same pairs.)
+LEGACY_CATEGORIES: Mapping[str, str] = {
+    "Operator": "cpu_op",
+    "operator": "cpu_op",
+    "Runtime": "cuda_runtime",
+    "Driver": "cuda_driver",
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "User annotation": "user_annotation",
+    "Python": "python_function",
+}
+
 _STREAM_IN_TID = re.compile(r"(-?\d+)")
 
 
@@ -67,6 +68,8 @@ class DistributedInfo:
 @dataclass(frozen=True, eq=False)
 class Trace:
     """Complete ('X') events of one Kineto trace as parallel numpy arrays, one row per event.
+
+    The args columns are the ones named in ``ARG_COLUMNS``.
 
     Strings are interned: ``name_id``/``cat_id`` index ``names``/``categories``. Integer columns
     use -1 for "absent" (no correlation, no stream...). ``ts_us``/``dur_us`` are the trace's own
@@ -86,6 +89,7 @@ class Trace:
     stream: IntArray  # args "stream" (GPU events), else -1
     device: IntArray  # args "device" (GPU events), else -1
     bytes: IntArray  # args "bytes" (memcpy/memset), else -1
+    sequence: IntArray  # args "Sequence number" (ops recorded in grad mode), else -1
     device_properties: tuple[Mapping[str, Any], ...] = ()
     distributed_info: DistributedInfo | None = None
     base_time_ns: int | None = None
@@ -153,13 +157,27 @@ class Trace:
         return self.names[int(self.name_id[row])]
 
 
+# Kineto event args read here, declared once: (Trace column, key in the event's "args"). The
+# schema, the decoding loop and the Trace columns are all built from this table.
+ARG_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("correlation", "correlation"),  # joins a launch (cuda_runtime) to its GPU event
+    ("external_id", "External id"),  # joins GPU events to the cpu_op that caused them
+    ("stream", "stream"),  # GPU events
+    ("device", "device"),  # GPU events
+    ("bytes", "bytes"),  # memcpy / memset
+    # Autograd's sequence number: set on an op recorded while grad mode was on (a forward op
+    # that autograd records, or the backward node that replays it); absent under no_grad.
+    ("sequence", "Sequence number"),
+)
+
+
 def load_trace(path: str | Path) -> Trace:
     """Read a Kineto trace from ``.json`` or ``.json.gz`` (gzip detected by magic bytes).
 
-    With ``msgspec`` installed the events are decoded straight into small typed records that
-    keep only the fields read here (several times faster than building every dict of the
-    document); otherwise ``orjson`` or the stdlib ``json`` parse it whole. Both paths give the
-    same ``Trace``; a document the typed schema rejects falls back to the generic path.
+    One decoding path: ``msgspec`` decodes the events straight into small typed records that
+    keep only the fields read here. A document that does not fit that schema (a bare list of
+    events, an ``args`` that is not an object) is decoded untyped and goes through
+    :func:`load_trace_dict`, which converts it into the same records.
 
     Raises ``OSError`` when the file cannot be read and ``ValueError`` when it is not a
     Kineto/Chrome trace (not JSON, or neither a dict with ``traceEvents`` nor a list of events).
@@ -167,14 +185,16 @@ def load_trace(path: str | Path) -> Trace:
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    fast = _load_typed(raw)
-    if fast is not None:
-        return fast
+    decoder, doc_cls = _schema()
     try:
-        data = _loads(raw)
-    except ValueError as exc:  # json.JSONDecodeError and orjson.JSONDecodeError both subclass it
-        raise ValueError(f"{path}: not a JSON trace ({exc})") from exc
-    return load_trace_dict(data)
+        doc = decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        try:
+            data = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"{path}: not a JSON trace ({exc})") from exc
+        return load_trace_dict(data)
+    return _trace_of(doc)
 
 
 def load_trace_dict(data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
@@ -182,19 +202,89 @@ def load_trace_dict(data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Tr
     if isinstance(data, Mapping):
         events = data.get("traceEvents", [])
         meta: Mapping[str, Any] = data
-    elif isinstance(data, Sequence):
+    elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
         events, meta = data, {}
     else:
         raise ValueError(f"not a Kineto trace: top level is {type(data).__name__}")
-    if not isinstance(events, Sequence):
+    if not isinstance(events, Sequence) or isinstance(events, (str, bytes)):
         raise ValueError("not a Kineto trace: traceEvents is not a list")
-    cols = _Columns()
-    cols.add_dicts(events)
-    return cols.to_trace(
-        device_properties=meta.get("deviceProperties"),
-        distributed_info=meta.get("distributedInfo"),
-        base_time_ns=meta.get("baseTimeNanoseconds"),
+    # Only what the schema cannot take is dropped: events that are not objects, args that are not.
+    clean = [
+        ev if isinstance(ev.get("args", {}), Mapping) else {k: v for k, v in ev.items() if k != "args"}
+        for ev in events
+        if isinstance(ev, Mapping)
+    ]
+    _, doc_cls = _schema()
+    doc = msgspec.convert(
+        {
+            "traceEvents": clean,
+            "deviceProperties": meta.get("deviceProperties"),
+            "distributedInfo": meta.get("distributedInfo"),
+            "baseTimeNanoseconds": meta.get("baseTimeNanoseconds"),
+        },
+        doc_cls,
     )
+    return _trace_of(doc)
+
+
+def _trace_of(doc: Any) -> Trace:
+    cols = _Columns()
+    cols.add_records(doc.traceEvents)
+    return cols.to_trace(
+        device_properties=doc.deviceProperties,
+        distributed_info=doc.distributedInfo,
+        base_time_ns=doc.baseTimeNanoseconds,
+    )
+
+
+@lru_cache(maxsize=1)
+def _schema() -> tuple[Any, type]:
+    """The msgspec decoder and document class: only the fields read here become objects.
+
+    Scalars are typed ``Any``: Kineto writers disagree on them (ids as ints or strings such as
+    "stream 7" or "0x0", names that are numbers), and the column builders below convert them
+    without failing; what must be an object (the document, an event, its args) is typed.
+    """
+    struct, field_ = msgspec.Struct, msgspec.field
+    # Classes built with real annotation objects: this module postpones annotations, and
+    # msgspec could not resolve the string form of types local to this function.
+    args_cls = types.new_class(
+        "_KinetoArgs",
+        (struct,),
+        {"kw_only": True},
+        lambda ns: ns.update(
+            __annotations__=dict.fromkeys((attr for attr, _ in ARG_COLUMNS), Any),
+            **{attr: field_(default=None, name=key) for attr, key in ARG_COLUMNS},
+        ),
+    )
+    event_fields = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+    event_cls = types.new_class(
+        "_KinetoEvent",
+        (struct,),
+        {"kw_only": True},
+        lambda ns: ns.update(
+            __annotations__={**dict.fromkeys(event_fields, Any), "args": args_cls | None},
+            **dict.fromkeys((*event_fields, "args"), None),
+        ),
+    )
+    doc_cls = types.new_class(
+        "_KinetoDoc",
+        (struct,),
+        {"kw_only": True},
+        lambda ns: ns.update(
+            __annotations__={
+                "traceEvents": list[event_cls],  # type: ignore[valid-type]
+                "deviceProperties": Any,
+                "distributedInfo": Any,
+                "baseTimeNanoseconds": Any,
+            },
+            traceEvents=field_(default_factory=list),
+            deviceProperties=None,
+            distributedInfo=None,
+            baseTimeNanoseconds=None,
+        ),
+    )
+    return msgspec.json.Decoder(doc_cls), doc_cls
 
 
 class _Columns:
@@ -213,70 +303,22 @@ class _Columns:
         # Args columns are sparse: (row, value) pairs scattered into arrays at the end, so
         # events without those args (most cpu_ops) cost nothing.
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {
-            k: ([], []) for k in ("correlation", "External id", "stream", "device", "bytes")
+            attr: ([], []) for attr, _ in ARG_COLUMNS
         }
 
-    # The two loops below are the hot path and are kept flat on purpose: one reads dicts
-    # (json/orjson), the other msgspec records; a shared per-event helper would cost a call
-    # per event.
-
-    def add_dicts(self, events: Iterable[Any]) -> None:
+    def add_records(self, events: Iterable[Any]) -> None:
+        # The hot path, kept flat on purpose: one pass, no per-event helper call.
         name_index, cat_index, counts = self.name_index, self.cat_index, self.counts
         name_l, cat_l, ts_l, dur_l = self.name, self.cat, self.ts, self.dur
         pid_l, tid_l = self.pid, self.tid
-        sparse = [(key, *self.sparse[key]) for key in self.sparse]
+        sparse = [(attr, *self.sparse[attr]) for attr, _ in ARG_COLUMNS]
         row = len(ts_l)
         for ev in events:
-            if not isinstance(ev, dict):
-                continue
-            cat = ev.get("cat")
+            cat = ev.cat
             if not isinstance(cat, str):
                 cat = ""
-            if ev.get("ph") != "X":
-                # Flows, metadata, instants: counted for the census, otherwise skipped.
-                if cat:
-                    counts[cat] = counts.get(cat, 0) + 1
-                continue
-            ts = ev.get("ts")
-            if ts is None:
-                continue
-            ci = cat_index.get(cat)
-            if ci is None:
-                ci = cat_index[cat] = len(cat_index)
-            name = ev.get("name")
-            if not isinstance(name, str):
-                name = "" if name is None else str(name)
-            ni = name_index.get(name)
-            if ni is None:
-                ni = name_index[name] = len(name_index)
-            cat_l.append(ci)
-            name_l.append(ni)
-            ts_l.append(ts)
-            dur_l.append(ev.get("dur", 0))
-            pid_l.append(ev.get("pid", -1))
-            tid_l.append(ev.get("tid", -1))
-            args = ev.get("args")
-            if args and isinstance(args, dict):
-                for key, rows, vals in sparse:
-                    v = args.get(key)
-                    if v is not None:
-                        rows.append(row)
-                        vals.append(v)
-            row += 1
-
-    def add_records(self, events: Iterable[Any]) -> None:
-        name_index, cat_index, counts = self.name_index, self.cat_index, self.counts
-        name_l, cat_l, ts_l, dur_l = self.name, self.cat, self.ts, self.dur
-        pid_l, tid_l = self.pid, self.tid
-        corr_rows, corr_vals = self.sparse["correlation"]
-        ext_rows, ext_vals = self.sparse["External id"]
-        stream_rows, stream_vals = self.sparse["stream"]
-        dev_rows, dev_vals = self.sparse["device"]
-        bytes_rows, bytes_vals = self.sparse["bytes"]
-        row = len(ts_l)
-        for ev in events:
-            cat = ev.cat or ""
             if ev.ph != "X":
+                # Flows, metadata, instants: counted for the census, otherwise skipped.
                 if cat:
                     counts[cat] = counts.get(cat, 0) + 1
                 continue
@@ -286,33 +328,26 @@ class _Columns:
             ci = cat_index.get(cat)
             if ci is None:
                 ci = cat_index[cat] = len(cat_index)
-            name = ev.name or ""
+            name = ev.name
+            if not isinstance(name, str):
+                name = "" if name is None else str(name)
             ni = name_index.get(name)
             if ni is None:
                 ni = name_index[name] = len(name_index)
             cat_l.append(ci)
             name_l.append(ni)
             ts_l.append(ts)
-            dur_l.append(ev.dur or 0.0)
-            pid_l.append(ev.pid if ev.pid is not None else -1)
-            tid_l.append(ev.tid if ev.tid is not None else -1)
+            dur = ev.dur
+            dur_l.append(0 if dur is None else dur)
+            pid_l.append(-1 if ev.pid is None else ev.pid)
+            tid_l.append(-1 if ev.tid is None else ev.tid)
             args = ev.args
             if args is not None:
-                if args.correlation is not None:
-                    corr_rows.append(row)
-                    corr_vals.append(args.correlation)
-                if args.external_id is not None:
-                    ext_rows.append(row)
-                    ext_vals.append(args.external_id)
-                if args.stream is not None:
-                    stream_rows.append(row)
-                    stream_vals.append(args.stream)
-                if args.device is not None:
-                    dev_rows.append(row)
-                    dev_vals.append(args.device)
-                if args.bytes is not None:
-                    bytes_rows.append(row)
-                    bytes_vals.append(args.bytes)
+                for attr, rows, vals in sparse:
+                    v = getattr(args, attr)
+                    if v is not None:
+                        rows.append(row)
+                        vals.append(v)
             row += 1
 
     def to_trace(
@@ -320,8 +355,7 @@ class _Columns:
     ) -> Trace:
         n = len(self.ts)
         cat_ids = np.asarray(self.cat, dtype=np.int64)
-        categories = tuple(self.cat_index)
-        counts = self.counts
+        categories, cat_ids, counts = _modern_categories(tuple(self.cat_index), cat_ids, self.counts)
         x_counts = np.bincount(cat_ids, minlength=len(categories)).tolist()
         for c, x_count in zip(categories, x_counts):
             counts[c] = counts.get(c, 0) + int(x_count)
@@ -334,11 +368,7 @@ class _Columns:
             dur_us=_float_column(self.dur),
             pid=_int_column(self.pid),
             tid=_int_column(self.tid),
-            correlation=_sparse_int_column(n, *self.sparse["correlation"]),
-            external_id=_sparse_int_column(n, *self.sparse["External id"]),
-            stream=_sparse_int_column(n, *self.sparse["stream"]),
-            device=_sparse_int_column(n, *self.sparse["device"]),
-            bytes=_sparse_int_column(n, *self.sparse["bytes"]),
+            **{attr: _sparse_int_column(n, *self.sparse[attr]) for attr, _ in ARG_COLUMNS},
             device_properties=_device_properties(device_properties),
             distributed_info=_distributed_info(distributed_info),
             base_time_ns=_optional_int(base_time_ns),
@@ -346,112 +376,28 @@ class _Columns:
         )
 
 
-# ---------------------------------------------------------------------------------------------
-# Typed decoding with msgspec (optional): only the fields read above become Python objects.
-# ---------------------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=1)
-def _typed_decoder() -> tuple[Any, tuple[type[Exception], ...]] | None:
-    try:
-        msgspec = importlib.import_module("msgspec")
-    except ImportError:
-        return None
-    Struct, field_ = msgspec.Struct, msgspec.field
-    # Classes built with real annotation objects: this module postpones annotations, and
-    # msgspec could not resolve the string form of types local to this function.
-    # Kineto ids are ints but older exporters wrote some as strings ("stream 7", "0x0").
-    IntOrStr = int | str | None
-    Number = int | float | None
-
-    args_cls = types.new_class(
-        "_KinetoArgs",
-        (Struct,),
-        {"kw_only": True},
-        lambda ns: ns.update(
-            __annotations__={
-                "correlation": Number,
-                "external_id": Number,
-                "stream": IntOrStr,
-                "device": IntOrStr,
-                "bytes": Number,
-            },
-            correlation=None,
-            external_id=field_(default=None, name="External id"),
-            stream=None,
-            device=None,
-            bytes=None,
-        ),
-    )
-    event_cls = types.new_class(
-        "_KinetoEvent",
-        (Struct,),
-        {"kw_only": True},
-        lambda ns: ns.update(
-            __annotations__={
-                "ph": str,
-                "cat": str | None,
-                "name": str | None,
-                "pid": IntOrStr,
-                "tid": IntOrStr,
-                "ts": float | None,
-                "dur": float | None,
-                "args": args_cls | None,
-            },
-            ph="",
-            cat=None,
-            name=None,
-            pid=None,
-            tid=None,
-            ts=None,
-            dur=None,
-            args=None,
-        ),
-    )
-    doc_cls = types.new_class(
-        "_KinetoDoc",
-        (Struct,),
-        {"kw_only": True},
-        lambda ns: ns.update(
-            __annotations__={
-                "traceEvents": list[event_cls],  # type: ignore[valid-type]
-                "deviceProperties": Any,
-                "distributedInfo": Any,
-                "baseTimeNanoseconds": Any,
-            },
-            traceEvents=field_(default_factory=list),
-            deviceProperties=None,
-            distributedInfo=None,
-            baseTimeNanoseconds=None,
-        ),
-    )
-    errors = (msgspec.ValidationError, msgspec.DecodeError)
-    return msgspec.json.Decoder(doc_cls), errors
-
-
-def _load_typed(raw: bytes) -> Trace | None:
-    """The msgspec path; None when msgspec is missing or the document does not fit the schema."""
-    typed = _typed_decoder()
-    if typed is None:
-        return None
-    decoder, errors = typed
-    try:
-        doc = decoder.decode(raw)
-    except errors:
-        return None  # the generic path accepts more (bare lists, odd types) or says what's wrong
-    cols = _Columns()
-    cols.add_records(doc.traceEvents)
-    return cols.to_trace(
-        device_properties=doc.deviceProperties,
-        distributed_info=doc.distributedInfo,
-        base_time_ns=doc.baseTimeNanoseconds,
-    )
-
 
 # ---------------------------------------------------------------------------------------------
 # Column builders: the fast path hands the whole list to numpy; a slow path converts odd values
 # (strings such as pid "Spans", tid "stream 7", stream "0x0") one by one without failing.
 # ---------------------------------------------------------------------------------------------
+
+
+def _modern_categories(
+    categories: tuple[str, ...], cat_ids: IntArray, counts: dict[str, int]
+) -> tuple[tuple[str, ...], IntArray, dict[str, int]]:
+    """Legacy category names renamed (``LEGACY_CATEGORIES``), merged with any modern twin."""
+    if not any(c in LEGACY_CATEGORIES for c in categories):
+        return categories, cat_ids, counts
+    merged: dict[str, int] = {}
+    remap = np.empty(len(categories), dtype=np.int64)
+    for i, c in enumerate(categories):
+        remap[i] = merged.setdefault(LEGACY_CATEGORIES.get(c, c), len(merged))
+    renamed: dict[str, int] = {}
+    for c, k in counts.items():
+        key = LEGACY_CATEGORIES.get(c, c)
+        renamed[key] = renamed.get(key, 0) + k
+    return tuple(merged), remap[cat_ids] if cat_ids.size else cat_ids, renamed
 
 
 def _float_column(values: list[Any]) -> FloatArray:

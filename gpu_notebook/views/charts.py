@@ -4,12 +4,11 @@ The figures hold numbers and our own labels only, never a string from the user's
 trace, so their embedded JSON needs no escaping beyond bokeh's own. Resources are always
 ``bokeh.resources.INLINE``: a report must open offline (the CDN default fails without network,
 DESIGN.md §5). bokeh is imported lazily by the callers (``html.py``, ``report_widget.py``), so
-``import gpu_notebook`` stays cheap; :func:`bokeh_available` says whether charts can be drawn.
+``import gpu_notebook`` stays cheap; bokeh is a required dependency.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = [
     "PHASE_COLORS",
     "ChartDocument",
-    "bokeh_available",
     "chart_document",
     "charts_file_html",
     "cpu_axis_max",
@@ -59,11 +57,6 @@ MAX_PHASE_BARS = 120
 FEW_SAMPLES = 30
 # Beyond this many step boundaries the timeline draws every k-th one.
 MAX_BOUNDARIES = 400
-
-
-def bokeh_available() -> bool:
-    """True when bokeh can be imported (charts are drawn); False: the report says so instead."""
-    return importlib.util.find_spec("bokeh") is not None
 
 
 @dataclass(frozen=True)
@@ -298,6 +291,7 @@ def _stacked_bars(
 ) -> GlyphRenderer[Any]:
     """One bar per x of ``phases`` stacked in order, ``values[i][j]`` the height of phase j at x i."""
     import numpy as np
+    from bokeh.core.properties import field
     from bokeh.models import ColumnDataSource
     from bokeh.models.glyphs import VBar
 
@@ -312,7 +306,7 @@ def _stacked_bars(
         "top": tops.ravel(),
     })
     return _add(fig, source, VBar(x="x", width=width, bottom="bottom", top="top",
-                                  fill_color={"field": "color"}, line_color="white",
+                                  fill_color=field("color"), line_color="white",
                                   line_width=0.5))
 
 

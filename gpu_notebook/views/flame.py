@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from gpu_notebook.analysis.lines import CELL_FILE_LABEL, parse_frame_label
-from gpu_notebook.capture.stacks import OTHER
-from gpu_notebook.records import LineStat, StackProfile
+from gpu_notebook.records import OTHER, LineStat, StackProfile
 from gpu_notebook.views.charts import PHASE_COLORS
 
 __all__ = ["flame_svg", "line_bars_html"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import html
 
+from gpu_notebook.formatting import fmt_bytes
 from gpu_notebook.status import GpuStatus, MachineStatus
-from gpu_notebook.views.text import fmt_bytes
 
 
 def _val(x: float | None, unit: str) -> str:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import math
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from gpu_notebook import formatting
+from gpu_notebook.formatting import fmt_bytes, fmt_pct, fmt_rate, fmt_seconds
 from gpu_notebook.records import (
     PHASES,
     Comparison,
@@ -34,13 +35,13 @@ from gpu_notebook.records import (
     WhatIf,
 )
 from gpu_notebook.views.charts import PHASE_COLORS
-from gpu_notebook.views.text import fmt_bytes, fmt_pct, fmt_seconds
 
 __all__ = [
     "comparison_section",
     "esc",
     "finding_card",
     "more_gpus_answer",
+    "notes_section",
     "ops_section",
     "phase_stack",
     "phases_section",
@@ -48,14 +49,12 @@ __all__ = [
     "report_css",
     "resources_section",
     "source_section",
-    "notes_section",
     "verdict_section",
     "whatif_section",
     "write_html",
 ]
 
 _TEMPLATES = Path(__file__).parent / "templates"
-_SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 # Tone of the answer by verdict category when its text does not start with a plain yes / no.
 _CATEGORY_TONE = {
     "gpu-bound": "yes",
@@ -86,17 +85,12 @@ def report_css() -> str:
 
 
 def fmt_gain(bound: float | None) -> str:
-    """'up to 1.8x faster' for an Amdahl bound; '' when unknown."""
-    if bound is None:
-        return ""
-    if math.isinf(bound) or bound >= 100:
-        return "up to >100x faster"
-    # Two decimals below 1.1x: "up to 1.0x" would read as "no gain" for a 4% bound.
-    return f"up to {bound:.2f}x faster" if bound < 1.1 else f"up to {bound:.1f}x faster"
+    """The gain-bound wording of the page ('' when nothing bounds it: the page then says nothing)."""
+    return "" if bound is None else formatting.fmt_gain(bound)
 
 
 def fmt_share(share: float | None) -> str:
-    return "not measured" if share is None else f"{100 * share:.1f}%"
+    return formatting.fmt_share(share, decimals=1, missing="not measured")
 
 
 def more_gpus_answer(verdict: Verdict) -> tuple[str, str, str]:
@@ -232,7 +226,7 @@ def comparison_section(comparison: Comparison | None) -> str:
 
     rows = [
         row("median step time", fmt_seconds(c.baseline_step_median_s), fmt_seconds(c.step_median_s)),
-        row("throughput (samples/s)", _fmt_rate(c.baseline_samples_per_s), _fmt_rate(c.samples_per_s)),
+        row("throughput (samples/s)", fmt_rate(c.baseline_samples_per_s), fmt_rate(c.samples_per_s)),
         row("GPU utilization", fmt_pct(c.baseline_gpu_util_pct), fmt_pct(c.gpu_util_pct)),
     ]
     for phase in PHASES:
@@ -310,10 +304,6 @@ def whatif_section(whatif: WhatIf | None) -> str:
     return "".join(out)
 
 
-def _fmt_rate(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:,.0f}"
-
-
 def _diff_pre(diff: str) -> str:
     lines: list[str] = []
     for line in diff.splitlines():
@@ -389,14 +379,6 @@ def finding_card(
         parts.append(f'<p class="muted">Threshold source: {esc(f.source)}</p>')
     parts.append("</div>")
     return "".join(parts)
-
-
-def sorted_findings(findings: Sequence[Finding]) -> list[Finding]:
-    """Most severe first, then the largest gain bound."""
-    return sorted(
-        findings,
-        key=lambda f: (_SEVERITY_ORDER.get(f.severity, 9), -(f.gain_bound or 0.0)),
-    )
 
 
 def findings_header(findings: Sequence[Finding]) -> str:
@@ -574,11 +556,9 @@ def _csp(script_bodies: Iterable[str]) -> str:
 
 
 def _chart_parts(report: Report) -> tuple[list[str], list[str], str]:
-    """(script bodies, css bodies, div) for the charts; empty when there is nothing or no bokeh."""
-    from gpu_notebook.views.charts import bokeh_available, chart_document
+    """(script bodies, css bodies, div) for the charts; empty when there is nothing to chart."""
+    from gpu_notebook.views.charts import chart_document
 
-    if not bokeh_available():
-        return [], [], '<p class="muted">Charts need bokeh: <code>pip install bokeh</code>.</p>'
     doc = chart_document(report)
     if doc is None:
         return [], [], '<p class="muted">No samples or steps to chart.</p>'
@@ -603,7 +583,7 @@ def render_html(report: Report) -> str:
     for body in scripts:
         if "</script" in body.lower():  # would end the element early; bokeh never emits it
             raise RuntimeError("a chart script contains '</script'")
-    findings = sorted_findings(report.findings)
+    findings = report.findings  # ranked once, by the rules (rules.rank_key)
     sections = [
         verdict_section(report),
         comparison_section(report.comparison),

@@ -23,15 +23,8 @@
  * @property {string} message
  */
 
-/**
- * The part of anywidget's model this view uses.
- * @typedef {object} IModel
- * @property {<K extends keyof IWidgetTraits>(name: K) => IWidgetTraits[K]} get
- * @property {<K extends keyof IWidgetTraits>(name: K, value: IWidgetTraits[K]) => void} set
- * @property {() => void} save_changes
- * @property {(event: string, callback: () => void) => void} on
- * @property {(event: string, callback: () => void) => void} off
- */
+/** @typedef {import('@anywidget/types').AnyModel<IWidgetTraits>} IModel */
+/** @typedef {import('@anywidget/types').RenderProps<IWidgetTraits>} IRenderProps */
 
 /**
  * @template {keyof HTMLElementTagNameMap} K
@@ -103,14 +96,17 @@ async function copyText(text, node) {
 
 /**
  * Dispatch the insert event from `el`; an extension answers synchronously.
- * @param {HTMLElement} el
+ * Call it while the user's click is being dispatched and pass that click as `trigger`: the
+ * extension answers only a real click on this widget's Insert button (a script cannot make one).
+ * @param {EventTarget} el
  * @param {string} eventName
  * @param {IInsertCellRequest} request
+ * @param {Event | null} trigger
  * @returns {IInsertCellEventDetail} the detail, with handled/reply filled by the extension
  */
-export function dispatchInsert(el, eventName, request) {
+export function dispatchInsert(el, eventName, request, trigger) {
   /** @type {IInsertCellEventDetail} */
-  const detail = { ...request, handled: false, reply: null };
+  const detail = { ...request, handled: false, reply: null, trigger };
   const event = new CustomEvent(eventName, {
     detail,
     bubbles: true,
@@ -137,7 +133,7 @@ const STATUS_TEXT = {
 };
 
 /**
- * @param {{ model: IModel, el: HTMLElement }} props
+ * @param {Pick<IRenderProps, 'model' | 'el'>} props
  * @returns {() => void} cleanup
  */
 function render({ model, el }) {
@@ -196,13 +192,19 @@ function render({ model, el }) {
     fallback.hidden = current !== 'fallback' && current !== 'error';
   }
 
-  function onInsert() {
-    const detail = dispatchInsert(el, model.get('event_name'), {
-      request_id: model.get('request_id'),
-      cell_id: model.get('cell_id'),
-      source: model.get('source'),
-      title: model.get('title')
-    });
+  /** @param {MouseEvent} click */
+  function onInsert(click) {
+    const detail = dispatchInsert(
+      el,
+      model.get('event_name'),
+      {
+        request_id: model.get('request_id'),
+        cell_id: model.get('cell_id'),
+        source: model.get('source'),
+        title: model.get('title')
+      },
+      click
+    );
     /** @type {WidgetStatus} */
     let next = 'fallback';
     let message = '';

@@ -28,14 +28,14 @@ _HERE = Path(__file__).parent
 WIDGET_STATUSES = ("", "inserted", "duplicate", "error", "fallback")
 
 
-class InsertFixWidget(anywidget.AnyWidget):  # type: ignore[misc]
+class InsertFixWidget(anywidget.AnyWidget):
     """Offer ``source`` (the patched cell) as a new code cell below cell ``cell_id``.
 
     ``title``: the fix's one-line name. ``source``: the patched code, whose first line is the
     ``# gpucheck fix: ...`` comment. ``diff``: a unified diff of the change, shown on demand.
     ``cell_id``: the profiled cell's id (:func:`gpu_notebook.bridge.current_cell_id`, read while
-    that cell runs), None when unknown. ``request_id``: dedupes clicks (a fresh id by default).
-    ``fix_dir``: where the ``%load`` fallback file is written (the temp dir by default).
+    that cell runs), None when unknown. ``request_id``: dedupes clicks (a fresh id by default);
+    it also names the source this kernel holds in memory for the ``%load`` line (no file).
     """
 
     _esm = _HERE / "insert_widget.js"
@@ -60,7 +60,6 @@ class InsertFixWidget(anywidget.AnyWidget):  # type: ignore[misc]
         cell_id: str | None,
         *,
         request_id: str | None = None,
-        fix_dir: Path | None = None,
         **kwargs: Any,
     ) -> None:
         # Validates the fields once, here, rather than in the browser.
@@ -70,14 +69,13 @@ class InsertFixWidget(anywidget.AnyWidget):  # type: ignore[misc]
             source=source,
             title=title,
         )
-        path = bridge.fix_file(request, fix_dir)
         super().__init__(
             title=request.title,
             source=request.source,
             diff=diff,
             cell_id=request.cell_id,
             request_id=request.request_id,
-            load_command=bridge.load_command(path),
+            load_command=bridge.hold_fix(request),
             **kwargs,
         )
 

@@ -20,13 +20,16 @@ from typing import Any
 
 import ipywidgets
 
-from gpu_notebook.capture.session import LiveStatus
-from gpu_notebook.records import Report
+from gpu_notebook.formatting import fmt_bytes, fmt_seconds
+from gpu_notebook.records import LiveStatus, Report
 from gpu_notebook.views.charts import cpu_axis_max
 from gpu_notebook.views.html import esc
-from gpu_notebook.views.text import fmt_bytes, fmt_seconds
+from gpu_notebook.views.text import render_text
 
 __all__ = ["LiveView", "sparkline_svg"]
+
+# On every output of ours, so a tool (or a test) can tell them from the cell's own.
+OUTPUT_METADATA = {"gpu_notebook": {"view": "live"}}
 
 SPARK_WIDTH_PX = 220
 SPARK_HEIGHT_PX = 34
@@ -138,6 +141,8 @@ class LiveView:
         self.box = _LiveBox(children=(self.status_line, self.sparkline))
         self.report_view: ipywidgets.Widget | None = None
         self._handle: Any = None
+        self._pub: Any = None  # the display publisher our clear_output hook is registered on
+        self._cleared = False
 
     # ------------------------------------------------------------------ environment
 
@@ -163,10 +168,41 @@ class LiveView:
     # ------------------------------------------------------------------ lifecycle
 
     def show(self) -> None:
-        """Display the live box in the running cell's output (call on the cell's thread)."""
+        """Display the live box in the running cell's output (call on the cell's thread).
+
+        Every output of ours carries ``metadata["gpu_notebook"]`` (tools that compare a
+        notebook run with and without the magic drop those). A display-publisher hook notes
+        a ``clear_output`` the cell sends: the live box is gone then, and the report is shown
+        anew instead of in its place.
+        """
+        from IPython import get_ipython
         from IPython.display import display
 
-        self._handle = display(self.box, display_id=True)  # type: ignore[no-untyped-call]
+        self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
+        shell = get_ipython()
+        pub = getattr(shell, "display_pub", None)
+        if pub is not None and hasattr(pub, "register_hook"):
+            pub.register_hook(self._watch_clear)
+            self._pub = pub
+
+    def _watch_clear(self, msg: Any) -> Any:
+        if isinstance(msg, dict) and msg.get("msg_type") == "clear_output":
+            self._cleared = True
+        return msg
+
+    def detach(self) -> None:
+        """Stop watching the cell's output (the cell is over)."""
+        pub, self._pub = self._pub, None
+        if pub is not None:
+            pub.unregister_hook(self._watch_clear)
+
+    def discard(self) -> None:
+        """No report follows (the cell did not compile): the live box leaves the output."""
+        with self._lock:
+            self._finished = True
+        if self._handle is not None:
+            self._handle.update({"text/plain": ""}, raw=True, metadata=OUTPUT_METADATA)
+        self.box.close()
 
     def update(self, status: LiveStatus) -> None:
         """Take one sampler tick; redraw when the last redraw is at least 1/max_rate_hz old."""
@@ -196,11 +232,20 @@ class LiveView:
             self._finished = True
         view = report_widget(report, cell_id=self.cell_id)
         self.report_view = view
-        self.box.plain_text = report.text()
+        self.box.plain_text = render_text(report)
         self.box.children = (view,)
-        if self._handle is not None:
-            # Same output, refreshed: text/plain becomes the text report for saved notebooks.
-            self._handle.update(self.box)
+        if self._handle is None:
+            return
+        if self._cleared:
+            # The cell cleared its output (clear_output): the live box may be gone. Empty it
+            # where it still is, and show the report as a new output.
+            from IPython.display import display
+
+            self._handle.update({"text/plain": ""}, raw=True, metadata=OUTPUT_METADATA)
+            self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
+            return
+        # Same output, refreshed: text/plain becomes the text report for saved notebooks.
+        self._handle.update(self.box, metadata=OUTPUT_METADATA)
 
     def abandon(self, message: str) -> None:
         """Stop updating and say why no report follows (the magic itself failed)."""

@@ -16,6 +16,7 @@ import ipywidgets
 
 from gpu_notebook.records import Finding, Report
 from gpu_notebook.views import html as sections
+from gpu_notebook.views.text import render_text
 
 __all__ = ["ReportWidget", "charts_iframe", "report_widget"]
 
@@ -32,10 +33,8 @@ def charts_iframe(report: Report) -> str:
     the notebook page. Returns a short sentence instead when bokeh is missing or nothing can be
     charted.
     """
-    from gpu_notebook.views.charts import bokeh_available, chart_document, charts_file_html
+    from gpu_notebook.views.charts import chart_document, charts_file_html
 
-    if not bokeh_available():
-        return '<p class="muted">Charts need bokeh: <code>pip install bokeh</code>.</p>'
     doc = chart_document(report)
     if doc is None:
         return '<p class="muted">No samples or steps to chart.</p>'
@@ -65,7 +64,7 @@ class ReportWidget(ipywidgets.VBox):  # type: ignore[misc]
 
     def __init__(self, report: Report, cell_id: str | None = None, **kwargs: Any) -> None:
         self.report = report
-        findings = sections.sorted_findings(report.findings)
+        findings = report.findings  # ranked once, by the rules (rules.rank_key)
         children: list[ipywidgets.Widget] = [
             _block(
                 sections.verdict_section(report),
@@ -102,7 +101,7 @@ class ReportWidget(ipywidgets.VBox):  # type: ignore[misc]
         return found
 
     def __repr__(self) -> str:
-        return self.report.text()
+        return render_text(self.report)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         # ipywidgets cuts text/plain at 110 characters; frontends without widgets (jupyter

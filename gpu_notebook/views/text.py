@@ -2,35 +2,10 @@
 
 from __future__ import annotations
 
-from gpu_notebook.records import PHASES, PhaseBreakdown, Report
+from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_pct, fmt_rate, fmt_seconds, fmt_share
+from gpu_notebook.records import PHASES, Comparison, PhaseBreakdown, Report
 
 BAR_WIDTH = 24
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "n/a"
-    if s >= 1:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
-
-
-def fmt_bytes(n: int | None) -> str:
-    """Binary units, named as such (memory, as nvidia-smi shows it: 80 GiB cards read "79.3 GiB")."""
-    if n is None:
-        return "n/a"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1024
-    return f"{size:.1f} GiB"
-
-
-def fmt_pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.0f}%"
 
 
 def phase_rows(phases: PhaseBreakdown) -> list[str]:
@@ -119,8 +94,10 @@ def render_text(report: Report) -> str:
     if report.findings:
         lines += ["", "Findings:"]
         for f in report.findings:
-            bound = f" (up to {f.gain_bound:.2f}x)" if f.gain_bound else ""
+            bound = f" ({fmt_gain(f.gain_bound)})" if f.gain_bound is not None else ""
             lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
+    if report.comparison is not None:
+        lines += ["", render_comparison(report.comparison)]
     if report.whatif is not None:
         from gpu_notebook.analysis.whatif import render_whatif
 
@@ -130,28 +107,23 @@ def render_text(report: Report) -> str:
     return "\n".join(lines)
 
 
-def render_comparison(c: object) -> str:
+def render_comparison(c: Comparison) -> str:
     """Before/after of two runs: measured speedup beside the predicted bound."""
-    from gpu_notebook.records import Comparison
-
-    assert isinstance(c, Comparison)
     lines = ["Before / after:"]
     lines.append(
         f"  step time   {fmt_seconds(c.baseline_step_median_s):>9} -> {fmt_seconds(c.step_median_s):>9}"
         + (f"   measured {c.speedup:.2f}x" if c.speedup is not None else "")
-        + (f"   (predicted at most {c.predicted_bound:.2f}x)" if c.predicted_bound is not None else "")
+        + (f"   (predicted: {fmt_gain(c.predicted_bound)})" if c.predicted_bound is not None else "")
     )
     if c.baseline_samples_per_s is not None and c.samples_per_s is not None:
-        lines.append(f"  throughput  {c.baseline_samples_per_s:>9,.0f} -> {c.samples_per_s:>9,.0f} samples/s")
+        lines.append(f"  throughput  {fmt_rate(c.baseline_samples_per_s):>9} -> {fmt_rate(c.samples_per_s):>9} samples/s")
     if c.baseline_gpu_util_pct is not None or c.gpu_util_pct is not None:
         lines.append(f"  GPU util    {fmt_pct(c.baseline_gpu_util_pct):>9} -> {fmt_pct(c.gpu_util_pct):>9}")
     for phase in PHASES:
         before, after = c.baseline_phase_share.get(phase), c.phase_share.get(phase)
         if before is None and after is None:
             continue
-        b = "n/a" if before is None else f"{100 * before:.0f}%"
-        a = "n/a" if after is None else f"{100 * after:.0f}%"
-        lines.append(f"  {phase:<11} {b:>9} -> {a:>9}")
+        lines.append(f"  {phase:<11} {fmt_share(before):>9} -> {fmt_share(after):>9}")
     if c.fix_id:
         lines.append(f"  fix: {c.fix_id}")
     if c.gpu_equivalent is not None and c.gpu_equivalent > 0:

@@ -20,11 +20,23 @@ export class NotebookPanelAdapter implements INotebookAdapter {
     return insertedRequestId(this._cells().get(index).getMetadata(CELL_METADATA_KEY));
   }
 
-  indexOfCellContaining(target: unknown): number {
-    if (!(target instanceof Node)) {
+  indexOfOutputContaining(target: unknown): number {
+    const area = target instanceof Element ? target.closest('.jp-Cell-outputArea') : null;
+    if (area === null) {
       return -1;
     }
-    return this._panel.content.widgets.findIndex(cell => cell.node.contains(target));
+    return this._panel.content.widgets.findIndex(
+      cell => cell.model.type === 'code' && cell.node.contains(area)
+    );
+  }
+
+  isInsertButtonIn(node: unknown, widget: unknown): boolean {
+    if (!(node instanceof Element) || !(widget instanceof Element)) {
+      return false;
+    }
+    // The class the widget view (gpu_notebook/views/insert_widget.js) gives its Insert button.
+    const button = node.closest('button.gpu-nb-fix-insert');
+    return button !== null && widget.contains(button);
   }
 
   insertCodeCell(index: number, source: string, metadata: IInsertedCellMetadata): void {

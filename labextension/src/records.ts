@@ -1,45 +1,36 @@
 /**
  * The messages between the kernel (gpu_notebook/bridge.py) and this extension.
  *
- * Each interface mirrors one Python frozen dataclass field by field (tests/test_bridge.py
- * checks the parity); nothing here says more than the Python side defines.
+ * The records, their bounds and the channel names come from one place: bridge.py's msgspec
+ * records, written out as bridge.schema.json (JSON Schema) and bridge.types.ts (types generated
+ * from it); tests/test_bridge.py fails when either drifts. Every request is validated against that
+ * schema here, so nothing this side accepts says more than the Python side defines.
  */
 
-/** The comm target registered on every notebook kernel (bridge.COMM_TARGET). */
-export const COMM_TARGET = 'gpu_notebook.insert_cell';
+import schema from './bridge.schema.json';
+import { IInsertCellReply, IInsertCellRequest } from './bridge.types';
 
-/** The DOM CustomEvent the InsertFixWidget dispatches (bridge.INSERT_EVENT). */
-export const INSERT_EVENT = 'gpu-notebook:insert-cell';
-
-/** Metadata key of an inserted cell (bridge.CELL_METADATA_KEY). */
-export const CELL_METADATA_KEY = 'gpu_notebook';
+export { CELL_METADATA_KEY, COMM_TARGET, INSERT_EVENT } from './bridge.types';
+export type { IInsertCellReply, IInsertCellRequest } from './bridge.types';
 
 /** bridge.InsertStatus */
-export type InsertStatus = 'inserted' | 'duplicate' | 'error';
-
-/** bridge.InsertCellRequest: kernel/widget -> frontend. */
-export interface IInsertCellRequest {
-  request_id: string;
-  cell_id: string | null;
-  source: string;
-  title: string;
-}
-
-/** bridge.InsertCellReply: frontend -> kernel. */
-export interface IInsertCellReply {
-  request_id: string;
-  status: InsertStatus;
-  message: string;
-}
+export type InsertStatus = IInsertCellReply['status'];
 
 /**
  * The detail of the INSERT_EVENT: the request, plus the two fields the extension fills in
- * synchronously so the widget knows an extension answered (bridge module docstring).
+ * synchronously so the widget knows an extension answered (bridge module docstring), and the
+ * user's click that made the widget dispatch it (the extension answers only such a click).
  */
 export interface IInsertCellEventDetail extends IInsertCellRequest {
   handled: boolean;
   reply: IInsertCellReply | null;
+  trigger: Event | null;
 }
+
+/** The fields of the detail besides the request's. */
+export const EVENT_ONLY_FIELDS: ReadonlyArray<
+  Exclude<keyof IInsertCellEventDetail, keyof IInsertCellRequest>
+> = ['handled', 'reply', 'trigger'];
 
 /** What an inserted cell keeps in its metadata under CELL_METADATA_KEY. */
 export interface IInsertedCellMetadata {
@@ -47,59 +38,124 @@ export interface IInsertedCellMetadata {
   title: string;
 }
 
-const REQUEST_FIELDS: ReadonlyArray<keyof IInsertCellRequest> = [
-  'request_id',
-  'cell_id',
-  'source',
-  'title'
-];
+/** The subset of JSON Schema msgspec writes for our records. */
+interface IPropertySchema {
+  type?: string;
+  anyOf?: IPropertySchema[];
+  enum?: ReadonlyArray<unknown>;
+  pattern?: string;
+  maxLength?: number;
+}
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+interface IRecordSchema {
+  properties: Record<string, IPropertySchema>;
+  required: ReadonlyArray<string>;
+  additionalProperties: boolean;
+}
+
+const DEFS = schema.$defs as unknown as Record<
+  'InsertCellRequest' | 'InsertCellReply',
+  IRecordSchema
+>;
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** JSON Schema counts characters (code points); a JS string's length counts UTF-16 units. */
+function codePoints(text: string): number {
+  let count = 0;
+  for (const _ of text) {
+    count++;
+  }
+  return count;
+}
+
+/** Why `value` does not match `prop`, or null when it does. */
+function mismatch(value: unknown, prop: IPropertySchema): string | null {
+  if (prop.anyOf !== undefined) {
+    const reasons = prop.anyOf.map(member => mismatch(value, member));
+    return reasons.includes(null) ? null : reasons.join(', or ');
+  }
+  if (prop.enum !== undefined) {
+    return prop.enum.includes(value) ? null : `expected one of ${JSON.stringify(prop.enum)}`;
+  }
+  if (prop.type === 'null') {
+    return value === null ? null : 'expected null';
+  }
+  if (prop.type === 'string') {
+    if (typeof value !== 'string') {
+      return 'expected a string';
+    }
+    // The length is checked first: a bounded string is cheap to match.
+    if (
+      prop.maxLength !== undefined &&
+      value.length > prop.maxLength &&
+      codePoints(value) > prop.maxLength
+    ) {
+      return `expected at most ${prop.maxLength} characters`;
+    }
+    if (prop.pattern !== undefined && !new RegExp(prop.pattern, 'u').test(value)) {
+      return `expected a string matching ${prop.pattern}`;
+    }
+    return null;
+  }
+  return `no check for schema ${JSON.stringify(prop)}`;
+}
+
 /**
- * Parse a request (bridge.InsertCellRequest.from_dict): exactly the four fields, typed.
+ * Check `value` against the schema of record `name`: exactly its fields, each within bounds.
+ *
+ * @throws Error naming the missing, unknown or mismatched fields.
+ */
+export function checkRecord(name: keyof typeof DEFS, value: unknown): Record<string, unknown> {
+  const record = DEFS[name];
+  if (!isRecord(value)) {
+    throw new Error(`${name}: expected an object`);
+  }
+  const missing = record.required.filter(field => !(field in value));
+  const extra = record.additionalProperties
+    ? []
+    : Object.keys(value).filter(key => !(key in record.properties));
+  if (missing.length > 0 || extra.length > 0) {
+    throw new Error(
+      `${name}: missing fields [${missing.join(', ')}], unknown fields [${extra.join(', ')}]`
+    );
+  }
+  for (const [field, prop] of Object.entries(record.properties)) {
+    const why = mismatch(value[field], prop);
+    if (why !== null) {
+      throw new Error(`${name}.${field}: ${why}`);
+    }
+  }
+  return value;
+}
+
+/**
+ * Parse a request (bridge.InsertCellRequest.from_dict): exactly its fields, within bounds.
  *
  * @throws Error saying which field is wrong.
  */
 export function parseInsertCellRequest(value: unknown): IInsertCellRequest {
-  if (!isRecord(value)) {
-    throw new Error('InsertCellRequest: expected an object');
-  }
-  const missing = REQUEST_FIELDS.filter(name => !(name in value));
-  const extra = Object.keys(value).filter(
-    key => !(REQUEST_FIELDS as ReadonlyArray<string>).includes(key)
-  );
-  if (missing.length > 0 || extra.length > 0) {
-    throw new Error(
-      `InsertCellRequest: missing fields [${missing.join(', ')}], unknown fields [${extra.join(', ')}]`
-    );
-  }
-  const { request_id, cell_id, source, title } = value;
-  if (typeof request_id !== 'string' || request_id === '') {
-    throw new Error('InsertCellRequest.request_id: expected a non-empty string');
-  }
-  if (cell_id !== null && typeof cell_id !== 'string') {
-    throw new Error('InsertCellRequest.cell_id: expected a string or null');
-  }
-  if (typeof source !== 'string') {
-    throw new Error('InsertCellRequest.source: expected a string');
-  }
-  if (typeof title !== 'string') {
-    throw new Error('InsertCellRequest.title: expected a string');
-  }
-  return { request_id, cell_id, source, title };
+  const { request_id, cell_id, source, title } = checkRecord('InsertCellRequest', value);
+  // checkRecord proved the types; copying drops nothing (no other field exists).
+  return { request_id, cell_id, source, title } as IInsertCellRequest;
+}
+
+/** A reply as the kernel will accept it (bridge.InsertCellReply.from_dict). */
+export function checkInsertCellReply(reply: IInsertCellReply): IInsertCellReply {
+  checkRecord('InsertCellReply', reply);
+  return reply;
 }
 
 /** The request_id of a message that failed to parse, when it has a usable one. */
 export function requestIdOf(value: unknown): string {
-  return isRecord(value) && typeof value.request_id === 'string' ? value.request_id : '';
+  return isRecord(value) && typeof value.request_id === 'string' && value.request_id.length <= 64
+    ? value.request_id
+    : '';
 }
 
 /** Read the request id an earlier insertion left in a cell's metadata, or null. */
 export function insertedRequestId(metadata: unknown): string | null {
-  return isRecord(metadata) && typeof metadata.request_id === 'string'
-    ? metadata.request_id
-    : null;
+  return isRecord(metadata) && typeof metadata.request_id === 'string' ? metadata.request_id : null;
 }

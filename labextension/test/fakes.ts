@@ -1,4 +1,4 @@
-/** A notebook fake that behaves like NotebookPanelAdapter: cells with ids, metadata and nodes. */
+/** A notebook fake that behaves like NotebookPanelAdapter: cells with ids, metadata and outputs. */
 
 import { INotebookAdapter } from '../src/insert';
 import { IInsertedCellMetadata } from '../src/records';
@@ -9,8 +9,18 @@ export interface IFakeCell {
   cellType: 'code' | 'markdown';
   executed: boolean;
   metadata: { gpu_notebook?: IInsertedCellMetadata };
-  /** Stands for the cell's DOM node: an event target "inside" the cell is this object. */
-  node: object;
+  /** Stand for the DOM nodes shown in the cell's output area (widget roots). */
+  outputs: unknown[];
+}
+
+/** A fix widget's root node and its Insert button, as the adapter sees them. */
+export interface IFakeWidget {
+  root: object;
+  button: { insertButtonOf: object };
+}
+
+export function fakeWidget(root: object = {}): IFakeWidget {
+  return { root, button: { insertButtonOf: root } };
 }
 
 export class FakeNotebook implements INotebookAdapter {
@@ -25,7 +35,7 @@ export class FakeNotebook implements INotebookAdapter {
       cellType: 'code',
       executed: true,
       metadata: {},
-      node: { cell: id }
+      outputs: []
     }));
   }
 
@@ -41,8 +51,14 @@ export class FakeNotebook implements INotebookAdapter {
     return this.cells[index].metadata.gpu_notebook?.request_id ?? null;
   }
 
-  indexOfCellContaining(target: unknown): number {
-    return this.cells.findIndex(cell => cell.node === target);
+  indexOfOutputContaining(target: unknown): number {
+    return this.cells.findIndex(cell => cell.outputs.includes(target));
+  }
+
+  isInsertButtonIn(node: unknown, widget: unknown): boolean {
+    return typeof node === 'object' && node !== null && 'insertButtonOf' in node
+      ? node.insertButtonOf === widget
+      : false;
   }
 
   insertCodeCell(index: number, source: string, metadata: IInsertedCellMetadata): void {
@@ -54,19 +70,21 @@ export class FakeNotebook implements INotebookAdapter {
       cellType: 'code',
       executed: false,
       metadata: { gpu_notebook: metadata },
-      node: { cell: id }
+      outputs: []
     });
   }
 
-  ids(): string[] {
-    return this.cells.map(cell => cell.id);
-  }
-
-  nodeOf(id: string): object {
+  /** Show a fix widget in the output of cell `id`; returns it. */
+  showWidget(id: string, widget: IFakeWidget = fakeWidget()): IFakeWidget {
     const cell = this.cells.find(c => c.id === id);
     if (!cell) {
       throw new Error(`no cell ${id}`);
     }
-    return cell.node;
+    cell.outputs.push(widget.root);
+    return widget;
+  }
+
+  ids(): string[] {
+    return this.cells.map(cell => cell.id);
   }
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { findTargetIndex, insertBelow, insertInNotebooks } from '../src/insert';
+import { insertBelow, insertInNotebooks } from '../src/insert';
 import { IInsertCellRequest } from '../src/records';
 import { FakeNotebook } from './fakes';
 
@@ -65,19 +65,6 @@ describe('insertBelow', () => {
     assert.equal(missing.status, 'error');
     assert.match(missing.message, /names no cell/);
     assert.equal(nb.inserts, 0);
-  });
-});
-
-describe('findTargetIndex', () => {
-  it('prefers the cell enclosing the event target over the cell id', () => {
-    const nb = new FakeNotebook(['a', 'b', 'c']);
-    assert.equal(findTargetIndex(nb, request({ cell_id: 'a' }), nb.nodeOf('c')), 2);
-  });
-
-  it('falls back to the cell id when the target is outside every cell', () => {
-    const nb = new FakeNotebook(['a', 'b', 'c']);
-    assert.equal(findTargetIndex(nb, request({ cell_id: 'b' }), { elsewhere: true }), 1);
-    assert.equal(findTargetIndex(nb, request({ cell_id: null }), { elsewhere: true }), -1);
   });
 });
 

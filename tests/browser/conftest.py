@@ -96,6 +96,15 @@ class JupyterServer:
             settings / "apputils-extension" / "notification.jupyterlab-settings",
             {"fetchNews": "false", "checkForUpdates": False},
         )
+        # Serve this checkout's build of the labextension (labextension/ -> gpu_notebook/labextension,
+        # `jlpm build:prod`), not whichever one an install put in the environment: the first
+        # labextensions folder on the Jupyter path wins.
+        built = ROOT / "gpu_notebook" / "labextension"
+        jupyter_path = os.environ.get("JUPYTER_PATH", "")
+        if (built / "package.json").is_file():
+            (base / "data" / "labextensions").mkdir(parents=True, exist_ok=True)
+            (base / "data" / "labextensions" / EXTENSION).symlink_to(built, target_is_directory=True)
+            jupyter_path = os.pathsep.join(p for p in (str(base / "data"), jupyter_path) if p)
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = {
@@ -105,6 +114,7 @@ class JupyterServer:
             "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
             "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
             "PYTHONUNBUFFERED": "1",
+            "JUPYTER_PATH": jupyter_path,
         }
         module = "jupyterlab" if app == "lab" else "notebook"
         command = [

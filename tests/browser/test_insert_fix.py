@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
+from gpu_notebook import bridge
 from tests.browser.conftest import JupyterServer
 from tests.browser.notebook_ui import NotebookUI, write_notebook
 
@@ -280,7 +281,7 @@ def test_without_the_extension_the_widget_offers_copy_and_a_working_load_line(
     expect(widget.locator(".gpu-nb-fix-copy-status")).to_have_text("Code copied to the clipboard.")
     assert page.evaluate("navigator.clipboard.readText()") == FIX
     load_line = widget.locator(".gpu-nb-fix-load-line").inner_text()
-    assert load_line.startswith("%load ") and load_line.endswith("plain-fix-1.py")
+    assert load_line == bridge.load_command("plain-fix-1")  # read from kernel memory, no file
     nb.screenshot("lab-no-extension-fallback")
 
     # The user's one line in a new cell: %load replaces that cell's text with the fix.
@@ -292,3 +293,41 @@ def test_without_the_extension_the_widget_offers_copy_and_a_working_load_line(
     saved = nb.save_and_read(lambda n: n.cells[2].source.startswith("# %load"))
     assert saved.cells[2].source == f"# {load_line}\n{FIX}"
     assert [cell.id for cell in saved.cells] == ["cell-above", "cell-widget", "cell-scratch"]
+
+
+def test_page_scripts_cannot_insert_a_cell_only_the_users_click_can(lab) -> None:
+    page, server = lab
+    cells = [ABOVE, widget_cell("lab-forged"), BELOW]
+    write_notebook(server, "lab_forged.ipynb", cells)
+    nb = NotebookUI(page, server, "lab_forged.ipynb", "lab")
+    nb.open(cell_count=3)
+    show_widget(nb)
+    widget = nb.cell(1).locator(".gpu-nb-fix")
+
+    # A script's click on the button is not trusted: the widget dispatches, the extension refuses.
+    nb.cell(1).locator(".gpu-nb-fix-insert").evaluate("button => button.click()")
+    expect(widget.locator(".gpu-nb-fix-status")).to_contain_text(
+        "does not come from a click on the widget's Insert button"
+    )
+    # A script's own event, aimed at the cell above, with a forged "trusted" click object.
+    reply = nb.cell(1).locator(".gpu-nb-fix").evaluate(
+        """root => {
+          const detail = { request_id: 'forged-1', cell_id: 'cell-above', source: 'import evil\\n',
+                           title: 'x', handled: false, reply: null,
+                           trigger: { isTrusted: true, type: 'click', eventPhase: 2,
+                                      target: root.querySelector('.gpu-nb-fix-insert') } };
+          root.dispatchEvent(new CustomEvent('gpu-notebook:insert-cell',
+                                             { detail, bubbles: true, cancelable: true }));
+          return detail.reply;
+        }"""
+    )
+    assert reply["status"] == "error", reply
+    assert "does not come from a click" in reply["message"]
+    page.wait_for_timeout(500)
+    expect(nb.cells).to_have_count(3)
+
+    click_insert(nb)  # the user's own click still works
+    expect(widget.locator(".gpu-nb-fix-status")).to_contain_text("Inserted below")
+    expect(nb.cells).to_have_count(4)
+    saved = nb.save_and_read(lambda n: len(n.cells) == 4)
+    assert_inserted_below_widget(saved, "lab-forged", cells)

@@ -25,6 +25,7 @@ class Scenario:
     options: str = "-w 2 -s 8"
     fix_shows_on_cpu: bool = False
     what: str = ""  # one line: the planted cause
+    verdict: str | None = None  # the verdict category it must get, where one is certain
 
 
 COMMON_SETUP = """
@@ -146,6 +147,7 @@ for step in range(24):
     Scenario(
         name="tiny_steps",
         planted="launch.tiny_ops",
+        verdict="host-bound",
         what="a tiny model on batches of 4: Python and per-op overhead dominate",
         fix_shows_on_cpu=True,
         cell="""
@@ -154,6 +156,21 @@ loader = DataLoader(TensorDataset(torch.randn(512, 16), torch.randn(512, 1)), ba
 for x, y in loader:
     loss = loss_fn(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()
+""",
+    ),
+    Scenario(
+        name="batch_one_mlp",
+        planted="launch.tiny_ops",
+        verdict="host-bound",
+        what="an MLP fed one sample at a time, a metric computed per step in Python",
+        cell="""
+model = mlp(32, 64, depth=2); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True); loss_fn = nn.MSELoss()
+loader = DataLoader(TensorDataset(torch.randn(192, 32), torch.randn(192, 1)), batch_size=1)
+seen = 0
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    seen += len(x)
 """,
     ),
     Scenario(

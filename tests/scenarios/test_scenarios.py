@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from gpu_notebook.records import Finding, Report
+from gpu_notebook.report.consistency import contradictions
 from gpu_notebook.rules import attach_fixes, run_rules
+from gpu_notebook.views.text import render_text
 from tests.scenarios.catalog import COMMON_SETUP, SCENARIOS, Scenario
 
 PLANTED = [s for s in SCENARIOS if s.planted is not None]
@@ -44,7 +46,10 @@ def table(findings: tuple[Finding, ...]) -> str:
 def test_the_planted_cause_is_the_top_finding(shell: Any, scenario: Scenario, capsys: Any) -> None:
     rep, findings = measure(shell, scenario)
     capsys.readouterr()  # the cells print; keep the failure output to the findings
-    assert findings, f"{scenario.name}: no finding\n{rep.text()}"
+    assert findings, f"{scenario.name}: no finding\n{render_text(rep)}"
+    assert not contradictions(rep.verdict, findings), f"{rep.verdict}\n{table(findings)}"
+    if scenario.verdict is not None:
+        assert rep.verdict.category == scenario.verdict, f"{rep.verdict}\n{table(findings)}"
     top = findings[0]
     assert top.rule_id == scenario.planted, f"{scenario.name}:\n{table(findings)}"
     assert top.severity in ("medium", "high") or scenario.planted == "shapes.changing"
@@ -87,3 +92,5 @@ def test_healthy_cells_raise_no_high_severity_finding(shell: Any, scenario: Scen
     capsys.readouterr()
     high = [f for f in findings if f.severity == "high"]
     assert not high, table(findings)
+    rep = shell.user_ns["rep"]
+    assert not contradictions(rep.verdict, findings), f"{rep.verdict}\n{table(findings)}"

@@ -1,0 +1,148 @@
+"""Host overhead of a traced step: how many operators Python dispatches, how long each runs, and
+how much of the step lies between them.
+
+A step is *host-bound* when its time goes to per-op overhead rather than to work: the typical
+top-level operator is shorter than ``SMALL_OP_US`` and at least ``HOST_BOUND_SHARE`` of the
+step is spent in such small operators or in Python between operators. ``SMALL_OP_US`` is
+HTA's 30 us kernel-wait threshold (``breakdown_analysis.py``): an op that short would, on any
+GPU, be shorter than its own launch gap, so a GPU would wait on Python exactly as the CPU does
+here. ``HOST_BOUND_SHARE`` is half the step: the overhead is then the larger part, and no
+faster device can shorten it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpu_notebook import markers
+from gpu_notebook.analysis.phases import _merge
+from gpu_notebook.records import HostOverhead, OpStat, PhaseBreakdown
+from gpu_notebook.trace.kineto import Trace
+
+__all__ = [
+    "HOST_BOUND_SHARE",
+    "MATMUL_OP",
+    "SMALL_OP_US",
+    "heaviest_matmul_us",
+    "host_bound",
+    "host_overhead",
+]
+
+SMALL_OP_US = 30.0
+HOST_BOUND_SHARE = 0.5
+# Host operators that launch GEMM / convolution kernels: the work a faster device accelerates.
+MATMUL_OP = re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv|cudnn_conv|_convolution|"
+                       r"convolution|mkldnn_conv|_scaled_dot_product)", re.IGNORECASE)  # fmt: skip
+
+
+def host_overhead(
+    trace: Trace, phases: PhaseBreakdown | None, host: tuple[int, int] | None
+) -> HostOverhead | None:
+    """Median per-step figures of the host thread's top-level operators; None without steps."""
+    if phases is None or host is None or not phases.steps:
+        return None
+    rows = np.flatnonzero(
+        trace.category_mask("cpu_op") & (trace.pid == host[0]) & (trace.tid == host[1])
+    )
+    if rows.size == 0:
+        return None
+    origin = float(trace.ts_us.min())
+    start = np.rint((trace.ts_us[rows] - origin) * 1000.0).astype(np.int64)
+    end = start + np.rint(trace.dur_us[rows] * 1000.0).astype(np.int64)
+    order = np.lexsort((-end, start))
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    top = np.ones(start.size, dtype=np.bool_)
+    top[1:] = start[1:] >= reach[:-1]  # not nested in an earlier op
+    s, e = start[top], end[top]  # disjoint, sorted
+    dur = e - s
+    small = dur < SMALL_OP_US * 1000.0
+    # Not Python: the host thread inside a runtime call (launch, copy, sync), or waiting while
+    # the autograd engine runs backward (on CUDA, on its own thread) or a loader fetches.
+    busy_rows = np.flatnonzero(
+        (trace.pid == host[0])
+        & (
+            (trace.tid == host[1]) & trace.category_mask("cpu_op", "cuda_runtime", "cuda_driver")
+            | trace.name_mask(prefix=(markers.AUTOGRAD_PREFIX, markers.DATALOADER_PREFIX), names=(markers.BACKWARD,))
+        )
+    )
+    busy_s = np.rint((trace.ts_us[busy_rows] - origin) * 1000.0).astype(np.int64)
+    busy = _merge(busy_s, busy_s + np.rint(trace.dur_us[busy_rows] * 1000.0).astype(np.int64))
+    before = np.concatenate([[0], np.cumsum(busy[1] - busy[0])])
+
+    def busy_ns(a: int, b: int) -> int:
+        """Length of [a, b) covered by the busy intervals (disjoint, sorted)."""
+        lo, hi = busy
+        i, j = np.searchsorted(hi, a, side="right"), np.searchsorted(lo, b, side="left")
+        if j <= i:
+            return 0
+        total = int(before[j] - before[i])
+        total -= max(0, a - int(lo[i])) + max(0, int(hi[j - 1]) - b)
+        return max(total, 0)
+
+    counts: list[int] = []
+    op_us: list[np.ndarray] = []
+    between: list[float] = []
+    small_share: list[float] = []
+    for step in phases.steps:
+        a = int(round((step.start_us - origin) * 1000.0))
+        b = a + int(round(step.duration_us * 1000.0))
+        if b <= a:
+            continue
+        i, j = np.searchsorted(s, a, side="left"), np.searchsorted(s, b, side="left")
+        covered = np.minimum(e[i:j], b) - s[i:j]
+        counts.append(j - i)
+        op_us.append(dur[i:j] / 1000.0)
+        between.append(1.0 - busy_ns(a, b) / (b - a))
+        small_share.append(float(covered[small[i:j]].sum()) / (b - a))
+    if not counts:
+        return None
+    all_ops = np.concatenate(op_us)
+    return HostOverhead(
+        ops_per_step=float(np.median(counts)),
+        median_op_us=float(np.median(all_ops)) if all_ops.size else 0.0,
+        between_ops_share=max(0.0, float(np.median(between))),
+        small_op_share=float(np.median(small_share)),
+        small_op_us=SMALL_OP_US,
+    )
+
+
+def heaviest_matmul_us(top_ops: Sequence[OpStat]) -> float | None:
+    """Self time per call of the heaviest host matmul/convolution among the top ops (CPU runs)."""
+    per_call = [
+        op.self_us / op.calls
+        for op in top_ops
+        if op.device == "cpu" and op.calls and MATMUL_OP.match(op.name)
+    ]
+    return max(per_call) if per_call else None
+
+
+def host_bound(host: HostOverhead | None, top_ops: Sequence[OpStat] = (), *, on_gpu: bool = False) -> bool:
+    """Per-op overhead, not work, fills the step (see the module docstring).
+
+    On a CPU run, also when even the heaviest matmul/convolution is under ``SMALL_OP_US`` a
+    call: the ops the model is made of are too small for any device to be kept busy by them
+    (the ``launch.tiny_ops`` finding reads the same figure, so the two never disagree).
+    """
+    if host is None or host.ops_per_step < 1:
+        return False
+    if not on_gpu:
+        heaviest = heaviest_matmul_us(top_ops)
+        if heaviest is not None and heaviest < SMALL_OP_US:
+            return True
+    return (
+        host.median_op_us < host.small_op_us
+        and host.between_ops_share + host.small_op_share >= HOST_BOUND_SHARE
+    )
+
+
+def describe(host: HostOverhead) -> str:
+    """The evidence line: ops per step, median op time, Python between ops."""
+    return (
+        f"{host.ops_per_step:.0f} host operators a step, median {host.median_op_us:.0f} us each; "
+        f"Python between operators {100 * host.between_ops_share:.0f}% of the step, operators "
+        f"under {host.small_op_us:.0f} us another {100 * host.small_op_share:.0f}%"
+    )

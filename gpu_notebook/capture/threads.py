@@ -1,0 +1,50 @@
+"""Our background threads, out of the measured program's sight.
+
+A script that ends with ``for t in threading.enumerate(): t.join()`` (or a test that checks no
+thread is left) must behave as without us: a ``threading.Thread`` of ours would be listed and
+joined, and the join would wait for a capture that only ends after the script. So the capture's
+threads are started with the low-level ``_thread`` module (not in ``threading.enumerate()``),
+and :class:`HiddenThread` gives them the ``join``/``is_alive`` that ``threading.Thread`` would.
+"""
+
+from __future__ import annotations
+
+import _thread
+import threading
+from collections.abc import Callable
+
+
+class HiddenThread:
+    """Runs ``target()`` on a thread ``threading.enumerate()`` does not list."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        self.name = name
+        self._target = target
+        self._done = _thread.allocate_lock()
+        self.ident: int | None = None
+
+    def start(self) -> HiddenThread:
+        self._done.acquire()
+        self.ident = _thread.start_new_thread(self._run, ())
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._target()
+        finally:
+            # Library code that called threading.current_thread() here registered a dummy
+            # Thread for us; it would outlive us in threading.enumerate() (and cannot be joined).
+            threading._active.pop(_thread.get_ident(), None)  # type: ignore[attr-defined]
+            self._done.release()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._done.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            self._done.release()
+
+    def is_alive(self) -> bool:
+        if self.ident is None:
+            return False
+        if self._done.acquire(blocking=False):
+            self._done.release()
+            return False
+        return True

@@ -1,0 +1,81 @@
+"""How figures read, in one place: seconds, bytes, percents, shares and the gain-bound wording.
+
+Every stage may import it (it imports nothing of the package); the views use it for everything
+they print, and rules and analysis word their evidence with it, so a bound reads "up to 1.80x"
+in a finding, the text report and the HTML page alike.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "MISSING",
+    "fmt_bytes",
+    "fmt_gain",
+    "fmt_ms",
+    "fmt_pct",
+    "fmt_rate",
+    "fmt_seconds",
+    "fmt_share",
+]
+
+MISSING = "n/a"  # a figure that was not measured (None): never printed as 0
+
+
+def fmt_seconds(s: float | None) -> str:
+    """The unit that keeps 2-3 digits: "1.25 s", "12.3 ms", "85 us"."""
+    if s is None:
+        return MISSING
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} us"
+
+
+def fmt_ms(s: float | None) -> str:
+    """Seconds as milliseconds, two decimals (columns of step times compare digit by digit)."""
+    return MISSING if s is None else f"{s * 1e3:.2f} ms"
+
+
+def fmt_bytes(n: int | None) -> str:
+    """Binary units, named as such (memory, as nvidia-smi shows it: 80 GiB cards read "79.3 GiB")."""
+    if n is None:
+        return MISSING
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def fmt_pct(pct: float | None) -> str:
+    """A value already in percent (``utilization_pct``, ``process_cpu_pct``): "45%"."""
+    return MISSING if pct is None else f"{pct:.0f}%"
+
+
+def fmt_share(share: float | None, *, decimals: int = 0, missing: str = MISSING) -> str:
+    """A fraction of a whole (a phase's share of the step) as a percent: 0.123 -> "12%"."""
+    return missing if share is None else f"{100 * share:.{decimals}f}%"
+
+
+def fmt_rate(x: float | None) -> str:
+    """A throughput (samples/s), thousands separated: "12,345"."""
+    return MISSING if x is None else f"{x:,.0f}"
+
+
+def fmt_gain(bound: float | None) -> str:
+    """The most a fix can speed a step up (Amdahl): "up to 1.80x", one wording everywhere.
+
+    Two decimals: "up to 1.0x" would read as "no gain" for a 4% bound. ``None`` (nothing bounds
+    it) reads "not bounded"; a phase taking the whole step gives ``inf``.
+    """
+    if bound is None:
+        return "not bounded"
+    if math.isinf(bound):
+        return "unbounded (the whole step)"
+    if bound >= 100:
+        return "up to >100x"
+    return f"up to {bound:.2f}x"

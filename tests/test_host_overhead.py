@@ -1,0 +1,105 @@
+"""Host overhead is a verdict: a loop of many tiny ops is host-bound on a CPU and on a GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpu_notebook import markers
+from gpu_notebook.analysis.host import host_bound, host_overhead
+from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
+from gpu_notebook.report.consistency import contradictions
+from gpu_notebook.report.from_trace import report_from_trace
+from gpu_notebook.trace import load_trace, load_trace_dict
+from tests import trace_fixtures as tf
+
+
+def _tiny_gpu_steps(steps: int = 6) -> dict:
+    """Each 100 us step: 10 ops of 3 us, each launching a 2 us kernel, Python between them."""
+    events: list[dict] = []
+    corr = 1
+    for k in range(steps + 1):
+        t0 = 100.0 * k
+        events.append(tf.step_mark(k, t0))
+        if k == steps:
+            break
+        for i in range(10):
+            t = t0 + 2.0 + 9.0 * i
+            events.append(tf.op("aten::add", t, 3.0))
+            events.append(tf.launch(t + 0.5, corr, dur=2.0))
+            events.append(tf.kernel("void add_kernel()", t + 3.0, 2.0, corr))
+            corr += 1
+    return tf.trace_dict(events)
+
+
+def test_the_host_figures_of_a_hand_built_trace() -> None:
+    trace = load_trace_dict(_tiny_gpu_steps())
+    phases = phase_breakdown(trace)
+    host = host_overhead(trace, phases, find_host_thread(trace))
+    assert host is not None
+    assert host.ops_per_step == 10 and host.median_op_us == 3.0
+    assert host.between_ops_share == pytest.approx(0.70)  # 100 us minus 10 x 3 us of ops
+    assert host.small_op_share == pytest.approx(0.30)
+    assert host_bound(host, on_gpu=True)
+
+
+def test_a_gpu_trace_of_tiny_ops_is_host_bound_with_its_evidence(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(_tiny_gpu_steps()))
+    report, _, _ = report_from_trace(path)
+    verdict = report.verdict
+    assert verdict.category == "host-bound", verdict
+    assert verdict.more_gpus.startswith("No")
+    assert any("10 host operators a step, median 3 us" in e for e in verdict.evidence), verdict.evidence
+    assert not contradictions(verdict, report.findings)
+
+
+def _batch_one_loop(path: Path, *, batch: int, width: int, steps: int = 12) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 1)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    xs, ys = torch.randn(steps, batch, width), torch.randn(steps, batch, 1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for i in range(steps):
+                with record_function(f"{markers.PROFILER_STEP_PREFIX}{i}"):
+                    loss = torch.nn.functional.mse_loss(model(xs[i]), ys[i])
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        prof.export_chrome_trace(str(path))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_batch_one_cpu_loop_is_host_bound_and_a_big_one_is_not(tmp_path: Path) -> None:
+    small = tmp_path / "batch1.json"
+    _batch_one_loop(small, batch=1, width=16)
+    report, _, _ = report_from_trace(small)
+    assert report.verdict.category == "host-bound", report.verdict
+    assert "would help" not in report.verdict.more_gpus
+    assert not contradictions(report.verdict, report.findings)
+
+    big = tmp_path / "big.json"
+    _batch_one_loop(big, batch=256, width=1024, steps=6)
+    trace = load_trace(big)
+    host = host_overhead(trace, phase_breakdown(trace), find_host_thread(trace))
+    assert host is not None and not host_bound(host, ())
+
+
+def test_an_input_bound_cpu_run_speaks_of_the_gpu_once_and_apart() -> None:
+    from gpu_notebook.analysis.verdict import _input_verdict
+
+    cpu = _input_verdict(0.5, [], "high", on_cpu=True)
+    assert "pin_memory" not in cpu.more_gpus and "every added GPU" not in cpu.more_gpus
+    assert cpu.more_gpus.count("GPU") == 2 and cpu.more_gpus.startswith("No")
+    assert "every added GPU" in _input_verdict(0.5, [], "high").more_gpus

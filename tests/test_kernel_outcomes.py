@@ -1,0 +1,94 @@
+"""In a real kernel, a measured cell ends as the same cell without the magic: reply status,
+Out[N], a trailing ``;``, top-level ``await``, ``clear_output`` and a SyntaxError."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[Any]:
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def execute(kc: Any, code: str) -> tuple[str, list[tuple[str, Any, dict[str, Any]]]]:
+    """(reply status, outputs of the cell: (type, text or ename, metadata)), ours included."""
+    msg_id = kc.execute(code)
+    outputs: list[tuple[str, Any, dict[str, Any]]] = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=120)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "status" and content["execution_state"] == "idle":
+            break
+        if kind in ("stream", "execute_result", "error", "display_data", "update_display_data", "clear_output"):
+            text = content.get("text") or content.get("data", {}).get("text/plain") or content.get("ename")
+            outputs.append((kind, text, content.get("metadata") or {}))
+    reply = kc.get_shell_msg(timeout=120)
+    return reply["content"]["status"], outputs
+
+
+def users(outputs: list[tuple[str, Any, dict[str, Any]]]) -> list[tuple[str, Any]]:
+    """The cell's own outputs: ours carry metadata["gpu_notebook"]."""
+    return [(k, t) for k, t, meta in outputs if "gpu_notebook" not in meta]
+
+
+def both(kc: Any, body: str) -> tuple[tuple[str, list[tuple[str, Any]]], tuple[str, list[tuple[str, Any]]]]:
+    plain_status, plain = execute(kc, body)
+    measured_status, measured = execute(kc, "%%gpucheck\n" + body)
+    return (plain_status, users(plain)), (measured_status, users(measured))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def loaded(kernel: Any) -> None:
+    status, _ = execute(kernel, "%load_ext gpu_notebook")
+    assert status == "ok"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = 20\nx + 1",  # Out[N]
+        "41;",  # a trailing ; hides the value
+        "import asyncio\nawait asyncio.sleep(0.01)\n'awaited'",  # top-level await
+        "get_ipython().run_cell('y = 1')\nraise ValueError('after a nested cell')",  # fails
+        "x = (1,\n",  # SyntaxError: no report either
+    ],
+    ids=["out", "semicolon", "await", "nested-run-cell-then-raise", "syntax-error"],
+)
+def test_a_measured_cell_ends_as_the_plain_cell(kernel, body):
+    plain, measured = both(kernel, body)
+    assert measured[0] == plain[0]
+    assert [k for k, _ in measured[1]] == [k for k, _ in plain[1]]
+    assert [t for k, t in measured[1] if k != "error"] == [t for k, t in plain[1] if k != "error"]
+
+
+def test_a_syntax_error_cell_shows_no_report(kernel):
+    status, outputs = execute(kernel, "%%gpucheck\nx = (1,\n")
+    assert status == "error"
+    ours = [(k, t) for k, t, meta in outputs if "gpu_notebook" in meta]
+    # The live box shown when the cell started is emptied; no report follows.
+    assert ours[-1][0] == "update_display_data" and not ours[-1][1]
+    assert not [t for _, t in ours if t and "measuring this cell" not in t]
+
+
+def test_the_report_survives_the_cells_clear_output(kernel):
+    status, outputs = execute(
+        kernel,
+        "%%gpucheck\nfrom IPython.display import clear_output\nprint('a')\n"
+        "clear_output(wait=True)\nprint('b')\n",
+    )
+    assert status == "ok"
+    after_clear = outputs[[k for k, _, _ in outputs].index("clear_output") + 1:]
+    reports = [t for k, t, meta in after_clear if k == "display_data" and "gpu_notebook" in meta]
+    assert len(reports) == 1 and reports[0].startswith("gpucheck:")

@@ -15,7 +15,8 @@ through jupyter_client), ``script_*.py`` is a script (``python script.py`` vs
   BOTH runs: only for output that the framework makes nondeterministic by itself, documented in
   the program), ``TIMEOUT_S`` (hard limit per run, default 120).
 
-Every program seeds torch, random and numpy itself (their states are compared).
+Every program seeds torch, random and numpy itself (their states are compared). Global names
+starting with ``_`` are not compared: a program keeps per-run values (times, pids) in them.
 
 Contracts with gpu_notebook that the comparison relies on: every display_data /
 update_display_data it emits carries ``metadata["gpu_notebook"]`` (dropped here, with comm
@@ -328,10 +329,14 @@ def compare_notebook(program: Program, plain: NotebookRun, plain_pid: int,
         a = _norm_cell(program, plain.cells[i], base_p, plain_pid)
         b = _norm_cell(program, meas.cells[i], base_m, meas_pid)
         for key in a:
-            if a[key] != b[key]:
+            if a[key] == b[key]:
+                continue
+            if isinstance(a[key], str) and isinstance(b[key], str):
+                diffs.append(f"cell {i} {key}: {_first_difference(a[key], b[key])}")
+            else:
                 diffs.append(f"cell {i} {key}: plain={_short(a[key])} measured={_short(b[key])}")
     marked = int(program.settings.get("MEASURED", 0))
-    expect = program.settings.get("REPORT")
+    expect = program.settings.get("REPORT") if os.environ.get("DIFF_CONTROL") != "1" else None
     if marked < len(meas.cells):
         cell = meas.cells[marked]
         if expect == "kept" and not any(

@@ -28,8 +28,9 @@ _OUR_TEMP_NAMES = re.compile(r"(?i)gpu_?check|gpu_?notebook|kineto|pt\.trace")
 # IPython's own names in the user namespace (`_i3`, `_5`, `In`, `Out`...): shifted by one cell in
 # the measured run (its `%load_ext` cell), so they say nothing about the program.
 _IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
-# Kernel/runtime noise in os.environ: none expected, the two runs get the same environment.
-_ENV_ALLOW: set[str] = set()
+# Variables whose VALUE is per-process noise (their presence still counts): inductor publishes
+# an address there for its subprocesses.
+_ENV_VALUE_NOISE = {"_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"}
 
 
 def _sha(data: bytes) -> str:
@@ -307,7 +308,9 @@ def collect(ns: dict[str, Any]) -> dict[str, Any]:
     obs["threads"] = sorted(
         f"{t.name} daemon={t.daemon}" for t in threading.enumerate() if t.is_alive()
     )
-    obs["env"] = {k: v for k, v in sorted(os.environ.items()) if k not in _ENV_ALLOW}
+    obs["env"] = {
+        k: ("<per-process>" if k in _ENV_VALUE_NOISE else v) for k, v in sorted(os.environ.items())
+    }
     obs["cwd"] = os.getcwd()
     obs["cwd.files"] = _files(os.getcwd())
     tmp = tempfile.gettempdir()

@@ -19,3 +19,6 @@ print(counts["forward_block"], counts["aten::addmm"])
 """,
 ]
 MEASURED = 1
+# torch's profiler logs its start/stop on stderr with a timestamp and the process/thread ids
+# (Kineto's USDT lines): those three fields are replaced, the lines themselves are compared.
+NORMALISE = [(r"^USDT:\S+ \S+ \d+:\d+ ", "USDT:<time> <pid>:<tid> ")]

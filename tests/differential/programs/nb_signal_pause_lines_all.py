@@ -16,9 +16,9 @@ for step in range(20):
 woken = []
 signal.signal(signal.SIGALRM, lambda signum, frame: woken.append(signum))
 signal.setitimer(signal.ITIMER_REAL, 0.5)
-start = time.monotonic()
+_start = time.monotonic()
 signal.pause()
-paused_long_enough = time.monotonic() - start >= 0.45
+paused_long_enough = time.monotonic() - _start >= 0.45
 print("woken by", woken, "paused until the alarm:", paused_long_enough)
 """,
 ]

@@ -34,8 +34,8 @@ args = TrainingArguments(output_dir="hf_out", per_device_train_batch_size=8, max
 trainer = Trainer(model=model, args=args, train_dataset=dataset)
 """,
     """
-result = trainer.train()
-print(result.global_step, round(result.training_loss, 5))
+_result = trainer.train()
+print(_result.global_step, round(_result.training_loss, 5))
 """,
 ]
 MEASURED = 1

@@ -14,15 +14,15 @@ for step in range(10):
     loss = model(torch.randn(8, 4)).pow(2).mean()
     opt.zero_grad(); loss.backward(); opt.step()
 sys.stdout.flush()
-pid = os.fork()
-if pid == 0:
+_pid = os.fork()
+if _pid == 0:
     for step in range(5):
         loss = model(torch.randn(8, 4)).pow(2).mean()
         opt.zero_grad(); loss.backward(); opt.step()
     with open("child.txt", "w") as fh:
         fh.write("child done\n")
     sys.exit(0)
-_, status = os.waitpid(pid, 0)
+_, status = os.waitpid(_pid, 0)
 print("child exit status", os.waitstatus_to_exitcode(status))
 
 from tests.differential.probe import dump  # noqa: E402

@@ -194,11 +194,15 @@ def _stalls(
     if count < 2 or count >= len(dur) / 2 or total_s <= 0:
         return None
     idx = [steps[int(i)].index for i in np.flatnonzero(stalled)]
+    # The period is read from the big stalls (over a quarter of the longest one): on a busy
+    # machine tiny steps also stall now and then at random, which says nothing of a schedule.
+    big_cut = 0.25 * float(dur[stalled].max())
+    big = [steps[int(i)].index for i in np.flatnonzero(stalled & (dur >= big_cut))]
     period = None
-    if count >= 3:
-        gaps = Counter(b - a for a, b in itertools.pairwise(idx))
+    if len(big) >= 3:
+        gaps = Counter(b - a for a, b in itertools.pairwise(big))
         gap, seen = gaps.most_common(1)[0]
-        if seen >= PERIOD_AGREEMENT * (count - 1):
+        if seen >= PERIOD_AGREEMENT * (len(big) - 1):
             period = int(gap)
     excess = float((dur[stalled] - median).sum() * weight)
     phase, phase_share = _stall_phase(steps, stalled)

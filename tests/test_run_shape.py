@@ -201,3 +201,17 @@ def test_windows_are_weighted_by_the_time_they_stand_for():
     assert combined is not None
     # The slow window stands for the 900 steps of 10 ms, the fast one for the 98 of 1 ms.
     assert abs((combined.share("data") or 0) - 9000 / (9000 + 98)) < 0.01
+
+
+def test_text_report_marks_the_windows_and_the_stalls_and_the_live_strip_draws_step_time():
+    from gpu_notebook.records import Report
+    from gpu_notebook.views.live import step_time_row
+    from gpu_notebook.views.text import render_text
+
+    parts = [step(10 * _wobble(i) + 190.0, other=190.0) if i % 50 == 0 else step(10 * _wobble(i)) for i in range(500)]
+    report = build_report(make_run(record(parts), CHECKPOINT_CELL))
+    text = render_text(report)
+    assert "profiled windows: steps 2-4" in text and "stalls every 50 steps" in text
+    assert Report.from_json(report.to_json()).analysis.shape == report.analysis.shape
+    row = step_time_row((0.001, 0.002, 0.016))
+    assert "<polyline" in row and "now 16.0 ms" in row

@@ -262,9 +262,12 @@ class CaptureSession:
         timed_steps = self.options.warmup_steps + self.options.profile_steps
 
         lean_decided = False
+        next_look = 0  # nothing to do at boundaries before this step (the fast path)
 
         def on_boundary(step_index: int) -> None:
-            nonlocal lean_decided
+            nonlocal lean_decided, next_look
+            if step_index < next_look:
+                return
             if schedule is None:
                 window.on_boundary(step_index)
             else:
@@ -289,6 +292,18 @@ class CaptureSession:
                     elif lean_decided and clock.is_lean and median_s >= 2 * TIMED_MIN_STEP_S:
                         clock.retime()
                     lean_decided = True
+                if (
+                    self._stack_state != "waiting"
+                    and self._stack_state != "sampling"
+                    and not self._extra_recording()
+                ):
+                    # Until the next re-timing check or the next window may start, a boundary
+                    # costs one call and one comparison.
+                    next_look = step_index + RETIME_EVERY_STEPS - step_index % RETIME_EVERY_STEPS
+                    if schedule is not None and schedule.starts and not schedule.exhausted:
+                        last = schedule.starts[-1]
+                        due = max(int(last * schedule.spacing), last + schedule.min_gap_steps)
+                        next_look = min(next_look, max(due, step_index + 1))
                 if (
                     not self.options.profile
                     and self._stack_state != "waiting"

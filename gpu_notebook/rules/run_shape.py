@@ -119,11 +119,17 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
 
 def _grown_phase(run: Run, analysis: Analysis) -> tuple[str, float, float] | None:
     """The hook-timed phase that grew most between the first and the last fifth of the run."""
-    steps = [s for s in run.steps.steps if s.index >= run.window.warmup_steps and s.timed]
-    if len(steps) < 10:
+    steady = [s for s in run.steps.steps if s.index >= run.window.warmup_steps]
+    if len(steady) < 10:
         return None
-    fifth = len(steps) // 5
-    first, last = steps[:fifth], steps[-fifth:]
+    # The fifths of the run by step index; only timed steps inside them know their phases (a
+    # run whose steps were short in between went lean there).
+    fifth = len(steady) // 5
+    first_end, last_start = steady[fifth - 1].index, steady[-fifth].index
+    first = [s for s in steady if s.timed and s.index <= first_end]
+    last = [s for s in steady if s.timed and s.index >= last_start]
+    if len(first) < 2 or len(last) < 2:
+        return None
 
     def med(values: list[float]) -> float:
         values = sorted(values)

@@ -147,6 +147,15 @@ class StepTiming:
 
 
 @dataclass(frozen=True)
+class StepMemory:
+    """Memory read at the end of one step (every Nth step; None: not read)."""
+
+    index: int  # the step that had just ended
+    rss_bytes: int | None  # this process's resident set (not its children)
+    gpu_memory_bytes: int | None = None  # device memory in use (NVML), when the sampler had it
+
+
+@dataclass(frozen=True)
 class StepClockRecord:
     """What the step clock saw over the whole cell (bounded: ``steps`` may be decimated)."""
 
@@ -156,6 +165,7 @@ class StepClockRecord:
     decimation: int = 1  # keep-every-Nth applied to ``steps``
     event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
     grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
+    memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,15 @@ class ProfileWindow:
     recorded_steps: int = 0
     trace_path: str | None = None  # exported Kineto JSON (may be .json.gz)
     message: str | None = None  # one line for the user when the window did not record
+
+
+@dataclass(frozen=True)
+class ExtraWindow:
+    """A later profiler window, spaced over a long cell (the first is ``Run.window``)."""
+
+    first_step: int
+    recorded_steps: int
+    trace_path: str | None = None
 
 
 # ---- the stack sampler's counts (capture/stacks.py fills them; analysis/lines.py reads them)
@@ -277,6 +296,7 @@ class Run:
     stacks: RawStacks | None = None  # the stack sampler's counts; None: line sampling off
     first_line: int = 2  # line number of cell_source's first line (2 in a %%gpucheck cell)
     magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
+    more_windows: tuple[ExtraWindow, ...] = ()  # profiler windows after the first, spaced out
 
 
 @dataclass(frozen=True)
@@ -287,6 +307,7 @@ class LiveStatus:
     step_count: int
     median_step_s: float | None
     recording: bool
+    step_times_s: tuple[float, ...] = ()  # step time over the run so far, one value per bucket
 
 
 # --------------------------------------------------------------------------------------------
@@ -503,6 +524,66 @@ class HostOverhead:
 
 
 @dataclass(frozen=True)
+class RunSegment:
+    """A stretch of consecutive steps of the run (a tenth of it, or a profiler window's steps)."""
+
+    first_step: int
+    last_step: int  # inclusive
+    median_s: float
+    total_s: float  # step time these steps stand for (decimated steps counted)
+
+
+@dataclass(frozen=True)
+class StallPattern:
+    """Steps far above the run's median: when, how long, what ran in them, what they cost."""
+
+    steps: tuple[int, ...]  # indices of the stalled steps (at most 64 kept)
+    count: int
+    period_steps: int | None  # every N steps, when they recur regularly
+    median_stall_s: float
+    excess_s: float  # time above the median step in the stalled steps
+    share: float  # of the run's step time
+    phase: str | None  # where their extra time went (hook timings), None: not timed
+    phase_share: float | None = None  # of their extra time
+
+
+@dataclass(frozen=True)
+class MemoryTrend:
+    """A straight-line fit of memory against the step index (least squares)."""
+
+    kind: Literal["rss", "gpu"]
+    first_step: int
+    last_step: int
+    start_bytes: int
+    end_bytes: int
+    bytes_per_step: float
+    r2: float  # how straight the growth is (1: a perfect line)
+    capacity_bytes: int | None = None  # the card (gpu) or the machine (rss), when known
+    full_at_step: int | None = None  # where the line reaches the capacity
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """The whole run from the step clock: drift, jitter, stalls, memory, and the window's place."""
+
+    steps: int  # steps in the analysis (after the warm-up; decimated steps weigh more)
+    total_s: float
+    median_s: float
+    p90_s: float
+    jitter: float  # p90 / median
+    first_median_s: float  # the first fifth of the run
+    last_median_s: float  # the last fifth
+    slope_s_per_step: float  # least-squares slope of step time (stalls left out)
+    segments: tuple[RunSegment, ...] = ()
+    windows: tuple[RunSegment, ...] = ()  # the profiled steps, each window
+    window_median_s: float | None = None
+    window_covers: float | None = None  # share of the run's time in steps like the window's
+    represents: bool | None = None  # None: no window
+    stalls: StallPattern | None = None
+    memory: tuple[MemoryTrend, ...] = ()
+
+
+@dataclass(frozen=True)
 class Analysis:
     """All figures computed from one Run."""
 
@@ -513,6 +594,9 @@ class Analysis:
     top_ops: tuple[OpStat, ...] = ()
     stacks: StackProfile | None = None  # line-level attribution, when sampled
     host: HostOverhead | None = None  # per-step host activity, from the trace
+    shape: RunShape | None = None  # the whole run: drift, jitter, stalls, memory, window's place
+    # The profiled windows' own phase split, when ``phases`` holds the whole-run estimate.
+    window_phases: PhaseBreakdown | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,15 @@ from typing import Any
 
 from gpu_notebook.analysis.steps import hook_phases, step_stats
 from gpu_notebook.analysis.utilization import utilization_stats
-from gpu_notebook.records import Analysis, GpuTimeline, HostOverhead, OpStat, PhaseBreakdown, Run
+from gpu_notebook.records import (
+    Analysis,
+    GpuTimeline,
+    HostOverhead,
+    OpStat,
+    PhaseBreakdown,
+    Run,
+    RunShape,
+)
 
 
 def analyze(run: Run) -> Analysis:
@@ -19,6 +27,7 @@ def analyze(run: Run) -> Analysis:
         phases, gpu, ops, host = trace_figures(run.window.trace_path)
     if phases is None:
         phases = hook_phases(run.steps, warmup)
+    shape, phases, window_phases = _whole_run(run, phases)
     stacks = None
     if run.stacks is not None and run.stacks.samples > 0:
         from gpu_notebook.analysis.lines import stack_profile
@@ -32,7 +41,42 @@ def analyze(run: Run) -> Analysis:
         top_ops=ops,
         stacks=stacks,
         host=host,
+        shape=shape,
+        window_phases=window_phases,
     )
+
+
+def _whole_run(
+    run: Run, phases: PhaseBreakdown | None
+) -> tuple[RunShape | None, PhaseBreakdown | None, PhaseBreakdown | None]:
+    """The run's shape, and the phase split the verdict should rest on.
+
+    Windows unlike most of the run, with hook timings over most of it: the hook split of every
+    timed step (each weighing its time), the window's detail beside. Several profiled windows:
+    their splits weighted by the time each stands for. Otherwise the window's split as it is.
+    """
+    from gpu_notebook.analysis.run_trend import combine_windows, run_shape, whole_run_phases
+
+    shape = run_shape(run)
+    if shape is None or phases is None or phases.source != "trace":
+        return shape, phases, None
+    windows: list[tuple[int, int, PhaseBreakdown]] = []
+    if run.window.first_step is not None:
+        windows.append((run.window.first_step, run.window.recorded_steps, phases))
+    for extra in run.more_windows:
+        if extra.trace_path is not None and extra.recorded_steps > 0:
+            more = trace_figures(extra.trace_path)[0]
+            if more is not None:
+                windows.append((extra.first_step, extra.recorded_steps, more))
+    if shape.represents is False:
+        hooks = whole_run_phases(run.steps, run.window.warmup_steps, shape)
+        if hooks is not None:
+            return shape, hooks, phases
+    if len(windows) > 1:
+        combined = combine_windows(run.steps, run.window.warmup_steps, windows)
+        if combined is not None:
+            return shape, combined, phases
+    return shape, phases, None
 
 
 def analyze_trace_file(

@@ -15,6 +15,8 @@ A phase that was not measured is never read as zero: the verdict says what it co
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpu_notebook.analysis.host import describe as describe_host
 from gpu_notebook.analysis.host import host_bound
 from gpu_notebook.analysis.steady import without_stalls
@@ -56,6 +58,29 @@ def _confidence(run: Run, analysis: Analysis) -> Confidence:
 
 
 def decide(run: Run, analysis: Analysis) -> Verdict:
+    """The verdict, preceded by a word on the profiled window when it does not represent the run."""
+    verdict = _decide(run, analysis)
+    shape = analysis.shape
+    if shape is None or shape.represents is not False or shape.window_median_s is None:
+        return verdict
+    from gpu_notebook.formatting import fmt_seconds
+
+    covers = shape.window_covers or 0.0
+    rests = (
+        "the verdict rests on hook timings of every step, weighted by their time"
+        if analysis.window_phases is not None
+        else "no phase timing covers the rest: the verdict describes the window only"
+    )
+    note = (
+        f"the profiled window does not represent this run: its steps take "
+        f"{fmt_seconds(shape.window_median_s)}, the run's median is {fmt_seconds(shape.median_s)} "
+        f"(steps like the window's hold {_pct(covers)} of the run's time); {rests}"
+    )
+    confidence = verdict.confidence if analysis.window_phases is not None else "low"
+    return dataclasses.replace(verdict, evidence=(note, *verdict.evidence), confidence=confidence)
+
+
+def _decide(run: Run, analysis: Analysis) -> Verdict:
     """Pick the primary verdict from the phase shares, the GPU timeline and the samples.
 
     Shares are those of the typical profiled step (stalled steps left out, as the rules do).

@@ -74,6 +74,10 @@ class ProfilerWindow:
     def done(self) -> bool:
         return self._done
 
+    @property
+    def status(self) -> WindowStatus:
+        return self._status
+
     def on_boundary(self, step_index: int) -> None:
         if self._done:
             return
@@ -255,3 +259,51 @@ class ProfilerWindow:
             trace_path=None,  # set by the session once export() has written the file
             message=message,
         )
+
+
+class WindowSchedule:
+    """When a long cell gets its next profiler window: spaced out, bounded in number and cost.
+
+    The first window starts after the warm-up (``ProfilerWindow``). Each later one starts at a
+    step boundary at least ``spacing`` times further into the cell than the previous one
+    started (and ``min_gap_steps`` after it), so windows spread over a cell whose length is not
+    known in advance; at most ``max_windows`` in all; and only while what the windows cost so
+    far (their start and stop time at step boundaries, doubled for the profiled steps' own
+    slowdown: an estimate) stays under ``budget_share`` of the cell's time so far. A cell of N
+    steps thus pays O(log N) windows: a long cell pays proportionally less than a short one.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_windows: int = 4,
+        spacing: float = 4.0,
+        min_gap_steps: int = 64,
+        budget_share: float = 0.01,
+    ) -> None:
+        self.max_windows = max_windows
+        self.spacing = spacing
+        self.min_gap_steps = min_gap_steps
+        self.budget_share = budget_share
+        self.starts: list[int] = []  # first step of each window, the first one's included
+        self.cost_ns = 0
+
+    def started(self, step_index: int) -> None:
+        self.starts.append(step_index)
+
+    def charge(self, ns: int) -> None:
+        """Time spent starting or stopping a window (inside the user's step)."""
+        self.cost_ns += 2 * ns
+
+    @property
+    def exhausted(self) -> bool:
+        return len(self.starts) >= self.max_windows
+
+    def due(self, step_index: int, elapsed_ns: int) -> bool:
+        """Whether the next window should start at this boundary."""
+        if not self.starts or self.exhausted:
+            return False
+        last = self.starts[-1]
+        if step_index < max(last * self.spacing, last + self.min_gap_steps):
+            return False
+        return self.cost_ns <= self.budget_share * elapsed_ns

@@ -28,6 +28,7 @@ from gpu_notebook.capture.stacks import StackSampler
 from gpu_notebook.records import (
     CellStatus,
     Environment,
+    ExtraWindow,
     LiveStatus,
     ProfileWindow,
     RawStacks,
@@ -63,6 +64,9 @@ class CaptureOptions:
     # MLP loop, x1.006 compute-bound; 200 Hz: x1.040 / x1.020).
     stack_interval_s: float = 0.005
     whole_cell_stack_interval_s: float = 0.02
+    # Later profiler windows over a long cell (profiler.WindowSchedule: spaced, bounded).
+    more_windows: bool = True
+    window_budget_share: float = 0.01  # their cost (estimated) as a share of the cell's time
 
     def __post_init__(self) -> None:
         """Reject what cannot be measured, with what to do instead (ValueError)."""
@@ -78,6 +82,13 @@ LiveListener = Callable[[LiveStatus], None]
 
 # Without an optimizer, how many steps to keep every hook before going lean (see on_boundary).
 LEAN_AFTER_UNANCHORED_STEPS = 64
+# The timing hooks cost ~28 us a step (benchmarks/README.md): under 1% of a step from 3 ms on.
+# Steps at least this long keep every phase timed for the whole cell; shorter ones go lean.
+TIMED_MIN_STEP_S = 0.003
+# How often (in steps) a long cell's timing is looked at again: lean <-> timed.
+RETIME_EVERY_STEPS = 64
+# The process RSS is read at the end of every Nth step (~2 us a read).
+MEMORY_EVERY_STEPS = 16
 
 _EXPORT_COUNTER = itertools.count(1)
 
@@ -146,6 +157,8 @@ class CaptureSession:
         self._thread_id = 0
         self._pid = 0
         self._watches: list[ImportWatch] = []
+        self._extra_windows: list[Any] = []  # later ProfilerWindows, in start order
+        self._extra_records: list[ProfileWindow] = []
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -209,6 +222,7 @@ class CaptureSession:
         from gpu_notebook.capture.profiler import (
             USER_PROFILER_MESSAGE,
             ProfilerWindow,
+            WindowSchedule,
             profiler_active,
         )
         from gpu_notebook.capture.stepclock import StepClock
@@ -220,12 +234,22 @@ class CaptureSession:
             steps=self.options.profile_steps,
             cuda=self._env.cuda_available,
         )
+        clock.memory_every_steps = MEMORY_EVERY_STEPS
+        schedule: WindowSchedule | None = None
         if not self.options.profile:
             window.step_aside("")
         elif profiler_active():
             window.step_aside(USER_PROFILER_MESSAGE)
         else:
-            clock.anchor_listener = lambda _kind: window.restart()
+            if self.options.more_windows:
+                schedule = WindowSchedule(budget_share=self.options.window_budget_share)
+
+            def on_anchor(_kind: str) -> None:
+                window.restart()
+                if schedule is not None:
+                    schedule.starts.clear()
+
+            clock.anchor_listener = on_anchor
 
             def annotate_on() -> None:
                 clock.annotate = True
@@ -237,21 +261,56 @@ class CaptureSession:
             window.on_stop = annotate_off
         timed_steps = self.options.warmup_steps + self.options.profile_steps
 
+        lean_decided = False
+        next_look = 0  # nothing to do at boundaries before this step (the fast path)
+
         def on_boundary(step_index: int) -> None:
-            window.on_boundary(step_index)
+            nonlocal lean_decided, next_look
+            if step_index < next_look:
+                return
+            if schedule is None:
+                window.on_boundary(step_index)
+            else:
+                self._windows_at_boundary(step_index, window, schedule)
             self._follow_window_with_stacks(step_index, window.done)
             # Phases are measured over the window's steps; after it only step ends are
-            # counted. A loader-anchored loop waits longer: an optimizer may still appear
-            # after many accumulation micro-batches and would then become the anchor.
+            # counted, unless steps are long enough for the timing hooks to cost under 1%
+            # (then every step keeps its phases: the whole run's split). A loader-anchored
+            # loop waits longer: an optimizer may still appear after many accumulation
+            # micro-batches and would then become the anchor.
             if (
                 window.done
                 and step_index >= timed_steps
                 and (clock.anchor == "optimizer" or step_index >= LEAN_AFTER_UNANCHORED_STEPS)
             ):
-                clock.lean()
-                if self._stack_state != "waiting" and self._stack_state != "sampling":
-                    # Nothing left to do at a boundary: the rest of the cell pays only the
-                    # step count (lean hooks), not this listener.
+                if not lean_decided or step_index % RETIME_EVERY_STEPS == 0:
+                    # Timed while steps are long, lean while they are short; looked at again
+                    # every RETIME_EVERY_STEPS steps (with a 2x margin) as the run changes.
+                    median_s = clock.median_step_s()
+                    if median_s is None or median_s < TIMED_MIN_STEP_S:
+                        clock.lean()
+                    elif lean_decided and clock.is_lean and median_s >= 2 * TIMED_MIN_STEP_S:
+                        clock.retime()
+                    lean_decided = True
+                if (
+                    self._stack_state != "waiting"
+                    and self._stack_state != "sampling"
+                    and not self._extra_recording()
+                ):
+                    # Until the next re-timing check or the next window may start, a boundary
+                    # costs one call and one comparison.
+                    next_look = step_index + RETIME_EVERY_STEPS - step_index % RETIME_EVERY_STEPS
+                    if schedule is not None and schedule.starts and not schedule.exhausted:
+                        last = schedule.starts[-1]
+                        due = max(int(last * schedule.spacing), last + schedule.min_gap_steps)
+                        next_look = min(next_look, max(due, step_index + 1))
+                if (
+                    not self.options.profile
+                    and self._stack_state != "waiting"
+                    and self._stack_state != "sampling"
+                ):
+                    # Nothing left to do at a boundary (no window, no re-timing): the rest of
+                    # the cell pays only the step count (lean hooks), not this listener.
                     clock.boundary_listener = None
 
         clock.boundary_listener = on_boundary
@@ -260,6 +319,41 @@ class CaptureSession:
         if self.options.profile and not window.done:
             window.guard()
         clock.install()
+
+    def _extra_recording(self) -> bool:
+        return bool(self._extra_windows) and not self._extra_windows[-1].done
+
+    def _windows_at_boundary(self, step_index: int, window: Any, schedule: Any) -> None:
+        """The first window, then later ones as ``schedule`` allows (each stops by itself)."""
+        from gpu_notebook.capture.profiler import ProfilerWindow, profiler_active
+
+        current = self._extra_windows[-1] if self._extra_windows else window
+        was_recording = current.recording
+        t_ns = time.perf_counter_ns()
+        current.on_boundary(step_index)
+        if current.recording != was_recording:
+            schedule.charge(time.perf_counter_ns() - t_ns)
+            if current.recording and current is window:
+                schedule.started(step_index)
+        if not current.done or window.status != "recorded":
+            return
+        if not schedule.due(step_index, time.perf_counter_ns() - self._t0_ns) or profiler_active():
+            return
+        clock = self._clock
+        extra = ProfilerWindow(warmup=step_index, steps=self.options.profile_steps, cuda=bool(self._env and self._env.cuda_available))
+
+        def annotate(on: bool) -> None:
+            if clock is not None and not clock.is_lean:
+                clock.annotate = on
+
+        extra.on_start = lambda: annotate(True)
+        extra.on_stop = lambda: annotate(False)
+        extra.guard()
+        t_ns = time.perf_counter_ns()
+        extra.on_boundary(step_index)
+        schedule.charge(time.perf_counter_ns() - t_ns)
+        schedule.started(step_index)
+        self._extra_windows.append(extra)
 
     def _follow_window_with_stacks(self, step_index: int, window_done: bool) -> None:
         """Sample stacks over ``profile_steps`` steps once the profiler window has ended."""
@@ -288,7 +382,8 @@ class CaptureSession:
                 sample=sample,
                 step_count=clock.step_count if clock is not None else 0,
                 median_step_s=clock.median_step_s() if clock is not None else None,
-                recording=bool(window is not None and window.recording),
+                recording=bool(window is not None and window.recording) or self._extra_recording(),
+                step_times_s=clock.step_times_s() if clock is not None else (),
             )
         )
 
@@ -308,6 +403,8 @@ class CaptureSession:
         try:
             if self._stacks is not None:
                 self._raw_stacks = self._stacks.stop()
+            # Latest first: each window's guard wraps the one before it.
+            self._extra_records = [w.close() for w in reversed(self._extra_windows)][::-1]
             if self._window is not None:
                 self._window_record = self._window.close()
         finally:
@@ -355,6 +452,11 @@ class CaptureSession:
                 requested_steps=self.options.profile_steps,
                 message="profiling disabled (--no-profile): sampling and step timing only",
             )
+        more_windows = []
+        for k, (extra, rec) in enumerate(zip(self._extra_windows, self._extra_records, strict=False)):
+            path = extra.export(Path(scratch) / f"window{k + 2}.trace.json" if scratch is not None else None)
+            if rec.first_step is not None and rec.recorded_steps > 0:
+                more_windows.append(ExtraWindow(rec.first_step, rec.recorded_steps, path))
         notes = list(self._notes)
         if self._env.nvml_message:
             notes.append(self._env.nvml_message)
@@ -377,4 +479,5 @@ class CaptureSession:
             stacks=self._raw_stacks,
             first_line=self.first_line,
             magic_line=self.magic_line,
+            more_windows=tuple(more_windows),
         )

@@ -35,13 +35,14 @@ turns into a plain pass-through.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from gpu_notebook import markers
-from gpu_notebook.records import StepAnchor, StepClockRecord, StepTiming
+from gpu_notebook.records import StepAnchor, StepClockRecord, StepMemory, StepTiming
 
 _PRIORITY: dict[str, int] = {"none": 0, "backward": 1, "forward": 2, "dataloader": 3, "optimizer": 4}
 
@@ -101,6 +102,13 @@ class StepClock:
         self._samples: int | None = None  # samples seen in the open step (all micro-batches)
         self._grad_bytes: int | None = None
 
+        # Memory at the end of every Nth step (0: off): the process RSS, one pread of
+        # /proc/self/statm (~2 us, so every 16th step is far under 1% of any step).
+        self.memory_every_steps = 0
+        self._statm_fd: int | None = None
+        self._page_bytes = 4096
+        self._mem_rows: list[tuple[int, int]] = []  # (step index, rss bytes), bounded as _rows
+
     # ---------------------------------------------------------------- install / uninstall
 
     def install(self) -> None:
@@ -132,6 +140,7 @@ class StepClock:
         for key in reversed(list(self._patches)):
             self._unpatch(key)
         self._installed = False
+        self.close_memory()
 
     def lean(self) -> None:
         """Keep only the hook that ends a step; phases are no longer timed from here on.
@@ -151,6 +160,31 @@ class StepClock:
         for name in ("dataloader", "backward"):
             if self.anchor != name and name in self._patches:
                 self._unpatch(name)
+
+    def retime(self) -> None:
+        """Time every phase again after ``lean()`` (steps grew long enough to afford it)."""
+        import torch
+        import torch.optim.optimizer as optim_mod
+        from torch.utils.data import dataloader as dl_mod
+
+        if not self._lean or not self._installed:
+            return
+        if "opt_pre" not in self._handles:
+            self._handles["opt_pre"] = optim_mod.register_optimizer_step_pre_hook(self._on_opt_pre)
+        if "opt_post" not in self._handles:
+            self._handles["opt_post"] = optim_mod.register_optimizer_step_post_hook(self._on_opt_post)
+        for key, owner, name, make in (
+            ("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next),
+            ("backward", torch.autograd, "backward", self._wrap_backward),
+        ):
+            current = owner.__dict__.get(name, getattr(owner, name, None))
+            if key not in self._patches and not hasattr(current, "__wrapped__"):
+                # Only over the original attribute: a wrapper the cell put there may hold our
+                # old one, which would then count twice.
+                self._inert.discard(key)
+                self._patch(key, owner, name, make)
+        self._last_mark_ns = 0  # no forward is inferred across the switch
+        self._lean = False
 
     def _patch(self, key: str, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
         original = owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else getattr(owner, name)
@@ -298,6 +332,47 @@ class StepClock:
         self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
         self._fwd_calls = self._bwd_calls = 0
         self._samples = None
+        every = self.memory_every_steps
+        if every and index % every == 0:
+            self._read_memory(index)
+
+    def _read_memory(self, index: int) -> None:
+        """Append the process RSS after step ``index`` (Linux /proc; elsewhere: nothing)."""
+        if self._statm_fd is None:
+            try:
+                self._statm_fd = os.open("/proc/self/statm", os.O_RDONLY)
+                self._page_bytes = os.sysconf("SC_PAGE_SIZE")
+            except (OSError, ValueError, AttributeError):
+                self.memory_every_steps = 0
+                return
+        try:
+            rss_pages = int(os.pread(self._statm_fd, 128, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            return
+        self._mem_rows.append((index, rss_pages * self._page_bytes))
+        if len(self._mem_rows) >= self._capacity:
+            self.memory_every_steps *= 2  # keep every other reading: a long cell, same memory
+            self._mem_rows = [r for r in self._mem_rows if r[0] % self.memory_every_steps == 0]
+
+    def close_memory(self) -> None:
+        """Close the /proc file the memory readings use (``uninstall`` calls it)."""
+        fd, self._statm_fd = self._statm_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def step_times_s(self, buckets: int = 60) -> tuple[float, ...]:
+        """Step time over the run so far, the kept steps in ``buckets`` groups (their medians),
+        for the live sparkline."""
+        rows = self._rows
+        n = len(rows)
+        if n == 0:
+            return ()
+        size = max(1, -(-n // buckets))
+        out = []
+        for start in range(0, n, size):
+            chunk = sorted(r[2] - r[1] for r in rows[start : start + size])
+            out.append(chunk[len(chunk) // 2] / 1e9)
+        return tuple(out)
 
     # ---------------------------------------------------------------- results
 
@@ -342,6 +417,7 @@ class StepClock:
             decimation=self._decimation,
             event_counts=dict(self._counts),
             grad_bytes=grad_bytes or None,
+            memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
         )
 
 

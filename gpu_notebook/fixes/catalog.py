@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 import libcst as cst
 
-from gpu_notebook.fixes import codemods_data, codemods_loop, codemods_model
+from gpu_notebook.fixes import codemods_data, codemods_loop, codemods_memory, codemods_model
 from gpu_notebook.fixes.cst_tools import CodemodResult, Declined
 from gpu_notebook.fixes.ipython_syntax import NotPythonCell, ProtectedCell, protect, restore
 from gpu_notebook.fixes.records import FixInfo, FixParam, ParamValue, Patch, Refusal
@@ -129,6 +129,16 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         ),
         "https://pytorch.org/docs/stable/generated/torch.inference_mode.html",
         codemods_loop.inference_mode,
+    ),
+    (
+        "detach_kept_tensors",
+        "Keep values, not graphs",
+        (
+            "Storing the loss each step keeps its autograd graph alive: memory grows every step.",
+            ".detach() keeps the value on the device without the graph (and without a sync).",
+        ),
+        "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
+        codemods_memory.detach_kept_tensors,
     ),
     (
         "dataparallel_to_ddp",

@@ -75,6 +75,21 @@ def sparkline_svg(
     )
 
 
+def step_time_row(step_times_s: Sequence[float]) -> str:
+    """Step time over the run so far (the step clock's buckets, oldest at the left): drift and
+    stalls show while the cell runs. Scaled to the slowest bucket, which is written beside."""
+    top = max(step_times_s) or 1.0
+    svg = sparkline_svg(
+        list(step_times_s), capacity=len(step_times_s), top=top, color=_CPU_COLOR,
+        label="step time over the run",
+    )  # fmt: skip
+    return (
+        f'<div style="margin:2px 0"><b style="display:inline-block;width:52px">step</b>{svg} '
+        f"first {esc(fmt_seconds(step_times_s[0]))}, now {esc(fmt_seconds(step_times_s[-1]))}, "
+        f"slowest {esc(fmt_seconds(top))}</div>"
+    )
+
+
 def _cpu_count() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -316,6 +331,8 @@ class LiveView:
                 f"<b>{esc(cpu_text)}</b> (this process + workers, 100% = one core, "
                 f"{self._cores} cores; no GPU visible)</div>"
             )
+        if status is not None and len(status.step_times_s) >= 2:
+            rows.append(step_time_row(status.step_times_s))
         return "".join(rows)
 
     def _status_html(self, status: LiveStatus | None) -> str:

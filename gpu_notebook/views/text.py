@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_pct, fmt_rate, fmt_seconds, fmt_share
-from gpu_notebook.records import PHASES, Comparison, PhaseBreakdown, Report
+from gpu_notebook.records import PHASES, Comparison, PhaseBreakdown, Report, RunShape
 
 BAR_WIDTH = 24
 
@@ -40,6 +40,8 @@ def render_text(report: Report) -> str:
     if st.samples_per_s is not None:
         step_line += f", {st.samples_per_s:,.0f} samples/s (batch {st.batch_size})"
     lines += ["", step_line, f"Wall time: {fmt_seconds(run.wall_s)}"]
+    if a.shape is not None:
+        lines += run_shape_rows(a.shape)
 
     if a.phases is not None:
         src = (
@@ -47,7 +49,12 @@ def render_text(report: Report) -> str:
             if a.phases.source == "trace"
             else f"{len(a.phases.steps)} step(s), hook timings"
         )
+        if a.window_phases is not None:
+            src = "whole run, weighted by the time each part stands for; " + src
         lines += ["", f"Phases ({src}):", *phase_rows(a.phases)]
+        if a.window_phases is not None:
+            lines += ["", f"Phases of the first profiled window ({len(a.window_phases.steps)} step(s)):",
+                      *phase_rows(a.window_phases)]
     if a.stacks is not None and a.stacks.samples:
         from gpu_notebook.analysis.lines import describe_line, hot_lines
 
@@ -105,6 +112,30 @@ def render_text(report: Report) -> str:
     if run.notes:
         lines += ["", "Notes:", *(f"  - {n}" for n in run.notes)]
     return "\n".join(lines)
+
+
+def run_shape_rows(shape: RunShape) -> list[str]:
+    """The run over time: its tenths' median steps, the windows and the stalls on one line each."""
+    tenths = " ".join(fmt_seconds(seg.median_s) for seg in shape.segments)
+    rows = [
+        f"Over the run: first fifth {fmt_seconds(shape.first_median_s)}, last fifth "
+        f"{fmt_seconds(shape.last_median_s)} a step; p90/median {shape.jitter:.1f}",
+        f"  step time by tenth of the run: {tenths}",
+    ]
+    if shape.windows:
+        where = ", ".join(f"steps {w.first_step}-{w.last_step}" for w in shape.windows)
+        cover = f"; steps like theirs hold {fmt_share(shape.window_covers)} of the run's time" if (
+            shape.window_covers is not None) else ""  # fmt: skip
+        rows.append(f"  profiled windows: {where}{cover}")
+    if shape.stalls is not None:
+        st = shape.stalls
+        every = f" every {st.period_steps} steps" if st.period_steps else ""
+        rows.append(f"  stalls{every}: {st.count} step(s), e.g. {', '.join(map(str, st.steps[:6]))}; "
+                    f"{fmt_share(st.share)} of the run's time")
+    for m in shape.memory:
+        rows.append(f"  {'GPU memory' if m.kind == 'gpu' else 'RSS'}: {fmt_bytes(m.start_bytes)} at step "
+                    f"{m.first_step} -> {fmt_bytes(m.end_bytes)} at step {m.last_step}")
+    return rows
 
 
 def render_comparison(c: Comparison) -> str:

@@ -1,0 +1,383 @@
+"""The whole run from the step clock: drift, jitter, stalls, memory creep, and the window's place.
+
+The profiler windows see a few steps; the step clock sees every one (decimated in long cells,
+each kept step then standing for ``decimation`` steps). This module compares the two and reads
+the run's shape:
+
+- *does the window represent the run?* A step is "like the window" when its time is within a
+  factor ``max(2, the run's own local jitter)`` of the time of the unprofiled steps right next to
+  a window (not the profiled steps themselves: the profiler slows tiny steps down on its own);
+  the window represents the run when such steps hold at least half of the run's step time;
+- *drift*: the median of the first and the last fifth of the run, and a least-squares slope;
+- *jitter*: p90 / median;
+- *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly, and
+  which hook-timed phase their extra time went to;
+- *memory*: least-squares lines of the process RSS and the GPU memory in use against the step
+  index (after the first tenth of the run, where caches and allocators fill).
+
+Every figure is a mechanism of the recorded steps, never a wall-clock threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpu_notebook.analysis.steady import STALL_FACTOR
+from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
+from gpu_notebook.records import (
+    MemoryTrend,
+    PhaseBreakdown,
+    Run,
+    RunSegment,
+    RunShape,
+    StallPattern,
+    StepClockRecord,
+    StepPhases,
+    StepTiming,
+)
+
+__all__ = [
+    "MIN_STEPS",
+    "REPRESENTS_SHARE",
+    "combine_windows",
+    "run_shape",
+    "whole_run_phases",
+    "window_ranges",
+]
+
+# Fewer steps than this after the warm-up: a run too short to have a shape.
+MIN_STEPS = 20
+# The window represents the run when steps like its own hold at least this share of the time.
+REPRESENTS_SHARE = 0.5
+# Steps within this factor of the window's time (or the run's local p90/median, if larger) are
+# "like the window": a 10x difference is a different run, a 1.3x wobble is the same one.
+LIKE_FACTOR = 2.0
+SEGMENTS = 10
+# Unprofiled neighbours of a window that stand for its speed.
+NEIGHBOURS = 5
+# A stall recurs "every N steps" when this share of the gaps between stalls is N.
+PERIOD_AGREEMENT = 0.6
+MAX_STALL_INDICES = 64
+
+
+def window_ranges(run: Run) -> list[tuple[int, int]]:
+    """(first step, recorded steps) of every profiler window that recorded a step."""
+    out: list[tuple[int, int]] = []
+    w = run.window
+    if w.first_step is not None and w.recorded_steps > 0:
+        out.append((w.first_step, w.recorded_steps))
+    out.extend((x.first_step, x.recorded_steps) for x in run.more_windows if x.recorded_steps > 0)
+    return out
+
+
+def run_shape(run: Run) -> RunShape | None:
+    """The run's shape, or None when it has fewer than ``MIN_STEPS`` steps after the warm-up."""
+    record = run.steps
+    steps = steady_steps(record, run.window.warmup_steps)
+    if len(steps) < MIN_STEPS:
+        return None
+    weight = float(max(1, record.decimation))
+    index = np.fromiter((s.index for s in steps), dtype=np.int64)
+    dur = np.fromiter((s.duration_s for s in steps), dtype=float)
+    total_s = float(dur.sum() * weight)
+    median = float(np.median(dur))
+    p90 = float(np.percentile(dur, 90))
+    fifth = max(1, len(dur) // 5)
+    stalled = dur > STALL_FACTOR * median
+    calm = ~stalled if stalled.sum() < len(dur) / 2 else np.ones_like(stalled)
+    slope = _slope(index[calm], dur[calm])
+    segments = _segments(steps, weight)
+    windows = [_window_segment(steps, first, n, weight) for first, n in window_ranges(run)]
+    windows_kept = tuple(w for w in windows if w is not None)
+    reference = [_reference_time(steps, first, n) for first, n in window_ranges(run)]
+    reference_s = [r for r in reference if r is not None]
+    covers = represents = window_median = None
+    if reference_s:
+        local = _local_jitter(segments, steps)
+        factor = max(LIKE_FACTOR, local)
+        like = np.zeros(len(dur), dtype=bool)
+        for ref in reference_s:
+            like |= (dur <= ref * factor) & (dur >= ref / factor)
+        covers = float(dur[like].sum() / dur.sum()) if dur.sum() > 0 else None
+        represents = covers is None or covers >= REPRESENTS_SHARE
+        window_median = float(np.median(reference_s))
+    return RunShape(
+        steps=round(len(dur) * weight),
+        total_s=total_s,
+        median_s=median,
+        p90_s=p90,
+        jitter=p90 / median if median > 0 else 1.0,
+        first_median_s=float(np.median(dur[:fifth])),
+        last_median_s=float(np.median(dur[-fifth:])),
+        slope_s_per_step=slope,
+        segments=segments,
+        windows=windows_kept,
+        window_median_s=window_median,
+        window_covers=covers,
+        represents=represents,
+        stalls=_stalls(steps, dur, median, stalled, weight, total_s),
+        memory=_memory(run, steps),
+    )
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 2 or float(np.ptp(x)) == 0:
+        return 0.0
+    return float(np.polyfit(x.astype(float), y, 1)[0])
+
+
+def _segments(steps: Sequence[StepTiming], weight: float) -> tuple[RunSegment, ...]:
+    parts = np.array_split(np.arange(len(steps)), min(SEGMENTS, len(steps)))
+    out = []
+    for part in parts:
+        if len(part) == 0:
+            continue
+        chunk = [steps[i] for i in part]
+        d = [s.duration_s for s in chunk]
+        out.append(
+            RunSegment(
+                first_step=chunk[0].index,
+                last_step=chunk[-1].index,
+                median_s=float(np.median(d)),
+                total_s=float(sum(d) * weight),
+            )
+        )
+    return tuple(out)
+
+
+def _local_jitter(segments: Sequence[RunSegment], steps: Sequence[StepTiming]) -> float:
+    """The run's own spread *within* stretches of it: median over segments of p90/median."""
+    ratios = []
+    for seg in segments:
+        d = [s.duration_s for s in steps if seg.first_step <= s.index <= seg.last_step]
+        m = float(np.median(d)) if d else 0.0
+        if m > 0 and len(d) >= 3:
+            ratios.append(float(np.percentile(d, 90)) / m)
+    return float(np.median(ratios)) if ratios else 1.0
+
+
+def _window_segment(steps: Sequence[StepTiming], first: int, n: int, weight: float) -> RunSegment | None:
+    d = [s.duration_s for s in steps if first <= s.index < first + n]
+    if not d:
+        return None
+    return RunSegment(first, first + n - 1, float(np.median(d)), float(sum(d)))
+
+
+def _reference_time(steps: Sequence[StepTiming], first: int, n: int) -> float | None:
+    """The time of the unprofiled steps around a window: what its steps cost without a profiler.
+
+    The steps after it first (the warm-up before it is left out already), else the window's own.
+    """
+    after = [s.duration_s for s in steps if first + n <= s.index < first + n + NEIGHBOURS + 1][:NEIGHBOURS]
+    if len(after) < 2:
+        before = [s.duration_s for s in steps if first - NEIGHBOURS <= s.index < first]
+        after = after + before
+    if len(after) < 2:
+        after = [s.duration_s for s in steps if first <= s.index < first + n]
+    return float(np.median(after)) if after else None
+
+
+def _stalls(
+    steps: Sequence[StepTiming],
+    dur: np.ndarray,
+    median: float,
+    stalled: np.ndarray,
+    weight: float,
+    total_s: float,
+) -> StallPattern | None:
+    count = int(stalled.sum())
+    if count < 2 or count >= len(dur) / 2 or total_s <= 0:
+        return None
+    idx = [steps[int(i)].index for i in np.flatnonzero(stalled)]
+    # The period is read from the big stalls (over a quarter of the longest one): on a busy
+    # machine tiny steps also stall now and then at random, which says nothing of a schedule.
+    big_cut = 0.25 * float(dur[stalled].max())
+    big = [steps[int(i)].index for i in np.flatnonzero(stalled & (dur >= big_cut))]
+    period = None
+    if len(big) >= 3:
+        gaps = Counter(b - a for a, b in itertools.pairwise(big))
+        gap, seen = gaps.most_common(1)[0]
+        if seen >= PERIOD_AGREEMENT * (len(big) - 1):
+            period = int(gap)
+    excess = float((dur[stalled] - median).sum() * weight)
+    phase, phase_share = _stall_phase(steps, stalled)
+    return StallPattern(
+        steps=tuple(idx[:MAX_STALL_INDICES]),
+        count=round(count * weight),
+        period_steps=period,
+        median_stall_s=float(np.median(dur[stalled])),
+        excess_s=excess,
+        share=excess / total_s,
+        phase=phase,
+        phase_share=phase_share,
+    )
+
+
+def _parts(s: StepTiming) -> dict[str, float]:
+    parts = {"data": s.data_s, "forward": s.forward_s, "backward": s.backward_s, "optimizer": s.optimizer_s}
+    parts["other"] = max(0.0, s.duration_s - sum(parts.values()))
+    return parts
+
+
+def _stall_phase(steps: Sequence[StepTiming], stalled: np.ndarray) -> tuple[str | None, float | None]:
+    """The hook-timed phase that took the stalled steps' extra time, and its share of it."""
+    slow = [steps[int(i)] for i in np.flatnonzero(stalled) if steps[int(i)].timed]
+    calm = [steps[int(i)] for i in np.flatnonzero(~stalled) if steps[int(i)].timed]
+    if not slow or len(calm) < 2:
+        return None, None
+    typical = {p: float(np.median([_parts(s)[p] for s in calm])) for p in HOOK_PHASES}
+    extra = dict.fromkeys(HOOK_PHASES, 0.0)
+    for s in slow:
+        for p, v in _parts(s).items():
+            extra[p] += max(0.0, v - typical[p])
+    total = sum(extra.values())
+    if total <= 0:
+        return None, None
+    phase = max(extra, key=lambda p: extra[p])
+    return phase, extra[phase] / total
+
+
+def _memory(run: Run, steps: Sequence[StepTiming]) -> tuple[MemoryTrend, ...]:
+    out = []
+    rss = [(m.index, m.rss_bytes) for m in run.steps.memory if m.rss_bytes is not None]
+    gpu = [(m.index, m.gpu_memory_bytes) for m in run.steps.memory if m.gpu_memory_bytes is not None]
+    if len(gpu) < 8:
+        gpu = _gpu_from_samples(run, steps)
+    capacity = next((g.memory_total_bytes for g in run.env.gpus if g.memory_total_bytes), None)
+    if capacity is None:
+        capacity = next(
+            (g.memory_total_bytes for s in run.samples.samples for g in s.gpus if g.memory_total_bytes), None
+        )
+    for kind, points, cap in (("rss", rss, None), ("gpu", gpu, capacity)):
+        trend = _fit(kind, points, cap)
+        if trend is not None:
+            out.append(trend)
+    return tuple(out)
+
+
+def _gpu_from_samples(run: Run, steps: Sequence[StepTiming]) -> list[tuple[int, int]]:
+    """GPU memory per step from the sampler's NVML readings: each reading placed at the step
+    that was running then (the step clock's start times map time to step index)."""
+    if not steps:
+        return []
+    starts = np.fromiter((s.start_s for s in steps), dtype=float)
+    index = np.fromiter((s.index for s in steps), dtype=float)
+    out = []
+    for sample in run.samples.samples:
+        used = sum(g.memory_used_bytes for g in sample.gpus if g.memory_used_bytes is not None)
+        if not sample.gpus or used <= 0 or not starts[0] <= sample.t_s <= starts[-1]:
+            continue
+        out.append((int(np.interp(sample.t_s, starts, index)), int(used)))
+    return out
+
+
+def _fit(kind: str, points: Sequence[tuple[int, int]], capacity: int | None) -> MemoryTrend | None:
+    if len(points) < 8:
+        return None
+    skip = len(points) // 10  # the first tenth: caches, the allocator and lazy state fill up
+    pts = points[skip:]
+    x = np.asarray([p[0] for p in pts], dtype=float)
+    y = np.asarray([p[1] for p in pts], dtype=float)
+    if float(np.ptp(x)) == 0:
+        return None
+    slope, intercept = np.polyfit(x, y, 1)
+    fitted = slope * x + intercept
+    ss_res = float(((y - fitted) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+    full_at = None
+    if capacity is not None and slope > 0:
+        full_at = int((capacity - intercept) / slope)
+    return MemoryTrend(
+        kind=kind,  # type: ignore[arg-type]
+        first_step=int(x[0]),
+        last_step=int(x[-1]),
+        start_bytes=int(y[0]),
+        end_bytes=int(y[-1]),
+        bytes_per_step=float(slope),
+        r2=r2,
+        capacity_bytes=capacity,
+        full_at_step=full_at,
+    )
+
+
+def whole_run_phases(
+    record: StepClockRecord, warmup_steps: int, shape: RunShape
+) -> PhaseBreakdown | None:
+    """The hook-timed phase split of every timed step, when those steps hold most of the run.
+
+    Each step weighs the time it took (the sums of its phases), so a slow second half counts for
+    what it cost. None when the timed steps hold less than half of the run's time: then only the
+    profiled windows know the phases.
+    """
+    phases = hook_phases(record, warmup_steps)
+    if phases is None or shape.total_s <= 0:
+        return None
+    weight = max(1, record.decimation)
+    if phases.total_us / 1e6 * weight < REPRESENTS_SHARE * shape.total_s:
+        return None
+    return phases
+
+
+def combine_windows(
+    record: StepClockRecord,
+    warmup_steps: int,
+    windows: Sequence[tuple[int, int, PhaseBreakdown]],
+) -> PhaseBreakdown | None:
+    """One phase split for the run from several profiled windows, each weighted by the time of
+    the steps it stands for: every step stands with the window whose unprofiled steps ran at
+    its own pace (the step clock knows every step's time; a 10 ms step is like the window that
+    saw 10 ms steps, wherever it lies).
+
+    The steps are the windows' own (their detail); the totals are the weighted estimate, scaled
+    so that a step's figure in the phase table reads as an average step of the run.
+    """
+    usable = [(first, n, b) for first, n, b in windows if b.total_us > 0 and b.steps]
+    if not usable:
+        return None
+    if len(usable) == 1:
+        return usable[0][2]
+    steps = steady_steps(record, warmup_steps)
+    refs = [_reference_time(steps, first, n) for first, n, _ in usable]
+    speed = np.log(np.asarray([r if r and r > 0 else np.nan for r in refs], dtype=float))
+    centres = np.asarray([first + n / 2 for first, n, _ in usable], dtype=float)
+    stand_s = np.zeros(len(usable))
+    for s in steps:
+        # Like the window whose unprofiled neighbours ran at its pace; the nearest by index
+        # among equals (and when no pace is known).
+        near = np.abs(centres - s.index) / max(1.0, float(len(steps)))
+        if s.duration_s > 0 and not np.isnan(speed).all():
+            far = np.nan_to_num(np.abs(speed - np.log(s.duration_s)), nan=np.inf)
+            stand_s[int(np.argmin(far + 1e-3 * near))] += s.duration_s
+        else:
+            stand_s[int(np.argmin(near))] += s.duration_s
+    if stand_s.sum() <= 0:
+        return usable[0][2]
+    weights = stand_s / stand_s.sum()
+    steps_n = sum(len(b.steps) for _, _, b in usable)
+    mean_step_us = float(sum(s.duration_s for s in steps) / len(steps) * 1e6) if steps else 0.0
+    total_us = mean_step_us * steps_n
+    measured = tuple(p for p in usable[0][2].measured if all(p in b.measured for _, _, b in usable))
+    # Each window's steps are scaled so that together they stand for the time their window
+    # stands for: the shares of the sum are the weighted estimate, the sum is the run's time.
+    out_steps: list[StepPhases] = []
+    totals = dict.fromkeys(measured, 0.0)
+    for w, (_, _, b) in zip(weights, usable, strict=True):
+        scale = float(w) * total_us / b.total_us
+        for step in b.steps:
+            parts = {p: v * scale for p, v in step.phase_us.items()}
+            out_steps.append(dataclasses.replace(step, duration_us=step.duration_us * scale, phase_us=parts))
+            for p in measured:
+                totals[p] += parts.get(p, 0.0)
+    return PhaseBreakdown(
+        source=usable[0][2].source,
+        steps=tuple(out_steps),
+        total_us=total_us,
+        phase_total_us=totals,
+        measured=measured,
+    )

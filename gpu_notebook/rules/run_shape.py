@@ -1,0 +1,359 @@
+"""Findings about the whole run rather than its typical step: a window that does not represent
+the run, drift, jitter, periodic stalls and memory that grows step after step.
+
+They read ``Analysis.shape`` (analysis/run_trend.py: every step the step clock saw). Each one
+gives the share of the run's time it stands for and an Amdahl bound on that share. Our levels,
+stated in each finding's ``source``: a drift is the last fifth of the run at >= 1.5x the first
+fifth's median step; jitter is p90/median >= 1.5 not already explained by stalls or drift; a
+stall is a step over 3x the median (analysis/steady.py), worth a finding from 2% of the run's
+time; memory creeps when a straight line (R^2 >= 0.8) fits it after the first tenth of the run
+and grows by >= 16 MiB over it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from gpu_notebook.analysis.steady import STALL_FACTOR
+from gpu_notebook.formatting import fmt_bytes, fmt_seconds
+from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape
+from gpu_notebook.rules.common import Rule, finding, fmt_bound, gain_bound, pct, severity_of
+from gpu_notebook.rules.source_scan import SourceFacts
+
+DRIFT_FACTOR = 1.5
+JITTER = 1.5
+STALL_SHARE = 0.02
+MEMORY_R2 = 0.8
+MEMORY_GROWTH_BYTES = 16 * 2**20
+_SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
+
+# What a periodic block does, by the names it calls (first match wins).
+_WORK_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a checkpoint save", re.compile(r"\b(save|save_checkpoint|save_pretrained|checkpoint)\b")),
+    ("validation", re.compile(r"\b(eval|no_grad|inference_mode|validate|validation|evaluate)\b")),
+    ("logging", re.compile(r"\b(print|log|log_dict|add_scalar|flush|write|info)\b")),
+)
+
+_PHASE_WORK = {
+    "data": "waiting for the DataLoader",
+    "forward": "model calls outside backward (validation, evaluation, the forward itself)",
+    "backward": "backward",
+    "optimizer": "the optimizer step",
+    "other": "work outside the training ops (checkpoint saves, logging flushes, Python)",
+}
+
+
+def _shape(analysis: Analysis) -> RunShape | None:
+    return analysis.shape
+
+
+def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The profiled window saw steps unlike most of the run."""
+    shape = _shape(analysis)
+    if shape is None or shape.represents is not False or shape.window_median_s is None:
+        return None
+    covers = shape.window_covers or 0.0
+    ratio = shape.median_s / shape.window_median_s if shape.window_median_s > 0 else float("inf")
+    where = ", ".join(f"steps {w.first_step}-{w.last_step}" for w in shape.windows) or "the window"
+    rests = (
+        "the phase split above is that of every step, by hook timings; the window's is beside it"
+        if analysis.window_phases is not None
+        else "no timing covers the rest of the run: profile later steps (%%gpucheck -w N)"
+    )
+    return finding(
+        "run.window_unrepresentative",
+        "The profiled window does not represent the run",
+        "medium",
+        [
+            f"profiled {where}: {fmt_seconds(shape.window_median_s)} a step unprofiled around them; "
+            f"the run's median step is {fmt_seconds(shape.median_s)} ({ratio:.1f}x)",
+            f"steps like the window's hold {pct(covers)} of the run's step time",
+            rests,
+        ],
+        "Read the run-wide findings first; profile the steps that hold most of the time "
+        "(%%gpucheck -w N starts the window later).",
+        _SOURCE,
+    )
+
+
+def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Steps get slower (or faster) over the run."""
+    shape = _shape(analysis)
+    if shape is None or shape.first_median_s <= 0:
+        return None
+    factor = shape.last_median_s / shape.first_median_s
+    if factor < DRIFT_FACTOR:
+        return None
+    # The run's time beyond the first fifth's pace, had every step kept it.
+    at_first_pace = shape.first_median_s * shape.steps
+    removed = max(0.0, 1.0 - at_first_pace / shape.total_s) if shape.total_s > 0 else None
+    bound = gain_bound(removed, analysis)
+    grew = _grown_phase(run, analysis)
+    evidence = [
+        f"first fifth of the run: {fmt_seconds(shape.first_median_s)} a step; last fifth: "
+        f"{fmt_seconds(shape.last_median_s)} ({factor:.1f}x)",
+        f"trend: {fmt_seconds(shape.slope_s_per_step * 100)} more every 100 steps",
+        f"time above the first fifth's pace: {pct(removed or 0.0)} of the run's step time "
+        f"(if every step kept that pace: {fmt_bound(bound)})",
+    ]
+    fix = "Find what grows with the step count: a list the loop appends to and reads, a cache "
+    if grew is not None:
+        phase, before, after = grew
+        evidence.insert(1, f"{phase} grew from {fmt_seconds(before)} to {fmt_seconds(after)} a step")
+        if phase == "data":
+            fix = ("The input got slower after the first part (a cache, a first shard in memory): "
+                   "read ahead with DataLoader workers, or keep the whole set where the first part was. ")
+    return finding(
+        "run.drift",
+        "Steps slow down over the run",
+        severity_of(removed, low=0.05) or "low",
+        evidence,
+        fix + "or data that gets slower to read.",
+        _SOURCE,
+        phase_share=removed,
+        bound=bound,
+    )
+
+
+def _grown_phase(run: Run, analysis: Analysis) -> tuple[str, float, float] | None:
+    """The hook-timed phase that grew most between the first and the last fifth of the run."""
+    steady = [s for s in run.steps.steps if s.index >= run.window.warmup_steps]
+    if len(steady) < 10:
+        return None
+    # The fifths of the run by step index; only timed steps inside them know their phases (a
+    # run whose steps were short in between went lean there).
+    fifth = len(steady) // 5
+    first_end, last_start = steady[fifth - 1].index, steady[-fifth].index
+    first = [s for s in steady if s.timed and s.index <= first_end]
+    last = [s for s in steady if s.timed and s.index >= last_start]
+    if len(first) < 2 or len(last) < 2:
+        return None
+
+    def med(values: list[float]) -> float:
+        values = sorted(values)
+        return values[len(values) // 2]
+
+    def parts(s: object) -> dict[str, float]:
+        from gpu_notebook.records import StepTiming
+
+        assert isinstance(s, StepTiming)
+        timed = {"data": s.data_s, "forward": s.forward_s, "backward": s.backward_s, "optimizer": s.optimizer_s}
+        timed["other"] = max(0.0, s.duration_s - sum(timed.values()))
+        return timed
+
+    names = ("data", "forward", "backward", "optimizer", "other")
+    growth = {p: (med([parts(s)[p] for s in first]), med([parts(s)[p] for s in last])) for p in names}
+    phase = max(names, key=lambda p: growth[p][1] - growth[p][0])
+    before, after = growth[phase]
+    return (phase, before, after) if after > before else None
+
+
+def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Step times spread widely, without a drift or a stall pattern to explain them."""
+    shape = _shape(analysis)
+    if shape is None or shape.jitter < JITTER or shape.stalls is not None:
+        return None
+    if shape.first_median_s > 0 and shape.last_median_s / shape.first_median_s >= DRIFT_FACTOR:
+        return None
+    above = max(0.0, 1.0 - shape.median_s * shape.steps / shape.total_s) if shape.total_s > 0 else None
+    bound = gain_bound(above, analysis)
+    return finding(
+        "run.jitter",
+        "Step times are uneven",
+        "low",
+        [
+            f"p90 step {fmt_seconds(shape.p90_s)} is {shape.jitter:.1f}x the median {fmt_seconds(shape.median_s)}",
+            f"time above the median step: {pct(above or 0.0)} of the run ({fmt_bound(bound)} if "
+            "every step took the median)",
+        ],
+        "Look for work some steps do and others not: variable-length batches (pad or bucket "
+        "them), garbage collection, other processes on the machine.",
+        _SOURCE,
+        phase_share=above,
+        bound=bound,
+    )
+
+
+@dataclass(frozen=True)
+class _Periodic:
+    line: int
+    every: int
+    text: str
+    work: str
+
+
+def periodic_blocks(source: str, line_offset: int) -> list[_Periodic]:
+    """``if <i> % N == 0:`` blocks inside loops, with what their body does."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines = source.splitlines()
+    found = []
+    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+        for node in ast.walk(loop):
+            if not isinstance(node, ast.If):
+                continue
+            every = _modulus(node.test)
+            if every is None:
+                continue
+            body = "\n".join(ast.unparse(stmt) for stmt in node.body)
+            work = next((kind for kind, pattern in _WORK_KINDS if pattern.search(body)), "work")
+            text = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+            found.append(_Periodic(node.lineno + line_offset, every, text, work))
+    return found
+
+
+def _modulus(test: ast.expr) -> int | None:
+    for node in ast.walk(test):
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Mod)
+            and isinstance(node.right, ast.Constant)
+            and isinstance(node.right.value, int)
+            and node.right.value > 1
+        ):
+            return node.right.value
+    return None
+
+
+def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Some steps take several times the median; every N steps when they recur regularly."""
+    shape = _shape(analysis)
+    stalls = shape.stalls if shape is not None else None
+    if stalls is None or stalls.share < STALL_SHARE:
+        return None
+    bound = gain_bound(stalls.share, analysis)
+    evidence = [
+        f"{stalls.count} step(s) took over {STALL_FACTOR:.0f}x the median "
+        f"({fmt_seconds(stalls.median_stall_s)} against {fmt_seconds(shape.median_s if shape else None)})"
+        + (f", every {stalls.period_steps} steps" if stalls.period_steps else ""),
+        f"their extra time: {fmt_seconds(stalls.excess_s)}, {pct(stalls.share)} of the run's step time "
+        f"({fmt_bound(bound)} without it)",
+    ]
+    if stalls.phase is not None:
+        evidence.append(
+            f"where it went (hook timings): {_PHASE_WORK[stalls.phase]}, "
+            f"{pct(stalls.phase_share or 0.0)} of the extra time"
+        )
+    line = None
+    block = _matching_block(run, facts, stalls.period_steps)
+    what = "the periodic work"
+    if block is not None:
+        line, what = block.line, block.work
+        evidence.append(f"line {block.line}: `{block.text}` runs {block.work} every {block.every} steps")
+    title = (
+        f"Every {stalls.period_steps} steps a step stalls" if stalls.period_steps else "Some steps stall"
+    )
+    return finding(
+        "run.periodic_stall",
+        title + (f" ({what})" if block is not None else ""),
+        severity_of(stalls.share, low=STALL_SHARE) or "low",
+        evidence,
+        f"Make {what} cheaper or rarer: run it less often, on a subset, or in a background "
+        "thread (checkpoints: save a state_dict copy asynchronously).",
+        _SOURCE,
+        phase_share=stalls.share,
+        bound=bound,
+        line=line,
+    )
+
+
+def _matching_block(run: Run, facts: SourceFacts, period: int | None) -> _Periodic | None:
+    blocks = periodic_blocks(run.cell_source, facts.line_offset)
+    if not blocks:
+        return None
+    if period is None:
+        return blocks[0] if len(blocks) == 1 else None
+    # A decimated step list sees the period as a multiple of the decimation.
+    tolerance = max(1, run.steps.decimation)
+    close = [b for b in blocks if abs(b.every - period) <= tolerance or (period % b.every == 0 and b.every > tolerance)]
+    return min(close, key=lambda b: abs(b.every - period)) if close else None
+
+
+def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Memory grows in a straight line with the step count: something keeps every step's tensors."""
+    shape = _shape(analysis)
+    if shape is None:
+        return None
+    growing = [m for m in shape.memory if _creeps(m)]
+    if not growing:
+        return None
+    trend = max(growing, key=lambda m: (m.kind == "gpu", m.bytes_per_step))
+    what = "GPU memory" if trend.kind == "gpu" else "process memory (RSS)"
+    evidence = [
+        f"{what} grows {fmt_bytes(int(trend.bytes_per_step * 100))} every 100 steps "
+        f"({fmt_bytes(trend.start_bytes)} at step {trend.first_step}, {fmt_bytes(trend.end_bytes)} "
+        f"at step {trend.last_step}; straight line, R^2 {trend.r2:.2f})",
+    ]
+    if trend.full_at_step is not None and trend.capacity_bytes is not None:
+        evidence.append(
+            f"at this rate the {'card' if trend.kind == 'gpu' else 'machine'} "
+            f"({fmt_bytes(trend.capacity_bytes)}) is full at step {trend.full_at_step:,}"
+        )
+    kept = _kept_line(run, facts)
+    line = None
+    params: dict[str, str | int | float | bool | None] = {}
+    fix_id = None
+    if kept is not None:
+        line, text, name = kept
+        evidence.append(f"line {line}: `{text}` keeps `{name}` with its autograd graph every step")
+        fix_id, params = "detach_kept_tensors", {"names": name}
+    soon = trend.full_at_step is not None and trend.full_at_step < 10 * max(1, shape.steps)
+    return finding(
+        "run.memory_creep",
+        "Memory grows every step",
+        "high" if soon else "medium",
+        evidence,
+        "Keep values, not tensors with their graphs: `history.append(loss.detach())` (or "
+        "`loss.item()` every N steps); clear lists and caches the loop fills.",
+        _SOURCE,
+        line=line,
+        fix_id=fix_id,
+        fix_params=params,
+    )
+
+
+def _creeps(m: MemoryTrend) -> bool:
+    growth = m.bytes_per_step * (m.last_step - m.first_step)
+    return m.bytes_per_step > 0 and m.r2 >= MEMORY_R2 and growth >= MEMORY_GROWTH_BYTES
+
+
+def _kept_line(run: Run, facts: SourceFacts) -> tuple[int, str, str] | None:
+    """The first ``x.append(name)`` in a training loop where ``name`` carries a graph: a name
+    ``.backward()`` is called on, or the result of a call of a model."""
+    try:
+        tree = ast.parse(run.cell_source)
+    except SyntaxError:
+        return None
+    lines = run.cell_source.splitlines()
+    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+        calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
+        graphs = {
+            c.func.value.id
+            for c in calls
+            if isinstance(c.func, ast.Attribute) and c.func.attr == "backward" and isinstance(c.func.value, ast.Name)
+        }
+        if not graphs:
+            continue
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                func = node.value.func
+                if isinstance(func, ast.Name) and func.id in facts.model_names:
+                    graphs |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for c in calls:
+            if (
+                isinstance(c.func, ast.Attribute)
+                and c.func.attr in ("append", "extend", "add", "insert", "appendleft")
+                and c.args
+                and isinstance(c.args[-1], ast.Name)
+                and c.args[-1].id in graphs
+            ):
+                text = lines[c.lineno - 1].strip() if c.lineno <= len(lines) else ""
+                return c.lineno + facts.line_offset, text, c.args[-1].id
+    return None
+
+
+RULES: tuple[Rule, ...] = (window_unrepresentative, periodic_stall, memory_creep, drift, jitter)

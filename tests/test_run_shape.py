@@ -1,0 +1,217 @@
+"""The whole run, not the window: drift, stalls, slow input after a cached part, memory creep.
+
+Synthetic step records with planted shapes (10x differences, exact periods, straight memory
+lines): the findings are checked against the truth of the whole run, never against timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpu_notebook.analysis.run_trend import combine_windows, run_shape
+from gpu_notebook.analysis.verdict import decide
+from gpu_notebook.records import (
+    GpuSample,
+    ProfileWindow,
+    Run,
+    Sample,
+    SampleSeries,
+    StepClockRecord,
+    StepMemory,
+    StepTiming,
+)
+from gpu_notebook.report.build import build_report
+from tests.scenarios import synthetic as syn
+
+MIB = 2**20
+SHAPE_RULES = {"run.window_unrepresentative", "run.drift", "run.jitter", "run.periodic_stall", "run.memory_creep"}
+
+
+def _wobble(i: int) -> float:
+    """A deterministic +-4% wobble (a healthy run is never perfectly flat)."""
+    return 1.0 + 0.04 * (((i * 7919) % 17) / 8.0 - 1.0)
+
+
+def record(parts: list[dict[str, float]], memory: tuple[StepMemory, ...] = ()) -> StepClockRecord:
+    """Steps from per-step phase times (seconds); "other" is what the step adds beyond them."""
+    rows, t = [], 0.0
+    for i, p in enumerate(parts):
+        dur = p.get("data", 0) + p.get("forward", 0) + p.get("backward", 0) + p.get("optimizer", 0) + p.get("other", 0)
+        rows.append(StepTiming(i, t, dur, p.get("data", 0), p.get("forward", 0), p.get("backward", 0),
+                               p.get("optimizer", 0), 1, 1, 32))  # fmt: skip
+        t += dur
+    return StepClockRecord("optimizer", len(rows), tuple(rows), memory=memory)
+
+
+def make_run(steps: StepClockRecord, cell: str = "", **kw: object) -> Run:
+    run = syn.make_run(cell, steps=steps)
+    window = ProfileWindow("recorded", 2, 3, first_step=2, recorded_steps=3)
+    return dataclasses.replace(run, window=window, first_line=2, **kw)  # type: ignore[arg-type]
+
+
+def step(ms: float, **phases_ms: float) -> dict[str, float]:
+    """A step of ``ms`` milliseconds: the named phases, the rest forward/backward/optimizer."""
+    named = {k: v / 1e3 for k, v in phases_ms.items()}
+    rest = ms / 1e3 - sum(named.values())
+    base = {"forward": rest * 0.4, "backward": rest * 0.4, "optimizer": rest * 0.2}
+    for k, v in named.items():
+        base[k] = base.get(k, 0.0) + v
+    return base
+
+
+def rule_ids(report: object) -> set[str]:
+    return {f.rule_id for f in report.findings}  # type: ignore[attr-defined]
+
+
+def test_healthy_steady_run_gets_none_of_the_run_findings():
+    parts = [step(10 * _wobble(i)) for i in range(400)]
+    memory = tuple(StepMemory(i, 500 * MIB + ((i * 31) % 7) * 64 * 1024) for i in range(0, 400, 8))
+    run = make_run(record(parts, memory))
+    shape = run_shape(run)
+    assert shape is not None and shape.represents is True and shape.stalls is None
+    assert shape.jitter < 1.2
+    assert not rule_ids(build_report(run)) & SHAPE_RULES
+
+
+def test_a_cell_that_slows_down_after_the_window():
+    # 1 ms steps through the window, then the cell's own host work grows: 16x by the end.
+    grow = [15.0 * max(0, i - 40) / 560 for i in range(600)]
+    parts = [step(1.0 + g, other=g) for g in grow]
+    run = make_run(record(parts))
+    shape = run_shape(run)
+    assert shape is not None
+    assert shape.represents is False and shape.window_covers is not None and shape.window_covers < 0.2
+    assert shape.last_median_s > 8 * shape.first_median_s and shape.slope_s_per_step > 0
+    report = build_report(run)
+    assert {"run.window_unrepresentative", "run.drift"} <= rule_ids(report)
+    drift = next(f for f in report.findings if f.rule_id == "run.drift")
+    assert "other grew" in " ".join(drift.evidence)
+    assert drift.phase_share is not None and drift.phase_share > 0.7  # most of the run is above the first pace
+    assert drift.gain_bound is not None and drift.gain_bound > 3
+
+
+def test_verdict_rests_on_the_whole_run_when_the_window_is_unlike_it():
+    # The window (steps 2-4) computes; from step 50 on every step waits 10x as long for data.
+    parts = [step(2.0) if i < 50 else step(22.0, data=20.0) for i in range(300)]
+    run = make_run(record(parts))
+    shape = run_shape(run)
+    assert shape is not None and shape.represents is False
+    window_split = syn.phases({"forward": 0.5, "backward": 0.4, "optimizer": 0.1}, steps=3, step_us=2000)
+    analysis = dataclasses.replace(syn.make_analysis(phase_split=window_split), shape=shape)
+    before = decide(run, analysis)
+    assert before.category == "cpu-only" and before.confidence == "low"
+    assert "does not represent" in before.evidence[0]
+    # The analysis facade puts the whole run's hook split first and keeps the window's beside.
+    from gpu_notebook.analysis import analyze as facade
+
+    _, phases, beside = facade._whole_run(run, window_split)
+    assert beside is window_split and phases is not None and phases.source == "hooks"
+    assert (phases.share("data") or 0) > 0.7
+    after = decide(run, dataclasses.replace(analysis, phases=phases, window_phases=beside))
+    assert after.category == "input-bound"
+    assert "does not represent" in after.evidence[0]
+
+
+def test_input_that_gets_slow_after_a_cached_first_part():
+    parts = [step(5.0, data=0.1) if i < 150 else step(25.0, data=20.1) for i in range(500)]
+    run = make_run(record(parts))
+    report = build_report(run)
+    drift = next(f for f in report.findings if f.rule_id == "run.drift")
+    assert "data grew" in " ".join(drift.evidence)
+    assert "first part" in drift.fix
+    assert report.verdict.category == "input-bound"  # hook timings of every step: data dominates
+
+
+CHECKPOINT_CELL = """\
+for step, (x, y) in enumerate(loader):
+    opt.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    if step % 50 == 0:
+        torch.save(model.state_dict(), "ckpt.pt")
+"""
+
+
+def test_a_periodic_stall_with_its_period_its_line_and_its_cost():
+    parts = [step(10 * _wobble(i) + 190.0, other=190.0) if i % 50 == 0 else step(10 * _wobble(i)) for i in range(500)]
+    run = make_run(record(parts), CHECKPOINT_CELL)
+    shape = run_shape(run)
+    assert shape is not None and shape.stalls is not None
+    assert shape.stalls.period_steps == 50 and shape.stalls.phase == "other"
+    report = build_report(run)
+    stall = next(f for f in report.findings if f.rule_id == "run.periodic_stall")
+    assert stall.line == 7  # the `if step % 50 == 0:` line of the notebook cell
+    assert "checkpoint save" in stall.title
+    # 10 stalled steps x ~190 ms above the median, over the run's time.
+    total = sum(sum(p.values()) for p in parts[2:])
+    assert abs(stall.phase_share - 9 * 0.190 / total) < 0.05  # type: ignore[operator]
+    assert "run.jitter" not in rule_ids(report)
+
+
+KEEPS_LOSSES = """\
+history = []
+for x, y in loader:
+    opt.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    history.append(loss)
+"""
+
+
+def test_losses_kept_with_their_graphs_make_a_memory_finding_with_a_patch():
+    parts = [step(10 * _wobble(i)) for i in range(400)]
+    memory = tuple(StepMemory(i, 400 * MIB + i * 300 * 1024) for i in range(0, 400, 4))
+    run = make_run(record(parts, memory), KEEPS_LOSSES)
+    report = build_report(run)
+    creep = next(f for f in report.findings if f.rule_id == "run.memory_creep")
+    assert creep.line == 8 and creep.fix_id == "detach_kept_tensors"
+    assert "29.3 MiB every 100 steps" in creep.evidence[0]
+    assert creep.proposal is not None and creep.proposal.source_after is not None
+    assert "history.append(loss.detach())" in creep.proposal.source_after
+
+
+def test_gpu_memory_creep_from_nvml_readings_says_when_the_card_is_full():
+    parts = [step(10.0) for _ in range(1000)]
+    card = 16 * 2**30
+    # NVML readings every 0.25 s (every 25 steps): +2 MiB a step from 4 GiB.
+    samples = tuple(
+        Sample(t_s=k * 0.25, process_cpu_pct=100.0, children_cpu_pct=None, system_cpu_pct=50.0,
+               gpus=(GpuSample(0, memory_used_bytes=4 * 2**30 + 25 * k * 2 * MIB, memory_total_bytes=card),))
+        for k in range(40)
+    )  # fmt: skip
+    run = make_run(record(parts), samples=SampleSeries(0.25, 0.25, samples))
+    shape = run_shape(run)
+    assert shape is not None
+    gpu = next(m for m in shape.memory if m.kind == "gpu")
+    assert abs(gpu.bytes_per_step - 2 * MIB) < 0.05 * MIB
+    assert gpu.full_at_step is not None and abs(gpu.full_at_step - 6144) < 100  # (16-4) GiB / 2 MiB
+    report = build_report(run)
+    creep = next(f for f in report.findings if f.rule_id == "run.memory_creep")
+    assert "card" in " ".join(creep.evidence) and creep.severity == "high"
+
+
+def test_windows_are_weighted_by_the_time_they_stand_for():
+    parts = [step(1.0) if i < 100 else step(10.0) for i in range(1000)]
+    rec = record(parts)
+    fast = syn.phases({"forward": 1.0}, steps=3, step_us=1000)
+    slow = syn.phases({"data": 1.0}, steps=3, step_us=10_000)
+    combined = combine_windows(rec, 2, [(2, 3, fast), (500, 3, slow)])
+    assert combined is not None
+    # The slow window stands for the 900 steps of 10 ms, the fast one for the 98 of 1 ms.
+    assert abs((combined.share("data") or 0) - 9000 / (9000 + 98)) < 0.01
+
+
+def test_text_report_marks_the_windows_and_the_stalls_and_the_live_strip_draws_step_time():
+    from gpu_notebook.records import Report
+    from gpu_notebook.views.live import step_time_row
+    from gpu_notebook.views.text import render_text
+
+    parts = [step(10 * _wobble(i) + 190.0, other=190.0) if i % 50 == 0 else step(10 * _wobble(i)) for i in range(500)]
+    report = build_report(make_run(record(parts), CHECKPOINT_CELL))
+    text = render_text(report)
+    assert "profiled windows: steps 2-4" in text and "stalls every 50 steps" in text
+    assert Report.from_json(report.to_json()).analysis.shape == report.analysis.shape
+    row = step_time_row((0.001, 0.002, 0.016))
+    assert "<polyline" in row and "now 16.0 ms" in row

@@ -1,0 +1,175 @@
+"""Real %%gpucheck cells whose run changes after the profiler window: the report describes the run.
+
+The shapes are planted with 10x margins (sleeps of tens of ms against ~1 ms steps, a list that
+keeps every step's graph), so what is asserted is the mechanism, never a timing threshold.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+from gpu_notebook.capture.session import CaptureOptions, CaptureSession
+from gpu_notebook.records import Report
+from gpu_notebook.report.build import build_report
+from gpu_notebook.views.text import render_text
+
+SHAPE_RULES = {"run.window_unrepresentative", "run.drift", "run.jitter", "run.periodic_stall", "run.memory_creep"}
+
+SETUP = """
+import time, torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+torch.manual_seed(0)
+torch.set_num_threads(1)
+"""
+
+
+def run(ip, body: str, opts: str = "") -> Report:
+    ip.user_ns.pop("rep", None)
+    gc.collect()
+    ip.run_cell(SETUP)
+    ip.run_cell(f"%%gpucheck -q -o rep {opts}\n{body}")
+    return ip.user_ns["rep"]
+
+
+def ids(rep: Report) -> set[str]:
+    return {f.rule_id for f in rep.findings}
+
+
+SLOWS_DOWN = """
+model = nn.Linear(16, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 16), torch.randn(8, 1)
+for i in range(120):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    if i >= 20:
+        time.sleep(0.02)  # the cell's own host work, 20 ms from step 20 on: >10x the window's steps
+"""
+
+
+def test_a_cell_that_slows_down_after_the_window(ip):
+    rep = run(ip, SLOWS_DOWN)
+    shape = rep.analysis.shape
+    assert shape is not None and "run.drift" in ids(rep), render_text(rep)
+    if shape.represents is False:
+        # No later window fitted the cost budget: the report says so first.
+        assert "run.window_unrepresentative" in ids(rep)
+        assert "does not represent" in rep.verdict.evidence[0]
+        text = render_text(rep)
+        assert text.index("does not represent") < text.index("Phases")
+    else:
+        # A later window profiled the slow part, and the split weighs it by the time it stands for.
+        assert any(w.first_step >= 20 for w in shape.windows), render_text(rep)
+        assert rep.analysis.window_phases is not None
+
+
+STALLS = """
+model = nn.Linear(16, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 16), torch.randn(8, 1)
+for step in range(200):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    if step % 40 == 0:
+        torch.save(model.state_dict(), CKPT)
+        time.sleep(0.05)  # a slow disk: 50 ms every 40 steps
+"""
+
+
+def test_a_periodic_stall_is_found_with_its_period_and_its_line(ip, tmp_path: Path):
+    ip.user_ns["CKPT"] = str(tmp_path / "ckpt.pt")
+    rep = run(ip, STALLS)
+    stall = next((f for f in rep.findings if f.rule_id == "run.periodic_stall"), None)
+    assert stall is not None, render_text(rep)
+    shape = rep.analysis.shape
+    assert shape is not None and shape.stalls is not None and shape.stalls.period_steps == 40
+    assert stall.line == 8 and "checkpoint save" in stall.title  # line 1 is %%gpucheck
+
+
+SLOW_AFTER_CACHE = """
+class Cached(Dataset):
+    '''The first 240 samples come from a cache; the rest are read slowly (2 ms each).'''
+    def __init__(self): self.x = torch.randn(1200, 16); self.y = torch.randn(1200, 1)
+    def __len__(self): return len(self.x)
+    def __getitem__(self, i):
+        if i >= 240: time.sleep(0.002)
+        return self.x[i], self.y[i]
+model = nn.Linear(16, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in DataLoader(Cached(), batch_size=8):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_input_that_gets_slow_after_a_cached_first_part(ip):
+    rep = run(ip, SLOW_AFTER_CACHE)
+    drift = next((f for f in rep.findings if f.rule_id == "run.drift"), None)
+    assert drift is not None, render_text(rep)
+    # The step clock timed the slow part again once steps grew long (or a later window saw it).
+    assert "data grew" in " ".join(drift.evidence)
+    assert rep.analysis.window_phases is not None
+    assert rep.verdict.category == "input-bound", render_text(rep)
+
+
+KEEPS_GRAPHS = """
+model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 1))
+opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+x, y = torch.randn(256, 256), torch.randn(256, 1)
+history = []
+for i in range(300):
+    out = model(x)
+    loss = ((out - y) ** 2).mean()
+    opt.zero_grad(); loss.backward(retain_graph=True); opt.step()
+    history.append(loss)
+"""
+
+
+def test_losses_kept_with_their_graphs(ip):
+    # retain_graph keeps each step's activations (1 MiB of 256x1024 floats) with its loss.
+    rep = run(ip, KEEPS_GRAPHS)
+    creep = next((f for f in rep.findings if f.rule_id == "run.memory_creep"), None)
+    assert creep is not None, render_text(rep)
+    assert creep.line == 11 and creep.proposal is not None and creep.proposal.source_after
+    assert "history.append(loss.detach())" in creep.proposal.source_after
+    rss = next(m for m in rep.analysis.shape.memory if m.kind == "rss")  # type: ignore[union-attr]
+    assert rss.bytes_per_step > 0.5 * 2**20
+
+
+HEALTHY = """
+model = nn.Linear(64, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 64), torch.randn(32, 1)
+for i in range(300):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    time.sleep(0.004)
+"""
+
+
+def test_a_steady_healthy_run_gets_none_of_these_findings(ip):
+    rep = run(ip, HEALTHY)
+    assert rep.analysis.shape is not None and rep.analysis.shape.represents is True
+    assert not ids(rep) & {"run.window_unrepresentative", "run.drift", "run.memory_creep"}, render_text(rep)
+
+
+def test_more_windows_spread_over_a_long_cell_and_are_weighted(tmp_path: Path):
+    """With the cost budget lifted, windows start at steps 2, 66 and 264 (4x spacing, 64 apart)."""
+    import torch
+    from torch import nn
+
+    options = CaptureOptions(window_budget_share=1.0)
+    with CaptureSession(options, "loop") as session:
+        model = nn.Linear(8, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(4, 8)
+        for _ in range(300):
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    run_ = session.finish("ok", None, scratch=str(tmp_path))
+    assert run_.window.first_step == 2
+    assert [w.first_step for w in run_.more_windows] == [66, 264]
+    assert all(w.trace_path and Path(w.trace_path).exists() for w in run_.more_windows)
+    rep = build_report(run_)
+    assert rep.analysis.window_phases is not None  # the first window's detail, beside the estimate
+    assert rep.analysis.phases is not None and len(rep.analysis.phases.steps) == 9

@@ -100,10 +100,16 @@ def exchange(info: RankInfo, payload: bytes, wait_s: float | None = None) -> Gat
     deadline = time.monotonic() + wait
     try:
         while pending and time.monotonic() < deadline:
+            # One round trip while all are there (the usual case); key by key to name the late.
+            if store.check([keys[r] for r in pending]):
+                pending = set()
+                break
             pending = {r for r in pending if not store.check([keys[r]])}
             if pending:
                 time.sleep(_POLL_S)
-        payloads = {r: bytes(store.get(keys[r])) for r in keys if r not in pending}
+        present = [r for r in keys if r not in pending]
+        values = store.multi_get([keys[r] for r in present])  # one round trip for all
+        payloads = {r: bytes(v) for r, v in zip(present, values, strict=True)}
     except Exception as exc:  # noqa: BLE001 - the store went away mid-gather (launcher gone)
         return _alone(info, payload, f"the job's store failed during the gather ({type(exc).__name__}: {exc})")
     note = (

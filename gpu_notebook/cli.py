@@ -32,8 +32,9 @@ EXIT_USAGE = 2
 class LiveLine:
     """One status line rewritten in place on a terminal, at most twice a second."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], prefix: str = "gpucheck") -> None:
         self._stream = stream
+        self._prefix = prefix
         self._last = 0.0
         self._lock = threading.Lock()
         self._width = 0
@@ -54,7 +55,7 @@ class LiveLine:
             parts.append(f"CPU {sample.process_cpu_pct:.0f}%")
         if status.recording:
             parts.append("profiling")
-        line = "gpucheck: " + " | ".join(parts)
+        line = f"{self._prefix}: " + " | ".join(parts)
         width = shutil.get_terminal_size((100, 20)).columns - 1
         with self._lock:
             self._width = max(self._width, len(line[:width]))
@@ -138,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"gpucheck: no such script: {args.script}", file=sys.stderr)
         return EXIT_USAGE
     options = _options(args)
-    live = LiveLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    live = _live_line(args)
     session = CaptureSession(
         options,
         script.read_text(),
@@ -178,9 +179,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     # The script's stdout stays the script's own: the report goes to stderr, after it.
     with private_scratch() as scratch:
         report = build_report(session.finish(status, error, scratch=scratch))  # type: ignore[arg-type]
-        _write_outputs(report, args)
+        files = _write_outputs(report, args)
+    info = report.run.rank
     if not args.quiet:
-        print(render_text(report), file=sys.stderr)
+        if info is not None and info.rank != 0 and info.world_size > 1:
+            print(_rank_line(report, files), file=sys.stderr)
+        else:
+            print(render_text(report), file=sys.stderr)
+    if info is not None:
+        _job_report_step(report, files, args)
     gate = _gate_failure(report, args)
     if gate is not None:
         print(f"gpucheck: {gate}", file=sys.stderr)
@@ -188,9 +195,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def _write_outputs(report: Any, args: argparse.Namespace) -> None:
+def _write_outputs(report: Any, args: argparse.Namespace) -> list[str]:
+    """Write the files asked for (``{rank}`` filled in; per-rank names in a multi-rank job)."""
+    from gpu_notebook.capture.ranks import expand
+
+    info = report.run.rank
+    written = []
     if getattr(args, "json", None):
-        Path(args.json).write_text(report.to_json(indent=1))
+        path = expand(args.json, info)
+        Path(path).write_text(report.to_json(indent=1))
+        written.append(path)
     if getattr(args, "trace", None):
         src = report.run.window.trace_path
         if src is None:
@@ -198,11 +212,92 @@ def _write_outputs(report: Any, args: argparse.Namespace) -> None:
         else:
             from gpu_notebook.capture.session import copy_trace
 
-            copy_trace(Path(src), Path(args.trace))
+            path = expand(args.trace, info)
+            copy_trace(Path(src), Path(path))
+            written.append(path)
     if getattr(args, "html", None):
         from gpu_notebook.views.html import write_html
 
-        write_html(report, args.html)
+        path = expand(args.html, info)
+        write_html(report, path)
+        written.append(path)
+    return written
+
+
+# ------------------------------------------------------------------------------ jobs (torchrun)
+
+
+def _live_line(args: argparse.Namespace) -> LiveLine | None:
+    """The live line, on a terminal: in a multi-process job only local rank 0 draws it (ranks
+    sharing one terminal would overwrite each other's), and it says which rank it is."""
+    from gpu_notebook.capture.ranks import from_env
+
+    if args.quiet or not sys.stderr.isatty():
+        return None
+    info = from_env()
+    if info is None or info.world_size <= 1:
+        return LiveLine(sys.stderr)
+    if info.local_rank not in (None, 0):
+        return None
+    return LiveLine(sys.stderr, prefix=f"gpucheck rank {info.rank}/{info.world_size}")
+
+
+def _rank_line(report: Any, files: Sequence[str]) -> str:
+    """What a rank other than 0 prints: one line (rank 0 prints the job report)."""
+    info = report.run.rank
+    where = f"; its report: {', '.join(files)}" if files else ""
+    return (
+        f"gpucheck rank {info.rank}/{info.world_size}: {report.verdict.category.upper()}: "
+        f"{report.verdict.headline}{where} (rank 0 prints the job report)"
+    )
+
+
+def job_json_path(args: argparse.Namespace) -> str | None:
+    """Where rank 0 writes the job report JSON: --job-json, else beside --json."""
+    if getattr(args, "job_json", None):
+        return str(args.job_json)
+    if not getattr(args, "json", None):
+        return None
+    path = str(args.json)
+    if "{rank}" in path:
+        return path.replace("{rank}", "job")
+    stem, dot, suffixes = path.rpartition("/")[2].partition(".")
+    head = path[: len(path) - len(path.rpartition("/")[2])]
+    return f"{head}{stem}.job{dot}{suffixes}" if dot else f"{path}.job"
+
+
+def _job_report_step(report: Any, files: Sequence[str], args: argparse.Namespace) -> None:
+    """Every rank sends its summary; rank 0 prints and writes the job report."""
+    import msgspec
+
+    from gpu_notebook.gather import exchange
+    from gpu_notebook.records import RankFacts, to_jsonable
+    from gpu_notebook.report.job import job_report, rank_facts
+    from gpu_notebook.report.ranks import render_job
+
+    info = report.run.rank
+    mine = rank_facts(report, info, files)
+    gathered = exchange(info, msgspec.json.encode(to_jsonable(mine)))
+    if gathered is None:
+        return
+    facts = []
+    for payload in gathered.payloads.values():
+        try:
+            facts.append(msgspec.json.decode(payload, type=RankFacts, strict=False))
+        except msgspec.ValidationError:  # another gpucheck version on that rank
+            continue
+    job = job_report(
+        facts,
+        info.world_size,
+        source="run",
+        whatif=report.whatif,
+        notes=[n for n in (gathered.note,) if n],
+    )
+    if not args.quiet:
+        print("\n" + render_job(job), file=sys.stderr)
+    path = job_json_path(args)
+    if path is not None:
+        Path(path).write_text(json.dumps(to_jsonable(job), indent=1))
 
 
 def _gate_failure(report: Any, args: argparse.Namespace) -> str | None:
@@ -232,22 +327,68 @@ def _trace_files(path: Path) -> list[Path]:
     return [path]
 
 
+def _file_kind(path: Path) -> str:
+    """"trace", "report" (a gpucheck report JSON), "job" (a job report) or "other", from the
+    file's first bytes: a trace is never parsed twice, a report never read as a trace."""
+    import gzip
+
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return "other"
+    if b'"kind": "gpucheck-job"' in head or b'"kind":"gpucheck-job"' in head:
+        return "job"
+    if any(k in head for k in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')):
+        return "trace"
+    if b'"run"' in head and b'"env"' in head:
+        return "report"
+    return "trace"  # let the trace reader say what is wrong with it
+
+
+def _companions(reports: Sequence[Path]) -> dict[int | None, Any]:
+    """The report JSONs lying beside traces, by rank (None: a report that names no rank)."""
+    from gpu_notebook.records import Report
+
+    out: dict[int | None, Any] = {}
+    for f in reports:
+        try:
+            report = Report.from_json(f.read_bytes())
+        except (OSError, ValueError) as exc:
+            print(f"gpucheck: {f.name} looks like a report but cannot be read: {exc}", file=sys.stderr)
+            continue
+        out[report.run.rank.rank if report.run.rank is not None else None] = report
+    return out
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
+    """Traces only: a report JSON beside a trace is its companion (gradient bytes, host), a job
+    report JSON is skipped; a folder of ranks gets the job report from the traces."""
     from gpu_notebook.report.from_trace import report_from_trace
-    from gpu_notebook.report.ranks import rank_summary, render_rank_summary
 
     path = Path(args.path)
     if not path.exists():
         print(f"gpucheck: no such file or folder: {args.path}", file=sys.stderr)
         return EXIT_USAGE
-    files = _trace_files(path)
+    kinds = {f: _file_kind(f) for f in _trace_files(path)}
+    files = [f for f, k in kinds.items() if k == "trace"]
     if not files:
         print(f"gpucheck: no .json or .json.gz trace in {args.path}", file=sys.stderr)
         return EXIT_USAGE
+    companions = _companions([f for f, k in kinds.items() if k == "report"])
+    if len(files) == 1 and len(companions) == 1:
+        only = next(iter(companions.values()))
+        companions = {None: only}
     ranked = []
     for f in files:
         try:
             report, rank, world = report_from_trace(f)
+            companion = companions.get(rank) if rank is not None else companions.get(None)
+            if companion is None and len(files) == 1:
+                companion = companions.get(None)
+            if companion is not None:
+                report, rank, world = report_from_trace(f, companion=companion)
         except (OSError, ValueError) as exc:
             print(f"gpucheck: cannot read {f}: {exc}", file=sys.stderr)
             return 1
@@ -256,10 +397,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             label = f"rank {rank}" if rank is not None else f.name
             print(f"\n=== {label} ({f.name}) " + "=" * max(0, 60 - len(label) - len(f.name)))
             print(render_text(report))
-    if len(ranked) > 1:
-        summary = rank_summary([(r, rank, f.name) for f, r, rank, _ in ranked])
+    if len(ranked) > 1 or any(w is not None and w > 1 for _, _, _, w in ranked):
+        job = _job_from_traces(ranked)
         print()
-        print(render_rank_summary(summary))
+        print(_render_job(job))
+        if getattr(args, "job_json", None):
+            from gpu_notebook.records import to_jsonable
+
+            Path(args.job_json).write_text(json.dumps(to_jsonable(job), indent=1))
     if args.json:
         payload = [{"file": str(f), "rank": rank, "world_size": world, "report": r.to_dict()} for f, r, rank, world in ranked]
         Path(args.json).write_text(json.dumps(payload, indent=1))
@@ -268,6 +413,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(f"gpucheck: {gates[0]}", file=sys.stderr)
         return EXIT_GATE
     return 0
+
+
+def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> Any:
+    from gpu_notebook.records import RankInfo
+    from gpu_notebook.report.job import job_report, rank_facts
+
+    facts = []
+    for i, (f, report, rank, world) in enumerate(ranked):
+        info = report.run.rank or RankInfo(rank=rank if rank is not None else i, world_size=world or len(ranked), source="trace")
+        facts.append(rank_facts(report, info, (str(f),)))
+    worlds = [w for _, _, _, w in ranked if w]
+    world = max([*worlds, len(ranked)])
+    # The what-if of the job: the lowest rank's (one rank stands for all in data parallel).
+    first = min(ranked, key=lambda x: (x[2] is None, x[2] or 0))[1]
+    notes = []
+    if len(ranked) < world:
+        notes.append(f"{len(ranked)} of the job's {world} ranks' traces are here: the rest are named missing")
+    return job_report(facts, world, source="traces", whatif=first.whatif, notes=notes)
+
+
+def _render_job(job: Any) -> str:
+    from gpu_notebook.report.ranks import render_job
+
+    return render_job(job)
 
 
 # ------------------------------------------------------------------------------ compare
@@ -365,20 +534,41 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpucheck {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a Python script under the capture and report on it")
+    run = sub.add_parser(
+        "run",
+        help="run a Python script under the capture and report on it",
+        description="Run a Python script under the capture and report on it. In a multi-process "
+        "job, put gpucheck inside the launcher: `torchrun --nproc_per_node 2 -m gpu_notebook run "
+        "train.py`. Each rank then measures itself; rank 0 gathers the ranks' summaries and prints "
+        "the job report (straggler, communication, the job's what-if). PATHs may hold '{rank}'; "
+        "with more than one rank, a PATH without it gets '.rankN' before its suffix, so ranks "
+        "never overwrite each other's files.",
+    )
     _add_capture_options(run)
     _add_gates(run)
     run.add_argument("--html", metavar="PATH", help="write the standalone HTML report")
     run.add_argument("--json", metavar="PATH", help="write the report as JSON")
     run.add_argument("--trace", metavar="PATH", help="write the Kineto trace (.json.gz; Perfetto opens it)")
+    run.add_argument(
+        "--job-json", metavar="PATH",
+        help="under torchrun: where rank 0 writes the job report (default: beside --json, "
+        "'{rank}' replaced by 'job' or '.job' before the suffix)",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no live line, no text report")
     run.add_argument("script", help="the training script")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     run.set_defaults(func=cmd_run)
 
-    analyze = sub.add_parser("analyze", help="analyse Kineto traces: one file, or a folder of ranks")
+    analyze = sub.add_parser(
+        "analyze",
+        help="analyse Kineto traces: one file, or a folder of ranks",
+        description="Analyse Kineto traces: one file, or a folder of per-rank traces (then the job "
+        "report: straggler, communication). Report JSONs written by `gpucheck run --json` beside "
+        "the traces are read as their companions (gradient bytes, host), never as traces.",
+    )
     analyze.add_argument("path", help="a .json/.json.gz trace, or a folder of per-rank traces")
     analyze.add_argument("--json", metavar="PATH", help="write every rank's report as JSON")
+    analyze.add_argument("--job-json", metavar="PATH", help="write the job report (several ranks) as JSON")
     analyze.add_argument("-q", "--quiet", action="store_true", help="only the cross-rank summary")
     _add_gates(analyze)
     analyze.set_defaults(func=cmd_analyze)

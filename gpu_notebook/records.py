@@ -24,11 +24,15 @@ Phase = Literal[
     "forward",  # top-level module forward passes, the loss module included
     "backward",  # autograd backward
     "optimizer",  # optimizer step and zero_grad
+    "comm",  # the host waits on a collective in flight (gloo/NCCL all-reduce...), no op running
     "sync",  # host waits on the device or reads scalars: .item(), .cpu(), synchronize
     "other",  # other host work inside torch operators
     "unattributed",  # Python time outside any operator or marked range
 ]
 PHASES: tuple[Phase, ...] = get_args(Phase)
+# Phases that only exist in some runs: a view leaves them out where they were not measured
+# (a one-process run has no collective to wait on), instead of printing "not measured".
+OPTIONAL_PHASES: tuple[Phase, ...] = ("comm",)
 
 VerdictCategory = Literal[
     "gpu-bound",
@@ -280,6 +284,18 @@ class RawStacks:
 
 
 @dataclass(frozen=True)
+class RankInfo:
+    """Where one process sits in a multi-process job (torchrun / torch.distributed)."""
+
+    rank: int
+    world_size: int
+    local_rank: int | None = None
+    host: str = ""
+    source: Literal["env", "process-group", "trace"] = "env"
+    backend: str | None = None  # "gloo", "nccl"... when a process group said so
+
+
+@dataclass(frozen=True)
 class Run:
     """Everything one capture produced. Frozen; analysis only reads it."""
 
@@ -297,6 +313,7 @@ class Run:
     first_line: int = 2  # line number of cell_source's first line (2 in a %%gpucheck cell)
     magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
     more_windows: tuple[ExtraWindow, ...] = ()  # profiler windows after the first, spaced out
+    rank: RankInfo | None = None  # None: not part of a multi-process job
 
 
 @dataclass(frozen=True)
@@ -677,6 +694,67 @@ class Report:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(repr(self))
+
+
+# --------------------------------------------------------------------------------------------
+# Job records: one small summary per rank, and the job report rank 0 builds from them
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankFacts:
+    """What one rank sends to rank 0: a few hundred bytes, whatever the size of its trace."""
+
+    rank: int
+    world_size: int
+    local_rank: int | None
+    host: str
+    status: CellStatus
+    error: str | None
+    steps: int
+    step_s: float | None  # median step
+    # Per step: the host waiting on collectives (the "comm" phase), or NCCL/RCCL kernel time on
+    # the GPU, whichever is larger. None: no trace, so not measured.
+    comm_s: float | None
+    phase_s: Mapping[str, float] = field(default_factory=dict)  # per step, measured phases only
+    verdict: VerdictCategory = "unknown"
+    headline: str = ""
+    hot_line: str | None = None  # the stack sampler's top line of the script, when sampled
+    grad_bytes: int | None = None
+    files: tuple[str, ...] = ()  # this rank's own report / trace files
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank the others wait for, and what its own step spends the time on."""
+
+    rank: int
+    reason: Literal["waits-least", "slowest-step"]
+    phase: str | None  # its phase furthest above the other ranks'
+    phase_share: float | None  # of its own step
+    phase_s: float | None  # per step, on the straggler
+    others_phase_s: float | None  # the same phase per step, median of the other ranks
+    waiting_ranks: tuple[int, ...] = ()
+    wait_s: float | None = None  # median per-step wait in collectives of the waiting ranks
+    hot_line: str | None = None
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """One report for a multi-rank job (rank 0 writes it; ``gpucheck analyze DIR`` too)."""
+
+    kind: Literal["gpucheck-job"]
+    world_size: int
+    ranks: tuple[RankFacts, ...]
+    missing: tuple[int, ...]  # ranks whose summary never arrived
+    source: Literal["run", "traces"]
+    comm_share: float | None  # mean over the ranks of comm_s / step_s
+    step_s: float | None  # median of the ranks' median steps
+    straggler: Straggler | None = None
+    roles: Mapping[str, str] = field(default_factory=dict)  # str(rank) -> what it does in the job
+    whatif: WhatIf | None = None
+    notes: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
 
 
 _text_view: Callable[[Report], str] | None = None

@@ -10,13 +10,20 @@ backward on its own device thread while the main thread only waits inside ``loss
 "unattributed".
 
 Ranges are painted by precedence, higher wins where they overlap:
-``forward < backward < optimizer < data < copy < sync``. Time covered by some host event but
+``forward < backward < optimizer < comm < data < copy < sync``. Time covered by some host event but
 by no classified range is "other"; time covered by nothing is "unattributed". The computation
 is a vectorised sweep on integer nanoseconds, so every step's phases sum exactly to its
 duration (in ns; the microsecond floats are those integers divided by 1000).
 
 Step boundaries, first that applies: the ``markers.STEP_MARK_PREFIX`` marks (N marks give N-1
 steps), else ``ProfilerStep#N`` ranges, else the whole host span as one step.
+
+"comm" is the time a collective is in flight in this process (gloo's ``gloo:all_reduce`` on
+its worker threads, ``c10d::allreduce_`` and the ``nccl:*`` / ``record_param_comms`` ranges on
+the host thread) while the host thread runs no other operator: the host waits for its peers
+(DDP's ``work.wait()`` at the end of backward runs no operator of its own). A trace without any
+collective leaves "comm" out of ``measured``: a one-process run has no peer to wait for. On a
+GPU, collectives mostly wait on the device (NCCL kernels, ``GpuTimeline.comm_us``), not here.
 
 "copy" is the host side of ``cudaMemcpy*`` / ``hipMemcpy*``. A trace without any GPU activity
 (a CPU-only run) has no device to copy to, so "copy" is *not measured* there: it is left out of
@@ -41,6 +48,7 @@ __all__ = [
     "PhaseLocator",
     "StepBounds",
     "find_host_thread",
+    "has_collectives",
     "phase_at",
     "phase_breakdown",
     "step_bounds",
@@ -57,12 +65,17 @@ _LEVEL_PHASES: tuple[str, ...] = (
     "forward",
     "backward",
     "optimizer",
+    "comm",
     "data",
     "copy",
     "sync",
 )
 _LEVEL_TO_PHASE_INDEX: IntArray = np.asarray([PHASES.index(p) for p in _LEVEL_PHASES], np.int64)
 _PAINT_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+# Ranges of a collective in flight, on any thread of the process: gloo's worker-thread ranges,
+# the c10d dispatcher ops (``c10d::allreduce_``, ``c10d::broadcast_``...), NCCL/RCCL/MPI/UCC
+# host annotations and torch's ``record_param_comms``.
+COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "rccl:", "mpi:", "ucc:", "c10d::", "record_param_comms")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,6 +369,7 @@ def _level_covers(
         forward,
         backward_spans,
         optimizer,
+        _comm_waits(trace, pid, on_thread, start, end),
         spans(on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX)),
         spans(on_thread & is_runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES)),
         spans(on_thread & trace.name_mask(names=markers.SYNC_OPS)),
@@ -369,6 +383,30 @@ def _level_covers(
         covers.append(_Cover.of(acc_s, acc_e))
     covers.reverse()
     return tuple(covers)
+
+
+def _comm_waits(
+    trace: Trace, pid: int, on_thread: BoolArray, start: IntArray, end: IntArray
+) -> tuple[IntArray, IntArray]:
+    """Collectives in flight (any thread of ``pid``) minus the host thread's own operators."""
+    collective = trace.name_mask(prefix=COLLECTIVE_PREFIXES) & (trace.pid == pid)
+    collective &= trace.category_mask(*_PAINT_CATEGORIES)
+    rows = np.flatnonzero(collective)
+    if rows.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    flight = _merge(start[rows], end[rows])
+    work = np.flatnonzero(on_thread & trace.category_mask("cpu_op") & ~collective)
+    busy = _merge(start[work], end[work])
+    return _subtract(*flight, *busy)
+
+
+def has_collectives(trace: Trace) -> bool:
+    """Whether any collective ran in this trace (host ranges; NCCL kernels count too)."""
+    host = trace.category_mask(*_PAINT_CATEGORIES) & trace.name_mask(prefix=COLLECTIVE_PREFIXES)
+    if host.any():
+        return True
+    kernels = trace.gpu_mask & trace.name_mask(prefix=("ncclKernel", "ncclDevKernel", "rcclKernel"))
+    return bool(kernels.any())
 
 
 def _inferred_forward(
@@ -535,9 +573,12 @@ def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakd
 
 
 def _measured(trace: Trace) -> tuple[str, ...]:
-    if trace.has_gpu_activity:
-        return PHASES
-    return tuple(p for p in PHASES if p != "copy")
+    absent = set()
+    if not trace.has_gpu_activity:
+        absent.add("copy")
+    if not has_collectives(trace):
+        absent.add("comm")
+    return tuple(p for p in PHASES if p not in absent)
 
 
 def _breakdown(

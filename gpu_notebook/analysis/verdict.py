@@ -7,7 +7,9 @@ Thresholds (DESIGN.md §6, with their sources):
   articles call < 80% sustained "more cards waste money", so 80% is where adding cards starts
   to pay);
 - peak memory >= 90% of the card (PyTorch TensorBoard profiler plugin; TraceML "high" at 80%);
-- communication >= 10% of the window (TensorBoard plugin's distributed advice);
+- communication >= 10% of the window (TensorBoard plugin's distributed advice): NCCL/RCCL
+  kernels over the GPU window, or the "comm" phase (the host waiting on a collective: gloo, or
+  any backend's ``wait()``) over the step, on a CPU run too;
 - host-bound from the trace's own figures (ops per step, median op time, Python between ops;
   analysis/host.py) on a CPU run too: a loop of tiny ops is not helped by a GPU.
 A phase that was not measured is never read as zero: the verdict says what it could not see.
@@ -121,7 +123,14 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
     overhead = host_bound(analysis.host, analysis.top_ops, on_gpu=on_gpu)
     if analysis.host is not None and (overhead or not on_gpu):
         evidence.append(describe_host(analysis.host))
+    host_comm = phases.share("comm")
+    # Waiting on peers is the verdict when it is the largest wait: a rank that waits 80% of its
+    # step for data and 12% in the all-reduce is input-bound (and the others wait for it).
+    if host_comm is not None and host_comm < max(data or 0.0, sync or 0.0):
+        host_comm = None
     if not on_gpu:
+        if host_comm is not None and host_comm >= COMM:
+            return _comm_verdict(host_comm, "waiting in collectives (host)", evidence, confidence)
         return _cpu_verdict(data, sync, evidence, confidence, host_bound=overhead)
     if busy is not None:
         evidence.insert(0, f"GPU busy {_pct(busy)} of the window")
@@ -134,10 +143,13 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             "comm-bound",
             f"Communication takes {_pct(share)} of the GPU window.",
             "Not more of the same: each added GPU adds communication. Overlap it with backward, "
-            "compress gradients or accumulate more steps per all-reduce.",
+            "compress gradients or accumulate more steps per all-reduce. If the ranks wait for "
+            "one slow peer, fix that rank first (rank 0's job report names the straggler).",
             (f"collective kernels: {_pct(share)} of the window", *evidence),
             confidence,
         )
+    if host_comm is not None and host_comm >= COMM:
+        return _comm_verdict(host_comm, "waiting in collectives (host)", evidence, confidence)
     if util.gpu_memory_peak_bytes and util.gpu_memory_total_bytes:
         mem = util.gpu_memory_peak_bytes / util.gpu_memory_total_bytes
         if mem >= MEMORY_FULL and (busy is None or busy < GPU_BUSY):
@@ -174,6 +186,21 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
         "No: more GPUs would idle the same way. Give each launch more work (bigger batch), "
         "fuse small ops with torch.compile, or capture steps with CUDA graphs.",
         tuple(evidence),
+        confidence,
+    )
+
+
+def _comm_verdict(share: float, what: str, evidence: list[str], confidence: Confidence) -> Verdict:
+    """The host waits on collectives: for a slower peer (lockstep), or for the transfer."""
+    return Verdict(
+        "comm-bound",
+        f"Waiting in collectives (all-reduce...) takes {_pct(share)} of every step: "
+        "this rank waits for its peers, it does not compute.",
+        "Not more of the same: each added rank adds communication and one more peer to wait "
+        "for. If the ranks wait for one slow peer (a straggler), fix that rank first: rank 0's "
+        "job report names it and its cause. Otherwise overlap the all-reduce with backward, or "
+        "accumulate more steps per all-reduce.",
+        (f"{what}: {_pct(share)} of step time", *evidence),
         confidence,
     )
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import CodeType, TracebackType
 from typing import Any, Literal
 
+from gpu_notebook.capture import ranks
 from gpu_notebook.capture.environment import read_environment, torch_facts, torch_installed
 from gpu_notebook.capture.imports import ImportWatch
 from gpu_notebook.capture.sampler import Sampler
@@ -31,6 +32,7 @@ from gpu_notebook.records import (
     ExtraWindow,
     LiveStatus,
     ProfileWindow,
+    RankInfo,
     RawStacks,
     Run,
     Sample,
@@ -142,6 +144,7 @@ class CaptureSession:
         self._t0_ns = 0
         self._started_at = ""
         self._env: Environment | None = None
+        self._rank_at_start: RankInfo | None = None
         self._sampler: Sampler | None = None
         self._clock: Any = None  # StepClock, when torch is installed
         self._window: Any = None  # ProfilerWindow
@@ -176,6 +179,7 @@ class CaptureSession:
 
     def start(self) -> None:
         self._env = read_environment()
+        self._rank_at_start = ranks.current()
         self._started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._t0_ns = time.perf_counter_ns()
         self._thread_id = threading.get_ident()
@@ -480,4 +484,6 @@ class CaptureSession:
             first_line=self.first_line,
             magic_line=self.magic_line,
             more_windows=tuple(more_windows),
+            # A process group the cell made (and maybe tore down) or the launcher's variables.
+            rank=ranks.current(self._rank_at_start),
         )

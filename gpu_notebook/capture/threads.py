@@ -28,7 +28,7 @@ def forget_dummy() -> None:
     (ipykernel, traitlets) calls it on one of our threads: ``threading.enumerate()`` would list
     it, and ``join()`` on it fails. Called after each call into such code."""
     thread = threading._active.get(_thread.get_ident())  # type: ignore[attr-defined]
-    if isinstance(thread, threading._DummyThread):  # type: ignore[attr-defined]
+    if isinstance(thread, threading._DummyThread):
         threading._active.pop(_thread.get_ident(), None)  # type: ignore[attr-defined]
 
 

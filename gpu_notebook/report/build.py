@@ -34,7 +34,10 @@ def build_report(
         analysis=analysis,
         verdict=verdict,
         findings=findings,
-        whatif=what_if(run, analysis, price_per_gpu_hour),
+        # One rank of a torchrun job: the what-if starts from the job's real world size.
+        whatif=what_if(
+            run, analysis, price_per_gpu_hour, world_size=run.rank.world_size if run.rank else 1
+        ),
     )
     baseline = find_baseline(history, report)
     if baseline is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from gpu_notebook.analysis.analyze import trace_figures
@@ -13,6 +14,7 @@ from gpu_notebook.records import (
     Environment,
     GpuInfo,
     ProfileWindow,
+    RankInfo,
     Report,
     Run,
     SampleSeries,
@@ -53,8 +55,13 @@ def _job_world_size(recorded: int | None, nccl: TraceAllReduce | None, comm_us: 
     return None if comm_us > 0 else 1
 
 
-def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]:
-    """(report, rank, world size) of one trace file; the report has no samples or hooks."""
+def report_from_trace(
+    path: str | Path, companion: Report | None = None
+) -> tuple[Report, int | None, int | None]:
+    """(report, rank, world size) of one trace file; the report has no samples or hooks.
+
+    ``companion``: the report ``gpucheck run`` wrote beside this trace (same rank): what the
+    trace cannot say (the gradient bytes, the rank's host) comes from it."""
     from gpu_notebook.trace.kineto import load_trace
 
     trace = load_trace(path)
@@ -101,12 +108,22 @@ def report_from_trace(path: str | Path) -> tuple[Report, int | None, int | None]
     info = trace.distributed_info
     rank = info.rank if info is not None else None
     world = info.world_size if info is not None else None
+    known = companion.run.rank if companion is not None else None
+    if known is not None:
+        rank = known.rank if rank is None else rank
+        world = known.world_size if world is None else world
+        run = dataclasses.replace(run, rank=known)
+    elif rank is not None and world is not None:
+        run = dataclasses.replace(
+            run, rank=RankInfo(rank=rank, world_size=world, source="trace", backend=info.backend if info else None)
+        )
+    grad_bytes = companion.run.steps.grad_bytes if companion is not None else None
     nccl = trace_allreduce(str(path)) if gpu is not None and gpu.comm_us > 0 else None
     whatif = what_if(
         run,
         analysis,
         measured_bus_bytes_per_s=nccl.bus_bytes_per_s if nccl is not None else None,
-        measured_grad_bytes=nccl.bytes_per_step if nccl is not None else None,
+        measured_grad_bytes=nccl.bytes_per_step if nccl is not None else grad_bytes,
         world_size=_job_world_size(world, nccl, gpu.comm_us if gpu is not None else 0.0),
     )
     report = Report(run=run, analysis=analysis, verdict=decide(run, analysis), whatif=whatif)

@@ -1,95 +1,83 @@
-"""Across the ranks of one job: step time spread, stragglers and communication share."""
+"""The job report as text: per-rank table, communication, the straggler and the job's what-if."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
 
-from gpu_notebook.records import Report
-
-# A rank whose median step is this much slower than the median rank is called a straggler.
-# HTA reports the spread without a cut-off; 10% is where a synchronous job loses a tenth of
-# every step on all ranks waiting for one, which is worth a line in a report.
-STRAGGLER_THRESHOLD = 0.10
+from gpu_notebook.formatting import fmt_bytes, fmt_ms, fmt_seconds, fmt_share
+from gpu_notebook.records import JobReport, RankFacts, Straggler
+from gpu_notebook.report.job import STRAGGLER_THRESHOLD
 
 
-@dataclass(frozen=True)
-class RankRow:
-    label: str
-    rank: int | None
-    steps: int
-    median_step_s: float | None
-    gpu_busy_share: float | None
-    comm_share: float | None
-    verdict: str
+def _ranks(ranks: tuple[int, ...]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
 
 
-@dataclass(frozen=True)
-class RankSummary:
-    rows: tuple[RankRow, ...]
-    median_step_s: float | None  # the median of the ranks' medians
-    spread: float | None  # (slowest - fastest) / median
-    stragglers: tuple[RankRow, ...]
-    comm_share_mean: float | None
-
-
-def rank_summary(reports: Sequence[tuple[Report, int | None, str]]) -> RankSummary:
-    rows = []
-    for report, rank, label in reports:
-        gpu = report.analysis.gpu
-        comm = gpu.comm_us / gpu.window_us if gpu is not None and gpu.window_us > 0 else None
-        rows.append(
-            RankRow(
-                label=label,
-                rank=rank,
-                steps=report.analysis.step_stats.count,
-                median_step_s=report.analysis.step_stats.median_s,
-                gpu_busy_share=gpu.busy_share if gpu is not None else None,
-                comm_share=comm,
-                verdict=report.verdict.category,
-            )
-        )
-    rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.label))
-    medians = [r.median_step_s for r in rows if r.median_step_s]
-    center = statistics.median(medians) if medians else None
-    spread = (max(medians) - min(medians)) / center if center else None
-    stragglers = tuple(
-        r for r in rows
-        if center and r.median_step_s and r.median_step_s > center * (1 + STRAGGLER_THRESHOLD)
-    )
-    comms = [r.comm_share for r in rows if r.comm_share is not None]
-    return RankSummary(
-        rows=tuple(rows),
-        median_step_s=center,
-        spread=spread,
-        stragglers=stragglers,
-        comm_share_mean=statistics.fmean(comms) if comms else None,
-    )
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 1e3:.2f} ms"
-
-
-def render_rank_summary(s: RankSummary) -> str:
-    lines = [f"Across {len(s.rows)} ranks:"]
-    lines.append(f"  {'rank':<8} {'steps':>5} {'median step':>12} {'GPU busy':>9} {'comm':>7}  verdict")
-    for r in s.rows:
-        label = str(r.rank) if r.rank is not None else r.label
-        lines.append(
-            f"  {label:<8} {r.steps:>5} {_ms(r.median_step_s):>12} {_pct(r.gpu_busy_share):>9} "
-            f"{_pct(r.comm_share):>7}  {r.verdict}"
-        )
-    lines.append(f"  step time: median {_ms(s.median_step_s)}, spread {_pct(s.spread)} (slowest vs fastest)")
-    if s.stragglers:
-        names = ", ".join(str(r.rank if r.rank is not None else r.label) for r in s.stragglers)
-        lines.append(f"  stragglers (> {100 * STRAGGLER_THRESHOLD:.0f}% slower than the median rank): {names}")
+def describe_straggler(s: Straggler) -> str:
+    """One line: who is late, on what, and who waits for it."""
+    cause = ""
+    if s.phase is not None:
+        cause = f": {s.phase} {fmt_share(s.phase_share)} of its step"
+        if s.phase_s is not None and s.others_phase_s is not None:
+            cause += f" ({fmt_seconds(s.phase_s)} a step vs {fmt_seconds(s.others_phase_s)} on the others)"
+    if s.reason == "waits-least" and s.waiting_ranks and s.wait_s is not None:
+        waits = f"; {_ranks(s.waiting_ranks)} wait {fmt_seconds(s.wait_s)} a step in collectives"
     else:
-        lines.append(f"  no straggler (every rank within {100 * STRAGGLER_THRESHOLD:.0f}% of the median)")
-    lines.append(f"  communication: {_pct(s.comm_share_mean)} of the GPU window on average")
+        waits = "; its median step is the slowest, more than 10% above the median rank"
+    return f"rank {s.rank}{cause}{waits}"
+
+
+def _row(r: RankFacts, role: str) -> str:
+    comm = r.comm_s / r.step_s if r.comm_s is not None and r.step_s else None
+    return (
+        f"  {r.rank:<5} {r.host[:14]:<14} {r.steps:>5} {fmt_ms(r.step_s):>12} "
+        f"{fmt_seconds(r.comm_s):>10} {fmt_share(comm):>5}  {role}"
+    )
+
+
+def render_job(job: JobReport) -> str:
+    hosts = sorted({r.host for r in job.ranks if r.host})
+    arrived = len(job.ranks)
+    lines = [
+        f"gpucheck job report: {job.world_size} rank(s) on {len(hosts) or '?'} host(s)"
+        + (f", {arrived} reported" if job.missing else "")
+        + (" (from traces)" if job.source == "traces" else ""),
+        f"Across {arrived} ranks:",
+        f"  {'rank':<5} {'host':<14} {'steps':>5} {'median step':>12} {'comm/step':>10} {'comm':>5}  role",
+    ]
+    lines += [_row(r, job.roles.get(str(r.rank), r.verdict)) for r in job.ranks]
+    steps = [r.step_s for r in job.ranks if r.step_s]
+    if steps:
+        center = statistics.median(steps)
+        spread = (max(steps) - min(steps)) / center if center else None
+        lines.append(
+            f"  step time: median {fmt_ms(center)}, spread {fmt_share(spread, decimals=1)} (slowest vs "
+            "fastest; lockstep ranks hide a straggler here, their waits do not)"
+        )
+    lines.append(
+        f"  communication: {fmt_share(job.comm_share)} of the step on average "
+        "(time waiting in collectives: gloo ranges on the host, NCCL/RCCL kernels on the GPU)"
+    )
+    if job.straggler is not None:
+        lines.append(f"  straggler: {describe_straggler(job.straggler)}")
+        if job.straggler.hot_line:
+            lines.append(f"    its top line: {job.straggler.hot_line}")
+    elif arrived > 1:
+        lines.append(
+            f"  no straggler (waits within {100 * STRAGGLER_THRESHOLD:.0f}% of the step of each other, "
+            f"every rank's step within {100 * STRAGGLER_THRESHOLD:.0f}% of the median)"
+        )
+    if job.missing:
+        lines.append(
+            f"  missing: {_ranks(job.missing)} sent no summary in time (died, hung or slower to "
+            "finish): read their own report files, or run `gpucheck analyze DIR` over the traces"
+        )
+    lines += [f"  note: {n}" for n in job.notes]
+    if job.whatif is not None:
+        from gpu_notebook.analysis.whatif import render_whatif
+
+        grads = [r.grad_bytes for r in job.ranks if r.grad_bytes]
+        size = f"gradients {fmt_bytes(grads[0])} a step" if grads else "gradient bytes not known"
+        body = render_whatif(job.whatif).splitlines()[1:]
+        lines += ["", f"What if, for the job ({job.world_size} rank(s) today, {size}):", *body]
     return "\n".join(lines)

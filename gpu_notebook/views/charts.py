@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpu_notebook.records import PHASES, PhaseBreakdown, Report, StepTiming
+from gpu_notebook.records import OPTIONAL_PHASES, PHASES, PhaseBreakdown, Report, StepTiming
 
 if TYPE_CHECKING:
     from bokeh.models import ColumnDataSource, LayoutDOM
@@ -41,6 +41,7 @@ PHASE_COLORS: dict[str, str] = {
     "forward": "#4c78a8",
     "backward": "#72b7b2",
     "optimizer": "#54a24b",
+    "comm": "#ff9da6",
     "sync": "#b279a2",
     "other": "#9d755d",
     "unattributed": "#bab0ac",
@@ -230,7 +231,7 @@ def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
     if not phases.steps or phases.total_us <= 0:
         return None
     measured = [p for p in PHASES if p in phases.measured]
-    not_measured = [p for p in PHASES if p not in phases.measured]
+    not_measured = [p for p in PHASES if p not in phases.measured and p not in OPTIONAL_PHASES]
     steps = list(phases.steps)
     if len(steps) > MAX_PHASE_BARS:
         stride = -(-len(steps) // MAX_PHASE_BARS)

@@ -24,6 +24,7 @@ from pathlib import Path
 from gpu_notebook import formatting
 from gpu_notebook.formatting import fmt_bytes, fmt_pct, fmt_rate, fmt_seconds
 from gpu_notebook.records import (
+    OPTIONAL_PHASES,
     PHASES,
     Comparison,
     Finding,
@@ -138,7 +139,7 @@ def phase_stack(phases: PhaseBreakdown | None) -> str:
             legend.append(
                 f'<span class="swatch" style="background:{color}"></span>{esc(phase)} {100 * share:.0f}%'
             )
-    unmeasured = [p for p in PHASES if p not in phases.measured]
+    unmeasured = [p for p in PHASES if p not in phases.measured and p not in OPTIONAL_PHASES]
     if unmeasured:
         legend.append(f' <span class="notmeasured">&nbsp; not measured: {esc(", ".join(unmeasured))}</span>')
     return (
@@ -409,6 +410,8 @@ def phases_section(report: Report) -> str:
         rows = []
         for phase in PHASES:
             share = phases.share(phase)
+            if share is None and phase in OPTIONAL_PHASES:
+                continue
             if share is None:
                 rows.append(
                     f'<tr data-phase="{esc(phase)}"><td>{esc(phase)}</td>'

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_pct, fmt_rate, fmt_seconds, fmt_share
-from gpu_notebook.records import PHASES, Comparison, PhaseBreakdown, Report, RunShape
+from gpu_notebook.records import (
+    OPTIONAL_PHASES,
+    PHASES,
+    Comparison,
+    PhaseBreakdown,
+    Report,
+    RunShape,
+)
 
 BAR_WIDTH = 24
 
@@ -13,6 +20,8 @@ def phase_rows(phases: PhaseBreakdown) -> list[str]:
     rows = []
     for phase in PHASES:
         share = phases.share(phase)
+        if share is None and phase in OPTIONAL_PHASES:
+            continue
         if share is None:
             rows.append(f"  {phase:<13} {'not measured':>7}")
             continue

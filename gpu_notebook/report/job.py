@@ -1,0 +1,156 @@
+"""One report for a multi-rank job: per-rank facts in, the straggler and the job's what-if out.
+
+Why waiting time and not step time: DDP keeps ranks in lockstep, so every rank's step lasts
+as long as the slowest rank's; the difference hides in the collectives. A rank that is late
+makes every other rank wait for it inside the all-reduce, so the straggler is the rank that
+waits *least* while the others wait. Its cause is its own phase that lies furthest above the
+same phase on the other ranks (a sleep, a slow ``__getitem__``...). Where waits were not
+measured (no trace), the old rule stands: a median step more than 10% above the median rank.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+
+from gpu_notebook.analysis.steady import without_stalls
+from gpu_notebook.records import JobReport, RankFacts, RankInfo, Report, Straggler, WhatIf
+
+# A lockstep job loses the others' wait on every step: from a tenth of the step it is worth a
+# line (the same 10% the straggler-by-step rule and the communication rule use).
+STRAGGLER_THRESHOLD = 0.10
+# Phases a straggler's cause can be: time a rank spends on its own, not waiting on a peer.
+_OWN_PHASES = ("data", "copy", "forward", "backward", "optimizer", "sync", "other", "unattributed")
+
+
+def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ()) -> RankFacts:
+    """The compact summary of one rank's report (what crosses ranks: never the trace)."""
+    analysis, _ = without_stalls(report.analysis)
+    phases = analysis.phases
+    n = max(1, len(phases.steps)) if phases is not None else 1
+    phase_s = (
+        {p: phases.phase_total_us.get(p, 0.0) / n / 1e6 for p in phases.measured}
+        if phases is not None and phases.total_us > 0
+        else {}
+    )
+    comm: float | None = phase_s.get("comm") if phases is not None and "comm" in phases.measured else None
+    gpu = analysis.gpu
+    if gpu is not None and gpu.comm_us > 0 and phases is not None:
+        comm = max(comm or 0.0, gpu.comm_us / n / 1e6)
+    if comm is None and phases is not None and phases.source == "trace":
+        comm = 0.0  # a trace with no collective: a rank that never waited on a peer
+    hot = None
+    if analysis.stacks is not None and analysis.stacks.lines:
+        top = max(analysis.stacks.lines, key=lambda s: s.samples)
+        hot = f"line {top.line} `{top.text.strip()}`"
+    step = analysis.step_stats.median_s
+    if phases is not None and phases.steps:
+        step = statistics.median(s.duration_us for s in phases.steps) / 1e6
+    return RankFacts(
+        rank=info.rank if info is not None else 0,
+        world_size=info.world_size if info is not None else 1,
+        local_rank=info.local_rank if info is not None else None,
+        host=info.host if info is not None else "",
+        status=report.run.status,
+        error=report.run.error,
+        steps=analysis.step_stats.count,
+        step_s=step,
+        comm_s=comm,
+        phase_s=phase_s,
+        verdict=report.verdict.category,
+        headline=report.verdict.headline,
+        hot_line=hot,
+        grad_bytes=(report.whatif.grad_bytes if report.whatif is not None else None)
+        or report.run.steps.grad_bytes,
+        files=tuple(files),
+    )
+
+
+def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
+    measured = [r for r in ranks if r.comm_s is not None and r.step_s]
+    if len(measured) >= 2:
+        step = statistics.median(r.step_s or 0.0 for r in measured)
+        least = min(measured, key=lambda r: (r.comm_s or 0.0, r.rank))
+        others = [r for r in measured if r.rank != least.rank]
+        wait = statistics.median(r.comm_s or 0.0 for r in others)
+        if step > 0 and wait - (least.comm_s or 0.0) >= STRAGGLER_THRESHOLD * step:
+            return _cause(least, others, "waits-least", wait)
+    timed = [r for r in ranks if r.step_s]
+    if len(timed) >= 2:
+        center = statistics.median(r.step_s or 0.0 for r in timed)
+        slowest = max(timed, key=lambda r: (r.step_s or 0.0, -r.rank))
+        if center > 0 and (slowest.step_s or 0.0) > center * (1 + STRAGGLER_THRESHOLD):
+            return _cause(slowest, [r for r in timed if r.rank != slowest.rank], "slowest-step", None)
+    return None
+
+
+def _cause(
+    slow: RankFacts, others: Sequence[RankFacts], reason: str, wait: float | None
+) -> Straggler:
+    best: tuple[float, str] | None = None
+    for name in _OWN_PHASES:
+        if name not in slow.phase_s:
+            continue
+        seen = [r.phase_s[name] for r in others if name in r.phase_s]
+        excess = slow.phase_s[name] - (statistics.median(seen) if seen else 0.0)
+        if best is None or excess > best[0]:
+            best = (excess, name)
+    phase = best[1] if best is not None else None
+    theirs = [r.phase_s[phase] for r in others if phase is not None and phase in r.phase_s]
+    return Straggler(
+        rank=slow.rank,
+        reason="waits-least" if reason == "waits-least" else "slowest-step",
+        phase=phase,
+        phase_share=(slow.phase_s[phase] / slow.step_s) if phase and slow.step_s else None,
+        phase_s=slow.phase_s.get(phase) if phase else None,
+        others_phase_s=statistics.median(theirs) if theirs else None,
+        waiting_ranks=tuple(sorted(r.rank for r in others if wait is None or (r.comm_s or 0.0) > 0)),
+        wait_s=wait,
+        hot_line=slow.hot_line,
+    )
+
+
+def _roles(ranks: Sequence[RankFacts], straggler: Straggler | None) -> dict[str, str]:
+    roles: dict[str, str] = {}
+    for r in ranks:
+        if r.status != "ok":
+            roles[str(r.rank)] = f"failed: {r.error}" if r.error else "failed"
+        elif straggler is not None and r.rank == straggler.rank:
+            roles[str(r.rank)] = "straggler: the others wait for it"
+        elif straggler is not None and r.rank in straggler.waiting_ranks and straggler.wait_s:
+            roles[str(r.rank)] = f"waits for rank {straggler.rank} in collectives"
+        elif r.comm_s is not None and r.step_s and r.comm_s >= STRAGGLER_THRESHOLD * r.step_s:
+            roles[str(r.rank)] = "comm-bound: waits in collectives"
+        else:
+            roles[str(r.rank)] = r.verdict
+    return roles
+
+
+def job_report(
+    ranks: Iterable[RankFacts],
+    world_size: int,
+    *,
+    source: str,
+    whatif: WhatIf | None = None,
+    notes: Sequence[str] = (),
+) -> JobReport:
+    """The job report from the summaries that arrived (the rest are named as missing)."""
+    rows = tuple(sorted(ranks, key=lambda r: r.rank))
+    present = {r.rank for r in rows}
+    missing = tuple(r for r in range(world_size) if r not in present)
+    shares = [r.comm_s / r.step_s for r in rows if r.comm_s is not None and r.step_s]
+    steps = [r.step_s for r in rows if r.step_s]
+    straggler = find_straggler(rows)
+    return JobReport(
+        kind="gpucheck-job",
+        world_size=world_size,
+        ranks=rows,
+        missing=missing,
+        source="run" if source == "run" else "traces",
+        comm_share=statistics.fmean(shares) if shares else None,
+        step_s=statistics.median(steps) if steps else None,
+        straggler=straggler,
+        roles=_roles(rows, straggler),
+        whatif=whatif,
+        notes=tuple(notes),
+    )

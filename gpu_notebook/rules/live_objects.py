@@ -76,6 +76,11 @@ class LiveFacts:
     dynamo_unique_graphs: int | None = None  # cumulative in this process (best-effort)
     dynamo_recompile_limit_hits: int | None = None
     dynamo_recompile_limit: int | None = None
+    # Class names of the torch Datasets bound to names the cell reads ("ds" -> "TensorDataset").
+    dataset_types: tuple[tuple[str, str], ...] = ()
+
+    def dataset_type(self, name: str) -> str | None:
+        return next((t for n, t in self.dataset_types if n == name), None)
 
     def loader(self, name: str) -> LiveLoader | None:
         return next((ld for ld in self.loaders if ld.name == name), None)
@@ -89,6 +94,7 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
     loaders: list[LiveLoader] = []
     models: list[LiveModel] = []
     optimizers: list[LiveOptimizer] = []
+    datasets: list[tuple[str, str]] = []
     data = sys.modules.get("torch.utils.data")
     for name in sorted(set(names)):
         value = namespace.get(name)
@@ -100,6 +106,8 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
             models.append(_model(name, value, torch))
         elif isinstance(value, torch.optim.Optimizer):
             optimizers.append(_optimizer(name, value))
+        elif data is not None and isinstance(value, data.Dataset):
+            datasets.append((name, type(value).__name__))
     unique, hits, limit = _dynamo_counters()
     return LiveFacts(
         loaders=tuple(loaders),
@@ -111,6 +119,7 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
         dynamo_unique_graphs=unique,
         dynamo_recompile_limit_hits=hits,
         dynamo_recompile_limit=limit,
+        dataset_types=tuple(datasets),
     )
 
 

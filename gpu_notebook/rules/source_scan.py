@@ -140,8 +140,13 @@ class SourceFacts:
     data_parallel: tuple[SourceLine, ...] = ()
     ddp: bool = False
     convolutions: bool = False  # nn.Conv*/F.conv* named in the cell
+    # ``name = Something(...)`` in the cell: name -> the called class or function's last name.
+    constructed: tuple[tuple[str, str], ...] = ()
     # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
     live: LiveFacts = LiveFacts()
+
+    def constructor_of(self, name: str) -> str | None:
+        return next((c for n, c in reversed(self.constructed) if n == name), None)
 
     def training_loops(self) -> tuple[LoopFacts, ...]:
         return tuple(loop for loop in self.loops if loop.innermost_training)
@@ -530,6 +535,14 @@ class _Scanner:
             ),  # fmt: skip
             syncs=syncs,
             logging=logging,
+            constructed=tuple(
+                (target.id, _last(dotted(node.value.func)))
+                for node in ast.walk(self.tree)
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and dotted(node.value.func) is not None
+                for target in node.targets
+                if isinstance(target, ast.Name)
+            ),  # fmt: skip
             validation=tuple(self._validation()),
             blocking_copies=tuple(self._copies(blocking=True)),
             non_blocking_copies=len(self._copies(blocking=False)),

@@ -6,11 +6,13 @@ real-GPU reference traces; CPU rules also run end to end in tests/scenarios/.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.analysis.verdict import amdahl_bound
-from gpu_notebook.records import CopyStats, Finding, OpStat
+from gpu_notebook.records import CopyStats, Finding, LineStat, OpStat, StackProfile
 from gpu_notebook.rules import attach_fixes, cell_facts, rank_key, run_rules
 from gpu_notebook.rules.live_objects import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.rules.source_scan import SourceFacts, scan_source
@@ -235,19 +237,30 @@ def test_input_rule_fires_with_the_amdahl_bound_of_the_data_share():
     assert f.fix_params["pin_memory"] is False  # nothing to pin for without a GPU
 
 
-def test_workers_are_bounded_by_the_free_cores_and_the_per_batch_cost():
-    # 9 ms loading + 1 ms model per 10 ms step on 2 cores without a GPU: Amdahl says 10x; the
-    # model's compute keeps both cores for 1 ms and the loading spreads over 2: 1 + 4.5 ms.
-    f = only(rules_for(syn.make_run(TRAIN, cpu_count=2), syn.make_analysis({"data": 0.90})), "input.loader_workers")
+def busy(analysis, process_cpu_pct):
+    util = dataclasses.replace(analysis.utilization, process_cpu_mean_pct=process_cpu_pct)
+    return dataclasses.replace(analysis, utilization=util)
+
+
+def test_workers_are_bounded_by_the_cores_and_the_per_batch_cost():
+    # 9 ms loading + 1 ms model per 10 ms step, one core busy throughout (p = 100%), 2 cores.
+    # Without a GPU: at least 8 of the 9 ms are CPU work, which 2 cores share beside the model's
+    # 1 ms: 1 + 8/2 = 5 ms. Amdahl over the data share would say 10x.
+    analysis = busy(syn.make_analysis({"data": 0.90}), 100.0)
+    f = only(rules_for(syn.make_run(TRAIN, cpu_count=2), analysis), "input.loader_workers")
     assert f.fix_params["num_workers"] == 2
-    assert f.gain_bound == pytest.approx(10.0 / 5.5)
-    assert any("share the 2 core(s)" in e for e in f.evidence)
-    # With a GPU the 10 ms of CPU work per step still spread over 2 cores: 2x at most.
-    g = only(rules_for(syn.make_run(TRAIN, cpu_count=2, gpus=[A100]), syn.make_analysis({"data": 0.90})), "input.loader_workers")
+    assert f.gain_bound == pytest.approx(2.0)
+    assert any("8.00 ms of it CPU work" in e and "2 core(s)" in e for e in f.evidence)
+    # With a GPU all 10 ms of CPU work per step spread over 2 cores: 2x at most.
+    g = only(rules_for(syn.make_run(TRAIN, cpu_count=2, gpus=[A100]), analysis), "input.loader_workers")
     assert g.gain_bound == pytest.approx(2.0)
-    # 16 cores and a GPU: 12 workers take 0.75 ms a batch; the rest of the step (1 ms) + handoff decides.
-    h = only(rules_for(syn.make_run(TRAIN, cpu_count=16, gpus=[A100]), syn.make_analysis({"data": 0.90})), "input.loader_workers")
+    # 16 cores and a GPU: the rest of the step (1 ms) plus the handoff decides.
+    h = only(rules_for(syn.make_run(TRAIN, cpu_count=16, gpus=[A100]), analysis), "input.loader_workers")
     assert h.gain_bound == pytest.approx(10.0 / 1.5)
+    # A loader that sleeps (file reads): the process barely used the CPU, the cores cap nothing.
+    idle = busy(syn.make_analysis({"data": 0.90}), 10.0)
+    k = only(rules_for(syn.make_run(TRAIN, cpu_count=2), idle), "input.loader_workers")
+    assert k.gain_bound == pytest.approx(10.0 / 1.5)
 
 
 @pytest.mark.parametrize(
@@ -340,13 +353,58 @@ for x, y in loader:
 """
 
 
-def test_per_step_sync_points_at_its_line_and_bounds_by_the_residual():
+def sampled_lines(**shares: float) -> StackProfile:
+    """A stack profile with ``line_N=share`` for each sampled line."""
+    lines = tuple(LineStat(int(k.split("_")[1]), "", int(v * 1000), v) for k, v in shares.items())
+    return StackProfile(0.01, 1000, 1.0, lines=lines)
+
+
+def test_per_step_sync_points_at_its_line_and_bounds_by_what_reading_less_removes():
     shares = {"sync": 0.05, "other": 0.10, "unattributed": 0.15}
+    # Without line samples only the measured sync wait counts, not all host time outside the model.
     f = only(rules_for(syn.make_run(SYNC_CELL), syn.make_analysis(shares)), "syncs.per_step")
-    assert f.line == 5 and f.severity == "high"  # residual 30% >= critical 20%
-    assert f.phase_share == pytest.approx(0.30 * 0.9)  # read every 10 steps
-    assert f.gain_bound == pytest.approx(amdahl_bound(0.27))
-    assert f.fix_id == "throttle_host_syncs" and f.fix_params == {"every": 10}
+    assert f.line == 5 and f.severity == "low"
+    assert f.phase_share == pytest.approx(0.05 * 0.9)  # read every 10 steps
+    assert any("other Python work" in e for e in f.evidence)
+    # The sampler saw 25% of the time on the print line (its wait, formatting, printing).
+    analysis = dataclasses.replace(syn.make_analysis(shares), stacks=sampled_lines(line_5=0.25, line_3=0.5))
+    g = only(rules_for(syn.make_run(SYNC_CELL), analysis), "syncs.per_step")
+    assert g.severity == "high" and g.phase_share == pytest.approx(0.25 * 0.9)
+    assert g.gain_bound == pytest.approx(amdahl_bound(0.225))
+    assert g.fix_id == "throttle_host_syncs" and g.fix_params == {"every": 10}
+
+
+STOP_CELL = """\
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    if loss.item() < 0.01:
+        break
+"""
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        STOP_CELL,
+        STOP_CELL.replace("    if loss.item() < 0.01:", "    current = loss.item()\n    if current < best: best = current\n    elif patience_left() == 0:"),
+        STOP_CELL.replace("    if loss.item() < 0.01:\n        break", "    while loss.item() > 5: loss = loss / 2"),
+    ],
+)
+def test_a_read_the_loop_needs_is_named_with_its_alternative_and_not_patched(cell):
+    facts = scan_source(cell)
+    assert [s.needed for s in facts.syncs] == [True] and not facts.syncs[0].gated
+    findings = rules_for(syn.make_run(cell), syn.make_analysis({"sync": 0.04, "unattributed": 0.3}))
+    assert "syncs.per_step" not in ids(findings)
+    f = only(findings, "syncs.needed_read")
+    assert f.fix_id is None and "every 10 steps" in f.fix and f.line == 5
+    assert f.phase_share == pytest.approx(0.04 * 0.9)  # the read's own cost, not the 30% residual
+
+
+def test_an_optional_read_beside_a_needed_one_is_throttled_and_the_needed_one_named():
+    cell = STOP_CELL.replace("    if loss.item()", "    print(loss.item())\n    if loss.item()")
+    f = only(rules_for(syn.make_run(cell), syn.make_analysis({"sync": 0.04})), "syncs.per_step")
+    assert f.line == 5 and any("line 6 reads a value the loop needs" in e for e in f.evidence)
 
 
 def test_sync_bound_is_capped_by_the_gpu_work_of_the_step():

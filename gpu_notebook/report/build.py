@@ -20,7 +20,7 @@ def build_report(
 ) -> Report:
     """Everything the views show. ``namespace`` lets rules read live objects (a DataLoader made
     in an earlier cell); ``history`` holds this session's earlier reports, for the comparison."""
-    from gpu_notebook.report.compare import compare, find_baseline
+    from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import attach_fixes, run_rules
 
     analysis = analyze(run)
@@ -38,7 +38,8 @@ def build_report(
     )
     baseline = find_baseline(history, report)
     if baseline is not None:
+        comparison = compare(baseline, report, price_per_gpu_hour=price_per_gpu_hour)
         report = dataclasses.replace(
-            report, comparison=compare(baseline, report, price_per_gpu_hour=price_per_gpu_hour)
+            report, comparison=comparison, findings=findings_after(baseline, report, comparison)
         )
     return report

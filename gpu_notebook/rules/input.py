@@ -8,9 +8,10 @@ Thresholds:
   Debugger ``CPUBottleneck``).
 The gain bound of workers is what they can reach on this machine, not only Amdahl over the
 data-wait share: with the loader in the main process the wait *is* the per-batch loading cost
-``L``; ``k`` workers on the free cores load a batch in at least ``L / k``, the main process still
-receives every batch (``WORKER_HANDOFF_US``), and on a run without a GPU the workers share the
-cores with the model's own compute, so the step cannot drop below ``step / cores``. Where a
+``L``. Its CPU part (the least consistent with the process's measured CPU use) moves to the
+workers and shares the machine's cores with the rest of the step (on a run without a GPU, with
+the model's own compute), and the main process still receives every batch
+(``WORKER_HANDOFF_US``). A loader that sleeps or reads files is not capped by the cores. Where a
 worker costs more than it saves (a batch that loads faster than its handoff; an in-memory
 ``TensorDataset``, whose samples are views of tensors already in memory) no workers are proposed:
 indexing whole batches removes the per-sample work instead.
@@ -108,29 +109,41 @@ def workers_reach(
     rest_us = step_us - load_us
     lines: list[str] = []
     if current == 0:
-        # The main process loads: the wait is the whole per-batch loading cost, CPU work that
-        # moves to the workers. Each worker loads one batch at a time on at most one core; the
-        # loop's own Python still takes a core for the rest of the step.
-        parallel = min(wanted, cores)
-        floor_us = max(rest_us + WORKER_HANDOFF_US, load_us / parallel, (rest_us + load_us) / cores)
+        # The main process loads: the wait is the whole per-batch loading cost. Its CPU part
+        # moves to the workers and must share the cores with the rest of the step; its waiting
+        # part (reads, sleeps) overlaps freely. The main process still receives every batch.
+        cpu_us = load_us * loading_cpu_fraction(run, analysis, data)
+        floor_us = max(rest_us + WORKER_HANDOFF_US, (rest_us + cpu_us) / cores)
+        if not has_gpu(run):
+            # torch's intra-op threads may already use every core for the model: the workers'
+            # CPU work can only spread over the cores beside it.
+            floor_us = max(floor_us, rest_us + cpu_us / cores)
         lines.append(
-            f"per batch: {load_us / 1000:.2f} ms of loading in the main process; {parallel} worker(s) "
-            f"take at least {load_us / parallel / 1000:.2f} ms a batch, all the CPU work of a step "
-            f"shares {cores} core(s), and the main process still receives each batch "
-            f"(~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+            f"per batch: {load_us / 1000:.2f} ms of loading in the main process, at least "
+            f"{cpu_us / 1000:.2f} ms of it CPU work (from this process's CPU use) that {wanted} "
+            f"worker(s) share with the rest of the step on {cores} core(s); the main process still "
+            f"receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
         )
     else:
         floor_us = rest_us
-    if not has_gpu(run):
-        # torch's intra-op threads already use every core for the model: the workers take
-        # cores from it, so the loading can only spread over the cores beside it.
-        floor_us = max(floor_us, rest_us + load_us / cores if current == 0 else step_us / cores)
-        lines.append(
-            f"no GPU: the workers share the {cores} core(s) with the model's own compute"
-        )
     bound = min(amdahl, step_us / floor_us) if floor_us > 0 else amdahl
     lines.append(f"gain if workers hide the wait: {fmt_bound(bound)} (what {wanted} worker(s) can reach on this machine)")
     return bound, lines
+
+
+def loading_cpu_fraction(run: Run, analysis: Analysis, data: float) -> float:
+    """The least share of the loading that was CPU work, from this process's mean CPU use.
+
+    Mean CPU ``p`` (100 = one core) = ``d * load + (1 - d) * rest``; the rest of the step uses at
+    most every core on a run without a GPU, one core (the Python driving the GPU) with one. The
+    least ``load`` consistent with ``p`` keeps the workers' bound an upper bound: a loader that
+    sleeps or reads files is not capped by the cores. Not measured: 0 (no cap).
+    """
+    p = analysis.utilization.process_cpu_mean_pct
+    if p is None or data <= 0:
+        return 0.0
+    rest_max_pct = 100.0 * (max(1, run.env.cpu_count) if not has_gpu(run) else 1)
+    return min(1.0, max(0.0, (p - (1.0 - data) * rest_max_pct) / (100.0 * data)))
 
 
 def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

@@ -18,6 +18,7 @@ because the loop assigns it. The rules say "likely" where that matters, and live
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ class SourceLine:
     gated: bool = False  # behind an ``if`` within its step loop (or innermost loop): some steps only
     loop_line: int | None = None  # the innermost loop holding it
     step_loop_line: int | None = None  # the training step loop holding it (nested loops included)
+    # The value read decides what the loop does (an if/while test, directly or through a name
+    # assigned from it): ``if loss.item() < 0.1: break``, an early stop. It cannot be skipped.
+    needed: bool = False
 
 
 @dataclass(frozen=True)
@@ -361,11 +365,14 @@ class _Scanner:
 
     def gated(self, node: ast.AST, loop: _Loop) -> bool:
         """True when an ``if`` (or a ternary) sits between ``node`` and its loop."""
+        child = node
         for ancestor in self.ancestors(node):
             if ancestor is loop:
                 return False
-            if isinstance(ancestor, (ast.If, ast.IfExp)):
+            # The test itself runs every time: `if loss.item() < x: break` reads every step.
+            if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
                 return True
+            child = ancestor
         return False
 
     def statement_of(self, node: ast.AST) -> ast.AST:
@@ -707,6 +714,8 @@ class _Scanner:
             kind = self._sync_kind(call, values)
             if kind is not None:
                 line = self.source_line(call, kind)
+                if self._feeds_control(call, loop):
+                    line = dataclasses.replace(line, needed=True)
                 syncs.setdefault((line.line, kind), line)
                 continue
             log_kind = self._logging_kind(call)
@@ -738,6 +747,29 @@ class _Scanner:
         return (
             tuple(sorted(syncs.values(), key=lambda s: s.line)),
             tuple(sorted((v for v in logging.values() if v.line not in sync_lines), key=lambda s: s.line)),
+        )
+
+    def _feeds_control(self, node: ast.AST, loop: _Loop) -> bool:
+        """The value of ``node`` decides a branch of ``loop``: in a test, or through a name."""
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (ast.If, ast.While, ast.IfExp, ast.Assert)) and child is ancestor.test:
+                return True
+            if ancestor is loop or isinstance(ancestor, ast.stmt):
+                break
+            child = ancestor
+        statement = self.statement_of(node)
+        targets: list[ast.expr] = []
+        if isinstance(statement, ast.Assign):
+            targets = list(statement.targets)
+        elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)):
+            targets = [statement.target]
+        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if not names:
+            return False
+        return any(
+            isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert)) and _names_in(n.test) & names
+            for n in ast.walk(loop)
         )
 
     def _unwrapped_names(self, node: ast.AST) -> set[str]:

@@ -17,12 +17,17 @@ def build_report(
     price_per_gpu_hour: float | None = None,
     namespace: Mapping[str, Any] | None = None,
     history: Sequence[Report] = (),
+    target_gpu: str | None = None,
 ) -> Report:
     """Everything the views show. ``namespace`` lets rules read live objects (a DataLoader made
-    in an earlier cell); ``history`` holds this session's earlier reports, for the comparison."""
+    in an earlier cell); ``history`` holds this session's earlier reports, for the comparison.
+    On a run without a GPU, ``Report.gpu_estimate`` says what one ``target_gpu`` (default
+    ``analysis.gpu_estimate.DEFAULT_GPU``) would make of the step; ValueError if unknown."""
+    from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import attach_fixes, run_rules
 
+    gpu_spec(target_gpu)  # an unknown name fails before the work
     analysis = analyze(run)
     verdict = decide(run, analysis)
     findings = run_rules(run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1)
@@ -35,6 +40,7 @@ def build_report(
         verdict=verdict,
         findings=findings,
         whatif=what_if(run, analysis, price_per_gpu_hour),
+        gpu_estimate=estimate_on_gpu(run, analysis, target_gpu),
     )
     baseline = find_baseline(history, report)
     if baseline is not None:

@@ -227,6 +227,14 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
             + (f" ({live.dataset_len} items)" if live.dataset_len is not None else "")
             + f", batch_size={live.batch_size}"
         )
+    elif facts.live.data_hooks:
+        hook = facts.live.data_hooks[0]
+        workers = hook.num_workers
+        if hook.kind == "hf-trainer":
+            where = f"the DataLoader the Hugging Face Trainer `{hook.name}` builds (args.dataloader_num_workers)"
+        else:
+            held = f" (num_workers=self.{hook.workers_attribute})" if hook.workers_attribute else ""
+            where = f"the DataLoader `{hook.name}.train_dataloader()` builds ({hook.type_name}, Lightning){held}"
     else:
         workers = None
         where = "the DataLoader (not built in this cell and not found in the namespace)"

@@ -158,3 +158,82 @@ def test_framework_logging_is_named_from_the_stacks_and_counted_once():
     assert "log_every_n_steps" in f.fix and "TQDMProgressBar" in f.fix
     quiet = dataclasses.replace(run, stacks=_stacks([([cell, fit, train], 9800), ([cell, fit, log], 200)], 10_000))
     assert "logging.framework_overhead" not in ids(rules_for(quiet, syn.make_analysis({})))
+
+
+# ---------------------------------------------------------------------- batch size and samples/s
+
+BATCH_SETUP = """
+import torch, lightning as L
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.set_num_threads(1)
+ds = TensorDataset(torch.randn(640, 32), torch.randn(640, 1))
+class Lit(L.LightningModule):
+    def __init__(self):
+        super().__init__(); self.net = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+    def training_step(self, batch, i):
+        x, y = batch
+        return nn.functional.mse_loss(self.net(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+model = Lit(); loader = DataLoader(ds, batch_size=16)
+trainer = L.Trainer(max_steps=20, accelerator="cpu", enable_checkpointing=False, logger=False, enable_model_summary=False, enable_progress_bar=False, accumulate_grad_batches=2)
+"""
+
+ACCUMULATE_PLAIN = """%%gpucheck -q -o rep -s 5
+net = nn.Linear(32, 1); opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for i, (x, y) in enumerate(loader):
+    loss = nn.functional.mse_loss(net(x), y) / 4
+    loss.backward()
+    if (i + 1) % 4 == 0:
+        opt.step(); opt.zero_grad()
+"""
+
+KEYWORD_BATCH = """%%gpucheck -q -o rep -s 5
+class KW(nn.Module):
+    def __init__(self): super().__init__(); self.l = nn.Linear(32, 1)
+    def forward(self, input_ids=None, labels=None): return ((self.l(input_ids) - labels) ** 2).mean()
+kw = KW(); opt = torch.optim.SGD(kw.parameters(), lr=0.01)
+dl = DataLoader([{"input_ids": torch.randn(32), "labels": torch.randn(1)} for _ in range(320)], batch_size=16)
+for batch in dl:
+    loss = kw(**batch); loss.backward(); opt.step(); opt.zero_grad()
+"""
+
+MODULE_TRANSFORMS = """%%gpucheck -q -o rep -s 5
+from torch.utils.data import Dataset
+class Aug(nn.Module):
+    def forward(self, x): return x * 2 + 1
+class WithAug(Dataset):
+    def __init__(self): self.t = nn.Sequential(Aug(), Aug()); self.x = torch.randn(320, 32); self.y = torch.randn(320, 1)
+    def __len__(self): return 320
+    def __getitem__(self, i): return self.t(self.x[i]), self.y[i]
+net = nn.Linear(32, 1); opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for x, y in DataLoader(WithAug(), batch_size=16):
+    loss = nn.functional.mse_loss(net(x), y); loss.backward(); opt.step(); opt.zero_grad()
+"""
+
+
+def _steady_batches(report) -> set[int | None]:
+    warmup = report.run.window.warmup_steps
+    return {s.batch_size for s in report.run.steps.steps if s.index >= warmup}
+
+
+@pytest.mark.parametrize(
+    "cell, batch",
+    [
+        # Lightning accumulate_grad_batches=2: two micro-batches of 16 per optimizer step.
+        ("%%gpucheck -q -o rep -s 5\ntrainer.fit(model, loader)\n", 32),
+        (ACCUMULATE_PLAIN, 64),  # a plain loop stepping every 4 micro-batches
+        (KEYWORD_BATCH, 16),  # model(**batch), as HF calls models
+        (MODULE_TRANSFORMS, 16),  # nn.Module transforms inside the Dataset are not the model
+    ],
+)
+def test_samples_per_step_under_accumulation_keywords_and_module_transforms(ip, cell, batch):
+    assert ip.run_cell(BATCH_SETUP).success
+    assert ip.run_cell(cell).success
+    report = ip.user_ns["rep"]
+    stats = report.analysis.step_stats
+    assert _steady_batches(report) == {batch} and stats.batch_size == batch
+    assert stats.samples_per_s == pytest.approx(batch / stats.median_s)
+    if cell is MODULE_TRANSFORMS:
+        assert {s.forward_calls for s in report.run.steps.steps if s.timed} == {1}

@@ -138,6 +138,17 @@ for step, (x, y) in enumerate(train_loader):
     assert facts.loops[0].grad_module_calls == 2  # loss_fn and model, not the validation calls
 
 
+@pytest.mark.parametrize(
+    "update",
+    ["w -= 0.01 * w.grad", "w.add_(w.grad, alpha=-0.01)", "w.data = w.data - 0.01 * w.grad",
+     "for p in params: p.sub_(0.01 * p.grad)"],
+)  # fmt: skip
+def test_a_manual_update_under_no_grad_is_not_validation(update):
+    src = f"for x, y in loader:\n    loss = f(x, y); loss.backward()\n    with torch.no_grad():\n        {update}\n"
+    assert scan_source(src).validation == ()
+    assert [v.kind for v in scan_source(src.replace(update, "val = model(x)")).validation] == ["no_grad"]
+
+
 def test_inference_loops_with_and_without_grad_mode():
     plain = "model = Net()\nfor x in batches:\n    outs.append(model(x))\n"
     guarded = "model = Net()\nwith torch.no_grad():\n    for x in batches:\n        outs.append(model(x))\n"

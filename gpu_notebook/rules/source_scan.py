@@ -287,6 +287,23 @@ def _loop_target_names(loop: ast.For | ast.AsyncFor) -> tuple[set[str], set[str]
     return _names_in(target), counters
 
 
+_IN_PLACE_UPDATES = frozenset({"add_", "sub_", "mul_", "addcmul_", "addcdiv_", "copy_", "zero_", "lerp_", "clamp_"})
+
+
+def _updates_in_place(block: ast.AST) -> bool:
+    """The block updates tensors in place: ``p -= ...``, ``p.data = ...``, ``p.add_(...)``."""
+    for node in ast.walk(block):
+        if isinstance(node, ast.AugAssign):
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr in ("data", "grad") for t in node.targets
+        ):
+            return True
+        if isinstance(node, ast.Call) and _method(node) in _IN_PLACE_UPDATES:
+            return True
+    return False
+
+
 def _iterated_names(expr: ast.expr) -> tuple[str, ...]:
     """``loader`` for ``loader``, ``enumerate(loader)``, ``tqdm(loader, ...)``, ``zip(a, b)``."""
     out: list[str] = []
@@ -806,7 +823,9 @@ class _Scanner:
                         kind = "val-call"
                 elif isinstance(node, (ast.With, ast.AsyncWith)) and any(
                     _is_grad_mode_call(i.context_expr) for i in node.items
-                ):
+                ) and not _updates_in_place(node):
+                    # A no_grad block that updates tensors in place is a manual optimizer step
+                    # (`w -= lr * w.grad`), not validation.
                     kind = "no_grad"
                 elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                     if any(_VAL_NAME.search(_last(n)) for n in _iterated_names(node.iter)):

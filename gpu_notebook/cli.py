@@ -371,6 +371,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"gpucheck: no such file or folder: {args.path}", file=sys.stderr)
         return EXIT_USAGE
+    if args.gpu is not None:
+        from gpu_notebook.analysis.gpu_estimate import gpu_spec
+
+        try:
+            gpu_spec(args.gpu)
+        except ValueError as exc:
+            print(f"gpucheck: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     kinds = {f: _file_kind(f) for f in _trace_files(path)}
     files = [f for f, k in kinds.items() if k == "trace"]
     if not files:
@@ -383,12 +391,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     ranked = []
     for f in files:
         try:
-            report, rank, world = report_from_trace(f)
+            report, rank, world = report_from_trace(f, target_gpu=args.gpu)
             companion = companions.get(rank) if rank is not None else companions.get(None)
             if companion is None and len(files) == 1:
                 companion = companions.get(None)
             if companion is not None:
-                report, rank, world = report_from_trace(f, companion=companion)
+                report, rank, world = report_from_trace(f, companion=companion, target_gpu=args.gpu)
         except (OSError, ValueError) as exc:
             print(f"gpucheck: cannot read {f}: {exc}", file=sys.stderr)
             return 1
@@ -397,6 +405,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             label = f"rank {rank}" if rank is not None else f.name
             print(f"\n=== {label} ({f.name}) " + "=" * max(0, 60 - len(label) - len(f.name)))
             print(render_text(report))
+            if report.gpu_estimate is not None:
+                from gpu_notebook.analysis.gpu_estimate import describe as describe_estimate
+
+                print("\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate)))
     if len(ranked) > 1 or any(w is not None and w > 1 for _, _, _, w in ranked):
         job = _job_from_traces(ranked)
         print()
@@ -570,6 +582,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--json", metavar="PATH", help="write every rank's report as JSON")
     analyze.add_argument("--job-json", metavar="PATH", help="write the job report (several ranks) as JSON")
     analyze.add_argument("-q", "--quiet", action="store_true", help="only the cross-rank summary")
+    analyze.add_argument(
+        "--gpu", metavar="NAME", default=None,
+        help="for a trace recorded without a GPU: estimate its step on this GPU (a100, h100, h200, l4, a10, t4, v100, mi250)",
+    )  # fmt: skip
     _add_gates(analyze)
     analyze.set_defaults(func=cmd_analyze)
 

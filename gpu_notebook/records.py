@@ -650,6 +650,25 @@ class WhatIf:
 
 
 @dataclass(frozen=True)
+class GpuEstimate:
+    """One step of a loop measured without a GPU, estimated on a named GPU (analysis.gpu_estimate)."""
+
+    key: str  # table key: "a100"
+    gpu: str  # "NVIDIA A100-SXM4-80GB"
+    measured_step_s: float  # mean profiled step on this machine
+    step_s: float  # estimated step on that GPU
+    speedup: float  # measured_step_s / step_s
+    limited_by: str  # "data loading" | "host Python and kernel launches" | "GPU compute"
+    data_s: float  # data wait a GPU does not remove
+    host_s: float  # Python between ops + dispatch and launch of every op, per step
+    device_s: float  # estimated kernel time per step
+    kernels_per_step: float
+    flops_per_step: float | None  # from recorded shapes; None: sized from CPU time
+    overlapped: bool  # host and GPU work overlap (no per-step read of device values)
+    assumptions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Report:
     """What the user gets: the run's facts, the analysis, the verdict and the findings."""
 
@@ -659,6 +678,7 @@ class Report:
     findings: tuple[Finding, ...] = ()
     comparison: Comparison | None = None
     whatif: WhatIf | None = None
+    gpu_estimate: GpuEstimate | None = None  # "would a GPU help?" from a run without one
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

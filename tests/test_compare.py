@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_notebook.report.compare import FIX_HEADER, compare, describe, find_baseline, normalize_cell
+from gpu_notebook.records import Finding
+from gpu_notebook.report.compare import (
+    FIX_HEADER,
+    compare,
+    describe,
+    find_baseline,
+    findings_after,
+    normalize_cell,
+)
 from tests.scenarios import synthetic as syn
 
 CELL = "for x, y in loader:\n    step(x, y)\n"
@@ -128,3 +136,22 @@ def test_a_speedup_above_the_bound_is_explained_not_hidden():
     assert any(line.startswith("Above the bound") for line in describe(c))
     within = compare(proposer, syn.make_report(FIXED, step_median_s=0.25, started_at=at(3)))
     assert not any(line.startswith("Above the bound") for line in describe(within))
+
+
+def test_a_fix_that_made_the_loop_slower_says_so_and_points_back_instead_of_escalating():
+    proposer = syn.make_report(CELL, step_median_s=0.1, started_at=at(1),
+                               findings=[syn.proposal_finding("dataloader_workers", FIXED, bound=2.0)])  # fmt: skip
+    escalation = Finding("test.slow_dataset", "the dataset is slow", "high", (), 0.5, 2.0, "cache")
+    other = Finding("syncs.per_step", "reads", "low", (), 0.05, 1.05, "read less")
+    fixed = syn.make_report(FIXED, step_median_s=0.147, started_at=at(2), findings=[escalation, other])
+    c = compare(proposer, fixed)
+    assert c.speedup == pytest.approx(0.1 / 0.147)
+    kept = findings_after(proposer, fixed, c)
+    assert [f.rule_id for f in kept] == ["compare.slower_after_fix", "syncs.per_step"]
+    assert "0.68x" in kept[0].title and "earlier cell" in kept[0].title
+    assert any(line.startswith("Slower: fix dataloader_workers") for line in describe(c))
+    # Faster (or a plain re-run of the same cell): the findings stay as they are.
+    faster = syn.make_report(FIXED, step_median_s=0.08, started_at=at(3), findings=[escalation])
+    assert findings_after(proposer, faster, compare(proposer, faster)) == (escalation,)
+    again = syn.make_report(CELL, step_median_s=0.2, started_at=at(4), findings=[escalation])
+    assert findings_after(proposer, again, compare(proposer, again)) == (escalation,)

@@ -241,7 +241,20 @@ def _input_verdict(
     )
 
 
-def _sync_verdict(sync: float, evidence: list[str], confidence: Confidence) -> Verdict:
+def _sync_verdict(sync: float, evidence: list[str], confidence: Confidence, *, on_cpu: bool = False) -> Verdict:
+    if on_cpu:
+        # No device here: the reads cost host time, nothing waits on a card. Say once, apart,
+        # what they would mean on one.
+        return Verdict(
+            "sync-bound",
+            f"Reading values on the host (.item(), .cpu(), printing tensors) takes {_pct(sync)} "
+            "of every step.",
+            f"Not as it is: this time is host work, which a GPU does not shorten. Read values "
+            f"less often first (up to {amdahl_bound(sync):.1f}x faster); on a GPU each such read "
+            "would also make the host wait for every queued kernel.",
+            tuple(evidence),
+            confidence,
+        )
     return Verdict(
         "sync-bound",
         f"Host syncs (.item(), .cpu(), synchronize) take {_pct(sync)} of every step.",
@@ -264,14 +277,14 @@ def _cpu_verdict(
     if data is not None and data >= INPUT_CRITICAL:
         return _input_verdict(data, evidence, confidence, on_cpu=True)
     if sync is not None and sync >= SYNC_CRITICAL:
-        return _sync_verdict(sync, evidence, confidence)
+        return _sync_verdict(sync, evidence, confidence, on_cpu=True)
     if host_bound:
         return Verdict(
             "host-bound",
             "Python and per-operator overhead set the pace: the ops are too small to be the work.",
-            "No: a GPU would not help as it is. Each of these ops would become a kernel "
-            "shorter than its own launch, and the GPU would wait on Python just as the CPU "
-            "does. Give each op more work first (bigger batch), or fuse them (torch.compile).",
+            "No: a GPU would not help as it is. Give each op more work first (bigger batch), or "
+            "fuse them (torch.compile); on a GPU each of these ops would become a kernel "
+            "shorter than its own launch, paced by the same Python.",
             tuple(evidence),
             confidence,
         )

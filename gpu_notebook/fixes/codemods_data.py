@@ -73,6 +73,10 @@ def dataloader_workers(
     if prefetch_factor is not None and prefetch_factor < 1:
         raise ValueError(f"prefetch_factor must be at least 1, not {prefetch_factor!r}")
     calls = _dataloader_calls(module)
+    if not calls and num_workers is not None:
+        hf = [c for c in calls_in(module) if last_part(call_name(c)) == "TrainingArguments" and not has_star_kwargs(c)]
+        if hf:
+            return _training_arguments(module, hf, num_workers, pin_memory, persistent_workers)
     if not calls:
         return Declined(
             "no DataLoader(...) call in this cell; add num_workers and pin_memory=True "
@@ -88,29 +92,138 @@ def dataloader_workers(
         )
     edits: dict[cst.CSTNode, Replacement] = {}
     applied: dict[str, str] = {}
+    held: list[str] = []  # variables that hold num_workers and could not be patched here
     for call in editable:
         wanted: dict[str, str] = {}
-        if num_workers is not None:
-            wanted["num_workers"] = str(num_workers)
-            workers = num_workers
+        current = keyword(call, "num_workers")
+        variable = current is not None and int_literal(current.value) is None
+        if num_workers is not None and variable and current is not None:
+            # The script already holds the setting in a variable (`num_workers=self.num_workers`,
+            # a flag): patch where it gets its value, never override it with a literal here.
+            name = cst.Module([]).code_for_node(current.value)
+            origin = _variable_origin(module, current.value)
+            if origin is None:
+                held.append(name)
+            else:
+                edits[origin] = _integer(num_workers)
+                applied["num_workers"] = f"{num_workers} (where `{name}` gets its value)"
+            if pin_memory:
+                wanted["pin_memory"] = "True"
+            if persistent_workers:
+                # Still valid if the variable is 0 again: torch rejects persistent workers then.
+                wanted["persistent_workers"] = f"{name} > 0"
         else:
-            current = keyword(call, "num_workers")
-            workers = (int_literal(current.value) if current is not None else None) or 0
-        if pin_memory:
-            wanted["pin_memory"] = "True"
-        if workers > 0 and persistent_workers:
-            wanted["persistent_workers"] = "True"
-        if workers > 0 and prefetch_factor is not None:
-            wanted["prefetch_factor"] = str(prefetch_factor)
+            if num_workers is not None:
+                wanted["num_workers"] = str(num_workers)
+                workers = num_workers
+            else:
+                workers = (int_literal(current.value) if current is not None else None) or 0
+            if pin_memory:
+                wanted["pin_memory"] = "True"
+            if workers > 0 and persistent_workers:
+                wanted["persistent_workers"] = "True"
+            if workers > 0 and prefetch_factor is not None:
+                wanted["prefetch_factor"] = str(prefetch_factor)
         changes = {k: v for k, v in wanted.items() if not _keyword_is(call, k, v)}
         applied.update(wanted)
         if changes:
             edits[call] = _setter(changes)
+    if held and not any(k == "num_workers" for k in applied):
+        names = ", ".join(f"`{n}`" for n in held)
+        return Declined(
+            f"num_workers comes from {names}, which this cell does not set; give it "
+            f"{num_workers} where its value is chosen (a flag, a constructor argument such as "
+            f"num_workers={num_workers})"
+        )
     if not edits:
         settings = ", ".join(f"{k}={v}" for k, v in applied.items())
         return Declined(f"every DataLoader in this cell already has {settings}")
     detail = ", ".join(f"{k}={v}" for k, v in applied.items())
     return Edited(replace_nodes(module, edits), detail)
+
+
+def _training_arguments(
+    module: cst.Module, calls: list[cst.Call], num_workers: int, pin_memory: bool, persistent: bool
+) -> CodemodResult:
+    """HF ``TrainingArguments(...)``: the Trainer builds the loader from its dataloader_* fields."""
+    edits: dict[cst.CSTNode, Replacement] = {}
+    applied: dict[str, str] = {}
+    for call in calls:
+        wanted: dict[str, str] = {}
+        current = keyword(call, "dataloader_num_workers")
+        if current is not None and int_literal(current.value) is None:
+            name = cst.Module([]).code_for_node(current.value)
+            origin = _variable_origin(module, current.value)
+            if origin is None:
+                return Declined(
+                    f"dataloader_num_workers comes from `{name}`, which this cell does not set; "
+                    f"give it {num_workers} where its value is chosen"
+                )
+            edits[origin] = _integer(num_workers)
+            applied["dataloader_num_workers"] = f"{num_workers} (where `{name}` gets its value)"
+            if persistent:
+                wanted["dataloader_persistent_workers"] = f"{name} > 0"
+        else:
+            wanted["dataloader_num_workers"] = str(num_workers)
+            if persistent and num_workers > 0:
+                wanted["dataloader_persistent_workers"] = "True"
+        # The Trainer pins by default (dataloader_pin_memory=True); only a False is changed.
+        pin = keyword(call, "dataloader_pin_memory")
+        if pin_memory and pin is not None and bool_literal(pin.value) is False:
+            wanted["dataloader_pin_memory"] = "True"
+        changes = {k: v for k, v in wanted.items() if not _keyword_is(call, k, v)}
+        applied.update(wanted)
+        if changes:
+            edits[call] = _setter(changes)
+    if not edits:
+        return Declined("every TrainingArguments in this cell already sets its DataLoader workers")
+    return Edited(replace_nodes(module, edits), ", ".join(f"{k}={v}" for k, v in applied.items()))
+
+
+def _integer(value: int) -> Replacement:
+    def apply(_node: cst.CSTNode) -> cst.CSTNode:
+        return cst.Integer(str(value))
+
+    return apply
+
+
+def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integer | None:
+    """The integer literal a variable gets its value from, in this cell (None: not found).
+
+    ``n``: ``n = 0`` or a parameter ``n=0``; ``self.n``: ``self.n = 0``, or ``self.n = p`` with a
+    parameter ``p=0`` (a constructor's default).
+    """
+    if isinstance(value, cst.Name):
+        return _name_origin(module, value.value)
+    if isinstance(value, cst.Attribute) and dotted_name(value.value) == "self":
+        for node in walk(module):
+            if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0].target
+            if isinstance(target, cst.Attribute) and dotted_name(target) == f"self.{value.attr.value}":
+                if isinstance(node.value, cst.Integer):
+                    return node.value
+                if isinstance(node.value, cst.Name):
+                    return _param_default(module, node.value.value)
+    return None
+
+
+def _name_origin(module: cst.Module, name: str) -> cst.Integer | None:
+    for node in walk(module):
+        if (
+            isinstance(node, cst.Assign)
+            and isinstance(node.value, cst.Integer)
+            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
+        ):
+            return node.value
+    return _param_default(module, name)
+
+
+def _param_default(module: cst.Module, name: str) -> cst.Integer | None:
+    for node in walk(module):
+        if isinstance(node, cst.Param) and node.name.value == name and isinstance(node.default, cst.Integer):
+            return node.default
+    return None
 
 
 def _keyword_is(call: cst.Call, name: str, value_code: str) -> bool:

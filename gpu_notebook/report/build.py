@@ -17,12 +17,17 @@ def build_report(
     price_per_gpu_hour: float | None = None,
     namespace: Mapping[str, Any] | None = None,
     history: Sequence[Report] = (),
+    target_gpu: str | None = None,
 ) -> Report:
     """Everything the views show. ``namespace`` lets rules read live objects (a DataLoader made
-    in an earlier cell); ``history`` holds this session's earlier reports, for the comparison."""
-    from gpu_notebook.report.compare import compare, find_baseline
+    in an earlier cell); ``history`` holds this session's earlier reports, for the comparison.
+    On a run without a GPU, ``Report.gpu_estimate`` says what one ``target_gpu`` (default
+    ``analysis.gpu_estimate.DEFAULT_GPU``) would make of the step; ValueError if unknown."""
+    from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
+    from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import attach_fixes, run_rules
 
+    gpu_spec(target_gpu)  # an unknown name fails before the work
     analysis = analyze(run)
     verdict = decide(run, analysis)
     findings = run_rules(run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1)
@@ -38,10 +43,12 @@ def build_report(
         whatif=what_if(
             run, analysis, price_per_gpu_hour, world_size=run.rank.world_size if run.rank else 1
         ),
+        gpu_estimate=estimate_on_gpu(run, analysis, target_gpu),
     )
     baseline = find_baseline(history, report)
     if baseline is not None:
+        comparison = compare(baseline, report, price_per_gpu_hour=price_per_gpu_hour)
         report = dataclasses.replace(
-            report, comparison=compare(baseline, report, price_per_gpu_hour=price_per_gpu_hour)
+            report, comparison=comparison, findings=findings_after(baseline, report, comparison)
         )
     return report

@@ -151,6 +151,63 @@ def compare(baseline: Report, report: Report, price_per_gpu_hour: float | None =
     )
 
 
+# A measured speedup below this is "slower", not noise (steady means over several steps).
+SLOWER_THAN = 0.95
+
+
+def slower_after_fix(baseline: Report, report: Report, comparison: Comparison) -> Finding | None:
+    """The fix the user ran made the loop slower: say so and point back to the earlier cell.
+
+    Without this, the same family's rules read the new run afresh and escalate (more workers
+    and still waiting: "the dataset is slow"); the honest answer is that this fix does not pay
+    here, and the earlier cell was faster.
+    """
+    proposing = proposing_finding(baseline, report)
+    speedup = comparison.speedup
+    if proposing is None or speedup is None or speedup >= SLOWER_THAN:
+        return None
+    evidence = [
+        f"this cell is the fix `{proposing.fix_id}` proposed by the run at {baseline.run.started_at} "
+        f"(\"{proposing.title}\")",
+        f"measured: {speedup:.2f}x the throughput of that run (predicted: "
+        + ("not bounded" if proposing.gain_bound is None else f"up to {proposing.gain_bound:.2f}x")
+        + ")",
+    ]
+    before, after = comparison.baseline_phase_share, comparison.phase_share
+    for phase in ("data", "forward", "backward", "optimizer", "sync", "other", "unattributed"):
+        if phase in before and phase in after and after[phase] > before[phase] + 0.05:
+            evidence.append(f"{phase}: {before[phase]:.0%} of the step before, {after[phase]:.0%} now")
+    return Finding(
+        rule_id="compare.slower_after_fix",
+        title=f"The fix made the loop slower ({speedup:.2f}x): go back to the earlier cell",
+        severity="high",
+        evidence=tuple(evidence),
+        phase_share=None,
+        gain_bound=1.0 / speedup,
+        fix=(
+            "Undo this change (run the earlier cell again): on this machine it costs more than it "
+            "saves. Its findings about the same cause are left out here, since they read this "
+            "slower run."
+        ),
+        source="measured before/after of the same cell (gpucheck comparison)",
+    )
+
+
+def family(rule_id: str) -> str:
+    return rule_id.split(".", 1)[0]
+
+
+def findings_after(baseline: Report, report: Report, comparison: Comparison) -> tuple[Finding, ...]:
+    """``report``'s findings; after a fix that made the loop slower, that answer first and the
+    fixed cause's own findings (which would escalate on the slower run) left out."""
+    slower = slower_after_fix(baseline, report, comparison)
+    proposing = proposing_finding(baseline, report)
+    if slower is None or proposing is None:
+        return report.findings
+    cause = family(proposing.rule_id)
+    return (slower, *(f for f in report.findings if family(f.rule_id) != cause))
+
+
 def describe(comparison: Comparison) -> tuple[str, ...]:
     """The comparison in a few sentences (for text views and the benchmark table)."""
     c = comparison
@@ -164,6 +221,11 @@ def describe(comparison: Comparison) -> tuple[str, ...]:
     if c.fix_id is not None:
         bound = "not bounded" if c.predicted_bound is None else f"up to {c.predicted_bound:.2f}x"
         lines.append(f"Predicted for fix {c.fix_id}: {bound} (Amdahl bound).")
+        if c.speedup is not None and c.speedup < SLOWER_THAN:
+            lines.append(
+                f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "
+                "the earlier cell."
+            )
         if c.speedup is not None and c.predicted_bound is not None and c.speedup > c.predicted_bound:
             lines.append(
                 "Above the bound: the fix also sped up work outside the phase it removes (the bound "
@@ -184,8 +246,10 @@ __all__ = [
     "compare",
     "describe",
     "find_baseline",
+    "findings_after",
     "mean_step_s",
     "normalize_cell",
     "proposing_finding",
+    "slower_after_fix",
     "throughput_speedup",
 ]

@@ -56,12 +56,18 @@ def _job_world_size(recorded: int | None, nccl: TraceAllReduce | None, comm_us: 
 
 
 def report_from_trace(
-    path: str | Path, companion: Report | None = None
+    path: str | Path, companion: Report | None = None, target_gpu: str | None = None
 ) -> tuple[Report, int | None, int | None]:
     """(report, rank, world size) of one trace file; the report has no samples or hooks.
 
     ``companion``: the report ``gpucheck run`` wrote beside this trace (same rank): what the
-    trace cannot say (the gradient bytes, the rank's host) comes from it."""
+    trace cannot say (the gradient bytes, the rank's host) comes from it. ``target_gpu`` (a key
+    of ``analysis.gpu_estimate.GPUS``): for a trace recorded without a GPU, estimate its step on
+    that card (``Report.gpu_estimate``); ValueError if unknown.
+    """
+    from gpu_notebook.analysis.gpu_estimate import estimate_from_trace, gpu_spec
+
+    spec = gpu_spec(target_gpu) if target_gpu is not None else None
     from gpu_notebook.trace.kineto import load_trace
 
     trace = load_trace(path)
@@ -126,5 +132,16 @@ def report_from_trace(
         measured_grad_bytes=nccl.bytes_per_step if nccl is not None else grad_bytes,
         world_size=_job_world_size(world, nccl, gpu.comm_us if gpu is not None else 0.0),
     )
-    report = Report(run=run, analysis=analysis, verdict=decide(run, analysis), whatif=whatif)
+    estimate = None
+    if spec is not None and gpu is None:
+        # The recording machine's cores are not in the file: one assumed (see the assumptions).
+        estimate = estimate_from_trace(trace, analysis, spec, cores=1, trace_path=str(path))
+        if estimate is not None:
+            estimate = dataclasses.replace(
+                estimate,
+                assumptions=(*estimate.assumptions, "the recording machine's cores are not in the file: 1 assumed"),
+            )
+    report = Report(
+        run=run, analysis=analysis, verdict=decide(run, analysis), whatif=whatif, gpu_estimate=estimate
+    )
     return report, rank, world

@@ -224,6 +224,8 @@ def attach_fixes(
                 if live is None:
                     live = cell_facts(cell_source, namespace).live
                 proposal = _live_loader_proposal(cell_source, finding, live)
+                if proposal is None:
+                    proposal = _framework_loader_proposal(cell_source, finding, live)
             if proposal is None:
                 proposal = to_proposal(result)
             cache[key] = proposal
@@ -255,6 +257,72 @@ def _live_loader_proposal(cell_source: str, finding: Finding, live: LiveFacts) -
     )
     header = f"{HEADER_PREFIX}{info.title} (rebuilt from the live `{loader.name}`: {settings})\n"
     after = magic + header + snippet + body
+    diff = "\n".join(
+        difflib.unified_diff(
+            cell_source.splitlines(), after.splitlines(), fromfile="before", tofile="after", lineterm=""
+        )
+    )
+    return FixProposal(
+        fix_id=info.fix_id,
+        title=info.title,
+        why=tuple(info.why),
+        doc_url=info.doc_url,
+        source_after=after,
+        diff=diff + "\n",
+    )
+
+
+def _framework_loader_proposal(cell_source: str, finding: Finding, live: LiveFacts) -> FixProposal | None:
+    """Where a framework builds the loader from a live object: set it there, in the user's terms.
+
+    Lightning ``train_dataloader`` passing ``num_workers=self.<attr>``: set that attribute on
+    the live object (the script's own setting, never overridden by a literal in the call);
+    otherwise the method is rebuilt from its source with the workers fix and put back on its
+    class. HF Trainer: its ``args.dataloader_*`` fields, which it reads when it builds the
+    loader in ``train()``.
+    """
+    from gpu_notebook.fixes import HEADER_PREFIX, Patch, apply_fix, describe
+
+    if not live.data_hooks:
+        return None
+    hook = live.data_hooks[0]
+    params = finding.fix_params
+    workers = params.get("num_workers")
+    if not isinstance(workers, int):
+        return None
+    pin = bool(params.get("pin_memory", False))
+    persistent = bool(params.get("persistent_workers", True))
+    n = hook.name
+    if hook.kind == "hf-trainer":
+        lines = [f"{n}.args.dataloader_num_workers = {workers}"]
+        if persistent and workers > 0:
+            lines.append(f"{n}.args.dataloader_persistent_workers = True")
+        if pin:
+            lines.append(f"{n}.args.dataloader_pin_memory = True")
+        snippet = "\n".join(lines) + "\n"
+        where = f"the live Trainer `{n}`: args.dataloader_*; or pass them to TrainingArguments(...)"
+    elif hook.workers_attribute is not None:
+        snippet = f"{n}.{hook.workers_attribute} = {workers}\n"
+        where = (
+            f"`{n}.{hook.workers_attribute}`, which {hook.type_name}.train_dataloader passes as "
+            f"num_workers; or build it with {hook.workers_attribute}={workers}"
+        )
+    elif hook.method_source is not None:
+        patched = apply_fix("dataloader_workers", hook.method_source, num_workers=workers,
+                            pin_memory=pin, persistent_workers=persistent)  # fmt: skip
+        if not isinstance(patched, Patch):
+            return None
+        body = "\n".join(
+            line for line in patched.source_after.splitlines() if not line.startswith(HEADER_PREFIX)
+        )
+        snippet = f"{body}\ntype({n}).train_dataloader = train_dataloader\n"
+        where = f"{hook.type_name}.train_dataloader (defined in an earlier cell), rebuilt here"
+    else:
+        return None
+    info = describe("dataloader_workers")
+    magic, rest = _split_magic(cell_source)
+    header = f"{HEADER_PREFIX}{info.title} ({hook.framework}: {where})\n"
+    after = magic + header + snippet + rest
     diff = "\n".join(
         difflib.unified_diff(
             cell_source.splitlines(), after.splitlines(), fromfile="before", tofile="after", lineterm=""

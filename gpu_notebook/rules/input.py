@@ -6,12 +6,21 @@ Thresholds:
 - workers between 70% and 200% of the CPU cores (SageMaker Debugger ``Dataloader`` rule);
 - CPU bottleneck: GPU < 10% while CPU > 90% in more than half of the samples (SageMaker
   Debugger ``CPUBottleneck``).
-The gain bound is Amdahl over the data-wait share: workers can hide the wait, not remove more.
+The gain bound of workers is what they can reach on this machine, not only Amdahl over the
+data-wait share: with the loader in the main process the wait *is* the per-batch loading cost
+``L``. Its CPU part (the least consistent with the process's measured CPU use) moves to the
+workers and shares the machine's cores with the rest of the step (on a run without a GPU, with
+the model's own compute), and the main process still receives every batch
+(``WORKER_HANDOFF_US``). A loader that sleeps or reads files is not capped by the cores. Where a
+worker costs more than it saves (a batch that loads faster than its handoff; an in-memory
+``TensorDataset``, whose samples are views of tensors already in memory) no workers are proposed:
+indexing whole batches removes the per-sample work instead.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
@@ -27,7 +36,8 @@ from gpu_notebook.rules.common import (
     share,
     loader_in_use,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.live_objects import LiveLoader
+from gpu_notebook.rules.source_scan import LoaderCall, SourceFacts
 
 WORKERS_MIN_SHARE_OF_CORES = 0.70  # SageMaker Debugger Dataloader rule: 70%..200% of cores
 # Each worker holds a copy of the dataset object and prefetches 2 batches; past ~16 the memory
@@ -36,6 +46,16 @@ WORKERS_CAP = 16
 CPU_BUSY_PCT = 90.0  # SageMaker Debugger CPUBottleneck: CPU > 90%
 GPU_IDLE_PCT = 10.0  # ... while GPU < 10%
 BOTTLENECK_SAMPLE_SHARE = 0.5  # ... for more than 50% of the run
+
+# What a worker costs the main process per batch: the batch comes back through a queue and shared
+# memory (pickled storage handles, an unpickle, a wake-up). Issue 14 measured an in-memory
+# TensorDataset with num_workers=2 at 0.68x on 2 cores; torch's own DataLoader benchmarks put the
+# handoff at a few hundred microseconds for small batches. 0.5 ms is our round figure.
+WORKER_HANDOFF_US = 500.0
+# Datasets whose samples are views of tensors already in memory: a worker has nothing slow to hide.
+IN_MEMORY_DATASETS = frozenset({"TensorDataset", "StackDataset"})
+# A bound this close to 1 is no reason to add processes.
+MIN_WORKER_GAIN = 1.05
 
 _SOURCE_WORKERS = (
     "TensorBoard profiler plugin profiler/data.py (data > 5% of step: add workers); TraceML "
@@ -47,6 +67,140 @@ _SOURCE_WORKERS = (
 def suggested_workers(cpu_count: int) -> int:
     """70% of the cores, rounded up (SageMaker's lower bound), at least 1, at most 16."""
     return max(1, min(WORKERS_CAP, math.ceil(WORKERS_MIN_SHARE_OF_CORES * cpu_count)))
+
+
+def per_step_us(analysis: Analysis, phase: str) -> tuple[float, float] | None:
+    """(mean ``phase`` time, mean step time) over the profiled steps, in microseconds."""
+    phases = analysis.phases
+    if phases is None or not phases.steps or phase not in phases.measured:
+        return None
+    n = len(phases.steps)
+    return phases.phase_total_us.get(phase, 0.0) / n, phases.total_us / n
+
+
+def dataset_type(facts: SourceFacts, static: LoaderCall | None, live: LiveLoader | None) -> str | None:
+    """Class name of the loader's dataset: from the live loader, the live object or the cell."""
+    if live is not None:
+        return live.dataset_type
+    if static is None or static.dataset is None:
+        return None
+    text = static.dataset.strip()
+    call = re.match(r"^(?:[\w.]*\.)?(\w+)\(", text)
+    if call:
+        return call.group(1)
+    if text.isidentifier():
+        known = facts.live.dataset_type(text)
+        if known is not None:
+            return known
+        return facts.constructor_of(text)
+    return None
+
+
+def workers_reach(
+    run: Run, analysis: Analysis, data: float, wanted: int, current: int | None
+) -> tuple[float | None, list[str]]:
+    """What ``wanted`` workers can give on this machine, and the evidence lines that say why."""
+    amdahl = gain_bound(data, analysis)
+    cores = max(1, run.env.cpu_count)
+    timing = per_step_us(analysis, "data")
+    if amdahl is None or timing is None or timing[1] <= 0:
+        return amdahl, [f"gain if the wait is hidden by workers: {fmt_bound(amdahl)} (Amdahl over the data share)"]
+    load_us, step_us = timing
+    rest_us = step_us - load_us
+    lines: list[str] = []
+    if current == 0:
+        # The main process loads: the wait is the whole per-batch loading cost. Its CPU part
+        # moves to the workers and must share the cores with the rest of the step; its waiting
+        # part (reads, sleeps) overlaps freely. The main process still receives every batch.
+        cpu_us = load_us * loading_cpu_fraction(run, analysis, data)
+        floor_us = max(rest_us + WORKER_HANDOFF_US, (rest_us + cpu_us) / cores)
+        if not has_gpu(run):
+            # torch's intra-op threads may already use every core for the model: the workers'
+            # CPU work can only spread over the cores beside it.
+            floor_us = max(floor_us, rest_us + cpu_us / cores)
+        lines.append(
+            f"per batch: {load_us / 1000:.2f} ms of loading in the main process, at least "
+            f"{cpu_us / 1000:.2f} ms of it CPU work (from this process's CPU use) that {wanted} "
+            f"worker(s) share with the rest of the step on {cores} core(s); the main process still "
+            f"receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+        )
+    else:
+        floor_us = rest_us
+    bound = min(amdahl, step_us / floor_us) if floor_us > 0 else amdahl
+    lines.append(f"gain if workers hide the wait: {fmt_bound(bound)} (what {wanted} worker(s) can reach on this machine)")
+    return bound, lines
+
+
+def loading_cpu_fraction(run: Run, analysis: Analysis, data: float) -> float:
+    """The least share of the loading that was CPU work, from this process's mean CPU use.
+
+    Mean CPU ``p`` (100 = one core) = ``d * load + (1 - d) * rest``; the rest of the step uses at
+    most every core on a run without a GPU, one core (the Python driving the GPU) with one. The
+    least ``load`` consistent with ``p`` keeps the workers' bound an upper bound: a loader that
+    sleeps or reads files is not capped by the cores. Not measured: 0 (no cap).
+    """
+    p = analysis.utilization.process_cpu_mean_pct
+    if p is None or data <= 0:
+        return 0.0
+    rest_max_pct = 100.0 * (max(1, run.env.cpu_count) if not has_gpu(run) else 1)
+    return min(1.0, max(0.0, (p - (1.0 - data) * rest_max_pct) / (100.0 * data)))
+
+
+def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The step waits for data that is already in memory: index whole batches, add no workers."""
+    data = share(analysis, "data")
+    severity = severity_of(data, low=SUGGEST)
+    if data is None or severity is None:
+        return None
+    static, live = loader_in_use(facts)
+    reason = _workers_do_not_pay(run, analysis, facts, static, live)
+    if reason is None:
+        return None
+    batch = static.batch_size if static is not None else live.batch_size if live is not None else None
+    evidence = [
+        f"waiting for the next batch: {pct(data)} of the step ({phase_source(analysis)})",
+        reason,
+        "the time goes to indexing the dataset one sample at a time and collating the samples",
+    ]
+    bound = gain_bound(data, analysis)
+    evidence.append(f"gain if the batch is taken in one indexing: {fmt_bound(bound)} (Amdahl over the data share)")
+    bs = batch if batch is not None else "B"
+    return finding(
+        "input.in_memory_batches",
+        "The step waits for data already in memory: workers would cost more than they save",
+        severity,
+        evidence,
+        "Keep num_workers=0 and index whole batches: DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), "
+        f"batch_size={bs}, drop_last=False), batch_size=None) (a TensorDataset takes a list of indices), or "
+        f"`for idx in torch.randperm(len(X)).split({bs}): x, y = X[idx], Y[idx]`.",
+        "issue 14: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
+        "docs (batch_size=None with a BatchSampler for batched indexing)",
+        phase_share=data,
+        bound=bound,
+        line=static.line if static is not None else None,
+    )
+
+
+def _workers_do_not_pay(
+    run: Run, analysis: Analysis, facts: SourceFacts, static: LoaderCall | None, live: LiveLoader | None
+) -> str | None:
+    """Why workers would not pay here (None: they may)."""
+    current = static.num_workers if static is not None else live.num_workers if live is not None else None
+    if current not in (0, None):
+        return None
+    kind = dataset_type(facts, static, live)
+    if kind in IN_MEMORY_DATASETS:
+        return (
+            f"the dataset is a {kind}: its samples are views of tensors already in memory, and a worker "
+            "would copy every batch once more through shared memory to hand it over"
+        )
+    timing = per_step_us(analysis, "data")
+    if current == 0 and timing is not None and 0 < timing[0] <= WORKER_HANDOFF_US:
+        return (
+            f"a batch loads in {timing[0] / 1000:.2f} ms, less than a worker's handoff of a batch "
+            f"(~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+        )
+    return None
 
 
 def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -73,19 +227,31 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
             + (f" ({live.dataset_len} items)" if live.dataset_len is not None else "")
             + f", batch_size={live.batch_size}"
         )
+    elif facts.live.data_hooks:
+        hook = facts.live.data_hooks[0]
+        workers = hook.num_workers
+        if hook.kind == "hf-trainer":
+            where = f"the DataLoader the Hugging Face Trainer `{hook.name}` builds (args.dataloader_num_workers)"
+        else:
+            held = f" (num_workers=self.{hook.workers_attribute})" if hook.workers_attribute else ""
+            where = f"the DataLoader `{hook.name}.train_dataloader()` builds ({hook.type_name}, Lightning){held}"
     else:
         workers = None
         where = "the DataLoader (not built in this cell and not found in the namespace)"
     if workers is not None and workers >= wanted:
         return None  # enough workers: slow_dataset explains the wait
+    if _workers_do_not_pay(run, analysis, facts, static, live) is not None:
+        return None  # in_memory_batches speaks instead
     if workers is None:
         evidence.append(f"{where}: its num_workers is not known")
     else:
         evidence.append(f"{where}: num_workers={workers}, {cores} CPU core(s) on this machine")
     if live is not None and not live.pin_memory and has_gpu(run):
         evidence.append(f"`{live.name}` does not pin memory (pin_memory=False)")
-    bound = gain_bound(data, analysis)
-    evidence.append(f"gain if the wait is hidden by workers: {fmt_bound(bound)} (Amdahl over the data share)")
+    bound, reach = workers_reach(run, analysis, data, wanted, workers)
+    evidence += reach
+    if bound is not None and bound < MIN_WORKER_GAIN:
+        return None  # workers cannot pay here; nothing to propose
     title = (
         "The step waits for data: the DataLoader loads batches in the main process"
         if workers == 0
@@ -191,4 +357,4 @@ def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     )
 
 
-RULES = (loader_workers, slow_dataset, cpu_saturated)
+RULES = (loader_workers, in_memory_batches, slow_dataset, cpu_saturated)

@@ -12,6 +12,7 @@ can be a DataLoader, and the torch flags are "not known" (None).
 
 from __future__ import annotations
 
+import ast
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -65,6 +66,24 @@ class LiveOptimizer:
 
 
 @dataclass(frozen=True)
+class LiveDataHook:
+    """A framework object that builds the DataLoader itself, found under ``name``.
+
+    Lightning: a ``LightningDataModule`` (or a ``LightningModule`` that defines
+    ``train_dataloader``); HF: a ``transformers.Trainer``, which builds it from its
+    ``TrainingArguments``.
+    """
+
+    name: str
+    kind: str  # "lightning-datamodule" | "lightning-module" | "hf-trainer"
+    type_name: str
+    num_workers: int | None  # the setting as it stands now, when readable without calling code
+    method_source: str | None = None  # train_dataloader's source (dedented), when findable
+    workers_attribute: str | None = None  # train_dataloader passes num_workers=self.<this>
+    framework: str = ""  # "Lightning" | "Hugging Face Trainer"
+
+
+@dataclass(frozen=True)
 class LiveFacts:
     """What the namespace holds for this cell (empty: no namespace, or torch not imported)."""
 
@@ -76,6 +95,12 @@ class LiveFacts:
     dynamo_unique_graphs: int | None = None  # cumulative in this process (best-effort)
     dynamo_recompile_limit_hits: int | None = None
     dynamo_recompile_limit: int | None = None
+    # Class names of the torch Datasets bound to names the cell reads ("ds" -> "TensorDataset").
+    dataset_types: tuple[tuple[str, str], ...] = ()
+    data_hooks: tuple[LiveDataHook, ...] = ()
+
+    def dataset_type(self, name: str) -> str | None:
+        return next((t for n, t in self.dataset_types if n == name), None)
 
     def loader(self, name: str) -> LiveLoader | None:
         return next((ld for ld in self.loaders if ld.name == name), None)
@@ -89,6 +114,8 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
     loaders: list[LiveLoader] = []
     models: list[LiveModel] = []
     optimizers: list[LiveOptimizer] = []
+    datasets: list[tuple[str, str]] = []
+    hooks: list[LiveDataHook] = []
     data = sys.modules.get("torch.utils.data")
     for name in sorted(set(names)):
         value = namespace.get(name)
@@ -100,6 +127,11 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
             models.append(_model(name, value, torch))
         elif isinstance(value, torch.optim.Optimizer):
             optimizers.append(_optimizer(name, value))
+        elif data is not None and isinstance(value, data.Dataset):
+            datasets.append((name, type(value).__name__))
+        hook = _data_hook(name, value)
+        if hook is not None:
+            hooks.append(hook)
     unique, hits, limit = _dynamo_counters()
     return LiveFacts(
         loaders=tuple(loaders),
@@ -111,7 +143,89 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
         dynamo_unique_graphs=unique,
         dynamo_recompile_limit_hits=hits,
         dynamo_recompile_limit=limit,
+        dataset_types=tuple(datasets),
+        data_hooks=tuple(hooks),
     )
+
+
+def _data_hook(name: str, value: Any) -> LiveDataHook | None:
+    """The framework object behind ``name`` that builds a DataLoader, read without calling it."""
+    hf = sys.modules.get("transformers")
+    trainer_cls = getattr(hf, "Trainer", None) if hf is not None else None
+    if trainer_cls is not None and isinstance(value, trainer_cls):
+        setting = getattr(getattr(value, "args", None), "dataloader_num_workers", None)
+        return LiveDataHook(
+            name, "hf-trainer", type(value).__name__,
+            setting if isinstance(setting, int) else None, framework="Hugging Face Trainer",
+        )  # fmt: skip
+    for module_name in ("lightning.pytorch", "pytorch_lightning"):
+        pl = sys.modules.get(module_name)
+        if pl is None:
+            continue
+        datamodule, lightning_module = getattr(pl, "LightningDataModule", None), getattr(pl, "LightningModule", None)
+        if datamodule is not None and isinstance(value, datamodule):
+            kind, base = "lightning-datamodule", datamodule
+        elif lightning_module is not None and isinstance(value, lightning_module):
+            kind, base = "lightning-module", lightning_module
+        else:
+            continue
+        method = getattr(type(value), "train_dataloader", None)
+        if method is None or method is getattr(base, "train_dataloader", None):
+            return None  # the loader comes from elsewhere (a datamodule, fit's arguments)
+        source = _source_of(method)
+        attribute = _workers_attribute(source) if source is not None else None
+        workers: int | None = None
+        if attribute is not None:
+            held = vars(value).get(attribute)  # instance dict only: no property is run
+            workers = held if isinstance(held, int) and not isinstance(held, bool) else None
+        elif source is not None:
+            workers = _literal_workers(source)
+        return LiveDataHook(
+            name, kind, type(value).__name__, workers, source, attribute, framework="Lightning"
+        )
+    return None
+
+
+def _source_of(function: Any) -> str | None:
+    """Source of a function from linecache (IPython registers every cell there); no code runs."""
+    import inspect
+    import textwrap
+
+    try:
+        return textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        return None
+
+
+def _dataloader_keyword(source: str) -> ast.expr | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called == "DataLoader":
+                for kw in node.keywords:
+                    if kw.arg == "num_workers":
+                        return kw.value
+                return ast.Constant(0)  # absent: torch's default
+    return None
+
+
+def _workers_attribute(source: str) -> str | None:
+    value = _dataloader_keyword(source)
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+        return value.attr
+    return None
+
+
+def _literal_workers(source: str) -> int | None:
+    value = _dataloader_keyword(source)
+    if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
+        return value.value
+    return None
 
 
 def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
@@ -271,6 +385,7 @@ def rebuild_loader_source(
 
 
 __all__ = [
+    "LiveDataHook",
     "LiveFacts",
     "LiveLoader",
     "LiveModel",

@@ -1,5 +1,9 @@
 """Work the step repeats for humans: logging every step, and validation inside every step.
 
+Framework overhead (``framework_overhead``): logging, callbacks and progress bars that run
+inside Lightning's or the HF Trainer's loop, read from the stack sampler's stacks by file and
+function, since the cell's lines show only ``trainer.fit(...)``.
+
 Thresholds: TraceML's residual levels (warn 10%, critical 20%, ``diagnostics/step_time/policy.py``)
 and the seed articles' advice "validate and log every N steps, not every step".
 
@@ -13,9 +17,12 @@ no more than a training forward (true without autograd, for equal batches): an e
 
 from __future__ import annotations
 
+import re
+
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
+    SUGGEST,
     fmt_bound,
     finding,
     gain_bound,
@@ -126,4 +133,95 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     )
 
 
-RULES = (per_step_logging, validation_every_step)
+# Framework code that logs, reports or draws progress on the step (not training work), found
+# by its file and function in the stack sampler's stacks: the cell's own lines do not show it
+# when Lightning's `self.log` or the HF Trainer's `logging_steps=1` run inside `fit`/`train`.
+# (label, framework, file substring(s), function pattern or None for the whole file)
+_OVERHEAD: tuple[tuple[str, str, tuple[str, ...], re.Pattern[str] | None], ...] = (
+    ("Lightning self.log / logger connector", "lightning", ("lightning/pytorch/", "pytorch_lightning/"),
+     re.compile(r"LightningModule\.log|_LoggerConnector|_ResultCollection|_ResultMetric|log_metrics|"
+                r"update_train_step_metrics|Logger\.|_log_dict_through_fabric")),
+    ("Lightning loggers", "lightning", ("lightning/pytorch/loggers/", "lightning/fabric/loggers/"), None),
+    ("Lightning progress bar", "lightning", ("lightning/pytorch/callbacks/progress/",), None),
+    ("HF Trainer logging", "transformers", ("transformers/trainer.py",),
+     re.compile(r"_maybe_log_save_evaluate|Trainer\.log\b|_nested_gather|_get_learning_rate")),
+    ("HF Trainer callbacks", "transformers", ("transformers/trainer_callback.py", "transformers/integrations/"), None),
+    ("tqdm progress bar", "tqdm", ("/tqdm/",), None),
+)  # fmt: skip
+FRAMEWORK_SOURCE = (
+    "TraceML step_time policy (residual warn 10%, critical 20%); Lightning docs (log_every_n_steps, "
+    "TQDMProgressBar refresh_rate); HF TrainingArguments (logging_steps, disable_tqdm)"
+)
+
+
+def _overhead_label(filename: str, function: str) -> tuple[str, str] | None:
+    path = filename.replace("\\", "/")
+    for label, framework, files, pattern in _OVERHEAD:
+        if any(f in path for f in files) and (pattern is None or pattern.search(function)):
+            return label, framework
+    return None
+
+
+def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Logging, callbacks and progress bars inside a framework's loop, from the sampled stacks.
+
+    Each sampled stack counts once, for the outermost frame that is such overhead, so nested
+    calls (the Trainer's log -> a callback -> tqdm) are not counted twice. Stacks past the
+    sampler's ``max_stacks`` are not seen: the share is a lower figure.
+    """
+    raw = run.stacks
+    if raw is None or raw.time_us <= 0 or not raw.stacks:
+        return None
+    labels = [_overhead_label(ref.filename, ref.function) for ref in raw.functions]
+    by_label: dict[str, int] = {}
+    functions: dict[str, int] = {}
+    frameworks: set[str] = set()
+    for stack in raw.stacks:
+        for index, _line in stack.frames:
+            hit = labels[index]
+            if hit is not None:
+                by_label[hit[0]] = by_label.get(hit[0], 0) + stack.time_us
+                name = raw.functions[index].function
+                functions[name] = functions.get(name, 0) + stack.time_us
+                frameworks.add(hit[1])
+                break
+    total = sum(by_label.values())
+    overhead = total / raw.time_us
+    severity = severity_of(overhead, low=SUGGEST)
+    if severity is None:
+        return None
+    removed = overhead * (1 - 1 / EVERY)
+    bound = gain_bound(removed, analysis)
+    parts = sorted(by_label.items(), key=lambda kv: -kv[1])
+    top = sorted(functions.items(), key=lambda kv: -kv[1])[:4]
+    evidence = [
+        f"framework logging, callbacks and progress bars: {pct(overhead)} of the sampled time "
+        f"({raw.samples} stack samples)",
+        "; ".join(f"{label}: {pct(us / raw.time_us)}" for label, us in parts),
+        "where: " + ", ".join(f"{name} ({pct(us / raw.time_us)})" for name, us in top),
+        f"gain if they run every {EVERY} steps: {fmt_bound(bound)} (Amdahl over that share)",
+    ]
+    fixes: list[str] = []
+    if "lightning" in frameworks:
+        fixes.append(
+            f"Lightning: Trainer(log_every_n_steps={10 * EVERY // 2}), self.log(..., on_step=False, "
+            f"on_epoch=True) for what you read per epoch, TQDMProgressBar(refresh_rate={EVERY * 2}) "
+            "or enable_progress_bar=False"
+        )
+    if "transformers" in frameworks:
+        fixes.append(f"HF: TrainingArguments(logging_steps={10 * EVERY // 2}, disable_tqdm=True)")
+    if "tqdm" in frameworks and not fixes:
+        fixes.append("tqdm(..., mininterval=1.0), or update the bar every N steps")
+    return finding(
+        "logging.framework_overhead",
+        "The framework logs or draws progress on every step",
+        severity,
+        evidence,
+        "; ".join(fixes) + ".",
+        FRAMEWORK_SOURCE,
+        phase_share=removed,
+        bound=bound,
+    )
+
+
+RULES = (per_step_logging, validation_every_step, framework_overhead)

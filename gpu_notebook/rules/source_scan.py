@@ -18,6 +18,7 @@ because the loop assigns it. The rules say "likely" where that matters, and live
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ class SourceLine:
     gated: bool = False  # behind an ``if`` within its step loop (or innermost loop): some steps only
     loop_line: int | None = None  # the innermost loop holding it
     step_loop_line: int | None = None  # the training step loop holding it (nested loops included)
+    # The value read decides what the loop does (an if/while test, directly or through a name
+    # assigned from it): ``if loss.item() < 0.1: break``, an early stop. It cannot be skipped.
+    needed: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,8 +144,13 @@ class SourceFacts:
     data_parallel: tuple[SourceLine, ...] = ()
     ddp: bool = False
     convolutions: bool = False  # nn.Conv*/F.conv* named in the cell
+    # ``name = Something(...)`` in the cell: name -> the called class or function's last name.
+    constructed: tuple[tuple[str, str], ...] = ()
     # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
     live: LiveFacts = LiveFacts()
+
+    def constructor_of(self, name: str) -> str | None:
+        return next((c for n, c in reversed(self.constructed) if n == name), None)
 
     def training_loops(self) -> tuple[LoopFacts, ...]:
         return tuple(loop for loop in self.loops if loop.innermost_training)
@@ -278,6 +287,23 @@ def _loop_target_names(loop: ast.For | ast.AsyncFor) -> tuple[set[str], set[str]
     return _names_in(target), counters
 
 
+_IN_PLACE_UPDATES = frozenset({"add_", "sub_", "mul_", "addcmul_", "addcdiv_", "copy_", "zero_", "lerp_", "clamp_"})
+
+
+def _updates_in_place(block: ast.AST) -> bool:
+    """The block updates tensors in place: ``p -= ...``, ``p.data = ...``, ``p.add_(...)``."""
+    for node in ast.walk(block):
+        if isinstance(node, ast.AugAssign):
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr in ("data", "grad") for t in node.targets
+        ):
+            return True
+        if isinstance(node, ast.Call) and _method(node) in _IN_PLACE_UPDATES:
+            return True
+    return False
+
+
 def _iterated_names(expr: ast.expr) -> tuple[str, ...]:
     """``loader`` for ``loader``, ``enumerate(loader)``, ``tqdm(loader, ...)``, ``zip(a, b)``."""
     out: list[str] = []
@@ -356,11 +382,14 @@ class _Scanner:
 
     def gated(self, node: ast.AST, loop: _Loop) -> bool:
         """True when an ``if`` (or a ternary) sits between ``node`` and its loop."""
+        child = node
         for ancestor in self.ancestors(node):
             if ancestor is loop:
                 return False
-            if isinstance(ancestor, (ast.If, ast.IfExp)):
+            # The test itself runs every time: `if loss.item() < x: break` reads every step.
+            if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
                 return True
+            child = ancestor
         return False
 
     def statement_of(self, node: ast.AST) -> ast.AST:
@@ -530,6 +559,14 @@ class _Scanner:
             ),  # fmt: skip
             syncs=syncs,
             logging=logging,
+            constructed=tuple(
+                (target.id, _last(dotted(node.value.func)))
+                for node in ast.walk(self.tree)
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and dotted(node.value.func) is not None
+                for target in node.targets
+                if isinstance(target, ast.Name)
+            ),  # fmt: skip
             validation=tuple(self._validation()),
             blocking_copies=tuple(self._copies(blocking=True)),
             non_blocking_copies=len(self._copies(blocking=False)),
@@ -694,6 +731,8 @@ class _Scanner:
             kind = self._sync_kind(call, values)
             if kind is not None:
                 line = self.source_line(call, kind)
+                if self._feeds_control(call, loop):
+                    line = dataclasses.replace(line, needed=True)
                 syncs.setdefault((line.line, kind), line)
                 continue
             log_kind = self._logging_kind(call)
@@ -725,6 +764,29 @@ class _Scanner:
         return (
             tuple(sorted(syncs.values(), key=lambda s: s.line)),
             tuple(sorted((v for v in logging.values() if v.line not in sync_lines), key=lambda s: s.line)),
+        )
+
+    def _feeds_control(self, node: ast.AST, loop: _Loop) -> bool:
+        """The value of ``node`` decides a branch of ``loop``: in a test, or through a name."""
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (ast.If, ast.While, ast.IfExp, ast.Assert)) and child is ancestor.test:
+                return True
+            if ancestor is loop or isinstance(ancestor, ast.stmt):
+                break
+            child = ancestor
+        statement = self.statement_of(node)
+        targets: list[ast.expr] = []
+        if isinstance(statement, ast.Assign):
+            targets = list(statement.targets)
+        elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)):
+            targets = [statement.target]
+        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if not names:
+            return False
+        return any(
+            isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert)) and _names_in(n.test) & names
+            for n in ast.walk(loop)
         )
 
     def _unwrapped_names(self, node: ast.AST) -> set[str]:
@@ -761,7 +823,9 @@ class _Scanner:
                         kind = "val-call"
                 elif isinstance(node, (ast.With, ast.AsyncWith)) and any(
                     _is_grad_mode_call(i.context_expr) for i in node.items
-                ):
+                ) and not _updates_in_place(node):
+                    # A no_grad block that updates tensors in place is a manual optimizer step
+                    # (`w -= lr * w.grad`), not validation.
                     kind = "no_grad"
                 elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                     if any(_VAL_NAME.search(_last(n)) for n in _iterated_names(node.iter)):

@@ -4,9 +4,11 @@ Each such read makes the host wait until the device has finished every queued ke
 CPU cannot run ahead and the GPU idles at each one. The scan finds the lines; the measurement
 gives the share:
 
-- with a trace, the "sync" phase (``aten::item`` / ``_local_scalar_dense`` / synchronize) plus
-  the host time outside any operator or marked range, where formatting and printing land
-  ("other", "unattributed"): a superset of what the fix removes, so the bound is an upper one;
+- the removable share is the "sync" phase (``aten::item`` / ``_local_scalar_dense`` /
+  synchronize) and the stack sampler's time on the reading lines themselves (formatting,
+  printing): not the whole host time outside the model, which holds work the fix leaves;
+- a read whose value the loop needs (``if loss.item() < x: break``) is named as such, with its
+  alternative (check the condition every N steps), and never patched;
 - severity with TraceML's levels for the residual (warn 10%, critical 20%,
   ``diagnostics/step_time/policy.py``); a per-step read under 5% is still reported, as "low",
   because on a GPU it serialises the pipeline whatever its own cost.
@@ -79,29 +81,77 @@ def residual_evidence(analysis: Analysis, residual: float | None) -> str:
     )
 
 
+def lines_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> float | None:
+    """Share of the sampled time spent on ``lines`` (their read, formatting and printing).
+
+    From the stack sampler's line counts; None when lines were not sampled.
+    """
+    stacks = analysis.stacks
+    if stacks is None or not stacks.lines:
+        return None
+    wanted = {s.line for s in lines}
+    return sum(stat.share for stat in stacks.lines if stat.line in wanted)
+
+
+def removable_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> tuple[float | None, str]:
+    """What reading the values less often can remove, and where that figure comes from.
+
+    The measured sync wait plus the time the sampler saw on the reading lines themselves
+    (formatting, printing): never the whole host time outside the model, which holds work the
+    fix does not touch.
+    """
+    sync = share(analysis, "sync")
+    own = lines_share(analysis, lines) if lines else None
+    if own is None:
+        if sync is None:
+            return None, "not measured (no trace and no line sampling)"
+        return sync, "the measured sync wait (formatting time not sampled)"
+    if sync is None:
+        return own, "the sampled time on those lines"
+    # The lines' samples include their own wait in .item(); other lines' syncs are in `sync`.
+    return max(sync, own), "the measured sync wait and the sampled time on those lines"
+
+
 def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Device values read on the host every step."""
     lines = loop_lines(facts, facts.syncs)
+    optional = tuple(s for s in lines if not s.needed)
+    needed = tuple(s for s in lines if s.needed)
     sync = share(analysis, "sync")
     reads = reads_per_step(analysis)
     if not lines and (sync is None or sync < WARN):
         return None
-    removable = shares_sum(analysis, RESIDUAL_PHASES) if lines else sync
+    if lines and not optional:
+        return needed_reads(run, analysis, needed)
+    removable, how = removable_share(analysis, optional)
     evidence: list[str] = []
-    if lines:
-        kinds = sorted({_KIND_WORDS.get(s.kind, s.kind) for s in lines})
-        first = lines[0]
-        where = ", ".join(str(s.line) for s in lines[:6]) + (" ..." if len(lines) > 6 else "")
+    if optional:
+        kinds = sorted({_KIND_WORDS.get(s.kind, s.kind) for s in optional})
+        first = optional[0]
+        where = ", ".join(str(s.line) for s in optional[:6]) + (" ..." if len(optional) > 6 else "")
         evidence.append(f"every step reads device values on the host ({', '.join(kinds)}): line(s) {where}")
         evidence.append(f"line {first.line}: `{first.text}`")
-        evidence.append(residual_evidence(analysis, removable))
     else:
         evidence.append(
             f"host syncs take {pct(sync or 0.0)} of the step; the reads are not in this cell's "
             "source (a function from another cell?)"
         )
     if sync is not None:
-        evidence.append(f"of which waiting in .item()/synchronize itself: {pct(sync)}")
+        evidence.append(f"waiting in .item()/synchronize itself: {pct(sync)} of the step")
+    evidence.append(
+        f"what reading less often removes: {pct(removable) if removable is not None else 'n/a'} "
+        f"of the step ({how})"
+    )
+    residual = shares_sum(analysis, RESIDUAL_PHASES)
+    if residual is not None and removable is not None and residual > removable + 0.05:
+        evidence.append(
+            f"the rest of the host time outside the model ({pct(residual - removable)}) is other "
+            "Python work, which reading less often does not remove"
+        )
+    if needed:
+        evidence.append(
+            f"line {needed[0].line} reads a value the loop needs (`{needed[0].text}`): kept as it is"
+        )
     if reads is not None:
         evidence.append(f"{reads:.1f} scalar read(s) per step in the trace")
     if not has_gpu(run):
@@ -123,9 +173,45 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         _SOURCE,
         phase_share=removed,
         bound=bound,
-        line=lines[0].line if lines else None,
+        line=optional[0].line if optional else None,
         fix_id="throttle_host_syncs",
         fix_params={"every": EVERY},
+    )
+
+
+def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -> Finding:
+    """Every per-step read decides what the loop does: name it, and say what could replace it."""
+    first = needed[0]
+    removable, how = removable_share(analysis, needed)
+    evidence = [
+        f"line {first.line} reads a device value every step and the loop needs it: `{first.text}`",
+        f"its cost: {pct(removable) if removable is not None else 'not measured'} of the step ({how})",
+    ]
+    if has_gpu(run):
+        evidence.append("each read waits for every queued kernel: the host cannot run ahead of the GPU")
+    else:
+        evidence.append(
+            "measured on the CPU, where a read costs little; on a GPU each read also waits for "
+            "every queued kernel"
+        )
+    removed = removable * (1 - 1 / EVERY) if removable is not None else None
+    bound = gain_bound(removed, analysis)
+    evidence.append(
+        f"gain if the condition is checked every {EVERY} steps: {fmt_bound(bound)} (the loop may then "
+        f"run up to {EVERY - 1} steps past its stop)"
+    )
+    return finding(
+        "syncs.needed_read",
+        "The loop reads a value it needs every step (a stop condition)",
+        "low" if removable is None or removable < WARN else "medium",
+        evidence,
+        f"The read is needed, so no patch: to make it cheaper, compute the condition on the device "
+        f"(`stop = loss.detach() < threshold`) and read it every {EVERY} steps "
+        f"(`if step % {EVERY} == 0 and stop.item(): break`), or stop on an epoch boundary.",
+        _SOURCE,
+        phase_share=removed,
+        bound=bound,
+        line=first.line,
     )
 
 

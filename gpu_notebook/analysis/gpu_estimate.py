@@ -1,0 +1,371 @@
+"""Would a GPU help? One step of a loop measured without a GPU, estimated on a named GPU.
+
+From the CPU run's trace, per step (the profiled steps, stalled ones left out):
+
+- **device time**: every operator that would launch a kernel gets
+  ``max(MIN_KERNEL_US, work / rate)``. Its work is its FLOPs over the card's peak (matmuls,
+  from the recorded shapes when the trace has them) or, without shapes, what its CPU time
+  could at most have done on this CPU (``CPU_GFLOPS_PER_CORE`` x cores for matmuls,
+  ``CPU_GBPS_PER_CORE`` x cores of memory traffic for the rest) over the card's rate. Peaks
+  are derated by ``GEMM_EFFICIENCY`` / ``BANDWIDTH_EFFICIENCY``;
+- **host time**: the Python between operators stays as it is; every kernel costs the host its
+  dispatch and launch (``HOST_PER_KERNEL_US``); operators that launch nothing (views,
+  ``empty``) keep their CPU time;
+- **data wait**: the DataLoader's wait stays (a GPU does not load data);
+- the step is ``data + max(host, device)`` when the host can run ahead of the GPU, and
+  ``data + host + device`` when the loop reads a device value every step (``.item()``: each
+  read waits for the queued kernels).
+
+Checked against the reference GPU traces (tests/test_gpu_estimate.py), all profiled:
+- host cost of an operator that launches one kernel (dispatch + launch, median): 12.1 us (V100),
+  12.0, 17.0, 24.0 and 51.4 us (four A100 traces), 27.5 us (MI250); ``HOST_PER_KERNEL_US`` is
+  12 us: the fastest hosts' figure, as the profiler itself adds a few us to each op. A
+  loop of tiny ops is paced by this; on the slower hosts the estimate is up to ~4x optimistic;
+- the shortest kernels (10th percentile) run 1.8-2.1 us on V100/A100; ``MIN_KERNEL_US`` is 3 us;
+- the MI250 toy trace's two matmuls (recorded shapes, 164 kFLOP each) ran 12.6 and 17.6 us where
+  the estimate gives its 3 us floor: launch-sized GEMMs run 4-6x longer than any peak says, so
+  for them the device side is optimistic, and the host side (27.5 us an op there) decides anyway.
+For big GEMMs the peaks decide, and ``GEMM_EFFICIENCY`` is the main uncertainty (real training
+GEMMs reach 50-85% of peak). No run on a real GPU of a loop first measured here was at hand.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpu_notebook.analysis.host import MATMUL_OP
+from gpu_notebook.analysis.ops import self_time_ns
+from gpu_notebook.analysis.phases import find_host_thread
+from gpu_notebook.analysis.steady import without_stalls
+from gpu_notebook.records import Analysis, GpuEstimate, PhaseBreakdown, Run
+from gpu_notebook.trace.kineto import Trace, load_trace
+
+__all__ = [
+    "DEFAULT_GPU",
+    "GPUS",
+    "GpuSpec",
+    "describe",
+    "estimate_from_trace",
+    "estimate_on_gpu",
+    "gpu_spec",
+]
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Peak figures of one card (dense, no sparsity), from its vendor's datasheet."""
+
+    key: str
+    name: str
+    fp32_tflops: float  # CUDA-core float32
+    tf32_tflops: float | None  # tensor-core TF32 (None: the card has none)
+    bf16_tflops: float  # tensor-core bf16 (fp16 where the card has no bf16)
+    memory_gbps: float  # HBM/GDDR bandwidth, GB/s
+    source: str
+
+
+# Dense peaks (the datasheets' "with sparsity" figures halved).
+GPUS: Mapping[str, GpuSpec] = {
+    g.key: g
+    for g in (
+        # NVIDIA A100 Tensor Core GPU datasheet (2021): SXM4 80GB, 2,039 GB/s.
+        GpuSpec("a100", "NVIDIA A100-SXM4-80GB", 19.5, 156.0, 312.0, 2039.0, "NVIDIA A100 datasheet"),
+        # NVIDIA H100 Tensor Core GPU datasheet (2023): SXM5, 3.35 TB/s.
+        GpuSpec("h100", "NVIDIA H100 SXM5 80GB", 67.0, 494.7, 989.4, 3350.0, "NVIDIA H100 datasheet"),
+        # NVIDIA H200 datasheet (2024): the H100's compute, 4.8 TB/s HBM3e.
+        GpuSpec("h200", "NVIDIA H200 141GB", 67.0, 494.7, 989.4, 4800.0, "NVIDIA H200 datasheet"),
+        # NVIDIA L4 datasheet (2023): 300 GB/s GDDR6.
+        GpuSpec("l4", "NVIDIA L4", 30.3, 60.0, 121.0, 300.0, "NVIDIA L4 datasheet"),
+        # NVIDIA A10 datasheet (2021): 600 GB/s GDDR6.
+        GpuSpec("a10", "NVIDIA A10", 31.2, 62.5, 125.0, 600.0, "NVIDIA A10 datasheet"),
+        # NVIDIA T4 datasheet (2019): no TF32/bf16; fp16 tensor cores 65 TFLOPS, 320 GB/s.
+        GpuSpec("t4", "NVIDIA T4", 8.1, None, 65.0, 320.0, "NVIDIA T4 datasheet"),
+        # NVIDIA V100 datasheet (2018), SXM2: no TF32/bf16; fp16 tensor cores 125 TFLOPS, 900 GB/s.
+        GpuSpec("v100", "Tesla V100-SXM2-32GB", 15.7, None, 125.0, 900.0, "NVIDIA V100 datasheet"),
+        # AMD Instinct MI250 datasheet: fp32 matrix 90.5 TFLOPS (vector 45.3), bf16 362, 3.2 TB/s.
+        GpuSpec("mi250", "AMD Instinct MI250", 45.3, 90.5, 362.1, 3276.8, "AMD Instinct MI250 datasheet"),
+    )
+}
+DEFAULT_GPU = "a100"  # the most common card to rent for training
+
+# Host cost of one kernel on a GPU: the op's dispatch plus cudaLaunchKernel. The reference
+# traces' cudaLaunchKernel alone has medians of 5.2 us (V100) and 9.7 us (A100); a whole
+# one-kernel operator 12-51 us (profiled; module docstring).
+HOST_PER_KERNEL_US = 12.0
+# A kernel never takes less than this on the device (reference traces: p10 1.8-2.1 us on
+# V100/A100; tiny elementwise kernels 2-8 us on MI250).
+MIN_KERNEL_US = 3.0
+# Share of the peaks real kernels reach: cuBLAS GEMMs of training size 50-85% of peak; memory
+# bound kernels 70-90% of the bandwidth (NVIDIA "Matrix Multiplication Background" guide).
+GEMM_EFFICIENCY = 0.6
+BANDWIDTH_EFFICIENCY = 0.7
+# What a CPU core does at most (AVX2: 2 FMA x 8 float32 lanes x ~3 GHz = 96 GFLOP/s peak, sgemm
+# reaches about half on training shapes; one core streams ~10 GB/s). Without shapes, an op's CPU
+# time times these is the most work it can have been: the GPU time is then not underestimated.
+CPU_GFLOPS_PER_CORE = 50.0
+CPU_GBPS_PER_CORE = 10.0
+# A step that reads device values is serialised when reads are more than this share of it.
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+
+# Operators that launch no kernel: views, metadata, allocation. Their CPU time stays on the host.
+NO_KERNEL = re.compile(
+    r"aten::(view|_unsafe_view|reshape|as_strided|t|transpose|permute|expand|expand_as|squeeze|"
+    r"unsqueeze|select|slice|narrow|alias|detach|detach_|empty|empty_like|empty_strided|"
+    r"resize_|result_type|size|stride|is_nonzero|_reshape_alias|lift_fresh|numpy_T|split|chunk|"
+    r"unbind|flatten|unflatten|contiguous|_has_compatible_shallow_copy_type|set_|to|_to_copy|"
+    r"lift|item|_local_scalar_dense)$"
+)
+# Ranges that are not operators of their own (their children are).
+NOT_AN_OP = re.compile(r"^(autograd::|Optimizer\.|ProfilerStep|##|torch::autograd::|<)")
+
+
+def gpu_spec(key: str | None) -> GpuSpec:
+    """The table entry for ``key`` ("A100", "h100", "nvidia l4"): ValueError with the choices."""
+    wanted = (key or DEFAULT_GPU).lower().replace("nvidia", "").replace("tesla", "").strip()
+    if wanted in GPUS:
+        return GPUS[wanted]
+    raise ValueError(f"unknown GPU {key!r}; known: {', '.join(sorted(GPUS))}")
+
+
+@dataclass(frozen=True)
+class _OpTimes:
+    name: str
+    calls: int
+    self_us: float
+    total_us: float
+
+
+def _windows(phases: PhaseBreakdown) -> list[tuple[float, float]]:
+    return [(s.start_us, s.start_us + s.duration_us) for s in phases.steps]
+
+
+def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
+    """Host operators starting inside the kept steps: calls, self and total time by name."""
+    host = find_host_thread(trace)
+    if host is None:
+        return []
+    rows = np.flatnonzero(trace.category_mask("cpu_op") & (trace.pid == host[0]) & (trace.tid == host[1]))
+    if rows.size == 0:
+        return []
+    origin = float(trace.ts_us[rows].min())
+    start = np.rint((trace.ts_us[rows] - origin) * 1000.0).astype(np.int64)
+    end = start + np.rint(trace.dur_us[rows] * 1000.0).astype(np.int64)
+    self_ns = self_time_ns(start, end)
+    keep = np.zeros(rows.size, dtype=np.bool_)
+    ts = trace.ts_us[rows]
+    for a, b in _windows(phases):
+        keep |= (ts >= a) & (ts < b)
+    acc: dict[str, list[float]] = {}
+    for i in np.flatnonzero(keep):
+        name = trace.names[int(trace.name_id[rows[i]])]
+        row = acc.setdefault(name, [0.0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += float(self_ns[i]) / 1000.0
+        row[2] += float(end[i] - start[i]) / 1000.0
+    return [_OpTimes(n, int(v[0]), v[1], v[2]) for n, v in acc.items()]
+
+
+def _matmul_flops(name: str, dims: Any) -> float | None:
+    """FLOPs of one leaf matmul from its recorded input shapes (None: not a shape we size)."""
+    try:
+        shapes = [list(map(int, d)) for d in dims]
+    except (TypeError, ValueError):
+        return None
+    op = name.removeprefix("aten::")
+    mats = [s for s in shapes if len(s) >= 2]
+    if op in ("mm", "addmm") and len(mats) >= 2 and len(mats[-2]) == 2 and len(mats[-1]) == 2:
+        (m, k), (_, n) = mats[-2], mats[-1]
+        return 2.0 * m * k * n
+    if op in ("bmm", "baddbmm") and len(mats) >= 2 and len(mats[-2]) == 3 and len(mats[-1]) == 3:
+        (b, m, k), (_, _, n) = mats[-2], mats[-1]
+        return 2.0 * b * m * k * n
+    return None
+
+
+def shape_flops(path: str, phases: PhaseBreakdown) -> dict[str, float]:
+    """FLOPs by operator name over the kept steps, from ``Input Dims`` (empty: none recorded)."""
+    opener: Any = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    windows = _windows(phases)
+    out: dict[str, float] = {}
+    for ev in events if isinstance(events, list) else ():
+        if not isinstance(ev, dict) or ev.get("ph") != "X" or ev.get("cat") not in ("cpu_op", "Operator"):
+            continue
+        dims = (ev.get("args") or {}).get("Input Dims")
+        name = ev.get("name", "")
+        if dims is None or not isinstance(name, str) or not MATMUL_OP.match(name):
+            continue
+        ts = float(ev.get("ts", 0.0))
+        if not any(a <= ts < b for a, b in windows):
+            continue
+        flops = _matmul_flops(name, dims)
+        if flops is not None:
+            out[name] = out.get(name, 0.0) + flops
+    return out
+
+
+def estimate_from_ops(
+    ops: Iterable[_OpTimes],
+    *,
+    steps: int,
+    step_us: float,
+    data_us: float,
+    python_us: float,
+    cores: int,
+    spec: GpuSpec,
+    flops_by_op: Mapping[str, float] | None = None,
+    precision: str = "fp32",
+) -> GpuEstimate:
+    """The estimate from per-step figures (all ``*_us`` per step; ``ops`` summed over ``steps``)."""
+    flops_by_op = flops_by_op or {}
+    peak_tflops = {"fp32": spec.fp32_tflops, "tf32": spec.tf32_tflops or spec.fp32_tflops,
+                   "bf16": spec.bf16_tflops}[precision]  # fmt: skip
+    flops_rate = peak_tflops * 1e12 * GEMM_EFFICIENCY  # FLOP/s
+    bytes_rate = spec.memory_gbps * 1e9 * BANDWIDTH_EFFICIENCY  # B/s
+    cpu_flops = CPU_GFLOPS_PER_CORE * 1e9 * cores
+    cpu_bytes = CPU_GBPS_PER_CORE * 1e9 * cores
+    device_us = host_ops_us = kernels = 0.0
+    total_flops = 0.0
+    reads = 0.0
+    for op in ops:
+        if op.name in SYNC_OPS:
+            reads += op.calls
+        if NOT_AN_OP.match(op.name):
+            continue
+        if NO_KERNEL.match(op.name) or op.self_us < 0.5 * op.total_us:
+            # A view, or a composite whose children do the work: its own time is dispatch.
+            host_ops_us += op.self_us
+            continue
+        kernels += op.calls
+        per_call_us = op.self_us / op.calls
+        if op.name in flops_by_op:
+            work_s = flops_by_op[op.name] / op.calls / flops_rate
+            total_flops += flops_by_op[op.name]
+        elif MATMUL_OP.match(op.name):
+            work_s = per_call_us * 1e-6 * cpu_flops / flops_rate
+        else:
+            work_s = per_call_us * 1e-6 * cpu_bytes / bytes_rate
+        device_us += op.calls * max(MIN_KERNEL_US, work_s * 1e6)
+        host_ops_us += op.calls * HOST_PER_KERNEL_US
+    n = max(1, steps)
+    device_step, kernels_step = device_us / n, kernels / n
+    host_step = python_us + host_ops_us / n
+    overlapped = reads == 0
+    gpu_step = data_us + (max(host_step, device_step) if overlapped else host_step + device_step)
+    parts = {"data loading": data_us, "host Python and kernel launches": host_step, "GPU compute": device_step}
+    limited_by = max(parts, key=lambda k: parts[k])
+    assumptions = [
+        f"{spec.name}: {peak_tflops:g} TFLOP/s {precision} peak, {spec.memory_gbps:g} GB/s ({spec.source}); "
+        f"kernels reach {GEMM_EFFICIENCY:.0%} of the FLOP peak and {BANDWIDTH_EFFICIENCY:.0%} of the bandwidth",
+        f"each kernel costs the host {HOST_PER_KERNEL_US:g} us (dispatch + launch) and runs at least {MIN_KERNEL_US:g} us",
+        "the Python between operators and the data wait stay as measured here (a GPU shortens neither)",
+        (
+            "the host runs ahead of the GPU (no per-step read of device values)"
+            if overlapped
+            else f"{reads / n:.1f} read(s) of device values per step: host and GPU take turns"
+        ),
+        "the batch is copied to the GPU in the background (pinned memory, non_blocking)",
+    ]
+    if total_flops:
+        assumptions.append("matmul FLOPs from the recorded shapes; other operators sized from their CPU time")
+    else:
+        assumptions.append(
+            f"no shapes recorded: each operator's work is at most what its CPU time could do here "
+            f"({CPU_GFLOPS_PER_CORE:g} GFLOP/s or {CPU_GBPS_PER_CORE:g} GB/s per core, {cores} core(s))"
+        )
+    if precision == "fp32" and spec.tf32_tflops:
+        assumptions.append("float32 matmuls without TF32 (PyTorch's default); with TF32 or bf16 autocast the GPU compute shrinks")
+    return GpuEstimate(
+        key=spec.key,
+        gpu=spec.name,
+        measured_step_s=step_us / 1e6,
+        step_s=gpu_step / 1e6,
+        speedup=step_us / gpu_step if gpu_step > 0 else float("inf"),
+        limited_by=limited_by,
+        data_s=data_us / 1e6,
+        host_s=host_step / 1e6,
+        device_s=device_step / 1e6,
+        kernels_per_step=kernels_step,
+        flops_per_step=total_flops / n if total_flops else None,
+        overlapped=overlapped,
+        assumptions=tuple(assumptions),
+    )
+
+
+def estimate_from_trace(
+    trace: Trace,
+    analysis: Analysis,
+    spec: GpuSpec,
+    *,
+    cores: int,
+    trace_path: str | None = None,
+) -> GpuEstimate | None:
+    """The estimate for a CPU trace already analysed (None: no steps to size)."""
+    steady, _ = without_stalls(analysis)
+    phases = steady.phases
+    if phases is None or not phases.steps or phases.source != "trace":
+        return None
+    n = len(phases.steps)
+    step_us = phases.total_us / n
+    data_us = phases.phase_total_us.get("data", 0.0) / n
+    if analysis.host is not None:
+        python_us = analysis.host.between_ops_share * step_us
+    else:
+        python_us = sum(phases.phase_total_us.get(p, 0.0) for p in ("other", "unattributed")) / n
+    flops = shape_flops(trace_path, phases) if trace_path else {}
+    return estimate_from_ops(
+        _ops_in_steps(trace, phases),
+        steps=n,
+        step_us=step_us,
+        data_us=data_us,
+        python_us=python_us,
+        cores=cores,
+        spec=spec,
+        flops_by_op=flops,
+    )
+
+
+def estimate_on_gpu(run: Run, analysis: Analysis, gpu: str | None = None) -> GpuEstimate | None:
+    """The estimate for ``run`` on ``gpu`` (a GPUS key; default ``DEFAULT_GPU``).
+
+    None when the run used a GPU (its own figures answer), or has no trace of steps.
+    """
+    if run.env.cuda_available or run.env.gpus or analysis.gpu is not None:
+        return None
+    path = run.window.trace_path
+    if path is None:
+        return None
+    try:
+        trace = load_trace(path)
+    except (OSError, ValueError):
+        return None
+    return estimate_from_trace(trace, analysis, gpu_spec(gpu), cores=max(1, run.env.cpu_count), trace_path=path)
+
+
+def describe(estimate: GpuEstimate) -> tuple[str, ...]:
+    """The estimate in a few lines: the answer, the parts of the step, the assumptions."""
+    e = estimate
+    if e.speedup >= 1.0:
+        head = f"About {e.speedup:.1f}x faster on one {e.gpu}; then the step is limited by {e.limited_by}."
+    else:
+        head = f"Not faster on one {e.gpu} (about {e.speedup:.2f}x); the step is limited by {e.limited_by}."
+    return (
+        head,
+        f"step {e.measured_step_s * 1e3:.2f} ms here -> about {e.step_s * 1e3:.2f} ms: data wait "
+        f"{e.data_s * 1e3:.2f} ms, host {e.host_s * 1e3:.2f} ms ({e.kernels_per_step:.0f} kernels a step), "
+        f"GPU compute {e.device_s * 1e3:.2f} ms"
+        + (" (overlapping the host)" if e.overlapped else " (after the host: reads every step)"),
+        *(f"assumes: {a}" for a in e.assumptions),
+    )

@@ -1,0 +1,239 @@
+"""Frameworks that build the loop: fixes where Lightning / HF Trainer build the loader, and their
+per-step logging named from the sampled stacks (real Lightning and transformers)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from gpu_notebook.fixes import Patch, Refusal, apply_fix
+from gpu_notebook.records import CodeRef, RawStacks, StackCount
+from gpu_notebook.rules import attach_fixes
+from tests.scenarios import synthetic as syn
+from tests.test_rules import ids, only, rules_for
+
+pytest.importorskip("lightning")
+
+DATAMODULE = """
+import time, torch, lightning as L
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(1)
+class SlowData(Dataset):
+    def __len__(self): return 256
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return torch.randn(32), torch.randn(1)
+class DM(L.LightningDataModule):
+    def __init__(self, num_workers=0):
+        super().__init__(); self.num_workers = num_workers
+    def train_dataloader(self):
+        return DataLoader(SlowData(), batch_size=8, num_workers=self.num_workers)
+class FixedDM(L.LightningDataModule):
+    def train_dataloader(self):
+        return DataLoader(SlowData(), batch_size=8)
+class Lit(L.LightningModule):
+    def __init__(self):
+        super().__init__(); self.net = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+    def training_step(self, batch, i):
+        x, y = batch
+        loss = nn.functional.mse_loss(self.net(x), y)
+        self.log("loss", loss, prog_bar=True)
+        return loss
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+dm, fixed_dm, lit = DM(), FixedDM(), Lit()
+"""
+
+
+def test_workers_set_through_the_datamodule_attribute_from_an_earlier_cell(ip):
+    assert ip.run_cell(DATAMODULE).success
+    cell = "trainer.fit(lit, datamodule=dm)\n"
+    findings = rules_for(syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns)
+    f = only(findings, "input.loader_workers")
+    assert "dm.train_dataloader()" in f.evidence[1] and "num_workers=self.num_workers" in f.evidence[1]
+    (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    # The script's own setting is used, never a literal pasted over `self.num_workers`.
+    assert "dm.num_workers = 6" in after and "DataLoader(" not in after
+    assert ip.run_cell(after.replace("trainer.fit(lit, datamodule=dm)", "loader = dm.train_dataloader()")).success
+    assert ip.user_ns["loader"].num_workers == 6
+
+
+def test_a_train_dataloader_with_a_literal_is_rebuilt_and_put_back_on_its_class(ip):
+    assert ip.run_cell(DATAMODULE).success
+    cell = "trainer.fit(lit, datamodule=fixed_dm)\n"
+    findings = rules_for(syn.make_run(cell, cpu_count=4), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns)
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert "type(fixed_dm).train_dataloader = train_dataloader" in after
+    assert ip.run_cell(after.replace("trainer.fit(lit, datamodule=fixed_dm)", "loader = fixed_dm.train_dataloader()")).success
+    loader = ip.user_ns["loader"]
+    assert (loader.num_workers, loader.persistent_workers, loader.batch_size) == (3, True, 8)
+
+
+def test_a_variable_holding_num_workers_is_patched_where_it_gets_its_value():
+    src = (
+        "class DM:\n"
+        "    def __init__(self, num_workers=0):\n"
+        "        self.num_workers = num_workers\n"
+        "    def train_dataloader(self):\n"
+        "        return DataLoader(ds, batch_size=8, num_workers=self.num_workers)\n"
+    )
+    patch = apply_fix("dataloader_workers", src, num_workers=2, pin_memory=False)
+    assert isinstance(patch, Patch)
+    assert "def __init__(self, num_workers=2):" in patch.source_after
+    assert "num_workers=self.num_workers, persistent_workers=self.num_workers > 0)" in patch.source_after
+    flag = "workers = 0\nloader = DataLoader(ds, num_workers=workers)\n"
+    assert "workers = 4\n" in apply_fix("dataloader_workers", flag, num_workers=4).source_after
+    unknown = apply_fix("dataloader_workers", "loader = DataLoader(ds, num_workers=args.workers)\n", num_workers=4)
+    assert isinstance(unknown, Refusal) and "`args.workers`" in unknown.reason and "num_workers=4" in unknown.reason
+
+
+def test_training_arguments_in_the_cell_get_the_dataloader_fields():
+    src = 'args = TrainingArguments(output_dir="out", per_device_train_batch_size=8)\ntrainer = Trainer(model, args)\n'
+    patch = apply_fix("dataloader_workers", src, num_workers=2, pin_memory=False)
+    assert isinstance(patch, Patch)
+    assert "dataloader_num_workers=2" in patch.source_after and "dataloader_persistent_workers=True" in patch.source_after
+    held = 'n = 0\nargs = TrainingArguments(output_dir="out", dataloader_num_workers=n)\n'
+    assert "n = 2\n" in apply_fix("dataloader_workers", held, num_workers=2).source_after
+
+
+def test_a_live_hf_trainer_gets_its_args_set(ip, tmp_path):
+    pytest.importorskip("transformers")
+    setup = (
+        "import torch\nfrom torch import nn\nfrom transformers import Trainer, TrainingArguments\n"
+        "class Tiny(nn.Module):\n"
+        "    def __init__(self): super().__init__(); self.l = nn.Linear(4, 1)\n"
+        "    def forward(self, x, labels=None): return {'loss': ((self.l(x) - labels) ** 2).mean()}\n"
+        "hf_ds = [{'x': torch.randn(4), 'labels': torch.randn(1)} for _ in range(16)]\n"
+        f"hf_trainer = Trainer(model=Tiny(), args=TrainingArguments(output_dir={str(tmp_path)!r}, report_to=[]), train_dataset=hf_ds)\n"
+    )
+    assert ip.run_cell(setup).success
+    cell = "hf_trainer.train()\n"
+    findings = rules_for(syn.make_run(cell, cpu_count=4), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns)
+    f = only(findings, "input.loader_workers")
+    assert "Hugging Face Trainer `hf_trainer`" in f.evidence[1]
+    (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert "hf_trainer.args.dataloader_num_workers = 3" in after
+    assert ip.run_cell(after.replace(cell, "")).success
+    args = ip.user_ns["hf_trainer"].args
+    assert (args.dataloader_num_workers, args.dataloader_persistent_workers) == (3, True)
+
+
+def _stacks(frames_per_stack: list[tuple[list[CodeRef], int]], total_us: int) -> RawStacks:
+    functions: list[CodeRef] = []
+    stacks = []
+    for frames, us in frames_per_stack:
+        idx = []
+        for ref in frames:
+            if ref not in functions:
+                functions.append(ref)
+            idx.append((functions.index(ref), ref.first_line))
+        stacks.append(StackCount(tuple(idx), None, 1, us, True))
+    return RawStacks(1, 0.01, len(stacks), total_us, 1.0, tuple(functions), tuple(stacks))
+
+
+def test_framework_logging_is_named_from_the_stacks_and_counted_once():
+    import dataclasses
+
+    import lightning.pytorch as pl
+
+    def ref(fn) -> CodeRef:
+        return CodeRef(inspect.getsourcefile(fn), fn.__qualname__, fn.__code__.co_firstlineno)
+
+    cell = CodeRef("<cell>", "<module>", 1)
+    fit = ref(pl.Trainer.fit)
+    log = ref(pl.LightningModule.log)
+    bar = ref(pl.callbacks.TQDMProgressBar.on_train_batch_end)
+    train = ref(pl.LightningModule.forward)
+    raw = _stacks([([cell, fit, log], 1500), ([cell, fit, log, bar], 500), ([cell, fit, bar], 1000),
+                   ([cell, fit, train], 7000)], 10_000)  # fmt: skip
+    run = dataclasses.replace(syn.make_run("trainer.fit(lit)\n"), stacks=raw)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert f.severity == "high" and f.phase_share == pytest.approx(0.3 * 0.9)  # 20% + 10%, nested once
+    assert "Lightning self.log / logger connector: 20%" in f.evidence[1] and "progress bar: 10%" in f.evidence[1]
+    assert "log_every_n_steps" in f.fix and "TQDMProgressBar" in f.fix
+    quiet = dataclasses.replace(run, stacks=_stacks([([cell, fit, train], 9800), ([cell, fit, log], 200)], 10_000))
+    assert "logging.framework_overhead" not in ids(rules_for(quiet, syn.make_analysis({})))
+
+
+# ---------------------------------------------------------------------- batch size and samples/s
+
+BATCH_SETUP = """
+import torch, lightning as L
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.set_num_threads(1)
+ds = TensorDataset(torch.randn(640, 32), torch.randn(640, 1))
+class Lit(L.LightningModule):
+    def __init__(self):
+        super().__init__(); self.net = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+    def training_step(self, batch, i):
+        x, y = batch
+        return nn.functional.mse_loss(self.net(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+model = Lit(); loader = DataLoader(ds, batch_size=16)
+trainer = L.Trainer(max_steps=20, accelerator="cpu", enable_checkpointing=False, logger=False, enable_model_summary=False, enable_progress_bar=False, accumulate_grad_batches=2)
+"""
+
+ACCUMULATE_PLAIN = """%%gpucheck -q -o rep -s 5
+net = nn.Linear(32, 1); opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for i, (x, y) in enumerate(loader):
+    loss = nn.functional.mse_loss(net(x), y) / 4
+    loss.backward()
+    if (i + 1) % 4 == 0:
+        opt.step(); opt.zero_grad()
+"""
+
+KEYWORD_BATCH = """%%gpucheck -q -o rep -s 5
+class KW(nn.Module):
+    def __init__(self): super().__init__(); self.l = nn.Linear(32, 1)
+    def forward(self, input_ids=None, labels=None): return ((self.l(input_ids) - labels) ** 2).mean()
+kw = KW(); opt = torch.optim.SGD(kw.parameters(), lr=0.01)
+dl = DataLoader([{"input_ids": torch.randn(32), "labels": torch.randn(1)} for _ in range(320)], batch_size=16)
+for batch in dl:
+    loss = kw(**batch); loss.backward(); opt.step(); opt.zero_grad()
+"""
+
+MODULE_TRANSFORMS = """%%gpucheck -q -o rep -s 5
+from torch.utils.data import Dataset
+class Aug(nn.Module):
+    def forward(self, x): return x * 2 + 1
+class WithAug(Dataset):
+    def __init__(self): self.t = nn.Sequential(Aug(), Aug()); self.x = torch.randn(320, 32); self.y = torch.randn(320, 1)
+    def __len__(self): return 320
+    def __getitem__(self, i): return self.t(self.x[i]), self.y[i]
+net = nn.Linear(32, 1); opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for x, y in DataLoader(WithAug(), batch_size=16):
+    loss = nn.functional.mse_loss(net(x), y); loss.backward(); opt.step(); opt.zero_grad()
+"""
+
+
+def _steady_batches(report) -> set[int | None]:
+    warmup = report.run.window.warmup_steps
+    return {s.batch_size for s in report.run.steps.steps if s.index >= warmup}
+
+
+@pytest.mark.parametrize(
+    "cell, batch",
+    [
+        # Lightning accumulate_grad_batches=2: two micro-batches of 16 per optimizer step.
+        ("%%gpucheck -q -o rep -s 5\ntrainer.fit(model, loader)\n", 32),
+        (ACCUMULATE_PLAIN, 64),  # a plain loop stepping every 4 micro-batches
+        (KEYWORD_BATCH, 16),  # model(**batch), as HF calls models
+        (MODULE_TRANSFORMS, 16),  # nn.Module transforms inside the Dataset are not the model
+    ],
+)
+def test_samples_per_step_under_accumulation_keywords_and_module_transforms(ip, cell, batch):
+    assert ip.run_cell(BATCH_SETUP).success
+    assert ip.run_cell(cell).success
+    report = ip.user_ns["rep"]
+    stats = report.analysis.step_stats
+    assert _steady_batches(report) == {batch} and stats.batch_size == batch
+    assert stats.samples_per_s == pytest.approx(batch / stats.median_s)
+    if cell is MODULE_TRANSFORMS:
+        assert {s.forward_calls for s in report.run.steps.steps if s.timed} == {1}

@@ -59,11 +59,14 @@ def _start_warm_imports() -> None:
         return
 
     def warm() -> None:
-        for name in _WARM_MODULES:
-            try:
-                importlib.import_module(name)
-            except ImportError:  # the real import says so, in context, when it is needed
-                pass
+        from gpu_notebook.hygiene import our_imports_leave_no_filters
+
+        with our_imports_leave_no_filters():  # bokeh adds warnings filters when imported
+            for name in _WARM_MODULES:
+                try:
+                    importlib.import_module(name)
+                except ImportError:  # the real import says so, in context, when it is needed
+                    pass
 
     _warm_thread = threading.Thread(target=warm, name="gpu_notebook-warm-imports", daemon=True)
     _warm_thread.start()

@@ -149,13 +149,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     old_argv, old_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args.script_args]
-    sys.path.insert(0, str(script.resolve().parent))
+    # As `python script.py`: sys.path[0] is the script's folder (here it was the cwd, from -m).
+    if sys.path:
+        sys.path[0] = str(script.resolve().parent)
+    else:
+        sys.path.insert(0, str(script.resolve().parent))
     status, error, code = "ok", None, 0
     pid = os.getpid()
     try:
         with session:
             try:
-                runpy.run_path(str(script), run_name="__main__")
+                runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as python does
             except SystemExit as exc:
                 code = _exit_code(exc.code)
                 if code:

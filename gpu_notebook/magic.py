@@ -10,6 +10,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from gpu_notebook.capture.session import CaptureOptions, copy_trace, unique_stem
+from gpu_notebook.hygiene import our_imports_leave_no_filters
 from gpu_notebook.records import Report
 
 MAX_KEPT_REPORTS = 50
@@ -110,7 +111,8 @@ class GpuCheckMagics(Magics):
         wait_for_warm_imports()
         cost = self.last_cost = CellCost()
         html_path = _html_path(args.html)
-        live = _live_view() if not args.quiet else None
+        with our_imports_leave_no_filters():
+            live = _live_view() if not args.quiet else None
         try:
             async with measured_cell(
                 self.shell, cell, f"%%gpucheck {line}".rstrip(), options,
@@ -141,12 +143,13 @@ class GpuCheckMagics(Magics):
         del self.reports[:-MAX_KEPT_REPORTS]
         if args.output:
             self.shell.user_ns[args.output] = report
-        if live is not None:
-            live.finish(report)
-        elif not args.quiet:
-            from IPython.display import display
+        with our_imports_leave_no_filters():
+            if live is not None:
+                live.finish(report)
+            elif not args.quiet:
+                from IPython.display import display
 
-            display(report, metadata={"gpu_notebook": {"view": "report"}})
+                display(report, metadata={"gpu_notebook": {"view": "report"}})
         cost.mark("shown")
 
     @line_magic

@@ -15,6 +15,7 @@ from gpu_notebook.capture.session import (
     private_scratch,
 )
 from gpu_notebook.cellrun import CellOutcome, run_cell_body
+from gpu_notebook.hygiene import our_imports_leave_no_filters
 from gpu_notebook.records import Report
 from gpu_notebook.report.build import build_report
 
@@ -80,7 +81,7 @@ async def measured_cell(
         session.finish(outcome.status, outcome.error)
         yield None
         return
-    with private_scratch() as scratch:
+    with private_scratch() as scratch, our_imports_leave_no_filters():
         run = session.finish(outcome.status, outcome.error, scratch=scratch)
         report = build_report(
             run, price_per_gpu_hour=price_per_gpu_hour, namespace=shell.user_ns, history=history

@@ -14,6 +14,9 @@ class is watched for the length of the capture) and the user's runs as it would 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,29 @@ USER_PROFILER_MESSAGE = (
     "another torch.profiler is active in this cell: gpucheck stepped aside "
     "(sampling and step timing only)"
 )
+
+
+@contextmanager
+def _kineto_quiet() -> Iterator[None]:
+    """fd 2 to /dev/null for the length of one of our profiler calls (Kineto's C++ logging).
+
+    Python's own ``sys.stderr`` is flushed first; in a kernel it is not fd 2 at all.
+    """
+    with suppress(OSError, ValueError, AttributeError):  # closed, or replaced without flush
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 (a daemon, a GUI app): nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def profiler_active() -> bool:
@@ -120,8 +146,13 @@ class ProfilerWindow:
         window = self
 
         def _prepare_trace(prof: Any, *args: Any, **kwargs: Any) -> Any:
-            if not window._guard_inert and not window._starting and window._prof is not None:
-                window._yield_to_user()
+            if not window._guard_inert and not window._starting:
+                # The cell's own profiler: ours stops if it records, and never starts after
+                # (a scheduled profiler prepares in its warm-up step and starts steps later).
+                if window._prof is not None:
+                    window._yield_to_user()
+                elif not window._done:
+                    window.step_aside(USER_PROFILER_MESSAGE)
             return original(prof, *args, **kwargs)
 
         _prepare_trace.__wrapped__ = original  # type: ignore[attr-defined]
@@ -158,20 +189,16 @@ class ProfilerWindow:
         if self._cuda:
             activities.append(ProfilerActivity.CUDA)
         prof = torch.profiler.profile(activities=activities, record_shapes=self._record_shapes)
-        # Kineto prints "USDT: profiler_start" lines to the process stderr, which ipykernel
-        # forwards into the user's cell output; level 6 keeps the cell's output the user's own.
-        # Kineto reads it when the profiler starts; it is set for that call only, so neither
-        # the cell's later subprocesses nor anything after the cell sees it.
-        saved = os.environ.get("KINETO_LOG_LEVEL")
-        if saved is None:
-            os.environ["KINETO_LOG_LEVEL"] = "6"
+        # Kineto prints "USDT: profiler_start/stop" lines on the process's stderr (fd 2), which
+        # ipykernel forwards into the cell's output. They are silenced for our own start and
+        # stop only: KINETO_LOG_LEVEL would be read once, at Kineto's first start, and would
+        # then silence the user's own profiler for the rest of the process.
         self._starting = True
         try:
-            prof.start()
+            with _kineto_quiet():
+                prof.start()
         finally:
             self._starting = False
-            if saved is None:
-                os.environ.pop("KINETO_LOG_LEVEL", None)
         self._prof = prof
         self._first_step = step_index
         self._last_step = step_index
@@ -209,7 +236,8 @@ class ProfilerWindow:
             # it: stopping again would only print a C++ warning into the cell's output.
             self.step_aside(USER_PROFILER_MESSAGE)
             return False
-        prof.stop()
+        with _kineto_quiet():
+            prof.stop()
         if not export:
             return False
         # Exported later, by export() after the cell: writing the file here would land inside

@@ -123,8 +123,8 @@ class StepClock:
         self._tracing = _tracing_probe(torch)
         try:
             h = self._handles
-            h["opt_pre"] = optim_mod.register_optimizer_step_pre_hook(self._on_opt_pre)
-            h["opt_post"] = optim_mod.register_optimizer_step_post_hook(self._on_opt_post)
+            h["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
+            h["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
             self._patch("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
             self._patch("backward", torch.autograd, "backward", self._wrap_backward)
         except BaseException:
@@ -170,9 +170,9 @@ class StepClock:
         if not self._lean or not self._installed:
             return
         if "opt_pre" not in self._handles:
-            self._handles["opt_pre"] = optim_mod.register_optimizer_step_pre_hook(self._on_opt_pre)
+            self._handles["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
         if "opt_post" not in self._handles:
-            self._handles["opt_post"] = optim_mod.register_optimizer_step_post_hook(self._on_opt_post)
+            self._handles["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
         for key, owner, name, make in (
             ("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next),
             ("backward", torch.autograd, "backward", self._wrap_backward),
@@ -485,3 +485,29 @@ def _leading_size(batch: Any) -> int | None:
                 return None
             batch = next(iter(data.values()), None)
     return None
+
+
+class _QuietHandle:
+    """Our hook, put straight into one of torch's global hook dicts under a key of our own.
+
+    torch's ``register_*_hook`` functions number hooks from one counter shared by every hook in
+    the process (``RemovableHandle.next_id``): registering ours would shift the ids of every
+    hook the user registers afterwards, and with them the keys of their modules' hook dicts,
+    and so the bytes of ``pickle.dumps(model)`` / ``torch.save(model)``.
+    """
+
+    def __init__(self, hooks: dict[Any, Any], fn: Callable[..., Any]) -> None:
+        self._hooks = hooks
+        self._key = ("gpu_notebook", id(self))
+        hooks[self._key] = fn
+
+    def remove(self) -> None:
+        self._hooks.pop(self._key, None)
+
+
+def _global_optimizer_hook(optim_mod: Any, when: str, fn: Callable[..., Any]) -> Any:
+    hooks = getattr(optim_mod, f"_global_optimizer_{when}_hooks", None)
+    if isinstance(hooks, dict):
+        return _QuietHandle(hooks, fn)
+    register = getattr(optim_mod, f"register_optimizer_step_{when}_hook")  # older torch
+    return register(fn)

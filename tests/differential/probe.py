@@ -208,11 +208,15 @@ def _torch_globals() -> dict[str, Any]:
     if "torch._dynamo" in sys.modules:
         counters = sys.modules["torch._dynamo"].utils.counters
         # Cache hits/misses depend on what an earlier run left in the (shared) inductor cache.
-        out["dynamo.counters"] = {
+        compiled = {
             k: {str(kk): vv for kk, vv in sorted(v.items()) if "cache" not in str(kk)}
             for k, v in sorted(counters.items())
             if v and "cache" not in k
         }
+        # torch.profiler imports torch._dynamo itself when it starts (torch's behaviour, not
+        # ours): dynamo merely loaded, with nothing compiled, reads as "never imported".
+        if compiled:
+            out["dynamo.counters"] = compiled
     return out
 
 
@@ -305,8 +309,12 @@ def collect(ns: dict[str, Any]) -> dict[str, Any]:
         f"{action} {getattr(msg, 'pattern', msg)!r} {getattr(cat, '__name__', cat)} {getattr(mod, 'pattern', mod)!r}"
         for action, msg, cat, mod, _line in warnings.filters
     ]
+    # pyzmq starts its zero-copy garbage collector thread the first time the kernel sends a
+    # large message (any big output does it, e.g. a plot): the kernel's thread, not the program's.
     obs["threads"] = sorted(
-        f"{t.name} daemon={t.daemon}" for t in threading.enumerate() if t.is_alive()
+        f"{t.name} daemon={t.daemon}"
+        for t in threading.enumerate()
+        if t.is_alive() and type(t).__module__.split(".")[0] != "zmq"
     )
     obs["env"] = {
         k: ("<per-process>" if k in _ENV_VALUE_NOISE else v) for k, v in sorted(os.environ.items())

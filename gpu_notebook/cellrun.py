@@ -44,9 +44,9 @@ async def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
     outer = getattr(shell.displayhook, "exec_result", None)
     transformed = shell.transform_cell(body)
     raw = f"{header_line}\n{body}"
-    # Leading newlines keep line numbers equal to the notebook's: line 1 is the magic line, and
-    # IPython's cleanup drops the body's leading blank lines, which we put back.
-    code = "\n" * (1 + _leading_blank_lines(body)) + transformed
+    # Line numbers as IPython gives them to the same cell without the magic, plus one: line 1
+    # is the magic line. (IPython numbers a cell from its first non-blank line.)
+    code = "\n" + transformed
     cell_name = shell.compile.cache(code, shell.execution_count, raw_code=raw)
     result = ExecutionResult(ExecutionInfo(raw, False, False, False, None))
     try:
@@ -73,13 +73,13 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return _pseudo_sync_runner(coro)  # type: ignore[no-any-return]
 
 
-def _leading_blank_lines(body: str) -> int:
-    count = 0
-    for line in body.splitlines():
-        if line and not line.isspace():
-            break
-        count += 1
-    return count
+def compiles(shell: Any, body: str) -> bool:
+    """Whether the body parses, as ``run_cell_body`` would parse it (IPython syntax included)."""
+    try:
+        shell.compile.ast_parse("\n" + shell.transform_cell(body))
+    except (SyntaxError, OverflowError, ValueError):
+        return False
+    return True
 
 
 def _outcome(outer: Any, exc: BaseException) -> CellOutcome:

@@ -102,8 +102,21 @@ class GpuCheckMagics(Magics):
         cell with top-level ``await`` is rewritten to await it in the kernel's loop
         (``magic_async``)."""
         args = parse_argstring(self.gpucheck, line)
+        # IPython numbers a cell from its first non-blank line; so do our line-level views.
+        lines = cell.splitlines(keepends=True)
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        cell = "".join(lines)
         options = _validate(args, cell)
         export_dir = _export_dir(args.export)
+        from gpu_notebook.cellrun import compiles, run_cell_body
+
+        header = f"%%gpucheck {line}".rstrip()
+        if not compiles(self.shell, cell):
+            # Nothing runs: IPython shows the SyntaxError as for the cell without the magic,
+            # and nothing of ours appears (no live view, no report).
+            await run_cell_body(self.shell, cell, header)
+            return
         from gpu_notebook import wait_for_warm_imports
         from gpu_notebook.magic_run import CellCost, measured_cell
 
@@ -115,7 +128,7 @@ class GpuCheckMagics(Magics):
             live = _live_view() if not args.quiet else None
         try:
             async with measured_cell(
-                self.shell, cell, f"%%gpucheck {line}".rstrip(), options,
+                self.shell, cell, header, options,
                 live_listener=live.update if live is not None else None,
                 history=self.reports, price_per_gpu_hour=args.price, cost=cost,
             ) as measured:

@@ -134,7 +134,9 @@ def test_exception_shows_cell_line_numbers_fails_the_execution_and_keeps_a_repor
     assert isinstance(res.error_in_exec, ValueError)
     out = capsys.readouterr().out
     assert "ValueError" in out and "boom" in out
-    lines = ("%%gpucheck -q -o rep\n" + body).splitlines()
+    # Numbered as IPython numbers the same cell without the magic (from its first non-blank
+    # line), plus the magic's line.
+    lines = ["%%gpucheck -q -o rep", *body.lstrip("\n").splitlines()]
     raise_line = next(i for i, t in enumerate(lines, 1) if "raise ValueError" in t)
     assert f"----> {raise_line} " in out  # the traceback points at the cell's own line
     rep = ip.user_ns["rep"]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -121,6 +122,7 @@ class StepClock:
             return
         self._record_function = torch.autograd.profiler.record_function
         self._tracing = _tracing_probe(torch)
+        _watch_forks(self)
         try:
             h = self._handles
             h["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
@@ -511,3 +513,28 @@ def _global_optimizer_hook(optim_mod: Any, when: str, fn: Callable[..., Any]) ->
         return _QuietHandle(hooks, fn)
     register = getattr(optim_mod, f"register_optimizer_step_{when}_hook")  # older torch
     return register(fn)
+
+
+# Clocks installed in this process. A child the code forks (os.fork, a fork-started worker that
+# trains) inherits our hooks but none of our threads, and the capture reports from the parent:
+# in the child every hook turns inert at once (a hook reaching a lock a parent thread held at
+# the fork, or starting a profiler there, would hang it).
+_CLOCKS: weakref.WeakSet[StepClock] = weakref.WeakSet()
+_FORK_HOOK = False
+
+
+def _watch_forks(clock: StepClock) -> None:
+    global _FORK_HOOK
+    _CLOCKS.add(clock)
+    if not _FORK_HOOK and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_inert_after_fork)
+        _FORK_HOOK = True
+
+
+def _inert_after_fork() -> None:
+    for clock in list(_CLOCKS):
+        clock._tid = -1  # no thread has this id: every hook returns at its first check
+        clock.boundary_listener = None
+        clock.anchor_listener = None
+        clock._inert.update(("dataloader", "backward"))
+    _CLOCKS.clear()

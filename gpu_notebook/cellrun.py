@@ -47,7 +47,9 @@ async def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
     # Line numbers as IPython gives them to the same cell without the magic, plus one: line 1
     # is the magic line. (IPython numbers a cell from its first non-blank line.)
     code = "\n" + transformed
-    cell_name = shell.compile.cache(code, shell.execution_count, raw_code=raw)
+    # The cell's own number: IPython has already counted past it while the cell runs.
+    number = getattr(outer, "execution_count", None) or shell.execution_count
+    cell_name = shell.compile.cache(code, number, raw_code=raw)
     result = ExecutionResult(ExecutionInfo(raw, False, False, False, None))
     try:
         tree = shell.compile.ast_parse(code, filename=cell_name)

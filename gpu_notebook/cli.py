@@ -15,7 +15,7 @@ import typing
 from collections.abc import Sequence
 from pathlib import Path
 from types import CodeType
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from gpu_notebook import __version__
 from gpu_notebook.records import VerdictCategory
@@ -103,6 +103,21 @@ def _print_script_traceback(script: Path, exc: BaseException) -> None:
         traceback.print_exception(type(exc), exc, tb)
 
 
+def _exit_forked_child(code: int) -> NoReturn:
+    """Leave a forked child as Python would (its atexit functions, flushed streams), then by
+    ``os._exit``: once torch's profiler has run in a process (our window did, in the parent), a
+    forked child hangs in torch's C++ destructors at exit (plain torch 2.13 does the same after a
+    user's own profiler). ``os._exit`` skips those destructors, as multiprocessing's fork does."""
+    import atexit
+    import contextlib
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)
+
+
 def _exit_code(code: object) -> int:
     if code is None:
         return 0
@@ -175,9 +190,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if live is not None and os.getpid() == pid:
             live.clear()
     if os.getpid() != pid:
-        # A child the script forked (os.fork) ended through sys.exit or an exception: it
-        # exits as it would without us; the report is the parent's alone.
-        return code
+        # A child the script forked (os.fork) ended through sys.exit or an exception: the
+        # report is the parent's alone, and the child exits as it would without us.
+        _exit_forked_child(code)
     from gpu_notebook.capture.session import private_scratch
 
     # The script's stdout stays the script's own: the report goes to stderr, after it.

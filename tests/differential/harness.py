@@ -277,7 +277,24 @@ def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
     return run, pid or 0
 
 
-def _norm_cell(program: Program, c: CellResult, base: int, pid: int) -> dict[str, Any]:
+# Line numbers in the measured cell count its `%%gpucheck` line (line 1), as the notebook shows
+# the cell: one more than the same cell without the magic. Taken back before comparing.
+_TB_LINE = re.compile(r"(Cell In\[[^\]]*\], line )(\d+)")
+_TB_CONTEXT = re.compile(r"^((?:\x1b\[[0-9;]*m)*(?:----> |      )?(?:\x1b\[[0-9;]*m)*)(\d+)(?= )", re.M)
+_CELL_FILE = re.compile(r"\b\d{6,}\.py\b")
+_SYNTAX_LINE = re.compile(r"(, line )(\d+)(\))")
+
+
+def _minus_magic_line(text: str) -> str:
+    def dec(m: re.Match[str]) -> str:
+        return m.group(1) + str(int(m.group(2)) - 1) + (m.group(3) if m.lastindex and m.lastindex >= 3 else "")
+
+    return _SYNTAX_LINE.sub(dec, _TB_CONTEXT.sub(dec, _TB_LINE.sub(dec, text)))
+
+
+def _norm_cell(
+    program: Program, c: CellResult, base: int, pid: int, magic_line: bool = False
+) -> dict[str, Any]:
     def shift(m: re.Match[str]) -> str:
         return f"Cell In[+{int(m.group(1)) - base}]"
 
@@ -295,6 +312,14 @@ def _norm_cell(program: Program, c: CellResult, base: int, pid: int) -> dict[str
                 for t in o["traceback"]
             ]
             o["evalue"] = _text(program, o["evalue"], pid)
+            # IPython names a cell's code after a hash of it ("2709480926.py" in a SyntaxError):
+            # the measured body is other code (its leading newline), so another name.
+            o["evalue"] = _CELL_FILE.sub("<cell>.py", o["evalue"])
+            o["traceback"] = [_CELL_FILE.sub("<cell>.py", t) for t in o["traceback"]]
+            if magic_line:
+                o["traceback"] = [_minus_magic_line(t) for t in o["traceback"]]
+                if o.get("ename") == "SyntaxError":
+                    o["evalue"] = _minus_magic_line(o["evalue"])
         if "data" in o:
             o["data"] = {k: _text(program, v, pid) if isinstance(v, str) else v
                          for k, v in o["data"].items()}
@@ -327,7 +352,9 @@ def compare_notebook(program: Program, plain: NotebookRun, plain_pid: int,
             diffs.append(f"cell {i}: ran in one run only")
             continue
         a = _norm_cell(program, plain.cells[i], base_p, plain_pid)
-        b = _norm_cell(program, meas.cells[i], base_m, meas_pid)
+        b = _norm_cell(
+            program, meas.cells[i], base_m, meas_pid, magic_line=i == program.settings["MEASURED"]
+        )
         for key in a:
             if a[key] == b[key]:
                 continue

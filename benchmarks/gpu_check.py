@@ -706,9 +706,20 @@ def _capture(ctx: Context, workload: Workload, steps: int, source: str) -> Captu
         workload.run(steps)
         _sync(ctx)
         steps_s = time.perf_counter() - t0
-    run = session.finish("ok", None)
+    run = session.finish("ok", None, scratch=_scratch())
     total_s = time.perf_counter() - t_start
     return Captured(run=run, report=build_report(run), steps_s=steps_s, total_s=total_s)
+
+
+_SCRATCH: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _scratch() -> str:
+    """One private folder for the kit's window traces (a capture's own is removed after its
+    report; the kit copies each into its output first), removed when the kit exits."""
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="gpucheck-kit-"))
+    return _SCRATCH[0].name
 
 
 def _warm_profiler(ctx: Context) -> Run:

@@ -63,8 +63,8 @@ def child(workload: str, steps: int, repeats: int) -> dict[str, Any]:
     """Cold then warm measurements of one workload in this fresh process."""
     from overhead import Shell, _silenced, cell_source
 
-    from gpu_notebook.capture.session import CaptureOptions, CaptureSession
-    from gpu_notebook.cellrun import run_cell_body
+    from gpu_notebook.capture.session import CaptureOptions, CaptureSession, private_scratch
+    from gpu_notebook.cellrun import run_cell_body, run_sync
 
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     has_html = importlib.util.find_spec("gpu_notebook.views.html") is not None
@@ -83,15 +83,17 @@ def child(workload: str, steps: int, repeats: int) -> dict[str, Any]:
         session = CaptureSession(CaptureOptions(), body)
         with _silenced():
             with session:
-                outcome = run_cell_body(shell.ip, body, "%%gpucheck")
+                outcome = run_sync(run_cell_body(shell.ip, body, "%%gpucheck"))
                 t_end = _clock()
             close = _since(t_end)
             t = _clock()
-            run = session.finish(outcome.status, outcome.error)
+            scratch = private_scratch()
+            run = session.finish(outcome.status, outcome.error, scratch=scratch.name)
             kwargs: dict[str, Any] = {k: v for k, v in (("namespace", shell.ip.user_ns), ("history", tuple(history)))
                       if k in accepted}
             report = build_report(run, **kwargs)
             build = _since(t)
+            scratch.cleanup()
             history.append(report)
             t = _clock()
             render_text(report)

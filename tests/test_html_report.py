@@ -59,16 +59,17 @@ raise RuntimeError("{IMG_PAYLOAD}")
 
 
 @pytest.fixture(scope="module")
-def hostile_report(ip: Any) -> Report:
+def hostile_report(ip: Any, tmp_path_factory: Any) -> Report:
     """A real run of HOSTILE_CELL; the record_function name, read back from the real trace,
     joins the top operators so the trace's own string reaches every section that lists ops."""
     from gpu_notebook.trace.kineto import load_trace
 
-    ip.run_cell_magic("gpucheck", "-q -w 1 -s 3 -o _html_hostile", HOSTILE_CELL)
+    export = tmp_path_factory.mktemp("hostile")
+    ip.run_cell_magic("gpucheck", f"-q -w 1 -s 3 -o _html_hostile --export {export}", HOSTILE_CELL)
     report = ip.user_ns["_html_hostile"]
     assert isinstance(report, Report) and report.run.status == "error"
-    assert report.run.window.trace_path is not None
-    names = [n for n in load_trace(report.run.window.trace_path).names if SCRIPT_PAYLOAD in n]
+    (trace,) = export.glob("*.trace.json.gz")  # the cell's own copy is gone with the cell
+    names = [n for n in load_trace(str(trace)).names if SCRIPT_PAYLOAD in n]
     assert names, "the profiler trace recorded the hostile record_function range"
     ops = (*report.analysis.top_ops, OpStat(name=names[0], calls=3, total_us=900.0, self_us=10.0))
     return dataclasses.replace(report, analysis=dataclasses.replace(report.analysis, top_ops=ops))

@@ -38,7 +38,7 @@ def test_missing_library_or_driver_gives_a_cpu_side_report(ip, scenario):
     assert res.success
     assert rep.run.env.gpus == ()
     assert rep.run.env.nvml_message and "CPU-side analysis only" in rep.run.env.nvml_message
-    assert rep.verdict.category in ("cpu-only", "input-bound")
+    assert rep.verdict.category in ("cpu-only", "input-bound", "host-bound")  # any CPU-side verdict
 
 
 def test_healthy_gpus_are_sampled_and_drive_the_verdict(ip):

@@ -352,7 +352,10 @@ def _level_covers(
         # No hook of ours sits on modules: forward is inferred from the step's shape.
         data_mask = on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX)
         forward = _union(
-            forward, _inferred_forward(trace, bounds, start, end, backward=backward, data=data_mask)
+            forward,
+            _inferred_forward(
+                trace, bounds, start, end, backward=backward, data=data_mask, grad_mode=grad_mode
+            ),
         )
     backward_spans = _union(spans(backward), closure_bwd)
     model = _union(forward, backward_spans)
@@ -417,8 +420,12 @@ def _inferred_forward(
     *,
     backward: BoolArray,
     data: BoolArray,
+    grad_mode: BoolArray | None = None,
 ) -> tuple[IntArray, IntArray]:
     """Forward spans for a trace without forward ranges (no hook of ours sits on modules).
+
+    Where autograd numbered the ops (grad mode on), the forward starts at the step's first such
+    op: a no_grad validation pass or logging before it stays outside the forward.
 
     In each step that has a backward: from the end of its last data range before the first
     backward (the step's start when it has none) to that backward. Painted at the forward
@@ -431,6 +438,9 @@ def _inferred_forward(
     bwd_starts = np.sort(start[backward])
     data_rows = np.flatnonzero(data)
     data_end_sorted = np.sort(end[data_rows]) if data_rows.size else np.zeros(0, dtype=np.int64)
+    grad_starts = (
+        np.sort(start[grad_mode]) if grad_mode is not None and grad_mode.any() else None
+    )
     fs: list[int] = []
     fe: list[int] = []
     for a, b in zip(s0.tolist(), e0.tolist(), strict=True):
@@ -442,6 +452,10 @@ def _inferred_forward(
         begin = a
         if j >= 0 and a <= data_end_sorted[j] <= first_bwd:
             begin = int(data_end_sorted[j])
+        if grad_starts is not None:
+            g = int(np.searchsorted(grad_starts, begin, side="left"))
+            if g < grad_starts.size and grad_starts[g] < first_bwd:
+                begin = int(grad_starts[g])
         if first_bwd > begin:
             fs.append(begin)
             fe.append(first_bwd)

@@ -1,6 +1,6 @@
 """Inference rule: a loop runs the model without backward but with autograd on (or in train mode).
 
-Measured: the step clock saw forward passes and no backward in the whole cell. Source: a loop
+Measured: the step clock saw no backward and no optimizer step in the whole cell. Source: a loop
 calls the model outside torch.no_grad()/inference_mode(); live: the model is still in train mode
 (dropout, batch-norm statistics). Autograd then records every op and keeps activations alive.
 No gain bound: that bookkeeping runs inside each forward op and is not separated in a trace;
@@ -16,13 +16,13 @@ from gpu_notebook.rules.source_scan import SourceFacts
 
 def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     counts = run.steps.event_counts
-    if counts.get("forward", 0) == 0 or counts.get("backward", 0) > 0:
+    if counts.get("backward", 0) > 0 or counts.get("optimizer", 0) > 0:
         return None
     loops = facts.inference_loops
     training_models = [m for m in facts.live.models if m.training and not m.compiled]
     if not loops and not training_models:
         return None
-    evidence = [f"{counts.get('forward', 0)} forward pass(es) and no backward in this cell (step clock)"]
+    evidence = ["no backward and no optimizer step in this cell (step clock)"]
     if loops:
         evidence.append(f"line {loops[0].line}: `{loops[0].text}` runs the model with autograd on")
     for model in training_models:

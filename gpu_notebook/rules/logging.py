@@ -91,31 +91,19 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
         "validation inside the training loop, on every step: line(s) "
         + ", ".join(f"{s.line} (`{s.text}`)" for s in lines[:3])
     ]
-    # Forward calls per step (all top-level modules, loss modules included) from the steps the
-    # clock timed, against the training forwards the source makes per backward.
-    timed = [s for s in run.steps.steps if s.timed and (s.forward_calls or s.backward_calls)]
-    forwards = _median([s.forward_calls for s in timed])
-    backwards = _median([s.backward_calls for s in timed])
-    loop = next((lp for lp in facts.loops if lp.line == lines[0].step_loop_line), None)
-    per_backward = loop.grad_module_calls if loop is not None else 0
+    # No hook of ours sits on modules, so model calls are not counted: a validation pass runs
+    # under no_grad, where autograd numbers no op, and lands outside the inferred forward, in
+    # "other" (the step's time outside data, forward, backward and optimizer).
     estimate: float | None = None
-    if forwards and backwards is not None and per_backward > 0:
-        extra = max(0.0, forwards - per_backward * backwards)
+    other = share(analysis, "other")
+    if other:
+        estimate = other
         evidence.append(
-            f"{forwards:.0f} module forward calls per step ({len(timed)} timed steps), "
-            f"{per_backward * backwards:.0f} of them for training: {extra:.0f} for validation"
+            f"time outside the training phases: {pct(other)} of the step ({phase_source(analysis)}; "
+            "the validation's no_grad forward is counted there)"
         )
-        forward = share(analysis, "forward")
-        data = share(analysis, "data")
-        if forward is not None:
-            estimate = (forward + (data or 0.0)) * extra / forwards
-            evidence.append(
-                f"estimated validation share: {pct(estimate)} of the step ({phase_source(analysis)}; "
-                "the forward and data shares times the validation part of the forward calls, "
-                "assuming a validation forward costs no more than a training one)"
-            )
     else:
-        evidence.append("validation share: not measured (the step clock timed no forward calls to split)")
+        evidence.append("validation share: not measured (no time outside the training phases)")
     removed = estimate * (1 - 1 / EVERY) if estimate is not None else None
     bound = gain_bound(removed, analysis)
     evidence.append(f"gain if validation runs every {EVERY} steps: {fmt_bound(bound)}")

@@ -1,7 +1,8 @@
 """Shape rule: the model's input shape changes from step to step (best-effort).
 
-What is measured: the step clock records the leading dimension of the model's first input each
-step (``StepTiming.batch_size``); the trace has no shapes (``record_shapes`` is off: it costs
+What is measured: the step clock records the samples of each step's DataLoader batches
+(``StepTiming.batch_size``; no hook of ours sits on modules, so a loop over in-memory tensors
+gives none); the trace has no shapes (``record_shapes`` is off: it costs
 ~20%). So only batch-size changes are seen, not sequence lengths or image sizes: best-effort,
 and the evidence says so. A last, smaller batch of an epoch is normal and ignored (at most two
 distinct sizes).

@@ -74,16 +74,11 @@ class LiveLine:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from gpu_notebook.capture.session import CaptureOptions
+    from gpu_notebook.options import capture_options, target_gpu
 
     try:
-        return CaptureOptions(
-            warmup_steps=args.warmup,
-            profile_steps=args.steps,
-            interval_s=args.interval,
-            profile=not args.no_profile,
-            lines=getattr(args, "lines", "window"),
-        )
+        target_gpu(args)
+        return capture_options(args)
     except ValueError as exc:
         print(f"gpucheck: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
@@ -197,7 +192,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # The script's stdout stays the script's own: the report goes to stderr, after it.
     with private_scratch() as scratch:
-        report = build_report(session.finish(status, error, scratch=scratch))  # type: ignore[arg-type]
+        report = build_report(
+            session.finish(status, error, scratch=scratch),  # type: ignore[arg-type]
+            target_gpu=args.gpu,
+        )
         files = _write_outputs(report, args)
     info = report.run.rank
     if not args.quiet:
@@ -528,14 +526,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _add_capture_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-s", "--steps", type=int, default=3, help="steps to profile (default 3)")
-    p.add_argument("-w", "--warmup", type=int, default=2, help="warm-up steps to skip (default 2)")
-    p.add_argument("-i", "--interval", type=float, default=0.25, help="sampling interval, s (default 0.25)")
-    p.add_argument("--no-profile", action="store_true", help="sampling and step timing only")
-    p.add_argument(
-        "--lines", choices=("window", "all", "off"), default="window",
-        help="hot-line stack sampling: the steps after the profiler window (default), the whole script, or off",
-    )
+    from gpu_notebook.options import add_measure_options
+
+    add_measure_options(p.add_argument)
 
 
 def _add_gates(p: argparse.ArgumentParser) -> None:

@@ -11,6 +11,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from gpu_notebook.capture.session import CaptureOptions, copy_trace, unique_stem
 from gpu_notebook.hygiene import our_imports_leave_no_filters
+from gpu_notebook.options import capture_options, magic_measure_arguments, target_gpu
 from gpu_notebook.records import Report
 
 MAX_KEPT_REPORTS = 50
@@ -27,30 +28,8 @@ class GpuCheckMagics(Magics):
 
     @magic_arguments()
     @argument(
-        "-s", "--steps", type=int, default=3,
-        help="Training steps to record with torch.profiler after the warm-up (default: 3).",
-    )
-    @argument(
-        "-w", "--warmup", type=int, default=2,
-        help="Steps to skip before recording: compilation, cudnn autotuning... (default: 2).",
-    )
-    @argument(
-        "-i", "--interval", type=float, default=0.25,
-        help="Seconds between GPU (NVML) and CPU (psutil) samples (default: 0.25).",
-    )
-    @argument(
         "-o", "--output", metavar="NAME", default=None,
         help="Store the report object in the variable NAME (like %%timeit -o).",
-    )
-    @argument(
-        "--no-profile", action="store_true",
-        help="Do not run torch.profiler: sampling and step timing only (lowest overhead).",
-    )
-    @argument(
-        "--lines", choices=("window", "all", "off"), default="window",
-        help="Sample the cell's Python stacks for line-level time: over as many steps as are "
-        "profiled, right after the profiler window (window, default), for the whole cell (all), "
-        "or not at all (off).",
     )
     @argument(
         "--export", metavar="DIR", default=None,
@@ -66,6 +45,7 @@ class GpuCheckMagics(Magics):
         help="Also write the report as one self-contained HTML file (opens offline).",
     )
     @argument("-q", "--quiet", action="store_true", help="Do not display the report (use with -o).")
+    @magic_measure_arguments
     @cell_magic
     def gpucheck(self, line: str, cell: str) -> None:
         """Measure a training cell and say what limits it: the GPU, the input, the host, syncs...
@@ -81,7 +61,8 @@ class GpuCheckMagics(Magics):
 
             %load_ext gpu_notebook
 
-            %%gpucheck [-s STEPS] [-w WARMUP] [-i SECONDS] [-o NAME] [--no-profile]
+            %%gpucheck [-s STEPS] [-w WARMUP] [-i SECONDS] [--no-profile]
+                       [--lines {window,all,off}] [--gpu NAME] [-o NAME]
                        [--export DIR] [--html PATH] [--price PER_GPU_HOUR] [-q]
             for x, y in loader:
                 loss = loss_fn(model(x), y)
@@ -131,6 +112,7 @@ class GpuCheckMagics(Magics):
                 self.shell, cell, header, options,
                 live_listener=live.update if live is not None else None,
                 history=self.reports, price_per_gpu_hour=args.price, cost=cost,
+                target_gpu=target_gpu(args),
             ) as measured:
                 if measured is None:  # the cell did not compile: IPython said so, no report
                     if live is not None:
@@ -195,13 +177,8 @@ def _validate(args: Any, cell: str) -> CaptureOptions:
     if args.output is not None and not str(args.output).isidentifier():
         raise UsageError(f"-o needs a Python variable name (got {args.output!r}).")
     try:
-        return CaptureOptions(
-            warmup_steps=args.warmup,
-            profile_steps=args.steps,
-            interval_s=args.interval,
-            profile=not args.no_profile,
-            lines=args.lines,
-        )
+        target_gpu(args)
+        return capture_options(args)
     except ValueError as exc:
         raise UsageError(f"{exc}.") from None
 

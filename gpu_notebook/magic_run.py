@@ -59,6 +59,7 @@ async def measured_cell(
     history: Sequence[Report] = (),
     price_per_gpu_hour: float | None = None,
     cost: CellCost | None = None,
+    target_gpu: str | None = None,
 ) -> AsyncIterator[Report | None]:
     """Run ``cell`` under a capture session and yield its report (None: the cell did not compile).
 
@@ -84,7 +85,11 @@ async def measured_cell(
     with private_scratch() as scratch, our_imports_leave_no_filters():
         run = session.finish(outcome.status, outcome.error, scratch=scratch)
         report = build_report(
-            run, price_per_gpu_hour=price_per_gpu_hour, namespace=shell.user_ns, history=history
+            run,
+            price_per_gpu_hour=price_per_gpu_hour,
+            namespace=shell.user_ns,
+            history=history,
+            target_gpu=target_gpu,
         )
         cost.mark("report")
         yield report

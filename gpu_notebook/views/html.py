@@ -41,6 +41,7 @@ __all__ = [
     "comparison_section",
     "esc",
     "finding_card",
+    "gpu_estimate_section",
     "more_gpus_answer",
     "notes_section",
     "ops_section",
@@ -244,6 +245,23 @@ def comparison_section(comparison: Comparison | None) -> str:
         f'<div class="big {klass}">{esc(big)}</div>{predicted}{"".join(extra)}'
         f'<table><tr><th></th><th class="num">before ({esc(c.baseline_started_at)})</th>'
         f'<th class="num">this run</th></tr>{"".join(rows)}</table></div>'
+    )
+
+
+def gpu_estimate_section(report: Report) -> str:
+    """A CPU run: what one GPU would make of the step (analysis/gpu_estimate.py), assumptions."""
+    estimate = report.gpu_estimate
+    if estimate is None:
+        return ""
+    from gpu_notebook.analysis.gpu_estimate import describe
+
+    head, parts, *assumptions = describe(estimate)
+    items = "".join(f"<li>{esc(a.removeprefix('assumes: '))}</li>" for a in assumptions)
+    return (
+        '<div class="whatif"><h3>Would a GPU help?</h3>'
+        f"<p><b>{esc(head)}</b></p><p>{esc(parts)}</p>"
+        + (f"<details><summary>Assumptions</summary><ul>{items}</ul></details>" if items else "")
+        + "</div>"
     )
 
 
@@ -591,6 +609,7 @@ def render_html(report: Report) -> str:
         verdict_section(report),
         comparison_section(report.comparison),
         whatif_section(report.whatif),
+        gpu_estimate_section(report),
         findings_header(findings),
         *(finding_card(f, i, with_code=True) for i, f in enumerate(findings, 1)),
         phases_section(report),

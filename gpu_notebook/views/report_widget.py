@@ -70,6 +70,7 @@ class ReportWidget(ipywidgets.VBox):  # type: ignore[misc]
                 sections.verdict_section(report),
                 sections.comparison_section(report.comparison),
                 sections.whatif_section(report.whatif),
+                sections.gpu_estimate_section(report),
                 sections.findings_header(findings),
                 style=True,
             ),

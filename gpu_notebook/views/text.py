@@ -118,6 +118,10 @@ def render_text(report: Report) -> str:
         from gpu_notebook.analysis.whatif import render_whatif
 
         lines += ["", render_whatif(report.whatif)]
+    if report.gpu_estimate is not None:
+        from gpu_notebook.analysis.gpu_estimate import describe
+
+        lines += ["", "Would a GPU help?", *(f"  {line}" for line in describe(report.gpu_estimate))]
     if run.notes:
         lines += ["", "Notes:", *(f"  - {n}" for n in run.notes)]
     return "\n".join(lines)

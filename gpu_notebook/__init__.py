@@ -51,6 +51,7 @@ _warm_thread: Any = None
 
 
 def _start_warm_imports() -> None:
+    import contextlib
     import importlib
     import threading
 
@@ -63,10 +64,9 @@ def _start_warm_imports() -> None:
 
         with our_imports_leave_no_filters():  # bokeh adds warnings filters when imported
             for name in _WARM_MODULES:
-                try:
+                # A failing import here is said by the real one, in context, when it is needed.
+                with contextlib.suppress(ImportError):
                     importlib.import_module(name)
-                except ImportError:  # the real import says so, in context, when it is needed
-                    pass
 
     _warm_thread = threading.Thread(target=warm, name="gpu_notebook-warm-imports", daemon=True)
     _warm_thread.start()

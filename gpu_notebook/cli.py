@@ -94,7 +94,7 @@ def _print_script_traceback(script: Path, exc: BaseException) -> None:
     exc.with_traceback(tb)  # Python's own hook prints the exception's traceback, not the argument
     try:
         sys.excepthook(type(exc), exc, tb)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a failing hook: Python then prints the traceback itself
         traceback.print_exception(type(exc), exc, tb)
 
 
@@ -177,7 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             except KeyboardInterrupt as exc:
                 _print_script_traceback(script, exc)
                 status, error, code = "interrupted", "KeyboardInterrupt", 130
-            except Exception as exc:  # the script's failure: shown as Python shows it
+            except Exception as exc:  # noqa: BLE001 - the script's failure: shown as Python shows it
                 _print_script_traceback(script, exc)
                 status, error, code = "error", f"{type(exc).__name__}: {exc}", 1
     finally:

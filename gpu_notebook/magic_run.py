@@ -75,8 +75,6 @@ async def measured_cell(
         outcome = await run_cell_body(shell, cell, header_line)
         cost.mark("body_end")
     cost.mark("closed")
-    if outcome is None:  # pragma: no cover - run_cell_body returns or raises out of the with
-        outcome = CellOutcome("interrupted", "KeyboardInterrupt", None)
     if outcome.compiled is False:
         # A SyntaxError: IPython showed it, nothing ran, there is nothing to report.
         session.finish(outcome.status, outcome.error)

@@ -226,7 +226,7 @@ class Sampler:
     def _run(self) -> None:
         try:
             self._loop()
-        except BaseException as exc:  # re-raised by stop(): a bug here must not pass silently
+        except BaseException as exc:  # noqa: BLE001 - re-raised by stop(): a bug here must not pass silently
             self._error = exc
 
     def _loop(self) -> None:
@@ -275,7 +275,7 @@ class Sampler:
         assert self.listener is not None
         try:
             self.listener(sample)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a view's failure is noted, sampling goes on
             # The listener is a view's code; its failure must not end the measurement. It is
             # recorded (once: a broken view would fail every tick), not hidden.
             if not self._listener_failed:
@@ -393,7 +393,7 @@ class _Probe:
 
     def _read_cores(self) -> tuple[float, ...]:
         times = psutil.cpu_times(percpu=True)
-        per_core = tuple(_busy_pct(a, b) for a, b in zip(self.cpu_times, times))
+        per_core = tuple(_busy_pct(a, b) for a, b in zip(self.cpu_times, times, strict=True))
         self.cpu_times = times
         return per_core
 

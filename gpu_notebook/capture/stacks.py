@@ -320,9 +320,12 @@ class StackSampler:
     def _restore_switch_interval(self) -> None:
         saved, self._saved_switch_s = self._saved_switch_s, None
         # Only if it is still ours: a cell that set its own interval meanwhile keeps it.
-        if saved is not None and self.switch_interval_s is not None:
-            if abs(sys.getswitchinterval() - self.switch_interval_s) < 1e-7:
-                sys.setswitchinterval(saved)
+        if (
+            saved is not None
+            and self.switch_interval_s is not None
+            and abs(sys.getswitchinterval() - self.switch_interval_s) < 1e-7
+        ):
+            sys.setswitchinterval(saved)
 
     # ---------------------------------------------------------------- thread mode
 
@@ -346,7 +349,7 @@ class StackSampler:
                 with self._lock:
                     if self._active:
                         self._sample(late_ns)
-        except BaseException as exc:  # re-raised by stop(): a failing provider is the caller's
+        except BaseException as exc:  # noqa: BLE001 - re-raised by stop(): a failing provider is the caller's
             self._error = exc
             with self._lock:
                 self._set_active(False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import runpy
 import shutil
 import sys
 import threading
@@ -86,7 +85,7 @@ def _options(args: argparse.Namespace) -> Any:
 
 def _print_script_traceback(script: Path, exc: BaseException) -> None:
     """What Python does with an uncaught exception: ``sys.excepthook`` (the script's own, if
-    it set one), with the traceback starting at the script's frames (not runpy's or ours)."""
+    it set one), with the traceback starting at the script's frames (not ours)."""
     tb = exc.__traceback__
     while tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve() != script.resolve():
         tb = tb.tb_next
@@ -123,14 +122,37 @@ def _exit_code(code: object) -> int:
 
 
 def _script_root_codes() -> tuple[CodeType, ...]:
-    """Where the stack sampler's walk stops for a script: runpy's frame that ``exec``s it.
+    """Where the stack sampler's walk stops for a script: our frame that ``exec``s it.
 
     The frame below it is the script's module code, so the script's lines are the "cell's" as
-    IPython's ``run_code`` makes a cell's. (The outer ``python -m gpu_notebook`` also runs
-    through runpy; the walk stops at the innermost root, the script's.)
+    IPython's ``run_code`` makes a cell's.
     """
-    code = getattr(getattr(runpy, "_run_code", None), "__code__", None)
-    return (code,) if isinstance(code, CodeType) else ()
+    return (_exec_script.__code__,)
+
+
+def _exec_script(script: Path) -> None:
+    """Run ``script`` as ``python script.py`` runs it: in a fresh ``__main__`` module, its code
+    named by its absolute path (``__file__`` and tracebacks), ``sys.argv[0]`` left as typed
+    (runpy.run_path would set it to the path it was given)."""
+    import builtins
+    import io
+    import types
+
+    path = os.path.abspath(script)
+    with io.open_code(path) as source:
+        code = compile(source.read(), path, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(
+        __file__=path, __cached__=None, __loader__=None, __package__=None, __spec__=None,
+        __builtins__=builtins,
+    )
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        exec(code, module.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -169,7 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with session:
             try:
-                runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as python does
+                _exec_script(script)
             except SystemExit as exc:
                 code = _exit_code(exc.code)
                 if code:

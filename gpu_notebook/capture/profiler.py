@@ -52,6 +52,29 @@ def _kineto_quiet() -> Iterator[None]:
         os.close(devnull)
 
 
+@contextmanager
+def _no_new_warning_filters() -> Iterator[None]:
+    """Take back the ``warnings`` filters added during one of our profiler calls.
+
+    Starting torch's profiler imports ``torch._dynamo``, and with it sympy and, when installed,
+    accelerate, whose imports add filters (``once SymPyDeprecationWarning``, ``ignore
+    UserWarning`` from ``torch.optim.lr_scheduler``...): a program that never compiles would
+    find them in ``warnings.filters`` only when measured. (A program that later imports those
+    packages itself does not get their filters again: they are imported already.)
+    """
+    import warnings
+
+    before = list(warnings.filters)
+    try:
+        yield
+    finally:
+        added = [f for f in warnings.filters if f not in before]
+        if added:
+            filters: list[object] = warnings.filters  # type: ignore[assignment]  # a list at run time
+            filters[:] = [f for f in filters if f not in added]
+            warnings._filters_mutated()  # type: ignore[attr-defined]  # drop the cached lookups
+
+
 def profiler_active() -> bool:
     """True when any torch autograd/Kineto profiler is recording in this process."""
     import torch
@@ -195,7 +218,7 @@ class ProfilerWindow:
         # then silence the user's own profiler for the rest of the process.
         self._starting = True
         try:
-            with _kineto_quiet():
+            with _kineto_quiet(), _no_new_warning_filters():
                 prof.start()
         finally:
             self._starting = False
@@ -236,7 +259,7 @@ class ProfilerWindow:
             # it: stopping again would only print a C++ warning into the cell's output.
             self.step_aside(USER_PROFILER_MESSAGE)
             return False
-        with _kineto_quiet():
+        with _kineto_quiet(), _no_new_warning_filters():
             prof.stop()
         if not export:
             return False
@@ -253,7 +276,8 @@ class ProfilerWindow:
         prof, self._stopped = self._stopped, None
         if prof is None or path is None:
             return None
-        prof.export_chrome_trace(str(path))
+        with _no_new_warning_filters():
+            prof.export_chrome_trace(str(path))
         os.chmod(path, 0o600)
         return str(path)
 

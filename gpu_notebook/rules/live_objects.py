@@ -150,8 +150,11 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
 
 def _data_hook(name: str, value: Any) -> LiveDataHook | None:
     """The framework object behind ``name`` that builds a DataLoader, read without calling it."""
-    hf = sys.modules.get("transformers")
-    trainer_cls = getattr(hf, "Trainer", None) if hf is not None else None
+    # transformers loads its submodules on first attribute access (``transformers.Trainer``
+    # imports the trainer, accelerate and more, and their warning filters): read the class only
+    # from a trainer module the user's code already imported.
+    hf_trainer = sys.modules.get("transformers.trainer")
+    trainer_cls = hf_trainer.__dict__.get("Trainer") if hf_trainer is not None else None
     if trainer_cls is not None and isinstance(value, trainer_cls):
         setting = getattr(getattr(value, "args", None), "dataloader_num_workers", None)
         return LiveDataHook(

@@ -863,7 +863,7 @@ def test_the_what_if_panel_sets_fixes_against_more_gpus() -> None:
     assert "What if: fix the code, or add GPUs?" in text
     assert "Fixing data: up to 1.82x on this machine, with no new hardware." in text
     assert "interconnect NVLink x12 (300 GB/s); gradients 461.4 MB a step" in text  # 440 MiB, in decimal MB
-    rows = re.findall(r"<tr><td class='num'>(\d+)</td><td class='num'>([\d.]+x)</td>", first)
+    rows = re.findall(r'<tr><td class="num">(\d+)</td><td class="num">([\d.]+x)</td>', first)
     assert [r[0] for r in rows] == ["2", "4", "8"]
     assert rows[0][1] == "1.99x"
     assert "ring all-reduce reaches 80%" in text

@@ -338,7 +338,7 @@ def synthetic_gpu_report(
         category="input-bound",
         headline="Waiting for data takes 45% of every step.",
         more_gpus="No: every added GPU would wait for data the same way. Fix the input pipeline "
-        "first (this alone can make steps up to 1.8x faster).",
+        "first (gain from this alone: up to 1.82x).",
         evidence=("GPU busy 40% of the window", "data wait: 45% of step time" + bad),
         confidence="high",
     )
@@ -752,7 +752,8 @@ def test_one_insert_fix_widget_per_finding_with_a_patch() -> None:
     text = parse_html(html).all_text
     # Severity order, gain bound, the fix line, the refusal's reason.
     assert text.index("Batches are loaded") < text.index("Copies from pageable") < text.index(".item() every step")
-    assert "up to 1.8x faster" in text and "Fix (cell line 3): Use DataLoader worker" in text
+    assert "Gain bound: up to 1.82x (removes 45% of the step)" in text
+    assert "Fix (cell line 3): Use DataLoader worker" in text
     assert "No patch for this cell: the copies happen inside a helper" in text
     assert text.count("Patch ready below") == 1
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import ipywidgets
 import pytest
+import traitlets
 
 from gpu_notebook.capture.sampler import THREAD_NAME
 from gpu_notebook.capture.session import CaptureOptions, CaptureSession
@@ -736,6 +737,29 @@ def insert_widgets(widget: ipywidgets.Widget) -> list[Any]:
     for child in getattr(widget, "children", ()):
         found += insert_widgets(child)
     return found
+
+
+def test_the_widget_statuses_are_spelled_in_one_place() -> None:
+    """The extension's replies come from bridge.InsertStatus on both sides (the view's typedef
+    imports the generated type, which `jlpm test` type-checks against its status texts); only
+    the view's own two statuses are written in the view, and they match the Python Literal."""
+    from typing import get_args
+
+    from gpu_notebook import bridge
+    from gpu_notebook.views import insert_widget
+
+    view = (Path(insert_widget.__file__).parent / "insert_widget.js").read_text(encoding="utf-8")
+    (typedef,) = re.findall(r"@typedef \{([^}]*)\} WidgetStatus\b", view)
+    own = {part.strip().strip('"') for part in typedef.split("|")} - {"InsertStatus"}
+    replies = set(get_args(bridge.InsertStatus))
+    assert "InsertStatus" in typedef and "records').InsertStatus} InsertStatus" in view
+    assert own == set(insert_widget.WIDGET_STATUSES) - replies == {"", "fallback"}
+    assert set(insert_widget.WIDGET_STATUSES) == {"", "fallback", *replies}
+    widget = insert_widget.InsertFixWidget("t", "x = 1\n", "", None)
+    for status in insert_widget.WIDGET_STATUSES:
+        widget.status = status
+    with pytest.raises(traitlets.TraitError):
+        widget.status = "done"
 
 
 def test_one_insert_fix_widget_per_finding_with_a_patch() -> None:

@@ -12,7 +12,10 @@ import math
 __all__ = [
     "MISSING",
     "fmt_bytes",
+    "fmt_cost",
+    "fmt_factor",
     "fmt_gain",
+    "fmt_megabytes",
     "fmt_ms",
     "fmt_pct",
     "fmt_rate",
@@ -51,6 +54,11 @@ def fmt_bytes(n: int | None) -> str:
     return f"{size:.1f} GiB"
 
 
+def fmt_megabytes(n: float | None) -> str:
+    """Decimal megabytes, as NCCL and DDP count message sizes: 102,228,128 -> "102.2 MB"."""
+    return MISSING if n is None else f"{n / 1e6:.1f} MB"
+
+
 def fmt_pct(pct: float | None) -> str:
     """A value already in percent (``utilization_pct``, ``process_cpu_pct``): "45%"."""
     return MISSING if pct is None else f"{pct:.0f}%"
@@ -64,6 +72,16 @@ def fmt_share(share: float | None, *, decimals: int = 0, missing: str = MISSING)
 def fmt_rate(x: float | None) -> str:
     """A throughput (samples/s), thousands separated: "12,345"."""
     return MISSING if x is None else f"{x:,.0f}"
+
+
+def fmt_factor(x: float | None) -> str:
+    """A measured or predicted ratio of step times or throughputs: "1.60x" (two decimals)."""
+    return MISSING if x is None else f"{x:.2f}x"
+
+
+def fmt_cost(x: float | None) -> str:
+    """A price in the unit the user gave (GPU-hour price x hours): "1,234.56"."""
+    return MISSING if x is None else f"{x:,.2f}"
 
 
 def fmt_gain(bound: float | None) -> str:

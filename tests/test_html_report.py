@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import html
 import re
 import shutil
 import subprocess
@@ -88,7 +89,7 @@ def cpu_report(ip: Any) -> Report:
 def csp_of(page: str) -> str:
     match = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)"', page)
     assert match, "the page declares a Content-Security-Policy"
-    return match.group(1).replace("&#x27;", "'")
+    return html.unescape(match.group(1))
 
 
 def sha256_source(body: str) -> str:

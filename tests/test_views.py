@@ -18,6 +18,7 @@ from typing import Any
 
 import ipywidgets
 import pytest
+import traitlets
 
 from gpu_notebook.capture.sampler import THREAD_NAME
 from gpu_notebook.capture.session import CaptureOptions, CaptureSession
@@ -338,7 +339,7 @@ def synthetic_gpu_report(
         category="input-bound",
         headline="Waiting for data takes 45% of every step.",
         more_gpus="No: every added GPU would wait for data the same way. Fix the input pipeline "
-        "first (this alone can make steps up to 1.8x faster).",
+        "first (gain from this alone: up to 1.82x).",
         evidence=("GPU busy 40% of the window", "data wait: 45% of step time" + bad),
         confidence="high",
     )
@@ -738,6 +739,29 @@ def insert_widgets(widget: ipywidgets.Widget) -> list[Any]:
     return found
 
 
+def test_the_widget_statuses_are_spelled_in_one_place() -> None:
+    """The extension's replies come from bridge.InsertStatus on both sides (the view's typedef
+    imports the generated type, which `jlpm test` type-checks against its status texts); only
+    the view's own two statuses are written in the view, and they match the Python Literal."""
+    from typing import get_args
+
+    from gpu_notebook import bridge
+    from gpu_notebook.views import insert_widget
+
+    view = (Path(insert_widget.__file__).parent / "insert_widget.js").read_text(encoding="utf-8")
+    (typedef,) = re.findall(r"@typedef \{([^}]*)\} WidgetStatus\b", view)
+    own = {part.strip().strip('"') for part in typedef.split("|")} - {"InsertStatus"}
+    replies = set(get_args(bridge.InsertStatus))
+    assert "InsertStatus" in typedef and "records').InsertStatus} InsertStatus" in view
+    assert own == set(insert_widget.WIDGET_STATUSES) - replies == {"", "fallback"}
+    assert set(insert_widget.WIDGET_STATUSES) == {"", "fallback", *replies}
+    widget = insert_widget.InsertFixWidget("t", "x = 1\n", "", None)
+    for status in insert_widget.WIDGET_STATUSES:
+        widget.status = status
+    with pytest.raises(traitlets.TraitError):
+        widget.status = "done"
+
+
 def test_one_insert_fix_widget_per_finding_with_a_patch() -> None:
     report = synthetic_gpu_report()
     widget = report_widget(report, cell_id="abc-123")
@@ -752,7 +776,8 @@ def test_one_insert_fix_widget_per_finding_with_a_patch() -> None:
     text = parse_html(html).all_text
     # Severity order, gain bound, the fix line, the refusal's reason.
     assert text.index("Batches are loaded") < text.index("Copies from pageable") < text.index(".item() every step")
-    assert "up to 1.8x faster" in text and "Fix (cell line 3): Use DataLoader worker" in text
+    assert "Gain bound: up to 1.82x (removes 45% of the step)" in text
+    assert "Fix (cell line 3): Use DataLoader worker" in text
     assert "No patch for this cell: the copies happen inside a helper" in text
     assert text.count("Patch ready below") == 1
 
@@ -863,7 +888,7 @@ def test_the_what_if_panel_sets_fixes_against_more_gpus() -> None:
     assert "What if: fix the code, or add GPUs?" in text
     assert "Fixing data: up to 1.82x on this machine, with no new hardware." in text
     assert "interconnect NVLink x12 (300 GB/s); gradients 461.4 MB a step" in text  # 440 MiB, in decimal MB
-    rows = re.findall(r"<tr><td class='num'>(\d+)</td><td class='num'>([\d.]+x)</td>", first)
+    rows = re.findall(r'<tr><td class="num">(\d+)</td><td class="num">([\d.]+x)</td>', first)
     assert [r[0] for r in rows] == ["2", "4", "8"]
     assert rows[0][1] == "1.99x"
     assert "ring all-reduce reaches 80%" in text

@@ -356,7 +356,7 @@ def test_real_two_rank_trace_is_scaled_as_the_two_gpu_job_it_is():
     assert "gradients 102.2 MB a step" in text and "97.5 MB" not in text
     html = whatif_section(wi)
     assert "This trace is one rank of a data-parallel job on 2 GPUs" in html and "speedup vs 2 GPUs" in html
-    assert "<td class='num'>2</td>" not in html
+    assert '<td class="num">2</td>' not in html
 
 
 def test_what_if_sizes_are_decimal_megabytes():

@@ -22,6 +22,7 @@ import dataclasses
 from gpu_notebook.analysis.host import describe as describe_host
 from gpu_notebook.analysis.host import host_bound
 from gpu_notebook.analysis.steady import without_stalls
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Confidence, Environment, Run, Verdict
 
 # Environment.platform of a run rebuilt from a trace file (``gpucheck analyze``): the report
@@ -34,10 +35,6 @@ WARN = 0.10
 GPU_BUSY = 0.80
 MEMORY_FULL = 0.90
 COMM = 0.10
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
 
 
 def from_a_file(run: Run) -> bool:
@@ -76,7 +73,7 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
     note = (
         f"the profiled window does not represent this run: its steps take "
         f"{fmt_seconds(shape.window_median_s)}, the run's median is {fmt_seconds(shape.median_s)} "
-        f"(steps like the window's hold {_pct(covers)} of the run's time); {rests}"
+        f"(steps like the window's hold {fmt_share(covers)} of the run's time); {rests}"
     )
     confidence = verdict.confidence if analysis.window_phases is not None else "low"
     return dataclasses.replace(verdict, evidence=(note, *verdict.evidence), confidence=confidence)
@@ -112,7 +109,7 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
     sync = phases.share("sync")
     for name, share in (("data wait", data), ("host sync", sync), ("host-to-device copy", phases.share("copy"))):
         if share is not None and share >= WARN:
-            evidence.append(f"{name}: {_pct(share)} of step time")
+            evidence.append(f"{name}: {fmt_share(share)} of step time")
     not_measured = [p for p in ("data", "copy", "sync") if p not in phases.measured]
     if not_measured:
         why = "no GPU to copy to" if phases.source == "trace" else "no profiler trace"
@@ -133,7 +130,7 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             return _comm_verdict(host_comm, "waiting in collectives (host)", evidence, confidence)
         return _cpu_verdict(data, sync, evidence, confidence, host_bound=overhead)
     if busy is not None:
-        evidence.insert(0, f"GPU busy {_pct(busy)} of the window")
+        evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")
 
     util = analysis.utilization
     gpu = analysis.gpu
@@ -141,11 +138,11 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
         share = gpu.comm_us / gpu.window_us
         return Verdict(
             "comm-bound",
-            f"Communication takes {_pct(share)} of the GPU window.",
+            f"Communication takes {fmt_share(share)} of the GPU window.",
             "Not more of the same: each added GPU adds communication. Overlap it with backward, "
             "compress gradients or accumulate more steps per all-reduce. If the ranks wait for "
             "one slow peer, fix that rank first (rank 0's job report names the straggler).",
-            (f"collective kernels: {_pct(share)} of the window", *evidence),
+            (f"collective kernels: {fmt_share(share)} of the window", *evidence),
             confidence,
         )
     if host_comm is not None and host_comm >= COMM:
@@ -155,16 +152,16 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
         if mem >= MEMORY_FULL and (busy is None or busy < GPU_BUSY):
             return Verdict(
                 "memory-bound",
-                f"GPU memory peaks at {_pct(mem)} of the card while the GPU is not kept busy.",
+                f"GPU memory peaks at {fmt_share(mem)} of the card while the GPU is not kept busy.",
                 "A bigger card would let the batch grow; before buying, try activation "
                 "checkpointing, gradient accumulation or mixed precision (about half the activations).",
-                (f"peak GPU memory {_pct(mem)} of the card", *evidence),
+                (f"peak GPU memory {fmt_share(mem)} of the card", *evidence),
                 confidence,
             )
     if busy is not None and busy >= GPU_BUSY:
         return Verdict(
             "gpu-bound",
-            f"The GPU is busy {_pct(busy)} of the time: the code keeps it fed.",
+            f"The GPU is busy {fmt_share(busy)} of the time: the code keeps it fed.",
             "Yes: this work is limited by the GPU, so more GPUs (data parallel) or a faster one "
             "will help. First check mixed precision and tensor-core use: often ~2x for free.",
             tuple(evidence),
@@ -176,7 +173,7 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
         return _sync_verdict(sync, evidence, confidence)
     idle = 1.0 - busy if busy is not None else None
     head = (
-        f"The GPU idles {_pct(idle)} of the time waiting for the host."
+        f"The GPU idles {fmt_share(idle)} of the time waiting for the host."
         if idle is not None
         else "The GPU is not kept busy: the host (Python, kernel launches) sets the pace."
     )
@@ -194,13 +191,13 @@ def _comm_verdict(share: float, what: str, evidence: list[str], confidence: Conf
     """The host waits on collectives: for a slower peer (lockstep), or for the transfer."""
     return Verdict(
         "comm-bound",
-        f"Waiting in collectives (all-reduce...) takes {_pct(share)} of every step: "
+        f"Waiting in collectives (all-reduce...) takes {fmt_share(share)} of every step: "
         "this rank waits for its peers, it does not compute.",
         "Not more of the same: each added rank adds communication and one more peer to wait "
         "for. If the ranks wait for one slow peer (a straggler), fix that rank first: rank 0's "
         "job report names it and its cause. Otherwise overlap the all-reduce with backward, or "
         "accumulate more steps per all-reduce.",
-        (f"{what}: {_pct(share)} of step time", *evidence),
+        (f"{what}: {fmt_share(share)} of step time", *evidence),
         confidence,
     )
 
@@ -224,17 +221,17 @@ def _input_verdict(
         # No device here: say once, apart, what the wait would mean on one.
         more = (
             f"No: the step waits for data, and a GPU only shortens compute. Fix the input "
-            f"pipeline first (this alone can make steps up to {amdahl_bound(data):.1f}x faster); "
+            f"pipeline first (gain from this alone: {fmt_gain(amdahl_bound(data))}); "
             f"on a GPU the same wait would leave the card idle."
         )
     else:
         more = (
             f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
-            f"(this alone can make steps up to {amdahl_bound(data):.1f}x faster)."
+            f"(gain from this alone: {fmt_gain(amdahl_bound(data))})."
         )
     return Verdict(
         "input-bound",
-        f"Waiting for data takes {_pct(data)} of every step.",
+        f"Waiting for data takes {fmt_share(data)} of every step.",
         more,
         tuple(evidence),
         confidence,
@@ -247,19 +244,19 @@ def _sync_verdict(sync: float, evidence: list[str], confidence: Confidence, *, o
         # what they would mean on one.
         return Verdict(
             "sync-bound",
-            f"Reading values on the host (.item(), .cpu(), printing tensors) takes {_pct(sync)} "
+            f"Reading values on the host (.item(), .cpu(), printing tensors) takes {fmt_share(sync)} "
             "of every step.",
             f"Not as it is: this time is host work, which a GPU does not shorten. Read values "
-            f"less often first (up to {amdahl_bound(sync):.1f}x faster); on a GPU each such read "
+            f"less often first (gain: {fmt_gain(amdahl_bound(sync))}); on a GPU each such read "
             "would also make the host wait for every queued kernel.",
             tuple(evidence),
             confidence,
         )
     return Verdict(
         "sync-bound",
-        f"Host syncs (.item(), .cpu(), synchronize) take {_pct(sync)} of every step.",
+        f"Host syncs (.item(), .cpu(), synchronize) take {fmt_share(sync)} of every step.",
         f"No: each sync stalls the pipeline, on every GPU alike. Remove per-step syncs first "
-        f"(up to {amdahl_bound(sync):.1f}x faster).",
+        f"(gain: {fmt_gain(amdahl_bound(sync))}).",
         tuple(evidence),
         confidence,
     )

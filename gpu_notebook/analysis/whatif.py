@@ -60,6 +60,7 @@ import statistics
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.verdict import from_a_file
+from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_megabytes
 from gpu_notebook.records import Analysis, Environment, Run, ScalingPoint, WhatIf
 
 GPU_COUNTS = (2, 4, 8)
@@ -295,17 +296,17 @@ def render_whatif(w: WhatIf) -> str:
         lines.append(f"  {baseline}")
     if w.fixes_speedup is not None:
         lines.append(
-            f"  fixing {', '.join(w.fixed_phases)}: up to {w.fixes_speedup:.2f}x on this machine, with no new hardware"
+            f"  fixing {', '.join(w.fixed_phases)}: {fmt_gain(w.fixes_speedup)} on this machine, with no new hardware"
         )
     else:
         lines.append("  no waiting phase to fix was measured (data, sync and copy are under 1%)")
     if w.points and w.grad_bytes is not None:
-        lines.append(f"  interconnect: {w.interconnect}; gradients {w.grad_bytes / 1e6:.1f} MB a step")
+        lines.append(f"  interconnect: {w.interconnect}; gradients {fmt_megabytes(w.grad_bytes)} a step")
         label = speedup_label(w)
         width = max(8, len(label))
         lines.append(f"  {'GPUs':>5} {label:>{width}} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}")
         for p in w.points:
-            fx = f"{p.speedup_with_fixes:.2f}x" if p.speedup_with_fixes is not None else "-"
+            fx = fmt_factor(p.speedup_with_fixes) if p.speedup_with_fixes is not None else "-"
             lines.append(
                 f"  {p.gpus:>5} {p.speedup:>{width - 1}.2f}x {p.efficiency:>9.0%} {fx:>11} {p.exposed_comm_s * 1e3:>10.2f} ms"
             )

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpu_notebook.analysis.steps import steady_steps
+from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_share
 from gpu_notebook.records import Comparison, Finding, Report
 
 FIX_HEADER = "# gpucheck fix: "
@@ -169,17 +170,16 @@ def slower_after_fix(baseline: Report, report: Report, comparison: Comparison) -
     evidence = [
         f"this cell is the fix `{proposing.fix_id}` proposed by the run at {baseline.run.started_at} "
         f"(\"{proposing.title}\")",
-        f"measured: {speedup:.2f}x the throughput of that run (predicted: "
-        + ("not bounded" if proposing.gain_bound is None else f"up to {proposing.gain_bound:.2f}x")
-        + ")",
+        f"measured: {fmt_factor(speedup)} the throughput of that run "
+        f"(predicted: {fmt_gain(proposing.gain_bound)})",
     ]
     before, after = comparison.baseline_phase_share, comparison.phase_share
     for phase in ("data", "forward", "backward", "optimizer", "sync", "other", "unattributed"):
         if phase in before and phase in after and after[phase] > before[phase] + 0.05:
-            evidence.append(f"{phase}: {before[phase]:.0%} of the step before, {after[phase]:.0%} now")
+            evidence.append(f"{phase}: {fmt_share(before[phase])} of the step before, {fmt_share(after[phase])} now")
     return Finding(
         rule_id="compare.slower_after_fix",
-        title=f"The fix made the loop slower ({speedup:.2f}x): go back to the earlier cell",
+        title=f"The fix made the loop slower ({fmt_factor(speedup)}): go back to the earlier cell",
         severity="high",
         evidence=tuple(evidence),
         phase_share=None,
@@ -216,11 +216,10 @@ def describe(comparison: Comparison) -> tuple[str, ...]:
         lines.append("Speedup: not measured (no step time in one of the runs).")
     else:
         lines.append(
-            f"Measured: {c.speedup:.2f}x the throughput of the run at {c.baseline_started_at}."
+            f"Measured: {fmt_factor(c.speedup)} the throughput of the run at {c.baseline_started_at}."
         )
     if c.fix_id is not None:
-        bound = "not bounded" if c.predicted_bound is None else f"up to {c.predicted_bound:.2f}x"
-        lines.append(f"Predicted for fix {c.fix_id}: {bound} (Amdahl bound).")
+        lines.append(f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound)} (Amdahl bound).")
         if c.speedup is not None and c.speedup < SLOWER_THAN:
             lines.append(
                 f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "
@@ -237,7 +236,7 @@ def describe(comparison: Comparison) -> tuple[str, ...]:
             "(assuming linear scaling, which real clusters do not quite reach)."
         )
     if c.cost_saved_per_1000_steps is not None:
-        lines.append(f"Saves {c.cost_saved_per_1000_steps:,.2f} per 1,000 steps at the given price.")
+        lines.append(f"Saves {fmt_cost(c.cost_saved_per_1000_steps)} per 1,000 steps at the given price.")
     return tuple(lines)
 
 

@@ -64,8 +64,8 @@ def render_job(job: JobReport) -> str:
             lines.append(f"    its top line: {job.straggler.hot_line}")
     elif arrived > 1:
         lines.append(
-            f"  no straggler (waits within {100 * STRAGGLER_THRESHOLD:.0f}% of the step of each other, "
-            f"every rank's step within {100 * STRAGGLER_THRESHOLD:.0f}% of the median)"
+            f"  no straggler (waits within {fmt_share(STRAGGLER_THRESHOLD)} of the step of each other, "
+            f"every rank's step within {fmt_share(STRAGGLER_THRESHOLD)} of the median)"
         )
     if job.missing:
         lines.append(

@@ -25,6 +25,7 @@ from gpu_notebook.analysis.host import MATMUL_OP
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, OpStat, PhaseBreakdown, Run, Severity
 from gpu_notebook.rules.live_objects import LiveLoader
 from gpu_notebook.rules.source_scan import LoaderCall, SourceFacts
@@ -45,9 +46,10 @@ SEVERITY_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2, "info": 3}
 # work (logging, reading values, building tensors) shows up in the phase split.
 RESIDUAL_PHASES = ("sync", "other", "unattributed")
 
-
-def pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
+# The rules' short names for the formatting module's share and gain-bound wording (one wording
+# in findings, text and HTML: "45%", "up to 1.82x"), not copies of them.
+pct = fmt_share
+fmt_bound = fmt_gain
 
 
 def share(analysis: Analysis, phase: str) -> float | None:
@@ -101,14 +103,6 @@ def gain_bound(removed_share: float | None, analysis: Analysis, *, host_side: bo
     if host_side and busy is not None and busy > 0:
         bound = min(bound, 1.0 / busy)  # a step is never shorter than the GPU work inside it
     return bound
-
-
-def fmt_bound(bound: float | None) -> str:
-    if bound is None:
-        return "not bounded"
-    if bound == float("inf"):
-        return "unbounded (the whole step)"
-    return f"up to {bound:.2f}x"
 
 
 def has_gpu(run: Run) -> bool:

@@ -7,7 +7,9 @@
 /** @typedef {import('../../labextension/src/records').IInsertCellRequest} IInsertCellRequest */
 /** @typedef {import('../../labextension/src/records').IInsertCellReply} IInsertCellReply */
 /** @typedef {import('../../labextension/src/records').IInsertCellEventDetail} IInsertCellEventDetail */
-/** @typedef {"" | "inserted" | "duplicate" | "error" | "fallback"} WidgetStatus */
+/** @typedef {import('../../labextension/src/records').InsertStatus} InsertStatus */
+/** The view's own two (insert_widget.WidgetStatus) and the extension's replies (bridge.InsertStatus). */
+/** @typedef {"" | "fallback" | InsertStatus} WidgetStatus */
 
 /**
  * The traits of InsertFixWidget (gpu_notebook/views/insert_widget.py).

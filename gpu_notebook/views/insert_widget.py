@@ -12,20 +12,22 @@ Rendering lives in ``insert_widget.js`` / ``insert_widget.css``; every user stri
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import anywidget
 import traitlets
 
 from gpu_notebook import bridge
 
-__all__ = ["WIDGET_STATUSES", "InsertFixWidget"]
+__all__ = ["WIDGET_STATUSES", "InsertFixWidget", "WidgetStatus"]
 
 _HERE = Path(__file__).parent
 
-# What the view reports back: "" before any click, the extension's reply status, or "fallback"
-# when nothing answered the DOM event (the user copies the code or runs the %load line).
-WIDGET_STATUSES = ("", "inserted", "duplicate", "error", "fallback")
+# What the view reports back: "" before any click, the extension's reply status (spelled once,
+# in bridge.InsertStatus; the view's typedef takes it from the generated bridge types), or
+# "fallback" when nothing answered the DOM event (the user copies the code or runs %load).
+WidgetStatus = Literal["", "fallback", bridge.InsertStatus]
+WIDGET_STATUSES: tuple[str, ...] = get_args(WidgetStatus)
 
 
 class InsertFixWidget(anywidget.AnyWidget):
@@ -88,7 +90,7 @@ class InsertFixWidget(anywidget.AnyWidget):
 
     @traitlets.observe("status")
     def _status_changed(self, change: dict[str, Any]) -> None:
-        if change["new"] in ("inserted", "duplicate", "error"):
+        if change["new"] in get_args(bridge.InsertStatus):
             bridge.note_frontend_answer(True)
         elif change["new"] == "fallback":
             bridge.note_frontend_answer(False)

@@ -15,8 +15,8 @@ import re
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     compute_capability,
-    fmt_bound,
     finding,
+    fmt_bound,
     fp32_matmul_kernel_share,
     gain_bound,
     has_gpu,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     WARN,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     loader_in_use,
     pct,

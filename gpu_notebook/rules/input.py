@@ -26,15 +26,15 @@ from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     has_gpu,
+    loader_in_use,
     pct,
     phase_source,
     severity_of,
     share,
-    loader_in_use,
 )
 from gpu_notebook.rules.live_objects import LiveLoader
 from gpu_notebook.rules.source_scan import LoaderCall, SourceFacts

@@ -23,8 +23,8 @@ from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     SUGGEST,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     pct,
     phase_source,

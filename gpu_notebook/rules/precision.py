@@ -14,8 +14,8 @@ from __future__ import annotations
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     compute_capability,
-    fmt_bound,
     finding,
+    fmt_bound,
     fp32_matmul_kernel_share,
     gain_bound,
     gpu_name,

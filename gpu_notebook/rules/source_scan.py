@@ -147,7 +147,7 @@ class SourceFacts:
     # ``name = Something(...)`` in the cell: name -> the called class or function's last name.
     constructed: tuple[tuple[str, str], ...] = ()
     # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
-    live: LiveFacts = LiveFacts()
+    live: LiveFacts = dataclasses.field(default_factory=LiveFacts)
 
     def constructor_of(self, name: str) -> str | None:
         return next((c for n, c in reversed(self.constructed) if n == name), None)
@@ -556,7 +556,7 @@ class _Scanner:
                 for n in ast.walk(self.tree)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                 and not _PLACEHOLDER.match(f"{n.id}()")
-            ),  # fmt: skip
+            ),
             syncs=syncs,
             logging=logging,
             constructed=tuple(
@@ -566,16 +566,16 @@ class _Scanner:
                 and dotted(node.value.func) is not None
                 for target in node.targets
                 if isinstance(target, ast.Name)
-            ),  # fmt: skip
+            ),
             validation=tuple(self._validation()),
             blocking_copies=tuple(self._copies(blocking=True)),
             non_blocking_copies=len(self._copies(blocking=False)),
             inference_loops=tuple(
                 SourceLine(self.line_of(loop), self.text_of(loop), "inference-loop")
-                for loop, facts in zip(self.loops, loops)
+                for loop, facts in zip(self.loops, loops, strict=True)
                 if facts.calls_model and not facts.trains and not facts.under_grad_mode
                 and not any(self.trains[id(a)] for a in self.ancestors(loop) if id(a) in self.trains)
-            ),  # fmt: skip
+            ),
             eval_called=frozenset(
                 name
                 for c in self._calls()
@@ -695,7 +695,7 @@ class _Scanner:
         method = _method(call)
         if method in _TRACKER_METHODS:
             return "tracker"
-        if method in _PROGRESS_METHODS and method != "write" or name == "tqdm.write":
+        if (method in _PROGRESS_METHODS and method != "write") or name == "tqdm.write":
             return "progress"
         return None
 
@@ -799,10 +799,14 @@ class _Scanner:
             return {node.id}
         names: set[str] = set()
         for child in ast.iter_child_nodes(node):
-            if isinstance(node, ast.Attribute) and child is node.value and isinstance(child, ast.Name):
-                # loss.grad_fn / x.shape: attribute reads that are not the tensor's values
-                if node.attr in ("shape", "dtype", "device", "size", "ndim", "requires_grad"):
-                    continue
+            # loss.grad_fn / x.shape: attribute reads that are not the tensor's values
+            if (
+                isinstance(node, ast.Attribute)
+                and child is node.value
+                and isinstance(child, ast.Name)
+                and node.attr in ("shape", "dtype", "device", "size", "ndim", "requires_grad")
+            ):
+                continue
             names |= self._unwrapped_names(child)
         return names
 
@@ -827,10 +831,11 @@ class _Scanner:
                     # A no_grad block that updates tensors in place is a manual optimizer step
                     # (`w -= lr * w.grad`), not validation.
                     kind = "no_grad"
-                elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                    if any(_VAL_NAME.search(_last(n)) for n in _iterated_names(node.iter)):
-                        kind = "val-loop"
-                        node = node.iter  # a comprehension has no line of its own
+                elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+                    _VAL_NAME.search(_last(n)) for n in _iterated_names(node.iter)
+                ):
+                    kind = "val-loop"
+                    node = node.iter  # a comprehension has no line of its own
                 if kind is None:
                     continue
                 line = self.line_of(node)
@@ -875,7 +880,7 @@ class _Scanner:
     def _compiled(self) -> bool:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and dotted(node.func) in ("torch.compile", "compile") and (
-                dotted(node.func) == "torch.compile" or node.args and dotted(node.args[0]) in self.models
+                dotted(node.func) == "torch.compile" or (node.args and dotted(node.args[0]) in self.models)
             ):
                 return True
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

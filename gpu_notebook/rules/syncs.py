@@ -21,8 +21,8 @@ from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     WARN,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     has_gpu,
     measured_names,

@@ -22,7 +22,7 @@ from gpu_notebook.rules.common import (
     severity_of,
     share,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 _SOURCE = (
     "Nsight Systems cuda_memcpy_async rule (pageable async copies: use pinned memory); TraceML "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding, fmt_bound, gain_bound, pct, severity_of
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 COMM = 0.10
 

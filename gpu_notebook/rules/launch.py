@@ -40,7 +40,7 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 from gpu_notebook.rules.syncs import loop_lines
 
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy

@@ -22,7 +22,7 @@ from gpu_notebook.rules.common import (
     pct,
     runs_matmuls,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 TENSOR_CORE_CC = 7.0  # Volta and later
 BF16_CC = 8.0  # Ampere and later run bfloat16 on tensor cores

@@ -19,7 +19,7 @@ from itertools import pairwise
 
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding, has_gpu, pct
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 CHANGE_SHARE = 0.5  # the shape changes on at least half of the steps
 MIN_DISTINCT = 3  # a smaller last batch gives two sizes; three or more is a pattern

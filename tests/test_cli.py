@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from gpu_notebook.records import Report
 from gpu_notebook.examples import INPUT_BOUND
+from gpu_notebook.records import Report
 
 REFERENCE = Path(os.environ.get("GPU_NOTEBOOK_REFERENCE_TRACES", Path(__file__).parents[1].parent / "shared" / "reference_traces"))
 
@@ -43,7 +43,7 @@ def test_run_reports_on_the_script_and_writes_json_and_trace(input_bound_script,
     report = Report.from_json(out_json.read_text())
     assert report.verdict.category == "input-bound"
     assert report.run.steps.step_count == 192 // 8
-    assert json.loads(gzip.open(out_trace).read())["traceEvents"]
+    assert json.loads(gzip.decompress(out_trace.read_bytes()))["traceEvents"]
 
 
 def test_run_exits_with_the_scripts_own_exit_code(tmp_path):

@@ -132,7 +132,7 @@ NCCL_TRACES = (
 )
 
 
-@pytest.mark.parametrize("name", NCCL_TRACES + ("v100_world1_rank0.json.gz",))
+@pytest.mark.parametrize("name", (*NCCL_TRACES, "v100_world1_rank0.json.gz"))
 def test_reference_gpu_traces_add_up(reference_traces: Path, name: str) -> None:
     trace = load_trace(reference_traces / name)
     g = gpu_timeline(trace)
@@ -162,7 +162,7 @@ def _hta_style_single_stream(trace: Trace, window: tuple[float, float]) -> dict[
 
     launches = {
         int(c): ns(float(t))
-        for c, t, cat in zip(trace.correlation, trace.ts_us, trace.cat_id)
+        for c, t, cat in zip(trace.correlation, trace.ts_us, trace.cat_id, strict=True)
         if trace.categories[cat] == "cuda_runtime" and c >= 0
     }
     events = sorted(

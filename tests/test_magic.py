@@ -276,9 +276,8 @@ def _hook_counts() -> tuple[int, ...]:
 
 
 def test_nothing_is_left_behind_after_100_runs(ip):
-    from torch.utils.data import dataloader
-
     import psutil
+    from torch.utils.data import dataloader
 
     original_next = dataloader._BaseDataLoaderIter.__next__
     original_backward = torch.autograd.backward
@@ -287,7 +286,7 @@ def test_nothing_is_left_behind_after_100_runs(ip):
     ip.run_cell("xs = torch.randn(8, 32)")
     body = "for _ in range(3):\n    model(xs).sum().backward(); opt.step()"
     fail = "model(xs).sum().backward(); opt.step()\nraise RuntimeError('x')"
-    for i in range(10):  # warm up allocators and caches before measuring growth
+    for _ in range(10):  # warm up allocators and caches before measuring growth
         ip.run_cell(f"%%gpucheck -q -w 0 -s 1\n{body}")
     gc.collect()
     threads_before = threading.active_count()
@@ -437,3 +436,9 @@ def test_the_magic_records_where_its_cell_time_went(ip):
     assert cost.span("enter", "body_start") < 0.3  # starting the capture is not the cell's sleep
     assert cost.span("body_end", "closed", cpu=True) is not None
     assert cost.span("enter", "nowhere") is None
+
+
+def test_two_cells_exported_in_the_same_second_keep_both(ip, tmp_path):
+    for _ in range(2):
+        ip.run_cell_magic("gpucheck", f"-q -w 0 -s 1 --export {tmp_path}", "x = 1")
+    assert len(list(tmp_path.glob("*.report.json"))) == 2

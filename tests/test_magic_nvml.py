@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_notebook.capture import nvml
-from tests import cells, fake_nvml
+from tests import fake_nvml
 
 LOOP = """
 model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(64, 32)

@@ -5,6 +5,7 @@ psutil is real here (this process, real child processes); NVML comes from the fa
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import signal
@@ -78,7 +79,7 @@ def test_samples_arrive_at_about_the_interval_with_every_gpu() -> None:
         series = run_for(Sampler(interval_s=0.05), 0.6, min_samples=8)
     samples = series.samples
     assert 8 <= len(samples) <= 14
-    gaps = [b.t_s - a.t_s for a, b in zip(samples, samples[1:])]
+    gaps = [b.t_s - a.t_s for a, b in itertools.pairwise(samples)]
     assert 0.04 <= statistics.median(gaps) <= 0.07
     assert all(gap > 0 for gap in gaps)
     for sample in samples:
@@ -439,10 +440,9 @@ def test_each_start_begins_a_new_series(no_gpu: None) -> None:
 
 
 def test_context_manager_stops_the_thread_even_when_the_cell_fails(no_gpu: None) -> None:
-    with pytest.raises(RuntimeError, match="cell failed"):
-        with Sampler(interval_s=0.02) as sampler:
-            wait_for_samples(sampler, 2)
-            raise RuntimeError("cell failed")
+    with pytest.raises(RuntimeError, match="cell failed"), Sampler(interval_s=0.02) as sampler:
+        wait_for_samples(sampler, 2)
+        raise RuntimeError("cell failed")
     assert sampler_threads() == []
     assert sampler.series.samples
     assert sampler.stop() is sampler.series  # stopping again returns the same series

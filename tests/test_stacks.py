@@ -147,12 +147,11 @@ def sample_thread(
     """Sample a worker running ``target`` for ``seconds`` (its whole stack: no IPython root),
     and then until ``until`` is set: on a loaded machine a sleep says little about progress."""
     kwargs.setdefault("root_codes", ())
-    with running(target) as thread:
-        with StackSampler(thread.ident or 0, INTERVAL_S, **kwargs) as sampler:
-            time.sleep(seconds)
-            if until is not None:
-                assert until.wait(30), "the worker did not get there within 30 s"
-            return sampler.stop()
+    with running(target) as thread, StackSampler(thread.ident or 0, INTERVAL_S, **kwargs) as sampler:
+        time.sleep(seconds)
+        if until is not None:
+            assert until.wait(30), "the worker did not get there within 30 s"
+        return sampler.stop()
 
 
 def spin(seconds: float) -> None:
@@ -165,7 +164,7 @@ def spin(seconds: float) -> None:
 
 
 def test_a_slow_python_function_puts_its_call_line_and_itself_on_top(slow_python):
-    raw, profile = slow_python
+    _raw, profile = slow_python
     top = hot_lines(profile, 1)[0]
     assert top.line == SLOW_LINE, [describe_line(s) for s in hot_lines(profile, 5)]
     assert top.text.strip() == "s = slow_sum(400_000)"
@@ -201,7 +200,7 @@ def test_time_outside_the_cell_is_not_counted_as_the_cells(ip):
 
 
 def test_a_cell_without_hot_python_puts_the_torch_ops_caller_line_on_top(matmul):
-    raw, profile = matmul
+    _raw, profile = matmul
     top = hot_lines(profile, 1)[0]
     assert top.line == MATMUL_LINE, [describe_line(s) for s in hot_lines(profile, 5)]
     assert top.share > 0.8
@@ -254,11 +253,10 @@ def test_time_is_weighted_so_pure_python_is_not_undersampled():
         time.sleep(0.2)  # GIL released
         took.update(spin=t1 - t0, sleep=time.perf_counter() - t1)
 
-    with running(work) as thread:
-        with StackSampler(thread.ident or 0, INTERVAL_S, root_codes=()) as sampler:
-            go.set()
-            thread.join()
-            raw = sampler.stop()
+    with running(work) as thread, StackSampler(thread.ident or 0, INTERVAL_S, root_codes=()) as sampler:
+        go.set()
+        thread.join()
+        raw = sampler.stop()
     spin_us = sum(
         c.total_us for c in raw.function_counts if raw.functions[c.function].function == "spin"
     )
@@ -330,11 +328,13 @@ def test_distinct_stacks_stay_bounded_and_the_rest_folds_into_other():
             recurse(depth % 40)
             depth += 1
 
-    with running(work) as thread:
-        with StackSampler(thread.ident or 0, INTERVAL_S, max_stacks=8, root_codes=()) as sampler:
-            time.sleep(0.6)
-            assert sampler.distinct_stacks <= 8
-            raw = sampler.stop()
+    with (
+        running(work) as thread,
+        StackSampler(thread.ident or 0, INTERVAL_S, max_stacks=8, root_codes=()) as sampler,
+    ):
+        time.sleep(0.6)
+        assert sampler.distinct_stacks <= 8
+        raw = sampler.stop()
     assert len(raw.stacks) <= 8
     assert raw.other_samples > 0
     assert sum(s.count for s in raw.stacks) + raw.other_samples == raw.samples

@@ -9,8 +9,18 @@ import pytest
 
 from gpu_notebook.analysis import whatif as w
 from gpu_notebook.records import (
-    Analysis, Environment, GpuInfo, PhaseBreakdown, ProfileWindow, Report, Run, SampleSeries,
-    StepClockRecord, StepPhases, StepStats, UtilizationStats,
+    Analysis,
+    Environment,
+    GpuInfo,
+    PhaseBreakdown,
+    ProfileWindow,
+    Report,
+    Run,
+    SampleSeries,
+    StepClockRecord,
+    StepPhases,
+    StepStats,
+    UtilizationStats,
 )
 from gpu_notebook.views.text import render_text
 
@@ -26,7 +36,9 @@ def a100(links: int | None = 12, gen: int | None = 4, width: int | None = 16) ->
     return GpuInfo(0, "A100", compute_capability="8.0", nvlink_links=links, pcie_generation=gen, pcie_width=width)
 
 
-def make(step_s: float, shares: dict[str, float], grad_bytes: int | None, gpus=(a100(),)) -> tuple[Run, Analysis]:
+A100 = a100()  # the default card of make() (GpuInfo is frozen: one shared value is safe)
+
+def make(step_s: float, shares: dict[str, float], grad_bytes: int | None, gpus: tuple[GpuInfo, ...] = (A100,)) -> tuple[Run, Analysis]:
     total_us = step_s * 1e6
     phase_us = {p: shares.get(p, 0.0) * total_us for p in ("data", "copy", "forward", "backward", "optimizer", "sync", "other", "unattributed")}
     phases = PhaseBreakdown("trace", (StepPhases(0, 0.0, total_us, phase_us),), total_us, phase_us,

@@ -122,7 +122,7 @@ def gpu_timeline(
         window = default_window(trace, host_tid)
         assert window is not None  # the trace has GPU activity
     w0_us, w1_us = float(window[0]), float(max(window[1], window[0]))
-    width = int(round((w1_us - w0_us) * 1000.0))
+    width = round((w1_us - w0_us) * 1000.0)
 
     # Integer ns relative to the window start: exact sums, busy + idle == window.
     start = np.rint((trace.ts_us[gpu_rows] - w0_us) * 1000.0).astype(np.int64)
@@ -134,7 +134,7 @@ def gpu_timeline(
 
     busy_ns = _clipped_union_ns(start, end, width)
     wait_host_ns, wait_kernel_ns, wait_other_ns = _idle_causes_ns(
-        start, end, launch, known, width, int(round(kernel_wait_threshold_us * 1000.0))
+        start, end, launch, known, width, round(kernel_wait_threshold_us * 1000.0)
     )
 
     clipped = np.clip(end, 0, width) - np.clip(start, 0, width)

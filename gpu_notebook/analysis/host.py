@@ -88,8 +88,8 @@ def host_overhead(
     between: list[float] = []
     small_share: list[float] = []
     for step in phases.steps:
-        a = int(round((step.start_us - origin) * 1000.0))
-        b = a + int(round(step.duration_us * 1000.0))
+        a = round((step.start_us - origin) * 1000.0)
+        b = a + round(step.duration_us * 1000.0)
         if b <= a:
             continue
         i, j = np.searchsorted(s, a, side="left"), np.searchsorted(s, b, side="left")

@@ -26,7 +26,7 @@ def self_time_ns(start: IntArray, end: IntArray) -> IntArray:
     rounding in Kineto) only counts up to the parent's end.
     """
     dur: IntArray = np.maximum(end - start, 0)
-    out = dur.copy()
+    out: IntArray = dur.copy()
     rows = np.flatnonzero(dur > 0)
     if rows.size < 2:
         return out

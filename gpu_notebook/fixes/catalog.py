@@ -15,7 +15,14 @@ from collections.abc import Callable, Mapping
 
 import libcst as cst
 
-from gpu_notebook.fixes import codemods_data, codemods_loop, codemods_memory, codemods_model
+from gpu_notebook.fixes import (
+    codemods_autocast,
+    codemods_data,
+    codemods_inference,
+    codemods_memory,
+    codemods_model,
+    codemods_syncs,
+)
 from gpu_notebook.fixes.cst_tools import CodemodResult, Declined
 from gpu_notebook.fixes.ipython_syntax import NotPythonCell, ProtectedCell, protect, restore
 from gpu_notebook.fixes.records import FixInfo, FixParam, ParamValue, Patch, Refusal
@@ -58,7 +65,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
             "Reading them every N steps lets the CPU queue the next steps while the GPU works.",
         ),
         _TUNING_GUIDE + "#avoid-unnecessary-cpu-gpu-synchronization",
-        codemods_loop.throttle_host_syncs,
+        codemods_syncs.throttle_host_syncs,
     ),
     (
         "log_every_n",
@@ -68,7 +75,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
             "Logging every N steps keeps the step loop short; the logged steps are unchanged.",
         ),
         _TUNING_GUIDE + "#avoid-unnecessary-cpu-gpu-synchronization",
-        codemods_loop.log_every_n,
+        codemods_syncs.log_every_n,
     ),
     (
         "torch_compile",
@@ -98,7 +105,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
             "autocast runs matmuls and convolutions in bfloat16/float16, often about 2x faster.",
         ),
         "https://pytorch.org/docs/stable/amp.html",
-        codemods_loop.autocast,
+        codemods_autocast.autocast,
     ),
     (
         "backend_flags",
@@ -128,7 +135,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
             "torch.inference_mode() skips it; model.eval() switches dropout and batch norm off.",
         ),
         "https://pytorch.org/docs/stable/generated/torch.inference_mode.html",
-        codemods_loop.inference_mode,
+        codemods_inference.inference_mode,
     ),
     (
         "detach_kept_tensors",

@@ -121,6 +121,15 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
             yield child
 
 
+def only_call(stmt: cst.SimpleStatementLine) -> cst.Call | None:
+    """The call of a line that is one bare call (``opt.step()``), else None."""
+    if len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr):
+        value = stmt.body[0].value
+        if isinstance(value, cst.Call):
+            return value
+    return None
+
+
 class Tree:
     """A module with a parent map, so codemods can ask where a node sits."""
 
@@ -188,6 +197,18 @@ def training_loops(module: cst.Module) -> list[cst.For]:
 def while_training_loop(module: cst.Module) -> bool:
     """True when ``.backward()`` runs inside a ``while`` loop (which the loop fixes leave alone)."""
     return any(isinstance(n, cst.While) and has_backward(n.body) for n in walk(module))
+
+
+_NO_TRAINING_LOOP = "no for loop calling .backward() in this cell"
+_WHILE_LOOP = (
+    "the training loop is a while loop; gpucheck patches for loops only "
+    "(it cannot tell which variable counts the steps)"
+)
+
+
+def no_training_loop_reason(module: cst.Module) -> str:
+    """Why a loop fix declines a cell without a ``for`` training loop (a ``while`` one is named)."""
+    return _WHILE_LOOP if while_training_loop(module) else _NO_TRAINING_LOOP
 
 
 def loss_names(loop: cst.CSTNode) -> set[str]:

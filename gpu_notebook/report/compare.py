@@ -50,9 +50,12 @@ def proposing_finding(baseline: Report, report: Report) -> Finding | None:
     cell = normalize_cell(report.run.cell_source)
     for finding in baseline.findings:
         proposal = finding.proposal
-        if proposal is not None and proposal.source_after is not None:
-            if normalize_cell(proposal.source_after) == cell:
-                return finding
+        if (
+            proposal is not None
+            and proposal.source_after is not None
+            and normalize_cell(proposal.source_after) == cell
+        ):
+            return finding
     return None
 
 

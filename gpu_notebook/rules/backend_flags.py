@@ -15,8 +15,8 @@ import re
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     compute_capability,
-    fmt_bound,
     finding,
+    fmt_bound,
     fp32_matmul_kernel_share,
     gain_bound,
     has_gpu,
@@ -24,7 +24,7 @@ from gpu_notebook.rules.common import (
     severity_of,
 )
 from gpu_notebook.rules.shapes import batch_sizes
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 TF32_CC = 8.0  # Ampere and later
 _CONV_KERNEL = re.compile(r"conv|dgrad|wgrad|fprop|scudnn|implicit_gemm", re.IGNORECASE)

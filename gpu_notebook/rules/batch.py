@@ -21,7 +21,7 @@ from gpu_notebook.rules.common import (
     pct,
     share,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 LOW_UTIL = 0.50  # TensorBoard profiler plugin
 VERY_LOW_UTIL = 0.30  # TraceML "low"

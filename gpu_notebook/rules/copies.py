@@ -14,15 +14,15 @@ from __future__ import annotations
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     WARN,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     loader_in_use,
     pct,
     severity_of,
     share,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 _SOURCE = (
     "Nsight Systems cuda_memcpy_async rule (pageable async copies: use pinned memory); TraceML "

@@ -9,8 +9,8 @@ part (not overlapped with compute) is at most that, so Amdahl over it is an uppe
 from __future__ import annotations
 
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import fmt_bound, finding, gain_bound, pct, severity_of
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.common import finding, fmt_bound, gain_bound, pct, severity_of
+from gpu_notebook.rules.source_facts import SourceFacts
 
 COMM = 0.10
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding, pct, share
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 
 def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

@@ -26,18 +26,18 @@ from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     has_gpu,
+    loader_in_use,
     pct,
     phase_source,
     severity_of,
     share,
-    loader_in_use,
 )
 from gpu_notebook.rules.live_objects import LiveLoader
-from gpu_notebook.rules.source_scan import LoaderCall, SourceFacts
+from gpu_notebook.rules.source_facts import LoaderCall, SourceFacts
 
 WORKERS_MIN_SHARE_OF_CORES = 0.70  # SageMaker Debugger Dataloader rule: 70%..200% of cores
 # Each worker holds a copy of the dataset object and prefetches 2 batches; past ~16 the memory

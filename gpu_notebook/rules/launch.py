@@ -30,8 +30,8 @@ from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     WARN,
     bigger_batch_bound,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     loader_in_use,
     pct,
@@ -40,7 +40,7 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 from gpu_notebook.rules.syncs import loop_lines
 
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy

@@ -23,8 +23,8 @@ from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     SUGGEST,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     pct,
     phase_source,
@@ -32,7 +32,7 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 from gpu_notebook.rules.syncs import EVERY, loop_lines, residual_evidence
 
 _SOURCE = (

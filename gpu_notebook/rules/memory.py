@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import compute_capability, finding, pct
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 FULL = 0.90
 HIGH = 0.80

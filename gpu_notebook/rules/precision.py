@@ -14,15 +14,15 @@ from __future__ import annotations
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     compute_capability,
-    fmt_bound,
     finding,
+    fmt_bound,
     fp32_matmul_kernel_share,
     gain_bound,
     gpu_name,
     pct,
     runs_matmuls,
 )
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 TENSOR_CORE_CC = 7.0  # Volta and later
 BF16_CC = 8.0  # Ampere and later run bfloat16 on tensor cores

@@ -20,7 +20,7 @@ from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.formatting import fmt_bytes, fmt_seconds
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape
 from gpu_notebook.rules.common import Rule, finding, fmt_bound, gain_bound, pct, severity_of
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 DRIFT_FACTOR = 1.5
 JITTER = 1.5

@@ -15,9 +15,11 @@ play, low otherwise. No gain bound: the per-shape cost is not separated in the m
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding, has_gpu, pct
-from gpu_notebook.rules.source_scan import SourceFacts
+from gpu_notebook.rules.source_facts import SourceFacts
 
 CHANGE_SHARE = 0.5  # the shape changes on at least half of the steps
 MIN_DISTINCT = 3  # a smaller last batch gives two sizes; three or more is a pattern
@@ -33,7 +35,7 @@ def changing_shapes(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     if len(sizes) < 4:
         return None
     distinct = sorted(set(sizes))
-    changes = sum(1 for a, b in zip(sizes, sizes[1:]) if a != b)
+    changes = sum(1 for a, b in pairwise(sizes) if a != b)
     change_share = changes / (len(sizes) - 1)
     if len(distinct) < MIN_DISTINCT or change_share < CHANGE_SHARE:
         return None

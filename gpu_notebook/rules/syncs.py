@@ -21,8 +21,8 @@ from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     WARN,
-    fmt_bound,
     finding,
+    fmt_bound,
     gain_bound,
     has_gpu,
     measured_names,
@@ -32,7 +32,7 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.source_scan import SourceFacts, SourceLine
+from gpu_notebook.rules.source_facts import SourceFacts, SourceLine
 
 EVERY = 10  # read values every 10 steps: the fix's default and what the bound assumes
 _SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gzip
 import re
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -185,7 +185,7 @@ def load_trace(path: str | Path) -> Trace:
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    decoder, doc_cls = _schema()
+    decoder, _doc_cls = _schema()
     try:
         doc = decoder.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -197,8 +197,12 @@ def load_trace(path: str | Path) -> Trace:
     return _trace_of(doc)
 
 
-def load_trace_dict(data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
-    """Build a ``Trace`` from a parsed Kineto JSON document (or a bare list of events)."""
+def load_trace_dict(data: object) -> Trace:
+    """Build a ``Trace`` from a parsed Kineto JSON document (or a bare list of events).
+
+    ``data`` is whatever a JSON parser gave (typed ``object``: the checks below are the
+    contract); any other top level raises ``ValueError``.
+    """
     if isinstance(data, Mapping):
         events = data.get("traceEvents", [])
         meta: Mapping[str, Any] = data
@@ -238,7 +242,7 @@ def _trace_of(doc: Any) -> Trace:
 
 
 @lru_cache(maxsize=1)
-def _schema() -> tuple[Any, type]:
+def _schema() -> tuple[msgspec.json.Decoder[Any], type[Any]]:
     """The msgspec decoder and document class: only the fields read here become objects.
 
     Scalars are typed ``Any``: Kineto writers disagree on them (ids as ints or strings such as
@@ -357,7 +361,7 @@ class _Columns:
         cat_ids = np.asarray(self.cat, dtype=np.int64)
         categories, cat_ids, counts = _modern_categories(tuple(self.cat_index), cat_ids, self.counts)
         x_counts = np.bincount(cat_ids, minlength=len(categories)).tolist()
-        for c, x_count in zip(categories, x_counts):
+        for c, x_count in zip(categories, x_counts, strict=True):
             counts[c] = counts.get(c, 0) + int(x_count)
         return Trace(
             names=tuple(self.name_index),

@@ -144,10 +144,12 @@ class JupyterServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.app} server exited; see {self.log_path}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.base_url}/api/status", timeout=2) as response:
-                    if response.status == 200:
-                        return
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{self.base_url}/api/status", timeout=2) as response,
+            ):
+                if response.status == 200:
+                    return
             time.sleep(0.2)
         raise RuntimeError(f"{self.app} server not ready after {timeout_s} s; see {self.log_path}")
 

@@ -31,8 +31,10 @@ program: ``%load_ext gpu_notebook``).
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -92,10 +94,8 @@ def load_programs() -> list[Program]:
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target = node.targets[0]
                 if isinstance(target, ast.Name) and target.id.isupper():
-                    try:
+                    with contextlib.suppress(ValueError):
                         settings[target.id] = ast.literal_eval(node.value)
-                    except ValueError:
-                        pass
         name = path.stem.split("_", 1)[1]
         out.append(Program(name, path, kind, settings))
     return out
@@ -175,7 +175,7 @@ def _execute(kc: Any, code: str, deadline: float) -> tuple[CellResult, str | Non
             return cell, f"cell did not finish before the program's timeout: {code[:60]!r}"
         try:
             msg = kc.get_iopub_msg(timeout=min(left_s, 5))
-        except Exception:  # queue.Empty: keep waiting until the deadline
+        except queue.Empty:  # keep waiting until the deadline
             continue
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
@@ -209,7 +209,7 @@ def _execute(kc: Any, code: str, deadline: float) -> tuple[CellResult, str | Non
             return cell, "no execute_reply before the program's timeout"
         try:
             reply = kc.get_shell_msg(timeout=min(left_s, 5))
-        except Exception:
+        except queue.Empty:
             continue
         if reply["parent_header"].get("msg_id") == msg_id:
             cell.status = reply["content"]["status"]
@@ -256,13 +256,13 @@ def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
     deadline = time.monotonic() + program.timeout_s
     try:
         kc.wait_for_ready(timeout=60)
-        for code in cells + [PROBE_CELL]:
+        for code in [*cells, PROBE_CELL]:
             cell, hang = _execute(kc, code, deadline)
             results.append(cell)
             if hang is not None or not km.is_alive():
                 break
         if hang is None and results and PROBE_MARK in results[-1].stdout:
-            line = next(l for l in results[-1].stdout.splitlines() if l.startswith(PROBE_MARK))
+            line = next(ln for ln in results[-1].stdout.splitlines() if ln.startswith(PROBE_MARK))
             probe = json.loads(line[len(PROBE_MARK):])
         probe_error = "" if probe is not None or not results else _short(
             [_ANSI.sub("", o["traceback"][-1]) for o in results[-1].outputs
@@ -306,8 +306,8 @@ def _norm_cell(
         if o["type"] == "error":
             o["traceback"] = [
                 "\n".join(
-                    l for l in _CELL_IN.sub(shift, _text(program, t, pid)).split("\n")
-                    if "%%gpucheck" not in l
+                    ln for ln in _CELL_IN.sub(shift, _text(program, t, pid)).split("\n")
+                    if "%%gpucheck" not in ln
                 )
                 for t in o["traceback"]
             ]
@@ -428,10 +428,8 @@ def run_script(program: Program, measured: bool) -> ScriptRun:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
     # A forked child may outlive the parent: give it a moment, then end the whole group.
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     files = _files(str(work))
     files.pop("script.py", None)
     for p in _our_paths(program.settings.get("OPTIONS", [])):

@@ -52,7 +52,7 @@ def _name(fn: Any) -> str | None:
 def _try(fn: Any) -> Any:
     try:
         return fn()
-    except BaseException as exc:  # a failure is an observable too (KeyboardInterrupt included)
+    except BaseException as exc:  # noqa: BLE001 - a failure is an observable too (KeyboardInterrupt included)
         return f"raises {type(exc).__name__}: {str(exc)[:160]}"
 
 

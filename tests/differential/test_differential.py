@@ -7,22 +7,11 @@ test. ``pytest -m differential`` selects the suite.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.differential.harness import differences, load_programs
 
-pytestmark = [
-    pytest.mark.differential,
-    # Not yet in `make test`: the corpus landed at the end of a session, before every program
-    # passed; GPU_NOTEBOOK_DIFFERENTIAL=1 runs it (the frameworks it uses: lightning==2.6.6,
-    # transformers==5.24.0, accelerate==1.15.0, installed beside torch==2.13.0).
-    pytest.mark.skipif(
-        os.environ.get("GPU_NOTEBOOK_DIFFERENTIAL") != "1",
-        reason="differential suite: set GPU_NOTEBOOK_DIFFERENTIAL=1 (not yet green, see issue 13)",
-    ),
-]
+pytestmark = pytest.mark.differential
 
 PROGRAMS = load_programs()
 

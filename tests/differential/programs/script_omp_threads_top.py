@@ -3,10 +3,10 @@ import os
 
 os.environ["OMP_NUM_THREADS"] = "1"
 
-import random  # noqa: E402
+import random
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 torch.manual_seed(0); random.seed(0); np.random.seed(0)
 print("threads", torch.get_num_threads())

@@ -1,0 +1,259 @@
+"""The autocast codemod: the forward pass and the loss of each training loop under ``torch.autocast``.
+
+float16 adds a ``GradScaler`` (scaled backward, unscale before clipping, ``scaler.step``); bfloat16
+needs none. The training loop is the innermost ``for`` loop that calls ``.backward()``; ``while``
+loops are left alone. Same contract as the other codemod modules: ``(module, **params) -> Edited |
+Declined``; a bad parameter value raises ValueError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from gpu_notebook.fixes.cst_tools import (
+    CodemodResult,
+    Declined,
+    Edited,
+    Replacement,
+    Tree,
+    assigned_names,
+    call_name,
+    calls_in,
+    dotted_name,
+    expression,
+    has_backward,
+    last_part,
+    leading_lines,
+    loss_names,
+    method_name,
+    module_names,
+    names_read,
+    no_training_loop_reason,
+    only_call,
+    optimizer_names,
+    receiver,
+    replace_nodes,
+    statement,
+    training_loops,
+    walk,
+    with_leading_lines,
+    with_torch_import,
+    wrap,
+)
+
+_CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
+
+def autocast(
+    module: cst.Module, *, dtype: str = "bfloat16", device_type: str = "cuda"
+) -> CodemodResult:
+    """Run the forward pass and the loss of each training loop under ``torch.autocast``.
+
+    The wrapped statements are those of the loop body before ``.backward()`` that call a module
+    (the model, the loss module), compute the loss, or sit between such statements. With
+    ``dtype="float16"`` a ``torch.amp.GradScaler`` is created before the outermost loop and
+    scales the loss: float16 gradients underflow without it (bfloat16 has float32's range).
+    """
+    if dtype not in ("bfloat16", "float16"):
+        raise ValueError(f'dtype must be "bfloat16" or "float16", not {dtype!r}')
+    if not device_type.isidentifier():
+        raise ValueError(f"device_type must be a device name like 'cuda', not {device_type!r}")
+    train_loops = training_loops(module)
+    if not train_loops:
+        return Declined(no_training_loop_reason(module))
+    if any(last_part(call_name(c)) in ("autocast", "GradScaler") for c in calls_in(module)):
+        return Declined("this cell already uses autocast")
+    tree = Tree(module)
+    modules = module_names(module)
+    scaler = _fresh_name(module, ("scaler", "grad_scaler", "gpucheck_scaler"))
+    edits: dict[cst.CSTNode, Replacement] = {}
+    scaled_roots: set[cst.CSTNode] = set()
+    context = f'torch.autocast(device_type="{device_type}", dtype=torch.{dtype})'
+    for loop in train_loops:
+        plan = _autocast_plan(tree, loop, modules)
+        if isinstance(plan, Declined):
+            return plan
+        block, first, last, backward_index = plan
+        steps: dict[int, str] = {}
+        unscale_before: list[int] = []
+        if dtype == "float16":
+            stepped = _optimizer_steps(module, block, backward_index)
+            if isinstance(stepped, Declined):
+                return stepped
+            steps, unscale_before = stepped
+            root = _outermost_loop(tree, loop)
+            if root not in scaled_roots:
+                scaled_roots.add(root)
+                edits[root] = _prepend(
+                    statement(f'{scaler} = torch.amp.GradScaler("{device_type}")\n')
+                )
+        edits[block] = _autocast_block(
+            context, first, last, backward_index if dtype == "float16" else None,
+            steps, unscale_before, scaler,
+        )  # fmt: skip
+    detail = f"dtype={dtype}" + ("" if device_type == "cuda" else f", device_type={device_type}")
+    if dtype == "float16":
+        detail += ", GradScaler"
+    return Edited(with_torch_import(replace_nodes(module, edits)), detail)
+
+
+def _autocast_plan(
+    tree: Tree, loop: cst.For, modules: set[str]
+) -> tuple[cst.IndentedBlock, int, int, int] | Declined:
+    """(block, first and last forward statement index, backward statement index)."""
+    backward_stmt = next(
+        (s for s in walk(loop.body) if isinstance(s, cst.SimpleStatementLine) and has_backward(s)),
+        None,
+    )
+    if backward_stmt is None:
+        return Declined(".backward() is not a statement of its own in the training loop")
+    block = tree.block_of(backward_stmt)
+    if not isinstance(block, cst.IndentedBlock):
+        return Declined(".backward() is not inside an indented loop body")
+    body = list(block.body)
+    backward_index = body.index(backward_stmt)
+    losses = loss_names(loop)
+    forward = [
+        i for i, stmt in enumerate(body[:backward_index]) if _is_forward(stmt, modules, losses)
+    ]
+    if not forward:
+        if any(dotted_name(c.func) in modules for c in calls_in(backward_stmt)):
+            return Declined(
+                "the forward pass and .backward() are one statement; split it into "
+                "loss = ... and loss.backward() first"
+            )
+        return Declined(
+            "the forward pass is not in the same block as .backward(); wrap it in "
+            "torch.autocast(...) by hand"
+        )
+    return block, forward[0], forward[-1], backward_index
+
+
+def _is_forward(stmt: cst.BaseStatement, modules: set[str], losses: set[str]) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for call in calls_in(stmt):
+        name = dotted_name(call.func)
+        if name in modules or any(
+            word in last_part(name).lower() for word in ("loss", "criterion")
+        ):
+            return True
+    return any(target in losses for target, _ in assigned_names(stmt))
+
+
+def _optimizer_steps(
+    module: cst.Module, block: cst.IndentedBlock, backward_index: int
+) -> tuple[dict[int, str], list[int]] | Declined:
+    """Indices of ``opt.step()`` statements after backward (-> optimizer) and of clipping."""
+    optimizers = optimizer_names(module)
+    steps: dict[int, str] = {}
+    clips: list[int] = []
+    for index, stmt in enumerate(block.body):
+        if index <= backward_index or not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        call = only_call(stmt)
+        if call is None:
+            continue
+        if method_name(call) == "step" and not call.args:
+            name = dotted_name(receiver(call))
+            if name is not None and (name in optimizers or (not optimizers and "opt" in name)):
+                steps[index] = name
+        elif last_part(call_name(call)) in _CLIP_FUNCTIONS and not steps:
+            clips.append(index)
+    if not steps:
+        return Declined(
+            "float16 needs a GradScaler around the optimizer step, but no optimizer.step() "
+            "follows .backward() in the same block; use dtype='bfloat16'"
+        )
+    if clips and len(set(steps.values())) > 1:
+        return Declined("gradient clipping with several optimizers: unscale them by hand")
+    return steps, clips
+
+
+def _autocast_block(
+    context: str,
+    first: int,
+    last: int,
+    backward_index: int | None,
+    steps: dict[int, str],
+    unscale_before: list[int],
+    scaler: str,
+) -> Replacement:
+    def apply(block: cst.IndentedBlock) -> cst.IndentedBlock:
+        # Indices are those of the original body: nothing before them was flattened or removed.
+        body = list(block.body)
+        out: list[cst.BaseStatement] = list(body[:first])
+        with_node = cst.With(
+            items=[cst.WithItem(item=expression(context))], body=cst.IndentedBlock(body=[])
+        )
+        out.append(wrap(with_node, body[first : last + 1]))
+        optimizer = next(iter(steps.values()), "")
+        for index in range(last + 1, len(body)):
+            stmt = body[index]
+            if index == backward_index:
+                out.append(_scaled_backward(stmt, scaler))
+            elif index in steps:
+                first_line = statement(f"{scaler}.step({steps[index]})\n")
+                out.append(with_leading_lines(first_line, leading_lines(stmt)))
+                out.append(statement(f"{scaler}.update()\n"))
+            elif index in unscale_before:
+                line = statement(f"{scaler}.unscale_({optimizer})\n")
+                out.append(with_leading_lines(line, leading_lines(stmt)))
+                out.append(with_leading_lines(stmt, []))
+            else:
+                out.append(stmt)
+        return block.with_changes(body=out)
+
+    return apply
+
+
+def _scaled_backward(stmt: cst.BaseStatement, scaler: str) -> cst.BaseStatement:
+    """``loss.backward()`` -> ``scaler.scale(loss).backward()``, arguments kept."""
+
+    class Scale(cst.CSTTransformer):
+        def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+            if method_name(updated_node) == "backward" and isinstance(
+                updated_node.func, cst.Attribute
+            ):
+                scaled = cst.Call(
+                    func=expression(f"{scaler}.scale"), args=[cst.Arg(updated_node.func.value)]
+                )
+                return updated_node.with_changes(func=updated_node.func.with_changes(value=scaled))
+            return updated_node
+
+    result = stmt.visit(Scale())
+    assert isinstance(result, cst.BaseStatement)
+    return result
+
+
+def _outermost_loop(tree: Tree, loop: cst.For) -> cst.BaseStatement:
+    root: cst.BaseStatement = loop
+    for ancestor in tree.ancestors(loop):
+        if isinstance(ancestor, (cst.For, cst.While)):
+            root = ancestor
+        elif isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            break
+    return root
+
+
+def _prepend(line: cst.SimpleStatementLine) -> Replacement:
+    def apply(stmt: cst.BaseStatement) -> cst.FlattenSentinel[cst.BaseStatement]:
+        first = with_leading_lines(line, leading_lines(stmt))
+        return cst.FlattenSentinel([first, with_leading_lines(stmt, [])])
+
+    return apply
+
+
+def _fresh_name(module: cst.Module, choices: Sequence[str]) -> str:
+    used = names_read(module)
+    for name in choices:
+        if name not in used:
+            return name
+    index = 0
+    while f"{choices[-1]}_{index}" in used:
+        index += 1
+    return f"{choices[-1]}_{index}"
+
+
+__all__ = ["autocast"]

@@ -1,0 +1,151 @@
+"""The inference_mode codemod: inference loops under ``torch.inference_mode()``, the model in eval.
+
+Same contract as the other codemod modules: ``(module, **params) -> Edited | Declined``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpu_notebook.fixes.cst_tools import (
+    CodemodResult,
+    Declined,
+    Edited,
+    Replacement,
+    Tree,
+    call_name,
+    calls_in,
+    dotted_name,
+    expression,
+    has_backward,
+    is_backward_call,
+    last_part,
+    loops,
+    main_model_name,
+    method_name,
+    module_names,
+    receiver,
+    replace_nodes,
+    statement,
+    walk,
+    with_leading_lines,
+    with_torch_import,
+    wrap,
+)
+
+_GRAD_MODES = frozenset({"no_grad", "inference_mode", "enable_grad", "set_grad_enabled"})
+
+def inference_mode(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:
+    """Wrap each inference loop in ``with torch.inference_mode():`` and call ``model.eval()``.
+
+    An inference loop is a ``for`` loop that calls the model and never ``.backward()``, not
+    already under a grad-mode context. ``model.eval()`` is added before it unless the same block
+    already switches to eval after its last ``.train()``; in a cell that also trains,
+    ``model.train()`` follows the loop so later training steps keep dropout and batch norm on.
+    """
+    tree = Tree(module)
+    models = module_names(module)
+    if model_name:
+        models.add(model_name)
+    main = model_name or main_model_name(module)
+    candidates = [
+        loop
+        for loop in loops(module)
+        if not has_backward(loop.body) and _calls_any(loop.body, models)
+    ]
+    outermost = [
+        loop for loop in candidates if not any(a in candidates for a in tree.ancestors(loop))
+    ]
+    if not outermost:
+        return Declined("no loop in this cell calls the model without .backward()")
+    free = [loop for loop in outermost if not _under_grad_mode(tree, loop)]
+    if not free:
+        return Declined(
+            "every inference loop already runs under torch.no_grad() or inference_mode()"
+        )
+    trains = any(is_backward_call(c) for c in calls_in(module))
+    edits: dict[cst.CSTNode, Replacement] = {}
+    named: list[str] = []
+    for loop in free:
+        model = _model_called(loop, models, main)
+        needs_eval = model is not None and not _eval_before(tree, loop, model)
+        edits[loop] = _inference_wrap(model if needs_eval else None, restore=trains)
+        if model is not None and model not in named:
+            named.append(model)
+    return Edited(with_torch_import(replace_nodes(module, edits)), ", ".join(named))
+
+
+def _calls_any(node: cst.CSTNode, names: set[str]) -> bool:
+    return any(dotted_name(c.func) in names for c in calls_in(node))
+
+
+def _under_grad_mode(tree: Tree, loop: cst.For) -> bool:
+    """Inside or containing a ``with torch.no_grad()`` (or inference_mode...) block."""
+
+    def grad_with(node: cst.CSTNode) -> bool:
+        return isinstance(node, cst.With) and any(
+            isinstance(item.item, cst.Call) and last_part(call_name(item.item)) in _GRAD_MODES
+            for item in node.items
+        )
+
+    if any(grad_with(a) for a in tree.ancestors(loop)) or any(
+        grad_with(n) for n in walk(loop.body)
+    ):
+        return True
+    # A function decorated with @torch.no_grad() or @torch.inference_mode().
+    for ancestor in tree.ancestors(loop):
+        if isinstance(ancestor, cst.FunctionDef):
+            for decorator in ancestor.decorators:
+                target = decorator.decorator
+                target = target.func if isinstance(target, cst.Call) else target
+                if last_part(dotted_name(target)) in _GRAD_MODES:
+                    return True
+    return False
+
+
+def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | None:
+    called = [dotted_name(c.func) for c in calls_in(loop.body) if dotted_name(c.func) in models]
+    if main in called:
+        return main
+    return called[0] if called else None
+
+
+def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
+    """``model.eval()`` inside the loop, or earlier in its block after the last ``.train()``."""
+    if any(
+        method_name(c) == "eval" and dotted_name(receiver(c)) == model for c in calls_in(loop.body)
+    ):
+        return True
+    block = tree.block_of(loop)
+    if block is None:
+        return False
+    body = list(block.body)
+    for stmt in reversed(body[: body.index(loop)]):
+        for call in reversed(list(calls_in(stmt))):
+            if dotted_name(receiver(call)) == model and method_name(call) in ("eval", "train"):
+                return method_name(call) == "eval"
+    return False
+
+
+def _inference_wrap(eval_model: str | None, *, restore: bool) -> Replacement:
+    def apply(loop: cst.For) -> cst.FlattenSentinel[cst.BaseStatement]:
+        with_node = cst.With(
+            items=[cst.WithItem(item=expression("torch.inference_mode()"))],
+            body=cst.IndentedBlock(body=[]),
+        )
+        with_node = wrap(with_node, [loop])
+        out: list[cst.BaseStatement] = [with_node]
+        if eval_model is not None:
+            eval_line = with_leading_lines(
+                statement(f"{eval_model}.eval()\n"), with_node.leading_lines
+            )
+            out = [eval_line, with_leading_lines(with_node, [])]
+            if restore:
+                # The cell trains too: give dropout and batch norm back to the next training step.
+                out.append(statement(f"{eval_model}.train()\n"))
+        return cst.FlattenSentinel(out)
+
+    return apply
+
+
+__all__ = ["inference_mode"]

@@ -1,0 +1,391 @@
+"""Codemods that take host work off most steps: ``throttle_host_syncs`` and ``log_every_n``.
+
+Both gate statements of the training loop behind ``if step % every == 0`` (enumerating the loop
+when it has no step counter); a running sum of read values (``total += loss.item()``) stays on
+the device instead, every step still counted. ``while`` loops are left alone (their step counter
+is the user's own). Same contract as the other codemod modules: ``(module, **params) -> Edited |
+Declined``; a bad parameter value raises ValueError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from gpu_notebook.fixes.cst_tools import (
+    CodemodResult,
+    Declined,
+    Edited,
+    Replacement,
+    Tree,
+    add_comment,
+    assigned_names,
+    call_name,
+    calls_in,
+    expression,
+    last_part,
+    loops,
+    method_name,
+    names_read,
+    no_training_loop_reason,
+    only_call,
+    receiver,
+    replace_nodes,
+    training_loops,
+    walk,
+    wrap,
+)
+
+_LOG_PREFIXES = ("logging.", "logger.", "log.", "wandb.", "mlflow.", "tqdm.write")
+_LOG_METHODS = frozenset(
+    {"set_postfix", "set_postfix_str", "set_description", "log", "log_metric", "log_metrics",
+     "add_scalar", "add_scalars", "add_histogram", "write"}
+)  # fmt: skip
+
+def _is_logging_call(call: cst.Call) -> bool:
+    name = call_name(call)
+    if name is None:
+        return False
+    if name == "print" or name.startswith(_LOG_PREFIXES):
+        return True
+    return "." in name and last_part(name) in _LOG_METHODS
+
+
+def _is_sync_call(call: cst.Call) -> bool:
+    """``t.item()`` or ``float(t)``: the host waits for the device to produce a number."""
+    if method_name(call) == "item" and not call.args:
+        return True
+    if call_name(call) == "float" and len(call.args) == 1:
+        return not isinstance(call.args[0].value, (cst.Integer, cst.Float, cst.SimpleString))
+    return False
+
+
+def _has_sync(node: cst.CSTNode) -> bool:
+    return any(_is_sync_call(c) for c in calls_in(node))
+
+
+def _logging_call_of(stmt: cst.BaseStatement) -> cst.Call | None:
+    if isinstance(stmt, cst.SimpleStatementLine):
+        call = only_call(stmt)
+        if call is not None and _is_logging_call(call):
+            return call
+    return None
+
+
+def _is_record(stmt: cst.BaseStatement) -> bool:
+    """``losses.append(loss.item())``: a list that only records values."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    call = only_call(stmt)
+    return (
+        call is not None
+        and method_name(call) in ("append", "extend")
+        and isinstance(receiver(call), cst.Name)
+    )
+
+
+def _is_plain_assign(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Assign)
+        and all(isinstance(t.target, cst.Name) for t in stmt.body[0].targets)
+    )
+
+
+def _written(stmt: cst.BaseStatement) -> set[str]:
+    return {name for name, _ in assigned_names(stmt)}
+
+
+Selector = Callable[[cst.BaseStatement, set[str]], bool]
+
+
+def _tensor_logging(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
+    """A statement that syncs: ``.item()``/``float(t)``, or logs a value made in the loop."""
+    if not (_logging_call_of(stmt) or _is_record(stmt) or _is_plain_assign(stmt)):
+        return False
+    if _has_sync(stmt):
+        return True
+    return _logging_call_of(stmt) is not None and bool(names_read(stmt) & step_names)
+
+
+def _any_logging(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
+    return _logging_call_of(stmt) is not None
+
+
+def throttle_host_syncs(module: cst.Module, *, every: int = 10) -> CodemodResult:
+    """Move per-step ``.item()``, ``float(t)`` and logs of tensors behind ``if step % every == 0:``.
+
+    Steps where the condition holds behave exactly as before; the others skip the reads. A
+    value read on every step by code that stays (``if loss_val < best: ...``) keeps its sync.
+    ``total += loss.item()`` becomes ``total += loss.detach()`` (summed on the device) when
+    ``total`` is otherwise only reset to a number or formatted in f-strings, where a 0-d tensor
+    formats like a float; otherwise a comment marks the sync that remains.
+    """
+    return _throttle(module, every, _tensor_logging, accumulate=True)
+
+
+def log_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
+    """Move logging calls (print, logger.*, wandb.log, writer.add_scalar...) behind a step gate.
+
+    The training loops are patched, or the innermost loops that log when no loop calls
+    ``.backward()``. Values computed only for those logs move with them.
+    """
+    return _throttle(module, every, _any_logging, accumulate=False)
+
+
+def _throttle(
+    module: cst.Module, every: int, select: Selector, *, accumulate: bool
+) -> CodemodResult:
+    if isinstance(every, bool) or not isinstance(every, int) or every < 2:
+        raise ValueError(f"every must be an int of at least 2, not {every!r}")
+    targets = training_loops(module)
+    if not targets and not accumulate:
+        targets = [
+            loop
+            for loop in loops(module)
+            if not loops(loop.body) and any(_logging_call_of(s) for s in _body(loop))
+        ]
+    if not targets:
+        return Declined(no_training_loop_reason(module))
+    tree = Tree(module)
+    used = names_read(module)
+    edits: dict[cst.CSTNode, Replacement] = {}
+    kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains
+    gated = summed = False
+    for loop in targets:
+        body = _body(loop)
+        moved = _movable(body, select, _step_names(loop), names_read(module, skip=loop))
+        if accumulate:
+            for aug in _accumulations(loop):
+                if _device_accumulable(tree, aug):
+                    edits[aug] = _detach_syncs
+                    summed = True
+                else:
+                    kept.append(aug)
+        if moved:
+            step, rename = _step_variable(loop, used)
+            used.add(step)
+            edits[loop] = _gate(moved, step, rename, every)
+            gated = True
+    if not (gated or summed):
+        if kept:
+            total = tree.code(kept[0]).strip()
+            return Declined(
+                f"`{total}` syncs every step and its total is used as a number; sum "
+                ".detach() tensors instead and call .item() where the total is read"
+            )
+        what = (
+            "per-step .item(), float(tensor) or print of a tensor" if accumulate else "logging call"
+        )
+        return Declined(f"the training loop has no {what} outside an if (nothing to throttle)")
+    for aug in kept:
+        stmt = tree.statement_of(aug)
+        if stmt is not None and "# gpucheck:" not in tree.code(stmt):
+            edits[stmt] = _remark(
+                "# gpucheck: this still syncs every step (the total is used as a number)"
+            )
+    detail = ", ".join(
+        text
+        for text, done in ((f"every {every} steps", gated), ("sums on the device", summed))
+        if done
+    )
+    return Edited(replace_nodes(module, edits), detail)
+
+
+def _body(loop: cst.For) -> list[cst.BaseStatement]:
+    return list(loop.body.body) if isinstance(loop.body, cst.IndentedBlock) else []
+
+
+def _step_names(loop: cst.For) -> set[str]:
+    """Names bound by the loop: its target and everything assigned in its body."""
+    names = {n.value for n in walk(loop.target) if isinstance(n, cst.Name)}
+    for stmt in walk(loop.body):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            names |= _written(stmt)
+    return names
+
+
+def _movable(
+    body: list[cst.BaseStatement], select: Selector, step_names: set[str], outside: set[str]
+) -> list[int]:
+    """Indices of the statements to gate, closed over the values they compute for each other.
+
+    Starts from every candidate (selected statements, and ``v = t.item()`` lines that may only
+    feed them) and drops, until nothing changes, any that writes a name read by a statement
+    that stays ungated or by code outside the loop (which would see a stale value or none),
+    and any pulled-in line that no gated statement reads. The set only shrinks: it ends.
+    """
+    selected = {i for i, stmt in enumerate(body) if select(stmt, step_names)}
+    pulled = {i for i, s in enumerate(body) if _is_plain_assign(s) and _has_sync(s)} - selected
+    chosen = selected | pulled
+    readers = [names_read(stmt) for stmt in body]
+    changed = True
+    while changed:
+        changed = False
+        for i in sorted(chosen):
+            written = _written(body[i])
+            read_elsewhere = bool(written & outside) or any(
+                readers[j] & written for j in range(len(body)) if j != i and j not in chosen
+            )
+            unused = i in pulled and not any(readers[j] & written for j in chosen if j != i)
+            if read_elsewhere or unused:
+                chosen.discard(i)
+                changed = True
+    return sorted(chosen)
+
+
+def _accumulations(loop: cst.For) -> list[cst.AugAssign]:
+    return [
+        node
+        for node in walk(loop.body)
+        if isinstance(node, cst.AugAssign)
+        and isinstance(node.target, cst.Name)
+        and _has_sync(node.value)
+    ]
+
+
+def _device_accumulable(tree: Tree, aug: cst.AugAssign) -> bool:
+    """True when every other use of the total is a reset to a number, another ``+=``, or an
+    f-string field (a 0-d tensor formats like a float there, so the output is unchanged)."""
+    name = aug.target.value if isinstance(aug.target, cst.Name) else None
+    for node in walk(tree.module):
+        if not isinstance(node, cst.Name) or node.value != name:
+            continue
+        parent = tree.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            continue  # self.total is another variable
+        if isinstance(parent, cst.AugAssign) and parent.target is node:
+            continue
+        if isinstance(parent, cst.AssignTarget):
+            assign = tree.parent(parent)
+            if isinstance(assign, cst.Assign) and isinstance(
+                assign.value, (cst.Integer, cst.Float)
+            ):
+                continue
+        if not _inside_fstring_field(tree, node):
+            return False
+    return True
+
+
+def _inside_fstring_field(tree: Tree, node: cst.CSTNode) -> bool:
+    for ancestor in tree.ancestors(node):
+        if isinstance(ancestor, cst.FormattedStringExpression):
+            # !r and !s would show "tensor(...)" instead of the number.
+            return ancestor.conversion is None
+        if isinstance(ancestor, cst.BaseStatement):
+            return False
+    return False
+
+
+def _detach_syncs(aug: cst.AugAssign) -> cst.AugAssign:
+    class Detach(cst.CSTTransformer):
+        def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+            if method_name(updated_node) == "item" and isinstance(updated_node.func, cst.Attribute):
+                return updated_node.with_changes(
+                    func=updated_node.func.with_changes(attr=cst.Name("detach"))
+                )
+            if call_name(updated_node) == "float" and len(updated_node.args) == 1:
+                inner = updated_node.args[0].value
+                return cst.Call(
+                    func=cst.Attribute(value=_parenthesized(inner), attr=cst.Name("detach"))
+                )
+            return updated_node
+
+    result = aug.visit(Detach())
+    assert isinstance(result, cst.AugAssign)
+    return result
+
+
+def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _remark(text: str) -> Replacement:
+    def apply(stmt: cst.BaseStatement) -> cst.BaseStatement:
+        return add_comment(stmt, text)
+
+    return apply
+
+
+def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
+    """The loop's step counter: its enumerate index, or a fresh name (True: add enumerate)."""
+    target = loop.target
+    if (
+        isinstance(loop.iter, cst.Call)
+        and call_name(loop.iter) == "enumerate"
+        and isinstance(target, cst.Tuple)
+        and target.elements
+        and isinstance(target.elements[0].value, cst.Name)
+        and target.elements[0].value.value != "_"
+    ):
+        return target.elements[0].value.value, False
+    name = next(
+        (n for n in ("step", "batch_idx", "gpucheck_step") if n not in used), "gpucheck_step_"
+    )
+    return name, True
+
+
+def _gate(moved: list[int], step: str, rename: bool, every: int) -> Replacement:
+    def apply(loop: cst.For) -> cst.For:
+        assert isinstance(loop.body, cst.IndentedBlock)
+        body = list(loop.body.body)
+        runs: list[list[int]] = []
+        for index in moved:
+            if runs and runs[-1][-1] == index - 1:
+                runs[-1].append(index)
+            else:
+                runs.append([index])
+        starts = {run[0]: run for run in runs}
+        out: list[cst.BaseStatement] = []
+        index = 0
+        while index < len(body):
+            run = starts.get(index)
+            if run is None:
+                out.append(body[index])
+                index += 1
+                continue
+            gate = cst.If(
+                test=expression(f"{step} % {every} == 0"), body=cst.IndentedBlock(body=[])
+            )
+            out.append(wrap(gate, [body[i] for i in run]))
+            index = run[-1] + 1
+        loop = loop.with_changes(body=loop.body.with_changes(body=out))
+        if rename:
+            loop = _enumerated(loop, step)
+        return loop
+
+    return apply
+
+
+def _enumerated(loop: cst.For, step: str) -> cst.For:
+    """``for x, y in loader:`` -> ``for step, (x, y) in enumerate(loader):``."""
+    target = loop.target
+    if (
+        isinstance(loop.iter, cst.Call)
+        and call_name(loop.iter) == "enumerate"
+        and isinstance(target, cst.Tuple)
+    ):
+        # `for _, batch in enumerate(...)`: name the index instead of adding a second enumerate.
+        first = target.elements[0].with_changes(value=cst.Name(step))
+        return loop.with_changes(target=target.with_changes(elements=[first, *target.elements[1:]]))
+    if isinstance(target, cst.Tuple) and not target.lpar:
+        target = target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    new_target = cst.Tuple(
+        elements=[
+            cst.Element(
+                cst.Name(step), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            ),
+            cst.Element(target),
+        ],
+        lpar=[],
+        rpar=[],
+    )
+    new_iter = cst.Call(func=cst.Name("enumerate"), args=[cst.Arg(loop.iter)])
+    return loop.with_changes(target=new_target, iter=new_iter)
+
+
+__all__ = ["log_every_n", "throttle_host_syncs"]

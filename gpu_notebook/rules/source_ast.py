@@ -1,0 +1,153 @@
+"""Name-level reading of :mod:`ast` nodes for the source scanner: dotted names, literals, loop targets.
+
+Shared by the scanner modules (``source_tree``, ``source_loops``, ``source_syncs``,
+``source_setup``). A heuristic over names, never a type check (see ``source_scan``).
+"""
+
+from __future__ import annotations
+
+import ast
+
+GRAD_MODES = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
+
+
+def dotted(node: ast.AST | None) -> str | None:
+    """``torch.utils.data.DataLoader`` for a Name/Attribute chain, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def last(name: str | None) -> str:
+    return "" if name is None else name.rsplit(".", 1)[-1]
+
+
+def method_of(call: ast.Call) -> str | None:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
+
+
+def receiver_of(call: ast.Call) -> ast.expr | None:
+    return call.func.value if isinstance(call.func, ast.Attribute) else None
+
+
+def keyword_of(call: ast.Call, name: str) -> ast.keyword | None:
+    return next((k for k in call.keywords if k.arg == name), None)
+
+
+def literal_of(node: ast.AST | None) -> object:
+    """The value of a literal constant, else the ``NOT_LITERAL`` marker."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        value = node.operand.value
+        return -value if isinstance(value, (int, float)) else NOT_LITERAL
+    return NOT_LITERAL
+
+
+NOT_LITERAL = object()
+
+
+def int_or_none(node: ast.AST | None, default: int | None) -> int | None:
+    if node is None:
+        return default
+    value = literal_of(node)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def bool_or_none(node: ast.AST | None, default: bool | None) -> bool | None:
+    if node is None:
+        return default
+    value = literal_of(node)
+    return value if isinstance(value, bool) else None
+
+
+def names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+_MODEL_WORDS = frozenset({"model", "net", "network", "encoder", "decoder", "backbone", "classifier"})
+
+
+def model_like(name: str) -> bool:
+    """``model``, ``net``, ``self.encoder``, ``teacher_model``: names people give modules."""
+    part = last(name).lower()
+    return part in _MODEL_WORDS or part.endswith(("model", "_net"))
+
+
+def is_grad_mode_call(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        name = last(dotted(node.func))
+        if name == "set_grad_enabled":
+            return literal_of(node.args[0]) is False if node.args else False
+        return name in GRAD_MODES
+    return last(dotted(node)) in GRAD_MODES
+
+
+def loop_target_names(loop: ast.For | ast.AsyncFor) -> tuple[set[str], set[str]]:
+    """(names bound to batch values, names bound to counters) by a ``for`` target."""
+    counters: set[str] = set()
+    target = loop.target
+    it = loop.iter
+    if isinstance(it, ast.Call) and dotted(it.func) == "range":
+        return set(), names_in(target)
+    if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+        counters = names_in(target.elts[0])
+        values: set[str] = set()
+        for elt in target.elts[1:]:
+            values |= names_in(elt)
+        return values, counters
+    return names_in(target), counters
+
+
+_IN_PLACE_UPDATES = frozenset({"add_", "sub_", "mul_", "addcmul_", "addcdiv_", "copy_", "zero_", "lerp_", "clamp_"})
+
+
+def updates_in_place(block: ast.AST) -> bool:
+    """The block updates tensors in place: ``p -= ...``, ``p.data = ...``, ``p.add_(...)``."""
+    for node in ast.walk(block):
+        if isinstance(node, ast.AugAssign):
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr in ("data", "grad") for t in node.targets
+        ):
+            return True
+        if isinstance(node, ast.Call) and method_of(node) in _IN_PLACE_UPDATES:
+            return True
+    return False
+
+
+def iterated_names(expr: ast.expr) -> tuple[str, ...]:
+    """``loader`` for ``loader``, ``enumerate(loader)``, ``tqdm(loader, ...)``, ``zip(a, b)``."""
+    out: list[str] = []
+    stack: list[ast.expr] = [expr]
+    while stack:
+        node = stack.pop()
+        name = dotted(node)
+        if name is not None:
+            out.append(name)
+        elif isinstance(node, ast.Call):
+            stack.extend(reversed(node.args))
+    return tuple(out)
+
+
+__all__ = [
+    "GRAD_MODES",
+    "NOT_LITERAL",
+    "bool_or_none",
+    "dotted",
+    "int_or_none",
+    "is_grad_mode_call",
+    "iterated_names",
+    "keyword_of",
+    "last",
+    "literal_of",
+    "loop_target_names",
+    "method_of",
+    "model_like",
+    "names_in",
+    "receiver_of",
+    "updates_in_place",
+]

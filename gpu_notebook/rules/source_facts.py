@@ -1,0 +1,137 @@
+"""The facts record :func:`gpu_notebook.rules.source_scan.scan_source` gives the rules.
+
+What the cell's source says, as frozen data: the lines a rule can point at (syncs, logs,
+validation, copies), the loaders, optimizers and loops, the flags set. The rules read only this;
+how it is found lives in the ``source_*`` scanner modules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from gpu_notebook.rules.live_objects import LiveFacts
+
+SyncKind = Literal[
+    "item", "cpu", "numpy", "tolist", "float", "synchronize", "print-tensor", "log-tensor",
+    "fstring-tensor",
+]
+LogKind = Literal["print", "logger", "tracker", "progress"]
+ValidationKind = Literal["eval", "no_grad", "val-loop", "val-call"]
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """One line of the cell a rule can point at."""
+
+    line: int  # 1-based line of the notebook cell
+    text: str  # the line, stripped
+    kind: str  # what was found there: "item", "print", "eval", ...
+    gated: bool = False  # behind an ``if`` within its step loop (or innermost loop): some steps only
+    loop_line: int | None = None  # the innermost loop holding it
+    step_loop_line: int | None = None  # the training step loop holding it (nested loops included)
+    # The value read decides what the loop does (an if/while test, directly or through a name
+    # assigned from it): ``if loss.item() < 0.1: break``, an early stop. It cannot be skipped.
+    needed: bool = False
+
+
+@dataclass(frozen=True)
+class LoaderCall:
+    """A ``DataLoader(...)`` call of the cell and the arguments it sets (literals only)."""
+
+    line: int
+    name: str | None  # the variable it is assigned to
+    num_workers: int | None  # 0 when absent (torch's default); None when not a literal
+    pin_memory: bool | None  # False when absent; None when not a literal
+    persistent_workers: bool | None
+    batch_size: int | None  # 1 when absent; None when not a literal
+    dataset: str | None  # source text of the dataset argument
+    opaque: bool  # **kwargs or more than 5 positional arguments: the literals may lie
+
+
+@dataclass(frozen=True)
+class OptimizerCall:
+    line: int
+    name: str | None
+    cls: str  # "AdamW"
+    fused: bool | None  # literal value of fused=..., None when absent or not a literal
+    foreach: bool | None
+
+
+@dataclass(frozen=True)
+class LoopFacts:
+    line: int
+    iterates: tuple[str, ...]  # names the loop iterates (``loader`` in enumerate(loader))
+    trains: bool  # calls .backward() in its body
+    innermost_training: bool  # trains and holds no other loop that trains
+    calls_model: bool
+    under_grad_mode: bool  # inside/holding torch.no_grad(), inference_mode(), or a decorated function
+    is_while: bool = False
+    # Module calls made once per iteration with autograd on (nested loops, comprehensions and
+    # no_grad blocks left out): the training forwards of one step, loss modules included.
+    grad_module_calls: int = 0
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    """What the cell's source says, for the rules. Empty when the cell does not parse."""
+
+    parsed: bool
+    parse_error: str | None = None
+    line_offset: int = 0
+    ipython_lines: int = 0
+    loaders: tuple[LoaderCall, ...] = ()
+    optimizers: tuple[OptimizerCall, ...] = ()
+    loops: tuple[LoopFacts, ...] = ()
+    model_names: frozenset[str] = frozenset()
+    names_read: frozenset[str] = frozenset()
+    syncs: tuple[SourceLine, ...] = ()  # per-loop reads of device values
+    logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
+    validation: tuple[SourceLine, ...] = ()  # validation work inside a training loop
+    blocking_copies: tuple[SourceLine, ...] = ()  # .to(device)/.cuda() in loops, non_blocking off
+    non_blocking_copies: int = 0
+    inference_loops: tuple[SourceLine, ...] = ()  # loops calling a model without grad mode off
+    eval_called: frozenset[str] = frozenset()  # names .eval() is called on
+    autocast: bool = False
+    grad_scaler: bool = False
+    compiled: bool = False
+    cudnn_benchmark: bool | None = None  # literal assigned in the cell; None: not set here
+    tf32: bool | None = None  # allow_tf32 / set_float32_matmul_precision in the cell
+    data_parallel: tuple[SourceLine, ...] = ()
+    ddp: bool = False
+    convolutions: bool = False  # nn.Conv*/F.conv* named in the cell
+    # ``name = Something(...)`` in the cell: name -> the called class or function's last name.
+    constructed: tuple[tuple[str, str], ...] = ()
+    # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
+    live: LiveFacts = dataclasses.field(default_factory=LiveFacts)
+
+    def constructor_of(self, name: str) -> str | None:
+        return next((c for n, c in reversed(self.constructed) if n == name), None)
+
+    def training_loops(self) -> tuple[LoopFacts, ...]:
+        return tuple(loop for loop in self.loops if loop.innermost_training)
+
+    def per_step(self, lines: Iterable[SourceLine]) -> tuple[SourceLine, ...]:
+        """The lines that run on every step (not behind an ``if``)."""
+        return tuple(line for line in lines if not line.gated)
+
+
+def training_loop_lines(facts: SourceFacts) -> tuple[int, ...]:
+    """Lines of the innermost training loops (handy for evidence)."""
+    return tuple(loop.line for loop in facts.training_loops())
+
+
+
+__all__ = [
+    "LoaderCall",
+    "LogKind",
+    "LoopFacts",
+    "OptimizerCall",
+    "SourceFacts",
+    "SourceLine",
+    "SyncKind",
+    "ValidationKind",
+    "training_loop_lines",
+]

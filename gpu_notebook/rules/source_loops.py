@@ -1,0 +1,118 @@
+"""Loop facts of the source scanner: which loops train, call models, run with autograd off, validate.
+
+Validation (``model.eval()``, a ``no_grad`` block, a loop over a val loader, a ``validate()``
+call) counts only inside a step loop: in the epoch loop it runs once per epoch, as it should.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Iterator
+
+from gpu_notebook.rules.source_ast import (
+    dotted,
+    is_grad_mode_call,
+    iterated_names,
+    last,
+    method_of,
+    receiver_of,
+    updates_in_place,
+)
+from gpu_notebook.rules.source_facts import LoopFacts, SourceLine, ValidationKind
+from gpu_notebook.rules.source_tree import CellTree, Loop
+
+_VAL_NAME = re.compile(r"(^|_)(val|valid|validation|eval|test|dev|holdout)(_|$|loader|set|data|dl)", re.I)
+_VAL_CALL = re.compile(r"^(validate|evaluate|eval_|run_val|run_eval|validation|test_epoch|val_)", re.I)
+
+
+def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
+    trains = tree.trains[id(loop)]
+    iterates = iterated_names(loop.iter) if isinstance(loop, (ast.For, ast.AsyncFor)) else ()
+    return LoopFacts(
+        line=tree.line_of(loop),
+        iterates=iterates,
+        trains=trains,
+        innermost_training=id(loop) in tree.step_loops,
+        calls_model=tree.calls_model(loop),
+        under_grad_mode=tree.under_grad_mode(loop),
+        is_while=isinstance(loop, ast.While),
+        grad_module_calls=_grad_module_calls(tree, loop.body),
+    )
+
+
+def _grad_module_calls(tree: CellTree, nodes: Iterable[ast.AST]) -> int:
+    count = 0
+    for node in nodes:
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.Lambda,
+                             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # runs a number of times per step we cannot know
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+            is_grad_mode_call(i.context_expr) for i in node.items
+        ):
+            continue
+        if isinstance(node, ast.Call) and dotted(node.func) in tree.models:
+            count += 1
+        count += _grad_module_calls(tree, ast.iter_child_nodes(node))
+    return count
+
+
+def validation(tree: CellTree) -> Iterator[SourceLine]:
+    # Only inside step loops: validation in the epoch loop runs once per epoch, as it should.
+    training = [loop for loop in tree.loops if id(loop) in tree.step_loops]
+    found: list[SourceLine] = []
+    seen: set[int] = set()
+    for loop in training:
+        for node in ast.walk(loop):
+            if node is loop:
+                continue
+            kind: ValidationKind | None = None
+            if isinstance(node, ast.Call):
+                if method_of(node) == "eval" and dotted(receiver_of(node)) in tree.models | {"model"}:
+                    kind = "eval"
+                elif _VAL_CALL.match(last(dotted(node.func))):
+                    kind = "val-call"
+            elif isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                is_grad_mode_call(i.context_expr) for i in node.items
+            ) and not updates_in_place(node):
+                # A no_grad block that updates tensors in place is a manual optimizer step
+                # (`w -= lr * w.grad`), not validation.
+                kind = "no_grad"
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+                _VAL_NAME.search(last(n)) for n in iterated_names(node.iter)
+            ):
+                kind = "val-loop"
+                node = node.iter  # a comprehension has no line of its own
+            if kind is None:
+                continue
+            line = tree.line_of(node)
+            if line in seen:
+                continue
+            seen.add(line)
+            found.append(
+                SourceLine(
+                    line=line,
+                    text=tree.text_of(node),
+                    kind=kind,
+                    gated=tree.gated(node, loop),
+                    loop_line=tree.line_of(loop),
+                    step_loop_line=tree.line_of(loop),
+                )
+            )
+    yield from sorted(found, key=lambda s: s.line)
+
+
+def inference_loops(tree: CellTree, loops: tuple[LoopFacts, ...]) -> tuple[SourceLine, ...]:
+    """Loops that call a model with autograd on, outside any training loop: forwards that
+    build graphs nobody reads. ``loops`` are :func:`loop_facts` of ``tree.loops``, in order."""
+    return tuple(
+        SourceLine(tree.line_of(loop), tree.text_of(loop), "inference-loop")
+        for loop, facts in zip(tree.loops, loops, strict=True)
+        if facts.calls_model
+        and not facts.trains
+        and not facts.under_grad_mode
+        and not any(tree.trains[id(a)] for a in tree.ancestors(loop) if id(a) in tree.trains)
+    )
+
+
+__all__ = ["inference_loops", "loop_facts", "validation"]

@@ -1,0 +1,151 @@
+"""What the cell sets up, for the source scanner: loaders, optimizers, host-to-device copies, flags.
+
+Arguments are read as literals only: ``num_workers=n`` with ``n`` a variable is unknown (None),
+and a call with ``**kwargs`` is opaque (its absent arguments may be set after all).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gpu_notebook.rules.source_ast import (
+    bool_or_none,
+    dotted,
+    int_or_none,
+    keyword_of,
+    last,
+    literal_of,
+    method_of,
+    receiver_of,
+)
+from gpu_notebook.rules.source_facts import LoaderCall, OptimizerCall, SourceLine
+from gpu_notebook.rules.source_tree import CellTree
+
+_OPTIMIZERS = frozenset(
+    {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
+     "Rprop", "ASGD", "LBFGS", "SparseAdam", "Adafactor"}
+)  # fmt: skip
+_DTYPE_WORDS = frozenset(
+    {"float", "float16", "half", "bfloat16", "float32", "float64", "double", "int", "int8",
+     "int16", "int32", "int64", "long", "uint8", "bool"}
+)  # fmt: skip
+
+
+
+def loaders(tree: CellTree) -> Iterator[LoaderCall]:
+    for call in tree.calls():
+        if last(dotted(call.func)) != "DataLoader":
+            continue
+        positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+        opaque = any(k.arg is None for k in call.keywords) or len(positional) > 5 or len(
+            positional
+        ) != len(call.args)
+        stmt = tree.statement_of(call)
+        name = None
+        if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
+            name = dotted(stmt.targets[0])
+        batch = keyword_of(call, "batch_size")
+        batch_node = batch.value if batch is not None else (positional[1] if len(positional) > 1 else None)
+        dataset = keyword_of(call, "dataset")
+        dataset_node = dataset.value if dataset is not None else (positional[0] if positional else None)
+        workers = keyword_of(call, "num_workers")
+        pin = keyword_of(call, "pin_memory")
+        persistent = keyword_of(call, "persistent_workers")
+        yield LoaderCall(
+            line=tree.line_of(call),
+            name=name,
+            num_workers=int_or_none(workers.value if workers else None, None if opaque else 0),
+            pin_memory=bool_or_none(pin.value if pin else None, None if opaque else False),
+            persistent_workers=bool_or_none(
+                persistent.value if persistent else None, None if opaque else False
+            ),
+            batch_size=int_or_none(batch_node, None if opaque else 1),
+            dataset=ast.unparse(dataset_node) if dataset_node is not None else None,
+            opaque=opaque,
+        )
+
+
+def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:
+    for call in tree.calls():
+        name = dotted(call.func) or ""
+        parts = name.split(".")
+        if parts[-1] not in _OPTIMIZERS or (len(parts) > 1 and parts[-2] != "optim"):
+            continue
+        stmt = tree.statement_of(call)
+        target = None
+        if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
+            target = dotted(stmt.targets[0])
+        fused = keyword_of(call, "fused")
+        foreach = keyword_of(call, "foreach")
+        yield OptimizerCall(
+            line=tree.line_of(call),
+            name=target,
+            cls=parts[-1],
+            fused=bool_or_none(fused.value if fused else None, None),
+            foreach=bool_or_none(foreach.value if foreach else None, None),
+        )
+
+
+def copies(tree: CellTree, *, blocking: bool) -> list[SourceLine]:
+    out: list[SourceLine] = []
+    for call in tree.calls():
+        method = method_of(call)
+        if method not in ("to", "cuda") or tree.enclosing_loop(call) is None:
+            continue
+        target = dotted(receiver_of(call))
+        if target is not None and target in tree.models:
+            continue
+        if method == "to":
+            device = keyword_of(call, "device")
+            arg = device.value if device is not None else (call.args[0] if call.args else None)
+            if arg is None:
+                continue
+            text = ast.unparse(arg).lower()
+            if "cpu" in text or last(dotted(arg)) in _DTYPE_WORDS:
+                continue
+        flag = keyword_of(call, "non_blocking")
+        is_blocking = flag is None or literal_of(flag.value) is not True
+        if is_blocking == blocking:
+            out.append(tree.source_line(call, "copy"))
+    return out
+
+
+def compiled(tree: CellTree) -> bool:
+    for node in ast.walk(tree.tree):
+        if isinstance(node, ast.Call) and dotted(node.func) in ("torch.compile", "compile") and (
+            dotted(node.func) == "torch.compile" or (node.args and dotted(node.args[0]) in tree.models)
+        ):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if dotted(target) == "torch.compile":
+                    return True
+    return False
+
+
+def flag(tree: CellTree, names: tuple[str, ...]) -> bool | None:
+    value: bool | None = None
+    for node in ast.walk(tree.tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if dotted(target) in names:
+                    literal = literal_of(node.value)
+                    value = literal if isinstance(literal, bool) else value
+    return value
+
+
+def tf32(tree: CellTree) -> bool | None:
+    value = flag(tree, ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"))
+    for call in tree.calls():
+        if dotted(call.func) == "torch.set_float32_matmul_precision" and call.args:
+            literal = literal_of(call.args[0])
+            if isinstance(literal, str):
+                value = literal in ("high", "medium")
+    return value
+
+
+
+
+__all__ = ["compiled", "copies", "flag", "loaders", "optimizers", "tf32"]

@@ -1,0 +1,197 @@
+"""Per-step host reads of device values (syncs) and logging calls in loops, found in one pass.
+
+A call in a loop is a sync when it reads a value the loop made (``.item()``, ``.cpu()``,
+``float(loss)``, printing or logging a tensor, an f-string field of one) and a logging call when
+it reads no tensor. A sync whose value decides a branch (``if loss.item() < x: break``) is
+``needed``: it cannot be skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from gpu_notebook.rules.source_ast import (
+    dotted,
+    last,
+    loop_target_names,
+    method_of,
+    names_in,
+    receiver_of,
+)
+from gpu_notebook.rules.source_facts import LogKind, SourceLine, SyncKind
+from gpu_notebook.rules.source_tree import CellTree, Loop
+
+_LOG_PREFIXES = ("logging.", "logger.", "log.", "wandb.", "mlflow.", "neptune.", "comet")
+_TRACKER_METHODS = frozenset(
+    {"log", "log_metric", "log_metrics", "add_scalar", "add_scalars", "add_histogram",
+     "add_image", "log_dict"}
+)  # fmt: skip
+_PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})
+# Values that are plain Python numbers once assigned: reading them later costs no sync.
+_HOST_VALUE_CALLS = frozenset({"len", "range", "int", "float", "str", "round", "time", "perf_counter", "monotonic"})
+
+
+def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[SourceLine, ...]]:
+    syncs: dict[tuple[int, str], SourceLine] = {}
+    logging: dict[int, SourceLine] = {}
+    values_of: dict[int, set[str]] = {id(loop): _batch_values(tree, loop) for loop in tree.loops}
+    for call in tree.calls():
+        loop = tree.enclosing_loop(call)
+        if loop is None:
+            continue
+        values = values_of[id(loop)]
+        kind = _sync_kind(tree, call, values)
+        if kind is not None:
+            line = tree.source_line(call, kind)
+            if _feeds_control(tree, call, loop):
+                line = dataclasses.replace(line, needed=True)
+            syncs.setdefault((line.line, kind), line)
+            continue
+        log_kind = _logging_kind(call)
+        if log_kind is None:
+            continue
+        read = set()
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            read |= _unwrapped_names(arg)
+        if read & values:
+            # Printing or logging a tensor formats it on the host: a device sync per step.
+            tensor_kind: SyncKind = "print-tensor" if log_kind == "print" else "log-tensor"
+            line = tree.source_line(call, tensor_kind)
+            syncs.setdefault((line.line, tensor_kind), line)
+        else:
+            line = tree.source_line(call, log_kind)
+            logging.setdefault(line.line, line)
+    # An f-string field of a 0-d tensor calls Tensor.__format__ -> .item(): a sync, even
+    # when the string is only stored (`msg = f"{loss:.3f}"`) and logged later.
+    for node in ast.walk(tree.tree):
+        if not isinstance(node, ast.FormattedValue):
+            continue
+        loop = tree.enclosing_loop(node)
+        if loop is None or not _unwrapped_names(node.value) & values_of[id(loop)]:
+            continue
+        line = tree.source_line(node, "fstring-tensor")
+        if not any(key[0] == line.line for key in syncs):
+            syncs[(line.line, "fstring-tensor")] = line
+    sync_lines = {s.line for s in syncs.values()}
+    return (
+        tuple(sorted(syncs.values(), key=lambda s: s.line)),
+        tuple(sorted((v for v in logging.values() if v.line not in sync_lines), key=lambda s: s.line)),
+    )
+
+
+def _sync_kind(tree: CellTree, call: ast.Call, values: set[str]) -> SyncKind | None:
+    method = method_of(call)
+    if method is not None and dotted(receiver_of(call)) in tree.models:
+        return None  # model.cpu() / model.to("cpu") moves weights once, not a per-step read
+    if method == "item" and not call.args:
+        return "item"
+    if method in ("cpu", "numpy", "tolist") and not call.args:
+        return method  # type: ignore[return-value]  # the three literals of SyncKind
+    if method == "to" and call.args:
+        text = ast.unparse(call.args[0]).lower()
+        if "cpu" in text:
+            return "cpu"
+    name = dotted(call.func)
+    if name in ("float", "int", "bool") and len(call.args) == 1:
+        arg = call.args[0]
+        return "float" if names_in(arg) & values and not _host_value(arg) else None
+    if name is not None and last(name) == "synchronize":
+        return "synchronize"
+    return None
+
+
+def _logging_kind(call: ast.Call) -> LogKind | None:
+    name = dotted(call.func)
+    if name in ("print", "display", "pprint"):
+        return "print"
+    if name is not None and name.startswith(_LOG_PREFIXES):
+        return "logger"
+    method = method_of(call)
+    if method in _TRACKER_METHODS:
+        return "tracker"
+    if (method in _PROGRESS_METHODS and method != "write") or name == "tqdm.write":
+        return "progress"
+    return None
+
+
+def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
+    """The value of ``node`` decides a branch of ``loop``: in a test, or through a name."""
+    child = node
+    for ancestor in tree.ancestors(node):
+        if isinstance(ancestor, (ast.If, ast.While, ast.IfExp, ast.Assert)) and child is ancestor.test:
+            return True
+        if ancestor is loop or isinstance(ancestor, ast.stmt):
+            break
+        child = ancestor
+    statement = tree.statement_of(node)
+    targets: list[ast.expr] = []
+    if isinstance(statement, ast.Assign):
+        targets = list(statement.targets)
+    elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)):
+        targets = [statement.target]
+    names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    if not names:
+        return False
+    return any(
+        isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert)) and names_in(n.test) & names
+        for n in ast.walk(loop)
+    )
+
+
+def _unwrapped_names(node: ast.AST) -> set[str]:
+    """Names read by ``node`` that are not already turned into numbers (.item(), float())."""
+    if isinstance(node, ast.Call) and (
+        method_of(node) in ("item", "tolist", "numpy") or dotted(node.func) in ("float", "int", "len", "str")
+    ):
+        return set()
+    if isinstance(node, ast.Name):
+        return {node.id}
+    names: set[str] = set()
+    for child in ast.iter_child_nodes(node):
+        # loss.grad_fn / x.shape: attribute reads that are not the tensor's values
+        if (
+            isinstance(node, ast.Attribute)
+            and child is node.value
+            and isinstance(child, ast.Name)
+            and node.attr in ("shape", "dtype", "device", "size", "ndim", "requires_grad")
+        ):
+            continue
+        names |= _unwrapped_names(child)
+    return names
+
+
+def _batch_values(tree: CellTree, loop: Loop) -> set[str]:
+    """Names that likely hold tensors made in this step: loop targets and assigned values."""
+    values: set[str] = set()
+    counters: set[str] = set()
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        values, counters = loop_target_names(loop)
+    for node in ast.walk(loop):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            host = _host_value(node.value)
+            for target in targets:
+                names = names_in(target)
+                if host:
+                    counters |= names
+                else:
+                    values |= names
+    return values - counters
+
+
+def _host_value(value: ast.AST) -> bool:
+    """A value that is a Python number or string already (reading it later is free)."""
+    if isinstance(value, (ast.Constant, ast.JoinedStr)):
+        return True
+    if isinstance(value, ast.Call):
+        if method_of(value) in ("item", "tolist", "numpy"):
+            return True
+        return last(dotted(value.func)) in _HOST_VALUE_CALLS
+    if isinstance(value, ast.BinOp):
+        return _host_value(value.left) and _host_value(value.right)
+    return False
+
+
+
+__all__ = ["syncs_and_logging"]

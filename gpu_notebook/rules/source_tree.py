@@ -1,0 +1,224 @@
+"""The parsed cell the source scanner walks: parents, line positions, loops, step loops, models.
+
+:class:`CellTree` answers the structural questions every family of facts asks (which loop holds
+this call, is it behind an ``if``, which names hold modules, which loops train); the families
+(``source_loops``, ``source_syncs``, ``source_setup``) read it, and ``source_scan`` builds it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gpu_notebook.rules.source_ast import (
+    dotted,
+    is_grad_mode_call,
+    last,
+    method_of,
+    model_like,
+    receiver_of,
+)
+from gpu_notebook.rules.source_facts import SourceLine
+
+_MODULE_METHODS = frozenset(
+    {"parameters", "named_parameters", "train", "eval", "state_dict", "load_state_dict",
+     "modules", "children", "named_modules", "register_forward_hook"}
+)  # fmt: skip
+_NN_NOT_MODULES = frozenset({"functional", "utils", "init", "Parameter", "parameter", "parallel"})
+
+Loop = ast.For | ast.AsyncFor | ast.While
+
+
+class CellTree:
+    """The parsed cell and the structure every scanner family reads: positions, loops, models."""
+
+    def __init__(
+        self, tree: ast.Module, lines: list[str], mapping: list[int], live_models: frozenset[str]
+    ) -> None:
+        self.tree = tree
+        self.lines = lines
+        self.mapping = mapping
+        self.parent: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[child] = node
+        self.models = self._model_names() | live_models
+        self.loops: list[Loop] = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
+        self.loops.sort(key=lambda n: n.lineno)
+        self.trains = {id(loop): self._has_backward(loop) for loop in self.loops}
+        # The step loops: loops that call .backward() and hold no other loop that does (an
+        # epoch loop around them trains too, but runs once per epoch).
+        self.step_loops = {
+            id(loop)
+            for loop in self.loops
+            if self.trains[id(loop)]
+            and not any(o is not loop and self.trains[id(o)] and self.inside(o, loop) for o in self.loops)
+        }
+        self.global_no_grad = any(
+            isinstance(n, ast.Expr) and is_grad_mode_call(n.value) and isinstance(n.value, ast.Call)
+            and last(dotted(n.value.func)) == "set_grad_enabled"
+            for n in ast.walk(tree)
+        )  # fmt: skip
+
+    # ---------------------------------------------------------------- positions
+
+    def line_of(self, node: ast.AST) -> int:
+        lineno = getattr(node, "lineno", 1)
+        return self.mapping[lineno - 1] if 0 < lineno <= len(self.mapping) else lineno
+
+    def text_of(self, node: ast.AST) -> str:
+        lineno = getattr(node, "lineno", 1)
+        return self.lines[lineno - 1].strip() if 0 < lineno <= len(self.lines) else ""
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        current = self.parent.get(node)
+        while current is not None:
+            yield current
+            current = self.parent.get(current)
+
+    def enclosing_loop(self, node: ast.AST) -> Loop | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)) and node not in (
+                getattr(ancestor, "iter", None), getattr(ancestor, "test", None)
+            ):
+                return ancestor
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                return None
+        return None
+
+    def gated(self, node: ast.AST, loop: Loop) -> bool:
+        """True when an ``if`` (or a ternary) sits between ``node`` and its loop."""
+        child = node
+        for ancestor in self.ancestors(node):
+            if ancestor is loop:
+                return False
+            # The test itself runs every time: `if loss.item() < x: break` reads every step.
+            if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
+                return True
+            child = ancestor
+        return False
+
+    def statement_of(self, node: ast.AST) -> ast.AST:
+        current = node
+        for ancestor in self.ancestors(node):
+            if isinstance(current, ast.stmt):
+                return current
+            current = ancestor
+        return current
+
+    def inside(self, node: ast.AST, container: ast.AST) -> bool:
+        return any(a is container for a in self.ancestors(node))
+
+    def step_loop_of(self, node: ast.AST) -> Loop | None:
+        """The training step loop around ``node`` (through nested loops, not through defs)."""
+        for ancestor in self.ancestors(node):
+            if id(ancestor) in self.step_loops and isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
+                return ancestor
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                return None
+        return None
+
+    def source_line(self, node: ast.AST, kind: str) -> SourceLine:
+        loop = self.enclosing_loop(node)
+        step_loop = self.step_loop_of(node)
+        # Gated relative to the step: `if step % 10 == 0: for p in params: print(p)` is gated.
+        reference = step_loop if step_loop is not None else loop
+        return SourceLine(
+            line=self.line_of(node),
+            text=self.text_of(node),
+            kind=kind,
+            gated=reference is not None and self.gated(node, reference),
+            loop_line=self.line_of(loop) if loop is not None else None,
+            step_loop_line=self.line_of(step_loop) if step_loop is not None else None,
+        )
+
+    # ---------------------------------------------------------------- what names hold
+
+    def _module_classes(self) -> set[str]:
+        classes: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    name = dotted(base) or ""
+                    if "Module" in name or last(name) in classes:
+                        classes.add(node.name)
+        return classes
+
+    def _is_module_constructor(self, value: ast.AST, classes: set[str]) -> bool:
+        # model = Net().to(device) / nn.Sequential(...) / torchvision.models.resnet18()
+        while isinstance(value, ast.Call) and method_of(value) in ("to", "cuda", "train", "eval", "half"):
+            value = receiver_of(value) or value
+            if not isinstance(value, ast.Call):
+                return False
+        if not isinstance(value, ast.Call):
+            return False
+        name = dotted(value.func) or ""
+        parts = name.split(".")
+        if parts[-1] in classes:
+            return True
+        if len(parts) >= 2 and parts[-2] == "nn" and parts[-1] not in _NN_NOT_MODULES and parts[-1][:1].isupper():
+            return True
+        return parts[-1] in ("from_pretrained", "create_model") or ".models." in name
+
+    def _model_names(self) -> set[str]:
+        classes = self._module_classes()
+        names: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                called = dotted(node.func)
+                if called is not None and model_like(called):
+                    names.add(called)  # model(x), self.net(x): named like a module, called like one
+                if method_of(node) in _MODULE_METHODS:
+                    name = dotted(receiver_of(node))
+                    if name is not None:
+                        names.add(name)
+            elif isinstance(node, ast.Assign) and self._is_module_constructor(node.value, classes):
+                for target in node.targets:
+                    name = dotted(target)
+                    if name is not None:
+                        names.add(name)
+        return names
+
+    def _has_backward(self, node: ast.AST) -> bool:
+        for child in ast.walk(node):
+            if isinstance(child, ast.Call) and (
+                method_of(child) == "backward" or dotted(child.func) == "torch.autograd.backward"
+            ):
+                return True
+        return False
+
+    def grad_off_at(self, node: ast.AST) -> bool:
+        """True when ``node`` runs with autograd off: a grad-mode ``with``, decorator, or global."""
+        if self.global_no_grad:
+            return True
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (ast.With, ast.AsyncWith)) and any(
+                is_grad_mode_call(item.context_expr) for item in ancestor.items
+            ):
+                return True
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                is_grad_mode_call(d) for d in ancestor.decorator_list
+            ):
+                return True
+        return False
+
+    def under_grad_mode(self, loop: Loop) -> bool:
+        """Every model call of the loop runs with autograd off (or the loop calls no model)."""
+        calls = [c for c in ast.walk(loop) if isinstance(c, ast.Call) and dotted(c.func) in self.models]
+        if not calls:
+            return self.grad_off_at(loop)
+        return all(self.grad_off_at(c) for c in calls)
+
+    def calls_model(self, node: ast.AST) -> bool:
+        return any(
+            isinstance(c, ast.Call) and dotted(c.func) in self.models for c in ast.walk(node)
+        )
+
+
+    def calls(self) -> Iterator[ast.Call]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                yield node
+
+
+__all__ = ["CellTree", "Loop"]

@@ -98,10 +98,11 @@ def test_sleep_straggler_is_named_with_its_cause_and_the_others_wait_for_it(slee
     straggler = job["straggler"]
     assert straggler["rank"] == 1 and straggler["reason"] == "waits-least"
     assert straggler["waiting_ranks"] == [0, 2]
-    # The sleep sits before the forward call: the trace paints it forward; the line says sleep.
-    assert straggler["phase"] == "forward" and "time.sleep" in straggler["hot_line"]
+    # The sleep sits before the forward call, outside any op: the trace leaves it unattributed
+    # (the forward starts at the step's first grad-mode op); the line says sleep.
+    assert straggler["phase"] == "unattributed" and "time.sleep" in straggler["hot_line"]
     assert job["roles"]["0"] == job["roles"]["2"] == "waits for rank 1 in collectives"
-    assert "straggler: rank 1: forward" in res.stderr
+    assert "straggler: rank 1: unattributed" in res.stderr
     # The waiting ranks' own reports say they wait, not that they compute.
     for rank in (0, 2):
         report = Report.from_json((tmp / "out" / f"r{rank}.json").read_text())
@@ -129,9 +130,8 @@ def test_rank_0_alone_prints_the_job_report(sleep_job):
     assert "Across 3 ranks" in res.stderr
     for rank in (1, 2):
         assert f"gpucheck rank {rank}/3:" in res.stderr  # one line each, not a whole report
-    assert sorted(line for line in res.stdout.splitlines() if "done" in line) == [
-        "rank 0 done", "rank 1 done", "rank 2 done"
-    ]
+    # Three processes share one stdout pipe: their lines may interleave, each appears once.
+    assert [res.stdout.count(f"rank {rank} done") for rank in range(3)] == [1, 1, 1]
 
 
 def test_the_what_if_is_the_jobs_world_size_and_gradient_bytes_from_run_and_analyze(sleep_job):

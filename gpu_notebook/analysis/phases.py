@@ -398,7 +398,13 @@ def _comm_waits(
     if rows.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     flight = _merge(start[rows], end[rows])
-    work = np.flatnonzero(on_thread & trace.category_mask("cpu_op") & ~collective)
+    # The host is not waiting while it works: its own operators, and backward's on autograd's
+    # device threads (on a GPU the main thread only waits inside loss.backward() while DDP's
+    # reducer launches the all-reduces that overlap it: that is backward, not a wait for peers).
+    autograd = trace.name_mask(prefix=markers.AUTOGRAD_PREFIX) & (trace.pid == pid)
+    work = np.flatnonzero(
+        ((on_thread & ~collective) | autograd) & trace.category_mask("cpu_op")
+    )
     busy = _merge(start[work], end[work])
     return _subtract(*flight, *busy)
 

@@ -237,3 +237,29 @@ def test_samples_per_step_under_accumulation_keywords_and_module_transforms(ip, 
     assert stats.samples_per_s == pytest.approx(batch / stats.median_s)
     if cell is MODULE_TRANSFORMS:
         assert {s.forward_calls for s in report.run.steps.steps if s.timed} == {1}
+
+
+ACCELERATE = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+from accelerate import Accelerator
+class SlowAcc(Dataset):
+    def __len__(self): return 64
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return torch.randn(32), torch.randn(1)
+accelerator = Accelerator(cpu=True)
+acc_loader = accelerator.prepare(DataLoader(SlowAcc(), batch_size=8))
+"""
+
+
+def test_a_loader_accelerate_prepared_is_not_rebuilt_the_refusal_says_where_to_act(ip):
+    pytest.importorskip("accelerate")
+    assert ip.run_cell(ACCELERATE).success
+    assert type(ip.user_ns["acc_loader"]).__module__.startswith("accelerate.")
+    cell = "for x, y in acc_loader:\n    pass\n"
+    findings = rules_for(syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns)
+    f = only(findings, "input.loader_workers")
+    (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
+    assert fixed.proposal is not None and fixed.proposal.source_after is None
+    assert "accelerator.prepare" in (fixed.proposal.refusal or "")

@@ -244,6 +244,20 @@ def _live_loader_proposal(cell_source: str, finding: Finding, live: LiveFacts) -
         return None
     params = finding.fix_params
     workers = params.get("num_workers")
+    if loader.loader_class.startswith("accelerate."):
+        # accelerator.prepare() wraps the user's DataLoader (a DataLoaderShard): rebuilt as a
+        # plain DataLoader it would lose its sharding and device placement. The user acts on
+        # the loader they pass to prepare().
+        info = describe("dataloader_workers")
+        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
+        return FixProposal(
+            fix_id=info.fix_id, title=info.title, why=tuple(info.why), doc_url=info.doc_url,
+            source_after=None, diff=None,
+            refusal=(
+                f"`{loader.name}` comes from accelerate's `accelerator.prepare(...)`: set {settings} "
+                "on the DataLoader you pass to prepare() (where you build it), then prepare it again"
+            ),
+        )  # fmt: skip
     snippet = rebuild_loader_source(
         loader,
         num_workers=workers if isinstance(workers, int) else None,

@@ -39,6 +39,7 @@ class LiveLoader:
     iterable_dataset: bool
     dataset_type: str  # class name of the dataset
     dataset_len: int | None
+    loader_class: str = "torch.utils.data.DataLoader"  # module.qualname (accelerate wraps it)
 
 
 @dataclass(frozen=True)
@@ -269,6 +270,7 @@ def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
         iterable_dataset=isinstance(dataset, data.IterableDataset),
         dataset_type=type(dataset).__name__,
         dataset_len=length,
+        loader_class=f"{type(loader).__module__}.{type(loader).__qualname__}",
     )
 
 

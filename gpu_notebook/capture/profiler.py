@@ -320,8 +320,9 @@ class WindowSchedule:
     step boundary at least ``spacing`` times further into the cell than the previous one
     started (and ``min_gap_steps`` after it), so windows spread over a cell whose length is not
     known in advance; at most ``max_windows`` in all; and only while what the windows cost so
-    far (their start and stop time at step boundaries, doubled for the profiled steps' own
-    slowdown: an estimate) stays under ``budget_share`` of the cell's time so far. A cell of N
+    far plus what the next one is expected to cost (their start and stop time at step
+    boundaries, doubled for the profiled steps' own slowdown: an estimate) stays under
+    ``budget_share`` of the cell's time so far. A cell of N
     steps thus pays O(log N) windows: a long cell pays proportionally less than a short one.
     """
 
@@ -358,4 +359,7 @@ class WindowSchedule:
         last = self.starts[-1]
         if step_index < max(last * self.spacing, last + self.min_gap_steps):
             return False
-        return self.cost_ns <= self.budget_share * elapsed_ns
+        # The next window is expected to cost what the ones so far cost on average: it starts
+        # only if the total, that one included, stays within the budget.
+        expected_ns = self.cost_ns / len(self.starts)
+        return self.cost_ns + expected_ns <= self.budget_share * elapsed_ns

@@ -35,5 +35,6 @@ test: install browser wheel-check
 	# The layers (pyproject [tool.importlinter]): a broken contract prints the import that broke it.
 	$(BIN)/lint-imports
 	$(BIN)/ruff check
+	$(BIN)/ruff format --check
 	$(BIN)/mypy
 	GPU_NOTEBOOK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q

@@ -69,9 +69,7 @@ class Timing:
     def measure(fn: Callable[[], object]) -> Timing:
         w0, t0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
         fn()
-        return Timing(
-            time.perf_counter() - w0, time.thread_time() - t0, time.process_time() - p0
-        )
+        return Timing(time.perf_counter() - w0, time.thread_time() - t0, time.process_time() - p0)
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,9 @@ class BenchArgs:
 def parse_args(description: str, argv: Sequence[str] | None = None) -> BenchArgs:
     """The options every benchmark takes: ``--quick`` (seconds, for the smoke test), ``--json``."""
     parser = argparse.ArgumentParser(description=description.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, a few rounds: a smoke run")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes, a few rounds: a smoke run"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the result rows here")
     parser.add_argument("--rounds", type=int, default=None, help="override the number of rounds")
     ns = parser.parse_args(argv)
@@ -189,7 +189,10 @@ def emit(result: Result, sink: list[Result] | None = None) -> Result:
     """Print one ``RESULT`` line (what run_all and the smoke test read) and keep the row."""
     verdict = {True: "PASS", False: "FAIL", None: "-"}[result.passed]
     budget = f" [budget {result.budget}]" if result.budget else ""
-    print(f"{RESULT_PREFIX} {result.figure}: {result.display}{budget} {verdict} | {result.label}", flush=True)
+    print(
+        f"{RESULT_PREFIX} {result.figure}: {result.display}{budget} {verdict} | {result.label}",
+        flush=True,
+    )
     if sink is not None:
         sink.append(result)
     return result
@@ -252,22 +255,33 @@ def ensure_venv(
             out.flush()
             try:
                 proc = subprocess.run(
-                    cmd, stdout=out, stderr=subprocess.STDOUT,
-                    timeout=max(1.0, deadline - time.monotonic()), check=False,
+                    cmd,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=max(1.0, deadline - time.monotonic()),
+                    check=False,
                 )
             except subprocess.TimeoutExpired:
                 return None, f"install timed out (see {log.relative_to(REPO_ROOT)})"
             if proc.returncode != 0:
-                return None, f"pip failed (exit {proc.returncode}; see {log.relative_to(REPO_ROOT)})"
+                return (
+                    None,
+                    f"pip failed (exit {proc.returncode}; see {log.relative_to(REPO_ROOT)})",
+                )
     if not _imports(python, check_import):
-        return None, f"installed but `import {check_import}` fails (see {log.relative_to(REPO_ROOT)})"
+        return (
+            None,
+            f"installed but `import {check_import}` fails (see {log.relative_to(REPO_ROOT)})",
+        )
     return python, ""
 
 
 def _imports(python: Path, module: str) -> bool:
     proc = subprocess.run(
         [str(python), "-c", f"import {module}"],
-        capture_output=True, timeout=300, check=False,
+        capture_output=True,
+        timeout=300,
+        check=False,
         env={**os.environ, "PYTHONNOUSERSITE": "1"},
     )
     return proc.returncode == 0

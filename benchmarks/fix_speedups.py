@@ -145,7 +145,11 @@ def _profiled_ratio(before: Any, after: Any) -> float | None:
     """Throughput ratio over the profiled (timed) steady steps only: the steps the bound saw."""
 
     def per_sample_s(report: Any) -> float | None:
-        steps = [s for s in report.run.steps.steps if s.timed and s.index >= report.run.window.warmup_steps]
+        steps = [
+            s
+            for s in report.run.steps.steps
+            if s.timed and s.index >= report.run.window.warmup_steps
+        ]
         batch = report.analysis.step_stats.batch_size or 1
         return sum(s.duration_s for s in steps) / len(steps) / batch if steps else None
 
@@ -162,7 +166,17 @@ def _fmt(x: float | None, suffix: str = "x") -> str:
 
 
 def print_table(rows: list[Row]) -> None:
-    head = ("scenario", "verdict", "top finding", "fix", "predicted", "measured", "min..max", "profiled", "note")
+    head = (
+        "scenario",
+        "verdict",
+        "top finding",
+        "fix",
+        "predicted",
+        "measured",
+        "min..max",
+        "profiled",
+        "note",
+    )
     lines = [
         (
             r.scenario,
@@ -185,7 +199,9 @@ def print_table(rows: list[Row]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("scenarios", nargs="*", help="scenario names (default: every planted one)")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved before/after rounds (default 5)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved before/after rounds (default 5)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
 

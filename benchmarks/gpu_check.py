@@ -251,7 +251,9 @@ def _environment(ctx: Context, run: Run, args: argparse.Namespace) -> dict[str, 
         "argv": sys.argv[1:],
         "torch_version": str(torch.__version__),
         "torch_cuda_version": torch.version.cuda,
-        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cudnn_version": torch.backends.cudnn.version()
+        if torch.backends.cudnn.is_available()
+        else None,
         # fp32 matmuls run on tensor cores only when TF32 is allowed: it decides the AMP speedup.
         "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
@@ -333,7 +335,9 @@ def run_scenario(
         # scarce, so the error is recorded in the summary (and the exit code) instead of raised.
         _measure(ctx, scenario, out, deadline, no_compile, entry, workloads)
     except Exception as exc:  # noqa: BLE001 -- recorded in the summary, see above
-        entry.update(status="error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        entry.update(
+            status="error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
+        )
     finally:
         for w in workloads:
             w.close()
@@ -365,7 +369,12 @@ def _measure(
     fix_entries: dict[str, dict[str, Any]] = {}
     for fix in scenario.fixes:
         title = fix.title.format(factor=s.launch_batch_factor)
-        fe: dict[str, Any] = {"fix_id": fix.fix_id, "title": title, "status": "ok", "skip_reason": None}
+        fe: dict[str, Any] = {
+            "fix_id": fix.fix_id,
+            "title": title,
+            "status": "ok",
+            "skip_reason": None,
+        }
         fix_entries[fix.fix_id] = fe
         reason = _fix_skip_reason(ctx, fix, deadline, no_compile)
         if reason is not None:
@@ -383,7 +392,9 @@ def _measure(
             continue
         fixes.append((fix, w))
 
-    pressure = scenario.pressure(ctx) if scenario.pressure is not None else contextlib.nullcontext({})
+    pressure = (
+        scenario.pressure(ctx) if scenario.pressure is not None else contextlib.nullcontext({})
+    )
     with pressure as pressure_info:
         if pressure_info:
             entry["pressure"] = pressure_info
@@ -391,7 +402,9 @@ def _measure(
         calib = max(3, s.warmup_steps)
         step_s = max(_time_steps(ctx, w, calib)[0] / calib for w in [base, *(w for _, w in fixes)])
         n_runs = s.repeats * (2 + len(fixes)) + len(fixes)
-        steps = int(min(s.max_steps, max(MIN_STEPS, s.scenario_budget_s / n_runs / max(step_s, 1e-6))))
+        steps = int(
+            min(s.max_steps, max(MIN_STEPS, s.scenario_budget_s / n_runs / max(step_s, 1e-6)))
+        )
         entry["steps_per_run"] = steps
         entry["repeats"] = s.repeats
         entry["calibrated_step_s"] = step_s
@@ -441,7 +454,9 @@ def _measure(
     entry["verdict_matches"] = entry["verdict"] in entry["expected_verdicts"]
     entry["baseline_runs_s"] = base_t.runs_s
     entry["baseline_median_s"] = base_t.median_s
-    entry["baseline_peak_extra_bytes"] = max(base_t.peak_extra_bytes, default=0) if ctx.cuda else None
+    entry["baseline_peak_extra_bytes"] = (
+        max(base_t.peak_extra_bytes, default=0) if ctx.cuda else None
+    )
     entry["with_tool_runs_s"] = with_steps
     entry["with_tool_median_s"] = _median(with_steps)
     entry["with_tool_total_runs_s"] = with_total
@@ -488,7 +503,15 @@ def _one_line(text: str, width: int = 90) -> str:
 
 def summary_table(entries: Sequence[dict[str, Any]]) -> str:
     """scenario -> verdict, GPU busy, NVML util, overhead, fix and its measured speedup."""
-    head = ("scenario", "verdict (expected?)", "GPU busy", "NVML util", "overhead", "fix", "speedup (bound)")
+    head = (
+        "scenario",
+        "verdict (expected?)",
+        "GPU busy",
+        "NVML util",
+        "overhead",
+        "fix",
+        "speedup (bound)",
+    )
     rows: list[tuple[str, ...]] = [head]
     for e in entries:
         if e["status"] != "ok":
@@ -504,8 +527,13 @@ def summary_table(entries: Sequence[dict[str, Any]]) -> str:
             else:
                 gain = _one_line(fe.get("skip_reason") or f"error: {fe.get('error')}")
             lead = (
-                (e["scenario"], f"{e['verdict']} ({mark})", _fmt_share(e["gpu_busy_share"]),
-                 _fmt_pct(e["nvml_util_mean_pct"]), _fmt_x(e["overhead_ratio"]))
+                (
+                    e["scenario"],
+                    f"{e['verdict']} ({mark})",
+                    _fmt_share(e["gpu_busy_share"]),
+                    _fmt_pct(e["nvml_util_mean_pct"]),
+                    _fmt_x(e["overhead_ratio"]),
+                )
                 if first
                 else ("", "", "", "", "")
             )
@@ -611,7 +639,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The dry run has no budget by default: skipping a scenario there would hide a rotten one.
     deadline = Deadline(args.budget_s or (float("inf") if args.dry_run else 330.0))
     names = args.scenario or list(SCENARIO_NAMES)
-    print(f"gpu_check: {len(names)} scenario(s) on {gpu_name} ({device}), writing {out}", flush=True)
+    print(
+        f"gpu_check: {len(names)} scenario(s) on {gpu_name} ({device}), writing {out}", flush=True
+    )
 
     warm = _warm_profiler(ctx)
     (out / "environment.json").write_text(json.dumps(_environment(ctx, warm, args), indent=2))
@@ -640,15 +670,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print()
     print(summary_table(entries))
-    print(f"\n{len(list(out.iterdir()))} files, {total_bytes / MIB:.1f} MiB in {out} "
-          f"({deadline.elapsed_s():.0f} s)")
+    print(
+        f"\n{len(list(out.iterdir()))} files, {total_bytes / MIB:.1f} MiB in {out} "
+        f"({deadline.elapsed_s():.0f} s)"
+    )
     failed = [e["scenario"] for e in entries if e["status"] == "error"]
     if failed:
-        print(f"gpu_check: failed scenario(s): {', '.join(failed)} (see summary.json)", file=sys.stderr)
+        print(
+            f"gpu_check: failed scenario(s): {', '.join(failed)} (see summary.json)",
+            file=sys.stderr,
+        )
         return EXIT_SCENARIO_FAILED
     return EXIT_OK
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -292,8 +292,12 @@ class _ScalarLoop(Workload):
         self.samples_per_step = s.item_batch
         self.every = s.item_every
         gen = torch.Generator().manual_seed(0)
-        self.xs = [torch.randn(s.item_batch, s.item_width, generator=gen).to(ctx.device) for _ in range(4)]
-        self.ys = [torch.randint(0, 10, (s.item_batch,), generator=gen).to(ctx.device) for _ in range(4)]
+        self.xs = [
+            torch.randn(s.item_batch, s.item_width, generator=gen).to(ctx.device) for _ in range(4)
+        ]
+        self.ys = [
+            torch.randint(0, 10, (s.item_batch,), generator=gen).to(ctx.device) for _ in range(4)
+        ]
         self.model = _mlp(s.item_width, s.item_depth).to(ctx.device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
         self.loss_fn = torch.nn.functional.cross_entropy
@@ -404,7 +408,9 @@ class SmallModelFullCard(Workload):
         self.x = torch.randn(s.mem_batch, s.mem_width, generator=gen).to(ctx.device)
         self.y = torch.randint(0, 10, (s.mem_batch,), generator=gen).to(ctx.device)
         self.blocks = [
-            torch.nn.Sequential(torch.nn.Linear(s.mem_width, s.mem_width), torch.nn.GELU()).to(ctx.device)
+            torch.nn.Sequential(torch.nn.Linear(s.mem_width, s.mem_width), torch.nn.GELU()).to(
+                ctx.device
+            )
             for _ in range(s.mem_depth)
         ]
         self.head = torch.nn.Linear(s.mem_width, 10).to(ctx.device)
@@ -483,7 +489,9 @@ def memory_ballast(ctx: Context) -> Iterator[dict[str, Any]]:
     torch = torch_module()
     free_b, total_b = (int(v) for v in torch.cuda.mem_get_info())
     headroom_b = max(2 * GIB, int(0.02 * total_b))
-    want_b = min(int(ctx.sizes.mem_target_share * total_b) - (total_b - free_b), free_b - headroom_b)
+    want_b = min(
+        int(ctx.sizes.mem_target_share * total_b) - (total_b - free_b), free_b - headroom_b
+    )
     info: dict[str, Any] = {
         "card_total_bytes": total_b,
         "free_before_bytes": free_b,
@@ -607,5 +615,3 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 SCENARIO_NAMES: tuple[str, ...] = tuple(s.name for s in SCENARIOS)
-
-

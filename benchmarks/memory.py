@@ -86,18 +86,30 @@ def child(tool: str, steps: int) -> dict[str, Any]:
     peak = peak_rss_bytes()
     gc.collect()
     after = rss_bytes()
-    return {"before": before, "peak": peak, "after": after, "wall_s": wall_s, "cell_s": timing.cell_s}
+    return {
+        "before": before,
+        "peak": peak,
+        "after": after,
+        "wall_s": wall_s,
+        "cell_s": timing.cell_s,
+    }
 
 
 def _measure(tool: str, steps: int) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", tool, str(steps)],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=900, check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=900,
+        check=False,
         env={**os.environ, "KINETO_LOG_LEVEL": "6"},
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"child {tool} {steps} failed (exit {proc.returncode}): {proc.stderr[-600:]}")
+        raise RuntimeError(
+            f"child {tool} {steps} failed (exit {proc.returncode}): {proc.stderr[-600:]}"
+        )
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
@@ -127,22 +139,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return median([(r["peak"] - r["before"]) / MB for r in runs[key]])
 
     for key, values in runs.items():
-        print(f"# {key}: added peak {[round((r['peak'] - r['before']) / MB, 1) for r in values]} MB, "
-              f"retained {[round((r['after'] - r['before']) / MB, 1) for r in values]} MB, "
-              f"RSS before {[round(r['before'] / MB) for r in values]} MB, "
-              f"cell {[round(r['cell_s'], 1) for r in values]} s", flush=True)
+        print(
+            f"# {key}: added peak {[round((r['peak'] - r['before']) / MB, 1) for r in values]} MB, "
+            f"retained {[round((r['after'] - r['before']) / MB, 1) for r in values]} MB, "
+            f"RSS before {[round(r['before'] / MB) for r in values]} MB, "
+            f"cell {[round(r['cell_s'], 1) for r in values]} s",
+            flush=True,
+        )
     tool: dict[int, float] = {}
-    how = (f"fresh subprocess per measurement, {rounds} interleaved round(s); VmHWM after the cell minus "
-           "VmRSS before it (peak mark reset before the cell); tool share = median with %%gpucheck "
-           "minus median plain")
+    how = (
+        f"fresh subprocess per measurement, {rounds} interleaved round(s); VmHWM after the cell minus "
+        "VmRSS before it (peak mark reset before the cell); tool share = median with %%gpucheck "
+        "minus median plain"
+    )
     for n in (short, long):
         tool[n] = added_mb(f"gpucheck-{n}") - added_mb(f"plain-{n}")
-        emit(Result(f"memory.tool_peak_mb.{n}", f"peak RSS added by %%gpucheck, {n:,}-step tiny loop", tool[n],
-                    f"{tool[n]:.1f} MB (cell with tool {added_mb(f'gpucheck-{n}'):.1f} MB, plain "
-                    f"{added_mb(f'plain-{n}'):.1f} MB)", "", None, how), rows)
+        emit(
+            Result(
+                f"memory.tool_peak_mb.{n}",
+                f"peak RSS added by %%gpucheck, {n:,}-step tiny loop",
+                tool[n],
+                f"{tool[n]:.1f} MB (cell with tool {added_mb(f'gpucheck-{n}'):.1f} MB, plain "
+                f"{added_mb(f'plain-{n}'):.1f} MB)",
+                "",
+                None,
+                how,
+            ),
+            rows,
+        )
     diff = tool[long] - tool[short]
-    emit(Result("memory.growth_mb", f"tool's added peak RSS, {long:,} steps minus {short:,} steps", diff,
-                f"{diff:+.1f} MB", f"< {BUDGET_MB:.0f} MB", abs(diff) < BUDGET_MB, how), rows)
+    emit(
+        Result(
+            "memory.growth_mb",
+            f"tool's added peak RSS, {long:,} steps minus {short:,} steps",
+            diff,
+            f"{diff:+.1f} MB",
+            f"< {BUDGET_MB:.0f} MB",
+            abs(diff) < BUDGET_MB,
+            how,
+        ),
+        rows,
+    )
     print(f"# memory benchmark took {time.perf_counter() - t_start:.0f} s", flush=True)
     write_results(args.json_path, rows)
     return 0

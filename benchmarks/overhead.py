@@ -152,7 +152,12 @@ def cell_source(variant: str, workload: str, steps: int) -> str:
             return f"%%gpucheck -s {steps} -w 0\n" + body
         return body
     if variant == "traceml":
-        return make + timed_open + _loop(workload, steps, "with traceml.trace_step(model):") + timed_close
+        return (
+            make
+            + timed_open
+            + _loop(workload, steps, "with traceml.trace_step(model):")
+            + timed_close
+        )
     wrapper = {
         "torch.profiler": "with torch.profiler.profile():",
         "gpuprof": "with gpuprof.profile('gpucheck-bench'):",
@@ -222,7 +227,9 @@ class Shell:
         if cost is not None:  # a %%gpucheck cell: the magic's own marks (magic_run.CellCost)
             report_s = cost.span("closed", "shown") or 0.0
             report_cpu_s = cost.span("closed", "shown", cpu=True) or 0.0
-        return CellTiming(cell_s, cell_cpu_s, float(loop_s), float(loop_cpu_s), report_s, report_cpu_s)
+        return CellTiming(
+            cell_s, cell_cpu_s, float(loop_s), float(loop_cpu_s), report_s, report_cpu_s
+        )
 
 
 @contextlib.contextmanager
@@ -273,9 +280,15 @@ def worker_main(kind: str, out: TextIO) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            t = shell.time_cell(cell_source(request["variant"], request["workload"], request["steps"]))
-            reply: dict[str, Any] = {"cell_s": t.cell_s, "cell_cpu_s": t.cell_cpu_s,
-                                     "loop_s": t.loop_s, "loop_cpu_s": t.loop_cpu_s}
+            t = shell.time_cell(
+                cell_source(request["variant"], request["workload"], request["steps"])
+            )
+            reply: dict[str, Any] = {
+                "cell_s": t.cell_s,
+                "cell_cpu_s": t.cell_cpu_s,
+                "loop_s": t.loop_s,
+                "loop_cpu_s": t.loop_cpu_s,
+            }
         except Exception as exc:  # noqa: BLE001 -- the parent reports it as the peer's reason
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         out.write(json.dumps(reply) + "\n")
@@ -289,8 +302,12 @@ class Worker:
         self.kind = kind
         self.proc = subprocess.Popen(
             [str(python), str(Path(__file__).resolve()), "--worker", kind],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, env=env, cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=cwd,
         )
         hello = self._read()
         self.error: str | None = hello.get("error")
@@ -305,12 +322,16 @@ class Worker:
 
     def run(self, variant: str, workload: str, steps: int) -> CellTiming:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"variant": variant, "workload": workload, "steps": steps}) + "\n")
+        self.proc.stdin.write(
+            json.dumps({"variant": variant, "workload": workload, "steps": steps}) + "\n"
+        )
         self.proc.stdin.flush()
         reply = self._read()
         if "error" in reply:
             raise RuntimeError(reply["error"])
-        return CellTiming(reply["cell_s"], reply["cell_cpu_s"], reply["loop_s"], reply["loop_cpu_s"])
+        return CellTiming(
+            reply["cell_s"], reply["cell_cpu_s"], reply["loop_s"], reply["loop_cpu_s"]
+        )
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -338,9 +359,13 @@ class PeerRun:
     timings: dict[str, dict[str, list[CellTiming]]] | None = None  # workload -> side -> rounds
 
 
-def run_peer(name: str, workloads: Sequence[tuple[str, int]], rounds: int, install: bool) -> PeerRun:
+def run_peer(
+    name: str, workloads: Sequence[tuple[str, int]], rounds: int, install: bool
+) -> PeerRun:
     requirements, module = _PEERS[name]
-    python, reason = ensure_venv(name, [TORCH_PIN, *requirements], check_import=module, install=install)
+    python, reason = ensure_venv(
+        name, [TORCH_PIN, *requirements], check_import=module, install=install
+    )
     if python is None:
         return PeerRun(name, reason)
     for extra in ("IPython", "torch"):
@@ -358,9 +383,18 @@ def run_peer(name: str, workloads: Sequence[tuple[str, int]], rounds: int, insta
             port = _free_port()
             env["GPUCHECK_BENCH_TRACEML_PORT"] = str(port)
             server = subprocess.Popen(
-                [str(python.parent / "traceml"), "serve", "--aggregator-port", str(port),
-                 "--logs-dir", str(scratch / "logs")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=scratch, env=env,
+                [
+                    str(python.parent / "traceml"),
+                    "serve",
+                    "--aggregator-port",
+                    str(port),
+                    "--logs-dir",
+                    str(scratch / "logs"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=scratch,
+                env=env,
             )
             if not _wait_port(port, 60):
                 return PeerRun(name, "the `traceml serve` aggregator did not listen within 60 s")
@@ -475,25 +509,38 @@ def _ratio_rows(
     n = len(base)
     parts = (
         ("loop", "in-loop", "inside the cell around the loop", True),
-        ("run", "cell up to its end (report excluded)",
-         "around run_cell minus the magic's report + display time (its CellCost marks)", True),
+        (
+            "run",
+            "cell up to its end (report excluded)",
+            "around run_cell minus the magic's report + display time (its CellCost marks)",
+            True,
+        ),
         ("cell", "whole cell with the report", "around run_cell", False),
     )
     for part, what, where, judged in parts:
-        cpu = paired_ratios([getattr(t, f"{part}_cpu_s") for t in runs], [getattr(t, f"{part}_cpu_s") for t in base])
-        wall = paired_ratios([getattr(t, f"{part}_s") for t in runs], [getattr(t, f"{part}_s") for t in base])
+        cpu = paired_ratios(
+            [getattr(t, f"{part}_cpu_s") for t in runs], [getattr(t, f"{part}_cpu_s") for t in base]
+        )
+        wall = paired_ratios(
+            [getattr(t, f"{part}_s") for t in runs], [getattr(t, f"{part}_s") for t in base]
+        )
         m, mw = median(cpu), median(wall)
         lo, hi = iqr(cpu)
-        emit(Result(
-            figure=f"overhead.{workload}.{variant}.{part}",
-            label=f"{label}: {what} ratio",
-            measured=m,
-            display=f"{fmt_ratio(m)} CPU (IQR {lo:.3f}-{hi:.3f}); wall {fmt_ratio(mw)}",
-            budget=f"<= {budget:.2f}" if budget is not None and judged else "",
-            passed=(m <= budget) if budget is not None and judged else None,
-            how=(f"median of {n} paired ratios vs plain, interleaved rounds; process_time "
-                 f"{where} (wall: perf_counter, same places){how_extra}"),
-        ), rows)
+        emit(
+            Result(
+                figure=f"overhead.{workload}.{variant}.{part}",
+                label=f"{label}: {what} ratio",
+                measured=m,
+                display=f"{fmt_ratio(m)} CPU (IQR {lo:.3f}-{hi:.3f}); wall {fmt_ratio(mw)}",
+                budget=f"<= {budget:.2f}" if budget is not None and judged else "",
+                passed=(m <= budget) if budget is not None and judged else None,
+                how=(
+                    f"median of {n} paired ratios vs plain, interleaved rounds; process_time "
+                    f"{where} (wall: perf_counter, same places){how_extra}"
+                ),
+            ),
+            rows,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -514,7 +561,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     tiny_rounds = args.rounds or (1 if quick else 7)
     rows: list[Result] = []
     t_start = time.perf_counter()
-    print(f"# load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    print(
+        f"# load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True
+    )
 
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     shell = Shell()
@@ -533,7 +582,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for workload, n in workloads:
         for v in variants:  # warm: Kineto init, allocator, DataLoader, the report's imports
             shell.time_cell(cell_source(v, workload, n))
-        r = tiny_rounds if workload == "tiny" else (min(rounds, 3) if workload == "long" else rounds)
+        r = (
+            tiny_rounds
+            if workload == "tiny"
+            else (min(rounds, 3) if workload == "long" else rounds)
+        )
         calls: dict[str, Callable[[], CellTiming]] = {
             v: functools.partial(_time_variant, shell, v, workload, n) for v in variants
         }
@@ -541,56 +594,98 @@ def main(argv: Sequence[str] | None = None) -> int:
         if workload == "long":
             continue  # every one of 20,000 steps profiled is not a mode anyone runs
         # Full-profile mode costs seconds per cell (every step exported and analysed): one pair.
-        full = interleave({v: functools.partial(_time_variant, shell, v, workload, n) for v in ("plain", "full")}, 1)
+        full = interleave(
+            {v: functools.partial(_time_variant, shell, v, workload, n) for v in ("plain", "full")},
+            1,
+        )
         results[workload]["full"] = full["full"]
         results[workload]["plain_for_full"] = full["plain"]
     for workload, n in workloads:
         runs = results[workload]
         plain_loop = median([t.loop_cpu_s for t in runs["plain"]])
-        fixed = median(paired_diffs(
-            [t.run_cpu_s - t.loop_cpu_s for t in runs["gpucheck"]],
-            [t.run_cpu_s - t.loop_cpu_s for t in runs["plain"]]))
+        fixed = median(
+            paired_diffs(
+                [t.run_cpu_s - t.loop_cpu_s for t in runs["gpucheck"]],
+                [t.run_cpu_s - t.loop_cpu_s for t in runs["plain"]],
+            )
+        )
         report = median([t.report_cpu_s for t in runs["gpucheck"]])
-        print(f"# {workload}: {n} steps, plain loop median {plain_loop * 1e3:.0f} ms CPU "
-              f"({plain_loop / n * 1e6:.0f} us/step; wall {median([t.loop_s for t in runs['plain']]) * 1e3:.0f} ms); "
-              f"%%gpucheck's cost outside the loop: {fixed * 1e3:.1f} ms CPU (capture start, close), "
-              f"then its report and display {report * 1e3:.0f} ms CPU",
-              flush=True)
+        print(
+            f"# {workload}: {n} steps, plain loop median {plain_loop * 1e3:.0f} ms CPU "
+            f"({plain_loop / n * 1e6:.0f} us/step; wall {median([t.loop_s for t in runs['plain']]) * 1e3:.0f} ms); "
+            f"%%gpucheck's cost outside the loop: {fixed * 1e3:.1f} ms CPU (capture start, close), "
+            f"then its report and display {report * 1e3:.0f} ms CPU",
+            flush=True,
+        )
         for v in ("gpucheck", "full", "torch.profiler"):
             if v not in runs:
                 continue
-            budget = (TINY_BUDGET if workload in TINY_WORKLOADS else CELL_BUDGET) if v == "gpucheck" else None
+            budget = (
+                (TINY_BUDGET if workload in TINY_WORKLOADS else CELL_BUDGET)
+                if v == "gpucheck"
+                else None
+            )
             base = runs["plain_for_full"] if v == "full" else runs["plain"]
-            _ratio_rows(rows, workload, v, base, runs[v], budget=budget,
-                        label=f"{workload} {n} steps, {labels[v]}")
+            _ratio_rows(
+                rows,
+                workload,
+                v,
+                base,
+                runs[v],
+                budget=budget,
+                label=f"{workload} {n} steps, {labels[v]}",
+            )
     if "tiny" not in results:
         print(f"# overhead benchmark took {time.perf_counter() - t_start:.0f} s", flush=True)
         write_results(args.json_path, rows)
         return 0
     tiny = results["tiny"]
-    per_step = [d / tiny_steps * 1e6 for d in paired_diffs(
-        [t.loop_cpu_s for t in tiny["gpucheck"]], [t.loop_cpu_s for t in tiny["plain"]])]
-    per_step_wall = [d / tiny_steps * 1e6 for d in paired_diffs(
-        [t.loop_s for t in tiny["gpucheck"]], [t.loop_s for t in tiny["plain"]])]
+    per_step = [
+        d / tiny_steps * 1e6
+        for d in paired_diffs(
+            [t.loop_cpu_s for t in tiny["gpucheck"]], [t.loop_cpu_s for t in tiny["plain"]]
+        )
+    ]
+    per_step_wall = [
+        d / tiny_steps * 1e6
+        for d in paired_diffs(
+            [t.loop_s for t in tiny["gpucheck"]], [t.loop_s for t in tiny["plain"]]
+        )
+    ]
     m = median(per_step)
-    emit(Result(
-        "overhead.tiny.gpucheck.per_step_us", "tiny loop: %%gpucheck's added time per step, in the loop",
-        m, f"{m:.1f} us/step CPU (wall {median(per_step_wall):.1f} us/step)", f"< {HOOK_BUDGET_US:.0f} us",
-        m < HOOK_BUDGET_US,
-        f"median of {len(per_step)} paired (gpucheck - plain) in-loop process_time differences / "
-        f"{tiny_steps} steps; includes the profiler window's 7 steps and the sampler thread",
-    ), rows)
+    emit(
+        Result(
+            "overhead.tiny.gpucheck.per_step_us",
+            "tiny loop: %%gpucheck's added time per step, in the loop",
+            m,
+            f"{m:.1f} us/step CPU (wall {median(per_step_wall):.1f} us/step)",
+            f"< {HOOK_BUDGET_US:.0f} us",
+            m < HOOK_BUDGET_US,
+            f"median of {len(per_step)} paired (gpucheck - plain) in-loop process_time differences / "
+            f"{tiny_steps} steps; includes the profiler window's 7 steps and the sampler thread",
+        ),
+        rows,
+    )
 
     hooks = hook_cost_us(tiny_steps, args.rounds or (2 if quick else 7))
-    for mode, what in (("lean", "lean mode (after the window)"), ("timing", "timing mode (warm-up + window)")):
+    for mode, what in (
+        ("lean", "lean mode (after the window)"),
+        ("timing", "timing mode (warm-up + window)"),
+    ):
         d = median(paired_diffs(hooks[mode], hooks["none"]))
-        emit(Result(
-            f"overhead.hooks.{mode}_us", f"step-clock hooks, {what}: cost per step",
-            d, f"{d:.2f} us/step (loop {median(hooks['none']):.0f} us/step)",
-            f"< {HOOK_BUDGET_US:.0f} us", d < HOOK_BUDGET_US,
-            f"median of {len(hooks['none'])} paired thread_time differences, {tiny_steps}-step tiny loop, "
-            "hooks installed directly (no profiler, no sampler)",
-        ), rows)
+        emit(
+            Result(
+                f"overhead.hooks.{mode}_us",
+                f"step-clock hooks, {what}: cost per step",
+                d,
+                f"{d:.2f} us/step (loop {median(hooks['none']):.0f} us/step)",
+                f"< {HOOK_BUDGET_US:.0f} us",
+                d < HOOK_BUDGET_US,
+                f"median of {len(hooks['none'])} paired thread_time differences, {tiny_steps}-step tiny loop, "
+                "hooks installed directly (no profiler, no sampler)",
+            ),
+            rows,
+        )
 
     # Peers: each in its own venv, against a plain twin process of that venv.
     peer_rounds = args.rounds or 3
@@ -605,12 +700,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             label = f"{workload} {n} steps, {peer} (own venv, vs plain twin process)"
             if pr.timings is None:
                 for part, what in (("loop", "in-loop"), ("cell", "whole cell")):
-                    emit(Result(f"overhead.{workload}.{peer}.{part}", f"{label}: {what} ratio", None,
-                                f"not available: {pr.reason}", "", None, "-"), rows)
+                    emit(
+                        Result(
+                            f"overhead.{workload}.{peer}.{part}",
+                            f"{label}: {what} ratio",
+                            None,
+                            f"not available: {pr.reason}",
+                            "",
+                            None,
+                            "-",
+                        ),
+                        rows,
+                    )
                 continue
             runs = pr.timings[workload]
-            _ratio_rows(rows, workload, peer, runs["plain"], runs[peer], budget=None, label=label,
-                        how_extra="; two processes driven alternately")
+            _ratio_rows(
+                rows,
+                workload,
+                peer,
+                runs["plain"],
+                runs[peer],
+                budget=None,
+                label=label,
+                how_extra="; two processes driven alternately",
+            )
     print(f"# overhead benchmark took {time.perf_counter() - t_start:.0f} s", flush=True)
     write_results(args.json_path, rows)
     return 0

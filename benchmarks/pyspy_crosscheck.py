@@ -117,7 +117,9 @@ def run_ours(seconds: float, interval_s: float, out: Path, mode: str = "auto") -
         raw = sampler.stop()
     profile = stack_profile(raw)
     _truth_path(out).write_text(json.dumps({k: v / wall_s for k, v in spent.items()}))
-    out.write_text(json.dumps(to_speedscope(profile, name=f"gpu_notebook StackSampler ({sampler.mode})")))
+    out.write_text(
+        json.dumps(to_speedscope(profile, name=f"gpu_notebook StackSampler ({sampler.mode})"))
+    )
 
 
 def _timed(func: Any, name: str, spent: dict[str, float]) -> Any:
@@ -182,7 +184,9 @@ def report(pyspy: Path, ours: Path) -> None:
     ps_self, ps_total, ps_s = shares(pyspy, "MainThread")
     our_self, our_total, our_s = shares(ours, None)
     width = 46
-    print(f"{'rank':<5}{'py-spy --idle (self time)':<{width}}{'gpu_notebook StackSampler (self time)':<{width}}")
+    print(
+        f"{'rank':<5}{'py-spy --idle (self time)':<{width}}{'gpu_notebook StackSampler (self time)':<{width}}"
+    )
     ps_top = ps_self.most_common(3)
     our_top = our_self.most_common(3)
     for i in range(3):
@@ -203,7 +207,9 @@ def report(pyspy: Path, ours: Path) -> None:
         tail = f"{t:>11.1%}{100 * (b - t):>+15.1f}" if t is not None else ""
         print(f"{name:<24}{a:>10.1%}{b:>10.1%}{100 * (b - a):>+12.1f}{tail}")
     if truth:
-        print("(measured: the same functions timed by wrappers in our run; py-spy's run is another process)")
+        print(
+            "(measured: the same functions timed by wrappers in our run; py-spy's run is another process)"
+        )
     print(f"{'seconds covered':<24}{ps_s:>10.2f}{our_s:>10.2f}")
 
 
@@ -218,7 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ours", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep", type=Path, default=None, help="folder to keep both JSON files")
     parser.add_argument(
-        "--mode", choices=("auto", "signal", "thread"), default="auto",
+        "--mode",
+        choices=("auto", "signal", "thread"),
+        default="auto",
         help="our sampler's design (auto: the SIGALRM handler, as on a notebook's main thread)",
     )
     args = parser.parse_args(argv)
@@ -237,10 +245,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder = Path(args.keep or tempfile.mkdtemp(prefix="pyspy-crosscheck-"))
     folder.mkdir(parents=True, exist_ok=True)
     ps_out, our_out = folder / "pyspy.speedscope.json", folder / "ours.speedscope.json"
-    me = [sys.executable, str(Path(__file__).resolve()), "--workload", "--seconds", str(args.seconds), "--rate", str(args.rate)]
+    me = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--workload",
+        "--seconds",
+        str(args.seconds),
+        "--rate",
+        str(args.rate),
+    ]
     # As py-spy's child: no attach to a running process, so no ptrace permission is needed.
     subprocess.run(
-        [pyspy, "record", "--idle", "--format", "speedscope", "--rate", str(args.rate), "-o", str(ps_out), "--", *me],
+        [
+            pyspy,
+            "record",
+            "--idle",
+            "--format",
+            "speedscope",
+            "--rate",
+            str(args.rate),
+            "-o",
+            str(ps_out),
+            "--",
+            *me,
+        ],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -89,8 +89,11 @@ def child(workload: str, steps: int, repeats: int) -> dict[str, Any]:
             t = _clock()
             scratch = private_scratch()
             run = session.finish(outcome.status, outcome.error, scratch=scratch.name)
-            kwargs: dict[str, Any] = {k: v for k, v in (("namespace", shell.ip.user_ns), ("history", tuple(history)))
-                      if k in accepted}
+            kwargs: dict[str, Any] = {
+                k: v
+                for k, v in (("namespace", shell.ip.user_ns), ("history", tuple(history)))
+                if k in accepted
+            }
             report = build_report(run, **kwargs)
             build = _since(t)
             scratch.cleanup()
@@ -113,31 +116,52 @@ def child(workload: str, steps: int, repeats: int) -> dict[str, Any]:
 
                 render_html(report)
                 html = _since(t)
-        out.append({
-            "close_wall": close[0], "close_cpu": close[1],
-            "build_wall": build[0], "build_cpu": build[1],
-            "text_wall": text[0], "text_cpu": text[1],
-            "html_wall": html[0], "html_cpu": html[1],
-            "widget_wall": widget[0], "widget_cpu": widget[1],
-            # What %%gpucheck shows in Jupyter (the widget; the text where no widget exists),
-            # and the --html page.
-            "notebook_wall": build[0] + text[0] + (widget[0] if has_widget else html[0]),
-            "notebook_cpu": build[1] + text[1] + (widget[1] if has_widget else html[1]),
-            "page_wall": build[0] + html[0], "page_cpu": build[1] + html[1],
-            "recorded_steps": float(run.window.recorded_steps),
-        })
+        out.append(
+            {
+                "close_wall": close[0],
+                "close_cpu": close[1],
+                "build_wall": build[0],
+                "build_cpu": build[1],
+                "text_wall": text[0],
+                "text_cpu": text[1],
+                "html_wall": html[0],
+                "html_cpu": html[1],
+                "widget_wall": widget[0],
+                "widget_cpu": widget[1],
+                # What %%gpucheck shows in Jupyter (the widget; the text where no widget exists),
+                # and the --html page.
+                "notebook_wall": build[0] + text[0] + (widget[0] if has_widget else html[0]),
+                "notebook_cpu": build[1] + text[1] + (widget[1] if has_widget else html[1]),
+                "page_wall": build[0] + html[0],
+                "page_cpu": build[1] + html[1],
+                "recorded_steps": float(run.window.recorded_steps),
+            }
+        )
     return {"cold": out[0], "warm": out[1:], "has_html": has_html, "has_widget": has_widget}
 
 
 def _measure(workload: str, steps: int, repeats: int) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", workload, str(steps), str(repeats)],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=900, check=False,
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            workload,
+            str(steps),
+            str(repeats),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=900,
+        check=False,
         env={**os.environ, "KINETO_LOG_LEVEL": "6"},
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"child {workload} failed (exit {proc.returncode}): {proc.stderr[-600:]}")
+        raise RuntimeError(
+            f"child {workload} failed (exit {proc.returncode}): {proc.stderr[-600:]}"
+        )
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
@@ -166,32 +190,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         def fmt(rows_: list[dict[str, float]], key: str) -> str:
             return f"{median([r[key + '_cpu'] for r in rows_]) * 1e3:.0f} ms CPU / {median([r[key + '_wall'] for r in rows_]) * 1e3:.0f} ms wall"
 
-        print(f"# {workload}: {int(warm[0]['recorded_steps'])} profiled steps; warm medians: close {fmt(warm, 'close')}, "
-              f"build_report {fmt(warm, 'build')}, text {fmt(warm, 'text')}, html {fmt(warm, 'html')}, "
-              f"widget {fmt(warm, 'widget')}", flush=True)
-        print(f"# {workload}: cold: close {fmt(cold, 'close')}, build_report {fmt(cold, 'build')}, "
-              f"text {fmt(cold, 'text')}, html {fmt(cold, 'html')}, widget {fmt(cold, 'widget')}", flush=True)
-        view = "report_widget()" if results[0]["has_widget"] else ("render_html()" if has_html else "")
-        figures = [("warm", "notebook", warm, f"build_report + text() + {view}"),
-                   ("cold", "notebook", cold, f"build_report + text() + {view}")]
+        print(
+            f"# {workload}: {int(warm[0]['recorded_steps'])} profiled steps; warm medians: close {fmt(warm, 'close')}, "
+            f"build_report {fmt(warm, 'build')}, text {fmt(warm, 'text')}, html {fmt(warm, 'html')}, "
+            f"widget {fmt(warm, 'widget')}",
+            flush=True,
+        )
+        print(
+            f"# {workload}: cold: close {fmt(cold, 'close')}, build_report {fmt(cold, 'build')}, "
+            f"text {fmt(cold, 'text')}, html {fmt(cold, 'html')}, widget {fmt(cold, 'widget')}",
+            flush=True,
+        )
+        view = (
+            "report_widget()" if results[0]["has_widget"] else ("render_html()" if has_html else "")
+        )
+        figures = [
+            ("warm", "notebook", warm, f"build_report + text() + {view}"),
+            ("cold", "notebook", cold, f"build_report + text() + {view}"),
+        ]
         if has_html:
             figures.append(("html", "page", warm, "build_report + render_html() (the --html page)"))
         for kind, key, sample, what in figures:
             cpu = median([r[key + "_cpu"] for r in sample])
             wall = median([r[key + "_wall"] for r in sample])
             state = "cold" if kind == "cold" else "warm"
-            emit(Result(f"report.{workload}.{kind}_s",
-                        f"{workload} {steps} steps: cell end -> report ready ({what}), {state}",
-                        cpu, f"{cpu:.3f} s CPU ({wall:.3f} s wall)", f"<= {BUDGET_S}", cpu <= BUDGET_S,
-                        f"thread CPU, median of {len(sample)} "
-                        f"({'first report in a fresh process' if kind == 'cold' else 'later reports'}); "
-                        f"{rounds} child process(es), default window"), rows)
+            emit(
+                Result(
+                    f"report.{workload}.{kind}_s",
+                    f"{workload} {steps} steps: cell end -> report ready ({what}), {state}",
+                    cpu,
+                    f"{cpu:.3f} s CPU ({wall:.3f} s wall)",
+                    f"<= {BUDGET_S}",
+                    cpu <= BUDGET_S,
+                    f"thread CPU, median of {len(sample)} "
+                    f"({'first report in a fresh process' if kind == 'cold' else 'later reports'}); "
+                    f"{rounds} child process(es), default window",
+                ),
+                rows,
+            )
         close_cpu = median([r["close_cpu"] for r in warm])
         close_wall = median([r["close_wall"] for r in warm])
-        emit(Result(f"report.{workload}.close_s", f"{workload}: capture close at the end of the cell, warm",
-                    close_cpu, f"{close_cpu:.3f} s CPU ({close_wall:.3f} s wall)", "", None,
-                    "thread CPU, CaptureSession.close(): profiler stopped if still on, hooks off, samplers joined; "
-                    "the trace export runs in finish(), counted in the report's build"), rows)
+        emit(
+            Result(
+                f"report.{workload}.close_s",
+                f"{workload}: capture close at the end of the cell, warm",
+                close_cpu,
+                f"{close_cpu:.3f} s CPU ({close_wall:.3f} s wall)",
+                "",
+                None,
+                "thread CPU, CaptureSession.close(): profiler stopped if still on, hooks off, samplers joined; "
+                "the trace export runs in finish(), counted in the report's build",
+            ),
+            rows,
+        )
     print(f"# report latency benchmark took {time.perf_counter() - t_start:.0f} s", flush=True)
     write_results(args.json_path, rows)
     return 0

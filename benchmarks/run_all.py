@@ -28,33 +28,56 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import BENCH_DIR, REPO_ROOT, Result, read_results
 
-BENCHMARKS: tuple[str, ...] = ("overhead", "memory", "report_latency", "trace_speed", "sampler_cost")
+BENCHMARKS: tuple[str, ...] = (
+    "overhead",
+    "memory",
+    "report_latency",
+    "trace_speed",
+    "sampler_cost",
+)
 
 
 def _table(rows: Sequence[Result], markdown: bool) -> str:
     verdicts = {True: "PASS", False: "FAIL", None: "-"}
     header = ("figure", "budget", "measured", "verdict", "what / how measured")
-    body = [(r.figure, r.budget or "-", r.display, verdicts[r.passed], f"{r.label} ({r.how})") for r in rows]
+    body = [
+        (r.figure, r.budget or "-", r.display, verdicts[r.passed], f"{r.label} ({r.how})")
+        for r in rows
+    ]
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body]
+        lines += [
+            "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body
+        ]
         return "\n".join(lines)
     short = [(*row[:4], row[4].split(" (")[0]) for row in body]
     widths = [max(len(h), *(len(row[i]) for row in short)) for i, h in enumerate(header[:4])]
     out = ["  ".join(h.ljust(w) for h, w in zip(header[:4], widths, strict=True)) + "  what"]
     out.append("  ".join("-" * w for w in widths) + "  ----")
-    out += ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4] for row in short]
+    out += [
+        "  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]
+        for row in short
+    ]
     return "\n".join(out)
 
 
 def _provenance() -> str:
     """HEAD commit and whether the package's files differ from it (the shared tree is live)."""
+
     def git(*args: str) -> str:
-        proc = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+        )
         return proc.stdout.strip() if proc.returncode == 0 else "?"
 
-    dirty = [line for line in git("status", "--short", "--", "gpu_notebook").splitlines() if line.strip()]
-    state = f"{len(dirty)} file(s) under gpu_notebook/ differ from it" if dirty else "gpu_notebook/ clean"
+    dirty = [
+        line for line in git("status", "--short", "--", "gpu_notebook").splitlines() if line.strip()
+    ]
+    state = (
+        f"{len(dirty)} file(s) under gpu_notebook/ differ from it"
+        if dirty
+        else "gpu_notebook/ clean"
+    )
     return f"commit {git('rev-parse', '--short', 'HEAD')} ({git('log', '-1', '--format=%ci')}), {state}"
 
 
@@ -78,7 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"## {name} (load average {os.getloadavg()[0]:.1f})", flush=True)
             b0 = time.perf_counter()
             proc = subprocess.run(cmd, cwd=REPO_ROOT, check=False)
-            print(f"## {name}: exit {proc.returncode} after {time.perf_counter() - b0:.0f} s", flush=True)
+            print(
+                f"## {name}: exit {proc.returncode} after {time.perf_counter() - b0:.0f} s",
+                flush=True,
+            )
             if proc.returncode != 0 or not out.exists():
                 crashed.append(name)
                 continue
@@ -86,9 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"## code at the end: {_provenance()}")
     print()
     print(_table(rows, args.markdown))
-    print(f"\n{sum(r.passed is True for r in rows)} budgets met, {sum(r.passed is False for r in rows)} missed, "
-          f"{len(crashed)} benchmark(s) crashed{': ' + ', '.join(crashed) if crashed else ''}; "
-          f"{time.perf_counter() - t0:.0f} s in all")
+    print(
+        f"\n{sum(r.passed is True for r in rows)} budgets met, {sum(r.passed is False for r in rows)} missed, "
+        f"{len(crashed)} benchmark(s) crashed{': ' + ', '.join(crashed) if crashed else ''}; "
+        f"{time.perf_counter() - t0:.0f} s in all"
+    )
     return 1 if crashed else 0
 
 

@@ -68,22 +68,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     ticks.clear()
     runs = interleave({"sampler": with_sampler, "idle": without}, rounds)
     gpus = nvml.status()
-    print(f"# NVML: {'available, ' + str(gpus.gpu_count) + ' GPU(s)' if gpus.available else 'not available (' + str(gpus.message) + ')'}",
-          flush=True)
-    print(f"# process CPU % of one core, with sampler {[round(v, 3) for v in runs['sampler']]}, "
-          f"idle {[round(v, 3) for v in runs['idle']]}", flush=True)
+    print(
+        f"# NVML: {'available, ' + str(gpus.gpu_count) + ' GPU(s)' if gpus.available else 'not available (' + str(gpus.message) + ')'}",
+        flush=True,
+    )
+    print(
+        f"# process CPU % of one core, with sampler {[round(v, 3) for v in runs['sampler']]}, "
+        f"idle {[round(v, 3) for v in runs['idle']]}",
+        flush=True,
+    )
     tick_pct = median(costs)
-    emit(Result("sampler.tick_cost_pct", "sampler's own tick cost (tick_cost().core_pct), 0.25 s interval",
-                tick_pct, f"{tick_pct:.3f}% of a core ({sum(ticks)} ticks)", f"<= {BUDGET_PCT:.0f}%",
-                tick_pct <= BUDGET_PCT,
-                f"mean thread CPU per tick / interval, median over {len(costs)} runs of {window_s:.0f} s"), rows)
+    emit(
+        Result(
+            "sampler.tick_cost_pct",
+            "sampler's own tick cost (tick_cost().core_pct), 0.25 s interval",
+            tick_pct,
+            f"{tick_pct:.3f}% of a core ({sum(ticks)} ticks)",
+            f"<= {BUDGET_PCT:.0f}%",
+            tick_pct <= BUDGET_PCT,
+            f"mean thread CPU per tick / interval, median over {len(costs)} runs of {window_s:.0f} s",
+        ),
+        rows,
+    )
     diffs = [a - b for a, b in zip(runs["sampler"], runs["idle"], strict=True)]
     d = median(diffs)
     lo, hi = iqr(diffs)
-    emit(Result("sampler.process_cpu_pct", "process CPU with sampler minus without, idle process", d,
-                f"{d:.3f}% of a core (IQR {lo:.3f}-{hi:.3f})", f"<= {BUDGET_PCT:.0f}%", d <= BUDGET_PCT,
-                f"process_time over {rounds} interleaved pairs of {window_s:.0f} s windows "
-                f"({rounds * window_s:.0f} s with the sampler), thread start/stop included"), rows)
+    emit(
+        Result(
+            "sampler.process_cpu_pct",
+            "process CPU with sampler minus without, idle process",
+            d,
+            f"{d:.3f}% of a core (IQR {lo:.3f}-{hi:.3f})",
+            f"<= {BUDGET_PCT:.0f}%",
+            d <= BUDGET_PCT,
+            f"process_time over {rounds} interleaved pairs of {window_s:.0f} s windows "
+            f"({rounds * window_s:.0f} s with the sampler), thread start/stop included",
+        ),
+        rows,
+    )
     write_results(args.json_path, rows)
     return 0
 

@@ -48,7 +48,11 @@ class Workload:
 def _loop(d_in: int, hidden: int, batch: int, steps: int) -> Callable[[], None]:
     torch.manual_seed(0)
     model = nn.Sequential(
-        nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+        nn.Linear(d_in, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, 1),
     )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_fn = nn.MSELoss()
@@ -82,7 +86,9 @@ class TimedSampler(StackSampler):
 
     hold_ns: ClassVar[dict[str, list[int]]] = {"signal": [], "thread": []}
 
-    def _sample_frame(self, top: Any, late_ns: int, now_ns: int, weight_us: int | None = None) -> None:
+    def _sample_frame(
+        self, top: Any, late_ns: int, now_ns: int, weight_us: int | None = None
+    ) -> None:
         t0 = time.perf_counter_ns()
         super()._sample_frame(top, late_ns, now_ns, weight_us)
         TimedSampler.hold_ns[self.mode or "thread"].append(time.perf_counter_ns() - t0)
@@ -184,8 +190,10 @@ def measure(work: Workload, pairs: int, interval_s: float) -> dict[str, float]:
             if raw is not None:
                 raws[mode].append(raw)
     plain = walls["plain"]
-    print(f"{work.name}: {work.steps} steps a run, {pairs} interleaved rounds, "
-          f"plain median {statistics.median(plain):.3f} s")
+    print(
+        f"{work.name}: {work.steps} steps a run, {pairs} interleaved rounds, "
+        f"plain median {statistics.median(plain):.3f} s"
+    )
     print(f"  {'':<36}" + "".join(f"{m:>13}" for m in COLUMNS))
 
     def row(label: str, values: dict[str, str]) -> None:
@@ -208,10 +216,17 @@ def measure(work: Workload, pairs: int, interval_s: float) -> dict[str, float]:
     row("  IQR", iqr)
     row("loop: ratio of medians", of_medians)
     row("loop: ratio of minimums", of_mins)
-    row("main-thread CPU: median paired ratio", {
-        m: f"{statistics.median(c / p for c, p in zip(cpus[m], cpus['plain'], strict=True)):.3f}" for m in COLUMNS
-    })
-    row("start + stop (once a cell), median", {m: f"{statistics.median(fixed[m]) * 1e3:.2f} ms" for m in COLUMNS})
+    row(
+        "main-thread CPU: median paired ratio",
+        {
+            m: f"{statistics.median(c / p for c, p in zip(cpus[m], cpus['plain'], strict=True)):.3f}"
+            for m in COLUMNS
+        },
+    )
+    row(
+        "start + stop (once a cell), median",
+        {m: f"{statistics.median(fixed[m]) * 1e3:.2f} ms" for m in COLUMNS},
+    )
     rates, per_sample, holds, estimates, depths = {}, {}, {}, {}, {}
     for mode in SAMPLERS:
         rs = raws[mode]
@@ -219,12 +234,18 @@ def measure(work: Workload, pairs: int, interval_s: float) -> dict[str, float]:
         active_s = sum(r.duration_s for r in rs)
         cpu_s = sum(r.sampler_cpu_s for r in rs)
         rate = samples / active_s if active_s else 0.0
-        hold_us = statistics.median(TimedSampler.hold_ns[mode]) / 1e3 if TimedSampler.hold_ns[mode] else 0.0
+        hold_us = (
+            statistics.median(TimedSampler.hold_ns[mode]) / 1e3
+            if TimedSampler.hold_ns[mode]
+            else 0.0
+        )
         rates[mode] = f"{rate:.0f}/s"
         per_sample[mode] = f"{cpu_s / max(samples, 1) * 1e6:.1f} us"
         holds[mode] = f"{hold_us:.1f} us"
         estimates[mode] = f"x{1 + rate * hold_us * 1e-6:.4f}"
-        depths[mode] = f"{statistics.mean(len(s.frames) for r in rs for s in r.stacks):.0f}" if rs else ""
+        depths[mode] = (
+            f"{statistics.mean(len(s.frames) for r in rs for s in r.stacks):.0f}" if rs else ""
+        )
         TimedSampler.hold_ns[mode].clear()
     row(f"samples (requested {1 / interval_s:.0f}/s)", rates)
     row("CPU a sample (thread: incl. wake-up)", per_sample)

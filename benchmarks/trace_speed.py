@@ -89,11 +89,13 @@ def generate_trace(path: Path, target_events: int, seed: int = 7) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("w") as f:
-        f.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", '
-                '"totalGlobalMem": 85197848576, "computeMajor": 8, "computeMinor": 0, '
-                '"maxThreadsPerBlock": 1024, "numSms": 108}], '
-                '"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, '
-                '"traceEvents": [\n')
+        f.write(
+            '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", '
+            '"totalGlobalMem": 85197848576, "computeMajor": 8, "computeMinor": 0, '
+            '"maxThreadsPerBlock": 1024, "numSms": 108}], '
+            '"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, '
+            '"traceEvents": [\n'
+        )
         first = True
 
         def put(ev: dict[str, Any]) -> None:
@@ -105,9 +107,27 @@ def generate_trace(path: Path, target_events: int, seed: int = 7) -> int:
             count += 1
 
         for meta in (
-            {"name": "process_name", "ph": "M", "pid": HOST_PID, "tid": 0, "args": {"name": "python"}},
-            {"name": "thread_name", "ph": "M", "pid": HOST_PID, "tid": HOST_TID, "args": {"name": "thread 4242 (python)"}},
-            {"name": "process_name", "ph": "M", "pid": DEVICE_PID, "tid": 0, "args": {"name": "GPU 0"}},
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": HOST_PID,
+                "tid": 0,
+                "args": {"name": "python"},
+            },
+            {
+                "name": "thread_name",
+                "ph": "M",
+                "pid": HOST_PID,
+                "tid": HOST_TID,
+                "args": {"name": "thread 4242 (python)"},
+            },
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": DEVICE_PID,
+                "tid": 0,
+                "args": {"name": "GPU 0"},
+            },
         ):
             put(meta)
         for step in range(steps):
@@ -118,38 +138,104 @@ def generate_trace(path: Path, target_events: int, seed: int = 7) -> int:
                 is_copy = k % 40 == 0
                 is_nccl = k % 97 == 50
                 op_dur = rng.uniform(6.0, 14.0)
-                op_name = "aten::to" if is_copy else ("c10d::allreduce_" if is_nccl else _OPS[k % len(_OPS)])
-                step_events.append({"ph": "X", "cat": "cpu_op", "name": op_name, "pid": HOST_PID,
-                                    "tid": HOST_TID, "ts": _us(t), "dur": _us(op_dur),
-                                    "args": {"External id": ext, "Ev Idx": ext}})
+                op_name = (
+                    "aten::to"
+                    if is_copy
+                    else ("c10d::allreduce_" if is_nccl else _OPS[k % len(_OPS)])
+                )
+                step_events.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": op_name,
+                        "pid": HOST_PID,
+                        "tid": HOST_TID,
+                        "ts": _us(t),
+                        "dur": _us(op_dur),
+                        "args": {"External id": ext, "Ev Idx": ext},
+                    }
+                )
                 launch_ts = t + op_dur * 0.4
                 launch_dur = rng.uniform(2.5, 5.0)
                 runtime = "cudaMemcpyAsync" if is_copy else "cudaLaunchKernel"
-                step_events.append({"ph": "X", "cat": "cuda_runtime", "name": runtime, "pid": HOST_PID,
-                                    "tid": HOST_TID, "ts": _us(launch_ts), "dur": _us(launch_dur),
-                                    "args": {"External id": ext, "cbid": 211, "correlation": correlation}})
+                step_events.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": runtime,
+                        "pid": HOST_PID,
+                        "tid": HOST_TID,
+                        "ts": _us(launch_ts),
+                        "dur": _us(launch_dur),
+                        "args": {"External id": ext, "cbid": 211, "correlation": correlation},
+                    }
+                )
                 stream = SIDE_STREAM if (is_copy or is_nccl) else COMPUTE_STREAM
                 # Mostly short kernels (host-bound stretches), some long ones (queue builds up).
-                band = rng.choices(((1.5, 8.0), (8.0, 25.0), (25.0, 120.0)), weights=(0.6, 0.3, 0.1))[0]
+                band = rng.choices(
+                    ((1.5, 8.0), (8.0, 25.0), (25.0, 120.0)), weights=(0.6, 0.3, 0.1)
+                )[0]
                 dur = rng.uniform(*band)
-                start = max(launch_ts + rng.uniform(3.0, 8.0), stream_free[stream] + rng.uniform(0.8, 3.0))
+                start = max(
+                    launch_ts + rng.uniform(3.0, 8.0), stream_free[stream] + rng.uniform(0.8, 3.0)
+                )
                 stream_free[stream] = start + dur
-                args: dict[str, Any] = {"device": 0, "context": 1, "stream": stream,
-                                        "correlation": correlation, "External id": ext}
+                args: dict[str, Any] = {
+                    "device": 0,
+                    "context": 1,
+                    "stream": stream,
+                    "correlation": correlation,
+                    "External id": ext,
+                }
                 if is_copy:
                     nbytes = rng.choice((4096, 65536, 1 << 20))
                     args.update(bytes=nbytes, **{"memory bandwidth (GB/s)": nbytes / (dur * 1e3)})
-                    gpu: dict[str, Any] = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)"}
+                    gpu: dict[str, Any] = {
+                        "ph": "X",
+                        "cat": "gpu_memcpy",
+                        "name": "Memcpy HtoD (Pageable -> Device)",
+                    }
                 else:
-                    args.update(grid=[128, 1, 1], block=[256, 1, 1], **{"registers per thread": 32,
-                                "shared memory": 0, "warps per SM": 4.0, "est. achieved occupancy %": 25})
-                    gpu = {"ph": "X", "cat": "kernel", "name": _NCCL if is_nccl else _KERNELS[k % len(_KERNELS)]}
+                    args.update(
+                        grid=[128, 1, 1],
+                        block=[256, 1, 1],
+                        **{
+                            "registers per thread": 32,
+                            "shared memory": 0,
+                            "warps per SM": 4.0,
+                            "est. achieved occupancy %": 25,
+                        },
+                    )
+                    gpu = {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": _NCCL if is_nccl else _KERNELS[k % len(_KERNELS)],
+                    }
                 gpu.update(pid=DEVICE_PID, tid=stream, ts=_us(start), dur=_us(dur), args=args)
                 step_events.append(gpu)
-                step_events.append({"ph": "s", "id": correlation, "pid": HOST_PID, "tid": HOST_TID,
-                                    "ts": _us(launch_ts), "cat": "ac2g", "name": "ac2g"})
-                step_events.append({"ph": "f", "id": correlation, "pid": DEVICE_PID, "tid": stream,
-                                    "ts": _us(start), "cat": "ac2g", "name": "ac2g", "bp": "e"})
+                step_events.append(
+                    {
+                        "ph": "s",
+                        "id": correlation,
+                        "pid": HOST_PID,
+                        "tid": HOST_TID,
+                        "ts": _us(launch_ts),
+                        "cat": "ac2g",
+                        "name": "ac2g",
+                    }
+                )
+                step_events.append(
+                    {
+                        "ph": "f",
+                        "id": correlation,
+                        "pid": DEVICE_PID,
+                        "tid": stream,
+                        "ts": _us(start),
+                        "cat": "ac2g",
+                        "name": "ac2g",
+                        "bp": "e",
+                    }
+                )
                 correlation += 1
                 ext += 1
                 t += op_dur
@@ -157,20 +243,39 @@ def generate_trace(path: Path, target_events: int, seed: int = 7) -> int:
             gpu_done = max(stream_free.values())
             sync_ts = t + 1.0
             sync_end = max(sync_ts + 3.0, gpu_done + 2.0)
-            step_events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize",
-                                "pid": HOST_PID, "tid": HOST_TID, "ts": _us(sync_ts),
-                                "dur": _us(sync_end - sync_ts),
-                                "args": {"cbid": 131, "correlation": correlation}})
+            step_events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaStreamSynchronize",
+                    "pid": HOST_PID,
+                    "tid": HOST_TID,
+                    "ts": _us(sync_ts),
+                    "dur": _us(sync_end - sync_ts),
+                    "args": {"cbid": 131, "correlation": correlation},
+                }
+            )
             correlation += 1
             t = sync_end + rng.uniform(5.0, 30.0)
-            put({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": HOST_PID,
-                 "tid": HOST_TID, "ts": _us(step_start), "dur": _us(t - step_start),
-                 "args": {"External id": ext}})
+            put(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{step}",
+                    "pid": HOST_PID,
+                    "tid": HOST_TID,
+                    "ts": _us(step_start),
+                    "dur": _us(t - step_start),
+                    "args": {"External id": ext},
+                }
+            )
             ext += 1
             for ev in step_events:
                 put(ev)
-        f.write('\n], "traceName": "synthetic", "displayTimeUnit": "ms", '
-                '"baseTimeNanoseconds": 1700000000000000000}\n')
+        f.write(
+            '\n], "traceName": "synthetic", "displayTimeUnit": "ms", '
+            '"baseTimeNanoseconds": 1700000000000000000}\n'
+        )
     tmp.replace(path)
     return count
 
@@ -196,11 +301,20 @@ def ours_worker(path: str) -> dict[str, Any]:
     same = gpu_timeline(trace, window=span)
     assert same is not None
     return {
-        "wall_s": wall_s, "cpu_s": cpu_s, "import_s": import_s, "events": len(trace),
-        "default_window_us": gpu.window_us, "default_busy_us": gpu.busy_us, "default_idle_us": gpu.idle_us,
-        "window_us": same.window_us, "busy_us": same.busy_us, "idle_us": same.idle_us,
-        "idle_host_us": same.idle_host_wait_us, "idle_kernel_us": same.idle_kernel_wait_us,
-        "idle_other_us": same.idle_other_us, "steps": len(phases.steps),
+        "wall_s": wall_s,
+        "cpu_s": cpu_s,
+        "import_s": import_s,
+        "events": len(trace),
+        "default_window_us": gpu.window_us,
+        "default_busy_us": gpu.busy_us,
+        "default_idle_us": gpu.idle_us,
+        "window_us": same.window_us,
+        "busy_us": same.busy_us,
+        "idle_us": same.idle_us,
+        "idle_host_us": same.idle_host_wait_us,
+        "idle_kernel_us": same.idle_kernel_wait_us,
+        "idle_other_us": same.idle_other_us,
+        "steps": len(phases.steps),
     }
 
 
@@ -222,10 +336,15 @@ def hta_worker(trace_dir: str) -> dict[str, Any]:
     row = temporal.iloc[0]
     by_type = idle_df.groupby("idle_category")["idle_time"].sum().to_dict()
     return {
-        "wall_s": wall_s, "cpu_s": cpu_s, "import_s": import_s, "load_s": load_s,
-        "kernel_time_us": float(row["kernel_time(us)"]), "idle_us": float(row["idle_time(us)"]),
+        "wall_s": wall_s,
+        "cpu_s": cpu_s,
+        "import_s": import_s,
+        "load_s": load_s,
+        "kernel_time_us": float(row["kernel_time(us)"]),
+        "idle_us": float(row["idle_time(us)"]),
         "busy_us": float(row["compute_time(us)"]) + float(row["non_compute_time(us)"]),
-        "compute_us": float(row["compute_time(us)"]), "non_compute_us": float(row["non_compute_time(us)"]),
+        "compute_us": float(row["compute_time(us)"]),
+        "non_compute_us": float(row["non_compute_time(us)"]),
         "idle_by_category_per_stream_sum_us": {str(k): float(v) for k, v in by_type.items()},
     }
 
@@ -233,7 +352,12 @@ def hta_worker(trace_dir: str) -> dict[str, Any]:
 def _run_worker(python: Path, mode: str, arg: str, env: dict[str, str]) -> dict[str, Any]:
     proc = subprocess.run(
         [str(python), str(Path(__file__).resolve()), mode, arg],
-        capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=900, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=900,
+        check=False,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -260,12 +384,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not path.exists():
         g0 = time.perf_counter()
         n = generate_trace(path, target)
-        print(f"# generated {n} events ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - g0:.0f} s",
-              flush=True)
-    print(f"# trace: {path.relative_to(REPO_ROOT)} ({path.stat().st_size / 1e6:.0f} MB)", flush=True)
+        print(
+            f"# generated {n} events ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - g0:.0f} s",
+            flush=True,
+        )
+    print(
+        f"# trace: {path.relative_to(REPO_ROOT)} ({path.stat().st_size / 1e6:.0f} MB)", flush=True
+    )
 
-    hta_python, reason = ensure_venv("hta", HTA_REQUIREMENTS, check_import="hta.trace_analysis",
-                                     install=not args.quick)
+    hta_python, reason = ensure_venv(
+        "hta", HTA_REQUIREMENTS, check_import="hta.trace_analysis", install=not args.quick
+    )
     env = {**os.environ, "HTA_DISABLE_NS_ROUNDING": "1", "PYTHONNOUSERSITE": "1"}
     ours_python = Path(sys.executable)
     # Each round: ours, HTA, ours. HTA takes ~30 s of CPU on the 1M-event file (minutes of wall
@@ -285,49 +414,109 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs.append((h_run, [before, after]))
     ours = runs["ours"]
     o = ours[-1]
-    print(f"# ours: {o['events']} complete events, {o['steps']} steps; import {o['import_s']:.2f} s; "
-          f"analysis {[round(r['wall_s'], 2) for r in ours]} s wall", flush=True)
-    how_ours = (f"analyze_trace_file (reader + phases + GPU timeline + top ops), fresh process per round, "
-                f"imports excluded, median of {rounds}")
-    emit(Result("trace.ours_s", f"our analysis of the {target:,}-event trace", median([r["cpu_s"] for r in ours]),
-                f"{median([r['cpu_s'] for r in ours]):.2f} s CPU ({median([r['wall_s'] for r in ours]):.2f} s wall)",
-                "", None, how_ours), rows)
+    print(
+        f"# ours: {o['events']} complete events, {o['steps']} steps; import {o['import_s']:.2f} s; "
+        f"analysis {[round(r['wall_s'], 2) for r in ours]} s wall",
+        flush=True,
+    )
+    how_ours = (
+        f"analyze_trace_file (reader + phases + GPU timeline + top ops), fresh process per round, "
+        f"imports excluded, median of {rounds}"
+    )
+    emit(
+        Result(
+            "trace.ours_s",
+            f"our analysis of the {target:,}-event trace",
+            median([r["cpu_s"] for r in ours]),
+            f"{median([r['cpu_s'] for r in ours]):.2f} s CPU ({median([r['wall_s'] for r in ours]):.2f} s wall)",
+            "",
+            None,
+            how_ours,
+        ),
+        rows,
+    )
     if hta_python is None:
-        emit(Result("trace.speedup", "HTA time / our time", None, f"not available: {reason}",
-                    f">= {SPEED_BUDGET:.0f}", None, "-"), rows)
+        emit(
+            Result(
+                "trace.speedup",
+                "HTA time / our time",
+                None,
+                f"not available: {reason}",
+                f">= {SPEED_BUDGET:.0f}",
+                None,
+                "-",
+            ),
+            rows,
+        )
         write_results(args.json_path, rows)
         return 0
     hta = runs["hta"]
     h = hta[-1]
-    print(f"# hta: import {h['import_s']:.2f} s; load {[round(r['load_s'], 1) for r in hta]} s; "
-          f"total {[round(r['wall_s'], 1) for r in hta]} s wall", flush=True)
-    emit(Result("trace.hta_s", f"HTA load + temporal + idle-time breakdown, {target:,} events",
-                median([r["cpu_s"] for r in hta]),
-                f"{median([r['cpu_s'] for r in hta]):.2f} s CPU ({median([r['wall_s'] for r in hta]):.2f} s wall)",
-                "", None, "TraceAnalysis(include_last_profiler_step=True) + get_temporal_breakdown + "
-                "get_idle_time_breakdown, fresh process per round, imports excluded"), rows)
-    speed = {key: [hr[key] / median([o[key] for o in os_]) for hr, os_ in pairs] for key in ("cpu_s", "wall_s")}
+    print(
+        f"# hta: import {h['import_s']:.2f} s; load {[round(r['load_s'], 1) for r in hta]} s; "
+        f"total {[round(r['wall_s'], 1) for r in hta]} s wall",
+        flush=True,
+    )
+    emit(
+        Result(
+            "trace.hta_s",
+            f"HTA load + temporal + idle-time breakdown, {target:,} events",
+            median([r["cpu_s"] for r in hta]),
+            f"{median([r['cpu_s'] for r in hta]):.2f} s CPU ({median([r['wall_s'] for r in hta]):.2f} s wall)",
+            "",
+            None,
+            "TraceAnalysis(include_last_profiler_step=True) + get_temporal_breakdown + "
+            "get_idle_time_breakdown, fresh process per round, imports excluded",
+        ),
+        rows,
+    )
+    speed = {
+        key: [hr[key] / median([o[key] for o in os_]) for hr, os_ in pairs]
+        for key in ("cpu_s", "wall_s")
+    }
     m, mw = median(speed["cpu_s"]), median(speed["wall_s"])
-    emit(Result("trace.speedup", "speed-up, ours vs HTA (HTA time / our time)", m,
-                f"x{m:.1f} CPU (wall x{mw:.1f})", f">= {SPEED_BUDGET:.0f}", m >= SPEED_BUDGET,
-                f"process CPU time (wall beside), {len(pairs)} round(s) of ours-HTA-ours in fresh processes, "
-                "HTA over the median of the two runs of ours around it; imports excluded"), rows)
-    print(f"# HTA window (first GPU start .. last GPU end) {h['kernel_time_us']:.1f} us vs ours "
-          f"{o['window_us']:.1f} us; our default window (steps' span) {o['default_window_us']:.1f} us: "
-          f"busy {o['default_busy_us']:.1f} us, idle {o['default_idle_us']:.1f} us", flush=True)
-    print(f"# HTA compute {h['compute_us']:.1f} us + non-compute {h['non_compute_us']:.1f} us; "
-          f"HTA idle by category, summed over streams (not on the merged timeline): "
-          f"{h['idle_by_category_per_stream_sum_us']}; ours on the merged timeline: host "
-          f"{o['idle_host_us']:.1f}, kernel {o['idle_kernel_us']:.1f}, other {o['idle_other_us']:.1f} us",
-          flush=True)
+    emit(
+        Result(
+            "trace.speedup",
+            "speed-up, ours vs HTA (HTA time / our time)",
+            m,
+            f"x{m:.1f} CPU (wall x{mw:.1f})",
+            f">= {SPEED_BUDGET:.0f}",
+            m >= SPEED_BUDGET,
+            f"process CPU time (wall beside), {len(pairs)} round(s) of ours-HTA-ours in fresh processes, "
+            "HTA over the median of the two runs of ours around it; imports excluded",
+        ),
+        rows,
+    )
+    print(
+        f"# HTA window (first GPU start .. last GPU end) {h['kernel_time_us']:.1f} us vs ours "
+        f"{o['window_us']:.1f} us; our default window (steps' span) {o['default_window_us']:.1f} us: "
+        f"busy {o['default_busy_us']:.1f} us, idle {o['default_idle_us']:.1f} us",
+        flush=True,
+    )
+    print(
+        f"# HTA compute {h['compute_us']:.1f} us + non-compute {h['non_compute_us']:.1f} us; "
+        f"HTA idle by category, summed over streams (not on the merged timeline): "
+        f"{h['idle_by_category_per_stream_sum_us']}; ours on the merged timeline: host "
+        f"{o['idle_host_us']:.1f}, kernel {o['idle_kernel_us']:.1f}, other {o['idle_other_us']:.1f} us",
+        flush=True,
+    )
     for what in ("busy", "idle"):
         ov, hv = o[f"{what}_us"], h[f"{what}_us"]
         diff_pct = abs(ov - hv) / hv * 100 if hv else float("inf")
-        emit(Result(f"trace.agree_{what}", f"GPU {what} time, ours vs HTA (same window)", diff_pct,
-                    f"{diff_pct:.4f}% (ours {ov:.1f} us, HTA {hv:.1f} us)",
-                    f"< {AGREEMENT_BUDGET_PCT:.0f}%", diff_pct < AGREEMENT_BUDGET_PCT,
-                    "ours: GpuTimeline on HTA's window; HTA: temporal breakdown "
-                    f"{'compute + non-compute' if what == 'busy' else 'idle'} time, rank 0"), rows)
+        emit(
+            Result(
+                f"trace.agree_{what}",
+                f"GPU {what} time, ours vs HTA (same window)",
+                diff_pct,
+                f"{diff_pct:.4f}% (ours {ov:.1f} us, HTA {hv:.1f} us)",
+                f"< {AGREEMENT_BUDGET_PCT:.0f}%",
+                diff_pct < AGREEMENT_BUDGET_PCT,
+                "ours: GpuTimeline on HTA's window; HTA: temporal breakdown "
+                f"{'compute + non-compute' if what == 'busy' else 'idle'} time, rank 0",
+            ),
+            rows,
+        )
     print(f"# trace benchmark took {time.perf_counter() - t_start:.0f} s", flush=True)
     write_results(args.json_path, rows)
     return 0

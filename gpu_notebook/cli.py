@@ -143,7 +143,11 @@ def _exec_script(script: Path) -> None:
         code = compile(source.read(), path, "exec", dont_inherit=True)
     module = types.ModuleType("__main__")
     module.__dict__.update(
-        __file__=path, __cached__=None, __loader__=None, __package__=None, __spec__=None,
+        __file__=path,
+        __cached__=None,
+        __loader__=None,
+        __package__=None,
+        __spec__=None,
         __builtins__=builtins,
     )
     saved = sys.modules.get("__main__")
@@ -247,7 +251,9 @@ def _write_outputs(report: Any, args: argparse.Namespace) -> list[str]:
     if getattr(args, "trace", None):
         src = report.run.window.trace_path
         if src is None:
-            print("gpucheck: no trace to write (the profiler window did not record)", file=sys.stderr)
+            print(
+                "gpucheck: no trace to write (the profiler window did not record)", file=sys.stderr
+            )
         else:
             from gpu_notebook.capture.session import copy_trace
 
@@ -367,7 +373,7 @@ def _trace_files(path: Path) -> list[Path]:
 
 
 def _file_kind(path: Path) -> str:
-    """"trace", "report" (a gpucheck report JSON), "job" (a job report) or "other", from the
+    """ "trace", "report" (a gpucheck report JSON), "job" (a job report) or "other", from the
     file's first bytes: a trace is never parsed twice, a report never read as a trace."""
     import gzip
 
@@ -379,7 +385,10 @@ def _file_kind(path: Path) -> str:
         return "other"
     if b'"kind": "gpucheck-job"' in head or b'"kind":"gpucheck-job"' in head:
         return "job"
-    if any(k in head for k in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')):
+    if any(
+        k in head
+        for k in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
+    ):
         return "trace"
     if b'"run"' in head and b'"env"' in head:
         return "report"
@@ -395,7 +404,9 @@ def _companions(reports: Sequence[Path]) -> dict[int | None, Any]:
         try:
             report = Report.from_json(f.read_bytes())
         except (OSError, ValueError) as exc:
-            print(f"gpucheck: {f.name} looks like a report but cannot be read: {exc}", file=sys.stderr)
+            print(
+                f"gpucheck: {f.name} looks like a report but cannot be read: {exc}", file=sys.stderr
+            )
             continue
         out[report.run.rank.rank if report.run.rank is not None else None] = report
     return out
@@ -447,7 +458,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             if report.gpu_estimate is not None:
                 from gpu_notebook.analysis.gpu_estimate import describe as describe_estimate
 
-                print("\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate)))
+                print(
+                    "\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate))
+                )
     if len(ranked) > 1 or any(w is not None and w > 1 for _, _, _, w in ranked):
         job = _job_from_traces(ranked)
         print()
@@ -457,7 +470,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
             Path(args.job_json).write_text(json.dumps(to_jsonable(job), indent=1))
     if args.json:
-        payload = [{"file": str(f), "rank": rank, "world_size": world, "report": r.to_dict()} for f, r, rank, world in ranked]
+        payload = [
+            {"file": str(f), "rank": rank, "world_size": world, "report": r.to_dict()}
+            for f, r, rank, world in ranked
+        ]
         Path(args.json).write_text(json.dumps(payload, indent=1))
     gates = [g for g in (_gate_failure(r, args) for _, r, _, _ in ranked) if g]
     if gates:
@@ -472,7 +488,9 @@ def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]])
 
     facts = []
     for i, (f, report, rank, world) in enumerate(ranked):
-        info = report.run.rank or RankInfo(rank=rank if rank is not None else i, world_size=world or len(ranked), source="trace")
+        info = report.run.rank or RankInfo(
+            rank=rank if rank is not None else i, world_size=world or len(ranked), source="trace"
+        )
         facts.append(rank_facts(report, info, (str(f),)))
     worlds = [w for _, _, _, w in ranked if w]
     world = max([*worlds, len(ranked)])
@@ -480,7 +498,9 @@ def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]])
     first = min(ranked, key=lambda x: (x[2] is None, x[2] or 0))[1]
     notes = []
     if len(ranked) < world:
-        notes.append(f"{len(ranked)} of the job's {world} ranks' traces are here: the rest are named missing")
+        notes.append(
+            f"{len(ranked)} of the job's {world} ranks' traces are here: the rest are named missing"
+        )
     return job_report(facts, world, source="traces", whatif=first.whatif, notes=notes)
 
 
@@ -555,11 +575,17 @@ def _add_capture_options(p: argparse.ArgumentParser) -> None:
 
 def _add_gates(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--fail-on", metavar="VERDICT[,VERDICT]", type=_verdict_list, default=None,
+        "--fail-on",
+        metavar="VERDICT[,VERDICT]",
+        type=_verdict_list,
+        default=None,
         help=f"exit {EXIT_GATE} when the verdict is one of these ({', '.join(VERDICTS)})",
     )
     p.add_argument(
-        "--min-gpu-util", metavar="PCT", type=float, default=None,
+        "--min-gpu-util",
+        metavar="PCT",
+        type=float,
+        default=None,
         help=f"exit {EXIT_GATE} when mean GPU utilization is below PCT (or was not measured)",
     )
 
@@ -567,7 +593,9 @@ def _add_gates(p: argparse.ArgumentParser) -> None:
 def _verdict_list(value: str) -> str:
     bad = [v for v in (x.strip() for x in value.split(",")) if v and v not in VERDICTS]
     if bad:
-        raise argparse.ArgumentTypeError(f"unknown verdict {', '.join(bad)}; choose from {', '.join(VERDICTS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown verdict {', '.join(bad)}; choose from {', '.join(VERDICTS)}"
+        )
     return value
 
 
@@ -594,9 +622,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gates(run)
     run.add_argument("--html", metavar="PATH", help="write the standalone HTML report")
     run.add_argument("--json", metavar="PATH", help="write the report as JSON")
-    run.add_argument("--trace", metavar="PATH", help="write the Kineto trace (.json.gz; Perfetto opens it)")
     run.add_argument(
-        "--job-json", metavar="PATH",
+        "--trace", metavar="PATH", help="write the Kineto trace (.json.gz; Perfetto opens it)"
+    )
+    run.add_argument(
+        "--job-json",
+        metavar="PATH",
         help="under torchrun: where rank 0 writes the job report (default: beside --json, "
         "'{rank}' replaced by 'job' or '.job' before the suffix)",
     )
@@ -614,7 +645,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("path", help="a .json/.json.gz trace, or a folder of per-rank traces")
     analyze.add_argument("--json", metavar="PATH", help="write every rank's report as JSON")
-    analyze.add_argument("--job-json", metavar="PATH", help="write the job report (several ranks) as JSON")
+    analyze.add_argument(
+        "--job-json", metavar="PATH", help="write the job report (several ranks) as JSON"
+    )
     analyze.add_argument("-q", "--quiet", action="store_true", help="only the cross-rank summary")
     analyze.add_argument(
         "--gpu", metavar="NAME", default=None,
@@ -626,12 +659,18 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="before/after of two report JSON files")
     compare.add_argument("before")
     compare.add_argument("after")
-    compare.add_argument("--price-per-gpu-hour", type=float, default=None, help="for the money view")
+    compare.add_argument(
+        "--price-per-gpu-hour", type=float, default=None, help="for the money view"
+    )
     compare.set_defaults(func=cmd_compare)
 
     demo = sub.add_parser("demo", help="measure the built-in example loops and print their reports")
-    demo.add_argument("example", nargs="?", choices=sorted(EXAMPLES), help="one example (default: all)")
-    demo.add_argument("--html", metavar="DIR", help="also write an HTML report per example into DIR")
+    demo.add_argument(
+        "example", nargs="?", choices=sorted(EXAMPLES), help="one example (default: all)"
+    )
+    demo.add_argument(
+        "--html", metavar="DIR", help="also write an HTML report per example into DIR"
+    )
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # A DataLoader whose __getitem__ decodes slowly (a 20 ms sleep per 8 samples): input-bound.
-INPUT_BOUND = '''
+INPUT_BOUND = """
 import time, torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -26,10 +26,10 @@ for x, y in loader:
     opt.zero_grad()
     loss.backward()
     opt.step()
-'''
+"""
 
 # Big matmuls on pre-loaded tensors: the time goes to compute.
-COMPUTE_BOUND = '''
+COMPUTE_BOUND = """
 import torch
 from torch import nn
 
@@ -41,6 +41,6 @@ for step in range(15):
     opt.zero_grad()
     loss.backward()
     opt.step()
-'''
+"""
 
 EXAMPLES: dict[str, str] = {"input-bound": INPUT_BOUND, "compute-bound": COMPUTE_BOUND}

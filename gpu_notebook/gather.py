@@ -68,7 +68,10 @@ def _store(wait_s: float) -> tuple[Any, str]:
     if not addr or not port:
         raise RuntimeError("no process group and no MASTER_ADDR/MASTER_PORT to reach a store")
     store = dist.TCPStore(
-        addr, int(port), is_master=False, timeout=timedelta(seconds=max(1.0, wait_s)),
+        addr,
+        int(port),
+        is_master=False,
+        timeout=timedelta(seconds=max(1.0, wait_s)),
         wait_for_workers=False,
     )
     return store, f"the launcher's store at {addr}:{port}"
@@ -92,7 +95,9 @@ def exchange(info: RankInfo, payload: bytes, wait_s: float | None = None) -> Gat
         store = dist.PrefixStore(_namespace(), store)
         store.set(f"summary/{info.rank}", payload)
     except Exception as exc:  # noqa: BLE001 - any store failure means "gather unavailable"
-        return _alone(info, payload, f"could not reach the job's store ({type(exc).__name__}: {exc})")
+        return _alone(
+            info, payload, f"could not reach the job's store ({type(exc).__name__}: {exc})"
+        )
     if info.rank != 0:
         return None
     keys = {r: f"summary/{r}" for r in range(info.world_size)}
@@ -111,7 +116,9 @@ def exchange(info: RankInfo, payload: bytes, wait_s: float | None = None) -> Gat
         values = store.multi_get([keys[r] for r in present])  # one round trip for all
         payloads = {r: bytes(v) for r, v in zip(present, values, strict=True)}
     except Exception as exc:  # noqa: BLE001 - the store went away mid-gather (launcher gone)
-        return _alone(info, payload, f"the job's store failed during the gather ({type(exc).__name__}: {exc})")
+        return _alone(
+            info, payload, f"the job's store failed during the gather ({type(exc).__name__}: {exc})"
+        )
     note = (
         f"no summary from {len(pending)} rank(s) within {wait:g} s ({TIMEOUT_ENV} sets the wait)"
         if pending

@@ -21,9 +21,7 @@ OUR_PACKAGES = ("bokeh", "libcst", "jinja2", "msgspec", "anywidget", "gpu_notebo
 def _ours(entry: object) -> bool:
     category = entry[2] if isinstance(entry, tuple) and len(entry) > 2 else None
     classes = category if isinstance(category, tuple) else (category,)
-    return any(
-        isinstance(c, type) and c.__module__.split(".")[0] in OUR_PACKAGES for c in classes
-    )
+    return any(isinstance(c, type) and c.__module__.split(".")[0] in OUR_PACKAGES for c in classes)
 
 
 @contextmanager

@@ -28,20 +28,30 @@ class GpuCheckMagics(Magics):
 
     @magic_arguments()
     @argument(
-        "-o", "--output", metavar="NAME", default=None,
+        "-o",
+        "--output",
+        metavar="NAME",
+        default=None,
         help="Store the report object in the variable NAME (like %%timeit -o).",
     )
     @argument(
-        "--export", metavar="DIR", default=None,
+        "--export",
+        metavar="DIR",
+        default=None,
         help="Write into DIR the profiler trace (Perfetto / chrome://tracing), the report JSON, "
         "and the sampled stacks (speedscope JSON, collapsed stacks for flamegraph.pl).",
     )
     @argument(
-        "--price", metavar="PER_GPU_HOUR", type=float, default=None,
+        "--price",
+        metavar="PER_GPU_HOUR",
+        type=float,
+        default=None,
         help="Price of one GPU-hour: the what-if and the before/after also speak in money.",
     )
     @argument(
-        "--html", metavar="PATH", default=None,
+        "--html",
+        metavar="PATH",
+        default=None,
         help="Also write the report as one self-contained HTML file (opens offline).",
     )
     @argument("-q", "--quiet", action="store_true", help="Do not display the report (use with -o).")
@@ -109,9 +119,14 @@ class GpuCheckMagics(Magics):
             live = _live_view() if not args.quiet else None
         try:
             async with measured_cell(
-                self.shell, cell, header, options,
+                self.shell,
+                cell,
+                header,
+                options,
                 live_listener=live.update if live is not None else None,
-                history=self.reports, price_per_gpu_hour=args.price, cost=cost,
+                history=self.reports,
+                price_per_gpu_hour=args.price,
+                cost=cost,
                 target_gpu=target_gpu(args),
             ) as measured:
                 if measured is None:  # the cell did not compile: IPython said so, no report
@@ -171,7 +186,9 @@ class GpuCheckMagics(Magics):
 def _validate(args: Any, cell: str) -> CaptureOptions:
     """Turn parsed arguments into options, or raise UsageError before the cell runs."""
     if not cell.strip():
-        raise UsageError("%%gpucheck needs a cell body to measure: put it on the first line of a training cell.")
+        raise UsageError(
+            "%%gpucheck needs a cell body to measure: put it on the first line of a training cell."
+        )
     if args.price is not None and args.price <= 0:
         raise UsageError(f"--price must be a positive price per GPU-hour (got {args.price}).")
     if args.output is not None and not str(args.output).isidentifier():

@@ -37,7 +37,7 @@ def rewrite_await_cells(lines: list[str]) -> list[str]:
         return lines
     if not needs_loop:
         return lines
-    args = first[len(MAGIC):].strip()
+    args = first[len(MAGIC) :].strip()
     call = "__import__('gpu_notebook.magic_async', fromlist=['measure']).measure"
     return [f"await {call}({args!r}, {body!r})\n"]
 

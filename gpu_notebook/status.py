@@ -60,7 +60,9 @@ def machine_status() -> MachineStatus:
         except nvml.GpuLostError as exc:
             gpus.append(GpuStatus(info=info, reading=None, processes=None, note=str(exc)))
             continue
-        processes = None if procs is None else tuple(_process(p.pid, p.used_memory_bytes) for p in procs)
+        processes = (
+            None if procs is None else tuple(_process(p.pid, p.used_memory_bytes) for p in procs)
+        )
         gpus.append(GpuStatus(info=info, reading=reading, processes=processes))
     return MachineStatus(
         available=True, message=None, driver_version=nvml.driver_version(), gpus=tuple(gpus)

@@ -148,9 +148,7 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
         gpu = self._gpu(handle, "nvmlDeviceGetUtilizationRates")
-        return _real.c_nvmlUtilization_t(
-            gpu=gpu.utilization_pct, memory=gpu.memory_utilization_pct
-        )
+        return _real.c_nvmlUtilization_t(gpu=gpu.utilization_pct, memory=gpu.memory_utilization_pct)
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle) -> Any:
         gpu = self._gpu(handle, "nvmlDeviceGetMemoryInfo")

@@ -23,27 +23,48 @@ BENCH = REPO / "benchmarks"
 # Figures each benchmark must report (a prefix match for families of rows).
 EXPECTED: dict[str, tuple[str, ...]] = {
     "overhead": (
-        "overhead.mlp.gpucheck.loop", "overhead.mlp.gpucheck.run", "overhead.mlp.gpucheck.cell",
+        "overhead.mlp.gpucheck.loop",
+        "overhead.mlp.gpucheck.run",
+        "overhead.mlp.gpucheck.cell",
         "overhead.cnn.gpucheck.loop",
-        "overhead.cnn.gpucheck.cell", "overhead.tiny.gpucheck.loop", "overhead.mlp.full.loop",
-        "overhead.mlp.torch.profiler.loop", "overhead.mlp.traceml.loop", "overhead.mlp.gpuprof.loop",
-        "overhead.tiny.gpucheck.per_step_us", "overhead.hooks.lean_us", "overhead.hooks.timing_us",
+        "overhead.cnn.gpucheck.cell",
+        "overhead.tiny.gpucheck.loop",
+        "overhead.mlp.full.loop",
+        "overhead.mlp.torch.profiler.loop",
+        "overhead.mlp.traceml.loop",
+        "overhead.mlp.gpuprof.loop",
+        "overhead.tiny.gpucheck.per_step_us",
+        "overhead.hooks.lean_us",
+        "overhead.hooks.timing_us",
     ),
     "memory": ("memory.tool_peak_mb.", "memory.growth_mb"),
-    "report_latency": ("report.mlp.warm_s", "report.mlp.cold_s", "report.cnn.warm_s", "report.cnn.cold_s"),
+    "report_latency": (
+        "report.mlp.warm_s",
+        "report.mlp.cold_s",
+        "report.cnn.warm_s",
+        "report.cnn.cold_s",
+    ),
     "trace_speed": ("trace.ours_s", "trace.speedup"),
     "sampler_cost": ("sampler.tick_cost_pct", "sampler.process_cpu_pct"),
 }
-RESULT_LINE = re.compile(r"^RESULT (?P<figure>[\w.\-]+): (?P<display>.+?)(?: \[budget [^\]]+\])? (?P<verdict>PASS|FAIL|-) \| ")
+RESULT_LINE = re.compile(
+    r"^RESULT (?P<figure>[\w.\-]+): (?P<display>.+?)(?: \[budget [^\]]+\])? (?P<verdict>PASS|FAIL|-) \| "
+)
 # This machine is shared and loaded; quick mode still imports torch in several processes.
 TIMEOUT_S = 600
 
 
-def _run(name: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, object]]]:
+def _run(
+    name: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, object]]]:
     out = tmp_path / f"{name}.json"
     proc = subprocess.run(
         [sys.executable, str(BENCH / f"{name}.py"), "--quick", "--json", str(out)],
-        capture_output=True, text=True, cwd=REPO, timeout=TIMEOUT_S, check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=TIMEOUT_S,
+        check=False,
         env={**os.environ, "KINETO_LOG_LEVEL": "6"},
     )
     rows = json.loads(out.read_text()) if out.exists() else []
@@ -54,7 +75,9 @@ def _run(name: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], l
 def test_benchmark_quick_mode_prints_every_figure_and_exits_0(name: str, tmp_path: Path) -> None:
     proc, rows = _run(name, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    printed = {m["figure"]: m for m in (RESULT_LINE.match(line) for line in proc.stdout.splitlines()) if m}
+    printed = {
+        m["figure"]: m for m in (RESULT_LINE.match(line) for line in proc.stdout.splitlines()) if m
+    }
     for figure in EXPECTED[name]:
         matching = [f for f in printed if f.startswith(figure)]
         assert matching, f"{name} printed no RESULT line for {figure}:\n{proc.stdout[-3000:]}"
@@ -66,9 +89,20 @@ def test_benchmark_quick_mode_prints_every_figure_and_exits_0(name: str, tmp_pat
 
 def test_run_all_prints_one_table_of_every_benchmark(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, str(BENCH / "run_all.py"), "--quick", "--only", "sampler_cost", "trace_speed",
-         "--markdown"],
-        capture_output=True, text=True, cwd=REPO, timeout=TIMEOUT_S, check=False,
+        [
+            sys.executable,
+            str(BENCH / "run_all.py"),
+            "--quick",
+            "--only",
+            "sampler_cost",
+            "trace_speed",
+            "--markdown",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=TIMEOUT_S,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = [line for line in proc.stdout.splitlines() if line.startswith("| ")]

@@ -129,7 +129,12 @@ def typescript_types(contract: dict[str, Any]) -> str:
     for name, value in contract["constants"].items():
         lines.append(f"export const {name} = {json.dumps(value)};".replace('"', "'"))
     for name, definition in contract["$defs"].items():
-        lines += ["", "/**", *[f" * {ln}".rstrip() for ln in definition.get("description", name).splitlines()], " */"]
+        lines += [
+            "",
+            "/**",
+            *[f" * {ln}".rstrip() for ln in definition.get("description", name).splitlines()],
+            " */",
+        ]
         lines.append(f"export interface I{name} {{")
         for field, prop in definition["properties"].items():
             bounds = _ts_bounds(prop)
@@ -210,7 +215,9 @@ def test_labextension_list_shows_the_extension_enabled_ok() -> None:
     listing = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
     line = next((ln for ln in listing.splitlines() if "gpu-notebook" in ln), None)
     assert line is not None, listing
-    assert re.search(rf"gpu-notebook v{re.escape(_semver(gpu_notebook.__version__))} enabled\s+OK", line), line
+    assert re.search(
+        rf"gpu-notebook v{re.escape(_semver(gpu_notebook.__version__))} enabled\s+OK", line
+    ), line
 
 
 # ------------------------------------------------------------------------- outside a kernel
@@ -284,7 +291,9 @@ def test_showing_a_fix_writes_no_file_to_the_temp_dir(private_tmp: Path, shell: 
         widget.close()
 
 
-def test_a_folder_another_user_created_first_captures_nothing(private_tmp: Path, shell: Any) -> None:
+def test_a_folder_another_user_created_first_captures_nothing(
+    private_tmp: Path, shell: Any
+) -> None:
     # Another local user pre-creates the folder the fallback used, with a file of their own
     # under the next fix's name: they must neither read our fix nor get theirs loaded.
     planted = private_tmp / "gpu_notebook-fixes" / "captured-1.py"
@@ -458,16 +467,22 @@ def test_comm_request_reaches_the_frontend_and_the_reply_comes_back(kernel: Kern
     reply = {"request_id": "k1", "status": "inserted", "message": "inserted as cell 3"}
     kernel.send_comm("comm_msg", opened["comm_id"], reply)
     kernel.send_comm("comm_close", opened["comm_id"], {})
-    out = kernel.run("print(pending.done(), pending.reply.to_dict(), bridge.frontend_has_extension())")
+    out = kernel.run(
+        "print(pending.done(), pending.reply.to_dict(), bridge.frontend_has_extension())"
+    )
     assert out == f"True {reply} True\n"
 
 
-def test_a_frontend_without_the_extension_closing_the_comm_is_an_error_reply(kernel: Kernel) -> None:
+def test_a_frontend_without_the_extension_closing_the_comm_is_an_error_reply(
+    kernel: Kernel,
+) -> None:
     kernel.run("bridge._frontend_state = None")
     msg_id = kernel.execute(f"p2 = bridge.insert_cell(InsertCellRequest('k2', 'c', {FIX!r}, 't'))")
     opened = _comm_open(kernel.iopub_until(msg_id, lambda m: False))
     kernel.send_comm("comm_close", opened["comm_id"], {})  # what JupyterLab does without a target
-    out = kernel.run("print(p2.reply.status, bridge.frontend_has_extension()); print(p2.reply.message)")
+    out = kernel.run(
+        "print(p2.reply.status, bridge.frontend_has_extension()); print(p2.reply.message)"
+    )
     status, message = out.splitlines()
     assert status == "error False"
     assert "labextension is not active" in message
@@ -497,7 +512,9 @@ def test_a_better_second_answer_wins_and_a_reply_for_another_request_is_an_error
     opened = _comm_open(kernel.iopub_until(msg_id, lambda m: False))
     comm_id = opened["comm_id"]
     kernel.send_comm("comm_msg", comm_id, {"request_id": "k4", "status": "error", "message": "x"})
-    kernel.send_comm("comm_msg", comm_id, {"request_id": "k4", "status": "inserted", "message": "y"})
+    kernel.send_comm(
+        "comm_msg", comm_id, {"request_id": "k4", "status": "inserted", "message": "y"}
+    )
     kernel.send_comm("comm_msg", comm_id, {"request_id": "other", "status": "error", "message": ""})
     assert kernel.run("print(p4.reply.status)") == "inserted\n"
 

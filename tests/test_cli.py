@@ -15,13 +15,23 @@ import pytest
 from gpu_notebook.examples import INPUT_BOUND
 from gpu_notebook.records import Report
 
-REFERENCE = Path(os.environ.get("GPU_NOTEBOOK_REFERENCE_TRACES", Path(__file__).parents[1].parent / "shared" / "reference_traces"))
+REFERENCE = Path(
+    os.environ.get(
+        "GPU_NOTEBOOK_REFERENCE_TRACES",
+        Path(__file__).parents[1].parent / "shared" / "reference_traces",
+    )
+)
 
 
-def gpucheck(*args: str, cwd: Path | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def gpucheck(
+    *args: str, cwd: Path | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gpu_notebook", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
     )
 
 
@@ -29,14 +39,25 @@ def gpucheck(*args: str, cwd: Path | None = None, timeout: int = 300) -> subproc
 def input_bound_script(tmp_path: Path) -> Path:
     script = tmp_path / "train.py"
     script.write_text(
-        "import sys\nprint('args:', sys.argv[1:])\n" + INPUT_BOUND + "\nprint('trained', flush=True)\n"
+        "import sys\nprint('args:', sys.argv[1:])\n"
+        + INPUT_BOUND
+        + "\nprint('trained', flush=True)\n"
     )
     return script
 
 
 def test_run_reports_on_the_script_and_writes_json_and_trace(input_bound_script, tmp_path):
     out_json, out_trace = tmp_path / "r.json", tmp_path / "t.json.gz"
-    res = gpucheck("run", "--json", str(out_json), "--trace", str(out_trace), str(input_bound_script), "--lr", "3")
+    res = gpucheck(
+        "run",
+        "--json",
+        str(out_json),
+        "--trace",
+        str(out_trace),
+        str(input_bound_script),
+        "--lr",
+        "3",
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout == "args: ['--lr', '3']\ntrained\n"  # stdout is the script's alone
     assert "gpucheck: INPUT-BOUND" in res.stderr  # the report follows, on stderr
@@ -99,7 +120,16 @@ def test_run_reports_the_scripts_hot_lines_as_a_cells(tmp_path, lines):
     script.write_text(SLOW_PYTHON_SCRIPT)
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
     res = gpucheck(
-        "run", "--lines", lines, "-s", "6", "--json", str(out_json), "--html", str(out_html), str(script)
+        "run",
+        "--lines",
+        lines,
+        "-s",
+        "6",
+        "--json",
+        str(out_json),
+        "--html",
+        str(out_html),
+        str(script),
     )
     assert res.returncode == 0, res.stderr
     stacks = Report.from_json(out_json.read_text()).analysis.stacks
@@ -110,7 +140,9 @@ def test_run_reports_the_scripts_hot_lines_as_a_cells(tmp_path, lines):
     top = max(loop, key=lambda s: s.share)
     assert (top.line, top.text) == (SLOW_SCRIPT_LINE, "    slow_python(200_000)")
     assert top.share >= max(s.share for s in loop)
-    assert all(key.startswith("cell:<module>:") for key in stacks.collapsed), list(stacks.collapsed)[:3]
+    assert all(key.startswith("cell:<module>:") for key in stacks.collapsed), list(
+        stacks.collapsed
+    )[:3]
     hot = res.stderr.split("Hot lines", 1)[1].split("\n\n", 1)[0]
     assert f"line {SLOW_SCRIPT_LINE} `slow_python(200_000)`" in hot
     assert "slow_python(200_000)" in out_html.read_text()
@@ -146,7 +178,9 @@ def test_bad_usage_exits_2_with_a_message(tmp_path, args, message):
 
 def _need_reference() -> None:
     if not REFERENCE.is_dir():
-        pytest.skip(f"reference traces not found at {REFERENCE} (set GPU_NOTEBOOK_REFERENCE_TRACES)")
+        pytest.skip(
+            f"reference traces not found at {REFERENCE} (set GPU_NOTEBOOK_REFERENCE_TRACES)"
+        )
 
 
 def test_analyze_a_folder_of_ranks_gives_the_cross_rank_summary(tmp_path):
@@ -186,7 +220,9 @@ def test_the_gpucheck_entry_point_is_installed():
 
 def test_compare_prints_the_before_after_of_two_runs(input_bound_script, tmp_path):
     faster = tmp_path / "train_fast.py"
-    faster.write_text(input_bound_script.read_text().replace("time.sleep(0.020)", "time.sleep(0.002)"))
+    faster.write_text(
+        input_bound_script.read_text().replace("time.sleep(0.020)", "time.sleep(0.002)")
+    )
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert gpucheck("run", "-q", "--json", str(a), str(input_bound_script)).returncode == 0
     assert gpucheck("run", "-q", "--json", str(b), str(faster)).returncode == 0
@@ -257,7 +293,8 @@ def test_a_forked_child_that_exits_prints_no_second_report(tmp_path):
         "    sys.exit(0)\n"
         "os.waitpid(pid, 0)\n"
         "print('parent', flush=True)\n",
-        "--json", str(out_json),
+        "--json",
+        str(out_json),
     )
     assert measured.returncode == plain.returncode == 0
     assert measured.stdout == plain.stdout
@@ -280,7 +317,9 @@ def test_os_exit_leaves_no_folder_of_ours(tmp_path):
     import tempfile
 
     before = {p.name for p in Path(tempfile.gettempdir()).glob("gpucheck-*")}
-    plain, measured = _plain_and_measured(tmp_path, "import os\nprint('x', flush=True)\nos._exit(4)\n")
+    plain, measured = _plain_and_measured(
+        tmp_path, "import os\nprint('x', flush=True)\nos._exit(4)\n"
+    )
     assert measured.returncode == plain.returncode == 4
     assert {p.name for p in Path(tempfile.gettempdir()).glob("gpucheck-*")} == before
 

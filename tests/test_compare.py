@@ -30,7 +30,9 @@ def test_the_header_is_the_one_the_fixes_write():
 
 
 def test_normalize_ignores_the_magic_line_and_trailing_whitespace():
-    assert normalize_cell("%%gpucheck -s 10\n" + CELL + "\n\n") == normalize_cell(CELL.replace("\n", "  \n"))
+    assert normalize_cell("%%gpucheck -s 10\n" + CELL + "\n\n") == normalize_cell(
+        CELL.replace("\n", "  \n")
+    )
     assert normalize_cell(CELL) != normalize_cell(CELL.replace("x, y", "x,y"))
 
 
@@ -40,7 +42,10 @@ def test_baseline_is_the_most_recent_run_of_the_same_cell():
     recent = syn.make_report("%%gpucheck -s 3\n" + CELL, step_median_s=0.15, started_at=at(3))
     now = syn.make_report(CELL, step_median_s=0.1, started_at=at(4))
     assert find_baseline([old, other, recent, now], now) is recent  # `now` itself is skipped
-    assert find_baseline([old, other], syn.make_report("y = 2\n", step_median_s=0.1, started_at=at(5))) is None
+    assert (
+        find_baseline([old, other], syn.make_report("y = 2\n", step_median_s=0.1, started_at=at(5)))
+        is None
+    )
 
 
 def test_runs_without_a_step_time_are_not_baselines():
@@ -63,7 +68,13 @@ def test_a_proposed_cell_is_compared_with_the_run_that_proposed_it():
     assert c.speedup == pytest.approx(4.0)
     assert c.gpu_equivalent == pytest.approx(3.0)  # the throughput of 3 more GPUs, linear scaling
     # the same source typed by hand, without the fix header, is a different cell
-    assert find_baseline([proposer], syn.make_report(FIXED.split("\n", 1)[1], step_median_s=0.1, started_at=at(3))) is None
+    assert (
+        find_baseline(
+            [proposer],
+            syn.make_report(FIXED.split("\n", 1)[1], step_median_s=0.1, started_at=at(3)),
+        )
+        is None
+    )
 
 
 def test_rerunning_the_original_cell_compares_without_claiming_a_fix():
@@ -93,10 +104,16 @@ def test_money_saved_per_thousand_steps():
 
 
 def test_shares_hold_only_measured_phases():
-    split = syn.phases({"data": 0.3}, measured=("data", "forward", "backward", "optimizer", "other"), source="hooks")
+    split = syn.phases(
+        {"data": 0.3},
+        measured=("data", "forward", "backward", "optimizer", "other"),
+        source="hooks",
+    )
     before = syn.make_report(CELL, step_median_s=0.2, started_at=at(1))
     after = syn.make_report(CELL, step_median_s=0.1, started_at=at(2))
-    after = type(after)(after.run, syn.make_analysis(phase_split=split, step_median_s=0.1), after.verdict)
+    after = type(after)(
+        after.run, syn.make_analysis(phase_split=split, step_median_s=0.1), after.verdict
+    )
     c = compare(before, after)
     assert "copy" in c.baseline_phase_share and "copy" not in c.phase_share  # not measured != 0
     assert c.phase_share["data"] == pytest.approx(0.3)
@@ -143,7 +160,9 @@ def test_a_fix_that_made_the_loop_slower_says_so_and_points_back_instead_of_esca
                                findings=[syn.proposal_finding("dataloader_workers", FIXED, bound=2.0)])  # fmt: skip
     escalation = Finding("test.slow_dataset", "the dataset is slow", "high", (), 0.5, 2.0, "cache")
     other = Finding("syncs.per_step", "reads", "low", (), 0.05, 1.05, "read less")
-    fixed = syn.make_report(FIXED, step_median_s=0.147, started_at=at(2), findings=[escalation, other])
+    fixed = syn.make_report(
+        FIXED, step_median_s=0.147, started_at=at(2), findings=[escalation, other]
+    )
     c = compare(proposer, fixed)
     assert c.speedup == pytest.approx(0.1 / 0.147)
     kept = findings_after(proposer, fixed, c)

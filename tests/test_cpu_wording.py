@@ -11,9 +11,13 @@ from gpu_notebook.records import HostOverhead
 from tests.scenarios import synthetic as syn
 
 # Words that describe a device that is not there as if it were.
-GPU_TALK = re.compile(r"GPU (waits|idles|is idle|sits)|stalls the pipeline|every (added )?GPU|on every GPU", re.I)
+GPU_TALK = re.compile(
+    r"GPU (waits|idles|is idle|sits)|stalls the pipeline|every (added )?GPU|on every GPU", re.I
+)
 
-TINY_OPS = HostOverhead(ops_per_step=400, median_op_us=4.0, between_ops_share=0.5, small_op_share=0.4, small_op_us=10.0)
+TINY_OPS = HostOverhead(
+    ops_per_step=400, median_op_us=4.0, between_ops_share=0.5, small_op_share=0.4, small_op_us=10.0
+)
 
 
 @pytest.mark.parametrize(

@@ -67,21 +67,42 @@ def torchrun(
     script = tmp / "train.py"
     script.write_text(TRAIN)
     return subprocess.run(
-        [str(TORCHRUN), "--nproc_per_node", str(nproc), "-m", "gpu_notebook", "run",
-         *gpucheck_args, str(script)],
-        capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "GPUCHECK_GATHER_TIMEOUT_S": "60", **(env or {})},
+        [
+            str(TORCHRUN),
+            "--nproc_per_node",
+            str(nproc),
+            "-m",
+            "gpu_notebook",
+            "run",
+            *gpucheck_args,
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        cwd=tmp,
+        env={
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "GPUCHECK_GATHER_TIMEOUT_S": "60",
+            **(env or {}),
+        },
     )
 
 
 def gpucheck(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpu_notebook", *args], capture_output=True, text=True, timeout=TIMEOUT_S
+        [sys.executable, "-m", "gpu_notebook", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
     )
 
 
 @pytest.fixture(scope="module")
-def sleep_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def sleep_job(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
     tmp = tmp_path_factory.mktemp("sleep")
     (tmp / "out").mkdir()
     res = torchrun(
@@ -160,7 +181,9 @@ def test_analyze_dir_reads_traces_only_with_the_reports_beside_them_as_companion
 
 def test_slow_data_straggler_on_three_ranks_is_named_with_data_as_cause(tmp_path):
     (tmp_path / "out").mkdir()
-    res = torchrun(tmp_path, 3, "--json", "out/r{rank}.json", env={"MODE": "data", "SLOW_RANK": "2"})
+    res = torchrun(
+        tmp_path, 3, "--json", "out/r{rank}.json", env={"MODE": "data", "SLOW_RANK": "2"}
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     job = json.loads((tmp_path / "out" / "rjob.json").read_text())
     straggler = job["straggler"]
@@ -210,7 +233,9 @@ def test_a_one_rank_process_group_in_gpucheck_cell(ip: Any, tmp_path: Path) -> N
         ip.run_cell(f"%%gpucheck -q -o rep\n{body}")
         report = ip.user_ns["rep"]
     finally:
-        ip.run_cell("import torch.distributed as dist\nif dist.is_initialized(): dist.destroy_process_group()")
+        ip.run_cell(
+            "import torch.distributed as dist\nif dist.is_initialized(): dist.destroy_process_group()"
+        )
     info = report.run.rank
     assert info is not None and (info.rank, info.world_size) == (0, 1)
     assert info.source == "process-group" and info.backend == "gloo"

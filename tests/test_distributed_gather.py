@@ -17,7 +17,9 @@ from gpu_notebook.records import RankInfo
 @pytest.fixture
 def store_env(monkeypatch: pytest.MonkeyPatch) -> dist.TCPStore:
     """A TCPStore served here, reached as torchrun's agent store is (MASTER_ADDR/PORT)."""
-    master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10))
+    master = dist.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10)
+    )
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(master.port))
     monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
@@ -30,7 +32,10 @@ def _info(rank: int, world: int) -> RankInfo:
 
 
 def test_rank_0_gets_every_summary(store_env):
-    senders = [threading.Thread(target=exchange, args=(_info(r, 4), f"rank{r}".encode(), 5.0)) for r in (1, 2, 3)]
+    senders = [
+        threading.Thread(target=exchange, args=(_info(r, 4), f"rank{r}".encode(), 5.0))
+        for r in (1, 2, 3)
+    ]
     for t in senders:
         t.start()
     for t in senders:

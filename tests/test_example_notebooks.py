@@ -17,7 +17,10 @@ def execute(name: str, tmp_path: Path):
     shutil.copy(NOTEBOOKS / name, tmp_path / name)
     nb = nbformat.read(tmp_path / name, as_version=4)
     client = nbclient.NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
         store_widget_state=True,
     )
     client.execute()
@@ -41,7 +44,9 @@ def test_outputs_are_stripped_in_git():
 
 def test_01_find_the_bottleneck(tmp_path):
     nb = execute("01_find_the_bottleneck.ipynb", tmp_path)
-    gpucheck_cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%gpucheck")]
+    gpucheck_cells = [
+        c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%gpucheck")
+    ]
     assert all(outputs_text(c) for c in gpucheck_cells)  # each shows its report
     last = outputs_text(nb.cells[-1])
     assert "verdict before: input-bound" in last

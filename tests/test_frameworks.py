@@ -50,25 +50,37 @@ dm, fixed_dm, lit = DM(), FixedDM(), Lit()
 def test_workers_set_through_the_datamodule_attribute_from_an_earlier_cell(ip):
     assert ip.run_cell(DATAMODULE).success
     cell = "trainer.fit(lit, datamodule=dm)\n"
-    findings = rules_for(syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns)
+    findings = rules_for(
+        syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns
+    )
     f = only(findings, "input.loader_workers")
-    assert "dm.train_dataloader()" in f.evidence[1] and "num_workers=self.num_workers" in f.evidence[1]
+    assert (
+        "dm.train_dataloader()" in f.evidence[1] and "num_workers=self.num_workers" in f.evidence[1]
+    )
     (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
     after = fixed.proposal.source_after
     # The script's own setting is used, never a literal pasted over `self.num_workers`.
     assert "dm.num_workers = 6" in after and "DataLoader(" not in after
-    assert ip.run_cell(after.replace("trainer.fit(lit, datamodule=dm)", "loader = dm.train_dataloader()")).success
+    assert ip.run_cell(
+        after.replace("trainer.fit(lit, datamodule=dm)", "loader = dm.train_dataloader()")
+    ).success
     assert ip.user_ns["loader"].num_workers == 6
 
 
 def test_a_train_dataloader_with_a_literal_is_rebuilt_and_put_back_on_its_class(ip):
     assert ip.run_cell(DATAMODULE).success
     cell = "trainer.fit(lit, datamodule=fixed_dm)\n"
-    findings = rules_for(syn.make_run(cell, cpu_count=4), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns)
+    findings = rules_for(
+        syn.make_run(cell, cpu_count=4), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns
+    )
     (fixed,) = attach_fixes([only(findings, "input.loader_workers")], cell, namespace=ip.user_ns)
     after = fixed.proposal.source_after
     assert "type(fixed_dm).train_dataloader = train_dataloader" in after
-    assert ip.run_cell(after.replace("trainer.fit(lit, datamodule=fixed_dm)", "loader = fixed_dm.train_dataloader()")).success
+    assert ip.run_cell(
+        after.replace(
+            "trainer.fit(lit, datamodule=fixed_dm)", "loader = fixed_dm.train_dataloader()"
+        )
+    ).success
     loader = ip.user_ns["loader"]
     assert (loader.num_workers, loader.persistent_workers, loader.batch_size) == (3, True, 8)
 
@@ -84,18 +96,30 @@ def test_a_variable_holding_num_workers_is_patched_where_it_gets_its_value():
     patch = apply_fix("dataloader_workers", src, num_workers=2, pin_memory=False)
     assert isinstance(patch, Patch)
     assert "def __init__(self, num_workers=2):" in patch.source_after
-    assert "num_workers=self.num_workers, persistent_workers=self.num_workers > 0)" in patch.source_after
+    assert (
+        "num_workers=self.num_workers, persistent_workers=self.num_workers > 0)"
+        in patch.source_after
+    )
     flag = "workers = 0\nloader = DataLoader(ds, num_workers=workers)\n"
     assert "workers = 4\n" in apply_fix("dataloader_workers", flag, num_workers=4).source_after
-    unknown = apply_fix("dataloader_workers", "loader = DataLoader(ds, num_workers=args.workers)\n", num_workers=4)
-    assert isinstance(unknown, Refusal) and "`args.workers`" in unknown.reason and "num_workers=4" in unknown.reason
+    unknown = apply_fix(
+        "dataloader_workers", "loader = DataLoader(ds, num_workers=args.workers)\n", num_workers=4
+    )
+    assert (
+        isinstance(unknown, Refusal)
+        and "`args.workers`" in unknown.reason
+        and "num_workers=4" in unknown.reason
+    )
 
 
 def test_training_arguments_in_the_cell_get_the_dataloader_fields():
     src = 'args = TrainingArguments(output_dir="out", per_device_train_batch_size=8)\ntrainer = Trainer(model, args)\n'
     patch = apply_fix("dataloader_workers", src, num_workers=2, pin_memory=False)
     assert isinstance(patch, Patch)
-    assert "dataloader_num_workers=2" in patch.source_after and "dataloader_persistent_workers=True" in patch.source_after
+    assert (
+        "dataloader_num_workers=2" in patch.source_after
+        and "dataloader_persistent_workers=True" in patch.source_after
+    )
     held = 'n = 0\nargs = TrainingArguments(output_dir="out", dataloader_num_workers=n)\n'
     assert "n = 2\n" in apply_fix("dataloader_workers", held, num_workers=2).source_after
 
@@ -112,7 +136,9 @@ def test_a_live_hf_trainer_gets_its_args_set(ip, tmp_path):
     )
     assert ip.run_cell(setup).success
     cell = "hf_trainer.train()\n"
-    findings = rules_for(syn.make_run(cell, cpu_count=4), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns)
+    findings = rules_for(
+        syn.make_run(cell, cpu_count=4), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns
+    )
     f = only(findings, "input.loader_workers")
     assert "Hugging Face Trainer `hf_trainer`" in f.evidence[1]
     (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
@@ -153,10 +179,17 @@ def test_framework_logging_is_named_from_the_stacks_and_counted_once():
                    ([cell, fit, train], 7000)], 10_000)  # fmt: skip
     run = dataclasses.replace(syn.make_run("trainer.fit(lit)\n"), stacks=raw)
     f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
-    assert f.severity == "high" and f.phase_share == pytest.approx(0.3 * 0.9)  # 20% + 10%, nested once
-    assert "Lightning self.log / logger connector: 20%" in f.evidence[1] and "progress bar: 10%" in f.evidence[1]
+    assert f.severity == "high" and f.phase_share == pytest.approx(
+        0.3 * 0.9
+    )  # 20% + 10%, nested once
+    assert (
+        "Lightning self.log / logger connector: 20%" in f.evidence[1]
+        and "progress bar: 10%" in f.evidence[1]
+    )
     assert "log_every_n_steps" in f.fix and "TQDMProgressBar" in f.fix
-    quiet = dataclasses.replace(run, stacks=_stacks([([cell, fit, train], 9800), ([cell, fit, log], 200)], 10_000))
+    quiet = dataclasses.replace(
+        run, stacks=_stacks([([cell, fit, train], 9800), ([cell, fit, log], 200)], 10_000)
+    )
     assert "logging.framework_overhead" not in ids(rules_for(quiet, syn.make_analysis({})))
 
 
@@ -258,7 +291,9 @@ def test_a_loader_accelerate_prepared_is_not_rebuilt_the_refusal_says_where_to_a
     assert ip.run_cell(ACCELERATE).success
     assert type(ip.user_ns["acc_loader"]).__module__.startswith("accelerate.")
     cell = "for x, y in acc_loader:\n    pass\n"
-    findings = rules_for(syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns)
+    findings = rules_for(
+        syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns
+    )
     f = only(findings, "input.loader_workers")
     (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
     assert fixed.proposal is not None and fixed.proposal.source_after is None

@@ -43,7 +43,9 @@ def kit() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+def dry_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     """One CPU dry run into a temp folder: (the finished process, the output folder)."""
     out = tmp_path_factory.mktemp("gpu-check") / "out"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # the CPU path even on a GPU machine
@@ -61,7 +63,9 @@ def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comple
 @pytest.fixture(scope="module")
 def summary(dry_run: tuple[subprocess.CompletedProcess[str], Path]) -> dict[str, Any]:
     proc, out = dry_run
-    assert proc.returncode == 0, f"dry run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, (
+        f"dry run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    )
     data: dict[str, Any] = json.loads((out / "summary.json").read_text())
     return data
 
@@ -243,8 +247,18 @@ def test_speedup_is_a_throughput_ratio_so_a_bigger_batch_counts(kit: ModuleType)
 
 def test_summary_table_shows_skips_and_errors_in_place_of_numbers(kit: ModuleType) -> None:
     entries = [
-        {"scenario": "memory-near-limit", "status": "skipped", "skip_reason": "skipped: needs CUDA", "error": None},
-        {"scenario": "fp32-matmul", "status": "error", "skip_reason": None, "error": "RuntimeError: boom"},
+        {
+            "scenario": "memory-near-limit",
+            "status": "skipped",
+            "skip_reason": "skipped: needs CUDA",
+            "error": None,
+        },
+        {
+            "scenario": "fp32-matmul",
+            "status": "error",
+            "skip_reason": None,
+            "error": "RuntimeError: boom",
+        },
     ]
     table = kit.summary_table(entries).splitlines()
     assert table[2].startswith("memory-near-limit") and "skipped: needs CUDA" in table[2]

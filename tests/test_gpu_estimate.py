@@ -45,7 +45,10 @@ def test_a_loop_of_tiny_ops_stays_host_bound_on_a_gpu():
     assert est.limited_by == "host Python and kernel launches"
     assert est.host_s == pytest.approx((5000 + 300 * ge.HOST_PER_KERNEL_US) / 1e6)
     assert est.device_s == pytest.approx(300 * ge.MIN_KERNEL_US / 1e6)  # each kernel at its floor
-    assert est.speedup == pytest.approx(10_000 / (5000 + 300 * ge.HOST_PER_KERNEL_US)) and est.speedup < 1.2
+    assert (
+        est.speedup == pytest.approx(10_000 / (5000 + 300 * ge.HOST_PER_KERNEL_US))
+        and est.speedup < 1.2
+    )
     slower = per_step([Op("aten::add", 300, 2400.0, 2400.0)], python_us=9000.0, step_us=10_000.0)
     assert describe(slower)[0].startswith("Not faster on one NVIDIA A100")
 
@@ -60,7 +63,10 @@ def test_big_matmuls_move_to_the_gpu_and_the_data_wait_stays():
     assert est.step_s == pytest.approx(0.1 + device) and est.limited_by == "data loading"
     assert est.speedup == pytest.approx(1.0 / (0.1 + device))
     first = describe(est)[0]
-    assert first.startswith(f"About {est.speedup:.1f}x faster on one NVIDIA A100") and "data loading" in first
+    assert (
+        first.startswith(f"About {est.speedup:.1f}x faster on one NVIDIA A100")
+        and "data loading" in first
+    )
     # A faster card changes the compute, not the data wait.
     h100 = per_step(ops, step_us=1_000_000.0, data_us=100_000.0, spec=GPUS["h100"])
     assert h100.device_s < est.device_s and h100.data_s == est.data_s
@@ -100,7 +106,20 @@ def test_a_real_cpu_run_gets_an_estimate_and_analyze_takes_gpu(tmp_path: Path):
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
     trace, report = tmp_path / "t.json", tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "gpu_notebook", "run", "-s", "5", "--trace", str(trace), "--json", str(report), "-q", str(script)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpu_notebook",
+        "run",
+        "-s",
+        "5",
+        "--trace",
+        str(trace),
+        "--json",
+        str(report),
+        "-q",
+        str(script),
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     from gpu_notebook.records import Report
 
@@ -148,7 +167,9 @@ def test_host_cost_per_kernel_against_the_reference_traces(reference_traces):
     # The assumption is the fastest hosts' figure (profiled traces add a few us to every op):
     # never below the fastest measured, never above the typical one.
     assert measured[0] * 0.8 <= ge.HOST_PER_KERNEL_US <= float(np.median(measured))
-    assert measured[0] == pytest.approx(12.0, abs=1.0) and measured[-1] == pytest.approx(51.4, abs=2.0)
+    assert measured[0] == pytest.approx(12.0, abs=1.0) and measured[-1] == pytest.approx(
+        51.4, abs=2.0
+    )
 
 
 def test_kernel_floor_against_the_reference_traces(reference_traces):
@@ -170,7 +191,15 @@ def test_matmul_flops_from_recorded_shapes_and_the_mi250_kernels(reference_trace
     # The GEMM kernels measured there: 12.6 and 17.6 us; the estimate is the 3 us floor (the
     # FLOPs take nanoseconds at MI250's peak): 4-6x optimistic for launch-sized GEMMs.
     doc = json.loads(__import__("gzip").open(path, "rt").read())
-    gemms = [e["dur"] for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("Cijk_")]
-    est = per_step([Op("aten::mm", 1, 60.0, 60.0)], spec=GPUS["mi250"], flops_by_op={"aten::mm": 2 * 128 * 5 * 128.0})
+    gemms = [
+        e["dur"]
+        for e in doc["traceEvents"]
+        if e.get("cat") == "kernel" and e["name"].startswith("Cijk_")
+    ]
+    est = per_step(
+        [Op("aten::mm", 1, 60.0, 60.0)],
+        spec=GPUS["mi250"],
+        flops_by_op={"aten::mm": 2 * 128 * 5 * 128.0},
+    )
     assert est.device_s * 1e6 == pytest.approx(ge.MIN_KERNEL_US)
     assert all(3 <= g / (est.device_s * 1e6) <= 7 for g in gemms)

@@ -52,7 +52,9 @@ def test_a_gpu_trace_of_tiny_ops_is_host_bound_with_its_evidence(tmp_path: Path)
     verdict = report.verdict
     assert verdict.category == "host-bound", verdict
     assert verdict.more_gpus.startswith("No")
-    assert any("10 host operators a step, median 3 us" in e for e in verdict.evidence), verdict.evidence
+    assert any("10 host operators a step, median 3 us" in e for e in verdict.evidence), (
+        verdict.evidence
+    )
     assert not contradictions(verdict, report.findings)
 
 

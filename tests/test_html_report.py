@@ -40,9 +40,34 @@ from tests.test_views import (
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 PAGE_TAGS = {
-    "a", "b", "body", "code", "details", "div", "h2", "h3", "head", "html", "li", "meta", "p",
-    "pre", "script", "span", "style", "summary", "table", "td", "th", "title", "tr", "ul",
-    "svg", "g", "rect", "text",  # the flame graph
+    "a",
+    "b",
+    "body",
+    "code",
+    "details",
+    "div",
+    "h2",
+    "h3",
+    "head",
+    "html",
+    "li",
+    "meta",
+    "p",
+    "pre",
+    "script",
+    "span",
+    "style",
+    "summary",
+    "table",
+    "td",
+    "th",
+    "title",
+    "tr",
+    "ul",
+    "svg",
+    "g",
+    "rect",
+    "text",  # the flame graph
 }
 # A payload that would change the DOM if it ever ran: Chromium's DOM dump would show it.
 DOM_PAYLOAD = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"
@@ -178,7 +203,10 @@ def test_fixes_show_the_patched_cell_and_the_diff_as_pre_blocks() -> None:
     texts = [parse_html(p).all_text for p in pres]
     assert PATCHED_CELL in texts
     assert PATCH_DIFF.rstrip("\n") in texts
-    assert '<span class="add">+loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)</span>' in page
+    assert (
+        '<span class="add">+loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)</span>'
+        in page
+    )
     text = parse_html(page).all_text
     assert "No patch for this cell: the copies happen inside a helper" in text
     assert text.index("Will more GPUs help?") < text.index("Findings: 3 thing(s) to fix")
@@ -189,8 +217,14 @@ def test_the_page_has_the_widget_sections() -> None:
     page_text = parse_html(render_html(report)).all_text
     widget_text = "".join(parse_html(v).all_text for v in html_values(report_widget(report)))
     for section in (
-        "Will more GPUs help?", "Before / after", "Findings: 3 thing(s)", "Where a step's time goes",
-        "Timeline and phases per step", "GPU and CPU", "Top operators", "Measured cell",
+        "Will more GPUs help?",
+        "Before / after",
+        "Findings: 3 thing(s)",
+        "Where a step's time goes",
+        "Timeline and phases per step",
+        "GPU and CPU",
+        "Top operators",
+        "Measured cell",
     ):
         assert section in page_text and section in widget_text, section
 
@@ -214,15 +248,26 @@ needs_chromium = pytest.mark.skipif(
 def test_chromium_dom_shows_no_injection(hostile_report: Report, tmp_path: Path) -> None:
     path = write_html(hostile_report, tmp_path / "hostile.html")
     result = subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
-         "--dump-dom", path.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     dom = result.stdout
     assert "Will more GPUs help?" in dom
     assert 'data-pwned="1"' not in dom
     injected = [
-        (tag, attrs) for tag, attrs in parse_html(dom).tags
+        (tag, attrs)
+        for tag, attrs in parse_html(dom).tags
         if tag in ("img", "svg", "iframe") or any(a.startswith("on") for a in attrs)
     ]
     assert injected == []
@@ -263,6 +308,7 @@ def test_chromium_draws_the_charts_offline_and_no_dialog_opens(
     def on_console(message: Any) -> None:
         if message.type == "error":
             problems.append(message.text)
+
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1200, "height": 1600}, offline=True)

@@ -31,8 +31,19 @@ def execute(kc: Any, code: str) -> tuple[str, list[tuple[str, Any, dict[str, Any
         kind, content = msg["msg_type"], msg["content"]
         if kind == "status" and content["execution_state"] == "idle":
             break
-        if kind in ("stream", "execute_result", "error", "display_data", "update_display_data", "clear_output"):
-            text = content.get("text") or content.get("data", {}).get("text/plain") or content.get("ename")
+        if kind in (
+            "stream",
+            "execute_result",
+            "error",
+            "display_data",
+            "update_display_data",
+            "clear_output",
+        ):
+            text = (
+                content.get("text")
+                or content.get("data", {}).get("text/plain")
+                or content.get("ename")
+            )
             outputs.append((kind, text, content.get("metadata") or {}))
     reply = kc.get_shell_msg(timeout=120)
     return reply["content"]["status"], outputs
@@ -43,7 +54,9 @@ def users(outputs: list[tuple[str, Any, dict[str, Any]]]) -> list[tuple[str, Any
     return [(k, t) for k, t, meta in outputs if "gpu_notebook" not in meta]
 
 
-def both(kc: Any, body: str) -> tuple[tuple[str, list[tuple[str, Any]]], tuple[str, list[tuple[str, Any]]]]:
+def both(
+    kc: Any, body: str
+) -> tuple[tuple[str, list[tuple[str, Any]]], tuple[str, list[tuple[str, Any]]]]:
     plain_status, plain = execute(kc, body)
     measured_status, measured = execute(kc, "%%gpucheck\n" + body)
     return (plain_status, users(plain)), (measured_status, users(measured))
@@ -87,6 +100,6 @@ def test_the_report_survives_the_cells_clear_output(kernel):
         "clear_output(wait=True)\nprint('b')\n",
     )
     assert status == "ok"
-    after_clear = outputs[[k for k, _, _ in outputs].index("clear_output") + 1:]
+    after_clear = outputs[[k for k, _, _ in outputs].index("clear_output") + 1 :]
     reports = [t for k, t, meta in after_clear if k == "display_data" and "gpu_notebook" in meta]
     assert len(reports) == 1 and reports[0].startswith("gpucheck:")

@@ -45,11 +45,15 @@ def test_legacy_category_names_read_as_todays(reference_traces: Path, tmp_path: 
     old = load_trace(_legacy(reference_traces / "v100_world1_rank0.json.gz", tmp_path / "old.json"))
     assert set(old.categories) >= {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy"}
     assert not set(old.categories) & set(OLD_NAMES.values())
-    assert int(old.category_mask("kernel").sum()) == int(modern.category_mask("kernel").sum()) > 4000
+    assert (
+        int(old.category_mask("kernel").sum()) == int(modern.category_mask("kernel").sum()) > 4000
+    )
     np.testing.assert_array_equal(old.gpu_mask, modern.gpu_mask)
 
 
-def test_a_legacy_gpu_trace_gets_its_steps_gpu_and_a_verdict(reference_traces: Path, tmp_path: Path) -> None:
+def test_a_legacy_gpu_trace_gets_its_steps_gpu_and_a_verdict(
+    reference_traces: Path, tmp_path: Path
+) -> None:
     path = _legacy(reference_traces / "v100_world1_rank0.json.gz", tmp_path / "old.json")
     report, _, _ = report_from_trace(path)
     assert report.verdict.category != "unknown", report.verdict
@@ -63,9 +67,13 @@ def test_a_legacy_gpu_trace_gets_its_steps_gpu_and_a_verdict(reference_traces: P
         assert wrong not in text, wrong
 
 
-def test_gpu_name_memory_and_sms_come_from_device_properties(reference_traces: Path, tmp_path: Path) -> None:
+def test_gpu_name_memory_and_sms_come_from_device_properties(
+    reference_traces: Path, tmp_path: Path
+) -> None:
     path = _legacy(
-        reference_traces / "v100_world1_rank0.json.gz", tmp_path / "old.json", keep_device_properties=True
+        reference_traces / "v100_world1_rank0.json.gz",
+        tmp_path / "old.json",
+        keep_device_properties=True,
     )
     report, _, _ = report_from_trace(path)
     (gpu,) = report.run.env.gpus  # the one device its events ran on, of the eight listed

@@ -122,13 +122,18 @@ def test_namespace_output_and_last_expression_are_the_cells_own(ip, capsys):
 
 
 def test_ipython_syntax_inside_the_cell(ip):
-    res = ip.run_cell("%%gpucheck -q\n%env GPUCHECK_T=1\nlisting = !echo shell-ok\nout = listing[0]")
+    res = ip.run_cell(
+        "%%gpucheck -q\n%env GPUCHECK_T=1\nlisting = !echo shell-ok\nout = listing[0]"
+    )
     assert res.success, res.error_in_exec
     assert ip.user_ns["out"] == "shell-ok"
 
 
 def test_exception_shows_cell_line_numbers_fails_the_execution_and_keeps_a_report(ip, capsys):
-    body = cells.MLP_LOADER.format(workers=0).rstrip() + "\n    if opt.state: raise ValueError('boom')\n"
+    body = (
+        cells.MLP_LOADER.format(workers=0).rstrip()
+        + "\n    if opt.state: raise ValueError('boom')\n"
+    )
     res = ip.run_cell("%%gpucheck -q -o rep\n" + body)
     assert not res.success
     assert isinstance(res.error_in_exec, ValueError)
@@ -221,9 +226,10 @@ def test_export_writes_trace_and_report_json(ip, tmp_path):
     exported = Report.from_json(report_json[0].read_text())
     assert exported.run.window.trace_path == traces[0].name  # the trace beside it
     assert rep.run.window.trace_path is None  # the cell's private copy is gone
-    assert dataclasses.replace(
-        exported, run=dataclasses.replace(exported.run, window=rep.run.window)
-    ) == rep
+    assert (
+        dataclasses.replace(exported, run=dataclasses.replace(exported.run, window=rep.run.window))
+        == rep
+    )
 
 
 def test_report_round_trips_through_json(ip):
@@ -240,7 +246,9 @@ def test_report_round_trips_through_json(ip):
 def test_user_profiler_already_active_makes_us_step_aside(ip):
     body = (
         "with torch.profiler.profile() as user_prof:\n"
-        + "\n".join("    " + line for line in cells.MLP_LOADER.format(workers=0).strip().splitlines())
+        + "\n".join(
+            "    " + line for line in cells.MLP_LOADER.format(workers=0).strip().splitlines()
+        )
         + "\nuser_events = len(user_prof.events())"
     )
     rep = run(ip, body)
@@ -324,7 +332,9 @@ for step in range(30):
                  hasattr(torch.autograd.backward, "__wrapped__")))
     model(xs).sum().backward(); opt.step(); opt.zero_grad()
 """
-    baseline = len(__import__("torch.nn.modules.module").nn.modules.module._global_forward_pre_hooks)
+    baseline = len(
+        __import__("torch.nn.modules.module").nn.modules.module._global_forward_pre_hooks
+    )
     rep = run(ip, body, "-w 2 -s 3")
     seen = ip.user_ns["seen"]
     # No module hook ever (dynamo traces them: torch.compile would change under us).
@@ -344,18 +354,18 @@ def test_html_option_and_to_html_write_one_offline_page(ip, tmp_path):
     assert rep.verdict.headline.split(":")[0][:20] in page
     other = tmp_path / "again.html"
     assert str(write_html(rep, other)) == str(other)
-    assert len(other.read_text()) == pytest.approx(len(page), rel=0.01)  # bokeh ids differ per render
+    assert len(other.read_text()) == pytest.approx(
+        len(page), rel=0.01
+    )  # bokeh ids differ per render
 
 
 def test_hot_line_is_named_and_stacks_export_for_flame_graph_tools(ip, tmp_path):
     ip.run_cell(
-        "def slow_log(t):\n"
-        "    s = 0\n"
-        "    for i in range(300000):\n"
-        "        s += i\n"
-        "    return s\n"
+        "def slow_log(t):\n    s = 0\n    for i in range(300000):\n        s += i\n    return s\n"
     )
-    ip.run_cell("model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(16, 32)")
+    ip.run_cell(
+        "model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(16, 32)"
+    )
     body = (
         "for step in range(48):  # ~0.5 s: 25 samples at the whole-cell 50 Hz\n"
         "    loss = model(xs).sum()\n"
@@ -416,7 +426,9 @@ def test_first_cell_that_imports_torch_prints_nothing_from_kineto():
         "assert ip.user_ns['rep'].run.window.status == 'recorded'\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "registerClient" not in done.stderr, done.stderr
     assert "ERROR" not in done.stderr, done.stderr

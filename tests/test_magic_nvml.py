@@ -25,7 +25,9 @@ def test_real_machine_without_gpu_says_so_in_one_line_and_reports_cpu_side(ip):
     res, rep = measure(ip)
     assert res.success
     assert not rep.run.env.nvml_available
-    assert any("no NVIDIA GPU visible" in n and "CPU-side analysis only" in n for n in rep.run.notes)
+    assert any(
+        "no NVIDIA GPU visible" in n and "CPU-side analysis only" in n for n in rep.run.notes
+    )
     assert rep.analysis.phases is not None
     assert rep.analysis.utilization.gpu_util_mean_pct is None  # not measured, not 0
     assert rep.analysis.utilization.process_cpu_mean_pct is not None

@@ -203,7 +203,10 @@ def test_reset_and_leaving_the_fake_shut_nvml_down(door: None) -> None:
 
 
 def test_index_outside_the_visible_gpus_is_an_index_error(door: None) -> None:
-    with nvml.use_library(fake_nvml.healthy(2)), pytest.raises(IndexError, match="NVML lists 2 GPU"):
+    with (
+        nvml.use_library(fake_nvml.healthy(2)),
+        pytest.raises(IndexError, match="NVML lists 2 GPU"),
+    ):
         nvml.read_gpu(2)
 
 

@@ -246,7 +246,11 @@ def _loop_with_profiler(
                 if our_marks:
                     with record_function(f"{markers.STEP_MARK_PREFIX}{i}"):
                         pass
-                step = nullcontext() if our_marks else record_function(f"{markers.PROFILER_STEP_PREFIX}{i}")
+                step = (
+                    nullcontext()
+                    if our_marks
+                    else record_function(f"{markers.PROFILER_STEP_PREFIX}{i}")
+                )
                 with step:
                     x, y = xs[i], ys[i]
                     if opt is not None:
@@ -304,7 +308,9 @@ def test_forward_and_backward_inside_a_closure_optimizer_stay_forward_and_backwa
     if update == "closure":  # SGD's per-parameter update stays the optimizer's
         assert "optimizer" in phases_of(trace.name_mask(names=("aten::add_",)))
     for step in result.steps:
-        assert sum(round(v * 1000) for v in step.phase_us.values()) == round(step.duration_us * 1000)
+        assert sum(round(v * 1000) for v in step.phase_us.values()) == round(
+            step.duration_us * 1000
+        )
 
 
 @pytest.mark.parametrize("update", ["manual_data", "manual_no_grad"])

@@ -114,8 +114,19 @@ c = DataLoader(ds, **cfg)
 d = DataLoader(ds, batch_size=bs, num_workers=n)
 """
     a, b, c, d = scan_source(src).loaders
-    assert (a.name, a.num_workers, a.pin_memory, a.persistent_workers, a.batch_size) == ("a", 4, True, True, 16)
-    assert (b.num_workers, b.pin_memory, b.batch_size, b.dataset) == (0, False, 8, "ds")  # torch defaults
+    assert (a.name, a.num_workers, a.pin_memory, a.persistent_workers, a.batch_size) == (
+        "a",
+        4,
+        True,
+        True,
+        16,
+    )
+    assert (b.num_workers, b.pin_memory, b.batch_size, b.dataset) == (
+        0,
+        False,
+        8,
+        "ds",
+    )  # torch defaults
     assert c.opaque and c.num_workers is None  # **cfg may set anything
     assert d.num_workers is None and d.batch_size is None  # names, not literals
 
@@ -134,7 +145,12 @@ for step, (x, y) in enumerate(train_loader):
 """
     facts = scan_source(src)
     found = {(s.line, s.kind, s.gated) for s in facts.validation}
-    assert found == {(4, "eval", False), (5, "no_grad", False), (6, "val-loop", False), (8, "val-call", True)}
+    assert found == {
+        (4, "eval", False),
+        (5, "no_grad", False),
+        (6, "val-loop", False),
+        (8, "val-call", True),
+    }
     assert facts.loops[0].grad_module_calls == 2  # loss_fn and model, not the validation calls
 
 
@@ -146,7 +162,9 @@ for step, (x, y) in enumerate(train_loader):
 def test_a_manual_update_under_no_grad_is_not_validation(update):
     src = f"for x, y in loader:\n    loss = f(x, y); loss.backward()\n    with torch.no_grad():\n        {update}\n"
     assert scan_source(src).validation == ()
-    assert [v.kind for v in scan_source(src.replace(update, "val = model(x)")).validation] == ["no_grad"]
+    assert [v.kind for v in scan_source(src.replace(update, "val = model(x)")).validation] == [
+        "no_grad"
+    ]
 
 
 def test_inference_loops_with_and_without_grad_mode():
@@ -174,7 +192,13 @@ for x in loader:
         y = cmodel(x.to("cuda", non_blocking=True))
 """
     f = scan_source(src)
-    assert f.cudnn_benchmark is False and f.tf32 is True and f.grad_scaler and f.autocast and f.compiled
+    assert (
+        f.cudnn_benchmark is False
+        and f.tf32 is True
+        and f.grad_scaler
+        and f.autocast
+        and f.compiled
+    )
     assert [s.line for s in f.data_parallel] == [4] and f.convolutions
     assert f.optimizers[0].cls == "SGD" and f.optimizers[0].fused is True
     assert f.blocking_copies == () and f.non_blocking_copies == 1
@@ -228,7 +252,11 @@ def test_rebuilt_loader_keeps_data_and_order_settings_and_changes_workers(torch_
     old, new = torch_ns[name], ns[name]
     assert new is not old and new.dataset is old.dataset
     assert (new.num_workers, new.persistent_workers) == (2, True)
-    assert (new.batch_size, new.drop_last, type(new.sampler)) == (old.batch_size, old.drop_last, type(old.sampler))
+    assert (new.batch_size, new.drop_last, type(new.sampler)) == (
+        old.batch_size,
+        old.drop_last,
+        type(old.sampler),
+    )
     if name == "plain":  # sequential: same batches in the same order
         assert [b[0].tolist() for b in new] == [b[0].tolist() for b in old]
 
@@ -263,10 +291,14 @@ def test_workers_are_bounded_by_the_cores_and_the_per_batch_cost():
     assert f.gain_bound == pytest.approx(2.0)
     assert any("8.00 ms of it CPU work" in e and "2 core(s)" in e for e in f.evidence)
     # With a GPU all 10 ms of CPU work per step spread over 2 cores: 2x at most.
-    g = only(rules_for(syn.make_run(TRAIN, cpu_count=2, gpus=[A100]), analysis), "input.loader_workers")
+    g = only(
+        rules_for(syn.make_run(TRAIN, cpu_count=2, gpus=[A100]), analysis), "input.loader_workers"
+    )
     assert g.gain_bound == pytest.approx(2.0)
     # 16 cores and a GPU: the rest of the step (1 ms) plus the handoff decides.
-    h = only(rules_for(syn.make_run(TRAIN, cpu_count=16, gpus=[A100]), analysis), "input.loader_workers")
+    h = only(
+        rules_for(syn.make_run(TRAIN, cpu_count=16, gpus=[A100]), analysis), "input.loader_workers"
+    )
     assert h.gain_bound == pytest.approx(10.0 / 1.5)
     # A loader that sleeps (file reads): the process barely used the CPU, the cores cap nothing.
     idle = busy(syn.make_analysis({"data": 0.90}), 10.0)
@@ -308,7 +340,9 @@ def test_live_tensor_dataset_is_known_by_its_type(torch_ns):
 def test_input_severity_follows_the_published_levels(data, severity):
     # 100 ms steps: a worker's handoff of a batch (0.5 ms) is small beside the wait.
     analysis = syn.make_analysis(phase_split=syn.phases({"data": data}, step_us=100_000.0))
-    found = [f for f in rules_for(syn.make_run(TRAIN), analysis) if f.rule_id == "input.loader_workers"]
+    found = [
+        f for f in rules_for(syn.make_run(TRAIN), analysis) if f.rule_id == "input.loader_workers"
+    ]
     assert [f.severity for f in found] == ([severity] if severity else [])
 
 
@@ -331,7 +365,9 @@ def test_cpu_saturated_while_gpu_idles():
     run = syn.make_run(TRAIN, gpus=[A100], series=series)
     f = only(rules_for(run, syn.make_analysis({"data": 0.3})), "input.cpu_saturated")
     assert f.severity == "high" and "75% of 8 samples" in f.evidence[0]
-    calm = syn.make_run(TRAIN, gpus=[A100], series=syn.samples([(97.0, 3.0)] * 3 + [(50.0, 80.0)] * 5))
+    calm = syn.make_run(
+        TRAIN, gpus=[A100], series=syn.samples([(97.0, 3.0)] * 3 + [(50.0, 80.0)] * 5)
+    )
     assert "input.cpu_saturated" not in ids(rules_for(calm, syn.make_analysis({"data": 0.3})))
 
 
@@ -339,17 +375,33 @@ def test_cpu_saturated_while_gpu_idles():
 
 
 def test_pageable_copies_point_at_pinned_memory_with_the_copy_share_bound():
-    tl = syn.timeline(busy=0.6, copies=(CopyStats("HtoD (Pageable -> Device)", 40, 8000.0, 40 * 2**20),))
-    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.15}, gpu_timeline=tl)), "copies.pageable")
+    tl = syn.timeline(
+        busy=0.6, copies=(CopyStats("HtoD (Pageable -> Device)", 40, 8000.0, 40 * 2**20),)
+    )
+    f = only(
+        rules_for(
+            syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.15}, gpu_timeline=tl)
+        ),
+        "copies.pageable",
+    )
     assert f.severity == "medium" and f.gain_bound == pytest.approx(amdahl_bound(0.15))
     assert f.fix_id == "dataloader_workers" and f.fix_params["num_workers"] is None  # pin only
     pinned = syn.timeline(copies=(CopyStats("HtoD (Pinned -> Device)", 40, 8000.0, None),))
-    assert "copies.pageable" not in ids(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.15}, gpu_timeline=pinned)))
+    assert "copies.pageable" not in ids(
+        rules_for(
+            syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.15}, gpu_timeline=pinned)
+        )
+    )
 
 
 def test_blocking_copies_of_pinned_batches():
     tl = syn.timeline(busy=0.6, copies=(CopyStats("HtoD (Pinned -> Device)", 40, 8000.0, None),))
-    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.12}, gpu_timeline=tl)), "copies.blocking")
+    f = only(
+        rules_for(
+            syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"copy": 0.12}, gpu_timeline=tl)
+        ),
+        "copies.blocking",
+    )
     assert f.line == 5 and f.fix_id == "non_blocking_copies"
 
 
@@ -378,7 +430,9 @@ def test_per_step_sync_points_at_its_line_and_bounds_by_what_reading_less_remove
     assert f.phase_share == pytest.approx(0.05 * 0.9)  # read every 10 steps
     assert any("other Python work" in e for e in f.evidence)
     # The sampler saw 25% of the time on the print line (its wait, formatting, printing).
-    analysis = dataclasses.replace(syn.make_analysis(shares), stacks=sampled_lines(line_5=0.25, line_3=0.5))
+    analysis = dataclasses.replace(
+        syn.make_analysis(shares), stacks=sampled_lines(line_5=0.25, line_3=0.5)
+    )
     g = only(rules_for(syn.make_run(SYNC_CELL), analysis), "syncs.per_step")
     assert g.severity == "high" and g.phase_share == pytest.approx(0.25 * 0.9)
     assert g.gain_bound == pytest.approx(amdahl_bound(0.225))
@@ -398,8 +452,14 @@ for x, y in loader:
     "cell",
     [
         STOP_CELL,
-        STOP_CELL.replace("    if loss.item() < 0.01:", "    current = loss.item()\n    if current < best: best = current\n    elif patience_left() == 0:"),
-        STOP_CELL.replace("    if loss.item() < 0.01:\n        break", "    while loss.item() > 5: loss = loss / 2"),
+        STOP_CELL.replace(
+            "    if loss.item() < 0.01:",
+            "    current = loss.item()\n    if current < best: best = current\n    elif patience_left() == 0:",
+        ),
+        STOP_CELL.replace(
+            "    if loss.item() < 0.01:\n        break",
+            "    while loss.item() > 5: loss = loss / 2",
+        ),
     ],
 )
 def test_a_read_the_loop_needs_is_named_with_its_alternative_and_not_patched(cell):
@@ -421,26 +481,37 @@ def test_an_optional_read_beside_a_needed_one_is_throttled_and_the_needed_one_na
 def test_sync_bound_is_capped_by_the_gpu_work_of_the_step():
     tl = syn.timeline(busy=0.9)
     shares = {"sync": 0.2, "other": 0.2, "unattributed": 0.2}
-    f = only(rules_for(syn.make_run(SYNC_CELL, gpus=[A100]), syn.make_analysis(shares, gpu_timeline=tl)), "syncs.per_step")
+    f = only(
+        rules_for(syn.make_run(SYNC_CELL, gpus=[A100]), syn.make_analysis(shares, gpu_timeline=tl)),
+        "syncs.per_step",
+    )
     assert f.gain_bound == pytest.approx(1 / 0.9)  # the step is never shorter than its GPU work
 
 
 def test_sync_share_without_source_lines_still_fires_on_a_gpu():
     plain = SYNC_CELL.replace('    print(f"loss {loss}")\n', "")
     ops = (OpStat("aten::_local_scalar_dense", 24, 900.0, 900.0),)
-    f = only(rules_for(syn.make_run(plain, gpus=[A100]), syn.make_analysis({"sync": 0.25}, ops=ops)), "syncs.per_step")
+    f = only(
+        rules_for(syn.make_run(plain, gpus=[A100]), syn.make_analysis({"sync": 0.25}, ops=ops)),
+        "syncs.per_step",
+    )
     assert f.line is None and any("3.0 scalar read(s) per step" in e for e in f.evidence)
 
 
 def test_gated_reads_and_logs_raise_nothing():
-    cell = SYNC_CELL.replace('    print(f"loss {loss}")', '    if i % 50 == 0:\n        print(f"loss {loss}")')
+    cell = SYNC_CELL.replace(
+        '    print(f"loss {loss}")', '    if i % 50 == 0:\n        print(f"loss {loss}")'
+    )
     findings = rules_for(syn.make_run(cell), syn.make_analysis({"unattributed": 0.3}))
     assert not {"syncs.per_step", "logging.per_step"} & set(ids(findings))
 
 
 def test_logging_every_step_of_python_values():
     cell = SYNC_CELL.replace('print(f"loss {loss}")', 'print("step done")')
-    f = only(rules_for(syn.make_run(cell), syn.make_analysis({"other": 0.05, "unattributed": 0.1})), "logging.per_step")
+    f = only(
+        rules_for(syn.make_run(cell), syn.make_analysis({"other": 0.05, "unattributed": 0.1})),
+        "logging.per_step",
+    )
     assert f.severity == "medium" and f.fix_id == "log_every_n"
 
 
@@ -466,46 +537,89 @@ def test_validation_share_is_the_time_outside_the_training_phases():
 # ============================================================================ GPU rules
 
 
-MATMULS = (OpStat("aten::addmm", 100, 5000.0, 5000.0), OpStat("ampere_sgemm_128x64_tn", 100, 30_000.0, 30_000.0, "gpu"))
+MATMULS = (
+    OpStat("aten::addmm", 100, 5000.0, 5000.0),
+    OpStat("ampere_sgemm_128x64_tn", 100, 30_000.0, 30_000.0, "gpu"),
+)
 
 
 def test_fp32_on_tensor_core_gpu_asks_for_autocast():
     tl = syn.timeline(busy=0.9, tensor_core_us=0.0)
-    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)), "precision.fp32_tensor_cores")
+    f = only(
+        rules_for(
+            syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)
+        ),
+        "precision.fp32_tensor_cores",
+    )
     assert f.severity == "high" and f.fix_params == {"dtype": "bfloat16", "device_type": "cuda"}
     assert f.phase_share == pytest.approx(30_000 / 80_000)  # fp32 GEMM kernels of the window
-    v100 = only(rules_for(syn.make_run(TRAIN, gpus=[V100]), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)), "precision.fp32_tensor_cores")
+    v100 = only(
+        rules_for(
+            syn.make_run(TRAIN, gpus=[V100]), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)
+        ),
+        "precision.fp32_tensor_cores",
+    )
     assert v100.fix_params["dtype"] == "float16"
 
 
 @pytest.mark.parametrize(
     "gpus, cell, tc_us",
-    [([P100], TRAIN, 0.0), ([], TRAIN, 0.0), ([A100], TRAIN.replace("    loss =", "    with torch.autocast('cuda'):\n        loss ="), 0.0),
-     ([A100], TRAIN, 50_000.0)],
+    [
+        ([P100], TRAIN, 0.0),
+        ([], TRAIN, 0.0),
+        (
+            [A100],
+            TRAIN.replace("    loss =", "    with torch.autocast('cuda'):\n        loss ="),
+            0.0,
+        ),
+        ([A100], TRAIN, 50_000.0),
+    ],
     ids=["pascal", "no-gpu", "autocast-on", "tensor-cores-used"],
 )
 def test_precision_rule_stays_silent(gpus, cell, tc_us):
     tl = syn.timeline(busy=0.9, tensor_core_us=tc_us) if gpus else None
-    assert "precision.fp32_tensor_cores" not in ids(rules_for(syn.make_run(cell, gpus=gpus), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)))
+    assert "precision.fp32_tensor_cores" not in ids(
+        rules_for(syn.make_run(cell, gpus=gpus), syn.make_analysis(gpu_timeline=tl, ops=MATMULS))
+    )
 
 
 def test_tf32_and_cudnn_benchmark_flags():
     cell = "torch.backends.cudnn.benchmark = False\n" + TRAIN
-    conv = (OpStat("aten::cudnn_convolution", 10, 1.0, 1.0), OpStat("cudnn_ampere_scudnn_128x64_relu", 10, 20_000.0, 20_000.0, "gpu"))
-    findings = rules_for(syn.make_run(cell, gpus=[A100]), syn.make_analysis(gpu_timeline=syn.timeline(busy=0.9), ops=MATMULS + conv))
+    conv = (
+        OpStat("aten::cudnn_convolution", 10, 1.0, 1.0),
+        OpStat("cudnn_ampere_scudnn_128x64_relu", 10, 20_000.0, 20_000.0, "gpu"),
+    )
+    findings = rules_for(
+        syn.make_run(cell, gpus=[A100]),
+        syn.make_analysis(gpu_timeline=syn.timeline(busy=0.9), ops=MATMULS + conv),
+    )
     bench = only(findings, "backend.cudnn_benchmark")
     assert bench.fix_params == {"cudnn_benchmark": True, "tf32": False}
     assert bench.phase_share == pytest.approx(20_000 / 80_000)
     tf32 = only(findings, "backend.tf32")
     assert tf32.fix_params == {"cudnn_benchmark": False, "tf32": True}
-    on = "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.benchmark = True\n" + TRAIN
-    assert not {"backend.tf32", "backend.cudnn_benchmark"} & set(ids(rules_for(syn.make_run(on, gpus=[A100]), syn.make_analysis(gpu_timeline=syn.timeline(busy=0.9), ops=MATMULS + conv))))
+    on = (
+        "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.benchmark = True\n"
+        + TRAIN
+    )
+    assert not {"backend.tf32", "backend.cudnn_benchmark"} & set(
+        ids(
+            rules_for(
+                syn.make_run(on, gpus=[A100]),
+                syn.make_analysis(gpu_timeline=syn.timeline(busy=0.9), ops=MATMULS + conv),
+            )
+        )
+    )
 
 
 @pytest.mark.parametrize("peak_gib, severity", [(76, "high"), (66, "medium"), (40, None)])
 def test_memory_near_full_has_no_speed_bound(peak_gib, severity):
     util = syn.utilization(gpu_util_pct=60.0, memory_peak_gib=peak_gib, memory_total_gib=80)
-    found = [f for f in rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=util)) if f.rule_id == "memory.near_oom"]
+    found = [
+        f
+        for f in rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=util))
+        if f.rule_id == "memory.near_oom"
+    ]
     assert [f.severity for f in found] == ([severity] if severity else [])
     if found:
         assert found[0].gain_bound is None and any("no speed bound" in e for e in found[0].evidence)
@@ -513,21 +627,42 @@ def test_memory_near_full_has_no_speed_bound(peak_gib, severity):
 
 def test_small_batch_with_an_idle_gpu_and_free_memory():
     util = syn.utilization(gpu_util_pct=25.0, memory_peak_gib=10, memory_total_gib=80)
-    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=util, batch_size=16)), "batch.small_batch")
-    assert f.gain_bound == 2.0 and f.fix_params == {"factor": 2, "scale_lr": True} and f.severity == "medium"
-    with_data = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"data": 0.05}, util=util)), "batch.small_batch")
-    assert with_data.gain_bound == pytest.approx(1 / (0.05 + 0.95 / 2))  # data per sample does not shrink
+    f = only(
+        rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=util, batch_size=16)),
+        "batch.small_batch",
+    )
+    assert (
+        f.gain_bound == 2.0
+        and f.fix_params == {"factor": 2, "scale_lr": True}
+        and f.severity == "medium"
+    )
+    with_data = only(
+        rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"data": 0.05}, util=util)),
+        "batch.small_batch",
+    )
+    assert with_data.gain_bound == pytest.approx(
+        1 / (0.05 + 0.95 / 2)
+    )  # data per sample does not shrink
     full = syn.utilization(gpu_util_pct=25.0, memory_peak_gib=60, memory_total_gib=80)
-    assert "batch.small_batch" not in ids(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=full)))
+    assert "batch.small_batch" not in ids(
+        rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(util=full))
+    )
 
 
 def test_gpu_starved_by_launches_bounded_by_host_idle():
     tl = syn.timeline(busy=0.3, host_wait=0.4, kernel_wait=0.1)
-    f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(gpu_timeline=tl)), "launch.gpu_starved")
+    f = only(
+        rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(gpu_timeline=tl)),
+        "launch.gpu_starved",
+    )
     assert f.severity == "high" and f.gain_bound == pytest.approx(amdahl_bound(0.5))
     assert f.fix_id == "torch_compile"
     # the same idle GPU while the step waits for data: the input rule speaks instead
-    assert "launch.gpu_starved" not in ids(rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"data": 0.3}, gpu_timeline=tl)))
+    assert "launch.gpu_starved" not in ids(
+        rules_for(
+            syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis({"data": 0.3}, gpu_timeline=tl)
+        )
+    )
 
 
 def test_communication_and_data_parallel():
@@ -548,28 +683,42 @@ def test_a_recompile_storm_is_read_from_dynamo_counters(ip):
     )
     assert res.success, res.error_in_exec
     cell = "for n in range(1, 12):\n    storm(torch.randn(n, 4))\n"
-    f = only(rules_for(syn.make_run(cell), syn.make_analysis(), namespace=ip.user_ns), "compile.recompiles")
+    f = only(
+        rules_for(syn.make_run(cell), syn.make_analysis(), namespace=ip.user_ns),
+        "compile.recompiles",
+    )
     assert f.severity == "medium" and "cumulative" in f.evidence[0]
     assert "recompile limit (8) reached" in f.evidence[1]
     # a cell that compiles nothing says nothing about Dynamo, whatever the counters hold
-    assert "compile.recompiles" not in ids(rules_for(syn.make_run("x = 1\n"), syn.make_analysis(), namespace=ip.user_ns))
+    assert "compile.recompiles" not in ids(
+        rules_for(syn.make_run("x = 1\n"), syn.make_analysis(), namespace=ip.user_ns)
+    )
 
 
 def test_shapes_change_every_step_but_a_short_last_batch_is_normal():
     changing = syn.steps_record(batch_sizes=[32, 64, 17, 90, 32, 64, 17, 90])
     f = only(rules_for(syn.make_run(TRAIN, steps=changing), syn.make_analysis()), "shapes.changing")
-    assert f.severity == "low" and f.gain_bound is None and any("best-effort" in e for e in f.evidence)
+    assert (
+        f.severity == "low" and f.gain_bound is None and any("best-effort" in e for e in f.evidence)
+    )
     last_partial = syn.steps_record(batch_sizes=[32] * 7 + [5])
-    assert "shapes.changing" not in ids(rules_for(syn.make_run(TRAIN, steps=last_partial), syn.make_analysis()))
+    assert "shapes.changing" not in ids(
+        rules_for(syn.make_run(TRAIN, steps=last_partial), syn.make_analysis())
+    )
 
 
 def test_inference_with_autograd_from_counts_and_source():
     cell = "for x in batches:\n    outs.append(model(x))\n"
     steps = syn.steps_record(backward_calls=0, event_counts={"forward": 10, "backward": 0})
-    f = only(rules_for(syn.make_run(cell, steps=steps), syn.make_analysis(), namespace={"model": None}), "inference.autograd_on")
+    f = only(
+        rules_for(syn.make_run(cell, steps=steps), syn.make_analysis(), namespace={"model": None}),
+        "inference.autograd_on",
+    )
     assert f.line is None or f.line == 2
     trained = syn.steps_record(event_counts={"forward": 10, "backward": 10, "optimizer": 10})
-    assert "inference.autograd_on" not in ids(rules_for(syn.make_run(cell, steps=trained), syn.make_analysis()))
+    assert "inference.autograd_on" not in ids(
+        rules_for(syn.make_run(cell, steps=trained), syn.make_analysis())
+    )
 
 
 # ============================================================================ ranking, confidence
@@ -579,9 +728,16 @@ def test_findings_are_ranked_by_severity_then_bound_unbounded_last():
     def f(sev, bound):
         return Finding("r", "t", sev, (), None, bound, "x")
 
-    ranked = sorted([f("low", 5.0), f("high", None), f("high", 1.5), f("medium", 3.0), f("high", 2.0)], key=rank_key)
+    ranked = sorted(
+        [f("low", 5.0), f("high", None), f("high", 1.5), f("medium", 3.0), f("high", 2.0)],
+        key=rank_key,
+    )
     assert [(x.severity, x.gain_bound) for x in ranked] == [
-        ("high", 2.0), ("high", 1.5), ("high", None), ("medium", 3.0), ("low", 5.0)
+        ("high", 2.0),
+        ("high", 1.5),
+        ("high", None),
+        ("medium", 3.0),
+        ("low", 5.0),
     ]
 
 
@@ -595,26 +751,40 @@ def test_one_stalled_step_does_not_decide_the_shares():
     import dataclasses
 
     base = syn.phases({"data": 0.02}, steps=8, step_us=1000.0)
-    stalled_step = dataclasses.replace(base.steps[3], duration_us=9000.0, phase_us={**base.steps[3].phase_us, "data": 8020.0})
+    stalled_step = dataclasses.replace(
+        base.steps[3], duration_us=9000.0, phase_us={**base.steps[3].phase_us, "data": 8020.0}
+    )
     steps = tuple(stalled_step if i == 3 else s for i, s in enumerate(base.steps))
     totals = dict(base.phase_total_us, data=base.phase_total_us["data"] + 8000.0)
-    stalled = dataclasses.replace(base, steps=steps, total_us=base.total_us + 8000.0, phase_total_us=totals)
+    stalled = dataclasses.replace(
+        base, steps=steps, total_us=base.total_us + 8000.0, phase_total_us=totals
+    )
     assert stalled.share("data") > 0.5
     trimmed, dropped = without_stalls(syn.make_analysis(phase_split=stalled))
     assert dropped == 1 and trimmed.phases.share("data") == pytest.approx(0.02)
-    assert "input.loader_workers" not in ids(rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=stalled)))
+    assert "input.loader_workers" not in ids(
+        rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=stalled))
+    )
 
 
 def test_a_stall_in_the_removable_phase_still_counts_in_the_bound():
     import dataclasses
 
     base = syn.phases({"data": 0.30}, steps=8, step_us=10_000.0)
-    slow = dataclasses.replace(base.steps[5], duration_us=90_000.0, phase_us={**base.steps[5].phase_us, "data": 83_000.0})
+    slow = dataclasses.replace(
+        base.steps[5], duration_us=90_000.0, phase_us={**base.steps[5].phase_us, "data": 83_000.0}
+    )
     steps = tuple(slow if i == 5 else s for i, s in enumerate(base.steps))
     totals = dict(base.phase_total_us, data=base.phase_total_us["data"] + 80_000.0)
-    split = dataclasses.replace(base, steps=steps, total_us=base.total_us + 80_000.0, phase_total_us=totals)
-    f = only(rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=split)), "input.loader_workers")
-    steady = only(rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=base)), "input.loader_workers")
+    split = dataclasses.replace(
+        base, steps=steps, total_us=base.total_us + 80_000.0, phase_total_us=totals
+    )
+    f = only(
+        rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=split)), "input.loader_workers"
+    )
+    steady = only(
+        rules_for(syn.make_run(TRAIN), syn.make_analysis(phase_split=base)), "input.loader_workers"
+    )
     # decided on the 7 steady steps (30% data), bounded with every step counted (the larger)
     assert steady.gain_bound < f.gain_bound <= amdahl_bound(split.share("data"))
     assert any("left out to decide" in e for e in f.evidence)
@@ -625,7 +795,10 @@ def test_slower_profiled_steps_are_said_and_the_bound_stays_the_measured_one():
 
     steps = syn.steps_record(12, step_s=0.002)
     # the profiler window covered steps 0-5; after it the clock went lean and steps took half
-    rows = tuple(dataclasses.replace(s, timed=s.index < 6, duration_s=0.002 if s.index < 6 else 0.001) for s in steps.steps)
+    rows = tuple(
+        dataclasses.replace(s, timed=s.index < 6, duration_s=0.002 if s.index < 6 else 0.001)
+        for s in steps.steps
+    )
     run = syn.make_run(TRAIN, steps=dataclasses.replace(steps, steps=rows))
     f = only(rules_for(run, syn.make_analysis({"data": 0.3})), "input.loader_workers")
     assert f.gain_bound == pytest.approx(10.0 / (7.0 + 0.5))  # from the steps that were measured
@@ -636,8 +809,17 @@ def test_slower_profiled_steps_are_said_and_the_bound_stays_the_measured_one():
 
 
 def test_attach_fixes_gives_a_patch_or_the_catalog_refusal():
-    f_ok = Finding("a", "t", "high", (), 0.3, 1.4, "x", fix_id="dataloader_workers",
-                   fix_params={"num_workers": 2, "pin_memory": False, "persistent_workers": True})
+    f_ok = Finding(
+        "a",
+        "t",
+        "high",
+        (),
+        0.3,
+        1.4,
+        "x",
+        fix_id="dataloader_workers",
+        fix_params={"num_workers": 2, "pin_memory": False, "persistent_workers": True},
+    )
     f_no = Finding("b", "t", "low", (), None, None, "x", fix_id="dataparallel_to_ddp")
     ok, no = attach_fixes([f_ok, f_no], TRAIN)
     assert ok.proposal.source_after.startswith("# gpucheck fix: ")
@@ -706,7 +888,11 @@ def test_nccl_reference_trace_is_communication_heavy(reference_traces):
 def test_amd_reference_trace_raises_no_tensor_core_finding(reference_traces):
     analysis = _reference(reference_traces, "mi250_rocm_toy.json.gz")
     amd = syn.gpu("AMD Instinct MI250", None, 64)
-    assert not [f for f in rules_for(syn.make_run(TRAIN, gpus=[amd]), analysis) if f.rule_id.startswith(("precision", "backend"))]
+    assert not [
+        f
+        for f in rules_for(syn.make_run(TRAIN, gpus=[amd]), analysis)
+        if f.rule_id.startswith(("precision", "backend"))
+    ]
 
 
 def test_every_fix_a_rule_names_exists_with_those_parameters():
@@ -732,5 +918,7 @@ def test_every_fix_a_rule_names_exists_with_those_parameters():
             if isinstance(params, ast.Dict):
                 keys = {k.value for k in params.keys if isinstance(k, ast.Constant)}
                 allowed = {p.name for p in FIXES[fix.value].params}
-                assert keys <= allowed, f"{path.name}: {fix.value} takes {allowed}, not {keys - allowed}"
+                assert keys <= allowed, (
+                    f"{path.name}: {fix.value} takes {allowed}, not {keys - allowed}"
+                )
     assert named >= 12  # every family with a codemod is covered

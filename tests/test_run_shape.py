@@ -24,7 +24,13 @@ from gpu_notebook.report.build import build_report
 from tests.scenarios import synthetic as syn
 
 MIB = 2**20
-SHAPE_RULES = {"run.window_unrepresentative", "run.drift", "run.jitter", "run.periodic_stall", "run.memory_creep"}
+SHAPE_RULES = {
+    "run.window_unrepresentative",
+    "run.drift",
+    "run.jitter",
+    "run.periodic_stall",
+    "run.memory_creep",
+}
 
 
 def _wobble(i: int) -> float:
@@ -36,7 +42,13 @@ def record(parts: list[dict[str, float]], memory: tuple[StepMemory, ...] = ()) -
     """Steps from per-step phase times (seconds); "other" is what the step adds beyond them."""
     rows, t = [], 0.0
     for i, p in enumerate(parts):
-        dur = p.get("data", 0) + p.get("forward", 0) + p.get("backward", 0) + p.get("optimizer", 0) + p.get("other", 0)
+        dur = (
+            p.get("data", 0)
+            + p.get("forward", 0)
+            + p.get("backward", 0)
+            + p.get("optimizer", 0)
+            + p.get("other", 0)
+        )
         rows.append(StepTiming(i, t, dur, p.get("data", 0), p.get("forward", 0), p.get("backward", 0),
                                p.get("optimizer", 0), 1, 1, 32))  # fmt: skip
         t += dur
@@ -80,13 +92,17 @@ def test_a_cell_that_slows_down_after_the_window():
     run = make_run(record(parts))
     shape = run_shape(run)
     assert shape is not None
-    assert shape.represents is False and shape.window_covers is not None and shape.window_covers < 0.2
+    assert (
+        shape.represents is False and shape.window_covers is not None and shape.window_covers < 0.2
+    )
     assert shape.last_median_s > 8 * shape.first_median_s and shape.slope_s_per_step > 0
     report = build_report(run)
     assert {"run.window_unrepresentative", "run.drift"} <= rule_ids(report)
     drift = next(f for f in report.findings if f.rule_id == "run.drift")
     assert "other grew" in " ".join(drift.evidence)
-    assert drift.phase_share is not None and drift.phase_share > 0.7  # most of the run is above the first pace
+    assert (
+        drift.phase_share is not None and drift.phase_share > 0.7
+    )  # most of the run is above the first pace
     assert drift.gain_bound is not None and drift.gain_bound > 3
 
 
@@ -96,7 +112,9 @@ def test_verdict_rests_on_the_whole_run_when_the_window_is_unlike_it():
     run = make_run(record(parts))
     shape = run_shape(run)
     assert shape is not None and shape.represents is False
-    window_split = syn.phases({"forward": 0.5, "backward": 0.4, "optimizer": 0.1}, steps=3, step_us=2000)
+    window_split = syn.phases(
+        {"forward": 0.5, "backward": 0.4, "optimizer": 0.1}, steps=3, step_us=2000
+    )
     analysis = dataclasses.replace(syn.make_analysis(phase_split=window_split), shape=shape)
     before = decide(run, analysis)
     assert before.category == "cpu-only" and before.confidence == "low"
@@ -134,7 +152,10 @@ for step, (x, y) in enumerate(loader):
 
 
 def test_a_periodic_stall_with_its_period_its_line_and_its_cost():
-    parts = [step(10 * _wobble(i) + 190.0, other=190.0) if i % 50 == 0 else step(10 * _wobble(i)) for i in range(500)]
+    parts = [
+        step(10 * _wobble(i) + 190.0, other=190.0) if i % 50 == 0 else step(10 * _wobble(i))
+        for i in range(500)
+    ]
     run = make_run(record(parts), CHECKPOINT_CELL)
     shape = run_shape(run)
     assert shape is not None and shape.stalls is not None
@@ -208,7 +229,10 @@ def test_text_report_marks_the_windows_and_the_stalls_and_the_live_strip_draws_s
     from gpu_notebook.views.live import step_time_row
     from gpu_notebook.views.text import render_text
 
-    parts = [step(10 * _wobble(i) + 190.0, other=190.0) if i % 50 == 0 else step(10 * _wobble(i)) for i in range(500)]
+    parts = [
+        step(10 * _wobble(i) + 190.0, other=190.0) if i % 50 == 0 else step(10 * _wobble(i))
+        for i in range(500)
+    ]
     report = build_report(make_run(record(parts), CHECKPOINT_CELL))
     text = render_text(report)
     assert "profiled windows: steps 2-4" in text and "stalls every 50 steps" in text

@@ -14,7 +14,13 @@ from gpu_notebook.records import Report
 from gpu_notebook.report.build import build_report
 from gpu_notebook.views.text import render_text
 
-SHAPE_RULES = {"run.window_unrepresentative", "run.drift", "run.jitter", "run.periodic_stall", "run.memory_creep"}
+SHAPE_RULES = {
+    "run.window_unrepresentative",
+    "run.drift",
+    "run.jitter",
+    "run.periodic_stall",
+    "run.memory_creep",
+}
 
 SETUP = """
 import time, torch
@@ -149,7 +155,9 @@ for i in range(300):
 def test_a_steady_healthy_run_gets_none_of_these_findings(ip):
     rep = run(ip, HEALTHY)
     assert rep.analysis.shape is not None and rep.analysis.shape.represents is True
-    assert not ids(rep) & {"run.window_unrepresentative", "run.drift", "run.memory_creep"}, render_text(rep)
+    assert not ids(rep) & {"run.window_unrepresentative", "run.drift", "run.memory_creep"}, (
+        render_text(rep)
+    )
 
 
 def test_more_windows_spread_over_a_long_cell_and_are_weighted(tmp_path: Path):

@@ -228,7 +228,9 @@ def test_grandchildren_count_too(no_gpu: None) -> None:
 def test_descendants_from_proc_children_files_match_psutils_full_walk() -> None:
     """The cheap listing (our threads' /proc children files) finds what psutil's walk finds."""
     code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {BURN!r}])"
-    parents = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True) for _ in range(2)]
+    parents = [
+        subprocess.Popen([sys.executable, "-c", code], start_new_session=True) for _ in range(2)
+    ]
     try:
         deadline = time.perf_counter() + 10.0
         while (

@@ -147,7 +147,10 @@ def sample_thread(
     """Sample a worker running ``target`` for ``seconds`` (its whole stack: no IPython root),
     and then until ``until`` is set: on a loaded machine a sleep says little about progress."""
     kwargs.setdefault("root_codes", ())
-    with running(target) as thread, StackSampler(thread.ident or 0, INTERVAL_S, **kwargs) as sampler:
+    with (
+        running(target) as thread,
+        StackSampler(thread.ident or 0, INTERVAL_S, **kwargs) as sampler,
+    ):
         time.sleep(seconds)
         if until is not None:
             assert until.wait(30), "the worker did not get there within 30 s"
@@ -253,7 +256,10 @@ def test_time_is_weighted_so_pure_python_is_not_undersampled():
         time.sleep(0.2)  # GIL released
         took.update(spin=t1 - t0, sleep=time.perf_counter() - t1)
 
-    with running(work) as thread, StackSampler(thread.ident or 0, INTERVAL_S, root_codes=()) as sampler:
+    with (
+        running(work) as thread,
+        StackSampler(thread.ident or 0, INTERVAL_S, root_codes=()) as sampler,
+    ):
         go.set()
         thread.join()
         raw = sampler.stop()
@@ -341,10 +347,15 @@ def test_distinct_stacks_stay_bounded_and_the_rest_folds_into_other():
     # Functions and lines are still counted exactly, folded samples included: every sample has
     # one innermost function, and every sample ran inside ``work`` on one of its loop lines.
     assert sum(c.self_samples for c in raw.function_counts) == raw.samples
-    work_counts = [c for c in raw.function_counts if raw.functions[c.function].function.endswith("work")]
+    work_counts = [
+        c for c in raw.function_counts if raw.functions[c.function].function.endswith("work")
+    ]
     assert work_counts[0].total_samples == raw.samples
     loop = work.__code__.co_firstlineno
-    assert sum(c.samples for c in raw.lines if loop < c.line <= loop + 4 and c.filename == __file__) == raw.samples
+    assert (
+        sum(c.samples for c in raw.lines if loop < c.line <= loop + 4 and c.filename == __file__)
+        == raw.samples
+    )
     profile = stack_profile(raw)
     assert OTHER in profile.collapsed
     assert profile.collapsed[OTHER] > 0
@@ -399,9 +410,7 @@ def test_pause_stops_sampling_and_its_time_is_not_counted():
 
 def test_the_switch_interval_is_lowered_while_sampling_and_restored_after():
     before = sys.getswitchinterval()
-    sampler = StackSampler(
-        threading.get_ident(), INTERVAL_S, switch_interval_s=0.0002
-    )
+    sampler = StackSampler(threading.get_ident(), INTERVAL_S, switch_interval_s=0.0002)
     sampler.start(paused=True)
     try:
         assert sys.getswitchinterval() == before
@@ -447,10 +456,14 @@ def test_a_short_pure_python_stretch_between_torch_ops_is_not_missed():
         took.update(python=0.0, all=0.0)
         done.clear()
         raw = sample_thread(work, 0.0, until=done)
-        sampled = sum(
-            c.total_us for c in raw.function_counts
-            if raw.functions[c.function].function.endswith("python_transform")
-        ) / raw.time_us
+        sampled = (
+            sum(
+                c.total_us
+                for c in raw.function_counts
+                if raw.functions[c.function].function.endswith("python_transform")
+            )
+            / raw.time_us
+        )
         true_share = took["python"] / took["all"]
         seen.append((sampled, true_share))
         if sampled > 0.3 * true_share:
@@ -487,7 +500,9 @@ def test_an_interval_outside_the_sane_range_is_refused(interval_s):
         StackSampler(threading.get_ident(), interval_s)
 
 
-@pytest.mark.parametrize("cell, line, share", [("slow", SLOW_LINE, 0.7), ("matmul", MATMUL_LINE, 0.8)])
+@pytest.mark.parametrize(
+    "cell, line, share", [("slow", SLOW_LINE, 0.7), ("matmul", MATMUL_LINE, 0.8)]
+)
 def test_the_thread_sampler_finds_the_top_line(ip, cell, line, share):
     source = SLOW_PYTHON_CELL if cell == "slow" else MATMUL_CELL
     with StackSampler(threading.get_ident(), INTERVAL_S) as sampler:
@@ -532,20 +547,33 @@ SPEEDSCOPE_SAMPLED_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "required": [
-                    "endValue", "name", "samples", "startValue", "type", "unit", "weights",
+                    "endValue",
+                    "name",
+                    "samples",
+                    "startValue",
+                    "type",
+                    "unit",
+                    "weights",
                 ],
                 "properties": {
                     "type": {"enum": ["sampled"]},
                     "name": {"type": "string"},
                     "unit": {
                         "enum": [
-                            "bytes", "microseconds", "milliseconds", "nanoseconds", "none",
+                            "bytes",
+                            "microseconds",
+                            "milliseconds",
+                            "nanoseconds",
+                            "none",
                             "seconds",
                         ]
                     },
                     "startValue": {"type": "number"},
                     "endValue": {"type": "number"},
-                    "samples": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+                    "samples": {
+                        "type": "array",
+                        "items": {"type": "array", "items": {"type": "number"}},
+                    },
                     "weights": {"type": "array", "items": {"type": "number"}},
                 },
             },

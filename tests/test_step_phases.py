@@ -10,7 +10,15 @@ from gpu_notebook.records import StepClockRecord, StepTiming
 
 def _record(*steps: tuple[float, float, float, float, float]) -> StepClockRecord:
     rows = tuple(
-        StepTiming(index=i, start_s=float(i), duration_s=d, data_s=a, forward_s=f, backward_s=b, optimizer_s=o)
+        StepTiming(
+            index=i,
+            start_s=float(i),
+            duration_s=d,
+            data_s=a,
+            forward_s=f,
+            backward_s=b,
+            optimizer_s=o,
+        )
         for i, (d, a, f, b, o) in enumerate(steps)
     )
     return StepClockRecord(anchor="optimizer", step_count=len(rows), steps=rows)
@@ -36,7 +44,9 @@ def test_forward_and_backward_inside_the_optimizer_span_come_off_the_optimizer()
         (0.010, 0.002, 0.004, 0.004, 0.009),
     ],
 )
-def test_hook_phases_never_sum_past_the_step(step: tuple[float, float, float, float, float]) -> None:
+def test_hook_phases_never_sum_past_the_step(
+    step: tuple[float, float, float, float, float],
+) -> None:
     result = hook_phases(_record(step, step), warmup_steps=0)
     assert result is not None
     for s in result.steps:

@@ -202,7 +202,8 @@ def test_a_file_and_its_parsed_dict_read_the_same(reference_traces: Path, tmp_pa
 
 def test_the_sequence_number_marks_ops_recorded_in_grad_mode() -> None:
     events = [
-        tf.x("aten::addmm", "cpu_op", 0.0, 5.0) | {"args": {"Sequence number": 4, "Fwd thread id": 0}},
+        tf.x("aten::addmm", "cpu_op", 0.0, 5.0)
+        | {"args": {"Sequence number": 4, "Fwd thread id": 0}},
         tf.x("aten::add_", "cpu_op", 6.0, 1.0),
     ]
     trace = load_trace_dict(tf.trace_dict(events))

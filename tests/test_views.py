@@ -70,8 +70,25 @@ PAYLOADS = (SCRIPT_PAYLOAD, IMG_PAYLOAD, CLOSE_SCRIPT, ATTR_PAYLOAD)
 
 # Tags our fragments use; anything else in a rendered value was injected.
 REPORT_TAGS = {
-    "a", "b", "code", "details", "div", "h2", "h3", "iframe", "li", "p", "pre", "span",
-    "style", "summary", "table", "td", "th", "tr", "ul",
+    "a",
+    "b",
+    "code",
+    "details",
+    "div",
+    "h2",
+    "h3",
+    "iframe",
+    "li",
+    "p",
+    "pre",
+    "span",
+    "style",
+    "summary",
+    "table",
+    "td",
+    "th",
+    "tr",
+    "ul",
 }
 
 
@@ -126,7 +143,11 @@ def assert_inert(fragment: str, allowed_tags: set[str] = REPORT_TAGS) -> TagColl
         for name, value in attrs.items():
             assert not name.startswith("on"), f"event handler {name}={value!r} on <{tag}>"
             if name in ("href", "src", "action", "formaction"):
-                assert not (value or "").strip().lower().startswith("javascript:"), (tag, name, value)
+                assert not (value or "").strip().lower().startswith("javascript:"), (
+                    tag,
+                    name,
+                    value,
+                )
         if tag == "iframe":
             assert attrs.get("sandbox") == "allow-scripts", attrs
     return parsed
@@ -166,8 +187,14 @@ PATCH_DIFF = """--- before
 """
 
 SHARES = {
-    "data": 0.45, "copy": 0.08, "forward": 0.15, "backward": 0.20,
-    "optimizer": 0.05, "sync": 0.04, "other": 0.01, "unattributed": 0.02,
+    "data": 0.45,
+    "copy": 0.08,
+    "forward": 0.15,
+    "backward": 0.20,
+    "optimizer": 0.05,
+    "sync": 0.04,
+    "other": 0.01,
+    "unattributed": 0.02,
 }
 
 
@@ -187,8 +214,10 @@ def default_findings(hostile: bool = False) -> tuple[Finding, ...]:
         proposal=FixProposal(
             fix_id="dataloader_workers",
             title="DataLoader workers and pinned memory" + bad,
-            why=("The GPU waits while the main process loads every batch.",
-                 "Worker processes prepare batches ahead."),
+            why=(
+                "The GPU waits while the main process loads every batch.",
+                "Worker processes prepare batches ahead.",
+            ),
             doc_url="https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
             source_after=PATCHED_CELL + (f"# {CLOSE_SCRIPT}{IMG_PAYLOAD}\n" if hostile else ""),
             diff=PATCH_DIFF + (f"+# {CLOSE_SCRIPT}{IMG_PAYLOAD}\n" if hostile else ""),
@@ -207,7 +236,9 @@ def default_findings(hostile: bool = False) -> tuple[Finding, ...]:
             fix_id="non_blocking_copies",
             title="Non-blocking copies to the GPU",
             why=("Each .to(device) makes Python wait.", "non_blocking=True overlaps the copy."),
-            doc_url="javascript:alert(1)" if hostile else "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
+            doc_url="javascript:alert(1)"
+            if hostile
+            else "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
             source_after=None,
             diff=None,
             refusal="the copies happen inside a helper defined in another cell" + bad,
@@ -229,12 +260,22 @@ def default_findings(hostile: bool = False) -> tuple[Finding, ...]:
 def synthetic_whatif(hostile: bool = False) -> WhatIf:
     bad = f" {SCRIPT_PAYLOAD}" if hostile else ""
     return WhatIf(
-        step_s=0.3, fixes_speedup=1.82, fixed_phases=("data",), grad_bytes=440 * 2**20,
-        interconnect="NVLink x12 (300 GB/s)" + bad, bus_bandwidth_bytes_per_s=240e9,
+        step_s=0.3,
+        fixes_speedup=1.82,
+        fixed_phases=("data",),
+        grad_bytes=440 * 2**20,
+        interconnect="NVLink x12 (300 GB/s)" + bad,
+        bus_bandwidth_bytes_per_s=240e9,
         points=tuple(
-            ScalingPoint(gpus=n, allreduce_s=0.004 * (n - 1) / n, exposed_comm_s=0.001 * n,
-                         step_s=0.3 + 0.001 * n, speedup=n * 0.3 / (0.3 + 0.001 * n),
-                         efficiency=0.3 / (0.3 + 0.001 * n), speedup_with_fixes=1.82 * n * 0.95)
+            ScalingPoint(
+                gpus=n,
+                allreduce_s=0.004 * (n - 1) / n,
+                exposed_comm_s=0.001 * n,
+                step_s=0.3 + 0.001 * n,
+                speedup=n * 0.3 / (0.3 + 0.001 * n),
+                efficiency=0.3 / (0.3 + 0.001 * n),
+                speedup_with_fixes=1.82 * n * 0.95,
+            )
             for n in (2, 4, 8)
         ),
         assumptions=("ring all-reduce reaches 80% of the link's bandwidth" + bad,),
@@ -255,13 +296,23 @@ def synthetic_gpu_report(
     """An input-bound two-GPU run, every section filled."""
     bad = f" {SCRIPT_PAYLOAD}{IMG_PAYLOAD}{ATTR_PAYLOAD}" if hostile else ""
     gpus = tuple(
-        GpuInfo(index=i, name="NVIDIA A100-SXM4-80GB" + bad, memory_total_bytes=80 * 2**30,
-                compute_capability="8.0")
+        GpuInfo(
+            index=i,
+            name="NVIDIA A100-SXM4-80GB" + bad,
+            memory_total_bytes=80 * 2**30,
+            compute_capability="8.0",
+        )
         for i in range(gpu_count)
     )
     env = Environment(
-        python_version="3.11.7", platform="linux-x86_64", cpu_count=16, torch_version="2.4.0+cu121",
-        cuda_available=True, nvml_available=True, nvml_message=None, driver_version="550.54",
+        python_version="3.11.7",
+        platform="linux-x86_64",
+        cpu_count=16,
+        torch_version="2.4.0+cu121",
+        cuda_available=True,
+        nvml_available=True,
+        nvml_message=None,
+        driver_version="550.54",
         gpus=gpus,
     )
     samples = []
@@ -270,67 +321,126 @@ def synthetic_gpu_report(
         util = 20.0 + 40.0 * ((k * 7) % 10) / 10 if t > 1.5 else 0.0
         samples.append(
             Sample(
-                t_s=t, process_cpu_pct=98.0 + (k % 3), children_cpu_pct=0.0, system_cpu_pct=12.0,
+                t_s=t,
+                process_cpu_pct=98.0 + (k % 3),
+                children_cpu_pct=0.0,
+                system_cpu_pct=12.0,
                 rss_bytes=6 * 2**30,
                 gpus=tuple(
-                    GpuSample(index=i, utilization_pct=util if i == 0 else util * 0.9,
-                              memory_used_bytes=(30 + 2 * i) * 2**30, memory_total_bytes=80 * 2**30)
+                    GpuSample(
+                        index=i,
+                        utilization_pct=util if i == 0 else util * 0.9,
+                        memory_used_bytes=(30 + 2 * i) * 2**30,
+                        memory_total_bytes=80 * 2**30,
+                    )
                     for i in range(gpu_count)
                 ),
             )
         )
     steps = tuple(
-        StepTiming(index=i, start_s=1.5 + 0.3 * i, duration_s=0.3, data_s=0.135, forward_s=0.045,
-                   backward_s=0.06, optimizer_s=0.015, forward_calls=2, backward_calls=1, batch_size=64)
+        StepTiming(
+            index=i,
+            start_s=1.5 + 0.3 * i,
+            duration_s=0.3,
+            data_s=0.135,
+            forward_s=0.045,
+            backward_s=0.06,
+            optimizer_s=0.015,
+            forward_calls=2,
+            backward_calls=1,
+            batch_size=64,
+        )
         for i in range(40)
     )
     run = Run(
         env=env,
-        cell_source=GPU_CELL + (f"# {CLOSE_SCRIPT}{IMG_PAYLOAD}{SCRIPT_PAYLOAD}\n" if hostile else ""),
+        cell_source=GPU_CELL
+        + (f"# {CLOSE_SCRIPT}{IMG_PAYLOAD}{SCRIPT_PAYLOAD}\n" if hostile else ""),
         status=status,  # type: ignore[arg-type]
         error=error,
         wall_s=15.2,
         samples=SampleSeries(requested_interval_s=0.25, interval_s=0.25, samples=tuple(samples)),
         steps=StepClockRecord(anchor="optimizer", step_count=40, steps=steps),
-        window=ProfileWindow(status="recorded", warmup_steps=2, requested_steps=5, first_step=2,
-                             recorded_steps=5, trace_path=None),
+        window=ProfileWindow(
+            status="recorded",
+            warmup_steps=2,
+            requested_steps=5,
+            first_step=2,
+            recorded_steps=5,
+            trace_path=None,
+        ),
         started_at="2026-11-30T10:00:00+00:00",
         notes=("GPU 1 lost at 12.3 s" + bad,) if hostile else (),
     )
     step_us = 300_000.0
     phase_steps = tuple(
-        StepPhases(index=2 + i, start_us=1e6 + i * step_us, duration_us=step_us,
-                   phase_us={p: s * step_us * (1.1 if (p == "data" and i == 3) else 1.0)
-                             for p, s in SHARES.items()})
+        StepPhases(
+            index=2 + i,
+            start_us=1e6 + i * step_us,
+            duration_us=step_us,
+            phase_us={
+                p: s * step_us * (1.1 if (p == "data" and i == 3) else 1.0)
+                for p, s in SHARES.items()
+            },
+        )
         for i in range(5)
     )
     total = sum(s.duration_us for s in phase_steps)
     phases = PhaseBreakdown(
-        source="trace", steps=phase_steps, total_us=total,
-        phase_total_us={p: SHARES[p] * total for p in SHARES}, measured=tuple(p for p in PHASES if p in SHARES),
+        source="trace",
+        steps=phase_steps,
+        total_us=total,
+        phase_total_us={p: SHARES[p] * total for p in SHARES},
+        measured=tuple(p for p in PHASES if p in SHARES),
     )
     gpu = GpuTimeline(
-        window_us=1.5e6, busy_us=0.6e6, idle_us=0.9e6, idle_host_wait_us=0.8e6,
-        idle_kernel_wait_us=0.05e6, idle_other_us=0.05e6, kernel_us=0.55e6, comm_us=0.0,
+        window_us=1.5e6,
+        busy_us=0.6e6,
+        idle_us=0.9e6,
+        idle_host_wait_us=0.8e6,
+        idle_kernel_wait_us=0.05e6,
+        idle_other_us=0.05e6,
+        kernel_us=0.55e6,
+        comm_us=0.0,
         memset_us=1e3,
-        copies=(CopyStats(kind="HtoD (Pageable -> Device)", count=120, duration_us=0.04e6,
-                          bytes=600 * 2**20),),
+        copies=(
+            CopyStats(
+                kind="HtoD (Pageable -> Device)", count=120, duration_us=0.04e6, bytes=600 * 2**20
+            ),
+        ),
         devices=(0,),
     )
     ops = (
         OpStat(name="aten::copy_", calls=120, total_us=41_000, self_us=40_000),
-        OpStat(name=SCRIPT_PAYLOAD if hostile else "aten::addmm", calls=45, total_us=9_000, self_us=8_000),
-        OpStat(name="ampere_sgemm_128x64_tn" + bad, calls=90, total_us=210_000, self_us=210_000,
-               device="gpu"),
+        OpStat(
+            name=SCRIPT_PAYLOAD if hostile else "aten::addmm",
+            calls=45,
+            total_us=9_000,
+            self_us=8_000,
+        ),
+        OpStat(
+            name="ampere_sgemm_128x64_tn" + bad,
+            calls=90,
+            total_us=210_000,
+            self_us=210_000,
+            device="gpu",
+        ),
     )
     analysis = Analysis(
-        step_stats=StepStats(count=38, median_s=0.3, p90_s=0.33, batch_size=64, samples_per_s=213.0),
+        step_stats=StepStats(
+            count=38, median_s=0.3, p90_s=0.33, batch_size=64, samples_per_s=213.0
+        ),
         phases=phases,
         gpu=gpu,
         utilization=UtilizationStats(
-            gpu_util_mean_pct=40.0, gpu_util_p5_pct=20.0, gpu_util_p95_pct=60.0,
-            gpu_memory_peak_bytes=32 * 2**30, gpu_memory_total_bytes=80 * 2**30,
-            process_cpu_mean_pct=99.0, children_cpu_mean_pct=0.0, system_cpu_mean_pct=12.0,
+            gpu_util_mean_pct=40.0,
+            gpu_util_p5_pct=20.0,
+            gpu_util_p95_pct=60.0,
+            gpu_memory_peak_bytes=32 * 2**30,
+            gpu_memory_total_bytes=80 * 2**30,
+            process_cpu_mean_pct=99.0,
+            children_cpu_mean_pct=0.0,
+            system_cpu_mean_pct=12.0,
             rss_peak_bytes=6 * 2**30,
         ),
         top_ops=ops,
@@ -344,7 +454,9 @@ def synthetic_gpu_report(
         confidence="high",
     )
     return Report(
-        run=run, analysis=analysis, verdict=verdict,
+        run=run,
+        analysis=analysis,
+        verdict=verdict,
         findings=default_findings(hostile) if findings is None else findings,
         comparison=comparison,
         whatif=synthetic_whatif(hostile) if whatif is None else whatif,
@@ -354,12 +466,18 @@ def synthetic_gpu_report(
 def synthetic_comparison(speedup: float = 1.6) -> Comparison:
     return Comparison(
         baseline_started_at="2026-11-30T09:50:00+00:00",
-        baseline_step_median_s=0.3, step_median_s=0.3 / speedup, speedup=speedup,
-        baseline_samples_per_s=213.0, samples_per_s=213.0 * speedup,
+        baseline_step_median_s=0.3,
+        step_median_s=0.3 / speedup,
+        speedup=speedup,
+        baseline_samples_per_s=213.0,
+        samples_per_s=213.0 * speedup,
         baseline_phase_share={"data": 0.45, "forward": 0.15},
         phase_share={"data": 0.12, "forward": 0.24},
-        baseline_gpu_util_pct=40.0, gpu_util_pct=64.0,
-        fix_id="dataloader_workers", predicted_bound=1.82, gpu_equivalent=0.6,
+        baseline_gpu_util_pct=40.0,
+        gpu_util_pct=64.0,
+        fix_id="dataloader_workers",
+        predicted_bound=1.82,
+        gpu_equivalent=0.6,
     )
 
 
@@ -418,16 +536,27 @@ def widget_html(widget: ipywidgets.Widget) -> str:
     return "\n".join(html_values(widget))
 
 
-def live_status(t_s: float, util: tuple[float | None, ...] = (), cpu: float = 50.0,
-                steps: int = 0) -> LiveStatus:
+def live_status(
+    t_s: float, util: tuple[float | None, ...] = (), cpu: float = 50.0, steps: int = 0
+) -> LiveStatus:
     gpus = tuple(
-        GpuSample(index=i, utilization_pct=u, memory_used_bytes=(10 + i) * 2**30,
-                  memory_total_bytes=80 * 2**30)
+        GpuSample(
+            index=i,
+            utilization_pct=u,
+            memory_used_bytes=(10 + i) * 2**30,
+            memory_total_bytes=80 * 2**30,
+        )
         for i, u in enumerate(util)
     )
     return LiveStatus(
-        sample=Sample(t_s=t_s, process_cpu_pct=cpu, children_cpu_pct=0.0, system_cpu_pct=cpu,
-                      rss_bytes=2**30, gpus=gpus),
+        sample=Sample(
+            t_s=t_s,
+            process_cpu_pct=cpu,
+            children_cpu_pct=0.0,
+            system_cpu_pct=cpu,
+            rss_bytes=2**30,
+            gpus=gpus,
+        ),
         step_count=steps,
         median_step_s=0.021 if steps else None,
         recording=steps > 2,
@@ -482,7 +611,9 @@ print("pushes", view.pushes)
 """
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_code_cell(code))
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True)
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", store_widget_state=True
+    )
     client.execute()
     outputs = nb.cells[0].outputs
     texts = ["".join(o.get("text", "")) for o in outputs]
@@ -674,7 +805,9 @@ def test_the_answer_comes_first(input_bound_report: Report) -> None:
     text = parse_html(first.value).all_text
     assert input_bound_report.verdict.category == "input-bound"
     assert text.index("Will more GPUs help?") < text.index("No: optimize the code first")
-    assert text.index("No: optimize the code first") < text.index(input_bound_report.verdict.headline)
+    assert text.index("No: optimize the code first") < text.index(
+        input_bound_report.verdict.headline
+    )
     assert 'class="verdict tone-no"' in first.value
 
 
@@ -682,8 +815,12 @@ def test_the_answer_comes_first(input_bound_report: Report) -> None:
     ("more_gpus", "category", "answer", "tone"),
     [
         ("Yes: this work is limited by the GPU.", "gpu-bound", "Yes: the GPU is the limit", "yes"),
-        ("Not more of the same: each added GPU adds communication.", "comm-bound",
-         "Not more of the same", "maybe"),
+        (
+            "Not more of the same: each added GPU adds communication.",
+            "comm-bound",
+            "Not more of the same",
+            "maybe",
+        ),
         ("Unknown: gpucheck needs a loop.", "unknown", "Unknown", "unknown"),
     ],
 )
@@ -766,8 +903,10 @@ def test_one_insert_fix_widget_per_finding_with_a_patch() -> None:
     report = synthetic_gpu_report()
     widget = report_widget(report, cell_id="abc-123")
     inserts = insert_widgets(widget)
-    assert len(inserts) == 1 == sum(
-        1 for f in report.findings if f.proposal is not None and f.proposal.source_after
+    assert (
+        len(inserts)
+        == 1
+        == sum(1 for f in report.findings if f.proposal is not None and f.proposal.source_after)
     )
     assert inserts[0].source == PATCHED_CELL and inserts[0].cell_id == "abc-123"
     assert inserts[0].diff == PATCH_DIFF
@@ -775,7 +914,11 @@ def test_one_insert_fix_widget_per_finding_with_a_patch() -> None:
     html = widget_html(widget)
     text = parse_html(html).all_text
     # Severity order, gain bound, the fix line, the refusal's reason.
-    assert text.index("Batches are loaded") < text.index("Copies from pageable") < text.index(".item() every step")
+    assert (
+        text.index("Batches are loaded")
+        < text.index("Copies from pageable")
+        < text.index(".item() every step")
+    )
     assert "Gain bound: up to 1.82x (removes 45% of the step)" in text
     assert "Fix (cell line 3): Use DataLoader worker" in text
     assert "No patch for this cell: the copies happen inside a helper" in text
@@ -790,8 +933,17 @@ def test_real_fix_proposals_from_the_fix_catalog(input_bound_report: Report) -> 
     refusal = to_proposal(apply_fix("non_blocking_copies", source))
     assert patch.source_after is not None and refusal.refusal is not None
     findings = tuple(
-        Finding(rule_id=p.fix_id, title=p.title, severity="high", evidence=(), phase_share=0.9,
-                gain_bound=10.0, fix=p.title, fix_id=p.fix_id, proposal=p)
+        Finding(
+            rule_id=p.fix_id,
+            title=p.title,
+            severity="high",
+            evidence=(),
+            phase_share=0.9,
+            gain_bound=10.0,
+            fix=p.title,
+            fix_id=p.fix_id,
+            proposal=p,
+        )
         for p in (patch, refusal)
     )
     widget = report_widget(dataclasses.replace(input_bound_report, findings=findings))
@@ -805,8 +957,11 @@ def test_real_findings_render_each_with_its_insert_button(input_bound_report: Re
     text = parse_html(widget_html(widget)).all_text
     for finding in input_bound_report.findings:
         assert finding.title in text
-    patched = [f.proposal.source_after for f in input_bound_report.findings
-               if f.proposal is not None and f.proposal.source_after]
+    patched = [
+        f.proposal.source_after
+        for f in input_bound_report.findings
+        if f.proposal is not None and f.proposal.source_after
+    ]
     assert sorted(w.source for w in insert_widgets(widget)) == sorted(patched)
     assert all(w.cell_id == "cell-7" for w in insert_widgets(widget))
 
@@ -822,15 +977,20 @@ def test_a_failed_cell_says_so_and_still_reports_its_steps(failed_report: Report
     widget = report_widget(failed_report)
     first = widget.children[0].value
     parsed = assert_inert(first)
-    assert "The cell failed: ValueError: bad batch </script><img src=x onerror=alert(1)>; " \
-           "this report covers the steps that ran." in parsed.all_text
+    assert (
+        "The cell failed: ValueError: bad batch </script><img src=x onerror=alert(1)>; "
+        "this report covers the steps that ran." in parsed.all_text
+    )
     assert failed_report.analysis.step_stats.count > 0
 
 
 def test_an_interrupted_cell_says_so() -> None:
     report = synthetic_gpu_report(status="interrupted", error="KeyboardInterrupt")
     text = parse_html(report_widget(report).children[0].value).all_text
-    assert "The cell was interrupted: KeyboardInterrupt; this report covers the steps that ran." in text
+    assert (
+        "The cell was interrupted: KeyboardInterrupt; this report covers the steps that ran."
+        in text
+    )
 
 
 def test_hostile_names_are_escaped_in_every_widget_value() -> None:
@@ -873,9 +1033,12 @@ def test_the_comparison_panel_puts_the_measured_gain_beside_the_bound() -> None:
     assert "data share45.0%12.0%" in text
     assert "copy share" not in text  # neither run has it: no row rather than a fake 0
     assert "No gpucheck fix is known" not in text
-    slower_cmp = dataclasses.replace(synthetic_comparison(0.8), fix_id=None, predicted_bound=None,
-                                     gpu_equivalent=-0.2)
-    slower = parse_html(report_widget(synthetic_gpu_report(comparison=slower_cmp)).children[0].value)
+    slower_cmp = dataclasses.replace(
+        synthetic_comparison(0.8), fix_id=None, predicted_bound=None, gpu_equivalent=-0.2
+    )
+    slower = parse_html(
+        report_widget(synthetic_gpu_report(comparison=slower_cmp)).children[0].value
+    )
     assert "1.25x slower" in slower.all_text
     assert "more GPU(s)" not in slower.all_text  # a loss is not "the throughput of -0.2 GPUs"
     assert "No gpucheck fix is known between the two runs" in slower.all_text
@@ -887,7 +1050,9 @@ def test_the_what_if_panel_sets_fixes_against_more_gpus() -> None:
     text = parse_html(first).all_text
     assert "What if: fix the code, or add GPUs?" in text
     assert "Fixing data: up to 1.82x on this machine, with no new hardware." in text
-    assert "interconnect NVLink x12 (300 GB/s); gradients 461.4 MB a step" in text  # 440 MiB, in decimal MB
+    assert (
+        "interconnect NVLink x12 (300 GB/s); gradients 461.4 MB a step" in text
+    )  # 440 MiB, in decimal MB
     rows = re.findall(r'<tr><td class="num">(\d+)</td><td class="num">([\d.]+x)</td>', first)
     assert [r[0] for r in rows] == ["2", "4", "8"]
     assert rows[0][1] == "1.99x"
@@ -931,7 +1096,12 @@ def test_charts_draw_gpus_on_the_left_and_cpu_on_its_own_axis() -> None:
     assert isinstance(gpu_fig.extra_y_ranges["cpu"], Range1d)
     assert gpu_fig.extra_y_ranges["cpu"].end == 300.0  # 250% of one core, rounded up to cores
     labels = [item.label["value"] for item in gpu_fig.legend[0].items]
-    assert labels[:4] == ["GPU 0 utilization", "GPU 0 memory used", "GPU 1 utilization", "GPU 1 memory used"]
+    assert labels[:4] == [
+        "GPU 0 utilization",
+        "GPU 0 memory used",
+        "GPU 1 utilization",
+        "GPU 1 memory used",
+    ]
     assert "profiled steps" in labels
     assert report.analysis.phases is not None
     hooks = dataclasses.replace(report.analysis.phases, measured=("data", "forward", "backward"))
@@ -948,15 +1118,23 @@ def test_charts_draw_gpus_on_the_left_and_cpu_on_its_own_axis() -> None:
     assert list(rows["phase"]) == ["data", "forward", "backward"] * len(steps)
     assert list(rows["color"][:3]) == [PHASE_COLORS[p] for p in ("data", "forward", "backward")]
     first = hooks.steps[0].phase_us
-    assert list(rows["ms"][:3]) == pytest.approx([first.get(p, 0.0) / 1e3 for p in ("data", "forward", "backward")])
+    assert list(rows["ms"][:3]) == pytest.approx(
+        [first.get(p, 0.0) / 1e3 for p in ("data", "forward", "backward")]
+    )
     assert list(rows["bottom"][:3]) == pytest.approx([0.0, *np.cumsum(rows["ms"][:2])])
     assert list(rows["top"]) == pytest.approx(list(rows["bottom"] + rows["ms"]))
-    legend = [(item.label["value"], item.index, item.renderers) for item in per_step.legend[0].items]
+    legend = [
+        (item.label["value"], item.index, item.renderers) for item in per_step.legend[0].items
+    ]
     assert legend == [("data", 0, [bars]), ("forward", 1, [bars]), ("backward", 2, [bars])]
     totals = row.children[1].renderers[0].data_source.data
     assert list(totals["phase"]) == ["data", "forward", "backward"]
-    assert totals["top"][-1] == pytest.approx(sum(100.0 * hooks.phase_total_us.get(p, 0.0) / hooks.total_us
-                                                  for p in ("data", "forward", "backward")))
+    assert totals["top"][-1] == pytest.approx(
+        sum(
+            100.0 * hooks.phase_total_us.get(p, 0.0) / hooks.total_us
+            for p in ("data", "forward", "backward")
+        )
+    )
     doc = chart_document(report)
     assert doc is not None and doc.height_px > 400
     # Renderers are built by hand (no figure.vbar_stack()): bokeh's own checks find nothing.

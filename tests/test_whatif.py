@@ -25,7 +25,12 @@ from gpu_notebook.records import (
 from gpu_notebook.views.text import render_text
 
 MB = 10**6
-REFERENCE = Path(os.environ.get("GPU_NOTEBOOK_REFERENCE_TRACES", Path(__file__).parents[1].parent / "shared" / "reference_traces"))
+REFERENCE = Path(
+    os.environ.get(
+        "GPU_NOTEBOOK_REFERENCE_TRACES",
+        Path(__file__).parents[1].parent / "shared" / "reference_traces",
+    )
+)
 
 
 def env(gpus: tuple[GpuInfo, ...]) -> Environment:
@@ -33,19 +38,58 @@ def env(gpus: tuple[GpuInfo, ...]) -> Environment:
 
 
 def a100(links: int | None = 12, gen: int | None = 4, width: int | None = 16) -> GpuInfo:
-    return GpuInfo(0, "A100", compute_capability="8.0", nvlink_links=links, pcie_generation=gen, pcie_width=width)
+    return GpuInfo(
+        0,
+        "A100",
+        compute_capability="8.0",
+        nvlink_links=links,
+        pcie_generation=gen,
+        pcie_width=width,
+    )
 
 
 A100 = a100()  # the default card of make() (GpuInfo is frozen: one shared value is safe)
 
-def make(step_s: float, shares: dict[str, float], grad_bytes: int | None, gpus: tuple[GpuInfo, ...] = (A100,)) -> tuple[Run, Analysis]:
+
+def make(
+    step_s: float,
+    shares: dict[str, float],
+    grad_bytes: int | None,
+    gpus: tuple[GpuInfo, ...] = (A100,),
+) -> tuple[Run, Analysis]:
     total_us = step_s * 1e6
-    phase_us = {p: shares.get(p, 0.0) * total_us for p in ("data", "copy", "forward", "backward", "optimizer", "sync", "other", "unattributed")}
-    phases = PhaseBreakdown("trace", (StepPhases(0, 0.0, total_us, phase_us),), total_us, phase_us,
-                            ("data", "copy", "forward", "backward", "optimizer", "sync", "other", "unattributed"))
+    phase_us = {
+        p: shares.get(p, 0.0) * total_us
+        for p in (
+            "data",
+            "copy",
+            "forward",
+            "backward",
+            "optimizer",
+            "sync",
+            "other",
+            "unattributed",
+        )
+    }
+    phases = PhaseBreakdown(
+        "trace",
+        (StepPhases(0, 0.0, total_us, phase_us),),
+        total_us,
+        phase_us,
+        ("data", "copy", "forward", "backward", "optimizer", "sync", "other", "unattributed"),
+    )
     util = UtilizationStats(*([None] * 9))
-    run = Run(env(gpus), "", "ok", None, 1.0, SampleSeries(0.25, 0.25),
-              StepClockRecord("optimizer", 10, grad_bytes=grad_bytes), ProfileWindow("recorded", 2, 5), "")
+    run = Run(
+        env(gpus),
+        "",
+        "ok",
+        None,
+        1.0,
+        SampleSeries(0.25, 0.25),
+        StepClockRecord("optimizer", 10, grad_bytes=grad_bytes),
+        ProfileWindow("recorded", 2, 5),
+        "",
+    )
     return run, Analysis(StepStats(10, step_s, step_s), phases, None, util)
 
 
@@ -66,19 +110,25 @@ def test_interconnect_from_nvml_facts():
 def test_exposed_communication_is_what_backward_cannot_hide():
     assert w.exposed_comm_s(10e-3, 4e-3, 100 * MB) == pytest.approx(6e-3)
     # backward longer than the all-reduce: only the last 25 MiB bucket stays exposed
-    assert w.exposed_comm_s(10e-3, 50e-3, 100 * MB) == pytest.approx(10e-3 * 25 * 2**20 / (100 * MB))
+    assert w.exposed_comm_s(10e-3, 50e-3, 100 * MB) == pytest.approx(
+        10e-3 * 25 * 2**20 / (100 * MB)
+    )
 
 
 def test_input_bound_single_gpu_run_fixes_beat_gpus():
     # 100 ms step: half of it waiting for data, 20 ms backward; 400 MB of gradients over
     # 12 NVLinks (240 GB/s usable).
-    run, analysis = make(0.100, {"data": 0.5, "forward": 0.2, "backward": 0.2, "optimizer": 0.1}, 400 * MB)
+    run, analysis = make(
+        0.100, {"data": 0.5, "forward": 0.2, "backward": 0.2, "optimizer": 0.1}, 400 * MB
+    )
     r = w.what_if(run, analysis, price_per_gpu_hour=2.0)
     assert r.fixes_speedup == pytest.approx(2.0) and r.fixed_phases == ("data",)
     p4 = next(p for p in r.points if p.gpus == 4)
     ar = 1.5 * 400 * MB / 240e9 + 6 * 5e-6  # 2.53 ms
     assert p4.allreduce_s == pytest.approx(ar)
-    exposed = max(ar - 0.020, ar * 25 * 2**20 / (400 * MB))  # backward hides all but the last bucket
+    exposed = max(
+        ar - 0.020, ar * 25 * 2**20 / (400 * MB)
+    )  # backward hides all but the last bucket
     assert p4.exposed_comm_s == pytest.approx(exposed)
     assert p4.speedup == pytest.approx(4 * 0.100 / (0.100 + exposed))
     assert p4.speedup_with_fixes == pytest.approx(4 * 0.100 / (0.050 + exposed))
@@ -104,8 +154,10 @@ def test_unknown_gradient_size_is_missing():
 
 
 def test_real_cpu_run_records_gradient_bytes_and_says_no_gpu(ip):
-    ip.run_cell("%%gpucheck -q -o rep\nm = mlp(32, 256); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-                "for _ in range(10):\n    m(torch.randn(8, 32)).sum().backward(); o.step(); o.zero_grad()")
+    ip.run_cell(
+        "%%gpucheck -q -o rep\nm = mlp(32, 256); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(10):\n    m(torch.randn(8, 32)).sum().backward(); o.step(); o.zero_grad()"
+    )
     rep: Report = ip.user_ns["rep"]
     assert rep.run.steps.grad_bytes == (32 * 256 + 256 + 256 * 1 + 1) * 4
     assert rep.whatif is not None and rep.whatif.points == ()
@@ -124,11 +176,15 @@ def test_measured_bus_bandwidth_from_a_real_two_rank_nccl_trace():
 
 # ---------------------------------------------------------------- validation against published figures
 
-RESNET50_GRAD_BYTES = 25_557_032 * 4  # torchvision resnet50 parameters, fp32 gradients (AMP keeps fp32 grads)
+RESNET50_GRAD_BYTES = (
+    25_557_032 * 4
+)  # torchvision resnet50 parameters, fp32 gradients (AMP keeps fp32 grads)
 
 
 def v100(links: int = 6) -> GpuInfo:
-    return GpuInfo(0, "V100", compute_capability="7.0", nvlink_links=links, pcie_generation=3, pcie_width=16)
+    return GpuInfo(
+        0, "V100", compute_capability="7.0", nvlink_links=links, pcie_generation=3, pcie_width=16
+    )
 
 
 # NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md, "Training
@@ -156,13 +212,23 @@ PUBLISHED_DGX = [
 ]
 
 
-@pytest.mark.parametrize("machine,gpu,batch,ips_1,ips_8,published,predicted,margin", PUBLISHED_DGX, ids=[p[0] for p in PUBLISHED_DGX])
-def test_published_resnet50_dgx_scaling_stays_under_the_model_within_its_margin(machine, gpu, batch, ips_1, ips_8, published, predicted, margin):
+@pytest.mark.parametrize(
+    "machine,gpu,batch,ips_1,ips_8,published,predicted,margin",
+    PUBLISHED_DGX,
+    ids=[p[0] for p in PUBLISHED_DGX],
+)
+def test_published_resnet50_dgx_scaling_stays_under_the_model_within_its_margin(
+    machine, gpu, batch, ips_1, ips_8, published, predicted, margin
+):
     assert ips_8 / ips_1 == pytest.approx(published, abs=0.02)  # the README's own columns agree
-    run, analysis = make(batch / ips_1, {"forward": 1 / 3, "backward": 2 / 3}, RESNET50_GRAD_BYTES, gpus=(gpu,))
+    run, analysis = make(
+        batch / ips_1, {"forward": 1 / 3, "backward": 2 / 3}, RESNET50_GRAD_BYTES, gpus=(gpu,)
+    )
     p8 = next(p for p in w.what_if(run, analysis).points if p.gpus == 8)
     assert p8.speedup == pytest.approx(predicted, abs=0.001)
-    assert published <= p8.speedup <= published * (1 + margin), f"{machine}: the model is a ceiling, {margin:.0%} above at most"
+    assert published <= p8.speedup <= published * (1 + margin), (
+        f"{machine}: the model is a ceiling, {margin:.0%} above at most"
+    )
 
 
 def test_the_published_gap_is_not_the_link():
@@ -179,6 +245,7 @@ def test_the_published_gap_is_not_the_link():
 
 
 # ------------------------------------------------------------- validation against a recorded 2-rank run
+
 
 def _world2() -> Path:
     path = REFERENCE / "a100_world2_rank0_nccl.json.gz"
@@ -224,28 +291,59 @@ def _step_facts(path: Path) -> list[dict[str, float]]:
 
     with gzip.open(path) as fh:
         events = json.load(fh)["traceEvents"]
-    steps = sorted((e for e in events if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    steps = sorted(
+        (e for e in events if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"]
+    )
     out = []
     for s in steps:
         a, b = s["ts"], s["ts"] + s["dur"]
         inside = [e for e in events if a <= e.get("ts", -1) < b and "dur" in e]
         ddp = next(e for e in inside if e["name"] == "DistributedDataParallel.forward")
-        children = sorted((e for e in inside if e.get("cat") == "cpu_op" and ddp["ts"] < e["ts"] < ddp["ts"] + ddp["dur"]
-                           and e["tid"] == ddp["tid"]), key=lambda e: (e["ts"], -e["dur"]))
+        children = sorted(
+            (
+                e
+                for e in inside
+                if e.get("cat") == "cpu_op"
+                and ddp["ts"] < e["ts"] < ddp["ts"] + ddp["dur"]
+                and e["tid"] == ddp["tid"]
+            ),
+            key=lambda e: (e["ts"], -e["dur"]),
+        )
         top, end = [], -1.0
         for e in children:  # depth 1 under DDP.forward
             if e["ts"] >= end:
                 top.append(e)
                 end = e["ts"] + e["dur"]
-        buffer_sync = sum(e["dur"] for e in top if e["name"] in (
-            "aten::flatten_dense_tensors", "aten::unflatten_dense_tensors", "aten::copy_", "c10d::broadcast_"))
-        out.append({
-            "step": s["dur"],
-            "allreduce_end": max(e["ts"] + e["dur"] for e in inside if e.get("cat") == "kernel" and "AllReduce" in e["name"]),
-            "optimizer_start": next(e["ts"] for e in inside if e["name"].startswith("Optimizer.step#")),
-            "buffer_sync": buffer_sync,
-            "copy_bucket_to_grad": sum(e["dur"] for e in inside if e["name"] == "torch.distributed.ddp.reducer::copy_bucket_to_grad"),
-        })
+        buffer_sync = sum(
+            e["dur"]
+            for e in top
+            if e["name"]
+            in (
+                "aten::flatten_dense_tensors",
+                "aten::unflatten_dense_tensors",
+                "aten::copy_",
+                "c10d::broadcast_",
+            )
+        )
+        out.append(
+            {
+                "step": s["dur"],
+                "allreduce_end": max(
+                    e["ts"] + e["dur"]
+                    for e in inside
+                    if e.get("cat") == "kernel" and "AllReduce" in e["name"]
+                ),
+                "optimizer_start": next(
+                    e["ts"] for e in inside if e["name"].startswith("Optimizer.step#")
+                ),
+                "buffer_sync": buffer_sync,
+                "copy_bucket_to_grad": sum(
+                    e["dur"]
+                    for e in inside
+                    if e["name"] == "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+                ),
+            }
+        )
     return out
 
 
@@ -281,7 +379,11 @@ def test_two_rank_trace_shows_the_models_blind_spot_not_the_all_reduce():
     one_gpu_us = step_us - buffer_sync - copies
     wi = report.whatif
     backward_s = w._backward_s(report.analysis, report.analysis.step_stats.median_s)
-    exposed_2 = w.exposed_comm_s(w.ring_allreduce_s(wi.grad_bytes, 2, wi.bus_bandwidth_bytes_per_s), backward_s, wi.grad_bytes)
+    exposed_2 = w.exposed_comm_s(
+        w.ring_allreduce_s(wi.grad_bytes, 2, wi.bus_bandwidth_bytes_per_s),
+        backward_s,
+        wi.grad_bytes,
+    )
     assert exposed_2 == pytest.approx(2.020e-3, rel=0.002)
     predicted_us = one_gpu_us + exposed_2 * 1e6
     assert predicted_us / step_us == pytest.approx(0.81, abs=0.02)
@@ -289,10 +391,13 @@ def test_two_rank_trace_shows_the_models_blind_spot_not_the_all_reduce():
 
 # ------------------------------------------------------- a trace that is already data-parallel
 
+
 def test_already_distributed_job_predicts_above_its_world_size_relative_to_itself():
     # One rank of a 2-GPU DDP job: 100 ms step holding 20 ms of data wait, 20 ms of backward;
     # 400 MB of gradients a step, all-reduced at a measured 20 GB/s bus bandwidth.
-    run, analysis = make(0.100, {"data": 0.2, "forward": 0.3, "backward": 0.2, "optimizer": 0.3}, 400 * MB)
+    run, analysis = make(
+        0.100, {"data": 0.2, "forward": 0.3, "backward": 0.2, "optimizer": 0.3}, 400 * MB
+    )
     r = w.what_if(run, analysis, measured_bus_bytes_per_s=20e9, world_size=2)
     assert r.world_size == 2 and r.missing == ()
     assert [p.gpus for p in r.points] == [4, 8]  # nothing at or below today's 2 GPUs
@@ -305,7 +410,9 @@ def test_already_distributed_job_predicts_above_its_world_size_relative_to_itsel
     #   8 GPUs: step 98.6886 + 15.07 = 113.7586 ms, speedup (8/2) x 100 / 113.7586 = 3.5162x
     # With the data wait fixed: base 80 - 1.3114 = 78.6886 ms -> 200 / 88.7186 = 2.2543x at 4 GPUs.
     p4, p8 = r.points
-    assert p4.allreduce_s == pytest.approx(30.03e-3) and p4.exposed_comm_s == pytest.approx(10.03e-3)
+    assert p4.allreduce_s == pytest.approx(30.03e-3) and p4.exposed_comm_s == pytest.approx(
+        10.03e-3
+    )
     assert p4.step_s == pytest.approx(108.71862e-3, rel=1e-6)
     assert p4.speedup == pytest.approx(1.83961, rel=1e-5)
     assert p4.efficiency == pytest.approx(0.919806, rel=1e-5)
@@ -313,10 +420,15 @@ def test_already_distributed_job_predicts_above_its_world_size_relative_to_itsel
     assert p8.exposed_comm_s == pytest.approx(15.07e-3)
     assert p8.speedup == pytest.approx(3.51622, rel=1e-5)
     # Read as a one-GPU baseline, the same trace would claim 4 x 100 / 110.03 = 3.64x at 4 GPUs.
-    naive = next(p for p in w.what_if(run, analysis, measured_bus_bytes_per_s=20e9).points if p.gpus == 4)
+    naive = next(
+        p for p in w.what_if(run, analysis, measured_bus_bytes_per_s=20e9).points if p.gpus == 4
+    )
     assert naive.speedup == pytest.approx(3.6354, rel=1e-4)
     text = w.render_whatif(r)
-    assert "one rank of a data-parallel job on 2 GPUs: its step already includes the all-reduce" in text
+    assert (
+        "one rank of a data-parallel job on 2 GPUs: its step already includes the all-reduce"
+        in text
+    )
     assert "speedup vs 2 GPUs" in text and "1.84x" in text and "3.52x" in text
     assert not any(line.split()[:1] == ["2"] for line in text.splitlines())  # no row for 2 GPUs
 
@@ -364,10 +476,16 @@ def test_real_two_rank_trace_is_scaled_as_the_two_gpu_job_it_is():
     assert p4.speedup == pytest.approx(1.991, abs=0.002)
     assert p8.speedup == pytest.approx(3.973, abs=0.002)
     text = render_text(report)
-    assert "one rank of a data-parallel job on 2 GPUs: its step already includes the all-reduce" in text
+    assert (
+        "one rank of a data-parallel job on 2 GPUs: its step already includes the all-reduce"
+        in text
+    )
     assert "gradients 102.2 MB a step" in text and "97.5 MB" not in text
     html = whatif_section(wi)
-    assert "This trace is one rank of a data-parallel job on 2 GPUs" in html and "speedup vs 2 GPUs" in html
+    assert (
+        "This trace is one rank of a data-parallel job on 2 GPUs" in html
+        and "speedup vs 2 GPUs" in html
+    )
     assert '<td class="num">2</td>' not in html
 
 

@@ -118,14 +118,32 @@ def flow(correlation: int, ts: float, *, start: bool) -> Event:
 def trace_dict(events: list[Event], **meta: Any) -> dict[str, Any]:
     """A Kineto document around ``events`` with the metadata events torch writes."""
     head: list[Event] = [
-        {"name": "process_name", "ph": "M", "ts": 0, "pid": HOST_PID, "tid": 0,
-         "args": {"name": "python"}},
-        {"name": "thread_name", "ph": "M", "ts": 0, "pid": HOST_PID, "tid": HOST_TID,
-         "args": {"name": "thread 100 (python)"}},
+        {
+            "name": "process_name",
+            "ph": "M",
+            "ts": 0,
+            "pid": HOST_PID,
+            "tid": 0,
+            "args": {"name": "python"},
+        },
+        {
+            "name": "thread_name",
+            "ph": "M",
+            "ts": 0,
+            "pid": HOST_PID,
+            "tid": HOST_TID,
+            "args": {"name": "thread 100 (python)"},
+        },
     ]
     tail: list[Event] = [
-        {"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces",
-         "tid": "Trace PyTorch Profiler", "ts": 0},
+        {
+            "name": "Iteration Start: PyTorch Profiler",
+            "ph": "i",
+            "s": "g",
+            "pid": "Traces",
+            "tid": "Trace PyTorch Profiler",
+            "ts": 0,
+        },
     ]
     doc: dict[str, Any] = {"schemaVersion": 1, "traceEvents": head + events + tail}
     doc.update(meta)

@@ -76,9 +76,13 @@ GPUS: Mapping[str, GpuSpec] = {
     g.key: g
     for g in (
         # NVIDIA A100 Tensor Core GPU datasheet (2021): SXM4 80GB, 2,039 GB/s.
-        GpuSpec("a100", "NVIDIA A100-SXM4-80GB", 19.5, 156.0, 312.0, 2039.0, "NVIDIA A100 datasheet"),
+        GpuSpec(
+            "a100", "NVIDIA A100-SXM4-80GB", 19.5, 156.0, 312.0, 2039.0, "NVIDIA A100 datasheet"
+        ),
         # NVIDIA H100 Tensor Core GPU datasheet (2023): SXM5, 3.35 TB/s.
-        GpuSpec("h100", "NVIDIA H100 SXM5 80GB", 67.0, 494.7, 989.4, 3350.0, "NVIDIA H100 datasheet"),
+        GpuSpec(
+            "h100", "NVIDIA H100 SXM5 80GB", 67.0, 494.7, 989.4, 3350.0, "NVIDIA H100 datasheet"
+        ),
         # NVIDIA H200 datasheet (2024): the H100's compute, 4.8 TB/s HBM3e.
         GpuSpec("h200", "NVIDIA H200 141GB", 67.0, 494.7, 989.4, 4800.0, "NVIDIA H200 datasheet"),
         # NVIDIA L4 datasheet (2023): 300 GB/s GDDR6.
@@ -90,7 +94,9 @@ GPUS: Mapping[str, GpuSpec] = {
         # NVIDIA V100 datasheet (2018), SXM2: no TF32/bf16; fp16 tensor cores 125 TFLOPS, 900 GB/s.
         GpuSpec("v100", "Tesla V100-SXM2-32GB", 15.7, None, 125.0, 900.0, "NVIDIA V100 datasheet"),
         # AMD Instinct MI250 datasheet: fp32 matrix 90.5 TFLOPS (vector 45.3), bf16 362, 3.2 TB/s.
-        GpuSpec("mi250", "AMD Instinct MI250", 45.3, 90.5, 362.1, 3276.8, "AMD Instinct MI250 datasheet"),
+        GpuSpec(
+            "mi250", "AMD Instinct MI250", 45.3, 90.5, 362.1, 3276.8, "AMD Instinct MI250 datasheet"
+        ),
     )
 }
 DEFAULT_GPU = "a100"  # the most common card to rent for training
@@ -151,7 +157,9 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
     host = find_host_thread(trace)
     if host is None:
         return []
-    rows = np.flatnonzero(trace.category_mask("cpu_op") & (trace.pid == host[0]) & (trace.tid == host[1]))
+    rows = np.flatnonzero(
+        trace.category_mask("cpu_op") & (trace.pid == host[0]) & (trace.tid == host[1])
+    )
     if rows.size == 0:
         return []
     origin = float(trace.ts_us[rows].min())
@@ -201,7 +209,11 @@ def shape_flops(path: str, phases: PhaseBreakdown) -> dict[str, float]:
     windows = _windows(phases)
     out: dict[str, float] = {}
     for ev in events if isinstance(events, list) else ():
-        if not isinstance(ev, dict) or ev.get("ph") != "X" or ev.get("cat") not in ("cpu_op", "Operator"):
+        if (
+            not isinstance(ev, dict)
+            or ev.get("ph") != "X"
+            or ev.get("cat") not in ("cpu_op", "Operator")
+        ):
             continue
         dims = (ev.get("args") or {}).get("Input Dims")
         name = ev.get("name", "")
@@ -264,7 +276,11 @@ def estimate_from_ops(
     host_step = python_us + host_ops_us / n
     overlapped = reads == 0
     gpu_step = data_us + (max(host_step, device_step) if overlapped else host_step + device_step)
-    parts = {"data loading": data_us, "host Python and kernel launches": host_step, "GPU compute": device_step}
+    parts = {
+        "data loading": data_us,
+        "host Python and kernel launches": host_step,
+        "GPU compute": device_step,
+    }
     limited_by = max(parts, key=lambda k: parts[k])
     assumptions = [
         f"{spec.name}: {peak_tflops:g} TFLOP/s {precision} peak, {spec.memory_gbps:g} GB/s ({spec.source}); "
@@ -279,14 +295,18 @@ def estimate_from_ops(
         "the batch is copied to the GPU in the background (pinned memory, non_blocking)",
     ]
     if total_flops:
-        assumptions.append("matmul FLOPs from the recorded shapes; other operators sized from their CPU time")
+        assumptions.append(
+            "matmul FLOPs from the recorded shapes; other operators sized from their CPU time"
+        )
     else:
         assumptions.append(
             f"no shapes recorded: each operator's work is at most what its CPU time could do here "
             f"({CPU_GFLOPS_PER_CORE:g} GFLOP/s or {CPU_GBPS_PER_CORE:g} GB/s per core, {cores} core(s))"
         )
     if precision == "fp32" and spec.tf32_tflops:
-        assumptions.append("float32 matmuls without TF32 (PyTorch's default); with TF32 or bf16 autocast the GPU compute shrinks")
+        assumptions.append(
+            "float32 matmuls without TF32 (PyTorch's default); with TF32 or bf16 autocast the GPU compute shrinks"
+        )
     return GpuEstimate(
         key=spec.key,
         gpu=spec.name,
@@ -351,7 +371,9 @@ def estimate_on_gpu(run: Run, analysis: Analysis, gpu: str | None = None) -> Gpu
         trace = load_trace(path)
     except (OSError, ValueError):
         return None
-    return estimate_from_trace(trace, analysis, gpu_spec(gpu), cores=max(1, run.env.cpu_count), trace_path=path)
+    return estimate_from_trace(
+        trace, analysis, gpu_spec(gpu), cores=max(1, run.env.cpu_count), trace_path=path
+    )
 
 
 def describe(estimate: GpuEstimate) -> tuple[str, ...]:

@@ -66,7 +66,10 @@ def host_overhead(
         (trace.pid == host[0])
         & (
             (trace.tid == host[1]) & trace.category_mask("cpu_op", "cuda_runtime", "cuda_driver")
-            | trace.name_mask(prefix=(markers.AUTOGRAD_PREFIX, markers.DATALOADER_PREFIX), names=(markers.BACKWARD,))
+            | trace.name_mask(
+                prefix=(markers.AUTOGRAD_PREFIX, markers.DATALOADER_PREFIX),
+                names=(markers.BACKWARD,),
+            )
         )
     )
     busy_s = np.rint((trace.ts_us[busy_rows] - origin) * 1000.0).astype(np.int64)
@@ -120,7 +123,9 @@ def heaviest_matmul_us(top_ops: Sequence[OpStat]) -> float | None:
     return max(per_call) if per_call else None
 
 
-def host_bound(host: HostOverhead | None, top_ops: Sequence[OpStat] = (), *, on_gpu: bool = False) -> bool:
+def host_bound(
+    host: HostOverhead | None, top_ops: Sequence[OpStat] = (), *, on_gpu: bool = False
+) -> bool:
     """Per-op overhead, not work, fills the step (see the module docstring).
 
     On a CPU run, also when even the heaviest matmul/convolution is under ``SMALL_OP_US`` a

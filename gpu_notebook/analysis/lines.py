@@ -43,7 +43,9 @@ _MAX_TEXT_CHARS = 60
 # Import machinery, elided from stacks as Python's own tracebacks do (``_call_with_frames_removed``
 # says so): six frames per nested import bury the modules being imported. Kept when innermost,
 # so time spent there still shows as such.
-_HIDDEN_FILES = frozenset({"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"})
+_HIDDEN_FILES = frozenset(
+    {"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"}
+)
 
 
 def stack_profile(

@@ -325,7 +325,9 @@ def _level_covers(
     )
     optimizer = spans(
         on_thread
-        & trace.name_mask(prefix=(markers.OPTIMIZER_STEP_PREFIX, markers.OPTIMIZER_ZERO_GRAD_PREFIX))
+        & trace.name_mask(
+            prefix=(markers.OPTIMIZER_STEP_PREFIX, markers.OPTIMIZER_ZERO_GRAD_PREFIX)
+        )
     )
     # Closure optimizers (LBFGS, Lightning's automatic optimization, any ``step(closure)``) run
     # forward and backward inside ``Optimizer.step``: there they stay forward and backward, and
@@ -362,7 +364,9 @@ def _level_covers(
     optimizer = _subtract(opt_cover.starts, opt_cover.ends, *_union(closure_fwd, closure_bwd))
     if optimizer[0].size == 0 and not opt_cover.starts.size:
         bounds = step_bounds(trace, tid)
-        step_starts = _to_ns(trace, np.asarray(bounds.start_us)) if bounds else np.zeros(1, np.int64)
+        step_starts = (
+            _to_ns(trace, np.asarray(bounds.start_us)) if bounds else np.zeros(1, np.int64)
+        )
         optimizer = _manual_updates(
             trace, on_thread, start, end, model, _merge(*spans(backward)), step_starts
         )
@@ -402,9 +406,7 @@ def _comm_waits(
     # device threads (on a GPU the main thread only waits inside loss.backward() while DDP's
     # reducer launches the all-reduces that overlap it: that is backward, not a wait for peers).
     autograd = trace.name_mask(prefix=markers.AUTOGRAD_PREFIX) & (trace.pid == pid)
-    work = np.flatnonzero(
-        ((on_thread & ~collective) | autograd) & trace.category_mask("cpu_op")
-    )
+    work = np.flatnonzero(((on_thread & ~collective) | autograd) & trace.category_mask("cpu_op"))
     busy = _merge(start[work], end[work])
     return _subtract(*flight, *busy)
 
@@ -444,9 +446,7 @@ def _inferred_forward(
     bwd_starts = np.sort(start[backward])
     data_rows = np.flatnonzero(data)
     data_end_sorted = np.sort(end[data_rows]) if data_rows.size else np.zeros(0, dtype=np.int64)
-    grad_starts = (
-        np.sort(start[grad_mode]) if grad_mode is not None and grad_mode.any() else None
-    )
+    grad_starts = np.sort(start[grad_mode]) if grad_mode is not None and grad_mode.any() else None
     fs: list[int] = []
     fe: list[int] = []
     for a, b in zip(s0.tolist(), e0.tolist(), strict=True):

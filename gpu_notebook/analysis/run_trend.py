@@ -161,7 +161,9 @@ def _local_jitter(segments: Sequence[RunSegment], steps: Sequence[StepTiming]) -
     return float(np.median(ratios)) if ratios else 1.0
 
 
-def _window_segment(steps: Sequence[StepTiming], first: int, n: int, weight: float) -> RunSegment | None:
+def _window_segment(
+    steps: Sequence[StepTiming], first: int, n: int, weight: float
+) -> RunSegment | None:
     d = [s.duration_s for s in steps if first <= s.index < first + n]
     if not d:
         return None
@@ -173,7 +175,9 @@ def _reference_time(steps: Sequence[StepTiming], first: int, n: int) -> float | 
 
     The steps after it first (the warm-up before it is left out already), else the window's own.
     """
-    after = [s.duration_s for s in steps if first + n <= s.index < first + n + NEIGHBOURS + 1][:NEIGHBOURS]
+    after = [s.duration_s for s in steps if first + n <= s.index < first + n + NEIGHBOURS + 1][
+        :NEIGHBOURS
+    ]
     if len(after) < 2:
         before = [s.duration_s for s in steps if first - NEIGHBOURS <= s.index < first]
         after = after + before
@@ -219,12 +223,19 @@ def _stalls(
 
 
 def _parts(s: StepTiming) -> dict[str, float]:
-    parts = {"data": s.data_s, "forward": s.forward_s, "backward": s.backward_s, "optimizer": s.optimizer_s}
+    parts = {
+        "data": s.data_s,
+        "forward": s.forward_s,
+        "backward": s.backward_s,
+        "optimizer": s.optimizer_s,
+    }
     parts["other"] = max(0.0, s.duration_s - sum(parts.values()))
     return parts
 
 
-def _stall_phase(steps: Sequence[StepTiming], stalled: np.ndarray) -> tuple[str | None, float | None]:
+def _stall_phase(
+    steps: Sequence[StepTiming], stalled: np.ndarray
+) -> tuple[str | None, float | None]:
     """The hook-timed phase that took the stalled steps' extra time, and its share of it."""
     slow = [steps[int(i)] for i in np.flatnonzero(stalled) if steps[int(i)].timed]
     calm = [steps[int(i)] for i in np.flatnonzero(~stalled) if steps[int(i)].timed]
@@ -245,13 +256,21 @@ def _stall_phase(steps: Sequence[StepTiming], stalled: np.ndarray) -> tuple[str 
 def _memory(run: Run, steps: Sequence[StepTiming]) -> tuple[MemoryTrend, ...]:
     out = []
     rss = [(m.index, m.rss_bytes) for m in run.steps.memory if m.rss_bytes is not None]
-    gpu = [(m.index, m.gpu_memory_bytes) for m in run.steps.memory if m.gpu_memory_bytes is not None]
+    gpu = [
+        (m.index, m.gpu_memory_bytes) for m in run.steps.memory if m.gpu_memory_bytes is not None
+    ]
     if len(gpu) < 8:
         gpu = _gpu_from_samples(run, steps)
     capacity = next((g.memory_total_bytes for g in run.env.gpus if g.memory_total_bytes), None)
     if capacity is None:
         capacity = next(
-            (g.memory_total_bytes for s in run.samples.samples for g in s.gpus if g.memory_total_bytes), None
+            (
+                g.memory_total_bytes
+                for s in run.samples.samples
+                for g in s.gpus
+                if g.memory_total_bytes
+            ),
+            None,
         )
     for kind, points, cap in (("rss", rss, None), ("gpu", gpu, capacity)):
         trend = _fit(kind, points, cap)
@@ -371,7 +390,9 @@ def combine_windows(
         scale = float(w) * total_us / b.total_us
         for step in b.steps:
             parts = {p: v * scale for p, v in step.phase_us.items()}
-            out_steps.append(dataclasses.replace(step, duration_us=step.duration_us * scale, phase_us=parts))
+            out_steps.append(
+                dataclasses.replace(step, duration_us=step.duration_us * scale, phase_us=parts)
+            )
             for p in measured:
                 totals[p] += parts.get(p, 0.0)
     return PhaseBreakdown(

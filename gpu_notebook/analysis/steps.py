@@ -28,7 +28,11 @@ def step_stats(record: StepClockRecord, warmup_steps: int) -> StepStats:
     batch = sizes.most_common(1)[0][0] if sizes else None
     per_s = batch / median_s if batch and median_s > 0 else None
     return StepStats(
-        count=record.step_count, median_s=median_s, p90_s=p90_s, batch_size=batch, samples_per_s=per_s
+        count=record.step_count,
+        median_s=median_s,
+        p90_s=p90_s,
+        batch_size=batch,
+        samples_per_s=per_s,
     )
 
 
@@ -58,9 +62,15 @@ def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | 
         for k, v in parts.items():
             totals[k] += v
         total_us += dur_us
-        out.append(StepPhases(index=s.index, start_us=s.start_s * 1e6, duration_us=dur_us, phase_us=parts))
+        out.append(
+            StepPhases(index=s.index, start_us=s.start_s * 1e6, duration_us=dur_us, phase_us=parts)
+        )
     return PhaseBreakdown(
-        source="hooks", steps=tuple(out), total_us=total_us, phase_total_us=totals, measured=HOOK_PHASES
+        source="hooks",
+        steps=tuple(out),
+        total_us=total_us,
+        phase_total_us=totals,
+        measured=HOOK_PHASES,
     )
 
 

@@ -107,7 +107,11 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
     evidence: list[str] = []
     data = phases.share("data")
     sync = phases.share("sync")
-    for name, share in (("data wait", data), ("host sync", sync), ("host-to-device copy", phases.share("copy"))):
+    for name, share in (
+        ("data wait", data),
+        ("host sync", sync),
+        ("host-to-device copy", phases.share("copy")),
+    ):
         if share is not None and share >= WARN:
             evidence.append(f"{name}: {fmt_share(share)} of step time")
     not_measured = [p for p in ("data", "copy", "sync") if p not in phases.measured]
@@ -238,7 +242,9 @@ def _input_verdict(
     )
 
 
-def _sync_verdict(sync: float, evidence: list[str], confidence: Confidence, *, on_cpu: bool = False) -> Verdict:
+def _sync_verdict(
+    sync: float, evidence: list[str], confidence: Confidence, *, on_cpu: bool = False
+) -> Verdict:
     if on_cpu:
         # No device here: the reads cost host time, nothing waits on a card. Say once, apart,
         # what they would mean on one.

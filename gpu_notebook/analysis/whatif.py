@@ -79,11 +79,17 @@ def interconnect(env: Environment) -> tuple[str | None, float | None]:
     gpu = env.gpus[0]
     if gpu.nvlink_links:
         raw = gpu.nvlink_links * NVLINK_LINK_BYTES_PER_S
-        return f"NVLink x{gpu.nvlink_links} ({raw / 1e9:.0f} GB/s per direction)", raw * NCCL_EFFICIENCY
+        return (
+            f"NVLink x{gpu.nvlink_links} ({raw / 1e9:.0f} GB/s per direction)",
+            raw * NCCL_EFFICIENCY,
+        )
     lane = PCIE_LANE_BYTES_PER_S.get(gpu.pcie_generation or 0)
     if lane and gpu.pcie_width:
         raw = lane * gpu.pcie_width
-        return f"PCIe gen{gpu.pcie_generation} x{gpu.pcie_width} ({raw / 1e9:.1f} GB/s)", raw * NCCL_EFFICIENCY
+        return (
+            f"PCIe gen{gpu.pcie_generation} x{gpu.pcie_width} ({raw / 1e9:.1f} GB/s)",
+            raw * NCCL_EFFICIENCY,
+        )
     return None, None
 
 
@@ -96,7 +102,9 @@ def ring_allreduce_s(grad_bytes: int, gpus: int, bus_bytes_per_s: float) -> floa
 
 def exposed_comm_s(allreduce_s: float, backward_s: float, grad_bytes: int) -> float:
     """What backward cannot hide: the excess over backward, at least the last bucket's share."""
-    last_bucket = allreduce_s * min(1.0, DDP_BUCKET_BYTES / grad_bytes) if grad_bytes else allreduce_s
+    last_bucket = (
+        allreduce_s * min(1.0, DDP_BUCKET_BYTES / grad_bytes) if grad_bytes else allreduce_s
+    )
     return max(allreduce_s - backward_s, last_bucket)
 
 
@@ -158,7 +166,9 @@ def what_if(
             " published ResNet-50 8-GPU scaling came 3-4% below this model in FP32/TF32, 15-19% in mixed precision)"
         )
     # Fixes: the measured waiting phases a fix can remove.
-    fixed = tuple(p for p in FIXABLE_PHASES if phases is not None and (phases.share(p) or 0) >= 0.01)
+    fixed = tuple(
+        p for p in FIXABLE_PHASES if phases is not None and (phases.share(p) or 0) >= 0.01
+    )
     removable = sum(phases.share(p) or 0.0 for p in fixed) if phases is not None else 0.0
     fixes_speedup = 1 / (1 - removable) if fixed and removable < 1 else None
     if phases is None or step_s is None:
@@ -182,7 +192,9 @@ def what_if(
             "to model (run gpucheck on that machine)"
         )
     elif not run.env.gpus and not measured_bus_bytes_per_s:
-        missing.append("no GPU visible: no interconnect to model (run on the GPU you would add more of)")
+        missing.append(
+            "no GPU visible: no interconnect to model (run on the GPU you would add more of)"
+        )
     elif bus is None:
         missing.append("NVML reports neither NVLink links nor the PCIe link of this GPU")
     if grad_bytes is None:
@@ -195,7 +207,13 @@ def what_if(
         # Only N above today's job; past the usual 8, keep doubling the job as it is.
         gpu_counts = tuple(n for n in gpu_counts if n > world) or (2 * world, 4 * world)
     points: list[ScalingPoint] = []
-    if not missing and world is not None and step_s is not None and bus is not None and grad_bytes is not None:
+    if (
+        not missing
+        and world is not None
+        and step_s is not None
+        and bus is not None
+        and grad_bytes is not None
+    ):
         backward_s = _backward_s(analysis, step_s)
         # One rank's step at today's world size W holds the exposed all-reduce at W (zero when W
         # is 1). Take out the model's own figure for it, not a measured one, so that the model's
@@ -205,7 +223,11 @@ def what_if(
         #   speedup(N)  = (N / W) x step(W) / step(N)  (samples a second, N-GPU job vs W-GPU job)
         #   efficiency  = speedup / (N / W)            (1.0: the added GPUs scale perfectly)
         # The fixes remove their share of the measured step, then the same exposure swap applies.
-        exposed_now = exposed_comm_s(ring_allreduce_s(grad_bytes, world, bus), backward_s, grad_bytes) if world > 1 else 0.0
+        exposed_now = (
+            exposed_comm_s(ring_allreduce_s(grad_bytes, world, bus), backward_s, grad_bytes)
+            if world > 1
+            else 0.0
+        )
         base_s = step_s - exposed_now
         fixed_base_s = step_s * (1 - removable) - exposed_now
         if base_s <= 0 or (fixed and fixed_base_s <= 0):
@@ -301,10 +323,14 @@ def render_whatif(w: WhatIf) -> str:
     else:
         lines.append("  no waiting phase to fix was measured (data, sync and copy are under 1%)")
     if w.points and w.grad_bytes is not None:
-        lines.append(f"  interconnect: {w.interconnect}; gradients {fmt_megabytes(w.grad_bytes)} a step")
+        lines.append(
+            f"  interconnect: {w.interconnect}; gradients {fmt_megabytes(w.grad_bytes)} a step"
+        )
         label = speedup_label(w)
         width = max(8, len(label))
-        lines.append(f"  {'GPUs':>5} {label:>{width}} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}")
+        lines.append(
+            f"  {'GPUs':>5} {label:>{width}} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}"
+        )
         for p in w.points:
             fx = fmt_factor(p.speedup_with_fixes) if p.speedup_with_fixes is not None else "-"
             lines.append(
@@ -370,8 +396,12 @@ def trace_allreduce(path: str) -> TraceAllReduce | None:
     per_step = [k for k in per_step if k]
     return TraceAllReduce(
         bus_bytes_per_s=best,
-        bytes_per_step=int(statistics.median(sum(b for _, b in k) for k in per_step)) if per_step else None,
-        kernel_s_per_step=statistics.median(sum(d for d, _ in k) for k in per_step) / 1e6 if per_step else None,
+        bytes_per_step=int(statistics.median(sum(b for _, b in k) for k in per_step))
+        if per_step
+        else None,
+        kernel_s_per_step=statistics.median(sum(d for d, _ in k) for k in per_step) / 1e6
+        if per_step
+        else None,
         group_size=max(groups),
     )
 
@@ -382,4 +412,13 @@ def measured_allreduce_bus_bandwidth(path: str) -> float | None:
     return facts.bus_bytes_per_s if facts is not None else None
 
 
-_DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Char": 1, "Byte": 1}
+_DTYPE_BYTES = {
+    "Float": 4,
+    "Half": 2,
+    "BFloat16": 2,
+    "Double": 8,
+    "Int": 4,
+    "Long": 8,
+    "Char": 1,
+    "Byte": 1,
+}

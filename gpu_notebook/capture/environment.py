@@ -25,7 +25,10 @@ def torch_facts() -> dict[str, object]:
     """
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "cuda"):
-        return {"torch_version": str(torch.__version__), "cuda_available": bool(torch.cuda.is_available())}
+        return {
+            "torch_version": str(torch.__version__),
+            "cuda_available": bool(torch.cuda.is_available()),
+        }
     version: str | None = None
     if torch_installed():
         try:

@@ -50,7 +50,10 @@ def from_process_group() -> RankInfo | None:
             return None
         backend = str(dist.get_backend())
         rank, world = int(dist.get_rank()), int(dist.get_world_size())
-    except (RuntimeError, ValueError):  # a group being torn down: the environment still says where we are
+    except (
+        RuntimeError,
+        ValueError,
+    ):  # a group being torn down: the environment still says where we are
         return None
     local = _int(os.environ, "LOCAL_RANK")
     return RankInfo(

@@ -77,7 +77,9 @@ class CaptureOptions:
         if self.warmup_steps < 0:
             raise ValueError(f"--warmup must be 0 or more (got {self.warmup_steps})")
         if not 0.05 <= self.interval_s <= 60:
-            raise ValueError(f"--interval must be between 0.05 and 60 seconds (got {self.interval_s})")
+            raise ValueError(
+                f"--interval must be between 0.05 and 60 seconds (got {self.interval_s})"
+            )
 
 
 LiveListener = Callable[[LiveStatus], None]
@@ -202,11 +204,15 @@ class CaptureSession:
                 # then), never during it: a sampler waking at 200 Hz stretches the gaps between
                 # ops, which the phase split would then report as "unattributed". No window
                 # that can record (no torch, --no-profile): the whole cell, at the whole-cell rate.
-                follow = self.options.lines == "window" and self.options.profile and torch_installed()
+                follow = (
+                    self.options.lines == "window" and self.options.profile and torch_installed()
+                )
                 self._stack_state = "waiting" if follow else "whole"
                 self._stacks = StackSampler(
                     self._thread_id,
-                    self.options.stack_interval_s if follow else self.options.whole_cell_stack_interval_s,
+                    self.options.stack_interval_s
+                    if follow
+                    else self.options.whole_cell_stack_interval_s,
                     root_codes=self._stack_root_codes,
                 )
                 self._stacks.start(paused=follow)
@@ -344,7 +350,11 @@ class CaptureSession:
         if not schedule.due(step_index, time.perf_counter_ns() - self._t0_ns) or profiler_active():
             return
         clock = self._clock
-        extra = ProfilerWindow(warmup=step_index, steps=self.options.profile_steps, cuda=bool(self._env and self._env.cuda_available))
+        extra = ProfilerWindow(
+            warmup=step_index,
+            steps=self.options.profile_steps,
+            cuda=bool(self._env and self._env.cuda_available),
+        )
 
         def annotate(on: bool) -> None:
             if clock is not None and not clock.is_lean:
@@ -445,7 +455,9 @@ class CaptureSession:
                 status="unavailable",
                 warmup_steps=self.options.warmup_steps,
                 requested_steps=self.options.profile_steps,
-                message="the code never imported torch" if torch_installed() else "torch is not installed",
+                message="the code never imported torch"
+                if torch_installed()
+                else "torch is not installed",
             )
         elif trace_path is not None:
             window = dataclasses.replace(window, trace_path=trace_path)
@@ -457,8 +469,12 @@ class CaptureSession:
                 message="profiling disabled (--no-profile): sampling and step timing only",
             )
         more_windows = []
-        for k, (extra, rec) in enumerate(zip(self._extra_windows, self._extra_records, strict=False)):
-            path = extra.export(Path(scratch) / f"window{k + 2}.trace.json" if scratch is not None else None)
+        for k, (extra, rec) in enumerate(
+            zip(self._extra_windows, self._extra_records, strict=False)
+        ):
+            path = extra.export(
+                Path(scratch) / f"window{k + 2}.trace.json" if scratch is not None else None
+            )
             if rec.first_step is not None and rec.recorded_steps > 0:
                 more_windows.append(ExtraWindow(rec.first_step, rec.recorded_steps, path))
         notes = list(self._notes)

@@ -109,6 +109,7 @@ _MAX_INTERVAL_S = 1.0
 # Phase read from the stack, for samples the provider did not label.
 # --------------------------------------------------------------------------------------------
 
+
 # The outermost match wins: a module called from a collate_fn is data time, an LBFGS closure's
 # forward is optimizer time, as in the step clock's top-level accounting. Building a model or an
 # optimizer (their __init__, lazy imports) is no phase at all.
@@ -358,7 +359,9 @@ class StackSampler:
 
     def _sample(self, late_ns: int = 0) -> None:
         """One sample of the target thread, from the sampler thread."""
-        self._sample_frame(sys._current_frames().get(self.thread_id), late_ns, time.perf_counter_ns())
+        self._sample_frame(
+            sys._current_frames().get(self.thread_id), late_ns, time.perf_counter_ns()
+        )
 
     # ---------------------------------------------------------------- both
 

@@ -45,7 +45,13 @@ from typing import Any
 from gpu_notebook import markers
 from gpu_notebook.records import StepAnchor, StepClockRecord, StepMemory, StepTiming
 
-_PRIORITY: dict[str, int] = {"none": 0, "backward": 1, "forward": 2, "dataloader": 3, "optimizer": 4}
+_PRIORITY: dict[str, int] = {
+    "none": 0,
+    "backward": 1,
+    "forward": 2,
+    "dataloader": 3,
+    "optimizer": 4,
+}
 
 # Called at each step boundary with the index of the step that starts there.
 BoundaryListener = Callable[[int], None]
@@ -189,7 +195,9 @@ class StepClock:
         self._lean = False
 
     def _patch(self, key: str, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-        original = owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else getattr(owner, name)
+        original = (
+            owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else getattr(owner, name)
+        )
         wrapper = make(original)
         setattr(owner, name, wrapper)
         self._patches[key] = (owner, name, original, wrapper)
@@ -197,7 +205,9 @@ class StepClock:
     def _unpatch(self, key: str) -> None:
         owner, name, original, wrapper = self._patches.pop(key)
         self._inert.add(key)  # a wrapper the cell still holds passes straight through from now on
-        current = owner.__dict__.get(name) if hasattr(owner, "__dict__") else getattr(owner, name, None)
+        current = (
+            owner.__dict__.get(name) if hasattr(owner, "__dict__") else getattr(owner, name, None)
+        )
         if current is wrapper:
             setattr(owner, name, original)
 
@@ -224,7 +234,9 @@ class StepClock:
         self._last_mark_ns = now
         self._counts["optimizer"] += 1
         if self._grad_bytes is None:
-            self._grad_bytes = _trainable_bytes(p for g in optimizer.param_groups for p in g["params"])
+            self._grad_bytes = _trainable_bytes(
+                p for g in optimizer.param_groups for p in g["params"]
+            )
         self._event("optimizer", now, ends_step=True)
 
     def _wrap_next(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -294,7 +306,9 @@ class StepClock:
             if self._cur_start_ns is None:
                 self._cur_start_ns = now_ns
             self._close_step(now_ns)
-        elif self._cur_start_ns is not None and (self._fwd_calls or self._bwd_calls or self._data_ns or self._opt_ns):
+        elif self._cur_start_ns is not None and (
+            self._fwd_calls or self._bwd_calls or self._data_ns or self._opt_ns
+        ):
             self._close_step(now_ns)
         self._cur_start_ns = now_ns
         if not ends_step or not self._last_mark_ns:
@@ -325,8 +339,19 @@ class StepClock:
             if self._samples is not None:
                 self._batch_size = self._samples
             self._rows.append(
-                (index, start_ns, end_ns, self._data_ns, self._fwd_ns, self._bwd_ns, self._opt_ns,
-                 self._fwd_calls, self._bwd_calls, self._batch_size, not self._lean)
+                (
+                    index,
+                    start_ns,
+                    end_ns,
+                    self._data_ns,
+                    self._fwd_ns,
+                    self._bwd_ns,
+                    self._opt_ns,
+                    self._fwd_calls,
+                    self._bwd_calls,
+                    self._batch_size,
+                    not self._lean,
+                )
             )
             if len(self._rows) >= self._capacity:
                 self._decimation *= 2
@@ -451,6 +476,7 @@ def _tracing_probe(torch: Any) -> Callable[[], bool]:
     try:
         from torch.fx._symbolic_trace import is_fx_symbolic_tracing as is_fx_tracing
     except ImportError:  # pragma: no cover - older torch
+
         def is_fx_tracing() -> bool:
             return False
 
@@ -475,7 +501,9 @@ def _leading_size(batch: Any) -> int | None:
                 return int(batch.size(0))
             return int(batch.shape[0]) if batch.dim() > 0 else None
         if type(batch) in (tuple, list):
-            batch = next((b for b in batch if isinstance(b, (torch.Tensor, tuple, list, dict))), None)
+            batch = next(
+                (b for b in batch if isinstance(b, (torch.Tensor, tuple, list, dict))), None
+            )
         elif isinstance(batch, dict):
             batch = next(iter(dict.values(batch)), None)
         else:

@@ -6,6 +6,7 @@ Patch's ``source_after`` as a new cell below the measured one; the user decides 
 Usage::
 
     from gpu_notebook.fixes import apply_fix
+
     result = apply_fix("dataloader_workers", cell_source, num_workers=4)  # Patch | Refusal
 """
 

@@ -45,6 +45,7 @@ from gpu_notebook.fixes.cst_tools import (
 
 _CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
 
+
 def autocast(
     module: cst.Module, *, dtype: str = "bfloat16", device_type: str = "cuda"
 ) -> CodemodResult:

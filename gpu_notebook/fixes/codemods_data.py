@@ -74,7 +74,11 @@ def dataloader_workers(
         raise ValueError(f"prefetch_factor must be at least 1, not {prefetch_factor!r}")
     calls = _dataloader_calls(module)
     if not calls and num_workers is not None:
-        hf = [c for c in calls_in(module) if last_part(call_name(c)) == "TrainingArguments" and not has_star_kwargs(c)]
+        hf = [
+            c
+            for c in calls_in(module)
+            if last_part(call_name(c)) == "TrainingArguments" and not has_star_kwargs(c)
+        ]
         if hf:
             return _training_arguments(module, hf, num_workers, pin_memory, persistent_workers)
     if not calls:
@@ -200,7 +204,10 @@ def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integ
             if not isinstance(node, cst.Assign) or len(node.targets) != 1:
                 continue
             target = node.targets[0].target
-            if isinstance(target, cst.Attribute) and dotted_name(target) == f"self.{value.attr.value}":
+            if (
+                isinstance(target, cst.Attribute)
+                and dotted_name(target) == f"self.{value.attr.value}"
+            ):
                 if isinstance(node.value, cst.Integer):
                     return node.value
                 if isinstance(node.value, cst.Name):
@@ -221,7 +228,11 @@ def _name_origin(module: cst.Module, name: str) -> cst.Integer | None:
 
 def _param_default(module: cst.Module, name: str) -> cst.Integer | None:
     for node in walk(module):
-        if isinstance(node, cst.Param) and node.name.value == name and isinstance(node.default, cst.Integer):
+        if (
+            isinstance(node, cst.Param)
+            and node.name.value == name
+            and isinstance(node.default, cst.Integer)
+        ):
             return node.default
     return None
 

@@ -35,6 +35,7 @@ from gpu_notebook.fixes.cst_tools import (
 
 _GRAD_MODES = frozenset({"no_grad", "inference_mode", "enable_grad", "set_grad_enabled"})
 
+
 def inference_mode(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:
     """Wrap each inference loop in ``with torch.inference_mode():`` and call ``model.eval()``.
 

@@ -31,7 +31,11 @@ def kept_graphs(loop: cst.CSTNode, names: set[str]) -> list[cst.Call]:
     """``x.append(NAME)`` calls in ``loop`` whose stored argument is one of ``names`` as is."""
     found = []
     for node in walk(loop):
-        if not isinstance(node, cst.Call) or method_name(node) not in KEEPING_METHODS or not node.args:
+        if (
+            not isinstance(node, cst.Call)
+            or method_name(node) not in KEEPING_METHODS
+            or not node.args
+        ):
             continue
         if dotted_name(node.args[-1].value) in names:
             found.append(node)
@@ -58,8 +62,12 @@ def detach_kept_tensors(module: cst.Module, *, names: str = "") -> CodemodResult
             detached = cst.Call(func=cst.Attribute(value=arg.value, attr=cst.Name("detach")))
             edits[arg] = _with_value(detached)
     if not edits:
-        return Declined("the loop does not store a tensor with its graph (e.g. history.append(loss))")
-    return Edited(replace_nodes(module, edits), ", ".join(f"{n}.detach()" for n in sorted(set(stored))))
+        return Declined(
+            "the loop does not store a tensor with its graph (e.g. history.append(loss))"
+        )
+    return Edited(
+        replace_nodes(module, edits), ", ".join(f"{n}.detach()" for n in sorted(set(stored)))
+    )
 
 
 def _with_value(value: cst.BaseExpression) -> Replacement:

@@ -43,6 +43,7 @@ _LOG_METHODS = frozenset(
      "add_scalar", "add_scalars", "add_histogram", "write"}
 )  # fmt: skip
 
+
 def _is_logging_call(call: cst.Call) -> bool:
     name = call_name(call)
     if name is None:

@@ -30,7 +30,9 @@ def build_report(
     gpu_spec(target_gpu)  # an unknown name fails before the work
     analysis = analyze(run)
     verdict = decide(run, analysis)
-    findings = run_rules(run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1)
+    findings = run_rules(
+        run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1
+    )
     # The fixed cell keeps the %%gpucheck line: running it measures the fix against this run.
     whole_cell = f"{run.magic_line}\n{run.cell_source}" if run.magic_line else run.cell_source
     findings = attach_fixes(findings, whole_cell, namespace=namespace)

@@ -120,7 +120,9 @@ def throughput_speedup(baseline: Report, report: Report) -> float | None:
     return before_s / after_s
 
 
-def compare(baseline: Report, report: Report, price_per_gpu_hour: float | None = None) -> Comparison:
+def compare(
+    baseline: Report, report: Report, price_per_gpu_hour: float | None = None
+) -> Comparison:
     """``report`` against ``baseline``: speedup, throughput, shares, and the fix's predicted bound.
 
     ``price_per_gpu_hour`` (any currency) prices the saving per 1,000 baseline steps' worth of
@@ -172,14 +174,16 @@ def slower_after_fix(baseline: Report, report: Report, comparison: Comparison) -
         return None
     evidence = [
         f"this cell is the fix `{proposing.fix_id}` proposed by the run at {baseline.run.started_at} "
-        f"(\"{proposing.title}\")",
+        f'("{proposing.title}")',
         f"measured: {fmt_factor(speedup)} the throughput of that run "
         f"(predicted: {fmt_gain(proposing.gain_bound)})",
     ]
     before, after = comparison.baseline_phase_share, comparison.phase_share
     for phase in ("data", "forward", "backward", "optimizer", "sync", "other", "unattributed"):
         if phase in before and phase in after and after[phase] > before[phase] + 0.05:
-            evidence.append(f"{phase}: {fmt_share(before[phase])} of the step before, {fmt_share(after[phase])} now")
+            evidence.append(
+                f"{phase}: {fmt_share(before[phase])} of the step before, {fmt_share(after[phase])} now"
+            )
     return Finding(
         rule_id="compare.slower_after_fix",
         title=f"The fix made the loop slower ({fmt_factor(speedup)}): go back to the earlier cell",
@@ -228,7 +232,11 @@ def describe(comparison: Comparison) -> tuple[str, ...]:
                 f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "
                 "the earlier cell."
             )
-        if c.speedup is not None and c.predicted_bound is not None and c.speedup > c.predicted_bound:
+        if (
+            c.speedup is not None
+            and c.predicted_bound is not None
+            and c.speedup > c.predicted_bound
+        ):
             lines.append(
                 "Above the bound: the fix also sped up work outside the phase it removes (the bound "
                 "comes from profiled steps; caches, garbage collection and the allocator share the step)."
@@ -239,7 +247,9 @@ def describe(comparison: Comparison) -> tuple[str, ...]:
             "(assuming linear scaling, which real clusters do not quite reach)."
         )
     if c.cost_saved_per_1000_steps is not None:
-        lines.append(f"Saves {fmt_cost(c.cost_saved_per_1000_steps)} per 1,000 steps at the given price.")
+        lines.append(
+            f"Saves {fmt_cost(c.cost_saved_per_1000_steps)} per 1,000 steps at the given price."
+        )
     return tuple(lines)
 
 

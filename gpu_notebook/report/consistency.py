@@ -26,7 +26,11 @@ def contradictions(verdict: Verdict, findings: Sequence[Finding]) -> tuple[str, 
     yes = verdict.more_gpus.lstrip().lower().startswith(("yes", "a gpu would help"))
     if yes and verdict.category not in COMPUTE_VERDICTS:
         out.append(f"verdict {verdict.category} but the more-GPUs answer says yes")
-    if verdict.category in ("host-bound", "input-bound", "sync-bound") and not verdict.more_gpus.lower().startswith("no"):
+    if verdict.category in (
+        "host-bound",
+        "input-bound",
+        "sync-bound",
+    ) and not verdict.more_gpus.lower().startswith("no"):
         out.append(f"verdict {verdict.category} but the more-GPUs answer is not no")
     for f in findings:
         serious = f.severity in ("medium", "high")

@@ -46,7 +46,9 @@ def _gpus(props: tuple[dict, ...], used: tuple[int, ...]) -> tuple[GpuInfo, ...]
     return on_used or tuple(out)
 
 
-def _job_world_size(recorded: int | None, nccl: TraceAllReduce | None, comm_us: float) -> int | None:
+def _job_world_size(
+    recorded: int | None, nccl: TraceAllReduce | None, comm_us: float
+) -> int | None:
     """GPUs the traced job already runs on: 1, the larger of distributedInfo's world size and the
     NCCL all-reduce group size, or None when NCCL kernels ran but neither says how many ranks."""
     known = [n for n in (recorded, nccl.group_size if nccl is not None else None) if n]
@@ -97,8 +99,12 @@ def report_from_trace(
         samples=SampleSeries(requested_interval_s=0.0, interval_s=0.0),
         steps=StepClockRecord(anchor="none", step_count=n_steps),
         window=ProfileWindow(
-            status="recorded", warmup_steps=0, requested_steps=n_steps,
-            first_step=0, recorded_steps=n_steps, trace_path=str(path),
+            status="recorded",
+            warmup_steps=0,
+            requested_steps=n_steps,
+            first_step=0,
+            recorded_steps=n_steps,
+            trace_path=str(path),
         ),
         started_at="",
         notes=(f"analysed from {Path(path).name}",),
@@ -121,7 +127,10 @@ def report_from_trace(
         run = dataclasses.replace(run, rank=known)
     elif rank is not None and world is not None:
         run = dataclasses.replace(
-            run, rank=RankInfo(rank=rank, world_size=world, source="trace", backend=info.backend if info else None)
+            run,
+            rank=RankInfo(
+                rank=rank, world_size=world, source="trace", backend=info.backend if info else None
+            ),
         )
     grad_bytes = companion.run.steps.grad_bytes if companion is not None else None
     nccl = trace_allreduce(str(path)) if gpu is not None and gpu.comm_us > 0 else None
@@ -139,9 +148,16 @@ def report_from_trace(
         if estimate is not None:
             estimate = dataclasses.replace(
                 estimate,
-                assumptions=(*estimate.assumptions, "the recording machine's cores are not in the file: 1 assumed"),
+                assumptions=(
+                    *estimate.assumptions,
+                    "the recording machine's cores are not in the file: 1 assumed",
+                ),
             )
     report = Report(
-        run=run, analysis=analysis, verdict=decide(run, analysis), whatif=whatif, gpu_estimate=estimate
+        run=run,
+        analysis=analysis,
+        verdict=decide(run, analysis),
+        whatif=whatif,
+        gpu_estimate=estimate,
     )
     return report, rank, world

@@ -33,7 +33,9 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         if phases is not None and phases.total_us > 0
         else {}
     )
-    comm: float | None = phase_s.get("comm") if phases is not None and "comm" in phases.measured else None
+    comm: float | None = (
+        phase_s.get("comm") if phases is not None and "comm" in phases.measured else None
+    )
     gpu = analysis.gpu
     if gpu is not None and gpu.comm_us > 0 and phases is not None:
         comm = max(comm or 0.0, gpu.comm_us / n / 1e6)
@@ -80,7 +82,9 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
         center = statistics.median(r.step_s or 0.0 for r in timed)
         slowest = max(timed, key=lambda r: (r.step_s or 0.0, -r.rank))
         if center > 0 and (slowest.step_s or 0.0) > center * (1 + STRAGGLER_THRESHOLD):
-            return _cause(slowest, [r for r in timed if r.rank != slowest.rank], "slowest-step", None)
+            return _cause(
+                slowest, [r for r in timed if r.rank != slowest.rank], "slowest-step", None
+            )
     return None
 
 
@@ -104,7 +108,9 @@ def _cause(
         phase_share=(slow.phase_s[phase] / slow.step_s) if phase and slow.step_s else None,
         phase_s=slow.phase_s.get(phase) if phase else None,
         others_phase_s=statistics.median(theirs) if theirs else None,
-        waiting_ranks=tuple(sorted(r.rank for r in others if wait is None or (r.comm_s or 0.0) > 0)),
+        waiting_ranks=tuple(
+            sorted(r.rank for r in others if wait is None or (r.comm_s or 0.0) > 0)
+        ),
         wait_s=wait,
         hot_line=slow.hot_line,
     )

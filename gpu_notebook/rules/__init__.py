@@ -111,7 +111,9 @@ def run_rules(
         # Ranked by the typical step's reading; the bound shown may be the larger, safe one.
         key = rank_key(found)
         if stalls:
-            found = _conservative_bound(found, rule(run, analysis, facts), stalls, profiled_steps(analysis))
+            found = _conservative_bound(
+                found, rule(run, analysis, facts), stalls, profiled_steps(analysis)
+            )
         if factor is not None:
             found = _profiling_note(found, factor)
         if confidence is not None and found.phase_share is not None:
@@ -134,8 +136,10 @@ def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, step
     )
     if steady.phase_share is None and steady.gain_bound is None:
         return steady
-    if full is not None and full.gain_bound is not None and (
-        steady.gain_bound is None or full.gain_bound > steady.gain_bound
+    if (
+        full is not None
+        and full.gain_bound is not None
+        and (steady.gain_bound is None or full.gain_bound > steady.gain_bound)
     ):
         return dataclasses.replace(
             steady,
@@ -233,7 +237,9 @@ def attach_fixes(
     return tuple(out)
 
 
-def _live_loader_proposal(cell_source: str, finding: Finding, live: LiveFacts) -> FixProposal | None:
+def _live_loader_proposal(
+    cell_source: str, finding: Finding, live: LiveFacts
+) -> FixProposal | None:
     """Prepend a snippet that rebuilds the live loader the cell iterates, with the new settings."""
     from gpu_notebook.fixes import HEADER_PREFIX, describe
 
@@ -273,7 +279,11 @@ def _live_loader_proposal(cell_source: str, finding: Finding, live: LiveFacts) -
     after = magic + header + snippet + body
     diff = "\n".join(
         difflib.unified_diff(
-            cell_source.splitlines(), after.splitlines(), fromfile="before", tofile="after", lineterm=""
+            cell_source.splitlines(),
+            after.splitlines(),
+            fromfile="before",
+            tofile="after",
+            lineterm="",
         )
     )
     return FixProposal(
@@ -286,7 +296,9 @@ def _live_loader_proposal(cell_source: str, finding: Finding, live: LiveFacts) -
     )
 
 
-def _framework_loader_proposal(cell_source: str, finding: Finding, live: LiveFacts) -> FixProposal | None:
+def _framework_loader_proposal(
+    cell_source: str, finding: Finding, live: LiveFacts
+) -> FixProposal | None:
     """Where a framework builds the loader from a live object: set it there, in the user's terms.
 
     Lightning ``train_dataloader`` passing ``num_workers=self.<attr>``: set that attribute on
@@ -339,7 +351,11 @@ def _framework_loader_proposal(cell_source: str, finding: Finding, live: LiveFac
     after = magic + header + snippet + rest
     diff = "\n".join(
         difflib.unified_diff(
-            cell_source.splitlines(), after.splitlines(), fromfile="before", tofile="after", lineterm=""
+            cell_source.splitlines(),
+            after.splitlines(),
+            fromfile="before",
+            tofile="after",
+            lineterm="",
         )
     )
     return FixProposal(

@@ -28,7 +28,9 @@ from gpu_notebook.rules.source_facts import SourceFacts
 
 TF32_CC = 8.0  # Ampere and later
 _CONV_KERNEL = re.compile(r"conv|dgrad|wgrad|fprop|scudnn|implicit_gemm", re.IGNORECASE)
-_CONV_OP = re.compile(r"aten::(cudnn_convolution|convolution|_convolution|conv\dd|miopen_convolution)")
+_CONV_OP = re.compile(
+    r"aten::(cudnn_convolution|convolution|_convolution|conv\dd|miopen_convolution)"
+)
 _GUIDE = "PyTorch performance tuning guide (cuDNN auto-tuner for fixed sizes; TF32 on Ampere)"
 
 
@@ -48,7 +50,11 @@ def cudnn_benchmark_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Fin
     if len(set(sizes)) > 2:
         return None  # changing shapes: the autotuner would re-tune each one (shapes rule)
     gpu = analysis.gpu
-    conv_us = sum(op.total_us for op in analysis.top_ops if op.device == "gpu" and _CONV_KERNEL.search(op.name))
+    conv_us = sum(
+        op.total_us
+        for op in analysis.top_ops
+        if op.device == "gpu" and _CONV_KERNEL.search(op.name)
+    )
     conv_share = conv_us / gpu.window_us if gpu.window_us > 0 else None
     bound = gain_bound(conv_share, analysis, host_side=False)
     evidence = [
@@ -56,7 +62,9 @@ def cudnn_benchmark_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Fin
         f"input batch sizes seen: {sorted(set(sizes)) or 'not measured'} (fixed shapes: tuning pays once)",
     ]
     if conv_share is not None:
-        evidence.append(f"convolution kernels (top kernels): {pct(conv_share)} of the GPU window; gain {fmt_bound(bound)} if they took no time")
+        evidence.append(
+            f"convolution kernels (top kernels): {pct(conv_share)} of the GPU window; gain {fmt_bound(bound)} if they took no time"
+        )
     return finding(
         "backend.cudnn_benchmark",
         "cuDNN picks convolution algorithms without timing them",
@@ -88,7 +96,9 @@ def tf32_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         "medium" if eligible >= 0.10 else "low",
         [
             f"compute capability {cc:.1f} supports TF32",
-            "TF32 for matmuls is off" if known is False else "TF32 setting not known (torch flags not readable)",
+            "TF32 for matmuls is off"
+            if known is False
+            else "TF32 setting not known (torch flags not readable)",
             f"float32 GEMM/convolution kernels without tensor cores (top kernels): {pct(eligible)} of the GPU window; gain {fmt_bound(bound)} if they took no time",
         ],
         "Set torch.backends.cuda.matmul.allow_tf32 = True (and cudnn.allow_tf32), or "

@@ -89,7 +89,9 @@ def gpu_busy_share(analysis: Analysis) -> float | None:
     return gpu.busy_share
 
 
-def gain_bound(removed_share: float | None, analysis: Analysis, *, host_side: bool = True) -> float | None:
+def gain_bound(
+    removed_share: float | None, analysis: Analysis, *, host_side: bool = True
+) -> float | None:
     """Amdahl bound for removing ``removed_share`` of the step.
 
     A host-side fix (input, syncs, logging, launches) leaves the GPU's work as it is, so its
@@ -191,7 +193,9 @@ def finding(
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.
-MATMUL_KERNEL = re.compile(r"gemm|conv|dgrad|wgrad|fprop|scudnn|cutlass|xmma|hmma|wgmma", re.IGNORECASE)
+MATMUL_KERNEL = re.compile(
+    r"gemm|conv|dgrad|wgrad|fprop|scudnn|cutlass|xmma|hmma|wgmma", re.IGNORECASE
+)
 # Host operators that launch such kernels: analysis.host.MATMUL_OP (the verdict reads it too).
 
 
@@ -209,7 +213,9 @@ def fp32_matmul_kernel_share(analysis: Analysis) -> float | None:
     total = sum(
         op.total_us
         for op in analysis.top_ops
-        if op.device == "gpu" and MATMUL_KERNEL.search(op.name) and not TENSOR_CORE_PATTERN.search(op.name)
+        if op.device == "gpu"
+        and MATMUL_KERNEL.search(op.name)
+        and not TENSOR_CORE_PATTERN.search(op.name)
     )
     return min(1.0, total / gpu.window_us)
 
@@ -217,12 +223,15 @@ def fp32_matmul_kernel_share(analysis: Analysis) -> float | None:
 def runs_matmuls(analysis: Analysis) -> bool:
     """Matmul or convolution operators ran in the window (host op names or kernel names)."""
     return any(
-        (op.device == "cpu" and MATMUL_OP.match(op.name)) or (op.device == "gpu" and MATMUL_KERNEL.search(op.name))
+        (op.device == "cpu" and MATMUL_OP.match(op.name))
+        or (op.device == "gpu" and MATMUL_KERNEL.search(op.name))
         for op in analysis.top_ops
     )
 
 
-def steady_top_ops(trace_path: str, phases: PhaseBreakdown, n: int = 10) -> tuple[OpStat, ...] | None:
+def steady_top_ops(
+    trace_path: str, phases: PhaseBreakdown, n: int = 10
+) -> tuple[OpStat, ...] | None:
     """Top operators over the kept (steady) steps only, read again from the trace file.
 
     A stall inflates whichever operator it lands in (an 8 ms pause inside one ``addmm`` of a
@@ -258,10 +267,14 @@ def steady_top_ops(trace_path: str, phases: PhaseBreakdown, n: int = 10) -> tupl
             acc[2] += op.self_us
     out: list[OpStat] = []
     for device in ("cpu", "gpu"):
-        rows = sorted(((k, v) for k, v in merged.items() if k[1] == device), key=lambda kv: -kv[1][2])[:n]
-        out += [OpStat(name, int(v[0]), v[1], v[2], "cpu" if dev == "cpu" else "gpu") for (name, dev), v in rows]
+        rows = sorted(
+            ((k, v) for k, v in merged.items() if k[1] == device), key=lambda kv: -kv[1][2]
+        )[:n]
+        out += [
+            OpStat(name, int(v[0]), v[1], v[2], "cpu" if dev == "cpu" else "gpu")
+            for (name, dev), v in rows
+        ]
     return tuple(out)
-
 
 
 def bigger_batch_bound(factor: int, analysis: Analysis) -> float:

@@ -39,13 +39,19 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     gpu = analysis.gpu
     if gpu is None:
         return None
-    pageable = [c for c in gpu.copies if "pageable" in c.kind.lower() and "htod" in c.kind.lower().replace(" ", "")]
+    pageable = [
+        c
+        for c in gpu.copies
+        if "pageable" in c.kind.lower() and "htod" in c.kind.lower().replace(" ", "")
+    ]
     if not pageable:
         return None
     count = sum(c.count for c in pageable)
     duration_us = sum(c.duration_us for c in pageable)
     sizes = [c.bytes for c in pageable]
-    total_bytes = sum(b for b in sizes if b is not None) if any(b is not None for b in sizes) else None
+    total_bytes = (
+        sum(b for b in sizes if b is not None) if any(b is not None for b in sizes) else None
+    )
     copy = share(analysis, "copy")
     severity = severity_of(copy, low=0.0) or "low"
     evidence = [
@@ -57,7 +63,9 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     else:
         evidence.append("host copy time: not measured")
     static, live = loader_in_use(facts)
-    pinned = static.pin_memory if static is not None else live.pin_memory if live is not None else None
+    pinned = (
+        static.pin_memory if static is not None else live.pin_memory if live is not None else None
+    )
     bound = gain_bound(copy, analysis)
     evidence.append(f"gain if the copies overlap with compute: {fmt_bound(bound)}")
     if pinned:
@@ -65,7 +73,10 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
             "copies.pageable",
             "Copies to the GPU come from pageable memory although the DataLoader pins its batches",
             severity,
-            [*evidence, "the DataLoader already has pin_memory=True: these tensors come from elsewhere"],
+            [
+                *evidence,
+                "the DataLoader already has pin_memory=True: these tensors come from elsewhere",
+            ],
             "Pin the source tensors once (tensor.pin_memory()) and copy with non_blocking=True.",
             _SOURCE,
             phase_share=copy,
@@ -94,7 +105,10 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     per_step = facts.per_step(facts.blocking_copies)
     if copy is None or severity is None or not per_step or analysis.gpu is None:
         return None
-    if any("pageable" in c.kind.lower() and "htod" in c.kind.lower().replace(" ", "") for c in analysis.gpu.copies):
+    if any(
+        "pageable" in c.kind.lower() and "htod" in c.kind.lower().replace(" ", "")
+        for c in analysis.gpu.copies
+    ):
         return None  # non_blocking does nothing for pageable memory: pageable_copies speaks
     first = per_step[0]
     bound = gain_bound(copy, analysis)

@@ -27,14 +27,20 @@ def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> F
         evidence.append(f"line {loops[0].line}: `{loops[0].text}` runs the model with autograd on")
     for model in training_models:
         if model.name not in facts.eval_called:
-            evidence.append(f"`{model.name}` is in train mode (dropout and batch norm act as in training)")
+            evidence.append(
+                f"`{model.name}` is in train mode (dropout and batch norm act as in training)"
+            )
     forward = share(analysis, "forward")
     if forward is not None:
         evidence.append(f"forward passes: {pct(forward)} of the step")
-    evidence.append("no gain bound: autograd's bookkeeping is inside each forward op and not separated")
+    evidence.append(
+        "no gain bound: autograd's bookkeeping is inside each forward op and not separated"
+    )
     return finding(
         "inference.autograd_on",
-        "Inference runs with autograd on" if loops else "Inference runs with the model in train mode",
+        "Inference runs with autograd on"
+        if loops
+        else "Inference runs with the model in train mode",
         "medium",
         evidence,
         "Wrap the loop in torch.inference_mode() and call model.eval() first.",

@@ -78,7 +78,9 @@ def per_step_us(analysis: Analysis, phase: str) -> tuple[float, float] | None:
     return phases.phase_total_us.get(phase, 0.0) / n, phases.total_us / n
 
 
-def dataset_type(facts: SourceFacts, static: LoaderCall | None, live: LiveLoader | None) -> str | None:
+def dataset_type(
+    facts: SourceFacts, static: LoaderCall | None, live: LiveLoader | None
+) -> str | None:
     """Class name of the loader's dataset: from the live loader, the live object or the cell."""
     if live is not None:
         return live.dataset_type
@@ -104,7 +106,9 @@ def workers_reach(
     cores = max(1, run.env.cpu_count)
     timing = per_step_us(analysis, "data")
     if amdahl is None or timing is None or timing[1] <= 0:
-        return amdahl, [f"gain if the wait is hidden by workers: {fmt_bound(amdahl)} (Amdahl over the data share)"]
+        return amdahl, [
+            f"gain if the wait is hidden by workers: {fmt_bound(amdahl)} (Amdahl over the data share)"
+        ]
     load_us, step_us = timing
     rest_us = step_us - load_us
     lines: list[str] = []
@@ -127,7 +131,9 @@ def workers_reach(
     else:
         floor_us = rest_us
     bound = min(amdahl, step_us / floor_us) if floor_us > 0 else amdahl
-    lines.append(f"gain if workers hide the wait: {fmt_bound(bound)} (what {wanted} worker(s) can reach on this machine)")
+    lines.append(
+        f"gain if workers hide the wait: {fmt_bound(bound)} (what {wanted} worker(s) can reach on this machine)"
+    )
     return bound, lines
 
 
@@ -156,14 +162,18 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     reason = _workers_do_not_pay(run, analysis, facts, static, live)
     if reason is None:
         return None
-    batch = static.batch_size if static is not None else live.batch_size if live is not None else None
+    batch = (
+        static.batch_size if static is not None else live.batch_size if live is not None else None
+    )
     evidence = [
         f"waiting for the next batch: {pct(data)} of the step ({phase_source(analysis)})",
         reason,
         "the time goes to indexing the dataset one sample at a time and collating the samples",
     ]
     bound = gain_bound(data, analysis)
-    evidence.append(f"gain if the batch is taken in one indexing: {fmt_bound(bound)} (Amdahl over the data share)")
+    evidence.append(
+        f"gain if the batch is taken in one indexing: {fmt_bound(bound)} (Amdahl over the data share)"
+    )
     bs = batch if batch is not None else "B"
     return finding(
         "input.in_memory_batches",
@@ -182,10 +192,16 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
 
 
 def _workers_do_not_pay(
-    run: Run, analysis: Analysis, facts: SourceFacts, static: LoaderCall | None, live: LiveLoader | None
+    run: Run,
+    analysis: Analysis,
+    facts: SourceFacts,
+    static: LoaderCall | None,
+    live: LiveLoader | None,
 ) -> str | None:
     """Why workers would not pay here (None: they may)."""
-    current = static.num_workers if static is not None else live.num_workers if live is not None else None
+    current = (
+        static.num_workers if static is not None else live.num_workers if live is not None else None
+    )
     if current not in (0, None):
         return None
     kind = dataset_type(facts, static, live)
@@ -284,11 +300,17 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
         return None
     cores = run.env.cpu_count
     static, live = loader_in_use(facts)
-    workers = static.num_workers if static is not None else live.num_workers if live is not None else None
+    workers = (
+        static.num_workers if static is not None else live.num_workers if live is not None else None
+    )
     if workers is None or workers < suggested_workers(cores):
         return None  # loader_workers speaks first
     persistent = (
-        static.persistent_workers if static is not None else live.persistent_workers if live else None
+        static.persistent_workers
+        if static is not None
+        else live.persistent_workers
+        if live
+        else None
     )
     evidence = [
         f"waiting for the next batch: {pct(data)} of the step ({phase_source(analysis)})",
@@ -327,7 +349,9 @@ def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     ]
     if len(paired) < 4:
         return None  # too few samples to speak of "most of the run"
-    starved = sum(1 for cpu, gpu in paired if cpu is not None and cpu > CPU_BUSY_PCT and gpu < GPU_IDLE_PCT)
+    starved = sum(
+        1 for cpu, gpu in paired if cpu is not None and cpu > CPU_BUSY_PCT and gpu < GPU_IDLE_PCT
+    )
     fraction = starved / len(paired)
     if fraction <= BOTTLENECK_SAMPLE_SHARE:
         return None
@@ -338,7 +362,9 @@ def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
         f"while the GPU was < {GPU_IDLE_PCT:.0f}% utilized",
     ]
     if util.children_cpu_mean_pct is not None:
-        evidence.append(f"DataLoader workers (child processes) used {util.children_cpu_mean_pct:.0f}% CPU on average (100% = one core)")
+        evidence.append(
+            f"DataLoader workers (child processes) used {util.children_cpu_mean_pct:.0f}% CPU on average (100% = one core)"
+        )
     if data is not None:
         evidence.append(f"waiting for the next batch: {pct(data)} of the step")
     else:

@@ -47,7 +47,21 @@ LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy
 TINY_OP_US = SMALL_OP_US  # HTA consecutive_kernel_delay: 30 us
 MAX_FACTOR = 8
 _FUSED = frozenset({"Adam", "AdamW", "SGD"})
-_FOREACH = frozenset({"Adam", "AdamW", "SGD", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "ASGD"})
+_FOREACH = frozenset(
+    {
+        "Adam",
+        "AdamW",
+        "SGD",
+        "Adagrad",
+        "Adadelta",
+        "Adamax",
+        "NAdam",
+        "RAdam",
+        "RMSprop",
+        "Rprop",
+        "ASGD",
+    }
+)
 
 
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -71,7 +85,9 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
         f"(host wait {gpu.idle_host_wait_us / 1e3:.1f} ms, launch gaps {gpu.idle_kernel_wait_us / 1e3:.1f} ms)",
     ]
     if calls:
-        evidence.append(f"mean duration of the top kernels: {sum(op.total_us for op in kernels) / calls:.0f} us")
+        evidence.append(
+            f"mean duration of the top kernels: {sum(op.total_us for op in kernels) / calls:.0f} us"
+        )
     bound = gain_bound(host_idle, analysis)
     evidence.append(f"gain if the host kept the GPU fed: {fmt_bound(bound)}")
     compiled = facts.compiled or any(m.compiled for m in facts.live.models)
@@ -119,7 +135,9 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         "the rest of the overhead sits inside every phase",
     ]
     if analysis.step_stats.median_s is not None:
-        evidence.append(f"median step {analysis.step_stats.median_s * 1e3:.2f} ms with batch {batch}")
+        evidence.append(
+            f"median step {analysis.step_stats.median_s * 1e3:.2f} ms with batch {batch}"
+        )
     if static is not None or live is not None:
         bound = bigger_batch_bound(factor, analysis)
         evidence.append(
@@ -140,7 +158,9 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
             fix_id="bigger_batch",
             fix_params={"factor": factor, "scale_lr": True},
         )
-    evidence.append("no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)")
+    evidence.append(
+        "no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)"
+    )
     return finding(
         "launch.tiny_ops",
         "The model's ops are too small: per-op overhead dominates its time",
@@ -180,7 +200,9 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         "medium" if optimizer >= 0.20 else "low",
         [
             f"optimizer step and zero_grad: {pct(optimizer)} of the step ({phase_source(analysis)})",
-            f"{cls}" + (f" (`{name}`)" if name else "") + f" without {implementation}=True"
+            f"{cls}"
+            + (f" (`{name}`)" if name else "")
+            + f" without {implementation}=True"
             + ("" if built_here else ", built in an earlier cell"),
             f"gain if the update took no time: {fmt_bound(bound)} (fusing trims it, it does not remove it)",
         ],

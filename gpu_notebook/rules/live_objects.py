@@ -166,7 +166,10 @@ def _data_hook(name: str, value: Any) -> LiveDataHook | None:
         pl = sys.modules.get(module_name)
         if pl is None:
             continue
-        datamodule, lightning_module = getattr(pl, "LightningDataModule", None), getattr(pl, "LightningModule", None)
+        datamodule, lightning_module = (
+            getattr(pl, "LightningDataModule", None),
+            getattr(pl, "LightningModule", None),
+        )
         if datamodule is not None and isinstance(value, datamodule):
             kind, base = "lightning-datamodule", datamodule
         elif lightning_module is not None and isinstance(value, lightning_module):
@@ -209,7 +212,13 @@ def _dataloader_keyword(source: str) -> ast.expr | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            called = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else ""
+            )
             if called == "DataLoader":
                 for kw in node.keywords:
                     if kw.arg == "num_workers":
@@ -220,14 +229,22 @@ def _dataloader_keyword(source: str) -> ast.expr | None:
 
 def _workers_attribute(source: str) -> str | None:
     value = _dataloader_keyword(source)
-    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+    if (
+        isinstance(value, ast.Attribute)
+        and isinstance(value.value, ast.Name)
+        and value.value.id == "self"
+    ):
         return value.attr
     return None
 
 
 def _literal_workers(source: str) -> int | None:
     value = _dataloader_keyword(source)
-    if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
+    if (
+        isinstance(value, ast.Constant)
+        and isinstance(value.value, int)
+        and not isinstance(value.value, bool)
+    ):
         return value.value
     return None
 
@@ -250,7 +267,10 @@ def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
     custom_batch = batch_sampler is not None and type(batch_sampler) is not data.BatchSampler
     collate = getattr(loader, "collate_fn", None)
     # DataLoader picks default_collate (batched) or default_convert (batch_size=None) itself.
-    default_collates = (getattr(data, "default_collate", None), getattr(data, "default_convert", None))
+    default_collates = (
+        getattr(data, "default_collate", None),
+        getattr(data, "default_convert", None),
+    )
     dataset = loader.dataset
     length = _torch_defined_len(dataset)
     return LiveLoader(

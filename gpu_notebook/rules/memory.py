@@ -33,7 +33,10 @@ def near_oom(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     params: dict[str, str | int | float | bool | None] = {}
     if not facts.autocast:
         fix_id = "autocast"
-        params = {"dtype": "bfloat16" if cc is not None and cc >= 8.0 else "float16", "device_type": "cuda"}
+        params = {
+            "dtype": "bfloat16" if cc is not None and cc >= 8.0 else "float16",
+            "device_type": "cuda",
+        }
         fix = "Mixed precision (torch.autocast) halves activation memory; then activation checkpointing or gradient accumulation."
     else:
         evidence.append("autocast is already on")

@@ -101,10 +101,14 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     fix = "Find what grows with the step count: a list the loop appends to and reads, a cache "
     if grew is not None:
         phase, before, after = grew
-        evidence.insert(1, f"{phase} grew from {fmt_seconds(before)} to {fmt_seconds(after)} a step")
+        evidence.insert(
+            1, f"{phase} grew from {fmt_seconds(before)} to {fmt_seconds(after)} a step"
+        )
         if phase == "data":
-            fix = ("The input got slower after the first part (a cache, a first shard in memory): "
-                   "read ahead with DataLoader workers, or keep the whole set where the first part was. ")
+            fix = (
+                "The input got slower after the first part (a cache, a first shard in memory): "
+                "read ahead with DataLoader workers, or keep the whole set where the first part was. "
+            )
     return finding(
         "run.drift",
         "Steps slow down over the run",
@@ -139,12 +143,19 @@ def _grown_phase(run: Run, analysis: Analysis) -> tuple[str, float, float] | Non
         from gpu_notebook.records import StepTiming
 
         assert isinstance(s, StepTiming)
-        timed = {"data": s.data_s, "forward": s.forward_s, "backward": s.backward_s, "optimizer": s.optimizer_s}
+        timed = {
+            "data": s.data_s,
+            "forward": s.forward_s,
+            "backward": s.backward_s,
+            "optimizer": s.optimizer_s,
+        }
         timed["other"] = max(0.0, s.duration_s - sum(timed.values()))
         return timed
 
     names = ("data", "forward", "backward", "optimizer", "other")
-    growth = {p: (med([parts(s)[p] for s in first]), med([parts(s)[p] for s in last])) for p in names}
+    growth = {
+        p: (med([parts(s)[p] for s in first]), med([parts(s)[p] for s in last])) for p in names
+    }
     phase = max(names, key=lambda p: growth[p][1] - growth[p][0])
     before, after = growth[phase]
     return (phase, before, after) if after > before else None
@@ -157,7 +168,9 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         return None
     if shape.first_median_s > 0 and shape.last_median_s / shape.first_median_s >= DRIFT_FACTOR:
         return None
-    above = max(0.0, 1.0 - shape.median_s * shape.steps / shape.total_s) if shape.total_s > 0 else None
+    above = (
+        max(0.0, 1.0 - shape.median_s * shape.steps / shape.total_s) if shape.total_s > 0 else None
+    )
     bound = gain_bound(above, analysis)
     return finding(
         "run.jitter",
@@ -243,9 +256,13 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     what = "the periodic work"
     if block is not None:
         line, what = block.line, block.work
-        evidence.append(f"line {block.line}: `{block.text}` runs {block.work} every {block.every} steps")
+        evidence.append(
+            f"line {block.line}: `{block.text}` runs {block.work} every {block.every} steps"
+        )
     title = (
-        f"Every {stalls.period_steps} steps a step stalls" if stalls.period_steps else "Some steps stall"
+        f"Every {stalls.period_steps} steps a step stalls"
+        if stalls.period_steps
+        else "Some steps stall"
     )
     return finding(
         "run.periodic_stall",
@@ -269,7 +286,11 @@ def _matching_block(run: Run, facts: SourceFacts, period: int | None) -> _Period
         return blocks[0] if len(blocks) == 1 else None
     # A decimated step list sees the period as a multiple of the decimation.
     tolerance = max(1, run.steps.decimation)
-    close = [b for b in blocks if abs(b.every - period) <= tolerance or (period % b.every == 0 and b.every > tolerance)]
+    close = [
+        b
+        for b in blocks
+        if abs(b.every - period) <= tolerance or (period % b.every == 0 and b.every > tolerance)
+    ]
     return min(close, key=lambda b: abs(b.every - period)) if close else None
 
 
@@ -334,7 +355,9 @@ def _kept_line(run: Run, facts: SourceFacts) -> tuple[int, str, str] | None:
         graphs = {
             c.func.value.id
             for c in calls
-            if isinstance(c.func, ast.Attribute) and c.func.attr == "backward" and isinstance(c.func.value, ast.Name)
+            if isinstance(c.func, ast.Attribute)
+            and c.func.attr == "backward"
+            and isinstance(c.func.value, ast.Name)
         }
         if not graphs:
             continue

@@ -54,8 +54,12 @@ def changing_shapes(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     if benchmark and has_gpu(run):
         evidence.append("cudnn.benchmark is on: each new shape is autotuned again")
     if not (compiled or has_gpu(run)):
-        evidence.append("eager mode on the CPU: little cost here; on a GPU with cudnn.benchmark or torch.compile each new shape costs a re-tune or a recompile")
-    evidence.append("no gain bound: the per-shape cost (re-tuning, recompiling) is not separated in the measurement")
+        evidence.append(
+            "eager mode on the CPU: little cost here; on a GPU with cudnn.benchmark or torch.compile each new shape costs a re-tune or a recompile"
+        )
+    evidence.append(
+        "no gain bound: the per-shape cost (re-tuning, recompiling) is not separated in the measurement"
+    )
     return finding(
         "shapes.changing",
         "The input shape changes every step",

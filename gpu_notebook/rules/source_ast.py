@@ -41,7 +41,11 @@ def literal_of(node: ast.AST | None) -> object:
     """The value of a literal constant, else the ``NOT_LITERAL`` marker."""
     if isinstance(node, ast.Constant):
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
         value = node.operand.value
         return -value if isinstance(value, (int, float)) else NOT_LITERAL
     return NOT_LITERAL
@@ -68,7 +72,9 @@ def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-_MODEL_WORDS = frozenset({"model", "net", "network", "encoder", "decoder", "backbone", "classifier"})
+_MODEL_WORDS = frozenset(
+    {"model", "net", "network", "encoder", "decoder", "backbone", "classifier"}
+)
 
 
 def model_like(name: str) -> bool:
@@ -93,7 +99,12 @@ def loop_target_names(loop: ast.For | ast.AsyncFor) -> tuple[set[str], set[str]]
     it = loop.iter
     if isinstance(it, ast.Call) and dotted(it.func) == "range":
         return set(), names_in(target)
-    if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+    if (
+        isinstance(it, ast.Call)
+        and dotted(it.func) == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and target.elts
+    ):
         counters = names_in(target.elts[0])
         values: set[str] = set()
         for elt in target.elts[1:]:
@@ -102,7 +113,9 @@ def loop_target_names(loop: ast.For | ast.AsyncFor) -> tuple[set[str], set[str]]
     return names_in(target), counters
 
 
-_IN_PLACE_UPDATES = frozenset({"add_", "sub_", "mul_", "addcmul_", "addcdiv_", "copy_", "zero_", "lerp_", "clamp_"})
+_IN_PLACE_UPDATES = frozenset(
+    {"add_", "sub_", "mul_", "addcmul_", "addcdiv_", "copy_", "zero_", "lerp_", "clamp_"}
+)
 
 
 def updates_in_place(block: ast.AST) -> bool:

@@ -15,7 +15,14 @@ from typing import Literal
 from gpu_notebook.rules.live_objects import LiveFacts
 
 SyncKind = Literal[
-    "item", "cpu", "numpy", "tolist", "float", "synchronize", "print-tensor", "log-tensor",
+    "item",
+    "cpu",
+    "numpy",
+    "tolist",
+    "float",
+    "synchronize",
+    "print-tensor",
+    "log-tensor",
     "fstring-tensor",
 ]
 LogKind = Literal["print", "logger", "tracker", "progress"]
@@ -29,7 +36,9 @@ class SourceLine:
     line: int  # 1-based line of the notebook cell
     text: str  # the line, stripped
     kind: str  # what was found there: "item", "print", "eval", ...
-    gated: bool = False  # behind an ``if`` within its step loop (or innermost loop): some steps only
+    gated: bool = (
+        False  # behind an ``if`` within its step loop (or innermost loop): some steps only
+    )
     loop_line: int | None = None  # the innermost loop holding it
     step_loop_line: int | None = None  # the training step loop holding it (nested loops included)
     # The value read decides what the loop does (an if/while test, directly or through a name
@@ -67,7 +76,9 @@ class LoopFacts:
     trains: bool  # calls .backward() in its body
     innermost_training: bool  # trains and holds no other loop that trains
     calls_model: bool
-    under_grad_mode: bool  # inside/holding torch.no_grad(), inference_mode(), or a decorated function
+    under_grad_mode: (
+        bool  # inside/holding torch.no_grad(), inference_mode(), or a decorated function
+    )
     is_while: bool = False
     # Module calls made once per iteration with autograd on (nested loops, comprehensions and
     # no_grad blocks left out): the training forwards of one step, loss modules included.
@@ -121,7 +132,6 @@ class SourceFacts:
 def training_loop_lines(facts: SourceFacts) -> tuple[int, ...]:
     """Lines of the innermost training loops (handy for evidence)."""
     return tuple(loop.line for loop in facts.training_loops())
-
 
 
 __all__ = [

@@ -22,8 +22,12 @@ from gpu_notebook.rules.source_ast import (
 from gpu_notebook.rules.source_facts import LoopFacts, SourceLine, ValidationKind
 from gpu_notebook.rules.source_tree import CellTree, Loop
 
-_VAL_NAME = re.compile(r"(^|_)(val|valid|validation|eval|test|dev|holdout)(_|$|loader|set|data|dl)", re.I)
-_VAL_CALL = re.compile(r"^(validate|evaluate|eval_|run_val|run_eval|validation|test_epoch|val_)", re.I)
+_VAL_NAME = re.compile(
+    r"(^|_)(val|valid|validation|eval|test|dev|holdout)(_|$|loader|set|data|dl)", re.I
+)
+_VAL_CALL = re.compile(
+    r"^(validate|evaluate|eval_|run_val|run_eval|validation|test_epoch|val_)", re.I
+)
 
 
 def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
@@ -44,8 +48,19 @@ def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
 def _grad_module_calls(tree: CellTree, nodes: Iterable[ast.AST]) -> int:
     count = 0
     for node in nodes:
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.Lambda,
-                             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(
+            node,
+            (
+                ast.For,
+                ast.AsyncFor,
+                ast.While,
+                ast.comprehension,
+                ast.Lambda,
+                ast.FunctionDef,
+                ast.AsyncFunctionDef,
+                ast.ClassDef,
+            ),
+        ):
             continue  # runs a number of times per step we cannot know
         if isinstance(node, (ast.With, ast.AsyncWith)) and any(
             is_grad_mode_call(i.context_expr) for i in node.items
@@ -68,13 +83,17 @@ def validation(tree: CellTree) -> Iterator[SourceLine]:
                 continue
             kind: ValidationKind | None = None
             if isinstance(node, ast.Call):
-                if method_of(node) == "eval" and dotted(receiver_of(node)) in tree.models | {"model"}:
+                if method_of(node) == "eval" and dotted(receiver_of(node)) in tree.models | {
+                    "model"
+                }:
                     kind = "eval"
                 elif _VAL_CALL.match(last(dotted(node.func))):
                     kind = "val-call"
-            elif isinstance(node, (ast.With, ast.AsyncWith)) and any(
-                is_grad_mode_call(i.context_expr) for i in node.items
-            ) and not updates_in_place(node):
+            elif (
+                isinstance(node, (ast.With, ast.AsyncWith))
+                and any(is_grad_mode_call(i.context_expr) for i in node.items)
+                and not updates_in_place(node)
+            ):
                 # A no_grad block that updates tensors in place is a manual optimizer step
                 # (`w -= lr * w.grad`), not validation.
                 kind = "no_grad"

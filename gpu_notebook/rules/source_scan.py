@@ -49,7 +49,9 @@ from gpu_notebook.rules.source_tree import CellTree
 _PLACEHOLDER = re.compile(r"^[ \t]*__gpucheck_ipy_(\d+)__\(\)[ \t]*$")
 
 
-def scan_source(source: str, *, line_offset: int = 0, model_names: Iterable[str] = ()) -> SourceFacts:
+def scan_source(
+    source: str, *, line_offset: int = 0, model_names: Iterable[str] = ()
+) -> SourceFacts:
     """Scan a cell. ``line_offset`` is added to every line (1 for ``Run.cell_source``).
 
     ``model_names`` adds names known to hold modules (from the live namespace). Never raises on
@@ -75,7 +77,9 @@ def scan_source(source: str, *, line_offset: int = 0, model_names: Iterable[str]
             parse_error=f"not valid Python (line {where}): {exc.msg}",
             line_offset=line_offset,
         )
-    return _facts(CellTree(tree, lines, mapping, frozenset(model_names)), line_offset, len(cell.originals))
+    return _facts(
+        CellTree(tree, lines, mapping, frozenset(model_names)), line_offset, len(cell.originals)
+    )
 
 
 def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
@@ -92,7 +96,8 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
         names_read=frozenset(
             n.id
             for n in ast.walk(tree.tree)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)
             and not _PLACEHOLDER.match(f"{n.id}()")
         ),
         syncs=syncs,
@@ -100,7 +105,8 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
         constructed=tuple(
             (target.id, last(dotted(node.value.func)))
             for node in ast.walk(tree.tree)
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
             and dotted(node.value.func) is not None
             for target in node.targets
             if isinstance(target, ast.Name)
@@ -126,7 +132,9 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
         ),
         ddp=any(last(dotted(c.func)) == "DistributedDataParallel" for c in tree.calls()),
         convolutions=any(
-            re.fullmatch(r"(Conv|ConvTranspose)[123]d|conv[123]d|conv_transpose[123]d", last(dotted(n)) or "")
+            re.fullmatch(
+                r"(Conv|ConvTranspose)[123]d|conv[123]d|conv_transpose[123]d", last(dotted(n)) or ""
+            )
             is not None
             for n in ast.walk(tree.tree)
             if isinstance(n, (ast.Attribute, ast.Name))

@@ -32,23 +32,28 @@ _DTYPE_WORDS = frozenset(
 )  # fmt: skip
 
 
-
 def loaders(tree: CellTree) -> Iterator[LoaderCall]:
     for call in tree.calls():
         if last(dotted(call.func)) != "DataLoader":
             continue
         positional = [a for a in call.args if not isinstance(a, ast.Starred)]
-        opaque = any(k.arg is None for k in call.keywords) or len(positional) > 5 or len(
-            positional
-        ) != len(call.args)
+        opaque = (
+            any(k.arg is None for k in call.keywords)
+            or len(positional) > 5
+            or len(positional) != len(call.args)
+        )
         stmt = tree.statement_of(call)
         name = None
         if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
             name = dotted(stmt.targets[0])
         batch = keyword_of(call, "batch_size")
-        batch_node = batch.value if batch is not None else (positional[1] if len(positional) > 1 else None)
+        batch_node = (
+            batch.value if batch is not None else (positional[1] if len(positional) > 1 else None)
+        )
         dataset = keyword_of(call, "dataset")
-        dataset_node = dataset.value if dataset is not None else (positional[0] if positional else None)
+        dataset_node = (
+            dataset.value if dataset is not None else (positional[0] if positional else None)
+        )
         workers = keyword_of(call, "num_workers")
         pin = keyword_of(call, "pin_memory")
         persistent = keyword_of(call, "persistent_workers")
@@ -113,8 +118,13 @@ def copies(tree: CellTree, *, blocking: bool) -> list[SourceLine]:
 
 def compiled(tree: CellTree) -> bool:
     for node in ast.walk(tree.tree):
-        if isinstance(node, ast.Call) and dotted(node.func) in ("torch.compile", "compile") and (
-            dotted(node.func) == "torch.compile" or (node.args and dotted(node.args[0]) in tree.models)
+        if (
+            isinstance(node, ast.Call)
+            and dotted(node.func) in ("torch.compile", "compile")
+            and (
+                dotted(node.func) == "torch.compile"
+                or (node.args and dotted(node.args[0]) in tree.models)
+            )
         ):
             return True
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -144,8 +154,6 @@ def tf32(tree: CellTree) -> bool | None:
             if isinstance(literal, str):
                 value = literal in ("high", "medium")
     return value
-
-
 
 
 __all__ = ["compiled", "copies", "flag", "loaders", "optimizers", "tf32"]

@@ -29,7 +29,9 @@ _TRACKER_METHODS = frozenset(
 )  # fmt: skip
 _PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
-_HOST_VALUE_CALLS = frozenset({"len", "range", "int", "float", "str", "round", "time", "perf_counter", "monotonic"})
+_HOST_VALUE_CALLS = frozenset(
+    {"len", "range", "int", "float", "str", "round", "time", "perf_counter", "monotonic"}
+)
 
 
 def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[SourceLine, ...]]:
@@ -76,7 +78,9 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
     sync_lines = {s.line for s in syncs.values()}
     return (
         tuple(sorted(syncs.values(), key=lambda s: s.line)),
-        tuple(sorted((v for v in logging.values() if v.line not in sync_lines), key=lambda s: s.line)),
+        tuple(
+            sorted((v for v in logging.values() if v.line not in sync_lines), key=lambda s: s.line)
+        ),
     )
 
 
@@ -119,7 +123,10 @@ def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
     """The value of ``node`` decides a branch of ``loop``: in a test, or through a name."""
     child = node
     for ancestor in tree.ancestors(node):
-        if isinstance(ancestor, (ast.If, ast.While, ast.IfExp, ast.Assert)) and child is ancestor.test:
+        if (
+            isinstance(ancestor, (ast.If, ast.While, ast.IfExp, ast.Assert))
+            and child is ancestor.test
+        ):
             return True
         if ancestor is loop or isinstance(ancestor, ast.stmt):
             break
@@ -142,7 +149,8 @@ def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
 def _unwrapped_names(node: ast.AST) -> set[str]:
     """Names read by ``node`` that are not already turned into numbers (.item(), float())."""
     if isinstance(node, ast.Call) and (
-        method_of(node) in ("item", "tolist", "numpy") or dotted(node.func) in ("float", "int", "len", "str")
+        method_of(node) in ("item", "tolist", "numpy")
+        or dotted(node.func) in ("float", "int", "len", "str")
     ):
         return set()
     if isinstance(node, ast.Name):
@@ -191,7 +199,6 @@ def _host_value(value: ast.AST) -> bool:
     if isinstance(value, ast.BinOp):
         return _host_value(value.left) and _host_value(value.right)
     return False
-
 
 
 __all__ = ["syncs_and_logging"]

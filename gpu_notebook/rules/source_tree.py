@@ -43,7 +43,9 @@ class CellTree:
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node
         self.models = self._model_names() | live_models
-        self.loops: list[Loop] = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
+        self.loops: list[Loop] = [
+            n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+        ]
         self.loops.sort(key=lambda n: n.lineno)
         self.trains = {id(loop): self._has_backward(loop) for loop in self.loops}
         # The step loops: loops that call .backward() and hold no other loop that does (an
@@ -52,7 +54,9 @@ class CellTree:
             id(loop)
             for loop in self.loops
             if self.trains[id(loop)]
-            and not any(o is not loop and self.trains[id(o)] and self.inside(o, loop) for o in self.loops)
+            and not any(
+                o is not loop and self.trains[id(o)] and self.inside(o, loop) for o in self.loops
+            )
         }
         self.global_no_grad = any(
             isinstance(n, ast.Expr) and is_grad_mode_call(n.value) and isinstance(n.value, ast.Call)
@@ -79,10 +83,13 @@ class CellTree:
     def enclosing_loop(self, node: ast.AST) -> Loop | None:
         for ancestor in self.ancestors(node):
             if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)) and node not in (
-                getattr(ancestor, "iter", None), getattr(ancestor, "test", None)
+                getattr(ancestor, "iter", None),
+                getattr(ancestor, "test", None),
             ):
                 return ancestor
-            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if isinstance(
+                ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+            ):
                 return None
         return None
 
@@ -112,9 +119,13 @@ class CellTree:
     def step_loop_of(self, node: ast.AST) -> Loop | None:
         """The training step loop around ``node`` (through nested loops, not through defs)."""
         for ancestor in self.ancestors(node):
-            if id(ancestor) in self.step_loops and isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
+            if id(ancestor) in self.step_loops and isinstance(
+                ancestor, (ast.For, ast.AsyncFor, ast.While)
+            ):
                 return ancestor
-            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if isinstance(
+                ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+            ):
                 return None
         return None
 
@@ -146,7 +157,13 @@ class CellTree:
 
     def _is_module_constructor(self, value: ast.AST, classes: set[str]) -> bool:
         # model = Net().to(device) / nn.Sequential(...) / torchvision.models.resnet18()
-        while isinstance(value, ast.Call) and method_of(value) in ("to", "cuda", "train", "eval", "half"):
+        while isinstance(value, ast.Call) and method_of(value) in (
+            "to",
+            "cuda",
+            "train",
+            "eval",
+            "half",
+        ):
             value = receiver_of(value) or value
             if not isinstance(value, ast.Call):
                 return False
@@ -156,7 +173,12 @@ class CellTree:
         parts = name.split(".")
         if parts[-1] in classes:
             return True
-        if len(parts) >= 2 and parts[-2] == "nn" and parts[-1] not in _NN_NOT_MODULES and parts[-1][:1].isupper():
+        if (
+            len(parts) >= 2
+            and parts[-2] == "nn"
+            and parts[-1] not in _NN_NOT_MODULES
+            and parts[-1][:1].isupper()
+        ):
             return True
         return parts[-1] in ("from_pretrained", "create_model") or ".models." in name
 
@@ -204,7 +226,9 @@ class CellTree:
 
     def under_grad_mode(self, loop: Loop) -> bool:
         """Every model call of the loop runs with autograd off (or the loop calls no model)."""
-        calls = [c for c in ast.walk(loop) if isinstance(c, ast.Call) and dotted(c.func) in self.models]
+        calls = [
+            c for c in ast.walk(loop) if isinstance(c, ast.Call) and dotted(c.func) in self.models
+        ]
         if not calls:
             return self.grad_off_at(loop)
         return all(self.grad_off_at(c) for c in calls)
@@ -213,7 +237,6 @@ class CellTree:
         return any(
             isinstance(c, ast.Call) and dotted(c.func) in self.models for c in ast.walk(node)
         )
-
 
     def calls(self) -> Iterator[ast.Call]:
         for node in ast.walk(self.tree):

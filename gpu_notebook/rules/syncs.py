@@ -67,7 +67,10 @@ def reads_per_step(analysis: Analysis) -> float | None:
     steps = profiled_steps(analysis)
     if steps == 0 or analysis.phases is None or analysis.phases.source != "trace":
         return None
-    calls = max((op.calls for op in analysis.top_ops if op.name in _SYNC_OPS and op.device == "cpu"), default=None)
+    calls = max(
+        (op.calls for op in analysis.top_ops if op.name in _SYNC_OPS and op.device == "cpu"),
+        default=None,
+    )
     return calls / steps if calls is not None else None
 
 
@@ -129,7 +132,9 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         kinds = sorted({_KIND_WORDS.get(s.kind, s.kind) for s in optional})
         first = optional[0]
         where = ", ".join(str(s.line) for s in optional[:6]) + (" ..." if len(optional) > 6 else "")
-        evidence.append(f"every step reads device values on the host ({', '.join(kinds)}): line(s) {where}")
+        evidence.append(
+            f"every step reads device values on the host ({', '.join(kinds)}): line(s) {where}"
+        )
         evidence.append(f"line {first.line}: `{first.text}`")
     else:
         evidence.append(
@@ -162,7 +167,9 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     removed = removable * (1 - 1 / EVERY) if removable is not None else None
     severity = severity_of(removable, low=0.0) or "low"
     bound = gain_bound(removed, analysis)
-    evidence.append(f"gain if values are read every {EVERY} steps: {fmt_bound(bound)} (Amdahl over that share)")
+    evidence.append(
+        f"gain if values are read every {EVERY} steps: {fmt_bound(bound)} (Amdahl over that share)"
+    )
     return finding(
         "syncs.per_step",
         "The loop reads device values on the host every step",
@@ -188,7 +195,9 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
         f"its cost: {pct(removable) if removable is not None else 'not measured'} of the step ({how})",
     ]
     if has_gpu(run):
-        evidence.append("each read waits for every queued kernel: the host cannot run ahead of the GPU")
+        evidence.append(
+            "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+        )
     else:
         evidence.append(
             "measured on the CPU, where a read costs little; on a GPU each read also waits for "

@@ -118,9 +118,7 @@ class Trace:
 
     def name_ids(self, predicate: Callable[[str], bool]) -> IntArray:
         """Indices into ``names`` of the names for which ``predicate`` is true."""
-        return np.fromiter(
-            (i for i, n in enumerate(self.names) if predicate(n)), dtype=np.int64
-        )
+        return np.fromiter((i for i, n in enumerate(self.names) if predicate(n)), dtype=np.int64)
 
     def names_matching(self, prefix: str | tuple[str, ...]) -> IntArray:
         """Indices into ``names`` of the names starting with ``prefix`` (one or several)."""
@@ -134,9 +132,7 @@ class Trace:
     ) -> BoolArray:
         """True for rows whose name starts with ``prefix`` or is one of ``names``."""
         wanted = set(names)
-        ids = self.name_ids(
-            lambda n: n in wanted or (prefix is not None and n.startswith(prefix))
-        )
+        ids = self.name_ids(lambda n: n in wanted or (prefix is not None and n.startswith(prefix)))
         if ids.size == 0:
             return np.zeros(len(self), dtype=np.bool_)
         # A lookup table beats np.isin when there are many events and few distinct names.
@@ -214,7 +210,9 @@ def load_trace_dict(data: object) -> Trace:
         raise ValueError("not a Kineto trace: traceEvents is not a list")
     # Only what the schema cannot take is dropped: events that are not objects, args that are not.
     clean = [
-        ev if isinstance(ev.get("args", {}), Mapping) else {k: v for k, v in ev.items() if k != "args"}
+        ev
+        if isinstance(ev.get("args", {}), Mapping)
+        else {k: v for k, v in ev.items() if k != "args"}
         for ev in events
         if isinstance(ev, Mapping)
     ]
@@ -359,7 +357,9 @@ class _Columns:
     ) -> Trace:
         n = len(self.ts)
         cat_ids = np.asarray(self.cat, dtype=np.int64)
-        categories, cat_ids, counts = _modern_categories(tuple(self.cat_index), cat_ids, self.counts)
+        categories, cat_ids, counts = _modern_categories(
+            tuple(self.cat_index), cat_ids, self.counts
+        )
         x_counts = np.bincount(cat_ids, minlength=len(categories)).tolist()
         for c, x_count in zip(categories, x_counts, strict=True):
             counts[c] = counts.get(c, 0) + int(x_count)
@@ -378,7 +378,6 @@ class _Columns:
             base_time_ns=_optional_int(base_time_ns),
             category_counts=counts,
         )
-
 
 
 # ---------------------------------------------------------------------------------------------

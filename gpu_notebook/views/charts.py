@@ -46,7 +46,16 @@ PHASE_COLORS: dict[str, str] = {
     "other": "#9d755d",
     "unattributed": "#bab0ac",
 }
-GPU_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+GPU_COLORS = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+)
 CPU_COLOR = "#555555"
 
 CHART_WIDTH_PX = 900
@@ -131,44 +140,93 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
         color = GPU_COLORS[pos % len(GPU_COLORS)]
         r_util = _add(fig, src, Line(x="t", y=f"util{index}", line_width=2, line_color=color))
         if few:
-            _add(fig, src, Scatter(x="t", y=f"util{index}", size=5, line_color=color, fill_color=color))
-        r_mem = _add(fig, src, Line(x="t", y=f"mem{index}", line_width=1.5, line_color=color,
-                                    line_dash="dashed"))
+            _add(
+                fig,
+                src,
+                Scatter(x="t", y=f"util{index}", size=5, line_color=color, fill_color=color),
+            )
+        r_mem = _add(
+            fig,
+            src,
+            Line(x="t", y=f"mem{index}", line_width=1.5, line_color=color, line_dash="dashed"),
+        )
         items.append(_legend_item(f"GPU {index} utilization", r_util))
         items.append(_legend_item(f"GPU {index} memory used", r_mem))
     if has_gpu:
         fig.extra_y_ranges = {"cpu": Range1d(start=0.0, end=cpu_top)}
         fig.add_layout(LinearAxis(y_range_name="cpu", axis_label="CPU % (100 = one core)"), "right")
-        r_cpu = _add(fig, src, Line(x="t", y="cpu", line_width=1.5, line_color=CPU_COLOR,
-                                    line_dash="dotted"), y_range_name="cpu")
+        r_cpu = _add(
+            fig,
+            src,
+            Line(x="t", y="cpu", line_width=1.5, line_color=CPU_COLOR, line_dash="dotted"),
+            y_range_name="cpu",
+        )
     else:
         r_cpu = _add(fig, src, Line(x="t", y="cpu", line_width=2, line_color=CPU_COLOR))
         if few:
-            _add(fig, src, Scatter(x="t", y="cpu", size=5, line_color=CPU_COLOR, fill_color=CPU_COLOR))
-    items.append(_legend_item(
-        f"CPU: this process + workers (100% = one core, {run.env.cpu_count} cores)", r_cpu
-    ))
+            _add(
+                fig,
+                src,
+                Scatter(x="t", y="cpu", size=5, line_color=CPU_COLOR, fill_color=CPU_COLOR),
+            )
+    items.append(
+        _legend_item(
+            f"CPU: this process + workers (100% = one core, {run.env.cpu_count} cores)", r_cpu
+        )
+    )
     top = 100.0 if has_gpu else cpu_top
 
     steps = run.steps.steps
     if steps:
         stride = max(1, -(-len(steps) // MAX_BOUNDARIES))
         bounds = ColumnDataSource({"x": _floats([s.start_s for s in steps[::stride]])})
-        _add(fig, bounds, Segment(x0="x", x1="x", y0=0.0, y1=top, line_color="#999999",
-                                  line_alpha=0.45, line_width=1))
+        _add(
+            fig,
+            bounds,
+            Segment(
+                x0="x", x1="x", y0=0.0, y1=top, line_color="#999999", line_alpha=0.45, line_width=1
+            ),
+        )
         window = _profiled_span(steps, run.window.first_step, run.window.recorded_steps)
         if window is not None:
-            fig.add_layout(BoxAnnotation(left=window[0], right=window[1],
-                                         fill_color="#f3a712", fill_alpha=0.12, line_alpha=0))
+            fig.add_layout(
+                BoxAnnotation(
+                    left=window[0],
+                    right=window[1],
+                    fill_color="#f3a712",
+                    fill_alpha=0.12,
+                    line_alpha=0,
+                )
+            )
             # A quad of no area, only there to give the shaded window its legend entry.
-            marker = _add(fig, bounds, Quad(left=window[0], right=window[0], bottom=0.0, top=0.0,
-                                            fill_color="#f3a712", fill_alpha=0.3, line_alpha=0))
+            marker = _add(
+                fig,
+                bounds,
+                Quad(
+                    left=window[0],
+                    right=window[0],
+                    bottom=0.0,
+                    top=0.0,
+                    fill_color="#f3a712",
+                    fill_alpha=0.3,
+                    line_alpha=0,
+                ),
+            )
             items.append(_legend_item("profiled steps", marker))
-    fig.add_tools(HoverTool(renderers=[r_cpu], tooltips=[("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")],
-                            mode="vline"))
+    fig.add_tools(
+        HoverTool(
+            renderers=[r_cpu], tooltips=[("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")], mode="vline"
+        )
+    )
     # Three entries a row: one long row overflows a narrow notebook column.
-    legend = Legend(items=items, location="top_left", orientation="horizontal", ncols=3,
-                    click_policy="hide", label_text_font_size="9pt")
+    legend = Legend(
+        items=items,
+        location="top_left",
+        orientation="horizontal",
+        ncols=3,
+        click_policy="hide",
+        label_text_font_size="9pt",
+    )
     fig.add_layout(legend, "below")
     return fig
 
@@ -237,9 +295,7 @@ def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
         stride = -(-len(steps) // MAX_PHASE_BARS)
         steps = steps[::stride]
     labels = [str(s.index) for s in steps]
-    source = (
-        "torch.profiler trace" if phases.source == "trace" else "step-clock hooks (no trace)"
-    )
+    source = "torch.profiler trace" if phases.source == "trace" else "step-clock hooks (no trace)"
     title = f"Time per step by phase (ms), {len(phases.steps)} step(s) from the {source}"
     if not_measured:
         title += f"; not measured: {', '.join(not_measured)}"
@@ -254,17 +310,25 @@ def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
         tools="",
         sizing_mode="stretch_width",
     )
-    bars = _stacked_bars(per_step, labels, measured,
-                         [[s.phase_us.get(p, 0.0) / 1e3 for p in measured] for s in steps],
-                         width=0.8, value="ms")
+    bars = _stacked_bars(
+        per_step,
+        labels,
+        measured,
+        [[s.phase_us.get(p, 0.0) / 1e3 for p in measured] for s in steps],
+        width=0.8,
+        value="ms",
+    )
     per_step.y_range.start = 0  # type: ignore[attr-defined]
     per_step.xgrid.grid_line_color = None
     per_step.xaxis.major_label_orientation = 0.0 if len(labels) <= 30 else 1.2
-    per_step.add_tools(HoverTool(tooltips=[("step", "@x"), ("phase", "@phase"), ("ms", "@ms{0.000}")]))
+    per_step.add_tools(
+        HoverTool(tooltips=[("step", "@x"), ("phase", "@phase"), ("ms", "@ms{0.000}")])
+    )
     # Rows of the first step are the phases in order: item i draws its swatch from row i.
     legend = Legend(
         items=[_legend_item(p, bars, index=i) for i, p in enumerate(measured)],
-        orientation="horizontal", label_text_font_size="9pt",
+        orientation="horizontal",
+        label_text_font_size="9pt",
     )
     per_step.add_layout(legend, "below")
 
@@ -287,8 +351,13 @@ def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
 
 
 def _stacked_bars(
-    fig: Any, xs: Sequence[str], phases: Sequence[str], values: Sequence[Sequence[float]],
-    *, width: float, value: str,
+    fig: Any,
+    xs: Sequence[str],
+    phases: Sequence[str],
+    values: Sequence[Sequence[float]],
+    *,
+    width: float,
+    value: str,
 ) -> GlyphRenderer[Any]:
     """One bar per x of ``phases`` stacked in order, ``values[i][j]`` the height of phase j at x i."""
     import numpy as np
@@ -298,17 +367,29 @@ def _stacked_bars(
 
     heights = np.asarray(values, dtype=np.float64).reshape(len(xs), len(phases))
     tops = np.cumsum(heights, axis=1)
-    source = ColumnDataSource({
-        "x": [x for x in xs for _ in phases],
-        "phase": list(phases) * len(xs),
-        "color": [PHASE_COLORS[p] for p in phases] * len(xs),
-        value: heights.ravel(),
-        "bottom": (tops - heights).ravel(),
-        "top": tops.ravel(),
-    })
-    return _add(fig, source, VBar(x="x", width=width, bottom="bottom", top="top",
-                                  fill_color=field("color"), line_color="white",
-                                  line_width=0.5))
+    source = ColumnDataSource(
+        {
+            "x": [x for x in xs for _ in phases],
+            "phase": list(phases) * len(xs),
+            "color": [PHASE_COLORS[p] for p in phases] * len(xs),
+            value: heights.ravel(),
+            "bottom": (tops - heights).ravel(),
+            "top": tops.ravel(),
+        }
+    )
+    return _add(
+        fig,
+        source,
+        VBar(
+            x="x",
+            width=width,
+            bottom="bottom",
+            top="top",
+            fill_color=field("color"),
+            line_color="white",
+            line_width=0.5,
+        ),
+    )
 
 
 def chart_document(report: Report) -> ChartDocument | None:

@@ -137,7 +137,7 @@ def flame_svg(
             fill = _frame_color(label)
             text = _frame_text(label, w)
         parts.append(
-            f'<g><title>{_x(title)}</title>'
+            f"<g><title>{_x(title)}</title>"
             f'<rect x="{x:.2f}" y="{y}" width="{max(w - 0.5, 0.1):.2f}" height="{row_px - 1}" '
             f'fill="{fill}" rx="1"/>'
             + (f'<text x="{x + 3:.2f}" y="{y + row_px - 5}">{_x(text)}</text>' if text else "")
@@ -226,7 +226,9 @@ def line_bars_html(
             for i, text in enumerate(cell_source.splitlines())
         ]
     else:
-        rows = [(stat.line, stat.text, stat) for stat in sorted(profile.lines, key=lambda s: s.line)]
+        rows = [
+            (stat.line, stat.text, stat) for stat in sorted(profile.lines, key=lambda s: s.line)
+        ]
     cells: list[str] = []
     for line, text, stat in rows:
         share = f"{stat.share:.1%}" if stat is not None and stat.samples > 0 else ""

@@ -25,7 +25,9 @@ def _gpu_line(g: GpuStatus) -> str:
 
 def _procs_lines(g: GpuStatus) -> list[str]:
     if g.processes is None:
-        return ["    processes: not available (NVML refuses to list them here)"] if g.reading else []
+        return (
+            ["    processes: not available (NVML refuses to list them here)"] if g.reading else []
+        )
     if not g.processes:
         return ["    no process holds memory on this GPU"]
     return [
@@ -72,7 +74,9 @@ def render_status_html(s: MachineStatus) -> str:
                     f"<td>{esc(fmt_bytes(p.used_memory_bytes))}</td><td colspan='2'><code>{esc((p.command or '?')[:120])}</code></td></tr>"
                 )
         elif g.processes is None and r is not None:
-            rows.append("<tr style='color:#555'><td></td><td colspan='5'>processes: not available here</td></tr>")
+            rows.append(
+                "<tr style='color:#555'><td></td><td colspan='5'>processes: not available here</td></tr>"
+            )
     return (
         "<div class='gpucheck-status'><b>gpustatus</b> "
         f"(driver {esc(s.driver_version or 'n/a')})<table><tr><th>#</th><th>GPU</th><th>util</th>"

@@ -309,21 +309,30 @@ class LiveView:
         for index in sorted(self._gpu_util):
             ring = self._gpu_util[index]
             g = gpus.get(index)
-            util = "lost" if g is None else ("n/a" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%")
+            util = (
+                "lost"
+                if g is None
+                else ("n/a" if g.utilization_pct is None else f"{g.utilization_pct:.0f}%")
+            )
             mem = ""
             if g is not None and g.memory_used_bytes is not None:
                 mem = f" &middot; memory {esc(fmt_bytes(g.memory_used_bytes))} / {esc(fmt_bytes(g.memory_total_bytes))}"
-            svg = sparkline_svg(list(ring), capacity=self.max_points, label=f"GPU {index} utilization")
+            svg = sparkline_svg(
+                list(ring), capacity=self.max_points, label=f"GPU {index} utilization"
+            )
             rows.append(
                 f'<div style="margin:2px 0"><b style="display:inline-block;width:52px">GPU {index}</b>'
-                f'{svg} <b>{esc(util)}</b>{mem}</div>'
+                f"{svg} <b>{esc(util)}</b>{mem}</div>"
             )
         cpu_now = self._cpu[-1] if self._cpu else None
         cpu_text = "n/a" if cpu_now is None else f"{cpu_now:.0f}%"
         if not self._gpu_util:
             top = cpu_axis_max([v for v in self._cpu if v is not None])
             svg = sparkline_svg(
-                list(self._cpu), capacity=self.max_points, top=top, color=_CPU_COLOR,
+                list(self._cpu),
+                capacity=self.max_points,
+                top=top,
+                color=_CPU_COLOR,
                 label="CPU use",
             )
             rows.append(

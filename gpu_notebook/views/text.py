@@ -27,7 +27,9 @@ def phase_rows(phases: PhaseBreakdown) -> list[str]:
             continue
         per_step_s = phases.phase_total_us.get(phase, 0.0) / n / 1e6
         bar = "#" * round(share * BAR_WIDTH)
-        rows.append(f"  {phase:<13} {100 * share:5.1f}%  {bar:<{BAR_WIDTH}}  {fmt_seconds(per_step_s)}/step")
+        rows.append(
+            f"  {phase:<13} {100 * share:5.1f}%  {bar:<{BAR_WIDTH}}  {fmt_seconds(per_step_s)}/step"
+        )
     return rows
 
 
@@ -36,8 +38,10 @@ def render_text(report: Report) -> str:
     lines = [f"gpucheck: {v.category.upper()}  (confidence: {v.confidence})", f"  {v.headline}"]
     lines.append(f"  Will more GPUs help? {v.more_gpus}")
     if run.status != "ok":
-        lines.append(f"  The cell {'was interrupted' if run.status == 'interrupted' else 'failed'}"
-                     f" ({run.error}); this report covers the steps that ran.")
+        lines.append(
+            f"  The cell {'was interrupted' if run.status == 'interrupted' else 'failed'}"
+            f" ({run.error}); this report covers the steps that ran."
+        )
     for item in v.evidence:
         lines.append(f"  - {item}")
 
@@ -62,16 +66,22 @@ def render_text(report: Report) -> str:
             src = "whole run, weighted by the time each part stands for; " + src
         lines += ["", f"Phases ({src}):", *phase_rows(a.phases)]
         if a.window_phases is not None:
-            lines += ["", f"Phases of the first profiled window ({len(a.window_phases.steps)} step(s)):",
-                      *phase_rows(a.window_phases)]
+            lines += [
+                "",
+                f"Phases of the first profiled window ({len(a.window_phases.steps)} step(s)):",
+                *phase_rows(a.window_phases),
+            ]
     if a.stacks is not None and a.stacks.samples:
         from gpu_notebook.analysis.lines import describe_line, hot_lines
 
         hot = hot_lines(a.stacks, 3, min_share=0.05)
         if hot:
             few = " (few: `--lines all` samples the whole cell)" if a.stacks.samples < 50 else ""
-            lines += ["", f"Hot lines: {a.stacks.samples} stack samples over "
-                          f"{fmt_seconds(a.stacks.duration_s)} of the thread that ran the cell{few}"]
+            lines += [
+                "",
+                f"Hot lines: {a.stacks.samples} stack samples over "
+                f"{fmt_seconds(a.stacks.duration_s)} of the thread that ran the cell{few}",
+            ]
             lines += [f"  {describe_line(s, of='sampled time')}" for s in hot]
     if run.window.message and run.window.status not in ("recorded",):
         lines.append(f"Profiler window: {run.window.status}: {run.window.message}")
@@ -85,7 +95,9 @@ def render_text(report: Report) -> str:
             f"kernel wait {fmt_seconds(g.idle_kernel_wait_us / 1e6)}, other {fmt_seconds(g.idle_other_us / 1e6)})"
         )
         for c in g.copies:
-            lines.append(f"  copy {c.kind}: {c.count}x, {fmt_seconds(c.duration_us / 1e6)}, {fmt_bytes(c.bytes)}")
+            lines.append(
+                f"  copy {c.kind}: {c.count}x, {fmt_seconds(c.duration_us / 1e6)}, {fmt_bytes(c.bytes)}"
+            )
     u = a.utilization
     if u.gpu_util_mean_pct is not None or u.gpu_memory_peak_bytes is not None:
         lines.append(
@@ -106,7 +118,9 @@ def render_text(report: Report) -> str:
     if a.top_ops:
         lines += ["", "Top operators (self time in the window):"]
         for op in a.top_ops[:8]:
-            lines.append(f"  {op.device:<3} {fmt_seconds(op.self_us / 1e6):>9}  {op.calls:>6}x  {op.name[:70]}")
+            lines.append(
+                f"  {op.device:<3} {fmt_seconds(op.self_us / 1e6):>9}  {op.calls:>6}x  {op.name[:70]}"
+            )
     if report.findings:
         lines += ["", "Findings:"]
         for f in report.findings:
@@ -143,11 +157,15 @@ def run_shape_rows(shape: RunShape) -> list[str]:
     if shape.stalls is not None:
         st = shape.stalls
         every = f" every {st.period_steps} steps" if st.period_steps else ""
-        rows.append(f"  stalls{every}: {st.count} step(s), e.g. {', '.join(map(str, st.steps[:6]))}; "
-                    f"{fmt_share(st.share)} of the run's time")
+        rows.append(
+            f"  stalls{every}: {st.count} step(s), e.g. {', '.join(map(str, st.steps[:6]))}; "
+            f"{fmt_share(st.share)} of the run's time"
+        )
     for m in shape.memory:
-        rows.append(f"  {'GPU memory' if m.kind == 'gpu' else 'RSS'}: {fmt_bytes(m.start_bytes)} at step "
-                    f"{m.first_step} -> {fmt_bytes(m.end_bytes)} at step {m.last_step}")
+        rows.append(
+            f"  {'GPU memory' if m.kind == 'gpu' else 'RSS'}: {fmt_bytes(m.start_bytes)} at step "
+            f"{m.first_step} -> {fmt_bytes(m.end_bytes)} at step {m.last_step}"
+        )
     return rows
 
 
@@ -157,12 +175,20 @@ def render_comparison(c: Comparison) -> str:
     lines.append(
         f"  step time   {fmt_seconds(c.baseline_step_median_s):>9} -> {fmt_seconds(c.step_median_s):>9}"
         + (f"   measured {c.speedup:.2f}x" if c.speedup is not None else "")
-        + (f"   (predicted: {fmt_gain(c.predicted_bound)})" if c.predicted_bound is not None else "")
+        + (
+            f"   (predicted: {fmt_gain(c.predicted_bound)})"
+            if c.predicted_bound is not None
+            else ""
+        )
     )
     if c.baseline_samples_per_s is not None and c.samples_per_s is not None:
-        lines.append(f"  throughput  {fmt_rate(c.baseline_samples_per_s):>9} -> {fmt_rate(c.samples_per_s):>9} samples/s")
+        lines.append(
+            f"  throughput  {fmt_rate(c.baseline_samples_per_s):>9} -> {fmt_rate(c.samples_per_s):>9} samples/s"
+        )
     if c.baseline_gpu_util_pct is not None or c.gpu_util_pct is not None:
-        lines.append(f"  GPU util    {fmt_pct(c.baseline_gpu_util_pct):>9} -> {fmt_pct(c.gpu_util_pct):>9}")
+        lines.append(
+            f"  GPU util    {fmt_pct(c.baseline_gpu_util_pct):>9} -> {fmt_pct(c.gpu_util_pct):>9}"
+        )
     for phase in PHASES:
         before, after = c.baseline_phase_share.get(phase), c.phase_share.get(phase)
         if before is None and after is None:
@@ -171,7 +197,11 @@ def render_comparison(c: Comparison) -> str:
     if c.fix_id:
         lines.append(f"  fix: {c.fix_id}")
     if c.gpu_equivalent is not None and c.gpu_equivalent > 0:
-        lines.append(f"  this gave the throughput of {c.gpu_equivalent:.1f} more GPU(s) of this kind (linear scaling assumed)")
+        lines.append(
+            f"  this gave the throughput of {c.gpu_equivalent:.1f} more GPU(s) of this kind (linear scaling assumed)"
+        )
     if c.cost_saved_per_1000_steps is not None:
-        lines.append(f"  saves {c.cost_saved_per_1000_steps:.2f} per 1,000 steps at the given GPU-hour price")
+        lines.append(
+            f"  saves {c.cost_saved_per_1000_steps:.2f} per 1,000 steps at the given GPU-hour price"
+        )
     return "\n".join(lines)

@@ -42,7 +42,8 @@ EXTENSION = "gpu-notebook"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "browser: drives Chromium against a real Jupyter server (needs /usr/bin/chromium)"
+        "markers",
+        "browser: drives Chromium against a real Jupyter server (needs /usr/bin/chromium)",
     )
     # pytest-base-url (pulled in by pytest-playwright) trips a pytest deprecation; not ours.
     config.addinivalue_line(
@@ -91,7 +92,9 @@ class JupyterServer:
         for folder in (self.root_dir, self.config_dir, ARTIFACTS):
             folder.mkdir(parents=True, exist_ok=True)
         settings = self.config_dir / "lab" / "user-settings" / "@jupyterlab"
-        _write_json(settings / "docmanager-extension" / "plugin.jupyterlab-settings", {"autosave": False})
+        _write_json(
+            settings / "docmanager-extension" / "plugin.jupyterlab-settings", {"autosave": False}
+        )
         _write_json(
             settings / "apputils-extension" / "notification.jupyterlab-settings",
             {"fetchNews": "false", "checkForUpdates": False},
@@ -103,7 +106,9 @@ class JupyterServer:
         jupyter_path = os.environ.get("JUPYTER_PATH", "")
         if (built / "package.json").is_file():
             (base / "data" / "labextensions").mkdir(parents=True, exist_ok=True)
-            (base / "data" / "labextensions" / EXTENSION).symlink_to(built, target_is_directory=True)
+            (base / "data" / "labextensions" / EXTENSION).symlink_to(
+                built, target_is_directory=True
+            )
             jupyter_path = os.pathsep.join(p for p in (str(base / "data"), jupyter_path) if p)
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -212,7 +217,9 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data), encoding="utf-8")
 
 
-def _server(app: Literal["lab", "notebook"], tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+def _server(
+    app: Literal["lab", "notebook"], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JupyterServer]:
     server = JupyterServer(app, tmp_path_factory.mktemp(f"jupyter-{app}"))
     try:
         yield server

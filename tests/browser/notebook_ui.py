@@ -34,7 +34,9 @@ def write_notebook(server: JupyterServer, name: str, cells: Sequence[tuple[str, 
 class NotebookUI:
     """One open notebook in a page."""
 
-    def __init__(self, page: Page, server: JupyterServer, name: str, ui: Literal["lab", "notebook"]):
+    def __init__(
+        self, page: Page, server: JupyterServer, name: str, ui: Literal["lab", "notebook"]
+    ):
         self.page = page
         self.server = server
         self.name = name
@@ -76,9 +78,9 @@ class NotebookUI:
             if time.monotonic() > deadline:
                 raise AssertionError(f"no idle kernel for {self.name}: {kernel}")
             time.sleep(0.2)
-        expect(self.page.locator(".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator")).to_have_attribute(
-            "data-status", "idle", timeout=30_000
-        )
+        expect(
+            self.page.locator(".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator")
+        ).to_have_attribute("data-status", "idle", timeout=30_000)
 
     def select(self, index: int) -> None:
         """Select cell ``index`` in command mode (a click on its prompt, not in the editor)."""
@@ -162,4 +164,3 @@ class NotebookUI:
         path = ARTIFACTS / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
-

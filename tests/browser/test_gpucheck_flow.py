@@ -109,9 +109,9 @@ def run_flow(page: Page, server: JupyterServer, ui: Literal["lab", "notebook"], 
     assert new.source.startswith("%%gpucheck -i 0.2\n# gpucheck fix: ")
     assert "num_workers=" in new.source and "num_workers=0" not in new.source
     assert new.outputs == [] and new.execution_count is None
-    assert [c.source for c in saved.cells if c.id in ("cell-setup", "cell-train", "cell-below")] == [
-        SETUP[1], TRAIN[1], BELOW[1]
-    ]
+    assert [
+        c.source for c in saved.cells if c.id in ("cell-setup", "cell-train", "cell-below")
+    ] == [SETUP[1], TRAIN[1], BELOW[1]]
 
 
 def test_gpucheck_live_view_report_and_insert_fix_in_jupyterlab(lab) -> None:

@@ -85,7 +85,9 @@ def test_insert_fix_adds_one_cell_below_the_widget_cell_in_jupyterlab(lab) -> No
     # Escaped: the markup in title, source and diff is text; no element came out of it.
     expect(widget.locator(".gpu-nb-fix-title")).to_have_text(TITLE)
     widget.locator("summary").click()
-    expect(widget.locator(".gpu-nb-fix-diff-body")).to_contain_text('<img src=x onerror="window.__gpuNbXss=1">')
+    expect(widget.locator(".gpu-nb-fix-diff-body")).to_contain_text(
+        '<img src=x onerror="window.__gpuNbXss=1">'
+    )
     assert widget.locator("img, b, i, script").count() == 0
     assert page.evaluate("window.__gpuNbXss") is None
 
@@ -257,9 +259,7 @@ def test_insert_fix_and_the_comm_insert_below_their_cells_in_notebook7(
         server.shutdown_kernels()
 
 
-def test_without_the_extension_the_widget_offers_copy_and_a_working_load_line(
-    lab, context
-) -> None:
+def test_without_the_extension_the_widget_offers_copy_and_a_working_load_line(lab, context) -> None:
     page, server = lab
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.base_url)
     scratch = ("cell-scratch", "")
@@ -310,8 +310,11 @@ def test_page_scripts_cannot_insert_a_cell_only_the_users_click_can(lab) -> None
         "does not come from a click on the widget's Insert button"
     )
     # A script's own event, aimed at the cell above, with a forged "trusted" click object.
-    reply = nb.cell(1).locator(".gpu-nb-fix").evaluate(
-        """root => {
+    reply = (
+        nb.cell(1)
+        .locator(".gpu-nb-fix")
+        .evaluate(
+            """root => {
           const detail = { request_id: 'forged-1', cell_id: 'cell-above', source: 'import evil\\n',
                            title: 'x', handled: false, reply: null,
                            trigger: { isTrusted: true, type: 'click', eventPhase: 2,
@@ -320,6 +323,7 @@ def test_page_scripts_cannot_insert_a_cell_only_the_users_click_can(lab) -> None
                                              { detail, bubbles: true, cancelable: true }));
           return detail.reply;
         }"""
+        )
     )
     assert reply["status"] == "error", reply
     assert "does not come from a click" in reply["message"]

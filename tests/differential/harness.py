@@ -59,8 +59,7 @@ _REPORT_START = re.compile(r"^gpucheck: ", re.M)
 # The first line of a CLI report (its verdict): counted to catch a second report (forked child).
 _REPORT_VERDICT = re.compile(r"^gpucheck: [A-Z][A-Z-]+ ", re.M)
 PROBE_CELL = (
-    "from tests.differential.probe import report as __diff_report\n"
-    "__diff_report(globals())"
+    "from tests.differential.probe import report as __diff_report\n__diff_report(globals())"
 )
 
 
@@ -198,10 +197,14 @@ def _execute(kc: Any, code: str, deadline: float) -> tuple[CellResult, str | Non
             cell.saved.append(("clear", content.get("wait", False)))
         elif kind == "error":
             cell.ename = content["ename"]
-            cell.outputs.append({
-                "type": "error", "ename": content["ename"], "evalue": content["evalue"],
-                "traceback": content["traceback"],
-            })
+            cell.outputs.append(
+                {
+                    "type": "error",
+                    "ename": content["ename"],
+                    "evalue": content["evalue"],
+                    "traceback": content["traceback"],
+                }
+            )
         # execute_input, comm_* and anything else: not the user's output.
     while True:
         left_s = deadline - time.monotonic()
@@ -263,10 +266,20 @@ def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
                 break
         if hang is None and results and PROBE_MARK in results[-1].stdout:
             line = next(ln for ln in results[-1].stdout.splitlines() if ln.startswith(PROBE_MARK))
-            probe = json.loads(line[len(PROBE_MARK):])
-        probe_error = "" if probe is not None or not results else _short(
-            [_ANSI.sub("", o["traceback"][-1]) for o in results[-1].outputs
-             if o["type"] == "error"] or results[-1].stderr, 600)
+            probe = json.loads(line[len(PROBE_MARK) :])
+        probe_error = (
+            ""
+            if probe is not None or not results
+            else _short(
+                [
+                    _ANSI.sub("", o["traceback"][-1])
+                    for o in results[-1].outputs
+                    if o["type"] == "error"
+                ]
+                or results[-1].stderr,
+                600,
+            )
+        )
         died = not km.is_alive()
     finally:
         kc.stop_channels()
@@ -280,14 +293,20 @@ def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
 # Line numbers in the measured cell count its `%%gpucheck` line (line 1), as the notebook shows
 # the cell: one more than the same cell without the magic. Taken back before comparing.
 _TB_LINE = re.compile(r"(Cell In\[[^\]]*\], line )(\d+)")
-_TB_CONTEXT = re.compile(r"^((?:\x1b\[[0-9;]*m)*(?:----> |      )?(?:\x1b\[[0-9;]*m)*)(\d+)(?= )", re.M)
+_TB_CONTEXT = re.compile(
+    r"^((?:\x1b\[[0-9;]*m)*(?:----> |      )?(?:\x1b\[[0-9;]*m)*)(\d+)(?= )", re.M
+)
 _CELL_FILE = re.compile(r"\b\d{6,}\.py\b")
 _SYNTAX_LINE = re.compile(r"(, line )(\d+)(\))")
 
 
 def _minus_magic_line(text: str) -> str:
     def dec(m: re.Match[str]) -> str:
-        return m.group(1) + str(int(m.group(2)) - 1) + (m.group(3) if m.lastindex and m.lastindex >= 3 else "")
+        return (
+            m.group(1)
+            + str(int(m.group(2)) - 1)
+            + (m.group(3) if m.lastindex and m.lastindex >= 3 else "")
+        )
 
     return _SYNTAX_LINE.sub(dec, _TB_CONTEXT.sub(dec, _TB_LINE.sub(dec, text)))
 
@@ -306,7 +325,8 @@ def _norm_cell(
         if o["type"] == "error":
             o["traceback"] = [
                 "\n".join(
-                    ln for ln in _CELL_IN.sub(shift, _text(program, t, pid)).split("\n")
+                    ln
+                    for ln in _CELL_IN.sub(shift, _text(program, t, pid)).split("\n")
                     if "%%gpucheck" not in ln
                 )
                 for t in o["traceback"]
@@ -321,8 +341,9 @@ def _norm_cell(
                 if o.get("ename") == "SyntaxError":
                     o["evalue"] = _minus_magic_line(o["evalue"])
         if "data" in o:
-            o["data"] = {k: _text(program, v, pid) if isinstance(v, str) else v
-                         for k, v in o["data"].items()}
+            o["data"] = {
+                k: _text(program, v, pid) if isinstance(v, str) else v for k, v in o["data"].items()
+            }
         outs.append(o)
     return {
         "status": c.status,
@@ -333,8 +354,9 @@ def _norm_cell(
     }
 
 
-def compare_notebook(program: Program, plain: NotebookRun, plain_pid: int,
-                     meas: NotebookRun, meas_pid: int) -> list[str]:
+def compare_notebook(
+    program: Program, plain: NotebookRun, plain_pid: int, meas: NotebookRun, meas_pid: int
+) -> list[str]:
     diffs: list[str] = []
     for label, run in (("plain", plain), ("measured", meas)):
         if run.hang:
@@ -366,9 +388,7 @@ def compare_notebook(program: Program, plain: NotebookRun, plain_pid: int,
     expect = program.settings.get("REPORT") if os.environ.get("DIFF_CONTROL") != "1" else None
     if marked < len(meas.cells):
         cell = meas.cells[marked]
-        if expect == "kept" and not any(
-            ev[0] == "ours" for ev in _saved_outputs(cell.saved)
-        ):
+        if expect == "kept" and not any(ev[0] == "ours" for ev in _saved_outputs(cell.saved)):
             diffs.append("measured cell: no report of ours left in the saved outputs")
         if expect == "none" and cell.ours:
             diffs.append(f"measured cell: shows a report of ours: {_short(cell.ours)}")
@@ -412,13 +432,25 @@ def run_script(program: Program, measured: bool) -> ScriptRun:
     env["DIFF_PROBE_PATH"] = str(meta / "probe.json")
     args = list(program.settings.get("ARGS", []))
     if measured:
-        cmd = [sys.executable, "-m", "gpu_notebook", "run",
-               *program.settings.get("OPTIONS", []), "script.py", *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gpu_notebook",
+            "run",
+            *program.settings.get("OPTIONS", []),
+            "script.py",
+            *args,
+        ]
     else:
         cmd = [sys.executable, "script.py", *args]
     proc = subprocess.Popen(
-        cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True,
+        cmd,
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     hang = False
     try:
@@ -438,8 +470,15 @@ def run_script(program: Program, measured: bool) -> ScriptRun:
     tmp_left = sorted(_norm_tmp_name(n) for n in os.listdir(tmp))
     probe_path = meta / "probe.json"
     probe = json.loads(probe_path.read_text()) if probe_path.exists() else None
-    return ScriptRun(proc.returncode, out.decode(errors="replace"),
-                     err.decode(errors="replace"), files, tmp_left, probe, hang)
+    return ScriptRun(
+        proc.returncode,
+        out.decode(errors="replace"),
+        err.decode(errors="replace"),
+        files,
+        tmp_left,
+        probe,
+        hang,
+    )
 
 
 def _norm_tmp_name(name: str) -> str:
@@ -460,7 +499,7 @@ def compare_script(program: Program, plain: ScriptRun, meas: ScriptRun) -> list[
     if a_out != b_out:
         diffs.append(f"stdout: {_first_difference(a_out, b_out)}")
     m = _REPORT_START.search(meas.stderr)
-    ours = meas.stderr[m.start():] if m else ""
+    ours = meas.stderr[m.start() :] if m else ""
     user_err = meas.stderr[: m.start()] if m else meas.stderr
     a_err, b_err = _text(program, plain.stderr), _text(program, user_err)
     if a_err != b_err:
@@ -530,7 +569,8 @@ def compare_probes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         if isinstance(va, dict) and isinstance(vb, dict):
             sub = [
                 f"{k}: plain={_short(va.get(k, '<absent>'))} measured={_short(vb.get(k, '<absent>'))}"
-                for k in sorted(set(va) | set(vb)) if va.get(k, "<absent>") != vb.get(k, "<absent>")
+                for k in sorted(set(va) | set(vb))
+                if va.get(k, "<absent>") != vb.get(k, "<absent>")
             ]
             diffs.append(f"probe {key}: " + "; ".join(sub[:6]) + (" ..." if len(sub) > 6 else ""))
         else:

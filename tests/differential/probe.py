@@ -187,8 +187,11 @@ def _torch_globals() -> dict[str, Any]:
     out["Module.__call__"] = _name(torch.nn.Module.__call__)
     out["Module._call_impl"] = _name(torch.nn.Module._call_impl)
     out["Optimizer.zero_grad"] = _name(torch.optim.Optimizer.zero_grad)
-    for cls in (dl._BaseDataLoaderIter, dl._SingleProcessDataLoaderIter,
-                dl._MultiProcessingDataLoaderIter):
+    for cls in (
+        dl._BaseDataLoaderIter,
+        dl._SingleProcessDataLoaderIter,
+        dl._MultiProcessingDataLoaderIter,
+    ):
         for meth in ("__next__", "_next_data", "__iter__"):
             fn = vars(cls).get(meth)
             if fn is not None:
@@ -324,8 +327,11 @@ def collect(ns: dict[str, Any]) -> dict[str, Any]:
     tmp = tempfile.gettempdir()
     obs["tmp.ours"] = sorted(_files(tmp, _OUR_TEMP_NAMES))
     obs["mp.start_method"] = _try(
-        lambda: sys.modules["multiprocessing"].get_start_method(allow_none=True)
-        if "multiprocessing" in sys.modules else None
+        lambda: (
+            sys.modules["multiprocessing"].get_start_method(allow_none=True)
+            if "multiprocessing" in sys.modules
+            else None
+        )
     )
     return obs
 

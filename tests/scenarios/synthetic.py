@@ -36,7 +36,9 @@ from gpu_notebook.records import (
 GIB = 2**30
 
 
-def gpu(name: str = "NVIDIA A100-SXM4-80GB", cc: str | None = "8.0", memory_gib: int = 80) -> GpuInfo:
+def gpu(
+    name: str = "NVIDIA A100-SXM4-80GB", cc: str | None = "8.0", memory_gib: int = 80
+) -> GpuInfo:
     return GpuInfo(0, name, compute_capability=cc, memory_total_bytes=memory_gib * GIB)
 
 
@@ -83,7 +85,9 @@ def utilization(
         gpu_util_p5_pct=gpu_util_pct,
         gpu_util_p95_pct=gpu_util_pct,
         gpu_memory_peak_bytes=int(memory_peak_gib * GIB) if memory_peak_gib is not None else None,
-        gpu_memory_total_bytes=int(memory_total_gib * GIB) if memory_total_gib is not None else None,
+        gpu_memory_total_bytes=int(memory_total_gib * GIB)
+        if memory_total_gib is not None
+        else None,
         process_cpu_mean_pct=None,
         children_cpu_mean_pct=children_cpu_pct,
         system_cpu_mean_pct=None,
@@ -202,7 +206,9 @@ def make_analysis(
     split = phase_split if phase_split is not None else phases(shares or {})
     per_s = batch_size / step_median_s if batch_size and step_median_s else None
     return Analysis(
-        step_stats=StepStats(10, step_median_s, step_median_s, batch_size=batch_size, samples_per_s=per_s),
+        step_stats=StepStats(
+            10, step_median_s, step_median_s, batch_size=batch_size, samples_per_s=per_s
+        ),
         phases=split,
         gpu=gpu_timeline,
         utilization=util if util is not None else utilization(),

@@ -39,7 +39,10 @@ def measure(ip: Any, scenario: Scenario) -> tuple[Report, tuple[Finding, ...]]:
 
 
 def table(findings: tuple[Finding, ...]) -> str:
-    return "\n".join(f"[{f.severity}] {f.rule_id} bound={f.gain_bound} | {'; '.join(f.evidence)}" for f in findings)
+    return "\n".join(
+        f"[{f.severity}] {f.rule_id} bound={f.gain_bound} | {'; '.join(f.evidence)}"
+        for f in findings
+    )
 
 
 @pytest.mark.parametrize("scenario", PLANTED, ids=[s.name for s in PLANTED])
@@ -87,7 +90,9 @@ def test_a_loader_built_in_an_earlier_cell_gets_a_rebuild_snippet(shell: Any, ca
 
 
 @pytest.mark.parametrize("scenario", HEALTHY, ids=[s.name for s in HEALTHY])
-def test_healthy_cells_raise_no_high_severity_finding(shell: Any, scenario: Scenario, capsys: Any) -> None:
+def test_healthy_cells_raise_no_high_severity_finding(
+    shell: Any, scenario: Scenario, capsys: Any
+) -> None:
     _, findings = measure(shell, scenario)
     capsys.readouterr()
     high = [f for f in findings if f.severity == "high"]

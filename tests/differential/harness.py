@@ -121,8 +121,9 @@ def _env(tmp: Path, cache: Path) -> dict[str, str]:
     env["TMPDIR"] = str(tmp)
     env["PYTHONHASHSEED"] = SEED
     env["DIFF_SEED"] = SEED
-    # Shared by both runs (compiling from scratch twice costs minutes on 2 cores): the probe
-    # leaves cache hit/miss counters out for that reason.
+    # Emptied before each run: with a cache the first run warmed, the second compiles another
+    # way (cache hits, no pattern matching, other threads), so both start cold, at one path.
+    shutil.rmtree(cache, ignore_errors=True)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     env.setdefault("OMP_NUM_THREADS", "2")
     env["TERM"] = "dumb"

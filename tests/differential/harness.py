@@ -40,6 +40,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,8 @@ from tests.differential.probe import PROBE_MARK
 
 PROGRAMS_DIR = Path(__file__).parent / "programs"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRATCH_ROOT = Path(os.environ.get("DIFF_SCRATCH", "/tmp/gn-diff"))
+# One private folder per test session (two CI runs at once must not share program folders).
+SCRATCH_ROOT = Path(os.environ.get("DIFF_SCRATCH") or tempfile.mkdtemp(prefix="gn-diff-"))
 DEFAULT_TIMEOUT_S = 120
 SEED = "1234"
 

@@ -7,13 +7,22 @@ test. ``pytest -m differential`` selects the suite.
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+
 import pytest
 
-from tests.differential.harness import differences, load_programs
+from tests.differential.harness import SCRATCH_ROOT, differences, load_programs
 
 pytestmark = pytest.mark.differential
 
 PROGRAMS = load_programs()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _scratch_removed_after() -> Iterator[None]:
+    yield
+    shutil.rmtree(SCRATCH_ROOT, ignore_errors=True)
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])

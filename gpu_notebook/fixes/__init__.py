@@ -12,7 +12,14 @@ Usage::
 
 from __future__ import annotations
 
-from gpu_notebook.fixes.catalog import FIXES, HEADER_PREFIX, apply_fix, describe, to_proposal
+from gpu_notebook.fixes.catalog import (
+    FIXES,
+    HEADER_PREFIX,
+    apply_fix,
+    describe,
+    prepended_patch,
+    to_proposal,
+)
 from gpu_notebook.fixes.records import FixInfo, FixParam, Patch, Refusal
 
 __all__ = [
@@ -24,5 +31,6 @@ __all__ = [
     "Refusal",
     "apply_fix",
     "describe",
+    "prepended_patch",
     "to_proposal",
 ]

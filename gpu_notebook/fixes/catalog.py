@@ -256,6 +256,29 @@ def _changed_lines(before: str, after: str) -> tuple[int, ...]:
     return tuple(changed)
 
 
+def prepended_patch(fix_id: str, source: str, note: str, snippet: str) -> Patch:
+    """``source`` with ``snippet`` put before its body (after a ``%%gpucheck`` line), headed by
+    the fix's line naming it and ``note``: fixes made from live objects (a loader or framework
+    object from an earlier cell), where the cell itself has nothing to rewrite."""
+    info = describe(fix_id)
+    magic = ""
+    body = source
+    if source.startswith("%%"):
+        magic, _, body = source.partition("\n")
+        magic += "\n"
+    after = magic + f"{HEADER_PREFIX}{info.title} ({note})\n" + snippet + body
+    return Patch(
+        fix_id=fix_id,
+        title=info.title,
+        why=info.why,
+        doc_url=info.doc_url,
+        source_before=source,
+        source_after=after,
+        diff=_diff(source, after),
+        changed_lines=_changed_lines(source, after),
+    )
+
+
 def to_proposal(result: Patch | Refusal) -> FixProposal:
     """The report's record of a fix (``gpu_notebook.records.FixProposal``) for a Finding."""
     info = describe(result.fix_id)

@@ -18,7 +18,6 @@ rebuilds it from the live object instead.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -241,7 +240,7 @@ def _live_loader_proposal(
     cell_source: str, finding: Finding, live: LiveFacts
 ) -> FixProposal | None:
     """Prepend a snippet that rebuilds the live loader the cell iterates, with the new settings."""
-    from gpu_notebook.fixes import HEADER_PREFIX, describe
+    from gpu_notebook.fixes import Refusal, prepended_patch, to_proposal
 
     facts = scan_source(cell_source)
     iterated = [name for loop in facts.loops for name in loop.iterates]
@@ -254,46 +253,26 @@ def _live_loader_proposal(
         # accelerator.prepare() wraps the user's DataLoader (a DataLoaderShard): rebuilt as a
         # plain DataLoader it would lose its sharding and device placement. The user acts on
         # the loader they pass to prepare().
-        info = describe("dataloader_workers")
         settings = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
-        return FixProposal(
-            fix_id=info.fix_id, title=info.title, why=tuple(info.why), doc_url=info.doc_url,
-            source_after=None, diff=None,
-            refusal=(
-                f"`{loader.name}` comes from accelerate's `accelerator.prepare(...)`: set {settings} "
-                "on the DataLoader you pass to prepare() (where you build it), then prepare it again"
-            ),
-        )  # fmt: skip
+        return to_proposal(
+            Refusal(
+                "dataloader_workers",
+                f"`{loader.name}` comes from accelerate's `accelerator.prepare(...)`: set "
+                f"{settings} on the DataLoader you pass to prepare() (where you build it), then "
+                "prepare it again",
+            )
+        )
     snippet = rebuild_loader_source(
         loader,
         num_workers=workers if isinstance(workers, int) else None,
         pin_memory=bool(params.get("pin_memory", True)),
         persistent_workers=bool(params.get("persistent_workers", True)),
     )
-    info = describe("dataloader_workers")
-    magic, body = _split_magic(cell_source)
     settings = ", ".join(
         f"{k}={v}" for k, v in params.items() if v is not None and k != "prefetch_factor"
     )
-    header = f"{HEADER_PREFIX}{info.title} (rebuilt from the live `{loader.name}`: {settings})\n"
-    after = magic + header + snippet + body
-    diff = "\n".join(
-        difflib.unified_diff(
-            cell_source.splitlines(),
-            after.splitlines(),
-            fromfile="before",
-            tofile="after",
-            lineterm="",
-        )
-    )
-    return FixProposal(
-        fix_id=info.fix_id,
-        title=info.title,
-        why=tuple(info.why),
-        doc_url=info.doc_url,
-        source_after=after,
-        diff=diff + "\n",
-    )
+    note = f"rebuilt from the live `{loader.name}`: {settings}"
+    return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
 
 
 def _framework_loader_proposal(
@@ -307,7 +286,7 @@ def _framework_loader_proposal(
     class. HF Trainer: its ``args.dataloader_*`` fields, which it reads when it builds the
     loader in ``train()``.
     """
-    from gpu_notebook.fixes import HEADER_PREFIX, Patch, apply_fix, describe
+    from gpu_notebook.fixes import HEADER_PREFIX, Patch, apply_fix, prepended_patch, to_proposal
 
     if not live.data_hooks:
         return None
@@ -345,35 +324,8 @@ def _framework_loader_proposal(
         where = f"{hook.type_name}.train_dataloader (defined in an earlier cell), rebuilt here"
     else:
         return None
-    info = describe("dataloader_workers")
-    magic, rest = _split_magic(cell_source)
-    header = f"{HEADER_PREFIX}{info.title} ({hook.framework}: {where})\n"
-    after = magic + header + snippet + rest
-    diff = "\n".join(
-        difflib.unified_diff(
-            cell_source.splitlines(),
-            after.splitlines(),
-            fromfile="before",
-            tofile="after",
-            lineterm="",
-        )
-    )
-    return FixProposal(
-        fix_id=info.fix_id,
-        title=info.title,
-        why=tuple(info.why),
-        doc_url=info.doc_url,
-        source_after=after,
-        diff=diff + "\n",
-    )
-
-
-def _split_magic(source: str) -> tuple[str, str]:
-    """(leading ``%%`` line with its newline, the rest)."""
-    if source.startswith("%%"):
-        first, newline, rest = source.partition("\n")
-        return first + newline, rest
-    return "", source
+    note = f"{hook.framework}: {where}"
+    return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
 
 
 __all__ = [

@@ -264,10 +264,19 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         if stalls.period_steps
         else "Some steps stall"
     )
+    severity = severity_of(stalls.share, low=STALL_SHARE) or "low"
+    if not stalls.period_steps and block is None:
+        # No schedule and no periodic block in the cell: stalls at random are most often the
+        # machine (other processes taking the cores), not the code. Said, not ranked first.
+        severity = "low"
+        evidence.append(
+            "no regular period and no `if step % N` block in the cell: stalls at random are "
+            "often the machine (other processes on its cores); measure again on a quiet machine"
+        )
     return finding(
         "run.periodic_stall",
         title + (f" ({what})" if block is not None else ""),
-        severity_of(stalls.share, low=STALL_SHARE) or "low",
+        severity,
         evidence,
         f"Make {what} cheaper or rarer: run it less often, on a subset, or in a background "
         "thread (checkpoints: save a state_dict copy asynchronously).",

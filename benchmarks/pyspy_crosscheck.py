@@ -97,7 +97,7 @@ def workload(seconds: float) -> None:
     training_loop(*setup(), seconds)
 
 
-def run_ours(seconds: float, interval_s: float, out: Path, mode: str = "auto") -> None:
+def run_ours(seconds: float, interval_s: float, out: Path, mode: str = "thread") -> None:
     from gpu_notebook.analysis.lines import stack_profile, to_speedscope
     from gpu_notebook.capture.stacks import StackSampler
 
@@ -107,7 +107,7 @@ def run_ours(seconds: float, interval_s: float, out: Path, mode: str = "auto") -
     spent = dict.fromkeys(USER_FUNCTIONS, 0.0)
     for name in USER_FUNCTIONS:
         globals()[name] = _timed(globals()[name], name, spent)
-    sampler = StackSampler(threading.get_ident(), interval_s, root_codes=(), mode=mode)  # type: ignore[arg-type]
+    sampler = StackSampler(threading.get_ident(), interval_s, root_codes=())  # a thread sampler
     sampler.start()
     t0 = time.perf_counter()
     try:
@@ -117,9 +117,7 @@ def run_ours(seconds: float, interval_s: float, out: Path, mode: str = "auto") -
         raw = sampler.stop()
     profile = stack_profile(raw)
     _truth_path(out).write_text(json.dumps({k: v / wall_s for k, v in spent.items()}))
-    out.write_text(
-        json.dumps(to_speedscope(profile, name=f"gpu_notebook StackSampler ({sampler.mode})"))
-    )
+    out.write_text(json.dumps(to_speedscope(profile, name="gpu_notebook StackSampler (thread)")))
 
 
 def _timed(func: Any, name: str, spent: dict[str, float]) -> Any:
@@ -225,9 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=None, help="folder to keep both JSON files")
     parser.add_argument(
         "--mode",
-        choices=("auto", "signal", "thread"),
-        default="auto",
-        help="our sampler's design (auto: the SIGALRM handler, as on a notebook's main thread)",
+        choices=("thread",),
+        default="thread",
+        help="our sampler's design (a thread: the only one since the SIGALRM design went)",
     )
     args = parser.parse_args(argv)
 

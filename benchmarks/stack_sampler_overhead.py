@@ -91,7 +91,7 @@ class TimedSampler(StackSampler):
     ) -> None:
         t0 = time.perf_counter_ns()
         super()._sample_frame(top, late_ns, now_ns, weight_us)
-        TimedSampler.hold_ns[self.mode or "thread"].append(time.perf_counter_ns() - t0)
+        TimedSampler.hold_ns["thread"].append(time.perf_counter_ns() - t0)
 
 
 class NullSampler:
@@ -119,7 +119,9 @@ def _noop_handler(signum: int, frame: Any) -> None:
     pass
 
 
-SAMPLERS = ("signal", "thread")
+# The SIGALRM design was removed (it cannot coexist with the user's alarms, pause() or EINTR):
+# the thread sampler is the one measured; the no-op signal floor stays as the reference figure.
+SAMPLERS = ("thread",)
 FLOORS = ("null", "noop-signal")
 MODES = ("plain", *SAMPLERS, *FLOORS)
 COLUMNS = (*SAMPLERS, *FLOORS)
@@ -134,7 +136,7 @@ def timed(
     c0 = time.thread_time()
     t0 = time.perf_counter()
     if mode in SAMPLERS:
-        sampler = TimedSampler(threading.get_ident(), interval_s, mode=mode)  # type: ignore[arg-type]
+        sampler = TimedSampler(threading.get_ident(), interval_s)
         sampler.start()
         t1 = time.perf_counter()
         try:

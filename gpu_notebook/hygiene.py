@@ -2,14 +2,19 @@
 
 Some libraries we import change global state at import time: bokeh adds ``warnings`` filters
 (``simplefilter("always", BokehDeprecationWarning)``...). A user who never asked for bokeh would
-find them in ``warnings.filters`` after their first measured cell. :func:`our_imports_leave_no_filters`
-removes, of the filters added inside it, those for the warning classes of the packages only we
-import. Nothing else is touched: a filter that torch or numpy adds while the user imports them
-on another thread (the warm-up imports run beside the user's first cells) is theirs, in its place.
+find them in ``warnings.filters`` after their first measured cell. Only filters for the warning
+classes of packages that *we* imported first are taken back: a package the user imported before
+us added its filters for them, and they stay.
+
+Taken back twice: when our imports end, and after each measured cell (``sweep``). The second
+catches what a race put back: the warm-up imports run on a thread beside the user's first cells,
+and ``warnings.catch_warnings`` (torch and many libraries use it) restores, on exit, the list
+object it saved on entry, which may hold filters removed meanwhile.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,21 +22,40 @@ from contextlib import contextmanager
 # Packages the user gets only through us: their import-time filters are ours to take back.
 OUR_PACKAGES = ("bokeh", "libcst", "jinja2", "msgspec", "anywidget", "gpu_notebook")
 
+# Of those, the ones not imported yet when our imports first ran: their filters are ours.
+_FIRST_IMPORTED_BY_US: set[str] = set()
+_SEEN = False
+
+
+def _note_first_importer() -> None:
+    global _SEEN
+    if not _SEEN:
+        _SEEN = True
+        _FIRST_IMPORTED_BY_US.update(p for p in OUR_PACKAGES if p not in sys.modules)
+        _FIRST_IMPORTED_BY_US.add("gpu_notebook")
+
 
 def _ours(entry: object) -> bool:
     category = entry[2] if isinstance(entry, tuple) and len(entry) > 2 else None
     classes = category if isinstance(category, tuple) else (category,)
-    return any(isinstance(c, type) and c.__module__.split(".")[0] in OUR_PACKAGES for c in classes)
+    return any(
+        isinstance(c, type) and c.__module__.split(".")[0] in _FIRST_IMPORTED_BY_US for c in classes
+    )
+
+
+def sweep() -> None:
+    """Remove every filter for a warning class of a package we imported first."""
+    filters: list[object] = warnings.filters  # type: ignore[assignment]  # a list at run time
+    kept = [f for f in filters if not _ours(f)]
+    if len(kept) != len(filters):
+        filters[:] = kept
+        warnings._filters_mutated()  # type: ignore[attr-defined]  # invalidate the cached lookups
 
 
 @contextmanager
 def our_imports_leave_no_filters() -> Iterator[None]:
-    before = list(warnings.filters)
+    _note_first_importer()
     try:
         yield
     finally:
-        added = [f for f in warnings.filters if f not in before and _ours(f)]
-        if added:
-            filters: list[object] = warnings.filters  # type: ignore[assignment]  # a list at run time
-            filters[:] = [f for f in filters if f not in added]
-            warnings._filters_mutated()  # type: ignore[attr-defined]  # invalidate the cached lookups
+        sweep()

@@ -241,7 +241,6 @@ def _saved_outputs(events: list[Any]) -> list[Any]:
 
 
 def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
-    from jupyter_client import KernelManager
 
     work, tmp, _meta = _run_dirs(program)
     cells = list(program.settings["CELLS"])
@@ -251,17 +250,13 @@ def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
         cells[marked] = f"%%gpucheck {options}".rstrip() + "\n" + cells[marked]
         cells.insert(0, "%load_ext gpu_notebook")
     env = _env(tmp, SCRATCH_ROOT / "inductor-cache")
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(work), env=env)
+    km, kc = _started_kernel(work, env)
     pid = km.provisioner.pid if km.provisioner is not None else None
-    kc = km.client()
-    kc.start_channels()
     results: list[CellResult] = []
     hang = None
     probe = None
     deadline = time.monotonic() + program.timeout_s
     try:
-        kc.wait_for_ready(timeout=60)
         for code in [*cells, PROBE_CELL]:
             cell, hang = _execute(kc, code, deadline)
             results.append(cell)
@@ -424,6 +419,28 @@ def _our_paths(options: list[str]) -> set[str]:
         if opt in ("--json", "--html", "--trace", "--export"):
             out.add(os.path.normpath(options[i + 1]))
     return out
+
+
+def _started_kernel(work: Path, env: dict[str, str]) -> tuple[Any, Any]:
+    """A ready kernel; one more try when it dies while starting (seen once with two CI runs
+    side by side on 2 cores: "Kernel died before replying to kernel_info")."""
+    from jupyter_client import KernelManager
+
+    for attempt in (1, 2):
+        km = KernelManager(kernel_name="python3")
+        km.start_kernel(cwd=str(work), env=env)
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=120)
+        except RuntimeError:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+            if attempt == 2:
+                raise
+            continue
+        return km, kc
+    raise AssertionError("unreachable")
 
 
 def run_script(program: Program, measured: bool) -> ScriptRun:

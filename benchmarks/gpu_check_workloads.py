@@ -465,7 +465,9 @@ class Scenario:
     pressure: Pressure | None = None  # held around calibration and every timed run
     # On the CPU there is no device to wait for: only a data wait is still visible as such,
     # and per-op overhead (the dry run's tiny sizes make several loops host-bound on a CPU).
-    expected_cpu_verdicts: tuple[str, ...] = ("cpu-only",)
+    # On the CPU dry run the sizes are tiny: any of them can read as overhead-bound (host-bound)
+    # on a busy machine; the GPU run is where the expected verdict is checked.
+    expected_cpu_verdicts: tuple[str, ...] = ("cpu-only", "host-bound")
 
 
 def _input_workers(ctx: Context) -> int:

@@ -43,6 +43,27 @@ def ids(rep: Report) -> set[str]:
     return {f.rule_id for f in rep.findings}
 
 
+def step_chart(rep: Report):
+    """The step-time chart of the report, its shaded windows (left, right), its stall points,
+    and the labels of its legend; bokeh's own integrity check passes on it."""
+    from bokeh.core.validation.check import check_integrity
+    from bokeh.models.annotations import BoxAnnotation
+    from bokeh.models.glyphs import Scatter
+
+    from gpu_notebook.views.charts import step_time_figure
+
+    fig = step_time_figure(rep)
+    assert fig is not None
+    issues = check_integrity(list(fig.references()))
+    assert issues.error == [] and issues.warning == []
+    boxes = [(b.left, b.right) for b in fig.center if isinstance(b, BoxAnnotation)]
+    stalls = [
+        list(r.data_source.data["step"]) for r in fig.renderers if isinstance(r.glyph, Scatter)
+    ]
+    labels = [item.label["value"] for item in fig.legend[0].items]
+    return fig, boxes, stalls, labels
+
+
 SLOWS_DOWN = """
 model = nn.Linear(16, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(8, 16), torch.randn(8, 1)
@@ -64,10 +85,20 @@ def test_a_cell_that_slows_down_after_the_window(ip):
         assert "does not represent" in rep.verdict.evidence[0]
         text = render_text(rep)
         assert text.index("does not represent") < text.index("Phases")
+        from gpu_notebook.views.html import run_shape_section
+
+        assert "the window does not represent the run" in run_shape_section(rep)
     else:
         # A later window profiled the slow part, and the split weighs it by the time it stands for.
         assert any(w.first_step >= 20 for w in shape.windows), render_text(rep)
         assert rep.analysis.window_phases is not None
+    if rep.analysis.window_phases is not None:
+        # The answer rests on the whole run: its steps are the cell's own 20 ms of host work,
+        # which neither bigger operators nor a GPU shorten (the window's steps take ~0.2 ms).
+        assert rep.verdict.category == "host-bound", render_text(rep)
+        assert "own Python" in rep.verdict.headline
+        est = rep.gpu_estimate
+        assert est is not None and est.measured_step_s > 0.005 and est.speedup < 1.5
 
 
 STALLS = """
@@ -91,6 +122,15 @@ def test_a_periodic_stall_is_found_with_its_period_and_its_line(ip, tmp_path: Pa
     assert shape is not None and shape.stalls is not None and shape.stalls.period_steps == 40
     # Numbered as IPython numbers the cell (from its first non-blank line); line 1 is %%gpucheck.
     assert stall.line == 7 and "checkpoint save" in stall.title
+    # The HTML report says it in words, and the step chart marks exactly the stalled steps.
+    from gpu_notebook.views.html import render_html, run_shape_section
+
+    section = run_shape_section(rep)
+    assert "Stalls every 40 steps" in section and "<h2>Over the run</h2>" in section
+    assert section in render_html(rep)
+    _, boxes, stalls, labels = step_chart(rep)
+    assert stalls == [list(map(float, shape.stalls.steps))] and "stalls" in labels
+    assert len(boxes) == len(shape.windows) >= 1
 
 
 SLOW_AFTER_CACHE = """
@@ -140,6 +180,12 @@ def test_losses_kept_with_their_graphs(ip):
     assert "history.append(loss.detach())" in creep.proposal.source_after
     rss = next(m for m in rep.analysis.shape.memory if m.kind == "rss")  # type: ignore[union-attr]
     assert rss.bytes_per_step > 0.5 * 2**20
+    # The step chart draws the memory read at the steps on its own axis; the section its rate.
+    from gpu_notebook.views.html import run_shape_section
+
+    fig, _, _, labels = step_chart(rep)
+    assert "process RSS (MiB)" in labels and "mem" in fig.extra_y_ranges
+    assert "Process memory (RSS)" in run_shape_section(rep)
 
 
 HEALTHY = """
@@ -182,3 +228,13 @@ def test_more_windows_spread_over_a_long_cell_and_are_weighted(tmp_path: Path):
     rep = build_report(run_)
     assert rep.analysis.window_phases is not None  # the first window's detail, beside the estimate
     assert rep.analysis.phases is not None and len(rep.analysis.phases.steps) == 9
+    # Every window is shaded on the step chart, and on the timeline.
+    from bokeh.models.annotations import BoxAnnotation
+
+    from gpu_notebook.views.charts import utilization_figure
+
+    _, boxes, _, _ = step_chart(rep)
+    assert boxes == [(2 - 0.5, 4 + 0.5), (66 - 0.5, 68 + 0.5), (264 - 0.5, 266 + 0.5)]
+    timeline = utilization_figure(rep)
+    if timeline is not None:  # the sampler took at least one sample
+        assert sum(isinstance(b, BoxAnnotation) for b in timeline.center) == 3

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpu_notebook.records import OPTIONAL_PHASES, PHASES, PhaseBreakdown, Report, StepTiming
+from gpu_notebook.records import (
+    OPTIONAL_PHASES,
+    PHASES,
+    PhaseBreakdown,
+    Report,
+    RunShape,
+    StepTiming,
+)
 
 if TYPE_CHECKING:
     from bokeh.models import ColumnDataSource, LayoutDOM
@@ -31,6 +38,7 @@ __all__ = [
     "charts_file_html",
     "cpu_axis_max",
     "phase_figure",
+    "step_time_figure",
     "utilization_figure",
 ]
 
@@ -61,6 +69,10 @@ CPU_COLOR = "#555555"
 CHART_WIDTH_PX = 900
 UTIL_HEIGHT_PX = 260
 PHASE_HEIGHT_PX = 280
+STEP_HEIGHT_PX = 240
+WINDOW_COLOR = "#f3a712"
+STALL_COLOR = "#e03131"
+MEMORY_COLOR = "#7048e8"
 # Beyond this many steps the phase chart shows an even selection (a bar under ~4 px is noise).
 MAX_PHASE_BARS = 120
 # Below this many samples the timeline marks each one (a line of one point is invisible).
@@ -104,9 +116,9 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
     has_gpu = bool(gpu_indices)
     few = len(samples) < FEW_SAMPLES  # a short cell: a line of one or two points is invisible
     title = (
-        "GPU utilization over the cell (step boundaries in grey)"
+        "GPU utilization over the cell (step boundaries in grey, stalls in red)"
         if has_gpu
-        else "CPU use over the cell (no GPU visible; step boundaries in grey)"
+        else "CPU use over the cell (no GPU visible; step boundaries in grey, stalls in red)"
     )
     fig = figure(
         width=CHART_WIDTH_PX,
@@ -187,32 +199,42 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
                 x0="x", x1="x", y0=0.0, y1=top, line_color="#999999", line_alpha=0.45, line_width=1
             ),
         )
-        window = _profiled_span(steps, run.window.first_step, run.window.recorded_steps)
-        if window is not None:
+        spans = [
+            span
+            for first, last in _window_steps(report)
+            if (span := _profiled_span(steps, first, last - first + 1)) is not None
+        ]
+        for left, right in spans:
             fig.add_layout(
                 BoxAnnotation(
-                    left=window[0],
-                    right=window[1],
-                    fill_color="#f3a712",
-                    fill_alpha=0.12,
-                    line_alpha=0,
+                    left=left, right=right, fill_color=WINDOW_COLOR, fill_alpha=0.12, line_alpha=0
                 )
             )
-            # A quad of no area, only there to give the shaded window its legend entry.
+        if spans:
+            # A quad of no area, only there to give the shaded windows their legend entry.
             marker = _add(
                 fig,
                 bounds,
                 Quad(
-                    left=window[0],
-                    right=window[0],
+                    left=spans[0][0],
+                    right=spans[0][0],
                     bottom=0.0,
                     top=0.0,
-                    fill_color="#f3a712",
+                    fill_color=WINDOW_COLOR,
                     fill_alpha=0.3,
                     line_alpha=0,
                 ),
             )
             items.append(_legend_item("profiled steps", marker))
+        starts = {s.index: s.start_s for s in steps}
+        stalled = [starts[i] for i in _stall_steps(report.analysis.shape) if i in starts]
+        if stalled:
+            r_stall = _add(
+                fig,
+                ColumnDataSource({"x": _floats(stalled)}),
+                Segment(x0="x", x1="x", y0=0.0, y1=top, line_color=STALL_COLOR, line_width=1.5),
+            )
+            items.append(_legend_item("stalled steps", r_stall))
     fig.add_tools(
         HoverTool(
             renderers=[r_cpu], tooltips=[("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")], mode="vline"
@@ -271,6 +293,161 @@ def _profiled_span(
     if not inside:
         return None
     return min(s.start_s for s in inside), max(s.start_s + s.duration_s for s in inside)
+
+
+def _window_steps(report: Report) -> list[tuple[int, int]]:
+    """(first, last) step of every profiled window: the run's shape has them all; a run too short
+    for a shape has at most the first."""
+    shape = report.analysis.shape
+    if shape is not None and shape.windows:
+        return [(w.first_step, w.last_step) for w in shape.windows]
+    w = report.run.window
+    if w.first_step is None or w.recorded_steps <= 0:
+        return []
+    return [(w.first_step, w.first_step + w.recorded_steps - 1)]
+
+
+def _stall_steps(shape: RunShape | None) -> tuple[int, ...]:
+    return () if shape is None or shape.stalls is None else shape.stalls.steps
+
+
+def step_time_figure(report: Report) -> LayoutDOM | None:
+    """Every step's time over the run (ms) against its index: the profiled windows shaded, the
+    stalls in red, the tenths' medians as a step line, and memory per step on a right axis.
+
+    This is the run the step clock saw (decimated in long cells: every kept step is drawn), so
+    a drift, a periodic stall or a window that saw only the fast start shows at a glance. None
+    when fewer than two steps were timed.
+    """
+    from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, Range1d
+    from bokeh.models.annotations import BoxAnnotation, Legend
+    from bokeh.models.glyphs import Line, Quad, Scatter, Step
+    from bokeh.plotting import figure
+
+    run, shape = report.run, report.analysis.shape
+    steps = run.steps.steps
+    if len(steps) < 2:
+        return None
+    ms = [s.duration_s * 1e3 for s in steps]
+    top = max(ms) * 1.08 or 1.0
+    every = f", every {run.steps.decimation}th step drawn" if run.steps.decimation > 1 else ""
+    fig = figure(
+        width=CHART_WIDTH_PX,
+        height=STEP_HEIGHT_PX,
+        title=f"Step time over the run (ms), {run.steps.step_count} steps{every}",
+        x_axis_label="step",
+        y_axis_label="ms",
+        toolbar_location="right",
+        tools="xpan,xwheel_zoom,box_zoom,reset,save",
+        sizing_mode="stretch_width",
+        y_range=Range1d(start=0.0, end=top),
+    )
+    fig.toolbar.logo = None
+    src = ColumnDataSource({"step": _floats([s.index for s in steps]), "ms": _floats(ms)})
+    items: list[LegendItem] = []
+    r_steps = _add(
+        fig, src, Line(x="step", y="ms", line_width=1, line_color=PHASE_COLORS["forward"])
+    )
+    items.append(_legend_item("step time", r_steps))
+    if shape is not None and shape.segments:
+        edges = [seg.first_step for seg in shape.segments] + [shape.segments[-1].last_step]
+        medians = [seg.median_s * 1e3 for seg in shape.segments]
+        tenths = ColumnDataSource({"step": _floats(edges), "ms": _floats([*medians, medians[-1]])})
+        r_tenths = _add(
+            fig,
+            tenths,
+            Step(
+                x="step",
+                y="ms",
+                mode="after",
+                line_width=2,
+                line_color="#1d1d1f",
+                line_dash="dashed",
+            ),
+        )
+        items.append(_legend_item("median of each tenth", r_tenths))
+    windows = _window_steps(report)
+    for first, last in windows:
+        fig.add_layout(
+            BoxAnnotation(
+                left=first - 0.5,
+                right=last + 0.5,
+                fill_color=WINDOW_COLOR,
+                fill_alpha=0.25,
+                line_alpha=0,
+            )
+        )
+    if windows:
+        # A quad of no area, only there to give the shaded windows their legend entry.
+        marker = _add(
+            fig,
+            src,
+            Quad(
+                left=windows[0][0],
+                right=windows[0][0],
+                bottom=0.0,
+                top=0.0,
+                fill_color=WINDOW_COLOR,
+                fill_alpha=0.4,
+                line_alpha=0,
+            ),
+        )
+        items.append(_legend_item(f"profiled window(s): {len(windows)}", marker))
+    by_index = {s.index: s.duration_s * 1e3 for s in steps}
+    stalled = [i for i in _stall_steps(shape) if i in by_index]
+    if stalled:
+        stall_src = ColumnDataSource(
+            {"step": _floats(stalled), "ms": _floats([by_index[i] for i in stalled])}
+        )
+        r_stall = _add(
+            fig,
+            stall_src,
+            Scatter(
+                x="step",
+                y="ms",
+                size=7,
+                marker="triangle",
+                fill_color=STALL_COLOR,
+                line_color=STALL_COLOR,
+            ),
+        )
+        items.append(_legend_item("stalls", r_stall))
+    memory = [
+        m for m in run.steps.memory if m.rss_bytes is not None or m.gpu_memory_bytes is not None
+    ]
+    if len(memory) >= 2:
+        gpu = any(m.gpu_memory_bytes is not None for m in memory)
+        mib = [(m.gpu_memory_bytes if gpu else m.rss_bytes) for m in memory]
+        values = [None if v is None else v / 2**20 for v in mib]
+        high = max(v for v in values if v is not None) * 1.08 or 1.0
+        fig.extra_y_ranges = {"mem": Range1d(start=0.0, end=high)}
+        label = "GPU memory in use (MiB)" if gpu else "process RSS (MiB)"
+        fig.add_layout(LinearAxis(y_range_name="mem", axis_label=label), "right")
+        mem_src = ColumnDataSource(
+            {"step": _floats([m.index for m in memory]), "mib": _floats(values)}
+        )
+        r_mem = _add(
+            fig,
+            mem_src,
+            Line(x="step", y="mib", line_width=1.5, line_color=MEMORY_COLOR, line_dash="dotted"),
+            y_range_name="mem",
+        )
+        items.append(_legend_item(label, r_mem))
+    fig.add_tools(
+        HoverTool(
+            renderers=[r_steps], tooltips=[("step", "@step{0}"), ("ms", "@ms{0.000}")], mode="vline"
+        )
+    )
+    legend = Legend(
+        items=items,
+        location="top_left",
+        orientation="horizontal",
+        ncols=3,
+        click_policy="hide",
+        label_text_font_size="9pt",
+    )
+    fig.add_layout(legend, "below")
+    return fig
 
 
 def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:
@@ -402,6 +579,10 @@ def chart_document(report: Report) -> ChartDocument | None:
     if util is not None:
         parts.append(util)
         height += UTIL_HEIGHT_PX  # legends are drawn inside a figure's height
+    steps = step_time_figure(report)
+    if steps is not None:
+        parts.append(steps)
+        height += STEP_HEIGHT_PX
     if report.analysis.phases is not None:
         ph = phase_figure(report.analysis.phases)
         if ph is not None:

@@ -61,6 +61,7 @@ __all__ = [
     "render_html",
     "report_css",
     "resources_section",
+    "run_shape_section",
     "source_section",
     "verdict_section",
     "whatif_section",
@@ -311,6 +312,35 @@ def phases_section(report: Report) -> str:
     )
 
 
+# The tallest of the ten bars of "Over the run", in CSS pixels (report.css: .tenths).
+_TENTH_PX = 36
+
+
+def _signed_bytes(n: float) -> str:
+    return ("+" if n >= 0 else "-") + formatting.fmt_bytes(round(abs(n)))
+
+
+def run_shape_section(report: Report) -> str:
+    """The run over time: drift, the tenths' median steps, the windows' place, stalls, memory.
+
+    Every figure is ``Analysis.shape`` (analysis/run_trend.py); nothing here is computed beyond
+    bar heights and signs. Empty when the run was too short to have a shape.
+    """
+    shape = report.analysis.shape
+    if shape is None:
+        return ""
+    top = max((seg.median_s for seg in shape.segments), default=0.0)
+    tenths = [
+        (seg, f"{max(1, round(_TENTH_PX * seg.median_s / top)) if top > 0 else 1}px")
+        for seg in shape.segments
+    ]
+    drift = None
+    if shape.first_median_s > 0:
+        drift = f"{shape.last_median_s / shape.first_median_s:.2f}x the first fifth"
+    memory = [(m, _signed_bytes(100 * m.bytes_per_step)) for m in shape.memory]
+    return _render("run_shape.html", s=shape, tenths=tenths, drift=drift, memory=memory)
+
+
 def resources_section(report: Report) -> str:
     """GPU timeline (trace), GPU samples (NVML) and CPU use, in sentences with units."""
     a = report.analysis
@@ -418,6 +448,7 @@ def render_html(report: Report) -> str:
             findings_header(findings),
             *(finding_card(f, i, with_code=True) for i, f in enumerate(findings, 1)),
             phases_section(report),
+            run_shape_section(report),
         ],
         after_charts=[
             resources_section(report),

@@ -75,7 +75,7 @@ class ReportWidget(ipywidgets.VBox):  # type: ignore[misc]
                 style=True,
             ),
             *(_finding_widget(f, i, cell_id) for i, f in enumerate(findings, 1)),
-            _block(sections.phases_section(report)),
+            _block(sections.phases_section(report), sections.run_shape_section(report)),
             _block(
                 "<h2>Timeline and phases per step</h2>",
                 f'<div class="charts">{charts_iframe(report)}</div>',

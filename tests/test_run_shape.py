@@ -224,6 +224,26 @@ def test_windows_are_weighted_by_the_time_they_stand_for():
     assert abs((combined.share("data") or 0) - 9000 / (9000 + 98)) < 0.01
 
 
+def test_a_whole_run_estimate_has_no_stall_to_leave_out():
+    """Its steps are scaled to the time each window stands for: the slow window's steps read
+    ~100x the fast one's, and yet none of them is a stall (the run's stalls are its findings)."""
+    from gpu_notebook.analysis.steady import without_stalls
+
+    parts = [step(1.0) if i < 100 else step(10.0) for i in range(1000)]
+    fast = syn.phases({"forward": 1.0}, steps=6, step_us=1000)
+    slow = syn.phases({"data": 1.0}, steps=2, step_us=10_000)
+    combined = combine_windows(record(parts), 2, [(2, 6, fast), (500, 2, slow)])
+    assert combined is not None
+    assert max(s.duration_us for s in combined.steps) > 50 * min(
+        s.duration_us for s in combined.steps
+    )
+    whole = dataclasses.replace(syn.make_analysis(phase_split=combined), window_phases=fast)
+    kept, dropped = without_stalls(whole)
+    assert dropped == 0 and kept.phases is combined
+    # The same steps as one window's split would lose the slow two.
+    assert without_stalls(syn.make_analysis(phase_split=combined))[1] == 2
+
+
 def test_text_report_marks_the_windows_and_the_stalls_and_the_live_strip_draws_step_time():
     from gpu_notebook.records import Report
     from gpu_notebook.views.live import step_time_row

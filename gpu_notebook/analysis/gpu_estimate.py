@@ -335,19 +335,25 @@ def estimate_from_trace(
     """The estimate for a CPU trace already analysed (None: no steps to size)."""
     steady, _ = without_stalls(analysis)
     phases = steady.phases
-    if phases is None or not phases.steps or phases.source != "trace":
+    # The operators come from the trace's own steps; the step they sit in is the run's: with a
+    # whole-run estimate (``window_phases`` set) the window's detail gives the kernels, the
+    # estimate gives the step, its data wait and its host time between operators.
+    detail = analysis.window_phases if analysis.window_phases is not None else phases
+    if phases is None or not phases.steps or phases.total_us <= 0:
+        return None
+    if detail is None or not detail.steps or detail.source != "trace":
         return None
     n = len(phases.steps)
     step_us = phases.total_us / n
     data_us = phases.phase_total_us.get("data", 0.0) / n
-    if analysis.host is not None:
+    if analysis.host is not None and analysis.window_phases is None:
         python_us = analysis.host.between_ops_share * step_us
     else:
         python_us = sum(phases.phase_total_us.get(p, 0.0) for p in ("other", "unattributed")) / n
-    flops = shape_flops(trace_path, phases) if trace_path else {}
+    flops = shape_flops(trace_path, detail) if trace_path else {}
     return estimate_from_ops(
-        _ops_in_steps(trace, phases),
-        steps=n,
+        _ops_in_steps(trace, detail),
+        steps=len(detail.steps),
         step_us=step_us,
         data_us=data_us,
         python_us=python_us,

@@ -28,7 +28,9 @@ def without_stalls(analysis: Analysis) -> tuple[Analysis, int]:
     computed with them too and the larger one is given (see ``run_rules``).
     """
     phases = analysis.phases
-    if phases is None or len(phases.steps) < 4:
+    if phases is None or len(phases.steps) < 4 or analysis.window_phases is not None:
+        # A whole-run estimate (analysis/run_trend.py) stands for every step, stalls included,
+        # and its steps are scaled to the time they stand for: none is a stall to leave out.
         return analysis, 0
     durations = sorted(s.duration_us for s in phases.steps)
     mid = len(durations) // 2

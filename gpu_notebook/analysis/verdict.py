@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from gpu_notebook.analysis.host import HOST_BOUND_SHARE, host_bound
 from gpu_notebook.analysis.host import describe as describe_host
-from gpu_notebook.analysis.host import host_bound
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Confidence, Environment, Run, Verdict
@@ -132,7 +132,12 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
     if not on_gpu:
         if host_comm is not None and host_comm >= COMM:
             return _comm_verdict(host_comm, "waiting in collectives (host)", evidence, confidence)
-        return _cpu_verdict(data, sync, evidence, confidence, host_bound=overhead)
+        own = None
+        if analysis.window_phases is not None:  # a whole-run estimate: the run's own host time
+            own = sum(phases.share(p) or 0.0 for p in ("other", "unattributed"))
+        return _cpu_verdict(
+            data, sync, evidence, confidence, host_bound=overhead, own_python_share=own
+        )
     if busy is not None:
         evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")
 
@@ -275,12 +280,25 @@ def _cpu_verdict(
     confidence: Confidence,
     *,
     host_bound: bool = False,
+    own_python_share: float | None = None,
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
     if data is not None and data >= INPUT_CRITICAL:
         return _input_verdict(data, evidence, confidence, on_cpu=True)
     if sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence, on_cpu=True)
+    if host_bound and own_python_share is not None and own_python_share >= HOST_BOUND_SHARE:
+        # Over the whole run, most of the step is the cell's own Python outside any operator
+        # (not the operators' dispatch): bigger ops would not shorten it, nor would a GPU.
+        return Verdict(
+            "host-bound",
+            f"The cell's own Python between operators takes {fmt_share(own_python_share)} of "
+            "the run's step time: host work, not the model, sets the pace.",
+            "No: a GPU does not run Python. Find the host work in the loop (the hot lines and "
+            "the findings name it) and move it out of the step or do it less often.",
+            tuple(evidence),
+            confidence,
+        )
     if host_bound:
         return Verdict(
             "host-bound",

@@ -722,6 +722,32 @@ class Report:
 
 
 @dataclass(frozen=True)
+class RankShape:
+    """One rank's run over time in a few numbers (from its ``RunShape``), for the job report.
+
+    Kept to what comparing ranks needs, so the summary stays a few hundred bytes: the single-rank
+    report keeps the segments, the stalled steps and the memory fits. Memory growth is carried
+    only where it is a creep by the single-rank rule's level (rules/run_shape.py ``creeps``):
+    the fit's R^2 and span stay on the rank.
+    """
+
+    first_s: float  # median step of the first fifth of the run
+    last_s: float  # median step of the last fifth
+    jitter: float  # p90 / median step
+    stalls: int = 0  # steps over STALL_FACTOR x the median (0: no stall pattern)
+    stall_period_steps: int | None = None  # every N steps, when they recur regularly
+    stall_share: float = 0.0  # their time above the median step, of the run's step time
+    stall_phase: str | None = None  # where that extra time went (hook timings); None: not timed
+    rss_bytes_per_step: float | None = None  # None: no creep (or not measured)
+    gpu_bytes_per_step: float | None = None
+    # Where the creeping memory (GPU first, as the rule reports it) fills the card or machine.
+    full_at_step: int | None = None
+    represents: bool | None = (
+        None  # the profiled window's steps are like the run's; None: no window
+    )
+
+
+@dataclass(frozen=True)
 class RankFacts:
     """What one rank sends to rank 0: a few hundred bytes, whatever the size of its trace."""
 
@@ -742,6 +768,7 @@ class RankFacts:
     hot_line: str | None = None  # the stack sampler's top line of the script, when sampled
     grad_bytes: int | None = None
     files: tuple[str, ...] = ()  # this rank's own report / trace files
+    shape: RankShape | None = None  # None: too few steps for a shape, or an older gpucheck
 
 
 @dataclass(frozen=True)
@@ -760,6 +787,24 @@ class Straggler:
 
 
 @dataclass(frozen=True)
+class JobShape:
+    """A pattern of the run's shape seen on some or all ranks: drift, stalls or memory creep.
+
+    Whether it is every rank or a few decides the reading: in lockstep a rank's slowdown or stall
+    shows on every rank, so one rank alone means the ranks do not wait for each other there, and
+    every rank means work all of them do or one rank's delay that the others wait through.
+    """
+
+    kind: Literal["drift", "stall", "memory"]
+    ranks: tuple[int, ...]  # the ranks that show it
+    of_ranks: int  # ranks whose run has a shape: "every rank" when ``len(ranks)`` equals it
+    period_steps: int | None = None  # stalls: the period every one of ``ranks`` shares
+    # Stalls on every rank: the ranks whose stalled time is their own work while the others'
+    # goes to backward (where DDP waits for a peer in the gradient all-reduce). Empty: not told.
+    origin: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class JobReport:
     """One report for a multi-rank job (rank 0 writes it; ``gpucheck analyze DIR`` too)."""
 
@@ -774,6 +819,7 @@ class JobReport:
     roles: Mapping[str, str] = field(default_factory=dict)  # str(rank) -> what it does in the job
     whatif: WhatIf | None = None
     notes: tuple[str, ...] = ()
+    shapes: tuple[JobShape, ...] = ()  # the run's shape across the ranks, one per pattern seen
     schema_version: int = SCHEMA_VERSION
 
 

@@ -19,8 +19,8 @@ from gpu_notebook.records import Report
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 TIMEOUT_S = 240  # every subprocess is bounded: a hang fails the test instead of the suite
 
-# A DDP job: rank SLOW_RANK sleeps (MODE=sleep) or loads slowly (MODE=data); CRASH_AT makes
-# rank 1 raise at that step. 32*256 + 256 + 256 + 1 fp32 parameters.
+# A DDP job of STEPS steps: rank SLOW_RANK sleeps (MODE=sleep) or loads slowly (MODE=data);
+# CRASH_AT makes rank 1 raise at that step. 32*256 + 256 + 256 + 1 fp32 parameters.
 TRAIN = textwrap.dedent(
     """
     import os, time
@@ -31,12 +31,13 @@ TRAIN = textwrap.dedent(
     MODE = os.environ.get("MODE", "")
     SLOW = int(os.environ.get("SLOW_RANK", "1"))
     CRASH_AT = int(os.environ.get("CRASH_AT", "-1"))
+    STEPS = int(os.environ.get("STEPS", "12"))
     dist.init_process_group("gloo")
     rank = dist.get_rank()
 
     class Data(Dataset):
         def __len__(self):
-            return 8 * 12
+            return 8 * STEPS
         def __getitem__(self, i):
             if MODE == "data" and rank == SLOW:
                 time.sleep(0.004)
@@ -105,8 +106,15 @@ def sleep_job(
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     tmp = tmp_path_factory.mktemp("sleep")
     (tmp / "out").mkdir()
+    # 32 steps: long enough for each rank's run shape (20 steps after the warm-up).
     res = torchrun(
-        tmp, 3, "--json", "out/r{rank}.json", "--trace", "out/trace.json.gz", env={"MODE": "sleep"}
+        tmp,
+        3,
+        "--json",
+        "out/r{rank}.json",
+        "--trace",
+        "out/trace.json.gz",
+        env={"MODE": "sleep", "STEPS": "32"},
     )
     return tmp, res
 
@@ -153,6 +161,20 @@ def test_rank_0_alone_prints_the_job_report(sleep_job):
         assert f"gpucheck rank {rank}/3:" in res.stderr  # one line each, not a whole report
     # Three processes share one stdout pipe: their lines may interleave, each appears once.
     assert [res.stdout.count(f"rank {rank} done") for rank in range(3)] == [1, 1, 1]
+
+
+def test_the_job_report_shows_every_ranks_run_over_time(sleep_job):
+    tmp, res = sleep_job
+    header = "Over the run (every step, from each rank's step clock"
+    assert res.stderr.count(header) == 1  # rank 0's own report has its own "Over the run"
+    section = res.stderr.split(header)[1]
+    for rank in range(3):
+        assert f"\n  rank {rank}: " in section and "not measured" not in section
+    # What the shape holds depends on the machine (a busy one stalls now and then); that every
+    # rank's summary carries one from its step clock does not.
+    job = json.loads((tmp / "out" / "rjob.json").read_text())
+    for r in job["ranks"]:
+        assert r["shape"] is not None and r["shape"]["first_s"] > 0, r
 
 
 def test_the_what_if_is_the_jobs_world_size_and_gradient_bytes_from_run_and_analyze(sleep_job):

@@ -6,6 +6,12 @@ makes every other rank wait for it inside the all-reduce, so the straggler is th
 waits *least* while the others wait. Its cause is its own phase that lies furthest above the
 same phase on the other ranks (a sleep, a slow ``__getitem__``...). Where waits were not
 measured (no trace), the old rule stands: a median step more than 10% above the median rank.
+
+Over the whole run (each rank's step clock, summarised in ``RankShape``), the same lockstep
+decides the reading of a drift, stalls or memory creep: one rank alone means the ranks do not
+wait for each other there; every rank means work they all do, or one rank's delay the others
+wait through (in backward, inside DDP's gradient all-reduce). The levels are the single-rank
+findings' own (rules/run_shape.py), so the job report and each rank's report agree.
 """
 
 from __future__ import annotations
@@ -14,7 +20,18 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from gpu_notebook.analysis.steady import without_stalls
-from gpu_notebook.records import JobReport, RankFacts, RankInfo, Report, Straggler, WhatIf
+from gpu_notebook.records import (
+    JobReport,
+    JobShape,
+    RankFacts,
+    RankInfo,
+    RankShape,
+    Report,
+    RunShape,
+    Straggler,
+    WhatIf,
+)
+from gpu_notebook.rules.run_shape import DRIFT_FACTOR, JITTER, STALL_SHARE, creeps
 
 # A lockstep job loses the others' wait on every step: from a tenth of the step it is worth a
 # line (the same 10% the straggler-by-step rule and the communication rule use).
@@ -65,7 +82,94 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         grad_bytes=(report.whatif.grad_bytes if report.whatif is not None else None)
         or report.run.steps.grad_bytes,
         files=tuple(files),
+        shape=rank_shape(analysis.shape),
     )
+
+
+def rank_shape(shape: RunShape | None) -> RankShape | None:
+    """The few numbers of a rank's run shape the job report compares across ranks."""
+    if shape is None:
+        return None
+    stalls = shape.stalls
+    growing = {m.kind: m for m in shape.memory if creeps(m)}
+    # The trend the single-rank memory finding reports: the GPU's first.
+    first = growing.get("gpu") or growing.get("rss")
+    return RankShape(
+        first_s=_short(shape.first_median_s),
+        last_s=_short(shape.last_median_s),
+        jitter=_short(shape.jitter),
+        stalls=stalls.count if stalls is not None else 0,
+        stall_period_steps=stalls.period_steps if stalls is not None else None,
+        stall_share=_short(stalls.share) if stalls is not None else 0.0,
+        stall_phase=stalls.phase if stalls is not None else None,
+        rss_bytes_per_step=_short(growing["rss"].bytes_per_step) if "rss" in growing else None,
+        gpu_bytes_per_step=_short(growing["gpu"].bytes_per_step) if "gpu" in growing else None,
+        full_at_step=first.full_at_step if first is not None else None,
+        represents=shape.represents,
+    )
+
+
+def _short(x: float) -> float:
+    """Four significant digits: what the job report prints needs no more, and a float of numpy's
+    full precision is 20 characters of every rank's summary."""
+    return float(f"{x:.4g}")
+
+
+# What a rank's shape shows, by the single-rank rules' own levels (rules/run_shape.py).
+
+
+def drift_factor(s: RankShape) -> float | None:
+    """Last fifth's median step over the first fifth's, when the run slows by the drift level."""
+    if s.first_s <= 0 or s.last_s / s.first_s < DRIFT_FACTOR:
+        return None
+    return s.last_s / s.first_s
+
+
+def stalls_matter(s: RankShape) -> bool:
+    """Stalls that cost at least the share the periodic-stall finding starts at."""
+    return s.stalls > 0 and s.stall_share >= STALL_SHARE
+
+
+def jitters(s: RankShape) -> bool:
+    """Uneven steps that neither stalls nor a drift explain (the jitter finding's condition)."""
+    return s.jitter >= JITTER and s.stalls == 0 and drift_factor(s) is None
+
+
+def memory_creeps(s: RankShape) -> bool:
+    return s.rss_bytes_per_step is not None or s.gpu_bytes_per_step is not None
+
+
+def job_shapes(ranks: Sequence[RankFacts]) -> tuple[JobShape, ...]:
+    """The patterns of the run's shape across the ranks: which ranks drift, stall or creep.
+
+    Needs two ranks with a shape: one rank alone is its own report's business.
+    """
+    shaped = [(r.rank, r.shape) for r in ranks if r.shape is not None]
+    if len(shaped) < 2:
+        return ()
+    out = []
+    drifting = tuple(rank for rank, s in shaped if drift_factor(s) is not None)
+    if drifting:
+        out.append(JobShape("drift", drifting, len(shaped)))
+    stalling = [(rank, s) for rank, s in shaped if stalls_matter(s)]
+    if stalling:
+        periods = {s.stall_period_steps for _, s in stalling}
+        period = periods.pop() if len(periods) == 1 else None
+        origin = _stall_origin(stalling) if len(stalling) == len(shaped) else ()
+        out.append(JobShape("stall", tuple(r for r, _ in stalling), len(shaped), period, origin))
+    creeping = tuple(rank for rank, s in shaped if memory_creeps(s))
+    if creeping:
+        out.append(JobShape("memory", creeping, len(shaped)))
+    return tuple(out)
+
+
+def _stall_origin(stalling: Sequence[tuple[int, RankShape]]) -> tuple[int, ...]:
+    """The ranks a shared stall starts on: their stalled time is their own work while every
+    other rank's goes to backward, where DDP's gradient all-reduce waits for a late peer."""
+    if any(s.stall_phase is None for _, s in stalling):
+        return ()
+    own = tuple(rank for rank, s in stalling if s.stall_phase != "backward")
+    return own if 0 < len(own) < len(stalling) else ()
 
 
 def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
@@ -159,4 +263,5 @@ def job_report(
         roles=_roles(rows, straggler),
         whatif=whatif,
         notes=tuple(notes),
+        shapes=job_shapes(rows),
     )

@@ -308,7 +308,7 @@ def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     shape = _shape(analysis)
     if shape is None:
         return None
-    growing = [m for m in shape.memory if _creeps(m)]
+    growing = [m for m in shape.memory if creeps(m)]
     if not growing:
         return None
     trend = max(growing, key=lambda m: (m.kind == "gpu", m.bytes_per_step))
@@ -346,7 +346,8 @@ def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     )
 
 
-def _creeps(m: MemoryTrend) -> bool:
+def creeps(m: MemoryTrend) -> bool:
+    """Memory that grows in a straight line by at least the creep level (the job report asks too)."""
     growth = m.bytes_per_step * (m.last_step - m.first_step)
     return m.bytes_per_step > 0 and m.r2 >= MEMORY_R2 and growth >= MEMORY_GROWTH_BYTES
 

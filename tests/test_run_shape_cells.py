@@ -238,3 +238,51 @@ def test_more_windows_spread_over_a_long_cell_and_are_weighted(tmp_path: Path):
     timeline = utilization_figure(rep)
     if timeline is not None:  # the sampler took at least one sample
         assert sum(isinstance(b, BoxAnnotation) for b in timeline.center) == 3
+
+
+def test_the_next_window_is_looked_for_when_it_can_be_due_not_at_every_step():
+    from gpu_notebook.capture.profiler import WindowSchedule
+
+    schedule = WindowSchedule(budget_share=0.01)
+    assert schedule.next_due_step(10, 0, 1e6) is None  # no first window yet
+    schedule.started(2)
+    schedule.charge(5_000_000)  # 10 ms charged: the next one needs 2 s of cell at 1%
+    # The spacing alone would allow step 66; at 1 ms a step the budget allows ~step 2,000.
+    assert schedule.next_due_step(66, 60_000_000, 1e6) == 66 + 1940
+    assert not schedule.due(66, 60_000_000)
+    assert schedule.due(2006, 2_000_000_000)
+    # Within the budget, the spacing decides; with no step time known, the next boundary.
+    assert schedule.next_due_step(10, 10**12, 1e6) == 66
+    assert schedule.next_due_step(100, 60_000_000, None) == 101
+    for start in (66, 264, 1056):
+        schedule.started(start)
+    assert schedule.next_due_step(2000, 10**12, 1e6) is None  # exhausted
+
+
+def test_a_cell_over_the_window_budget_does_not_pay_the_schedule_at_every_step(monkeypatch):
+    """A budget no window can meet: after the first window, the session looks at boundaries
+    about once per re-timing period, not once per step (the per-step cost was the tiny loop's)."""
+    import torch
+    from torch import nn
+
+    calls: list[int] = []
+    original = CaptureSession._windows_at_boundary
+
+    def counted(self, step_index, window, schedule):
+        calls.append(step_index)
+        return original(self, step_index, window, schedule)
+
+    monkeypatch.setattr(CaptureSession, "_windows_at_boundary", counted)
+    with CaptureSession(CaptureOptions(window_budget_share=1e-12, lines="off"), "loop") as s:
+        model = nn.Linear(8, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(4, 8)
+        for _ in range(1000):
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    run_ = s.finish("ok", None)
+    assert run_.more_windows == ()
+    late = [i for i in calls if i >= 100]
+    assert 0 < len(late) <= 1000 // 64 + 2, late

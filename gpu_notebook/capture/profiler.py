@@ -13,6 +13,7 @@ class is watched for the length of the capture) and the user's runs as it would 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -363,3 +364,22 @@ class WindowSchedule:
         # only if the total, that one included, stays within the budget.
         expected_ns = self.cost_ns / len(self.starts)
         return self.cost_ns + expected_ns <= self.budget_share * elapsed_ns
+
+    def next_due_step(self, step_index: int, elapsed_ns: int, step_ns: float | None) -> int | None:
+        """The first boundary after ``step_index`` at which :meth:`due` can hold (None: never).
+
+        The spacing gives a step; the budget a time (what the windows cost so far plus the next
+        one, over ``budget_share``), turned into steps at ``step_ns`` a step (the recent median).
+        Until then the session does nothing at a boundary: a cell past the spacing but over the
+        budget would otherwise ask at every step. Steps that slow down only bring the budget's
+        time sooner: the session looks again at its next re-timing check anyway.
+        """
+        if not self.starts or self.exhausted:
+            return None
+        last = self.starts[-1]
+        by_spacing = math.ceil(max(last * self.spacing, last + self.min_gap_steps))
+        needed_ns = (self.cost_ns + self.cost_ns / len(self.starts)) / self.budget_share
+        by_budget = step_index + 1
+        if needed_ns > elapsed_ns and step_ns:
+            by_budget = step_index + math.ceil((needed_ns - elapsed_ns) / step_ns)
+        return max(by_spacing, by_budget, step_index + 1)

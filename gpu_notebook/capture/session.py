@@ -310,10 +310,15 @@ class CaptureSession:
                     # Until the next re-timing check or the next window may start, a boundary
                     # costs one call and one comparison.
                     next_look = step_index + RETIME_EVERY_STEPS - step_index % RETIME_EVERY_STEPS
-                    if schedule is not None and schedule.starts and not schedule.exhausted:
-                        last = schedule.starts[-1]
-                        due = max(int(last * schedule.spacing), last + schedule.min_gap_steps)
-                        next_look = min(next_look, max(due, step_index + 1))
+                    if schedule is not None:
+                        median_s = clock.median_step_s()
+                        due = schedule.next_due_step(
+                            step_index,
+                            time.perf_counter_ns() - self._t0_ns,
+                            None if median_s is None else median_s * 1e9,
+                        )
+                        if due is not None:
+                            next_look = min(next_look, due)
                 if (
                     not self.options.profile
                     and self._stack_state != "waiting"

@@ -337,3 +337,29 @@ def test_a_launcher_given_as_the_script_gets_a_hint(tmp_path):
     res = gpucheck("run", "torchrun", "--nproc_per_node", "2", "train.py", cwd=tmp_path)
     assert res.returncode == 2
     assert "-m gpu_notebook run train.py" in res.stderr
+
+
+def test_run_reports_the_scripts_whole_run_with_its_periodic_stall(tmp_path):
+    """Issue 18 in `gpucheck run`: the stall every 25 steps is in the text report, the JSON's
+    run shape and the HTML page (a 40 ms sleep against ~1 ms steps: a mechanism, not a timing)."""
+    script = tmp_path / "stalls.py"
+    script.write_text(
+        "import time, torch\nfrom torch import nn\n"
+        "torch.manual_seed(0); torch.set_num_threads(1)\n"
+        "model = nn.Linear(16, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "x, y = torch.randn(8, 16), torch.randn(8, 1)\n"
+        "for step in range(150):\n"
+        "    loss = ((model(x) - y) ** 2).mean()\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "    if step % 25 == 0:\n"
+        "        time.sleep(0.04)\n"
+    )
+    out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
+    res = gpucheck("run", "--json", str(out_json), "--html", str(out_html), str(script))
+    assert res.returncode == 0, res.stderr
+    report = Report.from_json(out_json.read_text())
+    shape = report.analysis.shape
+    assert shape is not None and shape.stalls is not None, res.stderr
+    assert shape.stalls.period_steps == 25
+    assert "Over the run:" in res.stderr and "stalls every 25 steps" in res.stderr
+    assert "Stalls every 25 steps" in out_html.read_text()

@@ -10,7 +10,7 @@ import gc
 from pathlib import Path
 
 from gpu_notebook.capture.session import CaptureOptions, CaptureSession
-from gpu_notebook.records import Report
+from gpu_notebook.records import Report, Run
 from gpu_notebook.report.build import build_report
 from gpu_notebook.views.text import render_text
 
@@ -206,22 +206,26 @@ def test_a_steady_healthy_run_gets_none_of_these_findings(ip):
     )
 
 
-def test_more_windows_spread_over_a_long_cell_and_are_weighted(tmp_path: Path):
-    """With the cost budget lifted, windows start at steps 2, 66 and 264 (4x spacing, 64 apart)."""
+def measured_loop(options: CaptureOptions, steps: int, scratch: str | None = None) -> Run:
+    """A tiny optimizer loop of ``steps`` steps run under a capture session, and its Run."""
     import torch
     from torch import nn
 
-    options = CaptureOptions(window_budget_share=1.0)
     with CaptureSession(options, "loop") as session:
         model = nn.Linear(8, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         x = torch.randn(4, 8)
-        for _ in range(300):
+        for _ in range(steps):
             loss = model(x).pow(2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
-    run_ = session.finish("ok", None, scratch=str(tmp_path))
+    return session.finish("ok", None, scratch=scratch)
+
+
+def test_more_windows_spread_over_a_long_cell_and_are_weighted(tmp_path: Path):
+    """With the cost budget lifted, windows start at steps 2, 66 and 264 (4x spacing, 64 apart)."""
+    run_ = measured_loop(CaptureOptions(window_budget_share=1.0), 300, scratch=str(tmp_path))
     assert run_.window.first_step == 2
     assert [w.first_step for w in run_.more_windows] == [66, 264]
     assert all(w.trace_path and Path(w.trace_path).exists() for w in run_.more_windows)
@@ -262,9 +266,6 @@ def test_the_next_window_is_looked_for_when_it_can_be_due_not_at_every_step():
 def test_a_cell_over_the_window_budget_does_not_pay_the_schedule_at_every_step(monkeypatch):
     """A budget no window can meet: after the first window, the session looks at boundaries
     about once per re-timing period, not once per step (the per-step cost was the tiny loop's)."""
-    import torch
-    from torch import nn
-
     calls: list[int] = []
     original = CaptureSession._windows_at_boundary
 
@@ -273,16 +274,7 @@ def test_a_cell_over_the_window_budget_does_not_pay_the_schedule_at_every_step(m
         return original(self, step_index, window, schedule)
 
     monkeypatch.setattr(CaptureSession, "_windows_at_boundary", counted)
-    with CaptureSession(CaptureOptions(window_budget_share=1e-12, lines="off"), "loop") as s:
-        model = nn.Linear(8, 1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        x = torch.randn(4, 8)
-        for _ in range(1000):
-            loss = model(x).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    run_ = s.finish("ok", None)
+    run_ = measured_loop(CaptureOptions(window_budget_share=1e-12, lines="off"), 1000)
     assert run_.more_windows == ()
     late = [i for i in calls if i >= 100]
     assert 0 < len(late) <= 1000 // 64 + 2, late

@@ -24,7 +24,7 @@ from gpu_notebook.records import (
 )
 
 if TYPE_CHECKING:
-    from bokeh.models import ColumnDataSource, LayoutDOM
+    from bokeh.models import ColumnDataSource, LayoutDOM, Plot
     from bokeh.models.annotations import LegendItem
     from bokeh.models.glyph import Glyph
     from bokeh.models.renderers import GlyphRenderer
@@ -97,9 +97,8 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
     reads 100% on any machine); with GPUs it has its own axis on the right. None when there are
     no samples.
     """
-    from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, Range1d
-    from bokeh.models.annotations import BoxAnnotation, Legend
-    from bokeh.models.glyphs import Line, Quad, Scatter, Segment
+    from bokeh.models import ColumnDataSource, LinearAxis, Range1d
+    from bokeh.models.glyphs import Line, Scatter, Segment
     from bokeh.plotting import figure
 
     run = report.run
@@ -204,28 +203,8 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
             for first, last in _window_steps(report)
             if (span := _profiled_span(steps, first, last - first + 1)) is not None
         ]
-        for left, right in spans:
-            fig.add_layout(
-                BoxAnnotation(
-                    left=left, right=right, fill_color=WINDOW_COLOR, fill_alpha=0.12, line_alpha=0
-                )
-            )
         if spans:
-            # A quad of no area, only there to give the shaded windows their legend entry.
-            marker = _add(
-                fig,
-                bounds,
-                Quad(
-                    left=spans[0][0],
-                    right=spans[0][0],
-                    bottom=0.0,
-                    top=0.0,
-                    fill_color=WINDOW_COLOR,
-                    fill_alpha=0.3,
-                    line_alpha=0,
-                ),
-            )
-            items.append(_legend_item("profiled steps", marker))
+            items.append(_shade(fig, bounds, spans, "profiled steps", alpha=0.12))
         starts = {s.index: s.start_s for s in steps}
         stalled = [starts[i] for i in _stall_steps(report.analysis.shape) if i in starts]
         if stalled:
@@ -235,12 +214,54 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
                 Segment(x0="x", x1="x", y0=0.0, y1=top, line_color=STALL_COLOR, line_width=1.5),
             )
             items.append(_legend_item("stalled steps", r_stall))
-    fig.add_tools(
-        HoverTool(
-            renderers=[r_cpu], tooltips=[("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")], mode="vline"
+    return _with_hover_and_legend(fig, r_cpu, [("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")], items)
+
+
+def _shade(
+    fig: Any,
+    source: ColumnDataSource,
+    spans: Sequence[tuple[float, float]],
+    label: str,
+    *,
+    alpha: float,
+) -> LegendItem:
+    """Shade each (left, right) span of the x axis (the profiled windows); its legend entry."""
+    from bokeh.models.annotations import BoxAnnotation
+    from bokeh.models.glyphs import Quad
+
+    for left, right in spans:
+        fig.add_layout(
+            BoxAnnotation(
+                left=left, right=right, fill_color=WINDOW_COLOR, fill_alpha=alpha, line_alpha=0
+            )
         )
+    # A quad of no area, only there to give the shaded spans their legend entry.
+    x = spans[0][0]
+    marker = _add(
+        fig,
+        source,
+        Quad(
+            left=x,
+            right=x,
+            bottom=0.0,
+            top=0.0,
+            fill_color=WINDOW_COLOR,
+            fill_alpha=min(1.0, 2 * alpha),
+            line_alpha=0,
+        ),
     )
-    # Three entries a row: one long row overflows a narrow notebook column.
+    return _legend_item(label, marker)
+
+
+def _with_hover_and_legend(
+    fig: Plot, hovered: GlyphRenderer[Any], tooltips: list[tuple[str, str]], items: list[LegendItem]
+) -> Plot:
+    """A timeline's hover (on one line, by x) and its legend below, three entries a row (one
+    long row overflows a narrow notebook column)."""
+    from bokeh.models import HoverTool
+    from bokeh.models.annotations import Legend
+
+    fig.add_tools(HoverTool(renderers=[hovered], tooltips=tooltips, mode="vline"))
     legend = Legend(
         items=items,
         location="top_left",
@@ -319,9 +340,8 @@ def step_time_figure(report: Report) -> LayoutDOM | None:
     a drift, a periodic stall or a window that saw only the fast start shows at a glance. None
     when fewer than two steps were timed.
     """
-    from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, Range1d
-    from bokeh.models.annotations import BoxAnnotation, Legend
-    from bokeh.models.glyphs import Line, Quad, Scatter, Step
+    from bokeh.models import ColumnDataSource, LinearAxis, Range1d
+    from bokeh.models.glyphs import Line, Scatter, Step
     from bokeh.plotting import figure
 
     run, shape = report.run, report.analysis.shape
@@ -367,32 +387,9 @@ def step_time_figure(report: Report) -> LayoutDOM | None:
         )
         items.append(_legend_item("median of each tenth", r_tenths))
     windows = _window_steps(report)
-    for first, last in windows:
-        fig.add_layout(
-            BoxAnnotation(
-                left=first - 0.5,
-                right=last + 0.5,
-                fill_color=WINDOW_COLOR,
-                fill_alpha=0.25,
-                line_alpha=0,
-            )
-        )
     if windows:
-        # A quad of no area, only there to give the shaded windows their legend entry.
-        marker = _add(
-            fig,
-            src,
-            Quad(
-                left=windows[0][0],
-                right=windows[0][0],
-                bottom=0.0,
-                top=0.0,
-                fill_color=WINDOW_COLOR,
-                fill_alpha=0.4,
-                line_alpha=0,
-            ),
-        )
-        items.append(_legend_item(f"profiled window(s): {len(windows)}", marker))
+        spans = [(first - 0.5, last + 0.5) for first, last in windows]
+        items.append(_shade(fig, src, spans, f"profiled window(s): {len(windows)}", alpha=0.25))
     by_index = {s.index: s.duration_s * 1e3 for s in steps}
     stalled = [i for i in _stall_steps(shape) if i in by_index]
     if stalled:
@@ -433,21 +430,7 @@ def step_time_figure(report: Report) -> LayoutDOM | None:
             y_range_name="mem",
         )
         items.append(_legend_item(label, r_mem))
-    fig.add_tools(
-        HoverTool(
-            renderers=[r_steps], tooltips=[("step", "@step{0}"), ("ms", "@ms{0.000}")], mode="vline"
-        )
-    )
-    legend = Legend(
-        items=items,
-        location="top_left",
-        orientation="horizontal",
-        ncols=3,
-        click_policy="hide",
-        label_text_font_size="9pt",
-    )
-    fig.add_layout(legend, "below")
-    return fig
+    return _with_hover_and_legend(fig, r_steps, [("step", "@step{0}"), ("ms", "@ms{0.000}")], items)
 
 
 def phase_figure(phases: PhaseBreakdown) -> LayoutDOM | None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
     "BENCH_DIR",
@@ -209,6 +209,18 @@ def read_results(path: Path) -> list[Result]:
 
 
 # ---------------------------------------------------------------------------------- venvs
+
+
+def ipython_shell() -> Any:
+    """A real IPython shell to run the benchmarks' cells in.
+
+    ``InteractiveShell.instance()``, not ``IPython.testing.globalipapp.start_ipython``: the
+    latter imports pytest (IPython.testing.decorators), which a peer's own virtual environment
+    does not have, so every peer row read "not available: No module named 'pytest'".
+    """
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.instance()
 
 
 def venv_python(name: str) -> Path:

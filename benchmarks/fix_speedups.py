@@ -36,6 +36,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import ipython_shell  # noqa: E402 -- after the path it is found on
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,9 @@ class Row:
 
 
 def _shell() -> Any:
-    from IPython.testing.globalipapp import start_ipython
-
     from tests.scenarios.catalog import COMMON_SETUP
 
-    shell = start_ipython()  # type: ignore[no-untyped-call]
+    shell = ipython_shell()
     shell.run_cell("%load_ext gpu_notebook")
     res = shell.run_cell(COMMON_SETUP)
     if not res.success:

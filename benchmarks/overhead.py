@@ -57,6 +57,7 @@ from _common import (
     ensure_venv,
     fmt_ratio,
     interleave,
+    ipython_shell,
     iqr,
     median,
     paired_diffs,
@@ -191,11 +192,7 @@ class Shell:
     """A real IPython shell with gpu_notebook loaded; runs cells with their output silenced."""
 
     def __init__(self, extra_setup: str = "") -> None:
-        from IPython.testing.globalipapp import start_ipython
-
-        shell = start_ipython()  # type: ignore[no-untyped-call,unused-ignore]
-        assert shell is not None
-        self.ip: Any = shell
+        self.ip: Any = ipython_shell()
         self._run("%load_ext gpu_notebook", check=False)
         self._run(SETUP + extra_setup)
 

@@ -216,15 +216,21 @@ def apply_fix(fix_id: str, source: str, **params: ParamValue) -> Patch | Refusal
     check = _parse(protect(after))
     if isinstance(check, str):
         return Refusal(fix_id, f"internal error, the patched cell would not parse: {check}")
+    return _patch(fix_id, source, after)
+
+
+def _patch(fix_id: str, before: str, after: str) -> Patch:
+    """The Patch of ``fix_id`` from ``before`` to ``after``: its catalog entry, diff, lines."""
+    info = describe(fix_id)
     return Patch(
         fix_id=fix_id,
         title=info.title,
         why=info.why,
         doc_url=info.doc_url,
-        source_before=source,
+        source_before=before,
         source_after=after,
-        diff=_diff(source, after),
-        changed_lines=_changed_lines(source, after),
+        diff=_diff(before, after),
+        changed_lines=_changed_lines(before, after),
     )
 
 
@@ -267,16 +273,7 @@ def prepended_patch(fix_id: str, source: str, note: str, snippet: str) -> Patch:
         magic, _, body = source.partition("\n")
         magic += "\n"
     after = magic + f"{HEADER_PREFIX}{info.title} ({note})\n" + snippet + body
-    return Patch(
-        fix_id=fix_id,
-        title=info.title,
-        why=info.why,
-        doc_url=info.doc_url,
-        source_before=source,
-        source_after=after,
-        diff=_diff(source, after),
-        changed_lines=_changed_lines(source, after),
-    )
+    return _patch(fix_id, source, after)
 
 
 def to_proposal(result: Patch | Refusal) -> FixProposal:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import re
 
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     compute_capability,
     finding,
-    fmt_bound,
     fp32_matmul_kernel_share,
     gain_bound,
     has_gpu,
-    pct,
     severity_of,
 )
 from gpu_notebook.rules.shapes import batch_sizes
@@ -63,7 +62,7 @@ def cudnn_benchmark_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Fin
     ]
     if conv_share is not None:
         evidence.append(
-            f"convolution kernels (top kernels): {pct(conv_share)} of the GPU window; gain {fmt_bound(bound)} if they took no time"
+            f"convolution kernels (top kernels): {fmt_share(conv_share)} of the GPU window; gain {fmt_gain(bound)} if they took no time"
         )
     return finding(
         "backend.cudnn_benchmark",
@@ -99,7 +98,7 @@ def tf32_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
             "TF32 for matmuls is off"
             if known is False
             else "TF32 setting not known (torch flags not readable)",
-            f"float32 GEMM/convolution kernels without tensor cores (top kernels): {pct(eligible)} of the GPU window; gain {fmt_bound(bound)} if they took no time",
+            f"float32 GEMM/convolution kernels without tensor cores (top kernels): {fmt_share(eligible)} of the GPU window; gain {fmt_gain(bound)} if they took no time",
         ],
         "Set torch.backends.cuda.matmul.allow_tf32 = True (and cudnn.allow_tf32), or "
         "torch.set_float32_matmul_precision('high'): ~10 mantissa bits, fine for training.",

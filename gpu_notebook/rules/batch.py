@@ -11,16 +11,9 @@ training still converges.
 
 from __future__ import annotations
 
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import (
-    WARN,
-    bigger_batch_bound,
-    finding,
-    fmt_bound,
-    gpu_busy_share,
-    pct,
-    share,
-)
+from gpu_notebook.rules.common import WARN, bigger_batch_bound, finding, gpu_busy_share, share
 from gpu_notebook.rules.source_facts import SourceFacts
 
 LOW_UTIL = 0.50  # TensorBoard profiler plugin
@@ -50,12 +43,12 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     bound = bigger_batch_bound(FACTOR, analysis)
     return finding(
         "batch.small_batch",
-        f"The GPU is {pct(busy)} busy with a batch of {batch}: room for a bigger batch",
+        f"The GPU is {fmt_share(busy)} busy with a batch of {batch}: room for a bigger batch",
         "medium" if busy < VERY_LOW_UTIL else "low",
         [
-            f"GPU busy {pct(busy)} ({source}), batch size {batch}",
-            f"peak GPU memory {pct(memory)} of the card: a batch of {batch * FACTOR} should fit",
-            f"gain: samples/s {fmt_bound(bound)} (the model side per sample shrinks at most "
+            f"GPU busy {fmt_share(busy)} ({source}), batch size {batch}",
+            f"peak GPU memory {fmt_share(memory)} of the card: a batch of {batch * FACTOR} should fit",
+            f"gain: samples/s {fmt_gain(bound)} (the model side per sample shrinks at most "
             f"x{FACTOR}, data loading per sample not at all)",
             "the learning rate scales with the batch (linear scaling rule); check convergence",
         ],

@@ -25,7 +25,6 @@ from gpu_notebook.analysis.host import MATMUL_OP
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
-from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, OpStat, PhaseBreakdown, Run, Severity
 from gpu_notebook.rules.live_objects import LiveLoader
 from gpu_notebook.rules.source_scan import LoaderCall, SourceFacts
@@ -45,11 +44,6 @@ SEVERITY_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2, "info": 3}
 # Host-side phases outside data loading, the model and the optimizer: where per-step Python
 # work (logging, reading values, building tensors) shows up in the phase split.
 RESIDUAL_PHASES = ("sync", "other", "unattributed")
-
-# The rules' short names for the formatting module's share and gain-bound wording (one wording
-# in findings, text and HTML: "45%", "up to 1.82x"), not copies of them.
-pct = fmt_share
-fmt_bound = fmt_gain
 
 
 def share(analysis: Analysis, phase: str) -> float | None:

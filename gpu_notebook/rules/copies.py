@@ -11,17 +11,9 @@ copy to measure and these rules stay silent.
 
 from __future__ import annotations
 
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import (
-    WARN,
-    finding,
-    fmt_bound,
-    gain_bound,
-    loader_in_use,
-    pct,
-    severity_of,
-    share,
-)
+from gpu_notebook.rules.common import WARN, finding, gain_bound, loader_in_use, severity_of, share
 from gpu_notebook.rules.source_facts import SourceFacts
 
 _SOURCE = (
@@ -59,7 +51,7 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         f"{duration_us / 1e3:.1f} ms on the GPU ({_fmt_mb(total_bytes)})",
     ]
     if copy is not None:
-        evidence.append(f"the host spends {pct(copy)} of the step in copies")
+        evidence.append(f"the host spends {fmt_share(copy)} of the step in copies")
     else:
         evidence.append("host copy time: not measured")
     static, live = loader_in_use(facts)
@@ -67,7 +59,7 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         static.pin_memory if static is not None else live.pin_memory if live is not None else None
     )
     bound = gain_bound(copy, analysis)
-    evidence.append(f"gain if the copies overlap with compute: {fmt_bound(bound)}")
+    evidence.append(f"gain if the copies overlap with compute: {fmt_gain(bound)}")
     if pinned:
         return finding(
             "copies.pageable",
@@ -117,10 +109,10 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         "Each batch copy to the GPU blocks Python until it is done",
         severity,
         [
-            f"the host spends {pct(copy)} of the step in copies",
+            f"the host spends {fmt_share(copy)} of the step in copies",
             f"line {first.line}: `{first.text}` has no non_blocking=True"
             + (f" ({len(per_step)} such copies)" if len(per_step) > 1 else ""),
-            f"gain if the copies overlap with compute: {fmt_bound(bound)}",
+            f"gain if the copies overlap with compute: {fmt_gain(bound)}",
         ],
         "Copy with .to(device, non_blocking=True) from pinned memory.",
         _SOURCE,

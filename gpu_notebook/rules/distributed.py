@@ -8,8 +8,9 @@ part (not overlapped with compute) is at most that, so Amdahl over it is an uppe
 
 from __future__ import annotations
 
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding, fmt_bound, gain_bound, pct, severity_of
+from gpu_notebook.rules.common import finding, gain_bound, severity_of
 from gpu_notebook.rules.source_facts import SourceFacts
 
 COMM = 0.10
@@ -53,11 +54,11 @@ def communication(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     bound = gain_bound(comm, analysis, host_side=False)
     return finding(
         "distributed.communication",
-        f"Collectives take {pct(comm)} of the GPU window",
+        f"Collectives take {fmt_share(comm)} of the GPU window",
         severity,
         [
-            f"NCCL/RCCL kernels: {gpu.comm_us / 1e3:.1f} ms of a {gpu.window_us / 1e3:.1f} ms window ({pct(comm)})",
-            f"gain if all communication overlapped with compute: {fmt_bound(bound)} (upper bound)",
+            f"NCCL/RCCL kernels: {gpu.comm_us / 1e3:.1f} ms of a {gpu.window_us / 1e3:.1f} ms window ({fmt_share(comm)})",
+            f"gain if all communication overlapped with compute: {fmt_gain(bound)} (upper bound)",
             "more GPUs of the same kind add communication: check scaling efficiency before buying",
         ],
         "Overlap the all-reduce with backward (DDP buckets, gradient_as_bucket_view=True), "

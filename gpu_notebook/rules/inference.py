@@ -9,8 +9,9 @@ the benchmark measures it instead. Severity medium (time and memory), not a phas
 
 from __future__ import annotations
 
+from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding, pct, share
+from gpu_notebook.rules.common import finding, share
 from gpu_notebook.rules.source_facts import SourceFacts
 
 
@@ -32,7 +33,7 @@ def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> F
             )
     forward = share(analysis, "forward")
     if forward is not None:
-        evidence.append(f"forward passes: {pct(forward)} of the step")
+        evidence.append(f"forward passes: {fmt_share(forward)} of the step")
     evidence.append(
         "no gain bound: autograd's bookkeeping is inside each forward op and not separated"
     )

@@ -22,16 +22,15 @@ from __future__ import annotations
 import math
 import re
 
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
     finding,
-    fmt_bound,
     gain_bound,
     has_gpu,
     loader_in_use,
-    pct,
     phase_source,
     severity_of,
     share,
@@ -107,7 +106,7 @@ def workers_reach(
     timing = per_step_us(analysis, "data")
     if amdahl is None or timing is None or timing[1] <= 0:
         return amdahl, [
-            f"gain if the wait is hidden by workers: {fmt_bound(amdahl)} (Amdahl over the data share)"
+            f"gain if the wait is hidden by workers: {fmt_gain(amdahl)} (Amdahl over the data share)"
         ]
     load_us, step_us = timing
     rest_us = step_us - load_us
@@ -132,7 +131,7 @@ def workers_reach(
         floor_us = rest_us
     bound = min(amdahl, step_us / floor_us) if floor_us > 0 else amdahl
     lines.append(
-        f"gain if workers hide the wait: {fmt_bound(bound)} (what {wanted} worker(s) can reach on this machine)"
+        f"gain if workers hide the wait: {fmt_gain(bound)} (what {wanted} worker(s) can reach on this machine)"
     )
     return bound, lines
 
@@ -166,13 +165,13 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         static.batch_size if static is not None else live.batch_size if live is not None else None
     )
     evidence = [
-        f"waiting for the next batch: {pct(data)} of the step ({phase_source(analysis)})",
+        f"waiting for the next batch: {fmt_share(data)} of the step ({phase_source(analysis)})",
         reason,
         "the time goes to indexing the dataset one sample at a time and collating the samples",
     ]
     bound = gain_bound(data, analysis)
     evidence.append(
-        f"gain if the batch is taken in one indexing: {fmt_bound(bound)} (Amdahl over the data share)"
+        f"gain if the batch is taken in one indexing: {fmt_gain(bound)} (Amdahl over the data share)"
     )
     bs = batch if batch is not None else "B"
     return finding(
@@ -228,7 +227,9 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     cores = run.env.cpu_count
     wanted = suggested_workers(cores)
     static, live = loader_in_use(facts)
-    evidence = [f"waiting for the next batch: {pct(data)} of the step ({phase_source(analysis)})"]
+    evidence = [
+        f"waiting for the next batch: {fmt_share(data)} of the step ({phase_source(analysis)})"
+    ]
     line: int | None = None
     if static is not None:
         workers = static.num_workers
@@ -313,7 +314,7 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
         else None
     )
     evidence = [
-        f"waiting for the next batch: {pct(data)} of the step ({phase_source(analysis)})",
+        f"waiting for the next batch: {fmt_share(data)} of the step ({phase_source(analysis)})",
         f"already {workers} worker(s) for {cores} core(s): adding more would compete for the same cores",
     ]
     if live is not None:
@@ -358,7 +359,7 @@ def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     util = analysis.utilization
     data = share(analysis, "data")
     evidence = [
-        f"in {pct(fraction)} of {len(paired)} samples the CPUs were > {CPU_BUSY_PCT:.0f}% busy "
+        f"in {fmt_share(fraction)} of {len(paired)} samples the CPUs were > {CPU_BUSY_PCT:.0f}% busy "
         f"while the GPU was < {GPU_IDLE_PCT:.0f}% utilized",
     ]
     if util.children_cpu_mean_pct is not None:
@@ -366,7 +367,7 @@ def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
             f"DataLoader workers (child processes) used {util.children_cpu_mean_pct:.0f}% CPU on average (100% = one core)"
         )
     if data is not None:
-        evidence.append(f"waiting for the next batch: {pct(data)} of the step")
+        evidence.append(f"waiting for the next batch: {fmt_share(data)} of the step")
     else:
         evidence.append("data wait: not measured")
     bound = gain_bound(data, analysis)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run, Severity
 from gpu_notebook.rules.common import (
     CRITICAL,
@@ -31,10 +32,8 @@ from gpu_notebook.rules.common import (
     WARN,
     bigger_batch_bound,
     finding,
-    fmt_bound,
     gain_bound,
     loader_in_use,
-    pct,
     phase_source,
     severity_of,
     share,
@@ -80,8 +79,8 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     kernels = [op for op in analysis.top_ops if op.device == "gpu"]
     calls = sum(op.calls for op in kernels)
     evidence = [
-        f"GPU busy {pct(gpu.busy_share)} of the window",
-        f"GPU idle waiting for the host to launch work: {pct(host_idle)} of the window "
+        f"GPU busy {fmt_share(gpu.busy_share)} of the window",
+        f"GPU idle waiting for the host to launch work: {fmt_share(host_idle)} of the window "
         f"(host wait {gpu.idle_host_wait_us / 1e3:.1f} ms, launch gaps {gpu.idle_kernel_wait_us / 1e3:.1f} ms)",
     ]
     if calls:
@@ -89,7 +88,7 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
             f"mean duration of the top kernels: {sum(op.total_us for op in kernels) / calls:.0f} us"
         )
     bound = gain_bound(host_idle, analysis)
-    evidence.append(f"gain if the host kept the GPU fed: {fmt_bound(bound)}")
+    evidence.append(f"gain if the host kept the GPU fed: {fmt_gain(bound)}")
     compiled = facts.compiled or any(m.compiled for m in facts.live.models)
     return finding(
         "launch.gpu_starved",
@@ -131,7 +130,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     evidence = [
         f"the heaviest matmul/convolution takes {heaviest_us:.0f} us a call: shorter than a GPU "
         f"kernel launch gap ({TINY_OP_US:.0f} us), so a GPU would wait on Python",
-        f"host time between operators: {pct(residual or 0.0)} of the step ({phase_source(analysis)}); "
+        f"host time between operators: {fmt_share(residual or 0.0)} of the step ({phase_source(analysis)}); "
         "the rest of the overhead sits inside every phase",
     ]
     if analysis.step_stats.median_s is not None:
@@ -141,7 +140,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if static is not None or live is not None:
         bound = bigger_batch_bound(factor, analysis)
         evidence.append(
-            f"gain with a batch x{factor}: samples/s {fmt_bound(bound)} (the model side per sample "
+            f"gain with a batch x{factor}: samples/s {fmt_gain(bound)} (the model side per sample "
             f"shrinks at most x{factor}, data loading per sample not at all); the learning rate "
             "scales too (check convergence)"
         )
@@ -199,12 +198,12 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         f"The {cls} step updates each parameter tensor separately",
         "medium" if optimizer >= 0.20 else "low",
         [
-            f"optimizer step and zero_grad: {pct(optimizer)} of the step ({phase_source(analysis)})",
+            f"optimizer step and zero_grad: {fmt_share(optimizer)} of the step ({phase_source(analysis)})",
             f"{cls}"
             + (f" (`{name}`)" if name else "")
             + f" without {implementation}=True"
             + ("" if built_here else ", built in an earlier cell"),
-            f"gain if the update took no time: {fmt_bound(bound)} (fusing trims it, it does not remove it)",
+            f"gain if the update took no time: {fmt_gain(bound)} (fusing trims it, it does not remove it)",
         ],
         f"Pass {implementation}=True to {cls}(...): one kernel (or a few) for all parameters.",
         "TraceML step_time policy (warn 10%); PyTorch optim docs (foreach/fused implementations)",

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import re
 
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     SUGGEST,
     finding,
-    fmt_bound,
     gain_bound,
-    pct,
     phase_source,
     severity_of,
     share,
@@ -55,7 +54,7 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
         + ", ".join(str(s.line) for s in lines[:6]),
         f"line {first.line}: `{first.text}`",
         residual_evidence(analysis, residual),
-        f"gain if the logs run every {EVERY} steps: {fmt_bound(bound)} (upper bound: the share "
+        f"gain if the logs run every {EVERY} steps: {fmt_gain(bound)} (upper bound: the share "
         "also holds other host work)",
     ]
     return finding(
@@ -99,14 +98,14 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     if other:
         estimate = other
         evidence.append(
-            f"time outside the training phases: {pct(other)} of the step ({phase_source(analysis)}; "
+            f"time outside the training phases: {fmt_share(other)} of the step ({phase_source(analysis)}; "
             "the validation's no_grad forward is counted there)"
         )
     else:
         evidence.append("validation share: not measured (no time outside the training phases)")
     removed = estimate * (1 - 1 / EVERY) if estimate is not None else None
     bound = gain_bound(removed, analysis)
-    evidence.append(f"gain if validation runs every {EVERY} steps: {fmt_bound(bound)}")
+    evidence.append(f"gain if validation runs every {EVERY} steps: {fmt_gain(bound)}")
     return finding(
         "logging.validation_every_step",
         "Validation runs inside every training step",
@@ -183,11 +182,11 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     parts = sorted(by_label.items(), key=lambda kv: -kv[1])
     top = sorted(functions.items(), key=lambda kv: -kv[1])[:4]
     evidence = [
-        f"framework logging, callbacks and progress bars: {pct(overhead)} of the sampled time "
+        f"framework logging, callbacks and progress bars: {fmt_share(overhead)} of the sampled time "
         f"({raw.samples} stack samples)",
-        "; ".join(f"{label}: {pct(us / raw.time_us)}" for label, us in parts),
-        "where: " + ", ".join(f"{name} ({pct(us / raw.time_us)})" for name, us in top),
-        f"gain if they run every {EVERY} steps: {fmt_bound(bound)} (Amdahl over that share)",
+        "; ".join(f"{label}: {fmt_share(us / raw.time_us)}" for label, us in parts),
+        "where: " + ", ".join(f"{name} ({fmt_share(us / raw.time_us)})" for name, us in top),
+        f"gain if they run every {EVERY} steps: {fmt_gain(bound)} (Amdahl over that share)",
     ]
     fixes: list[str] = []
     if "lightning" in frameworks:

@@ -8,8 +8,9 @@ NVML (None), and then the rule is silent.
 
 from __future__ import annotations
 
+from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import compute_capability, finding, pct
+from gpu_notebook.rules.common import compute_capability, finding
 from gpu_notebook.rules.source_facts import SourceFacts
 
 FULL = 0.90
@@ -25,7 +26,7 @@ def near_oom(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         return None
     evidence = [
         f"peak GPU memory {util.gpu_memory_peak_bytes / 2**30:.1f} GiB of "
-        f"{util.gpu_memory_total_bytes / 2**30:.1f} GiB ({pct(memory)})",
+        f"{util.gpu_memory_total_bytes / 2**30:.1f} GiB ({fmt_share(memory)})",
         "no speed bound: freeing memory makes room for a bigger batch, it does not shorten a step",
     ]
     cc = compute_capability(run)
@@ -43,7 +44,7 @@ def near_oom(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         fix = "Activation checkpointing (torch.utils.checkpoint) or gradient accumulation with a smaller micro-batch."
     return finding(
         "memory.near_oom",
-        f"GPU memory peaks at {pct(memory)} of the card",
+        f"GPU memory peaks at {fmt_share(memory)} of the card",
         "high" if memory >= FULL else "medium",
         evidence,
         fix,

@@ -11,15 +11,14 @@ peak ratio is 8-16x), so the real gain is below the bound. Without a trace of GP
 
 from __future__ import annotations
 
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     compute_capability,
     finding,
-    fmt_bound,
     fp32_matmul_kernel_share,
     gain_bound,
     gpu_name,
-    pct,
     runs_matmuls,
 )
 from gpu_notebook.rules.source_facts import SourceFacts
@@ -44,13 +43,13 @@ def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) ->
     dtype = "bfloat16" if cc >= BF16_CC else "float16"
     evidence = [
         f"{gpu_name(run)} (compute capability {cc:.1f}) has tensor cores",
-        f"tensor-core kernels: {pct(tc_share)} of the kernel time; matmul/convolution kernels ran in float32",
-        f"GPU busy {pct(gpu.busy_share)} of the window",
+        f"tensor-core kernels: {fmt_share(tc_share)} of the kernel time; matmul/convolution kernels ran in float32",
+        f"GPU busy {fmt_share(gpu.busy_share)} of the window",
     ]
     if eligible is not None:
         evidence.append(
-            f"float32 GEMM/convolution kernels (top kernels): {pct(eligible)} of the window; "
-            f"gain {fmt_bound(bound)} if they took no time"
+            f"float32 GEMM/convolution kernels (top kernels): {fmt_share(eligible)} of the window; "
+            f"gain {fmt_gain(bound)} if they took no time"
         )
     return finding(
         "precision.fp32_tensor_cores",

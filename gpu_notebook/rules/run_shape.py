@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.steady import STALL_FACTOR
-from gpu_notebook.formatting import fmt_bytes, fmt_seconds
+from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_seconds, fmt_share
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape
-from gpu_notebook.rules.common import Rule, finding, fmt_bound, gain_bound, pct, severity_of
+from gpu_notebook.rules.common import Rule, finding, gain_bound, severity_of
 from gpu_notebook.rules.source_facts import SourceFacts
 
 DRIFT_FACTOR = 1.5
@@ -69,7 +69,7 @@ def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) ->
         [
             f"profiled {where}: {fmt_seconds(shape.window_median_s)} a step unprofiled around them; "
             f"the run's median step is {fmt_seconds(shape.median_s)} ({ratio:.1f}x)",
-            f"steps like the window's hold {pct(covers)} of the run's step time",
+            f"steps like the window's hold {fmt_share(covers)} of the run's step time",
             rests,
         ],
         "Read the run-wide findings first; profile the steps that hold most of the time "
@@ -95,8 +95,8 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         f"first fifth of the run: {fmt_seconds(shape.first_median_s)} a step; last fifth: "
         f"{fmt_seconds(shape.last_median_s)} ({factor:.1f}x)",
         f"trend: {fmt_seconds(shape.slope_s_per_step * 100)} more every 100 steps",
-        f"time above the first fifth's pace: {pct(removed or 0.0)} of the run's step time "
-        f"(if every step kept that pace: {fmt_bound(bound)})",
+        f"time above the first fifth's pace: {fmt_share(removed or 0.0)} of the run's step time "
+        f"(if every step kept that pace: {fmt_gain(bound)})",
     ]
     fix = "Find what grows with the step count: a list the loop appends to and reads, a cache "
     if grew is not None:
@@ -178,7 +178,7 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         "low",
         [
             f"p90 step {fmt_seconds(shape.p90_s)} is {shape.jitter:.1f}x the median {fmt_seconds(shape.median_s)}",
-            f"time above the median step: {pct(above or 0.0)} of the run ({fmt_bound(bound)} if "
+            f"time above the median step: {fmt_share(above or 0.0)} of the run ({fmt_gain(bound)} if "
             "every step took the median)",
         ],
         "Look for work some steps do and others not: variable-length batches (pad or bucket "
@@ -243,13 +243,13 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         f"{stalls.count} step(s) took over {STALL_FACTOR:.0f}x the median "
         f"({fmt_seconds(stalls.median_stall_s)} against {fmt_seconds(shape.median_s if shape else None)})"
         + (f", every {stalls.period_steps} steps" if stalls.period_steps else ""),
-        f"their extra time: {fmt_seconds(stalls.excess_s)}, {pct(stalls.share)} of the run's step time "
-        f"({fmt_bound(bound)} without it)",
+        f"their extra time: {fmt_seconds(stalls.excess_s)}, {fmt_share(stalls.share)} of the run's step time "
+        f"({fmt_gain(bound)} without it)",
     ]
     if stalls.phase is not None:
         evidence.append(
             f"where it went (hook timings): {_PHASE_WORK[stalls.phase]}, "
-            f"{pct(stalls.phase_share or 0.0)} of the extra time"
+            f"{fmt_share(stalls.phase_share or 0.0)} of the extra time"
         )
     line = None
     block = _matching_block(run, facts, stalls.period_steps)

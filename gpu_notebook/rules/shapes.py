@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding, has_gpu, pct
+from gpu_notebook.rules.common import finding, has_gpu
 from gpu_notebook.rules.source_facts import SourceFacts
 
 CHANGE_SHARE = 0.5  # the shape changes on at least half of the steps
@@ -42,7 +43,7 @@ def changing_shapes(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     compiled = facts.compiled or any(m.compiled for m in facts.live.models)
     benchmark = facts.cudnn_benchmark or facts.live.cudnn_benchmark
     evidence = [
-        f"the model's input batch size changed on {pct(change_share)} of {len(sizes)} steps "
+        f"the model's input batch size changed on {fmt_share(change_share)} of {len(sizes)} steps "
         f"({len(distinct)} sizes, {distinct[0]}..{distinct[-1]})",
         "best-effort: only the leading dimension of the first input is seen (no record_shapes)",
     ]

@@ -17,16 +17,15 @@ The fix reads the values every ``EVERY`` steps, so it removes ``(1 - 1/EVERY)`` 
 
 from __future__ import annotations
 
+from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     WARN,
     finding,
-    fmt_bound,
     gain_bound,
     has_gpu,
     measured_names,
-    pct,
     profiled_steps,
     severity_of,
     share,
@@ -80,7 +79,7 @@ def residual_evidence(analysis: Analysis, residual: float | None) -> str:
         return "host time outside the model and optimizer: not measured (no phase split)"
     return (
         f"host time outside data loading, the model and the optimizer ({' + '.join(names)}): "
-        f"{pct(residual)} of the step"
+        f"{fmt_share(residual)} of the step"
     )
 
 
@@ -138,19 +137,19 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         evidence.append(f"line {first.line}: `{first.text}`")
     else:
         evidence.append(
-            f"host syncs take {pct(sync or 0.0)} of the step; the reads are not in this cell's "
+            f"host syncs take {fmt_share(sync or 0.0)} of the step; the reads are not in this cell's "
             "source (a function from another cell?)"
         )
     if sync is not None:
-        evidence.append(f"waiting in .item()/synchronize itself: {pct(sync)} of the step")
+        evidence.append(f"waiting in .item()/synchronize itself: {fmt_share(sync)} of the step")
     evidence.append(
-        f"what reading less often removes: {pct(removable) if removable is not None else 'n/a'} "
+        f"what reading less often removes: {fmt_share(removable) if removable is not None else 'n/a'} "
         f"of the step ({how})"
     )
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     if residual is not None and removable is not None and residual > removable + 0.05:
         evidence.append(
-            f"the rest of the host time outside the model ({pct(residual - removable)}) is other "
+            f"the rest of the host time outside the model ({fmt_share(residual - removable)}) is other "
             "Python work, which reading less often does not remove"
         )
     if needed:
@@ -168,7 +167,7 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     severity = severity_of(removable, low=0.0) or "low"
     bound = gain_bound(removed, analysis)
     evidence.append(
-        f"gain if values are read every {EVERY} steps: {fmt_bound(bound)} (Amdahl over that share)"
+        f"gain if values are read every {EVERY} steps: {fmt_gain(bound)} (Amdahl over that share)"
     )
     return finding(
         "syncs.per_step",
@@ -192,7 +191,7 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
     removable, how = removable_share(analysis, needed)
     evidence = [
         f"line {first.line} reads a device value every step and the loop needs it: `{first.text}`",
-        f"its cost: {pct(removable) if removable is not None else 'not measured'} of the step ({how})",
+        f"its cost: {fmt_share(removable) if removable is not None else 'not measured'} of the step ({how})",
     ]
     if has_gpu(run):
         evidence.append(
@@ -206,7 +205,7 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
     removed = removable * (1 - 1 / EVERY) if removable is not None else None
     bound = gain_bound(removed, analysis)
     evidence.append(
-        f"gain if the condition is checked every {EVERY} steps: {fmt_bound(bound)} (the loop may then "
+        f"gain if the condition is checked every {EVERY} steps: {fmt_gain(bound)} (the loop may then "
         f"run up to {EVERY - 1} steps past its stop)"
     )
     return finding(

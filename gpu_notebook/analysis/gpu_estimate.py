@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_notebook.analysis.host import MATMUL_OP
+from gpu_notebook.analysis.host import MATMUL_OP, outside_ops_share
 from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.phases import find_host_thread
 from gpu_notebook.analysis.steady import without_stalls
@@ -346,7 +346,10 @@ def estimate_from_trace(
     n = len(phases.steps)
     step_us = phases.total_us / n
     data_us = phases.phase_total_us.get("data", 0.0) / n
-    if analysis.host is not None and analysis.window_phases is None:
+    outside = outside_ops_share(steady)
+    if outside is not None:  # a whole-run estimate: its host time outside the operators
+        python_us = outside * step_us
+    elif analysis.host is not None:
         python_us = analysis.host.between_ops_share * step_us
     else:
         python_us = sum(phases.phase_total_us.get(p, 0.0) for p in ("other", "unattributed")) / n

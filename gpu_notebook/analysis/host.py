@@ -19,7 +19,7 @@ import numpy as np
 
 from gpu_notebook import markers
 from gpu_notebook.analysis.phases import _merge
-from gpu_notebook.records import HostOverhead, OpStat, PhaseBreakdown
+from gpu_notebook.records import Analysis, HostOverhead, OpStat, PhaseBreakdown
 from gpu_notebook.trace.kineto import Trace
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "heaviest_matmul_us",
     "host_bound",
     "host_overhead",
+    "outside_ops_share",
 ]
 
 SMALL_OP_US = 30.0
@@ -151,3 +152,26 @@ def describe(host: HostOverhead) -> str:
         f"Python between operators {100 * host.between_ops_share:.0f}% of the step, operators "
         f"under {host.small_op_us:.0f} us another {100 * host.small_op_share:.0f}%"
     )
+
+
+def outside_ops_share(analysis: Analysis) -> float | None:
+    """Share of the run's step spent outside the model's operators and the data wait: host
+    Python that no device shortens. None unless the phases are a whole-run estimate.
+
+    Trace-based (later windows weighted): the estimate's "other" and "unattributed". Hook-timed
+    (every step's phases): hooks cannot tell the forward from host work between the optimizer
+    and the next backward (a ``time.sleep`` there reads as forward), so the operators' time is
+    taken from the window's trace instead (its step outside Python between operators) and the
+    rest of the run's step is host work; the larger of the two readings is given.
+    """
+    phases, window = analysis.phases, analysis.window_phases
+    if window is None or phases is None or phases.total_us <= 0:
+        return None
+    share = sum(phases.share(p) or 0.0 for p in ("other", "unattributed"))
+    if phases.source == "trace" or analysis.host is None or not window.steps:
+        return share
+    n = max(1, len(phases.steps))
+    step_us = phases.total_us / n
+    data_us = phases.phase_total_us.get("data", 0.0) / n
+    ops_us = (1.0 - analysis.host.between_ops_share) * window.total_us / len(window.steps)
+    return max(share, min(1.0, max(0.0, step_us - data_us - ops_us) / step_us))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpu_notebook.analysis.host import HOST_BOUND_SHARE, host_bound
+from gpu_notebook.analysis.host import HOST_BOUND_SHARE, host_bound, outside_ops_share
 from gpu_notebook.analysis.host import describe as describe_host
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.formatting import fmt_gain, fmt_share
@@ -132,11 +132,13 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
     if not on_gpu:
         if host_comm is not None and host_comm >= COMM:
             return _comm_verdict(host_comm, "waiting in collectives (host)", evidence, confidence)
-        own = None
-        if analysis.window_phases is not None:  # a whole-run estimate: the run's own host time
-            own = sum(phases.share(p) or 0.0 for p in ("other", "unattributed"))
         return _cpu_verdict(
-            data, sync, evidence, confidence, host_bound=overhead, own_python_share=own
+            data,
+            sync,
+            evidence,
+            confidence,
+            host_bound=overhead,
+            own_python_share=outside_ops_share(analysis),
         )
     if busy is not None:
         evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")

@@ -97,6 +97,16 @@ def load_programs() -> list[Program]:
                 if isinstance(target, ast.Name) and target.id.isupper():
                     with contextlib.suppress(ValueError):
                         settings[target.id] = ast.literal_eval(node.value)
+            elif (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id.isupper()
+            ):
+                # ``NORMALISE += [...]``: read as written, never skipped in silence (a skipped
+                # normalisation once left a stream-order race in the corpus).
+                if not isinstance(node.op, ast.Add) or node.target.id not in settings:
+                    raise ValueError(f"{path.name}: unsupported setting line {node.lineno}")
+                settings[node.target.id] = settings[node.target.id] + ast.literal_eval(node.value)
         name = path.stem.split("_", 1)[1]
         out.append(Program(name, path, kind, settings))
     return out

@@ -36,3 +36,25 @@ def test_measured_equals_plain(program):
 
 def test_corpus_has_at_least_30_programs():
     assert len(PROGRAMS) >= 30, [p.name for p in PROGRAMS]
+
+
+def test_every_setting_a_program_writes_is_read():
+    """``NORMALISE += [...]`` was once skipped by the loader (only ``=`` was read): the stream
+    race that line names stayed in the comparison and failed under load. Every top-level
+    UPPERCASE assignment, ``=`` or ``+=``, must reach the program's settings with all its items."""
+    import ast
+
+    for program in PROGRAMS:
+        written: dict[str, int] = {}
+        for node in ast.parse(program.path.read_text()).body:
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                name, value = node.targets[0].id, node.value
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                name, value = node.target.id, node.value
+            else:
+                continue
+            if name.isupper() and isinstance(value, ast.List):
+                written[name] = written.get(name, 0) * isinstance(node, ast.AugAssign)
+                written[name] += len(value.elts)
+        for name, count in written.items():
+            assert len(program.settings.get(name, [])) == count, (program.path.name, name)

@@ -739,3 +739,52 @@ def test_signal_pause_waits_for_the_cells_own_alarm(ip):
     )
     assert result.success, result.error_in_exec
     assert ip.user_ns["after_pause"] == [signal.SIGALRM]
+
+
+def test_a_caller_that_completes_while_a_sample_walks_its_stack_leaves_no_unknown_code():
+    """The sampled thread runs on while the sampler walks its frames: the chain met by the walk
+    can change under it (a caller completing). The codes kept for a new stack are those of the
+    walk that made its key, so resolving never meets an id without its code (a KeyError at
+    stop() once failed a user's `gpucheck run --lines all` in CI)."""
+    import threading
+
+    from gpu_notebook.capture.stacks import StackSampler
+
+    def inner() -> None: ...
+
+    def outer() -> None: ...
+
+    class Frame:
+        """A frame whose caller is there for the first walk only (it completes right after)."""
+
+        def __init__(self, code, back=None):
+            self.f_code, self.f_lasti, self._back, self._reads = code, 0, back, 0
+
+        @property
+        def f_back(self):
+            self._reads += 1
+            return self._back if self._reads == 1 else None
+
+    top = Frame(inner.__code__, back=Frame(outer.__code__))
+    sampler = StackSampler(threading.get_ident(), root_codes=())
+    sampler._sample_frame(top, 0, 1_000_000, weight_us=1000)  # type: ignore[arg-type]
+    raw = sampler._resolve(thread_alive=False)
+    names = {f.function.rsplit(".", 1)[-1] for f in raw.functions}
+    assert {"inner", "outer"} <= names, names
+
+
+def test_a_failure_of_our_stack_sampler_is_a_note_not_the_users_error(monkeypatch, tmp_path):
+    """Whatever goes wrong in our sampler at stop, the measured code's outcome stays its own:
+    the capture closes (hooks gone, sampler joined) and the run says why it has no hot lines."""
+    from gpu_notebook.capture.session import CaptureOptions, CaptureSession
+    from gpu_notebook.capture.stacks import StackSampler
+
+    def broken_resolve(self, *, thread_alive):
+        raise KeyError(12345)  # where the CI failure was raised: after the thread is joined
+
+    monkeypatch.setattr(StackSampler, "_resolve", broken_resolve)
+    with CaptureSession(CaptureOptions(lines="all", profile=False), "loop") as session:
+        sum(i * i for i in range(10_000))
+    run_ = session.finish("ok", None, scratch=str(tmp_path))
+    assert run_.stacks is None
+    assert any(n.startswith("line sampling failed (KeyError: 12345)") for n in run_.notes)

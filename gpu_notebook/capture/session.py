@@ -421,7 +421,13 @@ class CaptureSession:
         self._watches.clear()
         try:
             if self._stacks is not None:
-                self._raw_stacks = self._stacks.stop()
+                try:
+                    self._raw_stacks = self._stacks.stop()
+                except Exception as exc:  # noqa: BLE001 -- our sampler's failure is said, never the user's
+                    self._notes.append(
+                        f"line sampling failed ({type(exc).__name__}: {exc}): no hot lines this "
+                        "time; please report it"
+                    )
             # Latest first: each window's guard wraps the one before it.
             self._extra_records = [w.close() for w in reversed(self._extra_windows)][::-1]
             if self._window is not None:

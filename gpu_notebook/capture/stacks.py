@@ -383,13 +383,21 @@ class StackSampler:
         provider = self.phase_provider
         key: list[object] = [provider() if provider is not None else None, False]
         append = key.append
+        # The code objects of this very walk: the target thread runs on while we walk (the GIL
+        # can pass between our bytecodes), so a second walk from ``top`` could meet another
+        # chain (a frame completing, an incomplete one skipped) and leave an id of the key
+        # without its code (seen once in CI: KeyError at stop, the user's run failed with it).
+        walked: list[CodeType] = []
+        keep = walked.append
         roots = self._root_ids
         frame: FrameType | None = top
         while frame is not None:
-            cid = id(frame.f_code)
+            code = frame.f_code
+            cid = id(code)
             if cid in roots:
                 key[1] = True
                 break
+            keep(code)
             append(cid)
             append(frame.f_lasti)
             frame = frame.f_back
@@ -400,25 +408,19 @@ class StackSampler:
             tally[0] += 1
             tally[1] += weight_us
         elif len(counts) < self.max_stacks:
-            self._register(top)
+            self._register(walked)
             counts[stack] = [1, weight_us]
         else:
-            self._register(top)
+            self._register(walked)
             self._fold(stack, weight_us)
 
-    def _register(self, top: FrameType) -> None:
+    def _register(self, walked: list[CodeType]) -> None:
         """Keep every code object of a new stack alive, so its id keeps meaning that code."""
         codes = self._codes
-        roots = self._root_ids
-        frame: FrameType | None = top
-        while frame is not None:
-            code = frame.f_code
+        for code in walked:
             cid = id(code)
-            if cid in roots:
-                break
             if cid not in codes:
                 codes[cid] = code
-            frame = frame.f_back
 
     def _fold(self, stack: tuple[object, ...], weight_us: int) -> None:
         """Slow path past max_stacks: count the sample's lines and functions exactly."""

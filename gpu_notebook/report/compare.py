@@ -97,6 +97,11 @@ def _shares(report: Report) -> dict[str, float]:
     return out
 
 
+def _ran_on_a_gpu(report: Report) -> bool:
+    env = report.run.env
+    return env.cuda_available or bool(env.gpus) or report.analysis.gpu is not None
+
+
 def _gpus_used(report: Report) -> int:
     """GPUs the run used: the devices in its trace, else 1 (one process drives one GPU)."""
     gpu = report.analysis.gpu
@@ -159,6 +164,8 @@ def compare(
     finding = proposing_finding(baseline, report)
     gpus = _gpus_used(report)
     gpu_equivalent = gpus * (speedup - 1.0) if speedup is not None else None
+    if not _ran_on_a_gpu(report):
+        gpu_equivalent = None  # "more GPUs of this kind" means nothing on a machine without one
     saved: float | None = None
     before_mean_s = mean_step_s(baseline)
     if price_per_gpu_hour is not None and speedup and before_mean_s:

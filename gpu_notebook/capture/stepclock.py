@@ -156,7 +156,12 @@ class StepClock:
         self.close_memory()
 
     def lean(self) -> None:
-        """Keep only the hook that ends a step; phases are no longer timed from here on.
+        """Keep only the hook that ends a step and the loader's; phases are no longer timed.
+
+        The DataLoader's ``__next__`` stays timed (two clock reads a batch): the data wait of
+        every step is what tells a loop that turns input-bound after its window (a cache that
+        runs out) from one that does not, so a whole-run split of data against the rest always
+        exists (``StepClockRecord.lean_data``).
 
         Safe to call from inside a hook: torch copies module hook dicts before iterating them,
         and the optimizer post hook (iterated lazily) is kept when it is the anchor.
@@ -170,9 +175,8 @@ class StepClock:
             handle = self._handles.pop(name, None)
             if handle is not None:
                 handle.remove()
-        for name in ("dataloader", "backward"):
-            if self.anchor != name and name in self._patches:
-                self._unpatch(name)
+        if self.anchor != "backward" and "backward" in self._patches:
+            self._unpatch("backward")
 
     def retime(self) -> None:
         """Time every phase again after ``lean()`` (steps grew long enough to afford it)."""
@@ -261,6 +265,8 @@ class StepClock:
             finally:
                 clock._last_mark_ns = end = time.perf_counter_ns()
                 clock._data_ns += max(0, end - start - ours)
+            if clock._lean:
+                return batch  # the batch size is known from the timed steps
             n = _leading_size(batch)
             if n is not None:
                 clock._samples = (clock._samples or 0) + n
@@ -461,6 +467,7 @@ class StepClock:
             event_counts=dict(self._counts),
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
+            lean_data="dataloader" in self._patches,
         )
 
 

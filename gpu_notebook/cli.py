@@ -545,9 +545,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     names = [args.example] if args.example else list(EXAMPLES)
     code = 0
     for name in names:
-        source = EXAMPLES[name]
+        # Run what is printed: the listing's line numbers are the report's (no leading newline).
+        source = EXAMPLES[name].strip() + "\n"
         print(f"\n=== example: {name} " + "=" * max(0, 60 - len(name)))
-        print(source.strip())
+        print(source, end="")
         print("-" * 72)
         # The example's frames sit right below this function's (exec adds no Python frame):
         # rooting the stack walk here makes the example's lines the "cell's" hot lines.

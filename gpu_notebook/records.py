@@ -93,6 +93,8 @@ class Environment:
     nvml_message: str | None  # why NVML is not available, one line; None when it is
     driver_version: str | None = None
     gpus: tuple[GpuInfo, ...] = ()
+    usable_cores: int | None = None  # os.sched_getaffinity: the cores this process may run on
+    torch_threads: int | None = None  # torch's intra-op threads when the cell ended
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,9 @@ class StepTiming:
     backward_calls: int = 0
     batch_size: int | None = None  # leading dimension of the first tensor fed to the model
     timed: bool = True  # False once the clock went lean: only the step's duration is known
+    ours_s: float = (
+        0.0  # our own work inside the step (a profiler starting/stopping): not the code's
+    )
 
 
 @dataclass(frozen=True)
@@ -472,6 +477,24 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class SampleComparison:
+    """Two runs' step-time distributions compared (analysis.compare_samples)."""
+
+    speedup: float  # throughput after / before, from the mean steps (> 1: faster)
+    low: float  # the range it lies in (seeded block bootstrap, widened by run-to-run spread)
+    high: float
+    outcome: Literal["faster", "no measurable change", "slower"]
+    before_steps: int
+    after_steps: int
+    plain_speedup: float  # every step of both runs, whatever the machine's load
+    load_before_cores: float | None = None  # other processes' load (cores), median over steps
+    load_after_cores: float | None = None
+    load_changed: bool = False
+    load_matched: bool = False  # the speedup compares steps taken under similar load only
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Comparison:
     """This run against the previous comparable one: measured gain beside the predicted bound."""
 
@@ -489,6 +512,7 @@ class Comparison:
     predicted_bound: float | None = None  # that fix's gain bound in the baseline report
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
+    samples: SampleComparison | None = None  # the distributions compared: range and outcome
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
 from gpu_notebook.records import (
@@ -82,19 +83,29 @@ def run_shape(run: Run) -> RunShape | None:
     if len(steps) < MIN_STEPS:
         return None
     weight = float(max(1, record.decimation))
-    index = np.fromiter((s.index for s in steps), dtype=np.int64)
-    dur = np.fromiter((s.duration_s for s in steps), dtype=float)
-    total_s = float(dur.sum() * weight)
+    all_dur = np.fromiter((s.duration_s for s in steps), dtype=float)
+    total_s = float(all_dur.sum() * weight)
+    # Steps our own work disturbed (profiler start/stop, a later window, the stack sampler)
+    # say nothing of the code: median, jitter, drift and stalls are read without them.
+    ours = disturbed_steps(run)
+    calm_steps = tuple(s for s in steps if s.index not in ours)
+    if len(calm_steps) >= MIN_STEPS // 2:
+        steps_read = calm_steps
+    else:
+        steps_read = steps
+    index = np.fromiter((s.index for s in steps_read), dtype=np.int64)
+    dur = np.fromiter((s.duration_s for s in steps_read), dtype=float)
+    read_s = float(dur.sum() * weight)
     median = float(np.median(dur))
     p90 = float(np.percentile(dur, 90))
     fifth = max(1, len(dur) // 5)
     stalled = dur > STALL_FACTOR * median
     calm = ~stalled if stalled.sum() < len(dur) / 2 else np.ones_like(stalled)
     slope = _slope(index[calm], dur[calm])
-    segments = _segments(steps, weight)
+    segments = _segments(steps_read, weight)
     windows = [_window_segment(steps, first, n, weight) for first, n in window_ranges(run)]
     windows_kept = tuple(w for w in windows if w is not None)
-    reference = [_reference_time(steps, first, n) for first, n in window_ranges(run)]
+    reference = [_reference_time(steps_read, first, n) for first, n in window_ranges(run)]
     reference_s = [r for r in reference if r is not None]
     covers = represents = window_median = None
     if reference_s:
@@ -107,7 +118,7 @@ def run_shape(run: Run) -> RunShape | None:
         represents = covers is None or covers >= REPRESENTS_SHARE
         window_median = float(np.median(reference_s))
     return RunShape(
-        steps=round(len(dur) * weight),
+        steps=round(len(all_dur) * weight),
         total_s=total_s,
         median_s=median,
         p90_s=p90,
@@ -120,7 +131,7 @@ def run_shape(run: Run) -> RunShape | None:
         window_median_s=window_median,
         window_covers=covers,
         represents=represents,
-        stalls=_stalls(steps, dur, median, stalled, weight, total_s),
+        stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
     )
 
@@ -175,9 +186,8 @@ def _reference_time(steps: Sequence[StepTiming], first: int, n: int) -> float | 
 
     The steps after it first (the warm-up before it is left out already), else the window's own.
     """
-    after = [s.duration_s for s in steps if first + n <= s.index < first + n + NEIGHBOURS + 1][
-        :NEIGHBOURS
-    ]
+    # ``steps`` may leave out the steps our own work disturbed: the next ones stand for it then.
+    after = [s.duration_s for s in steps if first + n <= s.index][:NEIGHBOURS]
     if len(after) < 2:
         before = [s.duration_s for s in steps if first - NEIGHBOURS <= s.index < first]
         after = after + before

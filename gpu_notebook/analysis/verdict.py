@@ -116,7 +116,13 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             evidence.append(f"{name}: {fmt_share(share)} of step time")
     not_measured = [p for p in ("data", "copy", "sync") if p not in phases.measured]
     if not_measured:
-        why = "no GPU to copy to" if phases.source == "trace" else "no profiler trace"
+        if phases.source == "trace":
+            why = "no GPU to copy to"
+        elif analysis.window_phases is not None or run.window.recorded_steps:
+            # The whole-run estimate comes from hook timings even though a window was profiled.
+            why = "the whole-run split is from hook timings"
+        else:
+            why = "no profiler trace"
         evidence.append(f"not measured ({why}): {', '.join(not_measured)}")
 
     busy = _gpu_busy_share(analysis)

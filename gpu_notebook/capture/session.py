@@ -22,7 +22,12 @@ from types import CodeType, TracebackType
 from typing import Any, Literal
 
 from gpu_notebook.capture import ranks
-from gpu_notebook.capture.environment import read_environment, torch_facts, torch_installed
+from gpu_notebook.capture.environment import (
+    read_environment,
+    torch_facts,
+    torch_installed,
+    torch_threads,
+)
 from gpu_notebook.capture.imports import ImportWatch
 from gpu_notebook.capture.sampler import Sampler
 from gpu_notebook.capture.stacks import StackSampler
@@ -453,6 +458,8 @@ class CaptureSession:
         """
         self.close()
         assert self._env is not None, "finish() before start()"
+        # The threads the cell ran with (it may have called torch.set_num_threads).
+        self._env = dataclasses.replace(self._env, torch_threads=torch_threads())
         trace_path = None
         if self._window is not None:
             trace_path = self._window.export(

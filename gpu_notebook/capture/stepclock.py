@@ -57,8 +57,9 @@ _PRIORITY: dict[str, int] = {
 BoundaryListener = Callable[[int], None]
 
 # One kept step: (index, start_ns, end_ns, data_ns, forward_ns, backward_ns, optimizer_ns,
-# forward_calls, backward_calls, batch_size, timed). Tuples, not records: this runs every step.
-_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool]
+# forward_calls, backward_calls, batch_size, timed, ours_ns). Tuples, not records: this runs
+# every step.
+_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool, int]
 
 
 class StepClock:
@@ -103,6 +104,10 @@ class StepClock:
         self._fwd_calls = 0
         self._bwd_calls = 0
         self._batch_size: int | None = None
+        # Our own work inside the open step (the boundary listener: a profiler starting or
+        # stopping, a later window): the analysis leaves such steps out or corrects them.
+        self._ours_ns = 0
+        self._listener_ns = 0  # the latest boundary listener's time (0: fast path)
 
         self._opt_start_ns = 0
         self._opt_inner_ns = 0  # data + forward + backward already counted when the step began
@@ -248,11 +253,14 @@ class StepClock:
             start = time.perf_counter_ns()
             clock._counts["dataloader"] += 1
             clock._event("dataloader", start, ends_step=False)
+            ours = (
+                clock._listener_ns
+            )  # a profiler started at this boundary is ours, not the loader's
             try:
                 batch = original(it)
             finally:
                 clock._last_mark_ns = end = time.perf_counter_ns()
-                clock._data_ns += end - start
+                clock._data_ns += max(0, end - start - ours)
             n = _leading_size(batch)
             if n is not None:
                 clock._samples = (clock._samples or 0) + n
@@ -313,11 +321,16 @@ class StepClock:
         self._cur_start_ns = now_ns
         if not ends_step or not self._last_mark_ns:
             self._last_mark_ns = now_ns
+        self._listener_ns = 0
         listener = self.boundary_listener
         if listener is not None:
+            before_ns = time.perf_counter_ns()
             listener(self._step_count)
             # The listener's own time (a profiler starting) is ours, not the next forward's.
-            self._last_mark_ns = time.perf_counter_ns()
+            self._last_mark_ns = after_ns = time.perf_counter_ns()
+            if after_ns - before_ns > _OURS_MIN_NS:
+                self._listener_ns = after_ns - before_ns
+                self._ours_ns += after_ns - before_ns
 
     def _upgrade(self, kind: StepAnchor) -> None:
         self.anchor = kind
@@ -351,6 +364,7 @@ class StepClock:
                     self._bwd_calls,
                     self._batch_size,
                     not self._lean,
+                    self._ours_ns,
                 )
             )
             if len(self._rows) >= self._capacity:
@@ -359,6 +373,7 @@ class StepClock:
         self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
         self._fwd_calls = self._bwd_calls = 0
         self._samples = None
+        self._ours_ns = 0
         every = self.memory_every_steps
         if every and index % every == 0:
             self._read_memory(index)
@@ -433,6 +448,7 @@ class StepClock:
                 backward_calls=r[8],
                 batch_size=r[9],
                 timed=r[10],
+                ours_s=r[11] / 1e9,
             )
             for r in self._rows
         )
@@ -446,6 +462,11 @@ class StepClock:
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
         )
+
+
+# A boundary listener that returns within this was only its fast path (a comparison): not
+# counted as ours, so the steps it touched are not left out of the analysis for nothing.
+_OURS_MIN_NS = 20_000
 
 
 def _trainable_bytes(params: Any) -> int:

@@ -198,6 +198,11 @@ def render_comparison(c: Comparison) -> str:
         if before is None and after is None:
             continue
         lines.append(f"  {phase:<11} {fmt_share(before):>9} -> {fmt_share(after):>9}")
+    if c.samples is not None:
+        from gpu_notebook.report.compare import outcome_line
+
+        lines.append(f"  {outcome_line(c)}")
+        lines.extend(f"  ({note})" for note in c.samples.notes)
     if c.fix_id:
         lines.append(f"  fix: {c.fix_id}")
     if c.gpu_equivalent is not None and c.gpu_equivalent > 0:

@@ -693,6 +693,45 @@ class GpuEstimate:
     assumptions: tuple[str, ...] = ()
 
 
+# Issue 26: `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).
+FixTrialVerdict = Literal[
+    "verified", "no measurable effect", "slower", "broke the script", "skipped", "not measured"
+]
+
+
+@dataclass(frozen=True)
+class FixTrial:
+    """One offered fix run against the script as it is, in interleaved runs."""
+
+    fix_id: str
+    rule_id: str
+    title: str
+    predicted_bound: float | None  # the finding's "up to" (its range is 1x to this)
+    verdict: FixTrialVerdict
+    recommended: bool  # only a verified fix keeps "recommended"
+    speedup: float | None = None  # baseline typical step / the fix's
+    speedup_low: float | None = None  # central 95% of the bootstrap
+    speedup_high: float | None = None
+    per_round: tuple[float, ...] = ()
+    baseline_steps_s: tuple[tuple[float, ...], ...] = ()  # per run, warm-up left out
+    variant_steps_s: tuple[tuple[float, ...], ...] = ()
+    error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TryFixes:
+    """What `--try-fixes` ran: steps per run, rounds, budget, and each fix's trial."""
+
+    warmup_steps: int
+    steps: int
+    rounds: int
+    budget_s: float
+    spent_s: float
+    trials: tuple[FixTrial, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Report:
     """What the user gets: the run's facts, the analysis, the verdict and the findings."""
@@ -704,6 +743,7 @@ class Report:
     comparison: Comparison | None = None
     whatif: WhatIf | None = None
     gpu_estimate: GpuEstimate | None = None  # "would a GPU help?" from a run without one
+    try_fixes: TryFixes | None = None  # gpucheck run --try-fixes: the offered fixes, measured
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

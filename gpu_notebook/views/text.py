@@ -126,6 +126,10 @@ def render_text(report: Report) -> str:
         for f in report.findings:
             bound = f" ({fmt_gain(f.gain_bound)})" if f.gain_bound is not None else ""
             lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
+    if report.try_fixes is not None:
+        from gpu_notebook.views.tryfix_text import render_try_fixes
+
+        lines += ["", render_try_fixes(report.try_fixes)]
     if report.comparison is not None:
         lines += ["", render_comparison(report.comparison)]
     if report.whatif is not None:

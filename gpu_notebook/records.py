@@ -175,6 +175,7 @@ class StepClockRecord:
     event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
     grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
+    lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait
 
 
 @dataclass(frozen=True)

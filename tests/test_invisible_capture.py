@@ -108,3 +108,79 @@ def clock():
     c.install()
     yield c
     c.uninstall()
+
+
+# ------------------------------------------------------------------ the user's tensors
+
+
+class _Refusing(torch.Tensor):
+    """A subclass whose ``__torch_function__`` counts every call and refuses size reads."""
+
+    calls = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.calls += 1
+        name = getattr(func, "__name__", "")
+        if name in ("dim", "size", "shape", "is_nested", "__get__"):
+            raise RuntimeError(f"refused: {name}")
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class _Counting(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", repr(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def _loader_of(batches):
+    class _Batches(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(batches)
+
+    return torch.utils.data.DataLoader(_Batches(), batch_size=None)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: t.as_subclass(_Refusing),
+        lambda t: (t.as_subclass(_Refusing), t),
+        lambda t: {"x": t.as_subclass(_Refusing)},
+    ],
+    ids=["tensor", "pair", "dict"],
+)
+def test_a_tensor_subclass_batch_never_sees_our_size_reading(clock, make):
+    batches = [make(torch.randn(4, 3)) for _ in range(5)]
+    _Refusing.calls = 0
+    seen = list(_loader_of(batches))  # the user's `for ... in loader` line: must not raise
+    assert len(seen) == 5
+    assert _Refusing.calls == 0
+    assert clock.record().event_counts["dataloader"] == 6  # 5 batches and the end
+
+
+def test_a_torch_function_mode_of_the_cell_never_sees_our_size_reading(clock):
+    loader = _loader_of([torch.randn(4, 3) for _ in range(3)])
+    it = iter(loader)
+    with _Counting() as mode:
+        for _ in range(3):
+            next(it)
+    assert not [n for n in mode.names if n in ("dim", "size", "__get__", "is_nested")], mode.names
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_batch_sizes_still_counted_for_plain_tensors_and_parameters(clock):
+    from gpu_notebook.capture.stepclock import _leading_size
+
+    assert _leading_size(torch.randn(7, 2)) == 7
+    assert _leading_size(torch.nn.Parameter(torch.randn(5, 2))) == 5
+    assert _leading_size((torch.randn(3, 2), torch.randn(3))) == 3
+    assert _leading_size({"a": torch.randn(6)}) == 6
+    assert _leading_size(torch.tensor(1.0)) is None
+    parts = [torch.randn(2), torch.randn(3)]
+    assert _leading_size(torch.nested.nested_tensor(parts)) == 2
+    assert _leading_size(torch.nested.nested_tensor(parts, layout=torch.jagged)) == 2

@@ -156,7 +156,12 @@ class StepClock:
         self.close_memory()
 
     def lean(self) -> None:
-        """Keep only the hook that ends a step; phases are no longer timed from here on.
+        """Keep only the hook that ends a step and the loader's; phases are no longer timed.
+
+        The DataLoader's ``__next__`` stays timed (two clock reads a batch): the data wait of
+        every step is what tells a loop that turns input-bound after its window (a cache that
+        runs out) from one that does not, so a whole-run split of data against the rest always
+        exists (``StepClockRecord.lean_data``).
 
         Safe to call from inside a hook: torch copies module hook dicts before iterating them,
         and the optimizer post hook (iterated lazily) is kept when it is the anchor.
@@ -170,9 +175,8 @@ class StepClock:
             handle = self._handles.pop(name, None)
             if handle is not None:
                 handle.remove()
-        for name in ("dataloader", "backward"):
-            if self.anchor != name and name in self._patches:
-                self._unpatch(name)
+        if self.anchor != "backward" and "backward" in self._patches:
+            self._unpatch("backward")
 
     def retime(self) -> None:
         """Time every phase again after ``lean()`` (steps grew long enough to afford it)."""
@@ -261,6 +265,8 @@ class StepClock:
             finally:
                 clock._last_mark_ns = end = time.perf_counter_ns()
                 clock._data_ns += max(0, end - start - ours)
+            if clock._lean:
+                return batch  # the batch size is known from the timed steps
             n = _leading_size(batch)
             if n is not None:
                 clock._samples = (clock._samples or 0) + n
@@ -461,6 +467,7 @@ class StepClock:
             event_counts=dict(self._counts),
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
+            lean_data="dataloader" in self._patches,
         )
 
 
@@ -512,30 +519,48 @@ def _leading_size(batch: Any) -> int | None:
 
     Looks into tensors, plain tuples/lists, dicts and ``UserDict``-style mappings (Hugging Face's
     ``BatchEncoding`` keeps its dict in ``.data``); anything else is left alone, so no
-    ``__len__`` or property of the user's runs. Nested tensors count their components.
+    ``__len__`` or property of the user's runs. Nested tensors count their components. Types are
+    read with ``type()`` (``isinstance`` may read a ``__class__`` property), and a tensor's size
+    with torch-function handling off: a Tensor subclass's ``__torch_function__`` and the cell's
+    torch-function modes never see our reading. A subclass of the user's with its own
+    ``__torch_dispatch__`` may compute its sizes there: it is skipped. Never raises (None: not
+    known).
     """
     import torch
 
-    for _ in range(3):  # a (inputs, targets) pair of dicts, at most three levels deep
-        if isinstance(batch, torch.Tensor):
-            if batch.is_nested:
-                return int(batch.size(0))
-            return int(batch.shape[0]) if batch.dim() > 0 else None
-        if type(batch) in (tuple, list):
-            batch = next(
-                (b for b in batch if isinstance(b, (torch.Tensor, tuple, list, dict))), None
-            )
-        elif isinstance(batch, dict):
-            batch = next(iter(dict.values(batch)), None)
-        else:
-            try:
-                data = object.__getattribute__(batch, "__dict__").get("data")
-            except AttributeError:
-                return None
-            if type(data) is not dict:
-                return None
-            batch = next(iter(data.values()), None)
+    try:
+        for _ in range(3):  # a (inputs, targets) pair of dicts, at most three levels deep
+            kind = type(batch)
+            if issubclass(kind, torch.Tensor):
+                return _tensor_leading_size(batch, kind, torch)
+            if kind in (tuple, list):
+                batch = next(
+                    (b for b in batch if issubclass(type(b), (torch.Tensor, tuple, list, dict))),
+                    None,
+                )
+            elif issubclass(kind, dict):
+                batch = next(iter(dict.values(batch)), None)
+            else:
+                try:
+                    data = object.__getattribute__(batch, "__dict__").get("data")
+                except AttributeError:
+                    return None
+                if type(data) is not dict:
+                    return None
+                batch = next(iter(dict.values(data)), None)
+    except Exception:  # noqa: BLE001 -- a batch we cannot read has no size; the loop goes on
+        return None
     return None
+
+
+def _tensor_leading_size(tensor: Any, kind: type, torch: Any) -> int | None:
+    own_dispatch = getattr(kind, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__
+    if own_dispatch and not kind.__module__.startswith("torch."):  # torch's own: NestedTensor
+        return None
+    with torch._C.DisableTorchFunction():
+        if torch.Tensor.is_nested.__get__(tensor):
+            return int(torch.Tensor.size(tensor, 0))
+        return int(torch.Tensor.size(tensor, 0)) if torch.Tensor.dim(tensor) > 0 else None
 
 
 class _QuietHandle:

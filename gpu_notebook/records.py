@@ -846,6 +846,13 @@ class RankFacts:
     grad_bytes: int | None = None
     files: tuple[str, ...] = ()  # this rank's own report / trace files
     shape: RankShape | None = None  # None: too few steps for a shape, or an older gpucheck
+    # The spread of this rank's own steps when nothing differs between ranks (10th and 90th
+    # percentile over its profiled steps): a gap between ranks inside it is noise.
+    comm_p10_s: float | None = None
+    comm_p90_s: float | None = None
+    step_p10_s: float | None = None
+    step_p90_s: float | None = None
+    host_busy_share: float | None = None  # the host's CPU busy share over the run (all processes)
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,9 @@ class Sample:
     gpus: tuple[GpuSample, ...] = ()
     steal_pct: float | None = None  # CPU time the hypervisor gave to other guests, mean over cores
     children: int | None = None  # processes below ours (DataLoader workers) at this sample
+    # Share of the interval the measured thread was ready to run but waited for a core
+    # (Linux schedstat run_delay): the machine's other work, never a sleep or a wait of its own.
+    run_wait_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -635,6 +638,8 @@ class RunShape:
     busy_slowdown: float | None = None  # their median step over the quiet steps' median
     busy_load_cores: float | None = None  # other processes' load during them (cores)
     quiet_load_cores: float | None = None  # and during the rest of the run
+    run_wait_share: float | None = None  # median share of a step the thread waited for a core
+    own_drift: float | None = None  # last/first fifth with that wait taken out of each step
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,7 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
         if (
             step > 0
             and wait - (least.comm_s or 0.0) >= STRAGGLER_THRESHOLD * step
-            and _apart(least.comm_p90_s, [r.comm_p10_s for r in others], above=False)
+            and wait - (least.comm_s or 0.0) >= _spread_of(measured, "comm")
         ):
             return _cause(least, others, "waits-least", wait)
     timed = [r for r in ranks if r.step_s]
@@ -218,11 +218,7 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
         if (
             center > 0
             and (slowest.step_s or 0.0) > center * (1 + STRAGGLER_THRESHOLD)
-            and _apart(
-                slowest.step_p10_s,
-                [r.step_p90_s for r in timed if r.rank != slowest.rank],
-                above=True,
-            )
+            and (slowest.step_s or 0.0) - center >= _spread_of(timed, "step")
         ):
             return _cause(
                 slowest, [r for r in timed if r.rank != slowest.rank], "slowest-step", None
@@ -230,15 +226,17 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
     return None
 
 
-def _apart(edge: float | None, others: Sequence[float | None], *, above: bool) -> bool:
-    """The gap is larger than the ranks' own spread: the one rank's near edge (its 10th or 90th
-    percentile) lies beyond the others' far edges (median of them). Unknown spreads (older
-    summaries, no trace) do not block: the level alone decides there, as before."""
-    known = [x for x in others if x is not None]
-    if edge is None or not known:
-        return True
-    far = statistics.median(known)
-    return edge > far if above else edge < far
+def _spread_of(ranks: Sequence[RankFacts], what: str) -> float:
+    """The ranks' no-difference spread of ``what`` ("comm" or "step"): the median over ranks of
+    half their own 10th-90th percentile range across steps. A gap between ranks inside it is
+    what any rank's steps do anyway. Unknown spreads (older summaries, no trace): 0, so the
+    level alone decides, as before."""
+    halves = []
+    for r in ranks:
+        low, high = getattr(r, f"{what}_p10_s"), getattr(r, f"{what}_p90_s")
+        if low is not None and high is not None:
+            halves.append((high - low) / 2)
+    return statistics.median(halves) if halves else 0.0
 
 
 def _cause(

@@ -56,6 +56,8 @@ def compare_runs(
         statistics.fmean(b) / statistics.fmean(v) for b, v in zip(base, var, strict=False)
     )
     verdict: SampleVerdict = fix_outcome(pooled)
-    if (verdict == "verified" and not all(r > 1.0 for r in rounds)) or (verdict == "slower" and not all(r < 1.0 for r in rounds)):
+    if (verdict == "verified" and not all(r > 1.0 for r in rounds)) or (
+        verdict == "slower" and not all(r < 1.0 for r in rounds)
+    ):
         verdict = "no measurable effect"
     return SampleComparison(pooled.speedup, pooled.low, pooled.high, rounds, verdict)

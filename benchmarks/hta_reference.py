@@ -7,8 +7,10 @@ Run in a venv of its own (HTA pulls pandas, plotly, jupyterlab), never the proje
         > tests/data/hta_reference.json
 
 Per trace: HTA's temporal breakdown (idle / compute / non-compute over the rank's kernel span),
-its idle-time breakdown (host wait, kernel wait, other; summed over streams, as HTA reports it)
-and its communication/computation overlap. Numbers only; the traces stay where they are.
+its idle-time breakdown (host wait, kernel wait, other; summed over streams, as HTA reports it),
+its communication/computation overlap and its kernel-type breakdown (shares of the busy time:
+"COMMUNICATION" alone is the exposed communication). HTA reads the profiler steps but the last
+one (``include_last_profiler_step=False``). Numbers only; the traces stay where they are.
 """
 
 from __future__ import annotations
@@ -55,6 +57,38 @@ def _figures(trace: Path) -> dict[str, Any]:
                 out[key] = json.loads(df.to_json(orient="records"))
             except Exception as exc:  # noqa: BLE001 - a peer's failure is recorded, not fatal
                 out[key] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+    return _condensed(out)
+
+
+def _condensed(raw: dict[str, Any]) -> dict[str, Any]:
+    """The figures the parity tests read, rounded; a failed analysis keeps its error."""
+    out: dict[str, Any] = {}
+    temporal = raw.get("temporal")
+    if isinstance(temporal, list) and temporal:
+        row = temporal[0]
+        out["temporal"] = {
+            "span_us": row["kernel_time(us)"],
+            "idle_pct": row["idle_time_pctg"],
+            "compute_pct": row["compute_time_pctg"],
+            "non_compute_pct": row["non_compute_time_pctg"],
+        }
+    else:
+        out["temporal"] = temporal
+    idle = raw.get("idle")
+    if isinstance(idle, list):
+        sums: dict[str, float] = {}
+        for row in idle:  # HTA sums per stream: kept as it reports it
+            key = f"{row['idle_category']}_us"
+            sums[key] = round(sums.get(key, 0.0) + float(row["idle_time"]), 1)
+        out["idle_by_stream_sum"] = sums
+    else:
+        out["idle_by_stream_sum"] = idle
+    overlap = raw.get("overlap")
+    if isinstance(overlap, list) and overlap:
+        out["comm_comp_overlap_pct"] = overlap[0]["comp_comm_overlap_pctg"]
+    kinds = raw.get("kernel_types")
+    if isinstance(kinds, list):
+        out["kernel_type_pct"] = {row["kernel_type"]: row["percentage"] for row in kinds}
     return out
 
 

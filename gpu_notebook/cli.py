@@ -222,6 +222,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             session.finish(status, error, scratch=scratch),  # type: ignore[arg-type]
             target_gpu=args.gpu,
         )
+        if args.try_fixes is not None:  # issue 26: measure the offered fixes (gpu_notebook.tryfix)
+            from gpu_notebook.tryfix.cli_hook import with_trials
+
+            report = with_trials(report, script, args.script_args, args)
         files = _write_outputs(report, args)
     info = report.run.rank
     if not args.quiet:
@@ -541,9 +545,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     names = [args.example] if args.example else list(EXAMPLES)
     code = 0
     for name in names:
-        source = EXAMPLES[name]
+        # Run what is printed: the listing's line numbers are the report's (no leading newline).
+        source = EXAMPLES[name].strip() + "\n"
         print(f"\n=== example: {name} " + "=" * max(0, 60 - len(name)))
-        print(source.strip())
+        print(source, end="")
         print("-" * 72)
         # The example's frames sit right below this function's (exec adds no Python frame):
         # rooting the stack walk here makes the example's lines the "cell's" hot lines.
@@ -632,6 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
         "'{rank}' replaced by 'job' or '.job' before the suffix)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no live line, no text report")
+    from gpu_notebook.tryfix.cli_hook import add_options as add_try_fix_options
+
+    add_try_fix_options(run)
     run.add_argument("script", help="the training script")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     run.set_defaults(func=cmd_run)

@@ -93,6 +93,8 @@ class Environment:
     nvml_message: str | None  # why NVML is not available, one line; None when it is
     driver_version: str | None = None
     gpus: tuple[GpuInfo, ...] = ()
+    usable_cores: int | None = None  # os.sched_getaffinity: the cores this process may run on
+    torch_threads: int | None = None  # torch's intra-op threads when the cell ended
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,9 @@ class StepTiming:
     backward_calls: int = 0
     batch_size: int | None = None  # leading dimension of the first tensor fed to the model
     timed: bool = True  # False once the clock went lean: only the step's duration is known
+    ours_s: float = (
+        0.0  # our own work inside the step (a profiler starting/stopping): not the code's
+    )
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,7 @@ class StepClockRecord:
     event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
     grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
+    lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait
 
 
 @dataclass(frozen=True)
@@ -502,6 +508,24 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class SampleComparison:
+    """Two runs' step-time distributions compared (analysis.compare_samples)."""
+
+    speedup: float  # throughput after / before, from the mean steps (> 1: faster)
+    low: float  # the range it lies in (seeded block bootstrap, widened by run-to-run spread)
+    high: float
+    outcome: Literal["faster", "no measurable change", "slower"]
+    before_steps: int
+    after_steps: int
+    plain_speedup: float  # every step of both runs, whatever the machine's load
+    load_before_cores: float | None = None  # other processes' load (cores), median over steps
+    load_after_cores: float | None = None
+    load_changed: bool = False
+    load_matched: bool = False  # the speedup compares steps taken under similar load only
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Comparison:
     """This run against the previous comparable one: measured gain beside the predicted bound."""
 
@@ -519,6 +543,7 @@ class Comparison:
     predicted_bound: float | None = None  # that fix's gain bound in the baseline report
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
+    samples: SampleComparison | None = None  # the distributions compared: range and outcome
 
 
 @dataclass(frozen=True)
@@ -698,6 +723,45 @@ class GpuEstimate:
     assumptions: tuple[str, ...] = ()
 
 
+# Issue 26: `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).
+FixTrialVerdict = Literal[
+    "verified", "no measurable effect", "slower", "broke the script", "skipped", "not measured"
+]
+
+
+@dataclass(frozen=True)
+class FixTrial:
+    """One offered fix run against the script as it is, in interleaved runs."""
+
+    fix_id: str
+    rule_id: str
+    title: str
+    predicted_bound: float | None  # the finding's "up to" (its range is 1x to this)
+    verdict: FixTrialVerdict
+    recommended: bool  # only a verified fix keeps "recommended"
+    speedup: float | None = None  # baseline typical step / the fix's
+    speedup_low: float | None = None  # central 95% of the bootstrap
+    speedup_high: float | None = None
+    per_round: tuple[float, ...] = ()
+    baseline_steps_s: tuple[tuple[float, ...], ...] = ()  # per run, warm-up left out
+    variant_steps_s: tuple[tuple[float, ...], ...] = ()
+    error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TryFixes:
+    """What `--try-fixes` ran: steps per run, rounds, budget, and each fix's trial."""
+
+    warmup_steps: int
+    steps: int
+    rounds: int
+    budget_s: float
+    spent_s: float
+    trials: tuple[FixTrial, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Report:
     """What the user gets: the run's facts, the analysis, the verdict and the findings."""
@@ -709,6 +773,7 @@ class Report:
     comparison: Comparison | None = None
     whatif: WhatIf | None = None
     gpu_estimate: GpuEstimate | None = None  # "would a GPU help?" from a run without one
+    try_fixes: TryFixes | None = None  # gpucheck run --try-fixes: the offered fixes, measured
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

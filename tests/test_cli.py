@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -245,12 +246,21 @@ def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):
     res = gpucheck("demo", "input-bound", "--html", str(tmp_path))
     assert res.returncode == 0, res.stderr
     assert "gpucheck: INPUT-BOUND" in res.stdout
+    # A profiled window is a profiler trace: what it does not measure says another reason.
+    assert "profiled windows: steps" in res.stdout and "no profiler trace" not in res.stdout
     hot = res.stdout.split("Hot lines:", 1)[1].split("\n\n", 1)[0]
     # The example's own lines (rooted at the demo, not at gpu_notebook's frames): the loader
     # loop or the sleep standing for decoding comes first.
     first = hot.splitlines()[1]
     assert "for x, y in loader:" in first or "time.sleep(0.020)" in first, hot
     assert "gpu_notebook" not in hot
+    # Each hot line's number is that line of the listing the demo printed above its report.
+    listing = res.stdout.split("=\n", 1)[1].split("\n" + "-" * 72, 1)[0].splitlines()
+    for line in hot.splitlines()[1:]:
+        m = re.match(r"\s*line (\d+) `([^`]*)`", line)
+        assert m, line
+        code = m.group(2).split(" #")[0]
+        assert listing[int(m.group(1)) - 1].strip().startswith(code), (line, listing)
     page = (tmp_path / "gpucheck-demo-input-bound.html").read_text()
     assert "for x, y in loader:" in page
 

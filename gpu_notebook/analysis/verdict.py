@@ -64,17 +64,63 @@ def _confidence(run: Run, analysis: Analysis) -> Confidence:
     return "low"
 
 
+def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
+    """Say both verdicts when the share that decides lies within its range of the threshold.
+
+    Data wait and host syncs decide input- and sync-bound at their critical level; when the
+    steps' range of that share (analysis.uncertainty) straddles the level, the verdict found
+    and the one across the line are both possible, and more steps would separate them.
+    """
+    from gpu_notebook.analysis.uncertainty import share_interval
+
+    stable, _ = without_stalls(analysis)
+    phases = stable.phases
+    if phases is None or phases.total_us <= 0 or verdict.category in ("unknown", "comm-bound"):
+        return verdict
+    for phase, level, name, category in (
+        ("data", INPUT_CRITICAL, "data wait", "input-bound"),
+        ("sync", SYNC_CRITICAL, "host sync", "sync-bound"),
+    ):
+        span = share_interval(phases, phase)
+        share = phases.share(phase)
+        if span is None or share is None:
+            continue
+        low, high = span
+        if not low < level <= high:
+            continue
+        other = "another verdict" if verdict.category == category else category
+        note = (
+            f"{name} {fmt_share(share)} of the step (range {fmt_share(low)}-{fmt_share(high)} "
+            f"over {len(phases.steps)} steps) lies across the {fmt_share(level)} line: "
+            f"{verdict.category} or {other} within the uncertainty; more steps (-s), a later "
+            "window or a quieter machine would separate them"
+        )
+        return dataclasses.replace(verdict, evidence=(*verdict.evidence, note), confidence="low")
+    return verdict
+
+
 def decide(run: Run, analysis: Analysis) -> Verdict:
     """The verdict, preceded by a word on the profiled window when it does not represent the run."""
-    verdict = _decide(run, analysis)
+    verdict = _within_uncertainty(analysis, _decide(run, analysis))
     shape = analysis.shape
     if shape is None or shape.represents is not False or shape.window_median_s is None:
         return verdict
     from gpu_notebook.formatting import fmt_seconds
 
     covers = shape.window_covers or 0.0
+    phases = analysis.phases
+    # A split with phases the hooks cannot see is the run's data wait + the window's rest.
+    data_split = (
+        phases is not None
+        and phases.source == "hooks"
+        and bool(set(phases.measured) - {"data", "forward", "backward", "optimizer", "other"})
+    )
     rests = (
-        "the verdict rests on hook timings of every step, weighted by their time"
+        "the run decides: the verdict rests on the data wait of every step, the rest of the "
+        "step split as in the window"
+        if analysis.window_phases is not None and data_split
+        else "the run decides: the verdict rests on hook timings of every step, weighted by "
+        "their time"
         if analysis.window_phases is not None
         else "no phase timing covers the rest: the verdict describes the window only"
     )
@@ -124,7 +170,13 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             evidence.append(f"{name}: {fmt_share(share)} of step time")
     not_measured = [p for p in ("data", "copy", "sync") if p not in phases.measured]
     if not_measured:
-        why = "no GPU to copy to" if phases.source == "trace" else "no profiler trace"
+        if phases.source == "trace":
+            why = "no GPU to copy to"
+        elif analysis.window_phases is not None or run.window.recorded_steps:
+            # The whole-run estimate comes from hook timings even though a window was profiled.
+            why = "the whole-run split is from hook timings"
+        else:
+            why = "no profiler trace"
         evidence.append(f"not measured ({why}): {', '.join(not_measured)}")
 
     busy = _gpu_busy_share(analysis)

@@ -121,11 +121,19 @@ def workers_reach(
             # torch's intra-op threads may already use every core for the model: the workers'
             # CPU work can only spread over the cores beside it.
             floor_us = max(floor_us, rest_us + cpu_us / cores)
+        if cpu_us >= 5:  # what rounds to 0.01 ms or more
+            cpu_part = (
+                f"at least {cpu_us / 1000:.2f} ms of it CPU work (from this process's CPU use) "
+                f"that {wanted} worker(s) share with the rest of the step on {cores} core(s)"
+            )
+        else:  # "at least 0.00 ms" says nothing: the loading waited (reads, sleeps)
+            cpu_part = (
+                "none of it measurably CPU work (this process's CPU use leaves it to waiting), "
+                f"so {wanted} worker(s) overlap it freely"
+            )
         lines.append(
-            f"per batch: {load_us / 1000:.2f} ms of loading in the main process, at least "
-            f"{cpu_us / 1000:.2f} ms of it CPU work (from this process's CPU use) that {wanted} "
-            f"worker(s) share with the rest of the step on {cores} core(s); the main process still "
-            f"receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+            f"per batch: {load_us / 1000:.2f} ms of loading in the main process, {cpu_part}; "
+            f"the main process still receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
         )
     else:
         floor_us = rest_us

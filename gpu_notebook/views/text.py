@@ -187,6 +187,10 @@ def render_text(report: Report) -> str:
         for f in report.findings:
             bound = f" ({fmt_gain(f.gain_bound)})" if f.gain_bound is not None else ""
             lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
+    if report.try_fixes is not None:
+        from gpu_notebook.views.tryfix_text import render_try_fixes
+
+        lines += ["", render_try_fixes(report.try_fixes)]
     if report.comparison is not None:
         lines += ["", render_comparison(report.comparison)]
     if report.whatif is not None:
@@ -255,6 +259,11 @@ def render_comparison(c: Comparison) -> str:
         if before is None and after is None:
             continue
         lines.append(f"  {phase:<11} {fmt_share(before):>9} -> {fmt_share(after):>9}")
+    if c.samples is not None:
+        from gpu_notebook.report.compare import outcome_line
+
+        lines.append(f"  {outcome_line(c)}")
+        lines.extend(f"  ({note})" for note in c.samples.notes)
     if c.fix_id:
         lines.append(f"  fix: {c.fix_id}")
     if c.gpu_equivalent is not None and c.gpu_equivalent > 0:

@@ -109,6 +109,9 @@ class GpuSample:
     pcie_rx_bytes_per_s: float | None = None
     pcie_tx_bytes_per_s: float | None = None
     temperature_c: float | None = None
+    other_processes: int | None = (
+        None  # compute processes on the GPU besides ours (None: not listed)
+    )
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ class Sample:
     per_core_cpu_pct: tuple[float, ...] = ()
     rss_bytes: int | None = None  # this process plus its children
     gpus: tuple[GpuSample, ...] = ()
+    steal_pct: float | None = None  # CPU time the hypervisor gave to other guests, mean over cores
+    children: int | None = None  # processes below ours (DataLoader workers) at this sample
 
 
 @dataclass(frozen=True)
@@ -437,6 +442,7 @@ class OpStat:
     total_us: float
     self_us: float
     device: Literal["cpu", "gpu"] = "cpu"
+    median_self_us: float | None = None  # the typical call's self time (None: older records)
 
 
 @dataclass(frozen=True)
@@ -653,6 +659,12 @@ class RunShape:
     represents: bool | None = None  # None: no window
     stalls: StallPattern | None = None
     memory: tuple[MemoryTrend, ...] = ()
+    # Steps that ran while other processes were busier than the run's quiet level
+    # (analysis.interference): left out of median, jitter, drift and stalls, named apart.
+    busy_steps: int = 0
+    busy_slowdown: float | None = None  # their median step over the quiet steps' median
+    busy_load_cores: float | None = None  # other processes' load during them (cores)
+    quiet_load_cores: float | None = None  # and during the rest of the run
 
 
 @dataclass(frozen=True)

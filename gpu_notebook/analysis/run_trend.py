@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpu_notebook.analysis.interference import busy_steps, step_load_cores
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
@@ -97,6 +98,10 @@ def run_shape(run: Run) -> RunShape | None:
         steps_read = calm_steps
     else:
         steps_read = steps
+    # Steps that ran while the rest of the machine was busier: the machine's, not the code's.
+    machine = _machine_load(run, steps_read)
+    if machine is not None:
+        steps_read = machine[0]
     index = np.fromiter((s.index for s in steps_read), dtype=np.int64)
     dur = np.fromiter((s.duration_s for s in steps_read), dtype=float)
     read_s = float(dur.sum() * weight)
@@ -121,7 +126,7 @@ def run_shape(run: Run) -> RunShape | None:
         covers = float(dur[like].sum() / dur.sum()) if dur.sum() > 0 else None
         represents = covers is None or covers >= REPRESENTS_SHARE
         window_median = float(np.median(reference_s))
-    return RunShape(
+    shape = RunShape(
         steps=round(len(all_dur) * weight),
         total_s=total_s,
         median_s=median,
@@ -138,6 +143,45 @@ def run_shape(run: Run) -> RunShape | None:
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
     )
+    if machine is not None:
+        count, slowdown, loud, quiet = machine[1]
+        shape = dataclasses.replace(
+            shape,
+            busy_steps=count,
+            busy_slowdown=slowdown,
+            busy_load_cores=loud,
+            quiet_load_cores=quiet,
+        )
+    return shape
+
+
+# Busy steps are left out only when the quiet ones stay at least this share of the steps: a
+# machine busy from start to end is the run's normal (the saturation finding names it).
+QUIET_SHARE = 0.3
+
+
+def _machine_load(
+    run: Run, steps: Sequence[StepTiming]
+) -> tuple[tuple[StepTiming, ...], tuple[int, float | None, float, float]] | None:
+    """The steps without those that ran under other processes' load, and what those showed."""
+    load = step_load_cores(run, steps)
+    busy = busy_steps(run, steps)
+    if load is None or not busy:
+        return None
+    quiet = tuple(s for s in steps if s.index not in busy)
+    if len(quiet) < max(MIN_STEPS // 2, QUIET_SHARE * len(steps)):
+        return None
+    loud = [s.duration_s for s in steps if s.index in busy]
+    quiet_median = float(np.median([s.duration_s for s in quiet]))
+    is_busy = np.fromiter((s.index in busy for s in steps), dtype=bool)
+    slowdown = float(np.median(loud)) / quiet_median if quiet_median > 0 else None
+    facts = (
+        len(loud),
+        slowdown,
+        float(np.median(load[is_busy])),
+        float(np.median(load[~is_busy])),
+    )
+    return quiet, facts
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:

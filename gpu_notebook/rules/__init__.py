@@ -33,6 +33,7 @@ from gpu_notebook.rules import (
     input,
     launch,
     logging,
+    machine,
     memory,
     precision,
     run_shape,
@@ -53,7 +54,7 @@ from gpu_notebook.rules.source_scan import SourceFacts, scan_source
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
 FAMILIES = (input, copies, syncs, logging, launch, batch, precision, backend_flags, memory,
-            shapes, compile, inference, distributed, run_shape)  # fmt: skip
+            shapes, compile, inference, distributed, run_shape, machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
 
 # Profiled steps this much slower than unprofiled ones are worth a word in the evidence.

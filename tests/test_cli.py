@@ -201,7 +201,7 @@ def test_analyze_one_gpu_trace(tmp_path):
     _need_reference()
     res = gpucheck("analyze", str(REFERENCE / "v100_world1_rank0.json.gz"))
     assert res.returncode == 0, res.stderr
-    assert "GPU timeline: busy" in res.stdout
+    assert "GPU timeline (window: " in res.stdout and "busy " in res.stdout
     assert "Across" not in res.stdout
 
 
@@ -263,6 +263,21 @@ def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):
         assert listing[int(m.group(1)) - 1].strip().startswith(code), (line, listing)
     page = (tmp_path / "gpucheck-demo-input-bound.html").read_text()
     assert "for x, y in loader:" in page
+    # README quotes this demo's report: each quoted line is one the demo printed (figures aside).
+    for quoted in readme_demo_lines():
+        pattern = re.escape(quoted.strip()).replace(r"\ ", " ")
+        pattern = re.sub(r"\d+(?:\\\.\d+)?", r"\\d+(?:\\.\\d+)?", pattern)
+        pattern = pattern.replace("confidence: high", r"confidence: \w+")  # a busy machine's
+        assert any(re.fullmatch(pattern, line.strip()) for line in res.stdout.splitlines()), quoted
+
+
+def readme_demo_lines() -> list[str]:
+    """The lines README.md quotes from the input-bound demo (its ``demo-output`` block)."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme.split("<!-- demo-output", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip()]
+    assert len(lines) >= 3, block
+    return lines
 
 
 # ------------------------------------------------------------------ the script behaves as without us

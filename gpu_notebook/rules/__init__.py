@@ -254,7 +254,7 @@ def _live_loader_proposal(
         # accelerator.prepare() wraps the user's DataLoader (a DataLoaderShard): rebuilt as a
         # plain DataLoader it would lose its sharding and device placement. The user acts on
         # the loader they pass to prepare().
-        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
+        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, False))
         return to_proposal(
             Refusal(
                 "dataloader_workers",
@@ -270,7 +270,7 @@ def _live_loader_proposal(
         persistent_workers=bool(params.get("persistent_workers", True)),
     )
     settings = ", ".join(
-        f"{k}={v}" for k, v in params.items() if v is not None and k != "prefetch_factor"
+        f"{k}={v}" for k, v in params.items() if v not in (None, False) and k != "prefetch_factor"
     )
     note = f"rebuilt from the live `{loader.name}`: {settings}"
     return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))

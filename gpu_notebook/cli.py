@@ -466,7 +466,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                     "\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate))
                 )
     if len(ranked) > 1 or any(w is not None and w > 1 for _, _, _, w in ranked):
-        job = _job_from_traces(ranked)
+        doubts = _not_one_job(ranked)
+        if doubts:
+            print(
+                f"gpucheck: warning: these {len(ranked)} traces do not look like one job: "
+                + "; ".join(doubts)
+                + ". The summary below reads them as one anyway.",
+                file=sys.stderr,
+            )
+        job = _job_from_traces(ranked, doubts)
         print()
         print(_render_job(job))
         if getattr(args, "job_json", None):
@@ -486,7 +494,34 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> Any:
+def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> list[str]:
+    from datetime import datetime
+
+    from gpu_notebook.report.one_job import TraceFacts, not_one_job
+
+    def start_s(report: Any) -> float | None:
+        try:
+            return datetime.fromisoformat(report.run.started_at).timestamp()
+        except ValueError:  # "": the trace does not say when it started
+            return None
+
+    return not_one_job(
+        [
+            TraceFacts(
+                f.name,
+                rank,
+                world,
+                report.run.rank.host if report.run.rank is not None else "",
+                start_s(report),
+            )
+            for f, report, rank, world in ranked
+        ]
+    )
+
+
+def _job_from_traces(
+    ranked: Sequence[tuple[Path, Any, int | None, int | None]], doubts: Sequence[str] = ()
+) -> Any:
     from gpu_notebook.records import RankInfo
     from gpu_notebook.report.job import job_report, rank_facts
 
@@ -500,7 +535,7 @@ def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]])
     world = max([*worlds, len(ranked)])
     # The what-if of the job: the lowest rank's (one rank stands for all in data parallel).
     first = min(ranked, key=lambda x: (x[2] is None, x[2] or 0))[1]
-    notes = []
+    notes = [f"maybe not one job: {d}" for d in doubts]
     if len(ranked) < world:
         notes.append(
             f"{len(ranked)} of the job's {world} ranks' traces are here: the rest are named missing"

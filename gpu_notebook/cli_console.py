@@ -25,13 +25,27 @@ def take_stderr() -> None:
     if _stream is not None:
         return
     try:
-        fd = os.dup(2)  # non-inheritable (PEP 446)
+        fd = _high_dup(2)
     except OSError:
         return
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
     _stream = open(  # noqa: SIM115 - lives as long as the process
         fd, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=True
     )
+
+
+def _high_dup(fd: int) -> int:
+    """A close-on-exec copy of ``fd`` numbered high (half the descriptor limit): the script's
+    own next ``open`` gets the number it gets without us (a script may print or pass it)."""
+    import fcntl
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    base = max(3, min(soft, 1 << 16) // 2)
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base)
+    except OSError:
+        return os.dup(fd)  # non-inheritable too (PEP 446)
 
 
 def stream() -> IO[str]:

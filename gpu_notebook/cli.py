@@ -221,7 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # report is the parent's alone, and the child exits as it would without us.
         _exit_forked_child(code)
     try:
-        report, files = _report_and_files(session, status, error, args, outputs)
+        report, files = _report_and_files(session, status, error, args, outputs, script)
     except KeyboardInterrupt:
         # Ctrl-C while we build the report: none, and the process ends by SIGINT as Python's.
         say("gpucheck: interrupted: no report")
@@ -243,7 +243,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _report_and_files(
-    session: Any, status: str, error: str | None, args: argparse.Namespace, outputs: Any
+    session: Any,
+    status: str,
+    error: str | None,
+    args: argparse.Namespace,
+    outputs: Any,
+    script: Path,
 ) -> tuple[Any, list[str]]:
     """The report, built in a private folder that a SIGTERM then does not leave behind."""
     import shutil
@@ -258,6 +263,10 @@ def _report_and_files(
         cleanup_before_signal_death(lambda: shutil.rmtree(scratch, ignore_errors=True)),
     ):
         report = build_report(session.finish(status, error, scratch=scratch), target_gpu=args.gpu)
+        if args.try_fixes is not None:  # issue 26: measure the offered fixes (gpu_notebook.tryfix)
+            from gpu_notebook.tryfix.cli_hook import with_trials
+
+            report = with_trials(report, script, args.script_args, args)
         files = _write_outputs(report, outputs)
     return report, files
 
@@ -587,7 +596,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 )
     json_out, job_out = outputs
     if len(ranked) > 1 or any(w is not None and w > 1 for _, _, _, w in ranked):
-        job = _job_from_traces(ranked)
+        doubts = _not_one_job(ranked)
+        if doubts:
+            say(
+                f"gpucheck: warning: these {len(ranked)} traces do not look like one job: "
+                + "; ".join(doubts)
+                + ". The summary below reads them as one anyway."
+            )
+        job = _job_from_traces(ranked, doubts)
         show()
         show(_render_job(job))
         if job_out is not None:
@@ -624,7 +640,34 @@ def _written(path: str, option: str, text: str) -> list[str]:
     return [why]
 
 
-def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> Any:
+def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> list[str]:
+    from datetime import datetime
+
+    from gpu_notebook.report.one_job import TraceFacts, not_one_job
+
+    def start_s(report: Any) -> float | None:
+        try:
+            return datetime.fromisoformat(report.run.started_at).timestamp()
+        except ValueError:  # "": the trace does not say when it started
+            return None
+
+    return not_one_job(
+        [
+            TraceFacts(
+                f.name,
+                rank,
+                world,
+                report.run.rank.host if report.run.rank is not None else "",
+                start_s(report),
+            )
+            for f, report, rank, world in ranked
+        ]
+    )
+
+
+def _job_from_traces(
+    ranked: Sequence[tuple[Path, Any, int | None, int | None]], doubts: Sequence[str] = ()
+) -> Any:
     from gpu_notebook.records import RankInfo
     from gpu_notebook.report.job import job_report, rank_facts
 
@@ -638,7 +681,7 @@ def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]])
     world = max([*worlds, len(ranked)])
     # The what-if of the job: the lowest rank's (one rank stands for all in data parallel).
     first = min(ranked, key=lambda x: (x[2] is None, x[2] or 0))[1]
-    notes = []
+    notes = [f"maybe not one job: {d}" for d in doubts]
     if len(ranked) < world:
         notes.append(
             f"{len(ranked)} of the job's {world} ranks' traces are here: the rest are named missing"
@@ -693,9 +736,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     names = [args.example] if args.example else list(EXAMPLES)
     code = 0
     for name in names:
-        source = EXAMPLES[name]
+        # Run what is printed: the listing's line numbers are the report's (no leading newline).
+        source = EXAMPLES[name].strip() + "\n"
         print(f"\n=== example: {name} " + "=" * max(0, 60 - len(name)))
-        print(source.strip())
+        print(source, end="")
         print("-" * 72)
         # The example's frames sit right below this function's (exec adds no Python frame):
         # rooting the stack walk here makes the example's lines the "cell's" hot lines.
@@ -784,6 +828,9 @@ def build_parser() -> argparse.ArgumentParser:
         "'{rank}' replaced by 'job' or '.job' before the suffix)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no live line, no text report")
+    from gpu_notebook.tryfix.cli_hook import add_options as add_try_fix_options
+
+    add_try_fix_options(run)
     run.add_argument("script", help="the training script")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     run.set_defaults(func=cmd_run)

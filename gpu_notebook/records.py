@@ -93,6 +93,8 @@ class Environment:
     nvml_message: str | None  # why NVML is not available, one line; None when it is
     driver_version: str | None = None
     gpus: tuple[GpuInfo, ...] = ()
+    usable_cores: int | None = None  # os.sched_getaffinity: the cores this process may run on
+    torch_threads: int | None = None  # torch's intra-op threads when the cell ended
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,9 @@ class GpuSample:
     pcie_rx_bytes_per_s: float | None = None
     pcie_tx_bytes_per_s: float | None = None
     temperature_c: float | None = None
+    other_processes: int | None = (
+        None  # compute processes on the GPU besides ours (None: not listed)
+    )
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ class Sample:
     per_core_cpu_pct: tuple[float, ...] = ()
     rss_bytes: int | None = None  # this process plus its children
     gpus: tuple[GpuSample, ...] = ()
+    steal_pct: float | None = None  # CPU time the hypervisor gave to other guests, mean over cores
+    children: int | None = None  # processes below ours (DataLoader workers) at this sample
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,9 @@ class StepTiming:
     backward_calls: int = 0
     batch_size: int | None = None  # leading dimension of the first tensor fed to the model
     timed: bool = True  # False once the clock went lean: only the step's duration is known
+    ours_s: float = (
+        0.0  # our own work inside the step (a profiler starting/stopping): not the code's
+    )
 
 
 @dataclass(frozen=True)
@@ -170,6 +180,10 @@ class StepClockRecord:
     event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
     grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
+    lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait
+    # The DataLoader the loop read most batches from, as its iterator ran (None: no loader).
+    loader_num_workers: int | None = None
+    loader_pin_memory: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -351,6 +365,8 @@ class PhaseBreakdown:
     total_us: float
     phase_total_us: Mapping[str, float]
     measured: tuple[str, ...]  # phases this source can see (others: not measured)
+    # "inference": no backward and no optimizer anywhere in what was measured; None: unknown.
+    workload: Literal["training", "inference"] | None = None
 
     def share(self, phase: str) -> float | None:
         """Fraction of the recorded step time spent in ``phase``; None when not measured."""
@@ -383,9 +399,37 @@ class GpuTimeline:
     comm_us: float  # collective kernels (nccl / rccl)
     memset_us: float
     copies: tuple[CopyStats, ...] = ()
-    gpu_phase_us: Mapping[str, float] = field(default_factory=dict)  # kernel time by launch phase
+    # GPU time (kernels, copies, memsets) by the host phase of the op that launched it.
+    gpu_phase_us: Mapping[str, float] = field(default_factory=dict)
     tensor_core_kernel_us: float | None = None
     devices: tuple[int, ...] = ()
+    # Which window the figures above describe: the profiled steps' host span, the GPU span
+    # (first to last activity launched inside the trace: HTA's and TraceLens's), or the caller's.
+    window_source: Literal["steps", "gpu_span", "caller"] = "gpu_span"
+    window_start_us: float | None = None  # trace clock
+    span_us: float | None = None  # the GPU span, and its busy time (both on the same activity)
+    span_busy_us: float | None = None
+    before_trace_us: float = 0.0  # activity in the window whose launch precedes the trace
+    # Parts of the host wait: the host thread was in a data wait / host copy, or in a sync.
+    idle_data_wait_us: float = 0.0
+    idle_sync_wait_us: float = 0.0
+    compute_us: float = 0.0  # union of the non-collective kernels
+    comm_busy_us: float = 0.0  # union of the collective kernels
+    comm_exposed_us: float = 0.0  # ... where no computation runs (HTA's / TraceLens's exposed)
+    memcpy_exposed_us: float = 0.0  # copies and memsets where no kernel runs
+    collectives: int = 0  # collective kernels in the window
+    graph_launches: int = 0  # cudaGraphLaunch / hipGraphLaunch calls in the trace
+    graph_us: float = 0.0  # GPU time of the work those launches replayed
+    kernel_launches: int = 0  # kernel launch calls in the trace
+    launches_without_work: int = 0  # ... whose kernel never ran (recorded into a graph)
+    capture: bool = False  # the trace is a CUDA/HIP graph capture, not a step
+
+    @property
+    def comm_overlap_share(self) -> float | None:
+        """Share of the collective time overlapped by computation; None without collectives."""
+        if self.comm_busy_us <= 0:
+            return None
+        return 1.0 - self.comm_exposed_us / self.comm_busy_us
 
     @property
     def busy_share(self) -> float:
@@ -401,6 +445,7 @@ class OpStat:
     total_us: float
     self_us: float
     device: Literal["cpu", "gpu"] = "cpu"
+    median_self_us: float | None = None  # the typical call's self time (None: older records)
 
 
 @dataclass(frozen=True)
@@ -472,6 +517,24 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class SampleComparison:
+    """Two runs' step-time distributions compared (analysis.compare_samples)."""
+
+    speedup: float  # throughput after / before, from the mean steps (> 1: faster)
+    low: float  # the range it lies in (seeded block bootstrap, widened by run-to-run spread)
+    high: float
+    outcome: Literal["faster", "no measurable change", "slower"]
+    before_steps: int
+    after_steps: int
+    plain_speedup: float  # every step of both runs, whatever the machine's load
+    load_before_cores: float | None = None  # other processes' load (cores), median over steps
+    load_after_cores: float | None = None
+    load_changed: bool = False
+    load_matched: bool = False  # the speedup compares steps taken under similar load only
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Comparison:
     """This run against the previous comparable one: measured gain beside the predicted bound."""
 
@@ -489,6 +552,7 @@ class Comparison:
     predicted_bound: float | None = None  # that fix's gain bound in the baseline report
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
+    samples: SampleComparison | None = None  # the distributions compared: range and outcome
 
 
 @dataclass(frozen=True)
@@ -598,6 +662,12 @@ class RunShape:
     represents: bool | None = None  # None: no window
     stalls: StallPattern | None = None
     memory: tuple[MemoryTrend, ...] = ()
+    # Steps that ran while other processes were busier than the run's quiet level
+    # (analysis.interference): left out of median, jitter, drift and stalls, named apart.
+    busy_steps: int = 0
+    busy_slowdown: float | None = None  # their median step over the quiet steps' median
+    busy_load_cores: float | None = None  # other processes' load during them (cores)
+    quiet_load_cores: float | None = None  # and during the rest of the run
 
 
 @dataclass(frozen=True)
@@ -668,6 +738,45 @@ class GpuEstimate:
     assumptions: tuple[str, ...] = ()
 
 
+# Issue 26: `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).
+FixTrialVerdict = Literal[
+    "verified", "no measurable effect", "slower", "broke the script", "skipped", "not measured"
+]
+
+
+@dataclass(frozen=True)
+class FixTrial:
+    """One offered fix run against the script as it is, in interleaved runs."""
+
+    fix_id: str
+    rule_id: str
+    title: str
+    predicted_bound: float | None  # the finding's "up to" (its range is 1x to this)
+    verdict: FixTrialVerdict
+    recommended: bool  # only a verified fix keeps "recommended"
+    speedup: float | None = None  # baseline typical step / the fix's
+    speedup_low: float | None = None  # central 95% of the bootstrap
+    speedup_high: float | None = None
+    per_round: tuple[float, ...] = ()
+    baseline_steps_s: tuple[tuple[float, ...], ...] = ()  # per run, warm-up left out
+    variant_steps_s: tuple[tuple[float, ...], ...] = ()
+    error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TryFixes:
+    """What `--try-fixes` ran: steps per run, rounds, budget, and each fix's trial."""
+
+    warmup_steps: int
+    steps: int
+    rounds: int
+    budget_s: float
+    spent_s: float
+    trials: tuple[FixTrial, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Report:
     """What the user gets: the run's facts, the analysis, the verdict and the findings."""
@@ -679,6 +788,7 @@ class Report:
     comparison: Comparison | None = None
     whatif: WhatIf | None = None
     gpu_estimate: GpuEstimate | None = None  # "would a GPU help?" from a run without one
+    try_fixes: TryFixes | None = None  # gpucheck run --try-fixes: the offered fixes, measured
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,7 +201,7 @@ def test_analyze_one_gpu_trace(tmp_path):
     _need_reference()
     res = gpucheck("analyze", str(REFERENCE / "v100_world1_rank0.json.gz"))
     assert res.returncode == 0, res.stderr
-    assert "GPU timeline: busy" in res.stdout
+    assert "GPU timeline (window: " in res.stdout and "busy " in res.stdout
     assert "Across" not in res.stdout
 
 
@@ -221,7 +222,7 @@ def test_the_gpucheck_entry_point_is_installed():
 def test_compare_prints_the_before_after_of_two_runs(input_bound_script, tmp_path):
     faster = tmp_path / "train_fast.py"
     faster.write_text(
-        input_bound_script.read_text().replace("time.sleep(0.020)", "time.sleep(0.002)")
+        input_bound_script.read_text().replace("time.sleep(0.060)", "time.sleep(0.002)")
     )
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert gpucheck("run", "-q", "--json", str(a), str(input_bound_script)).returncode == 0
@@ -245,14 +246,38 @@ def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):
     res = gpucheck("demo", "input-bound", "--html", str(tmp_path))
     assert res.returncode == 0, res.stderr
     assert "gpucheck: INPUT-BOUND" in res.stdout
+    # A profiled window is a profiler trace: what it does not measure says another reason.
+    assert "profiled windows: steps" in res.stdout and "no profiler trace" not in res.stdout
     hot = res.stdout.split("Hot lines:", 1)[1].split("\n\n", 1)[0]
     # The example's own lines (rooted at the demo, not at gpu_notebook's frames): the loader
     # loop or the sleep standing for decoding comes first.
     first = hot.splitlines()[1]
-    assert "for x, y in loader:" in first or "time.sleep(0.020)" in first, hot
+    assert "for x, y in loader:" in first or "time.sleep(0.060)" in first, hot
     assert "gpu_notebook" not in hot
+    # Each hot line's number is that line of the listing the demo printed above its report.
+    listing = res.stdout.split("=\n", 1)[1].split("\n" + "-" * 72, 1)[0].splitlines()
+    for line in hot.splitlines()[1:]:
+        m = re.match(r"\s*line (\d+) `([^`]*)`", line)
+        assert m, line
+        code = m.group(2).split(" #")[0]
+        assert listing[int(m.group(1)) - 1].strip().startswith(code), (line, listing)
     page = (tmp_path / "gpucheck-demo-input-bound.html").read_text()
     assert "for x, y in loader:" in page
+    # README quotes this demo's report: each quoted line is one the demo printed (figures aside).
+    for quoted in readme_demo_lines():
+        pattern = re.escape(quoted.strip()).replace(r"\ ", " ")
+        pattern = re.sub(r"\d+(?:\\\.\d+)?", r"\\d+(?:\\.\\d+)?", pattern)
+        pattern = pattern.replace("confidence: high", r"confidence: \w+")  # a busy machine's
+        assert any(re.fullmatch(pattern, line.strip()) for line in res.stdout.splitlines()), quoted
+
+
+def readme_demo_lines() -> list[str]:
+    """The lines README.md quotes from the input-bound demo (its ``demo-output`` block)."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme.split("<!-- demo-output", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip()]
+    assert len(lines) >= 3, block
+    return lines
 
 
 # ------------------------------------------------------------------ the script behaves as without us

@@ -60,7 +60,7 @@ def test_a_proposed_cell_is_compared_with_the_run_that_proposed_it():
         CELL, step_median_s=0.4, started_at=at(1),
         findings=[syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED, bound=3.5)],
     )  # fmt: skip
-    fixed = syn.make_report(FIXED, step_median_s=0.1, started_at=at(2))
+    fixed = syn.make_report(FIXED, step_median_s=0.1, started_at=at(2), gpus=[syn.gpu()])
     baseline = find_baseline([proposer, fixed], fixed)
     assert baseline is proposer
     c = compare(baseline, fixed)
@@ -80,10 +80,18 @@ def test_a_proposed_cell_is_compared_with_the_run_that_proposed_it():
 def test_rerunning_the_original_cell_compares_without_claiming_a_fix():
     proposer = syn.make_report(CELL, step_median_s=0.4, started_at=at(1),
                                findings=[syn.proposal_finding("dataloader_workers", FIXED, bound=3.5)])  # fmt: skip
-    again = syn.make_report(CELL, step_median_s=0.5, started_at=at(2))
+    again = syn.make_report(CELL, step_median_s=0.5, started_at=at(2), gpus=[syn.gpu()])
     c = compare(find_baseline([proposer], again), again)
     assert c.fix_id is None and c.predicted_bound is None
     assert c.speedup == pytest.approx(0.8) and c.gpu_equivalent == pytest.approx(-0.2)
+
+
+def test_a_run_without_a_gpu_claims_no_gpu_equivalent():
+    before = syn.make_report(CELL, step_median_s=0.4, started_at=at(1))
+    after = syn.make_report(CELL, step_median_s=0.1, started_at=at(2))
+    c = compare(before, after)
+    assert c.speedup == pytest.approx(4.0)
+    assert c.gpu_equivalent is None  # no "the throughput of 3 more GPUs of this kind" on a CPU
 
 
 def test_speedup_is_throughput_when_the_batch_size_changed():
@@ -95,7 +103,7 @@ def test_speedup_is_throughput_when_the_batch_size_changed():
 
 def test_money_saved_per_thousand_steps():
     before = syn.make_report(CELL, step_median_s=0.36, started_at=at(1))
-    after = syn.make_report(CELL, step_median_s=0.12, started_at=at(2))
+    after = syn.make_report(CELL, step_median_s=0.12, started_at=at(2), gpus=[syn.gpu()])
     c = compare(before, after, price_per_gpu_hour=3.0)
     # 1000 steps: 360 s before, 120 s after -> 240 s saved = 1/15 h at 3.0/h
     assert c.cost_saved_per_1000_steps == pytest.approx(240 / 3600 * 3.0)

@@ -372,3 +372,23 @@ def test_screenshot_folder_is_git_ignored() -> None:
         ["git", "check-ignore", "-q", "test-artifacts/x.png"], cwd=root, check=False
     )
     assert result.returncode == 0, "test-artifacts/ must stay out of git"
+
+
+@pytest.mark.parametrize("represents", [True, False])
+def test_the_run_shape_sentences_keep_their_spaces(represents: bool) -> None:
+    from gpu_notebook.records import RunSegment, RunShape
+    from gpu_notebook.views.html import run_shape_section
+    from tests.scenarios import synthetic as syn
+
+    seg = RunSegment(first_step=2, last_step=4, median_s=0.01, total_s=0.03)
+    shape = RunShape(
+        steps=100, total_s=1.0, median_s=0.01, p90_s=0.012, jitter=1.2, first_median_s=0.01,
+        last_median_s=0.01, slope_s_per_step=0.0, segments=(seg,) * 10, windows=(seg,),
+        window_median_s=0.01, window_covers=0.9 if represents else 0.2, represents=represents,
+    )  # fmt: skip
+    rep = syn.make_report("for x in loader:\n    step(x)\n", step_median_s=0.01)
+    rep = dataclasses.replace(rep, analysis=dataclasses.replace(rep.analysis, shape=shape))
+    text = re.sub(r"<[^>]+>", "", run_shape_section(rep))
+    assert "steps 2-4. Steps like theirs hold" in text, text
+    then = "the window does not represent" if not represents else "the window represents"
+    assert f"of the run's time: {then}" in text, text

@@ -54,4 +54,23 @@ def read_environment() -> Environment:
         nvml_message=status.message,
         driver_version=nvml.driver_version() if status.available else None,
         gpus=nvml.gpu_infos() if status.available else (),
+        usable_cores=usable_cores(),
     )
+
+
+def usable_cores() -> int | None:
+    """The cores this process may run on (its CPU affinity), None where it cannot be read."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def torch_threads() -> int | None:
+    """torch's intra-op threads now, from an already imported torch only (never imports it)."""
+    torch = sys.modules.get("torch")
+    get = getattr(torch, "get_num_threads", None)
+    try:
+        return int(get()) if get is not None else None
+    except Exception:  # noqa: BLE001 -- a half-imported torch: not known
+        return None

@@ -30,27 +30,112 @@ USER_PROFILER_MESSAGE = (
 )
 
 
+# Kineto's logger (libkineto::Logger::severityLevel_, exported by libtorch_cpu): it prints what
+# is at or above this level on the process's stderr. Levels: VERBOSE 0, INFO 1, WARNING 2,
+# STAGE 3, ERROR 4, USDT 5 ("profiler_start"/"profiler_stop" on every start and stop).
+_KINETO_LEVEL_SYMBOL = "_ZN9libkineto6Logger14severityLevel_E"
+_KINETO_SILENT = 6  # above every level it has
+_KINETO_DEFAULT = 4  # what its first start sets without KINETO_LOG_LEVEL (ERROR: USDT shows)
+_kineto_level_cell: list[Any] = []  # [c_int or None], looked up once
+
+
+def _kineto_level() -> Any:
+    """Kineto's severity level as a ctypes int in libtorch_cpu, or None (another build)."""
+    if not _kineto_level_cell:
+        level = None
+        with suppress(OSError, ValueError, AttributeError, ImportError):
+            import ctypes
+
+            import torch
+
+            lib_dir = Path(torch.__file__).parent / "lib"
+            for lib in sorted(lib_dir.glob("libtorch_cpu.*")):
+                # RTLD_NOLOAD: only the copy torch already loaded, never a second one.
+                handle = ctypes.CDLL(str(lib), mode=os.RTLD_NOLOAD)
+                level = ctypes.c_int.in_dll(handle, _KINETO_LEVEL_SYMBOL)
+                break
+        _kineto_level_cell.append(level)
+    return _kineto_level_cell[0]
+
+
+def _level_from_env(value: str | None) -> int:
+    """The level Kineto's first start reads from ``KINETO_LOG_LEVEL`` (unset: its default)."""
+    try:
+        return int(value) if value is not None else _KINETO_DEFAULT
+    except ValueError:
+        return _KINETO_DEFAULT
+
+
 @contextmanager
 def _kineto_quiet() -> Iterator[None]:
-    """fd 2 to /dev/null for the length of one of our profiler calls (Kineto's C++ logging).
+    """Kineto's own log lines off for the length of one of our profiler calls, and only those.
 
-    Python's own ``sys.stderr`` is flushed first; in a kernel it is not fd 2 at all.
+    Kineto prints "USDT: profiler_start/stop" on the process's stderr at every start and stop,
+    which ipykernel forwards into the cell's output. fd 2 is never touched (pointing it away
+    also dropped what the program's other threads, C extensions and subprocesses wrote there
+    meanwhile): Kineto's level is raised for our call and put back after. Its logger reads
+    ``KINETO_LOG_LEVEL`` once, at its first start: when that first start is ours, the variable
+    is set for that call only, and the level is then put where the user's setting (or Kineto's
+    default) would have put it, so the user's own profiler later prints as without us.
     """
-    with suppress(OSError, ValueError, AttributeError):  # closed, or replaced without flush
-        sys.stderr.flush()
-    try:
-        saved = os.dup(2)
-    except OSError:  # no fd 2 (a daemon, a GUI app): nothing to silence
+    level = _kineto_level()
+    if level is None:  # a build without the symbol: Kineto's lines pass, stderr stays whole
         yield
         return
-    devnull = os.open(os.devnull, os.O_WRONLY)
+    before = int(level.value)
+    if before != 0:  # initialised (0 is also VERBOSE: then treated as not yet, which is safe)
+        level.value = _KINETO_SILENT
+        try:
+            yield
+        finally:
+            level.value = before
+        return
+    user_env = os.environ.get("KINETO_LOG_LEVEL")
+    os.environ["KINETO_LOG_LEVEL"] = str(_KINETO_SILENT)
+    level.value = _KINETO_SILENT
     try:
-        os.dup2(devnull, 2)
         yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+        if user_env is None:
+            os.environ.pop("KINETO_LOG_LEVEL", None)
+        else:
+            os.environ["KINETO_LOG_LEVEL"] = user_env
+        level.value = _level_from_env(user_env)
+
+
+@contextmanager
+def _no_inductor_import() -> Iterator[None]:
+    """Start torch's profiler without importing ``torch._inductor`` (and dynamo) for it.
+
+    ``torch.profiler.profile.prepare_trace`` asks ``hasattr(torch, "_inductor")`` to read
+    inductor's cudagraphs setting, and torch's lazy ``__getattr__`` answers by importing
+    inductor and dynamo: some 800 modules, 1.4-5 s inside the user's loop at the first window
+    of a process (the first cell paid it; a 5 ms-step loop reported it as data wait). When the
+    program has not imported inductor, nothing it compiled can use cudagraphs, and the answer
+    the lookup wants is False: for the length of our own start, the profiler module's
+    ``hasattr`` says so without the import. Any other lookup goes to the builtin unchanged; the
+    name is removed again after the start (it is never there otherwise).
+    """
+    import builtins
+
+    import torch
+    import torch.profiler.profiler as profiler_mod
+
+    if "torch._inductor" in sys.modules or "hasattr" in vars(profiler_mod):
+        yield  # imported already (the lookup is free) or not ours to shadow
+        return
+
+    def hasattr_without_import(obj: object, name: str) -> bool:
+        if obj is torch and name == "_inductor":
+            return "torch._inductor" in sys.modules
+        return builtins.hasattr(obj, name)
+
+    profiler_mod.hasattr = hasattr_without_import
+    try:
+        yield
+    finally:
+        if vars(profiler_mod).get("hasattr") is hasattr_without_import:
+            del profiler_mod.hasattr
 
 
 @contextmanager
@@ -213,13 +298,11 @@ class ProfilerWindow:
         if self._cuda:
             activities.append(ProfilerActivity.CUDA)
         prof = torch.profiler.profile(activities=activities, record_shapes=self._record_shapes)
-        # Kineto prints "USDT: profiler_start/stop" lines on the process's stderr (fd 2), which
-        # ipykernel forwards into the cell's output. They are silenced for our own start and
-        # stop only: KINETO_LOG_LEVEL would be read once, at Kineto's first start, and would
-        # then silence the user's own profiler for the rest of the process.
+        # Kineto's "USDT: profiler_start/stop" lines are silenced for our own start and stop
+        # only (_kineto_quiet); the process's stderr is left alone.
         self._starting = True
         try:
-            with _kineto_quiet(), _no_new_warning_filters():
+            with _kineto_quiet(), _no_new_warning_filters(), _no_inductor_import():
                 prof.start()
         finally:
             self._starting = False

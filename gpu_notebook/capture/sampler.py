@@ -23,6 +23,7 @@ what the ticks actually cost.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import threading
@@ -320,6 +321,7 @@ class _Probe:
             process_cpu_pct = self.process.cpu_percent()
             rss_bytes = self.process.memory_info().rss
         children_cpu_pct, children_rss_bytes = self._read_children()
+        before = self.cpu_times
         per_core = self._read_cores()
         gpus, lost = self._read_gpus(interval_s)
         sample = Sample(
@@ -332,6 +334,8 @@ class _Probe:
             # (exact USS would need /proc/<pid>/smaps, far too slow per tick).
             rss_bytes=rss_bytes + children_rss_bytes,
             gpus=gpus,
+            steal_pct=_steal_pct(before, self.cpu_times),
+            children=len(self.children),
         )
         return sample, lost
 
@@ -405,11 +409,25 @@ class _Probe:
         lost: list[int] = []
         for index in self.gpus:
             try:
-                readings.append(nvml.read_gpu(index, pcie=index in with_pcie))
+                reading = nvml.read_gpu(index, pcie=index in with_pcie)
+                readings.append(self._with_others(index, reading))
             except nvml.GpuLostError:
                 lost.append(index)
         self.gpus = [index for index in self.gpus if index not in lost]
         return tuple(readings), lost
+
+    def _with_others(self, index: int, reading: GpuSample) -> GpuSample:
+        """The reading with the count of other processes computing on the GPU (interference):
+        not ours, not our children. NVML may refuse the list (containers): then not known."""
+        try:
+            listed = nvml.gpu_processes(index)
+        except (IndexError, nvml.GpuLostError):
+            return reading
+        if listed is None:
+            return reading
+        ours = {self.process.pid, *self.children}
+        others = sum(1 for p in listed if p.pid not in ours)
+        return dataclasses.replace(reading, other_processes=others)
 
     def _pcie_turn(self, interval_s: float) -> set[int]:
         """The GPUs whose PCIe counters are read this tick (all of them unless too many)."""
@@ -455,6 +473,17 @@ def _proc_descendants(pid: int) -> list[int] | None:
                 todo.append(int(word))
         first = False
     return found
+
+
+def _steal_pct(before: Sequence[Any], after: Sequence[Any]) -> float | None:
+    """Mean share of the cores' time stolen by the hypervisor between two readings (Linux)."""
+    if not before or len(before) != len(after) or not hasattr(after[0], "steal"):
+        return None
+    total = sum(_total_s(b) - _total_s(a) for a, b in zip(before, after, strict=True))
+    if total <= 0:
+        return None
+    stolen = sum(float(b.steal) - float(a.steal) for a, b in zip(before, after, strict=True))
+    return min(100.0, max(0.0, 100.0 * stolen / total))
 
 
 def _busy_pct(before: Any, after: Any) -> float:

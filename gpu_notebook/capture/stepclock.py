@@ -57,8 +57,9 @@ _PRIORITY: dict[str, int] = {
 BoundaryListener = Callable[[int], None]
 
 # One kept step: (index, start_ns, end_ns, data_ns, forward_ns, backward_ns, optimizer_ns,
-# forward_calls, backward_calls, batch_size, timed). Tuples, not records: this runs every step.
-_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool]
+# forward_calls, backward_calls, batch_size, timed, ours_ns). Tuples, not records: this runs
+# every step.
+_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool, int]
 
 
 class StepClock:
@@ -103,6 +104,10 @@ class StepClock:
         self._fwd_calls = 0
         self._bwd_calls = 0
         self._batch_size: int | None = None
+        # Our own work inside the open step (the boundary listener: a profiler starting or
+        # stopping, a later window): the analysis leaves such steps out or corrects them.
+        self._ours_ns = 0
+        self._listener_ns = 0  # the latest boundary listener's time (0: fast path)
 
         self._opt_start_ns = 0
         self._opt_inner_ns = 0  # data + forward + backward already counted when the step began
@@ -114,6 +119,12 @@ class StepClock:
         self.memory_every_steps = 0
         self._statm_fd: int | None = None
         self._page_bytes = 4096
+        # The DataLoader iterator the loop reads and the batches each loader setting gave
+        # (num_workers, pin_memory) -> batches; the most-read one is the loop's loader.
+        self._iterator_id = 0
+        self._iterator_key: tuple[Any, Any] = (None, None)
+        self._iterator_batches = 0
+        self._loader_batches: dict[tuple[Any, Any], int] = {}
         self._mem_rows: list[tuple[int, int]] = []  # (step index, rss bytes), bounded as _rows
 
     # ---------------------------------------------------------------- install / uninstall
@@ -151,7 +162,12 @@ class StepClock:
         self.close_memory()
 
     def lean(self) -> None:
-        """Keep only the hook that ends a step; phases are no longer timed from here on.
+        """Keep only the hook that ends a step and the loader's; phases are no longer timed.
+
+        The DataLoader's ``__next__`` stays timed (two clock reads a batch): the data wait of
+        every step is what tells a loop that turns input-bound after its window (a cache that
+        runs out) from one that does not, so a whole-run split of data against the rest always
+        exists (``StepClockRecord.lean_data``).
 
         Safe to call from inside a hook: torch copies module hook dicts before iterating them,
         and the optimizer post hook (iterated lazily) is kept when it is the anchor.
@@ -165,9 +181,8 @@ class StepClock:
             handle = self._handles.pop(name, None)
             if handle is not None:
                 handle.remove()
-        for name in ("dataloader", "backward"):
-            if self.anchor != name and name in self._patches:
-                self._unpatch(name)
+        if self.anchor != "backward" and "backward" in self._patches:
+            self._unpatch("backward")
 
     def retime(self) -> None:
         """Time every phase again after ``lean()`` (steps grew long enough to afford it)."""
@@ -248,11 +263,19 @@ class StepClock:
             start = time.perf_counter_ns()
             clock._counts["dataloader"] += 1
             clock._event("dataloader", start, ends_step=False)
+            ours = (
+                clock._listener_ns
+            )  # a profiler started at this boundary is ours, not the loader's
             try:
                 batch = original(it)
             finally:
                 clock._last_mark_ns = end = time.perf_counter_ns()
-                clock._data_ns += end - start
+                clock._data_ns += max(0, end - start - ours)
+            if clock._lean:
+                return batch  # the batch size is known from the timed steps
+            if id(it) != clock._iterator_id:
+                clock._switch_iterator(it)
+            clock._iterator_batches += 1
             n = _leading_size(batch)
             if n is not None:
                 clock._samples = (clock._samples or 0) + n
@@ -260,6 +283,20 @@ class StepClock:
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
+
+    def _switch_iterator(self, it: Any) -> None:
+        """The loader settings of the iterator the loop now reads (issue 26: the fix reads the
+        loader's real num_workers / pin_memory even where the source gives no literal). Two
+        values are read from the iterator; no reference to it is kept (its workers end with it)."""
+        self._note_iterator()
+        self._iterator_id = id(it)
+        self._iterator_key = (getattr(it, "_num_workers", None), getattr(it, "_pin_memory", None))
+
+    def _note_iterator(self) -> None:
+        if self._iterator_batches:
+            key = self._iterator_key
+            self._loader_batches[key] = self._loader_batches.get(key, 0) + self._iterator_batches
+        self._iterator_batches = 0
 
     def _wrap_backward(self, original: Callable[..., Any]) -> Callable[..., Any]:
         clock = self
@@ -313,11 +350,16 @@ class StepClock:
         self._cur_start_ns = now_ns
         if not ends_step or not self._last_mark_ns:
             self._last_mark_ns = now_ns
+        self._listener_ns = 0
         listener = self.boundary_listener
         if listener is not None:
+            before_ns = time.perf_counter_ns()
             listener(self._step_count)
             # The listener's own time (a profiler starting) is ours, not the next forward's.
-            self._last_mark_ns = time.perf_counter_ns()
+            self._last_mark_ns = after_ns = time.perf_counter_ns()
+            if after_ns - before_ns > _OURS_MIN_NS:
+                self._listener_ns = after_ns - before_ns
+                self._ours_ns += after_ns - before_ns
 
     def _upgrade(self, kind: StepAnchor) -> None:
         self.anchor = kind
@@ -351,6 +393,7 @@ class StepClock:
                     self._bwd_calls,
                     self._batch_size,
                     not self._lean,
+                    self._ours_ns,
                 )
             )
             if len(self._rows) >= self._capacity:
@@ -359,6 +402,7 @@ class StepClock:
         self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
         self._fwd_calls = self._bwd_calls = 0
         self._samples = None
+        self._ours_ns = 0
         every = self.memory_every_steps
         if every and index % every == 0:
             self._read_memory(index)
@@ -433,10 +477,13 @@ class StepClock:
                 backward_calls=r[8],
                 batch_size=r[9],
                 timed=r[10],
+                ours_s=r[11] / 1e9,
             )
             for r in self._rows
         )
         grad_bytes = self._grad_bytes
+        self._note_iterator()
+        loader = max(self._loader_batches.items(), key=lambda kv: kv[1], default=None)
         return StepClockRecord(
             anchor=self.anchor,
             step_count=self._step_count,
@@ -445,7 +492,15 @@ class StepClock:
             event_counts=dict(self._counts),
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
+            lean_data="dataloader" in self._patches,
+            loader_num_workers=loader[0][0] if loader else None,
+            loader_pin_memory=loader[0][1] if loader else None,
         )
+
+
+# A boundary listener that returns within this was only its fast path (a comparison): not
+# counted as ours, so the steps it touched are not left out of the analysis for nothing.
+_OURS_MIN_NS = 20_000
 
 
 def _trainable_bytes(params: Any) -> int:
@@ -491,30 +546,48 @@ def _leading_size(batch: Any) -> int | None:
 
     Looks into tensors, plain tuples/lists, dicts and ``UserDict``-style mappings (Hugging Face's
     ``BatchEncoding`` keeps its dict in ``.data``); anything else is left alone, so no
-    ``__len__`` or property of the user's runs. Nested tensors count their components.
+    ``__len__`` or property of the user's runs. Nested tensors count their components. Types are
+    read with ``type()`` (``isinstance`` may read a ``__class__`` property), and a tensor's size
+    with torch-function handling off: a Tensor subclass's ``__torch_function__`` and the cell's
+    torch-function modes never see our reading. A subclass of the user's with its own
+    ``__torch_dispatch__`` may compute its sizes there: it is skipped. Never raises (None: not
+    known).
     """
     import torch
 
-    for _ in range(3):  # a (inputs, targets) pair of dicts, at most three levels deep
-        if isinstance(batch, torch.Tensor):
-            if batch.is_nested:
-                return int(batch.size(0))
-            return int(batch.shape[0]) if batch.dim() > 0 else None
-        if type(batch) in (tuple, list):
-            batch = next(
-                (b for b in batch if isinstance(b, (torch.Tensor, tuple, list, dict))), None
-            )
-        elif isinstance(batch, dict):
-            batch = next(iter(dict.values(batch)), None)
-        else:
-            try:
-                data = object.__getattribute__(batch, "__dict__").get("data")
-            except AttributeError:
-                return None
-            if type(data) is not dict:
-                return None
-            batch = next(iter(data.values()), None)
+    try:
+        for _ in range(3):  # a (inputs, targets) pair of dicts, at most three levels deep
+            kind = type(batch)
+            if issubclass(kind, torch.Tensor):
+                return _tensor_leading_size(batch, kind, torch)
+            if kind in (tuple, list):
+                batch = next(
+                    (b for b in batch if issubclass(type(b), (torch.Tensor, tuple, list, dict))),
+                    None,
+                )
+            elif issubclass(kind, dict):
+                batch = next(iter(dict.values(batch)), None)
+            else:
+                try:
+                    data = object.__getattribute__(batch, "__dict__").get("data")
+                except AttributeError:
+                    return None
+                if type(data) is not dict:
+                    return None
+                batch = next(iter(dict.values(data)), None)
+    except Exception:  # noqa: BLE001 -- a batch we cannot read has no size; the loop goes on
+        return None
     return None
+
+
+def _tensor_leading_size(tensor: Any, kind: type, torch: Any) -> int | None:
+    own_dispatch = getattr(kind, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__
+    if own_dispatch and not kind.__module__.startswith("torch."):  # torch's own: NestedTensor
+        return None
+    with torch._C.DisableTorchFunction():
+        if torch.Tensor.is_nested.__get__(tensor):
+            return int(torch.Tensor.size(tensor, 0))
+        return int(torch.Tensor.size(tensor, 0)) if torch.Tensor.dim(tensor) > 0 else None
 
 
 class _QuietHandle:

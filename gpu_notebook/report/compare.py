@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpu_notebook.analysis.compare_samples import compare_samples, fix_outcome
+from gpu_notebook.analysis.interference import step_load_cores
+from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steps import steady_steps
 from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_share
-from gpu_notebook.records import Comparison, Finding, Report
+from gpu_notebook.records import Comparison, Finding, Report, SampleComparison
 
 FIX_HEADER = "# gpucheck fix: "
 
@@ -94,6 +97,11 @@ def _shares(report: Report) -> dict[str, float]:
     return out
 
 
+def _ran_on_a_gpu(report: Report) -> bool:
+    env = report.run.env
+    return env.cuda_available or bool(env.gpus) or report.analysis.gpu is not None
+
+
 def _gpus_used(report: Report) -> int:
     """GPUs the run used: the devices in its trace, else 1 (one process drives one GPU)."""
     gpu = report.analysis.gpu
@@ -106,6 +114,28 @@ def mean_step_s(report: Report) -> float | None:
     if not steps:
         return report.analysis.step_stats.median_s
     return sum(s.duration_s for s in steps) / len(steps)
+
+
+def measured_samples(baseline: Report, report: Report) -> SampleComparison | None:
+    """The two runs' steady steps compared as distributions (analysis.compare_samples): our own
+    disturbed steps left out, each step with the other processes' load while it ran."""
+    series = []
+    for r in (baseline, report):
+        ours = disturbed_steps(r.run)
+        steps = steady_steps(r.run.steps, r.run.window.warmup_steps)
+        calm = tuple(s for s in steps if s.index not in ours)
+        steps = calm if len(calm) >= 5 else steps
+        load = step_load_cores(r.run, steps)
+        series.append(([s.duration_s for s in steps], None if load is None else load.tolist()))
+    (before, before_load), (after, after_load) = series
+    return compare_samples(
+        before,
+        after,
+        before_batch=baseline.analysis.step_stats.batch_size,
+        after_batch=report.analysis.step_stats.batch_size,
+        before_load_cores=before_load,
+        after_load_cores=after_load,
+    )
 
 
 def throughput_speedup(baseline: Report, report: Report) -> float | None:
@@ -129,10 +159,13 @@ def compare(
     samples; on a run without a GPU it is read as the price of the machine per hour.
     """
     before, after = baseline.analysis.step_stats, report.analysis.step_stats
-    speedup = throughput_speedup(baseline, report)
+    samples = measured_samples(baseline, report)
+    speedup = samples.speedup if samples is not None else throughput_speedup(baseline, report)
     finding = proposing_finding(baseline, report)
     gpus = _gpus_used(report)
     gpu_equivalent = gpus * (speedup - 1.0) if speedup is not None else None
+    if not _ran_on_a_gpu(report):
+        gpu_equivalent = None  # "more GPUs of this kind" means nothing on a machine without one
     saved: float | None = None
     before_mean_s = mean_step_s(baseline)
     if price_per_gpu_hour is not None and speedup and before_mean_s:
@@ -154,6 +187,7 @@ def compare(
         predicted_bound=finding.gain_bound if finding is not None else None,
         gpu_equivalent=gpu_equivalent,
         cost_saved_per_1000_steps=saved,
+        samples=samples,
     )
 
 
@@ -170,7 +204,12 @@ def slower_after_fix(baseline: Report, report: Report, comparison: Comparison) -
     """
     proposing = proposing_finding(baseline, report)
     speedup = comparison.speedup
-    if proposing is None or speedup is None or speedup >= SLOWER_THAN:
+    if proposing is None or speedup is None:
+        return None
+    if comparison.samples is not None:
+        if comparison.samples.outcome != "slower":
+            return None
+    elif speedup >= SLOWER_THAN:
         return None
     evidence = [
         f"this cell is the fix `{proposing.fix_id}` proposed by the run at {baseline.run.started_at} "
@@ -215,19 +254,37 @@ def findings_after(baseline: Report, report: Report, comparison: Comparison) -> 
     return (slower, *(f for f in report.findings if family(f.rule_id) != cause))
 
 
+def outcome_line(comparison: Comparison) -> str | None:
+    """ "measured 1.42x (1.31-1.55x): faster" and, for a fix, what it earned: "verified"."""
+    s = comparison.samples
+    if s is None:
+        return None
+    said = fix_outcome(s) if comparison.fix_id is not None else s.outcome
+    return f"measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x over {s.before_steps} and " + (
+        f"{s.after_steps} steps): {said}"
+    )
+
+
 def describe(comparison: Comparison) -> tuple[str, ...]:
     """The comparison in a few sentences (for text views and the benchmark table)."""
     c = comparison
     lines: list[str] = []
+    slower = c.speedup is not None and c.speedup < SLOWER_THAN
+    if c.samples is not None:
+        slower = c.samples.outcome == "slower"
     if c.speedup is None:
         lines.append("Speedup: not measured (no step time in one of the runs).")
     else:
         lines.append(
             f"Measured: {fmt_factor(c.speedup)} the throughput of the run at {c.baseline_started_at}."
         )
+    said = outcome_line(c)
+    if said is not None and c.samples is not None:
+        lines.append(said[0].upper() + said[1:] + ".")
+        lines.extend(f"Note: {n}." for n in c.samples.notes)
     if c.fix_id is not None:
         lines.append(f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound)} (Amdahl bound).")
-        if c.speedup is not None and c.speedup < SLOWER_THAN:
+        if slower:
             lines.append(
                 f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "
                 "the earlier cell."
@@ -260,7 +317,9 @@ __all__ = [
     "find_baseline",
     "findings_after",
     "mean_step_s",
+    "measured_samples",
     "normalize_cell",
+    "outcome_line",
     "proposing_finding",
     "slower_after_fix",
     "throughput_speedup",

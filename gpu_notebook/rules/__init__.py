@@ -33,6 +33,7 @@ from gpu_notebook.rules import (
     input,
     launch,
     logging,
+    machine,
     memory,
     precision,
     run_shape,
@@ -53,7 +54,7 @@ from gpu_notebook.rules.source_scan import SourceFacts, scan_source
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
 FAMILIES = (input, copies, syncs, logging, launch, batch, precision, backend_flags, memory,
-            shapes, compile, inference, distributed, run_shape)  # fmt: skip
+            shapes, compile, inference, distributed, run_shape, machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
 
 # Profiled steps this much slower than unprofiled ones are worth a word in the evidence.
@@ -253,7 +254,7 @@ def _live_loader_proposal(
         # accelerator.prepare() wraps the user's DataLoader (a DataLoaderShard): rebuilt as a
         # plain DataLoader it would lose its sharding and device placement. The user acts on
         # the loader they pass to prepare().
-        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
+        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, False))
         return to_proposal(
             Refusal(
                 "dataloader_workers",
@@ -269,7 +270,7 @@ def _live_loader_proposal(
         persistent_workers=bool(params.get("persistent_workers", True)),
     )
     settings = ", ".join(
-        f"{k}={v}" for k, v in params.items() if v is not None and k != "prefetch_factor"
+        f"{k}={v}" for k, v in params.items() if v not in (None, False) and k != "prefetch_factor"
     )
     note = f"rebuilt from the live `{loader.name}`: {settings}"
     return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))

@@ -121,11 +121,19 @@ def workers_reach(
             # torch's intra-op threads may already use every core for the model: the workers'
             # CPU work can only spread over the cores beside it.
             floor_us = max(floor_us, rest_us + cpu_us / cores)
+        if cpu_us >= 5:  # what rounds to 0.01 ms or more
+            cpu_part = (
+                f"at least {cpu_us / 1000:.2f} ms of it CPU work (from this process's CPU use) "
+                f"that {wanted} worker(s) share with the rest of the step on {cores} core(s)"
+            )
+        else:  # "at least 0.00 ms" says nothing: the loading waited (reads, sleeps)
+            cpu_part = (
+                "none of it measurably CPU work (this process's CPU use leaves it to waiting), "
+                f"so {wanted} worker(s) overlap it freely"
+            )
         lines.append(
-            f"per batch: {load_us / 1000:.2f} ms of loading in the main process, at least "
-            f"{cpu_us / 1000:.2f} ms of it CPU work (from this process's CPU use) that {wanted} "
-            f"worker(s) share with the rest of the step on {cores} core(s); the main process still "
-            f"receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+            f"per batch: {load_us / 1000:.2f} ms of loading in the main process, {cpu_part}; "
+            f"the main process still receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
         )
     else:
         floor_us = rest_us
@@ -255,6 +263,12 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     else:
         workers = None
         where = "the DataLoader (not built in this cell and not found in the namespace)"
+    seen = run.steps.loader_num_workers
+    if workers is None and seen is not None:
+        # The source gives no literal (num_workers=args.workers), but the loop's iterator
+        # passed through the step clock: its real setting.
+        workers = seen
+        where += " (as its iterator ran)"
     if workers is not None and workers >= wanted:
         return None  # enough workers: slow_dataset explains the wait
     if _workers_do_not_pay(run, analysis, facts, static, live) is not None:
@@ -265,6 +279,12 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         evidence.append(f"{where}: num_workers={workers}, {cores} CPU core(s) on this machine")
     if live is not None and not live.pin_memory and has_gpu(run):
         evidence.append(f"`{live.name}` does not pin memory (pin_memory=False)")
+    pinned = (
+        (static.pin_memory if static is not None else None)
+        or (live.pin_memory if live is not None else None)
+        or run.steps.loader_pin_memory
+    )
+    pin = has_gpu(run) and not pinned  # never advise a setting that already holds
     bound, reach = workers_reach(run, analysis, data, wanted, workers)
     evidence += reach
     if bound is not None and bound < MIN_WORKER_GAIN:
@@ -281,15 +301,17 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         title,
         severity,
         evidence,
-        f"Use num_workers={wanted} (70% of {cores} cores), persistent_workers=True"
-        + (", pin_memory=True" if has_gpu(run) else "")
+        f"Use num_workers={wanted} (70% of {cores} cores"
+        + (f"; num_workers={workers} now" if workers is not None else "")
+        + "), persistent_workers=True"
+        + (", pin_memory=True" if pin else "")
         + "; workers prepare the next batches while the model trains.",
         _SOURCE_WORKERS,
         phase_share=data,
         bound=bound,
         line=line,
         fix_id="dataloader_workers",
-        fix_params={"num_workers": wanted, "pin_memory": has_gpu(run), "persistent_workers": True},
+        fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
     )
 
 

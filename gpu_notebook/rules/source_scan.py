@@ -40,7 +40,16 @@ from gpu_notebook.rules.source_facts import (
     training_loop_lines,
 )
 from gpu_notebook.rules.source_loops import inference_loops, loop_facts, validation
-from gpu_notebook.rules.source_setup import compiled, copies, flag, loaders, optimizers, tf32
+from gpu_notebook.rules.source_setup import (
+    compiled,
+    copies,
+    flag,
+    framework_settings,
+    loaders,
+    optimizers,
+    step_logs,
+    tf32,
+)
 from gpu_notebook.rules.source_syncs import syncs_and_logging
 from gpu_notebook.rules.source_tree import CellTree
 
@@ -123,6 +132,8 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
         autocast=any(last(dotted(c.func)) == "autocast" for c in tree.calls()),
         grad_scaler=any(last(dotted(c.func)) == "GradScaler" for c in tree.calls()),
         compiled=compiled(tree),
+        framework_settings=tuple(framework_settings(tree)),
+        step_logs=tuple(step_logs(tree)),
         cudnn_benchmark=flag(tree, ("torch.backends.cudnn.benchmark",)),
         tf32=tf32(tree),
         data_parallel=tuple(

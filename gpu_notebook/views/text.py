@@ -8,6 +8,7 @@ from gpu_notebook.records import (
     OPTIONAL_PHASES,
     PHASES,
     Comparison,
+    GpuTimeline,
     PhaseBreakdown,
     Report,
     RunShape,
@@ -31,6 +32,73 @@ def phase_rows(phases: PhaseBreakdown) -> list[str]:
         rows.append(
             f"  {phase:<13} {100 * share:5.1f}%  {bar:<{BAR_WIDTH}}  {fmt_seconds(per_step_s)}/step"
         )
+    return rows
+
+
+_WINDOW_NAMES = {
+    "steps": "the profiled steps",
+    "gpu_span": "first to last kernel",
+    "caller": "the given window",
+}
+
+
+def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
+    """The GPU side of a trace: its window, busy and idle by cause, communication, graphs,
+    and GPU time by the phase of the op that launched it."""
+
+    def s(us: float) -> str:
+        return fmt_seconds(us / 1e6)
+
+    causes = [
+        ("host wait", g.idle_host_wait_us),
+        ("data/copy", g.idle_data_wait_us),
+        ("sync", g.idle_sync_wait_us),
+        ("kernel wait", g.idle_kernel_wait_us),
+        ("queued behind another stream", g.idle_other_us),
+    ]
+    rows = [
+        f"GPU timeline (window: {_WINDOW_NAMES.get(g.window_source, g.window_source)}, {s(g.window_us)}): "
+        f"busy {100 * g.busy_share:.0f}%; idle {s(g.idle_us)} ("
+        + ", ".join(f"{name} {s(us)}" for name, us in causes if us > 0 or name == "host wait")
+        + ")"
+    ]
+    if g.window_source != "gpu_span" and g.span_us and g.span_busy_us is not None:
+        rows.append(
+            f"  first to last kernel launched in the trace (HTA's and TraceLens's window): "
+            f"{s(g.span_us)}, busy {100 * g.span_busy_us / g.span_us:.0f}%"
+        )
+    if g.before_trace_us > 0:
+        rows.append(f"  launched before the trace began: {s(g.before_trace_us)} of GPU work")
+    if g.comm_busy_us > 0:
+        rows.append(
+            f"  collectives: {g.collectives}x, {s(g.comm_busy_us)}, "
+            f"{fmt_share(g.comm_overlap_share)} overlapped by computation; exposed "
+            f"{s(g.comm_exposed_us)} ({fmt_share(g.comm_exposed_us / g.window_us if g.window_us else None)} of the window)"
+        )
+    if g.graph_launches:
+        rows.append(
+            f"  CUDA graphs: {g.graph_launches} replay launch(es), {s(g.graph_us)} of GPU work"
+        )
+    if g.capture:
+        rows.append(
+            f"  graph capture: {g.launches_without_work} of {g.kernel_launches} launches recorded, not run"
+        )
+    for c in g.copies:
+        rows.append(f"  copy {c.kind}: {c.count}x, {s(c.duration_us)}, {fmt_bytes(c.bytes)}")
+    total = sum(g.gpu_phase_us.values())
+    if total > 0:
+        rows.append(
+            "GPU time by phase (kernels, copies, memsets; the phase of the op that launched them):"
+        )
+        for phase in PHASES:
+            us = g.gpu_phase_us.get(phase, 0.0)
+            if us <= 0:
+                continue
+            share = us / total
+            bar = "#" * round(share * BAR_WIDTH)
+            rows.append(
+                f"  {phase:<13} {100 * share:5.1f}%  {bar:<{BAR_WIDTH}}  {s(us / n_steps)}/step"
+            )
     return rows
 
 
@@ -66,7 +134,8 @@ def render_text(report: Report) -> str:
         )
         if a.window_phases is not None:
             src = "whole run, weighted by the time each part stands for; " + src
-        lines += ["", f"Phases ({src}):", *phase_rows(a.phases)]
+        host = "Host time by phase" if a.gpu is not None else "Phases"
+        lines += ["", f"{host} ({src}):", *phase_rows(a.phases)]
         if a.window_phases is not None:
             lines += [
                 "",
@@ -91,15 +160,7 @@ def render_text(report: Report) -> str:
     lines.append("")
     if a.gpu is not None:
         g = a.gpu
-        lines.append(
-            f"GPU timeline: busy {100 * g.busy_share:.0f}% of {fmt_seconds(g.window_us / 1e6)}; idle "
-            f"{fmt_seconds(g.idle_us / 1e6)} (host wait {fmt_seconds(g.idle_host_wait_us / 1e6)}, "
-            f"kernel wait {fmt_seconds(g.idle_kernel_wait_us / 1e6)}, other {fmt_seconds(g.idle_other_us / 1e6)})"
-        )
-        for c in g.copies:
-            lines.append(
-                f"  copy {c.kind}: {c.count}x, {fmt_seconds(c.duration_us / 1e6)}, {fmt_bytes(c.bytes)}"
-            )
+        lines += gpu_rows(g, max(1, len(a.phases.steps)) if a.phases is not None else 1)
     u = a.utilization
     if u.gpu_util_mean_pct is not None or u.gpu_memory_peak_bytes is not None:
         lines.append(
@@ -128,6 +189,10 @@ def render_text(report: Report) -> str:
         for f in report.findings:
             bound = f" ({fmt_gain(f.gain_bound)})" if f.gain_bound is not None else ""
             lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
+    if report.try_fixes is not None:
+        from gpu_notebook.views.tryfix_text import render_try_fixes
+
+        lines += ["", render_try_fixes(report.try_fixes)]
     if report.comparison is not None:
         lines += ["", render_comparison(report.comparison)]
     if report.whatif is not None:
@@ -197,6 +262,11 @@ def render_comparison(c: Comparison) -> str:
         if before is None and after is None:
             continue
         lines.append(f"  {phase:<11} {fmt_share(before):>9} -> {fmt_share(after):>9}")
+    if c.samples is not None:
+        from gpu_notebook.report.compare import outcome_line
+
+        lines.append(f"  {outcome_line(c)}")
+        lines.extend(f"  ({note})" for note in c.samples.notes)
     if c.fix_id:
         lines.append(f"  fix: {c.fix_id}")
     if c.gpu_equivalent is not None and c.gpu_equivalent > 0:

@@ -229,10 +229,11 @@ def make_report(
     shares: Mapping[str, float] | None = None,
     gpu_timeline: GpuTimeline | None = None,
     util_pct: float | None = None,
+    gpus: Sequence[GpuInfo] = (),
 ) -> Report:
     steps = steps_record(step_s=step_median_s) if step_median_s is not None else steps_record(0)
     return Report(
-        run=make_run(cell, started_at=started_at, steps=steps),
+        run=make_run(cell, started_at=started_at, steps=steps, gpus=gpus),
         analysis=make_analysis(
             shares,
             step_median_s=step_median_s,

@@ -1,0 +1,200 @@
+"""Two runs' step times compared as distributions: the speedup as a range, and what it means.
+
+One run is one sample of a noisy measurement. A before/after that divides two means says
+"2.55x" when the machine merely got quieter between the cells. Here:
+
+- the speedup is throughput after over throughput before (samples/s, steps/s when the batch is
+  unknown) from the mean step, with a *seeded* moving-block bootstrap interval (steps are not
+  independent: two DataLoader workers make them alternate, a checkpoint repeats, so blocks of
+  neighbouring steps are resampled together); the same inputs give the same range every time;
+- two separate runs differ even when nothing changed (caches, clocks, the allocator):
+  ``RUN_TO_RUN`` widens the interval by that much on each side before it is read;
+- when the steps carry the machine's load (other processes' cores, analysis.interference),
+  steps taken under similar load are compared when both runs have enough of them; when they
+  do not and the load moved in the direction of the change (busier after and slower, quieter
+  after and faster), the change cannot be told from the machine's: "no measurable change".
+
+``outcome`` reads "faster" / "no measurable change" / "slower"; ``fix_outcome`` maps it to what a
+fix earns: "verified" / "no measurable effect" / "slower". Pure numbers in, a record out: no
+report, no view, so ``--try-fixes`` and the notebook's before/after share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from gpu_notebook.records import SampleComparison
+
+__all__ = [
+    "LOAD_CHANGE_CORES",
+    "MIN_STEPS",
+    "RUN_TO_RUN",
+    "compare_samples",
+    "fix_outcome",
+]
+
+# Two runs of the same code on the same machine differ by a few percent even on a quiet
+# machine (measured in benchmarks/stability.py: same-code reruns within +-4%); a change inside
+# this margin is not a measured change.
+RUN_TO_RUN = 0.05
+# Fewer steady steps than this in a run: no interval can be read from it.
+MIN_STEPS = 5
+# Other processes' load (in cores) moved by at least this much between the runs: a changed machine.
+LOAD_CHANGE_CORES = 0.25
+# Similar load: steps whose others' load is within this many cores of each other.
+SIMILAR_LOAD_CORES = 0.25
+LEVEL = 0.9
+RESAMPLES = 1000
+
+Outcome = Literal["faster", "no measurable change", "slower"]
+FixOutcome = Literal["verified", "no measurable effect", "slower"]
+
+
+def _block_means(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """Means of ``resamples`` moving-block bootstrap resamples of ``x`` (block ~ n^(1/3))."""
+    n = len(x)
+    block = max(1, round(n ** (1 / 3)))
+    blocks = -(-n // block)
+    starts = rng.integers(0, n - block + 1, size=(resamples, blocks))
+    idx = (starts[:, :, None] + np.arange(block)[None, None, :]).reshape(resamples, -1)[:, :n]
+    means: np.ndarray = x[idx].mean(axis=1)
+    return means
+
+
+def _interval(
+    before: np.ndarray, after: np.ndarray, batch_ratio: float, seed: int, resamples: int
+) -> tuple[float, float, float]:
+    rng = np.random.default_rng(seed)
+    b = _block_means(before, rng, resamples)
+    a = _block_means(after, rng, resamples)
+    ratios = batch_ratio * b / np.maximum(a, 1e-12)
+    tail = (1.0 - LEVEL) / 2 * 100
+    point = batch_ratio * float(before.mean()) / max(float(after.mean()), 1e-12)
+    return point, float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))
+
+
+def _similar_load(
+    before: np.ndarray,
+    after: np.ndarray,
+    before_load: np.ndarray,
+    after_load: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The steps of each run taken under the load both runs saw (the overlap of their middles)."""
+    lo = max(float(np.percentile(before_load, 10)), float(np.percentile(after_load, 10)))
+    hi = min(float(np.percentile(before_load, 90)), float(np.percentile(after_load, 90)))
+    lo, hi = lo - SIMILAR_LOAD_CORES, hi + SIMILAR_LOAD_CORES
+    if lo > hi:
+        return None
+    keep_b = (before_load >= lo) & (before_load <= hi)
+    keep_a = (after_load >= lo) & (after_load <= hi)
+    if keep_b.sum() < MIN_STEPS or keep_a.sum() < MIN_STEPS:
+        return None
+    if keep_b.all() and keep_a.all():
+        return None  # nothing to leave out: the plain comparison is the same
+    return before[keep_b], after[keep_a]
+
+
+def compare_samples(
+    before_s: Sequence[float],
+    after_s: Sequence[float],
+    *,
+    before_batch: int | None = None,
+    after_batch: int | None = None,
+    before_load_cores: Sequence[float] | None = None,
+    after_load_cores: Sequence[float] | None = None,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+) -> SampleComparison | None:
+    """``after`` against ``before``: speedup > 1 means faster after. None: too few steps.
+
+    ``*_s`` are steady step times (our own disturbed steps already left out); ``*_batch`` the
+    batch sizes (samples per step), when known; ``*_load_cores`` the other processes' load
+    (cores in use by others) during each step, aligned with the step times, when known.
+    """
+    before = np.asarray(before_s, dtype=float)
+    after = np.asarray(after_s, dtype=float)
+    before = before[np.isfinite(before) & (before > 0)]
+    after = after[np.isfinite(after) & (after > 0)]
+    if len(before) < MIN_STEPS or len(after) < MIN_STEPS:
+        return None
+    ratio = after_batch / before_batch if before_batch and after_batch else 1.0
+    notes: list[str] = []
+    load_b = load_a = None
+    if before_load_cores is not None and after_load_cores is not None:
+        lb = np.asarray(before_load_cores, dtype=float)
+        la = np.asarray(after_load_cores, dtype=float)
+        if len(lb) == len(np.asarray(before_s)) and len(la) == len(np.asarray(after_s)):
+            ok_b = np.isfinite(np.asarray(before_s, dtype=float))
+            ok_a = np.isfinite(np.asarray(after_s, dtype=float))
+            ok_b &= np.asarray(before_s, dtype=float) > 0
+            ok_a &= np.asarray(after_s, dtype=float) > 0
+            lb, la = lb[ok_b], la[ok_a]
+            if np.isfinite(lb).all() and np.isfinite(la).all():
+                load_b, load_a = lb, la
+    point, low, high = _interval(before, after, ratio, seed, resamples)
+    plain = (point, low, high)
+    load_before = float(np.median(load_b)) if load_b is not None else None
+    load_after = float(np.median(load_a)) if load_a is not None else None
+    load_changed = (
+        load_before is not None
+        and load_after is not None
+        and abs(load_after - load_before) >= LOAD_CHANGE_CORES
+    )
+    matched = False
+    if load_changed and load_b is not None and load_a is not None:
+        similar = _similar_load(before, after, load_b, load_a)
+        if similar is not None:
+            point, low, high = _interval(similar[0], similar[1], ratio, seed, resamples)
+            matched = True
+            notes.append(
+                f"the machine's load changed (other processes: {load_before:.2f} -> "
+                f"{load_after:.2f} cores): compared the {len(similar[0])} and {len(similar[1])} "
+                "steps taken under similar load"
+            )
+    low_r, high_r = low / (1 + RUN_TO_RUN), high * (1 + RUN_TO_RUN)
+    outcome: Outcome = "no measurable change"
+    if low_r > 1.0:
+        outcome = "faster"
+    elif high_r < 1.0:
+        outcome = "slower"
+    if load_changed and not matched and load_before is not None and load_after is not None:
+        busier = load_after > load_before
+        if (outcome == "slower" and busier) or (outcome == "faster" and not busier):
+            notes.append(
+                f"the machine's load changed (other processes: {load_before:.2f} -> "
+                f"{load_after:.2f} cores) in the direction of the change: it cannot be told from "
+                "the machine's, so no measurable change is claimed (run both again on a quieter "
+                "machine, or interleaved)"
+            )
+            outcome = "no measurable change"
+        else:
+            notes.append(
+                f"the machine's load changed (other processes: {load_before:.2f} -> "
+                f"{load_after:.2f} cores) against the change: the change is at least this large"
+            )
+    return SampleComparison(
+        speedup=point,
+        low=low_r,
+        high=high_r,
+        outcome=outcome,
+        before_steps=len(before),
+        after_steps=len(after),
+        plain_speedup=plain[0],
+        load_before_cores=load_before,
+        load_after_cores=load_after,
+        load_changed=bool(load_changed),
+        load_matched=matched,
+        notes=tuple(notes),
+    )
+
+
+def fix_outcome(comparison: SampleComparison) -> FixOutcome:
+    """What a fix earns from its before/after: verified, no measurable effect, or slower."""
+    if comparison.outcome == "faster":
+        return "verified"
+    if comparison.outcome == "slower":
+        return "slower"
+    return "no measurable effect"

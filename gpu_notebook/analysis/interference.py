@@ -1,0 +1,80 @@
+"""What else used the machine while the code ran, step by step.
+
+The sampler reads the whole machine's busy share per core, this process and its children
+(DataLoader workers) a few times a second. What the machine did beyond us is the other
+processes' load, in cores: ``system% x cores - (ours + children)``. Each step is placed on that
+series by its middle (the step clock's times and the sampler's share one origin), so a step
+knows how busy the rest of the machine was while it ran.
+
+A step ran *under load* when the others' load then was at least ``BUSY_CORES`` above the run's
+own quiet level (its 10th percentile): a machine busy from start to end is the run's normal,
+named by the saturation finding (rules/interference.py), not a change within the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpu_notebook.records import Run, Sample, StepTiming
+
+__all__ = [
+    "BUSY_CORES",
+    "busy_steps",
+    "others_cores",
+    "sample_series",
+    "step_load_cores",
+]
+
+# Other processes busier than the run's quiet level by this many cores: the step ran under load.
+BUSY_CORES = 0.5
+
+
+def usable_cores(run: Run) -> int:
+    """Cores this process may run on (its affinity when known), at least 1."""
+    return max(1, run.env.usable_cores or run.env.cpu_count)
+
+
+def others_cores(sample: Sample, cores: int) -> float | None:
+    """Cores busy with other processes at ``sample`` (not ours, not our children), or None."""
+    if sample.system_cpu_pct is None or sample.process_cpu_pct is None:
+        return None
+    ours = (sample.process_cpu_pct + (sample.children_cpu_pct or 0.0)) / 100.0
+    return max(0.0, sample.system_cpu_pct / 100.0 * cores - ours)
+
+
+def sample_series(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """(t_s, others' cores) of every sample that has both figures."""
+    cores = run.env.cpu_count
+    t: list[float] = []
+    load: list[float] = []
+    for s in run.samples.samples:
+        value = others_cores(s, cores)
+        if value is not None:
+            t.append(s.t_s)
+            load.append(value)
+    return np.asarray(t, dtype=float), np.asarray(load, dtype=float)
+
+
+def step_load_cores(run: Run, steps: Sequence[StepTiming]) -> np.ndarray | None:
+    """Others' load (cores) while each step ran, aligned with ``steps``; None: not sampled.
+
+    A sample reads the interval before it, so a step is given the sample that follows its middle.
+    """
+    t, load = sample_series(run)
+    if len(t) < 2 or not steps:
+        return None
+    mid = np.fromiter((s.start_s + s.duration_s / 2 for s in steps), dtype=float)
+    at = np.clip(np.searchsorted(t, mid, side="left"), 0, len(t) - 1)
+    out: np.ndarray = load[at]
+    return out
+
+
+def busy_steps(run: Run, steps: Sequence[StepTiming]) -> frozenset[int]:
+    """Indices of the steps that ran while other processes were busier than the run's quiet level."""
+    load = step_load_cores(run, steps)
+    if load is None:
+        return frozenset()
+    quiet = float(np.percentile(load, 10))
+    return frozenset(s.index for s, x in zip(steps, load, strict=True) if x >= quiet + BUSY_CORES)

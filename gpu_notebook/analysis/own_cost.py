@@ -1,0 +1,39 @@
+"""Steps our own work disturbed: they are ours to explain, never the user's code.
+
+The capture does work inside the user's steps: torch.profiler starts at a step boundary (up to
+1.4 s the first time: Kineto, dynamo's imports), records a few steps at a cost of its own, stops
+(post-processing of every event) and, after the window, the stack sampler wakes at 200 Hz over
+a few steps. A later window repeats all of it. Those steps are *ours*:
+
+- a step whose boundary listener did more than its fast path (``StepTiming.ours_s > 0``);
+- every profiled step of every window and the step that ended the window (the stop runs there);
+- the steps the stack sampler followed the first window with (``lines="window"``).
+
+They are left out of the run's median, jitter, drift and stalls (analysis.run_trend), and the
+hook-timed phase split is corrected by the measured cost (analysis.steps). The profiled windows
+themselves are still what the trace figures come from: there the profiler's cost is the known
+price of the detail, and the run-wide checks say when the window is unlike the run.
+"""
+
+from __future__ import annotations
+
+from gpu_notebook.records import Run
+
+__all__ = ["disturbed_steps"]
+
+
+def disturbed_steps(run: Run) -> frozenset[int]:
+    """Indices of the steps that contain our own work (see the module docstring)."""
+    out: set[int] = {s.index for s in run.steps.steps if s.ours_s > 0}
+    follow = run.window.requested_steps if run.stacks is not None else 0
+    windows: list[tuple[int, int]] = []
+    w = run.window
+    if w.first_step is not None and w.recorded_steps > 0:
+        windows.append((w.first_step, w.recorded_steps))
+    windows.extend((x.first_step, x.recorded_steps) for x in run.more_windows if x.recorded_steps)
+    for k, (first, n) in enumerate(windows):
+        # The profiled steps, the one the stop ran in, and (after the first window only) the
+        # steps the stack sampler followed it with.
+        extra = follow if k == 0 else 0
+        out.update(range(first, first + n + 1 + extra))
+    return frozenset(out)

@@ -1,0 +1,10 @@
+"""``gpucheck run --try-fixes``: apply each offered fix to a private copy of the script, run
+it interleaved with the script as it is, and say from the measured step times whether the fix
+delivered.
+
+Stages, one module each: ``plan`` (the report's offered fixes -> variants), ``child`` (runs one
+variant in a fresh process and stops it at a step boundary), ``trials`` (the interleaved runs
+under a time budget), ``samples`` (step-time samples -> speedup, spread, verdict) and
+``render`` (text). The user's files are never written: patched copies live in a 0700 scratch
+folder that is removed when the trials end.
+"""

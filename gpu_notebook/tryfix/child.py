@@ -1,0 +1,156 @@
+"""One trial run, in a process of its own: the script (or its patched copy) runs as ``python
+script.py`` would, the step clock's global hooks time its steps, and the run stops at the step
+boundary once it has its warm-up and measured steps.
+
+Usage (by ``trials``)::
+
+    python -m gpu_notebook.tryfix.child OUT.json WARMUP STEPS CODE_PATH SCRIPT_PATH [ARGS...]
+
+``CODE_PATH`` is what runs (the patched copy in the scratch folder, or the script itself);
+``SCRIPT_PATH`` is the user's script: ``__file__``, ``sys.argv[0]`` and ``sys.path[0]`` are
+its, so a script that finds its data beside itself finds it from the copy too. The copy's path
+names the code, so a traceback says which file failed.
+
+Stopping: at the boundary that starts step ``WARMUP + STEPS`` the hook raises ``StopTrial``, a
+``BaseException`` (a script's ``except Exception`` does not swallow it; Lightning and the HF
+Trainer tear down and re-raise it). The step that just ended has been fully run: the optimizer
+stepped, the loader handed its batch. Under torchrun every rank counts the same steps in
+lockstep, so every rank stops at the same boundary.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import io
+import json
+import os
+import sys
+import time
+import traceback
+import types
+from typing import Any
+
+ERROR_LINES = 4  # of a broken variant's error, in the report
+
+
+class StopTrial(BaseException):
+    """Raised at the step boundary once the trial has its steps."""
+
+
+class Recorder:
+    """Boundary times of the current anchor's steps; raises ``StopTrial`` when enough are in."""
+
+    def __init__(self, clock: Any, warmup: int, steps: int) -> None:
+        self._clock = clock
+        self._warmup = warmup
+        self._steps = steps
+        self.boundaries: list[tuple[int, int]] = []  # (steps completed, perf_counter ns)
+        self.anchor = "none"
+
+    def on_boundary(self, count: int) -> None:
+        now = time.perf_counter_ns()
+        if self._clock.anchor != self.anchor or (
+            self.boundaries and count <= self.boundaries[-1][0]
+        ):
+            # A new anchor restarts the count: what came before was warm-up.
+            self.boundaries = []
+            self.anchor = self._clock.anchor
+        self.boundaries.append((count, now))
+        if count == self._warmup:
+            self._clock.lean()  # only the step-ending hook from here: both arms pay the same
+        if count >= self._warmup + self._steps:
+            raise StopTrial
+
+    def step_times_s(self) -> list[float]:
+        """Step k lasts from the boundary after k steps to the one after k + 1 (k >= warm-up)."""
+        b = self.boundaries
+        return [
+            (b[i + 1][1] - b[i][1]) / 1e9
+            for i in range(len(b) - 1)
+            if b[i][0] >= self._warmup and b[i + 1][0] == b[i][0] + 1
+        ]
+
+
+def _run(code_path: str, script_path: str, argv: list[str]) -> None:
+    with io.open_code(code_path) as f:
+        code = compile(f.read(), code_path, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(
+        __file__=script_path,
+        __cached__=None,
+        __loader__=None,
+        __package__=None,
+        __spec__=None,
+        __builtins__=builtins,
+    )
+    sys.modules["__main__"] = module
+    sys.argv = [script_path, *argv]
+    sys.path[0] = os.path.dirname(script_path)
+    exec(code, module.__dict__)
+
+
+def _error_lines(exc: BaseException) -> list[str]:
+    """The exception's own lines first, then where it was raised (the innermost frame)."""
+    head = traceback.format_exception_only(type(exc), exc)
+    lines = [line.rstrip() for chunk in head for line in chunk.splitlines() if line.strip()]
+    if len(lines) > 2:
+        # A wrapped error (a loader worker's, a rank's) ends with the original's own line.
+        lines = [lines[0], lines[-1]]
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        lines.append(f"at {os.path.basename(last.filename)}:{last.lineno}: {last.line or ''}")
+    return lines[:ERROR_LINES]
+
+
+def main(argv: list[str]) -> int:
+    out, warmup, steps, code_path, script_path, *script_args = argv
+    from gpu_notebook.capture.stepclock import StepClock
+
+    t0 = time.perf_counter_ns()
+    clock = StepClock(t0)
+    recorder = Recorder(clock, int(warmup), int(steps))
+    clock.boundary_listener = recorder.on_boundary
+    clock.install()
+    result: dict[str, Any] = {"error": None, "error_lines": [], "stopped": False}
+    code = 0
+    try:
+        _run(code_path, script_path, script_args)
+    except StopTrial:
+        result["stopped"] = True
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            result["error"] = f"SystemExit: {exc.code}"
+            result["error_lines"] = [result["error"]]
+            code = 1
+    except BaseException as exc:  # noqa: BLE001 - the variant broke: its error is the result
+        traceback.print_exc()
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["error_lines"] = _error_lines(exc)
+        code = 1
+    finally:
+        clock.uninstall()
+    result["wall_s"] = (time.perf_counter_ns() - t0) / 1e9
+    result["anchor"] = recorder.anchor
+    result["steps_s"] = recorder.step_times_s()
+    _close_group()
+    gc.collect()  # the stopped loop's frames hold its loader iterator: its workers end now
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(result, f)
+    return code
+
+
+def _close_group() -> None:
+    """A torchrun rank stopped mid-training leaves its process group up: close it."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - the group may already be half gone; we are exiting
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

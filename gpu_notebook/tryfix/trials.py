@@ -1,0 +1,261 @@
+"""Run the script as it is and each offered fix's patched copy, interleaved, under a budget.
+
+Every run is a fresh process (``tryfix.child``): a fix that rebinds a loader or compiles the
+model cannot leak into the next run, and a variant that breaks takes only its own process down.
+Patched copies are written into a 0700 scratch folder (files 0600) that is removed at the end;
+the user's script is only read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gpu_notebook
+from gpu_notebook.records import FixTrial, Report, TryFixes
+from gpu_notebook.tryfix.plan import BASELINE, Variant, offered_variants, schedule
+from gpu_notebook.tryfix.samples import compare_runs
+
+__all__ = ["DEFAULT_ROUNDS", "MIN_ROUNDS", "RunResult", "TrialSettings", "run_child", "try_fixes"]
+
+DEFAULT_ROUNDS = 3  # runs per arm: a verdict needs every round to agree
+MIN_ROUNDS = 2  # fewer than this per arm measures nothing: the fix is skipped
+TRIAL_WARMUP_STEPS = 5  # worker start-up, compilation, cuDNN autotuning, allocator growth
+# A run may take this many times the slowest run seen so far before it is stopped.
+RUN_TIMEOUT_FACTOR = 4.0
+MIN_RUN_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    steps: int
+    budget_s: float
+    warmup: int = TRIAL_WARMUP_STEPS
+    rounds: int = DEFAULT_ROUNDS
+
+
+@dataclass
+class RunResult:
+    steps_s: list[float] = field(default_factory=list)
+    error_lines: list[str] = field(default_factory=list)
+    stopped: bool = False  # reached warm-up + steps and was stopped at the boundary
+    timed_out: bool = False
+    wall_s: float = 0.0
+
+    @property
+    def broke(self) -> bool:
+        return bool(self.error_lines)
+
+
+# (code path, script path, script args, timeout s, scratch dir) -> the run's result
+Runner = Callable[[Path, Path, Sequence[str], float, Path], RunResult]
+
+
+def run_child(
+    settings: TrialSettings,
+    env: Mapping[str, str] | None = None,
+) -> Runner:
+    """A runner that starts ``python -m gpu_notebook.tryfix.child`` with this package first on
+    its path; the script's output goes to files in the scratch folder (their error is read
+    back), and a run past its timeout is killed with its process group (its loader workers)."""
+    root = str(Path(gpu_notebook.__file__).resolve().parent.parent)
+    base_env = dict(os.environ if env is None else env)
+    base_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, base_env.get("PYTHONPATH", "")) if p)
+    counter = iter(range(1_000_000))
+
+    def run(
+        code: Path, script: Path, args: Sequence[str], timeout_s: float, scratch: Path
+    ) -> RunResult:
+        n = next(counter)
+        out = scratch / f"run{n}.json"
+        log = scratch / f"run{n}.log"
+        cmd = [sys.executable, "-m", "gpu_notebook.tryfix.child", str(out), str(settings.warmup),
+               str(settings.steps), str(code), str(script.resolve()), *args]  # fmt: skip
+        started = time.monotonic()
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as sink:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+                env=base_env, start_new_session=True,
+            )  # fmt: skip
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return RunResult(timed_out=True, wall_s=time.monotonic() - started)
+            finally:
+                wall = time.monotonic() - started
+                _kill_group_leftovers(proc.pid)
+        try:
+            data = json.loads(out.read_text())
+        except (OSError, ValueError):
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            return RunResult(error_lines=[f"exit code {proc.returncode}", *tail], wall_s=wall)
+        lines = list(data.get("error_lines") or [])
+        if not lines and proc.returncode not in (0, None):
+            lines = [f"exit code {proc.returncode}"]
+        return RunResult(
+            steps_s=[float(x) for x in data.get("steps_s", [])],
+            error_lines=lines,
+            stopped=bool(data.get("stopped")),
+            wall_s=wall,
+        )
+
+    return run
+
+
+def _kill_group_leftovers(pgid: int, grace_s: float = 10.0) -> None:
+    """A variant's loader workers outliving it would load the next run. They end on their own
+    once the run's process is gone (cleaning their files up); what is still there after
+    ``grace_s`` is killed (only the process group we started)."""
+    deadline = time.monotonic() + grace_s
+    try:
+        while time.monotonic() < deadline:
+            os.killpg(pgid, 0)  # raises once no process of the group is left
+            time.sleep(0.05)
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def try_fixes(
+    report: Report,
+    script: Path,
+    script_args: Sequence[str],
+    settings: TrialSettings,
+    runner: Runner | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> TryFixes:
+    """Measure every fix the report offers against the script as it is (see module doc)."""
+    runner = runner or run_child(settings)
+    say = progress or (lambda _msg: None)
+    variants = offered_variants(report)
+    started = time.monotonic()
+    notes: list[str] = []
+    if not variants:
+        return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
+                        ("no fix was offered as a patch: nothing to try",))  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="gpucheck-tryfix-") as tmp:
+        scratch = Path(tmp)  # mkdtemp: 0700
+        codes = [script.resolve()] + [_write_copy(scratch, i, script.name, v.source)
+                                      for i, v in enumerate(variants, 1)]  # fmt: skip
+        runs: dict[int, list[RunResult]] = {i: [] for i in range(len(codes))}
+        broken: set[int] = set()
+
+        def left() -> float:
+            return settings.budget_s - (time.monotonic() - started)
+
+        # The first baseline run sizes the plan: how many rounds of how many fixes fit.
+        say(
+            f"trying fixes: the script as it is, warm-up {settings.warmup} + {settings.steps} steps"
+        )
+        first = runner(codes[BASELINE], script, script_args, max(1.0, left()), scratch)
+        if first.broke or first.timed_out or not first.steps_s:
+            why = (
+                "the script as it is did not finish its trial run within the budget"
+                if first.timed_out
+                else "the script as it is broke in its trial run: " + "; ".join(first.error_lines)
+                if first.broke
+                else "the script as it is ran no step the step clock could time"
+            )
+            trials = tuple(_unmeasured(v, "not measured", why) for v in variants)
+            return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s,
+                            time.monotonic() - started, trials, (why,))  # fmt: skip
+        runs[BASELINE].append(first)
+        per_run = first.wall_s
+        rounds, kept = _fit(len(variants), per_run, left() + per_run, settings.rounds)
+        if kept < len(variants):
+            notes.append(
+                f"budget {settings.budget_s:.0f} s: a run takes about {per_run:.1f} s, so "
+                f"{kept} of the {len(variants)} offered fixes were tried ({rounds} rounds); "
+                "raise --try-budget to try the rest"
+            )
+        elif rounds < settings.rounds:
+            notes.append(
+                f"budget {settings.budget_s:.0f} s: {rounds} rounds instead of {settings.rounds}"
+            )
+        order = schedule(kept, rounds)[1:]  # the first baseline run is done
+        for arm in order:
+            if arm in broken:
+                continue
+            slowest = max(r.wall_s for rs in runs.values() for r in rs)
+            timeout = min(left(), max(MIN_RUN_TIMEOUT_S, RUN_TIMEOUT_FACTOR * slowest))
+            if timeout < min(per_run, slowest):
+                notes.append("the budget ran out before every planned run: the rest were skipped")
+                break
+            label = "the script as it is" if arm == BASELINE else variants[arm - 1].title
+            say(f"trying fixes: {label}")
+            result = runner(codes[arm], script, script_args, timeout, scratch)
+            runs[arm].append(result)
+            if arm != BASELINE and (
+                result.broke or (result.timed_out and timeout >= MIN_RUN_TIMEOUT_S)
+            ):
+                broken.add(arm)
+        trials = tuple(
+            _trial(v, runs[BASELINE], runs[i], i in broken) if i <= kept
+            else _unmeasured(v, "skipped", "skipped: the budget did not reach it")
+            for i, v in enumerate(variants, 1)
+        )  # fmt: skip
+    return TryFixes(settings.warmup, settings.steps, rounds, settings.budget_s,
+                    time.monotonic() - started, trials, tuple(notes))  # fmt: skip
+
+
+def _fit(variants: int, per_run_s: float, budget_s: float, rounds: int) -> tuple[int, int]:
+    """(rounds, fixes kept): as many rounds as asked if every fix fits, else fewer rounds down
+    to ``MIN_ROUNDS``, then fewer fixes (the least important, last in the report, go first)."""
+    runs_affordable = int(budget_s / max(per_run_s, 1e-3))
+    for r in range(rounds, MIN_ROUNDS - 1, -1):
+        if r * (variants + 1) <= runs_affordable:
+            return r, variants
+    kept = max(0, runs_affordable // MIN_ROUNDS - 1)
+    return MIN_ROUNDS, min(variants, kept)
+
+
+def _write_copy(scratch: Path, index: int, name: str, source: str) -> Path:
+    folder = scratch / f"fix{index}"
+    folder.mkdir(mode=0o700)
+    path = folder / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    return path
+
+
+def _unmeasured(v: Variant, verdict: str, note: str) -> FixTrial:
+    f = v.finding
+    return FixTrial(f.fix_id or "", f.rule_id, v.title, f.gain_bound, verdict,  # type: ignore[arg-type]
+                    recommended=False, note=note)  # fmt: skip
+
+
+def _trial(v: Variant, base: list[RunResult], mine: list[RunResult], broke: bool) -> FixTrial:
+    f = v.finding
+    base_steps = tuple(tuple(r.steps_s) for r in base if r.steps_s and not r.broke)
+    my_steps = tuple(tuple(r.steps_s) for r in mine if r.steps_s and not r.broke)
+    if broke:
+        bad = next(r for r in mine if r.broke or r.timed_out)
+        lines = tuple(bad.error_lines) or ("did not reach its steps before its time limit",)
+        return FixTrial(f.fix_id or "", f.rule_id, v.title, f.gain_bound, "broke the script",
+                        recommended=False, error_lines=lines,
+                        note="the patched script failed where the script as it is ran")  # fmt: skip
+    if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
+        return _unmeasured(v, "not measured", f"only {len(my_steps)} run(s) of the fix finished")
+    cmp = compare_runs(base_steps, my_steps)
+    if cmp is None:
+        return _unmeasured(v, "not measured", "too few timed steps to compare")
+    short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
+    note = f"a run ended after {min(short)} timed steps (the script's end)" if short else ""
+    return FixTrial(
+        f.fix_id or "", f.rule_id, v.title, f.gain_bound, cmp.verdict,
+        recommended=cmp.verdict == "verified",
+        speedup=cmp.speedup, speedup_low=cmp.low, speedup_high=cmp.high, per_round=cmp.per_round,
+        baseline_steps_s=base_steps, variant_steps_s=my_steps, note=note,
+    )  # fmt: skip

@@ -1,0 +1,42 @@
+"""Text of ``gpucheck run --try-fixes``: per offered fix, its predicted range, the measured
+speedup with its spread, and what the measurement says."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_factor, fmt_gain
+from gpu_notebook.records import FixTrial, TryFixes
+
+__all__ = ["render_try_fixes", "trial_line"]
+
+
+def render_try_fixes(tf: TryFixes) -> str:
+    head = (
+        f"Fixes tried (warm-up {tf.warmup_steps} + {tf.steps} steps a run, the script as it is "
+        f"and each fix interleaved, {tf.rounds} runs each; {tf.spent_s:.0f} s of a "
+        f"{tf.budget_s:.0f} s budget):"
+    )
+    lines = [head]
+    for t in tf.trials:
+        lines.extend(trial_line(t))
+    lines += [f"  - {n}" for n in tf.notes]
+    return "\n".join(lines)
+
+
+def trial_line(t: FixTrial) -> list[str]:
+    """One fix: title, predicted range, measured speedup (spread), verdict; then its error."""
+    predicted = f"predicted {fmt_gain(t.predicted_bound)}"
+    if t.speedup is not None:
+        measured = (
+            f"measured {fmt_factor(t.speedup)} "
+            f"(95% {fmt_factor(t.speedup_low)}-{fmt_factor(t.speedup_high)}; runs "
+            + ", ".join(fmt_factor(r) for r in t.per_round)
+            + ")"
+        )
+    else:
+        measured = "not measured"
+    tag = "  [recommended]" if t.recommended else ""
+    out = [f"  {t.title}: {predicted}, {measured}: {t.verdict.upper()}{tag}"]
+    out += [f"      {line}" for line in t.error_lines]
+    if t.note:
+        out.append(f"      ({t.note})")
+    return out

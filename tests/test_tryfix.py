@@ -1,0 +1,206 @@
+"""gpucheck run --try-fixes: the runs happen, interleaved, each fix on a private copy of the
+script; the verdicts come from the measured samples (seeded series for the classifier)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_notebook.records import Report
+from gpu_notebook.tryfix.plan import schedule
+from gpu_notebook.tryfix.samples import compare_runs
+from gpu_notebook.tryfix.trials import _fit
+from gpu_notebook.views.tryfix_text import render_try_fixes
+
+
+def _series(seed: int, mean_s: float, runs: int = 3, steps: int = 20, noise: float = 0.05):
+    rng = random.Random(seed)
+    return [[mean_s * (1 + rng.gauss(0, noise)) for _ in range(steps)] for _ in range(runs)]
+
+
+# ---------------------------------------------------------------- the classifier, seeded series
+
+
+def test_a_clearly_faster_variant_is_verified_with_its_ratio_inside_the_interval():
+    c = compare_runs(_series(1, 0.010), _series(2, 0.007))
+    assert c.verdict == "verified"
+    assert c.low <= c.speedup <= c.high and c.low > 1.0
+    assert len(c.per_round) == 3 and all(r > 1 for r in c.per_round)
+
+
+def test_a_clearly_slower_variant_is_slower():
+    c = compare_runs(_series(3, 0.010), _series(4, 0.013))
+    assert c.verdict == "slower" and c.high < 1.0
+
+
+def test_the_same_distribution_is_no_measurable_effect():
+    c = compare_runs(_series(5, 0.010, noise=0.2), _series(6, 0.010, noise=0.2))
+    assert c.verdict == "no measurable effect" and c.low < 1.0 < c.high
+
+
+def test_rounds_that_disagree_are_no_measurable_effect_even_when_pooled_faster():
+    # Round 2's variant run was slower than its baseline: a machine effect, not a verified gain.
+    base = [[0.010] * 10, [0.010] * 10, [0.010] * 10]
+    var = [[0.008] * 10, [0.011] * 10, [0.008] * 10]
+    c = compare_runs(base, var)
+    assert c.speedup > 1.0 and c.verdict == "no measurable effect"
+
+
+def test_the_run_mean_not_the_median_decides_for_bimodal_prefetching_steps():
+    # Workers ahead: most steps instant, one in four waits: the median says 10x, the run's
+    # throughput says 1.6x, and the throughput is what the fix delivers.
+    base = [[0.004] * 20 for _ in range(3)]
+    var = [[0.0004, 0.0004, 0.0004, 0.009] * 5 for _ in range(3)]
+    c = compare_runs(base, var)
+    assert c.speedup == pytest.approx(0.004 / ((3 * 0.0004 + 0.009) / 4))
+
+
+def test_the_same_samples_give_the_same_verdict_and_interval():
+    a, b = _series(7, 0.01, noise=0.3), _series(8, 0.0095, noise=0.3)
+    assert compare_runs(a, b) == compare_runs(a, b)
+
+
+def test_too_few_steps_say_nothing():
+    assert compare_runs([[0.01]], [[]]) is None
+    assert compare_runs([[0.01] * 2], [[0.005] * 2]) is None
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def test_runs_interleave_baseline_and_every_fix_reversing_each_round():
+    assert schedule(2, 3) == [0, 1, 2, 2, 1, 0, 0, 1, 2]
+    assert schedule(1, 2) == [0, 1, 1, 0]
+
+
+def test_the_budget_takes_rounds_first_then_the_least_important_fixes():
+    assert _fit(3, 10.0, 1000.0, 3) == (3, 3)  # 12 runs fit
+    assert _fit(3, 10.0, 85.0, 3) == (2, 3)  # 8 runs: 2 rounds of all
+    assert _fit(3, 10.0, 60.0, 3) == (2, 2)  # 6 runs: 2 rounds of 2 fixes
+    assert _fit(3, 10.0, 15.0, 3) == (2, 0)
+
+
+# ---------------------------------------------------------------- end to end, a plain script
+
+SLOW_LOADER = """
+import os, sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(1)
+MAIN = os.getpid()
+class Slow(Dataset):
+    def __len__(self): return 100000
+    def __getitem__(self, i):
+        if BREAK_IN_WORKERS and os.getpid() != MAIN:
+            raise RuntimeError("this dataset's handle is only valid in the main process")
+        time.sleep(0.003)
+        return torch.randn(8), torch.randn(1)
+loader = DataLoader(Slow(), batch_size=4)
+with open(sys.argv[1], "a") as log:
+    log.write(f"{loader.num_workers}\\n")
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i, (x, y) in enumerate(loader):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    if i == 40:
+        break
+"""
+
+
+def _try(
+    script: Path, tmp_path: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    out = tmp_path / "r.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "gpu_notebook", "run", "--no-profile", "--json", str(out),
+         *extra, str(script), str(tmp_path / "runs.log")],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res, json.loads(out.read_text())
+
+
+def _offered(data: dict) -> list[str]:
+    return [
+        f["fix_id"] for f in data["findings"] if f["proposal"] and f["proposal"]["source_after"]
+    ]
+
+
+def test_try_fixes_runs_each_fix_on_a_copy_interleaved_and_decides_from_the_samples(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("BREAK_IN_WORKERS = False\n" + SLOW_LOADER)
+    before = script.read_bytes()
+    res, data = _try(script, tmp_path, "--try-fixes", "6", "--try-budget", "400")
+    tf = data["try_fixes"]
+    assert "dataloader_workers" in _offered(data)
+    trials = {t["fix_id"]: t for t in tf["trials"]}
+    t = trials["dataloader_workers"]
+    rounds = tf["rounds"]
+    assert rounds >= 2 and len(t["baseline_steps_s"]) == rounds == len(t["variant_steps_s"])
+    # Each run stopped at its step boundary once it had its 6 measured steps.
+    assert all(len(run) == 6 for run in t["baseline_steps_s"] + t["variant_steps_s"])
+    # The verdict and the figures are those of the measured samples.
+    c = compare_runs(t["baseline_steps_s"], t["variant_steps_s"])
+    assert c is not None
+    assert (t["speedup"], t["speedup_low"], t["speedup_high"]) == (c.speedup, c.low, c.high)
+    assert t["verdict"] == c.verdict and t["recommended"] == (c.verdict == "verified")
+    # The runs happened in the interleaved order, the patched copy's loader had workers, the
+    # script as it is had none: the first line is the measured run before the trials.
+    seen = (tmp_path / "runs.log").read_text().split()
+    arms = schedule(len(tf["trials"]), rounds)
+    assert seen[0] == "0" and len(seen) == 1 + len(arms)
+    assert [s == "0" for s in seen[1:]] == [arm == 0 for arm in arms]
+    # The user's script is untouched; the scratch folder is gone.
+    assert script.read_bytes() == before
+    # (torch's DataLoader workers leave pymp-* folders under plain python too.)
+    left = [p.name for p in (tmp_path / "tmp").iterdir()]
+    assert not [n for n in left if n.startswith("gpucheck")], left
+    # The text report names the trial with its range, measurement and verdict.
+    assert "Fixes tried" in res.stderr and "predicted up to" in res.stderr
+    assert t["verdict"].upper() in res.stderr
+    Report.from_json((tmp_path / "r.json").read_text())  # the JSON reads back as a Report
+
+
+def test_a_fix_that_breaks_the_script_is_named_with_its_error_and_not_recommended(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("BREAK_IN_WORKERS = True\n" + SLOW_LOADER)
+    res, data = _try(script, tmp_path, "--try-fixes", "4", "--try-budget", "300")
+    t = next(t for t in data["try_fixes"]["trials"] if t["fix_id"] == "dataloader_workers")
+    assert t["verdict"] == "broke the script" and not t["recommended"]
+    assert any("only valid in the main process" in line for line in t["error_lines"])
+    assert "BROKE THE SCRIPT" in res.stderr
+    # A broken fix is not run again: one variant run, the baseline's own runs still made.
+    assert (tmp_path / "runs.log").read_text().split().count("2") <= 1
+
+
+def test_a_budget_too_small_for_every_fix_says_what_it_skipped(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("BREAK_IN_WORKERS = False\n" + SLOW_LOADER)
+    _res, data = _try(script, tmp_path, "--try-fixes", "4", "--try-budget", "1")
+    tf = data["try_fixes"]
+    assert tf["budget_s"] == 1.0
+    assert all(t["verdict"] in ("skipped", "not measured") for t in tf["trials"])
+    assert all(not t["recommended"] for t in tf["trials"])
+    assert tf["notes"] and ("budget" in " ".join(tf["notes"]))
+
+
+def test_render_lists_every_trial_with_its_verdict():
+    from gpu_notebook.records import FixTrial, TryFixes
+
+    tf = TryFixes(5, 30, 3, 600.0, 42.0, (
+        FixTrial("dataloader_workers", "input.loader_workers", "DataLoader workers", 1.55,
+                 "verified", True, 1.31, 1.2, 1.4, (1.3, 1.32, 1.29)),
+        FixTrial("torch_compile", "host.launch", "Compile", 1.2, "broke the script", False,
+                 error_lines=("NameError: name 'dm' is not defined",)),
+    ))  # fmt: skip
+    text = render_try_fixes(tf)
+    assert "measured 1.31x (95% 1.20x-1.40x" in text and "VERIFIED  [recommended]" in text
+    assert "BROKE THE SCRIPT" in text and "NameError: name 'dm'" in text

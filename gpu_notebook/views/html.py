@@ -303,9 +303,17 @@ def phases_section(report: Report) -> str:
             for p in PHASES
             if (share := phases.share(p)) is not None or p not in OPTIONAL_PHASES
         ]
+    # On a GPU the step is paced by kernels: their time by the phase that launched them.
+    gpu = report.analysis.gpu
+    gpu_total = sum(gpu.gpu_phase_us.values()) if gpu is not None else 0.0
+    gpu_cols: dict[str, tuple[float, float]] | None = None
+    if gpu is not None and gpu_total > 0 and phases is not None:
+        n = max(1, len(phases.steps))
+        gpu_cols = {p: (us / gpu_total, us / n / 1e6) for p, us in gpu.gpu_phase_us.items()}
     return _render(
         "phases.html",
         rows=rows,
+        gpu_cols=gpu_cols,
         source=source,
         st=report.analysis.step_stats,
         window=report.run.window,

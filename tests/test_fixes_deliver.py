@@ -129,3 +129,34 @@ def test_the_fused_optimizer_fix_says_the_loss_can_change_in_its_last_digits():
         "launch.unfused_optimizer",
     )
     assert "last digits" in f.fix
+
+
+def test_a_datamodule_the_cell_builds_gets_its_setting_after_that_line_and_runs_fresh(ip):
+    from gpu_notebook.rules import attach_fixes
+    from tests.test_frameworks import DATAMODULE
+
+    assert ip.run_cell(DATAMODULE).success  # dm = DM() lives from an earlier cell too
+    cell = (
+        "dm = DM()\n"
+        "trainer = L.Trainer(max_steps=2, accelerator='cpu', logger=False, enable_checkpointing=False,\n"
+        "                    enable_progress_bar=False, enable_model_summary=False)\n"
+        "trainer.fit(lit, datamodule=dm)\n"
+    )
+    run = syn.make_run(cell, cpu_count=8)
+    f = only(
+        rules_for(run, syn.make_analysis({"data": 0.6}), namespace=ip.user_ns),
+        "input.loader_workers",
+    )
+    (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None
+    wanted = f.fix_params["num_workers"]
+    # Below the cell's own binding, not above it (there `dm` is the old object, or unbound).
+    assert (
+        after.index("dm = DM()")
+        < after.index(f"dm.num_workers = {wanted}")
+        < after.index("trainer.fit")
+    )
+    ip.user_ns.pop("dm")  # a fresh kernel has no `dm` before the cell binds it
+    assert ip.run_cell(after).success
+    assert ip.user_ns["dm"].train_dataloader().num_workers == wanted

@@ -428,12 +428,11 @@ def trace_allreduce(path: str) -> TraceAllReduce | None:
     ProfilerStep range a kernel starts in (GPU time trails the host's a little; the median over
     steps absorbs a kernel spilling into the next range).
     """
-    import gzip
     import json
 
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        data = json.load(fh)
+    from gpu_notebook.trace.source import read_input
+
+    data = json.loads(read_input(path))  # inflated as a stream, under the input cap
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     steps: list[tuple[float, float]] = []
     kernels: list[tuple[float, float, int]] = []  # start us, duration us, bytes

@@ -148,3 +148,10 @@ def test_more_gpus_for_inference_are_replicas_with_nothing_to_exchange() -> None
     assert not w.missing and w.grad_bytes is None
     text = render_whatif(w)
     assert "replica" in text and "gradient size unknown" not in text and "DDP" not in text
+
+
+def test_inference_measured_on_a_cpu_is_answered_as_inference() -> None:
+    split = dataclasses.replace(syn.phases({}), workload="inference")
+    v = decide(syn.make_run(), syn.make_analysis(phase_split=split))
+    assert v.category == "cpu-only" and "inference" in v.headline
+    assert "replicas" in v.more_gpus and "data parallel" not in v.more_gpus

@@ -66,9 +66,9 @@ def test_the_same_samples_give_the_same_verdict_and_interval():
     assert compare_runs(a, b) == compare_runs(a, b)
 
 
-def test_an_empty_run_is_refused():
-    with pytest.raises(ValueError):
-        compare_runs([[0.01]], [[]])
+def test_too_few_steps_say_nothing():
+    assert compare_runs([[0.01]], [[]]) is None
+    assert compare_runs([[0.01] * 2], [[0.005] * 2]) is None
 
 
 # ---------------------------------------------------------------- the plan
@@ -149,6 +149,7 @@ def test_try_fixes_runs_each_fix_on_a_copy_interleaved_and_decides_from_the_samp
     assert all(len(run) == 6 for run in t["baseline_steps_s"] + t["variant_steps_s"])
     # The verdict and the figures are those of the measured samples.
     c = compare_runs(t["baseline_steps_s"], t["variant_steps_s"])
+    assert c is not None
     assert (t["speedup"], t["speedup_low"], t["speedup_high"]) == (c.speedup, c.low, c.high)
     assert t["verdict"] == c.verdict and t["recommended"] == (c.verdict == "verified")
     # The runs happened in the interleaved order, the patched copy's loader had workers, the

@@ -119,6 +119,12 @@ class StepClock:
         self.memory_every_steps = 0
         self._statm_fd: int | None = None
         self._page_bytes = 4096
+        # The DataLoader iterator the loop reads and the batches each loader setting gave
+        # (num_workers, pin_memory) -> batches; the most-read one is the loop's loader.
+        self._iterator_id = 0
+        self._iterator_key: tuple[Any, Any] = (None, None)
+        self._iterator_batches = 0
+        self._loader_batches: dict[tuple[Any, Any], int] = {}
         self._mem_rows: list[tuple[int, int]] = []  # (step index, rss bytes), bounded as _rows
 
     # ---------------------------------------------------------------- install / uninstall
@@ -267,6 +273,9 @@ class StepClock:
                 clock._data_ns += max(0, end - start - ours)
             if clock._lean:
                 return batch  # the batch size is known from the timed steps
+            if id(it) != clock._iterator_id:
+                clock._switch_iterator(it)
+            clock._iterator_batches += 1
             n = _leading_size(batch)
             if n is not None:
                 clock._samples = (clock._samples or 0) + n
@@ -274,6 +283,20 @@ class StepClock:
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
+
+    def _switch_iterator(self, it: Any) -> None:
+        """The loader settings of the iterator the loop now reads (issue 26: the fix reads the
+        loader's real num_workers / pin_memory even where the source gives no literal). Two
+        values are read from the iterator; no reference to it is kept (its workers end with it)."""
+        self._note_iterator()
+        self._iterator_id = id(it)
+        self._iterator_key = (getattr(it, "_num_workers", None), getattr(it, "_pin_memory", None))
+
+    def _note_iterator(self) -> None:
+        if self._iterator_batches:
+            key = self._iterator_key
+            self._loader_batches[key] = self._loader_batches.get(key, 0) + self._iterator_batches
+        self._iterator_batches = 0
 
     def _wrap_backward(self, original: Callable[..., Any]) -> Callable[..., Any]:
         clock = self
@@ -459,6 +482,8 @@ class StepClock:
             for r in self._rows
         )
         grad_bytes = self._grad_bytes
+        self._note_iterator()
+        loader = max(self._loader_batches.items(), key=lambda kv: kv[1], default=None)
         return StepClockRecord(
             anchor=self.anchor,
             step_count=self._step_count,
@@ -468,6 +493,8 @@ class StepClock:
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
             lean_data="dataloader" in self._patches,
+            loader_num_workers=loader[0][0] if loader else None,
+            loader_pin_memory=loader[0][1] if loader else None,
         )
 
 

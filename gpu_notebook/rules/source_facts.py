@@ -119,6 +119,9 @@ class SourceFacts:
     # settings: the literal, the framework's default when absent, None when not a literal.
     framework_settings: tuple[tuple[str, str, object], ...] = ()
     step_logs: tuple[SourceLine, ...] = ()  # Lightning self.log(...) calls
+    # Every binding of a plain name in the cell: (name, first line, last line, top level);
+    # a fix that sets something on a live object reads it (the cell may rebind the object).
+    bindings: tuple[tuple[str, int, int, bool], ...] = ()
     # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
     live: LiveFacts = dataclasses.field(default_factory=LiveFacts)
 

@@ -121,6 +121,12 @@ def compiled(tree: CellTree) -> bool:
     for node in ast.walk(tree.tree):
         if (
             isinstance(node, ast.Call)
+            and method_of(node) == "compile"
+            and dotted(receiver_of(node)) in tree.models
+        ):
+            return True  # nn.Module.compile(): the module compiles itself in place
+        if (
+            isinstance(node, ast.Call)
             and dotted(node.func) in ("torch.compile", "compile")
             and (
                 dotted(node.func) == "torch.compile"

@@ -249,6 +249,8 @@ def _trial(v: Variant, base: list[RunResult], mine: list[RunResult], broke: bool
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         return _unmeasured(v, "not measured", f"only {len(my_steps)} run(s) of the fix finished")
     cmp = compare_runs(base_steps, my_steps)
+    if cmp is None:
+        return _unmeasured(v, "not measured", "too few timed steps to compare")
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
     note = f"a run ended after {min(short)} timed steps (the script's end)" if short else ""
     return FixTrial(

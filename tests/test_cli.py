@@ -238,7 +238,7 @@ def test_compare_with_a_file_that_is_not_a_report_exits_2(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     res = gpucheck("compare", str(bad), str(bad))
-    assert res.returncode == 2 and "cannot read report" in res.stderr
+    assert res.returncode == 2 and f"gpucheck: cannot read {bad}: " in res.stderr
 
 
 def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):

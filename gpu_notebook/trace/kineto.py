@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import re
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -175,12 +174,12 @@ def load_trace(path: str | Path) -> Trace:
     events, an ``args`` that is not an object) is decoded untyped and goes through
     :func:`load_trace_dict`, which converts it into the same records.
 
-    Raises ``OSError`` when the file cannot be read and ``ValueError`` when it is not a
-    Kineto/Chrome trace (not JSON, or neither a dict with ``traceEvents`` nor a list of events).
+    Raises ``trace.source.InputError`` (a ValueError) when the file cannot be read (missing,
+    damaged gzip, past the size cap) and ``ValueError`` when it is not a Kineto/Chrome trace (not JSON, or neither a dict with ``traceEvents`` nor a list of events).
     """
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+    from gpu_notebook.trace.source import read_input
+
+    raw = read_input(path)  # gzip inflated as a stream, under a cap (InputError: a ValueError)
     decoder, _doc_cls = _schema()
     try:
         doc = decoder.decode(raw)

@@ -442,7 +442,7 @@ def render_html(report: Report) -> str:
     return _render(
         "page.html",
         csp=_csp(scripts),
-        title=f"gpucheck: {report.verdict.category} ({report.run.started_at})",
+        title=f"gpucheck: {report.verdict.category}{_rank_of(report)} ({report.run.started_at})",
         css=Markup(report_css()),
         chart_css=[Markup(body) for body in css],
         head_scripts=trusted[:-1],
@@ -467,6 +467,12 @@ def render_html(report: Report) -> str:
         source=source_section(report.run),
         footer=footer(report),
     )
+
+
+def _rank_of(report: Report) -> str:
+    """The ", rank 1/2" of a multi-rank job's page title (each rank writes its own page)."""
+    info = report.run.rank
+    return "" if info is None or info.world_size <= 1 else f", rank {info.rank}/{info.world_size}"
 
 
 def write_html(report: Report, path: str | Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_notebook.escapes import printable_record
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_pct, fmt_rate, fmt_seconds, fmt_share
 from gpu_notebook.records import (
     OPTIONAL_PHASES,
@@ -102,6 +103,7 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
 
 
 def render_text(report: Report) -> str:
+    report = printable_record(report)  # a trace's names and the user's strings: one safe line each
     run, a, v = report.run, report.analysis, report.verdict
     lines = [f"gpucheck: {v.category.upper()}  (confidence: {v.confidence})", f"  {v.headline}"]
     lines.append(f"  Will more GPUs help? {v.more_gpus}")
@@ -236,6 +238,7 @@ def run_shape_rows(shape: RunShape) -> list[str]:
 
 def render_comparison(c: Comparison) -> str:
     """Before/after of two runs: measured speedup beside the predicted bound."""
+    c = printable_record(c)
     lines = ["Before / after:"]
     lines.append(
         f"  step time   {fmt_seconds(c.baseline_step_median_s):>9} -> {fmt_seconds(c.step_median_s):>9}"

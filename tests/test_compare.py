@@ -182,3 +182,22 @@ def test_a_fix_that_made_the_loop_slower_says_so_and_points_back_instead_of_esca
     assert findings_after(proposer, faster, compare(proposer, faster)) == (escalation,)
     again = syn.make_report(CELL, step_median_s=0.2, started_at=at(4), findings=[escalation])
     assert findings_after(proposer, again, compare(proposer, again)) == (escalation,)
+
+
+def test_a_fix_that_did_nothing_is_not_offered_again_as_it_is():
+    tried = syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED, bound=3.5)
+    proposer = syn.make_report(CELL, step_median_s=0.1, started_at=at(1), findings=[tried])
+    again = syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED + "# again\n", 3.4)
+    fixed = syn.make_report(FIXED, step_median_s=0.1, started_at=at(2), findings=[again])
+    c = compare(proposer, fixed)
+    assert c.samples is not None and c.samples.outcome == "no measurable change"
+    assert any("no measurable effect" in line for line in describe(c))
+    (after,) = findings_after(proposer, fixed, c)
+    assert after.proposal is not None and after.proposal.source_after is None
+    assert "not offered again" in (after.proposal.refusal or "")
+    assert any("no measurable effect" in e for e in after.evidence)
+    # A fix that worked keeps its card as it is.
+    faster = syn.make_report(FIXED, step_median_s=0.05, started_at=at(3), findings=[again])
+    c2 = compare(proposer, faster)
+    assert c2.samples is not None and c2.samples.outcome == "faster"
+    assert findings_after(proposer, faster, c2) == faster.findings

@@ -15,6 +15,7 @@ real clusters never quite reach, so it reads "at least as good as N more GPUs of
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from gpu_notebook.analysis.compare_samples import compare_samples, fix_outcome
@@ -248,10 +249,42 @@ def findings_after(baseline: Report, report: Report, comparison: Comparison) -> 
     fixed cause's own findings (which would escalate on the slower run) left out."""
     slower = slower_after_fix(baseline, report, comparison)
     proposing = proposing_finding(baseline, report)
-    if slower is None or proposing is None:
+    if proposing is None:
         return report.findings
+    if slower is None:
+        return _not_offered_again(report.findings, proposing, comparison)
     cause = family(proposing.rule_id)
     return (slower, *(f for f in report.findings if family(f.rule_id) != cause))
+
+
+def _not_offered_again(
+    findings: tuple[Finding, ...], tried: Finding, comparison: Comparison
+) -> tuple[Finding, ...]:
+    """A fix the user ran that had no measurable effect is not offered again as it is: the same
+    finding keeps its evidence, says what the fix measured, and loses its patch (the card then
+    shows why instead of an Insert button)."""
+    s = comparison.samples
+    if s is None or s.outcome != "no measurable change" or tried.fix_id is None:
+        return findings
+    said = (
+        f"fix `{tried.fix_id}` was run: measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x), "
+        f"no measurable effect against its predicted {fmt_gain(tried.gain_bound)}"
+    )
+    out = []
+    for f in findings:
+        if f.fix_id == tried.fix_id and f.rule_id == tried.rule_id:
+            proposal = f.proposal
+            if proposal is not None:
+                proposal = dataclasses.replace(
+                    proposal,
+                    source_after=None,
+                    diff=None,
+                    refusal=f"{said}: not offered again as it is; the cause is elsewhere or "
+                    "the change did not reach the loop",
+                )
+            f = dataclasses.replace(f, evidence=(*f.evidence, said), proposal=proposal)
+        out.append(f)
+    return tuple(out)
 
 
 def outcome_line(comparison: Comparison) -> str | None:

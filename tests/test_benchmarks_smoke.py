@@ -52,7 +52,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "report.cnn.warm_s",
         "report.cnn.cold_s",
     ),
-    "trace_speed": ("trace.ours_s", "trace.speedup"),
+    "trace_speed": ("trace.ours_s", "trace.decode_s", "trace.speedup"),
     "sampler_cost": ("sampler.tick_cost_pct", "sampler.process_cpu_pct"),
 }
 RESULT_LINE = re.compile(

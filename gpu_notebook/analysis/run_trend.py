@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpu_notebook.analysis.compare_samples import compare_samples
 from gpu_notebook.analysis.interference import busy_steps, step_load_cores, step_run_wait
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
@@ -143,6 +144,9 @@ def run_shape(run: Run) -> RunShape | None:
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
     )
+    drift = compare_samples(dur[-fifth:].tolist(), dur[:fifth].tolist())
+    if drift is not None:
+        shape = dataclasses.replace(shape, drift_low=drift.low)
     wait = step_run_wait(run, steps_read)
     if wait is not None and len(wait) == len(dur):
         # The step as the code ran it: without the time its thread waited for a core.

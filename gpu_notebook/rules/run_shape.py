@@ -103,6 +103,8 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         return None
     if shape.own_drift is not None and shape.own_drift < DRIFT_FACTOR:
         return None  # the steps slowed by the time they waited for a core: machine.slowed says so
+    if shape.drift_low is not None and shape.drift_low <= 1.0:
+        return None  # the fifths' ranges overlap: a few noisy steps, not a measured slowdown
     # The run's time beyond the first fifth's pace, had every step kept it.
     at_first_pace = shape.first_median_s * shape.steps
     removed = max(0.0, 1.0 - at_first_pace / shape.total_s) if shape.total_s > 0 else None

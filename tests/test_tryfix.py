@@ -208,3 +208,14 @@ def test_render_lists_every_trial_with_its_verdict():
     text = render_try_fixes(tf)
     assert "measured 1.31x (95% 1.20x-1.40x" in text and "VERIFIED  [recommended]" in text
     assert "BROKE THE SCRIPT" in text and "NameError: name 'dm'" in text
+
+
+def test_a_fix_whose_bound_is_under_the_run_to_run_margin_is_not_tried():
+    from gpu_notebook.records import Finding
+    from gpu_notebook.tryfix.plan import measurable
+
+    def f(bound):
+        return Finding("r", "t", "low", (), None, bound, "fix")
+
+    # Up to 1.01x can never be told from two runs of the same script (5% apart).
+    assert not measurable(f(1.01)) and measurable(f(1.5)) and measurable(f(None))

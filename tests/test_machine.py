@@ -58,7 +58,8 @@ def test_a_load_burst_is_not_drift():
     shape = run_shape(run)
     assert shape is not None and shape.busy_steps > 100
     assert shape.busy_slowdown is not None and shape.busy_slowdown > 1.8
-    assert shape.last_median_s < 1.2 * shape.first_median_s  # no drift left once they are out
+    # The whole last fifth ran under load: the slowdown is that of the busy steps.
+    assert shape.last_median_s <= 1.25 * shape.busy_slowdown * shape.first_median_s
     ids = {f.rule_id for f in build_report(run).findings}
     assert "run.drift" not in ids and "machine.busy" in ids
     busy = next(f for f in build_report(run).findings if f.rule_id == "machine.busy")
@@ -122,3 +123,18 @@ def test_steps_slowed_by_waiting_for_a_core_are_the_machine_not_drift():
     quiet = dataclasses.replace(quiet, samples=dataclasses.replace(quiet.samples, samples=samples))
     ids = {f.rule_id for f in build_report(quiet).findings}
     assert "run.drift" in ids and not {"machine.slowed", "machine.busy"} & ids
+
+
+def test_a_checkpoint_every_40_steps_keeps_its_period_among_random_preemptions():
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    durations = [0.0002] * 400
+    for i in rng.choice(400, size=30, replace=False):
+        durations[int(i)] = 0.010  # the machine preempted these, at random
+    for i in range(40, 400, 40):
+        durations[i] = 0.050  # the code's own checkpoint
+    run = _run(durations, lambda t: 1.0)
+    shape = run_shape(run)
+    assert shape is not None and shape.stalls is not None
+    assert shape.stalls.period_steps == 40

@@ -117,8 +117,10 @@ def test_verdict_rests_on_the_whole_run_when_the_window_is_unlike_it():
     )
     analysis = dataclasses.replace(syn.make_analysis(phase_split=window_split), shape=shape)
     before = decide(run, analysis)
-    assert before.category == "cpu-only" and before.confidence == "low"
+    # The window alone is unlike the run: no verdict from it, only what it read.
+    assert before.category == "unknown" and before.confidence == "low"
     assert "does not represent" in before.evidence[0]
+    assert before.evidence[1].startswith("the window alone reads cpu-only")
     # The analysis facade puts the whole run's hook split first and keeps the window's beside.
     from gpu_notebook.analysis import analyze as facade
 

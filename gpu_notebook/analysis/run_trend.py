@@ -101,14 +101,23 @@ def run_shape(run: Run) -> RunShape | None:
         steps_read = steps
     # Steps that ran while the rest of the machine was busier: the machine's, not the code's.
     machine = _machine_load(run, steps_read)
-    if machine is not None:
+    if machine is not None and _keeps_both_ends(steps, machine[0]):
         steps_read = machine[0]
     index = np.fromiter((s.index for s in steps_read), dtype=np.int64)
     dur = np.fromiter((s.duration_s for s in steps_read), dtype=float)
     read_s = float(dur.sum() * weight)
     median = float(np.median(dur))
     p90 = float(np.percentile(dur, 90))
-    fifth = max(1, len(dur) // 5)
+    # The first and last fifth of the run by position (steps we disturbed are left out inside
+    # them, never shifting a fifth's bounds into the next part of the run).
+    fifth_all = max(1, len(steps) // 5)
+    head = index <= steps[fifth_all - 1].index
+    tail = index >= steps[-fifth_all].index
+    if not head.any() or not tail.any():
+        head = np.zeros(len(dur), dtype=bool)
+        tail = np.zeros(len(dur), dtype=bool)
+        head[: max(1, len(dur) // 5)] = True
+        tail[-max(1, len(dur) // 5) :] = True
     stalled = dur > STALL_FACTOR * median
     calm = ~stalled if stalled.sum() < len(dur) / 2 else np.ones_like(stalled)
     slope = _slope(index[calm], dur[calm])
@@ -133,8 +142,8 @@ def run_shape(run: Run) -> RunShape | None:
         median_s=median,
         p90_s=p90,
         jitter=p90 / median if median > 0 else 1.0,
-        first_median_s=float(np.median(dur[:fifth])),
-        last_median_s=float(np.median(dur[-fifth:])),
+        first_median_s=float(np.median(dur[head])),
+        last_median_s=float(np.median(dur[tail])),
         slope_s_per_step=slope,
         segments=segments,
         windows=windows_kept,
@@ -144,14 +153,14 @@ def run_shape(run: Run) -> RunShape | None:
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
     )
-    drift = compare_samples(dur[-fifth:].tolist(), dur[:fifth].tolist())
+    drift = compare_samples(dur[tail].tolist(), dur[head].tolist())
     if drift is not None:
         shape = dataclasses.replace(shape, drift_low=drift.low)
     wait = step_run_wait(run, steps_read)
     if wait is not None and len(wait) == len(dur):
         # The step as the code ran it: without the time its thread waited for a core.
         own = dur * (1.0 - wait)
-        own_first, own_last = float(np.median(own[:fifth])), float(np.median(own[-fifth:]))
+        own_first, own_last = float(np.median(own[head])), float(np.median(own[tail]))
         shape = dataclasses.replace(
             shape,
             run_wait_share=float(np.median(wait)),
@@ -172,6 +181,18 @@ def run_shape(run: Run) -> RunShape | None:
 # Busy steps are left out only when the quiet ones stay at least this share of the steps: a
 # machine busy from start to end is the run's normal (the saturation finding names it).
 QUIET_SHARE = 0.3
+
+
+def _keeps_both_ends(steps: Sequence[StepTiming], kept: Sequence[StepTiming]) -> bool:
+    """Leaving the busy steps out still leaves each end of the run (first and last fifth) with
+    a third of its steps: the sampler reads a few times a second, so one busy reading can cover
+    a whole fast part of a run, and leaving it out would erase that part from the drift."""
+    fifth = max(1, len(steps) // 5)
+    first_end, last_start = steps[fifth - 1].index, steps[-fifth].index
+    head = sum(1 for s in kept if s.index <= first_end)
+    tail = sum(1 for s in kept if s.index >= last_start)
+    need = max(3, fifth / 3)
+    return head >= need and tail >= need
 
 
 def _machine_load(
@@ -280,6 +301,8 @@ def _stalls(
         gap, seen = gaps.most_common(1)[0]
         if seen >= PERIOD_AGREEMENT * (len(big) - 1):
             period = int(gap)
+    if period is None and len(idx) >= 3:
+        period = _schedule(idx, steps[0].index, steps[-1].index)
     excess = float((dur[stalled] - median).sum() * weight)
     phase, phase_share = _stall_phase(steps, stalled)
     return StallPattern(
@@ -292,6 +315,24 @@ def _stalls(
         phase=phase,
         phase_share=phase_share,
     )
+
+
+def _schedule(stalled: Sequence[int], first: int, last: int) -> int | None:
+    """A period the stalls keep even among random ones (a busy machine preempts steps at
+    random; a checkpoint comes every N steps): the (period, phase) pair whose every step
+    stalled, at least ``PERIOD_AGREEMENT`` of its occurrences and three times."""
+    hit = set(stalled)
+    best: tuple[int, int] | None = None  # (hits, period)
+    for a, b in itertools.combinations(sorted(hit)[:MAX_STALL_INDICES], 2):
+        p = b - a
+        if p < 2 or (last - first) // p < 3:
+            continue
+        expected = range(a % p + ((first - a % p + p - 1) // p) * p, last + 1, p)
+        hits = sum(1 for i in expected if i in hit)
+        agrees = hits >= 3 and hits >= PERIOD_AGREEMENT * len(expected)
+        if agrees and (best is None or (hits, p) > best):
+            best = (hits, p)
+    return best[1] if best is not None else None
 
 
 def _parts(s: StepTiming) -> dict[str, float]:

@@ -115,22 +115,46 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
         and phases.source == "hooks"
         and bool(set(phases.measured) - {"data", "forward", "backward", "optimizer", "other"})
     )
+    # Hook timings without a trace cover the run when their steps hold most of its time.
+    hooks_cover = (
+        phases is not None
+        and phases.source == "hooks"
+        and phases.total_us / 1e6 * max(1, run.steps.decimation) >= 0.5 * shape.total_s
+    )
     rests = (
         "the run decides: the verdict rests on the data wait of every step, the rest of the "
         "step split as in the window"
         if analysis.window_phases is not None and data_split
+        else "the run decides: the verdict rests on every profiled window, each weighted by the "
+        "time it stands for"
+        if analysis.window_phases is not None and phases is not None and phases.source == "trace"
         else "the run decides: the verdict rests on hook timings of every step, weighted by "
         "their time"
-        if analysis.window_phases is not None
-        else "no phase timing covers the rest: the verdict describes the window only"
+        if analysis.window_phases is not None or hooks_cover
+        else "no phase timing covers the rest of the run"
     )
     note = (
         f"the profiled window does not represent this run: its steps take "
         f"{fmt_seconds(shape.window_median_s)}, the run's median is {fmt_seconds(shape.median_s)} "
         f"(steps like the window's hold {fmt_share(covers)} of the run's time); {rests}"
     )
-    confidence = verdict.confidence if analysis.window_phases is not None else "low"
-    return dataclasses.replace(verdict, evidence=(note, *verdict.evidence), confidence=confidence)
+    if analysis.window_phases is None and not hooks_cover:
+        # Evidence the report itself calls unrepresentative never makes the verdict: say what
+        # the window alone read, and what would measure the rest.
+        return Verdict(
+            "unknown",
+            "No verdict for this run: the profiled window is unlike most of it, and no timing "
+            "covers the rest.",
+            "Unknown: profile the steps that hold most of the time (%%gpucheck -w N starts the "
+            "window later; -s N records more steps), then ask again.",
+            (
+                note,
+                f"the window alone reads {verdict.category}: {verdict.headline}",
+                *verdict.evidence,
+            ),
+            "low",
+        )
+    return dataclasses.replace(verdict, evidence=(note, *verdict.evidence))
 
 
 def _decide(run: Run, analysis: Analysis) -> Verdict:

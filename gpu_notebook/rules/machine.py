@@ -21,10 +21,9 @@ from gpu_notebook.analysis.machine import MachineFacts, machine_facts
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding
-from gpu_notebook.rules.run_shape import DRIFT_FACTOR
+from gpu_notebook.rules.run_shape import BUSY_SLOWDOWN, DRIFT_FACTOR
 from gpu_notebook.rules.source_facts import SourceFacts
 
-BUSY_SLOWDOWN = 1.3
 BUSY_OURS = 0.75  # this process uses at least this share of the cores left to it
 STARVED = 0.2  # or its thread waits for a core at least this share of a step
 SHARED_SHARE = 0.5

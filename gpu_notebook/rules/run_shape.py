@@ -23,6 +23,7 @@ from gpu_notebook.rules.common import Rule, finding, gain_bound, severity_of
 from gpu_notebook.rules.source_facts import SourceFacts
 
 DRIFT_FACTOR = 1.5
+BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's
 JITTER = 1.5
 STALL_SHARE = 0.02
 MEMORY_R2 = 0.8
@@ -103,6 +104,12 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         return None
     if shape.own_drift is not None and shape.own_drift < DRIFT_FACTOR:
         return None  # the steps slowed by the time they waited for a core: machine.slowed says so
+    if (
+        shape.busy_slowdown is not None
+        and shape.busy_slowdown >= BUSY_SLOWDOWN
+        and factor <= shape.busy_slowdown * 1.25
+    ):
+        return None  # the slowdown is that of the steps run under load: machine.busy says so
     if shape.drift_low is not None and shape.drift_low <= 1.0:
         return None  # the fifths' ranges overlap: a few noisy steps, not a measured slowdown
     # The run's time beyond the first fifth's pace, had every step kept it.

@@ -496,6 +496,8 @@ class CaptureSession:
             if rec.first_step is not None and rec.recorded_steps > 0:
                 more_windows.append(ExtraWindow(rec.first_step, rec.recorded_steps, path))
         notes = list(self._notes)
+        if self._clock is not None:
+            notes.extend(self._clock.notes)
         if self._env.nvml_message:
             notes.append(self._env.nvml_message)
         if window.message and window.status == "stepped-aside":

@@ -87,6 +87,13 @@ class StepClock:
         self._dynamo_watch: Any = None
         self._compile_callbacks: Any = None
         self.notes: list[str] = []  # said in the report
+        # Steps on other threads: followed when the cell's own thread has none (see
+        # _adopt_before_step), counted by thread otherwise.
+        self.follow_threads = True
+        self._tid_followed: int | None = None
+        self._cell_tid: int | None = None
+        self._steps_elsewhere: dict[int, int] = {}
+        self._thread_names: dict[int, str] = {}
         self._tracing: Callable[[], bool] = _never
         # When the latest phase we saw ended: forward is the time from there to a backward (or
         # to the end of a step that has none), as no hook of ours sits on modules.
@@ -181,6 +188,63 @@ class StepClock:
             self._unpatch(key)
         self._installed = False
         self.close_memory()
+
+    # ---------------------------------------------------------------- steps on other threads
+
+    def _adopt_before_step(self) -> bool:
+        """An optimizer step starts on another thread: follow that thread if the cell's own
+        has no step (the cell starts a thread that trains and joins it). True: follow it now."""
+        if not self.follow_threads or self._step_count or self.anchor != "none":
+            return False
+        ident = threading.get_ident()
+        if self._tid_followed is not None or ident == self._tid:
+            return ident == self._tid
+        self._cell_tid, self._tid, self._tid_followed = self._tid, ident, ident
+        self._name_thread(ident)
+        self._last_mark_ns = 0
+        self._cur_start_ns = None
+        self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
+        self._fwd_calls = self._bwd_calls = 0
+        self._samples = None
+        self._opt_start_ns = 0
+        return True
+
+    def _elsewhere(self) -> bool:
+        """An optimizer step ended on a thread we do not follow: counted by thread. Returns
+        True when that thread has just been adopted (see ``_adopt_before_step``)."""
+        ident = threading.get_ident()
+        if self._adopt_before_step():
+            return True
+        counts = self._steps_elsewhere
+        counts[ident] = counts.get(ident, 0) + 1
+        if ident not in self._thread_names:
+            self._name_thread(ident)
+        return False
+
+    def _name_thread(self, ident: int) -> None:
+        thread = threading._active.get(ident)  # type: ignore[attr-defined]  # never makes a dummy
+        self._thread_names[ident] = thread.name if thread is not None else f"thread {ident}"
+
+    @property
+    def followed_thread(self) -> bool:
+        """Whether the steps are those of a thread the cell started (not the cell's own)."""
+        return self._tid_followed is not None
+
+    def thread_notes(self) -> list[str]:
+        """Where the optimizer steps ran, when not (only) on the cell's thread."""
+        notes = []
+        if self._tid_followed is not None:
+            name = self._thread_names.get(self._tid_followed, f"thread {self._tid_followed}")
+            notes.append(
+                f"the training steps ran on thread '{name}', started by the cell: the step clock "
+                f"followed that thread ({self._counts['optimizer']} optimizer steps)"
+            )
+        for ident, n in sorted(self._steps_elsewhere.items(), key=lambda kv: -kv[1]):
+            notes.append(
+                f"{n} optimizer step(s) ran on thread '{self._thread_names[ident]}', "
+                "not measured (the step clock follows one thread)"
+            )
+        return notes
 
     # ---------------------------------------------------------------- torch.compile
 
@@ -286,7 +350,9 @@ class StepClock:
     # ---------------------------------------------------------------- hooks
 
     def _on_opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._tracing() or threading.get_ident() != self._tid:
+        if self._tracing():
+            return
+        if threading.get_ident() != self._tid and not self._adopt_before_step():
             return
         self._opt_start_ns = self._last_mark_ns = now = time.perf_counter_ns()
         # A closure optimizer (LBFGS, Lightning's automatic optimization) runs forward and
@@ -296,7 +362,9 @@ class StepClock:
             self._cur_start_ns = now
 
     def _on_opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._tracing() or threading.get_ident() != self._tid:
+        if self._tracing():
+            return
+        if threading.get_ident() != self._tid and not self._elsewhere():
             return
         now = time.perf_counter_ns()
         if self._opt_start_ns:
@@ -792,6 +860,7 @@ def _watch_forks(clock: StepClock) -> None:
 def _inert_after_fork() -> None:
     for clock in list(_CLOCKS):
         clock._tid = -1  # no thread has this id: every hook returns at its first check
+        clock.follow_threads = False
         clock.boundary_listener = None
         clock.anchor_listener = None
         clock._inert.update(("dataloader", "backward"))

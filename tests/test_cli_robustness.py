@@ -528,3 +528,15 @@ def test_the_magic_writes_its_files_where_the_cell_started(ip, tmp_path, monkeyp
     assert ip.user_ns["_moved"].run.status == "ok"
     assert (tmp_path / "r.html").exists() and not (tmp_path / "data" / "r.html").exists()
     assert any(p.name.endswith(".report.json") for p in (tmp_path / "out").iterdir())
+
+
+def test_a_script_that_removes_its_cwd_then_fails_shows_only_its_own_traceback(tmp_path):
+    script(
+        tmp_path,
+        "import os, shutil\nos.makedirs('sc')\nos.chdir('sc')\nshutil.rmtree(os.path.abspath('.'))\n"
+        "raise RuntimeError('after removing my cwd')\n",
+    )
+    res = run(["run", "--json", "r.json", "train.py"], tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.count("Traceback") == 1 and "RuntimeError: after removing my cwd" in res.stderr
+    assert (tmp_path / "r.json").exists()

@@ -538,5 +538,81 @@ def test_a_script_that_removes_its_cwd_then_fails_shows_only_its_own_traceback(t
     )
     res = run(["run", "--json", "r.json", "train.py"], tmp_path)
     assert res.returncode == 1
-    assert res.stderr.count("Traceback") == 1 and "RuntimeError: after removing my cwd" in res.stderr
+    assert (
+        res.stderr.count("Traceback") == 1 and "RuntimeError: after removing my cwd" in res.stderr
+    )
     assert (tmp_path / "r.json").exists()
+
+
+def test_a_torchrun_job_creates_its_rank_output_folders(tmp_path):
+    """README's own command with no out/ folder: every rank's files and the job report land."""
+    from tests.test_distributed import torchrun
+
+    res = torchrun(
+        tmp_path,
+        2,
+        "--json",
+        "out/r{rank}.json",
+        "--html",
+        "pages/p{rank}.html",
+        env={"STEPS": "8"},
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    for rank in (0, 1):
+        assert json.loads((tmp_path / "out" / f"r{rank}.json").read_text())["run"]["rank"]
+        page = (tmp_path / "pages" / f"p{rank}.html").read_text()
+        assert f"rank {rank} of 2" in page
+    assert (tmp_path / "out" / "rjob.json").exists()
+    assert "gpucheck job report: 2 rank(s)" in res.stderr
+
+
+def _on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
+    """Run gpucheck with its stderr on a pseudo-terminal (the live line draws): (status, text)."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCHECK")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpu_notebook", *args],
+        cwd=cwd,
+        env={**env, "TERM": "xterm"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every writer of the terminal has closed it
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    code = proc.wait(timeout=300)
+    reader.join(timeout=60)
+    os.close(master)
+    return code, b"".join(chunks).decode(errors="replace")
+
+
+def test_on_a_terminal_a_hostile_name_is_printed_escaped(tmp_path):
+    evil = "".join(HOSTILE)
+    script(
+        tmp_path,
+        # The script's own traceback is its business (Python prints it raw): its hook is quiet,
+        # so what reaches the terminal is ours, the report naming the error.
+        f"import sys\nsys.excepthook = lambda *a: None\nraise RuntimeError({evil!r})\n",
+    )
+    code, text = _on_a_terminal(["run", "train.py"], tmp_path)
+    assert code == 1
+    assert "RuntimeError: \\x1b[2J" in text
+    controls = {c for c in text if (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0) and c not in "\r\n"}
+    assert controls == set(), sorted(map(repr, controls))
+    assert "\ngpucheck: GPU-BOUND  (forged)" not in text.replace("\r", "")

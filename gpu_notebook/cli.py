@@ -355,10 +355,10 @@ def _live_line(args: argparse.Namespace) -> LiveLine | None:
 
     err = stream()  # the terminal's stderr as it was when we started
     try:
-        tty = err.isatty()
+        tty = err is not None and err.isatty()
     except (OSError, ValueError):
         tty = False
-    if args.quiet or not tty:
+    if args.quiet or not tty or err is None:
         return None
     info = from_env()
     if info is None or info.world_size <= 1:
@@ -753,12 +753,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         report = build_report(session.finish("ok", None))
         print(render_text(report))
         if args.html:
+            import functools
+
+            from gpu_notebook.cli_outputs import write_file
             from gpu_notebook.views.html import write_html
 
-            out = Path(args.html) / f"gpucheck-demo-{name}.html"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            write_html(report, out)
-            print(f"\nHTML report: {out}")
+            out = Path(os.path.abspath(args.html)) / f"gpucheck-demo-{name}.html"
+            why = write_file(str(out), functools.partial(write_html, report))
+            if why is None:
+                print(f"\nHTML report: {out}")
+            else:
+                say(f"gpucheck: cannot write --html {out}: {why}")
+                code = EXIT_USAGE
     return code
 
 

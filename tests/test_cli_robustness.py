@@ -216,7 +216,7 @@ SIGTERM_WHILE_REPORTING = (
     "{handler}\n"
     "def hook(event, args):\n"
     "    if event == 'open' and str(args[0]).endswith('window.trace.json') and not args[1] in ('w', 'wb'):\n"
-    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+    "        os.kill(os.getpid(), signal.{sent})\n"
     "sys.addaudithook(hook)\n"
 )
 
@@ -226,16 +226,19 @@ def ours_left(tmp: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "handler, expected_code",
+    "handler, sent, expected_code",
     [
-        ("", -signal.SIGTERM),  # the default action: the process ends by SIGTERM
-        ("signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))", 5),  # the user's handler decides
+        ("", "SIGTERM", -signal.SIGTERM),  # the default action: the process ends by SIGTERM
+        ("", "SIGHUP", -signal.SIGHUP),  # the terminal closed
+        ("", "SIGINT", -signal.SIGINT),  # Ctrl-C: KeyboardInterrupt unwinds, then SIGINT
+        # The user's handler decides:
+        ("signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))", "SIGTERM", 5),
     ],
 )
-def test_sigterm_while_the_report_is_built_leaves_no_file_and_keeps_the_status(
-    tmp_path, handler, expected_code
+def test_a_signal_while_the_report_is_built_leaves_no_file_and_keeps_the_status(
+    tmp_path, handler, sent, expected_code
 ):
-    script(tmp_path, SIGTERM_WHILE_REPORTING.format(handler=handler))
+    script(tmp_path, SIGTERM_WHILE_REPORTING.format(handler=handler, sent=sent))
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     res = run(["run", "train.py"], tmp_path, env={"TMPDIR": str(tmp)})
@@ -246,7 +249,9 @@ def test_sigterm_while_the_report_is_built_leaves_no_file_and_keeps_the_status(
 def test_an_ignored_sigterm_stays_ignored_and_the_report_comes(tmp_path):
     script(
         tmp_path,
-        SIGTERM_WHILE_REPORTING.format(handler="signal.signal(signal.SIGTERM, signal.SIG_IGN)"),
+        SIGTERM_WHILE_REPORTING.format(
+            handler="signal.signal(signal.SIGTERM, signal.SIG_IGN)", sent="SIGTERM"
+        ),
     )
     tmp = tmp_path / "tmp"
     tmp.mkdir()

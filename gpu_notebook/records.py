@@ -127,6 +127,9 @@ class Sample:
     gpus: tuple[GpuSample, ...] = ()
     steal_pct: float | None = None  # CPU time the hypervisor gave to other guests, mean over cores
     children: int | None = None  # processes below ours (DataLoader workers) at this sample
+    # Share of the interval the measured thread was ready to run but waited for a core
+    # (Linux schedstat run_delay): the machine's other work, never a sleep or a wait of its own.
+    run_wait_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -668,6 +671,8 @@ class RunShape:
     busy_slowdown: float | None = None  # their median step over the quiet steps' median
     busy_load_cores: float | None = None  # other processes' load during them (cores)
     quiet_load_cores: float | None = None  # and during the rest of the run
+    run_wait_share: float | None = None  # median share of a step the thread waited for a core
+    own_drift: float | None = None  # last/first fifth with that wait taken out of each step
 
 
 @dataclass(frozen=True)
@@ -879,6 +884,13 @@ class RankFacts:
     grad_bytes: int | None = None
     files: tuple[str, ...] = ()  # this rank's own report / trace files
     shape: RankShape | None = None  # None: too few steps for a shape, or an older gpucheck
+    # The spread of this rank's own steps when nothing differs between ranks (10th and 90th
+    # percentile over its profiled steps): a gap between ranks inside it is noise.
+    comm_p10_s: float | None = None
+    comm_p90_s: float | None = None
+    step_p10_s: float | None = None
+    step_p90_s: float | None = None
+    host_busy_share: float | None = None  # the host's CPU busy share over the run (all processes)
 
 
 @dataclass(frozen=True)

@@ -132,3 +132,26 @@ def test_inference_and_capture_verdicts_speak_in_their_own_terms() -> None:
     capture = dataclasses.replace(idle, capture=True, kernel_launches=30, launches_without_work=30)
     v = decide(run, syn.make_analysis(phase_split=split, gpu_timeline=capture))
     assert v.category == "unknown" and "capture" in v.headline
+
+
+def test_more_gpus_for_inference_are_replicas_with_nothing_to_exchange() -> None:
+    from gpu_notebook.analysis.whatif import render_whatif, what_if
+
+    split = dataclasses.replace(syn.phases({"sync": 0.3}), workload="inference")
+    analysis = syn.make_analysis(phase_split=split, gpu_timeline=syn.timeline(busy=0.9))
+    w = what_if(syn.make_run(gpus=[syn.gpu()]), analysis)
+    assert [(p.gpus, p.speedup, p.exposed_comm_s) for p in w.points] == [
+        (2, 2.0, 0.0),
+        (4, 4.0, 0.0),
+        (8, 8.0, 0.0),
+    ]
+    assert not w.missing and w.grad_bytes is None
+    text = render_whatif(w)
+    assert "replica" in text and "gradient size unknown" not in text and "DDP" not in text
+
+
+def test_inference_measured_on_a_cpu_is_answered_as_inference() -> None:
+    split = dataclasses.replace(syn.phases({}), workload="inference")
+    v = decide(syn.make_run(), syn.make_analysis(phase_split=split))
+    assert v.category == "cpu-only" and "inference" in v.headline
+    assert "replicas" in v.more_gpus and "data parallel" not in v.more_gpus

@@ -97,3 +97,28 @@ def test_a_machine_busy_throughout_is_named_shared():
     assert found is not None and "1.50 of 2 cores" in found.evidence[0]
     quiet = _run([0.2] * 40, lambda t: 0.1, ours_pct=50.0, threads=1)
     assert machine.shared_machine(quiet, syn.make_analysis(), SourceFacts(parsed=False)) is None
+
+
+def test_steps_slowed_by_waiting_for_a_core_are_the_machine_not_drift():
+    # A machine saturated from start to end (no change in others' load), but from 3 s on the
+    # loop's thread waits for a core half of every step (schedstat run-queue wait): 2x steps.
+    durations, t = [], 0.0
+    while t < 6.0:
+        d = 0.010 if t < 3.0 else 0.020
+        durations.append(d)
+        t += d
+    run = _run(durations, lambda t: 1.0)
+    samples = tuple(
+        dataclasses.replace(s, run_wait_pct=0.0 if s.t_s < 3.0 else 50.0)
+        for s in run.samples.samples
+    )
+    run = dataclasses.replace(run, samples=dataclasses.replace(run.samples, samples=samples))
+    ids = {f.rule_id for f in build_report(run).findings}
+    assert "run.drift" not in ids
+    assert {"machine.slowed", "machine.busy"} & ids
+    # The same slowdown with no wait for a core is the code's.
+    quiet = _run(durations, lambda t: 1.0)
+    samples = tuple(dataclasses.replace(s, run_wait_pct=0.0) for s in quiet.samples.samples)
+    quiet = dataclasses.replace(quiet, samples=dataclasses.replace(quiet.samples, samples=samples))
+    ids = {f.rule_id for f in build_report(quiet).findings}
+    assert "run.drift" in ids and not {"machine.slowed", "machine.busy"} & ids

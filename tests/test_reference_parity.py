@@ -175,6 +175,9 @@ def test_forward_passes_and_serving_steps_are_inference(reference_traces: Path, 
     # Its GPU time is the model's forward (what launched before the trace began aside).
     launched = sum(gpu.gpu_phase_us.values()) - gpu.before_trace_us
     assert gpu.gpu_phase_us["forward"] >= 0.9 * launched
+    # More GPUs are replicas here, not a data-parallel job with gradients to all-reduce.
+    assert report.whatif is not None and report.whatif.assumptions[0].startswith("inference")
+    assert all(p.exposed_comm_s == 0 for p in report.whatif.points)
 
 
 @pytest.mark.parametrize(
@@ -222,3 +225,17 @@ def test_overlapped_communication_is_not_comm_bound_on_its_total(reference_trace
     assert (
         _report(reference_traces, "a100_world2_rank0_nccl.json.gz").verdict.category != "comm-bound"
     )
+
+
+def test_torch_1_8_category_names_keep_the_gpu_phases(
+    reference_traces: Path, tmp_path: Path
+) -> None:
+    """Kineto's first writers (Operator, Runtime, Kernel, Memcpy): the same GPU split."""
+    from tests.test_legacy_traces import _legacy
+
+    old = _legacy(reference_traces / "v100_world1_rank0.json.gz", tmp_path / "old.json")
+    legacy = report_from_trace(old)[0].analysis.gpu
+    modern = _report(reference_traces, "v100_world1_rank0.json.gz").analysis.gpu
+    assert legacy is not None and modern is not None
+    assert legacy.gpu_phase_us["backward"] == pytest.approx(modern.gpu_phase_us["backward"])
+    assert legacy.gpu_phase_us["backward"] > legacy.gpu_phase_us["forward"] > 0

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpu_notebook.analysis.interference import busy_steps, step_load_cores
+from gpu_notebook.analysis.interference import busy_steps, step_load_cores, step_run_wait
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
@@ -143,6 +143,16 @@ def run_shape(run: Run) -> RunShape | None:
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
     )
+    wait = step_run_wait(run, steps_read)
+    if wait is not None and len(wait) == len(dur):
+        # The step as the code ran it: without the time its thread waited for a core.
+        own = dur * (1.0 - wait)
+        own_first, own_last = float(np.median(own[:fifth])), float(np.median(own[-fifth:]))
+        shape = dataclasses.replace(
+            shape,
+            run_wait_share=float(np.median(wait)),
+            own_drift=own_last / own_first if own_first > 0 else None,
+        )
     if machine is not None:
         count, slowdown, loud, quiet = machine[1]
         shape = dataclasses.replace(

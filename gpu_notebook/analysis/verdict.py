@@ -199,6 +199,7 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             confidence,
             host_bound=overhead,
             own_python_share=outside_ops_share(analysis),
+            inference=phases.workload == "inference",
         )
     if busy is not None:
         evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")
@@ -544,6 +545,7 @@ def _cpu_verdict(
     *,
     host_bound: bool = False,
     own_python_share: float | None = None,
+    inference: bool = False,
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
     if data is not None and data >= INPUT_CRITICAL:
@@ -569,6 +571,18 @@ def _cpu_verdict(
             "No: a GPU would not help as it is. Give each op more work first (bigger batch), or "
             "fuse them (torch.compile); on a GPU each of these ops would become a kernel "
             "shorter than its own launch, paced by the same Python.",
+            tuple(evidence),
+            confidence,
+        )
+    if inference:
+        return Verdict(
+            "cpu-only",
+            "No GPU is visible; this inference (no backward, no optimizer) spends its time "
+            "computing on the CPU.",
+            "A GPU would help this inference: its time goes to compute, not to waiting. On one, "
+            "measure again before buying more: serve replicas for throughput (tensor parallel "
+            "only for latency or a model too big for one card), and first batch requests, keep "
+            "shapes fixed, use CUDA graphs, torch.compile or TensorRT / ONNX Runtime.",
             tuple(evidence),
             confidence,
         )

@@ -128,6 +128,9 @@ class Sampler:
         if self._thread is not None:
             raise RuntimeError("this Sampler is already running; stop() it first")
         self._reset(time.perf_counter() if origin_s is None else origin_s)
+        # The thread that starts the sampler runs the measured code: its run-queue wait (time
+        # it was ready to run while the machine ran something else) is the interference it met.
+        self._main_tid = threading.get_native_id()
         self._stop_event = threading.Event()
         self._thread = HiddenThread(self._run, THREAD_NAME).start()
         return self
@@ -231,7 +234,7 @@ class Sampler:
             self._error = exc
 
     def _loop(self) -> None:
-        probe = _Probe()  # owned by this thread: psutil objects and NVML state are not shared
+        probe = _Probe(getattr(self, "_main_tid", None))  # owned by this thread (psutil, NVML)
         probe.prime()
         last_tick = time.perf_counter()
         due = last_tick + self._interval_s
@@ -296,7 +299,9 @@ class Sampler:
 class _Probe:
     """The reading side of one run; used by the sampler thread only."""
 
-    def __init__(self) -> None:
+    def __init__(self, main_tid: int | None = None) -> None:
+        self.main_tid = main_tid
+        self.run_wait: tuple[float, int] | None = None  # (perf_counter s, run-queue wait ns)
         self.process = psutil.Process()
         self.children: dict[int, psutil.Process] = {}
         self.new_children: set[int] = set()  # primed this tick: no CPU % yet
@@ -310,6 +315,7 @@ class _Probe:
         """Take the baselines that the first tick's percentages are measured against."""
         self.process.cpu_percent()
         self.cpu_times = psutil.cpu_times(percpu=True)
+        self._read_run_wait()
         self._refresh_children(time.perf_counter())
         self.new_children.clear()
         state = nvml.status()  # may start NVML: slow on some hosts, so here, off the cell's thread
@@ -336,6 +342,7 @@ class _Probe:
             gpus=gpus,
             steal_pct=_steal_pct(before, self.cpu_times),
             children=len(self.children),
+            run_wait_pct=self._read_run_wait(),
         )
         return sample, lost
 
@@ -394,6 +401,23 @@ class _Probe:
         cost_s = time.thread_time() - cpu_start
         self.child_refresh_s = max(_CHILD_REFRESH_MIN_S, cost_s / _CHILD_REFRESH_CORE_SHARE)
         self.children_due_s = now + self.child_refresh_s
+
+    def _read_run_wait(self) -> float | None:
+        """Share of the time since the last reading that the measured thread spent ready to run
+        but waiting for a core (Linux schedstat ``run_delay``; sleeping or blocked is not it)."""
+        if self.main_tid is None:
+            return None
+        try:
+            with open(f"/proc/self/task/{self.main_tid}/schedstat", "rb") as f:
+                wait_ns = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            self.main_tid = None  # no schedstat here (or the thread ended): not measured
+            return None
+        now = time.perf_counter()
+        last, self.run_wait = self.run_wait, (now, wait_ns)
+        if last is None or now <= last[0]:
+            return None
+        return min(100.0, max(0.0, 100.0 * (wait_ns - last[1]) / 1e9 / (now - last[0])))
 
     def _read_cores(self) -> tuple[float, ...]:
         times = psutil.cpu_times(percpu=True)

@@ -49,6 +49,21 @@ def _shape(analysis: Analysis) -> RunShape | None:
     return analysis.shape
 
 
+# The loop's thread waits for a core at least this share of a step: a machine this busy
+# preempts steps at random, so uneven steps say nothing of the code.
+MACHINE_WAIT = 0.2
+
+
+def machine_explains(shape: RunShape, excess_share: float | None) -> bool:
+    """The time the loop's thread waited for a core (schedstat) covers the extra time of uneven
+    or stalled steps (``excess_share`` of the run; None: jitter): the machine's, not the code's.
+    A stall that recurs on a schedule is never the machine's (callers check the period)."""
+    wait = shape.run_wait_share
+    if wait is None or wait < MACHINE_WAIT:
+        return False
+    return excess_share is None or excess_share <= wait
+
+
 def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The profiled window saw steps unlike most of the run."""
     shape = _shape(analysis)
@@ -86,6 +101,8 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     factor = shape.last_median_s / shape.first_median_s
     if factor < DRIFT_FACTOR:
         return None
+    if shape.own_drift is not None and shape.own_drift < DRIFT_FACTOR:
+        return None  # the steps slowed by the time they waited for a core: machine.slowed says so
     # The run's time beyond the first fifth's pace, had every step kept it.
     at_first_pace = shape.first_median_s * shape.steps
     removed = max(0.0, 1.0 - at_first_pace / shape.total_s) if shape.total_s > 0 else None
@@ -165,6 +182,8 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Step times spread widely, without a drift or a stall pattern to explain them."""
     shape = _shape(analysis)
     if shape is None or shape.jitter < JITTER or shape.stalls is not None:
+        return None
+    if machine_explains(shape, None):
         return None
     if shape.first_median_s > 0 and shape.last_median_s / shape.first_median_s >= DRIFT_FACTOR:
         return None
@@ -276,6 +295,8 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     shape = _shape(analysis)
     stalls = shape.stalls if shape is not None else None
     if stalls is None or stalls.share < STALL_SHARE:
+        return None
+    if shape is not None and machine_explains(shape, stalls.share) and stalls.period_steps is None:
         return None
     bound = gain_bound(stalls.share, analysis)
     evidence = [

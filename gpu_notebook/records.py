@@ -891,6 +891,7 @@ class RankFacts:
     step_p10_s: float | None = None
     step_p90_s: float | None = None
     host_busy_share: float | None = None  # the host's CPU busy share over the run (all processes)
+    run_wait_share: float | None = None  # share of a step its thread waited for a core (schedstat)
 
 
 @dataclass(frozen=True)

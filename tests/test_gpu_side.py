@@ -155,3 +155,39 @@ def test_inference_measured_on_a_cpu_is_answered_as_inference() -> None:
     v = decide(syn.make_run(), syn.make_analysis(phase_split=split))
     assert v.category == "cpu-only" and "inference" in v.headline
     assert "replicas" in v.more_gpus and "data parallel" not in v.more_gpus
+
+
+def test_a_device_to_host_copy_waiting_for_the_queue_is_a_sync_and_costs_only_idle_gpu() -> None:
+    events = [
+        tf.annotation("ProfilerStep#1", 0.0, 100.0),
+        tf.launch(1.0, 1),
+        tf.op("aten::to", 9.0, 52.0),
+        tf.runtime("cudaMemcpyAsync", 10.0, 50.0, 2),  # .cpu(): blocked until the kernel ends
+        tf.kernel("big_kernel", 5.0, 50.0, 1),
+        tf.memcpy("DtoH (Device -> Pageable)", 55.0, 2.0, 2, nbytes=4),
+    ]
+    events += [tf.op(f"aten::op{i}", 62.0 + 3 * i, 2.0) for i in range(10)]
+    trace = _trace(events)
+    phases = phase_breakdown(trace)
+    assert phases is not None
+    assert phases.phase_total_us["sync"] == 45.0  # [10, 55): waiting for big_kernel
+    assert phases.phase_total_us["copy"] == 5.0  # [55, 60): the copy itself and the return
+    g = gpu_timeline(trace)
+    assert g is not None and g.idle_sync_wait_us == 0.0  # the GPU was busy all along
+    analysis = syn.make_analysis(phase_split=phases, gpu_timeline=g)
+    assert decide(syn.make_run(gpus=[syn.gpu()]), analysis).category != "sync-bound"
+
+
+def test_a_trace_without_correlation_args_is_joined_by_its_ac2g_flows() -> None:
+    """Some writers drop the args; the launch -> kernel flow still carries the correlation."""
+    events = [
+        tf.annotation("Optimizer.step#SGD.step", 0.0, 50.0),
+        tf.x("cudaLaunchKernel", "cuda_runtime", 10.0, 2.0),
+        tf.x("k", "kernel", 20.0, 5.0, pid=tf.GPU_PID, tid=7),
+        tf.flow(42, 10.0, start=True),
+        tf.flow(42, 20.0, start=False),
+    ]
+    trace = _trace(events)
+    assert sorted(trace.correlation[trace.correlation >= 0].tolist()) == [42, 42]
+    g = gpu_timeline(trace)
+    assert g is not None and g.gpu_phase_us["optimizer"] == 5.0

@@ -51,3 +51,18 @@ def test_summaries_without_a_spread_keep_the_level_rule():
     ]
     found = find_straggler(ranks)
     assert found is not None and found.rank == 1
+
+
+def test_a_rank_held_back_by_waiting_for_a_core_is_the_machine_not_a_straggler():
+    # Rank 0's thread waited for a core 40% of its 30 ms step, rank 1's 5%: the 8 ms gap in
+    # their waits is the machine's (rank 1 waits for rank 0 because rank 0 got fewer turns).
+    import dataclasses
+
+    ranks = [
+        dataclasses.replace(_rank(0, 0.0005, 0.0, 0.001), run_wait_share=0.4),
+        dataclasses.replace(_rank(1, 0.009, 0.008, 0.010), run_wait_share=0.05),
+    ]
+    assert find_straggler(ranks) is None
+    ranks[0] = dataclasses.replace(ranks[0], run_wait_share=0.05)
+    found = find_straggler(ranks)
+    assert found is not None and found.rank == 0

@@ -369,18 +369,22 @@ def test_hot_line_is_named_and_stacks_export_for_flame_graph_tools(ip, tmp_path)
     ip.run_cell(
         "model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(16, 32)"
     )
+    # At least 48 steps and 1 s of cell: the 50 Hz whole-cell sampler gets its samples even
+    # when a busy machine leaves its thread few turns (the assertions are on what it found).
     body = (
-        "for step in range(48):  # ~0.5 s: 25 samples at the whole-cell 50 Hz\n"
+        "import time\nt0 = time.perf_counter(); step = 0\n"
+        "while step < 48 or time.perf_counter() - t0 < 1.0:\n"
         "    loss = model(xs).sum()\n"
         "    loss.backward(); opt.step(); opt.zero_grad()\n"
         "    slow_log(loss)\n"
+        "    step += 1\n"
     )
     rep = run(ip, body, f"--lines all --export {tmp_path}")
     stacks = rep.analysis.stacks
-    assert stacks is not None and stacks.samples >= 20
+    assert stacks is not None and stacks.samples >= 10
     top = max(stacks.lines, key=lambda s: s.samples)
-    assert top.line == 5 and "slow_log" in top.text  # line 1 is %%gpucheck
-    assert "Hot lines" in render_text(rep) and "line 5" in render_text(rep)
+    assert top.line == 7 and "slow_log" in top.text  # line 1 is %%gpucheck
+    assert "Hot lines" in render_text(rep) and "line 7" in render_text(rep)
     speedscope = json.loads(next(tmp_path.glob("*.speedscope.json")).read_text())
     assert speedscope["profiles"] and speedscope["shared"]["frames"]
     collapsed = next(tmp_path.glob("*.collapsed.txt")).read_text().splitlines()

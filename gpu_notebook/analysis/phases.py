@@ -31,7 +31,10 @@ the host thread) while the host thread runs no other operator: the host waits fo
 collective leaves "comm" out of ``measured``: a one-process run has no peer to wait for. On a
 GPU, collectives mostly wait on the device (NCCL kernels, ``GpuTimeline.comm_us``), not here.
 
-"copy" is the host side of ``cudaMemcpy*`` / ``hipMemcpy*``. A trace without any GPU activity
+"copy" is the host side of ``cudaMemcpy*`` / ``hipMemcpy*``, except the part of a
+device-to-host copy spent before the copy itself started on the GPU: a DtoH copy (``.cpu()``,
+``.item()``, ``.tolist()``) first waits for every kernel queued before it, and that wait is
+"sync" (``_blocked_reads``). A trace without any GPU activity
 (a CPU-only run) has no device to copy to, so "copy" is *not measured* there: it is left out of
 ``measured`` and out of the per-phase mappings rather than reported as a measured zero.
 """
@@ -408,7 +411,10 @@ def _level_covers(
         _comm_waits(trace, pid, on_thread, start, end),
         spans(on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX)),
         spans(on_thread & is_runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES)),
-        spans(on_thread & trace.name_mask(names=markers.SYNC_OPS)),
+        _union(
+            spans(on_thread & trace.name_mask(names=markers.SYNC_OPS)),
+            _blocked_reads(trace, on_thread & is_runtime, start, end),
+        ),
     ]
     covers: list[_Cover] = []
     acc_s = np.zeros(0, dtype=np.int64)
@@ -438,6 +444,36 @@ def _comm_waits(
     work = np.flatnonzero(((on_thread & ~collective) | autograd) & trace.category_mask("cpu_op"))
     busy = _merge(start[work], end[work])
     return _subtract(*flight, *busy)
+
+
+_DEVICE_TO_HOST = re.compile(r"DtoH|Device -> (?:Pageable|Pinned|Host)", re.IGNORECASE)
+
+
+def _blocked_reads(
+    trace: Trace, runtime: BoolArray, start: IntArray, end: IntArray
+) -> tuple[IntArray, IntArray]:
+    """Where the host waited inside a device-to-host copy call for the queue ahead of it.
+
+    From the call's start to the start of its copy on the GPU (same ``correlation``), when that
+    copy started inside the call: the host was blocked until every earlier kernel finished.
+    """
+    calls = np.flatnonzero(runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES))
+    dtoh = trace.name_ids(lambda n: _DEVICE_TO_HOST.search(n) is not None)
+    table = np.zeros(len(trace.names), dtype=np.bool_)
+    table[dtoh] = True
+    copies = np.flatnonzero(
+        trace.category_mask("gpu_memcpy") & table[trace.name_id] & (trace.correlation >= 0)
+    )
+    if calls.size == 0 or copies.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(trace.correlation[copies], kind="stable")
+    keys = trace.correlation[copies][order]
+    pos = np.clip(np.searchsorted(keys, trace.correlation[calls]), 0, keys.size - 1)
+    found = keys[pos] == trace.correlation[calls]
+    calls, gpu = calls[found], copies[order[pos[found]]]
+    gpu_start = start[gpu]
+    inside = (gpu_start > start[calls]) & (gpu_start <= end[calls])
+    return _merge(start[calls][inside], gpu_start[inside])
 
 
 def backward_op_mask(trace: Trace) -> BoolArray:

@@ -262,9 +262,12 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             tuple(evidence),
             confidence,
         )
-    if data is not None and data >= INPUT_CRITICAL:
+    # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
+    # causes above); a sync while kernels run costs nothing. Without one, the host's shares.
+    timeline = gpu is not None and gpu.window_us > 0
+    if not timeline and data is not None and data >= INPUT_CRITICAL:
         return _input_verdict(data, evidence, confidence, inference=inference)
-    if sync is not None and sync >= SYNC_CRITICAL:
+    if not timeline and sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence)
     idle = 1.0 - busy if busy is not None else None
     if inference:

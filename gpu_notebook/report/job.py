@@ -56,7 +56,8 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
     )
     gpu = analysis.gpu
     if gpu is not None and gpu.comm_us > 0 and phases is not None:
-        comm = max(comm or 0.0, gpu.comm_us / n / 1e6)
+        # The rank waits only where no computation overlaps its collectives (exposed time).
+        comm = max(comm or 0.0, gpu.comm_exposed_us / n / 1e6)
     if comm is None and phases is not None and phases.source == "trace":
         comm = 0.0  # a trace with no collective: a rank that never waited on a peer
     hot = None
@@ -88,6 +89,11 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         files=tuple(files),
         shape=rank_shape(analysis.shape),
         host_busy_share=_short(statistics.fmean(busy) / 100.0) if busy else None,
+        run_wait_share=(
+            _short(analysis.shape.run_wait_share)
+            if analysis.shape is not None and analysis.shape.run_wait_share is not None
+            else None
+        ),
         **spread,
     )
 
@@ -209,6 +215,7 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
             step > 0
             and wait - (least.comm_s or 0.0) >= STRAGGLER_THRESHOLD * step
             and wait - (least.comm_s or 0.0) >= _spread_of(measured, "comm")
+            and not _starved(least, others, wait - (least.comm_s or 0.0))
         ):
             return _cause(least, others, "waits-least", wait)
     timed = [r for r in ranks if r.step_s]
@@ -219,11 +226,28 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
             center > 0
             and (slowest.step_s or 0.0) > center * (1 + STRAGGLER_THRESHOLD)
             and (slowest.step_s or 0.0) - center >= _spread_of(timed, "step")
+            and not _starved(
+                slowest,
+                [r for r in timed if r.rank != slowest.rank],
+                (slowest.step_s or 0.0) - center,
+            )
         ):
             return _cause(
                 slowest, [r for r in timed if r.rank != slowest.rank], "slowest-step", None
             )
     return None
+
+
+def _starved(slow: RankFacts, others: Sequence[RankFacts], gap_s: float) -> bool:
+    """The late rank's thread waited for a core (schedstat) by at least half the gap more than
+    the others' did: the machine held it back, not its code."""
+    if slow.run_wait_share is None or not slow.step_s:
+        return False
+    theirs = [r.run_wait_share * (r.step_s or 0.0) for r in others if r.run_wait_share is not None]
+    if not theirs:
+        return False
+    extra_s = slow.run_wait_share * slow.step_s - statistics.median(theirs)
+    return extra_s >= 0.5 * gap_s
 
 
 def _spread_of(ranks: Sequence[RankFacts], what: str) -> float:

@@ -4,12 +4,16 @@
 the team's two-sample one (``analysis.compare_samples``: throughput from the mean step, a seeded
 moving-block bootstrap interval widened by the run-to-run margin, the fix outcome), over each
 arm's runs pooled; the notebook's before/after reads the same function. Interleaving adds what
-one before/after cannot have: several runs of each arm side by side, so a round whose fix run
-was not faster than its baseline run (the machine changed between them) is seen:
+one before/after cannot have: several runs of each arm side by side, so a gain that only one
+disturbed round carries (another process took the cores during a baseline run) is seen:
 
-- ``verified``: the pooled comparison says faster and every round's ratio is above 1;
-- ``slower``: it says slower and every round's ratio is below 1;
+- ``verified``: the pooled comparison says faster and most rounds' ratios are above 1;
+- ``slower``: it says slower and most rounds' ratios are below 1;
 - ``no measurable effect``: anything else.
+
+Most, not every: on a shared machine one round in three can be disturbed either way (seen on a
+2-core machine at load 9 with other test suites running), and the pooled interval already
+carries the run-to-run margin.
 
 A run's figure is its mean step (its throughput, what a fix promises: a loader with workers
 gives bimodal steps whose median says nothing of the run's time). Seeded: the same samples
@@ -56,8 +60,10 @@ def compare_runs(
         statistics.fmean(b) / statistics.fmean(v) for b, v in zip(base, var, strict=False)
     )
     verdict: SampleVerdict = fix_outcome(pooled)
-    if (verdict == "verified" and not all(r > 1.0 for r in rounds)) or (
-        verdict == "slower" and not all(r < 1.0 for r in rounds)
+    faster = sum(r > 1.0 for r in rounds)
+    slower = sum(r < 1.0 for r in rounds)
+    if (verdict == "verified" and 2 * faster <= len(rounds)) or (
+        verdict == "slower" and 2 * slower <= len(rounds)
     ):
         verdict = "no measurable effect"
     return SampleComparison(pooled.speedup, pooled.low, pooled.high, rounds, verdict)

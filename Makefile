@@ -1,16 +1,23 @@
-# Two entry points for a fresh machine: `make demo` and `make test`.
+# Two entry points for a fresh machine: `make demo` (the runtime only, no Node) and `make test`.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install browser demo test wheel-check
+.PHONY: runtime install browser demo test wheel-check
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-install: $(BIN)/python
+# What the demo needs and nothing more: torch and the package's own dependencies. No test
+# extras, no Node: SKIP_JUPYTER_BUILDER (hatch-jupyter-builder) leaves the JupyterLab extension
+# unbuilt, which the command line and the text/HTML reports do not use.
+runtime: $(BIN)/python
 	# torch pinned: the CPU wheel; an unpinned torch pulls a multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	SKIP_JUPYTER_BUILDER=1 $(BIN)/python -m pip install --quiet -e .
+
+install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	# Builds the JupyterLab extension too (Node + jlpm, through hatch-jupyter-builder).
 	$(BIN)/python -m pip install --quiet -e ".[test]"
@@ -21,9 +28,9 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "browser tests need Chromium: sudo apt-get install chromium"; fi; }
 
-demo: install
+demo: runtime
 	$(BIN)/python -m gpu_notebook demo --html demo-reports
-	@echo "Open the HTML reports in demo-reports/ (or run example_notebooks/01_find_the_bottleneck.ipynb in JupyterLab)."
+	@echo "Open the HTML reports in demo-reports/. Next: . $(BIN)/activate puts gpucheck on PATH."
 
 # The built wheel, installed where no Node exists, still lists the labextension "enabled OK" (~25 s).
 wheel-check: install

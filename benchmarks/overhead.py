@@ -479,6 +479,76 @@ def hook_cost_us(steps: int, rounds: int) -> dict[str, list[float]]:
     return interleave({"none": loop, "lean": with_clock(True), "timing": with_clock(False)}, rounds)
 
 
+# ------------------------------------------------------------------------------ shapes
+
+
+def shape_cell(shape: Any, variant: str) -> str:
+    """``shape``'s cell for ``variant`` (plain or gpucheck), its loop timed inside the cell."""
+    timed_open = "_t0 = time.perf_counter(); _c0 = time.process_time()\n"
+    timed_close = "_loop = (time.perf_counter() - _t0, time.process_time() - _c0)\n"
+    body = shape.make + timed_open + shape.loop.strip("\n") + "\n" + timed_close
+    return ("%%gpucheck\n" + body) if variant == "gpucheck" else body
+
+
+def run_shapes(
+    shell: Shell, rows: list[Result], rounds: int, quick: bool, only: str | None
+) -> None:
+    """The loop shapes users bring (overhead_shapes.py): %%gpucheck vs plain, same budget."""
+    import importlib.util
+
+    from overhead_shapes import COMMON, SHAPES
+
+    for shape in SHAPES:
+        if only and shape.name not in only.split(",") and "shapes" not in only.split(","):
+            continue
+        label = f"{shape.name}: {shape.label}, %%gpucheck (default)"
+        reason = ""
+        if quick:
+            reason = "skipped in --quick mode (framework imports and compiles take minutes here)"
+        elif missing := [m for m in shape.needs if importlib.util.find_spec(m) is None]:
+            reason = f"`import {missing[0]}` fails in this environment"
+        else:
+            try:
+                shell._run(COMMON + shape.setup)
+                for v in ("plain", "gpucheck"):  # warm: imports, compiles, first profiler start
+                    shell.time_cell(shape_cell(shape, v))
+            except RuntimeError as exc:
+                reason = f"set-up failed: {exc}"
+        if reason:
+            for part, what in (("loop", "in-loop"), ("run", "cell up to its end")):
+                emit(
+                    Result(
+                        f"overhead.{shape.name}.gpucheck.{part}",
+                        f"{label}: {what} ratio",
+                        None,
+                        f"not available: {reason}",
+                        "",
+                        None,
+                        "-",
+                    ),
+                    rows,
+                )
+            continue
+        runs = interleave(
+            {
+                v: functools.partial(shell.time_cell, shape_cell(shape, v))
+                for v in ("plain", "gpucheck")
+            },
+            rounds,
+        )
+        plain_loop = median([t.loop_cpu_s for t in runs["plain"]])
+        print(f"# {shape.name}: plain loop median {plain_loop * 1e3:.0f} ms CPU", flush=True)
+        _ratio_rows(
+            rows,
+            shape.name,
+            "gpucheck",
+            runs["plain"],
+            runs["gpucheck"],
+            budget=CELL_BUDGET,
+            label=label,
+        )
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -632,6 +702,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 budget=budget,
                 label=f"{workload} {n} steps, {labels[v]}",
             )
+    run_shapes(shell, rows, args.rounds or 5, quick, only)
     if "tiny" not in results:
         print(f"# overhead benchmark took {time.perf_counter() - t_start:.0f} s", flush=True)
         write_results(args.json_path, rows)

@@ -34,6 +34,7 @@ BENCHMARKS: tuple[str, ...] = (
     "report_latency",
     "trace_speed",
     "sampler_cost",
+    "fixed_cost",
 )
 
 

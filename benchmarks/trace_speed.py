@@ -53,7 +53,7 @@ from _common import (
 
 # HTA 0.5.0 fails on pandas 3 (strict dtype on an int16 column it widens): pandas<3 is pinned.
 HTA_REQUIREMENTS = ["holistictraceanalysis", "pandas<3"]
-SPEED_BUDGET = 5.0  # ours at least this many times faster
+SPEED_BUDGET = 20.0  # ours at least this many times faster (issue 27; it was 5)
 AGREEMENT_BUDGET_PCT = 1.0
 HOST_PID, HOST_TID, DEVICE_PID = 4242, 4242, 0
 COMPUTE_STREAM, SIDE_STREAM = 7, 20
@@ -295,7 +295,21 @@ def ours_worker(path: str) -> dict[str, Any]:
     phases, gpu, _ops = analyze_trace_file(path)
     wall_s, cpu_s = time.perf_counter() - w0, time.process_time() - c0
     assert gpu is not None and phases is not None
+    # The limit beside it: the file read and decoded by msgspec alone, into plain Python objects
+    # (no schema, nothing analysed), then our reader alone (load_trace: decode into the columns
+    # the analysis reads). The file is in the page cache for all three.
+    import gzip
+
+    import msgspec
+
+    d0 = time.process_time()
+    raw = Path(path).read_bytes()
+    decoded = msgspec.json.decode(gzip.decompress(raw) if path.endswith(".gz") else raw)
+    decode_cpu_s = time.process_time() - d0
+    del decoded, raw
+    r0 = time.process_time()
     trace = load_trace(path)
+    reader_cpu_s = time.process_time() - r0
     rows = trace.gpu_mask
     span = (float(trace.ts_us[rows].min()), float(trace.end_us[rows].max()))
     same = gpu_timeline(trace, window=span)
@@ -304,6 +318,8 @@ def ours_worker(path: str) -> dict[str, Any]:
         "wall_s": wall_s,
         "cpu_s": cpu_s,
         "import_s": import_s,
+        "decode_cpu_s": decode_cpu_s,
+        "reader_cpu_s": reader_cpu_s,
         "events": len(trace),
         "default_window_us": gpu.window_us,
         "default_busy_us": gpu.busy_us,
@@ -392,9 +408,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"# trace: {path.relative_to(REPO_ROOT)} ({path.stat().st_size / 1e6:.0f} MB)", flush=True
     )
 
-    hta_python, reason = ensure_venv(
-        "hta", HTA_REQUIREMENTS, check_import="hta.trace_analysis", install=not args.quick
-    )
+    # GPUCHECK_HTA_PYTHON: an HTA venv made elsewhere (e.g. /work/venvs/hta/bin/python).
+    own = os.environ.get("GPUCHECK_HTA_PYTHON")
+    if own:
+        hta_python, reason = Path(own), ""
+    else:
+        hta_python, reason = ensure_venv(
+            "hta", HTA_REQUIREMENTS, check_import="hta.trace_analysis", install=not args.quick
+        )
     env = {**os.environ, "HTA_DISABLE_NS_ROUNDING": "1", "PYTHONNOUSERSITE": "1"}
     ours_python = Path(sys.executable)
     # Each round: ours, HTA, ours. HTA takes ~30 s of CPU on the 1M-event file (minutes of wall
@@ -432,6 +453,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             "",
             None,
             how_ours,
+        ),
+        rows,
+    )
+    emit(
+        Result(
+            "trace.decode_s",
+            "the limit beside it: JSON decoding alone, then our reader alone",
+            median([r["decode_cpu_s"] for r in ours]),
+            f"msgspec decode alone {median([r['decode_cpu_s'] for r in ours]):.2f} s CPU; our reader "
+            f"{median([r['reader_cpu_s'] for r in ours]):.2f} s; the whole analysis "
+            f"{median([r['cpu_s'] for r in ours]):.2f} s",
+            "",
+            None,
+            "same worker processes: the file read and decoded untyped by msgspec, then "
+            "trace.kineto.load_trace alone, process CPU, after the timed analysis (page cache warm)",
         ),
         rows,
     )

@@ -17,6 +17,7 @@ from types import CodeType
 from typing import IO, Any, NoReturn
 
 from gpu_notebook import __version__
+from gpu_notebook.cli_console import say, show
 from gpu_notebook.records import VerdictCategory
 from gpu_notebook.views.text import render_text
 
@@ -79,7 +80,7 @@ def _options(args: argparse.Namespace) -> Any:
         target_gpu(args)
         return capture_options(args)
     except ValueError as exc:
-        print(f"gpucheck: {exc}", file=sys.stderr)
+        say(f"gpucheck: {exc}")
         raise SystemExit(EXIT_USAGE) from None
 
 
@@ -161,20 +162,26 @@ def _exec_script(script: Path) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gpu_notebook.capture.session import CaptureSession
-    from gpu_notebook.report.build import build_report
+    from gpu_notebook.cli_console import take_stderr
+    from gpu_notebook.launchers import launcher_hint, launcher_of
 
+    take_stderr()  # our words go to the terminal's stderr, whatever the script does with fd 2
     script = Path(args.script)
-    if not script.is_file():
-        if script.name in ("torchrun", "torch.distributed.run", "python", "python3"):
-            print(
-                f"gpucheck: {args.script} is a launcher, not a script: put gpucheck inside it, "
-                "e.g. `torchrun --nproc_per_node 2 -m gpu_notebook run train.py`",
-                file=sys.stderr,
-            )
-        else:
-            print(f"gpucheck: no such script: {args.script}", file=sys.stderr)
+    if launcher_of(args.script) is not None:
+        say(
+            f"gpucheck: {args.script} is a launcher, not a training script (gpucheck would "
+            f"measure the launcher): {launcher_hint(args.script, args.script_args)}"
+        )
         return EXIT_USAGE
+    if not script.is_file():
+        say(f"gpucheck: no such script: {args.script}")
+        return EXIT_USAGE
+    # Absolute now: the script may chdir, or remove the folder it started in.
+    script_abs = Path(os.path.abspath(script))
     options = _options(args)
+    outputs = _pinned_outputs(args)
+    if outputs is None:
+        return EXIT_USAGE
     live = _live_line(args)
     session = CaptureSession(
         options,
@@ -201,10 +208,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if code:
                     status, error = "error", f"SystemExit: {exc.code}"
             except KeyboardInterrupt as exc:
-                _print_script_traceback(script, exc)
+                _print_script_traceback(script_abs, exc)
                 status, error, code = "interrupted", "KeyboardInterrupt", 130
+                _die_by_sigint_at_exit()
             except Exception as exc:  # noqa: BLE001 - the script's failure: shown as Python shows it
-                _print_script_traceback(script, exc)
+                _print_script_traceback(script_abs, exc)
                 status, error, code = "error", f"{type(exc).__name__}: {exc}", 1
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
@@ -214,62 +222,125 @@ def cmd_run(args: argparse.Namespace) -> int:
         # A child the script forked (os.fork) ended through sys.exit or an exception: the
         # report is the parent's alone, and the child exits as it would without us.
         _exit_forked_child(code)
-    from gpu_notebook.capture.session import private_scratch
-
-    # The script's stdout stays the script's own: the report goes to stderr, after it.
-    with private_scratch() as scratch:
-        report = build_report(
-            session.finish(status, error, scratch=scratch),  # type: ignore[arg-type]
-            target_gpu=args.gpu,
-        )
-        if args.try_fixes is not None:  # issue 26: measure the offered fixes (gpu_notebook.tryfix)
-            from gpu_notebook.tryfix.cli_hook import with_trials
-
-            report = with_trials(report, script, args.script_args, args)
-        files = _write_outputs(report, args)
+    try:
+        report, files = _report_and_files(session, status, error, args, outputs, script_abs)
+    except KeyboardInterrupt:
+        # Ctrl-C while we build the report: none, and the process ends by SIGINT as Python's.
+        say("gpucheck: interrupted: no report")
+        _die_by_sigint_at_exit()
+        return 130
     info = report.run.rank
     if not args.quiet:
         if info is not None and info.rank != 0 and info.world_size > 1:
-            print(_rank_line(report, files), file=sys.stderr)
+            say(_rank_line(report, files))
         else:
-            print(render_text(report), file=sys.stderr)
+            say(render_text(report))
     if info is not None:
-        _job_report_step(report, files, args)
+        _job_report_step(report, files, args, outputs.get("--job-json"))
     gate = _gate_failure(report, args)
     if gate is not None:
-        print(f"gpucheck: {gate}", file=sys.stderr)
+        say(f"gpucheck: {gate}")
         return code or EXIT_GATE
     return code
 
 
-def _write_outputs(report: Any, args: argparse.Namespace) -> list[str]:
-    """Write the files asked for (``{rank}`` filled in; per-rank names in a multi-rank job)."""
-    from gpu_notebook.capture.ranks import expand
+def _report_and_files(
+    session: Any,
+    status: str,
+    error: str | None,
+    args: argparse.Namespace,
+    outputs: Any,
+    script: Path,
+) -> tuple[Any, list[str]]:
+    """The report, built in a private folder that a SIGTERM then does not leave behind."""
+    import shutil
+
+    from gpu_notebook.capture.session import private_scratch
+    from gpu_notebook.exit_signals import cleanup_before_signal_death
+    from gpu_notebook.report.build import build_report
+
+    # The script's stdout stays the script's own: the report goes to stderr, after it.
+    with (
+        private_scratch() as scratch,
+        cleanup_before_signal_death(lambda: shutil.rmtree(scratch, ignore_errors=True)),
+    ):
+        report = build_report(session.finish(status, error, scratch=scratch), target_gpu=args.gpu)
+        if args.try_fixes is not None:  # issue 26: measure the offered fixes (gpu_notebook.tryfix)
+            from gpu_notebook.tryfix.cli_hook import with_trials
+
+            report = with_trials(report, script, args.script_args, args)
+        files = _write_outputs(report, outputs)
+    return report, files
+
+
+# Set when the script ended by an uncaught KeyboardInterrupt: main() then ends the process by
+# SIGINT as Python does (a shell loop stops), after our report and cleanup.
+_sigint_at_exit = False
+
+
+def _die_by_sigint_at_exit() -> None:
+    global _sigint_at_exit
+    _sigint_at_exit = True
+
+
+def _pinned_outputs(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Every output path fixed against the folder the run starts in, and checked now: a path
+    that cannot be written is said before the script runs (None), not after a long training."""
+    from gpu_notebook.capture.ranks import from_env
+    from gpu_notebook.cli_outputs import resolve, unwritable
+
+    info = from_env()
+    job = job_json_path(args)
+    typed = {"--json": args.json, "--html": args.html, "--trace": args.trace, "--job-json": job}
+    pinned: dict[str, Any] = {}
+    for option, value in typed.items():
+        out = resolve(option, value)
+        if out is None:
+            continue
+        if option == "--job-json" and (info is not None and info.rank != 0):
+            pinned[option] = out  # only rank 0 writes the job report
+            continue
+        path = out.plain() if option == "--job-json" else out.for_rank(info)
+        why = unwritable(path)
+        if why is not None:
+            say(f"gpucheck: cannot write {option} {value}: {why}")
+            return None
+        pinned[option] = out
+    return pinned
+
+
+def _write_outputs(report: Any, outputs: dict[str, Any]) -> list[str]:
+    """Write the files asked for (``{rank}`` filled in; per-rank names in a multi-rank job).
+
+    A file that cannot be written is one line; the others, the report and the exit code stay.
+    """
+    from gpu_notebook.cli_outputs import write_file
 
     info = report.run.rank
     written = []
-    if getattr(args, "json", None):
-        path = expand(args.json, info)
-        Path(path).write_text(report.to_json(indent=1))
-        written.append(path)
-    if getattr(args, "trace", None):
+
+    def attempt(option: str, write: Any) -> None:
+        path = outputs[option].for_rank(info)
+        why = write_file(path, write)
+        if why is None:
+            written.append(path)
+        else:
+            say(f"gpucheck: cannot write {option} {path}: {why}")
+
+    if "--json" in outputs:
+        attempt("--json", lambda p: p.write_text(report.to_json(indent=1)))
+    if "--trace" in outputs:
         src = report.run.window.trace_path
         if src is None:
-            print(
-                "gpucheck: no trace to write (the profiler window did not record)", file=sys.stderr
-            )
+            say("gpucheck: no trace to write (the profiler window did not record)")
         else:
             from gpu_notebook.capture.session import copy_trace
 
-            path = expand(args.trace, info)
-            copy_trace(Path(src), Path(path))
-            written.append(path)
-    if getattr(args, "html", None):
+            attempt("--trace", lambda p: copy_trace(Path(src), p))
+    if "--html" in outputs:
         from gpu_notebook.views.html import write_html
 
-        path = expand(args.html, info)
-        write_html(report, path)
-        written.append(path)
+        attempt("--html", lambda p: write_html(report, p))
     return written
 
 
@@ -280,24 +351,32 @@ def _live_line(args: argparse.Namespace) -> LiveLine | None:
     """The live line, on a terminal: in a multi-process job only local rank 0 draws it (ranks
     sharing one terminal would overwrite each other's), and it says which rank it is."""
     from gpu_notebook.capture.ranks import from_env
+    from gpu_notebook.cli_console import stream
 
-    if args.quiet or not sys.stderr.isatty():
+    err = stream()  # the terminal's stderr as it was when we started
+    try:
+        tty = err is not None and err.isatty()
+    except (OSError, ValueError):
+        tty = False
+    if args.quiet or not tty or err is None:
         return None
     info = from_env()
     if info is None or info.world_size <= 1:
-        return LiveLine(sys.stderr)
+        return LiveLine(err)
     if info.local_rank not in (None, 0):
         return None
-    return LiveLine(sys.stderr, prefix=f"gpucheck rank {info.rank}/{info.world_size}")
+    return LiveLine(err, prefix=f"gpucheck rank {info.rank}/{info.world_size}")
 
 
 def _rank_line(report: Any, files: Sequence[str]) -> str:
     """What a rank other than 0 prints: one line (rank 0 prints the job report)."""
+    from gpu_notebook.escapes import printable
+
     info = report.run.rank
-    where = f"; its report: {', '.join(files)}" if files else ""
+    where = f"; its report: {', '.join(printable(f) for f in files)}" if files else ""
     return (
         f"gpucheck rank {info.rank}/{info.world_size}: {report.verdict.category.upper()}: "
-        f"{report.verdict.headline}{where} (rank 0 prints the job report)"
+        f"{printable(report.verdict.headline)}{where} (rank 0 prints the job report)"
     )
 
 
@@ -315,7 +394,9 @@ def job_json_path(args: argparse.Namespace) -> str | None:
     return f"{head}{stem}.job{dot}{suffixes}" if dot else f"{path}.job"
 
 
-def _job_report_step(report: Any, files: Sequence[str], args: argparse.Namespace) -> None:
+def _job_report_step(
+    report: Any, files: Sequence[str], args: argparse.Namespace, job_path: Any = None
+) -> None:
     """Every rank sends its summary; rank 0 prints and writes the job report."""
     import msgspec
 
@@ -343,10 +424,14 @@ def _job_report_step(report: Any, files: Sequence[str], args: argparse.Namespace
         notes=[n for n in (gathered.note,) if n],
     )
     if not args.quiet:
-        print("\n" + render_job(job), file=sys.stderr)
-    path = job_json_path(args)
-    if path is not None:
-        Path(path).write_text(json.dumps(to_jsonable(job), indent=1))
+        say("\n" + render_job(job))
+    if job_path is not None:
+        from gpu_notebook.cli_outputs import write_file
+
+        path = job_path.plain()
+        why = write_file(path, lambda p: p.write_text(json.dumps(to_jsonable(job), indent=1)))
+        if why is not None:
+            say(f"gpucheck: cannot write --job-json {path}: {why}")
 
 
 def _gate_failure(report: Any, args: argparse.Namespace) -> str | None:
@@ -377,16 +462,12 @@ def _trace_files(path: Path) -> list[Path]:
 
 
 def _file_kind(path: Path) -> str:
-    """ "trace", "report" (a gpucheck report JSON), "job" (a job report) or "other", from the
-    file's first bytes: a trace is never parsed twice, a report never read as a trace."""
-    import gzip
+    """ "trace", "report" (a gpucheck report JSON) or "job" (a job report), from the file's
+    first bytes: a trace is never parsed twice, a report never read as a trace. InputError
+    (trace.source) when even those cannot be read."""
+    from gpu_notebook.trace.source import read_head
 
-    try:
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return "other"
+    head = read_head(path, 4096)
     if b'"kind": "gpucheck-job"' in head or b'"kind":"gpucheck-job"' in head:
         return "job"
     if any(
@@ -399,31 +480,71 @@ def _file_kind(path: Path) -> str:
     return "trace"  # let the trace reader say what is wrong with it
 
 
-def _companions(reports: Sequence[Path]) -> dict[int | None, Any]:
-    """The report JSONs lying beside traces, by rank (None: a report that names no rank)."""
-    from gpu_notebook.records import Report
+def _cannot_read(path: Path | str, exc: BaseException) -> str:
+    """``gpucheck: cannot read FILE: <why>``: the one line every bad input gets."""
+    from gpu_notebook.escapes import printable
+    from gpu_notebook.trace.source import describe
 
+    why = describe(exc)
+    prefix = f"{path}: "
+    while why.startswith(prefix):  # the reader's own message may name the file again
+        why = why[len(prefix) :]
+    return f"gpucheck: cannot read {printable(str(path))}: {printable(why)}"
+
+
+def _read_report(path: Path | str) -> Any:
+    """A report JSON, read under the input cap (trace.source); raises what its line says."""
+    from gpu_notebook.records import Report
+    from gpu_notebook.trace.source import read_input
+
+    return Report.from_json(read_input(path))
+
+
+def _companions(reports: Sequence[Path], problems: list[str]) -> dict[int | None, Any]:
+    """The report JSONs lying beside traces, by rank (None: a report that names no rank)."""
     out: dict[int | None, Any] = {}
     for f in reports:
         try:
-            report = Report.from_json(f.read_bytes())
-        except (OSError, ValueError) as exc:
-            print(
-                f"gpucheck: {f.name} looks like a report but cannot be read: {exc}", file=sys.stderr
-            )
+            report = _read_report(f)
+        except Exception as exc:  # noqa: BLE001 - a hostile or damaged file is one line, never a traceback
+            problems.append(_cannot_read(f, exc))
+            say(problems[-1])
             continue
         out[report.run.rank.rank if report.run.rank is not None else None] = report
     return out
 
 
+def _analysed(f: Path, companions: dict[int | None, Any], alone: bool, gpu: str | None) -> Any:
+    """(report, rank, world) of one trace. numpy's warnings on absurd values (a ts of 1e308)
+    are ours, not the user's: the error they lead to is said in one line instead."""
+    import warnings
+
+    from gpu_notebook.report.from_trace import report_from_trace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        report, rank, world = report_from_trace(f, target_gpu=gpu)
+        companion = companions.get(rank) if rank is not None else companions.get(None)
+        if companion is None and alone:
+            companion = companions.get(None)
+        if companion is not None:
+            report, rank, world = report_from_trace(f, companion=companion, target_gpu=gpu)
+    return report, rank, world
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Traces only: a report JSON beside a trace is its companion (gradient bytes, host), a job
-    report JSON is skipped; a folder of ranks gets the job report from the traces."""
-    from gpu_notebook.report.from_trace import report_from_trace
+    report JSON is skipped; a folder of ranks gets the job report from the traces.
+
+    A file that cannot be read (damaged, hostile, too large) is one line, ``gpucheck: cannot
+    read FILE: <why>``; the others are still analysed, and the exit status is 2.
+    """
+    from gpu_notebook.cli_outputs import resolve
+    from gpu_notebook.escapes import printable
 
     path = Path(args.path)
     if not path.exists():
-        print(f"gpucheck: no such file or folder: {args.path}", file=sys.stderr)
+        say(f"gpucheck: no such file or folder: {args.path}")
         return EXIT_USAGE
     if args.gpu is not None:
         from gpu_notebook.analysis.gpu_estimate import gpu_spec
@@ -431,62 +552,124 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         try:
             gpu_spec(args.gpu)
         except ValueError as exc:
-            print(f"gpucheck: {exc}", file=sys.stderr)
+            say(f"gpucheck: {exc}")
             return EXIT_USAGE
-    kinds = {f: _file_kind(f) for f in _trace_files(path)}
-    files = [f for f, k in kinds.items() if k == "trace"]
-    if not files:
-        print(f"gpucheck: no .json or .json.gz trace in {args.path}", file=sys.stderr)
+    outputs = [resolve(o, v) for o, v in (("--json", args.json), ("--job-json", args.job_json))]
+    problems: list[str] = []
+    kinds: dict[Path, str] = {}
+    try:
+        candidates = _trace_files(path)
+    except OSError as exc:
+        say(_cannot_read(path, exc))
         return EXIT_USAGE
-    companions = _companions([f for f, k in kinds.items() if k == "report"])
+    for f in candidates:
+        try:
+            kinds[f] = _file_kind(f)
+        except ValueError as exc:
+            problems.append(_cannot_read(f, exc))
+            say(problems[-1])
+    files = [f for f, k in kinds.items() if k == "trace"]
+    if not files and not problems:
+        say(f"gpucheck: no .json or .json.gz trace in {args.path}")
+        return EXIT_USAGE
+    companions = _companions([f for f, k in kinds.items() if k == "report"], problems)
     if len(files) == 1 and len(companions) == 1:
         only = next(iter(companions.values()))
         companions = {None: only}
     ranked = []
     for f in files:
         try:
-            report, rank, world = report_from_trace(f, target_gpu=args.gpu)
-            companion = companions.get(rank) if rank is not None else companions.get(None)
-            if companion is None and len(files) == 1:
-                companion = companions.get(None)
-            if companion is not None:
-                report, rank, world = report_from_trace(f, companion=companion, target_gpu=args.gpu)
-        except (OSError, ValueError) as exc:
-            print(f"gpucheck: cannot read {f}: {exc}", file=sys.stderr)
-            return 1
+            report, rank, world = _analysed(f, companions, len(files) == 1, args.gpu)
+        except Exception as exc:  # noqa: BLE001 - a damaged or hostile trace is one line, never a traceback
+            problems.append(_cannot_read(f, exc))
+            say(problems[-1])
+            continue
         ranked.append((f, report, rank, world))
         if not args.quiet:
-            label = f"rank {rank}" if rank is not None else f.name
-            print(f"\n=== {label} ({f.name}) " + "=" * max(0, 60 - len(label) - len(f.name)))
-            print(render_text(report))
+            name = printable(f.name)
+            label = f"rank {rank}" if rank is not None else name
+            show(f"\n=== {label} ({name}) " + "=" * max(0, 60 - len(label) - len(name)))
+            show(render_text(report))
             if report.gpu_estimate is not None:
                 from gpu_notebook.analysis.gpu_estimate import describe as describe_estimate
 
-                print(
+                show(
                     "\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate))
                 )
+    json_out, job_out = outputs
     if len(ranked) > 1 or any(w is not None and w > 1 for _, _, _, w in ranked):
-        job = _job_from_traces(ranked)
-        print()
-        print(_render_job(job))
-        if getattr(args, "job_json", None):
+        doubts = _not_one_job(ranked)
+        if doubts:
+            say(
+                f"gpucheck: warning: these {len(ranked)} traces do not look like one job: "
+                + "; ".join(doubts)
+                + ". The summary below reads them as one anyway."
+            )
+        job = _job_from_traces(ranked, doubts)
+        show()
+        show(_render_job(job))
+        if job_out is not None:
             from gpu_notebook.records import to_jsonable
 
-            Path(args.job_json).write_text(json.dumps(to_jsonable(job), indent=1))
-    if args.json:
-        payload = [
-            {"file": str(f), "rank": rank, "world_size": world, "report": r.to_dict()}
-            for f, r, rank, world in ranked
-        ]
-        Path(args.json).write_text(json.dumps(payload, indent=1))
+            payload = json.dumps(to_jsonable(job), indent=1)
+            problems += _written(job_out.plain(), "--job-json", payload)
+    if json_out is not None and ranked:
+        payload = json.dumps(
+            [
+                {"file": str(f), "rank": rank, "world_size": world, "report": r.to_dict()}
+                for f, r, rank, world in ranked
+            ],
+            indent=1,
+        )
+        problems += _written(json_out.plain(), "--json", payload)
+    if problems:
+        return EXIT_USAGE
     gates = [g for g in (_gate_failure(r, args) for _, r, _, _ in ranked) if g]
     if gates:
-        print(f"gpucheck: {gates[0]}", file=sys.stderr)
+        say(f"gpucheck: {gates[0]}")
         return EXIT_GATE
     return 0
 
 
-def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> Any:
+def _written(path: str, option: str, text: str) -> list[str]:
+    """Write ``text`` to ``path``: [] when done, else the one line said about it."""
+    from gpu_notebook.cli_outputs import write_file
+
+    why = write_file(path, lambda p: p.write_text(text))
+    if why is None:
+        return []
+    say(f"gpucheck: cannot write {option} {path}: {why}")
+    return [why]
+
+
+def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> list[str]:
+    from datetime import datetime
+
+    from gpu_notebook.report.one_job import TraceFacts, not_one_job
+
+    def start_s(report: Any) -> float | None:
+        try:
+            return datetime.fromisoformat(report.run.started_at).timestamp()
+        except ValueError:  # "": the trace does not say when it started
+            return None
+
+    return not_one_job(
+        [
+            TraceFacts(
+                f.name,
+                rank,
+                world,
+                report.run.rank.host if report.run.rank is not None else "",
+                start_s(report),
+            )
+            for f, report, rank, world in ranked
+        ]
+    )
+
+
+def _job_from_traces(
+    ranked: Sequence[tuple[Path, Any, int | None, int | None]], doubts: Sequence[str] = ()
+) -> Any:
     from gpu_notebook.records import RankInfo
     from gpu_notebook.report.job import job_report, rank_facts
 
@@ -500,7 +683,7 @@ def _job_from_traces(ranked: Sequence[tuple[Path, Any, int | None, int | None]])
     world = max([*worlds, len(ranked)])
     # The what-if of the job: the lowest rank's (one rank stands for all in data parallel).
     first = min(ranked, key=lambda x: (x[2] is None, x[2] or 0))[1]
-    notes = []
+    notes = [f"maybe not one job: {d}" for d in doubts]
     if len(ranked) < world:
         notes.append(
             f"{len(ranked)} of the job's {world} ranks' traces are here: the rest are named missing"
@@ -518,19 +701,29 @@ def _render_job(job: Any) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from gpu_notebook.records import Report
+    """Before/after of two report JSONs; a file that cannot be read is one line and exit 2."""
+    import warnings
+
     from gpu_notebook.report.compare import compare
+    from gpu_notebook.trace.source import describe
     from gpu_notebook.views.text import render_comparison
 
     reports = []
     for name in (args.before, args.after):
         try:
-            reports.append(Report.from_json(Path(name).read_text()))
-        except (OSError, ValueError, KeyError) as exc:
-            print(f"gpucheck: cannot read report {name}: {exc}", file=sys.stderr)
+            reports.append(_read_report(name))
+        except Exception as exc:  # noqa: BLE001 - a hostile or damaged file is one line, never a traceback
+            say(_cannot_read(name, exc))
             return EXIT_USAGE
-    comparison = compare(reports[0], reports[1], price_per_gpu_hour=args.price_per_gpu_hour)
-    print(render_comparison(comparison))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            comparison = compare(reports[0], reports[1], price_per_gpu_hour=args.price_per_gpu_hour)
+            text = render_comparison(comparison)
+    except Exception as exc:  # noqa: BLE001 - figures no run could have written: one line
+        say(f"gpucheck: cannot compare {args.before} with {args.after}: {describe(exc)}")
+        return EXIT_USAGE
+    show(text)
     return 0
 
 
@@ -560,12 +753,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         report = build_report(session.finish("ok", None))
         print(render_text(report))
         if args.html:
+            import functools
+
+            from gpu_notebook.cli_outputs import write_file
             from gpu_notebook.views.html import write_html
 
-            out = Path(args.html) / f"gpucheck-demo-{name}.html"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            write_html(report, out)
-            print(f"\nHTML report: {out}")
+            out = Path(os.path.abspath(args.html)) / f"gpucheck-demo-{name}.html"
+            why = write_file(str(out), functools.partial(write_html, report))
+            if why is None:
+                print(f"\nHTML report: {out}")
+            else:
+                say(f"gpucheck: cannot write --html {out}: {why}")
+                code = EXIT_USAGE
     return code
 
 
@@ -685,7 +884,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    code = int(args.func(args))
+    if _sigint_at_exit:
+        _end_by_sigint()
+    return code
+
+
+def _end_by_sigint() -> NoReturn:
+    """End as ``python script.py`` ends on an uncaught KeyboardInterrupt: by SIGINT itself.
+
+    Raised out of the interpreter's main module, a KeyboardInterrupt makes Python run its exit
+    as usual (threads joined, atexit) and then kill itself with SIGINT (``Py_RunMain``): a shell
+    loop stops, as it does for plain python. The script's traceback was printed already, so
+    Python's own printing of this one is silenced.
+    """
+    sys.excepthook = lambda *_: None
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-# A DataLoader whose __getitem__ decodes slowly (a 20 ms sleep per 8 samples): input-bound.
+# A DataLoader whose __getitem__ decodes slowly (a 60 ms sleep per 8 samples): input-bound, and
+# still so on a busy machine (the sleep does not slow down with the cores; the model does).
 INPUT_BOUND = """
 import time, torch
 from torch import nn
@@ -15,7 +16,7 @@ class SlowDecodeDataset(Dataset):
         return len(self.x)
     def __getitem__(self, i):
         if i % 8 == 0:
-            time.sleep(0.020)  # stands for JPEG decoding / augmentation
+            time.sleep(0.060)  # stands for JPEG decoding / augmentation
         return self.x[i], self.y[i]
 
 model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -142,11 +143,11 @@ class GpuCheckMagics(Magics):
                     return None
                 report = measured
                 if export_dir is not None:
-                    _export(report, export_dir)
+                    _write_or_say("--export", export_dir, lambda: _export(report, export_dir))
                 if html_path is not None:
                     from gpu_notebook.views.html import write_html
 
-                    write_html(report, html_path)
+                    _write_or_say("--html", html_path, lambda: write_html(report, html_path))
         except BaseException as exc:
             if live is not None:
                 live.abandon(f"no report: {type(exc).__name__}: {exc}")
@@ -219,10 +220,28 @@ def _live_view() -> Any:
     return view
 
 
+def _write_or_say(option: str, path: Path, write: Any) -> None:
+    """A file the cell asked for that cannot be written is one line on stderr: the cell, its
+    report and its outcome stay what they are (a good cell never fails for our file)."""
+    import sys
+
+    from gpu_notebook.escapes import printable
+    from gpu_notebook.trace.source import describe
+
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001 - our file, not the user's code: one line
+        print(
+            f"gpucheck: cannot write {option} {printable(str(path))}: {describe(exc)}",
+            file=sys.stderr,
+        )
+
+
 def _html_path(value: str | None) -> Path | None:
+    """The path, absolute now: the cell may ``chdir`` before the report is written."""
     if value is None:
         return None
-    path = Path(value).expanduser()
+    path = Path(os.path.abspath(Path(value).expanduser()))
     if path.is_dir():
         raise UsageError(f"--html needs a file name; {value!r} is a folder.")
     if not path.parent.exists():
@@ -231,9 +250,11 @@ def _html_path(value: str | None) -> Path | None:
 
 
 def _export_dir(value: str | None) -> Path | None:
+    """The folder, absolute now (the cell may ``chdir``) and created (again at the end if the
+    cell removed it)."""
     if value is None:
         return None
-    path = Path(value).expanduser()
+    path = Path(os.path.abspath(Path(value).expanduser()))
     if path.exists() and not path.is_dir():
         raise UsageError(f"--export needs a folder; {value!r} is a file.")
     try:
@@ -258,6 +279,7 @@ def _export(report: Report, folder: Path) -> None:
     import dataclasses
 
     stem = unique_stem(report.run.started_at)
+    folder.mkdir(parents=True, exist_ok=True)  # the cell may have removed it
     trace = report.run.window.trace_path
     exported = report
     if trace is not None and Path(trace).exists():

@@ -109,6 +109,9 @@ class GpuSample:
     pcie_rx_bytes_per_s: float | None = None
     pcie_tx_bytes_per_s: float | None = None
     temperature_c: float | None = None
+    other_processes: int | None = (
+        None  # compute processes on the GPU besides ours (None: not listed)
+    )
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,11 @@ class Sample:
     per_core_cpu_pct: tuple[float, ...] = ()
     rss_bytes: int | None = None  # this process plus its children
     gpus: tuple[GpuSample, ...] = ()
+    steal_pct: float | None = None  # CPU time the hypervisor gave to other guests, mean over cores
+    children: int | None = None  # processes below ours (DataLoader workers) at this sample
+    # Share of the interval the measured thread was ready to run but waited for a core
+    # (Linux schedstat run_delay): the machine's other work, never a sleep or a wait of its own.
+    run_wait_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +183,10 @@ class StepClockRecord:
     event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
     grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
+    lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait
+    # The DataLoader the loop read most batches from, as its iterator ran (None: no loader).
+    loader_num_workers: int | None = None
+    loader_pin_memory: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -356,6 +368,8 @@ class PhaseBreakdown:
     total_us: float
     phase_total_us: Mapping[str, float]
     measured: tuple[str, ...]  # phases this source can see (others: not measured)
+    # "inference": no backward and no optimizer anywhere in what was measured; None: unknown.
+    workload: Literal["training", "inference"] | None = None
 
     def share(self, phase: str) -> float | None:
         """Fraction of the recorded step time spent in ``phase``; None when not measured."""
@@ -388,9 +402,37 @@ class GpuTimeline:
     comm_us: float  # collective kernels (nccl / rccl)
     memset_us: float
     copies: tuple[CopyStats, ...] = ()
-    gpu_phase_us: Mapping[str, float] = field(default_factory=dict)  # kernel time by launch phase
+    # GPU time (kernels, copies, memsets) by the host phase of the op that launched it.
+    gpu_phase_us: Mapping[str, float] = field(default_factory=dict)
     tensor_core_kernel_us: float | None = None
     devices: tuple[int, ...] = ()
+    # Which window the figures above describe: the profiled steps' host span, the GPU span
+    # (first to last activity launched inside the trace: HTA's and TraceLens's), or the caller's.
+    window_source: Literal["steps", "gpu_span", "caller"] = "gpu_span"
+    window_start_us: float | None = None  # trace clock
+    span_us: float | None = None  # the GPU span, and its busy time (both on the same activity)
+    span_busy_us: float | None = None
+    before_trace_us: float = 0.0  # activity in the window whose launch precedes the trace
+    # Parts of the host wait: the host thread was in a data wait / host copy, or in a sync.
+    idle_data_wait_us: float = 0.0
+    idle_sync_wait_us: float = 0.0
+    compute_us: float = 0.0  # union of the non-collective kernels
+    comm_busy_us: float = 0.0  # union of the collective kernels
+    comm_exposed_us: float = 0.0  # ... where no computation runs (HTA's / TraceLens's exposed)
+    memcpy_exposed_us: float = 0.0  # copies and memsets where no kernel runs
+    collectives: int = 0  # collective kernels in the window
+    graph_launches: int = 0  # cudaGraphLaunch / hipGraphLaunch calls in the trace
+    graph_us: float = 0.0  # GPU time of the work those launches replayed
+    kernel_launches: int = 0  # kernel launch calls in the trace
+    launches_without_work: int = 0  # ... whose kernel never ran (recorded into a graph)
+    capture: bool = False  # the trace is a CUDA/HIP graph capture, not a step
+
+    @property
+    def comm_overlap_share(self) -> float | None:
+        """Share of the collective time overlapped by computation; None without collectives."""
+        if self.comm_busy_us <= 0:
+            return None
+        return 1.0 - self.comm_exposed_us / self.comm_busy_us
 
     @property
     def busy_share(self) -> float:
@@ -406,6 +448,7 @@ class OpStat:
     total_us: float
     self_us: float
     device: Literal["cpu", "gpu"] = "cpu"
+    median_self_us: float | None = None  # the typical call's self time (None: older records)
 
 
 @dataclass(frozen=True)
@@ -622,6 +665,14 @@ class RunShape:
     represents: bool | None = None  # None: no window
     stalls: StallPattern | None = None
     memory: tuple[MemoryTrend, ...] = ()
+    # Steps that ran while other processes were busier than the run's quiet level
+    # (analysis.interference): left out of median, jitter, drift and stalls, named apart.
+    busy_steps: int = 0
+    busy_slowdown: float | None = None  # their median step over the quiet steps' median
+    busy_load_cores: float | None = None  # other processes' load during them (cores)
+    quiet_load_cores: float | None = None  # and during the rest of the run
+    run_wait_share: float | None = None  # median share of a step the thread waited for a core
+    own_drift: float | None = None  # last/first fifth with that wait taken out of each step
 
 
 @dataclass(frozen=True)
@@ -833,6 +884,14 @@ class RankFacts:
     grad_bytes: int | None = None
     files: tuple[str, ...] = ()  # this rank's own report / trace files
     shape: RankShape | None = None  # None: too few steps for a shape, or an older gpucheck
+    # The spread of this rank's own steps when nothing differs between ranks (10th and 90th
+    # percentile over its profiled steps): a gap between ranks inside it is noise.
+    comm_p10_s: float | None = None
+    comm_p90_s: float | None = None
+    step_p10_s: float | None = None
+    step_p90_s: float | None = None
+    host_busy_share: float | None = None  # the host's CPU busy share over the run (all processes)
+    run_wait_share: float | None = None  # share of a step its thread waited for a core (schedstat)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,15 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "overhead.tiny.gpucheck.per_step_us",
         "overhead.hooks.lean_us",
         "overhead.hooks.timing_us",
+        # The loop shapes users bring (overhead_shapes.py): "not available" in --quick mode.
+        "overhead.lstm.gpucheck.loop",
+        "overhead.lbfgs.gpucheck.loop",
+        "overhead.nanogpt.gpucheck.loop",
+        "overhead.compiled.gpucheck.loop",
+        "overhead.lightning.gpucheck.loop",
+        "overhead.hf.gpucheck.loop",
     ),
+    "fixed_cost": ("fixed_cost.first_cell", "fixed_cost.gpucheck_run"),
     "memory": ("memory.tool_peak_mb.", "memory.growth_mb"),
     "report_latency": (
         "report.mlp.warm_s",
@@ -44,7 +52,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "report.cnn.warm_s",
         "report.cnn.cold_s",
     ),
-    "trace_speed": ("trace.ours_s", "trace.speedup"),
+    "trace_speed": ("trace.ours_s", "trace.decode_s", "trace.speedup"),
     "sampler_cost": ("sampler.tick_cost_pct", "sampler.process_cpu_pct"),
 }
 RESULT_LINE = re.compile(

@@ -274,3 +274,24 @@ def test_windows_line_endings_are_kept() -> None:
     assert isinstance(patch, Patch)
     assert "\n" not in patch.source_after.replace("\r\n", "")
     assert patch.source_after.startswith(HEADER_PREFIX)
+
+
+def test_a_python_cell_is_protected_without_importing_ipython():
+    """`gpucheck run` reads scripts: plain Python needs no IPython (its import is 0.1-0.2 s)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from gpu_notebook.fixes.ipython_syntax import protect\n"
+        "cell = protect('for x in loader:\\n    step(x)\\n')\n"
+        "assert cell.originals == () and cell.code.startswith('for x')\n"
+        "print('IPython' in sys.modules)\n"
+        "cell = protect('%time step(1)\\nx = 1\\n')\n"  # an IPython line: IPython finds it
+        "print(len(cell.originals), 'IPython' in sys.modules)\n"
+    )
+    env = {"PYTHONPATH": str(Path(__file__).parents[1]), "PATH": "/usr/bin:/bin"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False", "1", "True"]

@@ -30,7 +30,8 @@ def test_busy_idle_and_idle_causes_are_exact(scenario: Trace) -> None:
     assert g.window_us == 200.0
     assert g.busy_us == 108.0  # 20 + 28 + 5 + 10 + 25 + 20
     assert g.idle_us == 92.0
-    assert g.idle_host_wait_us == 45.0  # [0,10) + [60,70) + [155,180)
+    # [0,10) + [60,70) + [155,180), less [65,67) when the host was in cudaMemcpyAsync: a copy
+    assert (g.idle_host_wait_us, g.idle_data_wait_us, g.idle_sync_wait_us) == (43.0, 2.0, 0.0)
     assert g.idle_kernel_wait_us == 7.0  # [30,32) + [75,80)
     assert g.idle_other_us == 40.0  # [90,130): launched long before, waited on something else
     assert g.busy_share == pytest.approx(0.54)
@@ -53,16 +54,20 @@ def test_kernel_time_is_attributed_to_the_phase_that_launched_it(scenario: Trace
     assert set(g.gpu_phase_us) == set(PHASES)
     assert g.gpu_phase_us["forward"] == 68.0  # A, B, C, E launched inside the forward range
     assert g.gpu_phase_us["optimizer"] == 20.0  # F launched inside Optimizer.step
-    assert g.gpu_phase_us["other"] == 20.0  # H: only its own launch call covers that time
+    # H and the memset: only their own launch calls cover that time
+    assert g.gpu_phase_us["other"] == 25.0
+    assert g.gpu_phase_us["copy"] == 5.0  # the copy, launched by cudaMemcpyAsync
     assert g.gpu_phase_us["unattributed"] == 5.0  # I: its launch is not in the trace
-    assert sum(g.gpu_phase_us.values()) == g.kernel_us
+    # Copies and memsets too: every GPU activity goes to the phase that launched it.
+    copies = sum(c.duration_us for c in g.copies)
+    assert sum(g.gpu_phase_us.values()) == g.kernel_us + g.memset_us + copies
 
 
 def test_idle_after_the_last_launch_is_host_wait(scenario: Trace) -> None:
     g = gpu_timeline(scenario, (0.0, 300.0))
     assert g is not None
     assert g.busy_us == 158.0
-    assert g.idle_host_wait_us == 95.0  # 45 + [250,300) with nothing launched any more
+    assert g.idle_host_wait_us + g.idle_data_wait_us == 95.0  # 45 + [250,300): nothing launched
     assert (g.idle_kernel_wait_us, g.idle_other_us) == (7.0, 40.0)
 
 
@@ -71,7 +76,8 @@ def test_default_window_is_the_gpu_activity_span_without_steps(scenario: Trace) 
     g = gpu_timeline(scenario)
     assert g is not None
     assert (g.window_us, g.busy_us) == (240.0, 158.0)
-    assert g.idle_host_wait_us == 35.0  # the window opens with the first kernel
+    # The window opens with the first kernel; the host was in cudaMemcpyAsync 2 µs of the wait.
+    assert (g.idle_host_wait_us, g.idle_data_wait_us) == (33.0, 2.0)
 
 
 def test_default_window_is_the_step_span_when_steps_are_marked() -> None:
@@ -139,10 +145,12 @@ def test_reference_gpu_traces_add_up(reference_traces: Path, name: str) -> None:
     assert g is not None
     assert round((g.busy_us + g.idle_us) * 1000) == round(g.window_us * 1000)
     idle_parts = g.idle_host_wait_us + g.idle_kernel_wait_us + g.idle_other_us
+    idle_parts += g.idle_data_wait_us + g.idle_sync_wait_us
     assert round(idle_parts * 1000) == round(g.idle_us * 1000)
     assert 0.0 < g.busy_share <= 1.0
     assert g.copies and any(c.bytes for c in g.copies)
-    assert round(sum(g.gpu_phase_us.values()) * 1000) == round(g.kernel_us * 1000)
+    gpu_time = g.kernel_us + g.memset_us + sum(c.duration_us for c in g.copies)
+    assert round(sum(g.gpu_phase_us.values()) * 1000) == round(gpu_time * 1000)
     if name in NCCL_TRACES:
         assert g.comm_us > 0
     else:
@@ -197,7 +205,9 @@ def test_single_stream_trace_matches_htas_per_stream_rules(reference_traces: Pat
     assert g is not None
     # Only the window's float end may add a few ns of trailing idle.
     assert g.busy_us == pytest.approx(ref["busy"], abs=0.05)
-    assert g.idle_host_wait_us == pytest.approx(ref["host"], abs=0.05)
+    # HTA's host wait is ours with its data and sync parts (the host's phase meanwhile).
+    host = g.idle_host_wait_us + g.idle_data_wait_us + g.idle_sync_wait_us
+    assert host == pytest.approx(ref["host"], abs=0.05)
     assert g.idle_kernel_wait_us == pytest.approx(ref["kernel"], abs=0.05)
     assert g.idle_other_us == pytest.approx(ref["other"], abs=0.05)
     assert g.idle_host_wait_us > 0 and g.idle_kernel_wait_us > 0

@@ -671,6 +671,11 @@ def test_communication_and_data_parallel():
     findings = rules_for(syn.make_run(cell, gpus=[A100, A100]), syn.make_analysis(gpu_timeline=tl))
     comm = only(findings, "distributed.communication")
     assert comm.severity == "high" and comm.gain_bound == pytest.approx(amdahl_bound(0.25))
+    # Overlapped by computation, the same collectives delay nothing: no finding.
+    hidden = syn.timeline(busy=0.8, comm=0.25, comm_overlap=0.9)
+    assert "distributed.communication" not in ids(
+        rules_for(syn.make_run(cell, gpus=[A100, A100]), syn.make_analysis(gpu_timeline=hidden))
+    )
     dp = only(findings, "distributed.data_parallel")
     assert dp.line == 2 and dp.fix_id == "dataparallel_to_ddp" and dp.gain_bound is None
 
@@ -882,7 +887,8 @@ def test_a100_alexnet_reference_trace_copies_from_pageable_memory(reference_trac
 def test_nccl_reference_trace_is_communication_heavy(reference_traces):
     analysis = _reference(reference_traces, "a100_world8_rank3.json.gz")
     f = only(rules_for(syn.make_run(TRAIN, gpus=[A100]), analysis), "distributed.communication")
-    assert f.severity == "high" and f.phase_share > 0.3
+    # 35% of the window in collectives, 46% of it overlapped: 19% exposed.
+    assert f.severity == "medium" and 0.15 < f.phase_share < 0.25
 
 
 def test_amd_reference_trace_raises_no_tensor_core_finding(reference_traces):

@@ -259,3 +259,32 @@ def test_text_report_marks_the_windows_and_the_stalls_and_the_live_strip_draws_s
     assert Report.from_json(report.to_json()).analysis.shape == report.analysis.shape
     row = step_time_row((0.001, 0.002, 0.016))
     assert "<polyline" in row and "now 16.0 ms" in row
+
+
+def test_a_lean_run_that_turns_input_bound_is_judged_by_its_data_wait_not_its_window():
+    # Cached then slow, with steps too short to keep every phase timed: only the first 10 steps
+    # are timed; the lean rest still carries each step's DataLoader wait (lean_data).
+    parts = [step(0.3, data=0.01) if i < 200 else step(4.4, data=4.0) for i in range(600)]
+    rec = record(parts)
+    rows = tuple(dataclasses.replace(s, timed=s.index < 10) for s in rec.steps)
+    run = make_run(dataclasses.replace(rec, steps=rows, lean_data=True))
+    window_split = syn.phases(
+        {"forward": 0.5, "backward": 0.3, "optimizer": 0.1, "data": 0.05, "unattributed": 0.05},
+        steps=3,
+        step_us=300,
+    )
+    from gpu_notebook.analysis import analyze as facade
+
+    shape, phases, beside = facade._whole_run(run, window_split)
+    assert shape is not None and shape.represents is False
+    assert beside is window_split and phases is not None and (phases.share("data") or 0) > 0.8
+    analysis = dataclasses.replace(
+        syn.make_analysis(phase_split=phases), shape=shape, window_phases=beside
+    )
+    verdict = decide(run, analysis)
+    assert verdict.category == "cpu-only" or verdict.category == "input-bound"
+    assert "data" in verdict.headline.lower() or "input" in verdict.headline.lower()
+    assert "the run decides" in verdict.evidence[0]
+    # Without the lean data wait, the same window could only describe itself.
+    bare = make_run(dataclasses.replace(rec, steps=rows, lean_data=False))
+    assert facade._whole_run(bare, window_split)[1] is window_split

@@ -55,9 +55,26 @@ def _whole_run(
     timed step (each weighing its time), the window's detail beside. Several profiled windows:
     their splits weighted by the time each stands for. Otherwise the window's split as it is.
     """
-    from gpu_notebook.analysis.run_trend import combine_windows, run_shape, whole_run_phases
+    from gpu_notebook.analysis.own_cost import disturbed_steps
+    from gpu_notebook.analysis.run_trend import (
+        combine_windows,
+        data_split_phases,
+        run_shape,
+        whole_run_phases,
+    )
 
     shape = run_shape(run)
+    if shape is not None and phases is not None and phases.source == "hooks":
+        # No trace: the timed steps' split, unless they are a small part of a run that went
+        # lean; then every step's data wait, the timed steps' split of the rest.
+        weight = max(1, run.steps.decimation)
+        if run.steps.lean_data and phases.total_us / 1e6 * weight < 0.5 * shape.total_s:
+            split = data_split_phases(
+                run.steps, run.window.warmup_steps, shape, phases, disturbed_steps(run)
+            )
+            if split is not None:
+                return shape, split, phases
+        return shape, phases, None
     if shape is None or phases is None or phases.source != "trace":
         return shape, phases, None
     windows: list[tuple[int, int, PhaseBreakdown]] = []
@@ -72,6 +89,13 @@ def _whole_run(
         hooks = whole_run_phases(run.steps, run.window.warmup_steps, shape)
         if hooks is not None:
             return shape, hooks, phases
+        # Steps too short to keep every phase timed still carry their data wait: the run
+        # decides the input question, never the window it does not resemble.
+        split = data_split_phases(
+            run.steps, run.window.warmup_steps, shape, phases, disturbed_steps(run)
+        )
+        if split is not None:
+            return shape, split, phases
     if len(windows) > 1:
         combined = combine_windows(run.steps, run.window.warmup_steps, windows)
         if combined is not None:

@@ -31,7 +31,6 @@ GEMMs reach 50-85% of peak). No run on a real GPU of a loop first measured here 
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -199,11 +198,11 @@ def _matmul_flops(name: str, dims: Any) -> float | None:
 
 def shape_flops(path: str, phases: PhaseBreakdown) -> dict[str, float]:
     """FLOPs by operator name over the kept steps, from ``Input Dims`` (empty: none recorded)."""
-    opener: Any = gzip.open if path.endswith(".gz") else open
+    from gpu_notebook.trace.source import read_input
+
     try:
-        with opener(path, "rt") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
+        doc = json.loads(read_input(path))  # inflated as a stream, under the input cap
+    except (OSError, ValueError, RecursionError):
         return {}
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     windows = _windows(phases)

@@ -10,8 +10,13 @@ Holistic Trace Analysis's per-rank view (its temporal breakdown merges all strea
 *busy* is the union of the activity intervals clipped to the window; *idle* = window - busy.
 
 *Window*: the caller's ``window`` (trace microseconds), else the span of the recorded steps
-(step marks or ``ProfilerStep#`` ranges, as in ``phases.step_bounds``), else the span of the GPU
-activity (first start to last end: HTA's temporal-breakdown denominator).
+(step marks or ``ProfilerStep#`` ranges, as in ``phases.step_bounds``), else the GPU span.
+``GpuTimeline.window_source`` says which. The *GPU span* runs from the first to the last GPU
+activity launched inside the trace (HTA's temporal-breakdown denominator, TraceLens's
+``total_time``): work whose launch precedes the trace (the tail of a step before profiling
+began) is left out of it, as TraceLens leaves it out of its tree. A step can be much longer
+than its GPU span (host preprocessing before the first kernel): both figures are kept, so a
+report can say which window a share describes.
 
 Idle causes follow HTA's idle-time breakdown (``hta/analyzers/breakdown_analysis.py``,
 ``get_idle_time_breakdown`` / ``_analyze_idle_time_for_stream``): HTA walks each stream's kernels
@@ -30,9 +35,26 @@ start together). The gap before the first activity counts from the window start 
 activity's start when that is earlier); the gap after the last activity of the whole trace is
 host wait (nothing more was launched); an activity with no matching launch cannot be host wait.
 
-Kernel time by phase joins each kernel's ``correlation`` to its launch and asks
-``phases.phase_at`` which phase the host thread was in at the launch's timestamp; a kernel whose
-launch is not in the trace goes to "unattributed".
+A host wait is further split by what the host thread did meanwhile (``phases.PhaseLocator``):
+a DataLoader wait or a host-side copy is *data*, a sync (``.item()``, ``cudaStreamSynchronize``)
+is *sync*; the rest stays host wait. So host + data + sync + kernel + other == idle.
+
+GPU time by phase joins each kernel, copy and memset to its launch (``correlation``: the
+``cuda_runtime``/``cuda_driver`` call, ``cudaLaunchKernel``, ``hipExtModuleLaunchKernel``,
+``cudaGraphLaunch``...) and takes the phase the host was in at that launch. A launch on another
+thread inside a backward op (autograd's device threads, every torch since 1.8) is backward. A
+kernel whose launch is not in the trace goes to "unattributed".
+
+Communication follows HTA's comm/compute overlap and TraceLens's exposed communication: the
+collective kernels' union, and the part of it during which no computation kernel runs
+(*exposed*); copies count as exposed where no kernel runs. Collective kernels are recognised by
+name (``COMM_PATTERN``: NCCL, RCCL, MSCCL, and the all-reduce / all-gather / reduce-scatter /
+all-to-all families of custom and symmetric-memory collectives).
+
+CUDA graphs: the kernels of a graph replay share the correlation of their ``cudaGraphLaunch`` /
+``hipGraphLaunch``; they are busy GPU time like any other (``graph_us``). A *capture* records
+launches whose kernels never run (they go into the graph): a trace where most kernel launches
+have no kernel, or that begins a stream capture, is flagged ``capture``.
 
 Tensor-core kernels are recognised by name (see ``TENSOR_CORE_PATTERN``): cuBLAS/cuDNN/CUTLASS
 encode the MMA instruction shape or family in kernel names (``h884gemm``, ``s1688gemm``,
@@ -48,7 +70,14 @@ import re
 import numpy as np
 import numpy.typing as npt
 
-from gpu_notebook.analysis.phases import _merge, phase_at, step_bounds
+from gpu_notebook.analysis.phases import (
+    PhaseLocator,
+    _merge,
+    _subtract,
+    backward_op_mask,
+    phase_at,
+    step_bounds,
+)
 from gpu_notebook.records import PHASES, CopyStats, GpuTimeline
 from gpu_notebook.trace.kineto import Trace
 
@@ -57,7 +86,9 @@ __all__ = [
     "KERNEL_WAIT_THRESHOLD_US",
     "TENSOR_CORE_PATTERN",
     "default_window",
+    "gpu_span",
     "gpu_timeline",
+    "launch_rows",
     "launch_ts_us",
 ]
 
@@ -67,17 +98,29 @@ BoolArray = npt.NDArray[np.bool_]
 
 # HTA's default consecutive_kernel_delay is 30 trace units; Kineto JSON is in microseconds.
 KERNEL_WAIT_THRESHOLD_US = 30.0
-COMM_PATTERN = re.compile(r"nccl|rccl", re.IGNORECASE)
+COMM_PATTERN = re.compile(
+    r"nccl|rccl|msccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce"
+    r"|multimem",
+    re.IGNORECASE,
+)
 TENSOR_CORE_PATTERN = re.compile(
     r"xmma|hmma|wgmma|imma|tensorop|(?:884|1688|16816|16832)_?gemm|gemm.*(?:884|1688|16816)",
     re.IGNORECASE,
 )
 _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# Runtime/driver calls that put a kernel on a stream, CUDA and HIP alike: cudaLaunchKernel(ExC),
+# cuLaunchKernel(Ex), cudaLaunchCooperativeKernel, hipLaunchKernel, hip(Ext)ModuleLaunchKernel.
+_KERNEL_LAUNCH = re.compile(r"^(?:cuda|cu|hip)\w*Launch\w*Kernel", re.IGNORECASE)
+_GRAPH_LAUNCH = re.compile(r"^(?:cuda|cu|hip)GraphLaunch", re.IGNORECASE)
+_CAPTURE_CALL = re.compile(r"^(?:cuda|cu|hip)StreamBeginCapture", re.IGNORECASE)
+# A capture records launches whose kernels run only at replay; a few lost kernels are not one.
+_CAPTURE_MIN_LAUNCHES = 20
+_CAPTURE_SHARE = 0.5
 
 
-def launch_ts_us(trace: Trace, rows: IntArray) -> FloatArray:
-    """Timestamp of the host launch (same ``correlation``) of each row; NaN when not found."""
-    out = np.full(rows.size, np.nan)
+def launch_rows(trace: Trace, rows: IntArray) -> IntArray:
+    """Row of the host launch (same ``correlation``) of each row; -1 when not in the trace."""
+    out = np.full(rows.size, -1, dtype=np.int64)
     corr = trace.correlation[rows]
     launches = np.flatnonzero(trace.category_mask(*_LAUNCH_CATEGORIES) & (trace.correlation >= 0))
     if launches.size == 0 or rows.size == 0:
@@ -86,19 +129,36 @@ def launch_ts_us(trace: Trace, rows: IntArray) -> FloatArray:
     keys = trace.correlation[launches][order]
     pos = np.clip(np.searchsorted(keys, corr), 0, keys.size - 1)
     found = (keys[pos] == corr) & (corr >= 0)
-    out[found] = trace.ts_us[launches[order[pos[found]]]]
+    out[found] = launches[order[pos[found]]]
     return out
 
 
+def launch_ts_us(trace: Trace, rows: IntArray) -> FloatArray:
+    """Timestamp of the host launch (same ``correlation``) of each row; NaN when not found."""
+    launch = launch_rows(trace, rows)
+    out = np.full(rows.size, np.nan)
+    out[launch >= 0] = trace.ts_us[launch[launch >= 0]]
+    return out
+
+
+def gpu_span(trace: Trace) -> tuple[float, float] | None:
+    """First start to last end of the GPU activity launched inside the trace (all activity when
+    no launch is in it); None without GPU activity."""
+    rows = np.flatnonzero(trace.gpu_mask)
+    if rows.size == 0:
+        return None
+    launched = launch_rows(trace, rows) >= 0
+    if launched.any():
+        rows = rows[launched]
+    return float(trace.ts_us[rows].min()), float(trace.end_us[rows].max())
+
+
 def default_window(trace: Trace, host_tid: int | None = None) -> tuple[float, float] | None:
-    """The recorded steps' span, else the GPU activity span; None without GPU activity."""
+    """The recorded steps' span, else the GPU span; None without GPU activity."""
     bounds = step_bounds(trace, host_tid)
     if bounds is not None and bounds.source != "span":
         return bounds.span_us
-    gpu = trace.gpu_mask
-    if not gpu.any():
-        return None
-    return float(trace.ts_us[gpu].min()), float(trace.end_us[gpu].max())
+    return gpu_span(trace)
 
 
 def _name_table(trace: Trace, pattern: re.Pattern[str]) -> BoolArray:
@@ -118,23 +178,33 @@ def gpu_timeline(
     gpu_rows = np.flatnonzero(trace.gpu_mask)
     if gpu_rows.size == 0:
         return None
+    span = gpu_span(trace)
+    assert span is not None  # the trace has GPU activity
+    source: str = "caller"
     if window is None:
-        window = default_window(trace, host_tid)
-        assert window is not None  # the trace has GPU activity
+        bounds = step_bounds(trace, host_tid)
+        if bounds is not None and bounds.source != "span":
+            window, source = bounds.span_us, "steps"
+        else:
+            window, source = span, "gpu_span"
     w0_us, w1_us = float(window[0]), float(max(window[1], window[0]))
     width = round((w1_us - w0_us) * 1000.0)
 
     # Integer ns relative to the window start: exact sums, busy + idle == window.
     start = np.rint((trace.ts_us[gpu_rows] - w0_us) * 1000.0).astype(np.int64)
     end = start + np.rint(trace.dur_us[gpu_rows] * 1000.0).astype(np.int64)
-    launch_us = launch_ts_us(trace, gpu_rows)
-    known = ~np.isnan(launch_us)
+    launch_row = launch_rows(trace, gpu_rows)
+    known = launch_row >= 0
+    launch_us = np.full(gpu_rows.size, np.nan)
+    launch_us[known] = trace.ts_us[launch_row[known]]
     launch = np.zeros(gpu_rows.size, dtype=np.int64)
     launch[known] = np.rint((launch_us[known] - w0_us) * 1000.0).astype(np.int64)
 
     busy_ns = _clipped_union_ns(start, end, width)
-    wait_host_ns, wait_kernel_ns, wait_other_ns = _idle_causes_ns(
-        start, end, launch, known, width, round(kernel_wait_threshold_us * 1000.0)
+    locator = phase_at(trace, host_tid) if known.any() else None
+    gaps = _gaps_ns(start, end, launch, known, width, round(kernel_wait_threshold_us * 1000.0))
+    wait_host_ns, wait_kernel_ns, wait_other_ns, wait_data_ns, wait_sync_ns = _idle_causes(
+        gaps, locator, w0_us
     )
 
     clipped = np.clip(end, 0, width) - np.clip(start, 0, width)
@@ -151,6 +221,23 @@ def gpu_timeline(
         tc = _name_table(trace, TENSOR_CORE_PATTERN)[name] & is_kernel
         tensor_core_us = int(clipped[tc].sum()) / 1000.0
     comm = _name_table(trace, COMM_PATTERN)[name] & is_kernel
+    compute_iv = _clip_merge(start[is_kernel & ~comm], end[is_kernel & ~comm], width)
+    comm_iv = _clip_merge(start[comm], end[comm], width)
+    memory_iv = _clip_merge(start[is_memcpy | is_memset], end[is_memcpy | is_memset], width)
+    kernels_iv = _merge(
+        np.concatenate([compute_iv[0], comm_iv[0]]), np.concatenate([compute_iv[1], comm_iv[1]])
+    )
+
+    # The GPU span's busy time, on the activity it is made of (launched inside the trace).
+    span_start = np.rint((trace.ts_us[gpu_rows] - span[0]) * 1000.0).astype(np.int64)
+    span_width = round((span[1] - span[0]) * 1000.0)
+    own = known if known.any() else np.ones(gpu_rows.size, dtype=np.bool_)
+    span_end = span_start + (end - start)
+    span_busy_ns = _clipped_union_ns(span_start[own], span_end[own], span_width)
+
+    graph = _launch_name_table(trace, _GRAPH_LAUNCH)
+    from_graph = known & graph[np.where(known, trace.name_id[np.maximum(launch_row, 0)], 0)]
+    launches, without_work, capture = _launch_census(trace, gpu_rows)
 
     devices = np.where(trace.device[gpu_rows] >= 0, trace.device[gpu_rows], trace.pid[gpu_rows])
     return GpuTimeline(
@@ -164,9 +251,26 @@ def gpu_timeline(
         comm_us=int(clipped[comm].sum()) / 1000.0,
         memset_us=int(clipped[is_memset].sum()) / 1000.0,
         copies=_copies(trace, gpu_rows[is_memcpy], clipped[is_memcpy]),
-        gpu_phase_us=_kernel_phases(trace, launch_us[is_kernel], clipped[is_kernel], host_tid),
+        gpu_phase_us=_gpu_phases(trace, launch_row, in_window, clipped, locator),
         tensor_core_kernel_us=tensor_core_us,
         devices=tuple(sorted(set(devices[in_window].tolist()))),
+        window_source=source,  # type: ignore[arg-type]
+        window_start_us=w0_us,
+        span_us=span_width / 1000.0,
+        span_busy_us=span_busy_ns / 1000.0,
+        before_trace_us=int(clipped[in_window & ~known].sum()) / 1000.0 if known.any() else 0.0,
+        idle_data_wait_us=wait_data_ns / 1000.0,
+        idle_sync_wait_us=wait_sync_ns / 1000.0,
+        compute_us=_length_ns(compute_iv) / 1000.0,
+        comm_busy_us=_length_ns(comm_iv) / 1000.0,
+        comm_exposed_us=_length_ns(_subtract(*comm_iv, *compute_iv)) / 1000.0,
+        memcpy_exposed_us=_length_ns(_subtract(*memory_iv, *kernels_iv)) / 1000.0,
+        collectives=int(comm.sum()),
+        graph_launches=int((trace.category_mask(*_LAUNCH_CATEGORIES) & graph[trace.name_id]).sum()),
+        graph_us=int(clipped[from_graph & in_window].sum()) / 1000.0,
+        kernel_launches=launches,
+        launches_without_work=without_work,
+        capture=capture,
     )
 
 
@@ -177,23 +281,54 @@ def _category_id(trace: Trace, category: str) -> int:
         return -1  # matches no row
 
 
+def _launch_name_table(trace: Trace, pattern: re.Pattern[str]) -> BoolArray:
+    return _name_table(trace, pattern)
+
+
+def _launch_census(trace: Trace, gpu_rows: IntArray) -> tuple[int, int, bool]:
+    """(kernel launch calls, those whose kernel never ran, whether this is a graph capture)."""
+    runtime = trace.category_mask(*_LAUNCH_CATEGORIES)
+    launch_names = _name_table(trace, _KERNEL_LAUNCH)
+    rows = np.flatnonzero(runtime & launch_names[trace.name_id])
+    ran = np.unique(trace.correlation[gpu_rows][trace.correlation[gpu_rows] >= 0])
+    corr = trace.correlation[rows]
+    without = int((~np.isin(corr, ran)).sum()) if rows.size else 0
+    began = bool((runtime & _name_table(trace, _CAPTURE_CALL)[trace.name_id]).any())
+    capture = began or (
+        rows.size >= _CAPTURE_MIN_LAUNCHES and without >= _CAPTURE_SHARE * rows.size
+    )
+    return int(rows.size), without, capture
+
+
+def _clip_merge(start: IntArray, end: IntArray, width: int) -> tuple[IntArray, IntArray]:
+    return _merge(np.clip(start, 0, width), np.clip(end, 0, width))
+
+
+def _length_ns(iv: tuple[IntArray, IntArray]) -> int:
+    return int((iv[1] - iv[0]).sum())
+
+
 def _clipped_union_ns(start: IntArray, end: IntArray, width: int) -> int:
-    s, e = _merge(np.clip(start, 0, width), np.clip(end, 0, width))
-    return int((e - s).sum())
+    return _length_ns(_clip_merge(start, end, width))
 
 
-def _idle_causes_ns(
+# Gap causes, as HTA names them; the host waits are split further by what the host did.
+_HOST, _KERNEL, _OTHER = 0, 1, 2
+
+
+def _gaps_ns(
     start: IntArray,
     end: IntArray,
     launch: IntArray,
     known: BoolArray,
     width: int,
     threshold_ns: int,
-) -> tuple[int, int, int]:
-    """(host wait, kernel wait, other) ns of the idle time inside [0, width)."""
+) -> tuple[IntArray, IntArray, IntArray]:
+    """The idle gaps inside [0, width) as (start, end, cause) arrays (window-relative ns)."""
     s, e = _merge(start, end)
     if s.size == 0:
-        return width, 0, 0  # nothing ran: the GPU waited for work all along
+        # Nothing ran: the GPU waited for work all along.
+        return np.zeros(1, np.int64), np.full(1, width, np.int64), np.zeros(1, np.int64)
     # The work that ends each gap: activities starting exactly where a merged interval starts.
     nonempty = end > start
     k = np.searchsorted(s, start, side="right") - 1
@@ -210,14 +345,41 @@ def _idle_causes_ns(
     gap_end = s
     host = has_launch & (first_launch > gap_start)
     kernel = ~host & ((gap_end - gap_start) < threshold_ns)
-    length = np.maximum(np.minimum(gap_end, width) - np.maximum(gap_start, 0), 0)
-
-    host_ns = int(length[host].sum())
-    kernel_ns = int(length[kernel].sum())
-    other_ns = int(length[~host & ~kernel].sum())
+    cause = np.where(host, _HOST, np.where(kernel, _KERNEL, _OTHER)).astype(np.int64)
     # After the trace's last activity nothing else was launched: the GPU waits on the host.
-    host_ns += max(0, width - max(int(e[-1]), 0))
-    return host_ns, kernel_ns, other_ns
+    tail_start = max(int(e[-1]), 0)
+    gs = np.append(np.clip(gap_start, 0, width), min(tail_start, width))
+    ge = np.append(np.clip(gap_end, 0, width), width)
+    cause = np.append(cause, _HOST)
+    keep = ge > gs
+    return gs[keep], ge[keep], cause[keep]
+
+
+def _idle_causes(
+    gaps: tuple[IntArray, IntArray, IntArray], locator: PhaseLocator | None, w0_us: float
+) -> tuple[int, int, int, int, int]:
+    """(host wait, kernel wait, other, data wait, sync wait) ns of the idle gaps."""
+    gs, ge, cause = gaps
+    length = ge - gs
+    host = cause == _HOST
+    data_ns = sync_ns = 0
+    if locator is not None and host.any():
+        # The host thread's phase during each host wait: painted levels, highest wins.
+        a = locator.to_ns(w0_us + gs[host] / 1000.0)
+        b = a + length[host]
+        covered = locator.covered_ns(a, b)
+        level = {p: i for i, p in enumerate(locator.level_phases)}
+        at = [covered[level[p] - 1] for p in ("data", "copy", "sync")]
+        sync_ns = int(at[2].sum())
+        data_ns = int((at[0] - at[2]).sum())  # data and host copies: moving the input
+    host_ns = int(length[host].sum()) - data_ns - sync_ns
+    return (
+        host_ns,
+        int(length[cause == _KERNEL].sum()),
+        int(length[cause == _OTHER].sum()),
+        data_ns,
+        sync_ns,
+    )
 
 
 def _copies(trace: Trace, rows: IntArray, clipped_ns: IntArray) -> tuple[CopyStats, ...]:
@@ -242,13 +404,52 @@ def _copies(trace: Trace, rows: IntArray, clipped_ns: IntArray) -> tuple[CopySta
     return tuple(out)
 
 
-def _kernel_phases(
-    trace: Trace, launch_us: FloatArray, clipped_ns: IntArray, host_tid: int | None
+def _gpu_phases(
+    trace: Trace,
+    launch_row: IntArray,
+    in_window: BoolArray,
+    clipped_ns: IntArray,
+    locator: PhaseLocator | None,
 ) -> dict[str, float]:
-    phase = np.full(launch_us.size, PHASES.index("unattributed"), dtype=np.int64)
-    known = ~np.isnan(launch_us)
-    locator = phase_at(trace, host_tid) if known.any() else None
-    if locator is not None:
-        phase[known] = locator(launch_us[known])
-    totals = np.bincount(phase, weights=clipped_ns.astype(np.float64), minlength=len(PHASES))
+    """GPU time in the window by the host phase of each activity's launch."""
+    phase = np.full(launch_row.size, PHASES.index("unattributed"), dtype=np.int64)
+    known = launch_row >= 0
+    if locator is not None and known.any():
+        rows = launch_row[known]
+        phase[known] = locator(trace.ts_us[rows])
+        # Launched from another thread inside a backward op (autograd's device threads).
+        pid, tid = locator.host
+        elsewhere = (trace.pid[rows] != pid) | (trace.tid[rows] != tid)
+        if elsewhere.any():
+            in_backward = _inside(trace, backward_op_mask(trace), rows[elsewhere])
+            sub = phase[known]
+            idx = np.flatnonzero(elsewhere)[in_backward]
+            sub[idx] = PHASES.index("backward")
+            phase[known] = sub
+    sel = in_window
+    totals = np.bincount(
+        phase[sel], weights=clipped_ns[sel].astype(np.float64), minlength=len(PHASES)
+    )
     return {p: float(totals[i]) / 1000.0 for i, p in enumerate(PHASES)}
+
+
+def _inside(trace: Trace, ranges: BoolArray, rows: IntArray) -> BoolArray:
+    """Whether each row starts inside one of the ``ranges`` rows on its own thread."""
+    out = np.zeros(rows.size, dtype=np.bool_)
+    cand = np.flatnonzero(ranges)
+    if cand.size == 0 or rows.size == 0:
+        return out
+    keys = np.stack([trace.pid[cand], trace.tid[cand]], axis=1)
+    for pid, tid in np.unique(keys, axis=0).tolist():
+        on = cand[(trace.pid[cand] == pid) & (trace.tid[cand] == tid)]
+        mine = (trace.pid[rows] == pid) & (trace.tid[rows] == tid)
+        if not mine.any():
+            continue
+        s, e = _merge(
+            np.rint(trace.ts_us[on] * 1000.0).astype(np.int64),
+            np.rint(trace.end_us[on] * 1000.0).astype(np.int64),
+        )
+        t = np.rint(trace.ts_us[rows[mine]] * 1000.0).astype(np.int64)
+        k = np.searchsorted(s, t, side="right") - 1
+        out[np.flatnonzero(mine)] = (k >= 0) & (t < e[np.maximum(k, 0)])
+    return out

@@ -115,9 +115,10 @@ def host_overhead(
 
 
 def heaviest_matmul_us(top_ops: Sequence[OpStat]) -> float | None:
-    """Self time per call of the heaviest host matmul/convolution among the top ops (CPU runs)."""
+    """Self time per call of the heaviest host matmul/convolution among the top ops (CPU runs):
+    the median call's when known (a call another process preempted says nothing of its size)."""
     per_call = [
-        op.self_us / op.calls
+        op.median_self_us if op.median_self_us is not None else op.self_us / op.calls
         for op in top_ops
         if op.device == "cpu" and op.calls and MATMUL_OP.match(op.name)
     ]

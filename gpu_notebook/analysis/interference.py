@@ -25,10 +25,13 @@ __all__ = [
     "others_cores",
     "sample_series",
     "step_load_cores",
+    "step_run_wait",
 ]
 
 # Other processes busier than the run's quiet level by this many cores: the step ran under load.
 BUSY_CORES = 0.5
+# Or the measured thread waited for a core this much more of the step than at its quietest.
+BUSY_WAIT = 0.2
 
 
 def usable_cores(run: Run) -> int:
@@ -71,10 +74,29 @@ def step_load_cores(run: Run, steps: Sequence[StepTiming]) -> np.ndarray | None:
     return out
 
 
+def step_run_wait(run: Run, steps: Sequence[StepTiming]) -> np.ndarray | None:
+    """Share of each step the measured thread waited for a core (schedstat), aligned with
+    ``steps``; None: not sampled (not Linux, or an older record)."""
+    t = [s.t_s for s in run.samples.samples if s.run_wait_pct is not None]
+    w = [s.run_wait_pct / 100.0 for s in run.samples.samples if s.run_wait_pct is not None]
+    if len(t) < 2 or not steps:
+        return None
+    mid = np.fromiter((s.start_s + s.duration_s / 2 for s in steps), dtype=float)
+    at = np.clip(np.searchsorted(np.asarray(t), mid, side="left"), 0, len(t) - 1)
+    out: np.ndarray = np.asarray(w, dtype=float)[at]
+    return out
+
+
 def busy_steps(run: Run, steps: Sequence[StepTiming]) -> frozenset[int]:
-    """Indices of the steps that ran while other processes were busier than the run's quiet level."""
+    """Indices of the steps that ran while other processes were busier than the run's quiet
+    level, or while the measured thread waited for a core notably more than it usually did."""
+    out: set[int] = set()
     load = step_load_cores(run, steps)
-    if load is None:
-        return frozenset()
-    quiet = float(np.percentile(load, 10))
-    return frozenset(s.index for s, x in zip(steps, load, strict=True) if x >= quiet + BUSY_CORES)
+    if load is not None:
+        quiet = float(np.percentile(load, 10))
+        out.update(s.index for s, x in zip(steps, load, strict=True) if x >= quiet + BUSY_CORES)
+    wait = step_run_wait(run, steps)
+    if wait is not None:
+        usual = float(np.percentile(wait, 10))
+        out.update(s.index for s, x in zip(steps, wait, strict=True) if x >= usual + BUSY_WAIT)
+    return frozenset(out)

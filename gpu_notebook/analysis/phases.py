@@ -3,11 +3,17 @@
 How a step is painted
 ---------------------
 Only the host thread's ``cpu_op`` / ``user_annotation`` / ``cuda_runtime`` / ``cuda_driver``
-events are used, with one exception: ``autograd::engine::evaluate_function*`` ops on *other*
-threads of the same process also paint "backward", because on CUDA the autograd engine runs
-backward on its own device thread while the main thread only waits inside ``loss.backward()``
-(seen in the V100/A100 reference traces); without them a GPU run's backward reads as
-"unattributed".
+events are used, with two exceptions. Backward ops (``backward_op_mask``: autograd's
+``autograd::engine::evaluate_function*``, ``torch::autograd::*`` and the ``*Backward<N>`` /
+``*_backward`` families) on *other* threads of the same process also paint "backward", because
+on CUDA the autograd engine runs backward on its own device thread while the main thread only
+waits inside ``loss.backward()`` (seen in the V100/A100 reference traces); without them a GPU
+run's backward reads as "unattributed". And module ranges that ``with_modules`` / ``with_stack``
+traces carry as ``python_function`` events (``nn.Module: Name_0``) mark forward.
+
+A trace with no backward op and no optimizer range anywhere is *inference*
+(``PhaseBreakdown.workload``): there every operator of the host thread is the model's forward
+(data, copy and sync ranges still win where they overlap).
 
 Ranges are painted by precedence, higher wins where they overlap:
 ``forward < backward < optimizer < comm < data < copy < sync``. Time covered by some host event but
@@ -25,7 +31,10 @@ the host thread) while the host thread runs no other operator: the host waits fo
 collective leaves "comm" out of ``measured``: a one-process run has no peer to wait for. On a
 GPU, collectives mostly wait on the device (NCCL kernels, ``GpuTimeline.comm_us``), not here.
 
-"copy" is the host side of ``cudaMemcpy*`` / ``hipMemcpy*``. A trace without any GPU activity
+"copy" is the host side of ``cudaMemcpy*`` / ``hipMemcpy*``, except the part of a
+device-to-host copy spent before the copy itself started on the GPU: a DtoH copy (``.cpu()``,
+``.item()``, ``.tolist()``) first waits for every kernel queued before it, and that wait is
+"sync" (``_blocked_reads``). A trace without any GPU activity
 (a CPU-only run) has no device to copy to, so "copy" is *not measured* there: it is left out of
 ``measured`` and out of the per-phase mappings rather than reported as a measured zero.
 """
@@ -47,11 +56,13 @@ from gpu_notebook.trace.kineto import Trace
 __all__ = [
     "PhaseLocator",
     "StepBounds",
+    "backward_op_mask",
     "find_host_thread",
     "has_collectives",
     "phase_at",
     "phase_breakdown",
     "step_bounds",
+    "workload",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -76,6 +87,14 @@ _PAINT_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 # the c10d dispatcher ops (``c10d::allreduce_``, ``c10d::broadcast_``...), NCCL/RCCL/MPI/UCC
 # host annotations and torch's ``record_param_comms``.
 COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "rccl:", "mpi:", "ucc:", "c10d::", "record_param_comms")
+# Backward ops under every name torch has given them since 1.8 (the engine's evaluate_function
+# wrapper, the autograd nodes themselves, ``aten::*_backward`` kernels they call).
+_BACKWARD_NAME = re.compile(
+    r"^autograd::engine::evaluate_function|^torch::autograd::|Backward\d*$|_backward$"
+)
+# Fewer aten ops than this (a few aten::empty around collectives) tell nothing of a model.
+_MIN_MODEL_OPS = 10
+_MODULE_PREFIX = "nn.Module: "  # python_function ranges of a module's forward (with_modules)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,6 +292,8 @@ class PhaseLocator:
     Built once per trace by ``phase_at``; calling it is vectorised.
     """
 
+    level_phases: tuple[str, ...] = _LEVEL_PHASES  # the phase of each paint level, lowest first
+
     def __init__(
         self, trace: Trace, host: tuple[int, int], bounds: StepBounds | None = None
     ) -> None:
@@ -312,6 +333,7 @@ def _level_covers(
     on_thread &= ~trace.name_mask(prefix=(markers.PROFILER_STEP_PREFIX, markers.STEP_MARK_PREFIX))
     is_runtime = trace.category_mask("cuda_runtime", "cuda_driver")
     autograd = trace.name_mask(prefix=markers.AUTOGRAD_PREFIX)
+    backward_ops = backward_op_mask(trace)
     start = _to_ns(trace, trace.ts_us)
     end = start + np.rint(trace.dur_us * 1000.0).astype(np.int64)
 
@@ -320,9 +342,13 @@ def _level_covers(
         return start[rows], end[rows]
 
     forward_marks = on_thread & trace.name_mask(prefix=markers.FORWARD_PREFIX)
-    backward = (on_thread & trace.name_mask(names=(markers.BACKWARD,))) | (
-        autograd & same_pid & trace.category_mask("cpu_op")
+    forward_marks |= (
+        trace.category_mask("python_function")
+        & same_pid
+        & (trace.tid == tid)
+        & trace.name_mask(prefix=_MODULE_PREFIX)
     )
+    backward = (on_thread & trace.name_mask(names=(markers.BACKWARD,))) | (backward_ops & same_pid)
     optimizer = spans(
         on_thread
         & trace.name_mask(
@@ -359,6 +385,10 @@ def _level_covers(
                 trace, bounds, start, end, backward=backward, data=data_mask, grad_mode=grad_mode
             ),
         )
+    if workload(trace) == "inference":
+        # No backward, no optimizer: the host thread's operators and launches (a graph replay
+        # included) are the model's forward.
+        forward = _union(forward, spans(on_thread & ~trace.category_mask("user_annotation")))
     backward_spans = _union(spans(backward), closure_bwd)
     model = _union(forward, backward_spans)
     optimizer = _subtract(opt_cover.starts, opt_cover.ends, *_union(closure_fwd, closure_bwd))
@@ -371,15 +401,20 @@ def _level_covers(
             trace, on_thread, start, end, model, _merge(*spans(backward)), step_starts
         )
 
+    # Python the host thread ran outside any operator (with_stack traces) is host work: other.
+    python = trace.category_mask("python_function") & same_pid & (trace.tid == tid)
     levels: list[tuple[IntArray, IntArray]] = [
-        spans(on_thread),  # other
+        spans(on_thread | python),  # other
         forward,
         backward_spans,
         optimizer,
         _comm_waits(trace, pid, on_thread, start, end),
         spans(on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX)),
         spans(on_thread & is_runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES)),
-        spans(on_thread & trace.name_mask(names=markers.SYNC_OPS)),
+        _union(
+            spans(on_thread & trace.name_mask(names=markers.SYNC_OPS)),
+            _blocked_reads(trace, on_thread & is_runtime, start, end),
+        ),
     ]
     covers: list[_Cover] = []
     acc_s = np.zeros(0, dtype=np.int64)
@@ -409,6 +444,62 @@ def _comm_waits(
     work = np.flatnonzero(((on_thread & ~collective) | autograd) & trace.category_mask("cpu_op"))
     busy = _merge(start[work], end[work])
     return _subtract(*flight, *busy)
+
+
+_DEVICE_TO_HOST = re.compile(r"DtoH|Device -> (?:Pageable|Pinned|Host)", re.IGNORECASE)
+
+
+def _blocked_reads(
+    trace: Trace, runtime: BoolArray, start: IntArray, end: IntArray
+) -> tuple[IntArray, IntArray]:
+    """Where the host waited inside a device-to-host copy call for the queue ahead of it.
+
+    From the call's start to the start of its copy on the GPU (same ``correlation``), when that
+    copy started inside the call: the host was blocked until every earlier kernel finished.
+    """
+    calls = np.flatnonzero(runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES))
+    dtoh = trace.name_ids(lambda n: _DEVICE_TO_HOST.search(n) is not None)
+    table = np.zeros(len(trace.names), dtype=np.bool_)
+    table[dtoh] = True
+    copies = np.flatnonzero(
+        trace.category_mask("gpu_memcpy") & table[trace.name_id] & (trace.correlation >= 0)
+    )
+    if calls.size == 0 or copies.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(trace.correlation[copies], kind="stable")
+    keys = trace.correlation[copies][order]
+    pos = np.clip(np.searchsorted(keys, trace.correlation[calls]), 0, keys.size - 1)
+    found = keys[pos] == trace.correlation[calls]
+    calls, gpu = calls[found], copies[order[pos[found]]]
+    gpu_start = start[gpu]
+    inside = (gpu_start > start[calls]) & (gpu_start <= end[calls])
+    return _merge(start[calls][inside], gpu_start[inside])
+
+
+def backward_op_mask(trace: Trace) -> BoolArray:
+    """Host ops that are backward work, whichever thread runs them (see ``_BACKWARD_NAME``)."""
+    named = trace.name_ids(lambda n: _BACKWARD_NAME.search(n) is not None)
+    table = np.zeros(len(trace.names), dtype=np.bool_)
+    table[named] = True
+    return table[trace.name_id] & trace.category_mask("cpu_op", "user_annotation")
+
+
+def workload(trace: Trace) -> Literal["training", "inference"] | None:
+    """ "training" with any backward op or optimizer range, "inference" with host ops and
+    neither, None without host ops (a GPU-only trace says nothing of what launched it)."""
+    host = trace.category_mask("cpu_op", "user_annotation")
+    if not host.any():
+        return None
+    trains = trace.name_mask(
+        prefix=(markers.OPTIMIZER_STEP_PREFIX, markers.OPTIMIZER_ZERO_GRAD_PREFIX),
+        names=(markers.BACKWARD,),
+    )
+    if bool((host & trains).any()) or bool(backward_op_mask(trace).any()):
+        return "training"
+    # Only markers and collectives (no operator of a model): nothing says what ran.
+    if int(trace.name_mask(prefix="aten::").sum()) < _MIN_MODEL_OPS:
+        return None
+    return "inference"
 
 
 def has_collectives(trace: Trace) -> bool:
@@ -589,7 +680,7 @@ def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakd
     if bounds is None:
         return None
     locator = PhaseLocator(trace, bounds.host, bounds)
-    return _breakdown(bounds, locator, measured=_measured(trace))
+    return _breakdown(bounds, locator, measured=_measured(trace), kind=workload(trace))
 
 
 def _measured(trace: Trace) -> tuple[str, ...]:
@@ -602,7 +693,10 @@ def _measured(trace: Trace) -> tuple[str, ...]:
 
 
 def _breakdown(
-    bounds: StepBounds, locator: PhaseLocator, measured: Sequence[str]
+    bounds: StepBounds,
+    locator: PhaseLocator,
+    measured: Sequence[str],
+    kind: Literal["training", "inference"] | None = None,
 ) -> PhaseBreakdown:
     a = locator.to_ns(bounds.start_us)
     b = locator.to_ns(bounds.end_us)
@@ -634,4 +728,5 @@ def _breakdown(
         total_us=int(dur.sum()) / 1000.0,
         phase_total_us={p: int(v.sum()) / 1000.0 for p, v in by_phase.items()},
         measured=tuple(measured),
+        workload=kind,
     )

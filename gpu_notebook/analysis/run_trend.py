@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpu_notebook.analysis.interference import busy_steps, step_load_cores, step_run_wait
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
@@ -46,6 +47,7 @@ __all__ = [
     "MIN_STEPS",
     "REPRESENTS_SHARE",
     "combine_windows",
+    "data_split_phases",
     "run_shape",
     "whole_run_phases",
     "window_ranges",
@@ -64,6 +66,9 @@ NEIGHBOURS = 5
 # A stall recurs "every N steps" when this share of the gaps between stalls is N.
 PERIOD_AGREEMENT = 0.6
 MAX_STALL_INDICES = 64
+# The run's data split is used when the data wait is at least this share in the run or the
+# window (the verdict's warning level): then the input question is what the window got wrong.
+DATA_QUESTION = 0.10
 
 
 def window_ranges(run: Run) -> list[tuple[int, int]]:
@@ -93,6 +98,10 @@ def run_shape(run: Run) -> RunShape | None:
         steps_read = calm_steps
     else:
         steps_read = steps
+    # Steps that ran while the rest of the machine was busier: the machine's, not the code's.
+    machine = _machine_load(run, steps_read)
+    if machine is not None:
+        steps_read = machine[0]
     index = np.fromiter((s.index for s in steps_read), dtype=np.int64)
     dur = np.fromiter((s.duration_s for s in steps_read), dtype=float)
     read_s = float(dur.sum() * weight)
@@ -117,7 +126,7 @@ def run_shape(run: Run) -> RunShape | None:
         covers = float(dur[like].sum() / dur.sum()) if dur.sum() > 0 else None
         represents = covers is None or covers >= REPRESENTS_SHARE
         window_median = float(np.median(reference_s))
-    return RunShape(
+    shape = RunShape(
         steps=round(len(all_dur) * weight),
         total_s=total_s,
         median_s=median,
@@ -134,6 +143,55 @@ def run_shape(run: Run) -> RunShape | None:
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
     )
+    wait = step_run_wait(run, steps_read)
+    if wait is not None and len(wait) == len(dur):
+        # The step as the code ran it: without the time its thread waited for a core.
+        own = dur * (1.0 - wait)
+        own_first, own_last = float(np.median(own[:fifth])), float(np.median(own[-fifth:]))
+        shape = dataclasses.replace(
+            shape,
+            run_wait_share=float(np.median(wait)),
+            own_drift=own_last / own_first if own_first > 0 else None,
+        )
+    if machine is not None:
+        count, slowdown, loud, quiet = machine[1]
+        shape = dataclasses.replace(
+            shape,
+            busy_steps=count,
+            busy_slowdown=slowdown,
+            busy_load_cores=loud,
+            quiet_load_cores=quiet,
+        )
+    return shape
+
+
+# Busy steps are left out only when the quiet ones stay at least this share of the steps: a
+# machine busy from start to end is the run's normal (the saturation finding names it).
+QUIET_SHARE = 0.3
+
+
+def _machine_load(
+    run: Run, steps: Sequence[StepTiming]
+) -> tuple[tuple[StepTiming, ...], tuple[int, float | None, float, float]] | None:
+    """The steps without those that ran under other processes' load, and what those showed."""
+    load = step_load_cores(run, steps)
+    busy = busy_steps(run, steps)
+    if load is None or not busy:
+        return None
+    quiet = tuple(s for s in steps if s.index not in busy)
+    if len(quiet) < max(MIN_STEPS // 2, QUIET_SHARE * len(steps)):
+        return None
+    loud = [s.duration_s for s in steps if s.index in busy]
+    quiet_median = float(np.median([s.duration_s for s in quiet]))
+    is_busy = np.fromiter((s.index in busy for s in steps), dtype=bool)
+    slowdown = float(np.median(loud)) / quiet_median if quiet_median > 0 else None
+    facts = (
+        len(loud),
+        slowdown,
+        float(np.median(load[is_busy])),
+        float(np.median(load[~is_busy])),
+    )
+    return quiet, facts
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
@@ -408,6 +466,61 @@ def combine_windows(
     return PhaseBreakdown(
         source=usable[0][2].source,
         steps=tuple(out_steps),
+        total_us=total_us,
+        phase_total_us=totals,
+        measured=measured,
+    )
+
+
+def data_split_phases(
+    record: StepClockRecord,
+    warmup_steps: int,
+    shape: RunShape,
+    window: PhaseBreakdown,
+    skip: frozenset[int] = frozenset(),
+) -> PhaseBreakdown | None:
+    """The run's split from what every step carries: its data wait (the step clock times the
+    loader's ``__next__`` in every step, lean or not), and the rest of the step divided as the
+    window divides its own non-data time.
+
+    For a window unlike the run when the run's steps were too short to keep every phase timed:
+    a loop that turns input-bound after a cached start is then read from its whole run, not
+    from the cached window. ``skip``: steps our own work disturbed. None: the window did not
+    measure the data wait, or the steps with a data wait hold less than half of the run.
+    """
+    if "data" not in window.measured or shape.total_s <= 0:
+        return None
+    steps = [s for s in steady_steps(record, warmup_steps) if s.timed or record.lean_data]
+    calm = [s for s in steps if s.index not in skip]
+    steps = calm if len(calm) >= MIN_STEPS // 2 else steps
+    weight = max(1, record.decimation)
+    if not steps or sum(s.duration_s for s in steps) * weight < REPRESENTS_SHARE * shape.total_s:
+        return None
+    rest = {p: v for p, v in window.phase_total_us.items() if p != "data" and p in window.measured}
+    rest_total = sum(rest.values())
+    if rest_total <= 0:
+        rest, rest_total = {"other": 1.0}, 1.0
+    fractions = {p: v / rest_total for p, v in rest.items()}
+    out: list[StepPhases] = []
+    totals = dict.fromkeys(window.measured, 0.0)
+    total_us = 0.0
+    for s in steps:
+        dur_us = max(0.0, s.duration_s - s.ours_s) * 1e6
+        data_us = min(dur_us, s.data_s * 1e6)
+        parts = {"data": data_us, **{p: (dur_us - data_us) * f for p, f in fractions.items()}}
+        for p, v in parts.items():
+            totals[p] = totals.get(p, 0.0) + v
+        total_us += dur_us
+        out.append(StepPhases(s.index, s.start_s * 1e6, dur_us, parts))
+    window_data = window.share("data") or 0.0
+    if max(totals["data"] / total_us if total_us > 0 else 0.0, window_data) < DATA_QUESTION:
+        # The data wait is small in the run and in the window: what differs between them is
+        # not the input, and the window's split of the rest would speak for steps it is unlike.
+        return None
+    measured = tuple(dict.fromkeys((*window.measured, *parts)))
+    return PhaseBreakdown(
+        source="hooks",
+        steps=tuple(out),
         total_us=total_us,
         phase_total_us=totals,
         measured=measured,

@@ -7,9 +7,16 @@ Thresholds (DESIGN.md §6, with their sources):
   articles call < 80% sustained "more cards waste money", so 80% is where adding cards starts
   to pay);
 - peak memory >= 90% of the card (PyTorch TensorBoard profiler plugin; TraceML "high" at 80%);
-- communication >= 10% of the window (TensorBoard plugin's distributed advice): NCCL/RCCL
-  kernels over the GPU window, or the "comm" phase (the host waiting on a collective: gloo, or
-  any backend's ``wait()``) over the step, on a CPU run too;
+- communication >= 10% of the window (TensorBoard plugin's distributed advice): on a GPU the
+  collective kernels' *exposed* time (no computation under them: HTA's comm/compute overlap,
+  TraceLens's exposed communication), and only when it is the largest reason the GPU is not
+  computing; the fix follows the figures (``comm_remedy``). Else the "comm" phase (the host
+  waiting on a collective: gloo, or any backend's ``wait()``) over the step, on a CPU run too;
+- on a GPU, input- and sync-bound also read the GPU's idle time by cause (the host thread in a
+  data wait or copy, or in a sync, while the GPU had nothing to run);
+- a trace with no backward and no optimizer is inference: its answers speak of replicas,
+  tensor parallel, batching, fixed shapes, CUDA graphs, torch.compile, TensorRT / ONNX Runtime;
+  a CUDA-graph capture gets no step verdict;
 - host-bound from the trace's own figures (ops per step, median op time, Python between ops;
   analysis/host.py) on a CPU run too: a loop of tiny ops is not helped by a GPU.
 A phase that was not measured is never read as zero: the verdict says what it could not see.
@@ -18,12 +25,13 @@ A phase that was not measured is never read as zero: the verdict says what it co
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from gpu_notebook.analysis.host import HOST_BOUND_SHARE, host_bound, outside_ops_share
 from gpu_notebook.analysis.host import describe as describe_host
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Confidence, Environment, Run, Verdict
+from gpu_notebook.records import Analysis, Confidence, Environment, GpuTimeline, Run, Verdict
 
 # Environment.platform of a run rebuilt from a trace file (``gpucheck analyze``): the report
 # then speaks of "this trace", and of nothing NVML or the step clock would have measured.
@@ -56,9 +64,44 @@ def _confidence(run: Run, analysis: Analysis) -> Confidence:
     return "low"
 
 
+def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
+    """Say both verdicts when the share that decides lies within its range of the threshold.
+
+    Data wait and host syncs decide input- and sync-bound at their critical level; when the
+    steps' range of that share (analysis.uncertainty) straddles the level, the verdict found
+    and the one across the line are both possible, and more steps would separate them.
+    """
+    from gpu_notebook.analysis.uncertainty import share_interval
+
+    stable, _ = without_stalls(analysis)
+    phases = stable.phases
+    if phases is None or phases.total_us <= 0 or verdict.category in ("unknown", "comm-bound"):
+        return verdict
+    for phase, level, name, category in (
+        ("data", INPUT_CRITICAL, "data wait", "input-bound"),
+        ("sync", SYNC_CRITICAL, "host sync", "sync-bound"),
+    ):
+        span = share_interval(phases, phase)
+        share = phases.share(phase)
+        if span is None or share is None:
+            continue
+        low, high = span
+        if not low < level <= high:
+            continue
+        other = "another verdict" if verdict.category == category else category
+        note = (
+            f"{name} {fmt_share(share)} of the step (range {fmt_share(low)}-{fmt_share(high)} "
+            f"over {len(phases.steps)} steps) lies across the {fmt_share(level)} line: "
+            f"{verdict.category} or {other} within the uncertainty; more steps (-s), a later "
+            "window or a quieter machine would separate them"
+        )
+        return dataclasses.replace(verdict, evidence=(*verdict.evidence, note), confidence="low")
+    return verdict
+
+
 def decide(run: Run, analysis: Analysis) -> Verdict:
     """The verdict, preceded by a word on the profiled window when it does not represent the run."""
-    verdict = _decide(run, analysis)
+    verdict = _within_uncertainty(analysis, _decide(run, analysis))
     verdict = _training_elsewhere(run, verdict)
     shape = analysis.shape
     if shape is None or shape.represents is not False or shape.window_median_s is None:
@@ -66,8 +109,19 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
     from gpu_notebook.formatting import fmt_seconds
 
     covers = shape.window_covers or 0.0
+    phases = analysis.phases
+    # A split with phases the hooks cannot see is the run's data wait + the window's rest.
+    data_split = (
+        phases is not None
+        and phases.source == "hooks"
+        and bool(set(phases.measured) - {"data", "forward", "backward", "optimizer", "other"})
+    )
     rests = (
-        "the verdict rests on hook timings of every step, weighted by their time"
+        "the run decides: the verdict rests on the data wait of every step, the rest of the "
+        "step split as in the window"
+        if analysis.window_phases is not None and data_split
+        else "the run decides: the verdict rests on hook timings of every step, weighted by "
+        "their time"
         if analysis.window_phases is not None
         else "no phase timing covers the rest: the verdict describes the window only"
     )
@@ -169,23 +223,34 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             confidence,
             host_bound=overhead,
             own_python_share=outside_ops_share(analysis),
+            inference=phases.workload == "inference",
         )
     if busy is not None:
         evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")
 
     util = analysis.utilization
     gpu = analysis.gpu
-    if gpu is not None and gpu.window_us > 0 and gpu.comm_us / gpu.window_us >= COMM:
-        share = gpu.comm_us / gpu.window_us
-        return Verdict(
-            "comm-bound",
-            f"Communication takes {fmt_share(share)} of the GPU window.",
-            "Not more of the same: each added GPU adds communication. Overlap it with backward, "
-            "compress gradients or accumulate more steps per all-reduce. If the ranks wait for "
-            "one slow peer, fix that rank first (rank 0's job report names the straggler).",
-            (f"collective kernels: {fmt_share(share)} of the window", *evidence),
-            confidence,
-        )
+    inference = phases.workload == "inference"
+    if gpu is not None and gpu.capture:
+        return _capture_verdict(gpu)
+    if gpu is not None and gpu.window_us > 0:
+        if busy is not None:
+            evidence[0] = _window_evidence(gpu)
+        evidence += _gpu_evidence(gpu)
+        causes = _gpu_idle_shares(gpu)
+        exposed = gpu.comm_exposed_us / gpu.window_us
+        # Only communication nothing overlaps delays the step, and only when it is the
+        # largest reason the GPU is not computing (HTA's overlap; TraceLens's exposed comm).
+        # Work queued behind another stream waits, in a job with collectives, on those
+        # collectives (the compute stream waits for the communication stream's event).
+        comm_wait = exposed + causes["other"]
+        if exposed >= COMM and comm_wait >= max(causes["host"], causes["data"], causes["sync"]):
+            return _gpu_comm_verdict(gpu, exposed, len(phases.steps), evidence, confidence)
+        if busy is not None and busy < GPU_BUSY:
+            if causes["data"] >= INPUT_CRITICAL:
+                return _input_verdict(causes["data"], evidence, confidence, inference=inference)
+            if causes["sync"] >= SYNC_CRITICAL:
+                return _sync_verdict(causes["sync"], evidence, confidence)
     if host_comm is not None and host_comm >= COMM:
         return _comm_verdict(host_comm, "waiting in collectives (host)", evidence, confidence)
     if util.gpu_memory_peak_bytes and util.gpu_memory_total_bytes:
@@ -199,6 +264,19 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
                 (f"peak GPU memory {fmt_share(mem)} of the card", *evidence),
                 confidence,
             )
+    if busy is not None and busy >= GPU_BUSY and inference:
+        return Verdict(
+            "gpu-bound",
+            f"The GPU is busy {fmt_share(busy)} of the time serving this model (no backward, "
+            "no optimizer: inference).",
+            "Yes, as replicas: one copy of the model per GPU behind a load balancer multiplies "
+            "requests served; tensor parallel only when one request's latency or the model's "
+            "memory needs more than one GPU. Before buying: batch more requests per forward, "
+            "keep shapes fixed, replay steps as CUDA graphs, torch.compile, or serve through "
+            "TensorRT / ONNX Runtime.",
+            tuple(evidence),
+            confidence,
+        )
     if busy is not None and busy >= GPU_BUSY:
         return Verdict(
             "gpu-bound",
@@ -208,13 +286,32 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             tuple(evidence),
             confidence,
         )
-    if data is not None and data >= INPUT_CRITICAL:
-        return _input_verdict(data, evidence, confidence)
-    if sync is not None and sync >= SYNC_CRITICAL:
+    # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
+    # causes above); a sync while kernels run costs nothing. Without one, the host's shares.
+    timeline = gpu is not None and gpu.window_us > 0
+    if not timeline and data is not None and data >= INPUT_CRITICAL:
+        return _input_verdict(data, evidence, confidence, inference=inference)
+    if not timeline and sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence)
     idle = 1.0 - busy if busy is not None else None
+    if inference:
+        return Verdict(
+            "host-bound",
+            (
+                f"The GPU idles {fmt_share(idle)} of the time{_idle_cause(gpu)} (inference: "
+                "no backward, no optimizer)."
+                if idle is not None
+                else "The host (Python, kernel launches) sets the pace of this inference."
+            ),
+            "No: replicas or tensor parallel would idle the same way. Batch more requests per "
+            "forward, keep shapes fixed so kernels and graphs are reused, replay the step as a "
+            "CUDA graph (one launch instead of one per kernel), torch.compile "
+            "(mode='reduce-overhead'), or serve through TensorRT / ONNX Runtime.",
+            tuple(evidence),
+            confidence,
+        )
     head = (
-        f"The GPU idles {fmt_share(idle)} of the time waiting for the host."
+        f"The GPU idles {fmt_share(idle)} of the time{_idle_cause(gpu)}."
         if idle is not None
         else "The GPU is not kept busy: the host (Python, kernel launches) sets the pace."
     )
@@ -225,6 +322,157 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
         "fuse small ops with torch.compile, or capture steps with CUDA graphs.",
         tuple(evidence),
         confidence,
+    )
+
+
+def _window_evidence(gpu: GpuTimeline) -> str:
+    """The busy share and the window it describes; the GPU span beside it when they differ."""
+    from gpu_notebook.formatting import fmt_seconds
+
+    what = {
+        "steps": "the profiled steps",
+        "gpu_span": "the GPU span (first to last kernel)",
+        "caller": "the window",
+    }[gpu.window_source]
+    text = f"GPU busy {fmt_share(gpu.busy_share)} of {what} ({fmt_seconds(gpu.window_us / 1e6)})"
+    span, span_busy = gpu.span_us, gpu.span_busy_us
+    if (
+        gpu.window_source != "gpu_span"
+        and span
+        and span_busy is not None
+        and abs(span_busy / span - gpu.busy_share) >= WINDOWS_DIFFER
+    ):
+        outside = max(0.0, gpu.window_us - span)
+        text += (
+            f"; {fmt_share(span_busy / span)} from its first to its last kernel "
+            f"({fmt_seconds(span / 1e6)}, the window HTA and TraceLens use): "
+            f"{fmt_seconds(outside / 1e6)} of the window has no GPU work"
+        )
+    return text
+
+
+def _idle_cause(gpu: GpuTimeline | None) -> str:
+    """How the headline names the idle time: by its largest cause, as measured."""
+    if gpu is None or gpu.idle_us <= 0:
+        return " waiting for the host"
+    if gpu.idle_other_us > gpu.idle_host_wait_us + gpu.idle_kernel_wait_us:
+        return ", mostly with its work queued behind another stream or event"
+    if gpu.idle_other_us + gpu.idle_data_wait_us + gpu.idle_sync_wait_us > 0.2 * gpu.idle_us:
+        host = gpu.idle_host_wait_us / gpu.window_us
+        return f" ({fmt_share(host)} of it waiting for the host to launch work)"
+    return " waiting for the host"
+
+
+def _gpu_idle_shares(gpu: GpuTimeline) -> dict[str, float]:
+    """Each cause of GPU idle time as a share of the window."""
+    w = gpu.window_us
+    return {
+        "host": gpu.idle_host_wait_us / w,
+        "data": gpu.idle_data_wait_us / w,
+        "sync": gpu.idle_sync_wait_us / w,
+        "other": gpu.idle_other_us / w,
+    }
+
+
+def _gpu_evidence(gpu: GpuTimeline) -> list[str]:
+    from gpu_notebook.formatting import fmt_seconds
+
+    out = []
+    w = gpu.window_us
+    causes = [
+        (name, us)
+        for name, us in (
+            ("waiting for the host to launch", gpu.idle_host_wait_us),
+            ("while the host waits for data or copies", gpu.idle_data_wait_us),
+            ("while the host syncs", gpu.idle_sync_wait_us),
+            ("between back-to-back kernels", gpu.idle_kernel_wait_us),
+            ("with work queued behind another stream or event", gpu.idle_other_us),
+        )
+        if us / w >= 0.01
+    ]
+    if causes:
+        out.append(
+            "GPU idle: "
+            + ", ".join(
+                f"{fmt_share(us / w)} {name}" for name, us in sorted(causes, key=lambda c: -c[1])
+            )
+        )
+    overlap = gpu.comm_overlap_share
+    if overlap is not None:
+        out.append(
+            f"collective kernels {fmt_share(gpu.comm_busy_us / w)} of the window, "
+            f"{fmt_share(overlap)} of it overlapped by computation: exposed "
+            f"{fmt_share(gpu.comm_exposed_us / w)}"
+        )
+    if gpu.graph_launches:
+        out.append(
+            f"CUDA-graph replays: {gpu.graph_launches} launch(es) ran "
+            f"{fmt_seconds(gpu.graph_us / 1e6)} of GPU work (counted busy; one launch each)"
+        )
+    return out
+
+
+def _gpu_comm_verdict(
+    gpu: GpuTimeline, exposed: float, steps: int, evidence: list[str], confidence: Confidence
+) -> Verdict:
+    """Exposed collectives: the fix follows from how they sit against computation."""
+    remedy = comm_remedy(gpu, steps)
+    overlap = gpu.comm_overlap_share or 0.0
+    fix = {
+        "straggler": "the GPU mostly waits with its work queued behind other streams: the "
+        "collectives wait for a slower peer. Find the straggler first (rank 0's job report, "
+        "or `gpucheck analyze` on the ranks' traces), then overlap what remains.",
+        "overlap": f"only {fmt_share(overlap)} of it runs under computation: overlap it. Let "
+        "DDP launch bucket all-reduces during backward (no find_unused_parameters, no sync "
+        "or .item() before the all-reduce, gradient_as_bucket_view=True), prefetch FSDP "
+        "all-gathers.",
+        "bucket": f"{gpu.collectives / max(1, steps):.0f} collectives a step: too many small "
+        "ones. Raise bucket_cap_mb (DDP) so fewer, larger all-reduces run, or fuse them.",
+        "accumulate": f"it is already {fmt_share(overlap)} overlapped and still exposed: do "
+        "fewer all-reduces (accumulate gradients over steps under no_sync()), or send fewer "
+        "bytes (bf16 / PowerSGD communication hooks).",
+    }[remedy]
+    return Verdict(
+        "comm-bound",
+        f"Communication nothing overlaps takes {fmt_share(exposed)} of the GPU window.",
+        "Not more of the same: each added GPU adds communication. " + fix[0].upper() + fix[1:],
+        (f"exposed collectives: {fmt_share(exposed)} of the window", *evidence),
+        confidence,
+    )
+
+
+CommRemedy = Literal["straggler", "overlap", "bucket", "accumulate"]
+# A step with more collectives than this sends many small buckets (DDP's default 25 MiB
+# buckets make a few dozen all-reduces even for a billion-parameter model).
+MANY_COLLECTIVES_PER_STEP = 40
+LOW_OVERLAP = 0.3
+# Busy shares of two windows that differ by this much are both worth stating.
+WINDOWS_DIFFER = 0.05
+
+
+def comm_remedy(gpu: GpuTimeline, steps: int) -> CommRemedy:
+    """Which fix exposed communication calls for, from the GPU timeline's figures alone."""
+    if gpu.idle_other_us > gpu.comm_exposed_us:
+        return "straggler"
+    if (gpu.comm_overlap_share or 0.0) < LOW_OVERLAP:
+        return "overlap"
+    if gpu.collectives / max(1, steps) > MANY_COLLECTIVES_PER_STEP:
+        return "bucket"
+    return "accumulate"
+
+
+def _capture_verdict(gpu: GpuTimeline) -> Verdict:
+    return Verdict(
+        "unknown",
+        "This trace records a CUDA-graph capture, not a step: its launches were recorded into "
+        "a graph, not run.",
+        "Unknown from a capture: profile the steps that replay the graph to see how busy the "
+        "GPU is.",
+        (
+            f"{gpu.launches_without_work} of {gpu.kernel_launches} kernel launches ran no kernel "
+            "(captured into a graph)",
+        ),
+        "low",
     )
 
 
@@ -256,9 +504,20 @@ def _gpu_busy_share(analysis: Analysis) -> float | None:
 
 
 def _input_verdict(
-    data: float, evidence: list[str], confidence: Confidence, *, on_cpu: bool = False
+    data: float,
+    evidence: list[str],
+    confidence: Confidence,
+    *,
+    on_cpu: bool = False,
+    inference: bool = False,
 ) -> Verdict:
-    if on_cpu:
+    if inference and not on_cpu:
+        more = (
+            f"No: replicas would wait for their inputs the same way. Feed the model faster first "
+            f"(gain from this alone: {fmt_gain(amdahl_bound(data))}): batch requests, prepare "
+            "inputs off the serving thread, copy from pinned memory with non_blocking=True."
+        )
+    elif on_cpu:
         # No device here: say once, apart, what the wait would mean on one.
         more = (
             f"No: the step waits for data, and a GPU only shortens compute. Fix the input "
@@ -313,6 +572,7 @@ def _cpu_verdict(
     *,
     host_bound: bool = False,
     own_python_share: float | None = None,
+    inference: bool = False,
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
     if data is not None and data >= INPUT_CRITICAL:
@@ -338,6 +598,18 @@ def _cpu_verdict(
             "No: a GPU would not help as it is. Give each op more work first (bigger batch), or "
             "fuse them (torch.compile); on a GPU each of these ops would become a kernel "
             "shorter than its own launch, paced by the same Python.",
+            tuple(evidence),
+            confidence,
+        )
+    if inference:
+        return Verdict(
+            "cpu-only",
+            "No GPU is visible; this inference (no backward, no optimizer) spends its time "
+            "computing on the CPU.",
+            "A GPU would help this inference: its time goes to compute, not to waiting. On one, "
+            "measure again before buying more: serve replicas for throughput (tensor parallel "
+            "only for latency or a model too big for one card), and first batch requests, keep "
+            "shapes fixed, use CUDA graphs, torch.compile or TensorRT / ONNX Runtime.",
             tuple(evidence),
             confidence,
         )

@@ -108,6 +108,67 @@ def exposed_comm_s(allreduce_s: float, backward_s: float, grad_bytes: int) -> fl
     return max(allreduce_s - backward_s, last_bucket)
 
 
+def _replicas(
+    analysis: Analysis,
+    step_s: float | None,
+    price_per_gpu_hour: float | None,
+    gpu_counts: tuple[int, ...],
+    world_size: int | None,
+) -> WhatIf:
+    """Inference (no backward, no optimizer): more GPUs are replicas, with nothing to exchange.
+
+    N copies of the job each serve their own requests: throughput N / W times today's, the
+    latency of one request unchanged; a ceiling, as nothing shared (load balancer, host CPUs,
+    input pipeline) is modelled.
+    """
+    phases = analysis.phases
+    world = max(1, world_size or 1)
+    fixed = tuple(
+        p for p in FIXABLE_PHASES if phases is not None and (phases.share(p) or 0) >= 0.01
+    )
+    removable = sum(phases.share(p) or 0.0 for p in fixed) if phases is not None else 0.0
+    fixes_speedup = 1 / (1 - removable) if fixed and removable < 1 else None
+    counts = tuple(n for n in gpu_counts if n > world and n % world == 0) or (2 * world, 4 * world)
+    points = tuple(
+        ScalingPoint(
+            gpus=n,
+            allreduce_s=0.0,
+            exposed_comm_s=0.0,
+            step_s=step_s,
+            speedup=n / world,
+            efficiency=1.0,
+            speedup_with_fixes=(n / world) * fixes_speedup if fixes_speedup else None,
+            cost_per_1000_steps=(
+                n * step_s * 1000 / 3600 * price_per_gpu_hour if price_per_gpu_hour else None
+            ),
+        )
+        for n in counts
+        if step_s is not None
+    )
+    return WhatIf(
+        step_s=step_s,
+        fixes_speedup=fixes_speedup,
+        fixed_phases=fixed,
+        grad_bytes=None,
+        interconnect=None,
+        bus_bandwidth_bytes_per_s=None,
+        points=points,
+        assumptions=(
+            "inference (no backward, no optimizer): each added GPU is a replica serving its own "
+            "requests, with no gradients to exchange; throughput grows with the replicas, the "
+            "latency of one request does not",
+            "a ceiling: the load balancer, the host's CPUs and a shared input pipeline are not "
+            "modelled",
+            "tensor parallel (one request split over GPUs) would cut latency at the cost of "
+            "collectives in every layer: not modelled",
+            "the fixes remove their whole phase (an upper bound: Amdahl)",
+        ),
+        missing=() if step_s is not None else ("no step was measured",),
+        price_per_gpu_hour=price_per_gpu_hour,
+        world_size=world,
+    )
+
+
 def what_if(
     run: Run,
     analysis: Analysis,
@@ -130,6 +191,8 @@ def what_if(
     """
     phases = analysis.phases
     step_s = analysis.step_stats.median_s
+    if phases is not None and phases.workload == "inference":
+        return _replicas(analysis, step_s, price_per_gpu_hour, gpu_counts, world_size)
     missing: list[str] = []
     world = world_size if world_size is None else max(1, world_size)
     distributed = world is None or world > 1
@@ -322,10 +385,13 @@ def render_whatif(w: WhatIf) -> str:
         )
     else:
         lines.append("  no waiting phase to fix was measured (data, sync and copy are under 1%)")
-    if w.points and w.grad_bytes is not None:
-        lines.append(
-            f"  interconnect: {w.interconnect}; gradients {fmt_megabytes(w.grad_bytes)} a step"
-        )
+    if w.points:
+        if w.grad_bytes is not None:
+            lines.append(
+                f"  interconnect: {w.interconnect}; gradients {fmt_megabytes(w.grad_bytes)} a step"
+            )
+        else:
+            lines.append("  as replicas (inference: nothing to exchange between GPUs)")
         label = speedup_label(w)
         width = max(8, len(label))
         lines.append(
@@ -362,12 +428,11 @@ def trace_allreduce(path: str) -> TraceAllReduce | None:
     ProfilerStep range a kernel starts in (GPU time trails the host's a little; the median over
     steps absorbs a kernel spilling into the next range).
     """
-    import gzip
     import json
 
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        data = json.load(fh)
+    from gpu_notebook.trace.source import read_input
+
+    data = json.loads(read_input(path))  # inflated as a stream, under the input cap
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     steps: list[tuple[float, float]] = []
     kernels: list[tuple[float, float, int]] = []  # start us, duration us, bytes

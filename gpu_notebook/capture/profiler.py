@@ -105,6 +105,41 @@ def _kineto_quiet() -> Iterator[None]:
 
 
 @contextmanager
+def _no_inductor_import() -> Iterator[None]:
+    """Start torch's profiler without importing ``torch._inductor`` (and dynamo) for it.
+
+    ``torch.profiler.profile.prepare_trace`` asks ``hasattr(torch, "_inductor")`` to read
+    inductor's cudagraphs setting, and torch's lazy ``__getattr__`` answers by importing
+    inductor and dynamo: some 800 modules, 1.4-5 s inside the user's loop at the first window
+    of a process (the first cell paid it; a 5 ms-step loop reported it as data wait). When the
+    program has not imported inductor, nothing it compiled can use cudagraphs, and the answer
+    the lookup wants is False: for the length of our own start, the profiler module's
+    ``hasattr`` says so without the import. Any other lookup goes to the builtin unchanged; the
+    name is removed again after the start (it is never there otherwise).
+    """
+    import builtins
+
+    import torch
+    import torch.profiler.profiler as profiler_mod
+
+    if "torch._inductor" in sys.modules or "hasattr" in vars(profiler_mod):
+        yield  # imported already (the lookup is free) or not ours to shadow
+        return
+
+    def hasattr_without_import(obj: object, name: str) -> bool:
+        if obj is torch and name == "_inductor":
+            return "torch._inductor" in sys.modules
+        return builtins.hasattr(obj, name)
+
+    profiler_mod.hasattr = hasattr_without_import
+    try:
+        yield
+    finally:
+        if vars(profiler_mod).get("hasattr") is hasattr_without_import:
+            del profiler_mod.hasattr
+
+
+@contextmanager
 def _no_new_warning_filters() -> Iterator[None]:
     """Take back the ``warnings`` filters added during one of our profiler calls.
 
@@ -289,7 +324,7 @@ class ProfilerWindow:
         # only (_kineto_quiet); the process's stderr is left alone.
         self._starting = True
         try:
-            with _kineto_quiet(), _no_new_warning_filters():
+            with _kineto_quiet(), _no_new_warning_filters(), _no_inductor_import():
                 prof.start()
         finally:
             self._starting = False

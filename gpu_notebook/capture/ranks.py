@@ -8,6 +8,7 @@ after ``init_process_group``), else from the environment torchrun and most launc
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from collections.abc import Mapping
@@ -74,13 +75,23 @@ def current(seen: RankInfo | None = None) -> RankInfo | None:
 def expand(path: str, info: RankInfo | None) -> str:
     """``path`` with ``{rank}`` replaced; in a job of more than one rank, a path without the
     placeholder gets the rank before its suffixes (``report.json`` -> ``report.rank1.json``),
-    so that ranks never overwrite each other's files."""
+    so that ranks never overwrite each other's files. A path that already names this rank
+    and no other (``t.rank0.json.gz`` on rank 0, made per rank by a wrapper) stays as it is:
+    the one rank whose number it holds writes it, every other rank adds its own."""
     rank = info.rank if info is not None else 0
     if RANK_PLACEHOLDER in path:
         return path.replace(RANK_PLACEHOLDER, str(rank))
-    if info is None or info.world_size <= 1:
+    if info is None or info.world_size <= 1 or _holds_rank(path, rank):
         return path
     head, sep, name = path.rpartition("/")
     stem, dot, suffixes = name.partition(".")
     named = f"{stem}.rank{rank}{dot}{suffixes}" if dot else f"{name}.rank{rank}"
     return f"{head}{sep}{named}"
+
+
+# A rank number written into a path: "rank0", "rank_0", "rank-0", "r0" (not the "r0" of "hr0").
+_RANK_TOKEN = re.compile(r"(?i)(?:rank|(?<![a-z0-9])r)[._-]?(\d+)(?!\d)")
+
+
+def _holds_rank(path: str, rank: int) -> bool:
+    return {int(n) for n in _RANK_TOKEN.findall(path)} == {rank}

@@ -23,6 +23,7 @@ what the ticks actually cost.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import threading
@@ -127,6 +128,9 @@ class Sampler:
         if self._thread is not None:
             raise RuntimeError("this Sampler is already running; stop() it first")
         self._reset(time.perf_counter() if origin_s is None else origin_s)
+        # The thread that starts the sampler runs the measured code: its run-queue wait (time
+        # it was ready to run while the machine ran something else) is the interference it met.
+        self._main_tid = threading.get_native_id()
         self._stop_event = threading.Event()
         self._thread = HiddenThread(self._run, THREAD_NAME).start()
         return self
@@ -230,7 +234,7 @@ class Sampler:
             self._error = exc
 
     def _loop(self) -> None:
-        probe = _Probe()  # owned by this thread: psutil objects and NVML state are not shared
+        probe = _Probe(getattr(self, "_main_tid", None))  # owned by this thread (psutil, NVML)
         probe.prime()
         last_tick = time.perf_counter()
         due = last_tick + self._interval_s
@@ -295,7 +299,9 @@ class Sampler:
 class _Probe:
     """The reading side of one run; used by the sampler thread only."""
 
-    def __init__(self) -> None:
+    def __init__(self, main_tid: int | None = None) -> None:
+        self.main_tid = main_tid
+        self.run_wait: tuple[float, int] | None = None  # (perf_counter s, run-queue wait ns)
         self.process = psutil.Process()
         self.children: dict[int, psutil.Process] = {}
         self.new_children: set[int] = set()  # primed this tick: no CPU % yet
@@ -309,6 +315,7 @@ class _Probe:
         """Take the baselines that the first tick's percentages are measured against."""
         self.process.cpu_percent()
         self.cpu_times = psutil.cpu_times(percpu=True)
+        self._read_run_wait()
         self._refresh_children(time.perf_counter())
         self.new_children.clear()
         state = nvml.status()  # may start NVML: slow on some hosts, so here, off the cell's thread
@@ -320,6 +327,7 @@ class _Probe:
             process_cpu_pct = self.process.cpu_percent()
             rss_bytes = self.process.memory_info().rss
         children_cpu_pct, children_rss_bytes = self._read_children()
+        before = self.cpu_times
         per_core = self._read_cores()
         gpus, lost = self._read_gpus(interval_s)
         sample = Sample(
@@ -332,6 +340,9 @@ class _Probe:
             # (exact USS would need /proc/<pid>/smaps, far too slow per tick).
             rss_bytes=rss_bytes + children_rss_bytes,
             gpus=gpus,
+            steal_pct=_steal_pct(before, self.cpu_times),
+            children=len(self.children),
+            run_wait_pct=self._read_run_wait(),
         )
         return sample, lost
 
@@ -391,6 +402,23 @@ class _Probe:
         self.child_refresh_s = max(_CHILD_REFRESH_MIN_S, cost_s / _CHILD_REFRESH_CORE_SHARE)
         self.children_due_s = now + self.child_refresh_s
 
+    def _read_run_wait(self) -> float | None:
+        """Share of the time since the last reading that the measured thread spent ready to run
+        but waiting for a core (Linux schedstat ``run_delay``; sleeping or blocked is not it)."""
+        if self.main_tid is None:
+            return None
+        try:
+            with open(f"/proc/self/task/{self.main_tid}/schedstat", "rb") as f:
+                wait_ns = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            self.main_tid = None  # no schedstat here (or the thread ended): not measured
+            return None
+        now = time.perf_counter()
+        last, self.run_wait = self.run_wait, (now, wait_ns)
+        if last is None or now <= last[0]:
+            return None
+        return min(100.0, max(0.0, 100.0 * (wait_ns - last[1]) / 1e9 / (now - last[0])))
+
     def _read_cores(self) -> tuple[float, ...]:
         times = psutil.cpu_times(percpu=True)
         per_core = tuple(_busy_pct(a, b) for a, b in zip(self.cpu_times, times, strict=True))
@@ -405,11 +433,25 @@ class _Probe:
         lost: list[int] = []
         for index in self.gpus:
             try:
-                readings.append(nvml.read_gpu(index, pcie=index in with_pcie))
+                reading = nvml.read_gpu(index, pcie=index in with_pcie)
+                readings.append(self._with_others(index, reading))
             except nvml.GpuLostError:
                 lost.append(index)
         self.gpus = [index for index in self.gpus if index not in lost]
         return tuple(readings), lost
+
+    def _with_others(self, index: int, reading: GpuSample) -> GpuSample:
+        """The reading with the count of other processes computing on the GPU (interference):
+        not ours, not our children. NVML may refuse the list (containers): then not known."""
+        try:
+            listed = nvml.gpu_processes(index)
+        except (IndexError, nvml.GpuLostError):
+            return reading
+        if listed is None:
+            return reading
+        ours = {self.process.pid, *self.children}
+        others = sum(1 for p in listed if p.pid not in ours)
+        return dataclasses.replace(reading, other_processes=others)
 
     def _pcie_turn(self, interval_s: float) -> set[int]:
         """The GPUs whose PCIe counters are read this tick (all of them unless too many)."""
@@ -455,6 +497,17 @@ def _proc_descendants(pid: int) -> list[int] | None:
                 todo.append(int(word))
         first = False
     return found
+
+
+def _steal_pct(before: Sequence[Any], after: Sequence[Any]) -> float | None:
+    """Mean share of the cores' time stolen by the hypervisor between two readings (Linux)."""
+    if not before or len(before) != len(after) or not hasattr(after[0], "steal"):
+        return None
+    total = sum(_total_s(b) - _total_s(a) for a, b in zip(before, after, strict=True))
+    if total <= 0:
+        return None
+    stolen = sum(float(b.steal) - float(a.steal) for a, b in zip(before, after, strict=True))
+    return min(100.0, max(0.0, 100.0 * stolen / total))
 
 
 def _busy_pct(before: Any, after: Any) -> float:

@@ -96,6 +96,10 @@ LEAN_AFTER_UNANCHORED_STEPS = 64
 TIMED_MIN_STEP_S = 0.003
 # How often (in steps) a long cell's timing is looked at again: lean <-> timed.
 RETIME_EVERY_STEPS = 64
+# Lean steps are timed again once their median is this far above TIMED_MIN_STEP_S (a margin,
+# so a median that wobbles at the threshold does not switch every look; 2x left a cached-then-
+# 4 ms loop lean, its slow part untimed, and its verdict to the cached window).
+RETIME_MARGIN = 1.25
 # The process RSS is read at the end of every Nth step (~2 us a read).
 MEMORY_EVERY_STEPS = 16
 
@@ -309,11 +313,16 @@ class CaptureSession:
             ):
                 if not lean_decided or step_index % RETIME_EVERY_STEPS == 0:
                     # Timed while steps are long, lean while they are short; looked at again
-                    # every RETIME_EVERY_STEPS steps (with a 2x margin) as the run changes.
+                    # every RETIME_EVERY_STEPS steps (with a RETIME_MARGIN margin) as the run
+                    # changes: a loop that slows down after a cached start gets its phases back.
                     median_s = clock.median_step_s()
                     if median_s is None or median_s < TIMED_MIN_STEP_S:
                         clock.lean()
-                    elif lean_decided and clock.is_lean and median_s >= 2 * TIMED_MIN_STEP_S:
+                    elif (
+                        lean_decided
+                        and clock.is_lean
+                        and median_s >= RETIME_MARGIN * TIMED_MIN_STEP_S
+                    ):
                         clock.retime()
                     lean_decided = True
                 if (

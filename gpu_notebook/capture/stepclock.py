@@ -136,6 +136,12 @@ class StepClock:
         self.memory_every_steps = 0
         self._statm_fd: int | None = None
         self._page_bytes = 4096
+        # The DataLoader iterator the loop reads and the batches each loader setting gave
+        # (num_workers, pin_memory) -> batches; the most-read one is the loop's loader.
+        self._iterator_id = 0
+        self._iterator_key: tuple[Any, Any] = (None, None)
+        self._iterator_batches = 0
+        self._loader_batches: dict[tuple[Any, Any], int] = {}
         self._mem_rows: list[tuple[int, int]] = []  # (step index, rss bytes), bounded as _rows
 
     # ---------------------------------------------------------------- install / uninstall
@@ -285,7 +291,12 @@ class StepClock:
     # ---------------------------------------------------------------- lean / timed
 
     def lean(self) -> None:
-        """Keep only the hook that ends a step; phases are no longer timed from here on.
+        """Keep only the hook that ends a step and the loader's; phases are no longer timed.
+
+        The DataLoader's ``__next__`` stays timed (two clock reads a batch): the data wait of
+        every step is what tells a loop that turns input-bound after its window (a cache that
+        runs out) from one that does not, so a whole-run split of data against the rest always
+        exists (``StepClockRecord.lean_data``).
 
         Safe to call from inside a hook: torch copies module hook dicts before iterating them,
         and the optimizer post hook (iterated lazily) is kept when it is the anchor.
@@ -299,9 +310,8 @@ class StepClock:
             handle = self._handles.pop(name, None)
             if handle is not None:
                 handle.remove()
-        for name in ("dataloader", "backward"):
-            if self.anchor != name and name in self._patches:
-                self._unpatch(name)
+        if self.anchor != "backward" and "backward" in self._patches:
+            self._unpatch("backward")
 
     def retime(self) -> None:
         """Time every phase again after ``lean()`` (steps grew long enough to afford it)."""
@@ -396,6 +406,11 @@ class StepClock:
             finally:
                 clock._last_mark_ns = end = time.perf_counter_ns()
                 clock._data_ns += max(0, end - start - ours)
+            if clock._lean:
+                return batch  # the batch size is known from the timed steps
+            if id(it) != clock._iterator_id:
+                clock._switch_iterator(it)
+            clock._iterator_batches += 1
             n = _leading_size(batch)
             if n is not None:
                 clock._samples = (clock._samples or 0) + n
@@ -403,6 +418,20 @@ class StepClock:
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
+
+    def _switch_iterator(self, it: Any) -> None:
+        """The loader settings of the iterator the loop now reads (issue 26: the fix reads the
+        loader's real num_workers / pin_memory even where the source gives no literal). Two
+        values are read from the iterator; no reference to it is kept (its workers end with it)."""
+        self._note_iterator()
+        self._iterator_id = id(it)
+        self._iterator_key = (getattr(it, "_num_workers", None), getattr(it, "_pin_memory", None))
+
+    def _note_iterator(self) -> None:
+        if self._iterator_batches:
+            key = self._iterator_key
+            self._loader_batches[key] = self._loader_batches.get(key, 0) + self._iterator_batches
+        self._iterator_batches = 0
 
     def _wrap_backward(self, original: Callable[..., Any]) -> Callable[..., Any]:
         clock = self
@@ -596,6 +625,8 @@ class StepClock:
             for r in self._rows
         )
         grad_bytes = self._grad_bytes
+        self._note_iterator()
+        loader = max(self._loader_batches.items(), key=lambda kv: kv[1], default=None)
         return StepClockRecord(
             anchor=self.anchor,
             step_count=self._step_count,
@@ -604,6 +635,9 @@ class StepClock:
             event_counts=dict(self._counts),
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
+            lean_data="dataloader" in self._patches,
+            loader_num_workers=loader[0][0] if loader else None,
+            loader_pin_memory=loader[0][1] if loader else None,
         )
 
 

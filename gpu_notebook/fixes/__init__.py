@@ -17,6 +17,7 @@ from gpu_notebook.fixes.catalog import (
     HEADER_PREFIX,
     apply_fix,
     describe,
+    inserted_patch,
     prepended_patch,
     to_proposal,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "Refusal",
     "apply_fix",
     "describe",
+    "inserted_patch",
     "prepended_patch",
     "to_proposal",
 ]

@@ -276,6 +276,21 @@ def prepended_patch(fix_id: str, source: str, note: str, snippet: str) -> Patch:
     return _patch(fix_id, source, after)
 
 
+def inserted_patch(fix_id: str, source: str, note: str, snippet: str, after_line: int) -> Patch:
+    """``source`` with ``snippet`` put right after its line ``after_line`` (1-based, the cell as
+    given): where the cell itself binds the object the snippet sets (``dm = DM()`` then
+    ``dm.num_workers = 2``), so the setting reaches the object the loop uses and every name the
+    snippet reads is bound by then in a fresh kernel too."""
+    info = describe(fix_id)
+    lines = source.splitlines(keepends=True)
+    head = "".join(lines[:after_line])
+    if head and not head.endswith("\n"):
+        head += "\n"
+    indent = ""  # the binding is a top-level statement (see the caller): no indentation
+    block = f"{indent}{HEADER_PREFIX}{info.title} ({note})\n" + snippet
+    return _patch(fix_id, source, head + block + "".join(lines[after_line:]))
+
+
 def to_proposal(result: Patch | Refusal) -> FixProposal:
     """The report's record of a fix (``gpu_notebook.records.FixProposal``) for a Finding."""
     info = describe(result.fix_id)
@@ -307,4 +322,12 @@ def describe(fix_id: str) -> FixInfo:
     return info
 
 
-__all__: list[str] = ["FIXES", "HEADER_PREFIX", "apply_fix", "describe", "to_proposal"]
+__all__: list[str] = [
+    "FIXES",
+    "HEADER_PREFIX",
+    "apply_fix",
+    "describe",
+    "inserted_patch",
+    "prepended_patch",
+    "to_proposal",
+]

@@ -54,6 +54,14 @@ def _positional(call: cst.Call) -> list[cst.Arg]:
     return [arg for arg in call.args if arg.keyword is None and arg.star == ""]
 
 
+def _settings_text(num_workers: int | None, pin_memory: bool) -> str:
+    """What a refusal asks for: only what would change (no pin_memory=True when it is set)."""
+    parts = [f"num_workers={num_workers}"] if num_workers is not None else []
+    if pin_memory:
+        parts.append("pin_memory=True")
+    return " and ".join(parts) or "the loader's settings"
+
+
 def dataloader_workers(
     module: cst.Module,
     *,
@@ -81,18 +89,18 @@ def dataloader_workers(
         ]
         if hf:
             return _training_arguments(module, hf, num_workers, pin_memory, persistent_workers)
+    settings = _settings_text(num_workers, pin_memory)
     if not calls:
         return Declined(
-            "no DataLoader(...) call in this cell; add num_workers and pin_memory=True "
-            "where the loader is created"
+            f"no DataLoader(...) call in this cell; set {settings} where the loader is created"
         )
     editable = [
         c for c in calls if not has_star_kwargs(c) and len(_positional(c)) <= _NUM_WORKERS_POSITION
     ]
     if not editable:
         return Declined(
-            "the DataLoader arguments come from **kwargs or positions; set num_workers "
-            "and pin_memory=True where they are defined"
+            f"the DataLoader arguments come from **kwargs or positions; set {settings} where "
+            "they are defined"
         )
     edits: dict[cst.CSTNode, Replacement] = {}
     applied: dict[str, str] = {}

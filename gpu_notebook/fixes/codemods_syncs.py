@@ -157,7 +157,12 @@ def _throttle(
     gated = summed = False
     for loop in targets:
         body = _body(loop)
-        moved = _movable(body, select, _step_names(loop), names_read(module, skip=loop))
+        names = _step_names(loop)
+        if accumulate:
+            # A loop counter is a Python int: printing it reads nothing from the device.
+            names -= _counters(loop)
+        moved = _movable(body, select, names, names_read(module, skip=loop))
+        inner = _closure_moves(loop, select, names) if accumulate else {}
         if accumulate:
             for aug in _accumulations(loop):
                 if _device_accumulable(tree, aug):
@@ -165,10 +170,13 @@ def _throttle(
                     summed = True
                 else:
                     kept.append(aug)
-        if moved:
+        if moved or inner:
             step, rename = _step_variable(loop, used)
             used.add(step)
-            edits[loop] = _gate(moved, step, rename, every)
+            if moved or rename:
+                edits[loop] = _gate(moved, step, rename, every)
+            for fn, fn_moved in inner.items():
+                edits[fn] = _gate(fn_moved, step, False, every)
             gated = True
     if not (gated or summed):
         if kept:
@@ -206,6 +214,40 @@ def _step_names(loop: cst.For) -> set[str]:
         if isinstance(stmt, cst.SimpleStatementLine):
             names |= _written(stmt)
     return names
+
+
+def _counters(loop: cst.For) -> set[str]:
+    """Names that count steps: ``i`` of ``for i in range(n)``, the index of ``enumerate``."""
+    target, it = loop.target, loop.iter
+    if isinstance(it, cst.Call) and call_name(it) == "range":
+        return {n.value for n in walk(target) if isinstance(n, cst.Name)}
+    if (
+        isinstance(it, cst.Call)
+        and call_name(it) == "enumerate"
+        and isinstance(target, cst.Tuple)
+        and target.elements
+        and isinstance(target.elements[0].value, cst.Name)
+    ):
+        return {target.elements[0].value.value}
+    return set()
+
+
+def _closure_moves(
+    loop: cst.For, select: Selector, step_names: set[str]
+) -> dict[cst.FunctionDef, list[int]]:
+    """Reads inside a function the loop defines each step (LBFGS's ``closure``, which
+    ``optimizer.step(closure)`` calls many times a step): gated inside that function, on the
+    loop's step counter (the function reads it when it is called, within the step)."""
+    out: dict[cst.FunctionDef, list[int]] = {}
+    for stmt in _body(loop):
+        if not isinstance(stmt, cst.FunctionDef) or not isinstance(stmt.body, cst.IndentedBlock):
+            continue
+        body = list(stmt.body.body)
+        local = step_names | {n for s in body for n in _written(s)}
+        moved = _movable(body, select, local, set())
+        if moved:
+            out[stmt] = moved
+    return out
 
 
 def _movable(
@@ -313,8 +355,15 @@ def _remark(text: str) -> Replacement:
 
 
 def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
-    """The loop's step counter: its enumerate index, or a fresh name (True: add enumerate)."""
+    """The loop's step counter: its range or enumerate index, or a fresh name (True: add
+    enumerate)."""
     target = loop.target
+    if (
+        isinstance(loop.iter, cst.Call)
+        and call_name(loop.iter) == "range"
+        and isinstance(target, cst.Name)
+    ):
+        return target.value, False
     if (
         isinstance(loop.iter, cst.Call)
         and call_name(loop.iter) == "enumerate"
@@ -331,6 +380,8 @@ def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
 
 
 def _gate(moved: list[int], step: str, rename: bool, every: int) -> Replacement:
+    """Gate the statements ``moved`` of a loop's (or a function's) body; ``rename``: enumerate."""
+
     def apply(loop: cst.For) -> cst.For:
         assert isinstance(loop.body, cst.IndentedBlock)
         body = list(loop.body.body)

@@ -13,11 +13,10 @@ guessing with regular expressions.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Any
-
-from IPython.core import inputtransformer2 as it2
 
 # Cell magics whose body is ordinary Python: the first line is kept, the body is patched.
 PYTHON_BODY_CELL_MAGICS = frozenset({"gpucheck", "time", "timeit", "capture", "prun"})
@@ -59,6 +58,10 @@ def protect(source: str) -> ProtectedCell:
             )
         magic_line, body = first + newline, rest
 
+    if _is_python(body):
+        # Valid Python has no IPython-only line (each of them is a syntax error in Python), and
+        # IPython is not imported for it: `gpucheck run` on a script never needs it.
+        return ProtectedCell(magic_line=magic_line, code=body, originals=())
     lines = body.splitlines(keepends=True)
     originals: list[tuple[str, ...]] = []
     for _ in range(_MAX_CONSTRUCTS):
@@ -116,8 +119,18 @@ def restore(code: str, cell: ProtectedCell, header: str = "") -> str:
     return (cell.magic_line or "") + header + "".join(out)
 
 
+def _is_python(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):  # ValueError: a NUL byte
+        return False
+    return True
+
+
 def _first_ipython_span(lines: list[str]) -> tuple[int, int, str] | None:
     """(first line, last line, indentation) of the earliest IPython construct, 0-based."""
+    from IPython.core import inputtransformer2 as it2  # only for cells that are not Python
+
     if not lines:
         return None
     # IPython's tokenizer wants every line but the last to end with a newline; it is.

@@ -57,6 +57,27 @@ def _job_world_size(
     return None if comm_us > 0 else 1
 
 
+def _started_at(base_time_ns: int | None, first_ts_us: float | None) -> str:
+    """When the trace's first event happened (ISO 8601, UTC), or "" when the trace cannot say.
+
+    Older traces write epoch microseconds as ``ts``; newer ones a steady clock beside
+    ``baseTimeNanoseconds``, its epoch offset. Only compared between the traces of a folder
+    (``gpucheck analyze DIR``: ranks of one job start together).
+    """
+    import datetime
+
+    if first_ts_us is None:
+        return ""
+    if first_ts_us > 1e14:  # epoch microseconds (after 1973)
+        epoch_s = first_ts_us / 1e6
+    elif base_time_ns:
+        epoch_s = base_time_ns / 1e9 + first_ts_us / 1e6
+    else:
+        return ""
+    when = datetime.datetime.fromtimestamp(epoch_s, tz=datetime.timezone.utc)
+    return when.isoformat(timespec="seconds")  # as a live run's (capture/session.py)
+
+
 def report_from_trace(
     path: str | Path, companion: Report | None = None, target_gpu: str | None = None
 ) -> tuple[Report, int | None, int | None]:
@@ -106,7 +127,9 @@ def report_from_trace(
             recorded_steps=n_steps,
             trace_path=str(path),
         ),
-        started_at="",
+        started_at=_started_at(
+            trace.base_time_ns, float(trace.ts_us.min()) if len(trace) else None
+        ),
         notes=(f"analysed from {Path(path).name}",),
     )
     analysis = Analysis(

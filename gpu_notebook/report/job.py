@@ -28,6 +28,7 @@ from gpu_notebook.records import (
     RankShape,
     Report,
     RunShape,
+    StepPhases,
     Straggler,
     WhatIf,
 )
@@ -55,7 +56,8 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
     )
     gpu = analysis.gpu
     if gpu is not None and gpu.comm_us > 0 and phases is not None:
-        comm = max(comm or 0.0, gpu.comm_us / n / 1e6)
+        # The rank waits only where no computation overlaps its collectives (exposed time).
+        comm = max(comm or 0.0, gpu.comm_exposed_us / n / 1e6)
     if comm is None and phases is not None and phases.source == "trace":
         comm = 0.0  # a trace with no collective: a rank that never waited on a peer
     hot = None
@@ -63,8 +65,11 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         top = max(analysis.stacks.lines, key=lambda s: s.samples)
         hot = f"line {top.line} `{top.text.strip()}`"
     step = analysis.step_stats.median_s
+    spread: dict[str, float | None] = {}
     if phases is not None and phases.steps:
         step = statistics.median(s.duration_us for s in phases.steps) / 1e6
+        spread = _spread(report, phases.steps)
+    busy = [s.system_cpu_pct for s in report.run.samples.samples if s.system_cpu_pct is not None]
     return RankFacts(
         rank=info.rank if info is not None else 0,
         world_size=info.world_size if info is not None else 1,
@@ -83,7 +88,34 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         or report.run.steps.grad_bytes,
         files=tuple(files),
         shape=rank_shape(analysis.shape),
+        host_busy_share=_short(statistics.fmean(busy) / 100.0) if busy else None,
+        run_wait_share=(
+            _short(analysis.shape.run_wait_share)
+            if analysis.shape is not None and analysis.shape.run_wait_share is not None
+            else None
+        ),
+        **spread,
     )
+
+
+def _spread(report: Report, steps: Sequence[StepPhases]) -> dict[str, float | None]:
+    """10th/90th percentiles of this rank's per-step comm wait and step time (order statistics)."""
+    durations = sorted(s.duration_us / 1e6 for s in steps)
+    out: dict[str, float | None] = {
+        "step_p10_s": _short(_quantile(durations, 0.1)),
+        "step_p90_s": _short(_quantile(durations, 0.9)),
+    }
+    if report.analysis.phases is not None and "comm" in report.analysis.phases.measured:
+        comm = sorted(s.phase_us.get("comm", 0.0) / 1e6 for s in steps)
+        out["comm_p10_s"] = _short(_quantile(comm, 0.1))
+        out["comm_p90_s"] = _short(_quantile(comm, 0.9))
+    return out
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The order statistic at ``q`` (nearest rank): no interpolation, no normal assumption."""
+    k = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return float(sorted_values[k])
 
 
 def rank_shape(shape: RunShape | None) -> RankShape | None:
@@ -179,17 +211,56 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
         least = min(measured, key=lambda r: (r.comm_s or 0.0, r.rank))
         others = [r for r in measured if r.rank != least.rank]
         wait = statistics.median(r.comm_s or 0.0 for r in others)
-        if step > 0 and wait - (least.comm_s or 0.0) >= STRAGGLER_THRESHOLD * step:
+        if (
+            step > 0
+            and wait - (least.comm_s or 0.0) >= STRAGGLER_THRESHOLD * step
+            and wait - (least.comm_s or 0.0) >= _spread_of(measured, "comm")
+            and not _starved(least, others, wait - (least.comm_s or 0.0))
+        ):
             return _cause(least, others, "waits-least", wait)
     timed = [r for r in ranks if r.step_s]
     if len(timed) >= 2:
         center = statistics.median(r.step_s or 0.0 for r in timed)
         slowest = max(timed, key=lambda r: (r.step_s or 0.0, -r.rank))
-        if center > 0 and (slowest.step_s or 0.0) > center * (1 + STRAGGLER_THRESHOLD):
+        if (
+            center > 0
+            and (slowest.step_s or 0.0) > center * (1 + STRAGGLER_THRESHOLD)
+            and (slowest.step_s or 0.0) - center >= _spread_of(timed, "step")
+            and not _starved(
+                slowest,
+                [r for r in timed if r.rank != slowest.rank],
+                (slowest.step_s or 0.0) - center,
+            )
+        ):
             return _cause(
                 slowest, [r for r in timed if r.rank != slowest.rank], "slowest-step", None
             )
     return None
+
+
+def _starved(slow: RankFacts, others: Sequence[RankFacts], gap_s: float) -> bool:
+    """The late rank's thread waited for a core (schedstat) by at least half the gap more than
+    the others' did: the machine held it back, not its code."""
+    if slow.run_wait_share is None or not slow.step_s:
+        return False
+    theirs = [r.run_wait_share * (r.step_s or 0.0) for r in others if r.run_wait_share is not None]
+    if not theirs:
+        return False
+    extra_s = slow.run_wait_share * slow.step_s - statistics.median(theirs)
+    return extra_s >= 0.5 * gap_s
+
+
+def _spread_of(ranks: Sequence[RankFacts], what: str) -> float:
+    """The ranks' no-difference spread of ``what`` ("comm" or "step"): the median over ranks of
+    half their own 10th-90th percentile range across steps. A gap between ranks inside it is
+    what any rank's steps do anyway. Unknown spreads (older summaries, no trace): 0, so the
+    level alone decides, as before."""
+    halves = []
+    for r in ranks:
+        low, high = getattr(r, f"{what}_p10_s"), getattr(r, f"{what}_p90_s")
+        if low is not None and high is not None:
+            halves.append((high - low) / 2)
+    return statistics.median(halves) if halves else 0.0
 
 
 def _cause(
@@ -236,6 +307,31 @@ def _roles(ranks: Sequence[RankFacts], straggler: Straggler | None) -> dict[str,
     return roles
 
 
+# A host whose CPUs were this busy over the run (every process on it, the ranks included) is
+# saturated: its ranks slow each other and any other job's work lands on one of them at random.
+SATURATED_HOST = 0.9
+
+
+def _saturated_hosts(rows: Sequence[RankFacts]) -> tuple[str, ...]:
+    """A note per host whose ranks shared a saturated machine."""
+    by_host: dict[str, list[RankFacts]] = {}
+    for r in rows:
+        by_host.setdefault(r.host, []).append(r)
+    out = []
+    for host, ranks in by_host.items():
+        busy = [r.host_busy_share for r in ranks if r.host_busy_share is not None]
+        if len(ranks) < 2 or not busy or statistics.median(busy) < SATURATED_HOST:
+            continue
+        names = ", ".join(str(r.rank) for r in ranks)
+        out.append(
+            f"ranks {names} share host {host or '(unnamed)'}, whose CPUs were "
+            f"{statistics.median(busy):.0%} busy over the run: differences between these ranks "
+            "may be the machine's, not the code's (a straggler is named only beyond the ranks' "
+            "own step-to-step spread)"
+        )
+    return tuple(out)
+
+
 def job_report(
     ranks: Iterable[RankFacts],
     world_size: int,
@@ -251,6 +347,7 @@ def job_report(
     shares = [r.comm_s / r.step_s for r in rows if r.comm_s is not None and r.step_s]
     steps = [r.step_s for r in rows if r.step_s]
     straggler = find_straggler(rows)
+    notes = (*notes, *_saturated_hosts(rows))
     return JobReport(
         kind="gpucheck-job",
         world_size=world_size,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 
 from gpu_notebook.analysis.run_trend import MIN_STEPS
+from gpu_notebook.escapes import printable_record
 from gpu_notebook.formatting import fmt_bytes, fmt_ms, fmt_seconds, fmt_share
 from gpu_notebook.records import JobReport, JobShape, RankFacts, RankShape, Straggler
 from gpu_notebook.report.job import (
@@ -44,6 +45,7 @@ def _row(r: RankFacts, role: str) -> str:
 
 
 def render_job(job: JobReport) -> str:
+    job = printable_record(job)  # host names, hot lines, files: one safe line each
     hosts = sorted({r.host for r in job.ranks if r.host})
     arrived = len(job.ranks)
     lines = [

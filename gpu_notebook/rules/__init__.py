@@ -33,6 +33,7 @@ from gpu_notebook.rules import (
     input,
     launch,
     logging,
+    machine,
     memory,
     precision,
     run_shape,
@@ -53,7 +54,7 @@ from gpu_notebook.rules.source_scan import SourceFacts, scan_source
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
 FAMILIES = (input, copies, syncs, logging, launch, batch, precision, backend_flags, memory,
-            shapes, compile, inference, distributed, run_shape)  # fmt: skip
+            shapes, compile, inference, distributed, run_shape, machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
 
 # Profiled steps this much slower than unprofiled ones are worth a word in the evidence.
@@ -253,7 +254,7 @@ def _live_loader_proposal(
         # accelerator.prepare() wraps the user's DataLoader (a DataLoaderShard): rebuilt as a
         # plain DataLoader it would lose its sharding and device placement. The user acts on
         # the loader they pass to prepare().
-        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
+        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, False))
         return to_proposal(
             Refusal(
                 "dataloader_workers",
@@ -269,9 +270,19 @@ def _live_loader_proposal(
         persistent_workers=bool(params.get("persistent_workers", True)),
     )
     settings = ", ".join(
-        f"{k}={v}" for k, v in params.items() if v is not None and k != "prefetch_factor"
+        f"{k}={v}" for k, v in params.items() if v not in (None, False) and k != "prefetch_factor"
     )
     note = f"rebuilt from the live `{loader.name}`: {settings}"
+    rebound = _rebinding(facts, loader.name)
+    if rebound is not None:
+        # The cell makes its own loader after ours: the rebuilt one would never be iterated.
+        return to_proposal(
+            Refusal(
+                "dataloader_workers",
+                f"`{loader.name}` is bound again in this cell (line {rebound[1]}): set {settings} "
+                "where that loader is built",
+            )
+        )
     return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
 
 
@@ -286,7 +297,7 @@ def _framework_loader_proposal(
     class. HF Trainer: its ``args.dataloader_*`` fields, which it reads when it builds the
     loader in ``train()``.
     """
-    from gpu_notebook.fixes import HEADER_PREFIX, Patch, apply_fix, prepended_patch, to_proposal
+    from gpu_notebook.fixes import HEADER_PREFIX, Patch, apply_fix
 
     if not live.data_hooks:
         return None
@@ -325,7 +336,36 @@ def _framework_loader_proposal(
     else:
         return None
     note = f"{hook.framework}: {where}"
-    return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
+    return _placed(cell_source, note, snippet, n)
+
+
+def _rebinding(facts: SourceFacts, name: str) -> tuple[str, int, int, bool] | None:
+    """The cell's last binding of ``name`` (None: the cell never binds it)."""
+    return next((b for b in reversed(facts.bindings) if b[0] == name), None)
+
+
+def _placed(cell_source: str, note: str, snippet: str, name: str) -> FixProposal:
+    """The snippet where it reaches the object the loop uses and runs in a fresh kernel: at the
+    top when the object comes from an earlier cell; right after the cell's own binding of it
+    when the cell builds it (``dm = DM(...)``: above it, the setting would go to the old object
+    and fail with NameError in a new kernel); a refusal naming the line when that binding is not
+    a top-level statement or is not the only one."""
+    from gpu_notebook.fixes import Refusal, inserted_patch, prepended_patch, to_proposal
+
+    facts = scan_source(cell_source)
+    mine = [b for b in facts.bindings if b[0] == name]
+    if not mine:
+        return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
+    _name, first, last, top = mine[-1]
+    if len(mine) > 1 or not top:
+        return to_proposal(
+            Refusal(
+                "dataloader_workers",
+                f"`{name}` is bound in this cell (line {first}) inside a block or more than "
+                f"once: add `{snippet.strip().splitlines()[0]}` right after the binding the loop uses",
+            )
+        )
+    return to_proposal(inserted_patch("dataloader_workers", cell_source, note, snippet, last))
 
 
 __all__ = [

@@ -47,17 +47,21 @@ def communication(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     gpu = analysis.gpu
     if gpu is None or gpu.window_us <= 0:
         return None
-    comm = gpu.comm_us / gpu.window_us
+    # Only the collectives' time that no computation overlaps delays the step (HTA's
+    # comm/compute overlap, TraceLens's exposed communication).
+    comm = gpu.comm_exposed_us / gpu.window_us
     severity = severity_of(comm, low=COMM, medium=COMM, high=0.20)
     if severity is None:
         return None
     bound = gain_bound(comm, analysis, host_side=False)
     return finding(
         "distributed.communication",
-        f"Collectives take {fmt_share(comm)} of the GPU window",
+        f"Collectives nothing overlaps take {fmt_share(comm)} of the GPU window",
         severity,
         [
-            f"NCCL/RCCL kernels: {gpu.comm_us / 1e3:.1f} ms of a {gpu.window_us / 1e3:.1f} ms window ({fmt_share(comm)})",
+            f"collective kernels: {gpu.comm_busy_us / 1e3:.1f} ms of a {gpu.window_us / 1e3:.1f} ms "
+            f"window, {fmt_share(gpu.comm_overlap_share)} of it overlapped by computation: "
+            f"exposed {gpu.comm_exposed_us / 1e3:.1f} ms ({fmt_share(comm)})",
             f"gain if all communication overlapped with compute: {fmt_gain(bound)} (upper bound)",
             "more GPUs of the same kind add communication: check scaling efficiency before buying",
         ],

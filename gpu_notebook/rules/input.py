@@ -263,6 +263,12 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     else:
         workers = None
         where = "the DataLoader (not built in this cell and not found in the namespace)"
+    seen = run.steps.loader_num_workers
+    if workers is None and seen is not None:
+        # The source gives no literal (num_workers=args.workers), but the loop's iterator
+        # passed through the step clock: its real setting.
+        workers = seen
+        where += " (as its iterator ran)"
     if workers is not None and workers >= wanted:
         return None  # enough workers: slow_dataset explains the wait
     if _workers_do_not_pay(run, analysis, facts, static, live) is not None:
@@ -273,6 +279,12 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         evidence.append(f"{where}: num_workers={workers}, {cores} CPU core(s) on this machine")
     if live is not None and not live.pin_memory and has_gpu(run):
         evidence.append(f"`{live.name}` does not pin memory (pin_memory=False)")
+    pinned = (
+        (static.pin_memory if static is not None else None)
+        or (live.pin_memory if live is not None else None)
+        or run.steps.loader_pin_memory
+    )
+    pin = has_gpu(run) and not pinned  # never advise a setting that already holds
     bound, reach = workers_reach(run, analysis, data, wanted, workers)
     evidence += reach
     if bound is not None and bound < MIN_WORKER_GAIN:
@@ -289,15 +301,17 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         title,
         severity,
         evidence,
-        f"Use num_workers={wanted} (70% of {cores} cores), persistent_workers=True"
-        + (", pin_memory=True" if has_gpu(run) else "")
+        f"Use num_workers={wanted} (70% of {cores} cores"
+        + (f"; num_workers={workers} now" if workers is not None else "")
+        + "), persistent_workers=True"
+        + (", pin_memory=True" if pin else "")
         + "; workers prepare the next batches while the model trains.",
         _SOURCE_WORKERS,
         phase_share=data,
         bound=bound,
         line=line,
         fix_id="dataloader_workers",
-        fix_params={"num_workers": wanted, "pin_memory": has_gpu(run), "persistent_workers": True},
+        fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
     )
 
 

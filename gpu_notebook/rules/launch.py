@@ -127,6 +127,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     factor = min(MAX_FACTOR, max(2, 2 ** math.ceil(math.log2(TINY_OP_US / max(heaviest_us, 1e-3)))))
     static, live = loader_in_use(facts)
     batch = analysis.step_stats.batch_size
+    compiled = facts.compiled or any(m.compiled for m in facts.live.models)
     evidence = [
         f"the heaviest matmul/convolution takes {heaviest_us:.0f} us a call: shorter than a GPU "
         f"kernel launch gap ({TINY_OP_US:.0f} us), so a GPU would wait on Python",
@@ -149,13 +150,28 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
             "The model's ops are too small: per-op overhead dominates its time",
             severity,
             evidence,
-            f"Give each step more work: batch size x{factor} (learning rate x{factor}); then "
-            "torch.compile to fuse the remaining small ops. More GPUs would not help.",
+            f"Give each step more work: batch size x{factor} (learning rate x{factor})"
+            + ("" if compiled else "; then torch.compile to fuse the remaining small ops")
+            + ". More GPUs would not help.",
             "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
             bound=bound,
             line=static.line if static is not None else None,
             fix_id="bigger_batch",
             fix_params={"factor": factor, "scale_lr": True},
+        )
+    if compiled:
+        # Never advise what holds: the model is compiled, and no loader is here to enlarge.
+        evidence.append(
+            "the model is compiled already (torch.compile): no DataLoader found to enlarge the batch"
+        )
+        return finding(
+            "launch.tiny_ops",
+            "The model's ops are too small: per-op overhead dominates its time",
+            severity,
+            evidence,
+            "Make each step do more work: a bigger batch where the batches are made "
+            "(torch.compile is already on; mode='reduce-overhead' captures CUDA graphs on a GPU).",
+            "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
         )
     evidence.append(
         "no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)"
@@ -205,7 +221,8 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
             + ("" if built_here else ", built in an earlier cell"),
             f"gain if the update took no time: {fmt_gain(bound)} (fusing trims it, it does not remove it)",
         ],
-        f"Pass {implementation}=True to {cls}(...): one kernel (or a few) for all parameters.",
+        f"Pass {implementation}=True to {cls}(...): one kernel (or a few) for all parameters "
+        "(they sum in another order: the loss can differ in its last digits).",
         "TraceML step_time policy (warn 10%); PyTorch optim docs (foreach/fused implementations)",
         phase_share=optimizer,
         bound=bound,

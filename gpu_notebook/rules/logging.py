@@ -132,7 +132,10 @@ _OVERHEAD: tuple[tuple[str, str, tuple[str, ...], re.Pattern[str] | None], ...] 
     ("Lightning progress bar", "lightning", ("lightning/pytorch/callbacks/progress/",), None),
     ("HF Trainer logging", "transformers", ("transformers/trainer.py",),
      re.compile(r"_maybe_log_save_evaluate|Trainer\.log\b|_nested_gather|_get_learning_rate")),
-    ("HF Trainer callbacks", "transformers", ("transformers/trainer_callback.py", "transformers/integrations/"), None),
+    # The callbacks' own files only: transformers/integrations/ also holds model code (the
+    # attention kernels' sdpa_attention_forward, flash/flex attention), which is training work.
+    ("HF Trainer callbacks", "transformers", ("transformers/trainer_callback.py",
+     "transformers/integrations/integration_utils.py", "transformers/utils/notebook.py"), None),
     ("tqdm progress bar", "tqdm", ("/tqdm/",), None),
 )  # fmt: skip
 FRAMEWORK_SOURCE = (
@@ -142,6 +145,8 @@ FRAMEWORK_SOURCE = (
 
 
 def _overhead_label(filename: str, function: str) -> tuple[str, str] | None:
+    if function == "<module>":
+        return None  # a module's import (Lightning's loggers import tensorboard): not per step
     path = filename.replace("\\", "/")
     for label, framework, files, pattern in _OVERHEAD:
         if any(f in path for f in files) and (pattern is None or pattern.search(function)):
@@ -188,17 +193,20 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
         "where: " + ", ".join(f"{name} ({fmt_share(us / raw.time_us)})" for name, us in top),
         f"gain if they run every {EVERY} steps: {fmt_gain(bound)} (Amdahl over that share)",
     ]
-    fixes: list[str] = []
-    if "lightning" in frameworks:
-        fixes.append(
-            f"Lightning: Trainer(log_every_n_steps={10 * EVERY // 2}), self.log(..., on_step=False, "
-            f"on_epoch=True) for what you read per epoch, TQDMProgressBar(refresh_rate={EVERY * 2}) "
-            "or enable_progress_bar=False"
+    fixes = _framework_advice(frameworks, {k: v / raw.time_us for k, v in by_label.items()}, facts)
+    if not fixes:
+        evidence.append(
+            "the logging settings already log rarely (" + _settings_now(facts) + "): what is "
+            "left is the framework's own per-step bookkeeping"
         )
-    if "transformers" in frameworks:
-        fixes.append(f"HF: TrainingArguments(logging_steps={10 * EVERY // 2}, disable_tqdm=True)")
-    if "tqdm" in frameworks and not fixes:
-        fixes.append("tqdm(..., mininterval=1.0), or update the bar every N steps")
+        return finding(
+            "logging.framework_overhead",
+            "The framework's logging and callbacks take time on every step",
+            "info",
+            evidence,
+            "Nothing to turn down in the logging settings (" + _settings_now(facts) + ").",
+            FRAMEWORK_SOURCE,
+        )
     return finding(
         "logging.framework_overhead",
         "The framework logs or draws progress on every step",
@@ -209,6 +217,69 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
         phase_share=removed,
         bound=bound,
     )
+
+
+_RARE_LOGS = 10 * EVERY // 2  # every 50 steps: Lightning's own default
+
+
+def _framework_advice(
+    frameworks: set[str], shares: dict[str, float], facts: SourceFacts
+) -> list[str]:
+    """What to change, per framework, naming the setting as it is now; never a setting that
+    already holds (logging_steps=500 is not told to become 50)."""
+    out: list[str] = []
+    if "lightning" in frameworks:
+        parts = []
+        logs = [s for s in facts.step_logs if s.kind == "on_step"]
+        logged = shares.get("Lightning self.log / logger connector", 0.0)
+        if logged and (logs or not facts.step_logs):
+            where = f"; line {logs[0].line}: `{logs[0].text}`" if logs else ""
+            parts.append(
+                f"self.log on every step ({fmt_share(logged)} of the sampled time{where}): "
+                "self.log(..., on_step=False, on_epoch=True) for what you read per epoch"
+            )
+        every = facts.framework_setting("Trainer", "log_every_n_steps")
+        if logged and isinstance(every, int) and every < _RARE_LOGS:
+            parts.append(f"Trainer(log_every_n_steps={_RARE_LOGS}) (log_every_n_steps={every} now)")
+        elif logged and every is None:
+            parts.append(f"Trainer(log_every_n_steps={_RARE_LOGS}) if it is lower now")
+        bar = facts.framework_setting("Trainer", "enable_progress_bar")
+        drawn = shares.get("Lightning progress bar", 0.0) + shares.get("tqdm progress bar", 0.0)
+        if drawn >= SUGGEST / 2 and bar is not False:
+            parts.append(
+                f"the progress bar ({fmt_share(drawn)}): TQDMProgressBar(refresh_rate={EVERY * 2}) "
+                "or enable_progress_bar=False"
+            )
+        if parts:
+            out.append("Lightning: " + "; ".join(parts))
+    if "transformers" in frameworks:
+        parts = []
+        logged = shares.get("HF Trainer logging", 0.0) + shares.get("HF Trainer callbacks", 0.0)
+        steps = facts.framework_setting("TrainingArguments", "logging_steps")
+        if logged and isinstance(steps, (int, float)) and 0 < steps < _RARE_LOGS:
+            parts.append(
+                f"logging_steps={steps:g} now: the Trainer logs every "
+                f"{'step' if steps == 1 else f'{steps:g} steps'} ({fmt_share(logged)} of the "
+                f"sampled time): TrainingArguments(logging_steps={_RARE_LOGS})"
+            )
+        elif logged and steps is None:
+            parts.append(
+                f"TrainingArguments(logging_steps={_RARE_LOGS}) if it logs more often now "
+                f"({fmt_share(logged)} of the sampled time)"
+            )
+        tqdm = facts.framework_setting("TrainingArguments", "disable_tqdm")
+        if shares.get("tqdm progress bar", 0.0) >= SUGGEST / 2 and tqdm is not True:
+            parts.append("disable_tqdm=True")
+        if parts:
+            out.append("HF: " + "; ".join(parts))
+    if "tqdm" in frameworks and not out and shares.get("tqdm progress bar", 0.0) >= SUGGEST / 2:
+        out.append("tqdm(..., mininterval=1.0), or update the bar every N steps")
+    return out
+
+
+def _settings_now(facts: SourceFacts) -> str:
+    now = [f"{key}={value}" for cls, key, value in facts.framework_settings if value is not None]
+    return ", ".join(dict.fromkeys(now)) or "the settings could not be read from the source"
 
 
 RULES = (per_step_logging, validation_every_step, framework_overhead)

@@ -49,6 +49,21 @@ def _shape(analysis: Analysis) -> RunShape | None:
     return analysis.shape
 
 
+# The loop's thread waits for a core at least this share of a step: a machine this busy
+# preempts steps at random, so uneven steps say nothing of the code.
+MACHINE_WAIT = 0.2
+
+
+def machine_explains(shape: RunShape, excess_share: float | None) -> bool:
+    """The time the loop's thread waited for a core (schedstat) covers the extra time of uneven
+    or stalled steps (``excess_share`` of the run; None: jitter): the machine's, not the code's.
+    A stall that recurs on a schedule is never the machine's (callers check the period)."""
+    wait = shape.run_wait_share
+    if wait is None or wait < MACHINE_WAIT:
+        return False
+    return excess_share is None or excess_share <= wait
+
+
 def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The profiled window saw steps unlike most of the run."""
     shape = _shape(analysis)
@@ -86,6 +101,8 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     factor = shape.last_median_s / shape.first_median_s
     if factor < DRIFT_FACTOR:
         return None
+    if shape.own_drift is not None and shape.own_drift < DRIFT_FACTOR:
+        return None  # the steps slowed by the time they waited for a core: machine.slowed says so
     # The run's time beyond the first fifth's pace, had every step kept it.
     at_first_pace = shape.first_median_s * shape.steps
     removed = max(0.0, 1.0 - at_first_pace / shape.total_s) if shape.total_s > 0 else None
@@ -166,6 +183,8 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     shape = _shape(analysis)
     if shape is None or shape.jitter < JITTER or shape.stalls is not None:
         return None
+    if machine_explains(shape, None):
+        return None
     if shape.first_median_s > 0 and shape.last_median_s / shape.first_median_s >= DRIFT_FACTOR:
         return None
     above = (
@@ -192,7 +211,7 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
 @dataclass(frozen=True)
 class _Periodic:
     line: int
-    every: int
+    every: int  # 0: a modulus whose value the cell does not give (a config at run time)
     text: str
     work: str
 
@@ -204,12 +223,13 @@ def periodic_blocks(source: str, line_offset: int) -> list[_Periodic]:
     except SyntaxError:
         return []
     lines = source.splitlines()
+    constants = _int_constants(tree)
     found = []
     for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
         for node in ast.walk(loop):
             if not isinstance(node, ast.If):
                 continue
-            every = _modulus(node.test)
+            every = _modulus(node.test, constants)
             if every is None:
                 continue
             body = "\n".join(ast.unparse(stmt) for stmt in node.body)
@@ -219,16 +239,54 @@ def periodic_blocks(source: str, line_offset: int) -> list[_Periodic]:
     return found
 
 
-def _modulus(test: ast.expr) -> int | None:
-    for node in ast.walk(test):
+def _int_constants(tree: ast.Module) -> dict[str, int]:
+    """Names the cell binds once, at its top level, to an int literal (nanoGPT's
+    ``eval_interval = 2000``); a name bound again anywhere is not a constant."""
+    counts: dict[str, int] = {}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        )  # fmt: skip
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    counts[name.id] = counts.get(name.id, 0) + 1
+    out: dict[str, int] = {}
+    if any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("exec", "eval")
+        for n in ast.walk(tree)
+    ):
+        return out  # nanoGPT's configurator: exec(open(...).read()) may rebind any of them
+    for stmt in tree.body:
         if (
-            isinstance(node, ast.BinOp)
-            and isinstance(node.op, ast.Mod)
-            and isinstance(node.right, ast.Constant)
-            and isinstance(node.right.value, int)
-            and node.right.value > 1
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Constant)
+            and type(stmt.value.value) is int
+            and counts.get(stmt.targets[0].id) == 1
         ):
-            return node.right.value
+            out[stmt.targets[0].id] = stmt.value.value
+    return out
+
+
+def _modulus(test: ast.expr, constants: dict[str, int]) -> int | None:
+    """N of ``i % N == 0``: a literal, or a name the cell binds once to one; 0 when the name's
+    value is not known here (a config read at run time): still a periodic block."""
+    for node in ast.walk(test):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)):
+            continue
+        right = node.right
+        if isinstance(right, ast.Constant) and type(right.value) is int and right.value > 1:
+            return right.value
+        name = right.id if isinstance(right, ast.Name) else (
+            right.attr if isinstance(right, ast.Attribute) else None
+        )  # fmt: skip
+        if name is not None and isinstance(node.left, (ast.Name, ast.Attribute)):
+            value = constants.get(name) if isinstance(right, ast.Name) else None
+            if value is None:
+                return 0
+            return value if value > 1 else None  # `% 1`: every step, nothing periodic
     return None
 
 
@@ -237,6 +295,8 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     shape = _shape(analysis)
     stalls = shape.stalls if shape is not None else None
     if stalls is None or stalls.share < STALL_SHARE:
+        return None
+    if shape is not None and machine_explains(shape, stalls.share) and stalls.period_steps is None:
         return None
     bound = gain_bound(stalls.share, analysis)
     evidence = [
@@ -256,9 +316,12 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     what = "the periodic work"
     if block is not None:
         line, what = block.line, block.work
-        evidence.append(
-            f"line {block.line}: `{block.text}` runs {block.work} every {block.every} steps"
+        every = (
+            f"every {block.every} steps"
+            if block.every
+            else "periodically (its period is set at run time)"
         )
+        evidence.append(f"line {block.line}: `{block.text}` runs {block.work} {every}")
     title = (
         f"Every {stalls.period_steps} steps a step stalls"
         if stalls.period_steps
@@ -298,9 +361,13 @@ def _matching_block(run: Run, facts: SourceFacts, period: int | None) -> _Period
     close = [
         b
         for b in blocks
-        if abs(b.every - period) <= tolerance or (period % b.every == 0 and b.every > tolerance)
+        if b.every
+        and (abs(b.every - period) <= tolerance or (period % b.every == 0 and b.every > tolerance))
     ]
-    return min(close, key=lambda b: abs(b.every - period)) if close else None
+    if close:
+        return min(close, key=lambda b: abs(b.every - period))
+    unknown = [b for b in blocks if not b.every]  # `% eval_interval` read from a config
+    return unknown[0] if len(unknown) == 1 else None
 
 
 def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

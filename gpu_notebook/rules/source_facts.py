@@ -115,11 +115,23 @@ class SourceFacts:
     convolutions: bool = False  # nn.Conv*/F.conv* named in the cell
     # ``name = Something(...)`` in the cell: name -> the called class or function's last name.
     constructed: tuple[tuple[str, str], ...] = ()
+    # (class, keyword, value) of TrainingArguments(...) / Lightning Trainer(...) logging
+    # settings: the literal, the framework's default when absent, None when not a literal.
+    framework_settings: tuple[tuple[str, str, object], ...] = ()
+    step_logs: tuple[SourceLine, ...] = ()  # Lightning self.log(...) calls
+    # Every binding of a plain name in the cell: (name, first line, last line, top level);
+    # a fix that sets something on a live object reads it (the cell may rebind the object).
+    bindings: tuple[tuple[str, int, int, bool], ...] = ()
     # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
     live: LiveFacts = dataclasses.field(default_factory=LiveFacts)
 
     def constructor_of(self, name: str) -> str | None:
         return next((c for n, c in reversed(self.constructed) if n == name), None)
+
+    def framework_setting(self, cls: str, key: str) -> object:
+        """The setting's value where every such call agrees, else None (unknown or several)."""
+        values = {repr(v): v for c, k, v in self.framework_settings if (c, k) == (cls, key)}
+        return next(iter(values.values())) if len(values) == 1 else None
 
     def training_loops(self) -> tuple[LoopFacts, ...]:
         return tuple(loop for loop in self.loops if loop.innermost_training)

@@ -40,7 +40,16 @@ from gpu_notebook.rules.source_facts import (
     training_loop_lines,
 )
 from gpu_notebook.rules.source_loops import inference_loops, loop_facts, validation
-from gpu_notebook.rules.source_setup import compiled, copies, flag, loaders, optimizers, tf32
+from gpu_notebook.rules.source_setup import (
+    compiled,
+    copies,
+    flag,
+    framework_settings,
+    loaders,
+    optimizers,
+    step_logs,
+    tf32,
+)
 from gpu_notebook.rules.source_syncs import syncs_and_logging
 from gpu_notebook.rules.source_tree import CellTree
 
@@ -123,6 +132,9 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
         autocast=any(last(dotted(c.func)) == "autocast" for c in tree.calls()),
         grad_scaler=any(last(dotted(c.func)) == "GradScaler" for c in tree.calls()),
         compiled=compiled(tree),
+        framework_settings=tuple(framework_settings(tree)),
+        bindings=tuple(_bindings(tree)),
+        step_logs=tuple(step_logs(tree)),
         cudnn_benchmark=flag(tree, ("torch.backends.cudnn.benchmark",)),
         tf32=tf32(tree),
         data_parallel=tuple(
@@ -140,6 +152,40 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
             if isinstance(n, (ast.Attribute, ast.Name))
         ),
     )
+
+
+def first_raw(node: ast.AST) -> int:
+    lineno = getattr(node, "lineno", 1)
+    return lineno if isinstance(lineno, int) else 1
+
+
+def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
+    """(name, first line, last line, top level) of each statement binding a plain name:
+    assignments, for targets, with ... as, imports, def and class."""
+    top = {id(stmt) for stmt in tree.tree.body}
+    out = []
+    for node in ast.walk(tree.tree):
+        names: list[str] = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            names = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            names = [n.id for item in node.items if item.optional_vars is not None
+                     for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name)]  # fmt: skip
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        if not names:
+            continue
+        first = tree.line_of(node)
+        end_attr = getattr(node, "end_lineno", None)
+        end = end_attr if isinstance(end_attr, int) else first_raw(node)
+        last_line = tree.mapping[end - 1] if 0 < end <= len(tree.mapping) else first
+        out += [(n, first, last_line, id(node) in top) for n in names]
+    return out
 
 
 __all__ = [

@@ -10,6 +10,7 @@ import ast
 from collections.abc import Iterator
 
 from gpu_notebook.rules.source_ast import (
+    NOT_LITERAL,
     bool_or_none,
     dotted,
     int_or_none,
@@ -120,6 +121,12 @@ def compiled(tree: CellTree) -> bool:
     for node in ast.walk(tree.tree):
         if (
             isinstance(node, ast.Call)
+            and method_of(node) == "compile"
+            and dotted(receiver_of(node)) in tree.models
+        ):
+            return True  # nn.Module.compile(): the module compiles itself in place
+        if (
+            isinstance(node, ast.Call)
             and dotted(node.func) in ("torch.compile", "compile")
             and (
                 dotted(node.func) == "torch.compile"
@@ -157,3 +164,52 @@ def tf32(tree: CellTree) -> bool | None:
 
 
 __all__ = ["compiled", "copies", "flag", "loaders", "optimizers", "tf32"]
+
+
+# Framework settings the overhead rule reads: (class, keyword) -> the framework's default.
+# The default is what holds when the call leaves the keyword out (transformers 4.x/5.x
+# TrainingArguments, Lightning 2.x Trainer).
+FRAMEWORK_DEFAULTS: dict[tuple[str, str], object] = {
+    ("TrainingArguments", "logging_steps"): 500,
+    ("TrainingArguments", "disable_tqdm"): False,
+    ("Trainer", "log_every_n_steps"): 50,
+    ("Trainer", "enable_progress_bar"): True,
+}
+
+
+def framework_settings(tree: CellTree) -> Iterator[tuple[str, str, object]]:
+    """(class, keyword, value) for the logging settings of ``TrainingArguments(...)`` and
+    Lightning ``Trainer(...)`` calls: the literal given, the default when the keyword is absent,
+    None when it is not a literal (or the call has ``**kwargs``)."""
+    for call in tree.calls():
+        cls = last(dotted(call.func))
+        keys = [k for c, k in FRAMEWORK_DEFAULTS if c == cls]
+        if not keys or (cls == "Trainer" and _hf_trainer_call(call)):
+            continue
+        opaque = any(k.arg is None for k in call.keywords)
+        for key in keys:
+            kw = keyword_of(call, key)
+            if kw is not None:
+                value = literal_of(kw.value)
+                yield cls, key, None if value is NOT_LITERAL else value
+            else:
+                yield cls, key, None if opaque else FRAMEWORK_DEFAULTS[(cls, key)]
+
+
+def _hf_trainer_call(call: ast.Call) -> bool:
+    """HF's ``Trainer(model=..., args=...)`` shares Lightning's class name; Lightning's takes
+    neither keyword (``fit`` gets the model)."""
+    return any(k.arg in ("model", "args", "train_dataset") for k in call.keywords)
+
+
+def step_logs(tree: CellTree) -> list[SourceLine]:
+    """Lightning ``self.log(...)`` / ``self.log_dict(...)`` calls (kind "on_step" unless the call
+    says ``on_step=False``): inside ``training_step`` they run on every step."""
+    out = []
+    for call in tree.calls():
+        if method_of(call) not in ("log", "log_dict") or dotted(receiver_of(call)) != "self":
+            continue
+        on_step = keyword_of(call, "on_step")
+        off = on_step is not None and literal_of(on_step.value) is False
+        out.append(tree.source_line(call, "off_step" if off else "on_step"))
+    return out

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpu_notebook.records import Report
+from gpu_notebook.tryfix.trials import DEFAULT_ROUNDS
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "add_options", "with_trials"]
 
@@ -38,11 +39,19 @@ def add_options(p: argparse.ArgumentParser) -> None:
         "the fixes that do not fit are named as skipped",
     )
 
+    p.add_argument(
+        "--try-rounds",
+        metavar="R",
+        type=_positive_int,
+        default=DEFAULT_ROUNDS,
+        help=f"runs of the script as it is and of each fix (default {DEFAULT_ROUNDS}; at least 2)",
+    )
+
 
 def _positive_int(value: str) -> int:
     n = int(value)
     if n < 2:
-        raise argparse.ArgumentTypeError("--try-fixes needs at least 2 steps a run")
+        raise argparse.ArgumentTypeError("needs at least 2")
     return n
 
 
@@ -54,7 +63,9 @@ def with_trials(
     from gpu_notebook.tryfix.distributed import follow, job_runner, world
     from gpu_notebook.tryfix.trials import TrialSettings, try_fixes
 
-    settings = TrialSettings(steps=int(args.try_fixes), budget_s=float(args.try_budget))
+    settings = TrialSettings(
+        steps=int(args.try_fixes), budget_s=float(args.try_budget), rounds=int(args.try_rounds)
+    )
     quiet = bool(getattr(args, "quiet", False))
 
     def say(msg: str) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.records import Finding, Report
 
-__all__ = ["BASELINE", "Variant", "offered_variants", "schedule"]
+__all__ = ["BASELINE", "Variant", "measurable", "offered_variants", "schedule", "unmeasurable"]
 
 BASELINE = 0  # index of the script as it is in a schedule
 
@@ -24,14 +25,22 @@ class Variant:
         return p.title if p is not None else self.finding.title
 
 
+def measurable(finding: Finding) -> bool:
+    """A fix whose own bound is under what two runs of the same code differ by cannot be shown
+    to deliver: trying it would only ever say "no measurable effect"."""
+    bound = finding.gain_bound
+    return bound is None or bound > 1.0 + RUN_TO_RUN
+
+
 def offered_variants(report: Report) -> list[Variant]:
-    """Every finding whose fix is a patch (a refusal offers nothing to run), in the report's
-    order (most important first), one variant per distinct patched script."""
+    """Every finding whose fix is a patch (a refusal offers nothing to run) and whose bound can
+    be measured, in the report's order (most important first), one variant per distinct
+    patched script."""
     seen: set[str] = set()
     out = []
     for f in report.findings:
         p = f.proposal
-        if p is None or p.source_after is None or p.source_after in seen:
+        if p is None or p.source_after is None or p.source_after in seen or not measurable(f):
             continue
         seen.add(p.source_after)
         out.append(Variant(f, _without_magic(p.source_after, report.run.magic_line)))
@@ -54,3 +63,12 @@ def schedule(variants: int, rounds: int) -> list[int]:
     for r in range(rounds):
         order.extend(one if r % 2 == 0 else one[::-1])
     return order
+
+
+def unmeasurable(report: Report) -> list[Finding]:
+    """The patches left untried because their bound is under the run-to-run margin."""
+    return [
+        f
+        for f in report.findings
+        if f.proposal is not None and f.proposal.source_after is not None and not measurable(f)
+    ]

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import gpu_notebook
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import FixTrial, Report, TryFixes
-from gpu_notebook.tryfix.plan import BASELINE, Variant, offered_variants, schedule
+from gpu_notebook.tryfix.plan import BASELINE, Variant, offered_variants, schedule, unmeasurable
 from gpu_notebook.tryfix.samples import compare_runs
 
 __all__ = ["DEFAULT_ROUNDS", "MIN_ROUNDS", "RunResult", "TrialSettings", "run_child", "try_fixes"]
@@ -140,10 +142,15 @@ def try_fixes(
     say = progress or (lambda _msg: None)
     variants = offered_variants(report)
     started = time.monotonic()
-    notes: list[str] = []
+    notes: list[str] = [
+        f"not tried: {f.title} (its fix gains {fmt_gain(f.gain_bound)}, under the "
+        f"{RUN_TO_RUN:.0%} two runs of the same script differ by: not recommended)"
+        for f in unmeasurable(report)
+    ]
     if not variants:
         return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
-                        ("no fix was offered as a patch: nothing to try",))  # fmt: skip
+                        (*notes, "no fix with a measurable bound was offered as a patch: "
+                         "nothing to try"))  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gpucheck-tryfix-") as tmp:
         scratch = Path(tmp)  # mkdtemp: 0700
         codes = [script.resolve()] + [_write_copy(scratch, i, script.name, v.source)
@@ -249,6 +256,8 @@ def _trial(v: Variant, base: list[RunResult], mine: list[RunResult], broke: bool
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         return _unmeasured(v, "not measured", f"only {len(my_steps)} run(s) of the fix finished")
     cmp = compare_runs(base_steps, my_steps)
+    if cmp is None:
+        return _unmeasured(v, "not measured", "too few timed steps to compare")
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
     note = f"a run ended after {min(short)} timed steps (the script's end)" if short else ""
     return FixTrial(

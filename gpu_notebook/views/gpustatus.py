@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from gpu_notebook.escapes import printable_record
 from gpu_notebook.formatting import fmt_bytes
 from gpu_notebook.status import GpuStatus, MachineStatus
 
@@ -37,6 +38,7 @@ def _procs_lines(g: GpuStatus) -> list[str]:
 
 
 def render_status_text(s: MachineStatus) -> str:
+    s = printable_record(s)  # process names come from other users' programs
     if not s.available:
         return f"gpustatus: {s.message}"
     lines = [f"gpustatus: {len(s.gpus)} GPU(s), driver {s.driver_version or 'n/a'}"]

@@ -303,9 +303,17 @@ def phases_section(report: Report) -> str:
             for p in PHASES
             if (share := phases.share(p)) is not None or p not in OPTIONAL_PHASES
         ]
+    # On a GPU the step is paced by kernels: their time by the phase that launched them.
+    gpu = report.analysis.gpu
+    gpu_total = sum(gpu.gpu_phase_us.values()) if gpu is not None else 0.0
+    gpu_cols: dict[str, tuple[float, float]] | None = None
+    if gpu is not None and gpu_total > 0 and phases is not None:
+        n = max(1, len(phases.steps))
+        gpu_cols = {p: (us / gpu_total, us / n / 1e6) for p, us in gpu.gpu_phase_us.items()}
     return _render(
         "phases.html",
         rows=rows,
+        gpu_cols=gpu_cols,
         source=source,
         st=report.analysis.step_stats,
         window=report.run.window,
@@ -434,7 +442,7 @@ def render_html(report: Report) -> str:
     return _render(
         "page.html",
         csp=_csp(scripts),
-        title=f"gpucheck: {report.verdict.category} ({report.run.started_at})",
+        title=f"gpucheck: {report.verdict.category}{_rank_of(report)} ({report.run.started_at})",
         css=Markup(report_css()),
         chart_css=[Markup(body) for body in css],
         head_scripts=trusted[:-1],
@@ -459,6 +467,12 @@ def render_html(report: Report) -> str:
         source=source_section(report.run),
         footer=footer(report),
     )
+
+
+def _rank_of(report: Report) -> str:
+    """The ", rank 1/2" of a multi-rank job's page title (each rank writes its own page)."""
+    info = report.run.rank
+    return "" if info is None or info.world_size <= 1 else f", rank {info.rank}/{info.world_size}"
 
 
 def write_html(report: Report, path: str | Path) -> Path:

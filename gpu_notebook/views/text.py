@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from gpu_notebook.escapes import printable_record
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_pct, fmt_rate, fmt_seconds, fmt_share
 from gpu_notebook.records import (
     OPTIONAL_PHASES,
     PHASES,
     Comparison,
+    GpuTimeline,
     PhaseBreakdown,
     Report,
     RunShape,
@@ -33,7 +35,75 @@ def phase_rows(phases: PhaseBreakdown) -> list[str]:
     return rows
 
 
+_WINDOW_NAMES = {
+    "steps": "the profiled steps",
+    "gpu_span": "first to last kernel",
+    "caller": "the given window",
+}
+
+
+def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
+    """The GPU side of a trace: its window, busy and idle by cause, communication, graphs,
+    and GPU time by the phase of the op that launched it."""
+
+    def s(us: float) -> str:
+        return fmt_seconds(us / 1e6)
+
+    causes = [
+        ("host wait", g.idle_host_wait_us),
+        ("data/copy", g.idle_data_wait_us),
+        ("sync", g.idle_sync_wait_us),
+        ("kernel wait", g.idle_kernel_wait_us),
+        ("queued behind another stream", g.idle_other_us),
+    ]
+    rows = [
+        f"GPU timeline (window: {_WINDOW_NAMES.get(g.window_source, g.window_source)}, {s(g.window_us)}): "
+        f"busy {100 * g.busy_share:.0f}%; idle {s(g.idle_us)} ("
+        + ", ".join(f"{name} {s(us)}" for name, us in causes if us > 0 or name == "host wait")
+        + ")"
+    ]
+    if g.window_source != "gpu_span" and g.span_us and g.span_busy_us is not None:
+        rows.append(
+            f"  first to last kernel launched in the trace (HTA's and TraceLens's window): "
+            f"{s(g.span_us)}, busy {100 * g.span_busy_us / g.span_us:.0f}%"
+        )
+    if g.before_trace_us > 0:
+        rows.append(f"  launched before the trace began: {s(g.before_trace_us)} of GPU work")
+    if g.comm_busy_us > 0:
+        rows.append(
+            f"  collectives: {g.collectives}x, {s(g.comm_busy_us)}, "
+            f"{fmt_share(g.comm_overlap_share)} overlapped by computation; exposed "
+            f"{s(g.comm_exposed_us)} ({fmt_share(g.comm_exposed_us / g.window_us if g.window_us else None)} of the window)"
+        )
+    if g.graph_launches:
+        rows.append(
+            f"  CUDA graphs: {g.graph_launches} replay launch(es), {s(g.graph_us)} of GPU work"
+        )
+    if g.capture:
+        rows.append(
+            f"  graph capture: {g.launches_without_work} of {g.kernel_launches} launches recorded, not run"
+        )
+    for c in g.copies:
+        rows.append(f"  copy {c.kind}: {c.count}x, {s(c.duration_us)}, {fmt_bytes(c.bytes)}")
+    total = sum(g.gpu_phase_us.values())
+    if total > 0:
+        rows.append(
+            "GPU time by phase (kernels, copies, memsets; the phase of the op that launched them):"
+        )
+        for phase in PHASES:
+            us = g.gpu_phase_us.get(phase, 0.0)
+            if us <= 0:
+                continue
+            share = us / total
+            bar = "#" * round(share * BAR_WIDTH)
+            rows.append(
+                f"  {phase:<13} {100 * share:5.1f}%  {bar:<{BAR_WIDTH}}  {s(us / n_steps)}/step"
+            )
+    return rows
+
+
 def render_text(report: Report) -> str:
+    report = printable_record(report)  # a trace's names and the user's strings: one safe line each
     run, a, v = report.run, report.analysis, report.verdict
     lines = [f"gpucheck: {v.category.upper()}  (confidence: {v.confidence})", f"  {v.headline}"]
     lines.append(f"  Will more GPUs help? {v.more_gpus}")
@@ -64,7 +134,8 @@ def render_text(report: Report) -> str:
         )
         if a.window_phases is not None:
             src = "whole run, weighted by the time each part stands for; " + src
-        lines += ["", f"Phases ({src}):", *phase_rows(a.phases)]
+        host = "Host time by phase" if a.gpu is not None else "Phases"
+        lines += ["", f"{host} ({src}):", *phase_rows(a.phases)]
         if a.window_phases is not None:
             lines += [
                 "",
@@ -89,15 +160,7 @@ def render_text(report: Report) -> str:
     lines.append("")
     if a.gpu is not None:
         g = a.gpu
-        lines.append(
-            f"GPU timeline: busy {100 * g.busy_share:.0f}% of {fmt_seconds(g.window_us / 1e6)}; idle "
-            f"{fmt_seconds(g.idle_us / 1e6)} (host wait {fmt_seconds(g.idle_host_wait_us / 1e6)}, "
-            f"kernel wait {fmt_seconds(g.idle_kernel_wait_us / 1e6)}, other {fmt_seconds(g.idle_other_us / 1e6)})"
-        )
-        for c in g.copies:
-            lines.append(
-                f"  copy {c.kind}: {c.count}x, {fmt_seconds(c.duration_us / 1e6)}, {fmt_bytes(c.bytes)}"
-            )
+        lines += gpu_rows(g, max(1, len(a.phases.steps)) if a.phases is not None else 1)
     u = a.utilization
     if u.gpu_util_mean_pct is not None or u.gpu_memory_peak_bytes is not None:
         lines.append(
@@ -175,6 +238,7 @@ def run_shape_rows(shape: RunShape) -> list[str]:
 
 def render_comparison(c: Comparison) -> str:
     """Before/after of two runs: measured speedup beside the predicted bound."""
+    c = printable_record(c)
     lines = ["Before / after:"]
     lines.append(
         f"  step time   {fmt_seconds(c.baseline_step_median_s):>9} -> {fmt_seconds(c.step_median_s):>9}"

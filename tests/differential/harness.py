@@ -13,6 +13,12 @@ through jupyter_client), ``script_*.py`` is a script (``python script.py`` vs
 - script: ``ARGS`` (list of str), ``OPTIONS`` (list of ``gpucheck run`` options; the paths they
   name are ours and left out of the files compared), ``REPORTS`` (how many reports stderr holds,
   default 1).
+- cli (``cli_*.py``): a bad input to ``gpucheck`` itself (no plain twin: the tool must step
+  aside in one line). The file is run first (``python cli_x.py`` in the work folder) to make its
+  inputs; then each entry of ``RUNS`` (dicts: ``args``, the gpucheck arguments; ``exit``, the
+  status expected; ``stderr``, a regex each stderr line must match; ``memory_mb``, an
+  address-space limit set with setrlimit; ``env``, extra variables) runs
+  ``python -m gpu_notebook ARGS``; no run may print a traceback or a control character.
 - both: ``NORMALISE`` (list of ``(regex, replacement)`` applied to stdout/stderr/traceback text of
   BOTH runs: only for output that the framework makes nondeterministic by itself, documented in
   the program), ``TIMEOUT_S`` (hard limit per run, default 120).
@@ -90,6 +96,8 @@ def load_programs() -> list[Program]:
             kind = "notebook"
         elif path.name.startswith("script_"):
             kind = "script"
+        elif path.name.startswith("cli_"):
+            kind = "cli"
         else:
             continue
         settings: dict[str, Any] = {}
@@ -543,6 +551,7 @@ def compare_script(program: Program, plain: ScriptRun, meas: ScriptRun) -> list[
     a_err, b_err = _text(program, plain.stderr), _text(program, user_err)
     if a_err != b_err:
         diffs.append(f"stderr (less our report): {_first_difference(a_err, b_err)}")
+    diffs += [f"our report: {d}" for d in _terminal_controls(ours)]
     want = int(program.settings.get("REPORTS", 1))
     got = len(_REPORT_VERDICT.findall(ours))
     if got != want:
@@ -563,6 +572,62 @@ def compare_script(program: Program, plain: ScriptRun, meas: ScriptRun) -> list[
         )
     elif plain.probe is not None and meas.probe is not None:
         diffs += compare_probes(_settled(plain.probe), _settled(meas.probe))
+    return diffs
+
+
+# What our text may hold of the C0/C1 controls: the newline. Anything else (ESC, CSI, a bare CR,
+# a bidi override) would let a trace's names or the user's strings drive the terminal.
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def _terminal_controls(text: str) -> list[str]:
+    found = sorted({repr(m.group(0)) for m in _CONTROL.finditer(text)})
+    return [f"holds control character(s) {', '.join(found)}"] if found else []
+
+
+def run_cli(program: Program) -> list[str]:
+    """A ``cli_*`` program: its inputs made, then each of its RUNS checked (see the docstring)."""
+    work, tmp, _meta = _run_dirs(program)
+    shutil.copy(program.path, work / "make_inputs.py")
+    env = _env(tmp, SCRATCH_ROOT / "inductor-cache")
+    env.update({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    subprocess.run(
+        [sys.executable, "make_inputs.py"], cwd=work, env=env, check=True, timeout=program.timeout_s
+    )
+    diffs = []
+    for run in program.settings["RUNS"]:
+        limit = int(run.get("memory_mb", 0)) << 20
+
+        def limited(limit: int = limit) -> None:
+            if limit:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpu_notebook", *run["args"]],
+            cwd=work,
+            env={**env, **run.get("env", {})},
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=program.timeout_s,
+            preexec_fn=limited,
+        )
+        label = " ".join(run["args"])
+        if proc.returncode != run["exit"]:
+            diffs.append(f"{label}: exit {proc.returncode}, expected {run['exit']}")
+        if "Traceback" in proc.stderr:
+            diffs.append(f"{label}: a traceback: {_short(proc.stderr[-600:])}")
+        pattern = re.compile(run["stderr"])
+        for line in proc.stderr.splitlines():
+            if line.strip() and not pattern.fullmatch(line):
+                diffs.append(
+                    f"{label}: stderr line {_short(line, 200)} does not match {run['stderr']!r}"
+                )
+                break
+        for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            diffs += [f"{label}: {name} {d}" for d in _terminal_controls(text)]
     return diffs
 
 
@@ -639,6 +704,8 @@ def differences(program: Program) -> list[str]:
     DIFF_CONTROL=1 runs the program plain twice: the harness's own noise floor (must be empty).
     """
     measured = os.environ.get("DIFF_CONTROL") != "1"
+    if program.kind == "cli":
+        return run_cli(program) if measured else []
     if program.kind == "notebook":
         plain, ppid = run_notebook(program, measured=False)
         meas, mpid = run_notebook(program, measured=measured)

@@ -102,10 +102,12 @@ def timeline(
     host_wait: float = 0.0,
     kernel_wait: float = 0.0,
     comm: float = 0.0,
+    comm_overlap: float = 0.0,
     tensor_core_us: float | None = 0.0,
     copies: Sequence[CopyStats] = (),
 ) -> GpuTimeline:
-    """A GPU window; ``busy``, ``host_wait``, ``kernel_wait`` and ``comm`` are shares of it."""
+    """A GPU window; ``busy``, ``host_wait``, ``kernel_wait`` and ``comm`` are shares of it;
+    ``comm_overlap`` is the share of the collectives' time computation overlaps."""
     busy_us = busy * window_us
     idle_us = window_us - busy_us
     host_us, kernel_us = host_wait * window_us, kernel_wait * window_us
@@ -122,6 +124,10 @@ def timeline(
         copies=tuple(copies),
         tensor_core_kernel_us=tensor_core_us,
         devices=(0,),
+        compute_us=busy_us - comm * window_us * (1 - comm_overlap),
+        comm_busy_us=comm * window_us,
+        comm_exposed_us=comm * window_us * (1 - comm_overlap),
+        collectives=10 if comm else 0,
     )
 
 

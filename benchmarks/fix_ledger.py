@@ -1,0 +1,153 @@
+"""The fix ledger: every fix the product offers on the programs in ``ledger_programs/``, its
+predicted range against the speedup ``gpucheck run --try-fixes`` measures (interleaved runs of
+the script as it is and the patched copy, each a fresh process, warm-up then N steps).
+
+Per program: one ``gpucheck run --try-fixes N --try-budget S --json`` (the product's own
+command, so the ledger measures what users get). Per offered fix: the predicted range ("up to
+Bx": 1x to B), the measured speedup with its interval, the verdict, and whether the measured
+gain lies inside the range. Refused fixes (no patch offered) are listed with their reason.
+The share of offered fixes that were verified is the ledger's figure; the target is that
+every offered fix is verified and inside its range.
+
+Usage::
+
+    python benchmarks/fix_ledger.py                   # every program (~25 min on 2 cores)
+    python benchmarks/fix_ledger.py plain_input lbfgs_closure --steps 30 --rounds 3
+    python benchmarks/fix_ledger.py --json /tmp/ledger.json --markdown /tmp/ledger.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = Path(__file__).resolve().parent / "ledger_programs"
+
+
+def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="gpucheck-ledger-") as tmp:
+        out = Path(tmp) / "r.json"
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+        )
+        started = time.monotonic()
+        res = subprocess.run(
+            [sys.executable, "-m", "gpu_notebook", "run", "-q", "--json", str(out),
+             "--try-fixes", str(steps), "--try-budget", str(budget_s), "--try-rounds",
+             str(rounds), str(program)],
+            capture_output=True, text=True, cwd=tmp, env=env, timeout=budget_s * 3 + 600,
+        )  # fmt: skip
+        wall = time.monotonic() - started
+        if not out.exists():
+            return {"program": program.stem, "error": res.stderr[-2000:], "wall_s": wall}
+        report = json.loads(out.read_text())
+    findings = report["findings"]
+    refused = [
+        {"fix_id": f["fix_id"], "rule_id": f["rule_id"], "reason": f["proposal"]["refusal"]}
+        for f in findings
+        if f.get("proposal") and f["proposal"]["source_after"] is None
+    ]
+    tf = report.get("try_fixes") or {}
+    trials = []
+    for t in tf.get("trials", []):
+        bound, speedup = t["predicted_bound"], t["speedup"]
+        inside = None
+        if speedup is not None and bound is not None:
+            inside = 1.0 < speedup <= bound
+        trials.append({**{k: t[k] for k in ("fix_id", "rule_id", "title", "predicted_bound",
+                                              "verdict", "speedup", "speedup_low", "speedup_high",
+                                              "per_round", "error_lines", "note")},
+                       "inside_range": inside})  # fmt: skip
+    return {
+        "program": program.stem,
+        "verdict": report["verdict"]["category"],
+        "findings": [f["rule_id"] for f in findings],
+        "trials": trials,
+        "refused": refused,
+        "rounds": tf.get("rounds"),
+        "notes": tf.get("notes", []),
+        "wall_s": wall,
+    }
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def markdown(rows: list[dict[str, Any]], steps: int) -> str:
+    lines = [
+        "| program | verdict | fix | predicted | measured (interval; per round) | result | in range |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    offered = verified = inside = 0
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['program']} | run failed | | | | {row['error'][:80]!r} | |")
+            continue
+        for t in row["trials"]:
+            offered += 1
+            verified += t["verdict"] == "verified"
+            inside += bool(t["inside_range"]) and t["verdict"] == "verified"
+            rounds = ", ".join(f"{r:.2f}" for r in t["per_round"])
+            measured = (
+                f"{_fmt(t['speedup'])} ({_fmt(t['speedup_low'])}-{_fmt(t['speedup_high'])}; {rounds})"
+                if t["speedup"] is not None
+                else "-"
+            )
+            result = t["verdict"] + (f": {t['error_lines'][0]}" if t["error_lines"] else "")
+            lines.append(
+                f"| {row['program']} | {row['verdict']} | {t['fix_id']} | "
+                f"up to {_fmt(t['predicted_bound'])} | {measured} | {result} | "
+                f"{'yes' if t['inside_range'] else 'no' if t['inside_range'] is False else '-'} |"
+            )
+        for r in row["refused"]:
+            lines.append(
+                f"| {row['program']} | {row['verdict']} | {r['fix_id']} | refused | - | "
+                f"not offered: {r['reason'][:90]} | - |"
+            )
+        if not row["trials"] and not row["refused"]:
+            lines.append(f"| {row['program']} | {row['verdict']} | (no fix offered) | | | | |")
+    share = f"{verified}/{offered}" if offered else "0/0"
+    lines += [
+        "",
+        f"Offered fixes verified: {share}; verified and inside their predicted range: {inside}/{offered}. "
+        f"Each run: warm-up 5 + {steps} steps, the script as it is and each fix interleaved.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("programs", nargs="*", help="program names in ledger_programs/ (default: all)")
+    p.add_argument("--steps", type=int, default=60, help="--try-fixes N: measured steps a run")
+    p.add_argument("--rounds", type=int, default=5, help="--try-rounds: runs of each arm")
+    p.add_argument("--budget", type=float, default=400.0, help="--try-budget per program")
+    p.add_argument("--json", metavar="PATH")
+    p.add_argument("--markdown", metavar="PATH")
+    args = p.parse_args(argv)
+    names = args.programs or sorted(f.stem for f in PROGRAMS.glob("*.py"))
+    rows = []
+    for name in names:
+        print(f"ledger: {name} ...", file=sys.stderr, flush=True)
+        rows.append(_run(PROGRAMS / f"{name}.py", args.steps, args.budget, args.rounds))
+        print(json.dumps(rows[-1])[:600], file=sys.stderr, flush=True)
+    text = markdown(rows, args.steps)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""How sure a figure is: seeded bootstrap ranges over the steps a figure was read from.
+
+A share of the step (data wait 22%) read from three profiled steps, or from a run whose steps
+differ, is one sample; the verdict's thresholds (20% input-bound) must not be read off one
+sample as a fact. Ranges are percentiles of a bootstrap over the steps (resampled with
+replacement, each resample's share being the ratio of its sums, so long steps weigh what they
+cost), with a fixed seed: the same steps give the same range every time. No normal assumption.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu_notebook.records import PhaseBreakdown
+
+__all__ = ["LEVEL", "share_interval"]
+
+LEVEL = 0.9
+RESAMPLES = 1000
+SEED = 0
+
+
+def share_interval(
+    phases: PhaseBreakdown, phase: str, *, seed: int = SEED, resamples: int = RESAMPLES
+) -> tuple[float, float] | None:
+    """The ``LEVEL`` range of ``phase``'s share of the step over ``phases``' steps; None when the
+    phase was not measured or there are fewer than two steps."""
+    if phase not in phases.measured or len(phases.steps) < 2:
+        return None
+    part = np.fromiter((s.phase_us.get(phase, 0.0) for s in phases.steps), dtype=float)
+    dur = np.fromiter((s.duration_us for s in phases.steps), dtype=float)
+    if dur.sum() <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(dur), size=(resamples, len(dur)))
+    shares = part[idx].sum(axis=1) / np.maximum(dur[idx].sum(axis=1), 1e-12)
+    tail = (1.0 - LEVEL) / 2 * 100
+    return float(np.percentile(shares, tail)), float(np.percentile(shares, 100 - tail))

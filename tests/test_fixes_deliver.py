@@ -1,0 +1,162 @@
+"""Every offered fix changes what its finding measured, and never repeats a setting that
+already holds (issue 26 item 1): real torch loaders and the real step clock."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from gpu_notebook.fixes import Patch, apply_fix
+from gpu_notebook.rules.run_shape import periodic_blocks
+from gpu_notebook.rules.source_scan import scan_source
+from tests.scenarios import synthetic as syn
+from tests.test_rules import only, rules_for
+
+LBFGS = """
+import torch
+seq = torch.nn.Linear(4, 1)
+criterion = torch.nn.MSELoss()
+optimizer = torch.optim.LBFGS(seq.parameters(), lr=0.1, max_iter=3)
+input, target = torch.randn(8, 4), torch.randn(8, 1)
+READS = []
+for i in range(12):
+    print('STEP: ', i)
+    def closure():
+        optimizer.zero_grad()
+        loss = criterion(seq(input), target)
+        READS.append(1)
+        print('loss:', loss.item())
+        loss.backward()
+        return loss
+    optimizer.step(closure)
+"""
+
+
+def test_the_sync_fix_gates_the_closures_device_reads_not_a_print_of_the_step_counter():
+    patch = apply_fix("throttle_host_syncs", LBFGS)
+    assert isinstance(patch, Patch)
+    after = patch.source_after
+    assert "    print('STEP: ', i)\n" in after  # an int: no device read, left as it is
+    assert "        if i % 10 == 0:\n            print('loss:', loss.item())" in after
+    ns: dict = {}
+    exec(compile(after, "<patched>", "exec"), ns)  # a fresh namespace: every name bound
+    # The closure still runs every step; its printed read only on steps 0 and 10.
+    assert len(ns["READS"]) >= 12
+
+
+def test_a_variable_modulus_is_a_periodic_block_with_its_value_when_the_cell_gives_it():
+    src = (
+        "eval_interval = 2000\nlog_interval = 1\niter_num = 0\nwhile True:\n"
+        "    if iter_num % eval_interval == 0:\n        torch.save(model.state_dict(), 'ckpt.pt')\n"
+        "    if iter_num % log_interval == 0:\n        print(loss)\n    iter_num += 1\n"
+    )
+    (block,) = periodic_blocks(src, 0)
+    assert (block.line, block.every, block.work) == (5, 2000, "a checkpoint save")
+    # nanoGPT's configurator may rebind it at run time: periodic, period unknown.
+    (first, _second) = periodic_blocks("exec(open('configurator.py').read())\n" + src, 0)
+    assert first.every == 0 and first.line == 6
+
+
+def _loader_run(num_workers: int, pin: bool):
+    """A real DataLoader iterated under the real step clock; its record."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    loader = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8,
+                        num_workers=num_workers, pin_memory=pin)  # fmt: skip
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        for (x,) in loader:
+            model(x).sum().backward()
+            opt.step()
+    finally:
+        clock.uninstall()
+    return clock.record()
+
+
+def test_the_step_clock_reads_the_iterated_loaders_settings():
+    record = _loader_run(2, False)
+    assert (record.loader_num_workers, record.loader_pin_memory) == (2, False)
+
+
+def test_a_loader_with_enough_workers_at_run_time_gets_no_workers_advice():
+    # num_workers=args.workers: no literal in the source; the iterator had 4.
+    cell = "loader = DataLoader(ds, batch_size=8, num_workers=args.workers)\nfor x, y in loader:\n    step(x)\n"
+    run = syn.make_run(cell, cpu_count=4)
+    steps = dataclasses.replace(run.steps, loader_num_workers=4, loader_pin_memory=True)
+    findings = rules_for(dataclasses.replace(run, steps=steps), syn.make_analysis({"data": 0.6}))
+    assert "input.loader_workers" not in [f.rule_id for f in findings]
+
+
+def test_too_few_workers_at_run_time_are_named_and_pinned_memory_is_not_asked_again():
+    cell = "loader = DataLoader(ds, batch_size=8, num_workers=args.workers)\nfor x, y in loader:\n    step(x)\n"
+    run = syn.make_run(cell, cpu_count=8)
+    steps = dataclasses.replace(run.steps, loader_num_workers=1, loader_pin_memory=True)
+    f = only(
+        rules_for(dataclasses.replace(run, steps=steps), syn.make_analysis({"data": 0.6})),
+        "input.loader_workers",
+    )
+    assert "num_workers=1 now" in f.fix and "pin_memory" not in f.fix
+    assert f.fix_params["pin_memory"] is False
+
+
+def test_a_refusal_asks_only_for_what_would_change():
+    refused = apply_fix("dataloader_workers", "for x in loader:\n    step(x)\n",
+                        num_workers=2, pin_memory=False)  # fmt: skip
+    assert "num_workers=2" in refused.reason and "pin_memory" not in refused.reason
+
+
+@pytest.mark.parametrize(
+    "setup",
+    ["model = torch.compile(model)\n", "model.compile()\n"],
+)
+def test_a_compiled_model_is_never_told_to_compile(setup):
+    cell = "model = nn.Linear(4, 4)\n" + setup + "for x in data:\n    model(x).sum().backward()\n"
+    assert scan_source(cell).compiled
+
+
+def test_the_fused_optimizer_fix_says_the_loss_can_change_in_its_last_digits():
+    cell = "opt = torch.optim.Adam(model.parameters())\nfor x in loader:\n    loss = model(x)\n    loss.backward(); opt.step()\n"
+    f = only(
+        rules_for(syn.make_run(cell), syn.make_analysis({"optimizer": 0.3})),
+        "launch.unfused_optimizer",
+    )
+    assert "last digits" in f.fix
+
+
+def test_a_datamodule_the_cell_builds_gets_its_setting_after_that_line_and_runs_fresh(ip):
+    from gpu_notebook.rules import attach_fixes
+    from tests.test_frameworks import DATAMODULE
+
+    assert ip.run_cell(DATAMODULE).success  # dm = DM() lives from an earlier cell too
+    cell = (
+        "dm = DM()\n"
+        "trainer = L.Trainer(max_steps=2, accelerator='cpu', logger=False, enable_checkpointing=False,\n"
+        "                    enable_progress_bar=False, enable_model_summary=False)\n"
+        "trainer.fit(lit, datamodule=dm)\n"
+    )
+    run = syn.make_run(cell, cpu_count=8)
+    f = only(
+        rules_for(run, syn.make_analysis({"data": 0.6}), namespace=ip.user_ns),
+        "input.loader_workers",
+    )
+    (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None
+    wanted = f.fix_params["num_workers"]
+    # Below the cell's own binding, not above it (there `dm` is the old object, or unbound).
+    assert (
+        after.index("dm = DM()")
+        < after.index(f"dm.num_workers = {wanted}")
+        < after.index("trainer.fit")
+    )
+    ip.user_ns.pop("dm")  # a fresh kernel has no `dm` before the cell binds it
+    assert ip.run_cell(after).success
+    assert ip.user_ns["dm"].train_dataloader().num_workers == wanted

@@ -1,0 +1,116 @@
+"""Framework overhead comes from the frameworks' own logging/callback/progress frames (real
+Lightning and transformers code objects), named with the setting as it is now (issue 26)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+from gpu_notebook.records import CodeRef
+from gpu_notebook.rules.source_scan import scan_source
+from tests.scenarios import synthetic as syn
+from tests.test_frameworks import _stacks
+from tests.test_rules import ids, only, rules_for
+
+pytest.importorskip("transformers")
+pytest.importorskip("lightning")
+
+CELL = CodeRef("<cell>", "<module>", 1)
+
+
+def ref(fn) -> CodeRef:
+    return CodeRef(inspect.getsourcefile(fn), fn.__qualname__, fn.__code__.co_firstlineno)
+
+
+def _hf_run(cell: str, logging_us: int, attention_us: int):
+    from transformers import Trainer
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    train = ref(Trainer.train)
+    log = ref(Trainer._maybe_log_save_evaluate)
+    attention = ref(sdpa_attention_forward)
+    raw = _stacks(
+        [([CELL, train, attention], attention_us), ([CELL, train, log], logging_us),
+         ([CELL, train], 10_000 - attention_us - logging_us)], 10_000,
+    )  # fmt: skip
+    return dataclasses.replace(syn.make_run(cell), stacks=raw)
+
+
+HF_CELL = (
+    "args = TrainingArguments(output_dir='o', logging_steps={steps})\n"
+    "Trainer(model=model, args=args, train_dataset=ds).train()\n"
+)
+
+
+def test_hf_attention_in_transformers_integrations_is_model_code_not_overhead():
+    run = _hf_run(HF_CELL.format(steps=500), logging_us=0, attention_us=6000)
+    assert "logging.framework_overhead" not in ids(rules_for(run, syn.make_analysis({})))
+
+
+def test_hf_logging_steps_1_is_named_with_its_share_and_the_new_value():
+    run = _hf_run(HF_CELL.format(steps=1), logging_us=2500, attention_us=4000)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert "logging_steps=1 now: the Trainer logs every step (25% of the sampled time)" in f.fix
+    assert "TrainingArguments(logging_steps=50)" in f.fix
+    assert "HF Trainer logging: 25%" in f.evidence[1] and "sdpa" not in " ".join(f.evidence)
+
+
+def test_hf_logging_every_500_steps_is_not_told_to_log_every_50():
+    run = _hf_run(HF_CELL.format(steps=500), logging_us=2500, attention_us=4000)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert "TrainingArguments(logging_steps=50)" not in f.fix and f.gain_bound is None
+    assert "logging_steps=500" in f.fix and f.severity == "info"
+
+
+LIT_CELL = """
+class Lit(L.LightningModule):
+    def training_step(self, batch, i):
+        loss = self.net(batch).mean()
+        self.log("loss", loss)
+        return loss
+trainer = L.Trainer(max_steps=10, log_every_n_steps=1)
+trainer.fit(Lit())
+"""
+
+
+def _lit_run(cell: str, log_us: int, module_us: int = 0):
+    import lightning.pytorch as pl
+    from lightning.pytorch.loggers import csv_logs
+
+    fit = ref(pl.Trainer.fit)
+    log = ref(pl.LightningModule.log)
+    # Importing Lightning's loggers (tensorboard, csv) runs their modules' code: import time.
+    import_frame = CodeRef(inspect.getsourcefile(csv_logs), "<module>", 1)
+    raw = _stacks(
+        [([CELL, import_frame], module_us), ([CELL, fit, log], log_us),
+         ([CELL, fit], 10_000 - log_us - module_us)], 10_000,
+    )  # fmt: skip
+    return dataclasses.replace(syn.make_run(cell), stacks=raw)
+
+
+def test_lightning_self_log_every_step_is_named_with_its_line_and_share():
+    f = only(
+        rules_for(_lit_run(LIT_CELL, 3000), syn.make_analysis({})), "logging.framework_overhead"
+    )
+    assert (
+        'self.log on every step (30% of the sampled time; line 6: `self.log("loss", loss)`)'
+        in f.fix
+    )
+    assert "log_every_n_steps=50) (log_every_n_steps=1 now)" in f.fix
+
+
+def test_lightning_logger_imports_are_not_per_step_overhead():
+    quiet = LIT_CELL.replace('self.log("loss", loss)', 'self.log("loss", loss, on_step=False)')
+    run = _lit_run(quiet.replace("log_every_n_steps=1", "log_every_n_steps=50"), 0, module_us=3500)
+    assert "logging.framework_overhead" not in ids(rules_for(run, syn.make_analysis({})))
+
+
+def test_framework_settings_read_literals_defaults_and_unknowns():
+    facts = scan_source(
+        "a = TrainingArguments(output_dir='o')\nb = L.Trainer(log_every_n_steps=n)\n"
+    )
+    assert facts.framework_setting("TrainingArguments", "logging_steps") == 500  # the default
+    assert facts.framework_setting("Trainer", "log_every_n_steps") is None  # not a literal
+    assert facts.framework_setting("Trainer", "enable_progress_bar") is True

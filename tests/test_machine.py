@@ -1,0 +1,124 @@
+"""The machine, not your code: recorded step series with injected interference samples.
+
+Other processes' load is planted in the sampler's readings (whole-machine busy share against
+this process's own), so nothing here depends on this machine's load or speed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpu_notebook.analysis.run_trend import run_shape
+from gpu_notebook.records import ProfileWindow, Sample, SampleSeries, StepClockRecord, StepTiming
+from gpu_notebook.report.build import build_report
+from gpu_notebook.rules import machine
+from gpu_notebook.rules.source_facts import SourceFacts
+from tests.scenarios import synthetic as syn
+
+CORES = 2
+
+
+def _record(durations: list[float]) -> StepClockRecord:
+    rows, t = [], 0.0
+    for i, d in enumerate(durations):
+        rows.append(StepTiming(i, t, d, 0.0, d * 0.5, d * 0.4, d * 0.1, 1, 1, 32))
+        t += d
+    return StepClockRecord("optimizer", len(rows), tuple(rows))
+
+
+def _samples(
+    t_end_s: float, others_cores, ours_pct: float = 100.0, every_s: float = 0.25
+) -> SampleSeries:
+    """Samples every ``every_s`` with the other processes' load given by ``others_cores(t)``."""
+    out, t = [], every_s
+    while t <= t_end_s + every_s:
+        system = min(100.0, (ours_pct / 100.0 + others_cores(t)) / CORES * 100.0)
+        out.append(Sample(t, ours_pct, 0.0, system, children=0))
+        t += every_s
+    return SampleSeries(every_s, every_s, tuple(out))
+
+
+def _run(durations, others_cores, ours_pct=100.0, threads=None):
+    rec = _record(durations)
+    end = rec.steps[-1].start_s + rec.steps[-1].duration_s
+    run = syn.make_run("", cpu_count=CORES, steps=rec, series=_samples(end, others_cores, ours_pct))
+    env = dataclasses.replace(run.env, usable_cores=CORES, torch_threads=threads)
+    window = ProfileWindow("recorded", 2, 3, first_step=2, recorded_steps=3)
+    return dataclasses.replace(run, env=env, window=window)
+
+
+def test_a_load_burst_is_not_drift():
+    # 10 ms steps; from 3 s on another job takes 1.5 cores and every step takes 20 ms.
+    durations, t = [], 0.0
+    while t < 6.0:
+        d = 0.010 if t < 3.0 else 0.020
+        durations.append(d)
+        t += d
+    run = _run(durations, lambda t: 0.0 if t < 3.0 else 1.5)
+    shape = run_shape(run)
+    assert shape is not None and shape.busy_steps > 100
+    assert shape.busy_slowdown is not None and shape.busy_slowdown > 1.8
+    assert shape.last_median_s < 1.2 * shape.first_median_s  # no drift left once they are out
+    ids = {f.rule_id for f in build_report(run).findings}
+    assert "run.drift" not in ids and "machine.busy" in ids
+    busy = next(f for f in build_report(run).findings if f.rule_id == "machine.busy")
+    assert "not your code" in busy.title and "1.00 cores" in " ".join(
+        busy.evidence
+    )  # the machine is full
+
+
+def test_the_same_slowdown_on_a_quiet_machine_is_drift():
+    durations = [0.010] * 300 + [0.020] * 150
+    run = _run(durations, lambda t: 0.0)
+    ids = {f.rule_id for f in build_report(run).findings}
+    assert "run.drift" in ids and "machine.busy" not in ids
+
+
+def test_more_threads_than_free_cores_is_a_finding_with_its_fix_and_bound():
+    run = _run([0.2] * 40, lambda t: 1.0, ours_pct=100.0, threads=2)
+    found = machine.oversubscribed(run, syn.make_analysis(), SourceFacts(parsed=False))
+    assert found is not None and "torch.set_num_threads(1)" in found.fix
+    assert found.gain_bound is not None and found.gain_bound == 2.0
+    assert "1.00 cores" in " ".join(found.evidence)
+
+
+def test_threads_that_wait_are_not_oversubscribed():
+    # The process waits (data, sleep): 20% of a core, whatever the pool's size.
+    run = _run([0.2] * 40, lambda t: 1.0, ours_pct=20.0, threads=2)
+    assert machine.oversubscribed(run, syn.make_analysis(), SourceFacts(parsed=False)) is None
+    # One thread on a busy machine is not oversubscribed either.
+    run = _run([0.2] * 40, lambda t: 1.0, ours_pct=100.0, threads=1)
+    assert machine.oversubscribed(run, syn.make_analysis(), SourceFacts(parsed=False)) is None
+
+
+def test_a_machine_busy_throughout_is_named_shared():
+    run = _run([0.2] * 40, lambda t: 1.5, ours_pct=50.0, threads=1)
+    found = machine.shared_machine(run, syn.make_analysis(), SourceFacts(parsed=False))
+    assert found is not None and "1.50 of 2 cores" in found.evidence[0]
+    quiet = _run([0.2] * 40, lambda t: 0.1, ours_pct=50.0, threads=1)
+    assert machine.shared_machine(quiet, syn.make_analysis(), SourceFacts(parsed=False)) is None
+
+
+def test_steps_slowed_by_waiting_for_a_core_are_the_machine_not_drift():
+    # A machine saturated from start to end (no change in others' load), but from 3 s on the
+    # loop's thread waits for a core half of every step (schedstat run-queue wait): 2x steps.
+    durations, t = [], 0.0
+    while t < 6.0:
+        d = 0.010 if t < 3.0 else 0.020
+        durations.append(d)
+        t += d
+    run = _run(durations, lambda t: 1.0)
+    samples = tuple(
+        dataclasses.replace(s, run_wait_pct=0.0 if s.t_s < 3.0 else 50.0)
+        for s in run.samples.samples
+    )
+    run = dataclasses.replace(run, samples=dataclasses.replace(run.samples, samples=samples))
+    ids = {f.rule_id for f in build_report(run).findings}
+    assert "run.drift" not in ids
+    assert {"machine.slowed", "machine.busy"} & ids
+    # The same slowdown with no wait for a core is the code's.
+    quiet = _run(durations, lambda t: 1.0)
+    samples = tuple(dataclasses.replace(s, run_wait_pct=0.0) for s in quiet.samples.samples)
+    quiet = dataclasses.replace(quiet, samples=dataclasses.replace(quiet.samples, samples=samples))
+    ids = {f.rule_id for f in build_report(quiet).findings}
+    assert "run.drift" in ids and not {"machine.slowed", "machine.busy"} & ids

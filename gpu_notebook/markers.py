@@ -27,6 +27,11 @@ SYNC_OPS = frozenset(
         "hipStreamSynchronize",
         "hipDeviceSynchronize",
         "hipEventSynchronize",
+        # the driver API's (Triton, CUDA-graph runtimes and others call it directly)
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
     }
 )
-COPY_RUNTIME_PREFIXES = ("cudaMemcpy", "hipMemcpy")  # host side of host<->device copies
+# Host side of host<->device copies: runtime (cudaMemcpy*, hipMemcpy*) and driver (cuMemcpy*).
+COPY_RUNTIME_PREFIXES = ("cudaMemcpy", "hipMemcpy", "cuMemcpy")

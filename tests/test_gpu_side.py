@@ -176,3 +176,18 @@ def test_a_device_to_host_copy_waiting_for_the_queue_is_a_sync_and_costs_only_id
     assert g is not None and g.idle_sync_wait_us == 0.0  # the GPU was busy all along
     analysis = syn.make_analysis(phase_split=phases, gpu_timeline=g)
     assert decide(syn.make_run(gpus=[syn.gpu()]), analysis).category != "sync-bound"
+
+
+def test_a_trace_without_correlation_args_is_joined_by_its_ac2g_flows() -> None:
+    """Some writers drop the args; the launch -> kernel flow still carries the correlation."""
+    events = [
+        tf.annotation("Optimizer.step#SGD.step", 0.0, 50.0),
+        tf.x("cudaLaunchKernel", "cuda_runtime", 10.0, 2.0),
+        tf.x("k", "kernel", 20.0, 5.0, pid=tf.GPU_PID, tid=7),
+        tf.flow(42, 10.0, start=True),
+        tf.flow(42, 20.0, start=False),
+    ]
+    trace = _trace(events)
+    assert sorted(trace.correlation[trace.correlation >= 0].tolist()) == [42, 42]
+    g = gpu_timeline(trace)
+    assert g is not None and g.gpu_phase_us["optimizer"] == 5.0

@@ -239,3 +239,24 @@ def test_torch_1_8_category_names_keep_the_gpu_phases(
     assert legacy is not None and modern is not None
     assert legacy.gpu_phase_us["backward"] == pytest.approx(modern.gpu_phase_us["backward"])
     assert legacy.gpu_phase_us["backward"] > legacy.gpu_phase_us["forward"] > 0
+
+
+def test_a_trace_stripped_of_correlation_args_keeps_its_gpu_split(
+    reference_traces: Path, tmp_path: Path
+) -> None:
+    """The ac2g flows alone join launches to their kernels (a writer that drops the args)."""
+    import gzip
+
+    doc = json.loads(
+        gzip.decompress((reference_traces / "a100_world2_rank0_nccl.json.gz").read_bytes())
+    )
+    for ev in doc["traceEvents"]:
+        ev.get("args", {}).pop("correlation", None)
+    stripped = tmp_path / "stripped.json"
+    stripped.write_text(json.dumps(doc))
+    ours = report_from_trace(stripped)[0].analysis.gpu
+    ref = _report(reference_traces, "a100_world2_rank0_nccl.json.gz").analysis.gpu
+    assert ours is not None and ref is not None
+    for phase in ("forward", "backward", "optimizer"):
+        assert ours.gpu_phase_us[phase] == pytest.approx(ref.gpu_phase_us[phase], rel=0.01)
+    assert ours.idle_host_wait_us == pytest.approx(ref.idle_host_wait_us, rel=0.01)

@@ -56,7 +56,8 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
     )
     gpu = analysis.gpu
     if gpu is not None and gpu.comm_us > 0 and phases is not None:
-        comm = max(comm or 0.0, gpu.comm_us / n / 1e6)
+        # The rank waits only where no computation overlaps its collectives (exposed time).
+        comm = max(comm or 0.0, gpu.comm_exposed_us / n / 1e6)
     if comm is None and phases is not None and phases.source == "trace":
         comm = 0.0  # a trace with no collective: a rank that never waited on a peer
     hot = None

@@ -53,6 +53,10 @@ LEGACY_CATEGORIES: Mapping[str, str] = {
 }
 
 _STREAM_IN_TID = re.compile(r"(-?\d+)")
+# Flow categories that tie a launch to its GPU work: Kineto's "ac2g", and the name some torch
+# versions wrote instead.
+FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu"})
+_FLOW_ENDPOINTS = frozenset({*GPU_CATEGORIES, "cuda_runtime", "cuda_driver"})
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,7 @@ def _schema() -> tuple[msgspec.json.Decoder[Any], type[Any]]:
             **{attr: field_(default=None, name=key) for attr, key in ARG_COLUMNS},
         ),
     )
-    event_fields = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+    event_fields = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id")
     event_cls = types.new_class(
         "_KinetoEvent",
         (struct,),
@@ -306,6 +310,9 @@ class _Columns:
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {
             attr: ([], []) for attr, _ in ARG_COLUMNS
         }
+        # Launch -> GPU flow events ('s' at the launch, 'f' at the kernel; id = correlation),
+        # kept as decoded: read only to join events whose args lack "correlation".
+        self.flows: list[Any] = []
 
     def add_records(self, events: Iterable[Any]) -> None:
         # The hot path, kept flat on purpose: one pass, no per-event helper call.
@@ -322,6 +329,8 @@ class _Columns:
                 # Flows, metadata, instants: counted for the census, otherwise skipped.
                 if cat:
                     counts[cat] = counts.get(cat, 0) + 1
+                    if cat in FLOW_CATEGORIES:
+                        self.flows.append(ev)
                 continue
             ts = ev.ts
             if ts is None:
@@ -362,16 +371,26 @@ class _Columns:
         x_counts = np.bincount(cat_ids, minlength=len(categories)).tolist()
         for c, x_count in zip(categories, x_counts, strict=True):
             counts[c] = counts.get(c, 0) + int(x_count)
+        ts_us, pid, tid = _float_column(self.ts), _int_column(self.pid), _int_column(self.tid)
+        sparse = {attr: _sparse_int_column(n, *self.sparse[attr]) for attr, _ in ARG_COLUMNS}
+        if self.flows:
+            # Only launches and GPU work are flow endpoints (most cpu_ops carry no correlation).
+            ends = [i for i, c in enumerate(categories) if c in _FLOW_ENDPOINTS]
+            open_rows = np.flatnonzero(np.isin(cat_ids, ends) & (sparse["correlation"] < 0))
+            if open_rows.size:
+                _correlation_from_flows(
+                    sparse["correlation"], open_rows, self.flows, ts_us, pid, tid
+                )
         return Trace(
             names=tuple(self.name_index),
             categories=categories,
             name_id=np.asarray(self.name, dtype=np.int64),
             cat_id=cat_ids,
-            ts_us=_float_column(self.ts),
+            ts_us=ts_us,
             dur_us=_float_column(self.dur),
-            pid=_int_column(self.pid),
-            tid=_int_column(self.tid),
-            **{attr: _sparse_int_column(n, *self.sparse[attr]) for attr, _ in ARG_COLUMNS},
+            pid=pid,
+            tid=tid,
+            **sparse,
             device_properties=_device_properties(device_properties),
             distributed_info=_distributed_info(distributed_info),
             base_time_ns=_optional_int(base_time_ns),
@@ -383,6 +402,32 @@ class _Columns:
 # Column builders: the fast path hands the whole list to numpy; a slow path converts odd values
 # (strings such as pid "Spans", tid "stream 7", stream "0x0") one by one without failing.
 # ---------------------------------------------------------------------------------------------
+
+
+def _correlation_from_flows(
+    correlation: IntArray,
+    open_rows: IntArray,
+    flows: list[Any],
+    ts_us: FloatArray,
+    pid: IntArray,
+    tid: IntArray,
+) -> None:
+    """Fill a missing ``correlation`` from the flow that starts or ends on the event.
+
+    Kineto draws a flow from each launch ('s', bound to the launch's thread and timestamp) to
+    its GPU work ('f', on the stream at the kernel's start), the flow's id being the launch's
+    correlation: a writer that dropped the args still links them. In place.
+    """
+    ends: dict[tuple[int, int, float], int] = {}
+    for ev in flows:
+        flow_id = -1 if ev.id is None else _to_int(ev.id)
+        if flow_id < 0 or ev.ts is None:
+            continue
+        ends.setdefault((_to_int(ev.pid), _to_int(ev.tid), _to_float(ev.ts)), flow_id)
+    for r in open_rows.tolist():
+        found = ends.get((int(pid[r]), int(tid[r]), float(ts_us[r])))
+        if found is not None:
+            correlation[r] = found
 
 
 def _modern_categories(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,6 +30,10 @@ class CellOutcome:
     error: str | None  # "ValueError: bad shape"
     exception: BaseException | None
     compiled: bool = True  # False: a SyntaxError, nothing ran
+    # The value of the cell's last expression, which IPython would show as Out[N]: the magic
+    # returns it, so whatever called the magic shows it (IPython's display hook for a plain
+    # %%gpucheck cell, %%time around it) or drops it (%%prun -q), as for the cell without it.
+    value: Any = None
 
 
 async def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
@@ -62,12 +67,61 @@ async def run_cell_body(shell: Any, body: str, header_line: str) -> CellOutcome:
     if shell.displayhook.semicolon_at_end_of_expression(transformed):
         # IPython reads the trailing ";" from the cell it ran (here "%%gpucheck ..."): say it.
         interactivity = "none"
+    head, last, head_mode = _split_last_value(nodes, interactivity)
     await shell.run_ast_nodes(
-        nodes, cell_name, interactivity=interactivity, compiler=shell.compile, result=result
+        head, cell_name, interactivity=head_mode, compiler=shell.compile, result=result
     )
+    value = None
+    if last is not None and result.error_in_exec is None:
+        caught: list[Any] = []
+        # The last expression runs as IPython runs it ("single" mode), but its value goes to
+        # the magic's caller instead of being shown from inside the magic.
+        saved_hook = sys.displayhook
+        sys.displayhook = caught.append
+        try:
+            await shell.run_ast_nodes(
+                [last], cell_name, interactivity="last", compiler=shell.compile, result=result
+            )
+        finally:
+            sys.displayhook = saved_hook
+        value = next((v for v in reversed(caught) if v is not None), None)
     if result.error_in_exec is not None:
         return _outcome(outer, result.error_in_exec)
-    return CellOutcome("ok", None, None)
+    return CellOutcome("ok", None, None, value=value)
+
+
+def _split_last_value(
+    nodes: list[ast.stmt], interactivity: str
+) -> tuple[list[ast.stmt], ast.stmt | None, str]:
+    """(nodes to run first, the expression whose value is the cell's, their interactivity).
+
+    As IPython reads its ``ast_node_interactivity``: "last_expr_or_assign" shows the value a
+    final ``name = ...`` assigns; the other statements keep their own mode ("all" still shows
+    every earlier expression); a cell whose last statement is no expression has no value.
+    """
+    if not nodes:
+        return nodes, None, interactivity
+    if interactivity == "last_expr_or_assign":
+        target = _assigned_name(nodes[-1])
+        if target is not None:
+            name = ast.Expr(ast.Name(target, ast.Load()))
+            ast.copy_location(name, nodes[-1])
+            ast.fix_missing_locations(name)
+            nodes = [*nodes, name]
+        interactivity = "last_expr"
+    if interactivity in ("last_expr", "last", "all") and isinstance(nodes[-1], ast.Expr):
+        return nodes[:-1], nodes[-1], "all" if interactivity == "all" else "none"
+    return nodes, None, interactivity
+
+
+def _assigned_name(node: ast.stmt) -> str | None:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target: ast.expr | None = node.targets[0]
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        target = node.target
+    else:
+        target = None
+    return target.id if isinstance(target, ast.Name) else None
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -176,6 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not script.is_file():
         say(f"gpucheck: no such script: {args.script}")
         return EXIT_USAGE
+    # Absolute now: the script may chdir, or remove the folder it started in.
+    script_abs = Path(os.path.abspath(script))
     options = _options(args)
     outputs = _pinned_outputs(args)
     if outputs is None:
@@ -206,11 +208,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if code:
                     status, error = "error", f"SystemExit: {exc.code}"
             except KeyboardInterrupt as exc:
-                _print_script_traceback(script, exc)
+                _print_script_traceback(script_abs, exc)
                 status, error, code = "interrupted", "KeyboardInterrupt", 130
                 _die_by_sigint_at_exit()
             except Exception as exc:  # noqa: BLE001 - the script's failure: shown as Python shows it
-                _print_script_traceback(script, exc)
+                _print_script_traceback(script_abs, exc)
                 status, error, code = "error", f"{type(exc).__name__}: {exc}", 1
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
@@ -221,7 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # report is the parent's alone, and the child exits as it would without us.
         _exit_forked_child(code)
     try:
-        report, files = _report_and_files(session, status, error, args, outputs, script)
+        report, files = _report_and_files(session, status, error, args, outputs, script_abs)
     except KeyboardInterrupt:
         # Ctrl-C while we build the report: none, and the process ends by SIGINT as Python's.
         say("gpucheck: interrupted: no report")
@@ -353,10 +355,10 @@ def _live_line(args: argparse.Namespace) -> LiveLine | None:
 
     err = stream()  # the terminal's stderr as it was when we started
     try:
-        tty = err.isatty()
+        tty = err is not None and err.isatty()
     except (OSError, ValueError):
         tty = False
-    if args.quiet or not tty:
+    if args.quiet or not tty or err is None:
         return None
     info = from_env()
     if info is None or info.world_size <= 1:
@@ -751,12 +753,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         report = build_report(session.finish("ok", None))
         print(render_text(report))
         if args.html:
+            import functools
+
+            from gpu_notebook.cli_outputs import write_file
             from gpu_notebook.views.html import write_html
 
-            out = Path(args.html) / f"gpucheck-demo-{name}.html"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            write_html(report, out)
-            print(f"\nHTML report: {out}")
+            out = Path(os.path.abspath(args.html)) / f"gpucheck-demo-{name}.html"
+            why = write_file(str(out), functools.partial(write_html, report))
+            if why is None:
+                print(f"\nHTML report: {out}")
+            else:
+                say(f"gpucheck: cannot write --html {out}: {why}")
+                code = EXIT_USAGE
     return code
 
 

@@ -48,8 +48,9 @@ def _high_dup(fd: int) -> int:
         return os.dup(fd)  # non-inheritable too (PEP 446)
 
 
-def stream() -> IO[str]:
-    """Our stderr: the private copy when taken, else the process's current one."""
+def stream() -> IO[str] | None:
+    """Our stderr: the private copy when taken, else the process's current one (None when the
+    process started without a stderr)."""
     return _stream if _stream is not None else sys.stderr
 
 
@@ -57,6 +58,8 @@ def say(text: str = "", end: str = "\n") -> None:
     """Write ``text`` (escaped, newlines kept) to our stderr. A closed or broken terminal (the
     reader of a pipe gone) costs nothing: the report is lost, the exit code is not."""
     out = stream()
+    if out is None:  # started with fd 2 closed: Python then has no sys.stderr either
+        return
     with contextlib.suppress(OSError, ValueError):
         out.write(printable(text, newlines=True) + end)
         out.flush()

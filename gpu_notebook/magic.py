@@ -58,7 +58,7 @@ class GpuCheckMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="Do not display the report (use with -o).")
     @magic_measure_arguments
     @cell_magic
-    def gpucheck(self, line: str, cell: str) -> None:
+    def gpucheck(self, line: str, cell: str) -> Any:
         """Measure a training cell and say what limits it: the GPU, the input, the host, syncs...
 
         The cell runs exactly as it would without the magic (same namespace, output, exceptions)
@@ -87,12 +87,17 @@ class GpuCheckMagics(Magics):
         """
         from gpu_notebook.cellrun import run_sync
 
-        run_sync(self.measure(line, cell))
+        return run_sync(self.measure(line, cell))
 
-    async def measure(self, line: str, cell: str) -> None:
+    async def measure(self, line: str, cell: str) -> Any:
         """The magic's work, as a coroutine: ``%%gpucheck`` runs it at once (``run_sync``); a
         cell with top-level ``await`` is rewritten to await it in the kernel's loop
-        (``magic_async``)."""
+        (``magic_async``).
+
+        Returns the value of the cell's last expression (None: none): IPython shows it as the
+        cell's Out[N] after the report, and a magic stacked around this one (``%%time``,
+        ``%%prun -q``) does with it what it does for the cell without this magic.
+        """
         args = parse_argstring(self.gpucheck, line)
         # IPython numbers a cell from its first non-blank line; so do our line-level views.
         lines = cell.splitlines(keepends=True)
@@ -108,13 +113,14 @@ class GpuCheckMagics(Magics):
             # Nothing runs: IPython shows the SyntaxError as for the cell without the magic,
             # and nothing of ours appears (no live view, no report).
             await run_cell_body(self.shell, cell, header)
-            return
+            return None
         from gpu_notebook import wait_for_warm_imports
         from gpu_notebook.magic_run import CellCost, measured_cell
 
         # Never share the GIL with the measured code: finish the background imports first.
         wait_for_warm_imports()
         cost = self.last_cost = CellCost()
+        outcomes: list[Any] = []  # the CellOutcome, once the body ran
         html_path = _html_path(args.html)
         with our_imports_leave_no_filters():
             live = _live_view() if not args.quiet else None
@@ -129,11 +135,12 @@ class GpuCheckMagics(Magics):
                 price_per_gpu_hour=args.price,
                 cost=cost,
                 target_gpu=target_gpu(args),
+                on_outcome=outcomes.append,
             ) as measured:
                 if measured is None:  # the cell did not compile: IPython said so, no report
                     if live is not None:
                         live.discard()
-                    return
+                    return None
                 report = measured
                 if export_dir is not None:
                     _write_or_say("--export", export_dir, lambda: _export(report, export_dir))
@@ -162,6 +169,7 @@ class GpuCheckMagics(Magics):
 
                 display(report, metadata={"gpu_notebook": {"view": "report"}})
         cost.mark("shown")
+        return outcomes[0].value if outcomes else None
 
     @line_magic
     def gpustatus(self, line: str) -> None:

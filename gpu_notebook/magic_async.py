@@ -42,12 +42,13 @@ def rewrite_await_cells(lines: list[str]) -> list[str]:
     return [f"await {call}({args!r}, {body!r})\n"]
 
 
-async def measure(line: str, body: str) -> None:
-    """Run the magic on ``body``, awaiting it in the running loop."""
+async def measure(line: str, body: str) -> Any:
+    """Run the magic on ``body``, awaiting it in the running loop; the body's last value is
+    the rewritten cell's (IPython shows it as Out[N])."""
     from IPython import get_ipython
 
     from gpu_notebook.magic import GpuCheckMagics
 
     shell: Any = get_ipython()
     magics = shell.magics_manager.registry[GpuCheckMagics.__name__]
-    await magics.measure(line, body)
+    return await magics.measure(line, body)

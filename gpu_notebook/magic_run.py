@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,10 +60,12 @@ async def measured_cell(
     price_per_gpu_hour: float | None = None,
     cost: CellCost | None = None,
     target_gpu: str | None = None,
+    on_outcome: Callable[[CellOutcome], None] | None = None,
 ) -> AsyncIterator[Report | None]:
     """Run ``cell`` under a capture session and yield its report (None: the cell did not compile).
 
-    The session is closed whatever the cell did. The profiler's trace lives in a private folder
+    The session is closed whatever the cell did; ``on_outcome`` is told how the cell ended
+    (its last value included) before the report is built. The profiler's trace lives in a private folder
     (0700) for as long as the caller holds the context (to export it), and is removed after.
     """
     cost = cost if cost is not None else CellCost()
@@ -74,6 +76,8 @@ async def measured_cell(
         cost.mark("body_start")
         outcome = await run_cell_body(shell, cell, header_line)
         cost.mark("body_end")
+    if on_outcome is not None:
+        on_outcome(outcome)
     cost.mark("closed")
     if outcome.compiled is False:
         # A SyntaxError: IPython showed it, nothing ran, there is nothing to report.

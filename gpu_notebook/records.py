@@ -763,7 +763,7 @@ class FixTrial:
     verdict: FixTrialVerdict
     recommended: bool  # only a verified fix keeps "recommended"
     speedup: float | None = None  # baseline typical step / the fix's
-    speedup_low: float | None = None  # central 95% of the bootstrap
+    speedup_low: float | None = None  # the comparison's interval, run-to-run margin included
     speedup_high: float | None = None
     per_round: tuple[float, ...] = ()
     baseline_steps_s: tuple[tuple[float, ...], ...] = ()  # per run, warm-up left out

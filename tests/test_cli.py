@@ -274,7 +274,8 @@ def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):
         pattern = re.escape(quoted.strip()).replace(r"\ ", " ")
         pattern = re.sub(r"\d+(?:\\\.\d+)?", r"\\d+(?:\\.\\d+)?", pattern)
         pattern = pattern.replace("confidence: high", r"confidence: \w+")  # a busy machine's
-        assert any(re.fullmatch(pattern, line.strip()) for line in res.stdout.splitlines()), quoted
+        # A quoted line is the printed line or its start (README cuts long findings short).
+        assert any(re.match(pattern, line.strip()) for line in res.stdout.splitlines()), quoted
 
 
 def readme_demo_lines() -> list[str]:

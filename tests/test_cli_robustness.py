@@ -216,7 +216,7 @@ SIGTERM_WHILE_REPORTING = (
     "{handler}\n"
     "def hook(event, args):\n"
     "    if event == 'open' and str(args[0]).endswith('window.trace.json') and not args[1] in ('w', 'wb'):\n"
-    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+    "        os.kill(os.getpid(), signal.{sent})\n"
     "sys.addaudithook(hook)\n"
 )
 
@@ -226,16 +226,19 @@ def ours_left(tmp: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "handler, expected_code",
+    "handler, sent, expected_code",
     [
-        ("", -signal.SIGTERM),  # the default action: the process ends by SIGTERM
-        ("signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))", 5),  # the user's handler decides
+        ("", "SIGTERM", -signal.SIGTERM),  # the default action: the process ends by SIGTERM
+        ("", "SIGHUP", -signal.SIGHUP),  # the terminal closed
+        ("", "SIGINT", -signal.SIGINT),  # Ctrl-C: KeyboardInterrupt unwinds, then SIGINT
+        # The user's handler decides:
+        ("signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))", "SIGTERM", 5),
     ],
 )
-def test_sigterm_while_the_report_is_built_leaves_no_file_and_keeps_the_status(
-    tmp_path, handler, expected_code
+def test_a_signal_while_the_report_is_built_leaves_no_file_and_keeps_the_status(
+    tmp_path, handler, sent, expected_code
 ):
-    script(tmp_path, SIGTERM_WHILE_REPORTING.format(handler=handler))
+    script(tmp_path, SIGTERM_WHILE_REPORTING.format(handler=handler, sent=sent))
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     res = run(["run", "train.py"], tmp_path, env={"TMPDIR": str(tmp)})
@@ -246,7 +249,9 @@ def test_sigterm_while_the_report_is_built_leaves_no_file_and_keeps_the_status(
 def test_an_ignored_sigterm_stays_ignored_and_the_report_comes(tmp_path):
     script(
         tmp_path,
-        SIGTERM_WHILE_REPORTING.format(handler="signal.signal(signal.SIGTERM, signal.SIG_IGN)"),
+        SIGTERM_WHILE_REPORTING.format(
+            handler="signal.signal(signal.SIGTERM, signal.SIG_IGN)", sent="SIGTERM"
+        ),
     )
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -528,3 +533,91 @@ def test_the_magic_writes_its_files_where_the_cell_started(ip, tmp_path, monkeyp
     assert ip.user_ns["_moved"].run.status == "ok"
     assert (tmp_path / "r.html").exists() and not (tmp_path / "data" / "r.html").exists()
     assert any(p.name.endswith(".report.json") for p in (tmp_path / "out").iterdir())
+
+
+def test_a_script_that_removes_its_cwd_then_fails_shows_only_its_own_traceback(tmp_path):
+    script(
+        tmp_path,
+        "import os, shutil\nos.makedirs('sc')\nos.chdir('sc')\nshutil.rmtree(os.path.abspath('.'))\n"
+        "raise RuntimeError('after removing my cwd')\n",
+    )
+    res = run(["run", "--json", "r.json", "train.py"], tmp_path)
+    assert res.returncode == 1
+    assert (
+        res.stderr.count("Traceback") == 1 and "RuntimeError: after removing my cwd" in res.stderr
+    )
+    assert (tmp_path / "r.json").exists()
+
+
+def test_a_torchrun_job_creates_its_rank_output_folders(tmp_path):
+    """README's own command with no out/ folder: every rank's files and the job report land."""
+    from tests.test_distributed import torchrun
+
+    res = torchrun(
+        tmp_path,
+        2,
+        "--json",
+        "out/r{rank}.json",
+        "--html",
+        "pages/p{rank}.html",
+        env={"STEPS": "8"},
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    for rank in (0, 1):
+        assert json.loads((tmp_path / "out" / f"r{rank}.json").read_text())["run"]["rank"]
+        page = (tmp_path / "pages" / f"p{rank}.html").read_text()
+        assert f"rank {rank} of 2" in page
+    assert (tmp_path / "out" / "rjob.json").exists()
+    assert "gpucheck job report: 2 rank(s)" in res.stderr
+
+
+def _on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
+    """Run gpucheck with its stderr on a pseudo-terminal (the live line draws): (status, text)."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCHECK")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpu_notebook", *args],
+        cwd=cwd,
+        env={**env, "TERM": "xterm"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every writer of the terminal has closed it
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    code = proc.wait(timeout=300)
+    reader.join(timeout=60)
+    os.close(master)
+    return code, b"".join(chunks).decode(errors="replace")
+
+
+def test_on_a_terminal_a_hostile_name_is_printed_escaped(tmp_path):
+    evil = "".join(HOSTILE)
+    script(
+        tmp_path,
+        # The script's own traceback is its business (Python prints it raw): its hook is quiet,
+        # so what reaches the terminal is ours, the report naming the error.
+        f"import sys\nsys.excepthook = lambda *a: None\nraise RuntimeError({evil!r})\n",
+    )
+    code, text = _on_a_terminal(["run", "train.py"], tmp_path)
+    assert code == 1
+    assert "RuntimeError: \\x1b[2J" in text
+    controls = {c for c in text if (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0) and c not in "\r\n"}
+    assert controls == set(), sorted(map(repr, controls))
+    assert "\ngpucheck: GPU-BOUND  (forged)" not in text.replace("\r", "")

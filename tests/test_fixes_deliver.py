@@ -160,3 +160,12 @@ def test_a_datamodule_the_cell_builds_gets_its_setting_after_that_line_and_runs_
     ip.user_ns.pop("dm")  # a fresh kernel has no `dm` before the cell binds it
     assert ip.run_cell(after).success
     assert ip.user_ns["dm"].train_dataloader().num_workers == wanted
+
+
+def test_the_logging_fix_reaches_the_logs_inside_the_closure_the_loop_defines():
+    patch = apply_fix("log_every_n", LBFGS)
+    assert isinstance(patch, Patch)
+    after = patch.source_after
+    assert "    if i % 10 == 0:\n        print('STEP: ', i)" in after
+    assert "        if i % 10 == 0:\n            print('loss:', loss.item())" in after
+    exec(compile(after, "<patched>", "exec"), {})

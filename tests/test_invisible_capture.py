@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import ClassVar
 
 import pytest
 import torch
@@ -184,3 +185,340 @@ def test_batch_sizes_still_counted_for_plain_tensors_and_parameters(clock):
     parts = [torch.randn(2), torch.randn(3)]
     assert _leading_size(torch.nested.nested_tensor(parts)) == 2
     assert _leading_size(torch.nested.nested_tensor(parts, layout=torch.jagged)) == 2
+
+
+# ------------------------------------------------------------------ torch's compilers
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")
+def test_torchscript_compiles_code_calling_autograd_backward_while_measured(clock):
+    """TorchScript resolves ``torch.autograd.backward`` by identity: our wrapper maps to it."""
+
+    def train(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        loss = (x * w).sum()
+        torch.autograd.backward([loss])
+        return loss
+
+    scripted = torch.jit.script(train)
+    w = torch.ones(3, requires_grad=True)
+    scripted(torch.arange(3.0), w)
+    assert w.grad.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_torchscript_table_holds_nothing_of_ours_after_the_cell():
+    import torch.jit._builtins as builtins
+
+    clock = StepClock(0)
+    clock.install()
+    wrapper = torch.autograd.backward
+    builtins._get_builtin_table()
+    assert builtins._find_builtin(wrapper) == "aten::backward"
+    clock.uninstall()
+    assert all(fn is not wrapper for fn, _ in builtins._builtin_ops)
+    assert id(wrapper) not in builtins._builtin_table
+
+
+_COMPILE_CHILD = textwrap.dedent(
+    """
+    import json, sys, torch
+    from gpu_notebook.capture.stepclock import StepClock
+    measured = sys.argv[1] == "measured"
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    X = torch.randn(16, 8); Y = torch.randint(0, 2, (16,))
+    def train_step(x, y):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        return loss
+    step = torch.compile(train_step, backend="eager")
+    compiled_opt_step = torch.compile(opt.step, backend="eager")
+    from torch._dynamo.utils import counters
+    def cell(fn):
+        clock = StepClock(0) if measured else None
+        if clock: clock.install()
+        for _ in range(4):
+            fn()
+        if clock: clock.uninstall()
+        return {k: dict(counters[k]) for k in ("frames", "graph_break", "stats")}
+    def loop_with_compiled_opt_step():
+        loss = torch.nn.functional.cross_entropy(model(X), Y)
+        opt.zero_grad(); loss.backward(); compiled_opt_step()
+    seen = [cell(lambda: step(X, Y)), cell(loop_with_compiled_opt_step)]
+    measured = False  # the next cell, without the tool: nothing recompiles
+    seen.append(cell(loop_with_compiled_opt_step))
+    print(json.dumps(seen, sort_keys=True))
+    """
+)
+
+
+def _compile_counters(kind: str) -> object:
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE_CHILD, kind], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_torch_compile_sees_the_same_frames_graphs_and_breaks_measured_and_after():
+    """A compiled training step, then a compiled opt.step, then a cell without the tool: Dynamo's
+    frame, graph-break and graph counters match the plain program's after each of them (our
+    backward wrapper is never traced, our optimizer hooks are never guarded on)."""
+    assert _compile_counters("measured") == _compile_counters("plain")
+
+
+# ------------------------------------------------------------------ the user's own profiler
+
+
+def _legacy():
+    return torch.autograd.profiler_legacy.profile()
+
+
+def _autograd_profile():
+    return torch.autograd.profiler.profile()
+
+
+def _itt():
+    return torch.autograd.profiler.emit_itt()
+
+
+def _nvtx():
+    return torch.autograd.profiler.emit_nvtx()
+
+
+def _kineto():
+    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+
+
+_NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="emit_nvtx needs CUDA")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_legacy, _autograd_profile, _itt, pytest.param(_nvtx, marks=_NO_CUDA), _kineto],
+    ids=["legacy", "autograd_profile", "itt", "nvtx", "kineto"],
+)
+def test_a_profiler_the_cell_starts_late_makes_ours_step_aside(make):
+    window = ProfilerWindow(warmup=0, steps=5, cuda=False)
+    window.guard()
+    try:
+        window.on_boundary(0)
+        assert window.recording
+        with make():  # "Profiler is already enabled" if ours still ran
+            torch.randn(8).sum()
+        assert not window.recording
+        window.on_boundary(1)
+        assert not window.recording
+    finally:
+        record = window.close()
+    assert record.status == "stepped-aside"
+    assert "stepped aside" in (record.message or "")
+    assert not torch.autograd.profiler._is_profiler_enabled
+    assert "watched" not in torch.autograd.profiler._enable_profiler.__name__
+
+
+# ------------------------------------------------------------------ magics stacked around ours
+
+
+def _shown(ip, cell: str) -> list[str]:
+    """What the terminal shows for ``cell``, reduced to its kind of line, in order."""
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as io:
+        result = ip.run_cell(cell, store_history=True)  # as a kernel runs it (the `;` check)
+    assert result.success, result.error_in_exec
+    kinds = []
+    for line in io.stdout.splitlines():
+        for kind in ("Out[", "CPU times", "Wall time", "printed"):
+            if line.startswith(kind):
+                kinds.append(kind + (line.split(":", 1)[1].strip() if kind == "Out[" else ""))
+    return kinds
+
+
+@pytest.mark.parametrize(
+    "outer",
+    ["", "%%time\n", "%%prun -q\n", "%%capture captured\n"],
+    ids=["alone", "time", "prun-q", "capture"],
+)
+@pytest.mark.parametrize(
+    "body",
+    ["print('printed')\n6 * 7", "print('printed')\n6 * 7;", "x = 6 * 7"],
+    ids=["value", "semicolon", "assignment"],
+)
+def test_the_cells_value_goes_where_it_goes_without_the_magic(ip, outer, body):
+    plain = _shown(ip, f"{outer}{body}")
+    measured = _shown(ip, f"{outer}%%gpucheck -q --no-profile --lines off\n{body}")
+    assert measured == plain
+
+
+def test_a_value_is_shown_once_under_every_interactivity(ip):
+    before = ip.ast_node_interactivity
+    try:
+        for mode in ("all", "last", "last_expr_or_assign", "none"):
+            ip.ast_node_interactivity = mode
+            body = "1 + 1\nprint('printed')\ny = 6 * 7"
+            plain = _shown(ip, body)
+            assert _shown(ip, f"%%gpucheck -q --no-profile --lines off\n{body}") == plain, mode
+    finally:
+        ip.ast_node_interactivity = before
+
+
+# ------------------------------------------------------------------ the report after the cell
+
+
+class _Calls:
+    names: ClassVar[list[str]] = []
+
+
+class _Shard(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        _Calls.names.append("iter")
+        return iter([torch.randn(2)])
+
+    def __len__(self):
+        _Calls.names.append("len")
+        raise TypeError("a streaming shard has no length")
+
+
+class _OwnModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Sequential(torch.nn.Conv2d(1, 1, 1), torch.nn.Linear(2, 2))
+
+    def parameters(self, recurse=True):
+        _Calls.names.append("parameters")
+        raise RuntimeError("not now")
+
+    def modules(self):
+        _Calls.names.append("modules")
+        raise RuntimeError("not now")
+
+
+class _OwnLoader(torch.utils.data.DataLoader):
+    @property
+    def sampler_info(self):  # never asked
+        _Calls.names.append("property")
+        raise RuntimeError
+
+
+class _Masquerade:
+    @property
+    def __class__(self):
+        _Calls.names.append("__class__")
+        raise RuntimeError("isinstance() asked")
+
+
+def test_the_report_runs_none_of_the_users_code_on_live_objects():
+    """ChainDataset.__len__ is torch's but calls the user's shards' __len__; a model's own
+    parameters()/modules(); a property; a __class__ property read by isinstance()."""
+    from gpu_notebook.rules.live_objects import live_facts
+
+    data = torch.utils.data
+    chain = data.ChainDataset([_Shard(), _Shard()])
+    concat = data.ConcatDataset(
+        [data.TensorDataset(torch.randn(3, 2)), data.TensorDataset(torch.randn(4, 2))]
+    )
+    namespace = {
+        "chain_loader": data.DataLoader(chain, batch_size=None),
+        "concat_loader": _OwnLoader(concat, batch_size=2),
+        "subset_loader": data.DataLoader(data.Subset(concat, [0, 2, 4]), batch_size=2),
+        "model": _OwnModel(),
+        "odd": _Masquerade(),
+    }
+    _Calls.names = []
+    facts = live_facts(namespace, namespace)
+    assert _Calls.names == []
+    lengths = {ld.name: ld.dataset_len for ld in facts.loaders}
+    assert lengths == {"chain_loader": None, "concat_loader": 7, "subset_loader": 3}
+    (model,) = facts.models
+    assert model.parameter_tensors == 4 and model.has_conv and model.training
+
+
+def test_a_streaming_chain_dataset_cell_is_measured_and_succeeds(ip):
+    ip.user_ns["_Shard"] = _Shard
+    _Calls.names = []
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "chain = torch.utils.data.ChainDataset([_Shard() for _ in range(12)])\n"
+        "loader = torch.utils.data.DataLoader(chain, batch_size=None)\n"
+        "m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "for x in loader:\n"
+        "    o.zero_grad(); m(x).sum().backward(); o.step()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    assert "len" not in _Calls.names
+    assert ip.user_ns["rep"].run.steps.step_count >= 10
+
+
+# ------------------------------------------------------------------ training elsewhere
+
+
+def _finding_ids(rep) -> list[str]:
+    return [f.rule_id for f in rep.findings]
+
+
+def test_training_on_a_thread_the_cell_joins_is_followed_and_never_called_inference(ip):
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "import threading\n"
+        "m = torch.nn.Linear(8, 2); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "X = torch.randn(16, 8)\n"
+        "def train():\n"
+        "    for _ in range(20):\n"
+        "        o.zero_grad(); m(X).pow(2).mean().backward(); o.step()\n"
+        "t = threading.Thread(target=train, name='trainer'); t.start(); t.join()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    rep = ip.user_ns["rep"]
+    assert rep.run.steps.anchor == "optimizer"
+    assert rep.run.steps.step_count >= 18
+    assert any("thread 'trainer'" in n for n in rep.run.notes), rep.run.notes
+    assert rep.verdict.category != "unknown"
+    assert "inference.autograd_on" not in _finding_ids(rep)
+
+
+def test_steps_on_a_second_thread_are_counted_by_thread(ip):
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "import threading\n"
+        "m = torch.nn.Linear(8, 2); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "m2 = torch.nn.Linear(8, 2); o2 = torch.optim.SGD(m2.parameters(), 0.1)\n"
+        "X = torch.randn(16, 8)\n"
+        "def side():\n"
+        "    for _ in range(5):\n"
+        "        o2.zero_grad(); m2(X).sum().backward(); o2.step()\n"
+        "for i in range(12):\n"
+        "    o.zero_grad(); m(X).pow(2).mean().backward(); o.step()\n"
+        "    if i == 3:\n"
+        "        t = threading.Thread(target=side, name='side'); t.start(); t.join()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    rep = ip.user_ns["rep"]
+    assert rep.run.steps.event_counts["optimizer"] == 12
+    assert any(n.startswith("5 optimizer step(s) ran on thread 'side'") for n in rep.run.notes)
+
+
+def test_training_in_child_processes_is_said_and_never_called_inference(ip):
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "import multiprocessing as mp\n"
+        "m = torch.nn.Linear(8, 2); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "X = torch.randn(16, 8)\n"
+        "def train():\n"
+        "    for _ in range(5):\n"
+        "        o.zero_grad(); m(X).pow(2).mean().backward(); o.step()\n"
+        "p = mp.get_context('fork').Process(target=train); p.start(); p.join()\n"
+        "loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X), batch_size=2)\n"
+        "for (x,) in loader:\n"
+        "    m(x)\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    rep = ip.user_ns["rep"]
+    assert "inference.autograd_on" not in _finding_ids(rep)
+    assert any("starts processes (Process)" in e for e in rep.verdict.evidence), rep.verdict

@@ -45,8 +45,12 @@ def execute(kc: Any, code: str) -> tuple[str, list[tuple[str, Any, dict[str, Any
                 or content.get("ename")
             )
             outputs.append((kind, text, content.get("metadata") or {}))
-    reply = kc.get_shell_msg(timeout=120)
-    return reply["content"]["status"], outputs
+    # This execution's reply: jupyter_client's start_new_kernel can leave a second
+    # kernel_info_reply on the shell channel, which an unmatched read takes for ours.
+    while True:
+        reply = kc.get_shell_msg(timeout=120)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply["content"]["status"], outputs
 
 
 def users(outputs: list[tuple[str, Any, dict[str, Any]]]) -> list[tuple[str, Any]]:

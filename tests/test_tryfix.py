@@ -206,7 +206,7 @@ def test_render_lists_every_trial_with_its_verdict():
                  error_lines=("NameError: name 'dm' is not defined",)),
     ))  # fmt: skip
     text = render_try_fixes(tf)
-    assert "measured 1.31x (95% 1.20x-1.40x" in text and "VERIFIED  [recommended]" in text
+    assert "measured 1.31x (range 1.20x-1.40x" in text and "VERIFIED  [recommended]" in text
     assert "BROKE THE SCRIPT" in text and "NameError: name 'dm'" in text
 
 

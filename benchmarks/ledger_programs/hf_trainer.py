@@ -35,7 +35,7 @@ config = BertConfig(
     num_labels=2,
 )
 args = TrainingArguments(
-    output_dir=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".hf_out"),
+    output_dir="hf_out",  # the current folder: fix_ledger runs it in a temporary one
     per_device_train_batch_size=4,
     max_steps=120,
     report_to=[],

@@ -102,6 +102,7 @@ def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
 def decide(run: Run, analysis: Analysis) -> Verdict:
     """The verdict, preceded by a word on the profiled window when it does not represent the run."""
     verdict = _within_uncertainty(analysis, _decide(run, analysis))
+    verdict = _training_elsewhere(run, verdict)
     shape = analysis.shape
     if shape is None or shape.represents is not False or shape.window_median_s is None:
         return verdict
@@ -155,6 +156,29 @@ def decide(run: Run, analysis: Analysis) -> Verdict:
             "low",
         )
     return dataclasses.replace(verdict, evidence=(note, *verdict.evidence))
+
+
+def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
+    """Say where the training ran when the source trains but this process's steps do not."""
+    from gpu_notebook.analysis.elsewhere import children_train_note, source_trains
+
+    note = children_train_note(run)
+    if note is not None:
+        headline = verdict.headline
+        if verdict.category == "unknown":
+            headline = "No training step ran in this process: the cell trains in child processes."
+        return dataclasses.replace(verdict, headline=headline, evidence=(note, *verdict.evidence))
+    if verdict.category == "unknown" and source_trains(run.cell_source):
+        return dataclasses.replace(
+            verdict,
+            evidence=(
+                "the source calls backward() but no step was seen here: the training ran "
+                "where the step clock does not follow it (another process, or a thread beside "
+                "one that already trains)",
+                *verdict.evidence,
+            ),
+        )
+    return verdict
 
 
 def _decide(run: Run, analysis: Analysis) -> Verdict:

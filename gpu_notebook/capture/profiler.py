@@ -7,8 +7,9 @@ read back by ``gpu_notebook.trace``; ``prof.events()`` is never called (~50 us a
 
 If another profiler is active when the window would start (the user's own), ours steps aside and
 says so: two Kineto sessions cannot run at once, and starting ours would silently empty theirs.
-If the user's profiler starts while ours records, ours stops first (``guard()``: torch's profiler
-class is watched for the length of the capture) and the user's runs as it would without us.
+If the user's profiler starts while ours records, ours stops first (``guard()``: the ways torch
+starts a profiler, torch.profiler, the legacy autograd profiler, ``emit_itt``, ``emit_nvtx``,
+are watched for the length of the capture) and the user's runs as it would without us.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ class ProfilerWindow:
         self.warmup = warmup
         self.steps = steps
         self._starting = False  # our own profiler is starting: the guard lets it through
-        self._guard: tuple[Any, Any, Any] | None = None  # (class, original, wrapper)
+        self._guard: list[tuple[Any, str, Any, Any]] | None = None  # (owner, name, old, new)
         self._guard_inert = False
         self._cuda = cuda
         self._record_shapes = record_shapes
@@ -240,43 +241,64 @@ class ProfilerWindow:
         self._last_step = None
 
     def guard(self) -> None:
-        """Watch torch's profiler class: a profiler the cell starts makes ours stop first.
+        """Watch the ways torch starts a profiler: one the cell starts makes ours stop first.
 
-        Both ``torch.profiler.profile`` and ``torch.autograd.profiler.profile`` prepare their
-        session through ``torch.autograd.profiler.profile._prepare_trace``; Kineto refuses a
-        second session on the thread ("Profiler is already enabled"), so ours gives way.
+        ``torch.profiler.profile`` and ``torch.autograd.profiler.profile`` prepare their session
+        through ``torch.autograd.profiler.profile._prepare_trace`` (a scheduled profiler does it
+        in its warm-up, steps before it records); ``emit_itt``, ``emit_nvtx`` and the legacy
+        profiler enable theirs straight through ``_enable_profiler`` /
+        ``_enable_profiler_legacy``, looked up in their modules when they start. Kineto refuses
+        a second session ("Profiler is already enabled"), so ours gives way to each of them.
         """
         import torch.autograd.profiler as autograd_profiler
 
         if self._guard is not None:
             return
-        cls = autograd_profiler.profile
-        original = cls.__dict__["_prepare_trace"]
         window = self
 
-        def _prepare_trace(prof: Any, *args: Any, **kwargs: Any) -> Any:
+        def on_user_profiler() -> None:
             if not window._guard_inert and not window._starting:
-                # The cell's own profiler: ours stops if it records, and never starts after
-                # (a scheduled profiler prepares in its warm-up step and starts steps later).
+                # The cell's own profiler: ours stops if it records, and never starts after.
                 if window._prof is not None:
                     window._yield_to_user()
                 elif not window._done:
                     window.step_aside(USER_PROFILER_MESSAGE)
-            return original(prof, *args, **kwargs)
 
-        _prepare_trace.__wrapped__ = original  # type: ignore[attr-defined]
-        cls._prepare_trace = _prepare_trace
-        self._guard = (cls, original, _prepare_trace)
+        def watching(original: Any) -> Any:
+            def watched(*args: Any, **kwargs: Any) -> Any:
+                on_user_profiler()
+                return original(*args, **kwargs)
+
+            watched.__wrapped__ = original  # type: ignore[attr-defined]
+            watched.__doc__ = getattr(original, "__doc__", None)
+            return watched
+
+        patches: list[tuple[Any, str, Any, Any]] = []
+        cls = autograd_profiler.profile
+        owners: list[tuple[Any, str]] = [(cls, "_prepare_trace")]
+        owners += [(autograd_profiler, "_enable_profiler")]
+        legacy = sys.modules.get("torch.autograd.profiler_legacy")
+        for module in (autograd_profiler, legacy):
+            if module is not None and "_enable_profiler_legacy" in vars(module):
+                owners.append((module, "_enable_profiler_legacy"))
+        for owner, name in owners:
+            original = vars(owner).get(name)
+            if original is None:
+                continue
+            wrapper = watching(original)
+            setattr(owner, name, wrapper)
+            patches.append((owner, name, original, wrapper))
+        self._guard = patches
 
     def unguard(self) -> None:
-        """Restore the profiler class, unless the cell replaced the method meanwhile (theirs wins)."""
+        """Put back what ``guard`` replaced, unless the cell replaced it meanwhile (theirs wins)."""
         if self._guard is None:
             return
-        cls, original, wrapper = self._guard
-        self._guard = None
+        patches, self._guard = self._guard, None
         self._guard_inert = True
-        if cls.__dict__.get("_prepare_trace") is wrapper:
-            cls._prepare_trace = original
+        for owner, name, original, wrapper in reversed(patches):
+            if vars(owner).get(name) is wrapper:
+                setattr(owner, name, original)
 
     def _yield_to_user(self) -> None:
         self._teardown(export=False)

@@ -105,6 +105,11 @@ MEMORY_EVERY_STEPS = 16
 
 _EXPORT_COUNTER = itertools.count(1)
 
+THREAD_WINDOW_NOTE = (
+    "the steps ran on a thread the cell started: timed by the step clock's hooks, "
+    "no profiler window there"
+)
+
 
 def private_scratch() -> tempfile.TemporaryDirectory[str]:
     """A folder only this user can open (0700, from mkdtemp), removed when the context ends.
@@ -287,6 +292,10 @@ class CaptureSession:
             nonlocal lean_decided, next_look
             if step_index < next_look:
                 return
+            if clock.followed_thread and not window.done:
+                # Kineto's session belongs to the thread that starts it, and the cell's thread
+                # would stop it at the end: on a thread of the cell's, the hooks time the steps.
+                window.step_aside(THREAD_WINDOW_NOTE)
             if schedule is None:
                 window.on_boundary(step_index)
             else:
@@ -505,6 +514,9 @@ class CaptureSession:
             if rec.first_step is not None and rec.recorded_steps > 0:
                 more_windows.append(ExtraWindow(rec.first_step, rec.recorded_steps, path))
         notes = list(self._notes)
+        if self._clock is not None:
+            notes.extend(self._clock.notes)
+            notes.extend(self._clock.thread_notes())
         if self._env.nvml_message:
             notes.append(self._env.nvml_message)
         if window.message and window.status == "stepped-aside":

@@ -35,6 +35,7 @@ turns into a plain pass-through.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -52,6 +53,11 @@ _PRIORITY: dict[str, int] = {
     "dataloader": 3,
     "optimizer": 4,
 }
+
+COMPILED_NOTE = (
+    "torch.compile in this process: optimizer steps are not hooked (Dynamo would guard on the "
+    "hook and recompile after the cell); steps are counted at the DataLoader or at backward"
+)
 
 # Called at each step boundary with the index of the step that starts there.
 BoundaryListener = Callable[[int], None]
@@ -77,6 +83,17 @@ class StepClock:
         self._patches: dict[str, tuple[Any, str, Any, Any]] = {}
         self._inert: set[str] = set()  # patches undone: their wrappers only pass through
         self._installed = False
+        self._optimizer_hooks_allowed = True  # False once Dynamo compiles (see _on_compile_start)
+        self._dynamo_watch: Any = None
+        self._compile_callbacks: Any = None
+        self.notes: list[str] = []  # said in the report
+        # Steps on other threads: followed when the cell's own thread has none (see
+        # _adopt_before_step), counted by thread otherwise.
+        self.follow_threads = True
+        self._tid_followed: int | None = None
+        self._cell_tid: int | None = None
+        self._steps_elsewhere: dict[int, int] = {}
+        self._thread_names: dict[int, str] = {}
         self._tracing: Callable[[], bool] = _never
         # When the latest phase we saw ended: forward is the time from there to a backward (or
         # to the end of a step that has none), as no hook of ours sits on modules.
@@ -139,11 +156,21 @@ class StepClock:
             return
         self._record_function = torch.autograd.profiler.record_function
         self._tracing = _tracing_probe(torch)
+        for make in (self._wrap_next, self._wrap_backward):  # their code: one constant each
+            skip_in_dynamo(make(_never).__code__, callees=False)
+        _skip_our_code_in_dynamo()
         _watch_forks(self)
         try:
             h = self._handles
-            h["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
-            h["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
+            if _dynamo_has_compiled():
+                self._no_optimizer_hooks(COMPILED_NOTE)
+            else:
+                h["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
+                h["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
+                from gpu_notebook.capture.imports import ImportWatch
+
+                # Our own profiler's start imports dynamo too: the callback then waits unused.
+                self._dynamo_watch = ImportWatch(["torch._dynamo"], self._watch_compiles).start()
             self._patch("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
             self._patch("backward", torch.autograd, "backward", self._wrap_backward)
         except BaseException:
@@ -156,10 +183,112 @@ class StepClock:
         for handle in self._handles.values():
             handle.remove()
         self._handles.clear()
+        if self._dynamo_watch is not None:
+            self._dynamo_watch.close()
+            self._dynamo_watch = None
+        callbacks, self._compile_callbacks = self._compile_callbacks, None
+        if callbacks is not None:
+            with contextlib.suppress(ValueError):
+                callbacks.remove_start_callback(self._on_compile_start)
         for key in reversed(list(self._patches)):
             self._unpatch(key)
         self._installed = False
         self.close_memory()
+
+    # ---------------------------------------------------------------- steps on other threads
+
+    def _adopt_before_step(self) -> bool:
+        """An optimizer step starts on another thread: follow that thread if the cell's own
+        has no step (the cell starts a thread that trains and joins it). True: follow it now."""
+        if not self.follow_threads or self._step_count or self.anchor != "none":
+            return False
+        ident = threading.get_ident()
+        if self._tid_followed is not None or ident == self._tid:
+            return ident == self._tid
+        self._cell_tid, self._tid, self._tid_followed = self._tid, ident, ident
+        self._name_thread(ident)
+        self._last_mark_ns = 0
+        self._cur_start_ns = None
+        self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
+        self._fwd_calls = self._bwd_calls = 0
+        self._samples = None
+        self._opt_start_ns = 0
+        return True
+
+    def _elsewhere(self) -> bool:
+        """An optimizer step ended on a thread we do not follow: counted by thread. Returns
+        True when that thread has just been adopted (see ``_adopt_before_step``)."""
+        ident = threading.get_ident()
+        if self._adopt_before_step():
+            return True
+        counts = self._steps_elsewhere
+        counts[ident] = counts.get(ident, 0) + 1
+        if ident not in self._thread_names:
+            self._name_thread(ident)
+        return False
+
+    def _name_thread(self, ident: int) -> None:
+        thread = threading._active.get(ident)  # type: ignore[attr-defined]  # never makes a dummy
+        self._thread_names[ident] = thread.name if thread is not None else f"thread {ident}"
+
+    @property
+    def followed_thread(self) -> bool:
+        """Whether the steps are those of a thread the cell started (not the cell's own)."""
+        return self._tid_followed is not None
+
+    def thread_notes(self) -> list[str]:
+        """Where the optimizer steps ran, when not (only) on the cell's thread."""
+        notes = []
+        if self._tid_followed is not None:
+            name = self._thread_names.get(self._tid_followed, f"thread {self._tid_followed}")
+            notes.append(
+                f"the training steps ran on thread '{name}', started by the cell: the step clock "
+                f"followed that thread ({self._counts['optimizer']} optimizer steps)"
+            )
+        for ident, n in sorted(self._steps_elsewhere.items(), key=lambda kv: -kv[1]):
+            notes.append(
+                f"{n} optimizer step(s) ran on thread '{self._thread_names[ident]}', "
+                "not measured (the step clock follows one thread)"
+            )
+        return notes
+
+    # ---------------------------------------------------------------- torch.compile
+
+    def _watch_compiles(self, _name: str) -> None:
+        """torch._dynamo is loaded: be told before it compiles anything in this cell."""
+        import sys
+
+        callback = getattr(sys.modules.get("torch._dynamo.callback"), "callback_handler", None)
+        if callback is None or "opt_pre" not in self._handles:
+            return
+        callback.register_start_callback(self._on_compile_start)
+        self._compile_callbacks = callback
+
+    def _on_compile_start(self, *_args: Any) -> None:
+        """Dynamo starts compiling: our optimizer hooks leave torch's dicts before it traces.
+
+        A compiled ``opt.step`` (or a training step that calls it) reads the global optimizer
+        hook dicts and guards on what they hold: with ours in them it would compile against
+        them, then recompile in every later cell, measured or not. Steps are then found at the
+        DataLoader or at backward, as in a loop without an optimizer.
+        """
+        self._no_optimizer_hooks(COMPILED_NOTE)
+
+    def _no_optimizer_hooks(self, note: str) -> None:
+        self._optimizer_hooks_allowed = False
+        for name in ("opt_pre", "opt_post"):
+            handle = self._handles.pop(name, None)
+            if handle is not None:
+                handle.remove()
+        if note not in self.notes:
+            self.notes.append(note)
+        if self.anchor == "optimizer":
+            # Steps restart at the next lower kind of event (their profiler window too).
+            self.anchor = "none"
+            self._upgrade("none")
+        self._opt_start_ns = 0
+
+    # ---------------------------------------------------------------- lean / timed
 
     def lean(self) -> None:
         """Keep only the hook that ends a step and the loader's; phases are no longer timed.
@@ -192,9 +321,9 @@ class StepClock:
 
         if not self._lean or not self._installed:
             return
-        if "opt_pre" not in self._handles:
+        if "opt_pre" not in self._handles and self._optimizer_hooks_allowed:
             self._handles["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
-        if "opt_post" not in self._handles:
+        if "opt_post" not in self._handles and self._optimizer_hooks_allowed:
             self._handles["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
         for key, owner, name, make in (
             ("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next),
@@ -214,11 +343,13 @@ class StepClock:
             owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else getattr(owner, name)
         )
         wrapper = make(original)
+        _invisible_to_compilers(wrapper, original, key)
         setattr(owner, name, wrapper)
         self._patches[key] = (owner, name, original, wrapper)
 
     def _unpatch(self, key: str) -> None:
         owner, name, original, wrapper = self._patches.pop(key)
+        _visible_again(wrapper, original)
         self._inert.add(key)  # a wrapper the cell still holds passes straight through from now on
         current = (
             owner.__dict__.get(name) if hasattr(owner, "__dict__") else getattr(owner, name, None)
@@ -229,7 +360,9 @@ class StepClock:
     # ---------------------------------------------------------------- hooks
 
     def _on_opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._tracing() or threading.get_ident() != self._tid:
+        if self._tracing():
+            return
+        if threading.get_ident() != self._tid and not self._adopt_before_step():
             return
         self._opt_start_ns = self._last_mark_ns = now = time.perf_counter_ns()
         # A closure optimizer (LBFGS, Lightning's automatic optimization) runs forward and
@@ -239,7 +372,9 @@ class StepClock:
             self._cur_start_ns = now
 
     def _on_opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._tracing() or threading.get_ident() != self._tid:
+        if self._tracing():
+            return
+        if threading.get_ident() != self._tid and not self._elsewhere():
             return
         now = time.perf_counter_ns()
         if self._opt_start_ns:
@@ -313,21 +448,29 @@ class StepClock:
             clock._counts["backward"] += 1
             clock._bwd_calls += 1
             clock._event("backward", start, ends_step=False)
-            rng = None
-            if clock.annotate:
-                rng = clock._record_function(markers.BACKWARD)
-                rng.__enter__()
+            # Opened and closed in methods of ours: the wrapper's own callees are Dynamo's to
+            # judge (skip_in_dynamo), and record_function's frames would count as compiled.
+            rng = clock._open_range(markers.BACKWARD) if clock.annotate else None
             try:
                 return original(*args, **kwargs)
             finally:
                 if rng is not None:
-                    rng.__exit__(None, None, None)
+                    clock._close_range(rng)
                 clock._last_mark_ns = end = time.perf_counter_ns()
                 clock._bwd_ns += end - start
 
         backward.__doc__ = original.__doc__
         backward.__wrapped__ = original  # type: ignore[attr-defined]
         return backward
+
+    def _open_range(self, name: str) -> Any:
+        rng = self._record_function(name)
+        rng.__enter__()
+        return rng
+
+    @staticmethod
+    def _close_range(rng: Any) -> None:
+        rng.__exit__(None, None, None)
 
     # ---------------------------------------------------------------- step accounting
 
@@ -541,6 +684,122 @@ def _tracing_probe(torch: Any) -> Callable[[], bool]:
     return tracing
 
 
+def _invisible_to_compilers(wrapper: Any, original: Any, key: str) -> None:
+    """Make a wrapper of a torch entry point look like the entry point to torch's compilers.
+
+    Dynamo: the wrapper's frame is skipped (the frames it calls are handled as without it), so
+    a compiled training step compiles the same frames and graphs and breaks where it would
+    (the wrapper's code is a constant: marked once per process, in the code object, for good).
+    TorchScript resolves a builtin by identity (``torch.jit._builtins``): while patched, the
+    wrapper maps to the original's op, and the mapping goes at ``_visible_again``.
+    """
+    import sys
+
+    skip_in_dynamo(getattr(wrapper, "__code__", None), callees=False)
+    builtins = sys.modules.get("torch.jit._builtins")
+    if builtins is None:
+        return
+    op = next((op for fn, op in builtins._builtin_ops if fn is original), None)
+    if op is None:
+        return
+    builtins._builtin_ops.append((wrapper, op))  # read when the table is built (lazily)
+    table = builtins._builtin_table
+    if table is not None:
+        table[id(wrapper)] = op
+
+
+def skip_in_dynamo(code: Any, *, callees: bool = True) -> None:
+    """Dynamo never compiles this code's frames, nor (``callees``) any frame they call.
+
+    A wrapper of a torch entry point passes ``callees=False``: the original it calls (and the
+    user's code under it) is Dynamo's to judge, as without the wrapper.
+    """
+    import sys
+
+    if code is None or code in _SKIPPED_CODES:
+        return
+    eval_frame = sys.modules.get("torch._C._dynamo.eval_frame")
+    strategy = getattr(eval_frame, "_FrameExecStrategy", None)
+    action = getattr(eval_frame, "_FrameAction", None)
+    if strategy is None or action is None:
+        return
+    below = action.SKIP if callees else action.DEFAULT
+    eval_frame.set_code_exec_strategy(code, strategy(action.SKIP, below))  # type: ignore[union-attr]
+    _SKIPPED_CODES.add(code)
+
+
+def _dynamo_has_compiled() -> bool:
+    """Whether Dynamo compiled any frame in this process already (its code may run now)."""
+    import sys
+
+    counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
+    if counters is None:
+        return False
+    try:
+        return int(counters["frames"]["total"]) > 0
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _skip_our_code_in_dynamo() -> None:
+    """Every function of the capture, nested ones included: what our hooks call at a step
+    boundary (the step accounting, the profiler window, the session's listener) runs inside
+    the user's compiled function after a graph break, where Dynamo would compile its frames."""
+    import sys
+    import types
+
+    todo: list[Any] = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(("gpu_notebook.capture", "gpu_notebook.markers")):
+            continue
+        if name in _SKIPPED_MODULES:
+            continue
+        _SKIPPED_MODULES.add(name)
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and value.__module__ == name:
+                todo.extend(vars(value).values())
+            else:
+                todo.append(value)
+    seen: set[int] = set()
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (staticmethod, classmethod)):
+            item = item.__func__
+        wrapped = getattr(item, "__wrapped__", None)  # @contextmanager's generator function
+        if wrapped is not None and not isinstance(item, types.CodeType):
+            todo.append(wrapped)
+        elif isinstance(item, property):
+            todo.extend(f for f in (item.fget, item.fset, item.fdel) if f is not None)
+            continue
+        code = getattr(item, "__code__", None) if not isinstance(item, types.CodeType) else item
+        if not isinstance(code, types.CodeType) or id(code) in seen:
+            continue
+        if not code.co_filename.startswith(_OUR_DIR):
+            continue
+        seen.add(id(code))
+        skip_in_dynamo(code)
+        todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+_OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _visible_again(wrapper: Any, original: Any) -> None:
+    import sys
+
+    builtins = sys.modules.get("torch.jit._builtins")
+    if builtins is None:
+        return
+    builtins._builtin_ops[:] = [entry for entry in builtins._builtin_ops if entry[0] is not wrapper]
+    table = builtins._builtin_table
+    if table is not None and id(wrapper) in table:
+        del table[id(wrapper)]
+
+
+_SKIPPED_CODES: set[Any] = set()
+_SKIPPED_MODULES: set[str] = set()
+
+
 def _leading_size(batch: Any) -> int | None:
     """Samples in a batch: the first dimension of its first tensor, found without user code.
 
@@ -635,6 +894,7 @@ def _watch_forks(clock: StepClock) -> None:
 def _inert_after_fork() -> None:
     for clock in list(_CLOCKS):
         clock._tid = -1  # no thread has this id: every hook returns at its first check
+        clock.follow_threads = False
         clock.boundary_listener = None
         clock.anchor_listener = None
         clock._inert.update(("dataloader", "backward"))

@@ -162,7 +162,7 @@ def _throttle(
             # A loop counter is a Python int: printing it reads nothing from the device.
             names -= _counters(loop)
         moved = _movable(body, select, names, names_read(module, skip=loop))
-        inner = _closure_moves(loop, select, names) if accumulate else {}
+        inner = _closure_moves(loop, select, names)
         if accumulate:
             for aug in _accumulations(loop):
                 if _device_accumulable(tree, aug):

@@ -9,6 +9,7 @@ the benchmark measures it instead. Severity medium (time and memory), not a phas
 
 from __future__ import annotations
 
+from gpu_notebook.analysis.elsewhere import source_trains
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding, share
@@ -18,6 +19,10 @@ from gpu_notebook.rules.source_facts import SourceFacts
 def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     counts = run.steps.event_counts
     if counts.get("backward", 0) > 0 or counts.get("optimizer", 0) > 0:
+        return None
+    if source_trains(run.cell_source):
+        # The source trains (on a thread, in child processes): never advise inference_mode,
+        # which would make its backward() raise.
         return None
     loops = facts.inference_loops
     training_models = [m for m in facts.live.models if m.training and not m.compiled]

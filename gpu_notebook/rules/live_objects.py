@@ -122,15 +122,19 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
         value = namespace.get(name)
         if value is None:
             continue
-        if data is not None and isinstance(value, data.DataLoader):
-            loaders.append(_loader(name, value, data))
-        elif isinstance(value, torch.nn.Module):
-            models.append(_model(name, value, torch))
-        elif isinstance(value, torch.optim.Optimizer):
-            optimizers.append(_optimizer(name, value))
-        elif data is not None and isinstance(value, data.Dataset):
-            datasets.append((name, type(value).__name__))
-        hook = _data_hook(name, value)
+        kind = type(value)  # never isinstance(): it may read a __class__ property of theirs
+        try:
+            if data is not None and issubclass(kind, data.DataLoader):
+                loaders.append(_loader(name, value, data))
+            elif issubclass(kind, torch.nn.Module):
+                models.append(_model(name, value, torch))
+            elif issubclass(kind, torch.optim.Optimizer):
+                optimizers.append(_optimizer(name, value))
+            elif data is not None and issubclass(kind, data.Dataset):
+                datasets.append((name, kind.__name__))
+            hook = _data_hook(name, value)
+        except Exception:  # noqa: BLE001 -- an object we cannot read is ours to skip, never the cell's failure
+            continue
         if hook is not None:
             hooks.append(hook)
     unique, hits, limit = _dynamo_counters()
@@ -156,8 +160,8 @@ def _data_hook(name: str, value: Any) -> LiveDataHook | None:
     # from a trainer module the user's code already imported.
     hf_trainer = sys.modules.get("transformers.trainer")
     trainer_cls = hf_trainer.__dict__.get("Trainer") if hf_trainer is not None else None
-    if trainer_cls is not None and isinstance(value, trainer_cls):
-        setting = getattr(getattr(value, "args", None), "dataloader_num_workers", None)
+    if trainer_cls is not None and issubclass(type(value), trainer_cls):
+        setting = _held(_held(value, "args"), "dataloader_num_workers")
         return LiveDataHook(
             name, "hf-trainer", type(value).__name__,
             setting if isinstance(setting, int) else None, framework="Hugging Face Trainer",
@@ -170,9 +174,9 @@ def _data_hook(name: str, value: Any) -> LiveDataHook | None:
             getattr(pl, "LightningDataModule", None),
             getattr(pl, "LightningModule", None),
         )
-        if datamodule is not None and isinstance(value, datamodule):
+        if datamodule is not None and issubclass(type(value), datamodule):
             kind, base = "lightning-datamodule", datamodule
-        elif lightning_module is not None and isinstance(value, lightning_module):
+        elif lightning_module is not None and issubclass(type(value), lightning_module):
             kind, base = "lightning-module", lightning_module
         else:
             continue
@@ -249,13 +253,23 @@ def _literal_workers(source: str) -> int | None:
     return None
 
 
+def _held(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj.name`` from the object's own ``__dict__``: no property or ``__getattr__`` runs."""
+    try:
+        return object.__getattribute__(obj, "__dict__").get(name, default)
+    except AttributeError:
+        return default
+
+
 def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
-    sampler = loader.sampler
+    # DataLoader keeps its settings in the instance's __dict__; a subclass's properties (and an
+    # accelerate wrapper's __getattr__) are never run.
+    sampler = _held(loader, "sampler")
     # shuffle=True builds exactly RandomSampler(dataset) (no replacement, no num_samples).
     plain_random = (
         type(sampler) is data.RandomSampler
-        and not sampler.replacement
-        and getattr(sampler, "_num_samples", None) is None
+        and not _held(sampler, "replacement", False)
+        and _held(sampler, "_num_samples") is None
     )
     if plain_random:
         shuffle: bool | None = True
@@ -263,79 +277,144 @@ def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
         shuffle = False
     else:
         shuffle = None
-    batch_sampler = loader.batch_sampler
+    batch_sampler = _held(loader, "batch_sampler")
     custom_batch = batch_sampler is not None and type(batch_sampler) is not data.BatchSampler
-    collate = getattr(loader, "collate_fn", None)
+    collate = _held(loader, "collate_fn")
     # DataLoader picks default_collate (batched) or default_convert (batch_size=None) itself.
     default_collates = (
         getattr(data, "default_collate", None),
         getattr(data, "default_convert", None),
     )
-    dataset = loader.dataset
-    length = _torch_defined_len(dataset)
+    dataset = _held(loader, "dataset")
+    workers = _held(loader, "num_workers", 0)
+    batch_size = _held(loader, "batch_size")
+    prefetch = _held(loader, "prefetch_factor")
     return LiveLoader(
         name=name,
-        num_workers=int(loader.num_workers),
-        pin_memory=bool(loader.pin_memory),
-        persistent_workers=bool(getattr(loader, "persistent_workers", False)),
-        prefetch_factor=getattr(loader, "prefetch_factor", None),
-        batch_size=loader.batch_size,
-        drop_last=bool(loader.drop_last),
+        num_workers=workers if type(workers) is int else 0,
+        pin_memory=_held(loader, "pin_memory") is True,
+        persistent_workers=_held(loader, "persistent_workers") is True,
+        prefetch_factor=prefetch if type(prefetch) is int else None,
+        batch_size=batch_size if type(batch_size) is int else None,
+        drop_last=_held(loader, "drop_last") is True,
         shuffle=shuffle,
         sampler_type=type(sampler).__name__,
         custom_batch_sampler=custom_batch,
         custom_collate=all(collate is not d for d in default_collates),
-        worker_init_fn=getattr(loader, "worker_init_fn", None) is not None,
-        generator=getattr(loader, "generator", None) is not None,
-        iterable_dataset=isinstance(dataset, data.IterableDataset),
+        worker_init_fn=_held(loader, "worker_init_fn") is not None,
+        generator=_held(loader, "generator") is not None,
+        iterable_dataset=issubclass(type(dataset), data.IterableDataset),
         dataset_type=type(dataset).__name__,
-        dataset_len=length,
+        dataset_len=_torch_defined_len(dataset, data),
         loader_class=f"{type(loader).__module__}.{type(loader).__qualname__}",
     )
 
 
-def _torch_defined_len(dataset: Any) -> int | None:
-    """``len(dataset)`` only where torch itself defines ``__len__`` (TensorDataset, Subset...).
+def _torch_defined_len(dataset: Any, data: Any) -> int | None:
+    """The dataset's length where torch's own class knows it without the user's code.
 
     The report runs after the cell: it must call none of the user's code (a ``__len__`` that
-    raises, prints or reads a file would change what the cell did, or fail a good cell).
+    raises, prints or reads a file would change what the cell did, or fail a good cell). torch's
+    containers that delegate (``ChainDataset`` sums ``len()`` of the user's datasets) are not
+    asked; those that keep their length (``ConcatDataset``'s cumulative sizes, ``Subset``'s
+    indices, ``TensorDataset``'s first tensor, ``StackDataset``) are read from their fields.
     """
-    length_fn = getattr(type(dataset), "__len__", None)
-    module = getattr(length_fn, "__module__", "") or ""
-    if length_fn is None or not module.startswith("torch."):
+    import torch
+
+    kind = type(dataset)
+    length_fn = getattr(kind, "__len__", None)
+
+    def is_torchs(cls_name: str) -> bool:
+        cls = getattr(data, cls_name, None)
+        return cls is not None and issubclass(kind, cls) and length_fn is cls.__len__
+
+    if is_torchs("ConcatDataset"):
+        sizes = _held(dataset, "cumulative_sizes")
+        return sizes[-1] if type(sizes) is list and sizes and type(sizes[-1]) is int else None
+    if is_torchs("StackDataset"):
+        length = _held(dataset, "_length")
+        return length if type(length) is int else None
+    if is_torchs("Subset"):
+        indices = _held(dataset, "indices")
+        if type(indices) in (list, tuple, range):
+            return len(indices)
+        return _tensor_len(indices, torch)
+    if is_torchs("TensorDataset"):
+        tensors = _held(dataset, "tensors")
+        return _tensor_len(tensors[0], torch) if type(tensors) is tuple and tensors else None
+    return None
+
+
+def _tensor_len(tensor: Any, torch: Any) -> int | None:
+    kind = type(tensor)
+    if not issubclass(kind, torch.Tensor):
         return None
-    try:
-        return len(dataset)
-    except (TypeError, ValueError, AttributeError):
-        return None
+    if getattr(kind, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__:
+        return None  # a subclass that may compute its sizes in code of its own
+    with torch._C.DisableTorchFunction():
+        return int(torch.Tensor.size(tensor, 0)) if torch.Tensor.dim(tensor) > 0 else None
 
 
 def _model(name: str, model: Any, torch: Any) -> LiveModel:
-    params = list(model.parameters())
+    # The module tree from torch's own dicts (_modules, _parameters), not parameters() or
+    # modules(), which a model of the user's may override.
+    modules: list[Any] = []
+    todo = [model]
+    seen: set[int] = set()
+    while todo:
+        m = todo.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        modules.append(m)
+        children = _held(m, "_modules")
+        if type(children) is dict:
+            todo.extend(c for c in dict.values(children) if c is not None)
+    params: list[Any] = []
+    seen_params: set[int] = set()
+    for m in modules:
+        own = _held(m, "_parameters")
+        if type(own) is not dict:
+            continue
+        for p in dict.values(own):
+            if p is not None and id(p) not in seen_params:
+                seen_params.add(id(p))
+                params.append(p)
     convs = (torch.nn.modules.conv._ConvNd,)
+    device = None
+    if params:
+        with torch._C.DisableTorchFunction():
+            device = str(torch.Tensor.device.__get__(params[0]))
+    kind = type(model)
     return LiveModel(
         name=name,
-        type_name=type(model).__name__,
-        training=bool(model.training),
-        data_parallel=isinstance(model, torch.nn.DataParallel),
-        ddp=isinstance(model, torch.nn.parallel.DistributedDataParallel),
-        compiled=type(model).__name__ == "OptimizedModule",
-        has_conv=any(isinstance(m, convs) for m in model.modules()),
+        type_name=kind.__name__,
+        training=_held(model, "training") is True,
+        data_parallel=issubclass(kind, torch.nn.DataParallel),
+        ddp=issubclass(kind, torch.nn.parallel.DistributedDataParallel),
+        compiled=kind.__name__ == "OptimizedModule",
+        has_conv=any(issubclass(type(m), convs) for m in modules),
         parameter_tensors=len(params),
-        device=str(params[0].device) if params else None,
+        device=device,
     )
 
 
 def _optimizer(name: str, optimizer: Any) -> LiveOptimizer:
-    defaults = getattr(optimizer, "defaults", {})
+    defaults = _held(optimizer, "defaults", {})
+    defaults = defaults if type(defaults) is dict else {}
     fused = defaults.get("fused")
     foreach = defaults.get("foreach")
+    groups = _held(optimizer, "param_groups", [])
+    count = 0
+    for g in groups if type(groups) is list else []:
+        params = g.get("params") if type(g) is dict else None
+        count += len(params) if type(params) is list else 0
     return LiveOptimizer(
         name=name,
         type_name=type(optimizer).__name__,
         fused=fused if isinstance(fused, bool) else None,
         foreach=foreach if isinstance(foreach, bool) else None,
-        parameter_tensors=sum(len(g["params"]) for g in optimizer.param_groups),
+        parameter_tensors=count,
     )
 
 

@@ -28,7 +28,7 @@ def trial_line(t: FixTrial) -> list[str]:
     if t.speedup is not None:
         measured = (
             f"measured {fmt_factor(t.speedup)} "
-            f"(95% {fmt_factor(t.speedup_low)}-{fmt_factor(t.speedup_high)}; runs "
+            f"(range {fmt_factor(t.speedup_low)}-{fmt_factor(t.speedup_high)}; runs "
             + ", ".join(fmt_factor(r) for r in t.per_round)
             + ")"
         )

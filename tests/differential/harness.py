@@ -7,7 +7,9 @@ through jupyter_client), ``script_*.py`` is a script (``python script.py`` vs
 
 - notebook: ``CELLS`` (list of str), ``MEASURED`` (index of the cell that gets ``%%gpucheck``),
   ``OPTIONS`` (extra ``%%gpucheck`` options), ``REPORT`` ("kept": the measured cell's saved
-  outputs must still hold our report; "none": the cell must show no report of ours).
+  outputs must still hold our report; "none": the cell must show no report of ours),
+  ``OUTER`` (cell magic lines put above ``%%gpucheck`` in the measured cell, and atop the same
+  cell in the plain run: ``"%%time"``).
 - script: ``ARGS`` (list of str), ``OPTIONS`` (list of ``gpucheck run`` options; the paths they
   name are ours and left out of the files compared), ``REPORTS`` (how many reports stderr holds,
   default 1).
@@ -174,6 +176,7 @@ class CellResult:
     ours: list[Any] = field(default_factory=list)  # outputs carrying metadata["gpu_notebook"]
     saved: list[Any] = field(default_factory=list)  # what a saved notebook keeps (clear_output)
     ename: str | None = None
+    stdout_before_value: str = ""  # stdout printed before the cell's Out[N] (where it stands)
 
 
 @dataclass
@@ -210,6 +213,7 @@ def _execute(kc: Any, code: str, deadline: float) -> tuple[CellResult, str | Non
             entry = {"type": kind, "data": content.get("data", {})}
             if kind == "execute_result":
                 entry["execution_count"] = content["execution_count"]
+                cell.stdout_before_value = cell.stdout
             (cell.ours if ours else cell.outputs).append(entry)
             if kind != "update_display_data":
                 cell.saved.append(("ours" if ours else "user", kind))
@@ -263,10 +267,14 @@ def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
     work, tmp, _meta = _run_dirs(program)
     cells = list(program.settings["CELLS"])
     marked = int(program.settings.get("MEASURED", 0))
+    outer = program.settings.get("OUTER", "")  # cell magics stacked above ours (both runs)
     if measured:
         options = program.settings.get("OPTIONS", "")
         cells[marked] = f"%%gpucheck {options}".rstrip() + "\n" + cells[marked]
         cells.insert(0, "%load_ext gpu_notebook")
+    if outer:
+        at = marked + 1 if measured else marked
+        cells[at] = outer.rstrip("\n") + "\n" + cells[at]
     env = _env(tmp, SCRATCH_ROOT / "inductor-cache")
     km, kc = _started_kernel(work, env)
     pid = km.provisioner.pid if km.provisioner is not None else None
@@ -365,6 +373,7 @@ def _norm_cell(
         "status": c.status,
         "execution_count": None if c.execution_count is None else c.execution_count - base,
         "stdout": _CELL_IN.sub(shift, _text(program, c.stdout, pid)),
+        "stdout before Out[N]": _CELL_IN.sub(shift, _text(program, c.stdout_before_value, pid)),
         "stderr": _CELL_IN.sub(shift, _text(program, c.stderr, pid)),
         "outputs": outs,
     }

@@ -219,3 +219,10 @@ def test_a_fix_whose_bound_is_under_the_run_to_run_margin_is_not_tried():
 
     # Up to 1.01x can never be told from two runs of the same script (5% apart).
     assert not measurable(f(1.01)) and measurable(f(1.5)) and measurable(f(None))
+
+
+def test_render_says_when_nothing_was_tried_and_why():
+    from gpu_notebook.records import TryFixes
+
+    text = render_try_fixes(TryFixes(5, 30, 0, 600.0, 0.0, (), ("not tried: X (up to 1.01x)",)))
+    assert text.splitlines() == ["Fixes tried: none", "  - not tried: X (up to 1.01x)"]

@@ -10,6 +10,8 @@ __all__ = ["render_try_fixes", "trial_line"]
 
 
 def render_try_fixes(tf: TryFixes) -> str:
+    if not tf.trials:
+        return "\n".join(["Fixes tried: none", *(f"  - {n}" for n in tf.notes)])
     head = (
         f"Fixes tried (warm-up {tf.warmup_steps} + {tf.steps} steps a run, the script as it is "
         f"and each fix interleaved, {tf.rounds} runs each; {tf.spent_s:.0f} s of a "

@@ -124,8 +124,11 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
             continue
         kind = type(value)  # never isinstance(): it may read a __class__ property of theirs
         try:
+            wrapped = _wrapped_loader(value, data) if data is not None else None
             if data is not None and issubclass(kind, data.DataLoader):
                 loaders.append(_loader(name, value, data))
+            elif wrapped is not None:
+                loaders.append(_loader(name, wrapped, data, wrapper=kind))
             elif issubclass(kind, torch.nn.Module):
                 models.append(_model(name, value, torch))
             elif issubclass(kind, torch.optim.Optimizer):
@@ -261,7 +264,15 @@ def _held(obj: Any, name: str, default: Any = None) -> Any:
         return default
 
 
-def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
+def _wrapped_loader(value: Any, data: Any) -> Any:
+    """The DataLoader a wrapper holds in its own ``__dict__`` (accelerate's ``DataLoaderShard``
+    keeps it as ``base_dataloader`` and passes ``isinstance`` only through a ``__class__``
+    property of its own, which we never run), or None."""
+    base = _held(value, "base_dataloader")
+    return base if base is not None and issubclass(type(base), data.DataLoader) else None
+
+
+def _loader(name: str, loader: Any, data: Any, wrapper: type | None = None) -> LiveLoader:
     # DataLoader keeps its settings in the instance's __dict__; a subclass's properties (and an
     # accelerate wrapper's __getattr__) are never run.
     sampler = _held(loader, "sampler")
@@ -306,7 +317,7 @@ def _loader(name: str, loader: Any, data: Any) -> LiveLoader:
         iterable_dataset=issubclass(type(dataset), data.IterableDataset),
         dataset_type=type(dataset).__name__,
         dataset_len=_torch_defined_len(dataset, data),
-        loader_class=f"{type(loader).__module__}.{type(loader).__qualname__}",
+        loader_class=f"{(wrapper or type(loader)).__module__}.{(wrapper or type(loader)).__qualname__}",
     )
 
 

@@ -7,7 +7,8 @@ the run's shape:
 - *does the window represent the run?* A step is "like the window" when its time is within a
   factor ``max(2, the run's own local jitter)`` of the time of the unprofiled steps right next to
   a window (not the profiled steps themselves: the profiler slows tiny steps down on its own);
-  the window represents the run when such steps hold at least half of the run's step time;
+  the window represents the run when such steps hold at least half of the run's step time, or
+  are at least 60% of its steps (the rest then scattered slow steps: stalls, a busy machine);
 - *drift*: the median of the first and the last fifth of the run, and a least-squares slope;
 - *jitter*: p90 / median;
 - *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly, and
@@ -58,6 +59,8 @@ __all__ = [
 MIN_STEPS = 20
 # The window represents the run when steps like its own hold at least this share of the time.
 REPRESENTS_SHARE = 0.5
+# ... or when this share of the steps themselves is like the window's.
+REPRESENTS_STEP_SHARE = 0.6
 # Steps within this factor of the window's time (or the run's local p90/median, if larger) are
 # "like the window": a 10x difference is a different run, a 1.3x wobble is the same one.
 LIKE_FACTOR = 2.0
@@ -134,7 +137,12 @@ def run_shape(run: Run) -> RunShape | None:
         for ref in reference_s:
             like |= (dur <= ref * factor) & (dur >= ref / factor)
         covers = float(dur[like].sum() / dur.sum()) if dur.sum() > 0 else None
-        represents = covers is None or covers >= REPRESENTS_SHARE
+        # Most steps like the window's, the time elsewhere in scattered slow ones (a busy
+        # machine's preemptions, a checkpoint): the window is the run's typical step and those
+        # steps are stalls and interference, findings of their own. A run whose steps left the
+        # window's pace (slower input, growing work) has most of its steps unlike it.
+        most_steps = float(like.mean()) >= REPRESENTS_STEP_SHARE
+        represents = covers is None or covers >= REPRESENTS_SHARE or most_steps
         window_median = float(np.median(reference_s))
     shape = RunShape(
         steps=round(len(all_dur) * weight),

@@ -41,3 +41,20 @@ def reference_traces() -> Any:
             "(set GPU_NOTEBOOK_REFERENCE_TRACES to the shared/reference_traces folder)"
         )
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    """Each test starts as a fresh process would with respect to Dynamo (as torch's own test
+    suite does): the step clock installs no optimizer hooks in a process where Dynamo has
+    compiled (their dicts would join a compiled step's guards), so one test's torch.compile
+    would otherwise change how every later test in this process finds its steps."""
+    yield
+    import sys
+
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset()
+        counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
+        if counters is not None:
+            counters.clear()

@@ -413,7 +413,7 @@ class _Masquerade:
 def test_the_report_runs_none_of_the_users_code_on_live_objects():
     """ChainDataset.__len__ is torch's but calls the user's shards' __len__; a model's own
     parameters()/modules(); a property; a __class__ property read by isinstance()."""
-    from gpu_notebook.rules.live_objects import live_facts
+    from gpu_notebook.cell.live import live_facts
 
     data = torch.utils.data
     chain = data.ChainDataset([_Shard(), _Shard()])

@@ -87,14 +87,17 @@ def run_rules(
     namespace: Mapping[str, Any] | None = None,
     line_offset: int = CELL_LINE_OFFSET,
     rules: Sequence[Rule] = RULES,
+    facts: SourceFacts | None = None,
 ) -> tuple[Finding, ...]:
     """Every finding of every rule for this run, ranked (see the module docstring).
 
     ``namespace`` is the user's namespace after the cell ran (``shell.user_ns``); without it
     the rules use the source alone. ``line_offset`` is 0 for a source that is not a
-    ``%%gpucheck`` cell body (the CLI's examples).
+    ``%%gpucheck`` cell body (the CLI's examples). ``facts``: the cell's facts when the caller
+    has read them already (``cell_facts``), so live objects are read once.
     """
-    facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
+    if facts is None:
+        facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
     if stalls and run.window.trace_path is not None and steady.phases is not None:
         ops = steady_top_ops(run.window.trace_path, steady.phases)

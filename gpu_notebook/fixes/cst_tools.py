@@ -350,7 +350,7 @@ def main_model_name(module: cst.Module) -> str | None:
 
 
 def is_placeholder(statement: cst.CSTNode) -> bool:
-    """A statement standing in for an IPython line (see ipython_syntax)."""
+    """A statement standing in for an IPython line (see cell/ipython.py)."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return False
     small = statement.body[0]

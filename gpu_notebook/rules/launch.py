@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run, Severity
 from gpu_notebook.rules.common import (
@@ -39,7 +40,6 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.source_facts import SourceFacts
 from gpu_notebook.rules.syncs import loop_lines
 
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from gpu_notebook.rules.source_ast import (
+from gpu_notebook.cell.facts import LoaderCall, OptimizerCall, SourceLine
+from gpu_notebook.cell.names import (
     NOT_LITERAL,
     bool_or_none,
     dotted,
@@ -20,8 +21,7 @@ from gpu_notebook.rules.source_ast import (
     method_of,
     receiver_of,
 )
-from gpu_notebook.rules.source_facts import LoaderCall, OptimizerCall, SourceLine
-from gpu_notebook.rules.source_tree import CellTree
+from gpu_notebook.cell.tree import CellTree
 
 _OPTIMIZERS = frozenset(
     {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",

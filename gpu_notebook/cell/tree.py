@@ -2,7 +2,7 @@
 
 :class:`CellTree` answers the structural questions every family of facts asks (which loop holds
 this call, is it behind an ``if``, which names hold modules, which loops train); the families
-(``source_loops``, ``source_syncs``, ``source_setup``) read it, and ``source_scan`` builds it.
+(``loops``, ``syncs``, ``setup``) read it, and ``scan`` builds it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from gpu_notebook.rules.source_ast import (
+from gpu_notebook.cell.facts import SourceLine
+from gpu_notebook.cell.names import (
     dotted,
     is_grad_mode_call,
     last,
@@ -18,7 +19,6 @@ from gpu_notebook.rules.source_ast import (
     model_like,
     receiver_of,
 )
-from gpu_notebook.rules.source_facts import SourceLine
 
 _MODULE_METHODS = frozenset(
     {"parameters", "named_parameters", "train", "eval", "state_dict", "load_state_dict",

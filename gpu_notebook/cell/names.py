@@ -1,7 +1,7 @@
 """Name-level reading of :mod:`ast` nodes for the source scanner: dotted names, literals, loop targets.
 
-Shared by the scanner modules (``source_tree``, ``source_loops``, ``source_syncs``,
-``source_setup``). A heuristic over names, never a type check (see ``source_scan``).
+Shared by the scanner modules (``tree``, ``loops``, ``syncs``,
+``setup``). A heuristic over names, never a type check (see ``scan``).
 """
 
 from __future__ import annotations

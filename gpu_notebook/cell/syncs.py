@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from gpu_notebook.rules.source_ast import (
+from gpu_notebook.cell.facts import LogKind, SourceLine, SyncKind
+from gpu_notebook.cell.names import (
     dotted,
     last,
     loop_target_names,
@@ -19,8 +20,7 @@ from gpu_notebook.rules.source_ast import (
     names_in,
     receiver_of,
 )
-from gpu_notebook.rules.source_facts import LogKind, SourceLine, SyncKind
-from gpu_notebook.rules.source_tree import CellTree, Loop
+from gpu_notebook.cell.tree import CellTree, Loop
 
 _LOG_PREFIXES = ("logging.", "logger.", "log.", "wandb.", "mlflow.", "neptune.", "comet")
 _TRACKER_METHODS = frozenset(

@@ -35,9 +35,9 @@ for x, y in loader:
 
 
 def test_an_optimizer_class_known_to_the_fixes_is_known_to_the_rules():
-    from gpu_notebook.fixes.cst_tools import optimizer_names
-
     import libcst as cst
+
+    from gpu_notebook.fixes.cst_tools import optimizer_names
 
     assert [o.cls for o in scan_source(MUON_CELL).optimizers] == ["Muon"]
     assert optimizer_names(cst.parse_module(MUON_CELL)) == {"opt"}

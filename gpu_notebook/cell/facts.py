@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpu_notebook.cell.live import LiveFacts
+from gpu_notebook.cell.words import LogKind
 
 SyncKind = Literal[
     "item",
@@ -25,7 +26,6 @@ SyncKind = Literal[
     "log-tensor",
     "fstring-tensor",
 ]
-LogKind = Literal["print", "logger", "tracker", "progress"]
 ValidationKind = Literal["eval", "no_grad", "val-loop", "val-call"]
 
 

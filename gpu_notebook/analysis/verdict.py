@@ -1,6 +1,6 @@
 """The verdict: one category, the numbers behind it, and "will more GPUs help?".
 
-Thresholds (DESIGN.md §6, with their sources):
+Thresholds, with their sources:
 - input wait / sync share: warn 10%, critical 20% (TraceML diagnostics/step_time/policy.py);
   the primary verdict takes the critical level, smaller shares appear as evidence only;
 - GPU busy >= 80% of the window: GPU-bound (TraceML calls >= 90% compute-bound; the seed

@@ -413,7 +413,7 @@ class _Masquerade:
 def test_the_report_runs_none_of_the_users_code_on_live_objects():
     """ChainDataset.__len__ is torch's but calls the user's shards' __len__; a model's own
     parameters()/modules(); a property; a __class__ property read by isinstance()."""
-    from gpu_notebook.rules.live_objects import live_facts
+    from gpu_notebook.cell.live import live_facts
 
     data = torch.utils.data
     chain = data.ChainDataset([_Shard(), _Shard()])
@@ -462,7 +462,7 @@ def _odd_module() -> torch.nn.Module:
 
 
 def test_an_object_we_cannot_read_is_skipped_with_a_note_never_a_failure():
-    from gpu_notebook.rules.live_objects import live_facts
+    from gpu_notebook.cell.live import live_facts
 
     facts = live_facts({"odd": _odd_module(), "fine": torch.nn.Linear(2, 1)}, ["odd", "fine"])
     assert [m.name for m in facts.models] == ["fine"]

@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 
 from gpu_notebook.analysis.machine import MachineFacts, machine_facts
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding
 from gpu_notebook.rules.run_shape import BUSY_SLOWDOWN, DRIFT_FACTOR
-from gpu_notebook.rules.source_facts import SourceFacts
 
 BUSY_OURS = 0.75  # this process uses at least this share of the cores left to it
 STARVED = 0.2  # or its thread waits for a core at least this share of a step

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import re
 
+from gpu_notebook.cell.facts import LoaderCall, SourceFacts
+from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
@@ -35,8 +37,6 @@ from gpu_notebook.rules.common import (
     severity_of,
     share,
 )
-from gpu_notebook.rules.live_objects import LiveLoader
-from gpu_notebook.rules.source_facts import LoaderCall, SourceFacts
 
 WORKERS_MIN_SHARE_OF_CORES = 0.70  # SageMaker Debugger Dataloader rule: 70%..200% of cores
 # Each worker holds a copy of the dataset object and prefetches 2 batches; past ~16 the memory

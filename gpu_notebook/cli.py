@@ -357,7 +357,7 @@ def _job_report_step(
     from gpu_notebook.gather import exchange
     from gpu_notebook.records import RankFacts, to_jsonable
     from gpu_notebook.report.job import job_report, rank_facts
-    from gpu_notebook.report.ranks import render_job
+    from gpu_notebook.views.job_text import render_job
 
     info = report.run.rank
     mine = rank_facts(report, info, files)
@@ -545,7 +545,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             show(f"\n=== {label} ({name}) " + "=" * max(0, 60 - len(label) - len(name)))
             show(render_text(report))
             if report.gpu_estimate is not None:
-                from gpu_notebook.analysis.gpu_estimate import describe as describe_estimate
+                from gpu_notebook.views.wording import describe_estimate
 
                 show(
                     "\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate))
@@ -600,6 +600,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
     from datetime import datetime
 
     from gpu_notebook.report.one_job import TraceFacts, not_one_job
+    from gpu_notebook.views.wording import doubt_sentence
 
     def start_s(report: Any) -> float | None:
         try:
@@ -607,7 +608,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
         except ValueError:  # "": the trace does not say when it started
             return None
 
-    return not_one_job(
+    doubts = not_one_job(
         [
             TraceFacts(
                 f.name,
@@ -619,6 +620,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
             for f, report, rank, world in ranked
         ]
     )
+    return [doubt_sentence(d) for d in doubts]
 
 
 def _job_from_traces(
@@ -646,7 +648,7 @@ def _job_from_traces(
 
 
 def _render_job(job: Any) -> str:
-    from gpu_notebook.report.ranks import render_job
+    from gpu_notebook.views.job_text import render_job
 
     return render_job(job)
 

@@ -345,6 +345,41 @@ class LiveStatus:
 
 
 # --------------------------------------------------------------------------------------------
+# %gpustatus records: the machine now, read by gpu_notebook.status, shown by views/gpustatus.py
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """One process holding GPU memory (user/command None: the process is not visible here)."""
+
+    pid: int
+    user: str | None
+    command: str | None
+    used_memory_bytes: int | None
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    """One GPU now: its facts, one reading and the processes holding its memory."""
+
+    info: GpuInfo
+    reading: GpuSample | None  # None: the GPU is lost
+    processes: tuple[ProcessInfo, ...] | None  # None: NVML refuses to list them
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class MachineStatus:
+    """Every GPU of the machine now, or why none can be read."""
+
+    available: bool
+    message: str | None  # why no GPU can be read
+    driver_version: str | None
+    gpus: tuple[GpuStatus, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
 # Analysis records
 # --------------------------------------------------------------------------------------------
 
@@ -746,7 +781,7 @@ class GpuEstimate:
     assumptions: tuple[str, ...] = ()
 
 
-# Issue 26: `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).
+# `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).
 FixTrialVerdict = Literal[
     "verified", "no measurable effect", "slower", "broke the script", "skipped", "not measured"
 ]

@@ -413,7 +413,7 @@ class _Masquerade:
 def test_the_report_runs_none_of_the_users_code_on_live_objects():
     """ChainDataset.__len__ is torch's but calls the user's shards' __len__; a model's own
     parameters()/modules(); a property; a __class__ property read by isinstance()."""
-    from gpu_notebook.rules.live_objects import live_facts
+    from gpu_notebook.cell.live import live_facts
 
     data = torch.utils.data
     chain = data.ChainDataset([_Shard(), _Shard()])
@@ -451,6 +451,39 @@ def test_a_streaming_chain_dataset_cell_is_measured_and_succeeds(ip):
     assert result.success, result.error_in_exec
     assert "len" not in _Calls.names
     assert ip.user_ns["rep"].run.steps.step_count >= 10
+
+
+def _odd_module() -> torch.nn.Module:
+    """A module whose parameter slot holds something that is not a tensor (code that fills
+    ``_parameters`` itself): reading its device fails, in our code."""
+    odd = torch.nn.Linear(2, 1)
+    odd._parameters["weight"] = object()  # type: ignore[assignment]
+    return odd
+
+
+def test_an_object_we_cannot_read_is_skipped_with_a_note_never_a_failure():
+    from gpu_notebook.cell.live import live_facts
+
+    facts = live_facts({"odd": _odd_module(), "fine": torch.nn.Linear(2, 1)}, ["odd", "fine"])
+    assert [m.name for m in facts.models] == ["fine"]
+    assert [name for name, _ in facts.skipped] == ["odd"]
+    (note,) = facts.notes()
+    assert "'odd'" in note and "Linear" in note and "TypeError" in note, note
+
+
+def test_the_report_notes_the_object_it_skipped(ip):
+    ip.user_ns["odd"] = _odd_module()
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "kept = odd\n"
+        "for _ in range(8):\n"
+        "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    notes = ip.user_ns["rep"].run.notes
+    assert sum("'odd'" in n for n in notes) == 1, notes
 
 
 # ------------------------------------------------------------------ training elsewhere

@@ -40,9 +40,9 @@ __all__ = [
     "to_proposal",
 ]
 
-# Imported on first use (issue 27): the catalog imports libcst (~0.3 s), and the rules import
-# ``fixes.ipython_syntax`` (a package import runs this file) on every report, while a report
-# builds its patches only when a view or file shows them (``gpucheck run`` prints text).
+# Imported on first use: the catalog imports libcst (~0.3 s), and a report builds its patches
+# only when a view or a file shows them (``gpucheck run`` prints text and builds none); importing
+# ``gpu_notebook.fixes.records`` alone must not pay for it.
 _FROM_RECORDS = {"FixInfo", "FixParam", "Patch", "Refusal"}
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 import libcst as cst
 
+from gpu_notebook.cell.ipython import NotPythonCell, ProtectedCell, protect, restore
 from gpu_notebook.fixes import (
     codemods_autocast,
     codemods_data,
@@ -24,7 +25,6 @@ from gpu_notebook.fixes import (
     codemods_syncs,
 )
 from gpu_notebook.fixes.cst_tools import CodemodResult, Declined
-from gpu_notebook.fixes.ipython_syntax import NotPythonCell, ProtectedCell, protect, restore
 from gpu_notebook.fixes.records import FixInfo, FixParam, ParamValue, Patch, Refusal
 from gpu_notebook.records import FixProposal
 

@@ -29,13 +29,17 @@ def build_report(
     a caller that shows only text, which never prints it (libcst is then never imported)."""
     from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
-    from gpu_notebook.rules import attach_fixes, run_rules
+    from gpu_notebook.rules import attach_fixes, cell_facts, run_rules
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
+    facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)
+    if facts.live.skipped:
+        # An object the rules could not read: its findings are missing, and the report says so.
+        run = dataclasses.replace(run, notes=(*run.notes, *facts.live.notes()))
     analysis = analyze(run)
     verdict = decide(run, analysis)
     findings = run_rules(
-        run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1
+        run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1, facts=facts
     )
     # The fixed cell keeps the %%gpucheck line: running it measures the fix against this run.
     whole_cell = f"{run.magic_line}\n{run.cell_source}" if run.magic_line else run.cell_source

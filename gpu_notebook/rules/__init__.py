@@ -22,22 +22,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
+from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
+from gpu_notebook.cell.scan import SourceFacts, scan_source
 from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
 from gpu_notebook.rules import (
     backend_flags,
     batch,
-    compile,
     copies,
     distributed,
     inference,
-    input,
+    input_pipeline,
     launch,
-    logging,
     machine,
     memory,
     precision,
+    recompiles,
     run_shape,
     shapes,
+    step_logging,
     syncs,
 )
 from gpu_notebook.rules.common import (
@@ -48,13 +50,11 @@ from gpu_notebook.rules.common import (
     profiled_steps,
     steady_top_ops,
 )
-from gpu_notebook.rules.live_objects import LiveFacts, live_facts, rebuild_loader_source
-from gpu_notebook.rules.source_scan import SourceFacts, scan_source
 
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
-FAMILIES = (input, copies, syncs, logging, launch, batch, precision, backend_flags, memory,
-            shapes, compile, inference, distributed, run_shape, machine)  # fmt: skip
+FAMILIES = (input_pipeline, copies, syncs, step_logging, launch, batch, precision, backend_flags,
+            memory, shapes, recompiles, inference, distributed, run_shape, machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
 
 # Profiled steps this much slower than unprofiled ones are worth a word in the evidence.
@@ -87,14 +87,17 @@ def run_rules(
     namespace: Mapping[str, Any] | None = None,
     line_offset: int = CELL_LINE_OFFSET,
     rules: Sequence[Rule] = RULES,
+    facts: SourceFacts | None = None,
 ) -> tuple[Finding, ...]:
     """Every finding of every rule for this run, ranked (see the module docstring).
 
     ``namespace`` is the user's namespace after the cell ran (``shell.user_ns``); without it
     the rules use the source alone. ``line_offset`` is 0 for a source that is not a
-    ``%%gpucheck`` cell body (the CLI's examples).
+    ``%%gpucheck`` cell body (the CLI's examples). ``facts``: the cell's facts when the caller
+    has read them already (``cell_facts``), so live objects are read once.
     """
-    facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
+    if facts is None:
+        facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
     if stalls and run.window.trace_path is not None and steady.phases is not None:
         ops = steady_top_ops(run.window.trace_path, steady.phases)

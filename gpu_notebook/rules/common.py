@@ -25,9 +25,9 @@ from gpu_notebook.analysis.host import MATMUL_OP
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
+from gpu_notebook.cell.live import LiveLoader
+from gpu_notebook.cell.scan import LoaderCall, SourceFacts
 from gpu_notebook.records import Analysis, Finding, OpStat, PhaseBreakdown, Run, Severity
-from gpu_notebook.rules.live_objects import LiveLoader
-from gpu_notebook.rules.source_scan import LoaderCall, SourceFacts
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
 SUGGEST = 0.05

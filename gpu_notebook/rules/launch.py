@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 
 from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us
+from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run, Severity
 from gpu_notebook.rules.common import (
@@ -39,28 +41,11 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.source_facts import SourceFacts
 from gpu_notebook.rules.syncs import loop_lines
 
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy
 TINY_OP_US = SMALL_OP_US  # HTA consecutive_kernel_delay: 30 us
 MAX_FACTOR = 8
-_FUSED = frozenset({"Adam", "AdamW", "SGD"})
-_FOREACH = frozenset(
-    {
-        "Adam",
-        "AdamW",
-        "SGD",
-        "Adagrad",
-        "Adadelta",
-        "Adamax",
-        "NAdam",
-        "RAdam",
-        "RMSprop",
-        "Rprop",
-        "ASGD",
-    }
-)
 
 
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -194,19 +179,21 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         return None
     candidates: list[tuple[str, int | None, str | None]] = []  # (class, line, name)
     for call in facts.optimizers:
-        if call.fused is True or (call.foreach is True and call.cls not in _FUSED):
+        if call.fused is True or (call.foreach is True and call.cls not in FUSED_OPTIMIZERS):
             continue
         candidates.append((call.cls, call.line, call.name))
     if not facts.optimizers:
         for live in facts.live.optimizers:
-            if live.fused is True or (live.foreach is True and live.type_name not in _FUSED):
+            if live.fused is True or (
+                live.foreach is True and live.type_name not in FUSED_OPTIMIZERS
+            ):
                 continue
             candidates.append((live.type_name, None, live.name))
-    usable = [c for c in candidates if c[0] in _FOREACH]
+    usable = [c for c in candidates if c[0] in FOREACH_OPTIMIZERS]
     if not usable:
         return None
     cls, line, name = usable[0]
-    implementation = "fused" if cls in _FUSED else "foreach"
+    implementation = "fused" if cls in FUSED_OPTIMIZERS else "foreach"
     bound = gain_bound(optimizer, analysis)
     built_here = line is not None
     return finding(

@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.steady import STALL_FACTOR
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_seconds, fmt_share
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape
 from gpu_notebook.rules.common import Rule, finding, gain_bound, severity_of
-from gpu_notebook.rules.source_facts import SourceFacts
 
 DRIFT_FACTOR = 1.5
 BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's

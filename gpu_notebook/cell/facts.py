@@ -1,8 +1,8 @@
-"""The facts record :func:`gpu_notebook.rules.source_scan.scan_source` gives the rules.
+"""The facts record :func:`gpu_notebook.cell.scan.scan_source` gives the rules.
 
 What the cell's source says, as frozen data: the lines a rule can point at (syncs, logs,
 validation, copies), the loaders, optimizers and loops, the flags set. The rules read only this;
-how it is found lives in the ``source_*`` scanner modules.
+how it is found lives in the scanner modules of ``gpu_notebook.cell``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from gpu_notebook.rules.live_objects import LiveFacts
+from gpu_notebook.cell.live import LiveFacts
+from gpu_notebook.cell.words import LogKind
 
 SyncKind = Literal[
     "item",
@@ -25,7 +26,6 @@ SyncKind = Literal[
     "log-tensor",
     "fstring-tensor",
 ]
-LogKind = Literal["print", "logger", "tracker", "progress"]
 ValidationKind = Literal["eval", "no_grad", "val-loop", "val-call"]
 
 

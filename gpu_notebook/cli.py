@@ -606,6 +606,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
     from datetime import datetime
 
     from gpu_notebook.report.one_job import TraceFacts, not_one_job
+    from gpu_notebook.views.wording import doubt_sentence
 
     def start_s(report: Any) -> float | None:
         try:
@@ -613,7 +614,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
         except ValueError:  # "": the trace does not say when it started
             return None
 
-    return not_one_job(
+    doubts = not_one_job(
         [
             TraceFacts(
                 f.name,
@@ -625,6 +626,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
             for f, report, rank, world in ranked
         ]
     )
+    return [doubt_sentence(d) for d in doubts]
 
 
 def _job_from_traces(

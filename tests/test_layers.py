@@ -30,7 +30,6 @@ NOT_SENTENCES = {
     "report/compare.py:normalize_cell": "the cell's source, normalised for comparison",
     "report/compare.py:family": "a rule id's family",
     "report/from_trace.py:_started_at": "an ISO timestamp",
-    "report/job.py:_saturated_hosts": "host names",
     "report/consistency.py:contradictions": "a self-check's messages for the tests, never shown",
 }
 
@@ -42,8 +41,7 @@ STILL_SENTENCES = {
     "analysis/verdict.py:_window_evidence": "the verdict's GPU-busy evidence line",
     "analysis/verdict.py:_idle_cause": "part of the verdict's headline",
     "analysis/verdict.py:_gpu_evidence": "the verdict's GPU-idle evidence lines",
-    "report/one_job.py:not_one_job": "why traces look like more than one job (gpucheck analyze)",
-    "report/one_job.py:_span": "part of not_one_job's sentence",
+    "report/job.py:_saturated_hosts": "a job note per saturated host",
 }
 
 # Record fields that still carry sentences built below the views, as (record, field).

@@ -14,12 +14,20 @@ from gpu_notebook.analysis.compare_samples import fix_outcome
 from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes
 from gpu_notebook.records import Comparison, GpuEstimate, LineStat, WhatIf
 from gpu_notebook.report.compare import SLOWER_THAN
+from gpu_notebook.report.one_job import (
+    Doubt,
+    MoreTracesThanRanks,
+    NoneDistributed,
+    RankTwice,
+    WorldSizesDiffer,
+)
 
 __all__ = [
     "baseline_sentence",
     "describe_comparison",
     "describe_estimate",
     "describe_line",
+    "doubt_sentence",
     "outcome_line",
     "render_whatif",
     "speedup_label",
@@ -194,3 +202,32 @@ def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
             f"Saves {fmt_cost(c.cost_saved_per_1000_steps)} per 1,000 steps at the given price."
         )
     return tuple(lines)
+
+
+# ------------------------------------------------------------------------------ one job?
+
+
+def doubt_sentence(d: Doubt) -> str:
+    """Why a folder of traces looks like more than one job, in a few words."""
+    if isinstance(d, WorldSizesDiffer):
+        return f"world sizes differ: {', '.join(map(str, d.sizes))}"
+    if isinstance(d, RankTwice):
+        more = f" (and {d.more_ranks} more rank(s))" if d.more_ranks else ""
+        return f"rank {d.rank} appears in {len(d.traces)} traces: {', '.join(d.traces[:3])}{more}"
+    if isinstance(d, MoreTracesThanRanks):
+        return f"{d.traces} traces for a world size of {d.world_size}"
+    if isinstance(d, NoneDistributed):
+        where = f" on {d.hosts} hosts" if d.hosts > 1 else ""
+        return (
+            f"none of the {d.traces} traces is a rank of a distributed job "
+            f"(no distributedInfo with a world size above 1){where}"
+        )
+    return f"they started {_span(d.seconds)} apart"
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.0f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.0f} hours"
+    return f"{seconds / 60:.0f} minutes"

@@ -14,7 +14,6 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, NoReturn
 
-from gpu_notebook import __version__
 from gpu_notebook.cli_console import say, show
 from gpu_notebook.records import VerdictCategory
 from gpu_notebook.views.terminal import LiveLine
@@ -218,7 +217,14 @@ def _report_and_files(
         private_scratch() as scratch,
         cleanup_before_signal_death(lambda: shutil.rmtree(scratch, ignore_errors=True)),
     ):
-        report = build_report(session.finish(status, error, scratch=scratch), target_gpu=args.gpu)
+        # The patched script is in the JSON and HTML and is what --try-fixes runs; the text
+        # never prints it, and building it costs libcst's import (~0.3 s) and the codemods.
+        with_fixes = args.try_fixes is not None or "--json" in outputs or "--html" in outputs
+        report = build_report(
+            session.finish(status, error, scratch=scratch),
+            target_gpu=args.gpu,
+            with_fixes=with_fixes,
+        )
         if args.try_fixes is not None:  # measure the offered fixes (gpu_notebook.tryfix)
             from gpu_notebook.tryfix.cli_hook import with_trials
 
@@ -357,7 +363,7 @@ def _job_report_step(
     from gpu_notebook.gather import exchange
     from gpu_notebook.records import RankFacts, to_jsonable
     from gpu_notebook.report.job import job_report, rank_facts
-    from gpu_notebook.report.ranks import render_job
+    from gpu_notebook.views.job_text import render_job
 
     info = report.run.rank
     mine = rank_facts(report, info, files)
@@ -545,7 +551,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             show(f"\n=== {label} ({name}) " + "=" * max(0, 60 - len(label) - len(name)))
             show(render_text(report))
             if report.gpu_estimate is not None:
-                from gpu_notebook.analysis.gpu_estimate import describe as describe_estimate
+                from gpu_notebook.views.wording import describe_estimate
 
                 show(
                     "\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate))
@@ -600,6 +606,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
     from datetime import datetime
 
     from gpu_notebook.report.one_job import TraceFacts, not_one_job
+    from gpu_notebook.views.wording import doubt_sentence
 
     def start_s(report: Any) -> float | None:
         try:
@@ -607,7 +614,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
         except ValueError:  # "": the trace does not say when it started
             return None
 
-    return not_one_job(
+    doubts = not_one_job(
         [
             TraceFacts(
                 f.name,
@@ -619,6 +626,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
             for f, report, rank, world in ranked
         ]
     )
+    return [doubt_sentence(d) for d in doubts]
 
 
 def _job_from_traces(
@@ -646,7 +654,7 @@ def _job_from_traces(
 
 
 def _render_job(job: Any) -> str:
-    from gpu_notebook.report.ranks import render_job
+    from gpu_notebook.views.job_text import render_job
 
     return render_job(job)
 
@@ -757,13 +765,23 @@ def _verdict_list(value: str) -> str:
     return value
 
 
+class _Version(argparse._VersionAction):
+    """``--version``: the version is read when asked (importlib.metadata, ~0.1 s, issue 27)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        import gpu_notebook
+
+        self.version = f"gpucheck {gpu_notebook.__version__}"
+        super().__call__(parser, *args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from gpu_notebook.examples import EXAMPLES
 
     parser = argparse.ArgumentParser(
         prog="gpucheck", description="Is training slow because of the GPU, or the code around it?"
     )
-    parser.add_argument("--version", action="version", version=f"gpucheck {__version__}")
+    parser.add_argument("--version", action=_Version, version="gpucheck")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser(

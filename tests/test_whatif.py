@@ -23,6 +23,7 @@ from gpu_notebook.records import (
     UtilizationStats,
 )
 from gpu_notebook.views.text import render_text
+from gpu_notebook.views.wording import baseline_sentence, render_whatif
 
 MB = 10**6
 REFERENCE = Path(
@@ -135,7 +136,7 @@ def test_input_bound_single_gpu_run_fixes_beat_gpus():
     assert p4.cost_per_1000_steps == pytest.approx(4 * (0.100 + exposed) * 1000 / 3600 * 2.0)
     assert [p.gpus for p in r.points] == [2, 4, 8]
     assert all(0 < p.efficiency <= 1 for p in r.points)
-    text = w.render_whatif(r)
+    text = render_whatif(r)
     assert "up to 2.00x" in text and "NVLink x12" in text
 
 
@@ -424,7 +425,7 @@ def test_already_distributed_job_predicts_above_its_world_size_relative_to_itsel
         p for p in w.what_if(run, analysis, measured_bus_bytes_per_s=20e9).points if p.gpus == 4
     )
     assert naive.speedup == pytest.approx(3.6354, rel=1e-4)
-    text = w.render_whatif(r)
+    text = render_whatif(r)
     assert (
         "one rank of a data-parallel job on 2 GPUs: its step already includes the all-reduce"
         in text
@@ -445,14 +446,14 @@ def test_distributed_job_of_unknown_size_gives_no_numbers():
     r = w.what_if(run, analysis, measured_bus_bytes_per_s=20e9, world_size=None)
     assert r.points == () and r.world_size is None
     assert any("records no world size" in m for m in r.missing)
-    assert "distributed job of unknown size" in w.render_whatif(r)
+    assert "distributed job of unknown size" in render_whatif(r)
 
 
 def test_one_gpu_what_if_says_nothing_about_a_job():
     run, analysis = make(0.100, {"forward": 0.3, "backward": 0.7}, 100 * MB)
     r = w.what_if(run, analysis)
     assert r.world_size == 1 and [p.gpus for p in r.points] == [2, 4, 8]
-    assert w.baseline_sentence(r) is None and "data-parallel job" not in w.render_whatif(r)
+    assert baseline_sentence(r) is None and "data-parallel job" not in render_whatif(r)
 
 
 def test_real_two_rank_trace_is_scaled_as_the_two_gpu_job_it_is():
@@ -493,7 +494,7 @@ def test_what_if_sizes_are_decimal_megabytes():
     # ResNet-50's 102,228,128 gradient bytes are 102.2 MB (NCCL's convention), not 97.5 (MiB)
     run, analysis = make(0.272, {"forward": 1 / 3, "backward": 2 / 3}, RESNET50_GRAD_BYTES)
     r = w.what_if(run, analysis)
-    text = w.render_whatif(r)
+    text = render_whatif(r)
     assert "gradients 102.2 MB a step" in text and "97.5" not in text
     assert "26.2 MB buckets (bucket_cap_mb=25, which PyTorch counts in MiB)" in text
     from gpu_notebook.views.html import whatif_section

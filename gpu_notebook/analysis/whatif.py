@@ -60,7 +60,6 @@ import statistics
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.verdict import from_a_file
-from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_megabytes
 from gpu_notebook.records import Analysis, Environment, Run, ScalingPoint, WhatIf
 
 GPU_COUNTS = (2, 4, 8)
@@ -343,71 +342,6 @@ def _backward_s(analysis: Analysis, step_s: float) -> float:
         return gpu.gpu_phase_us["backward"] / n / 1e6
     share = phases.share("backward") if phases is not None else None
     return (share or 0.0) * step_s
-
-
-def baseline_sentence(w: WhatIf) -> str | None:
-    """What the speedups are relative to, said plainly when it is not one GPU; None for one GPU."""
-    if w.world_size is None:
-        return (
-            "this trace is one rank of a distributed job of unknown size: its step already includes"
-            " the job's communication, so it is no one-GPU baseline"
-        )
-    if w.world_size <= 1:
-        return None
-    n = w.world_size
-    if w.points:
-        return (
-            f"this trace is one rank of a data-parallel job on {n} GPUs: its step already includes the"
-            f" all-reduce; predictions below are for scaling that job to N GPUs, relative to the job on {n}"
-            " GPUs as it runs now (time per sample of the whole job)"
-        )
-    return (
-        f"this trace is one of {n} ranks of a distributed job: its step already includes the job's"
-        " communication, so it is no one-GPU baseline"
-    )
-
-
-def speedup_label(w: WhatIf) -> str:
-    """Column heading of the speedups: against one GPU, or against today's job."""
-    if w.world_size is not None and w.world_size > 1:
-        return f"speedup vs {w.world_size} GPUs"
-    return "speedup"
-
-
-def render_whatif(w: WhatIf) -> str:
-    lines = ["What if: fix the code, or add GPUs?"]
-    baseline = baseline_sentence(w)
-    if baseline is not None:
-        lines.append(f"  {baseline}")
-    if w.fixes_speedup is not None:
-        lines.append(
-            f"  fixing {', '.join(w.fixed_phases)}: {fmt_gain(w.fixes_speedup)} on this machine, with no new hardware"
-        )
-    else:
-        lines.append("  no waiting phase to fix was measured (data, sync and copy are under 1%)")
-    if w.points:
-        if w.grad_bytes is not None:
-            lines.append(
-                f"  interconnect: {w.interconnect}; gradients {fmt_megabytes(w.grad_bytes)} a step"
-            )
-        else:
-            lines.append("  as replicas (inference: nothing to exchange between GPUs)")
-        label = speedup_label(w)
-        width = max(8, len(label))
-        lines.append(
-            f"  {'GPUs':>5} {label:>{width}} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}"
-        )
-        for p in w.points:
-            fx = fmt_factor(p.speedup_with_fixes) if p.speedup_with_fixes is not None else "-"
-            lines.append(
-                f"  {p.gpus:>5} {p.speedup:>{width - 1}.2f}x {p.efficiency:>9.0%} {fx:>11} {p.exposed_comm_s * 1e3:>10.2f} ms"
-            )
-            if p.cost_per_1000_steps is not None:
-                lines[-1] += f"  {p.cost_per_1000_steps:.2f} per 1,000 steps"
-    for m in w.missing:
-        lines.append(f"  cannot predict more GPUs: {m}")
-    lines.append("  assumptions: " + "; ".join(w.assumptions))
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

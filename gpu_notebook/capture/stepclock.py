@@ -420,7 +420,7 @@ class StepClock:
         return __next__
 
     def _switch_iterator(self, it: Any) -> None:
-        """The loader settings of the iterator the loop now reads (issue 26: the fix reads the
+        """The loader settings of the iterator the loop now reads (the fix reads the
         loader's real num_workers / pin_memory even where the source gives no literal). Two
         values are read from the iterator; no reference to it is kept (its workers end with it)."""
         self._note_iterator()

@@ -47,7 +47,7 @@ GPU_IDLE_PCT = 10.0  # ... while GPU < 10%
 BOTTLENECK_SAMPLE_SHARE = 0.5  # ... for more than 50% of the run
 
 # What a worker costs the main process per batch: the batch comes back through a queue and shared
-# memory (pickled storage handles, an unpickle, a wake-up). Issue 14 measured an in-memory
+# memory (pickled storage handles, an unpickle, a wake-up). We measured an in-memory
 # TensorDataset with num_workers=2 at 0.68x on 2 cores; torch's own DataLoader benchmarks put the
 # handoff at a few hundred microseconds for small batches. 0.5 ms is our round figure.
 WORKER_HANDOFF_US = 500.0
@@ -190,7 +190,7 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         "Keep num_workers=0 and index whole batches: DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), "
         f"batch_size={bs}, drop_last=False), batch_size=None) (a TensorDataset takes a list of indices), or "
         f"`for idx in torch.randperm(len(X)).split({bs}): x, y = X[idx], Y[idx]`.",
-        "issue 14: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
+        "measured: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
         "docs (batch_size=None with a BatchSampler for batched indexing)",
         phase_share=data,
         bound=bound,

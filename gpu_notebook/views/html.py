@@ -214,9 +214,9 @@ def gpu_estimate_section(report: Report) -> str:
     """A CPU run: what one GPU would make of the step (analysis/gpu_estimate.py), assumptions."""
     if report.gpu_estimate is None:
         return ""
-    from gpu_notebook.analysis.gpu_estimate import describe
+    from gpu_notebook.views.wording import describe_estimate
 
-    head, parts, *assumptions = describe(report.gpu_estimate)
+    head, parts, *assumptions = describe_estimate(report.gpu_estimate)
     return _render(
         "gpu_estimate.html",
         head=head,
@@ -229,7 +229,7 @@ def whatif_section(whatif: WhatIf | None) -> str:
     """Fix the code or add GPUs: the fixes' bound on one GPU beside predicted DDP scaling."""
     if whatif is None:
         return ""
-    from gpu_notebook.analysis.whatif import baseline_sentence, speedup_label
+    from gpu_notebook.views.wording import baseline_sentence, speedup_label
 
     baseline = baseline_sentence(whatif)
     return _render(

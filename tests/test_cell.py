@@ -1,5 +1,5 @@
 """The one reading of the cell (gpu_notebook/cell): the rules' facts and the fixes' codemods use
-the same words, so what a rule counts is what its fix acts on (issue 23)."""
+the same words, so what a rule counts is what its fix acts on."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Tensors made on the host, then copied to the GPU, in every step: ``torch.zeros(n).to(device)``.
 
-The rule, its levels, its words and its fix, in one place (issue 23): a new rule is this module,
+The rule, its levels, its words and its fix, in one place: a new rule is this module,
 its test, and one line in ``rules/__init__.FAMILIES``.
 
 Level: PyTorch performance tuning guide, "Create tensors directly on the target device":

@@ -22,10 +22,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.cell.scan import SourceFacts, scan_source
 from gpu_notebook.fixes.records import Fix
+from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
 from gpu_notebook.rules import (
     backend_flags,
@@ -49,6 +51,7 @@ from gpu_notebook.rules.common import (
     FEW_STEPS,
     SEVERITY_RANK,
     Rule,
+    below_noise,
     instrumentation_factor,
     profiled_steps,
     steady_top_ops,
@@ -129,8 +132,25 @@ def run_rules(
             found = _profiling_note(found, factor)
         if confidence is not None and found.phase_share is not None:
             found = dataclasses.replace(found, evidence=(*found.evidence, confidence))
+        small = _small_gain(found)
+        if small is not found:
+            found, key = small, rank_key(small)
         ranked.append((key, position, found))
     return tuple(f for _, _, f in sorted(ranked, key=lambda item: (item[0], item[1])))
+
+
+def _small_gain(found: Finding) -> Finding:
+    """A fix whose bound is under what two runs of the same script differ by is no
+    recommendation: no run could show that it delivers (``--try-fixes`` does not try it). It is
+    kept, at severity info, and says so first; an unbounded fix is not judged here."""
+    if found.fix_id is None or not below_noise(found.gain_bound):
+        return found
+    return dataclasses.replace(
+        found,
+        severity="info",
+        fix=f"Small: below what a run can measure ({fmt_gain(found.gain_bound)}; two runs of the "
+        f"same script differ by {RUN_TO_RUN:.0%}). {found.fix}",
+    )
 
 
 def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, steps: int) -> Finding:

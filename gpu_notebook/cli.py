@@ -14,7 +14,6 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, NoReturn
 
-from gpu_notebook import __version__
 from gpu_notebook.cli_console import say, show
 from gpu_notebook.records import VerdictCategory
 from gpu_notebook.views.terminal import LiveLine
@@ -218,7 +217,14 @@ def _report_and_files(
         private_scratch() as scratch,
         cleanup_before_signal_death(lambda: shutil.rmtree(scratch, ignore_errors=True)),
     ):
-        report = build_report(session.finish(status, error, scratch=scratch), target_gpu=args.gpu)
+        # The patched script is in the JSON and HTML and is what --try-fixes runs; the text
+        # never prints it, and building it costs libcst's import (~0.3 s) and the codemods.
+        with_fixes = args.try_fixes is not None or "--json" in outputs or "--html" in outputs
+        report = build_report(
+            session.finish(status, error, scratch=scratch),
+            target_gpu=args.gpu,
+            with_fixes=with_fixes,
+        )
         if args.try_fixes is not None:  # measure the offered fixes (gpu_notebook.tryfix)
             from gpu_notebook.tryfix.cli_hook import with_trials
 
@@ -759,13 +765,23 @@ def _verdict_list(value: str) -> str:
     return value
 
 
+class _Version(argparse._VersionAction):
+    """``--version``: the version is read when asked (importlib.metadata, ~0.1 s, issue 27)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        import gpu_notebook
+
+        self.version = f"gpucheck {gpu_notebook.__version__}"
+        super().__call__(parser, *args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from gpu_notebook.examples import EXAMPLES
 
     parser = argparse.ArgumentParser(
         prog="gpucheck", description="Is training slow because of the GPU, or the code around it?"
     )
-    parser.add_argument("--version", action="version", version=f"gpucheck {__version__}")
+    parser.add_argument("--version", action=_Version, version="gpucheck")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser(

@@ -184,6 +184,7 @@ class StepClockRecord:
     grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
     lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait
+    lean_optimizer: bool = False  # ... and their optimizer step's time (optimizer_s)
     # The DataLoader the loop read most batches from, as its iterator ran (None: no loader).
     loader_num_workers: int | None = None
     loader_pin_memory: bool | None = None

@@ -57,8 +57,14 @@ _PRIORITY: dict[str, int] = {
 }
 
 COMPILED_NOTE = (
-    "torch.compile in this process: optimizer steps are not hooked (Dynamo would guard on the "
-    "hook and recompile after the cell); steps are counted at the DataLoader or at backward"
+    "torch.compile ran in this cell: optimizer steps are not hooked from then on (Dynamo could "
+    "guard on the hook and recompile after the cell); steps are counted at the DataLoader or at "
+    "backward"
+)
+GUARDED_NOTE = (
+    "a frame compiled earlier by torch.compile guards on torch's optimizer hooks: optimizer "
+    "steps are not hooked (Dynamo would recompile it); steps are counted at the DataLoader or "
+    "at backward"
 )
 
 # Called at each step boundary with the index of the step that starts there.
@@ -167,8 +173,8 @@ class StepClock:
         _watch_forks(self)
         try:
             h = self._handles
-            if _dynamo_has_compiled():
-                self._no_optimizer_hooks(COMPILED_NOTE)
+            if _compiled_frames_guard_optimizer_hooks():
+                self._no_optimizer_hooks(GUARDED_NOTE)
             else:
                 h["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
                 h["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
@@ -764,6 +770,49 @@ def _dynamo_has_compiled() -> bool:
         return int(counters["frames"]["total"]) > 0
     except (KeyError, TypeError, ValueError):
         return False
+
+
+# Where torch keeps the global optimizer step hooks: a guard whose source names one of these
+# (G['_global_optimizer_pre_hooks'] in Optimizer's step wrapper, or reached through the module
+# from a frame that inlined it) fails as soon as our hook is in the dict.
+_HOOK_DICT_NAME = "_global_optimizer_"
+# A guard tree this large is not walked: as if it guarded the dicts (no optimizer hooks).
+_MAX_GUARD_NODES = 100_000
+
+
+def _compiled_frames_guard_optimizer_hooks() -> bool:
+    """Whether a frame Dynamo compiled in this process guards on torch's optimizer hook dicts.
+
+    Such a frame (a compiled ``opt.step``, or a training step that traced one) would recompile
+    the moment our hook entered the dict, so the cell must go without it; a compiled model or
+    loss guards nothing of the optimizer's and leaves the optimizer hooks to later cells. Read
+    from Dynamo's own records (the frames it converted, each cache entry's guard tree: private
+    torch APIs, read-only); anything we cannot read counts as a guard. Frames compiled during
+    the cell are handled by ``_on_compile_start``.
+    """
+    import sys
+
+    if not _dynamo_has_compiled():
+        return False
+    try:
+        convert_frame = sys.modules["torch._dynamo.convert_frame"]
+        cache_entries = sys.modules["torch._dynamo.eval_frame"]._debug_get_cache_entry_list
+        budget = _MAX_GUARD_NODES
+        for ref in list(convert_frame.input_codes.seen):
+            code = ref()
+            if code is None:
+                continue
+            for entry in cache_entries(code):
+                todo = [entry.guard_manager.root]
+                while todo:
+                    manager = todo.pop()
+                    budget -= 1
+                    if budget < 0 or _HOOK_DICT_NAME in manager.get_source():
+                        return True
+                    todo.extend(manager.get_child_managers())
+    except Exception:  # noqa: BLE001 -- a torch without these records: as if they guarded
+        return True
+    return False
 
 
 def _skip_our_code_in_dynamo() -> None:

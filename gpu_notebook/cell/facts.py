@@ -10,10 +10,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from gpu_notebook.cell.live import LiveFacts
 from gpu_notebook.cell.words import LogKind
+
+if TYPE_CHECKING:
+    from gpu_notebook.cell.tree import CellTree
 
 SyncKind = Literal[
     "item",
@@ -124,6 +127,9 @@ class SourceFacts:
     bindings: tuple[tuple[str, int, int, bool], ...] = ()
     # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
     live: LiveFacts = dataclasses.field(default_factory=LiveFacts)
+    # The parsed cell these facts came from (loops, step loops, models, positions): a rule that
+    # needs a fact no field holds reads it here rather than parsing the cell again.
+    tree: CellTree | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def constructor_of(self, name: str) -> str | None:
         return next((c for n, c in reversed(self.constructed) if n == name), None)

@@ -40,6 +40,7 @@ from gpu_notebook.cell.facts import (
 from gpu_notebook.cell.ipython import NotPythonCell, protect
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
 from gpu_notebook.cell.names import dotted, last, method_of, receiver_of
+from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.setup import (
     compiled,
     copies,
@@ -78,7 +79,7 @@ def scan_source(
         match = _PLACEHOLDER.match(text)
         original += len(cell.originals[int(match.group(1))]) if match else 1
     try:
-        tree = ast.parse(cell.code)
+        tree = parse_ast(cell.code)
     except SyntaxError as exc:
         where = mapping[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(mapping) else None
         return SourceFacts(
@@ -96,6 +97,7 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
     syncs, logging = syncs_and_logging(tree)
     return SourceFacts(
         parsed=True,
+        tree=tree,
         line_offset=line_offset,
         ipython_lines=ipython_lines,
         loaders=tuple(loaders(tree)),

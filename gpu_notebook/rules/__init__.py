@@ -10,8 +10,9 @@ namespace), runs every rule of every family and ranks the findings: severity fir
 gain bound (largest first; unbounded findings after bounded ones). Rules decide on the typical
 step (a stalled minority of profiled steps left out) and rank by that reading; the bound they
 show is the larger of the typical and the all-steps reading, so it stays an upper bound. ``attach_fixes`` turns each
-finding's fix id into a :class:`~gpu_notebook.records.FixProposal` through
-:func:`gpu_notebook.fixes.apply_fix`; a DataLoader built in an earlier cell gets a snippet that
+finding's fix into a :class:`~gpu_notebook.records.FixProposal` through
+:func:`gpu_notebook.fixes.apply_fix` (the rule module's own ``FIX`` where it has one, else the
+catalog's fix of that id); a DataLoader built in an earlier cell gets a snippet that
 rebuilds it from the live object instead.
 """
 
@@ -25,6 +26,7 @@ from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.cell.scan import SourceFacts, scan_source
+from gpu_notebook.fixes.records import Fix
 from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
 from gpu_notebook.rules import (
@@ -32,6 +34,7 @@ from gpu_notebook.rules import (
     batch,
     copies,
     distributed,
+    host_tensors,
     inference,
     input_pipeline,
     launch,
@@ -56,9 +59,14 @@ from gpu_notebook.rules.common import (
 
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
-FAMILIES = (input_pipeline, copies, syncs, step_logging, launch, batch, precision, backend_flags,
-            memory, shapes, recompiles, inference, distributed, run_shape, machine)  # fmt: skip
+FAMILIES = (input_pipeline, copies, host_tensors, syncs, step_logging, launch, batch, precision,
+            backend_flags, memory, shapes, recompiles, inference, distributed, run_shape,
+            machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
+# Fixes a rule module owns beside its check (``FIX``), by the id its findings carry.
+RULE_FIXES: dict[str, Fix] = {
+    fix.fix_id: fix for family in FAMILIES if (fix := getattr(family, "FIX", None)) is not None
+}
 
 # Profiled steps this much slower than unprofiled ones are worth a word in the evidence.
 NOTABLE_PROFILING_FACTOR = 1.2
@@ -244,7 +252,8 @@ def attach_fixes(
         key = (finding.fix_id, tuple(sorted(finding.fix_params.items())))
         proposal = cache.get(key)
         if proposal is None:
-            result = apply_fix(finding.fix_id, cell_source, **dict(finding.fix_params))
+            own = RULE_FIXES.get(finding.fix_id)
+            result = apply_fix(own or finding.fix_id, cell_source, **dict(finding.fix_params))
             proposal = None
             refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
             if refused_loader and namespace is not None:
@@ -254,7 +263,7 @@ def attach_fixes(
                 if proposal is None:
                     proposal = _framework_loader_proposal(cell_source, finding, live)
             if proposal is None:
-                proposal = to_proposal(result)
+                proposal = to_proposal(result, own.info if own is not None else None)
             cache[key] = proposal
         out.append(dataclasses.replace(finding, proposal=proposal))
     return tuple(out)

@@ -50,6 +50,7 @@ from gpu_notebook.rules.common import (
 )
 from gpu_notebook.rules.live_objects import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.rules.source_scan import SourceFacts, scan_source
+from gpu_notebook.trace.windows import WindowTraces
 
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
@@ -87,17 +88,20 @@ def run_rules(
     namespace: Mapping[str, Any] | None = None,
     line_offset: int = CELL_LINE_OFFSET,
     rules: Sequence[Rule] = RULES,
+    traces: WindowTraces | None = None,
 ) -> tuple[Finding, ...]:
     """Every finding of every rule for this run, ranked (see the module docstring).
 
     ``namespace`` is the user's namespace after the cell ran (``shell.user_ns``); without it
     the rules use the source alone. ``line_offset`` is 0 for a source that is not a
-    ``%%gpucheck`` cell body (the CLI's examples).
+    ``%%gpucheck`` cell body (the CLI's examples). ``traces``: the report's decoded window
+    traces (the analysis's; without it the window's file is decoded here if needed).
     """
     facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
     if stalls and run.window.trace_path is not None and steady.phases is not None:
-        ops = steady_top_ops(run.window.trace_path, steady.phases)
+        traces = WindowTraces() if traces is None else traces
+        ops = steady_top_ops(traces.get(run.window.trace_path), steady.phases)
         if ops is not None:
             steady = dataclasses.replace(steady, top_ops=ops)
     confidence = _confidence_note(steady, verdict)

@@ -98,6 +98,8 @@ class Trace:
     base_time_ns: int | None = None
     # Events per category over the whole file, all phases ('X', flows 's'/'f', ...): a census.
     category_counts: Mapping[str, int] = field(default_factory=dict)
+    # The args of ``KEPT_ARGS`` as written, on the few rows that carry them: attr -> row -> value.
+    kept_args: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.ts_us.shape[0])
@@ -155,6 +157,12 @@ class Trace:
     def name_of(self, row: int) -> str:
         return self.names[int(self.name_id[row])]
 
+    def kept_arg(self, attr: str, row: int, default: Any = None) -> Any:
+        """Row ``row``'s arg ``attr`` of ``KEPT_ARGS`` (JSON text decoded now), else ``default``."""
+        value = self.kept_args.get(attr, {}).get(row, default)
+        # Raw text is a slice of the JSON the file decoded from: it decodes.
+        return msgspec.json.decode(value) if isinstance(value, msgspec.Raw) else value
+
 
 # Kineto event args read here, declared once: (Trace column, key in the event's "args"). The
 # schema, the decoding loop and the Trace columns are all built from this table.
@@ -168,6 +176,19 @@ ARG_COLUMNS: tuple[tuple[str, str], ...] = (
     # that autograd records, or the backward node that replays it); absent under no_grad.
     ("sequence", "Sequence number"),
 )
+
+# Args kept as written (row -> value) rather than as columns: the few rows that carry them are
+# read by one analysis each, so the one decode of the file keeps them for it. NCCL kernels'
+# message size, communicator size and element type (the all-reduce's bandwidth: whatif), and
+# an operator's input shapes when the profiler recorded them (a matmul's FLOPs: gpu_estimate);
+# those stay JSON text (``msgspec.Raw``, no lists built for every operator) until read.
+KEPT_ARGS: tuple[tuple[str, str], ...] = (
+    ("msg_nelems", "In msg nelems"),
+    ("group_size", "Group size"),
+    ("dtype", "dtype"),
+    ("input_dims", "Input Dims"),
+)
+_RAW_ARGS = frozenset({"input_dims"})
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -184,7 +205,7 @@ def load_trace(path: str | Path) -> Trace:
     from gpu_notebook.trace.source import read_input
 
     raw = read_input(path)  # gzip inflated as a stream, under a cap (InputError: a ValueError)
-    decoder, _doc_cls = _schema()
+    decoder, _doc_cls = _schema(raw=True)
     try:
         doc = decoder.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -219,7 +240,7 @@ def load_trace_dict(data: object) -> Trace:
         for ev in events
         if isinstance(ev, Mapping)
     ]
-    _, doc_cls = _schema()
+    _, doc_cls = _schema(raw=False)
     doc = msgspec.convert(
         {
             "traceEvents": clean,
@@ -242,24 +263,30 @@ def _trace_of(doc: Any) -> Trace:
     )
 
 
-@lru_cache(maxsize=1)
-def _schema() -> tuple[msgspec.json.Decoder[Any], type[Any]]:
+@lru_cache(maxsize=2)
+def _schema(raw: bool) -> tuple[msgspec.json.Decoder[Any], type[Any]]:
     """The msgspec decoder and document class: only the fields read here become objects.
 
     Scalars are typed ``Any``: Kineto writers disagree on them (ids as ints or strings such as
     "stream 7" or "0x0", names that are numbers), and the column builders below convert them
     without failing; what must be an object (the document, an event, its args) is typed.
+    ``raw``: the args of ``_RAW_ARGS`` stay JSON text (a file's decoder; ``msgspec.convert``,
+    which builds a dict's, has no raw type: there they are the objects already built).
     """
     struct, field_ = msgspec.Struct, msgspec.field
     # Classes built with real annotation objects: this module postpones annotations, and
     # msgspec could not resolve the string form of types local to this function.
+    arg_keys = (*ARG_COLUMNS, *KEPT_ARGS)
     args_cls = types.new_class(
         "_KinetoArgs",
         (struct,),
         {"kw_only": True},
         lambda ns: ns.update(
-            __annotations__=dict.fromkeys((attr for attr, _ in ARG_COLUMNS), Any),
-            **{attr: field_(default=None, name=key) for attr, key in ARG_COLUMNS},
+            __annotations__={
+                attr: msgspec.Raw if raw and attr in _RAW_ARGS else Any for attr, _ in arg_keys
+            },
+            # None when absent, even for a raw arg (msgspec does not check a default's type).
+            **{attr: field_(default=None, name=key) for attr, key in arg_keys},
         ),
     )
     event_fields = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id")
@@ -308,7 +335,7 @@ class _Columns:
         # Args columns are sparse: (row, value) pairs scattered into arrays at the end, so
         # events without those args (most cpu_ops) cost nothing.
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {
-            attr: ([], []) for attr, _ in ARG_COLUMNS
+            attr: ([], []) for attr, _ in (*ARG_COLUMNS, *KEPT_ARGS)
         }
         # Launch -> GPU flow events ('s' at the launch, 'f' at the kernel; id = correlation),
         # kept as decoded: read only to join events whose args lack "correlation".
@@ -319,7 +346,7 @@ class _Columns:
         name_index, cat_index, counts = self.name_index, self.cat_index, self.counts
         name_l, cat_l, ts_l, dur_l = self.name, self.cat, self.ts, self.dur
         pid_l, tid_l = self.pid, self.tid
-        sparse = [(attr, *self.sparse[attr]) for attr, _ in ARG_COLUMNS]
+        sparse = [(attr, *self.sparse[attr]) for attr in self.sparse]
         row = len(ts_l)
         for ev in events:
             cat = ev.cat
@@ -395,6 +422,11 @@ class _Columns:
             distributed_info=_distributed_info(distributed_info),
             base_time_ns=_optional_int(base_time_ns),
             category_counts=counts,
+            kept_args={
+                attr: dict(zip(*self.sparse[attr], strict=True))
+                for attr, _ in KEPT_ARGS
+                if self.sparse[attr][0]
+            },
         )
 
 

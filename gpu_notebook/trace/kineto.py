@@ -98,8 +98,8 @@ class Trace:
     base_time_ns: int | None = None
     # Events per category over the whole file, all phases ('X', flows 's'/'f', ...): a census.
     category_counts: Mapping[str, int] = field(default_factory=dict)
-    # The args of ``KEPT_ARGS`` as written, on the few rows that carry them: attr -> row -> value.
-    kept_args: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
+    # (row, its decoded args) of the rows that carry an arg of ``KEPT_ARGS``: see ``kept_args``.
+    kept_rows: Sequence[tuple[int, Any]] = ()
 
     def __len__(self) -> int:
         return int(self.ts_us.shape[0])
@@ -156,6 +156,19 @@ class Trace:
 
     def name_of(self, row: int) -> str:
         return self.names[int(self.name_id[row])]
+
+    @cached_property
+    def kept_args(self) -> Mapping[str, Mapping[int, Any]]:
+        """The args of ``KEPT_ARGS`` as written: attr -> row -> value, on the rows that carry
+        them (read out on first use: most reports never ask)."""
+        out: dict[str, dict[int, Any]] = {}
+        for attr, _ in KEPT_ARGS:
+            values = {
+                row: v for row, args in self.kept_rows if (v := getattr(args, attr)) is not None
+            }
+            if values:
+                out[attr] = values
+        return out
 
     def kept_arg(self, attr: str, row: int, default: Any = None) -> Any:
         """Row ``row``'s arg ``attr`` of ``KEPT_ARGS`` (JSON text decoded now), else ``default``."""
@@ -335,8 +348,10 @@ class _Columns:
         # Args columns are sparse: (row, value) pairs scattered into arrays at the end, so
         # events without those args (most cpu_ops) cost nothing.
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {
-            attr: ([], []) for attr, _ in (*ARG_COLUMNS, *KEPT_ARGS)
+            attr: ([], []) for attr, _ in ARG_COLUMNS
         }
+        # (row, args) of the events that carry a kept arg (KEPT_ARGS), read out at the end.
+        self.kept: list[tuple[int, Any]] = []
         # Launch -> GPU flow events ('s' at the launch, 'f' at the kernel; id = correlation),
         # kept as decoded: read only to join events whose args lack "correlation".
         self.flows: list[Any] = []
@@ -346,7 +361,8 @@ class _Columns:
         name_index, cat_index, counts = self.name_index, self.cat_index, self.counts
         name_l, cat_l, ts_l, dur_l = self.name, self.cat, self.ts, self.dur
         pid_l, tid_l = self.pid, self.tid
-        sparse = [(attr, *self.sparse[attr]) for attr in self.sparse]
+        sparse = [(attr, *self.sparse[attr]) for attr, _ in ARG_COLUMNS]
+        kept = self.kept
         row = len(ts_l)
         for ev in events:
             cat = ev.cat
@@ -385,6 +401,10 @@ class _Columns:
                     if v is not None:
                         rows.append(row)
                         vals.append(v)
+                # Two looks, not one per kept arg: an NCCL kernel's group size and dtype come
+                # with its message size.
+                if args.input_dims is not None or args.msg_nelems is not None:
+                    kept.append((row, args))
             row += 1
 
     def to_trace(
@@ -422,11 +442,7 @@ class _Columns:
             distributed_info=_distributed_info(distributed_info),
             base_time_ns=_optional_int(base_time_ns),
             category_counts=counts,
-            kept_args={
-                attr: dict(zip(*self.sparse[attr], strict=True))
-                for attr, _ in KEPT_ARGS
-                if self.sparse[attr][0]
-            },
+            kept_rows=self.kept,
         )
 
 

@@ -56,6 +56,13 @@ def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, A
         for f in findings
         if f.get("proposal") and f["proposal"]["source_after"] is None
     ]
+    # A patch bounded under the run-to-run margin: said as small (severity info), never tried.
+    small = [
+        {"fix_id": f["fix_id"], "bound": f["gain_bound"], "severity": f["severity"]}
+        for f in findings
+        if f.get("proposal") and f["proposal"]["source_after"] is not None
+        and isinstance(f["gain_bound"], (int, float)) and f["gain_bound"] <= 1.05
+    ]  # fmt: skip
     tf = report.get("try_fixes") or {}
     trials = []
     for t in tf.get("trials", []):
@@ -73,6 +80,7 @@ def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, A
         "findings": [f["rule_id"] for f in findings],
         "trials": trials,
         "refused": refused,
+        "small": small,
         "rounds": tf.get("rounds"),
         "notes": tf.get("notes", []),
         "wall_s": wall,
@@ -114,7 +122,13 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
                 f"| {row['program']} | {row['verdict']} | {r['fix_id']} | refused | - | "
                 f"not offered: {r['reason'][:90]} | - |"
             )
-        if not row["trials"] and not row["refused"]:
+        for sm in row.get("small", []):
+            lines.append(
+                f"| {row['program']} | {row['verdict']} | {sm['fix_id']} | up to {_fmt(sm['bound'])} "
+                f"| - | small, severity {sm['severity']}: not recommended, not tried (bound under "
+                "the 5% run-to-run margin) | - |"
+            )
+        if not row["trials"] and not row["refused"] and not row.get("small"):
             lines.append(f"| {row['program']} | {row['verdict']} | (no fix offered) | | | | |")
     share = f"{verified}/{offered}" if offered else "0/0"
     lines += [

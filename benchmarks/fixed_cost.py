@@ -12,7 +12,7 @@ What a user pays once, measured as a user meets it (every process fresh, nothing
   the ``gpucheck`` entry point runs) on the same 200-step script, whole process.
 
 Variants alternate in each round (the order rotating), each a new process; the figure is the
-median of the paired differences with their IQR. Budgets (issue 27): both extras <= 0.3 s.
+median of the paired differences with their IQR. Budgets: both extras <= 0.3 s.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ from _common import (
 
 # HTA 0.5.0 fails on pandas 3 (strict dtype on an int16 column it widens): pandas<3 is pinned.
 HTA_REQUIREMENTS = ["holistictraceanalysis", "pandas<3"]
-SPEED_BUDGET = 20.0  # ours at least this many times faster (issue 27; it was 5)
+SPEED_BUDGET = 20.0  # ours at least this many times faster (it was 5)
 AGREEMENT_BUDGET_PCT = 1.0
 HOST_PID, HOST_TID, DEVICE_PID = 4242, 4242, 0
 COMPUTE_STREAM, SIDE_STREAM = 7, 20

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-# labextension/package.json is the one version source (hatch-nodejs-version); free in a kernel,
-# which imported importlib.metadata already.
-__version__: str = __import__("importlib.metadata").metadata.version("gpu-notebook")
+
+def __getattr__(name: str) -> Any:
+    """``__version__``, read when asked: labextension/package.json is the one version source
+    (hatch-nodejs-version), through importlib.metadata, whose import (~0.1 s) a kernel has paid
+    already but ``gpucheck run`` has not (issue 27)."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        value: str = version("gpu-notebook")
+        globals()["__version__"] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["GpuNotebookWarning", "__version__", "load_ipython_extension", "wait_for_warm_imports"]
 

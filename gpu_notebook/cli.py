@@ -7,67 +7,21 @@ import json
 import os
 import shutil
 import sys
-import threading
-import time
 import traceback
 import typing
 from collections.abc import Sequence
 from pathlib import Path
 from types import CodeType
-from typing import IO, Any, NoReturn
+from typing import Any, NoReturn
 
-from gpu_notebook import __version__
 from gpu_notebook.cli_console import say, show
 from gpu_notebook.records import VerdictCategory
+from gpu_notebook.views.terminal import LiveLine
 from gpu_notebook.views.text import render_text
 
 VERDICTS: tuple[str, ...] = typing.get_args(VerdictCategory)
 EXIT_GATE = 3  # a CI gate failed (the script itself succeeded)
 EXIT_USAGE = 2
-
-
-# ------------------------------------------------------------------------------ live line
-
-
-class LiveLine:
-    """One status line rewritten in place on a terminal, at most twice a second."""
-
-    def __init__(self, stream: IO[str], prefix: str = "gpucheck") -> None:
-        self._stream = stream
-        self._prefix = prefix
-        self._last = 0.0
-        self._lock = threading.Lock()
-        self._width = 0
-
-    def update(self, status: Any) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.5:
-            return
-        self._last = now
-        parts = [f"step {status.step_count}"]
-        if status.median_step_s is not None:
-            parts.append(f"{status.median_step_s * 1e3:.1f} ms/step")
-        sample = status.sample
-        for gpu in sample.gpus:
-            util = "n/a" if gpu.utilization_pct is None else f"{gpu.utilization_pct:.0f}%"
-            parts.append(f"GPU{gpu.index} {util}")
-        if sample.process_cpu_pct is not None:
-            parts.append(f"CPU {sample.process_cpu_pct:.0f}%")
-        if status.recording:
-            parts.append("profiling")
-        line = f"{self._prefix}: " + " | ".join(parts)
-        width = shutil.get_terminal_size((100, 20)).columns - 1
-        with self._lock:
-            self._width = max(self._width, len(line[:width]))
-            self._stream.write("\r" + line[:width].ljust(self._width))
-            self._stream.flush()
-
-    def clear(self) -> None:
-        with self._lock:
-            if self._width:
-                self._stream.write("\r" + " " * self._width + "\r")
-                self._stream.flush()
-                self._width = 0
 
 
 # ------------------------------------------------------------------------------ run
@@ -253,7 +207,6 @@ def _report_and_files(
     script: Path,
 ) -> tuple[Any, list[str]]:
     """The report, built in a private folder that a SIGTERM then does not leave behind."""
-    import shutil
 
     from gpu_notebook.capture.session import private_scratch
     from gpu_notebook.exit_signals import cleanup_before_signal_death
@@ -264,8 +217,15 @@ def _report_and_files(
         private_scratch() as scratch,
         cleanup_before_signal_death(lambda: shutil.rmtree(scratch, ignore_errors=True)),
     ):
-        report = build_report(session.finish(status, error, scratch=scratch), target_gpu=args.gpu)
-        if args.try_fixes is not None:  # issue 26: measure the offered fixes (gpu_notebook.tryfix)
+        # The patched script is in the JSON and HTML and is what --try-fixes runs; the text
+        # never prints it, and building it costs libcst's import (~0.3 s) and the codemods.
+        with_fixes = args.try_fixes is not None or "--json" in outputs or "--html" in outputs
+        report = build_report(
+            session.finish(status, error, scratch=scratch),
+            target_gpu=args.gpu,
+            with_fixes=with_fixes,
+        )
+        if args.try_fixes is not None:  # measure the offered fixes (gpu_notebook.tryfix)
             from gpu_notebook.tryfix.cli_hook import with_trials
 
             report = with_trials(report, script, args.script_args, args)
@@ -403,7 +363,7 @@ def _job_report_step(
     from gpu_notebook.gather import exchange
     from gpu_notebook.records import RankFacts, to_jsonable
     from gpu_notebook.report.job import job_report, rank_facts
-    from gpu_notebook.report.ranks import render_job
+    from gpu_notebook.views.job_text import render_job
 
     info = report.run.rank
     mine = rank_facts(report, info, files)
@@ -593,7 +553,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             show(f"\n=== {label} ({name}) " + "=" * max(0, 60 - len(label) - len(name)))
             show(render_text(report))
             if report.gpu_estimate is not None:
-                from gpu_notebook.analysis.gpu_estimate import describe as describe_estimate
+                from gpu_notebook.views.wording import describe_estimate
 
                 show(
                     "\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate))
@@ -648,6 +608,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
     from datetime import datetime
 
     from gpu_notebook.report.one_job import TraceFacts, not_one_job
+    from gpu_notebook.views.wording import doubt_sentence
 
     def start_s(report: Any) -> float | None:
         try:
@@ -655,7 +616,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
         except ValueError:  # "": the trace does not say when it started
             return None
 
-    return not_one_job(
+    doubts = not_one_job(
         [
             TraceFacts(
                 f.name,
@@ -667,6 +628,7 @@ def _not_one_job(ranked: Sequence[tuple[Path, Any, int | None, int | None]]) -> 
             for f, report, rank, world in ranked
         ]
     )
+    return [doubt_sentence(d) for d in doubts]
 
 
 def _job_from_traces(
@@ -694,7 +656,7 @@ def _job_from_traces(
 
 
 def _render_job(job: Any) -> str:
-    from gpu_notebook.report.ranks import render_job
+    from gpu_notebook.views.job_text import render_job
 
     return render_job(job)
 
@@ -805,13 +767,23 @@ def _verdict_list(value: str) -> str:
     return value
 
 
+class _Version(argparse._VersionAction):
+    """``--version``: the version is read when asked (importlib.metadata, ~0.1 s, issue 27)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        import gpu_notebook
+
+        self.version = f"gpucheck {gpu_notebook.__version__}"
+        super().__call__(parser, *args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from gpu_notebook.examples import EXAMPLES
 
     parser = argparse.ArgumentParser(
         prog="gpucheck", description="Is training slow because of the GPU, or the code around it?"
     )
-    parser.add_argument("--version", action="version", version=f"gpucheck {__version__}")
+    parser.add_argument("--version", action=_Version, version="gpucheck")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser(

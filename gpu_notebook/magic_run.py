@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from gpu_notebook.capture.session import (
     private_scratch,
 )
 from gpu_notebook.cellrun import CellOutcome, run_cell_body
+from gpu_notebook.exit_signals import cleanup_before_signal_death
 from gpu_notebook.hygiene import our_imports_leave_no_filters
 from gpu_notebook.records import Report
 from gpu_notebook.report.build import build_report
@@ -84,7 +86,15 @@ async def measured_cell(
         session.finish(outcome.status, outcome.error)
         yield None
         return
-    with private_scratch() as scratch, our_imports_leave_no_filters():
+    # A SIGTERM (jupyter_client's shutdown) or SIGHUP while the report is built removes our
+    # folder first, then the kernel's own handling (its default: the process ends) goes on.
+    folders: list[str] = []
+    with (
+        cleanup_before_signal_death(lambda: _remove(folders)),
+        private_scratch() as scratch,
+        our_imports_leave_no_filters(),
+    ):
+        folders.append(scratch)
         run = session.finish(outcome.status, outcome.error, scratch=scratch)
         report = build_report(
             run,
@@ -95,3 +105,8 @@ async def measured_cell(
         )
         cost.mark("report")
         yield report
+
+
+def _remove(folders: list[str]) -> None:
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,39 +1,14 @@
-"""``%gpustatus``: every GPU's load and the processes holding its memory, for shared machines."""
+"""``%gpustatus``: every GPU's load and the processes holding its memory, for shared machines.
+
+Reads the machine through the NVML door (capture/nvml.py) and psutil into the status records
+of ``records.py``; ``views/gpustatus.py`` renders them without touching the capture."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import psutil
 
 from gpu_notebook.capture import nvml
-from gpu_notebook.records import GpuInfo, GpuSample
-
-
-@dataclass(frozen=True)
-class ProcessInfo:
-    """One process holding GPU memory (user/command None: the process is not visible here)."""
-
-    pid: int
-    user: str | None
-    command: str | None
-    used_memory_bytes: int | None
-
-
-@dataclass(frozen=True)
-class GpuStatus:
-    info: GpuInfo
-    reading: GpuSample | None  # None: the GPU is lost
-    processes: tuple[ProcessInfo, ...] | None  # None: NVML refuses to list them
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class MachineStatus:
-    available: bool
-    message: str | None  # why no GPU can be read
-    driver_version: str | None
-    gpus: tuple[GpuStatus, ...] = ()
+from gpu_notebook.records import GpuStatus, MachineStatus, ProcessInfo
 
 
 def _process(pid: int, used: int | None) -> ProcessInfo:

@@ -402,3 +402,36 @@ def test_run_reports_the_scripts_whole_run_with_its_periodic_stall(tmp_path):
     assert shape.stalls.period_steps == 25
     assert "Over the run:" in res.stderr and "stalls every 25 steps" in res.stderr
     assert "Stalls every 25 steps" in out_html.read_text()
+
+
+def _imported(stderr: str) -> set[str]:
+    """Modules a ``python -X importtime`` process imported, from its stderr."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+
+
+def test_a_text_report_imports_no_libcst_and_a_json_one_carries_the_patch(
+    input_bound_script, tmp_path
+):
+    """Issue 27: the text never prints a patch, so `gpucheck run` builds none and never imports
+    libcst (~0.3 s) or the HTML stack; asked for JSON, the finding's patched script is there."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "gpu_notebook", "run"]
+    res = subprocess.run([*cmd, str(input_bound_script)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "gpucheck: INPUT-BOUND" in res.stderr
+    mods = _imported(res.stderr)
+    assert "gpu_notebook.rules" in mods  # the report was built here
+    heavy = sorted(m for m in mods if m.split(".")[0] in ("libcst", "bokeh", "jinja2", "IPython"))
+    assert heavy == []
+    out_json = tmp_path / "r.json"
+    res = subprocess.run(
+        [*cmd, "--json", str(out_json), str(input_bound_script)], capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "libcst" in _imported(res.stderr)
+    report = Report.from_json(out_json.read_text())
+    fixed = [f for f in report.findings if f.fix_id == "dataloader_workers"]
+    assert fixed and fixed[0].proposal is not None

@@ -8,11 +8,11 @@ from gpu_notebook.records import Finding
 from gpu_notebook.report.compare import (
     FIX_HEADER,
     compare,
-    describe,
     find_baseline,
     findings_after,
     normalize_cell,
 )
+from gpu_notebook.views.wording import describe_comparison
 from tests.scenarios import synthetic as syn
 
 CELL = "for x, y in loader:\n    step(x, y)\n"
@@ -108,7 +108,7 @@ def test_money_saved_per_thousand_steps():
     # 1000 steps: 360 s before, 120 s after -> 240 s saved = 1/15 h at 3.0/h
     assert c.cost_saved_per_1000_steps == pytest.approx(240 / 3600 * 3.0)
     assert compare(before, after).cost_saved_per_1000_steps is None
-    assert any("linear scaling" in line for line in describe(c))
+    assert any("linear scaling" in line for line in describe_comparison(c))
 
 
 def test_shares_hold_only_measured_phases():
@@ -158,9 +158,9 @@ def test_a_speedup_above_the_bound_is_explained_not_hidden():
     fixed = syn.make_report(FIXED, step_median_s=0.1, started_at=at(2))
     c = compare(proposer, fixed)
     assert c.speedup == pytest.approx(3.0) and c.predicted_bound == 1.5
-    assert any(line.startswith("Above the bound") for line in describe(c))
+    assert any(line.startswith("Above the bound") for line in describe_comparison(c))
     within = compare(proposer, syn.make_report(FIXED, step_median_s=0.25, started_at=at(3)))
-    assert not any(line.startswith("Above the bound") for line in describe(within))
+    assert not any(line.startswith("Above the bound") for line in describe_comparison(within))
 
 
 def test_a_fix_that_made_the_loop_slower_says_so_and_points_back_instead_of_escalating():
@@ -176,7 +176,7 @@ def test_a_fix_that_made_the_loop_slower_says_so_and_points_back_instead_of_esca
     kept = findings_after(proposer, fixed, c)
     assert [f.rule_id for f in kept] == ["compare.slower_after_fix", "syncs.per_step"]
     assert "0.68x" in kept[0].title and "earlier cell" in kept[0].title
-    assert any(line.startswith("Slower: fix dataloader_workers") for line in describe(c))
+    assert any(line.startswith("Slower: fix dataloader_workers") for line in describe_comparison(c))
     # Faster (or a plain re-run of the same cell): the findings stay as they are.
     faster = syn.make_report(FIXED, step_median_s=0.08, started_at=at(3), findings=[escalation])
     assert findings_after(proposer, faster, compare(proposer, faster)) == (escalation,)
@@ -191,7 +191,7 @@ def test_a_fix_that_did_nothing_is_not_offered_again_as_it_is():
     fixed = syn.make_report(FIXED, step_median_s=0.1, started_at=at(2), findings=[again])
     c = compare(proposer, fixed)
     assert c.samples is not None and c.samples.outcome == "no measurable change"
-    assert any("no measurable effect" in line for line in describe(c))
+    assert any("no measurable effect" in line for line in describe_comparison(c))
     (after,) = findings_after(proposer, fixed, c)
     assert after.proposal is not None and after.proposal.source_after is None
     assert "not offered again" in (after.proposal.refusal or "")

@@ -13,8 +13,8 @@ import libcst as cst
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
+from gpu_notebook.cell.ipython import NotPythonCell, protect, restore
 from gpu_notebook.fixes import FIXES, HEADER_PREFIX, Patch, Refusal, apply_fix, to_proposal
-from gpu_notebook.fixes.ipython_syntax import NotPythonCell, protect, restore
 from gpu_notebook.records import FixProposal, from_jsonable, to_jsonable
 
 CELL = """\
@@ -284,7 +284,7 @@ def test_a_python_cell_is_protected_without_importing_ipython():
 
     code = (
         "import sys\n"
-        "from gpu_notebook.fixes.ipython_syntax import protect\n"
+        "from gpu_notebook.cell.ipython import protect\n"
         "cell = protect('for x in loader:\\n    step(x)\\n')\n"
         "assert cell.originals == () and cell.code.startswith('for x')\n"
         "print('IPython' in sys.modules)\n"

@@ -8,8 +8,8 @@ import inspect
 
 import pytest
 
+from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.records import CodeRef
-from gpu_notebook.rules.source_scan import scan_source
 from tests.scenarios import synthetic as syn
 from tests.test_frameworks import _stacks
 from tests.test_rules import ids, only, rules_for

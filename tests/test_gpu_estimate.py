@@ -13,7 +13,6 @@ import pytest
 from gpu_notebook.analysis import gpu_estimate as ge
 from gpu_notebook.analysis.gpu_estimate import (
     GPUS,
-    describe,
     estimate_from_ops,
     gpu_spec,
     shape_flops,
@@ -21,6 +20,7 @@ from gpu_notebook.analysis.gpu_estimate import (
 from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
 from gpu_notebook.trace.kineto import load_trace
+from gpu_notebook.views.wording import describe_estimate
 
 Op = ge._OpTimes
 A100 = GPUS["a100"]
@@ -50,7 +50,7 @@ def test_a_loop_of_tiny_ops_stays_host_bound_on_a_gpu():
         and est.speedup < 1.2
     )
     slower = per_step([Op("aten::add", 300, 2400.0, 2400.0)], python_us=9000.0, step_us=10_000.0)
-    assert describe(slower)[0].startswith("Not faster on one NVIDIA A100")
+    assert describe_estimate(slower)[0].startswith("Not faster on one NVIDIA A100")
 
 
 def test_big_matmuls_move_to_the_gpu_and_the_data_wait_stays():
@@ -62,7 +62,7 @@ def test_big_matmuls_move_to_the_gpu_and_the_data_wait_stays():
     assert est.device_s == pytest.approx(device)
     assert est.step_s == pytest.approx(0.1 + device) and est.limited_by == "data loading"
     assert est.speedup == pytest.approx(1.0 / (0.1 + device))
-    first = describe(est)[0]
+    first = describe_estimate(est)[0]
     assert (
         first.startswith(f"About {est.speedup:.1f}x faster on one NVIDIA A100")
         and "data loading" in first

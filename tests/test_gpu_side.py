@@ -135,7 +135,8 @@ def test_inference_and_capture_verdicts_speak_in_their_own_terms() -> None:
 
 
 def test_more_gpus_for_inference_are_replicas_with_nothing_to_exchange() -> None:
-    from gpu_notebook.analysis.whatif import render_whatif, what_if
+    from gpu_notebook.analysis.whatif import what_if
+    from gpu_notebook.views.wording import render_whatif
 
     split = dataclasses.replace(syn.phases({"sync": 0.3}), workload="inference")
     analysis = syn.make_analysis(phase_split=split, gpu_timeline=syn.timeline(busy=0.9))

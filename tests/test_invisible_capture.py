@@ -269,6 +269,83 @@ def test_torch_compile_sees_the_same_frames_graphs_and_breaks_measured_and_after
     assert _compile_counters("measured") == _compile_counters("plain")
 
 
+def test_a_compile_that_never_saw_an_optimizer_leaves_later_cells_their_optimizer_steps():
+    """A compiled forward guards nothing of the optimizer's: a later measured cell still counts
+    its steps at the optimizer (not at backward, as after a compiled optimizer step)."""
+    from gpu_notebook.capture.stepclock import GUARDED_NOTE
+
+    model = torch.nn.Linear(8, 2)
+    forward = torch.compile(lambda x: model(x).relu(), backend="eager")
+    forward(torch.randn(4, 8))  # an earlier cell, not measured
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    clock = StepClock(0)
+    clock.install()
+    try:
+        for _ in range(5):
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+    finally:
+        clock.uninstall()
+    assert GUARDED_NOTE not in clock.notes
+    assert clock.anchor == "optimizer" and clock.step_count == 5
+
+
+_COMPILED_BEFORE_CHILD = textwrap.dedent(
+    """
+    import json, sys, torch
+    from gpu_notebook.capture.stepclock import StepClock, GUARDED_NOTE
+    measured = sys.argv[1] == "measured"
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    X = torch.randn(16, 8); Y = torch.randint(0, 2, (16,))
+    def train_step(x, y):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        return loss
+    step = torch.compile(train_step, backend="eager")
+    compiled_opt_step = torch.compile(opt.step, backend="eager")
+    from torch._dynamo.utils import counters
+    def loop_with_compiled_opt_step():
+        loss = torch.nn.functional.cross_entropy(model(X), Y)
+        opt.zero_grad(); loss.backward(); compiled_opt_step()
+    notes = []
+    def cell(fn, measure):
+        clock = StepClock(0) if measure else None
+        if clock: clock.install()
+        for _ in range(4):
+            fn()
+        if clock:
+            clock.uninstall()
+            notes.extend(clock.notes)
+        return {k: dict(counters[k]) for k in ("frames", "graph_break", "stats")}
+    # Compiled in cells that were not measured; then measured cells run them; then plain again.
+    seen = [cell(lambda: step(X, Y), False), cell(loop_with_compiled_opt_step, False)]
+    seen += [cell(lambda: step(X, Y), measured), cell(loop_with_compiled_opt_step, measured)]
+    seen += [cell(lambda: step(X, Y), False), cell(loop_with_compiled_opt_step, False)]
+    print(json.dumps([seen, GUARDED_NOTE in notes], sort_keys=True))
+    """
+)
+
+
+def test_frames_compiled_before_the_cell_that_guard_the_optimizer_hooks_never_recompile():
+    """Compiled (unmeasured) frames whose guards hold torch's optimizer hook dicts: the measured
+    cells install no optimizer hook (said in a note), and nothing recompiles then or after."""
+    import json
+
+    runs = {}
+    for kind in ("measured", "plain"):
+        done = subprocess.run(
+            [sys.executable, "-c", _COMPILED_BEFORE_CHILD, kind],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert runs["measured"][0] == runs["plain"][0]
+    assert runs["measured"][1] is True
+
+
 # ------------------------------------------------------------------ the user's own profiler
 
 
@@ -413,7 +490,7 @@ class _Masquerade:
 def test_the_report_runs_none_of_the_users_code_on_live_objects():
     """ChainDataset.__len__ is torch's but calls the user's shards' __len__; a model's own
     parameters()/modules(); a property; a __class__ property read by isinstance()."""
-    from gpu_notebook.rules.live_objects import live_facts
+    from gpu_notebook.cell.live import live_facts
 
     data = torch.utils.data
     chain = data.ChainDataset([_Shard(), _Shard()])
@@ -451,6 +528,39 @@ def test_a_streaming_chain_dataset_cell_is_measured_and_succeeds(ip):
     assert result.success, result.error_in_exec
     assert "len" not in _Calls.names
     assert ip.user_ns["rep"].run.steps.step_count >= 10
+
+
+def _odd_module() -> torch.nn.Module:
+    """A module whose parameter slot holds something that is not a tensor (code that fills
+    ``_parameters`` itself): reading its device fails, in our code."""
+    odd = torch.nn.Linear(2, 1)
+    odd._parameters["weight"] = object()  # type: ignore[assignment]
+    return odd
+
+
+def test_an_object_we_cannot_read_is_skipped_with_a_note_never_a_failure():
+    from gpu_notebook.cell.live import live_facts
+
+    facts = live_facts({"odd": _odd_module(), "fine": torch.nn.Linear(2, 1)}, ["odd", "fine"])
+    assert [m.name for m in facts.models] == ["fine"]
+    assert [name for name, _ in facts.skipped] == ["odd"]
+    (note,) = facts.notes()
+    assert "'odd'" in note and "Linear" in note and "TypeError" in note, note
+
+
+def test_the_report_notes_the_object_it_skipped(ip):
+    ip.user_ns["odd"] = _odd_module()
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "kept = odd\n"
+        "for _ in range(8):\n"
+        "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    notes = ip.user_ns["rep"].run.notes
+    assert sum("'odd'" in n for n in notes) == 1, notes
 
 
 # ------------------------------------------------------------------ training elsewhere

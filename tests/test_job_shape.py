@@ -24,7 +24,7 @@ from gpu_notebook.records import (
 )
 from gpu_notebook.report.build import build_report
 from gpu_notebook.report.job import job_report, rank_facts
-from gpu_notebook.report.ranks import render_job
+from gpu_notebook.views.job_text import render_job
 from tests.test_run_shape import CHECKPOINT_CELL, KEEPS_LOSSES, _wobble, make_run, record, step
 
 MIB = 2**20

@@ -107,3 +107,77 @@ def test_the_report_survives_the_cells_clear_output(kernel):
     after_clear = outputs[[k for k, _, _ in outputs].index("clear_output") + 1 :]
     reports = [t for k, t, meta in after_clear if k == "display_data" and "gpu_notebook" in meta]
     assert len(reports) == 1 and reports[0].startswith("gpucheck:")
+
+
+# ----------------------------------------------------------------- a signal while we report
+
+# The kernel asks for the signal when our report opens the window's trace in our private folder
+# (an audit hook: synchronous, in the kernel's main thread, while the folder exists), as
+# jupyter_client's shutdown (SIGTERM) or a closed terminal (SIGHUP) can reach a kernel then.
+_SIGNAL_WHILE_REPORTING = (
+    "import os, signal, sys\n"
+    "{handler}\n"
+    "def _hook(event, args):\n"
+    "    if event == 'open' and str(args[0]).endswith('window.trace.json') "
+    "and args[1] not in ('w', 'wb'):\n"
+    "        os.kill(os.getpid(), signal.{sent})\n"
+    "sys.addaudithook(_hook)\n"
+)
+_TRAINS = (
+    "%%gpucheck -w 1 -s 2 --lines off\n"
+    "import torch\n"
+    "m = torch.nn.Linear(8, 1); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+    "for _ in range(12):\n"
+    "    o.zero_grad(); m(torch.randn(16, 8)).sum().backward(); o.step()\n"
+)
+
+
+def _ours_left(tmp: Any) -> list[str]:
+    return [p.name for p in tmp.iterdir() if p.name.startswith("gpucheck")]
+
+
+@pytest.mark.parametrize("sent", ["SIGTERM", "SIGHUP"])
+def test_a_signal_while_the_report_is_built_removes_our_folder_and_ends_the_kernel_by_it(
+    tmp_path, sent
+):
+    import os
+    import signal
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    km, kc = start_new_kernel(kernel_name="python3", env={**os.environ, "TMPDIR": str(tmp)})
+    try:
+        assert execute(kc, "%load_ext gpu_notebook")[0] == "ok"
+        assert execute(kc, _SIGNAL_WHILE_REPORTING.format(handler="", sent=sent))[0] == "ok"
+        kc.execute(_TRAINS)
+        deadline = time.monotonic() + 180  # a bound only: the kernel's death is the event
+        while km.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert km.provisioner.process.poll() == -getattr(signal, sent)  # as without us
+        assert _ours_left(tmp) == []
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_the_kernels_own_sigterm_handler_decides_and_the_report_comes(tmp_path):
+    import os
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    km, kc = start_new_kernel(kernel_name="python3", env={**os.environ, "TMPDIR": str(tmp)})
+    try:
+        assert execute(kc, "%load_ext gpu_notebook")[0] == "ok"
+        handler = "signal.signal(signal.SIGTERM, lambda *a: print('handled', a[0]))"
+        status, _ = execute(kc, _SIGNAL_WHILE_REPORTING.format(handler=handler, sent="SIGTERM"))
+        assert status == "ok"
+        status, outputs = execute(kc, _TRAINS)
+        assert status == "ok" and km.is_alive()
+        printed = "".join(t for k, t in users(outputs) if k == "stream")
+        assert printed and set(printed.splitlines()) == {"handled 15"}  # called, each signal
+        assert any("gpu_notebook" in meta for _, _, meta in outputs)  # the report
+        assert _ours_left(tmp) == []
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

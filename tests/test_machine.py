@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 
 from gpu_notebook.analysis.run_trend import run_shape
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import ProfileWindow, Sample, SampleSeries, StepClockRecord, StepTiming
 from gpu_notebook.report.build import build_report
 from gpu_notebook.rules import machine
-from gpu_notebook.rules.source_facts import SourceFacts
 from tests.scenarios import synthetic as syn
 
 CORES = 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 from gpu_notebook.report.one_job import TraceFacts, not_one_job
+from gpu_notebook.views.wording import doubt_sentence
 from tests.test_cli import REFERENCE, _need_reference, gpucheck
 
 
@@ -22,14 +23,14 @@ def test_the_ranks_of_one_job_raise_no_doubt():
 
 def test_unrelated_traces_are_named_with_each_reason():
     mixed = ranks(2) + ranks(8, start_s=1.7e9 + 86400 * 3)
-    reasons = not_one_job(mixed)
+    reasons = [doubt_sentence(d) for d in not_one_job(mixed)]
     text = "; ".join(reasons)
     assert "world sizes differ: 2, 8" in text
     assert "rank 0 appears in 2 traces" in text and "(and 1 more rank(s))" in text
     assert "they started 3 days apart" in text
     # Single-process runs (no distributedInfo) side by side are separate runs, not ranks.
     single = [TraceFacts(f"run{i}.json", None, None, f"host{i}", None) for i in range(3)]
-    assert not_one_job(single) == [
+    assert [doubt_sentence(d) for d in not_one_job(single)] == [
         "none of the 3 traces is a rank of a distributed job (no distributedInfo with a world "
         "size above 1) on 3 hosts"
     ]

@@ -23,7 +23,6 @@ import jsonschema
 import pytest
 
 from gpu_notebook.analysis.lines import (
-    describe_line,
     hot_functions,
     hot_lines,
     parse_frame_label,
@@ -42,6 +41,7 @@ from gpu_notebook.capture.threads import live_hidden_threads
 from gpu_notebook.cellrun import run_cell_body, run_sync
 from gpu_notebook.records import StackProfile
 from gpu_notebook.views.flame import flame_svg, line_bars_html
+from gpu_notebook.views.wording import describe_line
 
 INTERVAL_S = 0.005
 

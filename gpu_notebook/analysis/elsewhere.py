@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.records import Run
 
 # Calls that start processes running the user's function.
@@ -17,7 +18,7 @@ _LAUNCHERS = frozenset({"spawn", "start_processes", "Process", "Pool", "ProcessP
 
 def _called_names(source: str) -> set[str]:
     try:
-        tree = ast.parse(source)
+        tree = parse_ast(source)
     except (SyntaxError, ValueError):
         return set()
     names = set()

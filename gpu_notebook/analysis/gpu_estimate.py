@@ -50,7 +50,6 @@ __all__ = [
     "DEFAULT_GPU",
     "GPUS",
     "GpuSpec",
-    "describe",
     "estimate_from_trace",
     "estimate_on_gpu",
     "gpu_spec",
@@ -369,20 +368,3 @@ def estimate_on_gpu(
     if trace is None:
         return None
     return estimate_from_trace(trace, analysis, gpu_spec(gpu), cores=max(1, run.env.cpu_count))
-
-
-def describe(estimate: GpuEstimate) -> tuple[str, ...]:
-    """The estimate in a few lines: the answer, the parts of the step, the assumptions."""
-    e = estimate
-    if e.speedup >= 1.0:
-        head = f"About {e.speedup:.1f}x faster on one {e.gpu}; then the step is limited by {e.limited_by}."
-    else:
-        head = f"Not faster on one {e.gpu} (about {e.speedup:.2f}x); the step is limited by {e.limited_by}."
-    return (
-        head,
-        f"step {e.measured_step_s * 1e3:.2f} ms here -> about {e.step_s * 1e3:.2f} ms: data wait "
-        f"{e.data_s * 1e3:.2f} ms, host {e.host_s * 1e3:.2f} ms ({e.kernels_per_step:.0f} kernels a step), "
-        f"GPU compute {e.device_s * 1e3:.2f} ms"
-        + (" (overlapping the host)" if e.overlapped else " (after the host: reads every step)"),
-        *(f"assumes: {a}" for a in e.assumptions),
-    )

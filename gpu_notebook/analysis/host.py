@@ -146,15 +146,6 @@ def host_bound(
     )
 
 
-def describe(host: HostOverhead) -> str:
-    """The evidence line: ops per step, median op time, Python between ops."""
-    return (
-        f"{host.ops_per_step:.0f} host operators a step, median {host.median_op_us:.0f} us each; "
-        f"Python between operators {100 * host.between_ops_share:.0f}% of the step, operators "
-        f"under {host.small_op_us:.0f} us another {100 * host.small_op_share:.0f}%"
-    )
-
-
 def outside_ops_share(analysis: Analysis) -> float | None:
     """Share of the run's step spent outside the model's operators and the data wait: host
     Python that no device shortens. None unless the phases are a whole-run estimate.

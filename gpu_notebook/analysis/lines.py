@@ -8,8 +8,8 @@ real spacing stretches while the cell holds the GIL (see ``capture/stacks.py``).
 computed from the exact microseconds, not from the rounded sample counts.
 
 Exports: :func:`to_speedscope` (speedscope's "sampled" JSON profile) and :func:`to_collapsed`
-(Brendan Gregg's folded stacks, for flamegraph.pl, speedscope, inferno...). Findings use
-:func:`hot_lines` and :func:`describe_line` ("line 7 `print(f'{loss}')`: 31% of step time").
+(Brendan Gregg's folded stacks, for flamegraph.pl, speedscope, inferno...). The views word
+:func:`hot_lines`'s records (``views/wording.describe_line``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from gpu_notebook.records import OTHER, CodeRef, FunctionStat, LineStat, RawStac
 __all__ = [
     "CELL_FILE_LABEL",
     "SPEEDSCOPE_SCHEMA",
-    "describe_line",
     "file_label",
     "frame_label",
     "hot_functions",
@@ -39,7 +38,6 @@ __all__ = [
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 CELL_FILE_LABEL = "cell"  # the file label of the measured cell's own frames
 
-_MAX_TEXT_CHARS = 60
 # Import machinery, elided from stacks as Python's own tracebacks do (``_call_with_frames_removed``
 # says so): six frames per nested import bury the modules being imported. Kept when innermost,
 # so time spent there still shows as such.
@@ -264,20 +262,3 @@ def _cell_line_depths(collapsed: Mapping[str, int]) -> dict[int, int]:
 def hot_functions(profile: StackProfile, n: int = 3) -> tuple[FunctionStat, ...]:
     """The ``n`` functions with the most self time (the order ``profile.functions`` keeps)."""
     return tuple(profile.functions[:n])
-
-
-def describe_line(stat: LineStat, of: str = "step time") -> str:
-    """``line 7 `print(f'{loss}')`: 31% of step time``, with the line's main phase when known."""
-    text = " ".join(stat.text.split())
-    if len(text) > _MAX_TEXT_CHARS:
-        text = text[: _MAX_TEXT_CHARS - 1] + "…"
-    code = f" `{text}`" if text else ""
-    phase = _main_phase(stat.phase_samples, stat.samples)
-    return f"line {stat.line}{code}: {stat.share:.0%} of {of}{phase}"
-
-
-def _main_phase(phase_samples: Mapping[str, int], samples: int) -> str:
-    if not phase_samples or samples <= 0:
-        return ""
-    phase, count = max(phase_samples.items(), key=lambda kv: (kv[1], kv[0]))
-    return f" (mostly {phase})" if count >= 0.5 * samples else ""

@@ -50,6 +50,7 @@ __all__ = [
     "REPRESENTS_SHARE",
     "combine_windows",
     "data_split_phases",
+    "grown_phase",
     "run_shape",
     "whole_run_phases",
     "window_ranges",
@@ -352,6 +353,31 @@ def _parts(s: StepTiming) -> dict[str, float]:
     }
     parts["other"] = max(0.0, s.duration_s - sum(parts.values()))
     return parts
+
+
+def grown_phase(run: Run) -> tuple[str, float, float] | None:
+    """The hook-timed phase that grew most between the first and the last fifth of the run:
+    (phase, its median in the first fifth, in the last), None when none grew or too few steps
+    were timed (rules/run_shape's drift names it)."""
+    steady = [s for s in run.steps.steps if s.index >= run.window.warmup_steps]
+    if len(steady) < 10:
+        return None
+    # The fifths of the run by step index; only timed steps inside them know their phases (a
+    # run whose steps were short in between went lean there).
+    fifth = len(steady) // 5
+    first_end, last_start = steady[fifth - 1].index, steady[-fifth].index
+    first = [_parts(s) for s in steady if s.timed and s.index <= first_end]
+    last = [_parts(s) for s in steady if s.timed and s.index >= last_start]
+    if len(first) < 2 or len(last) < 2:
+        return None
+
+    def med(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    growth = {p: (med([f[p] for f in first]), med([la[p] for la in last])) for p in first[0]}
+    phase = max(growth, key=lambda p: growth[p][1] - growth[p][0])
+    before, after = growth[phase]
+    return (phase, before, after) if after > before else None
 
 
 def _stall_phase(

@@ -95,3 +95,34 @@ def _within_step(parts: dict[str, float], dur_us: float) -> dict[str, float]:
     elif dur_us <= 0:
         out = dict.fromkeys(out, 0.0)
     return out
+
+
+# Fewer steps than this with the optimizer timed outside our own work: no run-wide figure.
+RUN_OPTIMIZER_MIN_STEPS = 8
+
+
+def run_optimizer_share(
+    record: StepClockRecord, warmup_steps: int, skip: frozenset[int] = frozenset()
+) -> tuple[float, int] | None:
+    """The optimizer step's share of the step time over the run, as the step clock timed it,
+    and the steps it rests on: every steady step whose optimizer step was timed (timed steps,
+    and lean ones when ``lean_optimizer``), leaving out ``skip`` (the profiled windows and
+    other steps our own work disturbed, ``analysis.own_cost``).
+
+    The profiler's cost lands on every operator, and an unfused optimizer is hundreds of small
+    ones: its profiled share read 14% where the run spent 3.7%. A bound on the optimizer must
+    rest on this figure where it exists. None: the optimizer does not end the steps, or fewer
+    than ``RUN_OPTIMIZER_MIN_STEPS`` such steps.
+    """
+    if record.anchor != "optimizer":
+        return None
+    steps = [
+        s
+        for s in steady_steps(record, warmup_steps)
+        if (s.timed or record.lean_optimizer) and s.index not in skip
+    ]
+    total = sum(max(0.0, s.duration_s - s.ours_s) for s in steps)
+    if len(steps) < RUN_OPTIMIZER_MIN_STEPS or total <= 0:
+        return None
+    optimizer = sum(s.optimizer_s for s in steps)
+    return min(1.0, optimizer / total), len(steps)

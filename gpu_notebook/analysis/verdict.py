@@ -1,6 +1,6 @@
 """The verdict: one category, the numbers behind it, and "will more GPUs help?".
 
-Thresholds (DESIGN.md §6, with their sources):
+Thresholds, with their sources:
 - input wait / sync share: warn 10%, critical 20% (TraceML diagnostics/step_time/policy.py);
   the primary verdict takes the critical level, smaller shares appear as evidence only;
 - GPU busy >= 80% of the window: GPU-bound (TraceML calls >= 90% compute-bound; the seed
@@ -28,10 +28,17 @@ import dataclasses
 from typing import Literal
 
 from gpu_notebook.analysis.host import HOST_BOUND_SHARE, host_bound, outside_ops_share
-from gpu_notebook.analysis.host import describe as describe_host
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Confidence, Environment, GpuTimeline, Run, Verdict
+from gpu_notebook.records import (
+    Analysis,
+    Confidence,
+    Environment,
+    GpuTimeline,
+    HostOverhead,
+    Run,
+    Verdict,
+)
 
 # Environment.platform of a run rebuilt from a trace file (``gpucheck analyze``): the report
 # then speaks of "this trace", and of nothing NVML or the step clock would have measured.
@@ -231,7 +238,7 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
     on_gpu = busy is not None or _has_gpu(run.env)
     overhead = host_bound(analysis.host, analysis.top_ops, on_gpu=on_gpu)
     if analysis.host is not None and (overhead or not on_gpu):
-        evidence.append(describe_host(analysis.host))
+        evidence.append(_host_evidence(analysis.host))
     host_comm = phases.share("comm")
     # Waiting on peers is the verdict when it is the largest wait: a rank that waits 80% of its
     # step for data and 12% in the all-reduce is input-bound (and the others wait for it).
@@ -346,6 +353,15 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
         "fuse small ops with torch.compile, or capture steps with CUDA graphs.",
         tuple(evidence),
         confidence,
+    )
+
+
+def _host_evidence(host: HostOverhead) -> str:
+    """The evidence line: ops per step, median op time, Python between ops."""
+    return (
+        f"{host.ops_per_step:.0f} host operators a step, median {host.median_op_us:.0f} us each; "
+        f"Python between operators {100 * host.between_ops_share:.0f}% of the step, operators "
+        f"under {host.small_op_us:.0f} us another {100 * host.small_op_share:.0f}%"
     )
 
 

@@ -21,7 +21,9 @@ anchor is upgraded and the steps counted so far are dropped: they were warm-up a
 
 Two modes. *Timing* (the first steps, through the profiler window): every hook is on and each
 step's data/forward/backward/optimizer time is measured. *Lean* (``lean()``,
-after the window): only the hook that ends a step stays, so a long cell pays almost nothing.
+after the window): only the hook that ends a step stays, so a long cell pays almost nothing; the
+loader's wait and the optimizer step keep two clock reads each, the run-wide figures that the
+profiled window's many small ops would inflate (``lean_data``, ``lean_optimizer``).
 
 Hooks fire only for the thread that runs the cell. While the profiler window records, the hooks
 also write named ranges into the trace (markers.py) so the analysis can split steps into phases.
@@ -55,8 +57,14 @@ _PRIORITY: dict[str, int] = {
 }
 
 COMPILED_NOTE = (
-    "torch.compile in this process: optimizer steps are not hooked (Dynamo would guard on the "
-    "hook and recompile after the cell); steps are counted at the DataLoader or at backward"
+    "torch.compile ran in this cell: optimizer steps are not hooked from then on (Dynamo could "
+    "guard on the hook and recompile after the cell); steps are counted at the DataLoader or at "
+    "backward"
+)
+GUARDED_NOTE = (
+    "a frame compiled earlier by torch.compile guards on torch's optimizer hooks: optimizer "
+    "steps are not hooked (Dynamo would recompile it); steps are counted at the DataLoader or "
+    "at backward"
 )
 
 # Called at each step boundary with the index of the step that starts there.
@@ -99,6 +107,9 @@ class StepClock:
         # to the end of a step that has none), as no hook of ours sits on modules.
         self._last_mark_ns = 0
         self._lean = False
+        # Lean steps still time their optimizer step (pre and post hook kept): False when they
+        # do not, or when a step ran a closure (its forward/backward are no longer timed apart).
+        self._lean_optimizer = False
         self.boundary_listener: BoundaryListener | None = None
         # Called when a higher-priority anchor replaces the current one (steps restart at 0).
         self.anchor_listener: Callable[[str], None] | None = None
@@ -162,8 +173,8 @@ class StepClock:
         _watch_forks(self)
         try:
             h = self._handles
-            if _dynamo_has_compiled():
-                self._no_optimizer_hooks(COMPILED_NOTE)
+            if _compiled_frames_guard_optimizer_hooks():
+                self._no_optimizer_hooks(GUARDED_NOTE)
             else:
                 h["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
                 h["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
@@ -276,6 +287,7 @@ class StepClock:
 
     def _no_optimizer_hooks(self, note: str) -> None:
         self._optimizer_hooks_allowed = False
+        self._lean_optimizer = False
         for name in ("opt_pre", "opt_post"):
             handle = self._handles.pop(name, None)
             if handle is not None:
@@ -296,7 +308,9 @@ class StepClock:
         The DataLoader's ``__next__`` stays timed (two clock reads a batch): the data wait of
         every step is what tells a loop that turns input-bound after its window (a cache that
         runs out) from one that does not, so a whole-run split of data against the rest always
-        exists (``StepClockRecord.lean_data``).
+        exists (``StepClockRecord.lean_data``). So does the optimizer step when it ends the
+        steps (two clock reads a step, ``lean_optimizer``): a fix's bound rests on the run's
+        optimizer time, not on a window where the profiler inflates its many small ops.
 
         Safe to call from inside a hook: torch copies module hook dicts before iterating them,
         and the optimizer post hook (iterated lazily) is kept when it is the anchor.
@@ -305,11 +319,13 @@ class StepClock:
             return
         self._lean = True
         self.annotate = False
-        keep_opt_post = self.anchor == "optimizer"
-        for name in ("opt_pre",) + (() if keep_opt_post else ("opt_post",)):
-            handle = self._handles.pop(name, None)
-            if handle is not None:
-                handle.remove()
+        keep_opt = self.anchor == "optimizer"
+        if not keep_opt:
+            for name in ("opt_pre", "opt_post"):
+                handle = self._handles.pop(name, None)
+                if handle is not None:
+                    handle.remove()
+        self._lean_optimizer = keep_opt and "opt_pre" in self._handles
         if self.anchor != "backward" and "backward" in self._patches:
             self._unpatch("backward")
 
@@ -363,6 +379,20 @@ class StepClock:
         if self._tracing():
             return
         if threading.get_ident() != self._tid and not self._adopt_before_step():
+            return
+        if self._lean:
+            # Only the step's own time: the loader's wait is the one phase lean steps still
+            # time, so a closure's forward/backward (LBFGS, Lightning) would count as the
+            # optimizer's: such a run keeps no lean optimizer time at all.
+            # torch passes step()'s own args, the optimizer first: a closure is a callable.
+            if callable(kwargs.get("closure")) or any(
+                callable(a) for a in args if a is not optimizer
+            ):
+                self._lean_optimizer = False
+                self._opt_start_ns = 0
+            else:
+                self._opt_start_ns = time.perf_counter_ns()
+                self._opt_inner_ns = self._data_ns + self._fwd_ns + self._bwd_ns
             return
         self._opt_start_ns = self._last_mark_ns = now = time.perf_counter_ns()
         # A closure optimizer (LBFGS, Lightning's automatic optimization) runs forward and
@@ -420,7 +450,7 @@ class StepClock:
         return __next__
 
     def _switch_iterator(self, it: Any) -> None:
-        """The loader settings of the iterator the loop now reads (issue 26: the fix reads the
+        """The loader settings of the iterator the loop now reads (the fix reads the
         loader's real num_workers / pin_memory even where the source gives no literal). Two
         values are read from the iterator; no reference to it is kept (its workers end with it)."""
         self._note_iterator()
@@ -636,6 +666,7 @@ class StepClock:
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
             lean_data="dataloader" in self._patches,
+            lean_optimizer=self._lean_optimizer,
             loader_num_workers=loader[0][0] if loader else None,
             loader_pin_memory=loader[0][1] if loader else None,
         )
@@ -739,6 +770,49 @@ def _dynamo_has_compiled() -> bool:
         return int(counters["frames"]["total"]) > 0
     except (KeyError, TypeError, ValueError):
         return False
+
+
+# Where torch keeps the global optimizer step hooks: a guard whose source names one of these
+# (G['_global_optimizer_pre_hooks'] in Optimizer's step wrapper, or reached through the module
+# from a frame that inlined it) fails as soon as our hook is in the dict.
+_HOOK_DICT_NAME = "_global_optimizer_"
+# A guard tree this large is not walked: as if it guarded the dicts (no optimizer hooks).
+_MAX_GUARD_NODES = 100_000
+
+
+def _compiled_frames_guard_optimizer_hooks() -> bool:
+    """Whether a frame Dynamo compiled in this process guards on torch's optimizer hook dicts.
+
+    Such a frame (a compiled ``opt.step``, or a training step that traced one) would recompile
+    the moment our hook entered the dict, so the cell must go without it; a compiled model or
+    loss guards nothing of the optimizer's and leaves the optimizer hooks to later cells. Read
+    from Dynamo's own records (the frames it converted, each cache entry's guard tree: private
+    torch APIs, read-only); anything we cannot read counts as a guard. Frames compiled during
+    the cell are handled by ``_on_compile_start``.
+    """
+    import sys
+
+    if not _dynamo_has_compiled():
+        return False
+    try:
+        convert_frame = sys.modules["torch._dynamo.convert_frame"]
+        cache_entries = sys.modules["torch._dynamo.eval_frame"]._debug_get_cache_entry_list
+        budget = _MAX_GUARD_NODES
+        for ref in list(convert_frame.input_codes.seen):
+            code = ref()
+            if code is None:
+                continue
+            for entry in cache_entries(code):
+                todo = [entry.guard_manager.root]
+                while todo:
+                    manager = todo.pop()
+                    budget -= 1
+                    if budget < 0 or _HOOK_DICT_NAME in manager.get_source():
+                        return True
+                    todo.extend(manager.get_child_managers())
+    except Exception:  # noqa: BLE001 -- a torch without these records: as if they guarded
+        return True
+    return False
 
 
 def _skip_our_code_in_dynamo() -> None:

@@ -12,16 +12,19 @@ Usage::
 
 from __future__ import annotations
 
-from gpu_notebook.fixes.catalog import (
-    FIXES,
-    HEADER_PREFIX,
-    apply_fix,
-    describe,
-    inserted_patch,
-    prepended_patch,
-    to_proposal,
-)
-from gpu_notebook.fixes.records import FixInfo, FixParam, Patch, Refusal
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpu_notebook.fixes.catalog import (
+        FIXES,
+        HEADER_PREFIX,
+        apply_fix,
+        describe,
+        inserted_patch,
+        prepended_patch,
+        to_proposal,
+    )
+    from gpu_notebook.fixes.records import FixInfo, FixParam, Patch, Refusal
 
 __all__ = [
     "FIXES",
@@ -36,3 +39,19 @@ __all__ = [
     "prepended_patch",
     "to_proposal",
 ]
+
+# Imported on first use: the catalog imports libcst (~0.3 s), and a report builds its patches
+# only when a view or a file shows them (``gpucheck run`` prints text and builds none); importing
+# ``gpu_notebook.fixes.records`` alone must not pay for it.
+_FROM_RECORDS = {"FixInfo", "FixParam", "Patch", "Refusal"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(
+        "gpu_notebook.fixes.records" if name in _FROM_RECORDS else "gpu_notebook.fixes.catalog"
+    )
+    return getattr(module, name)

@@ -9,12 +9,13 @@ cleanly comes back as a ``Refusal`` with a reason, never as broken code.
 from __future__ import annotations
 
 import difflib
-import inspect
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import libcst as cst
 
+from gpu_notebook.cell.ipython import NotPythonCell, ProtectedCell, protect, restore
+from gpu_notebook.cell.parse import check_parse, parse_cst
 from gpu_notebook.fixes import (
     codemods_autocast,
     codemods_data,
@@ -23,21 +24,19 @@ from gpu_notebook.fixes import (
     codemods_model,
     codemods_syncs,
 )
-from gpu_notebook.fixes.cst_tools import CodemodResult, Declined
-from gpu_notebook.fixes.ipython_syntax import NotPythonCell, ProtectedCell, protect, restore
-from gpu_notebook.fixes.records import FixInfo, FixParam, ParamValue, Patch, Refusal
+from gpu_notebook.fixes.cst_tools import Declined
+from gpu_notebook.fixes.records import Fix, FixInfo, ParamValue, Patch, Refusal
 from gpu_notebook.records import FixProposal
 
 HEADER_PREFIX = "# gpucheck fix: "
 
 _TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 
-Codemod = Callable[..., CodemodResult]
-
-# fix id -> (title, why, documentation, codemod). Order: the input pipeline first, as the
-# verdict table reads (input-bound, sync-bound, host-bound, gpu-bound, memory, multi-GPU).
-_TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
-    (
+# The catalog's own fixes. Order: the input pipeline first, as the verdict table reads
+# (input-bound, sync-bound, host-bound, gpu-bound, memory, multi-GPU). A rule module may own its
+# fix instead (a ``Fix`` beside its check, ``rules/host_tensors.py``): apply_fix takes either.
+_TABLE: tuple[Fix, ...] = (
+    Fix(
         "dataloader_workers",
         "DataLoader workers and pinned memory",
         (
@@ -47,7 +46,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
         codemods_data.dataloader_workers,
     ),
-    (
+    Fix(
         "non_blocking_copies",
         "Non-blocking copies to the GPU",
         (
@@ -57,7 +56,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
         codemods_data.non_blocking_copies,
     ),
-    (
+    Fix(
         "throttle_host_syncs",
         "Read values from the GPU every N steps",
         (
@@ -67,7 +66,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         _TUNING_GUIDE + "#avoid-unnecessary-cpu-gpu-synchronization",
         codemods_syncs.throttle_host_syncs,
     ),
-    (
+    Fix(
         "log_every_n",
         "Log every N steps",
         (
@@ -77,7 +76,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         _TUNING_GUIDE + "#avoid-unnecessary-cpu-gpu-synchronization",
         codemods_syncs.log_every_n,
     ),
-    (
+    Fix(
         "torch_compile",
         "Compile the model with torch.compile",
         (
@@ -87,7 +86,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         "https://pytorch.org/docs/stable/generated/torch.compile.html",
         codemods_model.torch_compile,
     ),
-    (
+    Fix(
         "bigger_batch",
         "Bigger batch",
         (
@@ -97,7 +96,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         _TUNING_GUIDE,
         codemods_data.bigger_batch,
     ),
-    (
+    Fix(
         "autocast",
         "Mixed precision with torch.autocast",
         (
@@ -107,7 +106,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         "https://pytorch.org/docs/stable/amp.html",
         codemods_autocast.autocast,
     ),
-    (
+    Fix(
         "backend_flags",
         "cuDNN autotuner and TF32 math",
         (
@@ -117,7 +116,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         _TUNING_GUIDE + "#enable-cudnn-auto-tuner",
         codemods_model.backend_flags,
     ),
-    (
+    Fix(
         "foreach_fused_optimizer",
         "Fused optimizer step",
         (
@@ -127,7 +126,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         "https://pytorch.org/docs/stable/optim.html#algorithms",
         codemods_model.foreach_fused_optimizer,
     ),
-    (
+    Fix(
         "inference_mode",
         "Inference without autograd",
         (
@@ -137,7 +136,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         "https://pytorch.org/docs/stable/generated/torch.inference_mode.html",
         codemods_inference.inference_mode,
     ),
-    (
+    Fix(
         "detach_kept_tensors",
         "Keep values, not graphs",
         (
@@ -147,7 +146,7 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
         "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
         codemods_memory.detach_kept_tensors,
     ),
-    (
+    Fix(
         "dataparallel_to_ddp",
         "DistributedDataParallel instead of DataParallel",
         (
@@ -159,34 +158,22 @@ _TABLE: tuple[tuple[str, str, tuple[str, str], str, Codemod], ...] = (
     ),
 )
 
-
-def _params_of(codemod: Codemod) -> tuple[FixParam, ...]:
-    """The codemod's keyword-only parameters are the fix's parameters (one source of truth)."""
-    return tuple(
-        FixParam(name=p.name, default=p.default)
-        for p in inspect.signature(codemod).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    )
+FIXES: Mapping[str, FixInfo] = types.MappingProxyType({fix.fix_id: fix.info for fix in _TABLE})
+_BY_ID: Mapping[str, Fix] = {fix.fix_id: fix for fix in _TABLE}
 
 
-FIXES: Mapping[str, FixInfo] = types.MappingProxyType(
-    {
-        fix_id: FixInfo(fix_id, title, why, url, _params_of(codemod))
-        for fix_id, title, why, url, codemod in _TABLE
-    }
-)
-_CODEMODS: Mapping[str, Codemod] = {row[0]: row[4] for row in _TABLE}
-
-
-def apply_fix(fix_id: str, source: str, **params: ParamValue) -> Patch | Refusal:
-    """Apply one fix to a cell's source: a Patch to insert as a new cell, or a Refusal.
+def apply_fix(fix: str | Fix, source: str, **params: ParamValue) -> Patch | Refusal:
+    """Apply one fix (a catalog id, or a rule's own ``Fix``) to a cell's source: a Patch to
+    insert as a new cell, or a Refusal.
 
     Raises ValueError for an unknown fix id or a bad parameter value and TypeError for an
     unknown parameter name: those are bugs in the caller, not properties of the cell.
     """
-    info = FIXES.get(fix_id)
-    if info is None:
-        raise ValueError(f"unknown fix {fix_id!r}; known fixes: {', '.join(FIXES)}")
+    if isinstance(fix, str):
+        describe(fix)  # ValueError for an unknown id
+        fix = _BY_ID[fix]
+    info = fix.info
+    fix_id = info.fix_id
     known = {p.name for p in info.params}
     unknown = sorted(set(params) - known)
     if unknown:
@@ -201,7 +188,7 @@ def apply_fix(fix_id: str, source: str, **params: ParamValue) -> Patch | Refusal
     module = _parse(cell)
     if isinstance(module, str):
         return Refusal(fix_id, module)
-    result = _CODEMODS[fix_id](module, **params)
+    result = fix.codemod(module, **params)
     if isinstance(result, Declined):
         return Refusal(fix_id, result.reason)
     new_code = result.module.code
@@ -213,17 +200,19 @@ def apply_fix(fix_id: str, source: str, **params: ParamValue) -> Patch | Refusal
         after = restore(new_code, cell, header=header + newline)
     except ValueError as exc:
         return Refusal(fix_id, f"internal error, please report this cell: {exc}")
-    check = _parse(protect(after))
-    if isinstance(check, str):
-        return Refusal(fix_id, f"internal error, the patched cell would not parse: {check}")
-    return _patch(fix_id, source, after)
+    try:
+        checked = protect(after, ours=True)
+        if checked.originals:  # IPython lines: the body with placeholders must parse too
+            check_parse(checked.code)
+    except (NotPythonCell, SyntaxError, ValueError) as exc:
+        return Refusal(fix_id, f"internal error, the patched cell would not parse: {exc}")
+    return _patch(info, source, after)
 
 
-def _patch(fix_id: str, before: str, after: str) -> Patch:
-    """The Patch of ``fix_id`` from ``before`` to ``after``: its catalog entry, diff, lines."""
-    info = describe(fix_id)
+def _patch(info: FixInfo, before: str, after: str) -> Patch:
+    """The Patch of one fix from ``before`` to ``after``: its catalog entry, diff, lines."""
     return Patch(
-        fix_id=fix_id,
+        fix_id=info.fix_id,
         title=info.title,
         why=info.why,
         doc_url=info.doc_url,
@@ -237,7 +226,7 @@ def _patch(fix_id: str, before: str, after: str) -> Patch:
 def _parse(cell: ProtectedCell) -> cst.Module | str:
     """The parsed body, or why it does not parse (a message for the user)."""
     try:
-        return cst.parse_module(cell.code)
+        return parse_cst(cell.code)
     except cst.ParserSyntaxError as exc:
         offset = 1 if cell.magic_line else 0
         return (
@@ -273,7 +262,7 @@ def prepended_patch(fix_id: str, source: str, note: str, snippet: str) -> Patch:
         magic, _, body = source.partition("\n")
         magic += "\n"
     after = magic + f"{HEADER_PREFIX}{info.title} ({note})\n" + snippet + body
-    return _patch(fix_id, source, after)
+    return _patch(info, source, after)
 
 
 def inserted_patch(fix_id: str, source: str, note: str, snippet: str, after_line: int) -> Patch:
@@ -288,12 +277,13 @@ def inserted_patch(fix_id: str, source: str, note: str, snippet: str, after_line
         head += "\n"
     indent = ""  # the binding is a top-level statement (see the caller): no indentation
     block = f"{indent}{HEADER_PREFIX}{info.title} ({note})\n" + snippet
-    return _patch(fix_id, source, head + block + "".join(lines[after_line:]))
+    return _patch(info, source, head + block + "".join(lines[after_line:]))
 
 
-def to_proposal(result: Patch | Refusal) -> FixProposal:
-    """The report's record of a fix (``gpu_notebook.records.FixProposal``) for a Finding."""
-    info = describe(result.fix_id)
+def to_proposal(result: Patch | Refusal, info: FixInfo | None = None) -> FixProposal:
+    """The report's record of a fix (``gpu_notebook.records.FixProposal``) for a Finding;
+    ``info``: the entry of a rule's own fix (the catalog's are found by id)."""
+    info = info if info is not None else describe(result.fix_id)
     if isinstance(result, Refusal):
         return FixProposal(
             fix_id=result.fix_id,

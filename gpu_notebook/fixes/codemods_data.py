@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpu_notebook.cell.words import DTYPE_WORDS
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -36,10 +37,6 @@ from gpu_notebook.fixes.cst_tools import (
     walk,
 )
 
-_DTYPES = frozenset(
-    {"float", "float16", "half", "bfloat16", "float32", "float64", "double", "int", "int8",
-     "int16", "int32", "int64", "long", "uint8", "bool", "complex64", "complex128"}
-)  # fmt: skip
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...): a call
 # with this many positional arguments sets num_workers positionally, which we leave alone.
 _NUM_WORKERS_POSITION = 5
@@ -410,7 +407,7 @@ def _is_batch_copy(call: cst.Call, not_batches: set[str]) -> bool:
     if device is None:
         return False
     name = dotted_name(device.value)
-    if name is not None and name.startswith("torch.") and last_part(name) in _DTYPES:
+    if name is not None and name.startswith("torch.") and last_part(name) in DTYPE_WORDS:
         return False
     # A copy to the host must stay blocking: the values are read right after.
     text = cst.Module([]).code_for_node(device.value).lower()

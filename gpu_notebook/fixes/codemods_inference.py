@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpu_notebook.cell.words import GRAD_MODES
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -33,7 +34,8 @@ from gpu_notebook.fixes.cst_tools import (
     wrap,
 )
 
-_GRAD_MODES = frozenset({"no_grad", "inference_mode", "enable_grad", "set_grad_enabled"})
+# Any grad mode the user chose (enable_grad too): the fix leaves those loops as they are.
+_GRAD_MODES = GRAD_MODES | {"enable_grad"}
 
 
 def inference_mode(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -38,11 +39,6 @@ from gpu_notebook.fixes.cst_tools import (
 
 _CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark"
 _TF32_FLAGS = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
-_FUSED_CLASSES = frozenset({"Adam", "AdamW", "SGD"})
-_FOREACH_CLASSES = frozenset(
-    {"Adam", "AdamW", "SGD", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
-     "Rprop", "ASGD"}
-)  # fmt: skip
 
 
 def torch_compile(
@@ -219,7 +215,7 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
     """
     if implementation not in ("fused", "foreach"):
         raise ValueError(f'implementation must be "fused" or "foreach", not {implementation!r}')
-    classes = _FUSED_CLASSES if implementation == "fused" else _FOREACH_CLASSES
+    classes = FUSED_OPTIMIZERS if implementation == "fused" else FOREACH_OPTIMIZERS
     calls = [
         c for c in calls_in(module)
         if optimizer_constructor(c) and last_part(call_name(c)) in classes

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from gpu_notebook.cell.words import log_kind
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -24,7 +25,6 @@ from gpu_notebook.fixes.cst_tools import (
     call_name,
     calls_in,
     expression,
-    last_part,
     loops,
     method_name,
     names_read,
@@ -37,20 +37,11 @@ from gpu_notebook.fixes.cst_tools import (
     wrap,
 )
 
-_LOG_PREFIXES = ("logging.", "logger.", "log.", "wandb.", "mlflow.", "tqdm.write")
-_LOG_METHODS = frozenset(
-    {"set_postfix", "set_postfix_str", "set_description", "log", "log_metric", "log_metrics",
-     "add_scalar", "add_scalars", "add_histogram", "write"}
-)  # fmt: skip
-
 
 def _is_logging_call(call: cst.Call) -> bool:
-    name = call_name(call)
-    if name is None:
-        return False
-    if name == "print" or name.startswith(_LOG_PREFIXES):
-        return True
-    return "." in name and last_part(name) in _LOG_METHODS
+    """A logging call by the rules' own words (cell/words.log_kind): what the rule counts as
+    per-step logging is what this fix gates."""
+    return log_kind(call_name(call), method_name(call)) is not None
 
 
 def _is_sync_call(call: cst.Call) -> bool:

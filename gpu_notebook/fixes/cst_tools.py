@@ -18,6 +18,15 @@ from typing import Any, TypeAlias, TypeVar
 
 import libcst as cst
 
+from gpu_notebook.cell.words import (
+    MODULE_CHAIN_METHODS,
+    MODULE_METHODS,
+    builds_module,
+    is_optimizer_class,
+    last,
+    model_like,
+)
+
 # --------------------------------------------------------------------------------------------
 # What a codemod returns
 # --------------------------------------------------------------------------------------------
@@ -46,27 +55,6 @@ CompoundT = TypeVar("CompoundT", cst.With, cst.If)
 # Names
 # --------------------------------------------------------------------------------------------
 
-OPTIMIZER_CLASSES = frozenset(
-    {
-        "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
-        "Rprop", "ASGD", "LBFGS", "SparseAdam", "Adafactor", "Muon",
-    }
-)  # fmt: skip
-# Methods only an nn.Module has (zero_grad is shared with optimizers, so it proves nothing).
-_MODULE_METHODS = frozenset(
-    {"parameters", "named_parameters", "train", "eval", "state_dict", "load_state_dict",
-     "modules", "named_modules", "children", "apply", "requires_grad_"}
-)  # fmt: skip
-# nn.* names that are not modules.
-_NN_NOT_MODULES = ("functional", "utils", "init", "Parameter", "parameter", "parallel")
-# Constructors that return a module from a library, by the last part of their dotted name.
-_MODEL_FACTORIES = frozenset({"from_pretrained", "create_model", "from_config"})
-# Chained calls that return the module they were called on.
-_MODULE_CHAIN_METHODS = frozenset(
-    {"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval",
-     "requires_grad_", "to_empty"}
-)  # fmt: skip
-
 
 def dotted_name(node: cst.CSTNode | None) -> str | None:
     """``torch.utils.data.DataLoader`` for the matching Name/Attribute chain, else None."""
@@ -83,8 +71,7 @@ def call_name(call: cst.Call) -> str | None:
     return dotted_name(call.func)
 
 
-def last_part(name: str | None) -> str:
-    return "" if name is None else name.rsplit(".", 1)[-1]
+last_part = last  # the one helper, under the name the codemods call it
 
 
 def method_name(call: cst.Call) -> str | None:
@@ -246,7 +233,7 @@ def _module_classes(module: cst.Module) -> set[str]:
 
 def is_module_constructor(expr: cst.BaseExpression, module_classes: set[str]) -> bool:
     """``Net()``, ``nn.Linear(3, 4)``, ``models.resnet18()``, and ``.to(...)`` chains of those."""
-    while isinstance(expr, cst.Call) and method_name(expr) in _MODULE_CHAIN_METHODS:
+    while isinstance(expr, cst.Call) and method_name(expr) in MODULE_CHAIN_METHODS:
         inner = receiver(expr)
         if inner is None:
             break
@@ -254,16 +241,7 @@ def is_module_constructor(expr: cst.BaseExpression, module_classes: set[str]) ->
     if not isinstance(expr, cst.Call):
         return False
     name = call_name(expr)
-    if name is None:
-        return False
-    parts = name.split(".")
-    if parts[-1] in module_classes:
-        return True
-    if parts[0] in ("nn", "torch") and "nn" in parts[:2]:
-        return not any(part in _NN_NOT_MODULES for part in parts)
-    if parts[-1] in _MODEL_FACTORIES:
-        return True
-    return "models" in parts[:-1]  # torchvision.models.resnet18, models.vit_b_16
+    return name is not None and builds_module(name, module_classes)
 
 
 def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
@@ -284,15 +262,6 @@ def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression
     return out
 
 
-def _model_like(name: str) -> bool:
-    """``model``, ``net``, ``self.encoder``, ``teacher_model``: names people give modules."""
-    part = last_part(name).lower()
-    return part in _MODEL_WORDS or part.endswith(("model", "_net"))
-
-
-_MODEL_WORDS = frozenset({"net", "network", "encoder", "decoder", "backbone", "classifier"})
-
-
 def module_names(module: cst.Module) -> set[str]:
     """Names that hold an nn.Module (the model, the loss module) by how the cell uses them:
     module methods called on them, a module constructor assigned to them, or a model-like
@@ -301,11 +270,11 @@ def module_names(module: cst.Module) -> set[str]:
     names: set[str] = set()
     for node in walk(module):
         if isinstance(node, cst.Call):
-            name = dotted_name(receiver(node)) if method_name(node) in _MODULE_METHODS else None
+            name = dotted_name(receiver(node)) if method_name(node) in MODULE_METHODS else None
             called = dotted_name(node.func)
             if name is not None:
                 names.add(name)
-            elif called is not None and _model_like(called):
+            elif called is not None and model_like(called):
                 names.add(called)
         elif isinstance(node, cst.SimpleStatementLine):
             for name, value in assigned_names(node):
@@ -319,8 +288,7 @@ def optimizer_constructor(call: cst.Call) -> bool:
     name = call_name(call)
     if name is None:
         return False
-    parts = name.split(".")
-    return parts[-1] in OPTIMIZER_CLASSES and (len(parts) == 1 or parts[-2] == "optim")
+    return is_optimizer_class(name)
 
 
 def optimizer_names(module: cst.Module) -> set[str]:
@@ -350,7 +318,7 @@ def main_model_name(module: cst.Module) -> str | None:
 
 
 def is_placeholder(statement: cst.CSTNode) -> bool:
-    """A statement standing in for an IPython line (see ipython_syntax)."""
+    """A statement standing in for an IPython line (see cell/ipython.py)."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return False
     small = statement.body[0]

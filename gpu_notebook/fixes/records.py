@@ -6,7 +6,10 @@ can send them to the frontend with ``gpu_notebook.records.to_jsonable`` (msgspec
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 ParamValue = str | int | float | bool | None
 
@@ -50,3 +53,26 @@ class FixInfo:
     why: tuple[str, str]
     doc_url: str
     params: tuple[FixParam, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A fix a rule module owns beside its check: what the catalog says of it, and its codemod
+    (``codemod(module, **params) -> Edited | Declined``, see ``fixes/cst_tools.py``). Applied
+    by ``apply_fix(fix, source)`` like the catalog's own fixes."""
+
+    fix_id: str
+    title: str
+    why: tuple[str, str]
+    doc_url: str
+    codemod: Callable[..., Any]
+
+    @property
+    def info(self) -> FixInfo:
+        """The catalog entry; the codemod's keyword-only parameters are the fix's parameters."""
+        params = tuple(
+            FixParam(name=p.name, default=p.default)
+            for p in inspect.signature(self.codemod).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        )
+        return FixInfo(self.fix_id, self.title, self.why, self.doc_url, params)

@@ -19,25 +19,40 @@ def build_report(
     namespace: Mapping[str, Any] | None = None,
     history: Sequence[Report] = (),
     target_gpu: str | None = None,
+    *,
+    with_fixes: bool = True,
 ) -> Report:
     """Everything the views show. ``namespace`` lets rules read live objects (a DataLoader made
     in an earlier cell); ``history`` holds this session's earlier reports, for the comparison.
     On a run without a GPU, ``Report.gpu_estimate`` says what one ``target_gpu`` (default
-    ``analysis.gpu_estimate.DEFAULT_GPU``) would make of the step; ValueError if unknown."""
+    ``analysis.gpu_estimate.DEFAULT_GPU``) would make of the step; ValueError if unknown.
+    ``with_fixes=False`` leaves the findings without their patched cell (``proposal`` None): for
+    a caller that shows only text, which never prints it (libcst is then never imported)."""
     from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
-    from gpu_notebook.rules import attach_fixes, run_rules
+    from gpu_notebook.rules import attach_fixes, cell_facts, run_rules
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
+    facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)
+    if facts.live.skipped:
+        # An object the rules could not read: its findings are missing, and the report says so.
+        run = dataclasses.replace(run, notes=(*run.notes, *facts.live.notes()))
     traces = WindowTraces()  # each window's trace decoded once, for every reader below
     analysis = analyze(run, traces)
     verdict = decide(run, analysis)
     findings = run_rules(
-        run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1, traces=traces
+        run,
+        analysis,
+        verdict,
+        namespace=namespace,
+        line_offset=run.first_line - 1,
+        facts=facts,
+        traces=traces,
     )
     # The fixed cell keeps the %%gpucheck line: running it measures the fix against this run.
     whole_cell = f"{run.magic_line}\n{run.cell_source}" if run.magic_line else run.cell_source
-    findings = attach_fixes(findings, whole_cell, namespace=namespace)
+    if with_fixes:
+        findings = attach_fixes(findings, whole_cell, namespace=namespace)
     report = Report(
         run=run,
         analysis=analysis,

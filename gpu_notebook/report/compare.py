@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from gpu_notebook.analysis.compare_samples import compare_samples, fix_outcome
+from gpu_notebook.analysis.compare_samples import compare_samples
 from gpu_notebook.analysis.interference import step_load_cores
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steps import steady_steps
-from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_share
+from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_share
 from gpu_notebook.records import Comparison, Finding, Report, SampleComparison
 
 FIX_HEADER = "# gpucheck fix: "
@@ -287,72 +287,14 @@ def _not_offered_again(
     return tuple(out)
 
 
-def outcome_line(comparison: Comparison) -> str | None:
-    """ "measured 1.42x (1.31-1.55x): faster" and, for a fix, what it earned: "verified"."""
-    s = comparison.samples
-    if s is None:
-        return None
-    said = fix_outcome(s) if comparison.fix_id is not None else s.outcome
-    return f"measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x over {s.before_steps} and " + (
-        f"{s.after_steps} steps): {said}"
-    )
-
-
-def describe(comparison: Comparison) -> tuple[str, ...]:
-    """The comparison in a few sentences (for text views and the benchmark table)."""
-    c = comparison
-    lines: list[str] = []
-    slower = c.speedup is not None and c.speedup < SLOWER_THAN
-    if c.samples is not None:
-        slower = c.samples.outcome == "slower"
-    if c.speedup is None:
-        lines.append("Speedup: not measured (no step time in one of the runs).")
-    else:
-        lines.append(
-            f"Measured: {fmt_factor(c.speedup)} the throughput of the run at {c.baseline_started_at}."
-        )
-    said = outcome_line(c)
-    if said is not None and c.samples is not None:
-        lines.append(said[0].upper() + said[1:] + ".")
-        lines.extend(f"Note: {n}." for n in c.samples.notes)
-    if c.fix_id is not None:
-        lines.append(f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound)} (Amdahl bound).")
-        if slower:
-            lines.append(
-                f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "
-                "the earlier cell."
-            )
-        if (
-            c.speedup is not None
-            and c.predicted_bound is not None
-            and c.speedup > c.predicted_bound
-        ):
-            lines.append(
-                "Above the bound: the fix also sped up work outside the phase it removes (the bound "
-                "comes from profiled steps; caches, garbage collection and the allocator share the step)."
-            )
-    if c.gpu_equivalent is not None and c.gpu_equivalent > 0:
-        lines.append(
-            f"This gave the throughput of {c.gpu_equivalent:.2f} more GPU(s) of this kind "
-            "(assuming linear scaling, which real clusters do not quite reach)."
-        )
-    if c.cost_saved_per_1000_steps is not None:
-        lines.append(
-            f"Saves {fmt_cost(c.cost_saved_per_1000_steps)} per 1,000 steps at the given price."
-        )
-    return tuple(lines)
-
-
 __all__ = [
     "FIX_HEADER",
     "compare",
-    "describe",
     "find_baseline",
     "findings_after",
     "mean_step_s",
     "measured_samples",
     "normalize_cell",
-    "outcome_line",
     "proposing_finding",
     "slower_after_fix",
     "throughput_speedup",

@@ -28,14 +28,51 @@ class TraceFacts:
     start_s: float | None = None  # epoch seconds of its first event
 
 
-def not_one_job(traces: Sequence[TraceFacts]) -> list[str]:
-    """One line per reason these traces look like more than one job; empty when they fit."""
+@dataclass(frozen=True)
+class WorldSizesDiffer:
+    sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RankTwice:
+    """A rank found in several traces (the first such rank; ``more_ranks`` others like it)."""
+
+    rank: int
+    traces: tuple[str, ...]
+    more_ranks: int
+
+
+@dataclass(frozen=True)
+class MoreTracesThanRanks:
+    traces: int
+    world_size: int
+
+
+@dataclass(frozen=True)
+class NoneDistributed:
+    """No trace is a rank of a distributed job (``hosts``: distinct hosts named)."""
+
+    traces: int
+    hosts: int
+
+
+@dataclass(frozen=True)
+class StartedApart:
+    seconds: float
+
+
+Doubt = WorldSizesDiffer | RankTwice | MoreTracesThanRanks | NoneDistributed | StartedApart
+
+
+def not_one_job(traces: Sequence[TraceFacts]) -> list[Doubt]:
+    """One record per reason these traces look like more than one job; empty when they fit
+    (``views/wording.doubt_sentence`` words each)."""
     if len(traces) < 2:
         return []
-    reasons: list[str] = []
+    reasons: list[Doubt] = []
     worlds = sorted({t.world_size for t in traces if t.world_size is not None})
     if len(worlds) > 1:
-        reasons.append(f"world sizes differ: {', '.join(map(str, worlds))}")
+        reasons.append(WorldSizesDiffer(tuple(worlds)))
     by_rank: dict[int, list[str]] = {}
     for t in traces:
         if t.rank is not None:
@@ -43,30 +80,26 @@ def not_one_job(traces: Sequence[TraceFacts]) -> list[str]:
     twice = {r: names for r, names in sorted(by_rank.items()) if len(names) > 1}
     if twice:
         r, names = next(iter(twice.items()))
-        more = f" (and {len(twice) - 1} more rank(s))" if len(twice) > 1 else ""
-        reasons.append(f"rank {r} appears in {len(names)} traces: {', '.join(names[:3])}{more}")
+        reasons.append(RankTwice(r, tuple(names), len(twice) - 1))
     if worlds and len(traces) > max(worlds):
-        reasons.append(f"{len(traces)} traces for a world size of {max(worlds)}")
+        reasons.append(MoreTracesThanRanks(len(traces), max(worlds)))
     distributed = [t for t in traces if t.world_size is not None and t.world_size > 1]
     if not distributed:
-        hosts = sorted({t.host for t in traces if t.host})
-        where = f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
-        reasons.append(
-            f"none of the {len(traces)} traces is a rank of a distributed job "
-            f"(no distributedInfo with a world size above 1){where}"
-        )
+        reasons.append(NoneDistributed(len(traces), len({t.host for t in traces if t.host})))
     starts = sorted(t.start_s for t in traces if t.start_s is not None)
     if len(starts) > 1 and starts[-1] - starts[0] > SAME_JOB_START_SPREAD_S:
-        reasons.append(f"they started {_span(starts[-1] - starts[0])} apart")
+        reasons.append(StartedApart(starts[-1] - starts[0]))
     return reasons
 
 
-def _span(seconds: float) -> str:
-    if seconds >= 2 * 86400:
-        return f"{seconds / 86400:.0f} days"
-    if seconds >= 2 * 3600:
-        return f"{seconds / 3600:.0f} hours"
-    return f"{seconds / 60:.0f} minutes"
-
-
-__all__ = ["SAME_JOB_START_SPREAD_S", "TraceFacts", "not_one_job"]
+__all__ = [
+    "SAME_JOB_START_SPREAD_S",
+    "Doubt",
+    "MoreTracesThanRanks",
+    "NoneDistributed",
+    "RankTwice",
+    "StartedApart",
+    "TraceFacts",
+    "WorldSizesDiffer",
+    "not_one_job",
+]

@@ -10,8 +10,9 @@ namespace), runs every rule of every family and ranks the findings: severity fir
 gain bound (largest first; unbounded findings after bounded ones). Rules decide on the typical
 step (a stalled minority of profiled steps left out) and rank by that reading; the bound they
 show is the larger of the typical and the all-steps reading, so it stays an upper bound. ``attach_fixes`` turns each
-finding's fix id into a :class:`~gpu_notebook.records.FixProposal` through
-:func:`gpu_notebook.fixes.apply_fix`; a DataLoader built in an earlier cell gets a snippet that
+finding's fix into a :class:`~gpu_notebook.records.FixProposal` through
+:func:`gpu_notebook.fixes.apply_fix` (the rule module's own ``FIX`` where it has one, else the
+catalog's fix of that id); a DataLoader built in an earlier cell gets a snippet that
 rebuilds it from the live object instead.
 """
 
@@ -21,42 +22,52 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
+from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
+from gpu_notebook.cell.scan import SourceFacts, scan_source
+from gpu_notebook.fixes.records import Fix
+from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
 from gpu_notebook.rules import (
     backend_flags,
     batch,
-    compile,
     copies,
     distributed,
+    host_tensors,
     inference,
-    input,
+    input_pipeline,
     launch,
-    logging,
     machine,
     memory,
     precision,
+    recompiles,
     run_shape,
     shapes,
+    step_logging,
     syncs,
 )
 from gpu_notebook.rules.common import (
     FEW_STEPS,
     SEVERITY_RANK,
     Rule,
+    below_noise,
     instrumentation_factor,
     profiled_steps,
     steady_top_ops,
 )
-from gpu_notebook.rules.live_objects import LiveFacts, live_facts, rebuild_loader_source
-from gpu_notebook.rules.source_scan import SourceFacts, scan_source
 from gpu_notebook.trace.windows import WindowTraces
 
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
-FAMILIES = (input, copies, syncs, logging, launch, batch, precision, backend_flags, memory,
-            shapes, compile, inference, distributed, run_shape, machine)  # fmt: skip
+FAMILIES = (input_pipeline, copies, host_tensors, syncs, step_logging, launch, batch, precision,
+            backend_flags, memory, shapes, recompiles, inference, distributed, run_shape,
+            machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
+# Fixes a rule module owns beside its check (``FIX``), by the id its findings carry.
+RULE_FIXES: dict[str, Fix] = {
+    fix.fix_id: fix for family in FAMILIES if (fix := getattr(family, "FIX", None)) is not None
+}
 
 # Profiled steps this much slower than unprofiled ones are worth a word in the evidence.
 NOTABLE_PROFILING_FACTOR = 1.2
@@ -88,16 +99,20 @@ def run_rules(
     namespace: Mapping[str, Any] | None = None,
     line_offset: int = CELL_LINE_OFFSET,
     rules: Sequence[Rule] = RULES,
+    facts: SourceFacts | None = None,
     traces: WindowTraces | None = None,
 ) -> tuple[Finding, ...]:
     """Every finding of every rule for this run, ranked (see the module docstring).
 
     ``namespace`` is the user's namespace after the cell ran (``shell.user_ns``); without it
     the rules use the source alone. ``line_offset`` is 0 for a source that is not a
-    ``%%gpucheck`` cell body (the CLI's examples). ``traces``: the report's decoded window
-    traces (the analysis's; without it the window's file is decoded here if needed).
+    ``%%gpucheck`` cell body (the CLI's examples). ``facts``: the cell's facts when the caller
+    has read them already (``cell_facts``), so live objects are read once. ``traces``: the
+    report's decoded window traces (the analysis's; without it the window's file is decoded
+    here if needed).
     """
-    facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
+    if facts is None:
+        facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
     if stalls and run.window.trace_path is not None and steady.phases is not None:
         traces = WindowTraces() if traces is None else traces
@@ -122,8 +137,25 @@ def run_rules(
             found = _profiling_note(found, factor)
         if confidence is not None and found.phase_share is not None:
             found = dataclasses.replace(found, evidence=(*found.evidence, confidence))
+        small = _small_gain(found)
+        if small is not found:
+            found, key = small, rank_key(small)
         ranked.append((key, position, found))
     return tuple(f for _, _, f in sorted(ranked, key=lambda item: (item[0], item[1])))
+
+
+def _small_gain(found: Finding) -> Finding:
+    """A fix whose bound is under what two runs of the same script differ by is no
+    recommendation: no run could show that it delivers (``--try-fixes`` does not try it). It is
+    kept, at severity info, and says so first; an unbounded fix is not judged here."""
+    if found.fix_id is None or not below_noise(found.gain_bound):
+        return found
+    return dataclasses.replace(
+        found,
+        severity="info",
+        fix=f"Small: below what a run can measure ({fmt_gain(found.gain_bound)}; two runs of the "
+        f"same script differ by {RUN_TO_RUN:.0%}). {found.fix}",
+    )
 
 
 def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, steps: int) -> Finding:
@@ -225,7 +257,8 @@ def attach_fixes(
         key = (finding.fix_id, tuple(sorted(finding.fix_params.items())))
         proposal = cache.get(key)
         if proposal is None:
-            result = apply_fix(finding.fix_id, cell_source, **dict(finding.fix_params))
+            own = RULE_FIXES.get(finding.fix_id)
+            result = apply_fix(own or finding.fix_id, cell_source, **dict(finding.fix_params))
             proposal = None
             refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
             if refused_loader and namespace is not None:
@@ -235,7 +268,7 @@ def attach_fixes(
                 if proposal is None:
                     proposal = _framework_loader_proposal(cell_source, finding, live)
             if proposal is None:
-                proposal = to_proposal(result)
+                proposal = to_proposal(result, own.info if own is not None else None)
             cache[key] = proposal
         out.append(dataclasses.replace(finding, proposal=proposal))
     return tuple(out)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
@@ -23,7 +24,6 @@ from gpu_notebook.rules.common import (
     severity_of,
 )
 from gpu_notebook.rules.shapes import batch_sizes
-from gpu_notebook.rules.source_facts import SourceFacts
 
 TF32_CC = 8.0  # Ampere and later
 _CONV_KERNEL = re.compile(r"conv|dgrad|wgrad|fprop|scudnn|implicit_gemm", re.IGNORECASE)

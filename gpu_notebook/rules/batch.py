@@ -11,10 +11,10 @@ training still converges.
 
 from __future__ import annotations
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import WARN, bigger_batch_bound, finding, gpu_busy_share, share
-from gpu_notebook.rules.source_facts import SourceFacts
 
 LOW_UTIL = 0.50  # TensorBoard profiler plugin
 VERY_LOW_UTIL = 0.30  # TraceML "low"

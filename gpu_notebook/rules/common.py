@@ -20,14 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.host import MATMUL_OP
 
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
+from gpu_notebook.cell.live import LiveLoader
+from gpu_notebook.cell.scan import LoaderCall, SourceFacts
 from gpu_notebook.records import Analysis, Finding, OpStat, PhaseBreakdown, Run, Severity
-from gpu_notebook.rules.live_objects import LiveLoader
-from gpu_notebook.rules.source_scan import LoaderCall, SourceFacts
 from gpu_notebook.trace.kineto import Trace
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
@@ -100,6 +101,13 @@ def gain_bound(
     if host_side and busy is not None and busy > 0:
         bound = min(bound, 1.0 / busy)  # a step is never shorter than the GPU work inside it
     return bound
+
+
+def below_noise(bound: float | None) -> bool:
+    """Whether a fix's bound is under what two runs of the same script differ by
+    (``analysis.compare_samples.RUN_TO_RUN``): a gain no run could show. None (not bounded)
+    is not judged."""
+    return bound is not None and bound <= 1.0 + RUN_TO_RUN
 
 
 def has_gpu(run: Run) -> bool:

@@ -11,10 +11,10 @@ copy to measure and these rules stay silent.
 
 from __future__ import annotations
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import WARN, finding, gain_bound, loader_in_use, severity_of, share
-from gpu_notebook.rules.source_facts import SourceFacts
 
 _SOURCE = (
     "Nsight Systems cuda_memcpy_async rule (pageable async copies: use pinned memory); TraceML "

@@ -8,10 +8,10 @@ part (not overlapped with compute) is at most that, so Amdahl over it is an uppe
 
 from __future__ import annotations
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding, gain_bound, severity_of
-from gpu_notebook.rules.source_facts import SourceFacts
 
 COMM = 0.10
 

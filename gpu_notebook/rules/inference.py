@@ -10,10 +10,10 @@ the benchmark measures it instead. Severity medium (time and memory), not a phas
 from __future__ import annotations
 
 from gpu_notebook.analysis.elsewhere import source_trains
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding, share
-from gpu_notebook.rules.source_facts import SourceFacts
 
 
 def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

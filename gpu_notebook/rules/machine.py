@@ -6,7 +6,7 @@
 - ``machine.oversubscribed``: this process asks for more runnable threads than the cores left to
   it (torch's intra-op threads + DataLoader workers > usable cores - others' load). torch's
   OpenMP threads spin and wait for each other at every operator: with one of them descheduled,
-  every operator waits for it (issue 22: a nanoGPT loop at 2.33 s a step with the default
+  every operator waits for it (measured: a nanoGPT loop at 2.33 s a step with the default
   threads on a loaded 2-core machine, 210 ms with one). Fix: ``torch.set_num_threads``.
 - ``machine.shared``: other processes used at least ``SHARED_SHARE`` of the cores over most of
   the run, or the hypervisor stole ``STEAL_PCT``, or other processes computed on the GPU: every
@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 
 from gpu_notebook.analysis.machine import MachineFacts, machine_facts
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding
 from gpu_notebook.rules.run_shape import BUSY_SLOWDOWN, DRIFT_FACTOR
-from gpu_notebook.rules.source_facts import SourceFacts
 
 BUSY_OURS = 0.75  # this process uses at least this share of the cores left to it
 STARVED = 0.2  # or its thread waits for a core at least this share of a step

@@ -8,10 +8,10 @@ NVML (None), and then the rule is silent.
 
 from __future__ import annotations
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import compute_capability, finding
-from gpu_notebook.rules.source_facts import SourceFacts
 
 FULL = 0.90
 HIGH = 0.80

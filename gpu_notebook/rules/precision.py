@@ -11,6 +11,7 @@ peak ratio is 8-16x), so the real gain is below the bound. Without a trace of GP
 
 from __future__ import annotations
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
@@ -21,7 +22,6 @@ from gpu_notebook.rules.common import (
     gpu_name,
     runs_matmuls,
 )
-from gpu_notebook.rules.source_facts import SourceFacts
 
 TENSOR_CORE_CC = 7.0  # Volta and later
 BF16_CC = 8.0  # Ampere and later run bfloat16 on tensor cores

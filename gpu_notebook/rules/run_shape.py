@@ -16,11 +16,13 @@ import ast
 import re
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.run_trend import grown_phase
 from gpu_notebook.analysis.steady import STALL_FACTOR
+from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_seconds, fmt_share
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape
 from gpu_notebook.rules.common import Rule, finding, gain_bound, severity_of
-from gpu_notebook.rules.source_facts import SourceFacts
 
 DRIFT_FACTOR = 1.5
 BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's
@@ -116,7 +118,7 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     at_first_pace = shape.first_median_s * shape.steps
     removed = max(0.0, 1.0 - at_first_pace / shape.total_s) if shape.total_s > 0 else None
     bound = gain_bound(removed, analysis)
-    grew = _grown_phase(run, analysis)
+    grew = grown_phase(run)
     evidence = [
         f"first fifth of the run: {fmt_seconds(shape.first_median_s)} a step; last fifth: "
         f"{fmt_seconds(shape.last_median_s)} ({factor:.1f}x)",
@@ -145,46 +147,6 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         phase_share=removed,
         bound=bound,
     )
-
-
-def _grown_phase(run: Run, analysis: Analysis) -> tuple[str, float, float] | None:
-    """The hook-timed phase that grew most between the first and the last fifth of the run."""
-    steady = [s for s in run.steps.steps if s.index >= run.window.warmup_steps]
-    if len(steady) < 10:
-        return None
-    # The fifths of the run by step index; only timed steps inside them know their phases (a
-    # run whose steps were short in between went lean there).
-    fifth = len(steady) // 5
-    first_end, last_start = steady[fifth - 1].index, steady[-fifth].index
-    first = [s for s in steady if s.timed and s.index <= first_end]
-    last = [s for s in steady if s.timed and s.index >= last_start]
-    if len(first) < 2 or len(last) < 2:
-        return None
-
-    def med(values: list[float]) -> float:
-        values = sorted(values)
-        return values[len(values) // 2]
-
-    def parts(s: object) -> dict[str, float]:
-        from gpu_notebook.records import StepTiming
-
-        assert isinstance(s, StepTiming)
-        timed = {
-            "data": s.data_s,
-            "forward": s.forward_s,
-            "backward": s.backward_s,
-            "optimizer": s.optimizer_s,
-        }
-        timed["other"] = max(0.0, s.duration_s - sum(timed.values()))
-        return timed
-
-    names = ("data", "forward", "backward", "optimizer", "other")
-    growth = {
-        p: (med([parts(s)[p] for s in first]), med([parts(s)[p] for s in last])) for p in names
-    }
-    phase = max(names, key=lambda p: growth[p][1] - growth[p][0])
-    before, after = growth[phase]
-    return (phase, before, after) if after > before else None
 
 
 def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -228,7 +190,7 @@ class _Periodic:
 def periodic_blocks(source: str, line_offset: int) -> list[_Periodic]:
     """``if <i> % N == 0:`` blocks inside loops, with what their body does."""
     try:
-        tree = ast.parse(source)
+        tree = parse_ast(source)
     except SyntaxError:
         return []
     lines = source.splitlines()
@@ -432,7 +394,7 @@ def _kept_line(run: Run, facts: SourceFacts) -> tuple[int, str, str] | None:
     """The first ``x.append(name)`` in a training loop where ``name`` carries a graph: a name
     ``.backward()`` is called on, or the result of a call of a model."""
     try:
-        tree = ast.parse(run.cell_source)
+        tree = parse_ast(run.cell_source)
     except SyntaxError:
         return None
     lines = run.cell_source.splitlines()

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding, has_gpu
-from gpu_notebook.rules.source_facts import SourceFacts
 
 CHANGE_SHARE = 0.5  # the shape changes on at least half of the steps
 MIN_DISTINCT = 3  # a smaller last batch gives two sizes; three or more is a pattern

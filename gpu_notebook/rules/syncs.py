@@ -17,6 +17,7 @@ The fix reads the values every ``EVERY`` steps, so it removes ``(1 - 1/EVERY)`` 
 
 from __future__ import annotations
 
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
@@ -31,7 +32,6 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.source_facts import SourceFacts, SourceLine
 
 EVERY = 10  # read values every 10 steps: the fix's default and what the bound assumes
 _SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")

@@ -2,8 +2,8 @@
 
 The figures hold numbers and our own labels only, never a string from the user's cell or the
 trace, so their embedded JSON needs no escaping beyond bokeh's own. Resources are always
-``bokeh.resources.INLINE``: a report must open offline (the CDN default fails without network,
-DESIGN.md §5). bokeh is imported lazily by the callers (``html.py``, ``report_widget.py``), so
+``bokeh.resources.INLINE``: a report must open offline (the CDN default fails without network:
+seen in JupyterLab 4.6). bokeh is imported lazily by the callers (``html.py``, ``report_widget.py``), so
 ``import gpu_notebook`` stays cheap; bokeh is a required dependency.
 """
 

@@ -6,7 +6,7 @@ import html
 
 from gpu_notebook.escapes import printable_record
 from gpu_notebook.formatting import fmt_bytes
-from gpu_notebook.status import GpuStatus, MachineStatus
+from gpu_notebook.records import GpuStatus, MachineStatus
 
 
 def _val(x: float | None, unit: str) -> str:

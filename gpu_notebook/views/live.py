@@ -3,8 +3,8 @@
 ``LiveView`` is displayed at the start of the cell, so it sits above everything the cell prints.
 The sampler thread calls :meth:`LiveView.update` with each :class:`LiveStatus`; the view only
 sets widget traits (a thread may not print or display: that output would land in whatever cell
-runs then, DESIGN.md §5), at most ``max_rate_hz`` times a second, from a bounded ring of recent
-points. The sparklines are inline SVG in an ``ipywidgets.HTML`` value, no script. When the cell
+runs then, as seen in JupyterLab 4.6), at most ``max_rate_hz`` times a second, from a bounded
+ring of recent points. The sparklines are inline SVG in an ``ipywidgets.HTML`` value, no script. When the cell
 ends, :meth:`LiveView.finish` swaps the live content for the report widget, in the same output.
 """
 

@@ -4,7 +4,7 @@
 fragments of :mod:`gpu_notebook.views.html` (every user or trace string escaped there), one
 :class:`~gpu_notebook.views.insert_widget.InsertFixWidget` per finding whose proposal has a
 patched cell, and the bokeh charts in a sandboxed iframe ``srcdoc`` (scripts inside
-``ipywidgets.HTML`` do not run; an iframe's do, DESIGN.md §5). Its text/plain representation is
+``ipywidgets.HTML`` do not run; an iframe's do: seen in JupyterLab 4.6 and Notebook 7.6). Its text/plain representation is
 the full text report, so a frontend without widgets still shows the report.
 """
 

@@ -143,7 +143,8 @@ def render_text(report: Report) -> str:
                 *phase_rows(a.window_phases),
             ]
     if a.stacks is not None and a.stacks.samples:
-        from gpu_notebook.analysis.lines import describe_line, hot_lines
+        from gpu_notebook.analysis.lines import hot_lines
+        from gpu_notebook.views.wording import describe_line
 
         hot = hot_lines(a.stacks, 3, min_share=0.05)
         if hot:
@@ -196,13 +197,17 @@ def render_text(report: Report) -> str:
     if report.comparison is not None:
         lines += ["", render_comparison(report.comparison)]
     if report.whatif is not None:
-        from gpu_notebook.analysis.whatif import render_whatif
+        from gpu_notebook.views.wording import render_whatif
 
         lines += ["", render_whatif(report.whatif)]
     if report.gpu_estimate is not None:
-        from gpu_notebook.analysis.gpu_estimate import describe
+        from gpu_notebook.views.wording import describe_estimate
 
-        lines += ["", "Would a GPU help?", *(f"  {line}" for line in describe(report.gpu_estimate))]
+        lines += [
+            "",
+            "Would a GPU help?",
+            *(f"  {line}" for line in describe_estimate(report.gpu_estimate)),
+        ]
     if run.notes:
         lines += ["", "Notes:", *(f"  - {n}" for n in run.notes)]
     return "\n".join(lines)
@@ -263,7 +268,7 @@ def render_comparison(c: Comparison) -> str:
             continue
         lines.append(f"  {phase:<11} {fmt_share(before):>9} -> {fmt_share(after):>9}")
     if c.samples is not None:
-        from gpu_notebook.report.compare import outcome_line
+        from gpu_notebook.views.wording import outcome_line
 
         lines.append(f"  {outcome_line(c)}")
         lines.extend(f"  ({note})" for note in c.samples.notes)

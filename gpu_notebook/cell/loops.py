@@ -10,7 +10,8 @@ import ast
 import re
 from collections.abc import Iterable, Iterator
 
-from gpu_notebook.rules.source_ast import (
+from gpu_notebook.cell.facts import LoopFacts, SourceLine, ValidationKind
+from gpu_notebook.cell.names import (
     dotted,
     is_grad_mode_call,
     iterated_names,
@@ -19,8 +20,7 @@ from gpu_notebook.rules.source_ast import (
     receiver_of,
     updates_in_place,
 )
-from gpu_notebook.rules.source_facts import LoopFacts, SourceLine, ValidationKind
-from gpu_notebook.rules.source_tree import CellTree, Loop
+from gpu_notebook.cell.tree import CellTree, Loop
 
 _VAL_NAME = re.compile(
     r"(^|_)(val|valid|validation|eval|test|dev|holdout)(_|$|loader|set|data|dl)", re.I

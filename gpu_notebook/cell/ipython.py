@@ -13,10 +13,11 @@ guessing with regular expressions.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from gpu_notebook.cell.parse import check_parse, parse_ast
 
 # Cell magics whose body is ordinary Python: the first line is kept, the body is patched.
 PYTHON_BODY_CELL_MAGICS = frozenset({"gpucheck", "time", "timeit", "capture", "prun"})
@@ -40,11 +41,12 @@ class ProtectedCell:
     originals: tuple[tuple[str, ...], ...]  # placeholder n -> its original physical lines
 
 
-def protect(source: str) -> ProtectedCell:
+def protect(source: str, *, ours: bool = False) -> ProtectedCell:
     """Split off a leading Python-bodied cell magic and replace IPython lines by placeholders.
 
     Raises NotPythonCell when the first line is a cell magic whose body is not Python
-    (``%%bash``, ``%%html``...).
+    (``%%bash``, ``%%html``...). ``ours``: the source is a patched cell of ours being checked,
+    not the user's cell (its parse is not cached; see ``cell/parse.py``).
     """
     magic_line: str | None = None
     body = source
@@ -58,7 +60,7 @@ def protect(source: str) -> ProtectedCell:
             )
         magic_line, body = first + newline, rest
 
-    if _is_python(body):
+    if _is_python(body, ours=ours):
         # Valid Python has no IPython-only line (each of them is a syntax error in Python), and
         # IPython is not imported for it: `gpucheck run` on a script never needs it.
         return ProtectedCell(magic_line=magic_line, code=body, originals=())
@@ -119,9 +121,12 @@ def restore(code: str, cell: ProtectedCell, header: str = "") -> str:
     return (cell.magic_line or "") + header + "".join(out)
 
 
-def _is_python(source: str) -> bool:
+def _is_python(source: str, *, ours: bool = False) -> bool:
     try:
-        ast.parse(source)
+        if ours:
+            check_parse(source)
+        else:
+            parse_ast(source)
     except (SyntaxError, ValueError):  # ValueError: a NUL byte
         return False
     return True

@@ -1,14 +1,14 @@
 """Name-level reading of :mod:`ast` nodes for the source scanner: dotted names, literals, loop targets.
 
-Shared by the scanner modules (``source_tree``, ``source_loops``, ``source_syncs``,
-``source_setup``). A heuristic over names, never a type check (see ``source_scan``).
+Shared by the scanner modules (``tree``, ``loops``, ``syncs``,
+``setup``). A heuristic over names, never a type check (see ``scan``).
 """
 
 from __future__ import annotations
 
 import ast
 
-GRAD_MODES = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
+from gpu_notebook.cell.words import GRAD_MODES, last, model_like
 
 
 def dotted(node: ast.AST | None) -> str | None:
@@ -19,10 +19,6 @@ def dotted(node: ast.AST | None) -> str | None:
         base = dotted(node.value)
         return None if base is None else f"{base}.{node.attr}"
     return None
-
-
-def last(name: str | None) -> str:
-    return "" if name is None else name.rsplit(".", 1)[-1]
 
 
 def method_of(call: ast.Call) -> str | None:
@@ -70,17 +66,6 @@ def bool_or_none(node: ast.AST | None, default: bool | None) -> bool | None:
 
 def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-_MODEL_WORDS = frozenset(
-    {"model", "net", "network", "encoder", "decoder", "backbone", "classifier"}
-)
-
-
-def model_like(name: str) -> bool:
-    """``model``, ``net``, ``self.encoder``, ``teacher_model``: names people give modules."""
-    part = last(name).lower()
-    return part in _MODEL_WORDS or part.endswith(("model", "_net"))
 
 
 def is_grad_mode_call(node: ast.AST) -> bool:

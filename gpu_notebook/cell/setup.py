@@ -9,7 +9,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from gpu_notebook.rules.source_ast import (
+from gpu_notebook.cell.facts import LoaderCall, OptimizerCall, SourceLine
+from gpu_notebook.cell.names import (
     NOT_LITERAL,
     bool_or_none,
     dotted,
@@ -20,17 +21,8 @@ from gpu_notebook.rules.source_ast import (
     method_of,
     receiver_of,
 )
-from gpu_notebook.rules.source_facts import LoaderCall, OptimizerCall, SourceLine
-from gpu_notebook.rules.source_tree import CellTree
-
-_OPTIMIZERS = frozenset(
-    {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
-     "Rprop", "ASGD", "LBFGS", "SparseAdam", "Adafactor"}
-)  # fmt: skip
-_DTYPE_WORDS = frozenset(
-    {"float", "float16", "half", "bfloat16", "float32", "float64", "double", "int", "int8",
-     "int16", "int32", "int64", "long", "uint8", "bool"}
-)  # fmt: skip
+from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.words import DTYPE_WORDS, is_optimizer_class
 
 
 def loaders(tree: CellTree) -> Iterator[LoaderCall]:
@@ -76,7 +68,7 @@ def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:
     for call in tree.calls():
         name = dotted(call.func) or ""
         parts = name.split(".")
-        if parts[-1] not in _OPTIMIZERS or (len(parts) > 1 and parts[-2] != "optim"):
+        if not is_optimizer_class(name):
             continue
         stmt = tree.statement_of(call)
         target = None
@@ -108,7 +100,7 @@ def copies(tree: CellTree, *, blocking: bool) -> list[SourceLine]:
             if arg is None:
                 continue
             text = ast.unparse(arg).lower()
-            if "cpu" in text or last(dotted(arg)) in _DTYPE_WORDS:
+            if "cpu" in text or last(dotted(arg)) in DTYPE_WORDS:
                 continue
         flag = keyword_of(call, "non_blocking")
         is_blocking = flag is None or literal_of(flag.value) is not True

@@ -1,8 +1,8 @@
-"""The facts record :func:`gpu_notebook.rules.source_scan.scan_source` gives the rules.
+"""The facts record :func:`gpu_notebook.cell.scan.scan_source` gives the rules.
 
 What the cell's source says, as frozen data: the lines a rule can point at (syncs, logs,
 validation, copies), the loaders, optimizers and loops, the flags set. The rules read only this;
-how it is found lives in the ``source_*`` scanner modules.
+how it is found lives in the scanner modules of ``gpu_notebook.cell``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from gpu_notebook.rules.live_objects import LiveFacts
+from gpu_notebook.cell.live import LiveFacts
+from gpu_notebook.cell.words import LogKind
+
+if TYPE_CHECKING:
+    from gpu_notebook.cell.tree import CellTree
 
 SyncKind = Literal[
     "item",
@@ -25,7 +29,6 @@ SyncKind = Literal[
     "log-tensor",
     "fstring-tensor",
 ]
-LogKind = Literal["print", "logger", "tracker", "progress"]
 ValidationKind = Literal["eval", "no_grad", "val-loop", "val-call"]
 
 
@@ -124,6 +127,9 @@ class SourceFacts:
     bindings: tuple[tuple[str, int, int, bool], ...] = ()
     # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
     live: LiveFacts = dataclasses.field(default_factory=LiveFacts)
+    # The parsed cell these facts came from (loops, step loops, models, positions): a rule that
+    # needs a fact no field holds reads it here rather than parsing the cell again.
+    tree: CellTree | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def constructor_of(self, name: str) -> str | None:
         return next((c for n, c in reversed(self.constructed) if n == name), None)

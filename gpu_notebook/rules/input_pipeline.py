@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import re
 
+from gpu_notebook.cell.facts import LoaderCall, SourceFacts
+from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
@@ -35,8 +37,6 @@ from gpu_notebook.rules.common import (
     severity_of,
     share,
 )
-from gpu_notebook.rules.live_objects import LiveLoader
-from gpu_notebook.rules.source_facts import LoaderCall, SourceFacts
 
 WORKERS_MIN_SHARE_OF_CORES = 0.70  # SageMaker Debugger Dataloader rule: 70%..200% of cores
 # Each worker holds a copy of the dataset object and prefetches 2 batches; past ~16 the memory
@@ -47,7 +47,7 @@ GPU_IDLE_PCT = 10.0  # ... while GPU < 10%
 BOTTLENECK_SAMPLE_SHARE = 0.5  # ... for more than 50% of the run
 
 # What a worker costs the main process per batch: the batch comes back through a queue and shared
-# memory (pickled storage handles, an unpickle, a wake-up). Issue 14 measured an in-memory
+# memory (pickled storage handles, an unpickle, a wake-up). We measured an in-memory
 # TensorDataset with num_workers=2 at 0.68x on 2 cores; torch's own DataLoader benchmarks put the
 # handoff at a few hundred microseconds for small batches. 0.5 ms is our round figure.
 WORKER_HANDOFF_US = 500.0
@@ -190,7 +190,7 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         "Keep num_workers=0 and index whole batches: DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), "
         f"batch_size={bs}, drop_last=False), batch_size=None) (a TensorDataset takes a list of indices), or "
         f"`for idx in torch.randperm(len(X)).split({bs}): x, y = X[idx], Y[idx]`.",
-        "issue 14: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
+        "measured: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
         "docs (batch_size=None with a BatchSampler for batched indexing)",
         phase_share=data,
         bound=bound,

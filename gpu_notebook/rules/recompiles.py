@@ -9,9 +9,9 @@ the cell or a live model uses torch.compile. No gain bound: compile time is not 
 
 from __future__ import annotations
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import finding
-from gpu_notebook.rules.source_facts import SourceFacts
 
 
 def recompiles(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

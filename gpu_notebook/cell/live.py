@@ -99,6 +99,16 @@ class LiveFacts:
     # Class names of the torch Datasets bound to names the cell reads ("ds" -> "TensorDataset").
     dataset_types: tuple[tuple[str, str], ...] = ()
     data_hooks: tuple[LiveDataHook, ...] = ()
+    # Names we could not read, and why ("odd", "TypeError"): their findings are missing, so the
+    # report says which (a note, never a failure).
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    def notes(self) -> tuple[str, ...]:
+        """One line per skipped object, for the report's notes."""
+        return tuple(
+            f"'{name}' was not read for the findings ({why}): it is skipped, nothing else changes"
+            for name, why in self.skipped
+        )
 
     def dataset_type(self, name: str) -> str | None:
         return next((t for n, t in self.dataset_types if n == name), None)
@@ -117,6 +127,7 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
     optimizers: list[LiveOptimizer] = []
     datasets: list[tuple[str, str]] = []
     hooks: list[LiveDataHook] = []
+    skipped: list[tuple[str, str]] = []
     data = sys.modules.get("torch.utils.data")
     for name in sorted(set(names)):
         value = namespace.get(name)
@@ -136,7 +147,8 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
             elif data is not None and issubclass(kind, data.Dataset):
                 datasets.append((name, kind.__name__))
             hook = _data_hook(name, value)
-        except Exception:  # noqa: BLE001 -- an object we cannot read is ours to skip, never the cell's failure
+        except Exception as exc:  # noqa: BLE001 -- an object we cannot read is ours to skip, never the cell's failure
+            skipped.append((name, f"a {kind.__name__}; reading it raised {type(exc).__name__}"))
             continue
         if hook is not None:
             hooks.append(hook)
@@ -153,6 +165,7 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
         dynamo_recompile_limit=limit,
         dataset_types=tuple(datasets),
         data_hooks=tuple(hooks),
+        skipped=tuple(skipped),
     )
 
 

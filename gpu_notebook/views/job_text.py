@@ -1,5 +1,7 @@
 """The job report as text: per-rank table, communication, the straggler, each rank's run over
-time with what the ranks share or do not, and the job's what-if."""
+time with what the ranks share or do not, and the job's what-if.
+
+``report/job.py`` builds the ``JobReport`` record (figures, roles, patterns); this view words it."""
 
 from __future__ import annotations
 
@@ -85,7 +87,7 @@ def render_job(job: JobReport) -> str:
     lines += [f"  note: {n}" for n in job.notes]
     lines += _over_the_run(job)
     if job.whatif is not None:
-        from gpu_notebook.analysis.whatif import render_whatif
+        from gpu_notebook.views.wording import render_whatif
 
         grads = [r.grad_bytes for r in job.ranks if r.grad_bytes]
         size = f"gradients {fmt_bytes(grads[0])} a step" if grads else "gradient bytes not known"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from gpu_notebook.rules.source_ast import (
+from gpu_notebook.cell.facts import LogKind, SourceLine, SyncKind
+from gpu_notebook.cell.names import (
     dotted,
     last,
     loop_target_names,
@@ -19,15 +20,9 @@ from gpu_notebook.rules.source_ast import (
     names_in,
     receiver_of,
 )
-from gpu_notebook.rules.source_facts import LogKind, SourceLine, SyncKind
-from gpu_notebook.rules.source_tree import CellTree, Loop
+from gpu_notebook.cell.tree import CellTree, Loop
+from gpu_notebook.cell.words import log_kind
 
-_LOG_PREFIXES = ("logging.", "logger.", "log.", "wandb.", "mlflow.", "neptune.", "comet")
-_TRACKER_METHODS = frozenset(
-    {"log", "log_metric", "log_metrics", "add_scalar", "add_scalars", "add_histogram",
-     "add_image", "log_dict"}
-)  # fmt: skip
-_PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
 _HOST_VALUE_CALLS = frozenset(
     {"len", "range", "int", "float", "str", "round", "time", "perf_counter", "monotonic"}
@@ -106,17 +101,7 @@ def _sync_kind(tree: CellTree, call: ast.Call, values: set[str]) -> SyncKind | N
 
 
 def _logging_kind(call: ast.Call) -> LogKind | None:
-    name = dotted(call.func)
-    if name in ("print", "display", "pprint"):
-        return "print"
-    if name is not None and name.startswith(_LOG_PREFIXES):
-        return "logger"
-    method = method_of(call)
-    if method in _TRACKER_METHODS:
-        return "tracker"
-    if (method in _PROGRESS_METHODS and method != "write") or name == "tqdm.write":
-        return "progress"
-    return None
+    return log_kind(dotted(call.func), method_of(call))
 
 
 def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:

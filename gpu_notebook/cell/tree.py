@@ -2,7 +2,7 @@
 
 :class:`CellTree` answers the structural questions every family of facts asks (which loop holds
 this call, is it behind an ``if``, which names hold modules, which loops train); the families
-(``source_loops``, ``source_syncs``, ``source_setup``) read it, and ``source_scan`` builds it.
+(``loops``, ``syncs``, ``setup``) read it, and ``scan`` builds it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from gpu_notebook.rules.source_ast import (
+from gpu_notebook.cell.facts import SourceLine
+from gpu_notebook.cell.names import (
     dotted,
     is_grad_mode_call,
     last,
@@ -18,13 +19,7 @@ from gpu_notebook.rules.source_ast import (
     model_like,
     receiver_of,
 )
-from gpu_notebook.rules.source_facts import SourceLine
-
-_MODULE_METHODS = frozenset(
-    {"parameters", "named_parameters", "train", "eval", "state_dict", "load_state_dict",
-     "modules", "children", "named_modules", "register_forward_hook"}
-)  # fmt: skip
-_NN_NOT_MODULES = frozenset({"functional", "utils", "init", "Parameter", "parameter", "parallel"})
+from gpu_notebook.cell.words import MODULE_CHAIN_METHODS, MODULE_METHODS, builds_module
 
 Loop = ast.For | ast.AsyncFor | ast.While
 
@@ -157,30 +152,13 @@ class CellTree:
 
     def _is_module_constructor(self, value: ast.AST, classes: set[str]) -> bool:
         # model = Net().to(device) / nn.Sequential(...) / torchvision.models.resnet18()
-        while isinstance(value, ast.Call) and method_of(value) in (
-            "to",
-            "cuda",
-            "train",
-            "eval",
-            "half",
-        ):
+        while isinstance(value, ast.Call) and method_of(value) in MODULE_CHAIN_METHODS:
             value = receiver_of(value) or value
             if not isinstance(value, ast.Call):
                 return False
         if not isinstance(value, ast.Call):
             return False
-        name = dotted(value.func) or ""
-        parts = name.split(".")
-        if parts[-1] in classes:
-            return True
-        if (
-            len(parts) >= 2
-            and parts[-2] == "nn"
-            and parts[-1] not in _NN_NOT_MODULES
-            and parts[-1][:1].isupper()
-        ):
-            return True
-        return parts[-1] in ("from_pretrained", "create_model") or ".models." in name
+        return builds_module(dotted(value.func) or "", classes)
 
     def _model_names(self) -> set[str]:
         classes = self._module_classes()
@@ -190,7 +168,7 @@ class CellTree:
                 called = dotted(node.func)
                 if called is not None and model_like(called):
                     names.add(called)  # model(x), self.net(x): named like a module, called like one
-                if method_of(node) in _MODULE_METHODS:
+                if method_of(node) in MODULE_METHODS:
                     name = dotted(receiver_of(node))
                     if name is not None:
                         names.add(name)

@@ -2,7 +2,7 @@
 
 Read with :mod:`ast` (line numbers and a read-only walk are all the rules need; the fixes package
 does the libcst rewriting). IPython lines (``%time``, ``!ls``, ``x = !cmd``, ``obj?``) are hidden
-behind placeholders by :func:`gpu_notebook.fixes.ipython_syntax.protect`, the same door the fixes
+behind placeholders by :func:`gpu_notebook.cell.ipython.protect`, the same door the fixes
 use, and every line number is mapped back to the cell as written.
 
 Line numbers: 1-based lines of the cell as the notebook shows it. ``Run.cell_source`` is the body
@@ -12,12 +12,12 @@ lines like the traceback and the stack profile do (the magic line is line 1).
 Everything here is a heuristic over names, never a type check: a name is a "model" because the
 cell calls module methods on it or builds it from ``nn.*``; a value is "a tensor made in the loop"
 because the loop assigns it. The rules say "likely" where that matters, and live objects
-(:mod:`gpu_notebook.rules.live_objects`) confirm what exists in the namespace.
+(:mod:`gpu_notebook.cell.live`) confirm what exists in the namespace.
 
-This module parses the cell and assembles the facts; the record is in ``source_facts``, the
-parsed cell's structure (loops, step loops, models, positions) in ``source_tree``, and the
-families of facts in ``source_loops`` (loop facts, validation), ``source_syncs`` (syncs and
-logging) and ``source_setup`` (loaders, optimizers, copies, flags); ``source_ast`` reads names.
+This module parses the cell and assembles the facts; the record is in ``facts``, the
+parsed cell's structure (loops, step loops, models, positions) in ``tree``, and the
+families of facts in ``loops`` (loop facts, validation), ``syncs`` (syncs and
+logging) and ``setup`` (loaders, optimizers, copies, flags); ``names`` reads names.
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ import ast
 import re
 from collections.abc import Iterable
 
-from gpu_notebook.fixes.ipython_syntax import NotPythonCell, protect
-from gpu_notebook.rules.source_ast import dotted, last, method_of, receiver_of
-from gpu_notebook.rules.source_facts import (
+from gpu_notebook.cell.facts import (
     LoaderCall,
     LogKind,
     LoopFacts,
@@ -39,8 +37,11 @@ from gpu_notebook.rules.source_facts import (
     ValidationKind,
     training_loop_lines,
 )
-from gpu_notebook.rules.source_loops import inference_loops, loop_facts, validation
-from gpu_notebook.rules.source_setup import (
+from gpu_notebook.cell.ipython import NotPythonCell, protect
+from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
+from gpu_notebook.cell.names import dotted, last, method_of, receiver_of
+from gpu_notebook.cell.parse import parse_ast
+from gpu_notebook.cell.setup import (
     compiled,
     copies,
     flag,
@@ -50,10 +51,10 @@ from gpu_notebook.rules.source_setup import (
     step_logs,
     tf32,
 )
-from gpu_notebook.rules.source_syncs import syncs_and_logging
-from gpu_notebook.rules.source_tree import CellTree
+from gpu_notebook.cell.syncs import syncs_and_logging
+from gpu_notebook.cell.tree import CellTree
 
-# Same placeholder text as gpu_notebook.fixes.ipython_syntax writes (one line per IPython
+# Same placeholder text as gpu_notebook.cell.ipython writes (one line per IPython
 # construct); tests/test_rules.py checks the line mapping on a multi-line magic.
 _PLACEHOLDER = re.compile(r"^[ \t]*__gpucheck_ipy_(\d+)__\(\)[ \t]*$")
 
@@ -78,7 +79,7 @@ def scan_source(
         match = _PLACEHOLDER.match(text)
         original += len(cell.originals[int(match.group(1))]) if match else 1
     try:
-        tree = ast.parse(cell.code)
+        tree = parse_ast(cell.code)
     except SyntaxError as exc:
         where = mapping[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(mapping) else None
         return SourceFacts(
@@ -96,6 +97,7 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
     syncs, logging = syncs_and_logging(tree)
     return SourceFacts(
         parsed=True,
+        tree=tree,
         line_offset=line_offset,
         ipython_lines=ipython_lines,
         loaders=tuple(loaders(tree)),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
@@ -31,7 +32,6 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.source_facts import SourceFacts
 from gpu_notebook.rules.syncs import EVERY, loop_lines, residual_evidence
 
 _SOURCE = (

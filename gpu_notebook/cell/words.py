@@ -1,0 +1,126 @@
+"""The one vocabulary of a training cell, shared by the facts the rules read and the codemods.
+
+Word lists and predicates over dotted names (``torch.optim.AdamW``, ``self.encoder``): which
+calls build a module or an optimizer, which log, which switch autograd off. The scanner
+(``cell/``, over :mod:`ast`) and the codemods (``fixes/``, over libcst) both ask here, so a
+name the rule counts is a name its fix acts on. A heuristic over names, never a type check.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+LogKind = Literal["print", "logger", "tracker", "progress"]
+
+OPTIMIZER_CLASSES = frozenset(
+    {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
+     "Rprop", "ASGD", "LBFGS", "SparseAdam", "Adafactor", "Muon"}
+)  # fmt: skip
+# torch.optim classes with a fused=True implementation, and those with foreach=True.
+FUSED_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD"})
+FOREACH_OPTIMIZERS = frozenset(
+    {"Adam", "AdamW", "SGD", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
+     "Rprop", "ASGD"}
+)  # fmt: skip
+
+# Methods only an nn.Module has (zero_grad is shared with optimizers, so it proves nothing).
+MODULE_METHODS = frozenset(
+    {"parameters", "named_parameters", "train", "eval", "state_dict", "load_state_dict",
+     "modules", "named_modules", "children", "apply", "requires_grad_",
+     "register_forward_hook"}
+)  # fmt: skip
+# nn.* names that are not modules.
+NN_NOT_MODULES = frozenset({"functional", "utils", "init", "Parameter", "parameter", "parallel"})
+# Constructors that return a module from a library, by the last part of their dotted name.
+MODEL_FACTORIES = frozenset({"from_pretrained", "create_model", "from_config"})
+# Chained calls that return the module they were called on (``Net().to(device)``).
+MODULE_CHAIN_METHODS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval",
+     "requires_grad_", "to_empty"}
+)  # fmt: skip
+MODEL_WORDS = frozenset({"model", "net", "network", "encoder", "decoder", "backbone", "classifier"})
+
+# Context managers and decorators that switch autograd off (set_grad_enabled: with False).
+GRAD_MODES = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
+
+# Logging: module prefixes of logging calls, tracker methods (wandb.log, writer.add_scalar,
+# tracker.log_dict) and progress-bar methods.
+LOG_PREFIXES = ("logging.", "logger.", "log.", "wandb.", "mlflow.", "neptune.", "comet")
+TRACKER_METHODS = frozenset(
+    {"log", "log_metric", "log_metrics", "add_scalar", "add_scalars", "add_histogram",
+     "add_image", "log_dict"}
+)  # fmt: skip
+PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})
+PRINT_CALLS = frozenset({"print", "display", "pprint"})
+
+# torch dtypes by their last name: ``.to(torch.float16)`` converts, it does not copy to a device.
+DTYPE_WORDS = frozenset(
+    {"float", "float16", "half", "bfloat16", "float32", "float64", "double", "int", "int8",
+     "int16", "int32", "int64", "long", "uint8", "bool", "complex64", "complex128"}
+)  # fmt: skip
+
+
+def last(name: str | None) -> str:
+    """``AdamW`` for ``torch.optim.AdamW``; "" for None."""
+    return "" if name is None else name.rsplit(".", 1)[-1]
+
+
+def model_like(name: str) -> bool:
+    """``model``, ``net``, ``self.encoder``, ``teacher_model``: names people give modules."""
+    part = last(name).lower()
+    return part in MODEL_WORDS or part.endswith(("model", "_net"))
+
+
+def is_optimizer_class(name: str) -> bool:
+    """``torch.optim.AdamW``, ``optim.SGD`` or a bare ``AdamW``."""
+    parts = name.split(".")
+    return parts[-1] in OPTIMIZER_CLASSES and (len(parts) == 1 or parts[-2] == "optim")
+
+
+def builds_module(name: str, module_classes: set[str] | frozenset[str]) -> bool:
+    """The called name builds an nn.Module: a class of the cell's own deriving from Module,
+    ``nn.Linear``, ``torch.nn.Sequential``, a model factory, ``torchvision.models.resnet18``."""
+    parts = name.split(".")
+    if parts[-1] in module_classes:
+        return True
+    if "nn" in parts[:-1]:
+        return not any(part in NN_NOT_MODULES for part in parts) and parts[-1][:1].isupper()
+    return parts[-1] in MODEL_FACTORIES or "models" in parts[:-1]
+
+
+def log_kind(name: str | None, method: str | None) -> LogKind | None:
+    """What a call named ``name`` (method ``method``) logs with: "print", "logger", "tracker",
+    "progress"; None for a call that does not log."""
+    if name in PRINT_CALLS:
+        return "print"
+    if name is not None and name.startswith(LOG_PREFIXES):
+        return "logger"
+    if method in TRACKER_METHODS:
+        return "tracker"
+    if (method in PROGRESS_METHODS and method != "write") or name == "tqdm.write":
+        return "progress"
+    return None
+
+
+__all__ = [
+    "DTYPE_WORDS",
+    "FOREACH_OPTIMIZERS",
+    "FUSED_OPTIMIZERS",
+    "GRAD_MODES",
+    "LOG_PREFIXES",
+    "MODEL_FACTORIES",
+    "MODEL_WORDS",
+    "MODULE_CHAIN_METHODS",
+    "MODULE_METHODS",
+    "NN_NOT_MODULES",
+    "OPTIMIZER_CLASSES",
+    "PRINT_CALLS",
+    "PROGRESS_METHODS",
+    "TRACKER_METHODS",
+    "LogKind",
+    "builds_module",
+    "is_optimizer_class",
+    "last",
+    "log_kind",
+    "model_like",
+]

@@ -1,0 +1,334 @@
+"""The sentences of the views: what-if, the GPU estimate, hot lines, before/after.
+
+Analysis and report hand figures up as typed records (``WhatIf``, ``GpuEstimate``, ``LineStat``,
+``Comparison``); the text, HTML and widget views word them here, so each sentence is written
+once, in one place, and no stage below the views builds one (pyproject's import-linter
+contracts and tests/test_layers.py check it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpu_notebook.analysis.compare_samples import fix_outcome
+from gpu_notebook.analysis.whatif import DDP_BUCKET_BYTES, NCCL_EFFICIENCY
+from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes
+from gpu_notebook.records import (
+    Comparison,
+    GpuEstimate,
+    Interconnect,
+    LineStat,
+    WhatIf,
+    WhatIfMissing,
+)
+from gpu_notebook.report.compare import SLOWER_THAN
+from gpu_notebook.report.one_job import (
+    Doubt,
+    MoreTracesThanRanks,
+    NoneDistributed,
+    RankTwice,
+    WorldSizesDiffer,
+)
+
+__all__ = [
+    "baseline_sentence",
+    "describe_comparison",
+    "describe_estimate",
+    "describe_line",
+    "doubt_sentence",
+    "outcome_line",
+    "render_whatif",
+    "speedup_label",
+    "whatif_assumptions",
+    "whatif_interconnect",
+    "whatif_missing",
+]
+
+# A hot line's source is cut to this many characters.
+_MAX_TEXT_CHARS = 60
+
+
+# ------------------------------------------------------------------------------ what-if
+
+
+def baseline_sentence(w: WhatIf) -> str | None:
+    """What the speedups are relative to, said plainly when it is not one GPU; None for one GPU."""
+    if w.world_size is None:
+        return (
+            "this trace is one rank of a distributed job of unknown size: its step already includes"
+            " the job's communication, so it is no one-GPU baseline"
+        )
+    if w.world_size <= 1:
+        return None
+    n = w.world_size
+    if w.points:
+        return (
+            f"this trace is one rank of a data-parallel job on {n} GPUs: its step already includes the"
+            f" all-reduce; predictions below are for scaling that job to N GPUs, relative to the job on {n}"
+            " GPUs as it runs now (time per sample of the whole job)"
+        )
+    return (
+        f"this trace is one of {n} ranks of a distributed job: its step already includes the job's"
+        " communication, so it is no one-GPU baseline"
+    )
+
+
+def speedup_label(w: WhatIf) -> str:
+    """Column heading of the speedups: against one GPU, or against today's job."""
+    if w.world_size is not None and w.world_size > 1:
+        return f"speedup vs {w.world_size} GPUs"
+    return "speedup"
+
+
+def whatif_interconnect(link: Interconnect | None) -> str | None:
+    """ "NVLink x12 (300 GB/s per direction)", "PCIe gen4 x16 (31.5 GB/s)", a measured bus."""
+    if link is None:
+        return None
+    if link.kind == "measured":
+        return f"measured all-reduce bus bandwidth {link.bytes_per_s / 1e9:.1f} GB/s"
+    if link.kind == "nvlink":
+        return f"NVLink x{link.nvlink_links} ({link.bytes_per_s / 1e9:.0f} GB/s per direction)"
+    return f"PCIe gen{link.pcie_generation} x{link.pcie_width} ({link.bytes_per_s / 1e9:.1f} GB/s)"
+
+
+def whatif_assumptions(w: WhatIf) -> tuple[str, ...]:
+    """Every assumption of the model, written down (the facts they depend on are in ``w``)."""
+    if w.replicas:
+        return (
+            "inference (no backward, no optimizer): each added GPU is a replica serving its own "
+            "requests, with no gradients to exchange; throughput grows with the replicas, the "
+            "latency of one request does not",
+            "a ceiling: the load balancer, the host's CPUs and a shared input pipeline are not "
+            "modelled",
+            "tensor parallel (one request split over GPUs) would cut latency at the cost of "
+            "collectives in every layer: not modelled",
+            "the fixes remove their whole phase (an upper bound: Amdahl)",
+        )
+    measured = w.interconnect is not None and w.interconnect.kind == "measured"
+    out = [
+        "each GPU keeps today's per-GPU batch and pays its own data wait",
+        "ring all-reduce runs at the best bus bandwidth measured in the trace"
+        if measured
+        else f"ring all-reduce reaches {NCCL_EFFICIENCY:.0%} of the link's bandwidth",
+        (
+            f"DDP overlaps all-reduce with backward in {DDP_BUCKET_BYTES / 1e6:.1f} MB buckets"
+            f" (bucket_cap_mb={DDP_BUCKET_BYTES // 2**20}, which PyTorch counts in MiB)"
+        ),
+        "the fixes remove their whole phase (an upper bound: Amdahl)",
+    ]
+    if w.world_size is None or w.world_size > 1:
+        out += [
+            (
+                "the measured step already holds this job's exposed all-reduce and DDP's per-rank host work"
+                " (buffer broadcast, gradient copies); N GPUs replace the model's exposed all-reduce at today's"
+                " world size by the model's at N and keep the rest of the step"
+            ),
+            (
+                "the GPU speedups are a ceiling: DDP's per-rank host work is assumed not to grow with N, and"
+                " waiting for the slowest of more ranks or loaders sharing the host's CPUs are not modelled"
+            ),
+        ]
+    else:
+        out.append(
+            "the GPU speedups are a ceiling: host work DDP adds per rank (buffer broadcast, gradient copies),"
+            " loaders sharing the host's CPUs and waiting for the slowest rank are not modelled (NVIDIA's"
+            " published ResNet-50 8-GPU scaling came 3-4% below this model in FP32/TF32, 15-19% in mixed precision)"
+        )
+    if w.grads_measured:
+        out.append("gradient bytes: the all-reduce message sizes of one step in the trace")
+    return tuple(out)
+
+
+def whatif_missing(w: WhatIf) -> tuple[str, ...]:
+    """What the model could not know, one sentence each (no guess is made for it)."""
+    return tuple(
+        _MISSING[m]
+        if m != "step-shorter-than-allreduce"
+        else (
+            f"the measured step ({(w.step_s or 0.0) * 1e3:.1f} ms) is shorter than the all-reduce the model expects"
+            f" to be exposed at {w.world_size} GPUs ({(w.exposed_now_s or 0.0) * 1e3:.1f} ms): the model does not fit this job"
+        )
+        for m in w.missing
+    )
+
+
+_MISSING: dict[WhatIfMissing, str] = {
+    "no-step": "no step was measured",
+    "world-size-unknown": (
+        "the trace shows NCCL communication but records no world size (no distributedInfo, no group"
+        " size on the kernels): the job already runs on several GPUs, how many is unknown"
+    ),
+    "link-not-recorded": (
+        "this trace does not record how its GPUs are linked (NVLink or PCIe): no interconnect "
+        "to model (run gpucheck on that machine)"
+    ),
+    "no-gpu": "no GPU visible: no interconnect to model (run on the GPU you would add more of)",
+    "no-link-from-nvml": "NVML reports neither NVLink links nor the PCIe link of this GPU",
+    "grad-size-unknown-trace": "gradient size unknown: this trace has no all-reduce to size it",
+    "grad-size-unknown-run": "gradient size unknown: no optimizer or model parameters were seen",
+}
+
+
+def render_whatif(w: WhatIf) -> str:
+    lines = ["What if: fix the code, or add GPUs?"]
+    baseline = baseline_sentence(w)
+    if baseline is not None:
+        lines.append(f"  {baseline}")
+    if w.fixes_speedup is not None:
+        lines.append(
+            f"  fixing {', '.join(w.fixed_phases)}: {fmt_gain(w.fixes_speedup)} on this machine, with no new hardware"
+        )
+    else:
+        lines.append("  no waiting phase to fix was measured (data, sync and copy are under 1%)")
+    if w.points:
+        if w.grad_bytes is not None:
+            lines.append(
+                f"  interconnect: {whatif_interconnect(w.interconnect)}; gradients"
+                f" {fmt_megabytes(w.grad_bytes)} a step"
+            )
+        else:
+            lines.append("  as replicas (inference: nothing to exchange between GPUs)")
+        label = speedup_label(w)
+        width = max(8, len(label))
+        lines.append(
+            f"  {'GPUs':>5} {label:>{width}} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}"
+        )
+        for p in w.points:
+            fx = fmt_factor(p.speedup_with_fixes) if p.speedup_with_fixes is not None else "-"
+            lines.append(
+                f"  {p.gpus:>5} {p.speedup:>{width - 1}.2f}x {p.efficiency:>9.0%} {fx:>11} {p.exposed_comm_s * 1e3:>10.2f} ms"
+            )
+            if p.cost_per_1000_steps is not None:
+                lines[-1] += f"  {p.cost_per_1000_steps:.2f} per 1,000 steps"
+    for m in whatif_missing(w):
+        lines.append(f"  cannot predict more GPUs: {m}")
+    lines.append("  assumptions: " + "; ".join(whatif_assumptions(w)))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ GPU estimate
+
+
+def describe_estimate(estimate: GpuEstimate) -> tuple[str, ...]:
+    """The estimate in a few lines: the answer, the parts of the step, the assumptions."""
+    e = estimate
+    if e.speedup >= 1.0:
+        head = f"About {e.speedup:.1f}x faster on one {e.gpu}; then the step is limited by {e.limited_by}."
+    else:
+        head = f"Not faster on one {e.gpu} (about {e.speedup:.2f}x); the step is limited by {e.limited_by}."
+    return (
+        head,
+        f"step {e.measured_step_s * 1e3:.2f} ms here -> about {e.step_s * 1e3:.2f} ms: data wait "
+        f"{e.data_s * 1e3:.2f} ms, host {e.host_s * 1e3:.2f} ms ({e.kernels_per_step:.0f} kernels a step), "
+        f"GPU compute {e.device_s * 1e3:.2f} ms"
+        + (" (overlapping the host)" if e.overlapped else " (after the host: reads every step)"),
+        *(f"assumes: {a}" for a in e.assumptions),
+    )
+
+
+# ------------------------------------------------------------------------------ hot lines
+
+
+def describe_line(stat: LineStat, of: str = "step time") -> str:
+    """``line 7 `print(f'{loss}')`: 31% of step time``, with the line's main phase when known."""
+    text = " ".join(stat.text.split())
+    if len(text) > _MAX_TEXT_CHARS:
+        text = text[: _MAX_TEXT_CHARS - 1] + "…"
+    code = f" `{text}`" if text else ""
+    phase = _main_phase(stat.phase_samples, stat.samples)
+    return f"line {stat.line}{code}: {stat.share:.0%} of {of}{phase}"
+
+
+def _main_phase(phase_samples: Mapping[str, int], samples: int) -> str:
+    if not phase_samples or samples <= 0:
+        return ""
+    phase, count = max(phase_samples.items(), key=lambda kv: (kv[1], kv[0]))
+    return f" (mostly {phase})" if count >= 0.5 * samples else ""
+
+
+# ------------------------------------------------------------------------------ before/after
+
+
+def outcome_line(comparison: Comparison) -> str | None:
+    """ "measured 1.42x (1.31-1.55x): faster" and, for a fix, what it earned: "verified"."""
+    s = comparison.samples
+    if s is None:
+        return None
+    said = fix_outcome(s) if comparison.fix_id is not None else s.outcome
+    return f"measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x over {s.before_steps} and " + (
+        f"{s.after_steps} steps): {said}"
+    )
+
+
+def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
+    """The comparison in a few sentences (for text views and the benchmark table)."""
+    c = comparison
+    lines: list[str] = []
+    slower = c.speedup is not None and c.speedup < SLOWER_THAN
+    if c.samples is not None:
+        slower = c.samples.outcome == "slower"
+    if c.speedup is None:
+        lines.append("Speedup: not measured (no step time in one of the runs).")
+    else:
+        lines.append(
+            f"Measured: {fmt_factor(c.speedup)} the throughput of the run at {c.baseline_started_at}."
+        )
+    said = outcome_line(c)
+    if said is not None and c.samples is not None:
+        lines.append(said[0].upper() + said[1:] + ".")
+        lines.extend(f"Note: {n}." for n in c.samples.notes)
+    if c.fix_id is not None:
+        lines.append(f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound)} (Amdahl bound).")
+        if slower:
+            lines.append(
+                f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "
+                "the earlier cell."
+            )
+        if (
+            c.speedup is not None
+            and c.predicted_bound is not None
+            and c.speedup > c.predicted_bound
+        ):
+            lines.append(
+                "Above the bound: the fix also sped up work outside the phase it removes (the bound "
+                "comes from profiled steps; caches, garbage collection and the allocator share the step)."
+            )
+    if c.gpu_equivalent is not None and c.gpu_equivalent > 0:
+        lines.append(
+            f"This gave the throughput of {c.gpu_equivalent:.2f} more GPU(s) of this kind "
+            "(assuming linear scaling, which real clusters do not quite reach)."
+        )
+    if c.cost_saved_per_1000_steps is not None:
+        lines.append(
+            f"Saves {fmt_cost(c.cost_saved_per_1000_steps)} per 1,000 steps at the given price."
+        )
+    return tuple(lines)
+
+
+# ------------------------------------------------------------------------------ one job?
+
+
+def doubt_sentence(d: Doubt) -> str:
+    """Why a folder of traces looks like more than one job, in a few words."""
+    if isinstance(d, WorldSizesDiffer):
+        return f"world sizes differ: {', '.join(map(str, d.sizes))}"
+    if isinstance(d, RankTwice):
+        more = f" (and {d.more_ranks} more rank(s))" if d.more_ranks else ""
+        return f"rank {d.rank} appears in {len(d.traces)} traces: {', '.join(d.traces[:3])}{more}"
+    if isinstance(d, MoreTracesThanRanks):
+        return f"{d.traces} traces for a world size of {d.world_size}"
+    if isinstance(d, NoneDistributed):
+        where = f" on {d.hosts} hosts" if d.hosts > 1 else ""
+        return (
+            f"none of the {d.traces} traces is a rank of a distributed job "
+            f"(no distributedInfo with a world size above 1){where}"
+        )
+    return f"they started {_span(d.seconds)} apart"
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.0f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.0f} hours"
+    return f"{seconds / 60:.0f} minutes"

@@ -1,0 +1,73 @@
+"""The one reading of the cell (gpu_notebook/cell): the rules' facts and the fixes' codemods use
+the same words, so what a rule counts is what its fix acts on."""
+
+from __future__ import annotations
+
+from gpu_notebook.cell.scan import scan_source
+from gpu_notebook.fixes import Patch, apply_fix
+
+TRACKER_CELL = """\
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    tracker.log_dict({"lr": 0.1})
+"""
+
+
+def test_a_per_step_log_dict_is_logging_for_the_rule_and_for_its_fix():
+    facts = scan_source(TRACKER_CELL)
+    assert [(line.kind, line.gated) for line in facts.logging] == [("tracker", False)]
+    patched = apply_fix("log_every_n", TRACKER_CELL, every=10)
+    assert isinstance(patched, Patch), patched
+    assert "if step % 10 == 0:\n        tracker.log_dict" in patched.source_after
+
+
+MUON_CELL = """\
+import torch
+opt = torch.optim.Muon(model.parameters(), lr=0.02)
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_an_optimizer_class_known_to_the_fixes_is_known_to_the_rules():
+    import libcst as cst
+
+    from gpu_notebook.fixes.cst_tools import optimizer_names
+
+    assert [o.cls for o in scan_source(MUON_CELL).optimizers] == ["Muon"]
+    assert optimizer_names(cst.parse_module(MUON_CELL)) == {"opt"}
+
+
+# A per-step .item() and a per-step print: two findings, two fixes (syncs and logging).
+TWO_FIX_CELL = """\
+for i, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    seen = loss.item()
+    print("step done", i)
+"""
+
+
+def test_a_report_with_two_fixes_parses_the_cell_once_per_parser():
+    from gpu_notebook.cell import parse
+    from gpu_notebook.rules import attach_fixes, run_rules
+    from tests.scenarios import synthetic as syn
+
+    parse.forget()
+    run = syn.make_run(TWO_FIX_CELL)
+    analysis = syn.make_analysis({"sync": 0.1, "other": 0.1, "unattributed": 0.2})
+    findings = run_rules(run, analysis, syn.VERDICT)
+    # The fixes read the cell as the notebook holds it (the %%gpucheck line on top).
+    fixed = attach_fixes(findings, "%%gpucheck\n" + TWO_FIX_CELL)
+    patches = [f.proposal for f in fixed if f.proposal is not None and f.proposal.diff]
+    assert {p.fix_id for p in patches} >= {"throttle_host_syncs", "log_every_n"}
+    # One ast parse of the cell (facts, rules, analysis) and one libcst parse (every codemod);
+    # each patched cell is checked once (our output, not a reading of the cell).
+    assert parse.PARSES["ast"] == 1 and parse.PARSES["libcst"] == 1, parse.PARSES
+    assert parse.PARSES["check"] == len(patches)

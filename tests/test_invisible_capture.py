@@ -632,3 +632,77 @@ def test_training_in_child_processes_is_said_and_never_called_inference(ip):
     rep = ip.user_ns["rep"]
     assert "inference.autograd_on" not in _finding_ids(rep)
     assert any("starts processes (Process)" in e for e in rep.verdict.evidence), rep.verdict
+
+
+def _train_a_little(model: torch.nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+
+
+def test_optimizer_steps_in_a_forked_child_are_counted_by_its_pid_and_nothing_stays():
+    """A child the code forks inherits our hooks: its optimizer steps reach the parent through a
+    shared anonymous mapping (no file, no fd), even when it ends by os._exit."""
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    fds_before = sorted(os.listdir("/proc/self/fd"))
+    clock = StepClock(0)
+    clock.install()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _train_a_little(model, opt, 3)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        _train_a_little(model, opt, 2)
+    finally:
+        clock.uninstall()
+    assert [(p, n) for p, n, _ in clock.child_steps()] == [(pid, 3)]
+    assert clock.record().event_counts["optimizer"] == 2
+    assert clock.record().event_counts["optimizer_in_children"] == 3
+    (note,) = clock.child_notes()
+    assert f"pid {pid}: 3" in note, note
+    assert sorted(os.listdir("/proc/self/fd")) == fds_before
+
+
+def test_training_in_forked_children_is_counted_per_child_in_the_report(ip):
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "import multiprocessing as mp\n"
+        "m = torch.nn.Linear(8, 2); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "X = torch.randn(16, 8)\n"
+        "def train(n):\n"
+        "    for _ in range(n):\n"
+        "        o.zero_grad(); m(X).pow(2).mean().backward(); o.step()\n"
+        "procs = [mp.get_context('fork').Process(target=train, args=(n,)) for n in (5, 7)]\n"
+        "for p in procs: p.start()\n"
+        "for p in procs: p.join()\n"
+        "pids = [p.pid for p in procs]\n"
+        "with torch.no_grad():\n"
+        "    for _ in range(6):\n"
+        "        m(X)\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    rep, pids = ip.user_ns["rep"], ip.user_ns["pids"]
+    (note,) = [n for n in rep.run.notes if "child process" in n]
+    assert "12 optimizer step(s)" in note and f"pid {pids[0]}: 5" in note, note
+    assert f"pid {pids[1]}: 7" in note, note
+    evidence = " ".join(rep.verdict.evidence)
+    assert "12 optimizer step(s) ran in forked children" in evidence, rep.verdict
+    assert "inference" not in " ".join(f.rule_id for f in rep.findings)
+
+
+def test_spawned_children_are_said_not_measured_with_how_to_measure_them():
+    from gpu_notebook.analysis.elsewhere import children_note
+
+    source = "import torch.multiprocessing as mp\nmp.spawn(train, nprocs=2)\nloss.backward()\n"
+    note = children_note(source, here=0, in_children=0)
+    assert note is not None and "spawn" in note and "not measured" in note
+    assert "torchrun" in note and "gpucheck run" in note
+    assert "inference" not in note
+    forked = children_note("Process(target=f).start()\nl.backward()\n", here=0, in_children=9)
+    assert forked is not None and "9 optimizer step(s) ran in forked children" in forked

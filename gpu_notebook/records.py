@@ -745,22 +745,51 @@ class ScalingPoint:
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """The link one GPU's ring all-reduce runs over: NVML's NVLink links or PCIe link, or the bus
+    bandwidth measured in a multi-rank trace of the same job."""
+
+    kind: Literal["nvlink", "pcie", "measured"]
+    bytes_per_s: float  # nominal per direction (nvlink, pcie), or the measured bus bandwidth
+    nvlink_links: int | None = None
+    pcie_generation: int | None = None
+    pcie_width: int | None = None
+
+
+# What the what-if could not know; no guess is made for it (views/wording says each in words).
+WhatIfMissing = Literal[
+    "no-step",  # no step was measured
+    "world-size-unknown",  # NCCL communication in the trace, no world size recorded
+    "link-not-recorded",  # a trace file: how its GPUs are linked is not in it
+    "no-gpu",  # no GPU visible here
+    "no-link-from-nvml",  # NVML reports neither NVLink links nor the PCIe link
+    "grad-size-unknown-trace",  # a trace file with no all-reduce to size the gradients
+    "grad-size-unknown-run",  # no optimizer or model parameters were seen
+    "step-shorter-than-allreduce",  # the model's exposed all-reduce at world_size exceeds the step
+]
+
+
+@dataclass(frozen=True)
 class WhatIf:
-    """Fixes versus more GPUs, side by side, with every assumption written down."""
+    """Fixes versus more GPUs, side by side: the model's figures and the facts its assumptions
+    depend on (the views write the assumptions out)."""
 
     step_s: float | None  # one rank's step, as measured (one GPU, or one rank of world_size)
     fixes_speedup: float | None  # at most, applying the fixes for the measured waste phases
     fixed_phases: tuple[str, ...]  # which phases those fixes remove
     grad_bytes: int | None
-    interconnect: str | None  # "NVLink x12 (300 GB/s)" / "PCIe gen4 x16 (31.5 GB/s)"
+    interconnect: Interconnect | None
     bus_bandwidth_bytes_per_s: float | None  # what the ring all-reduce is assumed to reach
     points: tuple[ScalingPoint, ...] = ()
-    assumptions: tuple[str, ...] = ()
-    missing: tuple[str, ...] = ()  # what could not be known; no guess is made for it
+    missing: tuple[WhatIfMissing, ...] = ()
     price_per_gpu_hour: float | None = None
     # GPUs the measured job already ran on: 1 for one GPU; >1 for one rank of a data-parallel
     # trace (speedups are then relative to that job); None: distributed, size not recorded.
     world_size: int | None = 1
+    replicas: bool = False  # inference: each added GPU is a replica, nothing is exchanged
+    grads_measured: bool = False  # grad_bytes are the all-reduce message sizes of the trace
+    # The model's exposed all-reduce at world_size, when it exceeds the step ("step-shorter-...").
+    exposed_now_s: float | None = None
 
 
 @dataclass(frozen=True)

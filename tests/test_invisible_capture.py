@@ -269,6 +269,83 @@ def test_torch_compile_sees_the_same_frames_graphs_and_breaks_measured_and_after
     assert _compile_counters("measured") == _compile_counters("plain")
 
 
+def test_a_compile_that_never_saw_an_optimizer_leaves_later_cells_their_optimizer_steps():
+    """A compiled forward guards nothing of the optimizer's: a later measured cell still counts
+    its steps at the optimizer (not at backward, as after a compiled optimizer step)."""
+    from gpu_notebook.capture.stepclock import GUARDED_NOTE
+
+    model = torch.nn.Linear(8, 2)
+    forward = torch.compile(lambda x: model(x).relu(), backend="eager")
+    forward(torch.randn(4, 8))  # an earlier cell, not measured
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    clock = StepClock(0)
+    clock.install()
+    try:
+        for _ in range(5):
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+    finally:
+        clock.uninstall()
+    assert GUARDED_NOTE not in clock.notes
+    assert clock.anchor == "optimizer" and clock.step_count == 5
+
+
+_COMPILED_BEFORE_CHILD = textwrap.dedent(
+    """
+    import json, sys, torch
+    from gpu_notebook.capture.stepclock import StepClock, GUARDED_NOTE
+    measured = sys.argv[1] == "measured"
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    X = torch.randn(16, 8); Y = torch.randint(0, 2, (16,))
+    def train_step(x, y):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        return loss
+    step = torch.compile(train_step, backend="eager")
+    compiled_opt_step = torch.compile(opt.step, backend="eager")
+    from torch._dynamo.utils import counters
+    def loop_with_compiled_opt_step():
+        loss = torch.nn.functional.cross_entropy(model(X), Y)
+        opt.zero_grad(); loss.backward(); compiled_opt_step()
+    notes = []
+    def cell(fn, measure):
+        clock = StepClock(0) if measure else None
+        if clock: clock.install()
+        for _ in range(4):
+            fn()
+        if clock:
+            clock.uninstall()
+            notes.extend(clock.notes)
+        return {k: dict(counters[k]) for k in ("frames", "graph_break", "stats")}
+    # Compiled in cells that were not measured; then measured cells run them; then plain again.
+    seen = [cell(lambda: step(X, Y), False), cell(loop_with_compiled_opt_step, False)]
+    seen += [cell(lambda: step(X, Y), measured), cell(loop_with_compiled_opt_step, measured)]
+    seen += [cell(lambda: step(X, Y), False), cell(loop_with_compiled_opt_step, False)]
+    print(json.dumps([seen, GUARDED_NOTE in notes], sort_keys=True))
+    """
+)
+
+
+def test_frames_compiled_before_the_cell_that_guard_the_optimizer_hooks_never_recompile():
+    """Compiled (unmeasured) frames whose guards hold torch's optimizer hook dicts: the measured
+    cells install no optimizer hook (said in a note), and nothing recompiles then or after."""
+    import json
+
+    runs = {}
+    for kind in ("measured", "plain"):
+        done = subprocess.run(
+            [sys.executable, "-c", _COMPILED_BEFORE_CHILD, kind],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert runs["measured"][0] == runs["plain"][0]
+    assert runs["measured"][1] is True
+
+
 # ------------------------------------------------------------------ the user's own profiler
 
 
@@ -555,3 +632,77 @@ def test_training_in_child_processes_is_said_and_never_called_inference(ip):
     rep = ip.user_ns["rep"]
     assert "inference.autograd_on" not in _finding_ids(rep)
     assert any("starts processes (Process)" in e for e in rep.verdict.evidence), rep.verdict
+
+
+def _train_a_little(model: torch.nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+
+
+def test_optimizer_steps_in_a_forked_child_are_counted_by_its_pid_and_nothing_stays():
+    """A child the code forks inherits our hooks: its optimizer steps reach the parent through a
+    shared anonymous mapping (no file, no fd), even when it ends by os._exit."""
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    fds_before = sorted(os.listdir("/proc/self/fd"))
+    clock = StepClock(0)
+    clock.install()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _train_a_little(model, opt, 3)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        _train_a_little(model, opt, 2)
+    finally:
+        clock.uninstall()
+    assert [(p, n) for p, n, _ in clock.child_steps()] == [(pid, 3)]
+    assert clock.record().event_counts["optimizer"] == 2
+    assert clock.record().event_counts["optimizer_in_children"] == 3
+    (note,) = clock.child_notes()
+    assert f"pid {pid}: 3" in note, note
+    assert sorted(os.listdir("/proc/self/fd")) == fds_before
+
+
+def test_training_in_forked_children_is_counted_per_child_in_the_report(ip):
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "import multiprocessing as mp\n"
+        "m = torch.nn.Linear(8, 2); o = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "X = torch.randn(16, 8)\n"
+        "def train(n):\n"
+        "    for _ in range(n):\n"
+        "        o.zero_grad(); m(X).pow(2).mean().backward(); o.step()\n"
+        "procs = [mp.get_context('fork').Process(target=train, args=(n,)) for n in (5, 7)]\n"
+        "for p in procs: p.start()\n"
+        "for p in procs: p.join()\n"
+        "pids = [p.pid for p in procs]\n"
+        "with torch.no_grad():\n"
+        "    for _ in range(6):\n"
+        "        m(X)\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    rep, pids = ip.user_ns["rep"], ip.user_ns["pids"]
+    (note,) = [n for n in rep.run.notes if "child process" in n]
+    assert "12 optimizer step(s)" in note and f"pid {pids[0]}: 5" in note, note
+    assert f"pid {pids[1]}: 7" in note, note
+    evidence = " ".join(rep.verdict.evidence)
+    assert "12 optimizer step(s) ran in forked children" in evidence, rep.verdict
+    assert "inference" not in " ".join(f.rule_id for f in rep.findings)
+
+
+def test_spawned_children_are_said_not_measured_with_how_to_measure_them():
+    from gpu_notebook.analysis.elsewhere import children_note
+
+    source = "import torch.multiprocessing as mp\nmp.spawn(train, nprocs=2)\nloss.backward()\n"
+    note = children_note(source, here=0, in_children=0)
+    assert note is not None and "spawn" in note and "not measured" in note
+    assert "torchrun" in note and "gpucheck run" in note
+    assert "inference" not in note
+    forked = children_note("Process(target=f).start()\nl.backward()\n", here=0, in_children=9)
+    assert forked is not None and "9 optimizer step(s) ran in forked children" in forked

@@ -26,6 +26,7 @@ from gpu_notebook.records import Report
 from gpu_notebook.report.from_trace import report_from_trace
 from gpu_notebook.trace import load_trace
 from gpu_notebook.views.text import render_text
+from gpu_notebook.views.wording import whatif_assumptions
 
 HTA = json.loads((Path(__file__).parent / "data" / "hta_reference.json").read_text())
 ALL_TRACES = sorted(HTA["traces"])  # every .json.gz of both folders, as HTA was run on them
@@ -176,7 +177,8 @@ def test_forward_passes_and_serving_steps_are_inference(reference_traces: Path, 
     launched = sum(gpu.gpu_phase_us.values()) - gpu.before_trace_us
     assert gpu.gpu_phase_us["forward"] >= 0.9 * launched
     # More GPUs are replicas here, not a data-parallel job with gradients to all-reduce.
-    assert report.whatif is not None and report.whatif.assumptions[0].startswith("inference")
+    assert report.whatif is not None and report.whatif.replicas
+    assert whatif_assumptions(report.whatif)[0].startswith("inference")
     assert all(p.exposed_comm_s == 0 for p in report.whatif.points)
 
 

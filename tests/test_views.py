@@ -35,6 +35,7 @@ from gpu_notebook.records import (
     GpuInfo,
     GpuSample,
     GpuTimeline,
+    Interconnect,
     LiveStatus,
     OpStat,
     PhaseBreakdown,
@@ -56,6 +57,7 @@ from gpu_notebook.rules import rank_key
 from gpu_notebook.views.live import LiveView, sparkline_svg
 from gpu_notebook.views.report_widget import ReportWidget, report_widget
 from gpu_notebook.views.text import render_text
+from gpu_notebook.views.wording import whatif_missing
 from tests import cells
 
 # ---------------------------------------------------------------------------------------------
@@ -258,13 +260,12 @@ def default_findings(hostile: bool = False) -> tuple[Finding, ...]:
 
 
 def synthetic_whatif(hostile: bool = False) -> WhatIf:
-    bad = f" {SCRIPT_PAYLOAD}" if hostile else ""
     return WhatIf(
         step_s=0.3,
         fixes_speedup=1.82,
         fixed_phases=("data",),
         grad_bytes=440 * 2**20,
-        interconnect="NVLink x12 (300 GB/s)" + bad,
+        interconnect=Interconnect("nvlink", 300e9, nvlink_links=12),
         bus_bandwidth_bytes_per_s=240e9,
         points=tuple(
             ScalingPoint(
@@ -278,8 +279,9 @@ def synthetic_whatif(hostile: bool = False) -> WhatIf:
             )
             for n in (2, 4, 8)
         ),
-        assumptions=("ring all-reduce reaches 80% of the link's bandwidth" + bad,),
-        missing=("price not given" + bad,) if hostile else (),
+        # The interconnect, assumptions and what is missing are typed: no text of the run's
+        # reaches them (the views word them), so a hostile run has nothing to put there.
+        missing=("no-link-from-nvml",) if hostile else (),
     )
 
 
@@ -1051,7 +1053,7 @@ def test_the_what_if_panel_sets_fixes_against_more_gpus() -> None:
     assert "What if: fix the code, or add GPUs?" in text
     assert "Fixing data: up to 1.82x on this machine, with no new hardware." in text
     assert (
-        "interconnect NVLink x12 (300 GB/s); gradients 461.4 MB a step" in text
+        "interconnect NVLink x12 (300 GB/s per direction); gradients 461.4 MB a step" in text
     )  # 440 MiB, in decimal MB
     rows = re.findall(r'<tr><td class="num">(\d+)</td><td class="num">([\d.]+x)</td>', first)
     assert [r[0] for r in rows] == ["2", "4", "8"]
@@ -1064,7 +1066,7 @@ def test_the_what_if_panel_says_what_it_cannot_predict(input_bound_report: Repor
     whatif = input_bound_report.whatif
     assert whatif is not None and whatif.missing, "a CPU run cannot model an interconnect"
     text = parse_html(report_widget(input_bound_report).children[0].value).all_text
-    assert f"Cannot predict more GPUs: {whatif.missing[0]}" in text
+    assert f"Cannot predict more GPUs: {whatif_missing(whatif)[0]}" in text
 
 
 def test_gpu_sections_show_the_timeline_copies_and_nvml_numbers() -> None:

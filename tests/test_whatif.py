@@ -23,7 +23,13 @@ from gpu_notebook.records import (
     UtilizationStats,
 )
 from gpu_notebook.views.text import render_text
-from gpu_notebook.views.wording import baseline_sentence, render_whatif
+from gpu_notebook.views.wording import (
+    baseline_sentence,
+    render_whatif,
+    whatif_assumptions,
+    whatif_interconnect,
+    whatif_missing,
+)
 
 MB = 10**6
 REFERENCE = Path(
@@ -101,10 +107,12 @@ def test_ring_allreduce_time_by_hand():
 
 
 def test_interconnect_from_nvml_facts():
-    desc, bus = w.interconnect(env((a100(links=12),)))
-    assert "NVLink x12" in desc and bus == pytest.approx(12 * 25e9 * 0.8)
-    desc, bus = w.interconnect(env((a100(links=None, gen=4, width=16),)))
-    assert "PCIe gen4 x16" in desc and bus == pytest.approx(16 * 1.969e9 * 0.8)
+    link, bus = w.interconnect(env((a100(links=12),)))
+    assert link is not None and link.kind == "nvlink" and bus == pytest.approx(12 * 25e9 * 0.8)
+    assert whatif_interconnect(link) == "NVLink x12 (300 GB/s per direction)"
+    link, bus = w.interconnect(env((a100(links=None, gen=4, width=16),)))
+    assert link is not None and link.kind == "pcie" and bus == pytest.approx(16 * 1.969e9 * 0.8)
+    assert whatif_interconnect(link) == "PCIe gen4 x16 (31.5 GB/s)"
     assert w.interconnect(env((a100(links=None, gen=None, width=None),))) == (None, None)
 
 
@@ -144,14 +152,14 @@ def test_cpu_only_says_what_is_missing_instead_of_guessing():
     run, analysis = make(0.05, {"forward": 0.5, "backward": 0.5}, 10 * MB, gpus=())
     r = w.what_if(run, analysis)
     assert r.points == ()
-    assert any("no GPU visible" in m for m in r.missing)
+    assert any("no GPU visible" in m for m in whatif_missing(r))
     assert r.fixes_speedup is None  # nothing to fix was measured
 
 
 def test_unknown_gradient_size_is_missing():
     run, analysis = make(0.05, {"forward": 0.5, "backward": 0.5}, None)
     r = w.what_if(run, analysis)
-    assert r.points == () and any("gradient size unknown" in m for m in r.missing)
+    assert r.points == () and any("gradient size unknown" in m for m in whatif_missing(r))
 
 
 def test_real_cpu_run_records_gradient_bytes_and_says_no_gpu(ip):
@@ -242,7 +250,7 @@ def test_the_published_gap_is_not_the_link():
     p8 = next(p for p in slow.points if p.gpus == 8)
     assert p8.allreduce_s == pytest.approx(1.75 * RESNET50_GRAD_BYTES / 24e9 + 70e-6)
     assert p8.speedup > 7.8 > 6.72 * 1.15
-    assert any("ceiling" in a and "mixed precision" in a for a in slow.assumptions)
+    assert any("ceiling" in a and "mixed precision" in a for a in whatif_assumptions(slow))
 
 
 # ------------------------------------------------------------- validation against a recorded 2-rank run
@@ -273,8 +281,8 @@ def test_analyze_prefers_the_traced_all_reduce_bytes_over_parameters():
     wi = report.whatif
     assert wi is not None and (rank, world) == (0, 2)
     assert wi.grad_bytes == RESNET50_GRAD_BYTES and wi.missing == ()
-    assert any("all-reduce message sizes" in a for a in wi.assumptions)
-    assert any("measured in the trace" in a for a in wi.assumptions)
+    assert any("all-reduce message sizes" in a for a in whatif_assumptions(wi))
+    assert any("measured in the trace" in a for a in whatif_assumptions(wi))
     # 2 GPUs (today's job) at the measured 12.99 GB/s: ring 102,228,128 / 12.99e9 + 2 * 5 us =
     # 7.877 ms; GPU backward here is ~41 ms a step, so only the last bucket shows:
     # 7.877 * 0.25643 = 2.020 ms
@@ -445,7 +453,7 @@ def test_distributed_job_of_unknown_size_gives_no_numbers():
     run, analysis = make(0.100, {"forward": 0.3, "backward": 0.7}, 100 * MB)
     r = w.what_if(run, analysis, measured_bus_bytes_per_s=20e9, world_size=None)
     assert r.points == () and r.world_size is None
-    assert any("records no world size" in m for m in r.missing)
+    assert any("records no world size" in m for m in whatif_missing(r))
     assert "distributed job of unknown size" in render_whatif(r)
 
 

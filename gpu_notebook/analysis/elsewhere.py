@@ -1,8 +1,10 @@
 """Training the cell's source does that the measured thread did not: in child processes.
 
 A cell that starts processes which train (``mp.spawn``, ``multiprocessing.Process``, hogwild)
-runs its steps where no hook of ours is: the parent's own loop (often an evaluation) is all the
-step clock sees. Read from the source only (names of calls), never from the user's objects.
+runs its steps elsewhere: forked children count their optimizer steps for us (the step clock's
+hooks are inherited), spawned ones run where no hook of ours is, and the parent's own loop
+(often an evaluation) is all that is profiled. Read from the source (names of calls) and the
+step clock's counts, never from the user's objects.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from gpu_notebook.records import Run
 
 # Calls that start processes running the user's function.
 _LAUNCHERS = frozenset({"spawn", "start_processes", "Process", "Pool", "ProcessPoolExecutor"})
+_SPAWNERS = frozenset({"spawn", "start_processes"})  # torch.multiprocessing's: always spawn
 
 
 def _called_names(source: str) -> set[str]:
@@ -39,13 +42,43 @@ def source_trains(source: str) -> bool:
 
 def children_train_note(run: Run) -> str | None:
     """One line when the cell starts processes and its source trains, else None."""
-    called = _called_names(run.cell_source)
+    counts = run.steps.event_counts
+    return children_note(
+        run.cell_source,
+        here=counts.get("optimizer", 0),
+        in_children=counts.get("optimizer_in_children", 0),
+    )
+
+
+def children_note(source: str, *, here: int, in_children: int) -> str | None:
+    """Where the training of a cell that starts processes ran, and what of it was measured.
+
+    Forked children inherit the step clock's hooks and count their optimizer steps
+    (``in_children``, named per child in the run's notes); children started by spawn or
+    forkserver begin a fresh interpreter where no hook of ours is.
+    """
+    called = _called_names(source)
     launchers = sorted(called & _LAUNCHERS)
     if "backward" not in called or not launchers:
         return None
-    here = run.steps.event_counts.get("optimizer", 0)
+    started = f"the cell starts processes ({', '.join(launchers)}) and its source trains: "
+    unmeasured = (
+        "steps in processes started by spawn or forkserver are not measured (a fresh "
+        "interpreter, without our hooks); to measure them, run the training as a script under "
+        "torchrun, where `gpucheck run` measures every rank (`torchrun --nproc-per-node N -m "
+        "gpu_notebook run train.py`)"
+    )
+    if in_children:
+        return (
+            f"{started}{in_children} optimizer step(s) ran in forked children (counted, see "
+            f"the notes), {here} here; the phases and the verdict are this process's; "
+            f"{unmeasured}"
+        )
+    # mp.spawn / start_processes never fork: only the other launchers could have.
+    forked = (
+        "" if set(launchers) <= _SPAWNERS else "no optimizer step was counted in forked children; "
+    )
     return (
-        f"the cell starts processes ({', '.join(launchers)}) and its source trains: steps run "
-        f"in those processes are not measured; this report covers this process only "
-        f"({here} optimizer step(s) here)"
+        f"{started}{forked}{unmeasured}; this report covers this process only ({here} optimizer "
+        "step(s) here)"
     )

@@ -60,7 +60,15 @@ import statistics
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.verdict import from_a_file
-from gpu_notebook.records import Analysis, Environment, Run, ScalingPoint, WhatIf
+from gpu_notebook.records import (
+    Analysis,
+    Environment,
+    Interconnect,
+    Run,
+    ScalingPoint,
+    WhatIf,
+    WhatIfMissing,
+)
 
 GPU_COUNTS = (2, 4, 8)
 NVLINK_LINK_BYTES_PER_S = 25e9  # per direction, NVLink 2, 3 and 4 alike
@@ -71,24 +79,21 @@ DDP_BUCKET_BYTES = 25 * 2**20
 FIXABLE_PHASES = ("data", "sync", "copy")  # waits a fix can remove without changing the model
 
 
-def interconnect(env: Environment) -> tuple[str | None, float | None]:
-    """(description, bytes/s one GPU's ring link reaches), or (None, None) when unknown."""
+def interconnect(env: Environment) -> tuple[Interconnect | None, float | None]:
+    """(the link, bytes/s one GPU's ring all-reduce reaches over it), or (None, None) when unknown."""
     if not env.gpus:
         return None, None
     gpu = env.gpus[0]
     if gpu.nvlink_links:
         raw = gpu.nvlink_links * NVLINK_LINK_BYTES_PER_S
-        return (
-            f"NVLink x{gpu.nvlink_links} ({raw / 1e9:.0f} GB/s per direction)",
-            raw * NCCL_EFFICIENCY,
-        )
+        return Interconnect("nvlink", raw, nvlink_links=gpu.nvlink_links), raw * NCCL_EFFICIENCY
     lane = PCIE_LANE_BYTES_PER_S.get(gpu.pcie_generation or 0)
     if lane and gpu.pcie_width:
         raw = lane * gpu.pcie_width
-        return (
-            f"PCIe gen{gpu.pcie_generation} x{gpu.pcie_width} ({raw / 1e9:.1f} GB/s)",
-            raw * NCCL_EFFICIENCY,
+        link = Interconnect(
+            "pcie", raw, pcie_generation=gpu.pcie_generation, pcie_width=gpu.pcie_width
         )
+        return link, raw * NCCL_EFFICIENCY
     return None, None
 
 
@@ -152,19 +157,10 @@ def _replicas(
         interconnect=None,
         bus_bandwidth_bytes_per_s=None,
         points=points,
-        assumptions=(
-            "inference (no backward, no optimizer): each added GPU is a replica serving its own "
-            "requests, with no gradients to exchange; throughput grows with the replicas, the "
-            "latency of one request does not",
-            "a ceiling: the load balancer, the host's CPUs and a shared input pipeline are not "
-            "modelled",
-            "tensor parallel (one request split over GPUs) would cut latency at the cost of "
-            "collectives in every layer: not modelled",
-            "the fixes remove their whole phase (an upper bound: Amdahl)",
-        ),
-        missing=() if step_s is not None else ("no step was measured",),
+        missing=() if step_s is not None else ("no-step",),
         price_per_gpu_hour=price_per_gpu_hour,
         world_size=world,
+        replicas=True,
     )
 
 
@@ -192,41 +188,8 @@ def what_if(
     step_s = analysis.step_stats.median_s
     if phases is not None and phases.workload == "inference":
         return _replicas(analysis, step_s, price_per_gpu_hour, gpu_counts, world_size)
-    missing: list[str] = []
+    missing: list[WhatIfMissing] = []
     world = world_size if world_size is None else max(1, world_size)
-    distributed = world is None or world > 1
-    link = (
-        "ring all-reduce runs at the best bus bandwidth measured in the trace"
-        if measured_bus_bytes_per_s
-        else f"ring all-reduce reaches {NCCL_EFFICIENCY:.0%} of the link's bandwidth"
-    )
-    assumptions = [
-        "each GPU keeps today's per-GPU batch and pays its own data wait",
-        link,
-        (
-            f"DDP overlaps all-reduce with backward in {DDP_BUCKET_BYTES / 1e6:.1f} MB buckets"
-            f" (bucket_cap_mb={DDP_BUCKET_BYTES // 2**20}, which PyTorch counts in MiB)"
-        ),
-        "the fixes remove their whole phase (an upper bound: Amdahl)",
-    ]
-    if distributed:
-        assumptions += [
-            (
-                "the measured step already holds this job's exposed all-reduce and DDP's per-rank host work"
-                " (buffer broadcast, gradient copies); N GPUs replace the model's exposed all-reduce at today's"
-                " world size by the model's at N and keep the rest of the step"
-            ),
-            (
-                "the GPU speedups are a ceiling: DDP's per-rank host work is assumed not to grow with N, and"
-                " waiting for the slowest of more ranks or loaders sharing the host's CPUs are not modelled"
-            ),
-        ]
-    else:
-        assumptions.append(
-            "the GPU speedups are a ceiling: host work DDP adds per rank (buffer broadcast, gradient copies),"
-            " loaders sharing the host's CPUs and waiting for the slowest rank are not modelled (NVIDIA's"
-            " published ResNet-50 8-GPU scaling came 3-4% below this model in FP32/TF32, 15-19% in mixed precision)"
-        )
     # Fixes: the measured waiting phases a fix can remove.
     fixed = tuple(
         p for p in FIXABLE_PHASES if phases is not None and (phases.share(p) or 0) >= 0.01
@@ -234,41 +197,29 @@ def what_if(
     removable = sum(phases.share(p) or 0.0 for p in fixed) if phases is not None else 0.0
     fixes_speedup = 1 / (1 - removable) if fixed and removable < 1 else None
     if phases is None or step_s is None:
-        missing.append("no step was measured")
+        missing.append("no-step")
     if world is None:
-        missing.append(
-            "the trace shows NCCL communication but records no world size (no distributedInfo, no group"
-            " size on the kernels): the job already runs on several GPUs, how many is unknown"
-        )
-    desc, bus = interconnect(run.env)
+        missing.append("world-size-unknown")
+    link, bus = interconnect(run.env)
     if measured_bus_bytes_per_s:
-        desc = f"measured all-reduce bus bandwidth {measured_bus_bytes_per_s / 1e9:.1f} GB/s"
+        link = Interconnect("measured", measured_bus_bytes_per_s)
         bus = measured_bus_bytes_per_s
     grad_bytes = run.steps.grad_bytes
     if measured_grad_bytes:
         grad_bytes = measured_grad_bytes
-        assumptions.append("gradient bytes: the all-reduce message sizes of one step in the trace")
     if from_a_file(run) and bus is None and not measured_bus_bytes_per_s:
-        missing.append(
-            "this trace does not record how its GPUs are linked (NVLink or PCIe): no interconnect "
-            "to model (run gpucheck on that machine)"
-        )
+        missing.append("link-not-recorded")
     elif not run.env.gpus and not measured_bus_bytes_per_s:
-        missing.append(
-            "no GPU visible: no interconnect to model (run on the GPU you would add more of)"
-        )
+        missing.append("no-gpu")
     elif bus is None:
-        missing.append("NVML reports neither NVLink links nor the PCIe link of this GPU")
+        missing.append("no-link-from-nvml")
     if grad_bytes is None:
-        missing.append(
-            "gradient size unknown: this trace has no all-reduce to size it"
-            if from_a_file(run)
-            else "gradient size unknown: no optimizer or model parameters were seen"
-        )
+        missing.append("grad-size-unknown-trace" if from_a_file(run) else "grad-size-unknown-run")
     if world is not None and world > 1:
         # Only N above today's job; past the usual 8, keep doubling the job as it is.
         gpu_counts = tuple(n for n in gpu_counts if n > world) or (2 * world, 4 * world)
     points: list[ScalingPoint] = []
+    exposed_too_long: float | None = None
     if (
         not missing
         and world is not None
@@ -293,10 +244,8 @@ def what_if(
         base_s = step_s - exposed_now
         fixed_base_s = step_s * (1 - removable) - exposed_now
         if base_s <= 0 or (fixed and fixed_base_s <= 0):
-            missing.append(
-                f"the measured step ({step_s * 1e3:.1f} ms) is shorter than the all-reduce the model expects"
-                f" to be exposed at {world} GPUs ({exposed_now * 1e3:.1f} ms): the model does not fit this job"
-            )
+            missing.append("step-shorter-than-allreduce")
+            exposed_too_long = exposed_now
         else:
             for n in gpu_counts:
                 ar = ring_allreduce_s(grad_bytes, n, bus)
@@ -323,13 +272,14 @@ def what_if(
         fixes_speedup=fixes_speedup,
         fixed_phases=fixed,
         grad_bytes=grad_bytes,
-        interconnect=desc,
+        interconnect=link,
         bus_bandwidth_bytes_per_s=bus,
         points=tuple(points),
-        assumptions=tuple(assumptions),
         missing=tuple(missing),
         price_per_gpu_hour=price_per_gpu_hour,
         world_size=world,
+        grads_measured=bool(measured_grad_bytes),
+        exposed_now_s=exposed_too_long,
     )
 
 

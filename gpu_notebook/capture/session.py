@@ -517,6 +517,7 @@ class CaptureSession:
         if self._clock is not None:
             notes.extend(self._clock.notes)
             notes.extend(self._clock.thread_notes())
+            notes.extend(self._clock.child_notes())
         if self._env.nvml_message:
             notes.append(self._env.nvml_message)
         if window.message and window.status == "stepped-aside":

@@ -38,7 +38,9 @@ turns into a plain pass-through.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
+import struct
 import threading
 import time
 import weakref
@@ -57,8 +59,14 @@ _PRIORITY: dict[str, int] = {
 }
 
 COMPILED_NOTE = (
-    "torch.compile in this process: optimizer steps are not hooked (Dynamo would guard on the "
-    "hook and recompile after the cell); steps are counted at the DataLoader or at backward"
+    "torch.compile ran in this cell: optimizer steps are not hooked from then on (Dynamo could "
+    "guard on the hook and recompile after the cell); steps are counted at the DataLoader or at "
+    "backward"
+)
+GUARDED_NOTE = (
+    "a frame compiled earlier by torch.compile guards on torch's optimizer hooks: optimizer "
+    "steps are not hooked (Dynamo would recompile it); steps are counted at the DataLoader or "
+    "at backward"
 )
 
 # Called at each step boundary with the index of the step that starts there.
@@ -95,6 +103,13 @@ class StepClock:
         self._tid_followed: int | None = None
         self._cell_tid: int | None = None
         self._steps_elsewhere: dict[int, int] = {}
+        # Steps in children the code forks (they inherit our hooks): a table in memory shared
+        # with them, made just before the first fork (_children_before_fork), read and dropped
+        # at uninstall. In a child: its slot there (see _count_in_child).
+        self._children: mmap.mmap | None = None
+        self._in_child = False
+        self._child_slot: tuple[int, int, int, int] | None = None  # (pid, slot, steps, first_ns)
+        self._child_rows: list[tuple[int, int, int]] = []  # (pid, steps, span_ns), at uninstall
         self._thread_names: dict[int, str] = {}
         self._tracing: Callable[[], bool] = _never
         # When the latest phase we saw ended: forward is the time from there to a backward (or
@@ -167,8 +182,8 @@ class StepClock:
         _watch_forks(self)
         try:
             h = self._handles
-            if _dynamo_has_compiled():
-                self._no_optimizer_hooks(COMPILED_NOTE)
+            if _compiled_frames_guard_optimizer_hooks():
+                self._no_optimizer_hooks(GUARDED_NOTE)
             else:
                 h["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
                 h["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
@@ -199,6 +214,7 @@ class StepClock:
             self._unpatch(key)
         self._installed = False
         self.close_memory()
+        self._read_children()
 
     # ---------------------------------------------------------------- steps on other threads
 
@@ -240,6 +256,64 @@ class StepClock:
     def followed_thread(self) -> bool:
         """Whether the steps are those of a thread the cell started (not the cell's own)."""
         return self._tid_followed is not None
+
+    # ---------------------------------------------------------------- steps in forked children
+
+    def _count_in_child(self) -> None:
+        """An optimizer step in a child the code forked: its count and times go to the table."""
+        table = self._children
+        if table is None:
+            return
+        now = time.perf_counter_ns()
+        pid = os.getpid()
+        held = self._child_slot
+        if held is None or held[0] != pid:  # first step here (a grandchild gets a slot of its own)
+            slot = _claim_slot(table, pid)
+            if slot is None:
+                return
+            held = (pid, slot, 0, now)
+        pid, slot, steps, first_ns = held
+        self._child_slot = (pid, slot, steps + 1, first_ns)
+        _SLOT.pack_into(table, slot * _SLOT.size, pid, steps + 1, first_ns, now)
+
+    def _read_children(self) -> None:
+        table, self._children = self._children, None
+        if table is None or self._in_child:
+            return
+        rows = []
+        for slot in range(_CHILD_SLOTS):
+            pid, steps, first_ns, last_ns = _SLOT.unpack_from(table, slot * _SLOT.size)
+            if pid and steps:
+                rows.append((pid, steps, last_ns - first_ns))
+        table.close()
+        self._child_rows.extend(sorted(rows))
+
+    def child_steps(self) -> list[tuple[int, int, float]]:
+        """(pid, optimizer steps, seconds from its first step to its last) of each forked child
+        that stepped, read at ``uninstall``."""
+        return [(pid, steps, span_ns / 1e9) for pid, steps, span_ns in self._child_rows]
+
+    def child_notes(self) -> list[str]:
+        """One line on the optimizer steps forked children ran, when any did."""
+        rows = self.child_steps()
+        if not rows:
+            return []
+        total = sum(steps for _, steps, _ in rows)
+        each = [
+            f"pid {pid}: {steps}"
+            + (
+                f" in {span_s:.2f} s ({span_s / (steps - 1) * 1e3:.1f} ms a step)"
+                if steps > 1
+                else ""
+            )
+            for pid, steps, span_s in rows[:_CHILDREN_NAMED]
+        ]
+        more = f", and {len(rows) - _CHILDREN_NAMED} more" if len(rows) > _CHILDREN_NAMED else ""
+        return [
+            f"{total} optimizer step(s) ran in {len(rows)} child process(es) the cell forked "
+            f"({', '.join(each)}{more}): counted and timed from step to step there, not profiled; "
+            "the phases and the verdict are this process's"
+        ]
 
     def thread_notes(self) -> list[str]:
         """Where the optimizer steps ran, when not (only) on the cell's thread."""
@@ -398,8 +472,12 @@ class StepClock:
     def _on_opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._tracing():
             return
-        if threading.get_ident() != self._tid and not self._elsewhere():
-            return
+        if threading.get_ident() != self._tid:
+            if self._in_child:
+                self._count_in_child()
+                return
+            if not self._elsewhere():
+                return
         now = time.perf_counter_ns()
         if self._opt_start_ns:
             inner = self._data_ns + self._fwd_ns + self._bwd_ns - self._opt_inner_ns
@@ -656,7 +734,12 @@ class StepClock:
             step_count=self._step_count,
             steps=steps,
             decimation=self._decimation,
-            event_counts=dict(self._counts),
+            event_counts=dict(self._counts)
+            | (
+                {"optimizer_in_children": sum(r[1] for r in self._child_rows)}
+                if self._child_rows
+                else {}
+            ),
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
             lean_data="dataloader" in self._patches,
@@ -764,6 +847,49 @@ def _dynamo_has_compiled() -> bool:
         return int(counters["frames"]["total"]) > 0
     except (KeyError, TypeError, ValueError):
         return False
+
+
+# Where torch keeps the global optimizer step hooks: a guard whose source names one of these
+# (G['_global_optimizer_pre_hooks'] in Optimizer's step wrapper, or reached through the module
+# from a frame that inlined it) fails as soon as our hook is in the dict.
+_HOOK_DICT_NAME = "_global_optimizer_"
+# A guard tree this large is not walked: as if it guarded the dicts (no optimizer hooks).
+_MAX_GUARD_NODES = 100_000
+
+
+def _compiled_frames_guard_optimizer_hooks() -> bool:
+    """Whether a frame Dynamo compiled in this process guards on torch's optimizer hook dicts.
+
+    Such a frame (a compiled ``opt.step``, or a training step that traced one) would recompile
+    the moment our hook entered the dict, so the cell must go without it; a compiled model or
+    loss guards nothing of the optimizer's and leaves the optimizer hooks to later cells. Read
+    from Dynamo's own records (the frames it converted, each cache entry's guard tree: private
+    torch APIs, read-only); anything we cannot read counts as a guard. Frames compiled during
+    the cell are handled by ``_on_compile_start``.
+    """
+    import sys
+
+    if not _dynamo_has_compiled():
+        return False
+    try:
+        convert_frame = sys.modules["torch._dynamo.convert_frame"]
+        cache_entries = sys.modules["torch._dynamo.eval_frame"]._debug_get_cache_entry_list
+        budget = _MAX_GUARD_NODES
+        for ref in list(convert_frame.input_codes.seen):
+            code = ref()
+            if code is None:
+                continue
+            for entry in cache_entries(code):
+                todo = [entry.guard_manager.root]
+                while todo:
+                    manager = todo.pop()
+                    budget -= 1
+                    if budget < 0 or _HOOK_DICT_NAME in manager.get_source():
+                        return True
+                    todo.extend(manager.get_child_managers())
+    except Exception:  # noqa: BLE001 -- a torch without these records: as if they guarded
+        return True
+    return False
 
 
 def _skip_our_code_in_dynamo() -> None:
@@ -912,12 +1038,47 @@ def _watch_forks(clock: StepClock) -> None:
     global _FORK_HOOK
     _CLOCKS.add(clock)
     if not _FORK_HOOK and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_inert_after_fork)
+        os.register_at_fork(before=_children_before_fork, after_in_child=_inert_after_fork)
         _FORK_HOOK = True
+
+
+# The children table: one slot per forked child that steps, (pid, steps, first_ns, last_ns);
+# perf_counter_ns is CLOCK_MONOTONIC, the same clock in every process of the machine.
+_SLOT = struct.Struct("qqqq")
+_CHILD_SLOTS = 1024
+_CHILDREN_NAMED = 8  # children named one by one in the note
+
+
+def _children_before_fork() -> None:
+    """In the parent, just before a fork: the table its children write their steps into.
+
+    Anonymous shared memory (``mmap(-1)``): no file, no descriptor kept; it is gone when the
+    last process mapping it ends or unmaps it (the parent, at ``uninstall``). Made at the first
+    fork while a clock is installed, so a cell that never forks pays nothing.
+    """
+    for clock in list(_CLOCKS):
+        if clock._installed and not clock._in_child and clock._children is None:
+            try:
+                clock._children = mmap.mmap(-1, _CHILD_SLOTS * _SLOT.size)
+            except (OSError, ValueError):
+                clock._children = None  # no shared memory: children's steps stay uncounted
+
+
+def _claim_slot(table: mmap.mmap, pid: int) -> int | None:
+    """A free slot for ``pid``, probing from ``pid % slots`` (children claim at their first
+    step; two children claiming the same slot at the same instant would need pids equal modulo
+    1024 and is not guarded against). None: the table is full."""
+    for k in range(_CHILD_SLOTS):
+        slot = (pid + k) % _CHILD_SLOTS
+        if struct.unpack_from("q", table, slot * _SLOT.size)[0] == 0:
+            _SLOT.pack_into(table, slot * _SLOT.size, pid, 0, 0, 0)
+            return slot
+    return None
 
 
 def _inert_after_fork() -> None:
     for clock in list(_CLOCKS):
+        clock._in_child = True  # its optimizer steps go to the parent's table (_count_in_child)
         clock._tid = -1  # no thread has this id: every hook returns at its first check
         clock.follow_threads = False
         clock.boundary_listener = None

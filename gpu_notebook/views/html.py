@@ -229,7 +229,13 @@ def whatif_section(whatif: WhatIf | None) -> str:
     """Fix the code or add GPUs: the fixes' bound on one GPU beside predicted DDP scaling."""
     if whatif is None:
         return ""
-    from gpu_notebook.views.wording import baseline_sentence, speedup_label
+    from gpu_notebook.views.wording import (
+        baseline_sentence,
+        speedup_label,
+        whatif_assumptions,
+        whatif_interconnect,
+        whatif_missing,
+    )
 
     baseline = baseline_sentence(whatif)
     return _render(
@@ -237,6 +243,9 @@ def whatif_section(whatif: WhatIf | None) -> str:
         w=whatif,
         baseline=None if baseline is None else baseline[0].upper() + baseline[1:],
         speedup_label=speedup_label(whatif),
+        interconnect=whatif_interconnect(whatif.interconnect),
+        assumptions=whatif_assumptions(whatif),
+        missing=whatif_missing(whatif),
         priced=any(p.cost_per_1000_steps is not None for p in whatif.points),
     )
 

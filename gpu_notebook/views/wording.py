@@ -11,8 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpu_notebook.analysis.compare_samples import fix_outcome
+from gpu_notebook.analysis.whatif import DDP_BUCKET_BYTES, NCCL_EFFICIENCY
 from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes
-from gpu_notebook.records import Comparison, GpuEstimate, LineStat, WhatIf
+from gpu_notebook.records import (
+    Comparison,
+    GpuEstimate,
+    Interconnect,
+    LineStat,
+    WhatIf,
+    WhatIfMissing,
+)
 from gpu_notebook.report.compare import SLOWER_THAN
 from gpu_notebook.report.one_job import (
     Doubt,
@@ -31,6 +39,9 @@ __all__ = [
     "outcome_line",
     "render_whatif",
     "speedup_label",
+    "whatif_assumptions",
+    "whatif_interconnect",
+    "whatif_missing",
 ]
 
 # A hot line's source is cut to this many characters.
@@ -69,6 +80,95 @@ def speedup_label(w: WhatIf) -> str:
     return "speedup"
 
 
+def whatif_interconnect(link: Interconnect | None) -> str | None:
+    """ "NVLink x12 (300 GB/s per direction)", "PCIe gen4 x16 (31.5 GB/s)", a measured bus."""
+    if link is None:
+        return None
+    if link.kind == "measured":
+        return f"measured all-reduce bus bandwidth {link.bytes_per_s / 1e9:.1f} GB/s"
+    if link.kind == "nvlink":
+        return f"NVLink x{link.nvlink_links} ({link.bytes_per_s / 1e9:.0f} GB/s per direction)"
+    return f"PCIe gen{link.pcie_generation} x{link.pcie_width} ({link.bytes_per_s / 1e9:.1f} GB/s)"
+
+
+def whatif_assumptions(w: WhatIf) -> tuple[str, ...]:
+    """Every assumption of the model, written down (the facts they depend on are in ``w``)."""
+    if w.replicas:
+        return (
+            "inference (no backward, no optimizer): each added GPU is a replica serving its own "
+            "requests, with no gradients to exchange; throughput grows with the replicas, the "
+            "latency of one request does not",
+            "a ceiling: the load balancer, the host's CPUs and a shared input pipeline are not "
+            "modelled",
+            "tensor parallel (one request split over GPUs) would cut latency at the cost of "
+            "collectives in every layer: not modelled",
+            "the fixes remove their whole phase (an upper bound: Amdahl)",
+        )
+    measured = w.interconnect is not None and w.interconnect.kind == "measured"
+    out = [
+        "each GPU keeps today's per-GPU batch and pays its own data wait",
+        "ring all-reduce runs at the best bus bandwidth measured in the trace"
+        if measured
+        else f"ring all-reduce reaches {NCCL_EFFICIENCY:.0%} of the link's bandwidth",
+        (
+            f"DDP overlaps all-reduce with backward in {DDP_BUCKET_BYTES / 1e6:.1f} MB buckets"
+            f" (bucket_cap_mb={DDP_BUCKET_BYTES // 2**20}, which PyTorch counts in MiB)"
+        ),
+        "the fixes remove their whole phase (an upper bound: Amdahl)",
+    ]
+    if w.world_size is None or w.world_size > 1:
+        out += [
+            (
+                "the measured step already holds this job's exposed all-reduce and DDP's per-rank host work"
+                " (buffer broadcast, gradient copies); N GPUs replace the model's exposed all-reduce at today's"
+                " world size by the model's at N and keep the rest of the step"
+            ),
+            (
+                "the GPU speedups are a ceiling: DDP's per-rank host work is assumed not to grow with N, and"
+                " waiting for the slowest of more ranks or loaders sharing the host's CPUs are not modelled"
+            ),
+        ]
+    else:
+        out.append(
+            "the GPU speedups are a ceiling: host work DDP adds per rank (buffer broadcast, gradient copies),"
+            " loaders sharing the host's CPUs and waiting for the slowest rank are not modelled (NVIDIA's"
+            " published ResNet-50 8-GPU scaling came 3-4% below this model in FP32/TF32, 15-19% in mixed precision)"
+        )
+    if w.grads_measured:
+        out.append("gradient bytes: the all-reduce message sizes of one step in the trace")
+    return tuple(out)
+
+
+def whatif_missing(w: WhatIf) -> tuple[str, ...]:
+    """What the model could not know, one sentence each (no guess is made for it)."""
+    return tuple(
+        _MISSING[m]
+        if m != "step-shorter-than-allreduce"
+        else (
+            f"the measured step ({(w.step_s or 0.0) * 1e3:.1f} ms) is shorter than the all-reduce the model expects"
+            f" to be exposed at {w.world_size} GPUs ({(w.exposed_now_s or 0.0) * 1e3:.1f} ms): the model does not fit this job"
+        )
+        for m in w.missing
+    )
+
+
+_MISSING: dict[WhatIfMissing, str] = {
+    "no-step": "no step was measured",
+    "world-size-unknown": (
+        "the trace shows NCCL communication but records no world size (no distributedInfo, no group"
+        " size on the kernels): the job already runs on several GPUs, how many is unknown"
+    ),
+    "link-not-recorded": (
+        "this trace does not record how its GPUs are linked (NVLink or PCIe): no interconnect "
+        "to model (run gpucheck on that machine)"
+    ),
+    "no-gpu": "no GPU visible: no interconnect to model (run on the GPU you would add more of)",
+    "no-link-from-nvml": "NVML reports neither NVLink links nor the PCIe link of this GPU",
+    "grad-size-unknown-trace": "gradient size unknown: this trace has no all-reduce to size it",
+    "grad-size-unknown-run": "gradient size unknown: no optimizer or model parameters were seen",
+}
+
+
 def render_whatif(w: WhatIf) -> str:
     lines = ["What if: fix the code, or add GPUs?"]
     baseline = baseline_sentence(w)
@@ -83,7 +183,8 @@ def render_whatif(w: WhatIf) -> str:
     if w.points:
         if w.grad_bytes is not None:
             lines.append(
-                f"  interconnect: {w.interconnect}; gradients {fmt_megabytes(w.grad_bytes)} a step"
+                f"  interconnect: {whatif_interconnect(w.interconnect)}; gradients"
+                f" {fmt_megabytes(w.grad_bytes)} a step"
             )
         else:
             lines.append("  as replicas (inference: nothing to exchange between GPUs)")
@@ -99,9 +200,9 @@ def render_whatif(w: WhatIf) -> str:
             )
             if p.cost_per_1000_steps is not None:
                 lines[-1] += f"  {p.cost_per_1000_steps:.2f} per 1,000 steps"
-    for m in w.missing:
+    for m in whatif_missing(w):
         lines.append(f"  cannot predict more GPUs: {m}")
-    lines.append("  assumptions: " + "; ".join(w.assumptions))
+    lines.append("  assumptions: " + "; ".join(whatif_assumptions(w)))
     return "\n".join(lines)
 
 

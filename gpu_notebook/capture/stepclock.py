@@ -941,7 +941,13 @@ def _visible_again(wrapper: Any, original: Any) -> None:
     builtins = sys.modules.get("torch.jit._builtins")
     if builtins is None:
         return
-    builtins._builtin_ops[:] = [entry for entry in builtins._builtin_ops if entry[0] is not wrapper]
+    # Ours was appended last (1,500+ entries before it): look from the end, not at every one,
+    # since this runs inside the user's step when the clock goes lean.
+    ops = builtins._builtin_ops
+    for i in range(len(ops) - 1, -1, -1):
+        if ops[i][0] is wrapper:
+            del ops[i]
+            break
     table = builtins._builtin_table
     if table is not None and id(wrapper) in table:
         del table[id(wrapper)]
@@ -971,10 +977,13 @@ def _leading_size(batch: Any) -> int | None:
             if issubclass(kind, torch.Tensor):
                 return _tensor_leading_size(batch, kind, torch)
             if kind in (tuple, list):
-                batch = next(
-                    (b for b in batch if issubclass(type(b), (torch.Tensor, tuple, list, dict))),
-                    None,
-                )
+                # A loop, not a generator: this runs for every batch of a timed step.
+                for item in batch:
+                    if issubclass(type(item), (torch.Tensor, tuple, list, dict)):
+                        batch = item
+                        break
+                else:
+                    return None
             elif issubclass(kind, dict):
                 batch = next(iter(dict.values(batch)), None)
             else:

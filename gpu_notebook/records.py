@@ -808,7 +808,13 @@ class GpuEstimate:
     kernels_per_step: float
     flops_per_step: float | None  # from recorded shapes; None: sized from CPU time
     overlapped: bool  # host and GPU work overlap (no per-step read of device values)
-    assumptions: tuple[str, ...] = ()
+    # The facts the estimate's assumptions depend on (the views write them out; the card's
+    # datasheet figures are analysis.gpu_estimate.GPUS[key]).
+    precision: str = "fp32"  # the matmul precision the peak is read at: fp32, tf32, bf16
+    peak_tflops: float = 0.0  # that peak
+    reads_per_step: float = 0.0  # reads of device values a step (.item(): host and GPU take turns)
+    cores: int = 1  # CPU cores that sized the operators' work when no shapes were recorded
+    cores_assumed: bool = False  # a trace file does not say its machine's cores: 1 assumed
 
 
 # `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).

@@ -280,31 +280,6 @@ def estimate_from_ops(
         "GPU compute": device_step,
     }
     limited_by = max(parts, key=lambda k: parts[k])
-    assumptions = [
-        f"{spec.name}: {peak_tflops:g} TFLOP/s {precision} peak, {spec.memory_gbps:g} GB/s ({spec.source}); "
-        f"kernels reach {GEMM_EFFICIENCY:.0%} of the FLOP peak and {BANDWIDTH_EFFICIENCY:.0%} of the bandwidth",
-        f"each kernel costs the host {HOST_PER_KERNEL_US:g} us (dispatch + launch) and runs at least {MIN_KERNEL_US:g} us",
-        "the Python between operators and the data wait stay as measured here (a GPU shortens neither)",
-        (
-            "the host runs ahead of the GPU (no per-step read of device values)"
-            if overlapped
-            else f"{reads / n:.1f} read(s) of device values per step: host and GPU take turns"
-        ),
-        "the batch is copied to the GPU in the background (pinned memory, non_blocking)",
-    ]
-    if total_flops:
-        assumptions.append(
-            "matmul FLOPs from the recorded shapes; other operators sized from their CPU time"
-        )
-    else:
-        assumptions.append(
-            f"no shapes recorded: each operator's work is at most what its CPU time could do here "
-            f"({CPU_GFLOPS_PER_CORE:g} GFLOP/s or {CPU_GBPS_PER_CORE:g} GB/s per core, {cores} core(s))"
-        )
-    if precision == "fp32" and spec.tf32_tflops:
-        assumptions.append(
-            "float32 matmuls without TF32 (PyTorch's default); with TF32 or bf16 autocast the GPU compute shrinks"
-        )
     return GpuEstimate(
         key=spec.key,
         gpu=spec.name,
@@ -318,7 +293,10 @@ def estimate_from_ops(
         kernels_per_step=kernels_step,
         flops_per_step=total_flops / n if total_flops else None,
         overlapped=overlapped,
-        assumptions=tuple(assumptions),
+        precision=precision,
+        peak_tflops=peak_tflops,
+        reads_per_step=reads / n,
+        cores=cores,
     )
 
 

@@ -166,16 +166,10 @@ def report_from_trace(
     )
     estimate = None
     if spec is not None and gpu is None:
-        # The recording machine's cores are not in the file: one assumed (see the assumptions).
+        # The recording machine's cores are not in the file: one assumed (the views say so).
         estimate = estimate_from_trace(trace, analysis, spec, cores=1, trace_path=str(path))
         if estimate is not None:
-            estimate = dataclasses.replace(
-                estimate,
-                assumptions=(
-                    *estimate.assumptions,
-                    "the recording machine's cores are not in the file: 1 assumed",
-                ),
-            )
+            estimate = dataclasses.replace(estimate, cores_assumed=True)
     report = Report(
         run=run,
         analysis=analysis,

@@ -37,6 +37,7 @@ NOT_SENTENCES = {
 # its record learns to carry the figures instead).
 STILL_SENTENCES = {
     "analysis/elsewhere.py:children_train_note": "a verdict's evidence line",
+    "analysis/elsewhere.py:children_note": "a verdict's evidence line (steps in child processes)",
     "analysis/verdict.py:_host_evidence": "the verdict's host-overhead evidence line",
     "analysis/verdict.py:_window_evidence": "the verdict's GPU-busy evidence line",
     "analysis/verdict.py:_idle_cause": "part of the verdict's headline",

@@ -26,8 +26,8 @@ from gpu_notebook.analysis.host import MATMUL_OP
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
+from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
-from gpu_notebook.cell.scan import LoaderCall, SourceFacts
 from gpu_notebook.records import Analysis, Finding, OpStat, PhaseBreakdown, Run, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.

@@ -57,6 +57,7 @@ from gpu_notebook.rules.common import (
     profiled_steps,
     steady_top_ops,
 )
+from gpu_notebook.trace.windows import WindowTraces
 
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
@@ -100,19 +101,23 @@ def run_rules(
     line_offset: int = CELL_LINE_OFFSET,
     rules: Sequence[Rule] = RULES,
     facts: SourceFacts | None = None,
+    traces: WindowTraces | None = None,
 ) -> tuple[Finding, ...]:
     """Every finding of every rule for this run, ranked (see the module docstring).
 
     ``namespace`` is the user's namespace after the cell ran (``shell.user_ns``); without it
     the rules use the source alone. ``line_offset`` is 0 for a source that is not a
     ``%%gpucheck`` cell body (the CLI's examples). ``facts``: the cell's facts when the caller
-    has read them already (``cell_facts``), so live objects are read once.
+    has read them already (``cell_facts``), so live objects are read once. ``traces``: the
+    report's decoded window traces (the analysis's; without it the window's file is decoded
+    here if needed).
     """
     if facts is None:
         facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
     if stalls and run.window.trace_path is not None and steady.phases is not None:
-        ops = steady_top_ops(run.window.trace_path, steady.phases)
+        traces = WindowTraces() if traces is None else traces
+        ops = steady_top_ops(traces.get(run.window.trace_path), steady.phases)
         if ops is not None:
             steady = dataclasses.replace(steady, top_ops=ops)
     confidence = _confidence_note(steady, verdict)

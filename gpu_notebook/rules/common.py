@@ -29,6 +29,7 @@ from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.records import Analysis, Finding, OpStat, PhaseBreakdown, Run, Severity
+from gpu_notebook.trace.kineto import Trace
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
 SUGGEST = 0.05
@@ -232,24 +233,19 @@ def runs_matmuls(analysis: Analysis) -> bool:
 
 
 def steady_top_ops(
-    trace_path: str, phases: PhaseBreakdown, n: int = 10
+    trace: Trace | None, phases: PhaseBreakdown, n: int = 10
 ) -> tuple[OpStat, ...] | None:
-    """Top operators over the kept (steady) steps only, read again from the trace file.
+    """Top operators over the kept (steady) steps only, from the window's decoded trace.
 
     A stall inflates whichever operator it lands in (an 8 ms pause inside one ``addmm`` of a
     tiny model makes every addmm look 500 us long), so rules that size operators need them
     without the stalled steps. Each run of consecutive kept steps is one window of
-    ``top_ops``; the windows are summed by operator name. None when the trace cannot be read
-    again (removed, unreadable): the caller keeps the analysis's own figures.
+    ``top_ops``; the windows are summed by operator name. None without the trace (removed,
+    unreadable): the caller keeps the analysis's own figures.
     """
     from gpu_notebook.analysis.ops import top_ops
-    from gpu_notebook.trace.kineto import load_trace
 
-    if phases.source != "trace" or not phases.steps:
-        return None
-    try:
-        trace = load_trace(trace_path)
-    except (OSError, ValueError):
+    if trace is None or phases.source != "trace" or not phases.steps:
         return None
     segments: list[tuple[float, float]] = []
     previous: int | None = None

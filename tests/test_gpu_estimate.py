@@ -184,7 +184,7 @@ def test_matmul_flops_from_recorded_shapes_and_the_mi250_kernels(reference_trace
     path = reference_traces / "mi250_rocm_toy.json.gz"
     phases = phase_breakdown(load_trace(path))
     assert phases is not None
-    flops = shape_flops(str(path), phases)
+    flops = shape_flops(load_trace(path), phases)
     # mm [128,5]x[5,128] and addmm(bias, [5,128], [128,128]): 2*M*K*N each, per recorded call.
     assert set(flops) <= {"aten::mm", "aten::addmm"} and flops
     assert all(value % (2 * 128 * 5 * 128) == 0 for value in flops.values())

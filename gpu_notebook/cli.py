@@ -475,21 +475,23 @@ def _companions(reports: Sequence[Path], problems: list[str]) -> dict[int | None
 
 
 def _analysed(f: Path, companions: dict[int | None, Any], alone: bool, gpu: str | None) -> Any:
-    """(report, rank, world) of one trace. numpy's warnings on absurd values (a ts of 1e308)
-    are ours, not the user's: the error they lead to is said in one line instead."""
+    """(report, rank, world) of one trace, its file decoded once: the rank it records picks its
+    companion. numpy's warnings on absurd values (a ts of 1e308) are ours, not the user's: the
+    error they lead to is said in one line instead."""
     import warnings
 
     from gpu_notebook.report.from_trace import report_from_trace
+    from gpu_notebook.trace.windows import WindowTraces
 
+    traces = WindowTraces()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        report, rank, world = report_from_trace(f, target_gpu=gpu)
+        info = traces.load(str(f)).distributed_info
+        rank = info.rank if info is not None else None
         companion = companions.get(rank) if rank is not None else companions.get(None)
         if companion is None and alone:
             companion = companions.get(None)
-        if companion is not None:
-            report, rank, world = report_from_trace(f, companion=companion, target_gpu=gpu)
-    return report, rank, world
+        return report_from_trace(f, companion=companion, target_gpu=gpu, traces=traces)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:

@@ -570,7 +570,12 @@ class SampleComparison:
     load_after_cores: float | None = None
     load_changed: bool = False
     load_matched: bool = False  # the speedup compares steps taken under similar load only
-    notes: tuple[str, ...] = ()
+    # When the load changed, what was made of it (the views word it): "matched" (only steps taken
+    # under similar load compared, ``similar_steps`` of each run), "same-direction" (the change
+    # cannot be told from the load's: no measurable change is claimed), "against" (the change is
+    # at least this large).
+    load_note: Literal["matched", "same-direction", "against"] | None = None
+    similar_steps: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -808,7 +813,13 @@ class GpuEstimate:
     kernels_per_step: float
     flops_per_step: float | None  # from recorded shapes; None: sized from CPU time
     overlapped: bool  # host and GPU work overlap (no per-step read of device values)
-    assumptions: tuple[str, ...] = ()
+    # The facts the estimate's assumptions depend on (the views write them out; the card's
+    # datasheet figures are analysis.gpu_estimate.GPUS[key]).
+    precision: str = "fp32"  # the matmul precision the peak is read at: fp32, tf32, bf16
+    peak_tflops: float = 0.0  # that peak
+    reads_per_step: float = 0.0  # reads of device values a step (.item(): host and GPU take turns)
+    cores: int = 1  # CPU cores that sized the operators' work when no shapes were recorded
+    cores_assumed: bool = False  # a trace file does not say its machine's cores: 1 assumed
 
 
 # `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).

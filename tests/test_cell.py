@@ -71,3 +71,30 @@ def test_a_report_with_two_fixes_parses_the_cell_once_per_parser():
     # each patched cell is checked once (our output, not a reading of the cell).
     assert parse.PARSES["ast"] == 1 and parse.PARSES["libcst"] == 1, parse.PARSES
     assert parse.PARSES["check"] == len(patches)
+
+
+def test_a_facts_node_names_the_same_code_in_libcst_even_after_wide_characters():
+    import ast
+
+    from gpu_notebook.cell.nodes import cst_nodes
+    from gpu_notebook.cell.parse import parse_ast, parse_cst
+
+    code = 'label = "pérdida ü"; x = torch.zeros(2).to(dev)\nfor i in range(3):\n    f(g(i), "é")\n'
+    calls = [n for n in ast.walk(parse_ast(code)) if isinstance(n, ast.Call)]
+    module = parse_cst(code)
+    found = cst_nodes(module, calls)
+    assert [module.code_for_node(n) for n in found] == [
+        ast.get_source_segment(code, c) for c in calls
+    ]
+    assert len(found) == 5 and all(n is not None for n in found)
+
+
+def test_a_cell_that_does_not_parse_is_parsed_once_and_says_why_each_time():
+    from gpu_notebook.cell import parse
+
+    parse.forget()
+    bad = "for x in y\n    pass\n"
+    first, again = scan_source(bad), scan_source(bad)
+    assert not first.parsed and first.parse_error == again.parse_error
+    assert "line 1" in (first.parse_error or "")
+    assert parse.PARSES["ast"] == 1

@@ -22,6 +22,7 @@ from gpu_notebook.records import (
     StepStats,
     UtilizationStats,
 )
+from gpu_notebook.trace.kineto import load_trace
 from gpu_notebook.views.text import render_text
 from gpu_notebook.views.wording import (
     baseline_sentence,
@@ -177,7 +178,7 @@ def test_measured_bus_bandwidth_from_a_real_two_rank_nccl_trace():
     path = REFERENCE / "a100_world2_rank0_nccl.json.gz"
     if not path.exists():
         pytest.skip(f"reference traces not found at {REFERENCE}")
-    busbw = w.measured_allreduce_bus_bandwidth(str(path))
+    busbw = w.measured_allreduce_bus_bandwidth(load_trace(path))
     # best kernel: 31.5 MB all-reduced by 2 ranks in 2.42 ms -> 13 GB/s, far below NVLink's
     # nominal 240 GB/s usable: why a measured figure beats the nominal one when there is one.
     assert busbw == pytest.approx(13.0e9, rel=0.05)
@@ -264,7 +265,7 @@ def _world2() -> Path:
 
 
 def test_trace_all_reduce_bytes_are_the_resnet50_gradients():
-    facts = w.trace_allreduce(str(_world2()))
+    facts = w.trace_allreduce(load_trace(_world2()))
     assert facts is not None
     # five buckets a step: 2,049,000 + 7,875,584 + 6,563,840 + 6,637,568 + 2,431,040 floats
     # = 25,557,032, torchvision resnet50's parameter count: the job is ResNet-50 DDP on 2 A100s

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpu_notebook.analysis.steps import hook_phases, step_stats
 from gpu_notebook.analysis.utilization import utilization_stats
 from gpu_notebook.records import (
@@ -15,19 +13,23 @@ from gpu_notebook.records import (
     Run,
     RunShape,
 )
+from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.trace.windows import WindowTraces
 
 
-def analyze(run: Run) -> Analysis:
+def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
+    """``traces``: the report's decoded window traces (a fresh set: each file decoded here)."""
+    traces = WindowTraces() if traces is None else traces
     warmup = run.window.warmup_steps
     phases: PhaseBreakdown | None = None
     gpu: GpuTimeline | None = None
     ops: tuple[OpStat, ...] = ()
     host: HostOverhead | None = None
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
-        phases, gpu, ops, host = trace_figures(run.window.trace_path)
+        phases, gpu, ops, host = trace_figures(traces.load(run.window.trace_path))
     if phases is None:
         phases = hook_phases(run.steps, warmup)
-    shape, phases, window_phases = _whole_run(run, phases)
+    shape, phases, window_phases = _whole_run(run, phases, traces)
     stacks = None
     if run.stacks is not None and run.stacks.samples > 0:
         from gpu_notebook.analysis.lines import stack_profile
@@ -47,7 +49,7 @@ def analyze(run: Run) -> Analysis:
 
 
 def _whole_run(
-    run: Run, phases: PhaseBreakdown | None
+    run: Run, phases: PhaseBreakdown | None, traces: WindowTraces | None = None
 ) -> tuple[RunShape | None, PhaseBreakdown | None, PhaseBreakdown | None]:
     """The run's shape, and the phase split the verdict should rest on.
 
@@ -80,9 +82,10 @@ def _whole_run(
     windows: list[tuple[int, int, PhaseBreakdown]] = []
     if run.window.first_step is not None:
         windows.append((run.window.first_step, run.window.recorded_steps, phases))
+    traces = WindowTraces() if traces is None else traces
     for extra in run.more_windows:
         if extra.trace_path is not None and extra.recorded_steps > 0:
-            more = trace_figures(extra.trace_path)[0]
+            more = trace_figures(traces.load(extra.trace_path))[0]
             if more is not None:
                 windows.append((extra.first_step, extra.recorded_steps, more))
     if shape.represents is False:
@@ -104,24 +107,23 @@ def _whole_run(
 
 
 def analyze_trace_file(
-    path: str, trace: Any = None
+    path: str,
 ) -> tuple[PhaseBreakdown | None, GpuTimeline | None, tuple[OpStat, ...]]:
-    """Phases, GPU timeline and top operators of one Kineto trace file (or its loaded Trace)."""
-    return trace_figures(path, trace)[:3]
+    """Phases, GPU timeline and top operators of one Kineto trace file."""
+    from gpu_notebook.trace.kineto import load_trace
+
+    return trace_figures(load_trace(path))[:3]
 
 
 def trace_figures(
-    path: str, trace: Any = None
+    trace: Trace,
 ) -> tuple[PhaseBreakdown | None, GpuTimeline | None, tuple[OpStat, ...], HostOverhead | None]:
     """``analyze_trace_file``'s figures and the host overhead of the traced steps."""
     from gpu_notebook.analysis.gpu_timeline import gpu_timeline
     from gpu_notebook.analysis.host import host_overhead
     from gpu_notebook.analysis.ops import top_ops
     from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
-    from gpu_notebook.trace.kineto import load_trace
 
-    if trace is None:
-        trace = load_trace(path)
     phases = phase_breakdown(trace)
     host = host_overhead(trace, phases, find_host_thread(trace))
     return phases, gpu_timeline(trace), top_ops(trace, n=10), host

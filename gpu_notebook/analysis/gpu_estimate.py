@@ -31,7 +31,6 @@ GEMMs reach 50-85% of peak). No run on a real GPU of a loop first measured here 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -44,7 +43,8 @@ from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.phases import find_host_thread
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.records import Analysis, GpuEstimate, PhaseBreakdown, Run
-from gpu_notebook.trace.kineto import Trace, load_trace
+from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.trace.windows import WindowTraces
 
 __all__ = [
     "DEFAULT_GPU",
@@ -195,32 +195,23 @@ def _matmul_flops(name: str, dims: Any) -> float | None:
     return None
 
 
-def shape_flops(path: str, phases: PhaseBreakdown) -> dict[str, float]:
+def shape_flops(trace: Trace, phases: PhaseBreakdown) -> dict[str, float]:
     """FLOPs by operator name over the kept steps, from ``Input Dims`` (empty: none recorded)."""
-    from gpu_notebook.trace.source import read_input
-
-    try:
-        doc = json.loads(read_input(path))  # inflated as a stream, under the input cap
-    except (OSError, ValueError, RecursionError):
+    recorded = trace.kept_args.get("input_dims", {})
+    if not recorded:
         return {}
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    is_op = trace.category_mask("cpu_op")
     windows = _windows(phases)
     out: dict[str, float] = {}
-    for ev in events if isinstance(events, list) else ():
-        if (
-            not isinstance(ev, dict)
-            or ev.get("ph") != "X"
-            or ev.get("cat") not in ("cpu_op", "Operator")
-        ):
+    for row in recorded:  # in file order, as the sums always ran
+        name = trace.name_of(row)
+        if not is_op[row] or not MATMUL_OP.match(name):
             continue
-        dims = (ev.get("args") or {}).get("Input Dims")
-        name = ev.get("name", "")
-        if dims is None or not isinstance(name, str) or not MATMUL_OP.match(name):
-            continue
-        ts = float(ev.get("ts", 0.0))
+        ts = float(trace.ts_us[row])
         if not any(a <= ts < b for a, b in windows):
             continue
-        flops = _matmul_flops(name, dims)
+        dims = trace.kept_arg("input_dims", row)
+        flops = _matmul_flops(name, dims) if dims is not None else None
         if flops is not None:
             out[name] = out.get(name, 0.0) + flops
     return out
@@ -280,31 +271,6 @@ def estimate_from_ops(
         "GPU compute": device_step,
     }
     limited_by = max(parts, key=lambda k: parts[k])
-    assumptions = [
-        f"{spec.name}: {peak_tflops:g} TFLOP/s {precision} peak, {spec.memory_gbps:g} GB/s ({spec.source}); "
-        f"kernels reach {GEMM_EFFICIENCY:.0%} of the FLOP peak and {BANDWIDTH_EFFICIENCY:.0%} of the bandwidth",
-        f"each kernel costs the host {HOST_PER_KERNEL_US:g} us (dispatch + launch) and runs at least {MIN_KERNEL_US:g} us",
-        "the Python between operators and the data wait stay as measured here (a GPU shortens neither)",
-        (
-            "the host runs ahead of the GPU (no per-step read of device values)"
-            if overlapped
-            else f"{reads / n:.1f} read(s) of device values per step: host and GPU take turns"
-        ),
-        "the batch is copied to the GPU in the background (pinned memory, non_blocking)",
-    ]
-    if total_flops:
-        assumptions.append(
-            "matmul FLOPs from the recorded shapes; other operators sized from their CPU time"
-        )
-    else:
-        assumptions.append(
-            f"no shapes recorded: each operator's work is at most what its CPU time could do here "
-            f"({CPU_GFLOPS_PER_CORE:g} GFLOP/s or {CPU_GBPS_PER_CORE:g} GB/s per core, {cores} core(s))"
-        )
-    if precision == "fp32" and spec.tf32_tflops:
-        assumptions.append(
-            "float32 matmuls without TF32 (PyTorch's default); with TF32 or bf16 autocast the GPU compute shrinks"
-        )
     return GpuEstimate(
         key=spec.key,
         gpu=spec.name,
@@ -318,7 +284,10 @@ def estimate_from_ops(
         kernels_per_step=kernels_step,
         flops_per_step=total_flops / n if total_flops else None,
         overlapped=overlapped,
-        assumptions=tuple(assumptions),
+        precision=precision,
+        peak_tflops=peak_tflops,
+        reads_per_step=reads / n,
+        cores=cores,
     )
 
 
@@ -328,7 +297,6 @@ def estimate_from_trace(
     spec: GpuSpec,
     *,
     cores: int,
-    trace_path: str | None = None,
 ) -> GpuEstimate | None:
     """The estimate for a CPU trace already analysed (None: no steps to size)."""
     steady, _ = without_stalls(analysis)
@@ -351,7 +319,7 @@ def estimate_from_trace(
         python_us = analysis.host.between_ops_share * step_us
     else:
         python_us = sum(phases.phase_total_us.get(p, 0.0) for p in ("other", "unattributed")) / n
-    flops = shape_flops(trace_path, detail) if trace_path else {}
+    flops = shape_flops(trace, detail)
     return estimate_from_ops(
         _ops_in_steps(trace, detail),
         steps=len(detail.steps),
@@ -364,20 +332,17 @@ def estimate_from_trace(
     )
 
 
-def estimate_on_gpu(run: Run, analysis: Analysis, gpu: str | None = None) -> GpuEstimate | None:
+def estimate_on_gpu(
+    run: Run, analysis: Analysis, gpu: str | None = None, traces: WindowTraces | None = None
+) -> GpuEstimate | None:
     """The estimate for ``run`` on ``gpu`` (a GPUS key; default ``DEFAULT_GPU``).
 
     None when the run used a GPU (its own figures answer), or has no trace of steps.
+    ``traces``: the report's decoded window traces (without it the file is decoded here).
     """
     if run.env.cuda_available or run.env.gpus or analysis.gpu is not None:
         return None
-    path = run.window.trace_path
-    if path is None:
+    trace = (WindowTraces() if traces is None else traces).get(run.window.trace_path)
+    if trace is None:
         return None
-    try:
-        trace = load_trace(path)
-    except (OSError, ValueError):
-        return None
-    return estimate_from_trace(
-        trace, analysis, gpu_spec(gpu), cores=max(1, run.env.cpu_count), trace_path=path
-    )
+    return estimate_from_trace(trace, analysis, gpu_spec(gpu), cores=max(1, run.env.cpu_count))

@@ -69,6 +69,7 @@ from gpu_notebook.records import (
     WhatIf,
     WhatIfMissing,
 )
+from gpu_notebook.trace.kineto import Trace
 
 GPU_COUNTS = (2, 4, 8)
 NVLINK_LINK_BYTES_PER_S = 25e9  # per direction, NVLink 2, 3 and 4 alike
@@ -304,7 +305,7 @@ class TraceAllReduce:
     group_size: int | None = None  # largest NCCL communicator seen: the job's world size for DDP
 
 
-def trace_allreduce(path: str) -> TraceAllReduce | None:
+def trace_allreduce(trace: Trace) -> TraceAllReduce | None:
     """All-reduce facts of a recorded trace, or None when no kernel carries message sizes.
 
     The bus bandwidth is the best kernel's, because a kernel's duration also holds the wait for
@@ -312,29 +313,28 @@ def trace_allreduce(path: str) -> TraceAllReduce | None:
     ProfilerStep range a kernel starts in (GPU time trails the host's a little; the median over
     steps absorbs a kernel spilling into the next range).
     """
-    import json
-
-    from gpu_notebook.trace.source import read_input
-
-    data = json.loads(read_input(path))  # inflated as a stream, under the input cap
-    events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    steps: list[tuple[float, float]] = []
+    sizes = trace.kept_args.get("msg_nelems", {})
+    if not sizes:
+        return None
+    named = trace.name_mask(prefix="ProfilerStep#") & (trace.dur_us != 0)
+    steps = [
+        (float(t), float(t) + float(d))
+        for t, d in zip(trace.ts_us[named], trace.dur_us[named], strict=True)
+    ]
     kernels: list[tuple[float, float, int]] = []  # start us, duration us, bytes
     best: float | None = None
     groups: list[int] = []
-    for e in events:
-        name = e.get("name", "")
-        if name.startswith("ProfilerStep#") and e.get("dur"):
-            steps.append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
-        if e.get("cat") != "kernel" or "AllReduce" not in name:
+    is_kernel = trace.category_mask("kernel")
+    for row, n in sizes.items():  # in file order
+        if not is_kernel[row] or "AllReduce" not in trace.name_of(row):
             continue
-        args = e.get("args") or {}
-        n, group, dur_us = args.get("In msg nelems"), args.get("Group size"), e.get("dur", 0)
+        group = trace.kept_arg("group_size", row)
+        dur_us = float(trace.dur_us[row])
         if not n or not group or group < 2 or not dur_us or dur_us <= 0:
             continue
-        size = n * _DTYPE_BYTES.get(str(args.get("dtype", "Float")), 4)
+        size = n * _DTYPE_BYTES.get(str(trace.kept_arg("dtype", row, "Float")), 4)
         groups.append(int(group))
-        kernels.append((float(e["ts"]), float(dur_us), size))
+        kernels.append((float(trace.ts_us[row]), dur_us, size))
         busbw = 2 * (group - 1) / group * size / (dur_us * 1e-6)
         best = busbw if best is None else max(best, busbw)
     if best is None:
@@ -355,9 +355,9 @@ def trace_allreduce(path: str) -> TraceAllReduce | None:
     )
 
 
-def measured_allreduce_bus_bandwidth(path: str) -> float | None:
+def measured_allreduce_bus_bandwidth(trace: Trace) -> float | None:
     """Best NCCL all-reduce bus bandwidth seen in a recorded trace (bytes/s), or None."""
-    facts = trace_allreduce(path)
+    facts = trace_allreduce(trace)
     return facts.bus_bytes_per_s if facts is not None else None
 
 

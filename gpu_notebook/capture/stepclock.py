@@ -25,8 +25,11 @@ after the window): only the hook that ends a step stays, so a long cell pays alm
 loader's wait and the optimizer step keep two clock reads each, the run-wide figures that the
 profiled window's many small ops would inflate (``lean_data``, ``lean_optimizer``).
 
-Hooks fire only for the thread that runs the cell. While the profiler window records, the hooks
-also write named ranges into the trace (markers.py) so the analysis can split steps into phases.
+Hooks fire only for the thread that runs the cell (or the one thread the cell starts to train
+on); optimizer steps of other threads are counted by thread, and those of children the cell
+forks are counted by pid in memory shared with them. While the profiler window records, the
+hooks also write named ranges into the trace (markers.py) so the analysis can split steps into
+phases.
 
 Invisible to the user's code: nothing is registered on the user's modules, optimizers or
 loaders (only torch's global optimizer hook registry, emptied at ``uninstall``); every hook

@@ -7,6 +7,7 @@ how it is found lives in the scanner modules of ``gpu_notebook.cell``.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ class SourceLine:
     # The value read decides what the loop does (an if/while test, directly or through a name
     # assigned from it): ``if loss.item() < 0.1: break``, an early stop. It cannot be skipped.
     needed: bool = False
+    # The ast node it came from (cell/nodes.py finds the libcst node of the same code, which a
+    # fix edits); not part of the fact's value.
+    node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class LoaderCall:
     batch_size: int | None  # 1 when absent; None when not a literal
     dataset: str | None  # source text of the dataset argument
     opaque: bool  # **kwargs or more than 5 positional arguments: the literals may lie
+    node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class OptimizerCall:
     cls: str  # "AdamW"
     fused: bool | None  # literal value of fused=..., None when absent or not a literal
     foreach: bool | None
+    node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ class LoopFacts:
     # Module calls made once per iteration with autograd on (nested loops, comprehensions and
     # no_grad blocks left out): the training forwards of one step, loss modules included.
     grad_module_calls: int = 0
+    node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

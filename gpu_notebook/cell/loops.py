@@ -42,6 +42,7 @@ def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
         under_grad_mode=tree.under_grad_mode(loop),
         is_while=isinstance(loop, ast.While),
         grad_module_calls=_grad_module_calls(tree, loop.body),
+        node=loop,
     )
 
 
@@ -116,6 +117,7 @@ def validation(tree: CellTree) -> Iterator[SourceLine]:
                     gated=tree.gated(node, loop),
                     loop_line=tree.line_of(loop),
                     step_loop_line=tree.line_of(loop),
+                    node=node,
                 )
             )
     yield from sorted(found, key=lambda s: s.line)
@@ -125,7 +127,7 @@ def inference_loops(tree: CellTree, loops: tuple[LoopFacts, ...]) -> tuple[Sourc
     """Loops that call a model with autograd on, outside any training loop: forwards that
     build graphs nobody reads. ``loops`` are :func:`loop_facts` of ``tree.loops``, in order."""
     return tuple(
-        SourceLine(tree.line_of(loop), tree.text_of(loop), "inference-loop")
+        SourceLine(tree.line_of(loop), tree.text_of(loop), "inference-loop", node=loop)
         for loop, facts in zip(tree.loops, loops, strict=True)
         if facts.calls_model
         and not facts.trains

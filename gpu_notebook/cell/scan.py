@@ -26,17 +26,7 @@ import ast
 import re
 from collections.abc import Iterable
 
-from gpu_notebook.cell.facts import (
-    LoaderCall,
-    LogKind,
-    LoopFacts,
-    OptimizerCall,
-    SourceFacts,
-    SourceLine,
-    SyncKind,
-    ValidationKind,
-    training_loop_lines,
-)
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.ipython import NotPythonCell, protect
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
 from gpu_notebook.cell.names import dotted, last, method_of, receiver_of
@@ -190,16 +180,4 @@ def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
     return out
 
 
-__all__ = [
-    "LoaderCall",
-    "LogKind",
-    "LoopFacts",
-    "OptimizerCall",
-    "SourceFacts",
-    "SourceLine",
-    "SyncKind",
-    "ValidationKind",
-    "dotted",
-    "scan_source",
-    "training_loop_lines",
-]
+__all__ = ["SourceFacts", "scan_source"]

@@ -61,6 +61,7 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
             batch_size=int_or_none(batch_node, None if opaque else 1),
             dataset=ast.unparse(dataset_node) if dataset_node is not None else None,
             opaque=opaque,
+            node=call,
         )
 
 
@@ -82,6 +83,7 @@ def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:
             cls=parts[-1],
             fused=bool_or_none(fused.value if fused else None, None),
             foreach=bool_or_none(foreach.value if foreach else None, None),
+            node=call,
         )
 
 

@@ -136,6 +136,7 @@ class CellTree:
             gated=reference is not None and self.gated(node, reference),
             loop_line=self.line_of(loop) if loop is not None else None,
             step_loop_line=self.line_of(step_loop) if step_loop is not None else None,
+            node=node,
         )
 
     # ---------------------------------------------------------------- what names hold

@@ -6,8 +6,10 @@ identity (libcst rebuilds every ancestor of a change, so edits found in a first 
 applied in a single second pass), keyword arguments added in the call's own layout, and
 ``import torch`` when a fix needs it.
 
-Everything here is a heuristic over source text: names are matched, never resolved. The codemods
-decline (``Declined``) when the heuristics find nothing, rather than guess.
+Everything here is a heuristic over source text: names are matched, never resolved, with the
+words the rules use (``cell/words.py``); a fix that edits what its rule found reaches those
+nodes through ``cell/nodes.py``. The codemods decline (``Declined``) when the heuristics find
+nothing, rather than guess.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from gpu_notebook.analysis.analyze import analyze
 from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.analysis.whatif import what_if
 from gpu_notebook.records import Report, Run
+from gpu_notebook.trace.windows import WindowTraces
 
 
 def build_report(
@@ -36,10 +37,17 @@ def build_report(
     if facts.live.skipped:
         # An object the rules could not read: its findings are missing, and the report says so.
         run = dataclasses.replace(run, notes=(*run.notes, *facts.live.notes()))
-    analysis = analyze(run)
+    traces = WindowTraces()  # each window's trace decoded once, for every reader below
+    analysis = analyze(run, traces)
     verdict = decide(run, analysis)
     findings = run_rules(
-        run, analysis, verdict, namespace=namespace, line_offset=run.first_line - 1, facts=facts
+        run,
+        analysis,
+        verdict,
+        namespace=namespace,
+        line_offset=run.first_line - 1,
+        facts=facts,
+        traces=traces,
     )
     # The fixed cell keeps the %%gpucheck line: running it measures the fix against this run.
     whole_cell = f"{run.magic_line}\n{run.cell_source}" if run.magic_line else run.cell_source
@@ -54,7 +62,7 @@ def build_report(
         whatif=what_if(
             run, analysis, price_per_gpu_hour, world_size=run.rank.world_size if run.rank else 1
         ),
-        gpu_estimate=estimate_on_gpu(run, analysis, target_gpu),
+        gpu_estimate=estimate_on_gpu(run, analysis, target_gpu, traces),
     )
     baseline = find_baseline(history, report)
     if baseline is not None:

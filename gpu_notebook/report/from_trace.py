@@ -21,6 +21,7 @@ from gpu_notebook.records import (
     StepClockRecord,
     StepStats,
 )
+from gpu_notebook.trace.windows import WindowTraces
 
 
 def _gpus(props: tuple[dict, ...], used: tuple[int, ...]) -> tuple[GpuInfo, ...]:  # type: ignore[type-arg]
@@ -79,22 +80,24 @@ def _started_at(base_time_ns: int | None, first_ts_us: float | None) -> str:
 
 
 def report_from_trace(
-    path: str | Path, companion: Report | None = None, target_gpu: str | None = None
+    path: str | Path,
+    companion: Report | None = None,
+    target_gpu: str | None = None,
+    traces: WindowTraces | None = None,
 ) -> tuple[Report, int | None, int | None]:
     """(report, rank, world size) of one trace file; the report has no samples or hooks.
 
     ``companion``: the report ``gpucheck run`` wrote beside this trace (same rank): what the
     trace cannot say (the gradient bytes, the rank's host) comes from it. ``target_gpu`` (a key
     of ``analysis.gpu_estimate.GPUS``): for a trace recorded without a GPU, estimate its step on
-    that card (``Report.gpu_estimate``); ValueError if unknown.
+    that card (``Report.gpu_estimate``); ValueError if unknown. ``traces``: where the file may
+    already be decoded (the caller read its rank); without it the file is decoded here.
     """
     from gpu_notebook.analysis.gpu_estimate import estimate_from_trace, gpu_spec
 
     spec = gpu_spec(target_gpu) if target_gpu is not None else None
-    from gpu_notebook.trace.kineto import load_trace
-
-    trace = load_trace(path)
-    phases, gpu, ops, host = trace_figures(str(path), trace=trace)
+    trace = (WindowTraces() if traces is None else traces).load(str(path))
+    phases, gpu, ops, host = trace_figures(trace)
     used = tuple(sorted({int(d) for d in trace.device[trace.gpu_mask].tolist() if d >= 0}))
     gpus = _gpus(tuple(dict(p) for p in trace.device_properties), used)
     env = Environment(
@@ -156,7 +159,7 @@ def report_from_trace(
             ),
         )
     grad_bytes = companion.run.steps.grad_bytes if companion is not None else None
-    nccl = trace_allreduce(str(path)) if gpu is not None and gpu.comm_us > 0 else None
+    nccl = trace_allreduce(trace) if gpu is not None and gpu.comm_us > 0 else None
     whatif = what_if(
         run,
         analysis,
@@ -166,16 +169,10 @@ def report_from_trace(
     )
     estimate = None
     if spec is not None and gpu is None:
-        # The recording machine's cores are not in the file: one assumed (see the assumptions).
-        estimate = estimate_from_trace(trace, analysis, spec, cores=1, trace_path=str(path))
+        # The recording machine's cores are not in the file: one assumed (the views say so).
+        estimate = estimate_from_trace(trace, analysis, spec, cores=1)
         if estimate is not None:
-            estimate = dataclasses.replace(
-                estimate,
-                assumptions=(
-                    *estimate.assumptions,
-                    "the recording machine's cores are not in the file: 1 assumed",
-                ),
-            )
+            estimate = dataclasses.replace(estimate, cores_assumed=True)
     report = Report(
         run=run,
         analysis=analysis,

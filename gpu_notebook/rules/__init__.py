@@ -23,9 +23,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.own_cost import instrumentation_factor
 from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
-from gpu_notebook.cell.scan import SourceFacts, scan_source
+from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
@@ -52,10 +54,10 @@ from gpu_notebook.rules.common import (
     SEVERITY_RANK,
     Rule,
     below_noise,
-    instrumentation_factor,
     profiled_steps,
     steady_top_ops,
 )
+from gpu_notebook.trace.windows import WindowTraces
 
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
@@ -99,19 +101,23 @@ def run_rules(
     line_offset: int = CELL_LINE_OFFSET,
     rules: Sequence[Rule] = RULES,
     facts: SourceFacts | None = None,
+    traces: WindowTraces | None = None,
 ) -> tuple[Finding, ...]:
     """Every finding of every rule for this run, ranked (see the module docstring).
 
     ``namespace`` is the user's namespace after the cell ran (``shell.user_ns``); without it
     the rules use the source alone. ``line_offset`` is 0 for a source that is not a
     ``%%gpucheck`` cell body (the CLI's examples). ``facts``: the cell's facts when the caller
-    has read them already (``cell_facts``), so live objects are read once.
+    has read them already (``cell_facts``), so live objects are read once. ``traces``: the
+    report's decoded window traces (the analysis's; without it the window's file is decoded
+    here if needed).
     """
     if facts is None:
         facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
     if stalls and run.window.trace_path is not None and steady.phases is not None:
-        ops = steady_top_ops(run.window.trace_path, steady.phases)
+        traces = WindowTraces() if traces is None else traces
+        ops = steady_top_ops(traces.get(run.window.trace_path), steady.phases)
         if ops is not None:
             steady = dataclasses.replace(steady, top_ops=ops)
     confidence = _confidence_note(steady, verdict)

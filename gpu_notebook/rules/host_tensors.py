@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, keyword_of, literal_of, method_of, receiver_of
+from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.scan import scan_source
+from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import DTYPE_WORDS, last
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.formatting import fmt_gain, fmt_share
@@ -40,52 +43,46 @@ FACTORIES = frozenset(
 )  # fmt: skip
 
 
-def made_on_host(factory: str | None, method: str | None, device: object, has_device: bool) -> bool:
-    """``torch.<factory>(...)`` without a device, then ``.cuda()`` or ``.to(<device>)``.
+def host_made_calls(tree: CellTree) -> list[ast.Call]:
+    """The ``torch.<factory>(...).to(<device>)`` and ``.cuda()`` calls of the step loops, where
+    the factory has no device: what the rule reports and the fix edits (the same nodes)."""
+    found = []
+    for call in tree.calls():
+        inner = receiver_of(call)
+        method = method_of(call)
+        if not isinstance(inner, ast.Call) or method not in ("to", "cuda"):
+            continue
+        factory = dotted(inner.func) or ""
+        if not factory.startswith("torch.") or last(factory) not in FACTORIES:
+            continue
+        if keyword_of(inner, "device") is not None or tree.step_loop_of(call) is None:
+            continue
+        if (method == "cuda" and not (call.args or call.keywords)) or (
+            method == "to" and _moves_to_device(call)
+        ):
+            found.append(call)
+    return found
 
-    ``device``: the ``.to`` argument's literal (a str) or dotted name; a dtype or "cpu" is no
-    move to the GPU. The rule (over ast) and the fix (over libcst) both ask this."""
-    if factory is None or not factory.startswith("torch.") or last(factory) not in FACTORIES:
-        return False
-    if has_device or method not in ("to", "cuda"):
-        return False
-    if method == "cuda":
-        return True
-    text = str(device).lower()
-    return device is not None and "cpu" not in text and last(text) not in DTYPE_WORDS
 
-
-def _ast_device(call: ast.Call) -> tuple[object, bool]:
-    """The ``.to`` call's one device argument and whether it is the only argument."""
-    keywords = [k for k in call.keywords if k.arg != "device"]
+def _moves_to_device(call: ast.Call) -> bool:
+    """``.to(device)`` / ``.to("cuda")`` / ``.to(device=d)``: one argument, not a dtype or the CPU
+    (``.to(device, non_blocking=True)`` is left to the copy rules)."""
     arg = keyword_of(call, "device")
-    node = arg.value if arg is not None else (call.args[0] if len(call.args) == 1 else None)
-    if keywords or node is None or len(call.args) + (arg is not None) != 1:
-        return None, False
+    if len(call.args) + len(call.keywords) != 1 or (call.keywords and arg is None):
+        return False
+    node = arg.value if arg is not None else call.args[0]
+    if isinstance(node, ast.Starred):
+        return False
     value = literal_of(node)
-    return (value if isinstance(value, str) else ast.unparse(node)), True
+    text = (value if isinstance(value, str) else ast.unparse(node)).lower()
+    return "cpu" not in text and last(text) not in DTYPE_WORDS
 
 
 def host_made(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The step loop makes a tensor on the host and copies it to the GPU."""
-    tree = facts.tree
-    if analysis.gpu is None or tree is None:
+    if analysis.gpu is None or facts.tree is None:
         return None
-    found = []
-    for call in tree.calls():
-        inner = receiver_of(call)
-        if not isinstance(inner, ast.Call) or tree.step_loop_of(call) is None:
-            continue
-        device, single = (
-            _ast_device(call)
-            if method_of(call) == "to"
-            else (None, not call.args and not call.keywords)
-        )
-        factory = dotted(inner.func)
-        if single and made_on_host(
-            factory, method_of(call), device, keyword_of(inner, "device") is not None
-        ):
-            found.append(tree.source_line(call, "host-made"))
+    found = [facts.tree.source_line(c, "host-made") for c in host_made_calls(facts.tree)]
     if not found:
         return None
     copy = share(analysis, "copy")
@@ -113,54 +110,33 @@ def host_made(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | Non
 
 
 def make_on_device(module: cst.Module) -> CodemodResult:
-    """``torch.zeros(n).to(device)`` -> ``torch.zeros(n, device=device)`` in the step loops."""
+    """``torch.zeros(n).to(device)`` -> ``torch.zeros(n, device=device)``: the calls the rule
+    found (``host_made_calls`` over the cell's facts), edited where they stand."""
     import libcst as cst  # the rules alone never need libcst; a fix imports it
 
-    from gpu_notebook.fixes.cst_tools import (
-        Declined,
-        Edited,
-        call_name,
-        keyword,
-        method_name,
-        receiver,
-        replace_nodes,
-        training_loops,
-        walk,
-    )
+    from gpu_notebook.fixes.cst_tools import Declined, Edited, replace_nodes
 
+    # The same text the facts were read from: its parse is the one the rules made (cached).
+    tree = scan_source(module.code).tree
+    calls = host_made_calls(tree) if tree is not None else []
     edits: dict[cst.CSTNode, Replacement] = {}
-    for loop in training_loops(module):
-        for node in walk(loop.body):
-            inner = receiver(node) if isinstance(node, cst.Call) else None
-            if not isinstance(node, cst.Call) or not isinstance(inner, cst.Call):
-                continue
-            method = method_name(node)
-            args = [a for a in node.args if a.keyword is None or a.keyword.value == "device"]
-            if method == "to" and (len(node.args) != 1 or len(args) != 1 or args[0].star):
-                continue
-            if method == "cuda" and node.args:
-                continue  # .cuda(1): the fix would need the index; left as it is
-            value = args[0].value if method == "to" else cst.SimpleString('"cuda"')
-            device: object = (
-                value.evaluated_value
-                if isinstance(value, cst.SimpleString)
-                else module.code_for_node(value)
-            )
-            if made_on_host(call_name(inner), method, device, keyword(inner, "device") is not None):
-                # The factory call, with the device the copy went to, takes the copy's place.
-                edits[node] = functools.partial(_moved_into, device=value)
+    for node in cst_nodes(module, calls):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            device = node.args[0].value if node.args else cst.SimpleString('"cuda"')
+            edits[node] = functools.partial(_moved_into, device=device)
     if not edits:
         return Declined("no torch.zeros(...).to(device) or .cuda() in the training loop")
     return Edited(replace_nodes(module, edits), f"{len(edits)} tensor(s) made on the device")
 
 
 def _moved_into(updated: cst.Call, device: cst.BaseExpression) -> cst.Call:
+    """The factory call, with the device the copy went to, in the copy's place."""
     import libcst as cst
 
     from gpu_notebook.fixes.cst_tools import receiver, set_keyword
 
     inner = receiver(updated)
-    assert isinstance(inner, cst.Call)  # checked before the edit was made
+    assert isinstance(inner, cst.Call)  # host_made_calls checked it
     return set_keyword(inner, "device", device)
 
 

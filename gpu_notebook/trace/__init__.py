@@ -1,4 +1,4 @@
-"""Trace readers: Kineto JSON into numpy arrays (see ``gpu_notebook.trace.kineto``)."""
+"""Trace readers: Kineto JSON into numpy arrays (``kineto``), each file once a report (``windows``)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from gpu_notebook.trace.kineto import (
     load_trace,
     load_trace_dict,
 )
+from gpu_notebook.trace.windows import WindowTraces
 
 __all__ = [
     "GPU_CATEGORIES",
     "HOST_CATEGORIES",
     "DistributedInfo",
     "Trace",
+    "WindowTraces",
     "load_trace",
     "load_trace_dict",
 ]

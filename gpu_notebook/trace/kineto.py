@@ -98,6 +98,8 @@ class Trace:
     base_time_ns: int | None = None
     # Events per category over the whole file, all phases ('X', flows 's'/'f', ...): a census.
     category_counts: Mapping[str, int] = field(default_factory=dict)
+    # (row, its decoded args) of the rows that carry an arg of ``KEPT_ARGS``: see ``kept_args``.
+    kept_rows: Sequence[tuple[int, Any]] = ()
 
     def __len__(self) -> int:
         return int(self.ts_us.shape[0])
@@ -155,6 +157,25 @@ class Trace:
     def name_of(self, row: int) -> str:
         return self.names[int(self.name_id[row])]
 
+    @cached_property
+    def kept_args(self) -> Mapping[str, Mapping[int, Any]]:
+        """The args of ``KEPT_ARGS`` as written: attr -> row -> value, on the rows that carry
+        them (read out on first use: most reports never ask)."""
+        out: dict[str, dict[int, Any]] = {}
+        for attr, _ in KEPT_ARGS:
+            values = {
+                row: v for row, args in self.kept_rows if (v := getattr(args, attr)) is not None
+            }
+            if values:
+                out[attr] = values
+        return out
+
+    def kept_arg(self, attr: str, row: int, default: Any = None) -> Any:
+        """Row ``row``'s arg ``attr`` of ``KEPT_ARGS`` (JSON text decoded now), else ``default``."""
+        value = self.kept_args.get(attr, {}).get(row, default)
+        # Raw text is a slice of the JSON the file decoded from: it decodes.
+        return msgspec.json.decode(value) if isinstance(value, msgspec.Raw) else value
+
 
 # Kineto event args read here, declared once: (Trace column, key in the event's "args"). The
 # schema, the decoding loop and the Trace columns are all built from this table.
@@ -168,6 +189,19 @@ ARG_COLUMNS: tuple[tuple[str, str], ...] = (
     # that autograd records, or the backward node that replays it); absent under no_grad.
     ("sequence", "Sequence number"),
 )
+
+# Args kept as written (row -> value) rather than as columns: the few rows that carry them are
+# read by one analysis each, so the one decode of the file keeps them for it. NCCL kernels'
+# message size, communicator size and element type (the all-reduce's bandwidth: whatif), and
+# an operator's input shapes when the profiler recorded them (a matmul's FLOPs: gpu_estimate);
+# those stay JSON text (``msgspec.Raw``, no lists built for every operator) until read.
+KEPT_ARGS: tuple[tuple[str, str], ...] = (
+    ("msg_nelems", "In msg nelems"),
+    ("group_size", "Group size"),
+    ("dtype", "dtype"),
+    ("input_dims", "Input Dims"),
+)
+_RAW_ARGS = frozenset({"input_dims"})
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -184,7 +218,7 @@ def load_trace(path: str | Path) -> Trace:
     from gpu_notebook.trace.source import read_input
 
     raw = read_input(path)  # gzip inflated as a stream, under a cap (InputError: a ValueError)
-    decoder, _doc_cls = _schema()
+    decoder, _doc_cls = _schema(raw=True)
     try:
         doc = decoder.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -219,7 +253,7 @@ def load_trace_dict(data: object) -> Trace:
         for ev in events
         if isinstance(ev, Mapping)
     ]
-    _, doc_cls = _schema()
+    _, doc_cls = _schema(raw=False)
     doc = msgspec.convert(
         {
             "traceEvents": clean,
@@ -242,24 +276,30 @@ def _trace_of(doc: Any) -> Trace:
     )
 
 
-@lru_cache(maxsize=1)
-def _schema() -> tuple[msgspec.json.Decoder[Any], type[Any]]:
+@lru_cache(maxsize=2)
+def _schema(raw: bool) -> tuple[msgspec.json.Decoder[Any], type[Any]]:
     """The msgspec decoder and document class: only the fields read here become objects.
 
     Scalars are typed ``Any``: Kineto writers disagree on them (ids as ints or strings such as
     "stream 7" or "0x0", names that are numbers), and the column builders below convert them
     without failing; what must be an object (the document, an event, its args) is typed.
+    ``raw``: the args of ``_RAW_ARGS`` stay JSON text (a file's decoder; ``msgspec.convert``,
+    which builds a dict's, has no raw type: there they are the objects already built).
     """
     struct, field_ = msgspec.Struct, msgspec.field
     # Classes built with real annotation objects: this module postpones annotations, and
     # msgspec could not resolve the string form of types local to this function.
+    arg_keys = (*ARG_COLUMNS, *KEPT_ARGS)
     args_cls = types.new_class(
         "_KinetoArgs",
         (struct,),
         {"kw_only": True},
         lambda ns: ns.update(
-            __annotations__=dict.fromkeys((attr for attr, _ in ARG_COLUMNS), Any),
-            **{attr: field_(default=None, name=key) for attr, key in ARG_COLUMNS},
+            __annotations__={
+                attr: msgspec.Raw if raw and attr in _RAW_ARGS else Any for attr, _ in arg_keys
+            },
+            # None when absent, even for a raw arg (msgspec does not check a default's type).
+            **{attr: field_(default=None, name=key) for attr, key in arg_keys},
         ),
     )
     event_fields = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id")
@@ -310,6 +350,8 @@ class _Columns:
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {
             attr: ([], []) for attr, _ in ARG_COLUMNS
         }
+        # (row, args) of the events that carry a kept arg (KEPT_ARGS), read out at the end.
+        self.kept: list[tuple[int, Any]] = []
         # Launch -> GPU flow events ('s' at the launch, 'f' at the kernel; id = correlation),
         # kept as decoded: read only to join events whose args lack "correlation".
         self.flows: list[Any] = []
@@ -320,6 +362,7 @@ class _Columns:
         name_l, cat_l, ts_l, dur_l = self.name, self.cat, self.ts, self.dur
         pid_l, tid_l = self.pid, self.tid
         sparse = [(attr, *self.sparse[attr]) for attr, _ in ARG_COLUMNS]
+        kept = self.kept
         row = len(ts_l)
         for ev in events:
             cat = ev.cat
@@ -358,6 +401,10 @@ class _Columns:
                     if v is not None:
                         rows.append(row)
                         vals.append(v)
+                # Two looks, not one per kept arg: an NCCL kernel's group size and dtype come
+                # with its message size.
+                if args.input_dims is not None or args.msg_nelems is not None:
+                    kept.append((row, args))
             row += 1
 
     def to_trace(
@@ -395,6 +442,7 @@ class _Columns:
             distributed_info=_distributed_info(distributed_info),
             base_time_ns=_optional_int(base_time_ns),
             category_counts=counts,
+            kept_rows=self.kept,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpu_notebook.analysis import gpu_estimate as model
 from gpu_notebook.analysis.compare_samples import fix_outcome
 from gpu_notebook.analysis.whatif import DDP_BUCKET_BYTES, NCCL_EFFICIENCY
 from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes
@@ -18,6 +19,7 @@ from gpu_notebook.records import (
     GpuEstimate,
     Interconnect,
     LineStat,
+    SampleComparison,
     WhatIf,
     WhatIfMissing,
 )
@@ -36,8 +38,10 @@ __all__ = [
     "describe_estimate",
     "describe_line",
     "doubt_sentence",
+    "estimate_assumptions",
     "outcome_line",
     "render_whatif",
+    "sample_notes",
     "speedup_label",
     "whatif_assumptions",
     "whatif_interconnect",
@@ -222,8 +226,41 @@ def describe_estimate(estimate: GpuEstimate) -> tuple[str, ...]:
         f"{e.data_s * 1e3:.2f} ms, host {e.host_s * 1e3:.2f} ms ({e.kernels_per_step:.0f} kernels a step), "
         f"GPU compute {e.device_s * 1e3:.2f} ms"
         + (" (overlapping the host)" if e.overlapped else " (after the host: reads every step)"),
-        *(f"assumes: {a}" for a in e.assumptions),
+        *(f"assumes: {a}" for a in estimate_assumptions(e)),
     )
+
+
+def estimate_assumptions(e: GpuEstimate) -> tuple[str, ...]:
+    """What the estimate assumes, written out from its facts and the model's constants."""
+    spec = model.GPUS[e.key]
+    out = [
+        f"{spec.name}: {e.peak_tflops:g} TFLOP/s {e.precision} peak, {spec.memory_gbps:g} GB/s ({spec.source}); "
+        f"kernels reach {model.GEMM_EFFICIENCY:.0%} of the FLOP peak and {model.BANDWIDTH_EFFICIENCY:.0%} of the bandwidth",
+        f"each kernel costs the host {model.HOST_PER_KERNEL_US:g} us (dispatch + launch) and runs at least {model.MIN_KERNEL_US:g} us",
+        "the Python between operators and the data wait stay as measured here (a GPU shortens neither)",
+        (
+            "the host runs ahead of the GPU (no per-step read of device values)"
+            if e.overlapped
+            else f"{e.reads_per_step:.1f} read(s) of device values per step: host and GPU take turns"
+        ),
+        "the batch is copied to the GPU in the background (pinned memory, non_blocking)",
+    ]
+    if e.flops_per_step is not None:
+        out.append(
+            "matmul FLOPs from the recorded shapes; other operators sized from their CPU time"
+        )
+    else:
+        out.append(
+            f"no shapes recorded: each operator's work is at most what its CPU time could do here "
+            f"({model.CPU_GFLOPS_PER_CORE:g} GFLOP/s or {model.CPU_GBPS_PER_CORE:g} GB/s per core, {e.cores} core(s))"
+        )
+    if e.precision == "fp32" and spec.tf32_tflops:
+        out.append(
+            "float32 matmuls without TF32 (PyTorch's default); with TF32 or bf16 autocast the GPU compute shrinks"
+        )
+    if e.cores_assumed:
+        out.append("the recording machine's cores are not in the file: 1 assumed")
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------ hot lines
@@ -276,7 +313,7 @@ def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
     said = outcome_line(c)
     if said is not None and c.samples is not None:
         lines.append(said[0].upper() + said[1:] + ".")
-        lines.extend(f"Note: {n}." for n in c.samples.notes)
+        lines.extend(f"Note: {n}." for n in sample_notes(c.samples))
     if c.fix_id is not None:
         lines.append(f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound)} (Amdahl bound).")
         if slower:
@@ -332,3 +369,22 @@ def _span(seconds: float) -> str:
     if seconds >= 2 * 3600:
         return f"{seconds / 3600:.0f} hours"
     return f"{seconds / 60:.0f} minutes"
+
+
+def sample_notes(s: SampleComparison) -> tuple[str, ...]:
+    """What was made of a change in the machine's load between the two runs, if it changed."""
+    if s.load_note is None or s.load_before_cores is None or s.load_after_cores is None:
+        return ()
+    load = (
+        f"the machine's load changed (other processes: {s.load_before_cores:.2f} -> "
+        f"{s.load_after_cores:.2f} cores)"
+    )
+    if s.load_note == "matched" and s.similar_steps is not None:
+        before, after = s.similar_steps
+        return (f"{load}: compared the {before} and {after} steps taken under similar load",)
+    if s.load_note == "same-direction":
+        return (
+            f"{load} in the direction of the change: it cannot be told from the machine's, so no "
+            "measurable change is claimed (run both again on a quieter machine, or interleaved)",
+        )
+    return (f"{load} against the change: the change is at least this large",)

@@ -570,7 +570,12 @@ class SampleComparison:
     load_after_cores: float | None = None
     load_changed: bool = False
     load_matched: bool = False  # the speedup compares steps taken under similar load only
-    notes: tuple[str, ...] = ()
+    # When the load changed, what was made of it (the views word it): "matched" (only steps taken
+    # under similar load compared, ``similar_steps`` of each run), "same-direction" (the change
+    # cannot be told from the load's: no measurable change is claimed), "against" (the change is
+    # at least this large).
+    load_note: Literal["matched", "same-direction", "against"] | None = None
+    similar_steps: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -86,10 +86,6 @@ def receiver(call: cst.Call) -> cst.BaseExpression | None:
     return call.func.value if isinstance(call.func, cst.Attribute) else None
 
 
-def code_of(module: cst.Module, node: cst.CSTNode) -> str:
-    return module.code_for_node(node)
-
-
 # --------------------------------------------------------------------------------------------
 # Walking
 # --------------------------------------------------------------------------------------------

@@ -1007,6 +1007,15 @@ class JobShape:
 
 
 @dataclass(frozen=True)
+class SaturatedHost:
+    """Ranks that shared a machine whose CPUs were saturated over the run (report/job.py)."""
+
+    host: str
+    ranks: tuple[int, ...]
+    busy_share: float  # median over those ranks of the host's CPU busy share
+
+
+@dataclass(frozen=True)
 class JobReport:
     """One report for a multi-rank job (rank 0 writes it; ``gpucheck analyze DIR`` too)."""
 
@@ -1022,6 +1031,8 @@ class JobReport:
     whatif: WhatIf | None = None
     notes: tuple[str, ...] = ()
     shapes: tuple[JobShape, ...] = ()  # the run's shape across the ranks, one per pattern seen
+    # Their differences may be the machine's, not the code's (the views say so after the notes).
+    saturated_hosts: tuple[SaturatedHost, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
 

@@ -576,7 +576,12 @@ class SampleComparison:
     load_after_cores: float | None = None
     load_changed: bool = False
     load_matched: bool = False  # the speedup compares steps taken under similar load only
-    notes: tuple[str, ...] = ()
+    # When the load changed, what was made of it (the views word it): "matched" (only steps taken
+    # under similar load compared, ``similar_steps`` of each run), "same-direction" (the change
+    # cannot be told from the load's: no measurable change is claimed), "against" (the change is
+    # at least this large).
+    load_note: Literal["matched", "same-direction", "against"] | None = None
+    similar_steps: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -1011,6 +1016,15 @@ class JobShape:
 
 
 @dataclass(frozen=True)
+class SaturatedHost:
+    """Ranks that shared a machine whose CPUs were saturated over the run (report/job.py)."""
+
+    host: str
+    ranks: tuple[int, ...]
+    busy_share: float  # median over those ranks of the host's CPU busy share
+
+
+@dataclass(frozen=True)
 class JobReport:
     """One report for a multi-rank job (rank 0 writes it; ``gpucheck analyze DIR`` too)."""
 
@@ -1026,6 +1040,8 @@ class JobReport:
     whatif: WhatIf | None = None
     notes: tuple[str, ...] = ()
     shapes: tuple[JobShape, ...] = ()  # the run's shape across the ranks, one per pattern seen
+    # Their differences may be the machine's, not the code's (the views say so after the notes).
+    saturated_hosts: tuple[SaturatedHost, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
 

@@ -94,26 +94,38 @@ def test_a_closure_optimizer_keeps_no_lean_optimizer_time():
 
 
 def _series(
-    optimizer_share: float, *, lean_optimizer: bool = True, n: int = 200
+    optimizer_share: float = 0.0,
+    *,
+    data_share: float = 0.0,
+    lean_optimizer: bool = True,
+    lean_data: bool = True,
+    n: int = 200,
 ) -> StepClockRecord:
     """A seeded run: warm-up 2 and a profiled window (steps 2-9) timed, the rest lean; every
-    step spends ``optimizer_share`` of its time (with noise) in Optimizer.step."""
+    step spends the given shares of its time (with noise) in Optimizer.step and the loader."""
     rng = random.Random(26)
     rows, t = [], 0.0
     for i in range(n):
         d = 0.010 * (1 + 0.2 * rng.random())
         opt = d * optimizer_share * (1 + 0.1 * (rng.random() - 0.5))
-        rows.append(StepTiming(i, t, d, 0.0, 0.0, 0.0, opt, 1, 1, 32, timed=i < 12))
+        data = d * data_share * (1 + 0.1 * (rng.random() - 0.5))
+        rows.append(StepTiming(i, t, d, data, 0.0, 0.0, opt, 1, 1, 32, timed=i < 12))
         t += d
     counts = {"optimizer": n, "forward": n, "backward": n}
     return StepClockRecord(
-        "optimizer", n, tuple(rows), event_counts=counts, lean_optimizer=lean_optimizer
+        "optimizer",
+        n,
+        tuple(rows),
+        event_counts=counts,
+        lean_optimizer=lean_optimizer,
+        lean_data=lean_data,
     )
 
 
-def _run_share(record: StepClockRecord) -> float:
+def _run_share(record: StepClockRecord, phase: str = "optimizer") -> float:
     steady = [s for s in record.steps if s.index >= 11]  # after the window and its stop step
-    return sum(s.optimizer_s for s in steady) / sum(s.duration_s for s in steady)
+    spent = sum(s.optimizer_s if phase == "optimizer" else s.data_s for s in steady)
+    return spent / sum(s.duration_s for s in steady)
 
 
 def test_the_fused_optimizer_bound_follows_the_step_clocks_optimizer_time_over_the_run():
@@ -137,6 +149,33 @@ def test_without_a_run_wide_optimizer_time_the_window_bounds_the_fix():
     f = _findings(syn.make_run(ADAM_CELL, steps=record), window)["launch.unfused_optimizer"]
     assert f.gain_bound == pytest.approx(amdahl_bound(0.30))
     assert "did not time the optimizer over the run" in f.evidence[0]
+
+
+LOADER_CELL = """\
+loader = DataLoader(ds, batch_size=32, num_workers=0)
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_the_workers_bound_follows_the_step_clocks_data_wait_over_the_run():
+    # The window reads a 10% data wait (the profiler slowed the model's small ops around it);
+    # over the run the loop waited ~40% of its time: the finding and its bound rest on the run.
+    window = syn.make_analysis({"data": 0.10})
+    record = _series(data_share=0.40)
+    run = syn.make_run(LOADER_CELL, steps=record, cpu_count=8)
+    f = _findings(run, window)["input.loader_workers"]
+    assert f.phase_share == pytest.approx(_run_share(record, "data"))
+    assert f.gain_bound is not None and f.gain_bound > amdahl_bound(0.10)
+    assert "over 189 steps" in f.evidence[0] and "profiled window read 10%" in f.evidence[0]
+    # The other way round: 30% in the window, 2% over the run: no workers fix is offered.
+    quiet = syn.make_run(LOADER_CELL, steps=_series(data_share=0.02), cpu_count=8)
+    assert "input.loader_workers" not in _findings(quiet, syn.make_analysis({"data": 0.30}))
+    # Lean steps that kept no data wait: the window's share, as before.
+    bare = syn.make_run(LOADER_CELL, steps=_series(data_share=0.02, lean_data=False), cpu_count=8)
+    g = _findings(bare, syn.make_analysis({"data": 0.30}))["input.loader_workers"]
+    assert g.phase_share == pytest.approx(0.30)
 
 
 # ------------------------------------------------------------------ below the noise

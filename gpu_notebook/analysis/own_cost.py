@@ -13,13 +13,15 @@ They are left out of the run's median, jitter, drift and stalls (analysis.run_tr
 hook-timed phase split is corrected by the measured cost (analysis.steps). The profiled windows
 themselves are still what the trace figures come from: there the profiler's cost is the known
 price of the detail, and the run-wide checks say when the window is unlike the run.
+``instrumentation_factor`` says how much longer a profiled step took than an unprofiled one
+(the rules' note on the shares they read).
 """
 
 from __future__ import annotations
 
 from gpu_notebook.records import Run
 
-__all__ = ["disturbed_steps"]
+__all__ = ["disturbed_steps", "instrumentation_factor"]
 
 
 def disturbed_steps(run: Run) -> frozenset[int]:
@@ -32,3 +34,20 @@ def disturbed_steps(run: Run) -> frozenset[int]:
         extra = follow if k == 0 else 0
         out.update(range(first, first + n + 1 + extra))
     return frozenset(out)
+
+
+def instrumentation_factor(run: Run) -> float | None:
+    """How much longer a profiled step is than an unprofiled one: median timed / median lean.
+
+    The phase shares come from the profiled steps, where the profiler and the step clock's
+    hooks add time to every operator and module call; after the window the clock goes lean
+    and steps run at full speed, and a measured speedup counts those steps. None when the cell
+    had no lean steps (the window covered it all) or the ratio says nothing (<= 1).
+    """
+    steady = [s for s in run.steps.steps if s.index >= run.window.warmup_steps]
+    timed = sorted(s.duration_s for s in steady if s.timed)
+    lean = sorted(s.duration_s for s in steady if not s.timed)
+    if len(timed) < 2 or len(lean) < 2:
+        return None
+    factor = timed[len(timed) // 2] / lean[len(lean) // 2]
+    return factor if factor > 1.0 else None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -97,32 +99,49 @@ def _within_step(parts: dict[str, float], dur_us: float) -> dict[str, float]:
     return out
 
 
-# Fewer steps than this with the optimizer timed outside our own work: no run-wide figure.
-RUN_OPTIMIZER_MIN_STEPS = 8
+# Fewer steps than this with the phase timed outside our own work: no run-wide figure.
+RUN_PHASE_MIN_STEPS = 8
 
 
-def run_optimizer_share(
-    record: StepClockRecord, warmup_steps: int, skip: frozenset[int] = frozenset()
-) -> tuple[float, int] | None:
-    """The optimizer step's share of the step time over the run, as the step clock timed it,
-    and the steps it rests on: every steady step whose optimizer step was timed (timed steps,
-    and lean ones when ``lean_optimizer``), leaving out ``skip`` (the profiled windows and
-    other steps our own work disturbed, ``analysis.own_cost``).
+@dataclass(frozen=True)
+class RunPhase:
+    """One phase over the run as the step clock timed it (``run_phase``)."""
 
-    The profiler's cost lands on every operator, and an unfused optimizer is hundreds of small
-    ones: its profiled share read 14% where the run spent 3.7%. A bound on the optimizer must
-    rest on this figure where it exists. None: the optimizer does not end the steps, or fewer
-    than ``RUN_OPTIMIZER_MIN_STEPS`` such steps.
+    share: float  # of the steps' time (our own work taken out)
+    steps: int  # the steps it rests on
+    phase_s: float  # mean a step
+    step_s: float  # mean step
+
+
+def run_phase(
+    record: StepClockRecord,
+    warmup_steps: int,
+    phase: Literal["data", "optimizer"],
+    skip: frozenset[int] = frozenset(),
+) -> RunPhase | None:
+    """The data wait's or the optimizer step's share of the step time over the run, as the
+    step clock timed it: every steady step that timed the phase (timed steps, and lean ones
+    when the record says lean steps keep it: ``lean_data``, ``lean_optimizer``), leaving out
+    ``skip`` (the profiled windows and other steps our own work disturbed, ``analysis.own_cost``).
+
+    The profiler's cost lands on every operator, so a phase of many small ops reads larger in
+    the window than in the run (an unfused optimizer's 14% in a window, 3.7% over the run), and
+    the other phases smaller (a data wait beside a model of small ops: a workers fix measured
+    2.3x against a bound of 1.57x from the window). A fix's bound rests on this figure where it
+    exists. None: the phase was not timed over enough steps (the optimizer does not end the
+    steps; a closure optimizer's lean steps; fewer than ``RUN_PHASE_MIN_STEPS``).
     """
-    if record.anchor != "optimizer":
-        return None
+    if phase == "optimizer":
+        if record.anchor != "optimizer":
+            return None
+        lean = record.lean_optimizer
+    else:
+        lean = record.lean_data
     steps = [
-        s
-        for s in steady_steps(record, warmup_steps)
-        if (s.timed or record.lean_optimizer) and s.index not in skip
+        s for s in steady_steps(record, warmup_steps) if (s.timed or lean) and s.index not in skip
     ]
     total = sum(max(0.0, s.duration_s - s.ours_s) for s in steps)
-    if len(steps) < RUN_OPTIMIZER_MIN_STEPS or total <= 0:
+    if len(steps) < RUN_PHASE_MIN_STEPS or total <= 0:
         return None
-    optimizer = sum(s.optimizer_s for s in steps)
-    return min(1.0, optimizer / total), len(steps)
+    spent = sum(s.data_s if phase == "data" else s.optimizer_s for s in steps)
+    return RunPhase(min(1.0, spent / total), len(steps), spent / len(steps), total / len(steps))

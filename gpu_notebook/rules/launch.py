@@ -17,7 +17,7 @@ Severity low when the step mostly waits for data (>= 20%): the input rule speaks
 Unfused optimizer: the optimizer step takes >= 10% of the step (TraceML warn; medium from 20%,
 never high: the update is real work, fusing only trims its per-tensor overhead). Bound: Amdahl
 over the optimizer share *over the run* where the step clock timed it (every step outside the
-profiled windows, ``analysis.steps.run_optimizer_share``): the profiler's cost lands on every op,
+profiled windows, ``analysis.steps.run_phase``): the profiler's cost lands on every op,
 and an unfused update is hundreds of small ones, so the window's share overstates it (14% in a
 window, 3.7% over the run's 469 steps: the fix measured 1.04x against a bound of 1.16x). The
 window's share only where the run has no such figure (a closure optimizer, a short cell).
@@ -29,7 +29,7 @@ import math
 
 from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us
 from gpu_notebook.analysis.own_cost import disturbed_steps
-from gpu_notebook.analysis.steps import run_optimizer_share
+from gpu_notebook.analysis.steps import RunPhase, run_phase
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.formatting import fmt_gain, fmt_share
@@ -181,8 +181,8 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
 def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The optimizer updates each parameter tensor with its own small ops."""
     profiled = share(analysis, "optimizer")
-    whole = run_optimizer_share(run.steps, run.window.warmup_steps, disturbed_steps(run))
-    optimizer = whole[0] if whole is not None else profiled
+    whole = run_phase(run.steps, run.window.warmup_steps, "optimizer", disturbed_steps(run))
+    optimizer = whole.share if whole is not None else profiled
     if optimizer is None or optimizer < WARN:
         return None
     candidates: list[tuple[str, int | None, str | None]] = []  # (class, line, name)
@@ -228,7 +228,7 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
 
 
 def _optimizer_evidence(
-    optimizer: float, profiled: float | None, whole: tuple[float, int] | None, analysis: Analysis
+    optimizer: float, profiled: float | None, whole: RunPhase | None, analysis: Analysis
 ) -> str:
     if whole is None:
         return (
@@ -236,7 +236,7 @@ def _optimizer_evidence(
             f"({phase_source(analysis)}; the step clock did not time the optimizer over the run)"
         )
     line = (
-        f"optimizer step: {fmt_share(optimizer)} of the step time over {whole[1]} steps "
+        f"optimizer step: {fmt_share(optimizer)} of the step time over {whole.steps} steps "
         "(step clock, outside the profiled window)"
     )
     if profiled is not None and abs(profiled - optimizer) >= 0.01:

@@ -11,8 +11,8 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     """``__version__``, read when asked: labextension/package.json is the one version source
-    (hatch-nodejs-version), through importlib.metadata, whose import (~0.1 s) a kernel has paid
-    already but ``gpucheck run`` has not (issue 27)."""
+    (hatch-nodejs-version), through importlib.metadata: its import and the distribution scan
+    stay out of ``import gpu_notebook`` (torch imports importlib.metadata itself, later)."""
     if name == "__version__":
         from importlib.metadata import version
 

@@ -87,3 +87,14 @@ def test_a_facts_node_names_the_same_code_in_libcst_even_after_wide_characters()
         ast.get_source_segment(code, c) for c in calls
     ]
     assert len(found) == 5 and all(n is not None for n in found)
+
+
+def test_a_cell_that_does_not_parse_is_parsed_once_and_says_why_each_time():
+    from gpu_notebook.cell import parse
+
+    parse.forget()
+    bad = "for x in y\n    pass\n"
+    first, again = scan_source(bad), scan_source(bad)
+    assert not first.parsed and first.parse_error == again.parse_error
+    assert "line 1" in (first.parse_error or "")
+    assert parse.PARSES["ast"] == 1

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from gpu_notebook.cell.blocks import periodic_blocks
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes import Patch, apply_fix
-from gpu_notebook.rules.run_shape import periodic_blocks
 from tests.scenarios import synthetic as syn
 from tests.test_rules import only, rules_for
 

@@ -7,7 +7,7 @@ annotation is text (``str``, ``tuple[str, ...]``, ``list[str]``, ``Sequence[str]
 format) or as a sentence not yet moved into ``views/``. A new sentence-returning function fails
 the test; so does a listed one that no longer exists, so the lists only shrink. mypy strict makes
 every function annotated, so none slips through unannotated. It does not see sentences stored in
-a record's string fields (``Verdict.headline``, ``SampleComparison.notes``, ``Finding.title``): those
+a record's string fields (``Verdict.headline``, ``JobReport.notes``, ``Finding.title``): those
 are named in ``SENTENCES_IN_RECORDS`` and checked to exist the same way.
 """
 
@@ -42,7 +42,6 @@ STILL_SENTENCES = {
     "analysis/verdict.py:_window_evidence": "the verdict's GPU-busy evidence line",
     "analysis/verdict.py:_idle_cause": "part of the verdict's headline",
     "analysis/verdict.py:_gpu_evidence": "the verdict's GPU-idle evidence lines",
-    "report/job.py:_saturated_hosts": "a job note per saturated host",
 }
 
 # Record fields that still carry sentences built below the views, as (record, field).
@@ -50,7 +49,6 @@ SENTENCES_IN_RECORDS = {
     ("Verdict", "headline"),
     ("Verdict", "more_gpus"),
     ("Verdict", "evidence"),
-    ("SampleComparison", "notes"),
     ("JobReport", "notes"),
 }
 

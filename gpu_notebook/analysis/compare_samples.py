@@ -121,7 +121,8 @@ def compare_samples(
     if len(before) < MIN_STEPS or len(after) < MIN_STEPS:
         return None
     ratio = after_batch / before_batch if before_batch and after_batch else 1.0
-    notes: list[str] = []
+    load_note: Literal["matched", "same-direction", "against"] | None = None
+    similar_steps: tuple[int, int] | None = None
     load_b = load_a = None
     if before_load_cores is not None and after_load_cores is not None:
         lb = np.asarray(before_load_cores, dtype=float)
@@ -149,11 +150,7 @@ def compare_samples(
         if similar is not None:
             point, low, high = _interval(similar[0], similar[1], ratio, seed, resamples)
             matched = True
-            notes.append(
-                f"the machine's load changed (other processes: {load_before:.2f} -> "
-                f"{load_after:.2f} cores): compared the {len(similar[0])} and {len(similar[1])} "
-                "steps taken under similar load"
-            )
+            load_note, similar_steps = "matched", (len(similar[0]), len(similar[1]))
     low_r, high_r = low / (1 + RUN_TO_RUN), high * (1 + RUN_TO_RUN)
     outcome: Outcome = "no measurable change"
     if low_r > 1.0:
@@ -163,18 +160,10 @@ def compare_samples(
     if load_changed and not matched and load_before is not None and load_after is not None:
         busier = load_after > load_before
         if (outcome == "slower" and busier) or (outcome == "faster" and not busier):
-            notes.append(
-                f"the machine's load changed (other processes: {load_before:.2f} -> "
-                f"{load_after:.2f} cores) in the direction of the change: it cannot be told from "
-                "the machine's, so no measurable change is claimed (run both again on a quieter "
-                "machine, or interleaved)"
-            )
+            load_note = "same-direction"
             outcome = "no measurable change"
         else:
-            notes.append(
-                f"the machine's load changed (other processes: {load_before:.2f} -> "
-                f"{load_after:.2f} cores) against the change: the change is at least this large"
-            )
+            load_note = "against"
     return SampleComparison(
         speedup=point,
         low=low_r,
@@ -187,7 +176,8 @@ def compare_samples(
         load_after_cores=load_after,
         load_changed=bool(load_changed),
         load_matched=matched,
-        notes=tuple(notes),
+        load_note=load_note,
+        similar_steps=similar_steps,
     )
 
 

@@ -13,27 +13,41 @@ They are left out of the run's median, jitter, drift and stalls (analysis.run_tr
 hook-timed phase split is corrected by the measured cost (analysis.steps). The profiled windows
 themselves are still what the trace figures come from: there the profiler's cost is the known
 price of the detail, and the run-wide checks say when the window is unlike the run.
+``instrumentation_factor`` says how much longer a profiled step took than an unprofiled one
+(the rules' note on the shares they read).
 """
 
 from __future__ import annotations
 
 from gpu_notebook.records import Run
 
-__all__ = ["disturbed_steps"]
+__all__ = ["disturbed_steps", "instrumentation_factor"]
 
 
 def disturbed_steps(run: Run) -> frozenset[int]:
     """Indices of the steps that contain our own work (see the module docstring)."""
     out: set[int] = {s.index for s in run.steps.steps if s.ours_s > 0}
-    follow = run.window.requested_steps if run.stacks is not None else 0
-    windows: list[tuple[int, int]] = []
-    w = run.window
-    if w.first_step is not None and w.recorded_steps > 0:
-        windows.append((w.first_step, w.recorded_steps))
-    windows.extend((x.first_step, x.recorded_steps) for x in run.more_windows if x.recorded_steps)
-    for k, (first, n) in enumerate(windows):
+    follow = run.window.profile_steps if run.stacks is not None else 0
+    for k, (first, n) in enumerate(run.window_ranges):
         # The profiled steps, the one the stop ran in, and (after the first window only) the
         # steps the stack sampler followed it with.
         extra = follow if k == 0 else 0
         out.update(range(first, first + n + 1 + extra))
     return frozenset(out)
+
+
+def instrumentation_factor(run: Run) -> float | None:
+    """How much longer a profiled step is than an unprofiled one: median timed / median lean.
+
+    The phase shares come from the profiled steps, where the profiler and the step clock's
+    hooks add time to every operator and module call; after the window the clock goes lean
+    and steps run at full speed, and a measured speedup counts those steps. None when the cell
+    had no lean steps (the window covered it all) or the ratio says nothing (<= 1).
+    """
+    steady = [s for s in run.steps.steps if s.index >= run.window.warmup_steps]
+    timed = sorted(s.duration_s for s in steady if s.timed)
+    lean = sorted(s.duration_s for s in steady if not s.timed)
+    if len(timed) < 2 or len(lean) < 2:
+        return None
+    factor = timed[len(timed) // 2] / lean[len(lean) // 2]
+    return factor if factor > 1.0 else None

@@ -14,41 +14,50 @@ from __future__ import annotations
 
 import ast
 from collections import Counter, OrderedDict
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import libcst as cst
 
 PARSES: Counter[str] = Counter()
 _CACHED = 8  # texts kept per parser: a report reads one cell, a CLI compare two
-_ast: OrderedDict[str, ast.Module | SyntaxError] = OrderedDict()
-_cst: OrderedDict[str, Any] = OrderedDict()  # cst.Module | cst.ParserSyntaxError
-
-T = TypeVar("T")
+_ast: OrderedDict[str, Any] = OrderedDict()  # text -> ast.Module or its SyntaxError
+_cst: OrderedDict[str, Any] = OrderedDict()  # text -> cst.Module or its ParserSyntaxError
 
 
-def _remember(cache: OrderedDict[str, T], code: str, value: T) -> T:
-    cache[code] = value
-    if len(cache) > _CACHED:
-        cache.popitem(last=False)
-    return value
+def _cached(
+    kind: str, cache: OrderedDict[str, Any], code: str, parse: Any, error: type[Exception]
+) -> Any:
+    """``parse(code)`` once per text (its syntax error too, raised again on each call)."""
+    found = cache.get(code)
+    if found is None:
+        PARSES[kind] += 1
+        try:
+            found = parse(code)
+        except error as exc:
+            found = exc
+        cache[code] = found
+        if len(cache) > _CACHED:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(code)
+    if isinstance(found, error):
+        raise found.with_traceback(None)
+    return found
 
 
 def parse_ast(code: str) -> ast.Module:
     """``ast.parse(code)``, once per text; raises SyntaxError (ValueError for a NUL byte)."""
-    found = _ast.get(code)
-    if found is None:
-        PARSES["ast"] += 1
-        try:
-            found = ast.parse(code)
-        except SyntaxError as exc:
-            found = exc
-        _remember(_ast, code, found)
-    else:
-        _ast.move_to_end(code)
-    if isinstance(found, SyntaxError):
-        raise found.with_traceback(None)
-    return found
+    module: ast.Module = _cached("ast", _ast, code, ast.parse, SyntaxError)
+    return module
+
+
+def parse_cst(code: str) -> cst.Module:
+    """``libcst.parse_module(code)``, once per text; raises libcst's ParserSyntaxError."""
+    import libcst as cst  # the rules alone never need it: imported by the first fix
+
+    module: cst.Module = _cached("libcst", _cst, code, cst.parse_module, cst.ParserSyntaxError)
+    return module
 
 
 def check_parse(code: str) -> None:
@@ -56,26 +65,6 @@ def check_parse(code: str) -> None:
     cell, so never cached, and counted apart ("check"). Raises SyntaxError or ValueError."""
     PARSES["check"] += 1
     ast.parse(code)
-
-
-def parse_cst(code: str) -> cst.Module:
-    """``libcst.parse_module(code)``, once per text; raises libcst's ParserSyntaxError."""
-    import libcst as cst  # the rules alone never need it: imported by the first fix
-
-    found = _cst.get(code)
-    if found is None:
-        PARSES["libcst"] += 1
-        try:
-            found = cst.parse_module(code)
-        except cst.ParserSyntaxError as exc:
-            found = exc
-        _remember(_cst, code, found)
-    else:
-        _cst.move_to_end(code)
-    if isinstance(found, cst.ParserSyntaxError):
-        raise found.with_traceback(None)
-    module: cst.Module = found
-    return module
 
 
 def forget() -> None:

@@ -26,17 +26,7 @@ import ast
 import re
 from collections.abc import Iterable
 
-from gpu_notebook.cell.facts import (
-    LoaderCall,
-    LogKind,
-    LoopFacts,
-    OptimizerCall,
-    SourceFacts,
-    SourceLine,
-    SyncKind,
-    ValidationKind,
-    training_loop_lines,
-)
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.ipython import NotPythonCell, protect
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
 from gpu_notebook.cell.names import dotted, last, method_of, receiver_of
@@ -77,7 +67,9 @@ def scan_source(
     for text in lines:
         mapping.append(original + line_offset)
         match = _PLACEHOLDER.match(text)
-        original += len(cell.originals[int(match.group(1))]) if match else 1
+        # A placeholder already in the text (a fix reading the protected cell) is one line.
+        index = int(match.group(1)) if match else len(cell.originals)
+        original += len(cell.originals[index]) if index < len(cell.originals) else 1
     try:
         tree = parse_ast(cell.code)
     except SyntaxError as exc:
@@ -190,16 +182,4 @@ def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
     return out
 
 
-__all__ = [
-    "LoaderCall",
-    "LogKind",
-    "LoopFacts",
-    "OptimizerCall",
-    "SourceFacts",
-    "SourceLine",
-    "SyncKind",
-    "ValidationKind",
-    "dotted",
-    "scan_source",
-    "training_loop_lines",
-]
+__all__ = ["SourceFacts", "scan_source"]

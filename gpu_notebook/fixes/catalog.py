@@ -1,4 +1,5 @@
-"""The fix catalog: every fix id with its title, why and docs, and ``apply_fix`` to run one.
+"""The fix catalog: every fix id with its title, why and docs, and ``apply_fix`` to run one
+(a catalog id, or the ``Fix`` a rule module owns beside its check).
 
 ``apply_fix`` is the only entry point the rest of the product needs: it protects the cell's
 IPython lines, parses it with libcst, runs the codemod, restores the IPython lines, names the fix

@@ -6,8 +6,10 @@ identity (libcst rebuilds every ancestor of a change, so edits found in a first 
 applied in a single second pass), keyword arguments added in the call's own layout, and
 ``import torch`` when a fix needs it.
 
-Everything here is a heuristic over source text: names are matched, never resolved. The codemods
-decline (``Declined``) when the heuristics find nothing, rather than guess.
+Everything here is a heuristic over source text: names are matched, never resolved, with the
+words the rules use (``cell/words.py``); a fix that edits what its rule found reaches those
+nodes through ``cell/nodes.py``. The codemods decline (``Declined``) when the heuristics find
+nothing, rather than guess.
 """
 
 from __future__ import annotations
@@ -82,10 +84,6 @@ def method_name(call: cst.Call) -> str | None:
 def receiver(call: cst.Call) -> cst.BaseExpression | None:
     """``loss`` for ``loss.backward()``; None when the call is not a method call."""
     return call.func.value if isinstance(call.func, cst.Attribute) else None
-
-
-def code_of(module: cst.Module, node: cst.CSTNode) -> str:
-    return module.code_for_node(node)
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,9 +23,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.own_cost import instrumentation_factor
 from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
-from gpu_notebook.cell.scan import SourceFacts, scan_source
+from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
@@ -52,7 +54,6 @@ from gpu_notebook.rules.common import (
     SEVERITY_RANK,
     Rule,
     below_noise,
-    instrumentation_factor,
     profiled_steps,
     steady_top_ops,
 )

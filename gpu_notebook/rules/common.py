@@ -26,8 +26,8 @@ from gpu_notebook.analysis.host import MATMUL_OP
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
+from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
-from gpu_notebook.cell.scan import LoaderCall, SourceFacts
 from gpu_notebook.records import Analysis, Finding, OpStat, PhaseBreakdown, Run, Severity
 from gpu_notebook.trace.kineto import Trace
 
@@ -287,20 +287,3 @@ def bigger_batch_bound(factor: int, analysis: Analysis) -> float:
     if data is None:
         return float(factor)
     return 1.0 / (data + (1.0 - data) / factor)
-
-
-def instrumentation_factor(run: Run) -> float | None:
-    """How much longer a profiled step is than an unprofiled one: median timed / median lean.
-
-    The phase shares come from the profiled steps, where the profiler and the step clock's
-    hooks add time to every operator and module call; after the window the clock goes lean
-    and steps run at full speed, and a measured speedup counts those steps. None when the cell
-    had no lean steps (the window covered it all) or the ratio says nothing (<= 1).
-    """
-    steady = [s for s in run.steps.steps if s.index >= run.window.warmup_steps]
-    timed = sorted(s.duration_s for s in steady if s.timed)
-    lean = sorted(s.duration_s for s in steady if not s.timed)
-    if len(timed) < 2 or len(lean) < 2:
-        return None
-    factor = timed[len(timed) // 2] / lean[len(lean) // 2]
-    return factor if factor > 1.0 else None

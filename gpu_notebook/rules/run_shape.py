@@ -12,14 +12,10 @@ and grows by >= 16 MiB over it.
 
 from __future__ import annotations
 
-import ast
-import re
-from dataclasses import dataclass
-
 from gpu_notebook.analysis.run_trend import grown_phase
 from gpu_notebook.analysis.steady import STALL_FACTOR
+from gpu_notebook.cell.blocks import Periodic, kept_graph_line, periodic_blocks
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_seconds, fmt_share
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape
 from gpu_notebook.rules.common import Rule, finding, gain_bound, severity_of
@@ -31,13 +27,6 @@ STALL_SHARE = 0.02
 MEMORY_R2 = 0.8
 MEMORY_GROWTH_BYTES = 16 * 2**20
 _SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
-
-# What a periodic block does, by the names it calls (first match wins).
-_WORK_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a checkpoint save", re.compile(r"\b(save|save_checkpoint|save_pretrained|checkpoint)\b")),
-    ("validation", re.compile(r"\b(eval|no_grad|inference_mode|validate|validation|evaluate)\b")),
-    ("logging", re.compile(r"\b(print|log|log_dict|add_scalar|flush|write|info)\b")),
-)
 
 _PHASE_WORK = {
     "data": "waiting for the DataLoader",
@@ -179,88 +168,6 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     )
 
 
-@dataclass(frozen=True)
-class _Periodic:
-    line: int
-    every: int  # 0: a modulus whose value the cell does not give (a config at run time)
-    text: str
-    work: str
-
-
-def periodic_blocks(source: str, line_offset: int) -> list[_Periodic]:
-    """``if <i> % N == 0:`` blocks inside loops, with what their body does."""
-    try:
-        tree = parse_ast(source)
-    except SyntaxError:
-        return []
-    lines = source.splitlines()
-    constants = _int_constants(tree)
-    found = []
-    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
-        for node in ast.walk(loop):
-            if not isinstance(node, ast.If):
-                continue
-            every = _modulus(node.test, constants)
-            if every is None:
-                continue
-            body = "\n".join(ast.unparse(stmt) for stmt in node.body)
-            work = next((kind for kind, pattern in _WORK_KINDS if pattern.search(body)), "work")
-            text = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
-            found.append(_Periodic(node.lineno + line_offset, every, text, work))
-    return found
-
-
-def _int_constants(tree: ast.Module) -> dict[str, int]:
-    """Names the cell binds once, at its top level, to an int literal (nanoGPT's
-    ``eval_interval = 2000``); a name bound again anywhere is not a constant."""
-    counts: dict[str, int] = {}
-    for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else (
-            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-        )  # fmt: skip
-        for target in targets:
-            for name in ast.walk(target):
-                if isinstance(name, ast.Name):
-                    counts[name.id] = counts.get(name.id, 0) + 1
-    out: dict[str, int] = {}
-    if any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("exec", "eval")
-        for n in ast.walk(tree)
-    ):
-        return out  # nanoGPT's configurator: exec(open(...).read()) may rebind any of them
-    for stmt in tree.body:
-        if (
-            isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)
-            and isinstance(stmt.value, ast.Constant)
-            and type(stmt.value.value) is int
-            and counts.get(stmt.targets[0].id) == 1
-        ):
-            out[stmt.targets[0].id] = stmt.value.value
-    return out
-
-
-def _modulus(test: ast.expr, constants: dict[str, int]) -> int | None:
-    """N of ``i % N == 0``: a literal, or a name the cell binds once to one; 0 when the name's
-    value is not known here (a config read at run time): still a periodic block."""
-    for node in ast.walk(test):
-        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)):
-            continue
-        right = node.right
-        if isinstance(right, ast.Constant) and type(right.value) is int and right.value > 1:
-            return right.value
-        name = right.id if isinstance(right, ast.Name) else (
-            right.attr if isinstance(right, ast.Attribute) else None
-        )  # fmt: skip
-        if name is not None and isinstance(node.left, (ast.Name, ast.Attribute)):
-            value = constants.get(name) if isinstance(right, ast.Name) else None
-            if value is None:
-                return 0
-            return value if value > 1 else None  # `% 1`: every step, nothing periodic
-    return None
-
-
 def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Some steps take several times the median; every N steps when they recur regularly."""
     shape = _shape(analysis)
@@ -321,7 +228,7 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     )
 
 
-def _matching_block(run: Run, facts: SourceFacts, period: int | None) -> _Periodic | None:
+def _matching_block(run: Run, facts: SourceFacts, period: int | None) -> Periodic | None:
     blocks = periodic_blocks(run.cell_source, facts.line_offset)
     if not blocks:
         return None
@@ -361,7 +268,7 @@ def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
             f"at this rate the {'card' if trend.kind == 'gpu' else 'machine'} "
             f"({fmt_bytes(trend.capacity_bytes)}) is full at step {trend.full_at_step:,}"
         )
-    kept = _kept_line(run, facts)
+    kept = kept_graph_line(run.cell_source, facts.model_names, facts.line_offset)
     line = None
     params: dict[str, str | int | float | bool | None] = {}
     fix_id = None
@@ -388,43 +295,6 @@ def creeps(m: MemoryTrend) -> bool:
     """Memory that grows in a straight line by at least the creep level (the job report asks too)."""
     growth = m.bytes_per_step * (m.last_step - m.first_step)
     return m.bytes_per_step > 0 and m.r2 >= MEMORY_R2 and growth >= MEMORY_GROWTH_BYTES
-
-
-def _kept_line(run: Run, facts: SourceFacts) -> tuple[int, str, str] | None:
-    """The first ``x.append(name)`` in a training loop where ``name`` carries a graph: a name
-    ``.backward()`` is called on, or the result of a call of a model."""
-    try:
-        tree = parse_ast(run.cell_source)
-    except SyntaxError:
-        return None
-    lines = run.cell_source.splitlines()
-    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
-        calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
-        graphs = {
-            c.func.value.id
-            for c in calls
-            if isinstance(c.func, ast.Attribute)
-            and c.func.attr == "backward"
-            and isinstance(c.func.value, ast.Name)
-        }
-        if not graphs:
-            continue
-        for node in ast.walk(loop):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                func = node.value.func
-                if isinstance(func, ast.Name) and func.id in facts.model_names:
-                    graphs |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        for c in calls:
-            if (
-                isinstance(c.func, ast.Attribute)
-                and c.func.attr in ("append", "extend", "add", "insert", "appendleft")
-                and c.args
-                and isinstance(c.args[-1], ast.Name)
-                and c.args[-1].id in graphs
-            ):
-                text = lines[c.lineno - 1].strip() if c.lineno <= len(lines) else ""
-                return c.lineno + facts.line_offset, text, c.args[-1].id
-    return None
 
 
 RULES: tuple[Rule, ...] = (window_unrepresentative, periodic_stall, memory_creep, drift, jitter)

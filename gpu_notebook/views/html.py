@@ -207,7 +207,12 @@ def verdict_section(report: Report) -> str:
 
 def comparison_section(comparison: Comparison | None) -> str:
     """Before / after: measured speedup beside the predicted bound, throughput, shares, GPU."""
-    return "" if comparison is None else _render("comparison.html", c=comparison)
+    if comparison is None:
+        return ""
+    from gpu_notebook.views.wording import sample_notes
+
+    notes = sample_notes(comparison.samples) if comparison.samples is not None else ()
+    return _render("comparison.html", c=comparison, sample_notes=notes)
 
 
 def gpu_estimate_section(report: Report) -> str:

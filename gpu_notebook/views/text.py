@@ -268,10 +268,10 @@ def render_comparison(c: Comparison) -> str:
             continue
         lines.append(f"  {phase:<11} {fmt_share(before):>9} -> {fmt_share(after):>9}")
     if c.samples is not None:
-        from gpu_notebook.views.wording import outcome_line
+        from gpu_notebook.views.wording import outcome_line, sample_notes
 
         lines.append(f"  {outcome_line(c)}")
-        lines.extend(f"  ({note})" for note in c.samples.notes)
+        lines.extend(f"  ({note})" for note in sample_notes(c.samples))
     if c.fix_id:
         lines.append(f"  fix: {c.fix_id}")
     if c.gpu_equivalent is not None and c.gpu_equivalent > 0:

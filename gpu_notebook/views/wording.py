@@ -19,6 +19,7 @@ from gpu_notebook.records import (
     GpuEstimate,
     Interconnect,
     LineStat,
+    SampleComparison,
     WhatIf,
     WhatIfMissing,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "estimate_assumptions",
     "outcome_line",
     "render_whatif",
+    "sample_notes",
     "speedup_label",
     "whatif_assumptions",
     "whatif_interconnect",
@@ -311,7 +313,7 @@ def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
     said = outcome_line(c)
     if said is not None and c.samples is not None:
         lines.append(said[0].upper() + said[1:] + ".")
-        lines.extend(f"Note: {n}." for n in c.samples.notes)
+        lines.extend(f"Note: {n}." for n in sample_notes(c.samples))
     if c.fix_id is not None:
         lines.append(f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound)} (Amdahl bound).")
         if slower:
@@ -367,3 +369,22 @@ def _span(seconds: float) -> str:
     if seconds >= 2 * 3600:
         return f"{seconds / 3600:.0f} hours"
     return f"{seconds / 60:.0f} minutes"
+
+
+def sample_notes(s: SampleComparison) -> tuple[str, ...]:
+    """What was made of a change in the machine's load between the two runs, if it changed."""
+    if s.load_note is None or s.load_before_cores is None or s.load_after_cores is None:
+        return ()
+    load = (
+        f"the machine's load changed (other processes: {s.load_before_cores:.2f} -> "
+        f"{s.load_after_cores:.2f} cores)"
+    )
+    if s.load_note == "matched" and s.similar_steps is not None:
+        before, after = s.similar_steps
+        return (f"{load}: compared the {before} and {after} steps taken under similar load",)
+    if s.load_note == "same-direction":
+        return (
+            f"{load} in the direction of the change: it cannot be told from the machine's, so no "
+            "measurable change is claimed (run both again on a quieter machine, or interleaved)",
+        )
+    return (f"{load} against the change: the change is at least this large",)

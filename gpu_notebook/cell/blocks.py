@@ -1,0 +1,145 @@
+"""Blocks of the cell the run-wide rules point at: work done every N steps (``if i % N == 0:``)
+and values kept with their autograd graph (``losses.append(loss)``).
+
+Read from the cell's one parse (``cell/parse.py``) by the run-shape rules, which match them to
+the stalls and the memory growth the step clock measured.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from gpu_notebook.cell.parse import parse_ast
+
+# What a periodic block does, by the names it calls (first match wins).
+WORK_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a checkpoint save", re.compile(r"\b(save|save_checkpoint|save_pretrained|checkpoint)\b")),
+    ("validation", re.compile(r"\b(eval|no_grad|inference_mode|validate|validation|evaluate)\b")),
+    ("logging", re.compile(r"\b(print|log|log_dict|add_scalar|flush|write|info)\b")),
+)
+
+
+@dataclass(frozen=True)
+class Periodic:
+    line: int
+    every: int  # 0: a modulus whose value the cell does not give (a config at run time)
+    text: str
+    work: str
+
+
+def periodic_blocks(source: str, line_offset: int) -> list[Periodic]:
+    """``if <i> % N == 0:`` blocks inside loops, with what their body does."""
+    try:
+        tree = parse_ast(source)
+    except SyntaxError:
+        return []
+    lines = source.splitlines()
+    constants = _int_constants(tree)
+    found = []
+    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+        for node in ast.walk(loop):
+            if not isinstance(node, ast.If):
+                continue
+            every = _modulus(node.test, constants)
+            if every is None:
+                continue
+            body = "\n".join(ast.unparse(stmt) for stmt in node.body)
+            work = next((kind for kind, pattern in WORK_KINDS if pattern.search(body)), "work")
+            text = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+            found.append(Periodic(node.lineno + line_offset, every, text, work))
+    return found
+
+
+def _int_constants(tree: ast.Module) -> dict[str, int]:
+    """Names the cell binds once, at its top level, to an int literal (nanoGPT's
+    ``eval_interval = 2000``); a name bound again anywhere is not a constant."""
+    counts: dict[str, int] = {}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        )  # fmt: skip
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    counts[name.id] = counts.get(name.id, 0) + 1
+    out: dict[str, int] = {}
+    if any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("exec", "eval")
+        for n in ast.walk(tree)
+    ):
+        return out  # nanoGPT's configurator: exec(open(...).read()) may rebind any of them
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Constant)
+            and type(stmt.value.value) is int
+            and counts.get(stmt.targets[0].id) == 1
+        ):
+            out[stmt.targets[0].id] = stmt.value.value
+    return out
+
+
+def _modulus(test: ast.expr, constants: dict[str, int]) -> int | None:
+    """N of ``i % N == 0``: a literal, or a name the cell binds once to one; 0 when the name's
+    value is not known here (a config read at run time): still a periodic block."""
+    for node in ast.walk(test):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)):
+            continue
+        right = node.right
+        if isinstance(right, ast.Constant) and type(right.value) is int and right.value > 1:
+            return right.value
+        name = right.id if isinstance(right, ast.Name) else (
+            right.attr if isinstance(right, ast.Attribute) else None
+        )  # fmt: skip
+        if name is not None and isinstance(node.left, (ast.Name, ast.Attribute)):
+            value = constants.get(name) if isinstance(right, ast.Name) else None
+            if value is None:
+                return 0
+            return value if value > 1 else None  # `% 1`: every step, nothing periodic
+    return None
+
+
+def kept_graph_line(
+    source: str, model_names: frozenset[str], line_offset: int
+) -> tuple[int, str, str] | None:
+    """The first ``x.append(name)`` in a training loop where ``name`` carries a graph: a name
+    ``.backward()`` is called on, or the result of a call of a model. (line, text, name)."""
+    try:
+        tree = parse_ast(source)
+    except SyntaxError:
+        return None
+    lines = source.splitlines()
+    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+        calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
+        graphs = {
+            c.func.value.id
+            for c in calls
+            if isinstance(c.func, ast.Attribute)
+            and c.func.attr == "backward"
+            and isinstance(c.func.value, ast.Name)
+        }
+        if not graphs:
+            continue
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                func = node.value.func
+                if isinstance(func, ast.Name) and func.id in model_names:
+                    graphs |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for c in calls:
+            if (
+                isinstance(c.func, ast.Attribute)
+                and c.func.attr in ("append", "extend", "add", "insert", "appendleft")
+                and c.args
+                and isinstance(c.args[-1], ast.Name)
+                and c.args[-1].id in graphs
+            ):
+                text = lines[c.lineno - 1].strip() if c.lineno <= len(lines) else ""
+                return c.lineno + line_offset, text, c.args[-1].id
+    return None
+
+
+__all__ = ["WORK_KINDS", "Periodic", "kept_graph_line", "periodic_blocks"]

@@ -419,7 +419,11 @@ def run_job(s: Scenario, tmp: Path) -> Outcome:
     ok = named == s.truth.straggler
     headline = (
         f"straggler: rank {named} ({straggler['phase']})" if straggler else "no straggler"
-    ) + "".join(f" | note: {n}" for n in data.get("notes", []) if "share host" in n)
+    ) + "".join(
+        f" | note: ranks {', '.join(map(str, h['ranks']))} share host {h['host']} "
+        f"({h['busy_share']:.0%} busy)"
+        for h in data.get("saturated_hosts", [])
+    )
     return Outcome(ok, None, headline, "job", f"straggler {named}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.records import RankFacts
 from gpu_notebook.report.job import find_straggler, job_report
+from gpu_notebook.views.job_text import render_job
 
 
 def _rank(rank: int, comm_s: float, p10: float, p90: float, busy: float = 0.5) -> RankFacts:
@@ -33,14 +34,16 @@ def test_two_equal_ranks_under_a_noisy_host_produce_no_straggler():
     assert find_straggler(ranks) is None
     job = job_report(ranks, 2, source="run")
     assert job.straggler is None
-    assert any("share host box" in n and "100% busy" in n for n in job.notes)
+    (host,) = job.saturated_hosts
+    assert host.host == "box" and host.ranks == (0, 1) and host.busy_share == 1.0
+    assert "share host box" in render_job(job) and "100% busy" in render_job(job)
 
 
 def test_a_rank_that_never_waits_while_the_other_always_does_is_the_straggler():
     ranks = [_rank(0, 0.020, 0.018, 0.022), _rank(1, 0.0005, 0.0, 0.001)]
     found = find_straggler(ranks)
     assert found is not None and found.rank == 1 and found.reason == "waits-least"
-    assert not job_report(ranks, 2, source="run").notes  # a host at 50%: nothing to say
+    assert not job_report(ranks, 2, source="run").saturated_hosts  # a host at 50%: nothing to say
 
 
 def test_summaries_without_a_spread_keep_the_level_rule():

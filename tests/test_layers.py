@@ -42,7 +42,6 @@ STILL_SENTENCES = {
     "analysis/verdict.py:_window_evidence": "the verdict's GPU-busy evidence line",
     "analysis/verdict.py:_idle_cause": "part of the verdict's headline",
     "analysis/verdict.py:_gpu_evidence": "the verdict's GPU-idle evidence lines",
-    "report/job.py:_saturated_hosts": "a job note per saturated host",
 }
 
 # Record fields that still carry sentences built below the views, as (record, field).

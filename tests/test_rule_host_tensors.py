@@ -75,3 +75,11 @@ def test_silent_without_a_gpu_and_cuda_gets_the_cuda_device():
     patched = apply_fix(FIX, cell)
     assert isinstance(patched, Patch)
     assert 'x = torch.randn(8, 4, device="cuda")' in patched.source_after
+
+
+def test_the_fix_reads_a_cell_with_ipython_lines():
+    cell = "%time warm = 1\n" + CELL + "!echo done\n"
+    patched = apply_fix(FIX, "%%gpucheck\n" + cell)
+    assert isinstance(patched, Patch), patched
+    assert "x = torch.randn(8, 4, device=device)" in patched.source_after
+    assert "%time warm = 1\n" in patched.source_after and "!echo done\n" in patched.source_after

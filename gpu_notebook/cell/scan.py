@@ -67,7 +67,9 @@ def scan_source(
     for text in lines:
         mapping.append(original + line_offset)
         match = _PLACEHOLDER.match(text)
-        original += len(cell.originals[int(match.group(1))]) if match else 1
+        # A placeholder already in the text (a fix reading the protected cell) is one line.
+        index = int(match.group(1)) if match else len(cell.originals)
+        original += len(cell.originals[index]) if index < len(cell.originals) else 1
     try:
         tree = parse_ast(cell.code)
     except SyntaxError as exc:

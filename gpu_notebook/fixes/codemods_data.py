@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpu_notebook.cell.words import DTYPE_WORDS
+from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -26,12 +27,7 @@ from gpu_notebook.fixes.cst_tools import (
     int_literal,
     keyword,
     last_part,
-    loops,
-    method_name,
-    module_names,
     optimizer_constructor,
-    optimizer_names,
-    receiver,
     replace_nodes,
     set_keyword,
     walk,
@@ -357,60 +353,21 @@ def _commenter(note: str) -> Replacement:
 def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:
     """Add ``non_blocking=True`` to the host-to-device copies of batches inside loops.
 
-    Only ``.to(<device>)`` and ``.cuda()`` on values other than modules and optimizers: a
-    module's ``.to`` is a one-off, and copies to the CPU are left blocking because reading a
-    non-blocking device-to-host copy before a sync returns garbage.
+    The copies are the ones the rules found (``SourceFacts.blocking_copies``: ``.to(<device>)``
+    and ``.cuda()`` in a loop, on values other than modules), edited where they stand
+    (``cell/nodes.py``). A module's ``.to`` is a one-off, and copies to the CPU are left
+    blocking because reading a non-blocking device-to-host copy before a sync returns garbage.
     """
-    not_batches = module_names(module) | optimizer_names(module)
-    # Whatever the cell calls like a function (model(x)) is not a batch tensor.
-    not_batches |= {name for c in calls_in(module) if (name := dotted_name(c.func)) is not None}
-    if model_name:
-        not_batches.add(model_name)
-    copies: list[cst.Call] = []
-    seen: set[cst.Call] = set()
-    for loop in loops(module):
-        for call in calls_in(loop.body):
-            if call in seen or not _is_batch_copy(call, not_batches):
-                continue
-            seen.add(call)
-            copies.append(call)
-    if not copies:
-        return Declined("no .to(device) or .cuda() copy of a batch inside a loop in this cell")
-    todo = [
-        c for c in copies if bool_literal((keyword(c, "non_blocking") or _NO).value) is not True
-    ]
+    # The same text the rules read: its parse comes from the cache (cell/parse.py).
+    facts = scan_source(module.code, model_names=[model_name] if model_name else ())
+    todo = [n for n in cst_nodes(module, [c.node for c in facts.blocking_copies if c.node])
+            if isinstance(n, cst.Call)]  # fmt: skip
     if not todo:
-        return Declined("every copy inside the loops already has non_blocking=True")
+        if facts.non_blocking_copies:
+            return Declined("every copy inside the loops already has non_blocking=True")
+        return Declined("no .to(device) or .cuda() copy of a batch inside a loop in this cell")
     edits: dict[cst.CSTNode, Replacement] = {
         call: _setter({"non_blocking": "True"}) for call in todo
     }
     plural = "copy" if len(todo) == 1 else "copies"
     return Edited(replace_nodes(module, edits), f"{len(todo)} {plural}")
-
-
-_NO = cst.Arg(value=cst.Name("False"))
-
-
-def _is_batch_copy(call: cst.Call, not_batches: set[str]) -> bool:
-    kind = method_name(call)
-    if kind not in ("to", "cuda"):
-        return False
-    target = receiver(call)
-    if target is None or dotted_name(target) in not_batches:
-        return False
-    if kind == "cuda":
-        return True
-    device = keyword(call, "device")
-    positional = [a for a in call.args if a.keyword is None and a.star == ""]
-    if device is None and positional:
-        device = positional[0]
-    if device is None:
-        return False
-    name = dotted_name(device.value)
-    if name is not None and name.startswith("torch.") and last_part(name) in DTYPE_WORDS:
-        return False
-    # A copy to the host must stay blocking: the values are read right after.
-    text = cst.Module([]).code_for_node(device.value).lower()
-    return "cpu" not in text and not any(
-        isinstance(n, cst.Name) and n.value == "numpy" for n in walk(call)
-    )

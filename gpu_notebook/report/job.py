@@ -28,6 +28,7 @@ from gpu_notebook.records import (
     RankShape,
     Report,
     RunShape,
+    SaturatedHost,
     StepPhases,
     Straggler,
     WhatIf,
@@ -312,8 +313,8 @@ def _roles(ranks: Sequence[RankFacts], straggler: Straggler | None) -> dict[str,
 SATURATED_HOST = 0.9
 
 
-def _saturated_hosts(rows: Sequence[RankFacts]) -> tuple[str, ...]:
-    """A note per host whose ranks shared a saturated machine."""
+def _saturated_hosts(rows: Sequence[RankFacts]) -> tuple[SaturatedHost, ...]:
+    """Each host whose ranks shared a saturated machine."""
     by_host: dict[str, list[RankFacts]] = {}
     for r in rows:
         by_host.setdefault(r.host, []).append(r)
@@ -322,13 +323,7 @@ def _saturated_hosts(rows: Sequence[RankFacts]) -> tuple[str, ...]:
         busy = [r.host_busy_share for r in ranks if r.host_busy_share is not None]
         if len(ranks) < 2 or not busy or statistics.median(busy) < SATURATED_HOST:
             continue
-        names = ", ".join(str(r.rank) for r in ranks)
-        out.append(
-            f"ranks {names} share host {host or '(unnamed)'}, whose CPUs were "
-            f"{statistics.median(busy):.0%} busy over the run: differences between these ranks "
-            "may be the machine's, not the code's (a straggler is named only beyond the ranks' "
-            "own step-to-step spread)"
-        )
+        out.append(SaturatedHost(host, tuple(r.rank for r in ranks), statistics.median(busy)))
     return tuple(out)
 
 
@@ -347,7 +342,6 @@ def job_report(
     shares = [r.comm_s / r.step_s for r in rows if r.comm_s is not None and r.step_s]
     steps = [r.step_s for r in rows if r.step_s]
     straggler = find_straggler(rows)
-    notes = (*notes, *_saturated_hosts(rows))
     return JobReport(
         kind="gpucheck-job",
         world_size=world_size,
@@ -361,4 +355,5 @@ def job_report(
         whatif=whatif,
         notes=tuple(notes),
         shapes=job_shapes(rows),
+        saturated_hosts=_saturated_hosts(rows),
     )

@@ -10,7 +10,14 @@ import statistics
 from gpu_notebook.analysis.run_trend import MIN_STEPS
 from gpu_notebook.escapes import printable_record
 from gpu_notebook.formatting import fmt_bytes, fmt_ms, fmt_seconds, fmt_share
-from gpu_notebook.records import JobReport, JobShape, RankFacts, RankShape, Straggler
+from gpu_notebook.records import (
+    JobReport,
+    JobShape,
+    RankFacts,
+    RankShape,
+    SaturatedHost,
+    Straggler,
+)
 from gpu_notebook.report.job import (
     STRAGGLER_THRESHOLD,
     drift_factor,
@@ -85,6 +92,7 @@ def render_job(job: JobReport) -> str:
             "finish): read their own report files, or run `gpucheck analyze DIR` over the traces"
         )
     lines += [f"  note: {n}" for n in job.notes]
+    lines += [f"  note: {saturated_host_note(h)}" for h in job.saturated_hosts]
     lines += _over_the_run(job)
     if job.whatif is not None:
         from gpu_notebook.views.wording import render_whatif
@@ -254,3 +262,14 @@ def _growth(s: RankShape) -> str:
     if s.gpu_bytes_per_step is not None:
         return f"GPU memory +{_per_100(s.gpu_bytes_per_step)} every 100 steps"
     return f"RSS +{_per_100(s.rss_bytes_per_step or 0.0)} every 100 steps"
+
+
+def saturated_host_note(h: SaturatedHost) -> str:
+    """Ranks that shared a saturated machine: their differences may be the machine's."""
+    names = ", ".join(str(r) for r in h.ranks)
+    return (
+        f"ranks {names} share host {h.host or '(unnamed)'}, whose CPUs were "
+        f"{h.busy_share:.0%} busy over the run: differences between these ranks "
+        "may be the machine's, not the code's (a straggler is named only beyond the ranks' "
+        "own step-to-step spread)"
+    )

@@ -33,7 +33,12 @@ MEASURE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         ("-s", "--steps"),
         f"Training steps to record with torch.profiler after the warm-up (default: {_DEFAULTS.profile_steps}).",
-        {"type": int, "default": _DEFAULTS.profile_steps},
+        {
+            "type": int,
+            "default": _DEFAULTS.profile_steps,
+            "dest": "profile_steps",
+            "metavar": "STEPS",
+        },
     ),
     OptionSpec(
         ("-w", "--warmup"),
@@ -83,7 +88,7 @@ def capture_options(args: Any) -> CaptureOptions:
     """The parsed options as a ``CaptureOptions`` (ValueError with what to do instead)."""
     return CaptureOptions(
         warmup_steps=args.warmup,
-        profile_steps=args.steps,
+        profile_steps=args.profile_steps,
         interval_s=args.interval,
         profile=not args.no_profile,
         lines=args.lines,

@@ -192,24 +192,16 @@ class StepClockRecord:
 
 @dataclass(frozen=True)
 class ProfileWindow:
-    """The bounded torch.profiler window."""
+    """One bounded torch.profiler window: the first (``Run.window``) or a later one, spaced over
+    a long cell (``Run.more_windows``); ``Run.windows`` has them all, in order."""
 
     status: WindowStatus
-    warmup_steps: int
-    requested_steps: int
+    warmup_steps: int  # steps the window waited for before it started
+    profile_steps: int  # steps it was to record (``-s/--steps``)
     first_step: int | None = None  # index of the first recorded step
     recorded_steps: int = 0
     trace_path: str | None = None  # exported Kineto JSON (may be .json.gz)
     message: str | None = None  # one line for the user when the window did not record
-
-
-@dataclass(frozen=True)
-class ExtraWindow:
-    """A later profiler window, spaced over a long cell (the first is ``Run.window``)."""
-
-    first_step: int
-    recorded_steps: int
-    trace_path: str | None = None
 
 
 # ---- the stack sampler's counts (capture/stacks.py fills them; analysis/lines.py reads them)
@@ -330,8 +322,22 @@ class Run:
     stacks: RawStacks | None = None  # the stack sampler's counts; None: line sampling off
     first_line: int = 2  # line number of cell_source's first line (2 in a %%gpucheck cell)
     magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
-    more_windows: tuple[ExtraWindow, ...] = ()  # profiler windows after the first, spaced out
+    more_windows: tuple[ProfileWindow, ...] = ()  # profiler windows after the first, spaced out
     rank: RankInfo | None = None  # None: not part of a multi-process job
+
+    @property
+    def windows(self) -> tuple[ProfileWindow, ...]:
+        """Every profiler window of the run, the first one first."""
+        return (self.window, *self.more_windows)
+
+    @property
+    def window_ranges(self) -> tuple[tuple[int, int], ...]:
+        """(first step, recorded steps) of every window that recorded a step, in order."""
+        return tuple(
+            (w.first_step, w.recorded_steps)
+            for w in self.windows
+            if w.first_step is not None and w.recorded_steps > 0
+        )
 
 
 @dataclass(frozen=True)
@@ -893,6 +899,9 @@ class Report:
             raise ValueError(
                 f"report schema version {version!r} is not supported (expected {SCHEMA_VERSION})"
             )
+        raw = text.encode() if isinstance(text, str) else text
+        if b'"requested_steps"' in raw:  # a key (in a string the quotes would be escaped)
+            return from_jsonable(cls, _one_window_record(msgspec.json.decode(raw)))
         # strict=False: "Infinity" becomes a float where a float is declared (see the codec).
         return msgspec.json.decode(text, type=cls, strict=False)
 
@@ -1070,6 +1079,33 @@ def from_jsonable(cls: type[T], data: Any) -> T:
     """Rebuild a record of type ``cls`` from ``to_jsonable`` output (msgspec.ValidationError if bad)."""
     # strict=False: lets "Infinity" become a float where a float is declared (see above).
     return msgspec.convert(data, type=cls, strict=False)
+
+
+def _one_window_record(data: Any) -> Any:
+    """A report written before every profiler window was one ``ProfileWindow`` (same schema
+    version), as written now: the first window's ``requested_steps`` is its ``profile_steps``;
+    a later window (``first_step``, ``recorded_steps``, ``trace_path`` only) recorded, from
+    its first step, the steps it holds."""
+    run = data.get("run") if isinstance(data, dict) else None
+    if not isinstance(run, dict):
+        return data
+    window = run.get("window")
+    if isinstance(window, dict) and "requested_steps" in window:
+        window["profile_steps"] = window.pop("requested_steps")
+    later = run.get("more_windows")
+    if isinstance(later, list):
+        run["more_windows"] = [
+            {
+                "status": "recorded",
+                "warmup_steps": w.get("first_step"),
+                "profile_steps": w.get("recorded_steps"),
+                **w,
+            }
+            if isinstance(w, dict) and "status" not in w
+            else w
+            for w in later
+        ]
+    return data
 
 
 def _finite(value: Any) -> Any:

@@ -39,7 +39,7 @@ def test_our_profiler_start_and_stop_leave_fd2_where_it_points(monkeypatch):
             return _original(self)
 
         monkeypatch.setattr(profile, name, spy)
-    window = ProfilerWindow(warmup=0, steps=1, cuda=False)
+    window = ProfilerWindow(warmup=0, profile_steps=1, cuda=False)
     before = _fd2_identity()
     window.on_boundary(0)
     torch.randn(4).sum()
@@ -63,7 +63,7 @@ _HEARTBEAT_CHILD = textwrap.dedent(
     t = threading.Thread(target=heartbeat)
     t.start()
     while not written.is_set():  # our windows start and stop while the thread writes
-        w = ProfilerWindow(warmup=0, steps=1, cuda=False)
+        w = ProfilerWindow(warmup=0, profile_steps=1, cuda=False)
         w.on_boundary(0); torch.randn(8).sum(); w.on_boundary(1); w.close()
     t.join()
     {after}
@@ -378,7 +378,7 @@ _NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="emit_nvtx n
     ids=["legacy", "autograd_profile", "itt", "nvtx", "kineto"],
 )
 def test_a_profiler_the_cell_starts_late_makes_ours_step_aside(make):
-    window = ProfilerWindow(warmup=0, steps=5, cuda=False)
+    window = ProfilerWindow(warmup=0, profile_steps=5, cuda=False)
     window.guard()
     try:
         window.on_boundary(0)

@@ -91,12 +91,12 @@ def test_profiled_steps_and_the_step_after_are_never_stalls():
         for i in range(first, first + n + 1):
             durations[i] = 0.040
     run = syn.make_run("", steps=_steps(durations, ours={first: 0.03 for first, _ in windows}))
-    from gpu_notebook.records import ExtraWindow
-
     run = dataclasses.replace(
         run,
         window=ProfileWindow("recorded", 2, 3, first_step=2, recorded_steps=3),
-        more_windows=tuple(ExtraWindow(f, n) for f, n in windows[1:]),
+        more_windows=tuple(
+            ProfileWindow("recorded", f, 3, first_step=f, recorded_steps=n) for f, n in windows[1:]
+        ),
     )
     mine = disturbed_steps(run)
     assert {2, 3, 4, 5, 50, 53} <= mine and 6 not in mine and 54 not in mine

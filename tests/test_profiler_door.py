@@ -17,7 +17,7 @@ PROGRAM = textwrap.dedent(
     from gpu_notebook.capture.profiler import ProfilerWindow
 
     assert "torch._inductor" not in sys.modules  # no optimizer, no compile: not imported yet
-    window = ProfilerWindow(warmup=1, steps=2, cuda=False)
+    window = ProfilerWindow(warmup=1, profile_steps=2, cuda=False)
     x = torch.randn(8, 8)
     for step in range(4):
         window.on_boundary(step)

@@ -89,3 +89,18 @@ def test_the_text_report_shows_the_before_after_comparison_with_one_gain_wording
     assert "Before / after:" in text
     assert "(predicted: up to 1.82x)" in text  # the same words as the findings and the page
     assert "up to 1.82x" in render_html(report)
+
+
+def test_a_report_written_before_the_one_window_record_still_reads() -> None:
+    """Schema 1 as first written: ``window.requested_steps``, and later windows of three fields
+    (``ExtraWindow``): read as one ``ProfileWindow`` each, ``profile_steps`` the knob's name."""
+    from gpu_notebook.records import ProfileWindow
+
+    report = synthetic_gpu_report()
+    later = ProfileWindow("recorded", 66, 3, first_step=66, recorded_steps=3, trace_path="w2.json")
+    report = dataclasses.replace(report, run=dataclasses.replace(report.run, more_windows=(later,)))
+    data = report.to_dict()
+    data["run"]["window"]["requested_steps"] = data["run"]["window"].pop("profile_steps")
+    data["run"]["more_windows"] = [{"first_step": 66, "recorded_steps": 3, "trace_path": "w2.json"}]
+    assert Report.from_json(json.dumps(data)) == report
+    assert report.run.windows == (report.run.window, later)

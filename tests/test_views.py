@@ -366,7 +366,7 @@ def synthetic_gpu_report(
         window=ProfileWindow(
             status="recorded",
             warmup_steps=2,
-            requested_steps=5,
+            profile_steps=5,
             first_step=2,
             recorded_steps=5,
             trace_path=None,

@@ -79,15 +79,18 @@ def _whole_run(
         return shape, phases, None
     if shape is None or phases is None or phases.source != "trace":
         return shape, phases, None
+    # Each window's split: the first window's is ``phases``; a later one's from its own trace.
     windows: list[tuple[int, int, PhaseBreakdown]] = []
-    if run.window.first_step is not None:
-        windows.append((run.window.first_step, run.window.recorded_steps, phases))
     traces = WindowTraces() if traces is None else traces
-    for extra in run.more_windows:
-        if extra.trace_path is not None and extra.recorded_steps > 0:
-            more = trace_figures(traces.load(extra.trace_path))[0]
+    for k, w in enumerate(run.windows):
+        if w.first_step is None:
+            continue
+        if k == 0:
+            windows.append((w.first_step, w.recorded_steps, phases))
+        elif w.trace_path is not None and w.recorded_steps > 0:
+            more = trace_figures(traces.load(w.trace_path))[0]
             if more is not None:
-                windows.append((extra.first_step, extra.recorded_steps, more))
+                windows.append((w.first_step, w.recorded_steps, more))
     if shape.represents is False:
         hooks = whole_run_phases(run.steps, run.window.warmup_steps, shape)
         if hooks is not None:

@@ -27,13 +27,8 @@ __all__ = ["disturbed_steps", "instrumentation_factor"]
 def disturbed_steps(run: Run) -> frozenset[int]:
     """Indices of the steps that contain our own work (see the module docstring)."""
     out: set[int] = {s.index for s in run.steps.steps if s.ours_s > 0}
-    follow = run.window.requested_steps if run.stacks is not None else 0
-    windows: list[tuple[int, int]] = []
-    w = run.window
-    if w.first_step is not None and w.recorded_steps > 0:
-        windows.append((w.first_step, w.recorded_steps))
-    windows.extend((x.first_step, x.recorded_steps) for x in run.more_windows if x.recorded_steps)
-    for k, (first, n) in enumerate(windows):
+    follow = run.window.profile_steps if run.stacks is not None else 0
+    for k, (first, n) in enumerate(run.window_ranges):
         # The profiled steps, the one the stop ran in, and (after the first window only) the
         # steps the stack sampler followed it with.
         extra = follow if k == 0 else 0

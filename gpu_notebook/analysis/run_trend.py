@@ -53,7 +53,6 @@ __all__ = [
     "grown_phase",
     "run_shape",
     "whole_run_phases",
-    "window_ranges",
 ]
 
 # Fewer steps than this after the warm-up: a run too short to have a shape.
@@ -74,16 +73,6 @@ MAX_STALL_INDICES = 64
 # The run's data split is used when the data wait is at least this share in the run or the
 # window (the verdict's warning level): then the input question is what the window got wrong.
 DATA_QUESTION = 0.10
-
-
-def window_ranges(run: Run) -> list[tuple[int, int]]:
-    """(first step, recorded steps) of every profiler window that recorded a step."""
-    out: list[tuple[int, int]] = []
-    w = run.window
-    if w.first_step is not None and w.recorded_steps > 0:
-        out.append((w.first_step, w.recorded_steps))
-    out.extend((x.first_step, x.recorded_steps) for x in run.more_windows if x.recorded_steps > 0)
-    return out
 
 
 def run_shape(run: Run) -> RunShape | None:
@@ -126,9 +115,9 @@ def run_shape(run: Run) -> RunShape | None:
     calm = ~stalled if stalled.sum() < len(dur) / 2 else np.ones_like(stalled)
     slope = _slope(index[calm], dur[calm])
     segments = _segments(steps_read, weight)
-    windows = [_window_segment(steps, first, n, weight) for first, n in window_ranges(run)]
+    windows = [_window_segment(steps, first, n, weight) for first, n in run.window_ranges]
     windows_kept = tuple(w for w in windows if w is not None)
-    reference = [_reference_time(steps_read, first, n) for first, n in window_ranges(run)]
+    reference = [_reference_time(steps_read, first, n) for first, n in run.window_ranges]
     reference_s = [r for r in reference if r is not None]
     covers = represents = window_median = None
     if reference_s:

@@ -179,13 +179,13 @@ class ProfilerWindow:
     def __init__(
         self,
         warmup: int,
-        steps: int,
+        profile_steps: int,
         *,
         cuda: bool,
         record_shapes: bool = False,
     ) -> None:
         self.warmup = warmup
-        self.steps = steps
+        self.profile_steps = profile_steps
         self._starting = False  # our own profiler is starting: the guard lets it through
         self._guard: list[tuple[Any, str, Any, Any]] | None = None  # (owner, name, old, new)
         self._guard_inert = False
@@ -229,7 +229,7 @@ class ProfilerWindow:
         self._mark(step_index)
         self._last_step = step_index
         assert self._first_step is not None
-        if step_index - self._first_step >= self.steps:
+        if step_index - self._first_step >= self.profile_steps:
             self._stop(complete=True)
 
     def restart(self) -> None:
@@ -411,7 +411,7 @@ class ProfilerWindow:
         return ProfileWindow(
             status=self._status,
             warmup_steps=self.warmup,
-            requested_steps=self.steps,
+            profile_steps=self.profile_steps,
             first_step=self._first_step if recorded else None,
             recorded_steps=recorded,
             trace_path=None,  # set by the session once export() has written the file

@@ -34,7 +34,6 @@ from gpu_notebook.capture.stacks import StackSampler
 from gpu_notebook.records import (
     CellStatus,
     Environment,
-    ExtraWindow,
     LiveStatus,
     ProfileWindow,
     RankInfo,
@@ -284,7 +283,7 @@ class CaptureSession:
         clock = StepClock(self._t0_ns, thread_id=self._thread_id)
         window = ProfilerWindow(
             warmup=self.options.warmup_steps,
-            steps=self.options.profile_steps,
+            profile_steps=self.options.profile_steps,
             cuda=self._env.cuda_available,
         )
         clock.memory_every_steps = MEMORY_EVERY_STEPS
@@ -415,7 +414,7 @@ class CaptureSession:
         clock = self._clock
         extra = ProfilerWindow(
             warmup=step_index,
-            steps=self.options.profile_steps,
+            profile_steps=self.options.profile_steps,
             cuda=bool(self._env and self._env.cuda_available),
         )
 
@@ -525,7 +524,7 @@ class CaptureSession:
             window = ProfileWindow(
                 status="unavailable",
                 warmup_steps=self.options.warmup_steps,
-                requested_steps=self.options.profile_steps,
+                profile_steps=self.options.profile_steps,
                 message="the code never imported torch"
                 if torch_installed()
                 else "torch is not installed",
@@ -536,7 +535,7 @@ class CaptureSession:
             window = ProfileWindow(
                 status="disabled",
                 warmup_steps=self.options.warmup_steps,
-                requested_steps=self.options.profile_steps,
+                profile_steps=self.options.profile_steps,
                 message="profiling disabled (--no-profile): sampling and step timing only",
             )
         more_windows = []
@@ -547,7 +546,7 @@ class CaptureSession:
                 Path(scratch) / f"window{k + 2}.trace.json" if scratch is not None else None
             )
             if rec.first_step is not None and rec.recorded_steps > 0:
-                more_windows.append(ExtraWindow(rec.first_step, rec.recorded_steps, path))
+                more_windows.append(dataclasses.replace(rec, trace_path=path))
         notes = list(self._notes)
         if self._clock is not None:
             notes.extend(self._clock.notes)

@@ -125,7 +125,7 @@ def report_from_trace(
         window=ProfileWindow(
             status="recorded",
             warmup_steps=0,
-            requested_steps=n_steps,
+            profile_steps=n_steps,
             first_step=0,
             recorded_steps=n_steps,
             trace_path=str(path),

@@ -322,10 +322,7 @@ def _window_steps(report: Report) -> list[tuple[int, int]]:
     shape = report.analysis.shape
     if shape is not None and shape.windows:
         return [(w.first_step, w.last_step) for w in shape.windows]
-    w = report.run.window
-    if w.first_step is None or w.recorded_steps <= 0:
-        return []
-    return [(w.first_step, w.first_step + w.recorded_steps - 1)]
+    return [(first, first + n - 1) for first, n in report.run.window_ranges[:1]]
 
 
 def _stall_steps(shape: RunShape | None) -> tuple[int, ...]:

@@ -551,13 +551,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             name = printable(f.name)
             label = f"rank {rank}" if rank is not None else name
             show(f"\n=== {label} ({name}) " + "=" * max(0, 60 - len(label) - len(name)))
-            show(render_text(report))
-            if report.gpu_estimate is not None:
-                from gpu_notebook.views.wording import describe_estimate
-
-                show(
-                    "\nWould a GPU help?\n  " + "\n  ".join(describe_estimate(report.gpu_estimate))
-                )
+            show(render_text(report))  # the text report holds 'Would a GPU help?'
     json_out, job_out = outputs
     if len(ranked) > 1 or any(w is not None and w > 1 for _, _, _, w in ranked):
         doubts = _not_one_job(ranked)

@@ -33,7 +33,12 @@ MEASURE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         ("-s", "--steps"),
         f"Training steps to record with torch.profiler after the warm-up (default: {_DEFAULTS.profile_steps}).",
-        {"type": int, "default": _DEFAULTS.profile_steps, "dest": "profile_steps"},
+        {
+            "type": int,
+            "default": _DEFAULTS.profile_steps,
+            "dest": "profile_steps",
+            "metavar": "STEPS",
+        },
     ),
     OptionSpec(
         ("-w", "--warmup"),

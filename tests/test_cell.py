@@ -98,3 +98,18 @@ def test_a_cell_that_does_not_parse_is_parsed_once_and_says_why_each_time():
     assert not first.parsed and first.parse_error == again.parse_error
     assert "line 1" in (first.parse_error or "")
     assert parse.PARSES["ast"] == 1
+
+
+def test_fixes_that_edit_what_the_rules_found_parse_nothing_more():
+    from gpu_notebook.cell import parse
+    from gpu_notebook.rules.host_tensors import FIX
+
+    cell = TWO_FIX_CELL.replace(
+        "    loss = ", "    x = x.to(device)\n    n = torch.zeros(2).cuda()\n    loss = "
+    )
+    parse.forget()
+    facts = scan_source(cell)
+    assert [c.line for c in facts.blocking_copies] == [2, 3]
+    for fix in ("non_blocking_copies", FIX):
+        assert isinstance(apply_fix(fix, cell), Patch)
+    assert parse.PARSES["ast"] == 1 and parse.PARSES["libcst"] == 1, parse.PARSES

@@ -289,11 +289,14 @@ def _schema(raw: bool) -> tuple[msgspec.json.Decoder[Any], type[Any]]:
     struct, field_ = msgspec.Struct, msgspec.field
     # Classes built with real annotation objects: this module postpones annotations, and
     # msgspec could not resolve the string form of types local to this function.
+    # gc=False: decoded events and their args hold JSON values only, never a reference cycle;
+    # untracked, the collector does not walk the hundreds of thousands a trace decodes into
+    # (benchmarks/README.md: the reader x0.85-0.90 of before, the kept args included).
     arg_keys = (*ARG_COLUMNS, *KEPT_ARGS)
     args_cls = types.new_class(
         "_KinetoArgs",
         (struct,),
-        {"kw_only": True},
+        {"kw_only": True, "gc": False},
         lambda ns: ns.update(
             __annotations__={
                 attr: msgspec.Raw if raw and attr in _RAW_ARGS else Any for attr, _ in arg_keys
@@ -306,7 +309,7 @@ def _schema(raw: bool) -> tuple[msgspec.json.Decoder[Any], type[Any]]:
     event_cls = types.new_class(
         "_KinetoEvent",
         (struct,),
-        {"kw_only": True},
+        {"kw_only": True, "gc": False},
         lambda ns: ns.update(
             __annotations__={**dict.fromkeys(event_fields, Any), "args": args_cls | None},
             **dict.fromkeys((*event_fields, "args"), None),

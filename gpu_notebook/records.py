@@ -15,7 +15,9 @@ from typing import Any, Literal, TypeVar, get_args
 
 import msgspec
 
-SCHEMA_VERSION = 1
+# 2: the what-if, the GPU estimate and the before/after carry figures, not sentences (the views
+# word them); every profiler window is one ProfileWindow. Schema 1 reports still read (below).
+SCHEMA_VERSION = 2
 
 # The phases of one training step, in display order. Shares of a step sum to 1 over these.
 Phase = Literal[
@@ -895,13 +897,12 @@ class Report:
     def from_json(cls, text: str | bytes) -> Report:
         """Read ``to_json`` output (ValueError: another schema version; msgspec.ValidationError)."""
         version = msgspec.json.decode(text, type=_Header).schema_version
+        if version == 1:
+            return from_jsonable(cls, _from_schema1(msgspec.json.decode(text)))
         if version != SCHEMA_VERSION:
             raise ValueError(
                 f"report schema version {version!r} is not supported (expected {SCHEMA_VERSION})"
             )
-        raw = text.encode() if isinstance(text, str) else text
-        if b'"requested_steps"' in raw:  # a key (in a string the quotes would be escaped)
-            return from_jsonable(cls, _one_window_record(msgspec.json.decode(raw)))
         # strict=False: "Infinity" becomes a float where a float is declared (see the codec).
         return msgspec.json.decode(text, type=cls, strict=False)
 
@@ -1081,9 +1082,20 @@ def from_jsonable(cls: type[T], data: Any) -> T:
     return msgspec.convert(data, type=cls, strict=False)
 
 
+def _from_schema1(data: Any) -> Any:
+    """A schema 1 report (written before 2026-12-02) as schema 2 reads it: its windows as one
+    record each; its what-if, GPU estimate and before/after are dropped, since they held
+    sentences where schema 2 holds figures, and the next run computes them again. What a
+    comparison needs (the run, its steps, the findings) reads as it was written."""
+    data = _one_window_record(data)
+    if isinstance(data, dict):
+        data.update(whatif=None, gpu_estimate=None, comparison=None, schema_version=SCHEMA_VERSION)
+    return data
+
+
 def _one_window_record(data: Any) -> Any:
-    """A report written before every profiler window was one ``ProfileWindow`` (same schema
-    version), as written now: the first window's ``requested_steps`` is its ``profile_steps``;
+    """A schema 1 report, written before every profiler window was one ``ProfileWindow``, as
+    written now: the first window's ``requested_steps`` is its ``profile_steps``;
     a later window (``first_step``, ``recorded_steps``, ``trace_path`` only) recorded, from
     its first step, the steps it holds."""
     run = data.get("run") if isinstance(data, dict) else None

@@ -239,7 +239,7 @@ def test_report_round_trips_through_json(ip):
     rep = run(ip, cells.CNN_LOADER.format(workers=0))
     again = Report.from_json(rep.to_json())
     assert again == rep
-    assert json.loads(rep.to_json())["schema_version"] == 1
+    assert json.loads(rep.to_json())["schema_version"] == 2
     assert "gpucheck:" in repr(again)
 
 

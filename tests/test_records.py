@@ -7,12 +7,13 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 from typing import get_args
 
 import msgspec
 import pytest
 
-from gpu_notebook.records import PHASES, Phase, Report
+from gpu_notebook.records import PHASES, SCHEMA_VERSION, Phase, Report
 from gpu_notebook.views.html import render_html
 from gpu_notebook.views.text import render_text
 from tests.test_views import synthetic_comparison, synthetic_gpu_report
@@ -100,7 +101,30 @@ def test_a_report_written_before_the_one_window_record_still_reads() -> None:
     later = ProfileWindow("recorded", 66, 3, first_step=66, recorded_steps=3, trace_path="w2.json")
     report = dataclasses.replace(report, run=dataclasses.replace(report.run, more_windows=(later,)))
     data = report.to_dict()
+    data["schema_version"] = 1
     data["run"]["window"]["requested_steps"] = data["run"]["window"].pop("profile_steps")
     data["run"]["more_windows"] = [{"first_step": 66, "recorded_steps": 3, "trace_path": "w2.json"}]
-    assert Report.from_json(json.dumps(data)) == report
+    old = Report.from_json(json.dumps(data))
+    assert old == dataclasses.replace(report, whatif=None, gpu_estimate=None, comparison=None)
     assert report.run.windows == (report.run.window, later)
+
+
+def test_a_report_the_previous_release_wrote_reads_and_compares() -> None:
+    """tests/data/report_schema1.json: ``gpucheck run --json`` of a 40-step MLP at 49da5c6
+    (schema 1: later windows of three fields, the what-if's reasons as sentences). It reads as
+    schema 2 (its worded sections dropped, its steps as written), and ``gpucheck compare`` of
+    it against itself gives a before/after instead of "cannot read"."""
+    path = Path(__file__).parent / "data" / "report_schema1.json"
+    written = json.loads(path.read_text())
+    assert written["schema_version"] == 1 and written["whatif"] is not None
+    report = Report.from_json(path.read_text())
+    assert report.schema_version == SCHEMA_VERSION == 2
+    assert report.whatif is None and report.gpu_estimate is None
+    assert report.run.window.profile_steps == written["run"]["window"]["requested_steps"]
+    assert len(report.run.steps.steps) == len(written["run"]["steps"]["steps"]) > 0
+    out = subprocess.run(
+        [sys.executable, "-m", "gpu_notebook", "compare", str(path), str(path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "cannot read" not in out.stderr and "1.00x" in out.stdout

@@ -77,8 +77,24 @@ def _by_name(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # ------------------------------------------------------------------------------- the dry run
 
 
+def _abstains_with_the_planted_window(report_path: Path, expected: list[str]) -> bool:
+    """The report's 'unknown' is the abstention of a run its window does not represent (a busy
+    machine stretches the profiled steps of a tiny-op loop 3x and preempts every few steps),
+    and its window alone read the planted verdict: the mechanism, not the machine's load."""
+    report = Report.from_json(report_path.read_text())
+    return (
+        report.verdict.category == "unknown"
+        and any(f.rule_id == "run.window_unrepresentative" for f in report.findings)
+        and any(
+            line.startswith(f"the window alone reads {v}:")
+            for line in report.verdict.evidence
+            for v in expected
+        )
+    )
+
+
 def test_dry_run_lists_every_scenario_with_a_verdict_or_a_skip_reason(
-    kit: ModuleType, summary: dict[str, Any]
+    kit: ModuleType, summary: dict[str, Any], dry_run: tuple[subprocess.CompletedProcess[str], Path]
 ) -> None:
     entries = _by_name(summary)
     assert list(entries) == list(kit.SCENARIO_NAMES)
@@ -86,7 +102,9 @@ def test_dry_run_lists_every_scenario_with_a_verdict_or_a_skip_reason(
         assert e["status"] in ("ok", "skipped"), f"{name}: {e['error']}\n{e.get('traceback')}"
         if e["status"] == "ok":
             assert e["verdict"] in VERDICTS, name
-            assert e["verdict_matches"], f"{name}: {e['verdict']} not in {e['expected_verdicts']}"
+            assert e["verdict_matches"] or _abstains_with_the_planted_window(
+                dry_run[1] / f"{name}.baseline.report.json", e["expected_verdicts"]
+            ), f"{name}: {e['verdict']} not in {e['expected_verdicts']}"
         else:
             assert e["skip_reason"].startswith("skipped: "), name
 

@@ -22,12 +22,13 @@ from gpu_notebook.fixes.cst_tools import (
     calls_in,
     dotted_name,
     expression,
+    facts_of,
     has_star_kwargs,
     keyword,
     last_part,
     main_model_name,
     method_name,
-    optimizer_constructor,
+    nodes_of,
     receiver,
     remove_keyword,
     replace_nodes,
@@ -216,10 +217,8 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
     if implementation not in ("fused", "foreach"):
         raise ValueError(f'implementation must be "fused" or "foreach", not {implementation!r}')
     classes = FUSED_OPTIMIZERS if implementation == "fused" else FOREACH_OPTIMIZERS
-    calls = [
-        c for c in calls_in(module)
-        if optimizer_constructor(c) and last_part(call_name(c)) in classes
-    ]  # fmt: skip
+    found = [opt.node for opt in facts_of(module).optimizers if opt.cls in classes]
+    calls: list[cst.Call] = nodes_of(module, [node for node in found if node is not None])
     if not calls:
         names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
         return Declined(f"no torch.optim {names} optimizer is created in this cell")

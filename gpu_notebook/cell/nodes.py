@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 Span = tuple[int, int, int, int]  # first line, first column, last line, end column (characters)
 
 
-def _span(node: ast.AST, lines: Sequence[str]) -> Span | None:
+def _span(node: ast.AST | None, lines: Sequence[str]) -> Span | None:
     start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
     col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
     if start is None or end is None or col is None or end_col is None:
@@ -49,9 +49,9 @@ def _index(module: cst.Module) -> dict[tuple[Span, str], cst.CSTNode]:
     return index
 
 
-def cst_nodes(module: cst.Module, nodes: Sequence[ast.AST]) -> list[cst.CSTNode | None]:
+def cst_nodes(module: cst.Module, nodes: Sequence[ast.AST | None]) -> list[cst.CSTNode | None]:
     """The libcst node of ``module`` at each ast node's range, of the same kind (a Call for a
-    Call); None where there is none. ``module`` and the ast tree must come from the same text."""
+    Call); None where there is none (or no ast node). ``module`` and the ast tree must come from the same text."""
     lines = module.code.splitlines()
     index = _index(module)
     return [

@@ -173,7 +173,7 @@ def facts_of(module: cst.Module) -> SourceFacts:
     return scan_source(module.code)
 
 
-def nodes_of(module: cst.Module, found: Sequence[ast.AST]) -> list[Any]:
+def nodes_of(module: cst.Module, found: Sequence[ast.AST | None]) -> list[Any]:
     """The libcst nodes of ``module`` at the facts' nodes ``found`` (those without one left out)."""
     return [node for node in cst_nodes(module, found) if node is not None]
 

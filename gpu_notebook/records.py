@@ -725,6 +725,14 @@ class RunShape:
     # The low end of the last fifth's slowdown over the first (a seeded block-bootstrap range,
     # analysis.compare_samples): a drift is measured only when it is above 1.
     drift_low: float | None = None
+    drift: float | None = None  # last fifth's median step over the first's (None: first is 0)
+    # The run's time above the first fifth's pace (had every step kept it), and above the
+    # median step (had every step taken it): the shares a drift and a jitter stand for.
+    drift_share: float | None = None
+    above_median_share: float | None = None
+    # The hook-timed phase that grew most from the first fifth to the last: (phase, its
+    # median in the first fifth, in the last); None when none grew or too few steps were timed.
+    grown_phase: tuple[str, float, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from gpu_notebook.rules import (
     backend_flags,
     batch,
     copies,
+    debug_apis,
     distributed,
     host_tensors,
     inference,
@@ -62,8 +63,8 @@ from gpu_notebook.trace.windows import WindowTraces
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
 FAMILIES = (input_pipeline, copies, host_tensors, syncs, step_logging, launch, batch, precision,
-            backend_flags, memory, shapes, recompiles, inference, distributed, run_shape,
-            machine)  # fmt: skip
+            backend_flags, debug_apis, memory, shapes, recompiles, inference, distributed,
+            run_shape, machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
 # Fixes a rule module owns beside its check (``FIX``), by the id its findings carry.
 RULE_FIXES: dict[str, Fix] = {

@@ -17,6 +17,7 @@ per-step logging): the bound is then looser but still an upper bound, and the ev
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 
@@ -180,19 +181,10 @@ def finding(
     fix_id: str | None = None,
     fix_params: dict[str, str | int | float | bool | None] | None = None,
 ) -> Finding:
-    return Finding(
-        rule_id=rule_id,
-        title=title,
-        severity=severity,
-        evidence=tuple(evidence),
-        phase_share=phase_share,
-        gain_bound=bound,
-        fix=fix,
-        source=source,
-        line=line,
-        fix_id=fix_id,
-        fix_params=dict(fix_params or {}),
-    )
+    """A rule's finding: what it found and why (positional, in ``Finding``'s field order), then
+    where in the cell and which fix."""
+    found = Finding(rule_id, title, severity, tuple(evidence), phase_share, bound, fix, source)
+    return dataclasses.replace(found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}))
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.

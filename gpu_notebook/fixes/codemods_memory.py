@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpu_notebook.cell.names import dotted, method_of
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
     Edited,
     Replacement,
-    dotted_name,
     loss_names,
-    method_name,
     replace_nodes,
     training_loops,
     walk,
@@ -33,11 +32,11 @@ def kept_graphs(loop: cst.CSTNode, names: set[str]) -> list[cst.Call]:
     for node in walk(loop):
         if (
             not isinstance(node, cst.Call)
-            or method_name(node) not in KEEPING_METHODS
+            or method_of(node) not in KEEPING_METHODS
             or not node.args
         ):
             continue
-        if dotted_name(node.args[-1].value) in names:
+        if dotted(node.args[-1].value) in names:
             found.append(node)
     return found
 
@@ -57,7 +56,7 @@ def detach_kept_tensors(module: cst.Module, *, names: str = "") -> CodemodResult
     for loop in loops:
         for call in kept_graphs(loop.body, wanted or loss_names(loop.body)):
             arg = call.args[-1]
-            name = dotted_name(arg.value) or ""
+            name = dotted(arg.value) or ""
             stored.append(name)
             detached = cst.Call(func=cst.Attribute(value=arg.value, attr=cst.Name("detach")))
             edits[arg] = _with_value(detached)

@@ -736,6 +736,16 @@ class RunShape:
 
 
 @dataclass(frozen=True)
+class RunPhase:
+    """One phase over the run as the step clock timed it (``analysis.steps.run_phase``)."""
+
+    share: float  # of the steps' time (our own work taken out)
+    steps: int  # the steps it rests on
+    phase_s: float  # mean a step
+    step_s: float  # mean step
+
+
+@dataclass(frozen=True)
 class Analysis:
     """All figures computed from one Run."""
 
@@ -749,6 +759,10 @@ class Analysis:
     shape: RunShape | None = None  # the whole run: drift, jitter, stalls, memory, window's place
     # The profiled windows' own phase split, when ``phases`` holds the whole-run estimate.
     window_phases: PhaseBreakdown | None = None
+    # The data wait and the optimizer step over the run, outside the profiled windows (the
+    # step clock's timed steps); None where not timed over enough steps.
+    run_data: RunPhase | None = None
+    run_optimizer: RunPhase | None = None
 
 
 @dataclass(frozen=True)

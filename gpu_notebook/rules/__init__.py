@@ -24,7 +24,7 @@ from typing import Any
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.own_cost import instrumentation_factor
-from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
+from gpu_notebook.analysis.steady import STALL_FACTOR, with_steady_ops, without_stalls
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.cell.scan import scan_source
@@ -56,7 +56,6 @@ from gpu_notebook.rules.common import (
     Rule,
     below_noise,
     profiled_steps,
-    steady_top_ops,
 )
 from gpu_notebook.trace.windows import WindowTraces
 
@@ -116,11 +115,9 @@ def run_rules(
     if facts is None:
         facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
-    if stalls and run.window.trace_path is not None and steady.phases is not None:
+    if stalls and run.window.trace_path is not None:
         traces = WindowTraces() if traces is None else traces
-        ops = steady_top_ops(traces.get(run.window.trace_path), steady.phases)
-        if ops is not None:
-            steady = dataclasses.replace(steady, top_ops=ops)
+        steady = with_steady_ops(steady, traces.get(run.window.trace_path))
     confidence = _confidence_note(steady, verdict)
     # On a GPU the host's profiling overhead mostly hides behind kernels; the note is for CPU runs.
     factor = instrumentation_factor(run) if analysis.gpu is None else None

@@ -39,16 +39,19 @@ _PHASE_WORK = {
 # The loop's thread waits for a core at least this share of a step: a machine this busy
 # preempts steps at random, so uneven steps say nothing of the code.
 MACHINE_WAIT = 0.2
+# The wait is the median of the sampler's readings (a few a second), the stalls' extra time a
+# sum over steps: two clocks reading the same preemptions, each off by a reading's share.
+MACHINE_COVER = 1.25
 
 
 def machine_explains(shape: RunShape, excess_share: float | None) -> bool:
     """The time the loop's thread waited for a core (schedstat) covers the extra time of uneven
     or stalled steps (``excess_share`` of the run; None: jitter): the machine's, not the code's.
-    A stall that recurs on a schedule is never the machine's (callers check the period)."""
+    A stall that matches a periodic block of the cell stays the code's (callers check)."""
     wait = shape.run_wait_share
     if wait is None or wait < MACHINE_WAIT:
         return False
-    return excess_share is None or excess_share <= wait
+    return excess_share is None or excess_share <= MACHINE_COVER * wait
 
 
 def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -163,7 +166,12 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     stalls = shape.stalls if shape is not None else None
     if stalls is None or stalls.share < STALL_SHARE:
         return None
-    if shape is not None and machine_explains(shape, stalls.share) and stalls.period_steps is None:
+    block = _matching_block(run, facts, stalls.period_steps)
+    if shape is not None and machine_explains(shape, stalls.share) and block is None:
+        # The thread waited for a core as long as the stalls' extra time: preemptions. On a
+        # core shared with a spinning process they even keep a period (the scheduler's time
+        # slice, every ~N uniform steps), so a period alone is no evidence of the code; a
+        # periodic block in the cell that matches it is (a checkpoint on a busy machine).
         return None
     bound = gain_bound(stalls.share, analysis)
     evidence = [
@@ -179,7 +187,6 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
             f"{fmt_share(stalls.phase_share or 0.0)} of the extra time"
         )
     line = None
-    block = _matching_block(run, facts, stalls.period_steps)
     what = "the periodic work"
     if block is not None:
         line, what = block.line, block.work

@@ -790,6 +790,9 @@ class Analysis:
     run_data: RunPhase | None = None
     run_optimizer: RunPhase | None = None
     machine: MachineFacts | None = None  # the rest of the machine over the run (the sampler's)
+    # How much longer a profiled step took than an unprofiled one (analysis.own_cost); None
+    # without unprofiled steps or when they were no faster.
+    profiling_factor: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpu_notebook.analysis.machine import machine_facts
+from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.run_trend import run_shape
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import ProfileWindow, Sample, SampleSeries, StepClockRecord, StepTiming
@@ -50,7 +50,7 @@ def _run(durations, others_cores, ours_pct=100.0, threads=None):
 
 def _analysis(run):
     """A window's analysis with the machine's figures of ``run``, as ``analyze`` gives them."""
-    return dataclasses.replace(syn.make_analysis(), machine=machine_facts(run))
+    return with_run_figures(run, syn.make_analysis())
 
 
 def test_a_load_burst_is_not_drift():

@@ -154,11 +154,6 @@ class SourceFacts:
         return tuple(line for line in lines if not line.gated)
 
 
-def training_loop_lines(facts: SourceFacts) -> tuple[int, ...]:
-    """Lines of the innermost training loops (handy for evidence)."""
-    return tuple(loop.line for loop in facts.training_loops())
-
-
 __all__ = [
     "LoaderCall",
     "LogKind",
@@ -168,5 +163,4 @@ __all__ = [
     "SourceLine",
     "SyncKind",
     "ValidationKind",
-    "training_loop_lines",
 ]

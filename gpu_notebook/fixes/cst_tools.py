@@ -227,11 +227,6 @@ def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression
     return out
 
 
-def module_names(module: cst.Module) -> set[str]:
-    """Names that hold an nn.Module (the model, the loss module): the facts' model names."""
-    return set(facts_of(module).model_names)
-
-
 def optimizer_names(module: cst.Module) -> set[str]:
     return {opt.name for opt in facts_of(module).optimizers if opt.name is not None}
 

@@ -119,9 +119,7 @@ def run_shape(run: Run) -> RunShape | None:
     # Neighbours that stalled (over STALL_FACTOR x the run's median: a busy machine preempts
     # every few tiny steps) do not stand for the window's pace; the stalls are read as such.
     typical_s = STALL_FACTOR * median
-    reference = [
-        _reference_time(steps_read, first, n, typical_s) for first, n in run.window_ranges
-    ]
+    reference = [_reference_time(steps_read, first, n, typical_s) for first, n in run.window_ranges]
     reference_s = [r for r in reference if r is not None]
     covers = represents = window_median = None
     if reference_s:

@@ -554,13 +554,16 @@ class Finding:
     severity: Severity
     evidence: tuple[str, ...]
     phase_share: float | None  # share of the step the fix can remove
-    gain_bound: float | None  # at most 1/(1 - phase_share) times faster
+    gain_bound: float | None  # at most 1/(1 - phase_share) times faster: the range's high end
     fix: str  # one line: what to change
     source: str = ""  # where the threshold comes from
     line: int | None = None  # line of the cell the finding points at
     fix_id: str | None = None  # gpu_notebook.fixes catalog id
     fix_params: Mapping[str, Any] = field(default_factory=dict)
     proposal: FixProposal | None = None
+    # The range's low end (rules.common.gain_range): what the fix gains when it removes only the
+    # low-quartile share of the steps. None: not estimated, the range is 1x to ``gain_bound``.
+    gain_low: float | None = None
 
 
 @dataclass(frozen=True)
@@ -602,6 +605,7 @@ class Comparison:
     gpu_util_pct: float | None
     fix_id: str | None = None  # the fix that produced this cell, when known
     predicted_bound: float | None = None  # that fix's gain bound in the baseline report
+    predicted_low: float | None = None  # its range's low end (None: 1x)
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
     samples: SampleComparison | None = None  # the distributions compared: range and outcome
@@ -843,7 +847,7 @@ class FixTrial:
     fix_id: str
     rule_id: str
     title: str
-    predicted_bound: float | None  # the finding's "up to" (its range is 1x to this)
+    predicted_bound: float | None  # the finding's range's high end ("up to")
     verdict: FixTrialVerdict
     recommended: bool  # only a verified fix keeps "recommended"
     speedup: float | None = None  # baseline typical step / the fix's
@@ -854,6 +858,7 @@ class FixTrial:
     variant_steps_s: tuple[tuple[float, ...], ...] = ()
     error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
     note: str = ""
+    predicted_low: float | None = None  # the range's low end (None: 1x)
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,12 @@ from gpu_notebook.fixes.cst_tools import (
     calls_in,
     dotted_name,
     expression,
+    facts_of,
     has_backward,
     last_part,
     leading_lines,
     loss_names,
     method_name,
-    module_names,
     names_read,
     no_training_loop_reason,
     only_call,
@@ -63,10 +63,11 @@ def autocast(
     train_loops = training_loops(module)
     if not train_loops:
         return Declined(no_training_loop_reason(module))
-    if any(last_part(call_name(c)) in ("autocast", "GradScaler") for c in calls_in(module)):
+    facts = facts_of(module)
+    if facts.autocast or facts.grad_scaler:
         return Declined("this cell already uses autocast")
     tree = Tree(module)
-    modules = module_names(module)
+    modules = set(facts.model_names)
     scaler = _fresh_name(module, ("scaler", "grad_scaler", "gpucheck_scaler"))
     edits: dict[cst.CSTNode, Replacement] = {}
     scaled_roots: set[cst.CSTNode] = set()

@@ -23,11 +23,12 @@ from gpu_notebook.fixes.cst_tools import (
     calls_in,
     dotted_name,
     expression,
+    facts_of,
     has_star_kwargs,
     int_literal,
     keyword,
     last_part,
-    optimizer_constructor,
+    nodes_of,
     replace_nodes,
     set_keyword,
     walk,
@@ -40,7 +41,8 @@ _BATCH_COMMENT = "# gpucheck: batch size x"
 
 
 def _dataloader_calls(module: cst.Module) -> list[cst.Call]:
-    return [call for call in calls_in(module) if last_part(call_name(call)) == "DataLoader"]
+    """The cell's ``DataLoader(...)`` calls: the loaders of the facts the rule read."""
+    return nodes_of(module, [ld.node for ld in facts_of(module).loaders if ld.node is not None])
 
 
 def _positional(call: cst.Call) -> list[cst.Arg]:
@@ -277,12 +279,12 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
         )
     lr_scaled = False
     if scale_lr:
-        for call in calls_in(module):
-            if optimizer_constructor(call):
-                lr_arg = _lr_argument(call)
-                if lr_arg is not None and isinstance(lr_arg.value, (cst.Integer, cst.Float)):
-                    edits[lr_arg] = _lr_scaler(factor)
-                    lr_scaled = True
+        found = [opt.node for opt in facts_of(module).optimizers if opt.node is not None]
+        for call in nodes_of(module, found):
+            lr_arg = _lr_argument(call)
+            if lr_arg is not None and isinstance(lr_arg.value, (cst.Integer, cst.Float)):
+                edits[lr_arg] = _lr_scaler(factor)
+                lr_scaled = True
     if lr_scaled:
         note = f"{_BATCH_COMMENT}{factor}; optimizer lr scaled x{factor} too (linear scaling rule)"
     else:

@@ -22,12 +22,11 @@ from gpu_notebook.fixes.cst_tools import (
     calls_in,
     dotted_name,
     expression,
+    facts_of,
     has_star_kwargs,
     keyword,
-    last_part,
     main_model_name,
-    method_name,
-    optimizer_constructor,
+    nodes_of,
     receiver,
     remove_keyword,
     replace_nodes,
@@ -57,7 +56,7 @@ def torch_compile(
     for text, label in ((mode, "mode"), (backend, "backend")):
         if text is not None and (not text or '"' in text or "\\" in text):
             raise ValueError(f"{label} must be a plain non-empty string, not {text!r}")
-    if _already_compiled(module):
+    if facts_of(module).compiled:  # the rule's own reading: it proposed no compile then
         return Declined("this cell already calls torch.compile")
     name = model_name or main_model_name(module)
     if name is None:
@@ -84,21 +83,6 @@ def torch_compile(
 
     patched = with_torch_import(replace_nodes(module, {anchor: insert}))
     return Edited(patched, name + options.replace('"', ""))
-
-
-def _already_compiled(module: cst.Module) -> bool:
-    for node in walk(module):
-        if isinstance(node, cst.Call):
-            if call_name(node) in ("torch.compile", "compile") and node.args:
-                return True
-            if method_name(node) == "compile" and dotted_name(receiver(node)) is not None:
-                return True
-        elif isinstance(node, cst.Decorator):
-            decorator = node.decorator
-            target = decorator.func if isinstance(decorator, cst.Call) else decorator
-            if dotted_name(target) == "torch.compile":
-                return True
-    return False
 
 
 def _creation_statement(tree: Tree, name: str) -> cst.BaseStatement | None:
@@ -216,10 +200,8 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
     if implementation not in ("fused", "foreach"):
         raise ValueError(f'implementation must be "fused" or "foreach", not {implementation!r}')
     classes = FUSED_OPTIMIZERS if implementation == "fused" else FOREACH_OPTIMIZERS
-    calls = [
-        c for c in calls_in(module)
-        if optimizer_constructor(c) and last_part(call_name(c)) in classes
-    ]  # fmt: skip
+    found = [opt.node for opt in facts_of(module).optimizers if opt.cls in classes]
+    calls: list[cst.Call] = nodes_of(module, [node for node in found if node is not None])
     if not calls:
         names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
         return Declined(f"no torch.optim {names} optimizer is created in this cell")
@@ -284,8 +266,7 @@ def dataparallel_to_ddp(module: cst.Module) -> CodemodResult:
 
     When the cell uses ``nn.DataParallel`` the reason carries a script sketch to start from.
     """
-    uses_dp = any(last_part(call_name(c)) == "DataParallel" for c in calls_in(module))
-    if not uses_dp:
+    if not facts_of(module).data_parallel:
         return Declined("no nn.DataParallel(...) in this cell")
     return Declined(
         "DistributedDataParallel runs one process per GPU, which a notebook cell cannot become "

@@ -562,7 +562,8 @@ class Finding:
     fix_params: Mapping[str, Any] = field(default_factory=dict)
     proposal: FixProposal | None = None
     # The range's low end (rules.common.gain_range): what the fix gains when it removes only the
-    # low-quartile share of the steps. None: not estimated, the range is 1x to ``gain_bound``.
+    # least of what it removes that the measurement supports (for a phase timed over the run,
+    # its share's 90% interval's low end). None: not estimated, the range is 1x to the bound.
     gain_low: float | None = None
 
 
@@ -747,8 +748,9 @@ class RunPhase:
     steps: int  # the steps it rests on
     phase_s: float  # mean a step
     step_s: float  # mean step
-    # The per-step share's low and high quartiles (order statistics over the same steps): a fix
-    # that removes the phase gains between what removing these gives (``rules.common.gain_range``).
+    # The share's 90% interval (a seeded block bootstrap over the same steps, read off by order
+    # statistics: ``analysis.steps.share_interval``): a fix's gain range starts at what removing
+    # ``low_share`` gives (``rules.common.gain_range``).
     low_share: float = 0.0
     high_share: float = 0.0
 

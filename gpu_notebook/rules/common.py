@@ -113,9 +113,11 @@ def gain_range(
     step it can be expected to remove (``gain_bound`` each, so both carry the GPU cap).
 
     Where the shares come from is the rule's: a phase the step clock timed over the run gives
-    its per-step low and high quartiles (``analysis.steps.run_phase``), a fix known to remove
-    one figure and bounded by a superset gives that figure and the superset. The low end never
-    exceeds the high one; None: no low end (the range is 1x to the bound).
+    the low end of its share's 90% interval (``analysis.steps.share_interval``) and the run's
+    share; a fix known to remove one figure and bounded by a superset gives that figure and the
+    superset. The low end never exceeds the high one; None: no low end (the range is 1x to the
+    bound). A range whose low end is within what two runs differ by may show nothing
+    (``compare_samples.measurable``).
     """
     high = gain_bound(high_share, analysis, host_side=host_side)
     low = gain_bound(low_share, analysis, host_side=host_side)

@@ -310,8 +310,8 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         low = gain_range(min(whole.low_share, data), data, analysis)[0]
         low = min(low, bound) if low is not None else None
         evidence.append(
-            f"range: {fmt_gain(bound, low)} (low end: the steps' low-quartile data wait, "
-            f"{fmt_share(whole.low_share)} of a step, hidden; high end: the run's)"
+            f"range: {fmt_gain(bound, low)} (low end: hiding {fmt_share(whole.low_share)} of the step, the least "
+            "data wait the run's steps support, 90% interval; high end: the run's)"
         )
     title = (
         "The step waits for data: the DataLoader loads batches in the main process"

@@ -232,8 +232,9 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
             + (f" (`{name}`)" if name else "")
             + f" without {implementation}=True"
             + ("" if built_here else ", built in an earlier cell"),
-            f"gain if the update took no time: {fmt_gain(bound, low)} (from the steps' low-quartile "
-            "update share to the run's; fusing trims it, it does not remove it)",
+            f"gain if the update took no time: {fmt_gain(bound, low)} (from the least update share "
+            "the run's steps support, 90% interval, to the run's; fusing trims it, it does not "
+            "remove it)",
         ],
         f"Pass {implementation}=True to {cls}(...): one kernel (or a few) for all parameters "
         "(they sum in another order: the loss can differ in its last digits).",

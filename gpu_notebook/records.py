@@ -1007,7 +1007,8 @@ class RankFacts:
     files: tuple[str, ...] = ()  # this rank's own report / trace files
     shape: RankShape | None = None  # None: too few steps for a shape, or an older gpucheck
     # The spread of this rank's own steps when nothing differs between ranks (10th and 90th
-    # percentile over its profiled steps): a gap between ranks inside it is noise.
+    # percentile: the comm wait over its profiled steps, the step time over every step its step
+    # clock timed): a gap between ranks inside it is noise.
     comm_p10_s: float | None = None
     comm_p90_s: float | None = None
     step_p10_s: float | None = None

@@ -9,7 +9,7 @@ import ast
 
 import libcst as cst
 
-from gpu_notebook.cell.names import dotted
+from gpu_notebook.cell.names import dotted, method_of, receiver_of
 from gpu_notebook.cell.nodes import cst_nodes
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -18,12 +18,9 @@ from gpu_notebook.fixes.cst_tools import (
     Replacement,
     Tree,
     calls_in,
-    dotted_name,
     expression,
     facts_of,
     main_model_name,
-    method_name,
-    receiver,
     replace_nodes,
     statement,
     with_leading_lines,
@@ -85,7 +82,7 @@ def _calls_named(loop: ast.AST | None, name: str | None) -> bool:
 
 
 def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | None:
-    called = [dotted_name(c.func) for c in calls_in(loop.body) if dotted_name(c.func) in models]
+    called = [dotted(c.func) for c in calls_in(loop.body) if dotted(c.func) in models]
     if main in called:
         return main
     return called[0] if called else None
@@ -93,9 +90,7 @@ def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | No
 
 def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
     """``model.eval()`` inside the loop, or earlier in its block after the last ``.train()``."""
-    if any(
-        method_name(c) == "eval" and dotted_name(receiver(c)) == model for c in calls_in(loop.body)
-    ):
+    if any(method_of(c) == "eval" and dotted(receiver_of(c)) == model for c in calls_in(loop.body)):
         return True
     block = tree.block_of(loop)
     if block is None:
@@ -103,8 +98,8 @@ def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
     body = list(block.body)
     for stmt in reversed(body[: body.index(loop)]):
         for call in reversed(list(calls_in(stmt))):
-            if dotted_name(receiver(call)) == model and method_name(call) in ("eval", "train"):
-                return method_name(call) == "eval"
+            if dotted(receiver_of(call)) == model and method_of(call) in ("eval", "train"):
+                return method_of(call) == "eval"
     return False
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpu_notebook.cell.names import dotted, receiver_of
 from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -18,16 +19,13 @@ from gpu_notebook.fixes.cst_tools import (
     after_imports_index,
     assigned_names,
     bool_literal,
-    call_name,
     calls_in,
-    dotted_name,
     expression,
     facts_of,
     has_star_kwargs,
     keyword,
     main_model_name,
     nodes_of,
-    receiver,
     remove_keyword,
     replace_nodes,
     set_keyword,
@@ -121,9 +119,9 @@ def _configures(stmt: cst.BaseStatement, name: str) -> bool:
         return False
     small = stmt.body[0]
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        return dotted_name(receiver(small.value)) == name
+        return dotted(receiver_of(small.value)) == name
     return any(
-        target == name and isinstance(value, cst.Call) and dotted_name(receiver(value)) == name
+        target == name and isinstance(value, cst.Call) and dotted(receiver_of(value)) == name
         for target, value in assigned_names(stmt)
     )
 
@@ -151,7 +149,7 @@ def backend_flags(
             "the autotuner would make runs differ"
         )
     existing = _assigned_flags(module)
-    if any(call_name(c) == "torch.set_float32_matmul_precision" for c in calls_in(module)):
+    if any(dotted(c.func) == "torch.set_float32_matmul_precision" for c in calls_in(module)):
         # The user chose a matmul precision on purpose; leave matmul TF32 to that call.
         existing[_TF32_FLAGS[0]] = True
     missing = [flag for flag in wanted if flag not in existing]
@@ -163,7 +161,7 @@ def backend_flags(
         if (
             isinstance(node, cst.Assign)
             and len(node.targets) == 1
-            and dotted_name(node.targets[0].target) in disabled
+            and dotted(node.targets[0].target) in disabled
         ):
             edits[node] = lambda assign: assign.with_changes(value=cst.Name("True"))
     patched = with_torch_import(replace_nodes(module, edits))
@@ -184,7 +182,7 @@ def _assigned_flags(module: cst.Module) -> dict[str, bool | None]:
     for node in walk(module):
         if isinstance(node, cst.Assign):
             for target in node.targets:
-                name = dotted_name(target.target)
+                name = dotted(target.target)
                 if name is not None and name.startswith("torch.backends."):
                     flags[name] = bool_literal(node.value)
     return flags

@@ -25,7 +25,6 @@ from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, method_of, receiver_of
 from gpu_notebook.cell.nodes import cst_nodes
 from gpu_notebook.cell.scan import scan_source
-from gpu_notebook.cell.words import last
 
 # --------------------------------------------------------------------------------------------
 # What a codemod returns
@@ -54,34 +53,6 @@ CompoundT = TypeVar("CompoundT", cst.With, cst.If)
 # --------------------------------------------------------------------------------------------
 # Names
 # --------------------------------------------------------------------------------------------
-
-
-def dotted_name(node: cst.CSTNode | None) -> str | None:
-    """``torch.utils.data.DataLoader`` for the matching Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return None if base is None else f"{base}.{node.attr.value}"
-    return None
-
-
-def call_name(call: cst.Call) -> str | None:
-    """Dotted name of the called function: ``DataLoader``, ``torch.optim.AdamW``; else None."""
-    return dotted_name(call.func)
-
-
-last_part = last  # the one helper, under the name the codemods call it
-
-
-def method_name(call: cst.Call) -> str | None:
-    """``backward`` for ``loss.backward()``: the attribute called, whatever the receiver."""
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-
-
-def receiver(call: cst.Call) -> cst.BaseExpression | None:
-    """``loss`` for ``loss.backward()``; None when the call is not a method call."""
-    return call.func.value if isinstance(call.func, cst.Attribute) else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,7 +127,7 @@ class Tree:
 
 
 def is_backward_call(call: cst.Call) -> bool:
-    return method_name(call) == "backward" or call_name(call) == "torch.autograd.backward"
+    return method_of(call) == "backward" or dotted(call.func) == "torch.autograd.backward"
 
 
 def has_backward(node: cst.CSTNode) -> bool:
@@ -206,12 +177,12 @@ def loss_names(loop: cst.CSTNode) -> set[str]:
     """Names ``.backward()`` is called on: ``loss`` in ``loss.backward()`` or ``scale(loss)``."""
     names: set[str] = set()
     for call in calls_in(loop):
-        if method_name(call) != "backward":
+        if method_of(call) != "backward":
             continue
-        target = receiver(call)
-        if isinstance(target, cst.Call) and method_name(target) == "scale" and target.args:
+        target = receiver_of(call)
+        if isinstance(target, cst.Call) and method_of(target) == "scale" and target.args:
             target = target.args[0].value
-        name = dotted_name(target)
+        name = dotted(target)
         if name is not None:
             names.add(name)
     return names
@@ -225,11 +196,11 @@ def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression
     for small in statement.body:
         if isinstance(small, cst.Assign):
             for target in small.targets:
-                name = dotted_name(target.target)
+                name = dotted(target.target)
                 if name is not None:
                     out.append((name, small.value))
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
-            name = dotted_name(small.target)
+            name = dotted(small.target)
             if name is not None:
                 out.append((name, small.value))
     return out
@@ -434,14 +405,14 @@ def imports_name(module: cst.Module, name: str) -> bool:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 if alias.asname is not None:
-                    bound = dotted_name(alias.asname.name)
+                    bound = dotted(alias.asname.name)
                 else:
-                    bound = (dotted_name(alias.name) or "").split(".")[0]
+                    bound = (dotted(alias.name) or "").split(".")[0]
                 if bound == name:
                     return True
         elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
-                bound = dotted_name(alias.asname.name if alias.asname else alias.name)
+                bound = dotted(alias.asname.name if alias.asname else alias.name)
                 if bound == name:
                     return True
     return False
@@ -516,5 +487,5 @@ def int_literal(expr: cst.BaseExpression) -> int | None:
 
 
 def bool_literal(expr: cst.BaseExpression) -> bool | None:
-    name = dotted_name(expr)
+    name = dotted(expr)
     return {"True": True, "False": False}.get(name or "")

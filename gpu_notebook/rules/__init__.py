@@ -266,7 +266,7 @@ def attach_fixes(
                 if proposal is None:
                     proposal = _framework_loader_proposal(cell_source, finding, live)
             if proposal is None:
-                proposal = to_proposal(result, own.info if own is not None else None)
+                proposal = to_proposal(result, own)
             cache[key] = proposal
         out.append(dataclasses.replace(finding, proposal=proposal))
     return tuple(out)

@@ -462,7 +462,7 @@ def test_a_printed_tensor_on_the_cpu_with_too_few_line_samples_is_unmeasured_not
         rules_for(syn.make_run(SYNC_CELL), dataclasses.replace(analysis, stacks=sampled)),
         "syncs.per_step",
     )
-    assert g.severity == "info" and g.fix.startswith("Small: below what a run")
+    assert g.severity == "info" and g.fix.startswith("Small: may have no measurable effect")
 
 
 STOP_CELL = """\

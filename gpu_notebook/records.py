@@ -756,6 +756,32 @@ class RunPhase:
 
 
 @dataclass(frozen=True)
+class MachineFacts:
+    """Interference over one run (``analysis.machine.machine_facts``)."""
+
+    cores: int  # cores this process may use
+    others_median_cores: float | None  # other processes' load, cores
+    others_p90_cores: float | None
+    steal_pct: float | None  # mean hypervisor steal over the cores
+    gpu_other_processes: int | None  # the most other compute processes seen on a GPU
+    torch_threads: int | None
+    workers: int  # the most child processes seen (DataLoader workers)
+    ours_median_cores: float | None  # this process and its children, cores
+
+    @property
+    def threads_wanted(self) -> int | None:
+        """Runnable threads this process asks for: torch's intra-op pool plus its workers."""
+        if self.torch_threads is None:
+            return None
+        return self.torch_threads + self.workers
+
+    @property
+    def free_cores(self) -> float:
+        """Cores left for us by the others (their median load), at least 1."""
+        return max(1.0, self.cores - (self.others_median_cores or 0.0))
+
+
+@dataclass(frozen=True)
 class Analysis:
     """All figures computed from one Run."""
 
@@ -773,6 +799,10 @@ class Analysis:
     # step clock's timed steps); None where not timed over enough steps.
     run_data: RunPhase | None = None
     run_optimizer: RunPhase | None = None
+    machine: MachineFacts | None = None  # the rest of the machine over the run (the sampler's)
+    # How much longer a profiled step took than an unprofiled one (analysis.own_cost); None
+    # without unprofiled steps or when they were no faster.
+    profiling_factor: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from gpu_notebook.analysis.analyze import with_run_phases
+from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.records import Finding, StepClockRecord, StepTiming
@@ -32,7 +32,7 @@ for x, y in loader:
 def _findings(run, analysis) -> dict[str, Finding]:
     """The findings on a window's analysis, with the run's phases from its step clock (as
     ``analyze`` gives them)."""
-    return {f.rule_id: f for f in run_rules(run, with_run_phases(run, analysis), syn.VERDICT)}
+    return {f.rule_id: f for f in run_rules(run, with_run_figures(run, analysis), syn.VERDICT)}
 
 
 # ------------------------------------------------------------------ the step clock, lean

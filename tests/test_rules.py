@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 
+from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
@@ -831,7 +832,9 @@ def test_slower_profiled_steps_are_said_and_the_bound_stays_the_measured_one():
         for s in steps.steps
     )
     run = syn.make_run(TRAIN, steps=dataclasses.replace(steps, steps=rows))
-    f = only(rules_for(run, syn.make_analysis({"data": 0.3})), "input.loader_workers")
+    # The analysis's figure of the run (analyze gives it), not the window's.
+    analysis = with_run_figures(run, syn.make_analysis({"data": 0.3}))
+    f = only(rules_for(run, analysis), "input.loader_workers")
     assert f.gain_bound == pytest.approx(10.0 / (7.0 + 0.5))  # from the steps that were measured
     assert any("profiled steps took 2.00x as long as unprofiled ones" in e for e in f.evidence)
 

@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, measurable
-from gpu_notebook.analysis.own_cost import instrumentation_factor
 from gpu_notebook.analysis.steady import STALL_FACTOR, with_steady_ops, without_stalls
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
@@ -119,7 +118,7 @@ def run_rules(
         steady = with_steady_ops(steady, traces.get(run.window.trace_path))
     confidence = _confidence_note(steady, verdict)
     # On a GPU the host's profiling overhead mostly hides behind kernels; the note is for CPU runs.
-    factor = instrumentation_factor(run) if analysis.gpu is None else None
+    factor = analysis.profiling_factor if analysis.gpu is None else None
     ranked: list[tuple[tuple[int, int, float], int, Finding]] = []
     for position, rule in enumerate(rules):
         found = rule(run, steady, facts)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from gpu_notebook.analysis.host import MATMUL_OP
 
@@ -28,6 +29,7 @@ from gpu_notebook.analysis.host import MATMUL_OP
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
+from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
@@ -180,6 +182,26 @@ def loader_in_use(facts: SourceFacts) -> tuple[LoaderCall | None, LiveLoader | N
     if len(facts.live.loaders) == 1:
         return None, facts.live.loaders[0]
     return None, None
+
+
+def loader_setting(static: LoaderCall | None, live: LiveLoader | None, name: str) -> Any:
+    """A setting of the loader in use (``loader_in_use``): as the cell writes it, else as the live
+    loader holds it; None when neither is known."""
+    loader = static if static is not None else live
+    return getattr(loader, name) if loader is not None else None
+
+
+def copy_evidence(copy: float | None) -> str:
+    """The evidence line of the host's copy share (the copy rules, host-made tensors)."""
+    if copy is None:
+        return "host copy time: not measured"
+    return f"the host spends {fmt_share(copy)} of the step in copies"
+
+
+def data_wait_evidence(data: float, analysis: Analysis | None = None) -> str:
+    """The evidence line of the data wait, with where the phase split came from when given."""
+    where = f" ({phase_source(analysis)})" if analysis is not None else ""
+    return f"waiting for the next batch: {fmt_share(data)} of the step{where}"
 
 
 def finding(

@@ -113,9 +113,8 @@ def run_rules(
     if facts is None:
         facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
-    if stalls and run.window.trace_path is not None:
-        traces = WindowTraces() if traces is None else traces
-        steady = with_steady_ops(steady, traces.get(run.window.trace_path))
+    if stalls:
+        steady = with_steady_ops(steady, run, traces)
     confidence = _confidence_note(steady, verdict)
     # On a GPU the host's profiling overhead mostly hides behind kernels; the note is for CPU runs.
     factor = analysis.profiling_factor if analysis.gpu is None else None

@@ -52,7 +52,14 @@ def test_compute_heavy_preloaded_loop_is_not_input_bound(ip):
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("cell", [cells.MLP_LOADER, cells.CNN_LOADER], ids=["mlp", "cnn"])
 def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, workers):
-    rep = run(ip, cell.format(workers=workers), "-w 2 -s 7")
+    # The cell reads its own thread's clocks at the end of each step (right after opt.step(),
+    # where the step clock puts the boundary): wall time minus the thread's CPU time is the
+    # time the machine kept it off a core (another job, a DataLoader worker, the GIL) or it
+    # blocked. No tool can attribute that; everything the thread did itself must be found.
+    body = "_clock = []\n" + cell.format(workers=workers).rstrip() + (
+        "\n    _clock.append((time.perf_counter(), time.thread_time()))\n"
+    )
+    rep = run(ip, body, "-w 2 -s 7")
     phases = rep.analysis.phases
     assert rep.run.steps.anchor == "optimizer"
     assert rep.analysis.step_stats.count == (16 if "mlp" in cell else 10)
@@ -60,13 +67,18 @@ def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, w
     assert len(phases.steps) == 7
     for name in ("data", "forward", "backward", "optimizer"):
         assert phases.share(name) > 0, name
-    # The mechanism: every range of the step is found and classified, so a step the machine
-    # left alone has little unattributed. On 2 busy cores, DataLoader workers and other jobs
-    # preempt the main thread for whole milliseconds in some steps (a gap no tool could
-    # attribute), so the best of the 7 steps shows the split and the median stays bounded.
-    per_step = sorted(s.phase_us["unattributed"] / s.duration_us for s in phases.steps)
-    assert per_step[0] <= 0.05, render_text(rep)
-    assert per_step[len(per_step) // 2] <= 0.2, render_text(rep)
+    clock = ip.user_ns["_clock"]  # clock[k]: the end of step k
+    assert len(clock) == rep.analysis.step_stats.count
+    excess = []
+    for step in phases.steps:  # step N runs from the end of step N-1 to the end of step N
+        (wall0, cpu0), (wall1, cpu1) = clock[step.index - 1], clock[step.index]
+        off_core_us = 1e6 * ((wall1 - wall0) - (cpu1 - cpu0))
+        excess.append((step.phase_us["unattributed"] - off_core_us) / step.duration_us)
+    # The mechanism: every range of the step is found and classified, so what stays
+    # unattributed is the machine's time, not the thread's (5% for the profiler's own
+    # bookkeeping between events; the median step, as a step's edges are read a few
+    # instructions apart).
+    assert sorted(excess)[len(excess) // 2] <= 0.05, (excess, render_text(rep))
     for step in phases.steps:  # each step's phases add up to its wall time
         assert sum(step.phase_us.values()) == pytest.approx(step.duration_us, rel=1e-6)
 

@@ -56,8 +56,10 @@ def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, w
     # where the step clock puts the boundary): wall time minus the thread's CPU time is the
     # time the machine kept it off a core (another job, a DataLoader worker, the GIL) or it
     # blocked. No tool can attribute that; everything the thread did itself must be found.
-    body = "_clock = []\n" + cell.format(workers=workers).rstrip() + (
-        "\n    _clock.append((time.perf_counter(), time.thread_time()))\n"
+    body = (
+        "_clock = []\n"
+        + cell.format(workers=workers).rstrip()
+        + ("\n    _clock.append((time.perf_counter(), time.thread_time()))\n")
     )
     rep = run(ip, body, "-w 2 -s 7")
     phases = rep.analysis.phases

@@ -110,7 +110,7 @@ for step in range(200):
     opt.zero_grad(); loss.backward(); opt.step()
     if step % 40 == 0:
         torch.save(model.state_dict(), CKPT)
-        time.sleep(0.05)  # a slow disk: 50 ms every 40 steps
+        time.sleep(0.2)  # a slow disk: 200 ms every 40 steps (a busy machine's: tens of ms)
 """
 
 

@@ -73,7 +73,7 @@ for _ in range(10):
 MATMUL_LINE = 5
 
 # Training loop without an optimizer (its first construction imports torch._dynamo for seconds):
-# data wait on line 4 (20 ms a batch), forward on line 5, backward on line 6 (a few ms each).
+# data wait on line 4 (60 ms a batch), forward on line 5, backward on line 6 (a few ms each).
 TRAINING_CELL = """\
 import sys
 _cell_file = sys._getframe().f_code.co_filename

@@ -725,6 +725,24 @@ class RunShape:
     # The low end of the last fifth's slowdown over the first (a seeded block-bootstrap range,
     # analysis.compare_samples): a drift is measured only when it is above 1.
     drift_low: float | None = None
+    drift: float | None = None  # last fifth's median step over the first's (None: first is 0)
+    # The run's time above the first fifth's pace (had every step kept it), and above the
+    # median step (had every step taken it): the shares a drift and a jitter stand for.
+    drift_share: float | None = None
+    above_median_share: float | None = None
+    # The hook-timed phase that grew most from the first fifth to the last: (phase, its
+    # median in the first fifth, in the last); None when none grew or too few steps were timed.
+    grown_phase: tuple[str, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class RunPhase:
+    """One phase over the run as the step clock timed it (``analysis.steps.run_phase``)."""
+
+    share: float  # of the steps' time (our own work taken out)
+    steps: int  # the steps it rests on
+    phase_s: float  # mean a step
+    step_s: float  # mean step
 
 
 @dataclass(frozen=True)
@@ -741,6 +759,10 @@ class Analysis:
     shape: RunShape | None = None  # the whole run: drift, jitter, stalls, memory, window's place
     # The profiled windows' own phase split, when ``phases`` holds the whole-run estimate.
     window_phases: PhaseBreakdown | None = None
+    # The data wait and the optimizer step over the run, outside the profiled windows (the
+    # step clock's timed steps); None where not timed over enough steps.
+    run_data: RunPhase | None = None
+    run_optimizer: RunPhase | None = None
 
 
 @dataclass(frozen=True)
@@ -974,7 +996,8 @@ class RankFacts:
     files: tuple[str, ...] = ()  # this rank's own report / trace files
     shape: RankShape | None = None  # None: too few steps for a shape, or an older gpucheck
     # The spread of this rank's own steps when nothing differs between ranks (10th and 90th
-    # percentile over its profiled steps): a gap between ranks inside it is noise.
+    # percentile: the comm wait over its profiled steps, the step time over every step its step
+    # clock timed): a gap between ranks inside it is noise.
     comm_p10_s: float | None = None
     comm_p90_s: float | None = None
     step_p10_s: float | None = None

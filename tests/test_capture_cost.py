@@ -47,8 +47,8 @@ _COST_PROFILE.disable()
 """
 
 
-def _our_calls_in_fit(ip: Any, steps: int) -> int:
-    """Calls of capture functions (ours) on the cell's thread while ``Trainer.fit`` runs."""
+def _our_calls_by_function(ip: Any, steps: int) -> dict[str, int]:
+    """Calls of each capture function (ours) on the cell's thread while ``Trainer.fit`` runs."""
     profile = cProfile.Profile()
     ip.user_ns["_COST_PROFILE"] = profile
     try:
@@ -58,11 +58,15 @@ def _our_calls_in_fit(ip: Any, steps: int) -> int:
         ip.user_ns.pop("_COST_PROFILE", None)
     assert res.success, res.error_in_exec
     profile.create_stats()
-    return sum(
-        stats[1]  # primitive + recursive calls
-        for (filename, _line, _name), stats in profile.stats.items()  # type: ignore[attr-defined]
+    return {
+        f"{os.path.basename(filename)}:{name}": stats[1]  # primitive + recursive calls
+        for (filename, _line, name), stats in profile.stats.items()  # type: ignore[attr-defined]
         if filename.startswith(CAPTURE_DIR)
-    )
+    }
+
+
+def _our_calls_in_fit(ip: Any, steps: int) -> int:
+    return sum(_our_calls_by_function(ip, steps).values())
 
 
 def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(ip):
@@ -79,6 +83,26 @@ def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(ip):
     # Timed mode (every phase timed): 4 hooks, the tracing probe twice, 3 step events, the
     # batch size read, the step's close, the session's boundary listener: ~17. Lean: ~8.
     assert 4 <= per_step <= 20, per_step
+
+
+def test_a_lean_closure_step_calls_no_optimizer_pre_hook(ip, monkeypatch):
+    """Lean steps of a closure optimizer (Lightning's automatic optimization, LBFGS) keep no
+    optimizer time (the closure's forward and backward run inside ``step``), so once a lean
+    step has shown its closure the pre hook is gone: a lean Lightning step then reaches our
+    code through the loader's ``__next__`` and the optimizer post hook only. The steps are
+    made lean whatever their length (cProfile slows them past the timed/lean line)."""
+    pytest.importorskip("lightning")
+    import gpu_notebook.capture.session as session_mod
+
+    monkeypatch.setattr(session_mod, "TIMED_MIN_STEP_S", 60.0)
+    assert ip.run_cell(LIGHTNING_SETUP).success
+    _our_calls_by_function(ip, 20)  # warm: imports, the first profiler start
+    short, long = _our_calls_by_function(ip, 40), _our_calls_by_function(ip, 120)
+    per_step = {k: (long.get(k, 0) - short.get(k, 0)) / 80 for k in set(short) | set(long)}
+    assert per_step["stepclock.py:_on_opt_post"] == 1.0  # the anchor: one call a step
+    assert per_step.get("stepclock.py:_on_opt_pre", 0) == 0, per_step
+    assert per_step.get("stepclock.py:backward", 0) == 0, per_step  # lean: backward untimed
+    assert sum(per_step.values()) <= 12, per_step
 
 
 def test_a_core_shared_with_a_spinning_process_is_not_the_steps_own_time(tmp_path: Path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpu_notebook.records import RankFacts
 from gpu_notebook.report.job import find_straggler, job_report
 from gpu_notebook.views.job_text import render_job
@@ -69,3 +71,40 @@ def test_a_rank_held_back_by_waiting_for_a_core_is_the_machine_not_a_straggler()
     ranks[0] = dataclasses.replace(ranks[0], run_wait_share=0.05)
     found = find_straggler(ranks)
     assert found is not None and found.rank == 0
+
+
+def test_a_comm_gap_inside_the_ranks_step_spread_over_the_run_names_no_straggler():
+    import dataclasses
+
+    # No straggler planted, a busy host: over its 3 profiled steps rank 0 waited 1 ms, rank 1
+    # 5 ms, each a tight range; over the whole run each rank's steps spread from 20 to 40 ms.
+    # The 4 ms gap is inside what any rank's steps do anyway.
+    ranks = [
+        dataclasses.replace(_rank(0, 0.001, 0.0008, 0.0012), step_p10_s=0.020, step_p90_s=0.040),
+        dataclasses.replace(_rank(1, 0.005, 0.0048, 0.0052), step_p10_s=0.021, step_p90_s=0.041),
+    ]
+    assert find_straggler(ranks) is None
+    # The same gap when the ranks' steps keep within a millisecond: rank 0 is late every step.
+    tight = [dataclasses.replace(r, step_p10_s=0.0295, step_p90_s=0.0305) for r in ranks]
+    found = find_straggler(tight)
+    assert found is not None and found.rank == 0 and found.reason == "waits-least"
+
+
+def test_a_ranks_step_spread_is_read_from_every_step_its_clock_timed():
+    import numpy as np
+
+    from gpu_notebook.analysis.own_cost import disturbed_steps
+    from gpu_notebook.report.build import build_report
+    from gpu_notebook.report.job import rank_facts
+    from tests.test_run_shape import make_run, record, step
+
+    # Seeded step times from 5 to 45 ms: the profiled steps 2-4 are three of them.
+    rng = np.random.default_rng(3)
+    ms = [5.0 + 40.0 * float(x) for x in rng.random(60)]
+    report = build_report(make_run(record([step(m) for m in ms])))
+    facts = rank_facts(report, None)
+    ours = disturbed_steps(report.run)
+    clock = sorted(m / 1e3 for i, m in enumerate(ms) if i >= 2 and i not in ours)
+    k10, k90 = round(0.1 * (len(clock) - 1)), round(0.9 * (len(clock) - 1))
+    assert facts.step_p10_s == pytest.approx(clock[k10], rel=1e-3)
+    assert facts.step_p90_s == pytest.approx(clock[k90], rel=1e-3)

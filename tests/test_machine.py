@@ -138,3 +138,48 @@ def test_a_checkpoint_every_40_steps_keeps_its_period_among_random_preemptions()
     shape = run_shape(run)
     assert shape is not None and shape.stalls is not None
     assert shape.stalls.period_steps == 40
+
+
+PERIODIC_CELL = """\
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    if step % 15 == 0:
+        torch.save(model.state_dict(), "ckpt.pt")
+"""
+
+
+def _preempted(run_wait_pct: float, cell: str = ""):
+    """Tiny steps on a core shared with a spinning process: the scheduler's time slice makes
+    every 15th step wait ~12 ms for the core (seen: syncs and host_tiny_ops under load)."""
+    durations = [0.012 if i % 15 == 14 else 0.00025 for i in range(150)]
+    run = _run(durations, lambda t: 1.0)
+    # Readings every 10 ms over the 0.2 s run (the machine full: ours and a spinner).
+    step_end = run.steps.steps[-1].start_s + run.steps.steps[-1].duration_s
+    samples = tuple(
+        Sample(0.01 * k, 100.0, 0.0, 100.0, children=0, run_wait_pct=run_wait_pct)
+        for k in range(1, int(step_end / 0.01) + 2)
+    )
+    series = dataclasses.replace(run.samples, interval_s=0.01, samples=samples)
+    return dataclasses.replace(run, samples=series, cell_source=cell)
+
+
+def test_regular_preemptions_the_run_queue_wait_covers_are_not_a_periodic_stall():
+    run = _preempted(run_wait_pct=75.0)
+    shape = run_shape(run)
+    assert shape is not None and shape.stalls is not None and shape.stalls.period_steps
+    # The stalls' extra time (~75% of the run) is what the thread waited for a core.
+    assert shape.run_wait_share is not None and shape.run_wait_share >= 0.7
+    ids = {f.rule_id for f in build_report(run).findings}
+    assert "run.periodic_stall" not in ids
+    # The same steps with no wait for a core: the code stalls every 15 steps.
+    quiet = build_report(_preempted(run_wait_pct=0.0))
+    stall = next(f for f in quiet.findings if f.rule_id == "run.periodic_stall")
+    assert stall.severity == "high" and "Every 15 steps" in stall.title
+
+
+def test_a_periodic_block_of_the_cell_keeps_its_stall_on_a_busy_machine():
+    report = build_report(_preempted(run_wait_pct=75.0, cell=PERIODIC_CELL))
+    stall = next(f for f in report.findings if f.rule_id == "run.periodic_stall")
+    assert "Every 15 steps" in stall.title and stall.line is not None

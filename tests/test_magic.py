@@ -92,6 +92,38 @@ def test_step_count_and_batch_size_of_a_plain_loop(ip):
     assert rep.analysis.step_stats.samples_per_s > 0
 
 
+LONG_STEPS = """
+import time, torch
+from torch import nn
+model = nn.Linear(8, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(16, 8)
+for step in range(4):
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    end = time.thread_time() + 0.35  # 0.35 s of this thread's CPU, whatever the load
+    while time.thread_time() < end:
+        pass
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_window_of_long_steps_records_one_step_with_its_phases(ip):
+    """Steps that each take more of the thread's CPU than ``WINDOW_MAX_CPU_S`` (an LBFGS step
+    of 20 closure calls) are profiled one at a time: a 4-step cell no longer has half its
+    steps under the profiler. The one step keeps the trace's phase split."""
+    from gpu_notebook.capture.profiler import WINDOW_MAX_CPU_S
+
+    assert WINDOW_MAX_CPU_S < 0.35
+    rep = run(ip, LONG_STEPS, "-w 1 -s 3")
+    assert rep.run.window.status == "recorded"
+    assert rep.run.window.recorded_steps == 1
+    assert rep.analysis.phases.source == "trace"
+    (step,) = rep.analysis.phases.steps
+    assert step.phase_us["forward"] > 300_000  # the burn sits between zero_grad and backward
+    assert step.phase_us["backward"] > 0 and step.phase_us["optimizer"] > 0
+
+
 # ------------------------------------------------------------------ steps without an optimizer
 
 

@@ -424,8 +424,10 @@ def sampled_lines(**shares: float) -> StackProfile:
 
 def test_per_step_sync_points_at_its_line_and_bounds_by_what_reading_less_removes():
     shares = {"sync": 0.05, "other": 0.10, "unattributed": 0.15}
-    # Without line samples only the measured sync wait counts, not all host time outside the model.
-    f = only(rules_for(syn.make_run(SYNC_CELL), syn.make_analysis(shares)), "syncs.per_step")
+    # Without line samples only the measured sync wait counts, not all host time outside the
+    # model (on a GPU, where the read waits for the queued kernels).
+    gpu_run = syn.make_run(SYNC_CELL, gpus=[A100])
+    f = only(rules_for(gpu_run, syn.make_analysis(shares)), "syncs.per_step")
     assert f.phase_share == pytest.approx(0.05 * 0.9)  # read every 10 steps
     # Its bound (1.05x) is under what two runs differ by: said as small, no recommendation.
     assert f.line == 5 and f.severity == "info" and f.fix.startswith("Small: below what a run")
@@ -438,6 +440,25 @@ def test_per_step_sync_points_at_its_line_and_bounds_by_what_reading_less_remove
     assert g.severity == "high" and g.phase_share == pytest.approx(0.25 * 0.9)
     assert g.gain_bound == pytest.approx(amdahl_bound(0.225))
     assert g.fix_id == "throttle_host_syncs" and g.fix_params == {"every": 10}
+
+
+def test_a_printed_tensor_on_the_cpu_with_too_few_line_samples_is_unmeasured_not_small():
+    # A busy machine left the sampler 3 samples, none on the print line: "0% of the step" was
+    # read from them, and the CPU's ~0 sync wait made the print "Small" (info), ranked under
+    # any noise finding.
+    shares = {"sync": 0.002, "other": 0.10, "unattributed": 0.15}
+    starved = StackProfile(0.005, 3, 0.014, lines=(LineStat(3, "", 3, 1.0),))
+    analysis = dataclasses.replace(syn.make_analysis(shares), stacks=starved)
+    f = only(rules_for(syn.make_run(SYNC_CELL), analysis), "syncs.per_step")
+    assert f.severity == "low" and f.gain_bound is None and f.phase_share is None
+    assert any("not measured: too few stack samples" in e for e in f.evidence)
+    # With enough samples the same 0% on the line is a measurement: small, said as such.
+    sampled = dataclasses.replace(starved, samples=300, lines=(LineStat(3, "", 300, 1.0),))
+    g = only(
+        rules_for(syn.make_run(SYNC_CELL), dataclasses.replace(analysis, stacks=sampled)),
+        "syncs.per_step",
+    )
+    assert g.severity == "info" and g.fix.startswith("Small: below what a run")
 
 
 STOP_CELL = """\

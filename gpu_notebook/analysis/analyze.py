@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from gpu_notebook.analysis.steps import hook_phases, step_stats
+import dataclasses
+
+from gpu_notebook.analysis.own_cost import disturbed_steps
+from gpu_notebook.analysis.steps import hook_phases, run_phase, step_stats
 from gpu_notebook.analysis.utilization import utilization_stats
 from gpu_notebook.records import (
     Analysis,
@@ -35,7 +38,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         from gpu_notebook.analysis.lines import stack_profile
 
         stacks = stack_profile(run.stacks, None, run.cell_source, first_line=run.first_line)
-    return Analysis(
+    analysis = Analysis(
         step_stats=step_stats(run.steps, warmup),
         phases=phases,
         gpu=gpu,
@@ -45,6 +48,19 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         host=host,
         shape=shape,
         window_phases=window_phases,
+    )
+    return with_run_phases(run, analysis)
+
+
+def with_run_phases(run: Run, analysis: Analysis) -> Analysis:
+    """``analysis`` with the data wait and the optimizer step over the run, as the step clock
+    timed them outside the profiled windows (``run_phase``): the figures the workers and the
+    fused-optimizer bounds rest on."""
+    warmup, ours = run.window.warmup_steps, disturbed_steps(run)
+    return dataclasses.replace(
+        analysis,
+        run_data=run_phase(run.steps, warmup, "data", ours),
+        run_optimizer=run_phase(run.steps, warmup, "optimizer", ours),
     )
 
 
@@ -57,7 +73,6 @@ def _whole_run(
     timed step (each weighing its time), the window's detail beside. Several profiled windows:
     their splits weighted by the time each stands for. Otherwise the window's split as it is.
     """
-    from gpu_notebook.analysis.own_cost import disturbed_steps
     from gpu_notebook.analysis.run_trend import (
         combine_windows,
         data_split_phases,

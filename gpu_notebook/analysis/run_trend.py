@@ -50,7 +50,6 @@ __all__ = [
     "REPRESENTS_SHARE",
     "combine_windows",
     "data_split_phases",
-    "grown_phase",
     "run_shape",
     "whole_run_phases",
 ]
@@ -150,6 +149,14 @@ def run_shape(run: Run) -> RunShape | None:
         represents=represents,
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
+    )
+    first, last = shape.first_median_s, shape.last_median_s
+    shape = dataclasses.replace(
+        shape,
+        drift=last / first if first > 0 else None,
+        drift_share=max(0.0, 1.0 - first * shape.steps / total_s) if total_s > 0 else None,
+        above_median_share=max(0.0, 1.0 - median * shape.steps / total_s) if total_s > 0 else None,
+        grown_phase=grown_phase(run),
     )
     drift = compare_samples(dur[tail].tolist(), dur[head].tolist())
     if drift is not None:
@@ -347,7 +354,7 @@ def _parts(s: StepTiming) -> dict[str, float]:
 def grown_phase(run: Run) -> tuple[str, float, float] | None:
     """The hook-timed phase that grew most between the first and the last fifth of the run:
     (phase, its median in the first fifth, in the last), None when none grew or too few steps
-    were timed (rules/run_shape's drift names it)."""
+    were timed (``RunShape.grown_phase``: the drift finding names it)."""
     steady = [s for s in run.steps.steps if s.index >= run.window.warmup_steps]
     if len(steady) < 10:
         return None

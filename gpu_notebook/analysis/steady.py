@@ -1,15 +1,23 @@
 """The typical steps of a profiled window: stalled steps left out of the phase split.
 
-Shared by the verdict and the rules, so that both decide on the same steps.
+Shared by the verdict and the rules, so that both decide on the same steps; the rules size
+operators over those steps too (``with_steady_ops``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from gpu_notebook.records import Analysis
+from gpu_notebook.records import Analysis, OpStat, PhaseBreakdown
+from gpu_notebook.trace.kineto import Trace
 
-__all__ = ["STALL_FACTOR", "STALL_MAX_FRACTION", "without_stalls"]
+__all__ = [
+    "STALL_FACTOR",
+    "STALL_MAX_FRACTION",
+    "steady_top_ops",
+    "with_steady_ops",
+    "without_stalls",
+]
 
 # A profiled step longer than this many times the median is a stall (GC, another process, the
 # profiler's own start-up) when a minority of the steps show it; our choice, stated in the
@@ -50,3 +58,55 @@ def without_stalls(analysis: Analysis) -> tuple[Analysis, int]:
         phase_total_us=totals,
     )
     return dataclasses.replace(analysis, phases=trimmed), dropped
+
+
+def with_steady_ops(steady: Analysis, trace: Trace | None) -> Analysis:
+    """``steady`` (``without_stalls``'s analysis) with its top operators over the kept steps
+    only (``steady_top_ops``); as it is without the trace or a trace's phase split."""
+    if steady.phases is None:
+        return steady
+    ops = steady_top_ops(trace, steady.phases)
+    return steady if ops is None else dataclasses.replace(steady, top_ops=ops)
+
+
+def steady_top_ops(
+    trace: Trace | None, phases: PhaseBreakdown, n: int = 10
+) -> tuple[OpStat, ...] | None:
+    """Top operators over the kept (steady) steps only, from the window's decoded trace.
+
+    A stall inflates whichever operator it lands in (an 8 ms pause inside one ``addmm`` of a
+    tiny model makes every addmm look 500 us long), so rules that size operators read them
+    without the stalled steps. Each run of consecutive kept steps is one window of
+    ``top_ops``; the windows are summed by operator name. None without the trace (removed,
+    unreadable): the caller keeps the analysis's own figures.
+    """
+    from gpu_notebook.analysis.ops import top_ops
+
+    if trace is None or phases.source != "trace" or not phases.steps:
+        return None
+    segments: list[tuple[float, float]] = []
+    previous: int | None = None
+    for step in sorted(phases.steps, key=lambda s: s.index):
+        end = step.start_us + step.duration_us
+        if segments and previous == step.index - 1:  # no dropped step in between: one window
+            segments[-1] = (segments[-1][0], end)
+        else:
+            segments.append((step.start_us, end))
+        previous = step.index
+    merged: dict[tuple[str, str], list[float]] = {}
+    for window in segments:
+        for op in top_ops(trace, n=4 * n, window=window):
+            acc = merged.setdefault((op.name, op.device), [0.0, 0.0, 0.0])
+            acc[0] += op.calls
+            acc[1] += op.total_us
+            acc[2] += op.self_us
+    out: list[OpStat] = []
+    for device in ("cpu", "gpu"):
+        rows = sorted(
+            ((k, v) for k, v in merged.items() if k[1] == device), key=lambda kv: -kv[1][2]
+        )[:n]
+        out += [
+            OpStat(name, int(v[0]), v[1], v[2], "cpu" if dev == "cpu" else "gpu")
+            for (name, dev), v in rows
+        ]
+    return tuple(out)

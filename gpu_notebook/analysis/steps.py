@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from gpu_notebook.records import PhaseBreakdown, StepClockRecord, StepPhases, StepStats, StepTiming
+from gpu_notebook.records import (
+    PhaseBreakdown,
+    RunPhase,
+    StepClockRecord,
+    StepPhases,
+    StepStats,
+    StepTiming,
+)
 
 HOOK_PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "other")
 
@@ -101,16 +107,6 @@ def _within_step(parts: dict[str, float], dur_us: float) -> dict[str, float]:
 
 # Fewer steps than this with the phase timed outside our own work: no run-wide figure.
 RUN_PHASE_MIN_STEPS = 8
-
-
-@dataclass(frozen=True)
-class RunPhase:
-    """One phase over the run as the step clock timed it (``run_phase``)."""
-
-    share: float  # of the steps' time (our own work taken out)
-    steps: int  # the steps it rests on
-    phase_s: float  # mean a step
-    step_s: float  # mean step
 
 
 def run_phase(

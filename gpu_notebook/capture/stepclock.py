@@ -122,6 +122,11 @@ class StepClock:
         # Lean steps still time their optimizer step (pre and post hook kept): False when they
         # do not, or when a step ran a closure (its forward/backward are no longer timed apart).
         self._lean_optimizer = False
+        # A lean step ran a closure: the optimizer pre hook has nothing left to time on lean
+        # steps, so the post hook removes it (not the pre hook itself: torch is iterating the
+        # dict that holds it). Lean steps after that call one hook of ours, not two.
+        self._closure_seen = False
+        self._drop_opt_pre = False
         self.boundary_listener: BoundaryListener | None = None
         # Called when a higher-priority anchor replaces the current one (steps restart at 0).
         self.anchor_listener: Callable[[str], None] | None = None
@@ -391,6 +396,11 @@ class StepClock:
         self._lean = True
         self.annotate = False
         keep_opt = self.anchor == "optimizer"
+        if not keep_opt or self._closure_seen:
+            # A closure optimizer's lean steps keep no optimizer time (see _on_opt_pre).
+            handle = self._handles.pop("opt_pre", None)
+            if handle is not None:
+                handle.remove()
         if not keep_opt:
             for name in ("opt_pre", "opt_post"):
                 handle = self._handles.pop(name, None)
@@ -461,6 +471,7 @@ class StepClock:
             ):
                 self._lean_optimizer = False
                 self._opt_start_ns = 0
+                self._closure_seen = self._drop_opt_pre = True
             else:
                 self._opt_start_ns = time.perf_counter_ns()
                 self._opt_inner_ns = self._data_ns + self._fwd_ns + self._bwd_ns
@@ -482,6 +493,12 @@ class StepClock:
             if not self._elsewhere():
                 return
         now = time.perf_counter_ns()
+        if self._drop_opt_pre:
+            self._drop_opt_pre = False
+            if self._lean:
+                handle = self._handles.pop("opt_pre", None)
+                if handle is not None:
+                    handle.remove()
         if self._opt_start_ns:
             inner = self._data_ns + self._fwd_ns + self._bwd_ns - self._opt_inner_ns
             self._opt_ns += max(0, now - self._opt_start_ns - inner)

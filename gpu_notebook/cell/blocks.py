@@ -11,6 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from gpu_notebook.cell.names import dotted, method_of, receiver_of
 from gpu_notebook.cell.parse import parse_ast
 
 # What a periodic block does, by the names it calls (first match wins).
@@ -103,43 +104,64 @@ def _modulus(test: ast.expr, constants: dict[str, int]) -> int | None:
     return None
 
 
+# Methods that store their argument in a container that outlives the step.
+KEEPING_METHODS = frozenset({"append", "extend", "add", "insert", "put", "appendleft"})
+
+
+def kept_graph_calls(
+    tree: ast.Module, model_names: frozenset[str], names: frozenset[str] = frozenset()
+) -> list[ast.Call]:
+    """The ``x.append(name)`` calls of the loops that call ``.backward()``, where ``name``
+    carries a graph: one ``.backward()`` is called on (``scaler.scale(loss)`` too) or the result
+    of a call of a model; or one of ``names`` when given. What the memory rule points at and
+    its fix detaches (the same nodes), in walk order, each once."""
+    found: dict[int, ast.Call] = {}
+    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+        calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
+        losses = {_backward_target(c) for c in calls if method_of(c) == "backward"} - {None}
+        if not losses:
+            continue
+        graphs = set(names) or {n for n in losses if n is not None}
+        for node in ast.walk(loop) if not names else ():
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and (dotted(node.value.func) in model_names)
+            ):
+                graphs |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for c in calls:
+            if method_of(c) in KEEPING_METHODS and c.args and dotted(c.args[-1]) in graphs:
+                found.setdefault(id(c), c)
+    return list(found.values())
+
+
+def _backward_target(call: ast.Call) -> str | None:
+    target = receiver_of(call)
+    if isinstance(target, ast.Call) and method_of(target) == "scale" and target.args:
+        target = target.args[0]
+    return dotted(target)
+
+
 def kept_graph_line(
     source: str, model_names: frozenset[str], line_offset: int
 ) -> tuple[int, str, str] | None:
-    """The first ``x.append(name)`` in a training loop where ``name`` carries a graph: a name
-    ``.backward()`` is called on, or the result of a call of a model. (line, text, name)."""
+    """The first of :func:`kept_graph_calls`: (line, text, name)."""
     try:
         tree = parse_ast(source)
     except SyntaxError:
         return None
     lines = source.splitlines()
-    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
-        calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
-        graphs = {
-            c.func.value.id
-            for c in calls
-            if isinstance(c.func, ast.Attribute)
-            and c.func.attr == "backward"
-            and isinstance(c.func.value, ast.Name)
-        }
-        if not graphs:
-            continue
-        for node in ast.walk(loop):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                func = node.value.func
-                if isinstance(func, ast.Name) and func.id in model_names:
-                    graphs |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        for c in calls:
-            if (
-                isinstance(c.func, ast.Attribute)
-                and c.func.attr in ("append", "extend", "add", "insert", "appendleft")
-                and c.args
-                and isinstance(c.args[-1], ast.Name)
-                and c.args[-1].id in graphs
-            ):
-                text = lines[c.lineno - 1].strip() if c.lineno <= len(lines) else ""
-                return c.lineno + line_offset, text, c.args[-1].id
+    for c in kept_graph_calls(tree, model_names):
+        text = lines[c.lineno - 1].strip() if c.lineno <= len(lines) else ""
+        return c.lineno + line_offset, text, dotted(c.args[-1]) or ""
     return None
 
 
-__all__ = ["WORK_KINDS", "Periodic", "kept_graph_line", "periodic_blocks"]
+__all__ = [
+    "KEEPING_METHODS",
+    "WORK_KINDS",
+    "Periodic",
+    "kept_graph_calls",
+    "kept_graph_line",
+    "periodic_blocks",
+]

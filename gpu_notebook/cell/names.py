@@ -1,4 +1,4 @@
-"""Name-level reading of :mod:`ast` nodes for the source scanner: dotted names, literals, loop targets.
+"""Name-level reading of the cell's nodes (the scanner's :mod:`ast`, the fixes' libcst): dotted names, literals, loop targets.
 
 Shared by the scanner modules (``tree``, ``loops``, ``syncs``,
 ``setup``). A heuristic over names, never a type check (see ``scan``).
@@ -7,26 +7,36 @@ Shared by the scanner modules (``tree``, ``loops``, ``syncs``,
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from gpu_notebook.cell.words import GRAD_MODES, last, model_like
 
 
-def dotted(node: ast.AST | None) -> str | None:
-    """``torch.utils.data.DataLoader`` for a Name/Attribute chain, else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
+def dotted(node: Any) -> str | None:
+    """``torch.utils.data.DataLoader`` for a Name/Attribute chain, else None. Either tree: the
+    facts' :mod:`ast` nodes or the libcst nodes a fix edits (by their kind's name: libcst is not
+    imported here), so a name means one thing to a rule and to its fix."""
+    kind = type(node).__name__
+    if kind == "Name":
+        return node.id if isinstance(node, ast.Name) else str(node.value)
+    if kind == "Attribute":
         base = dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
+        attr = node.attr if isinstance(node.attr, str) else node.attr.value
+        return None if base is None else f"{base}.{attr}"
     return None
 
 
-def method_of(call: ast.Call) -> str | None:
-    return call.func.attr if isinstance(call.func, ast.Attribute) else None
+def method_of(call: Any) -> str | None:
+    """``backward`` for ``loss.backward()``: the attribute called, whatever the receiver."""
+    func = call.func
+    if type(func).__name__ != "Attribute":
+        return None
+    return func.attr if isinstance(func.attr, str) else str(func.attr.value)
 
 
-def receiver_of(call: ast.Call) -> ast.expr | None:
-    return call.func.value if isinstance(call.func, ast.Attribute) else None
+def receiver_of(call: Any) -> Any:
+    """``loss`` for ``loss.backward()``; None when the call is not a method call."""
+    return call.func.value if type(call.func).__name__ == "Attribute" else None
 
 
 def keyword_of(call: ast.Call, name: str) -> ast.keyword | None:

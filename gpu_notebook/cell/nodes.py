@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 Span = tuple[int, int, int, int]  # first line, first column, last line, end column (characters)
 
 
-def _span(node: ast.AST, lines: Sequence[str]) -> Span | None:
+def _span(node: ast.AST | None, lines: Sequence[str]) -> Span | None:
     start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
     col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
     if start is None or end is None or col is None or end_col is None:
@@ -31,24 +31,35 @@ def _span(node: ast.AST, lines: Sequence[str]) -> Span | None:
     return start, chars(start, col), end, chars(end, end_col)
 
 
-def cst_nodes(module: cst.Module, nodes: Sequence[ast.AST]) -> list[cst.CSTNode | None]:
-    """The libcst node of ``module`` at each ast node's range, of the same kind (a Call for a
-    Call); None where there is none. ``module`` and the ast tree must come from the same text."""
+def _index(module: cst.Module) -> dict[tuple[Span, str], cst.CSTNode]:
+    """Every node of ``module`` by (source range, kind), the first of each; computed once per
+    module (a report's fixes share the one parse, and resolving positions is not free)."""
+    for held, index in _INDEXES:
+        if held is module:
+            return index
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    lines = module.code.splitlines()
-    wanted = {span: type(n).__name__ for n in nodes if (span := _span(n, lines)) is not None}
-    found: dict[tuple[Span, str], cst.CSTNode] = {}
+    index = {}
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     for node, where in positions.items():
         span = (where.start.line, where.start.column, where.end.line, where.end.column)
-        kind = type(node).__name__
-        if wanted.get(span) == kind:
-            found.setdefault((span, kind), node)
+        index.setdefault((span, type(node).__name__), node)
+    _INDEXES.insert(0, (module, index))
+    del _INDEXES[4:]  # a report reads one cell (and a compare two)
+    return index
+
+
+def cst_nodes(module: cst.Module, nodes: Sequence[ast.AST | None]) -> list[cst.CSTNode | None]:
+    """The libcst node of ``module`` at each ast node's range, of the same kind (a Call for a
+    Call); None where there is none (or no ast node). ``module`` and the ast tree must come from the same text."""
+    lines = module.code.splitlines()
+    index = _index(module)
     return [
-        found.get((span, type(n).__name__)) if (span := _span(n, lines)) is not None else None
+        index.get((span, type(n).__name__)) if (span := _span(n, lines)) is not None else None
         for n in nodes
     ]
 
+
+_INDEXES: list[tuple[cst.Module, dict[tuple[Span, str], cst.CSTNode]]] = []
 
 __all__ = ["cst_nodes"]

@@ -26,7 +26,7 @@ from gpu_notebook.fixes import (
     codemods_syncs,
 )
 from gpu_notebook.fixes.cst_tools import Declined
-from gpu_notebook.fixes.records import Fix, FixInfo, ParamValue, Patch, Refusal
+from gpu_notebook.fixes.records import Fix, ParamValue, Patch, Refusal
 from gpu_notebook.records import FixProposal
 
 HEADER_PREFIX = "# gpucheck fix: "
@@ -159,8 +159,7 @@ _TABLE: tuple[Fix, ...] = (
     ),
 )
 
-FIXES: Mapping[str, FixInfo] = types.MappingProxyType({fix.fix_id: fix.info for fix in _TABLE})
-_BY_ID: Mapping[str, Fix] = {fix.fix_id: fix for fix in _TABLE}
+FIXES: Mapping[str, Fix] = types.MappingProxyType({fix.fix_id: fix for fix in _TABLE})
 
 
 def apply_fix(fix: str | Fix, source: str, **params: ParamValue) -> Patch | Refusal:
@@ -171,11 +170,9 @@ def apply_fix(fix: str | Fix, source: str, **params: ParamValue) -> Patch | Refu
     unknown parameter name: those are bugs in the caller, not properties of the cell.
     """
     if isinstance(fix, str):
-        describe(fix)  # ValueError for an unknown id
-        fix = _BY_ID[fix]
-    info = fix.info
-    fix_id = info.fix_id
-    known = {p.name for p in info.params}
+        fix = describe(fix)  # ValueError for an unknown id
+    fix_id = fix.fix_id
+    known = {p.name for p in fix.params}
     unknown = sorted(set(params) - known)
     if unknown:
         raise TypeError(
@@ -196,7 +193,7 @@ def apply_fix(fix: str | Fix, source: str, **params: ParamValue) -> Patch | Refu
     if new_code == cell.code:
         return Refusal(fix_id, "nothing to change in this cell")
     newline = "\r\n" if "\r\n" in source else "\n"
-    header = HEADER_PREFIX + info.title + (f" ({result.detail})" if result.detail else "")
+    header = HEADER_PREFIX + fix.title + (f" ({result.detail})" if result.detail else "")
     try:
         after = restore(new_code, cell, header=header + newline)
     except ValueError as exc:
@@ -207,10 +204,10 @@ def apply_fix(fix: str | Fix, source: str, **params: ParamValue) -> Patch | Refu
             check_parse(checked.code)
     except (NotPythonCell, SyntaxError, ValueError) as exc:
         return Refusal(fix_id, f"internal error, the patched cell would not parse: {exc}")
-    return _patch(info, source, after)
+    return _patch(fix, source, after)
 
 
-def _patch(info: FixInfo, before: str, after: str) -> Patch:
+def _patch(info: Fix, before: str, after: str) -> Patch:
     """The Patch of one fix from ``before`` to ``after``: its catalog entry, diff, lines."""
     return Patch(
         fix_id=info.fix_id,
@@ -281,7 +278,7 @@ def inserted_patch(fix_id: str, source: str, note: str, snippet: str, after_line
     return _patch(info, source, head + block + "".join(lines[after_line:]))
 
 
-def to_proposal(result: Patch | Refusal, info: FixInfo | None = None) -> FixProposal:
+def to_proposal(result: Patch | Refusal, info: Fix | None = None) -> FixProposal:
     """The report's record of a fix (``gpu_notebook.records.FixProposal``) for a Finding;
     ``info``: the entry of a rule's own fix (the catalog's are found by id)."""
     info = info if info is not None else describe(result.fix_id)
@@ -305,7 +302,7 @@ def to_proposal(result: Patch | Refusal, info: FixInfo | None = None) -> FixProp
     )
 
 
-def describe(fix_id: str) -> FixInfo:
+def describe(fix_id: str) -> Fix:
     """The catalog entry of one fix (ValueError for an unknown id)."""
     info = FIXES.get(fix_id)
     if info is None:

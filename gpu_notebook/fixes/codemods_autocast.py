@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from gpu_notebook.cell.names import dotted, last, method_of, receiver_of
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -19,21 +20,16 @@ from gpu_notebook.fixes.cst_tools import (
     Replacement,
     Tree,
     assigned_names,
-    call_name,
     calls_in,
-    dotted_name,
     expression,
+    facts_of,
     has_backward,
-    last_part,
     leading_lines,
     loss_names,
-    method_name,
-    module_names,
     names_read,
     no_training_loop_reason,
     only_call,
     optimizer_names,
-    receiver,
     replace_nodes,
     statement,
     training_loops,
@@ -63,10 +59,11 @@ def autocast(
     train_loops = training_loops(module)
     if not train_loops:
         return Declined(no_training_loop_reason(module))
-    if any(last_part(call_name(c)) in ("autocast", "GradScaler") for c in calls_in(module)):
+    facts = facts_of(module)
+    if facts.autocast or facts.grad_scaler:
         return Declined("this cell already uses autocast")
     tree = Tree(module)
-    modules = module_names(module)
+    modules = set(facts.model_names)
     scaler = _fresh_name(module, ("scaler", "grad_scaler", "gpucheck_scaler"))
     edits: dict[cst.CSTNode, Replacement] = {}
     scaled_roots: set[cst.CSTNode] = set()
@@ -119,7 +116,7 @@ def _autocast_plan(
         i for i, stmt in enumerate(body[:backward_index]) if _is_forward(stmt, modules, losses)
     ]
     if not forward:
-        if any(dotted_name(c.func) in modules for c in calls_in(backward_stmt)):
+        if any(dotted(c.func) in modules for c in calls_in(backward_stmt)):
             return Declined(
                 "the forward pass and .backward() are one statement; split it into "
                 "loss = ... and loss.backward() first"
@@ -135,10 +132,8 @@ def _is_forward(stmt: cst.BaseStatement, modules: set[str], losses: set[str]) ->
     if not isinstance(stmt, cst.SimpleStatementLine):
         return False
     for call in calls_in(stmt):
-        name = dotted_name(call.func)
-        if name in modules or any(
-            word in last_part(name).lower() for word in ("loss", "criterion")
-        ):
+        name = dotted(call.func)
+        if name in modules or any(word in last(name).lower() for word in ("loss", "criterion")):
             return True
     return any(target in losses for target, _ in assigned_names(stmt))
 
@@ -156,11 +151,11 @@ def _optimizer_steps(
         call = only_call(stmt)
         if call is None:
             continue
-        if method_name(call) == "step" and not call.args:
-            name = dotted_name(receiver(call))
+        if method_of(call) == "step" and not call.args:
+            name = dotted(receiver_of(call))
             if name is not None and (name in optimizers or (not optimizers and "opt" in name)):
                 steps[index] = name
-        elif last_part(call_name(call)) in _CLIP_FUNCTIONS and not steps:
+        elif last(dotted(call.func)) in _CLIP_FUNCTIONS and not steps:
             clips.append(index)
     if not steps:
         return Declined(
@@ -214,7 +209,7 @@ def _scaled_backward(stmt: cst.BaseStatement, scaler: str) -> cst.BaseStatement:
 
     class Scale(cst.CSTTransformer):
         def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-            if method_name(updated_node) == "backward" and isinstance(
+            if method_of(updated_node) == "backward" and isinstance(
                 updated_node.func, cst.Attribute
             ):
                 scaled = cst.Call(

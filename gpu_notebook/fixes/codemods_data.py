@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpu_notebook.cell.names import dotted, last
 from gpu_notebook.cell.nodes import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
@@ -19,15 +20,13 @@ from gpu_notebook.fixes.cst_tools import (
     Tree,
     add_comment,
     bool_literal,
-    call_name,
     calls_in,
-    dotted_name,
     expression,
+    facts_of,
     has_star_kwargs,
     int_literal,
     keyword,
-    last_part,
-    optimizer_constructor,
+    nodes_of,
     replace_nodes,
     set_keyword,
     walk,
@@ -40,7 +39,8 @@ _BATCH_COMMENT = "# gpucheck: batch size x"
 
 
 def _dataloader_calls(module: cst.Module) -> list[cst.Call]:
-    return [call for call in calls_in(module) if last_part(call_name(call)) == "DataLoader"]
+    """The cell's ``DataLoader(...)`` calls: the loaders of the facts the rule read."""
+    return nodes_of(module, [ld.node for ld in facts_of(module).loaders if ld.node is not None])
 
 
 def _positional(call: cst.Call) -> list[cst.Arg]:
@@ -78,7 +78,7 @@ def dataloader_workers(
         hf = [
             c
             for c in calls_in(module)
-            if last_part(call_name(c)) == "TrainingArguments" and not has_star_kwargs(c)
+            if last(dotted(c.func)) == "TrainingArguments" and not has_star_kwargs(c)
         ]
         if hf:
             return _training_arguments(module, hf, num_workers, pin_memory, persistent_workers)
@@ -200,15 +200,12 @@ def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integ
     """
     if isinstance(value, cst.Name):
         return _name_origin(module, value.value)
-    if isinstance(value, cst.Attribute) and dotted_name(value.value) == "self":
+    if isinstance(value, cst.Attribute) and dotted(value.value) == "self":
         for node in walk(module):
             if not isinstance(node, cst.Assign) or len(node.targets) != 1:
                 continue
             target = node.targets[0].target
-            if (
-                isinstance(target, cst.Attribute)
-                and dotted_name(target) == f"self.{value.attr.value}"
-            ):
+            if isinstance(target, cst.Attribute) and dotted(target) == f"self.{value.attr.value}":
                 if isinstance(node.value, cst.Integer):
                     return node.value
                 if isinstance(node.value, cst.Name):
@@ -277,12 +274,12 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
         )
     lr_scaled = False
     if scale_lr:
-        for call in calls_in(module):
-            if optimizer_constructor(call):
-                lr_arg = _lr_argument(call)
-                if lr_arg is not None and isinstance(lr_arg.value, (cst.Integer, cst.Float)):
-                    edits[lr_arg] = _lr_scaler(factor)
-                    lr_scaled = True
+        found = [opt.node for opt in facts_of(module).optimizers if opt.node is not None]
+        for call in nodes_of(module, found):
+            lr_arg = _lr_argument(call)
+            if lr_arg is not None and isinstance(lr_arg.value, (cst.Integer, cst.Float)):
+                edits[lr_arg] = _lr_scaler(factor)
+                lr_scaled = True
     if lr_scaled:
         note = f"{_BATCH_COMMENT}{factor}; optimizer lr scaled x{factor} too (linear scaling rule)"
     else:

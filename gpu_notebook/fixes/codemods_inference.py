@@ -5,37 +5,28 @@ Same contract as the other codemod modules: ``(module, **params) -> Edited | Dec
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from gpu_notebook.cell.words import GRAD_MODES
+from gpu_notebook.cell.names import dotted, method_of, receiver_of
+from gpu_notebook.cell.nodes import cst_nodes
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
     Edited,
     Replacement,
     Tree,
-    call_name,
     calls_in,
-    dotted_name,
     expression,
-    has_backward,
-    is_backward_call,
-    last_part,
-    loops,
+    facts_of,
     main_model_name,
-    method_name,
-    module_names,
-    receiver,
     replace_nodes,
     statement,
-    walk,
     with_leading_lines,
     with_torch_import,
     wrap,
 )
-
-# Any grad mode the user chose (enable_grad too): the fix leaves those loops as they are.
-_GRAD_MODES = GRAD_MODES | {"enable_grad"}
 
 
 def inference_mode(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:
@@ -47,26 +38,29 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     ``model.train()`` follows the loop so later training steps keep dropout and batch norm on.
     """
     tree = Tree(module)
-    models = module_names(module)
-    if model_name:
-        models.add(model_name)
+    facts = facts_of(module)
+    models = set(facts.model_names) | ({model_name} if model_name else set())
     main = model_name or main_model_name(module)
-    candidates = [
-        loop
-        for loop in loops(module)
-        if not has_backward(loop.body) and _calls_any(loop.body, models)
-    ]
+    # The loops of the facts that call a model and never .backward() (the rule's reading),
+    # outermost first; those already under a grad mode are the user's choice.
+    found = [
+        loop for loop in facts.loops
+        if not loop.trains and (loop.calls_model or _calls_named(loop.node, model_name))
+    ]  # fmt: skip
+    mapped = cst_nodes(module, [loop.node for loop in found])
+    candidates = [loop for loop in mapped if isinstance(loop, cst.For)]
+    grad_off = {id(n) for n, f in zip(mapped, found, strict=True) if f.under_grad_mode}
     outermost = [
         loop for loop in candidates if not any(a in candidates for a in tree.ancestors(loop))
     ]
     if not outermost:
         return Declined("no loop in this cell calls the model without .backward()")
-    free = [loop for loop in outermost if not _under_grad_mode(tree, loop)]
+    free = [loop for loop in outermost if id(loop) not in grad_off]
     if not free:
         return Declined(
             "every inference loop already runs under torch.no_grad() or inference_mode()"
         )
-    trains = any(is_backward_call(c) for c in calls_in(module))
+    trains = any(loop.trains for loop in facts.loops)
     edits: dict[cst.CSTNode, Replacement] = {}
     named: list[str] = []
     for loop in free:
@@ -78,36 +72,17 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     return Edited(with_torch_import(replace_nodes(module, edits)), ", ".join(named))
 
 
-def _calls_any(node: cst.CSTNode, names: set[str]) -> bool:
-    return any(dotted_name(c.func) in names for c in calls_in(node))
-
-
-def _under_grad_mode(tree: Tree, loop: cst.For) -> bool:
-    """Inside or containing a ``with torch.no_grad()`` (or inference_mode...) block."""
-
-    def grad_with(node: cst.CSTNode) -> bool:
-        return isinstance(node, cst.With) and any(
-            isinstance(item.item, cst.Call) and last_part(call_name(item.item)) in _GRAD_MODES
-            for item in node.items
-        )
-
-    if any(grad_with(a) for a in tree.ancestors(loop)) or any(
-        grad_with(n) for n in walk(loop.body)
-    ):
-        return True
-    # A function decorated with @torch.no_grad() or @torch.inference_mode().
-    for ancestor in tree.ancestors(loop):
-        if isinstance(ancestor, cst.FunctionDef):
-            for decorator in ancestor.decorators:
-                target = decorator.decorator
-                target = target.func if isinstance(target, cst.Call) else target
-                if last_part(dotted_name(target)) in _GRAD_MODES:
-                    return True
-    return False
+def _calls_named(loop: ast.AST | None, name: str | None) -> bool:
+    """The loop calls ``name`` (a model the caller names, which the facts may not know)."""
+    return (
+        name is not None
+        and loop is not None
+        and any(isinstance(c, ast.Call) and dotted(c.func) == name for c in ast.walk(loop))
+    )
 
 
 def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | None:
-    called = [dotted_name(c.func) for c in calls_in(loop.body) if dotted_name(c.func) in models]
+    called = [dotted(c.func) for c in calls_in(loop.body) if dotted(c.func) in models]
     if main in called:
         return main
     return called[0] if called else None
@@ -115,9 +90,7 @@ def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | No
 
 def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
     """``model.eval()`` inside the loop, or earlier in its block after the last ``.train()``."""
-    if any(
-        method_name(c) == "eval" and dotted_name(receiver(c)) == model for c in calls_in(loop.body)
-    ):
+    if any(method_of(c) == "eval" and dotted(receiver_of(c)) == model for c in calls_in(loop.body)):
         return True
     block = tree.block_of(loop)
     if block is None:
@@ -125,8 +98,8 @@ def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
     body = list(block.body)
     for stmt in reversed(body[: body.index(loop)]):
         for call in reversed(list(calls_in(stmt))):
-            if dotted_name(receiver(call)) == model and method_name(call) in ("eval", "train"):
-                return method_name(call) == "eval"
+            if dotted(receiver_of(call)) == model and method_of(call) in ("eval", "train"):
+                return method_of(call) == "eval"
     return False
 
 

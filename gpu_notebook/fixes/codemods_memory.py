@@ -10,57 +10,40 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpu_notebook.cell.blocks import kept_graph_calls
+from gpu_notebook.cell.names import dotted
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
     Edited,
     Replacement,
-    dotted_name,
-    loss_names,
-    method_name,
+    facts_of,
+    nodes_of,
     replace_nodes,
     training_loops,
-    walk,
 )
-
-# Methods that store their argument in a container that outlives the step.
-KEEPING_METHODS = frozenset({"append", "extend", "add", "insert", "put", "appendleft"})
-
-
-def kept_graphs(loop: cst.CSTNode, names: set[str]) -> list[cst.Call]:
-    """``x.append(NAME)`` calls in ``loop`` whose stored argument is one of ``names`` as is."""
-    found = []
-    for node in walk(loop):
-        if (
-            not isinstance(node, cst.Call)
-            or method_name(node) not in KEEPING_METHODS
-            or not node.args
-        ):
-            continue
-        if dotted_name(node.args[-1].value) in names:
-            found.append(node)
-    return found
 
 
 def detach_kept_tensors(module: cst.Module, *, names: str = "") -> CodemodResult:
-    """Store ``NAME.detach()`` where the loop stores a tensor that carries its graph.
+    """Store ``NAME.detach()`` where the loop stores a tensor that carries its graph: the calls
+    the memory rule found (``cell/blocks.kept_graph_calls``), edited where they stand.
 
     ``names``: comma-separated names to treat as such tensors (default: the names the loop
-    calls ``.backward()`` on).
+    calls ``.backward()`` on, and the outputs of the model).
     """
-    loops = training_loops(module)
-    if not loops:
+    if not training_loops(module):
         return Declined("no training loop (a for loop that calls .backward()) in this cell")
-    wanted = {n.strip() for n in names.split(",") if n.strip()}
+    wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
+    facts = facts_of(module)
+    assert facts.tree is not None  # it has a training loop: it parsed
+    found = kept_graph_calls(facts.tree.tree, facts.model_names, wanted)
     edits: dict[cst.CSTNode, Replacement] = {}
     stored: list[str] = []
-    for loop in loops:
-        for call in kept_graphs(loop.body, wanted or loss_names(loop.body)):
-            arg = call.args[-1]
-            name = dotted_name(arg.value) or ""
-            stored.append(name)
-            detached = cst.Call(func=cst.Attribute(value=arg.value, attr=cst.Name("detach")))
-            edits[arg] = _with_value(detached)
+    for call in nodes_of(module, found):
+        arg = call.args[-1]
+        stored.append(dotted(arg.value) or "")
+        detached = cst.Call(func=cst.Attribute(value=arg.value, attr=cst.Name("detach")))
+        edits[arg] = _with_value(detached)
     if not edits:
         return Declined(
             "the loop does not store a tensor with its graph (e.g. history.append(loss))"

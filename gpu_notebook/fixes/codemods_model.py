@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpu_notebook.cell.names import dotted, receiver_of
 from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -18,17 +19,13 @@ from gpu_notebook.fixes.cst_tools import (
     after_imports_index,
     assigned_names,
     bool_literal,
-    call_name,
     calls_in,
-    dotted_name,
     expression,
+    facts_of,
     has_star_kwargs,
     keyword,
-    last_part,
     main_model_name,
-    method_name,
-    optimizer_constructor,
-    receiver,
+    nodes_of,
     remove_keyword,
     replace_nodes,
     set_keyword,
@@ -57,7 +54,7 @@ def torch_compile(
     for text, label in ((mode, "mode"), (backend, "backend")):
         if text is not None and (not text or '"' in text or "\\" in text):
             raise ValueError(f"{label} must be a plain non-empty string, not {text!r}")
-    if _already_compiled(module):
+    if facts_of(module).compiled:  # the rule's own reading: it proposed no compile then
         return Declined("this cell already calls torch.compile")
     name = model_name or main_model_name(module)
     if name is None:
@@ -84,21 +81,6 @@ def torch_compile(
 
     patched = with_torch_import(replace_nodes(module, {anchor: insert}))
     return Edited(patched, name + options.replace('"', ""))
-
-
-def _already_compiled(module: cst.Module) -> bool:
-    for node in walk(module):
-        if isinstance(node, cst.Call):
-            if call_name(node) in ("torch.compile", "compile") and node.args:
-                return True
-            if method_name(node) == "compile" and dotted_name(receiver(node)) is not None:
-                return True
-        elif isinstance(node, cst.Decorator):
-            decorator = node.decorator
-            target = decorator.func if isinstance(decorator, cst.Call) else decorator
-            if dotted_name(target) == "torch.compile":
-                return True
-    return False
 
 
 def _creation_statement(tree: Tree, name: str) -> cst.BaseStatement | None:
@@ -137,9 +119,9 @@ def _configures(stmt: cst.BaseStatement, name: str) -> bool:
         return False
     small = stmt.body[0]
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        return dotted_name(receiver(small.value)) == name
+        return dotted(receiver_of(small.value)) == name
     return any(
-        target == name and isinstance(value, cst.Call) and dotted_name(receiver(value)) == name
+        target == name and isinstance(value, cst.Call) and dotted(receiver_of(value)) == name
         for target, value in assigned_names(stmt)
     )
 
@@ -167,7 +149,7 @@ def backend_flags(
             "the autotuner would make runs differ"
         )
     existing = _assigned_flags(module)
-    if any(call_name(c) == "torch.set_float32_matmul_precision" for c in calls_in(module)):
+    if any(dotted(c.func) == "torch.set_float32_matmul_precision" for c in calls_in(module)):
         # The user chose a matmul precision on purpose; leave matmul TF32 to that call.
         existing[_TF32_FLAGS[0]] = True
     missing = [flag for flag in wanted if flag not in existing]
@@ -179,7 +161,7 @@ def backend_flags(
         if (
             isinstance(node, cst.Assign)
             and len(node.targets) == 1
-            and dotted_name(node.targets[0].target) in disabled
+            and dotted(node.targets[0].target) in disabled
         ):
             edits[node] = lambda assign: assign.with_changes(value=cst.Name("True"))
     patched = with_torch_import(replace_nodes(module, edits))
@@ -200,7 +182,7 @@ def _assigned_flags(module: cst.Module) -> dict[str, bool | None]:
     for node in walk(module):
         if isinstance(node, cst.Assign):
             for target in node.targets:
-                name = dotted_name(target.target)
+                name = dotted(target.target)
                 if name is not None and name.startswith("torch.backends."):
                     flags[name] = bool_literal(node.value)
     return flags
@@ -216,10 +198,8 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
     if implementation not in ("fused", "foreach"):
         raise ValueError(f'implementation must be "fused" or "foreach", not {implementation!r}')
     classes = FUSED_OPTIMIZERS if implementation == "fused" else FOREACH_OPTIMIZERS
-    calls = [
-        c for c in calls_in(module)
-        if optimizer_constructor(c) and last_part(call_name(c)) in classes
-    ]  # fmt: skip
+    found = [opt.node for opt in facts_of(module).optimizers if opt.cls in classes]
+    calls: list[cst.Call] = nodes_of(module, [node for node in found if node is not None])
     if not calls:
         names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
         return Declined(f"no torch.optim {names} optimizer is created in this cell")
@@ -284,8 +264,7 @@ def dataparallel_to_ddp(module: cst.Module) -> CodemodResult:
 
     When the cell uses ``nn.DataParallel`` the reason carries a script sketch to start from.
     """
-    uses_dp = any(last_part(call_name(c)) == "DataParallel" for c in calls_in(module))
-    if not uses_dp:
+    if not facts_of(module).data_parallel:
         return Declined("no nn.DataParallel(...) in this cell")
     return Declined(
         "DistributedDataParallel runs one process per GPU, which a notebook cell cannot become "

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from gpu_notebook.cell.names import dotted, method_of, receiver_of
 from gpu_notebook.cell.words import log_kind
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -22,15 +23,12 @@ from gpu_notebook.fixes.cst_tools import (
     Tree,
     add_comment,
     assigned_names,
-    call_name,
     calls_in,
     expression,
     loops,
-    method_name,
     names_read,
     no_training_loop_reason,
     only_call,
-    receiver,
     replace_nodes,
     training_loops,
     walk,
@@ -41,14 +39,14 @@ from gpu_notebook.fixes.cst_tools import (
 def _is_logging_call(call: cst.Call) -> bool:
     """A logging call by the rules' own words (cell/words.log_kind): what the rule counts as
     per-step logging is what this fix gates."""
-    return log_kind(call_name(call), method_name(call)) is not None
+    return log_kind(dotted(call.func), method_of(call)) is not None
 
 
 def _is_sync_call(call: cst.Call) -> bool:
     """``t.item()`` or ``float(t)``: the host waits for the device to produce a number."""
-    if method_name(call) == "item" and not call.args:
+    if method_of(call) == "item" and not call.args:
         return True
-    if call_name(call) == "float" and len(call.args) == 1:
+    if dotted(call.func) == "float" and len(call.args) == 1:
         return not isinstance(call.args[0].value, (cst.Integer, cst.Float, cst.SimpleString))
     return False
 
@@ -72,8 +70,8 @@ def _is_record(stmt: cst.BaseStatement) -> bool:
     call = only_call(stmt)
     return (
         call is not None
-        and method_name(call) in ("append", "extend")
-        and isinstance(receiver(call), cst.Name)
+        and method_of(call) in ("append", "extend")
+        and isinstance(receiver_of(call), cst.Name)
     )
 
 
@@ -210,11 +208,11 @@ def _step_names(loop: cst.For) -> set[str]:
 def _counters(loop: cst.For) -> set[str]:
     """Names that count steps: ``i`` of ``for i in range(n)``, the index of ``enumerate``."""
     target, it = loop.target, loop.iter
-    if isinstance(it, cst.Call) and call_name(it) == "range":
+    if isinstance(it, cst.Call) and dotted(it.func) == "range":
         return {n.value for n in walk(target) if isinstance(n, cst.Name)}
     if (
         isinstance(it, cst.Call)
-        and call_name(it) == "enumerate"
+        and dotted(it.func) == "enumerate"
         and isinstance(target, cst.Tuple)
         and target.elements
         and isinstance(target.elements[0].value, cst.Name)
@@ -316,11 +314,11 @@ def _inside_fstring_field(tree: Tree, node: cst.CSTNode) -> bool:
 def _detach_syncs(aug: cst.AugAssign) -> cst.AugAssign:
     class Detach(cst.CSTTransformer):
         def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-            if method_name(updated_node) == "item" and isinstance(updated_node.func, cst.Attribute):
+            if method_of(updated_node) == "item" and isinstance(updated_node.func, cst.Attribute):
                 return updated_node.with_changes(
                     func=updated_node.func.with_changes(attr=cst.Name("detach"))
                 )
-            if call_name(updated_node) == "float" and len(updated_node.args) == 1:
+            if dotted(updated_node.func) == "float" and len(updated_node.args) == 1:
                 inner = updated_node.args[0].value
                 return cst.Call(
                     func=cst.Attribute(value=_parenthesized(inner), attr=cst.Name("detach"))
@@ -351,13 +349,13 @@ def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
     target = loop.target
     if (
         isinstance(loop.iter, cst.Call)
-        and call_name(loop.iter) == "range"
+        and dotted(loop.iter.func) == "range"
         and isinstance(target, cst.Name)
     ):
         return target.value, False
     if (
         isinstance(loop.iter, cst.Call)
-        and call_name(loop.iter) == "enumerate"
+        and dotted(loop.iter.func) == "enumerate"
         and isinstance(target, cst.Tuple)
         and target.elements
         and isinstance(target.elements[0].value, cst.Name)
@@ -409,7 +407,7 @@ def _enumerated(loop: cst.For, step: str) -> cst.For:
     target = loop.target
     if (
         isinstance(loop.iter, cst.Call)
-        and call_name(loop.iter) == "enumerate"
+        and dotted(loop.iter.func) == "enumerate"
         and isinstance(target, cst.Tuple)
     ):
         # `for _, batch in enumerate(...)`: name the index instead of adding a second enumerate.

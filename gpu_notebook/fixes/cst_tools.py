@@ -14,20 +14,17 @@ nothing, rather than guess.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 import libcst as cst
 
-from gpu_notebook.cell.words import (
-    MODULE_CHAIN_METHODS,
-    MODULE_METHODS,
-    builds_module,
-    is_optimizer_class,
-    last,
-    model_like,
-)
+from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.names import dotted, method_of, receiver_of
+from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.scan import scan_source
 
 # --------------------------------------------------------------------------------------------
 # What a codemod returns
@@ -56,34 +53,6 @@ CompoundT = TypeVar("CompoundT", cst.With, cst.If)
 # --------------------------------------------------------------------------------------------
 # Names
 # --------------------------------------------------------------------------------------------
-
-
-def dotted_name(node: cst.CSTNode | None) -> str | None:
-    """``torch.utils.data.DataLoader`` for the matching Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return None if base is None else f"{base}.{node.attr.value}"
-    return None
-
-
-def call_name(call: cst.Call) -> str | None:
-    """Dotted name of the called function: ``DataLoader``, ``torch.optim.AdamW``; else None."""
-    return dotted_name(call.func)
-
-
-last_part = last  # the one helper, under the name the codemods call it
-
-
-def method_name(call: cst.Call) -> str | None:
-    """``backward`` for ``loss.backward()``: the attribute called, whatever the receiver."""
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-
-
-def receiver(call: cst.Call) -> cst.BaseExpression | None:
-    """``loss`` for ``loss.backward()``; None when the call is not a method call."""
-    return call.func.value if isinstance(call.func, cst.Attribute) else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,7 +127,7 @@ class Tree:
 
 
 def is_backward_call(call: cst.Call) -> bool:
-    return method_name(call) == "backward" or call_name(call) == "torch.autograd.backward"
+    return method_of(call) == "backward" or dotted(call.func) == "torch.autograd.backward"
 
 
 def has_backward(node: cst.CSTNode) -> bool:
@@ -169,19 +138,23 @@ def loops(node: cst.CSTNode) -> list[cst.For]:
     return [child for child in walk(node) if isinstance(child, cst.For)]
 
 
+def facts_of(module: cst.Module) -> SourceFacts:
+    """The facts the rules read, of the text this module was parsed from (its :mod:`ast` parse
+    is the rules' own, cached): what a codemod acts on is what the rule counted."""
+    return scan_source(module.code)
+
+
+def nodes_of(module: cst.Module, found: Sequence[ast.AST | None]) -> list[Any]:
+    """The libcst nodes of ``module`` at the facts' nodes ``found`` (those without one left out)."""
+    return [node for node in cst_nodes(module, found) if node is not None]
+
+
 def training_loops(module: cst.Module) -> list[cst.For]:
-    """The innermost ``for`` loops that call ``.backward()`` (the step loops, not epoch loops)."""
-    with_backward = [loop for loop in loops(module) if has_backward(loop.body)]
-    return [
-        loop
-        for loop in with_backward
-        if not any(inner is not loop and has_backward(inner.body) for inner in loops(loop.body))
-    ]
-
-
-def while_training_loop(module: cst.Module) -> bool:
-    """True when ``.backward()`` runs inside a ``while`` loop (which the loop fixes leave alone)."""
-    return any(isinstance(n, cst.While) and has_backward(n.body) for n in walk(module))
+    """The step loops of the facts (loops that call ``.backward()`` and hold no other that
+    does), those that are ``for`` loops: the loop fixes leave ``while`` loops alone."""
+    tree = facts_of(module).tree
+    steps = [] if tree is None else [loop for loop in tree.loops if id(loop) in tree.step_loops]
+    return [n for n in nodes_of(module, steps) if isinstance(n, cst.For)]
 
 
 _NO_TRAINING_LOOP = "no for loop calling .backward() in this cell"
@@ -193,53 +166,26 @@ _WHILE_LOOP = (
 
 def no_training_loop_reason(module: cst.Module) -> str:
     """Why a loop fix declines a cell without a ``for`` training loop (a ``while`` one is named)."""
-    return _WHILE_LOOP if while_training_loop(module) else _NO_TRAINING_LOOP
+    tree = facts_of(module).tree
+    trains_in_while = tree is not None and any(
+        isinstance(loop, ast.While) and tree.trains[id(loop)] for loop in tree.loops
+    )
+    return _WHILE_LOOP if trains_in_while else _NO_TRAINING_LOOP
 
 
 def loss_names(loop: cst.CSTNode) -> set[str]:
     """Names ``.backward()`` is called on: ``loss`` in ``loss.backward()`` or ``scale(loss)``."""
     names: set[str] = set()
     for call in calls_in(loop):
-        if method_name(call) != "backward":
+        if method_of(call) != "backward":
             continue
-        target = receiver(call)
-        if isinstance(target, cst.Call) and method_name(target) == "scale" and target.args:
+        target = receiver_of(call)
+        if isinstance(target, cst.Call) and method_of(target) == "scale" and target.args:
             target = target.args[0].value
-        name = dotted_name(target)
+        name = dotted(target)
         if name is not None:
             names.add(name)
     return names
-
-
-def _module_classes(module: cst.Module) -> set[str]:
-    """Classes defined in the cell that subclass nn.Module (or a class that does)."""
-    found: set[str] = set()
-    changed = True
-    classes = [n for n in walk(module) if isinstance(n, cst.ClassDef)]
-    while changed:
-        changed = False
-        for cls in classes:
-            if cls.name.value in found:
-                continue
-            for base in cls.bases:
-                name = dotted_name(base.value)
-                if name is not None and (last_part(name).endswith("Module") or name in found):
-                    found.add(cls.name.value)
-                    changed = True
-    return found
-
-
-def is_module_constructor(expr: cst.BaseExpression, module_classes: set[str]) -> bool:
-    """``Net()``, ``nn.Linear(3, 4)``, ``models.resnet18()``, and ``.to(...)`` chains of those."""
-    while isinstance(expr, cst.Call) and method_name(expr) in MODULE_CHAIN_METHODS:
-        inner = receiver(expr)
-        if inner is None:
-            break
-        expr = inner
-    if not isinstance(expr, cst.Call):
-        return False
-    name = call_name(expr)
-    return name is not None and builds_module(name, module_classes)
 
 
 def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
@@ -250,69 +196,41 @@ def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression
     for small in statement.body:
         if isinstance(small, cst.Assign):
             for target in small.targets:
-                name = dotted_name(target.target)
+                name = dotted(target.target)
                 if name is not None:
                     out.append((name, small.value))
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
-            name = dotted_name(small.target)
+            name = dotted(small.target)
             if name is not None:
                 out.append((name, small.value))
     return out
 
 
 def module_names(module: cst.Module) -> set[str]:
-    """Names that hold an nn.Module (the model, the loss module) by how the cell uses them:
-    module methods called on them, a module constructor assigned to them, or a model-like
-    name called like a function."""
-    classes = _module_classes(module)
-    names: set[str] = set()
-    for node in walk(module):
-        if isinstance(node, cst.Call):
-            name = dotted_name(receiver(node)) if method_name(node) in MODULE_METHODS else None
-            called = dotted_name(node.func)
-            if name is not None:
-                names.add(name)
-            elif called is not None and model_like(called):
-                names.add(called)
-        elif isinstance(node, cst.SimpleStatementLine):
-            for name, value in assigned_names(node):
-                if is_module_constructor(value, classes):
-                    names.add(name)
-    return names
-
-
-def optimizer_constructor(call: cst.Call) -> bool:
-    """``torch.optim.AdamW(...)``, ``optim.SGD(...)`` or a bare ``AdamW(...)``."""
-    name = call_name(call)
-    if name is None:
-        return False
-    return is_optimizer_class(name)
+    """Names that hold an nn.Module (the model, the loss module): the facts' model names."""
+    return set(facts_of(module).model_names)
 
 
 def optimizer_names(module: cst.Module) -> set[str]:
-    names: set[str] = set()
-    for node in walk(module):
-        for name, value in assigned_names(node):
-            if isinstance(value, cst.Call) and optimizer_constructor(value):
-                names.add(name)
-    return names
+    return {opt.name for opt in facts_of(module).optimizers if opt.name is not None}
 
 
 def main_model_name(module: cst.Module) -> str | None:
     """The model being trained: whose ``.parameters()`` feed an optimizer, else a likely name."""
-    for call in calls_in(module):
-        if not optimizer_constructor(call) or not call.args:
-            continue
-        for inner in calls_in(call.args[0].value):
-            if method_name(inner) in ("parameters", "named_parameters"):
-                name = dotted_name(receiver(inner))
+    facts = facts_of(module)
+    for opt in facts.optimizers:
+        call = opt.node
+        assert isinstance(call, ast.Call)
+        first = call.args[0] if call.args else next((k.value for k in call.keywords), None)
+        for inner in ast.walk(first) if first is not None else ():
+            if isinstance(inner, ast.Call) and method_of(inner) in (
+                "parameters",
+                "named_parameters",
+            ):
+                name = dotted(receiver_of(inner))
                 if name is not None:
                     return name
-    candidates = module_names(module)
-    for preferred in ("model", "net", "network"):
-        if preferred in candidates:
-            return preferred
-    return None
+    return next((n for n in ("model", "net", "network") if n in facts.model_names), None)
 
 
 def is_placeholder(statement: cst.CSTNode) -> bool:
@@ -487,14 +405,14 @@ def imports_name(module: cst.Module, name: str) -> bool:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 if alias.asname is not None:
-                    bound = dotted_name(alias.asname.name)
+                    bound = dotted(alias.asname.name)
                 else:
-                    bound = (dotted_name(alias.name) or "").split(".")[0]
+                    bound = (dotted(alias.name) or "").split(".")[0]
                 if bound == name:
                     return True
         elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
-                bound = dotted_name(alias.asname.name if alias.asname else alias.name)
+                bound = dotted(alias.asname.name if alias.asname else alias.name)
                 if bound == name:
                     return True
     return False
@@ -569,5 +487,5 @@ def int_literal(expr: cst.BaseExpression) -> int | None:
 
 
 def bool_literal(expr: cst.BaseExpression) -> bool | None:
-    name = dotted_name(expr)
+    name = dotted(expr)
     return {"True": True, "False": False}.get(name or "")

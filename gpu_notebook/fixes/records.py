@@ -45,21 +45,11 @@ class FixParam:
 
 
 @dataclass(frozen=True)
-class FixInfo:
-    """What the catalog says about one fix: its title, why it helps, where to read more."""
-
-    fix_id: str
-    title: str
-    why: tuple[str, str]
-    doc_url: str
-    params: tuple[FixParam, ...] = ()
-
-
-@dataclass(frozen=True)
 class Fix:
-    """A fix a rule module owns beside its check: what the catalog says of it, and its codemod
-    (``codemod(module, **params) -> Edited | Declined``, see ``fixes/cst_tools.py``). Applied
-    by ``apply_fix(fix, source)`` like the catalog's own fixes."""
+    """One fix: its title, why it helps, where to read more, and its codemod
+    (``codemod(module, **params) -> Edited | Declined``, see ``fixes/cst_tools.py``). The
+    catalog's own fixes and those a rule module owns beside its check are applied alike, by
+    ``apply_fix(fix, source)``."""
 
     fix_id: str
     title: str
@@ -68,11 +58,10 @@ class Fix:
     codemod: Callable[..., Any]
 
     @property
-    def info(self) -> FixInfo:
-        """The catalog entry; the codemod's keyword-only parameters are the fix's parameters."""
-        params = tuple(
+    def params(self) -> tuple[FixParam, ...]:
+        """The codemod's keyword-only parameters: the fix's parameters, with their defaults."""
+        return tuple(
             FixParam(name=p.name, default=p.default)
             for p in inspect.signature(self.codemod).parameters.values()
             if p.kind is inspect.Parameter.KEYWORD_ONLY
         )
-        return FixInfo(self.fix_id, self.title, self.why, self.doc_url, params)

@@ -19,7 +19,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 
+from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import without_stalls
+from gpu_notebook.analysis.steps import steady_steps
 from gpu_notebook.records import (
     JobReport,
     JobShape,
@@ -40,6 +42,9 @@ from gpu_notebook.rules.run_shape import DRIFT_FACTOR, JITTER, STALL_SHARE, cree
 STRAGGLER_THRESHOLD = 0.10
 # Phases a straggler's cause can be: time a rank spends on its own, not waiting on a peer.
 _OWN_PHASES = ("data", "copy", "forward", "backward", "optimizer", "sync", "other", "unattributed")
+# A rank's step spread comes from its step clock (every step) from this many steps on; below,
+# from its profiled steps. Three profiled steps give a 10th-90th range of min-max of three.
+CLOCK_SPREAD_STEPS = 10
 
 
 def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ()) -> RankFacts:
@@ -100,8 +105,23 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
 
 
 def _spread(report: Report, steps: Sequence[StepPhases]) -> dict[str, float | None]:
-    """10th/90th percentiles of this rank's per-step comm wait and step time (order statistics)."""
-    durations = sorted(s.duration_us / 1e6 for s in steps)
+    """10th/90th percentiles of this rank's per-step comm wait and step time (order statistics).
+
+    The step time's from the step clock, which timed every step (less the warm-up and the steps
+    our own work disturbed), when it has ``CLOCK_SPREAD_STEPS``; the comm wait's from the
+    profiled steps, the only ones that time it.
+    """
+    ours = disturbed_steps(report.run)
+    clock = [
+        s.duration_s
+        for s in steady_steps(report.run.steps, report.run.window.warmup_steps)
+        if s.index not in ours
+    ]
+    durations = (
+        sorted(clock)
+        if len(clock) >= CLOCK_SPREAD_STEPS
+        else sorted(s.duration_us / 1e6 for s in steps)
+    )
     out: dict[str, float | None] = {
         "step_p10_s": _short(_quantile(durations, 0.1)),
         "step_p90_s": _short(_quantile(durations, 0.9)),
@@ -215,7 +235,7 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
         if (
             step > 0
             and wait - (least.comm_s or 0.0) >= STRAGGLER_THRESHOLD * step
-            and wait - (least.comm_s or 0.0) >= _spread_of(measured, "comm")
+            and wait - (least.comm_s or 0.0) >= _no_difference_spread(measured)
             and not _starved(least, others, wait - (least.comm_s or 0.0))
         ):
             return _cause(least, others, "waits-least", wait)
@@ -249,6 +269,14 @@ def _starved(slow: RankFacts, others: Sequence[RankFacts], gap_s: float) -> bool
         return False
     extra_s = slow.run_wait_share * slow.step_s - statistics.median(theirs)
     return extra_s >= 0.5 * gap_s
+
+
+def _no_difference_spread(ranks: Sequence[RankFacts]) -> float:
+    """The spread a gap in comm wait must exceed: the comm wait's own spread over the profiled
+    steps, and at least the step time's over the run. A rank's wait in a step is the other
+    ranks' lateness in it, which varies as their steps do; three profiled steps cannot tell
+    that spread (seen: no straggler planted, a busy host, rank 0 named from a 3-step spread)."""
+    return max(_spread_of(ranks, "comm"), _spread_of(ranks, "step"))
 
 
 def _spread_of(ranks: Sequence[RankFacts], what: str) -> float:

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.own_cost import instrumentation_factor
-from gpu_notebook.analysis.steady import STALL_FACTOR, without_stalls
+from gpu_notebook.analysis.steady import STALL_FACTOR, with_steady_ops, without_stalls
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.cell.scan import scan_source
@@ -35,6 +35,7 @@ from gpu_notebook.rules import (
     backend_flags,
     batch,
     copies,
+    debug_apis,
     distributed,
     host_tensors,
     inference,
@@ -55,15 +56,14 @@ from gpu_notebook.rules.common import (
     Rule,
     below_noise,
     profiled_steps,
-    steady_top_ops,
 )
 from gpu_notebook.trace.windows import WindowTraces
 
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
 FAMILIES = (input_pipeline, copies, host_tensors, syncs, step_logging, launch, batch, precision,
-            backend_flags, memory, shapes, recompiles, inference, distributed, run_shape,
-            machine)  # fmt: skip
+            backend_flags, debug_apis, memory, shapes, recompiles, inference, distributed,
+            run_shape, machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
 # Fixes a rule module owns beside its check (``FIX``), by the id its findings carry.
 RULE_FIXES: dict[str, Fix] = {
@@ -115,11 +115,9 @@ def run_rules(
     if facts is None:
         facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
-    if stalls and run.window.trace_path is not None and steady.phases is not None:
+    if stalls and run.window.trace_path is not None:
         traces = WindowTraces() if traces is None else traces
-        ops = steady_top_ops(traces.get(run.window.trace_path), steady.phases)
-        if ops is not None:
-            steady = dataclasses.replace(steady, top_ops=ops)
+        steady = with_steady_ops(steady, traces.get(run.window.trace_path))
     confidence = _confidence_note(steady, verdict)
     # On a GPU the host's profiling overhead mostly hides behind kernels; the note is for CPU runs.
     factor = instrumentation_factor(run) if analysis.gpu is None else None
@@ -269,7 +267,7 @@ def attach_fixes(
                 if proposal is None:
                     proposal = _framework_loader_proposal(cell_source, finding, live)
             if proposal is None:
-                proposal = to_proposal(result, own.info if own is not None else None)
+                proposal = to_proposal(result, own)
             cache[key] = proposal
         out.append(dataclasses.replace(finding, proposal=proposal))
     return tuple(out)

@@ -17,6 +17,7 @@ per-step logging): the bound is then looser but still an upper bound, and the ev
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 
@@ -28,8 +29,7 @@ from gpu_notebook.analysis.host import MATMUL_OP
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
-from gpu_notebook.records import Analysis, Finding, OpStat, PhaseBreakdown, Run, Severity
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.records import Analysis, Finding, Run, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
 SUGGEST = 0.05
@@ -180,19 +180,10 @@ def finding(
     fix_id: str | None = None,
     fix_params: dict[str, str | int | float | bool | None] | None = None,
 ) -> Finding:
-    return Finding(
-        rule_id=rule_id,
-        title=title,
-        severity=severity,
-        evidence=tuple(evidence),
-        phase_share=phase_share,
-        gain_bound=bound,
-        fix=fix,
-        source=source,
-        line=line,
-        fix_id=fix_id,
-        fix_params=dict(fix_params or {}),
-    )
+    """A rule's finding: what it found and why (positional, in ``Finding``'s field order), then
+    where in the cell and which fix."""
+    found = Finding(rule_id, title, severity, tuple(evidence), phase_share, bound, fix, source)
+    return dataclasses.replace(found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}))
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.
@@ -230,49 +221,6 @@ def runs_matmuls(analysis: Analysis) -> bool:
         or (op.device == "gpu" and MATMUL_KERNEL.search(op.name))
         for op in analysis.top_ops
     )
-
-
-def steady_top_ops(
-    trace: Trace | None, phases: PhaseBreakdown, n: int = 10
-) -> tuple[OpStat, ...] | None:
-    """Top operators over the kept (steady) steps only, from the window's decoded trace.
-
-    A stall inflates whichever operator it lands in (an 8 ms pause inside one ``addmm`` of a
-    tiny model makes every addmm look 500 us long), so rules that size operators need them
-    without the stalled steps. Each run of consecutive kept steps is one window of
-    ``top_ops``; the windows are summed by operator name. None without the trace (removed,
-    unreadable): the caller keeps the analysis's own figures.
-    """
-    from gpu_notebook.analysis.ops import top_ops
-
-    if trace is None or phases.source != "trace" or not phases.steps:
-        return None
-    segments: list[tuple[float, float]] = []
-    previous: int | None = None
-    for step in sorted(phases.steps, key=lambda s: s.index):
-        end = step.start_us + step.duration_us
-        if segments and previous == step.index - 1:  # no dropped step in between: one window
-            segments[-1] = (segments[-1][0], end)
-        else:
-            segments.append((step.start_us, end))
-        previous = step.index
-    merged: dict[tuple[str, str], list[float]] = {}
-    for window in segments:
-        for op in top_ops(trace, n=4 * n, window=window):
-            acc = merged.setdefault((op.name, op.device), [0.0, 0.0, 0.0])
-            acc[0] += op.calls
-            acc[1] += op.total_us
-            acc[2] += op.self_us
-    out: list[OpStat] = []
-    for device in ("cpu", "gpu"):
-        rows = sorted(
-            ((k, v) for k, v in merged.items() if k[1] == device), key=lambda kv: -kv[1][2]
-        )[:n]
-        out += [
-            OpStat(name, int(v[0]), v[1], v[2], "cpu" if dev == "cpu" else "gpu")
-            for (name, dev), v in rows
-        ]
-    return tuple(out)
 
 
 def bigger_batch_bound(factor: int, analysis: Analysis) -> float:

@@ -133,9 +133,9 @@ def _moved_into(updated: cst.Call, device: cst.BaseExpression) -> cst.Call:
     """The factory call, with the device the copy went to, in the copy's place."""
     import libcst as cst
 
-    from gpu_notebook.fixes.cst_tools import receiver, set_keyword
+    from gpu_notebook.fixes.cst_tools import set_keyword
 
-    inner = receiver(updated)
+    inner = receiver_of(updated)
     assert isinstance(inner, cst.Call)  # host_made_calls checked it
     return set_keyword(inner, "device", device)
 

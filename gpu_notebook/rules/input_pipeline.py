@@ -27,12 +27,10 @@ from __future__ import annotations
 import math
 import re
 
-from gpu_notebook.analysis.own_cost import disturbed_steps
-from gpu_notebook.analysis.steps import RunPhase, run_phase
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
+from gpu_notebook.records import Analysis, Finding, Run, RunPhase
 from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
@@ -246,7 +244,7 @@ def _workers_do_not_pay(
 def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The step waits for data and the DataLoader has no (or too few) worker processes."""
     profiled = share(analysis, "data")
-    whole = run_phase(run.steps, run.window.warmup_steps, "data", disturbed_steps(run))
+    whole = analysis.run_data
     data = whole.share if whole is not None else profiled
     severity = severity_of(data, low=SUGGEST)
     if data is None or severity is None:

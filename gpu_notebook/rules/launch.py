@@ -28,12 +28,10 @@ from __future__ import annotations
 import math
 
 from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us
-from gpu_notebook.analysis.own_cost import disturbed_steps
-from gpu_notebook.analysis.steps import RunPhase, run_phase
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run, Severity
+from gpu_notebook.records import Analysis, Finding, Run, RunPhase, Severity
 from gpu_notebook.rules.common import (
     CRITICAL,
     RESIDUAL_PHASES,
@@ -181,7 +179,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
 def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The optimizer updates each parameter tensor with its own small ops."""
     profiled = share(analysis, "optimizer")
-    whole = run_phase(run.steps, run.window.warmup_steps, "optimizer", disturbed_steps(run))
+    whole = analysis.run_optimizer
     optimizer = whole.share if whole is not None else profiled
     if optimizer is None or optimizer < WARN:
         return None

@@ -57,9 +57,9 @@ def busy_steps(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
 def slowed_by_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The steps slowed down over the run, and the time the thread waited for a core explains it."""
     shape = analysis.shape
-    if shape is None or shape.own_drift is None or shape.first_median_s <= 0:
+    if shape is None or shape.own_drift is None or shape.drift is None:
         return None
-    factor = shape.last_median_s / shape.first_median_s
+    factor = shape.drift
     if factor < DRIFT_FACTOR or shape.own_drift >= DRIFT_FACTOR:
         return None
     return finding(

@@ -12,7 +12,6 @@ and grows by >= 16 MiB over it.
 
 from __future__ import annotations
 
-from gpu_notebook.analysis.run_trend import grown_phase
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.cell.blocks import Periodic, kept_graph_line, periodic_blocks
 from gpu_notebook.cell.facts import SourceFacts
@@ -37,28 +36,27 @@ _PHASE_WORK = {
 }
 
 
-def _shape(analysis: Analysis) -> RunShape | None:
-    return analysis.shape
-
-
 # The loop's thread waits for a core at least this share of a step: a machine this busy
 # preempts steps at random, so uneven steps say nothing of the code.
 MACHINE_WAIT = 0.2
+# The wait is the median of the sampler's readings (a few a second), the stalls' extra time a
+# sum over steps: two clocks reading the same preemptions, each off by a reading's share.
+MACHINE_COVER = 1.25
 
 
 def machine_explains(shape: RunShape, excess_share: float | None) -> bool:
     """The time the loop's thread waited for a core (schedstat) covers the extra time of uneven
     or stalled steps (``excess_share`` of the run; None: jitter): the machine's, not the code's.
-    A stall that recurs on a schedule is never the machine's (callers check the period)."""
+    A stall that matches a periodic block of the cell stays the code's (callers check)."""
     wait = shape.run_wait_share
     if wait is None or wait < MACHINE_WAIT:
         return False
-    return excess_share is None or excess_share <= wait
+    return excess_share is None or excess_share <= MACHINE_COVER * wait
 
 
 def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The profiled window saw steps unlike most of the run."""
-    shape = _shape(analysis)
+    shape = analysis.shape
     if shape is None or shape.represents is not False or shape.window_median_s is None:
         return None
     covers = shape.window_covers or 0.0
@@ -87,11 +85,9 @@ def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) ->
 
 def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Steps get slower (or faster) over the run."""
-    shape = _shape(analysis)
-    if shape is None or shape.first_median_s <= 0:
-        return None
-    factor = shape.last_median_s / shape.first_median_s
-    if factor < DRIFT_FACTOR:
+    shape = analysis.shape
+    factor = shape.drift if shape is not None else None
+    if shape is None or factor is None or factor < DRIFT_FACTOR:
         return None
     if shape.own_drift is not None and shape.own_drift < DRIFT_FACTOR:
         return None  # the steps slowed by the time they waited for a core: machine.slowed says so
@@ -103,11 +99,9 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         return None  # the slowdown is that of the steps run under load: machine.busy says so
     if shape.drift_low is not None and shape.drift_low <= 1.0:
         return None  # the fifths' ranges overlap: a few noisy steps, not a measured slowdown
-    # The run's time beyond the first fifth's pace, had every step kept it.
-    at_first_pace = shape.first_median_s * shape.steps
-    removed = max(0.0, 1.0 - at_first_pace / shape.total_s) if shape.total_s > 0 else None
+    removed = shape.drift_share
     bound = gain_bound(removed, analysis)
-    grew = grown_phase(run)
+    grew = shape.grown_phase
     evidence = [
         f"first fifth of the run: {fmt_seconds(shape.first_median_s)} a step; last fifth: "
         f"{fmt_seconds(shape.last_median_s)} ({factor:.1f}x)",
@@ -140,16 +134,14 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
 
 def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Step times spread widely, without a drift or a stall pattern to explain them."""
-    shape = _shape(analysis)
+    shape = analysis.shape
     if shape is None or shape.jitter < JITTER or shape.stalls is not None:
         return None
     if machine_explains(shape, None):
         return None
-    if shape.first_median_s > 0 and shape.last_median_s / shape.first_median_s >= DRIFT_FACTOR:
+    if shape.drift is not None and shape.drift >= DRIFT_FACTOR:
         return None
-    above = (
-        max(0.0, 1.0 - shape.median_s * shape.steps / shape.total_s) if shape.total_s > 0 else None
-    )
+    above = shape.above_median_share
     bound = gain_bound(above, analysis)
     return finding(
         "run.jitter",
@@ -170,11 +162,16 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
 
 def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Some steps take several times the median; every N steps when they recur regularly."""
-    shape = _shape(analysis)
+    shape = analysis.shape
     stalls = shape.stalls if shape is not None else None
     if stalls is None or stalls.share < STALL_SHARE:
         return None
-    if shape is not None and machine_explains(shape, stalls.share) and stalls.period_steps is None:
+    block = _matching_block(run, facts, stalls.period_steps)
+    if shape is not None and machine_explains(shape, stalls.share) and block is None:
+        # The thread waited for a core as long as the stalls' extra time: preemptions. On a
+        # core shared with a spinning process they even keep a period (the scheduler's time
+        # slice, every ~N uniform steps), so a period alone is no evidence of the code; a
+        # periodic block in the cell that matches it is (a checkpoint on a busy machine).
         return None
     bound = gain_bound(stalls.share, analysis)
     evidence = [
@@ -190,7 +187,6 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
             f"{fmt_share(stalls.phase_share or 0.0)} of the extra time"
         )
     line = None
-    block = _matching_block(run, facts, stalls.period_steps)
     what = "the periodic work"
     if block is not None:
         line, what = block.line, block.work
@@ -250,7 +246,7 @@ def _matching_block(run: Run, facts: SourceFacts, period: int | None) -> Periodi
 
 def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Memory grows in a straight line with the step count: something keeps every step's tensors."""
-    shape = _shape(analysis)
+    shape = analysis.shape
     if shape is None:
         return None
     growing = [m for m in shape.memory if creeps(m)]

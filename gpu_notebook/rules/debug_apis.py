@@ -1,0 +1,145 @@
+"""Autograd's anomaly detection left on while the loop trains: a debugging API on every step.
+
+The rule, its words and its fix in one place: this module, its test and one line in
+``rules/__init__.FAMILIES`` (as rules/host_tensors.py).
+
+Level: PyTorch performance tuning guide, "Disable debugging APIs": anomaly detection
+(``torch.autograd.detect_anomaly``, ``torch.autograd.set_detect_anomaly(True)``) records a
+traceback with every forward operation and checks every backward output for NaN; it is for
+finding a bad gradient, never for a training run. Flagged when it is on for the step loop: set
+by a statement of the cell, or a ``with`` inside the loop or around it. Its cost is spread over
+the model's own operators and not measured apart, so the finding gives no bound; severity
+medium (the guide lists it among the flags to turn off, with no level).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.names import dotted, keyword_of, literal_of
+from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.scan import scan_source
+from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.words import last
+from gpu_notebook.fixes.records import Fix
+from gpu_notebook.records import Analysis, Finding, Run
+from gpu_notebook.rules.common import finding
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpu_notebook.fixes.cst_tools import CodemodResult, Replacement
+
+_GUIDE = "PyTorch performance tuning guide: disable debugging APIs (anomaly detection)"
+_GUIDE_URL = (
+    "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#disable-debugging-apis"
+)
+
+
+def _turns_on(call: ast.Call) -> bool:
+    """``detect_anomaly(...)``, or ``set_detect_anomaly`` with ``True`` (positional or mode=)."""
+    name = last(dotted(call.func) or "")
+    if name == "detect_anomaly":
+        return True
+    if name != "set_detect_anomaly":
+        return False
+    mode = keyword_of(call, "mode")
+    node = mode.value if mode is not None else call.args[0] if call.args else None
+    return node is not None and literal_of(node) is True
+
+
+def anomaly_calls(tree: CellTree) -> list[ast.Call]:
+    """The calls that turn anomaly detection on for a step loop: what the rule reports and the
+    fix edits (the same nodes)."""
+    if not tree.step_loops:
+        return []
+    return [call for call in tree.calls() if _turns_on(call) and _reaches_a_step(tree, call)]
+
+
+def _reaches_a_step(tree: CellTree, call: ast.Call) -> bool:
+    """A statement of its own (a global switch), or a ``with`` inside a step loop or around one."""
+    holder = tree.parent.get(call)
+    if isinstance(holder, ast.Expr):
+        return True
+    block = tree.parent.get(holder) if isinstance(holder, ast.withitem) else None
+    return block is not None and (
+        tree.step_loop_of(call) is not None
+        or any(id(lp) in tree.step_loops and tree.inside(lp, block) for lp in tree.loops)
+    )
+
+
+def anomaly_detection(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The step loop runs with autograd's anomaly detection on."""
+    if facts.tree is None:
+        return None
+    found = [facts.tree.source_line(c, "anomaly") for c in anomaly_calls(facts.tree)]
+    if not found:
+        return None
+    first = found[0]
+    return finding(
+        "debug.anomaly_detection",
+        "Autograd's anomaly detection is on while the loop trains",
+        "medium",
+        [
+            f"line {first.line}: `{first.text}` turns anomaly detection on for the training steps",
+            "every forward operation records a traceback and every backward output is checked "
+            "for NaN: debugging work on each step",
+            "its cost is spread over the model's own operators and not measured apart: no bound",
+        ],
+        "Turn it off for training (torch.autograd.set_detect_anomaly(False)); turn it on only "
+        "to find where a NaN gradient comes from.",
+        _GUIDE,
+        line=first.line,
+        fix_id=FIX.fix_id,
+    )
+
+
+def anomaly_off(module: cst.Module) -> CodemodResult:
+    """``detect_anomaly()`` / ``set_detect_anomaly(True)`` -> ``set_detect_anomaly(False)``, as a
+    statement or in its ``with`` (set_detect_anomaly is a context manager too): the calls the
+    rule found, edited where they stand."""
+    import libcst as cst  # the rules alone never need libcst; a fix imports it
+
+    from gpu_notebook.fixes.cst_tools import Declined, Edited, replace_nodes
+
+    # The same text the facts were read from: its parse is the one the rules made (cached).
+    tree = scan_source(module.code).tree
+    calls = anomaly_calls(tree) if tree is not None else []
+    edits: dict[cst.CSTNode, Replacement] = {}
+    for node in cst_nodes(module, calls):
+        # A bare ``detect_anomaly`` name: ``set_detect_anomaly`` may not be imported there.
+        if isinstance(node, cst.Call) and (
+            isinstance(node.func, cst.Attribute)
+            or (isinstance(node.func, cst.Name) and node.func.value == "set_detect_anomaly")
+        ):
+            edits[node] = _switched_off
+    if not edits:
+        return Declined(
+            "no torch.autograd.set_detect_anomaly(True) or detect_anomaly() to turn off"
+        )
+    return Edited(replace_nodes(module, edits), f"{len(edits)} call(s) turned off")
+
+
+def _switched_off(updated: cst.Call) -> cst.Call:
+    """The call as ``set_detect_anomaly(False)``, under the same module path."""
+    import libcst as cst
+
+    func = updated.func
+    if isinstance(func, cst.Attribute):
+        func = func.with_changes(attr=cst.Name("set_detect_anomaly"))
+    return updated.with_changes(func=func, args=[cst.Arg(cst.Name("False"))])
+
+
+FIX = Fix(
+    "anomaly_off",
+    "Turn autograd's anomaly detection off",
+    (
+        "Anomaly detection records a traceback per operation and checks every gradient for NaN.",
+        "set_detect_anomaly(False) trains without that debugging work.",
+    ),
+    _GUIDE_URL,
+    anomaly_off,
+)
+RULES = (anomaly_detection,)

@@ -31,12 +31,12 @@ def _span(node: ast.AST | None, lines: Sequence[str]) -> Span | None:
     return start, chars(start, col), end, chars(end, end_col)
 
 
-def _index(module: cst.Module) -> dict[tuple[Span, str], cst.CSTNode]:
+def _index(module: cst.Module) -> tuple[list[str], dict[tuple[Span, str], cst.CSTNode]]:
     """Every node of ``module`` by (source range, kind), the first of each; computed once per
     module (a report's fixes share the one parse, and resolving positions is not free)."""
-    for held, index in _INDEXES:
+    for held, lines, index in _INDEXES:
         if held is module:
-            return index
+            return lines, index
     from libcst.metadata import MetadataWrapper, PositionProvider
 
     index = {}
@@ -44,22 +44,22 @@ def _index(module: cst.Module) -> dict[tuple[Span, str], cst.CSTNode]:
     for node, where in positions.items():
         span = (where.start.line, where.start.column, where.end.line, where.end.column)
         index.setdefault((span, type(node).__name__), node)
-    _INDEXES.insert(0, (module, index))
+    lines = module.code.splitlines()  # generated from the tree: not free either
+    _INDEXES.insert(0, (module, lines, index))
     del _INDEXES[4:]  # a report reads one cell (and a compare two)
-    return index
+    return lines, index
 
 
 def cst_nodes(module: cst.Module, nodes: Sequence[ast.AST | None]) -> list[cst.CSTNode | None]:
     """The libcst node of ``module`` at each ast node's range, of the same kind (a Call for a
     Call); None where there is none (or no ast node). ``module`` and the ast tree must come from the same text."""
-    lines = module.code.splitlines()
-    index = _index(module)
+    lines, index = _index(module)
     return [
         index.get((span, type(n).__name__)) if (span := _span(n, lines)) is not None else None
         for n in nodes
     ]
 
 
-_INDEXES: list[tuple[cst.Module, dict[tuple[Span, str], cst.CSTNode]]] = []
+_INDEXES: list[tuple[cst.Module, list[str], dict[tuple[Span, str], cst.CSTNode]]] = []
 
 __all__ = ["cst_nodes"]

@@ -282,23 +282,15 @@ def to_proposal(result: Patch | Refusal, info: Fix | None = None) -> FixProposal
     """The report's record of a fix (``gpu_notebook.records.FixProposal``) for a Finding;
     ``info``: the entry of a rule's own fix (the catalog's are found by id)."""
     info = info if info is not None else describe(result.fix_id)
-    if isinstance(result, Refusal):
-        return FixProposal(
-            fix_id=result.fix_id,
-            title=info.title,
-            why=info.why,
-            doc_url=info.doc_url,
-            source_after=None,
-            diff=None,
-            refusal=result.reason,
-        )
+    patch = result if isinstance(result, Patch) else None
     return FixProposal(
         fix_id=result.fix_id,
-        title=result.title,
-        why=result.why,
-        doc_url=result.doc_url,
-        source_after=result.source_after,
-        diff=result.diff,
+        title=info.title,
+        why=info.why,
+        doc_url=info.doc_url,
+        source_after=patch.source_after if patch else None,
+        diff=patch.diff if patch else None,
+        refusal=result.reason if isinstance(result, Refusal) else None,
     )
 
 

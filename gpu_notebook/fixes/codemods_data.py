@@ -17,7 +17,6 @@ from gpu_notebook.fixes.cst_tools import (
     Declined,
     Edited,
     Replacement,
-    Tree,
     add_comment,
     bool_literal,
     calls_in,
@@ -29,6 +28,7 @@ from gpu_notebook.fixes.cst_tools import (
     nodes_of,
     replace_nodes,
     set_keyword,
+    tree_of,
     walk,
 )
 
@@ -262,7 +262,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
             "gpucheck already scaled the batch size in this cell; apply bigger_batch to the "
             "original cell with a larger factor instead"
         )
-    tree = Tree(module)
+    tree = tree_of(module)
     edits: dict[cst.CSTNode, Replacement] = {}
     loaders = [c for c in _dataloader_calls(module) if keyword(c, "batch_sampler") is None]
     for call in loaders:
@@ -356,7 +356,7 @@ def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) ->
     blocking because reading a non-blocking device-to-host copy before a sync returns garbage.
     """
     # The same text the rules read: its parse comes from the cache (cell/parse.py).
-    facts = scan_source(module.code, model_names=[model_name] if model_name else ())
+    facts = scan_source(module.code, model_names=[model_name]) if model_name else facts_of(module)
     todo = [n for n in cst_nodes(module, [c.node for c in facts.blocking_copies if c.node])
             if isinstance(n, cst.Call)]  # fmt: skip
     if not todo:

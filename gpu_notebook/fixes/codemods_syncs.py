@@ -31,6 +31,7 @@ from gpu_notebook.fixes.cst_tools import (
     only_call,
     replace_nodes,
     training_loops,
+    tree_of,
     walk,
     wrap,
 )
@@ -139,7 +140,7 @@ def _throttle(
         ]
     if not targets:
         return Declined(no_training_loop_reason(module))
-    tree = Tree(module)
+    tree = tree_of(module)
     used = names_read(module)
     edits: dict[cst.CSTNode, Replacement] = {}
     kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains

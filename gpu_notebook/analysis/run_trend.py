@@ -116,7 +116,10 @@ def run_shape(run: Run) -> RunShape | None:
     segments = _segments(steps_read, weight)
     windows = [_window_segment(steps, first, n, weight) for first, n in run.window_ranges]
     windows_kept = tuple(w for w in windows if w is not None)
-    reference = [_reference_time(steps_read, first, n) for first, n in run.window_ranges]
+    # Neighbours that stalled (over STALL_FACTOR x the run's median: a busy machine preempts
+    # every few tiny steps) do not stand for the window's pace; the stalls are read as such.
+    typical_s = STALL_FACTOR * median
+    reference = [_reference_time(steps_read, first, n, typical_s) for first, n in run.window_ranges]
     reference_s = [r for r in reference if r is not None]
     covers = represents = window_median = None
     if reference_s:
@@ -269,10 +272,15 @@ def _window_segment(
     return RunSegment(first, first + n - 1, float(np.median(d)), float(sum(d)))
 
 
-def _reference_time(steps: Sequence[StepTiming], first: int, n: int) -> float | None:
+def _reference_time(
+    steps: Sequence[StepTiming], first: int, n: int, typical_s: float | None = None
+) -> float | None:
     """The time of the unprofiled steps around a window: what its steps cost without a profiler.
 
     The steps after it first (the warm-up before it is left out already), else the window's own.
+    ``typical_s``: neighbours slower than this are stalls, left out while two others remain
+    (seen on 2 busy cores: 3 of the 5 steps after a tiny-op window preempted, their median
+    3.9 ms against a run median of 1.3 ms, and the run called unlike its window).
     """
     # ``steps`` may leave out the steps our own work disturbed: the next ones stand for it then.
     after = [s.duration_s for s in steps if first + n <= s.index][:NEIGHBOURS]
@@ -281,6 +289,9 @@ def _reference_time(steps: Sequence[StepTiming], first: int, n: int) -> float | 
         after = after + before
     if len(after) < 2:
         after = [s.duration_s for s in steps if first <= s.index < first + n]
+    if typical_s is not None:
+        calm = [d for d in after if d <= typical_s]
+        after = calm if len(calm) >= 2 else after
     return float(np.median(after)) if after else None
 
 

@@ -76,6 +76,9 @@ class OptimizerCall:
     fused: bool | None  # literal value of fused=..., None when absent or not a literal
     foreach: bool | None
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
+    # SGD with no momentum and no weight decay (literally: absent or 0): its unfused update is
+    # one add_ a tensor, one pass over the memory already (rules.launch.unfused_optimizer).
+    one_pass: bool = False
 
 
 @dataclass(frozen=True)

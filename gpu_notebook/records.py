@@ -554,13 +554,17 @@ class Finding:
     severity: Severity
     evidence: tuple[str, ...]
     phase_share: float | None  # share of the step the fix can remove
-    gain_bound: float | None  # at most 1/(1 - phase_share) times faster
+    gain_bound: float | None  # at most 1/(1 - phase_share) times faster: the range's high end
     fix: str  # one line: what to change
     source: str = ""  # where the threshold comes from
     line: int | None = None  # line of the cell the finding points at
     fix_id: str | None = None  # gpu_notebook.fixes catalog id
     fix_params: Mapping[str, Any] = field(default_factory=dict)
     proposal: FixProposal | None = None
+    # The range's low end (rules.common.gain_range): what the fix gains when it removes only the
+    # least of what it removes that the measurement supports (for a phase timed over the run,
+    # its share's 90% interval's low end). None: not estimated, the range is 1x to the bound.
+    gain_low: float | None = None
 
 
 @dataclass(frozen=True)
@@ -602,6 +606,7 @@ class Comparison:
     gpu_util_pct: float | None
     fix_id: str | None = None  # the fix that produced this cell, when known
     predicted_bound: float | None = None  # that fix's gain bound in the baseline report
+    predicted_low: float | None = None  # its range's low end (None: 1x)
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
     samples: SampleComparison | None = None  # the distributions compared: range and outcome
@@ -743,6 +748,11 @@ class RunPhase:
     steps: int  # the steps it rests on
     phase_s: float  # mean a step
     step_s: float  # mean step
+    # The share's 90% interval (a seeded block bootstrap over the same steps, read off by order
+    # statistics: ``analysis.steps.share_interval``): a fix's gain range starts at what removing
+    # ``low_share`` gives (``rules.common.gain_range``).
+    low_share: float = 0.0
+    high_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -895,7 +905,7 @@ class FixTrial:
     fix_id: str
     rule_id: str
     title: str
-    predicted_bound: float | None  # the finding's "up to" (its range is 1x to this)
+    predicted_bound: float | None  # the finding's range's high end ("up to")
     verdict: FixTrialVerdict
     recommended: bool  # only a verified fix keeps "recommended"
     speedup: float | None = None  # baseline typical step / the fix's
@@ -906,6 +916,7 @@ class FixTrial:
     variant_steps_s: tuple[tuple[float, ...], ...] = ()
     error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
     note: str = ""
+    predicted_low: float | None = None  # the range's low end (None: 1x)
 
 
 @dataclass(frozen=True)

@@ -431,7 +431,11 @@ def test_per_step_sync_points_at_its_line_and_bounds_by_what_reading_less_remove
     f = only(rules_for(gpu_run, syn.make_analysis(shares)), "syncs.per_step")
     assert f.phase_share == pytest.approx(0.05 * 0.9)  # read every 10 steps
     # Its bound (1.05x) is under what two runs differ by: said as small, no recommendation.
-    assert f.line == 5 and f.severity == "info" and f.fix.startswith("Small: below what a run")
+    assert (
+        f.line == 5
+        and f.severity == "info"
+        and f.fix.startswith("Small: may have no measurable effect")
+    )
     assert any("other Python work" in e for e in f.evidence)
     # The sampler saw 25% of the time on the print line (its wait, formatting, printing).
     analysis = dataclasses.replace(
@@ -459,7 +463,7 @@ def test_a_printed_tensor_on_the_cpu_with_too_few_line_samples_is_unmeasured_not
         rules_for(syn.make_run(SYNC_CELL), dataclasses.replace(analysis, stacks=sampled)),
         "syncs.per_step",
     )
-    assert g.severity == "info" and g.fix.startswith("Small: below what a run")
+    assert g.severity == "info" and g.fix.startswith("Small: may have no measurable effect")
 
 
 STOP_CELL = """\
@@ -927,7 +931,8 @@ def test_amd_reference_trace_raises_no_tensor_core_finding(reference_traces):
 
 
 def test_every_fix_a_rule_names_exists_with_those_parameters():
-    """Read each rule module's finding(...) calls: a renamed fix or parameter fails here, not in a report."""
+    """Read each rule module's finding(...) and Check.found(...) calls: a renamed fix or parameter
+    fails here, not in a report."""
     import ast
     from pathlib import Path
 
@@ -937,7 +942,10 @@ def test_every_fix_a_rule_names_exists_with_those_parameters():
     named = 0
     for path in Path(rules_pkg.__file__).parent.glob("*.py"):
         for call in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "finding"):
+            if not isinstance(call, ast.Call) or not (
+                getattr(call.func, "id", None) == "finding"
+                or getattr(call.func, "attr", None) == "found"
+            ):
                 continue
             kw = {k.arg: k.value for k in call.keywords}
             fix = kw.get("fix_id")

@@ -20,9 +20,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.host import MATMUL_OP
 
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
@@ -105,11 +105,28 @@ def gain_bound(
     return bound
 
 
-def below_noise(bound: float | None) -> bool:
-    """Whether a fix's bound is under what two runs of the same script differ by
-    (``analysis.compare_samples.RUN_TO_RUN``): a gain no run could show. None (not bounded)
-    is not judged."""
-    return bound is not None and bound <= 1.0 + RUN_TO_RUN
+def gain_range(
+    low_share: float | None,
+    high_share: float | None,
+    analysis: Analysis,
+    *,
+    host_side: bool = True,
+) -> tuple[float | None, float | None]:
+    """A fix's gain as a range: (low, high) = the Amdahl bounds of the least and the most of the
+    step it can be expected to remove (``gain_bound`` each, so both carry the GPU cap).
+
+    Where the shares come from is the rule's: a phase the step clock timed over the run gives
+    the low end of its share's 90% interval (``analysis.steps.share_interval``) and the run's
+    share; a fix known to remove one figure and bounded by a superset gives that figure and the
+    superset. The low end never exceeds the high one; None: no low end (the range is 1x to the
+    bound). A range whose low end is within what two runs differ by may show nothing
+    (``compare_samples.measurable``).
+    """
+    high = gain_bound(high_share, analysis, host_side=host_side)
+    low = gain_bound(low_share, analysis, host_side=host_side)
+    if low is not None and high is not None:
+        low = min(low, high)
+    return low, high
 
 
 def has_gpu(run: Run) -> bool:
@@ -201,11 +218,49 @@ def finding(
     line: int | None = None,
     fix_id: str | None = None,
     fix_params: dict[str, str | int | float | bool | None] | None = None,
+    low: float | None = None,
 ) -> Finding:
     """A rule's finding: what it found and why (positional, in ``Finding``'s field order), then
-    where in the cell and which fix."""
+    where in the cell, which fix, and the low end of its gain range."""
     found = Finding(rule_id, title, severity, tuple(evidence), phase_share, bound, fix, source)
-    return dataclasses.replace(found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}))
+    return dataclasses.replace(
+        found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}), gain_low=low
+    )
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule's fixed words as data, beside its levels (as pylint keeps a checker's messages):
+    its id, its title and where its levels come from. ``found`` adds what this run measured;
+    a rule with several outcomes declares the check once and words only what differs."""
+
+    rule_id: str
+    title: str
+    source: str
+
+    def found(
+        self,
+        severity: Severity,
+        evidence: Iterable[str],
+        fix: str,
+        *,
+        title: str | None = None,
+        phase_share: float | None = None,
+        bound: float | None = None,
+        line: int | None = None,
+        fix_id: str | None = None,
+        fix_params: dict[str, str | int | float | bool | None] | None = None,
+    ) -> Finding:
+        """The finding of this check: ``title`` when an outcome words its own."""
+        found = finding(self.rule_id, title or self.title, severity, evidence, fix, self.source)
+        return dataclasses.replace(
+            found,
+            phase_share=phase_share,
+            gain_bound=bound,
+            line=line,
+            fix_id=fix_id,
+            fix_params=dict(fix_params or {}),
+        )
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.

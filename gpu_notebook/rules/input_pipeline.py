@@ -37,6 +37,7 @@ from gpu_notebook.rules.common import (
     data_wait_evidence,
     finding,
     gain_bound,
+    gain_range,
     has_gpu,
     loader_in_use,
     loader_setting,
@@ -301,6 +302,14 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     evidence += reach
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose
+    low: float | None = None
+    if whole is not None and bound is not None:
+        low = gain_range(min(whole.low_share, data), data, analysis)[0]
+        low = min(low, bound) if low is not None else None
+        evidence.append(
+            f"range: {fmt_gain(bound, low)} (low end: hiding {fmt_share(whole.low_share)} of the step, the least "
+            "data wait the run's steps support, 90% interval; high end: the run's)"
+        )
     title = (
         "The step waits for data: the DataLoader loads batches in the main process"
         if workers == 0
@@ -324,6 +333,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         line=line,
         fix_id="dataloader_workers",
         fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
+        low=low,
     )
 
 

@@ -3,9 +3,12 @@ predicted range against the speedup ``gpucheck run --try-fixes`` measures (inter
 the script as it is and the patched copy, each a fresh process, warm-up then N steps).
 
 Per program: one ``gpucheck run --try-fixes N --try-budget S --json`` (the product's own
-command, so the ledger measures what users get). Per offered fix: the predicted range ("up to
-Bx": 1x to B), the measured speedup with its interval, the verdict, and whether the measured
-gain lies inside the range. Refused fixes (no patch offered) are listed with their reason.
+command, so the ledger measures what users get). Per offered fix: the predicted range ("L-Hx":
+the finding's ``gain_low`` to its ``gain_bound``; "up to Hx" where no low end is estimated, 1x to
+H), the measured speedup with its interval, the verdict, and whether the measured gain lies
+inside the range (L or 1x to H; "under its low end" said apart). Refused fixes (no patch
+offered) are listed with their reason, findings said at severity info without a fix (a fix whose
+mechanism cannot help on this device, e.g. a fused CPU update of plain SGD) with theirs.
 The share of offered fixes that were verified is the ledger's figure; the target is that
 every offered fix is verified and inside its range.
 
@@ -56,24 +59,36 @@ def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, A
         for f in findings
         if f.get("proposal") and f["proposal"]["source_after"] is None
     ]
-    # A patch bounded under the run-to-run margin: said as small (severity info), never tried.
+    # A patch whose range reaches down to the run-to-run margin: said as small (severity info),
+    # never tried (compare_samples.measurable: the low end where known, else the bound).
     small = [
-        {"fix_id": f["fix_id"], "bound": f["gain_bound"], "severity": f["severity"]}
+        {"fix_id": f["fix_id"], "bound": f["gain_bound"], "low": f.get("gain_low"),
+         "severity": f["severity"]}
         for f in findings
         if f.get("proposal") and f["proposal"]["source_after"] is not None
-        and isinstance(f["gain_bound"], (int, float)) and f["gain_bound"] <= 1.05
+        and isinstance(edge := f.get("gain_low") or f["gain_bound"], (int, float)) and edge <= 1.05
     ]  # fmt: skip
+    # Findings said without a fix to try (severity info, no fix id): e.g. the optimizer's time
+    # on CPU tensors where no fused/foreach kernel can shorten it.
+    unoffered = [
+        {"rule_id": f["rule_id"], "title": f["title"], "fix": f["fix"]}
+        for f in findings
+        if f["severity"] == "info"
+        and f.get("fix_id") is None
+        and f["rule_id"].startswith("launch.")
+    ]
     tf = report.get("try_fixes") or {}
     trials = []
     for t in tf.get("trials", []):
-        bound, speedup = t["predicted_bound"], t["speedup"]
+        bound, speedup, low = t["predicted_bound"], t["speedup"], t.get("predicted_low")
         inside = None
         if speedup is not None and bound is not None:
-            inside = 1.0 < speedup <= bound
+            inside = max(1.0, low or 1.0) <= speedup <= bound and speedup > 1.0
         trials.append({**{k: t[k] for k in ("fix_id", "rule_id", "title", "predicted_bound",
                                               "verdict", "speedup", "speedup_low", "speedup_high",
                                               "per_round", "error_lines", "note")},
-                       "inside_range": inside})  # fmt: skip
+                       "predicted_low": low, "inside_range": inside,
+                       "under_low": speedup is not None and low is not None and speedup < low})  # fmt: skip
     return {
         "program": program.stem,
         "verdict": report["verdict"]["category"],
@@ -81,6 +96,7 @@ def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, A
         "trials": trials,
         "refused": refused,
         "small": small,
+        "unoffered": unoffered,
         "rounds": tf.get("rounds"),
         "notes": tf.get("notes", []),
         "wall_s": wall,
@@ -89,6 +105,18 @@ def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, A
 
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
+
+
+def _inside(t: dict[str, Any]) -> str:
+    if t["inside_range"] is None:
+        return "-"
+    if t["inside_range"]:
+        return "yes"
+    return "no, under its low end" if t.get("under_low") else "no"
+
+
+def _range(low: float | None, high: float | None) -> str:
+    return f"up to {_fmt(high)}" if low is None else f"{_fmt(low)}-{_fmt(high)}"
 
 
 def markdown(rows: list[dict[str, Any]], steps: int) -> str:
@@ -114,8 +142,8 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
             result = t["verdict"] + (f": {t['error_lines'][0]}" if t["error_lines"] else "")
             lines.append(
                 f"| {row['program']} | {row['verdict']} | {t['fix_id']} | "
-                f"up to {_fmt(t['predicted_bound'])} | {measured} | {result} | "
-                f"{'yes' if t['inside_range'] else 'no' if t['inside_range'] is False else '-'} |"
+                f"{_range(t.get('predicted_low'), t['predicted_bound'])} | {measured} | {result} | "
+                f"{_inside(t)} |"
             )
         for r in row["refused"]:
             lines.append(
@@ -124,11 +152,16 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
             )
         for sm in row.get("small", []):
             lines.append(
-                f"| {row['program']} | {row['verdict']} | {sm['fix_id']} | up to {_fmt(sm['bound'])} "
-                f"| - | small, severity {sm['severity']}: not recommended, not tried (bound under "
-                "the 5% run-to-run margin) | - |"
+                f"| {row['program']} | {row['verdict']} | {sm['fix_id']} | "
+                f"{_range(sm.get('low'), sm['bound'])} | - | small, severity {sm['severity']}: may "
+                "have no measurable effect (range down to the 5% run-to-run margin), not tried | - |"
             )
-        if not row["trials"] and not row["refused"] and not row.get("small"):
+        for u in row.get("unoffered", []):
+            lines.append(
+                f"| {row['program']} | {row['verdict']} | ({u['rule_id']}) | - | - | "
+                f"said at severity info, not offered: {u['title'][:90]} | - |"
+            )
+        if not (row["trials"] or row["refused"] or row.get("small") or row.get("unoffered")):
             lines.append(f"| {row['program']} | {row['verdict']} | (no fix offered) | | | | |")
     share = f"{verified}/{offered}" if offered else "0/0"
     lines += [

@@ -1,7 +1,8 @@
 """How figures read, in one place: seconds, bytes, percents, shares and the gain-bound wording.
 
 Every stage may import it (it imports nothing of the package); the views use it for everything
-they print, and rules and analysis word their evidence with it, so a bound reads "up to 1.80x"
+they print, and rules and analysis word their evidence with it, so a gain reads "1.12x-1.80x"
+(or "up to 1.80x" where no low end is known)
 in a finding, the text report and the HTML page alike.
 """
 
@@ -84,8 +85,9 @@ def fmt_cost(x: float | None) -> str:
     return MISSING if x is None else f"{x:,.2f}"
 
 
-def fmt_gain(bound: float | None) -> str:
-    """The most a fix can speed a step up (Amdahl): "up to 1.80x", one wording everywhere.
+def fmt_gain(bound: float | None, low: float | None = None) -> str:
+    """What a fix can speed a step up, one wording everywhere: "1.12x-1.80x" when the range's low
+    end is known (``Finding.gain_low``), else "up to 1.80x" (the range is 1x to the bound).
 
     Two decimals: "up to 1.0x" would read as "no gain" for a 4% bound. ``None`` (nothing bounds
     it) reads "not bounded"; a phase taking the whole step gives ``inf``.
@@ -95,5 +97,9 @@ def fmt_gain(bound: float | None) -> str:
     if math.isinf(bound):
         return "unbounded (the whole step)"
     if bound >= 100:
-        return "up to >100x"
-    return f"up to {bound:.2f}x"
+        high = ">100x"
+    else:
+        high = f"{bound:.2f}x"
+    if low is None or math.isinf(low):
+        return f"up to {high}"
+    return f"{min(low, bound):.2f}x-{high}"

@@ -554,13 +554,17 @@ class Finding:
     severity: Severity
     evidence: tuple[str, ...]
     phase_share: float | None  # share of the step the fix can remove
-    gain_bound: float | None  # at most 1/(1 - phase_share) times faster
+    gain_bound: float | None  # at most 1/(1 - phase_share) times faster: the range's high end
     fix: str  # one line: what to change
     source: str = ""  # where the threshold comes from
     line: int | None = None  # line of the cell the finding points at
     fix_id: str | None = None  # gpu_notebook.fixes catalog id
     fix_params: Mapping[str, Any] = field(default_factory=dict)
     proposal: FixProposal | None = None
+    # The range's low end (rules.common.gain_range): what the fix gains when it removes only the
+    # least of what it removes that the measurement supports (for a phase timed over the run,
+    # its share's 90% interval's low end). None: not estimated, the range is 1x to the bound.
+    gain_low: float | None = None
 
 
 @dataclass(frozen=True)
@@ -602,6 +606,7 @@ class Comparison:
     gpu_util_pct: float | None
     fix_id: str | None = None  # the fix that produced this cell, when known
     predicted_bound: float | None = None  # that fix's gain bound in the baseline report
+    predicted_low: float | None = None  # its range's low end (None: 1x)
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
     samples: SampleComparison | None = None  # the distributions compared: range and outcome
@@ -721,7 +726,7 @@ class RunShape:
     busy_load_cores: float | None = None  # other processes' load during them (cores)
     quiet_load_cores: float | None = None  # and during the rest of the run
     run_wait_share: float | None = None  # median share of a step the thread waited for a core
-    own_drift: float | None = None  # last/first fifth with that wait taken out of each step
+    own_drift: float | None = None  # last/first fifth over the most the wait per fifth explains
     # The low end of the last fifth's slowdown over the first (a seeded block-bootstrap range,
     # analysis.compare_samples): a drift is measured only when it is above 1.
     drift_low: float | None = None
@@ -743,6 +748,37 @@ class RunPhase:
     steps: int  # the steps it rests on
     phase_s: float  # mean a step
     step_s: float  # mean step
+    # The share's 90% interval (a seeded block bootstrap over the same steps, read off by order
+    # statistics: ``analysis.steps.share_interval``): a fix's gain range starts at what removing
+    # ``low_share`` gives (``rules.common.gain_range``).
+    low_share: float = 0.0
+    high_share: float = 0.0
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """Interference over one run (``analysis.machine.machine_facts``)."""
+
+    cores: int  # cores this process may use
+    others_median_cores: float | None  # other processes' load, cores
+    others_p90_cores: float | None
+    steal_pct: float | None  # mean hypervisor steal over the cores
+    gpu_other_processes: int | None  # the most other compute processes seen on a GPU
+    torch_threads: int | None
+    workers: int  # the most child processes seen (DataLoader workers)
+    ours_median_cores: float | None  # this process and its children, cores
+
+    @property
+    def threads_wanted(self) -> int | None:
+        """Runnable threads this process asks for: torch's intra-op pool plus its workers."""
+        if self.torch_threads is None:
+            return None
+        return self.torch_threads + self.workers
+
+    @property
+    def free_cores(self) -> float:
+        """Cores left for us by the others (their median load), at least 1."""
+        return max(1.0, self.cores - (self.others_median_cores or 0.0))
 
 
 @dataclass(frozen=True)
@@ -763,6 +799,10 @@ class Analysis:
     # step clock's timed steps); None where not timed over enough steps.
     run_data: RunPhase | None = None
     run_optimizer: RunPhase | None = None
+    machine: MachineFacts | None = None  # the rest of the machine over the run (the sampler's)
+    # How much longer a profiled step took than an unprofiled one (analysis.own_cost); None
+    # without unprofiled steps or when they were no faster.
+    profiling_factor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -865,7 +905,7 @@ class FixTrial:
     fix_id: str
     rule_id: str
     title: str
-    predicted_bound: float | None  # the finding's "up to" (its range is 1x to this)
+    predicted_bound: float | None  # the finding's range's high end ("up to")
     verdict: FixTrialVerdict
     recommended: bool  # only a verified fix keeps "recommended"
     speedup: float | None = None  # baseline typical step / the fix's
@@ -876,6 +916,7 @@ class FixTrial:
     variant_steps_s: tuple[tuple[float, ...], ...] = ()
     error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
     note: str = ""
+    predicted_low: float | None = None  # the range's low end (None: 1x)
 
 
 @dataclass(frozen=True)

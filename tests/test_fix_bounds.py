@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from gpu_notebook.analysis.analyze import with_run_phases
+from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.records import Finding, StepClockRecord, StepTiming
@@ -32,7 +32,7 @@ for x, y in loader:
 def _findings(run, analysis) -> dict[str, Finding]:
     """The findings on a window's analysis, with the run's phases from its step clock (as
     ``analyze`` gives them)."""
-    return {f.rule_id: f for f in run_rules(run, with_run_phases(run, analysis), syn.VERDICT)}
+    return {f.rule_id: f for f in run_rules(run, with_run_figures(run, analysis), syn.VERDICT)}
 
 
 # ------------------------------------------------------------------ the step clock, lean
@@ -203,5 +203,175 @@ def test_a_fix_whose_bound_is_under_the_run_to_run_noise_is_not_recommended(sync
     # Under the noise: severity info, and the fix says first that no run could show it;
     # --try-fixes does not try it. Above it: a recommendation as before.
     assert (f.severity == "info") is small
-    assert f.fix.startswith("Small: below what a run can measure") is small
+    assert f.fix.startswith("Small: may have no measurable effect") is small
     assert measurable(f) is not small
+
+
+# ------------------------------------------------------------------ gains as a range
+
+
+def _varied(shares: list[float], n: int = 200) -> StepClockRecord:
+    """A run whose steps cycle through the given optimizer shares (10 ms steps), the first 12
+    timed (warm-up and the profiled window), the rest lean."""
+    rows, t = [], 0.0
+    for i in range(n):
+        d = 0.010
+        rows.append(StepTiming(i, t, d, 0.0, 0.0, 0.0, d * shares[i % len(shares)], 1, 1, 32,
+                               timed=i < 12))  # fmt: skip
+        t += d
+    counts = {"optimizer": n, "forward": n, "backward": n}
+    return StepClockRecord("optimizer", n, tuple(rows), event_counts=counts, lean_optimizer=True)
+
+
+def _whole(record: StepClockRecord):
+    from gpu_notebook.analysis.own_cost import disturbed_steps
+    from gpu_notebook.analysis.steps import run_phase
+
+    run = syn.make_run(ADAM_CELL, steps=record)
+    return run_phase(record, run.window.warmup_steps, "optimizer", disturbed_steps(run))
+
+
+def test_a_phase_shares_interval_is_a_seeded_bootstrap_over_the_runs_steps():
+    import numpy as np
+
+    from gpu_notebook.analysis.steps import share_interval
+
+    # The same share every step: nothing to be unsure of.
+    steady = _whole(_varied([0.2]))
+    assert steady is not None
+    assert steady.low_share == pytest.approx(0.2) and steady.high_share == pytest.approx(0.2)
+    # Seeded spread: the interval holds the run's share, and the same steps give the same one.
+    rng = random.Random(7)
+    record = _varied([0.05 + 0.30 * rng.random() for _ in range(37)])
+    whole = _whole(record)
+    assert whole is not None and whole.low_share < whole.share < whole.high_share
+    assert _whole(record) == whole
+    # More steps of the same kind pin the share down: the interval narrows.
+    p = np.array([0.05 + 0.30 * rng.random() for _ in range(40)])
+    few = share_interval(p, np.ones_like(p))
+    many = share_interval(np.tile(p, 25), np.ones(1000))
+    assert many[1] - many[0] < (few[1] - few[0]) / 2
+    # A phase of one step in four (40% there, none elsewhere) is a steady 10% of the run, not
+    # a per-step spread from 0 to 40%: the interval stays close around it.
+    periodic = _whole(_varied([0.0, 0.0, 0.0, 0.40]))
+    assert periodic is not None and 0.08 < periodic.low_share <= periodic.share <= 0.12
+
+
+def test_the_gain_range_runs_from_the_least_share_the_run_supports_to_the_runs_share():
+    from gpu_notebook.formatting import fmt_gain
+
+    rng = random.Random(7)
+    record = _varied([0.10 + 0.20 * rng.random() for _ in range(37)])  # seeded: 10%-30% a step
+    whole = _whole(record)
+    assert whole is not None
+    f = _findings(syn.make_run(ADAM_CELL, steps=record), syn.make_analysis({"optimizer": 0.2}))[
+        "launch.unfused_optimizer"
+    ]
+    # High end: the run's share (Amdahl, an upper bound); low end: the interval's low end.
+    assert f.gain_bound == pytest.approx(amdahl_bound(whole.share))
+    assert f.gain_low == pytest.approx(amdahl_bound(whole.low_share))
+    assert 1 + RUN_TO_RUN < f.gain_low < f.gain_bound
+    assert measurable(f) and f.severity != "info" and f.fix_id == "foreach_fused_optimizer"
+    said = fmt_gain(f.gain_bound, f.gain_low)
+    assert said == f"{f.gain_low:.2f}x-{f.gain_bound:.2f}x" and said in f.evidence[-1]
+
+
+def test_a_range_reaching_down_to_the_noise_is_not_offered():
+    # The update took the whole of 3 of the 29 steps the run keeps (10.3% of the run's time,
+    # over the 10% the finding needs) and nothing in the others: a run of it may catch fewer,
+    # the range starts under the 5% two runs differ by.
+    record = _varied([0.0] * 8 + [1.0], n=40)
+    whole = _whole(record)
+    assert whole is not None and whole.share >= 0.10 and whole.low_share < 0.05
+    f = _findings(syn.make_run(ADAM_CELL, steps=record), syn.make_analysis({"optimizer": 0.1}))[
+        "launch.unfused_optimizer"
+    ]
+    assert f.gain_bound is not None and f.gain_bound > 1 + RUN_TO_RUN  # the old gate passed it
+    assert f.gain_low is not None and f.gain_low <= 1 + RUN_TO_RUN
+    assert not measurable(f)
+    assert f.severity == "info" and f.fix.startswith("Small: may have no measurable effect (1.0")
+
+
+SGD_CELL = """\
+opt = torch.optim.SGD(model.parameters(), lr=1e-2{extra})
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("cls", "extra", "gpu", "offered"),
+    [
+        ("SGD", "", False, False),  # one add_ a tensor: nothing for a fused CPU kernel to fuse
+        ("SGD", ", momentum=0", False, False),
+        ("SGD", ", momentum=0.9", False, True),  # a momentum buffer: several passes to fuse
+        ("SGD", ", weight_decay=1e-4", False, True),
+        ("SGD", "", True, True),  # CUDA: one fused kernel for all the tensors
+        ("RMSprop", "", False, False),  # foreach only, and torch has no CPU foreach kernels
+        ("RMSprop", "", True, True),
+        ("Adam", "", False, True),  # fused CPU Adam: one pass instead of Adam's several
+    ],
+)
+def test_a_fused_or_foreach_update_is_offered_only_where_its_kernel_can_be_faster(
+    cls, extra, gpu, offered
+):
+    cell = SGD_CELL.format(extra=extra).replace("optim.SGD(", f"optim.{cls}(")
+    if cls != "SGD":
+        cell = cell.replace(", lr=1e-2", "")
+    run = syn.make_run(cell, steps=_series(0.20), gpus=[syn.gpu()] if gpu else ())
+    f = _findings(run, syn.make_analysis({"optimizer": 0.2}))["launch.unfused_optimizer"]
+    assert (f.fix_id == "foreach_fused_optimizer") is offered
+    if not offered:
+        # Said, with why, at severity info: no bound, no flag to flip, nothing to try.
+        assert f.severity == "info" and f.gain_bound is None and f.fix_id is None
+        assert "torch has no foreach kernels" in f.evidence[-1] or "one add_" in f.evidence[-1]
+
+
+def test_a_live_plain_sgd_reads_as_one_pass_and_a_momentum_sgd_does_not():
+    import torch
+
+    from gpu_notebook.cell.live import _optimizer
+
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    assert _optimizer("opt", torch.optim.SGD(params, lr=0.1)).one_pass
+    assert not _optimizer("opt", torch.optim.SGD(params, lr=0.1, momentum=0.9)).one_pass
+    assert not _optimizer("opt", torch.optim.Adam(params)).one_pass
+
+
+LOG_CELL = """\
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    print("STEP: ", step)
+"""
+
+
+def test_logging_whose_own_lines_take_too_little_to_measure_is_not_offered():
+    import dataclasses
+
+    from gpu_notebook.records import LineStat, StackProfile
+
+    # 20% of the step is host time outside the model: the old bound (a superset) read 1.22x.
+    shares = {"other": 0.10, "unattributed": 0.10}
+
+    def analysis(line_share: float):
+        # The print is the cell's line 5: line 1 is the %%gpucheck line.
+        stacks = StackProfile(0.01, 1000, 1.0, lines=(LineStat(5, "", 10, line_share),))
+        return dataclasses.replace(syn.make_analysis(shares), stacks=stacks)
+
+    # The print line itself took 1% of the sampled time: gating it to every 10th step removes
+    # 0.9%, so the range is 1.01x-1.22x and a run may show nothing: info, not offered.
+    f = _findings(syn.make_run(LOG_CELL), analysis(0.01))["logging.per_step"]
+    assert f.gain_bound == pytest.approx(amdahl_bound(0.2 * 0.9))
+    assert f.gain_low == pytest.approx(amdahl_bound(0.01 * 0.9))
+    assert not measurable(f) and f.severity == "info"
+    assert "the logging lines themselves: 1% of the sampled time" in f.evidence
+    # Its lines took 15%: the range's low end is above the noise, the fix is offered.
+    g = _findings(syn.make_run(LOG_CELL), analysis(0.15))["logging.per_step"]
+    assert measurable(g) and g.severity != "info" and g.fix_id == "log_every_n"
+    # A loop that logs every 10th step already is not told to.
+    gated = LOG_CELL.replace(
+        '    print("STEP: ", step)', "    if step % 10 == 0:\n        print(step)"
+    )
+    assert "logging.per_step" not in _findings(syn.make_run(gated), analysis(0.01))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.run_trend import run_shape
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import ProfileWindow, Sample, SampleSeries, StepClockRecord, StepTiming
@@ -47,6 +48,11 @@ def _run(durations, others_cores, ours_pct=100.0, threads=None):
     return dataclasses.replace(run, env=env, window=window)
 
 
+def _analysis(run):
+    """A window's analysis with the machine's figures of ``run``, as ``analyze`` gives them."""
+    return with_run_figures(run, syn.make_analysis())
+
+
 def test_a_load_burst_is_not_drift():
     # 10 ms steps; from 3 s on another job takes 1.5 cores and every step takes 20 ms.
     durations, t = [], 0.0
@@ -77,7 +83,7 @@ def test_the_same_slowdown_on_a_quiet_machine_is_drift():
 
 def test_more_threads_than_free_cores_is_a_finding_with_its_fix_and_bound():
     run = _run([0.2] * 40, lambda t: 1.0, ours_pct=100.0, threads=2)
-    found = machine.oversubscribed(run, syn.make_analysis(), SourceFacts(parsed=False))
+    found = machine.oversubscribed(run, _analysis(run), SourceFacts(parsed=False))
     assert found is not None and "torch.set_num_threads(1)" in found.fix
     assert found.gain_bound is not None and found.gain_bound == 2.0
     assert "1.00 cores" in " ".join(found.evidence)
@@ -86,18 +92,18 @@ def test_more_threads_than_free_cores_is_a_finding_with_its_fix_and_bound():
 def test_threads_that_wait_are_not_oversubscribed():
     # The process waits (data, sleep): 20% of a core, whatever the pool's size.
     run = _run([0.2] * 40, lambda t: 1.0, ours_pct=20.0, threads=2)
-    assert machine.oversubscribed(run, syn.make_analysis(), SourceFacts(parsed=False)) is None
+    assert machine.oversubscribed(run, _analysis(run), SourceFacts(parsed=False)) is None
     # One thread on a busy machine is not oversubscribed either.
     run = _run([0.2] * 40, lambda t: 1.0, ours_pct=100.0, threads=1)
-    assert machine.oversubscribed(run, syn.make_analysis(), SourceFacts(parsed=False)) is None
+    assert machine.oversubscribed(run, _analysis(run), SourceFacts(parsed=False)) is None
 
 
 def test_a_machine_busy_throughout_is_named_shared():
     run = _run([0.2] * 40, lambda t: 1.5, ours_pct=50.0, threads=1)
-    found = machine.shared_machine(run, syn.make_analysis(), SourceFacts(parsed=False))
+    found = machine.shared_machine(run, _analysis(run), SourceFacts(parsed=False))
     assert found is not None and "1.50 of 2 cores" in found.evidence[0]
     quiet = _run([0.2] * 40, lambda t: 0.1, ours_pct=50.0, threads=1)
-    assert machine.shared_machine(quiet, syn.make_analysis(), SourceFacts(parsed=False)) is None
+    assert machine.shared_machine(quiet, _analysis(quiet), SourceFacts(parsed=False)) is None
 
 
 def test_steps_slowed_by_waiting_for_a_core_are_the_machine_not_drift():
@@ -183,3 +189,34 @@ def test_a_periodic_block_of_the_cell_keeps_its_stall_on_a_busy_machine():
     report = build_report(_preempted(run_wait_pct=75.0, cell=PERIODIC_CELL))
     stall = next(f for f in report.findings if f.rule_id == "run.periodic_stall")
     assert "Every 15 steps" in stall.title and stall.line is not None
+
+
+def _busy_wobble(tail_ms: float, wait: list[float] | None):
+    """30 steps of 40 ms, the last 15 at ``tail_ms``; the sampler's run-wait readings every
+    0.25 s follow ``wait`` in turn (a busy machine's wobble), or none at all (None: 0%)."""
+    durations = [0.040] * 15 + [tail_ms / 1e3] * 15
+    run = _run(durations, lambda t: 1.0)
+    pattern = wait or [0.0]
+    samples = tuple(
+        dataclasses.replace(s, run_wait_pct=100.0 * pattern[k % len(pattern)])
+        for k, s in enumerate(run.samples.samples)
+    )
+    return dataclasses.replace(run, samples=dataclasses.replace(run.samples, samples=samples))
+
+
+def test_a_drift_inside_the_wobble_of_a_busy_threads_wait_is_the_machine():
+    # The thread waits for a core 84-90% of the time, the readings a little lower late in the
+    # run. The code's own time in a step is a tenth of it: dividing each step by its own
+    # reading's (1 - wait) made a 1.5x slowdown a 2.4x drift of the code; the readings around
+    # each fifth, widened by their wobble, explain 1.55x.
+    wobble = [0.90, 0.90, 0.86, 0.86, 0.84, 0.84, 0.84]
+    busy = _busy_wobble(60.0, wobble)
+    shape = run_shape(busy)
+    assert shape is not None and shape.own_drift is not None and shape.own_drift < 1.5
+    assert "run.drift" not in {f.rule_id for f in build_report(busy).findings}
+    # The same slowdown on a thread that never waited: the code's.
+    quiet = build_report(_busy_wobble(60.0, None))
+    assert "run.drift" in {f.rule_id for f in quiet.findings}
+    # A slowdown beyond what the wobble explains stays the code's on the busy machine.
+    grown = build_report(_busy_wobble(200.0, wobble))
+    assert "run.drift" in {f.rule_id for f in grown.findings}

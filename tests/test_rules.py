@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 
+from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
@@ -430,7 +431,11 @@ def test_per_step_sync_points_at_its_line_and_bounds_by_what_reading_less_remove
     f = only(rules_for(gpu_run, syn.make_analysis(shares)), "syncs.per_step")
     assert f.phase_share == pytest.approx(0.05 * 0.9)  # read every 10 steps
     # Its bound (1.05x) is under what two runs differ by: said as small, no recommendation.
-    assert f.line == 5 and f.severity == "info" and f.fix.startswith("Small: below what a run")
+    assert (
+        f.line == 5
+        and f.severity == "info"
+        and f.fix.startswith("Small: may have no measurable effect")
+    )
     assert any("other Python work" in e for e in f.evidence)
     # The sampler saw 25% of the time on the print line (its wait, formatting, printing).
     analysis = dataclasses.replace(
@@ -458,7 +463,7 @@ def test_a_printed_tensor_on_the_cpu_with_too_few_line_samples_is_unmeasured_not
         rules_for(syn.make_run(SYNC_CELL), dataclasses.replace(analysis, stacks=sampled)),
         "syncs.per_step",
     )
-    assert g.severity == "info" and g.fix.startswith("Small: below what a run")
+    assert g.severity == "info" and g.fix.startswith("Small: may have no measurable effect")
 
 
 STOP_CELL = """\
@@ -827,7 +832,9 @@ def test_slower_profiled_steps_are_said_and_the_bound_stays_the_measured_one():
         for s in steps.steps
     )
     run = syn.make_run(TRAIN, steps=dataclasses.replace(steps, steps=rows))
-    f = only(rules_for(run, syn.make_analysis({"data": 0.3})), "input.loader_workers")
+    # The analysis's figure of the run (analyze gives it), not the window's.
+    analysis = with_run_figures(run, syn.make_analysis({"data": 0.3}))
+    f = only(rules_for(run, analysis), "input.loader_workers")
     assert f.gain_bound == pytest.approx(10.0 / (7.0 + 0.5))  # from the steps that were measured
     assert any("profiled steps took 2.00x as long as unprofiled ones" in e for e in f.evidence)
 
@@ -923,8 +930,26 @@ def test_amd_reference_trace_raises_no_tensor_core_finding(reference_traces):
     ]
 
 
+def test_every_rule_module_is_a_family_and_its_own_fix_is_attached():
+    """A rule is its module, its test and one line of FAMILIES: a module left out of FAMILIES
+    (never run) or a FIX that attach_fixes does not know fails here."""
+    from pathlib import Path
+
+    import gpu_notebook.rules as rules_pkg
+
+    modules = {p.stem for p in Path(rules_pkg.__file__).parent.glob("*.py")} - {
+        "__init__",
+        "common",
+    }
+    assert modules == {family.__name__.rsplit(".", 1)[1] for family in rules_pkg.FAMILIES}
+    for family in rules_pkg.FAMILIES:
+        fix = getattr(family, "FIX", None)
+        assert fix is None or rules_pkg.RULE_FIXES[fix.fix_id] is fix
+
+
 def test_every_fix_a_rule_names_exists_with_those_parameters():
-    """Read each rule module's finding(...) calls: a renamed fix or parameter fails here, not in a report."""
+    """Read each rule module's finding(...) and Check.found(...) calls: a renamed fix or parameter
+    fails here, not in a report."""
     import ast
     from pathlib import Path
 
@@ -934,7 +959,10 @@ def test_every_fix_a_rule_names_exists_with_those_parameters():
     named = 0
     for path in Path(rules_pkg.__file__).parent.glob("*.py"):
         for call in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "finding"):
+            if not isinstance(call, ast.Call) or not (
+                getattr(call.func, "id", None) == "finding"
+                or getattr(call.func, "attr", None) == "found"
+            ):
                 continue
             kw = {k.arg: k.value for k in call.keywords}
             fix = kw.get("fix_id")

@@ -132,6 +132,26 @@ def test_verdict_rests_on_the_whole_run_when_the_window_is_unlike_it():
     assert "does not represent" in after.evidence[0]
 
 
+def test_a_tiny_op_window_whose_neighbours_were_preempted_still_represents_the_run():
+    # 1.3 ms steps; the profiler slows the window (steps 2-4) to 3.9 ms and its stop takes
+    # 20 ms (ours); a busy machine preempts 3 of the 5 steps after it (5.5 ms) and every 25th
+    # step elsewhere. The run is the window's own loop, only the neighbours were unlucky.
+    ms = [1.3 * _wobble(i) for i in range(120)]
+    for i in (2, 3, 4):
+        ms[i] = 3.9
+    ms[5] = 20.0
+    for i in (6, 8, 10, *range(30, 120, 25)):
+        ms[i] = 5.5
+    shape = run_shape(make_run(record([step(m) for m in ms])))
+    assert shape is not None and shape.represents is True
+    assert shape.window_median_s is not None and shape.window_median_s < 1.5e-3
+    # A run that left the window's pace for good is still unlike it: steps 2-4 computed at
+    # 1.3 ms, every step from 12 on waits for data 10x as long (all its neighbours are fast).
+    slow = [step(1.3 * _wobble(i)) if i < 12 else step(13.0, data=11.7) for i in range(120)]
+    unlike = run_shape(make_run(record(slow)))
+    assert unlike is not None and unlike.represents is False
+
+
 def test_input_that_gets_slow_after_a_cached_first_part():
     parts = [step(5.0, data=0.1) if i < 150 else step(25.0, data=20.1) for i in range(500)]
     run = make_run(record(parts))

@@ -168,7 +168,10 @@ def test_try_fixes_runs_each_fix_on_a_copy_interleaved_and_decides_from_the_samp
     left = [p.name for p in (tmp_path / "tmp").iterdir()]
     assert not [n for n in left if n.startswith("gpucheck")], left
     # The text report names the trial with its range, measurement and verdict.
-    assert "Fixes tried" in res.stderr and "predicted up to" in res.stderr
+    # The range as the JSON carries it: low end (the least data wait the run supports) to bound.
+    low, high = t["predicted_low"], t["predicted_bound"]
+    assert low is not None and 1.0 <= low <= high
+    assert "Fixes tried" in res.stderr and f"predicted {low:.2f}x-{high:.2f}x" in res.stderr
     assert t["verdict"].upper() in res.stderr
     Report.from_json((tmp_path / "r.json").read_text())  # the JSON reads back as a Report
 

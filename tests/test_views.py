@@ -921,7 +921,7 @@ def test_one_insert_fix_widget_per_finding_with_a_patch() -> None:
         < text.index("Copies from pageable")
         < text.index(".item() every step")
     )
-    assert "Gain bound: up to 1.82x (removes 45% of the step)" in text
+    assert "Gain: up to 1.82x (removes 45% of the step)" in text
     assert "Fix (cell line 3): Use DataLoader worker" in text
     assert "No patch for this cell: the copies happen inside a helper" in text
     assert text.count("Patch ready below") == 1

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpu_notebook.analysis.own_cost import disturbed_steps
+from gpu_notebook.analysis.machine import machine_facts
+from gpu_notebook.analysis.own_cost import disturbed_steps, instrumentation_factor
 from gpu_notebook.analysis.steps import hook_phases, run_phase, step_stats
 from gpu_notebook.analysis.utilization import utilization_stats
 from gpu_notebook.records import (
@@ -49,18 +50,21 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         shape=shape,
         window_phases=window_phases,
     )
-    return with_run_phases(run, analysis)
+    return with_run_figures(run, analysis)
 
 
-def with_run_phases(run: Run, analysis: Analysis) -> Analysis:
-    """``analysis`` with the data wait and the optimizer step over the run, as the step clock
-    timed them outside the profiled windows (``run_phase``): the figures the workers and the
-    fused-optimizer bounds rest on."""
+def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
+    """``analysis`` with the figures of the whole run beside the window's: the data wait and the
+    optimizer step as the step clock timed them outside the profiled windows (``run_phase``:
+    the workers and fused-optimizer bounds rest on them), how much longer a profiled step took
+    than an unprofiled one, and the rest of the machine's load."""
     warmup, ours = run.window.warmup_steps, disturbed_steps(run)
     return dataclasses.replace(
         analysis,
         run_data=run_phase(run.steps, warmup, "data", ours),
         run_optimizer=run_phase(run.steps, warmup, "optimizer", ours),
+        profiling_factor=instrumentation_factor(run),
+        machine=machine_facts(run),
     )
 
 

@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from gpu_notebook.records import SampleComparison
+from gpu_notebook.records import Finding, SampleComparison
 
 __all__ = [
     "LOAD_CHANGE_CORES",
@@ -34,6 +34,7 @@ __all__ = [
     "RUN_TO_RUN",
     "compare_samples",
     "fix_outcome",
+    "measurable",
 ]
 
 # Two runs of the same code on the same machine differ by a few percent even on a quiet
@@ -48,6 +49,17 @@ LOAD_CHANGE_CORES = 0.25
 SIMILAR_LOAD_CORES = 0.25
 LEVEL = 0.9
 RESAMPLES = 1000
+
+
+def measurable(finding: Finding) -> bool:
+    """Whether a run could show the finding's fix deliver: the low end of its gain range (its
+    bound where no low end was estimated) is above what two runs of the same code differ by.
+    A fix whose range reaches down to that margin may have no measurable effect: it is said at
+    severity info, not recommended and not tried (``rules._small_gain``, ``tryfix.plan``).
+    Not bounded (None): not judged."""
+    edge = finding.gain_low if finding.gain_low is not None else finding.gain_bound
+    return edge is None or edge > 1.0 + RUN_TO_RUN
+
 
 Outcome = Literal["faster", "no measurable change", "slower"]
 FixOutcome = Literal["verified", "no measurable effect", "slower"]

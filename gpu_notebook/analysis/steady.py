@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpu_notebook.records import Analysis, OpStat, PhaseBreakdown
+from gpu_notebook.records import Analysis, OpStat, PhaseBreakdown, Run
 from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.trace.windows import WindowTraces
 
 __all__ = [
     "STALL_FACTOR",
@@ -60,12 +61,15 @@ def without_stalls(analysis: Analysis) -> tuple[Analysis, int]:
     return dataclasses.replace(analysis, phases=trimmed), dropped
 
 
-def with_steady_ops(steady: Analysis, trace: Trace | None) -> Analysis:
-    """``steady`` (``without_stalls``'s analysis) with its top operators over the kept steps
-    only (``steady_top_ops``); as it is without the trace or a trace's phase split."""
-    if steady.phases is None:
+def with_steady_ops(steady: Analysis, run: Run, traces: WindowTraces | None = None) -> Analysis:
+    """``steady`` (``without_stalls``'s analysis of ``run``) with its top operators over the kept
+    steps only (``steady_top_ops``), from the window's trace in ``traces`` (the report's decoded
+    traces; without them the file is decoded here); as it is without a trace or its phase split."""
+    path = run.window.trace_path
+    if steady.phases is None or path is None:
         return steady
-    ops = steady_top_ops(trace, steady.phases)
+    traces = WindowTraces() if traces is None else traces
+    ops = steady_top_ops(traces.get(path), steady.phases)
     return steady if ops is None else dataclasses.replace(steady, top_ops=ops)
 
 

@@ -64,6 +64,7 @@ class LiveOptimizer:
     fused: bool | None  # the optimizer's own default setting (None: not a known flag)
     foreach: bool | None
     parameter_tensors: int
+    one_pass: bool = False  # SGD without momentum or weight decay: one add_ a tensor
 
 
 @dataclass(frozen=True)
@@ -439,6 +440,9 @@ def _optimizer(name: str, optimizer: Any) -> LiveOptimizer:
         fused=fused if isinstance(fused, bool) else None,
         foreach=foreach if isinstance(foreach, bool) else None,
         parameter_tensors=count,
+        one_pass=type(optimizer).__name__ == "SGD"
+        and defaults.get("momentum") == 0
+        and defaults.get("weight_decay") == 0,
     )
 
 

@@ -84,7 +84,20 @@ def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:
             fused=bool_or_none(fused.value if fused else None, None),
             foreach=bool_or_none(foreach.value if foreach else None, None),
             node=call,
+            one_pass=parts[-1] == "SGD" and _one_pass_sgd(call),
         )
+
+
+def _one_pass_sgd(call: ast.Call) -> bool:
+    """SGD(params, lr) with momentum and weight decay absent or a literal 0 (torch's defaults):
+    positional arguments past lr or ``**kwargs`` may set them, so they read as not known."""
+    if len(call.args) > 2 or any(k.arg is None for k in call.keywords):
+        return False
+    for name in ("momentum", "weight_decay"):
+        given = keyword_of(call, name)
+        if given is not None and literal_of(given.value) not in (0, 0.0):
+            return False
+    return True
 
 
 def copies(tree: CellTree, *, blocking: bool) -> list[SourceLine]:

@@ -24,13 +24,12 @@ if TYPE_CHECKING:
         prepended_patch,
         to_proposal,
     )
-    from gpu_notebook.fixes.records import Fix, FixParam, Patch, Refusal
+    from gpu_notebook.fixes.records import Fix, Patch, Refusal
 
 __all__ = [
     "FIXES",
     "HEADER_PREFIX",
     "Fix",
-    "FixParam",
     "Patch",
     "Refusal",
     "apply_fix",
@@ -43,7 +42,7 @@ __all__ = [
 # Imported on first use: the catalog imports libcst (~0.3 s), and a report builds its patches
 # only when a view or a file shows them (``gpucheck run`` prints text and builds none); importing
 # ``gpu_notebook.fixes.records`` alone must not pay for it.
-_FROM_RECORDS = {"Fix", "FixParam", "Patch", "Refusal"}
+_FROM_RECORDS = {"Fix", "Patch", "Refusal"}
 
 
 def __getattr__(name: str) -> Any:

@@ -21,7 +21,6 @@ from gpu_notebook.fixes import (
     codemods_autocast,
     codemods_data,
     codemods_inference,
-    codemods_memory,
     codemods_model,
     codemods_syncs,
 )
@@ -145,7 +144,7 @@ _TABLE: tuple[Fix, ...] = (
             ".detach() keeps the value on the device without the graph (and without a sync).",
         ),
         "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
-        codemods_memory.detach_kept_tensors,
+        codemods_syncs.detach_kept_tensors,
     ),
     Fix(
         "dataparallel_to_ddp",
@@ -282,23 +281,15 @@ def to_proposal(result: Patch | Refusal, info: Fix | None = None) -> FixProposal
     """The report's record of a fix (``gpu_notebook.records.FixProposal``) for a Finding;
     ``info``: the entry of a rule's own fix (the catalog's are found by id)."""
     info = info if info is not None else describe(result.fix_id)
-    if isinstance(result, Refusal):
-        return FixProposal(
-            fix_id=result.fix_id,
-            title=info.title,
-            why=info.why,
-            doc_url=info.doc_url,
-            source_after=None,
-            diff=None,
-            refusal=result.reason,
-        )
+    patch = result if isinstance(result, Patch) else None
     return FixProposal(
         fix_id=result.fix_id,
-        title=result.title,
-        why=result.why,
-        doc_url=result.doc_url,
-        source_after=result.source_after,
-        diff=result.diff,
+        title=info.title,
+        why=info.why,
+        doc_url=info.doc_url,
+        source_after=patch.source_after if patch else None,
+        diff=patch.diff if patch else None,
+        refusal=result.reason if isinstance(result, Refusal) else None,
     )
 
 

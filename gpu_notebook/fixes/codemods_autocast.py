@@ -33,6 +33,7 @@ from gpu_notebook.fixes.cst_tools import (
     replace_nodes,
     statement,
     training_loops,
+    tree_of,
     walk,
     with_leading_lines,
     with_torch_import,
@@ -62,7 +63,7 @@ def autocast(
     facts = facts_of(module)
     if facts.autocast or facts.grad_scaler:
         return Declined("this cell already uses autocast")
-    tree = Tree(module)
+    tree = tree_of(module)
     modules = set(facts.model_names)
     scaler = _fresh_name(module, ("scaler", "grad_scaler", "gpucheck_scaler"))
     edits: dict[cst.CSTNode, Replacement] = {}

@@ -10,14 +10,13 @@ from __future__ import annotations
 import libcst as cst
 
 from gpu_notebook.cell.names import dotted, last
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
     Edited,
     Replacement,
-    Tree,
     add_comment,
     bool_literal,
     calls_in,
@@ -29,6 +28,7 @@ from gpu_notebook.fixes.cst_tools import (
     nodes_of,
     replace_nodes,
     set_keyword,
+    tree_of,
     walk,
 )
 
@@ -262,7 +262,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
             "gpucheck already scaled the batch size in this cell; apply bigger_batch to the "
             "original cell with a larger factor instead"
         )
-    tree = Tree(module)
+    tree = tree_of(module)
     edits: dict[cst.CSTNode, Replacement] = {}
     loaders = [c for c in _dataloader_calls(module) if keyword(c, "batch_sampler") is None]
     for call in loaders:
@@ -352,11 +352,11 @@ def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) ->
 
     The copies are the ones the rules found (``SourceFacts.blocking_copies``: ``.to(<device>)``
     and ``.cuda()`` in a loop, on values other than modules), edited where they stand
-    (``cell/nodes.py``). A module's ``.to`` is a one-off, and copies to the CPU are left
+    (``cell/parse.py``). A module's ``.to`` is a one-off, and copies to the CPU are left
     blocking because reading a non-blocking device-to-host copy before a sync returns garbage.
     """
     # The same text the rules read: its parse comes from the cache (cell/parse.py).
-    facts = scan_source(module.code, model_names=[model_name] if model_name else ())
+    facts = scan_source(module.code, model_names=[model_name]) if model_name else facts_of(module)
     todo = [n for n in cst_nodes(module, [c.node for c in facts.blocking_copies if c.node])
             if isinstance(n, cst.Call)]  # fmt: skip
     if not todo:

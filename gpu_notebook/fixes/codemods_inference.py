@@ -10,7 +10,7 @@ import ast
 import libcst as cst
 
 from gpu_notebook.cell.names import dotted, method_of, receiver_of
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -23,6 +23,7 @@ from gpu_notebook.fixes.cst_tools import (
     main_model_name,
     replace_nodes,
     statement,
+    tree_of,
     with_leading_lines,
     with_torch_import,
     wrap,
@@ -37,7 +38,7 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     already switches to eval after its last ``.train()``; in a cell that also trains,
     ``model.train()`` follows the loop so later training steps keep dropout and batch norm on.
     """
-    tree = Tree(module)
+    tree = tree_of(module)
     facts = facts_of(module)
     models = set(facts.model_names) | ({model_name} if model_name else set())
     main = model_name or main_model_name(module)

@@ -30,6 +30,7 @@ from gpu_notebook.fixes.cst_tools import (
     replace_nodes,
     set_keyword,
     statement,
+    tree_of,
     walk,
     with_torch_import,
 )
@@ -62,7 +63,7 @@ def torch_compile(
             "cannot tell which name holds the model (no optimizer over model.parameters() "
             "in this cell); pass model_name"
         )
-    tree = Tree(module)
+    tree = tree_of(module)
     creation = _creation_statement(tree, name)
     if creation is None:
         return Declined(

@@ -8,7 +8,7 @@ applied in a single second pass), keyword arguments added in the call's own layo
 
 Everything here is a heuristic over source text: names are matched, never resolved, with the
 words the rules use (``cell/words.py``); a fix that edits what its rule found reaches those
-nodes through ``cell/nodes.py``. The codemods decline (``Declined``) when the heuristics find
+nodes through ``cell/parse.py``. The codemods decline (``Declined``) when the heuristics find
 nothing, rather than guess.
 """
 
@@ -17,13 +17,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar, cast
 
 import libcst as cst
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, method_of, receiver_of
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 
 # --------------------------------------------------------------------------------------------
@@ -140,8 +140,29 @@ def loops(node: cst.CSTNode) -> list[cst.For]:
 
 def facts_of(module: cst.Module) -> SourceFacts:
     """The facts the rules read, of the text this module was parsed from (its :mod:`ast` parse
-    is the rules' own, cached): what a codemod acts on is what the rule counted."""
-    return scan_source(module.code)
+    is the rules' own, cached): what a codemod acts on is what the rule counted. Scanned once
+    per module: a report's fixes share the one libcst parse (``cell/parse.py``), so its scan."""
+    return _once(module, "facts", lambda: scan_source(module.code))
+
+
+def tree_of(module: cst.Module) -> Tree:
+    """The module's parent map, built once per module (shared by a report's fixes)."""
+    return _once(module, "tree", lambda: Tree(module))
+
+
+def _once(module: cst.Module, what: str, make: Callable[[], T]) -> T:
+    """``make()`` once per module (by identity; the last few modules kept)."""
+    for held, kind, value in _HELD:
+        if held is module and kind == what:
+            return cast(T, value)
+    value = make()
+    _HELD.insert(0, (module, what, value))
+    del _HELD[8:]
+    return value
+
+
+T = TypeVar("T")
+_HELD: list[tuple[cst.Module, str, object]] = []
 
 
 def nodes_of(module: cst.Module, found: Sequence[ast.AST | None]) -> list[Any]:
@@ -204,11 +225,6 @@ def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression
             if name is not None:
                 out.append((name, small.value))
     return out
-
-
-def module_names(module: cst.Module) -> set[str]:
-    """Names that hold an nn.Module (the model, the loss module): the facts' model names."""
-    return set(facts_of(module).model_names)
 
 
 def optimizer_names(module: cst.Module) -> set[str]:

@@ -37,14 +37,6 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class FixParam:
-    """One keyword parameter a fix accepts, with its default."""
-
-    name: str
-    default: ParamValue
-
-
-@dataclass(frozen=True)
 class Fix:
     """One fix: its title, why it helps, where to read more, and its codemod
     (``codemod(module, **params) -> Edited | Declined``, see ``fixes/cst_tools.py``). The
@@ -58,10 +50,7 @@ class Fix:
     codemod: Callable[..., Any]
 
     @property
-    def params(self) -> tuple[FixParam, ...]:
-        """The codemod's keyword-only parameters: the fix's parameters, with their defaults."""
-        return tuple(
-            FixParam(name=p.name, default=p.default)
-            for p in inspect.signature(self.codemod).parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY
-        )
+    def params(self) -> tuple[inspect.Parameter, ...]:
+        """The codemod's keyword-only parameters (``.name``, ``.default``): the fix's."""
+        found = inspect.signature(self.codemod).parameters.values()
+        return tuple(p for p in found if p.kind is inspect.Parameter.KEYWORD_ONLY)

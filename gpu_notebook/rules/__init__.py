@@ -22,8 +22,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
-from gpu_notebook.analysis.own_cost import instrumentation_factor
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, measurable
 from gpu_notebook.analysis.steady import STALL_FACTOR, with_steady_ops, without_stalls
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
@@ -54,7 +53,6 @@ from gpu_notebook.rules.common import (
     FEW_STEPS,
     SEVERITY_RANK,
     Rule,
-    below_noise,
     profiled_steps,
 )
 from gpu_notebook.trace.windows import WindowTraces
@@ -115,12 +113,11 @@ def run_rules(
     if facts is None:
         facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
     steady, stalls = without_stalls(analysis)
-    if stalls and run.window.trace_path is not None:
-        traces = WindowTraces() if traces is None else traces
-        steady = with_steady_ops(steady, traces.get(run.window.trace_path))
+    if stalls:
+        steady = with_steady_ops(steady, run, traces)
     confidence = _confidence_note(steady, verdict)
     # On a GPU the host's profiling overhead mostly hides behind kernels; the note is for CPU runs.
-    factor = instrumentation_factor(run) if analysis.gpu is None else None
+    factor = analysis.profiling_factor if analysis.gpu is None else None
     ranked: list[tuple[tuple[int, int, float], int, Finding]] = []
     for position, rule in enumerate(rules):
         found = rule(run, steady, facts)
@@ -144,16 +141,16 @@ def run_rules(
 
 
 def _small_gain(found: Finding) -> Finding:
-    """A fix whose bound is under what two runs of the same script differ by is no
-    recommendation: no run could show that it delivers (``--try-fixes`` does not try it). It is
+    """A fix whose gain range reaches down to what two runs of the same script differ by is no
+    recommendation: it may have no measurable effect (``--try-fixes`` does not try it). It is
     kept, at severity info, and says so first; an unbounded fix is not judged here."""
-    if found.fix_id is None or not below_noise(found.gain_bound):
+    if found.fix_id is None or measurable(found):
         return found
     return dataclasses.replace(
         found,
         severity="info",
-        fix=f"Small: below what a run can measure ({fmt_gain(found.gain_bound)}; two runs of the "
-        f"same script differ by {RUN_TO_RUN:.0%}). {found.fix}",
+        fix=f"Small: may have no measurable effect ({fmt_gain(found.gain_bound, found.gain_low)}; "
+        f"two runs of the same script differ by {RUN_TO_RUN:.0%}). {found.fix}",
     )
 
 

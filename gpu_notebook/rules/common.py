@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.host import MATMUL_OP
 
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
@@ -29,6 +30,7 @@ from gpu_notebook.analysis.host import MATMUL_OP
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
+from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
@@ -103,11 +105,28 @@ def gain_bound(
     return bound
 
 
-def below_noise(bound: float | None) -> bool:
-    """Whether a fix's bound is under what two runs of the same script differ by
-    (``analysis.compare_samples.RUN_TO_RUN``): a gain no run could show. None (not bounded)
-    is not judged."""
-    return bound is not None and bound <= 1.0 + RUN_TO_RUN
+def gain_range(
+    low_share: float | None,
+    high_share: float | None,
+    analysis: Analysis,
+    *,
+    host_side: bool = True,
+) -> tuple[float | None, float | None]:
+    """A fix's gain as a range: (low, high) = the Amdahl bounds of the least and the most of the
+    step it can be expected to remove (``gain_bound`` each, so both carry the GPU cap).
+
+    Where the shares come from is the rule's: a phase the step clock timed over the run gives
+    the low end of its share's 90% interval (``analysis.steps.share_interval``) and the run's
+    share; a fix known to remove one figure and bounded by a superset gives that figure and the
+    superset. The low end never exceeds the high one; None: no low end (the range is 1x to the
+    bound). A range whose low end is within what two runs differ by may show nothing
+    (``compare_samples.measurable``).
+    """
+    high = gain_bound(high_share, analysis, host_side=host_side)
+    low = gain_bound(low_share, analysis, host_side=host_side)
+    if low is not None and high is not None:
+        low = min(low, high)
+    return low, high
 
 
 def has_gpu(run: Run) -> bool:
@@ -166,6 +185,26 @@ def loader_in_use(facts: SourceFacts) -> tuple[LoaderCall | None, LiveLoader | N
     return None, None
 
 
+def loader_setting(static: LoaderCall | None, live: LiveLoader | None, name: str) -> Any:
+    """A setting of the loader in use (``loader_in_use``): as the cell writes it, else as the live
+    loader holds it; None when neither is known."""
+    loader = static if static is not None else live
+    return getattr(loader, name) if loader is not None else None
+
+
+def copy_evidence(copy: float | None) -> str:
+    """The evidence line of the host's copy share (the copy rules, host-made tensors)."""
+    if copy is None:
+        return "host copy time: not measured"
+    return f"the host spends {fmt_share(copy)} of the step in copies"
+
+
+def data_wait_evidence(data: float, analysis: Analysis | None = None) -> str:
+    """The evidence line of the data wait, with where the phase split came from when given."""
+    where = f" ({phase_source(analysis)})" if analysis is not None else ""
+    return f"waiting for the next batch: {fmt_share(data)} of the step{where}"
+
+
 def finding(
     rule_id: str,
     title: str,
@@ -179,11 +218,49 @@ def finding(
     line: int | None = None,
     fix_id: str | None = None,
     fix_params: dict[str, str | int | float | bool | None] | None = None,
+    low: float | None = None,
 ) -> Finding:
     """A rule's finding: what it found and why (positional, in ``Finding``'s field order), then
-    where in the cell and which fix."""
+    where in the cell, which fix, and the low end of its gain range."""
     found = Finding(rule_id, title, severity, tuple(evidence), phase_share, bound, fix, source)
-    return dataclasses.replace(found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}))
+    return dataclasses.replace(
+        found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}), gain_low=low
+    )
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule's fixed words as data, beside its levels (as pylint keeps a checker's messages):
+    its id, its title and where its levels come from. ``found`` adds what this run measured;
+    a rule with several outcomes declares the check once and words only what differs."""
+
+    rule_id: str
+    title: str
+    source: str
+
+    def found(
+        self,
+        severity: Severity,
+        evidence: Iterable[str],
+        fix: str,
+        *,
+        title: str | None = None,
+        phase_share: float | None = None,
+        bound: float | None = None,
+        line: int | None = None,
+        fix_id: str | None = None,
+        fix_params: dict[str, str | int | float | bool | None] | None = None,
+    ) -> Finding:
+        """The finding of this check: ``title`` when an outcome words its own."""
+        found = finding(self.rule_id, title or self.title, severity, evidence, fix, self.source)
+        return dataclasses.replace(
+            found,
+            phase_share=phase_share,
+            gain_bound=bound,
+            line=line,
+            fix_id=fix_id,
+            fix_params=dict(fix_params or {}),
+        )
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.

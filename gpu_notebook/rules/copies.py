@@ -12,9 +12,19 @@ copy to measure and these rules stay silent.
 from __future__ import annotations
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import WARN, finding, gain_bound, loader_in_use, severity_of, share
+from gpu_notebook.rules.common import (
+    WARN,
+    Check,
+    copy_evidence,
+    finding,
+    gain_bound,
+    loader_in_use,
+    loader_setting,
+    severity_of,
+    share,
+)
 
 _SOURCE = (
     "Nsight Systems cuda_memcpy_async rule (pageable async copies: use pinned memory); TraceML "
@@ -22,8 +32,18 @@ _SOURCE = (
 )
 
 
+PAGEABLE = Check(
+    "copies.pageable", "Copies to the GPU come from pageable (unpinned) memory", _SOURCE
+)
+
+
 def _fmt_mb(n: int | None) -> str:
     return "size not recorded" if n is None else f"{n / 1e6:.1f} MB"
+
+
+def _pageable_to_device(kind: str) -> bool:
+    """A copy kind of the GPU timeline that is host-to-device from pageable memory."""
+    return "pageable" in kind.lower() and "htod" in kind.lower().replace(" ", "")
 
 
 def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -31,11 +51,7 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     gpu = analysis.gpu
     if gpu is None:
         return None
-    pageable = [
-        c
-        for c in gpu.copies
-        if "pageable" in c.kind.lower() and "htod" in c.kind.lower().replace(" ", "")
-    ]
+    pageable = [c for c in gpu.copies if _pageable_to_device(c.kind)]
     if not pageable:
         return None
     count = sum(c.count for c in pageable)
@@ -50,37 +66,28 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         f"{count} host-to-device copies from pageable memory in the window, "
         f"{duration_us / 1e3:.1f} ms on the GPU ({_fmt_mb(total_bytes)})",
     ]
-    if copy is not None:
-        evidence.append(f"the host spends {fmt_share(copy)} of the step in copies")
-    else:
-        evidence.append("host copy time: not measured")
+    evidence.append(copy_evidence(copy))
     static, live = loader_in_use(facts)
-    pinned = (
-        static.pin_memory if static is not None else live.pin_memory if live is not None else None
-    )
+    pinned = loader_setting(static, live, "pin_memory")
     bound = gain_bound(copy, analysis)
     evidence.append(f"gain if the copies overlap with compute: {fmt_gain(bound)}")
     if pinned:
-        return finding(
-            "copies.pageable",
-            "Copies to the GPU come from pageable memory although the DataLoader pins its batches",
+        return PAGEABLE.found(
             severity,
             [
                 *evidence,
                 "the DataLoader already has pin_memory=True: these tensors come from elsewhere",
             ],
             "Pin the source tensors once (tensor.pin_memory()) and copy with non_blocking=True.",
-            _SOURCE,
+            title="Copies to the GPU come from pageable memory although the DataLoader pins its "
+            "batches",
             phase_share=copy,
             bound=bound,
         )
-    return finding(
-        "copies.pageable",
-        "Copies to the GPU come from pageable (unpinned) memory",
+    return PAGEABLE.found(
         severity,
         evidence,
         "Set pin_memory=True on the DataLoader, then copy batches with .to(device, non_blocking=True).",
-        _SOURCE,
         phase_share=copy,
         bound=bound,
         line=static.line if static is not None else None,
@@ -97,10 +104,7 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     per_step = facts.per_step(facts.blocking_copies)
     if copy is None or severity is None or not per_step or analysis.gpu is None:
         return None
-    if any(
-        "pageable" in c.kind.lower() and "htod" in c.kind.lower().replace(" ", "")
-        for c in analysis.gpu.copies
-    ):
+    if any(_pageable_to_device(c.kind) for c in analysis.gpu.copies):
         return None  # non_blocking does nothing for pageable memory: pageable_copies speaks
     first = per_step[0]
     bound = gain_bound(copy, analysis)
@@ -109,7 +113,7 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         "Each batch copy to the GPU blocks Python until it is done",
         severity,
         [
-            f"the host spends {fmt_share(copy)} of the step in copies",
+            copy_evidence(copy),
             f"line {first.line}: `{first.text}` has no non_blocking=True"
             + (f" ({len(per_step)} such copies)" if len(per_step) > 1 else ""),
             f"gain if the copies overlap with compute: {fmt_gain(bound)}",

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, keyword_of, literal_of, method_of, receiver_of
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import DTYPE_WORDS, last
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding, gain_bound, severity_of, share
+from gpu_notebook.rules.common import copy_evidence, finding, gain_bound, severity_of, share
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -95,9 +95,7 @@ def host_made(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | Non
         [
             f"line {first.line}: `{first.text}` builds the tensor in host memory, then copies it"
             + (f" ({len(found)} such calls)" if len(found) > 1 else ""),
-            f"the host spends {fmt_share(copy)} of the step in copies"
-            if copy is not None
-            else "host copy time: not measured",
+            copy_evidence(copy),
             f"gain if the copies go: {fmt_gain(bound)}",
         ],
         "Make the tensor on the GPU: torch.zeros(n, device=device) instead of .to(device).",

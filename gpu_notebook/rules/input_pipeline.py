@@ -34,11 +34,13 @@ from gpu_notebook.records import Analysis, Finding, Run, RunPhase
 from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
+    data_wait_evidence,
     finding,
     gain_bound,
+    gain_range,
     has_gpu,
     loader_in_use,
-    phase_source,
+    loader_setting,
     severity_of,
     share,
 )
@@ -184,11 +186,9 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     reason = _workers_do_not_pay(run, analysis, facts, static, live)
     if reason is None:
         return None
-    batch = (
-        static.batch_size if static is not None else live.batch_size if live is not None else None
-    )
+    batch = loader_setting(static, live, "batch_size")
     evidence = [
-        f"waiting for the next batch: {fmt_share(data)} of the step ({phase_source(analysis)})",
+        data_wait_evidence(data, analysis),
         reason,
         "the time goes to indexing the dataset one sample at a time and collating the samples",
     ]
@@ -221,9 +221,7 @@ def _workers_do_not_pay(
     live: LiveLoader | None,
 ) -> str | None:
     """Why workers would not pay here (None: they may)."""
-    current = (
-        static.num_workers if static is not None else live.num_workers if live is not None else None
-    )
+    current = loader_setting(static, live, "num_workers")
     if current not in (0, None):
         return None
     kind = dataset_type(facts, static, live)
@@ -304,6 +302,14 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     evidence += reach
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose
+    low: float | None = None
+    if whole is not None and bound is not None:
+        low = gain_range(min(whole.low_share, data), data, analysis)[0]
+        low = min(low, bound) if low is not None else None
+        evidence.append(
+            f"range: {fmt_gain(bound, low)} (low end: hiding {fmt_share(whole.low_share)} of the step, the least "
+            "data wait the run's steps support, 90% interval; high end: the run's)"
+        )
     title = (
         "The step waits for data: the DataLoader loads batches in the main process"
         if workers == 0
@@ -327,6 +333,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         line=line,
         fix_id="dataloader_workers",
         fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
+        low=low,
     )
 
 
@@ -334,9 +341,7 @@ def _data_evidence(
     data: float, profiled: float | None, whole: RunPhase | None, analysis: Analysis
 ) -> str:
     if whole is None:
-        return (
-            f"waiting for the next batch: {fmt_share(data)} of the step ({phase_source(analysis)})"
-        )
+        return data_wait_evidence(data, analysis)
     line = (
         f"waiting for the next batch: {fmt_share(data)} of the step time over {whole.steps} "
         "steps (step clock, outside the profiled window)"
@@ -354,20 +359,12 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
         return None
     cores = run.env.cpu_count
     static, live = loader_in_use(facts)
-    workers = (
-        static.num_workers if static is not None else live.num_workers if live is not None else None
-    )
+    workers = loader_setting(static, live, "num_workers")
     if workers is None or workers < suggested_workers(cores):
         return None  # loader_workers speaks first
-    persistent = (
-        static.persistent_workers
-        if static is not None
-        else live.persistent_workers
-        if live
-        else None
-    )
+    persistent = loader_setting(static, live, "persistent_workers")
     evidence = [
-        f"waiting for the next batch: {fmt_share(data)} of the step ({phase_source(analysis)})",
+        data_wait_evidence(data, analysis),
         f"already {workers} worker(s) for {cores} core(s): adding more would compete for the same cores",
     ]
     if live is not None:
@@ -420,7 +417,7 @@ def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
             f"DataLoader workers (child processes) used {util.children_cpu_mean_pct:.0f}% CPU on average (100% = one core)"
         )
     if data is not None:
-        evidence.append(f"waiting for the next batch: {fmt_share(data)} of the step")
+        evidence.append(data_wait_evidence(data))
     else:
         evidence.append("data wait: not measured")
     bound = gain_bound(data, analysis)

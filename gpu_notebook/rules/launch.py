@@ -36,9 +36,12 @@ from gpu_notebook.rules.common import (
     CRITICAL,
     RESIDUAL_PHASES,
     WARN,
+    Check,
     bigger_batch_bound,
     finding,
     gain_bound,
+    gain_range,
+    has_gpu,
     loader_in_use,
     phase_source,
     severity_of,
@@ -95,6 +98,14 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     )
 
 
+TINY_OPS = Check(
+    "launch.tiny_ops",
+    "The model's ops are too small: per-op overhead dominates its time",
+    "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual "
+    "warn 10%)",
+)
+
+
 def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """No GPU: the model's ops are so small that per-op overhead and Python dominate the step."""
     if analysis.gpu is not None or analysis.phases is None or analysis.phases.source != "trace":
@@ -134,15 +145,12 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
             f"shrinks at most x{factor}, data loading per sample not at all); the learning rate "
             "scales too (check convergence)"
         )
-        return finding(
-            "launch.tiny_ops",
-            "The model's ops are too small: per-op overhead dominates its time",
+        return TINY_OPS.found(
             severity,
             evidence,
             f"Give each step more work: batch size x{factor} (learning rate x{factor})"
             + ("" if compiled else "; then torch.compile to fuse the remaining small ops")
             + ". More GPUs would not help.",
-            "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
             bound=bound,
             line=static.line if static is not None else None,
             fix_id="bigger_batch",
@@ -153,25 +161,19 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         evidence.append(
             "the model is compiled already (torch.compile): no DataLoader found to enlarge the batch"
         )
-        return finding(
-            "launch.tiny_ops",
-            "The model's ops are too small: per-op overhead dominates its time",
+        return TINY_OPS.found(
             severity,
             evidence,
             "Make each step do more work: a bigger batch where the batches are made "
             "(torch.compile is already on; mode='reduce-overhead' captures CUDA graphs on a GPU).",
-            "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
         )
     evidence.append(
         "no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)"
     )
-    return finding(
-        "launch.tiny_ops",
-        "The model's ops are too small: per-op overhead dominates its time",
+    return TINY_OPS.found(
         severity,
         evidence,
         "Fuse small ops with torch.compile, or make each step do more work (bigger batch).",
-        "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
         fix_id="torch_compile",
     )
 
@@ -183,24 +185,42 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     optimizer = whole.share if whole is not None else profiled
     if optimizer is None or optimizer < WARN:
         return None
-    candidates: list[tuple[str, int | None, str | None]] = []  # (class, line, name)
+    # (class, line, name, whether its update is one pass a tensor)
+    candidates: list[tuple[str, int | None, str | None, bool]] = []
     for call in facts.optimizers:
         if call.fused is True or (call.foreach is True and call.cls not in FUSED_OPTIMIZERS):
             continue
-        candidates.append((call.cls, call.line, call.name))
+        candidates.append((call.cls, call.line, call.name, call.one_pass))
     if not facts.optimizers:
         for live in facts.live.optimizers:
             if live.fused is True or (
                 live.foreach is True and live.type_name not in FUSED_OPTIMIZERS
             ):
                 continue
-            candidates.append((live.type_name, None, live.name))
+            candidates.append((live.type_name, None, live.name, live.one_pass))
     usable = [c for c in candidates if c[0] in FOREACH_OPTIMIZERS]
     if not usable:
         return None
-    cls, line, name = usable[0]
+    cls, line, name, one_pass = usable[0]
     implementation = "fused" if cls in FUSED_OPTIMIZERS else "foreach"
-    bound = gain_bound(optimizer, analysis)
+    if not has_gpu(run):
+        why = _no_cpu_gain(cls, implementation, one_pass)
+        if why is not None:
+            return finding(
+                "launch.unfused_optimizer",
+                f"The {cls} step takes {fmt_share(optimizer)} of the step; fusing it would not "
+                "shorten it here",
+                "info",
+                [_optimizer_evidence(optimizer, profiled, whole, analysis), why],
+                f"No optimizer flag to change on the CPU: the update's time is its arithmetic "
+                f"over {cls}'s parameters (a smaller model, or the GPU, shortens it).",
+                _CPU_OPTIM_SOURCE,
+                phase_share=optimizer,
+                line=line,
+            )
+    low, bound = gain_range(
+        min(whole.low_share, optimizer) if whole is not None else None, optimizer, analysis
+    )
     built_here = line is not None
     return finding(
         "launch.unfused_optimizer",
@@ -212,7 +232,9 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
             + (f" (`{name}`)" if name else "")
             + f" without {implementation}=True"
             + ("" if built_here else ", built in an earlier cell"),
-            f"gain if the update took no time: {fmt_gain(bound)} (fusing trims it, it does not remove it)",
+            f"gain if the update took no time: {fmt_gain(bound, low)} (from the least update share "
+            "the run's steps support, 90% interval, to the run's; fusing trims it, it does not "
+            "remove it)",
         ],
         f"Pass {implementation}=True to {cls}(...): one kernel (or a few) for all parameters "
         "(they sum in another order: the loss can differ in its last digits).",
@@ -222,7 +244,36 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         line=line,
         fix_id="foreach_fused_optimizer",
         fix_params={"implementation": implementation},
+        low=low,
     )
+
+
+_CPU_OPTIM_SOURCE = (
+    "torch/utils/_foreach_utils.py (torch 2.13): foreach kernels exist for cuda, xpu, mtia, not "
+    "cpu; torch/optim/sgd.py: without momentum or weight decay the update is one add_ a tensor"
+)
+
+
+def _no_cpu_gain(cls: str, implementation: str, one_pass: bool) -> str | None:
+    """Why a fused or foreach update would not be faster on CPU tensors (None: it may be).
+
+    torch has no CPU foreach kernels (``_get_foreach_kernels_supported_devices``): foreach=True
+    on CPU tensors runs the same per-tensor loop. Fused CPU kernels exist (Adam, AdamW, SGD,
+    Adagrad): they pay where the unfused update makes several passes over each tensor (Adam's
+    moments: nanoGPT's AdamW measured 1.15x), not where it makes one (plain SGD's ``add_``:
+    measured 0.84x, no measurable effect, benchmarks/README.md "Fix ledger").
+    """
+    if implementation == "foreach":
+        return (
+            f"torch has no foreach kernels for CPU tensors: {cls}(foreach=True) on the CPU runs the "
+            "same per-tensor loop"
+        )
+    if one_pass:
+        return (
+            f"{cls} without momentum or weight decay updates each tensor with one add_: one pass "
+            "over the memory already, which a fused CPU kernel cannot shorten"
+        )
+    return None
 
 
 def _optimizer_evidence(

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import math
 
-from gpu_notebook.analysis.machine import MachineFacts, machine_facts
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
+from gpu_notebook.records import Analysis, Finding, MachineFacts, Run
 from gpu_notebook.rules.common import finding
 from gpu_notebook.rules.run_shape import BUSY_SLOWDOWN, DRIFT_FACTOR
 
@@ -69,8 +68,8 @@ def slowed_by_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         [
             f"first fifth {shape.first_median_s * 1e3:.2f} ms a step, last fifth "
             f"{shape.last_median_s * 1e3:.2f} ms ({factor:.1f}x)",
-            f"without the time the thread waited for a core (schedstat run-queue wait): "
-            f"{shape.own_drift:.2f}x",
+            f"with the most the thread's wait for a core (schedstat run-queue wait, read "
+            f"around each fifth) explains taken out: {shape.own_drift:.2f}x",
             "the code's own work per step did not grow; other processes took the cores",
         ],
         "Nothing to fix in the code. Measure on a quieter machine before comparing runs.",
@@ -83,7 +82,9 @@ def _thread_fix(m: MachineFacts) -> int:
 
 
 def oversubscribed(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
-    m = machine_facts(run)
+    m = analysis.machine
+    if m is None:
+        return None
     wanted = m.threads_wanted
     if wanted is None or m.torch_threads is None or m.torch_threads <= 1:
         return None
@@ -129,7 +130,9 @@ def oversubscribed(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
 
 
 def shared_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
-    m = machine_facts(run)
+    m = analysis.machine
+    if m is None:
+        return None
     others = m.others_median_cores or 0.0
     notes = []
     if others >= SHARED_SHARE * m.cores:

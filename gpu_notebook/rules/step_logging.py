@@ -27,12 +27,13 @@ from gpu_notebook.rules.common import (
     SUGGEST,
     finding,
     gain_bound,
+    gain_range,
     phase_source,
     severity_of,
     share,
     shares_sum,
 )
-from gpu_notebook.rules.syncs import EVERY, loop_lines, residual_evidence
+from gpu_notebook.rules.syncs import EVERY, lines_share, loop_lines, residual_evidence
 
 _SOURCE = (
     "TraceML step_time policy (residual warn 10%, critical 20%); seed articles: validate and "
@@ -47,16 +48,30 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
         return None
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     removed = residual * (1 - 1 / EVERY) if residual is not None else None
-    bound = gain_bound(removed, analysis)
+    # The range: from what the logging lines themselves took (the stack sampler's time on them,
+    # a lower figure: in `gpucheck run` the sampler also covers the script's set-up) to the host
+    # time outside the model (a superset: it holds other host work).
+    own = lines_share(analysis, lines)
+    kept = 1 - 1 / EVERY
+    low, bound = gain_range(
+        min(own, residual) * kept if own is not None and residual is not None else None,
+        removed,
+        analysis,
+    )
     first = lines[0]
     evidence = [
         f"{len(lines)} logging call(s) run on every step: line(s) "
         + ", ".join(str(s.line) for s in lines[:6]),
         f"line {first.line}: `{first.text}`",
         residual_evidence(analysis, residual),
-        f"gain if the logs run every {EVERY} steps: {fmt_gain(bound)} (upper bound: the share "
-        "also holds other host work)",
     ]
+    if own is not None:
+        evidence.append(f"the logging lines themselves: {fmt_share(own)} of the sampled time")
+    evidence.append(
+        f"gain if the logs run every {EVERY} steps: {fmt_gain(bound, low)} (low end: the logging "
+        "lines' own sampled time; high end: all host time outside the model, which also holds "
+        "other host work)"
+    )
     return finding(
         "logging.per_step",
         "The loop logs on every step",
@@ -70,6 +85,7 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
         line=first.line,
         fix_id="log_every_n",
         fix_params={"every": EVERY},
+        low=low,
     )
 
 

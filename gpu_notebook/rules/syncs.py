@@ -48,6 +48,10 @@ _SOURCE = (
     "TraceML step_time policy (residual warn 10%, critical 20%); PyTorch performance tuning "
     "guide (avoid unnecessary CPU-GPU synchronization)"
 )
+_ON_THE_CPU = (
+    "measured on the CPU, where a read costs little; on a GPU each read also waits for every "
+    "queued kernel"
+)
 _KIND_WORDS = {
     "item": ".item()",
     "cpu": ".cpu()",
@@ -176,10 +180,7 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     if reads is not None:
         evidence.append(f"{reads:.1f} scalar read(s) per step in the trace")
     if not has_gpu(run):
-        evidence.append(
-            "measured on the CPU, where a read costs little; on a GPU each read also waits for "
-            "every queued kernel"
-        )
+        evidence.append(_ON_THE_CPU)
     removed = removable * (1 - 1 / EVERY) if removable is not None else None
     severity = severity_of(removable, low=0.0) or "low"
     bound = gain_bound(removed, analysis)
@@ -215,10 +216,7 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
             "each read waits for every queued kernel: the host cannot run ahead of the GPU"
         )
     else:
-        evidence.append(
-            "measured on the CPU, where a read costs little; on a GPU each read also waits for "
-            "every queued kernel"
-        )
+        evidence.append(_ON_THE_CPU)
     removed = removable * (1 - 1 / EVERY) if removable is not None else None
     bound = gain_bound(removed, analysis)
     evidence.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.compare_samples import measurable
 from gpu_notebook.records import Finding, Report
 
 __all__ = ["BASELINE", "Variant", "measurable", "offered_variants", "schedule", "unmeasurable"]
@@ -25,16 +25,9 @@ class Variant:
         return p.title if p is not None else self.finding.title
 
 
-def measurable(finding: Finding) -> bool:
-    """A fix whose own bound is under what two runs of the same code differ by cannot be shown
-    to deliver: trying it would only ever say "no measurable effect"."""
-    bound = finding.gain_bound
-    return bound is None or bound > 1.0 + RUN_TO_RUN
-
-
 def offered_variants(report: Report) -> list[Variant]:
-    """Every finding whose fix is a patch (a refusal offers nothing to run) and whose bound can
-    be measured, in the report's order (most important first), one variant per distinct
+    """Every finding whose fix is a patch (a refusal offers nothing to run) and whose gain
+    range's low end is above the run-to-run margin (``compare_samples.measurable``), in the report's order (most important first), one variant per distinct
     patched script."""
     seen: set[str] = set()
     out = []
@@ -66,7 +59,7 @@ def schedule(variants: int, rounds: int) -> list[int]:
 
 
 def unmeasurable(report: Report) -> list[Finding]:
-    """The patches left untried because their bound is under the run-to-run margin."""
+    """The patches left untried because their gain range reaches down to the run-to-run margin."""
     return [
         f
         for f in report.findings

@@ -188,7 +188,7 @@ def render_text(report: Report) -> str:
     if report.findings:
         lines += ["", "Findings:"]
         for f in report.findings:
-            bound = f" ({fmt_gain(f.gain_bound)})" if f.gain_bound is not None else ""
+            bound = f" ({fmt_gain(f.gain_bound, f.gain_low)})" if f.gain_bound is not None else ""
             lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
     if report.try_fixes is not None:
         from gpu_notebook.views.tryfix_text import render_try_fixes
@@ -249,7 +249,7 @@ def render_comparison(c: Comparison) -> str:
         f"  step time   {fmt_seconds(c.baseline_step_median_s):>9} -> {fmt_seconds(c.step_median_s):>9}"
         + (f"   measured {c.speedup:.2f}x" if c.speedup is not None else "")
         + (
-            f"   (predicted: {fmt_gain(c.predicted_bound)})"
+            f"   (predicted: {fmt_gain(c.predicted_bound, c.predicted_low)})"
             if c.predicted_bound is not None
             else ""
         )

@@ -26,7 +26,7 @@ def render_try_fixes(tf: TryFixes) -> str:
 
 def trial_line(t: FixTrial) -> list[str]:
     """One fix: title, predicted range, measured speedup (spread), verdict; then its error."""
-    predicted = f"predicted {fmt_gain(t.predicted_bound)}"
+    predicted = f"predicted {fmt_gain(t.predicted_bound, t.predicted_low)}"
     if t.speedup is not None:
         measured = (
             f"measured {fmt_factor(t.speedup)} "

@@ -315,7 +315,9 @@ def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
         lines.append(said[0].upper() + said[1:] + ".")
         lines.extend(f"Note: {n}." for n in sample_notes(c.samples))
     if c.fix_id is not None:
-        lines.append(f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound)} (Amdahl bound).")
+        lines.append(
+            f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound, c.predicted_low)} (Amdahl)."
+        )
         if slower:
             lines.append(
                 f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "

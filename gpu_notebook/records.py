@@ -726,7 +726,7 @@ class RunShape:
     busy_load_cores: float | None = None  # other processes' load during them (cores)
     quiet_load_cores: float | None = None  # and during the rest of the run
     run_wait_share: float | None = None  # median share of a step the thread waited for a core
-    own_drift: float | None = None  # last/first fifth with that wait taken out of each step
+    own_drift: float | None = None  # last/first fifth over the most the wait per fifth explains
     # The low end of the last fifth's slowdown over the first (a seeded block-bootstrap range,
     # analysis.compare_samples): a drift is measured only when it is above 1.
     drift_low: float | None = None

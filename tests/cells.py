@@ -14,12 +14,12 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 
 class SlowDataset(Dataset):
-    '''A __getitem__ that sleeps 20 ms a batch: a slow decode/augment step.'''
+    '''A __getitem__ that sleeps 60 ms a batch: a slow decode/augment step.'''
     def __init__(self, n=64, d=32):
         self.x = torch.randn(n, d); self.y = torch.randn(n, 1)
     def __len__(self): return len(self.x)
     def __getitem__(self, i):
-        if i % 8 == 0: time.sleep(0.020)
+        if i % 8 == 0: time.sleep(0.060)
         return self.x[i], self.y[i]
 
 def mlp(d=32, hidden=256):
@@ -50,7 +50,9 @@ for x, y in loader:
     opt.zero_grad(); loss.backward(); opt.step()
 """
 
-# Input-bound: every batch waits 20 ms for __getitem__ in the main process.
+# Input-bound: every batch waits 60 ms for __getitem__ in the main process, against ~1 ms of
+# model work a step: >10x what a busy machine makes of the model's part (3-10x slower with every
+# core taken), so the planted cause dominates whatever the load.
 SLOW_INPUT = """
 model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); loss_fn = nn.MSELoss()
 loader = DataLoader(SlowDataset(n=96), batch_size=8, num_workers=0)

@@ -117,9 +117,14 @@ def test_a_core_shared_with_a_spinning_process_is_not_the_steps_own_time(tmp_pat
         from gpu_notebook.capture.session import RunQueueWait
         cpu = sorted(os.sched_getaffinity(0))[0]
         os.sched_setaffinity(0, {cpu})
-        spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        spinner = subprocess.Popen(
+            [sys.executable, "-c", "print('spinning', flush=True)\\nwhile True: pass"],
+            stdout=subprocess.PIPE, text=True,
+        )
         try:
-            time.sleep(0.2)
+            # Spinning once it says so (its start-up can take long on a busy machine: a fixed
+            # sleep could measure a core it did not share yet).
+            assert spinner.stdout.readline() == "spinning\\n"
             waits = RunQueueWait()
             end = time.perf_counter() + 0.6
             while time.perf_counter() < end:

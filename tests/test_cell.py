@@ -76,8 +76,7 @@ def test_a_report_with_two_fixes_parses_the_cell_once_per_parser():
 def test_a_facts_node_names_the_same_code_in_libcst_even_after_wide_characters():
     import ast
 
-    from gpu_notebook.cell.nodes import cst_nodes
-    from gpu_notebook.cell.parse import parse_ast, parse_cst
+    from gpu_notebook.cell.parse import cst_nodes, parse_ast, parse_cst
 
     code = 'label = "pérdida ü"; x = torch.zeros(2).to(dev)\nfor i in range(3):\n    f(g(i), "é")\n'
     calls = [n for n in ast.walk(parse_ast(code)) if isinstance(n, ast.Call)]

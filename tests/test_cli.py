@@ -228,9 +228,7 @@ def test_the_gpucheck_entry_point_is_installed():
 
 def test_compare_prints_the_before_after_of_two_runs(input_bound_script, tmp_path):
     faster = tmp_path / "train_fast.py"
-    faster.write_text(
-        input_bound_script.read_text().replace("time.sleep(0.060)", "time.sleep(0.002)")
-    )
+    faster.write_text(input_bound_script.read_text().replace("time.sleep(0.060)", "time.sleep(0)"))
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert gpucheck("run", "-q", "--json", str(a), str(input_bound_script)).returncode == 0
     assert gpucheck("run", "-q", "--json", str(b), str(faster)).returncode == 0
@@ -238,7 +236,7 @@ def test_compare_prints_the_before_after_of_two_runs(input_bound_script, tmp_pat
     assert res.returncode == 0, res.stderr
     assert "Before / after:" in res.stdout and "step time" in res.stdout
     speedup = float(res.stdout.split("measured ")[1].split("x")[0])
-    # 58 ms less sleep per batch: faster on any machine, by how much depends on how long a busy
+    # 60 ms less sleep per batch: faster on any machine, by how much depends on how long a busy
     # machine makes the model's own part (1.25x seen with every core taken). The product's
     # answer is the distributions' comparison: a range above 1, read as faster.
     assert speedup > 1.0
@@ -380,7 +378,8 @@ def test_a_launcher_given_as_the_script_gets_a_hint(tmp_path):
 
 def test_run_reports_the_scripts_whole_run_with_its_periodic_stall(tmp_path):
     """Issue 18 in `gpucheck run`: the stall every 25 steps is in the text report, the JSON's
-    run shape and the HTML page (a 40 ms sleep against ~1 ms steps: a mechanism, not a timing)."""
+    run shape and the HTML page (a 200 ms sleep against ~1 ms steps: >10x the few tens of ms a
+    busy machine can take a step off its core, so a mechanism, not a timing)."""
     script = tmp_path / "stalls.py"
     script.write_text(
         "import time, torch\nfrom torch import nn\n"
@@ -391,7 +390,7 @@ def test_run_reports_the_scripts_whole_run_with_its_periodic_stall(tmp_path):
         "    loss = ((model(x) - y) ** 2).mean()\n"
         "    opt.zero_grad(); loss.backward(); opt.step()\n"
         "    if step % 25 == 0:\n"
-        "        time.sleep(0.04)\n"
+        "        time.sleep(0.2)\n"
     )
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
     res = gpucheck("run", "--json", str(out_json), "--html", str(out_html), str(script))

@@ -19,8 +19,9 @@ from gpu_notebook.records import Report
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 TIMEOUT_S = 240  # every subprocess is bounded: a hang fails the test instead of the suite
 
-# A DDP job of STEPS steps: rank SLOW_RANK sleeps (MODE=sleep) or loads slowly (MODE=data);
-# CRASH_AT makes rank 1 raise at that step. 32*256 + 256 + 256 + 1 fp32 parameters.
+# A DDP job of STEPS steps: rank SLOW_RANK sleeps (MODE=sleep, 150 ms a step) or loads slowly
+# (MODE=data, 160 ms a batch), against steps of ~1 ms: >10x the tens of ms a loaded 2-core machine
+# (3 ranks and other jobs) can take any rank off its core. CRASH_AT makes rank 1 raise at that step. 32*256 + 256 + 256 + 1 fp32 parameters.
 TRAIN = textwrap.dedent(
     """
     import os, time
@@ -40,7 +41,7 @@ TRAIN = textwrap.dedent(
             return 8 * STEPS
         def __getitem__(self, i):
             if MODE == "data" and rank == SLOW:
-                time.sleep(0.004)
+                time.sleep(0.02)
             return torch.randn(32), torch.randn(1)
 
     torch.manual_seed(0)
@@ -50,7 +51,7 @@ TRAIN = textwrap.dedent(
         if step == CRASH_AT and rank == 1:
             raise RuntimeError(f"boom at step {step}")
         if MODE == "sleep" and rank == SLOW:
-            time.sleep(0.03)
+            time.sleep(0.15)
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()

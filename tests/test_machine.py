@@ -189,3 +189,34 @@ def test_a_periodic_block_of_the_cell_keeps_its_stall_on_a_busy_machine():
     report = build_report(_preempted(run_wait_pct=75.0, cell=PERIODIC_CELL))
     stall = next(f for f in report.findings if f.rule_id == "run.periodic_stall")
     assert "Every 15 steps" in stall.title and stall.line is not None
+
+
+def _busy_wobble(tail_ms: float, wait: list[float] | None):
+    """30 steps of 40 ms, the last 15 at ``tail_ms``; the sampler's run-wait readings every
+    0.25 s follow ``wait`` in turn (a busy machine's wobble), or none at all (None: 0%)."""
+    durations = [0.040] * 15 + [tail_ms / 1e3] * 15
+    run = _run(durations, lambda t: 1.0)
+    pattern = wait or [0.0]
+    samples = tuple(
+        dataclasses.replace(s, run_wait_pct=100.0 * pattern[k % len(pattern)])
+        for k, s in enumerate(run.samples.samples)
+    )
+    return dataclasses.replace(run, samples=dataclasses.replace(run.samples, samples=samples))
+
+
+def test_a_drift_inside_the_wobble_of_a_busy_threads_wait_is_the_machine():
+    # The thread waits for a core 84-90% of the time, the readings a little lower late in the
+    # run. The code's own time in a step is a tenth of it: dividing each step by its own
+    # reading's (1 - wait) made a 1.5x slowdown a 2.4x drift of the code; the readings around
+    # each fifth, widened by their wobble, explain 1.55x.
+    wobble = [0.90, 0.90, 0.86, 0.86, 0.84, 0.84, 0.84]
+    busy = _busy_wobble(60.0, wobble)
+    shape = run_shape(busy)
+    assert shape is not None and shape.own_drift is not None and shape.own_drift < 1.5
+    assert "run.drift" not in {f.rule_id for f in build_report(busy).findings}
+    # The same slowdown on a thread that never waited: the code's.
+    quiet = build_report(_busy_wobble(60.0, None))
+    assert "run.drift" in {f.rule_id for f in quiet.findings}
+    # A slowdown beyond what the wobble explains stays the code's on the busy machine.
+    grown = build_report(_busy_wobble(200.0, wobble))
+    assert "run.drift" in {f.rule_id for f in grown.findings}

@@ -7,6 +7,7 @@ keeps every step's graph), so what is asserted is the mechanism, never a timing 
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -110,7 +111,7 @@ for step in range(200):
     opt.zero_grad(); loss.backward(); opt.step()
     if step % 40 == 0:
         torch.save(model.state_dict(), CKPT)
-        time.sleep(0.05)  # a slow disk: 50 ms every 40 steps
+        time.sleep(0.2)  # a slow disk: 200 ms every 40 steps (a busy machine's: tens of ms)
 """
 
 
@@ -259,12 +260,12 @@ def test_hook_timed_whole_run_counts_host_work_after_the_optimizer_as_host_work(
 
 def test_more_windows_spread_over_a_long_cell_and_are_weighted(tmp_path: Path):
     """With the cost budget lifted, windows start at steps 2, 66 and 264 (4x spacing, 64 apart)."""
-    run_ = measured_loop(CaptureOptions(window_budget_share=1.0), 300, scratch=str(tmp_path))
+    # An infinite budget, not 1.0: a window's cost is charged twice over, so at a share of 1.0 a
+    # profiler start slowed by a busy machine could still exceed it and move or drop windows.
+    run_ = measured_loop(CaptureOptions(window_budget_share=math.inf), 300, scratch=str(tmp_path))
     assert run_.window.first_step == 2
-    # Where the later windows fall depends on the schedule's clock (a busy machine moves them);
-    # the mechanism: at least one, spaced past step 66, in order, each with its trace.
     starts = [w.first_step for w in run_.more_windows]
-    assert starts and starts[0] >= 66 and starts == sorted(starts)
+    assert starts == [66, 264]
     assert all(w.trace_path and Path(w.trace_path).exists() for w in run_.more_windows)
     rep = build_report(run_)
     assert rep.analysis.window_phases is not None  # the first window's detail, beside the estimate

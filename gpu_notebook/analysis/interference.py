@@ -23,6 +23,7 @@ __all__ = [
     "BUSY_CORES",
     "busy_steps",
     "others_cores",
+    "run_wait_readings",
     "sample_series",
     "step_load_cores",
     "step_run_wait",
@@ -77,14 +78,27 @@ def step_load_cores(run: Run, steps: Sequence[StepTiming]) -> np.ndarray | None:
 def step_run_wait(run: Run, steps: Sequence[StepTiming]) -> np.ndarray | None:
     """Share of each step the measured thread waited for a core (schedstat), aligned with
     ``steps``; None: not sampled (not Linux, or an older record)."""
+    found = run_wait_readings(run, steps)
+    if found is None:
+        return None
+    at, w = found
+    out: np.ndarray = w[at]
+    return out
+
+
+def run_wait_readings(
+    run: Run, steps: Sequence[StepTiming]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the reading each step falls in, aligned with ``steps``; every run-wait reading, as a
+    share): a reading reads the interval before it, so a step is given the one after its
+    middle. None: fewer than two readings, or no steps."""
     t = [s.t_s for s in run.samples.samples if s.run_wait_pct is not None]
     w = [s.run_wait_pct / 100.0 for s in run.samples.samples if s.run_wait_pct is not None]
     if len(t) < 2 or not steps:
         return None
     mid = np.fromiter((s.start_s + s.duration_s / 2 for s in steps), dtype=float)
     at = np.clip(np.searchsorted(np.asarray(t), mid, side="left"), 0, len(t) - 1)
-    out: np.ndarray = np.asarray(w, dtype=float)[at]
-    return out
+    return at, np.asarray(w, dtype=float)
 
 
 def busy_steps(run: Run, steps: Sequence[StepTiming]) -> frozenset[int]:

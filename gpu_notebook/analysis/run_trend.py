@@ -29,7 +29,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpu_notebook.analysis.compare_samples import compare_samples
-from gpu_notebook.analysis.interference import busy_steps, step_load_cores, step_run_wait
+from gpu_notebook.analysis.interference import (
+    busy_steps,
+    run_wait_readings,
+    step_load_cores,
+    step_run_wait,
+)
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
@@ -166,13 +171,20 @@ def run_shape(run: Run) -> RunShape | None:
         shape = dataclasses.replace(shape, drift_low=drift.low)
     wait = step_run_wait(run, steps_read)
     if wait is not None and len(wait) == len(dur):
-        # The step as the code ran it: without the time its thread waited for a core.
-        own = dur * (1.0 - wait)
-        own_first, own_last = float(np.median(own[head])), float(np.median(own[tail]))
+        # The drift left once the wait for a core has explained all it can: a step that waited
+        # a share w of its time ran 1/(1-w) slower than the code alone, so the last fifth may
+        # be up to (1 - least head wait) / (1 - most tail wait) slower for the machine alone.
+        # The sampler reads a few times a second: a 30-step run's fifth has one or two
+        # readings, and dividing each step by its own (1 - w) with w near 1 turned a 1.46x
+        # drift into 3.4x (a reading off by 0.05 halves or doubles a step's own time there).
+        # The readings of each fifth and the one on either side of them, taken in the
+        # machine's favour, only ever shrink the drift that is left to the code.
+        explained = _wait_explains(run, steps_read, head, tail)
+        grew = shape.last_median_s / shape.first_median_s if shape.first_median_s > 0 else None
         shape = dataclasses.replace(
             shape,
             run_wait_share=float(np.median(wait)),
-            own_drift=own_last / own_first if own_first > 0 else None,
+            own_drift=grew / explained if grew is not None and explained > 0 else None,
         )
     if machine is not None:
         count, slowdown, loud, quiet = machine[1]
@@ -184,6 +196,32 @@ def run_shape(run: Run) -> RunShape | None:
             quiet_load_cores=quiet,
         )
     return shape
+
+
+def _wait_explains(
+    run: Run, steps: Sequence[StepTiming], head: np.ndarray, tail: np.ndarray
+) -> float:
+    """The most the thread's wait for a core can slow the last fifth against the first:
+    (1 - least wait read around the first fifth) / (1 - most read around the last), each
+    widened by the readings' wobble."""
+    found = run_wait_readings(run, steps)
+    if found is None:
+        return 1.0
+    at, w = found
+
+    def around(mask: np.ndarray) -> np.ndarray:
+        lo, hi = int(at[mask].min()), int(at[mask].max())
+        return w[max(0, lo - 1) : min(len(w), hi + 2)]
+
+    # Each reading is off by about the readings' own wobble over the run (half their
+    # 10th-90th range: ~0 on a quiet machine, a few points on a busy one), in the machine's
+    # favour too: with the thread waiting 85-90% of the time, 0.03 of a share moves the code's
+    # own time in a step by a fifth.
+    run_w = w[int(at.min()) : int(at.max()) + 2]
+    wobble = float(np.percentile(run_w, 90) - np.percentile(run_w, 10)) / 2
+    least_head = max(0.0, float(around(head).min()) - wobble)
+    most_tail = min(1.0, float(around(tail).max()) + wobble)
+    return (1.0 - least_head) / max(1e-9, 1.0 - most_tail)
 
 
 # Busy steps are left out only when the quiet ones stay at least this share of the steps: a

@@ -48,7 +48,7 @@ class SourceLine:
     # The value read decides what the loop does (an if/while test, directly or through a name
     # assigned from it): ``if loss.item() < 0.1: break``, an early stop. It cannot be skipped.
     needed: bool = False
-    # The ast node it came from (cell/nodes.py finds the libcst node of the same code, which a
+    # The ast node it came from (cell/parse.py finds the libcst node of the same code, which a
     # fix edits); not part of the fact's value.
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -157,11 +157,6 @@ class SourceFacts:
         return tuple(line for line in lines if not line.gated)
 
 
-def training_loop_lines(facts: SourceFacts) -> tuple[int, ...]:
-    """Lines of the innermost training loops (handy for evidence)."""
-    return tuple(loop.line for loop in facts.training_loops())
-
-
 __all__ = [
     "LoaderCall",
     "LogKind",
@@ -171,5 +166,4 @@ __all__ = [
     "SourceLine",
     "SyncKind",
     "ValidationKind",
-    "training_loop_lines",
 ]

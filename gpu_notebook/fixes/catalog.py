@@ -21,7 +21,6 @@ from gpu_notebook.fixes import (
     codemods_autocast,
     codemods_data,
     codemods_inference,
-    codemods_memory,
     codemods_model,
     codemods_syncs,
 )
@@ -145,7 +144,7 @@ _TABLE: tuple[Fix, ...] = (
             ".detach() keeps the value on the device without the graph (and without a sync).",
         ),
         "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
-        codemods_memory.detach_kept_tensors,
+        codemods_syncs.detach_kept_tensors,
     ),
     Fix(
         "dataparallel_to_ddp",

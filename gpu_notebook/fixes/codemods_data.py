@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gpu_notebook.cell.names import dotted, last
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -352,7 +352,7 @@ def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) ->
 
     The copies are the ones the rules found (``SourceFacts.blocking_copies``: ``.to(<device>)``
     and ``.cuda()`` in a loop, on values other than modules), edited where they stand
-    (``cell/nodes.py``). A module's ``.to`` is a one-off, and copies to the CPU are left
+    (``cell/parse.py``). A module's ``.to`` is a one-off, and copies to the CPU are left
     blocking because reading a non-blocking device-to-host copy before a sync returns garbage.
     """
     # The same text the rules read: its parse comes from the cache (cell/parse.py).

@@ -10,7 +10,7 @@ import ast
 import libcst as cst
 
 from gpu_notebook.cell.names import dotted, method_of, receiver_of
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,

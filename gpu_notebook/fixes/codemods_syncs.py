@@ -1,18 +1,23 @@
-"""Codemods that take host work off most steps: ``throttle_host_syncs`` and ``log_every_n``.
+"""Codemods of the step loop's per-step work: ``throttle_host_syncs``, ``log_every_n`` and
+``detach_kept_tensors``.
 
 Both gate statements of the training loop behind ``if step % every == 0`` (enumerating the loop
 when it has no step counter); a running sum of read values (``total += loss.item()``) stays on
 the device instead, every step still counted. ``while`` loops are left alone (their step counter
-is the user's own). Same contract as the other codemod modules: ``(module, **params) -> Edited |
+is the user's own). ``history.append(loss)`` keeps every step's graph alive, so memory grows each
+step: ``loss.detach()`` keeps the value on the device without it (and, unlike ``.item()``,
+without a sync). Same contract as the other codemod modules: ``(module, **params) -> Edited |
 Declined``; a bad parameter value raises ValueError.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import libcst as cst
 
+from gpu_notebook.cell.blocks import kept_graph_calls
 from gpu_notebook.cell.names import dotted, method_of, receiver_of
 from gpu_notebook.cell.words import log_kind
 from gpu_notebook.fixes.cst_tools import (
@@ -25,9 +30,11 @@ from gpu_notebook.fixes.cst_tools import (
     assigned_names,
     calls_in,
     expression,
+    facts_of,
     loops,
     names_read,
     no_training_loop_reason,
+    nodes_of,
     only_call,
     replace_nodes,
     training_loops,
@@ -89,6 +96,20 @@ def _written(stmt: cst.BaseStatement) -> set[str]:
     return {name for name, _ in assigned_names(stmt)}
 
 
+def _stored_into(stmt: cst.BaseStatement) -> set[str]:
+    """Containers an assignment stores into (``metrics`` of ``metrics["loss"] = ...``): a
+    gated store leaves them stale for whoever reads them on the other steps."""
+    small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+    return {
+        name
+        for assign in small
+        if isinstance(assign, cst.Assign)
+        for target in assign.targets
+        if isinstance(target.target, cst.Subscript)
+        for name in names_read(target.target.value)
+    }
+
+
 Selector = Callable[[cst.BaseStatement, set[str]], bool]
 
 
@@ -142,6 +163,17 @@ def _throttle(
         return Declined(no_training_loop_reason(module))
     tree = tree_of(module)
     used = names_read(module)
+    found = _found_by_rule(module, accumulate)
+
+    def chosen(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
+        """The codemod's own reading, or a line holding what the rule counted (the fix acts
+        on every read the finding names: ``metrics["loss"] = loss.item()`` too)."""
+        return select(stmt, step_names) or (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and not any(isinstance(small, cst.AugAssign) for small in stmt.body)
+            and any(node in found for node in walk(stmt))
+        )
+
     edits: dict[cst.CSTNode, Replacement] = {}
     kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains
     gated = summed = False
@@ -151,7 +183,7 @@ def _throttle(
         if accumulate:
             # A loop counter is a Python int: printing it reads nothing from the device.
             names -= _counters(loop)
-        moved = _movable(body, select, names, names_read(module, skip=loop))
+        moved = _movable(body, chosen, names, names_read(module, skip=loop))
         inner = _closure_moves(loop, select, names)
         if accumulate:
             for aug in _accumulations(loop):
@@ -191,6 +223,24 @@ def _throttle(
         if done
     )
     return Edited(replace_nodes(module, edits), detail)
+
+
+def _found_by_rule(module: cst.Module, syncs: bool) -> set[cst.CSTNode]:
+    """The libcst nodes of what the rule counts on every step: the reads of device values
+    (``syncs``; those deciding a branch, and explicit synchronize() calls, are left alone) or
+    the logging calls, a logged tensor included."""
+    facts = facts_of(module)
+    lines = [
+        line
+        for line in (facts.syncs if syncs else (*facts.logging, *facts.syncs))
+        if not line.gated
+        and not line.needed
+        and (line.kind != "synchronize" if syncs else line.kind in _LOG_KINDS)
+    ]
+    return set(nodes_of(module, [line.node for line in lines]))
+
+
+_LOG_KINDS = frozenset({"print", "logger", "tracker", "progress", "print-tensor", "log-tensor"})
 
 
 def _body(loop: cst.For) -> list[cst.BaseStatement]:
@@ -258,7 +308,7 @@ def _movable(
     while changed:
         changed = False
         for i in sorted(chosen):
-            written = _written(body[i])
+            written = _written(body[i]) | _stored_into(body[i])
             read_elsewhere = bool(written & outside) or any(
                 readers[j] & written for j in range(len(body)) if j != i and j not in chosen
             )
@@ -430,4 +480,30 @@ def _enumerated(loop: cst.For, step: str) -> cst.For:
     return loop.with_changes(target=new_target, iter=new_iter)
 
 
-__all__ = ["log_every_n", "throttle_host_syncs"]
+def detach_kept_tensors(module: cst.Module, *, names: str = "") -> CodemodResult:
+    """Store ``NAME.detach()`` where the loop stores a tensor that carries its graph: the calls
+    the memory rule found (``cell/blocks.kept_graph_calls``), edited where they stand.
+
+    ``names``: comma-separated names to treat as such tensors (default: the names the loop
+    calls ``.backward()`` on, and the outputs of the model).
+    """
+    if not training_loops(module):
+        return Declined("no training loop (a for loop that calls .backward()) in this cell")
+    wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
+    facts = facts_of(module)
+    assert facts.tree is not None  # it has a training loop: it parsed
+    found = nodes_of(module, kept_graph_calls(facts.tree.tree, facts.model_names, wanted))
+    if not found:
+        return Declined(
+            "the loop does not store a tensor with its graph (e.g. history.append(loss))"
+        )
+    edits: dict[cst.CSTNode, Replacement] = {}
+    for call in found:
+        value = call.args[-1].value
+        detached = cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
+        edits[call.args[-1]] = functools.partial(cst.Arg.with_changes, value=detached)
+    stored = sorted({dotted(call.args[-1].value) or "" for call in found})
+    return Edited(replace_nodes(module, edits), ", ".join(f"{n}.detach()" for n in stored))
+
+
+__all__ = ["detach_kept_tensors", "log_every_n", "throttle_host_syncs"]

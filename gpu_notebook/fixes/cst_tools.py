@@ -8,7 +8,7 @@ applied in a single second pass), keyword arguments added in the call's own layo
 
 Everything here is a heuristic over source text: names are matched, never resolved, with the
 words the rules use (``cell/words.py``); a fix that edits what its rule found reaches those
-nodes through ``cell/nodes.py``. The codemods decline (``Declined``) when the heuristics find
+nodes through ``cell/parse.py``. The codemods decline (``Declined``) when the heuristics find
 nothing, rather than guess.
 """
 
@@ -23,7 +23,7 @@ import libcst as cst
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, method_of, receiver_of
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 
 # --------------------------------------------------------------------------------------------
@@ -225,11 +225,6 @@ def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression
             if name is not None:
                 out.append((name, small.value))
     return out
-
-
-def module_names(module: cst.Module) -> set[str]:
-    """Names that hold an nn.Module (the model, the loss module): the facts' model names."""
-    return set(facts_of(module).model_names)
 
 
 def optimizer_names(module: cst.Module) -> set[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from gpu_notebook.analysis.host import MATMUL_OP
@@ -225,6 +226,41 @@ def finding(
     return dataclasses.replace(
         found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}), gain_low=low
     )
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule's fixed words as data, beside its levels (as pylint keeps a checker's messages):
+    its id, its title and where its levels come from. ``found`` adds what this run measured;
+    a rule with several outcomes declares the check once and words only what differs."""
+
+    rule_id: str
+    title: str
+    source: str
+
+    def found(
+        self,
+        severity: Severity,
+        evidence: Iterable[str],
+        fix: str,
+        *,
+        title: str | None = None,
+        phase_share: float | None = None,
+        bound: float | None = None,
+        line: int | None = None,
+        fix_id: str | None = None,
+        fix_params: dict[str, str | int | float | bool | None] | None = None,
+    ) -> Finding:
+        """The finding of this check: ``title`` when an outcome words its own."""
+        found = finding(self.rule_id, title or self.title, severity, evidence, fix, self.source)
+        return dataclasses.replace(
+            found,
+            phase_share=phase_share,
+            gain_bound=bound,
+            line=line,
+            fix_id=fix_id,
+            fix_params=dict(fix_params or {}),
+        )
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.

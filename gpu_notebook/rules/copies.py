@@ -16,6 +16,7 @@ from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import (
     WARN,
+    Check,
     copy_evidence,
     finding,
     gain_bound,
@@ -28,6 +29,11 @@ from gpu_notebook.rules.common import (
 _SOURCE = (
     "Nsight Systems cuda_memcpy_async rule (pageable async copies: use pinned memory); TraceML "
     "step_time policy (H2D warn 10%, critical 20%)"
+)
+
+
+PAGEABLE = Check(
+    "copies.pageable", "Copies to the GPU come from pageable (unpinned) memory", _SOURCE
 )
 
 
@@ -66,26 +72,22 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     bound = gain_bound(copy, analysis)
     evidence.append(f"gain if the copies overlap with compute: {fmt_gain(bound)}")
     if pinned:
-        return finding(
-            "copies.pageable",
-            "Copies to the GPU come from pageable memory although the DataLoader pins its batches",
+        return PAGEABLE.found(
             severity,
             [
                 *evidence,
                 "the DataLoader already has pin_memory=True: these tensors come from elsewhere",
             ],
             "Pin the source tensors once (tensor.pin_memory()) and copy with non_blocking=True.",
-            _SOURCE,
+            title="Copies to the GPU come from pageable memory although the DataLoader pins its "
+            "batches",
             phase_share=copy,
             bound=bound,
         )
-    return finding(
-        "copies.pageable",
-        "Copies to the GPU come from pageable (unpinned) memory",
+    return PAGEABLE.found(
         severity,
         evidence,
         "Set pin_memory=True on the DataLoader, then copy batches with .to(device, non_blocking=True).",
-        _SOURCE,
         phase_share=copy,
         bound=bound,
         line=static.line if static is not None else None,

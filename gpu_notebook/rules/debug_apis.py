@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, keyword_of, literal_of
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import last
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding
+from gpu_notebook.rules.common import Check
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from gpu_notebook.fixes.cst_tools import CodemodResult, Replacement
 
 _GUIDE = "PyTorch performance tuning guide: disable debugging APIs (anomaly detection)"
+ANOMALY = Check(
+    "debug.anomaly_detection", "Autograd's anomaly detection is on while the loop trains", _GUIDE
+)
 _GUIDE_URL = (
     "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#disable-debugging-apis"
 )
@@ -78,9 +81,7 @@ def anomaly_detection(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     if not found:
         return None
     first = found[0]
-    return finding(
-        "debug.anomaly_detection",
-        "Autograd's anomaly detection is on while the loop trains",
+    return ANOMALY.found(
         "medium",
         [
             f"line {first.line}: `{first.text}` turns anomaly detection on for the training steps",
@@ -90,7 +91,6 @@ def anomaly_detection(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         ],
         "Turn it off for training (torch.autograd.set_detect_anomaly(False)); turn it on only "
         "to find where a NaN gradient comes from.",
-        _GUIDE,
         line=first.line,
         fix_id=FIX.fix_id,
     )

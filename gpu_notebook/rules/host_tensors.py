@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, keyword_of, literal_of, method_of, receiver_of
-from gpu_notebook.cell.nodes import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import DTYPE_WORDS, last

@@ -36,6 +36,7 @@ from gpu_notebook.rules.common import (
     CRITICAL,
     RESIDUAL_PHASES,
     WARN,
+    Check,
     bigger_batch_bound,
     finding,
     gain_bound,
@@ -97,6 +98,14 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     )
 
 
+TINY_OPS = Check(
+    "launch.tiny_ops",
+    "The model's ops are too small: per-op overhead dominates its time",
+    "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual "
+    "warn 10%)",
+)
+
+
 def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """No GPU: the model's ops are so small that per-op overhead and Python dominate the step."""
     if analysis.gpu is not None or analysis.phases is None or analysis.phases.source != "trace":
@@ -136,15 +145,12 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
             f"shrinks at most x{factor}, data loading per sample not at all); the learning rate "
             "scales too (check convergence)"
         )
-        return finding(
-            "launch.tiny_ops",
-            "The model's ops are too small: per-op overhead dominates its time",
+        return TINY_OPS.found(
             severity,
             evidence,
             f"Give each step more work: batch size x{factor} (learning rate x{factor})"
             + ("" if compiled else "; then torch.compile to fuse the remaining small ops")
             + ". More GPUs would not help.",
-            "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
             bound=bound,
             line=static.line if static is not None else None,
             fix_id="bigger_batch",
@@ -155,25 +161,19 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         evidence.append(
             "the model is compiled already (torch.compile): no DataLoader found to enlarge the batch"
         )
-        return finding(
-            "launch.tiny_ops",
-            "The model's ops are too small: per-op overhead dominates its time",
+        return TINY_OPS.found(
             severity,
             evidence,
             "Make each step do more work: a bigger batch where the batches are made "
             "(torch.compile is already on; mode='reduce-overhead' captures CUDA graphs on a GPU).",
-            "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
         )
     evidence.append(
         "no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)"
     )
-    return finding(
-        "launch.tiny_ops",
-        "The model's ops are too small: per-op overhead dominates its time",
+    return TINY_OPS.found(
         severity,
         evidence,
         "Fuse small ops with torch.compile, or make each step do more work (bigger batch).",
-        "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual warn 10%)",
         fix_id="torch_compile",
     )
 

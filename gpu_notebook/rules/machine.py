@@ -68,8 +68,8 @@ def slowed_by_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         [
             f"first fifth {shape.first_median_s * 1e3:.2f} ms a step, last fifth "
             f"{shape.last_median_s * 1e3:.2f} ms ({factor:.1f}x)",
-            f"without the time the thread waited for a core (schedstat run-queue wait): "
-            f"{shape.own_drift:.2f}x",
+            f"with the most the thread's wait for a core (schedstat run-queue wait, read "
+            f"around each fifth) explains taken out: {shape.own_drift:.2f}x",
             "the code's own work per step did not grow; other processes took the cores",
         ],
         "Nothing to fix in the code. Measure on a quieter machine before comparing runs.",

@@ -127,7 +127,7 @@ def test_clicking_twice_with_the_same_request_id_inserts_once(lab) -> None:
 
 def test_the_fix_is_inserted_while_another_cell_keeps_the_kernel_busy(lab, record_property) -> None:
     page, server = lab
-    sleeper = ("cell-sleeper", "import time\ntime.sleep(10)")
+    sleeper = ("cell-sleeper", "import time\ntime.sleep(60)")
     cells = [ABOVE, widget_cell("lab-busy"), BELOW, sleeper]
     write_notebook(server, "lab_busy.ipynb", cells)
     nb = NotebookUI(page, server, "lab_busy.ipynb", "lab")
@@ -138,11 +138,13 @@ def test_the_fix_is_inserted_while_another_cell_keeps_the_kernel_busy(lab, recor
 
     started = time.monotonic()
     click_insert(nb)
-    expect(nb.cells).to_have_count(5, timeout=5_000)
+    # The mechanism, not a time: the cell is inserted while the sleeper still holds the kernel
+    # (a kernel round trip would wait for its 60 s). How long the browser takes to draw it on a
+    # loaded machine is recorded, not asserted.
+    expect(nb.cells).to_have_count(5, timeout=30_000)
     elapsed_s = time.monotonic() - started
     record_property("insert_while_busy_s", round(elapsed_s, 3))
     expect(nb.prompt(4)).to_have_text("[*]:")  # the sleeper still runs: no kernel round trip
-    assert elapsed_s < 3.0, elapsed_s
     expect(nb.cell(1).locator(".gpu-nb-fix-status")).to_contain_text("Inserted below")
     nb.screenshot("lab-inserted-while-busy")
 

@@ -447,3 +447,22 @@ def test_inference_mode_refuses_loops_already_without_grad_and_training_loops() 
         _refusal("inference_mode", TRAIN)
         == "no loop in this cell calls the model without .backward()"
     )
+
+
+def test_the_sync_fix_gates_every_per_step_read_the_rule_counts():
+    # `metrics["loss"] = loss.item()` is a per-step sync for the rule (cell/syncs.py) but no
+    # logging call, record or plain assignment: the fix reads the rule's facts and gates it too,
+    # unless the container is read on the other steps (it would be stale there).
+    cell = (
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss = loss_fn(model(x), y)\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        '    metrics["loss"] = loss.item()\n'
+    )
+    patch = apply_fix("throttle_host_syncs", cell)
+    assert isinstance(patch, Patch), patch
+    assert '    if i % 10 == 0:\n        metrics["loss"] = loss.item()\n' in patch.source_after
+    read = cell + "    report(metrics)\n"
+    refused = apply_fix("throttle_host_syncs", read)
+    assert isinstance(refused, Refusal), refused.source_after

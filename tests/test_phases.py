@@ -375,3 +375,21 @@ def test_an_optimizer_range_minus_the_closure_inside_it() -> None:
         "data": 0.0, "forward": 40.0, "backward": 30.0, "optimizer": 30.0, "sync": 0.0,
         "other": 0.0, "unattributed": 0.0,
     }  # fmt: skip
+
+
+def test_thread_pairs_and_cut_points_match_numpys_unique():
+    """The packed (pid, tid) keys and the one-sort unique give what ``np.unique`` gives (the
+    pairs in its row order), ids past 32 bits included (those take the row-wise path)."""
+    from gpu_notebook.analysis.phases import _sorted_unique, thread_pairs
+
+    rng = np.random.default_rng(0)
+    for wide in (False, True):
+        pid = rng.integers(-3, 5, 1000)
+        tid = rng.integers(0, 7, 1000)
+        if wide:
+            tid[::7] += 2**40
+        rows = np.unique(np.stack([pid, tid], axis=1), axis=0).tolist()
+        assert thread_pairs(pid, tid) == [tuple(r) for r in rows]
+    cuts = rng.integers(0, 50, 500)
+    assert _sorted_unique(cuts).tolist() == np.unique(cuts).tolist()
+    assert _sorted_unique(cuts[:0]).size == 0

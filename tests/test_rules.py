@@ -930,6 +930,23 @@ def test_amd_reference_trace_raises_no_tensor_core_finding(reference_traces):
     ]
 
 
+def test_every_rule_module_is_a_family_and_its_own_fix_is_attached():
+    """A rule is its module, its test and one line of FAMILIES: a module left out of FAMILIES
+    (never run) or a FIX that attach_fixes does not know fails here."""
+    from pathlib import Path
+
+    import gpu_notebook.rules as rules_pkg
+
+    modules = {p.stem for p in Path(rules_pkg.__file__).parent.glob("*.py")} - {
+        "__init__",
+        "common",
+    }
+    assert modules == {family.__name__.rsplit(".", 1)[1] for family in rules_pkg.FAMILIES}
+    for family in rules_pkg.FAMILIES:
+        fix = getattr(family, "FIX", None)
+        assert fix is None or rules_pkg.RULE_FIXES[fix.fix_id] is fix
+
+
 def test_every_fix_a_rule_names_exists_with_those_parameters():
     """Read each rule module's finding(...) and Check.found(...) calls: a renamed fix or parameter
     fails here, not in a report."""

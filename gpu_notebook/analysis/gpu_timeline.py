@@ -77,6 +77,7 @@ from gpu_notebook.analysis.phases import (
     backward_op_mask,
     phase_at,
     step_bounds,
+    thread_pairs,
 )
 from gpu_notebook.records import PHASES, CopyStats, GpuTimeline
 from gpu_notebook.trace.kineto import Trace
@@ -290,7 +291,8 @@ def _launch_census(trace: Trace, gpu_rows: IntArray) -> tuple[int, int, bool]:
     runtime = trace.category_mask(*_LAUNCH_CATEGORIES)
     launch_names = _name_table(trace, _KERNEL_LAUNCH)
     rows = np.flatnonzero(runtime & launch_names[trace.name_id])
-    ran = np.unique(trace.correlation[gpu_rows][trace.correlation[gpu_rows] >= 0])
+    ran = trace.correlation[gpu_rows]  # np.isin finds each in it: no unique needed
+    ran = ran[ran >= 0]
     corr = trace.correlation[rows]
     without = int((~np.isin(corr, ran)).sum()) if rows.size else 0
     began = bool((runtime & _name_table(trace, _CAPTURE_CALL)[trace.name_id]).any())
@@ -439,8 +441,7 @@ def _inside(trace: Trace, ranges: BoolArray, rows: IntArray) -> BoolArray:
     cand = np.flatnonzero(ranges)
     if cand.size == 0 or rows.size == 0:
         return out
-    keys = np.stack([trace.pid[cand], trace.tid[cand]], axis=1)
-    for pid, tid in np.unique(keys, axis=0).tolist():
+    for pid, tid in thread_pairs(trace.pid[cand], trace.tid[cand]):
         on = cand[(trace.pid[cand] == pid) & (trace.tid[cand] == tid)]
         mine = (trace.pid[rows] == pid) & (trace.tid[rows] == tid)
         if not mine.any():

@@ -189,8 +189,7 @@ def find_host_thread(trace: Trace) -> tuple[int, int] | None:
         return None
     best: tuple[int, int] | None = None
     best_us = -1
-    keys = np.stack([trace.pid[rows], trace.tid[rows]], axis=1)
-    for pid, tid in np.unique(keys, axis=0).tolist():
+    for pid, tid in thread_pairs(trace.pid[rows], trace.tid[rows]):
         sel = rows[(trace.pid[rows] == pid) & (trace.tid[rows] == tid)]
         start = _to_ns(trace, trace.ts_us[sel])
         cover = _Cover.of(start, start + np.rint(trace.dur_us[sel] * 1000).astype(np.int64))
@@ -200,12 +199,43 @@ def find_host_thread(trace: Trace) -> tuple[int, int] | None:
     return best
 
 
+def _sorted_unique(values: IntArray) -> IntArray:
+    """``np.unique`` of mostly distinct values by one sort (numpy's hash table is slower there)."""
+    out = np.sort(values)
+    if out.size > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
+
+
+def _packed_threads(pid: IntArray, tid: IntArray) -> IntArray | None:
+    """(pid, tid) packed into one int64 a pair (order-preserving), or None when one of them
+    does not fit in 32 bits (then the callers unique the pairs as rows, slower)."""
+    lo, hi = -(2**31), 2**31
+    if pid.size and (pid.min() < lo or pid.max() >= hi or tid.min() < lo or tid.max() >= hi):
+        return None
+    return (pid.astype(np.int64) << 32) + (tid.astype(np.int64) - lo)
+
+
+def thread_pairs(pid: IntArray, tid: IntArray) -> list[tuple[int, int]]:
+    """The distinct (pid, tid) pairs, sorted as ``np.unique(..., axis=0)`` sorts them."""
+    packed = _packed_threads(pid, tid)
+    if packed is None:
+        return [(int(p), int(t)) for p, t in np.unique(np.stack([pid, tid], axis=1), axis=0)]
+    _, first = np.unique(packed, return_index=True)
+    return [(int(p), int(t)) for p, t in zip(pid[first].tolist(), tid[first].tolist(), strict=True)]
+
+
 def _most_common_thread(trace: Trace, rows: IntArray) -> tuple[int, int]:
-    keys, counts = np.unique(
-        np.stack([trace.pid[rows], trace.tid[rows]], axis=1), axis=0, return_counts=True
-    )
-    pid, tid = keys[int(np.argmax(counts))].tolist()
-    return int(pid), int(tid)
+    pid, tid = trace.pid[rows], trace.tid[rows]
+    packed = _packed_threads(pid, tid)
+    if packed is None:
+        keys, counts = np.unique(np.stack([pid, tid], axis=1), axis=0, return_counts=True)
+        p, t = keys[int(np.argmax(counts))].tolist()
+        return int(p), int(t)
+    values, counts = np.unique(packed, return_counts=True)
+    # np.unique sorts the packed keys as it sorted the pairs: the first most common one wins.
+    at = int(np.flatnonzero(packed == values[int(np.argmax(counts))])[0])
+    return int(pid[at]), int(tid[at])
 
 
 def _resolve_thread(trace: Trace, host_tid: int | None) -> tuple[int, int] | None:
@@ -605,7 +635,7 @@ def _subtract(
     if a_starts.size == 0 or b_starts.size == 0:
         return a_starts, a_ends
     # Membership changes only at endpoints: test each elementary segment once.
-    cuts = np.unique(np.concatenate([a_starts, a_ends, b_starts, b_ends]))
+    cuts = _sorted_unique(np.concatenate([a_starts, a_ends, b_starts, b_ends]))
     lo, hi = cuts[:-1], cuts[1:]
     keep = _Cover(a_starts, a_ends, np.zeros(0, np.int64)).contains(lo) & ~_Cover(
         b_starts, b_ends, np.zeros(0, np.int64)

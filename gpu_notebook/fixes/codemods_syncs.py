@@ -96,6 +96,20 @@ def _written(stmt: cst.BaseStatement) -> set[str]:
     return {name for name, _ in assigned_names(stmt)}
 
 
+def _stored_into(stmt: cst.BaseStatement) -> set[str]:
+    """Containers an assignment stores into (``metrics`` of ``metrics["loss"] = ...``): a
+    gated store leaves them stale for whoever reads them on the other steps."""
+    small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+    return {
+        name
+        for assign in small
+        if isinstance(assign, cst.Assign)
+        for target in assign.targets
+        if isinstance(target.target, cst.Subscript)
+        for name in names_read(target.target.value)
+    }
+
+
 Selector = Callable[[cst.BaseStatement, set[str]], bool]
 
 
@@ -149,6 +163,17 @@ def _throttle(
         return Declined(no_training_loop_reason(module))
     tree = tree_of(module)
     used = names_read(module)
+    found = _found_by_rule(module, accumulate)
+
+    def chosen(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
+        """The codemod's own reading, or a line holding what the rule counted (the fix acts
+        on every read the finding names: ``metrics["loss"] = loss.item()`` too)."""
+        return select(stmt, step_names) or (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and not any(isinstance(small, cst.AugAssign) for small in stmt.body)
+            and any(node in found for node in walk(stmt))
+        )
+
     edits: dict[cst.CSTNode, Replacement] = {}
     kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains
     gated = summed = False
@@ -158,7 +183,7 @@ def _throttle(
         if accumulate:
             # A loop counter is a Python int: printing it reads nothing from the device.
             names -= _counters(loop)
-        moved = _movable(body, select, names, names_read(module, skip=loop))
+        moved = _movable(body, chosen, names, names_read(module, skip=loop))
         inner = _closure_moves(loop, select, names)
         if accumulate:
             for aug in _accumulations(loop):
@@ -198,6 +223,24 @@ def _throttle(
         if done
     )
     return Edited(replace_nodes(module, edits), detail)
+
+
+def _found_by_rule(module: cst.Module, syncs: bool) -> set[cst.CSTNode]:
+    """The libcst nodes of what the rule counts on every step: the reads of device values
+    (``syncs``; those deciding a branch, and explicit synchronize() calls, are left alone) or
+    the logging calls, a logged tensor included."""
+    facts = facts_of(module)
+    lines = [
+        line
+        for line in (facts.syncs if syncs else (*facts.logging, *facts.syncs))
+        if not line.gated
+        and not line.needed
+        and (line.kind != "synchronize" if syncs else line.kind in _LOG_KINDS)
+    ]
+    return set(nodes_of(module, [line.node for line in lines]))
+
+
+_LOG_KINDS = frozenset({"print", "logger", "tracker", "progress", "print-tensor", "log-tensor"})
 
 
 def _body(loop: cst.For) -> list[cst.BaseStatement]:
@@ -265,7 +308,7 @@ def _movable(
     while changed:
         changed = False
         for i in sorted(chosen):
-            written = _written(body[i])
+            written = _written(body[i]) | _stored_into(body[i])
             read_elsewhere = bool(written & outside) or any(
                 readers[j] & written for j in range(len(body)) if j != i and j not in chosen
             )

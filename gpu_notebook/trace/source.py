@@ -70,8 +70,15 @@ def read_input(path: str | Path, limit_bytes: int | None = None) -> bytes:
             if head == _GZIP_MAGIC:
                 f.seek(0)
                 return _inflate(f, limit)
-            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
-                raise _too_large("it holds", limit)
+            if stat.S_ISREG(info.st_mode):
+                if info.st_size > limit:
+                    raise _too_large("it holds", limit)
+                # One read into one buffer of the file's size (chunks joined, then the head
+                # prepended, copied a 185 MB trace twice); a file that grew since is read on.
+                f.seek(0)
+                data = f.read(info.st_size)
+                more = _read_capped(f.read, limit - len(data), "it holds")
+                return data + more if more else data
             return head + _read_capped(f.read, limit - len(head), "it holds")
     except InputError:
         raise

@@ -375,3 +375,22 @@ def test_logging_whose_own_lines_take_too_little_to_measure_is_not_offered():
         '    print("STEP: ", step)', "    if step % 10 == 0:\n        print(step)"
     )
     assert "logging.per_step" not in _findings(syn.make_run(gated), analysis(0.01))
+
+
+def test_the_workers_range_starts_at_what_workers_reach_when_all_the_loading_is_cpu_work():
+    # A loop waiting ~90% of each step for a main-process loader, 2 cores, no GPU: hiding the
+    # whole wait would be ~10x, but if the loading is CPU work the 2 workers share the 2 cores
+    # with the rest of the step (plain_input: 11.7x-12.0x by Amdahl, 1.86x measured).
+    record = _series(data_share=0.9)
+    run = syn.make_run(LOADER_CELL, steps=record, cpu_count=2)
+    analysis = with_run_figures(run, syn.make_analysis({"data": 0.9}))
+    whole = analysis.run_data
+    assert whole is not None
+    f = _findings(run, syn.make_analysis({"data": 0.9}))["input.loader_workers"]
+    load = whole.step_s * whole.low_share
+    rest = whole.step_s * (1 - whole.share)
+    assert f.gain_low == pytest.approx((rest + load) / (rest + load / 2))
+    assert f.gain_low < 2.0 < amdahl_bound(whole.low_share)
+    assert f.gain_bound is not None and f.gain_low <= f.gain_bound
+    assert measurable(f) and f.fix_id == "dataloader_workers"
+    assert any(e.startswith("range: ") and "on 2 core(s)" in e for e in f.evidence)

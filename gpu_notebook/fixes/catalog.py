@@ -252,28 +252,21 @@ def prepended_patch(fix_id: str, source: str, note: str, snippet: str) -> Patch:
     """``source`` with ``snippet`` put before its body (after a ``%%gpucheck`` line), headed by
     the fix's line naming it and ``note``: fixes made from live objects (a loader or framework
     object from an earlier cell), where the cell itself has nothing to rewrite."""
-    info = describe(fix_id)
-    magic = ""
-    body = source
-    if source.startswith("%%"):
-        magic, _, body = source.partition("\n")
-        magic += "\n"
-    after = magic + f"{HEADER_PREFIX}{info.title} ({note})\n" + snippet + body
-    return _patch(info, source, after)
+    return inserted_patch(fix_id, source, note, snippet, 1 if source.startswith("%%") else 0)
 
 
 def inserted_patch(fix_id: str, source: str, note: str, snippet: str, after_line: int) -> Patch:
     """``source`` with ``snippet`` put right after its line ``after_line`` (1-based, the cell as
     given): where the cell itself binds the object the snippet sets (``dm = DM()`` then
     ``dm.num_workers = 2``), so the setting reaches the object the loop uses and every name the
-    snippet reads is bound by then in a fresh kernel too."""
+    snippet reads is bound by then in a fresh kernel too. The binding is a top-level statement
+    (see the caller): the snippet takes no indentation."""
     info = describe(fix_id)
     lines = source.splitlines(keepends=True)
     head = "".join(lines[:after_line])
     if head and not head.endswith("\n"):
         head += "\n"
-    indent = ""  # the binding is a top-level statement (see the caller): no indentation
-    block = f"{indent}{HEADER_PREFIX}{info.title} ({note})\n" + snippet
+    block = f"{HEADER_PREFIX}{info.title} ({note})\n" + snippet
     return _patch(info, source, head + block + "".join(lines[after_line:]))
 
 

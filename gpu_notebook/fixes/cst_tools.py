@@ -126,12 +126,11 @@ class Tree:
 # --------------------------------------------------------------------------------------------
 
 
-def is_backward_call(call: cst.Call) -> bool:
-    return method_of(call) == "backward" or dotted(call.func) == "torch.autograd.backward"
-
-
 def has_backward(node: cst.CSTNode) -> bool:
-    return any(is_backward_call(call) for call in calls_in(node))
+    return any(
+        method_of(call) == "backward" or dotted(call.func) == "torch.autograd.backward"
+        for call in calls_in(node)
+    )
 
 
 def loops(node: cst.CSTNode) -> list[cst.For]:

@@ -108,11 +108,17 @@ def _fmt(x: float | None) -> str:
 
 
 def _inside(t: dict[str, Any]) -> str:
-    if t["inside_range"] is None:
+    """Whether the measured point lies in the predicted range; if not, on which side, and
+    whether the measurement's own interval still meets the range."""
+    speedup, high = t["speedup"], t["predicted_bound"]
+    if speedup is None or high is None:
         return "-"
+    low = max(1.0, t.get("predicted_low") or 1.0)
     if t["inside_range"]:
         return "yes"
-    return "no, under its low end" if t.get("under_low") else "no"
+    side = "under its low end" if speedup < low else "over its high end"
+    meets = t["speedup_low"] <= high and t["speedup_high"] >= low
+    return f"no, {side}" + ("; its interval meets the range" if meets else "")
 
 
 def _range(low: float | None, high: float | None) -> str:
@@ -180,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=400.0, help="--try-budget per program")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
+    p.add_argument("--from-json", metavar="PATH", nargs="+", help="print the table of saved rows")
     args = p.parse_args(argv)
+    if args.from_json:
+        saved = [row for path in args.from_json for row in json.loads(Path(path).read_text())]
+        print(markdown(saved, args.steps))
+        return 0
     names = args.programs or sorted(f.stem for f in PROGRAMS.glob("*.py"))
     rows = []
     for name in names:

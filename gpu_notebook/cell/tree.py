@@ -8,7 +8,7 @@ this call, is it behind an ``if``, which names hold modules, which loops train);
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from gpu_notebook.cell.facts import SourceLine
 from gpu_notebook.cell.names import (
@@ -22,6 +22,11 @@ from gpu_notebook.cell.names import (
 from gpu_notebook.cell.words import MODULE_CHAIN_METHODS, MODULE_METHODS, builds_module
 
 Loop = ast.For | ast.AsyncFor | ast.While
+
+
+def _heads(loop: Loop) -> tuple[ast.AST | None, ...]:
+    """What a loop evaluates outside its body: a ``for``'s iterable, a ``while``'s test."""
+    return (getattr(loop, "iter", None), getattr(loop, "test", None))
 
 
 class CellTree:
@@ -76,11 +81,13 @@ class CellTree:
             current = self.parent.get(current)
 
     def enclosing_loop(self, node: ast.AST) -> Loop | None:
+        """The innermost loop whose body holds ``node`` (not its iterable or test)."""
+        return self._loop_around(node, lambda loop: node not in _heads(loop))
+
+    def _loop_around(self, node: ast.AST, accept: Callable[[Loop], bool]) -> Loop | None:
+        """The innermost loop around ``node`` that ``accept`` takes, not through a def."""
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)) and node not in (
-                getattr(ancestor, "iter", None),
-                getattr(ancestor, "test", None),
-            ):
+            if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)) and accept(ancestor):
                 return ancestor
             if isinstance(
                 ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -113,16 +120,7 @@ class CellTree:
 
     def step_loop_of(self, node: ast.AST) -> Loop | None:
         """The training step loop around ``node`` (through nested loops, not through defs)."""
-        for ancestor in self.ancestors(node):
-            if id(ancestor) in self.step_loops and isinstance(
-                ancestor, (ast.For, ast.AsyncFor, ast.While)
-            ):
-                return ancestor
-            if isinstance(
-                ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-            ):
-                return None
-        return None
+        return self._loop_around(node, lambda loop: id(loop) in self.step_loops)
 
     def source_line(self, node: ast.AST, kind: str) -> SourceLine:
         loop = self.enclosing_loop(node)

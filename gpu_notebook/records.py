@@ -1044,6 +1044,9 @@ class RankFacts:
     step_p10_s: float | None = None
     step_p90_s: float | None = None
     host_busy_share: float | None = None  # the host's CPU busy share over the run (all processes)
+    # Median step of the step clock over the run (every step but the warm-up and the ones our
+    # own work disturbed); None: too few such steps, or an older gpucheck.
+    run_step_s: float | None = None
     run_wait_share: float | None = None  # share of a step its thread waited for a core (schedstat)
 
 

@@ -108,3 +108,48 @@ def test_a_ranks_step_spread_is_read_from_every_step_its_clock_timed():
     k10, k90 = round(0.1 * (len(clock) - 1)), round(0.9 * (len(clock) - 1))
     assert facts.step_p10_s == pytest.approx(clock[k10], rel=1e-3)
     assert facts.step_p90_s == pytest.approx(clock[k90], rel=1e-3)
+
+
+def test_a_comm_gap_longer_than_the_runs_steps_is_the_windows_not_a_straggler():
+    import dataclasses
+
+    # Seen under load, no straggler planted: in the profiled window rank 0 waited 11.3 ms a
+    # step and rank 1 2.1 ms, while every unprofiled step of both ranks took 1.8 ms.
+    ranks = [
+        dataclasses.replace(
+            _rank(0, 0.0113, 0.0087, 0.0147),
+            run_step_s=0.0018,
+            step_p10_s=0.0018,
+            step_p90_s=0.0023,
+        ),
+        dataclasses.replace(
+            _rank(1, 0.0021, 0.0, 0.0037), run_step_s=0.0018, step_p10_s=0.0018, step_p90_s=0.0023
+        ),
+    ]
+    assert find_straggler(ranks) is None
+    # A delay paid every step makes every step of the run at least that long: named.
+    slow_run = [dataclasses.replace(r, run_step_s=0.012) for r in ranks]
+    found = find_straggler(slow_run)
+    assert found is not None and found.rank == 1 and found.reason == "waits-least"
+
+
+def test_profiled_step_medians_that_differ_in_lockstep_name_no_slowest_rank():
+    import dataclasses
+
+    # No comm gap; the profiled steps' medians 4.3 ms and 2.75 ms (the profiler, a busy
+    # core), the run's steps 1.8 ms on both ranks with a 0.2 ms spread.
+    ranks = [
+        dataclasses.replace(
+            _rank(r, 0.0028, 0.002, 0.0034),
+            step_s=s,
+            run_step_s=0.0018,
+            step_p10_s=0.0016,
+            step_p90_s=0.0018,
+        )
+        for r, s in ((0, 0.0043), (1, 0.00275))
+    ]
+    assert find_straggler(ranks) is None
+    # Older summaries without the run's step: the profiled medians decide, as before.
+    older = [dataclasses.replace(r, run_step_s=None) for r in ranks]
+    found = find_straggler(older)
+    assert found is not None and found.rank == 0 and found.reason == "slowest-step"

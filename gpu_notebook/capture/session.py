@@ -376,6 +376,8 @@ class CaptureSession:
                         )
                         if due is not None:
                             next_look = min(next_look, due)
+                    # The clock skips the call itself until then (lean steps: one call fewer).
+                    clock.listener_due = next_look
                 if (
                     not self.options.profile
                     and self._stack_state != "waiting"

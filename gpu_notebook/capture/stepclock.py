@@ -128,6 +128,9 @@ class StepClock:
         self._closure_seen = False
         self._drop_opt_pre = False
         self.boundary_listener: BoundaryListener | None = None
+        # The listener is called at boundaries from this step index on: it says when it next
+        # has work (a re-timing look, a window due), so the steps between cost no call.
+        self.listener_due = 0
         # Called when a higher-priority anchor replaces the current one (steps restart at 0).
         self.anchor_listener: Callable[[str], None] | None = None
         # While True, forward/backward write ranges into the profiler trace.
@@ -617,7 +620,7 @@ class StepClock:
             self._last_mark_ns = now_ns
         self._listener_ns = 0
         listener = self.boundary_listener
-        if listener is not None:
+        if listener is not None and self._step_count >= self.listener_due:
             before_ns = time.perf_counter_ns()
             listener(self._step_count)
             # The listener's own time (a profiler starting) is ours, not the next forward's.

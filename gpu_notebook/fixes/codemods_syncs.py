@@ -397,22 +397,10 @@ def _remark(text: str) -> Replacement:
 def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
     """The loop's step counter: its range or enumerate index, or a fresh name (True: add
     enumerate)."""
-    target = loop.target
-    if (
-        isinstance(loop.iter, cst.Call)
-        and dotted(loop.iter.func) == "range"
-        and isinstance(target, cst.Name)
-    ):
-        return target.value, False
-    if (
-        isinstance(loop.iter, cst.Call)
-        and dotted(loop.iter.func) == "enumerate"
-        and isinstance(target, cst.Tuple)
-        and target.elements
-        and isinstance(target.elements[0].value, cst.Name)
-        and target.elements[0].value.value != "_"
-    ):
-        return target.elements[0].value.value, False
+    counters = _counters(loop)
+    enumerated = isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "enumerate"
+    if len(counters) == 1 and not (enumerated and counters == {"_"}):  # `_`: name the index
+        return counters.pop(), False
     name = next(
         (n for n in ("step", "batch_idx", "gpucheck_step") if n not in used), "gpucheck_step_"
     )

@@ -76,6 +76,7 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         step = statistics.median(s.duration_us for s in phases.steps) / 1e6
         spread = _spread(report, phases.steps)
     busy = [s.system_cpu_pct for s in report.run.samples.samples if s.system_cpu_pct is not None]
+    clock = _clock_steps(report)
     return RankFacts(
         rank=info.rank if info is not None else 0,
         world_size=info.world_size if info is not None else 1,
@@ -95,6 +96,7 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         files=tuple(files),
         shape=rank_shape(analysis.shape),
         host_busy_share=_short(statistics.fmean(busy) / 100.0) if busy else None,
+        run_step_s=_short(statistics.median(clock)) if len(clock) >= CLOCK_SPREAD_STEPS else None,
         run_wait_share=(
             _short(analysis.shape.run_wait_share)
             if analysis.shape is not None and analysis.shape.run_wait_share is not None
@@ -111,12 +113,7 @@ def _spread(report: Report, steps: Sequence[StepPhases]) -> dict[str, float | No
     our own work disturbed), when it has ``CLOCK_SPREAD_STEPS``; the comm wait's from the
     profiled steps, the only ones that time it.
     """
-    ours = disturbed_steps(report.run)
-    clock = [
-        s.duration_s
-        for s in steady_steps(report.run.steps, report.run.window.warmup_steps)
-        if s.index not in ours
-    ]
+    clock = _clock_steps(report)
     durations = (
         sorted(clock)
         if len(clock) >= CLOCK_SPREAD_STEPS
@@ -131,6 +128,13 @@ def _spread(report: Report, steps: Sequence[StepPhases]) -> dict[str, float | No
         out["comm_p10_s"] = _short(_quantile(comm, 0.1))
         out["comm_p90_s"] = _short(_quantile(comm, 0.9))
     return out
+
+
+def _clock_steps(report: Report) -> list[float]:
+    """The step clock's step times, less the warm-up and the steps our own work disturbed."""
+    ours = disturbed_steps(report.run)
+    steps = steady_steps(report.run.steps, report.run.window.warmup_steps)
+    return [s.duration_s for s in steps if s.index not in ours]
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -236,27 +240,48 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
             step > 0
             and wait - (least.comm_s or 0.0) >= STRAGGLER_THRESHOLD * step
             and wait - (least.comm_s or 0.0) >= _no_difference_spread(measured)
+            and not _window_only(measured, wait - (least.comm_s or 0.0))
             and not _starved(least, others, wait - (least.comm_s or 0.0))
         ):
             return _cause(least, others, "waits-least", wait)
     timed = [r for r in ranks if r.step_s]
     if len(timed) >= 2:
-        center = statistics.median(r.step_s or 0.0 for r in timed)
-        slowest = max(timed, key=lambda r: (r.step_s or 0.0, -r.rank))
+        # Every rank's step over the run when each has one (the same steps its spread is read
+        # from), else the profiled steps' median.
+        over_run = all(r.run_step_s for r in timed)
+
+        def step_of(r: RankFacts) -> float:
+            return (r.run_step_s if over_run else r.step_s) or 0.0
+
+        center = statistics.median(step_of(r) for r in timed)
+        slowest = max(timed, key=lambda r: (step_of(r), -r.rank))
         if (
             center > 0
-            and (slowest.step_s or 0.0) > center * (1 + STRAGGLER_THRESHOLD)
-            and (slowest.step_s or 0.0) - center >= _spread_of(timed, "step")
+            and step_of(slowest) > center * (1 + STRAGGLER_THRESHOLD)
+            and step_of(slowest) - center >= _spread_of(timed, "step")
             and not _starved(
                 slowest,
                 [r for r in timed if r.rank != slowest.rank],
-                (slowest.step_s or 0.0) - center,
+                step_of(slowest) - center,
             )
         ):
             return _cause(
                 slowest, [r for r in timed if r.rank != slowest.rank], "slowest-step", None
             )
     return None
+
+
+# A gap in comm wait over this many times the run's median step is the window's alone.
+WINDOW_GAP = 1.5
+
+
+def _window_only(ranks: Sequence[RankFacts], gap_s: float) -> bool:
+    """The others waited longer in the profiled window than the run's steps last: a wait is
+    part of its step, so a straggler's delay paid every step makes every step at least that
+    long. Such a gap is the window's (our profiler, a preemption in it), not the run's (seen:
+    no straggler planted, rank 0 waited 11 ms a profiled step, the run's steps took 1.8 ms)."""
+    steps = [r.run_step_s for r in ranks if r.run_step_s]
+    return len(steps) == len(ranks) and gap_s > WINDOW_GAP * statistics.median(steps)
 
 
 def _starved(slow: RankFacts, others: Sequence[RankFacts], gap_s: float) -> bool:

@@ -256,3 +256,28 @@ def test_top_ops_rank_host_ops_by_self_time_and_kernels_by_total(scenario: Trace
         ("gemm", 2, 100.0),
         ("relu_kernel", 1, 5.0),
     ]
+
+
+def test_steady_ops_keep_the_typical_call_a_preempted_one_does_not_size_the_op() -> None:
+    # Two kept steps (step 1 stalled, left out); in step 0 one of four 10 us addmm calls was
+    # preempted for 200 us. The mean call (37 us) is over the 30 us tiny-op line, the typical
+    # call (10 us) under it: the rules must size the op as the verdict does, by the median.
+    from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us
+    from gpu_notebook.analysis.steady import steady_top_ops
+    from gpu_notebook.records import PhaseBreakdown, StepPhases
+
+    events = [tf.op("aten::addmm", t, 10.0) for t in (0.0, 20.0, 40.0)]
+    events += [tf.op("aten::addmm", 60.0, 200.0)]
+    events += [tf.op("aten::addmm", t, 10.0) for t in (1000.0, 1020.0, 1040.0)]
+    steps = (
+        StepPhases(0, 0.0, 300.0, {"forward": 300.0}),
+        StepPhases(2, 1000.0, 100.0, {"forward": 100.0}),
+    )
+    phases = PhaseBreakdown("trace", steps, 400.0, {"forward": 400.0}, ("forward",))
+    ops = steady_top_ops(load_trace_dict(tf.trace_dict(events)), phases)
+    assert ops is not None
+    addmm = next(o for o in ops if o.name == "aten::addmm")
+    assert addmm.calls == 7 and addmm.self_us / addmm.calls > SMALL_OP_US
+    assert addmm.median_self_us == 10.0
+    heaviest = heaviest_matmul_us(ops)
+    assert heaviest is not None and heaviest < SMALL_OP_US

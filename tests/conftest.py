@@ -13,9 +13,12 @@ from tests import cells
 @pytest.fixture(scope="session")
 def ip() -> Iterator[Any]:
     """The real global IPython shell (IPython.testing.globalipapp), gpu_notebook loaded."""
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.testing import globalipapp
 
-    shell = start_ipython()
+    # get_ipython, not start_ipython: the latter returns None once anything started the global
+    # shell (test_bridge's fixture does, through get_ipython), so running test_bridge.py before
+    # the first test using this fixture failed every one of them at setup.
+    shell = globalipapp.get_ipython()
     assert shell is not None
     shell.run_cell("%load_ext gpu_notebook")
     res = shell.run_cell(cells.SETUP)

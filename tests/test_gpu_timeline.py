@@ -256,3 +256,62 @@ def test_top_ops_rank_host_ops_by_self_time_and_kernels_by_total(scenario: Trace
         ("gemm", 2, 100.0),
         ("relu_kernel", 1, 5.0),
     ]
+
+
+def test_steady_ops_keep_the_typical_call_a_preempted_one_does_not_size_the_op() -> None:
+    # Two kept steps (step 1 stalled, left out); in step 0 one of four 10 us addmm calls was
+    # preempted for 200 us. The mean call (37 us) is over the 30 us tiny-op line, the typical
+    # call (10 us) under it: the rules must size the op as the verdict does, by the median.
+    from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us
+    from gpu_notebook.analysis.steady import steady_top_ops
+    from gpu_notebook.records import PhaseBreakdown, StepPhases
+
+    events = [tf.op("aten::addmm", t, 10.0) for t in (0.0, 20.0, 40.0)]
+    events += [tf.op("aten::addmm", 60.0, 200.0)]
+    events += [tf.op("aten::addmm", t, 10.0) for t in (1000.0, 1020.0, 1040.0)]
+    steps = (
+        StepPhases(0, 0.0, 300.0, {"forward": 300.0}),
+        StepPhases(2, 1000.0, 100.0, {"forward": 100.0}),
+    )
+    phases = PhaseBreakdown("trace", steps, 400.0, {"forward": 400.0}, ("forward",))
+    ops = steady_top_ops(load_trace_dict(tf.trace_dict(events)), phases)
+    assert ops is not None
+    addmm = next(o for o in ops if o.name == "aten::addmm")
+    assert addmm.calls == 7 and addmm.self_us / addmm.calls > SMALL_OP_US
+    assert addmm.median_self_us == 10.0
+    heaviest = heaviest_matmul_us(ops)
+    assert heaviest is not None and heaviest < SMALL_OP_US
+
+
+def test_the_rules_size_the_ops_by_the_verdicts_own_figure(tmp_path: Path) -> None:
+    # Kept steps' addmm calls take 35 us; the window's median over every call (the verdict's
+    # figure, analysis.host.host_bound) is 25 us. The rules' steady ops must read 25 us too,
+    # or an "ops too small" verdict stands without launch.tiny_ops.
+    import dataclasses
+    import json
+
+    from gpu_notebook.analysis.host import heaviest_matmul_us
+    from gpu_notebook.analysis.steady import with_steady_ops
+    from gpu_notebook.records import OpStat, PhaseBreakdown, ProfileWindow, StepPhases
+    from tests.scenarios import synthetic as syn
+
+    path = tmp_path / "window.json"
+    events = [tf.op("aten::addmm", t, 35.0) for t in (0.0, 40.0, 1000.0, 1040.0)]
+    path.write_text(json.dumps(tf.trace_dict(events)))
+    steps = (
+        StepPhases(0, 0.0, 100.0, {"forward": 100.0}),
+        StepPhases(2, 1000.0, 100.0, {"forward": 100.0}),
+    )
+    phases = PhaseBreakdown("trace", steps, 200.0, {"forward": 200.0}, ("forward",))
+    window_ops = (OpStat("aten::addmm", 12, 400.0, 400.0, "cpu", median_self_us=25.0),)
+    steady = dataclasses.replace(syn.make_analysis(ops=window_ops), phases=phases)
+    run = dataclasses.replace(
+        syn.make_run(""),
+        window=ProfileWindow(
+            "recorded", 0, 4, first_step=0, recorded_steps=4, trace_path=str(path)
+        ),
+    )
+    ops = with_steady_ops(steady, run).top_ops
+    addmm = next(o for o in ops if o.name == "aten::addmm")
+    assert addmm.calls == 4  # the kept steps' calls
+    assert heaviest_matmul_us(ops) == heaviest_matmul_us(window_ops) == 25.0

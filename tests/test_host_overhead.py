@@ -105,3 +105,29 @@ def test_an_input_bound_cpu_run_speaks_of_the_gpu_once_and_apart() -> None:
     assert "pin_memory" not in cpu.more_gpus and "every added GPU" not in cpu.more_gpus
     assert cpu.more_gpus.count("GPU") == 2 and cpu.more_gpus.startswith("No")
     assert "every added GPU" in _input_verdict(0.5, [], "high").more_gpus
+
+
+def test_many_small_ops_make_the_tiny_ops_finding_whatever_the_heaviest_matmul() -> None:
+    # 40 host ops a step of median 8 us, Python between them and ops under 30 us 70% of the
+    # step: the verdict reads "ops too small" (host_bound) although the heaviest addmm is 50 us
+    # a call. The finding that names the fix must stand beside that verdict.
+    import dataclasses
+
+    from gpu_notebook.cell.facts import SourceFacts
+    from gpu_notebook.records import HostOverhead, OpStat
+    from gpu_notebook.rules.launch import tiny_ops
+    from tests.scenarios import synthetic as syn
+
+    host = HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0)
+    ops = (OpStat("aten::addmm", 100, 5000.0, 5000.0, "cpu", median_self_us=50.0),)
+    analysis = dataclasses.replace(syn.make_analysis({"forward": 0.5}, ops=ops), host=host)
+    assert host_bound(host, ops)
+    found = tiny_ops(syn.make_run(""), analysis, SourceFacts(parsed=False))
+    assert found is not None and found.severity in ("medium", "high")
+    assert "40 host operators of median 8 us" in found.evidence[0]
+    assert "70%" in found.evidence[0]
+    # Few ops that are real work: neither reading says the ops are too small.
+    busy = HostOverhead(4.0, 400.0, 0.05, 0.0, 30.0)
+    analysis = dataclasses.replace(analysis, host=busy)
+    assert not host_bound(busy, ops)
+    assert tiny_ops(syn.make_run(""), analysis, SourceFacts(parsed=False)) is None

@@ -81,6 +81,28 @@ def test_the_same_slowdown_on_a_quiet_machine_is_drift():
     assert "run.drift" in ids and "machine.busy" not in ids
 
 
+def test_a_drift_whose_machine_wait_was_not_read_is_not_high():
+    # A 2x slowdown over the run. Read every quarter second with no wait for a core, it is the
+    # code's: high. Read fewer than twice (a short run), the machine's load is unknown: no
+    # machine guard could apply, so the drift must not outrank the cell's own findings.
+    durations = [0.010] * 300 + [0.020] * 150
+    read = _run(durations, lambda t: 0.0)
+    samples = tuple(dataclasses.replace(s, run_wait_pct=0.0) for s in read.samples.samples)
+    read = dataclasses.replace(read, samples=dataclasses.replace(read.samples, samples=samples))
+    drift = next(f for f in build_report(read).findings if f.rule_id == "run.drift")
+    assert drift.severity == "high"
+    assert "could not be read" not in " ".join(drift.evidence)
+    one = samples[:1] + tuple(dataclasses.replace(s, run_wait_pct=None) for s in samples[1:])
+    for few in (
+        samples[:0] + tuple(dataclasses.replace(s, run_wait_pct=None) for s in samples),
+        one,
+    ):
+        unread = dataclasses.replace(read, samples=dataclasses.replace(read.samples, samples=few))
+        drift = next(f for f in build_report(unread).findings if f.rule_id == "run.drift")
+        assert drift.severity == "low"
+        assert "could not be read" in " ".join(drift.evidence)
+
+
 def test_more_threads_than_free_cores_is_a_finding_with_its_fix_and_bound():
     run = _run([0.2] * 40, lambda t: 1.0, ours_pct=100.0, threads=2)
     found = machine.oversubscribed(run, _analysis(run), SourceFacts(parsed=False))

@@ -73,6 +73,7 @@ def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, w
     assert len(clock) == rep.analysis.step_stats.count
     excess = []
     for step in phases.steps:  # step N runs from the end of step N-1 to the end of step N
+        assert 1 <= step.index < len(clock), step.index  # after the 2 warm-up steps
         (wall0, cpu0), (wall1, cpu1) = clock[step.index - 1], clock[step.index]
         off_core_us = 1e6 * ((wall1 - wall0) - (cpu1 - cpu0))
         excess.append((step.phase_us["unattributed"] - off_core_us) / step.duration_us)

@@ -11,8 +11,10 @@ the run's shape:
   are at least 60% of its steps (the rest then scattered slow steps: stalls, a busy machine);
 - *drift*: the median of the first and the last fifth of the run, and a least-squares slope;
 - *jitter*: p90 / median;
-- *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly, and
-  which hook-timed phase their extra time went to;
+- *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly
+  (``PERIOD_MIN_STALLS`` on it at least), and which hook-timed phase their extra time went to;
+  stalls of steps that ran under other processes' load (analysis/interference.py) are the
+  machine's, counted apart (``RunShape.busy_stalls``) even when those steps stay in the drift;
 - *memory*: least-squares lines of the process RSS and the GPU memory in use against the step
   index (after the first tenth of the run, where caches and allocators fill).
 

@@ -725,10 +725,12 @@ class RunShape:
     busy_slowdown: float | None = None  # their median step over the quiet steps' median
     busy_load_cores: float | None = None  # other processes' load during them (cores)
     quiet_load_cores: float | None = None  # and during the rest of the run
-    # Stalls among those busy steps (the machine's: left out of ``stalls``), and their time
+    # Stalls among those busy steps (in ``stalls`` too: a periodic block of the cell keeps
+    # them the code's; else they are the machine's), and their time
     # above the median step as a share of the run's step time.
     busy_stalls: int = 0
     busy_stall_share: float | None = None
+    quiet_stalls: StallPattern | None = None  # the stalls outside those steps (None: fewer than 2)
     run_wait_share: float | None = None  # median share of a step the thread waited for a core
     own_drift: float | None = None  # last/first fifth over the most the wait per fifth explains
     # The low end of the last fifth's slowdown over the first (a seeded block-bootstrap range,

@@ -12,9 +12,11 @@ the run's shape:
 - *drift*: the median of the first and the last fifth of the run, and a least-squares slope;
 - *jitter*: p90 / median;
 - *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly
-  (``PERIOD_MIN_STALLS`` on it at least), and which hook-timed phase their extra time went to;
-  stalls of steps that ran under other processes' load (analysis/interference.py) are the
-  machine's, counted apart (``RunShape.busy_stalls``) even when those steps stay in the drift;
+  (a schedule among irregular stalls needs ``PERIOD_MIN_STALLS``), and which hook-timed phase their extra time went to;
+  stalls of steps that ran under other processes' load (analysis/interference.py) are counted
+  apart (``RunShape.busy_stalls``, ``quiet_stalls`` the pattern without them) even when those
+  steps stay in the drift: the rules give them to the machine unless the cell has a periodic
+  block that matches the stalls;
 - *memory*: least-squares lines of the process RSS and the GPU memory in use against the step
   index (after the first tenth of the run, where caches and allocators fill).
 
@@ -75,9 +77,10 @@ SEGMENTS = 10
 NEIGHBOURS = 5
 # A stall recurs "every N steps" when this share of the gaps between stalls is N.
 PERIOD_AGREEMENT = 0.6
-# A period needs this many stalls on it: three stalls make two gaps, and among a burst of
-# stalls every ~6 steps some pair of gaps is equal by chance ("Every 107 steps" from steps
-# 193, 300 and 407 of a run that stalled 22 times with irregular gaps).
+# A schedule among irregular stalls needs this many stalls on it: the pair it is read from
+# gives two, and among a burst of stalls every ~6 steps a third falls on it by chance ("Every
+# 107 steps" from steps 193, 300 and 407 of a run that stalled 22 times with irregular gaps).
+# Big stalls whose gaps agree need three (two equal gaps, nothing irregular between them).
 PERIOD_MIN_STALLS = 4
 MAX_STALL_INDICES = 64
 # The run's data split is used when the data wait is at least this share in the run or the
@@ -170,7 +173,7 @@ def run_shape(run: Run) -> RunShape | None:
         window_median_s=window_median,
         window_covers=covers,
         represents=represents,
-        stalls=_stalls(steps_read, dur, median, stalled & ~loud, weight, read_s),
+        stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
     )
     first, last = shape.first_median_s, shape.last_median_s
@@ -211,6 +214,11 @@ def run_shape(run: Run) -> RunShape | None:
             busy_load_cores=loud_cores,
             quiet_load_cores=quiet,
             busy_stalls=round(int(machine_stalls.sum()) * weight),
+            quiet_stalls=(
+                _stalls(steps_read, dur, median, stalled & ~loud, weight, read_s)
+                if machine_stalls.any()
+                else shape.stalls
+            ),
             busy_stall_share=(
                 float((dur[machine_stalls] - median).sum() * weight) / read_s
                 if read_s > 0
@@ -372,7 +380,7 @@ def _stalls(
     big_cut = 0.25 * float(dur[stalled].max())
     big = [steps[int(i)].index for i in np.flatnonzero(stalled & (dur >= big_cut))]
     period = None
-    if len(big) >= PERIOD_MIN_STALLS:
+    if len(big) >= 3:
         gaps = Counter(b - a for a, b in itertools.pairwise(big))
         gap, seen = gaps.most_common(1)[0]
         if seen >= PERIOD_AGREEMENT * (len(big) - 1):

@@ -24,7 +24,12 @@ from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, MachineFacts, Run
 from gpu_notebook.rules.common import finding
-from gpu_notebook.rules.run_shape import BUSY_SLOWDOWN, DRIFT_FACTOR, STALL_SHARE
+from gpu_notebook.rules.run_shape import (
+    BUSY_SLOWDOWN,
+    DRIFT_FACTOR,
+    STALL_SHARE,
+    matching_block,
+)
 
 BUSY_OURS = 0.75  # this process uses at least this share of the cores left to it
 STARVED = 0.2  # or its thread waits for a core at least this share of a step
@@ -37,7 +42,10 @@ def busy_steps(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
     shape = analysis.shape
     if shape is None or not shape.busy_steps or shape.busy_slowdown is None:
         return None
-    stalled = (shape.busy_stall_share or 0.0) >= STALL_SHARE
+    # Stalls that match a periodic block of the cell stay the code's (run.periodic_stall).
+    stalled = (shape.busy_stall_share or 0.0) >= STALL_SHARE and (
+        shape.stalls is None or matching_block(run, facts, shape.stalls.period_steps) is None
+    )
     if shape.busy_slowdown < BUSY_SLOWDOWN and not stalled:
         return None
     loud, quiet = shape.busy_load_cores or 0.0, shape.quiet_load_cores or 0.0

@@ -177,7 +177,14 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     stalls = shape.stalls if shape is not None else None
     if stalls is None or stalls.share < STALL_SHARE:
         return None
-    block = _matching_block(run, facts, stalls.period_steps)
+    block = matching_block(run, facts, stalls.period_steps)
+    if shape is not None and block is None and shape.busy_stalls:
+        # Stalls of steps that ran while other processes' load rose above the run's quiet
+        # level are the machine's (machine.busy names them); the code answers for the rest.
+        stalls = shape.quiet_stalls
+        if stalls is None or stalls.share < STALL_SHARE:
+            return None
+        block = matching_block(run, facts, stalls.period_steps)
     if shape is not None and machine_explains(shape, stalls.share) and block is None:
         # The thread waited for a core as long as the stalls' extra time: preemptions. On a
         # core shared with a spinning process they even keep a period (the scheduler's time
@@ -235,7 +242,7 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     )
 
 
-def _matching_block(run: Run, facts: SourceFacts, period: int | None) -> Periodic | None:
+def matching_block(run: Run, facts: SourceFacts, period: int | None) -> Periodic | None:
     blocks = periodic_blocks(run.cell_source, facts.line_offset)
     if not blocks:
         return None

@@ -15,6 +15,7 @@ from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import Analysis, HostOverhead, PhaseBreakdown, StepPhases
 from gpu_notebook.rules import cell_facts
 from gpu_notebook.rules.input_pipeline import data_in_memory
+from gpu_notebook.views.html import verdict_section
 from gpu_notebook.views.text import render_text
 from tests.scenarios import synthetic as syn
 
@@ -111,3 +112,4 @@ def test_the_text_report_says_the_data_wait_is_counted_as_host_work() -> None:
     text = render_text(report)
     assert "HOST-BOUND" in text
     assert "Data wait 21% of the step is counted as host work" in text
+    assert "Data wait 21% of the step is counted as host work" in verdict_section(report)

@@ -69,7 +69,7 @@ def _tiny(data: float) -> Analysis:
     return dataclasses.replace(syn.make_analysis(phase_split=_split(data)), host=TINY_OPS)
 
 
-@pytest.mark.parametrize("data", [0.12, 0.18, 0.21, 0.26])
+@pytest.mark.parametrize("data", [0.03, 0.12, 0.18, 0.21, 0.26])
 def test_in_memory_batches_of_tiny_ops_are_host_bound_either_side_of_the_line(data: float) -> None:
     verdict = decide(syn.make_run(""), _tiny(data), data_in_memory=IN_MEMORY)
     assert verdict.category == "host-bound"
@@ -94,6 +94,23 @@ def test_in_memory_data_without_tiny_ops_is_not_called_host_bound() -> None:
     analysis = syn.make_analysis(phase_split=_split(0.3))  # no host figures: ops not tiny
     verdict = decide(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
     assert verdict.category == "input-bound" and verdict.data_as_host is None
+
+
+def test_a_host_sync_past_its_line_stays_sync_bound_beside_in_memory_data() -> None:
+    split = _split(0.12)
+    steps = tuple(
+        dataclasses.replace(st, phase_us={**st.phase_us, "sync": 0.3 * st.duration_us})
+        for st in split.steps
+    )
+    split = dataclasses.replace(
+        split,
+        steps=steps,
+        phase_total_us={**split.phase_total_us, "sync": 0.3 * split.total_us},
+        measured=(*split.measured, "sync"),
+    )
+    analysis = dataclasses.replace(syn.make_analysis(phase_split=split), host=TINY_OPS)
+    verdict = decide(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
+    assert verdict.category == "sync-bound" and verdict.data_as_host is None
 
 
 def test_the_rules_know_an_in_memory_dataset_and_not_a_sleepy_one() -> None:

@@ -289,7 +289,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
             return _gpu_comm_verdict(gpu, exposed, len(phases.steps), evidence, confidence)
         if busy is not None and busy < GPU_BUSY:
             if causes["data"] >= INPUT_CRITICAL and not (
-                overhead and not inference and _data_as_host(data, data_in_memory)
+                overhead and not inference and _data_as_host(data, sync, data_in_memory)
             ):
                 return _input_verdict(causes["data"], evidence, confidence, inference=inference)
             if causes["sync"] >= SYNC_CRITICAL:
@@ -332,7 +332,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
     # causes above); a sync while kernels run costs nothing. Without one, the host's shares.
     timeline = gpu is not None and gpu.window_us > 0
-    if not inference and overhead and _data_as_host(data, data_in_memory):
+    if not inference and overhead and _data_as_host(data, sync, data_in_memory):
         assert data is not None
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence)
     if not timeline and data is not None and data >= INPUT_CRITICAL:
@@ -631,7 +631,7 @@ def _cpu_verdict(
     data_in_memory: str | None = None,
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
-    if host_bound and not inference and _data_as_host(data, data_in_memory):
+    if host_bound and not inference and _data_as_host(data, sync, data_in_memory):
         assert data is not None
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence, on_cpu=True)
     if data is not None and data >= INPUT_CRITICAL:
@@ -682,9 +682,13 @@ def _cpu_verdict(
     )
 
 
-def _data_as_host(data: float | None, data_in_memory: str | None) -> bool:
-    """Whether a data wait worth naming is per-sample assembly of batches already in memory."""
-    return data_in_memory is not None and data is not None and data >= WARN
+def _data_as_host(data: float | None, sync: float | None, data_in_memory: str | None) -> bool:
+    """Whether the step's data wait is per-sample assembly of batches already in memory, with no
+    host sync at its critical level (that verdict stands). Any measured share counts, not one
+    past a line: the headline names the wait in every run of the cell, whatever its share."""
+    if sync is not None and sync >= SYNC_CRITICAL:
+        return False
+    return data_in_memory is not None and data is not None and data > 0
 
 
 def _in_memory_host_verdict(

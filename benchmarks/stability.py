@@ -14,7 +14,9 @@ finding match the truth, and the runs that contradicted their own run-wide evide
   time, or not input-bound while it is over half.
 
 ``--runs 1 --scenarios input,cached_then_slow`` is a quick look; the README's table is the full
-run (``--runs 5``). ``--headlines NAME`` prints every loaded run's headline of those scenarios.
+run (``--runs 5``). ``--headlines NAME`` prints every loaded run's headline of those
+scenarios; ``--keep DIR`` copies each run's report JSON there (``NAME-CONDITION-K.json``, a
+job's ``-job`` and ``-rN``) so a miss can be read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -352,7 +355,16 @@ def _contradiction(report_json: str) -> str | None:
     return None
 
 
-def run_single(s: Scenario, tmp: Path, load: Load | None) -> Outcome:
+def _keep(out: Path, keep: Path | None, label: str) -> None:
+    """Copy a run's report JSON to ``keep`` (a miss can then be read after the run's folder is gone)."""
+    if keep is not None and out.exists():
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out, keep / f"{label}.json")
+
+
+def run_single(
+    s: Scenario, tmp: Path, load: Load | None, keep: Path | None = None, label: str = ""
+) -> Outcome:
     script = tmp / f"{s.name}.py"
     script.write_text(SETUP + textwrap.dedent(s.script))
     out = tmp / f"{s.name}.json"
@@ -378,6 +390,7 @@ def run_single(s: Scenario, tmp: Path, load: Load | None) -> Outcome:
             load.stop()
     if proc.returncode != 0 or not out.exists():
         return Outcome(False, f"run failed: {err.decode()[-300:]}", "", "failed", None)
+    _keep(out, keep, label or s.name)
     text = out.read_text()
     data = json.loads(text)
     verdict = data["verdict"]["category"]
@@ -400,7 +413,7 @@ def run_single(s: Scenario, tmp: Path, load: Load | None) -> Outcome:
     return Outcome(ok, _contradiction(text), headline, verdict, top["rule_id"] if top else None)
 
 
-def run_job(s: Scenario, tmp: Path) -> Outcome:
+def run_job(s: Scenario, tmp: Path, keep: Path | None = None, label: str = "") -> Outcome:
     script = tmp / f"{s.name}.py"
     script.write_text(s.script)
     out = tmp / s.name
@@ -413,6 +426,9 @@ def run_job(s: Scenario, tmp: Path) -> Outcome:
     res = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT_S)
     if res.returncode != 0 or not job.exists():
         return Outcome(False, f"job failed: {res.stderr[-300:]}", "", "failed", None)
+    _keep(job, keep, f"{label or s.name}-job")
+    for rank in range(s.ranks):
+        _keep(out / f"r{rank}.json", keep, f"{label or s.name}-r{rank}")
     data = json.loads(job.read_text())
     straggler = data.get("straggler")
     named = straggler["rank"] if straggler else None
@@ -437,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conditions", default="quiet,loaded")
     parser.add_argument("--headlines", default="cached_then_slow,ddp_no_straggler")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="copy each run's report JSON into this folder (NAME-CONDITION-K.json) to read misses",
+    )
     args = parser.parse_args(argv)
     names = [n for n in args.scenarios.split(",") if n] or list(ALL)
     unknown = [n for n in names if n not in ALL]
@@ -456,10 +478,11 @@ def main(argv: list[str] | None = None) -> int:
                 for k in range(args.runs):
                     for name in names:  # interleaved: every scenario once per round
                         s = ALL[name]
+                        label = f"{name}-{condition}-{k + 1}"
                         o = (
-                            run_job(s, tmp)
+                            run_job(s, tmp, args.keep, label)
                             if s.ranks > 1
-                            else run_single(s, tmp, None if steady_load else load)
+                            else run_single(s, tmp, None if steady_load else load, args.keep, label)
                         )
                         rows[name][condition].append(o)
                         print(f"  {condition} {k + 1}/{args.runs} {name}: "

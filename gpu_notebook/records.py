@@ -729,6 +729,10 @@ class RunShape:
     busy_slowdown: float | None = None  # their median step over the quiet steps' median
     busy_load_cores: float | None = None  # other processes' load during them (cores)
     quiet_load_cores: float | None = None  # and during the rest of the run
+    # Stalls among those busy steps (the machine's: left out of ``stalls``), and their time
+    # above the median step as a share of the run's step time.
+    busy_stalls: int = 0
+    busy_stall_share: float | None = None
     run_wait_share: float | None = None  # median share of a step the thread waited for a core
     own_drift: float | None = None  # last/first fifth over the most the wait per fifth explains
     # The low end of the last fifth's slowdown over the first (a seeded block-bootstrap range,

@@ -310,3 +310,22 @@ def test_a_lean_run_that_turns_input_bound_is_judged_by_its_data_wait_not_its_wi
     # Without the lean data wait, the same window could only describe itself.
     bare = make_run(dataclasses.replace(rec, steps=rows, lean_data=False))
     assert facade._whole_run(bare, window_split)[1] is window_split
+
+
+def _stalls_at(stalled: list[int], n: int = 600):
+    """``n`` steps of 1 ms, those in ``stalled`` 6 ms (profiled steps 2-4 are ours)."""
+    hit = set(stalled)
+    return run_shape(make_run(record([step(6.0 if i in hit else 1.0) for i in range(n)])))
+
+
+def test_three_stalls_a_common_gap_apart_among_irregular_ones_are_no_period():
+    # A burst of stalls with gaps of 5-7 steps, and one before it: 193, 300 and 407 are 107
+    # apart by chance ("Every 107 steps a step stalls" [high] from a busy_halfway run).
+    burst = [300, 305, 310, 316, 322, 327, 333, 339, 346, 353, 358, 364, 370, 377, 383, 389, 396]
+    shape = _stalls_at([193, *burst, 402, 407])
+    assert shape is not None and shape.stalls is not None
+    assert shape.stalls.period_steps is None
+    # Five stalls on the same schedule are one.
+    regular = _stalls_at([86, 193, 300, 407, 514])
+    assert regular is not None and regular.stalls is not None
+    assert regular.stalls.period_steps == 107

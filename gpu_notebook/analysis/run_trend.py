@@ -11,8 +11,10 @@ the run's shape:
   are at least 60% of its steps (the rest then scattered slow steps: stalls, a busy machine);
 - *drift*: the median of the first and the last fifth of the run, and a least-squares slope;
 - *jitter*: p90 / median;
-- *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly, and
-  which hook-timed phase their extra time went to;
+- *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly
+  (``PERIOD_MIN_STALLS`` on it at least), and which hook-timed phase their extra time went to;
+  stalls of steps that ran under other processes' load (analysis/interference.py) are the
+  machine's, counted apart (``RunShape.busy_stalls``) even when those steps stay in the drift;
 - *memory*: least-squares lines of the process RSS and the GPU memory in use against the step
   index (after the first tenth of the run, where caches and allocators fill).
 
@@ -73,6 +75,10 @@ SEGMENTS = 10
 NEIGHBOURS = 5
 # A stall recurs "every N steps" when this share of the gaps between stalls is N.
 PERIOD_AGREEMENT = 0.6
+# A period needs this many stalls on it: three stalls make two gaps, and among a burst of
+# stalls every ~6 steps some pair of gaps is equal by chance ("Every 107 steps" from steps
+# 193, 300 and 407 of a run that stalled 22 times with irregular gaps).
+PERIOD_MIN_STALLS = 4
 MAX_STALL_INDICES = 64
 # The run's data split is used when the data wait is at least this share in the run or the
 # window (the verdict's warning level): then the input question is what the window got wrong.
@@ -100,6 +106,14 @@ def run_shape(run: Run) -> RunShape | None:
     machine = _machine_load(run, steps_read)
     if machine is not None and _keeps_both_ends(steps, machine[0]):
         steps_read = machine[0]
+    # Busy steps kept for the drift (leaving them out would erase an end of the run) are still
+    # the machine's when they stall: a healthy loop's machine that got busy halfway preempted
+    # every ~6th tiny step from then on, and those stalls read "Every 107 steps" [high].
+    loud_idx = (
+        frozenset(s.index for s in steps_read) - {s.index for s in machine[0]}
+        if machine is not None
+        else frozenset()
+    )
     index = np.fromiter((s.index for s in steps_read), dtype=np.int64)
     dur = np.fromiter((s.duration_s for s in steps_read), dtype=float)
     read_s = float(dur.sum() * weight)
@@ -116,6 +130,7 @@ def run_shape(run: Run) -> RunShape | None:
         head[: max(1, len(dur) // 5)] = True
         tail[-max(1, len(dur) // 5) :] = True
     stalled = dur > STALL_FACTOR * median
+    loud = np.fromiter((s.index in loud_idx for s in steps_read), dtype=bool, count=len(dur))
     calm = ~stalled if stalled.sum() < len(dur) / 2 else np.ones_like(stalled)
     slope = _slope(index[calm], dur[calm])
     segments = _segments(steps_read, weight)
@@ -155,7 +170,7 @@ def run_shape(run: Run) -> RunShape | None:
         window_median_s=window_median,
         window_covers=covers,
         represents=represents,
-        stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
+        stalls=_stalls(steps_read, dur, median, stalled & ~loud, weight, read_s),
         memory=_memory(run, steps),
     )
     first, last = shape.first_median_s, shape.last_median_s
@@ -187,13 +202,20 @@ def run_shape(run: Run) -> RunShape | None:
             own_drift=grew / explained if grew is not None and explained > 0 else None,
         )
     if machine is not None:
-        count, slowdown, loud, quiet = machine[1]
+        count, slowdown, loud_cores, quiet = machine[1]
+        machine_stalls = stalled & loud
         shape = dataclasses.replace(
             shape,
             busy_steps=count,
             busy_slowdown=slowdown,
-            busy_load_cores=loud,
+            busy_load_cores=loud_cores,
             quiet_load_cores=quiet,
+            busy_stalls=round(int(machine_stalls.sum()) * weight),
+            busy_stall_share=(
+                float((dur[machine_stalls] - median).sum() * weight) / read_s
+                if read_s > 0
+                else None
+            ),
         )
     return shape
 
@@ -350,12 +372,12 @@ def _stalls(
     big_cut = 0.25 * float(dur[stalled].max())
     big = [steps[int(i)].index for i in np.flatnonzero(stalled & (dur >= big_cut))]
     period = None
-    if len(big) >= 3:
+    if len(big) >= PERIOD_MIN_STALLS:
         gaps = Counter(b - a for a, b in itertools.pairwise(big))
         gap, seen = gaps.most_common(1)[0]
         if seen >= PERIOD_AGREEMENT * (len(big) - 1):
             period = int(gap)
-    if period is None and len(idx) >= 3:
+    if period is None and len(idx) >= PERIOD_MIN_STALLS:
         period = _schedule(idx, steps[0].index, steps[-1].index)
     excess = float((dur[stalled] - median).sum() * weight)
     phase, phase_share = _stall_phase(steps, stalled)
@@ -374,7 +396,7 @@ def _stalls(
 def _schedule(stalled: Sequence[int], first: int, last: int) -> int | None:
     """A period the stalls keep even among random ones (a busy machine preempts steps at
     random; a checkpoint comes every N steps): the (period, phase) pair whose every step
-    stalled, at least ``PERIOD_AGREEMENT`` of its occurrences and three times."""
+    stalled, at least ``PERIOD_AGREEMENT`` of its occurrences and ``PERIOD_MIN_STALLS`` times."""
     hit = set(stalled)
     best: tuple[int, int] | None = None  # (hits, period)
     for a, b in itertools.combinations(sorted(hit)[:MAX_STALL_INDICES], 2):
@@ -383,7 +405,7 @@ def _schedule(stalled: Sequence[int], first: int, last: int) -> int | None:
             continue
         expected = range(a % p + ((first - a % p + p - 1) // p) * p, last + 1, p)
         hits = sum(1 for i in expected if i in hit)
-        agrees = hits >= 3 and hits >= PERIOD_AGREEMENT * len(expected)
+        agrees = hits >= PERIOD_MIN_STALLS and hits >= PERIOD_AGREEMENT * len(expected)
         if agrees and (best is None or (hits, p) > best):
             best = (hits, p)
     return best[1] if best is not None else None

@@ -1,7 +1,9 @@
 """The machine, not your code: interference and oversubscription, named with their evidence.
 
 - ``machine.busy``: steps that ran while other processes were busier than the run's quiet level
-  took notably longer (>= ``BUSY_SLOWDOWN`` x the quiet steps' median). Those steps are left out
+  took notably longer (>= ``BUSY_SLOWDOWN`` x the quiet steps' median), or stalled for
+  ``STALL_SHARE`` of the run's time (a spinning process preempts every few tiny steps and
+  leaves the median as it was). Those steps are left out
   of the run's drift, jitter and stalls (analysis/run_trend.py); this finding says so.
 - ``machine.oversubscribed``: this process asks for more runnable threads than the cores left to
   it (torch's intra-op threads + DataLoader workers > usable cores - others' load). torch's
@@ -17,11 +19,12 @@ from __future__ import annotations
 
 import math
 
+from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, MachineFacts, Run
 from gpu_notebook.rules.common import finding
-from gpu_notebook.rules.run_shape import BUSY_SLOWDOWN, DRIFT_FACTOR
+from gpu_notebook.rules.run_shape import BUSY_SLOWDOWN, DRIFT_FACTOR, STALL_SHARE
 
 BUSY_OURS = 0.75  # this process uses at least this share of the cores left to it
 STARVED = 0.2  # or its thread waits for a core at least this share of a step
@@ -34,19 +37,34 @@ def busy_steps(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
     shape = analysis.shape
     if shape is None or not shape.busy_steps or shape.busy_slowdown is None:
         return None
-    if shape.busy_slowdown < BUSY_SLOWDOWN:
+    stalled = (shape.busy_stall_share or 0.0) >= STALL_SHARE
+    if shape.busy_slowdown < BUSY_SLOWDOWN and not stalled:
         return None
     loud, quiet = shape.busy_load_cores or 0.0, shape.quiet_load_cores or 0.0
+    evidence = [
+        f"other processes used {loud:.2f} cores during those steps, {quiet:.2f} during the rest",
+        f"those steps' median is {shape.busy_slowdown:.2f}x the other steps'",
+    ]
+    if stalled:
+        # Steps the same as the rest in the median, a few preempted for a time slice each.
+        evidence.append(
+            f"{shape.busy_stalls} of them stalled (over {STALL_FACTOR:.0f}x the median step), "
+            f"{fmt_share(shape.busy_stall_share or 0.0)} of the run's step time"
+        )
+    evidence.append(
+        "they are left out of the run's drift, jitter and stalls above; the code did not change"
+    )
+    slower = (
+        f", {shape.busy_slowdown:.1f}x slower"
+        if shape.busy_slowdown >= BUSY_SLOWDOWN
+        else f", {shape.busy_stalls} of them stalled"
+    )
     return finding(
         "machine.busy",
         f"The machine, not your code: {shape.busy_steps} steps ran while other processes were "
-        f"busy, {shape.busy_slowdown:.1f}x slower",
+        f"busy{slower}",
         "low",
-        [
-            f"other processes used {loud:.2f} cores during those steps, {quiet:.2f} during the rest",
-            f"those steps' median is {shape.busy_slowdown:.2f}x the other steps'",
-            "they are left out of the run's drift, jitter and stalls above; the code did not change",
-        ],
+        evidence,
         "Nothing to fix in the code. Measure on a quieter machine (or with the other jobs off "
         "these cores) before comparing runs.",
         _SOURCE,

@@ -530,6 +530,10 @@ class Verdict:
     more_gpus: str
     evidence: tuple[str, ...]
     confidence: Confidence
+    # The data wait this host-bound verdict counts as host work, as a share of the step: batches
+    # assembled sample by sample from memory (input.in_memory_batches) are per-sample Python,
+    # the same overhead as tiny ops, not input starvation. None: no data wait was so counted.
+    data_as_host: float | None = None
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,8 @@ def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
         ("data", INPUT_CRITICAL, "data wait", "input-bound"),
         ("sync", SYNC_CRITICAL, "host sync", "sync-bound"),
     ):
+        if phase == "data" and verdict.data_as_host is not None:
+            continue  # the data wait is host work here: its line does not decide
         span = share_interval(phases, phase)
         share = phases.share(phase)
         if span is None or share is None:
@@ -106,9 +108,16 @@ def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
     return verdict
 
 
-def decide(run: Run, analysis: Analysis) -> Verdict:
-    """The verdict, preceded by a word on the profiled window when it does not represent the run."""
-    verdict = _within_uncertainty(analysis, _decide(run, analysis))
+def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -> Verdict:
+    """The verdict, preceded by a word on the profiled window when it does not represent the run.
+
+    ``data_in_memory``: why the data wait is per-sample assembly of batches already in memory
+    (rules.input_pipeline.data_in_memory), None when it is not known to be. On a loop of tiny
+    ops such a wait is the same per-sample Python overhead as the ops: host-bound covers it
+    (``Verdict.data_as_host``) whichever side of the input line its share falls, so the answer
+    does not flip between runs of the same cell.
+    """
+    verdict = _within_uncertainty(analysis, _decide(run, analysis, data_in_memory))
     verdict = _training_elsewhere(run, verdict)
     shape = analysis.shape
     if shape is None or shape.represents is not False or shape.window_median_s is None:
@@ -188,7 +197,7 @@ def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
     return verdict
 
 
-def _decide(run: Run, analysis: Analysis) -> Verdict:
+def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> Verdict:
     """Pick the primary verdict from the phase shares, the GPU timeline and the samples.
 
     Shares are those of the typical profiled step (stalled steps left out, as the rules do).
@@ -255,6 +264,7 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
             host_bound=overhead,
             own_python_share=outside_ops_share(analysis),
             inference=phases.workload == "inference",
+            data_in_memory=data_in_memory,
         )
     if busy is not None:
         evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")
@@ -278,7 +288,9 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
         if exposed >= COMM and comm_wait >= max(causes["host"], causes["data"], causes["sync"]):
             return _gpu_comm_verdict(gpu, exposed, len(phases.steps), evidence, confidence)
         if busy is not None and busy < GPU_BUSY:
-            if causes["data"] >= INPUT_CRITICAL:
+            if causes["data"] >= INPUT_CRITICAL and not (
+                overhead and not inference and _data_as_host(data, sync, data_in_memory)
+            ):
                 return _input_verdict(causes["data"], evidence, confidence, inference=inference)
             if causes["sync"] >= SYNC_CRITICAL:
                 return _sync_verdict(causes["sync"], evidence, confidence)
@@ -320,6 +332,9 @@ def _decide(run: Run, analysis: Analysis) -> Verdict:
     # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
     # causes above); a sync while kernels run costs nothing. Without one, the host's shares.
     timeline = gpu is not None and gpu.window_us > 0
+    if not inference and overhead and _data_as_host(data, sync, data_in_memory):
+        assert data is not None
+        return _in_memory_host_verdict(data, data_in_memory, evidence, confidence)
     if not timeline and data is not None and data >= INPUT_CRITICAL:
         return _input_verdict(data, evidence, confidence, inference=inference)
     if not timeline and sync is not None and sync >= SYNC_CRITICAL:
@@ -613,8 +628,12 @@ def _cpu_verdict(
     host_bound: bool = False,
     own_python_share: float | None = None,
     inference: bool = False,
+    data_in_memory: str | None = None,
 ) -> Verdict:
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
+    if host_bound and not inference and _data_as_host(data, sync, data_in_memory):
+        assert data is not None
+        return _in_memory_host_verdict(data, data_in_memory, evidence, confidence, on_cpu=True)
     if data is not None and data >= INPUT_CRITICAL:
         return _input_verdict(data, evidence, confidence, on_cpu=True)
     if sync is not None and sync >= SYNC_CRITICAL:
@@ -660,4 +679,53 @@ def _cpu_verdict(
         "on a GPU to see whether one card is kept busy before buying more.",
         tuple(evidence),
         confidence,
+    )
+
+
+def _data_as_host(data: float | None, sync: float | None, data_in_memory: str | None) -> bool:
+    """Whether the step's data wait is per-sample assembly of batches already in memory, with no
+    host sync at its critical level (that verdict stands). Any measured share counts, not one
+    past a line: the headline names the wait in every run of the cell, whatever its share."""
+    if sync is not None and sync >= SYNC_CRITICAL:
+        return False
+    return data_in_memory is not None and data is not None and data > 0
+
+
+def _in_memory_host_verdict(
+    data: float,
+    why: str | None,
+    evidence: list[str],
+    confidence: Confidence,
+    *,
+    on_cpu: bool = False,
+) -> Verdict:
+    """Tiny ops fed by tiny batches assembled from memory: one host overhead, not two verdicts.
+
+    Indexing a TensorDataset one sample at a time and collating a batch of four is per-sample
+    Python, like the ops it feeds; its share of the step sits near the input line and moves
+    with the machine, so reading it as input starvation on one side of the line and host
+    overhead on the other gave two answers to one cell. Workers would not help it (they add a
+    handoff per batch); indexing whole batches and bigger ops would.
+    """
+    evidence.append(
+        f"data wait {fmt_share(data)} of step time counted as host work, not input starvation: "
+        f"{why or 'the batches are already in memory'}"
+    )
+    gpu = (
+        "on a GPU each of these ops would become a kernel shorter than its own launch, paced by "
+        "the same Python."
+        if on_cpu
+        else "more GPUs would idle the same way."
+    )
+    return Verdict(
+        "host-bound",
+        "Python and per-operator overhead set the pace: the ops are too small to be the work, "
+        f"and assembling each batch sample by sample from memory takes {fmt_share(data)} of "
+        "the step.",
+        f"No: a GPU would not help as it is. Index whole batches from memory (no workers: the "
+        f"data is already there; gain from this alone: {fmt_gain(amdahl_bound(data))}) and give "
+        f"each op more work (bigger batch) or fuse them (torch.compile); {gpu}",
+        tuple(evidence),
+        confidence,
+        data_as_host=data,
     )

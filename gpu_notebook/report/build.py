@@ -31,6 +31,7 @@ def build_report(
     from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import attach_fixes, cell_facts, run_rules
+    from gpu_notebook.rules.input_pipeline import data_in_memory
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
     facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)
@@ -39,7 +40,7 @@ def build_report(
         run = dataclasses.replace(run, notes=(*run.notes, *facts.live.notes()))
     traces = WindowTraces()  # each window's trace decoded once, for every reader below
     analysis = analyze(run, traces)
-    verdict = decide(run, analysis)
+    verdict = decide(run, analysis, data_in_memory=data_in_memory(run, analysis, facts))
     findings = run_rules(
         run,
         analysis,

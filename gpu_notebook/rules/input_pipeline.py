@@ -238,6 +238,13 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     )
 
 
+def data_in_memory(run: Run, analysis: Analysis, facts: SourceFacts) -> str | None:
+    """Why the data wait is per-sample assembly of batches already in memory (the class
+    ``in_memory_batches`` names), or None. The verdict counts such a wait as host overhead."""
+    static, live = loader_in_use(facts)
+    return _workers_do_not_pay(run, analysis, facts, static, live)
+
+
 def _workers_do_not_pay(
     run: Run,
     analysis: Analysis,

@@ -107,6 +107,11 @@ def render_text(report: Report) -> str:
     run, a, v = report.run, report.analysis, report.verdict
     lines = [f"gpucheck: {v.category.upper()}  (confidence: {v.confidence})", f"  {v.headline}"]
     lines.append(f"  Will more GPUs help? {v.more_gpus}")
+    if v.data_as_host is not None:
+        lines.append(
+            f"  Data wait {fmt_share(v.data_as_host)} of the step is counted as host work: the "
+            "batches are assembled sample by sample from memory, not waited for."
+        )
     if run.status != "ok":
         lines.append(
             f"  The cell {'was interrupted' if run.status == 'interrupted' else 'failed'}"

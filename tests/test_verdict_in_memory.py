@@ -1,0 +1,132 @@
+"""Tiny batches assembled from memory feeding tiny ops: one host-bound answer, either side of 20%.
+
+A batch of four collated from an in-memory TensorDataset is per-sample Python, the same overhead
+as the tiny ops it feeds; its share sat at the input-bound line and the verdict flipped between
+runs of one cell (issue 22). Seeded step splits here, no timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpu_notebook.analysis.verdict import decide
+from gpu_notebook.records import Analysis, HostOverhead, PhaseBreakdown, StepPhases
+from gpu_notebook.rules import cell_facts
+from gpu_notebook.rules.input_pipeline import data_in_memory
+from gpu_notebook.views.html import verdict_section
+from gpu_notebook.views.text import render_text
+from tests.scenarios import synthetic as syn
+
+TINY_OPS = HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0)  # many ops of 8 us: host_bound() holds
+IN_MEMORY = "the dataset is a TensorDataset: its samples are views of tensors already in memory"
+
+TENSOR_CELL = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+loader = DataLoader(TensorDataset(torch.randn(512, 16), torch.randn(512, 1)), batch_size=4)
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.step()
+"""
+SLEEPY_CELL = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+class Sleepy(Dataset):
+    def __len__(self):
+        return 256
+    def __getitem__(self, i):
+        time.sleep(0.001)
+        return torch.randn(16), torch.randn(1)
+loader = DataLoader(Sleepy(), batch_size=16)
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.step()
+"""
+
+
+def _split(data: float, n: int = 12, step_us: float = 2_000.0) -> PhaseBreakdown:
+    """Steady steps with ``data`` of each in the loader (a tight range: the point decides)."""
+    steps = tuple(
+        StepPhases(
+            i, i * step_us, step_us, {"data": data * step_us, "forward": (1 - data) * step_us}
+        )
+        for i in range(n)
+    )
+    return PhaseBreakdown(
+        source="hooks",
+        steps=steps,
+        total_us=step_us * n,
+        phase_total_us={"data": data * step_us * n, "forward": (1 - data) * step_us * n},
+        measured=("data", "forward", "backward", "optimizer", "other"),
+    )
+
+
+def _tiny(data: float) -> Analysis:
+    return dataclasses.replace(syn.make_analysis(phase_split=_split(data)), host=TINY_OPS)
+
+
+@pytest.mark.parametrize("data", [0.03, 0.12, 0.18, 0.21, 0.26])
+def test_in_memory_batches_of_tiny_ops_are_host_bound_either_side_of_the_line(data: float) -> None:
+    verdict = decide(syn.make_run(""), _tiny(data), data_in_memory=IN_MEMORY)
+    assert verdict.category == "host-bound"
+    assert verdict.data_as_host == pytest.approx(data)
+    assert "sample by sample from memory" in verdict.headline
+    assert verdict.more_gpus.startswith("No")
+    assert any("counted as host work" in e and "TensorDataset" in e for e in verdict.evidence)
+
+
+def test_without_in_memory_evidence_the_same_wait_past_the_line_stays_input_bound() -> None:
+    verdict = decide(syn.make_run(""), _tiny(0.26))
+    assert verdict.category == "input-bound"
+    assert verdict.data_as_host is None
+
+
+def test_a_wait_that_is_not_in_memory_assembly_stays_input_bound_at_90_percent() -> None:
+    verdict = decide(syn.make_run(""), _tiny(0.9), data_in_memory=None)
+    assert verdict.category == "input-bound"
+
+
+def test_in_memory_data_without_tiny_ops_is_not_called_host_bound() -> None:
+    analysis = syn.make_analysis(phase_split=_split(0.3))  # no host figures: ops not tiny
+    verdict = decide(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
+    assert verdict.category == "input-bound" and verdict.data_as_host is None
+
+
+def test_a_host_sync_past_its_line_stays_sync_bound_beside_in_memory_data() -> None:
+    split = _split(0.12)
+    steps = tuple(
+        dataclasses.replace(st, phase_us={**st.phase_us, "sync": 0.3 * st.duration_us})
+        for st in split.steps
+    )
+    split = dataclasses.replace(
+        split,
+        steps=steps,
+        phase_total_us={**split.phase_total_us, "sync": 0.3 * split.total_us},
+        measured=(*split.measured, "sync"),
+    )
+    analysis = dataclasses.replace(syn.make_analysis(phase_split=split), host=TINY_OPS)
+    verdict = decide(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
+    assert verdict.category == "sync-bound" and verdict.data_as_host is None
+
+
+def test_the_rules_know_an_in_memory_dataset_and_not_a_sleepy_one() -> None:
+    analysis = _tiny(0.21)
+    tensor = syn.make_run(TENSOR_CELL)
+    why = data_in_memory(tensor, analysis, cell_facts(TENSOR_CELL, None))
+    assert why is not None and "TensorDataset" in why
+    # A Sleepy dataset's 1 ms a sample is a real wait: 16 ms a batch, workers would hide it.
+    sleepy = syn.make_analysis(phase_split=_split(0.9, step_us=18_000.0))
+    assert data_in_memory(syn.make_run(SLEEPY_CELL), sleepy, cell_facts(SLEEPY_CELL, None)) is None
+
+
+def test_the_text_report_says_the_data_wait_is_counted_as_host_work() -> None:
+    verdict = decide(syn.make_run(""), _tiny(0.21), data_in_memory=IN_MEMORY)
+    report = dataclasses.replace(syn.make_report(TENSOR_CELL, step_median_s=0.002), verdict=verdict)
+    text = render_text(report)
+    assert "HOST-BOUND" in text
+    assert "Data wait 21% of the step is counted as host work" in text
+    assert "Data wait 21% of the step is counted as host work" in verdict_section(report)

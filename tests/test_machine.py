@@ -299,3 +299,28 @@ def test_stalls_that_begin_when_the_machine_gets_busy_are_the_machines():
     quiet = build_report(_busy_halfway(load_changes=False))
     assert "run.periodic_stall" in {f.rule_id for f in quiet.findings}
     assert "machine.busy" not in {f.rule_id for f in quiet.findings}
+
+
+def test_a_sleeping_stall_that_frees_our_core_to_others_stays_the_codes():
+    # 5 ms steps, a 200 ms disk write every 40 steps (no `if step % N` in the cell: it sits
+    # in a function). While the loop sleeps, the shared machine's other processes take its
+    # core: the reading around each write reads them 0.8 cores busier. One reading is not the
+    # machine getting busy; the stalls stay the code's.
+    durations = [0.2 if i % 40 == 20 else 0.005 for i in range(600)]
+    starts = [sum(durations[:i]) for i in range(600)]
+    writes = [(starts[i], starts[i] + 0.2) for i in range(600) if durations[i] == 0.2]
+
+    def others(t: float) -> float:
+        return 1.0 if any(a < t - 0.1 <= b for a, b in writes) else 0.2
+
+    run = _run(durations, others)
+    shape = run_shape(run)
+    assert shape is not None and shape.stalls is not None and shape.stalls.period_steps == 40
+    # The readings around the writes do read the others busier; the run has no busy stretch.
+    from gpu_notebook.analysis.interference import busy_steps
+    from gpu_notebook.analysis.steps import steady_steps
+
+    assert busy_steps(run, steady_steps(run.steps, run.window.warmup_steps))
+    assert shape.busy_steps == 0 and shape.busy_stalls == 0
+    stall = next(f for f in build_report(run).findings if f.rule_id == "run.periodic_stall")
+    assert stall.severity == "high" and "Every 40 steps" in stall.title

@@ -36,6 +36,7 @@ from gpu_notebook.analysis.compare_samples import compare_samples
 from gpu_notebook.analysis.interference import (
     busy_steps,
     run_wait_readings,
+    sample_series,
     step_load_cores,
     step_run_wait,
 )
@@ -113,7 +114,9 @@ def run_shape(run: Run) -> RunShape | None:
     # the machine's when they stall: a healthy loop's machine that got busy halfway preempted
     # every ~6th tiny step from then on, and those stalls read "Every 107 steps" [high].
     loud_idx = (
-        frozenset(s.index for s in steps_read) - {s.index for s in machine[0]}
+        _sustained(
+            run, steps_read, frozenset(s.index for s in steps_read) - {s.index for s in machine[0]}
+        )
         if machine is not None
         else frozenset()
     )
@@ -207,6 +210,18 @@ def run_shape(run: Run) -> RunShape | None:
     if machine is not None:
         count, slowdown, loud_cores, quiet = machine[1]
         machine_stalls = stalled & loud
+        quiet_stalls = (
+            _stalls(steps_read, dur, median, stalled & ~loud, weight, read_s)
+            if machine_stalls.any()
+            else shape.stalls
+        )
+        if machine_stalls.any() and shape.stalls is not None:
+            # A period read with the busy steps' preemptions (a burst every ~6 steps) is
+            # chance; the run's period is the one its other stalls keep.
+            period = quiet_stalls.period_steps if quiet_stalls is not None else None
+            shape = dataclasses.replace(
+                shape, stalls=dataclasses.replace(shape.stalls, period_steps=period)
+            )
         shape = dataclasses.replace(
             shape,
             busy_steps=count,
@@ -214,11 +229,7 @@ def run_shape(run: Run) -> RunShape | None:
             busy_load_cores=loud_cores,
             quiet_load_cores=quiet,
             busy_stalls=round(int(machine_stalls.sum()) * weight),
-            quiet_stalls=(
-                _stalls(steps_read, dur, median, stalled & ~loud, weight, read_s)
-                if machine_stalls.any()
-                else shape.stalls
-            ),
+            quiet_stalls=quiet_stalls,
             busy_stall_share=(
                 float((dur[machine_stalls] - median).sum() * weight) / read_s
                 if read_s > 0
@@ -226,6 +237,37 @@ def run_shape(run: Run) -> RunShape | None:
             ),
         )
     return shape
+
+
+# Busy steps count their stalls as the machine's only inside this many readings in a row that
+# were all busy: a step that sleeps (a checkpoint's disk write) frees our core, the other
+# processes of a shared machine take it, and the one reading around the stall reads them busier.
+SUSTAINED_READINGS = 3
+
+
+def _sustained(run: Run, steps: Sequence[StepTiming], loud: frozenset[int]) -> frozenset[int]:
+    """The steps of ``loud`` whose sampler reading lies in a stretch of ``SUSTAINED_READINGS``
+    busy readings (readings no step's middle falls in, such as those inside one long step, are
+    passed over, not counted)."""
+    t, _ = sample_series(run)
+    if not loud or len(t) < 2:
+        return frozenset()
+    mid = np.fromiter((s.start_s + s.duration_s / 2 for s in steps), dtype=float, count=len(steps))
+    at = np.clip(np.searchsorted(t, mid, side="left"), 0, len(t) - 1)
+    readings = sorted(set(at.tolist()))
+    busy = {int(r) for r, s in zip(at, steps, strict=True) if s.index in loud}
+    keep: set[int] = set()
+    stretch: list[int] = []
+    for r in [*readings, -1]:
+        if r in busy:
+            stretch.append(r)
+            continue
+        if len(stretch) >= SUSTAINED_READINGS:
+            keep.update(stretch)
+        stretch = []
+    return frozenset(
+        s.index for r, s in zip(at, steps, strict=True) if int(r) in keep and s.index in loud
+    )
 
 
 def _wait_explains(
@@ -276,7 +318,7 @@ def _machine_load(
 ) -> tuple[tuple[StepTiming, ...], tuple[int, float | None, float, float]] | None:
     """The steps without those that ran under other processes' load, and what those showed."""
     load = step_load_cores(run, steps)
-    busy = busy_steps(run, steps)
+    busy = _sustained(run, steps, busy_steps(run, steps))
     if load is None or not busy:
         return None
     quiet = tuple(s for s in steps if s.index not in busy)

@@ -324,3 +324,14 @@ def test_a_sleeping_stall_that_frees_our_core_to_others_stays_the_codes():
     assert shape.busy_steps == 0 and shape.busy_stalls == 0
     stall = next(f for f in build_report(run).findings if f.rule_id == "run.periodic_stall")
     assert stall.severity == "high" and "Every 40 steps" in stall.title
+
+
+def test_busy_steps_stalls_stay_the_codes_when_the_cell_has_a_periodic_block():
+    # The same busy half, in a cell with `if step % 15 == 0: torch.save(...)`: its stalls may
+    # be the checkpoint's on a busy machine, so they stay the code's and name the line.
+    run = dataclasses.replace(_busy_halfway(load_changes=True), cell_source=PERIODIC_CELL)
+    report = build_report(run)
+    stall = next(f for f in report.findings if f.rule_id == "run.periodic_stall")
+    assert stall.line is not None
+    busy = next((f for f in report.findings if f.rule_id == "machine.busy"), None)
+    assert busy is None or "stalled" not in busy.title

@@ -736,6 +736,9 @@ class RunShape:
     busy_stall_share: float | None = None
     quiet_stalls: StallPattern | None = None  # the stalls outside those steps (None: fewer than 2)
     run_wait_share: float | None = None  # median share of a step the thread waited for a core
+    # The same over the stalled steps (the readings they fall in): stalls that crowd into the
+    # busy part of a run are read against that part's wait, not the quiet part's.
+    stall_wait_share: float | None = None
     own_drift: float | None = None  # last/first fifth over the most the wait per fifth explains
     # The low end of the last fifth's slowdown over the first (a seeded block-bootstrap range,
     # analysis.compare_samples): a drift is measured only when it is above 1.

@@ -335,3 +335,33 @@ def test_busy_steps_stalls_stay_the_codes_when_the_cell_has_a_periodic_block():
     assert stall.line is not None
     busy = next((f for f in report.findings if f.rule_id == "machine.busy"), None)
     assert busy is None or "stalled" not in busy.title
+
+
+def test_stalls_are_read_against_the_wait_of_the_readings_they_fall_in():
+    # A machine busy almost from the start (too few quiet steps for a busy split): the thread
+    # waits 2% of the time for 100 steps of 8 ms, 35% for the next 300, then 80% while every
+    # 5-7th step is preempted for 100-200 ms (seen: busy_halfway on a shared machine, 44% over
+    # the run, 77-82% around the stalls). The run's median wait does not cover the stalls'
+    # half of the run; the wait of the readings they fall in does.
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    durations = [0.008] * 600
+    i = 401
+    while i < 600:
+        durations[i] = float(rng.uniform(0.1, 0.2))
+        i += int(rng.integers(5, 8))
+    t100, t400 = sum(durations[:100]), sum(durations[:400])
+    run = _run(durations, lambda t: 1.0)
+    samples = tuple(
+        dataclasses.replace(
+            s, run_wait_pct=2.0 if s.t_s <= t100 else 35.0 if s.t_s <= t400 else 80.0
+        )
+        for s in run.samples.samples
+    )
+    run = dataclasses.replace(run, samples=dataclasses.replace(run.samples, samples=samples))
+    shape = run_shape(run)
+    assert shape is not None and shape.stalls is not None and shape.busy_stalls == 0
+    assert shape.run_wait_share is not None and shape.stalls.share > 1.25 * shape.run_wait_share
+    assert shape.stall_wait_share is not None and shape.stall_wait_share >= 0.7
+    assert "run.periodic_stall" not in {f.rule_id for f in build_report(run).findings}

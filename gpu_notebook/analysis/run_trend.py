@@ -12,7 +12,7 @@ the run's shape:
 - *drift*: the median of the first and the last fifth of the run, and a least-squares slope;
 - *jitter*: p90 / median;
 - *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly
-  (a schedule among irregular stalls needs ``PERIOD_MIN_STALLS``), and which hook-timed phase their extra time went to;
+  (a schedule holds at least half of the stalls it spans), and which hook-timed phase their extra time went to;
   stalls of steps that ran under other processes' load (analysis/interference.py) are counted
   apart (``RunShape.busy_stalls``, ``quiet_stalls`` the pattern without them) even when those
   steps stay in the drift: the rules give them to the machine unless the cell has a periodic
@@ -78,11 +78,11 @@ SEGMENTS = 10
 NEIGHBOURS = 5
 # A stall recurs "every N steps" when this share of the gaps between stalls is N.
 PERIOD_AGREEMENT = 0.6
-# A schedule among irregular stalls needs this many stalls on it: the pair it is read from
-# gives two, and among a burst of stalls every ~6 steps a third falls on it by chance ("Every
-# 107 steps" from steps 193, 300 and 407 of a run that stalled 22 times with irregular gaps).
-# Big stalls whose gaps agree need three (two equal gaps, nothing irregular between them).
-PERIOD_MIN_STALLS = 4
+# A schedule needs this many stalls on it, and at least half of the stalls between its first
+# and last (``_schedule``): among a burst of stalls every ~6 steps some schedule is hit three
+# times by chance ("Every 107 steps" from steps 193, 300 and 407 of a run that stalled 22
+# times with irregular gaps, 17 of them between those three).
+PERIOD_MIN_STALLS = 3
 MAX_STALL_INDICES = 64
 # The run's data split is used when the data wait is at least this share in the run or the
 # window (the verdict's warning level): then the input question is what the window got wrong.
@@ -205,6 +205,7 @@ def run_shape(run: Run) -> RunShape | None:
         shape = dataclasses.replace(
             shape,
             run_wait_share=float(np.median(wait)),
+            stall_wait_share=float(np.median(wait[stalled])) if stalled.any() else None,
             own_drift=grew / explained if grew is not None and explained > 0 else None,
         )
     if machine is not None:
@@ -454,8 +455,17 @@ def _schedule(stalled: Sequence[int], first: int, last: int) -> int | None:
         if p < 2 or (last - first) // p < 3:
             continue
         expected = range(a % p + ((first - a % p + p - 1) // p) * p, last + 1, p)
-        hits = sum(1 for i in expected if i in hit)
-        agrees = hits >= PERIOD_MIN_STALLS and hits >= PERIOD_AGREEMENT * len(expected)
+        on = [i for i in expected if i in hit]
+        hits = len(on)
+        # The schedule holds at least half of the stalls between its first and last hit: a
+        # burst of stalls every ~7 steps has some schedule of 89 with 4 of its 6 slots hit by
+        # chance, and 40 other stalls around them.
+        around = sum(1 for i in hit if on and on[0] <= i <= on[-1])
+        agrees = (
+            hits >= PERIOD_MIN_STALLS
+            and hits >= PERIOD_AGREEMENT * len(expected)
+            and 2 * hits >= around
+        )
         if agrees and (best is None or (hits, p) > best):
             best = (hits, p)
     return best[1] if best is not None else None

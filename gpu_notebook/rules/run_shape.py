@@ -49,6 +49,10 @@ def machine_explains(shape: RunShape, excess_share: float | None) -> bool:
     or stalled steps (``excess_share`` of the run; None: jitter): the machine's, not the code's.
     A stall that matches a periodic block of the cell stays the code's (callers check)."""
     wait = shape.run_wait_share
+    if excess_share is not None and shape.stall_wait_share is not None:
+        # Stalls are read against the wait of the readings they fall in (a run busy in its
+        # second half: 44% over the run, 77% around its stalls).
+        wait = max(wait or 0.0, shape.stall_wait_share)
     if wait is None or wait < MACHINE_WAIT:
         return False
     return excess_share is None or excess_share <= MACHINE_COVER * wait

@@ -31,6 +31,10 @@ class Scenario:
     # step's forward (no hook of ours sits on modules to count model calls): both are found
     # first, at the severity their measured share gives.
     severities: tuple[str, ...] = ("medium", "high")
+    # The planted cause costs nothing measurable on a CPU (the product says so in its evidence,
+    # at severity low, unbounded): a finding with a measured cost may rank above it there. On a
+    # loaded 2-core machine a 1.08x workers finding or the tiny-ops finding did, in 2 of ~10 runs.
+    costless_on_cpu: bool = False
 
 
 COMMON_SETUP = """
@@ -211,6 +215,7 @@ for x in batches:
         planted="shapes.changing",
         what="the batch size changes every step (ready-made batches of varying sizes)",
         severities=("low", "medium", "high"),
+        costless_on_cpu=True,
         cell="""
 model = mlp(256, 512); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True)
 sizes = [64, 256, 128, 512, 96, 384, 192, 448, 160, 320, 224, 480, 64, 256, 128, 512]

@@ -20,7 +20,8 @@ def test_the_reduced_benchmark_runs_and_prints_its_table(tmp_path):
     out = tmp_path / "s.json"
     res = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "stability.py"), "--runs", "1",
-         "--scenarios", "input", "--conditions", "quiet", "--json", str(out)],
+         "--scenarios", "input", "--conditions", "quiet", "--json", str(out),
+         "--keep", str(tmp_path / "kept")],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
@@ -28,6 +29,9 @@ def test_the_reduced_benchmark_runs_and_prints_its_table(tmp_path):
     row = next(line for line in res.stdout.splitlines() if line.startswith("input "))
     assert row.split()[-1].isdigit()  # the contradictions column
     assert out.exists() and '"scenario": "input"' in out.read_text()
+    # --keep: each run's report JSON, to read a miss after the run's folder is gone.
+    kept = tmp_path / "kept" / "input-quiet-1.json"
+    assert kept.exists() and '"verdict"' in kept.read_text()
 
 
 def test_unknown_scenarios_are_refused_with_the_known_names():

@@ -61,3 +61,25 @@ def _fresh_dynamo() -> Iterator[None]:
         counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
         if counters is not None:
             counters.clear()
+
+
+@pytest.fixture
+def default_hangup() -> Iterator[None]:
+    """Children start with SIGHUP's and SIGTERM's default action while the test runs.
+
+    A test runner started under ``nohup`` (or by a service that ignores them) passes these
+    signals on ignored, and an ignored signal stays ignored under gpucheck as without it: a test
+    of what the default action does would then see the run go on to exit 0.
+    """
+    import signal
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGTERM)}
+    for s, handler in saved.items():
+        if handler is signal.SIG_IGN:
+            signal.signal(s, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            if handler is signal.SIG_IGN:
+                signal.signal(s, handler)

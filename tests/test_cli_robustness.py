@@ -236,7 +236,7 @@ def ours_left(tmp: Path) -> list[str]:
     ],
 )
 def test_a_signal_while_the_report_is_built_leaves_no_file_and_keeps_the_status(
-    tmp_path, handler, sent, expected_code
+    tmp_path, handler, sent, expected_code, default_hangup
 ):
     script(tmp_path, SIGTERM_WHILE_REPORTING.format(handler=handler, sent=sent))
     tmp = tmp_path / "tmp"

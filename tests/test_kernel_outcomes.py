@@ -138,7 +138,7 @@ def _ours_left(tmp: Any) -> list[str]:
 
 @pytest.mark.parametrize("sent", ["SIGTERM", "SIGHUP"])
 def test_a_signal_while_the_report_is_built_removes_our_folder_and_ends_the_kernel_by_it(
-    tmp_path, sent
+    tmp_path, sent, default_hangup
 ):
     import os
     import signal

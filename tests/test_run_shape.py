@@ -329,3 +329,24 @@ def test_three_stalls_a_common_gap_apart_among_irregular_ones_are_no_period():
     regular = _stalls_at([86, 193, 300, 407, 514])
     assert regular is not None and regular.stalls is not None
     assert regular.stalls.period_steps == 107
+
+
+def test_a_tiny_op_loop_spread_by_preemption_still_represents_the_run():
+    # Issue 22: 0.25 ms steps on busy cores, half of them preempted to 8-40x (p90 ~8 ms):
+    # fewer than 60% of the steps are within 2x of the window and they hold little of the time,
+    # yet the floor of the run is the window's pace from its first fifth to its last.
+    import numpy as np
+
+    rng = np.random.default_rng(22)
+    ms = [0.25 * _wobble(i) for i in range(400)]
+    for i in range(11, 400):
+        if rng.random() < 0.5:
+            ms[i] = 0.25 * float(rng.uniform(8.0, 40.0))
+    shape = run_shape(make_run(record([step(m) for m in ms])))
+    assert shape is not None and shape.window_covers is not None and shape.window_covers < 0.5
+    assert shape.represents is True
+    # Cached then slow: the same window, but from step 150 on every step waits 5x as long
+    # (its floor at the end is slow): still unlike the window.
+    slow = [step(0.25 * _wobble(i)) if i < 150 else step(1.25, data=1.0) for i in range(400)]
+    unlike = run_shape(make_run(record(slow)))
+    assert unlike is not None and unlike.represents is False

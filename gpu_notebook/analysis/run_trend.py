@@ -71,6 +71,8 @@ REPRESENTS_SHARE = 0.5
 # ... or when this share of the steps themselves is like the window's.
 REPRESENTS_STEP_SHARE = 0.6
 # Steps within this factor of the window's time (or the run's local p90/median, if larger) are
+# The percentile of the run's steps read as its floor: the code's own pace, before preemption.
+FLOOR_QUANTILE = 25.0
 # "like the window": a 10x difference is a different run, a 1.3x wobble is the same one.
 LIKE_FACTOR = 2.0
 SEGMENTS = 10
@@ -160,7 +162,18 @@ def run_shape(run: Run) -> RunShape | None:
         # steps are stalls and interference, findings of their own. A run whose steps left the
         # window's pace (slower input, growing work) has most of its steps unlike it.
         most_steps = float(like.mean()) >= REPRESENTS_STEP_SHARE
-        represents = covers is None or covers >= REPRESENTS_SHARE or most_steps
+        # A busy machine only adds time to steps: the code's own pace is the run's floor, not its
+        # mean. A tiny-op loop preempted on busy cores (median 250 us, p90 3.6 ms) has fewer than
+        # 60% of its steps within 2x of the window yet the same floor from its first fifth to its
+        # last; a run that left the window's pace (cached then slow input) has a slow floor at its
+        # end. The floor is the lower quartile of each end and of the whole run.
+        same_floor = all(
+            ref_floor / factor <= float(np.percentile(part, FLOOR_QUANTILE)) <= ref_floor * factor
+            for ref_floor in [float(np.median(reference_s))]
+            for part in (dur, dur[head], dur[tail])
+            if len(part)
+        )
+        represents = covers is None or covers >= REPRESENTS_SHARE or most_steps or same_floor
         window_median = float(np.median(reference_s))
     shape = RunShape(
         steps=round(len(all_dur) * weight),

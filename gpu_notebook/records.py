@@ -550,8 +550,23 @@ class FixProposal:
 
 
 @dataclass(frozen=True)
+class Said:
+    """What a finding says, before it is worded: the figures a rule measured and decided on.
+
+    Each rule family subclasses it, one record per message (its class is the message's id, its
+    fields the figures, typed); ``gpu_notebook.words`` words it into the finding's title,
+    evidence, fix and source when the report is built. Rules never write sentences.
+    """
+
+
+@dataclass(frozen=True)
 class Finding:
-    """One diagnosed problem with its evidence and the most a fix can gain (Amdahl)."""
+    """One diagnosed problem with its evidence and the most a fix can gain (Amdahl).
+
+    A rule hands it up with ``said`` (its figures) and the text fields empty, or holding only
+    what the rules' own notes add (``gpu_notebook.words.word_finding`` puts the worded text
+    first); the report's findings are worded (``said`` None) and their JSON holds the text.
+    """
 
     rule_id: str
     title: str
@@ -569,6 +584,7 @@ class Finding:
     # least of what it removes that the measurement supports (for a phase timed over the run,
     # its share's 90% interval's low end). None: not estimated, the range is 1x to the bound.
     gain_low: float | None = None
+    said: Said | None = None  # not yet worded (the report's findings are): never in the JSON
 
 
 @dataclass(frozen=True)
@@ -961,6 +977,8 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = to_jsonable(self)
+        for finding in data["findings"]:
+            finding.pop("said", None)  # the worded text is in the finding
         return data
 
     def to_json(self, indent: int | None = None) -> str:

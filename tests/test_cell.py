@@ -57,12 +57,13 @@ for i, (x, y) in enumerate(loader):
 def test_a_report_with_two_fixes_parses_the_cell_once_per_parser():
     from gpu_notebook.cell import parse
     from gpu_notebook.rules import attach_fixes, run_rules
+    from gpu_notebook.words import word_findings as words
     from tests.scenarios import synthetic as syn
 
     parse.forget()
     run = syn.make_run(TWO_FIX_CELL)
     analysis = syn.make_analysis({"sync": 0.1, "other": 0.1, "unattributed": 0.2})
-    findings = run_rules(run, analysis, syn.VERDICT)
+    findings = words(run_rules(run, analysis, syn.VERDICT))
     # The fixes read the cell as the notebook holds it (the %%gpucheck line on top).
     fixed = attach_fixes(findings, "%%gpucheck\n" + TWO_FIX_CELL)
     patches = [f.proposal for f in fixed if f.proposal is not None and f.proposal.diff]

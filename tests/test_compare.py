@@ -130,13 +130,14 @@ def test_shares_hold_only_measured_phases():
 def test_fix_closes_the_loop_in_a_real_shell(ip):
     """Measure a slow cell, take its generated fix, run it, and compare: measured vs predicted."""
     from gpu_notebook.rules import attach_fixes, run_rules
+    from gpu_notebook.words import word_findings as words
     from tests.scenarios.catalog import BY_NAME, COMMON_SETUP
 
     assert ip.run_cell(COMMON_SETUP).success
     scenario = BY_NAME["slow_getitem"]
     ip.run_cell(f"%%gpucheck -q -o before {scenario.options}\n" + scenario.cell)
     before = ip.user_ns["before"]
-    findings = attach_fixes(run_rules(before.run, before.analysis, before.verdict, namespace=ip.user_ns),
+    findings = attach_fixes(words(run_rules(before.run, before.analysis, before.verdict, namespace=ip.user_ns)),
                             before.run.cell_source, namespace=ip.user_ns)  # fmt: skip
     before = type(before)(before.run, before.analysis, before.verdict, findings)
     top = findings[0]

@@ -19,6 +19,7 @@ from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.records import Finding, StepClockRecord, StepTiming
 from gpu_notebook.rules import run_rules
 from gpu_notebook.tryfix.plan import measurable
+from gpu_notebook.words import word_findings as words
 from tests.scenarios import synthetic as syn
 
 ADAM_CELL = """\
@@ -32,7 +33,9 @@ for x, y in loader:
 def _findings(run, analysis) -> dict[str, Finding]:
     """The findings on a window's analysis, with the run's phases from its step clock (as
     ``analyze`` gives them)."""
-    return {f.rule_id: f for f in run_rules(run, with_run_figures(run, analysis), syn.VERDICT)}
+    return {
+        f.rule_id: f for f in words(run_rules(run, with_run_figures(run, analysis), syn.VERDICT))
+    }
 
 
 # ------------------------------------------------------------------ the step clock, lean

@@ -17,6 +17,7 @@ from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.cell.scan import SourceFacts, scan_source
 from gpu_notebook.records import CopyStats, Finding, LineStat, OpStat, StackProfile
 from gpu_notebook.rules import attach_fixes, cell_facts, rank_key, run_rules
+from gpu_notebook.words import word_findings as words
 from tests.scenarios import synthetic as syn
 
 A100 = syn.gpu()
@@ -34,7 +35,7 @@ for x, y in loader:
 
 
 def rules_for(run, analysis, **kw):
-    return run_rules(run, analysis, syn.VERDICT, **kw)
+    return words(run_rules(run, analysis, syn.VERDICT, **kw))
 
 
 def ids(findings) -> list[str]:

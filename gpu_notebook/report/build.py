@@ -32,6 +32,7 @@ def build_report(
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import attach_fixes, cell_facts, run_rules
     from gpu_notebook.rules.input_pipeline import data_in_memory
+    from gpu_notebook.words import word_findings
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
     facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)
@@ -50,6 +51,7 @@ def build_report(
         facts=facts,
         traces=traces,
     )
+    findings = word_findings(findings)  # the rules hand figures up
     # The fixed cell keeps the %%gpucheck line: running it measures the fix against this run.
     whole_cell = f"{run.magic_line}\n{run.cell_source}" if run.magic_line else run.cell_source
     if with_fixes:

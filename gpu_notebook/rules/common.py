@@ -31,7 +31,7 @@ from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.formatting import fmt_share
-from gpu_notebook.records import Analysis, Finding, Run, Severity
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
 SUGGEST = 0.05
@@ -226,6 +226,24 @@ def finding(
     return dataclasses.replace(
         found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}), gain_low=low
     )
+
+
+def found(
+    rule_id: str,
+    severity: Severity,
+    said: Said,
+    *,
+    phase_share: float | None = None,
+    bound: float | None = None,
+    line: int | None = None,
+    fix_id: str | None = None,
+    fix_params: dict[str, str | int | float | bool | None] | None = None,
+    low: float | None = None,
+) -> Finding:
+    """A rule's finding as figures (``said``: gpu_notebook.words words it), its gain, where in
+    the cell and which fix."""
+    return Finding(rule_id, "", severity, (), phase_share, bound, "", line=line, fix_id=fix_id,
+                   fix_params=dict(fix_params or {}), gain_low=low, said=said)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -8,27 +8,34 @@ NVML (None), and then the rule is silent.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import compute_capability, finding
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
+from gpu_notebook.rules.common import compute_capability, found
 
 FULL = 0.90
 HIGH = 0.80
+
+
+@dataclass(frozen=True)
+class NearOom(Said):
+    peak_bytes: int
+    total_bytes: int
+    autocast: bool  # already on: the fix is checkpointing or accumulation
+
+    @property
+    def share(self) -> float:
+        return self.peak_bytes / self.total_bytes
 
 
 def near_oom(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     util = analysis.utilization
     if not util.gpu_memory_peak_bytes or not util.gpu_memory_total_bytes:
         return None
-    memory = util.gpu_memory_peak_bytes / util.gpu_memory_total_bytes
-    if memory < HIGH:
+    said = NearOom(util.gpu_memory_peak_bytes, util.gpu_memory_total_bytes, facts.autocast)
+    if said.share < HIGH:
         return None
-    evidence = [
-        f"peak GPU memory {util.gpu_memory_peak_bytes / 2**30:.1f} GiB of "
-        f"{util.gpu_memory_total_bytes / 2**30:.1f} GiB ({fmt_share(memory)})",
-        "no speed bound: freeing memory makes room for a bigger batch, it does not shorten a step",
-    ]
     cc = compute_capability(run)
     fix_id: str | None = None
     params: dict[str, str | int | float | bool | None] = {}
@@ -38,20 +45,8 @@ def near_oom(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
             "dtype": "bfloat16" if cc is not None and cc >= 8.0 else "float16",
             "device_type": "cuda",
         }
-        fix = "Mixed precision (torch.autocast) halves activation memory; then activation checkpointing or gradient accumulation."
-    else:
-        evidence.append("autocast is already on")
-        fix = "Activation checkpointing (torch.utils.checkpoint) or gradient accumulation with a smaller micro-batch."
-    return finding(
-        "memory.near_oom",
-        f"GPU memory peaks at {fmt_share(memory)} of the card",
-        "high" if memory >= FULL else "medium",
-        evidence,
-        fix,
-        "PyTorch TensorBoard profiler plugin (> 90% of memory); TraceML (80% high)",
-        fix_id=fix_id,
-        fix_params=params,
-    )
+    severity: Severity = "high" if said.share >= FULL else "medium"
+    return found("memory.near_oom", severity, said, fix_id=fix_id, fix_params=params)
 
 
 RULES = (near_oom,)

@@ -9,9 +9,18 @@ the cell or a live model uses torch.compile. No gain bound: compile time is not 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding
+from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.rules.common import found
+
+
+@dataclass(frozen=True)
+class Recompiles(Said):
+    graphs: int  # compiled in this kernel so far
+    limit: int  # torch._dynamo.config.recompile_limit
+    hits: int  # times the limit was reached
 
 
 def recompiles(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -23,22 +32,8 @@ def recompiles(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
     hits = live.dynamo_recompile_limit_hits or 0
     if hits == 0 and live.dynamo_unique_graphs < limit:
         return None
-    evidence = [
-        f"{live.dynamo_unique_graphs} graphs compiled in this kernel so far (cumulative, not only this cell)",
-        f"recompile limit ({limit}) reached {hits} time(s): those frames now run uncompiled"
-        if hits
-        else f"as many graphs as the recompile limit ({limit})",
-        "no gain bound: compile time is not separated in the measurement",
-    ]
-    return finding(
-        "compile.recompiles",
-        "torch.compile keeps recompiling",
-        "medium" if hits else "low",
-        evidence,
-        "Keep shapes fixed (pad/bucket), or compile with dynamic=True / mark_dynamic; run with "
-        "TORCH_LOGS=recompiles to see why.",
-        "torch._dynamo.config.recompile_limit (8)",
-    )
+    said = Recompiles(live.dynamo_unique_graphs, limit, hits)
+    return found("compile.recompiles", "medium" if hits else "low", said)
 
 
 RULES = (recompiles,)

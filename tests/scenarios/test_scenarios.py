@@ -14,6 +14,7 @@ from gpu_notebook.records import Finding, Report
 from gpu_notebook.report.consistency import contradictions
 from gpu_notebook.rules import attach_fixes, run_rules
 from gpu_notebook.views.text import render_text
+from gpu_notebook.words import word_findings as words
 from tests.scenarios.catalog import COMMON_SETUP, SCENARIOS, Scenario
 
 PLANTED = [s for s in SCENARIOS if s.planted is not None]
@@ -34,7 +35,7 @@ def measure(ip: Any, scenario: Scenario) -> tuple[Report, tuple[Finding, ...]]:
     res = ip.run_cell(f"%%gpucheck -q -o rep {scenario.options}\n{scenario.cell}")
     assert res.success, res.error_in_exec
     rep: Report = ip.user_ns["rep"]
-    findings = run_rules(rep.run, rep.analysis, rep.verdict, namespace=ip.user_ns)
+    findings = words(run_rules(rep.run, rep.analysis, rep.verdict, namespace=ip.user_ns))
     # The run-shape findings (run.*: stalls, drift, a window unlike the run) describe how this run
     # went on a shared machine, which other processes slow at random; their own tests plant real
     # shapes (tests/test_run_shape*.py). The planted causes here are in the cells' code.

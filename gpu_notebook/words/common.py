@@ -1,0 +1,37 @@
+"""The worded parts of a finding, and the table from each message's record to its wording."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, TypeVar
+
+from gpu_notebook.records import Said
+
+
+class Words(NamedTuple):
+    """A finding's text: its title, evidence lines, the fix in one line, where its levels come from."""
+
+    title: str
+    evidence: tuple[str, ...]
+    fix: str
+    source: str
+
+
+S = TypeVar("S", bound=Said)
+
+# Each message's record class -> the function that words it (filled by ``@worder``).
+WORDERS: dict[type[Said], Callable[[Any], Words]] = {}
+
+
+def worder(said: type[S]) -> Callable[[Callable[[S], Words]], Callable[[S], Words]]:
+    """Register the decorated function as the wording of ``said``'s records."""
+
+    def register(word: Callable[[S], Words]) -> Callable[[S], Words]:
+        WORDERS[said] = word
+        return word
+
+    return register
+
+
+def words(title: str, evidence: Iterable[str], fix: str, source: str) -> Words:
+    return Words(title, tuple(evidence), fix, source)

@@ -1,0 +1,86 @@
+"""Rules never word: a rule hands its figures up (``records.Said``), ``gpu_notebook.words`` words them.
+
+What this checks: every string literal of ``gpu_notebook/rules`` (f-strings included, docstrings
+not) is read with ``ast``; one of three words or more is a sentence, and only the modules listed
+in ``STILL_WORDING`` may hold one, a family not yet moved into ``words/``. A listed module that
+no longer words fails too, so the list only shrinks. The import side (rules never import the
+words or the views) is pyproject's import-linter contract "Analysis and rules never word".
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+RULES = Path(__file__).resolve().parent.parent / "gpu_notebook" / "rules"
+
+# Rule modules whose sentences have not moved into gpu_notebook/words yet.
+STILL_WORDING = {
+    "__init__.py",
+    "backend_flags.py",
+    "batch.py",
+    "common.py",
+    "copies.py",
+    "debug_apis.py",
+    "distributed.py",
+    "host_tensors.py",
+    "inference.py",
+    "input_pipeline.py",
+    "launch.py",
+    "machine.py",
+    "precision.py",
+    "run_shape.py",
+    "shapes.py",
+    "step_logging.py",
+    "syncs.py",
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def sentences(source: str) -> list[str]:
+    """The string literals of ``source`` (docstrings aside) that read as a sentence."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            skip.update(id(v) for v in node.values)
+        elif (
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
+        ):
+            text = node.value
+        else:
+            continue
+        if len(text.split()) >= 3:
+            found.append(text)
+    return found
+
+
+def _wording_modules() -> dict[str, list[str]]:
+    return {p.name: s for p in sorted(RULES.glob("*.py")) if (s := sentences(p.read_text()))}
+
+
+def test_the_check_sees_a_sentence_and_not_an_id_or_a_docstring():
+    source = 'def r(n):\n    """A docstring of words."""\n    return f"{n} steps took long", "input.loader_workers"\n'
+    assert sentences(source) == ["{} steps took long"]
+
+
+def test_only_the_listed_rule_modules_write_sentences():
+    wording = _wording_modules()
+    unlisted = {name: s[:2] for name, s in wording.items() if name not in STILL_WORDING}
+    assert not unlisted, f"rules word: hand the figures up and word them in words/: {unlisted}"
+
+
+def test_the_list_names_only_modules_that_still_word():
+    gone = STILL_WORDING - set(_wording_modules())
+    assert not gone, f"no longer wording: take them off STILL_WORDING: {gone}"

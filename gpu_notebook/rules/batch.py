@@ -11,10 +11,12 @@ training still converges.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import WARN, bigger_batch_bound, finding, gpu_busy_share, share
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
+from gpu_notebook.rules.common import WARN, bigger_batch_bound, found, gpu_busy_share, share
 
 LOW_UTIL = 0.50  # TensorBoard profiler plugin
 VERY_LOW_UTIL = 0.30  # TraceML "low"
@@ -22,13 +24,22 @@ MEMORY_HEADROOM = 0.50
 FACTOR = 2
 
 
+@dataclass(frozen=True)
+class SmallBatch(Said):
+    busy: float  # the GPU's busy share
+    busy_from: Literal["trace", "nvml"]  # the trace's GPU busy time, or NVML's utilization
+    batch: int
+    memory: float  # peak GPU memory's share of the card
+    bound: float  # samples/s gain of a batch FACTOR times bigger
+
+
 def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     batch = analysis.step_stats.batch_size
     util = analysis.utilization
     busy = gpu_busy_share(analysis)
-    source = "trace (GPU busy time)"
+    source: Literal["trace", "nvml"] = "trace"
     if busy is None and util.gpu_util_mean_pct is not None:
-        busy, source = util.gpu_util_mean_pct / 100.0, "NVML utilization"
+        busy, source = util.gpu_util_mean_pct / 100.0, "nvml"
     if busy is None or batch is None or busy >= LOW_UTIL:
         return None
     if not util.gpu_memory_peak_bytes or not util.gpu_memory_total_bytes:
@@ -41,23 +52,11 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
         if value is not None and value >= WARN:
             return None
     bound = bigger_batch_bound(FACTOR, analysis)
-    return finding(
-        "batch.small_batch",
-        f"The GPU is {fmt_share(busy)} busy with a batch of {batch}: room for a bigger batch",
-        "medium" if busy < VERY_LOW_UTIL else "low",
-        [
-            f"GPU busy {fmt_share(busy)} ({source}), batch size {batch}",
-            f"peak GPU memory {fmt_share(memory)} of the card: a batch of {batch * FACTOR} should fit",
-            f"gain: samples/s {fmt_gain(bound)} (the model side per sample shrinks at most "
-            f"x{FACTOR}, data loading per sample not at all)",
-            "the learning rate scales with the batch (linear scaling rule); check convergence",
-        ],
-        f"Multiply the batch size by {FACTOR} and the learning rate by {FACTOR}.",
-        "PyTorch TensorBoard profiler plugin (GPU utilization < 50% -> bigger batch); TraceML "
-        "(< 30% low); Goyal et al. 2017 (linear LR scaling)",
-        bound=bound,
-        fix_id="bigger_batch",
-        fix_params={"factor": FACTOR, "scale_lr": True},
+    said = SmallBatch(busy, source, batch, memory, bound)
+    severity: Severity = "medium" if busy < VERY_LOW_UTIL else "low"
+    params: dict[str, str | int | float | bool | None] = {"factor": FACTOR, "scale_lr": True}
+    return found(
+        "batch.small_batch", severity, said, bound=bound, fix_id="bigger_batch", fix_params=params
     )
 
 

@@ -9,11 +9,20 @@ the benchmark measures it instead. Severity medium (time and memory), not a phas
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpu_notebook.analysis.elsewhere import source_trains
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding, share
+from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.rules.common import found, share
+
+
+@dataclass(frozen=True)
+class AutogradOn(Said):
+    line: int | None  # the loop that runs the model with autograd on (None: train mode only)
+    text: str | None  # that line's source
+    train_mode: tuple[str, ...]  # live models in train mode the cell does not put in eval
+    forward: float | None  # forward passes' share of the step
 
 
 def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -28,32 +37,13 @@ def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     training_models = [m for m in facts.live.models if m.training and not m.compiled]
     if not loops and not training_models:
         return None
-    evidence = ["no backward and no optimizer step in this cell (step clock)"]
-    if loops:
-        evidence.append(f"line {loops[0].line}: `{loops[0].text}` runs the model with autograd on")
-    for model in training_models:
-        if model.name not in facts.eval_called:
-            evidence.append(
-                f"`{model.name}` is in train mode (dropout and batch norm act as in training)"
-            )
-    forward = share(analysis, "forward")
-    if forward is not None:
-        evidence.append(f"forward passes: {fmt_share(forward)} of the step")
-    evidence.append(
-        "no gain bound: autograd's bookkeeping is inside each forward op and not separated"
+    said = AutogradOn(
+        loops[0].line if loops else None,
+        loops[0].text if loops else None,
+        tuple(m.name for m in training_models if m.name not in facts.eval_called),
+        share(analysis, "forward"),
     )
-    return finding(
-        "inference.autograd_on",
-        "Inference runs with autograd on"
-        if loops
-        else "Inference runs with the model in train mode",
-        "medium",
-        evidence,
-        "Wrap the loop in torch.inference_mode() and call model.eval() first.",
-        "PyTorch docs (inference_mode, Module.eval)",
-        line=loops[0].line if loops else None,
-        fix_id="inference_mode",
-    )
+    return found("inference.autograd_on", "medium", said, line=said.line, fix_id="inference_mode")
 
 
 RULES = (autograd_in_inference,)

@@ -11,12 +11,13 @@ peak ratio is 8-16x), so the real gain is below the bound. Without a trace of GP
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     compute_capability,
-    finding,
+    found,
     fp32_matmul_kernel_share,
     gain_bound,
     gpu_name,
@@ -26,6 +27,17 @@ from gpu_notebook.rules.common import (
 TENSOR_CORE_CC = 7.0  # Volta and later
 BF16_CC = 8.0  # Ampere and later run bfloat16 on tensor cores
 LOW_TENSOR_CORE_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class Fp32TensorCores(Said):
+    gpu: str
+    cc: float
+    tensor_core: float  # tensor-core kernels' share of the kernel time
+    busy: float  # the GPU's busy share of the window
+    eligible: float | None  # float32 GEMM/convolution kernels' share of the window
+    bound: float | None
+    dtype: str  # what autocast should use: "bfloat16" or "float16"
 
 
 def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -41,31 +53,11 @@ def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) ->
     eligible = fp32_matmul_kernel_share(analysis)
     bound = gain_bound(eligible, analysis, host_side=False)
     dtype = "bfloat16" if cc >= BF16_CC else "float16"
-    evidence = [
-        f"{gpu_name(run)} (compute capability {cc:.1f}) has tensor cores",
-        f"tensor-core kernels: {fmt_share(tc_share)} of the kernel time; matmul/convolution kernels ran in float32",
-        f"GPU busy {fmt_share(gpu.busy_share)} of the window",
-    ]
-    if eligible is not None:
-        evidence.append(
-            f"float32 GEMM/convolution kernels (top kernels): {fmt_share(eligible)} of the window; "
-            f"gain {fmt_gain(bound)} if they took no time"
-        )
-    return finding(
-        "precision.fp32_tensor_cores",
-        "float32 math leaves the tensor cores idle",
-        "high" if gpu.busy_share >= 0.8 else "medium",
-        evidence,
-        f"Run the forward pass under torch.autocast(dtype=torch.{dtype})"
-        + (" with a GradScaler" if dtype == "float16" else "")
-        + "; about 2x on tensor-core GPUs and half the activation memory.",
-        "PyTorch TensorBoard profiler plugin (CC >= 7.0 and no tensor-core kernels -> AMP); "
-        "10% tensor-core margin: ours",
-        phase_share=eligible,
-        bound=bound,
-        fix_id="autocast",
-        fix_params={"dtype": dtype, "device_type": "cuda"},
-    )
+    said = Fp32TensorCores(gpu_name(run), cc, tc_share, gpu.busy_share, eligible, bound, dtype)
+    severity: Severity = "high" if gpu.busy_share >= 0.8 else "medium"
+    params: dict[str, str | int | float | bool | None] = {"dtype": dtype, "device_type": "cuda"}
+    return found("precision.fp32_tensor_cores", severity, said, phase_share=eligible, bound=bound,
+                 fix_id="autocast", fix_params=params)  # fmt: skip
 
 
 RULES = (fp32_on_tensor_core_gpu,)

@@ -15,15 +15,26 @@ play, low otherwise. No gain bound: the per-shape cost is not separated in the m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import pairwise
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding, has_gpu
+from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.rules.common import found, has_gpu
 
 CHANGE_SHARE = 0.5  # the shape changes on at least half of the steps
 MIN_DISTINCT = 3  # a smaller last batch gives two sizes; three or more is a pattern
+
+
+@dataclass(frozen=True)
+class ShapesChange(Said):
+    change: float  # share of the steps whose batch size differs from the step before
+    steps: int
+    sizes: tuple[int, ...]  # the distinct sizes, sorted
+    spread: float | None  # step time p90 / median
+    compiled: bool
+    benchmark: bool  # cudnn.benchmark on
+    gpu: bool
 
 
 def batch_sizes(run: Run) -> list[int]:
@@ -42,35 +53,11 @@ def changing_shapes(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         return None
     compiled = facts.compiled or any(m.compiled for m in facts.live.models)
     benchmark = facts.cudnn_benchmark or facts.live.cudnn_benchmark
-    evidence = [
-        f"the model's input batch size changed on {fmt_share(change_share)} of {len(sizes)} steps "
-        f"({len(distinct)} sizes, {distinct[0]}..{distinct[-1]})",
-        "best-effort: only the leading dimension of the first input is seen (no record_shapes)",
-    ]
     st = analysis.step_stats
-    if st.median_s and st.p90_s:
-        evidence.append(f"step time p90/median: {st.p90_s / st.median_s:.1f}x")
-    if compiled:
-        evidence.append("torch.compile is used: each new shape can trigger a recompilation")
-    if benchmark and has_gpu(run):
-        evidence.append("cudnn.benchmark is on: each new shape is autotuned again")
-    if not (compiled or has_gpu(run)):
-        evidence.append(
-            "eager mode on the CPU: little cost here; on a GPU with cudnn.benchmark or torch.compile each new shape costs a re-tune or a recompile"
-        )
-    evidence.append(
-        "no gain bound: the per-shape cost (re-tuning, recompiling) is not separated in the measurement"
-    )
-    return finding(
-        "shapes.changing",
-        "The input shape changes every step",
-        "medium" if compiled or has_gpu(run) else "low",
-        evidence,
-        "Pad or bucket inputs to a few fixed sizes (drop_last=True for the last batch); with "
-        "torch.compile use dynamic=True or torch._dynamo.mark_dynamic.",
-        "PyTorch performance tuning guide (cuDNN autotuner needs fixed sizes); torch._dynamo "
-        "recompile_limit (8)",
-    )
+    spread = st.p90_s / st.median_s if st.median_s and st.p90_s else None
+    said = ShapesChange(change_share, len(sizes), tuple(distinct), spread, compiled,
+                        bool(benchmark), has_gpu(run))  # fmt: skip
+    return found("shapes.changing", "medium" if compiled or has_gpu(run) else "low", said)
 
 
 RULES = (changing_shapes,)

@@ -14,12 +14,19 @@ import dataclasses
 from collections.abc import Iterable
 
 from gpu_notebook.records import Finding
-from gpu_notebook.words import memory, recompiles
+from gpu_notebook.words import batch, inference, memory, precision, recompiles, shapes
 from gpu_notebook.words.common import WORDERS, Words
 
 __all__ = ["Words", "word_finding", "word_findings"]
 
-_FAMILIES = (memory, recompiles)  # imported for their @worder registrations
+_FAMILIES = (
+    batch,
+    inference,
+    memory,
+    precision,
+    recompiles,
+    shapes,
+)  # imported for their @worder registrations
 
 
 def word_finding(finding: Finding) -> Finding:

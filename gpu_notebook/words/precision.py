@@ -1,0 +1,30 @@
+"""Words of the precision rule (rules/precision.py)."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.rules.precision import Fp32TensorCores
+from gpu_notebook.words.common import Words, worder, words
+
+
+@worder(Fp32TensorCores)
+def fp32_tensor_cores(s: Fp32TensorCores) -> Words:
+    evidence = [
+        f"{s.gpu} (compute capability {s.cc:.1f}) has tensor cores",
+        f"tensor-core kernels: {fmt_share(s.tensor_core)} of the kernel time; matmul/convolution kernels ran in float32",
+        f"GPU busy {fmt_share(s.busy)} of the window",
+    ]
+    if s.eligible is not None:
+        evidence.append(
+            f"float32 GEMM/convolution kernels (top kernels): {fmt_share(s.eligible)} of the window; "
+            f"gain {fmt_gain(s.bound)} if they took no time"
+        )
+    return words(
+        "float32 math leaves the tensor cores idle",
+        evidence,
+        f"Run the forward pass under torch.autocast(dtype=torch.{s.dtype})"
+        + (" with a GradScaler" if s.dtype == "float16" else "")
+        + "; about 2x on tensor-core GPUs and half the activation memory.",
+        "PyTorch TensorBoard profiler plugin (CC >= 7.0 and no tensor-core kernels -> AMP); "
+        "10% tensor-core margin: ours",
+    )

@@ -52,6 +52,9 @@ CellStatus = Literal["ok", "error", "interrupted"]
 WindowStatus = Literal[
     "recorded",  # the window holds at least one complete step
     "partial",  # the cell ended (or failed) before the window was complete
+    # steps ended at a lower anchor (closure calls, micro-batches) before a higher one took
+    # over: the trace holds no whole step of the run (first_step None, recorded_steps 0)
+    "within-step",
     "not-reached",  # fewer steps than the warm-up: nothing recorded
     "disabled",  # --no-profile
     "stepped-aside",  # another torch.profiler was active: ours did not run

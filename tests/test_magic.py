@@ -515,3 +515,42 @@ def test_two_cells_exported_in_the_same_second_keep_both(ip, tmp_path):
     for _ in range(2):
         ip.run_cell_magic("gpucheck", f"-q -w 0 -s 1 --export {tmp_path}", "x = 1")
     assert len(list(tmp_path.glob("*.report.json"))) == 2
+
+
+LBFGS_LONG_STEPS = """
+model = mlp(); opt = torch.optim.LBFGS(model.parameters(), max_iter=20)
+xs = torch.randn(64, 32); ys = torch.randn(64, 1)
+calls = []
+def closure():
+    calls.append(len(calls))
+    opt.zero_grad()
+    loss = ((model(xs) - ys) ** 2).mean()
+    loss.backward()
+    return loss
+for step in range(4):
+    opt.step(closure)
+    calls.append("step")
+"""
+
+
+def test_a_window_inside_the_first_closure_step_is_never_recorded_with_no_steps(ip):
+    """LBFGS with 20 closure calls a step: the steps are found at backward until the first
+    ``opt.step`` ends, so the window records closure calls inside that step; the optimizer then
+    ends the steps. The window says what it covered (never 'recorded' with 0 steps), and the
+    phase split is the step clock's timings of whole optimizer steps."""
+    rep = run(ip, LBFGS_LONG_STEPS)
+    calls = ip.user_ns["calls"]
+    assert calls.index("step") > 2 + 3  # the window was done inside the first step
+    window = rep.run.window
+    assert window.status != "recorded" or window.recorded_steps > 0
+    assert window.status == "within-step", window
+    assert window.recorded_steps == 0 and window.first_step is None
+    assert "3 steps counted at backward" in window.message
+    assert rep.run.steps.anchor == "optimizer" and rep.run.steps.step_count == 4
+    phases = rep.analysis.phases
+    assert phases.source == "hooks"
+    assert phases.share("forward") > 0 and phases.share("backward") > 0
+    assert phases.share("optimizer") > 0
+    assert rep.analysis.top_ops  # from the window's trace of the closure calls
+    text = render_text(rep)
+    assert "Profiler window: within-step:" in text

@@ -31,6 +31,11 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     host: HostOverhead | None = None
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
         phases, gpu, ops, host = trace_figures(traces.load(run.window.trace_path))
+    elif run.window.trace_path is not None and run.window.status == "within-step":
+        # Calls inside a step, no whole step: only its operator totals hold for the window.
+        from gpu_notebook.analysis.ops import top_ops
+
+        ops = top_ops(traces.load(run.window.trace_path), n=10)
     if phases is None:
         phases = hook_phases(run.steps, warmup)
     shape, phases, window_phases = _whole_run(run, phases, traces)

@@ -342,6 +342,8 @@ def estimate_on_gpu(
     """
     if run.env.cuda_available or run.env.gpus or analysis.gpu is not None:
         return None
+    if run.window.recorded_steps == 0:  # no whole step in the trace (a within-step window)
+        return None
     trace = (WindowTraces() if traces is None else traces).get(run.window.trace_path)
     if trace is None:
         return None

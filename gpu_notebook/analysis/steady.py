@@ -67,7 +67,7 @@ def with_steady_ops(steady: Analysis, run: Run, traces: WindowTraces | None = No
     steps only (``steady_top_ops``), from the window's trace in ``traces`` (the report's decoded
     traces; without them the file is decoded here); as it is without a trace or its phase split."""
     path = run.window.trace_path
-    if steady.phases is None or path is None:
+    if steady.phases is None or path is None or run.window.recorded_steps == 0:
         return steady
     traces = WindowTraces() if traces is None else traces
     ops = steady_top_ops(traces.get(path), steady.phases)

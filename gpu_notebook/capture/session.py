@@ -139,6 +139,17 @@ class RunQueueWait:
         return min(1.0, max(0.0, 1.0 - (now[2] - last[2]) / (now[1] - last[1])))
 
 
+def within_step_message(recorded: int, old: str, new: str) -> str:
+    """What a window kept at an anchor upgrade covered (``ProfilerWindow.restart``)."""
+    return (
+        f"the window recorded {recorded} steps counted at {old} before the first step counted "
+        f"at {new} ended (a closure optimizer's forward and backward calls, or gradient "
+        f"accumulation's micro-batches); steps are counted at {new} from then on, so the trace "
+        "holds no whole step: the phases are the step clock's timings of whole steps, the top "
+        "operators the trace's"
+    )
+
+
 def private_scratch() -> tempfile.TemporaryDirectory[str]:
     """A folder only this user can open (0700, from mkdtemp), removed when the context ends.
 
@@ -296,10 +307,17 @@ class CaptureSession:
             if self.options.more_windows:
                 schedule = WindowSchedule(budget_share=self.options.window_budget_share)
 
-            def on_anchor(_kind: str) -> None:
-                window.restart()
+            anchors = ["none"]
+
+            def on_anchor(kind: str) -> None:
+                old, anchors[0] = anchors[0], kind
+                window.restart(within_step_message(window.recorded_steps, old, kind))
                 if schedule is not None:
                     schedule.starts.clear()
+                if self._stack_state == "sampling" and self._stacks is not None:
+                    # The steps it was to follow were counted at the superseded anchor.
+                    self._stack_state = "done"
+                    self._stacks.pause()
 
             clock.anchor_listener = on_anchor
 

@@ -17,11 +17,9 @@ RULES = Path(__file__).resolve().parent.parent / "gpu_notebook" / "rules"
 # Rule modules whose sentences have not moved into gpu_notebook/words yet.
 STILL_WORDING = {
     "__init__.py",
-    "backend_flags.py",
     "common.py",
     "copies.py",
     "debug_apis.py",
-    "distributed.py",
     "host_tensors.py",
     "input_pipeline.py",
     "launch.py",

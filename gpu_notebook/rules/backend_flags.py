@@ -11,13 +11,13 @@ took no time. On a CPU-only run neither flag does anything and the rules stay si
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
+from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import (
     compute_capability,
-    finding,
+    found,
     fp32_matmul_kernel_share,
     gain_bound,
     has_gpu,
@@ -30,7 +30,21 @@ _CONV_KERNEL = re.compile(r"conv|dgrad|wgrad|fprop|scudnn|implicit_gemm", re.IGN
 _CONV_OP = re.compile(
     r"aten::(cudnn_convolution|convolution|_convolution|conv\dd|miopen_convolution)"
 )
-_GUIDE = "PyTorch performance tuning guide (cuDNN auto-tuner for fixed sizes; TF32 on Ampere)"
+
+
+@dataclass(frozen=True)
+class CudnnBenchmarkOff(Said):
+    sizes: tuple[int, ...]  # the input batch sizes seen, sorted (empty: not measured)
+    conv: float | None  # convolution kernels' share of the GPU window (top kernels)
+    bound: float | None
+
+
+@dataclass(frozen=True)
+class Tf32Off(Said):
+    cc: float
+    known: bool | None  # the TF32 flag as read (None: not known)
+    eligible: float  # float32 GEMM/convolution kernels' share of the GPU window
+    bound: float | None
 
 
 def _flag(live: bool | None, source: bool | None) -> bool | None:
@@ -56,26 +70,10 @@ def cudnn_benchmark_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Fin
     )
     conv_share = conv_us / gpu.window_us if gpu.window_us > 0 else None
     bound = gain_bound(conv_share, analysis, host_side=False)
-    evidence = [
-        "convolutions run with torch.backends.cudnn.benchmark = False",
-        f"input batch sizes seen: {sorted(set(sizes)) or 'not measured'} (fixed shapes: tuning pays once)",
-    ]
-    if conv_share is not None:
-        evidence.append(
-            f"convolution kernels (top kernels): {fmt_share(conv_share)} of the GPU window; gain {fmt_gain(bound)} if they took no time"
-        )
-    return finding(
-        "backend.cudnn_benchmark",
-        "cuDNN picks convolution algorithms without timing them",
-        severity_of(conv_share, low=0.0) or "low",
-        evidence,
-        "Set torch.backends.cudnn.benchmark = True before the loop (shapes stay fixed).",
-        _GUIDE,
-        phase_share=conv_share,
-        bound=bound,
-        fix_id="backend_flags",
-        fix_params={"cudnn_benchmark": True, "tf32": False},
-    )
+    said = CudnnBenchmarkOff(tuple(sorted(set(sizes))), conv_share, bound)
+    return found("backend.cudnn_benchmark", severity_of(conv_share, low=0.0) or "low", said,
+                 phase_share=conv_share, bound=bound, fix_id="backend_flags",
+                 fix_params={"cudnn_benchmark": True, "tf32": False})  # fmt: skip
 
 
 def tf32_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -88,26 +86,10 @@ def tf32_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if not eligible:
         return None  # no float32 GEMM kernel among the top kernels: nothing for TF32 to speed up
     bound = gain_bound(eligible, analysis, host_side=False)
-    known = _flag(facts.live.tf32_matmul, facts.tf32)
-    return finding(
-        "backend.tf32",
-        "float32 matmuls skip the TF32 tensor cores",
-        "medium" if eligible >= 0.10 else "low",
-        [
-            f"compute capability {cc:.1f} supports TF32",
-            "TF32 for matmuls is off"
-            if known is False
-            else "TF32 setting not known (torch flags not readable)",
-            f"float32 GEMM/convolution kernels without tensor cores (top kernels): {fmt_share(eligible)} of the GPU window; gain {fmt_gain(bound)} if they took no time",
-        ],
-        "Set torch.backends.cuda.matmul.allow_tf32 = True (and cudnn.allow_tf32), or "
-        "torch.set_float32_matmul_precision('high'): ~10 mantissa bits, fine for training.",
-        _GUIDE,
-        phase_share=eligible,
-        bound=bound,
-        fix_id="backend_flags",
-        fix_params={"cudnn_benchmark": False, "tf32": True},
-    )
+    said = Tf32Off(cc, _flag(facts.live.tf32_matmul, facts.tf32), eligible, bound)
+    return found("backend.tf32", "medium" if eligible >= 0.10 else "low", said,
+                 phase_share=eligible, bound=bound, fix_id="backend_flags",
+                 fix_params={"cudnn_benchmark": False, "tf32": True})  # fmt: skip
 
 
 RULES = (cudnn_benchmark_off, tf32_off)

@@ -8,39 +8,46 @@ part (not overlapped with compute) is at most that, so Amdahl over it is an uppe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import finding, gain_bound, severity_of
+from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.rules.common import found, gain_bound, severity_of
 
 COMM = 0.10
+
+
+@dataclass(frozen=True)
+class DataParallel(Said):
+    line: int | None  # the cell's first nn.DataParallel(...)
+    text: str | None
+    live: tuple[tuple[str, str], ...]  # live models that are one: (name, type name)
+    gpus: int  # visible
+
+
+@dataclass(frozen=True)
+class Communication(Said):
+    busy_us: float  # collective kernels' time
+    window_us: float
+    overlapped: float | None  # share of it computation overlaps
+    exposed_us: float
+    share: float  # exposed share of the window
+    bound: float | None
 
 
 def data_parallel(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     live = [m for m in facts.live.models if m.data_parallel]
     if not facts.data_parallel and not live:
         return None
-    evidence = []
-    if facts.data_parallel:
-        first = facts.data_parallel[0]
-        evidence.append(f"line {first.line}: `{first.text}`")
-    for model in live:
-        evidence.append(f"`{model.name}` is an nn.DataParallel ({model.type_name})")
-    evidence.append(f"{len(run.env.gpus)} GPU(s) visible")
-    evidence.append(
-        "no gain bound: DataParallel's per-step replicate/scatter/gather is not separated in the trace"
+    first = facts.data_parallel[0] if facts.data_parallel else None
+    said = DataParallel(
+        first.line if first else None,
+        first.text if first else None,
+        tuple((m.name, m.type_name) for m in live),
+        len(run.env.gpus),
     )
-    return finding(
-        "distributed.data_parallel",
-        "nn.DataParallel drives every GPU from one Python thread",
-        "medium",
-        evidence,
-        "Use DistributedDataParallel (one process per GPU, started with torchrun); it overlaps the "
-        "gradient exchange with backward.",
-        "PyTorch docs (DataParallel: 'use DistributedDataParallel instead')",
-        line=facts.data_parallel[0].line if facts.data_parallel else None,
-        fix_id="dataparallel_to_ddp",
-    )
+    return found("distributed.data_parallel", "medium", said, line=said.line,
+                 fix_id="dataparallel_to_ddp")  # fmt: skip
 
 
 def communication(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -54,24 +61,9 @@ def communication(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     if severity is None:
         return None
     bound = gain_bound(comm, analysis, host_side=False)
-    return finding(
-        "distributed.communication",
-        f"Collectives nothing overlaps take {fmt_share(comm)} of the GPU window",
-        severity,
-        [
-            f"collective kernels: {gpu.comm_busy_us / 1e3:.1f} ms of a {gpu.window_us / 1e3:.1f} ms "
-            f"window, {fmt_share(gpu.comm_overlap_share)} of it overlapped by computation: "
-            f"exposed {gpu.comm_exposed_us / 1e3:.1f} ms ({fmt_share(comm)})",
-            f"gain if all communication overlapped with compute: {fmt_gain(bound)} (upper bound)",
-            "more GPUs of the same kind add communication: check scaling efficiency before buying",
-        ],
-        "Overlap the all-reduce with backward (DDP buckets, gradient_as_bucket_view=True), "
-        "accumulate several micro-batches per all-reduce (no_sync()), or compress gradients "
-        "(PowerSGD / fp16 hooks).",
-        "PyTorch TensorBoard profiler plugin (communication > 10% of step); TraceML (critical 20%)",
-        phase_share=comm,
-        bound=bound,
-    )
+    said = Communication(gpu.comm_busy_us, gpu.window_us, gpu.comm_overlap_share,
+                         gpu.comm_exposed_us, comm, bound)  # fmt: skip
+    return found("distributed.communication", severity, said, phase_share=comm, bound=bound)
 
 
 RULES = (data_parallel, communication)

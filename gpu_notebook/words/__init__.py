@@ -14,13 +14,24 @@ import dataclasses
 from collections.abc import Iterable
 
 from gpu_notebook.records import Finding
-from gpu_notebook.words import batch, inference, memory, precision, recompiles, shapes
+from gpu_notebook.words import (
+    backend_flags,
+    batch,
+    distributed,
+    inference,
+    memory,
+    precision,
+    recompiles,
+    shapes,
+)
 from gpu_notebook.words.common import WORDERS, Words
 
 __all__ = ["Words", "word_finding", "word_findings"]
 
 _FAMILIES = (
+    backend_flags,
     batch,
+    distributed,
     inference,
     memory,
     precision,

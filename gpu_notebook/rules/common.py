@@ -192,13 +192,6 @@ def loader_setting(static: LoaderCall | None, live: LiveLoader | None, name: str
     return getattr(loader, name) if loader is not None else None
 
 
-def copy_evidence(copy: float | None) -> str:
-    """The evidence line of the host's copy share (the copy rules, host-made tensors)."""
-    if copy is None:
-        return "host copy time: not measured"
-    return f"the host spends {fmt_share(copy)} of the step in copies"
-
-
 def data_wait_evidence(data: float, analysis: Analysis | None = None) -> str:
     """The evidence line of the data wait, with where the phase split came from when given."""
     where = f" ({phase_source(analysis)})" if analysis is not None else ""

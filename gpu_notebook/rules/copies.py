@@ -11,14 +11,13 @@ copy to measure and these rules stay silent.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_gain
-from gpu_notebook.records import Analysis, Finding, Run
+from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import (
     WARN,
-    Check,
-    copy_evidence,
-    finding,
+    found,
     gain_bound,
     loader_in_use,
     loader_setting,
@@ -26,19 +25,24 @@ from gpu_notebook.rules.common import (
     share,
 )
 
-_SOURCE = (
-    "Nsight Systems cuda_memcpy_async rule (pageable async copies: use pinned memory); TraceML "
-    "step_time policy (H2D warn 10%, critical 20%)"
-)
+
+@dataclass(frozen=True)
+class PageableCopies(Said):
+    count: int  # host-to-device copies from pageable memory in the window
+    duration_us: float  # their time on the GPU
+    total_bytes: int | None  # None: size not recorded
+    copy: float | None  # the host's copy share of the step
+    bound: float | None
+    pinned: bool  # the DataLoader already pins its batches: they come from elsewhere
 
 
-PAGEABLE = Check(
-    "copies.pageable", "Copies to the GPU come from pageable (unpinned) memory", _SOURCE
-)
-
-
-def _fmt_mb(n: int | None) -> str:
-    return "size not recorded" if n is None else f"{n / 1e6:.1f} MB"
+@dataclass(frozen=True)
+class BlockingCopies(Said):
+    copy: float  # the host's copy share of the step
+    line: int  # the first blocking copy in the step loop
+    text: str
+    count: int  # such copies
+    bound: float | None
 
 
 def _pageable_to_device(kind: str) -> bool:
@@ -62,39 +66,16 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     )
     copy = share(analysis, "copy")
     severity = severity_of(copy, low=0.0) or "low"
-    evidence = [
-        f"{count} host-to-device copies from pageable memory in the window, "
-        f"{duration_us / 1e3:.1f} ms on the GPU ({_fmt_mb(total_bytes)})",
-    ]
-    evidence.append(copy_evidence(copy))
     static, live = loader_in_use(facts)
-    pinned = loader_setting(static, live, "pin_memory")
+    pinned = bool(loader_setting(static, live, "pin_memory"))
     bound = gain_bound(copy, analysis)
-    evidence.append(f"gain if the copies overlap with compute: {fmt_gain(bound)}")
+    said = PageableCopies(count, duration_us, total_bytes, copy, bound, pinned)
     if pinned:
-        return PAGEABLE.found(
-            severity,
-            [
-                *evidence,
-                "the DataLoader already has pin_memory=True: these tensors come from elsewhere",
-            ],
-            "Pin the source tensors once (tensor.pin_memory()) and copy with non_blocking=True.",
-            title="Copies to the GPU come from pageable memory although the DataLoader pins its "
-            "batches",
-            phase_share=copy,
-            bound=bound,
-        )
-    return PAGEABLE.found(
-        severity,
-        evidence,
-        "Set pin_memory=True on the DataLoader, then copy batches with .to(device, non_blocking=True).",
-        phase_share=copy,
-        bound=bound,
-        line=static.line if static is not None else None,
-        fix_id="dataloader_workers",
-        # Keep the worker count as written: this finding is about pinning only.
-        fix_params={"num_workers": None, "pin_memory": True, "persistent_workers": True},
-    )
+        return found("copies.pageable", severity, said, phase_share=copy, bound=bound)
+    return found("copies.pageable", severity, said, phase_share=copy, bound=bound,
+                 line=static.line if static is not None else None, fix_id="dataloader_workers",
+                 # Keep the worker count as written: this finding is about pinning only.
+                 fix_params={"num_workers": None, "pin_memory": True, "persistent_workers": True})  # fmt: skip
 
 
 def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -108,23 +89,9 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         return None  # non_blocking does nothing for pageable memory: pageable_copies speaks
     first = per_step[0]
     bound = gain_bound(copy, analysis)
-    return finding(
-        "copies.blocking",
-        "Each batch copy to the GPU blocks Python until it is done",
-        severity,
-        [
-            copy_evidence(copy),
-            f"line {first.line}: `{first.text}` has no non_blocking=True"
-            + (f" ({len(per_step)} such copies)" if len(per_step) > 1 else ""),
-            f"gain if the copies overlap with compute: {fmt_gain(bound)}",
-        ],
-        "Copy with .to(device, non_blocking=True) from pinned memory.",
-        _SOURCE,
-        phase_share=copy,
-        bound=bound,
-        line=first.line,
-        fix_id="non_blocking_copies",
-    )
+    said = BlockingCopies(copy, first.line, first.text, len(per_step), bound)
+    return found("copies.blocking", severity, said, phase_share=copy, bound=bound,
+                 line=first.line, fix_id="non_blocking_copies")  # fmt: skip
 
 
 RULES = (pageable_copies, blocking_copies)

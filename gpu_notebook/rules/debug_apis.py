@@ -15,6 +15,7 @@ medium (the guide lists it among the flags to turn off, with no level).
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpu_notebook.cell.facts import SourceFacts
@@ -24,18 +25,21 @@ from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import last
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import Check
+from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.rules.common import found
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from gpu_notebook.fixes.cst_tools import CodemodResult, Replacement
 
-_GUIDE = "PyTorch performance tuning guide: disable debugging APIs (anomaly detection)"
-ANOMALY = Check(
-    "debug.anomaly_detection", "Autograd's anomaly detection is on while the loop trains", _GUIDE
-)
+
+@dataclass(frozen=True)
+class AnomalyOn(Said):
+    line: int  # the first call that turns it on for the training steps
+    text: str
+
+
 _GUIDE_URL = (
     "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#disable-debugging-apis"
 )
@@ -77,23 +81,11 @@ def anomaly_detection(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     """The step loop runs with autograd's anomaly detection on."""
     if facts.tree is None:
         return None
-    found = [facts.tree.source_line(c, "anomaly") for c in anomaly_calls(facts.tree)]
-    if not found:
+    hits = [facts.tree.source_line(c, "anomaly") for c in anomaly_calls(facts.tree)]
+    if not hits:
         return None
-    first = found[0]
-    return ANOMALY.found(
-        "medium",
-        [
-            f"line {first.line}: `{first.text}` turns anomaly detection on for the training steps",
-            "every forward operation records a traceback and every backward output is checked "
-            "for NaN: debugging work on each step",
-            "its cost is spread over the model's own operators and not measured apart: no bound",
-        ],
-        "Turn it off for training (torch.autograd.set_detect_anomaly(False)); turn it on only "
-        "to find where a NaN gradient comes from.",
-        line=first.line,
-        fix_id=FIX.fix_id,
-    )
+    said = AnomalyOn(hits[0].line, hits[0].text)
+    return found("debug.anomaly_detection", "medium", said, line=said.line, fix_id=FIX.fix_id)
 
 
 def anomaly_off(module: cst.Module) -> CodemodResult:

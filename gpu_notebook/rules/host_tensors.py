@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpu_notebook.cell.facts import SourceFacts
@@ -23,19 +24,24 @@ from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import DTYPE_WORDS, last
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.formatting import fmt_gain
-from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import copy_evidence, finding, gain_bound, severity_of, share
+from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.rules.common import found, gain_bound, severity_of, share
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from gpu_notebook.fixes.cst_tools import CodemodResult, Replacement
 
-_GUIDE = (
-    "PyTorch performance tuning guide: create tensors directly on the target device; TraceML "
-    "step_time policy (H2D warn 10%, critical 20%)"
-)
+
+@dataclass(frozen=True)
+class HostMade(Said):
+    line: int  # the first call that makes a tensor on the host and copies it
+    text: str
+    count: int  # such calls
+    copy: float | None  # the host's copy share of the step
+    bound: float | None
+
+
 # torch functions that make a tensor from sizes alone: made on the GPU, nothing is copied.
 FACTORIES = frozenset(
     {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange",
@@ -82,29 +88,15 @@ def host_made(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | Non
     """The step loop makes a tensor on the host and copies it to the GPU."""
     if analysis.gpu is None or facts.tree is None:
         return None
-    found = [facts.tree.source_line(c, "host-made") for c in host_made_calls(facts.tree)]
-    if not found:
+    hits = [facts.tree.source_line(c, "host-made") for c in host_made_calls(facts.tree)]
+    if not hits:
         return None
     copy = share(analysis, "copy")
     bound = gain_bound(copy, analysis)
-    first = found[0]
-    return finding(
-        "copies.host_made",
-        "Tensors are made on the host and copied to the GPU every step",
-        severity_of(copy, low=0.0) or "low",
-        [
-            f"line {first.line}: `{first.text}` builds the tensor in host memory, then copies it"
-            + (f" ({len(found)} such calls)" if len(found) > 1 else ""),
-            copy_evidence(copy),
-            f"gain if the copies go: {fmt_gain(bound)}",
-        ],
-        "Make the tensor on the GPU: torch.zeros(n, device=device) instead of .to(device).",
-        _GUIDE,
-        phase_share=copy,
-        bound=bound,
-        line=first.line,
-        fix_id=FIX.fix_id,
-    )
+    first = hits[0]
+    said = HostMade(first.line, first.text, len(hits), copy, bound)
+    return found("copies.host_made", severity_of(copy, low=0.0) or "low", said,
+                 phase_share=copy, bound=bound, line=first.line, fix_id=FIX.fix_id)  # fmt: skip
 
 
 def make_on_device(module: cst.Module) -> CodemodResult:

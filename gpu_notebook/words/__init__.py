@@ -17,6 +17,8 @@ from gpu_notebook.records import Finding
 from gpu_notebook.words import (
     backend_flags,
     batch,
+    copies,
+    debug_apis,
     distributed,
     inference,
     memory,
@@ -31,6 +33,8 @@ __all__ = ["Words", "word_finding", "word_findings"]
 _FAMILIES = (
     backend_flags,
     batch,
+    copies,
+    debug_apis,
     distributed,
     inference,
     memory,

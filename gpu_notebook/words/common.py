@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
+from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Said
 
 
@@ -35,3 +36,10 @@ def worder(said: type[S]) -> Callable[[Callable[[S], Words]], Callable[[S], Word
 
 def words(title: str, evidence: Iterable[str], fix: str, source: str) -> Words:
     return Words(title, tuple(evidence), fix, source)
+
+
+def copy_evidence(copy: float | None) -> str:
+    """The evidence line of the host's copy share (the copy rules, host-made tensors)."""
+    if copy is None:
+        return "host copy time: not measured"
+    return f"the host spends {fmt_share(copy)} of the step in copies"

@@ -14,6 +14,7 @@ from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import ProfileWindow, Sample, SampleSeries, StepClockRecord, StepTiming
 from gpu_notebook.report.build import build_report
 from gpu_notebook.rules import machine
+from gpu_notebook.words import worded
 from tests.scenarios import synthetic as syn
 
 CORES = 2
@@ -105,7 +106,7 @@ def test_a_drift_whose_machine_wait_was_not_read_is_not_high():
 
 def test_more_threads_than_free_cores_is_a_finding_with_its_fix_and_bound():
     run = _run([0.2] * 40, lambda t: 1.0, ours_pct=100.0, threads=2)
-    found = machine.oversubscribed(run, _analysis(run), SourceFacts(parsed=False))
+    found = worded(machine.oversubscribed(run, _analysis(run), SourceFacts(parsed=False)))
     assert found is not None and "torch.set_num_threads(1)" in found.fix
     assert found.gain_bound is not None and found.gain_bound == 2.0
     assert "1.00 cores" in " ".join(found.evidence)
@@ -122,7 +123,7 @@ def test_threads_that_wait_are_not_oversubscribed():
 
 def test_a_machine_busy_throughout_is_named_shared():
     run = _run([0.2] * 40, lambda t: 1.5, ours_pct=50.0, threads=1)
-    found = machine.shared_machine(run, _analysis(run), SourceFacts(parsed=False))
+    found = worded(machine.shared_machine(run, _analysis(run), SourceFacts(parsed=False)))
     assert found is not None and "1.50 of 2 cores" in found.evidence[0]
     quiet = _run([0.2] * 40, lambda t: 0.1, ours_pct=50.0, threads=1)
     assert machine.shared_machine(quiet, _analysis(quiet), SourceFacts(parsed=False)) is None

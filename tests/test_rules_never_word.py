@@ -22,7 +22,6 @@ STILL_WORDING = {
     "common.py",
     "input_pipeline.py",
     "launch.py",
-    "machine.py",
     "run_shape.py",
     "step_logging.py",
     "syncs.py",

@@ -18,12 +18,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_share
-from gpu_notebook.records import Analysis, Finding, MachineFacts, Run
-from gpu_notebook.rules.common import finding
+from gpu_notebook.records import Analysis, Finding, MachineFacts, Run, RunShape, Said, Severity
+from gpu_notebook.rules.common import found
 from gpu_notebook.rules.run_shape import (
     BUSY_SLOWDOWN,
     DRIFT_FACTOR,
@@ -35,7 +34,37 @@ BUSY_OURS = 0.75  # this process uses at least this share of the cores left to i
 STARVED = 0.2  # or its thread waits for a core at least this share of a step
 SHARED_SHARE = 0.5
 STEAL_PCT = 10.0
-_SOURCE = "gpu_notebook's own levels (rules/machine.py), from the sampler's whole-machine readings"
+
+
+@dataclass(frozen=True)
+class BusySteps(Said):
+    shape: RunShape
+    stalled: bool  # some of those steps stalled (a spinning process preempts a few)
+
+
+@dataclass(frozen=True)
+class Slowed(Said):
+    shape: RunShape
+    factor: float  # the run's drift
+
+
+@dataclass(frozen=True)
+class Oversubscribed(Said):
+    machine: MachineFacts
+    stretch: float  # threads wanted / cores free
+    starved: float  # share of a step the loop's thread waited for a core
+    target: int  # the thread count to set
+
+
+@dataclass(frozen=True)
+class Shared(Said):
+    """What made the machine shared (None / 0: not that)."""
+
+    others: float | None  # cores other processes used over most of the run
+    cores: int
+    steal_pct: float | None  # the hypervisor's steal
+    wait: float | None  # share of a step the loop's thread waited for a core
+    gpu_others: int | None  # other processes computing on the GPU
 
 
 def busy_steps(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -48,35 +77,7 @@ def busy_steps(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
     )
     if shape.busy_slowdown < BUSY_SLOWDOWN and not stalled:
         return None
-    loud, quiet = shape.busy_load_cores or 0.0, shape.quiet_load_cores or 0.0
-    evidence = [
-        f"other processes used {loud:.2f} cores during those steps, {quiet:.2f} during the rest",
-        f"those steps' median is {shape.busy_slowdown:.2f}x the other steps'",
-    ]
-    if stalled:
-        # Steps the same as the rest in the median, a few preempted for a time slice each.
-        evidence.append(
-            f"{shape.busy_stalls} of them stalled (over {STALL_FACTOR:.0f}x the median step), "
-            f"{fmt_share(shape.busy_stall_share or 0.0)} of the run's step time"
-        )
-    evidence.append(
-        "they are left out of the run's drift, jitter and stalls above; the code did not change"
-    )
-    slower = (
-        f", {shape.busy_slowdown:.1f}x slower"
-        if shape.busy_slowdown >= BUSY_SLOWDOWN
-        else f", {shape.busy_stalls} of them stalled"
-    )
-    return finding(
-        "machine.busy",
-        f"The machine, not your code: {shape.busy_steps} steps ran while other processes were "
-        f"busy{slower}",
-        "low",
-        evidence,
-        "Nothing to fix in the code. Measure on a quieter machine (or with the other jobs off "
-        "these cores) before comparing runs.",
-        _SOURCE,
-    )
+    return found("machine.busy", "low", BusySteps(shape, stalled))
 
 
 def slowed_by_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -87,20 +88,7 @@ def slowed_by_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     factor = shape.drift
     if factor < DRIFT_FACTOR or shape.own_drift >= DRIFT_FACTOR:
         return None
-    return finding(
-        "machine.slowed",
-        f"The machine, not your code: steps slowed {factor:.1f}x while this thread waited for a core",
-        "low",
-        [
-            f"first fifth {shape.first_median_s * 1e3:.2f} ms a step, last fifth "
-            f"{shape.last_median_s * 1e3:.2f} ms ({factor:.1f}x)",
-            f"with the most the thread's wait for a core (schedstat run-queue wait, read "
-            f"around each fifth) explains taken out: {shape.own_drift:.2f}x",
-            "the code's own work per step did not grow; other processes took the cores",
-        ],
-        "Nothing to fix in the code. Measure on a quieter machine before comparing runs.",
-        _SOURCE,
-    )
+    return found("machine.slowed", "low", Slowed(shape, factor))
 
 
 def _thread_fix(m: MachineFacts) -> int:
@@ -132,27 +120,9 @@ def oversubscribed(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     stretch = wanted / free
     data = (analysis.phases.share("data") if analysis.phases is not None else None) or 0.0
     bound = 1.0 / (data + (1.0 - data) / stretch)
-    others = m.others_median_cores or 0.0
-    evidence = [
-        f"torch runs {m.torch_threads} intra-op threads"
-        + (f" and {m.workers} DataLoader worker process(es)" if m.workers else "")
-        + f" on {m.cores} usable core(s)",
-        f"other processes used {others:.2f} cores (median over the run): {free:.2f} left to this one",
-        f"threads wanted / cores free: {stretch:.2f}x: each operator waits for its slowest thread",
-    ]
-    if starved:
-        evidence.append(f"the loop's thread waited for a core {fmt_share(starved)} of a step")
-    return finding(
-        "machine.oversubscribed",
-        f"More threads than free cores: {wanted} wanted, {free:.1f} free",
-        "high" if bound >= 1.5 else "medium" if bound >= 1.2 else "low",
-        evidence,
-        f"Call torch.set_num_threads({target}) before the loop"
-        + (" (and use fewer DataLoader workers)" if m.workers > free else "")
-        + "; measure again with the same machine load.",
-        _SOURCE + "; OpenMP's spin-wait at every parallel region (PyTorch CPU threading notes)",
-        bound=bound,
-    )
+    severity: Severity = "high" if bound >= 1.5 else "medium" if bound >= 1.2 else "low"
+    said = Oversubscribed(m, stretch, starved, target)
+    return found("machine.oversubscribed", severity, said, bound=bound)
 
 
 def shared_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -160,29 +130,17 @@ def shared_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     if m is None:
         return None
     others = m.others_median_cores or 0.0
-    notes = []
-    if others >= SHARED_SHARE * m.cores:
-        notes.append(
-            f"other processes used {others:.2f} of {m.cores} cores over most of the run "
-            f"({fmt_share(others / m.cores)})"
-        )
-    if m.steal_pct is not None and m.steal_pct >= STEAL_PCT:
-        notes.append(f"the hypervisor took {m.steal_pct:.0f}% of the cores' time (steal)")
     wait = analysis.shape.run_wait_share if analysis.shape is not None else None
-    if wait is not None and wait >= STARVED:
-        notes.append(f"the loop's thread waited for a core {fmt_share(wait)} of a step (run queue)")
-    if m.gpu_other_processes:
-        notes.append(f"{m.gpu_other_processes} other process(es) computed on the GPU")
-    if not notes:
-        return None
-    return finding(
-        "machine.shared",
-        "The machine is shared: these figures are those of a busy machine",
-        "info",
-        [*notes, "step times, shares and bounds are slower or noisier than on a free machine"],
-        "Compare runs only under the same load (gpucheck's before/after says when it changed).",
-        _SOURCE,
+    said = Shared(
+        others if others >= SHARED_SHARE * m.cores else None,
+        m.cores,
+        m.steal_pct if m.steal_pct is not None and m.steal_pct >= STEAL_PCT else None,
+        wait if wait is not None and wait >= STARVED else None,
+        m.gpu_other_processes,
     )
+    if said.others is None and said.steal_pct is None and said.wait is None and not said.gpu_others:
+        return None
+    return found("machine.shared", "info", said)
 
 
 RULES = (oversubscribed, busy_steps, slowed_by_machine, shared_machine)

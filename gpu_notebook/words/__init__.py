@@ -21,6 +21,7 @@ from gpu_notebook.words import (
     debug_apis,
     distributed,
     inference,
+    machine,
     memory,
     precision,
     recompiles,
@@ -28,7 +29,7 @@ from gpu_notebook.words import (
 )
 from gpu_notebook.words.common import WORDERS, Words
 
-__all__ = ["Words", "word_finding", "word_findings"]
+__all__ = ["Words", "word_finding", "word_findings", "worded"]
 
 _FAMILIES = (
     backend_flags,
@@ -37,6 +38,7 @@ _FAMILIES = (
     debug_apis,
     distributed,
     inference,
+    machine,
     memory,
     precision,
     recompiles,
@@ -64,3 +66,8 @@ def word_finding(finding: Finding) -> Finding:
 def word_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     """Each finding worded (``word_finding``), in order."""
     return tuple(word_finding(f) for f in findings)
+
+
+def worded(finding: Finding | None) -> Finding | None:
+    """One rule's outcome worded (None: it found nothing)."""
+    return None if finding is None else word_finding(finding)

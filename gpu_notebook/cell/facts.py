@@ -82,6 +82,17 @@ class OptimizerCall:
 
 
 @dataclass(frozen=True)
+class FlagSet:
+    """``torch.backends.<flag> = value`` in the cell, or a ``torch.set_float32_matmul_precision``
+    call (value: True for "high"/"medium", False for another literal)."""
+
+    name: str  # "torch.backends.cudnn.benchmark"
+    value: bool | None  # the literal; None when not a bool (or str) literal
+    single: bool  # the only target of its assignment (a fix may flip it in place)
+    node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class LoopFacts:
     line: int
     iterates: tuple[str, ...]  # names the loop iterates (``loader`` in enumerate(loader))
@@ -123,11 +134,21 @@ class SourceFacts:
     compiled: bool = False
     cudnn_benchmark: bool | None = None  # literal assigned in the cell; None: not set here
     tf32: bool | None = None  # allow_tf32 / set_float32_matmul_precision in the cell
+    flags: tuple[FlagSet, ...] = ()  # every backends flag set and precision call
     data_parallel: tuple[SourceLine, ...] = ()
     ddp: bool = False
     convolutions: bool = False  # nn.Conv*/F.conv* named in the cell
     # ``name = Something(...)`` in the cell: name -> the called class or function's last name.
     constructed: tuple[tuple[str, str], ...] = ()
+    # ``name = <call>`` statements outside functions, classes and loops, in source order: the
+    # dotted target and the assignment node (where a fix inserts what follows a creation).
+    created: tuple[tuple[str, ast.AST], ...] = dataclasses.field(
+        default=(), compare=False, repr=False
+    )
+    # ``TrainingArguments(...)`` calls, in source order (the HF Trainer builds its loaders).
+    training_arguments: tuple[ast.AST, ...] = dataclasses.field(
+        default=(), compare=False, repr=False
+    )
     # (class, keyword, value) of TrainingArguments(...) / Lightning Trainer(...) logging
     # settings: the literal, the framework's default when absent, None when not a literal.
     framework_settings: tuple[tuple[str, str, object], ...] = ()
@@ -158,6 +179,7 @@ class SourceFacts:
 
 
 __all__ = [
+    "FlagSet",
     "LoaderCall",
     "LogKind",
     "LoopFacts",

@@ -74,6 +74,13 @@ def bool_or_none(node: ast.AST | None, default: bool | None) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def position(node: ast.AST | None) -> tuple[int, int, int, int]:
+    """Sort by it for source order, each node before the nodes it holds: the order libcst
+    walks in (``ast.walk`` goes breadth first)."""
+    end_line, end_col = getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0)
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0), -end_line, -(end_col or 0)
+
+
 def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -156,6 +163,7 @@ __all__ = [
     "method_of",
     "model_like",
     "names_in",
+    "position",
     "receiver_of",
     "updates_in_place",
 ]

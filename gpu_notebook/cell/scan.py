@@ -29,12 +29,14 @@ from collections.abc import Iterable
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.ipython import NotPythonCell, protect
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
-from gpu_notebook.cell.names import dotted, last, method_of, receiver_of
+from gpu_notebook.cell.names import dotted, last, method_of, position, receiver_of
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.setup import (
     compiled,
     copies,
+    created,
     flag,
+    flags,
     framework_settings,
     loaders,
     optimizers,
@@ -87,6 +89,7 @@ def scan_source(
 def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
     loops = tuple(loop_facts(tree, loop) for loop in tree.loops)
     syncs, logging = syncs_and_logging(tree)
+    flags_set = tuple(flags(tree))
     return SourceFacts(
         parsed=True,
         tree=tree,
@@ -126,11 +129,19 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
         autocast=any(last(dotted(c.func)) == "autocast" for c in tree.calls()),
         grad_scaler=any(last(dotted(c.func)) == "GradScaler" for c in tree.calls()),
         compiled=compiled(tree),
+        created=tuple(created(tree)),
+        training_arguments=tuple(
+            sorted(
+                (c for c in tree.calls() if last(dotted(c.func)) == "TrainingArguments"),
+                key=position,
+            )
+        ),
         framework_settings=tuple(framework_settings(tree)),
         bindings=tuple(_bindings(tree)),
         step_logs=tuple(step_logs(tree)),
-        cudnn_benchmark=flag(tree, ("torch.backends.cudnn.benchmark",)),
-        tf32=tf32(tree),
+        flags=flags_set,
+        cudnn_benchmark=flag(flags_set, ("torch.backends.cudnn.benchmark",)),
+        tf32=tf32(flags_set),
         data_parallel=tuple(
             tree.source_line(c, "DataParallel")
             for c in tree.calls()

@@ -7,9 +7,9 @@ and a call with ``**kwargs`` is opaque (its absent arguments may be set after al
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from gpu_notebook.cell.facts import LoaderCall, OptimizerCall, SourceLine
+from gpu_notebook.cell.facts import FlagSet, LoaderCall, OptimizerCall, SourceLine
 from gpu_notebook.cell.names import (
     NOT_LITERAL,
     bool_or_none,
@@ -19,6 +19,7 @@ from gpu_notebook.cell.names import (
     last,
     literal_of,
     method_of,
+    position,
     receiver_of,
 )
 from gpu_notebook.cell.tree import CellTree
@@ -124,6 +125,22 @@ def copies(tree: CellTree, *, blocking: bool) -> list[SourceLine]:
     return out
 
 
+def created(tree: CellTree) -> list[tuple[str, ast.AST]]:
+    """``name = <call>`` (or ``name: T = <call>``) outside functions, classes and loops."""
+    out: list[tuple[str, ast.AST]] = []
+    assigns = (n for n in ast.walk(tree.tree) if isinstance(n, (ast.Assign, ast.AnnAssign)))
+    for node in sorted(assigns, key=position):
+        if isinstance(node.value, ast.Call) and not any(
+            isinstance(a, _SCOPES) for a in tree.ancestors(node)
+        ):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out += [(name, node) for t in targets if (name := dotted(t)) is not None]
+    return out
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor, ast.While)
+
+
 def compiled(tree: CellTree) -> bool:
     for node in ast.walk(tree.tree):
         if (
@@ -149,28 +166,45 @@ def compiled(tree: CellTree) -> bool:
     return False
 
 
-def flag(tree: CellTree, names: tuple[str, ...]) -> bool | None:
-    value: bool | None = None
+def flags(tree: CellTree) -> list[FlagSet]:
+    """Every ``torch.backends.* = value`` and ``torch.set_float32_matmul_precision(...)``."""
+    out = []
     for node in ast.walk(tree.tree):
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if dotted(target) in names:
+                name = dotted(target)
+                if name is not None and name.startswith("torch.backends."):
                     literal = literal_of(node.value)
-                    value = literal if isinstance(literal, bool) else value
+                    value = literal if isinstance(literal, bool) else None
+                    out.append(FlagSet(name, value, len(node.targets) == 1, node))
+        elif isinstance(node, ast.Call) and dotted(node.func) == _PRECISION:
+            literal = literal_of(node.args[0]) if node.args else None
+            value = literal in ("high", "medium") if isinstance(literal, str) else None
+            out.append(FlagSet(_PRECISION, value, False, node))
+    return out
+
+
+_PRECISION = "torch.set_float32_matmul_precision"
+
+
+def flag(found: Iterable[FlagSet], names: tuple[str, ...]) -> bool | None:
+    """The value the cell leaves the flag ``names`` at (None: not set to a literal here)."""
+    value: bool | None = None
+    for one in found:
+        if one.name in names and one.value is not None:
+            value = one.value
     return value
 
 
-def tf32(tree: CellTree) -> bool | None:
-    value = flag(tree, ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"))
-    for call in tree.calls():
-        if dotted(call.func) == "torch.set_float32_matmul_precision" and call.args:
-            literal = literal_of(call.args[0])
-            if isinstance(literal, str):
-                value = literal in ("high", "medium")
-    return value
+def tf32(found: tuple[FlagSet, ...]) -> bool | None:
+    """The TF32 flags' value; a precision call with a literal wins over them."""
+    precision = flag(found, (_PRECISION,))
+    if precision is not None:
+        return precision
+    return flag(found, ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"))
 
 
-__all__ = ["compiled", "copies", "flag", "loaders", "optimizers", "tf32"]
+__all__ = ["compiled", "copies", "created", "flag", "flags", "loaders", "optimizers", "tf32"]
 
 
 # Framework settings the overhead rule reads: (class, keyword) -> the framework's default.

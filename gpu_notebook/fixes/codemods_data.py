@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpu_notebook.cell.names import dotted, last
+from gpu_notebook.cell.names import dotted
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
@@ -19,7 +19,6 @@ from gpu_notebook.fixes.cst_tools import (
     Replacement,
     add_comment,
     bool_literal,
-    calls_in,
     expression,
     facts_of,
     has_star_kwargs,
@@ -75,11 +74,8 @@ def dataloader_workers(
         raise ValueError(f"prefetch_factor must be at least 1, not {prefetch_factor!r}")
     calls = _dataloader_calls(module)
     if not calls and num_workers is not None:
-        hf = [
-            c
-            for c in calls_in(module)
-            if last(dotted(c.func)) == "TrainingArguments" and not has_star_kwargs(c)
-        ]
+        found = nodes_of(module, list(facts_of(module).training_arguments))
+        hf = [c for c in found if not has_star_kwargs(c)]
         if hf:
             return _training_arguments(module, hf, num_workers, pin_memory, persistent_workers)
     settings = _settings_text(num_workers, pin_memory)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpu_notebook.cell.names import dotted, receiver_of
+from gpu_notebook.cell.names import dotted, position, receiver_of
 from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -19,7 +19,6 @@ from gpu_notebook.fixes.cst_tools import (
     after_imports_index,
     assigned_names,
     bool_literal,
-    calls_in,
     expression,
     facts_of,
     has_star_kwargs,
@@ -31,12 +30,12 @@ from gpu_notebook.fixes.cst_tools import (
     set_keyword,
     statement,
     tree_of,
-    walk,
     with_torch_import,
 )
 
 _CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark"
 _TF32_FLAGS = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
+_PRECISION = "torch.set_float32_matmul_precision"
 
 
 def torch_compile(
@@ -64,7 +63,9 @@ def torch_compile(
             "in this cell); pass model_name"
         )
     tree = tree_of(module)
-    creation = _creation_statement(tree, name)
+    # The last ``name = <call>`` outside functions, classes and loops (the rule's reading).
+    found = nodes_of(module, [node for target, node in facts_of(module).created if target == name])
+    creation = tree.statement_of(found[-1]) if found else None
     if creation is None:
         return Declined(
             f"{name} is not created in this cell (it may come from an earlier cell, and "
@@ -82,23 +83,6 @@ def torch_compile(
 
     patched = with_torch_import(replace_nodes(module, {anchor: insert}))
     return Edited(patched, name + options.replace('"', ""))
-
-
-def _creation_statement(tree: Tree, name: str) -> cst.BaseStatement | None:
-    """The last ``name = <call>`` outside functions, classes and loops."""
-    found: cst.BaseStatement | None = None
-    for node in walk(tree.module):
-        if not isinstance(node, cst.SimpleStatementLine):
-            continue
-        if any(
-            isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.Lambda))
-            for a in tree.ancestors(node)
-        ):
-            continue
-        for target, value in assigned_names(node):
-            if target == name and isinstance(value, cst.Call):
-                found = node
-    return found
 
 
 def _last_setup_statement(tree: Tree, creation: cst.BaseStatement, name: str) -> cst.BaseStatement:
@@ -138,9 +122,10 @@ def backend_flags(
     """
     if not (cudnn_benchmark or tf32):
         raise ValueError("backend_flags needs cudnn_benchmark or tf32 (or both)")
+    found = [f for f in facts_of(module).flags if f.node is not None]
+    existing = {f.name: f.value for f in sorted(found, key=lambda f: position(f.node))}
     wanted: list[str] = []
-    deterministic = _assigned_flags(module).get("torch.backends.cudnn.deterministic") is True
-    if cudnn_benchmark and not deterministic:
+    if cudnn_benchmark and existing.get("torch.backends.cudnn.deterministic") is not True:
         wanted.append(_CUDNN_BENCHMARK)
     if tf32:
         wanted.extend(_TF32_FLAGS)
@@ -149,22 +134,19 @@ def backend_flags(
             "this cell asks for deterministic cuDNN (torch.backends.cudnn.deterministic = True); "
             "the autotuner would make runs differ"
         )
-    existing = _assigned_flags(module)
-    if any(dotted(c.func) == "torch.set_float32_matmul_precision" for c in calls_in(module)):
+    if _PRECISION in existing:
         # The user chose a matmul precision on purpose; leave matmul TF32 to that call.
+        del existing[_PRECISION]
         existing[_TF32_FLAGS[0]] = True
     missing = [flag for flag in wanted if flag not in existing]
     disabled = [flag for flag in wanted if existing.get(flag) is False]
     if not missing and not disabled:
         return Declined("this cell already sets " + ", ".join(f"{f} = True" for f in wanted))
-    edits: dict[cst.CSTNode, Replacement] = {}
-    for node in walk(module):
-        if (
-            isinstance(node, cst.Assign)
-            and len(node.targets) == 1
-            and dotted(node.targets[0].target) in disabled
-        ):
-            edits[node] = lambda assign: assign.with_changes(value=cst.Name("True"))
+    flipped = [f.node for f in found if f.single and f.name in disabled]
+    edits: dict[cst.CSTNode, Replacement] = {
+        node: lambda assign: assign.with_changes(value=cst.Name("True"))
+        for node in nodes_of(module, flipped)
+    }
     patched = with_torch_import(replace_nodes(module, edits))
     body = list(patched.body)
     index = after_imports_index(body)
@@ -175,18 +157,6 @@ def backend_flags(
         if on
     )
     return Edited(patched.with_changes(body=body), detail)
-
-
-def _assigned_flags(module: cst.Module) -> dict[str, bool | None]:
-    """``torch.backends...`` flags the cell assigns, with their literal value (None: not a bool)."""
-    flags: dict[str, bool | None] = {}
-    for node in walk(module):
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                name = dotted(target.target)
-                if name is not None and name.startswith("torch.backends."):
-                    flags[name] = bool_literal(node.value)
-    return flags
 
 
 def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused") -> CodemodResult:

@@ -23,8 +23,6 @@ STILL_WORDING = {
     "input_pipeline.py",
     "launch.py",
     "run_shape.py",
-    "step_logging.py",
-    "syncs.py",
 }
 
 

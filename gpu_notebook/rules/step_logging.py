@@ -18,27 +18,63 @@ no more than a training forward (true without autograd, for equal batches): an e
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Literal
 
-from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
+from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, Said
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     SUGGEST,
-    finding,
+    found,
     gain_bound,
     gain_range,
-    phase_source,
     severity_of,
     share,
     shares_sum,
 )
-from gpu_notebook.rules.syncs import EVERY, lines_share, loop_lines, residual_evidence
+from gpu_notebook.rules.syncs import EVERY, lines_share, loop_lines
 
-_SOURCE = (
-    "TraceML step_time policy (residual warn 10%, critical 20%); seed articles: validate and "
-    "log every N steps, not every step"
-)
+
+@dataclass(frozen=True)
+class PerStepLogging(Said):
+    lines: tuple[SourceLine, ...]  # logging calls on every step
+    phases: PhaseBreakdown | None
+    residual: float | None  # host time outside the model and the optimizer
+    own: float | None  # the logging lines' own sampled time
+    low: float | None
+    bound: float | None
+
+
+@dataclass(frozen=True)
+class ValidationEveryStep(Said):
+    lines: tuple[SourceLine, ...]  # validation inside the training loop, on every step
+    phases: PhaseBreakdown | None
+    other: float | None  # time outside the training phases (None: not measured)
+    bound: float | None
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One setting to change in a framework's loop (words/step_logging.py words it)."""
+
+    kind: Literal[
+        "self-log", "log-every-n", "lightning-bar", "logging-steps", "disable-tqdm", "tqdm-interval"
+    ]
+    share: float | None = None  # of the sampled time
+    value: float | None = None  # the setting as it is now (None: not read)
+    line: SourceLine | None = None  # Lightning's on_step self.log
+
+
+@dataclass(frozen=True)
+class FrameworkOverhead(Said):
+    overhead: float  # framework logging, callbacks, progress bars: share of the sampled time
+    samples: int
+    parts: tuple[tuple[str, float], ...]  # by label (an id of _OVERHEAD), largest first
+    top: tuple[tuple[str, float], ...]  # the functions that took most
+    bound: float | None
+    advice: tuple[Advice, ...]  # empty: the settings already log rarely
+    settings: tuple[str, ...]  # the framework settings the source sets, ``key=value``
 
 
 def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -58,35 +94,10 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
         removed,
         analysis,
     )
-    first = lines[0]
-    evidence = [
-        f"{len(lines)} logging call(s) run on every step: line(s) "
-        + ", ".join(str(s.line) for s in lines[:6]),
-        f"line {first.line}: `{first.text}`",
-        residual_evidence(analysis, residual),
-    ]
-    if own is not None:
-        evidence.append(f"the logging lines themselves: {fmt_share(own)} of the sampled time")
-    evidence.append(
-        f"gain if the logs run every {EVERY} steps: {fmt_gain(bound, low)} (low end: the logging "
-        "lines' own sampled time; high end: all host time outside the model, which also holds "
-        "other host work)"
-    )
-    return finding(
-        "logging.per_step",
-        "The loop logs on every step",
-        severity_of(residual, low=0.0) or "low",
-        evidence,
-        f"Log every {EVERY} steps (if step % {EVERY} == 0:); in Jupyter every print is a message "
-        "to the browser.",
-        _SOURCE,
-        phase_share=removed,
-        bound=bound,
-        line=first.line,
-        fix_id="log_every_n",
-        fix_params={"every": EVERY},
-        low=low,
-    )
+    said = PerStepLogging(lines, analysis.phases, residual, own, low, bound)
+    return found("logging.per_step", severity_of(residual, low=0.0) or "low", said,
+                 phase_share=removed, bound=bound, line=lines[0].line, fix_id="log_every_n",
+                 fix_params={"every": EVERY}, low=low)  # fmt: skip
 
 
 def _median(values: list[int]) -> float | None:
@@ -102,38 +113,15 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     lines = loop_lines(facts, facts.validation)
     if not lines:
         return None  # validation behind an `if` (every N steps) is what we would advise
-    evidence = [
-        "validation inside the training loop, on every step: line(s) "
-        + ", ".join(f"{s.line} (`{s.text}`)" for s in lines[:3])
-    ]
     # No hook of ours sits on modules, so model calls are not counted: a validation pass runs
     # under no_grad, where autograd numbers no op, and lands outside the inferred forward, in
     # "other" (the step's time outside data, forward, backward and optimizer).
-    estimate: float | None = None
-    other = share(analysis, "other")
-    if other:
-        estimate = other
-        evidence.append(
-            f"time outside the training phases: {fmt_share(other)} of the step ({phase_source(analysis)}; "
-            "the validation's no_grad forward is counted there)"
-        )
-    else:
-        evidence.append("validation share: not measured (no time outside the training phases)")
+    estimate = share(analysis, "other") or None
     removed = estimate * (1 - 1 / EVERY) if estimate is not None else None
     bound = gain_bound(removed, analysis)
-    evidence.append(f"gain if validation runs every {EVERY} steps: {fmt_gain(bound)}")
-    return finding(
-        "logging.validation_every_step",
-        "Validation runs inside every training step",
-        severity_of(estimate, low=0.0) or "low",
-        evidence,
-        f"Validate every {EVERY} steps or once per epoch: put the validation block under "
-        f"`if step % {EVERY} == 0:` (or after the loop).",
-        _SOURCE,
-        phase_share=removed,
-        bound=bound,
-        line=lines[0].line,
-    )
+    said = ValidationEveryStep(lines, analysis.phases, estimate, bound)
+    return found("logging.validation_every_step", severity_of(estimate, low=0.0) or "low", said,
+                 phase_share=removed, bound=bound, line=lines[0].line)  # fmt: skip
 
 
 # Framework code that logs, reports or draws progress on the step (not training work), found
@@ -141,23 +129,19 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
 # when Lightning's `self.log` or the HF Trainer's `logging_steps=1` run inside `fit`/`train`.
 # (label, framework, file substring(s), function pattern or None for the whole file)
 _OVERHEAD: tuple[tuple[str, str, tuple[str, ...], re.Pattern[str] | None], ...] = (
-    ("Lightning self.log / logger connector", "lightning", ("lightning/pytorch/", "pytorch_lightning/"),
+    ("lightning-log", "lightning", ("lightning/pytorch/", "pytorch_lightning/"),
      re.compile(r"LightningModule\.log|_LoggerConnector|_ResultCollection|_ResultMetric|log_metrics|"
                 r"update_train_step_metrics|Logger\.|_log_dict_through_fabric")),
-    ("Lightning loggers", "lightning", ("lightning/pytorch/loggers/", "lightning/fabric/loggers/"), None),
-    ("Lightning progress bar", "lightning", ("lightning/pytorch/callbacks/progress/",), None),
-    ("HF Trainer logging", "transformers", ("transformers/trainer.py",),
+    ("lightning-loggers", "lightning", ("lightning/pytorch/loggers/", "lightning/fabric/loggers/"), None),
+    ("lightning-bar", "lightning", ("lightning/pytorch/callbacks/progress/",), None),
+    ("hf-logging", "transformers", ("transformers/trainer.py",),
      re.compile(r"_maybe_log_save_evaluate|Trainer\.log\b|_nested_gather|_get_learning_rate")),
     # The callbacks' own files only: transformers/integrations/ also holds model code (the
     # attention kernels' sdpa_attention_forward, flash/flex attention), which is training work.
-    ("HF Trainer callbacks", "transformers", ("transformers/trainer_callback.py",
+    ("hf-callbacks", "transformers", ("transformers/trainer_callback.py",
      "transformers/integrations/integration_utils.py", "transformers/utils/notebook.py"), None),
-    ("tqdm progress bar", "tqdm", ("/tqdm/",), None),
+    ("tqdm-bar", "tqdm", ("/tqdm/",), None),
 )  # fmt: skip
-FRAMEWORK_SOURCE = (
-    "TraceML step_time policy (residual warn 10%, critical 20%); Lightning docs (log_every_n_steps, "
-    "TQDMProgressBar refresh_rate); HF TrainingArguments (logging_steps, disable_tqdm)"
-)
 
 
 def _overhead_label(filename: str, function: str) -> tuple[str, str] | None:
@@ -202,100 +186,63 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     bound = gain_bound(removed, analysis)
     parts = sorted(by_label.items(), key=lambda kv: -kv[1])
     top = sorted(functions.items(), key=lambda kv: -kv[1])[:4]
-    evidence = [
-        f"framework logging, callbacks and progress bars: {fmt_share(overhead)} of the sampled time "
-        f"({raw.samples} stack samples)",
-        "; ".join(f"{label}: {fmt_share(us / raw.time_us)}" for label, us in parts),
-        "where: " + ", ".join(f"{name} ({fmt_share(us / raw.time_us)})" for name, us in top),
-        f"gain if they run every {EVERY} steps: {fmt_gain(bound)} (Amdahl over that share)",
-    ]
     fixes = _framework_advice(frameworks, {k: v / raw.time_us for k, v in by_label.items()}, facts)
-    if not fixes:
-        evidence.append(
-            "the logging settings already log rarely (" + _settings_now(facts) + "): what is "
-            "left is the framework's own per-step bookkeeping"
-        )
-        return finding(
-            "logging.framework_overhead",
-            "The framework's logging and callbacks take time on every step",
-            "info",
-            evidence,
-            "Nothing to turn down in the logging settings (" + _settings_now(facts) + ").",
-            FRAMEWORK_SOURCE,
-        )
-    return finding(
-        "logging.framework_overhead",
-        "The framework logs or draws progress on every step",
-        severity,
-        evidence,
-        "; ".join(fixes) + ".",
-        FRAMEWORK_SOURCE,
-        phase_share=removed,
-        bound=bound,
+    said = FrameworkOverhead(
+        overhead,
+        raw.samples,
+        tuple((label, us / raw.time_us) for label, us in parts),
+        tuple((name, us / raw.time_us) for name, us in top),
+        bound,
+        tuple(fixes),
+        _settings_now(facts),
     )
+    if not fixes:
+        return found("logging.framework_overhead", "info", said)
+    return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
 
 
-_RARE_LOGS = 10 * EVERY // 2  # every 50 steps: Lightning's own default
+RARE_LOGS = 10 * EVERY // 2  # every 50 steps: Lightning's own default
 
 
 def _framework_advice(
     frameworks: set[str], shares: dict[str, float], facts: SourceFacts
-) -> list[str]:
+) -> list[Advice]:
     """What to change, per framework, naming the setting as it is now; never a setting that
     already holds (logging_steps=500 is not told to become 50)."""
-    out: list[str] = []
+    out: list[Advice] = []
     if "lightning" in frameworks:
-        parts = []
         logs = [s for s in facts.step_logs if s.kind == "on_step"]
-        logged = shares.get("Lightning self.log / logger connector", 0.0)
+        logged = shares.get("lightning-log", 0.0)
         if logged and (logs or not facts.step_logs):
-            where = f"; line {logs[0].line}: `{logs[0].text}`" if logs else ""
-            parts.append(
-                f"self.log on every step ({fmt_share(logged)} of the sampled time{where}): "
-                "self.log(..., on_step=False, on_epoch=True) for what you read per epoch"
-            )
+            out.append(Advice("self-log", logged, line=logs[0] if logs else None))
         every = facts.framework_setting("Trainer", "log_every_n_steps")
-        if logged and isinstance(every, int) and every < _RARE_LOGS:
-            parts.append(f"Trainer(log_every_n_steps={_RARE_LOGS}) (log_every_n_steps={every} now)")
+        if logged and isinstance(every, int) and every < RARE_LOGS:
+            out.append(Advice("log-every-n", value=every))
         elif logged and every is None:
-            parts.append(f"Trainer(log_every_n_steps={_RARE_LOGS}) if it is lower now")
+            out.append(Advice("log-every-n"))
         bar = facts.framework_setting("Trainer", "enable_progress_bar")
-        drawn = shares.get("Lightning progress bar", 0.0) + shares.get("tqdm progress bar", 0.0)
+        drawn = shares.get("lightning-bar", 0.0) + shares.get("tqdm-bar", 0.0)
         if drawn >= SUGGEST / 2 and bar is not False:
-            parts.append(
-                f"the progress bar ({fmt_share(drawn)}): TQDMProgressBar(refresh_rate={EVERY * 2}) "
-                "or enable_progress_bar=False"
-            )
-        if parts:
-            out.append("Lightning: " + "; ".join(parts))
+            out.append(Advice("lightning-bar", drawn))
     if "transformers" in frameworks:
-        parts = []
-        logged = shares.get("HF Trainer logging", 0.0) + shares.get("HF Trainer callbacks", 0.0)
+        logged = shares.get("hf-logging", 0.0) + shares.get("hf-callbacks", 0.0)
         steps = facts.framework_setting("TrainingArguments", "logging_steps")
-        if logged and isinstance(steps, (int, float)) and 0 < steps < _RARE_LOGS:
-            parts.append(
-                f"logging_steps={steps:g} now: the Trainer logs every "
-                f"{'step' if steps == 1 else f'{steps:g} steps'} ({fmt_share(logged)} of the "
-                f"sampled time): TrainingArguments(logging_steps={_RARE_LOGS})"
-            )
+        if logged and isinstance(steps, (int, float)) and 0 < steps < RARE_LOGS:
+            out.append(Advice("logging-steps", logged, value=steps))
         elif logged and steps is None:
-            parts.append(
-                f"TrainingArguments(logging_steps={_RARE_LOGS}) if it logs more often now "
-                f"({fmt_share(logged)} of the sampled time)"
-            )
+            out.append(Advice("logging-steps", logged))
         tqdm = facts.framework_setting("TrainingArguments", "disable_tqdm")
-        if shares.get("tqdm progress bar", 0.0) >= SUGGEST / 2 and tqdm is not True:
-            parts.append("disable_tqdm=True")
-        if parts:
-            out.append("HF: " + "; ".join(parts))
-    if "tqdm" in frameworks and not out and shares.get("tqdm progress bar", 0.0) >= SUGGEST / 2:
-        out.append("tqdm(..., mininterval=1.0), or update the bar every N steps")
+        if shares.get("tqdm-bar", 0.0) >= SUGGEST / 2 and tqdm is not True:
+            out.append(Advice("disable-tqdm"))
+    if "tqdm" in frameworks and not out and shares.get("tqdm-bar", 0.0) >= SUGGEST / 2:
+        out.append(Advice("tqdm-interval"))
     return out
 
 
-def _settings_now(facts: SourceFacts) -> str:
+def _settings_now(facts: SourceFacts) -> tuple[str, ...]:
+    """The framework settings the source sets, as ``key=value``."""
     now = [f"{key}={value}" for cls, key, value in facts.framework_settings if value is not None]
-    return ", ".join(dict.fromkeys(now)) or "the settings could not be read from the source"
+    return tuple(dict.fromkeys(now))
 
 
 RULES = (per_step_logging, validation_every_step, framework_overhead)

@@ -17,16 +17,17 @@ The fix reads the values every ``EVERY`` steps, so it removes ``(1 - 1/EVERY)`` 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     WARN,
-    finding,
+    found,
     gain_bound,
     has_gpu,
-    measured_names,
     profiled_steps,
     severity_of,
     share,
@@ -44,25 +45,30 @@ MIN_LINE_SAMPLES = 30
 _FORMATTING = ("print-tensor", "log-tensor", "fstring-tensor")
 _SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 
-_SOURCE = (
-    "TraceML step_time policy (residual warn 10%, critical 20%); PyTorch performance tuning "
-    "guide (avoid unnecessary CPU-GPU synchronization)"
-)
-_ON_THE_CPU = (
-    "measured on the CPU, where a read costs little; on a GPU each read also waits for every "
-    "queued kernel"
-)
-_KIND_WORDS = {
-    "item": ".item()",
-    "cpu": ".cpu()",
-    "numpy": ".numpy()",
-    "tolist": ".tolist()",
-    "float": "float()/int() of a tensor",
-    "synchronize": "synchronize()",
-    "print-tensor": "print of a tensor",
-    "log-tensor": "logging of a tensor",
-    "fstring-tensor": "f-string of a tensor",
-}
+# Where the removable share comes from (words/syncs.py words it).
+How = Literal["unmeasured", "sync", "lines", "both", "few-samples"]
+
+
+@dataclass(frozen=True)
+class PerStepSyncs(Said):
+    optional: tuple[SourceLine, ...]  # per-step reads the loop does not need
+    needed: tuple[SourceLine, ...]  # and those it does (kept as they are)
+    sync: float | None  # the sync wait's share of the step
+    removable: float | None  # what reading less often removes
+    how: How
+    other_work: float | None  # the rest of the host time outside the model, when notable
+    reads: float | None  # scalar reads per step in the trace
+    gpu: bool
+    bound: float | None
+
+
+@dataclass(frozen=True)
+class NeededReads(Said):
+    first: SourceLine  # a per-step read the loop needs
+    removable: float | None
+    how: How
+    gpu: bool
+    bound: float | None
 
 
 def loop_lines(facts: SourceFacts, lines: tuple[SourceLine, ...]) -> tuple[SourceLine, ...]:
@@ -85,16 +91,6 @@ def reads_per_step(analysis: Analysis) -> float | None:
     return calls / steps if calls is not None else None
 
 
-def residual_evidence(analysis: Analysis, residual: float | None) -> str:
-    names = measured_names(analysis, RESIDUAL_PHASES)
-    if residual is None:
-        return "host time outside the model and optimizer: not measured (no phase split)"
-    return (
-        f"host time outside data loading, the model and the optimizer ({' + '.join(names)}): "
-        f"{fmt_share(residual)} of the step"
-    )
-
-
 def lines_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> float | None:
     """Share of the sampled time spent on ``lines`` (their read, formatting and printing).
 
@@ -108,7 +104,7 @@ def lines_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> float | No
     return sum(stat.share for stat in stacks.lines if stat.line in wanted)
 
 
-def removable_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> tuple[float | None, str]:
+def removable_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> tuple[float | None, How]:
     """What reading the values less often can remove, and where that figure comes from.
 
     The measured sync wait plus the time the sampler saw on the reading lines themselves
@@ -119,12 +115,12 @@ def removable_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> tuple[
     own = lines_share(analysis, lines) if lines else None
     if own is None:
         if sync is None:
-            return None, "not measured (no trace and no line sampling)"
-        return sync, "the measured sync wait (formatting time not sampled)"
+            return None, "unmeasured"
+        return sync, "sync"
     if sync is None:
-        return own, "the sampled time on those lines"
+        return own, "lines"
     # The lines' samples include their own wait in .item(); other lines' syncs are in `sync`.
-    return max(sync, own), "the measured sync wait and the sampled time on those lines"
+    return max(sync, own), "both"
 
 
 def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -146,96 +142,28 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     ):
         # On the CPU the sync wait is ~0 whatever the print costs: that figure would call the
         # read free and rank it under any noise. Its cost is unmeasured, not small.
-        removable, how = None, "not measured: too few stack samples of those lines"
-    evidence: list[str] = []
-    if optional:
-        kinds = sorted({_KIND_WORDS.get(s.kind, s.kind) for s in optional})
-        first = optional[0]
-        where = ", ".join(str(s.line) for s in optional[:6]) + (" ..." if len(optional) > 6 else "")
-        evidence.append(
-            f"every step reads device values on the host ({', '.join(kinds)}): line(s) {where}"
-        )
-        evidence.append(f"line {first.line}: `{first.text}`")
-    else:
-        evidence.append(
-            f"host syncs take {fmt_share(sync or 0.0)} of the step; the reads are not in this cell's "
-            "source (a function from another cell?)"
-        )
-    if sync is not None:
-        evidence.append(f"waiting in .item()/synchronize itself: {fmt_share(sync)} of the step")
-    evidence.append(
-        f"what reading less often removes: {fmt_share(removable) if removable is not None else 'n/a'} "
-        f"of the step ({how})"
-    )
+        removable, how = None, "few-samples"
     residual = shares_sum(analysis, RESIDUAL_PHASES)
+    other = None  # the rest of the host time outside the model, when notable
     if residual is not None and removable is not None and residual > removable + 0.05:
-        evidence.append(
-            f"the rest of the host time outside the model ({fmt_share(residual - removable)}) is other "
-            "Python work, which reading less often does not remove"
-        )
-    if needed:
-        evidence.append(
-            f"line {needed[0].line} reads a value the loop needs (`{needed[0].text}`): kept as it is"
-        )
-    if reads is not None:
-        evidence.append(f"{reads:.1f} scalar read(s) per step in the trace")
-    if not has_gpu(run):
-        evidence.append(_ON_THE_CPU)
+        other = residual - removable
     removed = removable * (1 - 1 / EVERY) if removable is not None else None
-    severity = severity_of(removable, low=0.0) or "low"
     bound = gain_bound(removed, analysis)
-    evidence.append(
-        f"gain if values are read every {EVERY} steps: {fmt_gain(bound)} (Amdahl over that share)"
-    )
-    return finding(
-        "syncs.per_step",
-        "The loop reads device values on the host every step",
-        severity,
-        evidence,
-        f"Read losses/metrics every {EVERY} steps (or keep a running sum on the device with "
-        ".detach() and read it once); don't print tensors every step.",
-        _SOURCE,
-        phase_share=removed,
-        bound=bound,
-        line=optional[0].line if optional else None,
-        fix_id="throttle_host_syncs",
-        fix_params={"every": EVERY},
-    )
+    said = PerStepSyncs(optional, needed, sync, removable, how, other, reads, has_gpu(run), bound)
+    return found("syncs.per_step", severity_of(removable, low=0.0) or "low", said,
+                 phase_share=removed, bound=bound, line=optional[0].line if optional else None,
+                 fix_id="throttle_host_syncs", fix_params={"every": EVERY})  # fmt: skip
 
 
 def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -> Finding:
     """Every per-step read decides what the loop does: name it, and say what could replace it."""
-    first = needed[0]
     removable, how = removable_share(analysis, needed)
-    evidence = [
-        f"line {first.line} reads a device value every step and the loop needs it: `{first.text}`",
-        f"its cost: {fmt_share(removable) if removable is not None else 'not measured'} of the step ({how})",
-    ]
-    if has_gpu(run):
-        evidence.append(
-            "each read waits for every queued kernel: the host cannot run ahead of the GPU"
-        )
-    else:
-        evidence.append(_ON_THE_CPU)
     removed = removable * (1 - 1 / EVERY) if removable is not None else None
     bound = gain_bound(removed, analysis)
-    evidence.append(
-        f"gain if the condition is checked every {EVERY} steps: {fmt_gain(bound)} (the loop may then "
-        f"run up to {EVERY - 1} steps past its stop)"
-    )
-    return finding(
-        "syncs.needed_read",
-        "The loop reads a value it needs every step (a stop condition)",
-        "low" if removable is None or removable < WARN else "medium",
-        evidence,
-        f"The read is needed, so no patch: to make it cheaper, compute the condition on the device "
-        f"(`stop = loss.detach() < threshold`) and read it every {EVERY} steps "
-        f"(`if step % {EVERY} == 0 and stop.item(): break`), or stop on an epoch boundary.",
-        _SOURCE,
-        phase_share=removed,
-        bound=bound,
-        line=first.line,
-    )
+    said = NeededReads(needed[0], removable, how, has_gpu(run), bound)
+    severity: Severity = "low" if removable is None or removable < WARN else "medium"
+    return found("syncs.needed_read", severity, said, phase_share=removed, bound=bound,
+                 line=needed[0].line)  # fmt: skip
 
 
 RULES = (per_step_syncs,)

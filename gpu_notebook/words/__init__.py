@@ -26,6 +26,8 @@ from gpu_notebook.words import (
     precision,
     recompiles,
     shapes,
+    step_logging,
+    syncs,
 )
 from gpu_notebook.words.common import WORDERS, Words
 
@@ -43,6 +45,8 @@ _FAMILIES = (
     precision,
     recompiles,
     shapes,
+    step_logging,
+    syncs,
 )  # imported for their @worder registrations
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
 from gpu_notebook.formatting import fmt_share
-from gpu_notebook.records import Said
+from gpu_notebook.records import PhaseBreakdown, Said
 
 
 class Words(NamedTuple):
@@ -43,3 +43,27 @@ def copy_evidence(copy: float | None) -> str:
     if copy is None:
         return "host copy time: not measured"
     return f"the host spends {fmt_share(copy)} of the step in copies"
+
+
+def phase_source(phases: PhaseBreakdown | None) -> str:
+    """Where the phase split came from: its steps and its clock."""
+    if phases is None:
+        return "no phase split"
+    what = "torch.profiler trace" if phases.source == "trace" else "step-clock hooks"
+    return f"{len(phases.steps)} step(s), {what}"
+
+
+# Host-side phases outside data loading, the model and the optimizer (rules.common's).
+_RESIDUAL_PHASES = ("sync", "other", "unattributed")
+
+
+def residual_evidence(phases: PhaseBreakdown | None, residual: float | None) -> str:
+    """The evidence line of the host time outside the model and the optimizer."""
+    if residual is None:
+        return "host time outside the model and optimizer: not measured (no phase split)"
+    measured = phases.measured if phases is not None else ()
+    names = [p for p in _RESIDUAL_PHASES if p in measured]
+    return (
+        f"host time outside data loading, the model and the optimizer ({' + '.join(names)}): "
+        f"{fmt_share(residual)} of the step"
+    )

@@ -1,0 +1,162 @@
+"""Words of the rules on work the step repeats for humans (rules/step_logging.py)."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.rules.step_logging import (
+    RARE_LOGS,
+    Advice,
+    FrameworkOverhead,
+    PerStepLogging,
+    ValidationEveryStep,
+)
+from gpu_notebook.rules.syncs import EVERY
+from gpu_notebook.words.common import Words, phase_source, residual_evidence, worder, words
+
+_SOURCE = (
+    "TraceML step_time policy (residual warn 10%, critical 20%); seed articles: validate and "
+    "log every N steps, not every step"
+)
+FRAMEWORK_SOURCE = (
+    "TraceML step_time policy (residual warn 10%, critical 20%); Lightning docs (log_every_n_steps, "
+    "TQDMProgressBar refresh_rate); HF TrainingArguments (logging_steps, disable_tqdm)"
+)
+# The framework code the rule finds in the sampled stacks, by its id in rules/step_logging.
+LABELS = {
+    "lightning-log": "Lightning self.log / logger connector",
+    "lightning-loggers": "Lightning loggers",
+    "lightning-bar": "Lightning progress bar",
+    "hf-logging": "HF Trainer logging",
+    "hf-callbacks": "HF Trainer callbacks",
+    "tqdm-bar": "tqdm progress bar",
+}
+
+
+@worder(PerStepLogging)
+def per_step_logging(s: PerStepLogging) -> Words:
+    first = s.lines[0]
+    evidence = [
+        f"{len(s.lines)} logging call(s) run on every step: line(s) "
+        + ", ".join(str(line.line) for line in s.lines[:6]),
+        f"line {first.line}: `{first.text}`",
+        residual_evidence(s.phases, s.residual),
+    ]
+    if s.own is not None:
+        evidence.append(f"the logging lines themselves: {fmt_share(s.own)} of the sampled time")
+    evidence.append(
+        f"gain if the logs run every {EVERY} steps: {fmt_gain(s.bound, s.low)} (low end: the logging "
+        "lines' own sampled time; high end: all host time outside the model, which also holds "
+        "other host work)"
+    )
+    return words(
+        "The loop logs on every step",
+        evidence,
+        f"Log every {EVERY} steps (if step % {EVERY} == 0:); in Jupyter every print is a message "
+        "to the browser.",
+        _SOURCE,
+    )
+
+
+@worder(ValidationEveryStep)
+def validation_every_step(s: ValidationEveryStep) -> Words:
+    evidence = [
+        "validation inside the training loop, on every step: line(s) "
+        + ", ".join(f"{line.line} (`{line.text}`)" for line in s.lines[:3])
+    ]
+    if s.other is not None:
+        evidence.append(
+            f"time outside the training phases: {fmt_share(s.other)} of the step ({phase_source(s.phases)}; "
+            "the validation's no_grad forward is counted there)"
+        )
+    else:
+        evidence.append("validation share: not measured (no time outside the training phases)")
+    evidence.append(f"gain if validation runs every {EVERY} steps: {fmt_gain(s.bound)}")
+    return words(
+        "Validation runs inside every training step",
+        evidence,
+        f"Validate every {EVERY} steps or once per epoch: put the validation block under "
+        f"`if step % {EVERY} == 0:` (or after the loop).",
+        _SOURCE,
+    )
+
+
+def _advice(a: Advice) -> str:
+    if a.kind == "self-log":
+        where = f"; line {a.line.line}: `{a.line.text}`" if a.line is not None else ""
+        return (
+            f"self.log on every step ({fmt_share(a.share)} of the sampled time{where}): "
+            "self.log(..., on_step=False, on_epoch=True) for what you read per epoch"
+        )
+    if a.kind == "log-every-n":
+        if a.value is None:
+            return f"Trainer(log_every_n_steps={RARE_LOGS}) if it is lower now"
+        return f"Trainer(log_every_n_steps={RARE_LOGS}) (log_every_n_steps={a.value} now)"
+    if a.kind == "lightning-bar":
+        return (
+            f"the progress bar ({fmt_share(a.share)}): TQDMProgressBar(refresh_rate={EVERY * 2}) "
+            "or enable_progress_bar=False"
+        )
+    if a.kind == "logging-steps":
+        if a.value is None:
+            return (
+                f"TrainingArguments(logging_steps={RARE_LOGS}) if it logs more often now "
+                f"({fmt_share(a.share)} of the sampled time)"
+            )
+        steps = a.value
+        return (
+            f"logging_steps={steps:g} now: the Trainer logs every "
+            f"{'step' if steps == 1 else f'{steps:g} steps'} ({fmt_share(a.share)} of the "
+            f"sampled time): TrainingArguments(logging_steps={RARE_LOGS})"
+        )
+    if a.kind == "disable-tqdm":
+        return "disable_tqdm=True"
+    return "tqdm(..., mininterval=1.0), or update the bar every N steps"
+
+
+_FRAMEWORK = {"self-log": "Lightning", "log-every-n": "Lightning", "lightning-bar": "Lightning",
+              "logging-steps": "HF", "disable-tqdm": "HF"}  # fmt: skip
+
+
+def _fixes(advice: tuple[Advice, ...]) -> list[str]:
+    """One fix a framework ("Lightning: a; b"), in the rule's order."""
+    out: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for a in advice:
+        framework = _FRAMEWORK.get(a.kind)
+        if framework is None:
+            out.append(_advice(a))
+        elif framework in groups:
+            groups[framework].append(_advice(a))
+        else:
+            groups[framework] = [_advice(a)]
+            out.append(framework)  # its place; filled below
+    return [f"{x}: " + "; ".join(groups[x]) if x in groups else x for x in out]
+
+
+@worder(FrameworkOverhead)
+def framework_overhead(s: FrameworkOverhead) -> Words:
+    evidence = [
+        f"framework logging, callbacks and progress bars: {fmt_share(s.overhead)} of the sampled time "
+        f"({s.samples} stack samples)",
+        "; ".join(f"{LABELS[label]}: {fmt_share(part)}" for label, part in s.parts),
+        "where: " + ", ".join(f"{name} ({fmt_share(part)})" for name, part in s.top),
+        f"gain if they run every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that share)",
+    ]
+    if not s.advice:
+        settings = ", ".join(s.settings) or "the settings could not be read from the source"
+        evidence.append(
+            "the logging settings already log rarely (" + settings + "): what is "
+            "left is the framework's own per-step bookkeeping"
+        )
+        return words(
+            "The framework's logging and callbacks take time on every step",
+            evidence,
+            "Nothing to turn down in the logging settings (" + settings + ").",
+            FRAMEWORK_SOURCE,
+        )
+    return words(
+        "The framework logs or draws progress on every step",
+        evidence,
+        "; ".join(_fixes(s.advice)) + ".",
+        FRAMEWORK_SOURCE,
+    )

@@ -1,0 +1,104 @@
+"""Words of the per-step sync rules (rules/syncs.py)."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.rules.syncs import EVERY, How, NeededReads, PerStepSyncs
+from gpu_notebook.words.common import Words, worder, words
+
+_SOURCE = (
+    "TraceML step_time policy (residual warn 10%, critical 20%); PyTorch performance tuning "
+    "guide (avoid unnecessary CPU-GPU synchronization)"
+)
+_ON_THE_CPU = (
+    "measured on the CPU, where a read costs little; on a GPU each read also waits for every "
+    "queued kernel"
+)
+_KIND_WORDS = {
+    "item": ".item()",
+    "cpu": ".cpu()",
+    "numpy": ".numpy()",
+    "tolist": ".tolist()",
+    "float": "float()/int() of a tensor",
+    "synchronize": "synchronize()",
+    "print-tensor": "print of a tensor",
+    "log-tensor": "logging of a tensor",
+    "fstring-tensor": "f-string of a tensor",
+}
+HOW: dict[How, str] = {
+    "unmeasured": "not measured (no trace and no line sampling)",
+    "sync": "the measured sync wait (formatting time not sampled)",
+    "lines": "the sampled time on those lines",
+    "both": "the measured sync wait and the sampled time on those lines",
+    "few-samples": "not measured: too few stack samples of those lines",
+}
+
+
+@worder(PerStepSyncs)
+def per_step_syncs(s: PerStepSyncs) -> Words:
+    evidence: list[str] = []
+    optional = s.optional
+    if optional:
+        kinds = sorted({_KIND_WORDS.get(line.kind, line.kind) for line in optional})
+        first = optional[0]
+        where = ", ".join(str(line.line) for line in optional[:6]) + (
+            " ..." if len(optional) > 6 else ""
+        )
+        evidence.append(
+            f"every step reads device values on the host ({', '.join(kinds)}): line(s) {where}"
+        )
+        evidence.append(f"line {first.line}: `{first.text}`")
+    else:
+        evidence.append(
+            f"host syncs take {fmt_share(s.sync or 0.0)} of the step; the reads are not in this cell's "
+            "source (a function from another cell?)"
+        )
+    if s.sync is not None:
+        evidence.append(f"waiting in .item()/synchronize itself: {fmt_share(s.sync)} of the step")
+    removable = fmt_share(s.removable) if s.removable is not None else "n/a"
+    evidence.append(f"what reading less often removes: {removable} of the step ({HOW[s.how]})")
+    if s.other_work is not None:
+        evidence.append(
+            f"the rest of the host time outside the model ({fmt_share(s.other_work)}) is other "
+            "Python work, which reading less often does not remove"
+        )
+    if s.needed:
+        evidence.append(
+            f"line {s.needed[0].line} reads a value the loop needs (`{s.needed[0].text}`): kept as it is"
+        )
+    if s.reads is not None:
+        evidence.append(f"{s.reads:.1f} scalar read(s) per step in the trace")
+    if not s.gpu:
+        evidence.append(_ON_THE_CPU)
+    evidence.append(
+        f"gain if values are read every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that share)"
+    )
+    return words(
+        "The loop reads device values on the host every step",
+        evidence,
+        f"Read losses/metrics every {EVERY} steps (or keep a running sum on the device with "
+        ".detach() and read it once); don't print tensors every step.",
+        _SOURCE,
+    )
+
+
+@worder(NeededReads)
+def needed_reads(s: NeededReads) -> Words:
+    cost = fmt_share(s.removable) if s.removable is not None else "not measured"
+    evidence = [
+        f"line {s.first.line} reads a device value every step and the loop needs it: `{s.first.text}`",
+        f"its cost: {cost} of the step ({HOW[s.how]})",
+        "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+        if s.gpu
+        else _ON_THE_CPU,
+        f"gain if the condition is checked every {EVERY} steps: {fmt_gain(s.bound)} (the loop may then "
+        f"run up to {EVERY - 1} steps past its stop)",
+    ]
+    return words(
+        "The loop reads a value it needs every step (a stop condition)",
+        evidence,
+        f"The read is needed, so no patch: to make it cheaper, compute the condition on the device "
+        f"(`stop = loss.detach() < threshold`) and read it every {EVERY} steps "
+        f"(`if step % {EVERY} == 0 and stop.item(): break`), or stop on an epoch boundary.",
+        _SOURCE,
+    )

@@ -116,13 +116,14 @@ def test_many_small_ops_make_the_tiny_ops_finding_whatever_the_heaviest_matmul()
     from gpu_notebook.cell.facts import SourceFacts
     from gpu_notebook.records import HostOverhead, OpStat
     from gpu_notebook.rules.launch import tiny_ops
+    from gpu_notebook.words import worded
     from tests.scenarios import synthetic as syn
 
     host = HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0)
     ops = (OpStat("aten::addmm", 100, 5000.0, 5000.0, "cpu", median_self_us=50.0),)
     analysis = dataclasses.replace(syn.make_analysis({"forward": 0.5}, ops=ops), host=host)
     assert host_bound(host, ops)
-    found = tiny_ops(syn.make_run(""), analysis, SourceFacts(parsed=False))
+    found = worded(tiny_ops(syn.make_run(""), analysis, SourceFacts(parsed=False)))
     assert found is not None and found.severity in ("medium", "high")
     assert "40 host operators of median 8 us" in found.evidence[0]
     assert "70%" in found.evidence[0]

@@ -25,25 +25,34 @@ window's share only where the run has no such figure (a closure optimizer, a sho
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
+from typing import Literal
 
 from gpu_notebook.analysis.host import SMALL_OP_US, heaviest_matmul_us, host_bound
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run, RunPhase, Severity
+from gpu_notebook.records import (
+    Analysis,
+    Finding,
+    HostOverhead,
+    PhaseBreakdown,
+    Run,
+    RunPhase,
+    Said,
+    Severity,
+)
 from gpu_notebook.rules.common import (
     CRITICAL,
     RESIDUAL_PHASES,
     WARN,
-    Check,
     bigger_batch_bound,
-    finding,
+    found,
     gain_bound,
     gain_range,
     has_gpu,
     loader_in_use,
-    phase_source,
     severity_of,
     share,
     shares_sum,
@@ -53,6 +62,50 @@ from gpu_notebook.rules.syncs import loop_lines
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy
 TINY_OP_US = SMALL_OP_US  # HTA consecutive_kernel_delay: 30 us
 MAX_FACTOR = 8
+
+
+@dataclass(frozen=True)
+class GpuStarved(Said):
+    busy: float  # the GPU's busy share of the window
+    host_idle: float  # its idle share waiting for the host to launch work
+    host_wait_us: float
+    kernel_wait_us: float  # launch gaps
+    mean_kernel_us: float | None  # of the top kernels
+    bound: float | None
+    compiled: bool
+
+
+@dataclass(frozen=True)
+class TinyOps(Said):
+    tiny: bool  # the heaviest matmul/convolution is shorter than a launch gap
+    sized_us: float  # the op the batch factor is sized by
+    heaviest_us: float | None
+    host: HostOverhead | None
+    residual: float | None  # host time between operators
+    phases: PhaseBreakdown | None
+    median_s: float | None
+    batch: int | None
+    factor: int
+    bound: float | None
+    # A bigger batch (a loader to enlarge), compiled already (none), or compile (none found).
+    outcome: Literal["batch", "compiled", "compile"]
+    compiled: bool
+
+
+@dataclass(frozen=True)
+class UnfusedOptimizer(Said):
+    cls: str
+    name: str | None
+    implementation: Literal["fused", "foreach"]
+    built_here: bool
+    optimizer: float  # its share of the step (over the run where the step clock timed it)
+    profiled: float | None  # the profiled window's reading
+    whole: RunPhase | None
+    phases: PhaseBreakdown | None
+    low: float | None
+    bound: float | None
+    # On the CPU, why fusing would not shorten it (None: it may).
+    no_cpu_gain: Literal["foreach", "one-pass"] | None
 
 
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -70,40 +123,13 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
         return None
     kernels = [op for op in analysis.top_ops if op.device == "gpu"]
     calls = sum(op.calls for op in kernels)
-    evidence = [
-        f"GPU busy {fmt_share(gpu.busy_share)} of the window",
-        f"GPU idle waiting for the host to launch work: {fmt_share(host_idle)} of the window "
-        f"(host wait {gpu.idle_host_wait_us / 1e3:.1f} ms, launch gaps {gpu.idle_kernel_wait_us / 1e3:.1f} ms)",
-    ]
-    if calls:
-        evidence.append(
-            f"mean duration of the top kernels: {sum(op.total_us for op in kernels) / calls:.0f} us"
-        )
+    mean_us = sum(op.total_us for op in kernels) / calls if calls else None
     bound = gain_bound(host_idle, analysis)
-    evidence.append(f"gain if the host kept the GPU fed: {fmt_gain(bound)}")
     compiled = facts.compiled or any(m.compiled for m in facts.live.models)
-    return finding(
-        "launch.gpu_starved",
-        "The GPU waits for Python to launch the next kernel",
-        severity,
-        evidence,
-        "Capture steps with CUDA graphs (torch.compile(mode='reduce-overhead')) or give each "
-        "kernel more work (bigger batch)."
-        if compiled
-        else "Fuse small ops with torch.compile (fewer, longer kernels), use fused optimizers, or a bigger batch.",
-        "Nsight Systems gpu_time_util (< 50% busy); HTA idle-time breakdown (host wait, 30 us kernel wait)",
-        phase_share=host_idle,
-        bound=bound,
-        fix_id=None if compiled else "torch_compile",
-    )
-
-
-TINY_OPS = Check(
-    "launch.tiny_ops",
-    "The model's ops are too small: per-op overhead dominates its time",
-    "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual "
-    "warn 10%)",
-)
+    said = GpuStarved(gpu.busy_share, host_idle, gpu.idle_host_wait_us, gpu.idle_kernel_wait_us,
+                      mean_us, bound, compiled)  # fmt: skip
+    return found("launch.gpu_starved", severity, said, phase_share=host_idle, bound=bound,
+                 fix_id=None if compiled else "torch_compile")  # fmt: skip
 
 
 def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -137,71 +163,18 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     static, live = loader_in_use(facts)
     batch = analysis.step_stats.batch_size
     compiled = facts.compiled or any(m.compiled for m in facts.live.models)
-    if tiny:
-        first = (
-            f"the heaviest matmul/convolution takes {sized_us:.0f} us a call: shorter than a GPU "
-            f"kernel launch gap ({TINY_OP_US:.0f} us), so a GPU would wait on Python"
-        )
-    else:
-        assert host is not None
-        heaviest = (
-            f"the heaviest matmul/convolution takes {heaviest_us:.0f} us a call, but "
-            if heaviest_us is not None
-            else ""
-        )
-        first = (
-            f"{heaviest}the step is {host.ops_per_step:.0f} host operators of median "
-            f"{host.median_op_us:.0f} us: Python between them and operators under "
-            f"{host.small_op_us:.0f} us take {fmt_share(host.between_ops_share + host.small_op_share)} "
-            "of it, overhead rather than work"
-        )
-    evidence = [
-        first,
-        f"host time between operators: {fmt_share(residual or 0.0)} of the step ({phase_source(analysis)}); "
-        "the rest of the overhead sits inside every phase",
-    ]
-    if analysis.step_stats.median_s is not None:
-        evidence.append(
-            f"median step {analysis.step_stats.median_s * 1e3:.2f} ms with batch {batch}"
-        )
+    said = TinyOps(tiny, sized_us, heaviest_us, host, residual, analysis.phases,
+                   analysis.step_stats.median_s, batch, factor, None, "compile", compiled)  # fmt: skip
     if static is not None or live is not None:
         bound = bigger_batch_bound(factor, analysis)
-        evidence.append(
-            f"gain with a batch x{factor}: samples/s {fmt_gain(bound)} (the model side per sample "
-            f"shrinks at most x{factor}, data loading per sample not at all); the learning rate "
-            "scales too (check convergence)"
-        )
-        return TINY_OPS.found(
-            severity,
-            evidence,
-            f"Give each step more work: batch size x{factor} (learning rate x{factor})"
-            + ("" if compiled else "; then torch.compile to fuse the remaining small ops")
-            + ". More GPUs would not help.",
-            bound=bound,
-            line=static.line if static is not None else None,
-            fix_id="bigger_batch",
-            fix_params={"factor": factor, "scale_lr": True},
-        )
+        said = dataclasses.replace(said, bound=bound, outcome="batch")
+        return found("launch.tiny_ops", severity, said, bound=bound,
+                     line=static.line if static is not None else None, fix_id="bigger_batch",
+                     fix_params={"factor": factor, "scale_lr": True})  # fmt: skip
     if compiled:
         # Never advise what holds: the model is compiled, and no loader is here to enlarge.
-        evidence.append(
-            "the model is compiled already (torch.compile): no DataLoader found to enlarge the batch"
-        )
-        return TINY_OPS.found(
-            severity,
-            evidence,
-            "Make each step do more work: a bigger batch where the batches are made "
-            "(torch.compile is already on; mode='reduce-overhead' captures CUDA graphs on a GPU).",
-        )
-    evidence.append(
-        "no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)"
-    )
-    return TINY_OPS.found(
-        severity,
-        evidence,
-        "Fuse small ops with torch.compile, or make each step do more work (bigger batch).",
-        fix_id="torch_compile",
-    )
+        return found("launch.tiny_ops", severity, dataclasses.replace(said, outcome="compiled"))
+    return found("launch.tiny_ops", severity, said, fix_id="torch_compile")
 
 
 def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -228,59 +201,24 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     if not usable:
         return None
     cls, line, name, one_pass = usable[0]
-    implementation = "fused" if cls in FUSED_OPTIMIZERS else "foreach"
+    implementation: Literal["fused", "foreach"] = "fused" if cls in FUSED_OPTIMIZERS else "foreach"
     if not has_gpu(run):
-        why = _no_cpu_gain(cls, implementation, one_pass)
+        why = _no_cpu_gain(implementation, one_pass)
         if why is not None:
-            return finding(
-                "launch.unfused_optimizer",
-                f"The {cls} step takes {fmt_share(optimizer)} of the step; fusing it would not "
-                "shorten it here",
-                "info",
-                [_optimizer_evidence(optimizer, profiled, whole, analysis), why],
-                f"No optimizer flag to change on the CPU: the update's time is its arithmetic "
-                f"over {cls}'s parameters (a smaller model, or the GPU, shortens it).",
-                _CPU_OPTIM_SOURCE,
-                phase_share=optimizer,
-                line=line,
-            )
+            said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer,
+                                    profiled, whole, analysis.phases, None, None, why)  # fmt: skip
+            return found("launch.unfused_optimizer", "info", said, phase_share=optimizer, line=line)
     low, bound = gain_range(
         min(whole.low_share, optimizer) if whole is not None else None, optimizer, analysis
     )
-    built_here = line is not None
-    return finding(
-        "launch.unfused_optimizer",
-        f"The {cls} step updates each parameter tensor separately",
-        "medium" if optimizer >= 0.20 else "low",
-        [
-            _optimizer_evidence(optimizer, profiled, whole, analysis),
-            f"{cls}"
-            + (f" (`{name}`)" if name else "")
-            + f" without {implementation}=True"
-            + ("" if built_here else ", built in an earlier cell"),
-            f"gain if the update took no time: {fmt_gain(bound, low)} (from the least update share "
-            "the run's steps support, 90% interval, to the run's; fusing trims it, it does not "
-            "remove it)",
-        ],
-        f"Pass {implementation}=True to {cls}(...): one kernel (or a few) for all parameters "
-        "(they sum in another order: the loss can differ in its last digits).",
-        "TraceML step_time policy (warn 10%); PyTorch optim docs (foreach/fused implementations)",
-        phase_share=optimizer,
-        bound=bound,
-        line=line,
-        fix_id="foreach_fused_optimizer",
-        fix_params={"implementation": implementation},
-        low=low,
-    )
+    said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer, profiled,
+                            whole, analysis.phases, low, bound, None)  # fmt: skip
+    return found("launch.unfused_optimizer", "medium" if optimizer >= 0.20 else "low", said,
+                 phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",
+                 fix_params={"implementation": implementation}, low=low)  # fmt: skip
 
 
-_CPU_OPTIM_SOURCE = (
-    "torch/utils/_foreach_utils.py (torch 2.13): foreach kernels exist for cuda, xpu, mtia, not "
-    "cpu; torch/optim/sgd.py: without momentum or weight decay the update is one add_ a tensor"
-)
-
-
-def _no_cpu_gain(cls: str, implementation: str, one_pass: bool) -> str | None:
+def _no_cpu_gain(implementation: str, one_pass: bool) -> Literal["foreach", "one-pass"] | None:
     """Why a fused or foreach update would not be faster on CPU tensors (None: it may be).
 
     torch has no CPU foreach kernels (``_get_foreach_kernels_supported_devices``): foreach=True
@@ -290,36 +228,8 @@ def _no_cpu_gain(cls: str, implementation: str, one_pass: bool) -> str | None:
     measured 0.84x, no measurable effect, benchmarks/README.md "Fix ledger").
     """
     if implementation == "foreach":
-        return (
-            f"torch has no foreach kernels for CPU tensors: {cls}(foreach=True) on the CPU runs the "
-            "same per-tensor loop"
-        )
-    if one_pass:
-        return (
-            f"{cls} without momentum or weight decay updates each tensor with one add_: one pass "
-            "over the memory already, which a fused CPU kernel cannot shorten"
-        )
-    return None
-
-
-def _optimizer_evidence(
-    optimizer: float, profiled: float | None, whole: RunPhase | None, analysis: Analysis
-) -> str:
-    if whole is None:
-        return (
-            f"optimizer step and zero_grad: {fmt_share(optimizer)} of the step "
-            f"({phase_source(analysis)}; the step clock did not time the optimizer over the run)"
-        )
-    line = (
-        f"optimizer step: {fmt_share(optimizer)} of the step time over {whole.steps} steps "
-        "(step clock, outside the profiled window)"
-    )
-    if profiled is not None and abs(profiled - optimizer) >= 0.01:
-        line += (
-            f"; the profiled window read {fmt_share(profiled)} (the profiler's cost per op "
-            "lands on the update's many small ops)"
-        )
-    return line
+        return "foreach"
+    return "one-pass" if one_pass else None
 
 
 RULES = (gpu_starved, tiny_ops, unfused_optimizer)

@@ -1,0 +1,151 @@
+"""Words of the host- and launch-bound rules (rules/launch.py)."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.rules.launch import TINY_OP_US, GpuStarved, TinyOps, UnfusedOptimizer
+from gpu_notebook.words.common import Words, phase_source, worder, words
+
+
+@worder(GpuStarved)
+def gpu_starved(s: GpuStarved) -> Words:
+    evidence = [
+        f"GPU busy {fmt_share(s.busy)} of the window",
+        f"GPU idle waiting for the host to launch work: {fmt_share(s.host_idle)} of the window "
+        f"(host wait {s.host_wait_us / 1e3:.1f} ms, launch gaps {s.kernel_wait_us / 1e3:.1f} ms)",
+    ]
+    if s.mean_kernel_us is not None:
+        evidence.append(f"mean duration of the top kernels: {s.mean_kernel_us:.0f} us")
+    evidence.append(f"gain if the host kept the GPU fed: {fmt_gain(s.bound)}")
+    return words(
+        "The GPU waits for Python to launch the next kernel",
+        evidence,
+        "Capture steps with CUDA graphs (torch.compile(mode='reduce-overhead')) or give each "
+        "kernel more work (bigger batch)."
+        if s.compiled
+        else "Fuse small ops with torch.compile (fewer, longer kernels), use fused optimizers, or a bigger batch.",
+        "Nsight Systems gpu_time_util (< 50% busy); HTA idle-time breakdown (host wait, 30 us kernel wait)",
+    )
+
+
+@worder(TinyOps)
+def tiny_ops(s: TinyOps) -> Words:
+    host = s.host
+    if s.tiny or host is None:
+        first = (
+            f"the heaviest matmul/convolution takes {s.sized_us:.0f} us a call: shorter than a GPU "
+            f"kernel launch gap ({TINY_OP_US:.0f} us), so a GPU would wait on Python"
+        )
+    else:
+        heaviest = (
+            f"the heaviest matmul/convolution takes {s.heaviest_us:.0f} us a call, but "
+            if s.heaviest_us is not None
+            else ""
+        )
+        first = (
+            f"{heaviest}the step is {host.ops_per_step:.0f} host operators of median "
+            f"{host.median_op_us:.0f} us: Python between them and operators under "
+            f"{host.small_op_us:.0f} us take {fmt_share(host.between_ops_share + host.small_op_share)} "
+            "of it, overhead rather than work"
+        )
+    evidence = [
+        first,
+        f"host time between operators: {fmt_share(s.residual or 0.0)} of the step ({phase_source(s.phases)}); "
+        "the rest of the overhead sits inside every phase",
+    ]
+    if s.median_s is not None:
+        evidence.append(f"median step {s.median_s * 1e3:.2f} ms with batch {s.batch}")
+    k = s.factor
+    if s.outcome == "batch":
+        evidence.append(
+            f"gain with a batch x{k}: samples/s {fmt_gain(s.bound)} (the model side per sample "
+            f"shrinks at most x{k}, data loading per sample not at all); the learning rate "
+            "scales too (check convergence)"
+        )
+        fix = (
+            f"Give each step more work: batch size x{k} (learning rate x{k})"
+            + ("" if s.compiled else "; then torch.compile to fuse the remaining small ops")
+            + ". More GPUs would not help."
+        )
+    elif s.outcome == "compiled":
+        evidence.append(
+            "the model is compiled already (torch.compile): no DataLoader found to enlarge the batch"
+        )
+        fix = (
+            "Make each step do more work: a bigger batch where the batches are made "
+            "(torch.compile is already on; mode='reduce-overhead' captures CUDA graphs on a GPU)."
+        )
+    else:
+        evidence.append(
+            "no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)"
+        )
+        fix = "Fuse small ops with torch.compile, or make each step do more work (bigger batch)."
+    return words(
+        "The model's ops are too small: per-op overhead dominates its time",
+        evidence,
+        fix,
+        "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual "
+        "warn 10%)",
+    )
+
+
+_CPU_OPTIM_SOURCE = (
+    "torch/utils/_foreach_utils.py (torch 2.13): foreach kernels exist for cuda, xpu, mtia, not "
+    "cpu; torch/optim/sgd.py: without momentum or weight decay the update is one add_ a tensor"
+)
+
+
+def _optimizer_evidence(s: UnfusedOptimizer) -> str:
+    whole = s.whole
+    if whole is None:
+        return (
+            f"optimizer step and zero_grad: {fmt_share(s.optimizer)} of the step "
+            f"({phase_source(s.phases)}; the step clock did not time the optimizer over the run)"
+        )
+    line = (
+        f"optimizer step: {fmt_share(s.optimizer)} of the step time over {whole.steps} steps "
+        "(step clock, outside the profiled window)"
+    )
+    if s.profiled is not None and abs(s.profiled - s.optimizer) >= 0.01:
+        line += (
+            f"; the profiled window read {fmt_share(s.profiled)} (the profiler's cost per op "
+            "lands on the update's many small ops)"
+        )
+    return line
+
+
+@worder(UnfusedOptimizer)
+def unfused_optimizer(s: UnfusedOptimizer) -> Words:
+    cls = s.cls
+    if s.no_cpu_gain is not None:
+        why = (
+            f"torch has no foreach kernels for CPU tensors: {cls}(foreach=True) on the CPU runs the "
+            "same per-tensor loop"
+            if s.no_cpu_gain == "foreach"
+            else f"{cls} without momentum or weight decay updates each tensor with one add_: one pass "
+            "over the memory already, which a fused CPU kernel cannot shorten"
+        )
+        return words(
+            f"The {cls} step takes {fmt_share(s.optimizer)} of the step; fusing it would not "
+            "shorten it here",
+            [_optimizer_evidence(s), why],
+            f"No optimizer flag to change on the CPU: the update's time is its arithmetic "
+            f"over {cls}'s parameters (a smaller model, or the GPU, shortens it).",
+            _CPU_OPTIM_SOURCE,
+        )
+    return words(
+        f"The {cls} step updates each parameter tensor separately",
+        [
+            _optimizer_evidence(s),
+            f"{cls}"
+            + (f" (`{s.name}`)" if s.name else "")
+            + f" without {s.implementation}=True"
+            + ("" if s.built_here else ", built in an earlier cell"),
+            f"gain if the update took no time: {fmt_gain(s.bound, s.low)} (from the least update share "
+            "the run's steps support, 90% interval, to the run's; fusing trims it, it does not "
+            "remove it)",
+        ],
+        f"Pass {s.implementation}=True to {cls}(...): one kernel (or a few) for all parameters "
+        "(they sum in another order: the loss can differ in its last digits).",
+        "TraceML step_time policy (warn 10%); PyTorch optim docs (foreach/fused implementations)",
+    )

@@ -21,7 +21,6 @@ STILL_WORDING = {
     "__init__.py",
     "common.py",
     "input_pipeline.py",
-    "run_shape.py",
 }
 
 

@@ -12,12 +12,12 @@ and grows by >= 16 MiB over it.
 
 from __future__ import annotations
 
-from gpu_notebook.analysis.steady import STALL_FACTOR
+from dataclasses import dataclass
+
 from gpu_notebook.cell.blocks import Periodic, kept_graph_line, periodic_blocks
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_seconds, fmt_share
-from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape
-from gpu_notebook.rules.common import Rule, finding, gain_bound, severity_of
+from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape, Said, StallPattern
+from gpu_notebook.rules.common import Rule, found, gain_bound, severity_of
 
 DRIFT_FACTOR = 1.5
 BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's
@@ -25,15 +25,45 @@ JITTER = 1.5
 STALL_SHARE = 0.02
 MEMORY_R2 = 0.8
 MEMORY_GROWTH_BYTES = 16 * 2**20
-_SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
 
-_PHASE_WORK = {
-    "data": "waiting for the DataLoader",
-    "forward": "model calls outside backward (validation, evaluation, the forward itself)",
-    "backward": "backward",
-    "optimizer": "the optimizer step",
-    "other": "work outside the training ops (checkpoint saves, logging flushes, Python)",
-}
+
+@dataclass(frozen=True)
+class WindowUnrepresentative(Said):
+    shape: RunShape
+    covers: float  # steps like the window's: their share of the run's step time
+    ratio: float  # the run's median step / the window's
+    whole_phases: bool  # hook timings give every step's phase split
+
+
+@dataclass(frozen=True)
+class Drift(Said):
+    shape: RunShape
+    factor: float  # last fifth / first fifth
+    removed: float | None  # time above the first fifth's pace
+    bound: float | None
+    unread: int | None  # readings of the machine's load, when too few to rule it out
+
+
+@dataclass(frozen=True)
+class Jitter(Said):
+    shape: RunShape
+    above: float | None  # time above the median step
+    bound: float | None
+
+
+@dataclass(frozen=True)
+class PeriodicStall(Said):
+    stalls: StallPattern
+    median_s: float | None
+    bound: float | None
+    block: Periodic | None  # the cell's periodic block that matches
+    at_random: bool  # no period and no block: often the machine
+
+
+@dataclass(frozen=True)
+class MemoryCreep(Said):
+    trend: MemoryTrend
+    kept: tuple[int, str, str] | None  # (line, text, name) keeping its autograd graph
 
 
 # The loop's thread waits for a core at least this share of a step: a machine this busy
@@ -65,26 +95,8 @@ def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) ->
         return None
     covers = shape.window_covers or 0.0
     ratio = shape.median_s / shape.window_median_s if shape.window_median_s > 0 else float("inf")
-    where = ", ".join(f"steps {w.first_step}-{w.last_step}" for w in shape.windows) or "the window"
-    rests = (
-        "the phase split above is that of every step, by hook timings; the window's is beside it"
-        if analysis.window_phases is not None
-        else "no timing covers the rest of the run: profile later steps (%%gpucheck -w N)"
-    )
-    return finding(
-        "run.window_unrepresentative",
-        "The profiled window does not represent the run",
-        "medium",
-        [
-            f"profiled {where}: {fmt_seconds(shape.window_median_s)} a step unprofiled around them; "
-            f"the run's median step is {fmt_seconds(shape.median_s)} ({ratio:.1f}x)",
-            f"steps like the window's hold {fmt_share(covers)} of the run's step time",
-            rests,
-        ],
-        "Read the run-wide findings first; profile the steps that hold most of the time "
-        "(%%gpucheck -w N starts the window later).",
-        _SOURCE,
-    )
+    said = WindowUnrepresentative(shape, covers, ratio, analysis.window_phases is not None)
+    return found("run.window_unrepresentative", "medium", said)
 
 
 def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -105,46 +117,16 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         return None  # the fifths' ranges overlap: a few noisy steps, not a measured slowdown
     removed = shape.drift_share
     bound = gain_bound(removed, analysis)
-    grew = shape.grown_phase
-    evidence = [
-        f"first fifth of the run: {fmt_seconds(shape.first_median_s)} a step; last fifth: "
-        f"{fmt_seconds(shape.last_median_s)} ({factor:.1f}x)",
-        f"trend: {fmt_seconds(shape.slope_s_per_step * 100)} more every 100 steps",
-        f"time above the first fifth's pace: {fmt_share(removed or 0.0)} of the run's step time "
-        f"(if every step kept that pace: {fmt_gain(bound)})",
-    ]
-    fix = "Find what grows with the step count: a list the loop appends to and reads, a cache "
-    if grew is not None:
-        phase, before, after = grew
-        evidence.insert(
-            1, f"{phase} grew from {fmt_seconds(before)} to {fmt_seconds(after)} a step"
-        )
-        if phase == "data":
-            fix = (
-                "The input got slower after the first part (a cache, a first shard in memory): "
-                "read ahead with DataLoader workers, or keep the whole set where the first part was. "
-            )
     severity = severity_of(removed, low=0.05) or "low"
     readings = sum(1 for s in run.samples.samples if s.run_wait_pct is not None)
+    unread = None
     if shape.own_drift is None and readings < 2:
         # A short run sees fewer than two readings of the thread's wait for a core, so no
         # machine guard above could apply: a loaded machine's slowdown reads as the code's
         # (a 30-step run under load: "Steps slow down" [high] over its real cause).
-        severity = "low"
-        evidence.append(
-            f"the machine's load over the run could not be read ({readings} reading(s) of the "
-            "loop's wait for a core, two needed): part or all of this may be the machine's"
-        )
-    return finding(
-        "run.drift",
-        "Steps slow down over the run",
-        severity,
-        evidence,
-        fix + "or data that gets slower to read.",
-        _SOURCE,
-        phase_share=removed,
-        bound=bound,
-    )
+        severity, unread = "low", readings
+    said = Drift(shape, factor, removed, bound, unread)
+    return found("run.drift", severity, said, phase_share=removed, bound=bound)
 
 
 def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -158,21 +140,8 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         return None
     above = shape.above_median_share
     bound = gain_bound(above, analysis)
-    return finding(
-        "run.jitter",
-        "Step times are uneven",
-        "low",
-        [
-            f"p90 step {fmt_seconds(shape.p90_s)} is {shape.jitter:.1f}x the median {fmt_seconds(shape.median_s)}",
-            f"time above the median step: {fmt_share(above or 0.0)} of the run ({fmt_gain(bound)} if "
-            "every step took the median)",
-        ],
-        "Look for work some steps do and others not: variable-length batches (pad or bucket "
-        "them), garbage collection, other processes on the machine.",
-        _SOURCE,
-        phase_share=above,
-        bound=bound,
-    )
+    said = Jitter(shape, above, bound)
+    return found("run.jitter", "low", said, phase_share=above, bound=bound)
 
 
 def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -196,54 +165,15 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         # periodic block in the cell that matches it is (a checkpoint on a busy machine).
         return None
     bound = gain_bound(stalls.share, analysis)
-    evidence = [
-        f"{stalls.count} step(s) took over {STALL_FACTOR:.0f}x the median "
-        f"({fmt_seconds(stalls.median_stall_s)} against {fmt_seconds(shape.median_s if shape else None)})"
-        + (f", every {stalls.period_steps} steps" if stalls.period_steps else ""),
-        f"their extra time: {fmt_seconds(stalls.excess_s)}, {fmt_share(stalls.share)} of the run's step time "
-        f"({fmt_gain(bound)} without it)",
-    ]
-    if stalls.phase is not None:
-        evidence.append(
-            f"where it went (hook timings): {_PHASE_WORK[stalls.phase]}, "
-            f"{fmt_share(stalls.phase_share or 0.0)} of the extra time"
-        )
-    line = None
-    what = "the periodic work"
-    if block is not None:
-        line, what = block.line, block.work
-        every = (
-            f"every {block.every} steps"
-            if block.every
-            else "periodically (its period is set at run time)"
-        )
-        evidence.append(f"line {block.line}: `{block.text}` runs {block.work} {every}")
-    title = (
-        f"Every {stalls.period_steps} steps a step stalls"
-        if stalls.period_steps
-        else "Some steps stall"
-    )
     severity = severity_of(stalls.share, low=STALL_SHARE) or "low"
-    if not stalls.period_steps and block is None:
+    at_random = not stalls.period_steps and block is None
+    if at_random:
         # No schedule and no periodic block in the cell: stalls at random are most often the
         # machine (other processes taking the cores), not the code. Said, not ranked first.
         severity = "low"
-        evidence.append(
-            "no regular period and no `if step % N` block in the cell: stalls at random are "
-            "often the machine (other processes on its cores); measure again on a quiet machine"
-        )
-    return finding(
-        "run.periodic_stall",
-        title + (f" ({what})" if block is not None else ""),
-        severity,
-        evidence,
-        f"Make {what} cheaper or rarer: run it less often, on a subset, or in a background "
-        "thread (checkpoints: save a state_dict copy asynchronously).",
-        _SOURCE,
-        phase_share=stalls.share,
-        bound=bound,
-        line=line,
-    )
+    said = PeriodicStall(stalls, shape.median_s if shape else None, bound, block, at_random)
+    return found("run.periodic_stall", severity, said, phase_share=stalls.share, bound=bound,
+                 line=block.line if block is not None else None)  # fmt: skip
 
 
 def matching_block(run: Run, facts: SourceFacts, period: int | None) -> Periodic | None:
@@ -275,38 +205,14 @@ def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     if not growing:
         return None
     trend = max(growing, key=lambda m: (m.kind == "gpu", m.bytes_per_step))
-    what = "GPU memory" if trend.kind == "gpu" else "process memory (RSS)"
-    evidence = [
-        f"{what} grows {fmt_bytes(int(trend.bytes_per_step * 100))} every 100 steps "
-        f"({fmt_bytes(trend.start_bytes)} at step {trend.first_step}, {fmt_bytes(trend.end_bytes)} "
-        f"at step {trend.last_step}; straight line, R^2 {trend.r2:.2f})",
-    ]
-    if trend.full_at_step is not None and trend.capacity_bytes is not None:
-        evidence.append(
-            f"at this rate the {'card' if trend.kind == 'gpu' else 'machine'} "
-            f"({fmt_bytes(trend.capacity_bytes)}) is full at step {trend.full_at_step:,}"
-        )
     kept = kept_graph_line(run.cell_source, facts.model_names, facts.line_offset)
-    line = None
     params: dict[str, str | int | float | bool | None] = {}
     fix_id = None
     if kept is not None:
-        line, text, name = kept
-        evidence.append(f"line {line}: `{text}` keeps `{name}` with its autograd graph every step")
-        fix_id, params = "detach_kept_tensors", {"names": name}
+        fix_id, params = "detach_kept_tensors", {"names": kept[2]}
     soon = trend.full_at_step is not None and trend.full_at_step < 10 * max(1, shape.steps)
-    return finding(
-        "run.memory_creep",
-        "Memory grows every step",
-        "high" if soon else "medium",
-        evidence,
-        "Keep values, not tensors with their graphs: `history.append(loss.detach())` (or "
-        "`loss.item()` every N steps); clear lists and caches the loop fills.",
-        _SOURCE,
-        line=line,
-        fix_id=fix_id,
-        fix_params=params,
-    )
+    return found("run.memory_creep", "high" if soon else "medium", MemoryCreep(trend, kept),
+                 line=kept[0] if kept is not None else None, fix_id=fix_id, fix_params=params)  # fmt: skip
 
 
 def creeps(m: MemoryTrend) -> bool:

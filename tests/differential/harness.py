@@ -61,6 +61,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # One private folder per test session (two CI runs at once must not share program folders).
 SCRATCH_ROOT = Path(os.environ.get("DIFF_SCRATCH") or tempfile.mkdtemp(prefix="gn-diff-"))
 DEFAULT_TIMEOUT_S = 120
+# A hang guard, not a time budget: a program's TIMEOUT_S is what it takes on an idle machine with
+# room to spare; on a shared machine (CI with every core busy ran a torch.compile program past
+# its 240 s) runs take several times longer, so each run may take HANG_FACTOR times it.
+HANG_FACTOR = 3
 SEED = "1234"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -82,7 +86,13 @@ class Program:
 
     @property
     def timeout_s(self) -> float:
-        return float(self.settings.get("TIMEOUT_S", DEFAULT_TIMEOUT_S))
+        return HANG_FACTOR * float(self.settings.get("TIMEOUT_S", DEFAULT_TIMEOUT_S))
+
+    @property
+    def test_timeout_s(self) -> float:
+        """The pytest-timeout of its test: both runs (plain, measured) plus set-up, so the
+        harness's own per-run guard, which names the hung run, fires first."""
+        return 2 * self.timeout_s + 120
 
     @property
     def normalise(self) -> list[tuple[str, str]]:

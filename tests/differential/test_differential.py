@@ -25,7 +25,10 @@ def _scratch_removed_after() -> Iterator[None]:
     shutil.rmtree(SCRATCH_ROOT, ignore_errors=True)
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+@pytest.mark.parametrize(
+    "program",
+    [pytest.param(p, id=p.name, marks=pytest.mark.timeout(p.test_timeout_s)) for p in PROGRAMS],
+)
 def test_measured_equals_plain(program):
     diffs = differences(program)
     assert not diffs, (

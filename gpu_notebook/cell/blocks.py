@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from gpu_notebook.cell.names import dotted, method_of, receiver_of
+from gpu_notebook.cell.names import backward_target, dotted, method_of
 from gpu_notebook.cell.parse import parse_ast
 
 # What a periodic block does, by the names it calls (first match wins).
@@ -118,7 +118,7 @@ def kept_graph_calls(
     found: dict[int, ast.Call] = {}
     for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
         calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
-        losses = {_backward_target(c) for c in calls if method_of(c) == "backward"} - {None}
+        losses = {backward_target(c) for c in calls if method_of(c) == "backward"} - {None}
         if not losses:
             continue
         graphs = set(names) or {n for n in losses if n is not None}
@@ -133,13 +133,6 @@ def kept_graph_calls(
             if method_of(c) in KEEPING_METHODS and c.args and dotted(c.args[-1]) in graphs:
                 found.setdefault(id(c), c)
     return list(found.values())
-
-
-def _backward_target(call: ast.Call) -> str | None:
-    target = receiver_of(call)
-    if isinstance(target, ast.Call) and method_of(target) == "scale" and target.args:
-        target = target.args[0]
-    return dotted(target)
 
 
 def kept_graph_line(

@@ -7,6 +7,7 @@ Shared by the scanner modules (``tree``, ``loops``, ``syncs``,
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from typing import Any
 
 from gpu_notebook.cell.words import GRAD_MODES, last, model_like
@@ -37,6 +38,37 @@ def method_of(call: Any) -> str | None:
 def receiver_of(call: Any) -> Any:
     """``loss`` for ``loss.backward()``; None when the call is not a method call."""
     return call.func.value if type(call.func).__name__ == "Attribute" else None
+
+
+def walk(node: Any) -> Iterator[Any]:
+    """The node and all its descendants, in source order: either tree, the facts' :mod:`ast`
+    or the libcst one a fix edits."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        held = getattr(current, "children", None)  # libcst; ast nodes have no ``children``
+        stack.extend(reversed(held if held is not None else list(ast.iter_child_nodes(current))))
+
+
+def calls_in(node: Any) -> Iterator[Any]:
+    return (child for child in walk(node) if type(child).__name__ == "Call")
+
+
+def has_backward(node: Any) -> bool:
+    return any(
+        method_of(call) == "backward" or dotted(call.func) == "torch.autograd.backward"
+        for call in calls_in(node)
+    )
+
+
+def backward_target(call: Any) -> str | None:
+    """``loss`` of ``loss.backward()`` or ``scaler.scale(loss).backward()``."""
+    target = receiver_of(call)
+    if type(target).__name__ == "Call" and method_of(target) == "scale" and target.args:
+        target = target.args[0]
+        target = target.value if type(target).__name__ == "Arg" else target  # libcst's Arg
+    return dotted(target)
 
 
 def keyword_of(call: ast.Call, name: str) -> ast.keyword | None:
@@ -151,8 +183,11 @@ def iterated_names(expr: ast.expr) -> tuple[str, ...]:
 __all__ = [
     "GRAD_MODES",
     "NOT_LITERAL",
+    "backward_target",
     "bool_or_none",
+    "calls_in",
     "dotted",
+    "has_backward",
     "int_or_none",
     "is_grad_mode_call",
     "iterated_names",
@@ -166,4 +201,5 @@ __all__ = [
     "position",
     "receiver_of",
     "updates_in_place",
+    "walk",
 ]

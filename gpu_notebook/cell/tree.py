@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from gpu_notebook.cell.facts import SourceLine
 from gpu_notebook.cell.names import (
     dotted,
+    has_backward,
     is_grad_mode_call,
     last,
     method_of,
@@ -47,7 +48,7 @@ class CellTree:
             n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
         ]
         self.loops.sort(key=lambda n: n.lineno)
-        self.trains = {id(loop): self._has_backward(loop) for loop in self.loops}
+        self.trains = {id(loop): has_backward(loop) for loop in self.loops}
         # The step loops: loops that call .backward() and hold no other loop that does (an
         # epoch loop around them trains too, but runs once per epoch).
         self.step_loops = {
@@ -177,14 +178,6 @@ class CellTree:
                     if name is not None:
                         names.add(name)
         return names
-
-    def _has_backward(self, node: ast.AST) -> bool:
-        for child in ast.walk(node):
-            if isinstance(child, ast.Call) and (
-                method_of(child) == "backward" or dotted(child.func) == "torch.autograd.backward"
-            ):
-                return True
-        return False
 
     def grad_off_at(self, node: ast.AST) -> bool:
         """True when ``node`` runs with autograd off: a grad-mode ``with``, decorator, or global."""

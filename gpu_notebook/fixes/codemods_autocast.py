@@ -12,7 +12,15 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from gpu_notebook.cell.names import dotted, last, method_of, receiver_of
+from gpu_notebook.cell.names import (
+    calls_in,
+    dotted,
+    has_backward,
+    last,
+    method_of,
+    receiver_of,
+    walk,
+)
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -20,10 +28,8 @@ from gpu_notebook.fixes.cst_tools import (
     Replacement,
     Tree,
     assigned_names,
-    calls_in,
     expression,
     facts_of,
-    has_backward,
     leading_lines,
     loss_names,
     names_read,
@@ -34,7 +40,6 @@ from gpu_notebook.fixes.cst_tools import (
     statement,
     training_loops,
     tree_of,
-    walk,
     with_leading_lines,
     with_torch_import,
     wrap,

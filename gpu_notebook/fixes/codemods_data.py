@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpu_notebook.cell.names import dotted
+from gpu_notebook.cell.names import dotted, walk
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
@@ -28,7 +28,6 @@ from gpu_notebook.fixes.cst_tools import (
     replace_nodes,
     set_keyword,
     tree_of,
-    walk,
 )
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...): a call

@@ -9,7 +9,7 @@ import ast
 
 import libcst as cst
 
-from gpu_notebook.cell.names import dotted, method_of, receiver_of
+from gpu_notebook.cell.names import calls_in, dotted, method_of, receiver_of
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -17,7 +17,6 @@ from gpu_notebook.fixes.cst_tools import (
     Edited,
     Replacement,
     Tree,
-    calls_in,
     expression,
     facts_of,
     main_model_name,

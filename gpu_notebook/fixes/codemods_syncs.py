@@ -18,7 +18,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from gpu_notebook.cell.blocks import kept_graph_calls
-from gpu_notebook.cell.names import dotted, method_of, receiver_of
+from gpu_notebook.cell.names import calls_in, dotted, method_of, receiver_of, walk
 from gpu_notebook.cell.words import log_kind
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -28,7 +28,6 @@ from gpu_notebook.fixes.cst_tools import (
     Tree,
     add_comment,
     assigned_names,
-    calls_in,
     expression,
     facts_of,
     loops,
@@ -39,7 +38,6 @@ from gpu_notebook.fixes.cst_tools import (
     replace_nodes,
     training_loops,
     tree_of,
-    walk,
     wrap,
 )
 

@@ -22,7 +22,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 import libcst as cst
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.names import dotted, method_of, receiver_of
+from gpu_notebook.cell.names import backward_target, calls_in, dotted, method_of, receiver_of, walk
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 
@@ -58,21 +58,6 @@ CompoundT = TypeVar("CompoundT", cst.With, cst.If)
 # --------------------------------------------------------------------------------------------
 # Walking
 # --------------------------------------------------------------------------------------------
-
-
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The node and all its descendants, in source order."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
-
-
-def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
-    for child in walk(node):
-        if isinstance(child, cst.Call):
-            yield child
 
 
 def only_call(stmt: cst.SimpleStatementLine) -> cst.Call | None:
@@ -124,13 +109,6 @@ class Tree:
 # --------------------------------------------------------------------------------------------
 # The shape of a training cell
 # --------------------------------------------------------------------------------------------
-
-
-def has_backward(node: cst.CSTNode) -> bool:
-    return any(
-        method_of(call) == "backward" or dotted(call.func) == "torch.autograd.backward"
-        for call in calls_in(node)
-    )
 
 
 def loops(node: cst.CSTNode) -> list[cst.For]:
@@ -195,17 +173,8 @@ def no_training_loop_reason(module: cst.Module) -> str:
 
 def loss_names(loop: cst.CSTNode) -> set[str]:
     """Names ``.backward()`` is called on: ``loss`` in ``loss.backward()`` or ``scale(loss)``."""
-    names: set[str] = set()
-    for call in calls_in(loop):
-        if method_of(call) != "backward":
-            continue
-        target = receiver_of(call)
-        if isinstance(target, cst.Call) and method_of(target) == "scale" and target.args:
-            target = target.args[0].value
-        name = dotted(target)
-        if name is not None:
-            names.add(name)
-    return names
+    found = (backward_target(c) for c in calls_in(loop) if method_of(c) == "backward")
+    return {name for name in found if name is not None}
 
 
 def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:

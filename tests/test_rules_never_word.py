@@ -20,7 +20,6 @@ RULES = Path(__file__).resolve().parent.parent / "gpu_notebook" / "rules"
 STILL_WORDING = {
     "__init__.py",
     "common.py",
-    "input_pipeline.py",
 }
 
 

@@ -17,6 +17,7 @@ from gpu_notebook.rules import cell_facts
 from gpu_notebook.rules.input_pipeline import data_in_memory
 from gpu_notebook.views.html import verdict_section
 from gpu_notebook.views.text import render_text
+from gpu_notebook.words.input_pipeline import no_worker_gain
 from tests.scenarios import synthetic as syn
 
 TINY_OPS = HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0)  # many ops of 8 us: host_bound() holds
@@ -117,7 +118,7 @@ def test_the_rules_know_an_in_memory_dataset_and_not_a_sleepy_one() -> None:
     analysis = _tiny(0.21)
     tensor = syn.make_run(TENSOR_CELL)
     why = data_in_memory(tensor, analysis, cell_facts(TENSOR_CELL, None))
-    assert why is not None and "TensorDataset" in why
+    assert why is not None and "TensorDataset" in no_worker_gain(why)
     # A Sleepy dataset's 1 ms a sample is a real wait: 16 ms a batch, workers would hide it.
     sleepy = syn.make_analysis(phase_split=_split(0.9, step_us=18_000.0))
     assert data_in_memory(syn.make_run(SLEEPY_CELL), sleepy, cell_facts(SLEEPY_CELL, None)) is None

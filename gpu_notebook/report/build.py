@@ -33,6 +33,7 @@ def build_report(
     from gpu_notebook.rules import attach_fixes, cell_facts, run_rules
     from gpu_notebook.rules.input_pipeline import data_in_memory
     from gpu_notebook.words import word_findings
+    from gpu_notebook.words.input_pipeline import no_worker_gain
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
     facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)
@@ -41,7 +42,10 @@ def build_report(
         run = dataclasses.replace(run, notes=(*run.notes, *facts.live.notes()))
     traces = WindowTraces()  # each window's trace decoded once, for every reader below
     analysis = analyze(run, traces)
-    verdict = decide(run, analysis, data_in_memory=data_in_memory(run, analysis, facts))
+    in_memory = data_in_memory(run, analysis, facts)
+    verdict = decide(
+        run, analysis, data_in_memory=None if in_memory is None else no_worker_gain(in_memory)
+    )
     findings = run_rules(
         run,
         analysis,

@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
-from gpu_notebook.cell.live import LiveLoader
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.records import Analysis, Finding, Run, RunPhase
+from gpu_notebook.cell.live import LiveDataHook, LiveLoader
+from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, RunPhase, Said, Severity
 from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
-    data_wait_evidence,
-    finding,
+    found,
     gain_bound,
     has_gpu,
     loader_in_use,
@@ -62,11 +61,71 @@ IN_MEMORY_DATASETS = frozenset({"TensorDataset", "StackDataset"})
 # A bound this close to 1 is no reason to add processes.
 MIN_WORKER_GAIN = 1.05
 
-_SOURCE_WORKERS = (
-    "TensorBoard profiler plugin profiler/data.py (data > 5% of step: add workers); TraceML "
-    "step_time policy (warn 10%, critical 20%); SageMaker Debugger Dataloader rule (workers "
-    "70-200% of cores)"
-)
+
+@dataclass(frozen=True)
+class NoWorkerGain:
+    """Why workers would not pay: an in-memory dataset (its class), or a batch that loads
+    faster than a worker's handoff (its ms)."""
+
+    dataset: str | None = None
+    batch_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What ``wanted`` workers can reach on this machine, and from what."""
+
+    wanted: int
+    cores: int
+    bound: float | None
+    load_us: float | None = None  # per batch, in the main process (None: Amdahl alone)
+    cpu_us: float | None = None  # the least of it that is CPU work (None: workers already load)
+
+
+@dataclass(frozen=True)
+class InMemoryBatches(Said):
+    data: float
+    phases: PhaseBreakdown | None
+    reason: NoWorkerGain
+    bound: float | None
+    batch: int | None
+
+
+@dataclass(frozen=True)
+class LoaderWorkers(Said):
+    data: float  # the data wait's share of the step (over the run where the clock timed it)
+    profiled: float | None  # the profiled window's reading
+    whole: RunPhase | None
+    phases: PhaseBreakdown | None
+    static: LoaderCall | None  # the loader as the cell builds it
+    live: LiveLoader | None  # or as an earlier cell built it
+    hook: LiveDataHook | None  # or where a framework builds it
+    as_iterated: bool  # num_workers read from the loop's iterator
+    workers: int | None
+    cores: int
+    wanted: int
+    pin: bool  # pin_memory=True advised
+    gpu: bool
+    reach: Reach
+    low: float | None
+
+
+@dataclass(frozen=True)
+class SlowDataset(Said):
+    data: float
+    phases: PhaseBreakdown | None
+    workers: int
+    cores: int
+    live: LiveLoader | None
+    persistent_off: bool  # persistent_workers=False
+
+
+@dataclass(frozen=True)
+class CpuSaturated(Said):
+    fraction: float  # of the samples, CPUs busy while the GPU idled
+    samples: int
+    children_cpu: float | None  # DataLoader workers' CPU (100 = one core)
+    data: float | None
 
 
 def suggested_workers(cpu_count: int) -> int:
@@ -110,9 +169,9 @@ def workers_reach(
     wanted: int,
     current: int | None,
     whole: RunPhase | None = None,
-) -> tuple[float | None, list[str]]:
-    """What ``wanted`` workers can give on this machine, and the evidence lines that say why
-    (per step: the run's mean data wait and step when ``whole`` has them, else the window's)."""
+) -> Reach:
+    """What ``wanted`` workers can give on this machine, and from what (per step: the run's mean
+    data wait and step when ``whole`` has them, else the window's)."""
     amdahl = gain_bound(data, analysis)
     cores = max(1, run.env.cpu_count)
     timing = (
@@ -121,12 +180,10 @@ def workers_reach(
         else per_step_us(analysis, "data")
     )
     if amdahl is None or timing is None or timing[1] <= 0:
-        return amdahl, [
-            f"gain if the wait is hidden by workers: {fmt_gain(amdahl)} (Amdahl over the data share)"
-        ]
+        return Reach(wanted, cores, amdahl)
     load_us, step_us = timing
     rest_us = step_us - load_us
-    lines: list[str] = []
+    cpu_us = None
     if current == 0:
         # The main process loads: the wait is the whole per-batch loading cost. Its CPU part
         # moves to the workers and must share the cores with the rest of the step; its waiting
@@ -137,27 +194,10 @@ def workers_reach(
             # torch's intra-op threads may already use every core for the model: the workers'
             # CPU work can only spread over the cores beside it.
             floor_us = max(floor_us, rest_us + cpu_us / cores)
-        if cpu_us >= 5:  # what rounds to 0.01 ms or more
-            cpu_part = (
-                f"at least {cpu_us / 1000:.2f} ms of it CPU work (from this process's CPU use) "
-                f"that {wanted} worker(s) share with the rest of the step on {cores} core(s)"
-            )
-        else:  # "at least 0.00 ms" says nothing: the loading waited (reads, sleeps)
-            cpu_part = (
-                "none of it measurably CPU work (this process's CPU use leaves it to waiting), "
-                f"so {wanted} worker(s) overlap it freely"
-            )
-        lines.append(
-            f"per batch: {load_us / 1000:.2f} ms of loading in the main process, {cpu_part}; "
-            f"the main process still receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
-        )
     else:
         floor_us = rest_us
     bound = min(amdahl, step_us / floor_us) if floor_us > 0 else amdahl
-    lines.append(
-        f"gain if workers hide the wait: {fmt_gain(bound)} (what {wanted} worker(s) can reach on this machine)"
-    )
-    return bound, lines
+    return Reach(wanted, cores, bound, load_us, cpu_us)
 
 
 def workers_low(
@@ -211,34 +251,14 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     reason = _workers_do_not_pay(run, analysis, facts, static, live)
     if reason is None:
         return None
-    batch = loader_setting(static, live, "batch_size")
-    evidence = [
-        data_wait_evidence(data, analysis),
-        reason,
-        "the time goes to indexing the dataset one sample at a time and collating the samples",
-    ]
     bound = gain_bound(data, analysis)
-    evidence.append(
-        f"gain if the batch is taken in one indexing: {fmt_gain(bound)} (Amdahl over the data share)"
-    )
-    bs = batch if batch is not None else "B"
-    return finding(
-        "input.in_memory_batches",
-        "The step waits for data already in memory: workers would cost more than they save",
-        severity,
-        evidence,
-        "Keep num_workers=0 and index whole batches: DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), "
-        f"batch_size={bs}, drop_last=False), batch_size=None) (a TensorDataset takes a list of indices), or "
-        f"`for idx in torch.randperm(len(X)).split({bs}): x, y = X[idx], Y[idx]`.",
-        "measured: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
-        "docs (batch_size=None with a BatchSampler for batched indexing)",
-        phase_share=data,
-        bound=bound,
-        line=static.line if static is not None else None,
-    )
+    batch = loader_setting(static, live, "batch_size")
+    said = InMemoryBatches(data, analysis.phases, reason, bound, batch)
+    return found("input.in_memory_batches", severity, said, phase_share=data, bound=bound,
+                 line=static.line if static is not None else None)  # fmt: skip
 
 
-def data_in_memory(run: Run, analysis: Analysis, facts: SourceFacts) -> str | None:
+def data_in_memory(run: Run, analysis: Analysis, facts: SourceFacts) -> NoWorkerGain | None:
     """Why the data wait is per-sample assembly of batches already in memory (the class
     ``in_memory_batches`` names), or None. The verdict counts such a wait as host overhead."""
     static, live = loader_in_use(facts)
@@ -251,23 +271,17 @@ def _workers_do_not_pay(
     facts: SourceFacts,
     static: LoaderCall | None,
     live: LiveLoader | None,
-) -> str | None:
+) -> NoWorkerGain | None:
     """Why workers would not pay here (None: they may)."""
     current = loader_setting(static, live, "num_workers")
     if current not in (0, None):
         return None
     kind = dataset_type(facts, static, live)
     if kind in IN_MEMORY_DATASETS:
-        return (
-            f"the dataset is a {kind}: its samples are views of tensors already in memory, and a worker "
-            "would copy every batch once more through shared memory to hand it over"
-        )
+        return NoWorkerGain(dataset=kind)
     timing = per_step_us(analysis, "data")
     if current == 0 and timing is not None and 0 < timing[0] <= WORKER_HANDOFF_US:
-        return (
-            f"a batch loads in {timing[0] / 1000:.2f} ms, less than a worker's handoff of a batch "
-            f"(~{WORKER_HANDOFF_US / 1000:.1f} ms)"
-        )
+        return NoWorkerGain(batch_ms=timing[0] / 1000)
     return None
 
 
@@ -282,105 +296,43 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     cores = run.env.cpu_count
     wanted = suggested_workers(cores)
     static, live = loader_in_use(facts)
-    evidence = [_data_evidence(data, profiled, whole, analysis)]
-    line: int | None = None
+    hook = None
     if static is not None:
         workers = static.num_workers
-        line = static.line
-        where = f"DataLoader on line {static.line}"
-        if static.name:
-            where += f" (`{static.name}`)"
     elif live is not None:
         workers = live.num_workers
-        where = (
-            f"`{live.name}`, a DataLoader built in an earlier cell over {live.dataset_type}"
-            + (f" ({live.dataset_len} items)" if live.dataset_len is not None else "")
-            + f", batch_size={live.batch_size}"
-        )
     elif facts.live.data_hooks:
         hook = facts.live.data_hooks[0]
         workers = hook.num_workers
-        if hook.kind == "hf-trainer":
-            where = f"the DataLoader the Hugging Face Trainer `{hook.name}` builds (args.dataloader_num_workers)"
-        else:
-            held = f" (num_workers=self.{hook.workers_attribute})" if hook.workers_attribute else ""
-            where = f"the DataLoader `{hook.name}.train_dataloader()` builds ({hook.type_name}, Lightning){held}"
     else:
         workers = None
-        where = "the DataLoader (not built in this cell and not found in the namespace)"
     seen = run.steps.loader_num_workers
-    if workers is None and seen is not None:
+    as_iterated = workers is None and seen is not None
+    if as_iterated:
         # The source gives no literal (num_workers=args.workers), but the loop's iterator
         # passed through the step clock: its real setting.
         workers = seen
-        where += " (as its iterator ran)"
     if workers is not None and workers >= wanted:
         return None  # enough workers: slow_dataset explains the wait
     if _workers_do_not_pay(run, analysis, facts, static, live) is not None:
         return None  # in_memory_batches speaks instead
-    if workers is None:
-        evidence.append(f"{where}: its num_workers is not known")
-    else:
-        evidence.append(f"{where}: num_workers={workers}, {cores} CPU core(s) on this machine")
-    if live is not None and not live.pin_memory and has_gpu(run):
-        evidence.append(f"`{live.name}` does not pin memory (pin_memory=False)")
     pinned = (
         (static.pin_memory if static is not None else None)
         or (live.pin_memory if live is not None else None)
         or run.steps.loader_pin_memory
     )
     pin = has_gpu(run) and not pinned  # never advise a setting that already holds
-    bound, reach = workers_reach(run, analysis, data, wanted, workers, whole)
-    evidence += reach
+    reach = workers_reach(run, analysis, data, wanted, workers, whole)
+    bound = reach.bound
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose
     low = workers_low(run, analysis, whole, workers, bound)
-    if low is not None:
-        evidence.append(
-            f"range: {fmt_gain(bound, low)} (low end: the least data wait the run's steps support, "
-            f"{fmt_share(whole.low_share if whole else None)} of the step, 90% interval, all of "
-            f"its loading CPU work shared with the rest of the step on {cores} core(s); high "
-            "end: the run's wait, as little of it CPU work as this process's CPU use allows)"
-        )
-    title = (
-        "The step waits for data: the DataLoader loads batches in the main process"
-        if workers == 0
-        else f"The step waits for data: {workers} DataLoader worker(s) for {cores} cores"
-        if workers is not None
-        else "The step waits for data"
-    )
-    return finding(
-        "input.loader_workers",
-        title,
-        severity,
-        evidence,
-        f"Use num_workers={wanted} (70% of {cores} cores"
-        + (f"; num_workers={workers} now" if workers is not None else "")
-        + "), persistent_workers=True"
-        + (", pin_memory=True" if pin else "")
-        + "; workers prepare the next batches while the model trains.",
-        _SOURCE_WORKERS,
-        phase_share=data,
-        bound=bound,
-        line=line,
-        fix_id="dataloader_workers",
-        fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
-        low=low,
-    )
-
-
-def _data_evidence(
-    data: float, profiled: float | None, whole: RunPhase | None, analysis: Analysis
-) -> str:
-    if whole is None:
-        return data_wait_evidence(data, analysis)
-    line = (
-        f"waiting for the next batch: {fmt_share(data)} of the step time over {whole.steps} "
-        "steps (step clock, outside the profiled window)"
-    )
-    if profiled is not None and abs(profiled - data) >= 0.01:
-        line += f"; the profiled window read {fmt_share(profiled)}"
-    return line
+    said = LoaderWorkers(data, profiled, whole, analysis.phases, static, live, hook, as_iterated,
+                         workers, cores, wanted, pin, has_gpu(run), reach, low)  # fmt: skip
+    return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
+                 line=static.line if static is not None else None, fix_id="dataloader_workers",
+                 fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
+                 low=low)  # fmt: skip
 
 
 def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -395,31 +347,10 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     if workers is None or workers < suggested_workers(cores):
         return None  # loader_workers speaks first
     persistent = loader_setting(static, live, "persistent_workers")
-    evidence = [
-        data_wait_evidence(data, analysis),
-        f"already {workers} worker(s) for {cores} core(s): adding more would compete for the same cores",
-    ]
-    if live is not None:
-        evidence.append(f"dataset: {live.dataset_type}, batch_size={live.batch_size}")
-    fix = (
-        "Make each sample cheaper: cache decoded/transformed samples that are the same every "
-        "epoch, pre-serialize or memory-map the data, move augmentation to the GPU."
-    )
-    if persistent is False:
-        fix += " Set persistent_workers=True so workers are not restarted every epoch."
     bound = gain_bound(data, analysis)
-    return finding(
-        "input.slow_dataset",
-        "The step waits for data although the DataLoader has workers: the dataset is slow",
-        severity,
-        evidence,
-        fix,
-        "TraceML step_time policy (input wait warn 10%, critical 20%); SageMaker Debugger "
-        "Dataloader rule (70-200% of cores); seed articles (cache transforms, mmap: 14x in one case)",
-        phase_share=data,
-        bound=bound,
-        line=static.line if static is not None else None,
-    )
+    said = SlowDataset(data, analysis.phases, workers, cores, live, persistent is False)
+    return found("input.slow_dataset", severity, said, phase_share=data, bound=bound,
+                 line=static.line if static is not None else None)  # fmt: skip
 
 
 def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -438,32 +369,11 @@ def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     fraction = starved / len(paired)
     if fraction <= BOTTLENECK_SAMPLE_SHARE:
         return None
-    util = analysis.utilization
     data = share(analysis, "data")
-    evidence = [
-        f"in {fmt_share(fraction)} of {len(paired)} samples the CPUs were > {CPU_BUSY_PCT:.0f}% busy "
-        f"while the GPU was < {GPU_IDLE_PCT:.0f}% utilized",
-    ]
-    if util.children_cpu_mean_pct is not None:
-        evidence.append(
-            f"DataLoader workers (child processes) used {util.children_cpu_mean_pct:.0f}% CPU on average (100% = one core)"
-        )
-    if data is not None:
-        evidence.append(data_wait_evidence(data))
-    else:
-        evidence.append("data wait: not measured")
     bound = gain_bound(data, analysis)
-    return finding(
-        "input.cpu_saturated",
-        "The CPUs are saturated preparing data while the GPU idles",
-        "high" if data is not None and data >= 0.20 else "medium",
-        evidence,
-        "Move augmentation to the GPU, cache preprocessed samples, or use a machine with more "
-        "CPU cores per GPU; more GPUs would idle the same way.",
-        "SageMaker Debugger CPUBottleneck rule (GPU < 10% while CPU > 90% for > 50% of the run)",
-        phase_share=data,
-        bound=bound,
-    )
+    said = CpuSaturated(fraction, len(paired), analysis.utilization.children_cpu_mean_pct, data)
+    severity: Severity = "high" if data is not None and data >= 0.20 else "medium"
+    return found("input.cpu_saturated", severity, said, phase_share=data, bound=bound)
 
 
 RULES = (loader_workers, in_memory_batches, slow_dataset, cpu_saturated)

@@ -67,3 +67,11 @@ def residual_evidence(phases: PhaseBreakdown | None, residual: float | None) -> 
         f"host time outside data loading, the model and the optimizer ({' + '.join(names)}): "
         f"{fmt_share(residual)} of the step"
     )
+
+
+def data_wait_evidence(
+    data: float, phases: PhaseBreakdown | None = None, *, where: bool = True
+) -> str:
+    """The evidence line of the data wait, with where the phase split came from (``where``)."""
+    source = f" ({phase_source(phases)})" if where else ""
+    return f"waiting for the next batch: {fmt_share(data)} of the step{source}"

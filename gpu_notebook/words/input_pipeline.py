@@ -1,0 +1,201 @@
+"""Words of the input pipeline rules (rules/input_pipeline.py)."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.rules.input_pipeline import (
+    CPU_BUSY_PCT,
+    GPU_IDLE_PCT,
+    WORKER_HANDOFF_US,
+    CpuSaturated,
+    InMemoryBatches,
+    LoaderWorkers,
+    NoWorkerGain,
+    Reach,
+    SlowDataset,
+)
+from gpu_notebook.words.common import Words, data_wait_evidence, worder, words
+
+_SOURCE_WORKERS = (
+    "TensorBoard profiler plugin profiler/data.py (data > 5% of step: add workers); TraceML "
+    "step_time policy (warn 10%, critical 20%); SageMaker Debugger Dataloader rule (workers "
+    "70-200% of cores)"
+)
+
+
+def no_worker_gain(r: NoWorkerGain) -> str:
+    """Why workers would not pay here (the in-memory finding, and the verdict's evidence)."""
+    if r.dataset is not None:
+        return (
+            f"the dataset is a {r.dataset}: its samples are views of tensors already in memory, and a worker "
+            "would copy every batch once more through shared memory to hand it over"
+        )
+    return (
+        f"a batch loads in {r.batch_ms or 0.0:.2f} ms, less than a worker's handoff of a batch "
+        f"(~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+    )
+
+
+def _reach(r: Reach) -> list[str]:
+    if r.load_us is None:
+        return [
+            f"gain if the wait is hidden by workers: {fmt_gain(r.bound)} (Amdahl over the data share)"
+        ]
+    lines: list[str] = []
+    if r.cpu_us is not None:
+        if r.cpu_us >= 5:  # what rounds to 0.01 ms or more
+            cpu_part = (
+                f"at least {r.cpu_us / 1000:.2f} ms of it CPU work (from this process's CPU use) "
+                f"that {r.wanted} worker(s) share with the rest of the step on {r.cores} core(s)"
+            )
+        else:  # "at least 0.00 ms" says nothing: the loading waited (reads, sleeps)
+            cpu_part = (
+                "none of it measurably CPU work (this process's CPU use leaves it to waiting), "
+                f"so {r.wanted} worker(s) overlap it freely"
+            )
+        lines.append(
+            f"per batch: {r.load_us / 1000:.2f} ms of loading in the main process, {cpu_part}; "
+            f"the main process still receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+        )
+    lines.append(
+        f"gain if workers hide the wait: {fmt_gain(r.bound)} (what {r.wanted} worker(s) can reach on this machine)"
+    )
+    return lines
+
+
+@worder(InMemoryBatches)
+def in_memory_batches(s: InMemoryBatches) -> Words:
+    bs = s.batch if s.batch is not None else "B"
+    return words(
+        "The step waits for data already in memory: workers would cost more than they save",
+        [
+            data_wait_evidence(s.data, s.phases),
+            no_worker_gain(s.reason),
+            "the time goes to indexing the dataset one sample at a time and collating the samples",
+            f"gain if the batch is taken in one indexing: {fmt_gain(s.bound)} (Amdahl over the data share)",
+        ],
+        "Keep num_workers=0 and index whole batches: DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), "
+        f"batch_size={bs}, drop_last=False), batch_size=None) (a TensorDataset takes a list of indices), or "
+        f"`for idx in torch.randperm(len(X)).split({bs}): x, y = X[idx], Y[idx]`.",
+        "measured: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
+        "docs (batch_size=None with a BatchSampler for batched indexing)",
+    )
+
+
+def _data_evidence(s: LoaderWorkers) -> str:
+    whole = s.whole
+    if whole is None:
+        return data_wait_evidence(s.data, s.phases)
+    line = (
+        f"waiting for the next batch: {fmt_share(s.data)} of the step time over {whole.steps} "
+        "steps (step clock, outside the profiled window)"
+    )
+    if s.profiled is not None and abs(s.profiled - s.data) >= 0.01:
+        line += f"; the profiled window read {fmt_share(s.profiled)}"
+    return line
+
+
+def _where(s: LoaderWorkers) -> str:
+    static, live, hook = s.static, s.live, s.hook
+    if static is not None:
+        where = f"DataLoader on line {static.line}"
+        if static.name:
+            where += f" (`{static.name}`)"
+    elif live is not None:
+        where = (
+            f"`{live.name}`, a DataLoader built in an earlier cell over {live.dataset_type}"
+            + (f" ({live.dataset_len} items)" if live.dataset_len is not None else "")
+            + f", batch_size={live.batch_size}"
+        )
+    elif hook is not None:
+        if hook.kind == "hf-trainer":
+            where = f"the DataLoader the Hugging Face Trainer `{hook.name}` builds (args.dataloader_num_workers)"
+        else:
+            held = f" (num_workers=self.{hook.workers_attribute})" if hook.workers_attribute else ""
+            where = f"the DataLoader `{hook.name}.train_dataloader()` builds ({hook.type_name}, Lightning){held}"
+    else:
+        where = "the DataLoader (not built in this cell and not found in the namespace)"
+    return where + (" (as its iterator ran)" if s.as_iterated else "")
+
+
+@worder(LoaderWorkers)
+def loader_workers(s: LoaderWorkers) -> Words:
+    workers, cores = s.workers, s.cores
+    evidence = [_data_evidence(s)]
+    if workers is None:
+        evidence.append(f"{_where(s)}: its num_workers is not known")
+    else:
+        evidence.append(f"{_where(s)}: num_workers={workers}, {cores} CPU core(s) on this machine")
+    if s.live is not None and not s.live.pin_memory and s.gpu:
+        evidence.append(f"`{s.live.name}` does not pin memory (pin_memory=False)")
+    evidence += _reach(s.reach)
+    if s.low is not None:
+        evidence.append(
+            f"range: {fmt_gain(s.reach.bound, s.low)} (low end: the least data wait the run's steps support, "
+            f"{fmt_share(s.whole.low_share if s.whole else None)} of the step, 90% interval, all of "
+            f"its loading CPU work shared with the rest of the step on {cores} core(s); high "
+            "end: the run's wait, as little of it CPU work as this process's CPU use allows)"
+        )
+    title = (
+        "The step waits for data: the DataLoader loads batches in the main process"
+        if workers == 0
+        else f"The step waits for data: {workers} DataLoader worker(s) for {cores} cores"
+        if workers is not None
+        else "The step waits for data"
+    )
+    return words(
+        title,
+        evidence,
+        f"Use num_workers={s.wanted} (70% of {cores} cores"
+        + (f"; num_workers={workers} now" if workers is not None else "")
+        + "), persistent_workers=True"
+        + (", pin_memory=True" if s.pin else "")
+        + "; workers prepare the next batches while the model trains.",
+        _SOURCE_WORKERS,
+    )
+
+
+@worder(SlowDataset)
+def slow_dataset(s: SlowDataset) -> Words:
+    evidence = [
+        data_wait_evidence(s.data, s.phases),
+        f"already {s.workers} worker(s) for {s.cores} core(s): adding more would compete for the same cores",
+    ]
+    if s.live is not None:
+        evidence.append(f"dataset: {s.live.dataset_type}, batch_size={s.live.batch_size}")
+    fix = (
+        "Make each sample cheaper: cache decoded/transformed samples that are the same every "
+        "epoch, pre-serialize or memory-map the data, move augmentation to the GPU."
+    )
+    if s.persistent_off:
+        fix += " Set persistent_workers=True so workers are not restarted every epoch."
+    return words(
+        "The step waits for data although the DataLoader has workers: the dataset is slow",
+        evidence,
+        fix,
+        "TraceML step_time policy (input wait warn 10%, critical 20%); SageMaker Debugger "
+        "Dataloader rule (70-200% of cores); seed articles (cache transforms, mmap: 14x in one case)",
+    )
+
+
+@worder(CpuSaturated)
+def cpu_saturated(s: CpuSaturated) -> Words:
+    evidence = [
+        f"in {fmt_share(s.fraction)} of {s.samples} samples the CPUs were > {CPU_BUSY_PCT:.0f}% busy "
+        f"while the GPU was < {GPU_IDLE_PCT:.0f}% utilized",
+    ]
+    if s.children_cpu is not None:
+        evidence.append(
+            f"DataLoader workers (child processes) used {s.children_cpu:.0f}% CPU on average (100% = one core)"
+        )
+    if s.data is not None:
+        evidence.append(data_wait_evidence(s.data, where=False))
+    else:
+        evidence.append("data wait: not measured")
+    return words(
+        "The CPUs are saturated preparing data while the GPU idles",
+        evidence,
+        "Move augmentation to the GPU, cache preprocessed samples, or use a machine with more "
+        "CPU cores per GPU; more GPUs would idle the same way.",
+        "SageMaker Debugger CPUBottleneck rule (GPU < 10% while CPU > 90% for > 50% of the run)",
+    )

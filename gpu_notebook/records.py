@@ -588,6 +588,7 @@ class Finding:
     # its share's 90% interval's low end). None: not estimated, the range is 1x to the bound.
     gain_low: float | None = None
     said: Said | None = None  # not yet worded (the report's findings are): never in the JSON
+    notes: tuple[Said, ...] = ()  # what the rules add to every finding, not yet worded: neither
 
 
 @dataclass(frozen=True)
@@ -982,6 +983,7 @@ class Report:
         data: dict[str, Any] = to_jsonable(self)
         for finding in data["findings"]:
             finding.pop("said", None)  # the worded text is in the finding
+            finding.pop("notes", None)
         return data
 
     def to_json(self, indent: int | None = None) -> str:

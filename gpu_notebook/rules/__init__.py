@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, measurable
-from gpu_notebook.analysis.steady import STALL_FACTOR, with_steady_ops, without_stalls
+from gpu_notebook.analysis.steady import with_steady_ops, without_stalls
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.formatting import fmt_gain
-from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Verdict
+from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Said, Verdict
 from gpu_notebook.rules import (
     backend_flags,
     batch,
@@ -132,12 +132,45 @@ def run_rules(
         if factor is not None:
             found = _profiling_note(found, factor)
         if confidence is not None and found.phase_share is not None:
-            found = dataclasses.replace(found, evidence=(*found.evidence, confidence))
+            found = dataclasses.replace(found, notes=(*found.notes, confidence))
         small = _small_gain(found)
         if small is not found:
             found, key = small, rank_key(small)
         ranked.append((key, position, found))
     return tuple(f for _, _, f in sorted(ranked, key=lambda item: (item[0], item[1])))
+
+
+@dataclass(frozen=True)
+class SmallGain(Said):
+    """The fix's range reaches down to what two runs of the same script differ by."""
+
+    bound: float | None
+    low: float | None
+    run_to_run: float
+
+
+@dataclass(frozen=True)
+class StallsLeftOut(Said):
+    """Stalled steps left out to decide the finding; ``full_bound``: the larger bound given."""
+
+    stalls: int
+    steps: int
+    full_bound: float | None
+
+
+@dataclass(frozen=True)
+class ProfilingFactor(Said):
+    """Profiled steps took this many times as long as unprofiled ones."""
+
+    factor: float
+
+
+@dataclass(frozen=True)
+class LowConfidence(Said):
+    """Too few profiled steps (``steps``), or the verdict's own low confidence."""
+
+    steps: int | None
+    confidence: str
 
 
 def _small_gain(found: Finding) -> Finding:
@@ -146,12 +179,8 @@ def _small_gain(found: Finding) -> Finding:
     kept, at severity info, and says so first; an unbounded fix is not judged here."""
     if found.fix_id is None or measurable(found):
         return found
-    return dataclasses.replace(
-        found,
-        severity="info",
-        fix=f"Small: may have no measurable effect ({fmt_gain(found.gain_bound, found.gain_low)}; "
-        f"two runs of the same script differ by {RUN_TO_RUN:.0%}). {found.fix}",
-    )
+    small = SmallGain(found.gain_bound, found.gain_low, RUN_TO_RUN)
+    return dataclasses.replace(found, severity="info", notes=(*found.notes, small))
 
 
 def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, steps: int) -> Finding:
@@ -162,10 +191,6 @@ def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, step
     every few steps), and the measured speedup after a fix counts every step. The bound must
     stay an upper bound either way, so it is the larger of the two.
     """
-    note = (
-        f"{stalls} of {steps} profiled steps took over {STALL_FACTOR:.0f}x the median and were "
-        "left out to decide this finding (the report's phase table counts them)"
-    )
     if steady.phase_share is None and steady.gain_bound is None:
         return steady
     if (
@@ -173,17 +198,14 @@ def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, step
         and full.gain_bound is not None
         and (steady.gain_bound is None or full.gain_bound > steady.gain_bound)
     ):
+        note = StallsLeftOut(stalls, steps, full.gain_bound)
         return dataclasses.replace(
             steady,
             phase_share=full.phase_share,
             gain_bound=full.gain_bound,
-            evidence=(
-                *steady.evidence,
-                note,
-                f"with them counted the bound is larger, {full.gain_bound:.2f}x: that is the bound given",
-            ),
+            notes=(*steady.notes, note),
         )
-    return dataclasses.replace(steady, evidence=(*steady.evidence, note))
+    return dataclasses.replace(steady, notes=(*steady.notes, StallsLeftOut(stalls, steps, None)))
 
 
 def _profiling_note(found: Finding, factor: float) -> Finding:
@@ -196,14 +218,7 @@ def _profiling_note(found: Finding, factor: float) -> Finding:
     """
     if found.phase_share is None or factor < NOTABLE_PROFILING_FACTOR:
         return found
-    return dataclasses.replace(
-        found,
-        evidence=(
-            *found.evidence,
-            f"profiled steps took {factor:.2f}x as long as unprofiled ones: the shares (and the "
-            "bound) are those of profiled steps, where this work may weigh less",
-        ),
-    )
+    return dataclasses.replace(found, notes=(*found.notes, ProfilingFactor(factor)))
 
 
 def rank_key(finding: Finding) -> tuple[int, int, float]:
@@ -212,16 +227,11 @@ def rank_key(finding: Finding) -> tuple[int, int, float]:
     return (SEVERITY_RANK[finding.severity], 0 if bound is not None else 1, -(bound or 0.0))
 
 
-def _confidence_note(analysis: Analysis, verdict: Verdict) -> str | None:
+def _confidence_note(analysis: Analysis, verdict: Verdict) -> LowConfidence | None:
     steps = profiled_steps(analysis)
     if steps >= FEW_STEPS and verdict.confidence != "low":
         return None
-    return (
-        f"low confidence: shares from only {steps} profiled step(s); rerun with more steps "
-        "(%%gpucheck -s 10) before acting on it"
-        if steps < FEW_STEPS
-        else f"verdict confidence is {verdict.confidence}: treat the shares as indicative"
-    )
+    return LowConfidence(steps if steps < FEW_STEPS else None, verdict.confidence)
 
 
 # --------------------------------------------------------------------------------------------

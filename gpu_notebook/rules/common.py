@@ -1,4 +1,4 @@
-"""Shared pieces of the rules: thresholds with their sources, Amdahl bounds, evidence wording.
+"""Shared pieces of the rules: thresholds with their sources, Amdahl bounds, the loader in use.
 
 The gain bound of a finding is Amdahl's: if a fix removes a share ``f`` of the step, the step is
 at most ``1/(1-f)`` times faster, *provided the rest of the step keeps its time*. Work that
@@ -17,10 +17,8 @@ per-step logging): the bound is then looser but still an upper bound, and the ev
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from gpu_notebook.analysis.host import MATMUL_OP
@@ -30,7 +28,6 @@ from gpu_notebook.analysis.host import MATMUL_OP
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
-from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
@@ -59,11 +56,6 @@ def shares_sum(analysis: Analysis, phases: Iterable[str]) -> float | None:
     """Sum of the measured shares among ``phases``; None when none of them was measured."""
     values = [s for s in (share(analysis, p) for p in phases) if s is not None]
     return sum(values) if values else None
-
-
-def measured_names(analysis: Analysis, phases: Iterable[str]) -> list[str]:
-    measured = analysis.phases.measured if analysis.phases is not None else ()
-    return [p for p in phases if p in measured]
 
 
 def severity_of(value: float | None, *, low: float = SUGGEST, medium: float = WARN,
@@ -155,14 +147,6 @@ def profiled_steps(analysis: Analysis) -> int:
     return len(analysis.phases.steps) if analysis.phases is not None else 0
 
 
-def phase_source(analysis: Analysis) -> str:
-    phases = analysis.phases
-    if phases is None:
-        return "no phase split"
-    what = "torch.profiler trace" if phases.source == "trace" else "step-clock hooks"
-    return f"{len(phases.steps)} step(s), {what}"
-
-
 def loader_in_use(facts: SourceFacts) -> tuple[LoaderCall | None, LiveLoader | None]:
     """The DataLoader the cell's loops iterate: built in this cell, or found live by name.
 
@@ -192,35 +176,6 @@ def loader_setting(static: LoaderCall | None, live: LiveLoader | None, name: str
     return getattr(loader, name) if loader is not None else None
 
 
-def data_wait_evidence(data: float, analysis: Analysis | None = None) -> str:
-    """The evidence line of the data wait, with where the phase split came from when given."""
-    where = f" ({phase_source(analysis)})" if analysis is not None else ""
-    return f"waiting for the next batch: {fmt_share(data)} of the step{where}"
-
-
-def finding(
-    rule_id: str,
-    title: str,
-    severity: Severity,
-    evidence: Iterable[str],
-    fix: str,
-    source: str,
-    *,
-    phase_share: float | None = None,
-    bound: float | None = None,
-    line: int | None = None,
-    fix_id: str | None = None,
-    fix_params: dict[str, str | int | float | bool | None] | None = None,
-    low: float | None = None,
-) -> Finding:
-    """A rule's finding: what it found and why (positional, in ``Finding``'s field order), then
-    where in the cell, which fix, and the low end of its gain range."""
-    found = Finding(rule_id, title, severity, tuple(evidence), phase_share, bound, fix, source)
-    return dataclasses.replace(
-        found, line=line, fix_id=fix_id, fix_params=dict(fix_params or {}), gain_low=low
-    )
-
-
 def found(
     rule_id: str,
     severity: Severity,
@@ -237,41 +192,6 @@ def found(
     the cell and which fix."""
     return Finding(rule_id, "", severity, (), phase_share, bound, "", line=line, fix_id=fix_id,
                    fix_params=dict(fix_params or {}), gain_low=low, said=said)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Check:
-    """A rule's fixed words as data, beside its levels (as pylint keeps a checker's messages):
-    its id, its title and where its levels come from. ``found`` adds what this run measured;
-    a rule with several outcomes declares the check once and words only what differs."""
-
-    rule_id: str
-    title: str
-    source: str
-
-    def found(
-        self,
-        severity: Severity,
-        evidence: Iterable[str],
-        fix: str,
-        *,
-        title: str | None = None,
-        phase_share: float | None = None,
-        bound: float | None = None,
-        line: int | None = None,
-        fix_id: str | None = None,
-        fix_params: dict[str, str | int | float | bool | None] | None = None,
-    ) -> Finding:
-        """The finding of this check: ``title`` when an outcome words its own."""
-        found = finding(self.rule_id, title or self.title, severity, evidence, fix, self.source)
-        return dataclasses.replace(
-            found,
-            phase_share=phase_share,
-            gain_bound=bound,
-            line=line,
-            fix_id=fix_id,
-            fix_params=dict(fix_params or {}),
-        )
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.

@@ -33,6 +33,7 @@ from gpu_notebook.words import (
     syncs,
 )
 from gpu_notebook.words.common import WORDERS, Words
+from gpu_notebook.words.notes import fix_prefix, note_lines
 
 __all__ = ["Words", "word_finding", "word_findings", "worded"]
 
@@ -57,19 +58,27 @@ _FAMILIES = (
 
 
 def word_finding(finding: Finding) -> Finding:
-    """The finding with its figures worded: title and source, then its evidence before what the
-    rules' notes appended, and its fix after a note's prefix (``Small: ...``)."""
+    """The finding with its figures worded: its title and source, its evidence, then the lines of
+    the rules' notes, then what was appended to it as text; its fix after a note's prefix
+    (``Small: ...``). A finding without figures keeps its text and gets its notes."""
     said = finding.said
-    if said is None:
+    if said is None and not finding.notes:
         return finding
-    words = WORDERS[type(said)](said)
+    if said is None:
+        base = Words(finding.title, finding.evidence, finding.fix, finding.source)
+        appended: tuple[str, ...] = ()
+    else:
+        base = WORDERS[type(said)](said)
+        appended = finding.evidence
+    notes = [line for note in finding.notes for line in note_lines(note)]
     return dataclasses.replace(
         finding,
-        title=words.title,
-        evidence=(*words.evidence, *finding.evidence),
-        fix=finding.fix + words.fix,
-        source=words.source,
+        title=base.title,
+        evidence=(*base.evidence, *notes, *appended),
+        fix=fix_prefix(finding.notes) + base.fix,
+        source=base.source,
         said=None,
+        notes=(),
     )
 
 

@@ -1,0 +1,47 @@
+"""Words of what the rules add to any finding (rules/__init__.py): stalled steps left out, the
+profiler's slowdown, low confidence, and a fix too small to measure."""
+
+from __future__ import annotations
+
+from gpu_notebook.analysis.steady import STALL_FACTOR
+from gpu_notebook.formatting import fmt_gain
+from gpu_notebook.records import Said
+from gpu_notebook.rules import LowConfidence, ProfilingFactor, SmallGain, StallsLeftOut
+
+
+def note_lines(note: Said) -> list[str]:
+    """The evidence lines of a note (none for a fix's prefix)."""
+    if isinstance(note, StallsLeftOut):
+        lines = [
+            f"{note.stalls} of {note.steps} profiled steps took over {STALL_FACTOR:.0f}x the median and were "
+            "left out to decide this finding (the report's phase table counts them)"
+        ]
+        if note.full_bound is not None:
+            lines.append(
+                f"with them counted the bound is larger, {note.full_bound:.2f}x: that is the bound given"
+            )
+        return lines
+    if isinstance(note, ProfilingFactor):
+        return [
+            f"profiled steps took {note.factor:.2f}x as long as unprofiled ones: the shares (and the "
+            "bound) are those of profiled steps, where this work may weigh less"
+        ]
+    if isinstance(note, LowConfidence):
+        return [
+            f"low confidence: shares from only {note.steps} profiled step(s); rerun with more steps "
+            "(%%gpucheck -s 10) before acting on it"
+            if note.steps is not None
+            else f"verdict confidence is {note.confidence}: treat the shares as indicative"
+        ]
+    return []
+
+
+def fix_prefix(notes: tuple[Said, ...]) -> str:
+    """What goes before the fix: a range too small to measure says so first."""
+    small = next((n for n in notes if isinstance(n, SmallGain)), None)
+    if small is None:
+        return ""
+    return (
+        f"Small: may have no measurable effect ({fmt_gain(small.bound, small.low)}; "
+        f"two runs of the same script differ by {small.run_to_run:.0%}). "
+    )

@@ -660,7 +660,7 @@ def test_optimizer_steps_in_a_forked_child_are_counted_by_its_pid_and_nothing_st
         _train_a_little(model, opt, 2)
     finally:
         clock.uninstall()
-    assert [(p, n) for p, n, _ in clock.child_steps()] == [(pid, 3)]
+    assert [(p, n, how) for p, n, _, how in clock.child_steps()] == [(pid, 3, "forked")]
     assert clock.record().event_counts["optimizer"] == 2
     assert clock.record().event_counts["optimizer_in_children"] == 3
     (note,) = clock.child_notes()
@@ -692,17 +692,77 @@ def test_training_in_forked_children_is_counted_per_child_in_the_report(ip):
     assert "12 optimizer step(s)" in note and f"pid {pids[0]}: 5" in note, note
     assert f"pid {pids[1]}: 7" in note, note
     evidence = " ".join(rep.verdict.evidence)
-    assert "12 optimizer step(s) ran in forked children" in evidence, rep.verdict
+    assert "12 optimizer step(s) ran in child processes" in evidence, rep.verdict
     assert "inference" not in " ".join(f.rule_id for f in rep.findings)
 
 
-def test_spawned_children_are_said_not_measured_with_how_to_measure_them():
+def test_optimizer_steps_in_spawned_children_are_counted_by_pid_and_nothing_stays():
+    """A child started by spawn runs a fresh interpreter: it counts its optimizer steps into a
+    table it gets with multiprocessing's preparation data; its exit code is its own, and no
+    descriptor or patch of ours is left in the parent."""
+    import multiprocessing
+    import multiprocessing.spawn
+
+    from tests import spawn_targets
+
+    ctx = multiprocessing.get_context("spawn")
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # multiprocessing's own descriptor, with us or without
+    prepare = multiprocessing.spawn.get_preparation_data
+    fds_before = sorted(os.listdir("/proc/self/fd"))
+    clock = StepClock(0)
+    clock.install()
+    try:
+        procs = [
+            ctx.Process(target=spawn_targets.train, args=(0, 4, 3)),
+            ctx.Process(target=spawn_targets.train, args=(1, 5)),
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+    finally:
+        clock.uninstall()
+    assert [p.exitcode for p in procs] == [3, 0]
+    got = sorted((pid, n, how) for pid, n, _, how in clock.child_steps())
+    assert got == sorted([(procs[0].pid, 4, "spawned"), (procs[1].pid, 6, "spawned")])
+    assert clock.record().event_counts["optimizer_in_children"] == 10
+    (note,) = clock.child_notes()
+    assert "started by spawn" in note and f"pid {procs[1].pid}: 6 in " in note, note
+    assert multiprocessing.spawn.get_preparation_data is prepare
+    assert "gpu_notebook_child_steps" not in multiprocessing.spawn.get_preparation_data("x")
+    for p in procs:
+        p.close()
+    assert sorted(os.listdir("/proc/self/fd")) == fds_before
+
+
+def test_training_in_spawned_children_is_counted_per_child_in_the_report(ip):
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"
+        "import torch.multiprocessing as mp\n"
+        "from tests import spawn_targets\n"
+        "ctx = mp.spawn(spawn_targets.train, args=(3,), nprocs=2, join=False)\n"
+        "pids = [p.pid for p in ctx.processes]\n"
+        "while not ctx.join(): pass\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    rep, pids = ip.user_ns["rep"], ip.user_ns["pids"]
+    (note,) = [n for n in rep.run.notes if "child process" in n]
+    assert f"pid {pids[0]}: 3 in " in note and f"pid {pids[1]}: 4 in " in note, note
+    evidence = " ".join(rep.verdict.evidence)
+    assert "7 optimizer step(s) ran in child processes" in evidence, rep.verdict
+    assert "inference" not in " ".join(f.rule_id for f in rep.findings)
+
+
+def test_children_that_counted_nothing_are_said_with_how_to_profile_them():
     from gpu_notebook.analysis.elsewhere import children_note
 
     source = "import torch.multiprocessing as mp\nmp.spawn(train, nprocs=2)\nloss.backward()\n"
     note = children_note(source, here=0, in_children=0)
-    assert note is not None and "spawn" in note and "not measured" in note
+    assert note is not None and "no optimizer step was counted" in note
     assert "torchrun" in note and "gpucheck run" in note
     assert "inference" not in note
-    forked = children_note("Process(target=f).start()\nl.backward()\n", here=0, in_children=9)
-    assert forked is not None and "9 optimizer step(s) ran in forked children" in forked
+    counted = children_note("Process(target=f).start()\nl.backward()\n", here=0, in_children=9)
+    assert counted is not None and "9 optimizer step(s) ran in child processes" in counted

@@ -1,9 +1,9 @@
 """Training the cell's source does that the measured thread did not: in child processes.
 
 A cell that starts processes which train (``mp.spawn``, ``multiprocessing.Process``, hogwild)
-runs its steps elsewhere: forked children count their optimizer steps for us (the step clock's
-hooks are inherited), spawned ones run where no hook of ours is, and the parent's own loop
-(often an evaluation) is all that is profiled. Read from the source (names of calls) and the
+runs its steps elsewhere: its children count their optimizer steps for us, forked or spawned
+(capture/children.py), and the parent's own loop (often an evaluation) is all that is
+profiled. Read from the source (names of calls) and the
 step clock's counts, never from the user's objects.
 """
 
@@ -16,7 +16,6 @@ from gpu_notebook.records import Run
 
 # Calls that start processes running the user's function.
 _LAUNCHERS = frozenset({"spawn", "start_processes", "Process", "Pool", "ProcessPoolExecutor"})
-_SPAWNERS = frozenset({"spawn", "start_processes"})  # torch.multiprocessing's: always spawn
 
 
 def _called_names(source: str) -> set[str]:
@@ -53,32 +52,33 @@ def children_train_note(run: Run) -> str | None:
 def children_note(source: str, *, here: int, in_children: int) -> str | None:
     """Where the training of a cell that starts processes ran, and what of it was measured.
 
-    Forked children inherit the step clock's hooks and count their optimizer steps
-    (``in_children``, named per child in the run's notes); children started by spawn or
-    forkserver begin a fresh interpreter where no hook of ours is.
+    Children count their optimizer steps for the parent (``in_children``, named per child with
+    their step times in the run's notes): forked ones through the step clock's inherited hooks,
+    spawned ones (spawn, forkserver) through an entry of multiprocessing's preparation data.
+    Counted and timed, not profiled: torchrun under ``gpucheck run`` profiles each rank.
     """
     called = _called_names(source)
     launchers = sorted(called & _LAUNCHERS)
-    if "backward" not in called or not launchers:
+    trains = "backward" in called
+    if not in_children and not (trains and launchers):
         return None
-    started = f"the cell starts processes ({', '.join(launchers)}) and its source trains: "
-    unmeasured = (
-        "steps in processes started by spawn or forkserver are not measured (a fresh "
-        "interpreter, without our hooks); to measure them, run the training as a script under "
-        "torchrun, where `gpucheck run` measures every rank (`torchrun --nproc-per-node N -m "
-        "gpu_notebook run train.py`)"
+    started = (
+        f"the cell starts processes ({', '.join(launchers)})"
+        + (" and its source trains: " if trains else ": ")
+        if launchers
+        else ""
+    )
+    profile = (
+        "to profile each one, run the training as a script under torchrun, where `gpucheck run` "
+        "measures every rank (`torchrun --nproc-per-node N -m gpu_notebook run train.py`)"
     )
     if in_children:
         return (
-            f"{started}{in_children} optimizer step(s) ran in forked children (counted, see "
-            f"the notes), {here} here; the phases and the verdict are this process's; "
-            f"{unmeasured}"
+            f"{started}{in_children} optimizer step(s) ran in child processes (counted and timed "
+            f"per child, see the notes; not profiled), {here} here; the phases and the verdict "
+            f"are this process's; {profile}"
         )
-    # mp.spawn / start_processes never fork: only the other launchers could have.
-    forked = (
-        "" if set(launchers) <= _SPAWNERS else "no optimizer step was counted in forked children; "
-    )
     return (
-        f"{started}{forked}{unmeasured}; this report covers this process only ({here} optimizer "
-        "step(s) here)"
+        f"{started}no optimizer step was counted in its child processes; this report covers "
+        f"this process only ({here} optimizer step(s) here); {profile}"
     )

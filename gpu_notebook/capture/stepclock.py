@@ -27,7 +27,7 @@ profiled window's many small ops would inflate (``lean_data``, ``lean_optimizer`
 
 Hooks fire only for the thread that runs the cell (or the one thread the cell starts to train
 on); optimizer steps of other threads are counted by thread, and those of children the cell
-forks are counted by pid in memory shared with them. While the profiler window records, the
+forks or spawns are counted by pid in memory shared with them (children.py). While the profiler window records, the
 hooks also write named ranges into the trace (markers.py) so the analysis can split steps into
 phases.
 
@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import struct
 import threading
 import time
 import weakref
@@ -51,6 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpu_notebook import markers
+from gpu_notebook.capture import children
 from gpu_notebook.records import StepAnchor, StepClockRecord, StepMemory, StepTiming
 
 _PRIORITY: dict[str, int] = {
@@ -112,7 +112,10 @@ class StepClock:
         self._children: mmap.mmap | None = None
         self._in_child = False
         self._child_slot: tuple[int, int, int, int] | None = None  # (pid, slot, steps, first_ns)
-        self._child_rows: list[tuple[int, int, int]] = []  # (pid, steps, span_ns), at uninstall
+        # (pid, steps, span_ns, how it started: "forked" | "spawned"), read at uninstall.
+        self._child_rows: list[tuple[int, int, int, str]] = []
+        # Children started by spawn or forkserver get the table through multiprocessing.
+        self._spawned = children.SpawnChannel()
         self._thread_names: dict[int, str] = {}
         self._tracing: Callable[[], bool] = _never
         # When the latest phase we saw ended: forward is the time from there to a backward (or
@@ -192,6 +195,7 @@ class StepClock:
         _skip_our_code_in_dynamo()
         _watch_forks(self)
         try:
+            self._spawned.install()
             h = self._handles
             if _compiled_frames_guard_optimizer_hooks():
                 self._no_optimizer_hooks(GUARDED_NOTE)
@@ -226,6 +230,9 @@ class StepClock:
         self._installed = False
         self.close_memory()
         self._read_children()
+        spawned = self._spawned.uninstall()
+        if not self._in_child:
+            self._child_rows.extend((*row, "spawned") for row in spawned)
 
     # ---------------------------------------------------------------- steps on other threads
 
@@ -275,56 +282,48 @@ class StepClock:
         table = self._children
         if table is None:
             return
-        now = time.perf_counter_ns()
-        pid = os.getpid()
-        held = self._child_slot
-        if held is None or held[0] != pid:  # first step here (a grandchild gets a slot of its own)
-            slot = _claim_slot(table, pid)
-            if slot is None:
-                return
-            held = (pid, slot, 0, now)
-        pid, slot, steps, first_ns = held
-        self._child_slot = (pid, slot, steps + 1, first_ns)
-        _SLOT.pack_into(table, slot * _SLOT.size, pid, steps + 1, first_ns, now)
+        self._child_slot = children.count_step(table, self._child_slot, time.perf_counter_ns())
 
     def _read_children(self) -> None:
         table, self._children = self._children, None
         if table is None or self._in_child:
             return
-        rows = []
-        for slot in range(_CHILD_SLOTS):
-            pid, steps, first_ns, last_ns = _SLOT.unpack_from(table, slot * _SLOT.size)
-            if pid and steps:
-                rows.append((pid, steps, last_ns - first_ns))
+        rows = children.read_table(table)
         table.close()
-        self._child_rows.extend(sorted(rows))
+        self._child_rows.extend((*row, "forked") for row in rows)
 
-    def child_steps(self) -> list[tuple[int, int, float]]:
-        """(pid, optimizer steps, seconds from its first step to its last) of each forked child
-        that stepped, read at ``uninstall``."""
-        return [(pid, steps, span_ns / 1e9) for pid, steps, span_ns in self._child_rows]
+    def child_steps(self) -> list[tuple[int, int, float, str]]:
+        """(pid, optimizer steps, seconds from its first step to its last, "forked" or
+        "spawned") of each child process that stepped, read at ``uninstall``."""
+        return [(pid, n, span_ns / 1e9, how) for pid, n, span_ns, how in self._child_rows]
 
     def child_notes(self) -> list[str]:
-        """One line on the optimizer steps forked children ran, when any did."""
-        rows = self.child_steps()
-        if not rows:
-            return []
-        total = sum(steps for _, steps, _ in rows)
-        each = [
-            f"pid {pid}: {steps}"
-            + (
-                f" in {span_s:.2f} s ({span_s / (steps - 1) * 1e3:.1f} ms a step)"
-                if steps > 1
-                else ""
+        """One line per way children were started (fork, spawn) on the optimizer steps they ran,
+        when any did."""
+        notes = []
+        for how, started in (("forked", "forked"), ("spawned", "started by spawn or forkserver")):
+            rows = [r for r in self.child_steps() if r[3] == how]
+            if not rows:
+                continue
+            total = sum(steps for _, steps, _, _ in rows)
+            each = [
+                f"pid {pid}: {steps}"
+                + (
+                    f" in {span_s:.2f} s ({span_s / (steps - 1) * 1e3:.1f} ms a step)"
+                    if steps > 1
+                    else ""
+                )
+                for pid, steps, span_s, _ in rows[:_CHILDREN_NAMED]
+            ]
+            more = (
+                f", and {len(rows) - _CHILDREN_NAMED} more" if len(rows) > _CHILDREN_NAMED else ""
             )
-            for pid, steps, span_s in rows[:_CHILDREN_NAMED]
-        ]
-        more = f", and {len(rows) - _CHILDREN_NAMED} more" if len(rows) > _CHILDREN_NAMED else ""
-        return [
-            f"{total} optimizer step(s) ran in {len(rows)} child process(es) the cell forked "
-            f"({', '.join(each)}{more}): counted and timed from step to step there, not profiled; "
-            "the phases and the verdict are this process's"
-        ]
+            notes.append(
+                f"{total} optimizer step(s) ran in {len(rows)} child process(es) the cell "
+                f"{started} ({', '.join(each)}{more}): counted and timed from step to step "
+                "there, not profiled; the phases and the verdict are this process's"
+            )
+        return notes
 
     def thread_notes(self) -> list[str]:
         """Where the optimizer steps ran, when not (only) on the cell's thread."""
@@ -815,6 +814,9 @@ def _tracing_probe(torch: Any) -> Callable[[], bool]:
     return tracing
 
 
+tracing_probe = _tracing_probe  # the spawned children's counter (children.py) uses it too
+
+
 def _invisible_to_compilers(wrapper: Any, original: Any, key: str) -> None:
     """Make a wrapper of a torch entry point look like the entry point to torch's compilers.
 
@@ -1074,11 +1076,7 @@ def _watch_forks(clock: StepClock) -> None:
         _FORK_HOOK = True
 
 
-# The children table: one slot per forked child that steps, (pid, steps, first_ns, last_ns);
-# perf_counter_ns is CLOCK_MONOTONIC, the same clock in every process of the machine.
-_SLOT = struct.Struct("qqqq")
-_CHILD_SLOTS = 1024
-_CHILDREN_NAMED = 8  # children named one by one in the note
+_CHILDREN_NAMED = 8  # children named one by one in a note
 
 
 def _children_before_fork() -> None:
@@ -1091,21 +1089,9 @@ def _children_before_fork() -> None:
     for clock in list(_CLOCKS):
         if clock._installed and not clock._in_child and clock._children is None:
             try:
-                clock._children = mmap.mmap(-1, _CHILD_SLOTS * _SLOT.size)
+                clock._children = mmap.mmap(-1, children.TABLE_BYTES)
             except (OSError, ValueError):
                 clock._children = None  # no shared memory: children's steps stay uncounted
-
-
-def _claim_slot(table: mmap.mmap, pid: int) -> int | None:
-    """A free slot for ``pid``, probing from ``pid % slots`` (children claim at their first
-    step; two children claiming the same slot at the same instant would need pids equal modulo
-    1024 and is not guarded against). None: the table is full."""
-    for k in range(_CHILD_SLOTS):
-        slot = (pid + k) % _CHILD_SLOTS
-        if struct.unpack_from("q", table, slot * _SLOT.size)[0] == 0:
-            _SLOT.pack_into(table, slot * _SLOT.size, pid, 0, 0, 0)
-            return slot
-    return None
 
 
 def _inert_after_fork() -> None:

@@ -10,6 +10,8 @@ through jupyter_client), ``script_*.py`` is a script (``python script.py`` vs
   outputs must still hold our report; "none": the cell must show no report of ours),
   ``OUTER`` (cell magic lines put above ``%%gpucheck`` in the measured cell, and atop the same
   cell in the plain run: ``"%%time"``).
+- both: ``REPORT_HAS`` (list of regexes our measured report must match: the measured cell's
+  outputs of ours, or the CLI report on stderr; html-escaped text is unescaped first).
 - script: ``ARGS`` (list of str), ``OPTIONS`` (list of ``gpucheck run`` options; the paths they
   name are ours and left out of the files compared), ``REPORTS`` (how many reports stderr holds,
   default 1).
@@ -427,6 +429,9 @@ def compare_notebook(
             diffs.append("measured cell: no report of ours left in the saved outputs")
         if expect == "none" and cell.ours:
             diffs.append(f"measured cell: shows a report of ours: {_short(cell.ours)}")
+        if os.environ.get("DIFF_CONTROL") != "1":
+            shown = [v for e in cell.ours for v in e["data"].values() if isinstance(v, str)]
+            diffs += _report_has(program, "\n".join(shown))
     for label, run in (("plain", plain), ("measured", meas)):
         if run.probe is None and not run.hang:
             diffs.append(f"{label} run: the probe cell printed nothing: {run.probe_error}")
@@ -562,6 +567,8 @@ def compare_script(program: Program, plain: ScriptRun, meas: ScriptRun) -> list[
     if a_err != b_err:
         diffs.append(f"stderr (less our report): {_first_difference(a_err, b_err)}")
     diffs += [f"our report: {d}" for d in _terminal_controls(ours)]
+    if os.environ.get("DIFF_CONTROL") != "1":
+        diffs += _report_has(program, ours)
     want = int(program.settings.get("REPORTS", 1))
     got = len(_REPORT_VERDICT.findall(ours))
     if got != want:
@@ -706,6 +713,18 @@ def _first_difference(a: str, b: str) -> str:
         if x != y:
             return f"line {i + 1}: plain={_short(x, 160)} measured={_short(y, 160)}"
     return "trailing newline"
+
+
+def _report_has(program: Program, text: str) -> list[str]:
+    """What ``REPORT_HAS`` asks of our report and it lacks."""
+    import html
+
+    plain = html.unescape(text)
+    return [
+        f"our report does not match {pattern!r}"
+        for pattern in program.settings.get("REPORT_HAS", [])
+        if not re.search(pattern, plain)
+    ]
 
 
 def differences(program: Program) -> list[str]:

@@ -1,0 +1,238 @@
+"""Optimizer steps in child processes: counted and timed there, read by the parent.
+
+A table in shared memory, one slot per child that steps: ``(pid, steps, first_ns, last_ns)``
+(``perf_counter_ns`` is CLOCK_MONOTONIC, one clock for every process of the machine). A child
+claims its slot at its first optimizer step and rewrites it at each one; the parent reads the
+table when its clock uninstalls.
+
+- *Forked* children inherit the step clock's hooks and an anonymous mapping made just before the
+  first fork (see ``stepclock._children_before_fork``).
+- *Spawned* children (``mp.spawn``, a spawn or forkserver ``Process``/``Pool``) start a fresh
+  interpreter: :class:`SpawnChannel` adds one entry to the preparation data multiprocessing
+  sends them; unpickled in the child (before the user's function), it maps the table from a
+  memfd passed the way multiprocessing passes descriptors, closes that descriptor, and puts one
+  optimizer post hook into torch's global dict once the child imports torch. Whatever fails
+  there is swallowed: the child runs as without us, uncounted. No file, no thread, nothing
+  printed; the descriptor the parent keeps for later spawns is close-on-exec, numbered high, and
+  closed at ``uninstall``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import sys
+from collections.abc import Callable
+from typing import Any
+
+SLOT = struct.Struct("qqqq")
+SLOTS = 1024
+TABLE_BYTES = SLOTS * SLOT.size
+
+# (pid, slot, steps, first_ns): what a child remembers of its own slot.
+Held = tuple[int, int, int, int]
+# (pid, steps, span_ns) of a child that stepped.
+Row = tuple[int, int, int]
+
+
+def claim_slot(table: mmap.mmap, pid: int) -> int | None:
+    """A free slot for ``pid``, probing from ``pid % slots`` (children claim at their first
+    step; two children claiming the same slot at the same instant would need pids equal modulo
+    1024 and is not guarded against). None: the table is full."""
+    for k in range(SLOTS):
+        slot = (pid + k) % SLOTS
+        if struct.unpack_from("q", table, slot * SLOT.size)[0] == 0:
+            SLOT.pack_into(table, slot * SLOT.size, pid, 0, 0, 0)
+            return slot
+    return None
+
+
+def count_step(table: mmap.mmap, held: Held | None, now_ns: int) -> Held | None:
+    """One optimizer step of this process into ``table``; returns what to hold for the next."""
+    pid = os.getpid()
+    if held is None or held[0] != pid:  # first step here (a grandchild gets a slot of its own)
+        slot = claim_slot(table, pid)
+        if slot is None:
+            return held
+        held = (pid, slot, 0, now_ns)
+    pid, slot, steps, first_ns = held
+    SLOT.pack_into(table, slot * SLOT.size, pid, steps + 1, first_ns, now_ns)
+    return (pid, slot, steps + 1, first_ns)
+
+
+def read_table(table: mmap.mmap) -> list[Row]:
+    rows = []
+    for slot in range(SLOTS):
+        pid, steps, first_ns, last_ns = SLOT.unpack_from(table, slot * SLOT.size)
+        if pid and steps:
+            rows.append((pid, steps, last_ns - first_ns))
+    return sorted(rows)
+
+
+# ---------------------------------------------------------------- spawned children: the parent
+
+_KEY = "gpu_notebook_child_steps"  # our entry in the preparation data (prepare() ignores it)
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Run by the child's unpickler (``exec`` is a builtin: nothing of ours needs to import for the
+# entry itself to load). ``dup`` is multiprocessing's own descriptor handle.
+_CHILD_CODE = """
+fd = None
+try:
+    fd = dup.detach()
+    try:
+        from gpu_notebook.capture import children
+    except ImportError:
+        import sys
+        sys.path.insert(0, root)
+        try:
+            from gpu_notebook.capture import children
+        finally:
+            sys.path.remove(root)
+    children.start_in_spawned_child(fd)
+    fd = None
+except Exception:
+    pass
+finally:
+    if fd is not None:
+        try:
+            import os
+            os.close(fd)
+        except Exception:
+            pass
+"""
+
+
+class _ChildEntry:
+    """Pickles, while multiprocessing spawns a child, into the code that starts our counting
+    there; anywhere else into an empty dict."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from multiprocessing import context, reduction
+
+        if context.get_spawning_popen() is None:
+            return (dict, ())
+        dup = reduction.DupFd(self._fd)
+        return (exec, (_CHILD_CODE, {"dup": dup, "root": _ROOT}))
+
+
+class SpawnChannel:
+    """The parent's side: ``install`` wraps ``multiprocessing.spawn.get_preparation_data`` (put
+    back at ``uninstall`` if still ours); the table is made at the first spawn."""
+
+    def __init__(self) -> None:
+        self._module: Any = None
+        self._original: Any = None
+        self._wrapper: Any = None
+        self._active = False
+        self._fd: int | None = None
+        self._table: mmap.mmap | None = None
+
+    def install(self) -> None:
+        module = sys.modules.get("multiprocessing.spawn")  # torch imports it
+        if module is None or not hasattr(os, "memfd_create"):
+            return
+        original = module.get_preparation_data
+        channel = self
+
+        def get_preparation_data(name: str) -> dict[str, Any]:
+            data = original(name)
+            if channel._active and isinstance(data, dict):
+                entry = channel._entry()
+                if entry is not None:
+                    data[_KEY] = entry
+            return data  # type: ignore[no-any-return]
+
+        get_preparation_data.__wrapped__ = original  # type: ignore[attr-defined]
+        self._module, self._original, self._wrapper = module, original, get_preparation_data
+        setattr(module, "get_preparation_data", get_preparation_data)  # noqa: B010
+        self._active = True
+
+    def _entry(self) -> _ChildEntry | None:
+        if self._table is None:
+            try:
+                fd = os.memfd_create("gpu_notebook_steps", os.MFD_CLOEXEC)
+                try:
+                    os.ftruncate(fd, TABLE_BYTES)
+                    self._table = mmap.mmap(fd, TABLE_BYTES)
+                    self._fd = _high(fd)
+                finally:
+                    os.close(fd)
+            except (OSError, ValueError):
+                self._active = False  # no shared memory: spawned children stay uncounted
+                return None
+        return None if self._fd is None else _ChildEntry(self._fd)
+
+    def uninstall(self) -> list[Row]:
+        """Put ``get_preparation_data`` back (if still ours), read the table and drop it."""
+        self._active = False
+        module, self._module = self._module, None
+        if module is not None and module.__dict__.get("get_preparation_data") is self._wrapper:
+            module.get_preparation_data = self._original
+        table, self._table = self._table, None
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        if table is None:
+            return []
+        rows = read_table(table)
+        table.close()
+        return rows
+
+
+def _high(fd: int) -> int:
+    """A close-on-exec copy numbered high: the user's next ``open`` gets the number it gets
+    without us."""
+    import fcntl
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    base = max(3, min(soft, 1 << 16) // 2)
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base)
+    except OSError:
+        return os.dup(fd)
+
+
+# ---------------------------------------------------------------- spawned children: the child
+
+
+class _ChildCounter:
+    def __init__(self, table: mmap.mmap) -> None:
+        self._table = table
+        self._held: Held | None = None
+        self._tracing: Callable[[], bool] | None = None
+
+    def hook_into(self, _name: str) -> None:
+        optim_mod = sys.modules.get("torch.optim.optimizer")
+        hooks = getattr(optim_mod, "_global_optimizer_post_hooks", None)
+        if isinstance(hooks, dict):  # under a key of ours: the user's hook ids stay theirs
+            hooks[("gpu_notebook", id(self))] = self.on_step
+
+    def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        tracing = self._tracing
+        if tracing is None:
+            from gpu_notebook.capture.stepclock import tracing_probe
+
+            tracing = self._tracing = tracing_probe(sys.modules["torch"])
+        if tracing():
+            return
+        import time
+
+        self._held = count_step(self._table, self._held, time.perf_counter_ns())
+
+
+def start_in_spawned_child(fd: int) -> None:
+    """In a spawned child, before the user's function is unpickled: map the table, close the
+    descriptor, and count optimizer steps once torch's optimizer module has loaded."""
+    try:
+        table = mmap.mmap(fd, TABLE_BYTES)
+    finally:
+        os.close(fd)
+    from gpu_notebook.capture.imports import ImportWatch
+
+    ImportWatch(["torch.optim.optimizer"], _ChildCounter(table).hook_into).start()

@@ -70,6 +70,28 @@ def read_table(table: mmap.mmap) -> list[Row]:
     return sorted(rows)
 
 
+def tracing_probe(torch: Any) -> Callable[[], bool]:
+    """A function that says whether torch is tracing rather than running: then hooks step aside.
+
+    Dynamo constant-folds ``torch.compiler.is_compiling()`` (the hook traces to nothing, no
+    graph break); fx hands Proxies to module hooks during ``symbolic_trace``; the JIT tracer
+    would record whatever the hook touches.
+    """
+    is_compiling = torch.compiler.is_compiling
+    tracing_state = torch._C._get_tracing_state
+    try:
+        from torch.fx._symbolic_trace import is_fx_symbolic_tracing as is_fx_tracing
+    except ImportError:  # pragma: no cover - older torch
+
+        def is_fx_tracing() -> bool:
+            return False
+
+    def tracing() -> bool:
+        return bool(is_compiling() or is_fx_tracing() or tracing_state() is not None)
+
+    return tracing
+
+
 # ---------------------------------------------------------------- spawned children: the parent
 
 _KEY = "gpu_notebook_child_steps"  # our entry in the preparation data (prepare() ignores it)
@@ -216,8 +238,6 @@ class _ChildCounter:
     def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         tracing = self._tracing
         if tracing is None:
-            from gpu_notebook.capture.stepclock import tracing_probe
-
             tracing = self._tracing = tracing_probe(sys.modules["torch"])
         if tracing():
             return

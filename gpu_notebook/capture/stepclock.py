@@ -792,29 +792,7 @@ def _never() -> bool:
     return False
 
 
-def _tracing_probe(torch: Any) -> Callable[[], bool]:
-    """A function that says whether torch is tracing rather than running: then hooks step aside.
-
-    Dynamo constant-folds ``torch.compiler.is_compiling()`` (the hook traces to nothing, no
-    graph break); fx hands Proxies to module hooks during ``symbolic_trace``; the JIT tracer
-    would record whatever the hook touches.
-    """
-    is_compiling = torch.compiler.is_compiling
-    tracing_state = torch._C._get_tracing_state
-    try:
-        from torch.fx._symbolic_trace import is_fx_symbolic_tracing as is_fx_tracing
-    except ImportError:  # pragma: no cover - older torch
-
-        def is_fx_tracing() -> bool:
-            return False
-
-    def tracing() -> bool:
-        return bool(is_compiling() or is_fx_tracing() or tracing_state() is not None)
-
-    return tracing
-
-
-tracing_probe = _tracing_probe  # the spawned children's counter (children.py) uses it too
+_tracing_probe = children.tracing_probe
 
 
 def _invisible_to_compilers(wrapper: Any, original: Any, key: str) -> None:

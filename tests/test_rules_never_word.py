@@ -113,3 +113,22 @@ def test_the_report_words_its_findings_and_its_json_keeps_only_the_text():
     report = Report(syn.make_run(""), syn.make_analysis(), syn.VERDICT, findings=(raw, f))
     for data in report.to_dict()["findings"]:
         assert "said" not in data and "notes" not in data
+
+
+def test_every_message_of_every_rule_has_its_words():
+    """A rule's record with no wording would fail the report: each one is registered."""
+    import inspect
+
+    import gpu_notebook.rules as rules
+    from gpu_notebook.records import Said
+    from gpu_notebook.words.common import WORDERS
+
+    notes = {rules.SmallGain, rules.StallsLeftOut, rules.ProfilingFactor, rules.LowConfidence}
+    messages = {
+        cls
+        for family in rules.FAMILIES
+        for _, cls in inspect.getmembers(family, inspect.isclass)
+        if issubclass(cls, Said) and cls is not Said and cls.__module__ == family.__name__
+    }
+    assert len(messages) >= 30
+    assert not messages - set(WORDERS) - notes, messages - set(WORDERS)

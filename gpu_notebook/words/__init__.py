@@ -14,7 +14,9 @@ import dataclasses
 from collections.abc import Iterable
 
 from gpu_notebook.records import Finding
-from gpu_notebook.words import (
+
+# Each family's module registers its wordings (@worder) when imported.
+from gpu_notebook.words import (  # noqa: F401
     backend_flags,
     batch,
     copies,
@@ -36,25 +38,6 @@ from gpu_notebook.words.common import WORDERS, Words
 from gpu_notebook.words.notes import fix_prefix, note_lines
 
 __all__ = ["Words", "word_finding", "word_findings", "worded"]
-
-_FAMILIES = (
-    backend_flags,
-    batch,
-    copies,
-    debug_apis,
-    distributed,
-    inference,
-    input_pipeline,
-    launch,
-    machine,
-    memory,
-    precision,
-    recompiles,
-    run_shape,
-    shapes,
-    step_logging,
-    syncs,
-)  # imported for their @worder registrations
 
 
 def word_finding(finding: Finding) -> Finding:

@@ -107,6 +107,8 @@ class LoopFacts:
     # no_grad blocks left out): the training forwards of one step, loss modules included.
     grad_module_calls: int = 0
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
+    # The .backward() calls of its body, in source order (where the autocast fix scales).
+    backward_calls: tuple[ast.AST, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,14 @@ from collections.abc import Iterable, Iterator
 
 from gpu_notebook.cell.facts import LoopFacts, SourceLine, ValidationKind
 from gpu_notebook.cell.names import (
+    calls_in,
     dotted,
+    is_backward,
     is_grad_mode_call,
     iterated_names,
     last,
     method_of,
+    position,
     receiver_of,
     updates_in_place,
 )
@@ -43,6 +46,11 @@ def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
         is_while=isinstance(loop, ast.While),
         grad_module_calls=_grad_module_calls(tree, loop.body),
         node=loop,
+        backward_calls=tuple(
+            sorted((c for s in loop.body for c in calls_in(s) if is_backward(c)), key=position)
+        )
+        if trains
+        else (),
     )
 
 

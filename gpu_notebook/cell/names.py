@@ -55,11 +55,12 @@ def calls_in(node: Any) -> Iterator[Any]:
     return (child for child in walk(node) if type(child).__name__ == "Call")
 
 
+def is_backward(call: Any) -> bool:
+    return method_of(call) == "backward" or dotted(call.func) == "torch.autograd.backward"
+
+
 def has_backward(node: Any) -> bool:
-    return any(
-        method_of(call) == "backward" or dotted(call.func) == "torch.autograd.backward"
-        for call in calls_in(node)
-    )
+    return any(is_backward(call) for call in calls_in(node))
 
 
 def backward_target(call: Any) -> str | None:
@@ -189,6 +190,7 @@ __all__ = [
     "dotted",
     "has_backward",
     "int_or_none",
+    "is_backward",
     "is_grad_mode_call",
     "iterated_names",
     "keyword_of",

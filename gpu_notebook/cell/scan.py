@@ -45,6 +45,7 @@ from gpu_notebook.cell.setup import (
 )
 from gpu_notebook.cell.syncs import syncs_and_logging
 from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.words import CUDNN_BENCHMARK
 
 # Same placeholder text as gpu_notebook.cell.ipython writes (one line per IPython
 # construct); tests/test_rules.py checks the line mapping on a multi-line magic.
@@ -140,7 +141,7 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
         bindings=tuple(_bindings(tree)),
         step_logs=tuple(step_logs(tree)),
         flags=flags_set,
-        cudnn_benchmark=flag(flags_set, ("torch.backends.cudnn.benchmark",)),
+        cudnn_benchmark=flag(flags_set, (CUDNN_BENCHMARK,)),
         tf32=tf32(flags_set),
         data_parallel=tuple(
             tree.source_line(c, "DataParallel")

@@ -23,7 +23,7 @@ from gpu_notebook.cell.names import (
     receiver_of,
 )
 from gpu_notebook.cell.tree import CellTree
-from gpu_notebook.cell.words import DTYPE_WORDS, is_optimizer_class
+from gpu_notebook.cell.words import DTYPE_WORDS, MATMUL_PRECISION, TF32_FLAGS, is_optimizer_class
 
 
 def loaders(tree: CellTree) -> Iterator[LoaderCall]:
@@ -177,14 +177,11 @@ def flags(tree: CellTree) -> list[FlagSet]:
                     literal = literal_of(node.value)
                     value = literal if isinstance(literal, bool) else None
                     out.append(FlagSet(name, value, len(node.targets) == 1, node))
-        elif isinstance(node, ast.Call) and dotted(node.func) == _PRECISION:
+        elif isinstance(node, ast.Call) and dotted(node.func) == MATMUL_PRECISION:
             literal = literal_of(node.args[0]) if node.args else None
             value = literal in ("high", "medium") if isinstance(literal, str) else None
-            out.append(FlagSet(_PRECISION, value, False, node))
+            out.append(FlagSet(MATMUL_PRECISION, value, False, node))
     return out
-
-
-_PRECISION = "torch.set_float32_matmul_precision"
 
 
 def flag(found: Iterable[FlagSet], names: tuple[str, ...]) -> bool | None:
@@ -198,10 +195,10 @@ def flag(found: Iterable[FlagSet], names: tuple[str, ...]) -> bool | None:
 
 def tf32(found: tuple[FlagSet, ...]) -> bool | None:
     """The TF32 flags' value; a precision call with a literal wins over them."""
-    precision = flag(found, (_PRECISION,))
+    precision = flag(found, (MATMUL_PRECISION,))
     if precision is not None:
         return precision
-    return flag(found, ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"))
+    return flag(found, TF32_FLAGS)
 
 
 __all__ = ["compiled", "copies", "created", "flag", "flags", "loaders", "optimizers", "tf32"]

@@ -60,6 +60,12 @@ DTYPE_WORDS = frozenset(
 )  # fmt: skip
 
 
+# The backend flags a cell sets (cell/setup.flags reads them, fixes/backend_flags sets them).
+CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark"
+TF32_FLAGS = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
+MATMUL_PRECISION = "torch.set_float32_matmul_precision"
+
+
 def last(name: str | None) -> str:
     """``AdamW`` for ``torch.optim.AdamW``; "" for None."""
     return "" if name is None else name.rsplit(".", 1)[-1]
@@ -103,11 +109,13 @@ def log_kind(name: str | None, method: str | None) -> LogKind | None:
 
 
 __all__ = [
+    "CUDNN_BENCHMARK",
     "DTYPE_WORDS",
     "FOREACH_OPTIMIZERS",
     "FUSED_OPTIMIZERS",
     "GRAD_MODES",
     "LOG_PREFIXES",
+    "MATMUL_PRECISION",
     "MODEL_FACTORIES",
     "MODEL_WORDS",
     "MODULE_CHAIN_METHODS",
@@ -116,6 +124,7 @@ __all__ = [
     "OPTIMIZER_CLASSES",
     "PRINT_CALLS",
     "PROGRESS_METHODS",
+    "TF32_FLAGS",
     "TRACKER_METHODS",
     "LogKind",
     "builds_module",

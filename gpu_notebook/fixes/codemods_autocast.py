@@ -15,12 +15,11 @@ import libcst as cst
 from gpu_notebook.cell.names import (
     calls_in,
     dotted,
-    has_backward,
     last,
     method_of,
     receiver_of,
-    walk,
 )
+from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -34,6 +33,7 @@ from gpu_notebook.fixes.cst_tools import (
     loss_names,
     names_read,
     no_training_loop_reason,
+    nodes_of,
     only_call,
     optimizer_names,
     replace_nodes,
@@ -74,8 +74,12 @@ def autocast(
     edits: dict[cst.CSTNode, Replacement] = {}
     scaled_roots: set[cst.CSTNode] = set()
     context = f'torch.autocast(device_type="{device_type}", dtype=torch.{dtype})'
+    step_loops = [loop for loop in facts.loops if loop.innermost_training]
+    mapped = cst_nodes(module, [loop.node for loop in step_loops])
+    backward = dict(zip(mapped, step_loops, strict=True))
     for loop in train_loops:
-        plan = _autocast_plan(tree, loop, modules)
+        calls = nodes_of(module, list(backward[loop].backward_calls))
+        plan = _autocast_plan(tree, loop, modules, calls)
         if isinstance(plan, Declined):
             return plan
         block, first, last, backward_index = plan
@@ -103,13 +107,12 @@ def autocast(
 
 
 def _autocast_plan(
-    tree: Tree, loop: cst.For, modules: set[str]
+    tree: Tree, loop: cst.For, modules: set[str], backward_calls: list[cst.Call]
 ) -> tuple[cst.IndentedBlock, int, int, int] | Declined:
-    """(block, first and last forward statement index, backward statement index)."""
-    backward_stmt = next(
-        (s for s in walk(loop.body) if isinstance(s, cst.SimpleStatementLine) and has_backward(s)),
-        None,
-    )
+    """(block, first and last forward statement index, backward statement index): the
+    statement of the loop's first ``.backward()`` (the facts') that is a line of its own."""
+    lines = (tree.statement_of(call) for call in backward_calls)
+    backward_stmt = next((s for s in lines if isinstance(s, cst.SimpleStatementLine)), None)
     if backward_stmt is None:
         return Declined(".backward() is not a statement of its own in the training loop")
     block = tree.block_of(backward_stmt)

@@ -9,7 +9,13 @@ from __future__ import annotations
 import libcst as cst
 
 from gpu_notebook.cell.names import dotted, position, receiver_of
-from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
+from gpu_notebook.cell.words import (
+    CUDNN_BENCHMARK,
+    FOREACH_OPTIMIZERS,
+    FUSED_OPTIMIZERS,
+    MATMUL_PRECISION,
+    TF32_FLAGS,
+)
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -32,10 +38,6 @@ from gpu_notebook.fixes.cst_tools import (
     tree_of,
     with_torch_import,
 )
-
-_CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark"
-_TF32_FLAGS = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
-_PRECISION = "torch.set_float32_matmul_precision"
 
 
 def torch_compile(
@@ -126,18 +128,18 @@ def backend_flags(
     existing = {f.name: f.value for f in sorted(found, key=lambda f: position(f.node))}
     wanted: list[str] = []
     if cudnn_benchmark and existing.get("torch.backends.cudnn.deterministic") is not True:
-        wanted.append(_CUDNN_BENCHMARK)
+        wanted.append(CUDNN_BENCHMARK)
     if tf32:
-        wanted.extend(_TF32_FLAGS)
+        wanted.extend(TF32_FLAGS)
     if not wanted:
         return Declined(
             "this cell asks for deterministic cuDNN (torch.backends.cudnn.deterministic = True); "
             "the autotuner would make runs differ"
         )
-    if _PRECISION in existing:
+    if MATMUL_PRECISION in existing:
         # The user chose a matmul precision on purpose; leave matmul TF32 to that call.
-        del existing[_PRECISION]
-        existing[_TF32_FLAGS[0]] = True
+        del existing[MATMUL_PRECISION]
+        existing[TF32_FLAGS[0]] = True
     missing = [flag for flag in wanted if flag not in existing]
     disabled = [flag for flag in wanted if existing.get(flag) is False]
     if not missing and not disabled:
@@ -153,7 +155,7 @@ def backend_flags(
     body[index:index] = [statement(f"{flag} = True\n") for flag in missing]
     detail = ", ".join(
         label
-        for label, on in (("cudnn.benchmark", _CUDNN_BENCHMARK in wanted), ("TF32", tf32))
+        for label, on in (("cudnn.benchmark", CUDNN_BENCHMARK in wanted), ("TF32", tf32))
         if on
     )
     return Edited(patched.with_changes(body=body), detail)

@@ -513,6 +513,56 @@ def test_the_report_runs_none_of_the_users_code_on_live_objects():
     assert model.parameter_tensors == 4 and model.has_conv and model.training
 
 
+class _OwnDispatch(torch.Tensor):
+    """A subclass that computes in code of its own: its sizes are its own code's to give."""
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        _Calls.names.append("dispatch")
+        raise RuntimeError("not now")
+
+
+def _own_dispatch(n: int) -> torch.Tensor:
+    return torch.Tensor._make_subclass(_OwnDispatch, torch.zeros(n, 2))
+
+
+def test_an_object_whose_size_needs_its_own_code_is_named_in_one_note():
+    """Skipped, not silent: a delegating container (ChainDataset) and a tensor subclass with its
+    own dispatch are named once each, with no call into them."""
+    from gpu_notebook.cell.live import live_facts
+
+    data = torch.utils.data
+    namespace = {
+        "chain_loader": data.DataLoader(data.ChainDataset([_Shard()]), batch_size=None),
+        "own_loader": data.DataLoader(data.TensorDataset(_own_dispatch(5)), batch_size=2),
+        "other_chain": data.DataLoader(data.ChainDataset([_Shard()]), batch_size=None),
+    }
+    _Calls.names = []
+    facts = live_facts(namespace, namespace)
+    assert _Calls.names == []
+    assert facts.notes() == (
+        "not read: ChainDataset, its size needs its own code",
+        "not read: _OwnDispatch, its size needs its own code",
+    )
+
+
+def test_a_batch_whose_size_needs_its_own_code_is_named_in_one_note():
+    loader = torch.utils.data.DataLoader(
+        [0, 1, 2, 3], batch_size=None, collate_fn=lambda i: _own_dispatch(2)
+    )
+    clock = StepClock(0)
+    clock.install()
+    try:
+        for _ in loader:
+            pass
+    finally:
+        clock.uninstall()
+    assert [n for n in clock.notes if n.startswith("not read")] == [
+        "not read: _OwnDispatch, its size needs its own code (the loader's batches: samples a "
+        "step not counted)"
+    ]
+
+
 def test_a_streaming_chain_dataset_cell_is_measured_and_succeeds(ip):
     ip.user_ns["_Shard"] = _Shard
     _Calls.names = []

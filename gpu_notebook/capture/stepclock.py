@@ -117,6 +117,9 @@ class StepClock:
         # Children started by spawn or forkserver get the table through multiprocessing.
         self._spawned = children.SpawnChannel()
         self._thread_names: dict[int, str] = {}
+        # Batch types whose size needs their own code (a subclass with its own dispatch): named
+        # in a note at uninstall, never asked.
+        self._unread: dict[str, None] = {}
         self._tracing: Callable[[], bool] = _never
         # When the latest phase we saw ended: forward is the time from there to a backward (or
         # to the end of a step that has none), as no hook of ours sits on modules.
@@ -230,6 +233,13 @@ class StepClock:
         self._installed = False
         self.close_memory()
         self._read_children()
+        for kind in self._unread:
+            note = (
+                f"not read: {kind}, its size needs its own code (the loader's batches: samples "
+                "a step not counted)"
+            )
+            if note not in self.notes:
+                self.notes.append(note)
         spawned = self._spawned.uninstall()
         if not self._in_child:
             self._child_rows.extend((*row, "spawned") for row in spawned)
@@ -535,7 +545,7 @@ class StepClock:
             if id(it) != clock._iterator_id:
                 clock._switch_iterator(it)
             clock._iterator_batches += 1
-            n = _leading_size(batch)
+            n = _leading_size(batch, clock._unread)
             if n is not None:
                 clock._samples = (clock._samples or 0) + n
             return batch
@@ -960,7 +970,7 @@ _SKIPPED_CODES: set[Any] = set()
 _SKIPPED_MODULES: set[str] = set()
 
 
-def _leading_size(batch: Any) -> int | None:
+def _leading_size(batch: Any, unread: dict[str, None] | None = None) -> int | None:
     """Samples in a batch: the first dimension of its first tensor, found without user code.
 
     Looks into tensors, plain tuples/lists, dicts and ``UserDict``-style mappings (Hugging Face's
@@ -969,8 +979,8 @@ def _leading_size(batch: Any) -> int | None:
     read with ``type()`` (``isinstance`` may read a ``__class__`` property), and a tensor's size
     with torch-function handling off: a Tensor subclass's ``__torch_function__`` and the cell's
     torch-function modes never see our reading. A subclass of the user's with its own
-    ``__torch_dispatch__`` may compute its sizes there: it is skipped. Never raises (None: not
-    known).
+    ``__torch_dispatch__`` may compute its sizes there: it is skipped, its type name put in
+    ``unread``. Never raises (None: not known).
     """
     import torch
 
@@ -978,7 +988,7 @@ def _leading_size(batch: Any) -> int | None:
         for _ in range(3):  # a (inputs, targets) pair of dicts, at most three levels deep
             kind = type(batch)
             if issubclass(kind, torch.Tensor):
-                return _tensor_leading_size(batch, kind, torch)
+                return _tensor_leading_size(batch, kind, torch, unread)
             if kind in (tuple, list):
                 # A loop, not a generator: this runs for every batch of a timed step.
                 for item in batch:
@@ -1002,9 +1012,13 @@ def _leading_size(batch: Any) -> int | None:
     return None
 
 
-def _tensor_leading_size(tensor: Any, kind: type, torch: Any) -> int | None:
+def _tensor_leading_size(
+    tensor: Any, kind: type, torch: Any, unread: dict[str, None] | None = None
+) -> int | None:
     own_dispatch = getattr(kind, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__
     if own_dispatch and not kind.__module__.startswith("torch."):  # torch's own: NestedTensor
+        if unread is not None:
+            unread[kind.__name__] = None
         return None
     with torch._C.DisableTorchFunction():
         if torch.Tensor.is_nested.__get__(tensor):

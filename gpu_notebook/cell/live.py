@@ -103,13 +103,16 @@ class LiveFacts:
     # Names we could not read, and why ("odd", "TypeError"): their findings are missing, so the
     # report says which (a note, never a failure).
     skipped: tuple[tuple[str, str], ...] = ()
+    # Types whose size we leave unread, as reading it would run code of theirs (a container that
+    # asks the user's datasets, a tensor subclass with its own dispatch): named, never asked.
+    unread: tuple[str, ...] = ()
 
     def notes(self) -> tuple[str, ...]:
-        """One line per skipped object, for the report's notes."""
+        """One line per skipped object and per type left unread, for the report's notes."""
         return tuple(
             f"'{name}' was not read for the findings ({why}): it is skipped, nothing else changes"
             for name, why in self.skipped
-        )
+        ) + tuple(f"not read: {kind}, its size needs its own code" for kind in self.unread)
 
     def dataset_type(self, name: str) -> str | None:
         return next((t for n, t in self.dataset_types if n == name), None)
@@ -129,6 +132,7 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
     datasets: list[tuple[str, str]] = []
     hooks: list[LiveDataHook] = []
     skipped: list[tuple[str, str]] = []
+    unread: list[str] = []
     data = sys.modules.get("torch.utils.data")
     for name in sorted(set(names)):
         value = namespace.get(name)
@@ -138,9 +142,9 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
         try:
             wrapped = _wrapped_loader(value, data) if data is not None else None
             if data is not None and issubclass(kind, data.DataLoader):
-                loaders.append(_loader(name, value, data))
+                loaders.append(_loader(name, value, data, unread))
             elif wrapped is not None:
-                loaders.append(_loader(name, wrapped, data, wrapper=kind))
+                loaders.append(_loader(name, wrapped, data, unread, wrapper=kind))
             elif issubclass(kind, torch.nn.Module):
                 models.append(_model(name, value, torch))
             elif issubclass(kind, torch.optim.Optimizer):
@@ -167,6 +171,7 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
         dataset_types=tuple(datasets),
         data_hooks=tuple(hooks),
         skipped=tuple(skipped),
+        unread=tuple(dict.fromkeys(unread)),
     )
 
 
@@ -286,7 +291,9 @@ def _wrapped_loader(value: Any, data: Any) -> Any:
     return base if base is not None and issubclass(type(base), data.DataLoader) else None
 
 
-def _loader(name: str, loader: Any, data: Any, wrapper: type | None = None) -> LiveLoader:
+def _loader(
+    name: str, loader: Any, data: Any, unread: list[str], wrapper: type | None = None
+) -> LiveLoader:
     # DataLoader keeps its settings in the instance's __dict__; a subclass's properties (and an
     # accelerate wrapper's __getattr__) are never run.
     sampler = _held(loader, "sampler")
@@ -330,12 +337,12 @@ def _loader(name: str, loader: Any, data: Any, wrapper: type | None = None) -> L
         generator=_held(loader, "generator") is not None,
         iterable_dataset=issubclass(type(dataset), data.IterableDataset),
         dataset_type=type(dataset).__name__,
-        dataset_len=_torch_defined_len(dataset, data),
+        dataset_len=_torch_defined_len(dataset, data, unread),
         loader_class=f"{(wrapper or type(loader)).__module__}.{(wrapper or type(loader)).__qualname__}",
     )
 
 
-def _torch_defined_len(dataset: Any, data: Any) -> int | None:
+def _torch_defined_len(dataset: Any, data: Any, unread: list[str]) -> int | None:
     """The dataset's length where torch's own class knows it without the user's code.
 
     The report runs after the cell: it must call none of the user's code (a ``__len__`` that
@@ -343,6 +350,8 @@ def _torch_defined_len(dataset: Any, data: Any) -> int | None:
     containers that delegate (``ChainDataset`` sums ``len()`` of the user's datasets) are not
     asked; those that keep their length (``ConcatDataset``'s cumulative sizes, ``Subset``'s
     indices, ``TensorDataset``'s first tensor, ``StackDataset``) are read from their fields.
+    The type of what is left unread for its own code (the delegating container, a tensor
+    subclass with its own dispatch) goes to ``unread``.
     """
     import torch
 
@@ -353,6 +362,9 @@ def _torch_defined_len(dataset: Any, data: Any) -> int | None:
         cls = getattr(data, cls_name, None)
         return cls is not None and issubclass(kind, cls) and length_fn is cls.__len__
 
+    if is_torchs("ChainDataset"):
+        unread.append(kind.__name__)
+        return None
     if is_torchs("ConcatDataset"):
         sizes = _held(dataset, "cumulative_sizes")
         return sizes[-1] if type(sizes) is list and sizes and type(sizes[-1]) is int else None
@@ -363,18 +375,20 @@ def _torch_defined_len(dataset: Any, data: Any) -> int | None:
         indices = _held(dataset, "indices")
         if type(indices) in (list, tuple, range):
             return len(indices)
-        return _tensor_len(indices, torch)
+        return _tensor_len(indices, torch, unread)
     if is_torchs("TensorDataset"):
         tensors = _held(dataset, "tensors")
-        return _tensor_len(tensors[0], torch) if type(tensors) is tuple and tensors else None
+        if type(tensors) is tuple and tensors:
+            return _tensor_len(tensors[0], torch, unread)
     return None
 
 
-def _tensor_len(tensor: Any, torch: Any) -> int | None:
+def _tensor_len(tensor: Any, torch: Any, unread: list[str]) -> int | None:
     kind = type(tensor)
     if not issubclass(kind, torch.Tensor):
         return None
     if getattr(kind, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__:
+        unread.append(kind.__name__)
         return None  # a subclass that may compute its sizes in code of its own
     with torch._C.DisableTorchFunction():
         return int(torch.Tensor.size(tensor, 0)) if torch.Tensor.dim(tensor) > 0 else None

@@ -37,7 +37,7 @@ def build_report(
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
     facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)
-    if facts.live.skipped:
+    if facts.live.skipped or facts.live.unread:
         # An object the rules could not read: its findings are missing, and the report says so.
         run = dataclasses.replace(run, notes=(*run.notes, *facts.live.notes()))
     traces = WindowTraces()  # each window's trace decoded once, for every reader below

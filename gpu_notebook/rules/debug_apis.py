@@ -1,7 +1,8 @@
 """Autograd's anomaly detection left on while the loop trains: a debugging API on every step.
 
-The rule, its words and its fix in one place: this module, its test and one line in
-``rules/__init__.FAMILIES`` (as rules/host_tensors.py).
+The rule, its message record and its fix in one place: this module, its wording in
+``words/debug_apis.py``, its test and one line in ``rules/__init__.FAMILIES`` (as
+rules/host_tensors.py).
 
 Level: PyTorch performance tuning guide, "Disable debugging APIs": anomaly detection
 (``torch.autograd.detect_anomaly``, ``torch.autograd.set_detect_anomaly(True)``) records a

@@ -1,7 +1,7 @@
 """Tensors made on the host, then copied to the GPU, in every step: ``torch.zeros(n).to(device)``.
 
-The rule, its levels, its words and its fix, in one place: a new rule is this module,
-its test, and one line in ``rules/__init__.FAMILIES``.
+The rule, its levels, its message record and its fix, in one place: a new rule is this module,
+its wording in ``words/copies.py``, its test, and one line in ``rules/__init__.FAMILIES``.
 
 Level: PyTorch performance tuning guide, "Create tensors directly on the target device":
 ``torch.rand(size).cuda()`` builds the tensor in host memory and copies it; ``torch.rand(size,

@@ -340,8 +340,8 @@ def _contradiction(report_json: str) -> str | None:
     if any("describes the window only" in e for e in rep.verdict.evidence):
         return "verdict from a window the report calls unrepresentative"
     shape = rep.analysis.shape
-    if shape is not None and shape.stalls is not None:
-        cited = set(shape.stalls.steps) & disturbed_steps(rep.run)
+    for stalls in (shape.stalls, shape.own.stalls if shape.own else None) if shape else ():
+        cited = set(stalls.steps) & disturbed_steps(rep.run) if stalls is not None else set()
         if cited:
             return f"stall cites steps we disturbed: {sorted(cited)[:5]}"
     steps = steady_steps(rep.run.steps, rep.run.window.warmup_steps)

@@ -166,6 +166,11 @@ class StepTiming:
     ours_s: float = (
         0.0  # our own work inside the step (a profiler starting/stopping): not the code's
     )
+    # The loop thread's wait for a core during the step (schedstat run_delay, read at each step
+    # end): the machine's share of its wall time. None: not read (not Linux, a step too short
+    # to pay for the read, an older record).
+    wait_s: float | None = None
+    cpu_s: float | None = None  # its time on a core (schedstat, to a scheduler tick)
 
 
 @dataclass(frozen=True)
@@ -710,6 +715,21 @@ class StallPattern:
 
 
 @dataclass(frozen=True)
+class OwnTime:
+    """The steps less the time their thread waited for a core, read step by step (the step
+    clock's schedstat reading at each step end): the part of each step the machine did not
+    take. Drift and stalls are judged on it when every step read carries its wait."""
+
+    median_s: float
+    first_median_s: float  # the first fifth of the run
+    last_median_s: float  # the last fifth
+    drift: float | None  # last fifth's median over the first's (None: first is 0)
+    drift_low: float | None  # its seeded bootstrap range's low end (analysis.compare_samples)
+    stalls: StallPattern | None  # steps over STALL_FACTOR x the median own time, their excess
+    wait_share: float  # median share of a step the thread waited for a core
+
+
+@dataclass(frozen=True)
 class MemoryTrend:
     """A straight-line fit of memory against the step index (least squares)."""
 
@@ -760,6 +780,7 @@ class RunShape:
     # busy part of a run are read against that part's wait, not the quiet part's.
     stall_wait_share: float | None = None
     own_drift: float | None = None  # last/first fifth over the most the wait per fifth explains
+    own: OwnTime | None = None  # the steps less their per-step wait (None: not read every step)
     # The low end of the last fifth's slowdown over the first (a seeded block-bootstrap range,
     # analysis.compare_samples): a drift is measured only when it is above 1.
     drift_low: float | None = None

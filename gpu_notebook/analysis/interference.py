@@ -23,6 +23,7 @@ __all__ = [
     "BUSY_CORES",
     "busy_steps",
     "others_cores",
+    "own_step_times",
     "run_wait_readings",
     "sample_series",
     "step_load_cores",
@@ -99,6 +100,19 @@ def run_wait_readings(
     mid = np.fromiter((s.start_s + s.duration_s / 2 for s in steps), dtype=float)
     at = np.clip(np.searchsorted(np.asarray(t), mid, side="left"), 0, len(t) - 1)
     return at, np.asarray(w, dtype=float)
+
+
+def own_step_times(steps: Sequence[StepTiming]) -> np.ndarray | None:
+    """Each step's wall time less its thread's wait for a core during it (the step clock reads
+    schedstat at each step end): the part of the step the machine did not take. Sleeping,
+    blocking on I/O or on the GPU stay the step's own. None when a step carries no reading (not
+    Linux, steps too short to pay for it, an older record): the sampler's readings then."""
+    if not steps or any(s.wait_s is None for s in steps):
+        return None
+    out: np.ndarray = np.fromiter(
+        (max(0.0, s.duration_s - (s.wait_s or 0.0)) for s in steps), dtype=float, count=len(steps)
+    )
+    return out
 
 
 def busy_steps(run: Run, steps: Sequence[StepTiming]) -> frozenset[int]:

@@ -35,6 +35,7 @@ import numpy as np
 from gpu_notebook.analysis.compare_samples import compare_samples
 from gpu_notebook.analysis.interference import (
     busy_steps,
+    own_step_times,
     run_wait_readings,
     sample_series,
     step_load_cores,
@@ -45,6 +46,7 @@ from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
 from gpu_notebook.records import (
     MemoryTrend,
+    OwnTime,
     PhaseBreakdown,
     Run,
     RunSegment,
@@ -203,8 +205,25 @@ def run_shape(run: Run) -> RunShape | None:
     drift = compare_samples(dur[tail].tolist(), dur[head].tolist())
     if drift is not None:
         shape = dataclasses.replace(shape, drift_low=drift.low)
+    own = own_step_times(steps_read)
     wait = step_run_wait(run, steps_read)
-    if wait is not None and len(wait) == len(dur):
+    if own is not None and len(own) == len(dur):
+        # Every step carries its own wait for a core: drift and stalls are read on the part of
+        # each step the machine did not take, step by step (a steady spinner preempts every
+        # few steps for a time slice; the sampler's 0.25 s readings cannot say which).
+        own_time = _own_time(steps_read, dur, own, head, tail, weight, read_s)
+        shape = dataclasses.replace(
+            shape,
+            own=own_time,
+            own_drift=own_time.drift,
+            run_wait_share=own_time.wait_share,
+            stall_wait_share=(
+                float(np.median(1.0 - own[stalled] / np.maximum(dur[stalled], 1e-12)))
+                if stalled.any()
+                else None
+            ),
+        )
+    elif wait is not None and len(wait) == len(dur):
         # The drift left once the wait for a core has explained all it can: a step that waited
         # a share w of its time ran 1/(1-w) slower than the code alone, so the last fifth may
         # be up to (1 - least head wait) / (1 - most tail wait) slower for the machine alone.
@@ -251,6 +270,32 @@ def run_shape(run: Run) -> RunShape | None:
             ),
         )
     return shape
+
+
+def _own_time(
+    steps: Sequence[StepTiming],
+    dur: np.ndarray,
+    own: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    weight: float,
+    read_s: float,
+) -> OwnTime:
+    """Median, fifths, drift and stalls of the steps' own time (wall less the wait for a core)."""
+    median = float(np.median(own))
+    first, last = float(np.median(own[head])), float(np.median(own[tail]))
+    stalled = own > STALL_FACTOR * median
+    ranged = compare_samples(own[tail].tolist(), own[head].tolist())
+    shares = 1.0 - own / np.maximum(dur, 1e-12)
+    return OwnTime(
+        median_s=median,
+        first_median_s=first,
+        last_median_s=last,
+        drift=last / first if first > 0 else None,
+        drift_low=ranged.low if ranged is not None else None,
+        stalls=_stalls(steps, own, median, stalled, weight, read_s),
+        wait_share=float(np.median(shares)),
+    )
 
 
 # Busy steps count their stalls as the machine's only inside this many readings in a row that

@@ -99,6 +99,9 @@ RETIME_EVERY_STEPS = 64
 # so a median that wobbles at the threshold does not switch every look; 2x left a cached-then-
 # 4 ms loop lean, its slow part untimed, and its verdict to the cached window).
 RETIME_MARGIN = 1.25
+# Lean steps read their thread's wait for a core (one pread of schedstat, 1.3-2.6 us measured
+# on the 2-core machine, quiet and loaded) while their median is at least this long: <= 0.5%.
+WAIT_MIN_STEP_S = 0.0005
 # The process RSS is read at the end of every Nth step (~2 us a read).
 MEMORY_EVERY_STEPS = 16
 
@@ -366,6 +369,7 @@ class CaptureSession:
                     # every RETIME_EVERY_STEPS steps (with a RETIME_MARGIN margin) as the run
                     # changes: a loop that slows down after a cached start gets its phases back.
                     median_s = clock.median_step_s()
+                    clock.read_waits = median_s is not None and median_s >= WAIT_MIN_STEP_S
                     if median_s is not None and median_s >= TIMED_MIN_STEP_S:
                         median_s *= waits.own_share()  # a /proc read: only when it can matter
                     if median_s is None or median_s < TIMED_MIN_STEP_S:

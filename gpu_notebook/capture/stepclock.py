@@ -76,9 +76,12 @@ GUARDED_NOTE = (
 BoundaryListener = Callable[[int], None]
 
 # One kept step: (index, start_ns, end_ns, data_ns, forward_ns, backward_ns, optimizer_ns,
-# forward_calls, backward_calls, batch_size, timed, ours_ns). Tuples, not records: this runs
-# every step.
-_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool, int]
+# forward_calls, backward_calls, batch_size, timed, ours_ns, wait_ns, cpu_ns; the last two -1
+# when not read). Tuples, not records: this runs every step.
+_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool, int, int, int]
+
+# The loop thread's scheduler counters (Linux): on-CPU ns, run-queue wait ns, time slices.
+_SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
 class StepClock:
@@ -162,6 +165,15 @@ class StepClock:
         # stopping, a later window): the analysis leaves such steps out or corrects them.
         self._ours_ns = 0
         self._listener_ns = 0  # the latest boundary listener's time (0: fast path)
+        # Each step's own wait for a core and its time on a core, from the loop thread's
+        # schedstat read at every step end (one pread of a kept descriptor, ~1.5-2.6 us on this
+        # 2-core machine; benchmarks/README.md): a step the machine preempted is known as such.
+        # ``read_waits`` False (the session turns it off for steps too short to pay for it),
+        # or no schedstat here: the steps carry no wait (-1), the rules fall back to the
+        # sampler's readings.
+        self.read_waits = True
+        self._sched_fd: int | None = None
+        self._sched_mark: tuple[int, int] | None = None  # (cpu_ns, wait_ns) at the last step end
 
         self._opt_start_ns = 0
         self._opt_inner_ns = 0  # data + forward + backward already counted when the step began
@@ -232,6 +244,7 @@ class StepClock:
             self._unpatch(key)
         self._installed = False
         self.close_memory()
+        self._forget_sched()
         self._read_children()
         for kind in self._unread:
             note = (
@@ -256,6 +269,7 @@ class StepClock:
             return ident == self._tid
         self._cell_tid, self._tid, self._tid_followed = self._tid, ident, ident
         self._name_thread(ident)
+        self._forget_sched()
         self._last_mark_ns = 0
         self._cur_start_ns = None
         self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
@@ -653,6 +667,14 @@ class StepClock:
             self._fwd_calls += 1
         index = self._step_count
         self._step_count = index + 1
+        wait_ns = cpu_ns = -1
+        if self.read_waits:
+            now = self._read_sched()
+            last, self._sched_mark = self._sched_mark, now
+            if now is not None and last is not None:
+                cpu_ns, wait_ns = now[0] - last[0], now[1] - last[1]
+        elif self._sched_mark is not None:
+            self._sched_mark = None  # the next step read after a pause has no start
         if index % self._decimation == 0:
             start_ns = self._cur_start_ns if self._cur_start_ns is not None else end_ns
             if self._samples is not None:
@@ -671,6 +693,8 @@ class StepClock:
                     self._batch_size,
                     not self._lean,
                     self._ours_ns,
+                    wait_ns,
+                    cpu_ns,
                 )
             )
             if len(self._rows) >= self._capacity:
@@ -683,6 +707,34 @@ class StepClock:
         every = self.memory_every_steps
         if every and index % every == 0:
             self._read_memory(index)
+
+    def _read_sched(self) -> tuple[int, int] | None:
+        """(on-CPU ns, run-queue wait ns) of the loop thread so far, or None (not Linux: the
+        reading turns off for good). The wait is exact to the last time the thread was switched
+        in; the on-CPU figure is updated at the scheduler's ticks (a step's is within a tick)."""
+        fd = self._sched_fd
+        if fd is None:
+            try:
+                fd = self._sched_fd = os.open(_SCHEDSTAT, os.O_RDONLY)
+            except OSError:
+                self._sched_fd = -1
+                return None
+        if fd < 0:
+            return None
+        try:
+            cpu, wait = os.pread(fd, 64, 0).split()[:2]
+            return int(cpu), int(wait)
+        except (OSError, ValueError):
+            self._sched_fd = -1
+            os.close(fd)
+            return None
+
+    def _forget_sched(self) -> None:
+        """The steps moved to another thread (or the capture ends): its own counters next."""
+        fd, self._sched_fd, self._sched_mark = self._sched_fd, None, None
+        if fd is not None and fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _read_memory(self, index: int) -> None:
         """Append the process RSS after step ``index`` (Linux /proc; elsewhere: nothing)."""
@@ -755,6 +807,8 @@ class StepClock:
                 batch_size=r[9],
                 timed=r[10],
                 ours_s=r[11] / 1e9,
+                wait_s=r[12] / 1e9 if r[12] >= 0 else None,
+                cpu_s=r[13] / 1e9 if r[13] >= 0 else None,
             )
             for r in self._rows
         )
@@ -1093,5 +1147,6 @@ def _inert_after_fork() -> None:
         clock.follow_threads = False
         clock.boundary_listener = None
         clock.anchor_listener = None
+        clock.read_waits = False
         clock._inert.update(("dataloader", "backward"))
     _CLOCKS.clear()

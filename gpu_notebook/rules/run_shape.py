@@ -58,6 +58,7 @@ class PeriodicStall(Said):
     bound: float | None
     block: Periodic | None  # the cell's periodic block that matches
     at_random: bool  # no period and no block: often the machine
+    own_time: bool = False  # judged on the steps' own time (each less its wait for a core)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,9 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         return None  # the slowdown is that of the steps run under load: machine.busy says so
     if shape.drift_low is not None and shape.drift_low <= 1.0:
         return None  # the fifths' ranges overlap: a few noisy steps, not a measured slowdown
+    own = shape.own
+    if own is not None and own.drift_low is not None and own.drift_low <= 1.0:
+        return None  # the steps' own time (their wait for a core out) did not measurably grow
     removed = shape.drift_share
     bound = gain_bound(removed, analysis)
     severity = severity_of(removed, low=0.05) or "low"
@@ -148,17 +152,29 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     """Some steps take several times the median; every N steps when they recur regularly."""
     shape = analysis.shape
     stalls = shape.stalls if shape is not None else None
+    own = shape.own if shape is not None else None
+    if own is not None:
+        # Every step's wait for a core is known: a stall is a step whose own time (its wall
+        # time less that wait) is over STALL_FACTOR x the median own time. Preemptions (a
+        # spinner's time slice every few steps) are the machine's; stalls the code makes
+        # (a checkpoint's write, a validation pass) are still there.
+        stalls = own.stalls
     if stalls is None or stalls.share < STALL_SHARE:
         return None
     block = matching_block(run, facts, stalls.period_steps)
-    if shape is not None and block is None and shape.busy_stalls:
+    if own is None and shape is not None and block is None and shape.busy_stalls:
         # Stalls of steps that ran while other processes' load rose above the run's quiet
         # level are the machine's (machine.busy names them); the code answers for the rest.
         stalls = shape.quiet_stalls
         if stalls is None or stalls.share < STALL_SHARE:
             return None
         block = matching_block(run, facts, stalls.period_steps)
-    if shape is not None and machine_explains(shape, stalls.share) and block is None:
+    if (
+        own is None
+        and shape is not None
+        and machine_explains(shape, stalls.share)
+        and block is None
+    ):
         # The thread waited for a core as long as the stalls' extra time: preemptions. On a
         # core shared with a spinning process they even keep a period (the scheduler's time
         # slice, every ~N uniform steps), so a period alone is no evidence of the code; a
@@ -171,7 +187,8 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         # No schedule and no periodic block in the cell: stalls at random are most often the
         # machine (other processes taking the cores), not the code. Said, not ranked first.
         severity = "low"
-    said = PeriodicStall(stalls, shape.median_s if shape else None, bound, block, at_random)
+    median_s = own.median_s if own is not None else shape.median_s if shape else None
+    said = PeriodicStall(stalls, median_s, bound, block, at_random, own is not None)
     return found("run.periodic_stall", severity, said, phase_share=stalls.share, bound=bound,
                  line=block.line if block is not None else None)  # fmt: skip
 

@@ -52,8 +52,13 @@ def slowed(s: Slowed) -> Words:
         [
             f"first fifth {shape.first_median_s * 1e3:.2f} ms a step, last fifth "
             f"{shape.last_median_s * 1e3:.2f} ms ({s.factor:.1f}x)",
-            f"with the most the thread's wait for a core (schedstat run-queue wait, read "
-            f"around each fifth) explains taken out: {shape.own_drift:.2f}x",
+            (
+                f"each step less its own wait for a core (schedstat run-queue wait, read at "
+                f"every step end): {shape.own_drift:.2f}x"
+                if shape.own is not None
+                else f"with the most the thread's wait for a core (schedstat run-queue wait, "
+                f"read around each fifth) explains taken out: {shape.own_drift:.2f}x"
+            ),
             "the code's own work per step did not grow; other processes took the cores",
         ],
         "Nothing to fix in the code. Measure on a quieter machine before comparing runs.",

@@ -69,6 +69,13 @@ def drift(s: Drift) -> Words:
                 "The input got slower after the first part (a cache, a first shard in memory): "
                 "read ahead with DataLoader workers, or keep the whole set where the first part was. "
             )
+    own = shape.own
+    if own is not None:
+        evidence.append(
+            f"less each step's own wait for a core (read at every step end): "
+            f"{fmt_seconds(own.first_median_s)} a step, then {fmt_seconds(own.last_median_s)} "
+            f"({own.drift or 0.0:.1f}x): the code's own time grew"
+        )
     if s.unread is not None:
         evidence.append(
             f"the machine's load over the run could not be read ({s.unread} reading(s) of the "
@@ -98,8 +105,9 @@ def jitter(s: Jitter) -> Words:
 @worder(PeriodicStall)
 def periodic_stall(s: PeriodicStall) -> Words:
     stalls, block = s.stalls, s.block
+    of_what = " of their own time (each step less its wait for a core)" if s.own_time else ""
     evidence = [
-        f"{stalls.count} step(s) took over {STALL_FACTOR:.0f}x the median "
+        f"{stalls.count} step(s) took over {STALL_FACTOR:.0f}x the median{of_what} "
         f"({fmt_seconds(stalls.median_stall_s)} against {fmt_seconds(s.median_s)})"
         + (f", every {stalls.period_steps} steps" if stalls.period_steps else ""),
         f"their extra time: {fmt_seconds(stalls.excess_s)}, {fmt_share(stalls.share)} of the run's step time "

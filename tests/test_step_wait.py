@@ -1,0 +1,171 @@
+"""Each step's own wait for a core: drift and stalls judged on the part the machine did not take.
+
+Seeded step series: each step's wall time is its own time plus the time its thread waited for
+a core (the step clock's schedstat reading at every step end), the sampler's 0.25 s readings
+planted beside them. Nothing here depends on this machine's load or speed; the one real loop
+checks that the readings are there, not what they read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from gpu_notebook.analysis.run_trend import run_shape
+from gpu_notebook.records import (
+    ProfileWindow,
+    Run,
+    Sample,
+    SampleSeries,
+    StepClockRecord,
+    StepTiming,
+)
+from gpu_notebook.report.build import build_report
+from tests.scenarios import synthetic as syn
+
+CORES = 2
+
+
+def _wobble(i: int) -> float:
+    """A deterministic +-4% wobble (a healthy run is never perfectly flat)."""
+    return 1.0 + 0.04 * (((i * 7919) % 17) / 8.0 - 1.0)
+
+
+def _run(own_s: list[float], wait_s: list[float], reading_pct: float, cell: str = "") -> Run:
+    """Steps of ``own + wait`` seconds, each carrying its wait; the sampler read the thread's
+    wait as ``reading_pct`` of the time every 0.25 s, a spinner on the other core throughout."""
+    rows, t = [], 0.0
+    for i, (own, wait) in enumerate(zip(own_s, wait_s, strict=True)):
+        d = own + wait
+        rows.append(
+            StepTiming(i, t, d, 0.0, own * 0.5, own * 0.4, own * 0.1, 1, 1, 32, wait_s=wait)
+        )
+        t += d
+    samples, at = [], 0.25
+    while at <= t + 0.25:
+        samples.append(Sample(at, 100.0, 0.0, 100.0, children=0, run_wait_pct=reading_pct))
+        at += 0.25
+    record = StepClockRecord("optimizer", len(rows), tuple(rows))
+    run = syn.make_run(cell, cpu_count=CORES, steps=record)
+    window = ProfileWindow("recorded", 2, 3, first_step=2, recorded_steps=3)
+    return dataclasses.replace(
+        run,
+        env=dataclasses.replace(run.env, usable_cores=CORES),
+        window=window,
+        samples=SampleSeries(0.25, 0.25, tuple(samples)),
+    )
+
+
+def _unread(run: Run) -> Run:
+    """The same steps as a record without per-step waits (an older one, or no schedstat)."""
+    steps = tuple(dataclasses.replace(s, wait_s=None) for s in run.steps.steps)
+    return dataclasses.replace(run, steps=dataclasses.replace(run.steps, steps=steps))
+
+
+def _ids(run: Run) -> set[str]:
+    return {f.rule_id for f in build_report(run).findings}
+
+
+def _time_slices_every_7_steps() -> Run:
+    """8 ms steps on a core shared with a spinner: every 7th step waits 30 ms for the core (a
+    time slice). The sampler's readings say 22%: the stalls' extra time (36% of the run) is
+    over 1.25x that, so those readings alone cannot give the stalls to the machine (seen:
+    syncs and grad_accumulation loaded, "Every 7 / 2 steps a step stalls")."""
+    own = [0.008 * _wobble(i) for i in range(40)]
+    wait = [0.030 if i % 7 == 6 else 0.0 for i in range(40)]
+    return _run(own, wait, reading_pct=22.0)
+
+
+def test_time_slices_every_7_steps_are_no_stall_once_each_step_knows_its_wait():
+    run = _time_slices_every_7_steps()
+    # The sampler's readings alone: a stall every 7 steps, the code's (today's fallback).
+    assert "run.periodic_stall" in _ids(_unread(run))
+    shape = run_shape(run)
+    assert shape is not None and shape.own is not None
+    assert shape.stalls is not None and shape.stalls.period_steps == 7  # on the wall clock
+    assert shape.own.stalls is None  # the steps' own time never stalled
+    assert shape.own.wait_share == 0.0  # the median step waited for nothing
+    assert "run.periodic_stall" not in _ids(run)
+
+
+def test_a_slowdown_that_is_the_steps_wait_for_a_core_is_not_drift():
+    # 40 ms of own work every step; the thread waits 10 ms a step, then 50 ms (the spinner got
+    # more of the cores): 1.8x slower on the wall. The readings stayed at 30% throughout.
+    own = [0.040 * _wobble(i) for i in range(30)]
+    wait = [0.010 if i < 15 else 0.050 for i in range(30)]
+    run = _run(own, wait, reading_pct=30.0)
+    assert "run.drift" in _ids(_unread(run))
+    shape = run_shape(run)
+    assert shape is not None and shape.own is not None and shape.drift is not None
+    assert shape.drift > 1.7 and shape.own.drift is not None and shape.own.drift < 1.1
+    report = build_report(run)
+    ids = {f.rule_id for f in report.findings}
+    assert "run.drift" not in ids
+    slowed = next(f for f in report.findings if f.rule_id == "machine.slowed")
+    assert "read at every step end" in " ".join(slowed.evidence)
+
+
+def test_steps_whose_own_time_grows_still_drift_under_a_steady_wait():
+    # The code slows down (40 -> 80 ms of its own) on a machine that takes 20 ms of every step.
+    own = [0.040 * _wobble(i) if i < 15 else 0.080 * _wobble(i) for i in range(30)]
+    run = _run(own, [0.020] * 30, reading_pct=30.0)
+    drift = next(f for f in build_report(run).findings if f.rule_id == "run.drift")
+    assert drift.severity == "high"
+    assert "the code's own time grew" in " ".join(drift.evidence)
+
+
+def test_a_real_stall_with_no_wait_is_found_among_preempted_steps():
+    # A checkpoint every 10 steps (50 ms of the step's own, no wait), and a spinner's time
+    # slices on every 3rd step: on the wall clock both stall; on own time only the checkpoint.
+    own = [0.050 if i % 10 == 9 else 0.008 * _wobble(i) for i in range(60)]
+    wait = [0.030 if i % 3 == 1 and i % 10 != 9 else 0.0 for i in range(60)]
+    run = _run(own, wait, reading_pct=40.0)
+    shape = run_shape(run)
+    assert shape is not None and shape.own is not None and shape.own.stalls is not None
+    assert shape.own.stalls.period_steps == 10
+    assert set(shape.own.stalls.steps) == {i for i in range(2, 60) if i % 10 == 9}
+    stall = next(f for f in build_report(run).findings if f.rule_id == "run.periodic_stall")
+    assert "Every 10 steps" in stall.title and stall.severity == "high"
+    assert "less its wait for a core" in " ".join(stall.evidence)
+
+
+def test_a_record_without_per_step_waits_is_read_as_before():
+    run = _unread(_time_slices_every_7_steps())
+    shape = run_shape(run)
+    assert shape is not None and shape.own is None and shape.run_wait_share == 0.22
+
+
+def _train(steps: int, read_waits: bool) -> StepClockRecord:
+    import torch
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 8)
+    clock = StepClock(time.perf_counter_ns())
+    clock.read_waits = read_waits
+    clock.install()
+    try:
+        for _ in range(steps):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    finally:
+        clock.uninstall()
+    return clock.record()
+
+
+def test_the_step_clock_reads_each_steps_wait_and_cpu_where_schedstat_is():
+    import os
+
+    record = _train(6, read_waits=True)
+    if not os.path.exists("/proc/thread-self/schedstat"):  # not Linux: no reading, as before
+        assert all(s.wait_s is None for s in record.steps)
+        return
+    # The first step has no reading at its start; every later one has both figures.
+    assert record.steps[0].wait_s is None
+    assert all(s.wait_s is not None and s.wait_s >= 0 for s in record.steps[1:])
+    assert all(s.cpu_s is not None and s.cpu_s >= 0 for s in record.steps[1:])
+    assert all(s.wait_s is None and s.cpu_s is None for s in _train(6, False).steps)

@@ -396,7 +396,17 @@ def run_single(
     verdict = data["verdict"]["category"]
     findings = data.get("findings", [])
     top = _top(findings)
-    t = s.truth
+    ok = _matches(s.truth, verdict, findings)
+    headline = f"{verdict}: {data['verdict']['headline']} | top: " + (
+        f"[{top['severity']}] {top['title']}" if top else "none"
+    )
+    return Outcome(ok, _contradiction(text), headline, verdict, top["rule_id"] if top else None)
+
+
+def _matches(t: Truth, verdict: str, findings: list[dict]) -> bool:
+    """The verdict and the top finding are the planted truth (and a healthy loop is blamed
+    for no false cause at medium or high)."""
+    top = _top(findings)
     ok = not t.verdicts or verdict in t.verdicts
     if t.top:
         ok = ok and (
@@ -407,10 +417,50 @@ def run_single(
             f["severity"] in ("medium", "high") and f["rule_id"].startswith(FALSE_CAUSES)
             for f in findings
         )
-    headline = f"{verdict}: {data['verdict']['headline']} | top: " + (
-        f"[{top['severity']}] {top['title']}" if top else "none"
-    )
-    return Outcome(ok, _contradiction(text), headline, verdict, top["rule_id"] if top else None)
+    return ok
+
+
+def rejudge(folder: Path) -> None:
+    """Each kept report of a single run judged again by this code's rules on the same recorded
+    steps, with the steps' per-step wait for a core and without it (the sampler's readings
+    alone, as before that reading existed): what the per-step reading changes, run by run."""
+    import dataclasses
+
+    from gpu_notebook.analysis.run_trend import run_shape
+    from gpu_notebook.records import Report, to_jsonable
+    from gpu_notebook.rules import cell_facts, run_rules
+
+    counts: dict[str, list[int]] = {}
+    for path in sorted(folder.glob("*.json")):
+        name = path.stem.rsplit("-", 2)[0]
+        if name not in ALL or ALL[name].ranks > 1:
+            continue
+        rep = Report.from_json(path.read_text())
+        unread = tuple(dataclasses.replace(st, wait_s=None) for st in rep.run.steps.steps)
+        said = []
+        for run in (rep.run, dataclasses.replace(rep.run, steps=dataclasses.replace(
+                rep.run.steps, steps=unread))):  # fmt: skip
+            analysis = dataclasses.replace(rep.analysis, shape=run_shape(run))
+            facts = cell_facts(run.cell_source, None, line_offset=run.first_line - 1)
+            found = run_rules(
+                run, analysis, rep.verdict, line_offset=run.first_line - 1, facts=facts
+            )
+            findings = [to_jsonable(f) for f in found]
+            top = _top(findings)
+            ok = _matches(ALL[name].truth, rep.verdict.category, findings)
+            said.append((ok, f"[{top['severity']}] {top['title']}" if top else "none"))
+        per_step = rep.run.steps.steps and all(
+            st.wait_s is not None for st in rep.run.steps.steps[rep.run.window.warmup_steps :]
+        )
+        row = counts.setdefault(name, [0, 0, 0])
+        row[0] += said[0][0]
+        row[1] += said[1][0]
+        row[2] += 1
+        print(f"  {path.stem}: per-step wait {'read' if per_step else 'NOT read'}; "
+              f"with it {'ok' if said[0][0] else 'MISS'} {said[0][1]}; "
+              f"readings alone {'ok' if said[1][0] else 'MISS'} {said[1][1]}")  # fmt: skip
+    for name, (with_wait, alone, n) in counts.items():
+        print(f"{name:<20} with per-step wait {with_wait}/{n}, readings alone {alone}/{n}")
 
 
 def run_job(s: Scenario, tmp: Path, keep: Path | None = None, label: str = "") -> Outcome:
@@ -459,7 +509,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="copy each run's report JSON into this folder (NAME-CONDITION-K.json) to read misses",
     )
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        default=None,
+        help="judge the reports kept in this folder again, with and without per-step waits",
+    )
     args = parser.parse_args(argv)
+    if args.rejudge is not None:
+        rejudge(args.rejudge)
+        return 0
     names = [n for n in args.scenarios.split(",") if n] or list(ALL)
     unknown = [n for n in names if n not in ALL]
     if unknown:

@@ -169,3 +169,13 @@ def test_the_step_clock_reads_each_steps_wait_and_cpu_where_schedstat_is():
     assert all(s.wait_s is not None and s.wait_s >= 0 for s in record.steps[1:])
     assert all(s.cpu_s is not None and s.cpu_s >= 0 for s in record.steps[1:])
     assert all(s.wait_s is None and s.cpu_s is None for s in _train(6, False).steps)
+
+
+def test_a_ranks_preempted_steps_neither_drift_nor_stall_in_the_job_report():
+    from gpu_notebook.report.job import drift_factor, rank_shape, stalls_matter
+
+    shape = run_shape(_time_slices_every_7_steps())
+    rank = rank_shape(shape)
+    assert rank is not None and not stalls_matter(rank) and drift_factor(rank) is None
+    walls = rank_shape(run_shape(_unread(_time_slices_every_7_steps())))
+    assert walls is not None and stalls_matter(walls)  # the wall clock alone: stalls

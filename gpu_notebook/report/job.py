@@ -147,13 +147,22 @@ def rank_shape(shape: RunShape | None) -> RankShape | None:
     """The few numbers of a rank's run shape the job report compares across ranks."""
     if shape is None:
         return None
-    stalls = shape.stalls
+    # Each step's own time (less its wait for a core) when the rank read it per step, as the
+    # single-rank drift and stall findings judge it: a rank preempted by its host's other work
+    # neither drifts nor stalls for that.
+    own = shape.own
+    stalls = own.stalls if own is not None else shape.stalls
+    first_s, last_s = (
+        (own.first_median_s, own.last_median_s)
+        if own is not None
+        else (shape.first_median_s, shape.last_median_s)
+    )
     growing = {m.kind: m for m in shape.memory if creeps(m)}
     # The trend the single-rank memory finding reports: the GPU's first.
     first = growing.get("gpu") or growing.get("rss")
     return RankShape(
-        first_s=_short(shape.first_median_s),
-        last_s=_short(shape.last_median_s),
+        first_s=_short(first_s),
+        last_s=_short(last_s),
         jitter=_short(shape.jitter),
         stalls=stalls.count if stalls is not None else 0,
         stall_period_steps=stalls.period_steps if stalls is not None else None,

@@ -949,8 +949,8 @@ def test_every_rule_module_is_a_family_and_its_own_fix_is_attached():
 
 
 def test_every_fix_a_rule_names_exists_with_those_parameters():
-    """Read each rule module's finding(...) and Check.found(...) calls: a renamed fix or parameter
-    fails here, not in a report."""
+    """Read each rule module's found(...) calls: a renamed fix or parameter fails here, not in a
+    report."""
     import ast
     from pathlib import Path
 
@@ -960,10 +960,7 @@ def test_every_fix_a_rule_names_exists_with_those_parameters():
     named = 0
     for path in Path(rules_pkg.__file__).parent.glob("*.py"):
         for call in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(call, ast.Call) or not (
-                getattr(call.func, "id", None) == "finding"
-                or getattr(call.func, "attr", None) == "found"
-            ):
+            if not isinstance(call, ast.Call) or getattr(call.func, "id", None) != "found":
                 continue
             kw = {k.arg: k.value for k in call.keywords}
             fix = kw.get("fix_id")

@@ -429,6 +429,7 @@ def rejudge(folder: Path) -> None:
     from gpu_notebook.analysis.run_trend import run_shape
     from gpu_notebook.records import Report, to_jsonable
     from gpu_notebook.rules import cell_facts, run_rules
+    from gpu_notebook.words import word_findings
 
     counts: dict[str, list[int]] = {}
     for path in sorted(folder.glob("*.json")):
@@ -445,7 +446,7 @@ def rejudge(folder: Path) -> None:
             found = run_rules(
                 run, analysis, rep.verdict, line_offset=run.first_line - 1, facts=facts
             )
-            findings = [to_jsonable(f) for f in found]
+            findings = [to_jsonable(f) for f in word_findings(found)]
             top = _top(findings)
             ok = _matches(ALL[name].truth, rep.verdict.category, findings)
             said.append((ok, f"[{top['severity']}] {top['title']}" if top else "none"))

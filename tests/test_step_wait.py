@@ -179,3 +179,24 @@ def test_a_ranks_preempted_steps_neither_drift_nor_stall_in_the_job_report():
     assert rank is not None and not stalls_matter(rank) and drift_factor(rank) is None
     walls = rank_shape(run_shape(_unread(_time_slices_every_7_steps())))
     assert walls is not None and stalls_matter(walls)  # the wall clock alone: stalls
+
+
+def _random_own_stalls(wait_each_s: float) -> Run:
+    """3 ms steps, 4 of them at 15-24 ms of their own at random (no period, no block in the
+    cell), every step waiting ``wait_each_s`` for a core (seen: syncs loaded, 92% waiting)."""
+    own = [0.003 * _wobble(i) for i in range(40)]
+    for i, extra in ((17, 0.012), (18, 0.019), (24, 0.021), (34, 0.012)):
+        own[i] += extra
+    return _run(own, [wait_each_s] * 40, reading_pct=90.0 if wait_each_s else 0.0)
+
+
+def test_own_time_stalls_at_random_on_a_thread_that_mostly_waits_are_the_machines():
+    busy = _random_own_stalls(0.040)
+    shape = run_shape(busy)
+    assert shape is not None and shape.own is not None and shape.own.stalls is not None
+    assert shape.own.stalls.period_steps is None and shape.own.wait_share > 0.8
+    assert "run.periodic_stall" not in _ids(busy)
+    # The same steps with no wait for a core: said, low, as stalls at random are.
+    quiet = build_report(_random_own_stalls(0.0))
+    stall = next(f for f in quiet.findings if f.rule_id == "run.periodic_stall")
+    assert stall.title == "Some steps stall" and stall.severity == "low"

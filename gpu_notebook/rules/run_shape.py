@@ -170,11 +170,15 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
             return None
         block = matching_block(run, facts, stalls.period_steps)
     if (
-        own is None
+        (own is None or not stalls.period_steps)
         and shape is not None
         and machine_explains(shape, stalls.share)
         and block is None
     ):
+        # Own-time stalls at random on a thread that waits for a core most of its time are
+        # the machine's too: a thread of this process (the sampler) preempted while it holds
+        # the GIL makes the loop's thread sleep, not wait for a core (seen: syncs loaded, the
+        # thread waiting 92% of a step, 4 steps at 12-24 ms of own time among 3 ms ones).
         # The thread waited for a core as long as the stalls' extra time: preemptions. On a
         # core shared with a spinning process they even keep a period (the scheduler's time
         # slice, every ~N uniform steps), so a period alone is no evidence of the code; a

@@ -33,6 +33,7 @@ BENCH = Path(__file__).resolve().parent
 LOOP_FRAMES = {
     "lightning": "fit (lightning/pytorch/trainer/trainer.py",
     "hf": "train (transformers/trainer.py",
+    "lbfgs": "step (torch/optim/lbfgs.py",
 }
 
 CHILD = """

@@ -545,7 +545,9 @@ def test_a_window_inside_the_first_closure_step_is_never_recorded_with_no_steps(
     assert window.status != "recorded" or window.recorded_steps > 0
     assert window.status == "within-step", window
     assert window.recorded_steps == 0 and window.first_step is None
-    assert "3 steps counted at backward" in window.message
+    # Inside the open optimizer step the window recorded one closure call, not -s 3 of them:
+    # the calls repeat, and each one costs the profiler's stop (benchmarks/README.md).
+    assert "recorded 1 step counted at backward" in window.message
     assert rep.run.steps.anchor == "optimizer" and rep.run.steps.step_count == 4
     phases = rep.analysis.phases
     assert phases.source == "hooks"

@@ -145,7 +145,8 @@ class RunQueueWait:
 def within_step_message(recorded: int, old: str, new: str) -> str:
     """What a window kept at an anchor upgrade covered (``ProfilerWindow.restart``)."""
     return (
-        f"the window recorded {recorded} steps counted at {old} before the first step counted "
+        f"the window recorded {recorded} step{'' if recorded == 1 else 's'} counted at {old} "
+        f"before the first step counted "
         f"at {new} ended (a closure optimizer's forward and backward calls, or gradient "
         f"accumulation's micro-batches); steps are counted at {new} from then on, so the trace "
         "holds no whole step: the phases are the step clock's timings of whole steps, the top "
@@ -332,6 +333,7 @@ class CaptureSession:
 
             window.on_start = annotate_on
             window.on_stop = annotate_off
+            window.inside_step = clock.inside_optimizer_step
         timed_steps = self.options.warmup_steps + self.options.profile_steps
 
         lean_decided = False

@@ -780,6 +780,12 @@ class StepClock:
     def step_count(self) -> int:
         return self._step_count
 
+    def inside_optimizer_step(self) -> bool:
+        """An optimizer step is open (its pre hook ran, its post hook not yet) while the steps
+        are counted at a lower anchor: each step is then a call inside it (a closure
+        optimizer's forward and backward, LBFGS's first step)."""
+        return bool(self._opt_start_ns) and self.anchor != "optimizer"
+
     @property
     def is_lean(self) -> bool:
         return self._lean

@@ -5,8 +5,9 @@ the script as it is and the patched copy, each a fresh process, warm-up then N s
 Per program: one ``gpucheck run --try-fixes N --try-budget S --json`` (the product's own
 command, so the ledger measures what users get). Per offered fix: the predicted range ("L-Hx":
 the finding's ``gain_low`` to its ``gain_bound``; "up to Hx" where no low end is estimated, 1x to
-H), the measured speedup with its interval, the verdict, and whether the measured gain lies
-inside the range (L or 1x to H; "under its low end" said apart). Refused fixes (no patch
+H; since 2026-12-02 12:30 the stated range, the model's widened by the run's margin, with the
+model's beside it), the measured speedup with its interval, the verdict, and whether the
+measured gain lies inside the range (L or 1x to H; "under its low end" said apart). Refused fixes (no patch
 offered) are listed with their reason, findings said at severity info without a fix (a fix whose
 mechanism cannot help on this device, e.g. a fused CPU update of plain SGD) with theirs.
 The share of offered fixes that were verified is the ledger's figure; the target is that
@@ -35,7 +36,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = Path(__file__).resolve().parent / "ledger_programs"
 
 
-def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, Any]:
+def _run(
+    program: Path, steps: int, budget_s: float, rounds: int, keep: Path | None = None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpucheck-ledger-") as tmp:
         out = Path(tmp) / "r.json"
         env = dict(
@@ -53,6 +56,10 @@ def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, A
         if not out.exists():
             return {"program": program.stem, "error": res.stderr[-2000:], "wall_s": wall}
         report = json.loads(out.read_text())
+        if keep is not None:  # the whole report, to read its figures (margins, machine) later
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{program.stem}.report.json").write_text(out.read_text())
+            (keep / f"{program.stem}.stderr.txt").write_text(res.stderr)
     findings = report["findings"]
     refused = [
         {"fix_id": f["fix_id"], "rule_id": f["rule_id"], "reason": f["proposal"]["refusal"]}
@@ -88,6 +95,7 @@ def _run(program: Path, steps: int, budget_s: float, rounds: int) -> dict[str, A
                                               "verdict", "speedup", "speedup_low", "speedup_high",
                                               "per_round", "error_lines", "note")},
                        "predicted_low": low, "inside_range": inside,
+                       "margin": t.get("predicted_margin", 0.0),
                        "under_low": speedup is not None and low is not None and speedup < low})  # fmt: skip
     return {
         "program": program.stem,
@@ -121,8 +129,14 @@ def _inside(t: dict[str, Any]) -> str:
     return f"no, {side}" + ("; its interval meets the range" if meets else "")
 
 
-def _range(low: float | None, high: float | None) -> str:
-    return f"up to {_fmt(high)}" if low is None else f"{_fmt(low)}-{_fmt(high)}"
+def _range(low: float | None, high: float | None, margin: float = 0.0) -> str:
+    """The stated range; with a margin, the model's range it widens beside it."""
+    said = f"up to {_fmt(high)}" if low is None else f"{_fmt(low)}-{_fmt(high)}"
+    if not margin or high is None:
+        return said
+    m_high = high / (1 + margin)
+    model = f"up to {_fmt(m_high)}" if low is None else f"{_fmt(low * (1 + margin))}-{_fmt(m_high)}"
+    return f"{said} ({model} ±{margin:.0%})"
 
 
 def markdown(rows: list[dict[str, Any]], steps: int) -> str:
@@ -148,7 +162,8 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
             result = t["verdict"] + (f": {t['error_lines'][0]}" if t["error_lines"] else "")
             lines.append(
                 f"| {row['program']} | {row['verdict']} | {t['fix_id']} | "
-                f"{_range(t.get('predicted_low'), t['predicted_bound'])} | {measured} | {result} | "
+                f"{_range(t.get('predicted_low'), t['predicted_bound'], t.get('margin') or 0.0)} | "
+                f"{measured} | {result} | "
                 f"{_inside(t)} |"
             )
         for r in row["refused"]:
@@ -187,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
     p.add_argument("--from-json", metavar="PATH", nargs="+", help="print the table of saved rows")
+    p.add_argument("--reports", metavar="DIR", help="keep each program's report JSON and stderr")
     args = p.parse_args(argv)
     if args.from_json:
         saved = [row for path in args.from_json for row in json.loads(Path(path).read_text())]
@@ -196,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in names:
         print(f"ledger: {name} ...", file=sys.stderr, flush=True)
-        rows.append(_run(PROGRAMS / f"{name}.py", args.steps, args.budget, args.rounds))
+        keep = Path(args.reports) if args.reports else None
+        rows.append(_run(PROGRAMS / f"{name}.py", args.steps, args.budget, args.rounds, keep))
         print(json.dumps(rows[-1])[:600], file=sys.stderr, flush=True)
+        if args.json:  # after each program: a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(rows, indent=1))
     text = markdown(rows, args.steps)
     print(text)
     if args.json:

@@ -592,8 +592,22 @@ class Finding:
     # least of what it removes that the measurement supports (for a phase timed over the run,
     # its share's 90% interval's low end). None: not estimated, the range is 1x to the bound.
     gain_low: float | None = None
+    # What a measurement of the fix may read off the model's range by on this machine
+    # (``analysis.compare_samples.run_margin``): the range the user reads is widened by it on
+    # both sides (``stated_low``, ``stated_high``). 0: not widened (no run to read it from).
+    gain_margin: float = 0.0
     said: Said | None = None  # not yet worded (the report's findings are): never in the JSON
     notes: tuple[Said, ...] = ()  # what the rules add to every finding, not yet worded: neither
+
+    @property
+    def stated_high(self) -> float | None:
+        """The range's high end as said: ``gain_bound`` widened by ``gain_margin``."""
+        return None if self.gain_bound is None else self.gain_bound * (1.0 + self.gain_margin)
+
+    @property
+    def stated_low(self) -> float | None:
+        """The range's low end as said: ``gain_low`` narrowed by ``gain_margin`` (None: 1x)."""
+        return None if self.gain_low is None else self.gain_low / (1.0 + self.gain_margin)
 
 
 @dataclass(frozen=True)
@@ -821,6 +835,13 @@ class MachineFacts:
     torch_threads: int | None
     workers: int  # the most child processes seen (DataLoader workers)
     ours_median_cores: float | None  # this process and its children, cores
+    # The same medians over the samples taken while the steady steps ran (not the imports and
+    # set-up before them), where there are ``analysis.machine.LOOP_SAMPLES`` or more: this
+    # process and its children, the others (cores), and the share of a sampling interval the
+    # loop's thread waited for a core (schedstat; None: not read).
+    loop_ours_cores: float | None = None
+    loop_others_cores: float | None = None
+    loop_run_wait: float | None = None
 
     @property
     def threads_wanted(self) -> int | None:
@@ -828,6 +849,20 @@ class MachineFacts:
         if self.torch_threads is None:
             return None
         return self.torch_threads + self.workers
+
+    @property
+    def session_cores(self) -> float | None:
+        """The CPU this process's session can count on (cores): the cores the others leave,
+        or, where its thread waited for a core, the rate that thread got while it could run
+        (``ours / (ours + wait)``), whichever is more, while the steps ran. Linux shares the cores between sessions
+        (autogroup) before threads, so worker processes forked from this one share it rather
+        than add to it. None: not sampled."""
+        if self.loop_ours_cores is None or self.loop_others_cores is None:
+            return None
+        left = max(0.0, self.cores - self.loop_others_cores)
+        ours, wait = self.loop_ours_cores, self.loop_run_wait or 0.0
+        got = ours / (ours + wait) if ours + wait > 0 else 0.0
+        return min(float(self.cores), max(left, got))
 
     @property
     def free_cores(self) -> float:
@@ -857,6 +892,9 @@ class Analysis:
     # How much longer a profiled step took than an unprofiled one (analysis.own_cost); None
     # without unprofiled steps or when they were no faster.
     profiling_factor: float | None = None
+    # What two runs of this code may differ by on this machine, read from this run
+    # (``compare_samples.run_margin``); None where the run has too few steady steps.
+    run_margin: float | None = None
 
 
 @dataclass(frozen=True)
@@ -971,6 +1009,9 @@ class FixTrial:
     error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
     note: str = ""
     predicted_low: float | None = None  # the range's low end (None: 1x)
+    # The two ends above are the finding's stated range: its model's, widened on each side by
+    # this margin (``Finding.gain_margin``).
+    predicted_margin: float = 0.0
 
 
 @dataclass(frozen=True)

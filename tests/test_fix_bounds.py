@@ -280,6 +280,8 @@ def test_the_gain_range_runs_from_the_least_share_the_run_supports_to_the_runs_s
 
 
 def test_a_range_reaching_down_to_the_noise_is_not_offered():
+    from gpu_notebook.formatting import fmt_gain
+
     # The update took the whole of 3 of the 29 steps the run keeps (10.3% of the run's time,
     # over the 10% the finding needs) and nothing in the others: a run of it may catch fewer,
     # the range starts under the 5% two runs differ by.
@@ -292,7 +294,11 @@ def test_a_range_reaching_down_to_the_noise_is_not_offered():
     assert f.gain_bound is not None and f.gain_bound > 1 + RUN_TO_RUN  # the old gate passed it
     assert f.gain_low is not None and f.gain_low <= 1 + RUN_TO_RUN
     assert not measurable(f)
-    assert f.severity == "info" and f.fix.startswith("Small: may have no measurable effect (1.0")
+    # Said with the range a measurement may read (the model's widened by the run's margin).
+    said = fmt_gain(f.stated_high, f.stated_low)
+    assert f.severity == "info" and f.fix.startswith(
+        f"Small: may have no measurable effect ({said};"
+    )
 
 
 SGD_CELL = """\

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.records import Report
 from gpu_notebook.tryfix.plan import schedule
 from gpu_notebook.tryfix.samples import compare_runs
@@ -168,9 +169,16 @@ def test_try_fixes_runs_each_fix_on_a_copy_interleaved_and_decides_from_the_samp
     left = [p.name for p in (tmp_path / "tmp").iterdir()]
     assert not [n for n in left if n.startswith("gpucheck")], left
     # The text report names the trial with its range, measurement and verdict.
-    # The range as the JSON carries it: low end (the least data wait the run supports) to bound.
+    # The range as the JSON carries it: low end (the least data wait the run supports) to bound,
+    # each widened by the run's margin (what two runs differ by here: under load it may reach
+    # under 1x).
     low, high = t["predicted_low"], t["predicted_bound"]
-    assert low is not None and 1.0 <= low <= high
+    found = next(f for f in data["findings"] if f["fix_id"] == "dataloader_workers")
+    margin = found["gain_margin"]
+    assert margin >= RUN_TO_RUN and t["predicted_margin"] == margin
+    assert low == pytest.approx(found["gain_low"] / (1 + margin))
+    assert high == pytest.approx(found["gain_bound"] * (1 + margin))
+    assert low is not None and 0 < low <= high
     assert "Fixes tried" in res.stderr and f"predicted {low:.2f}x-{high:.2f}x" in res.stderr
     assert t["verdict"].upper() in res.stderr
     Report.from_json((tmp_path / "r.json").read_text())  # the JSON reads back as a Report

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from gpu_notebook.analysis.compare_samples import run_margin
 from gpu_notebook.analysis.machine import machine_facts
 from gpu_notebook.analysis.own_cost import disturbed_steps, instrumentation_factor
-from gpu_notebook.analysis.steps import hook_phases, run_phase, step_stats
+from gpu_notebook.analysis.steps import hook_phases, run_phase, steady_steps, step_stats
 from gpu_notebook.analysis.utilization import utilization_stats
 from gpu_notebook.records import (
     Analysis,
@@ -70,7 +71,18 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
         run_optimizer=run_phase(run.steps, warmup, "optimizer", ours),
         profiling_factor=instrumentation_factor(run),
         machine=machine_facts(run),
+        run_margin=run_margin(_margin_steps(run, warmup, ours)),
     )
+
+
+def _margin_steps(run: Run, warmup: int, ours: frozenset[int]) -> list[float]:
+    """The steady steps our own work left alone, in order, of one kind (timed by the hooks or
+    lean, whichever the run has more of: the hooks' cost is no difference between runs)."""
+    steps = [s for s in steady_steps(run.steps, warmup) if s.index not in ours]
+    timed = [s for s in steps if s.timed]
+    lean = [s for s in steps if not s.timed]
+    kept = timed if len(timed) >= len(lean) else lean
+    return [max(0.0, s.duration_s - s.ours_s) for s in kept]
 
 
 def _whole_run(

@@ -35,6 +35,7 @@ __all__ = [
     "compare_samples",
     "fix_outcome",
     "measurable",
+    "run_margin",
 ]
 
 # Two runs of the same code on the same machine differ by a few percent even on a quiet
@@ -59,6 +60,28 @@ def measurable(finding: Finding) -> bool:
     Not bounded (None): not judged."""
     edge = finding.gain_low if finding.gain_low is not None else finding.gain_bound
     return edge is None or edge > 1.0 + RUN_TO_RUN
+
+
+# A run's fifths: five short runs of the same code under the machine's load of the moment.
+MARGIN_PARTS = 5
+# Fewer steady steps than this a part: the run's own spread is not read (the 5% margin alone).
+MARGIN_PART_STEPS = 3
+
+
+def run_margin(step_s: Sequence[float]) -> float | None:
+    """What two runs of this code may differ by on this machine, read from one run: the spread
+    of the median step between the run's fifths (the slowest fifth's over the fastest's, less 1),
+    at least ``RUN_TO_RUN``. A fix's predicted range is widened by it on both sides
+    (``Finding.stated_low``/``stated_high``): a measurement of the fix is two sets of such runs,
+    and the machine's load moves each as it moved the fifths. Medians, so that a stall of the
+    code's own (in every run alike) does not count as a difference between runs.
+    None: fewer than ``MARGIN_PARTS x MARGIN_PART_STEPS`` steady steps."""
+    x = np.asarray(step_s, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    if len(x) < MARGIN_PARTS * MARGIN_PART_STEPS:
+        return None
+    medians = [float(np.median(part)) for part in np.array_split(x, MARGIN_PARTS)]
+    return max(RUN_TO_RUN, max(medians) / min(medians) - 1.0)
 
 
 Outcome = Literal["faster", "no measurable change", "slower"]

@@ -185,8 +185,8 @@ def compare(
         baseline_gpu_util_pct=baseline.analysis.utilization.gpu_util_mean_pct,
         gpu_util_pct=report.analysis.utilization.gpu_util_mean_pct,
         fix_id=finding.fix_id if finding is not None else None,
-        predicted_bound=finding.gain_bound if finding is not None else None,
-        predicted_low=finding.gain_low if finding is not None else None,
+        predicted_bound=finding.stated_high if finding is not None else None,
+        predicted_low=finding.stated_low if finding is not None else None,
         gpu_equivalent=gpu_equivalent,
         cost_saved_per_1000_steps=saved,
         samples=samples,
@@ -217,7 +217,7 @@ def slower_after_fix(baseline: Report, report: Report, comparison: Comparison) -
         f"this cell is the fix `{proposing.fix_id}` proposed by the run at {baseline.run.started_at} "
         f'("{proposing.title}")',
         f"measured: {fmt_factor(speedup)} the throughput of that run "
-        f"(predicted: {fmt_gain(proposing.gain_bound, proposing.gain_low)})",
+        f"(predicted: {fmt_gain(proposing.stated_high, proposing.stated_low)})",
     ]
     before, after = comparison.baseline_phase_share, comparison.phase_share
     for phase in ("data", "forward", "backward", "optimizer", "sync", "other", "unattributed"):
@@ -269,7 +269,7 @@ def _not_offered_again(
         return findings
     said = (
         f"fix `{tried.fix_id}` was run: measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x), "
-        f"no measurable effect against its predicted {fmt_gain(tried.gain_bound, tried.gain_low)}"
+        f"no measurable effect against its predicted {fmt_gain(tried.stated_high, tried.stated_low)}"
     )
     out = []
     for f in findings:

@@ -133,6 +133,7 @@ def run_rules(
             found = _profiling_note(found, factor)
         if confidence is not None and found.phase_share is not None:
             found = dataclasses.replace(found, notes=(*found.notes, confidence))
+        found = _with_margin(found, analysis.run_margin)
         small = _small_gain(found)
         if small is not found:
             found, key = small, rank_key(small)
@@ -145,6 +146,17 @@ class SmallGain(Said):
     """The fix's range reaches down to what two runs of the same script differ by."""
 
     bound: float | None
+    low: float | None
+    run_to_run: float
+
+
+@dataclass(frozen=True)
+class Margin(Said):
+    """The fix's range widened by what two runs of the code differ by here (``margin``): the
+    model's ends (``bound``, ``low``) and the least margin (``run_to_run``)."""
+
+    margin: float
+    bound: float
     low: float | None
     run_to_run: float
 
@@ -179,8 +191,19 @@ def _small_gain(found: Finding) -> Finding:
     kept, at severity info, and says so first; an unbounded fix is not judged here."""
     if found.fix_id is None or measurable(found):
         return found
-    small = SmallGain(found.gain_bound, found.gain_low, RUN_TO_RUN)
+    small = SmallGain(found.stated_high, found.stated_low, RUN_TO_RUN)
     return dataclasses.replace(found, severity="info", notes=(*found.notes, small))
+
+
+def _with_margin(found: Finding, margin: float | None) -> Finding:
+    """The finding's range as a measurement of its fix may read it: widened on both sides by
+    what two runs of this code differ by on this machine (``compare_samples.run_margin``). The
+    model's ends stay in ``gain_low``/``gain_bound``; the user reads ``stated_low``/
+    ``stated_high``, and the evidence says both (``Margin``)."""
+    if margin is None or found.fix_id is None or found.gain_bound is None:
+        return found
+    note = Margin(margin, found.gain_bound, found.gain_low, RUN_TO_RUN)
+    return dataclasses.replace(found, gain_margin=margin, notes=(*found.notes, note))
 
 
 def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, steps: int) -> Finding:

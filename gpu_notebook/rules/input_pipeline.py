@@ -108,6 +108,22 @@ class LoaderWorkers(Said):
     gpu: bool
     reach: Reach
     low: float | None
+    session: SessionCap | None = None  # the session's CPU set the low end
+
+
+@dataclass(frozen=True)
+class SessionCap:
+    """The workers' low end as the CPU this process's session gets caps it
+    (``session_reach``): ``reach``; this process's cores while the steps ran (``ours``), what
+    its session can count on (``session``), the others' cores, the machine's, and the share of
+    the time the loop's thread waited for a core."""
+
+    reach: float
+    ours: float
+    session: float
+    others: float
+    cores: int
+    wait: float
 
 
 @dataclass(frozen=True)
@@ -223,7 +239,21 @@ def workers_low(
     if not has_gpu(run):
         floor_s = max(floor_s, rest_s + load_s / cores)
     reach = (rest_s + load_s) / floor_s if floor_s > 0 else amdahl
-    return min(amdahl, reach, bound)
+    return min(amdahl, reach, bound, session_reach(analysis))
+
+
+def session_reach(analysis: Analysis) -> float:
+    """The most workers can shorten the step with the CPU this process's session can count
+    on (``MachineFacts.session_cores``): the process's CPU time per step stays (the workers
+    take the loading's, the main process the rest), and it cannot run faster than that
+    capacity, so the step is at least ``ours / capacity`` of today's. A loader that sleeps
+    (little CPU) is not capped; on a busy machine a CPU-heavy one may gain nothing (2 workers on
+    2 cores shared with 5 other sessions: 1.03x). inf: not sampled."""
+    m = analysis.machine
+    capacity = m.session_cores if m is not None else None
+    if m is None or capacity is None or not m.loop_ours_cores:
+        return math.inf
+    return max(1.0, capacity / m.loop_ours_cores)
 
 
 def loading_cpu_fraction(run: Run, analysis: Analysis, data: float) -> float:
@@ -328,11 +358,21 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         return None  # workers cannot pay here; nothing to propose
     low = workers_low(run, analysis, whole, workers, bound)
     said = LoaderWorkers(data, profiled, whole, analysis.phases, static, live, hook, as_iterated,
-                         workers, cores, wanted, pin, has_gpu(run), reach, low)  # fmt: skip
+                         workers, cores, wanted, pin, has_gpu(run), reach, low,
+                         _session_cap(analysis, low))  # fmt: skip
     return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
                  line=static.line if static is not None else None, fix_id="dataloader_workers",
                  fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
                  low=low)  # fmt: skip
+
+
+def _session_cap(analysis: Analysis, low: float | None) -> SessionCap | None:
+    """The session's figures when they set the workers' low end (None: they did not)."""
+    m, capped = analysis.machine, session_reach(analysis)
+    if low is None or m is None or m.session_cores is None or capped > low + 1e-9:
+        return None
+    return SessionCap(capped, m.loop_ours_cores or 0.0, m.session_cores,
+                      m.loop_others_cores or 0.0, m.cores, m.loop_run_wait or 0.0)  # fmt: skip
 
 
 def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

@@ -143,7 +143,7 @@ def try_fixes(
     variants = offered_variants(report)
     started = time.monotonic()
     notes: list[str] = [
-        f"not tried: {f.title} (its fix gains {fmt_gain(f.gain_bound, f.gain_low)}, down to the "
+        f"not tried: {f.title} (its fix gains {fmt_gain(f.stated_high, f.stated_low)}, down to the "
         f"{RUN_TO_RUN:.0%} two runs of the same script differ by: it may have no measurable "
         "effect, not recommended)"
         for f in unmeasurable(report)
@@ -240,8 +240,8 @@ def _write_copy(scratch: Path, index: int, name: str, source: str) -> Path:
 
 def _unmeasured(v: Variant, verdict: str, note: str) -> FixTrial:
     f = v.finding
-    return FixTrial(f.fix_id or "", f.rule_id, v.title, f.gain_bound, verdict,  # type: ignore[arg-type]
-                    recommended=False, note=note, predicted_low=f.gain_low)  # fmt: skip
+    return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, verdict,  # type: ignore[arg-type]
+                    recommended=False, note=note, predicted_low=f.stated_low, predicted_margin=f.gain_margin)  # fmt: skip
 
 
 def _trial(v: Variant, base: list[RunResult], mine: list[RunResult], broke: bool) -> FixTrial:
@@ -251,8 +251,8 @@ def _trial(v: Variant, base: list[RunResult], mine: list[RunResult], broke: bool
     if broke:
         bad = next(r for r in mine if r.broke or r.timed_out)
         lines = tuple(bad.error_lines) or ("did not reach its steps before its time limit",)
-        return FixTrial(f.fix_id or "", f.rule_id, v.title, f.gain_bound, "broke the script",
-                        recommended=False, error_lines=lines, predicted_low=f.gain_low,
+        return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "broke the script",
+                        recommended=False, error_lines=lines, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
                         note="the patched script failed where the script as it is ran")  # fmt: skip
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         return _unmeasured(v, "not measured", f"only {len(my_steps)} run(s) of the fix finished")
@@ -262,9 +262,9 @@ def _trial(v: Variant, base: list[RunResult], mine: list[RunResult], broke: bool
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
     note = f"a run ended after {min(short)} timed steps (the script's end)" if short else ""
     return FixTrial(
-        f.fix_id or "", f.rule_id, v.title, f.gain_bound, cmp.verdict,
+        f.fix_id or "", f.rule_id, v.title, f.stated_high, cmp.verdict,
         recommended=cmp.verdict == "verified",
         speedup=cmp.speedup, speedup_low=cmp.low, speedup_high=cmp.high, per_round=cmp.per_round,
         baseline_steps_s=base_steps, variant_steps_s=my_steps, note=note,
-        predicted_low=f.gain_low,
+        predicted_low=f.stated_low, predicted_margin=f.gain_margin,
     )  # fmt: skip

@@ -193,7 +193,9 @@ def render_text(report: Report) -> str:
     if report.findings:
         lines += ["", "Findings:"]
         for f in report.findings:
-            bound = f" ({fmt_gain(f.gain_bound, f.gain_low)})" if f.gain_bound is not None else ""
+            bound = (
+                f" ({fmt_gain(f.stated_high, f.stated_low)})" if f.gain_bound is not None else ""
+            )
             lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
     if report.try_fixes is not None:
         from gpu_notebook.views.tryfix_text import render_try_fixes

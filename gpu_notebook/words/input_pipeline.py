@@ -136,6 +136,14 @@ def loader_workers(s: LoaderWorkers) -> Words:
             f"its loading CPU work shared with the rest of the step on {cores} core(s); high "
             "end: the run's wait, as little of it CPU work as this process's CPU use allows)"
         )
+    if s.session is not None:
+        c = s.session
+        evidence.append(
+            f"low end capped at {c.reach:.2f}x: this process used {c.ours:.2f} core(s) while the "
+            f"steps ran and its session can count on {c.session:.2f} (others used {c.others:.2f} "
+            f"of {c.cores}; its thread waited for a core {c.wait:.0%} of the time); workers "
+            "forked from it share that, they do not add to it"
+        )
     title = (
         "The step waits for data: the DataLoader loads batches in the main process"
         if workers == 0

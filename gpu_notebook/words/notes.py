@@ -6,7 +6,7 @@ from __future__ import annotations
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Said
-from gpu_notebook.rules import LowConfidence, ProfilingFactor, SmallGain, StallsLeftOut
+from gpu_notebook.rules import LowConfidence, Margin, ProfilingFactor, SmallGain, StallsLeftOut
 
 
 def note_lines(note: Said) -> list[str]:
@@ -25,6 +25,14 @@ def note_lines(note: Said) -> list[str]:
         return [
             f"profiled steps took {note.factor:.2f}x as long as unprofiled ones: the shares (and the "
             "bound) are those of profiled steps, where this work may weigh less"
+        ]
+    if isinstance(note, Margin):
+        low = None if note.low is None else note.low / (1 + note.margin)
+        said = fmt_gain(note.bound * (1 + note.margin), low)
+        return [
+            f"as a measurement may read it: {said}, the {fmt_gain(note.bound, note.low)} above "
+            f"widened by {note.margin:.0%} on each side, what two runs of this code differ by here "
+            f"(the spread of this run's fifths' median steps, at least {note.run_to_run:.0%})"
         ]
     if isinstance(note, LowConfidence):
         return [

@@ -221,6 +221,28 @@ def test_render_lists_every_trial_with_its_verdict():
     assert "BROKE THE SCRIPT" in text and "NameError: name 'dm'" in text
 
 
+def test_readme_quotes_the_try_fixes_text_as_the_renderer_words_it():
+    """README's --try-fixes sample is a real run's text report; its trial lines must still be
+    what the renderer prints for such a run (numbers aside)."""
+    import re
+
+    from gpu_notebook.records import FixTrial, TryFixes
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme.split("<!-- try-fixes-output", 1)[1].split("```text\n", 1)[1]
+    quoted = [ln for ln in block.split("```", 1)[0].splitlines() if not ln.startswith("  [")]
+    tf = TryFixes(5, 60, 5, 400.0, 269.0, (
+        FixTrial("dataloader_workers", "input.loader_workers", "DataLoader workers and pinned "
+                 "memory", 6.99, "verified", True, 1.63, 1.40, 1.85,
+                 (3.35, 1.5, 1.7, 0.91, 1.88), predicted_low=1.10, predicted_margin=0.42),
+    ))  # fmt: skip
+    printed = render_try_fixes(tf).splitlines()
+    assert len(quoted) == len(printed) == 2
+    for q, p in zip(quoted, printed, strict=True):
+        pattern = re.sub(r"\d+(?:\\\.\d+)?", r"\\d+(?:\\.\\d+)?", re.escape(q))
+        assert re.fullmatch(pattern, p), (q, p)
+
+
 def test_a_fix_whose_bound_is_under_the_run_to_run_margin_is_not_tried():
     from gpu_notebook.records import Finding
     from gpu_notebook.tryfix.plan import measurable

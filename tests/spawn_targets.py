@@ -17,3 +17,11 @@ def train(rank: int, steps: int, exit_code: int = 0) -> None:
         opt.step()
     if exit_code:
         sys.exit(exit_code)
+
+
+def train_then_exit_with_next_fd(rank: int) -> None:
+    """Trains a little, then exits with the number the next ``open`` gets (its fd table)."""
+    import os
+
+    train(rank, 2)
+    sys.exit(os.open(os.devnull, os.O_RDONLY))

@@ -787,6 +787,40 @@ def test_optimizer_steps_in_spawned_children_are_counted_by_pid_and_nothing_stay
     assert sorted(os.listdir("/proc/self/fd")) == fds_before
 
 
+def test_spawned_children_and_the_cell_open_the_descriptors_they_open_without_us():
+    """Our table's descriptor is numbered high in the parent and in the child (a mapping would
+    hold a low one, the next ``open`` of the user's code getting another number)."""
+    import multiprocessing
+
+    from tests import spawn_targets
+
+    ctx = multiprocessing.get_context("spawn")
+
+    def next_fd_in_child() -> int:
+        p = ctx.Process(target=spawn_targets.train_then_exit_with_next_fd, args=(0,))
+        p.start()
+        p.join()
+        assert p.exitcode is not None
+        return p.exitcode
+
+    def next_fd_here() -> int:  # the second: the first may take the memfd's freed number
+        first = os.open(os.devnull, os.O_RDONLY)
+        second = os.open(os.devnull, os.O_RDONLY)
+        os.close(first)
+        os.close(second)
+        return second
+
+    plain = (next_fd_in_child(), next_fd_here())
+    clock = StepClock(0)
+    clock.install()
+    try:
+        measured = (next_fd_in_child(), next_fd_here())
+    finally:
+        clock.uninstall()
+    assert [n for _, n, _, _ in clock.child_steps()] == [2]
+    assert measured == plain
+
+
 def test_training_in_spawned_children_is_counted_per_child_in_the_report(ip):
     cell = (
         "%%gpucheck -q -o rep -w 1 -s 2 --lines off\n"

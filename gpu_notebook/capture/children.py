@@ -9,12 +9,12 @@ table when its clock uninstalls.
   first fork (see ``stepclock._children_before_fork``).
 - *Spawned* children (``mp.spawn``, a spawn or forkserver ``Process``/``Pool``) start a fresh
   interpreter: :class:`SpawnChannel` adds one entry to the preparation data multiprocessing
-  sends them; unpickled in the child (before the user's function), it maps the table from a
-  memfd passed the way multiprocessing passes descriptors, closes that descriptor, and puts one
-  optimizer post hook into torch's global dict once the child imports torch. Whatever fails
-  there is swallowed: the child runs as without us, uncounted. No file, no thread, nothing
-  printed; the descriptor the parent keeps for later spawns is close-on-exec, numbered high, and
-  closed at ``uninstall``.
+  sends them; unpickled in the child (before the user's function), it takes the table, a
+  memfd passed the way multiprocessing passes descriptors, moves its descriptor to a high
+  number (close-on-exec) and puts one optimizer post hook into torch's global dict once the
+  child imports torch; each step is one ``pwrite``. Whatever fails there is swallowed: the child
+  runs as without us, uncounted. No file, no thread, nothing printed; the descriptor the parent
+  keeps for later spawns is close-on-exec, numbered high, and closed at ``uninstall``.
 """
 
 from __future__ import annotations
@@ -36,19 +36,38 @@ Held = tuple[int, int, int, int]
 Row = tuple[int, int, int]
 
 
-def claim_slot(table: mmap.mmap, pid: int) -> int | None:
+# A table: the forked children's anonymous mapping, or the descriptor of the spawned children's
+# memfd, read and written with pread/pwrite (a mapping of it would hold a second descriptor,
+# numbered low, for as long as it lives).
+Table = mmap.mmap | int
+
+
+def _pid_at(table: Table, slot: int) -> int:
+    if isinstance(table, int):
+        return int(struct.unpack("q", os.pread(table, 8, slot * SLOT.size))[0])
+    return int(struct.unpack_from("q", table, slot * SLOT.size)[0])
+
+
+def _put(table: Table, slot: int, *values: int) -> None:
+    if isinstance(table, int):
+        os.pwrite(table, SLOT.pack(*values), slot * SLOT.size)
+    else:
+        SLOT.pack_into(table, slot * SLOT.size, *values)
+
+
+def claim_slot(table: Table, pid: int) -> int | None:
     """A free slot for ``pid``, probing from ``pid % slots`` (children claim at their first
     step; two children claiming the same slot at the same instant would need pids equal modulo
     1024 and is not guarded against). None: the table is full."""
     for k in range(SLOTS):
         slot = (pid + k) % SLOTS
-        if struct.unpack_from("q", table, slot * SLOT.size)[0] == 0:
-            SLOT.pack_into(table, slot * SLOT.size, pid, 0, 0, 0)
+        if _pid_at(table, slot) == 0:
+            _put(table, slot, pid, 0, 0, 0)
             return slot
     return None
 
 
-def count_step(table: mmap.mmap, held: Held | None, now_ns: int) -> Held | None:
+def count_step(table: Table, held: Held | None, now_ns: int) -> Held | None:
     """One optimizer step of this process into ``table``; returns what to hold for the next."""
     pid = os.getpid()
     if held is None or held[0] != pid:  # first step here (a grandchild gets a slot of its own)
@@ -57,14 +76,15 @@ def count_step(table: mmap.mmap, held: Held | None, now_ns: int) -> Held | None:
             return held
         held = (pid, slot, 0, now_ns)
     pid, slot, steps, first_ns = held
-    SLOT.pack_into(table, slot * SLOT.size, pid, steps + 1, first_ns, now_ns)
+    _put(table, slot, pid, steps + 1, first_ns, now_ns)
     return (pid, slot, steps + 1, first_ns)
 
 
-def read_table(table: mmap.mmap) -> list[Row]:
+def read_table(table: Table) -> list[Row]:
+    data = os.pread(table, TABLE_BYTES, 0) if isinstance(table, int) else table[:TABLE_BYTES]
     rows = []
     for slot in range(SLOTS):
-        pid, steps, first_ns, last_ns = SLOT.unpack_from(table, slot * SLOT.size)
+        pid, steps, first_ns, last_ns = SLOT.unpack_from(data, slot * SLOT.size)
         if pid and steps:
             rows.append((pid, steps, last_ns - first_ns))
     return sorted(rows)
@@ -151,8 +171,7 @@ class SpawnChannel:
         self._original: Any = None
         self._wrapper: Any = None
         self._active = False
-        self._fd: int | None = None
-        self._table: mmap.mmap | None = None
+        self._fd: int | None = None  # the table (a memfd), numbered high, close-on-exec
 
     def install(self) -> None:
         module = sys.modules.get("multiprocessing.spawn")  # torch imports it
@@ -175,19 +194,18 @@ class SpawnChannel:
         self._active = True
 
     def _entry(self) -> _ChildEntry | None:
-        if self._table is None:
+        if self._fd is None:
             try:
                 fd = os.memfd_create("gpu_notebook_steps", os.MFD_CLOEXEC)
                 try:
-                    os.ftruncate(fd, TABLE_BYTES)
-                    self._table = mmap.mmap(fd, TABLE_BYTES)
+                    os.ftruncate(fd, TABLE_BYTES)  # zeros: every slot free
                     self._fd = _high(fd)
                 finally:
                     os.close(fd)
-            except (OSError, ValueError):
-                self._active = False  # no shared memory: spawned children stay uncounted
+            except OSError:
+                self._active = False  # no memfd: spawned children stay uncounted
                 return None
-        return None if self._fd is None else _ChildEntry(self._fd)
+        return _ChildEntry(self._fd)
 
     def uninstall(self) -> list[Row]:
         """Put ``get_preparation_data`` back (if still ours), read the table and drop it."""
@@ -195,15 +213,15 @@ class SpawnChannel:
         module, self._module = self._module, None
         if module is not None and module.__dict__.get("get_preparation_data") is self._wrapper:
             module.get_preparation_data = self._original
-        table, self._table = self._table, None
         fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
-        if table is None:
+        if fd is None:
             return []
-        rows = read_table(table)
-        table.close()
-        return rows
+        try:
+            return read_table(fd)
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
 
 
 def _high(fd: int) -> int:
@@ -224,7 +242,7 @@ def _high(fd: int) -> int:
 
 
 class _ChildCounter:
-    def __init__(self, table: mmap.mmap) -> None:
+    def __init__(self, table: int) -> None:
         self._table = table
         self._held: Held | None = None
         self._tracing: Callable[[], bool] | None = None
@@ -241,18 +259,20 @@ class _ChildCounter:
             tracing = self._tracing = tracing_probe(sys.modules["torch"])
         if tracing():
             return
+        import contextlib
         import time
 
-        self._held = count_step(self._table, self._held, time.perf_counter_ns())
+        # The step is the user's: a write of ours that fails loses only the count.
+        with contextlib.suppress(OSError):
+            self._held = count_step(self._table, self._held, time.perf_counter_ns())
 
 
 def start_in_spawned_child(fd: int) -> None:
-    """In a spawned child, before the user's function is unpickled: map the table, close the
-    descriptor, and count optimizer steps once torch's optimizer module has loaded."""
-    try:
-        table = mmap.mmap(fd, TABLE_BYTES)
-    finally:
-        os.close(fd)
+    """In a spawned child, before the user's function is unpickled: keep the table's descriptor
+    numbered high and close-on-exec (the number it came under is given back), and count
+    optimizer steps once torch's optimizer module has loaded."""
+    table = _high(fd)
+    os.close(fd)
     from gpu_notebook.capture.imports import ImportWatch
 
     ImportWatch(["torch.optim.optimizer"], _ChildCounter(table).hook_into).start()

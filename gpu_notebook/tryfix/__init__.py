@@ -8,3 +8,7 @@ under a time budget), ``samples`` (step-time samples -> speedup, spread, verdict
 ``render`` (text). The user's files are never written: patched copies live in a 0700 scratch
 folder that is removed when the trials end.
 """
+
+# Here, not in trials.py: ``gpucheck run``'s parser shows it in --try-rounds' help, and importing
+# trials (with plan and samples) for it cost every run ~2.5% of its extra import time (issue 27).
+DEFAULT_ROUNDS = 3  # runs per arm: a verdict needs every round to agree

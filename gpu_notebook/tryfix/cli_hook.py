@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpu_notebook.records import Report
-from gpu_notebook.tryfix.trials import DEFAULT_ROUNDS
+from gpu_notebook.tryfix import DEFAULT_ROUNDS
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "add_options", "with_trials"]
 

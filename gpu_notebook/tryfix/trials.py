@@ -23,12 +23,12 @@ import gpu_notebook
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import FixTrial, Report, TryFixes
+from gpu_notebook.tryfix import DEFAULT_ROUNDS
 from gpu_notebook.tryfix.plan import BASELINE, Variant, offered_variants, schedule, unmeasurable
 from gpu_notebook.tryfix.samples import compare_runs
 
 __all__ = ["DEFAULT_ROUNDS", "MIN_ROUNDS", "RunResult", "TrialSettings", "run_child", "try_fixes"]
 
-DEFAULT_ROUNDS = 3  # runs per arm: a verdict needs every round to agree
 MIN_ROUNDS = 2  # fewer than this per arm measures nothing: the fix is skipped
 TRIAL_WARMUP_STEPS = 5  # worker start-up, compilation, cuDNN autotuning, allocator growth
 # A run may take this many times the slowest run seen so far before it is stopped.

@@ -740,7 +740,7 @@ class OwnTime:
     drift: float | None  # last fifth's median over the first's (None: first is 0)
     drift_low: float | None  # its seeded bootstrap range's low end (analysis.compare_samples)
     stalls: StallPattern | None  # steps over STALL_FACTOR x the median own time, their excess
-    wait_share: float  # median share of a step the thread waited for a core
+    wait_share: float  # share of the steps' time the thread waited for a core
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def test_time_slices_every_7_steps_are_no_stall_once_each_step_knows_its_wait():
     assert shape is not None and shape.own is not None
     assert shape.stalls is not None and shape.stalls.period_steps == 7  # on the wall clock
     assert shape.own.stalls is None  # the steps' own time never stalled
-    assert shape.own.wait_share == 0.0  # the median step waited for nothing
+    assert 0.3 < shape.own.wait_share < 0.4  # 6 time slices of 30 ms in ~0.5 s of steps
     assert "run.periodic_stall" not in _ids(run)
 
 

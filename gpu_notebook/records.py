@@ -775,6 +775,9 @@ class RunShape:
     window_median_s: float | None = None
     window_covers: float | None = None  # share of the run's time in steps like the window's
     represents: bool | None = None  # None: no window
+    # The window was compared with the run on the steps' own time (each less its wait for a
+    # core): ``window_median_s`` and ``window_covers`` are own time, set against ``own.median_s``.
+    window_own_time: bool = False
     stalls: StallPattern | None = None
     memory: tuple[MemoryTrend, ...] = ()
     # Steps that ran while other processes were busier than the run's quiet level
@@ -806,6 +809,11 @@ class RunShape:
     # The hook-timed phase that grew most from the first fifth to the last: (phase, its
     # median in the first fifth, in the last); None when none grew or too few steps were timed.
     grown_phase: tuple[str, float, float] | None = None
+
+    @property
+    def window_run_median_s(self) -> float:
+        """The run's median step on the clock the window was compared with it."""
+        return self.own.median_s if self.window_own_time and self.own is not None else self.median_s
 
 
 @dataclass(frozen=True)

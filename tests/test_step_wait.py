@@ -200,3 +200,51 @@ def test_own_time_stalls_at_random_on_a_thread_that_mostly_waits_are_the_machine
     quiet = build_report(_random_own_stalls(0.0))
     stall = next(f for f in quiet.findings if f.rule_id == "run.periodic_stall")
     assert stall.title == "Some steps stall" and stall.severity == "low"
+
+
+def _window_then_rest(rest_own_s: float, window_wait_s: float, rest_wait_s: float) -> Run:
+    """12 steps of 1.7 ms of their own (the profiled window among them: steps 2-4), then 48 of
+    ``rest_own_s``, each step waiting for a core as given. When the rest is slower, its extra
+    time is in the loader: 4 ms for each batch (input-bound)."""
+    own = [(0.0017 if i < 12 else rest_own_s) * _wobble(i) for i in range(60)]
+    wait = [window_wait_s if i < 12 else rest_wait_s for i in range(60)]
+    run = _run(own, wait, reading_pct=50.0)
+    if rest_own_s < 0.004:
+        return run
+    rows = tuple(
+        dataclasses.replace(
+            s, data_s=0.004, forward_s=0.0012, backward_s=0.0009, optimizer_s=0.0002
+        )
+        if s.index >= 12
+        else s
+        for s in run.steps.steps
+    )
+    return dataclasses.replace(run, steps=dataclasses.replace(run.steps, steps=rows))
+
+
+def test_a_window_alike_on_the_wall_but_unlike_the_run_in_own_time_does_not_decide():
+    # Under heavy preemption the cached steps wait 4.6 ms for a core, the slow ones 0.2 ms:
+    # 6.3 against 6.5 ms on the wall, 1.7 against 6.3 ms of their own (cached_then_slow, loaded).
+    run = _window_then_rest(0.0063, window_wait_s=0.0046, rest_wait_s=0.0002)
+    walls = run_shape(_unread(run))
+    assert walls is not None and walls.represents is True  # the wall clock: alike
+    shape = run_shape(run)
+    assert shape is not None and shape.represents is False
+    assert shape.window_median_s is not None and shape.window_median_s < 0.002
+    report = build_report(run)
+    unlike = next(f for f in report.findings if f.rule_id == "run.window_unrepresentative")
+    assert "less its wait for a core" in " ".join(unlike.evidence)
+    # The run decides: every step's data wait, not the cached window.
+    assert report.verdict.category == "input-bound"
+    assert report.verdict.evidence[0].startswith("the profiled window does not represent")
+
+
+def test_a_window_unlike_the_run_on_the_wall_only_by_its_wait_for_a_core_represents_it():
+    # The same 1.7 ms of own work throughout; the steps after the window wait 4.6 ms a step for
+    # a core (the machine got busy): 1.8 against 6.3 ms on the wall.
+    run = _window_then_rest(0.0017, window_wait_s=0.0001, rest_wait_s=0.0046)
+    walls = run_shape(_unread(run))
+    assert walls is not None and walls.represents is False  # the wall clock: unlike
+    shape = run_shape(run)
+    assert shape is not None and shape.represents is True
+    assert "run.window_unrepresentative" not in _ids(run)

@@ -146,19 +146,29 @@ def run_shape(run: Run) -> RunShape | None:
     segments = _segments(steps_read, weight)
     windows = [_window_segment(steps, first, n, weight) for first, n in run.window_ranges]
     windows_kept = tuple(w for w in windows if w is not None)
+    # The window is compared with the run on the steps' own time when every step carries its
+    # wait for a core, as drift and stalls are: under load the wait blurs the wall clock (cached
+    # then slow input, loaded: 6.3 against 6.5 ms a step on the wall, 1.7 against 6.3 ms own).
+    own = own_step_times(steps_read)
+    own_all = own_step_times(steps)
+    own_pace = own is not None and own_all is not None and len(own) == len(dur)
+    pace = own if own is not None and own_pace else dur
+    pace_all = own_all if own_all is not None and own_pace else all_dur
     # Neighbours that stalled (over STALL_FACTOR x the run's median: a busy machine preempts
     # every few tiny steps) do not stand for the window's pace; the stalls are read as such.
-    typical_s = STALL_FACTOR * median
-    reference = [_reference_time(steps_read, first, n, typical_s) for first, n in run.window_ranges]
+    typical_s = STALL_FACTOR * float(np.median(pace))
+    reference = [
+        _reference_time(steps_read, first, n, typical_s, pace) for first, n in run.window_ranges
+    ]
     reference_s = [r for r in reference if r is not None]
     covers = represents = window_median = None
     if reference_s:
-        local = _local_jitter(segments, steps)
+        local = _local_jitter(segments, steps, pace_all)
         factor = max(LIKE_FACTOR, local)
-        like = np.zeros(len(dur), dtype=bool)
+        like = np.zeros(len(pace), dtype=bool)
         for ref in reference_s:
-            like |= (dur <= ref * factor) & (dur >= ref / factor)
-        covers = float(dur[like].sum() / dur.sum()) if dur.sum() > 0 else None
+            like |= (pace <= ref * factor) & (pace >= ref / factor)
+        covers = float(pace[like].sum() / pace.sum()) if pace.sum() > 0 else None
         # Most steps like the window's, the time elsewhere in scattered slow ones (a busy
         # machine's preemptions, a checkpoint): the window is the run's typical step and those
         # steps are stalls and interference, findings of their own. A run whose steps left the
@@ -172,7 +182,7 @@ def run_shape(run: Run) -> RunShape | None:
         same_floor = all(
             ref_floor / factor <= float(np.percentile(part, FLOOR_QUANTILE)) <= ref_floor * factor
             for ref_floor in [float(np.median(reference_s))]
-            for part in (dur, dur[head], dur[tail])
+            for part in (pace, pace[head], pace[tail])
             if len(part)
         )
         represents = covers is None or covers >= REPRESENTS_SHARE or most_steps or same_floor
@@ -191,6 +201,7 @@ def run_shape(run: Run) -> RunShape | None:
         window_median_s=window_median,
         window_covers=covers,
         represents=represents,
+        window_own_time=own_pace and window_median is not None,
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
     )
@@ -205,7 +216,6 @@ def run_shape(run: Run) -> RunShape | None:
     drift = compare_samples(dur[tail].tolist(), dur[head].tolist())
     if drift is not None:
         shape = dataclasses.replace(shape, drift_low=drift.low)
-    own = own_step_times(steps_read)
     wait = step_run_wait(run, steps_read)
     if own is not None and len(own) == len(dur):
         # Every step carries its own wait for a core: drift and stalls are read on the part of
@@ -424,11 +434,15 @@ def _segments(steps: Sequence[StepTiming], weight: float) -> tuple[RunSegment, .
     return tuple(out)
 
 
-def _local_jitter(segments: Sequence[RunSegment], steps: Sequence[StepTiming]) -> float:
-    """The run's own spread *within* stretches of it: median over segments of p90/median."""
+def _local_jitter(
+    segments: Sequence[RunSegment], steps: Sequence[StepTiming], times: np.ndarray | None = None
+) -> float:
+    """The run's own spread *within* stretches of it: median over segments of p90/median.
+    ``times``: each step's time to read (its own time), its wall time when None."""
+    t = _times(steps, times)
     ratios = []
     for seg in segments:
-        d = [s.duration_s for s in steps if seg.first_step <= s.index <= seg.last_step]
+        d = [x for s, x in zip(steps, t, strict=True) if seg.first_step <= s.index <= seg.last_step]
         m = float(np.median(d)) if d else 0.0
         if m > 0 and len(d) >= 3:
             ratios.append(float(np.percentile(d, 90)) / m)
@@ -444,8 +458,16 @@ def _window_segment(
     return RunSegment(first, first + n - 1, float(np.median(d)), float(sum(d)))
 
 
+def _times(steps: Sequence[StepTiming], times: np.ndarray | None) -> list[float]:
+    return [s.duration_s for s in steps] if times is None else [float(x) for x in times]
+
+
 def _reference_time(
-    steps: Sequence[StepTiming], first: int, n: int, typical_s: float | None = None
+    steps: Sequence[StepTiming],
+    first: int,
+    n: int,
+    typical_s: float | None = None,
+    times: np.ndarray | None = None,
 ) -> float | None:
     """The time of the unprofiled steps around a window: what its steps cost without a profiler.
 
@@ -453,14 +475,16 @@ def _reference_time(
     ``typical_s``: neighbours slower than this are stalls, left out while two others remain
     (seen on 2 busy cores: 3 of the 5 steps after a tiny-op window preempted, their median
     3.9 ms against a run median of 1.3 ms, and the run called unlike its window).
+    ``times``: each step's time to read (its own time), its wall time when None.
     """
     # ``steps`` may leave out the steps our own work disturbed: the next ones stand for it then.
-    after = [s.duration_s for s in steps if first + n <= s.index][:NEIGHBOURS]
+    paced = list(zip(steps, _times(steps, times), strict=True))
+    after = [t for s, t in paced if first + n <= s.index][:NEIGHBOURS]
     if len(after) < 2:
-        before = [s.duration_s for s in steps if first - NEIGHBOURS <= s.index < first]
+        before = [t for s, t in paced if first - NEIGHBOURS <= s.index < first]
         after = after + before
     if len(after) < 2:
-        after = [s.duration_s for s in steps if first <= s.index < first + n]
+        after = [t for s, t in paced if first <= s.index < first + n]
     if typical_s is not None:
         calm = [d for d in after if d <= typical_s]
         after = calm if len(calm) >= 2 else after

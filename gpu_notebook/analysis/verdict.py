@@ -150,9 +150,11 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
         if analysis.window_phases is not None or hooks_cover
         else "no phase timing covers the rest of the run"
     )
+    own_time = " (each step's own time, less its wait for a core)" if shape.window_own_time else ""
     note = (
         f"the profiled window does not represent this run: its steps take "
-        f"{fmt_seconds(shape.window_median_s)}, the run's median is {fmt_seconds(shape.median_s)} "
+        f"{fmt_seconds(shape.window_median_s)}, the run's median is "
+        f"{fmt_seconds(shape.window_run_median_s)}{own_time} "
         f"(steps like the window's hold {fmt_share(covers)} of the run's time); {rests}"
     )
     if analysis.window_phases is None and not hooks_cover:

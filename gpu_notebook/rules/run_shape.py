@@ -95,7 +95,8 @@ def window_unrepresentative(run: Run, analysis: Analysis, facts: SourceFacts) ->
     if shape is None or shape.represents is not False or shape.window_median_s is None:
         return None
     covers = shape.window_covers or 0.0
-    ratio = shape.median_s / shape.window_median_s if shape.window_median_s > 0 else float("inf")
+    run_median = shape.window_run_median_s
+    ratio = run_median / shape.window_median_s if shape.window_median_s > 0 else float("inf")
     said = WindowUnrepresentative(shape, covers, ratio, analysis.window_phases is not None)
     return found("run.window_unrepresentative", "medium", said)
 

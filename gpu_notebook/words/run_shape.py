@@ -33,11 +33,13 @@ def window_unrepresentative(s: WindowUnrepresentative) -> Words:
         if s.whole_phases
         else "no timing covers the rest of the run: profile later steps (%%gpucheck -w N)"
     )
+    of_what = ", each step's own time (less its wait for a core)" if shape.window_own_time else ""
     return words(
         "The profiled window does not represent the run",
         [
             f"profiled {where}: {fmt_seconds(shape.window_median_s)} a step unprofiled around them; "
-            f"the run's median step is {fmt_seconds(shape.median_s)} ({s.ratio:.1f}x)",
+            f"the run's median step is {fmt_seconds(shape.window_run_median_s)} ({s.ratio:.1f}x)"
+            f"{of_what}",
             f"steps like the window's hold {fmt_share(s.covers)} of the run's step time",
             rests,
         ],

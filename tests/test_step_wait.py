@@ -248,3 +248,22 @@ def test_a_window_unlike_the_run_on_the_wall_only_by_its_wait_for_a_core_represe
     shape = run_shape(run)
     assert shape is not None and shape.represents is True
     assert "run.window_unrepresentative" not in _ids(run)
+
+
+def test_each_step_stands_with_the_window_of_its_own_pace_under_load():
+    from gpu_notebook.analysis.run_trend import combine_windows
+
+    # A cached window (1.7 ms own, 24 ms waiting for a core) and one in the slow part (6.3 ms
+    # own, 4 ms of it data); the slow steps wait 25 ms, the few after the second window 14 ms.
+    # On the wall the slow steps (31 ms) are nearer the cached window's 26 ms than the second
+    # window's 20 ms (seen: cached_then_slow loaded, data 7% of the combined split).
+    own = [0.0017 * _wobble(i) if i < 20 else 0.0063 * _wobble(i) for i in range(80)]
+    wait = [0.024 if i < 20 else 0.014 if 43 <= i < 48 else 0.025 for i in range(80)]
+    record = _run(own, wait, reading_pct=80.0).steps
+    cached = syn.phases({"data": 0.01, "backward": 0.6}, steps=3)
+    slow = syn.phases({"data": 0.65, "backward": 0.2}, steps=3)
+    windows = [(2, 3, cached), (40, 3, slow)]
+    walls = combine_windows(_unread(_run(own, wait, 80.0)).steps, 2, windows)
+    assert walls is not None and (walls.share("data") or 0.0) < 0.2  # the wall clock's pick
+    combined = combine_windows(record, 2, windows)
+    assert combined is not None and (combined.share("data") or 0.0) > 0.5

@@ -710,7 +710,8 @@ def combine_windows(
     """One phase split for the run from several profiled windows, each weighted by the time of
     the steps it stands for: every step stands with the window whose unprofiled steps ran at
     its own pace (the step clock knows every step's time; a 10 ms step is like the window that
-    saw 10 ms steps, wherever it lies).
+    saw 10 ms steps, wherever it lies). Paces and weights are the steps' own time (each less its
+    wait for a core) when every step carries that wait, their wall time otherwise.
 
     The steps are the windows' own (their detail); the totals are the weighted estimate, scaled
     so that a step's figure in the phase table reads as an average step of the run.
@@ -721,19 +722,24 @@ def combine_windows(
     if len(usable) == 1:
         return usable[0][2]
     steps = steady_steps(record, warmup_steps)
-    refs = [_reference_time(steps, first, n) for first, n, _ in usable]
+    # Paces are the steps' own time when every step carries its wait for a core (as the run's
+    # shape reads them): on a loaded machine a cached window's steps waited 24 ms a step and
+    # stood, on the wall, for input steps of 6 ms of their own (cached_then_slow: data 7%).
+    own = own_step_times(steps)
+    pace = own if own is not None else np.fromiter((s.duration_s for s in steps), dtype=float)
+    refs = [_reference_time(steps, first, n, times=own) for first, n, _ in usable]
     speed = np.log(np.asarray([r if r and r > 0 else np.nan for r in refs], dtype=float))
     centres = np.asarray([first + n / 2 for first, n, _ in usable], dtype=float)
     stand_s = np.zeros(len(usable))
-    for s in steps:
+    for s, t in zip(steps, pace, strict=True):
         # Like the window whose unprofiled neighbours ran at its pace; the nearest by index
         # among equals (and when no pace is known).
         near = np.abs(centres - s.index) / max(1.0, float(len(steps)))
-        if s.duration_s > 0 and not np.isnan(speed).all():
-            far = np.nan_to_num(np.abs(speed - np.log(s.duration_s)), nan=np.inf)
-            stand_s[int(np.argmin(far + 1e-3 * near))] += s.duration_s
+        if t > 0 and not np.isnan(speed).all():
+            far = np.nan_to_num(np.abs(speed - np.log(t)), nan=np.inf)
+            stand_s[int(np.argmin(far + 1e-3 * near))] += t
         else:
-            stand_s[int(np.argmin(near))] += s.duration_s
+            stand_s[int(np.argmin(near))] += t
     if stand_s.sum() <= 0:
         return usable[0][2]
     weights = stand_s / stand_s.sum()

@@ -66,16 +66,14 @@ def _run(
         for f in findings
         if f.get("proposal") and f["proposal"]["source_after"] is None
     ]
-    # A patch whose range reaches down to the run-to-run margin (5%, or the run's own where
-    # larger): said as small (severity info), never tried (compare_samples.measurable: the low
-    # end where known, else the bound).
+    # A patch whose range reaches down to the run-to-run margin: said as small (severity info),
+    # never tried (compare_samples.measurable: the low end where known, else the bound).
     small = [
         {"fix_id": f["fix_id"], "bound": f["gain_bound"], "low": f.get("gain_low"),
-         "severity": f["severity"], "margin": max(0.05, f.get("gain_margin") or 0.0)}
+         "severity": f["severity"]}
         for f in findings
         if f.get("proposal") and f["proposal"]["source_after"] is not None
-        and isinstance(edge := f.get("gain_low") or f["gain_bound"], (int, float))
-        and edge <= 1 + max(0.05, f.get("gain_margin") or 0.0)
+        and isinstance(edge := f.get("gain_low") or f["gain_bound"], (int, float)) and edge <= 1.05
     ]  # fmt: skip
     # Findings said without a fix to try (severity info, no fix id): e.g. the optimizer's time
     # on CPU tensors where no fused/foreach kernel can shorten it.
@@ -174,12 +172,10 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
                 f"not offered: {r['reason'][:90]} | - |"
             )
         for sm in row.get("small", []):
-            margin = sm.get("margin", 0.05)
             lines.append(
                 f"| {row['program']} | {row['verdict']} | {sm['fix_id']} | "
-                f"{_range(sm.get('low'), sm['bound'])} (model) | - | small, severity "
-                f"{sm['severity']}: may have no measurable effect (range down to the "
-                f"{margin:.0%} two runs differ by here), not tried | - |"
+                f"{_range(sm.get('low'), sm['bound'])} | - | small, severity {sm['severity']}: may "
+                "have no measurable effect (range down to the 5% run-to-run margin), not tried | - |"
             )
         for u in row.get("unoffered", []):
             lines.append(

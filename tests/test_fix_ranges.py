@@ -3,8 +3,8 @@
 The model's range (Amdahl over the run's share, what workers reach) is what the fix removes; a
 measurement of the fix is two sets of runs of the script, each moved by the machine's load as
 the run's own parts were. The range the user reads is widened on both sides by the larger of
-the 5% run-to-run margin and the spread of the run's fifths' median steps, and a fix is offered
-(and tried) only where that range lies above 1x. Seeded step series, no timing.
+the 5% run-to-run margin and the spread of the run's fifths' median steps; the gate on what is
+worth trying still reads the model. Seeded step series, no timing.
 """
 
 from __future__ import annotations
@@ -89,15 +89,10 @@ def test_the_stated_range_is_the_models_widened_by_the_runs_margin():
         assert f.stated_low == pytest.approx(f.gain_low / (1 + f.gain_margin))
         said = fmt_gain(f.stated_high, f.stated_low)
         assert any(said in e and "widened by" in e for e in f.evidence)
-    # The gate reads the range as said: quiet, the model's low end is above the 5% two runs
-    # differ by, and the fix is offered; loaded, two runs differ by 30% and the model's low end
-    # is under that (its stated low end under 1x): it may show nothing here, said as small,
-    # with the margin, not recommended, not tried.
-    assert measurable(quiet) and quiet.severity != "info" and quiet.stated_low > 1.0
-    assert loaded.gain_low < 1 + loaded.gain_margin and loaded.stated_low < 1.0
-    assert not measurable(loaded) and loaded.severity == "info"
-    assert loaded.fix.startswith("Small: may have no measurable effect (")
-    assert "differ by 30% here" in loaded.fix
+    # The gate reads the model (what the fix removes), not the measurement's margin: the loaded
+    # run's stated low end reaches under 1.05x, and the fix is still offered.
+    assert loaded.stated_low is not None and loaded.stated_low < 1 + RUN_TO_RUN
+    assert measurable(loaded) and loaded.severity != "info"
 
 
 def test_the_views_and_the_trials_say_the_stated_range():

@@ -54,14 +54,12 @@ RESAMPLES = 1000
 
 def measurable(finding: Finding) -> bool:
     """Whether a run could show the finding's fix deliver: the low end of its gain range (its
-    bound where no low end was estimated) is above what two runs of the same code differ by,
-    on this machine as the run measured it (``Finding.gain_margin``, ``run_margin``) and at
-    least ``RUN_TO_RUN``: the range as said (``stated_low``) lies above 1x. A fix whose range
-    reaches down to that margin may have no measurable effect: it is said at severity info,
-    not recommended and not tried (``rules._small_gain``, ``tryfix.plan``).
+    bound where no low end was estimated) is above what two runs of the same code differ by.
+    A fix whose range reaches down to that margin may have no measurable effect: it is said at
+    severity info, not recommended and not tried (``rules._small_gain``, ``tryfix.plan``).
     Not bounded (None): not judged."""
     edge = finding.gain_low if finding.gain_low is not None else finding.gain_bound
-    return edge is None or edge > 1.0 + max(RUN_TO_RUN, finding.gain_margin)
+    return edge is None or edge > 1.0 + RUN_TO_RUN
 
 
 # A run's fifths: five short runs of the same code under the machine's load of the moment.

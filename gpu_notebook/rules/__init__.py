@@ -143,8 +143,7 @@ def run_rules(
 
 @dataclass(frozen=True)
 class SmallGain(Said):
-    """The fix's range reaches down to what two runs of the same script differ by: its stated
-    ends (``bound``, ``low``) and that margin (5%, or the run's own where larger)."""
+    """The fix's range reaches down to what two runs of the same script differ by."""
 
     bound: float | None
     low: float | None
@@ -192,7 +191,7 @@ def _small_gain(found: Finding) -> Finding:
     kept, at severity info, and says so first; an unbounded fix is not judged here."""
     if found.fix_id is None or measurable(found):
         return found
-    small = SmallGain(found.stated_high, found.stated_low, max(RUN_TO_RUN, found.gain_margin))
+    small = SmallGain(found.stated_high, found.stated_low, RUN_TO_RUN)
     return dataclasses.replace(found, severity="info", notes=(*found.notes, small))
 
 

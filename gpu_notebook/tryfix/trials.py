@@ -144,8 +144,8 @@ def try_fixes(
     started = time.monotonic()
     notes: list[str] = [
         f"not tried: {f.title} (its fix gains {fmt_gain(f.stated_high, f.stated_low)}, down to the "
-        f"{max(RUN_TO_RUN, f.gain_margin):.0%} two runs of the same script differ by here: it "
-        "may have no measurable effect, not recommended)"
+        f"{RUN_TO_RUN:.0%} two runs of the same script differ by: it may have no measurable "
+        "effect, not recommended)"
         for f in unmeasurable(report)
     ]
     if not variants:

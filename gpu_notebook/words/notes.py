@@ -51,5 +51,5 @@ def fix_prefix(notes: tuple[Said, ...]) -> str:
         return ""
     return (
         f"Small: may have no measurable effect ({fmt_gain(small.bound, small.low)}; "
-        f"two runs of the same script differ by {small.run_to_run:.0%} here). "
+        f"two runs of the same script differ by {small.run_to_run:.0%}). "
     )

@@ -40,7 +40,8 @@ for i, (x, y) in enumerate(loader):
 
 def parses_per_report() -> dict[str, int]:
     from gpu_notebook.cell import parse
-    from gpu_notebook.rules import attach_fixes, run_rules
+    from gpu_notebook.rules import run_rules
+    from gpu_notebook.words.proposals import attach_fixes
     from tests.scenarios import synthetic as syn
 
     parse.forget()

@@ -83,7 +83,8 @@ def _measure(shell: Any, setup: str, cell: str, options: str) -> Any:
 
 def run_scenario(shell: Any, scenario: Any, rounds: int) -> Row:
     from gpu_notebook.report.compare import compare
-    from gpu_notebook.rules import attach_fixes, run_rules
+    from gpu_notebook.rules import run_rules
+    from gpu_notebook.words.proposals import attach_fixes
 
     first = _measure(shell, scenario.setup, scenario.cell, scenario.options)
     findings = attach_fixes(

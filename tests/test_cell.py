@@ -56,8 +56,9 @@ for i, (x, y) in enumerate(loader):
 
 def test_a_report_with_two_fixes_parses_the_cell_once_per_parser():
     from gpu_notebook.cell import parse
-    from gpu_notebook.rules import attach_fixes, run_rules
+    from gpu_notebook.rules import run_rules
     from gpu_notebook.words import word_findings as words
+    from gpu_notebook.words.proposals import attach_fixes
     from tests.scenarios import synthetic as syn
 
     parse.forget()

@@ -129,8 +129,9 @@ def test_shares_hold_only_measured_phases():
 
 def test_fix_closes_the_loop_in_a_real_shell(ip):
     """Measure a slow cell, take its generated fix, run it, and compare: measured vs predicted."""
-    from gpu_notebook.rules import attach_fixes, run_rules
+    from gpu_notebook.rules import run_rules
     from gpu_notebook.words import word_findings as words
+    from gpu_notebook.words.proposals import attach_fixes
     from tests.scenarios.catalog import BY_NAME, COMMON_SETUP
 
     assert ip.run_cell(COMMON_SETUP).success

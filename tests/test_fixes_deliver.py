@@ -132,7 +132,7 @@ def test_the_fused_optimizer_fix_says_the_loss_can_change_in_its_last_digits():
 
 
 def test_a_datamodule_the_cell_builds_gets_its_setting_after_that_line_and_runs_fresh(ip):
-    from gpu_notebook.rules import attach_fixes
+    from gpu_notebook.words.proposals import attach_fixes
     from tests.test_frameworks import DATAMODULE
 
     assert ip.run_cell(DATAMODULE).success  # dm = DM() lives from an earlier cell too

@@ -9,7 +9,7 @@ import pytest
 
 from gpu_notebook.fixes import Patch, Refusal, apply_fix
 from gpu_notebook.records import CodeRef, RawStacks, StackCount
-from gpu_notebook.rules import attach_fixes
+from gpu_notebook.words.proposals import attach_fixes
 from tests.scenarios import synthetic as syn
 from tests.test_rules import ids, only, rules_for
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from gpu_notebook.fixes import Patch, apply_fix
-from gpu_notebook.rules import attach_fixes
 from gpu_notebook.rules.host_tensors import FIX
+from gpu_notebook.words.proposals import attach_fixes
 from tests.scenarios import synthetic as syn
 from tests.test_rules import ids, only, rules_for
 

@@ -16,10 +16,8 @@ from pathlib import Path
 
 RULES = Path(__file__).resolve().parent.parent / "gpu_notebook" / "rules"
 
-# Rule modules that still write text. __init__.py: attach_fixes' proposals for a loader built in
-# an earlier cell or by a framework (their code snippets, patch notes and refusals): a fix's
-# text, not a finding's, left to move with the fixes.
-STILL_WORDING = {"__init__.py"}
+# Rule modules that still write text: none (attach_fixes' proposals moved to words/proposals.py).
+STILL_WORDING: set[str] = set()
 
 
 # Calls whose text is a fix's (the catalog's records and a codemod's outcome).

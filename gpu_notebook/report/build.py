@@ -30,10 +30,11 @@ def build_report(
     a caller that shows only text, which never prints it (libcst is then never imported)."""
     from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
-    from gpu_notebook.rules import attach_fixes, cell_facts, run_rules
+    from gpu_notebook.rules import cell_facts, run_rules
     from gpu_notebook.rules.input_pipeline import data_in_memory
     from gpu_notebook.words import word_findings
     from gpu_notebook.words.input_pipeline import no_worker_gain
+    from gpu_notebook.words.proposals import attach_fixes
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
     facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)

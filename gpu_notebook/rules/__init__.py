@@ -1,19 +1,13 @@
 """Rules: from a Run and its Analysis to ranked Findings with evidence, gain bounds and fixes.
 
-Two calls, in this order::
-
-    findings = run_rules(run, analysis, verdict, namespace=shell.user_ns)
-    findings = attach_fixes(findings, run.cell_source, namespace=shell.user_ns)
-
-``run_rules`` scans the cell's source, reads the live objects it names (when given the
-namespace), runs every rule of every family and ranks the findings: severity first, then the
-gain bound (largest first; unbounded findings after bounded ones). Rules decide on the typical
-step (a stalled minority of profiled steps left out) and rank by that reading; the bound they
-show is the larger of the typical and the all-steps reading, so it stays an upper bound. ``attach_fixes`` turns each
-finding's fix into a :class:`~gpu_notebook.records.FixProposal` through
-:func:`gpu_notebook.fixes.apply_fix` (the rule module's own ``FIX`` where it has one, else the
-catalog's fix of that id); a DataLoader built in an earlier cell gets a snippet that
-rebuilds it from the live object instead.
+``run_rules(run, analysis, verdict, namespace=shell.user_ns)`` scans the cell's source, reads
+the live objects it names (when given the namespace), runs every rule of every family and ranks
+the findings: severity first, then the gain bound (largest first; unbounded findings after
+bounded ones). Rules decide on the typical step (a stalled minority of profiled steps left out)
+and rank by that reading; the bound they show is the larger of the typical and the all-steps
+reading, so it stays an upper bound. A finding names its fix by id (``RULE_FIXES``: the fixes
+rule modules own beside their check); ``gpu_notebook.words.proposals.attach_fixes`` turns it
+into the patched cell.
 """
 
 from __future__ import annotations
@@ -26,10 +20,10 @@ from typing import Any
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, measurable
 from gpu_notebook.analysis.steady import with_steady_ops, without_stalls
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.live import LiveFacts, live_facts, rebuild_loader_source
+from gpu_notebook.cell.live import live_facts
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.records import Analysis, Finding, FixProposal, Run, Said, Verdict
+from gpu_notebook.records import Analysis, Finding, Run, Said, Verdict
 from gpu_notebook.rules import (
     backend_flags,
     batch,
@@ -257,187 +251,9 @@ def _confidence_note(analysis: Analysis, verdict: Verdict) -> LowConfidence | No
     return LowConfidence(steps if steps < FEW_STEPS else None, verdict.confidence)
 
 
-# --------------------------------------------------------------------------------------------
-# Fixes
-# --------------------------------------------------------------------------------------------
-
-
-def attach_fixes(
-    findings: Sequence[Finding],
-    cell_source: str,
-    *,
-    namespace: Mapping[str, Any] | None = None,
-) -> tuple[Finding, ...]:
-    """Fill ``Finding.proposal`` for every finding with a fix id (findings keep their order).
-
-    The proposal is the patched cell, or the catalog's refusal with its reason. When the
-    DataLoader fix is refused because the loader was built in an earlier cell, and that loader
-    is in ``namespace``, the proposal rebuilds it from the live object instead.
-    """
-    from gpu_notebook.fixes import Refusal, apply_fix, to_proposal
-
-    cache: dict[tuple[str, tuple[tuple[str, Any], ...]], FixProposal] = {}
-    live: LiveFacts | None = None
-    out: list[Finding] = []
-    for finding in findings:
-        if finding.fix_id is None or finding.proposal is not None:
-            out.append(finding)
-            continue
-        key = (finding.fix_id, tuple(sorted(finding.fix_params.items())))
-        proposal = cache.get(key)
-        if proposal is None:
-            own = RULE_FIXES.get(finding.fix_id)
-            result = apply_fix(own or finding.fix_id, cell_source, **dict(finding.fix_params))
-            proposal = None
-            refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
-            if refused_loader and namespace is not None:
-                if live is None:
-                    live = cell_facts(cell_source, namespace).live
-                proposal = _live_loader_proposal(cell_source, finding, live)
-                if proposal is None:
-                    proposal = _framework_loader_proposal(cell_source, finding, live)
-            if proposal is None:
-                proposal = to_proposal(result, own)
-            cache[key] = proposal
-        out.append(dataclasses.replace(finding, proposal=proposal))
-    return tuple(out)
-
-
-def _live_loader_proposal(
-    cell_source: str, finding: Finding, live: LiveFacts
-) -> FixProposal | None:
-    """Prepend a snippet that rebuilds the live loader the cell iterates, with the new settings."""
-    from gpu_notebook.fixes import Refusal, prepended_patch, to_proposal
-
-    facts = scan_source(cell_source)
-    iterated = [name for loop in facts.loops for name in loop.iterates]
-    loader = next((ld for name in iterated if (ld := live.loader(name)) is not None), None)
-    if loader is None:
-        return None
-    params = finding.fix_params
-    workers = params.get("num_workers")
-    if loader.loader_class.startswith("accelerate."):
-        # accelerator.prepare() wraps the user's DataLoader (a DataLoaderShard): rebuilt as a
-        # plain DataLoader it would lose its sharding and device placement. The user acts on
-        # the loader they pass to prepare().
-        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, False))
-        return to_proposal(
-            Refusal(
-                "dataloader_workers",
-                f"`{loader.name}` comes from accelerate's `accelerator.prepare(...)`: set "
-                f"{settings} on the DataLoader you pass to prepare() (where you build it), then "
-                "prepare it again",
-            )
-        )
-    snippet = rebuild_loader_source(
-        loader,
-        num_workers=workers if isinstance(workers, int) else None,
-        pin_memory=bool(params.get("pin_memory", True)),
-        persistent_workers=bool(params.get("persistent_workers", True)),
-    )
-    settings = ", ".join(
-        f"{k}={v}" for k, v in params.items() if v not in (None, False) and k != "prefetch_factor"
-    )
-    note = f"rebuilt from the live `{loader.name}`: {settings}"
-    rebound = _rebinding(facts, loader.name)
-    if rebound is not None:
-        # The cell makes its own loader after ours: the rebuilt one would never be iterated.
-        return to_proposal(
-            Refusal(
-                "dataloader_workers",
-                f"`{loader.name}` is bound again in this cell (line {rebound[1]}): set {settings} "
-                "where that loader is built",
-            )
-        )
-    return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
-
-
-def _framework_loader_proposal(
-    cell_source: str, finding: Finding, live: LiveFacts
-) -> FixProposal | None:
-    """Where a framework builds the loader from a live object: set it there, in the user's terms.
-
-    Lightning ``train_dataloader`` passing ``num_workers=self.<attr>``: set that attribute on
-    the live object (the script's own setting, never overridden by a literal in the call);
-    otherwise the method is rebuilt from its source with the workers fix and put back on its
-    class. HF Trainer: its ``args.dataloader_*`` fields, which it reads when it builds the
-    loader in ``train()``.
-    """
-    from gpu_notebook.fixes import HEADER_PREFIX, Patch, apply_fix
-
-    if not live.data_hooks:
-        return None
-    hook = live.data_hooks[0]
-    params = finding.fix_params
-    workers = params.get("num_workers")
-    if not isinstance(workers, int):
-        return None
-    pin = bool(params.get("pin_memory", False))
-    persistent = bool(params.get("persistent_workers", True))
-    n = hook.name
-    if hook.kind == "hf-trainer":
-        lines = [f"{n}.args.dataloader_num_workers = {workers}"]
-        if persistent and workers > 0:
-            lines.append(f"{n}.args.dataloader_persistent_workers = True")
-        if pin:
-            lines.append(f"{n}.args.dataloader_pin_memory = True")
-        snippet = "\n".join(lines) + "\n"
-        where = f"the live Trainer `{n}`: args.dataloader_*; or pass them to TrainingArguments(...)"
-    elif hook.workers_attribute is not None:
-        snippet = f"{n}.{hook.workers_attribute} = {workers}\n"
-        where = (
-            f"`{n}.{hook.workers_attribute}`, which {hook.type_name}.train_dataloader passes as "
-            f"num_workers; or build it with {hook.workers_attribute}={workers}"
-        )
-    elif hook.method_source is not None:
-        patched = apply_fix("dataloader_workers", hook.method_source, num_workers=workers,
-                            pin_memory=pin, persistent_workers=persistent)  # fmt: skip
-        if not isinstance(patched, Patch):
-            return None
-        body = "\n".join(
-            line for line in patched.source_after.splitlines() if not line.startswith(HEADER_PREFIX)
-        )
-        snippet = f"{body}\ntype({n}).train_dataloader = train_dataloader\n"
-        where = f"{hook.type_name}.train_dataloader (defined in an earlier cell), rebuilt here"
-    else:
-        return None
-    note = f"{hook.framework}: {where}"
-    return _placed(cell_source, note, snippet, n)
-
-
-def _rebinding(facts: SourceFacts, name: str) -> tuple[str, int, int, bool] | None:
-    """The cell's last binding of ``name`` (None: the cell never binds it)."""
-    return next((b for b in reversed(facts.bindings) if b[0] == name), None)
-
-
-def _placed(cell_source: str, note: str, snippet: str, name: str) -> FixProposal:
-    """The snippet where it reaches the object the loop uses and runs in a fresh kernel: at the
-    top when the object comes from an earlier cell; right after the cell's own binding of it
-    when the cell builds it (``dm = DM(...)``: above it, the setting would go to the old object
-    and fail with NameError in a new kernel); a refusal naming the line when that binding is not
-    a top-level statement or is not the only one."""
-    from gpu_notebook.fixes import Refusal, inserted_patch, prepended_patch, to_proposal
-
-    facts = scan_source(cell_source)
-    mine = [b for b in facts.bindings if b[0] == name]
-    if not mine:
-        return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
-    _name, first, last, top = mine[-1]
-    if len(mine) > 1 or not top:
-        return to_proposal(
-            Refusal(
-                "dataloader_workers",
-                f"`{name}` is bound in this cell (line {first}) inside a block or more than "
-                f"once: add `{snippet.strip().splitlines()[0]}` right after the binding the loop uses",
-            )
-        )
-    return to_proposal(inserted_patch("dataloader_workers", cell_source, note, snippet, last))
-
-
 __all__ = [
     "FAMILIES",
     "RULES",
-    "attach_fixes",
     "cell_facts",
     "rank_key",
     "run_rules",

@@ -12,9 +12,10 @@ import pytest
 
 from gpu_notebook.records import Finding, Report
 from gpu_notebook.report.consistency import contradictions
-from gpu_notebook.rules import attach_fixes, run_rules
+from gpu_notebook.rules import run_rules
 from gpu_notebook.views.text import render_text
 from gpu_notebook.words import word_findings as words
+from gpu_notebook.words.proposals import attach_fixes
 from tests.scenarios.catalog import COMMON_SETUP, SCENARIOS, Scenario
 
 PLANTED = [s for s in SCENARIOS if s.planted is not None]

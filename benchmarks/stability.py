@@ -462,6 +462,39 @@ def rejudge(folder: Path) -> None:
               f"readings alone {'ok' if said[1][0] else 'MISS'} {said[1][1]}")  # fmt: skip
     for name, (with_wait, alone, n) in counts.items():
         print(f"{name:<20} with per-step wait {with_wait}/{n}, readings alone {alone}/{n}")
+    rejudge_jobs(folder)
+
+
+def rejudge_jobs(folder: Path) -> None:
+    """Each kept job report judged again by this code from its ranks' kept reports (each rank's
+    summary rebuilt, then the job's straggler), beside the straggler the run recorded."""
+    from gpu_notebook.records import RankInfo, Report
+    from gpu_notebook.report.job import job_report, rank_facts
+
+    counts: dict[str, list[int]] = {}
+    for path in sorted(folder.glob("*-job.json")):
+        base = path.name[: -len("-job.json")]
+        name = base.rsplit("-", 2)[0]
+        if name not in ALL:
+            continue
+        recorded = json.loads(path.read_text())
+        world = recorded["world_size"]
+        hosts = {r["rank"]: r["host"] for r in recorded["ranks"]}
+        facts = []
+        for rank in range(world):
+            rep = Report.from_json((folder / f"{base}-r{rank}.json").read_text())
+            facts.append(rank_facts(rep, RankInfo(rank, world, rank, hosts.get(rank, ""))))
+        found = job_report(facts, world, source="run").straggler
+        was = recorded.get("straggler")
+        ok = (found.rank if found else None) == ALL[name].truth.straggler
+        row = counts.setdefault(name, [0, 0])
+        row[0] += ok
+        row[1] += 1
+        then = f"rank {was['rank']} ({was['phase']})" if was else "none"
+        now = f"rank {found.rank} ({found.phase})" if found else "none"
+        print(f"  {base}: recorded {then}; now {now} {'ok' if ok else 'MISS'}")
+    for name, (ok, n) in counts.items():
+        print(f"{name:<20} job rejudged {ok}/{n}")
 
 
 def run_job(s: Scenario, tmp: Path, keep: Path | None = None, label: str = "") -> Outcome:

@@ -1154,6 +1154,16 @@ class RankFacts:
     # own work disturbed); None: too few such steps, or an older gpucheck.
     run_step_s: float | None = None
     run_wait_share: float | None = None  # share of a step its thread waited for a core (schedstat)
+    # The step clock's split of every step over the run (report/job.py ``run_split``): per phase
+    # ("data", "forward", "backward", "optimizer", "rest"), the median per step and half its
+    # 10th-90th percentile range. In lockstep the ranks' steps last alike and their splits
+    # differ only where one rank's own work makes the others wait. Empty: too few fully timed
+    # steps (a lean clock), or an older gpucheck.
+    run_split_s: Mapping[str, float] = field(default_factory=dict)
+    run_split_spread_s: Mapping[str, float] = field(default_factory=dict)
+    # Median per step of the loop thread's wait for a core over those steps (schedstat, read at
+    # every step end); None: not read on every one of them.
+    run_core_wait_s: float | None = None
 
 
 @dataclass(frozen=True)

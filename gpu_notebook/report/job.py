@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import without_stalls
@@ -71,12 +72,13 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         top = max(analysis.stacks.lines, key=lambda s: s.samples)
         hot = f"line {top.line} `{top.text.strip()}`"
     step = analysis.step_stats.median_s
-    spread: dict[str, float | None] = {}
+    spread: dict[str, Any] = {}
     if phases is not None and phases.steps:
         step = statistics.median(s.duration_us for s in phases.steps) / 1e6
         spread = _spread(report, phases.steps)
     busy = [s.system_cpu_pct for s in report.run.samples.samples if s.system_cpu_pct is not None]
     clock = _clock_steps(report)
+    split = run_split(report)
     return RankFacts(
         rank=info.rank if info is not None else 0,
         world_size=info.world_size if info is not None else 1,
@@ -103,10 +105,11 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
             else None
         ),
         **spread,
+        **split,
     )
 
 
-def _spread(report: Report, steps: Sequence[StepPhases]) -> dict[str, float | None]:
+def _spread(report: Report, steps: Sequence[StepPhases]) -> dict[str, Any]:
     """10th/90th percentiles of this rank's per-step comm wait and step time (order statistics).
 
     The step time's from the step clock, which timed every step (less the warm-up and the steps
@@ -128,6 +131,50 @@ def _spread(report: Report, steps: Sequence[StepPhases]) -> dict[str, float | No
         out["comm_p10_s"] = _short(_quantile(comm, 0.1))
         out["comm_p90_s"] = _short(_quantile(comm, 0.9))
     return out
+
+
+def run_split(report: Report) -> dict[str, Any]:
+    """The step clock's split of this rank's steps over the run (``RankFacts.run_split_s``):
+    per phase the median per step and half its 10th-90th range (order statistics), from the
+    fully timed steps less the warm-up and the steps our own work disturbed; the per-step
+    wait for a core when every such step read it. Empty below ``CLOCK_SPREAD_STEPS`` steps.
+
+    The phases are the clock's, and "rest", what the step adds beyond them (a sleep, a print,
+    a collective outside autograd); "cpu" is the loop thread's time on a core, which neither a
+    wait for a peer nor a wait for a core adds to."""
+    ours = disturbed_steps(report.run)
+    steps = [
+        s
+        for s in steady_steps(report.run.steps, report.run.window.warmup_steps)
+        if s.index not in ours and s.timed
+    ]
+    if len(steps) < CLOCK_SPREAD_STEPS:
+        return {}
+    series: dict[str, list[float]] = {
+        "data": [s.data_s for s in steps],
+        "forward": [s.forward_s for s in steps],
+        "backward": [s.backward_s for s in steps],
+        "optimizer": [s.optimizer_s for s in steps],
+        "rest": [
+            max(0.0, s.duration_s - s.data_s - s.forward_s - s.backward_s - s.optimizer_s)
+            for s in steps
+        ],
+    }
+    if all(s.cpu_s is not None for s in steps):
+        series["cpu"] = [s.cpu_s or 0.0 for s in steps]
+    median: dict[str, float] = {}
+    spread: dict[str, float] = {}
+    for name, values in series.items():
+        ordered = sorted(values)
+        median[name] = _short(_quantile(ordered, 0.5))
+        spread[name] = _short((_quantile(ordered, 0.9) - _quantile(ordered, 0.1)) / 2)
+    waits = [s.wait_s for s in steps]
+    core = (
+        _short(statistics.median(w for w in waits if w is not None))
+        if all(w is not None for w in waits)
+        else None
+    )
+    return {"run_split_s": median, "run_split_spread_s": spread, "run_core_wait_s": core}
 
 
 def _clock_steps(report: Report) -> list[float]:
@@ -251,6 +298,7 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
             and wait - (least.comm_s or 0.0) >= _no_difference_spread(measured)
             and not _window_only(measured, wait - (least.comm_s or 0.0))
             and not _starved(least, others, wait - (least.comm_s or 0.0))
+            and _run_shows(least, others)
         ):
             return _cause(least, others, "waits-least", wait)
     timed = [r for r in ranks if r.step_s]
@@ -273,6 +321,7 @@ def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
                 [r for r in timed if r.rank != slowest.rank],
                 step_of(slowest) - center,
             )
+            and _run_shows(slowest, [r for r in timed if r.rank != slowest.rank])
         ):
             return _cause(
                 slowest, [r for r in timed if r.rank != slowest.rank], "slowest-step", None
@@ -303,6 +352,39 @@ def _starved(slow: RankFacts, others: Sequence[RankFacts], gap_s: float) -> bool
         return False
     extra_s = slow.run_wait_share * slow.step_s - statistics.median(theirs)
     return extra_s >= 0.5 * gap_s
+
+
+def _run_shows(slow: RankFacts, others: Sequence[RankFacts]) -> bool:
+    """The run's every step shows the late rank's own work: a phase of its step clock split (or
+    its thread's time on a core) above the other ranks' by more than that phase's spread when
+    nothing differs between the ranks, and by a tenth of the step, less the extra time its
+    thread waited for a core. A straggler's delay is paid every step, so its own phase holds it
+    every step while the others wait for it in the collective's; two equal ranks on a busy host
+    trade who waits from step to step, and their splits over the run agree, whatever the few
+    profiled steps caught (seen: no straggler planted, rank 1's profiled backward 3.5 ms against
+    rank 0's 0.3 ms, while over the run both ranks' backward took 5 ms a step).
+    Summaries without a split (a lean clock, an older gpucheck): the window's rules alone."""
+    ranks = [slow, *others]
+    if not others or any(not r.run_split_s for r in ranks):
+        return True
+    steps = [r.run_step_s or r.step_s or 0.0 for r in ranks]
+    level = STRAGGLER_THRESHOLD * statistics.median(steps)
+    their_waits = [r.run_core_wait_s for r in others if r.run_core_wait_s is not None]
+    extra_wait = (
+        max(0.0, slow.run_core_wait_s - statistics.median(their_waits))
+        if slow.run_core_wait_s is not None and their_waits
+        else 0.0
+    )
+    for name, mine in slow.run_split_s.items():
+        theirs = [r.run_split_s[name] for r in others if name in r.run_split_s]
+        spreads = [r.run_split_spread_s.get(name, 0.0) for r in ranks]
+        if not theirs:
+            continue
+        # Time on a core is the rank's own already; a phase's wall time holds its core waits.
+        excess = mine - statistics.median(theirs) - (0.0 if name == "cpu" else extra_wait)
+        if excess >= max(level, statistics.median(spreads)):
+            return True
+    return False
 
 
 def _no_difference_spread(ranks: Sequence[RankFacts]) -> float:

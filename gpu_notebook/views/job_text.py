@@ -83,8 +83,9 @@ def render_job(job: JobReport) -> str:
             lines.append(f"    its top line: {job.straggler.hot_line}")
     elif arrived > 1:
         lines.append(
-            f"  no straggler (waits within {fmt_share(STRAGGLER_THRESHOLD)} of the step of each other, "
-            f"every rank's step within {fmt_share(STRAGGLER_THRESHOLD)} of the median)"
+            f"  no straggler (no rank waits less or steps slower than the others by "
+            f"{fmt_share(STRAGGLER_THRESHOLD)} of the step and beyond the ranks' own step-to-step "
+            "spread, with its own work above theirs over the run's steps)"
         )
     if job.missing:
         lines.append(
@@ -271,5 +272,5 @@ def saturated_host_note(h: SaturatedHost) -> str:
         f"ranks {names} share host {h.host or '(unnamed)'}, whose CPUs were "
         f"{h.busy_share:.0%} busy over the run: differences between these ranks "
         "may be the machine's, not the code's (a straggler is named only beyond the ranks' "
-        "own step-to-step spread)"
+        "own step-to-step spread, less its extra wait for a core)"
     )

@@ -54,7 +54,7 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
     phases = analysis.phases
     n = max(1, len(phases.steps)) if phases is not None else 1
     phase_s = (
-        {p: phases.phase_total_us.get(p, 0.0) / n / 1e6 for p in phases.measured}
+        {p: _short(phases.phase_total_us.get(p, 0.0) / n / 1e6) for p in phases.measured}
         if phases is not None and phases.total_us > 0
         else {}
     )
@@ -166,8 +166,10 @@ def run_split(report: Report) -> dict[str, Any]:
     spread: dict[str, float] = {}
     for name, values in series.items():
         ordered = sorted(values)
-        median[name] = _short(_quantile(ordered, 0.5))
-        spread[name] = _short((_quantile(ordered, 0.9) - _quantile(ordered, 0.1)) / 2)
+        mid = _short(round(_quantile(ordered, 0.5), 6))
+        half = _short(round((_quantile(ordered, 0.9) - _quantile(ordered, 0.1)) / 2, 6))
+        if mid or half:  # a phase the loop never enters (no loader...) is left out: 0
+            median[name], spread[name] = mid, half
     waits = [s.wait_s for s in steps]
     core = (
         _short(statistics.median(w for w in waits if w is not None))
@@ -376,10 +378,10 @@ def _run_shows(slow: RankFacts, others: Sequence[RankFacts]) -> bool:
         else 0.0
     )
     for name, mine in slow.run_split_s.items():
-        theirs = [r.run_split_s[name] for r in others if name in r.run_split_s]
+        if name == "cpu" and any("cpu" not in r.run_split_s for r in others):
+            continue  # a rank that did not read its time on a core: nothing to compare
+        theirs = [r.run_split_s.get(name, 0.0) for r in others]
         spreads = [r.run_split_spread_s.get(name, 0.0) for r in ranks]
-        if not theirs:
-            continue
         # Time on a core is the rank's own already; a phase's wall time holds its core waits.
         excess = mine - statistics.median(theirs) - (0.0 if name == "cpu" else extra_wait)
         if excess >= max(level, statistics.median(spreads)):

@@ -484,52 +484,6 @@ def _dynamo_counters() -> tuple[int | None, int | None, int | None]:
     )
 
 
-def rebuild_loader_source(
-    loader: LiveLoader,
-    *,
-    num_workers: int | None,
-    pin_memory: bool = True,
-    persistent_workers: bool = True,
-    prefetch_factor: int | None = None,
-) -> str:
-    """One statement that rebinds ``loader.name`` to a DataLoader over the same data, new settings.
-
-    What cannot be written as a literal is taken from the live object itself
-    (``loader.dataset``, ``loader.sampler``, ``loader.collate_fn``...), so the snippet works in
-    the next cell as long as the old loader is still bound to the same name. ``num_workers``
-    None keeps the current count.
-    """
-    n = loader.name
-    workers = loader.num_workers if num_workers is None else num_workers
-    args: list[str] = [f"{n}.dataset"]
-    if loader.custom_batch_sampler:
-        args.append(f"batch_sampler={n}.batch_sampler")
-    else:
-        args.append(f"batch_size={loader.batch_size}")
-        if loader.shuffle is True:
-            args.append("shuffle=True")
-        elif loader.shuffle is None and not loader.iterable_dataset:
-            args.append(f"sampler={n}.sampler")
-        if loader.drop_last:
-            args.append("drop_last=True")
-    if loader.custom_collate:
-        args.append(f"collate_fn={n}.collate_fn")
-    if loader.worker_init_fn:
-        args.append(f"worker_init_fn={n}.worker_init_fn")
-    if loader.generator:
-        args.append(f"generator={n}.generator")
-    args.append(f"num_workers={workers}")
-    if pin_memory:
-        args.append("pin_memory=True")
-    # torch rejects persistent_workers and prefetch_factor without worker processes.
-    if workers > 0 and persistent_workers:
-        args.append("persistent_workers=True")
-    if workers > 0 and prefetch_factor is not None:
-        args.append(f"prefetch_factor={prefetch_factor}")
-    call = ",\n    ".join(args)
-    return f"import torch.utils.data\n{n} = torch.utils.data.DataLoader(\n    {call},\n)\n"
-
-
 __all__ = [
     "LiveDataHook",
     "LiveFacts",
@@ -537,5 +491,4 @@ __all__ = [
     "LiveModel",
     "LiveOptimizer",
     "live_facts",
-    "rebuild_loader_source",
 ]

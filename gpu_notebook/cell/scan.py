@@ -18,16 +18,21 @@ This module parses the cell and assembles the facts; the record is in ``facts``,
 parsed cell's structure (loops, step loops, models, positions) in ``tree``, and the
 families of facts in ``loops`` (loop facts, validation), ``syncs`` (syncs and
 logging) and ``setup`` (loaders, optimizers, copies, flags); ``names`` reads names.
+``cell_facts`` is the one reading every report makes: these facts plus the live objects behind
+the names the cell reads.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.ipython import NotPythonCell, protect
+from gpu_notebook.cell.live import live_facts
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
 from gpu_notebook.cell.names import dotted, last, method_of, position, receiver_of
 from gpu_notebook.cell.parse import parse_ast
@@ -50,6 +55,25 @@ from gpu_notebook.cell.words import CUDNN_BENCHMARK
 # Same placeholder text as gpu_notebook.cell.ipython writes (one line per IPython
 # construct); tests/test_rules.py checks the line mapping on a multi-line magic.
 _PLACEHOLDER = re.compile(r"^[ \t]*__gpucheck_ipy_(\d+)__\(\)[ \t]*$")
+
+
+# Run.cell_source is the body below the %%gpucheck line, which is line 1 of the notebook cell.
+CELL_LINE_OFFSET = 1
+
+
+def cell_facts(
+    source: str, namespace: Mapping[str, Any] | None = None, *, line_offset: int = CELL_LINE_OFFSET
+) -> SourceFacts:
+    """Static facts of ``source`` plus the live objects behind the names it reads."""
+    facts = scan_source(source, line_offset=line_offset)
+    if namespace is None or not facts.parsed:
+        return facts
+    live = live_facts(namespace, facts.names_read)
+    models = {m.name for m in live.models}
+    if models - facts.model_names:
+        # Rescan knowing which names hold modules: inference loops and copies depend on it.
+        facts = scan_source(source, line_offset=line_offset, model_names=models)
+    return dataclasses.replace(facts, live=live)
 
 
 def scan_source(
@@ -194,4 +218,4 @@ def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
     return out
 
 
-__all__ = ["SourceFacts", "scan_source"]
+__all__ = ["CELL_LINE_OFFSET", "SourceFacts", "cell_facts", "scan_source"]

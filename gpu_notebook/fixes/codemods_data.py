@@ -17,8 +17,8 @@ from gpu_notebook.fixes.cst_tools import (
     Declined,
     Edited,
     Replacement,
-    add_comment,
     bool_literal,
+    commented,
     expression,
     facts_of,
     has_star_kwargs,
@@ -285,7 +285,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
     statements = {tree.statement_of(call) for call in loaders}
     for stmt in statements:
         if stmt is not None:
-            edits[stmt] = _commenter(note)
+            edits[stmt] = commented(note)
     detail = f"batch size x{factor}" + (f", lr x{factor}" if lr_scaled else "")
     return Edited(replace_nodes(module, edits), detail)
 
@@ -333,13 +333,6 @@ def _times_literal(value: cst.BaseExpression, factor: int) -> cst.BaseExpression
     # Keep the user's literal visible: "1e-3 * 2" says what changed better than "0.002".
     code = cst.Module([]).code_for_node(value)
     return expression(f"{code} * {factor}")
-
-
-def _commenter(note: str) -> Replacement:
-    def apply(stmt: cst.BaseStatement) -> cst.CSTNode:
-        return add_comment(stmt, note)
-
-    return apply
 
 
 def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:

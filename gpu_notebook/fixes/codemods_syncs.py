@@ -26,8 +26,8 @@ from gpu_notebook.fixes.cst_tools import (
     Edited,
     Replacement,
     Tree,
-    add_comment,
     assigned_names,
+    commented,
     expression,
     facts_of,
     loops,
@@ -212,7 +212,7 @@ def _throttle(
     for aug in kept:
         stmt = tree.statement_of(aug)
         if stmt is not None and "# gpucheck:" not in tree.code(stmt):
-            edits[stmt] = _remark(
+            edits[stmt] = commented(
                 "# gpucheck: this still syncs every step (the total is used as a number)"
             )
     detail = ", ".join(
@@ -383,13 +383,6 @@ def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
         return expr
     return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-
-
-def _remark(text: str) -> Replacement:
-    def apply(stmt: cst.BaseStatement) -> cst.BaseStatement:
-        return add_comment(stmt, text)
-
-    return apply
 
 
 def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:

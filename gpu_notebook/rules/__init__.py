@@ -20,8 +20,7 @@ from typing import Any
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, measurable
 from gpu_notebook.analysis.steady import with_steady_ops, without_stalls
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.live import live_facts
-from gpu_notebook.cell.scan import scan_source
+from gpu_notebook.cell.scan import CELL_LINE_OFFSET, cell_facts
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, Run, Said, Verdict
 from gpu_notebook.rules import (
@@ -64,24 +63,6 @@ RULE_FIXES: dict[str, Fix] = {
 
 # Profiled steps this much slower than unprofiled ones are worth a word in the evidence.
 NOTABLE_PROFILING_FACTOR = 1.2
-
-# Run.cell_source is the body below the %%gpucheck line, which is line 1 of the notebook cell.
-CELL_LINE_OFFSET = 1
-
-
-def cell_facts(
-    source: str, namespace: Mapping[str, Any] | None = None, *, line_offset: int = CELL_LINE_OFFSET
-) -> SourceFacts:
-    """Static facts of ``source`` plus the live objects behind the names it reads."""
-    facts = scan_source(source, line_offset=line_offset)
-    if namespace is None or not facts.parsed:
-        return facts
-    live = live_facts(namespace, facts.names_read)
-    models = {m.name for m in live.models}
-    if models - facts.model_names:
-        # Rescan knowing which names hold modules: inference loops and copies depend on it.
-        facts = scan_source(source, line_offset=line_offset, model_names=models)
-    return dataclasses.replace(facts, live=live)
 
 
 def run_rules(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.live import LiveFacts, rebuild_loader_source
+from gpu_notebook.cell.live import LiveFacts, LiveLoader
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.records import Finding, FixProposal
 from gpu_notebook.rules import RULE_FIXES, cell_facts
@@ -162,6 +162,52 @@ def _framework_loader_proposal(
     return _placed(cell_source, note, snippet, n)
 
 
+def rebuild_loader_source(
+    loader: LiveLoader,
+    *,
+    num_workers: int | None,
+    pin_memory: bool = True,
+    persistent_workers: bool = True,
+    prefetch_factor: int | None = None,
+) -> str:
+    """One statement that rebinds ``loader.name`` to a DataLoader over the same data, new settings.
+
+    What cannot be written as a literal is taken from the live object itself
+    (``loader.dataset``, ``loader.sampler``, ``loader.collate_fn``...), so the snippet works in
+    the next cell as long as the old loader is still bound to the same name. ``num_workers``
+    None keeps the current count.
+    """
+    n = loader.name
+    workers = loader.num_workers if num_workers is None else num_workers
+    args: list[str] = [f"{n}.dataset"]
+    if loader.custom_batch_sampler:
+        args.append(f"batch_sampler={n}.batch_sampler")
+    else:
+        args.append(f"batch_size={loader.batch_size}")
+        if loader.shuffle is True:
+            args.append("shuffle=True")
+        elif loader.shuffle is None and not loader.iterable_dataset:
+            args.append(f"sampler={n}.sampler")
+        if loader.drop_last:
+            args.append("drop_last=True")
+    if loader.custom_collate:
+        args.append(f"collate_fn={n}.collate_fn")
+    if loader.worker_init_fn:
+        args.append(f"worker_init_fn={n}.worker_init_fn")
+    if loader.generator:
+        args.append(f"generator={n}.generator")
+    args.append(f"num_workers={workers}")
+    if pin_memory:
+        args.append("pin_memory=True")
+    # torch rejects persistent_workers and prefetch_factor without worker processes.
+    if workers > 0 and persistent_workers:
+        args.append("persistent_workers=True")
+    if workers > 0 and prefetch_factor is not None:
+        args.append(f"prefetch_factor={prefetch_factor}")
+    call = ",\n    ".join(args)
+    return f"import torch.utils.data\n{n} = torch.utils.data.DataLoader(\n    {call},\n)\n"
+
+
 def _rebinding(facts: SourceFacts, name: str) -> tuple[str, int, int, bool] | None:
     """The cell's last binding of ``name`` (None: the cell never binds it)."""
     return next((b for b in reversed(facts.bindings) if b[0] == name), None)
@@ -191,4 +237,4 @@ def _placed(cell_source: str, note: str, snippet: str, name: str) -> FixProposal
     return to_proposal(inserted_patch("dataloader_workers", cell_source, note, snippet, last))
 
 
-__all__ = ["attach_fixes"]
+__all__ = ["attach_fixes", "rebuild_loader_source"]

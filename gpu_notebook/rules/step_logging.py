@@ -100,14 +100,6 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
                  fix_params={"every": EVERY}, low=low)  # fmt: skip
 
 
-def _median(values: list[int]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return float(ordered[mid]) if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Validation runs inside each training step."""
     lines = loop_lines(facts, facts.validation)

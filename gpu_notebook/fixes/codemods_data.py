@@ -7,6 +7,8 @@ responsibility: a bad one raises ValueError (a bug upstream, not a property of t
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 from gpu_notebook.cell.names import dotted, walk
@@ -17,8 +19,8 @@ from gpu_notebook.fixes.cst_tools import (
     Declined,
     Edited,
     Replacement,
+    add_comment,
     bool_literal,
-    commented,
     expression,
     facts_of,
     has_star_kwargs,
@@ -285,7 +287,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
     statements = {tree.statement_of(call) for call in loaders}
     for stmt in statements:
         if stmt is not None:
-            edits[stmt] = commented(note)
+            edits[stmt] = functools.partial(add_comment, text=note)
     detail = f"batch size x{factor}" + (f", lr x{factor}" if lr_scaled else "")
     return Edited(replace_nodes(module, edits), detail)
 

@@ -26,8 +26,8 @@ from gpu_notebook.fixes.cst_tools import (
     Edited,
     Replacement,
     Tree,
+    add_comment,
     assigned_names,
-    commented,
     expression,
     facts_of,
     loops,
@@ -212,8 +212,9 @@ def _throttle(
     for aug in kept:
         stmt = tree.statement_of(aug)
         if stmt is not None and "# gpucheck:" not in tree.code(stmt):
-            edits[stmt] = commented(
-                "# gpucheck: this still syncs every step (the total is used as a number)"
+            edits[stmt] = functools.partial(
+                add_comment,
+                text="# gpucheck: this still syncs every step (the total is used as a number)",
             )
     detail = ", ".join(
         text

@@ -454,11 +454,6 @@ def add_comment(stmt: StatementT, text: str) -> StatementT:
     return with_leading_lines(stmt, [*leading_lines(stmt), line])
 
 
-def commented(text: str) -> Replacement:
-    """The edit that puts ``text`` as the last comment line above a statement."""
-    return lambda stmt: add_comment(stmt, text)
-
-
 def wrap(wrapper: CompoundT, statements: Sequence[cst.BaseStatement]) -> CompoundT:
     """``wrapper`` (a with/if) holding ``statements`` as its body; comments above the first
     statement move above the wrapper, where they still describe what follows."""

@@ -183,6 +183,34 @@ class StepMemory:
 
 
 @dataclass(frozen=True)
+class ChildProcessSteps:
+    """One process the cell started (or one of those started) that ran optimizer steps, counted
+    and timed there by hooks: phases from its first optimizer step's end to its last's."""
+
+    pid: int
+    parent_pid: int  # the cell's process, or the child that started this one (a grandchild)
+    started: Literal["forked", "spawned"]
+    steps: int
+    span_s: float  # from its first step's end to its last's (steps - 1 steps)
+    data_s: float  # in the DataLoader iterator's __next__ over that span
+    backward_s: float  # in torch.autograd.backward
+    optimizer_s: float  # in optimizer step()s (a closure's forward/backward left out)
+
+    @property
+    def rest_s(self) -> float:
+        """Forward and the rest (no hook of ours sits on modules)."""
+        return max(0.0, self.span_s - self.data_s - self.backward_s - self.optimizer_s)
+
+    def phases_s(self) -> dict[str, float]:
+        return {
+            "data": self.data_s,
+            "forward and the rest": self.rest_s,
+            "backward": self.backward_s,
+            "optimizer": self.optimizer_s,
+        }
+
+
+@dataclass(frozen=True)
 class StepClockRecord:
     """What the step clock saw over the whole cell (bounded: ``steps`` may be decimated)."""
 
@@ -198,6 +226,8 @@ class StepClockRecord:
     # The DataLoader the loop read most batches from, as its iterator ran (None: no loader).
     loader_num_workers: int | None = None
     loader_pin_memory: bool | None = None
+    # Processes below the cell's that stepped (forked, spawned, and their own children).
+    children: tuple[ChildProcessSteps, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,3 +25,66 @@ def train_then_exit_with_next_fd(rank: int) -> None:
 
     train(rank, 2)
     sys.exit(os.open(os.devnull, os.O_RDONLY))
+
+
+class _SlowItems(torch.utils.data.Dataset):
+    """Each item waits ``wait_s``: the DataLoader's ``__next__`` takes at least that a batch."""
+
+    def __init__(self, n: int, wait_s: float) -> None:
+        self.n, self.wait_s = n, wait_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        import time
+
+        time.sleep(self.wait_s)
+        return torch.ones(4)
+
+
+class _SlowBackward(torch.autograd.Function):
+    """Identity whose backward waits ``wait_s``: ``autograd.backward`` takes at least that."""
+
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor, wait_s: float) -> torch.Tensor:
+        ctx.wait_s = wait_s  # type: ignore[attr-defined]
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        import time
+
+        time.sleep(ctx.wait_s)  # type: ignore[attr-defined]
+        return grad, None
+
+
+def train_in_phases(rank: int, steps: int, data_wait_s: float, backward_wait_s: float) -> None:
+    """A loop whose data wait and backward have known lower bounds (batches of one item)."""
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(_SlowItems(steps, data_wait_s), batch_size=1)
+    for x in loader:
+        opt.zero_grad()
+        _SlowBackward.apply(model(x), backward_wait_s).sum().backward()
+        opt.step()
+
+
+def spawn_a_trainer(rank: int, steps: int) -> None:
+    """A child that spawns a child of its own that trains (a grandchild of the cell), then
+    forks one that trains too, and trains itself."""
+    import multiprocessing
+    import os
+
+    p = multiprocessing.get_context("spawn").Process(target=train, args=(0, steps))
+    p.start()
+    p.join()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            train(0, steps + 1)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    train(0, steps + 2)
+    sys.exit(0 if p.exitcode == 0 else 1)

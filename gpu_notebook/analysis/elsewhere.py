@@ -12,7 +12,12 @@ from __future__ import annotations
 import ast
 
 from gpu_notebook.cell.parse import parse_ast
-from gpu_notebook.records import Run
+from gpu_notebook.formatting import fmt_share
+from gpu_notebook.records import Run, Verdict
+
+# A data wait at least this share of the children's step time: input-bound (verdict.py's
+# INPUT_CRITICAL, which this module cannot import without a cycle).
+_INPUT_SHARE = 0.20
 
 # Calls that start processes running the user's function.
 _LAUNCHERS = frozenset({"spawn", "start_processes", "Process", "Pool", "ProcessPoolExecutor"})
@@ -73,12 +78,68 @@ def children_note(source: str, *, here: int, in_children: int) -> str | None:
         "measures every rank (`torchrun --nproc-per-node N -m gpu_notebook run train.py`)"
     )
     if in_children:
+        whose = (
+            "the verdict is read from the children's phases"
+            if not here
+            else "the phases and the verdict are this process's"
+        )
         return (
             f"{started}{in_children} optimizer step(s) ran in child processes (counted and timed "
-            f"per child, see the notes; not profiled), {here} here; the phases and the verdict "
-            f"are this process's; {profile}"
+            f"per child, see the notes; not profiled), {here} here; {whose}; {profile}"
         )
     return (
         f"{started}no optimizer step was counted in its child processes; this report covers "
         f"this process only ({here} optimizer step(s) here); {profile}"
+    )
+
+
+def children_verdict(run: Run) -> Verdict | None:
+    """The verdict from the children's own phases when this process ran no optimizer step
+    (its loop, an evaluation or a wait for the children, is not the training): None when no
+    child timed a span of steps.
+
+    Hooks split each child's steps into the DataLoader wait, backward, the optimizer step and
+    the rest (forward and anything else); no trace says what the device did, so only a data
+    wait decides a category (input-bound); any other phase is named, the category unknown.
+    """
+    rows = [c for c in run.steps.children if c.steps > 1 and c.span_s > 0]
+    if run.steps.event_counts.get("optimizer", 0) or not rows:
+        return None
+    span = sum(c.span_s for c in rows)
+    totals: dict[str, float] = {}
+    for c in rows:
+        for name, t in c.phases_s().items():
+            totals[name] = totals.get(name, 0.0) + t
+    bound, bound_s = max(totals.items(), key=lambda kv: kv[1])
+    shares = ", ".join(
+        f"{name} {fmt_share(t / span)}" for name, t in sorted(totals.items(), key=lambda kv: -kv[1])
+    )
+    steps = sum(c.steps for c in rows)
+    where = f"{len(rows)} child process(es)"
+    evidence = (
+        f"the training ran in {where} ({steps} optimizer steps), none here: their steps' time "
+        f"went to {shares} (hooks in each child; not profiled)",
+    )
+    if totals["data"] / span >= _INPUT_SHARE:
+        return Verdict(
+            category="input-bound",
+            headline=(
+                f"The training ran in {where}: its steps wait for data "
+                f"({fmt_share(totals['data'] / span)} of their time in the DataLoader)."
+            ),
+            more_gpus="No: more GPUs would wait for the same loader; feed the children faster "
+            "first (DataLoader workers in each child, pinned memory).",
+            evidence=evidence,
+            confidence="low",
+        )
+    return Verdict(
+        category="unknown",
+        headline=(
+            f"The training ran in {where}: its steps go mostly to {bound} "
+            f"({fmt_share(bound_s / span)}); not profiled, so GPU and host work are not told apart."
+        ),
+        more_gpus="Unknown: profile a child's steps (as a torchrun rank under `gpucheck run`) to "
+        "tell GPU from host work.",
+        evidence=evidence,
+        confidence="low",
     )

@@ -117,6 +117,16 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
     (``Verdict.data_as_host``) whichever side of the input line its share falls, so the answer
     does not flip between runs of the same cell.
     """
+    from gpu_notebook.analysis.elsewhere import children_train_note, children_verdict
+
+    from_children = children_verdict(run)
+    if from_children is not None:
+        # No optimizer step here: this process's loop (an evaluation, a wait for the children)
+        # is not the training, and its verdict would not be the training's.
+        note = children_train_note(run)
+        return dataclasses.replace(
+            from_children, evidence=(*from_children.evidence, *((note,) if note else ()))
+        )
     verdict = _within_uncertainty(analysis, _decide(run, analysis, data_in_memory))
     verdict = _training_elsewhere(run, verdict)
     shape = analysis.shape

@@ -1,115 +1,256 @@
 """Optimizer steps in child processes: counted and timed there, read by the parent.
 
-A table in shared memory, one slot per child that steps: ``(pid, steps, first_ns, last_ns)``
-(``perf_counter_ns`` is CLOCK_MONOTONIC, one clock for every process of the machine). A child
-claims its slot at its first optimizer step and rewrites it at each one; the parent reads the
-table when its clock uninstalls.
+A table in shared memory (a memfd), one slot per process that steps (:data:`SLOT`): its pid,
+its parent's, how it started, its optimizer steps, the clock at its first step's end and at its
+last's, and its time in the phases the parent's step clock times on every step (the
+DataLoader's ``__next__``, ``torch.autograd.backward``, the optimizer step) between those two
+(``perf_counter_ns`` is CLOCK_MONOTONIC, one clock for every process of the machine). What is
+left of the span is forward and the rest. A child claims its slot at its first optimizer step,
+under a lock of the table (``lockf``: two children whose pids are equal modulo :data:`SLOTS`
+never share one), and rewrites it at each step, one ``pwrite``; the parent reads the table when
+its clock uninstalls. Fixed-size numbers only: nothing of the user's is pickled.
 
-- *Forked* children inherit the step clock's hooks and an anonymous mapping made just before the
-  first fork (see ``stepclock._children_before_fork``).
+- *Forked* children inherit the descriptor (made just before the first fork, see
+  ``stepclock._children_before_fork``) and start a :class:`ChildSteps` after the fork.
 - *Spawned* children (``mp.spawn``, a spawn or forkserver ``Process``/``Pool``) start a fresh
-  interpreter: :class:`SpawnChannel` adds one entry to the preparation data multiprocessing
-  sends them; unpickled in the child (before the user's function), it takes the table, a
-  memfd passed the way multiprocessing passes descriptors, moves its descriptor to a high
-  number (close-on-exec) and puts one optimizer post hook into torch's global dict once the
-  child imports torch; each step is one ``pwrite``. Whatever fails there is swallowed: the child
-  runs as without us, uncounted. No file, no thread, nothing printed; the descriptor the parent
-  keeps for later spawns is close-on-exec, numbered high, and closed at ``uninstall``.
+  interpreter: :class:`ChildTable` adds one entry to the preparation data multiprocessing sends
+  them; unpickled in the child (before the user's function), it takes the descriptor, passed
+  the way multiprocessing passes descriptors, moves it to a high number (close-on-exec), adds
+  the same entry to what the child itself spawns (grandchildren count too), and starts a
+  :class:`ChildSteps` once the child has imported torch, told by an audit hook (nothing in
+  ``sys.meta_path``; a child that never imports torch keeps the one hook, inert). Whatever
+  fails there is swallowed: the child runs as without us, uncounted. No file, no thread,
+  nothing printed; the descriptor the parent keeps is close-on-exec, numbered high, and closed
+  at ``uninstall``.
+
+Not profiled: a child's torch.profiler would need a trace file per child, a window per child
+and a merge, for the one question the phases already answer (where a child's step goes).
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-SLOT = struct.Struct("qqqq")
+from gpu_notebook.capture import unseen
+
+# pid, parent pid, how it started, steps, first_ns, last_ns, data_ns, backward_ns, optimizer_ns
+SLOT = struct.Struct("9q")
 SLOTS = 1024
 TABLE_BYTES = SLOTS * SLOT.size
-
-# (pid, slot, steps, first_ns): what a child remembers of its own slot.
-Held = tuple[int, int, int, int]
-# (pid, steps, span_ns) of a child that stepped.
-Row = tuple[int, int, int]
+FORKED, SPAWNED = 0, 1
+_STARTED = {FORKED: "forked", SPAWNED: "spawned"}
 
 
-# A table: the forked children's anonymous mapping, or the descriptor of the spawned children's
-# memfd, read and written with pread/pwrite (a mapping of it would hold a second descriptor,
-# numbered low, for as long as it lives).
-Table = mmap.mmap | int
+class ChildRow(NamedTuple):
+    """One process that stepped, as the parent reads it (times in ns, from its first optimizer
+    step's end to its last's)."""
+
+    pid: int
+    parent_pid: int
+    started: str  # "forked" | "spawned"
+    steps: int
+    span_ns: int
+    data_ns: int
+    backward_ns: int
+    optimizer_ns: int
 
 
-def _pid_at(table: Table, slot: int) -> int:
-    if isinstance(table, int):
-        return int(struct.unpack("q", os.pread(table, 8, slot * SLOT.size))[0])
-    return int(struct.unpack_from("q", table, slot * SLOT.size)[0])
+def claim_slot(table: int, pid: int, slots: int = SLOTS) -> int | None:
+    """A free slot for ``pid``, probing from ``pid % slots``, under the table's lock (a POSIX
+    record lock: per process, so every child, forked or spawned, excludes every other). None:
+    the table is full."""
+    import fcntl
+
+    fcntl.lockf(table, fcntl.LOCK_EX)
+    try:
+        for k in range(slots):
+            slot = (pid + k) % slots
+            if struct.unpack("q", os.pread(table, 8, slot * SLOT.size))[0] == 0:
+                os.pwrite(table, struct.pack("q", pid), slot * SLOT.size)
+                return slot
+        return None
+    finally:
+        fcntl.lockf(table, fcntl.LOCK_UN)
 
 
-def _put(table: Table, slot: int, *values: int) -> None:
-    if isinstance(table, int):
-        os.pwrite(table, SLOT.pack(*values), slot * SLOT.size)
-    else:
-        SLOT.pack_into(table, slot * SLOT.size, *values)
-
-
-def claim_slot(table: Table, pid: int) -> int | None:
-    """A free slot for ``pid``, probing from ``pid % slots`` (children claim at their first
-    step; two children claiming the same slot at the same instant would need pids equal modulo
-    1024 and is not guarded against). None: the table is full."""
-    for k in range(SLOTS):
-        slot = (pid + k) % SLOTS
-        if _pid_at(table, slot) == 0:
-            _put(table, slot, pid, 0, 0, 0)
-            return slot
-    return None
-
-
-def count_step(table: Table, held: Held | None, now_ns: int) -> Held | None:
-    """One optimizer step of this process into ``table``; returns what to hold for the next."""
-    pid = os.getpid()
-    if held is None or held[0] != pid:  # first step here (a grandchild gets a slot of its own)
-        slot = claim_slot(table, pid)
-        if slot is None:
-            return held
-        held = (pid, slot, 0, now_ns)
-    pid, slot, steps, first_ns = held
-    _put(table, slot, pid, steps + 1, first_ns, now_ns)
-    return (pid, slot, steps + 1, first_ns)
-
-
-def read_table(table: Table) -> list[Row]:
-    data = os.pread(table, TABLE_BYTES, 0) if isinstance(table, int) else table[:TABLE_BYTES]
+def read_table(table: int) -> list[ChildRow]:
+    data = os.pread(table, TABLE_BYTES, 0)
     rows = []
     for slot in range(SLOTS):
-        pid, steps, first_ns, last_ns = SLOT.unpack_from(data, slot * SLOT.size)
+        pid, ppid, how, steps, first, last, data_ns, bwd, opt = SLOT.unpack_from(
+            data, slot * SLOT.size
+        )
         if pid and steps:
-            rows.append((pid, steps, last_ns - first_ns))
+            rows.append(
+                ChildRow(
+                    pid, ppid, _STARTED.get(how, "forked"), steps, last - first, data_ns, bwd, opt
+                )
+            )
     return sorted(rows)
 
 
-def tracing_probe(torch: Any) -> Callable[[], bool]:
-    """A function that says whether torch is tracing rather than running: then hooks step aside.
-
-    Dynamo constant-folds ``torch.compiler.is_compiling()`` (the hook traces to nothing, no
-    graph break); fx hands Proxies to module hooks during ``symbolic_trace``; the JIT tracer
-    would record whatever the hook touches.
-    """
-    is_compiling = torch.compiler.is_compiling
-    tracing_state = torch._C._get_tracing_state
+def new_table() -> int | None:
+    """A zeroed table (a memfd), its descriptor numbered high and close-on-exec; None: no memfd."""
+    if not hasattr(os, "memfd_create"):
+        return None
     try:
-        from torch.fx._symbolic_trace import is_fx_symbolic_tracing as is_fx_tracing
-    except ImportError:  # pragma: no cover - older torch
+        fd = os.memfd_create("gpu_notebook_steps", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, TABLE_BYTES)  # zeros: every slot free
+            return _high(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
 
-        def is_fx_tracing() -> bool:
-            return False
 
-    def tracing() -> bool:
-        return bool(is_compiling() or is_fx_tracing() or tracing_state() is not None)
+# ---------------------------------------------------------------- in a child: its steps
 
-    return tracing
+
+class ChildSteps:
+    """A child's optimizer steps and their phases, into its slot of the table.
+
+    Two optimizer hooks in torch's global dicts (under keys of ours: the user's hook ids stay
+    theirs) and two pass-through wrappers (the DataLoader iterator's ``__next__``,
+    ``torch.autograd.backward``), put in the child for its lifetime. Phases are timed on the
+    thread of the first optimizer step only, from that step's end. A process forked from this
+    one (a grandchild) inherits it and starts over in a slot of its own.
+    """
+
+    def __init__(self, table: int, started: int) -> None:
+        self._table = table
+        self._owner = os.getpid()
+        self._started = started
+        self._pid = 0  # whose slot is held (0: none yet)
+        self._slot = -1
+        self._steps = 0
+        self._first_ns = 0
+        self._tid = 0  # the thread whose phases are timed (0: none before the first step)
+        self._data_ns = self._bwd_ns = self._opt_ns = 0
+        self._opt_start_ns = 0
+        self._opt_inner_ns = 0
+        self._tracing: Callable[[], bool] | None = None
+        self._done: set[str] = set()
+
+    def hook(self, torch_modules: dict[str, Any]) -> bool:
+        """Hook what of torch has loaded (``sys.modules``); True once all three are hooked."""
+        import time
+
+        clock = time.perf_counter_ns
+        optim_mod = torch_modules.get("torch.optim.optimizer")
+        if "optimizer" not in self._done and _loaded(optim_mod):
+            pre = getattr(optim_mod, "_global_optimizer_pre_hooks", None)
+            post = getattr(optim_mod, "_global_optimizer_post_hooks", None)
+            if isinstance(pre, dict) and isinstance(post, dict):
+                pre[("gpu_notebook", id(self))] = self.on_step_start
+                post[("gpu_notebook", id(self))] = self.on_step
+            self._done.add("optimizer")
+        dl_mod = torch_modules.get("torch.utils.data.dataloader")
+        if "dataloader" not in self._done and _loaded(dl_mod):
+            owner = getattr(dl_mod, "_BaseDataLoaderIter", None)
+            if owner is not None:
+                _patch(owner, "__next__", self._wrap(owner.__next__, "_data_ns", clock))
+            self._done.add("dataloader")
+        autograd = torch_modules.get("torch.autograd")
+        if "backward" not in self._done and _loaded(autograd):
+            original = getattr(autograd, "backward", None)
+            if original is not None:
+                _patch(autograd, "backward", self._wrap(original, "_bwd_ns", clock))
+            self._done.add("backward")
+        return len(self._done) == 3
+
+    def _wrap(self, original: Any, field: str, clock: Callable[[], int]) -> Any:
+        import _thread
+        import functools
+
+        get_ident = _thread.get_ident
+        steps = self
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if get_ident() != steps._tid:
+                return original(*args, **kwargs)
+            start = clock()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                setattr(steps, field, getattr(steps, field) + clock() - start)
+
+        functools.update_wrapper(wrapper, original)  # sets __wrapped__ too
+        unseen.invisible_to_compilers(wrapper, original, field)
+        return wrapper
+
+    def _traced(self) -> bool:
+        tracing = self._tracing
+        if tracing is None:
+            tracing = self._tracing = unseen.tracing_probe(sys.modules["torch"])
+        return tracing()
+
+    def on_step_start(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        import _thread
+        import time
+
+        if self._tid == _thread.get_ident() and not self._traced():
+            self._opt_start_ns = time.perf_counter_ns()
+            self._opt_inner_ns = self._data_ns + self._bwd_ns
+
+    def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        import contextlib
+        import time
+
+        if self._traced():
+            return
+        now = time.perf_counter_ns()
+        # The step is the user's: a write of ours that fails loses only the count.
+        with contextlib.suppress(OSError):
+            self._count(now)
+
+    def _count(self, now: int) -> None:
+        import _thread
+
+        pid = os.getpid()
+        if pid != self._pid:  # the first step here (a forked grandchild starts over)
+            slot = claim_slot(self._table, pid)
+            if slot is None:
+                return
+            self._pid, self._slot, self._steps, self._first_ns = pid, slot, 0, now
+            self._tid = _thread.get_ident()
+            self._data_ns = self._bwd_ns = self._opt_ns = self._opt_start_ns = 0
+        elif self._opt_start_ns:
+            # A closure optimizer (LBFGS) runs forward and backward inside step(): theirs.
+            inner = self._data_ns + self._bwd_ns - self._opt_inner_ns
+            self._opt_ns += max(0, now - self._opt_start_ns - inner)
+        self._opt_start_ns = 0
+        self._steps += 1
+        started = self._started if pid == self._owner else FORKED
+        os.pwrite(
+            self._table,
+            SLOT.pack(
+                pid,
+                os.getppid(),
+                started,
+                self._steps,
+                self._first_ns,
+                now,
+                self._data_ns,
+                self._bwd_ns,
+                self._opt_ns,
+            ),
+            self._slot * SLOT.size,
+        )
+
+
+def _loaded(module: Any) -> bool:
+    """A module whose code has run to its end (not one still importing)."""
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
+
+
+def _patch(owner: Any, name: str, wrapper: Any) -> None:
+    setattr(owner, name, wrapper)
 
 
 # ---------------------------------------------------------------- spawned children: the parent
@@ -162,9 +303,27 @@ class _ChildEntry:
         return (exec, (_CHILD_CODE, {"dup": dup, "root": _ROOT}))
 
 
-class SpawnChannel:
-    """The parent's side: ``install`` wraps ``multiprocessing.spawn.get_preparation_data`` (put
-    back at ``uninstall`` if still ours); the table is made at the first spawn."""
+def _add_entry(module: Any, entry: Callable[[], _ChildEntry | None]) -> tuple[Any, Any]:
+    """Wrap ``module.get_preparation_data`` so it carries ``entry()``; (original, wrapper)."""
+    original = module.get_preparation_data
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        if isinstance(data, dict):
+            made = entry()
+            if made is not None:
+                data[_KEY] = made
+        return data  # type: ignore[no-any-return]
+
+    get_preparation_data.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(module, "get_preparation_data", get_preparation_data)  # noqa: B010
+    return original, get_preparation_data
+
+
+class ChildTable:
+    """The parent's side: the table (made at the first fork or spawn, :meth:`fd`) and, from
+    ``install`` to ``uninstall``, ``multiprocessing.spawn.get_preparation_data`` wrapped (put
+    back at ``uninstall`` if still ours)."""
 
     def __init__(self) -> None:
         self._module: Any = None
@@ -172,42 +331,28 @@ class SpawnChannel:
         self._wrapper: Any = None
         self._active = False
         self._fd: int | None = None  # the table (a memfd), numbered high, close-on-exec
+        self._failed = False
 
     def install(self) -> None:
-        module = sys.modules.get("multiprocessing.spawn")  # torch imports it
-        if module is None or not hasattr(os, "memfd_create"):
-            return
-        original = module.get_preparation_data
-        channel = self
-
-        def get_preparation_data(name: str) -> dict[str, Any]:
-            data = original(name)
-            if channel._active and isinstance(data, dict):
-                entry = channel._entry()
-                if entry is not None:
-                    data[_KEY] = entry
-            return data  # type: ignore[no-any-return]
-
-        get_preparation_data.__wrapped__ = original  # type: ignore[attr-defined]
-        self._module, self._original, self._wrapper = module, original, get_preparation_data
-        setattr(module, "get_preparation_data", get_preparation_data)  # noqa: B010
         self._active = True
+        module = sys.modules.get("multiprocessing.spawn")  # torch imports it
+        if module is None:
+            return
+        self._module = module
+        self._original, self._wrapper = _add_entry(module, self._entry)
+
+    def fd(self) -> int | None:
+        """The table's descriptor, made now if not yet (None: no memfd here, or uninstalled)."""
+        if self._fd is None and self._active and not self._failed:
+            self._fd = new_table()
+            self._failed = self._fd is None  # no memfd: children stay uncounted
+        return self._fd
 
     def _entry(self) -> _ChildEntry | None:
-        if self._fd is None:
-            try:
-                fd = os.memfd_create("gpu_notebook_steps", os.MFD_CLOEXEC)
-                try:
-                    os.ftruncate(fd, TABLE_BYTES)  # zeros: every slot free
-                    self._fd = _high(fd)
-                finally:
-                    os.close(fd)
-            except OSError:
-                self._active = False  # no memfd: spawned children stay uncounted
-                return None
-        return _ChildEntry(self._fd)
+        fd = self.fd()
+        return _ChildEntry(fd) if fd is not None else None
 
-    def uninstall(self) -> list[Row]:
+    def uninstall(self) -> list[ChildRow]:
         """Put ``get_preparation_data`` back (if still ours), read the table and drop it."""
         self._active = False
         module, self._module = self._module, None
@@ -241,38 +386,31 @@ def _high(fd: int) -> int:
 # ---------------------------------------------------------------- spawned children: the child
 
 
-class _ChildCounter:
-    def __init__(self, table: int) -> None:
-        self._table = table
-        self._held: Held | None = None
-        self._tracing: Callable[[], bool] | None = None
-
-    def hook_into(self, _name: str) -> None:
-        optim_mod = sys.modules.get("torch.optim.optimizer")
-        hooks = getattr(optim_mod, "_global_optimizer_post_hooks", None)
-        if isinstance(hooks, dict):  # under a key of ours: the user's hook ids stay theirs
-            hooks[("gpu_notebook", id(self))] = self.on_step
-
-    def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        tracing = self._tracing
-        if tracing is None:
-            tracing = self._tracing = tracing_probe(sys.modules["torch"])
-        if tracing():
-            return
-        import contextlib
-        import time
-
-        # The step is the user's: a write of ours that fails loses only the count.
-        with contextlib.suppress(OSError):
-            self._held = count_step(self._table, self._held, time.perf_counter_ns())
-
-
 def start_in_spawned_child(fd: int) -> None:
     """In a spawned child, before the user's function is unpickled: keep the table's descriptor
-    numbered high and close-on-exec (the number it came under is given back), and count
-    optimizer steps once torch's optimizer module has loaded."""
+    numbered high and close-on-exec (the number it came under is given back), hand the table on
+    to what this child spawns, and count once torch has loaded."""
     table = _high(fd)
     os.close(fd)
-    from gpu_notebook.capture.imports import ImportWatch
+    spawn = sys.modules.get("multiprocessing.spawn")
+    if spawn is not None:
+        _add_entry(spawn, lambda: _ChildEntry(table))
+    steps = ChildSteps(table, SPAWNED)
+    modules = sys.modules
+    if steps.hook(modules):
+        return
+    pending = [True]
 
-    ImportWatch(["torch.optim.optimizer"], _ChildCounter(table).hook_into).start()
+    def on_event(event: str, _args: Any) -> None:
+        # An audit hook stays for the process's life: once torch is hooked it only returns.
+        # It must never raise (that would fail the user's import, open, ...), and hooking
+        # raises events of its own (``object.__setattr__``): not pending while it runs.
+        if not pending[0] or "torch" not in modules:
+            return
+        pending[0] = False
+        try:
+            pending[0] = not steps.hook(modules)
+        except Exception:  # noqa: BLE001 -- the child runs as without us, uncounted
+            pending[0] = False
+
+    sys.addaudithook(on_event)

@@ -41,7 +41,6 @@ turns into a plain pass-through.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import threading
 import time
@@ -51,7 +50,17 @@ from typing import Any
 
 from gpu_notebook import markers
 from gpu_notebook.capture import children
-from gpu_notebook.records import StepAnchor, StepClockRecord, StepMemory, StepTiming
+from gpu_notebook.capture.unseen import invisible_to_compilers as _invisible_to_compilers
+from gpu_notebook.capture.unseen import skip_in_dynamo
+from gpu_notebook.capture.unseen import tracing_probe as _tracing_probe
+from gpu_notebook.capture.unseen import visible_again as _visible_again
+from gpu_notebook.records import (
+    ChildProcessSteps,
+    StepAnchor,
+    StepClockRecord,
+    StepMemory,
+    StepTiming,
+)
 
 _PRIORITY: dict[str, int] = {
     "none": 0,
@@ -109,16 +118,12 @@ class StepClock:
         self._tid_followed: int | None = None
         self._cell_tid: int | None = None
         self._steps_elsewhere: dict[int, int] = {}
-        # Steps in children the code forks (they inherit our hooks): a table in memory shared
-        # with them, made just before the first fork (_children_before_fork), read and dropped
-        # at uninstall. In a child: its slot there (see _count_in_child).
-        self._children: mmap.mmap | None = None
+        # Steps in children the code forks or spawns (and in theirs): a table in memory shared
+        # with them, made at the first fork or spawn, read and dropped at uninstall
+        # (children.py). In a forked child the clock is inert: a ChildSteps counts there.
         self._in_child = False
-        self._child_slot: tuple[int, int, int, int] | None = None  # (pid, slot, steps, first_ns)
-        # (pid, steps, span_ns, how it started: "forked" | "spawned"), read at uninstall.
-        self._child_rows: list[tuple[int, int, int, str]] = []
-        # Children started by spawn or forkserver get the table through multiprocessing.
-        self._spawned = children.SpawnChannel()
+        self._child_rows: list[children.ChildRow] = []
+        self._table = children.ChildTable()
         self._thread_names: dict[int, str] = {}
         # Batch types whose size needs their own code (a subclass with its own dispatch): named
         # in a note at uninstall, never asked.
@@ -210,7 +215,7 @@ class StepClock:
         _skip_our_code_in_dynamo()
         _watch_forks(self)
         try:
-            self._spawned.install()
+            self._table.install()
             h = self._handles
             if _compiled_frames_guard_optimizer_hooks():
                 self._no_optimizer_hooks(GUARDED_NOTE)
@@ -245,7 +250,6 @@ class StepClock:
         self._installed = False
         self.close_memory()
         self._forget_sched()
-        self._read_children()
         for kind in self._unread:
             note = (
                 f"not read: {kind}, its size needs its own code (the loader's batches: samples "
@@ -253,9 +257,9 @@ class StepClock:
             )
             if note not in self.notes:
                 self.notes.append(note)
-        spawned = self._spawned.uninstall()
+        rows = self._table.uninstall()
         if not self._in_child:
-            self._child_rows.extend((*row, "spawned") for row in spawned)
+            self._child_rows.extend(rows)
 
     # ---------------------------------------------------------------- steps on other threads
 
@@ -299,53 +303,49 @@ class StepClock:
         """Whether the steps are those of a thread the cell started (not the cell's own)."""
         return self._tid_followed is not None
 
-    # ---------------------------------------------------------------- steps in forked children
-
-    def _count_in_child(self) -> None:
-        """An optimizer step in a child the code forked: its count and times go to the table."""
-        table = self._children
-        if table is None:
-            return
-        self._child_slot = children.count_step(table, self._child_slot, time.perf_counter_ns())
-
-    def _read_children(self) -> None:
-        table, self._children = self._children, None
-        if table is None or self._in_child:
-            return
-        rows = children.read_table(table)
-        table.close()
-        self._child_rows.extend((*row, "forked") for row in rows)
+    # ---------------------------------------------------------------- steps in child processes
 
     def child_steps(self) -> list[tuple[int, int, float, str]]:
         """(pid, optimizer steps, seconds from its first step to its last, "forked" or
         "spawned") of each child process that stepped, read at ``uninstall``."""
-        return [(pid, n, span_ns / 1e9, how) for pid, n, span_ns, how in self._child_rows]
+        return [(r.pid, r.steps, r.span_ns / 1e9, r.started) for r in self._child_rows]
+
+    def children(self) -> tuple[ChildProcessSteps, ...]:
+        """Each process below this one that stepped, with its phases (read at ``uninstall``)."""
+        return tuple(
+            ChildProcessSteps(
+                pid=r.pid,
+                parent_pid=r.parent_pid,
+                started="spawned" if r.started == "spawned" else "forked",
+                steps=r.steps,
+                span_s=r.span_ns / 1e9,
+                data_s=r.data_ns / 1e9,
+                backward_s=r.backward_ns / 1e9,
+                optimizer_s=r.optimizer_ns / 1e9,
+            )
+            for r in self._child_rows
+        )
 
     def child_notes(self) -> list[str]:
-        """One line per way children were started (fork, spawn) on the optimizer steps they ran,
-        when any did."""
+        """One line per way children were started (fork, spawn) on the optimizer steps they ran
+        and where each one's step time went, when any stepped."""
         notes = []
+        rows = self.children()
+        here = os.getpid()
         for how, started in (("forked", "forked"), ("spawned", "started by spawn or forkserver")):
-            rows = [r for r in self.child_steps() if r[3] == how]
-            if not rows:
+            mine = [r for r in rows if r.started == how]
+            if not mine:
                 continue
-            total = sum(steps for _, steps, _, _ in rows)
-            each = [
-                f"pid {pid}: {steps}"
-                + (
-                    f" in {span_s:.2f} s ({span_s / (steps - 1) * 1e3:.1f} ms a step)"
-                    if steps > 1
-                    else ""
-                )
-                for pid, steps, span_s, _ in rows[:_CHILDREN_NAMED]
-            ]
+            total = sum(r.steps for r in mine)
+            each = [_child_words(r, here) for r in mine[:_CHILDREN_NAMED]]
             more = (
-                f", and {len(rows) - _CHILDREN_NAMED} more" if len(rows) > _CHILDREN_NAMED else ""
+                f", and {len(mine) - _CHILDREN_NAMED} more" if len(mine) > _CHILDREN_NAMED else ""
             )
             notes.append(
-                f"{total} optimizer step(s) ran in {len(rows)} child process(es) the cell "
-                f"{started} ({', '.join(each)}{more}): counted and timed from step to step "
-                "there, not profiled; the phases and the verdict are this process's"
+                f"{total} optimizer step(s) ran in {len(mine)} child process(es) the cell "
+                f"{started} ({'; '.join(each)}{more}): counted and timed there (the DataLoader wait, "
+                "backward and optimizer step of each; forward and the rest is what is left), "
+                "not profiled"
             )
         return notes
 
@@ -514,8 +514,7 @@ class StepClock:
             return
         if threading.get_ident() != self._tid:
             if self._in_child:
-                self._count_in_child()
-                return
+                return  # a forked child: its ChildSteps counts
             if not self._elsewhere():
                 return
         now = time.perf_counter_ns()
@@ -828,7 +827,7 @@ class StepClock:
             decimation=self._decimation,
             event_counts=dict(self._counts)
             | (
-                {"optimizer_in_children": sum(r[1] for r in self._child_rows)}
+                {"optimizer_in_children": sum(r.steps for r in self._child_rows)}
                 if self._child_rows
                 else {}
             ),
@@ -838,6 +837,7 @@ class StepClock:
             lean_optimizer=self._lean_optimizer,
             loader_num_workers=loader[0][0] if loader else None,
             loader_pin_memory=loader[0][1] if loader else None,
+            children=self.children(),
         )
 
 
@@ -860,53 +860,6 @@ def _trainable_bytes(params: Any) -> int:
 
 def _never() -> bool:
     return False
-
-
-_tracing_probe = children.tracing_probe
-
-
-def _invisible_to_compilers(wrapper: Any, original: Any, key: str) -> None:
-    """Make a wrapper of a torch entry point look like the entry point to torch's compilers.
-
-    Dynamo: the wrapper's frame is skipped (the frames it calls are handled as without it), so
-    a compiled training step compiles the same frames and graphs and breaks where it would
-    (the wrapper's code is a constant: marked once per process, in the code object, for good).
-    TorchScript resolves a builtin by identity (``torch.jit._builtins``): while patched, the
-    wrapper maps to the original's op, and the mapping goes at ``_visible_again``.
-    """
-    import sys
-
-    skip_in_dynamo(getattr(wrapper, "__code__", None), callees=False)
-    builtins = sys.modules.get("torch.jit._builtins")
-    if builtins is None:
-        return
-    op = next((op for fn, op in builtins._builtin_ops if fn is original), None)
-    if op is None:
-        return
-    builtins._builtin_ops.append((wrapper, op))  # read when the table is built (lazily)
-    table = builtins._builtin_table
-    if table is not None:
-        table[id(wrapper)] = op
-
-
-def skip_in_dynamo(code: Any, *, callees: bool = True) -> None:
-    """Dynamo never compiles this code's frames, nor (``callees``) any frame they call.
-
-    A wrapper of a torch entry point passes ``callees=False``: the original it calls (and the
-    user's code under it) is Dynamo's to judge, as without the wrapper.
-    """
-    import sys
-
-    if code is None or code in _SKIPPED_CODES:
-        return
-    eval_frame = sys.modules.get("torch._C._dynamo.eval_frame")
-    strategy = getattr(eval_frame, "_FrameExecStrategy", None)
-    action = getattr(eval_frame, "_FrameAction", None)
-    if strategy is None or action is None:
-        return
-    below = action.SKIP if callees else action.DEFAULT
-    eval_frame.set_code_exec_strategy(code, strategy(action.SKIP, below))  # type: ignore[union-attr]
-    _SKIPPED_CODES.add(code)
 
 
 def _dynamo_has_compiled() -> bool:
@@ -1008,25 +961,6 @@ def _skip_our_code_in_dynamo() -> None:
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _visible_again(wrapper: Any, original: Any) -> None:
-    import sys
-
-    builtins = sys.modules.get("torch.jit._builtins")
-    if builtins is None:
-        return
-    # Ours was appended last (1,500+ entries before it): look from the end, not at every one,
-    # since this runs inside the user's step when the clock goes lean.
-    ops = builtins._builtin_ops
-    for i in range(len(ops) - 1, -1, -1):
-        if ops[i][0] is wrapper:
-            del ops[i]
-            break
-    table = builtins._builtin_table
-    if table is not None and id(wrapper) in table:
-        del table[id(wrapper)]
-
-
-_SKIPPED_CODES: set[Any] = set()
 _SKIPPED_MODULES: set[str] = set()
 
 
@@ -1131,24 +1065,40 @@ def _watch_forks(clock: StepClock) -> None:
 _CHILDREN_NAMED = 8  # children named one by one in a note
 
 
+def _child_words(row: ChildProcessSteps, here: int) -> str:
+    """'pid N: 10 in 0.05 s (5.0 ms a step; forward and the rest 60%, ...: bound by ...)'."""
+    under = f" (a grandchild, under pid {row.parent_pid})" if row.parent_pid != here else ""
+    if row.steps < 2 or row.span_s <= 0:
+        return f"pid {row.pid}{under}: {row.steps}"
+    phases = sorted(row.phases_s().items(), key=lambda kv: -kv[1])
+    shares = ", ".join(f"{name} {100 * t / row.span_s:.0f}%" for name, t in phases)
+    return (
+        f"pid {row.pid}{under}: {row.steps} in {row.span_s:.2f} s "
+        f"({row.span_s / (row.steps - 1) * 1e3:.1f} ms a step; {shares}: bound by {phases[0][0]})"
+    )
+
+
 def _children_before_fork() -> None:
     """In the parent, just before a fork: the table its children write their steps into.
 
-    Anonymous shared memory (``mmap(-1)``): no file, no descriptor kept; it is gone when the
-    last process mapping it ends or unmaps it (the parent, at ``uninstall``). Made at the first
-    fork while a clock is installed, so a cell that never forks pays nothing.
+    The children's table (a memfd, numbered high, close-on-exec, closed at ``uninstall``;
+    children.py), made at the first fork or spawn while a clock is installed, so a cell that
+    never starts a process pays nothing.
     """
     for clock in list(_CLOCKS):
-        if clock._installed and not clock._in_child and clock._children is None:
-            try:
-                clock._children = mmap.mmap(-1, children.TABLE_BYTES)
-            except (OSError, ValueError):
-                clock._children = None  # no shared memory: children's steps stay uncounted
+        if clock._installed and not clock._in_child:
+            clock._table.fd()
 
 
 def _inert_after_fork() -> None:
+    import sys
+
+    tables = set()
     for clock in list(_CLOCKS):
-        clock._in_child = True  # its optimizer steps go to the parent's table (_count_in_child)
+        fd = clock._table._fd
+        if fd is not None and not clock._in_child:
+            tables.add(fd)
+        clock._in_child = True  # its optimizer steps go to the parent's table (a ChildSteps)
         clock._tid = -1  # no thread has this id: every hook returns at its first check
         clock.follow_threads = False
         clock.boundary_listener = None
@@ -1156,3 +1106,6 @@ def _inert_after_fork() -> None:
         clock.read_waits = False
         clock._inert.update(("dataloader", "backward"))
     _CLOCKS.clear()
+    for fd in tables:
+        with contextlib.suppress(Exception):  # the child runs as without us, uncounted
+            children.ChildSteps(fd, children.FORKED).hook(sys.modules)

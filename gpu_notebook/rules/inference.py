@@ -29,6 +29,9 @@ def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     counts = run.steps.event_counts
     if counts.get("backward", 0) > 0 or counts.get("optimizer", 0) > 0:
         return None
+    if counts.get("optimizer_in_children", 0) > 0:
+        # Its child processes trained (their source may be another module's): the cell trains.
+        return None
     if source_trains(run.cell_source):
         # The source trains (on a thread, in child processes): never advise inference_mode,
         # which would make its backward() raise.

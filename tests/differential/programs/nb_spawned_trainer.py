@@ -39,6 +39,7 @@ TIMEOUT_S = 240
 REPORT = "kept"
 REPORT_HAS = [
     r"21 optimizer step\(s\) ran in 2 child process\(es\) the cell started by spawn",
-    r"pid \d+: 10 in [0-9.]+ s \([0-9.]+ ms a step\)",
+    r"pid \d+: 10 in [0-9.]+ s \([0-9.]+ ms a step; [a-z ]+ \d+%, .*: bound by ",
+    r"The training ran in 2 child process\(es\)",
     r"pid \d+: 11 in ",
 ]

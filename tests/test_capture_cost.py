@@ -146,3 +146,32 @@ def test_a_core_shared_with_a_spinning_process_is_not_the_steps_own_time(tmp_pat
     busy, other = (float(x) for x in res.stdout.split())
     assert 0.0 <= busy < 0.8
     assert other == 1.0
+
+
+JOB_LOOP = """
+import torch
+_m = torch.nn.Linear(8, 1); _opt = torch.optim.SGD(_m.parameters(), lr=0.01)
+for _ in range(80):
+    _m(torch.randn(4, 8)).sum().backward(); _opt.step(); _opt.zero_grad()
+"""
+
+
+def test_a_rank_of_a_job_keeps_every_phase_timed_where_a_lone_loop_goes_lean(ip, monkeypatch):
+    """The job report tells a straggler from the host's noise by each rank's split of every
+    step (report/job.py ``run_split``), which lean steps do not time: a rank of a multi-process
+    job goes lean only below ``JOB_TIMED_MIN_STEP_S``. The thresholds are set so that the same
+    steps are short for a lone loop and long enough for a job, whatever their length here."""
+    import gpu_notebook.capture.session as session_mod
+    from tests.test_magic import run
+
+    monkeypatch.setattr(session_mod, "TIMED_MIN_STEP_S", 60.0)
+    monkeypatch.setattr(session_mod, "JOB_TIMED_MIN_STEP_S", 0.0)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    lone = run(ip, JOB_LOOP, "-w 2 -s 3")
+    assert not any(s.timed for s in lone.run.steps.steps[-20:])
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    job = run(ip, JOB_LOOP, "-w 2 -s 3")
+    assert job.run.rank is not None and job.run.rank.world_size == 2
+    assert all(s.timed for s in job.run.steps.steps[-20:])

@@ -93,6 +93,10 @@ LEAN_AFTER_UNANCHORED_STEPS = 64
 # The timing hooks cost ~28 us a step (benchmarks/README.md): under 1% of a step from 3 ms on.
 # Steps at least this long keep every phase timed for the whole cell; shorter ones go lean.
 TIMED_MIN_STEP_S = 0.003
+# A rank of a multi-process job keeps every phase timed from this step length on: its job
+# report tells a straggler from the host's noise by every step's split (report/job.py
+# ``run_split``), which a lean clock does not time; the hooks are then under 3% of a step.
+JOB_TIMED_MIN_STEP_S = 0.001
 # How often (in steps) a long cell's timing is looked at again: lean <-> timed.
 RETIME_EVERY_STEPS = 64
 # Lean steps are timed again once their median is this far above TIMED_MIN_STEP_S (a margin,
@@ -372,15 +376,17 @@ class CaptureSession:
                     # changes: a loop that slows down after a cached start gets its phases back.
                     median_s = clock.median_step_s()
                     clock.read_waits = median_s is not None and median_s >= WAIT_MIN_STEP_S
-                    if median_s is not None and median_s >= TIMED_MIN_STEP_S:
+                    rank = ranks.current(self._rank_at_start)
+                    timed_min_s = (
+                        JOB_TIMED_MIN_STEP_S
+                        if rank is not None and rank.world_size > 1
+                        else TIMED_MIN_STEP_S
+                    )
+                    if median_s is not None and median_s >= timed_min_s:
                         median_s *= waits.own_share()  # a /proc read: only when it can matter
-                    if median_s is None or median_s < TIMED_MIN_STEP_S:
+                    if median_s is None or median_s < timed_min_s:
                         clock.lean()
-                    elif (
-                        lean_decided
-                        and clock.is_lean
-                        and median_s >= RETIME_MARGIN * TIMED_MIN_STEP_S
-                    ):
+                    elif lean_decided and clock.is_lean and median_s >= RETIME_MARGIN * timed_min_s:
                         clock.retime()
                     lean_decided = True
                 if (

@@ -42,6 +42,7 @@ STILL_SENTENCES = {
     "analysis/verdict.py:_window_evidence": "the verdict's GPU-busy evidence line",
     "analysis/verdict.py:_idle_cause": "part of the verdict's headline",
     "analysis/verdict.py:_gpu_evidence": "the verdict's GPU-idle evidence lines",
+    "analysis/verdict.py:_compute_line": "the verdict's compute evidence line (time on a core)",
 }
 
 # Record fields that still carry sentences built below the views, as (record, field).

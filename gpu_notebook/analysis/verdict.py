@@ -28,6 +28,7 @@ import dataclasses
 from typing import Literal
 
 from gpu_notebook.analysis.host import HOST_BOUND_SHARE, host_bound, outside_ops_share
+from gpu_notebook.analysis.on_cpu import ON_CPU_COMPUTE, OnCpu
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import (
@@ -36,6 +37,8 @@ from gpu_notebook.records import (
     Environment,
     GpuTimeline,
     HostOverhead,
+    Phase,
+    PhaseBreakdown,
     Run,
     Verdict,
 )
@@ -277,6 +280,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
             own_python_share=outside_ops_share(analysis),
             inference=phases.workload == "inference",
             data_in_memory=data_in_memory,
+            compute=_compute_evidence(run, phases),
         )
     if busy is not None:
         evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")
@@ -641,7 +645,13 @@ def _cpu_verdict(
     own_python_share: float | None = None,
     inference: bool = False,
     data_in_memory: str | None = None,
+    compute: ComputeEvidence | None = None,
 ) -> Verdict:
+    """The CPU run's verdict: a wait or host overhead at its line, else what the run's own
+    evidence says the step's time is. "Compute" (a GPU would help) is said only when the loop
+    thread was on a core for most of its steps' own time, or, where that was not read, when
+    torch's operators hold most of the step; never as what is left when nothing else fired."""
+    compute = compute if compute is not None else ComputeEvidence(None, None, None)
     evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
     if host_bound and not inference and _data_as_host(data, sync, data_in_memory):
         assert data is not None
@@ -672,6 +682,14 @@ def _cpu_verdict(
             tuple(evidence),
             confidence,
         )
+    if compute.waits:
+        return _waiting_verdict(compute, evidence, confidence)
+    if compute.own_code:
+        return _own_code_verdict(compute, evidence, confidence)
+    if not compute.computes:
+        return _no_compute_evidence_verdict(compute, evidence)
+    evidence.insert(1, _compute_line(compute))
+    confidence = _on_cpu_uncertainty(compute, "cpu-only (compute)", evidence, confidence)
     if inference:
         return Verdict(
             "cpu-only",
@@ -691,6 +709,142 @@ def _cpu_verdict(
         "on a GPU to see whether one card is kept busy before buying more.",
         tuple(evidence),
         confidence,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputeEvidence:
+    """What the run says of whether the step's time is compute: the loop thread's time on a core
+    (analysis/on_cpu, every read step of the run), and the phase split's operators' time and its
+    time outside them (the cell's own code)."""
+
+    on_cpu: OnCpu | None
+    ops: float | None  # torch's operators (trace) or the model's hooks (no trace), share of step
+    outside: float | None  # the cell's own code outside them, share of the step
+
+    @property
+    def waits(self) -> bool:
+        """Off a core for most of its own time: sleeping, blocked on I/O, a lock, a process."""
+        return self.on_cpu is not None and self.on_cpu.share < ON_CPU_COMPUTE
+
+    @property
+    def own_code(self) -> bool:
+        """Most of the step outside torch's operators, in the cell's own code."""
+        return (
+            self.outside is not None
+            and self.outside >= HOST_BOUND_SHARE
+            and (self.ops is None or self.ops < HOST_BOUND_SHARE)
+        )
+
+    @property
+    def computes(self) -> bool:
+        if self.on_cpu is not None:
+            return self.on_cpu.share >= ON_CPU_COMPUTE
+        return self.ops is not None and self.ops >= HOST_BOUND_SHARE
+
+
+def _compute_evidence(run: Run, phases: PhaseBreakdown) -> ComputeEvidence:
+    """The loop thread's on-core share over the run, and the split's operators' share: in a
+    trace, every operator's time (forward, backward, optimizer, copies and other ops) against
+    the Python between them ("unattributed"); from hooks alone, the model's forward, backward
+    and optimizer against the rest of the step ("other")."""
+    from gpu_notebook.analysis.on_cpu import on_cpu
+
+    if phases.source == "trace":
+        op_phases: tuple[Phase, ...] = ("forward", "backward", "optimizer", "copy", "other")
+        outside_phase: Phase = "unattributed"
+    else:
+        op_phases, outside_phase = ("forward", "backward", "optimizer"), "other"
+    measured = [phases.share(p) for p in op_phases]
+    ops = (
+        sum(x for x in measured if x is not None) if any(x is not None for x in measured) else None
+    )
+    return ComputeEvidence(on_cpu(run.steps.steps), ops, phases.share(outside_phase))
+
+
+def _compute_line(compute: ComputeEvidence) -> str:
+    on = compute.on_cpu
+    if on is not None:
+        return (
+            f"loop thread on a core {fmt_share(on.share)} of its own step time (range "
+            f"{fmt_share(on.low)}-{fmt_share(on.high)} over {on.steps} steps; wall time less "
+            "its wait for a core, schedstat)"
+        )
+    return (
+        f"torch operators {fmt_share(compute.ops or 0.0)} of the step (the loop thread's time "
+        "on a core was not read)"
+    )
+
+
+def _on_cpu_uncertainty(
+    compute: ComputeEvidence, found: str, evidence: list[str], confidence: Confidence
+) -> Confidence:
+    """Say both answers when the on-core share's range straddles its line."""
+    on = compute.on_cpu
+    if on is None or not on.low < ON_CPU_COMPUTE <= on.high:
+        return confidence
+    other = "host-bound (waiting)" if found.startswith("cpu-only") else "cpu-only (compute)"
+    evidence.append(
+        f"loop thread on a core {fmt_share(on.share)} (range {fmt_share(on.low)}-"
+        f"{fmt_share(on.high)}) lies across the {fmt_share(ON_CPU_COMPUTE)} line: {found} or "
+        f"{other} within the uncertainty; more steps (-s) or a quieter machine would separate them"
+    )
+    return "low"
+
+
+def _waiting_verdict(
+    compute: ComputeEvidence, evidence: list[str], confidence: Confidence
+) -> Verdict:
+    assert compute.on_cpu is not None
+    evidence.insert(1, _compute_line(compute))
+    confidence = _on_cpu_uncertainty(compute, "host-bound (waiting)", evidence, confidence)
+    return Verdict(
+        "host-bound",
+        f"The loop's thread is on a core only {fmt_share(compute.on_cpu.share)} of its steps' "
+        "own time: the step waits on something outside torch (a sleep, I/O, a lock, another "
+        "process); it does not compute.",
+        "No: a GPU only shortens compute, and most of this step is not compute. Find what the "
+        "loop waits on (the hot lines and the findings name it) and remove it, overlap it with "
+        "the step, or do it less often.",
+        tuple(evidence),
+        confidence,
+    )
+
+
+def _own_code_verdict(
+    compute: ComputeEvidence, evidence: list[str], confidence: Confidence
+) -> Verdict:
+    share = compute.outside or 0.0
+    evidence.insert(1, f"outside torch operators: {fmt_share(share)} of the step")
+    if compute.on_cpu is not None:
+        evidence.insert(2, _compute_line(compute))
+    how = (
+        "it computes on the host"
+        if compute.on_cpu is not None
+        else "host work or a wait (the loop thread's time on a core was not read)"
+    )
+    return Verdict(
+        "host-bound",
+        f"The cell's own code outside torch's operators takes {fmt_share(share)} of the step: "
+        f"{how}, not the model.",
+        "No: a GPU runs torch's operators, not this code. Find it in the loop (the hot lines "
+        "name it) and move it into tensor operations, out of the step, or do it less often.",
+        tuple(evidence),
+        confidence,
+    )
+
+
+def _no_compute_evidence_verdict(compute: ComputeEvidence, evidence: list[str]) -> Verdict:
+    ops = fmt_share(compute.ops) if compute.ops is not None else "an unmeasured share"
+    return Verdict(
+        "unknown",
+        f"No verdict: no wait or host overhead sets the pace, yet torch's operators hold only "
+        f"{ops} of the step and the loop thread's time on a core was not read.",
+        "Unknown: compute (a GPU would help) or a wait outside torch (it would not). The loop "
+        "thread's time on a core (Linux, steps of 0.5 ms or more) would separate them, or a "
+        "profiled window of the steps that hold the time (%%gpucheck -w N, -s N).",
+        tuple(evidence),
+        "low",
     )
 
 

@@ -1006,7 +1006,7 @@ class GpuEstimate:
     measured_step_s: float  # mean profiled step on this machine
     step_s: float  # estimated step on that GPU
     speedup: float  # measured_step_s / step_s
-    limited_by: str  # "data loading" | "host Python and kernel launches" | "GPU compute"
+    limited_by: str  # "data loading" | "host Python and kernel launches" | "GPU compute" | OFF_CORE
     data_s: float  # data wait a GPU does not remove
     host_s: float  # Python between ops + dispatch and launch of every op, per step
     device_s: float  # estimated kernel time per step
@@ -1020,6 +1020,10 @@ class GpuEstimate:
     reads_per_step: float = 0.0  # reads of device values a step (.item(): host and GPU take turns)
     cores: int = 1  # CPU cores that sized the operators' work when no shapes were recorded
     cores_assumed: bool = False  # a trace file does not say its machine's cores: 1 assumed
+    # Per step, the part the loop thread spent off a core and not waiting for one (a sleep, I/O,
+    # a lock; schedstat over the run), in measured seconds: a GPU shortens none of it, so the
+    # estimated step is never shorter. None: not read.
+    off_core_s: float | None = None
 
 
 # `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).

@@ -203,3 +203,20 @@ def test_matmul_flops_from_recorded_shapes_and_the_mi250_kernels(reference_trace
     )
     assert est.device_s * 1e6 == pytest.approx(ge.MIN_KERNEL_US)
     assert all(3 <= g / (est.device_s * 1e6) <= 7 for g in gemms)
+
+
+def test_a_step_the_loop_spends_off_a_core_is_never_shortened_by_a_gpu():
+    # A loop that sleeps: the window's trace reads a short host step (tiny ops, little Python
+    # between them: the sleep fell outside the window, or read as an operator's time on a
+    # loaded machine), but over the run the thread was off a core for 95% of its own step time
+    # (schedstat). A GPU shortens only what ran on a core: the estimate stays at ~1.05x.
+    ops = [Op("aten::addmm", 10, 6000.0, 6000.0)]
+    free = per_step(ops, python_us=1000.0, step_us=20_000.0)
+    assert free.speedup > 1.5 and free.off_core_s is None  # the trace alone promises a gain
+    slept = per_step(ops, python_us=1000.0, step_us=20_000.0, off_core_us=0.95 * 20_000.0)
+    assert slept.step_s == pytest.approx(0.019) and slept.speedup == pytest.approx(20 / 19)
+    assert slept.limited_by == ge.OFF_CORE and slept.off_core_s == pytest.approx(0.019)
+    assert any("off a core" in a for a in estimate_assumptions(slept))
+    # A compute loop's few blocked microseconds change nothing.
+    busy = per_step(ops, python_us=1000.0, step_us=20_000.0, off_core_us=0.02 * 20_000.0)
+    assert busy.step_s == free.step_s and busy.limited_by == free.limited_by

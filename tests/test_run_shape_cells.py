@@ -99,8 +99,14 @@ def test_a_cell_that_slows_down_after_the_window(ip):
         # which neither bigger operators nor a GPU shorten (the window's steps take ~0.2 ms).
         assert rep.verdict.category == "host-bound", render_text(rep)
         assert "own Python" in rep.verdict.headline
-        est = rep.gpu_estimate
-        assert est is not None and est.measured_step_s > 0.005 and est.speedup < 1.5
+    # Whatever window was profiled, the run's own evidence (its thread off a core ~99% of its own
+    # step time: schedstat per step) keeps "compute" and a GPU gain out of the answer (issue 22:
+    # once "a GPU would help ... compute", once 1.5x, on a loaded machine).
+    assert rep.verdict.category != "cpu-only", render_text(rep)
+    assert not rep.verdict.more_gpus.startswith("A GPU would help"), render_text(rep)
+    est = rep.gpu_estimate
+    assert est is not None and est.measured_step_s > 0.005 and est.speedup < 1.5
+    assert est.off_core_s is not None and est.off_core_s > 0.5 * est.measured_step_s
 
 
 STALLS = """

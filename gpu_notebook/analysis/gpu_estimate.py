@@ -56,6 +56,10 @@ __all__ = [
 ]
 
 
+# What limits the estimated step when the loop's own waits outside torch outlast the rest.
+OFF_CORE = "the loop's waits outside torch (sleep, I/O, locks)"
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     """Peak figures of one card (dense, no sparsity), from its vendor's datasheet."""
@@ -228,8 +232,13 @@ def estimate_from_ops(
     spec: GpuSpec,
     flops_by_op: Mapping[str, float] | None = None,
     precision: str = "fp32",
+    off_core_us: float | None = None,
 ) -> GpuEstimate:
-    """The estimate from per-step figures (all ``*_us`` per step; ``ops`` summed over ``steps``)."""
+    """The estimate from per-step figures (all ``*_us`` per step; ``ops`` summed over ``steps``).
+
+    ``off_core_us``: the part of the step the loop thread was off a core without waiting for one
+    (sleeping, blocked on I/O or a lock): the estimated step is never shorter than it.
+    """
     flops_by_op = flops_by_op or {}
     peak_tflops = {"fp32": spec.fp32_tflops, "tf32": spec.tf32_tflops or spec.fp32_tflops,
                    "bf16": spec.bf16_tflops}[precision]  # fmt: skip
@@ -271,6 +280,8 @@ def estimate_from_ops(
         "GPU compute": device_step,
     }
     limited_by = max(parts, key=lambda k: parts[k])
+    if off_core_us is not None and off_core_us > gpu_step:
+        gpu_step, limited_by = off_core_us, OFF_CORE
     return GpuEstimate(
         key=spec.key,
         gpu=spec.name,
@@ -288,6 +299,7 @@ def estimate_from_ops(
         peak_tflops=peak_tflops,
         reads_per_step=reads / n,
         cores=cores,
+        off_core_s=off_core_us / 1e6 if off_core_us is not None else None,
     )
 
 
@@ -297,8 +309,13 @@ def estimate_from_trace(
     spec: GpuSpec,
     *,
     cores: int,
+    off_core_share: float | None = None,
 ) -> GpuEstimate | None:
-    """The estimate for a CPU trace already analysed (None: no steps to size)."""
+    """The estimate for a CPU trace already analysed (None: no steps to size).
+
+    ``off_core_share``: the share of the loop thread's own step time it spent off a core without
+    waiting for one (analysis.on_cpu), over the run; that share of the step stays on a GPU.
+    """
     steady, _ = without_stalls(analysis)
     phases = steady.phases
     # The operators come from the trace's own steps; the step they sit in is the run's: with a
@@ -329,6 +346,7 @@ def estimate_from_trace(
         cores=cores,
         spec=spec,
         flops_by_op=flops,
+        off_core_us=off_core_share * step_us if off_core_share is not None else None,
     )
 
 
@@ -347,4 +365,16 @@ def estimate_on_gpu(
     trace = (WindowTraces() if traces is None else traces).get(run.window.trace_path)
     if trace is None:
         return None
-    return estimate_from_trace(trace, analysis, gpu_spec(gpu), cores=max(1, run.env.cpu_count))
+    from gpu_notebook.analysis.on_cpu import on_cpu
+
+    # The thread's time off a core (wall less its wait for a core, less its time on one) is a
+    # sleep or a block a GPU does not shorten; read over every step, as a share, so the
+    # machine's load (the wait for a core) scales with the rest of the step.
+    on = on_cpu(run.steps.steps)
+    return estimate_from_trace(
+        trace,
+        analysis,
+        gpu_spec(gpu),
+        cores=max(1, run.env.cpu_count),
+        off_core_share=1.0 - on.share if on is not None else None,
+    )

@@ -245,6 +245,11 @@ def estimate_assumptions(e: GpuEstimate) -> tuple[str, ...]:
         ),
         "the batch is copied to the GPU in the background (pinned memory, non_blocking)",
     ]
+    if e.off_core_s is not None:
+        out.append(
+            f"the loop thread's {e.off_core_s * 1e3:.2f} ms a step off a core (sleeping or blocked, "
+            "not waiting for a core) stays: the step is never shorter"
+        )
     if e.flops_per_step is not None:
         out.append(
             "matmul FLOPs from the recorded shapes; other operators sized from their CPU time"

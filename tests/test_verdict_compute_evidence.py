@@ -137,3 +137,16 @@ def test_the_compute_answer_needs_evidence_for_inference_too(inference: bool):
         )
     verdict = decide(syn.make_run(CELL, steps=steps), analysis)
     assert verdict.category == "host-bound"
+
+
+def test_a_gpu_run_with_no_busy_reading_gets_no_default_verdict():
+    # A GPU is visible, but no trace kernel and no NVML reading measured how busy it was, and
+    # no wait or host overhead fired: "the host sets the pace" would be a default, not a reading.
+    run = syn.make_run(CELL, gpus=[syn.gpu()])
+    verdict = decide(run, syn.make_analysis({}))
+    assert verdict.category == "unknown" and verdict.confidence == "low"
+    assert "gpu-bound" in verdict.more_gpus and "host-bound" in verdict.more_gpus
+    # With a reading, the reading decides.
+    busy = decide(run, syn.make_analysis({}, util=syn.utilization(gpu_util_pct=95.0)))
+    idle = decide(run, syn.make_analysis({}, util=syn.utilization(gpu_util_pct=30.0)))
+    assert busy.category == "gpu-bound" and idle.category == "host-bound"

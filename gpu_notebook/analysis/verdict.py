@@ -356,6 +356,10 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     if not timeline and sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence)
     idle = 1.0 - busy if busy is not None else None
+    if idle is None and not overhead:
+        # Nothing measured the GPU's busy time and nothing measured the host's overhead: "the
+        # host sets the pace" would be what is left, not what was seen.
+        return _no_busy_reading_verdict(evidence)
     if inference:
         return Verdict(
             "host-bound",
@@ -384,6 +388,19 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         "fuse small ops with torch.compile, or capture steps with CUDA graphs.",
         tuple(evidence),
         confidence,
+    )
+
+
+def _no_busy_reading_verdict(evidence: list[str]) -> Verdict:
+    return Verdict(
+        "unknown",
+        "No verdict: the GPU's busy time was not measured (no kernels in a trace, no NVML "
+        "reading), and no wait, sync or host overhead sets the pace.",
+        "Unknown: gpu-bound (more GPUs would help) or host-bound (they would idle the same way). "
+        "A reading of the GPU's busy time would separate them: profile a window of steps "
+        "(its kernels), or run where NVML reads the GPU's utilization.",
+        ("GPU busy: not measured", *evidence),
+        "low",
     )
 
 

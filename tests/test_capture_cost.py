@@ -5,6 +5,7 @@ step's own time on a busy machine."""
 from __future__ import annotations
 
 import cProfile
+import inspect
 import os
 import subprocess
 import sys
@@ -175,3 +176,63 @@ def test_a_rank_of_a_job_keeps_every_phase_timed_where_a_lone_loop_goes_lean(ip,
     job = run(ip, JOB_LOOP, "-w 2 -s 3")
     assert job.run.rank is not None and job.run.rank.world_size == 2
     assert all(s.timed for s in job.run.steps.steps[-20:])
+
+
+LOADER_CELL = """%%gpucheck -q
+_m = torch.nn.Linear(8, 1); _opt = torch.optim.SGD(_m.parameters(), lr=0.01)
+_loader = DataLoader(TensorDataset(torch.randn({steps} * 4, 8)), batch_size=4)
+_COST_PROFILE.enable()
+for (_x,) in _loader:
+    _m(_x).sum().backward(); _opt.step(); _opt.zero_grad()
+_COST_PROFILE.disable()
+"""
+
+
+def _our_calls_in_loader_loop(ip: Any, steps: int) -> dict[str, int]:
+    """Calls of each capture function (ours) while a DataLoader + optimizer loop runs; a
+    generator expression is named with the line it starts on."""
+    profile = cProfile.Profile()
+    ip.user_ns["_COST_PROFILE"] = profile
+    try:
+        res = ip.run_cell(LOADER_CELL.format(steps=steps))
+    finally:
+        profile.disable()
+        ip.user_ns.pop("_COST_PROFILE", None)
+    assert res.success, res.error_in_exec
+    profile.create_stats()
+    return {
+        f"{os.path.basename(filename)}:{name}" + (f":{line}" if name == "<genexpr>" else ""): stats[
+            1
+        ]
+        for (filename, line, name), stats in profile.stats.items()  # type: ignore[attr-defined]
+        if filename.startswith(CAPTURE_DIR)
+    }
+
+
+def test_a_lean_loader_step_makes_one_step_event_and_no_generator(ip, monkeypatch):
+    """The most common loop (DataLoader, optimizer, no closure), lean: a batch arriving under
+    the optimizer anchor with its step open changes nothing in the step accounting, so the
+    loader's ``__next__`` does not call it; the optimizer's pre hook looks for a closure only
+    when ``step`` got more than the optimizer (no generator made a step). What is left is the
+    loader's wrapper, the two optimizer hooks, the tracing probe in each, the step's end and
+    its schedstat read. Counted as calls: independent of the machine's load."""
+    import gpu_notebook.capture.session as session_mod
+    from gpu_notebook.capture.stepclock import StepClock
+
+    monkeypatch.setattr(session_mod, "TIMED_MIN_STEP_S", 60.0)
+    assert ip.run_cell(
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset"
+    ).success
+    _our_calls_in_loader_loop(ip, 20)  # warm: imports, the first profiler start
+    short, long = _our_calls_in_loader_loop(ip, 40), _our_calls_in_loader_loop(ip, 120)
+    per_step = {k: (long.get(k, 0) - short.get(k, 0)) / 80 for k in set(short) | set(long)}
+    assert per_step["stepclock.py:__next__"] == 1.0
+    assert per_step["stepclock.py:_on_opt_post"] == 1.0
+    assert per_step["stepclock.py:_event"] == 1.0, per_step  # the optimizer's: the step's end
+    lines, first = inspect.getsourcelines(StepClock._on_opt_pre)
+    in_pre = [f"stepclock.py:<genexpr>:{n}" for n in range(first, first + len(lines))]
+    assert sum(per_step.get(k, 0) for k in in_pre) == 0, per_step
+    every_step = {k: v for k, v in per_step.items() if v >= 1 and "<genexpr>" not in k}
+    # __next__, the two hooks, the tracing probe twice, the step event and its close (and the
+    # schedstat read, when the steps are long enough to pay for it).
+    assert sum(every_step.values()) <= 8, every_step

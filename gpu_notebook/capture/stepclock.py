@@ -69,6 +69,7 @@ _PRIORITY: dict[str, int] = {
     "dataloader": 3,
     "optimizer": 4,
 }
+_LOADER_PRIORITY = _PRIORITY["dataloader"]
 
 COMPILED_NOTE = (
     "torch.compile ran in this cell: optimizer steps are not hooked from then on (Dynamo could "
@@ -492,8 +493,9 @@ class StepClock:
             # time, so a closure's forward/backward (LBFGS, Lightning) would count as the
             # optimizer's: such a run keeps no lean optimizer time at all.
             # torch passes step()'s own args, the optimizer first: a closure is a callable.
-            if callable(kwargs.get("closure")) or any(
-                callable(a) for a in args if a is not optimizer
+            # Most steps pass nothing but the optimizer: no generator is made for them.
+            if (kwargs and callable(kwargs.get("closure"))) or (
+                len(args) > 1 and any(callable(a) for a in args if a is not optimizer)
             ):
                 self._lean_optimizer = False
                 self._opt_start_ns = 0
@@ -544,7 +546,10 @@ class StepClock:
                 return original(it)
             start = time.perf_counter_ns()
             clock._counts["dataloader"] += 1
-            clock._event("dataloader", start, ends_step=False)
+            if clock._cur_start_ns is None or _PRIORITY[clock.anchor] <= _LOADER_PRIORITY:
+                # A batch under a higher anchor with its step open changes nothing there (the
+                # common case, an optimizer loop): the call is skipped, not made to return.
+                clock._event("dataloader", start, ends_step=False)
             ours = (
                 clock._listener_ns
             )  # a profiler started at this boundary is ours, not the loader's
@@ -721,7 +726,7 @@ class StepClock:
         if fd < 0:
             return None
         try:
-            cpu, wait = os.pread(fd, 64, 0).split()[:2]
+            cpu, wait, _slices = os.pread(fd, 64, 0).split()  # every step: no slice made
             return int(cpu), int(wait)
         except (OSError, ValueError):
             self._sched_fd = -1

@@ -21,16 +21,30 @@ def tracing_probe(torch: Any) -> Callable[[], bool]:
     is_compiling = torch.compiler.is_compiling
     tracing_state = torch._C._get_tracing_state
     try:
+        from torch.fx import _symbolic_trace as fx_trace
         from torch.fx._symbolic_trace import is_fx_symbolic_tracing as is_fx_tracing
     except ImportError:  # pragma: no cover - older torch
 
         def is_fx_tracing() -> bool:
             return False
 
-    def tracing() -> bool:
+        fx_trace = None
+
+    if fx_trace is not None and isinstance(getattr(fx_trace, "_is_fx_tracing_flag", None), bool):
+        # This runs twice a step: fx's own flag read directly, not through the function that
+        # reads it (``is_fx_symbolic_tracing`` is the flag and not compiling, and compiling is
+        # asked first). ``is_compiling()`` stays a call: Dynamo constant-folds it.
+        def tracing() -> bool:
+            return bool(
+                is_compiling() or fx_trace._is_fx_tracing_flag or tracing_state() is not None
+            )
+
+        return tracing
+
+    def tracing_via_calls() -> bool:
         return bool(is_compiling() or is_fx_tracing() or tracing_state() is not None)
 
-    return tracing
+    return tracing_via_calls
 
 
 def invisible_to_compilers(wrapper: Any, original: Any, key: str) -> None:

@@ -183,6 +183,17 @@ class StepMemory:
 
 
 @dataclass(frozen=True)
+class StepCpu:
+    """This process's CPU time (every thread: torch's intra-op pool too), read at the end of one
+    step; the step clock reads it at steps spaced a quarter of their index apart (a few dozen
+    readings over any run)."""
+
+    index: int  # the step that had just ended
+    end_s: float  # its end, seconds since the capture started
+    process_cpu_s: float  # this process's CPU time so far (not its children's)
+
+
+@dataclass(frozen=True)
 class ChildProcessSteps:
     """One process the cell started (or one of those started) that ran optimizer steps, counted
     and timed there by hooks: phases from its first optimizer step's end to its last's."""
@@ -221,6 +232,7 @@ class StepClockRecord:
     event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
     grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
+    process_cpu: tuple[StepCpu, ...] = ()  # the process's CPU time at spaced step ends
     lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait
     lean_optimizer: bool = False  # ... and their optimizer step's time (optimizer_s)
     # The DataLoader the loop read most batches from, as its iterator ran (None: no loader).
@@ -880,6 +892,9 @@ class MachineFacts:
     loop_ours_cores: float | None = None
     loop_others_cores: float | None = None
     loop_run_wait: float | None = None
+    # This process's own threads while the steady steps ran, from the step clock's spaced CPU
+    # readings (``StepClockRecord.process_cpu``): exact however short the loop. None: not read.
+    loop_process_cores: float | None = None
 
     @property
     def threads_wanted(self) -> int | None:

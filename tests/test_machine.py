@@ -366,3 +366,29 @@ def test_stalls_are_read_against_the_wait_of_the_readings_they_fall_in():
     assert shape.run_wait_share is not None and shape.stalls.share > 1.25 * shape.run_wait_share
     assert shape.stall_wait_share is not None and shape.stall_wait_share >= 0.7
     assert "run.periodic_stall" not in {f.rule_id for f in build_report(run).findings}
+
+
+def _readings(run, cores: float):
+    """The step clock's spaced CPU readings of the process at ``cores`` while the steps ran."""
+    from gpu_notebook.records import StepCpu
+
+    out, nxt = [], 0
+    for s in run.steps.steps:
+        if s.index >= nxt:
+            nxt = s.index + 1 + s.index // 4
+            end = s.start_s + s.duration_s
+            out.append(StepCpu(s.index, end, cores * end))
+    return dataclasses.replace(run, steps=dataclasses.replace(run.steps, process_cpu=tuple(out)))
+
+
+def test_a_short_loop_whose_pool_computes_is_oversubscribed():
+    # 4 torch threads on 2 idle cores, a loop of 0.4 s: the sampler's readings (a quarter second
+    # apart) saw the imports and set-up, one core; the step clock's readings saw the pool use
+    # 1.45 cores while the steps ran (the rest idle at its barriers).
+    run = _readings(_run([0.014] * 30, lambda t: 0.0, ours_pct=100.0, threads=4), 1.45)
+    found = worded(machine.oversubscribed(run, _analysis(run), SourceFacts(parsed=False)))
+    assert found is not None and "torch.set_num_threads(2)" in found.fix
+    assert "this process used 1.45 cores while the steps ran" in found.evidence
+    # The same pool in a loop that waits (0.3 cores): nothing competes.
+    idle = _readings(_run([0.014] * 30, lambda t: 0.0, ours_pct=100.0, threads=4), 0.3)
+    assert machine.oversubscribed(idle, _analysis(idle), SourceFacts(parsed=False)) is None

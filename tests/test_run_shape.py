@@ -350,3 +350,27 @@ def test_a_tiny_op_loop_spread_by_preemption_still_represents_the_run():
     slow = [step(0.25 * _wobble(i)) if i < 150 else step(1.25, data=1.0) for i in range(400)]
     unlike = run_shape(make_run(record(slow)))
     assert unlike is not None and unlike.represents is False
+
+
+def test_jitter_is_a_finding_only_where_the_slow_steps_cost_the_run():
+    # Spread that costs the run: 3 steps in 10 take 2x (a seeded pattern, not periodic).
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    slow = rng.random(400) < 0.3
+    costly = make_run(record([step(20.0 if s else 10.0 * _wobble(i)) for i, s in enumerate(slow)]))
+    shape = run_shape(costly)
+    assert shape is not None and shape.jitter >= 1.5 and shape.stalls is None
+    assert (shape.above_median_share or 0) >= 0.05
+    assert "run.jitter" in rule_ids(build_report(costly))
+    # Uneven steps that cost nothing: as many steps 0.45x as 1.6x (an LBFGS loop's closure
+    # calls of two kinds): p90 at 1.6x the median, yet every step at the median would gain <1%.
+    kind = np.random.default_rng(4).random(400)
+    times = [
+        16.0 if k < 0.15 else 4.5 if k > 0.85 else 10.0 * _wobble(i) for i, k in enumerate(kind)
+    ]
+    cheap = make_run(record([step(t) for t in times]))
+    shape = run_shape(cheap)
+    assert shape is not None and shape.jitter >= 1.5
+    assert (shape.above_median_share or 0) < 0.05, shape.above_median_share
+    assert "run.jitter" not in rule_ids(build_report(cheap))

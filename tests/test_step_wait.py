@@ -171,6 +171,18 @@ def test_the_step_clock_reads_each_steps_wait_and_cpu_where_schedstat_is():
     assert all(s.wait_s is None and s.cpu_s is None for s in _train(6, False).steps)
 
 
+def test_the_step_clock_reads_the_process_cpu_at_spaced_steps():
+    # Steps 0-4 each, then each reading a quarter of its index further on: a few dozen over any
+    # run, increasing CPU time (all threads), ending at the step it was read after.
+    record = _train(40, read_waits=False)
+    idx = [r.index for r in record.process_cpu]
+    assert idx == [0, 1, 2, 3, 4, 6, 8, 11, 14, 18, 23, 29, 37]
+    cpu = [r.process_cpu_s for r in record.process_cpu]
+    assert cpu == sorted(cpu) and cpu[-1] > cpu[0]
+    ends = {s.index: s.start_s + s.duration_s for s in record.steps}
+    assert all(abs(r.end_s - ends[r.index]) < 1e-6 for r in record.process_cpu)
+
+
 def test_a_ranks_preempted_steps_neither_drift_nor_stall_in_the_job_report():
     from gpu_notebook.report.job import drift_factor, rank_shape, stalls_matter
 

@@ -150,3 +150,53 @@ def test_a_gpu_run_with_no_busy_reading_gets_no_default_verdict():
     busy = decide(run, syn.make_analysis({}, util=syn.utilization(gpu_util_pct=95.0)))
     idle = decide(run, syn.make_analysis({}, util=syn.utilization(gpu_util_pct=30.0)))
     assert busy.category == "gpu-bound" and idle.category == "host-bound"
+
+
+def _with_process_cpu(steps: StepClockRecord, cores: float) -> StepClockRecord:
+    """The step clock's spaced readings of the process's CPU time (every thread), as it takes
+    them (steps 0-4, then a quarter of the index further on), at ``cores`` per wall second."""
+    from gpu_notebook.records import StepCpu
+
+    readings, nxt = [], 0
+    for s in steps.steps:
+        if s.index >= nxt:
+            nxt = s.index + 1 + s.index // 4
+            end = s.start_s + s.duration_s
+            readings.append(StepCpu(s.index, end, cores * end))
+    return dataclasses.replace(steps, process_cpu=tuple(readings))
+
+
+def test_a_loop_thread_waiting_for_torchs_other_threads_is_compute():
+    # torch's intra-op pool with more threads than cores: the loop's thread waits at the end of
+    # each parallel region (off a core 60% of its own time) while the pool's other threads
+    # compute; the process used 1.45 cores. That is compute, not a sleep.
+    steps = _with_process_cpu(_steps(_series(0.4)), 1.45)
+    on = on_cpu(steps.steps, steps.process_cpu)
+    assert on is not None and on.share < 0.5 and on.process is not None and on.process > 1.4
+    verdict = _verdict(steps)
+    assert verdict.category == "cpu-only", verdict.evidence
+    assert any("this process's threads on a core" in e for e in verdict.evidence)
+    # The same loop thread in a process that used no more than it: a wait, as before.
+    alone = _verdict(_with_process_cpu(_steps(_series(0.4)), 0.4))
+    assert alone.category == "host-bound" and "waits on something" in alone.headline
+
+
+def test_our_own_work_in_the_steps_is_not_the_process_computing():
+    # A sleeping loop (3% on a core) whose steps held a profiler start of ours: the process's
+    # CPU time over those steps is our work's, taken out with it.
+    steps = _steps(_series(0.03))
+    rows = list(steps.steps)
+    for i in (10, 11):
+        rows[i] = dataclasses.replace(rows[i], ours_s=rows[i].duration_s)
+    steps = dataclasses.replace(steps, steps=tuple(rows))
+    readings = _with_process_cpu(steps, 0.03).process_cpu
+    # Our profiler's 2 steps of CPU on top of the loop's own 3%.
+    ours_cpu = 2 * 0.02
+    readings = tuple(
+        dataclasses.replace(r, process_cpu_s=r.process_cpu_s + (ours_cpu if r.index >= 11 else 0))
+        for r in readings
+    )
+    on = on_cpu(steps.steps, readings)
+    assert on is not None and on.process is not None and on.process < 0.2
+    verdict = _verdict(dataclasses.replace(steps, process_cpu=readings))
+    assert verdict.category == "host-bound"

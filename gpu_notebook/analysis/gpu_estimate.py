@@ -370,11 +370,11 @@ def estimate_on_gpu(
     # The thread's time off a core (wall less its wait for a core, less its time on one) is a
     # sleep or a block a GPU does not shorten; read over every step, as a share, so the
     # machine's load (the wait for a core) scales with the rest of the step.
-    on = on_cpu(run.steps.steps)
+    on = on_cpu(run.steps.steps, run.steps.process_cpu)
     return estimate_from_trace(
         trace,
         analysis,
         gpu_spec(gpu),
         cores=max(1, run.env.cpu_count),
-        off_core_share=1.0 - on.share if on is not None else None,
+        off_core_share=1.0 - on.computing if on is not None else None,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu_notebook.analysis.interference import others_cores, sample_series, usable_cores
+from gpu_notebook.analysis.on_cpu import process_cores
 from gpu_notebook.analysis.steps import steady_steps
 from gpu_notebook.records import MachineFacts, Run
 
@@ -42,6 +43,9 @@ def machine_facts(run: Run) -> MachineFacts:
         loop_ours_cores=loop[0],
         loop_others_cores=loop[1],
         loop_run_wait=loop[2],
+        loop_process_cores=process_cores(
+            steady_steps(run.steps, run.window.warmup_steps), run.steps.process_cpu
+        ),
     )
 
 

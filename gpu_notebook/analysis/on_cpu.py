@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpu_notebook.analysis.uncertainty import LEVEL, RESAMPLES, SEED
-from gpu_notebook.records import StepTiming
+from gpu_notebook.records import StepCpu, StepTiming
 
-__all__ = ["ON_CPU_COMPUTE", "OnCpu", "on_cpu"]
+__all__ = ["ON_CPU_COMPUTE", "OnCpu", "on_cpu", "process_cores", "process_share"]
 
 # A thread on a core for at least half its own step time mostly computes; below, it mostly waits
 # (the same 50% line as host.HOST_BOUND_SHARE: the larger part of the step decides).
@@ -40,9 +40,19 @@ class OnCpu:
     high: float
     steps: int  # steps read
     own_s: float  # their own time, summed
+    # This process's CPU time (all its threads) over the same steps' own time, from the step
+    # clock's spaced readings (None: fewer than two readings over enough steps). A thread that
+    # waits at the end of each parallel region for torch's other threads is off a core while
+    # its process computes: that is compute, not a sleep.
+    process: float | None = None
+
+    @property
+    def computing(self) -> float:
+        """The larger of the two readings: the share of the steps' own time spent computing."""
+        return min(1.0, max(self.share, self.process or 0.0))
 
 
-def on_cpu(steps: Sequence[StepTiming]) -> OnCpu | None:
+def on_cpu(steps: Sequence[StepTiming], readings: Sequence[StepCpu] = ()) -> OnCpu | None:
     """The loop thread's on-core share of the run's steps; None when too few steps carry a
     reading (not Linux, steps too short to pay for the read, an older record). Steps holding our
     own work (a profiler starting or stopping) are left out: that time is not the cell's."""
@@ -66,4 +76,46 @@ def on_cpu(steps: Sequence[StepTiming]) -> OnCpu | None:
         float(np.percentile(shares, 100 - tail)),
         len(read),
         float(own.sum()),
+        process_share(steps, readings),
     )
+
+
+def process_share(steps: Sequence[StepTiming], readings: Sequence[StepCpu]) -> float | None:
+    """This process's CPU time over the own time (wall less the loop thread's wait for a core)
+    of the steps between its first reading at or after ``steps[0]`` and its last: cores per
+    second of the loop's own time. Our own work in those steps (a profiler starting, stopping)
+    is left out of both. None: fewer than two readings, or too little time between them."""
+    if not steps:
+        return None
+    inside = [r for r in readings if steps[0].index <= r.index <= steps[-1].index]
+    if len(inside) < 2:
+        return None
+    first, last = inside[0], inside[-1]
+    span = [s for s in steps if first.index < s.index <= last.index]
+    wall = sum(s.duration_s for s in span)
+    if not span or wall <= 0:
+        return None
+    # Kept steps may be every Nth: the span's wait and our work as shares of its kept steps.
+    wait = sum(s.wait_s or 0.0 for s in span) / wall
+    ours = sum(s.ours_s for s in span) / wall
+    elapsed = last.end_s - first.end_s
+    own = elapsed * max(0.0, 1.0 - wait - ours)
+    if own < MIN_READ_S:
+        return None
+    cpu = last.process_cpu_s - first.process_cpu_s - elapsed * ours
+    return max(0.0, cpu / own)
+
+
+def process_cores(steps: Sequence[StepTiming], readings: Sequence[StepCpu]) -> float | None:
+    """This process's cores (CPU seconds per wall second, all its threads) between its first
+    reading at or after ``steps[0]`` and its last: what the loop itself used, not the imports
+    and set-up the sampler's whole-run readings also hold, however short the loop."""
+    if not steps:
+        return None
+    inside = [r for r in readings if steps[0].index <= r.index <= steps[-1].index]
+    if len(inside) < 2:
+        return None
+    elapsed = inside[-1].end_s - inside[0].end_s
+    if elapsed < MIN_READ_S:
+        return None
+    return max(0.0, (inside[-1].process_cpu_s - inside[0].process_cpu_s) / elapsed)

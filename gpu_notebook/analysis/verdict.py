@@ -742,7 +742,7 @@ class ComputeEvidence:
     @property
     def waits(self) -> bool:
         """Off a core for most of its own time: sleeping, blocked on I/O, a lock, a process."""
-        return self.on_cpu is not None and self.on_cpu.share < ON_CPU_COMPUTE
+        return self.on_cpu is not None and self.on_cpu.computing < ON_CPU_COMPUTE
 
     @property
     def own_code(self) -> bool:
@@ -756,7 +756,7 @@ class ComputeEvidence:
     @property
     def computes(self) -> bool:
         if self.on_cpu is not None:
-            return self.on_cpu.share >= ON_CPU_COMPUTE
+            return self.on_cpu.computing >= ON_CPU_COMPUTE
         return self.ops is not None and self.ops >= HOST_BOUND_SHARE
 
 
@@ -776,11 +776,19 @@ def _compute_evidence(run: Run, phases: PhaseBreakdown) -> ComputeEvidence:
     ops = (
         sum(x for x in measured if x is not None) if any(x is not None for x in measured) else None
     )
-    return ComputeEvidence(on_cpu(run.steps.steps), ops, phases.share(outside_phase))
+    return ComputeEvidence(
+        on_cpu(run.steps.steps, run.steps.process_cpu), ops, phases.share(outside_phase)
+    )
 
 
 def _compute_line(compute: ComputeEvidence) -> str:
     on = compute.on_cpu
+    if on is not None and on.process is not None and on.process > on.share:
+        return (
+            f"this process's threads on a core {on.process:.2f} core(s) per second of the "
+            f"steps' own time (the loop thread {fmt_share(on.share)}: it waits for torch's "
+            "other threads at each parallel region's end)"
+        )
     if on is not None:
         return (
             f"loop thread on a core {fmt_share(on.share)} of its own step time (range "
@@ -800,6 +808,8 @@ def _on_cpu_uncertainty(
     on = compute.on_cpu
     if on is None or not on.low < ON_CPU_COMPUTE <= on.high:
         return confidence
+    if on.process is not None and on.process >= ON_CPU_COMPUTE:
+        return confidence  # the process's threads compute, whatever the loop thread's share
     other = "host-bound (waiting)" if found.startswith("cpu-only") else "cpu-only (compute)"
     evidence.append(
         f"loop thread on a core {fmt_share(on.share)} (range {fmt_share(on.low)}-"

@@ -46,6 +46,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from time import process_time_ns as _process_time_ns
 from typing import Any
 
 from gpu_notebook import markers
@@ -58,6 +59,7 @@ from gpu_notebook.records import (
     ChildProcessSteps,
     StepAnchor,
     StepClockRecord,
+    StepCpu,
     StepMemory,
     StepTiming,
 )
@@ -198,6 +200,9 @@ class StepClock:
         self._iterator_batches = 0
         self._loader_batches: dict[tuple[Any, Any], int] = {}
         self._mem_rows: list[tuple[int, int]] = []  # (step index, rss bytes), bounded as _rows
+        # (step index, end ns, process CPU ns) at steps 0-4, then each a quarter further on.
+        self._cpu_rows: list[tuple[int, int, int]] = []
+        self._cpu_next = 0
 
     # ---------------------------------------------------------------- install / uninstall
 
@@ -659,6 +664,8 @@ class StepClock:
     def _upgrade(self, kind: StepAnchor) -> None:
         self.anchor = kind
         self._rows.clear()
+        self._cpu_rows.clear()
+        self._cpu_next = 0
         self._decimation = 1
         self._step_count = 0
         if self.anchor_listener is not None:
@@ -711,6 +718,11 @@ class StepClock:
         every = self.memory_every_steps
         if every and index % every == 0:
             self._read_memory(index)
+        if index >= self._cpu_next:
+            # A few dozen readings over any run (each a quarter of the index further on): the
+            # process's cores over the loop, all its threads, without a per-step read.
+            self._cpu_next = index + 1 + index // 4
+            self._cpu_rows.append((index, end_ns, _process_time_ns()))
 
     def _read_sched(self) -> tuple[int, int] | None:
         """(on-CPU ns, run-queue wait ns) of the loop thread so far, or None (not Linux: the
@@ -838,6 +850,10 @@ class StepClock:
             ),
             grad_bytes=grad_bytes or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
+            process_cpu=tuple(
+                StepCpu(index=i, end_s=(e - t0) / 1e9, process_cpu_s=c / 1e9)
+                for i, e, c in self._cpu_rows
+            ),
             lean_data="dataloader" in self._patches,
             lean_optimizer=self._lean_optimizer,
             loader_num_workers=loader[0][0] if loader else None,

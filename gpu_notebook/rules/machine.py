@@ -32,6 +32,10 @@ from gpu_notebook.rules.run_shape import (
 
 BUSY_OURS = 0.75  # this process uses at least this share of the cores left to it
 STARVED = 0.2  # or its thread waits for a core at least this share of a step
+# or its threads use more than one core between them while the steps run: the pool computes
+# (an oversubscribed pool itself leaves cores idle at its barriers, so "most of the cores" alone
+# misses it on a quiet machine).
+POOL_ACTIVE = 1.2
 SHARED_SHARE = 0.5
 STEAL_PCT = 10.0
 
@@ -54,6 +58,7 @@ class Oversubscribed(Said):
     stretch: float  # threads wanted / cores free
     starved: float  # share of a step the loop's thread waited for a core
     target: int  # the thread count to set
+    used: float | None = None  # cores this process's threads used while the steps ran
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,9 @@ def oversubscribed(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     # Threads that wait (on data, on sleep) compete for nothing: only a process that uses
     # most of what the others leave it, or whose thread waits for a core, is slowed by its pool.
     starved = (analysis.shape.run_wait_share or 0.0) if analysis.shape is not None else 0.0
-    busy = m.ours_median_cores is not None and m.ours_median_cores >= BUSY_OURS * free
+    # What the loop's own threads used (the step clock's readings); else the sampler's median.
+    ours = m.loop_process_cores if m.loop_process_cores is not None else m.ours_median_cores
+    busy = ours is not None and ours >= min(BUSY_OURS * free, POOL_ACTIVE)
     if not busy and starved < STARVED:
         return None
     target = _thread_fix(m)
@@ -121,7 +128,7 @@ def oversubscribed(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     data = (analysis.phases.share("data") if analysis.phases is not None else None) or 0.0
     bound = 1.0 / (data + (1.0 - data) / stretch)
     severity: Severity = "high" if bound >= 1.5 else "medium" if bound >= 1.2 else "low"
-    said = Oversubscribed(m, stretch, starved, target)
+    said = Oversubscribed(m, stretch, starved, target, ours)
     return found("machine.oversubscribed", severity, said, bound=bound)
 
 

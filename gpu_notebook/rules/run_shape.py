@@ -22,6 +22,9 @@ from gpu_notebook.rules.common import Rule, found, gain_bound, severity_of
 DRIFT_FACTOR = 1.5
 BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's
 JITTER = 1.5
+# ... and the time its steps spend above the median is at least this share of the run: below it,
+# making every step the median would gain less than the run-to-run noise (1.05x).
+JITTER_SHARE = 0.05
 STALL_SHARE = 0.02
 MEMORY_R2 = 0.8
 MEMORY_GROWTH_BYTES = 16 * 2**20
@@ -144,6 +147,8 @@ def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     if shape.drift is not None and shape.drift >= DRIFT_FACTOR:
         return None
     above = shape.above_median_share
+    if above is None or above < JITTER_SHARE:
+        return None  # a few slow steps that cost the run nothing measurable
     bound = gain_bound(above, analysis)
     said = Jitter(shape, above, bound)
     return found("run.jitter", "low", said, phase_share=above, bound=bound)

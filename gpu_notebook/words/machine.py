@@ -77,6 +77,8 @@ def oversubscribed(s: Oversubscribed) -> Words:
         f"other processes used {m.others_median_cores or 0.0:.2f} cores (median over the run): {free:.2f} left to this one",
         f"threads wanted / cores free: {s.stretch:.2f}x: each operator waits for its slowest thread",
     ]
+    if s.used is not None:
+        evidence.append(f"this process used {s.used:.2f} cores while the steps ran")
     if s.starved:
         evidence.append(f"the loop's thread waited for a core {fmt_share(s.starved)} of a step")
     return words(

@@ -135,7 +135,7 @@ def test_a_record_without_per_step_waits_is_read_as_before():
     assert shape is not None and shape.own is None and shape.run_wait_share == 0.22
 
 
-def _train(steps: int, read_waits: bool) -> StepClockRecord:
+def _train(steps: int, read_waits: bool, read_stalls: bool = True) -> StepClockRecord:
     import torch
 
     from gpu_notebook.capture.stepclock import StepClock
@@ -146,6 +146,7 @@ def _train(steps: int, read_waits: bool) -> StepClockRecord:
     x = torch.randn(4, 8)
     clock = StepClock(time.perf_counter_ns())
     clock.read_waits = read_waits
+    clock.read_stalls = read_stalls
     clock.install()
     try:
         for _ in range(steps):
@@ -168,7 +169,12 @@ def test_the_step_clock_reads_each_steps_wait_and_cpu_where_schedstat_is():
     assert record.steps[0].wait_s is None
     assert all(s.wait_s is not None and s.wait_s >= 0 for s in record.steps[1:])
     assert all(s.cpu_s is not None and s.cpu_s >= 0 for s in record.steps[1:])
-    assert all(s.wait_s is None and s.cpu_s is None for s in _train(6, False).steps)
+    assert all(s.wait_s is None and s.cpu_s is None for s in _train(6, False, False).steps)
+    # Per-step readings off, slow steps read: a wait where a step took over a millisecond only.
+    assert all(
+        s.cpu_s is None and (s.wait_s is None or s.duration_s >= 0.001)
+        for s in _train(6, False).steps
+    )
 
 
 def test_the_step_clock_reads_the_process_cpu_at_spaced_steps():
@@ -279,3 +285,69 @@ def test_each_step_stands_with_the_window_of_its_own_pace_under_load():
     assert walls is not None and (walls.share("data") or 0.0) < 0.2  # the wall clock's pick
     combined = combine_windows(record, 2, windows)
     assert combined is not None and (combined.share("data") or 0.0) > 0.5
+
+
+def _tiny_steps_with_slices(slice_wait_s: float | None) -> Run:
+    """A tiny-op loop (130 us steps, too short for per-step readings) with a 4.2 ms step every
+    28 steps: another process's time slice (its wait read after the slow step) or, with no wait
+    in it, the code's own stall."""
+    own = [0.00013 * _wobble(i) for i in range(300)]
+    wait = [0.0] * 300
+    for i in range(37, 300, 28):
+        own[i] = 0.0042 - (slice_wait_s or 0.0)
+        wait[i] = slice_wait_s or 0.0
+    run = _run(own, wait, 0.0)
+    rows = tuple(
+        dataclasses.replace(s, wait_s=wait[s.index] if wait[s.index] > 0 else None)
+        for s in run.steps.steps
+    )
+    if slice_wait_s is None:  # the slow steps were read too, and waited for nothing
+        rows = tuple(
+            dataclasses.replace(s, wait_s=0.0) if s.duration_s > 0.001 else s for s in rows
+        )
+    return dataclasses.replace(run, steps=dataclasses.replace(run.steps, steps=rows))
+
+
+def test_tiny_steps_that_lost_a_time_slice_are_no_stall():
+    machine = _tiny_steps_with_slices(0.0041)
+    shape = run_shape(machine)
+    assert shape is not None and shape.stalls is None, shape.stalls
+    assert "run.periodic_stall" not in {f.rule_id for f in build_report(machine).findings}
+    # The same slow steps with no wait for a core in them: the code's, every 28 steps.
+    code = _tiny_steps_with_slices(None)
+    shape = run_shape(code)
+    assert shape is not None and shape.stalls is not None and shape.stalls.period_steps == 28
+    assert "run.periodic_stall" in {f.rule_id for f in build_report(code).findings}
+
+
+def test_the_step_clock_reads_a_slow_steps_wait_when_steps_are_too_short_to_read():
+    import os
+
+    import torch
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        return
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 8)
+    clock = StepClock(time.perf_counter_ns())
+    clock.read_waits = False  # the session's choice for steps under WAIT_MIN_STEP_S
+    clock.install()
+    try:
+        for i in range(60):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            if i in (20, 45):
+                time.sleep(0.003)  # a slow step: its wait is read (here: none to speak of)
+            opt.step()
+    finally:
+        clock.uninstall()
+    record = clock.record()
+    read = {s.index for s in record.steps if s.wait_s is not None}
+    assert {20, 45} <= read  # both slow steps, whatever the machine's load
+    slow = {s.index for s in record.steps if s.duration_s >= 0.001}
+    assert read <= slow  # no fast step carries a reading
+    assert all(s.cpu_s is None for s in record.steps)  # a reading spans several steps' CPU

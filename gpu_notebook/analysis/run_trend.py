@@ -140,6 +140,12 @@ def run_shape(run: Run) -> RunShape | None:
         head[: max(1, len(dur) // 5)] = True
         tail[-max(1, len(dur) // 5) :] = True
     stalled = dur > STALL_FACTOR * median
+    if stalled.any() and not all(s.wait_s is not None for s in steps_read):
+        # Tiny steps carry a wait only where one was slow (capture/stepclock): a slow step
+        # that is not slow once its wait for a core is out was a time slice another process
+        # took, not the code's stall.
+        waited = np.fromiter((s.wait_s or 0.0 for s in steps_read), dtype=float, count=len(dur))
+        stalled &= dur - waited > STALL_FACTOR * median
     loud = np.fromiter((s.index in loud_idx for s in steps_read), dtype=bool, count=len(dur))
     calm = ~stalled if stalled.sum() < len(dur) / 2 else np.ones_like(stalled)
     slope = _slope(index[calm], dur[calm])

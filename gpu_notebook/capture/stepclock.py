@@ -180,6 +180,9 @@ class StepClock:
         # or no schedstat here: the steps carry no wait (-1), the rules fall back to the
         # sampler's readings.
         self.read_waits = True
+        # ... and where it is off (tiny steps), read around slow steps only (their wait alone).
+        self.read_stalls = True
+        self._sched_mark_at = -(2**62)  # the step after which the last reading was taken
         self._sched_fd: int | None = None
         self._sched_mark: tuple[int, int] | None = None  # (cpu_ns, wait_ns) at the last step end
 
@@ -666,6 +669,7 @@ class StepClock:
         self._rows.clear()
         self._cpu_rows.clear()
         self._cpu_next = 0
+        self._sched_mark_at = -(2**62)
         self._decimation = 1
         self._step_count = 0
         if self.anchor_listener is not None:
@@ -682,10 +686,20 @@ class StepClock:
         if self.read_waits:
             now = self._read_sched()
             last, self._sched_mark = self._sched_mark, now
-            if now is not None and last is not None:
+            if now is not None and last is not None and self._sched_mark_at == index - 1:
                 cpu_ns, wait_ns = now[0] - last[0], now[1] - last[1]
-        elif self._sched_mark is not None:
-            self._sched_mark = None  # the next step read after a pause has no start
+            self._sched_mark_at = index
+        elif self.read_stalls and self._sched_fd != -1:
+            # Steps too short to read at each end: read after a slow one (a time slice lost to
+            # another process, or the code's own stall) and every _MARK_EVERY steps, so a slow
+            # step's wait is that of the few steps since the last reading: the machine's, or not.
+            slow = end_ns - (self._cur_start_ns or end_ns) >= _STALL_READ_NS
+            if slow or index - self._sched_mark_at >= _MARK_EVERY:
+                now = self._read_sched()
+                last, self._sched_mark = self._sched_mark, now
+                if slow and now is not None and last is not None:
+                    wait_ns = now[1] - last[1]
+                self._sched_mark_at = index
         if index % self._decimation == 0:
             start_ns = self._cur_start_ns if self._cur_start_ns is not None else end_ns
             if self._samples is not None:
@@ -861,6 +875,11 @@ class StepClock:
             children=self.children(),
         )
 
+
+# With per-step readings off, a step this long gets its wait for a core read (a time slice
+# is 1-4 ms; tiny steps run well under a millisecond), and the mark is refreshed this often.
+_STALL_READ_NS = 1_000_000
+_MARK_EVERY = 16
 
 # A boundary listener that returns within this was only its fast path (a comparison): not
 # counted as ours, so the steps it touched are not left out of the analysis for nothing.
@@ -1125,6 +1144,7 @@ def _inert_after_fork() -> None:
         clock.boundary_listener = None
         clock.anchor_listener = None
         clock.read_waits = False
+        clock.read_stalls = False
         clock._inert.update(("dataloader", "backward"))
     _CLOCKS.clear()
     for fd in tables:

@@ -392,3 +392,32 @@ def test_a_short_loop_whose_pool_computes_is_oversubscribed():
     # The same pool in a loop that waits (0.3 cores): nothing competes.
     idle = _readings(_run([0.014] * 30, lambda t: 0.0, ours_pct=100.0, threads=4), 0.3)
     assert machine.oversubscribed(idle, _analysis(idle), SourceFacts(parsed=False)) is None
+
+
+def test_a_sleep_every_25_steps_keeps_its_period_among_time_slices_on_a_busy_machine():
+    # The CI failure of test_cli's stall script, as a series: 70 us steps, a 200 ms sleep every
+    # 25 steps (read after the step: no wait for a core in it), two steps of 60 ms lost to
+    # another process (read: 60 ms waited), and the other processes took our core while we
+    # slept (the sampler reads the machine busier around each sleep).
+    durations, waits, sleeps = [], [], []
+    for i in range(150):
+        if i % 25 == 1 and i > 1:
+            durations.append(0.2)
+            waits.append(0.0)
+            sleeps.append(i)
+        elif i in (81, 82):
+            durations.append(0.06)
+            waits.append(0.0599)
+        else:
+            durations.append(0.00007)
+            waits.append(None)
+    # Another job took the machine from the second sleep to the fifth: those sleeps ran "loud".
+    starts = [sum(durations[:i]) for i in range(len(durations))]
+    busy = (starts[sleeps[1]], starts[sleeps[3]] + 0.25)
+    run = _run(durations, lambda t: 1.8 if busy[0] <= t <= busy[1] else 0.0)
+    rows = tuple(dataclasses.replace(s, wait_s=waits[s.index]) for s in run.steps.steps)
+    run = dataclasses.replace(run, steps=dataclasses.replace(run.steps, steps=rows))
+    shape = run_shape(run)
+    assert shape is not None and shape.stalls is not None
+    assert shape.stalls.period_steps == 25, shape.stalls
+    assert 81 not in shape.stalls.steps and 82 not in shape.stalls.steps

@@ -146,7 +146,17 @@ def run_shape(run: Run) -> RunShape | None:
         # took, not the code's stall.
         waited = np.fromiter((s.wait_s or 0.0 for s in steps_read), dtype=float, count=len(dur))
         stalled &= dur - waited > STALL_FACTOR * median
-    loud = np.fromiter((s.index in loud_idx for s in steps_read), dtype=bool, count=len(dur))
+    # A step read to have stalled on its own time (its wait for a core out) stays the code's,
+    # whatever the sampler read around it: a sleeping step frees our core and the others take it.
+    cut = STALL_FACTOR * median
+    loud = np.fromiter(
+        (
+            s.index in loud_idx and (s.wait_s is None or s.duration_s - s.wait_s <= cut)
+            for s in steps_read
+        ),
+        dtype=bool,
+        count=len(dur),
+    )
     calm = ~stalled if stalled.sum() < len(dur) / 2 else np.ones_like(stalled)
     slope = _slope(index[calm], dur[calm])
     segments = _segments(steps_read, weight)

@@ -783,6 +783,9 @@ class OwnTime:
     drift_low: float | None  # its seeded bootstrap range's low end (analysis.compare_samples)
     stalls: StallPattern | None  # steps over STALL_FACTOR x the median own time, their excess
     wait_share: float  # share of the steps' time the thread waited for a core
+    # The thread's time on a core, last fifth's median over the first's (None: not read on
+    # every step): own time that grew while this did not is time off a core (blocked).
+    cpu_drift: float | None = None
 
 
 @dataclass(frozen=True)

@@ -421,3 +421,26 @@ def test_a_sleep_every_25_steps_keeps_its_period_among_time_slices_on_a_busy_mac
     assert shape is not None and shape.stalls is not None
     assert shape.stalls.period_steps == 25, shape.stalls
     assert 81 not in shape.stalls.steps and 82 not in shape.stalls.steps
+
+
+def _pool_run(threads: int):
+    """The loaded run of stability's oversubscribed loop, as a series: 30 steps whose own time
+    (wall less the wait for a core) goes from 7 to 65 ms at step 14 while the loop thread's time
+    on a core stays 7-10 ms (it waits, off a core, for pool threads waiting for a core); the
+    other processes use 1.5 of the 2 cores."""
+    own = [0.007] * 14 + [0.065] * 16
+    wait = [0.011] * 14 + [0.055] * 16
+    cpu = [0.007] * 14 + [0.0095] * 16
+    run = _run([o + w for o, w in zip(own, wait, strict=True)], lambda t: 1.5, threads=threads)
+    rows = tuple(
+        dataclasses.replace(s, wait_s=wait[s.index], cpu_s=cpu[s.index]) for s in run.steps.steps
+    )
+    return dataclasses.replace(run, steps=dataclasses.replace(run.steps, steps=rows))
+
+
+def test_own_time_off_a_core_that_grows_in_an_oversubscribed_pool_is_not_drift():
+    ids = [f.rule_id for f in build_report(_pool_run(4)).findings]
+    assert "run.drift" not in ids and "machine.oversubscribed" in ids
+    # One thread: nothing of ours waits off a core but the code (a sleep, I/O): the code's.
+    ids = [f.rule_id for f in build_report(_pool_run(1)).findings]
+    assert "run.drift" in ids and "machine.oversubscribed" not in ids

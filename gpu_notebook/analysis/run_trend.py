@@ -316,6 +316,11 @@ def _own_time(
     # median of per-step shares is ~0 where a few steps take every time slice (2 gloo ranks
     # preempted now and then read 2-4%, and the job's machine guard never applied).
     waited = float(dur.sum() - own.sum()) / float(dur.sum()) if dur.sum() > 0 else 0.0
+    cpu_drift = None
+    if all(s.cpu_s is not None for s in steps):
+        cpu = np.fromiter((s.cpu_s or 0.0 for s in steps), dtype=float, count=len(steps))
+        cpu_first = float(np.median(cpu[head]))
+        cpu_drift = float(np.median(cpu[tail])) / cpu_first if cpu_first > 0 else None
     return OwnTime(
         median_s=median,
         first_median_s=first,
@@ -324,6 +329,7 @@ def _own_time(
         drift_low=ranged.low if ranged is not None else None,
         stalls=_stalls(steps, own, median, stalled, weight, read_s),
         wait_share=max(0.0, waited),
+        cpu_drift=cpu_drift,
     )
 
 

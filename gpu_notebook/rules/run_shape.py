@@ -112,6 +112,8 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         return None
     if shape.own_drift is not None and shape.own_drift < DRIFT_FACTOR:
         return None  # the steps slowed by the time they waited for a core: machine.slowed says so
+    if _pool_starved(shape, analysis):
+        return None  # machine.oversubscribed says so
     if (
         shape.busy_slowdown is not None
         and shape.busy_slowdown >= BUSY_SLOWDOWN
@@ -135,6 +137,22 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         severity, unread = "low", readings
     said = Drift(shape, factor, removed, bound, unread)
     return found("run.drift", severity, said, phase_share=removed, bound=bound)
+
+
+def _pool_starved(shape: RunShape, analysis: Analysis) -> bool:
+    """The loop's own time grew while its time on a core did not, in a process whose torch pool
+    wants more threads than the cores the others leave: the loop thread waits, off a core, for
+    pool threads that wait for a core (4 threads on 2 cores under a spinner: 7 ms of own time
+    a step became 65 ms as the other job got busier, with 7-10 ms on a core throughout)."""
+    m = analysis.machine
+    own = shape.own
+    if m is None or own is None or own.cpu_drift is None or m.threads_wanted is None:
+        return False
+    return (
+        (m.torch_threads or 1) > 1
+        and m.threads_wanted > m.free_cores + 0.5
+        and (own.cpu_drift < DRIFT_FACTOR)
+    )
 
 
 def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

@@ -444,3 +444,29 @@ def test_own_time_off_a_core_that_grows_in_an_oversubscribed_pool_is_not_drift()
     # One thread: nothing of ours waits off a core but the code (a sleep, I/O): the code's.
     ids = [f.rule_id for f in build_report(_pool_run(1)).findings]
     assert "run.drift" in ids and "machine.oversubscribed" not in ids
+
+
+def _read_quiet(durations):
+    """``durations`` on a quiet machine whose loop thread's wait for a core was read (0%)."""
+    run = _run(durations, lambda t: 0.0)
+    samples = tuple(dataclasses.replace(s, run_wait_pct=0.0) for s in run.samples.samples)
+    return dataclasses.replace(run, samples=dataclasses.replace(run.samples, samples=samples))
+
+
+def test_a_slowdown_too_short_to_bound_does_not_outrank_the_cells_causes():
+    # 30 steps: 6 ms, then 20 ms from step 13 on (a level shift as torch's two threads on two
+    # cores switch modes: 0.6 -> 2 ms seen quiet and loaded). The first fifth (steps 2-7) is
+    # mostly the profiled window (2-5 disturbed): too few steps to give the slowdown a range,
+    # so it is said, low, with what would bound it. The sampler read the run twice (wait 0%).
+    short = _read_quiet([0.006 if i < 13 else 0.02 for i in range(30)])
+    shape = run_shape(short)
+    assert shape is not None and shape.drift is not None and shape.drift > 3
+    assert shape.drift_low is None
+    drift = next(f for f in build_report(short).findings if f.rule_id == "run.drift")
+    assert drift.severity == "low" and "too few undisturbed steps" in " ".join(drift.evidence)
+    # The same shift over 300 steps has its range: the code's, high.
+    long = _read_quiet([0.006 if i < 130 else 0.02 for i in range(300)])
+    shape = run_shape(long)
+    assert shape is not None and shape.drift_low is not None and shape.drift_low > 1
+    drift = next(f for f in build_report(long).findings if f.rule_id == "run.drift")
+    assert drift.severity == "high" and "too few" not in " ".join(drift.evidence)

@@ -106,9 +106,10 @@ def test_a_slowdown_that_is_the_steps_wait_for_a_core_is_not_drift():
 
 
 def test_steps_whose_own_time_grows_still_drift_under_a_steady_wait():
-    # The code slows down (40 -> 80 ms of its own) on a machine that takes 20 ms of every step.
-    own = [0.040 * _wobble(i) if i < 15 else 0.080 * _wobble(i) for i in range(30)]
-    run = _run(own, [0.020] * 30, reading_pct=30.0)
+    # The code slows down (40 -> 80 ms of its own) on a machine that takes 20 ms of every step
+    # (60 steps: each fifth holds enough undisturbed steps to give the slowdown a range).
+    own = [0.040 * _wobble(i) if i < 30 else 0.080 * _wobble(i) for i in range(60)]
+    run = _run(own, [0.020] * 60, reading_pct=30.0)
     drift = next(f for f in build_report(run).findings if f.rule_id == "run.drift")
     assert drift.severity == "high"
     assert "the code's own time grew" in " ".join(drift.evidence)

@@ -83,6 +83,11 @@ def drift(s: Drift) -> Words:
             f"the machine's load over the run could not be read ({s.unread} reading(s) of the "
             "loop's wait for a core, two needed): part or all of this may be the machine's"
         )
+    if s.unbounded:
+        evidence.append(
+            "too few undisturbed steps at either end to give this slowdown a range (five a "
+            "fifth needed): run more steps before reading it as the code's"
+        )
     return words(
         "Steps slow down over the run", evidence, fix + "or data that gets slower to read.", _SOURCE
     )

@@ -370,15 +370,8 @@ def test_stalls_are_read_against_the_wait_of_the_readings_they_fall_in():
 
 def _readings(run, cores: float):
     """The step clock's spaced CPU readings of the process at ``cores`` while the steps ran."""
-    from gpu_notebook.records import StepCpu
-
-    out, nxt = [], 0
-    for s in run.steps.steps:
-        if s.index >= nxt:
-            nxt = s.index + 1 + s.index // 4
-            end = s.start_s + s.duration_s
-            out.append(StepCpu(s.index, end, cores * end))
-    return dataclasses.replace(run, steps=dataclasses.replace(run.steps, process_cpu=tuple(out)))
+    readings = syn.process_cpu(run.steps.steps, cores)
+    return dataclasses.replace(run, steps=dataclasses.replace(run.steps, process_cpu=readings))
 
 
 def test_a_short_loop_whose_pool_computes_is_oversubscribed():

@@ -153,17 +153,7 @@ def test_a_gpu_run_with_no_busy_reading_gets_no_default_verdict():
 
 
 def _with_process_cpu(steps: StepClockRecord, cores: float) -> StepClockRecord:
-    """The step clock's spaced readings of the process's CPU time (every thread), as it takes
-    them (steps 0-4, then a quarter of the index further on), at ``cores`` per wall second."""
-    from gpu_notebook.records import StepCpu
-
-    readings, nxt = [], 0
-    for s in steps.steps:
-        if s.index >= nxt:
-            nxt = s.index + 1 + s.index // 4
-            end = s.start_s + s.duration_s
-            readings.append(StepCpu(s.index, end, cores * end))
-    return dataclasses.replace(steps, process_cpu=tuple(readings))
+    return dataclasses.replace(steps, process_cpu=syn.process_cpu(steps.steps, cores))
 
 
 def test_a_loop_thread_waiting_for_torchs_other_threads_is_compute():

@@ -85,12 +85,10 @@ def process_share(steps: Sequence[StepTiming], readings: Sequence[StepCpu]) -> f
     of the steps between its first reading at or after ``steps[0]`` and its last: cores per
     second of the loop's own time. Our own work in those steps (a profiler starting, stopping)
     is left out of both. None: fewer than two readings, or too little time between them."""
-    if not steps:
+    ends = _end_readings(steps, readings)
+    if ends is None:
         return None
-    inside = [r for r in readings if steps[0].index <= r.index <= steps[-1].index]
-    if len(inside) < 2:
-        return None
-    first, last = inside[0], inside[-1]
+    first, last = ends
     span = [s for s in steps if first.index < s.index <= last.index]
     wall = sum(s.duration_s for s in span)
     if not span or wall <= 0:
@@ -110,12 +108,21 @@ def process_cores(steps: Sequence[StepTiming], readings: Sequence[StepCpu]) -> f
     """This process's cores (CPU seconds per wall second, all its threads) between its first
     reading at or after ``steps[0]`` and its last: what the loop itself used, not the imports
     and set-up the sampler's whole-run readings also hold, however short the loop."""
+    ends = _end_readings(steps, readings)
+    if ends is None:
+        return None
+    first, last = ends
+    elapsed = last.end_s - first.end_s
+    if elapsed < MIN_READ_S:
+        return None
+    return max(0.0, (last.process_cpu_s - first.process_cpu_s) / elapsed)
+
+
+def _end_readings(
+    steps: Sequence[StepTiming], readings: Sequence[StepCpu]
+) -> tuple[StepCpu, StepCpu] | None:
+    """The first and last readings taken within ``steps`` (None: fewer than two)."""
     if not steps:
         return None
     inside = [r for r in readings if steps[0].index <= r.index <= steps[-1].index]
-    if len(inside) < 2:
-        return None
-    elapsed = inside[-1].end_s - inside[0].end_s
-    if elapsed < MIN_READ_S:
-        return None
-    return max(0.0, (inside[-1].process_cpu_s - inside[0].process_cpu_s) / elapsed)
+    return (inside[0], inside[-1]) if len(inside) >= 2 else None

@@ -26,6 +26,7 @@ from gpu_notebook.records import (
     Sample,
     SampleSeries,
     StepClockRecord,
+    StepCpu,
     StepPhases,
     StepStats,
     StepTiming,
@@ -160,6 +161,18 @@ def steps_record(
         "optimizer": len(rows), "forward": len(rows) * forward_calls, "backward": len(rows) * backward_calls
     }  # fmt: skip
     return StepClockRecord("optimizer", len(rows), rows, event_counts=counts)
+
+
+def process_cpu(steps: Sequence[StepTiming], cores: float) -> tuple[StepCpu, ...]:
+    """The step clock's spaced readings of the process's CPU time (every thread), as it takes
+    them (steps 0-4, then a quarter of the index further on), at ``cores`` per wall second."""
+    readings, nxt = [], 0
+    for s in steps:
+        if s.index >= nxt:
+            nxt = s.index + 1 + s.index // 4
+            end = s.start_s + s.duration_s
+            readings.append(StepCpu(s.index, end, cores * end))
+    return tuple(readings)
 
 
 def samples(pairs: Sequence[tuple[float, float]], interval_s: float = 0.25) -> SampleSeries:

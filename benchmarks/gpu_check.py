@@ -134,7 +134,9 @@ def _capture(ctx: Context, workload: Workload, steps: int, source: str) -> Captu
         workload.run(steps)
         sync(ctx)
         steps_s = time.perf_counter() - t0
-    run = session.finish("ok", None, scratch=_scratch())
+    # A folder of its own: the window's file keeps its name, and a later capture (a repeat, a
+    # fix) would otherwise overwrite the trace this capture's report was built from.
+    run = session.finish("ok", None, scratch=tempfile.mkdtemp(prefix="capture-", dir=_scratch()))
     total_s = time.perf_counter() - t_start
     return Captured(run=run, report=build_report(run), steps_s=steps_s, total_s=total_s)
 

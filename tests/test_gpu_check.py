@@ -194,6 +194,40 @@ def test_traces_are_gzipped_kineto_json_and_samples_decode(
         assert (out / files["report"]).is_file()
 
 
+def test_each_saved_trace_is_the_one_its_report_was_built_from(
+    dry_run: tuple[subprocess.CompletedProcess[str], Path], summary: dict[str, Any]
+) -> None:
+    """Every capture writes its window into a folder of its own: a later capture (a repeat, a
+    fix) must not overwrite the trace an earlier report came from. The first profiled step the
+    report names starts where the saved trace's first step mark starts."""
+    _, out = dry_run
+    named = [
+        files
+        for e in summary["scenarios"]
+        if e["status"] == "ok"
+        for files in [e["files"]["baseline"]]
+        + [fe["files"] for fe in e["fixes"] if fe["status"] == "ok"]
+    ]
+    assert len(named) >= 2
+    starts = []
+    for files in named:
+        report = Report.from_json((out / files["report"]).read_text())
+        a = report.analysis
+        window = next(
+            (p for p in (a.window_phases, a.phases) if p is not None and p.source == "trace"), None
+        )
+        assert window is not None and window.steps, files["report"]
+        with gzip.open(out / files["trace"], "rt") as f:
+            events = json.load(f)["traceEvents"]
+        marks = [
+            float(e["ts"]) for e in events if str(e.get("name", "")).startswith("gpucheck::step#")
+        ]
+        assert marks, files["trace"]
+        assert abs(min(marks) - window.steps[0].start_us) < 1.0, files
+        starts.append(min(marks))
+    assert len(set(starts)) == len(starts)  # no two saved traces are one file
+
+
 def test_environment_and_output_size_are_recorded(
     dry_run: tuple[subprocess.CompletedProcess[str], Path], summary: dict[str, Any]
 ) -> None:

@@ -507,6 +507,12 @@ class GpuTimeline:
     span_us: float | None = None  # the GPU span, and its busy time (both on the same activity)
     span_busy_us: float | None = None
     before_trace_us: float = 0.0  # activity in the window whose launch precedes the trace
+    # Busy time no event shows: the window's first recorded work waited this long after its
+    # launch, queued behind work launched before the profiler started (a host running ahead).
+    queued_before_trace_us: float = 0.0
+    # How long after the host's last profiled step the GPU finished the work launched in the
+    # steps; the window (source "steps") runs to that end.
+    host_ahead_us: float = 0.0
     # Parts of the host wait: the host thread was in a data wait / host copy, or in a sync.
     idle_data_wait_us: float = 0.0
     idle_sync_wait_us: float = 0.0

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from gpu_notebook import markers
 from gpu_notebook.analysis.gpu_timeline import (
     KERNEL_WAIT_THRESHOLD_US,
     TENSOR_CORE_PATTERN,
@@ -86,7 +88,53 @@ def test_default_window_is_the_step_span_when_steps_are_marked() -> None:
     trace = load_trace_dict(doc)
     assert default_window(trace) == (0.0, 200.0)
     g = gpu_timeline(trace)
-    assert g is not None and g.busy_us == 108.0
+    # H_long_kernel, launched at 170 inside the steps, runs to 250: the window runs on with it.
+    assert g is not None and (g.window_us, g.host_ahead_us) == (250.0, 50.0)
+    assert g.busy_us == 158.0 and g.window_source == "steps"
+
+
+def _host_ahead_trace(*, backlog_us: float, kernel_us: float, steps: int = 3) -> Trace:
+    """A host that issues each step in 1 ms (marks every 1000 µs, three launches a step) while
+    the GPU runs each step's kernels back to back for ``kernel_us`` each, after ``backlog_us``
+    of work launched before the profiler started (not in the trace)."""
+    events = [tf.step_mark(i, 1000.0 * i) for i in range(steps + 1)]
+    gpu_at = backlog_us
+    corr = 0
+    for i in range(steps):
+        for k in range(3):
+            corr += 1
+            events.append(tf.launch(1000.0 * i + 100.0 + 300.0 * k, corr))
+            events.append(tf.kernel(f"gemm_{corr}", gpu_at, kernel_us, corr))
+            gpu_at += kernel_us
+    return load_trace_dict(tf.trace_dict(events))
+
+
+def test_a_host_running_ahead_is_judged_on_the_gpus_time_for_its_steps() -> None:
+    """Seen on an H200: an fp32 MLP whose steps the host issues in 3.5 ms and the GPU runs in
+    32 ms read 0% busy in the host's window (the kernels ran after it, behind the steps
+    launched before profiling). The window runs on to the last kernel the steps launched, and
+    the wait of the first one behind unrecorded work counts busy."""
+    trace = _host_ahead_trace(backlog_us=20_000.0, kernel_us=3_000.0)
+    g = gpu_timeline(trace)
+    assert g is not None and g.window_source == "steps"
+    assert g.host_ahead_us == 20_000.0 + 9 * 3_000.0 - 3_000.0
+    assert g.window_us == 20_000.0 + 9 * 3_000.0
+    assert g.queued_before_trace_us == 20_000.0 - 100.0  # from its launch at 100 µs
+    assert g.busy_us == g.window_us - 100.0 and g.idle_host_wait_us == 100.0
+    assert g.kernel_us == 27_000.0
+
+
+def test_a_host_that_waits_for_its_kernels_keeps_the_host_window() -> None:
+    """Kernels that end inside their step: nothing runs on past the steps, and a first kernel
+    that starts late (CUPTI's first activity, ~0.4 ms) is not read as unrecorded work."""
+    events = [tf.step_mark(i, 1000.0 * i) for i in range(4)]
+    for i in range(3):
+        events.append(tf.launch(1000.0 * i + 100.0, i + 1))
+        late = 500.0 if i == 0 else 0.0
+        events.append(tf.kernel(f"k{i}", 1000.0 * i + 110.0 + late, 200.0, i + 1))
+    g = gpu_timeline(load_trace_dict(tf.trace_dict(events)))
+    assert g is not None and (g.window_us, g.host_ahead_us) == (3000.0, 0.0)
+    assert g.queued_before_trace_us == 0.0 and g.busy_us == 600.0
 
 
 def test_the_kernel_wait_threshold_decides_short_gaps(scenario: Trace) -> None:
@@ -315,3 +363,30 @@ def test_the_rules_size_the_ops_by_the_verdicts_own_figure(tmp_path: Path) -> No
     addmm = next(o for o in ops if o.name == "aten::addmm")
     assert addmm.calls == 4  # the kept steps' calls
     assert heaviest_matmul_us(ops) == heaviest_matmul_us(window_ops) == 25.0
+
+
+def test_a_gpu_that_the_host_runs_ahead_of_is_gpu_bound(tmp_path: Path) -> None:
+    """The verdict on a trace where the host issues its steps in a tenth of the GPU's time and
+    syncs nowhere: the GPU sets the pace (the H200's fp32 MLP read "host-bound" before)."""
+    from gpu_notebook.report.from_trace import report_from_trace
+
+    events = [tf.step_mark(i, 1000.0 * i) for i in range(4)]
+    gpu_at, corr = 20_000.0, 0
+    for i in range(3):
+        t0 = 1000.0 * i
+        events += [
+            tf.annotation(f"{markers.FORWARD_PREFIX}Net", t0 + 50.0, 400.0),
+            tf.op("aten::addmm", t0 + 60.0, 300.0),
+            tf.annotation(markers.BACKWARD, t0 + 460.0, 300.0),
+            tf.annotation(f"{markers.OPTIMIZER_STEP_PREFIX}AdamW.step", t0 + 770.0, 200.0),
+        ]
+        for k in range(3):
+            corr += 1
+            events.append(tf.launch(t0 + 100.0 + 300.0 * k, corr))
+            events.append(tf.kernel(f"sgemm_{corr}", gpu_at, 3_000.0, corr))
+            gpu_at += 3_000.0
+    path = tmp_path / "ahead.json"
+    path.write_text(json.dumps(tf.trace_dict(events)))
+    report, _, _ = report_from_trace(path)
+    assert report.verdict.category == "gpu-bound", report.verdict
+    assert any("the host ran ahead" in line for line in report.verdict.evidence)

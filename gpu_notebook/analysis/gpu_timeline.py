@@ -10,7 +10,17 @@ Holistic Trace Analysis's per-rank view (its temporal breakdown merges all strea
 *busy* is the union of the activity intervals clipped to the window; *idle* = window - busy.
 
 *Window*: the caller's ``window`` (trace microseconds), else the span of the recorded steps
-(step marks or ``ProfilerStep#`` ranges, as in ``phases.step_bounds``), else the GPU span.
+(step marks or ``ProfilerStep#`` ranges, as in ``phases.step_bounds``) run on to the end of the
+last GPU activity launched inside them, else the GPU span. A host with no sync in its step runs
+ahead of a busy GPU (CUDA queues the launches): it may issue the profiled steps in a tenth of
+the time the GPU takes to run them, and a window that stopped with the host would see the GPU
+idle while it ran the work of the steps before. ``host_ahead_us`` says how far the window ran on.
+For the same reason the GPU may still be running work launched before the profiler started
+(which it does not record) when the window opens: the first recorded activity then waits long
+after its launch with nothing recorded running. When the host ran ahead at the window's end,
+that wait is counted busy (``queued_before_trace_us``), not a wait for the host. (Without it
+the first work can also start late for other reasons: CUPTI's first activity after the
+profiler starts waits ~0.4 ms on an H200, seen on a host-bound loop.)
 ``GpuTimeline.window_source`` says which. The *GPU span* runs from the first to the last GPU
 activity launched inside the trace (HTA's temporal-breakdown denominator, TraceLens's
 ``total_time``): work whose launch precedes the trace (the tail of a step before profiling
@@ -189,21 +199,39 @@ def gpu_timeline(
         else:
             window, source = span, "gpu_span"
     w0_us, w1_us = float(window[0]), float(max(window[1], window[0]))
+    launch_row = launch_rows(trace, gpu_rows)
+    known = launch_row >= 0
+    launch_us = np.full(gpu_rows.size, np.nan)
+    launch_us[known] = trace.ts_us[launch_row[known]]
+    host_ahead_us = 0.0
+    if source == "steps":
+        # The steps' work ends where the GPU finishes it: a host that runs ahead (no sync in the
+        # step) issues the window's kernels long before they run.
+        inside = (launch_us >= w0_us) & (launch_us < w1_us)
+        if inside.any():
+            host_ahead_us = max(0.0, float(trace.end_us[gpu_rows[inside]].max()) - w1_us)
+        w1_us += host_ahead_us
     width = round((w1_us - w0_us) * 1000.0)
 
     # Integer ns relative to the window start: exact sums, busy + idle == window.
     start = np.rint((trace.ts_us[gpu_rows] - w0_us) * 1000.0).astype(np.int64)
     end = start + np.rint(trace.dur_us[gpu_rows] * 1000.0).astype(np.int64)
-    launch_row = launch_rows(trace, gpu_rows)
-    known = launch_row >= 0
-    launch_us = np.full(gpu_rows.size, np.nan)
-    launch_us[known] = trace.ts_us[launch_row[known]]
     launch = np.zeros(gpu_rows.size, dtype=np.int64)
     launch[known] = np.rint((launch_us[known] - w0_us) * 1000.0).astype(np.int64)
 
-    busy_ns = _clipped_union_ns(start, end, width)
+    threshold_ns = round(kernel_wait_threshold_us * 1000.0)
+    backlog = (
+        _backlog_ns(start, end, launch, known, width, threshold_ns)
+        if host_ahead_us * 1000.0 > threshold_ns
+        else (0, 0)
+    )
+    # The backlog is busy time no event shows: one more interval, queued from the launch of
+    # the work that waited behind it (before that launch the GPU waited for the host).
+    b_start, b_end = np.append(start, backlog[0]), np.append(end, backlog[1])
+    b_launch, b_known = np.append(launch, backlog[0]), np.append(known, True)
+    busy_ns = _clipped_union_ns(b_start, b_end, width)
     locator = phase_at(trace, host_tid) if known.any() else None
-    gaps = _gaps_ns(start, end, launch, known, width, round(kernel_wait_threshold_us * 1000.0))
+    gaps = _gaps_ns(b_start, b_end, b_launch, b_known, width, threshold_ns)
     wait_host_ns, wait_kernel_ns, wait_other_ns, wait_data_ns, wait_sync_ns = _idle_causes(
         gaps, locator, w0_us
     )
@@ -260,6 +288,8 @@ def gpu_timeline(
         span_us=span_width / 1000.0,
         span_busy_us=span_busy_ns / 1000.0,
         before_trace_us=int(clipped[in_window & ~known].sum()) / 1000.0 if known.any() else 0.0,
+        queued_before_trace_us=(backlog[1] - backlog[0]) / 1000.0,
+        host_ahead_us=host_ahead_us,
         idle_data_wait_us=wait_data_ns / 1000.0,
         idle_sync_wait_us=wait_sync_ns / 1000.0,
         compute_us=_length_ns(compute_iv) / 1000.0,
@@ -273,6 +303,34 @@ def gpu_timeline(
         launches_without_work=without_work,
         capture=capture,
     )
+
+
+def _backlog_ns(
+    start: IntArray,
+    end: IntArray,
+    launch: IntArray,
+    known: BoolArray,
+    width: int,
+    threshold_ns: int,
+) -> tuple[int, int]:
+    """The GPU's busy time before the window's first recorded activity that no event shows.
+
+    The first activity was launched at ``launch`` and began at ``start``: when nothing recorded
+    ran in between and the wait is longer than a launch's latency (the kernel-wait threshold),
+    its stream was still running work launched before the profiler started (a host that runs
+    ahead queues whole steps), and the profiler records only what is launched while it runs.
+    That stretch is busy, not a wait for the host. (0, 0) when there is none.
+    """
+    live = (end > 0) & (start < width)
+    if not live.any() or (start[live] <= 0).any():
+        return 0, 0
+    first = int(np.flatnonzero(live)[np.argmin(start[live])])
+    if not known[first]:
+        return 0, 0
+    queued_from = max(0, int(launch[first]))
+    if int(start[first]) - queued_from <= threshold_ns:
+        return 0, 0
+    return queued_from, int(start[first])
 
 
 def _category_id(trace: Trace, category: str) -> int:

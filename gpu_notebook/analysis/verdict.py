@@ -436,6 +436,17 @@ def _window_evidence(gpu: GpuTimeline) -> str:
             f"({fmt_seconds(span / 1e6)}, the window HTA and TraceLens use): "
             f"{fmt_seconds(outside / 1e6)} of the window has no GPU work"
         )
+    if gpu.host_ahead_us > 0.1 * gpu.window_us:
+        text += (
+            f"; the host ran ahead: the GPU finished the steps' work "
+            f"{fmt_seconds(gpu.host_ahead_us / 1e6)} after the host had issued it, so the window "
+            "runs on to there"
+        )
+        if gpu.queued_before_trace_us > 0:
+            text += (
+                f", and its first {fmt_seconds(gpu.queued_before_trace_us / 1e6)} went to work "
+                "launched before the profiler started (counted busy)"
+            )
     return text
 
 

@@ -69,6 +69,16 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
         )
     if g.before_trace_us > 0:
         rows.append(f"  launched before the trace began: {s(g.before_trace_us)} of GPU work")
+    if g.host_ahead_us > 0:
+        rows.append(
+            f"  the host ran ahead: the GPU finished the steps' work {s(g.host_ahead_us)} after "
+            "the host had issued it (the window runs on to there)"
+            + (
+                f"; its first {s(g.queued_before_trace_us)} ran work launched before the trace"
+                if g.queued_before_trace_us > 0
+                else ""
+            )
+        )
     if g.comm_busy_us > 0:
         rows.append(
             f"  collectives: {g.collectives}x, {s(g.comm_busy_us)}, "

@@ -513,6 +513,8 @@ class GpuTimeline:
     # How long after the host's last profiled step the GPU finished the work launched in the
     # steps; the window (source "steps") runs to that end.
     host_ahead_us: float = 0.0
+    # GPU events the trace holds without timestamps (CUPTI wrote ts 0, dur 0): left out.
+    unclocked_events: int = 0
     # Parts of the host wait: the host thread was in a data wait / host copy, or in a sync.
     idle_data_wait_us: float = 0.0
     idle_sync_wait_us: float = 0.0

@@ -390,3 +390,19 @@ def test_a_gpu_that_the_host_runs_ahead_of_is_gpu_bound(tmp_path: Path) -> None:
     report, _, _ = report_from_trace(path)
     assert report.verdict.category == "gpu-bound", report.verdict
     assert any("the host ran ahead" in line for line in report.verdict.evidence)
+
+
+def test_gpu_events_without_timestamps_are_left_out_and_counted() -> None:
+    """CUPTI may write ts 0 / dur 0 (an H200 trace of pageable copies): such an event would sit
+    before a window that reads 5e12 µs and make the GPU look idle; it is left out, counted."""
+    base = 5.0e12
+    events = [tf.step_mark(0, base), tf.step_mark(1, base + 100.0)]
+    events += [tf.launch(base + 5.0, 1), tf.kernel("k", base + 10.0, 50.0, 1)]
+    events += [tf.launch(base + 60.0, 2), tf.kernel("lost", 0.0, 0.0, 2)]
+    g = gpu_timeline(load_trace_dict(tf.trace_dict(events)))
+    assert g is not None and g.unclocked_events == 1
+    assert (g.window_us, g.busy_us, g.kernel_us) == (100.0, 50.0, 50.0)
+    # All of them unclocked: a timeline with no window, so the busy share comes from NVML.
+    only = [tf.step_mark(0, base), tf.step_mark(1, base + 100.0), tf.launch(base + 5.0, 1)]
+    g = gpu_timeline(load_trace_dict(tf.trace_dict([*only, tf.kernel("lost", 0.0, 0.0, 1)])))
+    assert g is not None and (g.window_us, g.unclocked_events) == (0.0, 1)

@@ -188,7 +188,9 @@ def gpu_timeline(
     """GPU busy/idle in ``window`` (trace µs); None when the trace has no GPU activity."""
     gpu_rows = np.flatnonzero(trace.gpu_mask)
     if gpu_rows.size == 0:
-        return None
+        unclocked = int(trace.unclocked_gpu_mask.sum())
+        # Activity with no clock reading: a GPU ran, and when is unknown (an empty window).
+        return _unclocked_timeline(unclocked) if unclocked else None
     span = gpu_span(trace)
     assert span is not None  # the trace has GPU activity
     source: str = "caller"
@@ -302,6 +304,22 @@ def gpu_timeline(
         kernel_launches=launches,
         launches_without_work=without_work,
         capture=capture,
+        unclocked_events=int(trace.unclocked_gpu_mask.sum()),
+    )
+
+
+def _unclocked_timeline(events: int) -> GpuTimeline:
+    return GpuTimeline(
+        window_us=0.0,
+        busy_us=0.0,
+        idle_us=0.0,
+        idle_host_wait_us=0.0,
+        idle_kernel_wait_us=0.0,
+        idle_other_us=0.0,
+        kernel_us=0.0,
+        comm_us=0.0,
+        memset_us=0.0,
+        unclocked_events=events,
     )
 
 

@@ -715,7 +715,11 @@ def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakd
 
 def _measured(trace: Trace) -> tuple[str, ...]:
     absent = set()
-    if not trace.has_gpu_activity:
+    copies = trace.category_mask("cuda_runtime", "cuda_driver") & trace.name_mask(
+        prefix=("cudaMemcpy", "cuMemcpy", "hipMemcpy")
+    )
+    if not trace.has_gpu_activity or (copies & trace.unclocked_mask).any():
+        # No device, or copy calls with no clock reading: where the host copied is unknown.
         absent.add("copy")
     if not has_collectives(trace):
         absent.add("comm")

@@ -249,7 +249,9 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
             evidence.append(f"{name}: {fmt_share(share)} of step time")
     not_measured = [p for p in ("data", "copy", "sync") if p not in phases.measured]
     if not_measured:
-        if phases.source == "trace":
+        if phases.source == "trace" and analysis.gpu is not None and analysis.gpu.unclocked_events:
+            why = "the trace's copies carry no timestamps"
+        elif phases.source == "trace":
             why = "no GPU to copy to"
         elif analysis.window_phases is not None or run.window.recorded_steps:
             # The whole-run estimate comes from hook timings even though a window was profiled.
@@ -284,6 +286,12 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         )
     if busy is not None:
         evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")
+    if analysis.gpu is not None and analysis.gpu.unclocked_events:
+        evidence.append(
+            f"{analysis.gpu.unclocked_events} GPU event(s) of the trace carry no timestamps "
+            "(CUPTI wrote 0): left out of the GPU timeline"
+            + ("; GPU busy from NVML" if analysis.gpu.window_us <= 0 and busy is not None else "")
+        )
 
     util = analysis.utilization
     gpu = analysis.gpu

@@ -49,6 +49,12 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
     def s(us: float) -> str:
         return fmt_seconds(us / 1e6)
 
+    unclocked = (
+        f"  {g.unclocked_events} GPU event(s) of the trace carry no timestamps (CUPTI wrote 0): "
+        "left out"
+    )
+    if g.window_us <= 0:
+        return [f"GPU timeline: none{' (' + unclocked.strip() + ')' if g.unclocked_events else ''}"]
     causes = [
         ("host wait", g.idle_host_wait_us),
         ("data/copy", g.idle_data_wait_us),
@@ -69,6 +75,8 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
         )
     if g.before_trace_us > 0:
         rows.append(f"  launched before the trace began: {s(g.before_trace_us)} of GPU work")
+    if g.unclocked_events:
+        rows.append(unclocked)
     if g.host_ahead_us > 0:
         rows.append(
             f"  the host ran ahead: the GPU finished the steps' work {s(g.host_ahead_us)} after "

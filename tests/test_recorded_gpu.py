@@ -1,0 +1,76 @@
+"""The analysis on the first real GPU traces (an H200, tests/data/gpu/2026-12-04-nvidia-h200*).
+
+Each trace is read alone, as ``gpucheck analyze`` reads one (no NVML samples, no step clock):
+what the trace itself says must be right. The kit's expected verdicts are in its summary.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpu_notebook.records import Report, SampleSeries, from_jsonable
+from gpu_notebook.report.from_trace import report_from_trace
+
+DATA = Path(__file__).parent / "data" / "gpu"
+KIT = DATA / "2026-12-04-nvidia-h200"
+CLI = DATA / "2026-12-04-nvidia-h200-cli"
+
+
+def _expected(scenario: str) -> list[str]:
+    summary = json.loads((KIT / "summary.json").read_text())
+    entry = next(e for e in summary["scenarios"] if e["scenario"] == scenario)
+    return list(entry["expected_verdicts"])
+
+
+@pytest.mark.parametrize("scenario", ["fp32-matmul", "input-bound", "launch-bound"])
+def test_each_kit_baseline_trace_reads_its_planted_verdict(scenario: str) -> None:
+    report, _, _ = report_from_trace(KIT / f"{scenario}.baseline.trace.json.gz")
+    assert report.verdict.category in _expected(scenario), report.verdict
+
+
+def test_the_fp32_mlp_the_host_runs_ahead_of_is_gpu_bound_on_the_gpus_time() -> None:
+    """The host issued steps 2-4 in 9 ms; the GPU ran them (after 57 ms of earlier steps) in
+    150 ms. On the host's window the GPU read 0% busy."""
+    report, _, _ = report_from_trace(KIT / "fp32-matmul.baseline.trace.json.gz")
+    g = report.analysis.gpu
+    assert g is not None and g.window_source == "steps"
+    assert g.host_ahead_us > 10 * (g.window_us - g.host_ahead_us)  # ran far past the host
+    assert g.queued_before_trace_us > 0.25 * g.window_us  # behind unrecorded warm-up steps
+    assert g.busy_share > 0.95
+    assert report.verdict.category == "gpu-bound"
+    assert any("the host ran ahead" in e for e in report.verdict.evidence)
+
+
+def test_a_trace_whose_gpu_events_have_no_timestamps_is_not_read_as_an_idle_gpu() -> None:
+    """CUPTI wrote ts 0 / dur 0 for every GPU event (and the copy calls) of the pageable-copy
+    loop, twice out of two runs. Placed at 0 they read as a GPU idle the whole window."""
+    report, _, _ = report_from_trace(KIT / "pageable-copy.baseline.trace.json.gz")
+    g = report.analysis.gpu
+    assert g is not None and g.window_us == 0.0 and g.unclocked_events > 50
+    assert report.verdict.category == "unknown"  # the trace alone has no busy reading
+    assert not any("idle" in e for e in report.verdict.evidence)
+    assert any("no timestamps" in e for e in report.verdict.evidence)
+    assert report.analysis.phases is not None and "copy" not in report.analysis.phases.measured
+
+
+@pytest.mark.parametrize(
+    ("script", "verdict"), [("gpu_bound", "gpu-bound"), ("gpu_train", "input-bound")]
+)
+def test_the_cli_runs_traces_read_as_their_live_reports_did(script: str, verdict: str) -> None:
+    live = Report.from_json((CLI / f"{script}.report.json").read_text())
+    assert live.verdict.category == verdict
+    report, _, _ = report_from_trace(CLI / f"{script}.trace.json.gz")
+    assert report.verdict.category == verdict
+
+
+def test_the_recorded_nvml_series_decode_and_saw_the_h200() -> None:
+    env = json.loads((KIT / "environment.json").read_text())
+    assert "H200" in env["run_env"]["gpus"][0]["name"]
+    series = from_jsonable(
+        SampleSeries, json.loads((KIT / "fp32-matmul.baseline.samples.json").read_text())
+    )
+    util = [s.gpus[0].utilization_pct or 0.0 for s in series.samples if s.gpus]
+    assert util and max(util) >= 95  # the busy GPU the trace now reads too

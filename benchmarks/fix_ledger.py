@@ -66,14 +66,15 @@ def _run(
         for f in findings
         if f.get("proposal") and f["proposal"]["source_after"] is None
     ]
-    # A patch whose range reaches down to the run-to-run margin: said as small (severity info),
-    # never tried (compare_samples.measurable: the low end where known, else the bound).
+    # A patch bounded within the run-to-run margin: said as small (severity info), never tried
+    # (compare_samples.measurable, on the bound). One whose range only starts there is
+    # uncertain: tried like any other (its trial's predicted_low says so).
     small = [
         {"fix_id": f["fix_id"], "bound": f["gain_bound"], "low": f.get("gain_low"),
          "severity": f["severity"]}
         for f in findings
         if f.get("proposal") and f["proposal"]["source_after"] is not None
-        and isinstance(edge := f.get("gain_low") or f["gain_bound"], (int, float)) and edge <= 1.05
+        and isinstance(f["gain_bound"], (int, float)) and f["gain_bound"] <= 1.05
     ]  # fmt: skip
     # Findings said without a fix to try (severity info, no fix id): e.g. the optimizer's time
     # on CPU tensors where no fused/foreach kernel can shorten it.
@@ -175,7 +176,7 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
             lines.append(
                 f"| {row['program']} | {row['verdict']} | {sm['fix_id']} | "
                 f"{_range(sm.get('low'), sm['bound'])} | - | small, severity {sm['severity']}: may "
-                "have no measurable effect (range down to the 5% run-to-run margin), not tried | - |"
+                "have no measurable effect (bound within the 5% run-to-run margin), not tried | - |"
             )
         for u in row.get("unoffered", []):
             lines.append(

@@ -279,7 +279,8 @@ def test_the_gain_range_runs_from_the_least_share_the_run_supports_to_the_runs_s
     assert said == f"{f.gain_low:.2f}x-{f.gain_bound:.2f}x" and said in f.evidence[-1]
 
 
-def test_a_range_reaching_down_to_the_noise_is_not_offered():
+def test_a_range_reaching_down_to_the_noise_is_uncertain_and_tried_not_small():
+    from gpu_notebook.analysis.compare_samples import uncertain
     from gpu_notebook.formatting import fmt_gain
 
     # The update took the whole of 3 of the 29 steps the run keeps (10.3% of the run's time,
@@ -291,14 +292,14 @@ def test_a_range_reaching_down_to_the_noise_is_not_offered():
     f = _findings(syn.make_run(ADAM_CELL, steps=record), syn.make_analysis({"optimizer": 0.1}))[
         "launch.unfused_optimizer"
     ]
-    assert f.gain_bound is not None and f.gain_bound > 1 + RUN_TO_RUN  # the old gate passed it
+    assert f.gain_bound is not None and f.gain_bound > 1 + RUN_TO_RUN
     assert f.gain_low is not None and f.gain_low <= 1 + RUN_TO_RUN
-    assert not measurable(f)
-    # Said with the range a measurement may read (the model's widened by the run's margin).
+    # Not small (its bound is above what two runs differ by): uncertain, which is what
+    # --try-fixes measures. It keeps the rule's severity and says the range is uncertain first
+    # (said with the range a measurement may read: the model's widened by the run's margin).
+    assert measurable(f) and uncertain(f) and f.severity != "info"
     said = fmt_gain(f.stated_high, f.stated_low)
-    assert f.severity == "info" and f.fix.startswith(
-        f"Small: may have no measurable effect ({said};"
-    )
+    assert f.fix.startswith(f"Uncertain: {said} (two runs of the same script differ by")
 
 
 SGD_CELL = """\
@@ -356,9 +357,10 @@ for step, (x, y) in enumerate(loader):
 """
 
 
-def test_logging_whose_own_lines_take_too_little_to_measure_is_not_offered():
+def test_logging_whose_own_lines_take_too_little_to_measure_is_uncertain():
     import dataclasses
 
+    from gpu_notebook.analysis.compare_samples import uncertain
     from gpu_notebook.records import LineStat, StackProfile
 
     # 20% of the step is host time outside the model: the old bound (a superset) read 1.22x.
@@ -370,15 +372,17 @@ def test_logging_whose_own_lines_take_too_little_to_measure_is_not_offered():
         return dataclasses.replace(syn.make_analysis(shares), stacks=stacks)
 
     # The print line itself took 1% of the sampled time: gating it to every 10th step removes
-    # 0.9%, so the range is 1.01x-1.22x and a run may show nothing: info, not offered.
+    # 0.9%, so the range is 1.01x-1.22x and a run may show nothing: uncertain, said so first,
+    # and what --try-fixes measures (not small: its bound is above what two runs differ by).
     f = _findings(syn.make_run(LOG_CELL), analysis(0.01))["logging.per_step"]
     assert f.gain_bound == pytest.approx(amdahl_bound(0.2 * 0.9))
     assert f.gain_low == pytest.approx(amdahl_bound(0.01 * 0.9))
-    assert not measurable(f) and f.severity == "info"
+    assert measurable(f) and uncertain(f) and f.fix.startswith("Uncertain: ")
     assert "the logging lines themselves: 1% of the sampled time" in f.evidence
-    # Its lines took 15%: the range's low end is above the noise, the fix is offered.
+    # Its lines took 15%: the range's low end is above the noise, the fix is offered as it is.
     g = _findings(syn.make_run(LOG_CELL), analysis(0.15))["logging.per_step"]
     assert measurable(g) and g.severity != "info" and g.fix_id == "log_every_n"
+    assert not uncertain(g) and not g.fix.startswith("Uncertain")
     # A loop that logs every 10th step already is not told to.
     gated = LOG_CELL.replace(
         '    print("STEP: ", step)', "    if step % 10 == 0:\n        print(step)"

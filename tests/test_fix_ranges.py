@@ -14,7 +14,7 @@ import random
 import pytest
 
 from gpu_notebook.analysis.analyze import with_run_figures
-from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, run_margin
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, run_margin, uncertain
 from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Finding, Sample, SampleSeries, StepClockRecord, StepTiming
 from gpu_notebook.rules import run_rules
@@ -163,8 +163,9 @@ def test_the_workers_low_end_is_capped_by_the_cpu_this_process_s_session_gets():
     assert quiet.gain_bound == pytest.approx(loaded.gain_bound)  # the high end: unchanged
     assert measurable(loaded)
     # A busier session: the thread waited 90% of the time, so it ran at 0.3 / 1.2 = 0.25 core;
-    # the 0.3 core it used is all it can count on: no gain to expect, said as small, not tried.
+    # the 0.3 core it used is all it can count on: maybe no gain at all. The range runs from 1x
+    # to the high end: uncertain, not small; it keeps its severity and --try-fixes measures it.
     busy = _workers(_sampled(30.0, 100.0, 90.0))
     assert busy.gain_low == pytest.approx(1.0)
-    assert not measurable(busy) and busy.severity == "info"
-    assert busy.fix.startswith("Small: may have no measurable effect")
+    assert measurable(busy) and uncertain(busy) and busy.severity == quiet.severity != "info"
+    assert busy.fix.startswith("Uncertain: ")

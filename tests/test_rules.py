@@ -374,6 +374,30 @@ def test_cpu_saturated_while_gpu_idles():
     assert "input.cpu_saturated" not in ids(rules_for(calm, syn.make_analysis({"data": 0.3})))
 
 
+def test_busy_cores_that_are_the_main_process_s_own_threads_are_not_a_cpu_bottleneck():
+    # The H200 host's reading (tests/test_recorded_h200_script.py) on 8 cores: the machine
+    # 97% busy while the GPU idles, but this process's own threads hold 7.6 of the 8 cores
+    # (torch's intra-op pool) and the loader has no workers. Loading is serial in one process:
+    # workers are the fix, not more cores per GPU.
+    def series(process_pct: float):
+        base = syn.samples([(97.0, 3.0)] * 6 + [(50.0, 80.0)] * 2)
+        ticks = tuple(dataclasses.replace(t, process_cpu_pct=process_pct) for t in base.samples)
+        return dataclasses.replace(base, samples=ticks)
+
+    own = syn.make_run(TRAIN, gpus=[A100], series=series(760.0))
+    found = rules_for(own, syn.make_analysis({"data": 0.3}))
+    assert "input.cpu_saturated" not in ids(found) and "input.loader_workers" in ids(found)
+    # The same busy machine with workers that load: the cores are the pipeline's, the rule
+    # speaks (more cores per GPU, or the work moved to the GPU).
+    loading = TRAIN.replace("batch_size=32)", "batch_size=32, num_workers=8)")
+    with_workers = syn.make_run(loading, gpus=[A100], series=series(760.0))
+    f = only(rules_for(with_workers, syn.make_analysis({"data": 0.3})), "input.cpu_saturated")
+    assert f.severity == "high"
+    # Others' load (this process at one core) keeps the rule with a 0-worker loader too.
+    others = syn.make_run(TRAIN, gpus=[A100], series=series(100.0))
+    assert "input.cpu_saturated" in ids(rules_for(others, syn.make_analysis({"data": 0.3})))
+
+
 # ============================================================================ copies
 
 

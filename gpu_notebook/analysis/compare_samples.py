@@ -36,6 +36,7 @@ __all__ = [
     "fix_outcome",
     "measurable",
     "run_margin",
+    "uncertain",
 ]
 
 # Two runs of the same code on the same machine differ by a few percent even on a quiet
@@ -53,13 +54,23 @@ RESAMPLES = 1000
 
 
 def measurable(finding: Finding) -> bool:
-    """Whether a run could show the finding's fix deliver: the low end of its gain range (its
-    bound where no low end was estimated) is above what two runs of the same code differ by.
-    A fix whose range reaches down to that margin may have no measurable effect: it is said at
-    severity info, not recommended and not tried (``rules._small_gain``, ``tryfix.plan``).
-    Not bounded (None): not judged."""
-    edge = finding.gain_low if finding.gain_low is not None else finding.gain_bound
-    return edge is None or edge > 1.0 + RUN_TO_RUN
+    """Whether a run could show the finding's fix deliver at all: the high end of its gain
+    range (the model's bound) is above what two runs of the same code differ by. A fix bounded
+    under that margin is small: it may have no measurable effect, is said at severity info, not
+    recommended and not tried (``rules._small_gain``, ``tryfix.plan``). Not bounded (None): not
+    judged. A range whose high end is above the margin and whose low end is not is
+    ``uncertain``, not small: it is what ``--try-fixes`` measures."""
+    return finding.gain_bound is None or finding.gain_bound > 1.0 + RUN_TO_RUN
+
+
+def uncertain(finding: Finding) -> bool:
+    """A measurable fix whose model's low end reaches down to the run-to-run margin: it may
+    deliver up to its bound, or nothing a run can show (the H200 input-bound script's workers
+    fix: 1.01x-12.04x). It keeps its finding's severity and says the range is uncertain;
+    ``--try-fixes`` tries it, and only a measurement makes it recommended. A range without an
+    estimated low end ("up to Hx") is not judged here."""
+    low = finding.gain_low
+    return measurable(finding) and low is not None and low <= 1.0 + RUN_TO_RUN
 
 
 # A run's fifths: five short runs of the same code under the machine's load of the moment.

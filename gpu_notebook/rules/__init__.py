@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, measurable
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, measurable, uncertain
 from gpu_notebook.analysis.steady import with_steady_ops, without_stalls
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.scan import CELL_LINE_OFFSET, cell_facts
@@ -118,7 +118,17 @@ def run_rules(
 
 @dataclass(frozen=True)
 class SmallGain(Said):
-    """The fix's range reaches down to what two runs of the same script differ by."""
+    """The fix's bound is within what two runs of the same script differ by."""
+
+    bound: float | None
+    low: float | None
+    run_to_run: float
+
+
+@dataclass(frozen=True)
+class UncertainGain(Said):
+    """The fix's range runs from within what two runs of the same script differ by (``low``)
+    to well above it (``bound``): what a measurement of it must settle."""
 
     bound: float | None
     low: float | None
@@ -161,13 +171,20 @@ class LowConfidence(Said):
 
 
 def _small_gain(found: Finding) -> Finding:
-    """A fix whose gain range reaches down to what two runs of the same script differ by is no
-    recommendation: it may have no measurable effect (``--try-fixes`` does not try it). It is
-    kept, at severity info, and says so first; an unbounded fix is not judged here."""
-    if found.fix_id is None or measurable(found):
+    """A fix bounded within what two runs of the same script differ by is no recommendation: it
+    may have no measurable effect (``--try-fixes`` does not try it). It is kept, at severity
+    info, and says so first. A fix whose range only *starts* there is uncertain, not small: it
+    keeps its severity, says its range is uncertain first, and ``--try-fixes`` measures it
+    (``compare_samples.uncertain``). An unbounded fix is not judged here."""
+    if found.fix_id is None:
         return found
-    small = SmallGain(found.stated_high, found.stated_low, RUN_TO_RUN)
-    return dataclasses.replace(found, severity="info", notes=(*found.notes, small))
+    if not measurable(found):
+        small = SmallGain(found.stated_high, found.stated_low, RUN_TO_RUN)
+        return dataclasses.replace(found, severity="info", notes=(*found.notes, small))
+    if uncertain(found):
+        wide = UncertainGain(found.stated_high, found.stated_low, RUN_TO_RUN)
+        return dataclasses.replace(found, notes=(*found.notes, wide))
+    return found
 
 
 def _with_margin(found: Finding, margin: float | None) -> Finding:

@@ -5,7 +5,10 @@ Thresholds:
   ``profiler/data.py``); 10% warn, 20% critical (TraceML ``diagnostics/step_time/policy.py``);
 - workers between 70% and 200% of the CPU cores (SageMaker Debugger ``Dataloader`` rule);
 - CPU bottleneck: GPU < 10% while CPU > 90% in more than half of the samples (SageMaker
-  Debugger ``CPUBottleneck``).
+  Debugger ``CPUBottleneck``), unless the cores are this process's own threads with the loader
+  in its main process: then the loading is serial in one process (torch's intra-op pool spread
+  over tiny per-sample tensors: 15.8 of 16 cores on an H200 host for one core of loading), and
+  workers, not more cores, are the first fix (``loader_workers`` speaks).
 The gain bound of workers is what they can reach on this machine, not only Amdahl over the
 data-wait share: with the loader in the main process the wait *is* the per-batch loading cost
 ``L``. Its CPU part (the least consistent with the process's measured CPU use) moves to the
@@ -30,7 +33,16 @@ from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveDataHook, LiveLoader
-from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, RunPhase, Said, Severity
+from gpu_notebook.records import (
+    Analysis,
+    Finding,
+    PhaseBreakdown,
+    Run,
+    RunPhase,
+    Said,
+    Sample,
+    Severity,
+)
 from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
@@ -50,6 +62,9 @@ WORKERS_CAP = 16
 CPU_BUSY_PCT = 90.0  # SageMaker Debugger CPUBottleneck: CPU > 90%
 GPU_IDLE_PCT = 10.0  # ... while GPU < 10%
 BOTTLENECK_SAMPLE_SHARE = 0.5  # ... for more than 50% of the run
+# A busy sample is this process's own when its threads (not its workers) hold more than this
+# share of the busy cores (our choice: most of them).
+OWN_BUSY_SHARE = 0.5
 
 # What a worker costs the main process per batch: the batch comes back through a queue and shared
 # memory (pickled storage handles, an unpickle, a wake-up). We measured an in-memory
@@ -124,6 +139,7 @@ class SessionCap:
     others: float
     cores: int
     wait: float
+    torch_threads: int | None = None  # torch's intra-op pool in this process (a worker runs 1)
 
 
 @dataclass(frozen=True)
@@ -372,7 +388,8 @@ def _session_cap(analysis: Analysis, low: float | None) -> SessionCap | None:
     if low is None or m is None or m.session_cores is None or capped > low + 1e-9:
         return None
     return SessionCap(capped, m.loop_ours_cores or 0.0, m.session_cores,
-                      m.loop_others_cores or 0.0, m.cores, m.loop_run_wait or 0.0)  # fmt: skip
+                      m.loop_others_cores or 0.0, m.cores, m.loop_run_wait or 0.0,
+                      m.torch_threads)  # fmt: skip
 
 
 def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -394,26 +411,55 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
 
 
 def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
-    """The CPUs are saturated (preprocessing) while the GPU idles."""
-    samples = [s for s in run.samples.samples if s.system_cpu_pct is not None and s.gpus]
-    paired = [
-        (s.system_cpu_pct, max((g.utilization_pct or 0.0) for g in s.gpus))
-        for s in samples
+    """The CPUs are saturated (preprocessing) while the GPU idles.
+
+    Not where the busy cores are this process's own threads and the loader runs in its main
+    process: one process loads serially there, whatever its intra-op threads burn (an H200 host
+    at 15.8 of 16 cores, torch's 16 threads on 3x64x64 per-sample tensors), so more cores or
+    GPU augmentation are not the first fix; workers are (``loader_workers``)."""
+    samples = [
+        s
+        for s in run.samples.samples
+        if s.system_cpu_pct is not None and s.gpus
         if any(g.utilization_pct is not None for g in s.gpus)
     ]
-    if len(paired) < 4:
+    if len(samples) < 4:
         return None  # too few samples to speak of "most of the run"
-    starved = sum(
-        1 for cpu, gpu in paired if cpu is not None and cpu > CPU_BUSY_PCT and gpu < GPU_IDLE_PCT
-    )
-    fraction = starved / len(paired)
+    starved = [
+        s
+        for s in samples
+        if s.system_cpu_pct is not None
+        and s.system_cpu_pct > CPU_BUSY_PCT
+        and max((g.utilization_pct or 0.0) for g in s.gpus) < GPU_IDLE_PCT
+    ]
+    fraction = len(starved) / len(samples)
     if fraction <= BOTTLENECK_SAMPLE_SHARE:
         return None
+    own = sum(1 for s in starved if _own_threads_busy(s, max(1, run.env.cpu_count)))
+    if own > len(starved) / 2 and _main_process_loads(run, facts):
+        return None  # loader_workers speaks first
     data = share(analysis, "data")
     bound = gain_bound(data, analysis)
-    said = CpuSaturated(fraction, len(paired), analysis.utilization.children_cpu_mean_pct, data)
+    said = CpuSaturated(fraction, len(samples), analysis.utilization.children_cpu_mean_pct, data)
     severity: Severity = "high" if data is not None and data >= 0.20 else "medium"
     return found("input.cpu_saturated", severity, said, phase_share=data, bound=bound)
+
+
+def _own_threads_busy(sample: Sample, cores: int) -> bool:
+    """This process's own threads (not its workers) held most of the sample's busy cores."""
+    busy_cores = (sample.system_cpu_pct or 0.0) / 100.0 * cores
+    ours = (sample.process_cpu_pct or 0.0) / 100.0
+    return busy_cores > 0 and ours > OWN_BUSY_SHARE * busy_cores
+
+
+def _main_process_loads(run: Run, facts: SourceFacts) -> bool:
+    """The loader the loop iterates has no workers (as the cell or a live object sets it, else
+    as the loop's iterator had it)."""
+    static, live = loader_in_use(facts)
+    workers: int | None = loader_setting(static, live, "num_workers")
+    if workers is None:
+        workers = run.steps.loader_num_workers
+    return workers == 0
 
 
 RULES = (loader_workers, in_memory_batches, slow_dataset, cpu_saturated)

@@ -27,8 +27,9 @@ class Variant:
 
 def offered_variants(report: Report) -> list[Variant]:
     """Every finding whose fix is a patch (a refusal offers nothing to run) and whose gain
-    range's low end is above the run-to-run margin (``compare_samples.measurable``), in the report's order (most important first), one variant per distinct
-    patched script."""
+    bound is above the run-to-run margin (``compare_samples.measurable``; an uncertain range,
+    whose low end is not, is tried: that is what a trial settles), in the report's order (most
+    important first), one variant per distinct patched script."""
     seen: set[str] = set()
     out = []
     for f in report.findings:
@@ -59,7 +60,7 @@ def schedule(variants: int, rounds: int) -> list[int]:
 
 
 def unmeasurable(report: Report) -> list[Finding]:
-    """The patches left untried because their gain range reaches down to the run-to-run margin."""
+    """The patches left untried because their gain bound is within the run-to-run margin."""
     return [
         f
         for f in report.findings

@@ -143,9 +143,9 @@ def try_fixes(
     variants = offered_variants(report)
     started = time.monotonic()
     notes: list[str] = [
-        f"not tried: {f.title} (its fix gains {fmt_gain(f.stated_high, f.stated_low)}, down to the "
-        f"{RUN_TO_RUN:.0%} two runs of the same script differ by: it may have no measurable "
-        "effect, not recommended)"
+        f"not tried: {f.title} (its fix gains {fmt_gain(f.stated_high, f.stated_low)}, a bound "
+        f"within the {RUN_TO_RUN:.0%} two runs of the same script differ by: it may have no "
+        "measurable effect, not recommended)"
         for f in unmeasurable(report)
     ]
     if not variants:

@@ -143,6 +143,13 @@ def loader_workers(s: LoaderWorkers) -> Words:
             f"steps ran and its session can count on {c.session:.2f} (others used {c.others:.2f} "
             f"of {c.cores}; its thread waited for a core {c.wait:.0%} of the time); workers "
             "forked from it share that, they do not add to it"
+            + (
+                f"; torch ran {c.torch_threads} intra-op threads in it and a worker runs torch "
+                "with 1: what those threads spent on the loading may not stay, so the fix may "
+                "reach well above this low end"
+                if c.torch_threads is not None and c.torch_threads > 1
+                else ""
+            )
         )
     title = (
         "The step waits for data: the DataLoader loads batches in the main process"

@@ -1,12 +1,19 @@
 """Words of what the rules add to any finding (rules/__init__.py): stalled steps left out, the
-profiler's slowdown, low confidence, and a fix too small to measure."""
+profiler's slowdown, low confidence, a fix too small to measure and one whose range is uncertain."""
 
 from __future__ import annotations
 
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.records import Said
-from gpu_notebook.rules import LowConfidence, Margin, ProfilingFactor, SmallGain, StallsLeftOut
+from gpu_notebook.rules import (
+    LowConfidence,
+    Margin,
+    ProfilingFactor,
+    SmallGain,
+    StallsLeftOut,
+    UncertainGain,
+)
 
 
 def note_lines(note: Said) -> list[str]:
@@ -45,11 +52,20 @@ def note_lines(note: Said) -> list[str]:
 
 
 def fix_prefix(notes: tuple[Said, ...]) -> str:
-    """What goes before the fix: a range too small to measure says so first."""
+    """What goes before the fix: a range too small to measure, or one that runs from within the
+    run-to-run margin to well above it (uncertain: measure it), says so first."""
     small = next((n for n in notes if isinstance(n, SmallGain)), None)
-    if small is None:
-        return ""
-    return (
-        f"Small: may have no measurable effect ({fmt_gain(small.bound, small.low)}; "
-        f"two runs of the same script differ by {small.run_to_run:.0%}). "
-    )
+    if small is not None:
+        return (
+            f"Small: may have no measurable effect ({fmt_gain(small.bound, small.low)}; "
+            f"two runs of the same script differ by {small.run_to_run:.0%}). "
+        )
+    wide = next((n for n in notes if isinstance(n, UncertainGain)), None)
+    if wide is not None and wide.bound is not None:
+        return (
+            f"Uncertain: {fmt_gain(wide.bound, wide.low)} (two runs of the same script differ by "
+            f"{wide.run_to_run:.0%}): it may change nothing measurable, or give up to "
+            f"{wide.bound:.2f}x; measure it before relying on it (`gpucheck run --try-fixes`, or "
+            "run the patched cell). "
+        )
+    return ""

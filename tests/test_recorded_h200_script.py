@@ -32,7 +32,8 @@ DATA = Path(__file__).parent / "data" / "gpu" / "2026-12-04-nvidia-h200-script"
 
 
 def _recorded(name: str) -> Report:
-    return Report.from_json(gzip.decompress((DATA / name).read_bytes()).decode())
+    data = (DATA / name).read_bytes()
+    return Report.from_json(gzip.decompress(data).decode() if name.endswith(".gz") else data)
 
 
 def _ruled_again(report: Report) -> Report:
@@ -49,7 +50,11 @@ def _by_rule(report: Report) -> dict[str, Finding]:
     return {f.rule_id: f for f in report.findings}
 
 
-@pytest.fixture(scope="module", params=["run.report.json.gz", "try-fixes.report.json.gz"])
+# The same script's third run (16:39, with --trace), kept in the kit's folder of CLI runs.
+CLI_RUN = "../2026-12-04-nvidia-h200-cli/gpu_train.report.json"
+
+
+@pytest.fixture(scope="module", params=["run.report.json.gz", "try-fixes.report.json.gz", CLI_RUN])
 def h200(request: pytest.FixtureRequest) -> Report:
     return _ruled_again(_recorded(request.param))
 

@@ -831,6 +831,9 @@ class RunShape:
     # The window was compared with the run on the steps' own time (each less its wait for a
     # core): ``window_median_s`` and ``window_covers`` are own time, set against ``own.median_s``.
     window_own_time: bool = False
+    # The host ran ahead of the GPU in the window: ``window_median_s`` is the GPU's time for the
+    # window's steps (analysis.analyze), not the host's.
+    window_gpu_paced: bool = False
     stalls: StallPattern | None = None
     memory: tuple[MemoryTrend, ...] = ()
     # Steps that ran while other processes were busier than the run's quiet level

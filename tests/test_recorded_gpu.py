@@ -6,12 +6,14 @@ what the trace itself says must be right. The kit's expected verdicts are in its
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from gpu_notebook.records import Report, SampleSeries, from_jsonable
+from gpu_notebook.report.build import build_report
 from gpu_notebook.report.from_trace import report_from_trace
 
 DATA = Path(__file__).parent / "data" / "gpu"
@@ -74,3 +76,38 @@ def test_the_recorded_nvml_series_decode_and_saw_the_h200() -> None:
     )
     util = [s.gpus[0].utilization_pct or 0.0 for s in series.samples if s.gpus]
     assert util and max(util) >= 95  # the busy GPU the trace now reads too
+
+
+def _rebuilt(scenario: str) -> Report:
+    """The kit's live report of a baseline run built again by today's analysis: its Run (step
+    clock, NVML samples, cell source) with the window's trace where it now lies."""
+    recorded = Report.from_json((KIT / f"{scenario}.baseline.report.json").read_text())
+    run = recorded.run
+    window = dataclasses.replace(
+        run.window, trace_path=str(KIT / f"{scenario}.baseline.trace.json.gz")
+    )
+    later = tuple(dataclasses.replace(w, trace_path=None) for w in run.more_windows)
+    return build_report(dataclasses.replace(run, window=window, more_windows=later))
+
+
+def test_the_live_fp32_run_is_gpu_bound_with_its_precision_fix_first() -> None:
+    """The whole live report: 94 steps of 31.7 ms after ~17 of 2.6 ms (the host filling CUDA's
+    launch queue), steps 2-4 profiled while the host ran ahead. It read 'unknown' (the window
+    'unlike the run') with a [high] drift and no precision finding: cuBLAS names its FP32 FFMA
+    GEMMs xmma, and the kit's loop holds a torch.autocast(enabled=False)."""
+    report = _rebuilt("fp32-matmul")
+    assert report.verdict.category == "gpu-bound", report.verdict
+    shape = report.analysis.shape
+    assert shape is not None and shape.represents is True and shape.window_gpu_paced
+    ids = {f.rule_id: f.severity for f in report.findings}
+    assert ids.get("precision.fp32_tensor_cores") == "high"
+    assert "run.drift" not in ids and "run.window_unrepresentative" not in ids
+    assert (report.analysis.gpu is not None) and report.analysis.gpu.tensor_core_kernel_us == 0.0
+
+
+@pytest.mark.parametrize(
+    "scenario", ["input-bound", "launch-bound", "memory-near-limit", "pageable-copy"]
+)
+def test_the_live_reports_keep_their_planted_verdicts(scenario: str) -> None:
+    report = _rebuilt(scenario)
+    assert report.verdict.category in _expected(scenario), report.verdict

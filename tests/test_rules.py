@@ -623,7 +623,7 @@ def test_fp32_on_tensor_core_gpu_asks_for_autocast():
         (
             [A100],
             TRAIN.replace("    loss =", "    with torch.autocast('cuda'):\n        loss ="),
-            0.0,
+            50_000.0,
         ),
         ([A100], TRAIN, 50_000.0),
     ],
@@ -634,6 +634,21 @@ def test_precision_rule_stays_silent(gpus, cell, tc_us):
     assert "precision.fp32_tensor_cores" not in ids(
         rules_for(syn.make_run(cell, gpus=gpus), syn.make_analysis(gpu_timeline=tl, ops=MATMULS))
     )
+
+
+def test_an_autocast_the_trace_shows_idle_does_not_silence_the_precision_rule():
+    """The cell has torch.autocast, yet its GEMMs ran in float32 on no tensor core (the H200
+    kit loop's ``torch.autocast(..., enabled=self.bf16)`` with bf16 off): the trace decides."""
+    cell = TRAIN.replace(
+        "    loss =", "    with torch.autocast('cuda', enabled=amp):\n        loss ="
+    )
+    tl = syn.timeline(busy=0.9, tensor_core_us=0.0)
+    found = rules_for(
+        syn.make_run(cell, gpus=[A100]), syn.make_analysis(gpu_timeline=tl, ops=MATMULS)
+    )
+    f = only(found, "precision.fp32_tensor_cores")
+    assert any("the cell has torch.autocast, but no matmul ran" in e for e in f.evidence)
+    assert "backend.tf32" in ids(found)
 
 
 def test_tf32_and_cudnn_benchmark_flags():

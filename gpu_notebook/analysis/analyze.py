@@ -39,7 +39,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         ops = top_ops(traces.load(run.window.trace_path), n=10)
     if phases is None:
         phases = hook_phases(run.steps, warmup)
-    shape, phases, window_phases = _whole_run(run, phases, traces)
+    shape, phases, window_phases = _whole_run(run, phases, traces, gpu)
     stacks = None
     if run.stacks is not None and run.stacks.samples > 0:
         from gpu_notebook.analysis.lines import stack_profile
@@ -86,7 +86,10 @@ def _margin_steps(run: Run, warmup: int, ours: frozenset[int]) -> list[float]:
 
 
 def _whole_run(
-    run: Run, phases: PhaseBreakdown | None, traces: WindowTraces | None = None
+    run: Run,
+    phases: PhaseBreakdown | None,
+    traces: WindowTraces | None = None,
+    gpu: GpuTimeline | None = None,
 ) -> tuple[RunShape | None, PhaseBreakdown | None, PhaseBreakdown | None]:
     """The run's shape, and the phase split the verdict should rest on.
 
@@ -101,7 +104,7 @@ def _whole_run(
         whole_run_phases,
     )
 
-    shape = run_shape(run)
+    shape = _gpu_paced(run_shape(run), gpu, phases)
     if shape is not None and phases is not None and phases.source == "hooks":
         # No trace: the timed steps' split, unless they are a small part of a run that went
         # lean; then every step's data wait, the timed steps' split of the rest.
@@ -143,6 +146,39 @@ def _whole_run(
         if combined is not None:
             return shape, combined, phases
     return shape, phases, None
+
+
+def _gpu_paced(
+    shape: RunShape | None, gpu: GpuTimeline | None, phases: PhaseBreakdown | None
+) -> RunShape | None:
+    """The window's pace is the GPU's when the host ran ahead of it.
+
+    With no sync in the step the host issues the profiled steps faster than the GPU runs them
+    (the launch queue fills only after a few steps: an fp32 MLP on an H200 issued steps 2-4 at
+    2.7 ms each, while every step of the run took 31.7 ms, the host then blocked on the full
+    queue). The window's steps are the run's; their pace is the GPU's time for their work: the
+    GPU timeline's window (which opens after the work launched before the trace).
+    """
+    from gpu_notebook.analysis.run_trend import LIKE_FACTOR
+
+    if (
+        shape is None
+        or shape.represents is not False
+        or shape.window_median_s is None
+        or gpu is None
+        or gpu.host_ahead_us <= 0
+        or phases is None
+        or phases.source != "trace"
+        or not phases.steps
+    ):
+        return shape
+    pace_s = gpu.window_us / len(phases.steps) / 1e6
+    run_s = shape.window_run_median_s
+    if pace_s <= shape.window_median_s or not run_s / LIKE_FACTOR <= pace_s <= run_s * LIKE_FACTOR:
+        return shape
+    return dataclasses.replace(
+        shape, represents=True, window_median_s=pace_s, window_gpu_paced=True
+    )
 
 
 def analyze_trace_file(

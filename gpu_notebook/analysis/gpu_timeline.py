@@ -18,7 +18,8 @@ idle while it ran the work of the steps before. ``host_ahead_us`` says how far t
 For the same reason the GPU may still be running work launched before the profiler started
 (which it does not record) when the window opens: the first recorded activity then waits long
 after its launch with nothing recorded running. When the host ran ahead at the window's end,
-that wait is counted busy (``queued_before_trace_us``), not a wait for the host. (Without it
+the window then opens where that first work starts (``queued_before_trace_us`` says how long
+it waited): the GPU was busy, on work no event shows, not waiting for the host. (Without it
 the first work can also start late for other reasons: CUPTI's first activity after the
 profiler starts waits ~0.4 ms on an H200, seen on a host-bound loop.)
 ``GpuTimeline.window_source`` says which. The *GPU span* runs from the first to the last GPU
@@ -68,7 +69,10 @@ have no kernel, or that begins a stream capture, is flagged ``capture``.
 
 Tensor-core kernels are recognised by name (see ``TENSOR_CORE_PATTERN``): cuBLAS/cuDNN/CUTLASS
 encode the MMA instruction shape or family in kernel names (``h884gemm``, ``s1688gemm``,
-``s16816gemm``, ``xmma``, ``hmma``, ``wgmma``, ``tensorop``). A heuristic: kernels that use
+``s16816gemm``, ``xmma``, ``hmma``, ``wgmma``, ``tensorop``), except the float32 ones cuBLAS
+and cuDNN also name ``xmma``: ``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...`` runs on the CUDA
+cores (FFMA; seen on an H200, fp32 with TF32 off: 60% of an MLP's kernel time was read as
+tensor-core work, and the precision finding stayed silent). A heuristic: kernels that use
 tensor cores under other names (Triton, flash-attention) are missed, so the figure is a lower
 bound. It is None when the window holds no kernel.
 """
@@ -115,7 +119,9 @@ COMM_PATTERN = re.compile(
     re.IGNORECASE,
 )
 TENSOR_CORE_PATTERN = re.compile(
-    r"xmma|hmma|wgmma|imma|tensorop|(?:884|1688|16816|16832)_?gemm|gemm.*(?:884|1688|16816)",
+    # Not the FP32 kernels cuBLAS/cuDNN name xmma too: "..._ffma_...", all-f32 types.
+    r"^(?!.*(?:ffma|simt|_f32f32_f32f32_f32_))"
+    r".*(?:xmma|hmma|wgmma|imma|tensorop|(?:884|1688|16816|16832)_?gemm|gemm.*(?:884|1688|16816))",
     re.IGNORECASE,
 )
 _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
@@ -213,6 +219,15 @@ def gpu_timeline(
         if inside.any():
             host_ahead_us = max(0.0, float(trace.end_us[gpu_rows[inside]].max()) - w1_us)
         w1_us += host_ahead_us
+    threshold_ns = round(kernel_wait_threshold_us * 1000.0)
+    queued_us = 0.0
+    if host_ahead_us * 1000.0 > threshold_ns:
+        # The GPU was still on work launched before the profiler started: the window opens
+        # where the first recorded work starts (what no event shows cannot be split).
+        opens = _first_queued_us(trace, gpu_rows, launch_us, w0_us, w1_us, threshold_ns / 1000.0)
+        if opens is not None:
+            queued_us = opens[1] - max(w0_us, opens[0])
+            w0_us = opens[1]
     width = round((w1_us - w0_us) * 1000.0)
 
     # Integer ns relative to the window start: exact sums, busy + idle == window.
@@ -221,19 +236,9 @@ def gpu_timeline(
     launch = np.zeros(gpu_rows.size, dtype=np.int64)
     launch[known] = np.rint((launch_us[known] - w0_us) * 1000.0).astype(np.int64)
 
-    threshold_ns = round(kernel_wait_threshold_us * 1000.0)
-    backlog = (
-        _backlog_ns(start, end, launch, known, width, threshold_ns)
-        if host_ahead_us * 1000.0 > threshold_ns
-        else (0, 0)
-    )
-    # The backlog is busy time no event shows: one more interval, queued from the launch of
-    # the work that waited behind it (before that launch the GPU waited for the host).
-    b_start, b_end = np.append(start, backlog[0]), np.append(end, backlog[1])
-    b_launch, b_known = np.append(launch, backlog[0]), np.append(known, True)
-    busy_ns = _clipped_union_ns(b_start, b_end, width)
+    busy_ns = _clipped_union_ns(start, end, width)
     locator = phase_at(trace, host_tid) if known.any() else None
-    gaps = _gaps_ns(b_start, b_end, b_launch, b_known, width, threshold_ns)
+    gaps = _gaps_ns(start, end, launch, known, width, threshold_ns)
     wait_host_ns, wait_kernel_ns, wait_other_ns, wait_data_ns, wait_sync_ns = _idle_causes(
         gaps, locator, w0_us
     )
@@ -290,7 +295,7 @@ def gpu_timeline(
         span_us=span_width / 1000.0,
         span_busy_us=span_busy_ns / 1000.0,
         before_trace_us=int(clipped[in_window & ~known].sum()) / 1000.0 if known.any() else 0.0,
-        queued_before_trace_us=(backlog[1] - backlog[0]) / 1000.0,
+        queued_before_trace_us=queued_us,
         host_ahead_us=host_ahead_us,
         idle_data_wait_us=wait_data_ns / 1000.0,
         idle_sync_wait_us=wait_sync_ns / 1000.0,
@@ -323,32 +328,31 @@ def _unclocked_timeline(events: int) -> GpuTimeline:
     )
 
 
-def _backlog_ns(
-    start: IntArray,
-    end: IntArray,
-    launch: IntArray,
-    known: BoolArray,
-    width: int,
-    threshold_ns: int,
-) -> tuple[int, int]:
-    """The GPU's busy time before the window's first recorded activity that no event shows.
+def _first_queued_us(
+    trace: Trace,
+    gpu_rows: IntArray,
+    launch_us: FloatArray,
+    w0_us: float,
+    w1_us: float,
+    threshold_us: float,
+) -> tuple[float, float] | None:
+    """(launch, start) of the window's first recorded activity when it waited behind work the
+    trace does not show; None when it did not.
 
-    The first activity was launched at ``launch`` and began at ``start``: when nothing recorded
-    ran in between and the wait is longer than a launch's latency (the kernel-wait threshold),
-    its stream was still running work launched before the profiler started (a host that runs
-    ahead queues whole steps), and the profiler records only what is launched while it runs.
-    That stretch is busy, not a wait for the host. (0, 0) when there is none.
+    It was launched at ``launch`` and began at ``start``: when nothing recorded ran in between
+    and the wait is longer than a launch's latency (the kernel-wait threshold), its stream was
+    still running work launched before the profiler started (a host that runs ahead queues
+    whole steps), and the profiler records only what is launched while it runs.
     """
-    live = (end > 0) & (start < width)
-    if not live.any() or (start[live] <= 0).any():
-        return 0, 0
-    first = int(np.flatnonzero(live)[np.argmin(start[live])])
-    if not known[first]:
-        return 0, 0
-    queued_from = max(0, int(launch[first]))
-    if int(start[first]) - queued_from <= threshold_ns:
-        return 0, 0
-    return queued_from, int(start[first])
+    ts, end = trace.ts_us[gpu_rows], trace.end_us[gpu_rows]
+    live = (end > w0_us) & (ts < w1_us)
+    if not live.any() or (ts[live] <= w0_us).any():
+        return None
+    first = int(np.flatnonzero(live)[np.argmin(ts[live])])
+    launched = float(launch_us[first])
+    if np.isnan(launched) or float(ts[first]) - max(w0_us, launched) <= threshold_us:
+        return None
+    return launched, float(ts[first])
 
 
 def _category_id(trace: Trace, category: str) -> int:

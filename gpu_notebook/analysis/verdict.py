@@ -452,8 +452,8 @@ def _window_evidence(gpu: GpuTimeline) -> str:
         )
         if gpu.queued_before_trace_us > 0:
             text += (
-                f", and its first {fmt_seconds(gpu.queued_before_trace_us / 1e6)} went to work "
-                "launched before the profiler started (counted busy)"
+                f"; it opens when the GPU had spent {fmt_seconds(gpu.queued_before_trace_us / 1e6)} "
+                "on work launched before the profiler started"
             )
     return text
 

@@ -23,6 +23,7 @@ from gpu_notebook.rules.common import (
     has_gpu,
     severity_of,
 )
+from gpu_notebook.rules.precision import autocast_idle
 from gpu_notebook.rules.shapes import batch_sizes
 
 TF32_CC = 8.0  # Ampere and later
@@ -78,13 +79,17 @@ def cudnn_benchmark_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Fin
 
 def tf32_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     cc = compute_capability(run)
-    if cc is None or cc < TF32_CC or analysis.gpu is None or facts.autocast:
+    if cc is None or cc < TF32_CC or analysis.gpu is None:
         return None
     if _flag(facts.live.tf32_matmul, facts.tf32) is True:
         return None
     eligible = fp32_matmul_kernel_share(analysis)
     if not eligible:
         return None  # no float32 GEMM kernel among the top kernels: nothing for TF32 to speed up
+    gpu = analysis.gpu
+    tc = (gpu.tensor_core_kernel_us or 0.0) / gpu.kernel_us if gpu.kernel_us > 0 else 0.0
+    if facts.autocast and not autocast_idle(facts, eligible, tc):
+        return None
     bound = gain_bound(eligible, analysis, host_side=False)
     said = Tf32Off(cc, _flag(facts.live.tf32_matmul, facts.tf32), eligible, bound)
     return found("backend.tf32", "medium" if eligible >= 0.10 else "low", said,

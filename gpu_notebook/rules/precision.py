@@ -27,6 +27,7 @@ from gpu_notebook.rules.common import (
 TENSOR_CORE_CC = 7.0  # Volta and later
 BF16_CC = 8.0  # Ampere and later run bfloat16 on tensor cores
 LOW_TENSOR_CORE_SHARE = 0.10
+AUTOCAST_IDLE_SHARE = 0.10  # float32 GEMM share of the window that says autocast did not apply
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,20 @@ class Fp32TensorCores(Said):
     eligible: float | None  # float32 GEMM/convolution kernels' share of the window
     bound: float | None
     dtype: str  # what autocast should use: "bfloat16" or "float16"
+    # The cell has a torch.autocast block, yet its matmuls ran in float32 (enabled=False, or
+    # the matmuls outside the block): the trace, not the source, says what ran.
+    autocast_in_source: bool = False
+
+
+def autocast_idle(facts: SourceFacts, eligible: float | None, tc_share: float) -> bool:
+    """The cell's torch.autocast did not reach its matmuls: float32 GEMM kernels hold a tenth
+    of the window and almost none ran on tensor cores (a kit loop's
+    ``torch.autocast(..., enabled=self.bf16)`` with bf16 off read as autocast on)."""
+    return (
+        facts.autocast
+        and (eligible or 0.0) >= AUTOCAST_IDLE_SHARE
+        and (tc_share < LOW_TENSOR_CORE_SHARE)
+    )
 
 
 def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -45,15 +60,19 @@ def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) ->
     gpu = analysis.gpu
     if cc is None or cc < TENSOR_CORE_CC or gpu is None or gpu.kernel_us <= 0:
         return None
-    if gpu.tensor_core_kernel_us is None or facts.autocast:
+    if gpu.tensor_core_kernel_us is None:
         return None
     tc_share = gpu.tensor_core_kernel_us / gpu.kernel_us
     if tc_share >= LOW_TENSOR_CORE_SHARE or not runs_matmuls(analysis):
         return None
     eligible = fp32_matmul_kernel_share(analysis)
+    if facts.autocast and not autocast_idle(facts, eligible, tc_share):
+        return None
     bound = gain_bound(eligible, analysis, host_side=False)
     dtype = "bfloat16" if cc >= BF16_CC else "float16"
-    said = Fp32TensorCores(gpu_name(run), cc, tc_share, gpu.busy_share, eligible, bound, dtype)
+    said = Fp32TensorCores(
+        gpu_name(run), cc, tc_share, gpu.busy_share, eligible, bound, dtype, facts.autocast
+    )
     severity: Severity = "high" if gpu.busy_share >= 0.8 else "medium"
     params: dict[str, str | int | float | bool | None] = {"dtype": dtype, "device_type": "cuda"}
     return found("precision.fp32_tensor_cores", severity, said, phase_share=eligible, bound=bound,

@@ -82,7 +82,8 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
             f"  the host ran ahead: the GPU finished the steps' work {s(g.host_ahead_us)} after "
             "the host had issued it (the window runs on to there)"
             + (
-                f"; its first {s(g.queued_before_trace_us)} ran work launched before the trace"
+                f"; it opens after {s(g.queued_before_trace_us)} the GPU spent on work launched "
+                "before the trace"
                 if g.queued_before_trace_us > 0
                 else ""
             )

@@ -19,6 +19,11 @@ def fp32_tensor_cores(s: Fp32TensorCores) -> Words:
             f"float32 GEMM/convolution kernels (top kernels): {fmt_share(s.eligible)} of the window; "
             f"gain {fmt_gain(s.bound)} if they took no time"
         )
+    if s.autocast_in_source:
+        evidence.append(
+            "the cell has torch.autocast, but no matmul ran in reduced precision: it is "
+            "disabled (enabled=False) or the matmuls run outside its block"
+        )
     return words(
         "float32 math leaves the tensor cores idle",
         evidence,

@@ -554,7 +554,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         name="item-per-step",
         title="loss.item() and accuracy .item() every step",
-        expected_verdicts=("sync-bound",),
+        # On an H200 (2026-12-04) the GPU was 62% busy with the syncs and 62% without them (the
+        # fix: 1.13x): its steps are as long as their launches, so the host sets the pace and
+        # the syncs are a finding of their own, not the verdict.
+        expected_verdicts=("sync-bound", "host-bound"),
         expected_cpu_verdicts=("cpu-only", "host-bound"),
         phase="sync",
         make=PerStepItem,

@@ -315,3 +315,32 @@ def test_summary_table_shows_skips_and_errors_in_place_of_numbers(kit: ModuleTyp
     table = kit.summary_table(entries).splitlines()
     assert table[2].startswith("memory-near-limit") and "skipped: needs CUDA" in table[2]
     assert table[3].startswith("fp32-matmul") and "RuntimeError: boom" in table[3]
+
+
+def test_the_cli_check_runs_a_bundled_script_and_records_its_report(tmp_path: Path) -> None:
+    """benchmarks/gpu_cli_check.py, the end-to-end half of the GPU kit: a bundled CUDA script
+    (its CPU stand-in here) under `gpucheck run`, the report, trace, log and summary written."""
+    out = tmp_path / "cli"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "gpu_cli_check.py"),
+            "--out",
+            str(out),
+            "--dry-run",
+            "--script",
+            "gpu_bound",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""),
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    entry = json.loads((out / "summary.json").read_text())["scripts"][0]
+    assert entry["script"] == "gpu_bound" and entry["rc"] == 0
+    report = Report.from_json((out / "gpu_bound.report.json").read_text())
+    assert entry["verdict"] == report.verdict.category in VERDICTS
+    assert (out / "gpu_bound.trace.json.gz").stat().st_size > 0
+    assert "gpucheck:" in (out / "gpu_bound.log").read_text()

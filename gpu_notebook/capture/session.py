@@ -103,9 +103,13 @@ RETIME_EVERY_STEPS = 64
 # so a median that wobbles at the threshold does not switch every look; 2x left a cached-then-
 # 4 ms loop lean, its slow part untimed, and its verdict to the cached window).
 RETIME_MARGIN = 1.25
-# Lean steps read their thread's wait for a core (one pread of schedstat, 1.3-2.6 us measured
-# on the 2-core machine, quiet and loaded) while their median is at least this long: <= 0.5%.
-WAIT_MIN_STEP_S = 0.0005
+# Lean steps read their thread's wait for a core at every step end while their median is at
+# least this long. One pread of schedstat takes ~1 us alone, but a step of a real loop pays
+# ~9 us for it (MLP + DataLoader, 0.6 ms steps, thread CPU with and without the read, 41
+# interleaved rounds on the 2-core VM: benchmarks/README.md): <= 1% of a step from 1 ms on.
+# Shorter steps are read after a slow one (over 1 ms: the stall's wait) and every 16 steps,
+# so a 0.6 ms loop pays ~0.6 us a step instead of ~9.
+WAIT_MIN_STEP_S = 0.001
 # The process RSS is read at the end of every Nth step (~2 us a read).
 MEMORY_EVERY_STEPS = 16
 

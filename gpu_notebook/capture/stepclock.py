@@ -174,8 +174,9 @@ class StepClock:
         self._ours_ns = 0
         self._listener_ns = 0  # the latest boundary listener's time (0: fast path)
         # Each step's own wait for a core and its time on a core, from the loop thread's
-        # schedstat read at every step end (one pread of a kept descriptor, ~1.5-2.6 us on this
-        # 2-core machine; benchmarks/README.md): a step the machine preempted is known as such.
+        # schedstat read at every step end (one pread of a kept descriptor: ~1 us alone, but
+        # ~9 us a step inside a training loop on the 2-core VM, benchmarks/README.md): a step
+        # the machine preempted is known as such.
         # ``read_waits`` False (the session turns it off for steps too short to pay for it),
         # or no schedstat here: the steps carry no wait (-1), the rules fall back to the
         # sampler's readings.

@@ -36,6 +36,7 @@ import contextlib
 import functools
 import gc
 import io
+import itertools
 import json
 import os
 import socket
@@ -479,6 +480,94 @@ def hook_cost_us(steps: int, rounds: int) -> dict[str, list[float]]:
     return interleave({"none": loop, "lean": with_clock(True), "timing": with_clock(False)}, rounds)
 
 
+# ------------------------------------------------------------------------------ split
+
+# The steps the first window touches in a default cell: 2 warm-up steps in timing mode, 3
+# profiled, the profiler's stop at the last one's end, 5 stack-sampled steps after it, and the
+# lean decision; from step 16 on every step is lean (read at 300 steps: the extra per step index
+# is flat from step ~12).
+WINDOW_STEPS = 16
+
+
+def timestamped(source: str) -> str:
+    """``source`` (a cell whose loop is ``for x, y in loader:``) with each step's end time kept
+    in ``_ts`` (one ``perf_counter_ns`` a step, plain and measured cell alike)."""
+    head, sep, rest = source.partition("for x, y in loader:\n")
+    if not sep:
+        raise ValueError("no `for x, y in loader:` loop in the cell")
+    body, tail = [], rest.splitlines(keepends=True)
+    while tail and tail[0].startswith("    "):
+        body.append(tail.pop(0))
+    stamp = "    _ts.append(time.perf_counter_ns())\n"
+    start = "_ts = [time.perf_counter_ns()]\n"
+    return head + start + sep + "".join(body) + stamp + "".join(tail)
+
+
+def step_times_us(shell: Shell, source: str) -> list[float]:
+    """Run ``source`` (timestamped) and return its steps' wall times in us."""
+    shell.time_cell(source)
+    ts = shell.ip.user_ns["_ts"]
+    return [(b - a) / 1e3 for a, b in itertools.pairwise(ts)]
+
+
+def loop_split(
+    shell: Shell, rows: list[Result], name: str, cells: dict[str, str], rounds: int
+) -> None:
+    """Where the in-loop extra lies: once per cell (the first window's steps) or every step.
+
+    Each step's wall time, plain and ``%%gpucheck``, interleaved rounds; per step index the
+    median over rounds. The window's steps (0 to WINDOW_STEPS - 1) add a fixed time whatever the
+    loop's length; the lean steps after them add a share of each step: the ratio a loop
+    approaches as it grows. The 300-step in-loop ratio holds both, the first at 1/300.
+    """
+    calls = {v: functools.partial(step_times_us, shell, timestamped(c)) for v, c in cells.items()}
+    for call in calls.values():  # warm
+        call()
+    runs = interleave(calls, rounds)
+    n = min(len(r) for side in runs.values() for r in side)
+    med = {v: [median([r[i] for r in runs[v]]) for i in range(n)] for v in ("plain", "gpucheck")}
+    extra = [g - p for g, p in zip(med["gpucheck"], med["plain"], strict=True)]
+    window_ms = sum(extra[:WINDOW_STEPS]) / 1e3
+    lean = [
+        g / p
+        for g, p in zip(med["gpucheck"][WINDOW_STEPS:], med["plain"][WINDOW_STEPS:], strict=True)
+        if p > 0
+    ]
+    step_ratio = median(lean) if lean else float("nan")
+    lo, hi = iqr(lean) if lean else (float("nan"), float("nan"))
+    plain_step = median(med["plain"][WINDOW_STEPS:]) if n > WINDOW_STEPS else float("nan")
+    how = (
+        f"per step index, the median wall time over {rounds} interleaved rounds (perf_counter_ns "
+        f"at each step's end, both cells); {n} steps"
+    )
+    emit(
+        Result(
+            f"overhead.{name}.gpucheck.window_ms",
+            f"{name}: the first window's steps (0-{WINDOW_STEPS - 1}), extra time once per cell",
+            window_ms,
+            f"{window_ms:.1f} ms wall ({100 * window_ms * 1e3 / max(1e-9, sum(med['plain'])):.1f}% "
+            f"of this {sum(med['plain']) / 1e3:.0f} ms loop)",
+            "",
+            None,
+            how + f"; sum over steps 0-{WINDOW_STEPS - 1} of (measured - plain)",
+        ),
+        rows,
+    )
+    emit(
+        Result(
+            f"overhead.{name}.gpucheck.per_step",
+            f"{name}: lean steps (from step {WINDOW_STEPS}), in-loop ratio per step",
+            step_ratio,
+            f"{fmt_ratio(step_ratio)} wall (IQR over steps {lo:.3f}-{hi:.3f}; plain step "
+            f"{plain_step:.0f} us)",
+            f"<= {CELL_BUDGET:.2f}",
+            step_ratio <= CELL_BUDGET,
+            how + "; median over the lean steps of (measured / plain)",
+        ),
+        rows,
+    )
+
+
 # ------------------------------------------------------------------------------ shapes
 
 
@@ -547,6 +636,9 @@ def run_shapes(
             budget=CELL_BUDGET,
             label=label,
         )
+        if "for x, y in loader:" in shape.loop:
+            cells = {v: shape_cell(shape, v) for v in ("plain", "gpucheck")}
+            loop_split(shell, rows, shape.name, cells, max(rounds, 11))
 
 
 # ------------------------------------------------------------------------------ main
@@ -702,6 +794,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 budget=budget,
                 label=f"{workload} {n} steps, {labels[v]}",
             )
+    if "mlp" in results:
+        mlp = {v: cell_source(v, "mlp", steps) for v in ("plain", "gpucheck")}
+        loop_split(shell, rows, "mlp", mlp, args.rounds or (1 if quick else 11))
     run_shapes(shell, rows, args.rounds or 5, quick, only)
     if "tiny" not in results:
         print(f"# overhead benchmark took {time.perf_counter() - t_start:.0f} s", flush=True)

@@ -34,6 +34,9 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "overhead.mlp.traceml.loop",
         "overhead.mlp.gpuprof.loop",
         "overhead.tiny.gpucheck.per_step_us",
+        # The in-loop extra split: once per cell (the first window's steps) and per lean step.
+        "overhead.mlp.gpucheck.window_ms",
+        "overhead.mlp.gpucheck.per_step",
         "overhead.hooks.lean_us",
         "overhead.hooks.timing_us",
         # The loop shapes users bring (overhead_shapes.py): "not available" in --quick mode.

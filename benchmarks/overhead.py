@@ -22,6 +22,12 @@ Each cell records its loop time inside the cell (``perf_counter`` and ``process_
 (the first profiler start in a process costs ~1 s of Kineto initialisation: warmed here, not
 counted). Figures: median over interleaved rounds of the paired ratio variant/plain.
 
+The MLP's (and the compiled shape's) in-loop extra is also split in two, from each step's end
+time (``perf_counter_ns``, both cells) with the median per step index over interleaved rounds:
+the first window's steps (a fixed time once per cell, ``window_ms``) and the lean steps after
+them (``per_step``: the ratio a longer loop approaches), so a short loop's ratio shows which of
+the two it pays.
+
 The per-step hook cost is also measured directly: the step clock's hooks installed (lean mode,
 what runs after the profiler window, and timing mode, what runs during it) vs none, over the
 tiny loop, in thread CPU time. Budgets are judged on process CPU time (this shared machine runs

@@ -196,7 +196,7 @@ def gpu_timeline(
     if gpu_rows.size == 0:
         unclocked = int(trace.unclocked_gpu_mask.sum())
         # Activity with no clock reading: a GPU ran, and when is unknown (an empty window).
-        return _unclocked_timeline(unclocked) if unclocked else None
+        return _unclocked_timeline(trace) if unclocked else None
     span = gpu_span(trace)
     assert span is not None  # the trace has GPU activity
     source: str = "caller"
@@ -313,8 +313,13 @@ def gpu_timeline(
     )
 
 
-def _unclocked_timeline(events: int) -> GpuTimeline:
+def _unclocked_timeline(trace: Trace) -> GpuTimeline:
+    """No activity with a clock reading: an empty window; the copies keep their kind, count and
+    bytes (what ran is known, when and how long is not)."""
+    unclocked = trace.unclocked_gpu_mask
+    memcpy = np.flatnonzero(unclocked & (trace.cat_id == _category_id(trace, "gpu_memcpy")))
     return GpuTimeline(
+        copies=_copies(trace, memcpy, np.zeros(memcpy.size, dtype=np.int64)),
         window_us=0.0,
         busy_us=0.0,
         idle_us=0.0,
@@ -324,7 +329,7 @@ def _unclocked_timeline(events: int) -> GpuTimeline:
         kernel_us=0.0,
         comm_us=0.0,
         memset_us=0.0,
-        unclocked_events=events,
+        unclocked_events=int(unclocked.sum()),
     )
 
 

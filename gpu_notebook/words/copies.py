@@ -19,9 +19,14 @@ def _fmt_mb(n: int | None) -> str:
 
 @worder(PageableCopies)
 def pageable_copies(s: PageableCopies) -> Words:
+    on_gpu = (
+        f"{s.duration_us / 1e3:.1f} ms on the GPU"
+        if s.duration_us > 0
+        else "their time not recorded (the trace's copies carry no timestamps)"
+    )
     evidence = [
         f"{s.count} host-to-device copies from pageable memory in the window, "
-        f"{s.duration_us / 1e3:.1f} ms on the GPU ({_fmt_mb(s.total_bytes)})",
+        f"{on_gpu} ({_fmt_mb(s.total_bytes)})",
         copy_evidence(s.copy),
         f"gain if the copies overlap with compute: {fmt_gain(s.bound)}",
     ]

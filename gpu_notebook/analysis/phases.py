@@ -440,7 +440,13 @@ def _level_covers(
         optimizer,
         _comm_waits(trace, pid, on_thread, start, end),
         spans(on_thread & trace.name_mask(prefix=markers.DATALOADER_PREFIX)),
-        spans(on_thread & is_runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES)),
+        spans(
+            on_thread
+            & (
+                (is_runtime & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES))
+                | copy_stand_ins(trace)
+            )
+        ),
         _union(
             spans(on_thread & trace.name_mask(names=markers.SYNC_OPS)),
             _blocked_reads(trace, on_thread & is_runtime, start, end),
@@ -713,13 +719,35 @@ def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakd
     return _breakdown(bounds, locator, measured=_measured(trace), kind=workload(trace))
 
 
+def _unclocked_copy_calls(trace: Trace) -> BoolArray:
+    """Copy calls (``cudaMemcpy*``...) the trace holds with no clock reading."""
+    return (
+        trace.category_mask("cuda_runtime", "cuda_driver")
+        & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES)
+        & trace.unclocked_mask
+    )
+
+
+def copy_stand_ins(trace: Trace) -> BoolArray:
+    """Host operators that stand for copy calls with no clock reading: the clocked ``cpu_op``
+    with the same ``External id`` (an H200 trace of pageable ``.to(device)`` copies had every
+    ``cudaMemcpyAsync`` at ts 0, and its ``aten::copy_``, 8 ms a step, with its times)."""
+    calls = _unclocked_copy_calls(trace)
+    if not calls.any():
+        return np.zeros(len(trace), dtype=np.bool_)
+    ext = trace.external_id[calls]
+    ext = ext[ext >= 0]
+    ops = trace.category_mask("cpu_op") & ~trace.unclocked_mask
+    return ops & np.isin(trace.external_id, ext)
+
+
 def _measured(trace: Trace) -> tuple[str, ...]:
     absent = set()
-    copies = trace.category_mask("cuda_runtime", "cuda_driver") & trace.name_mask(
-        prefix=("cudaMemcpy", "cuMemcpy", "hipMemcpy")
-    )
-    if not trace.has_gpu_activity or (copies & trace.unclocked_mask).any():
-        # No device, or copy calls with no clock reading: where the host copied is unknown.
+    calls = np.flatnonzero(_unclocked_copy_calls(trace))
+    linked = set(trace.external_id[copy_stand_ins(trace)].tolist())
+    if not trace.has_gpu_activity or any(int(e) not in linked for e in trace.external_id[calls]):
+        # No device, or copy calls with no clock reading and no operator of theirs that has
+        # one: where the host copied is unknown.
         absent.add("copy")
     if not has_collectives(trace):
         absent.add("comm")

@@ -361,6 +361,11 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence)
     if not timeline and data is not None and data >= INPUT_CRITICAL:
         return _input_verdict(data, evidence, confidence, inference=inference)
+    # Moving the input is the data wait and the host's copies to the device, as the timeline's
+    # idle causes count it: a step that copies pageable batches 72% of its time is input-bound.
+    moving = (data or 0.0) + (phases.share("copy") or 0.0)
+    if not timeline and on_gpu and data is not None and moving >= INPUT_CRITICAL:
+        return _input_verdict(moving, evidence, confidence, inference=inference, copies=True)
     if not timeline and sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence)
     idle = 1.0 - busy if busy is not None else None
@@ -617,6 +622,7 @@ def _input_verdict(
     *,
     on_cpu: bool = False,
     inference: bool = False,
+    copies: bool = False,
 ) -> Verdict:
     if inference and not on_cpu:
         more = (
@@ -636,9 +642,10 @@ def _input_verdict(
             f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
             f"(gain from this alone: {fmt_gain(amdahl_bound(data))})."
         )
+    what = "Waiting for data and copying it to the GPU take" if copies else "Waiting for data takes"
     return Verdict(
         "input-bound",
-        f"Waiting for data takes {fmt_share(data)} of every step.",
+        f"{what} {fmt_share(data)} of every step.",
         more,
         tuple(evidence),
         confidence,

@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from gpu_notebook.cell.names import backward_target, dotted, method_of
+from gpu_notebook.cell.names import dotted, loss_names, method_of
 from gpu_notebook.cell.parse import parse_ast
 
 # What a periodic block does, by the names it calls (first match wins).
@@ -117,11 +117,10 @@ def kept_graph_calls(
     its fix detaches (the same nodes), in walk order, each once."""
     found: dict[int, ast.Call] = {}
     for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
-        calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
-        losses = {backward_target(c) for c in calls if method_of(c) == "backward"} - {None}
+        losses = loss_names(loop)
         if not losses:
             continue
-        graphs = set(names) or {n for n in losses if n is not None}
+        graphs = set(names) or losses
         for node in ast.walk(loop) if not names else ():
             if (
                 isinstance(node, ast.Assign)
@@ -129,7 +128,7 @@ def kept_graph_calls(
                 and (dotted(node.value.func) in model_names)
             ):
                 graphs |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        for c in calls:
+        for c in (n for n in ast.walk(loop) if isinstance(n, ast.Call)):
             if method_of(c) in KEEPING_METHODS and c.args and dotted(c.args[-1]) in graphs:
                 found.setdefault(id(c), c)
     return list(found.values())

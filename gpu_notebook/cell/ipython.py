@@ -23,7 +23,7 @@ from gpu_notebook.cell.parse import check_parse, parse_ast
 PYTHON_BODY_CELL_MAGICS = frozenset({"gpucheck", "time", "timeit", "capture", "prun"})
 
 _PLACEHOLDER_NAME = "__gpucheck_ipy_{}__"
-_PLACEHOLDER_LINE = re.compile(r"^(?P<indent>[ \t]*)__gpucheck_ipy_(?P<index>\d+)__\(\)[ \t]*$")
+PLACEHOLDER_LINE = re.compile(r"^(?P<indent>[ \t]*)__gpucheck_ipy_(?P<index>\d+)__\(\)[ \t]*$")
 # IPython gives up after this many rewrites of one cell; so do we.
 _MAX_CONSTRUCTS = 500
 
@@ -96,7 +96,7 @@ def restore(code: str, cell: ProtectedCell, header: str = "") -> str:
     seen: set[int] = set()
     for line in code.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        match = _PLACEHOLDER_LINE.match(body)
+        match = PLACEHOLDER_LINE.match(body)
         if match is None:
             out.append(line)
             continue

@@ -40,6 +40,12 @@ def receiver_of(call: Any) -> Any:
     return call.func.value if type(call.func).__name__ == "Attribute" else None
 
 
+def children_of(node: Any) -> list[Any]:
+    """The node's direct children, either tree (libcst's ``children``; ast nodes have none)."""
+    held = getattr(node, "children", None)
+    return list(held) if held is not None else list(ast.iter_child_nodes(node))
+
+
 def walk(node: Any) -> Iterator[Any]:
     """The node and all its descendants, in source order: either tree, the facts' :mod:`ast`
     or the libcst one a fix edits."""
@@ -47,8 +53,26 @@ def walk(node: Any) -> Iterator[Any]:
     while stack:
         current = stack.pop()
         yield current
-        held = getattr(current, "children", None)  # libcst; ast nodes have no ``children``
-        stack.extend(reversed(held if held is not None else list(ast.iter_child_nodes(current))))
+        stack.extend(reversed(children_of(current)))
+
+
+class Parents:
+    """Each node's parent in a tree (either kind), so a reader can ask where a node sits."""
+
+    def __init__(self, root: Any) -> None:
+        self.parent: dict[Any, Any] = {}
+        for node in walk(root):
+            for child in children_of(node):
+                self.parent[child] = node
+
+    def ancestors(self, node: Any) -> Iterator[Any]:
+        current = self.parent.get(node)
+        while current is not None:
+            yield current
+            current = self.parent.get(current)
+
+    def inside(self, node: Any, container: Any) -> bool:
+        return any(a is container for a in self.ancestors(node))
 
 
 def calls_in(node: Any) -> Iterator[Any]:
@@ -61,6 +85,13 @@ def is_backward(call: Any) -> bool:
 
 def has_backward(node: Any) -> bool:
     return any(is_backward(call) for call in calls_in(node))
+
+
+def loss_names(node: Any) -> set[str]:
+    """Names ``.backward()`` is called on in ``node``: ``loss`` in ``loss.backward()`` or
+    ``scaler.scale(loss).backward()``."""
+    found = (backward_target(c) for c in calls_in(node) if method_of(c) == "backward")
+    return {name for name in found if name is not None}
 
 
 def backward_target(call: Any) -> str | None:
@@ -76,8 +107,9 @@ def keyword_of(call: ast.Call, name: str) -> ast.keyword | None:
     return next((k for k in call.keywords if k.arg == name), None)
 
 
-def literal_of(node: ast.AST | None) -> object:
-    """The value of a literal constant, else the ``NOT_LITERAL`` marker."""
+def literal_of(node: Any) -> object:
+    """The value of a literal constant, else the ``NOT_LITERAL`` marker. Either tree: libcst's
+    ``Integer``, ``Float`` and ``True``/``False``/``None`` names read as ast's constants."""
     if isinstance(node, ast.Constant):
         return node.value
     if (
@@ -87,20 +119,26 @@ def literal_of(node: ast.AST | None) -> object:
     ):
         value = node.operand.value
         return -value if isinstance(value, (int, float)) else NOT_LITERAL
+    kind = "" if isinstance(node, ast.AST) else type(node).__name__
+    if kind in ("Integer", "Float"):
+        return node.evaluated_value
+    if kind == "Name" and node.value in _NAMED_CONSTANTS:
+        return _NAMED_CONSTANTS[node.value]
     return NOT_LITERAL
 
 
 NOT_LITERAL = object()
+_NAMED_CONSTANTS = {"True": True, "False": False, "None": None}
 
 
-def int_or_none(node: ast.AST | None, default: int | None) -> int | None:
+def int_or_none(node: Any, default: int | None) -> int | None:
     if node is None:
         return default
     value = literal_of(node)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def bool_or_none(node: ast.AST | None, default: bool | None) -> bool | None:
+def bool_or_none(node: Any, default: bool | None) -> bool | None:
     if node is None:
         return default
     value = literal_of(node)
@@ -114,8 +152,24 @@ def position(node: ast.AST | None) -> tuple[int, int, int, int]:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0), -end_line, -(end_col or 0)
 
 
-def names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+def names_in(node: Any, skip: Any = None) -> set[str]:
+    """Every variable name in ``node`` outside ``skip``, reads and writes alike. Either tree:
+    libcst's attribute names (``step`` in ``opt.step()``) and keyword names (``lr=``) are not
+    variables (ast keeps them as strings, not names)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current is skip:
+            continue
+        kind = type(current).__name__
+        if kind == "Name":
+            found.add(current.id if isinstance(current, ast.Name) else current.value)
+        elif kind in ("Attribute", "Arg"):  # ast's Attribute holds one expression too: value
+            stack.append(current.value)
+        else:
+            stack.extend(children_of(current))
+    return found
 
 
 def is_grad_mode_call(node: ast.AST) -> bool:
@@ -127,25 +181,31 @@ def is_grad_mode_call(node: ast.AST) -> bool:
     return last(dotted(node)) in GRAD_MODES
 
 
-def loop_target_names(loop: ast.For | ast.AsyncFor) -> tuple[set[str], set[str]]:
-    """(names bound to batch values, names bound to counters) by a ``for`` target."""
-    counters: set[str] = set()
-    target = loop.target
-    it = loop.iter
-    if isinstance(it, ast.Call) and dotted(it.func) == "range":
-        return set(), names_in(target)
-    if (
-        isinstance(it, ast.Call)
-        and dotted(it.func) == "enumerate"
-        and isinstance(target, ast.Tuple)
-        and target.elts
-    ):
-        counters = names_in(target.elts[0])
+def loop_target_names(loop: Any) -> tuple[set[str], set[str]]:
+    """(names bound to batch values, names bound to counters) by a ``for`` target, either tree.
+    A counter is a plain name: ``i`` of ``for i in range(n)``, the index of ``enumerate``."""
+    target, it = loop.target, loop.iter
+    called = dotted(it.func) if type(it).__name__ == "Call" else None
+    if called == "range":
+        return set(), _plain_name(target)
+    items = _tuple_items(target)
+    if called == "enumerate" and items:
         values: set[str] = set()
-        for elt in target.elts[1:]:
-            values |= names_in(elt)
-        return values, counters
-    return names_in(target), counters
+        for item in items[1:]:
+            values |= names_in(item)
+        return values, _plain_name(items[0])
+    return names_in(target), set()
+
+
+def _plain_name(node: Any) -> set[str]:
+    return {dotted(node) or ""} if type(node).__name__ == "Name" else set()
+
+
+def _tuple_items(node: Any) -> list[Any]:
+    """The items of a tuple, either tree (libcst wraps each in an ``Element``)."""
+    if isinstance(node, ast.Tuple):
+        return list(node.elts)
+    return [e.value for e in node.elements] if type(node).__name__ == "Tuple" else []
 
 
 _IN_PLACE_UPDATES = frozenset(
@@ -184,9 +244,11 @@ def iterated_names(expr: ast.expr) -> tuple[str, ...]:
 __all__ = [
     "GRAD_MODES",
     "NOT_LITERAL",
+    "Parents",
     "backward_target",
     "bool_or_none",
     "calls_in",
+    "children_of",
     "dotted",
     "has_backward",
     "int_or_none",
@@ -197,6 +259,7 @@ __all__ = [
     "last",
     "literal_of",
     "loop_target_names",
+    "loss_names",
     "method_of",
     "model_like",
     "names_in",

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.ipython import NotPythonCell, protect
+from gpu_notebook.cell.ipython import PLACEHOLDER_LINE, NotPythonCell, protect
 from gpu_notebook.cell.live import live_facts
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
 from gpu_notebook.cell.names import dotted, last, method_of, position, receiver_of
@@ -51,11 +51,6 @@ from gpu_notebook.cell.setup import (
 from gpu_notebook.cell.syncs import syncs_and_logging
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import CUDNN_BENCHMARK
-
-# Same placeholder text as gpu_notebook.cell.ipython writes (one line per IPython
-# construct); tests/test_rules.py checks the line mapping on a multi-line magic.
-_PLACEHOLDER = re.compile(r"^[ \t]*__gpucheck_ipy_(\d+)__\(\)[ \t]*$")
-
 
 # Run.cell_source is the body below the %%gpucheck line, which is line 1 of the notebook cell.
 CELL_LINE_OFFSET = 1
@@ -93,9 +88,9 @@ def scan_source(
     original = 1 + (1 if cell.magic_line else 0)
     for text in lines:
         mapping.append(original + line_offset)
-        match = _PLACEHOLDER.match(text)
+        match = PLACEHOLDER_LINE.match(text)
         # A placeholder already in the text (a fix reading the protected cell) is one line.
-        index = int(match.group(1)) if match else len(cell.originals)
+        index = int(match.group("index")) if match else len(cell.originals)
         original += len(cell.originals[index]) if index < len(cell.originals) else 1
     try:
         tree = parse_ast(cell.code)
@@ -129,7 +124,7 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
             for n in ast.walk(tree.tree)
             if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)
-            and not _PLACEHOLDER.match(f"{n.id}()")
+            and not PLACEHOLDER_LINE.match(f"{n.id}()")
         ),
         syncs=syncs,
         logging=logging,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from gpu_notebook.cell.facts import SourceLine
 from gpu_notebook.cell.names import (
+    Parents,
     dotted,
     has_backward,
     is_grad_mode_call,
@@ -30,19 +31,16 @@ def _heads(loop: Loop) -> tuple[ast.AST | None, ...]:
     return (getattr(loop, "iter", None), getattr(loop, "test", None))
 
 
-class CellTree:
+class CellTree(Parents):
     """The parsed cell and the structure every scanner family reads: positions, loops, models."""
 
     def __init__(
         self, tree: ast.Module, lines: list[str], mapping: list[int], live_models: frozenset[str]
     ) -> None:
+        super().__init__(tree)
         self.tree = tree
         self.lines = lines
         self.mapping = mapping
-        self.parent: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parent[child] = node
         self.models = self._model_names() | live_models
         self.loops: list[Loop] = [
             n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
@@ -74,12 +72,6 @@ class CellTree:
     def text_of(self, node: ast.AST) -> str:
         lineno = getattr(node, "lineno", 1)
         return self.lines[lineno - 1].strip() if 0 < lineno <= len(self.lines) else ""
-
-    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
-        current = self.parent.get(node)
-        while current is not None:
-            yield current
-            current = self.parent.get(current)
 
     def enclosing_loop(self, node: ast.AST) -> Loop | None:
         """The innermost loop whose body holds ``node`` (not its iterable or test)."""
@@ -115,9 +107,6 @@ class CellTree:
                 return current
             current = ancestor
         return current
-
-    def inside(self, node: ast.AST, container: ast.AST) -> bool:
-        return any(a is container for a in self.ancestors(node))
 
     def step_loop_of(self, node: ast.AST) -> Loop | None:
         """The training step loop around ``node`` (through nested loops, not through defs)."""

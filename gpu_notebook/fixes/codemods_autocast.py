@@ -16,7 +16,9 @@ from gpu_notebook.cell.names import (
     calls_in,
     dotted,
     last,
+    loss_names,
     method_of,
+    names_in,
     receiver_of,
 )
 from gpu_notebook.cell.parse import cst_nodes
@@ -30,8 +32,6 @@ from gpu_notebook.fixes.cst_tools import (
     expression,
     facts_of,
     leading_lines,
-    loss_names,
-    names_read,
     no_training_loop_reason,
     nodes_of,
     only_call,
@@ -251,7 +251,7 @@ def _prepend(line: cst.SimpleStatementLine) -> Replacement:
 
 
 def _fresh_name(module: cst.Module, choices: Sequence[str]) -> str:
-    used = names_read(module)
+    used = names_in(module)
     for name in choices:
         if name not in used:
             return name

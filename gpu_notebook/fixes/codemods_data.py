@@ -11,7 +11,7 @@ import functools
 
 import libcst as cst
 
-from gpu_notebook.cell.names import dotted, walk
+from gpu_notebook.cell.names import bool_or_none, dotted, int_or_none, walk
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
@@ -20,11 +20,9 @@ from gpu_notebook.fixes.cst_tools import (
     Edited,
     Replacement,
     add_comment,
-    bool_literal,
     expression,
     facts_of,
     has_star_kwargs,
-    int_literal,
     keyword,
     nodes_of,
     replace_nodes,
@@ -98,7 +96,7 @@ def dataloader_workers(
     for call in editable:
         wanted: dict[str, str] = {}
         current = keyword(call, "num_workers")
-        variable = current is not None and int_literal(current.value) is None
+        variable = current is not None and int_or_none(current.value, None) is None
         if num_workers is not None and variable and current is not None:
             # The script already holds the setting in a variable (`num_workers=self.num_workers`,
             # a flag): patch where it gets its value, never override it with a literal here.
@@ -119,7 +117,7 @@ def dataloader_workers(
                 wanted["num_workers"] = str(num_workers)
                 workers = num_workers
             else:
-                workers = (int_literal(current.value) if current is not None else None) or 0
+                workers = (int_or_none(current.value, None) if current is not None else None) or 0
             if pin_memory:
                 wanted["pin_memory"] = "True"
             if workers > 0 and persistent_workers:
@@ -153,7 +151,7 @@ def _training_arguments(
     for call in calls:
         wanted: dict[str, str] = {}
         current = keyword(call, "dataloader_num_workers")
-        if current is not None and int_literal(current.value) is None:
+        if current is not None and int_or_none(current.value, None) is None:
             name = cst.Module([]).code_for_node(current.value)
             origin = _variable_origin(module, current.value)
             if origin is None:
@@ -171,7 +169,7 @@ def _training_arguments(
                 wanted["dataloader_persistent_workers"] = "True"
         # The Trainer pins by default (dataloader_pin_memory=True); only a False is changed.
         pin = keyword(call, "dataloader_pin_memory")
-        if pin_memory and pin is not None and bool_literal(pin.value) is False:
+        if pin_memory and pin is not None and bool_or_none(pin.value, None) is False:
             wanted["dataloader_pin_memory"] = "True"
         changes = {k: v for k, v in wanted.items() if not _keyword_is(call, k, v)}
         applied.update(wanted)
@@ -308,7 +306,7 @@ def _batch_scaler(factor: int) -> Replacement:
 
 
 def _times(value: cst.BaseExpression, factor: int) -> cst.BaseExpression:
-    literal = int_literal(value)
+    literal = int_or_none(value, None)
     if literal is not None:
         return cst.Integer(str(literal * factor))
     code = cst.Module([]).code_for_node(value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpu_notebook.cell.names import dotted, position, receiver_of
+from gpu_notebook.cell.names import bool_or_none, dotted, position, receiver_of
 from gpu_notebook.cell.words import (
     CUDNN_BENCHMARK,
     FOREACH_OPTIMIZERS,
@@ -24,7 +24,6 @@ from gpu_notebook.fixes.cst_tools import (
     Tree,
     after_imports_index,
     assigned_names,
-    bool_literal,
     expression,
     facts_of,
     has_star_kwargs,
@@ -197,7 +196,7 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
 
 def _is_true(call: cst.Call, name: str) -> bool:
     arg = keyword(call, name)
-    return arg is not None and bool_literal(arg.value) is True
+    return arg is not None and bool_or_none(arg.value, None) is True
 
 
 def _use(implementation: str) -> Replacement:

@@ -14,12 +14,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import get_args
 
 import libcst as cst
 
 from gpu_notebook.cell.blocks import kept_graph_calls
-from gpu_notebook.cell.names import calls_in, dotted, method_of, receiver_of, walk
-from gpu_notebook.cell.words import log_kind
+from gpu_notebook.cell.names import (
+    calls_in,
+    dotted,
+    loop_target_names,
+    method_of,
+    names_in,
+    receiver_of,
+    walk,
+)
+from gpu_notebook.cell.words import LogKind, log_kind
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -31,7 +40,6 @@ from gpu_notebook.fixes.cst_tools import (
     expression,
     facts_of,
     loops,
-    names_read,
     no_training_loop_reason,
     nodes_of,
     only_call,
@@ -104,7 +112,7 @@ def _stored_into(stmt: cst.BaseStatement) -> set[str]:
         if isinstance(assign, cst.Assign)
         for target in assign.targets
         if isinstance(target.target, cst.Subscript)
-        for name in names_read(target.target.value)
+        for name in names_in(target.target.value)
     }
 
 
@@ -117,7 +125,7 @@ def _tensor_logging(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
         return False
     if _has_sync(stmt):
         return True
-    return _logging_call_of(stmt) is not None and bool(names_read(stmt) & step_names)
+    return _logging_call_of(stmt) is not None and bool(names_in(stmt) & step_names)
 
 
 def _any_logging(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
@@ -160,7 +168,7 @@ def _throttle(
     if not targets:
         return Declined(no_training_loop_reason(module))
     tree = tree_of(module)
-    used = names_read(module)
+    used = names_in(module)
     found = _found_by_rule(module, accumulate)
 
     def chosen(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
@@ -180,8 +188,8 @@ def _throttle(
         names = _step_names(loop)
         if accumulate:
             # A loop counter is a Python int: printing it reads nothing from the device.
-            names -= _counters(loop)
-        moved = _movable(body, chosen, names, names_read(module, skip=loop))
+            names -= loop_target_names(loop)[1]
+        moved = _movable(body, chosen, names, names_in(module, skip=loop))
         inner = _closure_moves(loop, select, names)
         if accumulate:
             for aug in _accumulations(loop):
@@ -239,7 +247,7 @@ def _found_by_rule(module: cst.Module, syncs: bool) -> set[cst.CSTNode]:
     return set(nodes_of(module, [line.node for line in lines]))
 
 
-_LOG_KINDS = frozenset({"print", "logger", "tracker", "progress", "print-tensor", "log-tensor"})
+_LOG_KINDS = frozenset({*get_args(LogKind), "print-tensor", "log-tensor"})
 
 
 def _body(loop: cst.For) -> list[cst.BaseStatement]:
@@ -253,22 +261,6 @@ def _step_names(loop: cst.For) -> set[str]:
         if isinstance(stmt, cst.SimpleStatementLine):
             names |= _written(stmt)
     return names
-
-
-def _counters(loop: cst.For) -> set[str]:
-    """Names that count steps: ``i`` of ``for i in range(n)``, the index of ``enumerate``."""
-    target, it = loop.target, loop.iter
-    if isinstance(it, cst.Call) and dotted(it.func) == "range":
-        return {n.value for n in walk(target) if isinstance(n, cst.Name)}
-    if (
-        isinstance(it, cst.Call)
-        and dotted(it.func) == "enumerate"
-        and isinstance(target, cst.Tuple)
-        and target.elements
-        and isinstance(target.elements[0].value, cst.Name)
-    ):
-        return {target.elements[0].value.value}
-    return set()
 
 
 def _closure_moves(
@@ -302,7 +294,7 @@ def _movable(
     selected = {i for i, stmt in enumerate(body) if select(stmt, step_names)}
     pulled = {i for i, s in enumerate(body) if _is_plain_assign(s) and _has_sync(s)} - selected
     chosen = selected | pulled
-    readers = [names_read(stmt) for stmt in body]
+    readers = [names_in(stmt) for stmt in body]
     changed = True
     while changed:
         changed = False
@@ -335,13 +327,13 @@ def _device_accumulable(tree: Tree, aug: cst.AugAssign) -> bool:
     for node in walk(tree.module):
         if not isinstance(node, cst.Name) or node.value != name:
             continue
-        parent = tree.parent(node)
+        parent = tree.parent.get(node)
         if isinstance(parent, cst.Attribute) and parent.attr is node:
             continue  # self.total is another variable
         if isinstance(parent, cst.AugAssign) and parent.target is node:
             continue
         if isinstance(parent, cst.AssignTarget):
-            assign = tree.parent(parent)
+            assign = tree.parent.get(parent)
             if isinstance(assign, cst.Assign) and isinstance(
                 assign.value, (cst.Integer, cst.Float)
             ):
@@ -389,7 +381,7 @@ def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
 def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
     """The loop's step counter: its range or enumerate index, or a fresh name (True: add
     enumerate)."""
-    counters = _counters(loop)
+    counters = loop_target_names(loop)[1]
     enumerated = isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "enumerate"
     if len(counters) == 1 and not (enumerated and counters == {"_"}):  # `_`: name the index
         return counters.pop(), False

@@ -15,14 +15,15 @@ nothing, rather than guess.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar, cast
 
 import libcst as cst
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.names import backward_target, calls_in, dotted, method_of, receiver_of, walk
+from gpu_notebook.cell.ipython import PLACEHOLDER_LINE
+from gpu_notebook.cell.names import Parents, dotted, method_of, receiver_of, walk
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 
@@ -51,11 +52,6 @@ StatementT = TypeVar("StatementT", bound=cst.BaseStatement)
 CompoundT = TypeVar("CompoundT", cst.With, cst.If)
 
 # --------------------------------------------------------------------------------------------
-# Names
-# --------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------
 # Walking
 # --------------------------------------------------------------------------------------------
 
@@ -69,35 +65,23 @@ def only_call(stmt: cst.SimpleStatementLine) -> cst.Call | None:
     return None
 
 
-class Tree:
+class Tree(Parents):
     """A module with a parent map, so codemods can ask where a node sits."""
 
     def __init__(self, module: cst.Module) -> None:
+        super().__init__(module)
         self.module = module
-        self._parent: dict[cst.CSTNode, cst.CSTNode] = {}
-        for node in walk(module):
-            for child in node.children:
-                self._parent[child] = node
-
-    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self._parent.get(node)
-
-    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        current = self._parent.get(node)
-        while current is not None:
-            yield current
-            current = self._parent.get(current)
 
     def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The statement (simple line or compound) that directly holds ``node``."""
         current: cst.CSTNode | None = node
         while current is not None and not isinstance(current, cst.BaseStatement):
-            current = self._parent.get(current)
+            current = self.parent.get(current)
         return current
 
     def block_of(self, statement: cst.BaseStatement) -> cst.Module | cst.IndentedBlock | None:
         """The Module or IndentedBlock whose body lists ``statement``."""
-        parent = self._parent.get(statement)
+        parent = self.parent.get(statement)
         if isinstance(parent, (cst.Module, cst.IndentedBlock)):
             return parent
         return None
@@ -171,12 +155,6 @@ def no_training_loop_reason(module: cst.Module) -> str:
     return _WHILE_LOOP if trains_in_while else _NO_TRAINING_LOOP
 
 
-def loss_names(loop: cst.CSTNode) -> set[str]:
-    """Names ``.backward()`` is called on: ``loss`` in ``loss.backward()`` or ``scale(loss)``."""
-    found = (backward_target(c) for c in calls_in(loop) if method_of(c) == "backward")
-    return {name for name in found if name is not None}
-
-
 def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
     """(target name, value) for each plain ``name = value`` in a simple statement line."""
     out: list[tuple[str, cst.BaseExpression]] = []
@@ -226,29 +204,8 @@ def is_placeholder(statement: cst.CSTNode) -> bool:
         isinstance(small, cst.Expr)
         and isinstance(small.value, cst.Call)
         and isinstance(small.value.func, cst.Name)
-        and small.value.func.value.startswith("__gpucheck_ipy_")
+        and PLACEHOLDER_LINE.match(f"{small.value.func.value}()") is not None
     )
-
-
-def names_read(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str]:
-    """Every variable name in ``node`` outside ``skip``, reads and writes alike (a safe
-    over-estimate).
-
-    Attribute names (``step`` in ``opt.step()``) and keyword names (``lr=``) are not variables.
-    """
-    found: set[str] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if current is skip:
-            continue
-        if isinstance(current, cst.Name):
-            found.add(current.value)
-        elif isinstance(current, (cst.Attribute, cst.Arg)):
-            stack.append(current.value)
-        else:
-            stack.extend(current.children)
-    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,14 +419,3 @@ def wrap(wrapper: CompoundT, statements: Sequence[cst.BaseStatement]) -> Compoun
     return wrapper.with_changes(
         leading_lines=list(leading_lines(first)), body=cst.IndentedBlock(body=inner)
     )
-
-
-def int_literal(expr: cst.BaseExpression) -> int | None:
-    if isinstance(expr, cst.Integer):
-        return int(expr.evaluated_value)
-    return None
-
-
-def bool_literal(expr: cst.BaseExpression) -> bool | None:
-    name = dotted(expr)
-    return {"True": True, "False": False}.get(name or "")

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_notebook.cell.names import dotted, int_or_none, keyword_of, method_of
+
 
 @dataclass(frozen=True)
 class LiveLoader:
@@ -232,47 +234,25 @@ def _source_of(function: Any) -> str | None:
 
 def _dataloader_keyword(source: str) -> ast.expr | None:
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(source)  # a method's source, not the cell: not the cell's one parse
     except SyntaxError:
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            called = (
-                func.attr
-                if isinstance(func, ast.Attribute)
-                else func.id
-                if isinstance(func, ast.Name)
-                else ""
-            )
-            if called == "DataLoader":
-                for kw in node.keywords:
-                    if kw.arg == "num_workers":
-                        return kw.value
-                return ast.Constant(0)  # absent: torch's default
+        if isinstance(node, ast.Call) and (method_of(node) or dotted(node.func)) == "DataLoader":
+            given = keyword_of(node, "num_workers")
+            return given.value if given is not None else ast.Constant(0)  # torch's default
     return None
 
 
 def _workers_attribute(source: str) -> str | None:
     value = _dataloader_keyword(source)
-    if (
-        isinstance(value, ast.Attribute)
-        and isinstance(value.value, ast.Name)
-        and value.value.id == "self"
-    ):
-        return value.attr
-    return None
+    return (
+        value.attr if isinstance(value, ast.Attribute) and dotted(value.value) == "self" else None
+    )
 
 
 def _literal_workers(source: str) -> int | None:
-    value = _dataloader_keyword(source)
-    if (
-        isinstance(value, ast.Constant)
-        and isinstance(value.value, int)
-        and not isinstance(value.value, bool)
-    ):
-        return value.value
-    return None
+    return int_or_none(_dataloader_keyword(source), None)
 
 
 def _held(obj: Any, name: str, default: Any = None) -> Any:

@@ -10,7 +10,7 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_notebook.cell.words import GRAD_MODES, last, model_like
+from gpu_notebook.cell.words import GRAD_MODES, LogKind, last, log_kind, model_like
 
 
 def dotted(node: Any) -> str | None:
@@ -33,6 +33,12 @@ def method_of(call: Any) -> str | None:
     if type(func).__name__ != "Attribute":
         return None
     return func.attr if isinstance(func.attr, str) else str(func.attr.value)
+
+
+def logs_with(call: Any) -> LogKind | None:
+    """What the call logs with (``words.log_kind``: "print", "logger"...), None if it does not
+    log. Either tree: what the rule counts as logging is what the fix gates."""
+    return log_kind(dotted(call.func), method_of(call))
 
 
 def receiver_of(call: Any) -> Any:
@@ -258,6 +264,7 @@ __all__ = [
     "keyword_of",
     "last",
     "literal_of",
+    "logs_with",
     "loop_target_names",
     "loss_names",
     "method_of",

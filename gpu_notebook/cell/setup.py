@@ -23,7 +23,13 @@ from gpu_notebook.cell.names import (
     receiver_of,
 )
 from gpu_notebook.cell.tree import CellTree
-from gpu_notebook.cell.words import DTYPE_WORDS, MATMUL_PRECISION, TF32_FLAGS, is_optimizer_class
+from gpu_notebook.cell.words import (
+    COPY_METHODS,
+    DTYPE_WORDS,
+    MATMUL_PRECISION,
+    TF32_FLAGS,
+    is_optimizer_class,
+)
 
 
 def loaders(tree: CellTree) -> Iterator[LoaderCall]:
@@ -105,7 +111,7 @@ def copies(tree: CellTree, *, blocking: bool) -> list[SourceLine]:
     out: list[SourceLine] = []
     for call in tree.calls():
         method = method_of(call)
-        if method not in ("to", "cuda") or tree.enclosing_loop(call) is None:
+        if method not in COPY_METHODS or tree.enclosing_loop(call) is None:
             continue
         target = dotted(receiver_of(call))
         if target is not None and target in tree.models:

@@ -11,17 +11,18 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from gpu_notebook.cell.facts import LogKind, SourceLine, SyncKind
+from gpu_notebook.cell.facts import SourceLine, SyncKind
 from gpu_notebook.cell.names import (
     dotted,
     last,
+    logs_with,
     loop_target_names,
     method_of,
     names_in,
     receiver_of,
 )
 from gpu_notebook.cell.tree import CellTree, Loop
-from gpu_notebook.cell.words import log_kind
+from gpu_notebook.cell.words import HOST_READ_METHODS
 
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
 _HOST_VALUE_CALLS = frozenset(
@@ -45,7 +46,7 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
                 line = dataclasses.replace(line, needed=True)
             syncs.setdefault((line.line, kind), line)
             continue
-        log_kind = _logging_kind(call)
+        log_kind = logs_with(call)
         if log_kind is None:
             continue
         read = set()
@@ -100,10 +101,6 @@ def _sync_kind(tree: CellTree, call: ast.Call, values: set[str]) -> SyncKind | N
     return None
 
 
-def _logging_kind(call: ast.Call) -> LogKind | None:
-    return log_kind(dotted(call.func), method_of(call))
-
-
 def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
     """The value of ``node`` decides a branch of ``loop``: in a test, or through a name."""
     child = node
@@ -134,8 +131,7 @@ def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
 def _unwrapped_names(node: ast.AST) -> set[str]:
     """Names read by ``node`` that are not already turned into numbers (.item(), float())."""
     if isinstance(node, ast.Call) and (
-        method_of(node) in ("item", "tolist", "numpy")
-        or dotted(node.func) in ("float", "int", "len", "str")
+        method_of(node) in HOST_READ_METHODS or dotted(node.func) in ("float", "int", "len", "str")
     ):
         return set()
     if isinstance(node, ast.Name):
@@ -178,7 +174,7 @@ def _host_value(value: ast.AST) -> bool:
     if isinstance(value, (ast.Constant, ast.JoinedStr)):
         return True
     if isinstance(value, ast.Call):
-        if method_of(value) in ("item", "tolist", "numpy"):
+        if method_of(value) in HOST_READ_METHODS:
             return True
         return last(dotted(value.func)) in _HOST_VALUE_CALLS
     if isinstance(value, ast.BinOp):

@@ -53,6 +53,11 @@ TRACKER_METHODS = frozenset(
 PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})
 PRINT_CALLS = frozenset({"print", "display", "pprint"})
 
+# Tensor methods that copy to a device (``x.to(device)``, ``x.cuda()``), and those that hand the
+# host a number or an array (``loss.item()``): a read of a device value, a sync.
+COPY_METHODS = frozenset({"to", "cuda"})
+HOST_READ_METHODS = frozenset({"item", "tolist", "numpy"})
+
 # torch dtypes by their last name: ``.to(torch.float16)`` converts, it does not copy to a device.
 DTYPE_WORDS = frozenset(
     {"float", "float16", "half", "bfloat16", "float32", "float64", "double", "int", "int8",
@@ -109,11 +114,13 @@ def log_kind(name: str | None, method: str | None) -> LogKind | None:
 
 
 __all__ = [
+    "COPY_METHODS",
     "CUDNN_BENCHMARK",
     "DTYPE_WORDS",
     "FOREACH_OPTIMIZERS",
     "FUSED_OPTIMIZERS",
     "GRAD_MODES",
+    "HOST_READ_METHODS",
     "LOG_PREFIXES",
     "MATMUL_PRECISION",
     "MODEL_FACTORIES",

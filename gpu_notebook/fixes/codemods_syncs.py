@@ -22,13 +22,14 @@ from gpu_notebook.cell.blocks import kept_graph_calls
 from gpu_notebook.cell.names import (
     calls_in,
     dotted,
+    logs_with,
     loop_target_names,
     method_of,
     names_in,
     receiver_of,
     walk,
 )
-from gpu_notebook.cell.words import LogKind, log_kind
+from gpu_notebook.cell.words import LogKind
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -50,12 +51,6 @@ from gpu_notebook.fixes.cst_tools import (
 )
 
 
-def _is_logging_call(call: cst.Call) -> bool:
-    """A logging call by the rules' own words (cell/words.log_kind): what the rule counts as
-    per-step logging is what this fix gates."""
-    return log_kind(dotted(call.func), method_of(call)) is not None
-
-
 def _is_sync_call(call: cst.Call) -> bool:
     """``t.item()`` or ``float(t)``: the host waits for the device to produce a number."""
     if method_of(call) == "item" and not call.args:
@@ -72,7 +67,7 @@ def _has_sync(node: cst.CSTNode) -> bool:
 def _logging_call_of(stmt: cst.BaseStatement) -> cst.Call | None:
     if isinstance(stmt, cst.SimpleStatementLine):
         call = only_call(stmt)
-        if call is not None and _is_logging_call(call):
+        if call is not None and logs_with(call) is not None:
             return call
     return None
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import ast
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -77,7 +77,7 @@ def forget() -> None:
     """Empty the caches and the counts (tests, benchmarks: measure a cold reading)."""
     _ast.clear()
     _cst.clear()
-    _INDEXES.clear()
+    _HELD.clear()
     PARSES.clear()
 
 
@@ -97,35 +97,43 @@ def _span(node: ast.AST | None, lines: Sequence[str]) -> Span | None:
     return start, chars(start, col), end, chars(end, end_col)
 
 
+def once_per_module(module: Any, what: str, make: Callable[[], T]) -> T:
+    """``make()`` once per parsed module, by identity (the last few kept): what a report's fixes
+    share of the one libcst parse (its position index here, its facts, its parent map)."""
+    for held, kind, value in _HELD:
+        if held is module and kind == what:
+            return cast(T, value)
+    value = make()
+    _HELD.insert(0, (module, what, value))
+    del _HELD[12:]  # a report reads one cell (and a compare two): a few kinds each
+    return value
+
+
+T = TypeVar("T")
+_HELD: list[tuple[Any, str, object]] = []
+
+
 def _index(module: cst.Module) -> tuple[list[str], dict[tuple[Span, str], cst.CSTNode]]:
-    """Every node of ``module`` by (source range, kind), the first of each; computed once per
-    module (a report's fixes share the one parse, and resolving positions is not free)."""
-    for held, lines, index in _INDEXES:
-        if held is module:
-            return lines, index
+    """Every node of ``module`` by (source range, kind), the first of each (resolving positions
+    is not free), and the module's lines (generated from the tree: not free either)."""
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    index = {}
+    index: dict[tuple[Span, str], cst.CSTNode] = {}
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     for node, where in positions.items():
         span = (where.start.line, where.start.column, where.end.line, where.end.column)
         index.setdefault((span, type(node).__name__), node)
-    lines = module.code.splitlines()  # generated from the tree: not free either
-    _INDEXES.insert(0, (module, lines, index))
-    del _INDEXES[4:]  # a report reads one cell (and a compare two)
-    return lines, index
+    return module.code.splitlines(), index
 
 
 def cst_nodes(module: cst.Module, nodes: Sequence[ast.AST | None]) -> list[cst.CSTNode | None]:
     """The libcst node of ``module`` at each ast node's range, of the same kind (a Call for a
     Call); None where there is none (or no ast node). ``module`` and the ast tree must come from the same text."""
-    lines, index = _index(module)
+    lines, index = once_per_module(module, "index", lambda: _index(module))
     return [
         index.get((span, type(n).__name__)) if (span := _span(n, lines)) is not None else None
         for n in nodes
     ]
 
-
-_INDEXES: list[tuple[cst.Module, list[str], dict[tuple[Span, str], cst.CSTNode]]] = []
 
 __all__ = ["PARSES", "check_parse", "cst_nodes", "forget", "parse_ast", "parse_cst"]

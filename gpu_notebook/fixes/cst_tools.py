@@ -17,14 +17,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import Any, TypeAlias, TypeVar
 
 import libcst as cst
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE
 from gpu_notebook.cell.names import Parents, dotted, method_of, receiver_of, walk
-from gpu_notebook.cell.parse import cst_nodes
+from gpu_notebook.cell.parse import cst_nodes, once_per_module
 from gpu_notebook.cell.scan import scan_source
 
 # --------------------------------------------------------------------------------------------
@@ -103,27 +103,12 @@ def facts_of(module: cst.Module) -> SourceFacts:
     """The facts the rules read, of the text this module was parsed from (its :mod:`ast` parse
     is the rules' own, cached): what a codemod acts on is what the rule counted. Scanned once
     per module: a report's fixes share the one libcst parse (``cell/parse.py``), so its scan."""
-    return _once(module, "facts", lambda: scan_source(module.code))
+    return once_per_module(module, "facts", lambda: scan_source(module.code))
 
 
 def tree_of(module: cst.Module) -> Tree:
     """The module's parent map, built once per module (shared by a report's fixes)."""
-    return _once(module, "tree", lambda: Tree(module))
-
-
-def _once(module: cst.Module, what: str, make: Callable[[], T]) -> T:
-    """``make()`` once per module (by identity; the last few modules kept)."""
-    for held, kind, value in _HELD:
-        if held is module and kind == what:
-            return cast(T, value)
-    value = make()
-    _HELD.insert(0, (module, what, value))
-    del _HELD[8:]
-    return value
-
-
-T = TypeVar("T")
-_HELD: list[tuple[cst.Module, str, object]] = []
+    return once_per_module(module, "tree", lambda: Tree(module))
 
 
 def nodes_of(module: cst.Module, found: Sequence[ast.AST | None]) -> list[Any]:

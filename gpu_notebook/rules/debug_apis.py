@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, keyword_of, literal_of
-from gpu_notebook.cell.parse import cst_nodes
-from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import last
 from gpu_notebook.fixes.records import Fix
@@ -95,13 +93,11 @@ def anomaly_off(module: cst.Module) -> CodemodResult:
     rule found, edited where they stand."""
     import libcst as cst  # the rules alone never need libcst; a fix imports it
 
-    from gpu_notebook.fixes.cst_tools import Declined, Edited, replace_nodes
+    from gpu_notebook.fixes.cst_tools import Declined, Edited, facts_of, nodes_of, replace_nodes
 
-    # The same text the facts were read from: its parse is the one the rules made (cached).
-    tree = scan_source(module.code).tree
-    calls = anomaly_calls(tree) if tree is not None else []
+    tree = facts_of(module).tree  # the facts the rule read (the same text, scanned once)
     edits: dict[cst.CSTNode, Replacement] = {}
-    for node in cst_nodes(module, calls):
+    for node in nodes_of(module, anomaly_calls(tree) if tree is not None else []):
         # A bare ``detect_anomaly`` name: ``set_detect_anomaly`` may not be imported there.
         if isinstance(node, cst.Call) and (
             isinstance(node.func, cst.Attribute)

@@ -19,10 +19,8 @@ from typing import TYPE_CHECKING
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, keyword_of, literal_of, method_of, receiver_of
-from gpu_notebook.cell.parse import cst_nodes
-from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.cell.tree import CellTree
-from gpu_notebook.cell.words import DTYPE_WORDS, last
+from gpu_notebook.cell.words import COPY_METHODS, DTYPE_WORDS, last
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import found, gain_bound, severity_of, share
@@ -56,7 +54,7 @@ def host_made_calls(tree: CellTree) -> list[ast.Call]:
     for call in tree.calls():
         inner = receiver_of(call)
         method = method_of(call)
-        if not isinstance(inner, ast.Call) or method not in ("to", "cuda"):
+        if not isinstance(inner, ast.Call) or method not in COPY_METHODS:
             continue
         factory = dotted(inner.func) or ""
         if not factory.startswith("torch.") or last(factory) not in FACTORIES:
@@ -104,13 +102,11 @@ def make_on_device(module: cst.Module) -> CodemodResult:
     found (``host_made_calls`` over the cell's facts), edited where they stand."""
     import libcst as cst  # the rules alone never need libcst; a fix imports it
 
-    from gpu_notebook.fixes.cst_tools import Declined, Edited, replace_nodes
+    from gpu_notebook.fixes.cst_tools import Declined, Edited, facts_of, nodes_of, replace_nodes
 
-    # The same text the facts were read from: its parse is the one the rules made (cached).
-    tree = scan_source(module.code).tree
-    calls = host_made_calls(tree) if tree is not None else []
+    tree = facts_of(module).tree  # the facts the rule read (the same text, scanned once)
     edits: dict[cst.CSTNode, Replacement] = {}
-    for node in cst_nodes(module, calls):
+    for node in nodes_of(module, host_made_calls(tree) if tree is not None else []):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             device = node.args[0].value if node.args else cst.SimpleString('"cuda"')
             edits[node] = functools.partial(_moved_into, device=device)

@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from gpu_notebook.cell.names import dotted, loss_names, method_of
+from gpu_notebook.cell.names import dotted, loss_names, method_of, targets_of
 from gpu_notebook.cell.parse import parse_ast
 
 # What a periodic block does, by the names it calls (first match wins).
@@ -58,10 +58,7 @@ def _int_constants(tree: ast.Module) -> dict[str, int]:
     ``eval_interval = 2000``); a name bound again anywhere is not a constant."""
     counts: dict[str, int] = {}
     for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else (
-            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-        )  # fmt: skip
-        for target in targets:
+        for target in targets_of(node):
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
                     counts[name.id] = counts.get(name.id, 0) + 1

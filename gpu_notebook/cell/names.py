@@ -158,6 +158,13 @@ def position(node: ast.AST | None) -> tuple[int, int, int, int]:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0), -end_line, -(end_col or 0)
 
 
+def targets_of(node: ast.AST) -> list[ast.expr]:
+    """What an assignment (``=``, ``+=``, annotated) binds; [] for any other node."""
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    return [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+
+
 def names_in(node: Any, skip: Any = None) -> set[str]:
     """Every variable name in ``node`` outside ``skip``, reads and writes alike. Either tree:
     libcst's attribute names (``step`` in ``opt.step()``) and keyword names (``lr=``) are not
@@ -272,6 +279,7 @@ __all__ = [
     "names_in",
     "position",
     "receiver_of",
+    "targets_of",
     "updates_in_place",
     "walk",
 ]

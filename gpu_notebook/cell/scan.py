@@ -34,7 +34,7 @@ from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE, NotPythonCell, protect
 from gpu_notebook.cell.live import live_facts
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
-from gpu_notebook.cell.names import dotted, last, method_of, position, receiver_of
+from gpu_notebook.cell.names import dotted, last, method_of, position, receiver_of, targets_of
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.setup import (
     compiled,
@@ -191,9 +191,8 @@ def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
     out = []
     for node in ast.walk(tree.tree):
         names: list[str] = []
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        if targets_of(node):
+            names = [n.id for t in targets_of(node) for n in ast.walk(t) if isinstance(n, ast.Name)]
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             names = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
         elif isinstance(node, (ast.With, ast.AsyncWith)):

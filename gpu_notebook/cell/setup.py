@@ -21,6 +21,7 @@ from gpu_notebook.cell.names import (
     method_of,
     position,
     receiver_of,
+    targets_of,
 )
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import (
@@ -139,8 +140,7 @@ def created(tree: CellTree) -> list[tuple[str, ast.AST]]:
         if isinstance(node.value, ast.Call) and not any(
             isinstance(a, _SCOPES) for a in tree.ancestors(node)
         ):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            out += [(name, node) for t in targets if (name := dotted(t)) is not None]
+            out += [(name, node) for t in targets_of(node) if (name := dotted(t)) is not None]
     return out
 
 

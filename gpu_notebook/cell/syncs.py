@@ -20,6 +20,7 @@ from gpu_notebook.cell.names import (
     method_of,
     names_in,
     receiver_of,
+    targets_of,
 )
 from gpu_notebook.cell.tree import CellTree, Loop
 from gpu_notebook.cell.words import HOST_READ_METHODS
@@ -113,13 +114,7 @@ def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
         if ancestor is loop or isinstance(ancestor, ast.stmt):
             break
         child = ancestor
-    statement = tree.statement_of(node)
-    targets: list[ast.expr] = []
-    if isinstance(statement, ast.Assign):
-        targets = list(statement.targets)
-    elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)):
-        targets = [statement.target]
-    names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    names = {n for t in targets_of(tree.statement_of(node)) for n in names_in(t)}
     if not names:
         return False
     return any(
@@ -158,9 +153,8 @@ def _batch_values(tree: CellTree, loop: Loop) -> set[str]:
         values, counters = loop_target_names(loop)
     for node in ast.walk(loop):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             host = _host_value(node.value)
-            for target in targets:
+            for target in targets_of(node):
                 names = names_in(target)
                 if host:
                     counters |= names

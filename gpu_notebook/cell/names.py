@@ -1,7 +1,9 @@
-"""Name-level reading of the cell's nodes (the scanner's :mod:`ast`, the fixes' libcst): dotted names, literals, loop targets.
+"""Name-level reading of the cell's nodes (the scanner's :mod:`ast`, the fixes' libcst): dotted
+names, literals, loop targets, names read, parents.
 
-Shared by the scanner modules (``tree``, ``loops``, ``syncs``,
-``setup``). A heuristic over names, never a type check (see ``scan``).
+The one set of these helpers: the scanner modules (``tree``, ``loops``, ``syncs``, ``setup``)
+and the codemods (``fixes/``) ask here, most with either tree, so a name means one thing to a
+rule and to its fix. A heuristic over names, never a type check (see ``scan``).
 """
 
 from __future__ import annotations

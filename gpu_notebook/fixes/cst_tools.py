@@ -1,7 +1,8 @@
 """Shared libcst vocabulary of the codemods: what a training cell looks like, and careful edits.
 
-Reading: dotted names, the training loop (the innermost ``for`` that calls ``.backward()``), which
-names hold the model, the optimizers and the loss. Writing: one pass that replaces nodes by
+Reading: the training loop (the innermost ``for`` that calls ``.backward()``), which names hold
+the model and the optimizers, read from the cell's facts; names, literals, loop targets and the
+parent map come from ``cell/names.py``, which reads either tree. Writing: one pass that replaces nodes by
 identity (libcst rebuilds every ancestor of a change, so edits found in a first pass must all be
 applied in a single second pass), keyword arguments added in the call's own layout, and
 ``import torch`` when a fix needs it.

@@ -111,8 +111,19 @@ def backward_target(call: Any) -> str | None:
     return dotted(target)
 
 
-def keyword_of(call: ast.Call, name: str) -> ast.keyword | None:
-    return next((k for k in call.keywords if k.arg == name), None)
+def keyword_of(call: Any, name: str) -> Any:
+    """The ``name=`` argument of a call (its ``.value`` is the expression), None when absent.
+    Either tree: ast's ``keyword``, libcst's ``Arg``."""
+    if isinstance(call, ast.Call):
+        return next((k for k in call.keywords if k.arg == name), None)
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def has_star_kwargs(call: Any) -> bool:
+    """The call passes ``**kwargs``: any keyword may be set after all. Either tree."""
+    if isinstance(call, ast.Call):
+        return any(k.arg is None for k in call.keywords)
+    return any(arg.star == "**" for arg in call.args)
 
 
 def literal_of(node: Any) -> object:
@@ -266,6 +277,7 @@ __all__ = [
     "children_of",
     "dotted",
     "has_backward",
+    "has_star_kwargs",
     "int_or_none",
     "is_backward",
     "is_grad_mode_call",

@@ -14,6 +14,7 @@ from gpu_notebook.cell.names import (
     NOT_LITERAL,
     bool_or_none,
     dotted,
+    has_star_kwargs,
     int_or_none,
     keyword_of,
     last,
@@ -38,11 +39,7 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
         if last(dotted(call.func)) != "DataLoader":
             continue
         positional = [a for a in call.args if not isinstance(a, ast.Starred)]
-        opaque = (
-            any(k.arg is None for k in call.keywords)
-            or len(positional) > 5
-            or len(positional) != len(call.args)
-        )
+        opaque = has_star_kwargs(call) or len(positional) > 5 or len(positional) != len(call.args)
         stmt = tree.statement_of(call)
         name = None
         if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
@@ -99,7 +96,7 @@ def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:
 def _one_pass_sgd(call: ast.Call) -> bool:
     """SGD(params, lr) with momentum and weight decay absent or a literal 0 (torch's defaults):
     positional arguments past lr or ``**kwargs`` may set them, so they read as not known."""
-    if len(call.args) > 2 or any(k.arg is None for k in call.keywords):
+    if len(call.args) > 2 or has_star_kwargs(call):
         return False
     for name in ("momentum", "weight_decay"):
         given = keyword_of(call, name)
@@ -230,7 +227,7 @@ def framework_settings(tree: CellTree) -> Iterator[tuple[str, str, object]]:
         keys = [k for c, k in FRAMEWORK_DEFAULTS if c == cls]
         if not keys or (cls == "Trainer" and _hf_trainer_call(call)):
             continue
-        opaque = any(k.arg is None for k in call.keywords)
+        opaque = has_star_kwargs(call)
         for key in keys:
             kw = keyword_of(call, key)
             if kw is not None:

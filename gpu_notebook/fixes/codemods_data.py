@@ -11,7 +11,14 @@ import functools
 
 import libcst as cst
 
-from gpu_notebook.cell.names import bool_or_none, dotted, int_or_none, walk
+from gpu_notebook.cell.names import (
+    bool_or_none,
+    dotted,
+    has_star_kwargs,
+    int_or_none,
+    keyword_of,
+    walk,
+)
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
@@ -22,8 +29,6 @@ from gpu_notebook.fixes.cst_tools import (
     add_comment,
     expression,
     facts_of,
-    has_star_kwargs,
-    keyword,
     nodes_of,
     replace_nodes,
     set_keyword,
@@ -95,7 +100,7 @@ def dataloader_workers(
     held: list[str] = []  # variables that hold num_workers and could not be patched here
     for call in editable:
         wanted: dict[str, str] = {}
-        current = keyword(call, "num_workers")
+        current = keyword_of(call, "num_workers")
         variable = current is not None and int_or_none(current.value, None) is None
         if num_workers is not None and variable and current is not None:
             # The script already holds the setting in a variable (`num_workers=self.num_workers`,
@@ -150,7 +155,7 @@ def _training_arguments(
     applied: dict[str, str] = {}
     for call in calls:
         wanted: dict[str, str] = {}
-        current = keyword(call, "dataloader_num_workers")
+        current = keyword_of(call, "dataloader_num_workers")
         if current is not None and int_or_none(current.value, None) is None:
             name = cst.Module([]).code_for_node(current.value)
             origin = _variable_origin(module, current.value)
@@ -168,7 +173,7 @@ def _training_arguments(
             if persistent and num_workers > 0:
                 wanted["dataloader_persistent_workers"] = "True"
         # The Trainer pins by default (dataloader_pin_memory=True); only a False is changed.
-        pin = keyword(call, "dataloader_pin_memory")
+        pin = keyword_of(call, "dataloader_pin_memory")
         if pin_memory and pin is not None and bool_or_none(pin.value, None) is False:
             wanted["dataloader_pin_memory"] = "True"
         changes = {k: v for k, v in wanted.items() if not _keyword_is(call, k, v)}
@@ -231,7 +236,7 @@ def _param_default(module: cst.Module, name: str) -> cst.Integer | None:
 
 
 def _keyword_is(call: cst.Call, name: str, value_code: str) -> bool:
-    arg = keyword(call, name)
+    arg = keyword_of(call, name)
     return arg is not None and cst.Module([]).code_for_node(arg.value) == value_code
 
 
@@ -259,7 +264,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
         )
     tree = tree_of(module)
     edits: dict[cst.CSTNode, Replacement] = {}
-    loaders = [c for c in _dataloader_calls(module) if keyword(c, "batch_sampler") is None]
+    loaders = [c for c in _dataloader_calls(module) if keyword_of(c, "batch_sampler") is None]
     for call in loaders:
         edits[call] = _batch_scaler(factor)
     if not edits:
@@ -292,7 +297,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
 
 def _batch_scaler(factor: int) -> Replacement:
     def apply(updated: cst.Call) -> cst.Call:
-        arg = keyword(updated, "batch_size")
+        arg = keyword_of(updated, "batch_size")
         positional = _positional(updated)
         if arg is None and len(positional) >= 2:
             arg = positional[1]
@@ -315,7 +320,7 @@ def _times(value: cst.BaseExpression, factor: int) -> cst.BaseExpression:
 
 
 def _lr_argument(call: cst.Call) -> cst.Arg | None:
-    arg = keyword(call, "lr")
+    arg: cst.Arg | None = keyword_of(call, "lr")
     if arg is None:
         positional = _positional(call)
         arg = positional[1] if len(positional) >= 2 else None

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpu_notebook.cell.names import bool_or_none, dotted, position, receiver_of
+from gpu_notebook.cell.names import (
+    bool_or_none,
+    dotted,
+    has_star_kwargs,
+    keyword_of,
+    position,
+    receiver_of,
+)
 from gpu_notebook.cell.words import (
     CUDNN_BENCHMARK,
     FOREACH_OPTIMIZERS,
@@ -26,8 +33,6 @@ from gpu_notebook.fixes.cst_tools import (
     assigned_names,
     expression,
     facts_of,
-    has_star_kwargs,
-    keyword,
     main_model_name,
     nodes_of,
     remove_keyword,
@@ -195,7 +200,7 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
 
 
 def _is_true(call: cst.Call, name: str) -> bool:
-    arg = keyword(call, name)
+    arg = keyword_of(call, name)
     return arg is not None and bool_or_none(arg.value, None) is True
 
 

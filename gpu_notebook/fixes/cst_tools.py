@@ -232,17 +232,6 @@ def expression(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
 
 
-def keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
-def has_star_kwargs(call: cst.Call) -> bool:
-    return any(arg.star == "**" for arg in call.args)
-
-
 def set_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     """``call`` with ``name=value``: replaced in place if present, else appended in its layout.
 

@@ -3,6 +3,8 @@ the same words, so what a rule counts is what its fix acts on."""
 
 from __future__ import annotations
 
+import ast
+
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes import Patch, apply_fix
 
@@ -114,3 +116,54 @@ def test_fixes_that_edit_what_the_rules_found_parse_nothing_more():
     for fix in ("non_blocking_copies", FIX):
         assert isinstance(apply_fix(fix, cell), Patch)
     assert parse.PARSES["ast"] == 1 and parse.PARSES["libcst"] == 1, parse.PARSES
+
+
+# Loops, calls, keywords, literals and logs of every kind the helpers read.
+BOTH_TREES_CELL = """\
+import torch
+loader = DataLoader(ds, batch_size=32, num_workers=0, pin_memory=pin, **extra)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=-1, nesterov=True)
+for epoch in range(3):
+    for step, (x, y) in enumerate(loader):
+        out = self.net(x.to(device, non_blocking=True))
+        loss = loss_fn(out, y) + 0.5 * reg[step]
+        scaler.scale(loss).backward()
+        wandb.log({"loss": loss}, step=step)
+        print(f"{epoch}: {loss.item():.3f}", file=sys.stderr)
+        pbar.set_postfix(loss=float(loss))
+        logger.info("done %d", step)
+        history.append(loss)
+    for batch in val_loader:
+        evaluate(model, batch, strict=False, limit=None)
+"""
+
+
+def test_the_name_helpers_read_an_ast_node_and_its_libcst_node_alike():
+    """One set of helpers for the facts (ast) and the codemods (libcst): for every loop and call
+    of a cell, each helper answers the same on the facts' node and on the node a fix edits (the
+    fixes once kept libcst copies of them, and the copies drifted)."""
+    from gpu_notebook.cell import names
+    from gpu_notebook.cell.parse import cst_nodes, parse_cst
+
+    tree = scan_source(BOTH_TREES_CELL).tree
+    assert tree is not None
+    found = [*tree.loops, *tree.calls()]
+    mapped = cst_nodes(parse_cst(BOTH_TREES_CELL), found)
+    assert None not in mapped and len(found) == 21
+
+    def reading(node):
+        if type(node).__name__ == "For":
+            return (names.loop_target_names(node), names.loss_names(node), names.names_in(node))
+        words = ("batch_size", "num_workers", "pin_memory", "lr", "momentum", "nesterov", "limit")
+        given = {w: names.keyword_of(node, w) for w in words}
+        return (
+            names.dotted(node.func),
+            names.method_of(node),
+            names.logs_with(node),
+            names.has_star_kwargs(node),
+            names.names_in(node),
+            {w: None if k is None else names.literal_of(k.value) for w, k in given.items()},
+        )
+
+    for ast_node, cst_node in zip(found, mapped, strict=True):
+        assert reading(ast_node) == reading(cst_node), ast.unparse(ast_node)

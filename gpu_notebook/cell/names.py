@@ -127,25 +127,26 @@ def has_star_kwargs(call: Any) -> bool:
 
 
 def literal_of(node: Any) -> object:
-    """The value of a literal constant, else the ``NOT_LITERAL`` marker. Either tree: libcst's
-    ``Integer``, ``Float`` and ``True``/``False``/``None`` names read as ast's constants."""
+    """The value of a literal constant (``-1`` too), else the ``NOT_LITERAL`` marker. Either
+    tree: libcst's ``Integer``, ``Float`` and ``True``/``False``/``None`` read as ast's."""
     if isinstance(node, ast.Constant):
         return node.value
-    if (
-        isinstance(node, ast.UnaryOp)
-        and isinstance(node.op, ast.USub)
-        and isinstance(node.operand, ast.Constant)
-    ):
-        value = node.operand.value
-        return -value if isinstance(value, (int, float)) else NOT_LITERAL
-    kind = "" if isinstance(node, ast.AST) else type(node).__name__
+    kind = type(node).__name__
     if kind in ("Integer", "Float"):
         return node.evaluated_value
-    if kind == "Name" and node.value in _NAMED_CONSTANTS:
+    if kind == "Name" and not isinstance(node, ast.Name) and node.value in _NAMED_CONSTANTS:
         return _NAMED_CONSTANTS[node.value]
+    if kind in ("UnaryOp", "UnaryOperation"):  # ast's USub, libcst's Minus
+        sign, inner = (
+            (node.op, node.operand) if kind == "UnaryOp" else (node.operator, node.expression)
+        )
+        if type(sign).__name__ in ("USub", "Minus") and type(inner).__name__ in _NUMBERS:
+            value = literal_of(inner)
+            return -value if isinstance(value, (int, float)) else NOT_LITERAL
     return NOT_LITERAL
 
 
+_NUMBERS = ("Constant", "Integer", "Float")
 NOT_LITERAL = object()
 _NAMED_CONSTANTS = {"True": True, "False": False, "None": None}
 
@@ -190,7 +191,8 @@ def names_in(node: Any, skip: Any = None) -> set[str]:
             continue
         kind = type(current).__name__
         if kind == "Name":
-            found.add(current.id if isinstance(current, ast.Name) else current.value)
+            name = current.id if isinstance(current, ast.Name) else current.value
+            found |= set() if name in _NAMED_CONSTANTS else {name}  # libcst's True is a Name
         elif kind in ("Attribute", "Arg"):  # ast's Attribute holds one expression too: value
             stack.append(current.value)
         else:

@@ -259,3 +259,21 @@ def test_render_says_when_nothing_was_tried_and_why():
 
     text = render_try_fixes(TryFixes(5, 30, 0, 600.0, 0.0, (), ("not tried: X (up to 1.01x)",)))
     assert text.splitlines() == ["Fixes tried: none", "  - not tried: X (up to 1.01x)"]
+
+
+def test_an_untried_fix_is_said_with_the_bound_that_is_small():
+    """The note names the model's bound (the small one), the widened range beside it: a run
+    whose fifths differed 141% printed "its fix gains 0.42x-2.42x, a bound within the 5%"."""
+    import dataclasses
+
+    from gpu_notebook.records import Finding
+    from gpu_notebook.tryfix.trials import not_tried_note
+
+    f = dataclasses.replace(
+        Finding("launch.unfused_optimizer", "The AdamW step", "info", (), None, 1.0035, "fix"),
+        gain_low=1.0035,
+        gain_margin=1.41,
+    )
+    note = not_tried_note(f)
+    assert "its fix gains 1.00x-1.00x, a bound within the 5%" in note, note
+    assert "as two runs of this script may read it" in note

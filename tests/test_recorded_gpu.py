@@ -80,14 +80,14 @@ def test_the_recorded_nvml_series_decode_and_saw_the_h200() -> None:
     assert util and max(util) >= 95  # the busy GPU the trace now reads too
 
 
-def _rebuilt(scenario: str) -> Report:
-    """The kit's live report of a baseline run built again by today's analysis: its Run (step
-    clock, NVML samples, cell source) with the window's trace where it now lies."""
-    recorded = Report.from_json((KIT / f"{scenario}.baseline.report.json").read_text())
+def _rebuilt(stem: str, folder: Path = KIT) -> Report:
+    """A recorded live report built again by today's analysis: its Run (step clock, NVML
+    samples, cell source) with the window's trace where it now lies (``stem``: the kit's
+    scenario, whose files are ``<scenario>.baseline.*``, or a CLI run's file stem)."""
+    prefix = f"{stem}.baseline" if folder == KIT else stem
+    recorded = Report.from_json((folder / f"{prefix}.report.json").read_text())
     run = recorded.run
-    window = dataclasses.replace(
-        run.window, trace_path=str(KIT / f"{scenario}.baseline.trace.json.gz")
-    )
+    window = dataclasses.replace(run.window, trace_path=str(folder / f"{prefix}.trace.json.gz"))
     later = tuple(dataclasses.replace(w, trace_path=None) for w in run.more_windows)
     return build_report(dataclasses.replace(run, window=window, more_windows=later))
 
@@ -115,14 +115,6 @@ def test_the_live_reports_keep_their_planted_verdicts(scenario: str) -> None:
     assert report.verdict.category in _expected(scenario), report.verdict
 
 
-def _rebuilt_cli(stem: str) -> Report:
-    recorded = Report.from_json((CLI / f"{stem}.report.json").read_text())
-    run = recorded.run
-    window = dataclasses.replace(run.window, trace_path=str(CLI / f"{stem}.trace.json.gz"))
-    later = tuple(dataclasses.replace(w, trace_path=None) for w in run.more_windows)
-    return build_report(dataclasses.replace(run, window=window, more_windows=later))
-
-
 def test_the_queue_filling_steps_do_not_widen_every_range() -> None:
     """`gpucheck run --try-fixes` on the GPU-bound script: autocast verified at 6.89x. Its run's
     first ~17 steps (2.6 ms, the host filling the launch queue) against the rest (31.7 ms) read
@@ -132,7 +124,7 @@ def test_the_queue_filling_steps_do_not_widen_every_range() -> None:
     assert recorded.try_fixes is not None
     trial = next(t for t in recorded.try_fixes.trials if t.fix_id == "autocast")
     assert trial.verdict == "verified" and trial.speedup is not None and trial.speedup > 4
-    report = _rebuilt_cli("gpu_bound_tryfix")
+    report = _rebuilt("gpu_bound_tryfix", CLI)
     assert report.analysis.run_margin is not None and report.analysis.run_margin < 0.10
     precision = next(f for f in report.findings if f.rule_id == "precision.fp32_tensor_cores")
     assert precision.gain_bound is not None and precision.gain_margin < 0.10

@@ -721,6 +721,8 @@ def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakd
 
 def _unclocked_copy_calls(trace: Trace) -> BoolArray:
     """Copy calls (``cudaMemcpy*``...) the trace holds with no clock reading."""
+    if not trace.unclocked_mask.any():  # cached: every clocked trace stops here
+        return np.zeros(len(trace), dtype=np.bool_)
     return (
         trace.category_mask("cuda_runtime", "cuda_driver")
         & trace.name_mask(prefix=markers.COPY_RUNTIME_PREFIXES)
@@ -744,7 +746,7 @@ def copy_stand_ins(trace: Trace) -> BoolArray:
 def _measured(trace: Trace) -> tuple[str, ...]:
     absent = set()
     calls = np.flatnonzero(_unclocked_copy_calls(trace))
-    linked = set(trace.external_id[copy_stand_ins(trace)].tolist())
+    linked = set(trace.external_id[copy_stand_ins(trace)].tolist()) if calls.size else set()
     if not trace.has_gpu_activity or any(int(e) not in linked for e in trace.external_id[calls]):
         # No device, or copy calls with no clock reading and no operator of theirs that has
         # one: where the host copied is unknown.

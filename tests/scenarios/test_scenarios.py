@@ -68,9 +68,12 @@ def test_the_planted_cause_is_the_top_finding(shell: Any, scenario: Scenario, ca
         top = findings[at]
     assert top.rule_id == scenario.planted, f"{scenario.name}:\n{table(findings)}"
     # A fix bounded under the run-to-run margin on this run (a busy machine shrinks a print's
-    # share) is said as small at severity info: the planted cause is still found and named first.
+    # share) is said as small at severity info; one whose range only starts within it is said
+    # as uncertain at the severity its shrunk share earns (the fused-optimizer scenario read
+    # [low] "Uncertain" under two busy loops): the planted cause is still found and named first.
     small = top.severity == "info" and top.fix.startswith("Small: may have no measurable effect")
-    assert small or top.severity in scenario.severities
+    uncertain = top.severity in ("info", "low") and top.fix.startswith("Uncertain:")
+    assert small or uncertain or top.severity in scenario.severities
     assert top.evidence and top.source  # numbers and where the threshold comes from
     if top.gain_bound is not None:
         assert top.gain_bound > 1.0

@@ -8,8 +8,6 @@ Declined``; a bad parameter value raises ValueError.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import libcst as cst
 
 from gpu_notebook.cell.names import (
@@ -31,6 +29,7 @@ from gpu_notebook.fixes.cst_tools import (
     assigned_names,
     expression,
     facts_of,
+    fresh_name,
     leading_lines,
     no_training_loop_reason,
     nodes_of,
@@ -70,7 +69,7 @@ def autocast(
         return Declined("this cell already uses autocast")
     tree = tree_of(module)
     modules = set(facts.model_names)
-    scaler = _fresh_name(module, ("scaler", "grad_scaler", "gpucheck_scaler"))
+    scaler = fresh_name(names_in(module), ("scaler", "grad_scaler", "gpucheck_scaler"))
     edits: dict[cst.CSTNode, Replacement] = {}
     scaled_roots: set[cst.CSTNode] = set()
     context = f'torch.autocast(device_type="{device_type}", dtype=torch.{dtype})'
@@ -248,17 +247,6 @@ def _prepend(line: cst.SimpleStatementLine) -> Replacement:
         return cst.FlattenSentinel([first, with_leading_lines(stmt, [])])
 
     return apply
-
-
-def _fresh_name(module: cst.Module, choices: Sequence[str]) -> str:
-    used = names_in(module)
-    for name in choices:
-        if name not in used:
-            return name
-    index = 0
-    while f"{choices[-1]}_{index}" in used:
-        index += 1
-    return f"{choices[-1]}_{index}"
 
 
 __all__ = ["autocast"]

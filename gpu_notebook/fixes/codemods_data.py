@@ -19,7 +19,6 @@ from gpu_notebook.cell.names import (
     keyword_of,
     walk,
 )
-from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -43,7 +42,7 @@ _BATCH_COMMENT = "# gpucheck: batch size x"
 
 def _dataloader_calls(module: cst.Module) -> list[cst.Call]:
     """The cell's ``DataLoader(...)`` calls: the loaders of the facts the rule read."""
-    return nodes_of(module, [ld.node for ld in facts_of(module).loaders if ld.node is not None])
+    return nodes_of(module, [ld.node for ld in facts_of(module).loaders])
 
 
 def _positional(call: cst.Call) -> list[cst.Arg]:
@@ -274,8 +273,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
         )
     lr_scaled = False
     if scale_lr:
-        found = [opt.node for opt in facts_of(module).optimizers if opt.node is not None]
-        for call in nodes_of(module, found):
+        for call in nodes_of(module, [opt.node for opt in facts_of(module).optimizers]):
             lr_arg = _lr_argument(call)
             if lr_arg is not None and isinstance(lr_arg.value, (cst.Integer, cst.Float)):
                 edits[lr_arg] = _lr_scaler(factor)
@@ -350,7 +348,7 @@ def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) ->
     """
     # The same text the rules read: its parse comes from the cache (cell/parse.py).
     facts = scan_source(module.code, model_names=[model_name]) if model_name else facts_of(module)
-    todo = [n for n in cst_nodes(module, [c.node for c in facts.blocking_copies if c.node])
+    todo = [n for n in nodes_of(module, [c.node for c in facts.blocking_copies])
             if isinstance(n, cst.Call)]  # fmt: skip
     if not todo:
         if facts.non_blocking_copies:

@@ -176,7 +176,7 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
         raise ValueError(f'implementation must be "fused" or "foreach", not {implementation!r}')
     classes = FUSED_OPTIMIZERS if implementation == "fused" else FOREACH_OPTIMIZERS
     found = [opt.node for opt in facts_of(module).optimizers if opt.cls in classes]
-    calls: list[cst.Call] = nodes_of(module, [node for node in found if node is not None])
+    calls: list[cst.Call] = nodes_of(module, found)
     if not calls:
         names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
         return Declined(f"no torch.optim {names} optimizer is created in this cell")

@@ -40,6 +40,7 @@ from gpu_notebook.fixes.cst_tools import (
     assigned_names,
     expression,
     facts_of,
+    fresh_name,
     loops,
     no_training_loop_reason,
     nodes_of,
@@ -380,10 +381,7 @@ def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
     enumerated = isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "enumerate"
     if len(counters) == 1 and not (enumerated and counters == {"_"}):  # `_`: name the index
         return counters.pop(), False
-    name = next(
-        (n for n in ("step", "batch_idx", "gpucheck_step") if n not in used), "gpucheck_step_"
-    )
-    return name, True
+    return fresh_name(used, ("step", "batch_idx", "gpucheck_step")), True
 
 
 def _gate(moved: list[int], step: str, rename: bool, every: int) -> Replacement:

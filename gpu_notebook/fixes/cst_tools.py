@@ -16,6 +16,7 @@ nothing, rather than guess.
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
@@ -181,17 +182,17 @@ def main_model_name(module: cst.Module) -> str | None:
     return next((n for n in ("model", "net", "network") if n in facts.model_names), None)
 
 
+def fresh_name(used: set[str], choices: Sequence[str]) -> str:
+    """The first of ``choices`` the cell does not use, else the last one with a suffix (``_``,
+    ``_0``, ``_1``...)."""
+    numbered = (f"{choices[-1]}_{n}" for n in itertools.chain([""], itertools.count()))
+    return next(name for name in itertools.chain(choices, numbered) if name not in used)
+
+
 def is_placeholder(statement: cst.CSTNode) -> bool:
     """A statement standing in for an IPython line (see cell/ipython.py)."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return False
-    small = statement.body[0]
-    return (
-        isinstance(small, cst.Expr)
-        and isinstance(small.value, cst.Call)
-        and isinstance(small.value.func, cst.Name)
-        and PLACEHOLDER_LINE.match(f"{small.value.func.value}()") is not None
-    )
+    call = only_call(statement) if isinstance(statement, cst.SimpleStatementLine) else None
+    return call is not None and PLACEHOLDER_LINE.match(f"{dotted(call.func)}()") is not None
 
 
 # --------------------------------------------------------------------------------------------

@@ -449,6 +449,21 @@ def test_inference_mode_refuses_loops_already_without_grad_and_training_loops() 
     )
 
 
+def test_a_model_the_caller_names_is_judged_like_one_the_cell_names() -> None:
+    # `enc` is no model by its name: given as model_name, its call under no_grad inside the
+    # loop reads as an inference loop already without autograd, as `model` would.
+    cell = "enc = make()\nfor x in data:\n    with torch.no_grad():\n        y = enc(x)\n"
+    refusal = _refusal("inference_mode", cell, model_name="enc")
+    assert refusal == _refusal("inference_mode", cell.replace("enc", "model"))
+    assert "already runs under torch.no_grad()" in refusal
+    assert (
+        "enc.eval()"
+        in _patch(
+            "inference_mode", cell.replace("    with torch.no_grad():\n    ", ""), model_name="enc"
+        ).source_after
+    )
+
+
 def test_the_sync_fix_gates_every_per_step_read_the_rule_counts():
     # `metrics["loss"] = loss.item()` is a per-step sync for the rule (cell/syncs.py) but no
     # logging call, record or plain assignment: the fix reads the rule's facts and gates it too,

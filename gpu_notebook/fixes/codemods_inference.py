@@ -5,12 +5,11 @@ Same contract as the other codemod modules: ``(module, **params) -> Edited | Dec
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
 from gpu_notebook.cell.names import calls_in, dotted, method_of, receiver_of
 from gpu_notebook.cell.parse import cst_nodes
+from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -38,15 +37,13 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     ``model.train()`` follows the loop so later training steps keep dropout and batch norm on.
     """
     tree = tree_of(module)
-    facts = facts_of(module)
-    models = set(facts.model_names) | ({model_name} if model_name else set())
+    # The same text the rules read, knowing the model the caller names (its parse is cached).
+    facts = scan_source(module.code, model_names=[model_name]) if model_name else facts_of(module)
+    models = set(facts.model_names)
     main = model_name or main_model_name(module)
     # The loops of the facts that call a model and never .backward() (the rule's reading),
     # outermost first; those already under a grad mode are the user's choice.
-    found = [
-        loop for loop in facts.loops
-        if not loop.trains and (loop.calls_model or _calls_named(loop.node, model_name))
-    ]  # fmt: skip
+    found = [loop for loop in facts.loops if not loop.trains and loop.calls_model]
     mapped = cst_nodes(module, [loop.node for loop in found])
     candidates = [loop for loop in mapped if isinstance(loop, cst.For)]
     grad_off = {id(n) for n, f in zip(mapped, found, strict=True) if f.under_grad_mode}
@@ -70,15 +67,6 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
         if model is not None and model not in named:
             named.append(model)
     return Edited(with_torch_import(replace_nodes(module, edits)), ", ".join(named))
-
-
-def _calls_named(loop: ast.AST | None, name: str | None) -> bool:
-    """The loop calls ``name`` (a model the caller names, which the facts may not know)."""
-    return (
-        name is not None
-        and loop is not None
-        and any(isinstance(c, ast.Call) and dotted(c.func) == name for c in ast.walk(loop))
-    )
 
 
 def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | None:

@@ -158,6 +158,7 @@ class SourceFacts:
     # Every binding of a plain name in the cell: (name, first line, last line, top level);
     # a fix that sets something on a live object reads it (the cell may rebind the object).
     bindings: tuple[tuple[str, int, int, bool], ...] = ()
+    imported: frozenset[str] = frozenset()  # names an import binds (torch of import torch.nn)
     # Objects behind the names the cell reads (filled by run_rules when it has the namespace).
     live: LiveFacts = dataclasses.field(default_factory=LiveFacts)
     # The parsed cell these facts came from (loops, step loops, models, positions): a rule that

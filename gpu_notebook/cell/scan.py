@@ -158,6 +158,12 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
         ),
         framework_settings=tuple(framework_settings(tree)),
         bindings=tuple(_bindings(tree)),
+        imported=frozenset(
+            (alias.asname or alias.name).split(".")[0]
+            for node in ast.walk(tree.tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in node.names
+        ),
         step_logs=tuple(step_logs(tree)),
         flags=flags_set,
         cudnn_benchmark=flag(flags_set, (CUDNN_BENCHMARK,)),

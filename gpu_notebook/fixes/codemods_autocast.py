@@ -35,7 +35,6 @@ from gpu_notebook.fixes.cst_tools import (
     nodes_of,
     only_call,
     optimizer_names,
-    replace_nodes,
     statement,
     training_loops,
     tree_of,
@@ -102,7 +101,7 @@ def autocast(
     detail = f"dtype={dtype}" + ("" if device_type == "cuda" else f", device_type={device_type}")
     if dtype == "float16":
         detail += ", GradScaler"
-    return Edited(with_torch_import(replace_nodes(module, edits)), detail)
+    return Edited(with_torch_import(module, edits), detail)
 
 
 def _autocast_plan(

@@ -19,7 +19,6 @@ from gpu_notebook.fixes.cst_tools import (
     expression,
     facts_of,
     main_model_name,
-    replace_nodes,
     statement,
     tree_of,
     with_leading_lines,
@@ -66,7 +65,7 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
         edits[loop] = _inference_wrap(model if needs_eval else None, restore=trains)
         if model is not None and model not in named:
             named.append(model)
-    return Edited(with_torch_import(replace_nodes(module, edits)), ", ".join(named))
+    return Edited(with_torch_import(module, edits), ", ".join(named))
 
 
 def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | None:

@@ -87,7 +87,7 @@ def torch_compile(
     def insert(stmt: cst.BaseStatement) -> cst.FlattenSentinel[cst.BaseStatement]:
         return cst.FlattenSentinel([stmt, line])
 
-    patched = with_torch_import(replace_nodes(module, {anchor: insert}))
+    patched = with_torch_import(module, {anchor: insert})
     return Edited(patched, name + options.replace('"', ""))
 
 
@@ -153,7 +153,7 @@ def backend_flags(
         node: lambda assign: assign.with_changes(value=cst.Name("True"))
         for node in nodes_of(module, flipped)
     }
-    patched = with_torch_import(replace_nodes(module, edits))
+    patched = with_torch_import(module, edits)
     body = list(patched.body)
     index = after_imports_index(body)
     body[index:index] = [statement(f"{flag} = True\n") for flag in missing]

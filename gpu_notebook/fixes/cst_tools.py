@@ -316,25 +316,6 @@ def _separator(call: cst.Call) -> cst.Comma:
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
-def imports_name(module: cst.Module, name: str) -> bool:
-    """True when an ``import`` binds ``name``: ``import torch.nn`` binds torch, ``as nn`` not."""
-    for node in walk(module):
-        if isinstance(node, cst.Import):
-            for alias in node.names:
-                if alias.asname is not None:
-                    bound = dotted(alias.asname.name)
-                else:
-                    bound = (dotted(alias.name) or "").split(".")[0]
-                if bound == name:
-                    return True
-        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
-            for alias in node.names:
-                bound = dotted(alias.asname.name if alias.asname else alias.name)
-                if bound == name:
-                    return True
-    return False
-
-
 def after_imports_index(body: Sequence[cst.BaseStatement]) -> int:
     """Index in a module body just after the imports at its top (0 when it opens with code)."""
     index = 0
@@ -361,14 +342,16 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
     )
 
 
-def with_torch_import(module: cst.Module) -> cst.Module:
-    """The module with ``import torch`` added before its first import when nothing binds torch."""
-    if imports_name(module, "torch"):
-        return module
-    body = list(module.body)
+def with_torch_import(module: cst.Module, edits: Mapping[cst.CSTNode, Replacement]) -> cst.Module:
+    """``module`` with ``edits`` made, and ``import torch`` added before its first import when no
+    import of the cell binds torch (``import torch.nn`` does, ``import torch as T`` not)."""
+    patched = replace_nodes(module, edits)
+    if "torch" in facts_of(module).imported:
+        return patched
+    body = list(patched.body)
     first_import = next((i for i, stmt in enumerate(body) if _is_import(stmt)), 0)
     body.insert(first_import, statement("import torch\n"))
-    return module.with_changes(body=body)
+    return patched.with_changes(body=body)
 
 
 def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:

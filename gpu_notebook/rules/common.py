@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from gpu_notebook.analysis.host import MATMUL_OP
@@ -147,7 +148,30 @@ def profiled_steps(analysis: Analysis) -> int:
     return len(analysis.phases.steps) if analysis.phases is not None else 0
 
 
-def loader_in_use(facts: SourceFacts) -> tuple[LoaderCall | None, LiveLoader | None]:
+@dataclass(frozen=True)
+class LoaderInUse:
+    """The DataLoader the cell's loops iterate (``loader_in_use``): as the cell builds it
+    (``static``), or as an earlier cell left it (``live``); neither when it is not known."""
+
+    static: LoaderCall | None = None
+    live: LiveLoader | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.static is not None or self.live is not None
+
+    @property
+    def line(self) -> int | None:
+        """The cell's line that builds it (None: not built in this cell)."""
+        return self.static.line if self.static is not None else None
+
+    def setting(self, name: str) -> Any:
+        """As the cell writes it, else as the live loader holds it; None when neither is known."""
+        loader = self.static if self.static is not None else self.live
+        return getattr(loader, name) if loader is not None else None
+
+
+def loader_in_use(facts: SourceFacts) -> LoaderInUse:
     """The DataLoader the cell's loops iterate: built in this cell, or found live by name.
 
     Training loops first, then any loop; a cell that builds exactly one loader and iterates
@@ -158,22 +182,15 @@ def loader_in_use(facts: SourceFacts) -> tuple[LoaderCall | None, LiveLoader | N
         for name in loop.iterates:
             static = next((c for c in facts.loaders if c.name == name), None)
             if static is not None:
-                return static, None
+                return LoaderInUse(static=static)
             live = facts.live.loader(name)
             if live is not None:
-                return None, live
+                return LoaderInUse(live=live)
     if len(facts.loaders) == 1:
-        return facts.loaders[0], None
+        return LoaderInUse(static=facts.loaders[0])
     if len(facts.live.loaders) == 1:
-        return None, facts.live.loaders[0]
-    return None, None
-
-
-def loader_setting(static: LoaderCall | None, live: LiveLoader | None, name: str) -> Any:
-    """A setting of the loader in use (``loader_in_use``): as the cell writes it, else as the live
-    loader holds it; None when neither is known."""
-    loader = static if static is not None else live
-    return getattr(loader, name) if loader is not None else None
+        return LoaderInUse(live=facts.live.loaders[0])
+    return LoaderInUse()
 
 
 def found(

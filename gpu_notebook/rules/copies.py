@@ -20,7 +20,6 @@ from gpu_notebook.rules.common import (
     found,
     gain_bound,
     loader_in_use,
-    loader_setting,
     severity_of,
     share,
 )
@@ -66,14 +65,14 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     )
     copy = share(analysis, "copy")
     severity = severity_of(copy, low=0.0) or "low"
-    static, live = loader_in_use(facts)
-    pinned = bool(loader_setting(static, live, "pin_memory"))
+    loader = loader_in_use(facts)
+    pinned = bool(loader.setting("pin_memory"))
     bound = gain_bound(copy, analysis)
     said = PageableCopies(count, duration_us, total_bytes, copy, bound, pinned)
     if pinned:
         return found("copies.pageable", severity, said, phase_share=copy, bound=bound)
     return found("copies.pageable", severity, said, phase_share=copy, bound=bound,
-                 line=static.line if static is not None else None, fix_id="dataloader_workers",
+                 line=loader.line, fix_id="dataloader_workers",
                  # Keep the worker count as written: this finding is about pinning only.
                  fix_params={"num_workers": None, "pin_memory": True, "persistent_workers": True})  # fmt: skip
 

@@ -46,11 +46,11 @@ from gpu_notebook.records import (
 from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
+    LoaderInUse,
     found,
     gain_bound,
     has_gpu,
     loader_in_use,
-    loader_setting,
     severity_of,
     share,
 )
@@ -174,15 +174,13 @@ def per_step_us(analysis: Analysis, phase: str) -> tuple[float, float] | None:
     return phases.phase_total_us.get(phase, 0.0) / n, phases.total_us / n
 
 
-def dataset_type(
-    facts: SourceFacts, static: LoaderCall | None, live: LiveLoader | None
-) -> str | None:
+def dataset_type(facts: SourceFacts, loader: LoaderInUse) -> str | None:
     """Class name of the loader's dataset: from the live loader, the live object or the cell."""
-    if live is not None:
-        return live.dataset_type
-    if static is None or static.dataset is None:
+    if loader.live is not None:
+        return loader.live.dataset_type
+    if loader.static is None or loader.static.dataset is None:
         return None
-    text = static.dataset.strip()
+    text = loader.static.dataset.strip()
     call = re.match(r"^(?:[\w.]*\.)?(\w+)\(", text)
     if call:
         return call.group(1)
@@ -205,12 +203,12 @@ def workers_reach(
     """What ``wanted`` workers can give on this machine, and from what (per step: the run's mean
     data wait and step when ``whole`` has them, else the window's)."""
     amdahl = gain_bound(data, analysis)
-    cores = max(1, run.env.cpu_count)
     timing = (
         (whole.phase_s * 1e6, whole.step_s * 1e6)
         if whole is not None
         else per_step_us(analysis, "data")
     )
+    cores = max(1, run.env.cpu_count)
     if amdahl is None or timing is None or timing[1] <= 0:
         return Reach(wanted, cores, amdahl)
     load_us, step_us = timing
@@ -221,15 +219,24 @@ def workers_reach(
         # moves to the workers and must share the cores with the rest of the step; its waiting
         # part (reads, sleeps) overlaps freely. The main process still receives every batch.
         cpu_us = load_us * loading_cpu_fraction(run, analysis, data)
-        floor_us = max(rest_us + WORKER_HANDOFF_US, (rest_us + cpu_us) / cores)
-        if not has_gpu(run):
-            # torch's intra-op threads may already use every core for the model: the workers'
-            # CPU work can only spread over the cores beside it.
-            floor_us = max(floor_us, rest_us + cpu_us / cores)
+        floor_us = _workers_floor(run, rest_us, cpu_us, WORKER_HANDOFF_US)
     else:
         floor_us = rest_us
     bound = min(amdahl, step_us / floor_us) if floor_us > 0 else amdahl
     return Reach(wanted, cores, bound, load_us, cpu_us)
+
+
+def _workers_floor(run: Run, rest: float, cpu: float, handoff: float) -> float:
+    """The shortest step workers leave (in the unit of ``rest``): the rest of the step and the
+    main process's ``handoff`` of each batch, or the rest and the loading's ``cpu`` work shared
+    over the machine's cores."""
+    cores = max(1, run.env.cpu_count)
+    floor = max(rest + handoff, (rest + cpu) / cores)
+    if not has_gpu(run):
+        # torch's intra-op threads may already use every core for the model: the workers'
+        # CPU work can only spread over the cores beside it.
+        floor = max(floor, rest + cpu / cores)
+    return floor
 
 
 def workers_low(
@@ -250,10 +257,7 @@ def workers_low(
         return None
     load_s = whole.step_s * min(whole.low_share, whole.share)
     rest_s = whole.step_s - whole.share * whole.step_s  # the rest of the step as the run had it
-    cores = max(1, run.env.cpu_count)
-    floor_s = max(rest_s + WORKER_HANDOFF_US / 1e6, (rest_s + load_s) / cores)
-    if not has_gpu(run):
-        floor_s = max(floor_s, rest_s + load_s / cores)
+    floor_s = _workers_floor(run, rest_s, load_s, WORKER_HANDOFF_US / 1e6)
     reach = (rest_s + load_s) / floor_s if floor_s > 0 else amdahl
     return min(amdahl, reach, bound, session_reach(analysis))
 
@@ -293,36 +297,30 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     severity = severity_of(data, low=SUGGEST)
     if data is None or severity is None:
         return None
-    static, live = loader_in_use(facts)
-    reason = _workers_do_not_pay(run, analysis, facts, static, live)
+    loader = loader_in_use(facts)
+    reason = _workers_do_not_pay(analysis, facts, loader)
     if reason is None:
         return None
     bound = gain_bound(data, analysis)
-    batch = loader_setting(static, live, "batch_size")
-    said = InMemoryBatches(data, analysis.phases, reason, bound, batch)
+    said = InMemoryBatches(data, analysis.phases, reason, bound, loader.setting("batch_size"))
     return found("input.in_memory_batches", severity, said, phase_share=data, bound=bound,
-                 line=static.line if static is not None else None)  # fmt: skip
+                 line=loader.line)  # fmt: skip
 
 
 def data_in_memory(run: Run, analysis: Analysis, facts: SourceFacts) -> NoWorkerGain | None:
     """Why the data wait is per-sample assembly of batches already in memory (the class
     ``in_memory_batches`` names), or None. The verdict counts such a wait as host overhead."""
-    static, live = loader_in_use(facts)
-    return _workers_do_not_pay(run, analysis, facts, static, live)
+    return _workers_do_not_pay(analysis, facts, loader_in_use(facts))
 
 
 def _workers_do_not_pay(
-    run: Run,
-    analysis: Analysis,
-    facts: SourceFacts,
-    static: LoaderCall | None,
-    live: LiveLoader | None,
+    analysis: Analysis, facts: SourceFacts, loader: LoaderInUse
 ) -> NoWorkerGain | None:
     """Why workers would not pay here (None: they may)."""
-    current = loader_setting(static, live, "num_workers")
+    current = loader.setting("num_workers")
     if current not in (0, None):
         return None
-    kind = dataset_type(facts, static, live)
+    kind = dataset_type(facts, loader)
     if kind in IN_MEMORY_DATASETS:
         return NoWorkerGain(dataset=kind)
     timing = per_step_us(analysis, "data")
@@ -341,17 +339,9 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         return None
     cores = run.env.cpu_count
     wanted = suggested_workers(cores)
-    static, live = loader_in_use(facts)
-    hook = None
-    if static is not None:
-        workers = static.num_workers
-    elif live is not None:
-        workers = live.num_workers
-    elif facts.live.data_hooks:
-        hook = facts.live.data_hooks[0]
-        workers = hook.num_workers
-    else:
-        workers = None
+    loader = loader_in_use(facts)
+    hook = facts.live.data_hooks[0] if not loader.known and facts.live.data_hooks else None
+    workers = hook.num_workers if hook is not None else loader.setting("num_workers")
     seen = run.steps.loader_num_workers
     as_iterated = workers is None and seen is not None
     if as_iterated:
@@ -360,24 +350,20 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         workers = seen
     if workers is not None and workers >= wanted:
         return None  # enough workers: slow_dataset explains the wait
-    if _workers_do_not_pay(run, analysis, facts, static, live) is not None:
+    if _workers_do_not_pay(analysis, facts, loader) is not None:
         return None  # in_memory_batches speaks instead
-    pinned = (
-        (static.pin_memory if static is not None else None)
-        or (live.pin_memory if live is not None else None)
-        or run.steps.loader_pin_memory
-    )
+    pinned = loader.setting("pin_memory") or run.steps.loader_pin_memory
     pin = has_gpu(run) and not pinned  # never advise a setting that already holds
     reach = workers_reach(run, analysis, data, wanted, workers, whole)
     bound = reach.bound
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose
     low = workers_low(run, analysis, whole, workers, bound)
-    said = LoaderWorkers(data, profiled, whole, analysis.phases, static, live, hook, as_iterated,
-                         workers, cores, wanted, pin, has_gpu(run), reach, low,
+    said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live, hook,
+                         as_iterated, workers, cores, wanted, pin, has_gpu(run), reach, low,
                          _session_cap(analysis, low))  # fmt: skip
     return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
-                 line=static.line if static is not None else None, fix_id="dataloader_workers",
+                 line=loader.line, fix_id="dataloader_workers",
                  fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
                  low=low)  # fmt: skip
 
@@ -399,15 +385,15 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     if data is None or severity is None:
         return None
     cores = run.env.cpu_count
-    static, live = loader_in_use(facts)
-    workers = loader_setting(static, live, "num_workers")
+    loader = loader_in_use(facts)
+    workers = loader.setting("num_workers")
     if workers is None or workers < suggested_workers(cores):
         return None  # loader_workers speaks first
-    persistent = loader_setting(static, live, "persistent_workers")
+    persistent_off = loader.setting("persistent_workers") is False
     bound = gain_bound(data, analysis)
-    said = SlowDataset(data, analysis.phases, workers, cores, live, persistent is False)
+    said = SlowDataset(data, analysis.phases, workers, cores, loader.live, persistent_off)
     return found("input.slow_dataset", severity, said, phase_share=data, bound=bound,
-                 line=static.line if static is not None else None)  # fmt: skip
+                 line=loader.line)  # fmt: skip
 
 
 def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -455,8 +441,7 @@ def _own_threads_busy(sample: Sample, cores: int) -> bool:
 def _main_process_loads(run: Run, facts: SourceFacts) -> bool:
     """The loader the loop iterates has no workers (as the cell or a live object sets it, else
     as the loop's iterator had it)."""
-    static, live = loader_in_use(facts)
-    workers: int | None = loader_setting(static, live, "num_workers")
+    workers: int | None = loader_in_use(facts).setting("num_workers")
     if workers is None:
         workers = run.steps.loader_num_workers
     return workers == 0

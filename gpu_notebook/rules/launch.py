@@ -160,16 +160,16 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         heaviest_us if tiny and heaviest_us is not None else host.median_op_us if host else 0.0
     )
     factor = min(MAX_FACTOR, max(2, 2 ** math.ceil(math.log2(TINY_OP_US / max(sized_us, 1e-3)))))
-    static, live = loader_in_use(facts)
+    loader = loader_in_use(facts)
     batch = analysis.step_stats.batch_size
     compiled = facts.compiled or any(m.compiled for m in facts.live.models)
     said = TinyOps(tiny, sized_us, heaviest_us, host, residual, analysis.phases,
                    analysis.step_stats.median_s, batch, factor, None, "compile", compiled)  # fmt: skip
-    if static is not None or live is not None:
+    if loader.known:
         bound = bigger_batch_bound(factor, analysis)
         said = dataclasses.replace(said, bound=bound, outcome="batch")
         return found("launch.tiny_ops", severity, said, bound=bound,
-                     line=static.line if static is not None else None, fix_id="bigger_batch",
+                     line=loader.line, fix_id="bigger_batch",
                      fix_params={"factor": factor, "scale_lr": True})  # fmt: skip
     if compiled:
         # Never advise what holds: the model is compiled, and no loader is here to enlarge.

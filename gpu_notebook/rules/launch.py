@@ -184,20 +184,18 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     optimizer = whole.share if whole is not None else profiled
     if optimizer is None or optimizer < WARN:
         return None
-    # (class, line, name, whether its update is one pass a tensor)
-    candidates: list[tuple[str, int | None, str | None, bool]] = []
-    for call in facts.optimizers:
-        if call.fused is True or (call.foreach is True and call.cls not in FUSED_OPTIMIZERS):
-            continue
-        candidates.append((call.cls, call.line, call.name, call.one_pass))
-    if not facts.optimizers:
-        for live in facts.live.optimizers:
-            if live.fused is True or (
-                live.foreach is True and live.type_name not in FUSED_OPTIMIZERS
-            ):
-                continue
-            candidates.append((live.type_name, None, live.name, live.one_pass))
-    usable = [c for c in candidates if c[0] in FOREACH_OPTIMIZERS]
+    # (class, line, name, fused, foreach, whether its update is one pass a tensor): the cell's
+    # optimizers, else the live ones
+    built = [(c.cls, c.line, c.name, c.fused, c.foreach, c.one_pass) for c in facts.optimizers]
+    live = [(o.type_name, None, o.name, o.fused, o.foreach, o.one_pass)
+            for o in facts.live.optimizers]  # fmt: skip
+    usable = [
+        (cls, line, name, one_pass)
+        for cls, line, name, fused, foreach, one_pass in built or live
+        if fused is not True
+        and (foreach is not True or cls in FUSED_OPTIMIZERS)
+        and cls in FOREACH_OPTIMIZERS
+    ]
     if not usable:
         return None
     cls, line, name, one_pass = usable[0]

@@ -33,7 +33,7 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.syncs import EVERY, lines_share, loop_lines
+from gpu_notebook.rules.syncs import EVERY, every_n, lines_share, loop_lines
 
 
 @dataclass(frozen=True)
@@ -83,17 +83,13 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
     if not lines:
         return None
     residual = shares_sum(analysis, RESIDUAL_PHASES)
-    removed = residual * (1 - 1 / EVERY) if residual is not None else None
+    removed = every_n(residual)
     # The range: from what the logging lines themselves took (the stack sampler's time on them,
     # a lower figure: in `gpucheck run` the sampler also covers the script's set-up) to the host
     # time outside the model (a superset: it holds other host work).
     own = lines_share(analysis, lines)
-    kept = 1 - 1 / EVERY
-    low, bound = gain_range(
-        min(own, residual) * kept if own is not None and residual is not None else None,
-        removed,
-        analysis,
-    )
+    least = every_n(min(own, residual)) if own is not None and residual is not None else None
+    low, bound = gain_range(least, removed, analysis)
     said = PerStepLogging(lines, analysis.phases, residual, own, low, bound)
     return found("logging.per_step", severity_of(residual, low=0.0) or "low", said,
                  phase_share=removed, bound=bound, line=lines[0].line, fix_id="log_every_n",
@@ -109,7 +105,7 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     # under no_grad, where autograd numbers no op, and lands outside the inferred forward, in
     # "other" (the step's time outside data, forward, backward and optimizer).
     estimate = share(analysis, "other") or None
-    removed = estimate * (1 - 1 / EVERY) if estimate is not None else None
+    removed = every_n(estimate)
     bound = gain_bound(removed, analysis)
     said = ValidationEveryStep(lines, analysis.phases, estimate, bound)
     return found("logging.validation_every_step", severity_of(estimate, low=0.0) or "low", said,
@@ -174,7 +170,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     severity = severity_of(overhead, low=SUGGEST)
     if severity is None:
         return None
-    removed = overhead * (1 - 1 / EVERY)
+    removed = every_n(overhead)
     bound = gain_bound(removed, analysis)
     parts = sorted(by_label.items(), key=lambda kv: -kv[1])
     top = sorted(functions.items(), key=lambda kv: -kv[1])[:4]

@@ -71,6 +71,11 @@ class NeededReads(Said):
     bound: float | None
 
 
+def every_n(share: float | None) -> float | None:
+    """What doing it every ``EVERY`` steps instead of every step removes of ``share``."""
+    return share * (1 - 1 / EVERY) if share is not None else None
+
+
 def loop_lines(facts: SourceFacts, lines: tuple[SourceLine, ...]) -> tuple[SourceLine, ...]:
     """The lines that run on every training step (in any loop, ungated, when nothing trains)."""
     per_step = facts.per_step(lines)
@@ -147,7 +152,7 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     other = None  # the rest of the host time outside the model, when notable
     if residual is not None and removable is not None and residual > removable + 0.05:
         other = residual - removable
-    removed = removable * (1 - 1 / EVERY) if removable is not None else None
+    removed = every_n(removable)
     bound = gain_bound(removed, analysis)
     said = PerStepSyncs(optional, needed, sync, removable, how, other, reads, has_gpu(run), bound)
     return found("syncs.per_step", severity_of(removable, low=0.0) or "low", said,
@@ -158,7 +163,7 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
 def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -> Finding:
     """Every per-step read decides what the loop does: name it, and say what could replace it."""
     removable, how = removable_share(analysis, needed)
-    removed = removable * (1 - 1 / EVERY) if removable is not None else None
+    removed = every_n(removable)
     bound = gain_bound(removed, analysis)
     said = NeededReads(needed[0], removable, how, has_gpu(run), bound)
     severity: Severity = "low" if removable is None or removable < WARN else "medium"

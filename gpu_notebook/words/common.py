@@ -7,6 +7,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import PhaseBreakdown, Said
+from gpu_notebook.rules.common import RESIDUAL_PHASES
 
 
 class Words(NamedTuple):
@@ -53,16 +54,12 @@ def phase_source(phases: PhaseBreakdown | None) -> str:
     return f"{len(phases.steps)} step(s), {what}"
 
 
-# Host-side phases outside data loading, the model and the optimizer (rules.common's).
-_RESIDUAL_PHASES = ("sync", "other", "unattributed")
-
-
 def residual_evidence(phases: PhaseBreakdown | None, residual: float | None) -> str:
     """The evidence line of the host time outside the model and the optimizer."""
     if residual is None:
         return "host time outside the model and optimizer: not measured (no phase split)"
     measured = phases.measured if phases is not None else ()
-    names = [p for p in _RESIDUAL_PHASES if p in measured]
+    names = [p for p in RESIDUAL_PHASES if p in measured]
     return (
         f"host time outside data loading, the model and the optimizer ({' + '.join(names)}): "
         f"{fmt_share(residual)} of the step"

@@ -11,33 +11,20 @@ and the rules: the views' own wording of the other records is ``views/wording.py
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 from collections.abc import Iterable
 
 from gpu_notebook.records import Finding
-
-# Each family's module registers its wordings (@worder) when imported.
-from gpu_notebook.words import (  # noqa: F401
-    backend_flags,
-    batch,
-    copies,
-    debug_apis,
-    distributed,
-    inference,
-    input_pipeline,
-    launch,
-    machine,
-    memory,
-    precision,
-    recompiles,
-    run_shape,
-    shapes,
-    step_logging,
-    syncs,
-)
 from gpu_notebook.words.common import WORDERS, Words
 from gpu_notebook.words.notes import fix_prefix, note_lines
 
 __all__ = ["Words", "word_finding", "word_findings", "worded"]
+
+# Each family's module registers its wordings (@worder) when imported: every module of this
+# package is, so a new rule family's wording is its one new module here, listed nowhere else.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def word_finding(finding: Finding) -> Finding:

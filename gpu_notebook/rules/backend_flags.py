@@ -21,6 +21,7 @@ from gpu_notebook.rules.common import (
     fp32_matmul_kernel_share,
     gain_bound,
     has_gpu,
+    kernel_share,
     severity_of,
 )
 from gpu_notebook.rules.precision import autocast_idle
@@ -63,13 +64,7 @@ def cudnn_benchmark_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Fin
     sizes = batch_sizes(run)
     if len(set(sizes)) > 2:
         return None  # changing shapes: the autotuner would re-tune each one (shapes rule)
-    gpu = analysis.gpu
-    conv_us = sum(
-        op.total_us
-        for op in analysis.top_ops
-        if op.device == "gpu" and _CONV_KERNEL.search(op.name)
-    )
-    conv_share = conv_us / gpu.window_us if gpu.window_us > 0 else None
+    conv_share = kernel_share(analysis, _CONV_KERNEL.search)
     bound = gain_bound(conv_share, analysis, host_side=False)
     said = CudnnBenchmarkOff(tuple(sorted(set(sizes))), conv_share, bound)
     return found("backend.cudnn_benchmark", severity_of(conv_share, low=0.0) or "low", said,

@@ -226,17 +226,21 @@ def fp32_matmul_kernel_share(analysis: Analysis) -> float | None:
     """
     from gpu_notebook.analysis.gpu_timeline import TENSOR_CORE_PATTERN
 
+    def fp32_matmul(name: str) -> bool:
+        return bool(MATMUL_KERNEL.search(name)) and not TENSOR_CORE_PATTERN.search(name)
+
+    share = kernel_share(analysis, fp32_matmul)
+    return None if share is None else min(1.0, share)
+
+
+def kernel_share(analysis: Analysis, picks: Callable[[str], object]) -> float | None:
+    """Share of the GPU window spent in the top GPU kernels whose name ``picks``; None without a
+    GPU timeline."""
     gpu = analysis.gpu
     if gpu is None or gpu.window_us <= 0:
         return None
-    total = sum(
-        op.total_us
-        for op in analysis.top_ops
-        if op.device == "gpu"
-        and MATMUL_KERNEL.search(op.name)
-        and not TENSOR_CORE_PATTERN.search(op.name)
-    )
-    return min(1.0, total / gpu.window_us)
+    picked = (op.total_us for op in analysis.top_ops if op.device == "gpu" and picks(op.name))
+    return sum(picked) / gpu.window_us
 
 
 def runs_matmuls(analysis: Analysis) -> bool:

@@ -25,9 +25,9 @@ from gpu_notebook.records import Analysis, Finding, MachineFacts, Run, RunShape,
 from gpu_notebook.rules.common import found
 from gpu_notebook.rules.run_shape import (
     BUSY_SLOWDOWN,
-    DRIFT_FACTOR,
     STALL_SHARE,
     matching_block,
+    slowed_by_waits,
 )
 
 BUSY_OURS = 0.75  # this process uses at least this share of the cores left to it
@@ -88,12 +88,9 @@ def busy_steps(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
 def slowed_by_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The steps slowed down over the run, and the time the thread waited for a core explains it."""
     shape = analysis.shape
-    if shape is None or shape.own_drift is None or shape.drift is None:
+    if shape is None or shape.drift is None or not slowed_by_waits(shape):
         return None
-    factor = shape.drift
-    if factor < DRIFT_FACTOR or shape.own_drift >= DRIFT_FACTOR:
-        return None
-    return found("machine.slowed", "low", Slowed(shape, factor))
+    return found("machine.slowed", "low", Slowed(shape, shape.drift))
 
 
 def _thread_fix(m: MachineFacts) -> int:

@@ -113,7 +113,7 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     factor = shape.drift if shape is not None else None
     if shape is None or factor is None or factor < DRIFT_FACTOR:
         return None
-    if shape.own_drift is not None and shape.own_drift < DRIFT_FACTOR:
+    if slowed_by_waits(shape):
         return None  # the steps slowed by the time they waited for a core: machine.slowed says so
     if _pool_starved(shape, analysis):
         return None  # machine.oversubscribed says so
@@ -154,6 +154,12 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
         severity = "low"
     said = Drift(shape, factor, removed, bound, unread, unbounded)
     return found("run.drift", severity, said, phase_share=removed, bound=bound)
+
+
+def slowed_by_waits(shape: RunShape) -> bool:
+    """The run drifted, and its steps' own time (each less its wait for a core) did not."""
+    drift, own = shape.drift, shape.own_drift
+    return drift is not None and own is not None and drift >= DRIFT_FACTOR > own
 
 
 def _pool_starved(shape: RunShape, analysis: Analysis) -> bool:

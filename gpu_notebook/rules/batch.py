@@ -16,7 +16,12 @@ from typing import Literal
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
-from gpu_notebook.rules.common import WARN, bigger_batch_bound, found, gpu_busy_share, share
+from gpu_notebook.rules.common import (
+    bigger_batch_bound,
+    found,
+    gpu_busy_share,
+    input_or_sync_speaks,
+)
 
 LOW_UTIL = 0.50  # TensorBoard profiler plugin
 VERY_LOW_UTIL = 0.30  # TraceML "low"
@@ -47,10 +52,8 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     memory = util.gpu_memory_peak_bytes / util.gpu_memory_total_bytes
     if memory >= MEMORY_HEADROOM:
         return None
-    for phase in ("data", "sync"):
-        value = share(analysis, phase)
-        if value is not None and value >= WARN:
-            return None
+    if input_or_sync_speaks(analysis):
+        return None  # the input or sync rule names the cause
     bound = bigger_batch_bound(FACTOR, analysis)
     said = SmallBatch(busy, source, batch, memory, bound)
     severity: Severity = "medium" if busy < VERY_LOW_UTIL else "low"

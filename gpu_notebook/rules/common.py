@@ -122,6 +122,18 @@ def gain_range(
     return low, high
 
 
+def uses_compile(facts: SourceFacts) -> bool:
+    """The cell calls torch.compile, or a live model is compiled already."""
+    return facts.compiled or any(m.compiled for m in facts.live.models)
+
+
+def input_or_sync_speaks(analysis: Analysis) -> bool:
+    """The data wait or the host syncs reach the warn level: their rules name the cause."""
+    return any(
+        (value := share(analysis, p)) is not None and value >= WARN for p in ("data", "sync")
+    )
+
+
 def has_gpu(run: Run) -> bool:
     return run.env.cuda_available or bool(run.env.gpus)
 

@@ -52,10 +52,12 @@ from gpu_notebook.rules.common import (
     gain_bound,
     gain_range,
     has_gpu,
+    input_or_sync_speaks,
     loader_in_use,
     severity_of,
     share,
     shares_sum,
+    uses_compile,
 )
 from gpu_notebook.rules.syncs import loop_lines
 
@@ -113,10 +115,8 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     gpu = analysis.gpu
     if gpu is None or gpu.window_us <= 0 or gpu.busy_share >= LOW_BUSY:
         return None
-    for phase in ("data", "sync"):
-        value = share(analysis, phase)
-        if value is not None and value >= WARN:
-            return None  # the input or sync rule names the cause
+    if input_or_sync_speaks(analysis):
+        return None  # the input or sync rule names the cause
     host_idle = (gpu.idle_host_wait_us + gpu.idle_kernel_wait_us) / gpu.window_us
     severity = severity_of(host_idle, low=WARN)
     if severity is None:
@@ -125,7 +125,7 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     calls = sum(op.calls for op in kernels)
     mean_us = sum(op.total_us for op in kernels) / calls if calls else None
     bound = gain_bound(host_idle, analysis)
-    compiled = facts.compiled or any(m.compiled for m in facts.live.models)
+    compiled = uses_compile(facts)
     said = GpuStarved(gpu.busy_share, host_idle, gpu.idle_host_wait_us, gpu.idle_kernel_wait_us,
                       mean_us, bound, compiled)  # fmt: skip
     return found("launch.gpu_starved", severity, said, phase_share=host_idle, bound=bound,
@@ -162,7 +162,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     factor = min(MAX_FACTOR, max(2, 2 ** math.ceil(math.log2(TINY_OP_US / max(sized_us, 1e-3)))))
     loader = loader_in_use(facts)
     batch = analysis.step_stats.batch_size
-    compiled = facts.compiled or any(m.compiled for m in facts.live.models)
+    compiled = uses_compile(facts)
     said = TinyOps(tiny, sized_us, heaviest_us, host, residual, analysis.phases,
                    analysis.step_stats.median_s, batch, factor, None, "compile", compiled)  # fmt: skip
     if loader.known:

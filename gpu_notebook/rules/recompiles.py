@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said
-from gpu_notebook.rules.common import found
+from gpu_notebook.rules.common import found, uses_compile
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,7 @@ class Recompiles(Said):
 
 def recompiles(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     live = facts.live
-    compiled = facts.compiled or any(m.compiled for m in live.models)
-    if not compiled or live.dynamo_unique_graphs is None:
+    if not uses_compile(facts) or live.dynamo_unique_graphs is None:
         return None
     limit = live.dynamo_recompile_limit or 8
     hits = live.dynamo_recompile_limit_hits or 0

@@ -20,7 +20,7 @@ from itertools import pairwise
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said
-from gpu_notebook.rules.common import found, has_gpu
+from gpu_notebook.rules.common import found, has_gpu, uses_compile
 
 CHANGE_SHARE = 0.5  # the shape changes on at least half of the steps
 MIN_DISTINCT = 3  # a smaller last batch gives two sizes; three or more is a pattern
@@ -51,7 +51,7 @@ def changing_shapes(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     change_share = changes / (len(sizes) - 1)
     if len(distinct) < MIN_DISTINCT or change_share < CHANGE_SHARE:
         return None
-    compiled = facts.compiled or any(m.compiled for m in facts.live.models)
+    compiled = uses_compile(facts)
     benchmark = facts.cudnn_benchmark or facts.live.cudnn_benchmark
     st = analysis.step_stats
     spread = st.p90_s / st.median_s if st.median_s and st.p90_s else None

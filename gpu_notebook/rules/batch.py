@@ -57,10 +57,8 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     bound = bigger_batch_bound(FACTOR, analysis)
     said = SmallBatch(busy, source, batch, memory, bound)
     severity: Severity = "medium" if busy < VERY_LOW_UTIL else "low"
-    params: dict[str, str | int | float | bool | None] = {"factor": FACTOR, "scale_lr": True}
-    return found(
-        "batch.small_batch", severity, said, bound=bound, fix_id="bigger_batch", fix_params=params
-    )
+    return found("batch.small_batch", severity, said, bound=bound, fix_id="bigger_batch",
+                 fix_params={"factor": FACTOR, "scale_lr": True})  # fmt: skip
 
 
 RULES = (small_batch,)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import compute_capability, found
+from gpu_notebook.rules.precision import autocast_dtype
 
 FULL = 0.90
 HIGH = 0.80
@@ -36,17 +37,12 @@ def near_oom(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     said = NearOom(util.gpu_memory_peak_bytes, util.gpu_memory_total_bytes, facts.autocast)
     if said.share < HIGH:
         return None
-    cc = compute_capability(run)
-    fix_id: str | None = None
-    params: dict[str, str | int | float | bool | None] = {}
-    if not facts.autocast:
-        fix_id = "autocast"
-        params = {
-            "dtype": "bfloat16" if cc is not None and cc >= 8.0 else "float16",
-            "device_type": "cuda",
-        }
     severity: Severity = "high" if said.share >= FULL else "medium"
-    return found("memory.near_oom", severity, said, fix_id=fix_id, fix_params=params)
+    if facts.autocast:
+        return found("memory.near_oom", severity, said)
+    dtype = autocast_dtype(compute_capability(run))
+    return found("memory.near_oom", severity, said, fix_id="autocast",
+                 fix_params={"dtype": dtype, "device_type": "cuda"})  # fmt: skip
 
 
 RULES = (near_oom,)

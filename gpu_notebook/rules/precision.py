@@ -44,6 +44,11 @@ class Fp32TensorCores(Said):
     autocast_in_source: bool = False
 
 
+def autocast_dtype(cc: float | None) -> str:
+    """What autocast should use on a GPU of compute capability ``cc``."""
+    return "bfloat16" if cc is not None and cc >= BF16_CC else "float16"
+
+
 def autocast_idle(facts: SourceFacts, eligible: float | None, tc_share: float) -> bool:
     """The cell's torch.autocast did not reach its matmuls: float32 GEMM kernels hold a tenth
     of the window and almost none ran on tensor cores (a kit loop's
@@ -69,14 +74,13 @@ def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) ->
     if facts.autocast and not autocast_idle(facts, eligible, tc_share):
         return None
     bound = gain_bound(eligible, analysis, host_side=False)
-    dtype = "bfloat16" if cc >= BF16_CC else "float16"
+    dtype = autocast_dtype(cc)
     said = Fp32TensorCores(
         gpu_name(run), cc, tc_share, gpu.busy_share, eligible, bound, dtype, facts.autocast
     )
     severity: Severity = "high" if gpu.busy_share >= 0.8 else "medium"
-    params: dict[str, str | int | float | bool | None] = {"dtype": dtype, "device_type": "cuda"}
     return found("precision.fp32_tensor_cores", severity, said, phase_share=eligible, bound=bound,
-                 fix_id="autocast", fix_params=params)  # fmt: skip
+                 fix_id="autocast", fix_params={"dtype": dtype, "device_type": "cuda"})  # fmt: skip
 
 
 RULES = (fp32_on_tensor_core_gpu,)

@@ -82,6 +82,17 @@ class Parents:
     def inside(self, node: Any, container: Any) -> bool:
         return any(a is container for a in self.ancestors(node))
 
+    def statement_of(self, node: Any) -> Any:
+        """The statement that is or holds ``node`` (ast's ``stmt``, libcst's ``BaseStatement``: a
+        line or a compound statement), None when none does."""
+        return next((n for n in (node, *self.ancestors(node)) if _is_statement(n)), None)
+
+
+def _is_statement(node: Any) -> bool:
+    return isinstance(node, ast.stmt) or any(
+        kind.__name__ == "BaseStatement" for kind in type(node).__mro__
+    )
+
 
 def calls_in(node: Any) -> Iterator[Any]:
     return (child for child in walk(node) if type(child).__name__ == "Call")

@@ -100,14 +100,6 @@ class CellTree(Parents):
             child = ancestor
         return False
 
-    def statement_of(self, node: ast.AST) -> ast.AST:
-        current = node
-        for ancestor in self.ancestors(node):
-            if isinstance(current, ast.stmt):
-                return current
-            current = ancestor
-        return current
-
     def step_loop_of(self, node: ast.AST) -> Loop | None:
         """The training step loop around ``node`` (through nested loops, not through defs)."""
         return self._loop_around(node, lambda loop: id(loop) in self.step_loops)

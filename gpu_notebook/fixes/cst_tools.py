@@ -74,13 +74,6 @@ class Tree(Parents):
         super().__init__(module)
         self.module = module
 
-    def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
-        """The statement (simple line or compound) that directly holds ``node``."""
-        current: cst.CSTNode | None = node
-        while current is not None and not isinstance(current, cst.BaseStatement):
-            current = self.parent.get(current)
-        return current
-
     def block_of(self, statement: cst.BaseStatement) -> cst.Module | cst.IndentedBlock | None:
         """The Module or IndentedBlock whose body lists ``statement``."""
         parent = self.parent.get(statement)

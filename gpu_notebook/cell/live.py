@@ -208,13 +208,13 @@ def _data_hook(name: str, value: Any) -> LiveDataHook | None:
         if method is None or method is getattr(base, "train_dataloader", None):
             return None  # the loader comes from elsewhere (a datamodule, fit's arguments)
         source = _source_of(method)
-        attribute = _workers_attribute(source) if source is not None else None
-        workers: int | None = None
+        given = _dataloader_keyword(source) if source is not None else None
+        self_held = isinstance(given, ast.Attribute) and dotted(given.value) == "self"
+        attribute = given.attr if isinstance(given, ast.Attribute) and self_held else None
+        workers = int_or_none(given, None)
         if attribute is not None:
             held = vars(value).get(attribute)  # instance dict only: no property is run
             workers = held if isinstance(held, int) and not isinstance(held, bool) else None
-        elif source is not None:
-            workers = _literal_workers(source)
         return LiveDataHook(
             name, kind, type(value).__name__, workers, source, attribute, framework="Lightning"
         )
@@ -242,17 +242,6 @@ def _dataloader_keyword(source: str) -> ast.expr | None:
             given = keyword_of(node, "num_workers")
             return given.value if given is not None else ast.Constant(0)  # torch's default
     return None
-
-
-def _workers_attribute(source: str) -> str | None:
-    value = _dataloader_keyword(source)
-    return (
-        value.attr if isinstance(value, ast.Attribute) and dotted(value.value) == "self" else None
-    )
-
-
-def _literal_workers(source: str) -> int | None:
-    return int_or_none(_dataloader_keyword(source), None)
 
 
 def _held(obj: Any, name: str, default: Any = None) -> Any:

@@ -40,10 +40,6 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
             continue
         positional = [a for a in call.args if not isinstance(a, ast.Starred)]
         opaque = has_star_kwargs(call) or len(positional) > 5 or len(positional) != len(call.args)
-        stmt = tree.statement_of(call)
-        name = None
-        if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
-            name = dotted(stmt.targets[0])
         batch = keyword_of(call, "batch_size")
         batch_node = (
             batch.value if batch is not None else (positional[1] if len(positional) > 1 else None)
@@ -57,7 +53,7 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
         persistent = keyword_of(call, "persistent_workers")
         yield LoaderCall(
             line=tree.line_of(call),
-            name=name,
+            name=_bound_to(tree, call),
             num_workers=int_or_none(workers.value if workers else None, None if opaque else 0),
             pin_memory=bool_or_none(pin.value if pin else None, None if opaque else False),
             persistent_workers=bool_or_none(
@@ -76,21 +72,24 @@ def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:
         parts = name.split(".")
         if not is_optimizer_class(name):
             continue
-        stmt = tree.statement_of(call)
-        target = None
-        if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1:
-            target = dotted(stmt.targets[0])
         fused = keyword_of(call, "fused")
         foreach = keyword_of(call, "foreach")
         yield OptimizerCall(
             line=tree.line_of(call),
-            name=target,
+            name=_bound_to(tree, call),
             cls=parts[-1],
             fused=bool_or_none(fused.value if fused else None, None),
             foreach=bool_or_none(foreach.value if foreach else None, None),
             node=call,
             one_pass=parts[-1] == "SGD" and _one_pass_sgd(call),
         )
+
+
+def _bound_to(tree: CellTree, call: ast.Call) -> str | None:
+    """``loader`` of ``loader = DataLoader(...)``: the one target the call is assigned to."""
+    stmt = tree.statement_of(call)
+    one = isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1
+    return dotted(stmt.targets[0]) if one else None
 
 
 def _one_pass_sgd(call: ast.Call) -> bool:

@@ -183,11 +183,13 @@ def position(node: ast.AST | None) -> tuple[int, int, int, int]:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0), -end_line, -(end_col or 0)
 
 
-def targets_of(node: ast.AST) -> list[ast.expr]:
-    """What an assignment (``=``, ``+=``, annotated) binds; [] for any other node."""
-    if isinstance(node, ast.Assign):
-        return list(node.targets)
-    return [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+def targets_of(node: Any) -> list[Any]:
+    """What an assignment (``=``, ``+=``, annotated) binds; [] for any other node. Either tree
+    (libcst wraps each ``=`` target in an ``AssignTarget``)."""
+    kind = type(node).__name__
+    if kind == "Assign":
+        return [t if isinstance(t, ast.AST) else t.target for t in node.targets]
+    return [node.target] if kind in ("AugAssign", "AnnAssign") else []
 
 
 def names_in(node: Any, skip: Any = None) -> set[str]:

@@ -27,6 +27,7 @@ from gpu_notebook.cell.names import (
     method_of,
     names_in,
     receiver_of,
+    targets_of,
     walk,
 )
 from gpu_notebook.cell.words import LogKind
@@ -106,9 +107,9 @@ def _stored_into(stmt: cst.BaseStatement) -> set[str]:
         name
         for assign in small
         if isinstance(assign, cst.Assign)
-        for target in assign.targets
-        if isinstance(target.target, cst.Subscript)
-        for name in names_in(target.target.value)
+        for target in targets_of(assign)
+        if isinstance(target, cst.Subscript)
+        for name in names_in(target.value)
     }
 
 

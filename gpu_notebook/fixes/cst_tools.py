@@ -25,7 +25,7 @@ import libcst as cst
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE
-from gpu_notebook.cell.names import Parents, dotted, method_of, receiver_of, walk
+from gpu_notebook.cell.names import Parents, dotted, method_of, receiver_of, targets_of, walk
 from gpu_notebook.cell.parse import cst_nodes, once_per_module
 from gpu_notebook.cell.scan import scan_source
 
@@ -136,21 +136,15 @@ def no_training_loop_reason(module: cst.Module) -> str:
 
 
 def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
-    """(target name, value) for each plain ``name = value`` in a simple statement line."""
-    out: list[tuple[str, cst.BaseExpression]] = []
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return out
-    for small in statement.body:
-        if isinstance(small, cst.Assign):
-            for target in small.targets:
-                name = dotted(target.target)
-                if name is not None:
-                    out.append((name, small.value))
-        elif isinstance(small, cst.AnnAssign) and small.value is not None:
-            name = dotted(small.target)
-            if name is not None:
-                out.append((name, small.value))
-    return out
+    """(target name, value) for each ``name = value`` (annotated too, not ``+=``) of a line."""
+    body = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
+    return [
+        (name, small.value)
+        for small in body
+        if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None
+        for target in targets_of(small)
+        if (name := dotted(target)) is not None
+    ]
 
 
 def optimizer_names(module: cst.Module) -> set[str]:

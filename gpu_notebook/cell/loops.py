@@ -41,7 +41,7 @@ def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
         iterates=iterates,
         trains=trains,
         innermost_training=id(loop) in tree.step_loops,
-        calls_model=tree.calls_model(loop),
+        calls_model=bool(tree.model_calls(loop)),
         under_grad_mode=tree.under_grad_mode(loop),
         is_while=isinstance(loop, ast.While),
         grad_module_calls=_grad_module_calls(tree, loop.body),

@@ -110,6 +110,7 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
     loops = tuple(loop_facts(tree, loop) for loop in tree.loops)
     syncs, logging = syncs_and_logging(tree)
     flags_set = tuple(flags(tree))
+    called = {last(dotted(c.func)) for c in tree.calls()}  # the last names of what is called
     return SourceFacts(
         parsed=True,
         tree=tree,
@@ -146,8 +147,8 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
             for c in tree.calls()
             if method_of(c) == "eval" and (name := dotted(receiver_of(c))) is not None
         ),
-        autocast=any(last(dotted(c.func)) == "autocast" for c in tree.calls()),
-        grad_scaler=any(last(dotted(c.func)) == "GradScaler" for c in tree.calls()),
+        autocast="autocast" in called,
+        grad_scaler="GradScaler" in called,
         compiled=compiled(tree),
         created=tuple(created(tree)),
         training_arguments=tuple(
@@ -173,7 +174,7 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
             for c in tree.calls()
             if last(dotted(c.func)) == "DataParallel"
         ),
-        ddp=any(last(dotted(c.func)) == "DistributedDataParallel" for c in tree.calls()),
+        ddp="DistributedDataParallel" in called,
         convolutions=any(
             re.fullmatch(
                 r"(Conv|ConvTranspose)[123]d|conv[123]d|conv_transpose[123]d", last(dotted(n)) or ""

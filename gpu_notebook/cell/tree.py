@@ -41,6 +41,7 @@ class CellTree(Parents):
         self.tree = tree
         self.lines = lines
         self.mapping = mapping
+        self._calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
         self.models = self._model_names() | live_models
         self.loops: list[Loop] = [
             n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
@@ -177,22 +178,17 @@ class CellTree(Parents):
 
     def under_grad_mode(self, loop: Loop) -> bool:
         """Every model call of the loop runs with autograd off (or the loop calls no model)."""
-        calls = [
-            c for c in ast.walk(loop) if isinstance(c, ast.Call) and dotted(c.func) in self.models
-        ]
-        if not calls:
-            return self.grad_off_at(loop)
-        return all(self.grad_off_at(c) for c in calls)
+        calls = self.model_calls(loop)
+        return all(self.grad_off_at(c) for c in calls) if calls else self.grad_off_at(loop)
 
-    def calls_model(self, node: ast.AST) -> bool:
-        return any(
-            isinstance(c, ast.Call) and dotted(c.func) in self.models for c in ast.walk(node)
-        )
+    def model_calls(self, node: ast.AST) -> list[ast.Call]:
+        return [
+            c for c in ast.walk(node) if isinstance(c, ast.Call) and dotted(c.func) in self.models
+        ]
 
     def calls(self) -> Iterator[ast.Call]:
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call):
-                yield node
+        """Every call of the cell, in ``ast.walk`` order (walked once: every family asks)."""
+        return iter(self._calls)
 
 
 __all__ = ["CellTree", "Loop"]

@@ -186,11 +186,6 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
     )
 
 
-def first_raw(node: ast.AST) -> int:
-    lineno = getattr(node, "lineno", 1)
-    return lineno if isinstance(lineno, int) else 1
-
-
 def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
     """(name, first line, last line, top level) of each statement binding a plain name:
     assignments, for targets, with ... as, imports, def and class."""
@@ -212,8 +207,7 @@ def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
         if not names:
             continue
         first = tree.line_of(node)
-        end_attr = getattr(node, "end_lineno", None)
-        end = end_attr if isinstance(end_attr, int) else first_raw(node)
+        end = int(getattr(node, "end_lineno", 0) or getattr(node, "lineno", 1))
         last_line = tree.mapping[end - 1] if 0 < end <= len(tree.mapping) else first
         out += [(n, first, last_line, id(node) in top) for n in names]
     return out

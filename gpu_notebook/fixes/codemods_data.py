@@ -19,7 +19,6 @@ from gpu_notebook.cell.names import (
     keyword_of,
     walk,
 )
-from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -346,8 +345,7 @@ def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) ->
     (``cell/parse.py``). A module's ``.to`` is a one-off, and copies to the CPU are left
     blocking because reading a non-blocking device-to-host copy before a sync returns garbage.
     """
-    # The same text the rules read: its parse comes from the cache (cell/parse.py).
-    facts = scan_source(module.code, model_names=[model_name]) if model_name else facts_of(module)
+    facts = facts_of(module, model_name)
     todo = [n for n in nodes_of(module, [c.node for c in facts.blocking_copies])
             if isinstance(n, cst.Call)]  # fmt: skip
     if not todo:

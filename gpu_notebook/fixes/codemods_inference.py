@@ -9,7 +9,6 @@ import libcst as cst
 
 from gpu_notebook.cell.names import calls_in, dotted, method_of, receiver_of
 from gpu_notebook.cell.parse import cst_nodes
-from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -36,8 +35,7 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     ``model.train()`` follows the loop so later training steps keep dropout and batch norm on.
     """
     tree = tree_of(module)
-    # The same text the rules read, knowing the model the caller names (its parse is cached).
-    facts = scan_source(module.code, model_names=[model_name]) if model_name else facts_of(module)
+    facts = facts_of(module, model_name)
     models = set(facts.model_names)
     main = model_name or main_model_name(module)
     # The loops of the facts that call a model and never .backward() (the rule's reading),

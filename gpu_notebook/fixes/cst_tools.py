@@ -94,10 +94,13 @@ def loops(node: cst.CSTNode) -> list[cst.For]:
     return [child for child in walk(node) if isinstance(child, cst.For)]
 
 
-def facts_of(module: cst.Module) -> SourceFacts:
+def facts_of(module: cst.Module, model_name: str | None = None) -> SourceFacts:
     """The facts the rules read, of the text this module was parsed from (its :mod:`ast` parse
     is the rules' own, cached): what a codemod acts on is what the rule counted. Scanned once
-    per module: a report's fixes share the one libcst parse (``cell/parse.py``), so its scan."""
+    per module: a report's fixes share the one libcst parse (``cell/parse.py``), so its scan.
+    ``model_name``: a model the caller names, which the scan then knows too (scanned again)."""
+    if model_name:
+        return scan_source(module.code, model_names=[model_name])
     return once_per_module(module, "facts", lambda: scan_source(module.code))
 
 

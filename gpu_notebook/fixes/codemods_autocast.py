@@ -153,10 +153,8 @@ def _optimizer_steps(
     steps: dict[int, str] = {}
     clips: list[int] = []
     for index, stmt in enumerate(block.body):
-        if index <= backward_index or not isinstance(stmt, cst.SimpleStatementLine):
-            continue
         call = only_call(stmt)
-        if call is None:
+        if index <= backward_index or call is None:
             continue
         if method_of(call) == "step" and not call.args:
             name = dotted(receiver_of(call))

@@ -35,6 +35,8 @@ from gpu_notebook.fixes.cst_tools import (
     facts_of,
     main_model_name,
     nodes_of,
+    only_call,
+    only_small,
     remove_keyword,
     replace_nodes,
     set_keyword,
@@ -106,11 +108,11 @@ def _last_setup_statement(tree: Tree, creation: cst.BaseStatement, name: str) ->
 
 def _configures(stmt: cst.BaseStatement, name: str) -> bool:
     """``model.to(device)``, ``model.load_state_dict(...)``, ``model = model.to(device)``."""
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+    if only_small(stmt) is None:
         return False
-    small = stmt.body[0]
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        return dotted(receiver_of(small.value)) == name
+    call = only_call(stmt)
+    if call is not None:
+        return dotted(receiver_of(call)) == name
     return any(
         target == name and isinstance(value, cst.Call) and dotted(receiver_of(value)) == name
         for target, value in assigned_names(stmt)

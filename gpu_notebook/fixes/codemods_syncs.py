@@ -46,6 +46,7 @@ from gpu_notebook.fixes.cst_tools import (
     no_training_loop_reason,
     nodes_of,
     only_call,
+    only_small,
     replace_nodes,
     training_loops,
     tree_of,
@@ -67,17 +68,12 @@ def _has_sync(node: cst.CSTNode) -> bool:
 
 
 def _logging_call_of(stmt: cst.BaseStatement) -> cst.Call | None:
-    if isinstance(stmt, cst.SimpleStatementLine):
-        call = only_call(stmt)
-        if call is not None and logs_with(call) is not None:
-            return call
-    return None
+    call = only_call(stmt)
+    return call if call is not None and logs_with(call) is not None else None
 
 
 def _is_record(stmt: cst.BaseStatement) -> bool:
     """``losses.append(loss.item())``: a list that only records values."""
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return False
     call = only_call(stmt)
     return (
         call is not None
@@ -87,11 +83,9 @@ def _is_record(stmt: cst.BaseStatement) -> bool:
 
 
 def _is_plain_assign(stmt: cst.BaseStatement) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Assign)
-        and all(isinstance(t.target, cst.Name) for t in stmt.body[0].targets)
+    small = only_small(stmt)
+    return isinstance(small, cst.Assign) and all(
+        isinstance(t.target, cst.Name) for t in small.targets
     )
 
 

@@ -58,13 +58,18 @@ CompoundT = TypeVar("CompoundT", cst.With, cst.If)
 # --------------------------------------------------------------------------------------------
 
 
-def only_call(stmt: cst.SimpleStatementLine) -> cst.Call | None:
-    """The call of a line that is one bare call (``opt.step()``), else None."""
-    if len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr):
-        value = stmt.body[0].value
-        if isinstance(value, cst.Call):
-            return value
+def only_small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
+    """The statement of a line that holds one (``x = f()``, ``opt.step()``), else None."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        return stmt.body[0]
     return None
+
+
+def only_call(stmt: cst.CSTNode) -> cst.Call | None:
+    """The call of a line that is one bare call (``opt.step()``), else None."""
+    small = only_small(stmt)
+    value = small.value if isinstance(small, cst.Expr) else None
+    return value if isinstance(value, cst.Call) else None
 
 
 class Tree(Parents):
@@ -181,7 +186,7 @@ def fresh_name(used: set[str], choices: Sequence[str]) -> str:
 
 def is_placeholder(statement: cst.CSTNode) -> bool:
     """A statement standing in for an IPython line (see cell/ipython.py)."""
-    call = only_call(statement) if isinstance(statement, cst.SimpleStatementLine) else None
+    call = only_call(statement)
     return call is not None and PLACEHOLDER_LINE.match(f"{dotted(call.func)}()") is not None
 
 
@@ -324,11 +329,9 @@ def _is_import(stmt: cst.BaseStatement) -> bool:
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    small = only_small(stmt)
+    return isinstance(small, cst.Expr) and isinstance(
+        small.value, (cst.SimpleString, cst.ConcatenatedString)
     )
 
 

@@ -124,6 +124,19 @@ def test_training_arguments_in_the_cell_get_the_dataloader_fields():
     assert "n = 2\n" in apply_fix("dataloader_workers", held, num_workers=2).source_after
 
 
+def test_training_arguments_are_patched_like_dataloaders_when_one_setting_is_held_elsewhere():
+    # One TrainingArguments takes its workers from a flag this cell does not set: the other is
+    # still patched, as for DataLoaders; with only the held one, the refusal says what to set.
+    held = 'a = TrainingArguments(output_dir="a", dataloader_num_workers=cfg.workers)\n'
+    other = 'b = TrainingArguments(output_dir="b")\n'
+    patch = apply_fix("dataloader_workers", held + other, num_workers=2)
+    assert isinstance(patch, Patch)
+    assert 'b = TrainingArguments(output_dir="b", dataloader_num_workers=2' in patch.source_after
+    refusal = apply_fix("dataloader_workers", held, num_workers=2)
+    assert isinstance(refusal, Refusal)
+    assert "`cfg.workers`" in refusal.reason and "dataloader_num_workers=2)" in refusal.reason
+
+
 def test_a_live_hf_trainer_gets_its_args_set(ip, tmp_path):
     pytest.importorskip("transformers")
     setup = (

@@ -64,7 +64,9 @@ def dataloader_workers(
     persistent_workers: bool = True,
     prefetch_factor: int | None = None,
 ) -> CodemodResult:
-    """Set worker processes and pinned memory on every ``DataLoader(...)`` of the cell.
+    """Set worker processes and pinned memory on every ``DataLoader(...)`` of the cell, or, in a
+    cell without one, on HF ``TrainingArguments(...)`` (the Trainer builds the loader from its
+    ``dataloader_*`` fields; it pins by default, so only a ``False`` there is changed).
 
     ``num_workers=None`` leaves the worker count as written (pinned memory only).
     ``persistent_workers`` and ``prefetch_factor`` are only set where workers are used: torch
@@ -75,17 +77,14 @@ def dataloader_workers(
     if prefetch_factor is not None and prefetch_factor < 1:
         raise ValueError(f"prefetch_factor must be at least 1, not {prefetch_factor!r}")
     calls = _dataloader_calls(module)
-    if not calls and num_workers is not None:
-        found = nodes_of(module, list(facts_of(module).training_arguments))
-        hf = [c for c in found if not has_star_kwargs(c)]
-        if hf:
-            return _training_arguments(module, hf, num_workers, pin_memory, persistent_workers)
+    found = [] if calls or num_workers is None else facts_of(module).training_arguments
+    hf = [c for c in nodes_of(module, list(found)) if not has_star_kwargs(c)]
     settings = _settings_text(num_workers, pin_memory)
-    if not calls:
+    if not calls and not hf:
         return Declined(
             f"no DataLoader(...) call in this cell; set {settings} where the loader is created"
         )
-    editable = [
+    editable = hf or [
         c for c in calls if not has_star_kwargs(c) and len(_positional(c)) <= _NUM_WORKERS_POSITION
     ]
     if not editable:
@@ -93,12 +92,14 @@ def dataloader_workers(
             f"the DataLoader arguments come from **kwargs or positions; set {settings} where "
             "they are defined"
         )
+    key = "dataloader_num_workers" if hf else "num_workers"
+    persistent = "dataloader_persistent_workers" if hf else "persistent_workers"
     edits: dict[cst.CSTNode, Replacement] = {}
     applied: dict[str, str] = {}
     held: list[str] = []  # variables that hold num_workers and could not be patched here
     for call in editable:
         wanted: dict[str, str] = {}
-        current = keyword_of(call, "num_workers")
+        current = keyword_of(call, key)
         variable = current is not None and int_or_none(current.value, None) is None
         if num_workers is not None and variable and current is not None:
             # The script already holds the setting in a variable (`num_workers=self.num_workers`,
@@ -109,78 +110,45 @@ def dataloader_workers(
                 held.append(name)
             else:
                 edits[origin] = _integer(num_workers)
-                applied["num_workers"] = f"{num_workers} (where `{name}` gets its value)"
-            if pin_memory:
+                applied[key] = f"{num_workers} (where `{name}` gets its value)"
+            if pin_memory and not hf:
                 wanted["pin_memory"] = "True"
             if persistent_workers:
                 # Still valid if the variable is 0 again: torch rejects persistent workers then.
-                wanted["persistent_workers"] = f"{name} > 0"
+                wanted[persistent] = f"{name} > 0"
         else:
             if num_workers is not None:
-                wanted["num_workers"] = str(num_workers)
+                wanted[key] = str(num_workers)
                 workers = num_workers
             else:
                 workers = (int_or_none(current.value, None) if current is not None else None) or 0
-            if pin_memory:
+            if pin_memory and not hf:
                 wanted["pin_memory"] = "True"
             if workers > 0 and persistent_workers:
-                wanted["persistent_workers"] = "True"
-            if workers > 0 and prefetch_factor is not None:
+                wanted[persistent] = "True"
+            if workers > 0 and prefetch_factor is not None and not hf:
                 wanted["prefetch_factor"] = str(prefetch_factor)
-        changes = {k: v for k, v in wanted.items() if not _keyword_is(call, k, v)}
-        applied.update(wanted)
-        if changes:
-            edits[call] = _setter(changes)
-    if held and not any(k == "num_workers" for k in applied):
-        names = ", ".join(f"`{n}`" for n in held)
-        return Declined(
-            f"num_workers comes from {names}, which this cell does not set; give it "
-            f"{num_workers} where its value is chosen (a flag, a constructor argument such as "
-            f"num_workers={num_workers})"
-        )
-    if not edits:
-        settings = ", ".join(f"{k}={v}" for k, v in applied.items())
-        return Declined(f"every DataLoader in this cell already has {settings}")
-    detail = ", ".join(f"{k}={v}" for k, v in applied.items())
-    return Edited(replace_nodes(module, edits), detail)
-
-
-def _training_arguments(
-    module: cst.Module, calls: list[cst.Call], num_workers: int, pin_memory: bool, persistent: bool
-) -> CodemodResult:
-    """HF ``TrainingArguments(...)``: the Trainer builds the loader from its dataloader_* fields."""
-    edits: dict[cst.CSTNode, Replacement] = {}
-    applied: dict[str, str] = {}
-    for call in calls:
-        wanted: dict[str, str] = {}
-        current = keyword_of(call, "dataloader_num_workers")
-        if current is not None and int_or_none(current.value, None) is None:
-            name = cst.Module([]).code_for_node(current.value)
-            origin = _variable_origin(module, current.value)
-            if origin is None:
-                return Declined(
-                    f"dataloader_num_workers comes from `{name}`, which this cell does not set; "
-                    f"give it {num_workers} where its value is chosen"
-                )
-            edits[origin] = _integer(num_workers)
-            applied["dataloader_num_workers"] = f"{num_workers} (where `{name}` gets its value)"
-            if persistent:
-                wanted["dataloader_persistent_workers"] = f"{name} > 0"
-        else:
-            wanted["dataloader_num_workers"] = str(num_workers)
-            if persistent and num_workers > 0:
-                wanted["dataloader_persistent_workers"] = "True"
-        # The Trainer pins by default (dataloader_pin_memory=True); only a False is changed.
-        pin = keyword_of(call, "dataloader_pin_memory")
+        pin = keyword_of(call, "dataloader_pin_memory") if hf else None
         if pin_memory and pin is not None and bool_or_none(pin.value, None) is False:
             wanted["dataloader_pin_memory"] = "True"
         changes = {k: v for k, v in wanted.items() if not _keyword_is(call, k, v)}
         applied.update(wanted)
         if changes:
             edits[call] = _setter(changes)
-    if not edits:
+    if held and key not in applied:
+        names = ", ".join(f"`{n}`" for n in held)
+        return Declined(
+            f"{key} comes from {names}, which this cell does not set; give it "
+            f"{num_workers} where its value is chosen (a flag, a constructor argument such as "
+            f"{key}={num_workers})"
+        )
+    if not edits and hf:
         return Declined("every TrainingArguments in this cell already sets its DataLoader workers")
-    return Edited(replace_nodes(module, edits), ", ".join(f"{k}={v}" for k, v in applied.items()))
+    if not edits:
+        settings = ", ".join(f"{k}={v}" for k, v in applied.items())
+        return Declined(f"every DataLoader in this cell already has {settings}")
+    detail = ", ".join(f"{k}={v}" for k, v in applied.items())
+    return Edited(replace_nodes(module, edits), detail)
 
 
 def _integer(value: int) -> Replacement:

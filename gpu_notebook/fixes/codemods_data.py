@@ -17,6 +17,7 @@ from gpu_notebook.cell.names import (
     has_star_kwargs,
     int_or_none,
     keyword_of,
+    targets_of,
     walk,
 )
 from gpu_notebook.fixes.cst_tools import (
@@ -164,30 +165,17 @@ def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integ
     ``n``: ``n = 0`` or a parameter ``n=0``; ``self.n``: ``self.n = 0``, or ``self.n = p`` with a
     parameter ``p=0`` (a constructor's default).
     """
-    if isinstance(value, cst.Name):
-        return _name_origin(module, value.value)
-    if isinstance(value, cst.Attribute) and dotted(value.value) == "self":
-        for node in walk(module):
-            if not isinstance(node, cst.Assign) or len(node.targets) != 1:
-                continue
-            target = node.targets[0].target
-            if isinstance(target, cst.Attribute) and dotted(target) == f"self.{value.attr.value}":
-                if isinstance(node.value, cst.Integer):
-                    return node.value
-                if isinstance(node.value, cst.Name):
-                    return _param_default(module, node.value.value)
-    return None
-
-
-def _name_origin(module: cst.Module, name: str) -> cst.Integer | None:
+    name = dotted(value)
+    attribute = isinstance(value, cst.Attribute) and dotted(value.value) == "self"
+    if name is None or not (attribute or isinstance(value, cst.Name)):
+        return None
     for node in walk(module):
-        if (
-            isinstance(node, cst.Assign)
-            and isinstance(node.value, cst.Integer)
-            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
-        ):
-            return node.value
-    return _param_default(module, name)
+        if isinstance(node, cst.Assign) and name in {dotted(t) for t in targets_of(node)}:
+            if isinstance(node.value, cst.Integer):
+                return node.value
+            if isinstance(node.value, cst.Name) and attribute:
+                return _param_default(module, node.value.value)
+    return None if attribute else _param_default(module, name)
 
 
 def _param_default(module: cst.Module, name: str) -> cst.Integer | None:
@@ -241,7 +229,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
     lr_scaled = False
     if scale_lr:
         for call in nodes_of(module, [opt.node for opt in facts_of(module).optimizers]):
-            lr_arg = _lr_argument(call)
+            lr_arg = _second_argument(call, "lr")
             if lr_arg is not None and isinstance(lr_arg.value, (cst.Integer, cst.Float)):
                 edits[lr_arg] = _lr_scaler(factor)
                 lr_scaled = True
@@ -262,10 +250,7 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
 
 def _batch_scaler(factor: int) -> Replacement:
     def apply(updated: cst.Call) -> cst.Call:
-        arg = keyword_of(updated, "batch_size")
-        positional = _positional(updated)
-        if arg is None and len(positional) >= 2:
-            arg = positional[1]
+        arg = _second_argument(updated, "batch_size")
         if arg is None:
             # DataLoader's default batch size is 1.
             return set_keyword(updated, "batch_size", cst.Integer(str(factor)))
@@ -284,12 +269,11 @@ def _times(value: cst.BaseExpression, factor: int) -> cst.BaseExpression:
     return expression(f"{code} * {factor}" if simple else f"({code}) * {factor}")
 
 
-def _lr_argument(call: cst.Call) -> cst.Arg | None:
-    arg: cst.Arg | None = keyword_of(call, "lr")
-    if arg is None:
-        positional = _positional(call)
-        arg = positional[1] if len(positional) >= 2 else None
-    return arg
+def _second_argument(call: cst.Call, name: str) -> cst.Arg | None:
+    """The argument ``name=`` or, absent, the second positional one (DataLoader's batch_size,
+    an optimizer's lr)."""
+    positional = _positional(call)
+    return keyword_of(call, name) or (positional[1] if len(positional) >= 2 else None)
 
 
 def _lr_scaler(factor: int) -> Replacement:

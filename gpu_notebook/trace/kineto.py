@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import re
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -240,6 +241,11 @@ def load_trace(path: str | Path) -> Trace:
     from gpu_notebook.trace.source import read_input
 
     raw = read_input(path)  # gzip inflated as a stream, under a cap (InputError: a ValueError)
+    trace = _trace_in_pieces(raw)
+    if trace is not None:
+        return trace
+    # The whole document at once: a file whose events could not be read piece by piece (not
+    # a dict of traceEvents, an event that does not fit the schema), and its errors said.
     decoder, _doc_cls = _schema(raw=True)
     try:
         doc = decoder.decode(raw)
@@ -296,6 +302,79 @@ def _trace_of(doc: Any) -> Trace:
         distributed_info=doc.distributedInfo,
         base_time_ns=doc.baseTimeNanoseconds,
     )
+
+
+# About 5,000 events: their records fit in cache while the column pass reads them.
+PIECE_BYTES = 1 << 20
+
+
+def _trace_in_pieces(raw: bytes, piece_bytes: int = PIECE_BYTES) -> Trace | None:
+    """The trace of a file's bytes with its events decoded a piece at a time (``trace.pieces``),
+    or None when the file does not read that way (the caller reads it whole).
+
+    The same records, columns and census as the whole document's decode: only the events'
+    memory is reused, piece after piece. The flow events are not kept: the few traces that need
+    them (a launch or GPU event without ``correlation``) decode the pieces again for them.
+    """
+    from gpu_notebook.trace.pieces import array_pieces
+
+    head_decoder, events_decoder = _piece_schema()
+    try:
+        head = head_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    array = memoryview(head.traceEvents)
+    if array[:1].tobytes() != b"[":
+        return None
+    cols = _Columns(keep_flows=False)
+    try:
+        for piece in array_pieces(array, piece_bytes):
+            cols.add_records(events_decoder.decode(piece))
+            cols.flush()
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+    def flows() -> list[Any]:
+        return [
+            ev
+            for piece in array_pieces(array, piece_bytes)
+            for ev in events_decoder.decode(piece)
+            if ev.ph != "X" and isinstance(ev.cat, str) and ev.cat in FLOW_CATEGORIES
+        ]
+
+    return cols.to_trace(
+        device_properties=head.deviceProperties,
+        distributed_info=head.distributedInfo,
+        base_time_ns=head.baseTimeNanoseconds,
+        flows=flows,
+    )
+
+
+@lru_cache(maxsize=1)
+def _piece_schema() -> tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any]]:
+    """The decoder of a document with its events left as JSON text, and the decoder of a piece
+    of its events (a list of the file decoder's event records)."""
+    _, doc_cls = _schema(raw=True)
+    event_cls = doc_cls.__annotations__["traceEvents"].__args__[0]
+    head_cls = types.new_class(
+        "_KinetoHead",
+        (msgspec.Struct,),
+        {"kw_only": True},
+        lambda ns: ns.update(
+            __annotations__={
+                "traceEvents": msgspec.Raw,
+                "deviceProperties": Any,
+                "distributedInfo": Any,
+                "baseTimeNanoseconds": Any,
+            },
+            # No events: an empty list's text.
+            traceEvents=msgspec.Raw(b"[]"),
+            deviceProperties=None,
+            distributedInfo=None,
+            baseTimeNanoseconds=None,
+        ),
+    )
+    return msgspec.json.Decoder(head_cls), msgspec.json.Decoder(list[event_cls])  # type: ignore[valid-type]
 
 
 @lru_cache(maxsize=2)
@@ -358,12 +437,14 @@ def _schema(raw: bool) -> tuple[msgspec.json.Decoder[Any], type[Any]]:
 
 
 class _Columns:
-    """Lists filled in the one pass over the events, then turned into arrays at once."""
+    """Lists filled in one pass over the events, turned into arrays at each ``flush`` (a piece
+    of the file read) and joined at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_flows: bool = True) -> None:
         self.name_index: dict[str, int] = {}
         self.cat_index: dict[str, int] = {}
         self.counts: dict[str, int] = {}
+        self.rows = 0  # rows added so far, flushed or not
         self.name: list[int] = []
         self.cat: list[int] = []
         self.ts: list[Any] = []
@@ -375,10 +456,19 @@ class _Columns:
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {
             attr: ([], []) for attr, _ in ARG_COLUMNS
         }
+        # The flushed arrays, in order: per column, then per sparse column (rows, values).
+        self.done: dict[str, list[npt.NDArray[Any]]] = {
+            c: [] for c in ("name", "cat", "ts", "dur", "pid", "tid")
+        }
+        self.done_sparse: dict[str, list[tuple[IntArray, IntArray]]] = {
+            attr: [] for attr, _ in ARG_COLUMNS
+        }
         # (row, args) of the events that carry a kept arg (KEPT_ARGS), read out at the end.
         self.kept: list[tuple[int, Any]] = []
         # Launch -> GPU flow events ('s' at the launch, 'f' at the kernel; id = correlation),
-        # kept as decoded: read only to join events whose args lack "correlation".
+        # kept as decoded (unless the caller finds them again): read only to join events whose
+        # args lack "correlation".
+        self.keep_flows = keep_flows
         self.flows: list[Any] = []
 
     def add_records(self, events: Iterable[Any]) -> None:
@@ -388,7 +478,8 @@ class _Columns:
         pid_l, tid_l = self.pid, self.tid
         sparse = [(attr, *self.sparse[attr]) for attr, _ in ARG_COLUMNS]
         kept = self.kept
-        row = len(ts_l)
+        flows = self.flows if self.keep_flows else None
+        row = self.rows
         for ev in events:
             cat = ev.cat
             if not isinstance(cat, str):
@@ -397,8 +488,8 @@ class _Columns:
                 # Flows, metadata, instants: counted for the census, otherwise skipped.
                 if cat:
                     counts[cat] = counts.get(cat, 0) + 1
-                    if cat in FLOW_CATEGORIES:
-                        self.flows.append(ev)
+                    if flows is not None and cat in FLOW_CATEGORIES:
+                        flows.append(ev)
                 continue
             ts = ev.ts
             if ts is None:
@@ -431,35 +522,71 @@ class _Columns:
                 if args.input_dims is not None or args.msg_nelems is not None:
                     kept.append((row, args))
             row += 1
+        self.rows = row
+
+    def flush(self) -> None:
+        """The rows added since the last flush into arrays (each value converted on its own,
+        so flushing more often changes no value); the lists emptied."""
+        done = self.done
+        done["name"].append(np.asarray(self.name, dtype=np.int64))
+        done["cat"].append(np.asarray(self.cat, dtype=np.int64))
+        done["ts"].append(_float_column(self.ts))
+        done["dur"].append(_float_column(self.dur))
+        done["pid"].append(_int_column(self.pid))
+        done["tid"].append(_int_column(self.tid))
+        for lst in (self.name, self.cat, self.ts, self.dur, self.pid, self.tid):
+            lst.clear()
+        for attr, (rows, values) in self.sparse.items():
+            if rows:
+                pair = (np.asarray(rows, dtype=np.int64), _int_column(values))
+                self.done_sparse[attr].append(pair)
+                rows.clear()
+                values.clear()
 
     def to_trace(
-        self, *, device_properties: Any, distributed_info: Any, base_time_ns: Any
+        self,
+        *,
+        device_properties: Any,
+        distributed_info: Any,
+        base_time_ns: Any,
+        flows: Callable[[], list[Any]] | None = None,
     ) -> Trace:
-        n = len(self.ts)
-        cat_ids = np.asarray(self.cat, dtype=np.int64)
+        """The Trace of the rows added; ``flows`` finds the flow events again when they were
+        not kept (called only when a launch or GPU event lacks its correlation)."""
+        self.flush()
+        n = self.rows
+        column = {c: _joined(arrays) for c, arrays in self.done.items()}
+        cat_ids = column["cat"]
+        # Flows were seen when the census (non-'X' events only, so far) counts one.
+        saw_flows = any(self.counts.get(c) for c in FLOW_CATEGORIES)
         categories, cat_ids, counts = _modern_categories(
             tuple(self.cat_index), cat_ids, self.counts
         )
         x_counts = np.bincount(cat_ids, minlength=len(categories)).tolist()
         for c, x_count in zip(categories, x_counts, strict=True):
             counts[c] = counts.get(c, 0) + int(x_count)
-        ts_us, pid, tid = _float_column(self.ts), _int_column(self.pid), _int_column(self.tid)
-        sparse = {attr: _sparse_int_column(n, *self.sparse[attr]) for attr, _ in ARG_COLUMNS}
-        if self.flows:
+        ts_us, pid, tid = column["ts"], column["pid"], column["tid"]
+        sparse = {attr: _sparse_int_column(n, self.done_sparse[attr]) for attr, _ in ARG_COLUMNS}
+        if saw_flows:
             # Only launches and GPU work are flow endpoints (most cpu_ops carry no correlation).
             ends = [i for i, c in enumerate(categories) if c in _FLOW_ENDPOINTS]
             open_rows = np.flatnonzero(np.isin(cat_ids, ends) & (sparse["correlation"] < 0))
             if open_rows.size:
                 _correlation_from_flows(
-                    sparse["correlation"], open_rows, self.flows, ts_us, pid, tid
+                    sparse["correlation"],
+                    open_rows,
+                    self.flows if flows is None else flows(),
+                    ts_us,
+                    pid,
+                    tid,
                 )
         return Trace(
             names=tuple(self.name_index),
             categories=categories,
-            name_id=np.asarray(self.name, dtype=np.int64),
+            name_id=column["name"],
             cat_id=cat_ids,
             ts_us=ts_us,
-            dur_us=_float_column(self.dur),
+            dur_us=column["dur"],
             pid=pid,
             tid=tid,
             **sparse,
@@ -520,7 +647,16 @@ def _modern_categories(
     return tuple(merged), remap[cat_ids] if cat_ids.size else cat_ids, renamed
 
 
+def _joined(arrays: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
 def _float_column(values: list[Any]) -> FloatArray:
+    try:
+        # array's conversion takes exactly ints and floats (the usual column), and fast.
+        return np.frombuffer(array.array("d", values), dtype=np.float64)
+    except (TypeError, OverflowError):
+        pass
     try:
         return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
@@ -528,6 +664,11 @@ def _float_column(values: list[Any]) -> FloatArray:
 
 
 def _int_column(values: list[Any]) -> IntArray:
+    try:
+        # Exactly the ints (and bools) of int64's range, as numpy would convert them; fast.
+        return np.frombuffer(array.array("q", values), dtype=np.int64)
+    except (TypeError, OverflowError):
+        pass
     try:
         arr = np.asarray(values)
         if arr.dtype.kind in "iu":
@@ -539,10 +680,11 @@ def _int_column(values: list[Any]) -> IntArray:
     return np.fromiter((_to_int(v) for v in values), dtype=np.int64, count=len(values))
 
 
-def _sparse_int_column(n: int, rows: list[int], values: list[Any]) -> IntArray:
+def _sparse_int_column(n: int, pieces: list[tuple[IntArray, IntArray]]) -> IntArray:
+    """A column of ``n`` rows, -1 but where the (rows, values) pieces say."""
     out = np.full(n, -1, dtype=np.int64)
-    if rows:
-        out[np.asarray(rows, dtype=np.int64)] = _int_column(values)
+    for rows, values in pieces:
+        out[rows] = values
     return out
 
 

@@ -393,3 +393,29 @@ def test_thread_pairs_and_cut_points_match_numpys_unique():
     cuts = rng.integers(0, 50, 500)
     assert _sorted_unique(cuts).tolist() == np.unique(cuts).tolist()
     assert _sorted_unique(cuts[:0]).size == 0
+
+
+def test_a_traces_phase_breakdown_and_gpu_timeline_share_one_locator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The locator's covers are the costly part of both (~0.1 s on a million events): one
+    trace and its steps build them once; another trace builds its own."""
+    from gpu_notebook.analysis import phases
+    from gpu_notebook.analysis.analyze import trace_figures
+
+    built: list[int] = []
+
+    class Counted(phases.PhaseLocator):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(phases, "PhaseLocator", Counted)
+    doc = tf.gpu_scenario()
+    trace = load_trace_dict(doc)
+    first = trace_figures(trace)
+    assert first[0] is not None and first[1] is not None
+    assert len(built) == 1
+    again = load_trace_dict(doc)
+    assert trace_figures(again) == first
+    assert len(built) == 2

@@ -182,3 +182,15 @@ def test_column_values_are_converted_one_by_one_whatever_else_the_piece_holds() 
     assert kineto._float_column(["1.5", 2]).tolist() == [1.5, 2.0]
     assert np.isnan(kineto._float_column(["x", 1.0])[0])
     assert kineto._int_column([]).dtype == np.int64 and kineto._float_column([]).size == 0
+
+
+def test_every_args_column_is_read(tmp_path: Path) -> None:
+    """Each arg of ``ARG_COLUMNS`` lands in its column (the reader spells them out one by one:
+    a column added to the table and not to the reader would read -1 everywhere)."""
+    written = {key: 11 + i for i, (_, key) in enumerate(kineto.ARG_COLUMNS)}
+    events = [tf.op("aten::mm", 1.0, 2.0), tf.x("k", "kernel", 5.0, 1.0, **written)]
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps(tf.trace_dict(events)))
+    for trace in (load_trace(path), kineto.load_trace_dict(tf.trace_dict(events))):
+        read = {attr: getattr(trace, attr).tolist() for attr, _ in kineto.ARG_COLUMNS}
+        assert read == {attr: [-1, written[key]] for attr, key in kineto.ARG_COLUMNS}

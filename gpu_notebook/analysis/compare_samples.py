@@ -64,13 +64,15 @@ def measurable(finding: Finding) -> bool:
 
 
 def uncertain(finding: Finding) -> bool:
-    """A measurable fix whose model's low end reaches down to the run-to-run margin: it may
-    deliver up to its bound, or nothing a run can show (the H200 input-bound script's workers
-    fix: 1.01x-12.04x). It keeps its finding's severity and says the range is uncertain;
-    ``--try-fixes`` tries it, and only a measurement makes it recommended. A range without an
-    estimated low end ("up to Hx") is not judged here."""
+    """A measurable fix whose model's low end reaches down to what two runs of this code differ
+    by (the 5%, or the run's own margin where larger, ``Finding.gain_margin``): it may deliver up
+    to its bound, or nothing a run can show (the H200 input-bound script's workers fix:
+    1.01x-12.04x; a 1.06x-1.09x fix on a run whose fifths differ by 12%). It keeps its finding's
+    severity and says the range is uncertain; ``--try-fixes`` tries it, and only a measurement
+    makes it recommended. A range without an estimated low end ("up to Hx") is not judged here."""
     low = finding.gain_low
-    return measurable(finding) and low is not None and low <= 1.0 + RUN_TO_RUN
+    margin = max(RUN_TO_RUN, finding.gain_margin)
+    return measurable(finding) and low is not None and low <= 1.0 + margin
 
 
 # A run's fifths: five short runs of the same code under the machine's load of the moment.

@@ -182,7 +182,9 @@ def _small_gain(found: Finding) -> Finding:
         small = SmallGain(found.stated_high, found.stated_low, RUN_TO_RUN)
         return dataclasses.replace(found, severity="info", notes=(*found.notes, small))
     if uncertain(found):
-        wide = UncertainGain(found.stated_high, found.stated_low, RUN_TO_RUN)
+        wide = UncertainGain(
+            found.stated_high, found.stated_low, max(RUN_TO_RUN, found.gain_margin)
+        )
         return dataclasses.replace(found, notes=(*found.notes, wide))
     return found
 

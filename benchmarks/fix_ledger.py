@@ -96,6 +96,7 @@ def _run(
                                               "verdict", "speedup", "speedup_low", "speedup_high",
                                               "per_round", "error_lines", "note")},
                        "predicted_low": low, "inside_range": inside,
+                       "added_rounds": t.get("added_rounds", 0),
                        "margin": t.get("predicted_margin", 0.0),
                        "under_low": speedup is not None and low is not None and speedup < low})  # fmt: skip
     return {
@@ -161,6 +162,8 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
                 else "-"
             )
             result = t["verdict"] + (f": {t['error_lines'][0]}" if t["error_lines"] else "")
+            if t.get("added_rounds"):  # tryfix.sequential: the interval is the rounds' own
+                result += f" ({t['added_rounds']} rounds added)"
             lines.append(
                 f"| {row['program']} | {row['verdict']} | {t['fix_id']} | "
                 f"{_range(t.get('predicted_low'), t['predicted_bound'], t.get('margin') or 0.0)} | "

@@ -1057,7 +1057,13 @@ class GpuEstimate:
 
 # `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).
 FixTrialVerdict = Literal[
-    "verified", "no measurable effect", "slower", "broke the script", "skipped", "not measured"
+    "verified",
+    "no measurable effect",
+    "slower",
+    "undecided",
+    "broke the script",
+    "skipped",
+    "not measured",
 ]
 
 
@@ -1083,6 +1089,13 @@ class FixTrial:
     # The two ends above are the finding's stated range: its model's, widened on each side by
     # this margin (``Finding.gain_margin``).
     predicted_margin: float = 0.0
+    rounds: int = 0  # rounds read (pairs of runs); 0: not measured
+    added_rounds: int = (
+        0  # of them, added after the planned rounds to decide it (tryfix.sequential)
+    )
+    # None: speedup_low/high are the planned look's pooled interval (run-to-run margin included);
+    # else the two-sided level of the rounds' t interval an added look read.
+    interval_level: float | None = None
 
 
 @dataclass(frozen=True)

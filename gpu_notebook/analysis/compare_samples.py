@@ -15,8 +15,10 @@ One run is one sample of a noisy measurement. A before/after that divides two me
   after and faster), the change cannot be told from the machine's: "no measurable change".
 
 ``outcome`` reads "faster" / "no measurable change" / "slower"; ``fix_outcome`` maps it to what a
-fix earns: "verified" / "no measurable effect" / "slower". Pure numbers in, a record out: no
-report, no view, so ``--try-fixes`` and the notebook's before/after share it.
+fix earns: "verified" / "no measurable effect" / "slower", or "undecided" when the range holds
+both 1x and the fix's predicted gain (a no-change reading that could not have shown the gain).
+Pure numbers in, a record out: no report, no view, so ``--try-fixes`` and the notebook's
+before/after share it.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ import numpy as np
 from gpu_notebook.records import Finding, SampleComparison
 
 __all__ = [
+    "LEVEL",
     "LOAD_CHANGE_CORES",
     "MIN_STEPS",
     "RUN_TO_RUN",
     "compare_samples",
     "fix_outcome",
     "measurable",
+    "ruled_out",
     "run_margin",
     "uncertain",
 ]
@@ -98,7 +102,7 @@ def run_margin(step_s: Sequence[float]) -> float | None:
 
 
 Outcome = Literal["faster", "no measurable change", "slower"]
-FixOutcome = Literal["verified", "no measurable effect", "slower"]
+FixOutcome = Literal["verified", "no measurable effect", "slower", "undecided"]
 
 
 def _block_means(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
@@ -229,10 +233,22 @@ def compare_samples(
     )
 
 
-def fix_outcome(comparison: SampleComparison) -> FixOutcome:
-    """What a fix earns from its before/after: verified, no measurable effect, or slower."""
+def fix_outcome(comparison: SampleComparison, predicted_low: float | None = None) -> FixOutcome:
+    """What a fix earns from its before/after: verified, slower, no measurable effect (the range
+    leaves out the fix's predicted gain, ``predicted_low``, its stated range's low end; None:
+    1x), or undecided (the range holds it: this measurement could not have told)."""
     if comparison.outcome == "faster":
         return "verified"
     if comparison.outcome == "slower":
         return "slower"
-    return "no measurable effect"
+    if ruled_out(comparison.high, predicted_low, (1.0 + RUN_TO_RUN) ** 2):
+        return "no measurable effect"
+    return "undecided"
+
+
+def ruled_out(high: float, predicted_low: float | None, floor: float) -> bool:
+    """Whether a measured interval's high end leaves out the predicted range (it starts at
+    ``predicted_low``) and every gain the interval could have shown (``floor``: for a range
+    widened by the run-to-run margin on each side, (1 + margin)^2, a raw gain under that margin):
+    then "no measurable effect" is a finding, not a shrug."""
+    return high < max(predicted_low or 1.0, floor)

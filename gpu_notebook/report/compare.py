@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from gpu_notebook.analysis.compare_samples import compare_samples
+from gpu_notebook.analysis.compare_samples import compare_samples, fix_outcome
 from gpu_notebook.analysis.interference import step_load_cores
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steps import steady_steps
@@ -263,19 +263,23 @@ def _not_offered_again(
 ) -> tuple[Finding, ...]:
     """A fix the user ran that had no measurable effect is not offered again as it is: the same
     finding keeps its evidence, says what the fix measured, and loses its patch (the card then
-    shows why instead of an Insert button)."""
+    shows why instead of an Insert button). One whose range still holds its predicted gain
+    (undecided, ``fix_outcome``) keeps its patch and says so: the run could not have told."""
     s = comparison.samples
-    if s is None or s.outcome != "no measurable change" or tried.fix_id is None:
+    if s is None or tried.fix_id is None:
+        return findings
+    earned = fix_outcome(s, tried.stated_low)
+    if earned not in ("no measurable effect", "undecided"):
         return findings
     said = (
         f"fix `{tried.fix_id}` was run: measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x), "
-        f"no measurable effect against its predicted {fmt_gain(tried.stated_high, tried.stated_low)}"
+        f"{earned} against its predicted {fmt_gain(tried.stated_high, tried.stated_low)}"
     )
     out = []
     for f in findings:
         if f.fix_id == tried.fix_id and f.rule_id == tried.rule_id:
             proposal = f.proposal
-            if proposal is not None:
+            if proposal is not None and earned == "no measurable effect":
                 proposal = dataclasses.replace(
                     proposal,
                     source_after=None,

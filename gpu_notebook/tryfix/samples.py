@@ -1,19 +1,29 @@
 """Step-time samples of interleaved runs -> measured speedup, its spread, and a verdict.
 
-``compare_runs(baseline_runs, variant_runs)`` is what ``trials`` calls. The comparison itself is
-the team's two-sample one (``analysis.compare_samples``: throughput from the mean step, a seeded
-moving-block bootstrap interval widened by the run-to-run margin, the fix outcome), over each
-arm's runs pooled; the notebook's before/after reads the same function. Interleaving adds what
-one before/after cannot have: several runs of each arm side by side, so a gain that only one
-disturbed round carries (another process took the cores during a baseline run) is seen:
+``compare_runs(baseline_runs, variant_runs)`` is the planned rounds' reading (``sequential``
+decides when more rounds are needed). The comparison itself is the team's two-sample one
+(``analysis.compare_samples``: throughput from the mean step, a seeded moving-block bootstrap
+interval widened by the run-to-run margin, the fix outcome), over each arm's runs pooled; the
+notebook's before/after reads the same function. Interleaving adds what one before/after cannot
+have: several runs of each arm side by side, so a gain that only one disturbed round carries
+(another process took the cores during a baseline run) is seen:
 
-- ``verified``: the pooled comparison says faster and most rounds' ratios are above 1;
-- ``slower``: it says slower and most rounds' ratios are below 1;
-- ``no measurable effect``: anything else.
+- ``verified``: the pooled comparison says faster, most rounds' ratios are above 1, and (from 3
+  rounds) the rounds' own interval at the same level (``round_interval``) lies above 1;
+- ``slower``: the same, below 1;
+- ``no measurable effect``: the pooled interval leaves out the predicted range and any gain a
+  before/after can show (``compare_samples.fix_outcome``);
+- ``undecided``: anything else: the interval holds both 1x and the predicted gain, or the pooled
+  reading and most rounds disagree. More rounds settle it (``sequential``).
 
 Most, not every: on a shared machine one round in three can be disturbed either way (seen on a
 2-core machine at load 9 with other test suites running), and the pooled interval already
 carries the run-to-run margin.
+
+``round_interval`` is the other reading of the same runs: each round's ratio (baseline run i's
+mean step over variant run i's) as one paired sample, a Student t interval over their logs.
+Its spread is the run-to-run difference itself, measured, so it narrows as rounds are added,
+where the pooled interval keeps its fixed 5% margin on each side.
 
 A run's figure is its mean step (its throughput, what a fix promises: a loader with workers
 gives bimodal steps whose median says nothing of the run's time). Seeded: the same samples
@@ -22,16 +32,17 @@ always give the same verdict.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gpu_notebook.analysis.compare_samples import compare_samples, fix_outcome
+from gpu_notebook.analysis.compare_samples import LEVEL, compare_samples, fix_outcome
 
-__all__ = ["SampleComparison", "SampleVerdict", "compare_runs"]
+__all__ = ["SampleComparison", "SampleVerdict", "compare_runs", "round_interval", "t_quantile"]
 
-SampleVerdict = Literal["verified", "no measurable effect", "slower"]
+SampleVerdict = Literal["verified", "no measurable effect", "slower", "undecided"]
 
 
 @dataclass(frozen=True)
@@ -47,8 +58,10 @@ def compare_runs(
     baseline_runs: Sequence[Sequence[float]],
     variant_runs: Sequence[Sequence[float]],
     seed: int = 0,
+    predicted_low: float | None = None,
 ) -> SampleComparison | None:
-    """Compare two arms of runs (each a sequence of step times). None: too few steps to say."""
+    """Compare two arms of runs (each a sequence of step times). None: too few steps to say.
+    ``predicted_low``: the fix's stated range's low end (None: 1x)."""
     base = [list(r) for r in baseline_runs if r]
     var = [list(r) for r in variant_runs if r]
     if not base or not var:
@@ -56,14 +69,72 @@ def compare_runs(
     pooled = compare_samples([x for r in base for x in r], [x for r in var for x in r], seed=seed)
     if pooled is None:
         return None
-    rounds = tuple(
-        statistics.fmean(b) / statistics.fmean(v) for b, v in zip(base, var, strict=False)
-    )
-    verdict: SampleVerdict = fix_outcome(pooled)
+    rounds = per_round(base, var)
+    verdict: SampleVerdict = fix_outcome(pooled, predicted_low)
     faster = sum(r > 1.0 for r in rounds)
     slower = sum(r < 1.0 for r in rounds)
     if (verdict == "verified" and 2 * faster <= len(rounds)) or (
         verdict == "slower" and 2 * slower <= len(rounds)
     ):
-        verdict = "no measurable effect"
+        verdict = "undecided"  # the pooled steps and most rounds disagree
+    # The pooled interval does not see how much whole runs differ; the rounds' own interval
+    # (same level) does. A call it does not back is left to added rounds.
+    paired = round_interval(base, var, LEVEL) if verdict in ("verified", "slower") else None
+    if paired is not None and not (paired[1] > 1.0 if verdict == "verified" else paired[2] < 1.0):
+        verdict = "undecided"
     return SampleComparison(pooled.speedup, pooled.low, pooled.high, rounds, verdict)
+
+
+def per_round(
+    baseline_runs: Sequence[Sequence[float]], variant_runs: Sequence[Sequence[float]]
+) -> tuple[float, ...]:
+    """Baseline run i's mean step over variant run i's, for each round both arms ran."""
+    return tuple(
+        statistics.fmean(b) / statistics.fmean(v)
+        for b, v in zip(baseline_runs, variant_runs, strict=False)
+        if b and v
+    )
+
+
+def round_interval(
+    baseline_runs: Sequence[Sequence[float]],
+    variant_runs: Sequence[Sequence[float]],
+    level: float,
+) -> tuple[float, float, float] | None:
+    """(speedup, low, high): the geometric mean of the rounds' ratios and its two-sided Student t
+    interval at ``level`` over their logs. None: fewer than 3 rounds (no spread to read)."""
+    logs = [math.log(r) for r in per_round(baseline_runs, variant_runs) if r > 0]
+    if len(logs) < 3:
+        return None
+    mean = statistics.fmean(logs)
+    half = t_quantile(1 - (1 - level) / 2, len(logs) - 1) * statistics.stdev(logs)
+    half /= math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student t's quantile for ``0.5 <= p < 1`` and integer ``df`` >= 1, by bisection of its
+    CDF (closed form for integer df, Abramowitz & Stegun 26.7.3-4): no scipy in the package."""
+    lo, hi = 0.0, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _t_cdf(t: float, df: int) -> float:
+    theta = math.atan(t / math.sqrt(df))
+    s, c = math.sin(theta), math.cos(theta)
+    if df % 2 == 1:
+        total = term = c if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c * c * (2 * k) / (2 * k + 1)
+            total += term
+        within = 2 / math.pi * (theta + s * total)
+    else:
+        total = term = 1.0
+        for k in range(1, df // 2):
+            term *= c * c * (2 * k - 1) / (2 * k)
+            total += term
+        within = s * total
+    return 0.5 + 0.5 * within

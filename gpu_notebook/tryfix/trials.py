@@ -1,5 +1,9 @@
 """Run the script as it is and each offered fix's patched copy, interleaved, under a budget.
 
+After the planned rounds, a fix still undecided (its interval holds both 1x and its predicted
+gain) gets added rounds, the script as it is beside it, while the budget allows and up to a cap,
+until it is decided (``sequential``: the rule and its correction for repeated looks).
+
 Every run is a fresh process (``tryfix.child``): a fix that rebinds a loader or compiles the
 model cannot leak into the next run, and a variant that breaks takes only its own process down.
 Patched copies are written into a 0700 scratch folder (files 0600) that is removed at the end;
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,11 +26,11 @@ from pathlib import Path
 
 import gpu_notebook
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
-from gpu_notebook.formatting import fmt_gain
+from gpu_notebook.formatting import fmt_factor, fmt_gain
 from gpu_notebook.records import Finding, FixTrial, Report, TryFixes
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
 from gpu_notebook.tryfix.plan import BASELINE, Variant, offered_variants, schedule, unmeasurable
-from gpu_notebook.tryfix.samples import compare_runs
+from gpu_notebook.tryfix.sequential import MAX_ADDED_ROUNDS, Decision, decide
 
 __all__ = ["DEFAULT_ROUNDS", "MIN_ROUNDS", "RunResult", "TrialSettings", "run_child", "try_fixes"]
 
@@ -136,12 +141,14 @@ def try_fixes(
     settings: TrialSettings,
     runner: Runner | None = None,
     progress: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> TryFixes:
-    """Measure every fix the report offers against the script as it is (see module doc)."""
+    """Measure every fix the report offers against the script as it is (see module doc).
+    ``clock`` (seconds) is what the budget is spent on."""
     runner = runner or run_child(settings)
     say = progress or (lambda _msg: None)
     variants = offered_variants(report)
-    started = time.monotonic()
+    started = clock()
     notes: list[str] = [not_tried_note(f) for f in unmeasurable(report)]
     if not variants:
         return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
@@ -155,7 +162,7 @@ def try_fixes(
         broken: set[int] = set()
 
         def left() -> float:
-            return settings.budget_s - (time.monotonic() - started)
+            return settings.budget_s - (clock() - started)
 
         # The first baseline run sizes the plan: how many rounds of how many fixes fit.
         say(
@@ -172,7 +179,7 @@ def try_fixes(
             )
             trials = tuple(_unmeasured(v, "not measured", why) for v in variants)
             return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s,
-                            time.monotonic() - started, trials, (why,))  # fmt: skip
+                            clock() - started, trials, (why,))  # fmt: skip
         runs[BASELINE].append(first)
         per_run = first.wall_s
         rounds, kept = _fit(len(variants), per_run, left() + per_run, settings.rounds)
@@ -187,14 +194,13 @@ def try_fixes(
                 f"budget {settings.budget_s:.0f} s: {rounds} rounds instead of {settings.rounds}"
             )
         order = schedule(kept, rounds)[1:]  # the first baseline run is done
-        for arm in order:
-            if arm in broken:
-                continue
+
+        def run_arm(arm: int) -> bool:
+            """Run one arm; False: the budget cannot take another run."""
             slowest = max(r.wall_s for rs in runs.values() for r in rs)
             timeout = min(left(), max(MIN_RUN_TIMEOUT_S, RUN_TIMEOUT_FACTOR * slowest))
             if timeout < min(per_run, slowest):
-                notes.append("the budget ran out before every planned run: the rest were skipped")
-                break
+                return False
             label = "the script as it is" if arm == BASELINE else variants[arm - 1].title
             say(f"trying fixes: {label}")
             result = runner(codes[arm], script, script_args, timeout, scratch)
@@ -203,13 +209,48 @@ def try_fixes(
                 result.broke or (result.timed_out and timeout >= MIN_RUN_TIMEOUT_S)
             ):
                 broken.add(arm)
+            return True
+
+        for arm in order:
+            if arm in broken:
+                continue
+            if not run_arm(arm):
+                notes.append("the budget ran out before every planned run: the rest were skipped")
+                break
+        # Baseline runs each fix is read against: the planned ones, then those of the added
+        # rounds it took part in (a prefix of them: a decided fix leaves the added rounds).
+        paired = {i: len(runs[BASELINE]) for i in range(1, kept + 1)}
+
+        def undecided(i: int) -> bool:
+            d = _decide(runs[BASELINE][: paired[i]], runs[i], rounds, variants[i - 1])
+            return i not in broken and d is not None and d.verdict == "undecided"
+
+        open_ = [i for i in range(1, kept + 1) if undecided(i)]
+        added = 0
+        while open_ and added < MAX_ADDED_ROUNDS:
+            arms = [BASELINE, *open_] if (rounds + added) % 2 == 0 else [*open_[::-1], BASELINE]
+            typical = statistics.median(r.wall_s for rs in runs.values() for r in rs)
+            if left() < len(arms) * typical or not all(run_arm(a) for a in arms):
+                break
+            added += 1
+            for i in open_:
+                paired[i] = len(runs[BASELINE])
+            open_ = [i for i in open_ if undecided(i)]
+        if open_:
+            names = ", ".join(variants[i - 1].title for i in open_)
+            notes.append(
+                f"still undecided after {added} added round(s): {names}; "
+                + ("the budget ran out: raise --try-budget to settle it"
+                   if added < MAX_ADDED_ROUNDS else f"the cap of {MAX_ADDED_ROUNDS} added rounds")
+            )  # fmt: skip
         trials = tuple(
-            _trial(v, runs[BASELINE], runs[i], i in broken) if i <= kept
+            _trial(v, runs[BASELINE][: paired[i]], runs[i], i in broken, rounds,
+                   budget_out=i in open_ and added < MAX_ADDED_ROUNDS) if i <= kept
             else _unmeasured(v, "skipped", "skipped: the budget did not reach it")
             for i, v in enumerate(variants, 1)
         )  # fmt: skip
     return TryFixes(settings.warmup, settings.steps, rounds, settings.budget_s,
-                    time.monotonic() - started, trials, tuple(notes))  # fmt: skip
+                    clock() - started, trials, tuple(notes))  # fmt: skip
 
 
 def not_tried_note(f: Finding) -> str:
@@ -253,10 +294,26 @@ def _unmeasured(v: Variant, verdict: str, note: str) -> FixTrial:
                     recommended=False, note=note, predicted_low=f.stated_low, predicted_margin=f.gain_margin)  # fmt: skip
 
 
-def _trial(v: Variant, base: list[RunResult], mine: list[RunResult], broke: bool) -> FixTrial:
+def _steps(runs: list[RunResult]) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(r.steps_s) for r in runs if r.steps_s and not r.broke)
+
+
+def _decide(
+    base: list[RunResult], mine: list[RunResult], planned: int, v: Variant
+) -> Decision | None:
+    return decide(_steps(base), _steps(mine), planned, v.finding.stated_low)
+
+
+def _trial(
+    v: Variant,
+    base: list[RunResult],
+    mine: list[RunResult],
+    broke: bool,
+    planned: int,
+    budget_out: bool = False,
+) -> FixTrial:
     f = v.finding
-    base_steps = tuple(tuple(r.steps_s) for r in base if r.steps_s and not r.broke)
-    my_steps = tuple(tuple(r.steps_s) for r in mine if r.steps_s and not r.broke)
+    base_steps, my_steps = _steps(base), _steps(mine)
     if broke:
         bad = next(r for r in mine if r.broke or r.timed_out)
         lines = tuple(bad.error_lines) or ("did not reach its steps before its time limit",)
@@ -265,15 +322,26 @@ def _trial(v: Variant, base: list[RunResult], mine: list[RunResult], broke: bool
                         note="the patched script failed where the script as it is ran")  # fmt: skip
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         return _unmeasured(v, "not measured", f"only {len(my_steps)} run(s) of the fix finished")
-    cmp = compare_runs(base_steps, my_steps)
-    if cmp is None:
+    d = decide(base_steps, my_steps, planned, f.stated_low)
+    if d is None:
         return _unmeasured(v, "not measured", "too few timed steps to compare")
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
-    note = f"a run ended after {min(short)} timed steps (the script's end)" if short else ""
+    notes = [f"a run ended after {min(short)} timed steps (the script's end)"] if short else []
+    if d.verdict == "undecided":
+        why = (
+            "the budget ran out" if budget_out
+            else f"the cap of {MAX_ADDED_ROUNDS} added rounds" if d.added_rounds >= MAX_ADDED_ROUNDS
+            else "no round could be added"
+        )  # fmt: skip
+        notes.insert(0, f"undecided: {d.rounds} rounds, interval {fmt_factor(d.low)}-"
+                        f"{fmt_factor(d.high)} ({why})")  # fmt: skip
+    elif d.added_rounds:
+        notes.insert(0, f"decided after {d.added_rounds} added round(s)")
     return FixTrial(
-        f.fix_id or "", f.rule_id, v.title, f.stated_high, cmp.verdict,
-        recommended=cmp.verdict == "verified",
-        speedup=cmp.speedup, speedup_low=cmp.low, speedup_high=cmp.high, per_round=cmp.per_round,
-        baseline_steps_s=base_steps, variant_steps_s=my_steps, note=note,
+        f.fix_id or "", f.rule_id, v.title, f.stated_high, d.verdict,
+        recommended=d.verdict == "verified",
+        speedup=d.speedup, speedup_low=d.low, speedup_high=d.high, per_round=d.per_round,
+        baseline_steps_s=base_steps, variant_steps_s=my_steps, note="; ".join(notes),
         predicted_low=f.stated_low, predicted_margin=f.gain_margin,
+        rounds=d.rounds, added_rounds=d.added_rounds, interval_level=d.level,
     )  # fmt: skip

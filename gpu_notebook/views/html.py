@@ -209,10 +209,12 @@ def comparison_section(comparison: Comparison | None) -> str:
     """Before / after: measured speedup beside the predicted bound, throughput, shares, GPU."""
     if comparison is None:
         return ""
-    from gpu_notebook.views.wording import sample_notes
+    from gpu_notebook.views.wording import outcome_said, sample_notes
 
     notes = sample_notes(comparison.samples) if comparison.samples is not None else ()
-    return _render("comparison.html", c=comparison, sample_notes=notes)
+    return _render(
+        "comparison.html", c=comparison, sample_notes=notes, said=outcome_said(comparison)
+    )
 
 
 def gpu_estimate_section(report: Report) -> str:

@@ -28,9 +28,15 @@ def trial_line(t: FixTrial) -> list[str]:
     """One fix: title, predicted range, measured speedup (spread), verdict; then its error."""
     predicted = f"predicted {fmt_gain(t.predicted_bound, t.predicted_low)}"
     if t.speedup is not None:
+        # An added look reads the rounds' own spread (tryfix.sequential): said with its level.
+        over = (
+            f", {t.interval_level:.1%} over {t.rounds} rounds ({t.added_rounds} added)"
+            if t.interval_level is not None
+            else ""
+        )
         measured = (
             f"measured {fmt_factor(t.speedup)} "
-            f"(range {fmt_factor(t.speedup_low)}-{fmt_factor(t.speedup_high)}; runs "
+            f"(range {fmt_factor(t.speedup_low)}-{fmt_factor(t.speedup_high)}{over}; runs "
             + ", ".join(fmt_factor(r) for r in t.per_round)
             + ")"
         )

@@ -40,6 +40,7 @@ __all__ = [
     "doubt_sentence",
     "estimate_assumptions",
     "outcome_line",
+    "outcome_said",
     "render_whatif",
     "sample_notes",
     "speedup_label",
@@ -294,12 +295,22 @@ def _main_phase(phase_samples: Mapping[str, int], samples: int) -> str:
 def outcome_line(comparison: Comparison) -> str | None:
     """ "measured 1.42x (1.31-1.55x): faster" and, for a fix, what it earned: "verified"."""
     s = comparison.samples
-    if s is None:
+    said = outcome_said(comparison)
+    if s is None or said is None:
         return None
-    said = fix_outcome(s) if comparison.fix_id is not None else s.outcome
     return f"measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x over {s.before_steps} and " + (
         f"{s.after_steps} steps): {said}"
     )
+
+
+def outcome_said(comparison: Comparison) -> str | None:
+    """What the before/after earned: for a fix, what ``--try-fixes`` would say of the same
+    interval (``fix_outcome``: verified, no measurable effect, slower, undecided), else the
+    comparison's own outcome."""
+    s = comparison.samples
+    if s is None:
+        return None
+    return fix_outcome(s, comparison.predicted_low) if comparison.fix_id is not None else s.outcome
 
 
 def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
@@ -327,6 +338,12 @@ def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
             lines.append(
                 f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "
                 "the earlier cell."
+            )
+        if outcome_said(c) == "undecided":
+            lines.append(
+                f"Undecided: the measured range holds both no change and fix {c.fix_id}'s "
+                "predicted gain; run both cells again, or measure it with more runs "
+                "(`gpucheck run --try-fixes`)."
             )
         if (
             c.speedup is not None

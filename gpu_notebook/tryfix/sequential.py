@@ -1,0 +1,121 @@
+"""When a fix has been measured enough: the verdict at each look, planned rounds then added ones.
+
+A fix whose measured interval holds both 1x and its predicted gain is *undecided*, not "no
+measurable effect": 5 rounds of 60 steps read nanoGPT's fused AdamW (predicted 1.07x-1.18x) as
+1.07x, 0.98x-1.16x. ``trials`` then keeps adding interleaved rounds (the script as it is and the
+undecided fixes only, the order reversed every other round) while the budget allows and up to
+``MAX_ADDED_ROUNDS``, and looks again after each one, stopping a fix as soon as it is decided.
+
+Which interval each look reads:
+
+- **the planned look** (after the planned rounds) reads ``samples.compare_runs``: the pooled
+  steps' bootstrap interval widened by the 5% run-to-run margin, most rounds agreeing, and
+  (from 3 rounds) the rounds' own interval at the same 90% backing the call. Its "no measurable
+  effect" is split into that (the interval leaves the predicted range out) and "undecided".
+- **an added look** reads the rounds as paired samples (``samples.round_interval``: a Student t
+  interval over the rounds' log ratios). Adding rounds to the pooled interval cannot settle a
+  small gain: its fixed 5% on each side never shrinks, so a true 1.07x could only ever read
+  "verified" by luck. Interleaving makes the run-to-run difference a random effect within each
+  round (the A/B order alternates), which the rounds' spread measures and which narrows with
+  their number. verified: low > 1; slower: high < 1; no measurable effect: high under the
+  predicted low end and the 5% (``compare_samples.ruled_out``); else undecided.
+
+Repeated looks inflate false calls (a fix with no effect, looked at ten times, crosses a 95%
+bound more often than once in twenty). The rule: a fixed maximum of added looks, each at a
+Bonferroni-corrected level, ``ADDED_LOOKS_ALPHA`` two-sided shared equally by the
+``MAX_ADDED_ROUNDS`` looks (each at 1 - 0.05/10 = 99.5%, one side 0.25%). Whatever number of
+looks is actually taken, the chance that a fix with no effect is called verified over all the
+added looks is at most 2.5%, on top of the planned look's own. In a seeded simulation of null
+fixes (5 planned rounds of 60 steps, 10% step noise, runs differing by 3% and one in five slowed
+by up to 30%), 3.3% read verified at the planned look (7.8% before it asked the rounds' interval
+to back the pooled one: the pooled steps do not see how much whole runs differ) and 0.25% more
+at the added looks. Bonferroni over the cap,
+rather than alpha spending over the rounds actually run, because the number of looks is set by
+the budget, which is known only as the runs go; it is conservative, and the cost is power: a fix
+needs its rounds' t interval at 99.5%, e.g. a 1.07x gain whose rounds spread by 2.6% (nanoGPT's
+five rounds: 1.04, 1.04, 1.09, 1.07, 1.10) is verified after one to three added rounds.
+
+Pure: the same samples give the same looks and the same verdict; ``decide`` replays them from the
+runs a trial recorded (the JSON report carries them), so a report's verdict can be checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, ruled_out
+from gpu_notebook.tryfix.samples import SampleVerdict, compare_runs, per_round, round_interval
+
+__all__ = ["ADDED_LOOKS_ALPHA", "MAX_ADDED_ROUNDS", "Decision", "added_level", "decide"]
+
+MAX_ADDED_ROUNDS = 10  # the cap on added rounds (and looks) per fix
+ADDED_LOOKS_ALPHA = 0.05  # two-sided, shared by the added looks (Bonferroni over the cap)
+
+
+def added_level() -> float:
+    """The two-sided level each added look's interval is read at."""
+    return 1.0 - ADDED_LOOKS_ALPHA / MAX_ADDED_ROUNDS
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: SampleVerdict
+    speedup: float
+    low: float
+    high: float
+    per_round: tuple[float, ...]
+    rounds: int  # rounds read (pairs of runs)
+    added_rounds: int  # of them, rounds added after the planned ones
+    level: float | None  # None: the pooled interval of the planned look; else the rounds' t level
+
+
+def decide(
+    baseline_runs: Sequence[Sequence[float]],
+    variant_runs: Sequence[Sequence[float]],
+    planned_rounds: int,
+    predicted_low: float | None,
+    seed: int = 0,
+) -> Decision | None:
+    """The verdict the looks reach on these runs (run i of each arm: round i): the planned look
+    on the first ``planned_rounds``, then one look per added round up to the cap, stopping at the
+    first decided look. None: too few steps to compare."""
+    base = [tuple(r) for r in baseline_runs]
+    var = [tuple(r) for r in variant_runs]
+    planned = min(planned_rounds, len(base), len(var))
+    first = compare_runs(base[:planned], var[:planned], seed=seed, predicted_low=predicted_low)
+    if first is None:
+        return None
+    look = Decision(first.verdict, first.speedup, first.low, first.high, first.per_round,
+                    len(first.per_round), 0, None)  # fmt: skip
+    available = min(len(base), len(var)) - planned
+    for added in range(1, min(available, MAX_ADDED_ROUNDS) + 1):
+        if look.verdict != "undecided":
+            break
+        n = planned + added
+        look = _added_look(look, base[:n], var[:n], added, predicted_low)
+    return look
+
+
+def _added_look(
+    previous: Decision,
+    base: Sequence[Sequence[float]],
+    var: Sequence[Sequence[float]],
+    added: int,
+    predicted_low: float | None,
+) -> Decision:
+    level = added_level()
+    rounds = per_round(base, var)
+    interval = round_interval(base, var, level)
+    if interval is None:  # fewer than 3 rounds with steps: the last reading stands, undecided
+        return dataclasses.replace(previous, rounds=len(rounds), added_rounds=added)
+    point, low, high = interval
+    verdict: SampleVerdict = "undecided"
+    if low > 1.0:
+        verdict = "verified"
+    elif high < 1.0:
+        verdict = "slower"
+    elif ruled_out(high, predicted_low, 1.0 + RUN_TO_RUN):
+        verdict = "no measurable effect"
+    return Decision(verdict, point, low, high, rounds, len(rounds), added, level)

@@ -1,0 +1,271 @@
+"""--try-fixes decides an undecided fix with added rounds: a fix whose interval holds both 1x and
+its predicted gain is measured again (the script as it is beside it) until it is decided, the
+budget runs out or the cap is reached; looks after the planned one are read at a corrected level.
+Seeded series and a fake clock for the rule and the loop; a real script for the end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_notebook.analysis.compare_samples import fix_outcome
+from gpu_notebook.records import Report, SampleComparison
+from gpu_notebook.tryfix.plan import schedule
+from gpu_notebook.tryfix.samples import compare_runs, t_quantile
+from gpu_notebook.tryfix.sequential import MAX_ADDED_ROUNDS, added_level, decide
+from gpu_notebook.tryfix.trials import RunResult, TrialSettings, try_fixes
+from gpu_notebook.views.tryfix_text import render_try_fixes
+
+# nanoGPT's fused AdamW in the quiet ledger at 5d124e9: predicted 1.07x-1.18x, five rounds of
+# 60 steps read 1.07x (0.98x-1.16x) "no measurable effect"; its rounds:
+NANOGPT_ROUNDS = (1.04, 1.04, 1.09, 1.07, 1.10)
+NANOGPT_LOW = 1.07
+
+
+def _run(rng: random.Random, mean_s: float, steps: int = 60, noise: float = 0.30) -> list[float]:
+    """One run's steps whose mean is exactly ``mean_s`` (so a round's ratio is what is set);
+    30% step noise: the pooled interval the ledger read for nanoGPT's rounds (0.98x-1.16x)."""
+    raw = [1 + rng.gauss(0, noise) for _ in range(steps)]
+    scale = mean_s * steps / sum(raw)
+    return [x * scale for x in raw]
+
+
+def _arms(ratios, seed: int = 0, base_s: float = 0.010):
+    rng = random.Random(seed)
+    base = [_run(rng, base_s) for _ in ratios]
+    var = [_run(rng, base_s / r) for r in ratios]
+    return base, var
+
+
+# ---------------------------------------------------------------- the rule, seeded series
+
+
+def test_the_t_quantile_is_student_s():
+    for p, df, table in [
+        (0.975, 4, 2.776),
+        (0.95, 4, 2.132),
+        (0.995, 5, 4.032),
+        (0.975, 1, 12.706),
+    ]:
+        assert t_quantile(p, df) == pytest.approx(table, abs=1e-3)
+
+
+def test_a_straddling_interval_that_holds_the_predicted_gain_is_undecided_not_no_effect():
+    """The ledger's miss, replayed: the planned rounds cannot tell, and say so."""
+    base, var = _arms(NANOGPT_ROUNDS)
+    c = compare_runs(base, var, predicted_low=NANOGPT_LOW)
+    assert c is not None and c.low < 1.0 < NANOGPT_LOW < c.high
+    assert c.verdict == "undecided"
+    # The same interval against a predicted 1.5x: the gain predicted is ruled out.
+    assert compare_runs(base, var, predicted_low=1.5).verdict == "no measurable effect"
+
+
+def test_a_small_real_gain_is_verified_by_the_added_rounds():
+    base, var = _arms((*NANOGPT_ROUNDS, 1.06, 1.08, 1.05, 1.09, 1.07, 1.06))
+    planned = decide(base[:5], var[:5], 5, NANOGPT_LOW)
+    assert planned is not None and planned.verdict == "undecided" and planned.added_rounds == 0
+    d = decide(base, var, 5, NANOGPT_LOW)
+    assert d is not None and d.verdict == "verified"
+    assert 1 <= d.added_rounds <= 3 and d.rounds == 5 + d.added_rounds
+    assert d.level == pytest.approx(added_level()) and d.level > 0.99  # the corrected level
+    assert d.low > 1.0 and d.low < d.speedup < d.high
+    # It stopped at the first decided look: the rounds after it were not read.
+    assert d.per_round == pytest.approx((*NANOGPT_ROUNDS, 1.06, 1.08, 1.05)[: d.rounds])
+    assert decide(base, var, 5, NANOGPT_LOW) == d  # seeded: the same samples, the same verdict
+
+
+def test_a_null_effect_is_not_verified_by_looking_again():
+    # Rounds that differ by 3% either way around 1x: no look finds a gain.
+    rng = random.Random(3)
+    ratios = [math.exp(rng.gauss(0, 0.03)) for _ in range(5 + MAX_ADDED_ROUNDS)]
+    base, var = _arms(ratios, seed=4)
+    d = decide(base, var, 5, NANOGPT_LOW)
+    assert d is not None and d.verdict == "no measurable effect", d
+    # Rounds that swing between 1.25x and 0.9x: the interval stays wide, and after the cap it
+    # is still undecided.
+    swing = [0.9 if i % 2 else 1.25 for i in range(5 + MAX_ADDED_ROUNDS)]
+    base, var = _arms(swing, seed=5)
+    d = decide(base, var, 5, NANOGPT_LOW)
+    assert d is not None and d.verdict == "undecided" and d.added_rounds == MAX_ADDED_ROUNDS
+
+
+def test_repeated_looks_keep_false_verified_under_the_corrected_share():
+    """Null fixes whose rounds differ by 4% (lognormal): over every added look, at most the
+    2.5% one side the Bonferroni correction allows are called verified (seeded)."""
+    false_after_planned = 0
+    trials = 400
+    for seed in range(trials):
+        rng = random.Random(1000 + seed)
+        ratios = [math.exp(rng.gauss(0, 0.04)) for _ in range(5 + MAX_ADDED_ROUNDS)]
+        base = [[0.01] * 6 for _ in ratios]
+        var = [[0.01 / r] * 6 for r in ratios]
+        d = decide(base, var, 5, 1.07)
+        assert d is not None
+        false_after_planned += d.verdict == "verified" and d.added_rounds > 0
+    assert false_after_planned <= 0.025 * trials
+
+
+def test_the_notebook_before_after_says_undecided_as_try_fixes_does():
+    """One before/after whose range holds both 1x and the predicted gain is undecided there too,
+    in the same words; a tight one around 1x is no measurable effect."""
+    wide = SampleComparison(1.07, 0.98, 1.16, "no measurable change", 60, 60, 1.07)
+    tight = SampleComparison(1.0, 0.95, 1.06, "no measurable change", 60, 60, 1.0)
+    assert fix_outcome(wide, NANOGPT_LOW) == "undecided"
+    assert fix_outcome(tight, NANOGPT_LOW) == "no measurable effect"
+    assert fix_outcome(wide, 1.5) == "no measurable effect"
+
+    from gpu_notebook.records import Comparison
+    from gpu_notebook.views.html import comparison_section
+    from gpu_notebook.views.wording import describe_comparison, outcome_line
+
+    c = Comparison("12:00", 0.010, 0.0093, 1.07, None, None, {}, {}, None, None,
+                   fix_id="foreach_fused_optimizer", predicted_bound=1.18,
+                   predicted_low=NANOGPT_LOW, samples=wide)  # fmt: skip
+    line = outcome_line(c)
+    assert line is not None and line.endswith(": undecided")
+    assert any(s.startswith("Undecided:") for s in describe_comparison(c))
+    assert "): undecided</div>" in comparison_section(c)
+
+
+# ---------------------------------------------------------------- the loop, a fake clock
+
+REPORT = Path(__file__).parent / "data/gpu/2026-12-04-nvidia-h200-cli/gpu_bound.report.json"
+
+
+class _FakeRuns:
+    """A runner whose runs take ``wall_s`` on a clock it advances; the variant's round i runs at
+    ``ratios[i]`` the baseline's throughput."""
+
+    def __init__(self, ratios, wall_s: float = 10.0):
+        self.ratios, self.wall_s, self.now = list(ratios), wall_s, 0.0
+        self.order: list[str] = []
+        self.rng = random.Random(0)
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, code, script, args, timeout_s, scratch) -> RunResult:
+        self.now += self.wall_s
+        is_base = code == script.resolve()
+        self.order.append("base" if is_base else "fix")
+        i = sum(1 for arm in self.order if arm == self.order[-1]) - 1
+        mean = 0.010 if is_base else 0.010 / self.ratios[min(i, len(self.ratios) - 1)]
+        return RunResult(steps_s=_run(self.rng, mean, steps=30), stopped=True, wall_s=self.wall_s)
+
+
+def _trial(ratios, budget_s: float):
+    report = Report.from_json(REPORT.read_text())
+    fake = _FakeRuns(ratios)
+    settings = TrialSettings(steps=30, budget_s=budget_s, rounds=3)
+    tf = try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=fake,
+                   clock=fake.clock)  # fmt: skip
+    return tf, fake
+
+
+def test_the_loop_adds_rounds_for_an_undecided_fix_until_it_is_decided():
+    tf, fake = _trial((1.04, 1.10, 1.05, 1.07, 1.06, 1.08, 1.07, 1.06, 1.08), budget_s=1000)
+    (t,) = tf.trials
+    assert tf.rounds == 3 and t.verdict == "verified" and t.recommended
+    assert t.added_rounds >= 1 and t.rounds == 3 + t.added_rounds
+    # The planned schedule, then each added round both arms, the order reversed every other round.
+    planned = ["base" if a == 0 else "fix" for a in schedule(1, 3)]
+    added = [
+        ["base", "fix"] if (3 + k) % 2 == 0 else ["fix", "base"] for k in range(t.added_rounds)
+    ]
+    assert fake.order == planned + [arm for pair in added for arm in pair]
+    assert len(t.baseline_steps_s) == len(t.variant_steps_s) == t.rounds
+    # The verdict replays from the samples the report carries.
+    d = decide(t.baseline_steps_s, t.variant_steps_s, tf.rounds, t.predicted_low)
+    assert d is not None and (d.verdict, d.speedup, d.added_rounds) == (
+        t.verdict,
+        t.speedup,
+        t.added_rounds,
+    )
+    assert f"{t.added_rounds} added" in render_try_fixes(tf)
+
+
+def test_the_budget_stops_the_added_rounds_and_says_undecided():
+    # 10 s a run: 6 planned runs (60 s), then 20 s an added round: 150 s leaves 4 of them.
+    tf, fake = _trial([1.3, 0.8] * 10, budget_s=150)
+    (t,) = tf.trials
+    assert t.verdict == "undecided" and not t.recommended
+    assert t.added_rounds == 4 and len(fake.order) == 6 + 2 * 4
+    assert t.note.startswith(f"undecided: {t.rounds} rounds, interval ")
+    assert "the budget ran out" in t.note
+    assert any("still undecided" in n and "--try-budget" in n for n in tf.notes)
+    assert "UNDECIDED" in render_try_fixes(tf)
+
+
+# ---------------------------------------------------------------- end to end, a real script
+
+# The fix (loader workers) is far faster in its first run and far slower in every later one:
+# the script sleeps in its loop 20 ms a step in the trials' runs as it is, none in the fix's
+# first run, 200 ms in its later ones (it reads its earlier runs from the log). The two planned
+# rounds disagree (about 2.5x, then 0.15x), so the fix is undecided and rounds are added.
+SWINGING = """
+import os, sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(1)
+class Slow(Dataset):
+    def __len__(self): return 100000
+    def __getitem__(self, i):
+        time.sleep(0.003)
+        return torch.randn(8), torch.randn(1)
+loader = DataLoader(Slow(), batch_size=4)
+log_path = sys.argv[1]
+earlier = open(log_path).read().split() if os.path.exists(log_path) else []
+if not earlier:
+    pause_s = 0.0  # the measured run: input-bound, so the workers fix is offered
+elif loader.num_workers == 0:
+    pause_s = 0.02
+else:
+    pause_s = 0.2 if any(w != "0" for w in earlier) else 0.0
+with open(log_path, "a") as log:
+    log.write(f"{loader.num_workers}\\n")
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i, (x, y) in enumerate(loader):
+    time.sleep(pause_s)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    if i == 40:
+        break
+"""
+
+
+def test_try_fixes_adds_rounds_for_an_undecided_fix_end_to_end(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SWINGING)
+    out = tmp_path / "r.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "gpu_notebook", "run", "--no-profile", "--json", str(out),
+         "--try-fixes", "6", "--try-rounds", "2", "--try-budget", "400", str(script),
+         str(tmp_path / "runs.log")],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path,
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    data = json.loads(out.read_text())
+    tf = data["try_fixes"]
+    t = next(t for t in tf["trials"] if t["fix_id"] == "dataloader_workers")
+    assert tf["rounds"] == 2 and t["verdict"] != "verified"
+    # Added rounds happened for it, and the report carries their runs.
+    assert t["added_rounds"] >= 1 and t["rounds"] == 2 + t["added_rounds"]
+    assert len(t["baseline_steps_s"]) == len(t["variant_steps_s"]) == t["rounds"]
+    # The runs the script logged: the measured run, the planned schedule, then the added rounds
+    # (the fix's loader has workers): as many fix runs as its rounds.
+    seen = (tmp_path / "runs.log").read_text().split()
+    planned = schedule(len(tf["trials"]), 2)
+    assert seen[0] == "0" and len(seen) > 1 + len(planned)
+    assert sum(w != "0" for w in seen) == t["rounds"]
+    # The verdict is the one its samples give, replayed.
+    d = decide(t["baseline_steps_s"], t["variant_steps_s"], 2, t["predicted_low"])
+    assert d is not None and (d.verdict, d.added_rounds) == (t["verdict"], t["added_rounds"])
+    assert "added" in res.stderr  # the text report says the rounds were added

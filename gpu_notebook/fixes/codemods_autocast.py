@@ -35,12 +35,14 @@ from gpu_notebook.fixes.cst_tools import (
     nodes_of,
     only_call,
     optimizer_names,
+    put_before,
+    replace_nodes,
     statement,
     training_loops,
     tree_of,
+    with_block,
     with_leading_lines,
     with_torch_import,
-    wrap,
 )
 
 _CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
@@ -185,10 +187,7 @@ def _autocast_block(
         # Indices are those of the original body: nothing before them was flattened or removed.
         body = list(block.body)
         out: list[cst.BaseStatement] = list(body[:first])
-        with_node = cst.With(
-            items=[cst.WithItem(item=expression(context))], body=cst.IndentedBlock(body=[])
-        )
-        out.append(wrap(with_node, body[first : last + 1]))
+        out.append(with_block(context, body[first : last + 1]))
         optimizer = next(iter(steps.values()), "")
         for index in range(last + 1, len(body)):
             stmt = body[index]
@@ -199,9 +198,7 @@ def _autocast_block(
                 out.append(with_leading_lines(first_line, leading_lines(stmt)))
                 out.append(statement(f"{scaler}.update()\n"))
             elif index in unscale_before:
-                line = statement(f"{scaler}.unscale_({optimizer})\n")
-                out.append(with_leading_lines(line, leading_lines(stmt)))
-                out.append(with_leading_lines(stmt, []))
+                out += put_before(statement(f"{scaler}.unscale_({optimizer})\n"), stmt)
             else:
                 out.append(stmt)
         return block.with_changes(body=out)
@@ -212,20 +209,14 @@ def _autocast_block(
 def _scaled_backward(stmt: cst.BaseStatement, scaler: str) -> cst.BaseStatement:
     """``loss.backward()`` -> ``scaler.scale(loss).backward()``, arguments kept."""
 
-    class Scale(cst.CSTTransformer):
-        def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-            if method_of(updated_node) == "backward" and isinstance(
-                updated_node.func, cst.Attribute
-            ):
-                scaled = cst.Call(
-                    func=expression(f"{scaler}.scale"), args=[cst.Arg(updated_node.func.value)]
-                )
-                return updated_node.with_changes(func=updated_node.func.with_changes(value=scaled))
-            return updated_node
+    def scale(call: cst.Call) -> cst.Call:
+        assert isinstance(call.func, cst.Attribute)
+        scaled = cst.Call(func=expression(f"{scaler}.scale"), args=[cst.Arg(call.func.value)])
+        return call.with_changes(func=call.func.with_changes(value=scaled))
 
-    result = stmt.visit(Scale())
-    assert isinstance(result, cst.BaseStatement)
-    return result
+    calls = calls_in(stmt)
+    found = [c for c in calls if method_of(c) == "backward" and isinstance(c.func, cst.Attribute)]
+    return replace_nodes(stmt, dict.fromkeys(found, scale))
 
 
 def _outermost_loop(tree: Tree, loop: cst.For) -> cst.BaseStatement:
@@ -240,8 +231,7 @@ def _outermost_loop(tree: Tree, loop: cst.For) -> cst.BaseStatement:
 
 def _prepend(line: cst.SimpleStatementLine) -> Replacement:
     def apply(stmt: cst.BaseStatement) -> cst.FlattenSentinel[cst.BaseStatement]:
-        first = with_leading_lines(line, leading_lines(stmt))
-        return cst.FlattenSentinel([first, with_leading_lines(stmt, [])])
+        return cst.FlattenSentinel(put_before(line, stmt))
 
     return apply
 

@@ -15,14 +15,13 @@ from gpu_notebook.fixes.cst_tools import (
     Edited,
     Replacement,
     Tree,
-    expression,
     facts_of,
     main_model_name,
+    put_before,
     statement,
     tree_of,
-    with_leading_lines,
+    with_block,
     with_torch_import,
-    wrap,
 )
 
 
@@ -90,17 +89,10 @@ def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
 
 def _inference_wrap(eval_model: str | None, *, restore: bool) -> Replacement:
     def apply(loop: cst.For) -> cst.FlattenSentinel[cst.BaseStatement]:
-        with_node = cst.With(
-            items=[cst.WithItem(item=expression("torch.inference_mode()"))],
-            body=cst.IndentedBlock(body=[]),
-        )
-        with_node = wrap(with_node, [loop])
+        with_node = with_block("torch.inference_mode()", [loop])
         out: list[cst.BaseStatement] = [with_node]
         if eval_model is not None:
-            eval_line = with_leading_lines(
-                statement(f"{eval_model}.eval()\n"), with_node.leading_lines
-            )
-            out = [eval_line, with_leading_lines(with_node, [])]
+            out = put_before(statement(f"{eval_model}.eval()\n"), with_node)
             if restore:
                 # The cell trains too: give dropout and batch norm back to the next training step.
                 out.append(statement(f"{eval_model}.train()\n"))

@@ -345,22 +345,16 @@ def _inside_fstring_field(tree: Tree, node: cst.CSTNode) -> bool:
 
 
 def _detach_syncs(aug: cst.AugAssign) -> cst.AugAssign:
-    class Detach(cst.CSTTransformer):
-        def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-            if method_of(updated_node) == "item" and isinstance(updated_node.func, cst.Attribute):
-                return updated_node.with_changes(
-                    func=updated_node.func.with_changes(attr=cst.Name("detach"))
-                )
-            if dotted(updated_node.func) == "float" and len(updated_node.args) == 1:
-                inner = updated_node.args[0].value
-                return cst.Call(
-                    func=cst.Attribute(value=_parenthesized(inner), attr=cst.Name("detach"))
-                )
-            return updated_node
+    """``x.item()`` -> ``x.detach()``, ``float(t)`` -> ``(t).detach()`` (the sync calls)."""
 
-    result = aug.visit(Detach())
-    assert isinstance(result, cst.AugAssign)
-    return result
+    def detach(call: cst.Call) -> cst.Call:
+        if isinstance(call.func, cst.Attribute):  # .item()
+            return call.with_changes(func=call.func.with_changes(attr=cst.Name("detach")))
+        value = _parenthesized(call.args[0].value)
+        return cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
+
+    found = [c for c in calls_in(aug) if _is_sync_call(c)]
+    return replace_nodes(aug, dict.fromkeys(found, detach))
 
 
 def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:

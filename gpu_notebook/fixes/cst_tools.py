@@ -52,6 +52,7 @@ class Declined:
 CodemodResult: TypeAlias = Edited | Declined
 StatementT = TypeVar("StatementT", bound=cst.BaseStatement)
 CompoundT = TypeVar("CompoundT", cst.With, cst.If)
+NodeT = TypeVar("NodeT", bound=cst.CSTNode)
 
 # --------------------------------------------------------------------------------------------
 # Walking
@@ -211,10 +212,11 @@ class _Replacer(cst.CSTTransformer):
         return updated_node if edit is None else edit(updated_node)
 
 
-def replace_nodes(module: cst.Module, edits: Mapping[cst.CSTNode, Replacement]) -> cst.Module:
-    """Apply every edit in one pass; each gets the node with its descendants already edited."""
-    result = module.visit(_Replacer(edits))
-    assert isinstance(result, cst.Module)
+def replace_nodes(node: NodeT, edits: Mapping[cst.CSTNode, Replacement]) -> NodeT:
+    """Apply every edit under ``node`` (the module, or a statement being rewritten) in one pass;
+    each gets the node with its descendants already edited."""
+    result = node.visit(_Replacer(edits))
+    assert isinstance(result, type(node))
     return result
 
 
@@ -361,6 +363,17 @@ def add_comment(stmt: StatementT, text: str) -> StatementT:
     """``stmt`` with ``text`` as the last comment line above it, at its indentation."""
     line = cst.EmptyLine(indent=True, comment=cst.Comment(text))
     return with_leading_lines(stmt, [*leading_lines(stmt), line])
+
+
+def put_before(line: cst.BaseStatement, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
+    """``line`` then ``stmt``: the comments and blank lines above ``stmt`` move above ``line``."""
+    return [with_leading_lines(line, leading_lines(stmt)), with_leading_lines(stmt, [])]
+
+
+def with_block(context: str, statements: Sequence[cst.BaseStatement]) -> cst.With:
+    """``with <context>:`` holding ``statements`` (see ``wrap``)."""
+    empty = cst.IndentedBlock(body=[])
+    return wrap(cst.With(items=[cst.WithItem(item=expression(context))], body=empty), statements)
 
 
 def wrap(wrapper: CompoundT, statements: Sequence[cst.BaseStatement]) -> CompoundT:

@@ -194,3 +194,45 @@ def test_every_args_column_is_read(tmp_path: Path) -> None:
     for trace in (load_trace(path), kineto.load_trace_dict(tf.trace_dict(events))):
         read = {attr: getattr(trace, attr).tolist() for attr, _ in kineto.ARG_COLUMNS}
         assert read == {attr: [-1, written[key]] for attr, key in kineto.ARG_COLUMNS}
+
+
+def test_the_events_found_by_a_search_are_the_documents_own(tmp_path: Path) -> None:
+    """The events array is found by searching for its key, without decoding the document;
+    a key that is not the top object's own, or an array that ends elsewhere, is never read
+    as the events."""
+    real = [tf.op("aten::mm", 1.0, 2.0), tf.op("aten::add", 4.0, 1.0)]
+    fake = [tf.op("not_the_events", 9.0, 1.0)]
+    plain = json.dumps(tf.trace_dict(real)).encode()
+    head, found = next(kineto._events_array(plain))
+    assert msgspec.json.decode(found) == tf.trace_dict(real)["traceEvents"]
+    assert head.distributedInfo == tf.trace_dict(real).get("distributedInfo")
+
+    events = tf.trace_dict(real)["traceEvents"]
+    documents = {
+        # A nested "traceEvents" first; text after the events with "]" in strings and lists.
+        "nested": {"deviceProperties": [{"traceEvents": fake}], "traceEvents": events,
+                   "traceName": "a]b", "x": [1, [2]]},
+        # A key that ends in "traceEvents" (its quote escaped) before the real one.
+        "escaped": {'a"traceEvents': fake, "traceEvents": events},
+        # No events of the top object's own.
+        "none": {"meta": {"traceEvents": fake}},
+        # The key twice: the decoder's choice, whichever way the file is read.
+        "twice": None,
+    }  # fmt: skip
+    for name, doc in documents.items():
+        if doc is None:
+            raw = b'{"traceEvents": %s, "traceEvents": %s}' % (
+                json.dumps(fake).encode(),
+                json.dumps(events).encode(),
+            )
+        else:
+            raw = json.dumps(doc).encode()
+        want = whole(raw)
+        assert "not_the_events" not in want.names, name
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(raw)
+        assert_same_trace(load_trace(path), want)
+        for piece_bytes in (1, kineto.PIECE_BYTES):
+            got = kineto._trace_in_pieces(raw, piece_bytes)
+            assert got is not None, name
+            assert_same_trace(got, want)

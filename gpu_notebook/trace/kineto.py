@@ -5,7 +5,7 @@ from __future__ import annotations
 import array
 import re
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -322,36 +322,55 @@ def _trace_in_pieces(raw: bytes, piece_bytes: int = PIECE_BYTES) -> Trace | None
     """
     from gpu_notebook.trace.pieces import array_pieces
 
-    head_decoder, events_decoder = _piece_schema()
+    _, events_decoder = _piece_schema()
+    for head, events in _events_array(raw):
+        cols = _Columns(keep_flows=False)
+        try:
+            for piece in array_pieces(events, piece_bytes):
+                cols.add_records(events_decoder.decode(piece))
+                cols.flush()
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            continue
+
+        def flows(events: memoryview = events) -> list[Any]:
+            return [
+                ev
+                for piece in array_pieces(events, piece_bytes)
+                for ev in events_decoder.decode(piece)
+                if ev.ph != "X" and isinstance(ev.cat, str) and ev.cat in FLOW_CATEGORIES
+            ]
+
+        return cols.to_trace(
+            device_properties=head.deviceProperties,
+            distributed_info=head.distributedInfo,
+            base_time_ns=head.baseTimeNanoseconds,
+            flows=flows,
+        )
+    return None
+
+
+def _events_array(raw: bytes) -> Iterator[tuple[Any, memoryview]]:
+    """The document's fields but its events, and the bytes of its events array: first where a
+    search finds them (``pieces.key_array_candidates``: the events are not decoded twice), then
+    where a decode of the document that skips over the events finds them."""
+    from gpu_notebook.trace.pieces import STAND_IN, key_array_candidates
+
+    head_decoder, _ = _piece_schema()
+    for around, events in key_array_candidates(raw, "traceEvents"):
+        try:
+            head = head_decoder.decode(around)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            continue  # the array ends at another "]"
+        if memoryview(head.traceEvents) == STAND_IN:
+            yield head, events
+        break  # found, or the key found is not the document's own
     try:
         head = head_decoder.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-    array = memoryview(head.traceEvents)
-    if array[:1].tobytes() != b"[":
-        return None
-    cols = _Columns(keep_flows=False)
-    try:
-        for piece in array_pieces(array, piece_bytes):
-            cols.add_records(events_decoder.decode(piece))
-            cols.flush()
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-
-    def flows() -> list[Any]:
-        return [
-            ev
-            for piece in array_pieces(array, piece_bytes)
-            for ev in events_decoder.decode(piece)
-            if ev.ph != "X" and isinstance(ev.cat, str) and ev.cat in FLOW_CATEGORIES
-        ]
-
-    return cols.to_trace(
-        device_properties=head.deviceProperties,
-        distributed_info=head.distributedInfo,
-        base_time_ns=head.baseTimeNanoseconds,
-        flows=flows,
-    )
+        return
+    events = memoryview(head.traceEvents)
+    if events[:1].tobytes() == b"[":
+        yield head, events
 
 
 @lru_cache(maxsize=1)

@@ -1,4 +1,5 @@
-"""Cut the bytes of a JSON array into pieces of whole elements, each decoded on its own.
+"""Find the bytes of a JSON array in a document and cut them into pieces of whole elements,
+each decoded on its own.
 
 A trace's events decoded all at once live all at once: a 1M-event file's records take ~4x its
 size in fresh memory, every page of it faulted in, and the column pass after the decode reads
@@ -11,6 +12,9 @@ starts at an element (the first does, and each next one starts where a piece tha
 so a piece cut inside a string or a nested value leaves it open, and ``[piece]`` is not JSON. The
 caller must decode every piece with a strict JSON decoder (msgspec's is) and, on any decode
 error, read the whole array another way.
+
+The array itself is found by a search too (``key_array_candidates``): a decode of the whole
+document only to learn where its events lie would read them all once more.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-__all__ = ["array_pieces"]
+__all__ = ["STAND_IN", "array_pieces", "key_array_candidates"]
 
 # An object's end, a comma, the next object's start: the cut between two events.
 _CUT = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
+# A value that stands in for the array in the document around it.
+STAND_IN = b'"gpu_notebook: the array stood here"'
 
 
 def array_pieces(array: memoryview, piece_bytes: int) -> Iterator[bytes | memoryview]:
@@ -40,3 +46,29 @@ def array_pieces(array: memoryview, piece_bytes: int) -> Iterator[bytes | memory
             return
         yield b"".join((b"[", array[start : cut.start() + 1], b"]"))
         start = cut.end() - 1  # the next element's "{"
+
+
+def key_array_candidates(
+    doc: bytes, key: str, tries: int = 16
+) -> Iterator[tuple[bytes, memoryview]]:
+    """Where the array that is ``key``'s value may lie in the JSON object ``doc``, found by
+    searching it rather than decoding it: pairs of (``doc`` with that array replaced by
+    ``STAND_IN``, the array's bytes), from its first ``"key": [`` to each of the last ``tries``
+    ``]`` in turn.
+
+    A pair is the array when the document around it decodes with ``STAND_IN`` as the top-level
+    ``key``'s value and the array's pieces all decode: ``"key"`` then opens a key of the top
+    object (in JSON text a quote inside a string is escaped), any value may stand there, and
+    the pieces make the array's bytes one such value.
+    """
+    found = re.search(rb'"%s"[ \t\n\r]*:[ \t\n\r]*\[' % re.escape(key.encode()), doc)
+    if found is None:
+        return
+    start = found.end() - 1  # the array's "["
+    view = memoryview(doc)
+    end = len(doc)
+    for _ in range(tries):
+        end = doc.rfind(b"]", start, end)
+        if end < 0:
+            return
+        yield b"".join((view[:start], STAND_IN, view[end + 1 :])), view[start : end + 1]

@@ -95,6 +95,22 @@ def test_a_loader_with_enough_workers_at_run_time_gets_no_workers_advice():
     assert "input.loader_workers" not in [f.rule_id for f in findings]
 
 
+def test_a_loader_with_enough_workers_at_run_time_that_still_waits_names_the_dataset():
+    # num_workers=d["workers"] in a factory: no literal; the iterator had 2 on 2 cores and the
+    # step still waited. The workers rule steps aside; the dataset rule must speak (neither did).
+    cell = (
+        "def make_loader(d):\n"
+        "    return DataLoader(ds, batch_size=8, num_workers=d['workers'], persistent_workers=True)\n"
+        "for x, y in make_loader(cfg):\n    step(x)\n"
+    )
+    run = syn.make_run(cell, cpu_count=2)
+    steps = dataclasses.replace(run.steps, loader_num_workers=2, loader_pin_memory=True)
+    findings = rules_for(dataclasses.replace(run, steps=steps), syn.make_analysis({"data": 0.6}))
+    assert "input.loader_workers" not in [f.rule_id for f in findings]
+    slow = only(findings, "input.slow_dataset")
+    assert "already 2 worker(s)" in " ".join(slow.evidence) and slow.fix_id is None
+
+
 def test_too_few_workers_at_run_time_are_named_and_pinned_memory_is_not_asked_again():
     cell = "loader = DataLoader(ds, batch_size=8, num_workers=args.workers)\nfor x, y in loader:\n    step(x)\n"
     run = syn.make_run(cell, cpu_count=8)

@@ -329,6 +329,18 @@ def _workers_do_not_pay(
     return None
 
 
+def workers_in_use(
+    run: Run, loader: LoaderInUse, hook: LiveDataHook | None = None
+) -> tuple[int | None, bool]:
+    """The loop's loader's num_workers: as a framework's hook, the cell or a live object sets it,
+    else as the loop's iterator had it (``num_workers=cfg["workers"]`` is no literal, but the
+    iterator passed through the step clock); and whether it was read from the iterator."""
+    workers = hook.num_workers if hook is not None else loader.setting("num_workers")
+    if workers is None and run.steps.loader_num_workers is not None:
+        return run.steps.loader_num_workers, True
+    return workers, False
+
+
 def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The step waits for data and the DataLoader has no (or too few) worker processes."""
     profiled = share(analysis, "data")
@@ -341,13 +353,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     wanted = suggested_workers(cores)
     loader = loader_in_use(facts)
     hook = facts.live.data_hooks[0] if not loader.known and facts.live.data_hooks else None
-    workers = hook.num_workers if hook is not None else loader.setting("num_workers")
-    seen = run.steps.loader_num_workers
-    as_iterated = workers is None and seen is not None
-    if as_iterated:
-        # The source gives no literal (num_workers=args.workers), but the loop's iterator
-        # passed through the step clock: its real setting.
-        workers = seen
+    workers, as_iterated = workers_in_use(run, loader, hook)
     if workers is not None and workers >= wanted:
         return None  # enough workers: slow_dataset explains the wait
     if _workers_do_not_pay(analysis, facts, loader) is not None:
@@ -386,7 +392,7 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
         return None
     cores = run.env.cpu_count
     loader = loader_in_use(facts)
-    workers = loader.setting("num_workers")
+    workers, _ = workers_in_use(run, loader)
     if workers is None or workers < suggested_workers(cores):
         return None  # loader_workers speaks first
     persistent_off = loader.setting("persistent_workers") is False
@@ -441,10 +447,7 @@ def _own_threads_busy(sample: Sample, cores: int) -> bool:
 def _main_process_loads(run: Run, facts: SourceFacts) -> bool:
     """The loader the loop iterates has no workers (as the cell or a live object sets it, else
     as the loop's iterator had it)."""
-    workers: int | None = loader_in_use(facts).setting("num_workers")
-    if workers is None:
-        workers = run.steps.loader_num_workers
-    return workers == 0
+    return workers_in_use(run, loader_in_use(facts))[0] == 0
 
 
 RULES = (loader_workers, in_memory_batches, slow_dataset, cpu_saturated)

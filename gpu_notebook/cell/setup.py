@@ -214,12 +214,13 @@ FRAMEWORK_DEFAULTS: dict[tuple[str, str], object] = {
     ("TrainingArguments", "disable_tqdm"): False,
     ("Trainer", "log_every_n_steps"): 50,
     ("Trainer", "enable_progress_bar"): True,
+    ("tqdm", "mininterval"): 0.1,  # seconds between redraws
 }
 
 
 def framework_settings(tree: CellTree) -> Iterator[tuple[str, str, object]]:
-    """(class, keyword, value) for the logging settings of ``TrainingArguments(...)`` and
-    Lightning ``Trainer(...)`` calls: the literal given, the default when the keyword is absent,
+    """(class, keyword, value) for the logging settings of ``TrainingArguments(...)``,
+    Lightning ``Trainer(...)`` and ``tqdm(...)`` calls: the literal given, the default when the keyword is absent,
     None when it is not a literal (or the call has ``**kwargs``)."""
     for call in tree.calls():
         cls = last(dotted(call.func))

@@ -142,11 +142,22 @@ def _overhead_label(filename: str, function: str) -> tuple[str, str] | None:
     return None
 
 
+# An iterator that wraps the loop's iterable (``tqdm(enumerate(loader))``): what its frame calls
+# is the wrapped iterable's work (the DataLoader fetching a batch) unless it is overhead itself
+# (the bar's update); only the frame's own time is the framework's.
+_ITERATOR = re.compile(r"(^|\.)(__iter__|__next__)$")
+
+
+def _wraps_an_iterable(function: str) -> bool:
+    return _ITERATOR.search(function) is not None
+
+
 def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Logging, callbacks and progress bars inside a framework's loop, from the sampled stacks.
 
     Each sampled stack counts once, for the outermost frame that is such overhead, so nested
-    calls (the Trainer's log -> a callback -> tqdm) are not counted twice. Stacks past the
+    calls (the Trainer's log -> a callback -> tqdm) are not counted twice; a wrapping
+    iterator's frame counts only for its own time (``_ITERATOR``). Stacks past the
     sampler's ``max_stacks`` are not seen: the share is a lower figure.
     """
     raw = run.stacks
@@ -157,8 +168,11 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
     for stack in raw.stacks:
-        for index, _line in stack.frames:
+        for depth, (index, _line) in enumerate(stack.frames):
             hit = labels[index]
+            calls_on = depth + 1 < len(stack.frames)
+            if hit is not None and calls_on and _wraps_an_iterable(raw.functions[index].function):
+                continue  # tqdm(loader).__iter__ calling on: the loader's time, not the bar's
             if hit is not None:
                 by_label[hit[0]] = by_label.get(hit[0], 0) + stack.time_us
                 name = raw.functions[index].function
@@ -190,6 +204,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
 
 
 RARE_LOGS = 10 * EVERY // 2  # every 50 steps: Lightning's own default
+RARE_REDRAW_S = 1.0  # a tqdm bar redrawn at most once a second (its default is 0.1 s)
 
 
 def _framework_advice(
@@ -223,7 +238,11 @@ def _framework_advice(
         if shares.get("tqdm-bar", 0.0) >= SUGGEST / 2 and tqdm is not True:
             out.append(Advice("disable-tqdm"))
     if "tqdm" in frameworks and not out and shares.get("tqdm-bar", 0.0) >= SUGGEST / 2:
-        out.append(Advice("tqdm-interval"))
+        interval = facts.framework_setting("tqdm", "mininterval")
+        if isinstance(interval, (int, float)) and interval >= RARE_REDRAW_S:
+            out.append(Advice("tqdm-interval", value=float(interval)))  # redraws rarely already
+        else:
+            out.append(Advice("tqdm-interval"))
     return out
 
 

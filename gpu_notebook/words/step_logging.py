@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.step_logging import (
     RARE_LOGS,
+    RARE_REDRAW_S,
     Advice,
     FrameworkOverhead,
     PerStepLogging,
@@ -110,7 +111,13 @@ def _advice(a: Advice) -> str:
         )
     if a.kind == "disable-tqdm":
         return "disable_tqdm=True"
-    return "tqdm(..., mininterval=1.0), or update the bar every N steps"
+    if a.value is not None:
+        return (
+            f"mininterval={a.value:g} now: the bar already redraws rarely; what is left is its "
+            "per-step bookkeeping: update it every N steps (bar.update(N)), or leave it out of "
+            "the training loop"
+        )
+    return f"tqdm(..., mininterval={RARE_REDRAW_S:g}), or update the bar every N steps"
 
 
 _FRAMEWORK = {"self-log": "Lightning", "log-every-n": "Lightning", "lightning-bar": "Lightning",

@@ -117,17 +117,7 @@ def validation(tree: CellTree) -> Iterator[SourceLine]:
             if line in seen:
                 continue
             seen.add(line)
-            found.append(
-                SourceLine(
-                    line=line,
-                    text=tree.text_of(node),
-                    kind=kind,
-                    gated=tree.gated(node, loop),
-                    loop_line=tree.line_of(loop),
-                    step_loop_line=tree.line_of(loop),
-                    node=node,
-                )
-            )
+            found.append(tree.source_line(node, kind, loop))
     yield from sorted(found, key=lambda s: s.line)
 
 

@@ -105,9 +105,11 @@ class CellTree(Parents):
         """The training step loop around ``node`` (through nested loops, not through defs)."""
         return self._loop_around(node, lambda loop: id(loop) in self.step_loops)
 
-    def source_line(self, node: ast.AST, kind: str) -> SourceLine:
-        loop = self.enclosing_loop(node)
-        step_loop = self.step_loop_of(node)
+    def source_line(self, node: ast.AST, kind: str, step_loop: Loop | None = None) -> SourceLine:
+        """The fact of ``node``; ``step_loop``: the step loop the caller found it in, which then
+        stands for its loop too."""
+        loop = step_loop or self.enclosing_loop(node)
+        step_loop = step_loop or self.step_loop_of(node)
         # Gated relative to the step: `if step % 10 == 0: for p in params: print(p)` is gated.
         reference = step_loop if step_loop is not None else loop
         return SourceLine(

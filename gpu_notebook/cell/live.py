@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_notebook.cell.names import dotted, int_or_none, keyword_of, method_of
+from gpu_notebook.cell.names import dotted, int_or_none, keyword_value, method_of
 
 
 @dataclass(frozen=True)
@@ -239,8 +239,7 @@ def _dataloader_keyword(source: str) -> ast.expr | None:
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and (method_of(node) or dotted(node.func)) == "DataLoader":
-            given = keyword_of(node, "num_workers")
-            return given.value if given is not None else ast.Constant(0)  # torch's default
+            return keyword_value(node, "num_workers") or ast.Constant(0)  # torch's default
     return None
 
 

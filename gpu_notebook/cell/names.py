@@ -130,6 +130,12 @@ def keyword_of(call: Any, name: str) -> Any:
     return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
 
 
+def keyword_value(call: Any, name: str) -> Any:
+    """The expression a call gives as ``name=``, None when absent. Either tree."""
+    arg = keyword_of(call, name)
+    return None if arg is None else arg.value
+
+
 def has_star_kwargs(call: Any) -> bool:
     """The call passes ``**kwargs``: any keyword may be set after all. Either tree."""
     if isinstance(call, ast.Call):
@@ -298,6 +304,7 @@ __all__ = [
     "is_grad_mode_call",
     "iterated_names",
     "keyword_of",
+    "keyword_value",
     "last",
     "literal_of",
     "logs_with",

@@ -17,6 +17,7 @@ from gpu_notebook.cell.names import (
     has_star_kwargs,
     int_or_none,
     keyword_of,
+    keyword_value,
     last,
     literal_of,
     method_of,
@@ -40,25 +41,17 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
             continue
         positional = [a for a in call.args if not isinstance(a, ast.Starred)]
         opaque = has_star_kwargs(call) or len(positional) > 5 or len(positional) != len(call.args)
-        batch = keyword_of(call, "batch_size")
-        batch_node = (
-            batch.value if batch is not None else (positional[1] if len(positional) > 1 else None)
+        batch_node = keyword_value(call, "batch_size") or (
+            positional[1] if len(positional) > 1 else None
         )
-        dataset = keyword_of(call, "dataset")
-        dataset_node = (
-            dataset.value if dataset is not None else (positional[0] if positional else None)
-        )
-        workers = keyword_of(call, "num_workers")
-        pin = keyword_of(call, "pin_memory")
-        persistent = keyword_of(call, "persistent_workers")
+        dataset_node = keyword_value(call, "dataset") or (positional[0] if positional else None)
+        absent = None if opaque else False  # what an absent bool setting reads as
         yield LoaderCall(
             line=tree.line_of(call),
             name=_bound_to(tree, call),
-            num_workers=int_or_none(workers.value if workers else None, None if opaque else 0),
-            pin_memory=bool_or_none(pin.value if pin else None, None if opaque else False),
-            persistent_workers=bool_or_none(
-                persistent.value if persistent else None, None if opaque else False
-            ),
+            num_workers=int_or_none(keyword_value(call, "num_workers"), None if opaque else 0),
+            pin_memory=bool_or_none(keyword_value(call, "pin_memory"), absent),
+            persistent_workers=bool_or_none(keyword_value(call, "persistent_workers"), absent),
             batch_size=int_or_none(batch_node, None if opaque else 1),
             dataset=ast.unparse(dataset_node) if dataset_node is not None else None,
             opaque=opaque,
@@ -72,14 +65,12 @@ def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:
         parts = name.split(".")
         if not is_optimizer_class(name):
             continue
-        fused = keyword_of(call, "fused")
-        foreach = keyword_of(call, "foreach")
         yield OptimizerCall(
             line=tree.line_of(call),
             name=_bound_to(tree, call),
             cls=parts[-1],
-            fused=bool_or_none(fused.value if fused else None, None),
-            foreach=bool_or_none(foreach.value if foreach else None, None),
+            fused=bool_or_none(keyword_value(call, "fused"), None),
+            foreach=bool_or_none(keyword_value(call, "foreach"), None),
             node=call,
             one_pass=parts[-1] == "SGD" and _one_pass_sgd(call),
         )
@@ -114,15 +105,13 @@ def copies(tree: CellTree, *, blocking: bool) -> list[SourceLine]:
         if target is not None and target in tree.models:
             continue
         if method == "to":
-            device = keyword_of(call, "device")
-            arg = device.value if device is not None else (call.args[0] if call.args else None)
+            arg = keyword_value(call, "device") or (call.args[0] if call.args else None)
             if arg is None:
                 continue
             text = ast.unparse(arg).lower()
             if "cpu" in text or last(dotted(arg)) in DTYPE_WORDS:
                 continue
-        flag = keyword_of(call, "non_blocking")
-        is_blocking = flag is None or literal_of(flag.value) is not True
+        is_blocking = literal_of(keyword_value(call, "non_blocking")) is not True
         if is_blocking == blocking:
             out.append(tree.source_line(call, "copy"))
     return out
@@ -250,7 +239,6 @@ def step_logs(tree: CellTree) -> list[SourceLine]:
     for call in tree.calls():
         if method_of(call) not in ("log", "log_dict") or dotted(receiver_of(call)) != "self":
             continue
-        on_step = keyword_of(call, "on_step")
-        off = on_step is not None and literal_of(on_step.value) is False
+        off = literal_of(keyword_value(call, "on_step")) is False
         out.append(tree.source_line(call, "off_step" if off else "on_step"))
     return out

@@ -12,7 +12,7 @@ from gpu_notebook.cell.names import (
     bool_or_none,
     dotted,
     has_star_kwargs,
-    keyword_of,
+    keyword_value,
     position,
     receiver_of,
 )
@@ -202,8 +202,7 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
 
 
 def _is_true(call: cst.Call, name: str) -> bool:
-    arg = keyword_of(call, name)
-    return arg is not None and bool_or_none(arg.value, None) is True
+    return bool_or_none(keyword_value(call, name), None) is True
 
 
 def _use(implementation: str) -> Replacement:

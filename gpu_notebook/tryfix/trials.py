@@ -294,14 +294,23 @@ def _unmeasured(v: Variant, verdict: str, note: str) -> FixTrial:
                     recommended=False, note=note, predicted_low=f.stated_low, predicted_margin=f.gain_margin)  # fmt: skip
 
 
-def _steps(runs: list[RunResult]) -> tuple[tuple[float, ...], ...]:
-    return tuple(tuple(r.steps_s) for r in runs if r.steps_s and not r.broke)
+def _steps(runs: list[RunResult], work: float = 1.0) -> tuple[tuple[float, ...], ...]:
+    """Each finished run's step times, per ``work`` (a step that does ``work`` times the
+    script's work is read per the script's step: throughput, not step time)."""
+    return tuple(tuple(s / work for s in r.steps_s) for r in runs if r.steps_s and not r.broke)
+
+
+def _work(v: Variant) -> float:
+    """How many of the script's steps one step of the fix does: a bigger batch's factor (its
+    step is longer by design; samples/s is what it changes), else 1."""
+    factor = v.finding.fix_params.get("factor") if v.finding.fix_id == "bigger_batch" else None
+    return float(factor) if isinstance(factor, (int, float)) and factor > 0 else 1.0
 
 
 def _decide(
     base: list[RunResult], mine: list[RunResult], planned: int, v: Variant
 ) -> Decision | None:
-    return decide(_steps(base), _steps(mine), planned, v.finding.stated_low)
+    return decide(_steps(base), _steps(mine, _work(v)), planned, v.finding.stated_low)
 
 
 def _trial(
@@ -313,7 +322,7 @@ def _trial(
     budget_out: bool = False,
 ) -> FixTrial:
     f = v.finding
-    base_steps, my_steps = _steps(base), _steps(mine)
+    base_steps, my_steps = _steps(base), _steps(mine, _work(v))
     if broke:
         bad = next(r for r in mine if r.broke or r.timed_out)
         lines = tuple(bad.error_lines) or ("did not reach its steps before its time limit",)
@@ -327,6 +336,8 @@ def _trial(
         return _unmeasured(v, "not measured", "too few timed steps to compare")
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
     notes = [f"a run ended after {min(short)} timed steps (the script's end)"] if short else []
+    if _work(v) != 1.0:
+        notes.append(f"its step takes {_work(v):g}x the samples: step times read per sample")
     if d.verdict == "undecided":
         why = (
             "the budget ran out" if budget_out

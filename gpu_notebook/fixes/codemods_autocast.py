@@ -19,7 +19,6 @@ from gpu_notebook.cell.names import (
     names_in,
     receiver_of,
 )
-from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -74,11 +73,8 @@ def autocast(
     edits: dict[cst.CSTNode, Replacement] = {}
     scaled_roots: set[cst.CSTNode] = set()
     context = f'torch.autocast(device_type="{device_type}", dtype=torch.{dtype})'
-    step_loops = [loop for loop in facts.loops if loop.innermost_training]
-    mapped = cst_nodes(module, [loop.node for loop in step_loops])
-    backward = dict(zip(mapped, step_loops, strict=True))
-    for loop in train_loops:
-        calls = nodes_of(module, list(backward[loop].backward_calls))
+    for loop, loop_facts in train_loops.items():
+        calls = nodes_of(module, list(loop_facts.backward_calls))
         plan = _autocast_plan(tree, loop, modules, calls)
         if isinstance(plan, Declined):
             return plan

@@ -8,7 +8,6 @@ from __future__ import annotations
 import libcst as cst
 
 from gpu_notebook.cell.names import calls_in, dotted, method_of, receiver_of
-from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -16,6 +15,7 @@ from gpu_notebook.fixes.cst_tools import (
     Replacement,
     Tree,
     facts_of,
+    for_loops,
     main_model_name,
     put_before,
     statement,
@@ -40,15 +40,13 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     # The loops of the facts that call a model and never .backward() (the rule's reading),
     # outermost first; those already under a grad mode are the user's choice.
     found = [loop for loop in facts.loops if not loop.trains and loop.calls_model]
-    mapped = cst_nodes(module, [loop.node for loop in found])
-    candidates = [loop for loop in mapped if isinstance(loop, cst.For)]
-    grad_off = {id(n) for n, f in zip(mapped, found, strict=True) if f.under_grad_mode}
+    candidates = for_loops(module, found)
     outermost = [
         loop for loop in candidates if not any(a in candidates for a in tree.ancestors(loop))
     ]
     if not outermost:
         return Declined("no loop in this cell calls the model without .backward()")
-    free = [loop for loop in outermost if id(loop) not in grad_off]
+    free = [loop for loop in outermost if not candidates[loop].under_grad_mode]
     if not free:
         return Declined(
             "every inference loop already runs under torch.no_grad() or inference_mode()"

@@ -149,7 +149,7 @@ def _throttle(
 ) -> CodemodResult:
     if isinstance(every, bool) or not isinstance(every, int) or every < 2:
         raise ValueError(f"every must be an int of at least 2, not {every!r}")
-    targets = training_loops(module)
+    targets = list(training_loops(module))
     if not targets and not accumulate:
         targets = [
             loop

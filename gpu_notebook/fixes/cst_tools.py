@@ -23,7 +23,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import libcst as cst
 
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import LoopFacts, SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE
 from gpu_notebook.cell.names import Parents, dotted, method_of, receiver_of, targets_of, walk
 from gpu_notebook.cell.parse import cst_nodes, once_per_module
@@ -120,12 +120,17 @@ def nodes_of(module: cst.Module, found: Sequence[ast.AST | None]) -> list[Any]:
     return [node for node in cst_nodes(module, found) if node is not None]
 
 
-def training_loops(module: cst.Module) -> list[cst.For]:
+def for_loops(module: cst.Module, loops: Sequence[LoopFacts]) -> dict[cst.For, LoopFacts]:
+    """The libcst ``for`` loops of ``loops`` (facts of the module's cell), each with its facts:
+    the loop fixes leave ``while`` loops alone."""
+    found = cst_nodes(module, [loop.node for loop in loops])
+    return {n: loop for n, loop in zip(found, loops, strict=True) if isinstance(n, cst.For)}
+
+
+def training_loops(module: cst.Module) -> dict[cst.For, LoopFacts]:
     """The step loops of the facts (loops that call ``.backward()`` and hold no other that
-    does), those that are ``for`` loops: the loop fixes leave ``while`` loops alone."""
-    tree = facts_of(module).tree
-    steps = [] if tree is None else [loop for loop in tree.loops if id(loop) in tree.step_loops]
-    return [n for n in nodes_of(module, steps) if isinstance(n, cst.For)]
+    does) that are ``for`` loops, each with its facts."""
+    return for_loops(module, facts_of(module).training_loops())
 
 
 _NO_TRAINING_LOOP = "no for loop calling .backward() in this cell"

@@ -74,11 +74,7 @@ def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
     """``model.eval()`` inside the loop, or earlier in its block after the last ``.train()``."""
     if any(method_of(c) == "eval" and dotted(receiver_of(c)) == model for c in calls_in(loop.body)):
         return True
-    block = tree.block_of(loop)
-    if block is None:
-        return False
-    body = list(block.body)
-    for stmt in reversed(body[: body.index(loop)]):
+    for stmt in reversed(tree.around(loop)[0]):
         for call in reversed(list(calls_in(stmt))):
             if dotted(receiver_of(call)) == model and method_of(call) in ("eval", "train"):
                 return method_of(call) == "eval"

@@ -94,12 +94,8 @@ def torch_compile(
 
 
 def _last_setup_statement(tree: Tree, creation: cst.BaseStatement, name: str) -> cst.BaseStatement:
-    block = tree.block_of(creation)
-    if block is None:
-        return creation
-    body = list(block.body)
     anchor = creation
-    for stmt in body[body.index(creation) + 1 :]:
+    for stmt in tree.around(creation)[1]:
         if not _configures(stmt, name):
             break
         anchor = stmt

@@ -87,6 +87,13 @@ class Tree(Parents):
             return parent
         return None
 
+    def around(self, statement: cst.BaseStatement) -> tuple[list[Any], list[Any]]:
+        """The statements before and after ``statement`` in its block (none outside one)."""
+        block = self.block_of(statement)
+        body = list(block.body) if block is not None else [statement]
+        at = body.index(statement)
+        return body[:at], body[at + 1 :]
+
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 

@@ -325,10 +325,13 @@ def _trace_in_pieces(raw: bytes, piece_bytes: int = PIECE_BYTES) -> Trace | None
     _, events_decoder = _piece_schema()
     for head, events in _events_array(raw):
         cols = _Columns(keep_flows=False)
+        read = 0
         try:
             for piece in array_pieces(events, piece_bytes):
                 cols.add_records(events_decoder.decode(piece))
-                cols.flush()
+                read += len(piece)
+                # Room for as many rows as the file holds if the rest is like what was read.
+                cols.flush(expect_rows=cols.rows * len(events) // read * 9 // 8 + 16)
         except (msgspec.ValidationError, msgspec.DecodeError):
             continue
 
@@ -459,6 +462,17 @@ def _schema(raw: bool) -> tuple[msgspec.json.Decoder[Any], type[Any]]:
     return msgspec.json.Decoder(doc_cls), doc_cls
 
 
+# The columns every row has, and their arrays' types.
+_DENSE_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
+    ("name", np.int64),
+    ("cat", np.int64),
+    ("ts", np.float64),
+    ("dur", np.float64),
+    ("pid", np.int64),
+    ("tid", np.int64),
+)
+
+
 class _Columns:
     """Lists filled in one pass over the events, turned into arrays at each ``flush`` (a piece
     of the file read) and joined at the end."""
@@ -479,9 +493,11 @@ class _Columns:
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {
             attr: ([], []) for attr, _ in ARG_COLUMNS
         }
-        # The flushed arrays, in order: per column, then per sparse column (rows, values).
-        self.done: dict[str, list[npt.NDArray[Any]]] = {
-            c: [] for c in ("name", "cat", "ts", "dur", "pid", "tid")
+        # The flushed rows: each column's array, rows [0, flushed) written, room for more (one
+        # array each from the first flush: no copies joined at the end, no pages touched twice).
+        self.flushed = 0
+        self.dense: dict[str, npt.NDArray[Any]] = {
+            c: np.empty(0, dtype=dtype) for c, dtype in _DENSE_COLUMNS
         }
         self.done_sparse: dict[str, list[tuple[IntArray, IntArray]]] = {
             attr: [] for attr, _ in ARG_COLUMNS
@@ -573,16 +589,25 @@ class _Columns:
             row += 1
         self.rows = row
 
-    def flush(self) -> None:
-        """The rows added since the last flush into arrays (each value converted on its own,
-        so flushing more often changes no value); the lists emptied."""
-        done = self.done
-        done["name"].append(np.asarray(self.name, dtype=np.int64))
-        done["cat"].append(np.asarray(self.cat, dtype=np.int64))
-        done["ts"].append(_float_column(self.ts))
-        done["dur"].append(_float_column(self.dur))
-        done["pid"].append(_int_column(self.pid))
-        done["tid"].append(_int_column(self.tid))
+    def flush(self, expect_rows: int = 0) -> None:
+        """The rows added since the last flush into the arrays (each value converted on its
+        own, so flushing more often changes no value); the lists emptied. ``expect_rows``: how
+        many rows the whole trace may hold (room is made for them at once)."""
+        start, end = self.flushed, self.flushed + len(self.ts)
+        dense = self.dense
+        if end > dense["ts"].size:
+            room = max(end, expect_rows, dense["ts"].size * 3 // 2)
+            for c, dtype in _DENSE_COLUMNS:
+                grown = np.empty(room, dtype=dtype)
+                grown[:start] = dense[c][:start]
+                dense[c] = grown
+        dense["name"][start:end] = np.asarray(self.name, dtype=np.int64)
+        dense["cat"][start:end] = np.asarray(self.cat, dtype=np.int64)
+        dense["ts"][start:end] = _float_column(self.ts)
+        dense["dur"][start:end] = _float_column(self.dur)
+        dense["pid"][start:end] = _int_column(self.pid)
+        dense["tid"][start:end] = _int_column(self.tid)
+        self.flushed = end
         for lst in (self.name, self.cat, self.ts, self.dur, self.pid, self.tid):
             lst.clear()
         for attr, (rows, values) in self.sparse.items():
@@ -604,7 +629,7 @@ class _Columns:
         not kept (called only when a launch or GPU event lacks its correlation)."""
         self.flush()
         n = self.rows
-        column = {c: _joined(arrays) for c, arrays in self.done.items()}
+        column = {c: array[:n] for c, array in self.dense.items()}
         cat_ids = column["cat"]
         # Flows were seen when the census (non-'X' events only, so far) counts one.
         saw_flows = any(self.counts.get(c) for c in FLOW_CATEGORIES)
@@ -694,10 +719,6 @@ def _modern_categories(
         key = LEGACY_CATEGORIES.get(c, c)
         renamed[key] = renamed.get(key, 0) + k
     return tuple(merged), remap[cat_ids] if cat_ids.size else cat_ids, renamed
-
-
-def _joined(arrays: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
-    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _float_column(values: list[Any]) -> FloatArray:

@@ -77,3 +77,40 @@ def test_anomaly_detection_on_for_the_loop_is_found_and_turned_off(cell):
 def test_no_finding_where_the_training_steps_run_without_it(cell):
     assert "debug.anomaly_detection" not in ids(rules_for(syn.make_run(cell), syn.make_analysis()))
     assert not isinstance(apply_fix(FIX, cell), Patch)
+
+
+STEP_FN_CELL = """\
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train_step(model, x):
+    with torch.autograd.detect_anomaly():
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        on = torch.is_anomaly_enabled()
+    opt.step()
+    opt.zero_grad()
+    return loss, on
+for step in range(3):
+    loss, anomaly = train_step(model, torch.randn(8, 4))
+"""
+
+
+def test_anomaly_detection_in_the_step_function_the_loop_calls_is_found_and_turned_off():
+    # The cause lives in another function: on main the loop had no .backward() of its own, so
+    # the cell had no step loop and the switch inside train_step went unseen.
+    f = only(rules_for(syn.make_run(STEP_FN_CELL), syn.make_analysis()), "debug.anomaly_detection")
+    assert f.line == 6  # the with in train_step (the %%gpucheck line is line 1)
+    (fixed,) = attach_fixes([f], STEP_FN_CELL)
+    assert fixed.proposal is not None and fixed.proposal.source_after is not None
+    after = fixed.proposal.source_after
+    assert "with torch.autograd.set_detect_anomaly(False):" in after
+    assert _runs(STEP_FN_CELL) and not _runs(after)
+
+
+def test_a_function_with_backward_that_no_loop_calls_is_not_a_step():
+    once = STEP_FN_CELL.replace(
+        "for step in range(3):\n    loss, anomaly = train_step(model, torch.randn(8, 4))\n",
+        "loss, anomaly = train_step(model, torch.randn(8, 4))\n",
+    )
+    assert "debug.anomaly_detection" not in ids(rules_for(syn.make_run(once), syn.make_analysis()))

@@ -47,7 +47,18 @@ class CellTree(Parents):
             n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
         ]
         self.loops.sort(key=lambda n: n.lineno)
-        self.trains = {id(loop): has_backward(loop) for loop in self.loops}
+        # The cell's module-level functions that run a backward (``def train_step(model,
+        # batch): ... loss.backward()``): a loop that calls one trains, and what the function
+        # does runs on every step of that loop.
+        self.step_functions = {
+            node.name: node
+            for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and has_backward(node)
+        }
+        self.trains = {
+            id(loop): has_backward(loop) or bool(self._step_function_calls(loop))
+            for loop in self.loops
+        }
         # The step loops: loops that call .backward() and hold no other loop that does (an
         # epoch loop around them trains too, but runs once per epoch).
         self.step_loops = {
@@ -102,8 +113,37 @@ class CellTree(Parents):
         return False
 
     def step_loop_of(self, node: ast.AST) -> Loop | None:
-        """The training step loop around ``node`` (through nested loops, not through defs)."""
-        return self._loop_around(node, lambda loop: id(loop) in self.step_loops)
+        """The training step loop around ``node`` (through nested loops, not through defs), or
+        for a node of a step function (not in a loop of its own), the step loop that calls it."""
+        found = self._loop_around(node, lambda loop: id(loop) in self.step_loops)
+        if found is not None or self.enclosing_loop(node) is not None:
+            return found
+        holder = next(
+            (
+                a
+                for a in self.ancestors(node)
+                if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))
+            ),
+            None,
+        )
+        if holder is None or self.step_functions.get(holder.name) is not holder:
+            return None
+        return next(
+            (lp for lp in self.loops
+             if id(lp) in self.step_loops and holder.name in self._step_function_calls(lp)),
+            None,
+        )  # fmt: skip
+
+    def _step_function_calls(self, loop: Loop) -> set[str]:
+        """The step functions ``loop``'s body calls by name."""
+        return {
+            c.func.id
+            for s in loop.body
+            for c in ast.walk(s)
+            if isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Name)
+            and c.func.id in self.step_functions
+        }
 
     def source_line(self, node: ast.AST, kind: str, step_loop: Loop | None = None) -> SourceLine:
         """The fact of ``node``; ``step_loop``: the step loop the caller found it in, which then

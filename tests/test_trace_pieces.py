@@ -1,6 +1,6 @@
 """A trace read a piece of its events at a time is the trace read whole, record for record.
 
-``load_trace`` decodes a file's events in pieces of about a MB (``trace.pieces``) so that their
+``load_trace`` decodes a file's events in pieces of a few hundred KB (``trace.pieces``) so that their
 records are reused piece after piece; the whole-document decode is the reference it is checked
 against here, on traces recorded on real GPUs and on documents built to trip the cutter.
 """

@@ -308,8 +308,10 @@ def _trace_of(doc: Any) -> Trace:
     )
 
 
-# About 5,000 events: their records fit in cache while the column pass reads them.
-PIECE_BYTES = 1 << 20
+# About 1,300 events of JSON: their records stay in cache while the column pass reads them,
+# and the next piece's records take the memory this one's free (1 MB pieces faulted in twice
+# as many fresh pages: 28k against 14k on the 1M-event trace, and 0.05-0.1 s more CPU).
+PIECE_BYTES = 1 << 18
 
 
 def _trace_in_pieces(raw: bytes, piece_bytes: int = PIECE_BYTES) -> Trace | None:

@@ -3,7 +3,7 @@ each decoded on its own.
 
 A trace's events decoded all at once live all at once: a 1M-event file's records take ~4x its
 size in fresh memory, every page of it faulted in, and the column pass after the decode reads
-them back from main memory. Decoded a piece (~1 MB) at a time, the records of a piece are read
+them back from main memory. Decoded a piece (~256 KB) at a time, the records of a piece are read
 while they are still in cache and their memory is reused by the next piece.
 
 The cut is found by a cheap search for ``}`` ``,`` ``{`` (JSON whitespace between), which may

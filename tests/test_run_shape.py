@@ -374,3 +374,19 @@ def test_jitter_is_a_finding_only_where_the_slow_steps_cost_the_run():
     assert shape is not None and shape.jitter >= 1.5
     assert (shape.above_median_share or 0) < 0.05, shape.above_median_share
     assert "run.jitter" not in rule_ids(build_report(cheap))
+
+
+def test_stalls_that_are_the_data_wait_are_left_to_the_input_rules():
+    # Workers hand their batches over together: every third step waits 30 ms for data. On main
+    # this was also "[high] Every 3 steps a step stalls" with checkpoint advice, its bound the
+    # same time the input finding already counts (a real run: 2 workers, every 2 steps).
+    parts = [step(31.0, data=30.0) if i % 3 == 0 else step(1.0, data=0.05) for i in range(400)]
+    run = make_run(
+        record(parts), CHECKPOINT_CELL.replace("    if step % 50 == 0:\n", "    if False:\n")
+    )
+    shape = run_shape(run)
+    assert shape is not None and shape.stalls is not None and shape.stalls.phase == "data"
+    report = build_report(run)
+    assert report.verdict.category in ("input-bound", "cpu-only")
+    assert "run.periodic_stall" not in rule_ids(report)
+    assert rule_ids(report) & {"input.loader_workers", "input.slow_dataset"}

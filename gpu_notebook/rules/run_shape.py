@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from gpu_notebook.cell.blocks import Periodic, kept_graph_line, periodic_blocks
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape, Said, StallPattern
-from gpu_notebook.rules.common import Rule, found, gain_bound, severity_of
+from gpu_notebook.rules.common import SUGGEST, WARN, Rule, found, gain_bound, severity_of, share
 
 DRIFT_FACTOR = 1.5
 BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's
@@ -26,6 +26,7 @@ JITTER = 1.5
 # making every step the median would gain less than the run-to-run noise (1.05x).
 JITTER_SHARE = 0.05
 STALL_SHARE = 0.02
+MOSTLY = 0.5  # of the stalls' extra time: the phase that explains them
 MEMORY_R2 = 0.8
 MEMORY_GROWTH_BYTES = 16 * 2**20
 
@@ -231,6 +232,11 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         # slice, every ~N uniform steps), so a period alone is no evidence of the code; a
         # periodic block in the cell that matches it is (a checkpoint on a busy machine).
         return None
+    if block is None and _phase_rule_speaks(stalls, analysis):
+        # The stalled steps' extra time is the data wait (workers handing batches over together)
+        # or the host syncs, with no periodic block of the cell behind it: the input or sync
+        # rule names that cause, with a fix; a stall finding would count the same time again.
+        return None
     bound = gain_bound(stalls.share, analysis)
     severity = severity_of(stalls.share, low=STALL_SHARE) or "low"
     at_random = not stalls.period_steps and block is None
@@ -242,6 +248,20 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     said = PeriodicStall(stalls, median_s, bound, block, at_random, own is not None)
     return found("run.periodic_stall", severity, said, phase_share=stalls.share, bound=bound,
                  line=block.line if block is not None else None)  # fmt: skip
+
+
+def _phase_rule_speaks(stalls: StallPattern, analysis: Analysis) -> bool:
+    """Most of the stalled steps' extra time went to the data wait (or the host syncs), and
+    that phase reaches its own rule's level over the run (the rules read ``analysis`` with the
+    stalled steps left out: the data wait of the whole run is ``run_data``)."""
+    if (stalls.phase_share or 0.0) < MOSTLY:
+        return False
+    if stalls.phase == "data":
+        whole = analysis.run_data
+        data = whole.share if whole is not None else share(analysis, "data")
+        return data is not None and data >= SUGGEST
+    sync = share(analysis, "sync") if stalls.phase == "sync" else None
+    return sync is not None and sync >= WARN
 
 
 def matching_block(run: Run, facts: SourceFacts, period: int | None) -> Periodic | None:

@@ -49,6 +49,16 @@ def test_the_runs_margin_is_its_fifths_spread_at_least_the_run_to_run_margin():
     stalled = _steps(200)
     stalled[50] *= 20
     assert run_margin(stalled) == RUN_TO_RUN
+    # Two kinds of step (about every other one waits 30 ms for its workers' batches): each
+    # fifth holds 40-55% slow ones, so its median flips between 1 ms and 31 ms (main: "the
+    # fifths differ by 3000%") while its time per step moves by under half.
+    mixed = [
+        0.031 if j < round(frac * 40) else 0.001
+        for frac in (0.40, 0.55, 0.45, 0.50, 0.42)
+        for j in range(40)
+    ]
+    two_kinds = run_margin(mixed)
+    assert two_kinds is not None and two_kinds < 0.6
     # Too few steps to read five parts: no margin from the run.
     assert run_margin(_steps(14)) is None
     # Seeded: the same steps give the same margin.

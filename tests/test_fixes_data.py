@@ -283,3 +283,40 @@ def test_bigger_batch_refuses_twice_and_without_a_loader() -> None:
     assert _refusal("bigger_batch", "x = 1\n").startswith("no DataLoader(...) call")
     with pytest.raises(ValueError, match="factor"):
         apply_fix("bigger_batch", TRAIN_CELL, factor=1)
+
+
+DICT_CONFIG = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+CFG = {"batch_size": 8, "num_workers": 0}
+def make_loader(cfg):
+    return DataLoader(TensorDataset(torch.randn(32, 4)), batch_size=cfg["batch_size"],
+                      num_workers=cfg["num_workers"])
+loader = make_loader(CFG)
+"""
+
+
+def test_num_workers_read_from_a_dict_config_is_set_in_that_dict():
+    # A factory reading a dict config: on main the fix refused, saying the cell "does not set"
+    # cfg["num_workers"] (it does, in CFG).
+    patch = apply_fix("dataloader_workers", DICT_CONFIG, num_workers=2, pin_memory=False)
+    assert isinstance(patch, Patch), patch
+    after = patch.source_after
+    assert 'CFG = {"batch_size": 8, "num_workers": 2}' in after
+    assert 'num_workers=cfg["num_workers"]' in after  # the factory still reads its config
+    scope: dict[str, Any] = {}
+    exec(compile(after, "<cell>", "exec"), scope)
+    assert scope["loader"].num_workers == 2 and scope["loader"].persistent_workers
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        DICT_CONFIG.replace("loader = make_loader(CFG)", "loader = make_loader(load_config())"),
+        DICT_CONFIG + 'OTHER = {"num_workers": 0}\nsecond = make_loader(OTHER)\n',
+    ],
+    ids=["not-a-literal", "two-dicts"],
+)
+def test_a_dict_config_the_cell_does_not_pin_down_is_a_refusal(cell):
+    refused = apply_fix("dataloader_workers", cell, num_workers=2, pin_memory=False)
+    assert isinstance(refused, Refusal) and '`cfg["num_workers"]`' in refused.reason

@@ -139,7 +139,7 @@ def dataloader_workers(
     if held and key not in applied:
         names = ", ".join(f"`{n}`" for n in held)
         return Declined(
-            f"{key} comes from {names}, which this cell does not set; give it "
+            f"{key} comes from {names}, which this cell does not set to one literal; give it "
             f"{num_workers} where its value is chosen (a flag, a constructor argument such as "
             f"{key}={num_workers})"
         )
@@ -163,8 +163,10 @@ def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integ
     """The integer literal a variable gets its value from, in this cell (None: not found).
 
     ``n``: ``n = 0`` or a parameter ``n=0``; ``self.n``: ``self.n = 0``, or ``self.n = p`` with a
-    parameter ``p=0`` (a constructor's default).
+    parameter ``p=0`` (a constructor's default); ``cfg["n"]``: ``_dict_entry_origin``.
     """
+    if isinstance(value, cst.Subscript):
+        return _dict_entry_origin(module, value)
     name = dotted(value)
     attribute = isinstance(value, cst.Attribute) and dotted(value.value) == "self"
     if name is None or not (attribute or isinstance(value, cst.Name)):
@@ -176,6 +178,52 @@ def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integ
             if isinstance(node.value, cst.Name) and attribute:
                 return _param_default(module, node.value.value)
     return None if attribute else _param_default(module, name)
+
+
+def _dict_entry_origin(module: cst.Module, value: cst.Subscript) -> cst.Integer | None:
+    """``cfg["num_workers"]``: the integer of that key in the one dict literal ``cfg`` holds
+    (``cfg = {"num_workers": 0}``), or, where ``cfg`` is a parameter of a function of the cell
+    (``def make_loader(cfg)``), the dict literal its calls pass (``make_loader(CFG)``). None when
+    there is not exactly one such entry."""
+    index = value.slice[0].slice if len(value.slice) == 1 else None
+    key = index.value if isinstance(index, cst.Index) else None
+    if not isinstance(key, cst.SimpleString) or not isinstance(value.value, cst.Name):
+        return None
+    names = {value.value.value} | _passed_as(module, value.value.value)
+    found = [
+        element.value
+        for node in walk(module)
+        if isinstance(node, cst.Assign)
+        and isinstance(node.value, cst.Dict)
+        and names & {dotted(t) for t in targets_of(node)}
+        for element in node.value.elements
+        if isinstance(element, cst.DictElement)
+        and isinstance(element.key, cst.SimpleString)
+        and element.key.evaluated_value == key.evaluated_value
+    ]
+    return found[0] if len(found) == 1 and isinstance(found[0], cst.Integer) else None
+
+
+def _passed_as(module: cst.Module, param: str) -> set[str]:
+    """The names the cell's calls pass for ``param`` of its functions (``make_loader(CFG)``)."""
+    out: set[str] = set()
+    for fn in walk(module):
+        if not isinstance(fn, cst.FunctionDef):
+            continue
+        params = [p.name.value for p in fn.params.params]
+        if param not in params:
+            continue
+        position = params.index(param)
+        for call in walk(module):
+            if not isinstance(call, cst.Call) or dotted(call.func) != fn.name.value:
+                continue
+            arg = next((a for a in call.args if a.keyword and a.keyword.value == param), None)
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            if arg is None and position < len(positional):
+                arg = positional[position]
+            if arg is not None and isinstance(arg.value, cst.Name):
+                out.add(arg.value.value)
+    return out
 
 
 def _param_default(module: cst.Module, name: str) -> cst.Integer | None:

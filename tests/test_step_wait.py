@@ -397,3 +397,44 @@ def test_steps_too_short_to_pay_for_a_reading_each_carry_a_wait_only_where_slow(
     steps = _session_steps(monkeypatch, 2 * WAIT_MIN_STEP_S, slow={150, 170})
     late = [s for s in steps if s.index >= 100]
     assert late and all(s.wait_s is not None and s.cpu_s is not None for s in late)
+
+
+def _two_optimizer_loop(iterations: int, order: list[str]):
+    """A GAN-shaped loop under the real step clock: per batch, the optimizers named in
+    ``order`` step ("d", "g"); its record."""
+    import time as _time
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    loader = DataLoader(TensorDataset(torch.randn(iterations * 4, 2)), batch_size=4)
+    d, g = torch.nn.Linear(2, 1), torch.nn.Linear(2, 2)
+    opts = {
+        "d": torch.optim.SGD(d.parameters(), lr=0.01),
+        "g": torch.optim.SGD(g.parameters(), lr=0.01),
+    }
+    clock = StepClock(_time.perf_counter_ns())
+    clock.install()
+    try:
+        for (x,) in loader:
+            for name in order:
+                (d(g(x)).sum() if name == "g" else d(x).sum()).backward()
+                opts[name].step()
+    finally:
+        clock.uninstall()
+    return clock.record()
+
+
+def test_two_optimizers_stepping_in_one_iteration_make_one_step():
+    # A GAN steps D and G once a batch: on main each optimizer step ended a step (twice the
+    # steps, half the step time, twice the samples/s).
+    record = _two_optimizer_loop(12, ["d", "g"])
+    assert record.event_counts["optimizer"] == 24
+    assert record.step_count == 13  # the first batch's two steps teach the order, then one a batch
+    assert all(s.batch_size == 4 for s in record.steps[2:])
+    # One optimizer still ends every step; a critic stepping 3 times a G step ends each of its own.
+    assert _two_optimizer_loop(12, ["d"]).step_count == 12
+    critic = _two_optimizer_loop(6, ["d", "d", "d", "g"])
+    assert critic.event_counts["optimizer"] == 24 and 18 <= critic.step_count <= 20

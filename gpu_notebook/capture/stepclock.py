@@ -159,6 +159,11 @@ class StepClock:
         self._decimation = 1
         self._step_count = 0  # complete steps under the current anchor
         self._counts = {"optimizer": 0, "dataloader": 0, "forward": 0, "backward": 0}
+        # Several optimizers stepping in one iteration (a GAN's D and G): the step ends at the
+        # one that closes their cycle (``_closes_cycle``), not at each of them.
+        self._opt_cycle: list[int] = []  # optimizer ids in the order they stepped, learning
+        self._opt_closer: int | None = None  # the last of the cycle, once it repeated
+        self._opt_since: set[int] = set()  # of the cycle, stepped since the step ended
 
         # Accumulators of the open step (ns).
         self._cur_start_ns: int | None = None
@@ -545,7 +550,33 @@ class StepClock:
             self._grad_bytes = _trainable_bytes(
                 p for g in optimizer.param_groups for p in g["params"]
             )
+        if not self._closes_cycle(id(optimizer)):
+            return  # another optimizer of the same iteration ends it: this one's time stays in
         self._event("optimizer", now, ends_step=True)
+
+    def _closes_cycle(self, key: int) -> bool:
+        """Whether this optimizer's step ends the training step. One optimizer: every step.
+        Several in one iteration (D then G): the order is learnt until the first one steps
+        again, and the last of them ends each step after. An optimizer outside the cycle, or
+        one of it stepping twice before the last (the loop changed), starts the learning over."""
+        if self._opt_closer is not None:
+            if key in self._opt_cycle and key not in self._opt_since:
+                if key == self._opt_closer:
+                    self._opt_since.clear()
+                    return True
+                self._opt_since.add(key)
+                return False
+            self._opt_closer, self._opt_cycle = None, []
+            self._opt_since.clear()
+        if key in self._opt_cycle:
+            self._opt_closer = self._opt_cycle[-1]
+            self._opt_since.clear()
+            if key == self._opt_closer:
+                return True
+            self._opt_since.add(key)
+            return False
+        self._opt_cycle.append(key)
+        return True
 
     def _wrap_next(self, original: Callable[..., Any]) -> Callable[..., Any]:
         clock = self

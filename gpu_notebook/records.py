@@ -646,6 +646,12 @@ class Finding:
     # (``analysis.compare_samples.run_margin``): the range the user reads is widened by it on
     # both sides (``stated_low``, ``stated_high``). 0: not widened (no run to read it from).
     gain_margin: float = 0.0
+    # The least the model's bound reads within the 90% interval of the shares it was computed
+    # from (the window's steps resampled: ``rules.common.bigger_batch_bound_low``): the
+    # small-gain gate judges the bound with its own uncertainty, so a bound at the 5% line does
+    # not change class between two runs of the same code (``compare_samples.measurable``).
+    # None: no interval (the bound itself is judged).
+    bound_low: float | None = None
     said: Said | None = None  # not yet worded (the report's findings are): never in the JSON
     notes: tuple[Said, ...] = ()  # what the rules add to every finding, not yet worded: neither
 

@@ -63,8 +63,19 @@ def measurable(finding: Finding) -> bool:
     under that margin is small: it may have no measurable effect, is said at severity info, not
     recommended and not tried (``rules._small_gain``, ``tryfix.plan``). Not bounded (None): not
     judged. A range whose high end is above the margin and whose low end is not is
-    ``uncertain``, not small: it is what ``--try-fixes`` measures."""
-    return finding.gain_bound is None or finding.gain_bound > 1.0 + RUN_TO_RUN
+    ``uncertain``, not small: it is what ``--try-fixes`` measures.
+
+    The bound is judged with its own uncertainty where the rule gave it (``Finding.bound_low``:
+    the least it reads within its shares' 90% interval): a line at a point figure that moves
+    with the machine's load would flip the class between two runs of the same code (a bigger
+    batch's 1.04x [info] Small quiet, 1.05x [low] loaded). A bound whose interval reaches the
+    line is small in both: the run cannot tell it from the 5%."""
+    bound = finding.gain_bound
+    if bound is None:
+        return True
+    if finding.bound_low is not None:
+        bound = min(bound, finding.bound_low)
+    return bound > 1.0 + RUN_TO_RUN
 
 
 def uncertain(finding: Finding) -> bool:
@@ -73,10 +84,18 @@ def uncertain(finding: Finding) -> bool:
     to its bound, or nothing a run can show (the H200 input-bound script's workers fix:
     1.01x-12.04x; a 1.06x-1.09x fix on a run whose fifths differ by 12%). It keeps its finding's
     severity and says the range is uncertain; ``--try-fixes`` tries it, and only a measurement
-    makes it recommended. A range without an estimated low end ("up to Hx") is not judged here."""
-    low = finding.gain_low
+    makes it recommended.
+
+    A range without an estimated low end ("up to Hx": 1x to H) is judged by its high end: where
+    H itself is within the run's own margin (up to 1.07x on a run whose fifths differ by 12%),
+    its whole range is what two runs differ by here. Where the margin is the 5% alone, such a
+    range is small (``measurable``) or offered as it is."""
+    if not measurable(finding):
+        return False
     margin = max(RUN_TO_RUN, finding.gain_margin)
-    return measurable(finding) and low is not None and low <= 1.0 + margin
+    if finding.gain_low is None:
+        return finding.gain_bound is not None and finding.gain_bound <= 1.0 + margin
+    return finding.gain_low <= 1.0 + margin
 
 
 # A run's fifths: five short runs of the same code under the machine's load of the moment.

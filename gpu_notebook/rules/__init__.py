@@ -118,17 +118,21 @@ def run_rules(
 
 @dataclass(frozen=True)
 class SmallGain(Said):
-    """The fix's bound is within what two runs of the same script differ by."""
+    """The fix's bound is within what two runs of the same script differ by; ``measured_low``:
+    where only its own interval's low end is (the model's bound is above the line, the least
+    its shares support is not: ``Finding.bound_low``), else None."""
 
     bound: float | None
     low: float | None
     run_to_run: float
+    measured_low: float | None = None
 
 
 @dataclass(frozen=True)
 class UncertainGain(Said):
     """The fix's range runs from within what two runs of the same script differ by (``low``)
-    to well above it (``bound``): what a measurement of it must settle."""
+    to well above it (``bound``): what a measurement of it must settle. ``low`` None: a range
+    "up to ``bound``" (the model's) within the run's own margin (``run_to_run``)."""
 
     bound: float | None
     low: float | None
@@ -173,18 +177,25 @@ class LowConfidence(Said):
 def _small_gain(found: Finding) -> Finding:
     """A fix bounded within what two runs of the same script differ by is no recommendation: it
     may have no measurable effect (``--try-fixes`` does not try it). It is kept, at severity
-    info, and says so first. A fix whose range only *starts* there is uncertain, not small: it
-    keeps its severity, says its range is uncertain first, and ``--try-fixes`` measures it
-    (``compare_samples.uncertain``). An unbounded fix is not judged here."""
+    info, and says so first. The bound is read with its own interval where the rule gave one
+    (``Finding.bound_low``), so a bound at the line reads Small in a quiet and a loaded run
+    alike. A fix whose range only *starts* there, or an "up to" range within the run's own
+    margin, is uncertain, not small: it keeps its severity, says its range is uncertain first,
+    and ``--try-fixes`` measures it (``compare_samples.uncertain``). An unbounded fix is not
+    judged here."""
     if found.fix_id is None:
         return found
+    margin = max(RUN_TO_RUN, found.gain_margin)
     if not measurable(found):
-        small = SmallGain(found.stated_high, found.stated_low, RUN_TO_RUN)
+        bound = found.gain_bound
+        below = found.bound_low if bound is not None and bound > 1.0 + RUN_TO_RUN else None
+        small = SmallGain(found.stated_high, found.stated_low, RUN_TO_RUN, below)
         return dataclasses.replace(found, severity="info", notes=(*found.notes, small))
     if uncertain(found):
-        wide = UncertainGain(
-            found.stated_high, found.stated_low, max(RUN_TO_RUN, found.gain_margin)
-        )
+        if found.gain_low is None:
+            wide = UncertainGain(found.gain_bound, None, margin)
+        else:
+            wide = UncertainGain(found.stated_high, found.stated_low, margin)
         return dataclasses.replace(found, notes=(*found.notes, wide))
     return found
 

@@ -18,6 +18,7 @@ from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     bigger_batch_bound,
+    bigger_batch_bound_low,
     found,
     gpu_busy_share,
     input_or_sync_speaks,
@@ -58,7 +59,8 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     said = SmallBatch(busy, source, batch, memory, bound)
     severity: Severity = "medium" if busy < VERY_LOW_UTIL else "low"
     return found("batch.small_batch", severity, said, bound=bound, fix_id="bigger_batch",
-                 fix_params={"factor": FACTOR, "scale_lr": True})  # fmt: skip
+                 fix_params={"factor": FACTOR, "scale_lr": True},
+                 bound_low=bigger_batch_bound_low(FACTOR, analysis))  # fmt: skip
 
 
 RULES = (small_batch,)

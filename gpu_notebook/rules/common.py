@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_notebook.analysis.host import MATMUL_OP
+from gpu_notebook.analysis.uncertainty import share_interval
 
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
@@ -96,6 +97,15 @@ def gain_bound(
     if host_side and busy is not None and busy > 0:
         bound = min(bound, 1.0 / busy)  # a step is never shorter than the GPU work inside it
     return bound
+
+
+def share_span(analysis: Analysis, phase: str) -> tuple[float, float] | None:
+    """The 90% interval of ``phase``'s share of the window's steps (a seeded bootstrap over them,
+    ``analysis.uncertainty.share_interval``): how well the steps the rules read pin the share
+    down. None: not measured, or fewer than two steps."""
+    if analysis.phases is None:
+        return None
+    return share_interval(analysis.phases, phase)
 
 
 def gain_range(
@@ -216,11 +226,14 @@ def found(
     fix_id: str | None = None,
     fix_params: dict[str, str | int | float | bool | None] | None = None,
     low: float | None = None,
+    bound_low: float | None = None,
 ) -> Finding:
     """A rule's finding as figures (``said``: gpu_notebook.words words it), its gain, where in
-    the cell and which fix."""
+    the cell and which fix; ``bound_low``: the least its bound reads within its shares' interval
+    (``Finding.bound_low``)."""
     return Finding(rule_id, "", severity, (), phase_share, bound, "", line=line, fix_id=fix_id,
-                   fix_params=dict(fix_params or {}), gain_low=low, said=said)  # fmt: skip
+                   fix_params=dict(fix_params or {}), gain_low=low, bound_low=bound_low,
+                   said=said)  # fmt: skip
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.
@@ -275,4 +288,19 @@ def bigger_batch_bound(factor: int, analysis: Analysis) -> float:
     data = share(analysis, "data")
     if data is None:
         return float(factor)
+    return _per_sample_gain(factor, data)
+
+
+def bigger_batch_bound_low(factor: int, analysis: Analysis) -> float | None:
+    """The least ``bigger_batch_bound`` reads within the data share's 90% interval (its high
+    end: the more of the step the data takes, the less a bigger batch gains). The data share
+    moves with the machine's load (a loaded run's 1.05x against a quiet run's 1.04x on the same
+    code), so the small-gain gate reads this, not the point, at the 5% line. None: no interval."""
+    span = share_span(analysis, "data")
+    if span is None:
+        return None
+    return min(_per_sample_gain(factor, span[1]), bigger_batch_bound(factor, analysis))
+
+
+def _per_sample_gain(factor: int, data: float) -> float:
     return 1.0 / (data + (1.0 - data) / factor)

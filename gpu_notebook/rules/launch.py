@@ -48,6 +48,7 @@ from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     WARN,
     bigger_batch_bound,
+    bigger_batch_bound_low,
     found,
     gain_bound,
     gain_range,
@@ -170,7 +171,8 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         said = dataclasses.replace(said, bound=bound, outcome="batch")
         return found("launch.tiny_ops", severity, said, bound=bound,
                      line=loader.line, fix_id="bigger_batch",
-                     fix_params={"factor": factor, "scale_lr": True})  # fmt: skip
+                     fix_params={"factor": factor, "scale_lr": True},
+                     bound_low=bigger_batch_bound_low(factor, analysis))  # fmt: skip
     if compiled:
         # Never advise what holds: the model is compiled, and no loader is here to enlarge.
         return found("launch.tiny_ops", severity, dataclasses.replace(said, outcome="compiled"))

@@ -56,11 +56,22 @@ def fix_prefix(notes: tuple[Said, ...]) -> str:
     run-to-run margin to well above it (uncertain: measure it), says so first."""
     small = next((n for n in notes if isinstance(n, SmallGain)), None)
     if small is not None:
+        measured = (
+            ""
+            if small.measured_low is None
+            else f", and as low as {small.measured_low:.2f}x within what this run measured"
+        )
         return (
-            f"Small: may have no measurable effect ({fmt_gain(small.bound, small.low)}; "
+            f"Small: may have no measurable effect ({fmt_gain(small.bound, small.low)}{measured}; "
             f"two runs of the same script differ by {small.run_to_run:.0%}). "
         )
     wide = next((n for n in notes if isinstance(n, UncertainGain)), None)
+    if wide is not None and wide.bound is not None and wide.low is None:
+        return (
+            f"Uncertain: {fmt_gain(wide.bound)}, within what two runs of the same script differ "
+            f"by here ({wide.run_to_run:.0%}): it may change nothing measurable; measure it "
+            "before relying on it (`gpucheck run --try-fixes`, or run the patched cell). "
+        )
     if wide is not None and wide.bound is not None:
         return (
             f"Uncertain: {fmt_gain(wide.bound, wide.low)} (two runs of the same script differ by "

@@ -521,3 +521,36 @@ def test_an_up_to_range_within_the_run_s_own_margin_is_uncertain_not_a_recommend
     assert measurable(loaded) and uncertain(loaded) and loaded.severity == quiet.severity
     assert loaded.fix.startswith(f"Uncertain: up to {loaded.gain_bound:.2f}x")
     assert "differ by here (15%)" in loaded.fix
+
+
+def _sync_window(sync: float, spread: float, n: int = 12):
+    """GPU-run window steps waiting in host syncs ``sync +- spread`` of each 10 ms step."""
+    from gpu_notebook.records import PhaseBreakdown, StepPhases
+
+    step_us = 10_000.0
+    split = [sync + (spread if i % 2 else -spread) for i in range(n)]
+    steps = tuple(
+        StepPhases(i, i * step_us, step_us, {"sync": s * step_us, "forward": (1 - s) * step_us})
+        for i, s in enumerate(split)
+    )
+    totals = {"sync": sum(split) * step_us, "forward": (n - sum(split)) * step_us}
+    return syn.make_analysis(
+        phase_split=PhaseBreakdown("trace", steps, step_us * n, totals, ("sync", "forward"))
+    )
+
+
+def test_a_sync_bound_at_the_small_line_reads_one_class_either_side_of_it_within_its_noise():
+    """The same gate for a bound read off one window phase (the sync wait): 1.045x and 1.055x
+    from steps whose wait varies by 3% read [info] Small both; steps that all wait the same
+    pin 1.055x above the line and it is offered (on main: [low] either way above the line)."""
+    run = syn.make_run(SYNC_CELL, gpus=[syn.gpu()])
+
+    def syncs(sync: float, spread: float) -> Finding:
+        return _findings(run, _sync_window(sync, spread))["syncs.per_step"]
+
+    quiet, loaded, steady = syncs(0.0478, 0.03), syncs(0.0579, 0.03), syncs(0.0579, 0.0)
+    assert quiet.gain_bound is not None and loaded.gain_bound is not None
+    assert quiet.gain_bound < 1 + RUN_TO_RUN < loaded.gain_bound < 1.06
+    assert [f.severity for f in (quiet, loaded)] == ["info", "info"]
+    assert not measurable(loaded) and loaded.fix.startswith("Small: may have no measurable")
+    assert measurable(steady) and steady.severity != "info"

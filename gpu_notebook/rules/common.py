@@ -108,6 +108,20 @@ def share_span(analysis: Analysis, phase: str) -> tuple[float, float] | None:
     return share_interval(analysis.phases, phase)
 
 
+def gain_bound_low(
+    analysis: Analysis,
+    phase: str,
+    removed: Callable[[float], float | None] = lambda s: s,
+    *,
+    host_side: bool = True,
+) -> float | None:
+    """The least the Amdahl bound over ``removed(share of phase)`` reads within the phase
+    share's 90% interval (``share_span``'s low end): ``Finding.bound_low`` for a fix bounded by
+    one window phase. None: no interval."""
+    span = share_span(analysis, phase)
+    return None if span is None else gain_bound(removed(span[0]), analysis, host_side=host_side)
+
+
 def gain_range(
     low_share: float | None,
     high_share: float | None,

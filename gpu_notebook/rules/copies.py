@@ -19,6 +19,7 @@ from gpu_notebook.rules.common import (
     WARN,
     found,
     gain_bound,
+    gain_bound_low,
     loader_in_use,
     severity_of,
     share,
@@ -73,6 +74,7 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         return found("copies.pageable", severity, said, phase_share=copy, bound=bound)
     return found("copies.pageable", severity, said, phase_share=copy, bound=bound,
                  line=loader.line, fix_id="dataloader_workers",
+                 bound_low=gain_bound_low(analysis, "copy"),
                  # Keep the worker count as written: this finding is about pinning only.
                  fix_params={"num_workers": None, "pin_memory": True, "persistent_workers": True})  # fmt: skip
 
@@ -90,7 +92,8 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     bound = gain_bound(copy, analysis)
     said = BlockingCopies(copy, first.line, first.text, len(per_step), bound)
     return found("copies.blocking", severity, said, phase_share=copy, bound=bound,
-                 line=first.line, fix_id="non_blocking_copies")  # fmt: skip
+                 line=first.line, fix_id="non_blocking_copies",
+                 bound_low=gain_bound_low(analysis, "copy"))  # fmt: skip
 
 
 RULES = (pageable_copies, blocking_copies)

@@ -27,6 +27,7 @@ from gpu_notebook.rules.common import (
     WARN,
     found,
     gain_bound,
+    gain_bound_low,
     has_gpu,
     profiled_steps,
     severity_of,
@@ -154,10 +155,12 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         other = residual - removable
     removed = every_n(removable)
     bound = gain_bound(removed, analysis)
+    # Read off the window's sync phase alone: its interval is the bound's too.
+    low = gain_bound_low(analysis, "sync", every_n) if how == "sync" else None
     said = PerStepSyncs(optional, needed, sync, removable, how, other, reads, has_gpu(run), bound)
     return found("syncs.per_step", severity_of(removable, low=0.0) or "low", said,
                  phase_share=removed, bound=bound, line=optional[0].line if optional else None,
-                 fix_id="throttle_host_syncs", fix_params={"every": EVERY})  # fmt: skip
+                 fix_id="throttle_host_syncs", fix_params={"every": EVERY}, bound_low=low)  # fmt: skip
 
 
 def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -> Finding:

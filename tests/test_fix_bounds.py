@@ -485,7 +485,7 @@ def test_a_bound_at_the_small_line_reads_one_class_either_side_of_it_within_its_
         assert f.severity == "info" and not measurable(f)
         assert f.fix.startswith("Small: may have no measurable effect")
     assert all(f.bound_low is not None and f.bound_low <= 1 + RUN_TO_RUN for f in (quiet, loaded))
-    assert "as low as" in loaded.fix and "as low as" not in quiet.fix
+    assert "as little as" in loaded.fix and "as little as" not in quiet.fix
 
 
 def test_a_bound_above_the_line_whose_steps_pin_it_there_is_offered():

@@ -59,7 +59,7 @@ def fix_prefix(notes: tuple[Said, ...]) -> str:
         measured = (
             ""
             if small.measured_low is None
-            else f", and as low as {small.measured_low:.2f}x within what this run measured"
+            else f", as little as {small.measured_low:.2f}x within the 90% interval of the share it rests on"
         )
         return (
             f"Small: may have no measurable effect ({fmt_gain(small.bound, small.low)}{measured}; "

@@ -481,3 +481,31 @@ def test_the_sync_fix_gates_every_per_step_read_the_rule_counts():
     read = cell + "    report(metrics)\n"
     refused = apply_fix("throttle_host_syncs", read)
     assert isinstance(refused, Refusal), refused.source_after
+
+
+STEP_FUNCTION_ITEM = """\
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train_step(model, x):
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
+running = 0.0
+for step in range(3):
+    running = 0.9 * running + 0.1 * train_step(model, torch.randn(8, 4))
+"""
+
+
+def test_a_read_in_the_step_function_is_named_and_the_refusal_says_where_to_act():
+    # The cause lives in another function: on main the cell saw no step loop, so neither the
+    # per-step .item() in train_step nor its loop was found.
+    from gpu_notebook.cell.scan import scan_source
+
+    (read,) = scan_source(STEP_FUNCTION_ITEM).syncs
+    assert read.text == "return loss.item()" and read.step_loop_line is not None
+    refused = apply_fix("throttle_host_syncs", STEP_FUNCTION_ITEM)
+    assert isinstance(refused, Refusal)
+    assert "`return loss.item()` runs in `train_step`" in refused.reason

@@ -36,7 +36,8 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
     logging: dict[int, SourceLine] = {}
     values_of: dict[int, set[str]] = {id(loop): _batch_values(tree, loop) for loop in tree.loops}
     for call in tree.calls():
-        loop = tree.enclosing_loop(call)
+        # In a loop, or in a step function a step loop calls (train_step's `loss.item()`).
+        loop = tree.enclosing_loop(call) or tree.step_loop_of(call)
         if loop is None:
             continue
         values = values_of[id(loop)]

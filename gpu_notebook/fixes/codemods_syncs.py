@@ -204,6 +204,16 @@ def _throttle(
                 f"`{total}` syncs every step and its total is used as a number; sum "
                 ".detach() tensors instead and call .item() where the total is read"
             )
+        elsewhere = _in_a_function(module, tree, found)
+        if elsewhere is not None:
+            # The read the rule counts is in a step function the loop calls (train_step's
+            # `return loss.item()`): no step counter there to gate it on; say where to act.
+            fn, node = elsewhere
+            return Declined(
+                f"`{tree.code(node).strip()}` runs in `{fn.name.value}`, which the training loop "
+                f"calls every step: return the tensor from it and read it in the loop every "
+                f"{every} steps (`if step % {every} == 0:`)"
+            )
         what = (
             "per-step .item(), float(tensor) or print of a tensor" if accumulate else "logging call"
         )
@@ -221,6 +231,17 @@ def _throttle(
         if done
     )
     return Edited(replace_nodes(module, edits), detail)
+
+
+def _in_a_function(
+    module: cst.Module, tree: Tree, found: set[cst.CSTNode]
+) -> tuple[cst.FunctionDef, cst.CSTNode] | None:
+    """The first of ``found`` (in the cell's order) that is inside a function, with it."""
+    for node in (n for n in walk(module) if n in found):
+        fn = next((a for a in tree.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        if fn is not None:
+            return fn, tree.statement_of(node) or node
+    return None
 
 
 def _found_by_rule(module: cst.Module, syncs: bool) -> set[cst.CSTNode]:

@@ -89,22 +89,11 @@ def _exec_script(script: Path) -> None:
     """Run ``script`` as ``python script.py`` runs it: in a fresh ``__main__`` module, its code
     named by its absolute path (``__file__`` and tracebacks), ``sys.argv[0]`` left as typed
     (runpy.run_path would set it to the path it was given)."""
-    import builtins
-    import io
-    import types
+    from gpu_notebook.script_module import compile_file, fresh_main
 
     path = os.path.abspath(script)
-    with io.open_code(path) as source:
-        code = compile(source.read(), path, "exec", dont_inherit=True)
-    module = types.ModuleType("__main__")
-    module.__dict__.update(
-        __file__=path,
-        __cached__=None,
-        __loader__=None,
-        __package__=None,
-        __spec__=None,
-        __builtins__=builtins,
-    )
+    code = compile_file(path)
+    module = fresh_main(path)
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = module
     try:

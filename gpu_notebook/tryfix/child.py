@@ -20,16 +20,15 @@ lockstep, so every rank stops at the same boundary.
 
 from __future__ import annotations
 
-import builtins
 import gc
-import io
 import json
 import os
 import sys
 import time
 import traceback
-import types
 from typing import Any
+
+from gpu_notebook.script_module import compile_file, fresh_main
 
 ERROR_LINES = 4  # of a broken variant's error, in the report
 
@@ -73,17 +72,8 @@ class Recorder:
 
 
 def _run(code_path: str, script_path: str, argv: list[str]) -> None:
-    with io.open_code(code_path) as f:
-        code = compile(f.read(), code_path, "exec", dont_inherit=True)
-    module = types.ModuleType("__main__")
-    module.__dict__.update(
-        __file__=script_path,
-        __cached__=None,
-        __loader__=None,
-        __package__=None,
-        __spec__=None,
-        __builtins__=builtins,
-    )
+    code = compile_file(code_path)
+    module = fresh_main(script_path)
     sys.modules["__main__"] = module
     sys.argv = [script_path, *argv]
     sys.path[0] = os.path.dirname(script_path)

@@ -3,7 +3,7 @@
 The model's range (Amdahl over the run's share, what workers reach) is what the fix removes; a
 measurement of the fix is two sets of runs of the script, each moved by the machine's load as
 the run's own parts were. The range the user reads is widened on both sides by the larger of
-the 5% run-to-run margin and the spread of the run's fifths' median steps; the gate on what is
+the 5% run-to-run margin and the spread of the run's fifths' typical (trimmed mean) steps; the gate on what is
 worth trying still reads the model. Seeded step series, no timing.
 """
 

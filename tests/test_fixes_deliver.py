@@ -111,6 +111,28 @@ def test_a_loader_with_enough_workers_at_run_time_that_still_waits_names_the_dat
     assert "already 2 worker(s)" in " ".join(slow.evidence) and slow.fix_id is None
 
 
+def test_workers_that_wait_rather_than_compute_are_told_to_grow_not_to_stop():
+    # 2 workers on 2 cores that used 4% of a core in all (a remote store's latency): on main
+    # "adding more would compete for the same cores", with no fix; they do not compete.
+    cell = (
+        "loader = DataLoader(ds, batch_size=8, num_workers=2)\nfor x, y in loader:\n    step(x)\n"
+    )
+    analysis = syn.make_analysis({"data": 0.6})
+    idle = dataclasses.replace(analysis.utilization, children_cpu_mean_pct=4.0)
+    f = only(
+        rules_for(syn.make_run(cell, cpu_count=2), dataclasses.replace(analysis, utilization=idle)),
+        "input.slow_dataset",
+    )
+    assert "they wait" in f.title and "num_workers=4" in f.fix
+    assert f.fix_id == "dataloader_workers" and f.fix_params["num_workers"] == 4
+    busy = dataclasses.replace(analysis.utilization, children_cpu_mean_pct=180.0)
+    f = only(
+        rules_for(syn.make_run(cell, cpu_count=2), dataclasses.replace(analysis, utilization=busy)),
+        "input.slow_dataset",
+    )
+    assert f.fix_id is None and "compete for the same cores" in " ".join(f.evidence)
+
+
 def test_too_few_workers_at_run_time_are_named_and_pinned_memory_is_not_asked_again():
     cell = "loader = DataLoader(ds, batch_size=8, num_workers=args.workers)\nfor x, y in loader:\n    step(x)\n"
     run = syn.make_run(cell, cpu_count=8)

@@ -150,6 +150,9 @@ class SlowDataset(Said):
     cores: int
     live: LiveLoader | None
     persistent_off: bool  # persistent_workers=False
+    # The workers' CPU (100 = one core) when it shows them waiting, not computing (None: they
+    # compute, or it was not read).
+    waiting_cpu_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -384,6 +387,11 @@ def _session_cap(analysis: Analysis, low: float | None) -> SessionCap | None:
                       m.torch_threads)  # fmt: skip
 
 
+# Workers that use less than this share of a core each, while the step waits for them, spend
+# their time waiting (I/O, a remote store, a sleep), not computing.
+WAITING_WORKER_PCT = 25.0
+
+
 def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Enough workers, and the step still waits: the dataset's __getitem__ or transform is slow."""
     data = share(analysis, "data")
@@ -397,7 +405,17 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
         return None  # loader_workers speaks first
     persistent_off = loader.setting("persistent_workers") is False
     bound = gain_bound(data, analysis)
-    said = SlowDataset(data, analysis.phases, workers, cores, loader.live, persistent_off)
+    children = analysis.utilization.children_cpu_mean_pct
+    waiting = children is not None and children < WAITING_WORKER_PCT * workers
+    said = SlowDataset(data, analysis.phases, workers, cores, loader.live, persistent_off,
+                       children if waiting else None)  # fmt: skip
+    if waiting:
+        # The workers wait (storage, a remote store), they do not compute: more of them overlap
+        # that wait without competing for the cores.
+        return found("input.slow_dataset", severity, said, phase_share=data, bound=bound,
+                     line=loader.line, fix_id="dataloader_workers",
+                     fix_params={"num_workers": 2 * workers, "pin_memory": False,
+                                 "persistent_workers": True})  # fmt: skip
     return found("input.slow_dataset", severity, said, phase_share=data, bound=bound,
                  line=loader.line)  # fmt: skip
 

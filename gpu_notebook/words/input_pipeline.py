@@ -172,20 +172,28 @@ def loader_workers(s: LoaderWorkers) -> Words:
 
 @worder(SlowDataset)
 def slow_dataset(s: SlowDataset) -> Words:
+    waiting = s.waiting_cpu_pct
     evidence = [
         data_wait_evidence(s.data, s.phases),
-        f"already {s.workers} worker(s) for {s.cores} core(s): adding more would compete for the same cores",
+        f"already {s.workers} worker(s) for {s.cores} core(s): adding more would compete for the same cores"
+        if waiting is None
+        else f"num_workers={s.workers} now, and the workers used {waiting:.0f}% of a core in all: "
+        "they wait (storage, a remote store), they do not compute",
     ]
     if s.live is not None:
         evidence.append(f"dataset: {s.live.dataset_type}, batch_size={s.live.batch_size}")
     fix = (
         "Make each sample cheaper: cache decoded/transformed samples that are the same every "
         "epoch, pre-serialize or memory-map the data, move augmentation to the GPU."
+        if waiting is None
+        else f"More workers overlap that wait without competing for the cores: "
+        f"num_workers={2 * s.workers}; or read the samples in bulk, or cache them locally."
     )
     if s.persistent_off:
         fix += " Set persistent_workers=True so workers are not restarted every epoch."
     return words(
-        "The step waits for data although the DataLoader has workers: the dataset is slow",
+        "The step waits for data although the DataLoader has workers: "
+        + ("the dataset is slow" if waiting is None else "they wait for their samples"),
         evidence,
         fix,
         "TraceML step_time policy (input wait warn 10%, critical 20%); SageMaker Debugger "

@@ -39,7 +39,7 @@ def note_lines(note: Said) -> list[str]:
         return [
             f"as a measurement may read it: {said}, the {fmt_gain(note.bound, note.low)} above "
             f"widened by {note.margin:.0%} on each side, what two runs of this code differ by here "
-            f"(the spread of this run's fifths' median steps, at least {note.run_to_run:.0%})"
+            f"(the spread of this run's fifths' typical steps (trimmed means), at least {note.run_to_run:.0%})"
         ]
     if isinstance(note, LowConfidence):
         return [

@@ -74,6 +74,36 @@ def severity_of(value: float | None, *, low: float = SUGGEST, medium: float = WA
     return None
 
 
+def share_low(analysis: Analysis, phase: str) -> float | None:
+    """The low end of ``phase``'s share's 90% interval: over the run where the step clock timed
+    the phase (the data wait: ``Analysis.run_data``, many more steps than the window), else over
+    the window's steps (``share_span``). None: neither."""
+    whole = analysis.run_data if phase == "data" else None
+    if whole is not None and whole.steps >= 2:
+        return min(whole.low_share, whole.share)
+    span = share_span(analysis, phase)
+    return None if span is None else span[0]
+
+
+def severity_in(analysis: Analysis, phase: str, value: float | None, *, low: float = SUGGEST,
+                medium: float = WARN, high: float = CRITICAL) -> Severity | None:  # fmt: skip
+    """``severity_of`` for a phase share read with its interval: whether the finding speaks is
+    the point ``value``'s (None below ``low``, as before); its level is the level the share's
+    90% interval clears as a whole (``share_low``, its low end), never below the rule's lowest.
+
+    The low end because a severity says "at least this much of the step": a share whose
+    interval straddles a line (six steps' data wait 8-28% from run to run of the same code, at
+    the 10% and 20% lines) has not shown it is above it, so noise around a line reads the level
+    below it every time, while a share clearly above a line keeps its level. The point still
+    reads the figure shown."""
+    level = severity_of(value, low=low, medium=medium, high=high)
+    floor = share_low(analysis, phase)
+    if level is None or floor is None:
+        return level
+    least = severity_of(low, low=low, medium=medium, high=high)
+    return severity_of(floor, low=low, medium=medium, high=high) or least
+
+
 def gpu_busy_share(analysis: Analysis) -> float | None:
     gpu = analysis.gpu
     if gpu is None or gpu.window_us <= 0:

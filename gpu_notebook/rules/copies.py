@@ -21,7 +21,7 @@ from gpu_notebook.rules.common import (
     gain_bound,
     gain_bound_low,
     loader_in_use,
-    severity_of,
+    severity_in,
     share,
 )
 
@@ -65,7 +65,7 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         sum(b for b in sizes if b is not None) if any(b is not None for b in sizes) else None
     )
     copy = share(analysis, "copy")
-    severity = severity_of(copy, low=0.0) or "low"
+    severity = severity_in(analysis, "copy", copy, low=0.0) or "low"
     loader = loader_in_use(facts)
     pinned = bool(loader.setting("pin_memory"))
     bound = gain_bound(copy, analysis)
@@ -82,7 +82,7 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
 def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Pinned batches copied with a blocking ``.to(device)``: Python waits for every copy."""
     copy = share(analysis, "copy")
-    severity = severity_of(copy, low=WARN)
+    severity = severity_in(analysis, "copy", copy, low=WARN)
     per_step = facts.per_step(facts.blocking_copies)
     if copy is None or severity is None or not per_step or analysis.gpu is None:
         return None

@@ -51,7 +51,7 @@ from gpu_notebook.rules.common import (
     gain_bound,
     has_gpu,
     loader_in_use,
-    severity_of,
+    severity_in,
     share,
 )
 
@@ -297,7 +297,7 @@ def loading_cpu_fraction(run: Run, analysis: Analysis, data: float) -> float:
 def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The step waits for data that is already in memory: index whole batches, add no workers."""
     data = share(analysis, "data")
-    severity = severity_of(data, low=SUGGEST)
+    severity = severity_in(analysis, "data", data, low=SUGGEST)
     if data is None or severity is None:
         return None
     loader = loader_in_use(facts)
@@ -349,7 +349,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     profiled = share(analysis, "data")
     whole = analysis.run_data
     data = whole.share if whole is not None else profiled
-    severity = severity_of(data, low=SUGGEST)
+    severity = severity_in(analysis, "data", data, low=SUGGEST)
     if data is None or severity is None:
         return None
     cores = run.env.cpu_count
@@ -395,7 +395,7 @@ WAITING_WORKER_PCT = 25.0
 def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Enough workers, and the step still waits: the dataset's __getitem__ or transform is slow."""
     data = share(analysis, "data")
-    severity = severity_of(data, low=WARN)
+    severity = severity_in(analysis, "data", data, low=WARN)
     if data is None or severity is None:
         return None
     cores = run.env.cpu_count

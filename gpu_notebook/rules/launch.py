@@ -55,6 +55,7 @@ from gpu_notebook.rules.common import (
     has_gpu,
     input_or_sync_speaks,
     loader_in_use,
+    severity_in,
     severity_of,
     share,
     shares_sum,
@@ -152,10 +153,11 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     # Overhead is spread over every phase (dispatch inside forward, backward, optimizer), so no
     # phase share measures it: medium by default, high when Python between ops alone is critical.
-    data = share(analysis, "data")
+    # The step mostly waits for data (the input rule's own "high": the data share's interval
+    # clears the line, ``severity_in``): the input rule speaks first.
     severity: Severity = "high" if residual is not None and residual >= CRITICAL else "medium"
-    if data is not None and data >= CRITICAL:
-        severity = "low"  # the step mostly waits for data: the input rule speaks first
+    if severity_in(analysis, "data", share(analysis, "data")) == "high":
+        severity = "low"
     # Sized by the heaviest matmul when it is tiny, else by the typical operator.
     sized_us = (
         heaviest_us if tiny and heaviest_us is not None else host.median_op_us if host else 0.0

@@ -76,12 +76,15 @@ def severity_of(value: float | None, *, low: float = SUGGEST, medium: float = WA
 
 def share_low(analysis: Analysis, phase: str) -> float | None:
     """The low end of ``phase``'s share's 90% interval: over the run where the step clock timed
-    the phase (the data wait: ``Analysis.run_data``, many more steps than the window), else over
-    the window's steps (``share_span``). None: neither."""
+    the phase (the data wait: ``Analysis.run_data``, many more steps than the window), else the
+    typical window step's (``share_interval(typical=True)``: a stall or a stand-in step weighs
+    one step, not its time). None: neither."""
     whole = analysis.run_data if phase == "data" else None
     if whole is not None and whole.steps >= 2:
         return min(whole.low_share, whole.share)
-    span = share_span(analysis, phase)
+    if analysis.phases is None:
+        return None
+    span = share_interval(analysis.phases, phase, typical=True)
     return None if span is None else span[0]
 
 

@@ -450,20 +450,8 @@ def _tiny_ops_window(data: float, spread: float, n: int = 12):
     """A CPU window of tiny ops (8 us a call: a batch x4 is the fix) whose steps wait for data
     ``data`` of the time on average, alternating ``data +- spread`` step by step (a seeded
     series: what a loaded machine does to the wait from step to step)."""
-    import dataclasses
-
-    from gpu_notebook.records import HostOverhead, PhaseBreakdown, StepPhases
-
-    step_us = 2_000.0
     split = [data + (spread if i % 2 else -spread) for i in range(n)]
-    steps = tuple(
-        StepPhases(i, i * step_us, step_us, {"data": d * step_us, "forward": (1 - d) * step_us})
-        for i, d in enumerate(split)
-    )
-    totals = {"data": sum(split) * step_us, "forward": (n - sum(split)) * step_us}
-    phases = PhaseBreakdown("trace", steps, step_us * n, totals, ("data", "forward"))
-    host = HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0)
-    return dataclasses.replace(syn.make_analysis(phase_split=phases), host=host)
+    return syn.tiny_ops_window([(2_000.0, d * 2_000.0) for d in split])
 
 
 def _tiny_ops(data: float, spread: float) -> Finding:
@@ -525,17 +513,9 @@ def test_an_up_to_range_within_the_run_s_own_margin_is_uncertain_not_a_recommend
 
 def _sync_window(sync: float, spread: float, n: int = 12):
     """GPU-run window steps waiting in host syncs ``sync +- spread`` of each 10 ms step."""
-    from gpu_notebook.records import PhaseBreakdown, StepPhases
-
-    step_us = 10_000.0
     split = [sync + (spread if i % 2 else -spread) for i in range(n)]
-    steps = tuple(
-        StepPhases(i, i * step_us, step_us, {"sync": s * step_us, "forward": (1 - s) * step_us})
-        for i, s in enumerate(split)
-    )
-    totals = {"sync": sum(split) * step_us, "forward": (n - sum(split)) * step_us}
     return syn.make_analysis(
-        phase_split=PhaseBreakdown("trace", steps, step_us * n, totals, ("sync", "forward"))
+        phase_split=syn.phase_window([(10_000.0, s * 10_000.0) for s in split], "sync")
     )
 
 

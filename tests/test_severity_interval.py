@@ -9,12 +9,11 @@ data wait varies around a line read one severity; a wait clearly above a line ke
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.uncertainty import share_interval
-from gpu_notebook.records import Analysis, Finding, HostOverhead, PhaseBreakdown, StepPhases
+from gpu_notebook.records import Analysis, Finding
 from gpu_notebook.rules import run_rules
 from gpu_notebook.words import word_findings as words
 from tests.scenarios import synthetic as syn
@@ -32,16 +31,8 @@ def _window(mean: float, noise: float, seed: int, n: int = 6) -> Analysis:
     """A CPU window of ``n`` 2 ms steps (tiny ops) each waiting for data ``mean +- noise`` of
     its time, drawn from a seeded series: what a loaded machine does to the wait step by step."""
     rng = random.Random(seed)
-    step_us = 2_000.0
     split = [min(1.0, max(0.0, mean + rng.uniform(-noise, noise))) for _ in range(n)]
-    steps = tuple(
-        StepPhases(i, i * step_us, step_us, {"data": d * step_us, "forward": (1 - d) * step_us})
-        for i, d in enumerate(split)
-    )
-    totals = {"data": sum(split) * step_us, "forward": (n - sum(split)) * step_us}
-    phases = PhaseBreakdown("trace", steps, step_us * n, totals, ("data", "forward"))
-    host = HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0)
-    return dataclasses.replace(syn.make_analysis(phase_split=phases), host=host)
+    return syn.tiny_ops_window([(2_000.0, d * 2_000.0) for d in split])
 
 
 def _findings(window: Analysis) -> dict[str, Finding]:
@@ -102,14 +93,7 @@ def test_a_data_wait_clearly_above_a_line_keeps_its_level():
 
 def _steps_window(steps: list[tuple[float, float]]) -> Analysis:
     """A CPU window (tiny ops) of the given (duration us, data us) steps."""
-    rows = tuple(
-        StepPhases(i, i * 1_000.0, dur, {"data": data, "forward": dur - data})
-        for i, (dur, data) in enumerate(steps)
-    )
-    totals = {"data": sum(d for _, d in steps), "forward": sum(t - d for t, d in steps)}
-    phases = PhaseBreakdown("trace", rows, sum(t for t, _ in steps), totals, ("data", "forward"))
-    host = HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0)
-    return dataclasses.replace(syn.make_analysis(phase_split=phases), host=host)
+    return syn.tiny_ops_window(steps, start_every_us=1_000.0)
 
 
 def test_one_odd_step_of_six_does_not_decide_the_severity():

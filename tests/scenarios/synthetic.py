@@ -18,6 +18,7 @@ from gpu_notebook.records import (
     GpuInfo,
     GpuSample,
     GpuTimeline,
+    HostOverhead,
     OpStat,
     PhaseBreakdown,
     ProfileWindow,
@@ -232,6 +233,36 @@ def make_analysis(
         gpu=gpu_timeline,
         utilization=util if util is not None else utilization(),
         top_ops=tuple(ops),
+    )
+
+
+def phase_window(
+    steps: Sequence[tuple[float, float]], phase: str = "data", start_every_us: float | None = None
+) -> PhaseBreakdown:
+    """A trace window of ``(duration us, phase us)`` steps, the rest of each step forward; step
+    ``i`` starts at ``i * start_every_us`` (default: its own duration)."""
+    rows = tuple(
+        StepPhases(
+            i,
+            i * (start_every_us if start_every_us is not None else dur),
+            dur,
+            {phase: part, "forward": dur - part},
+        )
+        for i, (dur, part) in enumerate(steps)
+    )
+    totals = {phase: sum(p for _, p in steps), "forward": sum(d - p for d, p in steps)}
+    return PhaseBreakdown("trace", rows, sum(d for d, _ in steps), totals, (phase, "forward"))
+
+
+def tiny_ops_window(
+    steps: Sequence[tuple[float, float]], start_every_us: float | None = None
+) -> Analysis:
+    """A CPU window of tiny ops (8 us a call) whose ``(duration us, data us)`` steps wait for data."""
+    import dataclasses
+
+    split = phase_window(steps, "data", start_every_us)
+    return dataclasses.replace(
+        make_analysis(phase_split=split), host=HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0)
     )
 
 

@@ -6,6 +6,7 @@ psutil is real here (this process, real child processes); NVML comes from the fa
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import signal
@@ -295,25 +296,57 @@ def test_a_child_started_after_the_sampler_is_picked_up(no_gpu: None) -> None:
     assert max(s.children_cpu_pct or 0.0 for s in series.samples) > 0.0
 
 
-def test_a_child_that_exits_mid_run_is_dropped_without_stopping_the_sampler(
-    no_gpu: None,
-) -> None:
-    child = subprocess.Popen([sys.executable, "-c", BURN], start_new_session=True)
+# Run in a process of its own: in the suite's process other children live on (DataLoader workers an
+# earlier test's shell left running wake every few seconds), and their CPU is children CPU too.
+CHILD_EXITS = """
+import json, os, signal, subprocess, sys, time
+from gpu_notebook.capture import nvml
+from gpu_notebook.capture.sampler import Sampler
+from tests import fake_nvml
+
+def wait_for(sampler, count, timeout_s=20.0):
+    deadline = time.perf_counter() + timeout_s
+    while len(sampler.snapshot().samples) < count:
+        assert time.perf_counter() < deadline, f"fewer than {count} samples in {timeout_s} s"
+        time.sleep(0.005)
+
+with nvml.use_library(fake_nvml.library_missing()):
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
     origin_s = time.perf_counter()
     sampler = Sampler(interval_s=0.05).start(origin_s=origin_s)
     time.sleep(0.4)
-    wait_for_samples(sampler, 4)
+    wait_for(sampler, 4)
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()  # reaped: reading the cached psutil.Process now raises NoSuchProcess
     killed_at_s = time.perf_counter() - origin_s
     time.sleep(0.4)
-    wait_for_samples(sampler, len(sampler.snapshot().samples) + 6)
+    wait_for(sampler, len(sampler.snapshot().samples) + 6)
     series = sampler.stop()  # would re-raise the sampler thread's error
-    before = [s for s in series.samples[1:] if s.t_s < killed_at_s - 0.05]
-    after = [s for s in series.samples if s.t_s > killed_at_s + 0.06]
-    assert max(s.children_cpu_pct or 0.0 for s in before) > 0.0
+print(json.dumps({"killed_at_s": killed_at_s, "samples": [
+    [s.t_s, s.children_cpu_pct, s.children] for s in series.samples]}))
+"""
+
+
+def test_a_child_that_exits_mid_run_is_dropped_without_stopping_the_sampler() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD_EXITS],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    killed_at_s = got["killed_at_s"]
+    samples = got["samples"]
+    before = [s for s in samples[1:] if s[0] < killed_at_s - 0.05]
+    after = [s for s in samples if s[0] > killed_at_s + 0.06]
+    assert max(cpu or 0.0 for _, cpu, _ in before) > 0.0
+    assert all(count == 1 for _, _, count in before)
     assert len(after) >= 4  # still sampling after the child died
-    assert all(s.children_cpu_pct == 0.0 for s in after)
+    assert all(cpu == 0.0 and count == 0 for _, cpu, count in after)
 
 
 # --- bounded memory ---------------------------------------------------------------------------

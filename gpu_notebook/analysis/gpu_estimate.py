@@ -11,7 +11,9 @@ From the CPU run's trace, per step (the profiled steps, stalled ones left out):
 - **host time**: the Python between operators stays as it is; every kernel costs the host its
   dispatch and launch (``HOST_PER_KERNEL_US``); operators that launch nothing (views,
   ``empty``) keep their CPU time;
-- **data wait**: the DataLoader's wait stays (a GPU does not load data);
+- **data wait**: the DataLoader's wait stays (a GPU does not load data); the operators that run
+  inside it (a dataset's own torch work, a sampler's ``randperm().tolist()``) are that wait, on
+  CPU tensors: they are neither kernels nor reads of device values;
 - the step is ``data + max(host, device)`` when the host can run ahead of the GPU, and
   ``data + host + device`` when the loop reads a device value every step (``.item()``: each
   read waits for the queued kernels).
@@ -42,6 +44,7 @@ from gpu_notebook.analysis.host import MATMUL_OP, outside_ops_share
 from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.phases import find_host_thread
 from gpu_notebook.analysis.steady import without_stalls
+from gpu_notebook.markers import DATALOADER_PREFIX
 from gpu_notebook.records import Analysis, GpuEstimate, PhaseBreakdown, Run
 from gpu_notebook.trace.kineto import Trace
 from gpu_notebook.trace.windows import WindowTraces
@@ -172,6 +175,14 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
     ts = trace.ts_us[rows]
     for a, b in _windows(phases):
         keep |= (ts >= a) & (ts < b)
+    # The DataLoader's own work (a dataset's torch ops, a sampler's reads) is the data wait,
+    # kept apart as it is: on a GPU it stays on the CPU, before the batch is copied.
+    loader = np.flatnonzero(
+        (trace.pid == host[0]) & (trace.tid == host[1]) & trace.name_mask(prefix=DATALOADER_PREFIX)
+    )
+    for r in loader:
+        a = float(trace.ts_us[r])
+        keep &= ~((ts >= a) & (ts < a + float(trace.dur_us[r])))
     acc: dict[str, list[float]] = {}
     for i in np.flatnonzero(keep):
         name = trace.names[int(trace.name_id[rows[i]])]

@@ -509,3 +509,68 @@ def test_a_read_in_the_step_function_is_named_and_the_refusal_says_where_to_act(
     refused = apply_fix("throttle_host_syncs", STEP_FUNCTION_ITEM)
     assert isinstance(refused, Refusal)
     assert "`return loss.item()` runs in `train_step`" in refused.reason
+
+
+STEP_METHOD_FIT = """\
+import torch
+class Fitter:
+    def __init__(self, model):
+        self.model = model
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.history = []
+    def step(self, x):
+        loss = self.model(x).pow(2).mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+    def fit(self, batches, epochs):
+        for epoch in range(epochs):
+            for x in batches:
+                self.history.append(self.step(x))
+            print(f"epoch {epoch} loss {torch.stack(self.history).mean():.3f}")
+Fitter(torch.nn.Linear(4, 1)).fit([torch.randn(8, 4)] * 3, epochs=2)
+"""
+
+
+def test_a_step_method_makes_its_callers_loop_the_step_loop_and_the_epoch_print_is_not_per_step():
+    # A hand-written trainer class (issue 26): fit()'s batch loop calls self.step(x), whose body
+    # runs the backward. On main no loop trained, so every loop counted as a step loop and the
+    # epoch loop's print read 'The loop logs on every step'.
+    from gpu_notebook.cell.scan import scan_source
+    from gpu_notebook.rules.syncs import loop_lines
+
+    facts = scan_source(STEP_METHOD_FIT)
+    (loop,) = facts.training_loops()
+    assert loop.line == 15  # `for x in batches:`, not the epoch loop
+    assert loop_lines(facts, facts.logging) == ()
+    assert loop_lines(facts, facts.syncs) == ()
+
+
+FRAMEWORK_TRAINS_DATASET_BUILDS = """\
+import torch
+class Seqs(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.items = []
+        for i in range(n):
+            self.items.append(torch.randint(5, 500, (8,)).tolist())
+            print("built", i)
+    def __len__(self):
+        return len(self.items)
+    def __getitem__(self, i):
+        return self.items[i]
+trainer = make_trainer(Seqs(100))
+trainer.train()
+"""
+
+
+def test_a_loop_in_a_constructor_is_not_a_step_loop_when_a_framework_trains():
+    # Issue 26: an HF Trainer cell (no loop of its own trains) had its dataset's __init__ loop,
+    # `torch.randint(...).tolist()` run once per item when the dataset is built, named as 'every
+    # step reads device values on the host' with a throttle fix.
+    from gpu_notebook.cell.scan import scan_source
+    from gpu_notebook.rules.syncs import loop_lines
+
+    facts = scan_source(FRAMEWORK_TRAINS_DATASET_BUILDS)
+    assert loop_lines(facts, facts.syncs) == ()
+    assert loop_lines(facts, facts.logging) == ()

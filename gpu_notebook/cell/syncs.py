@@ -31,6 +31,10 @@ _HOST_VALUE_CALLS = frozenset(
 )
 
 
+# Methods that run once, when an object is made.
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__"})
+
+
 def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[SourceLine, ...]]:
     syncs: dict[tuple[int, str], SourceLine] = {}
     logging: dict[int, SourceLine] = {}
@@ -38,7 +42,7 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
     for call in tree.calls():
         # In a loop, or in a step function a step loop calls (train_step's `loss.item()`).
         loop = tree.enclosing_loop(call) or tree.step_loop_of(call)
-        if loop is None:
+        if loop is None or _builds_once(tree, loop):
             continue
         values = values_of[id(loop)]
         kind = _sync_kind(tree, call, values)
@@ -68,7 +72,9 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
         if not isinstance(node, ast.FormattedValue):
             continue
         loop = tree.enclosing_loop(node)
-        if loop is None or not _unwrapped_names(node.value) & values_of[id(loop)]:
+        if loop is None or _builds_once(tree, loop):
+            continue
+        if not _unwrapped_names(node.value) & values_of[id(loop)]:
             continue
         line = tree.source_line(node, "fstring-tensor")
         if not any(key[0] == line.line for key in syncs):
@@ -80,6 +86,18 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
             sorted((v for v in logging.values() if v.line not in sync_lines), key=lambda s: s.line)
         ),
     )
+
+
+def _builds_once(tree: CellTree, loop: Loop) -> bool:
+    """A loop in a constructor (a dataset's ``__init__`` building its items): it runs when the
+    object is made, once, not on every step (unless it trains itself)."""
+    if id(loop) in tree.step_loops:
+        return False
+    holder = next(
+        (a for a in tree.ancestors(loop) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))),
+        None,
+    )
+    return holder is not None and holder.name in _CONSTRUCTORS
 
 
 def _sync_kind(tree: CellTree, call: ast.Call, values: set[str]) -> SyncKind | None:

@@ -55,6 +55,15 @@ class CellTree(Parents):
             for node in tree.body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and has_backward(node)
         }
+        # The same in a class of the cell (a hand-written trainer's ``def step(self, batch)``),
+        # called as ``self.step(batch)`` from a loop in another method of that class (``fit``).
+        self.step_methods: dict[tuple[str, str], ast.FunctionDef | ast.AsyncFunctionDef] = {
+            (cls.name, node.name): node
+            for cls in ast.walk(tree)
+            if isinstance(cls, ast.ClassDef)
+            for node in cls.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and has_backward(node)
+        }
         self.trains = {
             id(loop): has_backward(loop) or bool(self._step_function_calls(loop))
             for loop in self.loops
@@ -126,7 +135,12 @@ class CellTree(Parents):
             ),
             None,
         )
-        if holder is None or self.step_functions.get(holder.name) is not holder:
+        if holder is None:
+            return None
+        owner = self._class_of(holder)
+        if owner is not None and self.step_methods.get((owner, holder.name)) is holder:
+            pass
+        elif self.step_functions.get(holder.name) is not holder:
             return None
         return next(
             (lp for lp in self.loops
@@ -135,15 +149,29 @@ class CellTree(Parents):
         )  # fmt: skip
 
     def _step_function_calls(self, loop: Loop) -> set[str]:
-        """The step functions ``loop``'s body calls by name."""
-        return {
-            c.func.id
-            for s in loop.body
-            for c in ast.walk(s)
-            if isinstance(c, ast.Call)
-            and isinstance(c.func, ast.Name)
-            and c.func.id in self.step_functions
-        }
+        """The step functions ``loop``'s body calls by name (``self.step(...)`` from a method of
+        the class that defines ``step``)."""
+        owner = self._class_of(loop)
+        called = set()
+        for c in (c for s in loop.body for c in ast.walk(s) if isinstance(c, ast.Call)):
+            if isinstance(c.func, ast.Name) and c.func.id in self.step_functions:
+                called.add(c.func.id)
+            elif (
+                owner is not None
+                and isinstance(c.func, ast.Attribute)
+                and isinstance(c.func.value, ast.Name)
+                and c.func.value.id == "self"
+                and (owner, c.func.attr) in self.step_methods
+            ):
+                called.add(c.func.attr)
+        return called
+
+    def _class_of(self, node: ast.AST) -> str | None:
+        """The class whose method holds ``node`` (None: not in a method)."""
+        for a in self.ancestors(node):
+            if isinstance(a, ast.ClassDef):
+                return a.name
+        return None
 
     def source_line(self, node: ast.AST, kind: str, step_loop: Loop | None = None) -> SourceLine:
         """The fact of ``node``; ``step_loop``: the step loop the caller found it in, which then

@@ -320,3 +320,39 @@ def test_num_workers_read_from_a_dict_config_is_set_in_that_dict():
 def test_a_dict_config_the_cell_does_not_pin_down_is_a_refusal(cell):
     refused = apply_fix("dataloader_workers", cell, num_workers=2, pin_memory=False)
     assert isinstance(refused, Refusal) and '`cfg["num_workers"]`' in refused.reason
+
+
+ZIPPED_AND_VALIDATED = """\
+import itertools
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from mydata import Stream
+stream_loader = DataLoader(Stream(), batch_size=64, num_workers=0)
+aux = TensorDataset(torch.randn(256, 8), torch.randn(256, 1))
+aux_loader = DataLoader(aux, batch_size=64, shuffle=True)
+val_loader = DataLoader(Stream(), batch_size=64)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for (xa, ya), (xb, yb) in itertools.islice(zip(stream_loader, aux_loader), 100):
+    loss = (model(torch.cat([xa, xb])) - torch.cat([ya, yb])).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+with torch.no_grad():
+    for x, y in val_loader:
+        model(x)
+"""
+
+
+def test_workers_go_to_the_loader_the_step_waits_on_not_every_loader_of_the_cell():
+    # Issue 26: a step zipping a streaming loader with an in-memory TensorDataset one got two
+    # workers on both (four processes on two cores; the in-memory one only pays the handoff),
+    # and a validation loader got them too. Only the stream the training loop iterates is set.
+    patch = apply_fix("dataloader_workers", ZIPPED_AND_VALIDATED, num_workers=2)
+    assert isinstance(patch, Patch)
+    after = patch.source_after.splitlines()
+    assert "num_workers=2" in next(ln for ln in after if ln.startswith("stream_loader ="))
+    assert next(ln for ln in after if ln.startswith("aux_loader =")) == (
+        "aux_loader = DataLoader(aux, batch_size=64, shuffle=True)"
+    )
+    assert next(ln for ln in after if ln.startswith("val_loader =")) == (
+        "val_loader = DataLoader(Stream(), batch_size=64)"
+    )

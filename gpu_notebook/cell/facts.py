@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -167,6 +168,20 @@ class SourceFacts:
 
     def constructor_of(self, name: str) -> str | None:
         return next((c for n, c in reversed(self.constructed) if n == name), None)
+
+    def dataset_class(self, loader: LoaderCall) -> str | None:
+        """Class name of a DataLoader call's dataset, as the cell (or a live object) makes it:
+        ``DataLoader(TensorDataset(...))``, or ``ds = TensorDataset(...)`` then ``DataLoader(ds)``."""
+        if loader.dataset is None:
+            return None
+        text = loader.dataset.strip()
+        call = re.match(r"^(?:[\w.]*\.)?(\w+)\(", text)
+        if call:
+            return call.group(1)
+        if text.isidentifier():
+            known = self.live.dataset_type(text)
+            return known if known is not None else self.constructor_of(text)
+        return None
 
     def framework_setting(self, cls: str, key: str) -> object:
         """The setting's value where every such call agrees, else None (unknown or several)."""

@@ -113,6 +113,10 @@ def log_kind(name: str | None, method: str | None) -> LogKind | None:
     return None
 
 
+# Datasets whose samples are views of tensors already in memory: a worker has nothing slow to hide.
+IN_MEMORY_DATASETS = frozenset({"TensorDataset", "StackDataset"})
+
+
 __all__ = [
     "COPY_METHODS",
     "CUDNN_BENCHMARK",
@@ -121,6 +125,7 @@ __all__ = [
     "FUSED_OPTIMIZERS",
     "GRAD_MODES",
     "HOST_READ_METHODS",
+    "IN_MEMORY_DATASETS",
     "LOG_PREFIXES",
     "MATMUL_PRECISION",
     "MODEL_FACTORIES",

@@ -20,6 +20,8 @@ from gpu_notebook.cell.names import (
     targets_of,
     walk,
 )
+from gpu_notebook.cell.parse import cst_nodes
+from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -93,6 +95,8 @@ def dataloader_workers(
             f"the DataLoader arguments come from **kwargs or positions; set {settings} where "
             "they are defined"
         )
+    if not hf and num_workers:
+        editable = _waited_on(module, editable)
     key = "dataloader_num_workers" if hf else "num_workers"
     persistent = "dataloader_persistent_workers" if hf else "persistent_workers"
     edits: dict[cst.CSTNode, Replacement] = {}
@@ -150,6 +154,24 @@ def dataloader_workers(
         return Declined(f"every DataLoader in this cell already has {settings}")
     detail = ", ".join(f"{k}={v}" for k, v in applied.items())
     return Edited(replace_nodes(module, edits), detail)
+
+
+def _waited_on(module: cst.Module, calls: list[cst.Call]) -> list[cst.Call]:
+    """Of several DataLoaders, those the step waits on and workers can help: the ones a training
+    loop iterates (a validation loader is left as it is), less those over an in-memory dataset
+    (a TensorDataset's batch is a view: a worker only adds its handoff). All of ``calls`` when
+    that leaves none."""
+    if len(calls) < 2:
+        return calls
+    facts = facts_of(module)
+    found = cst_nodes(module, [ld.node for ld in facts.loaders])
+    by_node = {id(n): ld for ld, n in zip(facts.loaders, found, strict=True) if n is not None}
+    loaders = [(c, by_node.get(id(c))) for c in calls]
+    iterated = {name for loop in facts.training_loops() for name in loop.iterates}
+    stepped = [(c, ld) for c, ld in loaders if ld is not None and ld.name in iterated]
+    kept = [c for c, ld in stepped or loaders
+            if ld is None or facts.dataset_class(ld) not in IN_MEMORY_DATASETS]  # fmt: skip
+    return kept or calls
 
 
 def _integer(value: int) -> Replacement:

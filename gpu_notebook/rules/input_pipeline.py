@@ -28,11 +28,11 @@ against a window's bound of 1.57x). The window's share only where the run has no
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveDataHook, LiveLoader
+from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.records import (
     Analysis,
     Finding,
@@ -71,8 +71,6 @@ OWN_BUSY_SHARE = 0.5
 # TensorDataset with num_workers=2 at 0.68x on 2 cores; torch's own DataLoader benchmarks put the
 # handoff at a few hundred microseconds for small batches. 0.5 ms is our round figure.
 WORKER_HANDOFF_US = 500.0
-# Datasets whose samples are views of tensors already in memory: a worker has nothing slow to hide.
-IN_MEMORY_DATASETS = frozenset({"TensorDataset", "StackDataset"})
 # A bound this close to 1 is no reason to add processes.
 MIN_WORKER_GAIN = 1.05
 
@@ -181,18 +179,9 @@ def dataset_type(facts: SourceFacts, loader: LoaderInUse) -> str | None:
     """Class name of the loader's dataset: from the live loader, the live object or the cell."""
     if loader.live is not None:
         return loader.live.dataset_type
-    if loader.static is None or loader.static.dataset is None:
+    if loader.static is None:
         return None
-    text = loader.static.dataset.strip()
-    call = re.match(r"^(?:[\w.]*\.)?(\w+)\(", text)
-    if call:
-        return call.group(1)
-    if text.isidentifier():
-        known = facts.live.dataset_type(text)
-        if known is not None:
-            return known
-        return facts.constructor_of(text)
-    return None
+    return facts.dataset_class(loader.static)
 
 
 def workers_reach(

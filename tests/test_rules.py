@@ -330,6 +330,21 @@ def test_no_workers_when_a_batch_loads_faster_than_a_worker_hands_it_over():
     assert "0.30 ms" in " ".join(only(findings, "input.in_memory_batches").evidence)
 
 
+def test_a_fast_batch_of_a_dataset_of_its_own_is_not_told_to_index_as_a_tensor_dataset():
+    # Issue 26: a padded-sequence dataset of the user's own class (one sample per __getitem__,
+    # a collate_fn that pads) was told to pass a BatchSampler with batch_size=None, "a
+    # TensorDataset takes a list of indices": its __getitem__ does not, and its collate_fn would
+    # get a whole batch as one sample. The DataLoader's own door for that is __getitems__.
+    cell = "class Tokens(Dataset):\n    def __getitem__(self, i): return seqs[i]\n" + TRAIN.replace(
+        "DataLoader(ds, batch_size=32)", "DataLoader(Tokens(), batch_size=32, collate_fn=pad)"
+    )
+    split = syn.phases({"data": 0.30}, step_us=1000.0)  # 0.3 ms a batch
+    findings = rules_for(syn.make_run(cell, cpu_count=8), syn.make_analysis(phase_split=split))
+    f = only(findings, "input.in_memory_batches")
+    assert "TensorDataset" not in f.fix and "BatchSampler" not in f.fix
+    assert "__getitems__" in f.fix and "num_workers=0" in f.fix
+
+
 def test_live_tensor_dataset_is_known_by_its_type(torch_ns):
     import torch
 

@@ -74,11 +74,27 @@ def in_memory_batches(s: InMemoryBatches) -> Words:
             "the time goes to indexing the dataset one sample at a time and collating the samples",
             f"gain if the batch is taken in one indexing: {fmt_gain(s.bound)} (Amdahl over the data share)",
         ],
-        "Keep num_workers=0 and index whole batches: DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), "
-        f"batch_size={bs}, drop_last=False), batch_size=None) (a TensorDataset takes a list of indices), or "
-        f"`for idx in torch.randperm(len(X)).split({bs}): x, y = X[idx], Y[idx]`.",
+        _whole_batches(s.reason, bs),
         "measured: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
         "docs (batch_size=None with a BatchSampler for batched indexing)",
+    )
+
+
+def _whole_batches(reason: NoWorkerGain, bs: int | str) -> str:
+    """How to index whole batches: a TensorDataset takes a list of indices as it is; a dataset
+    of the user's own class (one sample per ``__getitem__``, maybe a collate_fn that pads) does
+    not, and the DataLoader calls its ``__getitems__`` with a batch's indices where it has one."""
+    if reason.dataset is not None:
+        return (
+            "Keep num_workers=0 and index whole batches: DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), "
+            f"batch_size={bs}, drop_last=False), batch_size=None) (a TensorDataset takes a list of indices), or "
+            f"`for idx in torch.randperm(len(X)).split({bs}): x, y = X[idx], Y[idx]`."
+        )
+    return (
+        "Keep num_workers=0: a batch loads in less time than a worker takes to hand it over. To "
+        "shorten it, give the dataset a `__getitems__(self, indices)` that builds the batch's "
+        "samples in one go (the DataLoader calls it with each batch's indices, then your "
+        "collate_fn); workers would add their handoff to every batch."
     )
 
 

@@ -534,3 +534,38 @@ def test_a_sync_bound_at_the_small_line_reads_one_class_either_side_of_it_within
     assert [f.severity for f in (quiet, loaded)] == ["info", "info"]
     assert not measurable(loaded) and loaded.fix.startswith("Small: may have no measurable")
     assert measurable(steady) and steady.severity != "info"
+
+
+ACCUMULATED_CELL = """\
+acc = Accelerator(gradient_accumulation_steps=4)
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+loader = DataLoader(TensorDataset(torch.randn(512, 16), torch.randn(512, 1)), batch_size=4)
+model, opt, loader = acc.prepare(model, opt, loader)
+for x, y in loader:
+    with acc.accumulate(model):
+        loss = loss_fn(model(x), y)
+        acc.backward(loss)
+        opt.step(); opt.zero_grad()
+"""
+
+
+def test_a_bigger_batch_under_gradient_accumulation_folds_micro_batches_and_keeps_the_lr():
+    """Issue 26: accelerate's accumulate() over 4 micro-batches of 16 was told 'batch size x4
+    (learning rate x4)', and the patch made each optimizer step see 4x the samples with 4x the
+    learning rate. Folding the micro-batches (batch x4, accumulation 4 -> 1) gives the ops the
+    same work, each optimizer step the same samples, and leaves the learning rate alone."""
+    from gpu_notebook.fixes import Patch, apply_fix
+
+    run = syn.make_run(ACCUMULATED_CELL)
+    f = _findings(run, _tiny_ops_window(0.0, 0.0))["launch.tiny_ops"]
+    assert f.fix_id == "bigger_batch" and f.fix_params["factor"] == 4
+    assert "gradient_accumulation_steps 4 -> 1" in f.fix and "learning rate x" not in f.fix
+    patch = apply_fix("bigger_batch", ACCUMULATED_CELL, **f.fix_params)
+    assert isinstance(patch, Patch)
+    after = patch.source_after
+    assert "Accelerator(gradient_accumulation_steps=1)" in after and "batch_size=16" in after
+    assert "lr=3e-4)" in after  # not scaled
+    # Accumulation that the factor does not divide: the batch grows and the lr scales, as before.
+    eight = apply_fix("bigger_batch", ACCUMULATED_CELL, factor=8, scale_lr=True)
+    assert isinstance(eight, Patch) and "gradient_accumulation_steps=4" in eight.source_after
+    assert "lr=3e-4 * 8" in eight.source_after

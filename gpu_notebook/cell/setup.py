@@ -195,7 +195,8 @@ def tf32(found: tuple[FlagSet, ...]) -> bool | None:
 __all__ = ["compiled", "copies", "created", "flag", "flags", "loaders", "optimizers", "tf32"]
 
 
-# Framework settings the overhead rule reads: (class, keyword) -> the framework's default.
+# Framework settings the overhead and batch rules read: (class, keyword) -> the framework's
+# default.
 # The default is what holds when the call leaves the keyword out (transformers 4.x/5.x
 # TrainingArguments, Lightning 2.x Trainer).
 FRAMEWORK_DEFAULTS: dict[tuple[str, str], object] = {
@@ -204,12 +205,15 @@ FRAMEWORK_DEFAULTS: dict[tuple[str, str], object] = {
     ("Trainer", "log_every_n_steps"): 50,
     ("Trainer", "enable_progress_bar"): True,
     ("tqdm", "mininterval"): 0.1,  # seconds between redraws
+    # Micro-batches per optimizer step (the bigger-batch fix folds them into one).
+    ("Accelerator", "gradient_accumulation_steps"): 1,
+    ("TrainingArguments", "gradient_accumulation_steps"): 1,
 }
 
 
 def framework_settings(tree: CellTree) -> Iterator[tuple[str, str, object]]:
-    """(class, keyword, value) for the logging settings of ``TrainingArguments(...)``,
-    Lightning ``Trainer(...)`` and ``tqdm(...)`` calls: the literal given, the default when the keyword is absent,
+    """(class, keyword, value) for the logging and accumulation settings of
+    ``TrainingArguments(...)``, Lightning ``Trainer(...)``, ``Accelerator(...)`` and ``tqdm(...)`` calls: the literal given, the default when the keyword is absent,
     None when it is not a literal (or the call has ``**kwargs``)."""
     for call in tree.calls():
         cls = last(dotted(call.func))

@@ -296,6 +296,21 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
             "no DataLoader(...) call with a batch size in this cell; multiply the batch size "
             "where the loader is created"
         )
+    folded = _accumulation_folded(module, factor)
+    if folded:
+        # Gradient accumulation over `factor` or more micro-batches: fold `factor` of them into
+        # one bigger micro-batch. Each optimizer step sees the same samples as before, so the
+        # learning rate stays; the ops get `factor` times the work.
+        edits.update(folded)
+        note = (
+            f"{_BATCH_COMMENT}{factor}; gradient accumulation steps /{factor}: the same samples "
+            "per optimizer step, the learning rate stays"
+        )
+        for stmt in {tree.statement_of(call) for call in loaders}:
+            if stmt is not None:
+                edits[stmt] = functools.partial(add_comment, text=note)
+        detail = f"batch size x{factor}, gradient accumulation /{factor}"
+        return Edited(replace_nodes(module, edits), detail)
     lr_scaled = False
     if scale_lr:
         for call in nodes_of(module, [opt.node for opt in facts_of(module).optimizers]):
@@ -316,6 +331,29 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
             edits[stmt] = functools.partial(add_comment, text=note)
     detail = f"batch size x{factor}" + (f", lr x{factor}" if lr_scaled else "")
     return Edited(replace_nodes(module, edits), detail)
+
+
+def _accumulation_folded(module: cst.Module, factor: int) -> dict[cst.CSTNode, Replacement]:
+    """``gradient_accumulation_steps=K`` (accelerate's ``Accelerator``, HF ``TrainingArguments``)
+    set to literals that ``factor`` divides, each divided by it; empty when there is none, or
+    one that is not such a literal (then the batch grows and the learning rate scales)."""
+    found = [
+        arg
+        for node in walk(module)
+        if isinstance(node, cst.Call)
+        for arg in node.args
+        if arg.keyword is not None and arg.keyword.value == "gradient_accumulation_steps"
+    ]
+    steps = [int_or_none(arg.value, None) for arg in found]
+    if not found or any(k is None or k < factor or k % factor for k in steps):
+        return {}
+
+    def divide(arg: cst.Arg) -> cst.Arg:
+        k = int_or_none(arg.value, None)
+        assert k is not None  # checked above
+        return arg.with_changes(value=cst.Integer(str(k // factor)))
+
+    return dict.fromkeys(found, divide)
 
 
 def _batch_scaler(factor: int) -> Replacement:

@@ -94,6 +94,9 @@ class TinyOps(Said):
     # A bigger batch (a loader to enlarge), compiled already (none), or compile (none found).
     outcome: Literal["batch", "compiled", "compile"]
     compiled: bool
+    # Micro-batches per optimizer step the fix folds `factor` of into one (the learning rate
+    # stays); None: no such accumulation, the batch grows and the learning rate scales.
+    accumulation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,8 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
                    analysis.step_stats.median_s, batch, factor, None, "compile", compiled)  # fmt: skip
     if loader.known:
         bound = bigger_batch_bound(factor, analysis)
-        said = dataclasses.replace(said, bound=bound, outcome="batch")
+        said = dataclasses.replace(said, bound=bound, outcome="batch",
+                                   accumulation=folded_accumulation(facts, factor))  # fmt: skip
         return found("launch.tiny_ops", severity, said, bound=bound,
                      line=loader.line, fix_id="bigger_batch",
                      fix_params={"factor": factor, "scale_lr": True},
@@ -179,6 +183,17 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         # Never advise what holds: the model is compiled, and no loader is here to enlarge.
         return found("launch.tiny_ops", severity, dataclasses.replace(said, outcome="compiled"))
     return found("launch.tiny_ops", severity, said, fix_id="torch_compile")
+
+
+def folded_accumulation(facts: SourceFacts, factor: int) -> int | None:
+    """The cell's gradient accumulation steps (accelerate's ``Accelerator``, HF
+    ``TrainingArguments``) when every such setting is a literal ``factor`` divides: the bigger
+    batch then folds micro-batches (fixes/codemods_data._accumulation_folded reads the same)."""
+    steps = [v for c, k, v in facts.framework_settings if k == "gradient_accumulation_steps"]
+    if not steps or not all(isinstance(v, int) and v >= factor and v % factor == 0 for v in steps):
+        return None
+    first = steps[0]
+    return first if isinstance(first, int) and all(v == first for v in steps) else None
 
 
 def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

@@ -56,7 +56,20 @@ def tiny_ops(s: TinyOps) -> Words:
     if s.median_s is not None:
         evidence.append(f"median step {s.median_s * 1e3:.2f} ms with batch {s.batch}")
     k = s.factor
-    if s.outcome == "batch":
+    if s.outcome == "batch" and s.accumulation is not None:
+        evidence.append(
+            f"gain with micro-batches x{k}: samples/s {fmt_gain(s.bound)} (the model side per "
+            f"sample shrinks at most x{k}, data loading per sample not at all); gradient "
+            f"accumulation {s.accumulation} -> {s.accumulation // k} keeps the samples of each "
+            "optimizer step, so the learning rate stays"
+        )
+        fix = (
+            f"Give each step more work: micro-batch size x{k}, gradient_accumulation_steps "
+            f"{s.accumulation} -> {s.accumulation // k} (the same samples per optimizer step)"
+            + ("" if s.compiled else "; then torch.compile to fuse the remaining small ops")
+            + ". More GPUs would not help."
+        )
+    elif s.outcome == "batch":
         evidence.append(
             f"gain with a batch x{k}: samples/s {fmt_gain(s.bound)} (the model side per sample "
             f"shrinks at most x{k}, data loading per sample not at all); the learning rate "

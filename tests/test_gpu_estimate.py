@@ -262,3 +262,22 @@ def test_the_dataloaders_own_ops_stay_the_data_wait_not_kernels_or_reads(tmp_pat
     assert est.kernels_per_step < 60, est.kernels_per_step  # the dataset's: 8 x 30 = 240 more
     assert est.reads_per_step == 0 and est.overlapped
     assert est.data_s > 0
+
+
+def test_adams_reads_of_its_own_cpu_step_counter_are_not_device_reads(tmp_path: Path):
+    """Adam/AdamW (neither capturable nor fused) read ``state["step"]``, a CPU scalar, with
+    ``.item()`` in every step: on a GPU that waits for no kernel. The estimate took them for
+    per-step device reads (issue 26: every Adam loop read 'after the host: reads every step',
+    host and GPU taking turns, 8 reads a step for a 2-layer MLP)."""
+    script = tmp_path / "adam.py"
+    script.write_text(LOOP.replace("torch.optim.SGD(model.parameters(), lr=0.01)",
+                                   "torch.optim.AdamW(model.parameters(), lr=1e-3)"))  # fmt: skip
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "gpu_notebook", "run", "-s", "4", "--json", str(report), "-q",
+           str(script)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    from gpu_notebook.records import Report
+
+    est = Report.from_json(report.read_text()).gpu_estimate
+    assert est is not None and est.kernels_per_step >= 6
+    assert est.reads_per_step == 0 and est.overlapped

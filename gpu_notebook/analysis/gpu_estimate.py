@@ -44,7 +44,7 @@ from gpu_notebook.analysis.host import MATMUL_OP, outside_ops_share
 from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.phases import find_host_thread
 from gpu_notebook.analysis.steady import without_stalls
-from gpu_notebook.markers import DATALOADER_PREFIX
+from gpu_notebook.markers import DATALOADER_PREFIX, OPTIMIZER_STEP_PREFIX
 from gpu_notebook.records import Analysis, GpuEstimate, PhaseBreakdown, Run
 from gpu_notebook.trace.kineto import Trace
 from gpu_notebook.trace.windows import WindowTraces
@@ -124,6 +124,11 @@ CPU_GFLOPS_PER_CORE = 50.0
 CPU_GBPS_PER_CORE = 10.0
 # A step that reads device values is serialised when reads are more than this share of it.
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+# torch.optim classes whose step reads its own step counter (``_get_value(step)``: ``.item()``)
+# from a CPU scalar when neither capturable nor fused (torch keeps ``state["step"]`` on the CPU
+# for that): those reads wait for no kernel on a GPU. Checked on torch 2.13 (reads in the step,
+# ``state["step"]`` on the CPU); LBFGS reads the loss and the gradients: real device reads.
+CPU_STEP_COUNTER_OPTIMIZERS = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad"})
 
 # Operators that launch no kernel: views, metadata, allocation. Their CPU time stays on the host.
 NO_KERNEL = re.compile(
@@ -183,6 +188,21 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
     for r in loader:
         a = float(trace.ts_us[r])
         keep &= ~((ts >= a) & (ts < a + float(trace.dur_us[r])))
+    # An optimizer's read of its own CPU step counter is no read of a device value.
+    counter_steps = [
+        r
+        for r in np.flatnonzero(
+            (trace.pid == host[0])
+            & (trace.tid == host[1])
+            & trace.name_mask(prefix=OPTIMIZER_STEP_PREFIX)
+        )
+        if _optimizer_class(trace.names[int(trace.name_id[r])]) in CPU_STEP_COUNTER_OPTIMIZERS
+    ]
+    if counter_steps:
+        reads = trace.name_mask(names=SYNC_OPS)[rows]
+        for r in counter_steps:
+            a = float(trace.ts_us[r])
+            keep &= ~(reads & (ts >= a) & (ts < a + float(trace.dur_us[r])))
     acc: dict[str, list[float]] = {}
     for i in np.flatnonzero(keep):
         name = trace.names[int(trace.name_id[rows[i]])]
@@ -191,6 +211,11 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
         row[1] += float(self_ns[i]) / 1000.0
         row[2] += float(end[i] - start[i]) / 1000.0
     return [_OpTimes(n, int(v[0]), v[1], v[2]) for n, v in acc.items()]
+
+
+def _optimizer_class(range_name: str) -> str:
+    """``Optimizer.step#AdamW.step`` -> ``AdamW``."""
+    return range_name.removeprefix(OPTIMIZER_STEP_PREFIX).split(".", 1)[0]
 
 
 def _matmul_flops(name: str, dims: Any) -> float | None:

@@ -154,7 +154,6 @@ for step, (x, y) in enumerate(train_loader):
         (6, "val-loop", False),
         (8, "val-call", True),
     }
-    assert facts.loops[0].grad_module_calls == 2  # loss_fn and model, not the validation calls
 
 
 @pytest.mark.parametrize(

@@ -41,9 +41,7 @@ class SourceLine:
     line: int  # 1-based line of the notebook cell
     text: str  # the line, stripped
     kind: str  # what was found there: "item", "print", "eval", ...
-    gated: bool = (
-        False  # behind an ``if`` within its step loop (or innermost loop): some steps only
-    )
+    gated: bool = False  # behind an ``if`` within its step (or innermost) loop: some steps only
     loop_line: int | None = None  # the innermost loop holding it
     step_loop_line: int | None = None  # the training step loop holding it (nested loops included)
     # The value read decides what the loop does (an if/while test, directly or through a name
@@ -100,13 +98,7 @@ class LoopFacts:
     trains: bool  # calls .backward() in its body
     innermost_training: bool  # trains and holds no other loop that trains
     calls_model: bool
-    under_grad_mode: (
-        bool  # inside/holding torch.no_grad(), inference_mode(), or a decorated function
-    )
-    is_while: bool = False
-    # Module calls made once per iteration with autograd on (nested loops, comprehensions and
-    # no_grad blocks left out): the training forwards of one step, loss modules included.
-    grad_module_calls: int = 0
+    under_grad_mode: bool  # in or holding no_grad(), inference_mode(), or a decorated def
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
     # The .backward() calls of its body, in source order (where the autocast fix scales).
     backward_calls: tuple[ast.AST, ...] = dataclasses.field(default=(), compare=False, repr=False)
@@ -139,7 +131,6 @@ class SourceFacts:
     tf32: bool | None = None  # allow_tf32 / set_float32_matmul_precision in the cell
     flags: tuple[FlagSet, ...] = ()  # every backends flag set and precision call
     data_parallel: tuple[SourceLine, ...] = ()
-    ddp: bool = False
     convolutions: bool = False  # nn.Conv*/F.conv* named in the cell
     # ``name = Something(...)`` in the cell: name -> the called class or function's last name.
     constructed: tuple[tuple[str, str], ...] = ()

@@ -52,7 +52,6 @@ class LiveModel:
     type_name: str
     training: bool
     data_parallel: bool  # nn.DataParallel
-    ddp: bool  # DistributedDataParallel
     compiled: bool  # torch.compile's OptimizedModule
     has_conv: bool
     parameter_tensors: int
@@ -398,7 +397,6 @@ def _model(name: str, model: Any, torch: Any) -> LiveModel:
         type_name=kind.__name__,
         training=_held(model, "training") is True,
         data_parallel=issubclass(kind, torch.nn.DataParallel),
-        ddp=issubclass(kind, torch.nn.parallel.DistributedDataParallel),
         compiled=kind.__name__ == "OptimizedModule",
         has_conv=any(issubclass(type(m), convs) for m in modules),
         parameter_tensors=len(params),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from gpu_notebook.cell.facts import LoopFacts, SourceLine, ValidationKind
 from gpu_notebook.cell.names import (
@@ -43,8 +43,6 @@ def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
         innermost_training=id(loop) in tree.step_loops,
         calls_model=bool(tree.model_calls(loop)),
         under_grad_mode=tree.under_grad_mode(loop),
-        is_while=isinstance(loop, ast.While),
-        grad_module_calls=_grad_module_calls(tree, loop.body),
         node=loop,
         backward_calls=tuple(
             sorted((c for s in loop.body for c in calls_in(s) if is_backward(c)), key=position)
@@ -52,33 +50,6 @@ def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
         if trains
         else (),
     )
-
-
-def _grad_module_calls(tree: CellTree, nodes: Iterable[ast.AST]) -> int:
-    count = 0
-    for node in nodes:
-        if isinstance(
-            node,
-            (
-                ast.For,
-                ast.AsyncFor,
-                ast.While,
-                ast.comprehension,
-                ast.Lambda,
-                ast.FunctionDef,
-                ast.AsyncFunctionDef,
-                ast.ClassDef,
-            ),
-        ):
-            continue  # runs a number of times per step we cannot know
-        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
-            is_grad_mode_call(i.context_expr) for i in node.items
-        ):
-            continue
-        if isinstance(node, ast.Call) and dotted(node.func) in tree.models:
-            count += 1
-        count += _grad_module_calls(tree, ast.iter_child_nodes(node))
-    return count
 
 
 def validation(tree: CellTree) -> Iterator[SourceLine]:

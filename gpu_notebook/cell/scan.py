@@ -174,7 +174,6 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
             for c in tree.calls()
             if last(dotted(c.func)) == "DataParallel"
         ),
-        ddp="DistributedDataParallel" in called,
         convolutions=any(
             re.fullmatch(
                 r"(Conv|ConvTranspose)[123]d|conv[123]d|conv_transpose[123]d", last(dotted(n)) or ""

@@ -144,13 +144,3 @@ def kept_graph_line(
         text = lines[c.lineno - 1].strip() if c.lineno <= len(lines) else ""
         return c.lineno + line_offset, text, dotted(c.args[-1]) or ""
     return None
-
-
-__all__ = [
-    "KEEPING_METHODS",
-    "WORK_KINDS",
-    "Periodic",
-    "kept_graph_calls",
-    "kept_graph_line",
-    "periodic_blocks",
-]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from gpu_notebook.cell.live import LiveFacts
-from gpu_notebook.cell.words import LogKind
 
 if TYPE_CHECKING:
     from gpu_notebook.cell.tree import CellTree
@@ -185,16 +184,3 @@ class SourceFacts:
     def per_step(self, lines: Iterable[SourceLine]) -> tuple[SourceLine, ...]:
         """The lines that run on every step (not behind an ``if``)."""
         return tuple(line for line in lines if not line.gated)
-
-
-__all__ = [
-    "FlagSet",
-    "LoaderCall",
-    "LogKind",
-    "LoopFacts",
-    "OptimizerCall",
-    "SourceFacts",
-    "SourceLine",
-    "SyncKind",
-    "ValidationKind",
-]

@@ -448,13 +448,3 @@ def _dynamo_counters() -> tuple[int | None, int | None, int | None]:
         int(hits),
         int(limit) if isinstance(limit, int) else None,
     )
-
-
-__all__ = [
-    "LiveDataHook",
-    "LiveFacts",
-    "LiveLoader",
-    "LiveModel",
-    "LiveOptimizer",
-    "live_facts",
-]

@@ -17,13 +17,13 @@ from gpu_notebook.cell.names import (
     is_backward,
     is_grad_mode_call,
     iterated_names,
-    last,
     method_of,
     position,
     receiver_of,
     updates_in_place,
 )
 from gpu_notebook.cell.tree import CellTree, Loop
+from gpu_notebook.cell.words import last
 
 _VAL_NAME = re.compile(
     r"(^|_)(val|valid|validation|eval|test|dev|holdout)(_|$|loader|set|data|dl)", re.I

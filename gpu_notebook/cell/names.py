@@ -12,7 +12,7 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_notebook.cell.words import GRAD_MODES, LogKind, last, log_kind, model_like
+from gpu_notebook.cell.words import GRAD_MODES, LogKind, last, log_kind
 
 
 def dotted(node: Any) -> str | None:
@@ -286,36 +286,3 @@ def iterated_names(expr: ast.expr) -> tuple[str, ...]:
         elif isinstance(node, ast.Call):
             stack.extend(reversed(node.args))
     return tuple(out)
-
-
-__all__ = [
-    "GRAD_MODES",
-    "NOT_LITERAL",
-    "Parents",
-    "backward_target",
-    "bool_or_none",
-    "calls_in",
-    "children_of",
-    "dotted",
-    "has_backward",
-    "has_star_kwargs",
-    "int_or_none",
-    "is_backward",
-    "is_grad_mode_call",
-    "iterated_names",
-    "keyword_of",
-    "keyword_value",
-    "last",
-    "literal_of",
-    "logs_with",
-    "loop_target_names",
-    "loss_names",
-    "method_of",
-    "model_like",
-    "names_in",
-    "position",
-    "receiver_of",
-    "targets_of",
-    "updates_in_place",
-    "walk",
-]

@@ -34,7 +34,7 @@ from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE, NotPythonCell, protect
 from gpu_notebook.cell.live import live_facts
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
-from gpu_notebook.cell.names import dotted, last, method_of, position, receiver_of, targets_of
+from gpu_notebook.cell.names import dotted, method_of, position, receiver_of, targets_of
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.setup import (
     compiled,
@@ -50,7 +50,7 @@ from gpu_notebook.cell.setup import (
 )
 from gpu_notebook.cell.syncs import syncs_and_logging
 from gpu_notebook.cell.tree import CellTree
-from gpu_notebook.cell.words import CUDNN_BENCHMARK
+from gpu_notebook.cell.words import CUDNN_BENCHMARK, last
 
 # Run.cell_source is the body below the %%gpucheck line, which is line 1 of the notebook cell.
 CELL_LINE_OFFSET = 1

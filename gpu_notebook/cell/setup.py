@@ -18,7 +18,6 @@ from gpu_notebook.cell.names import (
     int_or_none,
     keyword_of,
     keyword_value,
-    last,
     literal_of,
     method_of,
     position,
@@ -32,6 +31,7 @@ from gpu_notebook.cell.words import (
     MATMUL_PRECISION,
     TF32_FLAGS,
     is_optimizer_class,
+    last,
 )
 
 

@@ -14,7 +14,6 @@ import dataclasses
 from gpu_notebook.cell.facts import SourceLine, SyncKind
 from gpu_notebook.cell.names import (
     dotted,
-    last,
     logs_with,
     loop_target_names,
     method_of,
@@ -23,7 +22,7 @@ from gpu_notebook.cell.names import (
     targets_of,
 )
 from gpu_notebook.cell.tree import CellTree, Loop
-from gpu_notebook.cell.words import HOST_READ_METHODS
+from gpu_notebook.cell.words import HOST_READ_METHODS, last
 
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
 _HOST_VALUE_CALLS = frozenset(

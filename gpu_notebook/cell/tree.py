@@ -16,12 +16,16 @@ from gpu_notebook.cell.names import (
     dotted,
     has_backward,
     is_grad_mode_call,
-    last,
     method_of,
-    model_like,
     receiver_of,
 )
-from gpu_notebook.cell.words import MODULE_CHAIN_METHODS, MODULE_METHODS, builds_module
+from gpu_notebook.cell.words import (
+    MODULE_CHAIN_METHODS,
+    MODULE_METHODS,
+    builds_module,
+    last,
+    model_like,
+)
 
 Loop = ast.For | ast.AsyncFor | ast.While
 

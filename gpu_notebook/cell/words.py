@@ -115,33 +115,3 @@ def log_kind(name: str | None, method: str | None) -> LogKind | None:
 
 # Datasets whose samples are views of tensors already in memory: a worker has nothing slow to hide.
 IN_MEMORY_DATASETS = frozenset({"TensorDataset", "StackDataset"})
-
-
-__all__ = [
-    "COPY_METHODS",
-    "CUDNN_BENCHMARK",
-    "DTYPE_WORDS",
-    "FOREACH_OPTIMIZERS",
-    "FUSED_OPTIMIZERS",
-    "GRAD_MODES",
-    "HOST_READ_METHODS",
-    "IN_MEMORY_DATASETS",
-    "LOG_PREFIXES",
-    "MATMUL_PRECISION",
-    "MODEL_FACTORIES",
-    "MODEL_WORDS",
-    "MODULE_CHAIN_METHODS",
-    "MODULE_METHODS",
-    "NN_NOT_MODULES",
-    "OPTIMIZER_CLASSES",
-    "PRINT_CALLS",
-    "PROGRESS_METHODS",
-    "TF32_FLAGS",
-    "TRACKER_METHODS",
-    "LogKind",
-    "builds_module",
-    "is_optimizer_class",
-    "last",
-    "log_kind",
-    "model_like",
-]

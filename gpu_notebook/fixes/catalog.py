@@ -292,14 +292,3 @@ def describe(fix_id: str) -> Fix:
     if info is None:
         raise ValueError(f"unknown fix {fix_id!r}; known fixes: {', '.join(FIXES)}")
     return info
-
-
-__all__: list[str] = [
-    "FIXES",
-    "HEADER_PREFIX",
-    "apply_fix",
-    "describe",
-    "inserted_patch",
-    "prepended_patch",
-    "to_proposal",
-]

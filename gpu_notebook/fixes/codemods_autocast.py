@@ -10,15 +10,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpu_notebook.cell.names import (
-    calls_in,
-    dotted,
-    last,
-    loss_names,
-    method_of,
-    names_in,
-    receiver_of,
-)
+from gpu_notebook.cell.names import calls_in, dotted, loss_names, method_of, names_in, receiver_of
+from gpu_notebook.cell.words import last
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,

@@ -52,10 +52,12 @@ def test_a_variable_modulus_is_a_periodic_block_with_its_value_when_the_cell_giv
         "    if iter_num % eval_interval == 0:\n        torch.save(model.state_dict(), 'ckpt.pt')\n"
         "    if iter_num % log_interval == 0:\n        print(loss)\n    iter_num += 1\n"
     )
-    (block,) = periodic_blocks(src, 0)
+    (block,) = periodic_blocks(scan_source(src).tree)
     assert (block.line, block.every, block.work) == (5, 2000, "a checkpoint save")
     # nanoGPT's configurator may rebind it at run time: periodic, period unknown.
-    (first, _second) = periodic_blocks("exec(open('configurator.py').read())\n" + src, 0)
+    (first, _second) = periodic_blocks(
+        scan_source("exec(open('configurator.py').read())\n" + src).tree
+    )
     assert first.every == 0 and first.line == 6
 
 
@@ -207,3 +209,11 @@ def test_the_logging_fix_reaches_the_logs_inside_the_closure_the_loop_defines():
     assert "    if i % 10 == 0:\n        print('STEP: ', i)" in after
     assert "        if i % 10 == 0:\n            print('loss:', loss.item())" in after
     exec(compile(after, "<patched>", "exec"), {})
+
+
+def test_a_periodic_block_of_a_cell_with_ipython_lines_is_found_at_its_notebook_line():
+    # The blocks are read from the facts' parse (IPython lines hidden, lines as the notebook
+    # numbers them); a parse of the raw body found none in such a cell.
+    src = "%time x = 1\nfor i in range(100):\n    !echo hi\n    if i % 10 == 0:\n        print(i)\n"
+    (block,) = periodic_blocks(scan_source(src, line_offset=1).tree)
+    assert (block.line, block.every, block.text) == (5, 10, "if i % 10 == 0:")

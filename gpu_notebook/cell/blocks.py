@@ -1,8 +1,9 @@
 """Blocks of the cell the run-wide rules point at: work done every N steps (``if i % N == 0:``)
 and values kept with their autograd graph (``losses.append(loss)``).
 
-Read from the cell's one parse (``cell/parse.py``) by the run-shape rules, which match them to
-the stalls and the memory growth the step clock measured.
+Read from the facts' parse of the cell (``SourceFacts.tree``, its lines as the notebook numbers
+them) by the run-shape rules, which match them to the stalls and the memory growth the step
+clock measured.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from gpu_notebook.cell.names import dotted, loss_names, method_of, targets_of
-from gpu_notebook.cell.parse import parse_ast
+from gpu_notebook.cell.tree import CellTree
 
 # What a periodic block does, by the names it calls (first match wins).
 WORK_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -30,16 +31,13 @@ class Periodic:
     work: str
 
 
-def periodic_blocks(source: str, line_offset: int) -> list[Periodic]:
+def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
     """``if <i> % N == 0:`` blocks inside loops, with what their body does."""
-    try:
-        tree = parse_ast(source)
-    except SyntaxError:
+    if cell is None:
         return []
-    lines = source.splitlines()
-    constants = _int_constants(tree)
+    constants = _int_constants(cell.tree)
     found = []
-    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+    for loop in (n for n in ast.walk(cell.tree) if isinstance(n, (ast.For, ast.While))):
         for node in ast.walk(loop):
             if not isinstance(node, ast.If):
                 continue
@@ -48,8 +46,7 @@ def periodic_blocks(source: str, line_offset: int) -> list[Periodic]:
                 continue
             body = "\n".join(ast.unparse(stmt) for stmt in node.body)
             work = next((kind for kind, pattern in WORK_KINDS if pattern.search(body)), "work")
-            text = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
-            found.append(Periodic(node.lineno + line_offset, every, text, work))
+            found.append(Periodic(cell.line_of(node), every, cell.text_of(node), work))
     return found
 
 
@@ -131,16 +128,9 @@ def kept_graph_calls(
     return list(found.values())
 
 
-def kept_graph_line(
-    source: str, model_names: frozenset[str], line_offset: int
-) -> tuple[int, str, str] | None:
+def kept_graph_line(cell: CellTree | None) -> tuple[int, str, str] | None:
     """The first of :func:`kept_graph_calls`: (line, text, name)."""
-    try:
-        tree = parse_ast(source)
-    except SyntaxError:
+    found = kept_graph_calls(cell.tree, frozenset(cell.models)) if cell is not None else []
+    if cell is None or not found:
         return None
-    lines = source.splitlines()
-    for c in kept_graph_calls(tree, model_names):
-        text = lines[c.lineno - 1].strip() if c.lineno <= len(lines) else ""
-        return c.lineno + line_offset, text, dotted(c.args[-1]) or ""
-    return None
+    return cell.line_of(found[0]), cell.text_of(found[0]), dotted(found[0].args[-1]) or ""

@@ -265,7 +265,7 @@ def _phase_rule_speaks(stalls: StallPattern, analysis: Analysis) -> bool:
 
 
 def matching_block(run: Run, facts: SourceFacts, period: int | None) -> Periodic | None:
-    blocks = periodic_blocks(run.cell_source, facts.line_offset)
+    blocks = periodic_blocks(facts.tree)
     if not blocks:
         return None
     if period is None:
@@ -293,7 +293,7 @@ def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     if not growing:
         return None
     trend = max(growing, key=lambda m: (m.kind == "gpu", m.bytes_per_step))
-    kept = kept_graph_line(run.cell_source, facts.model_names, facts.line_offset)
+    kept = kept_graph_line(facts.tree)
     params: dict[str, str | int | float | bool | None] = {}
     fix_id = None
     if kept is not None:

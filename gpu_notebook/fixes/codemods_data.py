@@ -114,7 +114,7 @@ def dataloader_workers(
             if origin is None:
                 held.append(name)
             else:
-                edits[origin] = _integer(num_workers)
+                edits[origin] = lambda _literal: cst.Integer(str(num_workers))
                 applied[key] = f"{num_workers} (where `{name}` gets its value)"
             if pin_memory and not hf:
                 wanted["pin_memory"] = "True"
@@ -172,13 +172,6 @@ def _waited_on(module: cst.Module, calls: list[cst.Call]) -> list[cst.Call]:
     kept = [c for c, ld in stepped or loaders
             if ld is None or facts.dataset_class(ld) not in IN_MEMORY_DATASETS]  # fmt: skip
     return kept or calls
-
-
-def _integer(value: int) -> Replacement:
-    def apply(_node: cst.CSTNode) -> cst.CSTNode:
-        return cst.Integer(str(value))
-
-    return apply
 
 
 def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integer | None:
@@ -316,7 +309,9 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
         for call in nodes_of(module, [opt.node for opt in facts_of(module).optimizers]):
             lr_arg = _second_argument(call, "lr")
             if lr_arg is not None and isinstance(lr_arg.value, (cst.Integer, cst.Float)):
-                edits[lr_arg] = _lr_scaler(factor)
+                # The user's literal stays visible: "1e-3 * 2" says what changed, "0.002" not.
+                scaled = expression(f"{lr_arg.value.value} * {factor}")
+                edits[lr_arg] = functools.partial(cst.Arg.with_changes, value=scaled)
                 lr_scaled = True
     if lr_scaled:
         note = f"{_BATCH_COMMENT}{factor}; optimizer lr scaled x{factor} too (linear scaling rule)"
@@ -382,19 +377,6 @@ def _second_argument(call: cst.Call, name: str) -> cst.Arg | None:
     an optimizer's lr)."""
     positional = _positional(call)
     return keyword_of(call, name) or (positional[1] if len(positional) >= 2 else None)
-
-
-def _lr_scaler(factor: int) -> Replacement:
-    def apply(arg: cst.Arg) -> cst.Arg:
-        return arg.with_changes(value=_times_literal(arg.value, factor))
-
-    return apply
-
-
-def _times_literal(value: cst.BaseExpression, factor: int) -> cst.BaseExpression:
-    # Keep the user's literal visible: "1e-3 * 2" says what changed better than "0.002".
-    code = cst.Module([]).code_for_node(value)
-    return expression(f"{code} * {factor}")
 
 
 def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:

@@ -140,20 +140,18 @@ def training_loops(module: cst.Module) -> dict[cst.For, LoopFacts]:
     return for_loops(module, facts_of(module).training_loops())
 
 
-_NO_TRAINING_LOOP = "no for loop calling .backward() in this cell"
-_WHILE_LOOP = (
-    "the training loop is a while loop; gpucheck patches for loops only "
-    "(it cannot tell which variable counts the steps)"
-)
-
-
 def no_training_loop_reason(module: cst.Module) -> str:
     """Why a loop fix declines a cell without a ``for`` training loop (a ``while`` one is named)."""
     tree = facts_of(module).tree
     trains_in_while = tree is not None and any(
         isinstance(loop, ast.While) and tree.trains[id(loop)] for loop in tree.loops
     )
-    return _WHILE_LOOP if trains_in_while else _NO_TRAINING_LOOP
+    if trains_in_while:
+        return (
+            "the training loop is a while loop; gpucheck patches for loops only "
+            "(it cannot tell which variable counts the steps)"
+        )
+    return "no for loop calling .backward() in this cell"
 
 
 def assigned_names(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:

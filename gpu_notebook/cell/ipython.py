@@ -140,7 +140,6 @@ def _first_ipython_span(lines: list[str]) -> tuple[int, int, str] | None:
         return None
     # IPython's tokenizer wants every line but the last to end with a newline; it is.
     tokens_by_line = it2.make_tokens_by_line(lines)
-    found: list[it2.TokenTransformBase] = []
     # IPython's transformers are untyped; each ``find`` returns an instance or None.
     transformers: tuple[Any, ...] = (
         it2.MagicAssign,
@@ -148,19 +147,16 @@ def _first_ipython_span(lines: list[str]) -> tuple[int, int, str] | None:
         it2.EscapedCommand,
         it2.HelpEnd,
     )
-    for transformer in transformers:
-        hit = transformer.find(tokens_by_line)
-        if hit is not None:
-            found.append(hit)
-    for hit in sorted(found, key=it2.TokenTransformBase.sortby):
-        start: int = hit.start_line
-        if isinstance(hit, it2.HelpEnd):
-            end: int = hit.q_line
-        else:
-            end = it2.find_end_of_continued_line(lines, start)
-        end = min(end, len(lines) - 1)
-        return start, end, _indent_of(lines[start])
-    return None
+    found = [hit for t in transformers if (hit := t.find(tokens_by_line)) is not None]
+    if not found:
+        return None
+    hit = min(found, key=it2.TokenTransformBase.sortby)
+    start: int = hit.start_line
+    if isinstance(hit, it2.HelpEnd):
+        end: int = hit.q_line
+    else:
+        end = it2.find_end_of_continued_line(lines, start)
+    return start, min(end, len(lines) - 1), _indent_of(lines[start])
 
 
 def _indent_of(line: str) -> str:

@@ -14,10 +14,6 @@ cell calls module methods on it or builds it from ``nn.*``; a value is "a tensor
 because the loop assigns it. The rules say "likely" where that matters, and live objects
 (:mod:`gpu_notebook.cell.live`) confirm what exists in the namespace.
 
-This module parses the cell and assembles the facts; the record is in ``facts``, the
-parsed cell's structure (loops, step loops, models, positions) in ``tree``, and the
-families of facts in ``loops`` (loop facts, validation), ``syncs`` (syncs and
-logging) and ``setup`` (loaders, optimizers, copies, flags); ``names`` reads names.
 ``cell_facts`` is the one reading every report makes: these facts plus the live objects behind
 the names the cell reads.
 """

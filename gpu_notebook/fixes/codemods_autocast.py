@@ -2,8 +2,7 @@
 
 float16 adds a ``GradScaler`` (scaled backward, unscale before clipping, ``scaler.step``); bfloat16
 needs none. The training loop is the innermost ``for`` loop that calls ``.backward()``; ``while``
-loops are left alone. Same contract as the other codemod modules: ``(module, **params) -> Edited |
-Declined``; a bad parameter value raises ValueError.
+loops are left alone.
 """
 
 from __future__ import annotations

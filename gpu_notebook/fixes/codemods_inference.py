@@ -1,7 +1,4 @@
-"""The inference_mode codemod: inference loops under ``torch.inference_mode()``, the model in eval.
-
-Same contract as the other codemod modules: ``(module, **params) -> Edited | Declined``.
-"""
+"""The inference_mode codemod: inference loops under ``torch.inference_mode()``, the model in eval."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Codemods on the model and its surroundings: torch.compile, backend flags, fused optimizers, DDP.
-
-Same contract as the other codemod modules: ``(module, **params) -> Edited | Declined``; a bad
-parameter value raises ValueError.
-"""
+"""Codemods on the model and its surroundings: torch.compile, backend flags, fused optimizers, DDP."""
 
 from __future__ import annotations
 

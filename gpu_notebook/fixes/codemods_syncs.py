@@ -6,8 +6,7 @@ when it has no step counter); a running sum of read values (``total += loss.item
 the device instead, every step still counted. ``while`` loops are left alone (their step counter
 is the user's own). ``history.append(loss)`` keeps every step's graph alive, so memory grows each
 step: ``loss.detach()`` keeps the value on the device without it (and, unlike ``.item()``,
-without a sync). Same contract as the other codemod modules: ``(module, **params) -> Edited |
-Declined``; a bad parameter value raises ValueError.
+without a sync).
 """
 
 from __future__ import annotations

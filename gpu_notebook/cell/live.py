@@ -64,7 +64,6 @@ class LiveOptimizer:
     type_name: str
     fused: bool | None  # the optimizer's own default setting (None: not a known flag)
     foreach: bool | None
-    parameter_tensors: int
     one_pass: bool = False  # SGD without momentum or weight decay: one add_ a tensor
 
 
@@ -409,17 +408,11 @@ def _optimizer(name: str, optimizer: Any) -> LiveOptimizer:
     defaults = defaults if type(defaults) is dict else {}
     fused = defaults.get("fused")
     foreach = defaults.get("foreach")
-    groups = _held(optimizer, "param_groups", [])
-    count = 0
-    for g in groups if type(groups) is list else []:
-        params = g.get("params") if type(g) is dict else None
-        count += len(params) if type(params) is list else 0
     return LiveOptimizer(
         name=name,
         type_name=type(optimizer).__name__,
         fused=fused if isinstance(fused, bool) else None,
         foreach=foreach if isinstance(foreach, bool) else None,
-        parameter_tensors=count,
         one_pass=type(optimizer).__name__ == "SGD"
         and defaults.get("momentum") == 0
         and defaults.get("weight_decay") == 0,

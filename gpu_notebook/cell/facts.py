@@ -62,7 +62,6 @@ class LoaderCall:
     persistent_workers: bool | None
     batch_size: int | None  # 1 when absent; None when not a literal
     dataset: str | None  # source text of the dataset argument
-    opaque: bool  # **kwargs or more than 5 positional arguments: the literals may lie
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
@@ -109,8 +108,6 @@ class SourceFacts:
 
     parsed: bool
     parse_error: str | None = None
-    line_offset: int = 0
-    ipython_lines: int = 0
     loaders: tuple[LoaderCall, ...] = ()
     optimizers: tuple[OptimizerCall, ...] = ()
     loops: tuple[LoopFacts, ...] = ()

@@ -29,11 +29,9 @@ class LiveLoader:
     num_workers: int
     pin_memory: bool
     persistent_workers: bool
-    prefetch_factor: int | None
     batch_size: int | None  # None: a custom batch_sampler decides
     drop_last: bool
     shuffle: bool | None  # RandomSampler: True, SequentialSampler: False, custom sampler: None
-    sampler_type: str
     custom_batch_sampler: bool
     custom_collate: bool  # not torch's default_collate / default_convert
     worker_init_fn: bool
@@ -286,17 +284,14 @@ def _loader(
     dataset = _held(loader, "dataset")
     workers = _held(loader, "num_workers", 0)
     batch_size = _held(loader, "batch_size")
-    prefetch = _held(loader, "prefetch_factor")
     return LiveLoader(
         name=name,
         num_workers=workers if type(workers) is int else 0,
         pin_memory=_held(loader, "pin_memory") is True,
         persistent_workers=_held(loader, "persistent_workers") is True,
-        prefetch_factor=prefetch if type(prefetch) is int else None,
         batch_size=batch_size if type(batch_size) is int else None,
         drop_last=_held(loader, "drop_last") is True,
         shuffle=shuffle,
-        sampler_type=type(sampler).__name__,
         custom_batch_sampler=custom_batch,
         custom_collate=all(collate is not d for d in default_collates),
         worker_init_fn=_held(loader, "worker_init_fn") is not None,

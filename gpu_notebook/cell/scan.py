@@ -78,7 +78,7 @@ def scan_source(
     try:
         cell = protect(source)
     except NotPythonCell as exc:
-        return SourceFacts(parsed=False, parse_error=str(exc), line_offset=line_offset)
+        return SourceFacts(parsed=False, parse_error=str(exc))
     lines = cell.code.splitlines()
     mapping: list[int] = []
     original = 1 + (1 if cell.magic_line else 0)
@@ -92,17 +92,11 @@ def scan_source(
         tree = parse_ast(cell.code)
     except SyntaxError as exc:
         where = mapping[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(mapping) else None
-        return SourceFacts(
-            parsed=False,
-            parse_error=f"not valid Python (line {where}): {exc.msg}",
-            line_offset=line_offset,
-        )
-    return _facts(
-        CellTree(tree, lines, mapping, frozenset(model_names)), line_offset, len(cell.originals)
-    )
+        return SourceFacts(parsed=False, parse_error=f"not valid Python (line {where}): {exc.msg}")
+    return _facts(CellTree(tree, lines, mapping, frozenset(model_names)))
 
 
-def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
+def _facts(tree: CellTree) -> SourceFacts:
     loops = tuple(loop_facts(tree, loop) for loop in tree.loops)
     syncs, logging = syncs_and_logging(tree)
     flags_set = tuple(flags(tree))
@@ -110,8 +104,6 @@ def _facts(tree: CellTree, line_offset: int, ipython_lines: int) -> SourceFacts:
     return SourceFacts(
         parsed=True,
         tree=tree,
-        line_offset=line_offset,
-        ipython_lines=ipython_lines,
         loaders=tuple(loaders(tree)),
         optimizers=tuple(optimizers(tree)),
         loops=loops,

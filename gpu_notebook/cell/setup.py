@@ -54,7 +54,6 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
             persistent_workers=bool_or_none(keyword_value(call, "persistent_workers"), absent),
             batch_size=int_or_none(batch_node, None if opaque else 1),
             dataset=ast.unparse(dataset_node) if dataset_node is not None else None,
-            opaque=opaque,
             node=call,
         )
 

@@ -13,8 +13,9 @@ import pytest
 from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.analysis.verdict import amdahl_bound
+from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts
-from gpu_notebook.cell.scan import SourceFacts, scan_source
+from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.records import CopyStats, Finding, LineStat, OpStat, StackProfile
 from gpu_notebook.rules import cell_facts, rank_key, run_rules
 from gpu_notebook.words import word_findings as words

@@ -103,6 +103,3 @@ def inference_loops(tree: CellTree, loops: tuple[LoopFacts, ...]) -> tuple[Sourc
         and not facts.under_grad_mode
         and not any(tree.trains[id(a)] for a in tree.ancestors(loop) if id(a) in tree.trains)
     )
-
-
-__all__ = ["inference_loops", "loop_facts", "validation"]

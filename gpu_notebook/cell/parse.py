@@ -134,6 +134,3 @@ def cst_nodes(module: cst.Module, nodes: Sequence[ast.AST | None]) -> list[cst.C
         index.get((span, type(n).__name__)) if (span := _span(n, lines)) is not None else None
         for n in nodes
     ]
-
-
-__all__ = ["PARSES", "check_parse", "cst_nodes", "forget", "parse_ast", "parse_cst"]

@@ -198,6 +198,3 @@ def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
         last_line = tree.mapping[end - 1] if 0 < end <= len(tree.mapping) else first
         out += [(n, first, last_line, id(node) in top) for n in names]
     return out
-
-
-__all__ = ["CELL_LINE_OFFSET", "SourceFacts", "cell_facts", "scan_source"]

@@ -191,9 +191,6 @@ def tf32(found: tuple[FlagSet, ...]) -> bool | None:
     return flag(found, TF32_FLAGS)
 
 
-__all__ = ["compiled", "copies", "created", "flag", "flags", "loaders", "optimizers", "tf32"]
-
-
 # Framework settings the overhead and batch rules read: (class, keyword) -> the framework's
 # default.
 # The default is what holds when the call leaves the keyword out (transformers 4.x/5.x

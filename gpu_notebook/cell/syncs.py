@@ -192,6 +192,3 @@ def _host_value(value: ast.AST) -> bool:
     if isinstance(value, ast.BinOp):
         return _host_value(value.left) and _host_value(value.right)
     return False
-
-
-__all__ = ["syncs_and_logging"]

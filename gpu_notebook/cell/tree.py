@@ -263,6 +263,3 @@ class CellTree(Parents):
     def calls(self) -> Iterator[ast.Call]:
         """Every call of the cell, in ``ast.walk`` order (walked once: every family asks)."""
         return iter(self._calls)
-
-
-__all__ = ["CellTree", "Loop"]

@@ -222,6 +222,3 @@ def _prepend(line: cst.SimpleStatementLine) -> Replacement:
         return cst.FlattenSentinel(put_before(line, stmt))
 
     return apply
-
-
-__all__ = ["autocast"]

@@ -90,6 +90,3 @@ def _inference_wrap(eval_model: str | None, *, restore: bool) -> Replacement:
         return cst.FlattenSentinel(out)
 
     return apply
-
-
-__all__ = ["inference_mode"]

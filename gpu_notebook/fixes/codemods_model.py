@@ -241,6 +241,3 @@ def dataparallel_to_ddp(module: cst.Module) -> CodemodResult:
         "by patching; move the training into a script and start it with torchrun, e.g.:\n"
         + _DDP_SKETCH
     )
-
-
-__all__ = ["backend_flags", "dataparallel_to_ddp", "foreach_fused_optimizer", "torch_compile"]

@@ -478,6 +478,3 @@ def detach_kept_tensors(module: cst.Module, *, names: str = "") -> CodemodResult
         edits[call.args[-1]] = functools.partial(cst.Arg.with_changes, value=detached)
     stored = sorted({dotted(call.args[-1].value) or "" for call in found})
     return Edited(replace_nodes(module, edits), ", ".join(f"{n}.detach()" for n in stored))
-
-
-__all__ = ["detach_kept_tensors", "log_every_n", "throttle_host_syncs"]

@@ -127,6 +127,18 @@ for x, y in loader:
         Truth(verdicts=("host-bound",), top=("launch.tiny_ops", "input.in_memory_batches")),
     ),
     Scenario(
+        # tests/test_magic_nvml's short cell: a timed 0.8 s of tiny steps (a few thousand), one
+        # profiled window near its start; it read 'unknown' in a loaded CI (issue 26).
+        "tiny_steps",
+        """
+model = mlp(32, 256); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(64, 32)
+t_end = time.perf_counter() + 0.8
+while time.perf_counter() < t_end:
+    model(xs).sum().backward(); opt.step(); opt.zero_grad()
+""",
+        Truth(verdicts=("host-bound", "cpu-only")),
+    ),
+    Scenario(
         "healthy_compute",
         """
 model = mlp(256, 1024, depth=2); opt = torch.optim.SGD(model.parameters(), lr=0.01, fused=True)
@@ -314,6 +326,7 @@ class Outcome:
     headline: str
     verdict: str
     top: str | None
+    severities: dict[str, str] = field(default_factory=dict)  # rule id -> severity
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
@@ -400,7 +413,27 @@ def run_single(
     headline = f"{verdict}: {data['verdict']['headline']} | top: " + (
         f"[{top['severity']}] {top['title']}" if top else "none"
     )
-    return Outcome(ok, _contradiction(text), headline, verdict, top["rule_id"] if top else None)
+    severities = {f["rule_id"]: f["severity"] for f in findings}
+    return Outcome(
+        ok, _contradiction(text), headline, verdict, top["rule_id"] if top else None, severities
+    )
+
+
+def _agreement(outs: list[Outcome]) -> str:
+    """How often the runs agree: the most common verdict's count, and per finding (every rule id
+    any run found) the most common severity's count, a run without the finding reading '-'."""
+    if not outs:
+        return "no runs"
+
+    def most(values: list[str]) -> str:
+        top = max(set(values), key=values.count)
+        counts = ", ".join(f"{v} {values.count(v)}" for v in sorted(set(values)))
+        return f"{values.count(top)}/{len(values)} ({counts})"
+
+    parts = [f"verdict {most([o.verdict for o in outs])}"]
+    for rule in sorted({r for o in outs for r in o.severities}):
+        parts.append(f"{rule} {most([o.severities.get(rule, '-') for o in outs])}")
+    return "; ".join(parts)
 
 
 def _matches(t: Truth, verdict: str, findings: list[dict]) -> bool:
@@ -614,6 +647,10 @@ def main(argv: list[str] | None = None) -> int:
                 },
             }
         )
+    print("\nagreement over every run of a scenario (quiet and loaded together):")
+    for name in names:
+        outs = [o for c in conditions for o in rows[name][c]]
+        print(f"  {name}: {_agreement(outs)}")
     for name in [n for n in args.headlines.split(",") if n in rows]:
         for c in conditions:
             print(f"\n{name}, {c}:")

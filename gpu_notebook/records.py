@@ -834,6 +834,9 @@ class RunShape:
     window_median_s: float | None = None
     window_covers: float | None = None  # share of the run's time in steps like the window's
     represents: bool | None = None  # None: no window
+    # The window's neighbours read unlike the run, their fastest like it: the window represents
+    # the run within the machine's noise (analysis.run_trend), the verdict says so.
+    window_noisy: bool = False
     # The window was compared with the run on the steps' own time (each less its wait for a
     # core): ``window_median_s`` and ``window_covers`` are own time, set against ``own.median_s``.
     window_own_time: bool = False

@@ -177,7 +177,16 @@ def run_shape(run: Run) -> RunShape | None:
         _reference_time(steps_read, first, n, typical_s, pace) for first, n in run.window_ranges
     ]
     reference_s = [r for r in reference if r is not None]
+    # The fastest neighbour of each window: a busy machine only adds time to a step (a time
+    # slice, then a step or two run cold after it), so of five neighbours the fastest is the
+    # one that best reads the code's pace.
+    fastest = [
+        _reference_time(steps_read, first, n, None, pace, fastest=True)
+        for first, n in run.window_ranges
+    ]
+    fastest_s = [f for f in fastest if f is not None]
     covers = represents = window_median = None
+    noisy = False
     if reference_s:
         local = _local_jitter(segments, steps, pace_all)
         factor = max(LIKE_FACTOR, local)
@@ -190,18 +199,31 @@ def run_shape(run: Run) -> RunShape | None:
         # steps are stalls and interference, findings of their own. A run whose steps left the
         # window's pace (slower input, growing work) has most of its steps unlike it.
         most_steps = float(like.mean()) >= REPRESENTS_STEP_SHARE
+
         # A busy machine only adds time to steps: the code's own pace is the run's floor, not its
         # mean. A tiny-op loop preempted on busy cores (median 250 us, p90 3.6 ms) has fewer than
         # 60% of its steps within 2x of the window yet the same floor from its first fifth to its
         # last; a run that left the window's pace (cached then slow input) has a slow floor at its
         # end. The floor is the lower quartile of each end and of the whole run.
-        same_floor = all(
-            ref_floor / factor <= float(np.percentile(part, FLOOR_QUANTILE)) <= ref_floor * factor
-            for ref_floor in [float(np.median(reference_s))]
-            for part in (pace, pace[head], pace[tail])
-            if len(part)
-        )
+        def floor_like(ref_floor: float) -> bool:
+            return all(
+                ref_floor / factor
+                <= float(np.percentile(part, FLOOR_QUANTILE))
+                <= ref_floor * factor
+                for part in (pace, pace[head], pace[tail])
+                if len(part)
+            )
+
+        same_floor = floor_like(float(np.median(reference_s)))
         represents = covers is None or covers >= REPRESENTS_SHARE or most_steps or same_floor
+        # Five neighbours are few: three of them slowed by the machine (a 0.13 ms loop whose
+        # neighbours read 0.31-0.34 ms after time slices) made a short cell's window 'unlike'
+        # its own loop, and its verdict 'unknown', under load only. Read at their fastest they
+        # are like the run's floor from end to end: the machine's noise, stated as such
+        # (``RunShape.window_noisy``). A window truly unlike the run (a warm-up, a run that
+        # leaves its pace) has no neighbour at the run's floor, or the run's end is not there.
+        if not represents and fastest_s and floor_like(float(np.median(fastest_s))):
+            represents = noisy = True
         window_median = float(np.median(reference_s))
     shape = RunShape(
         steps=round(len(all_dur) * weight),
@@ -217,6 +239,7 @@ def run_shape(run: Run) -> RunShape | None:
         window_median_s=window_median,
         window_covers=covers,
         represents=represents,
+        window_noisy=noisy,
         window_own_time=own_pace and window_median is not None,
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
         memory=_memory(run, steps),
@@ -490,6 +513,8 @@ def _reference_time(
     n: int,
     typical_s: float | None = None,
     times: np.ndarray | None = None,
+    *,
+    fastest: bool = False,
 ) -> float | None:
     """The time of the unprofiled steps around a window: what its steps cost without a profiler.
 
@@ -498,6 +523,7 @@ def _reference_time(
     (seen on 2 busy cores: 3 of the 5 steps after a tiny-op window preempted, their median
     3.9 ms against a run median of 1.3 ms, and the run called unlike its window).
     ``times``: each step's time to read (its own time), its wall time when None.
+    ``fastest``: the fastest of them rather than their median.
     """
     # ``steps`` may leave out the steps our own work disturbed: the next ones stand for it then.
     paced = list(zip(steps, _times(steps, times), strict=True))
@@ -510,7 +536,9 @@ def _reference_time(
     if typical_s is not None:
         calm = [d for d in after if d <= typical_s]
         after = calm if len(calm) >= 2 else after
-    return float(np.median(after)) if after else None
+    if not after:
+        return None
+    return float(min(after)) if fastest else float(np.median(after))
 
 
 def _stalls(

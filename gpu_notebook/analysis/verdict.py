@@ -40,6 +40,7 @@ from gpu_notebook.records import (
     Phase,
     PhaseBreakdown,
     Run,
+    RunShape,
     Verdict,
 )
 
@@ -133,6 +134,8 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
     verdict = _within_uncertainty(analysis, _decide(run, analysis, data_in_memory))
     verdict = _training_elsewhere(run, verdict)
     shape = analysis.shape
+    if shape is not None and shape.represents and shape.window_noisy:
+        return _noisy_window(shape, verdict)
     if shape is None or shape.represents is not False or shape.window_median_s is None:
         return verdict
     from gpu_notebook.formatting import fmt_seconds
@@ -187,6 +190,23 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
             "low",
         )
     return dataclasses.replace(verdict, evidence=(note, *verdict.evidence))
+
+
+def _noisy_window(shape: RunShape, verdict: Verdict) -> Verdict:
+    """The verdict of a window whose neighbours the machine slowed (``RunShape.window_noisy``):
+    the window's reading, its uncertainty said, and never more than medium confidence."""
+    from gpu_notebook.formatting import fmt_seconds
+
+    if shape.window_median_s is None:
+        return verdict
+    note = (
+        f"the steps next to the profiled window took {fmt_seconds(shape.window_median_s)} "
+        f"against the run's median {fmt_seconds(shape.window_run_median_s)}, their fastest at "
+        "the run's pace: read as steps the machine preempted, the window taken to stand for "
+        "the run (a quieter machine or a later window, %%gpucheck -w N, would confirm it)"
+    )
+    confidence = "medium" if verdict.confidence == "high" else verdict.confidence
+    return dataclasses.replace(verdict, evidence=(*verdict.evidence, note), confidence=confidence)
 
 
 def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:

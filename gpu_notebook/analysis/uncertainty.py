@@ -9,6 +9,8 @@ cost), with a fixed seed: the same steps give the same range every time. No norm
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from gpu_notebook.records import PhaseBreakdown
@@ -22,14 +24,15 @@ SEED = 0
 
 def share_interval(
     phases: PhaseBreakdown,
-    phase: str,
+    phase: str | Sequence[str],
     *,
     typical: bool = False,
     seed: int = SEED,
     resamples: int = RESAMPLES,
 ) -> tuple[float, float] | None:
     """The ``LEVEL`` range of ``phase``'s share of the step over ``phases``' steps; None when the
-    phase was not measured or there are fewer than two steps.
+    phase was not measured or there are fewer than two steps. Several phases (host time outside
+    the model: sync, other, unattributed): each step's sum of those measured, one share.
 
     ``typical``: the share of the typical step, each resample's middle step by its own share (the
     upper of two middles) rather than the ratio of its sums: one long step, a stall or a
@@ -37,9 +40,12 @@ def share_interval(
     each waiting 13-16% for data read 5.6% as a ratio when one 3 ms stand-in waited 1%). With
     the upper middle one odd low step of six moves the interval's low end only where a resample
     draws it four times (under 1%), not three (6%, inside the 5% tail)."""
-    if phase not in phases.measured or len(phases.steps) < 2:
+    names = [p for p in ((phase,) if isinstance(phase, str) else phase) if p in phases.measured]
+    if not names or len(phases.steps) < 2:
         return None
-    part = np.fromiter((s.phase_us.get(phase, 0.0) for s in phases.steps), dtype=float)
+    part = np.fromiter(
+        (sum(s.phase_us.get(p, 0.0) for p in names) for s in phases.steps), dtype=float
+    )
     dur = np.fromiter((s.duration_us for s in phases.steps), dtype=float)
     if dur.sum() <= 0:
         return None

@@ -30,7 +30,7 @@ from gpu_notebook.analysis.uncertainty import share_interval
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
-from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
+from gpu_notebook.records import Analysis, Finding, Run, RunPhase, Said, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
 SUGGEST = 0.05
@@ -74,37 +74,58 @@ def severity_of(value: float | None, *, low: float = SUGGEST, medium: float = WA
     return None
 
 
-def share_low(analysis: Analysis, phase: str) -> float | None:
-    """The low end of ``phase``'s share's 90% interval: over the run where the step clock timed
-    the phase (the data wait: ``Analysis.run_data``, many more steps than the window), else the
-    typical window step's (``share_interval(typical=True)``: a stall or a stand-in step weighs
-    one step, not its time). None: neither."""
-    whole = analysis.run_data if phase == "data" else None
-    if whole is not None and whole.steps >= 2:
-        return min(whole.low_share, whole.share)
+# A share the rules read: one phase, or the sum of several (``RESIDUAL_PHASES``).
+Phases = str | tuple[str, ...]
+
+
+def _whole_run(analysis: Analysis, phases: Phases) -> RunPhase | None:
+    """The phase as the step clock timed it over the run (many more steps than the window)."""
+    whole = {"data": analysis.run_data, "optimizer": analysis.run_optimizer}.get(
+        phases if isinstance(phases, str) else ""
+    )
+    return whole if whole is not None and whole.steps >= 2 else None
+
+
+def share_range(analysis: Analysis, phases: Phases) -> tuple[float, float] | None:
+    """The share's 90% interval (``phases``: one phase, or several summed step by step): over
+    the run where the step clock timed the phase (``Analysis.run_data``, ``run_optimizer``: many
+    more steps than the window), else the typical window step's (``share_interval(typical=
+    True)``: a stall or a stand-in step weighs one step, not its time). None: neither."""
+    whole = _whole_run(analysis, phases)
+    if whole is not None:
+        return min(whole.low_share, whole.share), max(whole.high_share, whole.share)
     if analysis.phases is None:
         return None
-    span = share_interval(analysis.phases, phase, typical=True)
-    return None if span is None else span[0]
+    return share_interval(analysis.phases, phases, typical=True)
 
 
-def severity_in(analysis: Analysis, phase: str, value: float | None, *, low: float = SUGGEST,
-                medium: float = WARN, high: float = CRITICAL) -> Severity | None:  # fmt: skip
-    """``severity_of`` for a phase share read with its interval: whether the finding speaks is
-    the point ``value``'s (None below ``low``, as before); its level is the level the share's
-    90% interval clears as a whole (``share_low``, its low end), never below the rule's lowest.
+def severity_in(analysis: Analysis, phases: Phases, value: float | None, *,
+                low: float = SUGGEST, medium: float = WARN,
+                high: float = CRITICAL) -> Severity | None:  # fmt: skip
+    """The level of a share read with its 90% interval (``share_range``), the one reading of a
+    share for both questions a rule asks of it: whether the finding speaks (None: the whole
+    interval is below ``low``) and at what level (the level the interval clears as a whole,
+    its low end, never below the rule's lowest once it speaks). ``value``, the point, decides
+    only where the share has no interval (one step, not a measured phase). ``phases``: one
+    phase or several summed step by step (the host time outside the model), read the same way.
 
-    The low end because a severity says "at least this much of the step": a share whose
-    interval straddles a line (six steps' data wait 8-28% from run to run of the same code, at
-    the 10% and 20% lines) has not shown it is above it, so noise around a line reads the level
-    below it every time, while a share clearly above a line keeps its level. The point still
-    reads the figure shown."""
-    level = severity_of(value, low=low, medium=medium, high=high)
-    floor = share_low(analysis, phase)
-    if level is None or floor is None:
-        return level
+    A severity says "at least this much of the step": a share whose interval straddles a line
+    (six steps' data wait 8-28% from run to run of the same code, at the 10% and 20% lines) has
+    not shown it is above it, so noise around a line reads the level below every time, while a
+    share clearly above a line keeps its level. At the rule's lowest line the same noise kept
+    a point's finding in one run and dropped it in the next: the interval reaching the line
+    keeps it, at the lowest level, every time (as the small-gain gate keeps a bound its
+    interval cannot separate from the noise, ``Finding.bound_low``, and says so); an interval
+    wholly under the line drops it. The point still reads the figure shown."""
+    if value is None:
+        return None
+    span = share_range(analysis, phases)
+    if span is None:
+        return severity_of(value, low=low, medium=medium, high=high)
+    if severity_of(span[1], low=low, medium=medium, high=high) is None:
+        return None
     least = severity_of(low, low=low, medium=medium, high=high)
-    return severity_of(floor, low=low, medium=medium, high=high) or least
+    return severity_of(span[0], low=low, medium=medium, high=high) or least
 
 
 def gpu_busy_share(analysis: Analysis) -> float | None:
@@ -132,7 +153,7 @@ def gain_bound(
     return bound
 
 
-def share_span(analysis: Analysis, phase: str) -> tuple[float, float] | None:
+def share_span(analysis: Analysis, phase: Phases) -> tuple[float, float] | None:
     """The 90% interval of ``phase``'s share of the window's steps (a seeded bootstrap over them,
     ``analysis.uncertainty.share_interval``): how well the steps the rules read pin the share
     down. None: not measured, or fewer than two steps."""
@@ -143,7 +164,7 @@ def share_span(analysis: Analysis, phase: str) -> tuple[float, float] | None:
 
 def gain_bound_low(
     analysis: Analysis,
-    phase: str,
+    phase: Phases,
     removed: Callable[[float], float | None] = lambda s: s,
     *,
     host_side: bool = True,

@@ -44,7 +44,6 @@ from gpu_notebook.records import (
     Severity,
 )
 from gpu_notebook.rules.common import (
-    CRITICAL,
     RESIDUAL_PHASES,
     WARN,
     bigger_batch_bound,
@@ -155,10 +154,12 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         return None  # per-step reads or logs explain the host time first
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     # Overhead is spread over every phase (dispatch inside forward, backward, optimizer), so no
-    # phase share measures it: medium by default, high when Python between ops alone is critical.
+    # phase share measures it: medium by default, high when Python outside the model is critical
+    # across its interval (``severity_in``: the sum of its phases read as one share).
     # The step mostly waits for data (the input rule's own "high": the data share's interval
     # clears the line, ``severity_in``): the input rule speaks first.
-    severity: Severity = "high" if residual is not None and residual >= CRITICAL else "medium"
+    python = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0)
+    severity: Severity = "high" if python == "high" else "medium"
     if severity_in(analysis, "data", share(analysis, "data")) == "high":
         severity = "low"
     # Sized by the heaviest matmul when it is tiny, else by the typical operator.
@@ -201,7 +202,9 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     profiled = share(analysis, "optimizer")
     whole = analysis.run_optimizer
     optimizer = whole.share if whole is not None else profiled
-    if optimizer is None or optimizer < WARN:
+    # Present and levelled by the share's interval (over the run where the step clock timed it).
+    level = severity_in(analysis, "optimizer", optimizer, low=WARN, medium=0.20, high=0.20)
+    if optimizer is None or level is None:
         return None
     # (class, line, name, fused, foreach, whether its update is one pass a tensor): the cell's
     # optimizers, else the live ones
@@ -230,7 +233,7 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     )
     said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer, profiled,
                             whole, analysis.phases, low, bound, None)  # fmt: skip
-    return found("launch.unfused_optimizer", "medium" if optimizer >= 0.20 else "low", said,
+    return found("launch.unfused_optimizer", "medium" if level == "high" else "low", said,
                  phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",
                  fix_params={"implementation": implementation}, low=low)  # fmt: skip
 

@@ -29,6 +29,7 @@ from gpu_notebook.rules.common import (
     found,
     gain_bound,
     gain_range,
+    severity_in,
     severity_of,
     share,
     shares_sum,
@@ -91,7 +92,8 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
     least = every_n(min(own, residual)) if own is not None and residual is not None else None
     low, bound = gain_range(least, removed, analysis)
     said = PerStepLogging(lines, analysis.phases, residual, own, low, bound)
-    return found("logging.per_step", severity_of(residual, low=0.0) or "low", said,
+    severity = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
+    return found("logging.per_step", severity, said,
                  phase_share=removed, bound=bound, line=lines[0].line, fix_id="log_every_n",
                  fix_params={"every": EVERY}, low=low)  # fmt: skip
 

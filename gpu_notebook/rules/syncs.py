@@ -30,6 +30,7 @@ from gpu_notebook.rules.common import (
     gain_bound_low,
     has_gpu,
     profiled_steps,
+    severity_in,
     severity_of,
     share,
     shares_sum,
@@ -136,7 +137,7 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     needed = tuple(s for s in lines if s.needed)
     sync = share(analysis, "sync")
     reads = reads_per_step(analysis)
-    if not lines and (sync is None or sync < WARN):
+    if not lines and severity_in(analysis, "sync", sync, low=WARN) is None:
         return None
     if lines and not optional:
         return needed_reads(run, analysis, needed)
@@ -158,7 +159,13 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     # Read off the window's sync phase alone: its interval is the bound's too.
     low = gain_bound_low(analysis, "sync", every_n) if how == "sync" else None
     said = PerStepSyncs(optional, needed, sync, removable, how, other, reads, has_gpu(run), bound)
-    return found("syncs.per_step", severity_of(removable, low=0.0) or "low", said,
+    # The sync wait alone is a phase with an interval; the lines' sampled share is a point.
+    severity = (
+        severity_in(analysis, "sync", removable, low=0.0)
+        if how == "sync"
+        else severity_of(removable, low=0.0)
+    ) or "low"
+    return found("syncs.per_step", severity, said,
                  phase_share=removed, bound=bound, line=optional[0].line if optional else None,
                  fix_id="throttle_host_syncs", fix_params={"every": EVERY}, bound_low=low)  # fmt: skip
 

@@ -40,11 +40,11 @@ def test_missing_library_or_driver_gives_a_cpu_side_report(ip, scenario):
     assert res.success
     assert rep.run.env.gpus == ()
     assert rep.run.env.nvml_message and "CPU-side analysis only" in rep.run.env.nvml_message
-    # Any verdict the CPU side can reach, never one that needs a GPU. "unknown" is among them: on
-    # a loaded machine the profiled window of this short cell can fail to represent the run (seen
-    # once in a fresh-clone CI), and the report then says so rather than guess; which of these
-    # verdicts comes out depends on machine load, so the test does not pin one.
-    assert rep.verdict.category in ("cpu-only", "input-bound", "host-bound", "unknown")
+    # Any verdict the CPU side can reach, never one that needs a GPU, and never "unknown": the
+    # window of this short cell is its own loop, and neighbours a loaded machine slowed are read
+    # at their fastest (analysis.run_trend, RunShape.window_noisy; a loaded fresh-clone CI of
+    # ea4b52a read "unknown" here). Which CPU-side verdict comes out may depend on load.
+    assert rep.verdict.category in ("cpu-only", "input-bound", "host-bound")
 
 
 def test_healthy_gpus_are_sampled_and_drive_the_verdict(ip):

@@ -139,12 +139,60 @@ def test_the_notebook_before_after_says_undecided_as_try_fixes_does():
 REPORT = Path(__file__).parent / "data/gpu/2026-12-04-nvidia-h200-cli/gpu_bound.report.json"
 
 
+def test_folded_micro_batches_are_read_per_step_as_the_runs_count_their_samples():
+    # Issue 26: a bigger batch that folds 4 micro-batches into one (accumulation 4 -> 1) keeps
+    # the samples of each optimizer step; read per the fix's factor, its 1.25x became "measured
+    # 5.00x, its step takes 4x the samples". The runs' own sample counts decide.
+    import dataclasses
+
+    report = Report.from_json(REPORT.read_text())
+    offered = next(f for f in report.findings if f.proposal and f.proposal.source_after)
+    batch = dataclasses.replace(offered, fix_id="bigger_batch", fix_params={"factor": 4})
+    report = dataclasses.replace(report, findings=(batch,))
+    fake = _FakeRuns([1.25] * 20, samples=(64, 64))
+    settings = TrialSettings(steps=30, budget_s=1000, rounds=3)
+    tf = try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=fake,
+                   clock=fake.clock)  # fmt: skip
+    (t,) = tf.trials
+    assert t.speedup == pytest.approx(1.25, rel=0.15) and "per sample" not in t.note
+    # A batch that does grow is read per sample from the counts too (x2 here, not the factor).
+    fake = _FakeRuns([0.6] * 20, samples=(64, 128))
+    tf = try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=fake,
+                   clock=fake.clock)  # fmt: skip
+    (t,) = tf.trials
+    assert t.speedup == pytest.approx(1.2, rel=0.15) and "2x the samples" in t.note
+
+
+CHILD_SCRIPT = """import torch
+from torch.utils.data import DataLoader, TensorDataset
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i, (x, y) in enumerate(DataLoader(TensorDataset(torch.randn(400, 4), torch.randn(400, 1)), batch_size=8)):
+    (model(x) - y).pow(2).mean().backward()
+    if i % 2 == 1:
+        opt.step(); opt.zero_grad()
+"""
+
+
+def test_the_trial_child_reads_the_samples_a_step_takes(tmp_path):
+    # Two micro-batches of 8 per optimizer step: 16 samples a step, read by the step clock at
+    # the end of the warm-up (before it goes lean).
+    script, out = tmp_path / "t.py", tmp_path / "out.json"
+    script.write_text(CHILD_SCRIPT)
+    subprocess.run([sys.executable, "-m", "gpu_notebook.tryfix.child", str(out), "3", "5",
+                    str(script), str(script)], check=True, timeout=300, capture_output=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    assert data["stopped"] and len(data["steps_s"]) == 5
+    assert data["samples_per_step"] == 16
+
+
 class _FakeRuns:
     """A runner whose runs take ``wall_s`` on a clock it advances; the variant's round i runs at
-    ``ratios[i]`` the baseline's throughput."""
+    ``ratios[i]`` the baseline's step rate."""
 
-    def __init__(self, ratios, wall_s: float = 10.0):
+    def __init__(self, ratios, wall_s: float = 10.0, samples: tuple[int, int] | None = None):
         self.ratios, self.wall_s, self.now = list(ratios), wall_s, 0.0
+        self.samples = samples  # (the script's, the fix's) samples per step, when read
         self.order: list[str] = []
         self.rng = random.Random(0)
 
@@ -157,7 +205,9 @@ class _FakeRuns:
         self.order.append("base" if is_base else "fix")
         i = sum(1 for arm in self.order if arm == self.order[-1]) - 1
         mean = 0.010 if is_base else 0.010 / self.ratios[min(i, len(self.ratios) - 1)]
-        return RunResult(steps_s=_run(self.rng, mean, steps=30), stopped=True, wall_s=self.wall_s)
+        n = None if self.samples is None else self.samples[0 if is_base else 1]
+        return RunResult(steps_s=_run(self.rng, mean, steps=30), stopped=True,
+                         wall_s=self.wall_s, samples_per_step=n)  # fmt: skip
 
 
 def _trial(ratios, budget_s: float):

@@ -419,6 +419,12 @@ class StepClock:
 
     # ---------------------------------------------------------------- lean / timed
 
+    @property
+    def samples_per_step(self) -> int | None:
+        """Samples the last recorded step's batches held (its micro-batches summed); None when
+        no batch size was read."""
+        return self._batch_size
+
     def lean(self) -> None:
         """Keep only the hook that ends a step and the loader's; phases are no longer timed.
 

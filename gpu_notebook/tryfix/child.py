@@ -46,6 +46,9 @@ class Recorder:
         self._steps = steps
         self.boundaries: list[tuple[int, int]] = []  # (steps completed, perf_counter ns)
         self.anchor = "none"
+        # Samples a step takes, read at the end of the warm-up (before the clock goes lean):
+        # a fix that changes them (a bigger batch, folded micro-batches) is read per sample.
+        self.samples_per_step: int | None = None
 
     def on_boundary(self, count: int) -> None:
         now = time.perf_counter_ns()
@@ -57,6 +60,7 @@ class Recorder:
             self.anchor = self._clock.anchor
         self.boundaries.append((count, now))
         if count == self._warmup:
+            self.samples_per_step = self._clock.samples_per_step
             self._clock.lean()  # only the step-ending hook from here: both arms pay the same
         if count >= self._warmup + self._steps:
             raise StopTrial
@@ -124,6 +128,7 @@ def main(argv: list[str]) -> int:
     result["wall_s"] = (time.perf_counter_ns() - t0) / 1e9
     result["anchor"] = recorder.anchor
     result["steps_s"] = recorder.step_times_s()
+    result["samples_per_step"] = recorder.samples_per_step
     _close_group()
     gc.collect()  # the stopped loop's frames hold its loader iterator: its workers end now
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

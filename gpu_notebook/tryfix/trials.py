@@ -56,6 +56,7 @@ class RunResult:
     stopped: bool = False  # reached warm-up + steps and was stopped at the boundary
     timed_out: bool = False
     wall_s: float = 0.0
+    samples_per_step: int | None = None  # as the step clock read it at the end of the warm-up
 
     @property
     def broke(self) -> bool:
@@ -115,6 +116,7 @@ def run_child(
             error_lines=lines,
             stopped=bool(data.get("stopped")),
             wall_s=wall,
+            samples_per_step=_positive_int(data.get("samples_per_step")),
         )
 
     return run
@@ -300,9 +302,21 @@ def _steps(runs: list[RunResult], work: float = 1.0) -> tuple[tuple[float, ...],
     return tuple(tuple(s / work for s in r.steps_s) for r in runs if r.steps_s and not r.broke)
 
 
-def _work(v: Variant) -> float:
-    """How many of the script's steps one step of the fix does: a bigger batch's factor (its
-    step is longer by design; samples/s is what it changes), else 1."""
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _work(v: Variant, base: list[RunResult], mine: list[RunResult]) -> float:
+    """How many of the script's steps one step of the fix does: the samples a step of the fix
+    takes over the script's, as the runs read them (a bigger batch's step is longer by design;
+    samples/s is what it changes; folded micro-batches keep the samples of a step); without
+    that reading, a bigger batch's factor, else 1."""
+    read = (
+        [r.samples_per_step for r in base if r.samples_per_step],
+        [r.samples_per_step for r in mine if r.samples_per_step],
+    )
+    if read[0] and read[1]:
+        return statistics.median(read[1]) / statistics.median(read[0])
     factor = v.finding.fix_params.get("factor") if v.finding.fix_id == "bigger_batch" else None
     return float(factor) if isinstance(factor, (int, float)) and factor > 0 else 1.0
 
@@ -310,7 +324,7 @@ def _work(v: Variant) -> float:
 def _decide(
     base: list[RunResult], mine: list[RunResult], planned: int, v: Variant
 ) -> Decision | None:
-    return decide(_steps(base), _steps(mine, _work(v)), planned, v.finding.stated_low)
+    return decide(_steps(base), _steps(mine, _work(v, base, mine)), planned, v.finding.stated_low)
 
 
 def _trial(
@@ -322,7 +336,8 @@ def _trial(
     budget_out: bool = False,
 ) -> FixTrial:
     f = v.finding
-    base_steps, my_steps = _steps(base), _steps(mine, _work(v))
+    work = _work(v, base, mine)
+    base_steps, my_steps = _steps(base), _steps(mine, work)
     if broke:
         bad = next(r for r in mine if r.broke or r.timed_out)
         lines = tuple(bad.error_lines) or ("did not reach its steps before its time limit",)
@@ -336,8 +351,8 @@ def _trial(
         return _unmeasured(v, "not measured", "too few timed steps to compare")
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
     notes = [f"a run ended after {min(short)} timed steps (the script's end)"] if short else []
-    if _work(v) != 1.0:
-        notes.append(f"its step takes {_work(v):g}x the samples: step times read per sample")
+    if work != 1.0:
+        notes.append(f"its step takes {work:g}x the samples: step times read per sample")
     if d.verdict == "undecided":
         why = (
             "the budget ran out" if budget_out

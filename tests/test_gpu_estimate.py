@@ -281,3 +281,27 @@ def test_adams_reads_of_its_own_cpu_step_counter_are_not_device_reads(tmp_path: 
     est = Report.from_json(report.read_text()).gpu_estimate
     assert est is not None and est.kernels_per_step >= 6
     assert est.reads_per_step == 0 and est.overlapped
+
+
+def test_a_loop_under_autocast_is_estimated_at_the_cards_bf16_peak(tmp_path: Path):
+    """A loop that trains under ``torch.autocast("cpu", dtype=torch.bfloat16)`` runs its
+    matmuls in reduced precision on a GPU too; the estimate sized them at the fp32 peak and
+    said 'with TF32 or bf16 autocast the GPU compute shrinks' of a loop that has it (issue 26)."""
+    script = tmp_path / "amp.py"
+    script.write_text(LOOP.replace(
+        "    loss = nn.functional.mse_loss(model(X), Y)",
+        "    with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "        loss = nn.functional.mse_loss(model(X).float(), Y)",
+    ))  # fmt: skip
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "gpu_notebook", "run", "-s", "4", "--json", str(report), "-q",
+           str(script)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    from gpu_notebook.records import Report
+
+    est = Report.from_json(report.read_text()).gpu_estimate
+    assert est is not None and est.precision == "bf16"
+    assert est.peak_tflops == ge.gpu_spec(est.key).bf16_tflops
+    said = estimate_assumptions(est)
+    assert any("torch.autocast" in a for a in said)
+    assert not any("with TF32 or bf16 autocast" in a for a in said)

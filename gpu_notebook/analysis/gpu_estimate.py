@@ -346,6 +346,7 @@ def estimate_from_trace(
     *,
     cores: int,
     off_core_share: float | None = None,
+    precision: str = "fp32",
 ) -> GpuEstimate | None:
     """The estimate for a CPU trace already analysed (None: no steps to size).
 
@@ -382,17 +383,25 @@ def estimate_from_trace(
         cores=cores,
         spec=spec,
         flops_by_op=flops,
+        precision=precision,
         off_core_us=off_core_share * step_us if off_core_share is not None else None,
     )
 
 
 def estimate_on_gpu(
-    run: Run, analysis: Analysis, gpu: str | None = None, traces: WindowTraces | None = None
+    run: Run,
+    analysis: Analysis,
+    gpu: str | None = None,
+    traces: WindowTraces | None = None,
+    *,
+    autocast: bool = False,
 ) -> GpuEstimate | None:
     """The estimate for ``run`` on ``gpu`` (a GPUS key; default ``DEFAULT_GPU``).
 
     None when the run used a GPU (its own figures answer), or has no trace of steps.
     ``traces``: the report's decoded window traces (without it the file is decoded here).
+    ``autocast``: the cell trains under ``torch.autocast`` (on the CPU with bf16): on the GPU
+    its matmuls run at the card's bf16/fp16 peak, not its fp32 one.
     """
     if run.env.cuda_available or run.env.gpus or analysis.gpu is not None:
         return None
@@ -413,4 +422,5 @@ def estimate_on_gpu(
         gpu_spec(gpu),
         cores=max(1, run.env.cpu_count),
         off_core_share=1.0 - on.computing if on is not None else None,
+        precision="bf16" if autocast else "fp32",
     )

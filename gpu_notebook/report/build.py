@@ -70,7 +70,7 @@ def build_report(
         whatif=what_if(
             run, analysis, price_per_gpu_hour, world_size=run.rank.world_size if run.rank else 1
         ),
-        gpu_estimate=estimate_on_gpu(run, analysis, target_gpu, traces),
+        gpu_estimate=estimate_on_gpu(run, analysis, target_gpu, traces, autocast=facts.autocast),
     )
     baseline = find_baseline(history, report)
     if baseline is not None:

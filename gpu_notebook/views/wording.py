@@ -260,6 +260,8 @@ def estimate_assumptions(e: GpuEstimate) -> tuple[str, ...]:
             f"no shapes recorded: each operator's work is at most what its CPU time could do here "
             f"({model.CPU_GFLOPS_PER_CORE:g} GFLOP/s or {model.CPU_GBPS_PER_CORE:g} GB/s per core, {e.cores} core(s))"
         )
+    if e.precision == "bf16":
+        out.append("the cell's torch.autocast runs the matmuls in bf16/fp16 on the GPU too")
     if e.precision == "fp32" and spec.tf32_tflops:
         out.append(
             "float32 matmuls without TF32 (PyTorch's default); with TF32 or bf16 autocast the GPU compute shrinks"

@@ -331,6 +331,19 @@ def test_three_stalls_a_common_gap_apart_among_irregular_ones_are_no_period():
     assert regular.stalls.period_steps == 107
 
 
+def test_the_examples_of_periodic_stalls_are_the_steps_on_their_schedule():
+    # Issue 26: validation every 20 steps on a busy machine read "stalls every 20 steps: 43
+    # step(s), e.g. 11, 15, 19, 21, 25, 29": random preempted steps named as the examples of a
+    # schedule none of them is on. The scheduled ones come first; the count is all of them.
+    noise = [11, 15, 19, 33, 47, 51, 77, 93, 129, 155]
+    scheduled = list(range(20, 600, 20))
+    shape = _stalls_at(sorted(noise + scheduled))
+    assert shape is not None and shape.stalls is not None
+    assert shape.stalls.period_steps == 20
+    assert list(shape.stalls.steps[:6]) == [20, 40, 60, 80, 100, 120]
+    assert set(shape.stalls.steps) == set(noise + scheduled)
+
+
 def test_a_tiny_op_loop_spread_by_preemption_still_represents_the_run():
     # Issue 22: 0.25 ms steps on busy cores, half of them preempted to 8-40x (p90 ~8 ms):
     # fewer than 60% of the steps are within 2x of the window and they hold little of the time,

@@ -567,6 +567,11 @@ def _stalls(
         period = _schedule(idx, steps[0].index, steps[-1].index)
     excess = float((dur[stalled] - median).sum() * weight)
     phase, phase_share = _stall_phase(steps, stalled)
+    if period is not None:
+        # The steps on the schedule come first: they are the examples the report names ("every
+        # 20 steps: e.g. 20, 40, 60"), not the random stalls of a busy machine around them.
+        on = _on_schedule(idx, period)
+        idx = on + [i for i in idx if i not in set(on)]
     return StallPattern(
         steps=tuple(idx[:MAX_STALL_INDICES]),
         count=round(count * weight),
@@ -577,6 +582,13 @@ def _stalls(
         phase=phase,
         phase_share=phase_share,
     )
+
+
+def _on_schedule(stalled: Sequence[int], period: int) -> list[int]:
+    """The stalled steps on the ``period``'s most kept phase (step index mod period)."""
+    phases = Counter(i % period for i in stalled)
+    keep = phases.most_common(1)[0][0]
+    return [i for i in stalled if i % period == keep]
 
 
 def _schedule(stalled: Sequence[int], first: int, last: int) -> int | None:

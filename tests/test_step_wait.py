@@ -438,3 +438,37 @@ def test_two_optimizers_stepping_in_one_iteration_make_one_step():
     assert _two_optimizer_loop(12, ["d"]).step_count == 12
     critic = _two_optimizer_loop(6, ["d", "d", "d", "g"])
     assert critic.event_counts["optimizer"] == 24 and 18 <= critic.step_count <= 20
+
+
+def test_a_validation_loaders_batches_are_not_the_training_steps_data():
+    # Issue 26: validation every N steps over its own DataLoader, under torch.no_grad, counted
+    # its batches' wait as the training step's data wait (the run read 41% data against the
+    # window's 10%: an in-memory finding at 'high') and its samples as the step's. A loader read
+    # with autograd off while the loop trains is the step's other work.
+    import time as _time
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    train = DataLoader(TensorDataset(torch.randn(48, 2)), batch_size=4)
+    val = DataLoader(TensorDataset(torch.randn(16, 2)), batch_size=8)
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    clock = StepClock(_time.perf_counter_ns())
+    clock.install()
+    try:
+        for step, (x,) in enumerate(train):
+            model(x).sum().backward()
+            opt.step()
+            if step % 3 == 0:
+                with torch.no_grad():
+                    for (vx,) in val:
+                        model(vx)
+    finally:
+        clock.uninstall()
+    record = clock.record()
+    assert record.step_count >= 10
+    # Every step took one training batch of 4, validation steps included (on main: 4 + 16).
+    assert {s.batch_size for s in record.steps[1:]} == {4}

@@ -132,6 +132,7 @@ class StepClock:
         # in a note at uninstall, never asked.
         self._unread: dict[str, None] = {}
         self._tracing: Callable[[], bool] = _never
+        self._grad_enabled: Callable[[], bool] = _always  # torch.is_grad_enabled once installed
         # When the latest phase we saw ended: forward is the time from there to a backward (or
         # to the end of a step that has none), as no hook of ours sits on modules.
         self._last_mark_ns = 0
@@ -224,6 +225,7 @@ class StepClock:
         if self._installed:
             return
         self._record_function = torch.autograd.profiler.record_function
+        self._grad_enabled = torch.is_grad_enabled
         self._tracing = _tracing_probe(torch)
         for make in (self._wrap_next, self._wrap_backward):  # their code: one constant each
             skip_in_dynamo(make(_never).__code__, callees=False)
@@ -599,12 +601,17 @@ class StepClock:
             ours = (
                 clock._listener_ns
             )  # a profiler started at this boundary is ours, not the loader's
+            # A loader read with autograd off while the loop trains (validation's
+            # `with torch.no_grad(): for x, y in val_loader`, Lightning's inference_mode) is not
+            # the training step's wait for its data, nor its samples: its time stays in the step.
+            evaluating = _PRIORITY[clock.anchor] > _LOADER_PRIORITY and not clock._grad_enabled()
             try:
                 batch = original(it)
             finally:
                 clock._last_mark_ns = end = time.perf_counter_ns()
-                clock._data_ns += max(0, end - start - ours)
-            if clock._lean:
+                if not evaluating:
+                    clock._data_ns += max(0, end - start - ours)
+            if clock._lean or evaluating:
                 return batch  # the batch size is known from the timed steps
             if id(it) != clock._iterator_id:
                 clock._switch_iterator(it)
@@ -938,6 +945,10 @@ def _trainable_bytes(params: Any) -> int:
 
 def _never() -> bool:
     return False
+
+
+def _always() -> bool:
+    return True
 
 
 def _dynamo_has_compiled() -> bool:

@@ -20,7 +20,7 @@ _PHASE_WORK = {
     "forward": "model calls outside backward (validation, evaluation, the forward itself)",
     "backward": "backward",
     "optimizer": "the optimizer step",
-    "other": "work outside the training ops (checkpoint saves, logging flushes, Python)",
+    "other": "work outside the training ops (validation, checkpoint saves, logging flushes, Python)",
 }
 
 

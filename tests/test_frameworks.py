@@ -172,7 +172,28 @@ def _stacks(frames_per_stack: list[tuple[list[CodeRef], int]], total_us: int) ->
                 functions.append(ref)
             idx.append((functions.index(ref), ref.first_line))
         stacks.append(StackCount(tuple(idx), None, 1, us, True))
-    return RawStacks(1, 0.01, len(stacks), total_us, 1.0, tuple(functions), tuple(stacks))
+    # As many samples as a 10 ms-interval sampler takes in a run of a few seconds: enough to
+    # read a share (rules.syncs.MIN_LINE_SAMPLES).
+    return RawStacks(1, 0.01, 200, total_us, 1.0, tuple(functions), tuple(stacks))
+
+
+def test_a_framework_share_read_off_a_handful_of_samples_says_nothing():
+    # Issue 26: a loaded machine left the sampler 2 samples of a Lightning run, one of them in
+    # LightningModule.log: "[high] The framework logs or draws progress on every step (up to
+    # 10.00x)". A share needs MIN_LINE_SAMPLES samples, as a line's does.
+    import dataclasses
+
+    import lightning.pytorch as pl
+
+    def ref(fn) -> CodeRef:
+        return CodeRef(inspect.getsourcefile(fn), fn.__qualname__, fn.__code__.co_firstlineno)
+
+    cell = CodeRef("<cell>", "<module>", 1)
+    raw = _stacks([([cell, ref(pl.Trainer.fit), ref(pl.LightningModule.log)], 1000)], 1000)
+    run = dataclasses.replace(syn.make_run("trainer.fit(lit)\n"), stacks=raw)
+    assert "logging.framework_overhead" in ids(rules_for(run, syn.make_analysis({})))
+    few = dataclasses.replace(run, stacks=dataclasses.replace(raw, samples=2))
+    assert "logging.framework_overhead" not in ids(rules_for(few, syn.make_analysis({})))
 
 
 def test_framework_logging_is_named_from_the_stacks_and_counted_once():

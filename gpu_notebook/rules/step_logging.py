@@ -34,7 +34,7 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.syncs import EVERY, every_n, lines_share, loop_lines
+from gpu_notebook.rules.syncs import EVERY, MIN_LINE_SAMPLES, every_n, lines_share, loop_lines
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,10 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     """
     raw = run.stacks
     if raw is None or raw.time_us <= 0 or not raw.stacks:
+        return None
+    if raw.samples < MIN_LINE_SAMPLES:
+        # A share read off a handful of samples measures nothing (one sample in a logging call
+        # read "100%, up to 10x" [high]): the rule of three, as for a line's share.
         return None
     labels = [_overhead_label(ref.filename, ref.function) for ref in raw.functions]
     by_label: dict[str, int] = {}

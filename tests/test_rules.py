@@ -939,6 +939,41 @@ def test_live_loader_fix_rebuilds_the_loader_defined_in_an_earlier_cell(ip):
     assert (new.num_workers, new.batch_size, type(new.sampler).__name__) == (2, 4, "RandomSampler")
 
 
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "for epoch in range(2):\n    avg = train_one_epoch(net, handed_loader, handed_opt)\n",
+        "trainer.fit(lit, train_dataloaders=handed_loader)\n",
+    ],
+    ids=["helper-from-earlier-cell", "framework-fit-keyword"],
+)
+def test_live_loader_fix_reaches_a_loader_the_cell_hands_to_a_call(ip, cell):
+    """The loop iterates the loader inside a function of an earlier cell (`train_one_epoch`,
+    `trainer.fit`): the cell only passes it. The fix rebuilds that loader, the one the steps
+    wait on, and not the evaluation loader the cell passes elsewhere."""
+    ip.run_cell(
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class Cubes(Dataset):\n"
+        "    def __len__(self): return 16\n"
+        "    def __getitem__(self, i): return (torch.full((2,), float(i ** 3)),)\n"
+        "handed_loader = DataLoader(Cubes(), batch_size=4, shuffle=True)\n"
+        "eval_loader = DataLoader(Cubes(), batch_size=8)\n"
+        "net = torch.nn.Linear(2, 1); handed_opt = torch.optim.SGD(net.parameters(), lr=0.1)"
+    )
+    cell = cell + "print(evaluate(net, eval_loader))\n"
+    run = syn.make_run(cell, cpu_count=2)
+    findings = rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns)
+    f = only(findings, "input.loader_workers")
+    (fixed,) = attach_fixes([f], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None, fixed.proposal.refusal
+    assert "live `handed_loader`" in after.splitlines()[0] and "eval_loader =" not in after
+    body = after.split(cell.splitlines()[0])[0]  # the snippet, above the user's own lines
+    assert ip.run_cell(body).success
+    new = ip.user_ns["handed_loader"]
+    assert (new.num_workers, new.batch_size, type(new.sampler).__name__) == (2, 4, "RandomSampler")
+
+
 def test_facts_from_the_namespace_name_the_models(ip):
     ip.run_cell("import torch\nlive_net = torch.nn.Linear(2, 2)")
     facts = cell_facts("for x in xs:\n    live_net(x)\n", ip.user_ns)

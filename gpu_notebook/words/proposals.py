@@ -8,12 +8,14 @@ snippet that sets it there instead: its code, patch note and refusals are worded
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, LiveLoader
+from gpu_notebook.cell.names import dotted
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.records import Finding, FixProposal
 from gpu_notebook.rules import RULE_FIXES, cell_facts
@@ -70,6 +72,8 @@ def _live_loader_proposal(
     iterated = [name for loop in facts.loops for name in loop.iterates]
     loader = next((ld for name in iterated if (ld := live.loader(name)) is not None), None)
     if loader is None:
+        loader = _handed_to_training(facts, live)
+    if loader is None:
         return None
     params = finding.fix_params
     workers = params.get("num_workers")
@@ -107,6 +111,34 @@ def _live_loader_proposal(
             )
         )
     return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
+
+
+# A call whose last name holds one of these trains on the loader it is handed
+# (`train_one_epoch(model, loader, opt)`, `trainer.fit(module, train_dataloaders=dl)`).
+_TRAINING_CALL_WORDS = ("train", "fit")
+
+
+def _handed_to_training(facts: SourceFacts, live: LiveFacts) -> LiveLoader | None:
+    """The live loader the cell hands to a call that trains on it, when the loop that iterates
+    it is in a function of an earlier cell or a framework's: handed with an optimizer, to a
+    ``train*`` keyword, or to a function named for training. None when no such loader, or more
+    than one (an evaluation loader handed to ``evaluate(...)`` is never one of them)."""
+    if facts.tree is None:
+        return None
+    optimizers = {o.name for o in live.optimizers}
+    handed: set[str] = set()
+    for call in facts.tree.calls():
+        pairs = [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords]
+        names = {(k, a.id) for k, a in pairs if isinstance(a, ast.Name)}
+        loaders = {(k, n) for k, n in names if live.loader(n) is not None}
+        if not loaders:
+            continue
+        called = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+        trains = any(w in called for w in _TRAINING_CALL_WORDS) or any(
+            n in optimizers for _k, n in names
+        )
+        handed |= {n for k, n in loaders if trains or (k or "").startswith("train")}
+    return live.loader(next(iter(handed))) if len(handed) == 1 else None
 
 
 def _framework_loader_proposal(

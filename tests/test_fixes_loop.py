@@ -185,6 +185,23 @@ def test_throttle_uses_the_existing_enumerate_index() -> None:
     assert "    if i % 3 == 0:\n        print('loss', float(loss))\n" in after
 
 
+def test_throttle_keeps_one_read_in_n_steps_when_the_range_strides() -> None:
+    """`for i in range(0, n, 64)`: `i` counts samples, not steps (`i % 10 == 0` kept 7 reads of
+    32 steps, not 4). The gate counts steps with its own index, every N-th step read."""
+    source = SETUP + (
+        "xs, ys = ds.tensors\n"
+        "losses = []\n"
+        "for i in range(0, 48, 2):\n"
+        "    loss = criterion(model(xs[i:i + 2]), ys[i:i + 2])\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "    losses.append(loss.item())\n"
+    )
+    after = _patch("throttle_host_syncs", source, every=4).source_after
+    namespace, _printed = _run(after)
+    assert len(namespace["losses"]) == 24 // 4
+    assert "for i in range(0, 48, 2):" not in after  # the stride is kept, the index is new
+
+
 def test_a_value_the_loop_uses_every_step_keeps_its_sync() -> None:
     source = SETUP + (
         "best = float('inf')\n"

@@ -388,9 +388,20 @@ def _step_variable(loop: cst.For, used: set[str]) -> tuple[str, bool]:
     enumerate)."""
     counters = loop_target_names(loop)[1]
     enumerated = isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "enumerate"
+    if _strides(loop):  # `range(0, n, 64)`: its index counts samples, not steps
+        counters = set()
     if len(counters) == 1 and not (enumerated and counters == {"_"}):  # `_`: name the index
         return counters.pop(), False
     return fresh_name(used, ("step", "batch_idx", "gpucheck_step")), True
+
+
+def _strides(loop: cst.For) -> bool:
+    """The loop runs over ``range(start, stop, step)`` with a step other than a literal 1."""
+    it = loop.iter
+    if not (isinstance(it, cst.Call) and dotted(it.func) == "range" and len(it.args) >= 3):
+        return False
+    step = it.args[2].value
+    return not (isinstance(step, cst.Integer) and step.evaluated_value == 1)
 
 
 def _gate(moved: list[int], step: str, rename: bool, every: int) -> Replacement:

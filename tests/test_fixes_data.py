@@ -251,8 +251,9 @@ def test_bigger_batch_multiplies_batch_size_and_a_literal_learning_rate() -> Non
         "    train_ds,\n"
         "    batch_size=32,\n"
     ) in after
+    # The loader no training loop iterates keeps its batch and gets no lr comment.
     assert (
-        "val_loader = torch.utils.data.DataLoader(train_ds, batch_size=64, pin_memory=False)"
+        "\nval_loader = torch.utils.data.DataLoader(train_ds, batch_size=32, pin_memory=False)"
         in after
     )
     assert "opt = torch.optim.AdamW(model.parameters(), lr=1e-3 * 2)\n" in after

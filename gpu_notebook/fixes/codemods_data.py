@@ -11,6 +11,7 @@ import functools
 
 import libcst as cst
 
+from gpu_notebook.cell.facts import LoaderCall
 from gpu_notebook.cell.names import (
     bool_or_none,
     dotted,
@@ -164,14 +165,35 @@ def _waited_on(module: cst.Module, calls: list[cst.Call]) -> list[cst.Call]:
     if len(calls) < 2:
         return calls
     facts = facts_of(module)
-    found = cst_nodes(module, [ld.node for ld in facts.loaders])
-    by_node = {id(n): ld for ld, n in zip(facts.loaders, found, strict=True) if n is not None}
-    loaders = [(c, by_node.get(id(c))) for c in calls]
-    iterated = {name for loop in facts.training_loops() for name in loop.iterates}
-    stepped = [(c, ld) for c, ld in loaders if ld is not None and ld.name in iterated]
-    kept = [c for c, ld in stepped or loaders
+    loaders = _stepped(module, calls) or _facts_by_call(module, calls)
+    kept = [c for c, ld in loaders
             if ld is None or facts.dataset_class(ld) not in IN_MEMORY_DATASETS]  # fmt: skip
     return kept or calls
+
+
+def _trained_on(module: cst.Module, calls: list[cst.Call]) -> list[cst.Call]:
+    """Of several DataLoaders, the ones a training loop iterates (all when none is)."""
+    if len(calls) < 2:
+        return calls
+    return [c for c, _ld in _stepped(module, calls)] or calls
+
+
+def _facts_by_call(
+    module: cst.Module, calls: list[cst.Call]
+) -> list[tuple[cst.Call, LoaderCall | None]]:
+    """Each call with the scan's loader fact for it (None: the scan has none)."""
+    facts = facts_of(module)
+    found = cst_nodes(module, [ld.node for ld in facts.loaders])
+    by_node = {id(n): ld for ld, n in zip(facts.loaders, found, strict=True) if n is not None}
+    return [(c, by_node.get(id(c))) for c in calls]
+
+
+def _stepped(module: cst.Module, calls: list[cst.Call]) -> list[tuple[cst.Call, LoaderCall | None]]:
+    """The calls whose loader a training loop of the cell iterates, with their facts."""
+    iterated = {name for loop in facts_of(module).training_loops() for name in loop.iterates}
+    return [
+        (c, ld) for c, ld in _facts_by_call(module, calls) if ld is not None and ld.name in iterated
+    ]
 
 
 def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integer | None:
@@ -282,6 +304,8 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
     tree = tree_of(module)
     edits: dict[cst.CSTNode, Replacement] = {}
     loaders = [c for c in _dataloader_calls(module) if keyword_of(c, "batch_sampler") is None]
+    # The batch the step trains on: an evaluation loader beside it keeps its own.
+    loaders = _trained_on(module, loaders)
     for call in loaders:
         edits[call] = _batch_scaler(factor)
     if not edits:

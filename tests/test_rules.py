@@ -974,6 +974,31 @@ def test_live_loader_fix_reaches_a_loader_the_cell_hands_to_a_call(ip, cell):
     assert (new.num_workers, new.batch_size, type(new.sampler).__name__) == (2, 4, "RandomSampler")
 
 
+def test_an_epoch_loop_that_hands_the_loader_to_a_function_reads_nothing_per_step(ip):
+    """`for epoch in ...: avg = train_one_epoch(model, loader, opt); print(f"{avg:.4f}")`: the
+    steps run inside the function (an earlier cell); the loop's lines run once per epoch, so
+    they are neither per-step reads nor per-step logging. A loop that hands a step function
+    its batch still has its reads counted per step."""
+    ip.run_cell(
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class Ones(Dataset):\n"
+        "    def __len__(self): return 16\n"
+        "    def __getitem__(self, i): return (torch.ones(2),)\n"
+        "epoch_loader = DataLoader(Ones(), batch_size=4)"
+    )
+    per_epoch = (
+        "for epoch in range(2):\n"
+        "    avg = train_one_epoch(net, epoch_loader, opt)\n"
+        '    print(f"epoch {epoch}: {avg:.4f}")\n'
+    )
+    analysis = syn.make_analysis({"data": 0.5})
+    findings = rules_for(syn.make_run(per_epoch), analysis, namespace=ip.user_ns)
+    assert not {"syncs.per_step", "logging.per_step"} & set(ids(findings)), ids(findings)
+    per_step = "for (x,) in epoch_loader:\n    loss = train_step(net, x)\n    print(loss.item())\n"
+    findings = rules_for(syn.make_run(per_step), analysis, namespace=ip.user_ns)
+    assert only(findings, "syncs.per_step").line == 4
+
+
 def test_facts_from_the_namespace_name_the_models(ip):
     ip.run_cell("import torch\nlive_net = torch.nn.Linear(2, 2)")
     facts = cell_facts("for x in xs:\n    live_net(x)\n", ip.user_ns)

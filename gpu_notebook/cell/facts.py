@@ -98,6 +98,8 @@ class LoopFacts:
     calls_model: bool
     under_grad_mode: bool  # in or holding no_grad(), inference_mode(), or a decorated def
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
+    # Names its body passes whole to a call (``loader`` in ``train_one_epoch(model, loader)``).
+    hands: tuple[str, ...] = ()
     # The .backward() calls of its body, in source order (where the autocast fix scales).
     backward_calls: tuple[ast.AST, ...] = dataclasses.field(default=(), compare=False, repr=False)
 

@@ -44,6 +44,17 @@ def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
         calls_model=bool(tree.model_calls(loop)),
         under_grad_mode=tree.under_grad_mode(loop),
         node=loop,
+        hands=tuple(
+            sorted(
+                {
+                    a.id
+                    for s in loop.body
+                    for c in calls_in(s)
+                    for a in [*c.args, *(k.value for k in c.keywords)]
+                    if isinstance(a, ast.Name)
+                }
+            )
+        ),
         backward_calls=tuple(
             sorted((c for s in loop.body for c in calls_in(s) if is_backward(c)), key=position)
         )

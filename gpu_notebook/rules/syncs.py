@@ -83,7 +83,17 @@ def loop_lines(facts: SourceFacts, lines: tuple[SourceLine, ...]) -> tuple[Sourc
     per_step = facts.per_step(lines)
     if facts.training_loops():
         return tuple(s for s in per_step if s.step_loop_line is not None)
-    return tuple(s for s in per_step if s.loop_line is not None)
+    # A loop that hands a DataLoader to a call (`train_one_epoch(model, loader, opt)`) runs an
+    # epoch an iteration: the steps are inside the call, its own lines run once per epoch.
+    loaders = {ld.name for ld in facts.loaders if ld.name} | {ld.name for ld in facts.live.loaders}
+    epochs = {id(loop.node) for loop in facts.loops if set(loop.hands) & loaders}
+    tree = facts.tree
+    return tuple(
+        s for s in per_step
+        if s.loop_line is not None
+        and not (tree is not None and s.node is not None
+                 and any(id(a) in epochs for a in tree.ancestors(s.node)))
+    )  # fmt: skip
 
 
 def reads_per_step(analysis: Analysis) -> float | None:

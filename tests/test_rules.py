@@ -997,6 +997,15 @@ def test_an_epoch_loop_that_hands_the_loader_to_a_function_reads_nothing_per_ste
     per_step = "for (x,) in epoch_loader:\n    loss = train_step(net, x)\n    print(loss.item())\n"
     findings = rules_for(syn.make_run(per_step), analysis, namespace=ip.user_ns)
     assert only(findings, "syncs.per_step").line == 4
+    # The step loop is the one over the loader: the epoch loop around it reads once an epoch.
+    nested = (
+        "for epoch in range(2):\n"
+        "    for (x,) in epoch_loader:\n"
+        "        running += train_step(net, x)\n"
+        "    print(epoch, float(running))\n"
+    )
+    findings = rules_for(syn.make_run(nested), analysis, namespace=ip.user_ns)
+    assert "syncs.per_step" not in ids(findings), ids(findings)
 
 
 def test_facts_from_the_namespace_name_the_models(ip):

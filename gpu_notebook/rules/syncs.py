@@ -83,17 +83,24 @@ def loop_lines(facts: SourceFacts, lines: tuple[SourceLine, ...]) -> tuple[Sourc
     per_step = facts.per_step(lines)
     if facts.training_loops():
         return tuple(s for s in per_step if s.step_loop_line is not None)
-    # A loop that hands a DataLoader to a call (`train_one_epoch(model, loader, opt)`) runs an
-    # epoch an iteration: the steps are inside the call, its own lines run once per epoch.
+    # No loop of the cell calls backward: the step is in a function of an earlier cell. A loop
+    # over a DataLoader runs a step an iteration (`for batch in loader: train_step(...)`); a
+    # loop around it, or one that hands the loader to a call (`train_one_epoch(model, loader,
+    # opt)`), runs an epoch an iteration: its own lines run once per epoch.
     loaders = {ld.name for ld in facts.loaders if ld.name} | {ld.name for ld in facts.live.loaders}
+    stepping = {id(loop.node) for loop in facts.loops if set(loop.iterates) & loaders}
     epochs = {id(loop.node) for loop in facts.loops if set(loop.hands) & loaders}
     tree = facts.tree
-    return tuple(
-        s for s in per_step
-        if s.loop_line is not None
-        and not (tree is not None and s.node is not None
-                 and any(id(a) in epochs for a in tree.ancestors(s.node)))
-    )  # fmt: skip
+    if tree is None or not (stepping or epochs):
+        return tuple(s for s in per_step if s.loop_line is not None)
+
+    def in_a_step(line: SourceLine) -> bool:
+        around = {id(a) for a in tree.ancestors(line.node)} if line.node is not None else set()
+        if stepping:
+            return bool(around & stepping)
+        return line.loop_line is not None and not around & epochs
+
+    return tuple(s for s in per_step if in_a_step(s))
 
 
 def reads_per_step(analysis: Analysis) -> float | None:

@@ -974,6 +974,36 @@ def test_live_loader_fix_reaches_a_loader_the_cell_hands_to_a_call(ip, cell):
     assert (new.num_workers, new.batch_size, type(new.sampler).__name__) == (2, 4, "RandomSampler")
 
 
+def test_live_loader_fix_follows_a_loader_the_cell_builds_through_a_helper(ip):
+    """`loader = make_loader(ds)` (the DataLoader call is in an earlier cell's helper): the
+    rebuilt loader goes right after that line, where the loop reads it, not a refusal."""
+    ip.run_cell(
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class Halves(Dataset):\n"
+        "    def __len__(self): return 16\n"
+        "    def __getitem__(self, i): return (torch.full((2,), i / 2),)\n"
+        "def make_loader(ds, bs=4):\n"
+        "    return DataLoader(ds, batch_size=bs, shuffle=True)"
+    )
+    cell = "helper_loader = make_loader(Halves())\nfor (x,) in helper_loader:\n    y = x * 2\n"
+    assert ip.run_cell(cell).success
+    run = syn.make_run(cell, cpu_count=2)
+    findings = rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns)
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None, fixed.proposal.refusal
+    lines = after.splitlines()
+    assert lines[0] == "helper_loader = make_loader(Halves())"
+    assert lines[1].startswith("# gpucheck fix: ") and "live `helper_loader`" in lines[1]
+    del ip.user_ns["helper_loader"]  # a fresh kernel: the name is bound by the cell only
+    assert ip.run_cell(after).success
+    assert ip.user_ns["helper_loader"].num_workers == 2
+    # Bound after the loop that reads it: a rebuild after that line reaches no loop.
+    late = "for (x,) in helper_loader:\n    y = x * 2\nhelper_loader = make_loader(Halves())\n"
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], late, namespace=ip.user_ns)
+    assert fixed.proposal.source_after is None and "bound again" in fixed.proposal.refusal
+
+
 def test_an_epoch_loop_that_hands_the_loader_to_a_function_reads_nothing_per_step(ip):
     """`for epoch in ...: avg = train_one_epoch(model, loader, opt); print(f"{avg:.4f}")`: the
     steps run inside the function (an earlier cell); the loop's lines run once per epoch, so

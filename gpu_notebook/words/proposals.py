@@ -101,6 +101,16 @@ def _live_loader_proposal(
     )
     note = f"rebuilt from the live `{loader.name}`: {settings}"
     rebound = _rebinding(facts, loader.name)
+    readers = [loop.line for loop in facts.loops if loader.name in loop.iterates]
+    if (
+        rebound is not None
+        and rebound[3]
+        and len(_bindings(facts, loader.name)) == 1
+        and all(line > rebound[2] for line in readers)
+    ):
+        # The cell makes the loader through a helper (`loader = make_loader(ds)`): rebuilt
+        # right after that line, it is the one the loop iterates (above it, it would be lost).
+        return _placed(cell_source, note, snippet, loader.name)
     if rebound is not None:
         # The cell makes its own loader after ours: the rebuilt one would never be iterated.
         return to_proposal(
@@ -240,6 +250,10 @@ def rebuild_loader_source(
     return f"import torch.utils.data\n{n} = torch.utils.data.DataLoader(\n    {call},\n)\n"
 
 
+def _bindings(facts: SourceFacts, name: str) -> list[tuple[str, int, int, bool]]:
+    return [b for b in facts.bindings if b[0] == name]
+
+
 def _rebinding(facts: SourceFacts, name: str) -> tuple[str, int, int, bool] | None:
     """The cell's last binding of ``name`` (None: the cell never binds it)."""
     return next((b for b in reversed(facts.bindings) if b[0] == name), None)
@@ -254,7 +268,7 @@ def _placed(cell_source: str, note: str, snippet: str, name: str) -> FixProposal
     from gpu_notebook.fixes import Refusal, inserted_patch, prepended_patch, to_proposal
 
     facts = scan_source(cell_source)
-    mine = [b for b in facts.bindings if b[0] == name]
+    mine = _bindings(facts, name)
     if not mine:
         return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
     _name, first, last, top = mine[-1]

@@ -17,6 +17,7 @@ Usage::
 
     python benchmarks/fix_ledger.py                   # every program (~25 min on 2 cores)
     python benchmarks/fix_ledger.py plain_input lbfgs_closure --steps 30 --rounds 3
+    python benchmarks/fix_ledger.py python_items /tmp/unseen/gan.py   # a script outside too
     python benchmarks/fix_ledger.py --json /tmp/ledger.json --markdown /tmp/ledger.md
 """
 
@@ -199,7 +200,11 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("programs", nargs="*", help="program names in ledger_programs/ (default: all)")
+    p.add_argument(
+        "programs",
+        nargs="*",
+        help="program names in ledger_programs/ (default: all), or paths to other scripts",
+    )
     p.add_argument("--steps", type=int, default=60, help="--try-fixes N: measured steps a run")
     p.add_argument("--rounds", type=int, default=5, help="--try-rounds: runs of each arm")
     p.add_argument("--budget", type=float, default=400.0, help="--try-budget per program")
@@ -217,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         print(f"ledger: {name} ...", file=sys.stderr, flush=True)
         keep = Path(args.reports) if args.reports else None
-        rows.append(_run(PROGRAMS / f"{name}.py", args.steps, args.budget, args.rounds, keep))
+        path = Path(name) if name.endswith(".py") else PROGRAMS / f"{name}.py"
+        rows.append(_run(path.resolve(), args.steps, args.budget, args.rounds, keep))
         print(json.dumps(rows[-1])[:600], file=sys.stderr, flush=True)
         if args.json:  # after each program: a run cut short keeps what it measured
             Path(args.json).write_text(json.dumps(rows, indent=1))

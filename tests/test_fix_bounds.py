@@ -419,8 +419,9 @@ def test_a_range_starting_within_the_run_s_own_margin_is_uncertain_not_a_recomme
 
 def test_the_workers_range_starts_at_what_workers_reach_when_all_the_loading_is_cpu_work():
     # A loop waiting ~90% of each step for a main-process loader, 2 cores, no GPU: hiding the
-    # whole wait would be ~10x, but if the loading is CPU work the 2 workers share the 2 cores
-    # with the rest of the step (plain_input: 11.7x-12.0x by Amdahl, 1.86x measured).
+    # whole wait would be ~10x, but if the loading is CPU work the 2 workers do it at a worker's
+    # cost after the main process's part of the step (plain_input: 11.7x-12.0x by Amdahl, 1.86x
+    # measured; a per-item Python loader 1.04x-1.16x, test_fix_ranges).
     record = _series(data_share=0.9)
     run = syn.make_run(LOADER_CELL, steps=record, cpu_count=2)
     analysis = with_run_figures(run, syn.make_analysis({"data": 0.9}))
@@ -429,7 +430,10 @@ def test_the_workers_range_starts_at_what_workers_reach_when_all_the_loading_is_
     f = _findings(run, syn.make_analysis({"data": 0.9}))["input.loader_workers"]
     load = whole.step_s * whole.low_share
     rest = whole.step_s * (1 - whole.share)
-    assert f.gain_low == pytest.approx((rest + load) / (rest + load / 2))
+    # The main process's 0.5 ms handoff of the batch, then the loading at a worker's 1.1x and
+    # its 0.6 ms to collate into shared memory and queue, over the 2 workers.
+    floor = rest + 0.0005 + (load * 1.1 + 0.0006) / 2
+    assert f.gain_low == pytest.approx((rest + load) / floor)
     assert f.gain_low < 2.0 < amdahl_bound(whole.low_share)
     assert f.gain_bound is not None and f.gain_low <= f.gain_bound
     assert measurable(f) and f.fix_id == "dataloader_workers"

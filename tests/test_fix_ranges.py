@@ -159,8 +159,9 @@ def _workers(series: SampleSeries) -> Finding:
 
 def test_the_workers_low_end_is_capped_by_the_cpu_this_process_s_session_gets():
     # Quiet: the others use nothing; this process 30% of a core. 2 cores for it and its
-    # workers: the cap (2 / 0.3) is far above what the step's shape allows (its rest plus the
-    # loading spread over 2 cores: ~1 / (0.3 + 0.7 / 2) = 1.54x).
+    # workers: the cap (2 / 0.3) is far above what the step's shape allows (its rest and each
+    # batch's 0.5 ms handoff, then the loading at a worker's cost spread over 2 cores:
+    # ~1 / (0.3 + 0.025 + (0.7 * 1.1 + 0.03) / 2) = 1.38x).
     quiet = _workers(_sampled(30.0, 15.0, 0.0))
     # Loaded: the others use 1.7 of the 2 cores and the loop's thread waited for a core 60% of
     # the time. Its session gets the 0.3 core left, or the 0.3 / (0.3 + 0.6) = 0.33 core its
@@ -169,7 +170,7 @@ def test_the_workers_low_end_is_capped_by_the_cpu_this_process_s_session_gets():
     loaded = _workers(_sampled(30.0, 100.0, 60.0))
     assert quiet.gain_low is not None and loaded.gain_low is not None
     assert loaded.gain_low == pytest.approx((0.3 / 0.9) / 0.3, rel=1e-6)
-    assert quiet.gain_low > 1.5
+    assert quiet.gain_low > 1.35
     assert quiet.gain_bound == pytest.approx(loaded.gain_bound)  # the high end: unchanged
     assert measurable(loaded)
     # A busier session: the thread waited 90% of the time, so it ran at 0.3 / 1.2 = 0.25 core;
@@ -179,3 +180,87 @@ def test_the_workers_low_end_is_capped_by_the_cpu_this_process_s_session_gets():
     assert busy.gain_low == pytest.approx(1.0)
     assert measurable(busy) and uncertain(busy) and busy.severity == quiet.severity != "info"
     assert busy.fix.startswith("Uncertain: ")
+
+
+# ------------------------------------------------------------------ workers on CPU-bound loaders
+
+
+def _python_items_record(
+    step_s: float, data_s: float, batches: int = 1, n: int = 300
+) -> StepClockRecord:
+    """Seeded steps of ``step_s`` (+-5%) that wait ``data_s`` of it for a main-process loader
+    whose items are Python CPU work, ``batches`` loader batches a step."""
+    rng = random.Random(26)
+    rows, t = [], 0.0
+    for i in range(n):
+        jitter = 1 + 0.1 * (rng.random() - 0.5)
+        d, data = step_s * jitter, data_s * jitter
+        rows.append(StepTiming(i, t, d, data, 0.0, 0.0, 0.0, 1, 1, 32 * batches))
+        t += d
+    counts = {"optimizer": n, "forward": n, "backward": n, "dataloader": n * batches}
+    return StepClockRecord("optimizer", n, tuple(rows), event_counts=counts, lean_data=True)
+
+
+def _python_items_workers(
+    record: StepClockRecord, cores: int = 2, usable: int | None = 2, threads: int | None = 1
+) -> Finding | None:
+    """The workers finding on a run without a GPU whose one loop thread kept a core busy (the
+    loading is CPU work), nothing else running, ``usable`` cores of ``cores`` (affinity)."""
+    import dataclasses
+
+    series = _sampled(100.0, 100.0 / cores, 0.0)
+    run = syn.make_run(LOADER_CELL, steps=record, cpu_count=cores, series=series)
+    run = dataclasses.replace(
+        run, env=dataclasses.replace(run.env, usable_cores=usable, torch_threads=threads)
+    )
+    util = dataclasses.replace(syn.utilization(), process_cpu_mean_pct=100.0)
+    analysis = with_run_figures(run, syn.make_analysis({"data": 0.7}, util=util))
+    found = {f.rule_id: f for f in word_findings(run_rules(run, analysis, syn.VERDICT))}
+    return found.get("input.loader_workers")
+
+
+def test_a_python_item_loader_s_workers_range_starts_at_or_below_what_it_measured():
+    """The GAN's per-item Python loader (measured by hand, 2 cores, no GPU): 3.15 ms steps,
+    2.4 ms of them loading 32 items at 75 us each in the main process. Its workers fix measured
+    1.04x-1.16x in the ledger's interleaved runs and 1.10x by hand (3.15 -> 2.87 ms): a worker
+    does the batch in 3.2-3.8 ms, not 2.4, and the main process's part of the step does not
+    overlap the workers for free. At 1b0cb71 the range read 1.53x-2.07x (its low end sharing
+    the loading over both cores without loss: 3.15 / (0.75 + 2.4 / 2) = 1.62x)."""
+    f = _python_items_workers(_python_items_record(0.00315, 0.0024))
+    assert f is not None and f.gain_low is not None and f.gain_bound is not None
+    # rest 0.75 ms + the 0.5 ms handoff + (2.4 ms at a worker's 1.1x + 0.6 ms to collate into
+    # shared memory and queue) / 2 workers = 2.87 ms.
+    floor_ms = 0.75 + 0.5 + (2.4 * 1.1 + 0.6) / 2
+    assert f.gain_low == pytest.approx(3.15 / floor_ms, rel=0.02)
+    assert 1.0 < f.gain_low <= 1.10
+    # The stated low end (the model's widened by the run's margin) reaches the ledger's 1.04x.
+    assert f.stated_low is not None and f.stated_low <= 1.05
+    # The high end: the loading all CPU work (one torch thread, one core busy), shared with the
+    # rest of the step over 2 cores without loss: 3.15 / ((0.75 + 2.4) / 2) = 2.0x.
+    assert f.gain_bound == pytest.approx(2.0, rel=0.03)
+    assert measurable(f) and f.fix_id == "dataloader_workers"
+    assert any("at a worker's cost" in e for e in f.evidence)
+
+
+def test_each_batch_a_step_reads_pays_its_handoff_and_a_worker_s_cost():
+    """Gradient accumulation over 4 loader batches a step (accum_tqdm: 1.35x measured against
+    1.50x-2.08x): the main process receives 4 batches a step and the workers collate and queue
+    4, so the low end counts 4 of each, not one a step as before."""
+    one = _python_items_workers(_python_items_record(0.034, 0.020, batches=1))
+    four = _python_items_workers(_python_items_record(0.034, 0.020, batches=4))
+    assert one is not None and four is not None
+    assert one.gain_low is not None and four.gain_low is not None
+    # 14 ms rest + 4 x 0.5 ms handoffs + (20 ms x 1.1 + 4 x 0.6 ms) / 2 workers.
+    assert four.gain_low == pytest.approx(34 / (14 + 4 * 0.5 + (20 * 1.1 + 4 * 0.6) / 2), rel=0.02)
+    assert four.gain_low < one.gain_low
+    assert any(e.startswith("per step (4 batches): ") for e in four.evidence)
+
+
+def test_workers_share_the_cores_the_process_may_use_not_the_machine_s():
+    """A process pinned to 1 of 4 cores (``os.sched_getaffinity``): its CPU-bound loading has
+    no core to move to, whatever num_workers, so no workers fix is offered; with all 4 it is.
+    On main the machine's 4 cores bounded it, and 3 workers were proposed either way."""
+    record = _python_items_record(0.00315, 0.0024)
+    assert _python_items_workers(record, cores=4, usable=4) is not None
+    pinned = _python_items_workers(record, cores=4, usable=1)
+    assert pinned is None

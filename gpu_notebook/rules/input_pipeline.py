@@ -12,9 +12,14 @@ Thresholds:
 The gain bound of workers is what they can reach on this machine, not only Amdahl over the
 data-wait share: with the loader in the main process the wait *is* the per-batch loading cost
 ``L``. Its CPU part (the least consistent with the process's measured CPU use) moves to the
-workers and shares the machine's cores with the rest of the step (on a run without a GPU, with
-the model's own compute), and the main process still receives every batch
-(``WORKER_HANDOFF_US``). A loader that sleeps or reads files is not capped by the cores. Where a
+workers and shares the cores this process may use with the rest of the step (on a run without a
+GPU, with the model's own compute on torch's intra-op threads), and the main process still
+receives every batch (``WORKER_HANDOFF_US`` a batch). A loader that sleeps or reads files is not
+capped by the cores. The low end (``workers_low``) also counts what a worker pays that the main
+process did not (``workers_cpu_us``: its items' Python runs slower in a forked process, and it
+collates into shared memory and queues each batch) and lets the workers make no progress while
+the main process runs its part of the step: a loader whose items are Python CPU work measured
+1.04x-1.16x on 2 cores where sharing the cores without loss predicted 1.53x-2.07x. Where a
 worker costs more than it saves (a batch that loads faster than its handoff; an in-memory
 ``TensorDataset``, whose samples are views of tensors already in memory) no workers are proposed:
 indexing whole batches removes the per-sample work instead.
@@ -71,6 +76,13 @@ OWN_BUSY_SHARE = 0.5
 # TensorDataset with num_workers=2 at 0.68x on 2 cores; torch's own DataLoader benchmarks put the
 # handoff at a few hundred microseconds for small batches. 0.5 ms is our round figure.
 WORKER_HANDOFF_US = 500.0
+# What a worker pays per batch that the main process did not (the low end only): the items'
+# Python runs slower in a forked worker (the GAN's per-item loader: 82 us an item against 75 us
+# in the main process, 2 cores, 2026-12-04), and the worker collates into shared memory, hands
+# the storages' file descriptors over and puts the batch on the queue (0.6-1.3 ms a 32-item
+# batch there; 0.3-0.6 ms of worker CPU a batch read with /proc on the same loader).
+WORKER_CPU_FACTOR = 1.1
+WORKER_BATCH_US = 600.0
 # A bound this close to 1 is no reason to add processes.
 MIN_WORKER_GAIN = 1.05
 
@@ -89,10 +101,33 @@ class Reach:
     """What ``wanted`` workers can reach on this machine, and from what."""
 
     wanted: int
-    cores: int
+    cores: int  # the cores this process may use (its affinity)
     bound: float | None
-    load_us: float | None = None  # per batch, in the main process (None: Amdahl alone)
+    load_us: float | None = None  # per step, in the main process (None: Amdahl alone)
     cpu_us: float | None = None  # the least of it that is CPU work (None: workers already load)
+    batches: float = 1.0  # batches a step reads (the handoff and a worker's own cost are per batch)
+
+
+@dataclass(frozen=True)
+class LoopCores:
+    """What the workers share: the cores this process may use (its affinity, else the
+    machine's), the cores the rest of the step keeps busy (torch's intra-op threads on a run
+    without a GPU; one, the Python driving it, with one), and the batches a step reads."""
+
+    cores: int
+    model_cores: int
+    batches: float
+
+
+def loop_cores(run: Run) -> LoopCores:
+    """The loop's ``LoopCores`` from the run: affinity, torch's threads, the step clock's
+    count of ``DataLoader.__next__`` calls against its steps."""
+    cores = max(1, run.env.usable_cores or run.env.cpu_count)
+    threads = run.env.torch_threads
+    model = 1 if has_gpu(run) else min(cores, threads) if threads else cores
+    steps, nexts = run.steps.step_count, run.steps.event_counts.get("dataloader", 0)
+    batches = max(1.0, nexts / steps) if steps > 0 else 1.0
+    return LoopCores(cores, max(1, model), batches)
 
 
 @dataclass(frozen=True)
@@ -200,9 +235,9 @@ def workers_reach(
         if whole is not None
         else per_step_us(analysis, "data")
     )
-    cores = max(1, run.env.cpu_count)
+    loop = loop_cores(run)
     if amdahl is None or timing is None or timing[1] <= 0:
-        return Reach(wanted, cores, amdahl)
+        return Reach(wanted, loop.cores, amdahl, batches=loop.batches)
     load_us, step_us = timing
     rest_us = step_us - load_us
     cpu_us = None
@@ -211,34 +246,53 @@ def workers_reach(
         # moves to the workers and must share the cores with the rest of the step; its waiting
         # part (reads, sleeps) overlaps freely. The main process still receives every batch.
         cpu_us = load_us * loading_cpu_fraction(run, analysis, data)
-        floor_us = _workers_floor(run, rest_us, cpu_us, WORKER_HANDOFF_US)
+        floor_us = _workers_floor(loop, rest_us, cpu_us, WORKER_HANDOFF_US)
     else:
         floor_us = rest_us
     bound = min(amdahl, step_us / floor_us) if floor_us > 0 else amdahl
-    return Reach(wanted, cores, bound, load_us, cpu_us)
+    return Reach(wanted, loop.cores, bound, load_us, cpu_us, loop.batches)
 
 
-def _workers_floor(run: Run, rest: float, cpu: float, handoff: float) -> float:
+def _workers_floor(loop: LoopCores, rest: float, cpu: float, handoff: float) -> float:
     """The shortest step workers leave (in the unit of ``rest``): the rest of the step and the
-    main process's ``handoff`` of each batch, or the rest and the loading's ``cpu`` work shared
-    over the machine's cores."""
-    cores = max(1, run.env.cpu_count)
-    floor = max(rest + handoff, (rest + cpu) / cores)
-    if not has_gpu(run):
-        # torch's intra-op threads may already use every core for the model: the workers'
-        # CPU work can only spread over the cores beside it.
-        floor = max(floor, rest + cpu / cores)
-    return floor
+    main process's ``handoff`` of each batch, or the rest (on the cores it keeps busy) and the
+    loading's ``cpu`` work shared over the cores this process may use. Where torch's intra-op
+    threads may use every core for the model, the workers' CPU work only runs beside it."""
+    return max(rest + handoff * loop.batches, (rest * loop.model_cores + cpu) / loop.cores)
+
+
+def workers_cpu_us(loop: LoopCores, cpu_us: float) -> float:
+    """The workers' CPU work a step at most: the loading's ``cpu_us`` at a forked worker's
+    pace and each batch's collate into shared memory and queueing (``WORKER_CPU_FACTOR``,
+    ``WORKER_BATCH_US``)."""
+    return cpu_us * WORKER_CPU_FACTOR + WORKER_BATCH_US * loop.batches
+
+
+def _workers_floor_low(loop: LoopCores, wanted: int, rest: float, load: float) -> float:
+    """The longest step workers may leave (microseconds): all of the ``load`` CPU work, done
+    at a worker's cost (``workers_cpu_us``) by ``wanted`` workers on at most every core, after
+    the main process's own part (the rest of the step and the handoff of each batch), not beside
+    it. Sharing the cores without loss is no low end: the GAN's per-item Python loader stepped
+    3.15 -> 2.87 ms with 2 workers on 2 cores (1.10x), where packing its CPU work over them
+    predicted 2.0-2.5 ms; this floor reads 2.87 ms from its figures (0.75 ms rest, 2.4 ms load)."""
+    parallel = max(1, min(wanted, loop.cores))
+    return rest + WORKER_HANDOFF_US * loop.batches + workers_cpu_us(loop, load) / parallel
 
 
 def workers_low(
-    run: Run, analysis: Analysis, whole: RunPhase | None, current: int | None, bound: float | None
+    run: Run,
+    analysis: Analysis,
+    whole: RunPhase | None,
+    current: int | None,
+    bound: float | None,
+    wanted: int = 1,
 ) -> float | None:
-    """The low end of the workers fix's range: ``workers_reach``'s floor with the least data
-    wait the run supports (``RunPhase.low_share``) and all of the loading taken as CPU work,
-    which the workers share with the rest of the step on the machine's cores (the high end takes
-    the least CPU work this process's CPU use allows). Amdahl over the wait alone is no low end:
-    plain_input's wait read 11.7x-12.0x and 2 workers on 2 busy cores measured 1.86x.
+    """The low end of the workers fix's range: the least data wait the run supports
+    (``RunPhase.low_share``), all of it taken as CPU work that ``wanted`` workers do at a
+    worker's cost after the main process's own part of each step (``_workers_floor_low``); the
+    high end takes the least CPU work this process's CPU use allows, shared without loss. Amdahl
+    over the wait alone is no low end: plain_input's wait read 11.7x-12.0x and 2 workers on 2
+    busy cores measured 1.86x.
 
     None: no run-wide wait, or workers already load (what more of them reach is not modelled).
     """
@@ -247,11 +301,11 @@ def workers_low(
     amdahl = gain_bound(min(whole.low_share, whole.share), analysis)
     if amdahl is None:
         return None
-    load_s = whole.step_s * min(whole.low_share, whole.share)
-    rest_s = whole.step_s - whole.share * whole.step_s  # the rest of the step as the run had it
-    floor_s = _workers_floor(run, rest_s, load_s, WORKER_HANDOFF_US / 1e6)
-    reach = (rest_s + load_s) / floor_s if floor_s > 0 else amdahl
-    return min(amdahl, reach, bound, session_reach(analysis))
+    load_us = whole.step_s * min(whole.low_share, whole.share) * 1e6
+    rest_us = (whole.step_s - whole.share * whole.step_s) * 1e6  # the rest as the run had it
+    floor_us = _workers_floor_low(loop_cores(run), wanted, rest_us, load_us)
+    reach = (rest_us + load_us) / floor_us if floor_us > 0 else amdahl
+    return max(1.0, min(amdahl, reach, bound, session_reach(analysis)))
 
 
 def session_reach(analysis: Analysis) -> float:
@@ -272,14 +326,15 @@ def loading_cpu_fraction(run: Run, analysis: Analysis, data: float) -> float:
     """The least share of the loading that was CPU work, from this process's mean CPU use.
 
     Mean CPU ``p`` (100 = one core) = ``d * load + (1 - d) * rest``; the rest of the step uses at
-    most every core on a run without a GPU, one core (the Python driving the GPU) with one. The
+    most torch's intra-op threads (every core where their count is not known) on a run without a
+    GPU, one core (the Python driving the GPU) with one (``loop_cores``). The
     least ``load`` consistent with ``p`` keeps the workers' bound an upper bound: a loader that
     sleeps or reads files is not capped by the cores. Not measured: 0 (no cap).
     """
     p = analysis.utilization.process_cpu_mean_pct
     if p is None or data <= 0:
         return 0.0
-    rest_max_pct = 100.0 * (max(1, run.env.cpu_count) if not has_gpu(run) else 1)
+    rest_max_pct = 100.0 * loop_cores(run).model_cores
     return min(1.0, max(0.0, (p - (1.0 - data) * rest_max_pct) / (100.0 * data)))
 
 
@@ -356,7 +411,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     bound = reach.bound
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose
-    low = workers_low(run, analysis, whole, workers, bound)
+    low = workers_low(run, analysis, whole, workers, bound, wanted)
     said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live, hook,
                          as_iterated, workers, cores, wanted, pin, has_gpu(run), reach, low,
                          _session_cap(analysis, low))  # fmt: skip

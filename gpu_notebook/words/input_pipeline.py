@@ -6,6 +6,8 @@ from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.input_pipeline import (
     CPU_BUSY_PCT,
     GPU_IDLE_PCT,
+    WORKER_BATCH_US,
+    WORKER_CPU_FACTOR,
     WORKER_HANDOFF_US,
     CpuSaturated,
     InMemoryBatches,
@@ -53,8 +55,9 @@ def _reach(r: Reach) -> list[str]:
                 "none of it measurably CPU work (this process's CPU use leaves it to waiting), "
                 f"so {r.wanted} worker(s) overlap it freely"
             )
+        per = "per batch" if r.batches < 1.5 else f"per step ({r.batches:.3g} batches)"
         lines.append(
-            f"per batch: {r.load_us / 1000:.2f} ms of loading in the main process, {cpu_part}; "
+            f"{per}: {r.load_us / 1000:.2f} ms of loading in the main process, {cpu_part}; "
             f"the main process still receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
         )
     lines.append(
@@ -149,8 +152,11 @@ def loader_workers(s: LoaderWorkers) -> Words:
         evidence.append(
             f"range: {fmt_gain(s.reach.bound, s.low)} (low end: the least data wait the run's steps support, "
             f"{fmt_share(s.whole.low_share if s.whole else None)} of the step, 90% interval, all of "
-            f"its loading CPU work shared with the rest of the step on {cores} core(s); high "
-            "end: the run's wait, as little of it CPU work as this process's CPU use allows)"
+            f"its loading CPU work, done by {s.wanted} worker(s) at a worker's cost ({WORKER_CPU_FACTOR:g}x "
+            f"the main process's time and ~{WORKER_BATCH_US / 1000:.1f} ms a batch to collate into "
+            "shared memory and queue it) after the main process's part of the step, not beside it; "
+            f"high end: the run's wait, as little of it CPU work as this process's CPU use allows, "
+            f"shared with the rest of the step on {s.reach.cores} core(s))"
         )
     if s.session is not None:
         c = s.session

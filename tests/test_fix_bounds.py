@@ -89,6 +89,39 @@ def test_lean_steps_keep_their_optimizer_time():
     assert all(s.forward_s == 0 and s.backward_s == 0 for s in lean)
 
 
+def test_lean_steps_keep_their_data_wait_after_the_clock_comes_off():
+    """The session uninstalls the clock before it turns the rows into a record: the record
+    still says lean steps timed their DataLoader wait (on main ``lean_data`` read the patches
+    uninstall had just removed, so it was False in every real run, and the run-wide data share
+    rested on the few timed steps: a 400-step loop of 3 ms steps had none, and its workers fix
+    no low end)."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(TensorDataset(torch.randn(48, 8), torch.randn(48, 1)), batch_size=4)
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        for i, (x, y) in enumerate(loader):
+            if i == 4:
+                clock.lean()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        clock.uninstall()
+    record = clock.record()
+    lean = [s for s in record.steps if not s.timed]
+    assert len(lean) >= 6 and record.lean_data
+    assert all(0 < s.data_s <= s.duration_s for s in lean[1:])
+
+
 def test_a_closure_optimizer_keeps_no_lean_optimizer_time():
     # LBFGS runs forward and backward inside step(): lean steps cannot time them apart.
     record = _train(closure=True)

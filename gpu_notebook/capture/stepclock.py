@@ -140,6 +140,9 @@ class StepClock:
         # Lean steps still time their optimizer step (pre and post hook kept): False when they
         # do not, or when a step ran a closure (its forward/backward are no longer timed apart).
         self._lean_optimizer = False
+        # The DataLoader's __next__ was still ours when the clock came off (read at
+        # ``uninstall``, which unpatches it before ``record``): lean steps carry their data wait.
+        self._lean_data = False
         # A lean step ran a closure: the optimizer pre hook has nothing left to time on lean
         # steps, so the post hook removes it (not the pre hook itself: torch is iterating the
         # dict that holds it). Lean steps after that call one hook of ours, not two.
@@ -262,6 +265,8 @@ class StepClock:
         if callbacks is not None:
             with contextlib.suppress(ValueError):
                 callbacks.remove_start_callback(self._on_compile_start)
+        if self._installed:
+            self._lean_data = "dataloader" in self._patches
         for key in reversed(list(self._patches)):
             self._unpatch(key)
         self._installed = False
@@ -913,7 +918,7 @@ class StepClock:
                 StepCpu(index=i, end_s=(e - t0) / 1e9, process_cpu_s=c / 1e9)
                 for i, e, c in self._cpu_rows
             ),
-            lean_data="dataloader" in self._patches,
+            lean_data=self._lean_data or "dataloader" in self._patches,
             lean_optimizer=self._lean_optimizer,
             loader_num_workers=loader[0][0] if loader else None,
             loader_pin_memory=loader[0][1] if loader else None,

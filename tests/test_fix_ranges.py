@@ -202,18 +202,23 @@ def _python_items_record(
 
 
 def _python_items_workers(
-    record: StepClockRecord, cores: int = 2, usable: int | None = 2, threads: int | None = 1
+    record: StepClockRecord,
+    cores: int = 2,
+    usable: int | None = 2,
+    threads: int | None = 1,
+    ours_pct: float = 100.0,
 ) -> Finding | None:
-    """The workers finding on a run without a GPU whose one loop thread kept a core busy (the
-    loading is CPU work), nothing else running, ``usable`` cores of ``cores`` (affinity)."""
+    """The workers finding on a run without a GPU whose one loop thread kept ``ours_pct`` of
+    a core busy (100: the loading is CPU work), nothing else running, ``usable`` cores of
+    ``cores`` (affinity)."""
     import dataclasses
 
-    series = _sampled(100.0, 100.0 / cores, 0.0)
+    series = _sampled(ours_pct, ours_pct / cores, 0.0)
     run = syn.make_run(LOADER_CELL, steps=record, cpu_count=cores, series=series)
     run = dataclasses.replace(
         run, env=dataclasses.replace(run.env, usable_cores=usable, torch_threads=threads)
     )
-    util = dataclasses.replace(syn.utilization(), process_cpu_mean_pct=100.0)
+    util = dataclasses.replace(syn.utilization(), process_cpu_mean_pct=ours_pct)
     analysis = with_run_figures(run, syn.make_analysis({"data": 0.7}, util=util))
     found = {f.rule_id: f for f in word_findings(run_rules(run, analysis, syn.VERDICT))}
     return found.get("input.loader_workers")
@@ -264,3 +269,15 @@ def test_workers_share_the_cores_the_process_may_use_not_the_machine_s():
     assert _python_items_workers(record, cores=4, usable=4) is not None
     pinned = _python_items_workers(record, cores=4, usable=1)
     assert pinned is None
+
+
+def test_workers_that_each_take_the_loading_s_time_deliver_no_faster_than_their_count():
+    """A loader that sleeps (decoding, storage: this process 10% of a core) has no CPU work to
+    share, but each of the 2 workers still takes the whole 19 ms to load a batch: a batch every
+    9.5 ms at best, so the high end is (1 + 19) / 9.5 = 2.1x (plain_input measured 2.04x-2.10x),
+    not the 1 / (1 + 0.5) ms = 13x that only the main process's part of the step bounded on
+    main."""
+    f = _python_items_workers(_python_items_record(0.020, 0.019), ours_pct=10.0)
+    assert f is not None and f.gain_bound is not None and f.gain_low is not None
+    assert f.gain_bound == pytest.approx(20 / (19 / 2), rel=0.02)
+    assert f.gain_low < 2.0 < f.gain_bound

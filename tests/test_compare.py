@@ -77,6 +77,24 @@ def test_a_proposed_cell_is_compared_with_the_run_that_proposed_it():
     )
 
 
+def test_a_proposed_cell_with_its_fix_below_the_first_line_is_compared_too():
+    """A fix placed after the line that binds what it sets (`loader = make_loader(ds)`, then the
+    rebuilt loader) has its header mid-cell: that cell still finds the run that proposed it."""
+    from gpu_notebook.fixes import inserted_patch
+
+    patch = inserted_patch(
+        "dataloader_workers", CELL, "rebuilt", "loader = rebuilt(loader)\n", after_line=1
+    )
+    assert not patch.source_after.startswith(FIX_HEADER)
+    proposer = syn.make_report(
+        CELL, step_median_s=0.4, started_at=at(1),
+        findings=[syn.proposal_finding("dataloader_workers", patch.source_after, bound=3.5)],
+    )  # fmt: skip
+    fixed = syn.make_report(patch.source_after, step_median_s=0.1, started_at=at(2))
+    assert find_baseline([proposer, fixed], fixed) is proposer
+    assert compare(proposer, fixed).fix_id == "dataloader_workers"
+
+
 def test_rerunning_the_original_cell_compares_without_claiming_a_fix():
     proposer = syn.make_report(CELL, step_median_s=0.4, started_at=at(1),
                                findings=[syn.proposal_finding("dataloader_workers", FIXED, bound=3.5)])  # fmt: skip

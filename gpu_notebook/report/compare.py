@@ -44,7 +44,8 @@ def normalize_cell(source: str) -> str:
 
 
 def _is_fix_cell(source: str) -> bool:
-    return normalize_cell(source).startswith(FIX_HEADER)
+    # A fix placed after the line binding what it sets has its header below the first line.
+    return any(line.startswith(FIX_HEADER) for line in normalize_cell(source).split("\n"))
 
 
 def proposing_finding(baseline: Report, report: Report) -> Finding | None:

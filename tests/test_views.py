@@ -603,8 +603,10 @@ view.show()
 with CaptureSession(CaptureOptions(interval_s=0.1), "loop", live_listener=view.update) as s:
     print("the cell's own output")
     m = torch.nn.Linear(64, 64); opt = torch.optim.SGD(m.parameters(), lr=0.01)
-    t0 = time.time()
-    while time.time() - t0 < 1.2:
+    # 1.2 s of steps, and on until the sampler thread pushed 3 times (a busy machine can leave
+    # it without a turn for a while): the deadline only bounds the wait.
+    t0 = time.monotonic()
+    while (time.monotonic() - t0 < 1.2 or view.pushes < 3) and time.monotonic() - t0 < 60:
         loss = m(torch.randn(32, 64)).sum(); opt.zero_grad(); loss.backward(); opt.step()
 run = s.finish("ok", None)
 spark_before_finish = view.sparkline.value
@@ -662,8 +664,12 @@ def test_live_view_redraws_from_the_real_sampler_thread_during_a_real_run() -> N
     with CaptureSession(CaptureOptions(interval_s=0.1), "loop", live_listener=listener) as session:
         model = torch.nn.Linear(64, 64)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        # 2 s of steps, and on until 3 different drawings came (a busy machine can leave the
+        # sampler thread without a turn for a while): the deadline only bounds the wait.
         t0 = time.perf_counter()
-        while time.perf_counter() - t0 < 2.0:
+        while (
+            time.perf_counter() - t0 < 2.0 or len({value for _, value in changes}) < 3
+        ) and time.perf_counter() - t0 < 60.0:
             loss = model(torch.randn(32, 64)).sum()
             opt.zero_grad()
             loss.backward()
@@ -671,7 +677,7 @@ def test_live_view_redraws_from_the_real_sampler_thread_during_a_real_run() -> N
     run = session.finish("ok", None)
     assert errors == []
     assert not any("live view" in note for note in run.notes), run.notes
-    assert len({value for _, value in changes}) >= 3, f"only {len(changes)} redraws in 2 s"
+    assert len({value for _, value in changes}) >= 3, f"only {len(changes)} redraws in 60 s"
     sampler_idents = {t.ident for t in live_hidden_threads() if t.name == THREAD_NAME}
     assert sampler_idents == set()  # stopped with the session
     assert threading.get_ident() not in {ident for ident, _ in changes}  # not the cell's thread
@@ -714,8 +720,10 @@ def test_coalescing_holds_under_a_real_fast_thread() -> None:
     start = time.monotonic()
 
     def spam() -> None:
+        # 0.5 s and at least 51 updates: a starved thread may get few turns in 0.5 s, and the
+        # rate limit is what is checked, against the time the updates really took.
         k = 0
-        while time.monotonic() - start < 0.5:
+        while time.monotonic() - start < 0.5 or view.updates <= 50:
             view.update(live_status(0.001 * k, util=(float(k % 100),)))
             k += 1
 

@@ -203,8 +203,10 @@ def test_fused_or_foreach_for_each_optimizer_spelling() -> None:
 
 
 def test_fused_optimizer_refusals() -> None:
+    # An optimizer from an earlier cell: the refusal says what to write there.
     assert _refusal("foreach_fused_optimizer", "x = 1\n") == (
-        "no torch.optim Adam, AdamW or SGD optimizer is created in this cell"
+        "no torch.optim Adam, AdamW or SGD optimizer is created in this cell; pass fused=True "
+        "where it is created (an earlier cell)"
     )
     done = "opt = torch.optim.SGD(p, lr=0.1, fused=True)\n"
     assert "already uses fused=True" in _refusal("foreach_fused_optimizer", done)

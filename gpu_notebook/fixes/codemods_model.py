@@ -173,7 +173,10 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
     calls: list[cst.Call] = nodes_of(module, found)
     if not calls:
         names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
-        return Declined(f"no torch.optim {names} optimizer is created in this cell")
+        return Declined(
+            f"no torch.optim {names} optimizer is created in this cell; pass "
+            f"{implementation}=True where it is created (an earlier cell)"
+        )
     edits: dict[cst.CSTNode, Replacement] = {}
     skipped = 0
     for call in calls:

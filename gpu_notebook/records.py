@@ -687,6 +687,9 @@ class SampleComparison:
     # at least this large).
     load_note: Literal["matched", "same-direction", "against"] | None = None
     similar_steps: tuple[int, int] | None = None
+    # Each step counted as its own time: its wall time less its thread's wait for a core
+    # (report/compare.measured_samples); False: wall times.
+    own_time: bool = False
 
 
 @dataclass(frozen=True)

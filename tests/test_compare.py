@@ -227,3 +227,52 @@ def test_a_fix_that_did_nothing_is_not_offered_again_as_it_is():
     c2 = compare(proposer, faster)
     assert c2.samples is not None and c2.samples.outcome == "faster"
     assert findings_after(proposer, faster, c2) == faster.findings
+
+
+def _preempted_report(own_s: float, seed: int, children: int = 0) -> object:
+    """40 steps of ``own_s`` of the code's own time (+-5%); one step in five held up 4-13 ms by
+    a time slice, its thread's wait for a core read at the step end as the step clock does."""
+    import dataclasses
+    import random
+
+    from gpu_notebook.records import Sample, SampleSeries, StepTiming
+
+    rng = random.Random(seed)
+    rows, t = [], 0.0
+    for i in range(40):
+        own = own_s * rng.uniform(0.95, 1.05)
+        wait = rng.uniform(0.004, 0.013) if rng.random() < 0.2 else rng.uniform(0.0, 1e-5)
+        rows.append(StepTiming(i, t, own + wait, 0.0, 0.0, 0.0, 0.0, batch_size=32, wait_s=wait))
+        t += own + wait
+    report = syn.make_report(CELL, step_median_s=own_s, started_at=at(seed))
+    ticks = tuple(Sample(k * 0.25, 100.0, 0.0, None, children=children) for k in range(3))
+    run = dataclasses.replace(
+        report.run,
+        steps=dataclasses.replace(report.run.steps, steps=tuple(rows), step_count=len(rows)),
+        samples=SampleSeries(0.25, 0.25, ticks),
+    )
+    return dataclasses.replace(report, run=run)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_time_slices_on_sub_millisecond_steps_do_not_decide_the_before_after(seed):
+    # A change that made the code's own step 1.6x faster (0.8 -> 0.5 ms), both runs on a busy
+    # machine. Wall times' mean ratio swung with where the slices fell (seeds 0-5: no measurable
+    # change four times, 0.59x "slower" once, 2.61x once); each step's own time reads it each time.
+    before = _preempted_report(0.0008, seed=100 + seed)
+    after = _preempted_report(0.0005, seed=200 + seed)
+    samples = compare(before, after).samples
+    assert samples is not None and samples.own_time
+    assert samples.outcome == "faster"
+    assert samples.speedup == pytest.approx(1.6, rel=0.06)
+    assert any("waited for a core" in line for line in describe_comparison(compare(before, after)))
+
+
+def test_a_change_that_added_processes_is_compared_on_wall_times():
+    # Workers' CPU makes the loop thread wait for a core: that wait is the change's cost.
+    before = _preempted_report(0.0008, seed=1)
+    after = _preempted_report(0.0005, seed=2, children=2)
+    samples = compare(before, after).samples
+    assert samples is not None and not samples.own_time
+    walls = [s.duration_s for s in after.run.steps.steps]
+    assert max(walls) > 0.004  # the slices are in what was compared

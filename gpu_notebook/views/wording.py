@@ -398,12 +398,18 @@ def _span(seconds: float) -> str:
 
 
 def sample_notes(s: SampleComparison) -> tuple[str, ...]:
-    """What was made of a change in the machine's load between the two runs, if it changed."""
+    """How the steps were counted, and what was made of a change in the machine's load between
+    the two runs, if it changed."""
+    own = ("each step counted without the time its thread waited for a core",) if s.own_time else ()
     if s.load_note is None or s.load_before_cores is None or s.load_after_cores is None:
-        return ()
+        return own
+    return own + _load_notes(s, s.load_before_cores, s.load_after_cores)
+
+
+def _load_notes(s: SampleComparison, before_cores: float, after_cores: float) -> tuple[str, ...]:
     load = (
-        f"the machine's load changed (other processes: {s.load_before_cores:.2f} -> "
-        f"{s.load_after_cores:.2f} cores)"
+        f"the machine's load changed (other processes: {before_cores:.2f} -> "
+        f"{after_cores:.2f} cores)"
     )
     if s.load_note == "matched" and s.similar_steps is not None:
         before, after = s.similar_steps

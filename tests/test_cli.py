@@ -279,6 +279,9 @@ def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):
         pattern = re.escape(quoted.strip()).replace(r"\ ", " ")
         pattern = re.sub(r"\d+(?:\\\.\d+)?", r"\\d+(?:\\.\\d+)?", pattern)
         pattern = pattern.replace("confidence: high", r"confidence: \w+")  # a busy machine's
+        # A busy machine leaves workers no spare core: the fix's range then reaches 1x and the
+        # line says "Uncertain: ... measure it" before the fix (seen at load 12-13).
+        pattern = pattern.replace(": Use ", r": (?:(?:Small|Uncertain): .*)?Use ")
         # A quoted line is the printed line or its start (README cuts long findings short).
         assert any(re.match(pattern, line.strip()) for line in res.stdout.splitlines()), quoted
 

@@ -460,3 +460,38 @@ def test_a_window_unlike_its_run_stays_unlike_however_its_neighbours_are_read():
     ms[40:] = [1.3 * _wobble(i) for i in range(40, len(ms))]
     trend = run_shape(make_run(record([step(m) for m in ms])))
     assert trend is not None and trend.represents is False
+
+
+def _sleeps_under_a_busy_middle(n: int = 300, every: int = 40) -> Run:
+    """``n`` steps of 10 ms, a 190 ms sleep every ``every`` steps (a slow disk: the thread off
+    its core, no wait for one), each step with its wait for a core; other processes take 6
+    cores of 8 from step 60 to step 200 (a shared machine: and while our thread sleeps, its
+    core too), quiet before and after. Sampled every 0.25 s."""
+    rows, t = [], 0.0
+    for i in range(n):
+        dur = 0.010 * _wobble(i) + (0.190 if i % every == 0 else 0.0)
+        wait = 0.0 if i % every == 0 else 0.0002
+        rows.append(
+            StepTiming(i, t, dur, 0.0, dur * 0.4, dur * 0.4, dur * 0.2, 1, 1, 32, wait_s=wait)
+        )
+        t += dur
+    busy_from, busy_to = rows[60].start_s, rows[200].start_s
+    ticks = tuple(
+        Sample(k * 0.25, 100.0, 0.0, 87.5 if busy_from <= k * 0.25 <= busy_to else 15.0)
+        for k in range(int(t / 0.25) + 2)
+    )
+    return make_run(
+        StepClockRecord("optimizer", n, tuple(rows)), samples=SampleSeries(0.25, 0.25, ticks)
+    )
+
+
+def test_a_sleep_on_its_schedule_is_the_code_s_stall_while_the_machine_is_busy():
+    # CI pinned to one busy core (load ~10): a cell sleeping 0.2 s every 40 steps read stalls at
+    # 35, 41, 161, 185 and no period: steps 81 and 121 had been left out as the busy machine's
+    # (the others take the core our sleeping thread frees). A step that stalled on its own time,
+    # its wait for a core out, is the code's whatever the machine did around it.
+    run = _sleeps_under_a_busy_middle()
+    shape = run_shape(run)
+    assert shape is not None and shape.busy_steps, "the middle is busy: the case under test"
+    assert shape.stalls is not None and shape.stalls.period_steps == 40
+    assert {80, 120, 160} <= set(shape.stalls.steps)

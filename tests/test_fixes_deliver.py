@@ -46,6 +46,23 @@ def test_the_sync_fix_gates_the_closures_device_reads_not_a_print_of_the_step_co
     assert len(ns["READS"]) >= 12
 
 
+def test_the_sync_fix_gates_every_closure_read_the_rule_names_a_stored_one_too():
+    # The facts see the closure's reads as per-step reads (issue 23): the fix gates the lines
+    # they point at, a read stored into a dict included (its own finder skipped that one).
+    source = LBFGS.replace("READS.append(1)", "LAST['loss'] = loss.item()").replace(
+        "READS = []", "LAST = {}"
+    )
+    (line,) = [s for s in scan_source(source).syncs if "LAST" in s.text]
+    assert (line.kind, line.gated, line.step_loop_line) == ("item", False, 8)
+    patch = apply_fix("throttle_host_syncs", source)
+    assert isinstance(patch, Patch)
+    after = patch.source_after
+    assert "        if i % 10 == 0:\n            LAST['loss'] = loss.item()\n" in after
+    ns: dict = {}
+    exec(compile(after, "<patched>", "exec"), ns)
+    assert set(ns["LAST"]) == {"loss"}
+
+
 def test_a_variable_modulus_is_a_periodic_block_with_its_value_when_the_cell_gives_it():
     src = (
         "eval_interval = 2000\nlog_interval = 1\niter_num = 0\nwhile True:\n"

@@ -213,7 +213,11 @@ def test_a_value_the_loop_uses_every_step_keeps_its_sync() -> None:
         "        best = loss_val\n"
         "    print('loss', loss_val)\n"
     )
-    after = _patch("throttle_host_syncs", source, every=5).source_after
+    # Its only read decides a branch (the rule names it, with no fix): the print of the number
+    # it read syncs nothing, so the sync fix has nothing to gate; the logging fix gates it.
+    refused = apply_fix("throttle_host_syncs", source, every=5)
+    assert isinstance(refused, Refusal), refused.diff
+    after = _patch("log_every_n", source, every=5).source_after
     assert "    loss.backward()\n    loss_val = loss.item()\n    if loss_val < best:\n" in after
     assert "    if step % 5 == 0:\n        print('loss', loss_val)\n" in after
     # A value only the gated print reads is gated with it.
@@ -305,6 +309,15 @@ def test_an_attribute_with_the_totals_name_is_another_variable() -> None:
     source = CIFAR_STYLE + "stats.running_loss = running_loss_history = 1\n"
     after = _patch("throttle_host_syncs", source).source_after
     assert "        running_loss += loss.detach()\n" in after
+
+
+def test_every_read_of_a_summed_line_moves_to_the_device() -> None:
+    # The facts keep one line per kind, with every read of it: all three move to the device.
+    source = CIFAR_STYLE.replace(
+        "running_loss += loss.item()", "running_loss += loss.item() + float(loss) + loss.item()"
+    )
+    after = _patch("throttle_host_syncs", source).source_after
+    assert "        running_loss += loss.detach() + loss.detach() + loss.detach()\n" in after
 
 
 def test_a_total_shown_with_repr_in_an_f_string_stays_a_number() -> None:

@@ -509,6 +509,33 @@ def test_a_printed_tensor_on_the_cpu_with_too_few_line_samples_is_unmeasured_not
     assert g.severity == "info" and g.fix.startswith("Small: may have no measurable effect")
 
 
+CLOSURE_SYNC_CELL = """\
+for x, y in loader:
+    def closure():
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        print("loss", loss.item())
+        return loss
+    opt.step(closure)
+"""
+
+
+def test_a_read_inside_a_closure_the_step_loop_hands_to_the_optimizer_is_a_per_step_sync():
+    # LBFGS's pattern: the closure runs within every step (several times a step), so its
+    # `.item()` reads the device every step, like one written in the loop itself.
+    facts = scan_source(CLOSURE_SYNC_CELL)
+    assert [(s.line, s.kind, s.gated, s.step_loop_line) for s in facts.syncs] == [
+        (6, "item", False, 1)
+    ]
+    shares = {"sync": 0.05, "other": 0.10, "unattributed": 0.15}
+    analysis = dataclasses.replace(syn.make_analysis(shares), stacks=sampled_lines(line_7=0.25))
+    f = only(rules_for(syn.make_run(CLOSURE_SYNC_CELL), analysis), "syncs.per_step")
+    assert (
+        f.line == 7 and f.fix_id == "throttle_host_syncs"
+    )  # the cell's 6th line, under %%gpucheck
+
+
 STOP_CELL = """\
 for x, y in loader:
     loss = loss_fn(model(x), y)

@@ -46,9 +46,15 @@ class SourceLine:
     # The value read decides what the loop does (an if/while test, directly or through a name
     # assigned from it): ``if loss.item() < 0.1: break``, an early stop. It cannot be skipped.
     needed: bool = False
+    # A read that is an argument of a logging call (``print(loss.item())``): the line logs too,
+    # which the log fix gates (the line is a sync, so it is not among the logging lines).
+    logged: bool = False
     # The ast node it came from (cell/parse.py finds the libcst node of the same code, which a
     # fix edits); not part of the fact's value.
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
+    # The other nodes of the same kind on the line (``a.item() + b.item()``), which a fix edits
+    # too; one fact per line and kind.
+    others: tuple[ast.AST, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)

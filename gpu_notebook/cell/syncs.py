@@ -49,7 +49,9 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
             line = tree.source_line(call, kind)
             if _feeds_control(tree, call, loop):
                 line = dataclasses.replace(line, needed=True)
-            syncs.setdefault((line.line, kind), line)
+            first = syncs.setdefault((line.line, kind), line)
+            if first is not line:
+                syncs[(line.line, kind)] = dataclasses.replace(first, others=(*first.others, call))
             continue
         log_kind = logs_with(call)
         if log_kind is None:
@@ -79,6 +81,10 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
         if not any(key[0] == line.line for key in syncs):
             syncs[(line.line, "fstring-tensor")] = line
     sync_lines = {s.line for s in syncs.values()}
+    logged = {v.line for v in logging.values()} & sync_lines
+    syncs = {
+        k: dataclasses.replace(v, logged=True) if v.line in logged else v for k, v in syncs.items()
+    }
     return (
         tuple(sorted(syncs.values(), key=lambda s: s.line)),
         tuple(

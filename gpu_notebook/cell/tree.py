@@ -35,6 +35,16 @@ def _heads(loop: Loop) -> tuple[ast.AST | None, ...]:
     return (getattr(loop, "iter", None), getattr(loop, "test", None))
 
 
+def _called_or_handed(loop: Loop) -> set[str]:
+    """Names ``loop``'s body calls (``closure()``) or passes to a call (``opt.step(closure)``)."""
+    names: set[str] = set()
+    for call in (c for s in loop.body for c in ast.walk(s) if isinstance(c, ast.Call)):
+        for value in (call.func, *call.args, *(k.value for k in call.keywords)):
+            if isinstance(value, ast.Name):
+                names.add(value.id)
+    return names
+
+
 class CellTree(Parents):
     """The parsed cell and the structure every scanner family reads: positions, loops, models."""
 
@@ -51,6 +61,15 @@ class CellTree(Parents):
             n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
         ]
         self.loops.sort(key=lambda n: n.lineno)
+        # Functions a loop defines and calls, or hands to a call (LBFGS's ``def closure(): ...``
+        # then ``optimizer.step(closure)``): their body runs within the step, so the loop holds
+        # it (ast.walk goes outer first: a closure inside a closure is found after its holder).
+        self.closures: set[int] = set()
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                loop = self.enclosing_loop(fn)
+                if loop is not None and fn.name in _called_or_handed(loop):
+                    self.closures.add(id(fn))
         # The cell's module-level functions that run a backward (``def train_step(model,
         # batch): ... loss.backward()``): a loop that calls one trains, and what the function
         # does runs on every step of that loop.
@@ -103,12 +122,16 @@ class CellTree(Parents):
         return self._loop_around(node, lambda loop: node not in _heads(loop))
 
     def _loop_around(self, node: ast.AST, accept: Callable[[Loop], bool]) -> Loop | None:
-        """The innermost loop around ``node`` that ``accept`` takes, not through a def."""
+        """The innermost loop around ``node`` that ``accept`` takes, not through a def (but
+        through a closure the loop calls)."""
         for ancestor in self.ancestors(node):
             if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)) and accept(ancestor):
                 return ancestor
-            if isinstance(
-                ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+            if (
+                isinstance(
+                    ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+                )
+                and id(ancestor) not in self.closures
             ):
                 return None
         return None

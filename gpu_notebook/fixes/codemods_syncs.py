@@ -7,28 +7,21 @@ the device instead, every step still counted. ``while`` loops are left alone (th
 is the user's own). ``history.append(loss)`` keeps every step's graph alive, so memory grows each
 step: ``loss.detach()`` keeps the value on the device without it (and, unlike ``.item()``,
 without a sync).
+
+What they gate is what the rule counted: the lines the cell's facts point at (``cell/syncs``;
+reads in a closure the loop hands to ``optimizer.step`` included). They never search the cell.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import get_args
+from typing import NamedTuple, get_args
 
 import libcst as cst
 
 from gpu_notebook.cell.blocks import kept_graph_calls
-from gpu_notebook.cell.names import (
-    calls_in,
-    dotted,
-    logs_with,
-    loop_target_names,
-    method_of,
-    names_in,
-    receiver_of,
-    targets_of,
-    walk,
-)
+from gpu_notebook.cell.names import dotted, loop_target_names, names_in, targets_of, walk
 from gpu_notebook.cell.words import LogKind
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -44,41 +37,12 @@ from gpu_notebook.fixes.cst_tools import (
     loops,
     no_training_loop_reason,
     nodes_of,
-    only_call,
     only_small,
     replace_nodes,
     training_loops,
     tree_of,
     wrap,
 )
-
-
-def _is_sync_call(call: cst.Call) -> bool:
-    """``t.item()`` or ``float(t)``: the host waits for the device to produce a number."""
-    if method_of(call) == "item" and not call.args:
-        return True
-    if dotted(call.func) == "float" and len(call.args) == 1:
-        return not isinstance(call.args[0].value, (cst.Integer, cst.Float, cst.SimpleString))
-    return False
-
-
-def _has_sync(node: cst.CSTNode) -> bool:
-    return any(_is_sync_call(c) for c in calls_in(node))
-
-
-def _logging_call_of(stmt: cst.BaseStatement) -> cst.Call | None:
-    call = only_call(stmt)
-    return call if call is not None and logs_with(call) is not None else None
-
-
-def _is_record(stmt: cst.BaseStatement) -> bool:
-    """``losses.append(loss.item())``: a list that only records values."""
-    call = only_call(stmt)
-    return (
-        call is not None
-        and method_of(call) in ("append", "extend")
-        and isinstance(receiver_of(call), cst.Name)
-    )
 
 
 def _is_plain_assign(stmt: cst.BaseStatement) -> bool:
@@ -106,20 +70,20 @@ def _stored_into(stmt: cst.BaseStatement) -> set[str]:
     }
 
 
-Selector = Callable[[cst.BaseStatement, set[str]], bool]
+Selector = Callable[[cst.BaseStatement], bool]
 
 
-def _tensor_logging(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
-    """A statement that syncs: ``.item()``/``float(t)``, or logs a value made in the loop."""
-    if not (_logging_call_of(stmt) or _is_record(stmt) or _is_plain_assign(stmt)):
-        return False
-    if _has_sync(stmt):
-        return True
-    return _logging_call_of(stmt) is not None and bool(names_in(stmt) & step_names)
+def _holding(nodes: set[cst.CSTNode]) -> Selector:
+    """A statement line that holds one of ``nodes`` (an ``x += ...`` is summed, not gated)."""
 
+    def holds(stmt: cst.BaseStatement) -> bool:
+        return (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and not any(isinstance(small, cst.AugAssign) for small in stmt.body)
+            and any(node in nodes for node in walk(stmt))
+        )
 
-def _any_logging(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
-    return _logging_call_of(stmt) is not None
+    return holds
 
 
 def throttle_host_syncs(module: cst.Module, *, every: int = 10) -> CodemodResult:
@@ -131,7 +95,7 @@ def throttle_host_syncs(module: cst.Module, *, every: int = 10) -> CodemodResult
     ``total`` is otherwise only reset to a number or formatted in f-strings, where a 0-d tensor
     formats like a float; otherwise a comment marks the sync that remains.
     """
-    return _throttle(module, every, _tensor_logging, accumulate=True)
+    return _throttle(module, every, accumulate=True)
 
 
 def log_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
@@ -140,51 +104,41 @@ def log_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
     The training loops are patched, or the innermost loops that log when no loop calls
     ``.backward()``. Values computed only for those logs move with them.
     """
-    return _throttle(module, every, _any_logging, accumulate=False)
+    return _throttle(module, every, accumulate=False)
 
 
-def _throttle(
-    module: cst.Module, every: int, select: Selector, *, accumulate: bool
-) -> CodemodResult:
+def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodResult:
+    """Gate the lines holding what the rule counted (the cell's facts: the fix acts on every
+    read the finding names, and on nothing else); ``accumulate``: the reads, else the logs."""
     if isinstance(every, bool) or not isinstance(every, int) or every < 2:
         raise ValueError(f"every must be an int of at least 2, not {every!r}")
+    found, reads, logs = _found_by_rule(module, accumulate)
+    chosen = _holding(found)
+    # With the reads, the logs of what they read (`v = loss.item()` then `print(v)`).
+    picks = _Picks(chosen, _holding(logs if accumulate else set()), reads)
     targets = list(training_loops(module))
     if not targets and not accumulate:
         targets = [
             loop
             for loop in loops(module)
-            if not loops(loop.body) and any(_logging_call_of(s) for s in _body(loop))
+            if not loops(loop.body) and any(chosen(s) for s in _body(loop))
         ]
     if not targets:
         return Declined(no_training_loop_reason(module))
     tree = tree_of(module)
     used = names_in(module)
-    found = _found_by_rule(module, accumulate)
-
-    def chosen(stmt: cst.BaseStatement, step_names: set[str]) -> bool:
-        """The codemod's own reading, or a line holding what the rule counted (the fix acts
-        on every read the finding names: ``metrics["loss"] = loss.item()`` too)."""
-        return select(stmt, step_names) or (
-            isinstance(stmt, cst.SimpleStatementLine)
-            and not any(isinstance(small, cst.AugAssign) for small in stmt.body)
-            and any(node in found for node in walk(stmt))
-        )
 
     edits: dict[cst.CSTNode, Replacement] = {}
     kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains
     gated = summed = False
     for loop in targets:
-        body = _body(loop)
-        names = _step_names(loop)
+        moved = _movable(_body(loop), picks, names_in(module, skip=loop))
+        inner = _closure_moves(loop, picks)
         if accumulate:
-            # A loop counter is a Python int: printing it reads nothing from the device.
-            names -= loop_target_names(loop)[1]
-        moved = _movable(body, chosen, names, names_in(module, skip=loop))
-        inner = _closure_moves(loop, select, names)
-        if accumulate:
-            for aug in _accumulations(loop):
-                if _device_accumulable(tree, aug):
-                    edits[aug] = _detach_syncs
+            for aug in _accumulations(loop, reads):
+                calls = [c for c in walk(aug.value) if c in reads]
+                if _device_accumulable(tree, aug) and all(map(_detachable, calls)):
+                    edits.update(dict.fromkeys(calls, _detached))
                     summed = True
                 else:
                     kept.append(aug)
@@ -243,19 +197,33 @@ def _in_a_function(
     return None
 
 
-def _found_by_rule(module: cst.Module, syncs: bool) -> set[cst.CSTNode]:
+def _found_by_rule(
+    module: cst.Module, syncs: bool
+) -> tuple[set[cst.CSTNode], set[cst.CSTNode], set[cst.CSTNode]]:
     """The libcst nodes of what the rule counts on every step: the reads of device values
     (``syncs``; those deciding a branch, and explicit synchronize() calls, are left alone) or
-    the logging calls, a logged tensor included."""
+    the logging calls, a logged tensor included; the cell's ``.item()``/``float(t)`` reads
+    (summed on the device, or pulled in with the logs they feed); the per-step logs."""
     facts = facts_of(module)
     lines = [
         line
         for line in (facts.syncs if syncs else (*facts.logging, *facts.syncs))
         if not line.gated
         and not line.needed
-        and (line.kind != "synchronize" if syncs else line.kind in _LOG_KINDS)
+        and (line.kind != "synchronize" if syncs else line.kind in _LOG_KINDS or line.logged)
     ]
-    return set(nodes_of(module, [line.node for line in lines]))
+    reads = [
+        node
+        for line in facts.syncs
+        if line.kind in ("item", "float")
+        for node in (line.node, *line.others)
+    ]
+    logs = [line.node for line in facts.logging if not line.gated]
+    return (
+        set(nodes_of(module, [line.node for line in lines])),
+        set(nodes_of(module, reads)),
+        set(nodes_of(module, logs)),
+    )
 
 
 _LOG_KINDS = frozenset({*get_args(LogKind), "print-tensor", "log-tensor"})
@@ -265,18 +233,7 @@ def _body(loop: cst.For) -> list[cst.BaseStatement]:
     return list(loop.body.body) if isinstance(loop.body, cst.IndentedBlock) else []
 
 
-def _step_names(loop: cst.For) -> set[str]:
-    """Names bound by the loop: its target and everything assigned in its body."""
-    names = {n.value for n in walk(loop.target) if isinstance(n, cst.Name)}
-    for stmt in walk(loop.body):
-        if isinstance(stmt, cst.SimpleStatementLine):
-            names |= _written(stmt)
-    return names
-
-
-def _closure_moves(
-    loop: cst.For, select: Selector, step_names: set[str]
-) -> dict[cst.FunctionDef, list[int]]:
+def _closure_moves(loop: cst.For, picks: _Picks) -> dict[cst.FunctionDef, list[int]]:
     """Reads inside a function the loop defines each step (LBFGS's ``closure``, which
     ``optimizer.step(closure)`` calls many times a step): gated inside that function, on the
     loop's step counter (the function reads it when it is called, within the step)."""
@@ -284,50 +241,61 @@ def _closure_moves(
     for stmt in _body(loop):
         if not isinstance(stmt, cst.FunctionDef) or not isinstance(stmt.body, cst.IndentedBlock):
             continue
-        body = list(stmt.body.body)
-        local = step_names | {n for s in body for n in _written(s)}
-        moved = _movable(body, select, local, set())
+        moved = _movable(list(stmt.body.body), picks, set())
         if moved:
             out[stmt] = moved
     return out
 
 
-def _movable(
-    body: list[cst.BaseStatement], select: Selector, step_names: set[str], outside: set[str]
-) -> list[int]:
+class _Picks(NamedTuple):
+    select: Selector  # the lines holding what the rule counted
+    follows: Selector  # logs that move with the values they read
+    reads: set[cst.CSTNode]  # the cell's .item()/float(t) reads
+
+
+def _movable(body: list[cst.BaseStatement], picks: _Picks, outside: set[str]) -> list[int]:
     """Indices of the statements to gate, closed over the values they compute for each other.
 
-    Starts from every candidate (selected statements, and ``v = t.item()`` lines that may only
-    feed them) and drops, until nothing changes, any that writes a name read by a statement
-    that stays ungated or by code outside the loop (which would see a stale value or none),
-    and any pulled-in line that no gated statement reads. The set only shrinks: it ends.
+    Starts from every candidate (selected statements, ``v = t.item()`` lines that may only
+    feed them, logs that may only read them) and drops, until nothing changes, any that writes
+    a name read by a statement that stays ungated or by code outside the loop (which would see
+    a stale value or none), any pulled-in line that no gated statement reads, and any log that
+    reads nothing a gated statement writes. The set only shrinks: it ends.
     """
-    selected = {i for i, stmt in enumerate(body) if select(stmt, step_names)}
-    pulled = {i for i, s in enumerate(body) if _is_plain_assign(s) and _has_sync(s)} - selected
-    chosen = selected | pulled
+    selected = {i for i, stmt in enumerate(body) if picks.select(stmt)}
+    pulled = {i for i, s in enumerate(body) if _is_plain_assign(s) and _holds(s, picks.reads)}
+    pulled -= selected
+    follows = {i for i, stmt in enumerate(body) if picks.follows(stmt)} - selected - pulled
+    chosen = selected | pulled | follows
     readers = [names_in(stmt) for stmt in body]
+    writes = [_written(stmt) | _stored_into(stmt) for stmt in body]
     changed = True
     while changed:
         changed = False
         for i in sorted(chosen):
-            written = _written(body[i]) | _stored_into(body[i])
+            written = writes[i]
             read_elsewhere = bool(written & outside) or any(
                 readers[j] & written for j in range(len(body)) if j != i and j not in chosen
             )
             unused = i in pulled and not any(readers[j] & written for j in chosen if j != i)
-            if read_elsewhere or unused:
+            unfed = i in follows and not any(readers[i] & writes[j] for j in chosen if j != i)
+            if read_elsewhere or unused or unfed:
                 chosen.discard(i)
                 changed = True
     return sorted(chosen)
 
 
-def _accumulations(loop: cst.For) -> list[cst.AugAssign]:
+def _holds(node: cst.CSTNode, reads: set[cst.CSTNode]) -> bool:
+    return any(n in reads for n in walk(node))
+
+
+def _accumulations(loop: cst.For, reads: set[cst.CSTNode]) -> list[cst.AugAssign]:
     return [
         node
         for node in walk(loop.body)
         if isinstance(node, cst.AugAssign)
         and isinstance(node.target, cst.Name)
-        and _has_sync(node.value)
+        and _holds(node.value, reads)
     ]
 
 
@@ -364,17 +332,20 @@ def _inside_fstring_field(tree: Tree, node: cst.CSTNode) -> bool:
     return False
 
 
-def _detach_syncs(aug: cst.AugAssign) -> cst.AugAssign:
-    """``x.item()`` -> ``x.detach()``, ``float(t)`` -> ``(t).detach()`` (the sync calls)."""
+def _detachable(read: cst.CSTNode) -> bool:
+    """A read of the facts that ``.detach()`` replaces: ``x.item()`` or ``float(t)`` (not
+    ``int(t)``, which also rounds)."""
+    return isinstance(read, cst.Call) and (
+        isinstance(read.func, cst.Attribute) or dotted(read.func) == "float"
+    )
 
-    def detach(call: cst.Call) -> cst.Call:
-        if isinstance(call.func, cst.Attribute):  # .item()
-            return call.with_changes(func=call.func.with_changes(attr=cst.Name("detach")))
-        value = _parenthesized(call.args[0].value)
-        return cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
 
-    found = [c for c in calls_in(aug) if _is_sync_call(c)]
-    return replace_nodes(aug, dict.fromkeys(found, detach))
+def _detached(call: cst.Call) -> cst.Call:
+    """``x.item()`` -> ``x.detach()``, ``float(t)`` -> ``(t).detach()``."""
+    if isinstance(call.func, cst.Attribute):  # .item()
+        return call.with_changes(func=call.func.with_changes(attr=cst.Name("detach")))
+    value = _parenthesized(call.args[0].value)
+    return cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
 
 
 def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:

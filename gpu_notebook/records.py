@@ -1093,7 +1093,8 @@ class FixTrial:
     speedup_low: float | None = None  # the comparison's interval, run-to-run margin included
     speedup_high: float | None = None
     per_round: tuple[float, ...] = ()
-    baseline_steps_s: tuple[tuple[float, ...], ...] = ()  # per run, warm-up left out
+    # Per run, warm-up left out, as compared: own times where ``own_time`` (below).
+    baseline_steps_s: tuple[tuple[float, ...], ...] = ()
     variant_steps_s: tuple[tuple[float, ...], ...] = ()
     error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
     note: str = ""
@@ -1108,6 +1109,10 @@ class FixTrial:
     # None: speedup_low/high are the planned look's pooled interval (run-to-run margin included);
     # else the two-sided level of the rounds' t interval an added look read.
     interval_level: float | None = None
+    # The steps above (and compared) are each step's own time: its wall time less its thread's
+    # wait for a core (analysis.interference.counted_step_times, as SampleComparison.own_time);
+    # False: wall times.
+    own_time: bool = False
 
 
 @dataclass(frozen=True)

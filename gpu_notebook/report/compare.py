@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from gpu_notebook.analysis.compare_samples import compare_samples, fix_outcome
-from gpu_notebook.analysis.interference import own_step_times, step_load_cores
+from gpu_notebook.analysis.interference import counted_step_times, step_load_cores
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steps import steady_steps
 from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_share
@@ -135,21 +135,20 @@ def measured_samples(baseline: Report, report: Report) -> SampleComparison | Non
     """The two runs' steady steps compared as distributions (analysis.compare_samples): our own
     disturbed steps left out, each step with the other processes' load while it ran.
 
-    Where every step of both runs carries its thread's wait for a core (schedstat), and both
-    ran as many processes, each step counts its own time: the wall time less that wait. On a
-    busy machine a sub-millisecond step held up 4-13 ms by a time slice in one step of five
-    moved the mean ratio of the same fused-Adam change between 0.41x and 4.01x over four runs
-    while the median step was faster in every one. Where the change added processes (workers),
-    the wait their CPU causes is its cost: wall times then."""
+    Each step counts its own time (its wall time less its thread's wait for a core) where
+    every step of both runs carries that wait and both ran as many processes; else its wall
+    time (analysis.interference.counted_step_times, the rule --try-fixes follows too)."""
     runs = (baseline.run, report.run)
     chosen = [_compared_steps(r) for r in runs]
-    owns = [own_step_times(steps) for steps in chosen]
-    own = all(o is not None for o in owns) and _processes(runs[0]) == _processes(runs[1])
+    times, own = counted_step_times(
+        [[s.duration_s for s in steps] for steps in chosen],
+        [[s.wait_s for s in steps] for steps in chosen],
+        [_processes(r) for r in runs],
+    )
     series = []
-    for r, steps, own_s in zip(runs, chosen, owns, strict=True):
+    for r, steps, counted in zip(runs, chosen, times, strict=True):
         load = step_load_cores(r, steps)
-        times = own_s.tolist() if own and own_s is not None else [s.duration_s for s in steps]
-        series.append((times, None if load is None else load.tolist()))
+        series.append((list(counted), None if load is None else load.tolist()))
     (before, before_load), (after, after_load) = series
     result = compare_samples(
         before,

@@ -16,6 +16,12 @@ Stopping: at the boundary that starts step ``WARMUP + STEPS`` the hook raises ``
 Trainer tear down and re-raise it). The step that just ended has been fully run: the optimizer
 stepped, the loader handed its batch. Under torchrun every rank counts the same steps in
 lockstep, so every rank stops at the same boundary.
+
+Beside each step's time the child reports its thread's wait for a core during it (the step
+clock's schedstat reading at each step end; None where not read) and how many processes the
+run had below it (DataLoader workers and any other children, counted at the end of the warm-up
+and at the stop, outside the timed steps): ``trials`` then counts each step's own time where
+both arms ran as many processes (``analysis.interference.counted_step_times``).
 """
 
 from __future__ import annotations
@@ -49,8 +55,13 @@ class Recorder:
         # Samples a step takes, read at the end of the warm-up (before the clock goes lean):
         # a fix that changes them (a bigger batch, folded micro-batches) is read per sample.
         self.samples_per_step: int | None = None
+        # The most processes below this one seen at the end of the warm-up or at the stop.
+        self.processes: int | None = None
 
     def on_boundary(self, count: int) -> None:
+        if count == max(0, self._warmup - 1):
+            # In the last warm-up step: its time and any wait for a core it meets are untimed.
+            self.count_processes()
         now = time.perf_counter_ns()
         if self._clock.anchor != self.anchor or (
             self.boundaries and count <= self.boundaries[-1][0]
@@ -63,16 +74,35 @@ class Recorder:
             self.samples_per_step = self._clock.samples_per_step
             self._clock.lean()  # only the step-ending hook from here: both arms pay the same
         if count >= self._warmup + self._steps:
+            self.count_processes()  # the last timed step ended at ``now``
             raise StopTrial
+
+    def count_processes(self) -> None:
+        """Every process below this one now (a loader's workers live while its iterator does)."""
+        import psutil
+
+        try:
+            n = len(psutil.Process().children(recursive=True))
+        except psutil.Error:
+            return
+        self.processes = max(n, self.processes or 0)
+
+    def _timed(self) -> list[int]:
+        """Indices into ``boundaries`` that start a timed step (k >= warm-up, k + 1 follows)."""
+        b = self.boundaries
+        return [
+            i for i in range(len(b) - 1) if b[i][0] >= self._warmup and b[i + 1][0] == b[i][0] + 1
+        ]
 
     def step_times_s(self) -> list[float]:
         """Step k lasts from the boundary after k steps to the one after k + 1 (k >= warm-up)."""
         b = self.boundaries
-        return [
-            (b[i + 1][1] - b[i][1]) / 1e9
-            for i in range(len(b) - 1)
-            if b[i][0] >= self._warmup and b[i + 1][0] == b[i][0] + 1
-        ]
+        return [(b[i + 1][1] - b[i][1]) / 1e9 for i in self._timed()]
+
+    def step_waits_s(self, waits: dict[int, float | None]) -> list[float | None]:
+        """Each timed step's wait for a core, from the clock's steps by index (``waits``): step k
+        is the clock's step k, closed at the boundary after k + 1 steps."""
+        return [waits.get(self.boundaries[i][0]) for i in self._timed()]
 
 
 def _run(code_path: str, script_path: str, argv: list[str]) -> None:
@@ -128,6 +158,12 @@ def main(argv: list[str]) -> int:
     result["wall_s"] = (time.perf_counter_ns() - t0) / 1e9
     result["anchor"] = recorder.anchor
     result["steps_s"] = recorder.step_times_s()
+    if clock.anchor == recorder.anchor:
+        waits = {s.index: s.wait_s for s in clock.record().steps}
+        result["waits_s"] = recorder.step_waits_s(waits)
+    if recorder.processes is None:
+        recorder.count_processes()  # the script ended before its warm-up did
+    result["processes"] = recorder.processes
     result["samples_per_step"] = recorder.samples_per_step
     _close_group()
     gc.collect()  # the stopped loop's frames hold its loader iterator: its workers end now

@@ -4,6 +4,12 @@ After the planned rounds, a fix still undecided (its interval holds both 1x and 
 gain) gets added rounds, the script as it is beside it, while the budget allows and up to a cap,
 until it is decided (``sequential``: the rule and its correction for repeated looks).
 
+Steps are counted as the notebook's before/after counts them (one rule,
+``analysis.interference.counted_step_times``): each step's own time (its wall time less its
+thread's wait for a core, which every child reads) where every run of both arms had as many
+processes below it; wall times for a fix that adds processes (loader workers: the wait their CPU
+causes is its cost) or where a wait was not read. ``FixTrial.own_time`` says which.
+
 Every run is a fresh process (``tryfix.child``): a fix that rebinds a loader or compiles the
 model cannot leak into the next run, and a variant that breaks takes only its own process down.
 Patched copies are written into a 0700 scratch folder (files 0600) that is removed at the end;
@@ -26,6 +32,7 @@ from pathlib import Path
 
 import gpu_notebook
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.interference import counted_step_times
 from gpu_notebook.formatting import fmt_factor, fmt_gain
 from gpu_notebook.records import Finding, FixTrial, Report, TryFixes
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
@@ -57,6 +64,11 @@ class RunResult:
     timed_out: bool = False
     wall_s: float = 0.0
     samples_per_step: int | None = None  # as the step clock read it at the end of the warm-up
+    # Each step's thread wait for a core (aligned with steps_s; an entry None: not read; None:
+    # not reported) and the processes below the run's (its loader's workers): what decides
+    # whether its steps are compared as own times (analysis.interference.counted_step_times).
+    waits_s: list[float | None] | None = None
+    processes: int | None = None
 
     @property
     def broke(self) -> bool:
@@ -117,6 +129,8 @@ def run_child(
             stopped=bool(data.get("stopped")),
             wall_s=wall,
             samples_per_step=_positive_int(data.get("samples_per_step")),
+            waits_s=_waits(data.get("waits_s")),
+            processes=_count(data.get("processes")),
         )
 
     return run
@@ -296,10 +310,32 @@ def _unmeasured(v: Variant, verdict: str, note: str) -> FixTrial:
                     recommended=False, note=note, predicted_low=f.stated_low, predicted_margin=f.gain_margin)  # fmt: skip
 
 
-def _steps(runs: list[RunResult], work: float = 1.0) -> tuple[tuple[float, ...], ...]:
-    """Each finished run's step times, per ``work`` (a step that does ``work`` times the
+def _compared(
+    base: list[RunResult], mine: list[RunResult], work: float = 1.0
+) -> tuple[tuple[tuple[float, ...], ...], tuple[tuple[float, ...], ...], bool]:
+    """(the script's runs' step times, the fix's, whether they are own times): each finished
+    run's steps, counted as the notebook's before/after counts them (own times where every
+    step of every run carries its wait for a core and every run had as many processes below
+    it, ``counted_step_times``); the fix's per ``work`` (a step that does ``work`` times the
     script's work is read per the script's step: throughput, not step time)."""
-    return tuple(tuple(s / work for s in r.steps_s) for r in runs if r.steps_s and not r.broke)
+    done = [r for r in base if r.steps_s and not r.broke]
+    runs = done + [r for r in mine if r.steps_s and not r.broke]
+    times, own = counted_step_times(
+        [r.steps_s for r in runs], [r.waits_s for r in runs], [r.processes for r in runs]
+    )
+    fix = tuple(tuple(s / work for s in run) for run in times[len(done) :])
+    return times[: len(done)], fix, own
+
+
+def _waits(value: object) -> list[float | None] | None:
+    if not isinstance(value, list):
+        return None
+    return [float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+            for x in value]  # fmt: skip
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _positive_int(value: object) -> int | None:
@@ -324,7 +360,8 @@ def _work(v: Variant, base: list[RunResult], mine: list[RunResult]) -> float:
 def _decide(
     base: list[RunResult], mine: list[RunResult], planned: int, v: Variant
 ) -> Decision | None:
-    return decide(_steps(base), _steps(mine, _work(v, base, mine)), planned, v.finding.stated_low)
+    base_steps, my_steps, _own = _compared(base, mine, _work(v, base, mine))
+    return decide(base_steps, my_steps, planned, v.finding.stated_low)
 
 
 def _trial(
@@ -337,7 +374,7 @@ def _trial(
 ) -> FixTrial:
     f = v.finding
     work = _work(v, base, mine)
-    base_steps, my_steps = _steps(base), _steps(mine, work)
+    base_steps, my_steps, own = _compared(base, mine, work)
     if broke:
         bad = next(r for r in mine if r.broke or r.timed_out)
         lines = tuple(bad.error_lines) or ("did not reach its steps before its time limit",)
@@ -369,5 +406,5 @@ def _trial(
         speedup=d.speedup, speedup_low=d.low, speedup_high=d.high, per_round=d.per_round,
         baseline_steps_s=base_steps, variant_steps_s=my_steps, note="; ".join(notes),
         predicted_low=f.stated_low, predicted_margin=f.gain_margin,
-        rounds=d.rounds, added_rounds=d.added_rounds, interval_level=d.level,
+        rounds=d.rounds, added_rounds=d.added_rounds, interval_level=d.level, own_time=own,
     )  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_factor, fmt_gain
 from gpu_notebook.records import FixTrial, TryFixes
+from gpu_notebook.views.wording import step_counting
 
 __all__ = ["render_try_fixes", "trial_line"]
 
@@ -45,6 +46,7 @@ def trial_line(t: FixTrial) -> list[str]:
     tag = "  [recommended]" if t.recommended else ""
     out = [f"  {t.title}: {predicted}, {measured}: {t.verdict.upper()}{tag}"]
     out += [f"      {line}" for line in t.error_lines]
-    if t.note:
-        out.append(f"      ({t.note})")
+    notes = [n for n in (t.note, *step_counting(t.own_time)) if n]
+    if notes:
+        out.append(f"      ({'; '.join(notes)})")
     return out

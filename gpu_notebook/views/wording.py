@@ -44,6 +44,7 @@ __all__ = [
     "render_whatif",
     "sample_notes",
     "speedup_label",
+    "step_counting",
     "whatif_assumptions",
     "whatif_interconnect",
     "whatif_missing",
@@ -397,10 +398,16 @@ def _span(seconds: float) -> str:
     return f"{seconds / 60:.0f} minutes"
 
 
+def step_counting(own_time: bool) -> tuple[str, ...]:
+    """How the compared steps were counted, where it is not their wall time (a before/after's
+    ``SampleComparison.own_time``, a fix trial's ``FixTrial.own_time``)."""
+    return ("each step counted without the time its thread waited for a core",) if own_time else ()
+
+
 def sample_notes(s: SampleComparison) -> tuple[str, ...]:
     """How the steps were counted, and what was made of a change in the machine's load between
     the two runs, if it changed."""
-    own = ("each step counted without the time its thread waited for a core",) if s.own_time else ()
+    own = step_counting(s.own_time)
     if s.load_note is None or s.load_before_cores is None or s.load_after_cores is None:
         return own
     return own + _load_notes(s, s.load_before_cores, s.load_after_cores)

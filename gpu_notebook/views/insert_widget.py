@@ -33,8 +33,10 @@ WIDGET_STATUSES: tuple[str, ...] = get_args(WidgetStatus)
 class InsertFixWidget(anywidget.AnyWidget):
     """Offer ``source`` (the patched cell) as a new code cell below cell ``cell_id``.
 
-    ``title``: the fix's one-line name. ``source``: the patched code, whose first line is the
-    ``# gpucheck fix: ...`` comment. ``diff``: a unified diff of the change, shown on demand.
+    ``title``: the fix's one-line name. ``source``: the patched code, holding the
+    ``# gpucheck fix: ...`` comment on a line of its own (its first line, or lower where the fix
+    is placed after the line binding what it sets: ``report.compare._is_fix_cell``). ``diff``:
+    a unified diff of the change, shown on demand.
     ``cell_id``: the profiled cell's id (:func:`gpu_notebook.bridge.current_cell_id`, read while
     that cell runs), None when unknown. ``request_id``: dedupes clicks (a fresh id by default);
     it also names the source this kernel holds in memory for the ``%load`` line (no file).

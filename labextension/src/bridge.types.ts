@@ -11,8 +11,9 @@ export const CELL_METADATA_KEY = 'gpu_notebook';
  * ``request_id`` makes the request idempotent: a second request with the same id inserts
  * nothing and is answered ``duplicate``. ``cell_id`` is the nbformat id of the profiled cell
  * (:func:`current_cell_id`), None when unknown (the frontend then answers ``error``: it only
- * inserts below the cell the request names). ``source``'s first line is the fix's
- * ``# gpucheck fix: ...`` comment. ``title`` is the fix's one-line name.
+ * inserts below the cell the request names). ``source`` holds the fix's
+ * ``# gpucheck fix: ...`` comment on a line of its own: its first line, or lower where the fix
+ * is placed after the line binding what it sets. ``title`` is the fix's one-line name.
  */
 export interface IInsertCellRequest {
   /** matches ^[a-zA-Z0-9_-]{1,64}$ */

@@ -606,3 +606,44 @@ def test_a_bigger_batch_under_gradient_accumulation_folds_micro_batches_and_keep
     eight = apply_fix("bigger_batch", ACCUMULATED_CELL, factor=8, scale_lr=True)
     assert isinstance(eight, Patch) and "gradient_accumulation_steps=4" in eight.source_after
     assert "lr=3e-4 * 8" in eight.source_after
+
+
+# ------------------------------------------------------------------ the bigger batch's factor
+
+
+def _sized(heaviest_us: float | None, median_op_us: float) -> int:
+    """The bigger-batch factor of a CPU window whose heaviest matmul takes ``heaviest_us`` a
+    call (None: no matmul) and whose typical operator ``median_op_us``, Python between them."""
+    import dataclasses
+
+    from gpu_notebook.records import HostOverhead, OpStat
+
+    ops = (
+        ()
+        if heaviest_us is None
+        else (OpStat("aten::addmm", 10, heaviest_us * 10, heaviest_us * 10, "cpu", heaviest_us),)
+    )
+    window = dataclasses.replace(
+        _tiny_ops_window(0.0, 0.0),
+        top_ops=ops,
+        host=HostOverhead(40.0, median_op_us, 0.3, 0.4, 30.0),
+    )
+    f = _findings(syn.make_run(TINY_LOADER_CELL), window)["launch.tiny_ops"]
+    assert f.fix_id == "bigger_batch"
+    return int(f.fix_params["factor"])
+
+
+def test_the_bigger_batch_factor_never_grows_with_the_op_it_is_sized_by():
+    """Issue 26: the factor jumped from x2 for a 25 us heaviest matmul to x8 for a 49 us one
+    (past 30 us it was sized by the 3 us typical op instead). A batch k times bigger gives each
+    op k times the work for the same launch cost: the larger the ops, the less batch they
+    need. Over a range of op sizes the factor never grows with either."""
+    sizes = [2.0, 3.0, 5.0, 8.0, 12.0, 16.0, 25.0, 29.0, 31.0, 49.0, 80.0, 200.0]
+    by_heaviest = [_sized(us, 3.0) for us in sizes]
+    assert by_heaviest == sorted(by_heaviest, reverse=True), by_heaviest
+    assert by_heaviest[sizes.index(25.0)] == by_heaviest[sizes.index(49.0)] == 2
+    assert by_heaviest[0] == 8
+    by_typical = [_sized(None, us) for us in sizes if us < 30]
+    assert by_typical == sorted(by_typical, reverse=True) and by_typical[0] == 8
+    # A typical op larger than a tiny matmul sizes the batch: the ops it adds work to are that.
+    assert _sized(4.0, 12.0) == _sized(None, 12.0) == 4

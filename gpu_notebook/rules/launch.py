@@ -9,7 +9,8 @@ On a CPU (``tiny_ops``): the heaviest matmul/convolution operator takes under 30
 30 us kernel-wait threshold: on any GPU such a kernel is shorter than its own launch gap, so the
 GPU would wait on Python), so per-op overhead, spread over every phase, sets the pace. Severity medium,
 high when the host time outside operators alone reaches TraceML's critical 20%. The fix gives each op more work: a batch ``k`` times bigger, with ``k`` the
-power of two that lifts the heaviest op to ~30 us (2..8, assuming op time grows with the batch).
+power of two that lifts the op it is sized by to ~30 us (2..8, assuming op time grows with the batch):
+the larger of the heaviest matmul and the typical operator, so a larger op never gets a larger factor.
 Gain bound: the model side per sample shrinks at most x``k`` (a bigger step is never faster
 than a smaller one), the data side not at all: ``1 / (d + (1 - d) / k)`` with data share ``d``.
 Severity low when the step mostly waits for data (>= 20%): the input rule speaks first.
@@ -162,11 +163,8 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     severity: Severity = "high" if python == "high" else "medium"
     if severity_in(analysis, "data", share(analysis, "data")) == "high":
         severity = "low"
-    # Sized by the heaviest matmul when it is tiny, else by the typical operator.
-    sized_us = (
-        heaviest_us if tiny and heaviest_us is not None else host.median_op_us if host else 0.0
-    )
-    factor = min(MAX_FACTOR, max(2, 2 ** math.ceil(math.log2(TINY_OP_US / max(sized_us, 1e-3)))))
+    sized_us = sized_op_us(heaviest_us, host)
+    factor = batch_factor(sized_us)
     loader = loader_in_use(facts)
     batch = analysis.step_stats.batch_size
     compiled = uses_compile(facts)
@@ -184,6 +182,23 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         # Never advise what holds: the model is compiled, and no loader is here to enlarge.
         return found("launch.tiny_ops", severity, dataclasses.replace(said, outcome="compiled"))
     return found("launch.tiny_ops", severity, said, fix_id="torch_compile")
+
+
+def sized_op_us(heaviest_us: float | None, host: HostOverhead | None) -> float:
+    """The op a bigger batch is sized by: the larger of the heaviest matmul/convolution and the
+    typical operator, whichever were read. A batch ``k`` times bigger gives each op ``k`` times
+    the work for the same launch and dispatch cost, so the larger the ops already are, the less
+    batch they need: sizing by the typical op whenever the heaviest matmul is real work gave a
+    25 us matmul x2 and a 49 us one x8 (its 3 us typical op's factor)."""
+    known = [us for us in (heaviest_us, host.median_op_us if host else None) if us is not None]
+    return max(known, default=0.0)
+
+
+def batch_factor(sized_us: float) -> int:
+    """The power of two that lifts an op of ``sized_us`` to about a launch gap's work
+    (``TINY_OP_US``), 2..``MAX_FACTOR``: never larger for a larger op."""
+    power = math.ceil(math.log2(TINY_OP_US / max(sized_us, 1e-3)))
+    return min(MAX_FACTOR, 1 << max(1, power))
 
 
 def folded_accumulation(facts: SourceFacts, factor: int) -> int | None:

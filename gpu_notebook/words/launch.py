@@ -33,7 +33,7 @@ def tiny_ops(s: TinyOps) -> Words:
     host = s.host
     if s.tiny or host is None:
         first = (
-            f"the heaviest matmul/convolution takes {s.sized_us:.0f} us a call: shorter than a GPU "
+            f"the heaviest matmul/convolution takes {s.heaviest_us if s.heaviest_us is not None else s.sized_us:.0f} us a call: shorter than a GPU "
             f"kernel launch gap ({TINY_OP_US:.0f} us), so a GPU would wait on Python"
         )
     else:

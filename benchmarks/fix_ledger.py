@@ -6,8 +6,9 @@ Per program: one ``gpucheck run --try-fixes N --try-budget S --json`` (the produ
 command, so the ledger measures what users get). Per offered fix: the predicted range ("L-Hx":
 the finding's ``gain_low`` to its ``gain_bound``; "up to Hx" where no low end is estimated, 1x to
 H; since 2026-12-02 12:30 the stated range, the model's widened by the run's margin, with the
-model's beside it), the measured speedup with its interval, the verdict, and whether the
-measured gain lies inside the range (L or 1x to H; "under its low end" said apart). Refused fixes (no patch
+model's beside it; since 2026-12-05 its high end widened no further than the change can give,
+e.g. a batch xk at most k: ``Finding.gain_ceiling``, so "in range" reads that capped high end),
+the measured speedup with its interval, the verdict, and whether the measured gain lies inside the range (L or 1x to H; "under its low end" said apart). Refused fixes (no patch
 offered) are listed with their reason, findings said at severity info without a fix (a fix whose
 mechanism cannot help on this device, e.g. a fused CPU update of plain SGD) with theirs.
 The share of offered fixes that were verified is the ledger's figure; the target is that
@@ -99,6 +100,7 @@ def _run(
                        "predicted_low": low, "inside_range": inside,
                        "added_rounds": t.get("added_rounds", 0),
                        "margin": t.get("predicted_margin", 0.0),
+                       "model_bound": t.get("predicted_model_bound"),
                        "under_low": speedup is not None and low is not None and speedup < low})  # fmt: skip
     return {
         "program": program.stem,
@@ -132,12 +134,16 @@ def _inside(t: dict[str, Any]) -> str:
     return f"no, {side}" + ("; its interval meets the range" if meets else "")
 
 
-def _range(low: float | None, high: float | None, margin: float = 0.0) -> str:
-    """The stated range; with a margin, the model's range it widens beside it."""
+def _range(
+    low: float | None, high: float | None, margin: float = 0.0, model_high: float | None = None
+) -> str:
+    """The stated range; with a margin, the model's range it widens beside it. The stated high
+    end is widened no further than the change can give (``Finding.gain_ceiling``), so the
+    model's high end is the trial's own where it carries it (older reports: high / (1 + margin))."""
     said = f"up to {_fmt(high)}" if low is None else f"{_fmt(low)}-{_fmt(high)}"
     if not margin or high is None:
         return said
-    m_high = high / (1 + margin)
+    m_high = model_high if model_high is not None else high / (1 + margin)
     model = f"up to {_fmt(m_high)}" if low is None else f"{_fmt(low * (1 + margin))}-{_fmt(m_high)}"
     return f"{said} ({model} ±{margin:.0%})"
 
@@ -167,7 +173,7 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
                 result += f" ({t['added_rounds']} rounds added)"
             lines.append(
                 f"| {row['program']} | {row['verdict']} | {t['fix_id']} | "
-                f"{_range(t.get('predicted_low'), t['predicted_bound'], t.get('margin') or 0.0)} | "
+                f"{_range(t.get('predicted_low'), t['predicted_bound'], t.get('margin') or 0.0, t.get('model_bound'))} | "
                 f"{measured} | {result} | "
                 f"{_inside(t)} |"
             )

@@ -652,13 +652,22 @@ class Finding:
     # not change class between two runs of the same code (``compare_samples.measurable``).
     # None: no interval (the bound itself is judged).
     bound_low: float | None = None
+    # The most the change can physically give, whatever the noise: a bigger batch xk at most k
+    # per sample, workers no faster than the loading shared over them, removing a share of the
+    # step its Amdahl bound. The stated high end never exceeds it (a margin widens the range
+    # below, not past what the change can give). None: the model's bound (``gain_bound``) is it.
+    gain_ceiling: float | None = None
     said: Said | None = None  # not yet worded (the report's findings are): never in the JSON
     notes: tuple[Said, ...] = ()  # what the rules add to every finding, not yet worded: neither
 
     @property
     def stated_high(self) -> float | None:
-        """The range's high end as said: ``gain_bound`` widened by ``gain_margin``."""
-        return None if self.gain_bound is None else self.gain_bound * (1.0 + self.gain_margin)
+        """The range's high end as said: ``gain_bound`` widened by ``gain_margin``, never past
+        what the change can physically give (``gain_ceiling``)."""
+        if self.gain_bound is None:
+            return None
+        ceiling = self.gain_bound if self.gain_ceiling is None else self.gain_ceiling
+        return max(self.gain_bound, min(self.gain_bound * (1.0 + self.gain_margin), ceiling))
 
     @property
     def stated_low(self) -> float | None:
@@ -1100,8 +1109,9 @@ class FixTrial:
     note: str = ""
     predicted_low: float | None = None  # the range's low end (None: 1x)
     # The two ends above are the finding's stated range: its model's, widened on each side by
-    # this margin (``Finding.gain_margin``).
+    # this margin (``Finding.gain_margin``), the high end no further than the change can give.
     predicted_margin: float = 0.0
+    predicted_model_bound: float | None = None  # the model's high end (``Finding.gain_bound``)
     rounds: int = 0  # rounds read (pairs of runs); 0: not measured
     added_rounds: int = (
         0  # of them, added after the planned rounds to decide it (tryfix.sequential)

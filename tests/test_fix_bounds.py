@@ -608,7 +608,49 @@ def test_a_bigger_batch_under_gradient_accumulation_folds_micro_batches_and_keep
     assert "lr=3e-4 * 8" in eight.source_after
 
 
-# ------------------------------------------------------------------ the bigger batch's factor
+# ------------------------------------------------------------------ stated ranges' ceilings
+
+
+def _tiny_ops_margin(data: float, margin: float) -> Finding:
+    """The bigger-batch finding (x4: 8 us ops) on a window waiting ``data`` of each step, on a
+    run whose fifths differ by ``margin``."""
+    import dataclasses
+
+    run = syn.make_run(TINY_LOADER_CELL)
+    a = dataclasses.replace(with_run_figures(run, _tiny_ops_window(data, 0.0)), run_margin=margin)
+    return {f.rule_id: f for f in words(run_rules(run, a, syn.VERDICT))}["launch.tiny_ops"]
+
+
+def test_a_bigger_batch_s_stated_high_end_never_exceeds_its_factor():
+    """Issue 26: noise widening read a batch x8 fix as 'up to 14.28x': a batch k times bigger
+    gives at most k times the samples a second. The run's margin widens the model's bound up to
+    that ceiling, never past it (on main: 4x widened by 50% read 6.00x)."""
+    for data, margin in [(0.0, 0.5), (0.0, 0.05), (0.3, 0.5), (0.3, 1.0), (0.6, 3.0)]:
+        f = _tiny_ops_margin(data, margin)
+        assert f.gain_bound is not None and f.stated_high is not None
+        assert f.stated_high <= 4.0 + 1e-9
+        assert f.stated_high == pytest.approx(min(4.0, f.gain_bound * (1 + margin)))
+    # Under the ceiling the margin widens as before: 1 / (0.3 + 0.7 / 4) = 2.11x -> 3.16x.
+    assert _tiny_ops_margin(0.3, 0.5).stated_high == pytest.approx(1 / (0.3 + 0.7 / 4) * 1.5)
+    capped = _tiny_ops_margin(0.3, 1.0)
+    assert capped.fix_params["factor"] == 4 and capped.gain_ceiling == 4.0
+    assert any("up to 4.00x, the up to 2.11x above widened by 100% only up to the 4.00x the "
+               "change can give at most" in e for e in capped.evidence)  # fmt: skip
+
+
+def test_a_removed_share_s_stated_high_end_is_its_amdahl_bound_whatever_the_margin():
+    """Issue 26: a throttle fix said 'at most 1.37x' was stated up to 2.18x by a loaded run's
+    margin. Removing the sync wait gives at most 1 / (1 - share): the stated high end stays
+    there; the low end alone is widened (on main: the bound x (1 + margin))."""
+    import dataclasses
+
+    run = syn.make_run(SYNC_CELL, gpus=[syn.gpu()])
+    base = with_run_figures(run, _sync_window(0.3, 0.02))
+    for margin in (RUN_TO_RUN, 0.3, 0.6):
+        a = dataclasses.replace(base, run_margin=margin)
+        f = {x.rule_id: x for x in words(run_rules(run, a, syn.VERDICT))}["syncs.per_step"]
+        assert f.gain_bound is not None and f.gain_bound > 1.2
+        assert f.stated_high == pytest.approx(f.gain_bound)
 
 
 def _sized(heaviest_us: float | None, median_op_us: float) -> int:

@@ -142,12 +142,15 @@ class UncertainGain(Said):
 @dataclass(frozen=True)
 class Margin(Said):
     """The fix's range widened by what two runs of the code differ by here (``margin``): the
-    model's ends (``bound``, ``low``) and the least margin (``run_to_run``)."""
+    model's ends (``bound``, ``low``), the least margin (``run_to_run``), and the high end said
+    (``high``: widened no further than the change can physically give, ``Finding.gain_ceiling``;
+    ``bound`` itself where the model's bound is that ceiling)."""
 
     margin: float
     bound: float
     low: float | None
     run_to_run: float
+    high: float
 
 
 @dataclass(frozen=True)
@@ -204,11 +207,16 @@ def _with_margin(found: Finding, margin: float | None) -> Finding:
     """The finding's range as a measurement of its fix may read it: widened on both sides by
     what two runs of this code differ by on this machine (``compare_samples.run_margin``). The
     model's ends stay in ``gain_low``/``gain_bound``; the user reads ``stated_low``/
-    ``stated_high``, and the evidence says both (``Margin``)."""
+    ``stated_high``, and the evidence says both (``Margin``). The high end is widened no
+    further than the change can physically give (``Finding.gain_ceiling``): noise may read a
+    fix above its model, never above what it can do."""
     if margin is None or found.fix_id is None or found.gain_bound is None:
         return found
-    note = Margin(margin, found.gain_bound, found.gain_low, RUN_TO_RUN)
-    return dataclasses.replace(found, gain_margin=margin, notes=(*found.notes, note))
+    widened = dataclasses.replace(found, gain_margin=margin)
+    high = widened.stated_high
+    assert high is not None  # the bound is known
+    note = Margin(margin, found.gain_bound, found.gain_low, RUN_TO_RUN, high)
+    return dataclasses.replace(widened, notes=(*found.notes, note))
 
 
 def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, steps: int) -> Finding:
@@ -231,6 +239,9 @@ def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, step
             steady,
             phase_share=full.phase_share,
             gain_bound=full.gain_bound,
+            gain_ceiling=None
+            if steady.gain_ceiling is None or full.gain_ceiling is None
+            else max(steady.gain_ceiling, full.gain_ceiling),
             notes=(*steady.notes, note),
         )
     return dataclasses.replace(steady, notes=(*steady.notes, StallsLeftOut(stalls, steps, None)))

@@ -60,7 +60,8 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     severity: Severity = "medium" if busy < VERY_LOW_UTIL else "low"
     return found("batch.small_batch", severity, said, bound=bound, fix_id="bigger_batch",
                  fix_params={"factor": FACTOR, "scale_lr": True},
-                 bound_low=bigger_batch_bound_low(FACTOR, analysis))  # fmt: skip
+                 bound_low=bigger_batch_bound_low(FACTOR, analysis),
+                 ceiling=float(FACTOR))  # fmt: skip
 
 
 RULES = (small_batch,)

@@ -295,13 +295,15 @@ def found(
     fix_params: dict[str, str | int | float | bool | None] | None = None,
     low: float | None = None,
     bound_low: float | None = None,
+    ceiling: float | None = None,
 ) -> Finding:
     """A rule's finding as figures (``said``: gpu_notebook.words words it), its gain, where in
     the cell and which fix; ``bound_low``: the least its bound reads within its shares' interval
-    (``Finding.bound_low``)."""
+    (``Finding.bound_low``); ``ceiling``: the most the change can physically give, where that is
+    above the model's bound (``Finding.gain_ceiling``; None: the bound is the most)."""
     return Finding(rule_id, "", severity, (), phase_share, bound, "", line=line, fix_id=fix_id,
                    fix_params=dict(fix_params or {}), gain_low=low, bound_low=bound_low,
-                   said=said)  # fmt: skip
+                   gain_ceiling=ceiling, said=said)  # fmt: skip
 
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.
@@ -346,7 +348,8 @@ def runs_matmuls(analysis: Analysis) -> bool:
 
 
 def bigger_batch_bound(factor: int, analysis: Analysis) -> float:
-    """Most samples/s gain from a batch ``factor`` times bigger.
+    """Most samples/s gain from a batch ``factor`` times bigger (never above ``factor``: its
+    physical ceiling, ``Finding.gain_ceiling``, whatever share the data is read at).
 
     The model side of a step costs at least as much per step with more samples, so per sample
     it shrinks at most ``factor`` times; the data side (each sample read and transformed) does

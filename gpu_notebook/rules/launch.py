@@ -177,7 +177,8 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         return found("launch.tiny_ops", severity, said, bound=bound,
                      line=loader.line, fix_id="bigger_batch",
                      fix_params={"factor": factor, "scale_lr": True},
-                     bound_low=bigger_batch_bound_low(factor, analysis))  # fmt: skip
+                     bound_low=bigger_batch_bound_low(factor, analysis),
+                     ceiling=float(factor))  # fmt: skip
     if compiled:
         # Never advise what holds: the model is compiled, and no loader is here to enlarge.
         return found("launch.tiny_ops", severity, dataclasses.replace(said, outcome="compiled"))

@@ -307,7 +307,8 @@ def _write_copy(scratch: Path, index: int, name: str, source: str) -> Path:
 def _unmeasured(v: Variant, verdict: str, note: str) -> FixTrial:
     f = v.finding
     return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, verdict,  # type: ignore[arg-type]
-                    recommended=False, note=note, predicted_low=f.stated_low, predicted_margin=f.gain_margin)  # fmt: skip
+                    recommended=False, note=note, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
+                    predicted_model_bound=f.gain_bound)  # fmt: skip
 
 
 def _compared(
@@ -380,6 +381,7 @@ def _trial(
         lines = tuple(bad.error_lines) or ("did not reach its steps before its time limit",)
         return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "broke the script",
                         recommended=False, error_lines=lines, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
+                        predicted_model_bound=f.gain_bound,
                         note="the patched script failed where the script as it is ran")  # fmt: skip
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         return _unmeasured(v, "not measured", f"only {len(my_steps)} run(s) of the fix finished")
@@ -406,5 +408,6 @@ def _trial(
         speedup=d.speedup, speedup_low=d.low, speedup_high=d.high, per_round=d.per_round,
         baseline_steps_s=base_steps, variant_steps_s=my_steps, note="; ".join(notes),
         predicted_low=f.stated_low, predicted_margin=f.gain_margin,
+        predicted_model_bound=f.gain_bound,
         rounds=d.rounds, added_rounds=d.added_rounds, interval_level=d.level, own_time=own,
     )  # fmt: skip

@@ -35,10 +35,21 @@ def note_lines(note: Said) -> list[str]:
         ]
     if isinstance(note, Margin):
         low = None if note.low is None else note.low / (1 + note.margin)
-        said = fmt_gain(note.bound * (1 + note.margin), low)
+        capped = note.high < note.bound * (1 + note.margin) - 1e-9
+        if low is None and note.high <= note.bound + 1e-9:
+            return []  # nothing widened: no low end, and the bound is the most it can give
+        said = fmt_gain(note.high, low)
+        at_most = f"only up to the {note.high:.2f}x the change can give at most"
+        sides = (
+            "on each side"
+            if not capped
+            else at_most
+            if low is None
+            else f"below, and above {at_most}"
+        )
         return [
             f"as a measurement may read it: {said}, the {fmt_gain(note.bound, note.low)} above "
-            f"widened by {note.margin:.0%} on each side, what two runs of this code differ by here "
+            f"widened by {note.margin:.0%} {sides}, what two runs of this code differ by here "
             f"(the spread of this run's fifths' typical steps (trimmed means), at least {note.run_to_run:.0%})"
         ]
     if isinstance(note, LowConfidence):

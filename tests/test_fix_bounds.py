@@ -638,10 +638,12 @@ def test_a_bigger_batch_s_stated_high_end_never_exceeds_its_factor():
                "change can give at most" in e for e in capped.evidence)  # fmt: skip
 
 
-def test_a_removed_share_s_stated_high_end_is_its_amdahl_bound_whatever_the_margin():
-    """Issue 26: a throttle fix said 'at most 1.37x' was stated up to 2.18x by a loaded run's
-    margin. Removing the sync wait gives at most 1 / (1 - share): the stated high end stays
-    there; the low end alone is widened (on main: the bound x (1 + margin))."""
+def test_a_removed_share_s_stated_high_end_is_widened_its_share_being_a_measurement():
+    """Removing the sync wait gives at most 1 / (1 - share), but the share is the window's
+    measurement, not a physical limit: a quiet ledger read a workers fix at 2.13x over the
+    2.09x its window's share allowed. The high end is widened by the run's margin, as the low
+    end (a 1.37x 'at most' read 2.18x under load 13 on wall times: that was the before/after's
+    reading of time slices, now counted out, report/compare.measured_samples)."""
     import dataclasses
 
     run = syn.make_run(SYNC_CELL, gpus=[syn.gpu()])
@@ -649,8 +651,8 @@ def test_a_removed_share_s_stated_high_end_is_its_amdahl_bound_whatever_the_marg
     for margin in (RUN_TO_RUN, 0.3, 0.6):
         a = dataclasses.replace(base, run_margin=margin)
         f = {x.rule_id: x for x in words(run_rules(run, a, syn.VERDICT))}["syncs.per_step"]
-        assert f.gain_bound is not None and f.gain_bound > 1.2
-        assert f.stated_high == pytest.approx(f.gain_bound)
+        assert f.gain_bound is not None and f.gain_bound > 1.2 and f.gain_ceiling is None
+        assert f.stated_high == pytest.approx(f.gain_bound * (1 + margin))
 
 
 def _sized(heaviest_us: float | None, median_op_us: float) -> int:

@@ -87,9 +87,8 @@ def _finding(record: StepClockRecord) -> Finding:
 
 
 def test_the_stated_range_is_the_models_widened_by_the_runs_margin():
-    """Widened below by the run's margin; above, no further than the change can give: fusing
-    the update removes at most the optimizer's share, so its Amdahl bound is the stated high
-    end whatever the margin (issue 26: a loaded run stated such fixes past their bound)."""
+    """Widened on each side by the run's margin: fusing the update removes at most the
+    optimizer's share, but that share is a measurement, no physical ceiling."""
     quiet, loaded = _finding(_record(1.0)), _finding(_record(1.3))
     # The model's range is the same: the load stretched every phase alike.
     assert quiet.gain_bound == pytest.approx(loaded.gain_bound, rel=0.02)
@@ -98,11 +97,11 @@ def test_the_stated_range_is_the_models_widened_by_the_runs_margin():
     assert loaded.gain_margin == pytest.approx(0.3, abs=0.01)
     for f in (quiet, loaded):
         assert f.gain_bound is not None and f.gain_low is not None
-        assert f.gain_ceiling is None  # the model's bound is the most it can give
-        assert f.stated_high == pytest.approx(f.gain_bound)
+        assert f.gain_ceiling is None  # a measured share's bound: no physical ceiling
+        assert f.stated_high == pytest.approx(f.gain_bound * (1 + f.gain_margin))
         assert f.stated_low == pytest.approx(f.gain_low / (1 + f.gain_margin))
         said = fmt_gain(f.stated_high, f.stated_low)
-        assert any(said in e and "widened by" in e and "below, and above only up to" in e
+        assert any(said in e and "widened by" in e and "on each side" in e
                    for e in f.evidence)  # fmt: skip
     # The gate reads the model (what the fix removes), not the measurement's margin: the loaded
     # run's stated low end reaches under 1.05x, and the fix is still offered.
@@ -187,30 +186,21 @@ def test_the_workers_low_end_is_capped_by_the_cpu_this_process_s_session_gets():
     assert busy.fix.startswith("Uncertain: ")
 
 
-def test_the_workers_stated_high_end_is_no_faster_than_the_loading_shared_over_them():
-    """Workers that each take the loading's time deliver a batch no faster than the loading
-    over their count, and a step no shorter than one without the wait: the stated high end is
-    widened by a loaded run's margin up to that ceiling, never past it (on main: the bound x
-    (1 + margin), 1.38x x 3 = 4.1x for a step that waits 70% of its time on 2 workers)."""
+def test_the_workers_stated_high_end_is_widened_as_its_low_end():
+    """The loading's share is the run's measurement, not a physical limit: the quiet ledger at
+    7cb6295 read compiled_model's workers at 2.13x (interval 1.97x-2.30x) over the 2.09x that
+    capping the high end at the share's Amdahl bound stated. The run's margin widens both ends."""
     import dataclasses
-
-    from gpu_notebook.rules.input_pipeline import suggested_workers
 
     series = _sampled(30.0, 15.0, 0.0)
     run = syn.make_run(LOADER_CELL, steps=_loader_record(), cpu_count=2, series=series)
     analysis = with_run_figures(run, syn.make_analysis({"data": 0.7}))
-    whole = analysis.run_data
-    assert whole is not None
-    wanted = suggested_workers(2)
-    ceiling = min(1 / (1 - whole.share), whole.step_s * wanted / whole.phase_s)
     for margin in (RUN_TO_RUN, 0.5, 2.0):
         a = dataclasses.replace(analysis, run_margin=margin)
         f = {x.rule_id: x for x in word_findings(run_rules(run, a, syn.VERDICT))}
         w = f["input.loader_workers"]
-        assert w.gain_bound is not None and w.stated_high is not None
-        assert w.stated_high <= ceiling + 1e-9
-        assert w.stated_high == pytest.approx(min(ceiling, w.gain_bound * (1 + margin)))
-    assert w.gain_ceiling == pytest.approx(ceiling) and w.stated_high == pytest.approx(ceiling)
+        assert w.gain_bound is not None and w.gain_ceiling is None
+        assert w.stated_high == pytest.approx(w.gain_bound * (1 + margin))
 
 
 # ------------------------------------------------------------------ workers on CPU-bound loaders

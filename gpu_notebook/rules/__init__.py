@@ -143,8 +143,8 @@ class UncertainGain(Said):
 class Margin(Said):
     """The fix's range widened by what two runs of the code differ by here (``margin``): the
     model's ends (``bound``, ``low``), the least margin (``run_to_run``), and the high end said
-    (``high``: widened no further than the change can physically give, ``Finding.gain_ceiling``;
-    ``bound`` itself where the model's bound is that ceiling)."""
+    (``high``: widened no further than the change can physically give, ``Finding.gain_ceiling``,
+    where it has such a ceiling)."""
 
     margin: float
     bound: float

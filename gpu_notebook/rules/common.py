@@ -299,8 +299,8 @@ def found(
 ) -> Finding:
     """A rule's finding as figures (``said``: gpu_notebook.words words it), its gain, where in
     the cell and which fix; ``bound_low``: the least its bound reads within its shares' interval
-    (``Finding.bound_low``); ``ceiling``: the most the change can physically give, where that is
-    above the model's bound (``Finding.gain_ceiling``; None: the bound is the most)."""
+    (``Finding.bound_low``); ``ceiling``: the most the change can physically give whatever any
+    share read (``Finding.gain_ceiling``; None: no such ceiling)."""
     return Finding(rule_id, "", severity, (), phase_share, bound, "", line=line, fix_id=fix_id,
                    fix_params=dict(fix_params or {}), gain_low=low, bound_low=bound_low,
                    gain_ceiling=ceiling, said=said)  # fmt: skip

@@ -106,9 +106,6 @@ class Reach:
     load_us: float | None = None  # per step, in the main process (None: Amdahl alone)
     cpu_us: float | None = None  # the least of it that is CPU work (None: workers already load)
     batches: float = 1.0  # batches a step reads (the handoff and a worker's own cost are per batch)
-    # The most workers can physically give: no faster than the loading shared over ``wanted``
-    # of them, nor than a step without the wait (``Finding.gain_ceiling``; None: ``bound``).
-    ceiling: float | None = None
 
 
 @dataclass(frozen=True)
@@ -256,9 +253,7 @@ def workers_reach(
     else:
         floor_us = rest_us
     bound = min(amdahl, step_us / floor_us) if floor_us > 0 else amdahl
-    ceiling = min(amdahl, step_us * wanted / load_us) if current == 0 and load_us > 0 else None
-    return Reach(wanted, loop.cores, bound, load_us, cpu_us, loop.batches,
-                 None if ceiling is None else max(ceiling, bound))  # fmt: skip
+    return Reach(wanted, loop.cores, bound, load_us, cpu_us, loop.batches)
 
 
 def _workers_floor(loop: LoopCores, rest: float, cpu: float, handoff: float) -> float:
@@ -431,7 +426,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
                  line=loader.line, fix_id="dataloader_workers",
                  fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
-                 low=low, ceiling=reach.ceiling)  # fmt: skip
+                 low=low)  # fmt: skip
 
 
 def _session_cap(analysis: Analysis, low: float | None) -> SessionCap | None:

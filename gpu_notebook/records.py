@@ -238,6 +238,9 @@ class StepClockRecord:
     # The DataLoader the loop read most batches from, as its iterator ran (None: no loader).
     loader_num_workers: int | None = None
     loader_pin_memory: bool | None = None
+    # ... and it reads an IterableDataset whose code never splits its stream by worker
+    # (capture.streams): every worker added would yield all of its items.
+    loader_unsplit_stream: bool | None = None
     # Processes below the cell's that stepped (forked, spawned, and their own children).
     children: tuple[ChildProcessSteps, ...] = ()
 

@@ -234,3 +234,81 @@ def test_a_periodic_block_of_a_cell_with_ipython_lines_is_found_at_its_notebook_
     src = "%time x = 1\nfor i in range(100):\n    !echo hi\n    if i % 10 == 0:\n        print(i)\n"
     (block,) = periodic_blocks(scan_source(src, line_offset=1).tree)
     assert (block.line, block.every, block.text) == (5, 10, "if i % 10 == 0:")
+
+
+UNSPLIT_STREAMS = '''
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+
+class Whole(IterableDataset):
+    """Yields every item from a nested generator: each worker would yield them all."""
+    def __iter__(self):
+        def gen():
+            for i in range(32):
+                yield torch.full((4,), float(i))
+        return gen()
+
+
+def _mine(n):
+    info = get_worker_info()
+    start, step = (0, 1) if info is None else (info.id, info.num_workers)
+    return range(start, n, step)
+
+
+class Split(IterableDataset):
+    """Splits its stream by worker through a module-level helper."""
+    def __iter__(self):
+        return (torch.full((4,), float(i)) for i in _mine(32))
+'''
+
+
+def _stream_run(dataset_name: str):
+    """A real IterableDataset iterated under the real step clock; its record."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    space: dict = {}
+    exec(compile(UNSPLIT_STREAMS, "<streams>", "exec"), space)
+    dataset = space[dataset_name]() if dataset_name in space else TensorDataset(torch.randn(32, 4))
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        for x in DataLoader(dataset, batch_size=8):
+            model(x[0] if isinstance(x, list) else x).sum().backward()
+            opt.step()
+    finally:
+        clock.uninstall()
+    return clock.record()
+
+
+def test_the_step_clock_reads_whether_the_loops_stream_is_split_by_worker():
+    # An IterableDataset is copied into every worker (torch's "Multi-process data loading");
+    # one whose code never asks get_worker_info yields every item once per worker.
+    assert _stream_run("Whole").loader_unsplit_stream is True
+    assert _stream_run("Split").loader_unsplit_stream is False
+    assert _stream_run("map-style").loader_unsplit_stream is False
+
+
+def test_an_unsplit_stream_gets_no_workers_patch_and_is_told_to_split_first():
+    # issue 26 (unseen round 3): a generator-backed IterableDataset in a class method got
+    # `num_workers=2` patched in: two workers each yielding the whole stream, every item twice.
+    cell = "loader = DataLoader(Stream(), batch_size=8)\nfor x in loader:\n    step(x)\n"
+    run = syn.make_run(cell, cpu_count=4)
+    unsplit = dataclasses.replace(
+        run, steps=dataclasses.replace(run.steps, loader_unsplit_stream=True)
+    )
+    f = only(rules_for(unsplit, syn.make_analysis({"data": 0.6})), "input.loader_workers")
+    assert f.fix_id is None and "get_worker_info" in f.fix
+    # The same stream with a worker_init_fn (the user's own split) keeps its patch.
+    given = cell.replace("batch_size=8", "batch_size=8, worker_init_fn=shard")
+    run = syn.make_run(given, cpu_count=4)
+    unsplit = dataclasses.replace(
+        run, steps=dataclasses.replace(run.steps, loader_unsplit_stream=True)
+    )
+    f = only(rules_for(unsplit, syn.make_analysis({"data": 0.6})), "input.loader_workers")
+    assert f.fix_id == "dataloader_workers"

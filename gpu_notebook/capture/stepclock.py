@@ -51,6 +51,7 @@ from typing import Any
 
 from gpu_notebook import markers
 from gpu_notebook.capture import children
+from gpu_notebook.capture.streams import unsplit_stream
 from gpu_notebook.capture.unseen import invisible_to_compilers as _invisible_to_compilers
 from gpu_notebook.capture.unseen import skip_in_dynamo
 from gpu_notebook.capture.unseen import tracing_probe as _tracing_probe
@@ -207,11 +208,12 @@ class StepClock:
         self._statm_fd: int | None = None
         self._page_bytes = 4096
         # The DataLoader iterator the loop reads and the batches each loader setting gave
-        # (num_workers, pin_memory) -> batches; the most-read one is the loop's loader.
+        # (num_workers, pin_memory, an unsplit stream) -> batches; the most-read one is the
+        # loop's loader.
         self._iterator_id = 0
-        self._iterator_key: tuple[Any, Any] = (None, None)
+        self._iterator_key: tuple[Any, Any, bool] = (None, None, False)
         self._iterator_batches = 0
-        self._loader_batches: dict[tuple[Any, Any], int] = {}
+        self._loader_batches: dict[tuple[Any, Any, bool], int] = {}
         self._mem_rows: list[tuple[int, int]] = []  # (step index, rss bytes), bounded as _rows
         # (step index, end ns, process CPU ns) at steps 0-4, then each a quarter further on.
         self._cpu_rows: list[tuple[int, int, int]] = []
@@ -635,7 +637,11 @@ class StepClock:
         values are read from the iterator; no reference to it is kept (its workers end with it)."""
         self._note_iterator()
         self._iterator_id = id(it)
-        self._iterator_key = (getattr(it, "_num_workers", None), getattr(it, "_pin_memory", None))
+        self._iterator_key = (
+            getattr(it, "_num_workers", None),
+            getattr(it, "_pin_memory", None),
+            unsplit_stream(it),
+        )
 
     def _note_iterator(self) -> None:
         if self._iterator_batches:
@@ -922,6 +928,7 @@ class StepClock:
             lean_optimizer=self._lean_optimizer,
             loader_num_workers=loader[0][0] if loader else None,
             loader_pin_memory=loader[0][1] if loader else None,
+            loader_unsplit_stream=loader[0][2] if loader else None,
             children=self.children(),
         )
 

@@ -69,6 +69,7 @@ class LoaderCall:
     batch_size: int | None  # 1 when absent; None when not a literal
     dataset: str | None  # source text of the dataset argument
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
+    worker_init_fn: bool = False  # passed by keyword
 
 
 @dataclass(frozen=True)

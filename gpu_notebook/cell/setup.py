@@ -55,6 +55,7 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
             batch_size=int_or_none(batch_node, None if opaque else 1),
             dataset=ast.unparse(dataset_node) if dataset_node is not None else None,
             node=call,
+            worker_init_fn=keyword_value(call, "worker_init_fn") is not None,
         )
 
 

@@ -157,6 +157,9 @@ class LoaderWorkers(Said):
     reach: Reach
     low: float | None
     session: SessionCap | None = None  # the session's CPU set the low end
+    # The loop reads an IterableDataset that never splits its stream by worker: each worker
+    # added would yield every item (no patch is offered until the stream is split).
+    unsplit_stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -420,13 +423,24 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose
     low = workers_low(run, analysis, whole, workers, bound, wanted)
+    unsplit = _unsplit_stream(run, loader)
     said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live, hook,
                          as_iterated, workers, cores, wanted, pin, has_gpu(run), reach, low,
-                         _session_cap(analysis, low))  # fmt: skip
+                         _session_cap(analysis, low), unsplit)  # fmt: skip
     return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
-                 line=loader.line, fix_id="dataloader_workers",
+                 line=loader.line, fix_id=None if unsplit else "dataloader_workers",
                  fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
                  low=low)  # fmt: skip
+
+
+def _unsplit_stream(run: Run, loader: LoaderInUse) -> bool:
+    """The loop's loader streams an IterableDataset that no code splits by worker: its own
+    code never asks ``get_worker_info`` (the step clock read it) and no ``worker_init_fn`` is
+    given (the cell's call or the live loader), so each worker would yield every item."""
+    if not run.steps.loader_unsplit_stream:
+        return False
+    given = loader.setting("worker_init_fn")
+    return given is not True
 
 
 def _session_cap(analysis: Analysis, low: float | None) -> SessionCap | None:
@@ -461,7 +475,7 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     waiting = children is not None and children < WAITING_WORKER_PCT * workers
     said = SlowDataset(data, analysis.phases, workers, cores, loader.live, persistent_off,
                        children if waiting else None)  # fmt: skip
-    if waiting:
+    if waiting and not _unsplit_stream(run, loader):
         # The workers wait (storage, a remote store), they do not compute: more of them overlap
         # that wait without competing for the cores.
         return found("input.slow_dataset", severity, said, phase_share=data, bound=bound,

@@ -180,16 +180,26 @@ def loader_workers(s: LoaderWorkers) -> Words:
         if workers is not None
         else "The step waits for data"
     )
-    return words(
-        title,
-        evidence,
+    fix = (
         f"Use num_workers={s.wanted} (70% of {cores} cores"
         + (f"; num_workers={workers} now" if workers is not None else "")
         + "), persistent_workers=True"
         + (", pin_memory=True" if s.pin else "")
-        + "; workers prepare the next batches while the model trains.",
-        _SOURCE_WORKERS,
+        + "; workers prepare the next batches while the model trains."
     )
+    if s.unsplit_stream:
+        evidence.append(
+            "the loader reads an IterableDataset whose code never calls "
+            "torch.utils.data.get_worker_info() and no worker_init_fn is given: torch copies it "
+            "into every worker and each would yield all of its items (no patch offered)"
+        )
+        fix = (
+            "First split the stream by worker: in __iter__, read "
+            "torch.utils.data.get_worker_info() and yield only the items of worker id (every "
+            "num_workers-th one), or pass a worker_init_fn that does; as it stands each worker "
+            "would yield every item, once per worker. Then: " + fix
+        )
+    return words(title, evidence, fix, _SOURCE_WORKERS)
 
 
 @worder(SlowDataset)

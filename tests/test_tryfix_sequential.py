@@ -442,3 +442,24 @@ def test_the_trial_child_reports_each_step_s_wait_and_its_processes(tmp_path):
     assert data["stopped"] and len(data["waits_s"]) == len(data["steps_s"]) == 5
     assert all(w is None or w >= 0 for w in data["waits_s"])
     assert data["processes"] == 2  # the loader's two workers
+
+
+def test_a_fix_offered_without_a_patch_is_said_not_tried_and_why():
+    # issue 26 (unseen round 3): `num_workers=4 if cuda else 0`, a [high] workers finding whose
+    # patch was declined, was neither tried nor named under "Fixes tried": the report went
+    # silent on its most important fix.
+    import dataclasses
+
+    report = Report.from_json(REPORT.read_text())
+    offered = next(f for f in report.findings if f.proposal and f.proposal.source_after)
+    refused = dataclasses.replace(
+        offered.proposal, source_after=None, diff=None, refusal="num_workers is not a literal"
+    )
+    report = dataclasses.replace(report, findings=(dataclasses.replace(offered, proposal=refused),))
+    settings = TrialSettings(steps=30, budget_s=1000, rounds=3)
+    tf = try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=_FakeRuns([1.0]))
+    assert tf.trials == ()
+    assert (
+        f"not tried: {offered.title} (no patch of the script: num_workers is not a literal)"
+        in tf.notes
+    )

@@ -59,6 +59,19 @@ def schedule(variants: int, rounds: int) -> list[int]:
     return order
 
 
+def declined(report: Report) -> list[Finding]:
+    """The findings whose fix could not be written as a patch of this script (the proposal's
+    refusal says why), where a patch would have been worth trying."""
+    return [
+        f
+        for f in report.findings
+        if f.proposal is not None
+        and f.proposal.source_after is None
+        and f.proposal.refusal
+        and measurable(f)
+    ]
+
+
 def unmeasurable(report: Report) -> list[Finding]:
     """The patches left untried because their gain bound is within the run-to-run margin."""
     return [

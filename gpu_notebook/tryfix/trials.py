@@ -36,7 +36,14 @@ from gpu_notebook.analysis.interference import counted_step_times
 from gpu_notebook.formatting import fmt_factor, fmt_gain
 from gpu_notebook.records import Finding, FixTrial, Report, TryFixes
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
-from gpu_notebook.tryfix.plan import BASELINE, Variant, offered_variants, schedule, unmeasurable
+from gpu_notebook.tryfix.plan import (
+    BASELINE,
+    Variant,
+    declined,
+    offered_variants,
+    schedule,
+    unmeasurable,
+)
 from gpu_notebook.tryfix.sequential import MAX_ADDED_ROUNDS, Decision, decide
 
 __all__ = ["DEFAULT_ROUNDS", "MIN_ROUNDS", "RunResult", "TrialSettings", "run_child", "try_fixes"]
@@ -165,7 +172,8 @@ def try_fixes(
     say = progress or (lambda _msg: None)
     variants = offered_variants(report)
     started = clock()
-    notes: list[str] = [not_tried_note(f) for f in unmeasurable(report)]
+    notes: list[str] = [declined_note(f) for f in declined(report)]
+    notes += [not_tried_note(f) for f in unmeasurable(report)]
     if not variants:
         return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
                         (*notes, "no fix with a measurable bound was offered as a patch: "
@@ -267,6 +275,12 @@ def try_fixes(
         )  # fmt: skip
     return TryFixes(settings.warmup, settings.steps, rounds, settings.budget_s,
                     clock() - started, trials, tuple(notes))  # fmt: skip
+
+
+def declined_note(f: Finding) -> str:
+    """Why a fix the report offers was left untried: no patch of the script could be written."""
+    refusal = f.proposal.refusal if f.proposal is not None else None
+    return f"not tried: {f.title} (no patch of the script: {refusal})"
 
 
 def not_tried_note(f: Finding) -> str:

@@ -84,6 +84,7 @@ def test_fix_parameters_are_the_codemods_keyword_parameters() -> None:
         "pin_memory": True,
         "persistent_workers": True,
         "prefetch_factor": None,
+        "running_workers": None,
     }
     assert {p.name for p in FIXES["autocast"].params} == {"dtype", "device_type"}
     assert FIXES["dataparallel_to_ddp"].params == ()

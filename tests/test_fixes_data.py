@@ -357,3 +357,49 @@ def test_workers_go_to_the_loader_the_step_waits_on_not_every_loader_of_the_cell
     assert next(ln for ln in after if ln.startswith("val_loader =")) == (
         "val_loader = DataLoader(Stream(), batch_size=64)"
     )
+
+
+CUDA_BRANCH = """import torch
+cuda = torch.cuda.is_available()
+loader = DataLoader(ds, batch_size=64, num_workers=4 if cuda else 0, pin_memory=cuda)
+for x, y in loader:
+    step(x)
+"""
+
+
+def test_workers_chosen_by_a_cuda_branch_are_set_in_the_branch_that_ran() -> None:
+    # issue 26 (unseen round 3): `num_workers=4 if cuda else 0` on a CPU machine, a [high]
+    # workers finding, was refused ("not one literal"): the fix never reached the knob the loop
+    # read. The loop's iterator ran with 0: that branch is the knob.
+    result = apply_fix("dataloader_workers", CUDA_BRANCH, num_workers=2, pin_memory=False,
+                       running_workers=0)  # fmt: skip
+    assert isinstance(result, Patch)
+    assert "num_workers=4 if cuda else 2, pin_memory=cuda" in result.source_after
+    assert "persistent_workers=True" in result.source_after  # both branches start workers
+    # Held in a variable set by the branch: the same.
+    held = CUDA_BRANCH.replace("4 if cuda else 0", "w").replace(
+        "cuda = torch", "w = 8 if torch.cuda.is_available() else 0\ncuda = torch"
+    )
+    result = apply_fix("dataloader_workers", held, num_workers=2, pin_memory=False,
+                       running_workers=0)  # fmt: skip
+    assert isinstance(result, Patch)
+    assert "w = 8 if torch.cuda.is_available() else 2" in result.source_after
+    # Which branch ran is not known, or both read the same: refused, as before.
+    for source, running in ((CUDA_BRANCH, None), (CUDA_BRANCH.replace("4 if", "0 if"), 0)):
+        result = apply_fix("dataloader_workers", source, num_workers=2, running_workers=running)
+        assert isinstance(result, Refusal), source
+
+
+def test_the_workers_rule_hands_the_fix_the_count_the_loop_ran_with() -> None:
+    import dataclasses
+
+    from tests.scenarios import synthetic as syn
+    from tests.test_rules import only, rules_for
+
+    run = syn.make_run(CUDA_BRANCH, cpu_count=4)
+    run = dataclasses.replace(run, steps=dataclasses.replace(run.steps, loader_num_workers=0))
+    f = only(rules_for(run, syn.make_analysis({"data": 0.6})), "input.loader_workers")
+    assert f.fix_params["running_workers"] == 0
+    assert (
+        f.proposal is None or f.proposal.source_after is None or "else 2" in f.proposal.source_after
+    )

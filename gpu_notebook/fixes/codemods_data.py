@@ -67,12 +67,15 @@ def dataloader_workers(
     pin_memory: bool = True,
     persistent_workers: bool = True,
     prefetch_factor: int | None = None,
+    running_workers: int | None = None,
 ) -> CodemodResult:
     """Set worker processes and pinned memory on every ``DataLoader(...)`` of the cell, or, in a
     cell without one, on HF ``TrainingArguments(...)`` (the Trainer builds the loader from its
     ``dataloader_*`` fields; it pins by default, so only a ``False`` there is changed).
 
     ``num_workers=None`` leaves the worker count as written (pinned memory only).
+    ``running_workers``: the count the loop's loader ran with (its iterator's), which picks the
+    branch of ``4 if torch.cuda.is_available() else 0`` that ran here.
     ``persistent_workers`` and ``prefetch_factor`` are only set where workers are used: torch
     rejects both when ``num_workers == 0``.
     """
@@ -111,15 +114,26 @@ def dataloader_workers(
             # The script already holds the setting in a variable (`num_workers=self.num_workers`,
             # a flag): patch where it gets its value, never override it with a literal here.
             name = cst.Module([]).code_for_node(current.value)
-            origin = _variable_origin(module, current.value)
+            origin = _variable_origin(module, current.value, running_workers)
             if origin is None:
                 held.append(name)
             else:
                 edits[origin] = lambda _literal: cst.Integer(str(num_workers))
-                applied[key] = f"{num_workers} (where `{name}` gets its value)"
+                applied[key] = (
+                    f"{num_workers} (the branch of `{name}` that ran here)"
+                    if isinstance(current.value, cst.IfExp)
+                    else f"{num_workers} (where `{name}` gets its value)"
+                )
             if pin_memory and not hf:
                 wanted["pin_memory"] = "True"
-            if persistent_workers:
+            inline = isinstance(current.value, cst.IfExp)
+            if persistent_workers and inline and origin is not None:
+                # `4 if cuda else 0` now reads `4 if cuda else 2`: persistent workers hold only
+                # where every branch starts workers (torch rejects them with 0).
+                other = current.value.orelse if origin is current.value.body else current.value.body
+                if isinstance(other, cst.Integer) and int(other.evaluated_value) > 0:
+                    wanted[persistent] = "True"
+            elif persistent_workers and not inline:
                 # Still valid if the variable is 0 again: torch rejects persistent workers then.
                 wanted[persistent] = f"{name} > 0"
         else:
@@ -196,12 +210,18 @@ def _stepped(module: cst.Module, calls: list[cst.Call]) -> list[tuple[cst.Call, 
     ]
 
 
-def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integer | None:
+def _variable_origin(
+    module: cst.Module, value: cst.BaseExpression, running: int | None = None
+) -> cst.Integer | None:
     """The integer literal a variable gets its value from, in this cell (None: not found).
 
     ``n``: ``n = 0`` or a parameter ``n=0``; ``self.n``: ``self.n = 0``, or ``self.n = p`` with a
-    parameter ``p=0`` (a constructor's default); ``cfg["n"]``: ``_dict_entry_origin``.
+    parameter ``p=0`` (a constructor's default); ``cfg["n"]``: ``_dict_entry_origin``;
+    ``4 if cuda else 0`` (there or in ``n = ...``): the branch whose literal is the value that
+    ran (``running``), when exactly one is.
     """
+    if isinstance(value, cst.IfExp):
+        return _branch_that_ran(value, running)
     if isinstance(value, cst.Subscript):
         return _dict_entry_origin(module, value)
     name = dotted(value)
@@ -212,9 +232,21 @@ def _variable_origin(module: cst.Module, value: cst.BaseExpression) -> cst.Integ
         if isinstance(node, cst.Assign) and name in {dotted(t) for t in targets_of(node)}:
             if isinstance(node.value, cst.Integer):
                 return node.value
+            if isinstance(node.value, cst.IfExp):
+                return _branch_that_ran(node.value, running)
             if isinstance(node.value, cst.Name) and attribute:
                 return _param_default(module, node.value.value)
     return None if attribute else _param_default(module, name)
+
+
+def _branch_that_ran(value: cst.IfExp, running: int | None) -> cst.Integer | None:
+    """The integer branch of ``a if cond else b`` that equals the value the run read; None
+    when it is not known, neither branch is that literal, or both are."""
+    if running is None:
+        return None
+    branches = [b for b in (value.body, value.orelse) if isinstance(b, cst.Integer)]
+    ran = [b for b in branches if b.evaluated_value == running]
+    return ran[0] if len(ran) == 1 else None
 
 
 def _dict_entry_origin(module: cst.Module, value: cst.Subscript) -> cst.Integer | None:

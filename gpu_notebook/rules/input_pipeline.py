@@ -429,7 +429,8 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
                          _session_cap(analysis, low), unsplit)  # fmt: skip
     return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
                  line=loader.line, fix_id=None if unsplit else "dataloader_workers",
-                 fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True},
+                 fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True}
+                 | ({"running_workers": workers} if as_iterated else {}),
                  low=low)  # fmt: skip
 
 

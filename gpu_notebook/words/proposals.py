@@ -62,6 +62,11 @@ def attach_fixes(
     return tuple(out)
 
 
+# The DataLoader settings a workers fix writes; its other parameters (running_workers: the count
+# the loop ran with) steer the patch and are not settings.
+_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
 def _live_loader_proposal(
     cell_source: str, finding: Finding, live: LiveFacts
 ) -> FixProposal | None:
@@ -81,7 +86,9 @@ def _live_loader_proposal(
         # accelerator.prepare() wraps the user's DataLoader (a DataLoaderShard): rebuilt as a
         # plain DataLoader it would lose its sharding and device placement. The user acts on
         # the loader they pass to prepare().
-        settings = ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, False))
+        settings = ", ".join(
+            f"{k}={v}" for k, v in params.items() if v not in (None, False) and k in _SETTINGS
+        )
         return to_proposal(
             Refusal(
                 "dataloader_workers",
@@ -97,7 +104,9 @@ def _live_loader_proposal(
         persistent_workers=bool(params.get("persistent_workers", True)),
     )
     settings = ", ".join(
-        f"{k}={v}" for k, v in params.items() if v not in (None, False) and k != "prefetch_factor"
+        f"{k}={v}"
+        for k, v in params.items()
+        if v not in (None, False) and k in _SETTINGS and k != "prefetch_factor"
     )
     note = f"rebuilt from the live `{loader.name}`: {settings}"
     rebound = _rebinding(facts, loader.name)

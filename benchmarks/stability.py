@@ -89,6 +89,7 @@ class Scenario:
     ranks: int = 1
     env: dict[str, str] = field(default_factory=dict)
     busy_halfway: bool = False
+    options: tuple[str, ...] = ()  # gpucheck run's own options (tests/scenarios' window)
 
 
 FALSE_CAUSES = ("input.", "syncs.", "logging.", "run.drift", "run.periodic_stall", "run.jitter")
@@ -148,6 +149,20 @@ for step in range(30):
     opt.zero_grad(); loss.backward(); opt.step()
 """,
         Truth(verdicts=("cpu-only",), healthy=True),
+    ),
+    Scenario(
+        # tests/scenarios' unfused_optimizer cell and window: its level read low under load
+        # where the optimizer share's interval reached under 20% (f24ae10, issue 26).
+        "unfused_optimizer",
+        """
+model = mlp(128, 256, depth=8); opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+xs = torch.randn(20, 64, 128); ys = torch.randn(20, 64, 1)
+for step in range(20):
+    loss = ((model(xs[step]) - ys[step]) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+""",
+        Truth(top=("launch.unfused_optimizer",)),
+        options=("-w", "2", "-s", "8"),
     ),
     Scenario(
         "syncs",
@@ -384,7 +399,7 @@ def run_single(
     flag = tmp / f"{s.name}.half"
     flag.unlink(missing_ok=True)
     env = _env({**s.env, "HALFWAY_FILE": str(flag) if s.busy_halfway else ""})
-    cmd = [PY, "-m", "gpu_notebook", "run", "-q", "--json", str(out), str(script)]
+    cmd = [PY, "-m", "gpu_notebook", "run", "-q", *s.options, "--json", str(out), str(script)]
     proc = subprocess.Popen(
         cmd, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from gpu_notebook.analysis.compare_samples import run_margin
+from gpu_notebook.analysis.interference import own_time_phases
 from gpu_notebook.analysis.machine import machine_facts
 from gpu_notebook.analysis.own_cost import disturbed_steps, instrumentation_factor
 from gpu_notebook.analysis.steps import hook_phases, run_phase, steady_steps, step_stats
@@ -39,6 +40,9 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         ops = top_ops(traces.load(run.window.trace_path), n=10)
     if phases is None:
         phases = hook_phases(run.steps, warmup)
+    if phases is not None:
+        # Each step's wait for a core taken off the phases it went to: the split the code ran.
+        phases = own_time_phases(phases, run.steps.steps)
     shape, phases, window_phases = _whole_run(run, phases, traces, gpu)
     stacks = None
     if run.stacks is not None and run.stacks.samples > 0:

@@ -7,6 +7,7 @@ from typing import Literal
 
 import numpy as np
 
+from gpu_notebook.analysis.interference import own_phase_split, wait_share
 from gpu_notebook.records import (
     PhaseBreakdown,
     RunPhase,
@@ -136,16 +137,42 @@ def run_phase(
     steps = [
         s for s in steady_steps(record, warmup_steps) if (s.timed or lean) and s.index not in skip
     ]
-    total = sum(max(0.0, s.duration_s - s.ours_s) for s in steps)
-    if len(steps) < RUN_PHASE_MIN_STEPS or total <= 0:
+    if len(steps) < RUN_PHASE_MIN_STEPS:
         return None
-    spent = sum(s.data_s if phase == "data" else s.optimizer_s for s in steps)
-    phase_s = np.array([s.data_s if phase == "data" else s.optimizer_s for s in steps])
-    own_s = np.array([max(0.0, s.duration_s - s.ours_s) for s in steps])
+    # Each step's own time, its wait for a core taken off the phases it went to
+    # (``own_phase_split``): a time slice lost to another process is not the phase it hit.
+    rows = np.array([_step_parts(s) for s in steps], dtype=float)
+    waits = np.fromiter(
+        (wait_share(s) * max(0.0, s.duration_s - s.ours_s) for s in steps),
+        dtype=float,
+        count=len(steps),
+    )
+    own = own_phase_split(rows, waits)
+    phase_s = own[:, _PART_COLUMNS.index(phase)]
+    own_s = own.sum(axis=1)
+    total = float(own_s.sum())
+    if total <= 0:
+        return None
+    spent = float(phase_s.sum())
     low, high = share_interval(phase_s, own_s)
     return RunPhase(
         min(1.0, spent / total), len(steps), spent / len(steps), total / len(steps), low, high
     )
+
+
+_PART_COLUMNS = ("data", "forward", "backward", "optimizer", "other")
+
+
+def _step_parts(s: StepTiming) -> list[float]:
+    """The step's phases as the hooks timed them (``_PART_COLUMNS``, seconds), summing to the
+    step less our own work in it (as ``hook_phases`` splits it)."""
+    dur = max(0.0, s.duration_s - s.ours_s)
+    parts = _within_step(
+        {"data": s.data_s, "forward": s.forward_s, "backward": s.backward_s,
+         "optimizer": s.optimizer_s},
+        dur,
+    )  # fmt: skip
+    return [*parts.values(), max(0.0, dur - sum(parts.values()))]
 
 
 # What a run's phase share is known to (a 90% interval, as compare_samples' speedups), over this

@@ -79,13 +79,14 @@ def _run(
         and isinstance(f["gain_bound"], (int, float)) and f["gain_bound"] <= 1.05
     ]  # fmt: skip
     # Findings said without a fix to try (severity info, no fix id): e.g. the optimizer's time
-    # on CPU tensors where no fused/foreach kernel can shorten it.
+    # on CPU tensors where no fused/foreach kernel can shorten it, or per-step reads on the
+    # CPU whose cost nothing measured (no bound: not offered).
     unoffered = [
         {"rule_id": f["rule_id"], "title": f["title"], "fix": f["fix"]}
         for f in findings
         if f["severity"] == "info"
         and f.get("fix_id") is None
-        and f["rule_id"].startswith("launch.")
+        and f["rule_id"].startswith(("launch.", "syncs."))
     ]
     tf = report.get("try_fixes") or {}
     trials = []

@@ -92,6 +92,10 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
     least = every_n(min(own, residual)) if own is not None and residual is not None else None
     low, bound = gain_range(least, removed, analysis)
     said = PerStepLogging(lines, analysis.phases, residual, own, low, bound)
+    if bound is None:
+        # Nothing measured the host time that holds the logs: said, not offered (issue 26: a
+        # fix whose gain nothing bounds is no recommendation).
+        return found("logging.per_step", "info", said, line=lines[0].line)
     severity = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
     return found("logging.per_step", severity, said,
                  phase_share=removed, bound=bound, line=lines[0].line, fix_id="log_every_n",

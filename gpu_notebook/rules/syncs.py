@@ -13,10 +13,19 @@ gives the share:
   ``diagnostics/step_time/policy.py``); a per-step read under 5% is still reported, as "low",
   because on a GPU it serialises the pipeline whatever its own cost.
 The fix reads the values every ``EVERY`` steps, so it removes ``(1 - 1/EVERY)`` of that share.
+
+On the CPU a read waits for nothing: the fix saves only the call and its formatting, so it is
+bounded by what measured them (``cpu_read_cost``): the sampled time on the lines, the trace's
+time in ``.item()`` for a read that formats nothing, or the step clock's host time outside the
+model for a read written in the loop itself, which holds its whole cost. Where none did (a
+printed read inside LBFGS's closure, which runs within the optimizer's step, and no line
+samples) the fix is not offered: a gain nothing bounds is no recommendation (issue 26: offered
+"up to -", measured 1.03x, undecided after 10 added rounds).
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,6 +34,7 @@ from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     WARN,
+    Phases,
     found,
     gain_bound,
     gain_bound_low,
@@ -47,8 +57,10 @@ MIN_LINE_SAMPLES = 30
 _FORMATTING = ("print-tensor", "log-tensor", "fstring-tensor")
 _SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 
-# Where the removable share comes from (words/syncs.py words it).
-How = Literal["unmeasured", "sync", "lines", "both", "few-samples"]
+# Where the removable share comes from (words/syncs.py words it); "residual": the step clock's
+# host time outside the model and the optimizer (a CPU read written in the loop itself);
+# "unsampled": a CPU read no line sample and no phase of the step measured alone.
+How = Literal["unmeasured", "sync", "lines", "both", "few-samples", "residual", "unsampled"]
 
 
 @dataclass(frozen=True)
@@ -147,6 +159,41 @@ def removable_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> tuple[
     return max(sync, own), "both"
 
 
+def in_the_loop_itself(facts: SourceFacts, line: SourceLine) -> bool:
+    """The read is written in the step loop's own code (or a step function the loop calls),
+    not in a function the model or the optimizer calls (LBFGS's closure, a ``forward``): it runs
+    between their calls, so the step clock's host time outside them holds all of its cost."""
+    tree = facts.tree
+    if tree is None or line.node is None:
+        return False
+    steps = {id(fn) for fn in tree.step_functions.values()}
+    return not any(
+        isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and id(a) not in steps
+        for a in tree.ancestors(line.node)
+    )
+
+
+def cpu_read_cost(
+    analysis: Analysis, facts: SourceFacts, lines: tuple[SourceLine, ...]
+) -> tuple[float | None, How]:
+    """What reading less often can remove on the CPU, where a read waits for nothing: its call
+    and its formatting, from what measured them. The sampled time on the lines (with the
+    trace's time in ``.item()`` where larger); for reads that format nothing, that time in
+    ``.item()`` alone; for reads written in the loop itself, the step clock's host time outside
+    the model and the optimizer (a superset: an upper bound). None: nothing measured them."""
+    sync = share(analysis, "sync")
+    own = lines_share(analysis, lines) if lines else None
+    if own is not None:
+        return (own, "lines") if sync is None else (max(sync, own), "both")
+    formats = any(s.kind in _FORMATTING or s.logged for s in lines)
+    if sync is not None and not formats:
+        return sync, "sync"
+    residual = shares_sum(analysis, RESIDUAL_PHASES)
+    if residual is not None and lines and all(in_the_loop_itself(facts, s) for s in lines):
+        return residual, "residual"
+    return None, "few-samples" if analysis.stacks is not None else "unsampled"
+
+
 def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Device values read on the host every step."""
     lines = loop_lines(facts, facts.syncs)
@@ -158,32 +205,35 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         return None
     if lines and not optional:
         return needed_reads(run, analysis, needed)
-    removable, how = removable_share(analysis, optional)
-    if (
-        not has_gpu(run)
-        and lines_share(analysis, optional) is None
-        and any(s.kind in _FORMATTING for s in optional)
-    ):
-        # On the CPU the sync wait is ~0 whatever the print costs: that figure would call the
-        # read free and rank it under any noise. Its cost is unmeasured, not small.
-        removable, how = None, "few-samples"
+    gpu = has_gpu(run)
+    if gpu:
+        removable, how = removable_share(analysis, optional)
+    else:
+        removable, how = cpu_read_cost(analysis, facts, optional)
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     other = None  # the rest of the host time outside the model, when notable
-    if residual is not None and removable is not None and residual > removable + 0.05:
-        other = residual - removable
+    if how != "residual" and residual is not None and removable is not None:
+        other = residual - removable if residual > removable + 0.05 else None
     removed = every_n(removable)
     bound = gain_bound(removed, analysis)
-    # Read off the window's sync phase alone: its interval is the bound's too.
-    low = gain_bound_low(analysis, "sync", every_n) if how == "sync" else None
-    said = PerStepSyncs(optional, needed, sync, removable, how, other, reads, has_gpu(run), bound)
-    # The sync wait alone is a phase with an interval; the lines' sampled share is a point.
+    said = PerStepSyncs(optional, needed, sync, removable, how, other, reads, gpu, bound)
+    first = optional[0].line if optional else None
+    if not gpu and removable is None:
+        # Nothing bounds what the fix saves here: said, not offered (issue 26).
+        return found("syncs.per_step", "info", said, line=first)
+    # Read off one window phase (the sync wait, or the host time outside the model): its
+    # interval is the bound's too; the lines' sampled share is a point.
+    phases: Phases | None = (
+        "sync" if how == "sync" else RESIDUAL_PHASES if how == "residual" else None
+    )
+    low = gain_bound_low(analysis, phases, every_n) if phases is not None else None
     severity = (
-        severity_in(analysis, "sync", removable, low=0.0)
-        if how == "sync"
+        severity_in(analysis, phases, removable, low=0.0)
+        if phases is not None
         else severity_of(removable, low=0.0)
     ) or "low"
     return found("syncs.per_step", severity, said,
-                 phase_share=removed, bound=bound, line=optional[0].line if optional else None,
+                 phase_share=removed, bound=bound, line=first,
                  fix_id="throttle_host_syncs", fix_params={"every": EVERY}, bound_low=low)  # fmt: skip
 
 

@@ -49,13 +49,16 @@ def per_step_logging(s: PerStepLogging) -> Words:
         "lines' own sampled time; high end: all host time outside the model, which also holds "
         "other host work)"
     )
-    return words(
-        "The loop logs on every step",
-        evidence,
+    advice = (
         f"Log every {EVERY} steps (if step % {EVERY} == 0:); in Jupyter every print is a message "
-        "to the browser.",
-        _SOURCE,
+        "to the browser."
     )
+    if s.bound is None:  # rules/step_logging.py: not offered
+        advice = (
+            "No patch offered: this run measured no time that holds the logs (no step phases); "
+            f"measure it before gating them. {advice}"
+        )
+    return words("The loop logs on every step", evidence, advice, _SOURCE)
 
 
 @worder(ValidationEveryStep)

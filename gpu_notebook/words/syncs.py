@@ -31,7 +31,19 @@ HOW: dict[How, str] = {
     "lines": "the sampled time on those lines",
     "both": "the measured sync wait and the sampled time on those lines",
     "few-samples": "not measured: too few stack samples of those lines",
+    "unsampled": (
+        "not measured: no line samples, and no phase of the step holds the reads alone (the "
+        "time in .item() leaves out their formatting; a function the model or the optimizer "
+        "calls runs inside their phases)"
+    ),
+    "residual": (
+        "the step clock's host time outside the model and the optimizer, which holds those "
+        "lines (and other host work)"
+    ),
 }
+_CPU_READ = (
+    "on the CPU a read waits for nothing: reading less often saves only its call and formatting"
+)
 
 
 @worder(PerStepSyncs)
@@ -69,15 +81,24 @@ def per_step_syncs(s: PerStepSyncs) -> Words:
     if s.reads is not None:
         evidence.append(f"{s.reads:.1f} scalar read(s) per step in the trace")
     if not s.gpu:
-        evidence.append(_ON_THE_CPU)
-    evidence.append(
-        f"gain if values are read every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that share)"
-    )
+        said = f"{_CPU_READ} (on a GPU each read also waits for every queued kernel)"
+        evidence.append(said if s.removable is not None else f"{_CPU_READ}, unmeasured here")
+    if s.gpu or s.removable is not None:
+        evidence.append(
+            f"gain if values are read every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that share)"
+        )
+        fix = (
+            f"Read losses/metrics every {EVERY} steps (or keep a running sum on the device with "
+            ".detach() and read it once); don't print tensors every step."
+        )
+        return words("The loop reads device values on the host every step", evidence, fix, _SOURCE)
+    # On the CPU with nothing measuring the read's cost: no patch offered (rules/syncs.py).
     return words(
-        "The loop reads device values on the host every step",
+        "The loop reads tensor values every step; on the CPU their cost was not measured",
         evidence,
-        f"Read losses/metrics every {EVERY} steps (or keep a running sum on the device with "
-        ".detach() and read it once); don't print tensors every step.",
+        f"No patch offered: {_CPU_READ}, which this run did not measure. To measure it, sample "
+        f"the lines (`--lines all`); on a GPU each read also waits for every queued kernel, and "
+        f"reading values every {EVERY} steps pays there.",
         _SOURCE,
     )
 

@@ -76,7 +76,7 @@ def _run(
          "severity": f["severity"]}
         for f in findings
         if f.get("proposal") and f["proposal"]["source_after"] is not None
-        and isinstance(f["gain_bound"], (int, float)) and f["gain_bound"] <= 1.05
+        and isinstance(f["gain_bound"], (int, float)) and _judged_bound(f) <= 1.05
     ]  # fmt: skip
     # Findings said without a fix to try (severity info, no fix id): e.g. the optimizer's time
     # on CPU tensors where no fused/foreach kernel can shorten it, or per-step reads on the
@@ -117,6 +117,14 @@ def _run(
     }
 
 
+def _judged_bound(finding: dict[str, Any]) -> float:
+    """The bound the small-gain gate judges (``compare_samples.measurable``): the model's, or
+    the least it reads within its shares' interval where lower (``Finding.bound_low``)."""
+    low = finding.get("bound_low")
+    bound = float(finding["gain_bound"])
+    return min(bound, low) if isinstance(low, (int, float)) else bound
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
@@ -141,6 +149,8 @@ def _range(
     """The stated range; with a margin, the model's range it widens beside it. The stated high
     end is widened no further than the change can give (``Finding.gain_ceiling``), so the
     model's high end is the trial's own where it carries it (older reports: high / (1 + margin))."""
+    if high is None:  # nothing bounds it: offered to be measured (rules.UnboundedGain)
+        return "not bounded (measure it)"
     said = f"up to {_fmt(high)}" if low is None else f"{_fmt(low)}-{_fmt(high)}"
     if not margin or high is None:
         return said

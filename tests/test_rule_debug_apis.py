@@ -55,6 +55,8 @@ def test_anomaly_detection_on_for_the_loop_is_found_and_turned_off(cell):
     # The %%gpucheck line is line 1 of the notebook cell.
     assert f.line in (3, 5) and f.severity == "medium" and f.gain_bound is None
     assert f.fix_id == FIX.fix_id
+    # Nothing this run measured bounds its gain: offered as something to measure, not more.
+    assert f.fix.startswith("Unmeasured: nothing this run measured bounds what it gains")
     (fixed,) = attach_fixes([f], cell)
     assert fixed.proposal is not None and fixed.proposal.source_after is not None
     after = fixed.proposal.source_after

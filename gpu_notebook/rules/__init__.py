@@ -61,6 +61,10 @@ RULE_FIXES: dict[str, Fix] = {
     fix.fix_id: fix for family in FAMILIES if (fix := getattr(family, "FIX", None)) is not None
 }
 
+# Findings whose fix gains memory (a step that fits, a run that does not grow), not step time:
+# an unbounded speed gain says nothing of them.
+MEMORY_RULES = ("memory.", "run.memory_creep")
+
 # Profiled steps this much slower than unprofiled ones are worth a word in the evidence.
 NOTABLE_PROFILING_FACTOR = 1.2
 
@@ -140,6 +144,13 @@ class UncertainGain(Said):
 
 
 @dataclass(frozen=True)
+class UnboundedGain(Said):
+    """No figure of this run bounds what the fix gains (``Finding.gain_bound`` None: compile,
+    anomaly detection off, inference mode, ...): no recommendation, only "measure it"
+    (``--try-fixes`` measures it; only a measurement makes it recommended)."""
+
+
+@dataclass(frozen=True)
 class Margin(Said):
     """The fix's range widened by what two runs of the code differ by here (``margin``): the
     model's ends (``bound``, ``low``), the least margin (``run_to_run``), and the high end said
@@ -184,10 +195,15 @@ def _small_gain(found: Finding) -> Finding:
     (``Finding.bound_low``), so a bound at the line reads Small in a quiet and a loaded run
     alike. A fix whose range only *starts* there, or an "up to" range within the run's own
     margin, is uncertain, not small: it keeps its severity, says its range is uncertain first,
-    and ``--try-fixes`` measures it (``compare_samples.uncertain``). An unbounded fix is not
-    judged here."""
+    and ``--try-fixes`` measures it (``compare_samples.uncertain``). An unbounded fix keeps its
+    severity and says first that nothing bounds it: measure it (``UnboundedGain``; a fix whose
+    gain is memory, not step time, is not judged here)."""
     if found.fix_id is None:
         return found
+    if found.gain_bound is None:
+        if found.rule_id.startswith(MEMORY_RULES):
+            return found
+        return dataclasses.replace(found, notes=(*found.notes, UnboundedGain()))
     margin = max(RUN_TO_RUN, found.gain_margin)
     if not measurable(found):
         bound = found.gain_bound

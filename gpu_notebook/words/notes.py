@@ -1,5 +1,6 @@
 """Words of what the rules add to any finding (rules/__init__.py): stalled steps left out, the
-profiler's slowdown, low confidence, a fix too small to measure and one whose range is uncertain."""
+profiler's slowdown, low confidence, a fix too small to measure, one whose range is uncertain
+and one nothing bounds."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from gpu_notebook.rules import (
     ProfilingFactor,
     SmallGain,
     StallsLeftOut,
+    UnboundedGain,
     UncertainGain,
 )
 
@@ -89,5 +91,10 @@ def fix_prefix(notes: tuple[Said, ...]) -> str:
             f"{wide.run_to_run:.0%}): it may change nothing measurable, or give up to "
             f"{wide.bound:.2f}x; measure it before relying on it (`gpucheck run --try-fixes`, or "
             "run the patched cell). "
+        )
+    if any(isinstance(n, UnboundedGain) for n in notes):
+        return (
+            "Unmeasured: nothing this run measured bounds what it gains; measure it before "
+            "relying on it (`gpucheck run --try-fixes`, or run the patched cell). "
         )
     return ""

@@ -850,3 +850,23 @@ def test_children_that_counted_nothing_are_said_with_how_to_profile_them():
     assert "inference" not in note
     counted = children_note("Process(target=f).start()\nl.backward()\n", here=0, in_children=9)
     assert counted is not None and "9 optimizer step(s) ran in child processes" in counted
+
+
+class _ModulesThatGrowWhileRead(dict):
+    """sys.modules as another thread's import changes it: reading its items adds a module
+    half-way, as an import on another thread can between two steps of an iteration."""
+
+    def items(self):  # type: ignore[override]
+        for n, (key, value) in enumerate(dict.items(self)):
+            if n == 1:
+                self["gpu_notebook_test_imported_meanwhile"] = None
+            yield key, value
+
+
+def test_skipping_our_frames_in_dynamo_survives_an_import_on_another_thread(monkeypatch):
+    from gpu_notebook.capture import stepclock
+
+    monkeypatch.setattr(stepclock, "_SKIPPED_MODULES", set())
+    monkeypatch.setattr(sys, "modules", _ModulesThatGrowWhileRead(sys.modules))
+    stepclock._skip_our_code_in_dynamo()
+    assert "gpu_notebook.capture.stepclock" in stepclock._SKIPPED_MODULES

@@ -1027,13 +1027,15 @@ def _skip_our_code_in_dynamo() -> None:
     import types
 
     todo: list[Any] = []
-    for name, module in list(sys.modules.items()):
+    # dict.copy() is one step under the GIL; iterating the live dict raced another thread's
+    # import ("dictionary changed size during iteration", seen once in a loaded test run).
+    for name, module in sys.modules.copy().items():
         if module is None or not name.startswith(("gpu_notebook.capture", "gpu_notebook.markers")):
             continue
         if name in _SKIPPED_MODULES:
             continue
         _SKIPPED_MODULES.add(name)
-        for value in list(vars(module).values()):
+        for value in vars(module).copy().values():
             if isinstance(value, type) and value.__module__ == name:
                 todo.extend(vars(value).values())
             else:

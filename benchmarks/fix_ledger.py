@@ -86,7 +86,7 @@ def _run(
         for f in findings
         if f["severity"] == "info"
         and f.get("fix_id") is None
-        and f["rule_id"].startswith(("launch.", "syncs."))
+        and f["rule_id"].startswith(("launch.", "syncs.", "input."))
     ]
     tf = report.get("try_fixes") or {}
     trials = []

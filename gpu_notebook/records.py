@@ -241,6 +241,9 @@ class StepClockRecord:
     # ... and it reads an IterableDataset whose code never splits its stream by worker
     # (capture.streams): every worker added would yield all of its items.
     loader_unsplit_stream: bool | None = None
+    # Tensors in its first batch: each one a shared-memory storage a worker fills and the main
+    # process receives (None: not read).
+    loader_batch_tensors: int | None = None
     # Processes below the cell's that stepped (forked, spawned, and their own children).
     children: tuple[ChildProcessSteps, ...] = ()
 

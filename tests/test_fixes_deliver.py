@@ -103,6 +103,26 @@ def _loader_run(num_workers: int, pin: bool):
 def test_the_step_clock_reads_the_iterated_loaders_settings():
     record = _loader_run(2, False)
     assert (record.loader_num_workers, record.loader_pin_memory) == (2, False)
+    assert record.loader_batch_tensors == 1  # a TensorDataset of one tensor: (x,) batches
+
+
+def test_the_step_clock_counts_the_tensors_a_batch_holds():
+    """Each tensor of a batch is a shared-memory storage a worker fills and the main process
+    receives (the workers fix's low end pays for each): read from the loader's first batch,
+    in tuples, lists and dicts, without calling the user's code."""
+    from collections import UserDict
+
+    import torch
+
+    from gpu_notebook.capture.stepclock import _batch_tensors
+
+    x = torch.zeros(2, 3)
+    assert _batch_tensors((x, x)) == 2
+    assert _batch_tensors({"input_ids": x, "mask": x, "labels": [x, (x,)]}) == 4
+    assert _batch_tensors(UserDict({"a": x, "b": x, "c": 3})) == 2
+    assert _batch_tensors(x) == 1
+    assert _batch_tensors(("no", 3)) is None
+    assert _batch_tensors([[x] * 40] * 40) == 64  # counted no further
 
 
 def test_a_loader_with_enough_workers_at_run_time_gets_no_workers_advice():

@@ -208,12 +208,12 @@ class StepClock:
         self._statm_fd: int | None = None
         self._page_bytes = 4096
         # The DataLoader iterator the loop reads and the batches each loader setting gave
-        # (num_workers, pin_memory, an unsplit stream) -> batches; the most-read one is the
-        # loop's loader.
+        # (num_workers, pin_memory, an unsplit stream, tensors in its first batch) -> batches;
+        # the most-read one is the loop's loader.
         self._iterator_id = 0
-        self._iterator_key: tuple[Any, Any, bool] = (None, None, False)
+        self._iterator_key: tuple[Any, Any, bool, Any] = (None, None, False, None)
         self._iterator_batches = 0
-        self._loader_batches: dict[tuple[Any, Any, bool], int] = {}
+        self._loader_batches: dict[tuple[Any, Any, bool, Any], int] = {}
         self._mem_rows: list[tuple[int, int]] = []  # (step index, rss bytes), bounded as _rows
         # (step index, end ns, process CPU ns) at steps 0-4, then each a quarter further on.
         self._cpu_rows: list[tuple[int, int, int]] = []
@@ -621,7 +621,7 @@ class StepClock:
             if clock._lean or evaluating:
                 return batch  # the batch size is known from the timed steps
             if id(it) != clock._iterator_id:
-                clock._switch_iterator(it)
+                clock._switch_iterator(it, batch)
             clock._iterator_batches += 1
             n = _leading_size(batch, clock._unread)
             if n is not None:
@@ -631,16 +631,19 @@ class StepClock:
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
 
-    def _switch_iterator(self, it: Any) -> None:
+    def _switch_iterator(self, it: Any, batch: Any) -> None:
         """The loader settings of the iterator the loop now reads (the fix reads the
-        loader's real num_workers / pin_memory even where the source gives no literal). Two
-        values are read from the iterator; no reference to it is kept (its workers end with it)."""
+        loader's real num_workers / pin_memory even where the source gives no literal), and the
+        tensors its first batch holds (each one a shared-memory storage a worker would fill and
+        the main process receive). Two values are read from the iterator; no reference to it or
+        to the batch is kept (its workers end with it)."""
         self._note_iterator()
         self._iterator_id = id(it)
         self._iterator_key = (
             getattr(it, "_num_workers", None),
             getattr(it, "_pin_memory", None),
             unsplit_stream(it),
+            _batch_tensors(batch),
         )
 
     def _note_iterator(self) -> None:
@@ -929,6 +932,7 @@ class StepClock:
             loader_num_workers=loader[0][0] if loader else None,
             loader_pin_memory=loader[0][1] if loader else None,
             loader_unsplit_stream=loader[0][2] if loader else None,
+            loader_batch_tensors=loader[0][3] if loader else None,
             children=self.children(),
         )
 
@@ -1107,6 +1111,44 @@ def _leading_size(batch: Any, unread: dict[str, None] | None = None) -> int | No
     except Exception:  # noqa: BLE001 -- a batch we cannot read has no size; the loop goes on
         return None
     return None
+
+
+# A batch is counted this far (a dict of many fields is still "many storages"), so the count
+# stays a few type() checks whatever the batch holds.
+_BATCH_TENSORS_MAX = 64
+
+
+def _batch_tensors(batch: Any) -> int | None:
+    """Tensors a batch holds, looking into plain tuples/lists and dicts (and ``UserDict``-style
+    mappings' ``.data``) at most three levels deep, as ``_leading_size`` reads them: types with
+    ``type()``, no user code. At most ``_BATCH_TENSORS_MAX``. Never raises (None: no tensor
+    found, or a batch we cannot read)."""
+    import torch
+
+    count = 0
+    todo: list[tuple[Any, int]] = [(batch, 0)]
+    try:
+        while todo and count < _BATCH_TENSORS_MAX:
+            item, depth = todo.pop()
+            kind = type(item)
+            if issubclass(kind, torch.Tensor):
+                count += 1
+            elif depth >= 3:
+                continue
+            elif kind in (tuple, list):
+                todo.extend((x, depth + 1) for x in item)
+            elif issubclass(kind, dict):
+                todo.extend((x, depth + 1) for x in dict.values(item))
+            else:
+                try:
+                    data = object.__getattribute__(item, "__dict__").get("data")
+                except AttributeError:
+                    continue
+                if type(data) is dict:
+                    todo.extend((x, depth + 1) for x in dict.values(data))
+    except Exception:  # noqa: BLE001 -- a batch we cannot read has no count; the loop goes on
+        return None
+    return count or None
 
 
 def _tensor_leading_size(

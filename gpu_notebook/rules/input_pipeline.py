@@ -112,22 +112,26 @@ class Reach:
 class LoopCores:
     """What the workers share: the cores this process may use (its affinity, else the
     machine's), the cores the rest of the step keeps busy (torch's intra-op threads on a run
-    without a GPU; one, the Python driving it, with one), and the batches a step reads."""
+    without a GPU; one, the Python driving it, with one), the batches a step reads, and the
+    tensors a batch holds (1 where not read)."""
 
     cores: int
     model_cores: int
     batches: float
+    tensors: int = 1
 
 
 def loop_cores(run: Run) -> LoopCores:
     """The loop's ``LoopCores`` from the run: affinity, torch's threads, the step clock's
-    count of ``DataLoader.__next__`` calls against its steps."""
+    count of ``DataLoader.__next__`` calls against its steps and its count of the tensors in
+    the loader's first batch."""
     cores = max(1, run.env.usable_cores or run.env.cpu_count)
     threads = run.env.torch_threads
     model = 1 if has_gpu(run) else min(cores, threads) if threads else cores
     steps, nexts = run.steps.step_count, run.steps.event_counts.get("dataloader", 0)
     batches = max(1.0, nexts / steps) if steps > 0 else 1.0
-    return LoopCores(cores, max(1, model), batches)
+    tensors = max(1, run.steps.loader_batch_tensors or 1)
+    return LoopCores(cores, max(1, model), batches, tensors)
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,8 @@ class LoaderWorkers(Said):
     # The loop reads an IterableDataset that never splits its stream by worker: each worker
     # added would yield every item (no patch is offered until the stream is split).
     unsplit_stream: bool = False
+    # Workers may make the step slower here: no fix is offered (None: they may pay).
+    no_spare: NoSpareCore | None = None
 
 
 @dataclass(frozen=True)
@@ -270,19 +276,44 @@ def _workers_floor(loop: LoopCores, rest: float, cpu: float, handoff: float) -> 
 def workers_cpu_us(loop: LoopCores, cpu_us: float) -> float:
     """The workers' CPU work a step at most: the loading's ``cpu_us`` at a forked worker's
     pace and each batch's collate into shared memory and queueing (``WORKER_CPU_FACTOR``,
-    ``WORKER_BATCH_US``)."""
-    return cpu_us * WORKER_CPU_FACTOR + WORKER_BATCH_US * loop.batches
+    ``WORKER_BATCH_US``), for each tensor the batch holds: each is a storage of its own."""
+    return cpu_us * WORKER_CPU_FACTOR + WORKER_BATCH_US * loop.batches * loop.tensors
+
+
+def main_handoff_us(loop: LoopCores) -> float:
+    """The main process's receiving of a step's batches at most: ``WORKER_HANDOFF_US`` for
+    each tensor of each batch (each storage's file descriptor is fetched from the worker and
+    mapped on its own)."""
+    return WORKER_HANDOFF_US * loop.batches * loop.tensors
 
 
 def _workers_floor_low(loop: LoopCores, wanted: int, rest: float, load: float) -> float:
     """The longest step workers may leave (microseconds): all of the ``load`` CPU work, done
     at a worker's cost (``workers_cpu_us``) by ``wanted`` workers on at most every core, after
-    the main process's own part (the rest of the step and the handoff of each batch), not beside
-    it. Sharing the cores without loss is no low end: the GAN's per-item Python loader stepped
-    3.15 -> 2.87 ms with 2 workers on 2 cores (1.10x), where packing its CPU work over them
-    predicted 2.0-2.5 ms; this floor reads 2.87 ms from its figures (0.75 ms rest, 2.4 ms load)."""
+    the main process's own part (the rest of the step and the handoff of each batch's tensors,
+    ``main_handoff_us``), not beside it. Sharing the cores without loss is no low end: the GAN's
+    per-item Python loader (one tensor a batch) stepped 3.15 -> 2.87 ms with 2 workers on 2
+    cores (1.10x), where packing its CPU work over them predicted 2.0-2.5 ms; this floor reads
+    2.87 ms from its figures (0.75 ms rest, 2.4 ms load)."""
     parallel = max(1, min(wanted, loop.cores))
-    return rest + WORKER_HANDOFF_US * loop.batches + workers_cpu_us(loop, load) / parallel
+    return rest + main_handoff_us(loop) + workers_cpu_us(loop, load) / parallel
+
+
+@dataclass(frozen=True)
+class NoSpareCore:
+    """Why workers may make the step slower (``no_spare_core``): today's step; the main
+    process's own part with workers (the rest of the step and the handoff of each batch's
+    tensors) and the workers' CPU work a step at a worker's cost, on ``parallel`` cores after
+    it, leave a step of ``slowest_us``, longer than today's (microseconds)."""
+
+    step_us: float
+    slowest_us: float
+    main_us: float
+    workers_us: float
+    parallel: int
+    cores: int
+    tensors: int
+    batches: float
 
 
 def workers_low(
@@ -312,6 +343,37 @@ def workers_low(
     floor_us = _workers_floor_low(loop_cores(run), wanted, rest_us, load_us)
     reach = (rest_us + load_us) / floor_us if floor_us > 0 else amdahl
     return max(1.0, min(amdahl, reach, bound, session_reach(analysis)))
+
+
+def no_spare_core(
+    run: Run, analysis: Analysis, whole: RunPhase | None, current: int | None, wanted: int
+) -> NoSpareCore | None:
+    """Why ``wanted`` workers may make the step slower, from the program's own figures (the
+    machine's load is ``session_reach``'s: a low end floored at 1x, measured by --try-fixes):
+    the low end's step (``_workers_floor_low`` over the least data wait the run supports, as
+    much of it CPU work as this process's CPU use says at least, ``loading_cpu_fraction``) is
+    longer than today's. The cores are not spare then: the main process's own part and the
+    workers' CPU work, which a worker pays beyond the main process's (the items' Python in a
+    forked process, each tensor's shared-memory storage and its handoff), do not fit in today's
+    step on the cores this process may use. A loader that sleeps or reads files keeps its fix:
+    its wait overlaps.
+    python_items (two tensors a batch, 2.15 ms steps, 1.85 ms of Python loading, 2 cores) ran
+    0.91x with 2 workers in the ledger (every round 0.80x-0.99x) and 0.70x by hand, 0.65x with
+    one; this floor reads 2.9 ms. None: workers may pay (or the wait is not run-wide, or workers
+    already load)."""
+    if whole is None or current != 0 or whole.step_s <= 0:
+        return None
+    loop = loop_cores(run)
+    step_us = whole.step_s * 1e6
+    load_us = step_us * min(whole.low_share, whole.share)
+    rest_us = step_us * (1.0 - whole.share)
+    cpu_us = load_us * loading_cpu_fraction(run, analysis, whole.share)
+    slowest_us = _workers_floor_low(loop, wanted, rest_us, cpu_us)
+    if slowest_us <= rest_us + load_us:
+        return None
+    return NoSpareCore(rest_us + load_us, slowest_us, rest_us + main_handoff_us(loop),
+                       workers_cpu_us(loop, cpu_us), max(1, min(wanted, loop.cores)),
+                       loop.cores, loop.tensors, loop.batches)  # fmt: skip
 
 
 def session_reach(analysis: Analysis) -> float:
@@ -422,6 +484,14 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     bound = reach.bound
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose
+    no_spare = no_spare_core(run, analysis, whole, workers, wanted)
+    if no_spare is not None:
+        # The low end is a slower step: said, not offered (the fix would be tried and kept
+        # only where it helps, but a recommendation must not be a slowdown's coin flip).
+        said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live,
+                             hook, as_iterated, workers, cores, wanted, pin, has_gpu(run), reach,
+                             None, no_spare=no_spare)  # fmt: skip
+        return found("input.loader_workers", "info", said, phase_share=data, line=loader.line)
     low = workers_low(run, analysis, whole, workers, bound, wanted)
     unsplit = _unsplit_stream(run, loader)
     said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live, hook,

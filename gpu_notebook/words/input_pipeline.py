@@ -12,6 +12,7 @@ from gpu_notebook.rules.input_pipeline import (
     CpuSaturated,
     InMemoryBatches,
     LoaderWorkers,
+    NoSpareCore,
     NoWorkerGain,
     Reach,
     SlowDataset,
@@ -137,6 +138,20 @@ def _where(s: LoaderWorkers) -> str:
     return where + (" (as its iterator ran)" if s.as_iterated else "")
 
 
+def no_spare_core(n: NoSpareCore) -> str:
+    """Why workers may make the step slower: the figures of ``NoSpareCore``."""
+    per = "a batch" if n.batches < 1.5 else f"a step ({n.batches:.3g} batches)"
+    return (
+        f"no core is spare: with workers the main process still spends {n.main_us / 1000:.2f} ms "
+        f"{per} on the rest of the step and receiving {n.tensors} tensor(s) a batch, and the "
+        f"workers {n.workers_us / 1000:.2f} ms of CPU (the loading at {WORKER_CPU_FACTOR:g}x the "
+        f"main process's time, ~{WORKER_BATCH_US / 1000:.1f} ms a tensor to put each batch in "
+        f"shared memory); on {n.parallel} of {n.cores} core(s) after the main process's part "
+        f"that is a step of up to {n.slowest_us / 1000:.2f} ms against {n.step_us / 1000:.2f} ms "
+        "today: workers may make it slower"
+    )
+
+
 @worder(LoaderWorkers)
 def loader_workers(s: LoaderWorkers) -> Words:
     workers, cores = s.workers, s.cores
@@ -148,6 +163,18 @@ def loader_workers(s: LoaderWorkers) -> Words:
     if s.live is not None and not s.live.pin_memory and s.gpu:
         evidence.append(f"`{s.live.name}` does not pin memory (pin_memory=False)")
     evidence += _reach(s.reach)
+    if s.no_spare is not None:
+        evidence.append(no_spare_core(s.no_spare))
+        return words(
+            "The step waits for data loaded in the main process, and no core is spare for workers",
+            evidence,
+            f"Not offered: num_workers={s.wanted} may make the step slower here. Keep num_workers=0 "
+            "and make each item cheaper (vectorise its Python loop with torch ops, cache items "
+            "that are the same every epoch, build whole batches at once in a __getitems__), or "
+            "run it where cores are free for workers.",
+            _SOURCE_WORKERS + "; measured: python_items, a per-item Python loader, ran 0.91x with "
+            "2 workers on 2 cores",
+        )
     if s.low is not None:
         evidence.append(
             f"range: {fmt_gain(s.reach.bound, s.low)} (low end: the least data wait the run's steps support, "

@@ -235,13 +235,15 @@ def _python_items_workers(
     threads: int | None = 1,
     ours_pct: float = 100.0,
     worded: bool = True,
+    others_pct: float = 0.0,
+    wait_pct: float = 0.0,
 ) -> Finding | None:
     """The workers finding on a run without a GPU whose one loop thread kept ``ours_pct`` of
     a core busy (100: the loading is CPU work), nothing else running, ``usable`` cores of
     ``cores`` (affinity)."""
     import dataclasses
 
-    series = _sampled(ours_pct, ours_pct / cores, 0.0)
+    series = _sampled(ours_pct, (ours_pct + others_pct) / cores, wait_pct)
     run = syn.make_run(LOADER_CELL, steps=record, cpu_count=cores, series=series)
     run = dataclasses.replace(
         run, env=dataclasses.replace(run.env, usable_cores=usable, torch_threads=threads)
@@ -367,3 +369,20 @@ def test_a_loader_that_waits_keeps_its_workers_fix_whatever_its_batch_holds():
     workers, no core needs to be spare for it, so the fix stays offered."""
     f = _python_items_workers(_python_items_record(0.00215, 0.00185, tensors=2), ours_pct=10.0)
     assert f is not None and f.fix_id == "dataloader_workers" and f.severity != "info"
+
+
+def test_on_a_loaded_machine_the_per_batch_costs_stretch_as_the_loop_s_own_work():
+    """python_items and the GAN run by ``gpucheck run`` at load 10 on 2 cores (02:20 UTC): their
+    steps read 7.4 ms, their loop threads waited for a core 64% and 54% of the time and ran at
+    0.35 and 0.47 of a core. Their per-batch costs are CPU time; set beside the stretched step
+    unstretched, python_items' low end read a shorter step (6.3 ms) and its workers were
+    offered (measured 0.96x, rounds 0.53x-3.23x). Stretched as the loop's own work ran, they
+    read as quiet: python_items has no core spare, the GAN keeps its fix."""
+    loaded = {"others_pct": 165.0}
+    items = _python_items_workers(_python_items_record(0.00743, 0.00585, tensors=2),
+                                  ours_pct=35.3, wait_pct=64.0, **loaded)  # fmt: skip
+    gan = _python_items_workers(_python_items_record(0.00736, 0.00565, tensors=1),
+                                ours_pct=46.9, wait_pct=54.0, **loaded)  # fmt: skip
+    assert items is not None and items.fix_id is None and items.severity == "info"
+    assert any("their CPU time, as the loop's own work ran" in e for e in items.evidence)
+    assert gan is not None and gan.fix_id == "dataloader_workers"

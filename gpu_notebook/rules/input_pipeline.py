@@ -291,20 +291,16 @@ def main_handoff_us(loop: LoopCores) -> float:
     return WORKER_HANDOFF_US * loop.batches * loop.tensors
 
 
-def _workers_floor_low(
-    loop: LoopCores, wanted: int, rest: float, load: float, stretch: float = 1.0
-) -> float:
+def _workers_floor_low(loop: LoopCores, wanted: int, rest: float, load: float) -> float:
     """The longest step workers may leave (microseconds): all of the ``load`` CPU work, done
     at a worker's cost (``workers_cpu_us``) by ``wanted`` workers on at most every core, after
     the main process's own part (the rest of the step and the handoff of each batch's tensors,
     ``main_handoff_us``), not beside it. Sharing the cores without loss is no low end: the GAN's
     per-item Python loader (one tensor a batch) stepped 3.15 -> 2.87 ms with 2 workers on 2
     cores (1.10x), where packing its CPU work over them predicted 2.0-2.5 ms; this floor reads
-    2.87 ms from its figures (0.75 ms rest, 2.4 ms load). ``stretch``: the per-batch costs (CPU
-    time) as the run's loop ran them (``loop_stretch``)."""
+    2.87 ms from its figures (0.75 ms rest, 2.4 ms load)."""
     parallel = max(1, min(wanted, loop.cores))
-    per_batch = main_handoff_us(loop) + WORKER_BATCH_US * loop.batches * loop.tensors / parallel
-    return rest + per_batch * stretch + load * WORKER_CPU_FACTOR / parallel
+    return rest + main_handoff_us(loop) + workers_cpu_us(loop, load) / parallel
 
 
 # A stretch past this (the loop's thread ran under 10% of the time) is not extrapolated.
@@ -312,12 +308,11 @@ MAX_STRETCH = 10.0
 
 
 def loop_stretch(analysis: Analysis) -> float:
-    """How much longer than its CPU time the loop's own work took while the steps ran: 1 / the
-    share of the time its thread ran (``MachineFacts.loop_run_wait``), at most ``MAX_STRETCH``;
-    1 where not read. The run's step and loading are as they ran, stretched by the others'
-    load; a worker's per-batch costs are CPU time on a core of its own: on a loaded machine
-    they stretch as the rest (python_items at load 10: 7.4 ms steps, its thread waiting for a
-    core 64% of the time)."""
+    """How much longer than the time it ran the loop's thread took while the steps ran: 1 / the
+    share of the time it ran (``MachineFacts.loop_run_wait``), at most ``MAX_STRETCH``; 1 where
+    not read. This process's CPU use over the wall clock reads low by that much on a loaded
+    machine (python_items at load 10: 0.35 of a core, its thread waiting for a core 64% of the
+    time), while the run's step and loading are its own time (``analysis.steps.run_phase``)."""
     m = analysis.machine
     wait = m.loop_run_wait if m is not None else None
     if wait is None or wait <= 0:
@@ -340,7 +335,6 @@ class NoSpareCore:
     cores: int
     tensors: int
     batches: float
-    stretch: float = 1.0  # ``loop_stretch``: the per-batch costs as the loop's own work ran
 
 
 def workers_low(
@@ -382,9 +376,9 @@ def no_spare_core(
     longer than today's. The cores are not spare then: the main process's own part and the
     workers' CPU work, which a worker pays beyond the main process's (the items' Python in a
     forked process, each tensor's shared-memory storage and its handoff), do not fit in today's
-    step on the cores this process may use (the per-batch costs stretched as the loop's own
-    work ran, ``loop_stretch``: the step and the loading are read as they ran). A loader that
-    sleeps or reads files keeps its fix: its wait overlaps.
+    step on the cores this process may use. A loader that sleeps or reads files keeps its fix:
+    its wait overlaps (its CPU use read as its loop ran, ``loop_stretch``, not as the wall clock
+    went: a loaded machine's waits for a core are no sleep).
     python_items (two tensors a batch, 2.15 ms steps, 1.85 ms of Python loading, 2 cores) ran
     0.91x with 2 workers in the ledger (every round 0.80x-0.99x) and 0.70x by hand, 0.65x with
     one; this floor reads 2.9 ms. None: workers may pay (or the wait is not run-wide, or workers
@@ -395,15 +389,13 @@ def no_spare_core(
     step_us = whole.step_s * 1e6
     load_us = step_us * min(whole.low_share, whole.share)
     rest_us = step_us * (1.0 - whole.share)
-    stretch = loop_stretch(analysis)
-    cpu_us = load_us * loading_cpu_fraction(run, analysis, whole.share, stretch)
-    slowest_us = _workers_floor_low(loop, wanted, rest_us, cpu_us, stretch)
+    cpu_us = load_us * loading_cpu_fraction(run, analysis, whole.share, loop_stretch(analysis))
+    slowest_us = _workers_floor_low(loop, wanted, rest_us, cpu_us)
     if slowest_us <= rest_us + load_us:
         return None
-    per_batch = WORKER_BATCH_US * loop.batches * loop.tensors * stretch
-    return NoSpareCore(rest_us + load_us, slowest_us, rest_us + main_handoff_us(loop) * stretch,
-                       cpu_us * WORKER_CPU_FACTOR + per_batch, max(1, min(wanted, loop.cores)),
-                       loop.cores, loop.tensors, loop.batches, stretch)  # fmt: skip
+    return NoSpareCore(rest_us + load_us, slowest_us, rest_us + main_handoff_us(loop),
+                       workers_cpu_us(loop, cpu_us), max(1, min(wanted, loop.cores)),
+                       loop.cores, loop.tensors, loop.batches)  # fmt: skip
 
 
 def session_reach(analysis: Analysis) -> float:

@@ -149,12 +149,6 @@ def no_spare_core(n: NoSpareCore) -> str:
         f"shared memory); on {n.parallel} of {n.cores} core(s) after the main process's part "
         f"that is a step of up to {n.slowest_us / 1000:.2f} ms against {n.step_us / 1000:.2f} ms "
         "today: workers may make it slower"
-        + (
-            f" (the per-batch costs at {n.stretch:.1f}x their CPU time, as the loop's own work "
-            "ran while other processes held the cores)"
-            if n.stretch >= 1.05
-            else ""
-        )
     )
 
 

@@ -332,3 +332,48 @@ def test_an_unsplit_stream_gets_no_workers_patch_and_is_told_to_split_first():
     )
     f = only(rules_for(unsplit, syn.make_analysis({"data": 0.6})), "input.loader_workers")
     assert f.fix_id == "dataloader_workers"
+
+
+def _zipped_run(lean_after: int | None, train: bool = True):
+    """Two DataLoaders zipped, a manual update (no optimizer object: the loader anchors the
+    steps, as in a loop whose torch.compile removed the optimizer hooks); the record."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    a = DataLoader(TensorDataset(torch.randn(320, 4)), batch_size=8)
+    b = DataLoader(TensorDataset(torch.randn(480, 4)), batch_size=8)
+    model = torch.nn.Linear(4, 1)
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        for i, ((xa,), (xb,)) in enumerate(zip(a, b)):
+            if train:
+                (model(xa).sum() + model(xb).sum()).backward()
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p -= 0.01 * p.grad
+                        p.grad = None
+            else:
+                with torch.no_grad():
+                    model(xa), model(xb)
+            if i == lean_after:
+                clock.lean()
+    finally:
+        clock.uninstall()
+    return clock.record()
+
+
+@pytest.mark.parametrize("lean_after", [None, 10])
+def test_a_loader_anchored_step_that_reads_two_loaders_is_one_step(lean_after):
+    # issue 26 (unseen round 3): `for (xa, ya), (xb, yb) in zip(a, b)` under a torch.compile'd
+    # model (its optimizer hooks gone, steps anchored at the DataLoader) counted each read as a
+    # step: 400 steps for 200 iterations, twice the samples/s, a bigger batch's factor misread.
+    record = _zipped_run(lean_after)
+    assert record.anchor == "dataloader"
+    # 40 iterations (+ the warm-up's first read, + the read that ends the shorter loader).
+    assert 40 <= record.step_count <= 42, record.step_count
+    assert [s.batch_size for s in record.steps][4:8] == [16, 16, 16, 16]
+    # A loop with no backward (inference) still ends a step at every read.
+    assert _zipped_run(None, train=False).step_count >= 80

@@ -178,6 +178,9 @@ class StepClock:
         self._opt_ns = 0
         self._fwd_calls = 0
         self._bwd_calls = 0
+        # DataLoader reads in the open step, and in a step that trained (the dataloader anchor).
+        self._reads_in_step = 0
+        self._reads_per_step = 1
         self._batch_size: int | None = None
         # Our own work inside the open step (the boundary listener: a profiler starting or
         # stopping, a later window): the analysis leaves such steps out or corrects them.
@@ -705,10 +708,16 @@ class StepClock:
             if self._cur_start_ns is None:
                 self._cur_start_ns = now_ns
             self._close_step(now_ns)
+        elif self._cur_start_ns is not None and self._read_joins_step(kind):
+            self._reads_in_step += 1
+            return  # a second loader read in the same training iteration (zip(a, b))
         elif self._cur_start_ns is not None and (
             self._fwd_calls or self._bwd_calls or self._data_ns or self._opt_ns
         ):
+            if kind == "dataloader" and self._bwd_calls and not self._lean:
+                self._reads_per_step = self._reads_in_step  # learnt from a step that trained
             self._close_step(now_ns)
+        self._reads_in_step = 1
         self._cur_start_ns = now_ns
         if not ends_step or not self._last_mark_ns:
             self._last_mark_ns = now_ns
@@ -722,6 +731,18 @@ class StepClock:
             if after_ns - before_ns > _OURS_MIN_NS:
                 self._listener_ns = after_ns - before_ns
                 self._ours_ns += after_ns - before_ns
+
+    def _read_joins_step(self, kind: str) -> bool:
+        """Whether a DataLoader read that anchors the steps belongs to the step already open:
+        a loop that trains (a backward was seen) and reads several loaders an iteration
+        (``zip(loader_a, loader_b)``) has no backward between its reads. Timed steps see the
+        backward; lean ones (no backward hook) join as many reads as a timed step that trained
+        held. A loop with no backward (inference) closes a step at every read, as before."""
+        if kind != "dataloader" or not self._counts["backward"]:
+            return False
+        if self._fwd_calls or self._bwd_calls or self._opt_ns:
+            return False
+        return not self._lean or self._reads_in_step < self._reads_per_step
 
     def _upgrade(self, kind: StepAnchor) -> None:
         self.anchor = kind

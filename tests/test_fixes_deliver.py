@@ -348,7 +348,7 @@ def _zipped_run(lean_after: int | None, train: bool = True):
     clock = StepClock(time.perf_counter_ns())
     clock.install()
     try:
-        for i, ((xa,), (xb,)) in enumerate(zip(a, b)):
+        for i, ((xa,), (xb,)) in enumerate(zip(a, b, strict=False)):
             if train:
                 (model(xa).sum() + model(xb).sum()).backward()
                 with torch.no_grad():

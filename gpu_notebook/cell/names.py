@@ -79,6 +79,10 @@ class Parents:
             yield current
             current = self.parent.get(current)
 
+    def nearest(self, node: Any, kinds: type | tuple[type, ...]) -> Any:
+        """The nearest ancestor of ``node`` of one of ``kinds`` (None: none)."""
+        return next((a for a in self.ancestors(node) if isinstance(a, kinds)), None)
+
     def inside(self, node: Any, container: Any) -> bool:
         return any(a is container for a in self.ancestors(node))
 
@@ -169,16 +173,14 @@ _NAMED_CONSTANTS = {"True": True, "False": False, "None": None}
 
 
 def int_or_none(node: Any, default: int | None) -> int | None:
-    if node is None:
-        return default
-    value = literal_of(node)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """The int literal ``node`` holds (not a bool); ``default`` when there is no node."""
+    value = default if node is None else literal_of(node)
+    return value if type(value) is int else None
 
 
 def bool_or_none(node: Any, default: bool | None) -> bool | None:
-    if node is None:
-        return default
-    value = literal_of(node)
+    """The bool literal ``node`` holds; ``default`` when there is no node."""
+    value = default if node is None else literal_of(node)
     return value if isinstance(value, bool) else None
 
 

@@ -133,27 +133,21 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.Asy
 
 
 def compiled(tree: CellTree) -> bool:
+    """The cell compiles: ``torch.compile(...)`` (as a decorator too), ``compile(model)``, or a
+    model's ``.compile()`` (nn.Module.compile(): the module compiles itself in place)."""
     for node in ast.walk(tree.tree):
-        if (
-            isinstance(node, ast.Call)
-            and method_of(node) == "compile"
-            and dotted(receiver_of(node)) in tree.models
-        ):
-            return True  # nn.Module.compile(): the module compiles itself in place
-        if (
-            isinstance(node, ast.Call)
-            and dotted(node.func) in ("torch.compile", "compile")
-            and (
-                dotted(node.func) == "torch.compile"
-                or (node.args and dotted(node.args[0]) in tree.models)
-            )
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name == "torch.compile" or (
+                name == "compile" and node.args and dotted(node.args[0]) in tree.models
+            ):
+                return True  # ``@torch.compile(mode=...)`` is such a call too
+            if method_of(node) == "compile" and dotted(receiver_of(node)) in tree.models:
+                return True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            dotted(decorator) == "torch.compile" for decorator in node.decorator_list
         ):
             return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for decorator in node.decorator_list:
-                target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if dotted(target) == "torch.compile":
-                    return True
     return False
 
 

@@ -154,20 +154,11 @@ class CellTree(Parents):
         found = self._loop_around(node, lambda loop: id(loop) in self.step_loops)
         if found is not None or self.enclosing_loop(node) is not None:
             return found
-        holder = next(
-            (
-                a
-                for a in self.ancestors(node)
-                if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))
-            ),
-            None,
-        )
-        if holder is None:
+        holder = self.nearest(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if not isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
-        owner = self._class_of(holder)
-        if owner is not None and self.step_methods.get((owner, holder.name)) is holder:
-            pass
-        elif self.step_functions.get(holder.name) is not holder:
+        method = self.step_methods.get((self._class_of(holder) or "", holder.name))
+        if holder is not method and holder is not self.step_functions.get(holder.name):
             return None
         return next(
             (lp for lp in self.loops
@@ -195,10 +186,8 @@ class CellTree(Parents):
 
     def _class_of(self, node: ast.AST) -> str | None:
         """The class whose method holds ``node`` (None: not in a method)."""
-        for a in self.ancestors(node):
-            if isinstance(a, ast.ClassDef):
-                return a.name
-        return None
+        owner = self.nearest(node, ast.ClassDef)
+        return owner.name if isinstance(owner, ast.ClassDef) else None
 
     def source_line(self, node: ast.AST, kind: str, step_loop: Loop | None = None) -> SourceLine:
         """The fact of ``node``; ``step_loop``: the step loop the caller found it in, which then

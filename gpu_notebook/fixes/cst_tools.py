@@ -178,13 +178,9 @@ def main_model_name(module: cst.Module) -> str | None:
         assert isinstance(call, ast.Call)
         first = call.args[0] if call.args else next((k.value for k in call.keywords), None)
         for inner in ast.walk(first) if first is not None else ():
-            if isinstance(inner, ast.Call) and method_of(inner) in (
-                "parameters",
-                "named_parameters",
-            ):
-                name = dotted(receiver_of(inner))
-                if name is not None:
-                    return name
+            name = dotted(receiver_of(inner)) if isinstance(inner, ast.Call) else None
+            if name is not None and method_of(inner) in ("parameters", "named_parameters"):
+                return name
     return next((n for n in ("model", "net", "network") if n in facts.model_names), None)
 
 

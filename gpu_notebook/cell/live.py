@@ -370,21 +370,18 @@ def _model(name: str, model: Any, torch: Any) -> LiveModel:
         children = _held(m, "_modules")
         if type(children) is dict:
             todo.extend(c for c in dict.values(children) if c is not None)
-    params: list[Any] = []
-    seen_params: set[int] = set()
+    # Each parameter once (shared weights are one tensor), in the order the modules hold them.
+    params: dict[int, Any] = {}
     for m in modules:
         own = _held(m, "_parameters")
-        if type(own) is not dict:
-            continue
-        for p in dict.values(own):
-            if p is not None and id(p) not in seen_params:
-                seen_params.add(id(p))
-                params.append(p)
+        for p in dict.values(own) if type(own) is dict else ():
+            if p is not None:
+                params.setdefault(id(p), p)
     convs = (torch.nn.modules.conv._ConvNd,)
     device = None
     if params:
         with torch._C.DisableTorchFunction():
-            device = str(torch.Tensor.device.__get__(params[0]))
+            device = str(torch.Tensor.device.__get__(next(iter(params.values()))))
     kind = type(model)
     return LiveModel(
         name=name,

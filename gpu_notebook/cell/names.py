@@ -79,8 +79,8 @@ class Parents:
             yield current
             current = self.parent.get(current)
 
-    def nearest(self, node: Any, kinds: type | tuple[type, ...]) -> Any:
-        """The nearest ancestor of ``node`` of one of ``kinds`` (None: none)."""
+    def nearest(self, node: Any, kinds: Any) -> Any:
+        """The nearest ancestor of ``node`` that is one of ``kinds`` (what isinstance takes)."""
         return next((a for a in self.ancestors(node) if isinstance(a, kinds)), None)
 
     def inside(self, node: Any, container: Any) -> bool:

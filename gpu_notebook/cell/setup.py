@@ -24,7 +24,7 @@ from gpu_notebook.cell.names import (
     receiver_of,
     targets_of,
 )
-from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.tree import CellTree, Function
 from gpu_notebook.cell.words import (
     COPY_METHODS,
     DTYPE_WORDS,
@@ -144,7 +144,7 @@ def compiled(tree: CellTree) -> bool:
                 return True  # ``@torch.compile(mode=...)`` is such a call too
             if method_of(node) == "compile" and dotted(receiver_of(node)) in tree.models:
                 return True
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        elif isinstance(node, Function) and any(
             dotted(decorator) == "torch.compile" for decorator in node.decorator_list
         ):
             return True

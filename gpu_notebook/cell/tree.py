@@ -28,6 +28,8 @@ from gpu_notebook.cell.words import (
 )
 
 Loop = ast.For | ast.AsyncFor | ast.While
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)  # a loop ends at them
 
 
 def _heads(loop: Loop) -> tuple[ast.AST | None, ...]:
@@ -57,16 +59,14 @@ class CellTree(Parents):
         self.mapping = mapping
         self._calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
         self.models = self._model_names() | live_models
-        self.loops: list[Loop] = [
-            n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
-        ]
+        self.loops: list[Loop] = [n for n in ast.walk(tree) if isinstance(n, Loop)]
         self.loops.sort(key=lambda n: n.lineno)
         # Functions a loop defines and calls, or hands to a call (LBFGS's ``def closure(): ...``
         # then ``optimizer.step(closure)``): their body runs within the step, so the loop holds
         # it (ast.walk goes outer first: a closure inside a closure is found after its holder).
         self.closures: set[int] = set()
         for fn in ast.walk(tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(fn, Function):
                 loop = self.enclosing_loop(fn)
                 if loop is not None and fn.name in _called_or_handed(loop):
                     self.closures.add(id(fn))
@@ -76,16 +76,16 @@ class CellTree(Parents):
         self.step_functions = {
             node.name: node
             for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and has_backward(node)
+            if isinstance(node, Function) and has_backward(node)
         }
         # The same in a class of the cell (a hand-written trainer's ``def step(self, batch)``),
         # called as ``self.step(batch)`` from a loop in another method of that class (``fit``).
-        self.step_methods: dict[tuple[str, str], ast.FunctionDef | ast.AsyncFunctionDef] = {
+        self.step_methods: dict[tuple[str, str], Function] = {
             (cls.name, node.name): node
             for cls in ast.walk(tree)
             if isinstance(cls, ast.ClassDef)
             for node in cls.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and has_backward(node)
+            if isinstance(node, Function) and has_backward(node)
         }
         self.trains = {
             id(loop): has_backward(loop) or bool(self._step_function_calls(loop))
@@ -125,14 +125,9 @@ class CellTree(Parents):
         """The innermost loop around ``node`` that ``accept`` takes, not through a def (but
         through a closure the loop calls)."""
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)) and accept(ancestor):
+            if isinstance(ancestor, Loop) and accept(ancestor):
                 return ancestor
-            if (
-                isinstance(
-                    ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-                )
-                and id(ancestor) not in self.closures
-            ):
+            if isinstance(ancestor, _SCOPES) and id(ancestor) not in self.closures:
                 return None
         return None
 
@@ -154,8 +149,8 @@ class CellTree(Parents):
         found = self._loop_around(node, lambda loop: id(loop) in self.step_loops)
         if found is not None or self.enclosing_loop(node) is not None:
             return found
-        holder = self.nearest(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        if not isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        holder = self.nearest(node, Function)
+        if not isinstance(holder, Function):
             return None
         method = self.step_methods.get((self._class_of(holder) or "", holder.name))
         if holder is not method and holder is not self.step_functions.get(holder.name):
@@ -256,7 +251,7 @@ class CellTree(Parents):
                 is_grad_mode_call(item.context_expr) for item in ancestor.items
             ):
                 return True
-            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            if isinstance(ancestor, Function) and any(
                 is_grad_mode_call(d) for d in ancestor.decorator_list
             ):
                 return True

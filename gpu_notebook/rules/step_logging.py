@@ -154,10 +154,6 @@ def _overhead_label(filename: str, function: str) -> tuple[str, str] | None:
 _ITERATOR = re.compile(r"(^|\.)(__iter__|__next__)$")
 
 
-def _wraps_an_iterable(function: str) -> bool:
-    return _ITERATOR.search(function) is not None
-
-
 def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Logging, callbacks and progress bars inside a framework's loop, from the sampled stacks.
 
@@ -179,16 +175,15 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     frameworks: set[str] = set()
     for stack in raw.stacks:
         for depth, (index, _line) in enumerate(stack.frames):
-            hit = labels[index]
-            calls_on = depth + 1 < len(stack.frames)
-            if hit is not None and calls_on and _wraps_an_iterable(raw.functions[index].function):
+            hit, name = labels[index], raw.functions[index].function
+            if hit is None:
+                continue
+            if depth + 1 < len(stack.frames) and _ITERATOR.search(name):
                 continue  # tqdm(loader).__iter__ calling on: the loader's time, not the bar's
-            if hit is not None:
-                by_label[hit[0]] = by_label.get(hit[0], 0) + stack.time_us
-                name = raw.functions[index].function
-                functions[name] = functions.get(name, 0) + stack.time_us
-                frameworks.add(hit[1])
-                break
+            by_label[hit[0]] = by_label.get(hit[0], 0) + stack.time_us
+            functions[name] = functions.get(name, 0) + stack.time_us
+            frameworks.add(hit[1])
+            break
     total = sum(by_label.values())
     overhead = total / raw.time_us
     severity = severity_of(overhead, low=SUGGEST)

@@ -40,6 +40,7 @@ from gpu_notebook.records import (
     Phase,
     PhaseBreakdown,
     Run,
+    RunPhase,
     RunShape,
     Verdict,
 )
@@ -75,6 +76,23 @@ def _confidence(run: Run, analysis: Analysis) -> Confidence:
     return "low"
 
 
+# The fewest steps a run-wide data share must rest on to overrule the profiled window's.
+RUN_DATA_MIN_STEPS = 20
+
+
+def run_data_overrules(analysis: Analysis, window_share: float | None) -> RunPhase | None:
+    """The step clock's run-wide data wait where it says the profiled window over-read it: the
+    window's share lies above the run's whole 90% interval, over many more steps than the
+    window holds (issue 26: a 3-step window early in a run read 25% and 'input-bound' where
+    the run's 287 steps read 10%, 7%-12%). None: the window's reading stands."""
+    whole, phases = analysis.run_data, analysis.phases
+    if whole is None or window_share is None or phases is None:
+        return None
+    if whole.steps < max(RUN_DATA_MIN_STEPS, 4 * len(phases.steps)):
+        return None
+    return whole if window_share > whole.high_share > 0 else None
+
+
 def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
     """Say both verdicts when the share that decides lies within its range of the threshold.
 
@@ -94,6 +112,8 @@ def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
     ):
         if phase == "data" and verdict.data_as_host is not None:
             continue  # the data wait is host work here: its line does not decide
+        if phase == "data" and run_data_overrules(analysis, phases.share("data")) is not None:
+            continue  # the run's steps decided, not the window's range
         span = share_interval(phases, phase)
         share = phases.share(phase)
         if span is None or share is None:
@@ -260,8 +280,16 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     evidence: list[str] = []
     data = phases.share("data")
     sync = phases.share("sync")
+    whole = run_data_overrules(analysis, data)
+    if whole is not None:
+        evidence.append(
+            f"data wait {fmt_share(whole.share)} of the step over {whole.steps} steps (step "
+            f"clock, 90% interval {fmt_share(whole.low_share)}-{fmt_share(whole.high_share)}); "
+            f"the {len(phases.steps)} profiled step(s) read {fmt_share(data)}"
+        )
+        data = whole.share
     for name, share in (
-        ("data wait", data),
+        ("data wait", data if whole is None else None),
         ("host sync", sync),
         ("host-to-device copy", phases.share("copy")),
     ):

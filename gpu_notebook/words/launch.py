@@ -58,7 +58,7 @@ def tiny_ops(s: TinyOps) -> Words:
     k = s.factor
     if s.outcome == "batch" and s.accumulation is not None:
         evidence.append(
-            f"gain with micro-batches x{k}: samples/s {fmt_gain(s.bound)} (the model side per "
+            f"gain with micro-batches x{k}: samples/s {fmt_gain(s.bound, s.low)} (the model side per "
             f"sample shrinks at most x{k}, data loading per sample not at all); gradient "
             f"accumulation {s.accumulation} -> {s.accumulation // k} keeps the samples of each "
             "optimizer step, so the learning rate stays"
@@ -71,7 +71,7 @@ def tiny_ops(s: TinyOps) -> Words:
         )
     elif s.outcome == "batch":
         evidence.append(
-            f"gain with a batch x{k}: samples/s {fmt_gain(s.bound)} (the model side per sample "
+            f"gain with a batch x{k}: samples/s {fmt_gain(s.bound, s.low)} (the model side per sample "
             f"shrinks at most x{k}, data loading per sample not at all); the learning rate "
             "scales too (check convergence)"
         )
@@ -93,6 +93,13 @@ def tiny_ops(s: TinyOps) -> Words:
             "no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)"
         )
         fix = "Fuse small ops with torch.compile, or make each step do more work (bigger batch)."
+    if s.outcome == "batch" and s.low is not None and s.per_sample is not None:
+        evidence.append(
+            f"at least {s.low:.2f}x: operators whose work grows with the batch (matmuls, "
+            f"convolutions, calls of {TINY_OP_US:.0f} us or more) take {fmt_share(s.per_sample)} "
+            "of the model side; only the rest (optimizer step, zero_grad, Python between "
+            "operators, dispatch) is paid once a step"
+        )
     return words(
         "The model's ops are too small: per-op overhead dominates its time",
         evidence,

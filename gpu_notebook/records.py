@@ -779,6 +779,9 @@ class HostOverhead:
     between_ops_share: float  # step time on the host thread outside any operator (Python)
     small_op_share: float  # step time inside operators shorter than the tiny-op threshold
     small_op_us: float  # that threshold
+    # The steps' model side (all but the data wait) in operators whose work grows with the batch
+    # (analysis.host.model_work_share); None: not read.
+    model_work_share: float | None = None
 
 
 @dataclass(frozen=True)

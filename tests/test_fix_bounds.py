@@ -757,3 +757,26 @@ def test_a_bigger_batch_s_range_rests_on_the_data_wait_over_the_run():
     nexts = _batch_window(0.75, (_op("aten::addmm", 0.1, 0.75, 8.0),), run_data=0.93)
     assert nexts.gain_bound is not None and nexts.gain_bound < 1.06
     assert nexts.severity == "info" and not measurable(nexts)
+
+
+def test_a_bigger_batch_reads_the_trace_s_model_work_share_before_the_top_operators():
+    """The trace's own reading of the model side's work (``HostOverhead.model_work_share``:
+    every top-level operator placed by phase) decides where it was read; the top ten operators
+    (the data's ops crowd the model's out of them) only where it was not."""
+    import dataclasses
+
+    from gpu_notebook.records import HostOverhead
+
+    run = syn.make_run(TINY_LOADER_CELL)
+
+    def batch(work: float | None) -> Finding:
+        w = _tiny_ops_window(0.7, 0.0)
+        host = HostOverhead(40.0, 8.0, 0.3, 0.4, 30.0, model_work_share=work)
+        a = with_run_figures(run, dataclasses.replace(w, host=host))
+        return {f.rule_id: f for f in words(run_rules(run, a, syn.VERDICT))}["launch.tiny_ops"]
+
+    real, none, unread = batch(0.85), batch(0.0), batch(None)
+    assert real.severity == "info" and not measurable(real)
+    assert real.gain_low is not None and real.gain_low <= 1 + RUN_TO_RUN
+    assert none.gain_low == pytest.approx(none.gain_bound) and measurable(none)
+    assert unread.gain_low == pytest.approx(none.gain_low)  # no top operator read: none is work

@@ -132,3 +132,44 @@ def test_many_small_ops_make_the_tiny_ops_finding_whatever_the_heaviest_matmul()
     analysis = dataclasses.replace(analysis, host=busy)
     assert not host_bound(busy, ops)
     assert tiny_ops(syn.make_run(""), analysis, SourceFacts(parsed=False)) is None
+
+
+def _work_steps(steps: int = 6) -> dict:
+    """CPU steps of 1000 us: 600 us fetching a batch (ops of 40 us inside: data, however long),
+    then an addmm of 100 us (work), backward of it 50 us, and ten add_ of 3 us (per-step
+    dispatch); the third step's last add_ stretched to 203 us (preempted)."""
+    events: list[dict] = []
+    for k in range(steps + 1):
+        t0 = 1000.0 * k
+        events.append(tf.step_mark(k, t0))
+        if k == steps:
+            break
+        events.append(
+            tf.annotation(
+                markers.DATALOADER_PREFIX + "_SingleProcessDataLoaderIter.__next__", t0, 600.0
+            )
+        )
+        for i in range(10):
+            events.append(tf.op("aten::div", t0 + 50.0 * i + 5.0, 40.0))
+        events.append(tf.op("aten::addmm", t0 + 610.0, 100.0))
+        events.append(
+            tf.op("autograd::engine::evaluate_function: AddmmBackward0", t0 + 720.0, 50.0)
+        )
+        for i in range(10):
+            events.append(
+                tf.op("aten::add_", t0 + 780.0 + 5.0 * i, 203.0 if (k, i) == (2, 9) else 3.0)
+            )
+    return tf.trace_dict(events)
+
+
+def test_the_model_side_s_work_is_its_matmuls_and_real_calls_not_data_nor_stretched_calls() -> None:
+    """Issue 26: a bigger batch gains only the model side's per-step cost; its work (matmuls,
+    their backward, calls of 30 us or more) grows with the batch. The data's 40 us ops are data,
+    not model work; the add_ stretched to 203 us counts as 4x its 3 us median, its excess
+    leaves the model side: (100 + 50) x 6 over 400 x 6 less 191 us."""
+    trace = load_trace_dict(_work_steps())
+    phases = phase_breakdown(trace)
+    assert phases is not None and phases.phase_total_us["data"] == pytest.approx(3600.0)
+    host = host_overhead(trace, phases, find_host_thread(trace))
+    assert host is not None and host.model_work_share is not None
+    assert host.model_work_share == pytest.approx(900.0 / (2400.0 - 191.0))

@@ -29,6 +29,7 @@ __all__ = [
     "heaviest_matmul_us",
     "host_bound",
     "host_overhead",
+    "model_work_share",
     "outside_ops_share",
 ]
 
@@ -87,6 +88,7 @@ def host_overhead(
         total -= max(0, a - int(lo[i])) + max(0, int(hi[j - 1]) - b)
         return max(total, 0)
 
+    work = model_work_share(trace, phases, rows[order][top], s, e, origin)
     counts: list[int] = []
     op_us: list[np.ndarray] = []
     between: list[float] = []
@@ -111,7 +113,61 @@ def host_overhead(
         between_ops_share=max(0.0, float(np.median(between))),
         small_op_share=float(np.median(small_share)),
         small_op_us=SMALL_OP_US,
+        model_work_share=work,
     )
+
+
+# A call this many times its name's median was stretched by the machine (preempted), not work.
+STRETCHED = 4.0
+# Backward of a matmul or convolution, as the autograd engine runs it on the host thread.
+WORK_BACKWARD = re.compile(
+    r"autograd::engine::evaluate_function: (Addmm|Mm|Bmm|Baddbmm|Convolution|MkldnnConvolution)"
+)
+
+
+def model_work_share(
+    trace: Trace,
+    phases: PhaseBreakdown,
+    rows: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    origin_us: float,
+) -> float | None:
+    """The share of the traced steps' model side (every phase but the data wait) spent in
+    top-level operators whose work grows with the batch: matmuls and convolutions and their
+    backward, of any size, and any operator whose typical call (its name's median) takes
+    ``SMALL_OP_US`` or more (work, not dispatch). The rest of the model side (Python between
+    operators, small operators' dispatch, the optimizer's per-tensor updates) is paid once a
+    step whatever the batch. Each call counts at most ``STRETCHED`` times its name's median: a
+    call stretched by the machine (an ``add_`` of 2 us that took 18 ms on a loaded machine) is
+    neither work nor per-step cost, and its excess leaves the model side too. ``rows``, ``start``, ``end``: the
+    host thread's top-level operators (ns from ``origin_us``). None: no model side, or no
+    phase to place the operators in."""
+    from gpu_notebook.analysis.phases import phase_at
+    from gpu_notebook.records import PHASES
+
+    locate = phase_at(trace)
+    model_us = phases.total_us - phases.phase_total_us.get("data", 0.0)
+    if locate is None or model_us <= 0 or rows.size == 0:
+        return None
+    first = min(st.start_us for st in phases.steps)
+    last = max(st.start_us + st.duration_us for st in phases.steps)
+    mid_us = origin_us + (start + end) / 2000.0
+    picked = (mid_us >= first) & (mid_us < last) & (locate(mid_us) != PHASES.index("data"))
+    if not picked.any():
+        return None
+    names = trace.name_id[rows[picked]]
+    dur_us = (end - start)[picked] / 1000.0
+    ids, which = np.unique(names, return_inverse=True)
+    typical = np.array([np.median(dur_us[which == k]) for k in range(ids.size)])
+    counted = np.minimum(dur_us, STRETCHED * typical[which])
+    excess = float((dur_us - counted).sum())
+    named = {
+        int(i) for i in trace.name_ids(lambda n: bool(MATMUL_OP.match(n) or WORK_BACKWARD.match(n)))
+    }
+    real = np.array([int(i) in named for i in ids]) | (typical >= SMALL_OP_US)
+    work_us = float(counted[real[which]].sum())
+    return min(1.0, work_us / max(model_us - excess, work_us, 1e-9))
 
 
 def heaviest_matmul_us(top_ops: Sequence[OpStat]) -> float | None:

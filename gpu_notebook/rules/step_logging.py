@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
-from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, Said
+from gpu_notebook.records import (
+    Analysis,
+    Finding,
+    PhaseBreakdown,
+    RawStacks,
+    Run,
+    Said,
+    StackCount,
+)
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     SUGGEST,
@@ -165,7 +173,12 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     raw = run.stacks
     if raw is None or raw.time_us <= 0 or not raw.stacks:
         return None
-    if raw.samples < MIN_LINE_SAMPLES:
+    # Imports are never the loop: a script's `import lightning` (92% of a `--lines all` run's
+    # samples) divided the logging's share down to nothing (issue 26, unseen round 3).
+    importing = [s for s in raw.stacks if _imports(raw, s)]
+    samples = raw.samples - sum(s.count for s in importing)
+    loop_us = raw.time_us - sum(s.time_us for s in importing)
+    if samples < MIN_LINE_SAMPLES or loop_us <= 0:
         # A share read off a handful of samples measures nothing (one sample in a logging call
         # read "100%, up to 10x" [high]): the rule of three, as for a line's share.
         return None
@@ -174,6 +187,8 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
     for stack in raw.stacks:
+        if _imports(raw, stack):
+            continue
         for depth, (index, _line) in enumerate(stack.frames):
             hit, name = labels[index], raw.functions[index].function
             if hit is None:
@@ -185,7 +200,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
             frameworks.add(hit[1])
             break
     total = sum(by_label.values())
-    overhead = total / raw.time_us
+    overhead = total / loop_us
     severity = severity_of(overhead, low=SUGGEST)
     if severity is None:
         return None
@@ -193,12 +208,12 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     bound = gain_bound(removed, analysis)
     parts = sorted(by_label.items(), key=lambda kv: -kv[1])
     top = sorted(functions.items(), key=lambda kv: -kv[1])[:4]
-    fixes = _framework_advice(frameworks, {k: v / raw.time_us for k, v in by_label.items()}, facts)
+    fixes = _framework_advice(frameworks, {k: v / loop_us for k, v in by_label.items()}, facts)
     said = FrameworkOverhead(
         overhead,
-        raw.samples,
-        tuple((label, us / raw.time_us) for label, us in parts),
-        tuple((name, us / raw.time_us) for name, us in top),
+        samples,
+        tuple((label, us / loop_us) for label, us in parts),
+        tuple((name, us / loop_us) for name, us in top),
         bound,
         tuple(fixes),
         _settings_now(facts),
@@ -206,6 +221,11 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     if not fixes:
         return found("logging.framework_overhead", "info", said)
     return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
+
+
+def _imports(raw: RawStacks, stack: StackCount) -> bool:
+    """A sample taken while Python imported a module (its import machinery on the stack)."""
+    return any(raw.functions[i].filename.startswith("<frozen importlib") for i, _ in stack.frames)
 
 
 RARE_LOGS = 10 * EVERY // 2  # every 50 steps: Lightning's own default

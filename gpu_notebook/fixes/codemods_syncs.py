@@ -70,6 +70,33 @@ def _stored_into(stmt: cst.BaseStatement) -> set[str]:
     }
 
 
+# Methods that add to a container: a gated `losses.append(loss.item())` keeps one value in N.
+_ADDS = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "add"})
+
+
+def _added_to(stmt: cst.BaseStatement) -> list[str]:
+    """Containers a statement line adds to (``losses`` of ``losses.append(loss.item())``)."""
+    small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+    names = []
+    for line in small:
+        call = line.value if isinstance(line, cst.Expr) else None
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+            name = dotted(call.func.value)
+            if name is not None and call.func.attr.value in _ADDS:
+                names.append(name)
+    return names
+
+
+def _say_thinned(stmt: cst.BaseStatement, every: int) -> cst.BaseStatement:
+    """A gated line that adds to a container says so: the list holds one value every N steps
+    (what the program stores changes, and a user reading the patch sees it)."""
+    names = _added_to(stmt)
+    if not names:
+        return stmt
+    text = f"# gpucheck: `{names[0]}` now keeps one value every {every} steps"
+    return add_comment(stmt, text=text)
+
+
 Selector = Callable[[cst.BaseStatement], bool]
 
 
@@ -399,7 +426,10 @@ def _gate(moved: list[int], step: str, rename: bool, every: int) -> Replacement:
             gate = cst.If(
                 test=expression(f"{step} % {every} == 0"), body=cst.IndentedBlock(body=[])
             )
-            out.append(wrap(gate, [body[i] for i in run]))
+            gated = wrap(gate, [body[i] for i in run])
+            assert isinstance(gated.body, cst.IndentedBlock)
+            inner = [_say_thinned(stmt, every) for stmt in gated.body.body]
+            out.append(gated.with_changes(body=gated.body.with_changes(body=inner)))
             index = run[-1] + 1
         loop = loop.with_changes(body=loop.body.with_changes(body=out))
         if rename:

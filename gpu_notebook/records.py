@@ -824,6 +824,10 @@ class OwnTime:
     # The thread's time on a core, last fifth's median over the first's (None: not read on
     # every step): own time that grew while this did not is time off a core (blocked).
     cpu_drift: float | None = None
+    # Every step carried its wait (read at each step end); False: only the slow ones did (steps
+    # too short to read at each end, read after any step over the clock's read level), and the
+    # others count their wall time.
+    every_step: bool = True
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ __all__ = [
     "own_phase_split",
     "own_step_times",
     "own_time_phases",
+    "partly_read_own_times",
     "run_wait_readings",
     "sample_series",
     "step_load_cores",
@@ -113,6 +114,30 @@ def own_step_times(steps: Sequence[StepTiming]) -> np.ndarray | None:
     blocking on I/O or on the GPU stay the step's own. None when a step carries no reading (not
     Linux, steps too short to pay for it, an older record): the sampler's readings then."""
     if not steps or any(s.wait_s is None for s in steps):
+        return None
+    out: np.ndarray = np.fromiter(
+        (max(0.0, s.duration_s - (s.wait_s or 0.0)) for s in steps), dtype=float, count=len(steps)
+    )
+    return out
+
+
+# The step clock reads a step's wait after it whenever the step took at least this long, even
+# where steps are too short to read at every end (capture/stepclock.py, ``_STALL_READ_NS``).
+SLOW_READ_S = 0.001
+
+
+def partly_read_own_times(steps: Sequence[StepTiming]) -> np.ndarray | None:
+    """Each step's own time where the steps carry their wait for a core only in part: a step
+    with a wait counts its wall time less it (a wait read after a slow step is the one since
+    the last reading, and may hold earlier steps' too: never more than the step itself), a step
+    without one its wall time. The step clock reads every step at least ``SLOW_READ_S`` long
+    while it reads at all (capture/stepclock.py), so an unread step is one under that level:
+    its wait, if any, is under it too, and left in (the code's, in the machine's disfavour).
+    None: no step carries a wait (no schedstat, an older record), or an unread step is slower
+    than that level (it was not read for another reason: the sampler's readings then)."""
+    if not steps or not any(s.wait_s is not None for s in steps):
+        return None
+    if any(s.wait_s is None and s.duration_s >= SLOW_READ_S for s in steps):
         return None
     out: np.ndarray = np.fromiter(
         (max(0.0, s.duration_s - (s.wait_s or 0.0)) for s in steps), dtype=float, count=len(steps)

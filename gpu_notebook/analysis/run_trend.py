@@ -36,6 +36,7 @@ from gpu_notebook.analysis.compare_samples import compare_samples
 from gpu_notebook.analysis.interference import (
     busy_steps,
     own_step_times,
+    partly_read_own_times,
     run_wait_readings,
     sample_series,
     step_load_cores,
@@ -172,8 +173,11 @@ def run_shape(run: Run) -> RunShape | None:
     # The window is compared with the run on the steps' own time when every step carries its
     # wait for a core, as drift and stalls are: under load the wait blurs the wall clock (cached
     # then slow input, loaded: 6.3 against 6.5 ms a step on the wall, 1.7 against 6.3 ms own).
-    own = own_step_times(steps_read)
-    own_all = own_step_times(steps)
+    # Steps too short to read at every end carry a wait only where they were slow, and which
+    # steps are read is looked at again as the run goes (capture/session.py): every slow step
+    # still knows its wait, so such a run is read on own time too (``partly_read_own_times``).
+    own = _own_or_partly(steps_read)
+    own_all = _own_or_partly(steps)
     own_pace = own is not None and own_all is not None and len(own) == len(dur)
     pace = own if own is not None and own_pace else dur
     pace_all = own_all if own_all is not None and own_pace else all_dur
@@ -264,9 +268,11 @@ def run_shape(run: Run) -> RunShape | None:
         shape = dataclasses.replace(shape, drift_low=drift.low)
     wait = step_run_wait(run, steps_read)
     if own is not None and len(own) == len(dur):
-        # Every step carries its own wait for a core: drift and stalls are read on the part of
-        # each step the machine did not take, step by step (a steady spinner preempts every
-        # few steps for a time slice; the sampler's 0.25 s readings cannot say which).
+        # Every step carries its own wait for a core (or every slow one does): drift and stalls
+        # are read on the part of each step the machine did not take, step by step (a steady
+        # spinner preempts every few steps for a time slice; the sampler's 0.25 s readings
+        # cannot say which, and miss a busy stretch of a short cell: a tiny-step cell whose last
+        # fifths ran under other processes' load read "Steps slow down over the run" [high]).
         own_time = _own_time(steps_read, dur, own, head, tail, weight, read_s)
         shape = dataclasses.replace(
             shape,
@@ -360,7 +366,15 @@ def _own_time(
         stalls=_stalls(steps, own, median, stalled, weight, read_s),
         wait_share=max(0.0, waited),
         cpu_drift=cpu_drift,
+        every_step=all(s.wait_s is not None for s in steps),
     )
+
+
+def _own_or_partly(steps: Sequence[StepTiming]) -> np.ndarray | None:
+    """The steps' own times: every step's wait out, or every slow step's where only those were
+    read (a stretch too short to read at each end)."""
+    own = own_step_times(steps)
+    return own if own is not None else partly_read_own_times(steps)
 
 
 # Busy steps count their stalls as the machine's only inside this many readings in a row that

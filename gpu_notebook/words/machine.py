@@ -7,6 +7,7 @@ from gpu_notebook.formatting import fmt_share
 from gpu_notebook.rules.machine import BusySteps, Oversubscribed, Shared, Slowed
 from gpu_notebook.rules.run_shape import BUSY_SLOWDOWN
 from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.run_shape import read_where
 
 _SOURCE = "gpu_notebook's own levels (rules/machine.py), from the sampler's whole-machine readings"
 
@@ -53,8 +54,8 @@ def slowed(s: Slowed) -> Words:
             f"first fifth {shape.first_median_s * 1e3:.2f} ms a step, last fifth "
             f"{shape.last_median_s * 1e3:.2f} ms ({s.factor:.1f}x)",
             (
-                f"each step less its own wait for a core (schedstat run-queue wait, read at "
-                f"every step end): {shape.own_drift:.2f}x"
+                f"each step less its own wait for a core (schedstat run-queue wait, "
+                f"{read_where(shape.own)}): {shape.own_drift:.2f}x"
                 if shape.own is not None
                 else f"with the most the thread's wait for a core (schedstat run-queue wait, "
                 f"read around each fifth) explains taken out: {shape.own_drift:.2f}x"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_seconds, fmt_share
+from gpu_notebook.records import OwnTime
 from gpu_notebook.rules.run_shape import (
     Drift,
     Jitter,
@@ -14,6 +15,14 @@ from gpu_notebook.rules.run_shape import (
 from gpu_notebook.words.common import Words, worder, words
 
 _SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
+
+
+def read_where(own: OwnTime | None) -> str:
+    """Where the steps' waits for a core were read: at every step end, or after slow steps."""
+    if own is None or own.every_step:
+        return "read at every step end"
+    return "read after every slow step; the shorter steps, unread, count their wall time"
+
 
 _PHASE_WORK = {
     "data": "waiting for the DataLoader",
@@ -74,7 +83,7 @@ def drift(s: Drift) -> Words:
     own = shape.own
     if own is not None:
         evidence.append(
-            f"less each step's own wait for a core (read at every step end): "
+            f"less each step's own wait for a core ({read_where(own)}): "
             f"{fmt_seconds(own.first_median_s)} a step, then {fmt_seconds(own.last_median_s)} "
             f"({own.drift or 0.0:.1f}x): the code's own time grew"
         )

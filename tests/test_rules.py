@@ -325,6 +325,44 @@ def test_no_workers_for_an_in_memory_tensor_dataset(cell):
     assert f.fix_id is None and "BatchSampler" in f.fix and "TensorDataset" in " ".join(f.evidence)
 
 
+@pytest.mark.parametrize(
+    ("loader", "sampler", "drop_last", "order"),
+    [
+        (
+            "DataLoader(ds, batch_size=32, shuffle=True)",
+            "RandomSampler(ds)",
+            "drop_last=False",
+            "randperm",
+        ),
+        (
+            "DataLoader(ds, batch_size=32, drop_last=True)",
+            "SequentialSampler(ds)",
+            "drop_last=True",
+            "arange",
+        ),
+        (
+            "DataLoader(ds, 32, False, drop_last=True)",
+            "SequentialSampler(ds)",
+            "drop_last=True",
+            "arange",
+        ),
+    ],
+)
+def test_whole_batches_keep_the_loaders_order_and_last_batch(loader, sampler, drop_last, order):
+    # Issue 26 (unseen round 4): a TensorDataset(X, Ya, Yb) loader with drop_last=True (a
+    # OneCycleLR sized by len(loader), a BatchNorm that cannot take a batch of 1) was told
+    # `BatchSampler(RandomSampler(ds), drop_last=False)` and `x, y = X[idx], Y[idx]`: the advice
+    # changed the program's order and batches unsaid, and named a tensor it does not have.
+    cell = "ds = TensorDataset(X, Ya, Yb)\n" + TRAIN.replace(
+        "DataLoader(ds, batch_size=32)", loader
+    )
+    findings = rules_for(syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.40}))
+    fix = only(findings, "input.in_memory_batches").fix
+    assert f"BatchSampler({sampler}, batch_size=32, {drop_last})" in fix
+    assert f"torch.{order}(len(ds))" in fix and "ds.tensors" in fix and "Y[idx]" not in fix
+    assert ("shorter than 32" in fix) == (drop_last == "drop_last=True")
+
+
 def test_no_workers_when_a_batch_loads_faster_than_a_worker_hands_it_over():
     split = syn.phases({"data": 0.30}, step_us=1000.0)  # 0.3 ms a batch
     findings = rules_for(syn.make_run(TRAIN, cpu_count=8), syn.make_analysis(phase_split=split))

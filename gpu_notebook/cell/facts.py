@@ -70,6 +70,8 @@ class LoaderCall:
     dataset: str | None  # source text of the dataset argument
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
     worker_init_fn: bool = False  # passed by keyword
+    shuffle: bool | None = False  # False when absent; None when not a literal
+    drop_last: bool | None = False  # False when absent; None when not a literal
 
 
 @dataclass(frozen=True)

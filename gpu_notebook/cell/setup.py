@@ -56,6 +56,13 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
             dataset=ast.unparse(dataset_node) if dataset_node is not None else None,
             node=call,
             worker_init_fn=keyword_value(call, "worker_init_fn") is not None,
+            shuffle=None  # a sampler of its own decides the order
+            if keyword_value(call, "sampler") or keyword_value(call, "batch_sampler")
+            else bool_or_none(
+                keyword_value(call, "shuffle") or (positional[2] if len(positional) > 2 else None),
+                absent,
+            ),
+            drop_last=bool_or_none(keyword_value(call, "drop_last"), absent),
         )
 
 

@@ -145,6 +145,9 @@ class InMemoryBatches(Said):
     reason: NoWorkerGain
     bound: float | None
     batch: int | None
+    shuffle: bool | None = None  # the loader's, where known (None: not a literal)
+    drop_last: bool | None = None
+    dataset: str | None = None  # the name the loader's dataset is bound to, where it is one
 
 
 @dataclass(frozen=True)
@@ -449,7 +452,12 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     if reason is None:
         return None
     bound = gain_bound(data, analysis)
-    said = InMemoryBatches(data, analysis.phases, reason, bound, loader.setting("batch_size"))
+    held = loader.static.dataset if loader.static is not None else None
+    said = InMemoryBatches(
+        data, analysis.phases, reason, bound, loader.setting("batch_size"),
+        shuffle=loader.setting("shuffle"), drop_last=loader.setting("drop_last"),
+        dataset=held if held is not None and held.isidentifier() else None,
+    )  # fmt: skip
     return found("input.in_memory_batches", severity, said, phase_share=data, bound=bound,
                  line=loader.line)  # fmt: skip
 

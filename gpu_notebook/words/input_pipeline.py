@@ -78,21 +78,34 @@ def in_memory_batches(s: InMemoryBatches) -> Words:
             "the time goes to indexing the dataset one sample at a time and collating the samples",
             f"gain if the batch is taken in one indexing: {fmt_gain(s.bound)} (Amdahl over the data share)",
         ],
-        _whole_batches(s.reason, bs),
+        _whole_batches(s, bs),
         "measured: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
         "docs (batch_size=None with a BatchSampler for batched indexing)",
     )
 
 
-def _whole_batches(reason: NoWorkerGain, bs: int | str) -> str:
+def _whole_batches(s: InMemoryBatches, bs: int | str) -> str:
     """How to index whole batches: a TensorDataset takes a list of indices as it is; a dataset
     of the user's own class (one sample per ``__getitem__``, maybe a collate_fn that pads) does
-    not, and the DataLoader calls its ``__getitems__`` with a batch's indices where it has one."""
-    if reason.dataset is not None:
+    not, and the DataLoader calls its ``__getitems__`` with a batch's indices where it has one.
+    The batches keep the loader's order (shuffle) and last batch (drop_last), and the loop form
+    takes every tensor the dataset holds (``ds.tensors``): the advice changes no batch unsaid."""
+    if s.reason.dataset is not None:
+        ds = s.dataset or "ds"
+        sampler = f"RandomSampler({ds})" if s.shuffle else f"SequentialSampler({ds})"
+        if s.shuffle is None:
+            sampler = f"RandomSampler({ds}) (SequentialSampler({ds}) without shuffle)"
+        drop = (
+            "drop_last=<your DataLoader's>" if s.drop_last is None else f"drop_last={s.drop_last}"
+        )
+        order = "arange" if s.shuffle is False else "randperm"
+        skip = (
+            f", skipping an `idx` shorter than {bs} as drop_last=True does" if s.drop_last else ""
+        )
         return (
-            "Keep num_workers=0 and index whole batches: DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), "
-            f"batch_size={bs}, drop_last=False), batch_size=None) (a TensorDataset takes a list of indices), or "
-            f"`for idx in torch.randperm(len(X)).split({bs}): x, y = X[idx], Y[idx]`."
+            f"Keep num_workers=0 and index whole batches: DataLoader({ds}, sampler=BatchSampler({sampler}, "
+            f"batch_size={bs}, {drop}), batch_size=None) (a TensorDataset takes a list of indices), or "
+            f"`for idx in torch.{order}(len({ds})).split({bs}): batch = [t[idx] for t in {ds}.tensors]`{skip}."
         )
     return (
         "Keep num_workers=0: a batch loads in less time than a worker takes to hand it over. To "

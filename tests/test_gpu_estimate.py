@@ -283,6 +283,26 @@ def test_adams_reads_of_its_own_cpu_step_counter_are_not_device_reads(tmp_path: 
     assert est.reads_per_step == 0 and est.overlapped
 
 
+def test_each_read_of_a_device_value_counts_once(tmp_path: Path):
+    """``.item()`` (and float()/int()/bool() of a tensor) records ``aten::item`` with its child
+    ``aten::_local_scalar_dense``: one read, two operators. The estimate counted both (issue 26,
+    unseen round 4: a loop reading loss.item() and float(grad_norm) said '4.0 read(s) of device
+    values per step'; a loop reading none in its step, through pack_padded_sequence's, 4)."""
+    script = tmp_path / "reads.py"
+    script.write_text(
+        LOOP.replace("opt.step()\n", "opt.step()\n    a = loss.item(); b = float(loss)\n")
+    )
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "gpu_notebook", "run", "-s", "4", "--json", str(report), "-q",
+           str(script)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    from gpu_notebook.records import Report
+
+    est = Report.from_json(report.read_text()).gpu_estimate
+    assert est is not None and not est.overlapped
+    assert est.reads_per_step == pytest.approx(2.0), est.reads_per_step
+
+
 def test_a_loop_under_autocast_is_estimated_at_the_cards_bf16_peak(tmp_path: Path):
     """A loop that trains under ``torch.autocast("cpu", dtype=torch.bfloat16)`` runs its
     matmuls in reduced precision on a GPU too; the estimate sized them at the fp32 peak and

@@ -284,10 +284,10 @@ def estimate_from_ops(
     cpu_bytes = CPU_GBPS_PER_CORE * 1e9 * cores
     device_us = host_ops_us = kernels = 0.0
     total_flops = 0.0
-    reads = 0.0
+    # One read records aten::item and, under it, aten::_local_scalar_dense (float()/int()/bool()
+    # of a tensor too): the larger count is the reads, each once (a direct call has no item).
+    reads = max((float(op.calls) for op in ops if op.name in SYNC_OPS), default=0.0)
     for op in ops:
-        if op.name in SYNC_OPS:
-            reads += op.calls
         if NOT_AN_OP.match(op.name):
             continue
         if NO_KERNEL.match(op.name) or op.self_us < 0.5 * op.total_us:

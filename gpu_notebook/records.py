@@ -470,6 +470,9 @@ class PhaseBreakdown:
     measured: tuple[str, ...]  # phases this source can see (others: not measured)
     # "inference": no backward and no optimizer anywhere in what was measured; None: unknown.
     workload: Literal["training", "inference"] | None = None
+    # The share of the steps' wall time their thread waited for a core, taken out of the phases
+    # (analysis.interference.own_time_phases); 0: none was.
+    waited_share: float = 0.0
 
     def share(self, phase: str) -> float | None:
         """Fraction of the recorded step time spent in ``phase``; None when not measured."""

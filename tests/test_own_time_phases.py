@@ -19,8 +19,8 @@ import random
 import numpy as np
 
 from gpu_notebook.analysis.analyze import analyze, with_run_figures
-from gpu_notebook.analysis.interference import own_phase_split
-from gpu_notebook.records import Analysis, StepTiming
+from gpu_notebook.analysis.interference import own_phase_split, own_time_phases
+from gpu_notebook.records import Analysis, PhaseBreakdown, StepPhases, StepTiming
 from gpu_notebook.rules.common import WARN, severity_in
 from tests.scenarios import synthetic as syn
 
@@ -155,3 +155,54 @@ def test_the_wait_comes_off_what_each_phase_spent_beyond_its_least():
     own = own_phase_split(np.array([[2.0, 4.0], [1.0, 2.0]]), np.array([4.5, 9.0]))
     assert np.allclose(own[0], [0.5, 1.0])
     assert np.allclose(own[1], [0.0, 0.0])
+
+
+def _preempted_window(wait_us: float) -> PhaseBreakdown:
+    """islice_loader's three profiled steps on a loaded machine: 2.2 ms of data, 0.8 ms of
+    model and optimizer, and every step's ``wait_us`` for a core landed in its backward (20 ms
+    steps, 16 ms of them waiting), taken out as own_time_phases takes it."""
+    rows = []
+    for i, jitter in zip((2, 3, 4), (0.0, 40.0, -30.0), strict=True):
+        parts = {"data": 2200.0 + jitter, "forward": 300.0, "backward": 1000.0 + wait_us,
+                 "optimizer": 500.0}  # fmt: skip
+        rows.append(StepPhases(i, i * 20_000.0, sum(parts.values()), parts))
+    totals = {k: sum(r.phase_us[k] for r in rows) for k in rows[0].phase_us}
+    window = PhaseBreakdown("trace", tuple(rows), sum(r.duration_us for r in rows), totals,
+                            ("data", "forward", "backward", "optimizer"))  # fmt: skip
+    steps = [
+        StepTiming(
+            r.index,
+            r.start_us / 1e6,
+            r.duration_us / 1e6,
+            0.0022,
+            0.0003,
+            0.001,
+            0.0005,
+            1,
+            1,
+            64,
+            wait_s=wait_us / 1e6,
+        )
+        for r in rows
+    ]
+    return own_time_phases(window, steps)
+
+
+def test_a_window_of_preempted_steps_does_not_overrule_the_runs_data_wait_from_below():
+    # The same loop read input-bound (64% data) and host-bound (11%) at the same load, by where
+    # the time slices of three profiled steps fell; its 139 steps, each less its wait, read 77%.
+    from gpu_notebook.analysis.verdict import decide, run_data_overrules
+    from gpu_notebook.records import RunPhase
+    from tests.scenarios import synthetic as syn
+
+    whole = RunPhase(0.77, 139, 0.00276, 0.0036, 0.74, 0.79)
+    preempted = _preempted_window(16_000.0)
+    assert preempted.waited_share > 0.7 and (preempted.share("data") or 0.0) < 0.2
+    analysis = dataclasses.replace(syn.make_analysis(phase_split=preempted), run_data=whole)
+    assert run_data_overrules(analysis, preempted.share("data")) is whole
+    assert decide(syn.make_run(""), analysis).category == "input-bound"
+    # A window that did not wait keeps its own reading below the run's (as before).
+    quiet = _preempted_window(0.0)
+    assert quiet.waited_share == 0.0
+    calm = dataclasses.replace(syn.make_analysis(phase_split=quiet), run_data=whole)
+    assert run_data_overrules(calm, quiet.share("data")) is None

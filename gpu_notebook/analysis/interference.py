@@ -224,8 +224,14 @@ def own_time_phases(phases: PhaseBreakdown, steps: Sequence[StepTiming]) -> Phas
     totals = {
         k: float(own[kept, j].sum()) for j, k in enumerate(names) if k in phases.phase_total_us
     }
+    wall_us = float(rows[kept].sum())
+    own_us = float(own[kept].sum())
     return dataclasses.replace(
-        phases, steps=out, total_us=float(own[kept].sum()), phase_total_us=totals
+        phases,
+        steps=out,
+        total_us=own_us,
+        phase_total_us=totals,
+        waited_share=max(0.0, 1.0 - own_us / wall_us) if wall_us > 0 else 0.0,
     )
 
 

@@ -231,6 +231,9 @@ class StepClockRecord:
     decimation: int = 1  # keep-every-Nth applied to ``steps``
     event_counts: Mapping[str, int] = field(default_factory=dict)  # hook name -> calls
     grad_bytes: int | None = None  # bytes of trainable parameters (= gradients all-reduced)
+    # Trainable tensors the first optimizer to step updates (None: not read): an unfused
+    # update's per-tensor ops (``analysis.fused_update``).
+    grad_tensors: int | None = None
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
     process_cpu: tuple[StepCpu, ...] = ()  # the process's CPU time at spaced step ends
     lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait

@@ -204,6 +204,7 @@ class StepClock:
         self._opt_inner_ns = 0  # data + forward + backward already counted when the step began
         self._samples: int | None = None  # samples seen in the open step (all micro-batches)
         self._grad_bytes: int | None = None
+        self._grad_tensors: int | None = None
 
         # Memory at the end of every Nth step (0: off): the process RSS, one pread of
         # /proc/self/statm (~2 us, so every 16th step is far under 1% of any step).
@@ -565,7 +566,7 @@ class StepClock:
         self._last_mark_ns = now
         self._counts["optimizer"] += 1
         if self._grad_bytes is None:
-            self._grad_bytes = _trainable_bytes(
+            self._grad_bytes, self._grad_tensors = _trainable_bytes(
                 p for g in optimizer.param_groups for p in g["params"]
             )
         if not self._closes_cycle(id(optimizer)):
@@ -943,6 +944,7 @@ class StepClock:
                 else {}
             ),
             grad_bytes=grad_bytes or None,
+            grad_tensors=self._grad_tensors or None,
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
             process_cpu=tuple(
                 StepCpu(index=i, end_s=(e - t0) / 1e9, process_cpu_s=c / 1e9)
@@ -968,8 +970,9 @@ _MARK_EVERY = 16
 _OURS_MIN_NS = 20_000
 
 
-def _trainable_bytes(params: Any) -> int:
-    """Bytes of the parameters that get gradients: what data parallelism all-reduces a step."""
+def _trainable_bytes(params: Any) -> tuple[int, int]:
+    """Bytes of the parameters that get gradients (what data parallelism all-reduces a step),
+    and how many tensors they are."""
     seen: set[int] = set()
     total = 0
     for p in params:
@@ -977,7 +980,7 @@ def _trainable_bytes(params: Any) -> int:
             continue
         seen.add(id(p))
         total += p.numel() * p.element_size()
-    return total
+    return total, len(seen)
 
 
 def _never() -> bool:

@@ -134,6 +134,22 @@ def _optimizer_evidence(s: UnfusedOptimizer) -> str:
     return line
 
 
+def _fused_gain_line(s: UnfusedOptimizer) -> str:
+    gain = fmt_gain(s.bound, s.low)
+    if s.kept is None:
+        return (
+            f"gain if the update took no time: {gain} (from the least update share the run's "
+            "steps support, 90% interval, to the run's; fusing trims it, it does not remove it)"
+        )
+    size = f", {s.grad_bytes / 1e6:.2g} MB" if s.grad_bytes else ""
+    return (
+        f"gain if the fused update keeps {fmt_share(s.kept)} of the update's time: {gain} "
+        f"(on the CPU a fused step still pays its fixed cost, a call a tensor and one pass over "
+        f"the parameters: {s.tensors} tensors{size} here; from the least update share the run's "
+        "steps support, 90% interval, to the run's)"
+    )
+
+
 @worder(UnfusedOptimizer)
 def unfused_optimizer(s: UnfusedOptimizer) -> Words:
     cls = s.cls
@@ -161,9 +177,7 @@ def unfused_optimizer(s: UnfusedOptimizer) -> Words:
             + (f" (`{s.name}`)" if s.name else "")
             + f" without {s.implementation}=True"
             + ("" if s.built_here else ", built in an earlier cell"),
-            f"gain if the update took no time: {fmt_gain(s.bound, s.low)} (from the least update share "
-            "the run's steps support, 90% interval, to the run's; fusing trims it, it does not "
-            "remove it)",
+            _fused_gain_line(s),
         ],
         f"Pass {s.implementation}=True to {cls}(...): one kernel (or a few) for all parameters "
         "(they sum in another order: the loss can differ in its last digits).",

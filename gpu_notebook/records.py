@@ -788,6 +788,9 @@ class HostOverhead:
     # The steps' model side (all but the data wait) in operators whose work grows with the batch
     # (analysis.host.model_work_share); None: not read.
     model_work_share: float | None = None
+    # The heaviest host matmul/convolution's typical self time a call by call floors (the least
+    # of one call's repeats over the steps: load only adds time); None: not read.
+    heaviest_matmul_us: float | None = None
 
 
 @dataclass(frozen=True)

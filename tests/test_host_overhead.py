@@ -173,3 +173,61 @@ def test_the_model_side_s_work_is_its_matmuls_and_real_calls_not_data_nor_stretc
     host = host_overhead(trace, phases, find_host_thread(trace))
     assert host is not None and host.model_work_share is not None
     assert host.model_work_share == pytest.approx(900.0 / (2400.0 - 191.0))
+
+
+def _loaded_steps(stretched: bool, steps: int = 6) -> dict:
+    """CPU steps, each a forward of: two addmm of 25 us (the heaviest matmul, under 30 us), twenty add_ of
+    3 us, 5 us of Python before each op. ``stretched``: a busy machine's waits planted in four
+    of the six steps (load only adds time): each addmm there runs 45 us, each add_ 40 us, and
+    one add_ 18 ms (preempted); every call has a step that ran it undisturbed."""
+    events: list[dict] = []
+    t = 0.0
+    for k in range(steps):
+        events.append(tf.step_mark(k, t))
+        t0 = t
+        busy = stretched and k in (0, 2, 3, 5)
+        for i in range(22):
+            t += 5.0
+            name = "aten::addmm" if i in (0, 11) else "aten::add_"
+            dur = (
+                (45.0 if name == "aten::addmm" else 40.0)
+                if busy
+                else (25.0 if i in (0, 11) else 3.0)
+            )
+            if busy and (k, i) == (3, 7):
+                dur = 18000.0
+            events.append(tf.op(name, t, dur))
+            t += dur
+        events.append(tf.annotation(markers.FORWARD_PREFIX + "Net", t0 + 1.0, t - t0))
+        t += 5.0
+    events.append(tf.step_mark(steps, t))
+    return tf.trace_dict(events)
+
+
+def test_waits_planted_in_calls_leave_the_tiny_ops_reading_as_it_was(tmp_path: Path) -> None:
+    """Load only adds time to a call: a median over calls read the stretched addmm at 45 us
+    (no longer tiny) and the stretched add_ at 40 us (no longer small), and the tiny-ops
+    finding came and went with the machine's load. Each call's floor (the least of its repeats
+    over the steps) gives the quiet trace's figures, finding and level."""
+    from gpu_notebook.cell.facts import SourceFacts
+    from gpu_notebook.rules.launch import tiny_ops
+
+    readings = []
+    for stretched in (False, True):
+        trace = load_trace_dict(_loaded_steps(stretched))
+        phases = phase_breakdown(trace)
+        host = host_overhead(trace, phases, find_host_thread(trace))
+        assert host is not None
+        path = tmp_path / f"loaded{stretched}.json"
+        path.write_text(json.dumps(_loaded_steps(stretched)))
+        report, _, _ = report_from_trace(path)
+        found = tiny_ops(report.run, report.analysis, SourceFacts(parsed=False))
+        tiny = None if found is None else (found.severity, found.fix_id)
+        readings.append((host, tiny, report.verdict.category))
+    (quiet, quiet_tiny, quiet_verdict), (busy, busy_tiny, busy_verdict) = readings
+    assert quiet_tiny is not None and busy_tiny == quiet_tiny
+    assert busy_verdict == quiet_verdict == "host-bound"
+    assert busy.heaviest_matmul_us == pytest.approx(quiet.heaviest_matmul_us) == 25.0
+    assert busy.median_op_us == quiet.median_op_us == 3.0
+    assert host_bound(busy, on_gpu=True) and host_bound(quiet, on_gpu=True)
+    assert busy.small_op_share == pytest.approx(quiet.small_op_share, abs=0.02)

@@ -88,22 +88,25 @@ def host_overhead(
         total -= max(0, a - int(lo[i])) + max(0, int(hi[j - 1]) - b)
         return max(total, 0)
 
-    work = model_work_share(trace, phases, rows[order][top], s, e, origin)
+    spans = _step_spans(phases, origin)
+    top_rows = rows[order][top]
+    floor = call_floors(trace.name_id[top_rows], s, dur, spans)
+    small = floor < SMALL_OP_US * 1000.0  # by the call's floor: a stretched add_ stays small
+    work = model_work_share(trace, phases, top_rows, s, e, origin, floor)
     counts: list[int] = []
     op_us: list[np.ndarray] = []
     between: list[float] = []
     small_share: list[float] = []
-    for step in phases.steps:
-        a = round((step.start_us - origin) * 1000.0)
-        b = a + round(step.duration_us * 1000.0)
-        if b <= a:
-            continue
+    for a, b in spans:
         i, j = np.searchsorted(s, a, side="left"), np.searchsorted(s, b, side="left")
         covered = np.minimum(e[i:j], b) - s[i:j]
+        counted = np.minimum(covered, floor[i:j])
+        # The step's own time: less what its calls ran past their floors (waits for a core).
+        own = max(1, (b - a) - int((covered - counted).sum()))
         counts.append(j - i)
-        op_us.append(dur[i:j] / 1000.0)
-        between.append(1.0 - busy_ns(a, b) / (b - a))
-        small_share.append(float(covered[small[i:j]].sum()) / (b - a))
+        op_us.append(floor[i:j] / 1000.0)
+        between.append(max(0.0, (b - a) - busy_ns(a, b)) / own)
+        small_share.append(float(counted[small[i:j]].sum()) / own)
     if not counts:
         return None
     all_ops = np.concatenate(op_us)
@@ -114,7 +117,76 @@ def host_overhead(
         small_op_share=float(np.median(small_share)),
         small_op_us=SMALL_OP_US,
         model_work_share=work,
+        heaviest_matmul_us=_heaviest_matmul_floor_us(trace, host, origin, spans),
     )
+
+
+def _step_spans(phases: PhaseBreakdown, origin_us: float) -> list[tuple[int, int]]:
+    """Each traced step's [start, end) in ns from ``origin_us`` (empty steps left out)."""
+    spans = []
+    for step in phases.steps:
+        a = round((step.start_us - origin_us) * 1000.0)
+        b = a + round(step.duration_us * 1000.0)
+        if b > a:
+            spans.append((a, b))
+    return spans
+
+
+def call_floors(
+    names: np.ndarray, start: np.ndarray, dur: np.ndarray, spans: Sequence[tuple[int, int]]
+) -> np.ndarray:
+    """Each call's floor: the least any step took for the same call (its operator name and its
+    ordinal among that name's calls in the step), ``dur`` where the call lies in no step.
+
+    Load only adds time to a call (a wait for a core, a preemption): the same call of another
+    step, run undisturbed, shows what it costs. A median over calls moves with the load (a
+    python_items addmm read 32 us a call under load 8-12, well under 30 quiet; one 2 us add_
+    took 18 ms), the least of one call's repeats does not while one step ran it undisturbed.
+    ``start`` sorted; ns throughout."""
+    floor: np.ndarray = np.array(dur, copy=True)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for a, b in spans:
+        i, j = np.searchsorted(start, a, side="left"), np.searchsorted(start, b, side="left")
+        seen: dict[int, int] = {}
+        for idx in range(int(i), int(j)):
+            name = int(names[idx])
+            k = seen.get(name, 0)
+            seen[name] = k + 1
+            groups.setdefault((name, k), []).append(idx)
+    for members in groups.values():
+        floor[members] = dur[members].min()
+    return floor
+
+
+def _heaviest_matmul_floor_us(
+    trace: Trace, host: tuple[int, int], origin_us: float, spans: Sequence[tuple[int, int]]
+) -> float | None:
+    """The heaviest host matmul/convolution's typical call by its floor (``call_floors`` of its
+    self time): per operator name the median call's floor, the largest over names. None: no
+    such operator in the traced steps."""
+    from gpu_notebook.analysis.ops import self_time_ns
+
+    rows = np.flatnonzero(
+        trace.category_mask("cpu_op") & (trace.pid == host[0]) & (trace.tid == host[1])
+    )
+    start = np.rint((trace.ts_us[rows] - origin_us) * 1000.0).astype(np.int64)
+    end = start + np.rint(trace.dur_us[rows] * 1000.0).astype(np.int64)
+    self_ns = self_time_ns(start, end)
+    matmul = {int(i) for i in trace.name_ids(lambda n: bool(MATMUL_OP.match(n)))}
+    names = trace.name_id[rows]
+    keep = np.fromiter((int(n) in matmul for n in names), dtype=np.bool_, count=names.size)
+    if not keep.any():
+        return None
+    order = np.argsort(start[keep], kind="stable")
+    names, start, self_ns = names[keep][order], start[keep][order], self_ns[keep][order]
+    inside = np.zeros(start.size, dtype=np.bool_)
+    for a, b in spans:
+        inside[np.searchsorted(start, a) : np.searchsorted(start, b)] = True
+    if not inside.any():
+        return None
+    floor = call_floors(names, start, self_ns, spans)[inside]
+    names = names[inside]
+    return max(float(np.median(floor[names == n])) / 1000.0 for n in np.unique(names))
 
 
 # A call this many times its name's median was stretched by the machine (preempted), not work.
@@ -132,10 +204,12 @@ def model_work_share(
     start: np.ndarray,
     end: np.ndarray,
     origin_us: float,
+    floor: np.ndarray | None = None,
 ) -> float | None:
     """The share of the traced steps' model side (every phase but the data wait) spent in
     top-level operators whose work grows with the batch: matmuls and convolutions and their
-    backward, of any size, and any operator whose typical call (its name's median) takes
+    backward, of any size, and any operator whose typical call (its name's median call floor,
+    ``call_floors``, else its median call) takes
     ``SMALL_OP_US`` or more (work, not dispatch). The rest of the model side (Python between
     operators, small operators' dispatch, the optimizer's per-tensor updates) is paid once a
     step whatever the batch. Each call counts at most ``STRETCHED`` times its name's median: a
@@ -159,7 +233,8 @@ def model_work_share(
     names = trace.name_id[rows[picked]]
     dur_us = (end - start)[picked] / 1000.0
     ids, which = np.unique(names, return_inverse=True)
-    typical = np.array([np.median(dur_us[which == k]) for k in range(ids.size)])
+    floor_us = floor[picked] / 1000.0 if floor is not None else dur_us
+    typical = np.array([np.median(floor_us[which == k]) for k in range(ids.size)])
     counted = np.minimum(dur_us, STRETCHED * typical[which])
     excess = float((dur_us - counted).sum())
     named = {
@@ -170,9 +245,13 @@ def model_work_share(
     return min(1.0, work_us / max(model_us - excess, work_us, 1e-9))
 
 
-def heaviest_matmul_us(top_ops: Sequence[OpStat]) -> float | None:
-    """Self time per call of the heaviest host matmul/convolution among the top ops (CPU runs):
-    the median call's when known (a call another process preempted says nothing of its size)."""
+def heaviest_matmul_us(top_ops: Sequence[OpStat], host: HostOverhead | None = None) -> float | None:
+    """Self time per call of the heaviest host matmul/convolution (CPU runs): the host
+    figures' reading by call floors where read (``HostOverhead.heaviest_matmul_us``: load only
+    adds time to a call), else among the top ops the median call's (a call another process
+    preempted says nothing of its size)."""
+    if host is not None and host.heaviest_matmul_us is not None:
+        return host.heaviest_matmul_us
     per_call = [
         op.median_self_us if op.median_self_us is not None else op.self_us / op.calls
         for op in top_ops
@@ -193,7 +272,7 @@ def host_bound(
     if host is None or host.ops_per_step < 1:
         return False
     if not on_gpu:
-        heaviest = heaviest_matmul_us(top_ops)
+        heaviest = heaviest_matmul_us(top_ops, host)
         if heaviest is not None and heaviest < SMALL_OP_US:
             return True
     return (

@@ -158,7 +158,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     """No GPU: the model's ops are so small that per-op overhead and Python dominate the step."""
     if analysis.gpu is not None or analysis.phases is None or analysis.phases.source != "trace":
         return None
-    heaviest_us = heaviest_matmul_us(analysis.top_ops)
+    heaviest_us = heaviest_matmul_us(analysis.top_ops, analysis.host)
     tiny = heaviest_us is not None and heaviest_us < TINY_OP_US
     # The verdict's other reading of "ops too small" (analysis.host.host_bound): many
     # operators of a few us with Python between them fill the step, whatever the heaviest

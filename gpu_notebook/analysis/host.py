@@ -172,9 +172,8 @@ def _heaviest_matmul_floor_us(
     start = np.rint((trace.ts_us[rows] - origin_us) * 1000.0).astype(np.int64)
     end = start + np.rint(trace.dur_us[rows] * 1000.0).astype(np.int64)
     self_ns = self_time_ns(start, end)
-    matmul = {int(i) for i in trace.name_ids(lambda n: bool(MATMUL_OP.match(n)))}
     names = trace.name_id[rows]
-    keep = np.fromiter((int(n) in matmul for n in names), dtype=np.bool_, count=names.size)
+    keep = np.isin(names, trace.name_ids(lambda n: bool(MATMUL_OP.match(n))))
     if not keep.any():
         return None
     order = np.argsort(start[keep], kind="stable")

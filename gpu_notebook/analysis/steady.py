@@ -114,7 +114,7 @@ def steady_top_ops(
     # Each window's typical call, by its calls: on a busy machine the kept steps still hold
     # preempted calls, and a mean over them sized the heaviest matmul of a tiny model at over
     # 30 us while the verdict's median read it under (analysis.host.heaviest_matmul_us reads
-    # the median): "ops too small" with the tiny-ops finding missing.
+    # the host figures' call floors where read, else this median): "ops too small" with the tiny-ops finding missing.
     medians: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for window in segments:
         for op in top_ops(trace, n=4 * n, window=window):

@@ -7,7 +7,10 @@ gap is under 30 us). Gain bound: Amdahl over that idle share (if the host kept t
 
 On a CPU (``tiny_ops``): the heaviest matmul/convolution operator takes under 30 us a call (HTA's
 30 us kernel-wait threshold: on any GPU such a kernel is shorter than its own launch gap, so the
-GPU would wait on Python), so per-op overhead, spread over every phase, sets the pace. Severity medium,
+GPU would wait on Python), so per-op overhead, spread over every phase, sets the pace. Op sizes
+are read by call floors (``analysis.host.call_floors``: the least one call took over the traced
+steps; load only adds time to a call), so the finding and its batch factor do not move with the
+machine's load (host_tiny_ops in benchmarks/stability.py: x8 quiet, x4/x4/x2 loaded by medians). Severity medium,
 high when the host time outside operators alone reaches TraceML's critical 20%. The fix gives each op more work: a batch ``k`` times bigger, with ``k`` the
 power of two that lifts the op it is sized by to ~30 us (2..8, assuming op time grows with the batch):
 the larger of the heaviest matmul and the typical operator, so a larger op never gets a larger factor.

@@ -205,6 +205,7 @@ class StackSampler:
         self._active_since = 0.0
         self._last_sample_ns = 0  # a sample weighs the time since the previous one (or resume)
         self._duration_s = 0.0
+        self._ticks = 0.0  # nominal ticks of the spans sampled so far (duration / their interval)
         self._error: BaseException | None = None
         self._cpu_s = 0.0
         self._result: RawStacks | None = None
@@ -259,6 +260,26 @@ class StackSampler:
             if not self._stopping and self._started:
                 self._set_active(True)
 
+    def set_interval(self, interval_s: float) -> None:
+        """Sample at ``interval_s`` from the next tick on (a dense span, then a sparse one).
+
+        ``RawStacks.interval_s`` is then the mean nominal spacing over the sampled time."""
+        if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
+            raise ValueError(
+                f"interval_s must be between {_MIN_INTERVAL_S} and {_MAX_INTERVAL_S} s, "
+                f"got {interval_s!r}"
+            )
+        with self._lock:
+            if self._active:
+                now = time.perf_counter()
+                self._close_span(now)
+                self._active_since = now
+            self.interval_s = float(interval_s)
+
+    def _close_span(self, now: float) -> None:
+        self._duration_s += now - self._active_since
+        self._ticks += (now - self._active_since) / self.interval_s
+
     @property
     def active(self) -> bool:
         return self._active
@@ -306,7 +327,7 @@ class StackSampler:
             self._lower_switch_interval()
             self._resume_event.set()
         elif not active and self._active:
-            self._duration_s += now - self._active_since
+            self._close_span(now)
             self._restore_switch_interval()
             self._resume_event.clear()
         self._active = active
@@ -332,7 +353,6 @@ class StackSampler:
 
     def _run(self) -> None:
         cpu0 = time.thread_time()
-        interval = self.interval_s
         try:
             next_t = time.perf_counter()
             while not self._stopping:
@@ -340,7 +360,7 @@ class StackSampler:
                     self._resume_event.wait()
                     next_t = time.perf_counter()
                     continue
-                next_t += interval
+                next_t += self.interval_s  # set_interval() may change it
                 delay = next_t - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)  # returns once this thread holds the GIL again
@@ -519,7 +539,7 @@ class StackSampler:
         samples = sum(s.count for s in stacks) + self._other[0]
         return RawStacks(
             thread_id=self.thread_id,
-            interval_s=self.interval_s,
+            interval_s=self._duration_s / self._ticks if self._ticks > 0 else self.interval_s,
             samples=samples,
             time_us=sum(s.time_us for s in stacks) + self._other[1],
             duration_s=self._duration_s,

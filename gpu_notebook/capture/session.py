@@ -489,7 +489,9 @@ class CaptureSession:
         ):
             # The rest of the run, sparsely (its cost: SessionOptions.trickle_stack_interval_s).
             self._stack_state = "trickle"
-            stacks.set_interval(self.options.trickle_stack_interval_s)
+            # The program's own switch interval back: it reads it (the differential probe
+            # did). A sample in pure Python then waits up to it for the GIL (stacks.py).
+            stacks.set_interval(self.options.trickle_stack_interval_s, lower_switch=False)
         elif self._stack_state == "trickle":
             # Never while a later window records (the samples would stretch its op gaps).
             if not window_done or self._extra_recording():

@@ -260,8 +260,10 @@ class StackSampler:
             if not self._stopping and self._started:
                 self._set_active(True)
 
-    def set_interval(self, interval_s: float) -> None:
-        """Sample at ``interval_s`` from the next tick on (a dense span, then a sparse one).
+    def set_interval(self, interval_s: float, *, lower_switch: bool = True) -> None:
+        """Sample at ``interval_s`` from the next tick on (a dense span, then a sparse one);
+        ``lower_switch=False`` gives the interpreter its own switch interval back from now on
+        (a long sparse span the program could see it in).
 
         ``RawStacks.interval_s`` is then the mean nominal spacing over the sampled time."""
         if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
@@ -275,6 +277,9 @@ class StackSampler:
                 self._close_span(now)
                 self._active_since = now
             self.interval_s = float(interval_s)
+            if not lower_switch:
+                self._restore_switch_interval()
+                self.switch_interval_s = None
 
     def _close_span(self, now: float) -> None:
         self._duration_s += now - self._active_since

@@ -72,8 +72,9 @@ class CaptureOptions:
     whole_cell_stack_interval_s: float = 0.02
     # After those few steps ("window"), 25 Hz over the rest of the run, paused while a later
     # window records: work the step repeats inside a framework's loop (Lightning's self.log,
-    # the HF Trainer's logging, issue 26) needs more samples than a few steps give. About
-    # half of whole_cell_stack_interval_s's measured cost (x1.015 host-bound at 50 Hz): ~x1.008.
+    # the HF Trainer's logging, issue 26) needs more samples than a few steps give. Measured
+    # (benchmarks/stack_trickle_overhead.py, host-bound 0.2 ms steps, loaded 2-core VM): loop
+    # CPU x1.010-1.013 against stopping there; 10 Hz read x1.018 in the same noise.
     trickle_stack_interval_s: float = 0.04
     # Later profiler windows over a long cell (profiler.WindowSchedule: spaced, bounded).
     more_windows: bool = True

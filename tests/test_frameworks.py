@@ -193,16 +193,7 @@ def test_a_framework_share_read_off_a_handful_of_samples_says_nothing():
     run = dataclasses.replace(syn.make_run("trainer.fit(lit)\n"), stacks=raw)
     assert "logging.framework_overhead" in ids(rules_for(run, syn.make_analysis({})))
     few = dataclasses.replace(run, stacks=dataclasses.replace(raw, samples=2))
-    # Seen in so few samples, it is said with what would measure it, at no level and no gain.
-    _too_few(only(rules_for(few, syn.make_analysis({})), "logging.framework_overhead"), 2)
-
-
-def _too_few(f, samples: int) -> None:
-    assert f.severity == "info" and f.phase_share is None and f.gain_bound is None, f
-    assert (
-        "too few samples" in f.title and f"of the loop's {samples} stack samples" in f.evidence[0]
-    )
-    assert "--lines all" in f.fix
+    assert "logging.framework_overhead" not in ids(rules_for(few, syn.make_analysis({})))
 
 
 def test_framework_logging_is_named_from_the_stacks_and_counted_once():
@@ -405,9 +396,6 @@ def test_a_scripts_imports_do_not_divide_the_frameworks_share():
     # Only the loop's samples count toward the samples a share needs.
     few = dataclasses.replace(raw, stacks=tuple(dataclasses.replace(s, count=s.count * 20 if i == 0 else s.count)
                                                 for i, s in enumerate(raw.stacks)), samples=40)  # fmt: skip
-    # (20 of its 40 samples were the import's: 20 are the loop's, too few for a share.)
-    _too_few(
-        only(rules_for(dataclasses.replace(run, stacks=few), syn.make_analysis({})),
-             "logging.framework_overhead"),
-        20,
-    )  # fmt: skip
+    assert "logging.framework_overhead" not in ids(
+        rules_for(dataclasses.replace(run, stacks=few), syn.make_analysis({}))
+    )

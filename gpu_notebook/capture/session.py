@@ -70,12 +70,6 @@ class CaptureOptions:
     # MLP loop, x1.006 compute-bound; 200 Hz: x1.040 / x1.020).
     stack_interval_s: float = 0.005
     whole_cell_stack_interval_s: float = 0.02
-    # After those few steps ("window"), 25 Hz over the rest of the run, paused while a later
-    # window records: work the step repeats inside a framework's loop (Lightning's self.log,
-    # the HF Trainer's logging, issue 26) needs more samples than a few steps give. Measured
-    # (benchmarks/stack_trickle_overhead.py, host-bound 0.2 ms steps, loaded 2-core VM): loop
-    # CPU x1.010-1.013 against stopping there; 10 Hz read x1.018 in the same noise.
-    trickle_stack_interval_s: float = 0.04
     # Later profiler windows over a long cell (profiler.WindowSchedule: spaced, bounded).
     more_windows: bool = True
     window_budget_share: float = 0.01  # their cost (estimated) as a share of the cell's time
@@ -226,7 +220,7 @@ class CaptureSession:
         self._window_record: ProfileWindow | None = None
         self._stacks: StackSampler | None = None
         self._raw_stacks: RawStacks | None = None
-        self._stack_state = "off"  # waiting -> sampling -> trickle (or done), or whole
+        self._stack_state = "off"  # waiting -> sampling -> done, or whole
         self._stack_first_step = 0
         self._wall_s = 0.0
         self._closed = False
@@ -336,8 +330,6 @@ class CaptureSession:
                     # The steps it was to follow were counted at the superseded anchor.
                     self._stack_state = "done"
                     self._stacks.pause()
-                elif self._stack_state == "trickle" and self._stacks is not None:
-                    self._stacks.pause()  # resumed once the restarted window is done
 
             clock.anchor_listener = on_anchor
 
@@ -488,17 +480,8 @@ class CaptureSession:
             self._stack_state == "sampling"
             and step_index - self._stack_first_step >= self.options.profile_steps
         ):
-            # The rest of the run, sparsely (its cost: SessionOptions.trickle_stack_interval_s).
-            self._stack_state = "trickle"
-            # The program's own switch interval back: it reads it (the differential probe
-            # did). A sample in pure Python then waits up to it for the GIL (stacks.py).
-            stacks.set_interval(self.options.trickle_stack_interval_s, lower_switch=False)
-        elif self._stack_state == "trickle":
-            # Never while a later window records (the samples would stretch its op gaps).
-            if not window_done or self._extra_recording():
-                stacks.pause()
-            elif not stacks.active:
-                stacks.resume()
+            self._stack_state = "done"
+            stacks.pause()
 
     def _on_sample(self, sample: Sample) -> None:
         listener = self._live_listener

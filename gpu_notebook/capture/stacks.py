@@ -205,7 +205,6 @@ class StackSampler:
         self._active_since = 0.0
         self._last_sample_ns = 0  # a sample weighs the time since the previous one (or resume)
         self._duration_s = 0.0
-        self._ticks = 0.0  # nominal ticks of the spans sampled so far (duration / their interval)
         self._error: BaseException | None = None
         self._cpu_s = 0.0
         self._result: RawStacks | None = None
@@ -260,31 +259,6 @@ class StackSampler:
             if not self._stopping and self._started:
                 self._set_active(True)
 
-    def set_interval(self, interval_s: float, *, lower_switch: bool = True) -> None:
-        """Sample at ``interval_s`` from the next tick on (a dense span, then a sparse one);
-        ``lower_switch=False`` gives the interpreter its own switch interval back from now on
-        (a long sparse span the program could see it in).
-
-        ``RawStacks.interval_s`` is then the mean nominal spacing over the sampled time."""
-        if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
-            raise ValueError(
-                f"interval_s must be between {_MIN_INTERVAL_S} and {_MAX_INTERVAL_S} s, "
-                f"got {interval_s!r}"
-            )
-        with self._lock:
-            if self._active:
-                now = time.perf_counter()
-                self._close_span(now)
-                self._active_since = now
-            self.interval_s = float(interval_s)
-            if not lower_switch:
-                self._restore_switch_interval()
-                self.switch_interval_s = None
-
-    def _close_span(self, now: float) -> None:
-        self._duration_s += now - self._active_since
-        self._ticks += (now - self._active_since) / self.interval_s
-
     @property
     def active(self) -> bool:
         return self._active
@@ -332,7 +306,7 @@ class StackSampler:
             self._lower_switch_interval()
             self._resume_event.set()
         elif not active and self._active:
-            self._close_span(now)
+            self._duration_s += now - self._active_since
             self._restore_switch_interval()
             self._resume_event.clear()
         self._active = active
@@ -358,6 +332,7 @@ class StackSampler:
 
     def _run(self) -> None:
         cpu0 = time.thread_time()
+        interval = self.interval_s
         try:
             next_t = time.perf_counter()
             while not self._stopping:
@@ -365,7 +340,7 @@ class StackSampler:
                     self._resume_event.wait()
                     next_t = time.perf_counter()
                     continue
-                next_t += self.interval_s  # set_interval() may change it
+                next_t += interval
                 delay = next_t - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)  # returns once this thread holds the GIL again
@@ -544,7 +519,7 @@ class StackSampler:
         samples = sum(s.count for s in stacks) + self._other[0]
         return RawStacks(
             thread_id=self.thread_id,
-            interval_s=self._duration_s / self._ticks if self._ticks > 0 else self.interval_s,
+            interval_s=self.interval_s,
             samples=samples,
             time_us=sum(s.time_us for s in stacks) + self._other[1],
             duration_s=self._duration_s,

@@ -86,16 +86,6 @@ class FrameworkOverhead(Said):
     settings: tuple[str, ...]  # the framework settings the source sets, ``key=value``
 
 
-@dataclass(frozen=True)
-class FrameworkSeen(Said):
-    """Framework logging caught in too few stack samples to read its share."""
-
-    hits: int  # samples in the framework's logging, callbacks or bars
-    samples: int  # the loop's samples (imports left out)
-    needed: int  # samples a share needs
-    labels: tuple[str, ...]  # ids of _OVERHEAD, most time first
-
-
 def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """print / logger / tracker / progress-bar calls on every step (no tensor read: syncs covers those)."""
     lines = loop_lines(facts, facts.logging)
@@ -188,13 +178,14 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     importing = [s for s in raw.stacks if _imports(raw, s)]
     samples = raw.samples - sum(s.count for s in importing)
     loop_us = raw.time_us - sum(s.time_us for s in importing)
-    if loop_us <= 0 or samples <= 0:
+    if samples < MIN_LINE_SAMPLES or loop_us <= 0:
+        # A share read off a handful of samples measures nothing (one sample in a logging call
+        # read "100%, up to 10x" [high]): the rule of three, as for a line's share.
         return None
     labels = [_overhead_label(ref.filename, ref.function) for ref in raw.functions]
     by_label: dict[str, int] = {}
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
-    hits = 0  # samples in such frames
     for stack in raw.stacks:
         if _imports(raw, stack):
             continue
@@ -207,19 +198,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
             by_label[hit[0]] = by_label.get(hit[0], 0) + stack.time_us
             functions[name] = functions.get(name, 0) + stack.time_us
             frameworks.add(hit[1])
-            hits += stack.count
             break
-    if samples < MIN_LINE_SAMPLES:
-        # A share read off a handful of samples measures nothing (one sample in a logging call
-        # read "100%, up to 10x" [high]): the rule of three, as for a line's share. Seen at
-        # all, it is said, with how to measure it (issue 26: a short Lightning fit logging
-        # every step got 2-16 samples and no word of its self.log).
-        if not hits:
-            return None
-        seen = FrameworkSeen(
-            hits, samples, MIN_LINE_SAMPLES, tuple(sorted(by_label, key=lambda k: -by_label[k]))
-        )
-        return found("logging.framework_overhead", "info", seen)
     total = sum(by_label.values())
     overhead = total / loop_us
     severity = severity_of(overhead, low=SUGGEST)

@@ -8,7 +8,6 @@ from gpu_notebook.rules.step_logging import (
     RARE_REDRAW_S,
     Advice,
     FrameworkOverhead,
-    FrameworkSeen,
     PerStepLogging,
     ValidationEveryStep,
 )
@@ -169,22 +168,5 @@ def framework_overhead(s: FrameworkOverhead) -> Words:
         "The framework logs or draws progress on every step",
         evidence,
         "; ".join(_fixes(s.advice)) + ".",
-        FRAMEWORK_SOURCE,
-    )
-
-
-@worder(FrameworkSeen)
-def framework_seen(s: FrameworkSeen) -> Words:
-    names = ", ".join(LABELS[label] for label in s.labels)
-    return words(
-        "The framework's logging or progress bar ran in the sampled steps: too few samples to "
-        "say how much it takes",
-        [
-            f"{names}: in {s.hits} of the loop's {s.samples} stack samples; a share needs "
-            f"{s.needed} samples",
-        ],
-        "To measure its share, sample the whole run (`--lines all`) or run more steps; the "
-        "settings that turn it down: Lightning's log_every_n_steps and self.log(on_step=...), "
-        "the HF Trainer's logging_steps.",
         FRAMEWORK_SOURCE,
     )

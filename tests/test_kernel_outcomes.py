@@ -173,7 +173,8 @@ def test_the_kernels_own_sigterm_handler_decides_and_the_report_comes(tmp_path):
         status, _ = execute(kc, _SIGNAL_WHILE_REPORTING.format(handler=handler, sent="SIGTERM"))
         assert status == "ok"
         status, outputs = execute(kc, _TRAINS)
-        assert status == "ok" and km.is_alive()
+        # The outputs say which error it was (a loaded CI run saw 'error' once, cause unknown).
+        assert status == "ok" and km.is_alive(), outputs
         printed = "".join(t for k, t in users(outputs) if k == "stream")
         assert printed and set(printed.splitlines()) == {"handled 15"}  # called, each signal
         assert any("gpu_notebook" in meta for _, _, meta in outputs)  # the report

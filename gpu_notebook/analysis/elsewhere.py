@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from gpu_notebook.cell.ipython import protect
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Run, Verdict
@@ -24,9 +25,11 @@ _LAUNCHERS = frozenset({"spawn", "start_processes", "Process", "Pool", "ProcessP
 
 
 def _called_names(source: str) -> set[str]:
+    # A notebook cell may hold IPython lines (`!ls`, `%time ...`): read through the same door as
+    # the cell's facts, or one such line would hide every call of the cell.
     try:
-        tree = parse_ast(source)
-    except (SyntaxError, ValueError):
+        tree = parse_ast(protect(source).code)
+    except (SyntaxError, ValueError):  # NotPythonCell is a ValueError
         return set()
     names = set()
     for node in ast.walk(tree):

@@ -13,6 +13,7 @@ guessing with regular expressions.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +120,61 @@ def restore(code: str, cell: ProtectedCell, header: str = "") -> str:
     if missing:
         raise ValueError(f"placeholders {sorted(missing)} were dropped by the codemod")
     return (cell.magic_line or "") + header + "".join(out)
+
+
+# Line magics that run their statement in the user's namespace: what it assigns stays bound
+# (``%time loader = DataLoader(...)``). ``%timeit`` runs it inside a function of its own, so its
+# assignments are gone after it.
+_BINDING_LINE_MAGICS = frozenset({"time", "prun"})
+_ASSIGNED_MAGIC = re.compile(r"^[ \t]*(?P<targets>[^=!%]+?)[ \t]*=[ \t]*[!%]")
+_STATEMENT_MAGIC = re.compile(
+    r"^[ \t]*%(?P<name>\w+)(?:[ \t]+-\S+)*[ \t]+(?P<statement>\S.*)$", re.S
+)
+
+
+def bound_by(original: tuple[str, ...]) -> tuple[str, ...]:
+    """The plain names an IPython line binds in the user's namespace, from its original
+    physical lines: ``files = !ls`` and ``env = %env`` (IPython assigns the result),
+    ``%time x = f()`` and ``%prun x = f()`` (the statement runs in the namespace). Anything
+    else binds nothing we can name."""
+    text = "".join(original).replace("\\\n", " ")
+    assigned = _ASSIGNED_MAGIC.match(text)
+    if assigned is not None:
+        return _assigned_names(f"{assigned.group('targets')} = None")
+    statement = _STATEMENT_MAGIC.match(text)
+    if statement is not None and statement.group("name") in _BINDING_LINE_MAGICS:
+        return _assigned_names(statement.group("statement"))
+    return ()
+
+
+def _assigned_names(code: str) -> tuple[str, ...]:
+    try:
+        module = ast.parse(code.strip())
+    except (SyntaxError, ValueError):
+        return ()
+    names: list[str] = []
+    for stmt in module.body:
+        targets: list[ast.expr] = []
+        if isinstance(stmt, ast.Assign):
+            targets = list(stmt.targets)
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+            targets = [stmt.target]
+        for target in targets:
+            names += plain_names(target)
+    return tuple(names)
+
+
+def plain_names(target: Any) -> list[str]:
+    """The names an assignment target binds: a name, or the names of a tuple or list of them
+    (``a, *b = ...``); ``obj.attr = ...`` and ``d[k] = ...`` bind no name (they change an
+    object the name already holds)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return plain_names(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for elt in target.elts for n in plain_names(elt)]
+    return []
 
 
 def _is_python(source: str, *, ours: bool = False) -> bool:

@@ -27,7 +27,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.ipython import PLACEHOLDER_LINE, NotPythonCell, protect
+from gpu_notebook.cell.ipython import (
+    PLACEHOLDER_LINE,
+    NotPythonCell,
+    bound_by,
+    plain_names,
+    protect,
+)
 from gpu_notebook.cell.live import live_facts
 from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
 from gpu_notebook.cell.names import dotted, method_of, position, receiver_of, targets_of
@@ -93,10 +99,10 @@ def scan_source(
     except SyntaxError as exc:
         where = mapping[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(mapping) else None
         return SourceFacts(parsed=False, parse_error=f"not valid Python (line {where}): {exc.msg}")
-    return _facts(CellTree(tree, lines, mapping, frozenset(model_names)))
+    return _facts(CellTree(tree, lines, mapping, frozenset(model_names)), cell.originals)
 
 
-def _facts(tree: CellTree) -> SourceFacts:
+def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> SourceFacts:
     loops = tuple(loop_facts(tree, loop) for loop in tree.loops)
     syncs, logging = syncs_and_logging(tree)
     flags_set = tuple(flags(tree))
@@ -146,7 +152,7 @@ def _facts(tree: CellTree) -> SourceFacts:
             )
         ),
         framework_settings=tuple(framework_settings(tree)),
-        bindings=tuple(_bindings(tree)),
+        bindings=tuple(_bindings(tree, originals)),
         imported=frozenset(
             (alias.asname or alias.name).split(".")[0]
             for node in ast.walk(tree.tree)
@@ -173,28 +179,47 @@ def _facts(tree: CellTree) -> SourceFacts:
     )
 
 
-def _bindings(tree: CellTree) -> list[tuple[str, int, int, bool]]:
+def _bindings(
+    tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()
+) -> list[tuple[str, int, int, bool]]:
     """(name, first line, last line, top level) of each statement binding a plain name:
-    assignments, for targets, with ... as, imports, def and class."""
+    assignments, for targets, with ... as, imports, def and class, and the IPython lines that
+    bind one (``%time loader = DataLoader(...)``, ``files = !ls``: ``originals`` holds each
+    placeholder's lines). ``obj.attr = ...`` binds no name: it changes the object ``obj`` holds."""
     top = {id(stmt) for stmt in tree.tree.body}
     out = []
     for node in ast.walk(tree.tree):
         names: list[str] = []
+        spans = 0
         if targets_of(node):
-            names = [n.id for t in targets_of(node) for n in ast.walk(t) if isinstance(n, ast.Name)]
+            names = [n for t in targets_of(node) for n in plain_names(t)]
         elif isinstance(node, (ast.For, ast.AsyncFor)):
-            names = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+            names = plain_names(node.target)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
-            names = [n.id for item in node.items if item.optional_vars is not None
-                     for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name)]  # fmt: skip
+            names = [n for item in node.items if item.optional_vars is not None
+                     for n in plain_names(item.optional_vars)]  # fmt: skip
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [(a.asname or a.name).split(".")[0] for a in node.names]
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names = [node.name]
+        elif isinstance(node, ast.Expr) and (index := _placeholder(node)) is not None:
+            held = originals[index] if index < len(originals) else ()
+            names, spans = list(bound_by(held)), len(held)
         if not names:
             continue
         first = tree.line_of(node)
         end = int(getattr(node, "end_lineno", 0) or getattr(node, "lineno", 1))
         last_line = tree.mapping[end - 1] if 0 < end <= len(tree.mapping) else first
+        if spans:  # an IPython line continued over several physical lines ends at its last
+            last_line += spans - 1
         out += [(n, first, last_line, id(node) in top) for n in names]
     return out
+
+
+def _placeholder(node: ast.Expr) -> int | None:
+    """The index of the IPython line an expression statement stands for (None: not one)."""
+    call = node.value
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.args:
+        return None
+    match = PLACEHOLDER_LINE.match(f"{call.func.id}()")
+    return int(match.group("index")) if match else None

@@ -1,0 +1,106 @@
+"""The patched cell a notebook user inserts: it runs in the shell that measured the cell and in
+a fresh kernel where only the earlier cells ran, whatever IPython lines the cell holds.
+
+Found on notebook programs nobody had seen (issue 26): a cell that makes its loader on a
+``%time`` line got a rebuild of the live loader *above* that line (overwritten by it: the fix did
+nothing, and a fresh kernel raised NameError); a cell that sets two attributes of the live
+Trainer was taken as binding it twice, so the next fix was refused; one ``!`` line hid every
+call of the cell from the reading of what it trains.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_notebook.analysis.elsewhere import source_trains
+from gpu_notebook.cell.scan import scan_source
+from gpu_notebook.words.proposals import attach_fixes
+from tests.scenarios import synthetic as syn
+from tests.test_rules import ids, only, rules_for
+
+DATASET = (
+    "from torch.utils.data import DataLoader, Dataset\n"
+    "class Sevens(Dataset):\n"
+    "    def __len__(self): return 16\n"
+    "    def __getitem__(self, i): return (torch.full((2,), 7.0 * i),)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "making",
+    [
+        "%time ipy_loader = DataLoader(Sevens(), batch_size=4)\n",
+        "%time ipy_loader = DataLoader(Sevens(), \\\n    batch_size=4)\n",
+        "%prun -q ipy_loader = DataLoader(Sevens(), batch_size=4)\n",
+    ],
+    ids=["time", "time-continued", "prun"],
+)
+def test_a_loader_an_ipython_line_binds_is_rebuilt_below_that_line_and_runs_fresh(ip, making):
+    assert ip.run_cell(DATASET).success
+    cell = "!echo reading\n" + making + "for (x,) in ipy_loader:\n    y = x * 2\n"
+    assert ip.run_cell(cell).success  # the measured run: `ipy_loader` now lives in the shell
+    run = syn.make_run(cell, cpu_count=2)
+    finding = only(
+        rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns),
+        "input.loader_workers",
+    )
+    (fixed,) = attach_fixes([finding], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None, fixed.proposal.refusal
+    # Below the line that makes the loader (above it, that line would replace the rebuilt one).
+    made = after.index(making)
+    assert made < after.index("# gpucheck fix: ") < after.index("for (x,) in ipy_loader")
+    ip.user_ns.pop("ipy_loader")  # a fresh kernel: only the earlier cells ran
+    result = ip.run_cell(after)
+    assert result.success, result.error_in_exec
+    assert ip.user_ns["ipy_loader"].num_workers == finding.fix_params["num_workers"]
+
+
+def test_ipython_lines_that_assign_bind_their_names_and_attributes_bind_none():
+    cell = (
+        "files = !ls\n"
+        "%time a, (b, *c) = 1, (2, 3)\n"
+        "%timeit t = 1\n"  # timeit runs it in a function of its own: nothing stays bound
+        "trainer.args.dataloader_num_workers = 2\n"
+        "trainer.args.dataloader_persistent_workers = True\n"
+        "cache['k'] = 1\n"
+    )
+    bound = {name: (first, last) for name, first, last, _top in scan_source(cell).bindings}
+    assert bound == {"files": (1, 1), "a": (2, 2), "b": (2, 2), "c": (2, 2)}
+
+
+def test_a_cell_that_sets_attributes_of_the_live_datamodule_still_gets_its_loader_fix(ip):
+    """Setting attributes of an object from an earlier cell does not bind its name: the fix
+    is placed as for any object of an earlier cell (the first fix of a framework writes such
+    lines; the next one was refused as "bound in this cell more than once")."""
+    from tests.test_frameworks import DATAMODULE
+
+    assert ip.run_cell(DATAMODULE).success
+    cell = (
+        "dm.num_workers = 0\n"
+        "dm.note = 'first try'\n"
+        "trainer = L.Trainer(max_steps=2, accelerator='cpu', logger=False, enable_checkpointing=False,\n"
+        "                    enable_progress_bar=False, enable_model_summary=False)\n"
+        "trainer.fit(lit, datamodule=dm)\n"
+    )
+    run = syn.make_run(cell, cpu_count=8)
+    finding = only(
+        rules_for(run, syn.make_analysis({"data": 0.6}), namespace=ip.user_ns),
+        "input.loader_workers",
+    )
+    (fixed,) = attach_fixes([finding], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None, fixed.proposal.refusal
+    wanted = finding.fix_params["num_workers"]
+    assert after.index(f"dm.num_workers = {wanted}") < after.index("trainer.fit")
+
+
+def test_an_ipython_line_does_not_hide_that_the_cell_trains(ip):
+    """A training cell that stopped before its first backward (an error on its first lines) is
+    not read as an inference loop because it also holds a ``!`` line."""
+    assert ip.run_cell("ipy_model = torch.nn.Linear(2, 1)").success
+    cell = "!echo start\nfor x in batches:\n    loss = ipy_model(x).sum()\n    loss.backward()\n"
+    assert source_trains(cell)
+    run = syn.make_run(cell, cpu_count=2)  # no backward counted: the cell raised before it
+    found = rules_for(run, syn.make_analysis({"forward": 0.5}), namespace=ip.user_ns)
+    assert "inference.autograd_on" not in ids(found)

@@ -104,3 +104,26 @@ def test_an_ipython_line_does_not_hide_that_the_cell_trains(ip):
     run = syn.make_run(cell, cpu_count=2)  # no backward counted: the cell raised before it
     found = rules_for(run, syn.make_analysis({"forward": 0.5}), namespace=ip.user_ns)
     assert "inference.autograd_on" not in ids(found)
+
+
+def test_a_finished_trainer_fit_again_is_not_read_as_inference(ip):
+    """A Lightning Trainer that reached its max_steps fits nothing the second time: the rerun
+    (or a patched cell run in the same kernel) counts no backward while the module it hands to
+    ``fit`` stays in train mode. That is no inference loop to put under inference_mode."""
+    from tests.test_frameworks import DATAMODULE
+
+    assert ip.run_cell(DATAMODULE).success
+    setup = (
+        "done_lit = Lit()\n"
+        "done_trainer = L.Trainer(max_steps=3, accelerator='cpu', logger=False,\n"
+        "    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)\n"
+    )
+    assert ip.run_cell(setup).success
+    cell = "done_trainer.fit(done_lit, datamodule=DM())\n"
+    for name in ("first_fit", "second_fit"):
+        result = ip.run_cell(f"%%gpucheck -q -o {name}\n" + cell)
+        assert result.success, result.error_in_exec
+    first, second = ip.user_ns["first_fit"], ip.user_ns["second_fit"]
+    assert first.run.steps.event_counts.get("backward", 0) > 0
+    assert second.run.steps.event_counts.get("backward", 0) == 0  # nothing fitted again
+    assert "inference.autograd_on" not in [f.rule_id for f in second.findings]

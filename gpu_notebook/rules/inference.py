@@ -9,10 +9,12 @@ the benchmark measures it instead. Severity medium (time and memory), not a phas
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.elsewhere import source_trains
 from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.names import dotted
 from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import found, share
 
@@ -37,7 +39,10 @@ def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> F
         # which would make its backward() raise.
         return None
     loops = facts.inference_loops
-    training_models = [m for m in facts.live.models if m.training and not m.compiled]
+    handed = handed_to_training(facts)
+    training_models = [
+        m for m in facts.live.models if m.training and not m.compiled and m.name not in handed
+    ]
     if not loops and not training_models:
         return None
     said = AutogradOn(
@@ -47,6 +52,27 @@ def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> F
         share(analysis, "forward"),
     )
     return found("inference.autograd_on", "medium", said, line=said.line, fix_id="inference_mode")
+
+
+# A call whose last name holds one of these trains the model it is handed (`trainer.fit(lit)`,
+# `train_one_epoch(model, loader, opt)`), as words/proposals.py reads a loader handed to one.
+_TRAINING_CALL_WORDS = ("train", "fit")
+
+
+def handed_to_training(facts: SourceFacts) -> frozenset[str]:
+    """The names the cell hands to a call named for training: a model handed to
+    ``trainer.fit(lit, ...)`` trains there, whatever the step clock saw (a finished Trainer
+    fits nothing the second time: no backward, and the model is still in train mode)."""
+    if facts.tree is None:
+        return frozenset()
+    handed: set[str] = set()
+    for call in facts.tree.calls():
+        called = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+        if not any(word in called for word in _TRAINING_CALL_WORDS):
+            continue
+        values = [*call.args, *(k.value for k in call.keywords)]
+        handed |= {v.id for v in values if isinstance(v, ast.Name)}
+    return frozenset(handed)
 
 
 RULES = (autograd_in_inference,)

@@ -10,6 +10,8 @@ call of the cell from the reading of what it trains.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpu_notebook.analysis.elsewhere import source_trains
@@ -127,3 +129,31 @@ def test_a_finished_trainer_fit_again_is_not_read_as_inference(ip):
     assert first.run.steps.event_counts.get("backward", 0) > 0
     assert second.run.steps.event_counts.get("backward", 0) == 0  # nothing fitted again
     assert "inference.autograd_on" not in [f.rule_id for f in second.findings]
+
+
+def test_a_fix_that_did_nothing_is_not_offered_again_by_another_rule_of_its_cause():
+    """The workers fix measured no effect (it did not reach the loop); the next run's data
+    wait is then read as a slow dataset whose fix is the same change with more of it. The card
+    says what the fix measured and offers no patch, whichever rule names it now."""
+    from gpu_notebook.report.compare import FIX_HEADER, compare, findings_after
+
+    cell = "for x, y in loader:\n    step(x, y)\n"
+    fixed_cell = "%%gpucheck\n" + FIX_HEADER + "DataLoader workers\n" + cell
+    tried = syn.proposal_finding("dataloader_workers", fixed_cell, bound=2.3)
+    tried = dataclasses.replace(
+        tried, rule_id="input.loader_workers", fix_params={"num_workers": 2}
+    )
+    proposer = syn.make_report(cell, step_median_s=0.1, findings=[tried])
+    more = syn.proposal_finding("dataloader_workers", fixed_cell + "# 4 workers\n", bound=20.0)
+    more = dataclasses.replace(more, rule_id="input.slow_dataset", fix_params={"num_workers": 4})
+    other = syn.proposal_finding("bigger_batch", fixed_cell + "# x4\n", bound=1.3)
+    after = syn.make_report(
+        fixed_cell, step_median_s=0.1, started_at="2026-01-01T00:01:00+0000", findings=[more, other]
+    )
+    comparison = compare(proposer, after)
+    assert comparison.samples is not None and comparison.fix_id == "dataloader_workers"
+    assert comparison.samples.outcome == "no measurable change"
+    again, kept = findings_after(proposer, after, comparison)
+    assert again.proposal is not None and again.proposal.source_after is None
+    assert "not offered again" in (again.proposal.refusal or "")
+    assert kept == other  # another fix is offered as it was

@@ -283,10 +283,13 @@ def findings_after(baseline: Report, report: Report, comparison: Comparison) -> 
 def _not_offered_again(
     findings: tuple[Finding, ...], tried: Finding, comparison: Comparison
 ) -> tuple[Finding, ...]:
-    """A fix the user ran that had no measurable effect is not offered again as it is: the same
-    finding keeps its evidence, says what the fix measured, and loses its patch (the card then
-    shows why instead of an Insert button). One whose range still holds its predicted gain
-    (undecided, ``fix_outcome``) keeps its patch and says so: the run could not have told."""
+    """A fix the user ran that had no measurable effect is not offered again as it is: a finding
+    offering that fix keeps its evidence, says what the fix measured, and loses its patch (the
+    card then shows why instead of an Insert button). Whichever rule offers it now: the run
+    after a fix reads its own cause afresh (workers that did not reach the loop leave a data
+    wait that reads as a slow dataset, whose fix is the same change with more workers). One
+    whose range still holds its predicted gain (undecided, ``fix_outcome``) keeps its patch and
+    says so: the run could not have told."""
     s = comparison.samples
     if s is None or tried.fix_id is None:
         return findings
@@ -299,7 +302,7 @@ def _not_offered_again(
     )
     out = []
     for f in findings:
-        if f.fix_id == tried.fix_id and f.rule_id == tried.rule_id:
+        if f.fix_id == tried.fix_id:
             proposal = f.proposal
             if proposal is not None and earned == "no measurable effect":
                 proposal = dataclasses.replace(

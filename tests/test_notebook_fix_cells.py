@@ -128,7 +128,9 @@ def test_a_finished_trainer_fit_again_is_not_read_as_inference(ip):
     first, second = ip.user_ns["first_fit"], ip.user_ns["second_fit"]
     assert first.run.steps.event_counts.get("backward", 0) > 0
     assert second.run.steps.event_counts.get("backward", 0) == 0  # nothing fitted again
-    assert "inference.autograd_on" not in [f.rule_id for f in second.findings]
+    rules = [f.rule_id for f in second.findings]
+    assert "inference.autograd_on" not in rules
+    assert rules[0] == "compare.no_step_after"  # the before/after without figures, said first
 
 
 def test_a_fix_that_did_nothing_is_not_offered_again_by_another_rule_of_its_cause():
@@ -157,3 +159,26 @@ def test_a_fix_that_did_nothing_is_not_offered_again_by_another_rule_of_its_caus
     assert again.proposal is not None and again.proposal.source_after is None
     assert "not offered again" in (again.proposal.refusal or "")
     assert kept == other  # another fix is offered as it was
+
+
+def test_a_rerun_that_took_no_step_says_so_first_instead_of_a_before_after():
+    from gpu_notebook.report.compare import compare, find_baseline, findings_after
+
+    cell = "trainer.fit(lit, datamodule=dm)\n"
+    before = syn.make_report(cell, step_median_s=0.1)
+    again = syn.make_report(cell, step_median_s=None, started_at="2026-01-01T00:01:00+0000")
+    again = dataclasses.replace(
+        again,
+        run=dataclasses.replace(
+            again.run, steps=dataclasses.replace(again.run.steps, steps=(), step_count=0)
+        ),
+    )
+    assert find_baseline([before, again], again) is before
+    comparison = compare(before, again)
+    assert comparison.speedup is None
+    first, *_ = findings_after(before, again, comparison)
+    assert first.rule_id == "compare.no_step_after"
+    # A run that took steps, or a cell that failed before its first one, gets no such note.
+    assert findings_after(before, before, comparison) == before.findings
+    failed = dataclasses.replace(again, run=dataclasses.replace(again.run, status="error"))
+    assert findings_after(before, failed, comparison) == failed.findings

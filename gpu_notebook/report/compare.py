@@ -263,13 +263,49 @@ def slower_after_fix(baseline: Report, report: Report, comparison: Comparison) -
     )
 
 
+def no_step_after(baseline: Report, report: Report) -> Finding | None:
+    """The cell ran again (as it was, or as a fix of it) and took no step where the earlier run
+    took some: there is nothing to compare, and the usual reason is an object of an earlier cell
+    that the earlier run used up (a Trainer at its max_epochs or max_steps fits nothing again; an
+    iterator or generator ends after one pass). Said first, so a before/after without figures
+    is not read as the fix's."""
+    if report.run.steps.step_count > 0 or report.run.status != "ok":
+        return None
+    before = baseline.run.steps.step_count
+    if before == 0:
+        return None
+    proposing = proposing_finding(baseline, report)
+    what = f"the fix `{proposing.fix_id}`" if proposing is not None else "the same cell"
+    return Finding(
+        rule_id="compare.no_step_after",
+        title=f"This run took no training step (the run at {baseline.run.started_at} took "
+        f"{before}): {what} was not measured",
+        severity="high",
+        evidence=(
+            f"steps counted: {before} in the run at {baseline.run.started_at}, none in this one",
+        ),
+        phase_share=None,
+        gain_bound=None,
+        fix=(
+            "Run the earlier cells that build what this cell trains with again (a Trainer that "
+            "reached its max_epochs or max_steps fits nothing the second time; an iterator ends "
+            "after one pass), then this cell."
+        ),
+        source="measured before/after of the same cell (gpucheck comparison)",
+    )
+
+
 def family(rule_id: str) -> str:
     return rule_id.split(".", 1)[0]
 
 
 def findings_after(baseline: Report, report: Report, comparison: Comparison) -> tuple[Finding, ...]:
-    """``report``'s findings; after a fix that made the loop slower, that answer first and the
-    fixed cause's own findings (which would escalate on the slower run) left out."""
+    """``report``'s findings; after a run that took no step where the earlier took some, that
+    first; after a fix that made the loop slower, that answer first and the fixed cause's own
+    findings (which would escalate on the slower run) left out."""
+    nothing = no_step_after(baseline, report)
+    if nothing is not None:
+        return (nothing, *report.findings)
     slower = slower_after_fix(baseline, report, comparison)
     proposing = proposing_finding(baseline, report)
     if proposing is None:
@@ -324,6 +360,7 @@ __all__ = [
     "findings_after",
     "mean_step_s",
     "measured_samples",
+    "no_step_after",
     "normalize_cell",
     "proposing_finding",
     "slower_after_fix",

@@ -182,3 +182,21 @@ def test_a_rerun_that_took_no_step_says_so_first_instead_of_a_before_after():
     assert findings_after(before, before, comparison) == before.findings
     failed = dataclasses.replace(again, run=dataclasses.replace(again.run, status="error"))
     assert findings_after(before, failed, comparison) == failed.findings
+
+
+def test_a_loader_made_by_a_function_of_an_earlier_cell_is_refused_naming_that_function(ip):
+    """`for x, y in batches():` makes a new loader on each call inside a function of an earlier
+    cell: no patch of this cell reaches it, and the refusal says where to act."""
+    assert ip.run_cell(DATASET).success
+    assert ip.run_cell(
+        "def sevens_batches(bs=4):\n    return DataLoader(Sevens(), batch_size=bs)\n"
+    ).success
+    cell = "for epoch in range(2):\n    for (x,) in sevens_batches():\n        y = x * 2\n"
+    run = syn.make_run(cell, cpu_count=2)
+    finding = only(
+        rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns),
+        "input.loader_workers",
+    )
+    (fixed,) = attach_fixes([finding], cell, namespace=ip.user_ns)
+    assert fixed.proposal.source_after is None
+    assert "`sevens_batches()`" in fixed.proposal.refusal

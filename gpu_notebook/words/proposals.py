@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,9 +58,42 @@ def attach_fixes(
                     proposal = _framework_loader_proposal(cell_source, finding, live)
             if proposal is None:
                 proposal = to_proposal(result, own)
+            if proposal.refusal is not None and namespace is not None:
+                proposal = _where_the_loader_is_made(cell_source, proposal, namespace)
             cache[key] = proposal
         out.append(dataclasses.replace(finding, proposal=proposal))
     return tuple(out)
+
+
+def _where_the_loader_is_made(
+    cell_source: str, proposal: FixProposal, namespace: Mapping[str, Any]
+) -> FixProposal:
+    """A refusal about the loader (no DataLoader call in this cell) names where to act when the
+    loop iterates what a function of an earlier cell returns (``for x, y in batches():``): the
+    loader is made inside that function, a new one on each call, so only its cell can set it."""
+    refusal = proposal.refusal or ""
+    if "DataLoader" not in refusal:
+        return proposal
+    facts = scan_source(cell_source)
+    if facts.tree is None:
+        return proposal
+    bound = {b[0] for b in facts.bindings}
+    makers: list[str] = []
+    for loop in facts.tree.loops:
+        for call in ast.walk(getattr(loop, "iter", ast.Constant(None))):
+            if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+                continue
+            name = call.func.id  # a plain name: looking it up runs no user code
+            if name not in makers and name not in bound and inspect.isfunction(namespace.get(name)):
+                makers.append(name)
+    if len(makers) != 1:
+        return proposal
+    return dataclasses.replace(
+        proposal,
+        refusal=f"{refusal}: the loop iterates what `{makers[0]}()` returns, a function of an "
+        f"earlier cell that makes a new loader on each call; make the change in its "
+        f"DataLoader(...) call there and run that cell again",
+    )
 
 
 # The DataLoader settings a workers fix writes; its other parameters (running_workers: the count

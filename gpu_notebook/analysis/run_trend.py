@@ -583,7 +583,9 @@ def _stalls(
     if len(big) >= 3:
         gaps = Counter(b - a for a, b in itertools.pairwise(big))
         gap, seen = gaps.most_common(1)[0]
-        if seen >= PERIOD_AGREEMENT * (len(big) - 1):
+        # A gap of one step is no period: stalls that follow each other are one slow stretch
+        # (a slow start: 60 steps on 2 threads of a busy machine read "Every 1 steps").
+        if gap >= 2 and seen >= PERIOD_AGREEMENT * (len(big) - 1):
             period = int(gap)
     if period is None and len(idx) >= PERIOD_MIN_STALLS:
         period = _schedule(idx, steps[0].index, steps[-1].index)

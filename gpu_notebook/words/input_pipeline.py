@@ -73,7 +73,7 @@ def in_memory_batches(s: InMemoryBatches) -> Words:
     return words(
         "The step waits for data already in memory: workers would cost more than they save",
         [
-            data_wait_evidence(s.data, s.phases),
+            _data_evidence(s),
             no_worker_gain(s.reason),
             "the time goes to indexing the dataset one sample at a time and collating the samples",
             f"gain if the batch is taken in one indexing: {fmt_gain(s.bound)} (Amdahl over the data share)",
@@ -115,7 +115,7 @@ def _whole_batches(s: InMemoryBatches, bs: int | str) -> str:
     )
 
 
-def _data_evidence(s: LoaderWorkers) -> str:
+def _data_evidence(s: LoaderWorkers | InMemoryBatches) -> str:
     whole = s.whole
     if whole is None:
         return data_wait_evidence(s.data, s.phases)

@@ -16,7 +16,7 @@ from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts
 from gpu_notebook.cell.scan import scan_source
-from gpu_notebook.records import CopyStats, Finding, LineStat, OpStat, StackProfile
+from gpu_notebook.records import CopyStats, Finding, LineStat, OpStat, RunPhase, StackProfile
 from gpu_notebook.rules import cell_facts, rank_key, run_rules
 from gpu_notebook.words import word_findings as words
 from gpu_notebook.words.proposals import attach_fixes, rebuild_loader_source
@@ -168,6 +168,30 @@ def test_a_manual_update_under_no_grad_is_not_validation(update):
     assert [v.kind for v in scan_source(src.replace(update, "val = model(x)")).validation] == [
         "no_grad"
     ]
+
+
+@pytest.mark.parametrize(
+    "block",
+    ["with torch.no_grad():\n        target = teacher(x)",
+     "with torch.inference_mode():\n        target, _ = teacher(x).chunk(2, dim=1)",
+     "with torch.no_grad():\n        if ema:\n            target = teacher(x).detach()"],
+)  # fmt: skip
+def test_a_no_grad_forward_the_loss_reads_is_training_not_validation(block):
+    # Issue 26 (unseen round 5): a student/teacher loop computes the teacher's targets under
+    # no_grad every step (self-distillation, EMA teachers, BYOL, DINO). It was told "[low]
+    # Validation runs inside every training step: put the validation block under `if step % 10
+    # == 0:`": the loss reads those targets every step, so the advice would break training.
+    src = (
+        "for x, y in loader:\n"
+        f"    {block}\n"
+        "    loss = loss_fn(student(x), target)\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "    with torch.no_grad():\n"
+        "        val = student(xv)\n"
+        "    print(val.mean())\n"
+    )
+    val_line = src.splitlines().index("        val = student(xv)")  # its `with` line, 1-based
+    assert [(v.kind, v.line) for v in scan_source(src).validation] == [("no_grad", val_line)]
 
 
 def test_inference_loops_with_and_without_grad_mode():
@@ -1272,3 +1296,31 @@ def test_every_fix_a_rule_names_exists_with_those_parameters():
                     f"{path.name}: {fix.value} takes {allowed}, not {keys - allowed}"
                 )
     assert named >= 12  # every family with a codemod is covered
+
+
+def test_whether_workers_pay_reads_the_runs_data_wait_where_the_step_clock_timed_it():
+    # Issue 26 (unseen round 5): a text classifier tokenizing in __getitem__ (a pure-Python
+    # tokenizer, a collate_fn that pads). Its profiled window read the data wait at 7.5%, 0.37 ms
+    # a batch (the profiler's cost per op swells the compute around it), the step clock over 354
+    # steps at 21%, 0.81 ms a batch. The rule said "[high] workers would cost more than they
+    # save (up to 1.08x)": its level from the run, its share, bound and "a batch loads in 0.37
+    # ms, less than a worker's handoff" from the window. A batch that loads in longer than a
+    # worker takes to hand it over is the workers rule's to weigh.
+    cell = "class Tokens(Dataset):\n    def __getitem__(self, i): return seqs[i]\n" + TRAIN.replace(
+        "DataLoader(ds, batch_size=32)", "DataLoader(Tokens(), batch_size=32, collate_fn=pad)"
+    )
+    split = syn.phases({"data": 0.075}, step_us=5000.0)  # 0.375 ms a batch in the window
+    analysis = dataclasses.replace(
+        syn.make_analysis(phase_split=split),
+        run_data=RunPhase(0.215, 354, 0.00081, 0.00375, low_share=0.21, high_share=0.22),
+    )
+    findings = rules_for(syn.make_run(cell, cpu_count=8), analysis)
+    assert "input.in_memory_batches" not in ids(findings)
+    # A batch the run read under the handoff stays the in-memory rule's, at the run's share.
+    fast = dataclasses.replace(
+        analysis,
+        run_data=RunPhase(0.08, 354, 0.0003, 0.00375, low_share=0.075, high_share=0.085),
+    )
+    f = only(rules_for(syn.make_run(cell, cpu_count=8), fast), "input.in_memory_batches")
+    assert f.phase_share == pytest.approx(0.08)
+    assert "0.30 ms" in " ".join(f.evidence)

@@ -84,9 +84,11 @@ def validation(tree: CellTree) -> Iterator[SourceLine]:
                 isinstance(node, (ast.With, ast.AsyncWith))
                 and any(is_grad_mode_call(i.context_expr) for i in node.items)
                 and not updates_in_place(node)
+                and not _feeds_backward(node, loop)
             ):
                 # A no_grad block that updates tensors in place is a manual optimizer step
-                # (`w -= lr * w.grad`), not validation.
+                # (`w -= lr * w.grad`), not validation; one whose values the loss reads is the
+                # step's own work (a teacher's targets), not validation either.
                 kind = "no_grad"
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
                 _VAL_NAME.search(last(n)) for n in iterated_names(node.iter)
@@ -101,6 +103,30 @@ def validation(tree: CellTree) -> Iterator[SourceLine]:
             seen.add(line)
             found.append(tree.source_line(node, kind, loop))
     yield from sorted(found, key=lambda s: s.line)
+
+
+def _feeds_backward(block: ast.With | ast.AsyncWith, loop: Loop) -> bool:
+    """Whether a name the block assigns is read after it, up to the loop's last backward: the
+    step's loss is built from it (a teacher's targets, a no_grad augmentation), so the block
+    runs every step by design (a distillation loop was told to validate it every 10 steps)."""
+    stored = {
+        n.id for n in ast.walk(block) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    ends = [
+        c.end_lineno or c.lineno
+        for c in ast.walk(loop)
+        if isinstance(c, ast.Call) and is_backward(c)
+    ]
+    if not stored or not ends:
+        return False
+    after, last = block.end_lineno or block.lineno, max(ends)
+    return any(
+        isinstance(n, ast.Name)
+        and isinstance(n.ctx, ast.Load)
+        and n.id in stored
+        and after < n.lineno <= last
+        for n in ast.walk(loop)
+    )
 
 
 def inference_loops(tree: CellTree, loops: tuple[LoopFacts, ...]) -> tuple[SourceLine, ...]:

@@ -780,3 +780,26 @@ def test_a_bigger_batch_reads_the_trace_s_model_work_share_before_the_top_operat
     assert real.gain_low is not None and real.gain_low <= 1 + RUN_TO_RUN
     assert none.gain_low == pytest.approx(none.gain_bound) and measurable(none)
     assert unread.gain_low == pytest.approx(none.gain_low)  # no top operator read: none is work
+
+
+def test_a_small_fix_says_its_models_bound_beside_what_the_runs_margin_may_read():
+    """Issue 26 (unseen round 5): on a busy machine whose run's fifths differ by 779%, a read of
+    device values every step (its fix: up to 1.00x) read "Small: may have no measurable effect
+    (up to 8.79x; two runs of the same script differ by 5%)": the small figure was the range
+    widened by the run's margin, and the margin said was the 5%. Small is the model's bound
+    against the 5%; the widened range is said beside it, as what two runs may read (as the
+    not-tried line of --try-fixes says it)."""
+    import dataclasses
+
+    from gpu_notebook.formatting import fmt_gain
+
+    run = syn.make_run(TINY_LOADER_CELL)
+    base = with_run_figures(run, _tiny_ops_window(0.9426, 0.05))
+    a = dataclasses.replace(base, run_margin=7.79)
+    f = {f.rule_id: f for f in words(run_rules(run, a, syn.VERDICT))}["launch.tiny_ops"]
+    assert f.severity == "info" and f.fix.startswith("Small: may have no measurable effect")
+    small = f.fix.split(")")[0]
+    model, read = fmt_gain(f.gain_bound, f.gain_low), fmt_gain(f.stated_high, f.stated_low)
+    assert model != read
+    assert f"({model}" in small and read not in small.split(";")[0]
+    assert read in f.fix

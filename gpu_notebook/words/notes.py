@@ -74,9 +74,12 @@ def fix_prefix(notes: tuple[Said, ...]) -> str:
             if small.measured_low is None
             else f", as little as {small.measured_low:.2f}x within the 90% interval of the share it rests on"
         )
+        said = fmt_gain(small.bound, small.low)
+        read = fmt_gain(small.read_high, small.read_low) if small.read_high is not None else said
+        widened = f"; {read} as two runs of this script may read it here" if read != said else ""
         return (
-            f"Small: may have no measurable effect ({fmt_gain(small.bound, small.low)}{measured}; "
-            f"two runs of the same script differ by {small.run_to_run:.0%}). "
+            f"Small: may have no measurable effect ({said}{measured}; "
+            f"two runs of the same script differ by {small.run_to_run:.0%}{widened}). "
         )
     wide = next((n for n in notes if isinstance(n, UncertainGain)), None)
     if wide is not None and wide.bound is not None and wide.low is None:

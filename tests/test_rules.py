@@ -1324,3 +1324,28 @@ def test_whether_workers_pay_reads_the_runs_data_wait_where_the_step_clock_timed
     f = only(rules_for(syn.make_run(cell, cpu_count=8), fast), "input.in_memory_batches")
     assert f.phase_share == pytest.approx(0.08)
     assert "0.30 ms" in " ".join(f.evidence)
+
+
+def test_a_value_handed_to_host_code_each_step_is_not_called_a_stop_condition():
+    # Issue 26 (unseen round 5): REINFORCE on a numpy environment reads the sampled action for
+    # the environment every step (`obs, r, done = env.step(a.item())`); `done` ends the episode,
+    # so the read is needed. It was called "a stop condition" and told to compute it on the
+    # device as `stop = loss.detach() < threshold`, read every 10 steps: the environment needs
+    # the action as a number at every step, and no threshold is involved.
+    cell = (
+        "for episode in range(100):\n"
+        "    obs = env.reset(); done = False; logps = []\n"
+        "    while not done:\n"
+        "        dist = Categorical(logits=policy(torch.from_numpy(obs)))\n"
+        "        a = dist.sample(); logps.append(dist.log_prob(a))\n"
+        "        obs, r, done = env.step(a.item())\n"
+        "    loss = -torch.stack(logps).sum()\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+    )
+    f = only(rules_for(syn.make_run(cell), syn.make_analysis({"sync": 0.02})), "syncs.needed_read")
+    assert "stop condition" not in f.title and "threshold" not in f.fix
+    assert "env.step" in f.title or "env.step" in " ".join(f.evidence)
+    # A read an `if` tests stays a stop condition.
+    stop = "for x, y in loader:\n    loss = f(x, y); loss.backward(); opt.step()\n    if loss.item() < 0.1:\n        break\n"
+    g = only(rules_for(syn.make_run(stop), syn.make_analysis({"sync": 0.02})), "syncs.needed_read")
+    assert "stop condition" in g.title

@@ -46,6 +46,9 @@ class SourceLine:
     # The value read decides what the loop does (an if/while test, directly or through a name
     # assigned from it): ``if loss.item() < 0.1: break``, an early stop. It cannot be skipped.
     needed: bool = False
+    # A needed read handed straight to host code as an argument (``env.step(a.item())``: an
+    # action for a numpy environment): the callee's dotted name. It needs the number every step.
+    handed_to: str | None = None
     # A read that is an argument of a logging call (``print(loss.item())``): the line logs too,
     # which the log fix gates (the line is a sync, so it is not among the logging lines).
     logged: bool = False

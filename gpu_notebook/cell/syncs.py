@@ -48,7 +48,7 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
         if kind is not None:
             line = tree.source_line(call, kind)
             if _feeds_control(tree, call, loop):
-                line = dataclasses.replace(line, needed=True)
+                line = dataclasses.replace(line, needed=True, handed_to=_host_callee(tree, call))
             first = syncs.setdefault((line.line, kind), line)
             if first is not line:
                 syncs[(line.line, kind)] = dataclasses.replace(first, others=(*first.others, call))
@@ -145,6 +145,18 @@ def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
         isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert)) and names_in(n.test) & names
         for n in ast.walk(loop)
     )
+
+
+def _host_callee(tree: CellTree, node: ast.AST) -> str | None:
+    """The call ``node`` is handed to as an argument (``env.step`` in ``env.step(a.item())``),
+    where that call is no logging and no torch function: host code that takes the number."""
+    parent = next(iter(tree.ancestors(node)), None)
+    if not isinstance(parent, ast.Call) or node is parent.func:
+        return None
+    name = dotted(parent.func)
+    if not name or logs_with(parent) is not None or name.split(".")[0] in ("torch", "F", "nn"):
+        return None
+    return name
 
 
 def _unwrapped_names(node: ast.AST) -> set[str]:

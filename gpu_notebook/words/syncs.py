@@ -106,6 +106,8 @@ def per_step_syncs(s: PerStepSyncs) -> Words:
 @worder(NeededReads)
 def needed_reads(s: NeededReads) -> Words:
     cost = fmt_share(s.removable) if s.removable is not None else "not measured"
+    if s.first.handed_to is not None:
+        return _handed_to_host(s, cost)
     evidence = [
         f"line {s.first.line} reads a device value every step and the loop needs it: `{s.first.text}`",
         f"its cost: {cost} of the step ({HOW[s.how]})",
@@ -121,5 +123,26 @@ def needed_reads(s: NeededReads) -> Words:
         f"The read is needed, so no patch: to make it cheaper, compute the condition on the device "
         f"(`stop = loss.detach() < threshold`) and read it every {EVERY} steps "
         f"(`if step % {EVERY} == 0 and stop.item(): break`), or stop on an epoch boundary.",
+        _SOURCE,
+    )
+
+
+def _handed_to_host(s: NeededReads, cost: str) -> Words:
+    """A read handed to host code each step (an action for a numpy environment): it cannot be
+    read less often; what makes it cheaper is fewer reads per step's work, not a gate."""
+    callee = s.first.handed_to
+    return words(
+        f"The loop hands a device value to `{callee}` every step",
+        [
+            f"line {s.first.line}: `{s.first.text}`: `{callee}` takes the value as a number, and "
+            "what it returns decides what the loop does next",
+            f"its cost: {cost} of the step ({HOW[s.how]})",
+            "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+            if s.gpu
+            else _ON_THE_CPU,
+        ],
+        f"The read is needed every step, so no patch. To make it cheaper, give `{callee}` "
+        "more per read (a batch of values in one `.tolist()`, e.g. several environments stepped "
+        "together) or, on a GPU, compute what it takes on the CPU.",
         _SOURCE,
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections import Counter
 from collections.abc import Sequence
 
@@ -83,6 +84,8 @@ SEGMENTS = 10
 NEIGHBOURS = 5
 # A stall recurs "every N steps" when this share of the gaps between stalls is N.
 PERIOD_AGREEMENT = 0.6
+# A schedule some (period, phase) of those tried would keep this often at random is no period.
+PERIOD_CHANCE = 0.05
 # A schedule needs this many stalls on it, and at least half of the stalls between its first
 # and last (``_schedule``): among a burst of stalls every ~6 steps some schedule is hit three
 # times by chance ("Every 107 steps" from steps 193, 300 and 407 of a run that stalled 22
@@ -636,10 +639,28 @@ def _schedule(stalled: Sequence[int], first: int, last: int) -> int | None:
             hits >= PERIOD_MIN_STALLS
             and hits >= PERIOD_AGREEMENT * len(expected)
             and 2 * hits >= around
+            and not _by_chance(hits, len(expected), len(hit), first, last)
         )
         if agrees and (best is None or (hits, p) > best):
             best = (hits, p)
     return best[1] if best is not None else None
+
+
+def _by_chance(hits: int, slots: int, stalls: int, first: int, last: int) -> bool:
+    """Whether some schedule of the many tried would keep ``hits`` of its ``slots`` among
+    ``stalls`` stalls at random in steps ``first``..``last``: the binomial tail at the run's
+    stall rate, times the (period, phase) pairs tried, over ``PERIOD_CHANCE`` (REINFORCE's
+    episodes of random length: 6 stalls in 40 steps kept a schedule of 10 with 3 of 4 slots,
+    and read "Every 10 steps a step stalls (logging)")."""
+    n = last - first + 1
+    if n <= 0 or slots <= 0:
+        return False
+    rate = min(1.0, stalls / n)
+    tail = sum(
+        math.comb(slots, k) * rate**k * (1.0 - rate) ** (slots - k) for k in range(hits, slots + 1)
+    )
+    tried = sum(range(2, max(2, n // 3) + 1))
+    return tail * tried > PERIOD_CHANCE
 
 
 def _parts(s: StepTiming) -> dict[str, float]:

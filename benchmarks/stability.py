@@ -90,6 +90,7 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     busy_halfway: bool = False
     options: tuple[str, ...] = ()  # gpucheck run's own options (tests/scenarios' window)
+    whole: bool = False  # the script is a program of its own (--script): no SETUP before it
 
 
 FALSE_CAUSES = ("input.", "syncs.", "logging.", "run.drift", "run.periodic_stall", "run.jitter")
@@ -394,7 +395,7 @@ def run_single(
     s: Scenario, tmp: Path, load: Load | None, keep: Path | None = None, label: str = ""
 ) -> Outcome:
     script = tmp / f"{s.name}.py"
-    script.write_text(SETUP + textwrap.dedent(s.script))
+    script.write_text(s.script if s.whole else SETUP + textwrap.dedent(s.script))
     out = tmp / f"{s.name}.json"
     flag = tmp / f"{s.name}.half"
     flag.unlink(missing_ok=True)
@@ -597,7 +598,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="judge the reports kept in this folder again, with and without per-step waits",
     )
+    parser.add_argument(
+        "--script",
+        type=Path,
+        action="append",
+        default=[],
+        help="also run this program as a scenario named by its file (no planted truth: its "
+        "match is any answer; read the agreement), e.g. benchmarks/ledger_programs/nanogpt_shaped.py",
+    )
     args = parser.parse_args(argv)
+    for path in args.script:
+        ALL[path.stem] = Scenario(path.stem, path.read_text(), Truth(), whole=True)
+        args.scenarios = ",".join(n for n in (args.scenarios, path.stem) if n)
     if args.rejudge is not None:
         rejudge(args.rejudge)
         return 0

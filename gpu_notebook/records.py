@@ -791,6 +791,9 @@ class HostOverhead:
     # The heaviest host matmul/convolution's typical self time a call by call floors (the least
     # of one call's repeats over the steps: load only adds time); None: not read.
     heaviest_matmul_us: float | None = None
+    # The most any traced step read of ``between_ops_share + small_op_share`` (each step's own
+    # figure, at call floors); None: not read (the median stands alone).
+    overhead_share_high: float | None = None
 
 
 @dataclass(frozen=True)

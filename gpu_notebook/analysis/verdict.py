@@ -27,7 +27,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from gpu_notebook.analysis.host import HOST_BOUND_SHARE, host_bound, outside_ops_share
+from gpu_notebook.analysis.host import (
+    HOST_BOUND_SHARE,
+    host_bound,
+    outside_ops_share,
+    overhead_near_line,
+    overhead_reach,
+)
 from gpu_notebook.analysis.on_cpu import ON_CPU_COMPUTE, OnCpu
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.formatting import fmt_gain, fmt_share
@@ -483,6 +489,12 @@ def _host_evidence(host: HostOverhead) -> str:
         f"{host.ops_per_step:.0f} host operators a step, median {host.median_op_us:.0f} us each; "
         f"Python between operators {100 * host.between_ops_share:.0f}% of the step, operators "
         f"under {host.small_op_us:.0f} us another {100 * host.small_op_share:.0f}%"
+        + (
+            f" (up to {100 * overhead_reach(host):.0f}% in a traced step: near the "
+            f"{100 * HOST_BOUND_SHARE:.0f}% line, read as reaching it)"
+            if overhead_near_line(host)
+            else ""
+        )
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_notebook.analysis.host import HOST_BOUND_SHARE, overhead_near_line, overhead_reach
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.launch import TINY_OP_US, GpuStarved, TinyOps, UnfusedOptimizer
 from gpu_notebook.words.common import Words, phase_source, worder, words
@@ -46,7 +47,13 @@ def tiny_ops(s: TinyOps) -> Words:
             f"{heaviest}the step is {host.ops_per_step:.0f} host operators of median "
             f"{host.median_op_us:.0f} us: Python between them and operators under "
             f"{host.small_op_us:.0f} us take {fmt_share(host.between_ops_share + host.small_op_share)} "
-            "of it, overhead rather than work"
+            + (
+                f"(up to {fmt_share(overhead_reach(host))} in a traced step: near the "
+                f"{fmt_share(HOST_BOUND_SHARE)} line) "
+                if overhead_near_line(host)
+                else ""
+            )
+            + "of it, overhead rather than work"
         )
     evidence = [
         first,

@@ -17,6 +17,7 @@ import dataclasses
 import random
 
 import numpy as np
+import pytest
 
 from gpu_notebook.analysis.analyze import analyze, with_run_figures
 from gpu_notebook.analysis.interference import own_phase_split, own_time_phases
@@ -206,3 +207,52 @@ def test_a_window_of_preempted_steps_does_not_overrule_the_runs_data_wait_from_b
     assert quiet.waited_share == 0.0
     calm = dataclasses.replace(syn.make_analysis(phase_split=quiet), run_data=whole)
     assert run_data_overrules(calm, quiet.share("data")) is None
+
+
+def _shifted_window(seed: int) -> tuple[PhaseBreakdown, list[StepTiming]]:
+    """A profiled window of three steps (indices 2-4) of ``SPLIT_MS`` (each phase +-5%), one of
+    them (seeded) held 4-50 ms in a phase drawn at random; the step clock read that wait in the
+    next step (the one before, for the last): the trace's step spans the clock's only nearly.
+    The clock's steps carry the trace's walls otherwise."""
+    rng = random.Random(seed)
+    held, shift = rng.randrange(3), 1
+    rows, waits = [], [0.0, 0.0, 0.0]
+    for k in range(3):
+        parts = {
+            p: ms * 1e3 * rng.uniform(0.95, 1.05) for p, ms in zip(PHASES, SPLIT_MS, strict=True)
+        }
+        if k == held:
+            wait = rng.uniform(4_000.0, 50_000.0)
+            parts[rng.choice(PHASES)] += wait
+            waits[held + shift if held < 2 else held - shift] = wait
+        rows.append(StepPhases(k + 2, k * 60_000.0, sum(parts.values()), parts))
+    totals = {p: sum(r.phase_us[p] for r in rows) for p in PHASES}
+    window = PhaseBreakdown("trace", tuple(rows), sum(r.duration_us for r in rows), totals, PHASES)
+    steps = [
+        StepTiming(
+            r.index,
+            r.start_us / 1e6,
+            r.duration_us / 1e6,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            batch_size=4,
+            wait_s=w / 1e6,
+        )
+        for r, w in zip(rows, waits, strict=True)
+    ]
+    return window, steps
+
+
+def test_a_wait_the_clock_reads_in_the_next_step_comes_off_the_step_that_held_it() -> None:
+    """host_tiny_ops' loaded window (stability.py, 2026-12-05): the clock's 54 ms wait of step
+    3 lay in the trace's step 2, which kept 11 ms of optimizer, while the trace's step 3 lost
+    98% of itself; the data share read 1.6% (in-memory batches low) against 14-16%. The
+    window's waits go where its time exceeds its floors: every seed reads the data share of
+    the steps as they ran (19%) within a few points."""
+    for seed in range(10):
+        window, steps = _shifted_window(seed)
+        own = own_time_phases(window, steps)
+        assert own.share("data") == pytest.approx(0.19, abs=0.03), (seed, own.share("data"))
+        assert own.waited_share > 0.5

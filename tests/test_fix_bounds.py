@@ -329,9 +329,10 @@ def test_a_range_reaching_down_to_the_noise_is_uncertain_and_tried_not_small():
     assert f.gain_low is not None and f.gain_low <= 1 + RUN_TO_RUN
     # Not small (its bound is above what two runs differ by): uncertain, which is what
     # --try-fixes measures. It keeps the rule's severity and says the range is uncertain first
-    # (said with the range a measurement may read: the model's widened by the run's margin).
+    # (said from the low end a measurement may read, the model's widened by the run's margin,
+    # to the model's own high end: no gain promised above what the model bounds).
     assert measurable(f) and uncertain(f) and f.severity != "info"
-    said = fmt_gain(f.stated_high, f.stated_low)
+    said = fmt_gain(f.gain_bound, f.stated_low)
     assert f.fix.startswith(f"Uncertain: {said} (two runs of the same script differ by")
 
 
@@ -803,3 +804,51 @@ def test_a_small_fix_says_its_models_bound_beside_what_the_runs_margin_may_read(
     assert model != read
     assert f"({model}" in small and read not in small.split(";")[0]
     assert read in f.fix
+
+
+# ------------------------------------------------------------------ what a headline promises
+
+
+def test_a_headline_never_promises_more_than_the_model_bounds():
+    """Issue 26: a per-step read whose model bound was 1.00x headlined "(up to 1.39x)" on a run
+    whose fifths differed by 39%: the figure was the margin's widening, not a gain. The
+    headline and the fix's first words say the model's bound; a bound within the margin says
+    no gain is expected; the widened range stays in the evidence and beside the small figure,
+    said as what a measurement may read."""
+    import dataclasses
+
+    from gpu_notebook.views.html import finding_card
+    from gpu_notebook.views.text import render_text
+
+    run = syn.make_run(SYNC_CELL, gpus=[syn.gpu()])
+    window = syn.make_analysis({"sync": 0.002})
+    loaded = dataclasses.replace(with_run_figures(run, window), run_margin=0.39)
+    f = {x.rule_id: x for x in words(run_rules(run, loaded, syn.VERDICT))}["syncs.per_step"]
+    assert f.gain_bound is not None and f.gain_bound < 1.01 and f.stated_high is not None
+    assert f.stated_high > 1.35  # the margin's widening: what a measurement may read
+    widened = f"{f.stated_high:.2f}x"
+    assert not measurable(f) and f.severity == "info"
+    report = syn.make_report(SYNC_CELL, step_median_s=0.01, findings=[f])
+    headline = next(line for line in render_text(report).splitlines() if f.title in line)
+    gain, fix = headline.split("): ", 1)
+    assert widened not in gain and "no measurable gain expected" in gain
+    assert f"up to {f.gain_bound:.2f}x" in headline
+    card = str(finding_card(f, 1, with_code=False))
+    head = card.split("<ul>", 1)[0]
+    assert widened not in head and "no measurable gain expected" in head
+    # The fix's first figure is the model's; the widened range, where said, is a reading's.
+    assert fix.startswith(f"Small: may have no measurable effect (up to {f.gain_bound:.2f}x")
+    assert widened not in fix or f"{widened} as two runs of this script may read it" in fix
+    assert any(widened in e and "as a measurement may read it" in e for e in f.evidence)
+
+
+def test_an_uncertain_range_promises_up_to_the_model_s_bound_not_the_widened_one():
+    """A range from the noise to well above it says "or give up to" the model's high end."""
+    record = _varied([0.0] * 8 + [1.0], n=40)
+    f = _findings(syn.make_run(ADAM_CELL, steps=record), syn.make_analysis({"optimizer": 0.1}))[
+        "launch.unfused_optimizer"
+    ]
+    assert f.gain_bound is not None and f.stated_high is not None
+    assert f"{f.stated_high:.2f}x" != f"{f.gain_bound:.2f}x"
+    assert f.fix.startswith("Uncertain: ") and f"up to {f.gain_bound:.2f}x" in f.fix
+    assert f"{f.stated_high:.2f}x" not in f.fix

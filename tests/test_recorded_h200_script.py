@@ -72,7 +72,7 @@ def test_a_range_from_the_noise_to_12x_is_uncertain_not_small(h200: Report) -> N
     # Uncertain keeps the rule's severity (93% of the step waits for data) and says so first.
     assert workers.severity == "high"
     assert workers.fix.startswith("Uncertain: ") and "Small" not in workers.fix
-    lo, hi = workers.stated_low, workers.stated_high
+    lo, hi = workers.stated_low, workers.gain_bound  # never above the model's bound
     assert lo is not None and hi is not None
     assert f"{lo:.2f}x-{hi:.2f}x" in workers.fix and "--try-fixes" in workers.fix
     assert h200.findings[0] is workers  # the verdict's own fix comes first

@@ -122,7 +122,8 @@ def run_rules(
 
 @dataclass(frozen=True)
 class SmallGain(Said):
-    """The fix's bound is within what two runs of the same script differ by; ``measured_low``:
+    """The fix's bound is within what two runs of the same script differ by (``bound``,
+    ``low``: the model's range); ``measured_low``:
     where only its own interval's low end is (the model's bound is above the line, the least
     its shares support is not: ``Finding.bound_low``), else None."""
 
@@ -138,9 +139,11 @@ class SmallGain(Said):
 
 @dataclass(frozen=True)
 class UncertainGain(Said):
-    """The fix's range runs from within what two runs of the same script differ by (``low``)
-    to well above it (``bound``): what a measurement of it must settle. ``low`` None: a range
-    "up to ``bound``" (the model's) within the run's own margin (``run_to_run``)."""
+    """The fix's range runs from within what two runs of the same script differ by (``low``,
+    the stated low end, widened by the run's margin) to well above it (``bound``, the model's:
+    never the margin's widening, no gain promised above it): what a measurement of it must
+    settle. ``low`` None: a range "up to ``bound``" within the run's own margin
+    (``run_to_run``)."""
 
     bound: float | None
     low: float | None
@@ -224,7 +227,7 @@ def _small_gain(found: Finding) -> Finding:
         if found.gain_low is None:
             wide = UncertainGain(found.gain_bound, None, margin)
         else:
-            wide = UncertainGain(found.stated_high, found.stated_low, margin)
+            wide = UncertainGain(found.gain_bound, found.stated_low, margin)
         return dataclasses.replace(found, notes=(*found.notes, wide))
     return found
 

@@ -210,11 +210,12 @@ def render_text(report: Report) -> str:
                 f"  {op.device:<3} {fmt_seconds(op.self_us / 1e6):>9}  {op.calls:>6}x  {op.name[:70]}"
             )
     if report.findings:
+        from gpu_notebook.views.wording import headline_gain
+
         lines += ["", "Findings:"]
         for f in report.findings:
-            bound = (
-                f" ({fmt_gain(f.stated_high, f.stated_low)})" if f.gain_bound is not None else ""
-            )
+            gain = headline_gain(f)
+            bound = f" ({gain})" if gain is not None else ""
             lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
     if report.try_fixes is not None:
         from gpu_notebook.views.tryfix_text import render_try_fixes

@@ -27,7 +27,10 @@ def render_try_fixes(tf: TryFixes) -> str:
 
 def trial_line(t: FixTrial) -> list[str]:
     """One fix: title, predicted range, measured speedup (spread), verdict; then its error."""
-    predicted = f"predicted {fmt_gain(t.predicted_bound, t.predicted_low)}"
+    # The model's high end, never the margin's widening of it (what the measurement is read
+    # against, not a gain promised: views.wording.headline_gain).
+    high = t.predicted_model_bound if t.predicted_model_bound is not None else t.predicted_bound
+    predicted = f"predicted {fmt_gain(high, t.predicted_low)}"
     if t.speedup is not None:
         # An added look reads the rounds' own spread (tryfix.sequential): said with its level.
         over = (

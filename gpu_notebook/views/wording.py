@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpu_notebook.analysis import gpu_estimate as model
-from gpu_notebook.analysis.compare_samples import fix_outcome
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, fix_outcome, measurable
 from gpu_notebook.analysis.whatif import DDP_BUCKET_BYTES, NCCL_EFFICIENCY
 from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes
 from gpu_notebook.records import (
     Comparison,
+    Finding,
     GpuEstimate,
     Interconnect,
     LineStat,
@@ -39,6 +40,7 @@ __all__ = [
     "describe_line",
     "doubt_sentence",
     "estimate_assumptions",
+    "headline_gain",
     "outcome_line",
     "outcome_said",
     "render_whatif",
@@ -52,6 +54,29 @@ __all__ = [
 
 # A hot line's source is cut to this many characters.
 _MAX_TEXT_CHARS = 60
+
+
+# ------------------------------------------------------------------------------ a finding
+
+
+def headline_gain(f: Finding) -> str | None:
+    """A finding's gain as its headline says it (None: nothing bounds it, no figure shown).
+
+    Never above the model's bound (``gain_bound``): the stated high end (``stated_high``) is
+    that bound widened by what two runs of this code differ by, what a measurement of the fix
+    may read, not a gain the fix can give (issue 26: "up to 1.39x" on a read whose model bound
+    was 1.00x, the 39% the run's margin). The low end is the stated one, widened: a caution
+    (under 1x the step may get slower), not a promise. A bound within the margin (``measurable``:
+    the 5% two runs differ by; or the run's own margin, wider) says first that no gain is
+    expected, or that a run may show none."""
+    if f.gain_bound is None:
+        return None
+    said = fmt_gain(f.gain_bound, f.stated_low)
+    if not measurable(f):
+        return f"no measurable gain expected: {said}"
+    if f.gain_low is None and f.gain_bound <= 1.0 + max(RUN_TO_RUN, f.gain_margin):
+        return f"may show no measurable gain: {said}"
+    return said
 
 
 # ------------------------------------------------------------------------------ what-if

@@ -852,3 +852,26 @@ def test_an_uncertain_range_promises_up_to_the_model_s_bound_not_the_widened_one
     assert f"{f.stated_high:.2f}x" != f"{f.gain_bound:.2f}x"
     assert f.fix.startswith("Uncertain: ") and f"up to {f.gain_bound:.2f}x" in f.fix
     assert f"{f.stated_high:.2f}x" not in f.fix
+
+
+def test_a_range_whose_low_end_is_under_1x_says_the_step_may_get_slower_and_by_how_much():
+    """Issue 26: under load a workers fix read 0.81x where its card said only "it may change
+    nothing measurable". A stated low end under 1x (the model's widened by the run's margin)
+    says the step may get slower, down to that low end, whichever class the fix is in."""
+    from gpu_notebook.rules import SmallGain, UncertainGain
+    from gpu_notebook.words.notes import fix_prefix
+
+    record = _varied([0.0] * 8 + [1.0], n=40)
+    f = _findings(syn.make_run(ADAM_CELL, steps=record), syn.make_analysis({"optimizer": 0.1}))[
+        "launch.unfused_optimizer"
+    ]
+    assert f.stated_low is not None and f.stated_low < 1.0
+    assert f.fix.startswith("Uncertain: ")
+    assert f"may get slower (down to {f.stated_low:.2f}x" in f.fix
+    # A low end at or above 1x says nothing of slower; a small fix's under 1x does.
+    assert "slower" not in fix_prefix((UncertainGain(1.6, 1.01, 0.2),))
+    assert "slower" not in fix_prefix((UncertainGain(1.08, None, 0.15),))
+    assert "slower" not in fix_prefix((SmallGain(1.04, None, RUN_TO_RUN),))
+    small = fix_prefix((SmallGain(1.04, 1.01, RUN_TO_RUN, read_high=1.09, read_low=0.95),))
+    assert small.startswith("Small: may have no measurable effect")
+    assert "may get slower (down to 0.95x: 5% longer)" in small

@@ -64,9 +64,19 @@ def note_lines(note: Said) -> list[str]:
     return []
 
 
+def _slower(low: float | None) -> str:
+    """A range whose low end is under 1x: a measurement may read the step slower, by that much
+    (issue 26: a workers fix read 0.81x under load where its card said it "may change nothing
+    measurable")."""
+    if low is None or low >= 1.0 or low <= 0.0:
+        return ""
+    return f"the step may get slower (down to {low:.2f}x: {1.0 / low - 1.0:.0%} longer), "
+
+
 def fix_prefix(notes: tuple[Said, ...]) -> str:
     """What goes before the fix: a range too small to measure, or one that runs from within the
-    run-to-run margin to well above it (uncertain: measure it), says so first."""
+    run-to-run margin to well above it (uncertain: measure it), says so first; a low end under
+    1x says the step may get slower, and by how much."""
     small = next((n for n in notes if isinstance(n, SmallGain)), None)
     if small is not None:
         measured = (
@@ -77,9 +87,11 @@ def fix_prefix(notes: tuple[Said, ...]) -> str:
         said = fmt_gain(small.bound, small.low)
         read = fmt_gain(small.read_high, small.read_low) if small.read_high is not None else said
         widened = f"; {read} as two runs of this script may read it here" if read != said else ""
+        slower = _slower(small.read_low if small.read_low is not None else small.low)
+        tail = f", or {slower.removesuffix(', ')}" if slower else ""
         return (
             f"Small: may have no measurable effect ({said}{measured}; "
-            f"two runs of the same script differ by {small.run_to_run:.0%}{widened}). "
+            f"two runs of the same script differ by {small.run_to_run:.0%}{widened}){tail}. "
         )
     wide = next((n for n in notes if isinstance(n, UncertainGain)), None)
     if wide is not None and wide.bound is not None and wide.low is None:
@@ -91,7 +103,7 @@ def fix_prefix(notes: tuple[Said, ...]) -> str:
     if wide is not None and wide.bound is not None:
         return (
             f"Uncertain: {fmt_gain(wide.bound, wide.low)} (two runs of the same script differ by "
-            f"{wide.run_to_run:.0%}): it may change nothing measurable, or give up to "
+            f"{wide.run_to_run:.0%}): {_slower(wide.low)}it may change nothing measurable, or give up to "
             f"{wide.bound:.2f}x; measure it before relying on it (`gpucheck run --try-fixes`, or "
             "run the patched cell). "
         )

@@ -325,3 +325,38 @@ def test_a_loop_under_autocast_is_estimated_at_the_cards_bf16_peak(tmp_path: Pat
     said = estimate_assumptions(est)
     assert any("torch.autocast" in a for a in said)
     assert not any("with TF32 or bf16 autocast" in a for a in said)
+
+
+def test_each_kept_step_is_read_over_its_whole_span_in_the_trace(tmp_path: Path):
+    """A step's duration is its own time, less its wait for a core (own_time_phases), and its
+    start is where it started: the estimate read its operators from start to start plus that
+    duration, so under load the last of each step's operators fell outside (issue 26: a loaded
+    run's estimate read 1.5 reads a step for a loop of 2, and fewer kernels). The same trace
+    with each step's own time halved, as a loaded run's steps may read: the same operators."""
+    import dataclasses
+
+    from tests.scenarios import synthetic as syn
+
+    script = tmp_path / "late_read.py"
+    script.write_text(LOOP.replace("opt.zero_grad(); loss.backward(); opt.step()",
+                                   "opt.zero_grad(); loss.backward(); a = loss.item(); opt.step()"))  # fmt: skip
+    path = tmp_path / "t.json"
+    cmd = [sys.executable, "-m", "gpu_notebook", "run", "-s", "4", "--trace", str(path), "-q",
+           str(script)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    trace = load_trace(str(path))
+    phases = phase_breakdown(trace)
+    assert phases is not None and len(phases.steps) >= 4
+    halved = dataclasses.replace(phases, steps=tuple(
+        dataclasses.replace(s, duration_us=s.duration_us / 2,
+                            phase_us={k: v / 2 for k, v in s.phase_us.items()})
+        for s in phases.steps
+    ))  # fmt: skip
+    whole, loaded = (
+        ge.estimate_from_trace(trace, syn.make_analysis(phase_split=p), gpu_spec("a100"), cores=2)
+        for p in (phases, halved)
+    )
+    assert whole is not None and loaded is not None
+    assert whole.reads_per_step == pytest.approx(1.0)
+    assert loaded.reads_per_step == pytest.approx(1.0)
+    assert loaded.kernels_per_step == whole.kernels_per_step

@@ -42,7 +42,7 @@ import numpy as np
 
 from gpu_notebook.analysis.host import MATMUL_OP, outside_ops_share
 from gpu_notebook.analysis.ops import self_time_ns
-from gpu_notebook.analysis.phases import find_host_thread
+from gpu_notebook.analysis.phases import find_host_thread, step_bounds
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.markers import DATALOADER_PREFIX, OPTIMIZER_STEP_PREFIX
 from gpu_notebook.records import Analysis, GpuEstimate, PhaseBreakdown, Run
@@ -158,8 +158,18 @@ class _OpTimes:
     total_us: float
 
 
-def _windows(phases: PhaseBreakdown) -> list[tuple[float, float]]:
-    return [(s.start_us, s.start_us + s.duration_us) for s in phases.steps]
+def _windows(trace: Trace, phases: PhaseBreakdown) -> list[tuple[float, float]]:
+    """The kept steps' spans on the trace clock: each step's bounds in the trace. Not its start
+    plus its duration: a step's duration is its own time, less its wait for a core
+    (``interference.own_time_phases``), so under load that span ended before the step's last
+    operators (a loaded run's estimate lost a quarter of its reads and kernels)."""
+    bounds = step_bounds(trace)
+    spans = (
+        {}
+        if bounds is None
+        else dict(zip(bounds.index, zip(bounds.start_us, bounds.end_us, strict=True), strict=True))
+    )
+    return [spans.get(s.index, (s.start_us, s.start_us + s.duration_us)) for s in phases.steps]
 
 
 def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
@@ -178,7 +188,7 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
     self_ns = self_time_ns(start, end)
     keep = np.zeros(rows.size, dtype=np.bool_)
     ts = trace.ts_us[rows]
-    for a, b in _windows(phases):
+    for a, b in _windows(trace, phases):
         keep |= (ts >= a) & (ts < b)
     # The DataLoader's own work (a dataset's torch ops, a sampler's reads) is the data wait,
     # kept apart as it is: on a GPU it stays on the CPU, before the batch is copied.
@@ -241,7 +251,7 @@ def shape_flops(trace: Trace, phases: PhaseBreakdown) -> dict[str, float]:
     if not recorded:
         return {}
     is_op = trace.category_mask("cpu_op")
-    windows = _windows(phases)
+    windows = _windows(trace, phases)
     out: dict[str, float] = {}
     for row in recorded:  # in file order, as the sums always ran
         name = trace.name_of(row)

@@ -360,3 +360,46 @@ def test_each_kept_step_is_read_over_its_whole_span_in_the_trace(tmp_path: Path)
     assert whole.reads_per_step == pytest.approx(1.0)
     assert loaded.reads_per_step == pytest.approx(1.0)
     assert loaded.kernels_per_step == whole.kernels_per_step
+
+
+PACKED = """
+import torch, torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+torch.manual_seed(0); torch.set_num_threads(1)
+emb = nn.Embedding(100, 16)
+lstm, gru = nn.LSTM(16, 16, batch_first=True), nn.GRU(16, 16, batch_first=True)
+head = nn.Linear(32, 2)
+params = [*emb.parameters(), *lstm.parameters(), *gru.parameters(), *head.parameters()]
+opt = torch.optim.SGD(params, lr=0.1)
+for step in range(12):
+    x, lens = torch.randint(1, 100, (8, 12)), torch.randint(2, 13, (8,))
+    y = torch.randint(0, 2, (8,))
+    packed = pack_padded_sequence(emb(x), lens.cpu(), batch_first=True, enforce_sorted=False)
+    out, (h, _) = lstm(packed)
+    out, _ = pad_packed_sequence(out, batch_first=True)
+    positives = int(y.sum())  # the cell's own read, just before a layer: a read
+    _, g = gru(pack_padded_sequence(out, lens, batch_first=True, enforce_sorted=False))
+    loss = nn.functional.cross_entropy(head(torch.cat([h[-1], g[-1]], 1)), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    total = loss.item()  # a read
+"""
+
+
+def test_a_recurrent_layers_reads_of_its_packed_batch_sizes_are_not_device_reads(tmp_path: Path):
+    """An LSTM or GRU given a PackedSequence reads its ``batch_sizes`` (``int(batch_sizes[0])``,
+    the zero state sized by it): torch keeps them on the CPU whatever the device, so on a GPU
+    those reads wait for no kernel. The estimate took them for device reads (issue 26, unseen
+    round 4: a packed LSTM 'reads every step', host and GPU taking turns, 2 reads a step in a
+    loop that reads nothing of the device). The loop's own reads still count."""
+    script = tmp_path / "packed.py"
+    script.write_text(PACKED)
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "gpu_notebook", "run", "-s", "4", "--json", str(report), "-q",
+           str(script)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    from gpu_notebook.records import Report
+
+    est = Report.from_json(report.read_text()).gpu_estimate
+    assert est is not None and not est.overlapped
+    # int(y.sum()) and loss.item(); the layers' 1 (GRU) + 2 (LSTM) reads of batch_sizes are not.
+    assert est.reads_per_step == pytest.approx(2.0), est.reads_per_step

@@ -1349,3 +1349,27 @@ def test_a_value_handed_to_host_code_each_step_is_not_called_a_stop_condition():
     stop = "for x, y in loader:\n    loss = f(x, y); loss.backward(); opt.step()\n    if loss.item() < 0.1:\n        break\n"
     g = only(rules_for(syn.make_run(stop), syn.make_analysis({"sync": 0.02})), "syncs.needed_read")
     assert "stop condition" in g.title
+
+
+PACKED_LOOP = """\
+for x, lens, y in loader:
+    x, y = x.to(device), y.to(device)
+    packed = pack_padded_sequence(emb(x), lens.cpu(), batch_first=True, enforce_sorted=False)
+    out, _ = rnn(nn.utils.rnn.pack_padded_sequence(out, lengths=lens.tolist()))
+    loss = loss_fn(head(out), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_packing_lengths_kept_on_the_cpu_are_no_device_reads():
+    """pack_padded_sequence takes its lengths on the CPU; a collate function's lengths stay
+    there while the loop moves the batch: ``lens.cpu()`` is no read of a device value (issue 26:
+    an LSTM loop 'reads device values on the host every step' at such a line). Lengths the loop
+    moves to the device and reads back are a read."""
+    assert scan_source(PACKED_LOOP).syncs == ()
+    moved = PACKED_LOOP.replace("x, y = x.to(device), y.to(device)",
+                                "x, lens, y = x.to(device), lens.to(device), y.to(device)")  # fmt: skip
+    assert [s.kind for s in scan_source(moved).syncs] == ["cpu", "tolist"]
+    # A .cpu() read elsewhere in the loop is a read as before.
+    logged = PACKED_LOOP.replace("opt.step()\n", "opt.step()\n    losses.append(loss.cpu())\n")
+    assert [s.kind for s in scan_source(logged).syncs] == ["cpu"]

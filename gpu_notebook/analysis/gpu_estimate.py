@@ -13,7 +13,9 @@ From the CPU run's trace, per step (the profiled steps, stalled ones left out):
   ``empty``) keep their CPU time;
 - **data wait**: the DataLoader's wait stays (a GPU does not load data); the operators that run
   inside it (a dataset's own torch work, a sampler's ``randperm().tolist()``) are that wait, on
-  CPU tensors: they are neither kernels nor reads of device values;
+  CPU tensors: they are neither kernels nor reads of device values; nor are the reads of CPU
+  scalars the framework keeps there whatever the device (an Adam step counter, a packed
+  sequence's ``batch_sizes`` read by its recurrent layer);
 - the step is ``data + max(host, device)`` when the host can run ahead of the GPU, and
   ``data + host + device`` when the loop reads a device value every step (``.item()``: each
   read waits for the queued kernels).
@@ -129,6 +131,16 @@ SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 # for that): those reads wait for no kernel on a GPU. Checked on torch 2.13 (reads in the step,
 # ``state["step"]`` on the CPU); LBFGS reads the loss and the gradients: real device reads.
 CPU_STEP_COUNTER_OPTIMIZERS = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad"})
+# Recurrent layers given a PackedSequence read its ``batch_sizes``, which torch keeps on the CPU
+# whatever the device (pack_padded_sequence takes CPU lengths): ``int(batch_sizes[0])`` and the
+# zero state sized by ``batch_sizes[0]`` (nn/modules/rnn.py, torch 2.x), each an aten::item just
+# before the layer's operator, with only these operators between (the index, the zero state,
+# the hidden state's permutation, and their children). Those reads wait for no kernel on a GPU.
+RNN_OPS = frozenset({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"})
+RNN_PREAMBLE_OPS = frozenset(
+    {*SYNC_OPS, "aten::select", "aten::as_strided", "aten::zeros", "aten::empty", "aten::zero_",
+     "aten::fill_", "aten::index_select", "aten::resize_"}
+)  # fmt: skip
 
 # Operators that launch no kernel: views, metadata, allocation. Their CPU time stays on the host.
 NO_KERNEL = re.compile(
@@ -213,6 +225,7 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
         for r in counter_steps:
             a = float(trace.ts_us[r])
             keep &= ~(reads & (ts >= a) & (ts < a + float(trace.dur_us[r])))
+    keep &= ~_rnn_metadata_reads(trace, rows)
     acc: dict[str, list[float]] = {}
     for i in np.flatnonzero(keep):
         name = trace.names[int(trace.name_id[rows[i]])]
@@ -221,6 +234,37 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
         row[1] += float(self_ns[i]) / 1000.0
         row[2] += float(end[i] - start[i]) / 1000.0
     return [_OpTimes(n, int(v[0]), v[1], v[2]) for n, v in acc.items()]
+
+
+def _rnn_metadata_reads(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Of the host thread's operators ``rows``, the reads a recurrent layer does of its packed
+    input's CPU ``batch_sizes`` (``RNN_OPS``, ``RNN_PREAMBLE_OPS``): the reads after an index
+    between the layer's operator and the last operator before it that is not its preamble."""
+    out = np.zeros(rows.size, dtype=np.bool_)
+    names = [trace.names[int(trace.name_id[r])] for r in rows]
+    if not any(n in RNN_OPS for n in names):
+        return out
+    ts = trace.ts_us[rows]
+    end = ts + trace.dur_us[rows]
+    order = np.argsort(ts, kind="stable")
+    for at, i in enumerate(order):
+        if names[i] not in RNN_OPS:
+            continue
+        preamble: list[int] = []
+        for k in range(at - 1, -1, -1):  # back from the layer: what ended before it started
+            j = int(order[k])
+            if end[j] > ts[i]:
+                continue  # a range around the layer (its module's, the step's)
+            if names[j] not in RNN_PREAMBLE_OPS:
+                break
+            preamble.append(j)
+        # Reads of ``batch_sizes[0]``: after its index (aten::select); a read with no index
+        # before it (``int(lengths.max())`` just before the layer) is the cell's own.
+        indexed = False
+        for j in reversed(preamble):
+            indexed = indexed or names[j] == "aten::select"
+            out[j] = indexed and names[j] in SYNC_OPS
+    return out
 
 
 def _optimizer_class(range_name: str) -> str:

@@ -14,6 +14,7 @@ import dataclasses
 from gpu_notebook.cell.facts import SourceLine, SyncKind
 from gpu_notebook.cell.names import (
     dotted,
+    keyword_value,
     logs_with,
     loop_target_names,
     method_of,
@@ -45,6 +46,8 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
             continue
         values = values_of[id(loop)]
         kind = _sync_kind(tree, call, values)
+        if kind is not None and _host_lengths(tree, call, loop):
+            continue
         if kind is not None:
             line = tree.source_line(call, kind)
             if _feeds_control(tree, call, loop):
@@ -124,6 +127,46 @@ def _sync_kind(tree: CellTree, call: ast.Call, values: set[str]) -> SyncKind | N
     if name is not None and last(name) == "synchronize":
         return "synchronize"
     return None
+
+
+# Functions that take a batch's sequence lengths on the CPU (``lengths``, the second argument):
+# torch.nn.utils.rnn keeps them there, as the PackedSequence's ``batch_sizes``.
+_PACKS = frozenset({"pack_padded_sequence"})
+# Calls that put a tensor on a device other than the CPU.
+_TO_DEVICE = frozenset({"to", "cuda"})
+
+
+def _host_lengths(tree: CellTree, call: ast.Call, loop: Loop) -> bool:
+    """``lengths.cpu()`` (or ``.tolist()``, ``.to("cpu")``) handed to ``pack_padded_sequence``,
+    which takes its lengths on the CPU, where ``lengths`` is no tensor the loop puts on a
+    device: a CPU tensor made CPU again, no read of a device value (a collate function's
+    lengths stay on the CPU while the loop moves the batch's tensors). A ``lengths`` the loop
+    moves to the device is read back here: a read."""
+    pack = next((a for a in tree.ancestors(call) if not isinstance(a, ast.keyword)), None)
+    if not isinstance(pack, ast.Call) or last(dotted(pack.func)) not in _PACKS:
+        return False
+    given = keyword_value(pack, "lengths")
+    if given is None and len(pack.args) >= 2:
+        given = pack.args[1]
+    name = dotted(receiver_of(call))
+    if given is not call or name is None:
+        return False
+    for node in ast.walk(loop):
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or node.value is None:
+            continue
+        if name in {n for t in targets_of(node) for n in names_in(t)} and _to_device(node.value):
+            return False
+    return True
+
+
+def _to_device(value: ast.AST) -> bool:
+    """``value`` puts a tensor on a device: ``.cuda()``, or ``.to(x)`` with no "cpu" in it."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call) and method_of(node) in _TO_DEVICE:
+            text = " ".join(ast.unparse(a) for a in node.args).lower()
+            if method_of(node) == "cuda" or "cpu" not in text:
+                return True
+    return False
 
 
 def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:

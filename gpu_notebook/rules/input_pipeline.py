@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveDataHook, LiveLoader
@@ -204,6 +205,13 @@ class SlowDataset(Said):
     # The workers' CPU (100 = one core) when it shows them waiting, not computing (None: they
     # compute, or it was not read).
     waiting_cpu_pct: float | None = None
+    # What the idle workers' CPU does not show: "io" (they wait for their samples: the step
+    # waits longer than a batch's handoff on a machine with spare cores), "ahead" (the wait is
+    # no longer than receiving a batch they have ready: the loader is not the bound), "busy"
+    # (the machine's cores were busy: not computing may be not getting a core). None: not idle.
+    idle: Literal["io", "ahead", "busy"] | None = None
+    wait_us: float | None = None  # the step's data wait, per step (the window's mean)
+    machine_pct: float | None = None  # the machine's CPU, mean over its cores
 
 
 @dataclass(frozen=True)
@@ -589,8 +597,14 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     bound = gain_bound(data, analysis)
     children = analysis.utilization.children_cpu_mean_pct
     waiting = children is not None and children < WAITING_WORKER_PCT * workers
+    idle, wait_us, machine = _idle_workers(analysis) if waiting else (None, None, None)
     said = SlowDataset(data, analysis.phases, workers, cores, loader.live, persistent_off,
-                       children if waiting else None)  # fmt: skip
+                       children if waiting else None, idle, wait_us, machine)  # fmt: skip
+    if idle is not None and idle != "io":
+        # Idle workers say only that they do not compute: no cause and no fix follows from
+        # that alone (issue 26: an HF Trainer's 2 workers at 0.4% of a core, ahead of a
+        # compute-bound step, read "they wait for their samples: num_workers=4").
+        return found("input.slow_dataset", "info", said, line=loader.line)
     if waiting and not _unsplit_stream(run, loader):
         # The workers wait (storage, a remote store), they do not compute: more of them overlap
         # that wait without competing for the cores.
@@ -600,6 +614,20 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
                                  "persistent_workers": True})  # fmt: skip
     return found("input.slow_dataset", severity, said, phase_share=data, bound=bound,
                  line=loader.line)  # fmt: skip
+
+
+def _idle_workers(
+    analysis: Analysis,
+) -> tuple[Literal["io", "ahead", "busy"], float | None, float | None]:
+    """Why workers that use little CPU leave the step waiting, as far as measured."""
+    timing = per_step_us(analysis, "data")
+    wait_us = timing[0] if timing is not None else None
+    machine = analysis.utilization.system_cpu_mean_pct
+    if wait_us is not None and wait_us <= WORKER_HANDOFF_US:
+        return "ahead", wait_us, machine
+    if machine is not None and machine >= CPU_BUSY_PCT:
+        return "busy", wait_us, machine
+    return "io", wait_us, machine
 
 
 def cpu_saturated(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

@@ -263,6 +263,8 @@ def slow_dataset(s: SlowDataset) -> Words:
     )
     if s.persistent_off:
         fix += " Set persistent_workers=True so workers are not restarted every epoch."
+    if waiting is not None and s.idle in ("ahead", "busy"):
+        return _idle_workers(s, waiting, evidence[0])
     return words(
         "The step waits for data although the DataLoader has workers: "
         + ("the dataset is slow" if waiting is None else "they wait for their samples"),
@@ -270,6 +272,40 @@ def slow_dataset(s: SlowDataset) -> Words:
         fix,
         "TraceML step_time policy (input wait warn 10%, critical 20%); SageMaker Debugger "
         "Dataloader rule (70-200% of cores); seed articles (cache transforms, mmap: 14x in one case)",
+    )
+
+
+def _idle_workers(s: SlowDataset, cpu_pct: float, wait: str) -> Words:
+    """Workers that do not compute, where nothing measured says what they wait for."""
+    evidence = [
+        wait,
+        f"num_workers={s.workers} now, and the workers used {cpu_pct:.1f}% of a core in all: "
+        "they do not compute",
+    ]
+    if s.idle == "ahead":
+        per_step = f"{s.wait_us / 1000:.2f} ms" if s.wait_us is not None else "the wait"
+        evidence.append(
+            f"the step's data wait ({per_step} a step) is no longer than receiving a batch a "
+            f"worker has ready (~{WORKER_HANDOFF_US / 1000:.1f} ms): the workers are ahead of the step"
+        )
+        title = "The step's data wait is the handoff of batches the workers have ready"
+        fix = (
+            "Nothing to change in the workers: they keep up. The wait is receiving each batch "
+            "from a worker process; fewer, larger batches pay it less often."
+        )
+    else:
+        machine = f"{s.machine_pct:.0f}%" if s.machine_pct is not None else "fully"
+        evidence.append(
+            f"the machine's cores were {machine} busy: workers that do not compute may be "
+            "waiting for a core, not for their samples; which one was not measured"
+        )
+        title = "The step waits for data while the workers barely run and the machine is busy"
+        fix = (
+            "Measure on a machine with spare cores before changing the loader: more workers "
+            "would compete for the same cores."
+        )
+    return words(
+        title, evidence, fix, "measured: the workers' CPU, the machine's CPU, the data wait"
     )
 
 

@@ -381,6 +381,9 @@ class Run:
     started_at: str  # ISO 8601
     notes: tuple[str, ...] = ()
     stacks: RawStacks | None = None  # the stack sampler's counts; None: line sampling off
+    # A default run's sparse samples over the rest of the run, at the program's own switch
+    # interval: read for the framework share only, never for lines (capture/stacks.py).
+    framework_stacks: RawStacks | None = None
     first_line: int = 2  # line number of cell_source's first line (2 in a %%gpucheck cell)
     magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
     more_windows: tuple[ProfileWindow, ...] = ()  # profiler windows after the first, spaced out

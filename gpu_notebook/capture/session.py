@@ -70,6 +70,13 @@ class CaptureOptions:
     # MLP loop, x1.006 compute-bound; 200 Hz: x1.040 / x1.020).
     stack_interval_s: float = 0.005
     whole_cell_stack_interval_s: float = 0.02
+    # After those few steps ("window"), a second sampler goes on at 25 Hz over the rest of the
+    # run, paused while a later window records: work the step repeats inside a framework's loop
+    # (Lightning's self.log, the HF Trainer's logging, issue 26) needs more samples than a few
+    # steps give. It leaves the program its own switch interval (the program may read it), so
+    # its samples lean toward GIL-releasing calls: they say only that the framework's logging
+    # ran (Run.framework_stacks), never a share nor a hot line (stacks.py, "The sparse sampler").
+    trickle_stack_interval_s: float = 0.04
     # Later profiler windows over a long cell (profiler.WindowSchedule: spaced, bounded).
     more_windows: bool = True
     window_budget_share: float = 0.01  # their cost (estimated) as a share of the cell's time
@@ -220,7 +227,9 @@ class CaptureSession:
         self._window_record: ProfileWindow | None = None
         self._stacks: StackSampler | None = None
         self._raw_stacks: RawStacks | None = None
-        self._stack_state = "off"  # waiting -> sampling -> done, or whole
+        self._trickle: StackSampler | None = None  # the sparse sampler after the dense span
+        self._raw_trickle: RawStacks | None = None
+        self._stack_state = "off"  # waiting -> sampling -> done (then the trickle), or whole
         self._stack_first_step = 0
         self._wall_s = 0.0
         self._closed = False
@@ -330,6 +339,8 @@ class CaptureSession:
                     # The steps it was to follow were counted at the superseded anchor.
                     self._stack_state = "done"
                     self._stacks.pause()
+                if self._trickle is not None:
+                    self._trickle.pause()  # resumed once the restarted window is done
 
             clock.anchor_listener = on_anchor
 
@@ -482,6 +493,22 @@ class CaptureSession:
         ):
             self._stack_state = "done"
             stacks.pause()
+            self._start_trickle()
+        elif self._trickle is not None:
+            # Never while a window records (the samples would stretch its op gaps).
+            if not window_done or self._extra_recording():
+                self._trickle.pause()
+            elif not self._trickle.active:
+                self._trickle.resume()
+
+    def _start_trickle(self) -> None:
+        """The rest of the run, sparsely, at the program's own switch interval."""
+        self._trickle = StackSampler(
+            self._thread_id,
+            self.options.trickle_stack_interval_s,
+            root_codes=self._stack_root_codes,
+            switch_interval_s=None,
+        ).start()
 
     def _on_sample(self, sample: Sample) -> None:
         listener = self._live_listener
@@ -520,6 +547,14 @@ class CaptureSession:
                     self._notes.append(
                         f"line sampling failed ({type(exc).__name__}: {exc}): no hot lines this "
                         "time; please report it"
+                    )
+            if self._trickle is not None:
+                try:
+                    self._raw_trickle = self._trickle.stop()
+                except Exception as exc:  # noqa: BLE001 -- our sampler's failure is said, never the user's
+                    self._notes.append(
+                        f"sparse stack sampling failed ({type(exc).__name__}: {exc}): no "
+                        "framework share this time; please report it"
                     )
             # Latest first: each window's guard wraps the one before it.
             self._extra_records = [w.close() for w in reversed(self._extra_windows)][::-1]
@@ -607,6 +642,7 @@ class CaptureSession:
             started_at=self._started_at,
             notes=tuple(notes) + series.notes,
             stacks=self._raw_stacks,
+            framework_stacks=self._raw_trickle,
             first_line=self.first_line,
             magic_line=self.magic_line,
             more_windows=tuple(more_windows),

@@ -29,6 +29,18 @@ from outside:
 * Sampling slows down while the cell holds the GIL, so each sample is weighted by the wall time
   since the previous one (unweighted, a pure-Python loop got 54% of the time instead of 77%).
 
+**The sparse sampler.** After the few densely sampled steps, a default run goes on with a second
+sampler at 25 Hz that leaves the interpreter's switch interval alone (``switch_interval_s=None``):
+over the rest of a run the program would see ours (a script that reads it at its end did), and
+other busy Python threads would switch 25 times as often. Without it the first bias above is
+whole: a sample that wakes while the thread runs pure Python lands on the next GIL-releasing
+call, up to 5 ms later, which may lie inside a framework's logging or outside it. Its samples
+are therefore kept apart (``Run.framework_stacks``): they never reach the hot lines (mixed in,
+``loss = model(x)...`` outranked the pure-Python line that took most of a step on a loaded
+machine, issue 26), and they say only *that* a framework's logging ran, never its share: their
+count leaned both ways against the same spans sampled at 0.2 ms (Lightning self.log 0.60 vs
+0.65, an HF Trainer's logging 0.06 vs 0.04; benchmarks/README.md).
+
 A C call that *holds* the GIL throughout (``torch.tensor`` of nested lists, ``json.dumps``) can
 not be sampled inside at all: its time lands on the line where the GIL is next released, or
 the next line. ``RawStacks.late_s`` says how late samples were taken on average.

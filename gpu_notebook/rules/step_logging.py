@@ -17,6 +17,7 @@ no more than a training forward (true without autograd, for equal batches): an e
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -84,6 +85,18 @@ class FrameworkOverhead(Said):
     bound: float | None
     advice: tuple[Advice, ...]  # empty: the settings already log rarely
     settings: tuple[str, ...]  # the framework settings the source sets, ``key=value``
+
+
+@dataclass(frozen=True)
+class FrameworkSeen(Said):
+    """Framework logging caught by a default run's sparse samples: no share read (``_seen``)."""
+
+    hits: int  # sparse samples in the framework's logging, callbacks or bars
+    samples: int  # the loop's sparse samples
+    dense: int  # the loop's dense samples (the few steps after the window)
+    needed: int  # dense samples a share needs
+    labels: tuple[str, ...]  # ids of _OVERHEAD, most samples first
+    advice: tuple[Advice, ...]
 
 
 def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -172,33 +185,18 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     """
     raw = run.stacks
     if raw is None or raw.time_us <= 0 or not raw.stacks:
-        return None
+        return _seen(run, 0, facts)
     # Imports are never the loop: a script's `import lightning` (92% of a `--lines all` run's
     # samples) divided the logging's share down to nothing (issue 26, unseen round 3).
-    importing = [s for s in raw.stacks if _imports(raw, s)]
-    samples = raw.samples - sum(s.count for s in importing)
-    loop_us = raw.time_us - sum(s.time_us for s in importing)
+    samples, loop_us = _loop(raw)
     if samples < MIN_LINE_SAMPLES or loop_us <= 0:
         # A share read off a handful of samples measures nothing (one sample in a logging call
         # read "100%, up to 10x" [high]): the rule of three, as for a line's share.
-        return None
-    labels = [_overhead_label(ref.filename, ref.function) for ref in raw.functions]
+        return _seen(run, samples, facts)
     by_label: dict[str, int] = {}
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
-    for stack in raw.stacks:
-        if _imports(raw, stack):
-            continue
-        for depth, (index, _line) in enumerate(stack.frames):
-            hit, name = labels[index], raw.functions[index].function
-            if hit is None:
-                continue
-            if depth + 1 < len(stack.frames) and _ITERATOR.search(name):
-                continue  # tqdm(loader).__iter__ calling on: the loader's time, not the bar's
-            by_label[hit[0]] = by_label.get(hit[0], 0) + stack.time_us
-            functions[name] = functions.get(name, 0) + stack.time_us
-            frameworks.add(hit[1])
-            break
+    _count_overhead(raw, by_label, functions, frameworks)
     total = sum(by_label.values())
     overhead = total / loop_us
     severity = severity_of(overhead, low=SUGGEST)
@@ -221,6 +219,82 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     if not fixes:
         return found("logging.framework_overhead", "info", said)
     return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
+
+
+# The sparse samples (Run.framework_stacks) say that the framework's logging ran, never how
+# much of the step it took: at least this many of them, and this share of the loop's.
+MIN_SEEN = 3
+
+
+def _seen(run: Run, dense: int, facts: SourceFacts) -> Finding | None:
+    """Framework logging caught by a default run's sparse samples, where the few dense ones
+    after the profiler window cannot read its share (issue 26: a short Lightning fit logging
+    every step got 2-16 of them and no word of its self.log).
+
+    Sampled at the program's own switch interval, a sample lands late wherever the step runs
+    pure Python, on the next call that releases the GIL, inside or outside the framework's
+    frames: their count leans either way (measured, benchmarks/README.md), so it says the
+    logging ran, and the fix, at no level and no gain; ``--lines all`` measures its share.
+    """
+    raw = run.framework_stacks
+    if raw is None or not raw.stacks:
+        return None
+    samples, _loop_us = _loop(raw)
+    by_label: dict[str, int] = {}
+    frameworks: set[str] = set()
+    hits = _count_overhead(raw, by_label, {}, frameworks, weigh=False)
+    if hits < MIN_SEEN or hits < SUGGEST * samples:
+        return None
+    # Which settings to name: by the samples' counts; no share is said (Advice.share None).
+    shares = {k: n / samples for k, n in by_label.items()}
+    advice = [
+        dataclasses.replace(a, share=None) for a in _framework_advice(frameworks, shares, facts)
+    ]
+
+    if not advice:
+        return None  # the settings already log rarely: nothing to turn down, no share to say
+    labels = tuple(sorted(by_label, key=lambda k: -by_label[k]))
+    seen = FrameworkSeen(hits, samples, dense, MIN_LINE_SAMPLES, labels, tuple(advice))
+    return found("logging.framework_overhead", "info", seen)
+
+
+def _loop(raw: RawStacks) -> tuple[int, int]:
+    """The samples and time of ``raw`` outside imports (the loop's)."""
+    importing = [s for s in raw.stacks if _imports(raw, s)]
+    return (
+        raw.samples - sum(s.count for s in importing),
+        raw.time_us - sum(s.time_us for s in importing),
+    )
+
+
+def _count_overhead(
+    raw: RawStacks,
+    by_label: dict[str, int],
+    functions: dict[str, int],
+    frameworks: set[str],
+    *,
+    weigh: bool = True,
+) -> int:
+    """Add ``raw``'s loop samples in framework overhead frames, by label and function: their
+    time (``weigh``) or their count. Returns the samples found there."""
+    labels = [_overhead_label(ref.filename, ref.function) for ref in raw.functions]
+    hits = 0
+    for stack in raw.stacks:
+        if _imports(raw, stack):
+            continue
+        for depth, (index, _line) in enumerate(stack.frames):
+            hit, name = labels[index], raw.functions[index].function
+            if hit is None:
+                continue
+            if depth + 1 < len(stack.frames) and _ITERATOR.search(name):
+                continue  # tqdm(loader).__iter__ calling on: the loader's time, not the bar's
+            amount = stack.time_us if weigh else stack.count
+            by_label[hit[0]] = by_label.get(hit[0], 0) + amount
+            functions[name] = functions.get(name, 0) + amount
+            frameworks.add(hit[1])
+            hits += stack.count
+            break
+    return hits
 
 
 def _imports(raw: RawStacks, stack: StackCount) -> bool:

@@ -8,6 +8,7 @@ from gpu_notebook.rules.step_logging import (
     RARE_REDRAW_S,
     Advice,
     FrameworkOverhead,
+    FrameworkSeen,
     PerStepLogging,
     ValidationEveryStep,
 )
@@ -84,11 +85,19 @@ def validation_every_step(s: ValidationEveryStep) -> Words:
     )
 
 
+def _of(a: Advice, of: str = " of the sampled time") -> str:
+    """`` (12% of the sampled time)``, or nothing where no share was read."""
+    return f" ({fmt_share(a.share)}{of})" if a.share is not None else ""
+
+
 def _advice(a: Advice) -> str:
     if a.kind == "self-log":
         where = f"; line {a.line.line}: `{a.line.text}`" if a.line is not None else ""
+        said = (
+            f"{fmt_share(a.share)} of the sampled time{where}" if a.share is not None else where[2:]
+        )
         return (
-            f"self.log on every step ({fmt_share(a.share)} of the sampled time{where}): "
+            "self.log on every step" + (f" ({said})" if said else "") + ": "
             "self.log(..., on_step=False, on_epoch=True) for what you read per epoch"
         )
     if a.kind == "log-every-n":
@@ -97,20 +106,17 @@ def _advice(a: Advice) -> str:
         return f"Trainer(log_every_n_steps={RARE_LOGS}) (log_every_n_steps={a.value} now)"
     if a.kind == "lightning-bar":
         return (
-            f"the progress bar ({fmt_share(a.share)}): TQDMProgressBar(refresh_rate={EVERY * 2}) "
+            f"the progress bar{_of(a, '')}: TQDMProgressBar(refresh_rate={EVERY * 2}) "
             "or enable_progress_bar=False"
         )
     if a.kind == "logging-steps":
         if a.value is None:
-            return (
-                f"TrainingArguments(logging_steps={RARE_LOGS}) if it logs more often now "
-                f"({fmt_share(a.share)} of the sampled time)"
-            )
+            return f"TrainingArguments(logging_steps={RARE_LOGS}) if it logs more often now{_of(a)}"
         steps = a.value
         return (
             f"logging_steps={steps:g} now: the Trainer logs every "
-            f"{'step' if steps == 1 else f'{steps:g} steps'} ({fmt_share(a.share)} of the "
-            f"sampled time): TrainingArguments(logging_steps={RARE_LOGS})"
+            f"{'step' if steps == 1 else f'{steps:g} steps'}{_of(a)}: "
+            f"TrainingArguments(logging_steps={RARE_LOGS})"
         )
     if a.kind == "disable-tqdm":
         return "disable_tqdm=True"
@@ -168,5 +174,23 @@ def framework_overhead(s: FrameworkOverhead) -> Words:
         "The framework logs or draws progress on every step",
         evidence,
         "; ".join(_fixes(s.advice)) + ".",
+        FRAMEWORK_SOURCE,
+    )
+
+
+@worder(FrameworkSeen)
+def framework_seen(s: FrameworkSeen) -> Words:
+    names = ", ".join(LABELS[label] for label in s.labels)
+    return words(
+        "The framework logs or draws progress inside its loop: its share was not measured",
+        [
+            f"{names}: in {s.hits} of the {s.samples} stack samples taken over the run at the "
+            "program's own switch interval (a sample that waits for the GIL lands on the next "
+            "call that releases it: the count says the logging ran, not how much it takes)",
+            f"the steps sampled densely after the profiler window gave {s.dense} stack samples; "
+            f"a share needs {s.needed}",
+        ],
+        "; ".join(_fixes(s.advice))
+        + ". To measure its share first, sample the whole run (`--lines all`).",
         FRAMEWORK_SOURCE,
     )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from gpu_notebook.analysis.compare_samples import run_margin
-from gpu_notebook.analysis.interference import own_time_phases
+from gpu_notebook.analysis.interference import own_time_phases, wait_share
 from gpu_notebook.analysis.machine import machine_facts
 from gpu_notebook.analysis.own_cost import disturbed_steps, instrumentation_factor
 from gpu_notebook.analysis.steps import hook_phases, run_phase, steady_steps, step_stats
@@ -32,7 +33,10 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     ops: tuple[OpStat, ...] = ()
     host: HostOverhead | None = None
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
-        phases, gpu, ops, host = trace_figures(traces.load(run.window.trace_path))
+        # Each step's wait for a core, where the step clock read it: the host figures take
+        # what of it fell between calls out of the gaps (it is no Python).
+        waits = {s.index: wait_share(s) for s in run.steps.steps if s.wait_s}
+        phases, gpu, ops, host = trace_figures(traces.load(run.window.trace_path), waits)
     elif run.window.trace_path is not None and run.window.status == "within-step":
         # Calls inside a step, no whole step: only its operator totals hold for the window.
         from gpu_notebook.analysis.ops import top_ops
@@ -216,14 +220,15 @@ def analyze_trace_file(
 
 
 def trace_figures(
-    trace: Trace,
+    trace: Trace, waits: Mapping[int, float] | None = None
 ) -> tuple[PhaseBreakdown | None, GpuTimeline | None, tuple[OpStat, ...], HostOverhead | None]:
-    """``analyze_trace_file``'s figures and the host overhead of the traced steps."""
+    """``analyze_trace_file``'s figures and the host overhead of the traced steps (``waits``:
+    each step's share waiting for a core, by step index, ``host_overhead``'s)."""
     from gpu_notebook.analysis.gpu_timeline import gpu_timeline
     from gpu_notebook.analysis.host import host_overhead
     from gpu_notebook.analysis.ops import top_ops
     from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
 
     phases = phase_breakdown(trace)
-    host = host_overhead(trace, phases, find_host_thread(trace))
+    host = host_overhead(trace, phases, find_host_thread(trace), waits)
     return phases, gpu_timeline(trace), top_ops(trace, n=10), host

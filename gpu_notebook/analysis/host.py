@@ -13,7 +13,7 @@ faster device can shorten it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -43,9 +43,17 @@ MATMUL_OP = re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv|cudnn_co
 
 
 def host_overhead(
-    trace: Trace, phases: PhaseBreakdown | None, host: tuple[int, int] | None
+    trace: Trace,
+    phases: PhaseBreakdown | None,
+    host: tuple[int, int] | None,
+    waits: Mapping[int, float] | None = None,
 ) -> HostOverhead | None:
-    """Median per-step figures of the host thread's top-level operators; None without steps."""
+    """Median per-step figures of the host thread's top-level operators; None without steps.
+
+    ``waits``: each traced step's share of its time the step clock read its thread waiting for
+    a core (by step index). A wait inside a call is taken out by the call's floor; the rest of
+    it fell between calls and is taken out of the gaps, not read as Python there (a metrics
+    loop whose thread waited 87% of a step read "Python between operators 84%")."""
     if phases is None or host is None or not phases.steps:
         return None
     rows = np.flatnonzero(
@@ -90,7 +98,8 @@ def host_overhead(
         total -= max(0, a - int(lo[i])) + max(0, int(hi[j - 1]) - b)
         return max(total, 0)
 
-    spans = _step_spans(phases, origin)
+    indexed = _step_spans(phases, origin)
+    spans = [(a, b) for _, a, b in indexed]
     top_rows = rows[order][top]
     floor = call_floors(trace.name_id[top_rows], s, dur, spans)
     small = floor < SMALL_OP_US * 1000.0  # by the call's floor: a stretched add_ stays small
@@ -104,23 +113,22 @@ def host_overhead(
     op_us: list[np.ndarray] = []
     between: list[float] = []
     small_share: list[float] = []
-    for a, b in spans:
+    for index, a, b in indexed:
         i, j = np.searchsorted(s, a, side="left"), np.searchsorted(s, b, side="left")
         covered = np.minimum(e[i:j], b) - s[i:j]
         counted = np.minimum(covered, floor[i:j])
         gi, gj = np.searchsorted(gap_at, a, side="left"), np.searchsorted(gap_at, b, side="left")
-        python = py_counted[gi:gj]
+        python = float(py_counted[gi:gj].sum())
         # The step's own time: less what its calls and the Python between them ran past their
-        # floors (waits for a core: a time slice lands between operators as often as in one).
-        own = max(
-            1,
-            (b - a)
-            - int((covered - counted).sum())
-            - int((gap_ns[gi:gj] - gap_counted[gi:gj]).sum()),
-        )
+        # floors (waits for a core: a time slice lands between operators as often as in one),
+        # or less the step clock's wait where that is longer: the rest of it fell between
+        # calls in a gap the floors kept (every traced step preempted there), and is no Python.
+        stretched = int((covered - counted).sum()) + int((gap_ns[gi:gj] - gap_counted[gi:gj]).sum())
+        waited = int((waits or {}).get(index, 0.0) * (b - a))
+        own = max(1, (b - a) - max(stretched, waited))
         counts.append(j - i)
         op_us.append(floor[i:j] / 1000.0)
-        between.append(float(python.sum()) / own)
+        between.append(max(0.0, python - max(0, waited - stretched)) / own)
         small_share.append(float(counted[small[i:j]].sum()) / own)
     if not counts:
         return None
@@ -179,14 +187,15 @@ def _gaps(
     )
 
 
-def _step_spans(phases: PhaseBreakdown, origin_us: float) -> list[tuple[int, int]]:
-    """Each traced step's [start, end) in ns from ``origin_us`` (empty steps left out)."""
+def _step_spans(phases: PhaseBreakdown, origin_us: float) -> list[tuple[int, int, int]]:
+    """Each traced step's index and [start, end) in ns from ``origin_us`` (empty steps left
+    out)."""
     spans = []
     for step in phases.steps:
         a = round((step.start_us - origin_us) * 1000.0)
         b = a + round(step.duration_us * 1000.0)
         if b > a:
-            spans.append((a, b))
+            spans.append((step.index, a, b))
     return spans
 
 

@@ -736,6 +736,10 @@ class Comparison:
     fix_id: str | None = None  # the fix that produced this cell, when known
     predicted_bound: float | None = None  # that fix's gain bound in the baseline report
     predicted_low: float | None = None  # its range's low end (None: 1x)
+    # The bound as the baseline's model gave it (``Finding.gain_bound``); ``predicted_bound`` is
+    # it widened by that run's margin (``stated_high``), what the measurement is read against.
+    # "Predicted" says this one: a widening is no gain promised. None: an older report's.
+    predicted_model_bound: float | None = None
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
     samples: SampleComparison | None = None  # the distributions compared: range and outcome

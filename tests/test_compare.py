@@ -276,3 +276,22 @@ def test_a_change_that_added_processes_is_compared_on_wall_times():
     assert samples is not None and not samples.own_time
     walls = [s.duration_s for s in after.run.steps.steps]
     assert max(walls) > 0.004  # the slices are in what was compared
+
+
+def test_the_before_after_predicts_the_models_bound_not_its_margin_widening():
+    """Issue 26: a fix's bound widened by its run's margin (3.5x on a run whose fifths differ
+    by 30%: 4.55x) is what a measurement is read against, not a gain the fix can give; the
+    before/after's "predicted" says the model's 3.5x (as the finding's headline does)."""
+    import dataclasses
+
+    from gpu_notebook.views.html import comparison_section
+    from gpu_notebook.views.text import render_comparison
+
+    found = syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED, bound=3.5)
+    widened = dataclasses.replace(found, gain_margin=0.3)
+    proposer = syn.make_report(CELL, step_median_s=0.4, started_at=at(1), findings=[widened])
+    fixed = syn.make_report(FIXED, step_median_s=0.1, started_at=at(2))
+    c = compare(proposer, fixed)
+    assert c.predicted_bound == pytest.approx(3.5 * 1.3) and c.predicted_model_bound == 3.5
+    for said in (render_comparison(c), " ".join(describe_comparison(c)), comparison_section(c)):
+        assert "up to 3.50x" in said and "4.55x" not in said

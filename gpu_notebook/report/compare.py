@@ -209,6 +209,7 @@ def compare(
         fix_id=finding.fix_id if finding is not None else None,
         predicted_bound=finding.stated_high if finding is not None else None,
         predicted_low=finding.stated_low if finding is not None else None,
+        predicted_model_bound=finding.gain_bound if finding is not None else None,
         gpu_equivalent=gpu_equivalent,
         cost_saved_per_1000_steps=saved,
         samples=samples,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.escapes import printable_record
-from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_pct, fmt_rate, fmt_seconds, fmt_share
+from gpu_notebook.formatting import fmt_bytes, fmt_pct, fmt_rate, fmt_seconds, fmt_share
 from gpu_notebook.records import (
     OPTIONAL_PHASES,
     PHASES,
@@ -270,16 +270,14 @@ def run_shape_rows(shape: RunShape) -> list[str]:
 
 def render_comparison(c: Comparison) -> str:
     """Before/after of two runs: measured speedup beside the predicted bound."""
+    from gpu_notebook.views.wording import predicted_gain
+
     c = printable_record(c)
     lines = ["Before / after:"]
     lines.append(
         f"  step time   {fmt_seconds(c.baseline_step_median_s):>9} -> {fmt_seconds(c.step_median_s):>9}"
         + (f"   measured {c.speedup:.2f}x" if c.speedup is not None else "")
-        + (
-            f"   (predicted: {fmt_gain(c.predicted_bound, c.predicted_low)})"
-            if c.predicted_bound is not None
-            else ""
-        )
+        + (f"   (predicted: {predicted_gain(c)})" if c.predicted_bound is not None else "")
     )
     if c.baseline_samples_per_s is not None and c.samples_per_s is not None:
         lines.append(

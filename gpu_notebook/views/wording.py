@@ -43,6 +43,7 @@ __all__ = [
     "headline_gain",
     "outcome_line",
     "outcome_said",
+    "predicted_gain",
     "render_whatif",
     "sample_notes",
     "speedup_label",
@@ -77,6 +78,13 @@ def headline_gain(f: Finding) -> str | None:
     if f.gain_low is None and f.gain_bound <= 1.0 + max(RUN_TO_RUN, f.gain_margin):
         return f"may show no measurable gain: {said}"
     return said
+
+
+def predicted_gain(c: Comparison) -> str:
+    """What a before/after says its fix was predicted to gain: the model's bound (never the
+    baseline run's margin widening it, ``headline_gain``) from the stated low end."""
+    high = c.predicted_model_bound if c.predicted_model_bound is not None else c.predicted_bound
+    return fmt_gain(high, c.predicted_low)
 
 
 # ------------------------------------------------------------------------------ what-if
@@ -359,9 +367,7 @@ def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
         lines.append(said[0].upper() + said[1:] + ".")
         lines.extend(f"Note: {n}." for n in sample_notes(c.samples))
     if c.fix_id is not None:
-        lines.append(
-            f"Predicted for fix {c.fix_id}: {fmt_gain(c.predicted_bound, c.predicted_low)} (Amdahl)."
-        )
+        lines.append(f"Predicted for fix {c.fix_id}: {predicted_gain(c)} (Amdahl).")
         if slower:
             lines.append(
                 f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "

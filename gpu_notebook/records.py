@@ -801,6 +801,10 @@ class HostOverhead:
     # The most any traced step read of ``between_ops_share + small_op_share`` (each step's own
     # figure, at call floors); None: not read (the median stands alone).
     overhead_share_high: float | None = None
+    # The model side's matmul/convolution calls a traced step by their floors (the innermost
+    # where one nests another; analysis.host._matmul_floor_us): what compiling the model leaves
+    # of its work. None: not read.
+    matmul_floor_us: float | None = None
 
 
 @dataclass(frozen=True)

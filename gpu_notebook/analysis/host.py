@@ -142,6 +142,7 @@ def host_overhead(
         model_work_share=work,
         heaviest_matmul_us=_heaviest_matmul_floor_us(trace, host, origin, spans),
         overhead_share_high=max(x + y for x, y in zip(between, small_share, strict=True)),
+        matmul_floor_us=_matmul_floor_us(trace, host, origin, spans),
     )
 
 
@@ -185,6 +186,43 @@ def _gaps(
         np.asarray(length, dtype=np.int64)[order],
         np.asarray(python, dtype=np.int64)[order],
     )
+
+
+def _matmul_floor_us(
+    trace: Trace, host: tuple[int, int], origin_us: float, spans: Sequence[tuple[int, int]]
+) -> float | None:
+    """The model side's matmul and convolution calls a traced step by their floors (median over
+    the steps, us): what a compiled graph still calls, at what each costs undisturbed
+    (``call_floors``). The innermost such call where one nests another (``aten::linear`` holds
+    its ``aten::addmm``, a backward node its ``aten::mm``): a composite such as
+    ``aten::gru_cell`` counts only its matmuls, the rest a compiled graph fuses. None: no phase
+    to place them in."""
+    from gpu_notebook.analysis.phases import phase_at
+    from gpu_notebook.records import PHASES
+
+    locate = phase_at(trace)
+    if locate is None or not spans:
+        return None
+    rows = np.flatnonzero(
+        trace.category_mask("cpu_op")
+        & (trace.pid == host[0])
+        & (trace.tid == host[1])
+        & np.isin(trace.name_id, trace.name_ids(lambda n: bool(MATMUL_OP.match(n))))
+    )
+    start = np.rint((trace.ts_us[rows] - origin_us) * 1000.0).astype(np.int64)
+    end = start + np.rint(trace.dur_us[rows] * 1000.0).astype(np.int64)
+    order = np.lexsort((-end, start))
+    rows, start, end = rows[order], start[order], end[order]
+    leaf = np.ones(start.size, dtype=np.bool_)
+    leaf[:-1] = start[1:] >= end[:-1]  # the next matmul call does not start inside this one
+    rows, start, end = rows[leaf], start[leaf], end[leaf]
+    floor = call_floors(trace.name_id[rows], start, end - start, spans)
+    model = locate(origin_us + (start + end) / 2000.0) != PHASES.index("data")
+    per_step = []
+    for a, b in spans:
+        i, j = np.searchsorted(start, a, side="left"), np.searchsorted(start, b, side="left")
+        per_step.append(float(floor[i:j][model[i:j]].sum()))
+    return float(np.median(per_step)) / 1000.0
 
 
 def _step_spans(phases: PhaseBreakdown, origin_us: float) -> list[tuple[int, int, int]]:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from gpu_notebook.analysis.host import HOST_BOUND_SHARE, overhead_near_line, overhead_reach
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.rules.launch import TINY_OP_US, GpuStarved, TinyOps, UnfusedOptimizer
+from gpu_notebook.rules.launch import (
+    TINY_OP_US,
+    CompileGain,
+    GpuStarved,
+    TinyOps,
+    UnfusedOptimizer,
+)
 from gpu_notebook.words.common import Words, phase_source, worder, words
 
 
@@ -95,11 +101,20 @@ def tiny_ops(s: TinyOps) -> Words:
             "Make each step do more work: a bigger batch where the batches are made "
             "(torch.compile is already on; mode='reduce-overhead' captures CUDA graphs on a GPU)."
         )
+    elif s.compile is not None:
+        evidence.append(_compile_gain_line(s.compile))
+        fix = (
+            "Fuse small ops with torch.compile (the first steps pay its compile time), or make "
+            "each step do more work (bigger batch)."
+        )
     else:
         evidence.append(
             "no DataLoader found to enlarge the batch: compile instead (not bounded: fusion shortens ops, it removes no phase)"
         )
-        fix = "Fuse small ops with torch.compile, or make each step do more work (bigger batch)."
+        fix = (
+            "Fuse small ops with torch.compile (the first steps pay its compile time), or make "
+            "each step do more work (bigger batch)."
+        )
     if s.outcome == "batch" and s.low is not None and s.per_sample is not None:
         evidence.append(
             f"at least {s.low:.2f}x: operators whose work grows with the batch (matmuls, "
@@ -113,6 +128,23 @@ def tiny_ops(s: TinyOps) -> Words:
         fix,
         "HTA idle-time breakdown (30 us kernel-wait threshold); TraceML step_time policy (residual "
         "warn 10%)",
+    )
+
+
+def _compile_gain_line(c: CompileGain) -> str:
+    where = (
+        "over the run's unprofiled steps, as the step clock timed them"
+        if c.over_run
+        else "in the profiled window"
+    )
+    return (
+        f"no DataLoader found to enlarge the batch: compile instead, gain {fmt_gain(c.bound)} once "
+        f"compiled (the first steps' compile time not counted): the step less its data wait and "
+        f"optimizer step ({fmt_share(c.rest)} {where}: the forward, the backward and the host "
+        f"work around them) less the model's matmul/convolution calls ({fmt_share(c.matmul)}, "
+        "by their fastest calls: a compiled graph still calls them), all removed. Compiling the "
+        "model leaves the optimizer step and the data wait as they are; no low end: the "
+        "compiled graph's own guards and kernel calls are not in this run"
     )
 
 

@@ -80,6 +80,12 @@ from gpu_notebook.rules.syncs import loop_lines
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy
 TINY_OP_US = SMALL_OP_US  # HTA consecutive_kernel_delay: 30 us
 MAX_FACTOR = 8
+# What a compiled module's forward and backward cost a step on the CPU whatever they compute:
+# guards, AOTAutograd's wrappers, one input a parameter tensor. Measured on a loaded 2-core
+# machine (benchmarks/README.md, "torch.compile on the CPU gets a bound"): 115 us with 10
+# one-element parameters, 0.50 ms with 100, 3.2 ms with 400; a lower estimate.
+COMPILED_CALL_US = 60.0
+COMPILED_TENSOR_US = 5.0
 
 
 @dataclass(frozen=True)
@@ -101,8 +107,14 @@ class CompileGain:
     rest: float  # the step less its data wait and optimizer step
     matmul: float  # the model's matmul/convolution calls by their floors (``HostOverhead``)
     over_run: bool  # the shares rest on the run's unprofiled steps (else on the window's)
-    bound: float | None
+    bound: float | None  # None: its own calls may take what it removes (``own_us``)
     bound_low: float | None
+    # The compiled graph's own cost a step, estimated (``COMPILED_CALL_US`` and
+    # ``COMPILED_TENSOR_US`` for each of ``tensors`` parameter tensors), against the ``removed_us``
+    # the bound takes away; None: the parameter tensors were not counted.
+    tensors: int | None = None
+    own_us: float | None = None
+    removed_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -226,17 +238,19 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if compiled:
         # Never advise what holds: the model is compiled, and no loader is here to enlarge.
         return found("launch.tiny_ops", severity, dataclasses.replace(said, outcome="compiled"))
-    gain = compile_gain(analysis)
+    gain = compile_gain(analysis, run.steps.grad_tensors)
     if gain is None:
         return found("launch.tiny_ops", severity, said, fix_id="torch_compile")
     said = dataclasses.replace(said, bound=gain.bound, compile=gain)
+    if gain.bound is None:  # its own calls may take what it removes: measure it
+        return found("launch.tiny_ops", severity, said, fix_id="torch_compile")
     # The small-gain gate reads the bound at the data and optimizer shares' high ends: a model
     # side that is mostly matmul/convolution work leaves compile nothing measurable to remove.
     return found("launch.tiny_ops", severity, said, bound=gain.bound, fix_id="torch_compile",
                  bound_low=gain.bound_low)  # fmt: skip
 
 
-def compile_gain(analysis: Analysis) -> CompileGain | None:
+def compile_gain(analysis: Analysis, tensors: int | None = None) -> CompileGain | None:
     """The most ``torch.compile(model)`` can gain on the CPU: Amdahl over what it can take.
 
     A compiled graph runs the model's forward and backward without Python between operators,
@@ -257,8 +271,14 @@ def compile_gain(analysis: Analysis) -> CompileGain | None:
     (1.04x), while a GRU stepped in Python gained 1.63x over the same kind of low end (1.10x):
     nothing the eager run measures orders them. ``bound_low``: the bound with the data and
     optimizer shares at their intervals' high ends, for the small-gain gate (a model side that
-    is mostly matmul work leaves nothing measurable). None: the host figures or the window's
-    phases were not read."""
+    is mostly matmul work leaves nothing measurable).
+
+    The compiled graph's own cost grows with its inputs, one a parameter tensor (``tensors``:
+    the gradients the step clock counted): where its estimate (``COMPILED_CALL_US`` a step,
+    ``COMPILED_TENSOR_US`` a tensor, measured on one machine) reaches half of what the bound
+    removes, an estimate off by 2x could take all of it, and the gain may be a loss (a 512-wide
+    matmul beside 400 one-element parameters: up to 1.26x by the bound, measured 0.92x): no
+    bound, measure it. None: the host figures or the window's phases were not read."""
     host, phases = analysis.host, analysis.phases
     if host is None or host.matmul_floor_us is None:
         return None
@@ -277,9 +297,13 @@ def compile_gain(analysis: Analysis) -> CompileGain | None:
         rest = least = model + (shares_sum(analysis, RESIDUAL_PHASES) or 0.0)
         step_us = phases.total_us / len(phases.steps)
     matmul = min(rest, host.matmul_floor_us / step_us)
+    removed_us = (rest - matmul) * step_us
+    own_us = None if tensors is None else COMPILED_CALL_US + COMPILED_TENSOR_US * tensors
+    if own_us is not None and own_us >= removed_us / 2:
+        return CompileGain(rest, matmul, over_run, None, None, tensors, own_us, removed_us)
     bound = gain_bound(rest - matmul, analysis)
     bound_low = gain_bound(max(0.0, least - matmul), analysis)
-    return CompileGain(rest, matmul, over_run, bound, bound_low)
+    return CompileGain(rest, matmul, over_run, bound, bound_low, tensors, own_us, removed_us)
 
 
 def sized_op_us(heaviest_us: float | None, host: HostOverhead | None) -> float:

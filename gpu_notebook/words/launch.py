@@ -132,6 +132,14 @@ def tiny_ops(s: TinyOps) -> Words:
 
 
 def _compile_gain_line(c: CompileGain) -> str:
+    if c.bound is None and c.own_us is not None:
+        return (
+            f"no DataLoader found to enlarge the batch: compile instead, not bounded: a compiled "
+            f"graph pays its own guards and wrappers, one input a parameter tensor ({c.tensors} "
+            f"here): about {c.own_us / 1e3:.2f} ms a step by a lower estimate, as much as half "
+            f"the {c.removed_us / 1e3:.2f} ms it could remove at most (the step less its data "
+            "wait, optimizer step and matmul/convolution calls): it may be slower"
+        )
     where = (
         "over the run's unprofiled steps, as the step clock timed them"
         if c.over_run

@@ -295,3 +295,19 @@ def test_the_before_after_predicts_the_models_bound_not_its_margin_widening():
     assert c.predicted_bound == pytest.approx(3.5 * 1.3) and c.predicted_model_bound == 3.5
     for said in (render_comparison(c), " ".join(describe_comparison(c)), comparison_section(c)):
         assert "up to 3.50x" in said and "4.55x" not in said
+
+
+def test_a_fix_run_after_says_it_against_the_models_bound():
+    """The cards written after a fix ran (slower; no measurable effect) name its prediction as
+    the model's bound, not the baseline run's margin widening of it."""
+    import dataclasses
+
+    found = syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED, bound=3.5)
+    widened = dataclasses.replace(found, gain_margin=0.3)
+    proposer = syn.make_report(CELL, step_median_s=0.1, started_at=at(1), findings=[widened])
+    again = syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED + "# again\n", 3.4)
+    for step_s in (0.147, 0.1):  # slower; no measurable effect
+        fixed = syn.make_report(FIXED, step_median_s=step_s, started_at=at(2), findings=[again])
+        said = " ".join(e for f in findings_after(proposer, fixed, compare(proposer, fixed))
+                        for e in f.evidence)  # fmt: skip
+        assert "up to 3.50x" in said and "4.55x" not in said

@@ -240,7 +240,7 @@ def slower_after_fix(baseline: Report, report: Report, comparison: Comparison) -
         f"this cell is the fix `{proposing.fix_id}` proposed by the run at {baseline.run.started_at} "
         f'("{proposing.title}")',
         f"measured: {fmt_factor(speedup)} the throughput of that run "
-        f"(predicted: {fmt_gain(proposing.stated_high, proposing.stated_low)})",
+        f"(predicted: {fmt_gain(proposing.gain_bound, proposing.stated_low)})",
     ]
     before, after = comparison.baseline_phase_share, comparison.phase_share
     for phase in ("data", "forward", "backward", "optimizer", "sync", "other", "unattributed"):
@@ -335,7 +335,7 @@ def _not_offered_again(
         return findings
     said = (
         f"fix `{tried.fix_id}` was run: measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x), "
-        f"{earned} against its predicted {fmt_gain(tried.stated_high, tried.stated_low)}"
+        f"{earned} against its predicted {fmt_gain(tried.gain_bound, tried.stated_low)}"
     )
     out = []
     for f in findings:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpu_notebook.analysis.run_trend import run_shape
 from gpu_notebook.report.build import build_report
+from tests.scenarios import synthetic as syn
 from tests.test_run_shape_partial_waits import _run, _wobble
 
 N = 1500
@@ -64,3 +65,37 @@ def test_three_stalls_on_a_schedule_of_four_slots_in_forty_steps_are_chance():
     shape = run_shape(_run(own, RL_WAIT_S, readings=False))
     assert shape is not None and shape.own is not None
     assert shape.own.stalls is None or shape.own.stalls.period_steps is None
+
+
+# A conv net fed by two persistent workers at load 12-13 (unseen round 5): its 47 steps'
+# recorded wall times and waits for a core (s). Slow, faster, slow again: the load, not a trend.
+PF_WALL_S = [1.67, 1.38, 1.86, 1.21, 0.78, 1.48, 0.91, 1.54, 1.33, 0.74, 0.86, 1.03, 1.96, 0.95,
+             1.56, 1.59, 1.81, 1.32, 1.3, 1.08, 1.2, 1.18, 1.25, 1.46, 1.09, 1.67, 1.51, 1.82,
+             1.08, 0.46, 0.98, 0.76, 0.42, 1.13, 0.22, 0.5, 0.56, 0.66, 0.92, 1.0, 0.93, 1.42,
+             1.46, 1.44, 1.52, 1.46, 1.48]  # fmt: skip
+PF_WAIT_S = [0, 1.22, 1.62, 1.06, 0.64, 1.24, 0.82, 1.34, 1.17, 0.66, 0.79, 0.91, 1.76, 0.84,
+             1.45, 1.4, 1.62, 1.18, 1.15, 0.92, 1.04, 1.03, 1.08, 1.29, 0.98, 1.49, 1.32, 1.63,
+             0.94, 0.36, 0.87, 0.64, 0.33, 0.93, 0.17, 0.43, 0.45, 0.54, 0.76, 0.85, 0.79, 1.27,
+             1.29, 1.27, 1.34, 1.3, 1.31]  # fmt: skip
+
+
+def test_fifths_apart_with_a_falling_trend_are_no_slowdown():
+    # It read "[low] Steps slow down over the run (up to 1.36x)" with "trend: -563888 us more
+    # every 100 steps": the first and last fifths apart (1.7x), too few undisturbed steps to
+    # give either reading a range, and the run's own trend falling. A slowdown is a trend
+    # that rises; fifths apart over a flat or falling one are where the load happened to be.
+    import dataclasses
+
+    from gpu_notebook.rules.run_shape import drift
+
+    own = [w - t for w, t in zip(PF_WALL_S, PF_WAIT_S, strict=True)]
+    run = _run(own, PF_WAIT_S, readings=False)
+    shape = run_shape(run)
+    assert shape is not None and shape.own is not None and shape.drift is not None
+    assert shape.drift > 1.5 and shape.slope_s_per_step is not None
+    assert shape.slope_s_per_step < 0
+    unranged = dataclasses.replace(
+        shape, drift_low=None, own=dataclasses.replace(shape.own, drift_low=None)
+    )
+    analysis = dataclasses.replace(syn.make_analysis(), shape=unranged)
+    assert drift(run, analysis, None) is None  # type: ignore[arg-type]

@@ -138,6 +138,11 @@ def drift(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     own = shape.own
     if own is not None and own.drift_low is not None and own.drift_low <= 1.0:
         return None  # the steps' own time (their wait for a core out) did not measurably grow
+    if shape.slope_s_per_step is not None and shape.slope_s_per_step <= 0:
+        # Fifths apart over a flat or falling trend are where the load happened to be, not a
+        # slowdown (a conv net at load 12: slow, faster, slow again; "1.7x" beside "trend:
+        # -563888 us more every 100 steps").
+        return None
     removed = shape.drift_share
     bound = gain_bound(removed, analysis)
     severity = severity_of(removed, low=0.05) or "low"

@@ -99,3 +99,45 @@ def test_fifths_apart_with_a_falling_trend_are_no_slowdown():
     )
     analysis = dataclasses.replace(syn.make_analysis(), shape=unranged)
     assert drift(run, analysis, None) is None  # type: ignore[arg-type]
+
+
+def test_stalls_without_a_period_are_not_given_to_a_block_with_a_literal_one():
+    # REINFORCE again, rerun at load 5-8: its long episodes stalled with no period, and the
+    # finding read "[high] Some steps stall (logging)", from the cell's one periodic block,
+    # `if episode % 10 == 0: print(...)`. A block every 10 steps would have stalled every 10.
+    from gpu_notebook.cell.scan import scan_source
+    from gpu_notebook.rules.run_shape import matching_block
+
+    cell = (
+        "for episode in range(40):\n"
+        "    loss = run_episode(policy)\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "    if episode % 10 == 0:\n"
+        "        print(episode, loss.item())\n"
+    )
+    run = _run([0.001] * 40, [0.0] * 40, readings=False)
+    facts = scan_source(cell)
+    assert matching_block(run, facts, None, own_time=True) is None
+    assert matching_block(run, facts, 10, own_time=True) is not None
+    # A block whose period is read at run time still takes period-less stalls; on wall times
+    # (no wait for a core read) a busy machine may hide a checkpoint's period: any one block.
+    runtime = scan_source(cell.replace("% 10", "% cfg.log_every"))
+    assert matching_block(run, runtime, None, own_time=True) is not None
+    assert matching_block(run, facts, None) is not None
+
+
+def test_reinforce_s_own_time_stalls_are_not_its_logging():
+    import dataclasses
+
+    cell = (
+        "for episode in range(40):\n"
+        "    loss = run_episode(policy)\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "    if episode % 10 == 0:\n"
+        "        print(episode, loss.item())\n"
+    )
+    own = [w - t for w, t in zip(RL_WALL_S, RL_WAIT_S, strict=True)]
+    run = dataclasses.replace(_run(own, RL_WAIT_S, readings=False), cell_source=cell)
+    for f in build_report(run).findings:
+        if f.rule_id == "run.periodic_stall":
+            assert "logging" not in f.title and f.line is None and f.severity == "low"

@@ -214,7 +214,7 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         stalls = own.stalls
     if stalls is None or stalls.share < STALL_SHARE:
         return None
-    block = matching_block(run, facts, stalls.period_steps)
+    block = matching_block(run, facts, stalls.period_steps, own_time=own is not None)
     if own is None and shape is not None and block is None and shape.busy_stalls:
         # Stalls of steps that ran while other processes' load rose above the run's quiet
         # level are the machine's (machine.busy names them); the code answers for the rest.
@@ -269,11 +269,20 @@ def _phase_rule_speaks(stalls: StallPattern, analysis: Analysis) -> bool:
     return sync is not None and sync >= WARN
 
 
-def matching_block(run: Run, facts: SourceFacts, period: int | None) -> Periodic | None:
+def matching_block(
+    run: Run, facts: SourceFacts, period: int | None, own_time: bool = False
+) -> Periodic | None:
     blocks = periodic_blocks(facts.tree)
     if not blocks:
         return None
     if period is None:
+        # Stalls of the steps' own time (each less its wait for a core) with no period match
+        # a block whose period is set at run time (`% cfg.every`), not one with a literal
+        # period: that block would have given them its period (REINFORCE's episodes of random
+        # length read "(logging)" [high] from `if episode % 10 == 0: print(...)`). On wall
+        # times a busy machine's preemptions may hide a checkpoint's period: any one block.
+        if own_time and blocks[0].every:
+            return None
         return blocks[0] if len(blocks) == 1 else None
     # A decimated step list sees the period as a multiple of the decimation.
     tolerance = max(1, run.steps.decimation)

@@ -463,3 +463,76 @@ def test_a_fix_offered_without_a_patch_is_said_not_tried_and_why():
         f"not tried: {offered.title} (no patch of the script: num_workers is not a literal)"
         in tf.notes
     )
+
+
+# ---------------------------------------------------------------- runs stopped at their limit
+
+
+class _LimitedRuns(_FakeRuns):
+    """The fix's runs follow ``fix_runs`` in turn: "warm-up" (stopped at its limit before its
+    warm-up ended), "steps" (stopped in its timed steps), "ok" (runs at the baseline's rate x
+    1.3); each run records the limit it was given."""
+
+    def __init__(self, fix_runs):
+        super().__init__([1.3])
+        self.fix_runs = list(fix_runs)
+        self.limits: list[float] = []
+
+    def __call__(self, code, script, args, timeout_s, scratch) -> RunResult:
+        if code == script.resolve():
+            return super().__call__(code, script, args, timeout_s, scratch)
+        self.limits.append(timeout_s)
+        kind = self.fix_runs.pop(0) if self.fix_runs else "ok"
+        if kind == "ok":
+            return super().__call__(code, script, args, timeout_s, scratch)
+        self.order.append("fix")
+        self.now += timeout_s
+        return RunResult(timed_out=True, warmed=kind == "steps", wall_s=timeout_s)
+
+
+def _limited(fix_runs, budget_s: float = 2000):
+    report = Report.from_json(REPORT.read_text())
+    fake = _LimitedRuns(fix_runs)
+    settings = TrialSettings(steps=30, budget_s=budget_s, rounds=3)
+    tf = try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=fake,
+                   clock=fake.clock)  # fmt: skip
+    (t,) = tf.trials
+    return t, fake
+
+
+def test_a_fix_stopped_in_its_warm_up_runs_once_more_with_the_budget_left_then_is_measured():
+    # A compiled model's first steps on a busy machine took past the 60 s limit (tiny_attention:
+    # "broke the script" with no error). Its warm-up gets what is left of the budget once.
+    t, fake = _limited(["warm-up"])
+    assert fake.limits[0] == 60.0 and fake.limits[1] > 60.0
+    assert t.verdict == "verified" and t.speedup == pytest.approx(1.3, rel=0.15)
+    assert not t.error_lines
+
+
+def test_a_fix_whose_warm_up_never_ends_is_not_measured_never_broken():
+    t, fake = _limited(["warm-up", "warm-up"])
+    assert t.verdict == "not measured" and not t.recommended and not t.error_lines
+    assert "warm-up" in t.note and "--try-budget" in t.note
+    assert len(fake.limits) == 2  # tried twice, then left out of every round
+
+
+def test_a_fix_stopped_in_its_timed_steps_is_slower_not_broken():
+    t, fake = _limited(["steps"])
+    assert t.verdict == "slower" and not t.recommended and not t.error_lines
+    assert "timed steps" in t.note
+    assert len(fake.limits) == 1  # not run again
+
+
+def test_the_trial_child_marks_the_end_of_its_warm_up(tmp_path):
+    from gpu_notebook.tryfix.child import warm_marker
+
+    script = tmp_path / "t.py"
+    script.write_text(CHILD_SCRIPT)
+    for warmup, marked in ((3, True), (400, False)):  # 25 optimizer steps in all
+        out = tmp_path / f"out{warmup}.json"
+        subprocess.run([sys.executable, "-m", "gpu_notebook.tryfix.child", str(out), str(warmup),
+                        "5", str(script), str(script)], check=True, timeout=300,
+                       capture_output=True)  # fmt: skip
+        assert os.path.exists(warm_marker(str(out))) is marked
+        if marked:
+            assert os.stat(warm_marker(str(out))).st_mode & 0o777 == 0o600

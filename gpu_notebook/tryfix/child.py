@@ -26,6 +26,7 @@ both arms ran as many processes (``analysis.interference.counted_step_times``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -46,8 +47,11 @@ class StopTrial(BaseException):
 class Recorder:
     """Boundary times of the current anchor's steps; raises ``StopTrial`` when enough are in."""
 
-    def __init__(self, clock: Any, warmup: int, steps: int) -> None:
+    def __init__(self, clock: Any, warmup: int, steps: int, warm_marker: str | None = None) -> None:
         self._clock = clock
+        # A file made once the warm-up has ended: a run stopped at its time limit tells from it
+        # whether its warm-up (compilation, worker start-up) or its timed steps ran out of time.
+        self._warm_marker = warm_marker
         self._warmup = warmup
         self._steps = steps
         self.boundaries: list[tuple[int, int]] = []  # (steps completed, perf_counter ns)
@@ -72,10 +76,19 @@ class Recorder:
         self.boundaries.append((count, now))
         if count == self._warmup:
             self.samples_per_step = self._clock.samples_per_step
+            self._mark_warm()
             self._clock.lean()  # only the step-ending hook from here: both arms pay the same
         if count >= self._warmup + self._steps:
             self.count_processes()  # the last timed step ended at ``now``
             raise StopTrial
+
+    def _mark_warm(self) -> None:
+        if self._warm_marker is None:
+            return
+        # On an error the run goes on; a time-out then reads as in its warm-up.
+        with contextlib.suppress(OSError):
+            os.close(os.open(self._warm_marker, os.O_WRONLY | os.O_CREAT, 0o600))
+        self._warm_marker = None
 
     def count_processes(self) -> None:
         """Every process below this one now (a loader's workers live while its iterator does)."""
@@ -128,13 +141,18 @@ def _error_lines(exc: BaseException) -> list[str]:
     return lines[:ERROR_LINES]
 
 
+def warm_marker(out: str) -> str:
+    """The file a run makes beside its result once its warm-up has ended."""
+    return out + ".warm"
+
+
 def main(argv: list[str]) -> int:
     out, warmup, steps, code_path, script_path, *script_args = argv
     from gpu_notebook.capture.stepclock import StepClock
 
     t0 = time.perf_counter_ns()
     clock = StepClock(t0)
-    recorder = Recorder(clock, int(warmup), int(steps))
+    recorder = Recorder(clock, int(warmup), int(steps), warm_marker(out))
     clock.boundary_listener = recorder.on_boundary
     clock.install()
     result: dict[str, Any] = {"error": None, "error_lines": [], "stopped": False}

@@ -12,6 +12,12 @@ causes is its cost) or where a wait was not read. ``FixTrial.own_time`` says whi
 
 Every run is a fresh process (``tryfix.child``): a fix that rebinds a loader or compiles the
 model cannot leak into the next run, and a variant that breaks takes only its own process down.
+A run is stopped at a time limit (``RUN_TIMEOUT_FACTOR`` times the slowest run so far, at least
+``MIN_RUN_TIMEOUT_S``). A fix stopped in its warm-up (its compile, its workers' start-up: the
+child marks the warm-up's end) is run once more with what is left of the budget, and if that
+also runs out it is "not measured", never "broke the script"; one stopped in its timed steps is
+"slower". Only an error is "broke the script".
+
 Patched copies are written into a 0700 scratch folder (files 0600) that is removed at the end;
 the user's script is only read.
 """
@@ -36,6 +42,7 @@ from gpu_notebook.analysis.interference import counted_step_times
 from gpu_notebook.formatting import fmt_factor, fmt_gain
 from gpu_notebook.records import Finding, FixTrial, Report, TryFixes
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
+from gpu_notebook.tryfix.child import warm_marker
 from gpu_notebook.tryfix.plan import (
     BASELINE,
     Variant,
@@ -69,6 +76,9 @@ class RunResult:
     error_lines: list[str] = field(default_factory=list)
     stopped: bool = False  # reached warm-up + steps and was stopped at the boundary
     timed_out: bool = False
+    # Stopped at its time limit after its warm-up ended (False: in its warm-up, where a
+    # compiled model compiles and workers start; True for a run that was not stopped so).
+    warmed: bool = True
     wall_s: float = 0.0
     samples_per_step: int | None = None  # as the step clock read it at the end of the warm-up
     # Each step's thread wait for a core (aligned with steps_s; an entry None: not read; None:
@@ -118,7 +128,8 @@ def run_child(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                return RunResult(timed_out=True, wall_s=time.monotonic() - started)
+                warmed = os.path.exists(warm_marker(str(out)))
+                return RunResult(timed_out=True, warmed=warmed, wall_s=time.monotonic() - started)
             finally:
                 wall = time.monotonic() - started
                 _kill_group_leftovers(proc.pid)
@@ -184,6 +195,11 @@ def try_fixes(
                                       for i, v in enumerate(variants, 1)]  # fmt: skip
         runs: dict[int, list[RunResult]] = {i: [] for i in range(len(codes))}
         broken: set[int] = set()
+        # Fixes stopped at their time limit: in their timed steps (slower), or in their warm-up
+        # twice (not measured), with the limit they had.
+        slow: dict[int, float] = {}
+        stalled: dict[int, float] = {}
+        retried: set[int] = set()
 
         def left() -> float:
             return settings.budget_s - (clock() - started)
@@ -228,15 +244,27 @@ def try_fixes(
             label = "the script as it is" if arm == BASELINE else variants[arm - 1].title
             say(f"trying fixes: {label}")
             result = runner(codes[arm], script, script_args, timeout, scratch)
+            if (arm != BASELINE and result.timed_out and not result.warmed
+                    and arm not in retried and left() > timeout):  # fmt: skip
+                # Its warm-up ran out of time (a compile on a busy machine): once more, with
+                # what is left of the budget; what a run may take is not a fix's effect.
+                retried.add(arm)
+                timeout = left()
+                say(f"trying fixes: {label} (its warm-up again, up to {timeout:.0f} s)")
+                result = runner(codes[arm], script, script_args, timeout, scratch)
             runs[arm].append(result)
-            if arm != BASELINE and (
-                result.broke or (result.timed_out and timeout >= MIN_RUN_TIMEOUT_S)
-            ):
+            if arm == BASELINE:
+                return True
+            if result.broke:
                 broken.add(arm)
+            elif result.timed_out and not result.warmed:
+                stalled[arm] = timeout
+            elif result.timed_out and timeout >= MIN_RUN_TIMEOUT_S:
+                slow[arm] = timeout
             return True
 
         for arm in order:
-            if arm in broken:
+            if arm in broken or arm in slow or arm in stalled:
                 continue
             if not run_arm(arm):
                 notes.append("the budget ran out before every planned run: the rest were skipped")
@@ -247,7 +275,8 @@ def try_fixes(
 
         def undecided(i: int) -> bool:
             d = _decide(runs[BASELINE][: paired[i]], runs[i], rounds, variants[i - 1])
-            return i not in broken and d is not None and d.verdict == "undecided"
+            ended = i in broken or i in slow or i in stalled
+            return not ended and d is not None and d.verdict == "undecided"
 
         open_ = [i for i in range(1, kept + 1) if undecided(i)]
         added = 0
@@ -268,8 +297,11 @@ def try_fixes(
                    if added < MAX_ADDED_ROUNDS else f"the cap of {MAX_ADDED_ROUNDS} added rounds")
             )  # fmt: skip
         trials = tuple(
-            _trial(v, runs[BASELINE][: paired[i]], runs[i], i in broken, rounds,
-                   budget_out=i in open_ and added < MAX_ADDED_ROUNDS) if i <= kept
+            _unmeasured(v, "not measured", _stalled_note(settings.warmup, stalled[i]))
+            if i in stalled
+            else _slow_trial(v, slow[i]) if i in slow
+            else _trial(v, runs[BASELINE][: paired[i]], runs[i], i in broken, rounds,
+                        budget_out=i in open_ and added < MAX_ADDED_ROUNDS) if i <= kept
             else _unmeasured(v, "skipped", "skipped: the budget did not reach it")
             for i, v in enumerate(variants, 1)
         )  # fmt: skip
@@ -316,6 +348,26 @@ def _write_copy(scratch: Path, index: int, name: str, source: str) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(source)
     return path
+
+
+def _stalled_note(warmup: int, limit_s: float) -> str:
+    return (
+        f"its warm-up ({warmup} steps: compilation, worker start-up) did not end within "
+        f"{limit_s:.0f} s, tried twice: a compiled model's first steps can take that long on a "
+        "busy machine; raise --try-budget to give it more"
+    )
+
+
+def _slow_trial(v: Variant, limit_s: float) -> FixTrial:
+    """A fix whose timed steps did not end within the run's limit (``RUN_TIMEOUT_FACTOR`` times
+    the slowest run so far) after its warm-up ended: slower, not broken (it raised nothing)."""
+    f = v.finding
+    return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "slower",
+                    recommended=False, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
+                    predicted_model_bound=f.gain_bound,
+                    note=f"its timed steps did not end within {limit_s:.0f} s ("
+                         f"{RUN_TIMEOUT_FACTOR:g}x the slowest run so far), after its warm-up "
+                         "ended: stopped")  # fmt: skip
 
 
 def _unmeasured(v: Variant, verdict: str, note: str) -> FixTrial:
@@ -391,8 +443,8 @@ def _trial(
     work = _work(v, base, mine)
     base_steps, my_steps, own = _compared(base, mine, work)
     if broke:
-        bad = next(r for r in mine if r.broke or r.timed_out)
-        lines = tuple(bad.error_lines) or ("did not reach its steps before its time limit",)
+        bad = next(r for r in mine if r.broke)
+        lines = tuple(bad.error_lines)
         return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "broke the script",
                         recommended=False, error_lines=lines, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
                         predicted_model_bound=f.gain_bound,

@@ -403,3 +403,20 @@ def test_the_workers_rule_hands_the_fix_the_count_the_loop_ran_with() -> None:
     assert (
         f.proposal is None or f.proposal.source_after is None or "else 2" in f.proposal.source_after
     )
+
+
+def test_bigger_batch_scales_the_literal_learning_rates_of_parameter_groups() -> None:
+    # Issue 26 (unseen round 5): a backbone and a head in two parameter groups, each with its
+    # own literal lr. The fix said "batch size x2 (learning rate x2)" and wrote only "scale the
+    # learning rate x2 as well": the rates the optimizer reads are the groups'.
+    source = """\
+loader = DataLoader(TensorDataset(X, Y), batch_size=128, shuffle=True)
+opt = torch.optim.Adam([
+    {"params": backbone.parameters(), "lr": 1e-3},
+    {"params": head.parameters(), "lr": 3e-3, "weight_decay": 0.01},
+], lr=5e-4)
+"""
+    after = _patch("bigger_batch", source, factor=2).source_after
+    assert '"lr": 1e-3 * 2}' in after and '"lr": 3e-3 * 2,' in after
+    assert "lr=5e-4 * 2" in after and '"weight_decay": 0.01' in after
+    assert "optimizer lr scaled x2 too" in after

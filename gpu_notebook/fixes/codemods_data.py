@@ -369,6 +369,12 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
                 scaled = expression(f"{lr_arg.value.value} * {factor}")
                 edits[lr_arg] = functools.partial(cst.Arg.with_changes, value=scaled)
                 lr_scaled = True
+            # Parameter groups' own literal rates override the optimizer's: scaled too (a
+            # backbone and a head at 1e-3 and 3e-3 kept them under "lr scaled x2").
+            for element in _group_lrs(call):
+                scaled = expression(f"{element.value.value} * {factor}")  # type: ignore[attr-defined]
+                edits[element] = functools.partial(cst.DictElement.with_changes, value=scaled)
+                lr_scaled = True
     if lr_scaled:
         note = f"{_BATCH_COMMENT}{factor}; optimizer lr scaled x{factor} too (linear scaling rule)"
     else:
@@ -382,6 +388,25 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
             edits[stmt] = functools.partial(add_comment, text=note)
     detail = f"batch size x{factor}" + (f", lr x{factor}" if lr_scaled else "")
     return Edited(replace_nodes(module, edits), detail)
+
+
+def _group_lrs(call: cst.Call) -> list[cst.DictElement]:
+    """The ``"lr": <number>`` entries of the parameter-group dicts an optimizer is built from
+    (its first argument a list or tuple of dict literals)."""
+    positional = _positional(call)
+    groups = positional[0].value if positional else None
+    if not isinstance(groups, (cst.List, cst.Tuple)):
+        return []
+    return [
+        entry
+        for element in groups.elements
+        if isinstance(element.value, cst.Dict)
+        for entry in element.value.elements
+        if isinstance(entry, cst.DictElement)
+        and isinstance(entry.key, cst.SimpleString)
+        and entry.key.evaluated_value == "lr"
+        and isinstance(entry.value, (cst.Integer, cst.Float))
+    ]
 
 
 def _accumulation_folded(module: cst.Module, factor: int) -> dict[cst.CSTNode, Replacement]:

@@ -249,6 +249,15 @@ class StepClockRecord:
     loader_batch_tensors: int | None = None
     # Processes below the cell's that stepped (forked, spawned, and their own children).
     children: tuple[ChildProcessSteps, ...] = ()
+    # Autograd's anomaly detection as the timed steps' backward calls found it
+    # (``torch.is_anomaly_enabled()`` read as each one starts): on while the loop ran, wherever
+    # it was set (a helper of an earlier cell, a global switch). ``anomaly_backwards``: the calls
+    # that found it on, of ``anomaly_backward_reads`` (None: none read).
+    anomaly_backwards: int | None = None
+    anomaly_backward_reads: int = 0
+    # The function that called the first such backward, below torch's own frames (its
+    # qualname; None: the cell's top level, or not read): where the switch is to be found.
+    anomaly_caller: str | None = None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 import weakref
@@ -134,6 +135,13 @@ class StepClock:
         self._unread: dict[str, None] = {}
         self._tracing: Callable[[], bool] = _never
         self._grad_enabled: Callable[[], bool] = _always  # torch.is_grad_enabled once installed
+        # Autograd's anomaly detection, read as each timed backward starts (global state of
+        # torch: a helper's ``with detect_anomaly()`` or an earlier cell's switch shows here).
+        self._anomaly_enabled: Callable[[], bool] = _never  # torch.is_anomaly_enabled
+        self._anomaly_on = 0
+        self._anomaly_reads = 0
+        self._anomaly_caller: str | None = None
+        self._torch_dir = ""
         # When the latest phase we saw ended: forward is the time from there to a backward (or
         # to the end of a step that has none), as no hook of ours sits on modules.
         self._last_mark_ns = 0
@@ -235,6 +243,8 @@ class StepClock:
             return
         self._record_function = torch.autograd.profiler.record_function
         self._grad_enabled = torch.is_grad_enabled
+        self._anomaly_enabled = torch.is_anomaly_enabled
+        self._torch_dir = os.path.dirname(torch.__file__) + os.sep
         self._tracing = _tracing_probe(torch)
         for make in (self._wrap_next, self._wrap_backward):  # their code: one constant each
             skip_in_dynamo(make(_never).__code__, callees=False)
@@ -670,6 +680,8 @@ class StepClock:
                 clock._fwd_calls += 1
             clock._counts["backward"] += 1
             clock._bwd_calls += 1
+            if not clock._lean:
+                clock._read_anomaly()
             clock._event("backward", start, ends_step=False)
             # Opened and closed in methods of ours: the wrapper's own callees are Dynamo's to
             # judge (skip_in_dynamo), and record_function's frames would count as compiled.
@@ -685,6 +697,16 @@ class StepClock:
         backward.__doc__ = original.__doc__
         backward.__wrapped__ = original  # type: ignore[attr-defined]
         return backward
+
+    def _read_anomaly(self) -> None:
+        """Whether this backward runs with anomaly detection on (a read of torch's flag; it is
+        never set), and, the first time it does, which function called it."""
+        self._anomaly_reads += 1
+        if not self._anomaly_enabled():
+            return
+        self._anomaly_on += 1
+        if self._anomaly_on == 1:
+            self._anomaly_caller = _caller_outside(sys._getframe(2), self._torch_dir)
 
     def _open_range(self, name: str) -> Any:
         rng = self._record_function(name)
@@ -957,6 +979,9 @@ class StepClock:
             loader_unsplit_stream=loader[0][2] if loader else None,
             loader_batch_tensors=loader[0][3] if loader else None,
             children=self.children(),
+            anomaly_backwards=self._anomaly_on if self._anomaly_reads else None,
+            anomaly_backward_reads=self._anomaly_reads,
+            anomaly_caller=self._anomaly_caller,
         )
 
 
@@ -981,6 +1006,17 @@ def _trainable_bytes(params: Any) -> tuple[int, int]:
         seen.add(id(p))
         total += p.numel() * p.element_size()
     return total, len(seen)
+
+
+def _caller_outside(frame: Any, torch_dir: str) -> str | None:
+    """The qualname of the first frame from ``frame`` outward whose code is not torch's
+    (``Tensor.backward`` calls ``torch.autograd.backward``); None at a module's top level."""
+    while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_name == "<module>":
+        return None
+    code = frame.f_code
+    return str(getattr(code, "co_qualname", code.co_name))
 
 
 def _never() -> bool:

@@ -8,7 +8,10 @@ Level: PyTorch performance tuning guide, "Disable debugging APIs": anomaly detec
 (``torch.autograd.detect_anomaly``, ``torch.autograd.set_detect_anomaly(True)``) records a
 traceback with every forward operation and checks every backward output for NaN; it is for
 finding a bad gradient, never for a training run. Flagged when it is on for the step loop: set
-by a statement of the cell, or a ``with`` inside the loop or around it. Its cost is spread over
+by a statement of the cell, or a ``with`` inside the loop or around it; or read on (torch's
+flag, in the timed steps' backward calls: ``StepClockRecord.anomaly_backwards``) where no line of
+the cell sets it, as an earlier cell's switch or helper does: then no fix, the card says where
+it was set. Its cost is spread over
 the model's own operators and not measured apart, so the finding gives no bound; severity
 medium (the guide lists it among the flags to turn off, with no level).
 """
@@ -37,6 +40,19 @@ if TYPE_CHECKING:
 class AnomalyOn(Said):
     line: int  # the first call that turns it on for the training steps
     text: str
+
+
+@dataclass(frozen=True)
+class AnomalyOnOutside(Said):
+    """On while the loop ran, and no line of this cell turns it on: set by an earlier cell
+    (a global switch, or a helper's ``with``), read live in the timed steps' backward calls."""
+
+    backwards_on: int  # backward calls of the timed steps that found it on
+    backwards_read: int  # ... of those read
+    caller: str | None  # the function that called the first of them (None: the cell's top level)
+    # A switch of this cell's own that the source does not put on the steps (around a call of
+    # a function that loops, say): its line, the place to act (None: the cell has none).
+    cell_line: int | None = None
 
 
 _GUIDE_URL = (
@@ -78,13 +94,31 @@ def _reaches_a_step(tree: CellTree, call: ast.Call) -> bool:
 
 def anomaly_detection(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The step loop runs with autograd's anomaly detection on."""
-    if facts.tree is None:
-        return None
-    hits = [facts.tree.source_line(c, "anomaly") for c in anomaly_calls(facts.tree)]
+    hits = (
+        [facts.tree.source_line(c, "anomaly") for c in anomaly_calls(facts.tree)]
+        if facts.tree is not None
+        else []
+    )
     if not hits:
-        return None
+        return _on_outside(run, facts)
     said = AnomalyOn(hits[0].line, hits[0].text)
     return found("debug.anomaly_detection", "medium", said, line=said.line, fix_id=FIX.fix_id)
+
+
+def _on_outside(run: Run, facts: SourceFacts) -> Finding | None:
+    """Found on in the loop's backward calls with no switch of this cell's on its steps: no line
+    here to edit, so no fix; the words say where it was set. On in at least half of the backward
+    calls read: a one-off debugging backward beside the loop is not the loop's."""
+    clock = run.steps
+    on, read = clock.anomaly_backwards or 0, clock.anomaly_backward_reads
+    if not on or 2 * on < read:
+        return None
+    tree = facts.tree
+    own = [c for c in tree.calls() if _turns_on(c)] if tree is not None else []
+    said = AnomalyOnOutside(
+        on, read, clock.anomaly_caller, tree.line_of(own[0]) if tree and own else None
+    )
+    return found("debug.anomaly_detection", "medium", said)
 
 
 def anomaly_off(module: cst.Module) -> CodemodResult:

@@ -40,7 +40,7 @@ def anomaly_on_outside(s: AnomalyOnOutside) -> Words:
         "" if s.cell_line is not None else " (set outside this cell)"
     )
     return words(
-        "Autograd's anomaly detection is on while the loop trains",
+        "Autograd's anomaly detection is " + on_while,
         [
             f"{on_while}: {s.backwards_on} of the "
             f"{s.backwards_read} backward calls read found it on",

@@ -510,6 +510,18 @@ class CaptureSession:
             switch_interval_s=None,
         ).start()
 
+    def _stop_sampler(self, sampler: StackSampler | None, what: str, lost: str) -> RawStacks | None:
+        """Join a stack sampler; its failure is said in a note, never raised into the user's cell."""
+        if sampler is None:
+            return None
+        try:
+            return sampler.stop()
+        except Exception as exc:  # noqa: BLE001 -- our sampler's failure is said, never the user's
+            self._notes.append(
+                f"{what} failed ({type(exc).__name__}: {exc}): no {lost} this time; please report it"
+            )
+            return None
+
     def _on_sample(self, sample: Sample) -> None:
         listener = self._live_listener
         clock = self._clock
@@ -540,22 +552,10 @@ class CaptureSession:
             watch.close()
         self._watches.clear()
         try:
-            if self._stacks is not None:
-                try:
-                    self._raw_stacks = self._stacks.stop()
-                except Exception as exc:  # noqa: BLE001 -- our sampler's failure is said, never the user's
-                    self._notes.append(
-                        f"line sampling failed ({type(exc).__name__}: {exc}): no hot lines this "
-                        "time; please report it"
-                    )
-            if self._trickle is not None:
-                try:
-                    self._raw_trickle = self._trickle.stop()
-                except Exception as exc:  # noqa: BLE001 -- our sampler's failure is said, never the user's
-                    self._notes.append(
-                        f"sparse stack sampling failed ({type(exc).__name__}: {exc}): no "
-                        "framework share this time; please report it"
-                    )
+            self._raw_stacks = self._stop_sampler(self._stacks, "line sampling", "hot lines")
+            self._raw_trickle = self._stop_sampler(
+                self._trickle, "sparse stack sampling", "framework frames"
+            )
             # Latest first: each window's guard wraps the one before it.
             self._extra_records = [w.close() for w in reversed(self._extra_windows)][::-1]
             if self._window is not None:

@@ -1373,3 +1373,36 @@ def test_packing_lengths_kept_on_the_cpu_are_no_device_reads():
     # A .cpu() read elsewhere in the loop is a read as before.
     logged = PACKED_LOOP.replace("opt.step()\n", "opt.step()\n    losses.append(loss.cpu())\n")
     assert [s.kind for s in scan_source(logged).syncs] == ["cpu"]
+
+
+def test_live_loader_fix_reaches_a_loader_the_cell_pulls_through_iter_and_next(ip):
+    """`it = iter(loader)` in the measured cell, then `next(it)` each step (the loop iterates a
+    range): the loader is an earlier cell's, the iterator the cell's own. Rebuilt above the
+    cell's lines, the new loader is the one `iter()` reads, in this kernel and in a fresh one.
+    An iterator made in an earlier cell is left alone: rebuilding the loader would restart its
+    epoch (a re-run continues where the last run stopped)."""
+    ip.run_cell(
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class Fourths(Dataset):\n"
+        "    def __len__(self): return 32\n"
+        "    def __getitem__(self, i): return (torch.full((2,), i / 4),)\n"
+        "pulled_loader = DataLoader(Fourths(), batch_size=4, shuffle=True)\n"
+        "earlier_it = iter(pulled_loader)"
+    )
+    cell = "pull_it = iter(pulled_loader)\nfor step in range(3):\n    (x,) = next(pull_it)\n    y = x * 2\n"
+    run = syn.make_run(cell, cpu_count=2)
+    findings = rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns)
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None, fixed.proposal.refusal
+    assert "live `pulled_loader`" in after.splitlines()[0]
+    assert after.index("pulled_loader = ") < after.index("iter(pulled_loader)")
+    assert ip.run_cell(after).success
+    new = ip.user_ns["pulled_loader"]
+    assert (new.num_workers, new.batch_size, type(new.sampler).__name__) == (2, 4, "RandomSampler")
+    # The iterator of an earlier cell: no rebuild reaches it without restarting its epoch.
+    earlier = "for step in range(3):\n    (x,) = next(earlier_it)\n    y = x * 2\n"
+    run = syn.make_run(earlier, cpu_count=2)
+    findings = rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns)
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], earlier, namespace=ip.user_ns)
+    assert fixed.proposal.source_after is None and fixed.proposal.refusal

@@ -111,6 +111,8 @@ def _live_loader_proposal(
     iterated = [name for loop in facts.loops for name in loop.iterates]
     loader = next((ld for name in iterated if (ld := live.loader(name)) is not None), None)
     if loader is None:
+        loader = _iterator_made_here(facts, live)
+    if loader is None:
         loader = _handed_to_training(facts, live)
     if loader is None:
         return None
@@ -164,6 +166,23 @@ def _live_loader_proposal(
             )
         )
     return to_proposal(prepended_patch("dataloader_workers", cell_source, note, snippet))
+
+
+def _iterator_made_here(facts: SourceFacts, live: LiveFacts) -> LiveLoader | None:
+    """The live loader the cell turns into an iterator (``it = iter(loader)``, then ``next(it)``
+    each step): rebuilt above the cell's lines, it is the one ``iter()`` reads. None when no such
+    loader, or more than one. An iterator made in an earlier cell is not the cell's: rebuilding
+    its loader would restart the epoch that a re-run of the cell continues."""
+    if facts.tree is None:
+        return None
+    made = {
+        a.id
+        for call in facts.tree.calls()
+        if isinstance(call.func, ast.Name) and call.func.id == "iter" and len(call.args) == 1
+        for a in call.args
+        if isinstance(a, ast.Name) and live.loader(a.id) is not None
+    }
+    return live.loader(next(iter(made))) if len(made) == 1 else None
 
 
 # A call whose last name holds one of these trains on the loader it is handed

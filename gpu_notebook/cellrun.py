@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from IPython.core.async_helpers import _pseudo_sync_runner
 from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult
 
+from gpu_notebook.exception_text import exception_line
 from gpu_notebook.records import CellStatus
 
 T = TypeVar("T")
@@ -142,4 +143,4 @@ def _outcome(outer: Any, exc: BaseException) -> CellOutcome:
     if outer is not None and outer.error_in_exec is None:
         outer.error_in_exec = exc
     status: CellStatus = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-    return CellOutcome(status, f"{type(exc).__name__}: {exc}".rstrip(": "), exc)
+    return CellOutcome(status, exception_line(exc), exc)

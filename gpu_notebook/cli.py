@@ -15,6 +15,7 @@ from types import CodeType
 from typing import Any, NoReturn
 
 from gpu_notebook.cli_console import say, show
+from gpu_notebook.exception_text import exception_line
 from gpu_notebook.records import VerdictCategory
 from gpu_notebook.views.terminal import LiveLine
 from gpu_notebook.views.text import render_text
@@ -156,7 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 _die_by_sigint_at_exit()
             except Exception as exc:  # noqa: BLE001 - the script's failure: shown as Python shows it
                 _print_script_traceback(script_abs, exc)
-                status, error, code = "error", f"{type(exc).__name__}: {exc}", 1
+                status, error, code = "error", exception_line(exc), 1
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
         if live is not None and os.getpid() == pid:

@@ -199,6 +199,36 @@ def test_exception_shows_cell_line_numbers_fails_the_execution_and_keeps_a_repor
     assert rep.run.steps.step_count >= 1
 
 
+def test_a_multi_line_exception_message_is_one_line_in_the_report_and_whole_above_it(ip, capsys):
+    """A DataLoader worker's failure carries the worker's whole traceback in its message: the
+    report's failure sentence gives its first line and the worker's own exception (its last),
+    not a line of escaped newlines; the exception object and the traceback shown are the user's,
+    untouched."""
+    body = (
+        "class Breaks(torch.utils.data.Dataset):\n"
+        "    def __len__(self): return 64\n"
+        "    def __getitem__(self, i):\n"
+        "        if i == 24: raise IndexError('corrupt sample 24')\n"
+        "        return torch.randn(8), torch.randn(1)\n"
+        "net = nn.Linear(8, 1); sgd = torch.optim.SGD(net.parameters(), lr=0.01)\n"
+        "for x, y in DataLoader(Breaks(), batch_size=8, num_workers=1):\n"
+        "    loss = nn.functional.mse_loss(net(x), y)\n"
+        "    sgd.zero_grad(); loss.backward(); sgd.step()\n"
+    )
+    res = ip.run_cell("%%gpucheck -q -o rep\n" + body)
+    assert isinstance(res.error_in_exec, IndexError)
+    assert "Original Traceback" in str(res.error_in_exec)
+    out = capsys.readouterr().out
+    assert "Original Traceback" in out and "corrupt sample 24" in out
+    rep = ip.user_ns["rep"]
+    assert rep.run.error == (
+        "IndexError: Caught IndexError in DataLoader worker process 0. ... "
+        "IndexError: corrupt sample 24"
+    )
+    (failed,) = [line for line in render_text(rep).splitlines() if "The cell failed" in line]
+    assert "Traceback" not in failed and "corrupt sample 24" in failed
+
+
 def test_interrupt_stops_the_cell_and_leaves_a_partial_report(ip):
     body = cells.MLP_LOADER.format(workers=0).rstrip() + (
         "\n    if opt.state and len(opt.state) and step_no() == 4:"

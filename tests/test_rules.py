@@ -1406,3 +1406,37 @@ def test_live_loader_fix_reaches_a_loader_the_cell_pulls_through_iter_and_next(i
     findings = rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns)
     (fixed,) = attach_fixes([only(findings, "input.loader_workers")], earlier, namespace=ip.user_ns)
     assert fixed.proposal.source_after is None and fixed.proposal.refusal
+
+
+def test_live_loader_fix_reaches_a_global_loader_a_function_of_an_earlier_cell_trains_on(ip):
+    """`def train_epoch(): for x in global_loader: ... loss.backward()` in an earlier cell; the
+    measured cell only calls `train_epoch()`, naming no loader. The function reads the global at
+    each call, so the loader rebuilt above the cell's lines is the one it iterates. The
+    evaluation function's loader (no backward there) is not the one."""
+    ip.run_cell(
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class Eighths(Dataset):\n"
+        "    def __len__(self): return 32\n"
+        "    def __getitem__(self, i): return (torch.full((2,), i / 8),)\n"
+        "global_loader = DataLoader(Eighths(), batch_size=4, shuffle=True)\n"
+        "global_eval = DataLoader(Eighths(), batch_size=8)\n"
+        "gnet = torch.nn.Linear(2, 1); gopt = torch.optim.SGD(gnet.parameters(), lr=0.1)\n"
+        "def train_epoch():\n"
+        "    for (x,) in global_loader:\n"
+        "        loss = gnet(x).pow(2).mean()\n"
+        "        gopt.zero_grad(); loss.backward(); gopt.step()\n"
+        "def score():\n"
+        "    with torch.no_grad():\n"
+        "        return sum(gnet(x).sum().item() for (x,) in global_eval)\n"
+    )
+    cell = "for epoch in range(2):\n    train_epoch()\n    print(score())\n"
+    run = syn.make_run(cell, cpu_count=2)
+    findings = rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns)
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None, fixed.proposal.refusal
+    assert "live `global_loader`" in after.splitlines()[0] and "global_eval =" not in after
+    assert after.endswith(cell)
+    assert ip.run_cell(after).success
+    new = ip.user_ns["global_loader"]
+    assert (new.num_workers, new.batch_size, type(new.sampler).__name__) == (2, 4, "RandomSampler")

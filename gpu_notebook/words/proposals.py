@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import dis
 import inspect
 from collections.abc import Mapping, Sequence
+from types import CodeType
 from typing import Any
 
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.live import LiveFacts, LiveLoader
+from gpu_notebook.cell.live import LiveFacts, LiveLoader, live_facts
 from gpu_notebook.cell.names import dotted
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.records import Finding, FixProposal
@@ -53,7 +55,7 @@ def attach_fixes(
             if refused_loader and namespace is not None:
                 if live is None:
                     live = cell_facts(cell_source, namespace).live
-                proposal = _live_loader_proposal(cell_source, finding, live)
+                proposal = _live_loader_proposal(cell_source, finding, live, namespace)
                 if proposal is None:
                     proposal = _framework_loader_proposal(cell_source, finding, live)
             if proposal is None:
@@ -102,7 +104,7 @@ _SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor
 
 
 def _live_loader_proposal(
-    cell_source: str, finding: Finding, live: LiveFacts
+    cell_source: str, finding: Finding, live: LiveFacts, namespace: Mapping[str, Any]
 ) -> FixProposal | None:
     """Prepend a snippet that rebuilds the live loader the cell iterates, with the new settings."""
     from gpu_notebook.fixes import Refusal, prepended_patch, to_proposal
@@ -114,6 +116,8 @@ def _live_loader_proposal(
         loader = _iterator_made_here(facts, live)
     if loader is None:
         loader = _handed_to_training(facts, live)
+    if loader is None:
+        loader = _global_of_a_training_function(facts, namespace)
     if loader is None:
         return None
     params = finding.fix_params
@@ -183,6 +187,45 @@ def _iterator_made_here(facts: SourceFacts, live: LiveFacts) -> LiveLoader | Non
         if isinstance(a, ast.Name) and live.loader(a.id) is not None
     }
     return live.loader(next(iter(made))) if len(made) == 1 else None
+
+
+def _global_of_a_training_function(
+    facts: SourceFacts, namespace: Mapping[str, Any]
+) -> LiveLoader | None:
+    """The live loader a function of an earlier cell iterates as a global (``def train_epoch():
+    for x, y in train_loader: ... loss.backward()``) when the cell only calls it: the function
+    looks the name up at each call, so a loader rebound above the cell's lines is the one it
+    reads. Only functions of this namespace that call ``backward`` count (an evaluation
+    function's loader is not the one the steps wait on); None unless exactly one loader."""
+    if facts.tree is None:
+        return None
+    bound = {b[0] for b in facts.bindings}
+    names: set[str] = set()
+    for call in facts.tree.calls():
+        if not isinstance(call.func, ast.Name) or call.func.id in bound:
+            continue
+        function = namespace.get(call.func.id)  # a plain name: looking it up runs no user code
+        if not inspect.isfunction(function) or function.__globals__ is not namespace:
+            continue
+        codes = _code_objects(function.__code__)
+        if any("backward" in code.co_names for code in codes):
+            names |= {
+                str(ins.argval)
+                for code in codes
+                for ins in dis.get_instructions(code)
+                if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+            }
+    loaders = live_facts(namespace, sorted(names)).loaders
+    return loaders[0] if len(loaders) == 1 else None
+
+
+def _code_objects(code: CodeType) -> list[CodeType]:
+    """``code`` and the code of its nested functions and comprehensions."""
+    out = [code]
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            out.extend(_code_objects(const))
+    return out
 
 
 # A call whose last name holds one of these trains on the loader it is handed

@@ -1408,7 +1408,15 @@ def test_live_loader_fix_reaches_a_loader_the_cell_pulls_through_iter_and_next(i
     assert fixed.proposal.source_after is None and fixed.proposal.refusal
 
 
-def test_live_loader_fix_reaches_a_global_loader_a_function_of_an_earlier_cell_trains_on(ip):
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "for epoch in range(2):\n    train_epoch()\n    print(score())\n",
+        "fit_epochs(2)\n",
+    ],
+    ids=["called-by-the-cell", "called-by-a-function-the-cell-calls"],
+)
+def test_live_loader_fix_reaches_a_global_loader_a_function_of_an_earlier_cell_trains_on(ip, cell):
     """`def train_epoch(): for x in global_loader: ... loss.backward()` in an earlier cell; the
     measured cell only calls `train_epoch()`, naming no loader. The function reads the global at
     each call, so the loader rebuilt above the cell's lines is the one it iterates. The
@@ -1428,8 +1436,11 @@ def test_live_loader_fix_reaches_a_global_loader_a_function_of_an_earlier_cell_t
         "def score():\n"
         "    with torch.no_grad():\n"
         "        return sum(gnet(x).sum().item() for (x,) in global_eval)\n"
+        "def fit_epochs(n):\n"
+        "    for _ in range(n):\n"
+        "        train_epoch()\n"
+        "        print(score())\n"
     )
-    cell = "for epoch in range(2):\n    train_epoch()\n    print(score())\n"
     run = syn.make_run(cell, cpu_count=2)
     findings = rules_for(run, syn.make_analysis({"data": 0.5}), namespace=ip.user_ns)
     (fixed,) = attach_fixes([only(findings, "input.loader_workers")], cell, namespace=ip.user_ns)

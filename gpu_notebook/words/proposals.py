@@ -193,30 +193,42 @@ def _global_of_a_training_function(
     facts: SourceFacts, namespace: Mapping[str, Any]
 ) -> LiveLoader | None:
     """The live loader a function of an earlier cell iterates as a global (``def train_epoch():
-    for x, y in train_loader: ... loss.backward()``) when the cell only calls it: the function
-    looks the name up at each call, so a loader rebound above the cell's lines is the one it
-    reads. Only functions of this namespace that call ``backward`` count (an evaluation
-    function's loader is not the one the steps wait on); None unless exactly one loader."""
+    for x, y in train_loader: ... loss.backward()``) when the cell only calls it, directly or
+    through another such function (``fit()`` calling ``train_epoch()``): the function looks the
+    name up at each call, so a loader rebound above the cell's lines is the one it reads. Only
+    functions of this namespace that call ``backward`` count (an evaluation function's loader
+    is not the one the steps wait on); None unless exactly one loader."""
     if facts.tree is None:
         return None
     bound = {b[0] for b in facts.bindings}
+    todo = [c.func.id for c in facts.tree.calls() if isinstance(c.func, ast.Name)]
+    todo = [name for name in todo if name not in bound]
+    seen: set[str] = set()
     names: set[str] = set()
-    for call in facts.tree.calls():
-        if not isinstance(call.func, ast.Name) or call.func.id in bound:
+    while todo and len(seen) < _MAX_FUNCTIONS_FOLLOWED:
+        name = todo.pop()
+        if name in seen:
             continue
-        function = namespace.get(call.func.id)  # a plain name: looking it up runs no user code
+        seen.add(name)
+        function = namespace.get(name)  # a plain name: looking it up runs no user code
         if not inspect.isfunction(function) or function.__globals__ is not namespace:
             continue
         codes = _code_objects(function.__code__)
+        loaded = {
+            str(ins.argval)
+            for code in codes
+            for ins in dis.get_instructions(code)
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+        }
         if any("backward" in code.co_names for code in codes):
-            names |= {
-                str(ins.argval)
-                for code in codes
-                for ins in dis.get_instructions(code)
-                if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
-            }
+            names |= loaded
+        todo.extend(sorted(loaded - seen))
     loaders = live_facts(namespace, sorted(names)).loaders
     return loaders[0] if len(loaders) == 1 else None
+
+
+# How many functions of the namespace the search above reads at most (a call tree, not a program).
+_MAX_FUNCTIONS_FOLLOWED = 32
 
 
 def _code_objects(code: CodeType) -> list[CodeType]:

@@ -258,6 +258,15 @@ class StepClockRecord:
     # The function that called the first such backward, below torch's own frames (its
     # qualname; None: the cell's top level, or not read): where the switch is to be found.
     anomaly_caller: str | None = None
+    # Other process-wide modes read at the same backward calls (of ``anomaly_backward_reads``):
+    # ``torch.are_deterministic_algorithms_enabled()`` (and warn-only),
+    # ``torch.backends.cudnn.deterministic``, ``torch.get_default_dtype() is torch.float64``.
+    deterministic_backwards: int = 0
+    deterministic_warn_only_backwards: int = 0
+    cudnn_deterministic_backwards: int = 0
+    double_default_backwards: int = 0
+    # Bytes of the trainable parameters (``grad_bytes``) that are float64 (None: not read).
+    double_grad_bytes: int | None = None
 
 
 @dataclass(frozen=True)

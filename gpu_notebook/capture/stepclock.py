@@ -142,6 +142,10 @@ class StepClock:
         self._anomaly_reads = 0
         self._anomaly_caller: str | None = None
         self._torch_dir = ""
+        # Other process-wide modes read at the same backward calls (never set): deterministic
+        # algorithms (and warn-only), cuDNN's deterministic flag, a float64 default dtype.
+        self._modes: Callable[[], tuple[bool, bool, bool, bool]] = _no_modes
+        self._mode_counts = [0, 0, 0, 0]
         # When the latest phase we saw ended: forward is the time from there to a backward (or
         # to the end of a step that has none), as no hook of ours sits on modules.
         self._last_mark_ns = 0
@@ -212,6 +216,7 @@ class StepClock:
         self._opt_inner_ns = 0  # data + forward + backward already counted when the step began
         self._samples: int | None = None  # samples seen in the open step (all micro-batches)
         self._grad_bytes: int | None = None
+        self._double_bytes = 0  # ... of them float64
         self._grad_tensors: int | None = None
 
         # Memory at the end of every Nth step (0: off): the process RSS, one pread of
@@ -244,6 +249,7 @@ class StepClock:
         self._record_function = torch.autograd.profiler.record_function
         self._grad_enabled = torch.is_grad_enabled
         self._anomaly_enabled = torch.is_anomaly_enabled
+        self._modes = _modes_probe(torch)
         self._torch_dir = os.path.dirname(torch.__file__) + os.sep
         self._tracing = _tracing_probe(torch)
         for make in (self._wrap_next, self._wrap_backward):  # their code: one constant each
@@ -576,7 +582,7 @@ class StepClock:
         self._last_mark_ns = now
         self._counts["optimizer"] += 1
         if self._grad_bytes is None:
-            self._grad_bytes, self._grad_tensors = _trainable_bytes(
+            self._grad_bytes, self._grad_tensors, self._double_bytes = _trainable_bytes(
                 p for g in optimizer.param_groups for p in g["params"]
             )
         if not self._closes_cycle(id(optimizer)):
@@ -702,6 +708,8 @@ class StepClock:
         """Whether this backward runs with anomaly detection on (a read of torch's flag; it is
         never set), and, the first time it does, which function called it."""
         self._anomaly_reads += 1
+        for i, on in enumerate(self._modes()):
+            self._mode_counts[i] += on
         if not self._anomaly_enabled():
             return
         self._anomaly_on += 1
@@ -982,6 +990,11 @@ class StepClock:
             anomaly_backwards=self._anomaly_on if self._anomaly_reads else None,
             anomaly_backward_reads=self._anomaly_reads,
             anomaly_caller=self._anomaly_caller,
+            deterministic_backwards=self._mode_counts[0],
+            deterministic_warn_only_backwards=self._mode_counts[1],
+            cudnn_deterministic_backwards=self._mode_counts[2],
+            double_default_backwards=self._mode_counts[3],
+            double_grad_bytes=self._double_bytes if self._grad_bytes is not None else None,
         )
 
 
@@ -995,17 +1008,46 @@ _MARK_EVERY = 16
 _OURS_MIN_NS = 20_000
 
 
-def _trainable_bytes(params: Any) -> tuple[int, int]:
+def _trainable_bytes(params: Any) -> tuple[int, int, int]:
     """Bytes of the parameters that get gradients (what data parallelism all-reduces a step),
-    and how many tensors they are."""
+    how many tensors they are, and the bytes of those that are float64."""
     seen: set[int] = set()
-    total = 0
+    total = double = 0
     for p in params:
         if id(p) in seen or not getattr(p, "requires_grad", False):
             continue
         seen.add(id(p))
-        total += p.numel() * p.element_size()
-    return total, len(seen)
+        size = p.numel() * p.element_size()
+        total += size
+        if str(getattr(p, "dtype", "")) == "torch.float64":
+            double += size
+    return total, len(seen), double
+
+
+def _modes_probe(torch: Any) -> Callable[[], tuple[bool, bool, bool, bool]]:
+    """A reader of torch's process-wide modes that slow every step, each a read of a flag:
+    deterministic algorithms, their warn-only form, cuDNN's deterministic flag, and a float64
+    default dtype. A torch without one of them reads it off."""
+    deterministic = getattr(torch, "are_deterministic_algorithms_enabled", _never)
+    warn_only = getattr(torch, "is_deterministic_algorithms_warn_only_enabled", _never)
+    cudnn = getattr(getattr(torch, "backends", None), "cudnn", None)
+    default_dtype = torch.get_default_dtype
+    double = torch.float64
+
+    def read() -> tuple[bool, bool, bool, bool]:
+        on = bool(deterministic())
+        return (
+            on,
+            on and bool(warn_only()),
+            bool(getattr(cudnn, "deterministic", False)),
+            default_dtype() is double,
+        )
+
+    return read
+
+
+def _no_modes() -> tuple[bool, bool, bool, bool]:
+    return (False, False, False, False)
 
 
 def _caller_outside(frame: Any, torch_dir: str) -> str | None:

@@ -29,6 +29,7 @@ from gpu_notebook.rules import (
     copies,
     debug_apis,
     distributed,
+    global_modes,
     host_tensors,
     inference,
     input_pipeline,
@@ -53,7 +54,7 @@ from gpu_notebook.trace.windows import WindowTraces
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
 FAMILIES = (input_pipeline, copies, host_tensors, syncs, step_logging, launch, batch, precision,
-            backend_flags, debug_apis, memory, shapes, recompiles, inference, distributed,
+            backend_flags, debug_apis, global_modes, memory, shapes, recompiles, inference, distributed,
             run_shape, machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
 # Fixes a rule module owns beside its check (``FIX``), by the id its findings carry.

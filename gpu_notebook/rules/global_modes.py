@@ -1,0 +1,150 @@
+"""Process-wide modes of torch that slow every step, read live while the loop ran.
+
+An earlier cell, an imported module or a library may switch them on; the cell's source never
+shows them, so the step clock reads torch's flags as each timed backward starts
+(``StepClockRecord.deterministic_backwards``...; read, never set, and nothing outlives the cell).
+A mode counts when it was on in at least half of the backward calls read, as for anomaly
+detection (rules/debug_apis.py).
+
+- ``modes.deterministic``: ``torch.use_deterministic_algorithms(True)`` (or warn-only), or
+  ``torch.backends.cudnn.deterministic = True`` on a GPU run. It changes only some operators:
+  on a GPU, scatter/index_add/index_put with accumulation, embedding backward, cumsum, some
+  pooling and upsampling backwards run a sorted or serial fallback, and cuDNN picks among its
+  deterministic convolution algorithms only (PyTorch "Reproducibility" notes,
+  ``torch.use_deterministic_algorithms``' list). Severity low where a GPU trace shows such
+  operators, info otherwise (a CPU run's operators are the same either way; the cuDNN flag does
+  nothing without a GPU, so it alone is not reported there). Not measured apart: no bound.
+- ``modes.float64_default``: ``torch.get_default_dtype()`` is float64 while the loop ran (an
+  earlier ``torch.set_default_dtype(torch.float64)``): every float tensor made without a dtype,
+  and every parameter built then, is float64, at twice the bytes of float32 and a fraction of
+  its arithmetic rate on GPUs. Severity medium where the trained parameters are float64 (the
+  optimizer's, read once), info where they are not. No patch: the parameters are made already.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.names import dotted
+from gpu_notebook.cell.words import last
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity, StepClockRecord
+from gpu_notebook.rules.common import found, has_gpu, kernel_share
+
+# Operators whose deterministic form differs on a GPU (torch.use_deterministic_algorithms' list;
+# cuDNN convolutions for both flags), as host op names in the trace.
+DETERMINISTIC_OPS = re.compile(
+    r"aten::(index_add|index_put|_index_put_impl|scatter_add|scatter_reduce|scatter|index_copy|"
+    r"put|embedding_dense_backward|embedding_backward|_embedding_bag|embedding_bag|cumsum|"
+    r"nll_loss2d|.*upsample.*backward|grid_sampler.*backward|.*pool3d.*backward|"
+    r"adaptive_.*pool.*backward|_ctc_loss|histc|bincount|kthvalue|median|index_reduce|"
+    r"cudnn_convolution|convolution_backward|_cudnn_rnn)"
+)
+CONVOLUTION_OPS = re.compile(r"aten::(cudnn_convolution|convolution_backward|_cudnn_rnn)")
+DOUBLE_KERNEL = re.compile(r"double|dgemm|fp64|f64", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class DeterministicOn(Said):
+    """Deterministic algorithms on while the loop ran (``cudnn``: only cuDNN's flag was)."""
+
+    backwards_on: int  # backward calls of the timed steps that found it on
+    backwards_read: int  # ... of those read
+    warn_only: bool  # torch.use_deterministic_algorithms(True, warn_only=True)
+    cudnn_only: bool  # torch.backends.cudnn.deterministic alone
+    gpu: bool  # a GPU run
+    ops: tuple[str, ...]  # the trace's operators it changes (GPU runs only)
+    cell_line: int | None  # this cell's own switch (None: set outside the cell)
+
+
+@dataclass(frozen=True)
+class Float64Default(Said):
+    """``torch.get_default_dtype()`` was float64 while the loop ran."""
+
+    backwards_on: int
+    backwards_read: int
+    double_bytes: int | None  # trained parameters' bytes that are float64 (None: not read)
+    param_bytes: int | None  # ... of the trained parameters' bytes
+    kernel_share: float | None  # share of the GPU window in float64 kernels (None: no GPU)
+    cell_line: int | None
+
+
+def _mostly(on: int, clock: StepClockRecord) -> bool:
+    """On in at least half of the backward calls read: a one-off backward is not the loop's."""
+    return on > 0 and 2 * on >= clock.anomaly_backward_reads
+
+
+def _cell_line(facts: SourceFacts, names: tuple[str, ...]) -> int | None:
+    """The line of this cell's first call of one of ``names`` (None: none)."""
+    tree = facts.tree
+    if tree is None:
+        return None
+    calls = [c for c in tree.calls() if last(dotted(c.func) or "") in names]
+    return tree.line_of(calls[0]) if calls else None
+
+
+def _cudnn_assigned(facts: SourceFacts) -> int | None:
+    tree = facts.tree
+    if tree is None:
+        return None
+    for node in ast.walk(tree.tree):
+        if isinstance(node, ast.Assign) and any(
+            (dotted(t) or "").endswith("cudnn.deterministic") for t in node.targets
+        ):
+            return tree.line_of(node)
+    return None
+
+
+def deterministic(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Deterministic algorithms were on while the loop ran."""
+    clock = run.steps
+    gpu = has_gpu(run)
+    algorithms = _mostly(clock.deterministic_backwards, clock)
+    cudnn = gpu and _mostly(clock.cudnn_deterministic_backwards, clock)
+    if not algorithms and not cudnn:
+        return None
+    picks = DETERMINISTIC_OPS if algorithms else CONVOLUTION_OPS
+    ops = (
+        tuple(dict.fromkeys(op.name for op in analysis.top_ops if picks.match(op.name)))
+        if gpu
+        else ()
+    )
+    line = (
+        _cell_line(facts, ("use_deterministic_algorithms",))
+        if algorithms
+        else _cudnn_assigned(facts)
+    )
+    on = clock.deterministic_backwards if algorithms else clock.cudnn_deterministic_backwards
+    said = DeterministicOn(
+        on,
+        clock.anomaly_backward_reads,
+        algorithms and _mostly(clock.deterministic_warn_only_backwards, clock),
+        not algorithms,
+        gpu,
+        ops,
+        line,
+    )
+    return found("modes.deterministic", "low" if ops else "info", said, line=line)
+
+
+def float64_default(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The default dtype was float64 while the loop ran."""
+    clock = run.steps
+    if not _mostly(clock.double_default_backwards, clock):
+        return None
+    share = kernel_share(analysis, DOUBLE_KERNEL.search)
+    said = Float64Default(
+        clock.double_default_backwards,
+        clock.anomaly_backward_reads,
+        clock.double_grad_bytes,
+        clock.grad_bytes,
+        share,
+        _cell_line(facts, ("set_default_dtype", "set_default_tensor_type")),
+    )
+    severity: Severity = "medium" if clock.double_grad_bytes or share else "info"
+    return found("modes.float64_default", severity, said, line=said.cell_line)
+
+
+RULES = (deterministic, float64_default)

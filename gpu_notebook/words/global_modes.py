@@ -1,0 +1,99 @@
+"""Words of the process-wide modes rule family (rules/global_modes.py)."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_bytes, fmt_share
+from gpu_notebook.rules.global_modes import DeterministicOn, Float64Default
+from gpu_notebook.words.common import Words, worder, words
+
+_REPRODUCIBILITY = "PyTorch notes: Reproducibility (torch.use_deterministic_algorithms)"
+
+
+def _where(cell_line: int | None, outside: str) -> str:
+    if cell_line is not None:
+        return f"line {cell_line} of this cell sets it"
+    return f"no line of this cell sets it: {outside}"
+
+
+@worder(DeterministicOn)
+def deterministic_on(s: DeterministicOn) -> Words:
+    if s.cudnn_only:
+        flag = "torch.backends.cudnn.deterministic = True"
+        off = "torch.backends.cudnn.deterministic = False"
+    else:
+        flag = "torch.use_deterministic_algorithms(True" + (
+            ", warn_only=True)" if s.warn_only else ")"
+        )
+        off = "torch.use_deterministic_algorithms(False)"
+    outside = "an earlier cell, an imported module or a library did"
+    evidence = [
+        f"on while the loop ran (set outside this cell): `{flag}`, found on in {s.backwards_on} "
+        f"of the {s.backwards_read} backward calls read"
+        if s.cell_line is None
+        else f"`{flag}` was on in {s.backwards_on} of the {s.backwards_read} backward calls read",
+        _where(s.cell_line, outside),
+    ]
+    if s.ops:
+        evidence.append(
+            "operators of the trace that it changes on a GPU (a sorted or serial fallback, or "
+            "only cuDNN's deterministic algorithms): " + ", ".join(s.ops[:6])
+        )
+        evidence.append("their cost in deterministic form is not measured apart: no bound")
+    elif s.gpu:
+        evidence.append("no operator of the trace is one it changes: no cost seen")
+    else:
+        evidence.append(
+            "a CPU run: its operators run the same with it on; it matters on a GPU (scatter, "
+            "index_add, embedding backward, cuDNN convolutions): no cost seen here"
+        )
+    if s.warn_only:
+        evidence.append("warn-only: an operator without a deterministic form warns and runs")
+    act = f"line {s.cell_line}" if s.cell_line is not None else "where it is set"
+    act = "at " + act if s.cell_line is not None else act
+    return words(
+        "Deterministic algorithms are "
+        + (
+            "on while the loop ran (set outside this cell)"
+            if s.cell_line is None
+            else "on for the loop"
+        ),
+        evidence,
+        f"If bit-exact reruns are not needed for this training, turn it off {act}, or call "
+        f"{off} before the loop; no change to this cell is offered (the mode is the "
+        "process's, and outlives the cell).",
+        _REPRODUCIBILITY,
+    )
+
+
+@worder(Float64Default)
+def float64_default(s: Float64Default) -> Words:
+    outside = "an earlier cell's torch.set_default_dtype(torch.float64), or a module's, did"
+    evidence = [
+        f"on while the loop ran (set outside this cell): torch.get_default_dtype() was "
+        f"torch.float64 in {s.backwards_on} of the {s.backwards_read} backward calls read"
+        if s.cell_line is None
+        else f"torch.get_default_dtype() was torch.float64 in {s.backwards_on} of the "
+        f"{s.backwards_read} backward calls read",
+        _where(s.cell_line, outside),
+    ]
+    if s.double_bytes is not None and s.param_bytes:
+        evidence.append(
+            f"{fmt_bytes(s.double_bytes)} of the {fmt_bytes(s.param_bytes)} of trained parameters are "
+            "float64" + (": the model computes in double precision" if s.double_bytes else "")
+        )
+    if s.kernel_share:
+        evidence.append(f"float64 kernels took {fmt_share(s.kernel_share)} of the GPU window")
+    evidence.append(
+        "float64 moves twice the bytes of float32 and runs at a fraction of its rate on GPUs; "
+        "not measured apart: no bound"
+    )
+    return words(
+        "The default dtype is float64 while the loop ran"
+        + (" (set outside this cell)" if s.cell_line is None else ""),
+        evidence,
+        "Unless the training needs double precision: call torch.set_default_dtype(torch.float32) "
+        "where float64 is set, before the model and its data are made (or convert them: "
+        "model.float(), and make the optimizer again); no change to this cell is offered (its "
+        "parameters are made already).",
+        "PyTorch docs: torch.set_default_dtype",
+    )

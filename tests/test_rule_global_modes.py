@@ -1,0 +1,126 @@
+"""Process-wide modes set outside the measured cell (rules/global_modes.py): read live by the
+step clock while the loop runs, reported from that reading, and left as the user set them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from gpu_notebook.records import OpStat
+from tests.scenarios import synthetic as syn
+from tests.test_rules import ids, only, rules_for
+
+MODEL_CELL = """\
+import torch
+gm_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+gm_opt = torch.optim.SGD(gm_model.parameters(), lr=0.05)
+"""
+LOOP = """\
+for _ in range(30):
+    x = torch.randn(16, 8)
+    loss = gm_model(x).pow(2).mean()
+    loss.backward()
+    gm_opt.step()
+    gm_opt.zero_grad()
+"""
+
+
+def _measured(ip, body: str):
+    import gc
+
+    ip.user_ns.pop("rep", None)
+    gc.collect()
+    result = ip.run_cell(f"%%gpucheck -q -o rep\n{body}")
+    assert result.success, result.error_in_exec
+    return ip.user_ns["rep"]
+
+
+def _one(rep, rule_id: str):
+    from gpu_notebook.views.text import render_text
+
+    found = [f for f in rep.findings if f.rule_id == rule_id]
+    assert len(found) == 1, render_text(rep)
+    return found[0]
+
+
+def test_deterministic_algorithms_switched_on_in_an_earlier_cell_are_read_live_and_left_on(ip):
+    assert ip.run_cell(MODEL_CELL).success
+    assert ip.run_cell("torch.use_deterministic_algorithms(True, warn_only=True)").success
+    try:
+        rep = _measured(ip, LOOP)
+        # The user's mode, exactly as they left it: read, never set.
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    clock = rep.run.steps
+    assert clock.deterministic_backwards > 0
+    assert clock.deterministic_warn_only_backwards == clock.deterministic_backwards
+    f = _one(rep, "modes.deterministic")
+    # A CPU run: its operators are the same either way: said, not claimed as a gain.
+    assert f.severity == "info" and f.gain_bound is None and f.fix_id is None and f.line is None
+    text = " ".join(f.evidence)
+    assert "set outside this cell" in text and "warn_only=True" in text
+
+
+def test_a_float64_default_dtype_from_an_earlier_cell_is_read_live_and_left_as_set(ip):
+    before = torch.get_default_dtype()
+    assert ip.run_cell("torch.set_default_dtype(torch.float64)").success
+    try:
+        assert ip.run_cell(MODEL_CELL).success  # its parameters are float64
+        rep = _measured(ip, LOOP)
+        assert torch.get_default_dtype() is torch.float64  # theirs: left as the cell found it
+    finally:
+        torch.set_default_dtype(before)
+    clock = rep.run.steps
+    assert clock.double_default_backwards > 0
+    assert clock.grad_bytes and clock.double_grad_bytes == clock.grad_bytes
+    f = _one(rep, "modes.float64_default")
+    assert f.severity == "medium" and f.gain_bound is None and f.fix_id is None
+    text = " ".join(f.evidence)
+    assert "set outside this cell" in text and "are float64" in text
+
+
+def test_a_loop_with_torchs_default_modes_reads_them_off_and_has_no_finding(ip):
+    assert ip.run_cell(MODEL_CELL).success
+    rep = _measured(ip, LOOP)
+    clock = rep.run.steps
+    assert clock.anomaly_backward_reads > 0
+    assert clock.deterministic_backwards == 0 and clock.double_default_backwards == 0
+    assert clock.double_grad_bytes == 0
+    found = {f.rule_id for f in rep.findings}
+    assert not found & {"modes.deterministic", "modes.float64_default"}
+
+
+def _clock(**modes: int):
+    return dataclasses.replace(syn.steps_record(), anomaly_backward_reads=10, **modes)
+
+
+def test_deterministic_mode_on_a_gpu_trace_names_the_operators_it_changes():
+    ops = (OpStat("aten::index_add_", 20, 40.0, 40.0), OpStat("aten::mm", 20, 400.0, 400.0))
+    analysis = syn.make_analysis(gpu_timeline=syn.timeline(), ops=ops)
+    run = syn.make_run(
+        "for b in loader:\n    step(b)\n",
+        gpus=[syn.gpu()],
+        steps=_clock(deterministic_backwards=10),
+    )
+    f = only(rules_for(run, analysis), "modes.deterministic")
+    assert f.severity == "low" and f.gain_bound is None
+    assert f.said is None and "aten::index_add_" in " ".join(f.evidence)
+
+
+def test_cudnns_deterministic_flag_alone_says_nothing_on_a_cpu_run():
+    run = syn.make_run(
+        "for b in loader:\n    step(b)\n", steps=_clock(cudnn_deterministic_backwards=10)
+    )
+    assert "modes.deterministic" not in ids(rules_for(run, syn.make_analysis()))
+
+
+def test_a_mode_on_in_a_one_off_backward_beside_the_loop_is_not_the_loops():
+    run = syn.make_run(
+        "for b in loader:\n    step(b)\n",
+        steps=_clock(deterministic_backwards=1, double_default_backwards=1),
+    )
+    found = ids(rules_for(run, syn.make_analysis()))
+    assert "modes.deterministic" not in found and "modes.float64_default" not in found

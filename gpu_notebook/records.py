@@ -281,6 +281,9 @@ class ProfileWindow:
     recorded_steps: int = 0
     trace_path: str | None = None  # exported Kineto JSON (may be .json.gz)
     message: str | None = None  # one line for the user when the window did not record
+    # Stepped aside for a torch profiler already recording as the cell started (an earlier
+    # cell's, a library's): the step times include what it costs.
+    profiler_before_cell: bool = False
 
 
 # ---- the stack sampler's counts (capture/stacks.py fills them; analysis/lines.py reads them)

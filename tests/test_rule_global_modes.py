@@ -124,3 +124,35 @@ def test_a_mode_on_in_a_one_off_backward_beside_the_loop_is_not_the_loops():
     )
     found = ids(rules_for(run, syn.make_analysis()))
     assert "modes.deterministic" not in found and "modes.float64_default" not in found
+
+
+def _recording() -> bool:
+    return bool(torch._C._autograd._profiler_enabled())
+
+
+def test_a_profiler_started_in_an_earlier_cell_is_said_and_left_recording(ip):
+    assert ip.run_cell(MODEL_CELL).success
+    assert ip.run_cell("gm_prof = torch.profiler.profile()\ngm_prof.start()").success
+    try:
+        rep = _measured(ip, LOOP)
+        # Theirs, exactly as they left it: still recording after the cell.
+        assert torch.autograd.profiler._is_profiler_enabled and _recording()
+    finally:
+        assert ip.run_cell("gm_prof.stop()").success
+    assert not _recording()
+    assert rep.run.window.status == "stepped-aside" and rep.run.window.profiler_before_cell
+    f = _one(rep, "modes.profiler_on")
+    assert f.severity == "medium" and f.gain_bound is None and f.fix_id is None
+    assert "set outside this cell" in f.title
+    assert "include its cost" in " ".join(f.evidence)
+
+
+def test_a_profiler_the_cell_itself_starts_is_not_one_from_outside(ip):
+    assert ip.run_cell(MODEL_CELL).success
+    rep = _measured(
+        ip,
+        "with torch.profiler.profile():\n"
+        + "".join("    " + ln + "\n" for ln in LOOP.splitlines()),
+    )
+    assert rep.run.window.status == "stepped-aside" and not rep.run.window.profiler_before_cell
+    assert "modes.profiler_on" not in [f.rule_id for f in rep.findings]

@@ -38,6 +38,12 @@ USER_PROFILER_MESSAGE = (
     "another torch.profiler is active in this cell: gpucheck stepped aside "
     "(sampling and step timing only)"
 )
+# One already recording as the cell starts (an earlier cell's prof.start(), a library's): it
+# records every operator of the steps, so the step times we take include its cost.
+EARLIER_PROFILER_MESSAGE = (
+    "a torch profiler was already recording when the cell started (set outside this cell): "
+    "gpucheck stepped aside (sampling and step timing only, both with that profiler's cost)"
+)
 
 
 # Kineto's logger (libkineto::Logger::severityLevel_, exported by libtorch_cpu): it prints what
@@ -211,6 +217,7 @@ class ProfilerWindow:
         self._last_step: int | None = None
         self._status: WindowStatus = "not-reached"
         self._message: str | None = None
+        self._before_cell = False  # stepped aside for a profiler on as the cell started
         self._done = False
         self._cooldown = False
         self._stopped: Any = None  # a stopped profiler whose trace is not exported yet
@@ -346,7 +353,8 @@ class ProfilerWindow:
         self._teardown(export=False)
         self.step_aside(USER_PROFILER_MESSAGE)
 
-    def step_aside(self, message: str) -> None:
+    def step_aside(self, message: str, *, before_cell: bool = False) -> None:
+        self._before_cell = self._before_cell or before_cell
         self._status = "stepped-aside"
         self._message = message
         self._done = True
@@ -461,6 +469,7 @@ class ProfilerWindow:
             recorded_steps=recorded,
             trace_path=None,  # set by the session once export() has written the file
             message=message,
+            profiler_before_cell=self._before_cell,
         )
 
 

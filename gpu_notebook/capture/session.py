@@ -304,7 +304,7 @@ class CaptureSession:
 
     def _start_torch_side(self) -> None:
         from gpu_notebook.capture.profiler import (
-            USER_PROFILER_MESSAGE,
+            EARLIER_PROFILER_MESSAGE,
             ProfilerWindow,
             WindowSchedule,
             profiler_active,
@@ -322,8 +322,8 @@ class CaptureSession:
         schedule: WindowSchedule | None = None
         if not self.options.profile:
             window.step_aside("")
-        elif profiler_active():
-            window.step_aside(USER_PROFILER_MESSAGE)
+        elif profiler_active():  # on before any step of the cell: set outside it
+            window.step_aside(EARLIER_PROFILER_MESSAGE, before_cell=True)
         else:
             if self.options.more_windows:
                 schedule = WindowSchedule(budget_share=self.options.window_budget_share)

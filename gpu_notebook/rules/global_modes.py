@@ -19,6 +19,10 @@ detection (rules/debug_apis.py).
   and every parameter built then, is float64, at twice the bytes of float32 and a fraction of
   its arithmetic rate on GPUs. Severity medium where the trained parameters are float64 (the
   optimizer's, read once), info where they are not. No patch: the parameters are made already.
+- ``modes.profiler_on``: a torch profiler (autograd, Kineto, emit_nvtx...) was already recording
+  when the cell started (``ProfileWindow.profiler_before_cell``: ours found it on and stepped
+  aside; Kineto takes one session at a time). It records every operator of every step, so each
+  figure of the report carries its cost; not measured apart (it is not ours to stop). Medium.
 """
 
 from __future__ import annotations
@@ -69,6 +73,13 @@ class Float64Default(Said):
     param_bytes: int | None  # ... of the trained parameters' bytes
     kernel_share: float | None  # share of the GPU window in float64 kernels (None: no GPU)
     cell_line: int | None
+
+
+@dataclass(frozen=True)
+class ProfilerOnBefore(Said):
+    """A torch profiler was recording when the cell started: ours stepped aside."""
+
+    steps: int  # steps the clock timed under it
 
 
 def _mostly(on: int, clock: StepClockRecord) -> bool:
@@ -147,4 +158,11 @@ def float64_default(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     return found("modes.float64_default", severity, said, line=said.cell_line)
 
 
-RULES = (deterministic, float64_default)
+def profiler_on(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A profiler started outside the cell recorded while the loop ran."""
+    if not run.window.profiler_before_cell:
+        return None
+    return found("modes.profiler_on", "medium", ProfilerOnBefore(run.steps.step_count))
+
+
+RULES = (deterministic, float64_default, profiler_on)

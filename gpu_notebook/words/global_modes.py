@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_bytes, fmt_share
-from gpu_notebook.rules.global_modes import DeterministicOn, Float64Default
+from gpu_notebook.rules.global_modes import DeterministicOn, Float64Default, ProfilerOnBefore
 from gpu_notebook.words.common import Words, worder, words
 
 _REPRODUCIBILITY = "PyTorch notes: Reproducibility (torch.use_deterministic_algorithms)"
@@ -96,4 +96,22 @@ def float64_default(s: Float64Default) -> Words:
         "model.float(), and make the optimizer again); no change to this cell is offered (its "
         "parameters are made already).",
         "PyTorch docs: torch.set_default_dtype",
+    )
+
+
+@worder(ProfilerOnBefore)
+def profiler_on_before(s: ProfilerOnBefore) -> Words:
+    return words(
+        "A torch profiler was already recording while the loop ran (set outside this cell)",
+        [
+            "on when the cell started: an earlier cell's profiler (prof.start() or an unclosed "
+            "`with torch.profiler.profile()`), or a library's, was still recording",
+            f"it records every operator of the {s.steps} steps: the step times and phases above "
+            "include its cost, not measured apart (it is not gpucheck's to stop)",
+            "gpucheck's own profiler stepped aside (one profiler session at a time): no trace, "
+            "no operator or kernel figures; step timing and sampling only",
+        ],
+        "Stop it where it was started (prof.stop(), or leave its `with` block), then measure "
+        "again; no change to this cell is offered.",
+        "PyTorch docs: torch.profiler.profile (start/stop)",
     )

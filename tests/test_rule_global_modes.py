@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from gpu_notebook.records import OpStat
+from gpu_notebook.records import MachineFacts, OpStat
 from tests.scenarios import synthetic as syn
 from tests.test_rules import ids, only, rules_for
 
@@ -156,3 +156,44 @@ def test_a_profiler_the_cell_itself_starts_is_not_one_from_outside(ip):
     )
     assert rep.run.window.status == "stepped-aside" and not rep.run.window.profiler_before_cell
     assert "modes.profiler_on" not in [f.rule_id for f in rep.findings]
+
+
+def _cpu_run(workers: int = 0, others: float = 0.5, threads: int = 1, cores: int = 8):
+    machine = MachineFacts(
+        cores=cores, others_median_cores=others, others_p90_cores=others, steal_pct=None,
+        gpu_other_processes=None, torch_threads=threads, workers=workers, ours_median_cores=1.0,
+    )  # fmt: skip
+    shares = {"forward": 0.35, "backward": 0.4, "optimizer": 0.1, "data": 0.15}
+    analysis = dataclasses.replace(syn.make_analysis(shares), machine=machine)
+    return syn.make_run("for b in loader:\n    step(b)\n", cpu_count=cores), analysis
+
+
+def test_one_thread_on_a_many_core_cpu_run_says_the_threads_to_try():
+    run, analysis = _cpu_run(workers=2)
+    f = only(rules_for(run, analysis), "modes.one_thread")
+    assert f.severity == "low" and f.gain_bound is None and f.line is None
+    # 8 cores, 0.5 busy elsewhere, 2 workers: 5 threads to try.
+    assert "torch.set_num_threads(5)" in f.fix and "set outside this cell" in f.title
+
+
+def test_one_thread_is_not_flagged_where_the_cores_are_taken_or_the_pool_is_larger():
+    for run, analysis in (
+        _cpu_run(workers=5),  # the workers use the cores
+        _cpu_run(others=6.0),  # other processes do
+        _cpu_run(threads=4),  # not one thread
+        _cpu_run(cores=2),  # not a many-core run
+    ):
+        assert "modes.one_thread" not in ids(rules_for(run, analysis))
+
+
+def test_one_thread_set_in_an_earlier_cell_is_read_after_the_cell_and_left_as_set(ip):
+    before = torch.get_num_threads()
+    assert ip.run_cell(MODEL_CELL).success
+    assert ip.run_cell("torch.set_num_threads(1)").success
+    try:
+        rep = _measured(ip, LOOP)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert rep.run.env.torch_threads == 1
+    assert rep.analysis.machine is not None and rep.analysis.machine.torch_threads == 1

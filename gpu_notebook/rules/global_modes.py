@@ -23,11 +23,19 @@ detection (rules/debug_apis.py).
   when the cell started (``ProfileWindow.profiler_before_cell``: ours found it on and stepped
   aside; Kineto takes one session at a time). It records every operator of every step, so each
   figure of the report carries its cost; not measured apart (it is not ours to stop). Medium.
+- ``modes.one_thread``: torch's intra-op pool is one thread (``torch.get_num_threads()`` read at
+  the cell's end: an earlier ``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) on a CPU-only
+  run whose operators take at least ``CPU_OPS_SHARE`` of the step, while ``SPARE_CORES`` or more
+  cores of those this process may use (``os.sched_getaffinity``) stood free beside its
+  DataLoader workers (the others' median load subtracted). Small operators do not parallelise
+  (torch splits an operator only past its grain size), so no bound: low, with the thread count
+  to try. Too many threads is ``machine.oversubscribed``'s.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass
 
@@ -47,6 +55,10 @@ DETERMINISTIC_OPS = re.compile(
     r"cudnn_convolution|convolution_backward|_cudnn_rnn)"
 )
 CONVOLUTION_OPS = re.compile(r"aten::(cudnn_convolution|convolution_backward|_cudnn_rnn)")
+CPU_OPS_SHARE = 0.5  # forward + backward + optimizer share of the step
+SPARE_CORES = 2  # cores free beside the one thread and the workers
+MANY_CORES = 4  # cores this process may use, at least
+
 DOUBLE_KERNEL = re.compile(r"double|dgemm|fp64|f64", re.IGNORECASE)
 
 
@@ -80,6 +92,18 @@ class ProfilerOnBefore(Said):
     """A torch profiler was recording when the cell started: ours stepped aside."""
 
     steps: int  # steps the clock timed under it
+
+
+@dataclass(frozen=True)
+class OneThread(Said):
+    """torch computed on one thread of a CPU-only run with cores to spare."""
+
+    cores: int  # cores this process may use
+    free_cores: float  # ... left by the others
+    workers: int  # DataLoader workers (processes) seen
+    compute_share: float  # forward + backward + optimizer share of the step
+    target: int  # the thread count to try
+    cell_line: int | None  # this cell's own torch.set_num_threads (None: set outside the cell)
 
 
 def _mostly(on: int, clock: StepClockRecord) -> bool:
@@ -165,4 +189,21 @@ def profiler_on(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     return found("modes.profiler_on", "medium", ProfilerOnBefore(run.steps.step_count))
 
 
-RULES = (deterministic, float64_default, profiler_on)
+def one_thread(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A CPU-only run computes on one intra-op thread while cores stand free."""
+    m = analysis.machine
+    if has_gpu(run) or m is None or m.torch_threads != 1 or analysis.phases is None:
+        return None
+    target = math.floor(m.free_cores) - m.workers
+    if m.cores - m.workers < MANY_CORES or target - 1 < SPARE_CORES:
+        return None
+    shares = [analysis.phases.share(p) for p in ("forward", "backward", "optimizer")]
+    compute = sum(s for s in shares if s is not None)
+    if compute < CPU_OPS_SHARE:
+        return None
+    line = _cell_line(facts, ("set_num_threads",))
+    said = OneThread(m.cores, m.free_cores, m.workers, compute, target, line)
+    return found("modes.one_thread", "low", said, line=line)
+
+
+RULES = (deterministic, float64_default, profiler_on, one_thread)

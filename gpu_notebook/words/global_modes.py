@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_bytes, fmt_share
-from gpu_notebook.rules.global_modes import DeterministicOn, Float64Default, ProfilerOnBefore
+from gpu_notebook.rules.global_modes import (
+    DeterministicOn,
+    Float64Default,
+    OneThread,
+    ProfilerOnBefore,
+)
 from gpu_notebook.words.common import Words, worder, words
 
 _REPRODUCIBILITY = "PyTorch notes: Reproducibility (torch.use_deterministic_algorithms)"
@@ -114,4 +119,28 @@ def profiler_on_before(s: ProfilerOnBefore) -> Words:
         "Stop it where it was started (prof.stop(), or leave its `with` block), then measure "
         "again; no change to this cell is offered.",
         "PyTorch docs: torch.profiler.profile (start/stop)",
+    )
+
+
+@worder(OneThread)
+def one_thread(s: OneThread) -> Words:
+    outside = (
+        "an earlier cell's torch.set_num_threads(1), or OMP_NUM_THREADS=1 / MKL_NUM_THREADS=1 "
+        "set before torch was imported, did"
+    )
+    workers = f" beside {s.workers} DataLoader worker(s)" if s.workers else ""
+    return words(
+        "torch computes on one thread while cores stand free"
+        + (" (set outside this cell)" if s.cell_line is None else ""),
+        [
+            f"torch.get_num_threads() was 1 after the cell; this process may use {s.cores} "
+            f"cores, {s.free_cores:.1f} of them left free by other processes{workers}",
+            _where(s.cell_line, outside),
+            f"torch's operators (forward, backward, optimizer) took {fmt_share(s.compute_share)} "
+            "of the step: a CPU-only run whose operators run on one core",
+            "operators below torch's grain size do not split over threads: not measured, no bound",
+        ],
+        f"Try torch.set_num_threads({s.target}) at the top of the cell (it stays set for "
+        "the cells after it) and measure again with the same machine load.",
+        "PyTorch performance tuning guide: CPU threads (torch.set_num_threads)",
     )

@@ -100,6 +100,7 @@ class Environment:
     gpus: tuple[GpuInfo, ...] = ()
     usable_cores: int | None = None  # os.sched_getaffinity: the cores this process may run on
     torch_threads: int | None = None  # torch's intra-op threads when the cell ended
+    memory_total_bytes: int | None = None  # the machine's RAM (psutil), None: not read
 
 
 @dataclass(frozen=True)
@@ -829,6 +830,22 @@ class HostOverhead:
 
 
 @dataclass(frozen=True)
+class Recompute:
+    """Activation checkpointing's recomputed forward inside the traced steps' backward
+    (analysis.recompute): its operators, and their time against the steps' own."""
+
+    ops: int  # recomputed operators found (top-level ones of each recompute)
+    recompute_us: float  # their time: host spans on a CPU run, their kernels' on a GPU one
+    steps_us: float  # the traced steps' time
+    reentrant_nodes: int  # CheckpointFunctionBackward nodes (use_reentrant=True) among them
+    on_device: bool = False  # timed by the device kernels they launched
+
+    @property
+    def share(self) -> float:
+        return self.recompute_us / self.steps_us if self.steps_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class RunSegment:
     """A stretch of consecutive steps of the run (a tenth of it, or a profiler window's steps)."""
 
@@ -1043,6 +1060,8 @@ class Analysis:
     # What two runs of this code may differ by on this machine, read from this run
     # (``compare_samples.run_margin``); None where the run has too few steady steps.
     run_margin: float | None = None
+    # Activation checkpointing's recomputed forward in the traced steps (None: not read).
+    recompute: Recompute | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from gpu_notebook.records import (
     HostOverhead,
     OpStat,
     PhaseBreakdown,
+    Recompute,
     Run,
     RunShape,
 )
@@ -32,11 +33,15 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     gpu: GpuTimeline | None = None
     ops: tuple[OpStat, ...] = ()
     host: HostOverhead | None = None
+    recomputed: Recompute | None = None
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
         # Each step's wait for a core, where the step clock read it: the host figures take
         # what of it fell between calls out of the gaps (it is no Python).
         waits = {s.index: wait_share(s) for s in run.steps.steps if s.wait_s}
         phases, gpu, ops, host = trace_figures(traces.load(run.window.trace_path), waits)
+        from gpu_notebook.analysis.recompute import recompute as read_recompute
+
+        recomputed = read_recompute(traces.load(run.window.trace_path), phases)
     elif run.window.trace_path is not None and run.window.status == "within-step":
         # Calls inside a step, no whole step: only its operator totals hold for the window.
         from gpu_notebook.analysis.ops import top_ops
@@ -63,6 +68,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         host=host,
         shape=shape,
         window_phases=window_phases,
+        recompute=recomputed,
     )
     return with_run_figures(run, analysis)
 

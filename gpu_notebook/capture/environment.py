@@ -55,7 +55,18 @@ def read_environment() -> Environment:
         driver_version=nvml.driver_version() if status.available else None,
         gpus=nvml.gpu_infos() if status.available else (),
         usable_cores=usable_cores(),
+        memory_total_bytes=machine_memory_bytes(),
     )
+
+
+def machine_memory_bytes() -> int | None:
+    """The machine's RAM (psutil), None where it cannot be read: the headroom a CPU run has."""
+    import psutil
+
+    try:
+        return int(psutil.virtual_memory().total)
+    except (OSError, RuntimeError, AttributeError):
+        return None
 
 
 def usable_cores() -> int | None:

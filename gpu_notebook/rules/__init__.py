@@ -26,6 +26,7 @@ from gpu_notebook.records import Analysis, Finding, Run, Said, Verdict
 from gpu_notebook.rules import (
     backend_flags,
     batch,
+    checkpointing,
     copies,
     debug_apis,
     distributed,
@@ -54,7 +55,8 @@ from gpu_notebook.trace.windows import WindowTraces
 # Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
 # order only breaks ties between findings of equal severity and bound.
 FAMILIES = (input_pipeline, copies, host_tensors, syncs, step_logging, launch, batch, precision,
-            backend_flags, debug_apis, global_modes, memory, shapes, recompiles, inference, distributed,
+            backend_flags, debug_apis, global_modes, checkpointing,
+            memory, shapes, recompiles, inference, distributed,
             run_shape, machine)  # fmt: skip
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
 # Fixes a rule module owns beside its check (``FIX``), by the id its findings carry.

@@ -1,0 +1,59 @@
+"""Words of the activation checkpointing rule (rules/checkpointing.py)."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_bytes, fmt_ms, fmt_share
+from gpu_notebook.rules.checkpointing import CheckpointingUnneeded
+from gpu_notebook.words.common import Words, worder, words
+
+_FORMS = {
+    "checkpoint": "torch.utils.checkpoint.checkpoint",
+    "checkpoint_sequential": "torch.utils.checkpoint.checkpoint_sequential",
+    "hf_enable": "gradient_checkpointing_enable()",
+    "hf_argument": "gradient_checkpointing=True",
+}
+
+
+@worder(CheckpointingUnneeded)
+def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
+    per_step = s.recompute_us / 1e6 / max(1, s.steps)
+    timed = "their kernels' time" if s.on_device else "their time on the host"
+    evidence = [
+        f"the backward runs the checkpointed forward again: {s.ops} recomputed operator(s) in "
+        f"{s.steps} profiled step(s), {timed} {fmt_ms(per_step)} a step "
+        f"({fmt_share(s.share)} of the step)",
+    ]
+    if s.memory is not None and s.peak_bytes is not None and s.total_bytes:
+        what = "GPU memory" if s.memory == "gpu" else "this process's RSS against the machine's RAM"
+        evidence.append(
+            f"memory has room: peak {what} {fmt_bytes(s.peak_bytes)} of "
+            f"{fmt_bytes(s.total_bytes)} ({fmt_share(s.peak_bytes / s.total_bytes)})"
+        )
+    else:
+        evidence.append("memory headroom not read: whether the activations would fit is not known")
+    if s.line is not None and s.form is not None:
+        evidence.append(f"line {s.line}: `{s.text}` checkpoints ({_FORMS[s.form]})")
+    evidence.append("without it, peak memory grows by about the activations the blocks keep")
+    if s.line is None:
+        fix = (
+            "No line of this cell checkpoints: the model's own code does (a library block, or "
+            "a config with gradient_checkpointing on). Turn it off there (HF: "
+            "model.gradient_checkpointing_disable(); Lightning/accelerate: the module's "
+            "checkpoint calls) if the activations fit."
+        )
+    elif s.memory is None:
+        fix = (
+            f"Call the checkpointed function directly at line {s.line} if the activations fit in "
+            "memory (not read here); no change to this cell is offered."
+        )
+    else:
+        fix = (
+            f"Call the checkpointed function directly at line {s.line} (or turn "
+            "gradient_checkpointing off): memory has room for the activations."
+        )
+    return words(
+        "Activation checkpointing recomputes the forward while memory has room",
+        evidence,
+        fix,
+        "torch.utils.checkpoint docs: checkpointing trades compute for memory",
+    )

@@ -1,0 +1,195 @@
+"""Activation checkpointing on a run with memory to spare (rules/checkpointing.py): the recompute
+read from real torch.profiler traces, the memory gate (NVML faked at its door), the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+import torch
+
+from gpu_notebook.analysis.phases import phase_breakdown
+from gpu_notebook.analysis.recompute import recompute
+from gpu_notebook.capture import nvml
+from gpu_notebook.fixes import Patch, apply_fix
+from gpu_notebook.records import Recompute
+from gpu_notebook.rules.checkpointing import FIX
+from gpu_notebook.trace.kineto import load_trace
+from tests import fake_nvml
+from tests.scenarios import synthetic as syn
+from tests.test_rules import ids, only, rules_for
+
+RULE = "compute.checkpointing_unneeded"
+BLOCKS, OPS_A_BLOCK = 4, 4  # LayerNorm, Linear, GELU, Linear: the ops each recompute reruns
+
+CELL = f"""\
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(64, 64)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(64), nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+            for _ in range({BLOCKS})
+        )
+    def forward(self, x):
+        h = self.inp(x)
+        for blk in self.blocks:
+            h = h + checkpoint(blk, h, use_reentrant=False)
+        return h.sum()
+torch.manual_seed(0)
+model = Net(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(64, 64)
+for _ in range(12):
+    loss = model(xs)
+    loss.backward(); opt.step(); opt.zero_grad()
+"""
+
+
+def measure(ip, body: str):
+    ip.user_ns.pop("rep", None)
+    res = ip.run_cell(f"%%gpucheck -q -o rep -i 0.05\n{body}")
+    assert res.success
+    return ip.user_ns["rep"]
+
+
+def test_the_recomputed_forward_is_found_in_a_real_cpu_trace_and_the_fix_calls_the_block(ip):
+    rep = measure(ip, CELL)
+    rec = rep.analysis.recompute
+    steps = len(rep.analysis.phases.steps)
+    # Every block's forward ran again in the backward: its four operators, in every traced step.
+    assert rec is not None and rec.reentrant_nodes == 0 and not rec.on_device
+    assert steps >= 1 and rec.ops == BLOCKS * OPS_A_BLOCK * steps
+    assert 0 < rec.recompute_us < rec.steps_us
+    f = only(rep.findings, RULE)
+    assert f.line == 16 and f.phase_share == pytest.approx(rec.share)
+    assert f.gain_bound == pytest.approx(1 / (1 - rec.share))
+    # A CPU run: the headroom is the process's peak RSS against the machine's RAM (psutil).
+    assert rep.run.env.memory_total_bytes and rep.analysis.utilization.rss_peak_bytes
+    assert any("memory has room" in e for e in f.evidence)
+    assert f.proposal is not None and f.proposal.source_after is not None
+    after = f.proposal.source_after
+    assert "h = h + blk(h)" in after and "checkpoint(blk" not in after
+    # The patched cell recomputes nothing (measured again), and trains the same model.
+    again = measure(ip, after.split("\n", 1)[1])
+    assert again.analysis.recompute is not None and again.analysis.recompute.ops == 0
+    assert RULE not in ids(again.findings)
+
+
+@pytest.mark.parametrize(
+    ("used", "found"), [(12, True), (76, False)], ids=["gpu-roomy", "gpu-memory-tight"]
+)
+def test_no_finding_when_gpu_memory_is_near_full(ip, used, found):
+    gpu = fake_nvml.FakeGpu(memory_used_bytes=used * fake_nvml.GiB)
+    with nvml.use_library(fake_nvml.FakeNvml([gpu])):
+        rep = measure(ip, CELL)
+    assert rep.analysis.recompute is not None and rep.analysis.recompute.ops > 0
+    assert rep.analysis.utilization.gpu_memory_total_bytes == 80 * fake_nvml.GiB
+    assert (RULE in ids(rep.findings)) is found
+
+
+def _record(tmp_path, kind: str):
+    """A real torch.profiler trace of three steps, each marked as ``prof.step()`` marks it."""
+    torch.manual_seed(0)
+    inp = torch.nn.Linear(32, 32)
+    blocks = torch.nn.Sequential(
+        *(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+          for _ in range(4))
+    )  # fmt: skip
+    opt = torch.optim.SGD([*inp.parameters(), *blocks.parameters()], lr=0.01)
+    x = torch.randn(16, 32)
+    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for i in range(3):
+            with torch.profiler.record_function(f"ProfilerStep#{i}"):
+                h = inp(x)
+                if kind == "reentrant":
+                    for b in blocks:
+                        h = checkpoint(b, h, use_reentrant=True)
+                elif kind == "sequential":
+                    h = checkpoint_sequential(blocks, 2, h, use_reentrant=False)
+                else:
+                    h = blocks(h)
+                h.sum().backward()
+                opt.step()
+                opt.zero_grad()
+    path = os.fspath(tmp_path / f"{kind}.json")
+    prof.export_chrome_trace(path)
+    trace = load_trace(path)
+    return recompute(trace, phase_breakdown(trace))
+
+
+@pytest.mark.parametrize(
+    ("kind", "ops", "nodes"),
+    [("reentrant", 4 * 3 * 3, 4 * 3), ("sequential", 2 * 3 * 3, 0), ("plain", 0, 0)],
+)
+def test_each_form_of_checkpointing_is_counted_in_its_own_trace(tmp_path, kind, ops, nodes):
+    # Reentrant: under CheckpointFunctionBackward; checkpoint_sequential(2 segments): the first
+    # segment's two blocks (the last segment is not checkpointed); plain: no recompute at all.
+    rec = _record(tmp_path, kind)
+    assert rec is not None and rec.ops == ops and rec.reentrant_nodes == nodes
+
+
+def _analysis(share: float = 0.2):
+    return dataclasses.replace(
+        syn.make_analysis(), recompute=Recompute(ops=16, recompute_us=share * 1e5, steps_us=1e5,
+                                                 reentrant_nodes=0)
+    )  # fmt: skip
+
+
+def test_recompute_with_no_checkpointing_line_in_the_cell_is_found_with_no_fix():
+    cell = CELL.replace("checkpoint(blk, h, use_reentrant=False)", "blk(h)")
+    f = only(rules_for(syn.make_run(cell), _analysis()), RULE)
+    assert f.fix_id is None and f.line is None
+    assert "No line of this cell checkpoints" in f.fix
+
+
+def test_no_finding_without_a_recomputed_forward():
+    empty = dataclasses.replace(syn.make_analysis(), recompute=Recompute(0, 0.0, 1e5, 0))
+    assert RULE not in ids(rules_for(syn.make_run(CELL), empty))
+
+
+HF_CELL = """\
+import torch
+from transformers import TrainingArguments
+model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+args = TrainingArguments("out", per_device_train_batch_size=8, gradient_checkpointing=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (CELL, "h = h + blk(h)"),
+        (
+            "import torch.utils.checkpoint as cp\ny = cp.checkpoint(f, a, b, use_reentrant=False,"
+            " preserve_rng_state=False, scale=2)\n",
+            "y = f(a, b, scale=2)",
+        ),
+        (
+            "from torch.utils.checkpoint import checkpoint_sequential as cs\n"
+            "y = cs(model.layers, 4, x, use_reentrant=False)\n",
+            "y = torch.nn.Sequential(*model.layers)(x)",
+        ),
+        (HF_CELL, "model.gradient_checkpointing_disable()"),
+        (HF_CELL, "gradient_checkpointing=False)"),
+    ],
+    ids=["checkpoint", "module-alias", "sequential", "hf-enable", "hf-arguments"],
+)
+def test_the_fix_undoes_each_form_where_it_stands(before, after):
+    patch = apply_fix(FIX, before)
+    assert isinstance(patch, Patch), patch
+    assert after in patch.source_after
+    assert "gradient_checkpointing=True" not in patch.source_after
+    assert "checkpointing_enable" not in patch.source_after
+    if "checkpoint_sequential" in before:
+        assert "import torch\n" in patch.source_after
+
+
+def test_the_fix_leaves_a_function_of_the_same_name_alone():
+    # Not torch's checkpoint (a user's own, say saving the model): nothing to undo.
+    cell = "def checkpoint(m):\n    torch.save(m, 'm.pt')\ncheckpoint(model)\n"
+    assert not isinstance(apply_fix(FIX, cell), Patch)

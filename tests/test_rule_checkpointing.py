@@ -78,6 +78,19 @@ def test_the_recomputed_forward_is_found_in_a_real_cpu_trace_and_the_fix_calls_t
     assert RULE not in ids(again.findings)
 
 
+def test_a_reentrant_checkpoint_is_one_step_and_its_recompute_is_counted(ip):
+    # Its backward calls torch.autograd.backward once a block, on the loop's thread on a CPU:
+    # on main each call counted as a step, and the profiler, started inside one, stepped aside.
+    rep = measure(ip, CELL.replace("use_reentrant=False", "use_reentrant=True"))
+    assert rep.run.window.status == "recorded", rep.run.window.message
+    assert rep.run.steps.step_count == 12
+    rec = rep.analysis.recompute
+    steps = len(rep.analysis.phases.steps)
+    assert rec is not None and rec.reentrant_nodes == BLOCKS * steps
+    assert rec.ops == BLOCKS * OPS_A_BLOCK * steps
+    assert RULE in ids(rep.findings)
+
+
 @pytest.mark.parametrize(
     ("used", "found"), [(12, True), (76, False)], ids=["gpu-roomy", "gpu-memory-tight"]
 )
@@ -90,7 +103,7 @@ def test_no_finding_when_gpu_memory_is_near_full(ip, used, found):
     assert (RULE in ids(rep.findings)) is found
 
 
-def _record(tmp_path, kind: str):
+def _record(tmp_path, kind: str) -> str:
     """A real torch.profiler trace of three steps, each marked as ``prof.step()`` marks it."""
     torch.manual_seed(0)
     inp = torch.nn.Linear(32, 32)
@@ -118,8 +131,7 @@ def _record(tmp_path, kind: str):
                 opt.zero_grad()
     path = os.fspath(tmp_path / f"{kind}.json")
     prof.export_chrome_trace(path)
-    trace = load_trace(path)
-    return recompute(trace, phase_breakdown(trace))
+    return path
 
 
 @pytest.mark.parametrize(
@@ -129,7 +141,8 @@ def _record(tmp_path, kind: str):
 def test_each_form_of_checkpointing_is_counted_in_its_own_trace(tmp_path, kind, ops, nodes):
     # Reentrant: under CheckpointFunctionBackward; checkpoint_sequential(2 segments): the first
     # segment's two blocks (the last segment is not checkpointed); plain: no recompute at all.
-    rec = _record(tmp_path, kind)
+    trace = load_trace(_record(tmp_path, kind))
+    rec = recompute(trace, phase_breakdown(trace))
     assert rec is not None and rec.ops == ops and rec.reentrant_nodes == nodes
 
 

@@ -190,6 +190,10 @@ class StepClock:
         self._opt_ns = 0
         self._fwd_calls = 0
         self._bwd_calls = 0
+        # Inside a backward of ours: a backward called from within it (a reentrant
+        # checkpoint's CheckpointFunctionBackward runs one per block, on this thread on a CPU)
+        # is part of that step's backward, never a step of its own.
+        self._in_backward = False
         # DataLoader reads in the open step, and in a step that trained (the dataloader anchor).
         self._reads_in_step = 0
         self._reads_per_step = 1
@@ -676,7 +680,11 @@ class StepClock:
         clock = self
 
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if "backward" in clock._inert or threading.get_ident() != clock._tid:
+            if (
+                "backward" in clock._inert
+                or threading.get_ident() != clock._tid
+                or clock._in_backward
+            ):
                 return original(*args, **kwargs)
             start = time.perf_counter_ns()
             if clock._last_mark_ns and not clock._lean:
@@ -692,9 +700,11 @@ class StepClock:
             # Opened and closed in methods of ours: the wrapper's own callees are Dynamo's to
             # judge (skip_in_dynamo), and record_function's frames would count as compiled.
             rng = clock._open_range(markers.BACKWARD) if clock.annotate else None
+            clock._in_backward = True
             try:
                 return original(*args, **kwargs)
             finally:
+                clock._in_backward = False
                 if rng is not None:
                     clock._close_range(rng)
                 clock._last_mark_ns = end = time.perf_counter_ns()

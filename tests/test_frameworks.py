@@ -85,6 +85,34 @@ def test_a_train_dataloader_with_a_literal_is_rebuilt_and_put_back_on_its_class(
     assert (loader.num_workers, loader.persistent_workers, loader.batch_size) == (3, True, 8)
 
 
+def test_a_datamodule_made_inline_in_fit_gets_its_class_method_rebuilt(ip):
+    """`trainer.fit(lit, datamodule=FixedDM())`: no name holds the instance, the class is an
+    earlier cell's. The method is rebuilt and put on the class itself, above the cell's lines
+    (the class is bound in a fresh kernel too). A class whose method passes
+    `num_workers=self.num_workers` is not given a class attribute (the instance's own, set in
+    __init__, would hide it): a refusal, no wrong code."""
+    assert ip.run_cell(DATAMODULE).success
+    cell = "trainer.fit(lit, datamodule=FixedDM())\n"
+    findings = rules_for(
+        syn.make_run(cell, cpu_count=4), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns
+    )
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None, fixed.proposal.refusal
+    assert "FixedDM.train_dataloader = train_dataloader" in after and after.endswith(cell)
+    assert ip.run_cell(after.replace(cell, "loader = FixedDM().train_dataloader()\n")).success
+    loader = ip.user_ns["loader"]
+    assert (loader.num_workers, loader.persistent_workers, loader.batch_size) == (3, True, 8)
+    held = "trainer.fit(lit, datamodule=DM())\n"
+    findings = rules_for(
+        syn.make_run(held, cpu_count=4), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns
+    )
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], held, namespace=ip.user_ns)
+    assert (
+        fixed.proposal.source_after is None or "DM.num_workers" not in fixed.proposal.source_after
+    )
+
+
 def test_a_variable_holding_num_workers_is_patched_where_it_gets_its_value():
     src = (
         "class DM:\n"

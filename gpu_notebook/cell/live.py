@@ -81,6 +81,9 @@ class LiveDataHook:
     method_source: str | None = None  # train_dataloader's source (dedented), when findable
     workers_attribute: str | None = None  # train_dataloader passes num_workers=self.<this>
     framework: str = ""  # "Lightning" | "Hugging Face Trainer"
+    on_class: bool = (
+        False  # ``name`` holds the class (``fit(lit, datamodule=DM())``), not an instance
+    )
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
             continue
         if hook is not None:
             hooks.append(hook)
+    hooks.sort(key=lambda h: h.on_class)  # an instance the cell names is the one it trains on
     unique, hits, limit = _dynamo_counters()
     return LiveFacts(
         loaders=tuple(loaders),
@@ -186,6 +190,9 @@ def _data_hook(name: str, value: Any) -> LiveDataHook | None:
             name, "hf-trainer", type(value).__name__,
             setting if isinstance(setting, int) else None, framework="Hugging Face Trainer",
         )  # fmt: skip
+    # A class the cell names (``trainer.fit(lit, datamodule=DM())``): its method is the hook.
+    on_class = issubclass(type(value), type)
+    cls = value if on_class else type(value)
     for module_name in ("lightning.pytorch", "pytorch_lightning"):
         pl = sys.modules.get(module_name)
         if pl is None:
@@ -194,13 +201,13 @@ def _data_hook(name: str, value: Any) -> LiveDataHook | None:
             getattr(pl, "LightningDataModule", None),
             getattr(pl, "LightningModule", None),
         )
-        if datamodule is not None and issubclass(type(value), datamodule):
+        if datamodule is not None and issubclass(cls, datamodule):
             kind, base = "lightning-datamodule", datamodule
-        elif lightning_module is not None and issubclass(type(value), lightning_module):
+        elif lightning_module is not None and issubclass(cls, lightning_module):
             kind, base = "lightning-module", lightning_module
         else:
             continue
-        method = getattr(type(value), "train_dataloader", None)
+        method = getattr(cls, "train_dataloader", None)
         if method is None or method is getattr(base, "train_dataloader", None):
             return None  # the loader comes from elsewhere (a datamodule, fit's arguments)
         source = _source_of(method)
@@ -208,12 +215,16 @@ def _data_hook(name: str, value: Any) -> LiveDataHook | None:
         self_held = isinstance(given, ast.Attribute) and dotted(given.value) == "self"
         attribute = given.attr if isinstance(given, ast.Attribute) and self_held else None
         workers = int_or_none(given, None)
-        if attribute is not None:
+        if attribute is not None and on_class:
+            # Each instance sets its own (``__init__``): a class attribute would be hidden.
+            attribute = None
+        elif attribute is not None:
             held = vars(value).get(attribute)  # instance dict only: no property is run
             workers = held if isinstance(held, int) and not isinstance(held, bool) else None
         return LiveDataHook(
-            name, kind, type(value).__name__, workers, source, attribute, framework="Lightning"
-        )
+            name, kind, cls.__name__, workers, source, attribute, framework="Lightning",
+            on_class=on_class,
+        )  # fmt: skip
     return None
 
 

@@ -313,7 +313,8 @@ def _framework_loader_proposal(
         body = "\n".join(
             line for line in patched.source_after.splitlines() if not line.startswith(HEADER_PREFIX)
         )
-        snippet = f"{body}\ntype({n}).train_dataloader = train_dataloader\n"
+        owner = n if hook.on_class else f"type({n})"
+        snippet = f"{body}\n{owner}.train_dataloader = train_dataloader\n"
         where = f"{hook.type_name}.train_dataloader (defined in an earlier cell), rebuilt here"
     else:
         return None

@@ -885,6 +885,13 @@ class OwnTime:
     # The thread's time on a core, last fifth's median over the first's (None: not read on
     # every step): own time that grew while this did not is time off a core (blocked).
     cpu_drift: float | None = None
+    # The own time's work in a pool of threads that wait for a core as this one does, last
+    # fifth's median over the first's: each step's own time times the share of it not waited
+    # (``own**2 / wall``). The loop thread, done with its part of a parallel region, waits for
+    # the pool's preempted threads (asleep or spinning on a core), so its own time is the work
+    # over ``1 - w`` where the pool waits ``w`` of its time (rules/run_shape.py reads it only
+    # for a pool that wants more threads than the free cores).
+    pool_drift: float | None = None
     # Every step carried its wait (read at each step end); False: only the slow ones did (steps
     # too short to read at each end, read after any step over the clock's read level), and the
     # others count their wall time.

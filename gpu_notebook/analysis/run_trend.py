@@ -360,6 +360,11 @@ def _own_time(
         cpu = np.fromiter((s.cpu_s or 0.0 for s in steps), dtype=float, count=len(steps))
         cpu_first = float(np.median(cpu[head]))
         cpu_drift = float(np.median(cpu[tail])) / cpu_first if cpu_first > 0 else None
+    # The work of a loop thread that waits for a pool waiting for cores as it does (records.py
+    # ``OwnTime.pool_drift``): own time less the share of it the pool's threads waited.
+    work = np.divide(own * own, dur, out=np.zeros_like(own), where=dur > 0)
+    work_first = float(np.median(work[head]))
+    pool_drift = float(np.median(work[tail])) / work_first if work_first > 0 else None
     return OwnTime(
         median_s=median,
         first_median_s=first,
@@ -369,6 +374,7 @@ def _own_time(
         stalls=_stalls(steps, own, median, stalled, weight, read_s),
         wait_share=max(0.0, waited),
         cpu_drift=cpu_drift,
+        pool_drift=pool_drift,
         every_step=all(s.wait_s is not None for s in steps),
     )
 

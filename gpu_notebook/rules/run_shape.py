@@ -169,19 +169,21 @@ def slowed_by_waits(shape: RunShape) -> bool:
 
 
 def _pool_starved(shape: RunShape, analysis: Analysis) -> bool:
-    """The loop's own time grew while its time on a core did not, in a process whose torch pool
-    wants more threads than the cores the others leave: the loop thread waits, off a core, for
-    pool threads that wait for a core (4 threads on 2 cores under a spinner: 7 ms of own time
-    a step became 65 ms as the other job got busier, with 7-10 ms on a core throughout)."""
+    """The loop's own time grew while the work in it did not, in a process whose torch pool
+    wants more threads than the cores the others leave: the loop thread waits for pool threads
+    that wait for a core. Asleep, its time on a core stays (4 threads on 2 cores under a
+    spinner: 7 ms of own time a step became 65 ms as the other job got busier, with 7-10 ms on
+    a core throughout); spinning at the region's barrier, that grows too (2 threads, the loop
+    waiting 66% then 89% of a step: own time and time on a core both 3-4x), and the work, own
+    time less the share the pool waited (``OwnTime.pool_drift``), stays."""
     m = analysis.machine
     own = shape.own
-    if m is None or own is None or own.cpu_drift is None or m.threads_wanted is None:
+    if m is None or own is None or m.threads_wanted is None:
         return False
-    return (
-        (m.torch_threads or 1) > 1
-        and m.threads_wanted > m.free_cores + 0.5
-        and (own.cpu_drift < DRIFT_FACTOR)
-    )
+    if (m.torch_threads or 1) <= 1 or m.threads_wanted <= m.free_cores + 0.5:
+        return False
+    kept = [d for d in (own.cpu_drift, own.pool_drift) if d is not None]
+    return any(d < DRIFT_FACTOR for d in kept)
 
 
 def jitter(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

@@ -444,6 +444,34 @@ def test_a_loader_accelerate_prepared_is_not_rebuilt_the_refusal_says_where_to_a
     assert "accelerator.prepare" in (fixed.proposal.refusal or "")
 
 
+def test_a_loader_the_cell_prepares_itself_is_rebuilt_before_prepare(ip):
+    """`m, o, dl2 = accelerator.prepare(model, opt, plain_loader)` in the measured cell, the
+    plain loader an earlier cell's: rebuilt above the cell's lines, it is the one prepare()
+    wraps (in a fresh kernel too: no name of the cell's is used before the cell binds it). A
+    prepare() that rebinds its own argument's name still gets the refusal."""
+    pytest.importorskip("accelerate")
+    assert ip.run_cell(ACCELERATE + "plain_loader = DataLoader(SlowAcc(), batch_size=8)\n").success
+    cell = "dl2 = accelerator.prepare(plain_loader)\nfor x, y in dl2:\n    pass\n"
+    assert ip.run_cell(cell).success
+    findings = rules_for(
+        syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.6}), namespace=ip.user_ns
+    )
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], cell, namespace=ip.user_ns)
+    after = fixed.proposal.source_after
+    assert after is not None, fixed.proposal.refusal
+    assert "live `plain_loader`" in after.splitlines()[0] and after.endswith(cell)
+    del ip.user_ns["dl2"]
+    assert ip.run_cell(after).success
+    assert ip.user_ns["plain_loader"].num_workers == 6
+    assert type(ip.user_ns["dl2"]).__module__.startswith("accelerate.")
+    again = (
+        "plain_loader = accelerator.prepare(plain_loader)\nfor x, y in plain_loader:\n    pass\n"
+    )
+    assert ip.run_cell(again).success
+    (fixed,) = attach_fixes([only(findings, "input.loader_workers")], again, namespace=ip.user_ns)
+    assert fixed.proposal.source_after is None and fixed.proposal.refusal
+
+
 def test_a_scripts_imports_do_not_divide_the_frameworks_share():
     # issue 26 (unseen round 3): `gpucheck run --lines all` of a Lightning script logging every
     # step: 92% of the samples were `import lightning`, so self.log's 35% of the fit read 3% of

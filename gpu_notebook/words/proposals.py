@@ -123,6 +123,8 @@ def _live_loader_proposal(
     params = finding.fix_params
     workers = params.get("num_workers")
     if loader.loader_class.startswith("accelerate."):
+        loader = _prepared_here(facts, live) or loader
+    if loader.loader_class.startswith("accelerate."):
         # accelerator.prepare() wraps the user's DataLoader (a DataLoaderShard): rebuilt as a
         # plain DataLoader it would lose its sharding and device placement. The user acts on
         # the loader they pass to prepare().
@@ -187,6 +189,24 @@ def _iterator_made_here(facts: SourceFacts, live: LiveFacts) -> LiveLoader | Non
         if isinstance(a, ast.Name) and live.loader(a.id) is not None
     }
     return live.loader(next(iter(made))) if len(made) == 1 else None
+
+
+def _prepared_here(facts: SourceFacts, live: LiveFacts) -> LiveLoader | None:
+    """The plain live loader the cell hands to ``accelerator.prepare(...)`` itself: rebuilt
+    above the cell's lines, it is the one prepare() wraps. None when no such call, or more than
+    one such loader."""
+    if facts.tree is None:
+        return None
+    handed = {
+        a.id
+        for call in facts.tree.calls()
+        if (dotted(call.func) or "").rsplit(".", 1)[-1] == "prepare"
+        for a in call.args
+        if isinstance(a, ast.Name)
+        and (ld := live.loader(a.id)) is not None
+        and not ld.loader_class.startswith("accelerate.")
+    }
+    return live.loader(next(iter(handed))) if len(handed) == 1 else None
 
 
 def _global_of_a_training_function(

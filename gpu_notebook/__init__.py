@@ -74,8 +74,10 @@ def _start_warm_imports() -> None:
 
         with our_imports_leave_no_filters():  # bokeh adds warnings filters when imported
             for name in _WARM_MODULES:
-                # A failing import here is said by the real one, in context, when it is needed.
-                with contextlib.suppress(ImportError):
+                # A failing import here is said by the real one, in context, when it is needed
+                # (a user's cell importing a module of ours at the same time may meet this
+                # thread in an import cycle: Python's _DeadlockError is a RuntimeError).
+                with contextlib.suppress(ImportError, RuntimeError):
                     importlib.import_module(name)
 
     _warm_thread = threading.Thread(target=warm, name="gpu_notebook-warm-imports", daemon=True)

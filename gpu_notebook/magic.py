@@ -85,6 +85,13 @@ class GpuCheckMagics(Magics):
         Without a GPU the report still splits each step on the CPU; without torch only the
         sampling runs.
         """
+        from gpu_notebook import wait_for_warm_imports
+
+        # First, before any of our modules is imported on this thread: the background imports
+        # and this thread's share modules, and a cycle between two threads' imports ends in
+        # Python's _DeadlockError (one first cell in four, typed at once after %load_ext).
+        # Nor does the measured code share the GIL with them.
+        wait_for_warm_imports()
         from gpu_notebook.cellrun import run_sync
 
         return run_sync(self.measure(line, cell))
@@ -98,6 +105,9 @@ class GpuCheckMagics(Magics):
         cell's Out[N] after the report, and a magic stacked around this one (``%%time``,
         ``%%prun -q``) does with it what it does for the cell without this magic.
         """
+        from gpu_notebook import wait_for_warm_imports
+
+        wait_for_warm_imports()  # a cell with top-level await comes here first (see gpucheck)
         args = parse_argstring(self.gpucheck, line)
         # IPython numbers a cell from its first non-blank line; so do our line-level views.
         lines = cell.splitlines(keepends=True)
@@ -114,11 +124,8 @@ class GpuCheckMagics(Magics):
             # and nothing of ours appears (no live view, no report).
             await run_cell_body(self.shell, cell, header)
             return None
-        from gpu_notebook import wait_for_warm_imports
         from gpu_notebook.magic_run import CellCost, measured_cell
 
-        # Never share the GIL with the measured code: finish the background imports first.
-        wait_for_warm_imports()
         cost = self.last_cost = CellCost()
         outcomes: list[Any] = []  # the CellOutcome, once the body ran
         html_path = _html_path(args.html)
@@ -182,6 +189,9 @@ class GpuCheckMagics(Magics):
             raise UsageError("%gpustatus takes no arguments.")
         from IPython.display import display
 
+        from gpu_notebook import wait_for_warm_imports
+
+        wait_for_warm_imports()  # their imports and ours share modules (see gpucheck)
         from gpu_notebook.status import machine_status
         from gpu_notebook.views.gpustatus import render_status_html, render_status_text
 

@@ -588,3 +588,33 @@ def test_a_window_inside_the_first_closure_step_is_never_recorded_with_no_steps(
     assert rep.analysis.top_ops  # from the window's trace of the closure calls
     text = render_text(rep)
     assert "Profiler window: within-step:" in text
+
+
+def test_the_magic_joins_the_background_imports_before_importing_anything_of_ours():
+    """The warm-imports thread and the magic's own imports share modules: the first %%gpucheck,
+    typed at once after %load_ext, met that thread in an import cycle and died in Python's
+    _DeadlockError one run in four. The magic now joins the thread before its first import."""
+    code = (
+        "import sys\n"
+        "import gpu_notebook\n"
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "events = []\n"
+        "class Joined:\n"
+        "    def join(self):\n"
+        "        events.append('joined')\n"
+        "class Imports:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('gpu_notebook.'):\n"
+        "            events.append(name)\n"
+        "        return None\n"
+        "gpu_notebook._warm_thread = Joined()  # stands in for the thread: records the join\n"
+        "ip = start_ipython()\n"
+        "ip.run_cell('%load_ext gpu_notebook')\n"
+        "sys.meta_path.insert(0, Imports())\n"
+        "r = ip.run_cell('%%gpucheck -q --no-profile --lines off\\nx = 1')\n"
+        "assert r.success, r.error_in_exec\n"
+        "print(events)\n"
+        "assert events and events[0] == 'joined', events[:5]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr

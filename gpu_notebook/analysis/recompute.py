@@ -16,8 +16,11 @@ What torch 2.13's own trace shows (recorded on the CPU, i26ckpt, 2026-12-05):
   that saves nothing in between, a residual add, is recomputed too; early stop ends the
   recompute at the last saved tensor).
 
-The time counted is those operators' own span on the host (a CPU run) or the device kernels they
-launched (a trace with GPU activity), inside the profiled steps.
+The time counted is each recompute's span on the host, from its first operator's start to its
+last one's end (a CPU run: the blocks' Python between them is recomputed too), or the device
+kernels its operators launched (a trace with GPU activity), inside the profiled steps. Not
+counted: the checkpoint's own cost in the forward (its hooks, the saved inputs), which the fix
+also removes: the bound may under-read the gain.
 """
 
 from __future__ import annotations
@@ -49,15 +52,15 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
     skip_ids = {i for i, n in enumerate(names) if n.startswith(_ENGINE) or n in _DETACH}
     detach_ids = {i for i, n in enumerate(names) if n in _DETACH}
     reentrant_id = next((i for i, n in enumerate(names) if n == _REENTRANT), -1)
-    roots: list[int] = []
-    reentrant = 0
+    groups: list[list[int]] = []  # one recompute each: its top-level operators, in order
+    reentrant: list[int] = []
     for rows in _by_thread(trace, ops, node_ids):
         children = _children(trace, rows)
         for parent, kids in children.items():
             name_id = int(trace.name_id[parent])
             if name_id == reentrant_id:
-                reentrant += 1
-                roots.extend(k for k in kids if int(trace.name_id[k]) not in skip_ids)
+                reentrant.append(parent)
+                groups.append([k for k in kids if int(trace.name_id[k]) not in skip_ids])
             elif name_id in node_ids:
                 saving = [
                     i
@@ -66,21 +69,21 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
                     and _saves(trace, k, children, detach_ids)
                 ]
                 if saving:
-                    roots.extend(kids[: saving[-1] + 1])
-    if not roots:
-        return Recompute(ops=0, recompute_us=0.0, steps_us=phases.total_us, reentrant_nodes=0)
+                    groups.append(kids[: saving[-1] + 1])
     spans = [(s.start_us, s.start_us + s.duration_us) for s in phases.steps]
-    inside = [r for r in roots if _within(float(trace.ts_us[r]), spans)]
+    inside = [g for g in groups if g and _within(float(trace.ts_us[g[0]]), spans)]
     device = trace.has_gpu_activity
     if device:
-        spent = _device_us(trace, inside)
+        spent = _device_us(trace, [r for g in inside for r in g])
     else:
-        spent = float(sum(float(trace.dur_us[r]) for r in inside))
+        # From a recompute's first operator's start to its last one's end: the Python between
+        # them (the blocks' own forward code) is recomputed too.
+        spent = float(sum(float(trace.end_us[g[-1]] - trace.ts_us[g[0]]) for g in inside))
     return Recompute(
-        ops=len(inside),
+        ops=sum(len(g) for g in inside),
         recompute_us=spent,
         steps_us=phases.total_us,
-        reentrant_nodes=reentrant,
+        reentrant_nodes=sum(1 for r in reentrant if _within(float(trace.ts_us[r]), spans)),
         on_device=device,
     )
 

@@ -1184,8 +1184,10 @@ class FixTrial:
     predicted_bound: float | None  # the finding's range's high end ("up to")
     verdict: FixTrialVerdict
     recommended: bool  # only a verified fix keeps "recommended"
-    speedup: float | None = None  # baseline typical step / the fix's
-    speedup_low: float | None = None  # the comparison's interval, run-to-run margin included
+    # The median of the rounds' ratios (each the baseline run's mean step / the fix run's):
+    # one disturbed round does not move it (tryfix.samples.median_of_rounds).
+    speedup: float | None = None
+    speedup_low: float | None = None  # the median's interval, run-to-run margin included
     speedup_high: float | None = None
     per_round: tuple[float, ...] = ()
     # Per run, warm-up left out, as compared: own times where ``own_time`` (below).
@@ -1202,8 +1204,8 @@ class FixTrial:
     added_rounds: int = (
         0  # of them, added after the planned rounds to decide it (tryfix.sequential)
     )
-    # None: speedup_low/high are the planned look's pooled interval (run-to-run margin included);
-    # else the two-sided level of the rounds' t interval an added look read.
+    # None: speedup_low/high are the planned look's interval of the median (run-to-run margin
+    # included); else the two-sided level of the rounds' t interval an added look read.
     interval_level: float | None = None
     # The steps above (and compared) are each step's own time: its wall time less its thread's
     # wait for a core (analysis.interference.counted_step_times, as SampleComparison.own_time);

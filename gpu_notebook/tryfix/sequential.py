@@ -8,12 +8,14 @@ undecided fixes only, the order reversed every other round) while the budget all
 
 Which interval each look reads:
 
-- **the planned look** (after the planned rounds) reads ``samples.compare_runs``: the pooled
-  steps' bootstrap interval widened by the 5% run-to-run margin, most rounds agreeing, and
-  (from 3 rounds) the rounds' own interval at the same 90% backing the call. Its "no measurable
+- **the planned look** (after the planned rounds) reads ``samples.compare_runs``: the median
+  of the rounds' ratios, its bootstrap interval widened by the 5% run-to-run margin, most
+  rounds agreeing, and (from 3 rounds) the rounds' own interval at the same 90% backing the
+  call. Its "no measurable
   effect" is split into that (the interval leaves the predicted range out) and "undecided".
 - **an added look** reads the rounds as paired samples (``samples.round_interval``: a Student t
-  interval over the rounds' log ratios). Adding rounds to the pooled interval cannot settle a
+  interval over the rounds' log ratios; the figure said is the rounds' median, as at the
+  planned look). Adding rounds to the steps' interval cannot settle a
   small gain: its fixed 5% on each side never shrinks, so a true 1.07x could only ever read
   "verified" by luck. Interleaving makes the run-to-run difference a random effect within each
   round (the A/B order alternates), which the rounds' spread measures and which narrows with
@@ -42,6 +44,7 @@ runs a trial recorded (the JSON report carries them), so a report's verdict can 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -68,7 +71,7 @@ class Decision:
     per_round: tuple[float, ...]
     rounds: int  # rounds read (pairs of runs)
     added_rounds: int  # of them, rounds added after the planned ones
-    level: float | None  # None: the pooled interval of the planned look; else the rounds' t level
+    level: float | None  # None: the planned look's interval of the median; else the t level
 
 
 def decide(
@@ -110,7 +113,13 @@ def _added_look(
     interval = round_interval(base, var, level)
     if interval is None:  # fewer than 3 rounds with steps: the last reading stands, undecided
         return dataclasses.replace(previous, rounds=len(rounds), added_rounds=added)
-    point, low, high = interval
+    # The figure said is the rounds' median, as at the planned look (one disturbed round does
+    # not move it; the t interval's centre, their geometric mean, it moves by its share). The
+    # t interval holds it but where the rounds split in two far-apart groups (past 12 rounds at
+    # the corrected level): then it is widened to hold it, never narrowed.
+    _centre, low, high = interval
+    point = statistics.median(rounds)
+    low, high = min(low, point), max(high, point)
     verdict: SampleVerdict = "undecided"
     if low > 1.0:
         verdict = "verified"

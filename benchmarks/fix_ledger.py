@@ -8,7 +8,8 @@ the finding's ``gain_low`` to its ``gain_bound``; "up to Hx" where no low end is
 H; since 2026-12-02 12:30 the stated range, the model's widened by the run's margin, with the
 model's beside it; since 2026-12-05 its high end widened no further than the change can give,
 e.g. a batch xk at most k: ``Finding.gain_ceiling``, so "in range" reads that capped high end),
-the measured speedup with its interval, the verdict, and whether the measured gain lies inside the range (L or 1x to H; "under its low end" said apart). Refused fixes (no patch
+the measured speedup with its interval (since 2026-12-05 the median of the rounds' ratios,
+so one disturbed round does not carry it out of or into the range), the verdict, and whether the measured gain lies inside the range (L or 1x to H; "under its low end" said apart). Refused fixes (no patch
 offered) are listed with their reason, findings said at severity info without a fix (a fix whose
 mechanism cannot help on this device, e.g. a fused CPU update of plain SGD) with theirs.
 The share of offered fixes that were verified is the ledger's figure; the target is that
@@ -161,7 +162,7 @@ def _range(
 
 def markdown(rows: list[dict[str, Any]], steps: int) -> str:
     lines = [
-        "| program | verdict | fix | predicted | measured (interval; per round) | result | in range |",
+        "| program | verdict | fix | predicted | measured: median of rounds (interval; per round) | result | in range |",
         "|---|---|---|---|---|---|---|",
     ]
     offered = verified = inside = 0

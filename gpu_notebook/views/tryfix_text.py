@@ -38,9 +38,11 @@ def trial_line(t: FixTrial) -> list[str]:
             if t.interval_level is not None
             else ""
         )
+        # The figure is the median of the rounds' ratios (tryfix.samples.median_of_rounds).
+        median = f"median of {len(t.per_round)} rounds; " if t.per_round else ""
         measured = (
-            f"measured {fmt_factor(t.speedup)} "
-            f"(range {fmt_factor(t.speedup_low)}-{fmt_factor(t.speedup_high)}{over}; runs "
+            f"measured {fmt_factor(t.speedup)} ({median}"
+            f"range {fmt_factor(t.speedup_low)}-{fmt_factor(t.speedup_high)}{over}; runs "
             + ", ".join(fmt_factor(r) for r in t.per_round)
             + ")"
         )

@@ -1451,3 +1451,28 @@ def test_live_loader_fix_reaches_a_global_loader_a_function_of_an_earlier_cell_t
     assert ip.run_cell(after).success
     new = ip.user_ns["global_loader"]
     assert (new.num_workers, new.batch_size, type(new.sampler).__name__) == (2, 4, "RandomSampler")
+
+
+def test_train_mode_is_no_finding_for_a_model_whose_layers_ignore_it(ip):
+    """An evaluation under torch.no_grad() of a model left in train mode: for Linear and ReLU
+    layers (torch's own, none reads `training`) the mode changes nothing, so no card says
+    "dropout and batch norm act as in training". A Dropout inside, or a module class of the
+    user's (its forward may read self.training), keeps the finding."""
+    ip.run_cell(
+        "import torch.nn.functional as F\n"
+        "blind = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))\n"
+        "dropped = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.Linear(8, 1))\n"
+        "class Mine(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__(); self.l = nn.Linear(4, 1)\n"
+        "    def forward(self, x): return F.dropout(self.l(x), 0.1, training=self.training)\n"
+        "mine = Mine()\n"
+        "xs = [torch.randn(2, 4) for _ in range(3)]"
+    )
+    steps = syn.steps_record(backward_calls=0, event_counts={"forward": 10, "backward": 0})
+    for name, expected in (("blind", False), ("dropped", True), ("mine", True)):
+        cell = f"with torch.no_grad():\n    tot = sum({name}(x).sum().item() for x in xs)\n"
+        assert ip.run_cell(cell).success
+        run = syn.make_run(cell, steps=steps)
+        found = ids(rules_for(run, syn.make_analysis(), namespace=ip.user_ns))
+        assert ("inference.autograd_on" in found) is expected, (name, found)

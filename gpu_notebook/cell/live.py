@@ -54,6 +54,9 @@ class LiveModel:
     has_conv: bool
     parameter_tensors: int
     device: str | None  # of the first parameter
+    # Every layer is torch.nn's own and none reads ``training`` (no dropout, batch or instance
+    # norm, RReLU, RNN or attention dropout): train mode changes nothing. False: unknown.
+    mode_blind: bool = False
 
 
 @dataclass(frozen=True)
@@ -403,7 +406,26 @@ def _model(name: str, model: Any, torch: Any) -> LiveModel:
         has_conv=any(issubclass(type(m), convs) for m in modules),
         parameter_tensors=len(params),
         device=device,
+        mode_blind=all(_mode_blind(type(m), torch) for m in modules),
     )
+
+
+def _mode_blind(kind: type, torch: Any) -> bool:
+    """A layer class of torch.nn's own whose forward never reads ``training``."""
+    nn = torch.nn
+    reads_mode = (
+        nn.modules.dropout._DropoutNd,
+        nn.modules.batchnorm._NormBase,  # batch and instance norm (running statistics)
+        nn.RReLU,
+        nn.RNNBase,
+        nn.MultiheadAttention,
+        nn.Transformer,
+        nn.TransformerEncoder,
+        nn.TransformerDecoder,
+        nn.TransformerEncoderLayer,
+        nn.TransformerDecoderLayer,
+    )
+    return kind.__module__.startswith("torch.nn.modules.") and not issubclass(kind, reads_mode)
 
 
 def _optimizer(name: str, optimizer: Any) -> LiveOptimizer:

@@ -41,7 +41,9 @@ def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     loops = facts.inference_loops
     handed = handed_to_training(facts)
     training_models = [
-        m for m in facts.live.models if m.training and not m.compiled and m.name not in handed
+        m
+        for m in facts.live.models
+        if m.training and not m.compiled and not m.mode_blind and m.name not in handed
     ]
     if not loops and not training_models:
         return None

@@ -12,6 +12,7 @@ import ast
 import dataclasses
 import dis
 import inspect
+import sys
 from collections.abc import Mapping, Sequence
 from types import CodeType
 from typing import Any
@@ -80,6 +81,14 @@ def _where_the_loader_is_made(
     if facts.tree is None:
         return proposal
     bound = {b[0] for b in facts.bindings}
+    pulled = _earlier_iterator(facts, bound, namespace)
+    if pulled is not None:
+        return dataclasses.replace(
+            proposal,
+            refusal=f"{refusal}: `{pulled}` is an iterator over a DataLoader, made in an earlier "
+            "cell; set it where that loader is created and make the iterator again (rebuilt "
+            "here, the loader would restart the epoch this cell continues)",
+        )
     makers: list[str] = []
     for loop in facts.tree.loops:
         for call in ast.walk(getattr(loop, "iter", ast.Constant(None))):
@@ -96,6 +105,25 @@ def _where_the_loader_is_made(
         f"earlier cell that makes a new loader on each call; make the change in its "
         f"DataLoader(...) call there and run that cell again",
     )
+
+
+def _earlier_iterator(
+    facts: SourceFacts, bound: set[str], namespace: Mapping[str, Any]
+) -> str | None:
+    """The name the cell pulls batches from with ``next(name)``, when it holds a DataLoader's
+    iterator made in an earlier cell (read by its type only)."""
+    data = sys.modules.get("torch.utils.data.dataloader")
+    base = getattr(data, "_BaseDataLoaderIter", None) if data is not None else None
+    if not isinstance(base, type):
+        return None
+    for call in facts.tree.calls() if facts.tree is not None else ():
+        if not isinstance(call.func, ast.Name) or call.func.id != "next" or not call.args:
+            continue
+        arg = call.args[0]
+        held = namespace.get(arg.id) if isinstance(arg, ast.Name) else None
+        if isinstance(arg, ast.Name) and arg.id not in bound and issubclass(type(held), base):
+            return arg.id
+    return None
 
 
 # The DataLoader settings a workers fix writes; its other parameters (running_workers: the count

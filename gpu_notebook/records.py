@@ -364,6 +364,10 @@ class RawStacks:
     outside_samples: int = 0
     outside_us: int = 0
     sampler_cpu_s: float = 0.0  # CPU time of the sampler thread (its cost on a free core)
+    # Taken on a jittered clock with the switch interval lowered just before each sample
+    # (StackSampler(brief_switch=True)): when a sample falls does not depend on where the
+    # program releases the GIL, so its time split is a share (False: it leans, a count only).
+    clocked: bool = False
 
     @property
     def effective_interval_s(self) -> float:

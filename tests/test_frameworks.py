@@ -267,6 +267,53 @@ def test_sparse_samples_over_a_default_run_say_the_logging_ran_never_its_share()
     assert "logging.framework_overhead" not in ids(rules_for(measured, syn.make_analysis({})))
 
 
+def test_clocked_sparse_samples_give_the_share_with_the_dense_ones_by_their_time():
+    # Issue 26: the sparse sampler now samples on a jittered clock with the switch interval
+    # lowered just before each sample (RawStacks.clocked): where a sample falls no longer
+    # depends on where the program releases the GIL, so its samples give the share, added to
+    # the few dense ones by the wall time each stands for.
+    import dataclasses
+
+    import lightning.pytorch as pl
+
+    def ref(fn) -> CodeRef:
+        return CodeRef(inspect.getsourcefile(fn), fn.__qualname__, fn.__code__.co_firstlineno)
+
+    cell = CodeRef("<cell>", "<module>", 1)
+    fit, log = ref(pl.Trainer.fit), ref(pl.LightningModule.log)
+    # 3 dense steps: 15 ms, 5 of them in self.log; the rest of the run: 2 s, 0.5 s in it.
+    dense = dataclasses.replace(
+        _stacks([([cell, fit, log], 5_000), ([cell, fit], 10_000)], 15_000), samples=3
+    )
+
+    def sparse_of(hits: int, samples: int) -> RawStacks:
+        raw = _stacks([([cell, fit, log], 500_000), ([cell, fit], 1_500_000)], 2_000_000)
+        counts = (hits, samples - hits)
+        stacks = tuple(
+            dataclasses.replace(s, count=n) for s, n in zip(raw.stacks, counts, strict=True)
+        )
+        return dataclasses.replace(raw, stacks=stacks, samples=samples, clocked=True)
+
+    sparse = sparse_of(12, 50)
+    run = dataclasses.replace(
+        syn.make_run("trainer.fit(lit)\n"), stacks=dense, framework_stacks=sparse
+    )
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    share = (5_000 + 500_000) / (15_000 + 2_000_000)  # 25.1%
+    assert f.severity == "high" and f.phase_share is not None and f.gain_bound is not None, f
+    assert f"{100 * share:.0f}% of the sampled time (53 stack samples" in f.evidence[0], f.evidence
+    assert "50 over the rest of the run" in f.evidence[0]
+    assert f"self.log on every step ({100 * share:.0f}% of the sampled time" in f.fix, f.fix
+    # Too few of both for a share: what the clocked samples caught is said, without one.
+    few = sparse_of(5, 20)
+    f = only(
+        rules_for(dataclasses.replace(run, framework_stacks=few), syn.make_analysis({})),
+        "logging.framework_overhead",
+    )
+    assert f.severity == "info" and "%" not in " ".join(f.evidence), f.evidence
+    assert "too few for a share" in f.evidence[0]
+
+
 def test_framework_logging_is_named_from_the_stacks_and_counted_once():
     import dataclasses
 

@@ -464,6 +464,44 @@ def test_the_switch_interval_is_lowered_while_sampling_and_restored_after():
     assert sys.getswitchinterval() == before
 
 
+def test_a_brief_switch_sampler_lowers_the_interval_only_for_each_sample_and_restores_it():
+    """The sparse sampler over the rest of a run (issue 26): on a jittered clock, the switch
+    interval lowered only from just before each sample until it is taken, so a sample waits at
+    most ours for the GIL and falls where the clock says, not on the program's next
+    GIL-releasing call. The program's own value is back between samples and after the sampler;
+    one the program sets meanwhile is kept."""
+    before = sys.getswitchinterval()
+    at_samples: list[float] = []
+
+    def provider() -> str | None:  # called by the sampler thread as it takes each sample
+        at_samples.append(sys.getswitchinterval())
+        return None
+
+    sampler = StackSampler(threading.get_ident(), 0.04, phase_provider=provider, brief_switch=True)
+    sampler.start()
+    seen: set[float] = set()
+    try:
+        assert sys.getswitchinterval() == before  # not lowered when sampling starts
+        while len(at_samples) < 3:  # pure Python: only the lowered interval lets a sample in
+            seen.add(sys.getswitchinterval())
+    finally:
+        raw = sampler.stop()
+    assert sys.getswitchinterval() == before
+    assert at_samples and all(v == pytest.approx(0.0002) for v in at_samples), at_samples
+    assert before in seen  # the program's own between the samples
+    assert raw.clocked and raw.samples >= 3
+    # The program sets its own while sampling: kept, never overwritten by our restore.
+    sampler = StackSampler(threading.get_ident(), INTERVAL_S, brief_switch=True).start()
+    try:
+        sys.setswitchinterval(0.003)
+        spin(0.1)
+    finally:
+        sampler.stop()
+        now = sys.getswitchinterval()
+        sys.setswitchinterval(before)
+    assert now == pytest.approx(0.003)
+
+
 def test_a_sampler_that_never_resumed_reports_nothing():
     sampler = StackSampler(threading.get_ident(), INTERVAL_S)
     sampler.start(paused=True)

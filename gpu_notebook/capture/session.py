@@ -11,6 +11,7 @@ import dataclasses
 import gzip
 import itertools
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -73,9 +74,11 @@ class CaptureOptions:
     # After those few steps ("window"), a second sampler goes on at 25 Hz over the rest of the
     # run, paused while a later window records: work the step repeats inside a framework's loop
     # (Lightning's self.log, the HF Trainer's logging, issue 26) needs more samples than a few
-    # steps give. It leaves the program its own switch interval (the program may read it), so
-    # its samples lean toward GIL-releasing calls: they say only that the framework's logging
-    # ran (Run.framework_stacks), never a share nor a hot line (stacks.py, "The sparse sampler").
+    # steps give. Under a framework's loop its clock is jittered and the switch interval is
+    # lowered only from just before each sample until it is taken (the program keeps its own
+    # the rest of the time), so its samples fall where the clock says: they give the
+    # framework's share (Run.framework_stacks), never a hot line (stacks.py, "The sparse
+    # sampler"). Elsewhere it leaves the switch interval alone: a count, no share.
     trickle_stack_interval_s: float = 0.04
     # Later profiler windows over a long cell (profiler.WindowSchedule: spaced, bounded).
     more_windows: bool = True
@@ -121,6 +124,8 @@ WAIT_MIN_STEP_S = 0.001
 MEMORY_EVERY_STEPS = 16
 
 _EXPORT_COUNTER = itertools.count(1)
+# Frameworks whose loop the sparse sampler's clocked samples measure (their logging's share).
+_FRAMEWORK_MODULES = ("lightning", "pytorch_lightning", "transformers")
 
 THREAD_WINDOW_NOTE = (
     "the steps ran on a thread the cell started: timed by the step clock's hooks, "
@@ -502,12 +507,18 @@ class CaptureSession:
                 self._trickle.resume()
 
     def _start_trickle(self) -> None:
-        """The rest of the run, sparsely, at the program's own switch interval."""
+        """The rest of the run, sparsely. Under a framework's loop (Lightning, the HF Trainer:
+        the share its samples give is the framework's, rules/step_logging.py), on a jittered
+        clock with the switch interval ours only from just before each sample until it is
+        taken; elsewhere at the program's own switch interval throughout, so that a plain
+        script that reads it at its end reads its own (stacks.py, "The sparse sampler")."""
+        framework = any(name in sys.modules for name in _FRAMEWORK_MODULES)
         self._trickle = StackSampler(
             self._thread_id,
             self.options.trickle_stack_interval_s,
             root_codes=self._stack_root_codes,
-            switch_interval_s=None,
+            switch_interval_s=0.0002 if framework else None,
+            brief_switch=framework,
         ).start()
 
     def _stop_sampler(self, sampler: StackSampler | None, what: str, lost: str) -> RawStacks | None:

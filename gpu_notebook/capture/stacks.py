@@ -30,16 +30,23 @@ from outside:
   since the previous one (unweighted, a pure-Python loop got 54% of the time instead of 77%).
 
 **The sparse sampler.** After the few densely sampled steps, a default run goes on with a second
-sampler at 25 Hz that leaves the interpreter's switch interval alone (``switch_interval_s=None``):
-over the rest of a run the program would see ours (a script that reads it at its end did), and
-other busy Python threads would switch 25 times as often. Without it the first bias above is
-whole: a sample that wakes while the thread runs pure Python lands on the next GIL-releasing
-call, up to 5 ms later, which may lie inside a framework's logging or outside it. Its samples
-are therefore kept apart (``Run.framework_stacks``): they never reach the hot lines (mixed in,
-``loss = model(x)...`` outranked the pure-Python line that took most of a step on a loaded
-machine, issue 26), and they say only *that* a framework's logging ran, never its share: their
-count leaned both ways against the same spans sampled at 0.2 ms (Lightning self.log 0.60 vs
-0.65, an HF Trainer's logging 0.06 vs 0.04; benchmarks/README.md).
+sampler at 25 Hz (``brief_switch=True``). Left at the program's own switch interval throughout
+(7ab2f81), a sample that woke while the thread ran pure Python landed on the next GIL-releasing
+call, up to 5 ms later, inside a framework's logging or outside it: its count leaned both ways
+(an HF Trainer's logging every step read 1.49x its share sampled densely, benchmarks/README.md).
+Held low throughout, the program would see ours over the whole run (a script that reads it at
+its end did) and other busy Python threads would switch more often. So the interval is ours only
+from just before each sample until it is taken: the sampler wakes the program's own interval
+(plus 1 ms) ahead, lowers it (that wake may be late, it decides nothing), sleeps to the sample's
+time, which it then waits at most 0.2 ms for, and restores the program's value (unless the
+program set its own meanwhile). The clock is jittered (0.5-1.5 intervals) so that it cannot lock
+to a step of a fixed period. Where a sample falls then does not depend on the program, and the
+samples (``RawStacks.clocked``) give the framework's share. The program may still read ours in
+those spans (about 6 ms in each 40: a plain script that read it at its end would see it 15% of
+the time), so the session samples this way only when Lightning or transformers is imported, and
+at the program's own interval throughout otherwise (a count, no share). They are kept apart
+(``Run.framework_stacks``) and never reach the hot lines (mixed in, ``loss = model(x)...``
+outranked the pure-Python line that took most of a step on a loaded machine, issue 26).
 
 A C call that *holds* the GIL throughout (``torch.tensor`` of nested lists, ``json.dumps``) can
 not be sampled inside at all: its time lands on the line where the GIL is next released, or
@@ -69,6 +76,7 @@ that only runs past the cap). Samples that caught the target thread inside this 
 from __future__ import annotations
 
 import bisect
+import random
 import sys
 import threading
 import time
@@ -189,6 +197,7 @@ class StackSampler:
         cell_filename: str | None = None,
         root_codes: Collection[CodeType] | None = None,
         switch_interval_s: float | None = 0.0002,
+        brief_switch: bool = False,
     ) -> None:
         if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
             raise ValueError(
@@ -203,6 +212,8 @@ class StackSampler:
         self.phase_provider = phase_provider
         self.cell_filename = cell_filename
         self.switch_interval_s = switch_interval_s
+        self.brief_switch = brief_switch and switch_interval_s is not None
+        self._jitter = random.Random()  # never the program's own `random` state
         self._saved_switch_s: float | None = None  # the interpreter's own, while ours is set
         roots = default_root_codes() if root_codes is None else tuple(root_codes)
         self._root_ids = frozenset(id(code) for code in roots)
@@ -315,7 +326,8 @@ class StackSampler:
         if active and not self._active:
             self._active_since = now
             self._last_sample_ns = time.perf_counter_ns()
-            self._lower_switch_interval()
+            if not self.brief_switch:
+                self._lower_switch_interval()
             self._resume_event.set()
         elif not active and self._active:
             self._duration_s += now - self._active_since
@@ -345,6 +357,7 @@ class StackSampler:
     def _run(self) -> None:
         cpu0 = time.thread_time()
         interval = self.interval_s
+        brief = self.brief_switch
         try:
             next_t = time.perf_counter()
             while not self._stopping:
@@ -352,7 +365,13 @@ class StackSampler:
                     self._resume_event.wait()
                     next_t = time.perf_counter()
                     continue
-                next_t += interval
+                if brief:
+                    # A jittered clock (no lock-step with a step of a fixed period), the switch
+                    # interval ours only from just before each sample until it is taken.
+                    next_t += interval * self._jitter.uniform(0.5, 1.5)
+                    self._lower_before(next_t)
+                else:
+                    next_t += interval
                 delay = next_t - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)  # returns once this thread holds the GIL again
@@ -362,12 +381,28 @@ class StackSampler:
                 with self._lock:
                     if self._active:
                         self._sample(late_ns)
+                    if brief:
+                        self._restore_switch_interval()
         except BaseException as exc:  # noqa: BLE001 - re-raised by stop(): a failing provider is the caller's
             self._error = exc
             with self._lock:
                 self._set_active(False)
+                self._restore_switch_interval()
         finally:
             self._cpu_s = time.thread_time() - cpu0
+
+    def _lower_before(self, sample_t: float) -> None:
+        """Lower the switch interval ahead of the sample due at ``sample_t``: by the program's
+        own interval (the longest this thread may wait for the GIL to lower it) and 1 ms more,
+        so that the sample itself waits at most ours and falls when the clock says, wherever
+        the program is, not on its next GIL-releasing call."""
+        lead = sys.getswitchinterval() + 0.001
+        delay = sample_t - lead - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        with self._lock:
+            if self._active:
+                self._lower_switch_interval()
 
     def _sample(self, late_ns: int = 0) -> None:
         """One sample of the target thread, from the sampler thread."""
@@ -549,6 +584,7 @@ class StackSampler:
             outside_samples=outside[0],
             outside_us=outside[1],
             sampler_cpu_s=self._cpu_s if not thread_alive else 0.0,
+            clocked=self.brief_switch,
         )
 
 

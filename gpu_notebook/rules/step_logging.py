@@ -85,6 +85,7 @@ class FrameworkOverhead(Said):
     bound: float | None
     advice: tuple[Advice, ...]  # empty: the settings already log rarely
     settings: tuple[str, ...]  # the framework settings the source sets, ``key=value``
+    sparse: int = 0  # of ``samples``: the clocked ones over the rest of the run (_sampled)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class FrameworkSeen(Said):
     needed: int  # dense samples a share needs
     labels: tuple[str, ...]  # ids of _OVERHEAD, most samples first
     advice: tuple[Advice, ...]
+    clocked: bool = False  # the sparse samples fell on a clock (too few of all for a share)
 
 
 def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -183,20 +185,22 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     iterator's frame counts only for its own time (``_ITERATOR``). Stacks past the
     sampler's ``max_stacks`` are not seen: the share is a lower figure.
     """
-    raw = run.stacks
-    if raw is None or raw.time_us <= 0 or not raw.stacks:
+    sampled = _sampled(run)
+    if not sampled:
         return _seen(run, 0, facts)
     # Imports are never the loop: a script's `import lightning` (92% of a `--lines all` run's
     # samples) divided the logging's share down to nothing (issue 26, unseen round 3).
-    samples, loop_us = _loop(raw)
+    loops = [_loop(raw) for raw in sampled]
+    samples, loop_us = sum(n for n, _us in loops), sum(us for _n, us in loops)
     if samples < MIN_LINE_SAMPLES or loop_us <= 0:
         # A share read off a handful of samples measures nothing (one sample in a logging call
         # read "100%, up to 10x" [high]): the rule of three, as for a line's share.
-        return _seen(run, samples, facts)
+        return _seen(run, loops[0][0] if sampled[0] is run.stacks else 0, facts)
     by_label: dict[str, int] = {}
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
-    _count_overhead(raw, by_label, functions, frameworks)
+    for raw in sampled:
+        _count_overhead(raw, by_label, functions, frameworks)
     total = sum(by_label.values())
     overhead = total / loop_us
     severity = severity_of(overhead, low=SUGGEST)
@@ -215,26 +219,42 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
         bound,
         tuple(fixes),
         _settings_now(facts),
+        sum(n for raw, (n, _us) in zip(sampled, loops, strict=True) if raw is not run.stacks),
     )
     if not fixes:
         return found("logging.framework_overhead", "info", said)
     return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
 
 
-# The sparse samples (Run.framework_stacks) say that the framework's logging ran, never how
-# much of the step it took: at least this many of them, and this share of the loop's.
+def _sampled(run: Run) -> list[RawStacks]:
+    """The stacks whose time split is a share: the dense samples after the window (or over the
+    whole cell), and the sparse ones over the rest of the run where they fell on a clock
+    (``RawStacks.clocked``: 25 Hz, jittered, the switch interval lowered just before each, so
+    where a sample falls does not depend on where the program releases the GIL). Each sample
+    weighs the wall time since the one before it, so the two spans add up by their durations.
+    A sparse sampler at the program's own switch interval (a run recorded before) leans: its
+    samples only say that the logging ran (``_seen``)."""
+    out = [run.stacks] if run.stacks is not None else []
+    sparse = run.framework_stacks
+    if sparse is not None and sparse.clocked:
+        out.append(sparse)
+    return [raw for raw in out if raw.time_us > 0 and raw.stacks]
+
+
+# The sparse samples (Run.framework_stacks) of a run that leaned (not clocked), or too few of
+# any: they say that the framework's logging ran, not how much of the step it took: at least
+# this many of them, and this share of the loop's.
 MIN_SEEN = 3
 
 
 def _seen(run: Run, dense: int, facts: SourceFacts) -> Finding | None:
-    """Framework logging caught by a default run's sparse samples, where the few dense ones
-    after the profiler window cannot read its share (issue 26: a short Lightning fit logging
-    every step got 2-16 of them and no word of its self.log).
-
-    Sampled at the program's own switch interval, a sample lands late wherever the step runs
-    pure Python, on the next call that releases the GIL, inside or outside the framework's
-    frames: their count leans either way (measured, benchmarks/README.md), so it says the
-    logging ran, and the fix, at no level and no gain; ``--lines all`` measures its share.
+    """Framework logging caught by a default run's sparse samples, where the samples cannot
+    read its share (issue 26: a short Lightning fit logging every step got 2-16 dense samples
+    and no word of its self.log): too few of them with the dense ones, or (a run recorded
+    before they were clocked) taken at the program's own switch interval, where a sample lands
+    late wherever the step runs pure Python, on the next call that releases the GIL: their
+    count leaned either way (benchmarks/README.md). It says the logging ran, and the fix, at no
+    level and no gain; ``--lines all`` measures its share.
     """
     raw = run.framework_stacks
     if raw is None or not raw.stacks:
@@ -254,7 +274,9 @@ def _seen(run: Run, dense: int, facts: SourceFacts) -> Finding | None:
     if not advice:
         return None  # the settings already log rarely: nothing to turn down, no share to say
     labels = tuple(sorted(by_label, key=lambda k: -by_label[k]))
-    seen = FrameworkSeen(hits, samples, dense, MIN_LINE_SAMPLES, labels, tuple(advice))
+    seen = FrameworkSeen(
+        hits, samples, dense, MIN_LINE_SAMPLES, labels, tuple(advice), clocked=raw.clocked
+    )
     return found("logging.framework_overhead", "info", seen)
 
 

@@ -151,9 +151,15 @@ def _fixes(advice: tuple[Advice, ...]) -> list[str]:
 
 @worder(FrameworkOverhead)
 def framework_overhead(s: FrameworkOverhead) -> Words:
+    where = (
+        f"{s.samples - s.sparse} over the steps after the profiler window, {s.sparse} over the "
+        "rest of the run at 25 Hz on a jittered clock"
+        if s.sparse
+        else ""
+    )
     evidence = [
         f"framework logging, callbacks and progress bars: {fmt_share(s.overhead)} of the sampled time "
-        f"({s.samples} stack samples)",
+        f"({s.samples} stack samples{': ' + where if where else ''})",
         "; ".join(f"{LABELS[label]}: {fmt_share(part)}" for label, part in s.parts),
         "where: " + ", ".join(f"{name} ({fmt_share(part)})" for name, part in s.top),
         f"gain if they run every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that share)",
@@ -181,6 +187,19 @@ def framework_overhead(s: FrameworkOverhead) -> Words:
 @worder(FrameworkSeen)
 def framework_seen(s: FrameworkSeen) -> Words:
     names = ", ".join(LABELS[label] for label in s.labels)
+    if s.clocked:
+        caught = (
+            f"{names}: in {s.hits} of the {s.samples} stack samples taken over the run; with the "
+            f"{s.dense} taken over the steps after the profiler window, too few for a share (it "
+            f"needs {s.needed})"
+        )
+        return words(
+            "The framework logs or draws progress inside its loop: its share was not measured",
+            [caught],
+            "; ".join(_fixes(s.advice))
+            + ". To measure its share first, sample the whole run (`--lines all`).",
+            FRAMEWORK_SOURCE,
+        )
     return words(
         "The framework logs or draws progress inside its loop: its share was not measured",
         [

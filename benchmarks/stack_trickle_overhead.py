@@ -6,7 +6,9 @@ the window with, a second sampler goes on at ``CaptureOptions.trickle_stack_inte
 program's own switch interval) and ``off`` (no second sampler, as before:
 ``CaptureSession._start_trickle`` does nothing). Figure: median of the paired ratios of the
 loop's process CPU time.
-``python benchmarks/stack_trickle_overhead.py [--steps N] [--rounds R] [--interval S]``
+``--framework``: sample as under a framework's loop (a jittered clock, the switch interval lowered
+around each sample; the session does so when Lightning or transformers is imported).
+``python benchmarks/stack_trickle_overhead.py [--steps N] [--rounds R] [--interval S] [--framework]``
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--interval", type=float, default=None, help="the sparse interval (s) to try")
+    ap.add_argument("--framework", action="store_true", help="the clocked sampler, lowered briefly")
     args = ap.parse_args()
+    if args.framework:
+        se._FRAMEWORK_MODULES = ("sys",)  # always imported: as under Lightning or transformers
     ip = globalipapp.get_ipython()
     ip.run_cell("%load_ext gpu_notebook")
     ip.run_cell(SETUP)

@@ -291,7 +291,9 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         return Verdict(
             category="unknown",
             headline="No training step was detected in this cell.",
-            more_gpus="Unknown: gpucheck needs a loop that calls a model, an optimizer or a DataLoader.",
+            more_gpus="Unknown: gpucheck counts steps at an optimizer's step, a DataLoader's "
+            "batches or a backward pass (loss.backward(), torch.autograd.grad); this cell ran "
+            "none of them.",
             evidence=(f"{run.steps.step_count} step(s) seen by the step clock",),
             confidence="low",
         )

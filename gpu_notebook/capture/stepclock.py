@@ -7,7 +7,8 @@ highest-priority kind seen so far ends a step (the *anchor*):
    optimizer step, so gradient accumulation (several forward/backward per step) and closure
    optimizers (LBFGS calls forward/backward many times inside ``step``) count right;
 2. ``dataloader`` — ``DataLoader`` iterator ``__next__``: inference loops, manual SGD with a loader;
-3. ``backward`` — ``torch.autograd.backward``: manual updates, models without an optimizer.
+3. ``backward`` — ``torch.autograd.backward``, and ``torch.autograd.grad`` (which
+   ``torch.func.grad`` calls): manual updates, models without an optimizer.
 
 There are no module hooks (the ``forward`` anchor of older records is never set now): global
 module hooks are part of what dynamo traces — a ``torch.compile``d model warned, guarded on them
@@ -274,6 +275,9 @@ class StepClock:
                 self._dynamo_watch = ImportWatch(["torch._dynamo"], self._watch_compiles).start()
             self._patch("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
             self._patch("backward", torch.autograd, "backward", self._wrap_backward)
+            # A backward pass that returns the gradients (a manual update, torch.func.grad,
+            # which calls it, under vmap too): counted as loss.backward() is.
+            self._patch("grad", torch.autograd, "grad", self._wrap_grad)
         except BaseException:
             self.uninstall()
             raise
@@ -487,8 +491,9 @@ class StepClock:
                 if handle is not None:
                     handle.remove()
         self._lean_optimizer = keep_opt and "opt_pre" in self._handles
-        if self.anchor != "backward" and "backward" in self._patches:
-            self._unpatch("backward")
+        for key in ("backward", "grad"):
+            if self.anchor != "backward" and key in self._patches:
+                self._unpatch(key)
 
     def retime(self) -> None:
         """Time every phase again after ``lean()`` (steps grew long enough to afford it)."""
@@ -505,6 +510,7 @@ class StepClock:
         for key, owner, name, make in (
             ("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next),
             ("backward", torch.autograd, "backward", self._wrap_backward),
+            ("grad", torch.autograd, "grad", self._wrap_grad),
         ):
             current = owner.__dict__.get(name, getattr(owner, name, None))
             if key not in self._patches and not hasattr(current, "__wrapped__"):
@@ -676,15 +682,16 @@ class StepClock:
             self._loader_batches[key] = self._loader_batches.get(key, 0) + self._iterator_batches
         self._iterator_batches = 0
 
-    def _wrap_backward(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap_grad(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        return self._wrap_backward(original, key="grad")
+
+    def _wrap_backward(
+        self, original: Callable[..., Any], key: str = "backward"
+    ) -> Callable[..., Any]:
         clock = self
 
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if (
-                "backward" in clock._inert
-                or threading.get_ident() != clock._tid
-                or clock._in_backward
-            ):
+            if key in clock._inert or threading.get_ident() != clock._tid or clock._in_backward:
                 return original(*args, **kwargs)
             start = time.perf_counter_ns()
             if clock._last_mark_ns and not clock._lean:
@@ -1362,7 +1369,7 @@ def _inert_after_fork() -> None:
         clock.anchor_listener = None
         clock.read_waits = False
         clock.read_stalls = False
-        clock._inert.update(("dataloader", "backward"))
+        clock._inert.update(("dataloader", "backward", "grad"))
     _CLOCKS.clear()
     for fd in tables:
         with contextlib.suppress(Exception):  # the child runs as without us, uncounted

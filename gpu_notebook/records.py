@@ -723,7 +723,9 @@ class Finding:
 class SampleComparison:
     """Two runs' step-time distributions compared (analysis.compare_samples)."""
 
-    speedup: float  # throughput after / before, from the mean steps (> 1: faster)
+    # Throughput after / before (> 1: faster), from each run's step figure: the median of its
+    # fifths' mean steps, its mean step in a short run (analysis.compare_samples.run_step).
+    speedup: float
     low: float  # the range it lies in (seeded block bootstrap, widened by run-to-run spread)
     high: float
     outcome: Literal["faster", "no measurable change", "slower"]

@@ -4,9 +4,12 @@ One run is one sample of a noisy measurement. A before/after that divides two me
 "2.55x" when the machine merely got quieter between the cells. Here:
 
 - the speedup is throughput after over throughput before (samples/s, steps/s when the batch is
-  unknown) from the mean step, with a *seeded* moving-block bootstrap interval (steps are not
-  independent: two DataLoader workers make them alternate, a checkpoint repeats, so blocks of
-  neighbouring steps are resampled together); the same inputs give the same range every time;
+  unknown) from each run's step figure (``run_step``: the median of its fifths' mean steps, so a
+  burst of another process's load over a stretch of steps does not carry it; the mean step in a
+  short run), with a *seeded* moving-block bootstrap interval of the mean steps moved to that
+  figure (steps are not independent: two DataLoader workers make them alternate, a checkpoint
+  repeats, so blocks of neighbouring steps are resampled together); the same inputs give the
+  same range every time;
 - two separate runs differ even when nothing changed (caches, clocks, the allocator):
   ``RUN_TO_RUN`` widens the interval by that much on each side before it is read;
 - when the steps carry the machine's load (other processes' cores, analysis.interference),
@@ -40,6 +43,7 @@ __all__ = [
     "measurable",
     "ruled_out",
     "run_margin",
+    "run_step",
     "uncertain",
 ]
 
@@ -155,8 +159,30 @@ def _interval(
     a = _block_means(after, rng, resamples)
     ratios = batch_ratio * b / np.maximum(a, 1e-12)
     tail = (1.0 - LEVEL) / 2 * 100
-    point = batch_ratio * float(before.mean()) / max(float(after.mean()), 1e-12)
-    return point, float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))
+    means = batch_ratio * float(before.mean()) / max(float(after.mean()), 1e-12)
+    point = batch_ratio * run_step(before) / max(run_step(after), 1e-12)
+    # The resampled means' spread, moved to the figure (it holds it as it held the means').
+    moved = point / means
+    low = float(np.percentile(ratios, tail)) * moved
+    high = float(np.percentile(ratios, 100 - tail)) * moved
+    return point, min(point, low), max(point, high)
+
+
+# A run's figure from its parts: this many, each of at least this many steps (fewer: the mean).
+FIGURE_PARTS = 5
+FIGURE_PART_STEPS = 8
+
+
+def run_step(step_s: np.ndarray) -> float:
+    """A run's step figure: the median of its fifths' mean steps (its throughput, part by part),
+    or its mean step where a fifth would have fewer than ``FIGURE_PART_STEPS`` steps. A burst of
+    another process's load over a stretch of steps lands in one or two fifths and leaves the
+    median where the rest of the run is; the run's mean carries it (10% of the steps slowed 3x:
+    +20%, ``benchmarks/round_estimator.py``). Means, not step medians: a loader with workers
+    gives steps of two kinds whose median says nothing of the run's time."""
+    if len(step_s) < FIGURE_PARTS * FIGURE_PART_STEPS:
+        return float(step_s.mean())
+    return float(np.median([part.mean() for part in np.array_split(step_s, FIGURE_PARTS)]))
 
 
 def _similar_load(

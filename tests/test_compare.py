@@ -311,3 +311,26 @@ def test_a_fix_run_after_says_it_against_the_models_bound():
         said = " ".join(e for f in findings_after(proposer, fixed, compare(proposer, fixed))
                         for e in f.evidence)  # fmt: skip
         assert "up to 3.50x" in said and "4.55x" not in said
+
+
+def test_the_text_before_after_puts_no_on_core_factor_beside_wall_medians():
+    """u6nb (a busy machine): "step time 13.6 ms -> 14.6 ms   measured 1.21x" read as a
+    contradiction: the factor counts each step without its wait for a core, the medians are
+    wall times. The factor is then said once, on the outcome line with its counting note; a
+    comparison of wall times keeps it on the step-time row."""
+    import dataclasses
+
+    from gpu_notebook.views.text import render_comparison
+
+    before = _preempted_report(0.0008, seed=101)
+    after = _preempted_report(0.0005, seed=201)
+    c = dataclasses.replace(compare(before, after), step_median_s=0.0009)  # wall: slower
+    assert c.samples is not None and c.samples.own_time and c.samples.speedup > 1.3
+    text = render_comparison(c)
+    (row,) = [line for line in text.splitlines() if "step time" in line]
+    assert "measured" not in row
+    assert f"measured {c.samples.speedup:.2f}x" in text and "waited for a core" in text
+    wall = compare(before, _preempted_report(0.0005, seed=2, children=2))
+    assert wall.samples is not None and not wall.samples.own_time
+    (row,) = [line for line in render_comparison(wall).splitlines() if "step time" in line]
+    assert f"measured {wall.speedup:.2f}x" in row

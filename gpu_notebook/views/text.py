@@ -274,9 +274,12 @@ def render_comparison(c: Comparison) -> str:
 
     c = printable_record(c)
     lines = ["Before / after:"]
+    # A factor of steps counted without their wait for a core is no ratio of these wall medians:
+    # said once, on the outcome line with its counting note.
+    on_core = c.samples is not None and c.samples.own_time
     lines.append(
         f"  step time   {fmt_seconds(c.baseline_step_median_s):>9} -> {fmt_seconds(c.step_median_s):>9}"
-        + (f"   measured {c.speedup:.2f}x" if c.speedup is not None else "")
+        + (f"   measured {c.speedup:.2f}x" if c.speedup is not None and not on_core else "")
         + (f"   (predicted: {predicted_gain(c)})" if c.predicted_bound is not None else "")
     )
     if c.baseline_samples_per_s is not None and c.samples_per_s is not None:

@@ -285,6 +285,11 @@ class ProfileWindow:
     # Stepped aside for a torch profiler already recording as the cell started (an earlier
     # cell's, a library's): the step times include what it costs.
     profiler_before_cell: bool = False
+    # Each recorded step's wait for a core (s), from ``first_step`` on: the loop thread's
+    # schedstat run_delay read at the step marks the trace holds, so each figure covers the
+    # trace's own step, not the step clock's (whose boundaries lie up to a time slice away).
+    # None: not read (no /proc schedstat, the marks on another thread, an older record).
+    step_waits_s: tuple[float, ...] | None = None
 
 
 # ---- the stack sampler's counts (capture/stacks.py fills them; analysis/lines.py reads them)
@@ -833,6 +838,10 @@ class HostOverhead:
     # where one nests another; analysis.host._matmul_floor_us): what compiling the model leaves
     # of its work. None: not read.
     matmul_floor_us: float | None = None
+    # The share of the traced steps' wall time the host thread waited for a core (schedstat
+    # run_delay at the window's step marks): other processes' load, taken out of the shares
+    # above. None: not measured (no Linux schedstat, an older record).
+    core_wait_share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from gpu_notebook.analysis.compare_samples import run_margin
-from gpu_notebook.analysis.interference import own_time_phases, wait_share
+from gpu_notebook.analysis.interference import marked_waits, own_time_phases, wait_share
 from gpu_notebook.analysis.machine import machine_facts
 from gpu_notebook.analysis.own_cost import disturbed_steps, instrumentation_factor
 from gpu_notebook.analysis.steps import hook_phases, run_phase, steady_steps, step_stats
@@ -38,7 +38,9 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         # Each step's wait for a core, where the step clock read it: the host figures take
         # what of it fell between calls out of the gaps (it is no Python).
         waits = {s.index: wait_share(s) for s in run.steps.steps if s.wait_s}
-        phases, gpu, ops, host = trace_figures(traces.load(run.window.trace_path), waits)
+        phases, gpu, ops, host = trace_figures(
+            traces.load(run.window.trace_path), waits, marked_waits(run.window)
+        )
         from gpu_notebook.analysis.recompute import recompute as read_recompute
 
         recomputed = read_recompute(traces.load(run.window.trace_path), phases)
@@ -226,15 +228,18 @@ def analyze_trace_file(
 
 
 def trace_figures(
-    trace: Trace, waits: Mapping[int, float] | None = None
+    trace: Trace,
+    waits: Mapping[int, float] | None = None,
+    window_waits_s: Mapping[int, float] | None = None,
 ) -> tuple[PhaseBreakdown | None, GpuTimeline | None, tuple[OpStat, ...], HostOverhead | None]:
     """``analyze_trace_file``'s figures and the host overhead of the traced steps (``waits``:
-    each step's share waiting for a core, by step index, ``host_overhead``'s)."""
+    each step's share waiting for a core, by step index; ``window_waits_s``: each traced
+    step's wait read at its marks; ``host_overhead``'s)."""
     from gpu_notebook.analysis.gpu_timeline import gpu_timeline
     from gpu_notebook.analysis.host import host_overhead
     from gpu_notebook.analysis.ops import top_ops
     from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
 
     phases = phase_breakdown(trace)
-    host = host_overhead(trace, phases, find_host_thread(trace), waits)
+    host = host_overhead(trace, phases, find_host_thread(trace), waits, window_waits_s)
     return phases, gpu_timeline(trace), top_ops(trace, n=10), host

@@ -18,12 +18,20 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from gpu_notebook.records import PhaseBreakdown, Run, Sample, StepPhases, StepTiming
+from gpu_notebook.records import (
+    PhaseBreakdown,
+    ProfileWindow,
+    Run,
+    Sample,
+    StepPhases,
+    StepTiming,
+)
 
 __all__ = [
     "BUSY_CORES",
     "busy_steps",
     "counted_step_times",
+    "marked_waits",
     "others_cores",
     "own_phase_split",
     "own_step_times",
@@ -107,6 +115,16 @@ def run_wait_readings(
     mid = np.fromiter((s.start_s + s.duration_s / 2 for s in steps), dtype=float)
     at = np.clip(np.searchsorted(np.asarray(t), mid, side="left"), 0, len(t) - 1)
     return at, np.asarray(w, dtype=float)
+
+
+def marked_waits(window: ProfileWindow) -> dict[int, float] | None:
+    """Each recorded step's wait for a core (s) by step index, as the window read it at the
+    trace's own step marks (``ProfileWindow.step_waits_s``): the trace's steps exactly, where
+    the step clock's waits (read at its own step ends) fall up to a time slice off them. None:
+    not read."""
+    if window.step_waits_s is None or window.first_step is None:
+        return None
+    return {window.first_step + k: w for k, w in enumerate(window.step_waits_s)}
 
 
 def own_step_times(steps: Sequence[StepTiming]) -> np.ndarray | None:

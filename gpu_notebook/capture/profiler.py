@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -177,6 +178,16 @@ def _no_new_warning_filters() -> Iterator[None]:
             warnings._filters_mutated()  # type: ignore[attr-defined]  # drop the cached lookups
 
 
+def run_delay_ns() -> int | None:
+    """The calling thread's wait for a core so far (Linux schedstat run_delay: runnable, not
+    running), ns; None where it cannot be read (no /proc: macOS, Windows)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def profiler_active() -> bool:
     """True when any torch autograd/Kineto profiler is recording in this process."""
     import torch
@@ -215,6 +226,8 @@ class ProfilerWindow:
         self._prof: Any = None
         self._first_step: int | None = None
         self._last_step: int | None = None
+        # (native thread id, schedstat run_delay ns or None) read at each step mark.
+        self._marks: list[tuple[int, int | None]] = []
         self._status: WindowStatus = "not-reached"
         self._message: str | None = None
         self._before_cell = False  # stepped aside for a profiler on as the cell started
@@ -288,6 +301,7 @@ class ProfilerWindow:
             self._cooldown = True
         self._first_step = None
         self._last_step = None
+        self._marks.clear()
 
     def guard(self) -> None:
         """Watch the ways torch starts a profiler: one the cell starts makes ours stop first.
@@ -384,16 +398,31 @@ class ProfilerWindow:
         self._cpu0_ns = time.thread_time_ns()
         self._first_step = step_index
         self._last_step = step_index
+        self._marks.clear()
         self._mark(step_index)
         if self.on_start is not None:
             self.on_start()
 
-    @staticmethod
-    def _mark(step_index: int) -> None:
+    def _mark(self, step_index: int) -> None:
         import torch
 
         with torch.autograd.profiler.record_function(markers.STEP_MARK_PREFIX + str(step_index)):
             pass
+        # Right after the mark: the wait between two marks is the trace step's own.
+        self._marks.append((threading.get_native_id(), run_delay_ns()))
+
+    def _step_waits_s(self, recorded: int) -> tuple[float, ...] | None:
+        """Each recorded step's wait for a core, from the marks' readings; None where one was
+        not read or the marks ran on different threads (counters of another thread)."""
+        marks = self._marks[: recorded + 1]
+        if recorded <= 0 or len(marks) < recorded + 1 or len({tid for tid, _ in marks}) != 1:
+            return None
+        delays = [ns for _, ns in marks]
+        if any(ns is None for ns in delays):
+            return None
+        return tuple(
+            max(0, (b or 0) - (a or 0)) / 1e9 for a, b in zip(delays, delays[1:], strict=False)
+        )
 
     def _stop(self, *, complete: bool) -> None:
         recorded = self._recorded_steps()
@@ -470,6 +499,7 @@ class ProfilerWindow:
             trace_path=None,  # set by the session once export() has written the file
             message=message,
             profiler_before_cell=self._before_cell,
+            step_waits_s=self._step_waits_s(recorded),
         )
 
 

@@ -66,6 +66,8 @@ def tiny_ops(s: TinyOps) -> Words:
         f"host time between operators: {fmt_share(s.residual or 0.0)} of the step ({phase_source(s.phases)}); "
         "the rest of the overhead sits inside every phase",
     ]
+    if host is not None:
+        evidence.extend(_core_wait(host.core_wait_share))
     if s.median_s is not None:
         evidence.append(f"median step {s.median_s * 1e3:.2f} ms with batch {s.batch}")
     k = s.factor
@@ -230,3 +232,22 @@ def unfused_optimizer(s: UnfusedOptimizer) -> Words:
         "(they sum in another order: the loss can differ in its last digits).",
         "TraceML step_time policy (warn 10%); PyTorch optim docs (foreach/fused implementations)",
     )
+
+
+# A wait for a core under this share of the traced steps is not said: a quiet machine's.
+_CORE_WAIT_SAID = 0.05
+
+
+def _core_wait(share: float | None) -> list[str]:
+    """The traced steps' wait for a core, as its own item: the machine's load, not the code's."""
+    if share is None:
+        return [
+            "waiting for a core: not measured here (no Linux schedstat); other processes' "
+            "load, if any, stays in the shares above"
+        ]
+    if share < _CORE_WAIT_SAID:
+        return []
+    return [
+        f"waiting for a core: {fmt_share(share)} of the traced steps' time (other processes "
+        "load this machine), taken out of the shares above: they are the code's own split"
+    ]

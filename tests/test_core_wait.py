@@ -43,14 +43,18 @@ def test_a_loaded_window_reads_the_quiet_split_with_its_waits_read_at_its_marks(
     others) and 88-91% (two spinners beside it) of the traced steps: the step clock's waits,
     mapped to the trace's steps by index, fell a step off (its step 4 held the trace's step
     3's 33 ms), and loaded_b read Python between operators 13% against 24% quiet. Read at the
-    trace's own marks, each step's wait is its own: the loaded windows read the quiet split."""
+    trace's own marks, each step's wait is its own: the loaded windows read the quiet
+    overhead, and every step's reading stays a share of the step (its range decides near the
+    50% line). What stays: a loaded machine runs the code slower on the core too (no wait
+    schedstat sees), and gaps count up to 4x their floor: Python between operators reads
+    within 10 points of quiet, not equal."""
     quiet, _, _ = _host("quiet", marks=True)
     busy, phases, meta = _host(label, marks=True)
     assert quiet is not None and busy is not None
     overhead = busy.between_ops_share + busy.small_op_share
-    assert overhead == pytest.approx(quiet.between_ops_share + quiet.small_op_share, abs=0.02)
-    assert busy.between_ops_share == pytest.approx(quiet.between_ops_share, abs=0.05)
-    assert (busy.overhead_share_high or 0.0) <= 1.0
+    assert overhead == pytest.approx(quiet.between_ops_share + quiet.small_op_share, abs=0.03)
+    assert busy.between_ops_share == pytest.approx(quiet.between_ops_share, abs=0.10)
+    assert 0.5 <= (busy.overhead_share_high or 0.0) <= 1.0
     # The item said beside them is the recorded numbers' own: the waits over the steps' time.
     spans_s = sum(p.duration_us for p in phases.steps) / 1e6
     assert busy.core_wait_share == pytest.approx(sum(meta["step_waits_s"]) / spans_s, rel=1e-6)

@@ -14,6 +14,7 @@ are watched for the length of the capture) and the user's runs as it would witho
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -417,12 +418,10 @@ class ProfilerWindow:
         marks = self._marks[: recorded + 1]
         if recorded <= 0 or len(marks) < recorded + 1 or len({tid for tid, _ in marks}) != 1:
             return None
-        delays = [ns for _, ns in marks]
-        if any(ns is None for ns in delays):
+        delays = [ns for _, ns in marks if ns is not None]
+        if len(delays) != len(marks):
             return None
-        return tuple(
-            max(0, (b or 0) - (a or 0)) / 1e9 for a, b in zip(delays, delays[1:], strict=False)
-        )
+        return tuple(max(0, b - a) / 1e9 for a, b in itertools.pairwise(delays))
 
     def _stop(self, *, complete: bool) -> None:
         recorded = self._recorded_steps()

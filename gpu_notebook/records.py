@@ -907,6 +907,10 @@ class OwnTime:
     # over ``1 - w`` where the pool waits ``w`` of its time (rules/run_shape.py reads it only
     # for a pool that wants more threads than the free cores).
     pool_drift: float | None = None
+    # The steps no other process delayed (their wait for a core under ``QUIET_WAIT_SHARE`` of
+    # them), last fifth's median over the first's; None: fewer than ``QUIET_STEPS`` such steps
+    # at either end. Their own time is the code's pace, the pool's waits included in none.
+    quiet_drift: float | None = None
     # Every step carried its wait (read at each step end); False: only the slow ones did (steps
     # too short to read at each end, read after any step over the clock's read level), and the
     # others count their wall time.

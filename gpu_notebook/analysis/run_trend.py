@@ -70,6 +70,11 @@ __all__ = [
 
 # Fewer steps than this after the warm-up: a run too short to have a shape.
 MIN_STEPS = 20
+# A step that waited for a core less than this share of it ran undisturbed (OwnTime.quiet_drift);
+# the scheduler reads the wait to its tick, so not 0.
+QUIET_WAIT_SHARE = 0.05
+# ... and at least this many such steps at each end of the run give their pace.
+QUIET_STEPS = 3
 # The window represents the run when steps like its own hold at least this share of the time.
 REPRESENTS_SHARE = 0.5
 # ... or when this share of the steps themselves is like the window's.
@@ -365,6 +370,12 @@ def _own_time(
     work = np.divide(own * own, dur, out=np.zeros_like(own), where=dur > 0)
     work_first = float(np.median(work[head]))
     pool_drift = float(np.median(work[tail])) / work_first if work_first > 0 else None
+    quiet = (dur - own) <= QUIET_WAIT_SHARE * dur
+    quiet_head, quiet_tail = own[head & quiet], own[tail & quiet]
+    quiet_drift = None
+    if min(len(quiet_head), len(quiet_tail)) >= QUIET_STEPS:
+        quiet_first = float(np.median(quiet_head))
+        quiet_drift = float(np.median(quiet_tail)) / quiet_first if quiet_first > 0 else None
     return OwnTime(
         median_s=median,
         first_median_s=first,
@@ -375,6 +386,7 @@ def _own_time(
         wait_share=max(0.0, waited),
         cpu_drift=cpu_drift,
         pool_drift=pool_drift,
+        quiet_drift=quiet_drift,
         every_step=all(s.wait_s is not None for s in steps),
     )
 

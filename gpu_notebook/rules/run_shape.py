@@ -175,14 +175,16 @@ def _pool_starved(shape: RunShape, analysis: Analysis) -> bool:
     spinner: 7 ms of own time a step became 65 ms as the other job got busier, with 7-10 ms on
     a core throughout); spinning at the region's barrier, that grows too (2 threads, the loop
     waiting 66% then 89% of a step: own time and time on a core both 3-4x), and the work, own
-    time less the share the pool waited (``OwnTime.pool_drift``), stays."""
+    time less the share the pool waited (``OwnTime.pool_drift``), stays; so does the pace of
+    the steps nobody preempted (``OwnTime.quiet_drift``: ~1 ms steps of per-sample gradients,
+    each preempted one 5-50 ms of own time, the pool's)."""
     m = analysis.machine
     own = shape.own
     if m is None or own is None or m.threads_wanted is None:
         return False
     if (m.torch_threads or 1) <= 1 or m.threads_wanted <= m.free_cores + 0.5:
         return False
-    kept = [d for d in (own.cpu_drift, own.pool_drift) if d is not None]
+    kept = [d for d in (own.cpu_drift, own.pool_drift, own.quiet_drift) if d is not None]
     return any(d < DRIFT_FACTOR for d in kept)
 
 

@@ -241,6 +241,33 @@ def test_non_blocking_refuses_when_there_is_no_copy_in_a_loop_or_all_are_done() 
 # --------------------------------------------------------------------------------------------
 
 
+KWARGS_CELL = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+ds = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+loader_kwargs = dict(batch_size=16, shuffle=True)
+dl = DataLoader(ds, **loader_kwargs)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in dl:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_bigger_batch_leaves_a_batch_size_that_comes_from_kwargs() -> None:
+    """u6nb: `DataLoader(ds, **loader_kwargs)` with the batch size in the dict was patched to
+    `DataLoader(ds, **loader_kwargs, batch_size=2)`: a TypeError (batch_size twice), and 2 for
+    16 had it run. The batch size is where the dict is made: a refusal that says so. A batch
+    size written beside the **kwargs is still scaled."""
+    assert "**" in _refusal("bigger_batch", KWARGS_CELL, factor=2)
+    written = KWARGS_CELL.replace("**loader_kwargs", "batch_size=16, **{'shuffle': True}")
+    after = _patch("bigger_batch", written, factor=2).source_after
+    assert "batch_size=32" in after
+    namespace, _ = _run(after)
+    assert namespace["dl"].batch_size == 32
+
+
 def test_bigger_batch_multiplies_batch_size_and_a_literal_learning_rate() -> None:
     after = _patch("bigger_batch", TRAIN_CELL, factor=2).source_after
     assert after.splitlines()[0] == "# gpucheck fix: Bigger batch (batch size x2, lr x2)"

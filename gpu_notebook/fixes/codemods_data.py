@@ -338,6 +338,16 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
     loaders = [c for c in _dataloader_calls(module) if keyword_of(c, "batch_sampler") is None]
     # The batch the step trains on: an evaluation loader beside it keeps its own.
     loaders = _trained_on(module, loaders)
+    # A batch size not written in the call may come from its **kwargs: setting one there would
+    # pass it twice (a TypeError) or replace it with the factor itself.
+    unseen = [
+        c for c in loaders if has_star_kwargs(c) and _second_argument(c, "batch_size") is None
+    ]
+    if unseen and len(unseen) == len(loaders):
+        return Declined(
+            "the DataLoader's batch size comes from **kwargs; multiply it where they are defined"
+        )
+    loaders = [c for c in loaders if c not in unseen]
     for call in loaders:
         edits[call] = _batch_scaler(factor)
     if not edits:

@@ -48,3 +48,10 @@ def test_a_leak_across_the_same_windows_stays_a_creep():
     # 250 KB a step kept by the loop, read at the same steps, and the same jump at the window.
     leak = [(i, 380 * MIB + 250_000 * i + (14 * MIB if i > 66 else 0)) for i, _ in RSS]
     assert _creeps(_with_memory(leak))
+
+
+def test_two_readings_at_one_step_are_no_gap_to_divide_by():
+    # A real HF Trainer run (logging_steps=5, tests/test_periodic_cost) recorded two readings
+    # at one step: the cell raised ZeroDivisionError from our report.
+    twice = [*RSS[:5], (64, 399343616), *RSS[5:]]
+    assert not _creeps(_with_memory(twice))

@@ -783,6 +783,8 @@ def _without_our_windows(
     between two readings that holds a window's steps takes the median per-step change of the
     other gaps instead of its own, so a leak of the loop's keeps its line. GPU memory is not
     read here: the profiler keeps nothing on the device."""
+    # Two readings at one step (the step clock's and a window's own) make no gap to divide by.
+    points = [b for a, b in itertools.pairwise([(-1, 0), *points]) if b[0] > a[0]]
     if len(points) < 3 or not spans:
         return list(points)
     gaps = list(itertools.pairwise(points))

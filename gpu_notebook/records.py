@@ -845,6 +845,22 @@ class HostOverhead:
 
 
 @dataclass(frozen=True)
+class ScalerOps:
+    """A GradScaler's own operators in the traced steps (analysis.amp_scaler): the inf/nan check
+    that unscales the gradients and the scale update, against the steps' time."""
+
+    calls: int  # aten::_amp_foreach_non_finite_check_and_unscale_ / aten::_amp_update_scale_
+    scaler_us: float  # their time: host spans on a CPU run, their kernels' on a GPU one
+    steps_us: float  # the traced steps' time
+    steps: int  # traced steps
+    on_device: bool = False
+
+    @property
+    def share(self) -> float:
+        return self.scaler_us / self.steps_us if self.steps_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Recompute:
     """Activation checkpointing's recomputed forward inside the traced steps' backward
     (analysis.recompute): its operators, and their time against the steps' own."""
@@ -1088,6 +1104,8 @@ class Analysis:
     run_margin: float | None = None
     # Activation checkpointing's recomputed forward in the traced steps (None: not read).
     recompute: Recompute | None = None
+    # A GradScaler's own operators in the traced steps (None: not read).
+    scaler: ScalerOps | None = None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from gpu_notebook.records import (
     Recompute,
     Run,
     RunShape,
+    ScalerOps,
 )
 from gpu_notebook.trace.kineto import Trace
 from gpu_notebook.trace.windows import WindowTraces
@@ -34,6 +35,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     ops: tuple[OpStat, ...] = ()
     host: HostOverhead | None = None
     recomputed: Recompute | None = None
+    scaler: ScalerOps | None = None
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
         # Each step's wait for a core, where the step clock read it: the host figures take
         # what of it fell between calls out of the gaps (it is no Python).
@@ -44,6 +46,9 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         from gpu_notebook.analysis.recompute import recompute as read_recompute
 
         recomputed = read_recompute(traces.load(run.window.trace_path), phases)
+        from gpu_notebook.analysis.amp_scaler import scaler_ops
+
+        scaler = scaler_ops(traces.load(run.window.trace_path), phases)
     elif run.window.trace_path is not None and run.window.status == "within-step":
         # Calls inside a step, no whole step: only its operator totals hold for the window.
         from gpu_notebook.analysis.ops import top_ops
@@ -71,6 +76,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         shape=shape,
         window_phases=window_phases,
         recompute=recomputed,
+        scaler=scaler,
     )
     return with_run_figures(run, analysis)
 

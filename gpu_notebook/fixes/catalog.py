@@ -22,6 +22,7 @@ from gpu_notebook.fixes import (
     codemods_data,
     codemods_inference,
     codemods_model,
+    codemods_scaler,
     codemods_syncs,
 )
 from gpu_notebook.fixes.cst_tools import Declined
@@ -105,6 +106,16 @@ _TABLE: tuple[Fix, ...] = (
         ),
         "https://pytorch.org/docs/stable/amp.html",
         codemods_autocast.autocast,
+    ),
+    Fix(
+        "drop_grad_scaler",
+        "Drop the GradScaler",
+        (
+            "bfloat16 and float32 gradients do not underflow: loss scaling is for float16 only.",
+            "Without the scaler each step skips its inf/nan check, unscale and (on a GPU) sync.",
+        ),
+        "https://pytorch.org/docs/stable/amp.html#gradient-scaling",
+        codemods_scaler.drop_grad_scaler,
     ),
     Fix(
         "backend_flags",

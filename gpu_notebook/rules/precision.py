@@ -7,6 +7,16 @@ Gain bound: Amdahl over the GPU time of float32 GEMM/convolution kernels among t
 i.e. the step if those kernels took no time. autocast shortens them (about 2x is typical, the
 peak ratio is 8-16x), so the real gain is below the bound. Without a trace of GPU kernels
 (CPU-only run) the rule stays silent: nothing about tensor cores was measured.
+
+A GradScaler where nothing runs in float16 (``scaler_unneeded``): bfloat16 has float32's
+exponent range, so its gradients do not underflow and loss scaling is for float16 only (torch.amp
+docs: "bfloat16 ... does not need loss scaling"). The scaler still runs an inf/nan check and an
+unscale of every gradient each step, a scale update, and on a GPU a read of ``found_inf`` back to
+the host in ``scaler.step`` (a sync). Flagged where its own operators ran in the profiled steps
+(``Analysis.scaler``) and the cell's autocast runs in bfloat16 (or there is none, float32) with
+no float16 named in the cell (``cell/scaler.py``). Gain: Amdahl over those operators' share, "up
+to" (their removal), which under-reads the multiply by the scale and the sync. Severity by the
+share with the TraceML levels, low below them.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.scaler import precision, scaler_off, scalers_made
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     compute_capability,
@@ -22,6 +33,7 @@ from gpu_notebook.rules.common import (
     gain_bound,
     gpu_name,
     runs_matmuls,
+    severity_of,
 )
 
 TENSOR_CORE_CC = 7.0  # Volta and later
@@ -83,4 +95,40 @@ def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) ->
                  fix_id="autocast", fix_params={"dtype": dtype, "device_type": "cuda"})  # fmt: skip
 
 
-RULES = (fp32_on_tensor_core_gpu,)
+@dataclass(frozen=True)
+class ScalerUnneeded(Said):
+    line: int | None  # the cell's GradScaler(...) (None: made outside the cell)
+    text: str | None
+    precision: str  # "bfloat16" (the cell's autocast) or "float32" (no autocast)
+    calls: int  # the scaler's operators in the profiled steps
+    steps: int
+    share: float  # their share of the profiled steps
+    bound: float | None
+    gpu: bool
+
+
+def scaler_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A GradScaler ran while nothing is float16: bfloat16 and float32 need no loss scaling."""
+    ops, tree = analysis.scaler, facts.tree
+    if ops is None or ops.calls == 0 or tree is None:
+        return None
+    made = scalers_made(tree)
+    if any(scaler_off(call) for _, call in made):
+        return None
+    kind = precision(tree)
+    if kind == "float32" and not made:
+        return None  # no autocast here and the scaler made elsewhere: its precision is unknown
+    if kind not in ("bfloat16", "float32"):
+        return None
+    bound = gain_bound(ops.share, analysis)
+    first = tree.source_line(made[0][1], "grad-scaler") if made else None
+    said = ScalerUnneeded(
+        first.line if first else None, first.text if first else None, kind, ops.calls,
+        ops.steps, ops.share, bound, ops.on_device,
+    )  # fmt: skip
+    return found("precision.scaler_unneeded", severity_of(ops.share) or "low", said,
+                 phase_share=ops.share, bound=bound, line=said.line,
+                 fix_id="drop_grad_scaler")  # fmt: skip
+
+
+RULES = (fp32_on_tensor_core_gpu, scaler_unneeded)

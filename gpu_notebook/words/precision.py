@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.rules.precision import Fp32TensorCores
+from gpu_notebook.rules.precision import Fp32TensorCores, ScalerUnneeded
 from gpu_notebook.words.common import Words, worder, words
 
 
@@ -32,4 +32,32 @@ def fp32_tensor_cores(s: Fp32TensorCores) -> Words:
         + "; about 2x on tensor-core GPUs and half the activation memory.",
         "PyTorch TensorBoard profiler plugin (CC >= 7.0 and no tensor-core kernels -> AMP); "
         "10% tensor-core margin: ours",
+    )
+
+
+@worder(ScalerUnneeded)
+def scaler_unneeded(s: ScalerUnneeded) -> Words:
+    made = (
+        f"line {s.line}: {s.text}" if s.line is not None else "a GradScaler made outside this cell"
+    )
+    precision = (
+        "autocast runs in bfloat16, which has float32's exponent range"
+        if s.precision == "bfloat16"
+        else "no autocast: the gradients are float32"
+    )
+    evidence = [
+        made,
+        f"{precision}; nothing in the cell is float16",
+        f"the scaler's inf/nan check, unscale and scale update: {s.calls} operator calls in "
+        f"{s.steps} profiled steps, {fmt_share(s.share)} of them; gain {fmt_gain(s.bound)} "
+        "if they took no time",
+    ]
+    if s.gpu:
+        evidence.append("on a GPU scaler.step also waits for its found_inf check (a sync)")
+    return words(
+        "A GradScaler where no gradient can underflow",
+        evidence,
+        "Drop the scaler: loss.backward(), opt.step(), no scaler.update(); loss scaling is for "
+        "float16 only.",
+        "torch.amp docs (bfloat16 needs no loss scaling); levels: TraceML 5/10/20%",
     )

@@ -1479,3 +1479,50 @@ def test_train_mode_is_no_finding_for_a_model_whose_layers_ignore_it(ip):
         run = syn.make_run(cell, steps=steps)
         found = ids(rules_for(run, syn.make_analysis(), namespace=ip.user_ns))
         assert ("inference.autograd_on" in found) is expected, (name, found)
+
+
+GAN_LOOP = (
+    "for x in xs:\n"
+    "    ld = D(x).mean(); opt_d.zero_grad(); ld.backward(); opt_d.step()\n"
+    "    lg = -D(G(x)).mean(); opt_g.zero_grad(); lg.backward(); opt_g.step()\n"
+)
+
+
+def test_fused_fix_names_the_earlier_cells_optimizer_it_cannot_reach(ip):
+    """Issue 26 (unseen round 7, a GAN): the cell re-makes D's Adam, G's comes from an earlier
+    cell. The fix patches the cell's Adam only; the card must name `opt_g` as still unfused
+    and claim no floor for a fix that reaches part of the update. After the fix (the cell's
+    Adam fused), G's unfused Adam is still a finding, refused with where to act."""
+    from gpu_notebook.fixes import Refusal, apply_fix
+    from tests.test_fix_bounds import _series
+
+    ip.run_cell(
+        "G = nn.Linear(4, 4); D = nn.Linear(4, 1)\n"
+        "opt_g = torch.optim.Adam(G.parameters()); opt_d = torch.optim.Adam(D.parameters())\n"
+        "xs = [torch.randn(2, 4) for _ in range(3)]"
+    )
+    before = "opt_d = torch.optim.Adam(D.parameters(), lr=1e-4)\n" + GAN_LOOP
+    assert ip.run_cell(before).success
+    window = syn.make_analysis({"optimizer": 0.30})
+    run = syn.make_run(before, steps=_series(0.30))
+    found = {
+        f.rule_id: f for f in rules_for(run, with_run_figures(run, window), namespace=ip.user_ns)
+    }
+    f = found["launch.unfused_optimizer"]
+    assert f.gain_low is None, f.gain_low  # the patch reaches D's update only
+    assert any("`opt_g`" in e and "earlier cell" in e for e in f.evidence), f.evidence
+    patch = apply_fix(f.fix_id, before, **dict(f.fix_params))
+    assert not isinstance(patch, Refusal)
+    assert "fused=True" in patch.source_after and "opt_g = " not in patch.source_after
+
+    after = "opt_d = torch.optim.Adam(D.parameters(), lr=1e-4, fused=True)\n" + GAN_LOOP
+    assert ip.run_cell(after).success
+    run = syn.make_run(after, steps=_series(0.30))
+    found = {
+        f.rule_id: f for f in rules_for(run, with_run_figures(run, window), namespace=ip.user_ns)
+    }
+    f = found["launch.unfused_optimizer"]
+    assert any("`opt_g`" in e for e in f.evidence), f.evidence
+    refusal = apply_fix(f.fix_id, after, **dict(f.fix_params))
+    assert isinstance(refusal, Refusal)
+    assert "opt_g" in refusal.reason and "already uses" not in refusal.reason, refusal.reason

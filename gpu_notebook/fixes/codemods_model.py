@@ -159,8 +159,13 @@ def backend_flags(
     return Edited(patched.with_changes(body=body), detail)
 
 
-def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused") -> CodemodResult:
+def foreach_fused_optimizer(
+    module: cst.Module, *, implementation: str = "fused", elsewhere: str = ""
+) -> CodemodResult:
     """Add ``fused=True`` (or ``foreach=True``) to the cell's torch.optim constructors.
+
+    ``elsewhere``: comma-separated names of unfused optimizers the cell steps that earlier cells
+    made (the rule's); a refusal names them as where to act.
 
     ``fused`` exists for Adam, AdamW and SGD (CUDA, and CPU since torch 2.4); ``foreach`` for most
     optimizers. torch rejects both at once, so a ``foreach=True`` is replaced by ``fused=True``.
@@ -171,11 +176,12 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
     classes = FUSED_OPTIMIZERS if implementation == "fused" else FOREACH_OPTIMIZERS
     found = [opt.node for opt in facts_of(module).optimizers if opt.cls in classes]
     calls: list[cst.Call] = nodes_of(module, found)
+    earlier = ", ".join(f"`{n}`" for n in elsewhere.split(",") if n)
     if not calls:
         names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
         return Declined(
             f"no torch.optim {names} optimizer is created in this cell; pass "
-            f"{implementation}=True where it is created (an earlier cell)"
+            f"{implementation}=True where {earlier or 'it'} is created (an earlier cell)"
         )
     edits: dict[cst.CSTNode, Replacement] = {}
     skipped = 0
@@ -188,6 +194,12 @@ def foreach_fused_optimizer(module: cst.Module, *, implementation: str = "fused"
         return Declined(
             "the optimizers here take **kwargs or differentiable=True (which fused and foreach "
             "do not support); set the option where they are configured"
+        )
+    if not edits and earlier:
+        return Declined(
+            f"the optimizers this cell creates already use {implementation}=True (or "
+            f"fused=True); {earlier} comes from an earlier cell: pass {implementation}=True "
+            "where it is created"
         )
     if not edits:
         return Declined(

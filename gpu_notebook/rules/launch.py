@@ -162,6 +162,8 @@ class UnfusedOptimizer(Said):
     kept: float | None = None
     tensors: int | None = None
     grad_bytes: int | None = None
+    # Other unfused optimizers the cell steps, made in earlier cells (the patch cannot reach).
+    others: tuple[str, ...] = ()
 
 
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -344,13 +346,15 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     if optimizer is None or level is None:
         return None
     # (class, line, name, fused, foreach, whether its update is one pass a tensor): the cell's
-    # optimizers, else the live ones
+    # optimizers first, then the live ones the cell uses and does not re-make (a GAN whose cell
+    # re-makes D's optimizer still steps G's from an earlier cell: the patch cannot reach it)
     built = [(c.cls, c.line, c.name, c.fused, c.foreach, c.one_pass) for c in facts.optimizers]
+    made_here = {c.name for c in facts.optimizers}
     live = [(o.type_name, None, o.name, o.fused, o.foreach, o.one_pass)
-            for o in facts.live.optimizers]  # fmt: skip
+            for o in facts.live.optimizers if o.name not in made_here]  # fmt: skip
     usable = [
         (cls, line, name, one_pass)
-        for cls, line, name, fused, foreach, one_pass in built or live
+        for cls, line, name, fused, foreach, one_pass in built + live
         if fused is not True
         and (foreach is not True or cls in FUSED_OPTIMIZERS)
         and cls in FOREACH_OPTIMIZERS
@@ -358,6 +362,8 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     if not usable:
         return None
     cls, line, name, one_pass = usable[0]
+    # The other unfused optimizers of earlier cells: the patch leaves them as they are.
+    others = tuple(n for _c, ln, n, _o in usable[1:] if ln is None and n is not None)
     implementation: Literal["fused", "foreach"] = "fused" if cls in FUSED_OPTIMIZERS else "foreach"
     if not has_gpu(run):
         why = _no_cpu_gain(implementation, one_pass)
@@ -376,12 +382,16 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     low, bound = gain_range(
         None if low_share is None else low_share * removed, optimizer * removed, analysis
     )
+    if others and line is not None:
+        low = None  # the patch reaches part of the update: no floor to claim, the bound stays
     said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer, profiled,
                             whole, analysis.phases, low, bound, None, kept, tensors,
-                            size)  # fmt: skip
+                            size, others)  # fmt: skip
+    elsewhere = ",".join(((name,) if line is None and name is not None else ()) + others)
     return found("launch.unfused_optimizer", "medium" if level == "high" else "low", said,
                  phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",
-                 fix_params={"implementation": implementation}, low=low)  # fmt: skip
+                 fix_params={"implementation": implementation} | ({"elsewhere": elsewhere} if elsewhere else {}),
+                 low=low)  # fmt: skip
 
 
 def _no_cpu_gain(implementation: str, one_pass: bool) -> Literal["foreach", "one-pass"] | None:

@@ -199,6 +199,19 @@ def _fused_gain_line(s: UnfusedOptimizer) -> str:
     )
 
 
+def _other_optimizers(s: UnfusedOptimizer) -> list[str]:
+    if not s.others:
+        return []
+    names = ", ".join(f"`{n}`" for n in s.others)
+    if s.built_here:
+        return [
+            f"{names} (built in an earlier cell) also steps here without {s.implementation}=True: "
+            "the patch does not reach it (pass the flag where it is created), so no least gain "
+            "is claimed"
+        ]
+    return [f"{names} (built in an earlier cell) also steps here without {s.implementation}=True"]
+
+
 @worder(UnfusedOptimizer)
 def unfused_optimizer(s: UnfusedOptimizer) -> Words:
     cls = s.cls
@@ -226,6 +239,7 @@ def unfused_optimizer(s: UnfusedOptimizer) -> Words:
             + (f" (`{s.name}`)" if s.name else "")
             + f" without {s.implementation}=True"
             + ("" if s.built_here else ", built in an earlier cell"),
+            *_other_optimizers(s),
             _fused_gain_line(s),
         ],
         f"Pass {s.implementation}=True to {cls}(...): one kernel (or a few) for all parameters "

@@ -901,6 +901,23 @@ class StallPattern:
 
 
 @dataclass(frozen=True)
+class PeriodicCost:
+    """Work that runs every ``period`` steps read from the step clock alone: the steps on its
+    schedule against the others of the same run, a natural A/B (analysis.run_trend.periodic_cost).
+    ``share`` = (on - off) x ``on_steps`` / the steps' total time; no sampler behind it."""
+
+    period: int
+    phase: int  # step index mod period of the steps that ran it
+    on_steps: int  # steps on the schedule (weighted by the clock's decimation)
+    off_steps: int
+    on_median_s: float
+    off_median_s: float
+    share: float  # of the run's step time
+    total_s: float
+    own_time: bool = False  # the steps' own time (each less its wait for a core) throughout
+
+
+@dataclass(frozen=True)
 class OwnTime:
     """The steps less the time their thread waited for a core, read step by step (the step
     clock's schedstat reading at each step end): the part of each step the machine did not
@@ -1106,6 +1123,9 @@ class Analysis:
     recompute: Recompute | None = None
     # A GradScaler's own operators in the traced steps (None: not read).
     scaler: ScalerOps | None = None
+    # Work the cell schedules every N steps (logging_steps=N, log_every_n_steps=N) read from
+    # the step clock alone, one per period whose steps are slower (analysis.run_trend).
+    periodic: tuple[PeriodicCost, ...] = ()
 
 
 @dataclass(frozen=True)

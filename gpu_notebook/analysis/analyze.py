@@ -16,6 +16,7 @@ from gpu_notebook.records import (
     GpuTimeline,
     HostOverhead,
     OpStat,
+    PeriodicCost,
     PhaseBreakdown,
     Recompute,
     Run,
@@ -94,7 +95,26 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
         profiling_factor=instrumentation_factor(run),
         machine=machine_facts(run),
         run_margin=run_margin(_margin_steps(run, warmup, ours, _queue_filling_below(analysis))),
+        periodic=_periodic(run),
     )
+
+
+# The settings that make a framework's loop log every N steps (the cell's literals).
+PERIODIC_SETTINGS = (("TrainingArguments", "logging_steps"), ("Trainer", "log_every_n_steps"))
+
+
+def _periodic(run: Run) -> tuple[PeriodicCost, ...]:
+    """The cost of the logging the cell sets to run every N steps (N >= 2), from the step clock
+    (``run_trend.periodic_cost``): one per period its steps are slower at."""
+    from gpu_notebook.analysis.run_trend import periodic_cost
+    from gpu_notebook.cell.scan import CELL_LINE_OFFSET, scan_source
+
+    if not run.cell_source or len(run.steps.steps) < 2:
+        return ()
+    facts = scan_source(run.cell_source, line_offset=CELL_LINE_OFFSET)
+    periods = {facts.framework_setting(cls, key) for cls, key in PERIODIC_SETTINGS}
+    costs = (periodic_cost(run, p) for p in sorted(p for p in periods if type(p) is int and p >= 2))
+    return tuple(c for c in costs if c is not None)
 
 
 def _queue_filling_below(analysis: Analysis) -> float | None:

@@ -49,6 +49,7 @@ from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
 from gpu_notebook.records import (
     MemoryTrend,
     OwnTime,
+    PeriodicCost,
     PhaseBreakdown,
     Run,
     RunSegment,
@@ -64,6 +65,7 @@ __all__ = [
     "REPRESENTS_SHARE",
     "combine_windows",
     "data_split_phases",
+    "periodic_cost",
     "run_shape",
     "whole_run_phases",
 ]
@@ -97,6 +99,10 @@ PERIOD_CHANCE = 0.05
 # times with irregular gaps, 17 of them between those three).
 PERIOD_MIN_STALLS = 3
 MAX_STALL_INDICES = 64
+# periodic_cost: the steps on a schedule need this many of them, and to be slower than the others
+# at this level (a one-sided rank test, its normal approximation, over every phase tried).
+PERIODIC_MIN_ON = 4
+PERIODIC_LEVEL = 0.01
 # The run's data split is used when the data wait is at least this share in the run or the
 # window (the verdict's warning level): then the input question is what the window got wrong.
 DATA_QUESTION = 0.10
@@ -985,3 +991,75 @@ def data_split_phases(
         phase_total_us=totals,
         measured=measured,
     )
+
+
+def periodic_cost(run: Run, period: int) -> PeriodicCost | None:
+    """What work that runs every ``period`` steps costs, from the step clock alone: the steps of
+    one phase (index mod ``period``) against the others of the same run, a natural A/B with no
+    sampler (logging_steps=N, log_every_n_steps=N, ``if step % N == 0: print(...)``):
+    ``(median of those steps - median of the others) x their count / the steps' total time``.
+
+    The phase is the one whose steps are slowest (the framework's step count and the clock's
+    index may be one apart); it counts only when its steps are slower than the others by a rank
+    test at ``PERIODIC_LEVEL`` over all ``period`` phases tried, so a run with no periodic work
+    reads None, not the largest of ``period`` noisy medians. Our own disturbed steps (profiler
+    windows) and the warm-up are left out; each step's wait for a core too, where every step
+    read it (``own_time``: the share is of the steps' own time). None: ``period`` < 2, too few steps, no such phase.
+    """
+    record = run.steps
+    if period < 2:
+        return None  # every step: no step without the work to set it against (the samplers)
+    ours = disturbed_steps(run)
+    steps = [
+        s
+        for s in steady_steps(record, run.window.warmup_steps)
+        if s.index not in ours and s.duration_s > 0
+    ]
+    if len(steps) < max(MIN_STEPS, PERIODIC_MIN_ON * period):
+        return None
+    weight = max(1, record.decimation)
+    # Where every step carries its wait for a core, its own time (the wait out): a busy machine
+    # preempts steps of every phase alike and hides the logging's steps in its noise.
+    own = own_step_times(steps)
+    dur = own if own is not None else np.fromiter((s.duration_s for s in steps), dtype=float)
+    phase_of = np.fromiter((s.index % period for s in steps), dtype=int)
+    best: tuple[float, int] | None = None  # (z, phase)
+    for phase in range(period):
+        on = phase_of == phase
+        if int(on.sum()) < PERIODIC_MIN_ON or int((~on).sum()) < PERIODIC_MIN_ON:
+            continue
+        z = _rank_z(dur[on], dur[~on])
+        if best is None or z > best[0]:
+            best = (z, phase)
+    if best is None or 0.5 * math.erfc(best[0] / math.sqrt(2)) * period > PERIODIC_LEVEL:
+        return None
+    on = phase_of == best[1]
+    on_med, off_med = float(np.median(dur[on])), float(np.median(dur[~on]))
+    total_s = float(dur.sum() * weight)
+    # Undecimated, the steps that ran it are counted; a decimated clock keeps some phases more
+    # than others, so they are 1 in ``period`` of the run's steps.
+    runs_it = float(on.sum()) if weight == 1 else len(steps) * weight / period
+    return PeriodicCost(
+        period=period,
+        phase=best[1],
+        on_steps=int(on.sum()) * weight,
+        off_steps=int((~on).sum()) * weight,
+        on_median_s=on_med,
+        off_median_s=off_med,
+        share=max(0.0, on_med - off_med) * runs_it / total_s if total_s > 0 else 0.0,
+        total_s=total_s,
+        own_time=own is not None,
+    )
+
+
+def _rank_z(on: np.ndarray, off: np.ndarray) -> float:
+    """Mann-Whitney's U of ``on`` over ``off`` as a z score (ties count a half; normal
+    approximation): large when the steps of ``on`` are slower."""
+    n1, n2 = len(on), len(off)
+    ranked = np.sort(off)
+    below = np.searchsorted(ranked, on, side="left")
+    ties = np.searchsorted(ranked, on, side="right") - below
+    greater = float(below.sum() + 0.5 * ties.sum())
+    mean = n1 * n2 / 2.0
+    sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12.0)
+    return float((greater - mean) / sd) if sd > 0 else 0.0

@@ -26,6 +26,7 @@ from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.records import (
     Analysis,
     Finding,
+    PeriodicCost,
     PhaseBreakdown,
     RawStacks,
     Run,
@@ -86,6 +87,9 @@ class FrameworkOverhead(Said):
     advice: tuple[Advice, ...]  # empty: the settings already log rarely
     settings: tuple[str, ...]  # the framework settings the source sets, ``key=value``
     sparse: int = 0  # of ``samples``: the clocked ones over the rest of the run (_sampled)
+    # The logging's steps (logging_steps=N, log_every_n_steps=N) against the others, from the
+    # step clock alone (_periodic): None where N is 1, not read, or its steps are not slower.
+    periodic: PeriodicCost | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,8 @@ class FrameworkSeen(Said):
     labels: tuple[str, ...]  # ids of _OVERHEAD, most samples first
     advice: tuple[Advice, ...]
     clocked: bool = False  # the sparse samples fell on a clock (too few of all for a share)
+    periodic: PeriodicCost | None = None  # as FrameworkOverhead's: the share, where it is one
+    bound: float | None = None  # logging every RARE_LOGS steps, Amdahl over ``periodic``
 
 
 def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -187,7 +193,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     """
     sampled = _sampled(run)
     if not sampled:
-        return _seen(run, 0, facts)
+        return _seen(run, analysis, 0, facts)
     # Imports are never the loop: a script's `import lightning` (92% of a `--lines all` run's
     # samples) divided the logging's share down to nothing (issue 26, unseen round 3).
     loops = [_loop(raw) for raw in sampled]
@@ -195,7 +201,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     if samples < MIN_LINE_SAMPLES or loop_us <= 0:
         # A share read off a handful of samples measures nothing (one sample in a logging call
         # read "100%, up to 10x" [high]): the rule of three, as for a line's share.
-        return _seen(run, loops[0][0] if sampled[0] is run.stacks else 0, facts)
+        return _seen(run, analysis, loops[0][0] if sampled[0] is run.stacks else 0, facts)
     by_label: dict[str, int] = {}
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
@@ -220,6 +226,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
         tuple(fixes),
         _settings_now(facts),
         sum(n for raw, (n, _us) in zip(sampled, loops, strict=True) if raw is not run.stacks),
+        _periodic(analysis, frameworks, facts),
     )
     if not fixes:
         return found("logging.framework_overhead", "info", said)
@@ -247,7 +254,7 @@ def _sampled(run: Run) -> list[RawStacks]:
 MIN_SEEN = 3
 
 
-def _seen(run: Run, dense: int, facts: SourceFacts) -> Finding | None:
+def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Finding | None:
     """Framework logging caught by a default run's sparse samples, where the samples cannot
     read its share (issue 26: a short Lightning fit logging every step got 2-16 dense samples
     and no word of its self.log): too few of them with the dense ones, or (a run recorded
@@ -274,10 +281,47 @@ def _seen(run: Run, dense: int, facts: SourceFacts) -> Finding | None:
     if not advice:
         return None  # the settings already log rarely: nothing to turn down, no share to say
     labels = tuple(sorted(by_label, key=lambda k: -by_label[k]))
+    periodic = _periodic(analysis, frameworks, facts)
     seen = FrameworkSeen(
-        hits, samples, dense, MIN_LINE_SAMPLES, labels, tuple(advice), clocked=raw.clocked
+        hits,
+        samples,
+        dense,
+        MIN_LINE_SAMPLES,
+        labels,
+        tuple(advice),
+        clocked=raw.clocked,
+        periodic=periodic,
     )
-    return found("logging.framework_overhead", "info", seen)
+    severity = severity_of(periodic.share, low=SUGGEST) if periodic is not None else None
+    if periodic is None or severity is None:
+        return found("logging.framework_overhead", "info", seen)
+    # The samples read no share, the step clock does: the logging's steps against the others.
+    # Logging every RARE_LOGS steps instead of every ``period`` leaves period/RARE_LOGS of it.
+    removed = periodic.share * max(0.0, 1.0 - periodic.period / RARE_LOGS)
+    bound = gain_bound(removed, analysis)
+    seen = dataclasses.replace(seen, bound=bound)
+    return found("logging.framework_overhead", severity, seen, phase_share=removed, bound=bound)
+
+
+# The settings that make a framework's loop log every N steps, by the framework its samples
+# name: the step clock's steps that ran that logging against the others (analysis.run_trend).
+_PERIOD_SETTINGS = (
+    ("transformers", "TrainingArguments", "logging_steps"),
+    ("lightning", "Trainer", "log_every_n_steps"),
+)
+
+
+def _periodic(analysis: Analysis, frameworks: set[str], facts: SourceFacts) -> PeriodicCost | None:
+    """The periodic logging's cost from the step times (``Analysis.periodic``): where the
+    setting is 1 every step logs and there is nothing to set it against (the stack samplers
+    measure it); a setting the source does not give literally is not read."""
+    for framework, cls, key in _PERIOD_SETTINGS:
+        every = facts.framework_setting(cls, key)
+        if framework in frameworks and isinstance(every, int) and every >= 2:
+            cost = next((c for c in analysis.periodic if c.period == every), None)
+            if cost is not None:
+                return cost
+    return None
 
 
 def _loop(raw: RawStacks) -> tuple[int, int]:

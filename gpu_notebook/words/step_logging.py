@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_ms, fmt_share
+from gpu_notebook.records import PeriodicCost
+from gpu_notebook.rules.common import SUGGEST
 from gpu_notebook.rules.step_logging import (
     RARE_LOGS,
     RARE_REDRAW_S,
@@ -164,6 +166,8 @@ def framework_overhead(s: FrameworkOverhead) -> Words:
         "where: " + ", ".join(f"{name} ({fmt_share(part)})" for name, part in s.top),
         f"gain if they run every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that share)",
     ]
+    if s.periodic is not None:
+        evidence.append(periodic_evidence(s.periodic))
     if not s.advice:
         settings = ", ".join(s.settings) or "the settings could not be read from the source"
         evidence.append(
@@ -184,9 +188,37 @@ def framework_overhead(s: FrameworkOverhead) -> Words:
     )
 
 
+def periodic_evidence(p: PeriodicCost) -> str:
+    """The step clock's A/B of work that runs every ``p.period`` steps."""
+    return (
+        f"from the step times alone: the {p.on_steps} steps that logged (every {p.period}th) took "
+        f"{fmt_ms(p.on_median_s)} (median) against {fmt_ms(p.off_median_s)} for the other "
+        f"{p.off_steps}: {fmt_share(p.share)} of the run's step time"
+        + (" (each step's own time: its wait for a core left out)" if p.own_time else "")
+    )
+
+
 @worder(FrameworkSeen)
 def framework_seen(s: FrameworkSeen) -> Words:
     names = ", ".join(LABELS[label] for label in s.labels)
+    if s.periodic is not None and s.periodic.share >= SUGGEST:
+        # Too few samples for a share; the step clock read the periodic logging's.
+        return words(
+            f"The framework's logging every {s.periodic.period} steps takes "
+            f"{fmt_share(s.periodic.share)} of the step time",
+            [
+                periodic_evidence(s.periodic),
+                f"{names}: in {s.hits} of the {s.samples} stack samples taken over the run "
+                f"(with the {s.dense} after the profiler window, too few for a share of their "
+                f"own: it needs {s.needed})",
+                f"gain if it logs every {RARE_LOGS} steps: {fmt_gain(s.bound)} (Amdahl over "
+                f"{fmt_factor(RARE_LOGS / s.periodic.period)} fewer such steps)",
+            ],
+            "; ".join(_fixes(s.advice)) + ".",
+            FRAMEWORK_SOURCE,
+        )
+    # Under the level, the step clock's A/B of the logging's steps is said, not a share of it.
+    periodic = [periodic_evidence(s.periodic)] if s.periodic is not None else []
     if s.clocked:
         caught = (
             f"{names}: in {s.hits} of the {s.samples} stack samples taken over the run; with the "
@@ -195,7 +227,7 @@ def framework_seen(s: FrameworkSeen) -> Words:
         )
         return words(
             "The framework logs or draws progress inside its loop: its share was not measured",
-            [caught],
+            [caught, *periodic],
             "; ".join(_fixes(s.advice))
             + ". To measure its share first, sample the whole run (`--lines all`).",
             FRAMEWORK_SOURCE,
@@ -208,6 +240,7 @@ def framework_seen(s: FrameworkSeen) -> Words:
             "call that releases it: the count says the logging ran, not how much it takes)",
             f"the steps sampled densely after the profiler window gave {s.dense} stack samples; "
             f"a share needs {s.needed}",
+            *periodic,
         ],
         "; ".join(_fixes(s.advice))
         + ". To measure its share first, sample the whole run (`--lines all`).",

@@ -1,0 +1,230 @@
+"""Work that runs every N steps, read from the step clock alone (issue 26 item 2): the steps
+that ran it against the others of the same run, a natural A/B with no sampler.
+
+Seeded step series with a planted cost on every 5th step: the share is the construction's; a
+real HF Trainer with ``logging_steps=5``: the framework finding carries the share its recorded
+step times give. Nothing here depends on how fast the machine ran.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_notebook.analysis.analyze import analyze
+from gpu_notebook.analysis.run_trend import periodic_cost
+from gpu_notebook.cell.scan import CELL_LINE_OFFSET, scan_source
+from gpu_notebook.records import StepClockRecord, StepTiming
+from gpu_notebook.rules import step_logging as sl
+from gpu_notebook.words.step_logging import periodic_evidence
+from tests.scenarios import synthetic as syn
+
+HF_CELL = (
+    "args = TrainingArguments(output_dir='o', logging_steps={every})\n"
+    "Trainer(model=model, args=args, train_dataset=ds).train()\n"
+)
+COST_S = 0.002  # the planted logging, every 5th step
+
+
+def _series(cost_s: float, every: int = 5, phase: int = 3, n: int = 400) -> list[float]:
+    rng = np.random.default_rng(7)
+    base = 0.010 * rng.lognormal(0.0, 0.08, n)
+    return [float(b) + (cost_s if i % every == phase else 0.0) for i, b in enumerate(base)]
+
+
+def _run(durations: list[float], cell: str):
+    rows, t = [], 0.0
+    for i, d in enumerate(durations):
+        rows.append(StepTiming(i, t, d, 0.0, 0.0, 0.0, 0.0))
+        t += d
+    return syn.make_run(cell, steps=StepClockRecord("optimizer", len(rows), tuple(rows)))
+
+
+def _recomputed(run, period: int, phase: int) -> float:
+    """The A/B by hand from the recorded steps our own windows left alone."""
+    from gpu_notebook.analysis.own_cost import disturbed_steps
+
+    ours = disturbed_steps(run)
+    kept = [
+        s for s in run.steps.steps if s.index >= run.window.warmup_steps and s.index not in ours
+    ]
+    # Each step's own time where every one carries its wait for a core (a loaded machine).
+    own = all(s.wait_s is not None for s in kept)
+    times = [max(0.0, s.duration_s - ((s.wait_s or 0.0) if own else 0.0)) for s in kept]
+    on = [t for s, t in zip(kept, times, strict=True) if s.index % period == phase]
+    off = [t for s, t in zip(kept, times, strict=True) if s.index % period != phase]
+    total = sum(times)
+    return (float(np.median(on)) - float(np.median(off))) * len(on) / total
+
+
+def test_the_share_of_logging_every_5_steps_is_the_planted_cost():
+    run = _run(_series(COST_S), HF_CELL.format(every=5))
+    analysis = analyze(run)
+    (cost,) = analysis.periodic
+    assert (cost.period, cost.phase) == (5, 3)
+    assert cost.share == pytest.approx(_recomputed(run, 5, 3))
+    # The construction: 2 ms on each of the logging steps, over the steps' total time.
+    planted = COST_S * cost.on_steps / cost.total_s
+    assert cost.share == pytest.approx(planted, rel=0.15)
+    assert cost.on_median_s - cost.off_median_s == pytest.approx(COST_S, rel=0.15)
+
+
+def test_no_planted_cost_reads_none_and_every_step_has_nothing_to_set_it_against():
+    # The slowest of 5 noisy phases is no cost: the rank test over all phases tried says so.
+    assert analyze(_run(_series(0.0), HF_CELL.format(every=5))).periodic == ()
+    # logging_steps=1: every step logs, no step without it (the stack samplers measure it).
+    assert analyze(_run(_series(COST_S), HF_CELL.format(every=1))).periodic == ()
+    assert periodic_cost(_run(_series(COST_S), ""), 1) is None
+
+
+def test_the_framework_the_samples_name_picks_its_own_setting_period():
+    run = _run(_series(COST_S), HF_CELL.format(every=5))
+    analysis = analyze(run)
+    facts = scan_source(run.cell_source, line_offset=CELL_LINE_OFFSET)
+    assert sl._periodic(analysis, {"transformers"}, facts) == analysis.periodic[0]
+    assert sl._periodic(analysis, {"lightning"}, facts) is None  # its setting is not set
+
+
+pytest.importorskip("transformers")
+
+HF_TINY = """
+import os, torch
+from torch import nn
+from transformers import Trainer, TrainingArguments
+from transformers.utils import logging as hf_logging
+hf_logging.set_verbosity_error()
+torch.manual_seed(0); torch.set_num_threads(1)
+class Pairs(torch.utils.data.Dataset):
+    def __len__(self): return 1600
+    def __getitem__(self, i):
+        return {"x": torch.full((4,), float(i % 7)), "labels": torch.tensor(float(i % 3))}
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__(); self.net = nn.Linear(4, 1)
+    def forward(self, x, labels):
+        return {"loss": ((self.net(x).squeeze(1) - labels) ** 2).mean()}
+"""
+
+
+def test_a_real_hf_trainer_logging_every_5_steps_reads_the_share_its_step_times_give(ip, tmp_path):
+    ip.user_ns["OUT"] = str(tmp_path)
+    assert ip.run_cell(HF_TINY).success
+    cell = (
+        "%%gpucheck -q -o rep\n"
+        "args = TrainingArguments(output_dir=os.path.join(OUT, 'hf'), logging_steps=5,\n"
+        "    per_device_train_batch_size=4, num_train_epochs=1, report_to=[], use_cpu=True,\n"
+        "    save_strategy='no', seed=0, dataloader_num_workers=0, disable_tqdm=True)\n"
+        "Trainer(model=Tiny(), args=args, train_dataset=Pairs()).train()\n"
+    )
+    assert ip.run_cell(cell).success
+    run = ip.user_ns["rep"].run
+    assert run.steps.step_count >= 400
+    analysis = analyze(run)
+    # Computed from the recorded step times, whatever it reads: the same A/B by hand.
+    expected = periodic_cost(run, 5)
+    assert analysis.periodic == ((expected,) if expected is not None else ())
+    if expected is not None:
+        assert expected.share == pytest.approx(_recomputed(run, 5, expected.phase))
+
+
+LIGHTNING_FIT = """
+import torch, lightning as L
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning.pytorch.loggers import CSVLogger
+torch.manual_seed(0); torch.set_num_threads(1)
+ds = TensorDataset(torch.randn(4800, 16), torch.randint(0, 3, (4800,)))
+class Logs(L.LightningModule):
+    def __init__(self):
+        super().__init__(); self.net = nn.Linear(16, 3)
+    def training_step(self, batch, i):
+        x, y = batch
+        logits = self.net(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        self.log("loss", loss, on_step=True, prog_bar=True)
+        self.log("acc", (logits.argmax(1) == y).float().mean(), on_step=True, on_epoch=True)
+        self.log("norm", logits.norm(), on_step=True, on_epoch=True)
+        return loss
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+"""
+
+
+def test_a_real_lightning_fit_logging_every_5_steps_carries_the_share_its_step_times_give(
+    ip, tmp_path
+):
+    # self.log x3 on every step: the framework finding is there (the samples see it); the
+    # logger's writes every 5 steps are set against the other steps from the step clock.
+    pytest.importorskip("lightning")
+    ip.user_ns["OUT"] = str(tmp_path)
+    assert ip.run_cell(LIGHTNING_FIT).success
+    cell = (
+        "%%gpucheck -q -o rep\n"
+        "trainer = L.Trainer(max_epochs=1, accelerator='cpu', log_every_n_steps=5,\n"
+        "    logger=CSVLogger(OUT), enable_checkpointing=False, enable_model_summary=False)\n"
+        "trainer.fit(Logs(), DataLoader(ds, batch_size=16))\n"
+    )
+    assert ip.run_cell(cell).success
+    report = ip.user_ns["rep"]
+    run = report.run
+    analysis = analyze(run)
+    expected = periodic_cost(run, 5)
+    assert analysis.periodic == ((expected,) if expected is not None else ())
+    if expected is not None:
+        assert expected.share == pytest.approx(_recomputed(run, 5, expected.phase))
+    facts = scan_source(run.cell_source, line_offset=CELL_LINE_OFFSET)
+    finding = sl.framework_overhead(run, analysis, facts)
+    assert finding is not None and isinstance(
+        finding.said, (sl.FrameworkOverhead, sl.FrameworkSeen)
+    )
+    # The rule's record carries the step clock's A/B (whatever it reads), the report words it.
+    assert finding.said.periodic == expected
+    if expected is not None:
+        f = next(f for f in report.findings if f.rule_id == finding.rule_id)
+        assert periodic_evidence(expected) in f.evidence
+
+
+def test_too_few_samples_for_a_share_take_the_step_clocks_with_its_gain():
+    # Issue 26 item 2: a short fit's sparse samples caught the Trainer's logging too few times
+    # for a share (an info finding, count only): the step clock's A/B gives the share, and
+    # logging every 50 steps instead of 5 keeps a tenth of it (Amdahl on the measured cost).
+    import dataclasses
+    import inspect
+
+    from transformers import Trainer
+
+    from gpu_notebook.records import CodeRef
+    from gpu_notebook.rules.common import SUGGEST
+    from tests.test_frameworks import _stacks
+
+    def ref(fn) -> CodeRef:
+        return CodeRef(inspect.getsourcefile(fn), fn.__qualname__, fn.__code__.co_firstlineno)
+
+    cell, train = CodeRef("<cell>", "<module>", 1), ref(Trainer.train)
+    log = ref(Trainer._maybe_log_save_evaluate)
+    sparse = _stacks([([cell, train, log], 40_000), ([cell, train], 40_000)], 80_000)
+    counts = (4, 6)  # 4 of 10 samples in the logging: a count, no share
+    sparse = dataclasses.replace(
+        sparse,
+        samples=10,
+        clocked=True,
+        stacks=tuple(
+            dataclasses.replace(s, count=n) for s, n in zip(sparse.stacks, counts, strict=True)
+        ),
+    )
+    run = dataclasses.replace(
+        _run(_series(0.004), HF_CELL.format(every=5)), framework_stacks=sparse
+    )
+    analysis = analyze(run)
+    (cost,) = analysis.periodic
+    assert cost.share == pytest.approx(_recomputed(run, 5, 3)) and cost.share >= SUGGEST
+    facts = scan_source(run.cell_source, line_offset=CELL_LINE_OFFSET)
+    finding = sl.framework_overhead(run, analysis, facts)
+    assert finding is not None and isinstance(finding.said, sl.FrameworkSeen)
+    assert finding.said.periodic == cost and finding.severity != "info"
+    assert finding.phase_share == pytest.approx(cost.share * (1 - 5 / sl.RARE_LOGS))
+    assert finding.gain_bound is not None and finding.gain_bound > 1.0
+    from gpu_notebook.report.build import build_report
+
+    worded = next(f for f in build_report(run).findings if f.rule_id == finding.rule_id)
+    assert periodic_evidence(cost) in worded.evidence and "every 5 steps" in worded.title

@@ -1526,3 +1526,4 @@ def test_fused_fix_names_the_earlier_cells_optimizer_it_cannot_reach(ip):
     refusal = apply_fix(f.fix_id, after, **dict(f.fix_params))
     assert isinstance(refusal, Refusal)
     assert "opt_g" in refusal.reason and "already uses" not in refusal.reason, refusal.reason
+    assert "(or fused=True)" not in refusal.reason, refusal.reason

@@ -195,16 +195,14 @@ def foreach_fused_optimizer(
             "the optimizers here take **kwargs or differentiable=True (which fused and foreach "
             "do not support); set the option where they are configured"
         )
+    already = f"{implementation}=True" + (" (or fused=True)" if implementation == "foreach" else "")
     if not edits and earlier:
         return Declined(
-            f"the optimizers this cell creates already use {implementation}=True (or "
-            f"fused=True); {earlier} comes from an earlier cell: pass {implementation}=True "
-            "where it is created"
+            f"the optimizers this cell creates already use {already}; {earlier} comes from an "
+            f"earlier cell: pass {implementation}=True where it is created"
         )
     if not edits:
-        return Declined(
-            f"every optimizer in this cell already uses {implementation}=True (or fused=True)"
-        )
+        return Declined(f"every optimizer in this cell already uses {already}")
     return Edited(replace_nodes(module, edits), f"{implementation}=True")
 
 

@@ -413,7 +413,13 @@ def _level_covers(
         forward = _union(
             forward,
             _inferred_forward(
-                trace, bounds, start, end, backward=backward, data=data_mask, grad_mode=grad_mode
+                trace,
+                bounds,
+                start,
+                end,
+                backward=backward,
+                data=data_mask,
+                grad_mode=grad_mode,
             ),
         )
     if workload(trace) == "inference":
@@ -567,7 +573,9 @@ def _inferred_forward(
     backward (the step's start when it has none) to that backward. Painted at the forward
     level, so every classified range (backward, optimizer, data, copy, sync) still wins where
     they overlap. A step without backward (inference) is left as it is: nothing in the trace
-    tells the model's ops from the rest there.
+    tells the model's ops from the rest there. With ``grad_mode`` (the host thread's ops autograd
+    numbered), each backward pass also gets the forward that built its graph
+    (``_graph_forward``), in whichever step it ran.
     """
     s0 = _to_ns(trace, np.asarray(bounds.start_us, dtype=np.float64))
     e0 = _to_ns(trace, np.asarray(bounds.end_us, dtype=np.float64))
@@ -593,7 +601,100 @@ def _inferred_forward(
         if first_bwd > begin:
             fs.append(begin)
             fe.append(first_bwd)
+    by_step = (np.asarray(fs, dtype=np.int64), np.asarray(fe, dtype=np.int64))
+    if grad_mode is None:
+        return by_step
+    # With marks, the last one may be a backward pass's own (the step clock writes it at the
+    # call) whose pass the trace ends before: the forward before it is its graph's.
+    last_mark = int(e0.max()) if bounds.source == "marks" and e0.size else None
+    graph = _graph_forward(
+        trace, start, end, backward=backward, graph=grad_mode, last_mark=last_mark
+    )
+    return _union(by_step, graph)
+
+
+def _graph_forward(
+    trace: Trace,
+    start: IntArray,
+    end: IntArray,
+    *,
+    backward: BoolArray,
+    graph: BoolArray,
+    last_mark: int | None = None,
+) -> tuple[IntArray, IntArray]:
+    """The forward that built the graph each backward pass consumes, wherever the steps cut.
+
+    A backward node carries the sequence number autograd gave it when the forward op that
+    made it ran; the pass's smallest one is the graph's first node. Its forward starts at the
+    top-level host op holding the last op recorded with that number after the previous pass
+    (ops that made no node share the number: a hand-written update after the previous pass,
+    the next batch's indexing) and runs to the pass. Loops whose steps end at the backward
+    (``torch.autograd.grad``, ``torch.func.grad``, manual updates) have that forward at the
+    end of the step before, where the step-shaped inference finds none; a pass whose nodes
+    all come from before the previous pass (a fragment of the same pass) adds nothing.
+
+    After the trace's last pass, up to ``last_mark`` (a pass the trace ends at): the graph's
+    first node is the number the first op after that pass read, when a later op reads a higher
+    one (a node was made: under no_grad, or with only ``.item()`` after the pass, none is).
+    """
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    bwd_rows = np.flatnonzero(backward & (trace.sequence >= 0))
+    fwd_rows = np.flatnonzero(graph)
+    if bwd_rows.size == 0 or fwd_rows.size == 0:
+        return empty
+    passes_s, passes_e = _merge(start[np.flatnonzero(backward)], end[np.flatnonzero(backward)])
+    bwd_rows = bwd_rows[np.argsort(start[bwd_rows], kind="stable")]
+    which = np.searchsorted(passes_s, start[bwd_rows], side="right") - 1
+    fwd_rows = fwd_rows[np.argsort(start[fwd_rows], kind="stable")]
+    f_start, f_seq = start[fwd_rows], trace.sequence[fwd_rows]
+    # Top-level host ops (not nested in an earlier one) of the forward's thread.
+    tops = np.flatnonzero(trace.category_mask("cpu_op") & _same_thread(trace, graph))
+    tops = tops[np.lexsort((-end[tops], start[tops]))]
+    t_s, t_e = start[tops], end[tops]
+    top = np.ones(tops.size, dtype=np.bool_)
+    top[1:] = t_s[1:] >= np.maximum.accumulate(t_e)[:-1]
+    top_starts = t_s[top]
+    fs: list[int] = []
+    fe: list[int] = []
+    for i, a in enumerate(passes_s.tolist()):
+        seqs = trace.sequence[bwd_rows[which == i]]
+        if seqs.size == 0:
+            continue
+        first_node = int(seqs.min())
+        lo = int(passes_e[i - 1]) if i > 0 else np.iinfo(np.int64).min
+        k0 = int(np.searchsorted(f_start, lo, side="left"))
+        k1 = int(np.searchsorted(f_start, a, side="left"))
+        hits = np.flatnonzero(f_seq[k0:k1] == first_node)
+        if hits.size == 0:
+            continue
+        made = int(f_start[k0 + int(hits[-1])])
+        t = int(np.searchsorted(top_starts, made, side="right")) - 1
+        begin = max(int(top_starts[t]) if t >= 0 else made, lo)
+        if a > begin:
+            fs.append(begin)
+            fe.append(a)
+    if last_mark is not None and passes_e.size:
+        lo = int(passes_e[-1])
+        k0 = int(np.searchsorted(f_start, lo, side="left"))
+        k1 = int(np.searchsorted(f_start, last_mark, side="left"))
+        tail = f_seq[k0:k1]
+        if tail.size and bool((tail > tail[0]).any()):
+            made = int(f_start[k0 + int(np.flatnonzero(tail == tail[0])[-1])])
+            t = int(np.searchsorted(top_starts, made, side="right")) - 1
+            begin = max(int(top_starts[t]) if t >= 0 else made, lo)
+            if last_mark > begin:
+                fs.append(begin)
+                fe.append(last_mark)
     return np.asarray(fs, dtype=np.int64), np.asarray(fe, dtype=np.int64)
+
+
+def _same_thread(trace: Trace, rows: BoolArray) -> BoolArray:
+    """Rows on the (pid, tid) of the first row of ``rows`` (all of them share one thread)."""
+    at = np.flatnonzero(rows)
+    if at.size == 0:
+        return np.zeros(len(trace), dtype=np.bool_)
+    same: BoolArray = (trace.pid == trace.pid[at[0]]) & (trace.tid == trace.tid[at[0]])
+    return same
 
 
 def _closure_blocks(

@@ -70,6 +70,20 @@ def train_in_phases(rank: int, steps: int, data_wait_s: float, backward_wait_s: 
         opt.step()
 
 
+def train_with_autograd_grad(rank: int, steps: int, backward_wait_s: float) -> None:
+    """Gradients from ``torch.autograd.grad`` (no ``loss.backward()``), then the optimizer's
+    step: each backward pass takes at least ``backward_wait_s``."""
+    model = torch.nn.Linear(4, 1)
+    params = list(model.parameters())
+    opt = torch.optim.SGD(params, lr=0.1)
+    x = torch.randn(2, 4)
+    for _ in range(steps):
+        loss = _SlowBackward.apply(model(x), backward_wait_s).sum()
+        for p, g in zip(params, torch.autograd.grad(loss, params), strict=True):
+            p.grad = g
+        opt.step()
+
+
 def spawn_a_trainer(rank: int, steps: int) -> None:
     """A child that spawns a child of its own that trains (a grandchild of the cell), then
     forks one that trains too, and trains itself."""

@@ -75,6 +75,25 @@ def test_a_forked_child_times_its_phases_too():
     assert child.data_s >= 3 * 0.01 and child.backward_s >= 3 * 0.02
 
 
+def test_a_childs_backward_taken_by_autograd_grad_is_backward():
+    """torch.autograd.grad (and torch.func.grad, which calls it) is a backward pass in a child
+    as in this process's step clock (issue 26): its time was left to forward and the rest."""
+    clock = StepClock(0)
+    clock.install()
+    try:
+        p = _SPAWN.Process(target=spawn_targets.train_with_autograd_grad, args=(0, 5, 0.03))
+        p.start()
+        p.join()
+    finally:
+        clock.uninstall()
+    assert p.exitcode == 0
+    (child,) = clock.record().children
+    assert child.steps == 5
+    # From the first step's end: 4 passes of at least 30 ms each (a lower bound).
+    assert child.backward_s >= 4 * 0.03
+    assert child.data_s + child.backward_s + child.optimizer_s <= child.span_s
+
+
 def test_a_child_is_said_bound_by_its_largest_phase():
     from gpu_notebook.capture.stepclock import _child_words
 

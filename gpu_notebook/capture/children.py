@@ -3,7 +3,7 @@
 A table in shared memory (a memfd), one slot per process that steps (:data:`SLOT`): its pid,
 its parent's, how it started, its optimizer steps, the clock at its first step's end and at its
 last's, and its time in the phases the parent's step clock times on every step (the
-DataLoader's ``__next__``, ``torch.autograd.backward``, the optimizer step) between those two
+DataLoader's ``__next__``, ``torch.autograd.backward`` and ``grad``, the optimizer step) between those two
 (``perf_counter_ns`` is CLOCK_MONOTONIC, one clock for every process of the machine). What is
 left of the span is forward and the rest. A child claims its slot at its first optimizer step,
 under a lock of the table (``lockf``: two children whose pids are equal modulo :data:`SLOTS`
@@ -115,8 +115,8 @@ class ChildSteps:
     """A child's optimizer steps and their phases, into its slot of the table.
 
     Two optimizer hooks in torch's global dicts (under keys of ours: the user's hook ids stay
-    theirs) and two pass-through wrappers (the DataLoader iterator's ``__next__``,
-    ``torch.autograd.backward``), put in the child for its lifetime. Phases are timed on the
+    theirs) and pass-through wrappers (the DataLoader iterator's ``__next__``,
+    ``torch.autograd.backward`` and ``torch.autograd.grad``), put in the child for its lifetime. Phases are timed on the
     thread of the first optimizer step only, from that step's end. A process forked from this
     one (a grandchild) inherits it and starts over in a slot of its own.
     """
@@ -135,6 +135,7 @@ class ChildSteps:
         self._opt_inner_ns = 0
         self._tracing: Callable[[], bool] | None = None
         self._done: set[str] = set()
+        self._inside: set[str] = set()  # the fields of the wrapped calls running now
 
     def hook(self, torch_modules: dict[str, Any]) -> bool:
         """Hook what of torch has loaded (``sys.modules``); True once all three are hooked."""
@@ -157,9 +158,12 @@ class ChildSteps:
             self._done.add("dataloader")
         autograd = torch_modules.get("torch.autograd")
         if "backward" not in self._done and _loaded(autograd):
-            original = getattr(autograd, "backward", None)
-            if original is not None:
-                _patch(autograd, "backward", self._wrap(original, "_bwd_ns", clock))
+            # A backward pass that returns the gradients (torch.autograd.grad, which
+            # torch.func.grad calls) is backward as loss.backward() is, as in the step clock.
+            for name in ("backward", "grad"):
+                original = getattr(autograd, name, None)
+                if original is not None:
+                    _patch(autograd, name, self._wrap(original, "_bwd_ns", clock))
             self._done.add("backward")
         return len(self._done) == 3
 
@@ -171,12 +175,15 @@ class ChildSteps:
         steps = self
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if get_ident() != steps._tid:
+            if get_ident() != steps._tid or field in steps._inside:
                 return original(*args, **kwargs)
+            # Not twice: a backward hook that takes torch.autograd.grad is inside the pass.
+            steps._inside.add(field)
             start = clock()
             try:
                 return original(*args, **kwargs)
             finally:
+                steps._inside.discard(field)
                 setattr(steps, field, getattr(steps, field) + clock() - start)
 
         functools.update_wrapper(wrapper, original)  # sets __wrapped__ too

@@ -652,12 +652,12 @@ def run_cli(program: Program) -> list[str]:
 # measurement needs (its sampler thread, the global step hooks, the stack sampler's timer and
 # handler, the temp folder of traces in flight) is there by design then. What it leaves behind
 # is checked after the process exits (files, temp folder, exit code, output) instead.
-# (Also the step clock's two patches, torch.autograd.backward and the DataLoader iterator's
+# (Also the step clock's patches, torch.autograd.backward and grad and the DataLoader iterator's
 # __next__: in place while the script is measured, gone after it; a script's own wrapper
 # installed over them is kept, as the notebook program user_hooks_and_wrappers checks.)
 _IN_FLIGHT = re.compile(
     r"^(threads|tmp\.ours|torch\.(module|optim)\._global_\w+|"
-    r"torch\.autograd\.backward|torch\._BaseDataLoaderIter\.__next__|"
+    r"torch\.autograd\.(backward|grad)|torch\._BaseDataLoaderIter\.__next__|"
     r"signal\.(SIGALRM|SIGPROF|SIGVTALRM)|itimer\.\w+|sys\.(trace|profile)|"
     r"threading\.(trace|profile))$"
 )

@@ -172,3 +172,46 @@ def test_a_hand_written_update_after_the_backward_stays_the_optimizer(tmp_path: 
     )
     assert rows.size == 7 * 4
     assert {PHASES[i] for i in locate(trace.ts_us[rows] + trace.dur_us[rows] / 2)} == {"optimizer"}
+
+
+def test_every_micro_batchs_forward_is_forward_under_gradient_accumulation(
+    tmp_path: Path,
+) -> None:
+    """Steps the optimizer ends, three forward/backward passes each: the forward of the second
+    and third pass ran after a backward in the same step and read "other" on main."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    xs, ys = torch.randn(24, 32, 64), torch.randn(24, 32, 4)
+    path = tmp_path / "trace.json"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for i in range(8):
+                with record_function(f"{markers.STEP_MARK_PREFIX}{i}"):
+                    pass
+                for j in range(3):
+                    loss = torch.nn.functional.mse_loss(model(xs[i * 3 + j]), ys[i * 3 + j])
+                    with record_function(markers.BACKWARD):
+                        loss.backward()
+                with record_function(f"{markers.OPTIMIZER_STEP_PREFIX}SGD.step"):
+                    opt.step()
+                opt.zero_grad()
+            with record_function(f"{markers.STEP_MARK_PREFIX}8"):
+                pass
+        prof.export_chrome_trace(str(path))
+    finally:
+        torch.set_num_threads(threads)
+    trace = load_trace(path)
+    locate = phase_at(trace)
+    assert locate is not None
+
+    def phases_of(names: tuple[str, ...]) -> list[str]:
+        rows = np.flatnonzero(trace.name_mask(names=names))
+        return [PHASES[i] for i in locate(trace.ts_us[rows] + trace.dur_us[rows] / 2)]
+
+    forward = phases_of(("aten::linear", "aten::mse_loss"))
+    assert len(forward) == 8 * 3 * 3 and set(forward) == {"forward"}, forward
+    assert set(phases_of(("aten::add_",))) <= {"backward", "optimizer"}

@@ -228,3 +228,32 @@ def test_too_few_samples_for_a_share_take_the_step_clocks_with_its_gain():
 
     worded = next(f for f in build_report(run).findings if f.rule_id == finding.rule_id)
     assert periodic_evidence(cost) in worded.evidence and "every 5 steps" in worded.title
+
+
+PLAIN_LOOP = """\
+for step, (x, y) in enumerate(loader):
+    opt.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    if step % 5 == 0:
+        print(step, loss.item())
+"""
+
+
+def test_a_plain_loops_logging_every_5_steps_is_said_with_the_share_its_steps_give():
+    from gpu_notebook.report.build import build_report
+
+    run = _run(_series(0.004), PLAIN_LOOP)
+    analysis = analyze(run)
+    (cost,) = analysis.periodic
+    assert cost.share == pytest.approx(_recomputed(run, 5, 3))
+    facts = scan_source(run.cell_source, line_offset=CELL_LINE_OFFSET)
+    finding = sl.periodic_logging(run, analysis, facts)
+    assert finding is not None and finding.line == 7  # the `if step % 5 == 0:` of the cell
+    assert finding.phase_share == pytest.approx(cost.share * (1 - 1 / 10))
+    worded = next(f for f in build_report(run).findings if f.rule_id == "logging.periodic")
+    assert periodic_evidence(cost) in worded.evidence and "% 50" in worded.fix
+    # No planted cost: nothing said.
+    quiet = _run(_series(0.0), PLAIN_LOOP)
+    assert sl.periodic_logging(quiet, analyze(quiet), facts) is None

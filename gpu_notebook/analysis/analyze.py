@@ -99,7 +99,8 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
     )
 
 
-# The settings that make a framework's loop log every N steps (the cell's literals).
+# The settings that make a framework's loop log every N steps (the cell's literals), and the
+# cell's own periodic blocks.
 PERIODIC_SETTINGS = (("TrainingArguments", "logging_steps"), ("Trainer", "log_every_n_steps"))
 
 
@@ -111,8 +112,12 @@ def _periodic(run: Run) -> tuple[PeriodicCost, ...]:
 
     if not run.cell_source or len(run.steps.steps) < 2:
         return ()
+    from gpu_notebook.cell.blocks import periodic_blocks
+
     facts = scan_source(run.cell_source, line_offset=CELL_LINE_OFFSET)
     periods = {facts.framework_setting(cls, key) for cls, key in PERIODIC_SETTINGS}
+    # A plain loop's own `if step % N == 0:` blocks (a print of the loss every N steps).
+    periods |= {b.every for b in periodic_blocks(facts.tree)}
     costs = (periodic_cost(run, p) for p in sorted(p for p in periods if type(p) is int and p >= 2))
     return tuple(c for c in costs if c is not None)
 

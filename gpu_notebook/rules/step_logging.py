@@ -58,6 +58,16 @@ class PerStepLogging(Said):
 
 
 @dataclass(frozen=True)
+class PeriodicLogging(Said):
+    """A plain loop's ``if step % N == 0:`` logging block, its cost read from the step clock."""
+
+    line: int
+    text: str
+    cost: PeriodicCost
+    bound: float | None  # logging EVERY times less often
+
+
+@dataclass(frozen=True)
 class ValidationEveryStep(Said):
     lines: tuple[SourceLine, ...]  # validation inside the training loop, on every step
     phases: PhaseBreakdown | None
@@ -417,4 +427,31 @@ def _settings_now(facts: SourceFacts) -> tuple[str, ...]:
     return tuple(dict.fromkeys(now))
 
 
-RULES = (per_step_logging, validation_every_step, framework_overhead)
+def periodic_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A loop's logging every N steps (``if step % N == 0: print(loss.item())``) whose steps are
+    slower than the others: its share from the step clock alone (``Analysis.periodic``). Steps
+    that stall at that period are the run's periodic stall (rules/run_shape.py), said there."""
+    from gpu_notebook.cell.blocks import periodic_blocks
+
+    shape = analysis.shape
+    for block in periodic_blocks(facts.tree):
+        if block.work != "logging" or block.every < 2:
+            continue
+        stalls = shape.stalls if shape is not None else None
+        if stalls is not None and stalls.period_steps and stalls.period_steps % block.every == 0:
+            continue
+        cost = next((c for c in analysis.periodic if c.period == block.every), None)
+        if cost is None:
+            continue
+        severity = severity_of(cost.share, low=SUGGEST)
+        if severity is None:
+            continue
+        removed = every_n(cost.share)
+        bound = gain_bound(removed, analysis)
+        said = PeriodicLogging(block.line, block.text, cost, bound)
+        return found("logging.periodic", severity, said, phase_share=removed, bound=bound,
+                     line=block.line)  # fmt: skip
+    return None
+
+
+RULES = (per_step_logging, validation_every_step, framework_overhead, periodic_logging)

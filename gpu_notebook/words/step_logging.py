@@ -11,6 +11,7 @@ from gpu_notebook.rules.step_logging import (
     Advice,
     FrameworkOverhead,
     FrameworkSeen,
+    PeriodicLogging,
     PerStepLogging,
     ValidationEveryStep,
 )
@@ -62,6 +63,22 @@ def per_step_logging(s: PerStepLogging) -> Words:
             f"measure it before gating them. {advice}"
         )
     return words("The loop logs on every step", evidence, advice, _SOURCE)
+
+
+@worder(PeriodicLogging)
+def periodic_logging(s: PeriodicLogging) -> Words:
+    first = s.text.splitlines()[0] if s.text else ""
+    return words(
+        f"The logging every {s.cost.period} steps takes {fmt_share(s.cost.share)} of the step time",
+        [
+            f"line {s.line} (`{first}`)",
+            periodic_evidence(s.cost),
+            f"gain if it logs every {s.cost.period * EVERY} steps: {fmt_gain(s.bound)} (Amdahl)",
+        ],
+        f"Log {EVERY}x less often: `% {s.cost.period * EVERY}` on line {s.line}, or keep the "
+        "values as tensors and read them together at the end of an epoch.",
+        _SOURCE,
+    )
 
 
 @worder(ValidationEveryStep)

@@ -24,6 +24,7 @@ of ``analysis.compare_samples`` (the notebook's before/after). Then the planned 
 
     python benchmarks/round_estimator.py            # 300 trials a scenario (~2 min on 2 cores)
     python benchmarks/round_estimator.py --quick    # 40 trials
+    python benchmarks/round_estimator.py --added    # the added looks' interval (~1 min)
 """
 
 from __future__ import annotations
@@ -170,8 +171,63 @@ def burst_table(trials: int) -> None:
             print(f"RESULT one run each {scenario:<8} {name:<26} within {TRUE}x {shares}")
 
 
+def _far_trial(rng: np.random.Generator, rounds: int, far: bool) -> tuple[list, list]:
+    """``rounds`` rounds; ``far``: one round among the first three has a run slowed 35%-45%
+    (the far-out round of the added looks' report: 1.43 among 1.05-1.12)."""
+    base = [_run(rng, 0.010) for _ in range(rounds)]
+    var = [_run(rng, 0.010 / TRUE) for _ in range(rounds)]
+    if far:
+        r, arm = int(rng.integers(3)), int(rng.integers(2))
+        runs = base if arm == 0 else var
+        runs[r] = [s * float(rng.uniform(1.35, 1.45)) for s in runs[r]]
+    return base, var
+
+
+def added_looks_table(trials: int) -> None:
+    """The added looks' interval: Student t over the rounds' log ratios (main) against the 20%
+    trimmed mean's (``samples.trimmed_round_interval``), 5 planned rounds then up to the cap,
+    for a 1.07x fix (range from 1.02x) and a fix that gains nothing (predicted from 1.07x), with
+    and without one far-out round. Verdict shares and the mean added rounds of the decided."""
+    global TRUE
+    from gpu_notebook.tryfix import sequential
+
+    trimmed = sequential.trimmed_round_interval
+    for true, predicted_low, planned, scenario in (
+        (t, p, n, s) for t, p in ((1.07, 1.02), (1.0, 1.07)) for n in (3, 5)
+        for s in ("uniform", "far-out")
+    ):  # fmt: skip
+        TRUE = true
+        rng = np.random.default_rng(11 + planned)
+        runs = [
+            _far_trial(rng, planned + sequential.MAX_ADDED_ROUNDS, scenario == "far-out")
+            for _ in range(trials)
+        ]
+        # main's: nothing trimmed, Student t over every round (sequential falls back to it).
+        for name, interval in (("t (main)", _untrimmed), ("trimmed t", trimmed)):
+            sequential.trimmed_round_interval = interval  # type: ignore[assignment]
+            try:
+                got = [sequential.decide(b, v, planned, predicted_low) for b, v in runs]
+            finally:
+                sequential.trimmed_round_interval = trimmed  # type: ignore[assignment]
+            counts = Counter(d.verdict for d in got if d is not None)
+            added = [d.added_rounds for d in got if d is not None and d.verdict != "undecided"]
+            said = ", ".join(f"{k} {counts[k] / trials:.0%}" for k in VERDICTS)
+            mean_added = statistics.fmean(added) if added else float("nan")
+            print(f"RESULT added looks true {true}x predicted from {predicted_low}x "
+                  f"planned={planned} {scenario:<8} {name:<10} {said}; decided after {mean_added:.1f} "
+                  "added rounds")  # fmt: skip
+    TRUE = 1.07
+
+
+def _untrimmed(base: list, var: list, level: float) -> None:
+    return None
+
+
 def main(argv: list[str]) -> int:
     trials = 40 if "--quick" in argv else 300
+    if "--added" in argv:
+        added_looks_table(trials)
+        return 0
     rounds_table(trials)
     verdict_table(trials)
     burst_table(trials)

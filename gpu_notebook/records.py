@@ -1262,7 +1262,7 @@ class FixTrial:
         0  # of them, added after the planned rounds to decide it (tryfix.sequential)
     )
     # None: speedup_low/high are the planned look's interval of the median (run-to-run margin
-    # included); else the two-sided level of the rounds' t interval an added look read.
+    # included); else the two-sided level of the rounds' interval an added look read (trimmed t from 5 rounds).
     interval_level: float | None = None
     # The steps above (and compared) are each step's own time: its wall time less its thread's
     # wait for a core (analysis.interference.counted_step_times, as SampleComparison.own_time);

@@ -13,9 +13,17 @@ Which interval each look reads:
   rounds agreeing, and (from 3 rounds) the rounds' own interval at the same 90% backing the
   call. Its "no measurable
   effect" is split into that (the interval leaves the predicted range out) and "undecided".
-- **an added look** reads the rounds as paired samples (``samples.round_interval``: a Student t
-  interval over the rounds' log ratios; the figure said is the rounds' median, as at the
-  planned look). Adding rounds to the steps' interval cannot settle a
+- **an added look** reads the rounds as paired samples (``samples.trimmed_round_interval``:
+  from 5 rounds, the Tukey-McLaughlin interval of the 20% trimmed mean of the rounds' log
+  ratios; below 5, ``samples.round_interval``'s Student t over them all; the figure said is the
+  rounds' median, as at the planned look). Trimmed, one far-out round (a run another process
+  slowed by a third) is not read as the rounds' spread: with Student t over every round it held
+  1x at every look (nanoGPT's rounds with a 1.43x first round: verified after 7 added rounds, a
+  1.6x one: undecided at the cap; trimmed: after 1-2). ``benchmarks/round_estimator.py
+  --added`` (seeded, 300 trials, one round of the first three with a run slowed 35-45%): a
+  1.07x fix verified 25%/39% -> 78%/95% (3/5 planned rounds), a null fix "no measurable
+  effect" 49%/66% -> 86%/95%; its cost under uniform load: a 1.07x fix verified 95%/97% ->
+  89%/96%, a null fix called verified 0%/1% -> 1%/0%. Adding rounds to the steps' interval cannot settle a
   small gain: its fixed 5% on each side never shrinks, so a true 1.07x could only ever read
   "verified" by luck. Interleaving makes the run-to-run difference a random effect within each
   round (the A/B order alternates), which the rounds' spread measures and which narrows with
@@ -49,7 +57,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, ruled_out
-from gpu_notebook.tryfix.samples import SampleVerdict, compare_runs, per_round, round_interval
+from gpu_notebook.tryfix.samples import (
+    SampleVerdict,
+    compare_runs,
+    per_round,
+    round_interval,
+    trimmed_round_interval,
+)
 
 __all__ = ["ADDED_LOOKS_ALPHA", "MAX_ADDED_ROUNDS", "Decision", "added_level", "decide"]
 
@@ -110,7 +124,9 @@ def _added_look(
 ) -> Decision:
     level = added_level()
     rounds = per_round(base, var)
-    interval = round_interval(base, var, level)
+    # From 5 rounds the trimmed mean's interval (one far-out round is trimmed, not read as the
+    # rounds' spread); below, nothing to trim: Student t over every round.
+    interval = trimmed_round_interval(base, var, level) or round_interval(base, var, level)
     if interval is None:  # fewer than 3 rounds with steps: the last reading stands, undecided
         return dataclasses.replace(previous, rounds=len(rounds), added_rounds=added)
     # The figure said is the rounds' median, as at the planned look (one disturbed round does

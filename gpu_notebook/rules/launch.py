@@ -164,6 +164,9 @@ class UnfusedOptimizer(Said):
     grad_bytes: int | None = None
     # Other unfused optimizers the cell steps, made in earlier cells (the patch cannot reach).
     others: tuple[str, ...] = ()
+    # The cell's optimizers the flag leaves as they are (classes: SparseAdam, LBFGS, one already
+    # fused), whose steps share the measured update time in a split not measured: no floor then.
+    beside: tuple[str, ...] = ()
 
 
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -365,6 +368,13 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     # The other unfused optimizers of earlier cells: the patch leaves them as they are.
     others = tuple(n for _c, ln, n, _o in usable[1:] if ln is None and n is not None)
     implementation: Literal["fused", "foreach"] = "fused" if cls in FUSED_OPTIMIZERS else "foreach"
+    # The step clock times every optimizer's step together: one the fix leaves as it is (a class
+    # without the flag, one already fused) holds part of that time, in a split not measured: the
+    # whole update still bounds what the patch can take, no floor does.
+    reach = FUSED_OPTIMIZERS if implementation == "fused" else FOREACH_OPTIMIZERS
+    beside = tuple(
+        dict.fromkeys(c for c, _, _, fused, _, _ in built + live if fused is True or c not in reach)
+    )
     if not has_gpu(run):
         why = _no_cpu_gain(implementation, one_pass)
         if why is not None:
@@ -382,11 +392,11 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     low, bound = gain_range(
         None if low_share is None else low_share * removed, optimizer * removed, analysis
     )
-    if others and line is not None:
+    if (others and line is not None) or beside:
         low = None  # the patch reaches part of the update: no floor to claim, the bound stays
     said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer, profiled,
                             whole, analysis.phases, low, bound, None, kept, tensors,
-                            size, others)  # fmt: skip
+                            size, others, beside)  # fmt: skip
     elsewhere = ",".join(((name,) if line is None and name is not None else ()) + others)
     return found("launch.unfused_optimizer", "medium" if level == "high" else "low", said,
                  phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",

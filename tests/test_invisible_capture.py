@@ -870,3 +870,28 @@ def test_skipping_our_frames_in_dynamo_survives_an_import_on_another_thread(monk
     monkeypatch.setattr(sys, "modules", _ModulesThatGrowWhileRead(sys.modules))
     stepclock._skip_our_code_in_dynamo()
     assert "gpu_notebook.capture.stepclock" in stepclock._SKIPPED_MODULES
+
+
+def test_hot_lines_on_a_thread_the_cell_joins_are_the_training_threads(ip):
+    # Issue 26 (unseen round 7): a loop run on a 'trainer' thread read "line 39 `while (msg :=
+    # progress.get()) ...`: 100% of sampled time": the sampler read the cell's thread, which only
+    # waited. Once the step clock follows the thread, so do the hot lines.
+    cell = (
+        "%%gpucheck -q -o rep -w 1 -s 2 --lines all\n"
+        "import threading\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))\n"
+        "o = torch.optim.SGD(m.parameters(), 0.01)\n"
+        "X = torch.randn(512, 256)\n"
+        "def train():\n"
+        "    for _ in range(150):\n"
+        "        o.zero_grad(); m(X).pow(2).mean().backward(); o.step()\n"
+        "t = threading.Thread(target=train, name='trainer'); t.start(); t.join()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    rep = ip.user_ns["rep"]
+    assert any("thread 'trainer'" in n for n in rep.run.notes), rep.run.notes
+    stacks = rep.run.stacks
+    assert stacks is not None
+    names = {f.function for f in stacks.functions}
+    assert "train" in names, names

@@ -234,6 +234,7 @@ class CaptureSession:
         self._raw_stacks: RawStacks | None = None
         self._trickle: StackSampler | None = None  # the sparse sampler after the dense span
         self._raw_trickle: RawStacks | None = None
+        self._stack_tid = 0  # a thread the cell started that the step clock followed (0: none)
         self._stack_state = "off"  # waiting -> sampling -> done (then the trickle), or whole
         self._stack_first_step = 0
         self._wall_s = 0.0
@@ -375,6 +376,13 @@ class CaptureSession:
                 # Kineto's session belongs to the thread that starts it, and the cell's thread
                 # would stop it at the end: on a thread of the cell's, the hooks time the steps.
                 window.step_aside(THREAD_WINDOW_NOTE)
+            followed = clock.followed_ident
+            if followed is not None and followed != self._stack_tid:
+                # The hot lines are the steps' thread's: the cell's own waits for it to finish.
+                self._stack_tid = followed
+                for sampler in (self._stacks, self._trickle):
+                    if sampler is not None:
+                        sampler.follow(followed)
             if schedule is None:
                 window.on_boundary(step_index)
             else:
@@ -513,13 +521,16 @@ class CaptureSession:
         taken; elsewhere at the program's own switch interval throughout, so that a plain
         script that reads it at its end reads its own (stacks.py, "The sparse sampler")."""
         framework = any(name in sys.modules for name in _FRAMEWORK_MODULES)
-        self._trickle = StackSampler(
+        trickle = StackSampler(
             self._thread_id,
             self.options.trickle_stack_interval_s,
             root_codes=self._stack_root_codes,
             switch_interval_s=0.0002 if framework else None,
             brief_switch=framework,
-        ).start()
+        )
+        if self._stack_tid:
+            trickle.follow(self._stack_tid)
+        self._trickle = trickle.start()
 
     def _stop_sampler(self, sampler: StackSampler | None, what: str, lost: str) -> RawStacks | None:
         """Join a stack sampler; its failure is said in a note, never raised into the user's cell."""

@@ -207,6 +207,8 @@ class StackSampler:
         if max_stacks < 1:
             raise ValueError(f"max_stacks must be at least 1, got {max_stacks!r}")
         self.thread_id = thread_id
+        # Sampling a thread the cell started (``follow``): its whole stack is the cell's work.
+        self._followed = False
         self.interval_s = float(interval_s)
         self.max_stacks = int(max_stacks)
         self.phase_provider = phase_provider
@@ -275,6 +277,14 @@ class StackSampler:
         """Stop sampling until ``resume()``; no sample is taken after this returns."""
         with self._lock:
             self._set_active(False)
+
+    def follow(self, thread_id: int) -> None:
+        """Sample ``thread_id`` from now on: a thread the cell started, where its training steps
+        run (the step clock followed it). Its stack never passes the cell's root frame (it
+        starts at ``threading``'s bootstrap), so each of its samples counts as inside the cell."""
+        with self._lock:
+            self.thread_id = thread_id
+            self._followed = True
 
     def resume(self) -> None:
         """Sample again (after ``pause()`` or ``start(paused=True)``)."""
@@ -428,7 +438,7 @@ class StackSampler:
             return
         self._late_ns += late_ns
         provider = self.phase_provider
-        key: list[object] = [provider() if provider is not None else None, False]
+        key: list[object] = [provider() if provider is not None else None, self._followed]
         append = key.append
         # The code objects of this very walk: the target thread runs on while we walk (the GIL
         # can pass between our bytecodes), so a second walk from ``top`` could meet another

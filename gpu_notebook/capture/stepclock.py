@@ -351,6 +351,11 @@ class StepClock:
         self._thread_names[ident] = thread.name if thread is not None else f"thread {ident}"
 
     @property
+    def followed_ident(self) -> int | None:
+        """The thread the cell started whose steps the clock follows (None: the cell's own)."""
+        return self._tid_followed
+
+    @property
     def followed_thread(self) -> bool:
         """Whether the steps are those of a thread the cell started (not the cell's own)."""
         return self._tid_followed is not None

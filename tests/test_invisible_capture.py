@@ -180,6 +180,12 @@ def test_batch_sizes_still_counted_for_plain_tensors_and_parameters(clock):
     assert _leading_size(torch.randn(7, 2)) == 7
     assert _leading_size(torch.nn.Parameter(torch.randn(5, 2))) == 5
     assert _leading_size((torch.randn(3, 2), torch.randn(3))) == 3
+    # Issue 26 (unseen round 7): a graph batch (572 nodes' features, edge index, node owners,
+    # 32 labels) read "4,927 samples/s (batch 572)": tensors that disagree give no count.
+    graph = (torch.randn(572, 16), torch.zeros(2, 1700, dtype=torch.long),
+             torch.zeros(572, dtype=torch.long), torch.zeros(32, dtype=torch.long))  # fmt: skip
+    assert _leading_size(graph) is None
+    assert _leading_size((torch.randn(3, 2), torch.tensor(0.5), torch.randn(3))) == 3
     assert _leading_size({"a": torch.randn(6)}) == 6
     assert _leading_size(torch.tensor(1.0)) is None
     parts = [torch.randn(2), torch.randn(3)]

@@ -1218,10 +1218,12 @@ def _leading_size(batch: Any, unread: dict[str, None] | None = None) -> int | No
                 # A loop, not a generator: this runs for every batch of a timed step.
                 for item in batch:
                     if issubclass(type(item), (torch.Tensor, tuple, list, dict)):
-                        batch = item
                         break
                 else:
                     return None
+                if issubclass(type(item), torch.Tensor):
+                    return _agreed_size(batch, torch, unread)
+                batch = item
             elif issubclass(kind, dict):
                 batch = next(iter(dict.values(batch)), None)
             else:
@@ -1273,6 +1275,24 @@ def _batch_tensors(batch: Any) -> int | None:
     except Exception:  # noqa: BLE001 -- a batch we cannot read has no count; the loop goes on
         return None
     return count or None
+
+
+def _agreed_size(items: Any, torch: Any, unread: dict[str, None] | None) -> int | None:
+    """The first dimension the tensors of a tuple or list batch share; None where two differ:
+    such a batch has no one count of samples (a graph batch of node features, edge index, node
+    owners and per-graph labels; time-major source and target of different lengths)."""
+    size = None
+    for item in items:
+        kind = type(item)
+        if not issubclass(kind, torch.Tensor):
+            continue
+        n = _tensor_leading_size(item, kind, torch, unread)
+        if n is None:
+            continue
+        if size is not None and n != size:
+            return None
+        size = n
+    return size
 
 
 def _tensor_leading_size(

@@ -883,7 +883,7 @@ def test_hot_lines_on_a_thread_the_cell_joins_are_the_training_threads(ip):
     # progress.get()) ...`: 100% of sampled time": the sampler read the cell's thread, which only
     # waited. Once the step clock follows the thread, so do the hot lines.
     cell = (
-        "%%gpucheck -q -o rep -w 1 -s 2 --lines all\n"
+        "%%gpucheck -q -o rep -w 1 -s 8\n"
         "import threading\n"
         "m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))\n"
         "o = torch.optim.SGD(m.parameters(), 0.01)\n"
@@ -901,3 +901,5 @@ def test_hot_lines_on_a_thread_the_cell_joins_are_the_training_threads(ip):
     assert stacks is not None
     names = {f.function for f in stacks.functions}
     assert "train" in names, names
+    # The hot lines are the cell's file's, not threading's bootstrap under the thread's target.
+    assert stacks.root_filename is not None and "threading" not in stacks.root_filename

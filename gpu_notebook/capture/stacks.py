@@ -282,9 +282,16 @@ class StackSampler:
         """Sample ``thread_id`` from now on: a thread the cell started, where its training steps
         run (the step clock followed it). Its stack never passes the cell's root frame (it
         starts at ``threading``'s bootstrap), so each of its samples counts as inside the cell."""
+        # threading's own frames under the thread's target are the root: the walk stops there,
+        # so the outermost frame kept is the cell's (it names the cell's file for the hot lines).
+        thread = threading.Thread
+        codes = (thread.run.__code__, thread._bootstrap_inner.__code__,  # type: ignore[attr-defined]
+                 thread._bootstrap.__code__)  # type: ignore[attr-defined]  # fmt: skip
         with self._lock:
             self.thread_id = thread_id
             self._followed = True
+            self._roots = (*self._roots, *codes)
+            self._root_ids = self._root_ids | {id(code) for code in codes}
 
     def resume(self) -> None:
         """Sample again (after ``pause()`` or ``start(paused=True)``)."""

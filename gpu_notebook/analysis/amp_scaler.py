@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpu_notebook.analysis.ops import launched_kernel_us
 from gpu_notebook.records import PhaseBreakdown, ScalerOps
 from gpu_notebook.trace.kineto import Trace
 
@@ -36,7 +37,7 @@ def scaler_ops(trace: Trace, phases: PhaseBreakdown | None) -> ScalerOps | None:
     inside = [int(r) for r in rows if any(a <= float(trace.ts_us[r]) < b for a, b in spans)]
     device = trace.has_gpu_activity
     if device:
-        spent = _device_us(trace, inside)
+        spent = launched_kernel_us(trace, inside)
     else:
         spent = float(sum(float(trace.end_us[r] - trace.ts_us[r]) for r in inside))
     return ScalerOps(
@@ -46,21 +47,3 @@ def scaler_ops(trace: Trace, phases: PhaseBreakdown | None) -> ScalerOps | None:
         steps=len(phases.steps),
         on_device=device,
     )
-
-
-def _device_us(trace: Trace, roots: list[int]) -> float:
-    """Device time of the kernels the operators launched (by the External id of each operator
-    under each root, on its thread)."""
-    if not roots:
-        return 0.0
-    cpu = np.flatnonzero(trace.category_mask("cpu_op"))
-    ids: set[int] = set()
-    for r in roots:
-        a, b = float(trace.ts_us[r]), float(trace.end_us[r])
-        under = cpu[
-            (trace.ts_us[cpu] >= a) & (trace.end_us[cpu] <= b) & (trace.tid[cpu] == trace.tid[r])
-        ]
-        ids.update(int(x) for x in trace.external_id[under] if x >= 0)
-    gpu = np.flatnonzero(trace.gpu_mask)
-    hit = gpu[np.isin(trace.external_id[gpu], np.fromiter(ids, dtype=np.int64))]
-    return float(trace.dur_us[hit].sum())

@@ -1,4 +1,5 @@
-"""Top host operators by self time and top GPU kernels by total time, from a Kineto trace."""
+"""Top host operators by self time, top GPU kernels by total time, and the kernel time that chosen
+host operators launched, from a Kineto trace."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from gpu_notebook.analysis.phases import find_host_thread
 from gpu_notebook.records import OpStat
 from gpu_notebook.trace.kineto import Trace
 
-__all__ = ["self_time_ns", "top_ops"]
+__all__ = ["launched_kernel_us", "self_time_ns", "top_ops"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -127,3 +128,21 @@ def _aggregate(
         )
         for i in top
     ]
+
+
+def launched_kernel_us(trace: Trace, roots: list[int]) -> float:
+    """Device time of the kernels that the host operators under ``roots`` launched (each root's
+    operators on its own thread, matched to kernels by External id)."""
+    if not roots:
+        return 0.0
+    cpu = np.flatnonzero(trace.category_mask("cpu_op"))
+    ids: set[int] = set()
+    for r in roots:
+        a, b = float(trace.ts_us[r]), float(trace.end_us[r])
+        under = cpu[
+            (trace.ts_us[cpu] >= a) & (trace.end_us[cpu] <= b) & (trace.tid[cpu] == trace.tid[r])
+        ]
+        ids.update(int(x) for x in trace.external_id[under] if x >= 0)
+    gpu = np.flatnonzero(trace.gpu_mask)
+    hit = gpu[np.isin(trace.external_id[gpu], np.fromiter(ids, dtype=np.int64))]
+    return float(trace.dur_us[hit].sum())

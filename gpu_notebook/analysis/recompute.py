@@ -29,6 +29,7 @@ import re
 
 import numpy as np
 
+from gpu_notebook.analysis.ops import launched_kernel_us
 from gpu_notebook.records import PhaseBreakdown, Recompute
 from gpu_notebook.trace.kineto import Trace
 
@@ -74,7 +75,7 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
     inside = [g for g in groups if g and _within(float(trace.ts_us[g[0]]), spans)]
     device = trace.has_gpu_activity
     if device:
-        spent = _device_us(trace, [r for g in inside for r in g])
+        spent = launched_kernel_us(trace, [r for g in inside for r in g])
     else:
         # From a recompute's first operator's start to its last one's end: the Python between
         # them (the blocks' own forward code) is recomputed too.
@@ -133,21 +134,3 @@ def _saves(trace: Trace, row: int, children: dict[int, list[int]], detach_ids: s
 
 def _within(ts_us: float, spans: list[tuple[float, float]]) -> bool:
     return any(a <= ts_us < b for a, b in spans)
-
-
-def _device_us(trace: Trace, roots: list[int]) -> float:
-    """Device time of the kernels the recomputed operators launched (by their External id,
-    every operator under each root)."""
-    if not roots:
-        return 0.0
-    cpu = np.flatnonzero(trace.category_mask("cpu_op"))
-    ids: set[int] = set()
-    for r in roots:
-        a, b = float(trace.ts_us[r]), float(trace.end_us[r])
-        under = cpu[
-            (trace.ts_us[cpu] >= a) & (trace.end_us[cpu] <= b) & (trace.tid[cpu] == trace.tid[r])
-        ]
-        ids.update(int(x) for x in trace.external_id[under] if x >= 0)
-    gpu = np.flatnonzero(trace.gpu_mask)
-    hit = gpu[np.isin(trace.external_id[gpu], np.fromiter(ids, dtype=np.int64))]
-    return float(trace.dur_us[hit].sum())

@@ -1252,8 +1252,8 @@ def test_amd_reference_trace_raises_no_tensor_core_finding(reference_traces):
 
 
 def test_every_rule_module_is_a_family_and_its_own_fix_is_attached():
-    """A rule is its module, its test and one line of FAMILIES: a module left out of FAMILIES
-    (never run) or a FIX that attach_fixes does not know fails here."""
+    """A rule is its module and its test: every module of rules/ but common is found as a
+    family (none can be left unrun), and a FIX beside its check is known to attach_fixes."""
     from pathlib import Path
 
     import gpu_notebook.rules as rules_pkg
@@ -1266,6 +1266,20 @@ def test_every_rule_module_is_a_family_and_its_own_fix_is_attached():
     for family in rules_pkg.FAMILIES:
         fix = getattr(family, "FIX", None)
         assert fix is None or rules_pkg.RULE_FIXES[fix.fix_id] is fix
+
+
+def test_found_families_run_in_the_verdict_tables_order_and_their_fixes_are_objects():
+    """Families are found by package scan; ties between findings still break in the verdict
+    table's order (TIE_ORDER), and a rule hands its own Fix to found(), not a string."""
+    import gpu_notebook.rules as rules_pkg
+    from gpu_notebook.records import Said
+    from gpu_notebook.rules.checkpointing import FIX
+    from gpu_notebook.rules.common import found
+
+    names = [family.__name__.rsplit(".", 1)[1] for family in rules_pkg.FAMILIES]
+    assert names[: len(rules_pkg.TIE_ORDER)] == list(rules_pkg.TIE_ORDER)
+    f = found("checkpointing.unneeded", "low", Said(), fix=FIX)
+    assert f.fix_id == FIX.fix_id and rules_pkg.RULE_FIXES[f.fix_id] is FIX
 
 
 def test_every_fix_a_rule_names_exists_with_those_parameters():

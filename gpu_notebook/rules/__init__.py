@@ -7,14 +7,17 @@ bounded ones). Rules decide on the typical step (a stalled minority of profiled 
 and rank by that reading; the bound they show is the larger of the typical and the all-steps
 reading, so it stays an upper bound. A finding names its fix by id (``RULE_FIXES``: the fixes
 rule modules own beside their check); ``gpu_notebook.words.proposals.attach_fixes`` turns it
-into the patched cell.
+into the patched cell. A rule module is found, not listed: any module here with ``RULES``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, measurable, uncertain
@@ -23,27 +26,6 @@ from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.scan import CELL_LINE_OFFSET, cell_facts
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, Run, Said, Verdict
-from gpu_notebook.rules import (
-    backend_flags,
-    batch,
-    checkpointing,
-    copies,
-    debug_apis,
-    distributed,
-    global_modes,
-    host_tensors,
-    inference,
-    input_pipeline,
-    launch,
-    machine,
-    memory,
-    precision,
-    recompiles,
-    run_shape,
-    shapes,
-    step_logging,
-    syncs,
-)
 from gpu_notebook.rules.common import (
     FEW_STEPS,
     SEVERITY_RANK,
@@ -52,16 +34,37 @@ from gpu_notebook.rules.common import (
 )
 from gpu_notebook.trace.windows import WindowTraces
 
-# Families in the order of the verdict table (input, sync, host, GPU, memory, multi-GPU); the
-# order only breaks ties between findings of equal severity and bound.
-FAMILIES = (input_pipeline, copies, host_tensors, syncs, step_logging, launch, batch, precision,
-            backend_flags, debug_apis, global_modes, checkpointing,
-            memory, shapes, recompiles, inference, distributed,
-            run_shape, machine)  # fmt: skip
+# Tie order of the families: the verdict table's (input, sync, host, GPU, memory, multi-GPU), then
+# the run's shape and the machine. It only breaks ties between findings of equal severity and
+# bound; a family not named here ties after these, by module name. Which modules are families
+# is not kept here: see _families.
+TIE_ORDER = ("input_pipeline", "copies", "host_tensors", "syncs", "step_logging", "launch", "batch",
+             "precision", "backend_flags", "debug_apis", "global_modes", "checkpointing", "memory",
+             "shapes", "recompiles", "inference", "distributed", "run_shape", "machine")  # fmt: skip
+
+
+def _families() -> tuple[ModuleType, ...]:
+    """Every module of this package that declares ``RULES``: a new rule module runs once it
+    exists (found by package scan, as words/ finds its wordings), listed nowhere else."""
+    found = [
+        module
+        for info in pkgutil.iter_modules(__path__)
+        if hasattr(module := importlib.import_module(f"{__name__}.{info.name}"), "RULES")
+    ]
+    rank = {name: position for position, name in enumerate(TIE_ORDER)}
+    return tuple(sorted(found, key=lambda m: (rank.get(_short(m), len(rank)), _short(m))))
+
+
+def _short(module: ModuleType) -> str:
+    return module.__name__.rsplit(".", 1)[1]
+
+
+FAMILIES = _families()
 RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
-# Fixes a rule module owns beside its check (``FIX``), by the id its findings carry.
+# Fixes a rule module owns beside its check (any module-level ``Fix``; its findings pass it as
+# ``found(..., fix=FIX)``), by id. The catalog's own fixes are fixes.FIXES.
 RULE_FIXES: dict[str, Fix] = {
-    fix.fix_id: fix for family in FAMILIES if (fix := getattr(family, "FIX", None)) is not None
+    fix.fix_id: fix for family in FAMILIES for fix in vars(family).values() if isinstance(fix, Fix)
 }
 
 # Findings whose fix gains memory (a step that fits, a run that does not grow), not step time:

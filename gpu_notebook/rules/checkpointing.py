@@ -160,7 +160,7 @@ def checkpointing_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> 
         phase_share=rec.share,
         bound=1.0 / (1.0 - rec.share),
         line=said.line,
-        fix_id=FIX.fix_id if fixable else None,
+        fix=FIX if fixable else None,
     )
 
 

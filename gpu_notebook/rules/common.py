@@ -30,6 +30,7 @@ from gpu_notebook.analysis.uncertainty import share_interval
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import LoaderCall, SourceFacts
 from gpu_notebook.cell.live import LiveLoader
+from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, Run, RunPhase, Said, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
@@ -296,11 +297,15 @@ def found(
     low: float | None = None,
     bound_low: float | None = None,
     ceiling: float | None = None,
+    fix: Fix | None = None,
 ) -> Finding:
     """A rule's finding as figures (``said``: gpu_notebook.words words it), its gain, where in
-    the cell and which fix; ``bound_low``: the least its bound reads within its shares' interval
+    the cell and which fix (``fix``: the ``Fix`` its module owns, or ``fix_id``: the catalog's
+    id); ``bound_low``: the least its bound reads within its shares' interval
     (``Finding.bound_low``); ``ceiling``: the most the change can physically give whatever any
     share read (``Finding.gain_ceiling``; None: no such ceiling)."""
+    if fix is not None:
+        fix_id = fix.fix_id  # found in the module by rules.RULE_FIXES
     return Finding(rule_id, "", severity, (), phase_share, bound, "", line=line, fix_id=fix_id,
                    fix_params=dict(fix_params or {}), gain_low=low, bound_low=bound_low,
                    gain_ceiling=ceiling, said=said)  # fmt: skip

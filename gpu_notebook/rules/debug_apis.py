@@ -1,8 +1,7 @@
 """Autograd's anomaly detection left on while the loop trains: a debugging API on every step.
 
 The rule, its message record and its fix in one place: this module, its wording in
-``words/debug_apis.py``, its test and one line in ``rules/__init__.FAMILIES`` (as
-rules/host_tensors.py).
+``words/debug_apis.py`` and its test (rules/__init__ finds the module and its ``FIX``).
 
 Level: PyTorch performance tuning guide, "Disable debugging APIs": anomaly detection
 (``torch.autograd.detect_anomaly``, ``torch.autograd.set_detect_anomaly(True)``) records a
@@ -102,7 +101,7 @@ def anomaly_detection(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     if not hits:
         return _on_outside(run, facts)
     said = AnomalyOn(hits[0].line, hits[0].text)
-    return found("debug.anomaly_detection", "medium", said, line=said.line, fix_id=FIX.fix_id)
+    return found("debug.anomaly_detection", "medium", said, line=said.line, fix=FIX)
 
 
 def _on_outside(run: Run, facts: SourceFacts) -> Finding | None:

@@ -1,7 +1,7 @@
 """Tensors made on the host, then copied to the GPU, in every step: ``torch.zeros(n).to(device)``.
 
 The rule, its levels, its message record and its fix, in one place: a new rule is this module,
-its wording in ``words/copies.py``, its test, and one line in ``rules/__init__.FAMILIES``.
+its wording in ``words/copies.py`` and its test (rules/__init__ finds the module and its ``FIX``).
 
 Level: PyTorch performance tuning guide, "Create tensors directly on the target device":
 ``torch.rand(size).cuda()`` builds the tensor in host memory and copies it; ``torch.rand(size,
@@ -94,7 +94,7 @@ def host_made(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | Non
     first = hits[0]
     said = HostMade(first.line, first.text, len(hits), copy, bound)
     return found("copies.host_made", severity_of(copy, low=0.0) or "low", said,
-                 phase_share=copy, bound=bound, line=first.line, fix_id=FIX.fix_id)  # fmt: skip
+                 phase_share=copy, bound=bound, line=first.line, fix=FIX)  # fmt: skip
 
 
 def make_on_device(module: cst.Module) -> CodemodResult:

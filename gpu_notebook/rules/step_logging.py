@@ -281,7 +281,7 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
     frameworks: set[str] = set()
     hits = _count_overhead(raw, by_label, {}, frameworks, weigh=False)
     if hits < MIN_SEEN or hits < SUGGEST * samples:
-        return None
+        return _periodic_alone(analysis, hits, samples, dense, facts, clocked=raw.clocked)
     # Which settings to name: by the samples' counts; no share is said (Advice.share None).
     shares = {k: n / samples for k, n in by_label.items()}
     advice = [
@@ -314,11 +314,49 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
 
 
 # The settings that make a framework's loop log every N steps, by the framework its samples
-# name: the step clock's steps that ran that logging against the others (analysis.run_trend).
+# name: the step clock's steps that ran that logging against the others (analysis.run_trend);
+# the label its logging's samples carry (_OVERHEAD) and the advice that sets it.
 _PERIOD_SETTINGS = (
     ("transformers", "TrainingArguments", "logging_steps"),
     ("lightning", "Trainer", "log_every_n_steps"),
 )
+_PERIOD_ADVICE = {"transformers": ("hf-logging", "logging-steps"),
+                  "lightning": ("lightning-log", "log-every-n")}  # fmt: skip
+
+
+def _periodic_alone(
+    analysis: Analysis, hits: int, samples: int, dense: int, facts: SourceFacts, *, clocked: bool
+) -> Finding | None:
+    """The step clock's A/B where the sparse samples caught the logging too few times to say it
+    ran (a short fit on a fast machine gets a handful of samples; the CI's fresh clone caught
+    none of a Lightning fit's writes every 5 steps): the steps at the period the cell's own
+    setting names took longer than the others by a rank test, so the cost is measured without a
+    sample. Only a period the advice would lengthen (under ``RARE_LOGS``; the frameworks'
+    defaults are not); the framework is the one the setting belongs to (a sparse sampler ran: a
+    framework was imported)."""
+    for framework, cls, key in _PERIOD_SETTINGS:
+        every = facts.framework_setting(cls, key)
+        if not (isinstance(every, int) and 2 <= every < RARE_LOGS):
+            continue
+        cost = next((c for c in analysis.periodic if c.period == every), None)
+        severity = severity_of(cost.share, low=SUGGEST) if cost is not None else None
+        if cost is None or severity is None:
+            continue
+        label, kind = _PERIOD_ADVICE[framework]
+        advice = tuple(
+            dataclasses.replace(a, share=None)
+            for a in _framework_advice({framework}, {label: cost.share}, facts)
+            if a.kind == kind
+        )
+        if not advice:
+            continue
+        removed = cost.share * max(0.0, 1.0 - cost.period / RARE_LOGS)
+        bound = gain_bound(removed, analysis)
+        seen = FrameworkSeen(
+            hits, samples, dense, MIN_LINE_SAMPLES, (label,), advice, clocked, cost, bound
+        )
+        return found("logging.framework_overhead", severity, seen, phase_share=removed, bound=bound)
+    return None
 
 
 def _periodic(analysis: Analysis, frameworks: set[str], facts: SourceFacts) -> PeriodicCost | None:

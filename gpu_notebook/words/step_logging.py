@@ -6,6 +6,7 @@ from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_ms, fmt_share
 from gpu_notebook.records import PeriodicCost
 from gpu_notebook.rules.common import SUGGEST
 from gpu_notebook.rules.step_logging import (
+    MIN_SEEN,
     RARE_LOGS,
     RARE_REDRAW_S,
     Advice,
@@ -226,8 +227,12 @@ def framework_seen(s: FrameworkSeen) -> Words:
             [
                 periodic_evidence(s.periodic),
                 f"{names}: in {s.hits} of the {s.samples} stack samples taken over the run "
-                f"(with the {s.dense} after the profiler window, too few for a share of their "
-                f"own: it needs {s.needed})",
+                + (
+                    f"(with the {s.dense} after the profiler window, too few for a share of "
+                    f"their own: it needs {s.needed})"
+                    if s.hits >= MIN_SEEN
+                    else "(too few to weigh: the step times above measure it without them)"
+                ),
                 f"gain if it logs every {RARE_LOGS} steps: {fmt_gain(s.bound)} (Amdahl over "
                 f"{fmt_factor(RARE_LOGS / s.periodic.period)} fewer such steps)",
             ],

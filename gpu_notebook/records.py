@@ -870,10 +870,31 @@ class Recompute:
     steps_us: float  # the traced steps' time
     reentrant_nodes: int  # CheckpointFunctionBackward nodes (use_reentrant=True) among them
     on_device: bool = False  # timed by the device kernels they launched
+    # The checkpoint's own host time, which turning it off removes with the recompute: around
+    # each checkpointed block's forward (its wrapper: RNG state, saved inputs, the autograd
+    # Function or the saved-tensor hooks) and in the backward node beside the recompute (RNG
+    # restored, inputs detached, the nested backward's call). None: not read (a trace with
+    # device activity, timed by kernels, which the wrapper launches none of).
+    forward_overhead_us: float | None = None
+    backward_overhead_us: float | None = None
+    forward_blocks: int = 0  # checkpointed blocks whose forward was found in the traced steps
+
+    @property
+    def overhead_us(self) -> float:
+        return (self.forward_overhead_us or 0.0) + (self.backward_overhead_us or 0.0)
+
+    @property
+    def recompute_share(self) -> float:
+        return self.recompute_us / self.steps_us if self.steps_us > 0 else 0.0
+
+    @property
+    def overhead_share(self) -> float:
+        return self.overhead_us / self.steps_us if self.steps_us > 0 else 0.0
 
     @property
     def share(self) -> float:
-        return self.recompute_us / self.steps_us if self.steps_us > 0 else 0.0
+        """What turning checkpointing off removes: the recompute and the checkpoint's own cost."""
+        return self.recompute_share + self.overhead_share
 
 
 @dataclass(frozen=True)

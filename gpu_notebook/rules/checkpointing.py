@@ -13,7 +13,9 @@ memory (NVML) on a GPU run, the machine's RAM against the process's peak RSS (ps
 one. At ``TIGHT`` or above, checkpointing is doing its job: no finding. Memory not read: found,
 no fix offered (only the user knows whether it would fit).
 
-Gain: removing the recompute removes its time, so at most ``1 / (1 - share)`` (Amdahl, "up to");
+Gain: turning checkpointing off removes the recompute's time and the checkpoint's own cost the
+trace shows (its wrapper around each block's forward, its backward node's work beside the
+recompute: ``Recompute.overhead_us``), so at most ``1 / (1 - share)`` of both (Amdahl, "up to");
 the extra memory traffic of kept activations may take some of it back, so no low end. The fix
 (``checkpointing_off``) calls the checkpointed function directly, turns HF's switch off, or sets
 ``gradient_checkpointing=False``; offered only where a line of the cell does the checkpointing,
@@ -53,10 +55,14 @@ Form = Literal["checkpoint", "checkpoint_sequential", "hf_enable", "hf_argument"
 class CheckpointingUnneeded(Said):
     """Recomputed forward in the backward while memory had room."""
 
-    share: float  # of the traced steps' time
+    share: float  # of the traced steps' time: what turning it off removes, in all
     ops: int  # recomputed operators found in the traced steps
     steps: int  # traced steps
     recompute_us: float
+    recompute_share: float  # the recompute's part of ``share``
+    forward_overhead_us: float | None  # the checkpoint's wrapper around the blocks' forward
+    backward_overhead_us: float | None  # its backward nodes' time beside the recompute
+    overhead_share: float  # the checkpoint's own part of ``share`` (0: not read)
     on_device: bool
     memory: Literal["gpu", "host"] | None  # what was read (None: neither)
     peak_bytes: int | None
@@ -144,6 +150,10 @@ def checkpointing_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> 
         ops=rec.ops,
         steps=len(steps),
         recompute_us=rec.recompute_us,
+        recompute_share=rec.recompute_share,
+        forward_overhead_us=rec.forward_overhead_us,
+        backward_overhead_us=rec.backward_overhead_us,
+        overhead_share=rec.overhead_share,
         on_device=rec.on_device,
         memory=kind,
         peak_bytes=peak,

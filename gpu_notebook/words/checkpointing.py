@@ -21,8 +21,17 @@ def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
     evidence = [
         f"the backward runs the checkpointed forward again: {s.ops} recomputed operator(s) in "
         f"{s.steps} profiled step(s), {timed} {fmt_ms(per_step)} a step "
-        f"({fmt_share(s.share)} of the step)",
+        f"({fmt_share(s.recompute_share)} of the step)",
     ]
+    if s.forward_overhead_us is not None or s.backward_overhead_us is not None:
+        steps = max(1, s.steps)
+        evidence.append(
+            f"turning it off removes up to {fmt_share(s.share)} of the step: recompute "
+            f"{fmt_share(s.recompute_share)}, the checkpoint's own overhead "
+            f"{fmt_share(s.overhead_share)} (its wrapper around each block's forward "
+            f"{fmt_ms((s.forward_overhead_us or 0.0) / 1e6 / steps)} a step, its backward "
+            f"nodes beside the recompute {fmt_ms((s.backward_overhead_us or 0.0) / 1e6 / steps)})"
+        )
     if s.memory is not None and s.peak_bytes is not None and s.total_bytes:
         what = "GPU memory" if s.memory == "gpu" else "this process's RSS against the machine's RAM"
         evidence.append(

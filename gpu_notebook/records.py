@@ -268,6 +268,9 @@ class StepClockRecord:
     double_default_backwards: int = 0
     # Bytes of the trainable parameters (``grad_bytes``) that are float64 (None: not read).
     double_grad_bytes: int | None = None
+    # The end of the last step counted (seconds since the capture started; None: no step):
+    # ``steps`` may have been thinned past it, the cell's time after it is not the steps'.
+    last_end_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -293,6 +296,14 @@ class ProfileWindow:
 
 
 # ---- the stack sampler's counts (capture/stacks.py fills them; analysis/lines.py reads them)
+
+# The edge sampler's labels (``StackCount.phase``; capture/stacks.py ``segment_provider``): a
+# sample taken before the step clock counted any step, one held back inside the steps under an
+# anchor that a later one may still supersede (its steps were then before the run's first), and
+# one taken after the run's last step ended (the samples since its end, under its anchor).
+EDGE_BEFORE = "before"
+EDGE_STEPS = "steps:"  # + the anchor
+EDGE_AFTER = "after:"  # + the anchor
 
 # The collapsed-stack key of samples past ``RawStacks``'s max_stacks (and of samples with no Python
 # frame below the root): analysis writes it, the flame graph draws it as one grey box.
@@ -415,6 +426,9 @@ class Run:
     # A default run's sparse samples over the rest of the run, at the program's own switch
     # interval: read for the framework share only, never for lines (capture/stacks.py).
     framework_stacks: RawStacks | None = None
+    # Samples at 20 Hz labelled by where the step clock stood (records.EDGE_*): the lines
+    # that took the cell's time before its first step and after its last (None: not sampled).
+    edge_stacks: RawStacks | None = None
     first_line: int = 2  # line number of cell_source's first line (2 in a %%gpucheck cell)
     magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
     more_windows: tuple[ProfileWindow, ...] = ()  # profiler windows after the first, spaced out
@@ -1051,6 +1065,40 @@ class RunShape:
 
 
 @dataclass(frozen=True)
+class SpanLine:
+    """One cell line the edge sampler caught in a span outside the steps (``CellTime``)."""
+
+    line: int
+    text: str
+    share: float  # of the span's sampled time (inclusive: a call line holds its callee's)
+    samples: int
+
+
+@dataclass(frozen=True)
+class CellTime:
+    """Where the cell's wall time went: before the first step, the steps, after the last
+    (``analysis.cell_time``: the step clock's first start and last end)."""
+
+    wall_s: float
+    before_s: float  # the cell's start to the first step's start
+    steps_s: float  # the first step's start to the last one's end
+    after_s: float  # the last step's end to the cell's end
+    steps: int
+    before_lines: tuple[SpanLine, ...] = ()  # the most sampled cell lines, most first
+    after_lines: tuple[SpanLine, ...] = ()
+    before_samples: int = 0  # the edge sampler's samples in each span (0: none caught it)
+    after_samples: int = 0
+
+    @property
+    def outside_s(self) -> float:
+        return self.before_s + self.after_s
+
+    def share(self, seconds: float) -> float:
+        """``seconds`` as a share of the cell's wall time."""
+        return seconds / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class RunPhase:
     """One phase over the run as the step clock timed it (``analysis.steps.run_phase``)."""
 
@@ -1147,6 +1195,8 @@ class Analysis:
     # Work the cell schedules every N steps (logging_steps=N, log_every_n_steps=N) read from
     # the step clock alone, one per period whose steps are slower (analysis.run_trend).
     periodic: tuple[PeriodicCost, ...] = ()
+    # The cell's wall time before the first step and after the last (None: no step counted).
+    cell_time: CellTime | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from gpu_notebook.analysis.cell_time import cell_time
 from gpu_notebook.analysis.compare_samples import run_margin
 from gpu_notebook.analysis.interference import marked_waits, own_time_phases, wait_share
 from gpu_notebook.analysis.machine import machine_facts
@@ -96,6 +97,7 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
         machine=machine_facts(run),
         run_margin=run_margin(_margin_steps(run, warmup, ours, _queue_filling_below(analysis))),
         periodic=_periodic(run),
+        cell_time=cell_time(run),
     )
 
 

@@ -80,6 +80,12 @@ class CaptureOptions:
     # framework's share (Run.framework_stacks), never a hot line (stacks.py, "The sparse
     # sampler"). Elsewhere it leaves the switch interval alone: a count, no share.
     trickle_stack_interval_s: float = 0.04
+    # The edge sampler, over the whole cell but for the profiler windows: the lines of the time
+    # before the first step and after the last (an evaluation before training, a checkpoint
+    # save, issue 26). Its samples inside the steps are dropped (stacks.py, segment_provider);
+    # 20 Hz names a block of a second or more, at the program's own switch interval (a count,
+    # no share), ~0.3% of the cell at the sample cost of the nested-virtualisation VM.
+    edge_stack_interval_s: float = 0.05
     # Later profiler windows over a long cell (profiler.WindowSchedule: spaced, bounded).
     more_windows: bool = True
     window_budget_share: float = 0.01  # their cost (estimated) as a share of the cell's time
@@ -234,6 +240,8 @@ class CaptureSession:
         self._raw_stacks: RawStacks | None = None
         self._trickle: StackSampler | None = None  # the sparse sampler after the dense span
         self._raw_trickle: RawStacks | None = None
+        self._edges: StackSampler | None = None  # the edge sampler (time outside the steps)
+        self._raw_edges: RawStacks | None = None
         self._stack_tid = 0  # a thread the cell started that the step clock followed (0: none)
         self._stack_state = "off"  # waiting -> sampling -> done (then the trickle), or whole
         self._stack_first_step = 0
@@ -296,6 +304,13 @@ class CaptureSession:
                     root_codes=self._stack_root_codes,
                 )
                 self._stacks.start(paused=follow)
+                self._edges = StackSampler(
+                    self._thread_id,
+                    self.options.edge_stack_interval_s,
+                    root_codes=self._stack_root_codes,
+                    switch_interval_s=None,
+                    segment_provider=self._edge_segment,
+                ).start()
         except BaseException:
             self.close()
             raise
@@ -380,7 +395,7 @@ class CaptureSession:
             if followed is not None and followed != self._stack_tid:
                 # The hot lines are the steps' thread's: the cell's own waits for it to finish.
                 self._stack_tid = followed
-                for sampler in (self._stacks, self._trickle):
+                for sampler in (self._stacks, self._trickle, self._edges):
                     if sampler is not None:
                         sampler.follow(followed)
             if schedule is None:
@@ -388,6 +403,14 @@ class CaptureSession:
             else:
                 self._windows_at_boundary(step_index, window, schedule)
             self._follow_window_with_stacks(step_index, window.done)
+            edges = self._edges
+            if edges is not None:
+                # Never while a window records (its samples would stretch the op gaps).
+                recording = bool(window.recording) or self._extra_recording()
+                if recording and edges.active:
+                    edges.pause()
+                elif not recording and not edges.active:
+                    edges.resume()
             # Phases are measured over the window's steps; after it only step ends are
             # counted, unless steps are long enough for the timing hooks to cost under 1%
             # (then every step keeps its phases: the whole run's split). A loader-anchored
@@ -514,6 +537,11 @@ class CaptureSession:
             elif not self._trickle.active:
                 self._trickle.resume()
 
+    def _edge_segment(self) -> tuple[str, int]:
+        """Where the step clock stands, for the edge sampler's thread: two attribute reads."""
+        clock = self._clock
+        return ("none", 0) if clock is None else (clock.anchor, clock.step_count)
+
     def _start_trickle(self) -> None:
         """The rest of the run, sparsely. Under a framework's loop (Lightning, the HF Trainer:
         the share its samples give is the framework's, rules/step_logging.py), on a jittered
@@ -577,6 +605,9 @@ class CaptureSession:
             self._raw_stacks = self._stop_sampler(self._stacks, "line sampling", "hot lines")
             self._raw_trickle = self._stop_sampler(
                 self._trickle, "sparse stack sampling", "framework frames"
+            )
+            self._raw_edges = self._stop_sampler(
+                self._edges, "edge stack sampling", "lines outside the steps"
             )
             # Latest first: each window's guard wraps the one before it.
             self._extra_records = [w.close() for w in reversed(self._extra_windows)][::-1]
@@ -665,6 +696,7 @@ class CaptureSession:
             notes=tuple(notes) + series.notes,
             stacks=self._raw_stacks,
             framework_stacks=self._raw_trickle,
+            edge_stacks=self._raw_edges,
             first_line=self.first_line,
             magic_line=self.magic_line,
             more_windows=tuple(more_windows),

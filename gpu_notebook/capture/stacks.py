@@ -48,6 +48,12 @@ at the program's own interval throughout otherwise (a count, no share). They are
 (``Run.framework_stacks``) and never reach the hot lines (mixed in, ``loss = model(x)...``
 outranked the pure-Python line that took most of a step on a loaded machine, issue 26).
 
+**The edge sampler.** A third sampler, at 20 Hz over the whole cell but for the profiler
+windows (``segment_provider``), keeps only the time outside the training steps: the lines that
+took the cell's time before its first step (set-up, an evaluation before training) and after its
+last (a checkpoint save). Which step is the last is known only once the cell ends, so the
+samples of the step now open are held back and dropped as the next step begins (issue 26).
+
 A C call that *holds* the GIL throughout (``torch.tensor`` of nested lists, ``json.dumps``) can
 not be sampled inside at all: its time lands on the line where the GIL is next released, or
 the next line. ``RawStacks.late_s`` says how late samples were taken on average.
@@ -87,6 +93,9 @@ from typing import cast
 
 from gpu_notebook.capture.threads import HiddenThread
 from gpu_notebook.records import (
+    EDGE_AFTER,
+    EDGE_BEFORE,
+    EDGE_STEPS,
     OTHER,
     CodeRef,
     FunctionCount,
@@ -103,6 +112,7 @@ __all__ = [
     "LineCount",
     "PhaseProvider",
     "RawStacks",
+    "SegmentProvider",
     "StackCount",
     "StackSampler",
     "default_root_codes",
@@ -114,6 +124,11 @@ THREAD_NAME_PREFIX = "gpu_notebook-stacks"
 # Returns the phase running now ("data", "forward"...) or None; called once per sample from the
 # sampler thread, so it must only read an attribute.
 PhaseProvider = Callable[[], str | None]
+# Returns where the step clock stands now: (its anchor, the steps it has counted under it);
+# called once per sample from the sampler thread, so it must only read attributes.
+SegmentProvider = Callable[[], tuple[str, int]]
+# Anchors no later one can supersede: steps counted under them are the run's for good.
+_FINAL_ANCHORS = frozenset({"optimizer"})
 
 _OWN_FILENAME = (lambda: None).__code__.co_filename
 _JOIN_TIMEOUT_S = 5.0
@@ -185,6 +200,15 @@ class StackSampler:
     ``switch_interval_s`` is the interpreter switch interval while the sampler samples (None:
     leave it; restored at ``pause()``/``stop()`` unless the cell set its own meanwhile).
     ``root_codes``: frames the walk stops at (default: IPython's ``run_code``).
+
+    ``segment_provider`` makes it the *edge* sampler: what it keeps is the time outside the
+    steps, labelled (``records.EDGE_*``) by where the step clock stood. A sample taken before
+    any step is ``before``. One taken inside the steps is held back with the step it fell in;
+    at the next step it is dropped under the optimizer anchor (those steps are the run's), or
+    kept as ``steps:<anchor>`` under a lower one (a later optimizer would make them the time
+    before the run's first step: an evaluation over a DataLoader). At ``stop()`` what is still
+    held fell after the last step ended: ``after:<anchor>``. The last step is known only once
+    the cell ends, so that is the one way to keep its tail without a timestamp a sample.
     """
 
     def __init__(
@@ -198,6 +222,7 @@ class StackSampler:
         root_codes: Collection[CodeType] | None = None,
         switch_interval_s: float | None = 0.0002,
         brief_switch: bool = False,
+        segment_provider: SegmentProvider | None = None,
     ) -> None:
         if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
             raise ValueError(
@@ -212,6 +237,7 @@ class StackSampler:
         self.interval_s = float(interval_s)
         self.max_stacks = int(max_stacks)
         self.phase_provider = phase_provider
+        self.segment_provider = segment_provider
         self.cell_filename = cell_filename
         self.switch_interval_s = switch_interval_s
         self.brief_switch = brief_switch and switch_interval_s is not None
@@ -248,6 +274,10 @@ class StackSampler:
         self._other_self: dict[int, list[int]] = {}
         self._other_total: dict[int, list[int]] = {}
         self._line_tables: dict[int, tuple[list[int], list[int]]] = {}
+        # The edge sampler's samples of the step now open (segment_provider): stack key ->
+        # [samples, time_us], and the (anchor, step count) they fell in.
+        self._held: dict[tuple[object, ...], list[int]] = {}
+        self._held_segment: tuple[str, int] | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -329,6 +359,8 @@ class StackSampler:
             self._thread = None
             thread_alive = thread.is_alive()
         error, self._error = self._error, None
+        if not thread_alive:  # else the thread may still write them: leave them out
+            self._release_held(final=True)
         self._result = self._resolve(thread_alive=thread_alive)
         # The raw keys and code objects are no longer needed: let them (and the memory) go.
         self._counts = {}
@@ -446,6 +478,12 @@ class StackSampler:
         self._late_ns += late_ns
         provider = self.phase_provider
         key: list[object] = [provider() if provider is not None else None, self._followed]
+        segment = self.segment_provider
+        held: tuple[str, int] | None = None
+        if segment is not None:
+            held = segment()
+            if held[1] == 0:
+                key[0], held = EDGE_BEFORE, None
         append = key.append
         # The code objects of this very walk: the target thread runs on while we walk (the GIL
         # can pass between our bytecodes), so a second walk from ``top`` could meet another
@@ -466,6 +504,9 @@ class StackSampler:
             append(frame.f_lasti)
             frame = frame.f_back
         stack = tuple(key)
+        if held is not None:
+            self._hold(held, stack, walked, weight_us)
+            return
         counts = self._counts
         tally = counts.get(stack)
         if tally is not None:
@@ -477,6 +518,48 @@ class StackSampler:
         else:
             self._register(walked)
             self._fold(stack, weight_us)
+
+    def _hold(
+        self, segment: tuple[str, int], stack: tuple[object, ...], walked: list[CodeType],
+        weight_us: int,
+    ) -> None:  # fmt: skip
+        """Hold an edge sample taken inside step ``segment``; a new step releases the last."""
+        if segment != self._held_segment:
+            self._release_held(final=False)
+            self._held_segment = segment
+        tally = self._held.get(stack)
+        if tally is not None:
+            tally[0] += 1
+            tally[1] += weight_us
+        elif len(self._held) < self.max_stacks:  # past it: a step this varied is the steps'
+            self._register(walked)
+            self._held[stack] = [1, weight_us]
+
+    def _release_held(self, *, final: bool) -> None:
+        """The held samples' step has ended (``final``: the cell has): drop them where they
+        were the run's steps, else count them under their label (see ``segment_provider``)."""
+        held, segment = self._held, self._held_segment
+        self._held, self._held_segment = {}, None
+        if not held or segment is None:
+            return
+        anchor = segment[0]
+        if final:
+            label = EDGE_AFTER + anchor
+        elif anchor in _FINAL_ANCHORS:
+            return
+        else:
+            label = EDGE_STEPS + anchor
+        counts = self._counts
+        for stack, (n, us) in held.items():
+            key = (label, *stack[1:])
+            tally = counts.get(key)
+            if tally is not None:
+                tally[0] += n
+                tally[1] += us
+            elif len(counts) < self.max_stacks:
+                counts[key] = [n, us]
+            else:
+                self._fold(key, us)  # its time exact; its samples counted as one
 
     def _register(self, walked: list[CodeType]) -> None:
         """Keep every code object of a new stack alive, so its id keeps meaning that code."""

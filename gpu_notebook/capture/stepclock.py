@@ -176,6 +176,7 @@ class StepClock:
         self._rows: list[_Row] = []
         self._decimation = 1
         self._step_count = 0  # complete steps under the current anchor
+        self._last_end_ns = 0  # the latest step's end (kept even where its row is thinned out)
         self._counts = {"optimizer": 0, "dataloader": 0, "forward": 0, "backward": 0}
         # Several optimizers stepping in one iteration (a GAN's D and G): the step ends at the
         # one that closes their cycle (``_closes_cycle``), not at each of them.
@@ -815,6 +816,7 @@ class StepClock:
             self._fwd_calls += 1
         index = self._step_count
         self._step_count = index + 1
+        self._last_end_ns = end_ns
         wait_ns = cpu_ns = -1
         if self.read_waits:
             now = self._read_sched()
@@ -1017,6 +1019,7 @@ class StepClock:
             cudnn_deterministic_backwards=self._mode_counts[2],
             double_default_backwards=self._mode_counts[3],
             double_grad_bytes=self._double_bytes if self._grad_bytes is not None else None,
+            last_end_s=(self._last_end_ns - t0) / 1e9 if self._step_count else None,
         )
 
 

@@ -7,6 +7,7 @@ from gpu_notebook.formatting import fmt_bytes, fmt_pct, fmt_rate, fmt_seconds, f
 from gpu_notebook.records import (
     OPTIONAL_PHASES,
     PHASES,
+    CellTime,
     Comparison,
     GpuTimeline,
     PhaseBreakdown,
@@ -146,7 +147,12 @@ def render_text(report: Report) -> str:
     )
     if st.samples_per_s is not None:
         step_line += f", {st.samples_per_s:,.0f} samples/s (batch {st.batch_size})"
-    lines += ["", step_line, f"Wall time: {fmt_seconds(run.wall_s)}"]
+    lines += ["", step_line]
+    lines += (
+        cell_time_rows(a.cell_time)
+        if a.cell_time is not None
+        else [f"Wall time: {fmt_seconds(run.wall_s)}"]
+    )
     if a.shape is not None:
         lines += run_shape_rows(a.shape)
 
@@ -238,6 +244,34 @@ def render_text(report: Report) -> str:
     if run.notes:
         lines += ["", "Notes:", *(f"  - {n}" for n in run.notes)]
     return "\n".join(lines)
+
+
+# A span outside the steps this share of the cell's wall time gets its lines named.
+SPAN_LINES_SHARE = 0.10
+
+
+def cell_time_rows(ct: CellTime) -> list[str]:
+    """The cell's wall time split at its first step and its last, with the lines of each span
+    outside them that holds a notable share (the edge sampler's)."""
+    rows = [
+        f"Wall time: {fmt_seconds(ct.wall_s)}: before the first step {fmt_seconds(ct.before_s)} "
+        f"({fmt_share(ct.share(ct.before_s))}), the {ct.steps} step(s) "
+        f"{fmt_seconds(ct.steps_s)} ({fmt_share(ct.share(ct.steps_s))}), after the last "
+        f"{fmt_seconds(ct.after_s)} ({fmt_share(ct.share(ct.after_s))})"
+    ]
+    for where, span_s, spans in (
+        ("before the first step", ct.before_s, ct.before_lines),
+        ("after the last step", ct.after_s, ct.after_lines),
+    ):
+        if ct.share(span_s) < SPAN_LINES_SHARE or not spans:
+            continue
+        named = "; ".join(f"line {s.line} `{_short(s.text)}` {fmt_share(s.share)}" for s in spans)
+        rows.append(f"  {where} (its samples): {named}")
+    return rows
+
+
+def _short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def run_shape_rows(shape: RunShape) -> list[str]:

@@ -3,18 +3,26 @@ figures, said as its own item (issue: same code, same answer on a busy machine).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import multiprocessing
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from gpu_notebook.analysis.analyze import analyze
 from gpu_notebook.analysis.host import host_overhead
-from gpu_notebook.analysis.interference import marked_waits
+from gpu_notebook.analysis.interference import (
+    marked_waits,
+    own_phase_split,
+    wait_share,
+    window_waits,
+)
 from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
-from gpu_notebook.records import ProfileWindow
+from gpu_notebook.records import ProfileWindow, StepTiming
 from gpu_notebook.trace import load_trace
 
 DATA = Path(__file__).parent / "data" / "core_wait"
@@ -64,6 +72,67 @@ def test_a_loaded_window_reads_the_quiet_split_with_its_waits_read_at_its_marks(
 def test_without_waits_read_at_the_marks_the_share_is_not_measured() -> None:
     host, _, _ = _host("loaded_b", marks=False)
     assert host is not None and host.core_wait_share is None
+
+
+def _recorded_run(label: str, *, marks: bool):  # type: ignore[no-untyped-def]
+    """The recorded window as a run: its trace, its marks' waits (or none: a record from before
+    them), the step clock's steps 0-4 with their own readings (steps 0-1 of the warm-up quiet,
+    at the window's median pace)."""
+    from tests.scenarios import synthetic as syn
+
+    trace, meta = _recorded(label)
+    clock = {int(i): (d, w) for i, (d, w) in meta["clock_steps"].items()}
+    pace = sorted(d for d, _ in clock.values())[1]
+    steps, t = [], 0.0
+    for i in range(5):
+        d, w = clock.get(i, (pace, 0.0))
+        steps.append(StepTiming(i, t, d, 0.0, 0.0, 0.0, 0.0, 1, 1, 64, wait_s=w))
+        t += d
+    window = ProfileWindow(
+        "recorded", 2, 3, first_step=meta["first_step"], recorded_steps=3,
+        trace_path=str(DATA / f"nanogpt_{label}.trace.json.gz"),
+        step_waits_s=tuple(meta["step_waits_s"]) if marks else None,
+    )  # fmt: skip
+    record = dataclasses.replace(syn.steps_record(5), steps=tuple(steps))
+    run = dataclasses.replace(syn.make_run(steps=record), window=window)
+    return run, phase_breakdown(trace), meta
+
+
+@pytest.mark.parametrize("label", ["quiet", "loaded_a", "loaded_b"])
+def test_the_windows_phases_take_out_each_steps_wait_read_at_its_marks(label: str) -> None:
+    """nanogpt_shaped's recorded windows: the step clock read the trace's step 2's wait partly
+    in its step 2 and the trace's step 3's in its step 4 (loaded_a: 58, 0, 33 ms against the
+    marks' 32, 33, 27 ms), and the phases' own time, placed from the clock, read every step
+    alike (3.0 ms each). Read at the marks, each traced step's own time is its wall time less
+    its own wait, and the wait taken out of the window is the marks' sum."""
+    run, wall, meta = _recorded_run(label, marks=True)
+    phases = analyze(run).phases
+    assert phases is not None and phases.source == "trace"
+    marked = dict(zip(itertools.count(meta["first_step"]), meta["step_waits_s"], strict=False))
+    assert [p.index for p in phases.steps] == [p.index for p in wall.steps]
+    for own, step in zip(phases.steps, wall.steps, strict=True):
+        assert own.duration_us == pytest.approx(step.duration_us - marked[step.index] * 1e6)
+    assert phases.waited_share == pytest.approx(sum(meta["step_waits_s"]) * 1e6 / wall.total_us)
+
+
+@pytest.mark.parametrize("label", ["quiet", "loaded_a"])
+def test_a_window_recorded_before_the_marks_reads_the_clocks_waits_as_before(label: str) -> None:
+    """No marks (an older record, no schedstat): each traced step's wait is the clock's share of
+    its step of the same index, placed over the window (``window_waits``), as before."""
+    run, wall, _ = _recorded_run(label, marks=False)
+    phases = analyze(run).phases
+    assert phases is not None
+    names = sorted({k for p in wall.steps for k in p.phase_us})
+    rows = np.array(
+        [[*(p.phase_us.get(k, 0.0) for k in names),
+          max(0.0, p.duration_us - sum(p.phase_us.values()))] for p in wall.steps]
+    )  # fmt: skip
+    clock = {s.index: s for s in run.steps.steps}
+    matched = np.array([wait_share(clock[p.index]) * p.duration_us for p in wall.steps])
+    clock_us = {s.index: (s.wait_s or 0.0) * 1e6 for s in run.steps.steps}
+    waits = window_waits(rows, [p.index for p in wall.steps], matched, clock_us)
+    expected = own_phase_split(rows, waits).sum(axis=1)
+    assert [p.duration_us for p in phases.steps] == pytest.approx(list(expected))
 
 
 def _spin(stop: multiprocessing.synchronize.Event) -> None:  # pragma: no cover - a load process

@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from gpu_notebook.analysis.analyze import analyze, with_run_figures
-from gpu_notebook.analysis.interference import own_phase_split, own_time_phases
+from gpu_notebook.analysis.interference import (
+    own_phase_split,
+    own_time_phases,
+    wait_share,
+    window_waits,
+)
+from gpu_notebook.analysis.steps import hook_phases
 from gpu_notebook.records import Analysis, PhaseBreakdown, StepPhases, StepTiming
 from gpu_notebook.rules.common import WARN, severity_in
 from tests.scenarios import synthetic as syn
@@ -256,3 +263,109 @@ def test_a_wait_the_clock_reads_in_the_next_step_comes_off_the_step_that_held_it
         own = own_time_phases(window, steps)
         assert own.share("data") == pytest.approx(0.19, abs=0.03), (seed, own.share("data"))
         assert own.waited_share > 0.5
+
+
+# ---- The traced steps' waits read at the window's own step marks (ProfileWindow.step_waits_s)
+
+
+def _edge_window(
+    seed: int, held: int, clock_shift: int
+) -> tuple[PhaseBreakdown, list[StepTiming], dict[int, float]]:
+    """``_shifted_window``'s three traced steps (indices 2-4) with the trace's step ``held``
+    (2-4) held 4-50 ms in a phase drawn at random; the step clock read that wait in its step
+    ``held + clock_shift``, which may lie outside the window (step 1 or 5: the clock's step
+    boundaries lie up to a time slice from the trace's marks). Returns the window, the clock's
+    steps (1-5) and the waits the window read at its own marks (by step index)."""
+    rng = random.Random(seed)
+    rows, marks = [], {}
+    for index in (2, 3, 4):
+        parts = {
+            p: ms * 1e3 * rng.uniform(0.95, 1.05) for p, ms in zip(PHASES, SPLIT_MS, strict=True)
+        }
+        marks[index] = 0.0
+        if index == held:
+            wait_us = rng.uniform(4_000.0, 50_000.0)
+            parts[rng.choice(PHASES)] += wait_us
+            marks[index] = wait_us / 1e6
+        rows.append(StepPhases(index, index * 60_000.0, sum(parts.values()), parts))
+    totals = {p: sum(r.phase_us[p] for r in rows) for p in PHASES}
+    window = PhaseBreakdown("trace", tuple(rows), sum(r.duration_us for r in rows), totals, PHASES)
+    walls = {r.index: r.duration_us / 1e6 for r in rows}
+    steps = [
+        StepTiming(i, i * 0.06, walls.get(i, 0.001), 0.0, 0.0, 0.0, 0.0, batch_size=4,
+                   wait_s=marks[held] if i == held + clock_shift else 0.0)
+        for i in range(1, 6)
+    ]  # fmt: skip
+    return window, steps, marks
+
+
+@pytest.mark.parametrize(("held", "clock_shift"), [(4, 1), (2, -1), (2, 1), (3, -1)])
+def test_a_traced_steps_own_time_is_its_wall_less_the_wait_read_at_its_marks(
+    held: int, clock_shift: int
+) -> None:
+    """The step clock reads a wait at its own step ends, a step off the trace's near the
+    window's edges: the last traced step's wait read in the clock's step after the window
+    (held 4, read in 5) stayed in the window whole; the first's read in the clock's step
+    before it (held 2, read in 1) too. The window's marks read each traced step's own wait:
+    its own time is its wall time less that wait, and the data share the steps' as they ran."""
+    for seed in range(10):
+        window, steps, marks = _edge_window(seed, held, clock_shift)
+        own = own_time_phases(window, steps, marks)
+        assert [p.index for p in own.steps] == [2, 3, 4]
+        for step, wall in zip(own.steps, window.steps, strict=True):
+            assert step.duration_us == pytest.approx(wall.duration_us - marks[step.index] * 1e6)
+        waited = sum(marks.values()) * 1e6 / window.total_us
+        assert own.waited_share == pytest.approx(waited)
+        assert own.share("data") == pytest.approx(0.19, abs=0.03), (seed, own.share("data"))
+
+
+def test_a_window_whose_edge_wait_the_clock_read_outside_it_kept_that_wait_on_the_clock() -> None:
+    """What the marks change: the last traced step's wait, read by the clock after the window,
+    stays in the clock's own time of the window (the data share read low), and not in the
+    marks'."""
+    low = 0
+    for seed in range(10):
+        window, steps, marks = _edge_window(seed, held=4, clock_shift=1)
+        clock = own_time_phases(window, steps)
+        assert clock.waited_share == 0.0
+        low += (clock.share("data") or 0.0) < 0.16
+        assert own_time_phases(window, steps, marks).waited_share > 0.0
+    assert low >= 5
+
+
+def _clock_own_phases(window: PhaseBreakdown, steps: Sequence[StepTiming]) -> np.ndarray:
+    """The step clock's path, recomputed: each traced step's wait the clock's share of the step
+    of the same index, placed over the window (``window_waits``), off what each phase spent
+    beyond its least (``own_phase_split``)."""
+    names = sorted(PHASES)
+    rows = np.array([[p.phase_us[k] for k in names] + [0.0] for p in window.steps])
+    share = {s.index: wait_share(s) for s in steps}
+    matched = np.array([share.get(p.index, 0.0) * p.duration_us for p in window.steps])
+    clock_us = {s.index: (s.wait_s or 0.0) * 1e6 for s in steps}
+    waits = window_waits(rows, [p.index for p in window.steps], matched, clock_us)
+    return own_phase_split(rows, waits)
+
+
+@pytest.mark.parametrize(
+    "marks",
+    [None, {2: 0.01, 3: 0.0}],  # no marks (an older record, no schedstat); some steps unread
+)
+def test_without_every_traced_step_read_at_its_marks_the_clocks_waits_serve_as_before(
+    marks: dict[int, float] | None,
+) -> None:
+    for seed in range(6):
+        window, steps, _ = _edge_window(seed, held=3, clock_shift=1)
+        own = own_time_phases(window, steps, marks)
+        expected = _clock_own_phases(window, steps)
+        assert [p.duration_us for p in own.steps] == pytest.approx(list(expected.sum(axis=1)))
+        assert own.waited_share == pytest.approx(1.0 - expected.sum() / window.total_us)
+
+
+def test_the_hook_timed_split_reads_the_clocks_own_waits_whatever_the_marks() -> None:
+    """The hooks' steps are the step clock's own: its readings are theirs exactly."""
+    steps = _steps(3, 20, 0.3)
+    split = hook_phases(dataclasses.replace(syn.steps_record(20), steps=steps), 0)
+    assert split is not None and split.source == "hooks"
+    hooks = own_time_phases(split, steps)
+    assert hooks.waited_share > 0
+    assert own_time_phases(split, steps, {s.index: 0.0005 for s in steps}) == hooks

@@ -38,13 +38,14 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     host: HostOverhead | None = None
     recomputed: Recompute | None = None
     scaler: ScalerOps | None = None
+    # Each traced step's wait for a core as the window read it at its own step marks: the
+    # host figures and the phases' own time both read it (the step clock's where it is None).
+    marked = marked_waits(run.window)
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
         # Each step's wait for a core, where the step clock read it: the host figures take
         # what of it fell between calls out of the gaps (it is no Python).
         waits = {s.index: wait_share(s) for s in run.steps.steps if s.wait_s}
-        phases, gpu, ops, host = trace_figures(
-            traces.load(run.window.trace_path), waits, marked_waits(run.window)
-        )
+        phases, gpu, ops, host = trace_figures(traces.load(run.window.trace_path), waits, marked)
         from gpu_notebook.analysis.recompute import recompute as read_recompute
 
         recomputed = read_recompute(traces.load(run.window.trace_path), phases)
@@ -60,7 +61,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         phases = hook_phases(run.steps, warmup)
     if phases is not None:
         # Each step's wait for a core taken off the phases it went to: the split the code ran.
-        phases = own_time_phases(phases, run.steps.steps)
+        phases = own_time_phases(phases, run.steps.steps, marked)
     shape, phases, window_phases = _whole_run(run, phases, traces, gpu)
     stacks = None
     if run.stacks is not None and run.stacks.samples > 0:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from gpu_notebook import markers
+from gpu_notebook.analysis.interference import marked_step_waits_s
 from gpu_notebook.analysis.phases import _merge
 from gpu_notebook.records import Analysis, HostOverhead, OpStat, PhaseBreakdown
 from gpu_notebook.trace.kineto import Trace
@@ -125,7 +126,8 @@ def host_overhead(
     between: list[float] = []
     small_share: list[float] = []
     waited_ns: list[int] = []
-    exact = window_waits_s is not None and all(i in window_waits_s for i, _, _ in indexed)
+    # The waits read at the marks, the one source the phases' own time reads too.
+    marks = marked_step_waits_s(phases, window_waits_s)
     for index, a, b in indexed:
         i, j = np.searchsorted(s, a, side="left"), np.searchsorted(s, b, side="left")
         covered = np.minimum(e[i:j], b) - s[i:j]
@@ -139,8 +141,8 @@ def host_overhead(
         stretched = int((covered - counted).sum()) + int((gap_ns[gi:gj] - gap_counted[gi:gj]).sum())
         waited = min(
             b - a,
-            round(window_waits_s[index] * 1e9)
-            if exact and window_waits_s is not None
+            round(marks[index] * 1e9)
+            if marks is not None
             else int((waits or {}).get(index, 0.0) * (b - a)),
         )
         own = max(1, (b - a) - max(stretched, waited))
@@ -157,7 +159,6 @@ def host_overhead(
         return None
     all_ops = np.concatenate(op_us)
     spans_ns = sum(b - a for _, a, b in indexed)
-    read = exact
     return HostOverhead(
         ops_per_step=float(np.median(counts)),
         median_op_us=float(np.median(all_ops)) if all_ops.size else 0.0,
@@ -168,7 +169,7 @@ def host_overhead(
         heaviest_matmul_us=_heaviest_matmul_floor_us(trace, host, origin, spans),
         overhead_share_high=max(x + y for x, y in zip(between, small_share, strict=True)),
         matmul_floor_us=_matmul_floor_us(trace, host, origin, spans),
-        core_wait_share=sum(waited_ns) / spans_ns if read and spans_ns > 0 else None,
+        core_wait_share=sum(waited_ns) / spans_ns if marks is not None and spans_ns > 0 else None,
     )
 
 

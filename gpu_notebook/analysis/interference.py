@@ -31,6 +31,7 @@ __all__ = [
     "BUSY_CORES",
     "busy_steps",
     "counted_step_times",
+    "marked_step_waits_s",
     "marked_waits",
     "others_cores",
     "own_phase_split",
@@ -125,6 +126,22 @@ def marked_waits(window: ProfileWindow) -> dict[int, float] | None:
     if window.step_waits_s is None or window.first_step is None:
         return None
     return {window.first_step + k: w for k, w in enumerate(window.step_waits_s)}
+
+
+def marked_step_waits_s(
+    phases: PhaseBreakdown, marked: Mapping[int, float] | None
+) -> Mapping[int, float] | None:
+    """The waits for a core (s, by step index) the window read at the trace's own step marks
+    (``marked_waits``), where they cover every step of ``phases``. The one source of the
+    traced steps' waits for every consumer (the phases' own time, the host figures): where it
+    is None (a split from the step clock's hooks, a record from before the marks, no
+    schedstat, a step the marks did not read) each falls back to the step clock's readings,
+    which lie a step off the trace's near a window's edges."""
+    if phases.source != "trace" or marked is None or not phases.steps:
+        return None
+    if any(p.index not in marked for p in phases.steps):
+        return None
+    return marked
 
 
 def own_step_times(steps: Sequence[StepTiming]) -> np.ndarray | None:
@@ -244,14 +261,23 @@ def wait_share(step: StepTiming) -> float:
     return min(1.0, step.wait_s / step.duration_s)
 
 
-def own_time_phases(phases: PhaseBreakdown, steps: Sequence[StepTiming]) -> PhaseBreakdown:
+def own_time_phases(
+    phases: PhaseBreakdown,
+    steps: Sequence[StepTiming],
+    marked: Mapping[int, float] | None = None,
+) -> PhaseBreakdown:
     """``phases`` (a window's or the timed steps' split) with each step's wait for a core taken
-    out (``own_phase_split``), by the share of the step the step clock read it waiting
-    (``wait_share``; a trace's step spans the clock's step only nearly). A step that only
-    waited is left out (unless all did): it shows nothing of the code's split. No step with a
-    wait: ``phases`` as it is."""
+    out (``own_phase_split``). A trace's steps take the waits the window read at their own
+    marks (``marked``: ``marked_waits``, through ``marked_step_waits_s``): each is its step's
+    exactly. Without them, the share of the step the step clock read it waiting
+    (``wait_share``), placed over the window as a whole (``window_waits``: a trace's step spans
+    the clock's only nearly). A step that only waited is left out (unless all did): it shows
+    nothing of the code's split. No step with a wait: ``phases`` as it is."""
+    marks_s = marked_step_waits_s(phases, marked)
     share = {s.index: wait_share(s) for s in steps}
-    if not phases.steps or not any(share.get(p.index) for p in phases.steps):
+    if not phases.steps or not any(
+        (marks_s if marks_s is not None else share).get(p.index) for p in phases.steps
+    ):
         return phases
     names = sorted({k for p in phases.steps for k in p.phase_us})
     rows = np.array(
@@ -264,12 +290,15 @@ def own_time_phases(phases: PhaseBreakdown, steps: Sequence[StepTiming]) -> Phas
         ],
         dtype=float,
     )
-    waits_us = np.fromiter(
-        (share.get(p.index, 0.0) * p.duration_us for p in phases.steps), dtype=float
-    )
-    if phases.source == "trace":
-        clock_us = {s.index: (s.wait_s or 0.0) * 1e6 for s in steps}
-        waits_us = window_waits(rows, [p.index for p in phases.steps], waits_us, clock_us)
+    if marks_s is not None:
+        waits_us = np.fromiter((marks_s[p.index] * 1e6 for p in phases.steps), dtype=float)
+    else:
+        waits_us = np.fromiter(
+            (share.get(p.index, 0.0) * p.duration_us for p in phases.steps), dtype=float
+        )
+        if phases.source == "trace":
+            clock_us = {s.index: (s.wait_s or 0.0) * 1e6 for s in steps}
+            waits_us = window_waits(rows, [p.index for p in phases.steps], waits_us, clock_us)
     own = own_phase_split(rows, waits_us)
     kept = [i for i in range(len(phases.steps)) if own[i].sum() > 0] or list(range(len(own)))
     out = tuple(

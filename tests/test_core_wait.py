@@ -4,10 +4,12 @@ figures, said as its own item (issue: same code, same answer on a busy machine).
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import itertools
 import json
 import multiprocessing
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +24,8 @@ from gpu_notebook.analysis.interference import (
     window_waits,
 )
 from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
-from gpu_notebook.records import ProfileWindow, StepTiming
+from gpu_notebook.markers import STEP_MARK_PREFIX
+from gpu_notebook.records import PhaseBreakdown, ProfileWindow, StepTiming
 from gpu_notebook.trace import load_trace
 
 DATA = Path(__file__).parent / "data" / "core_wait"
@@ -122,17 +125,93 @@ def test_a_window_recorded_before_the_marks_reads_the_clocks_waits_as_before(lab
     run, wall, _ = _recorded_run(label, marks=False)
     phases = analyze(run).phases
     assert phases is not None
+    expected = _clock_own_us(wall, run.steps.steps)
+    assert [p.duration_us for p in phases.steps] == pytest.approx(list(expected))
+
+
+def _clock_own_us(wall: PhaseBreakdown, steps: Sequence[StepTiming]) -> np.ndarray:
+    """Each traced step's own time (us) on the step clock's waits, recomputed: the clock's share
+    of its step of the same index, placed over the window (``window_waits``), off what each
+    phase spent beyond its least (``own_phase_split``)."""
     names = sorted({k for p in wall.steps for k in p.phase_us})
     rows = np.array(
         [[*(p.phase_us.get(k, 0.0) for k in names),
           max(0.0, p.duration_us - sum(p.phase_us.values()))] for p in wall.steps]
     )  # fmt: skip
-    clock = {s.index: s for s in run.steps.steps}
+    clock = {s.index: s for s in steps}
     matched = np.array([wait_share(clock[p.index]) * p.duration_us for p in wall.steps])
-    clock_us = {s.index: (s.wait_s or 0.0) * 1e6 for s in run.steps.steps}
+    clock_us = {s.index: (s.wait_s or 0.0) * 1e6 for s in steps}
     waits = window_waits(rows, [p.index for p in wall.steps], matched, clock_us)
-    expected = own_phase_split(rows, waits).sum(axis=1)
-    assert [p.duration_us for p in phases.steps] == pytest.approx(list(expected))
+    own: np.ndarray = own_phase_split(rows, waits).sum(axis=1)
+    return own
+
+
+# The later window's steps: loaded_b's recorded trace, its step marks moved 64 steps on.
+LATER = 64
+
+
+def _two_windows(tmp_path: Path, *, marks: bool):  # type: ignore[no-untyped-def]
+    """A 100-step run profiled twice: loaded_a's window at steps 2-4, loaded_b's (its marks
+    renamed 66-68, a copy in ``tmp_path``) at 66-68, each with its marks' waits (or none) and
+    the step clock's own readings of its steps; the steps around them quiet at 3.1 ms (the
+    windows' own pace)."""
+    from tests.scenarios import synthetic as syn
+
+    meta = json.loads((DATA / "nanogpt_windows.json").read_text())
+    text = gzip.decompress((DATA / "nanogpt_loaded_b.trace.json.gz").read_bytes()).decode()
+    for i in (5, 4, 3, 2):  # downwards: a renamed mark is never renamed again
+        text = text.replace(f'"{STEP_MARK_PREFIX}{i}"', f'"{STEP_MARK_PREFIX}{i + LATER}"')
+    later = tmp_path / "later.trace.json.gz"
+    later.write_bytes(gzip.compress(text.encode()))
+    a, b = meta["loaded_a"], meta["loaded_b"]
+    windows = tuple(
+        ProfileWindow(
+            "recorded",
+            2,
+            3,
+            first_step=first,
+            recorded_steps=3,
+            trace_path=path,
+            step_waits_s=tuple(m["step_waits_s"]) if marks else None,
+        )
+        for first, path, m in (
+            (2, str(DATA / "nanogpt_loaded_a.trace.json.gz"), a),
+            (2 + LATER, str(later), b),
+        )
+    )
+    clock = {int(i): v for i, v in a["clock_steps"].items()}
+    clock |= {int(i) + LATER: v for i, v in b["clock_steps"].items()}
+    steps, t = [], 0.0
+    for i in range(100):
+        d, w = clock.get(i, (0.0031, 0.0))
+        steps.append(StepTiming(i, t, d, 0.0, 0.0, 0.0, 0.0, 1, 1, 64, wait_s=w))
+        t += d
+    record = dataclasses.replace(syn.steps_record(100), steps=tuple(steps))
+    run = dataclasses.replace(
+        syn.make_run(steps=record), window=windows[0], more_windows=windows[1:]
+    )
+    return run, phase_breakdown(load_trace(str(later))), b
+
+
+@pytest.mark.parametrize("marks", [True, False])
+def test_a_later_windows_steps_stand_in_the_runs_split_on_their_own_time(
+    tmp_path: Path, marks: bool
+) -> None:
+    """The run's split from several windows weighs each on its steps' own time; a later
+    window's steps were left on their wall time (loaded_b: 32, 35, 20 ms, 28, 32, 17 ms of it
+    waiting), so its waits spoke as whichever phase they fell in. Each window's steps now stand
+    as the first window's do: less the waits read at their marks, or the step clock's where
+    there are none. The combined steps are scaled per window: their proportions are the test."""
+    run, wall, meta = _two_windows(tmp_path, marks=marks)
+    phases = analyze(run).phases
+    assert phases is not None and phases.source == "trace"
+    later = [p.duration_us for p in phases.steps if p.index >= LATER]
+    assert len(later) == 3
+    if marks:
+        own = np.array([p.duration_us for p in wall.steps]) - np.array(meta["step_waits_s"]) * 1e6
+    else:
+        own = _clock_own_us(wall, run.steps.steps)
+    assert np.array(later) / sum(later) == pytest.approx(own / own.sum(), rel=1e-6)
 
 
 def _spin(stop: multiprocessing.synchronize.Event) -> None:  # pragma: no cover - a load process

@@ -189,7 +189,10 @@ def _whole_run(
         return shape, phases, None
     if shape is None or phases is None or phases.source != "trace":
         return shape, phases, None
-    # Each window's split: the first window's is ``phases``; a later one's from its own trace.
+    # Each window's split: the first window's is ``phases``; a later one's from its own trace,
+    # on its steps' own time as the first's (each less the wait read at its own step marks,
+    # the step clock's where it has none): combine_windows weighs the windows on own time, and
+    # a later window on wall time let its waits speak as whichever phase they fell in.
     windows: list[tuple[int, int, PhaseBreakdown]] = []
     traces = WindowTraces() if traces is None else traces
     for k, w in enumerate(run.windows):
@@ -200,7 +203,8 @@ def _whole_run(
         elif w.trace_path is not None and w.recorded_steps > 0:
             more = trace_figures(traces.load(w.trace_path))[0]
             if more is not None:
-                windows.append((w.first_step, w.recorded_steps, more))
+                own = own_time_phases(more, run.steps.steps, marked_waits(w))
+                windows.append((w.first_step, w.recorded_steps, own))
     if shape.represents is False:
         hooks = whole_run_phases(run.steps, run.window.warmup_steps, shape)
         if hooks is not None:

@@ -524,6 +524,21 @@ class PhaseBreakdown:
     # The share of the steps' wall time their thread waited for a core, taken out of the phases
     # (analysis.interference.own_time_phases); 0: none was.
     waited_share: float = 0.0
+    # The same steps' phases with that wait left in, as the phases' wall times hold it (the
+    # wait spread over the phases in proportion to their time); None: no wait was taken out.
+    # Beside the own split (the wait taken where the steps ran long) it says how far where the
+    # wait went moves a share (analysis.too_busy).
+    wall_phase_total_us: Mapping[str, float] | None = None
+    wall_total_us: float | None = None
+
+    def wall_share(self, phase: str) -> float | None:
+        """``phase``'s share of the steps' wall time, the wait left in; None: not measured, or
+        no wait was taken out."""
+        if phase not in self.measured or self.wall_phase_total_us is None:
+            return None
+        if not self.wall_total_us or self.wall_total_us <= 0:
+            return None
+        return self.wall_phase_total_us.get(phase, 0.0) / self.wall_total_us
 
     def share(self, phase: str) -> float | None:
         """Fraction of the recorded step time spent in ``phase``; None when not measured."""
@@ -652,6 +667,30 @@ class Verdict:
     # assembled sample by sample from memory (input.in_memory_batches) are per-sample Python,
     # the same overhead as tiny ops, not input starvation. None: no data wait was so counted.
     data_as_host: float | None = None
+    # The steps waited for a core (other programs held the CPU) at least half their time: how far
+    # that wait moves the share that decides (analysis.too_busy). Where it moves it across its
+    # line no bound is named: category "unknown", "too busy to judge" (words/verdict.py).
+    core_wait: CoreWait | None = None
+
+
+@dataclass(frozen=True)
+class CoreWait:
+    """The steps a verdict rests on waited for a core (schedstat run_delay: ready to run while
+    other programs held the CPU) this much of their time, and the share nearest its line read
+    with that wait put elsewhere (``analysis.too_busy``)."""
+
+    wait_share: float  # the steps' wait for a core over their wall time
+    steps: int  # how many steps the share was read from
+    phase: str  # the phase whose share is nearest its line ("data", "sync")
+    share: float  # as the verdict read it: each step less its wait, taken where it ran long
+    # The least and the most the share reads with the wait spread over the phases as their
+    # wall times hold it, left in where it was not read, or over the steps' 90% range.
+    low: float
+    high: float
+    line: float  # the share at which the verdict changes
+    found: VerdictCategory  # the verdict the share as read gives
+    other: VerdictCategory | None  # the verdict across the line (None: another, not read)
+    judged: bool  # False: the range holds the line, no bound is named (too busy to judge)
 
 
 @dataclass(frozen=True)
@@ -1111,6 +1150,10 @@ class RunPhase:
     # ``low_share`` gives (``rules.common.gain_range``).
     low_share: float = 0.0
     high_share: float = 0.0
+    # The steps' wait for a core over their time (schedstat, 0: none read), and the phase's share
+    # with that wait left where it fell (spread over the phases as their wall times hold it).
+    wait_share: float = 0.0
+    wall_share: float | None = None
 
 
 @dataclass(frozen=True)

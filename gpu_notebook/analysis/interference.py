@@ -325,6 +325,10 @@ def own_time_phases(
         total_us=own_us,
         phase_total_us=totals,
         waited_share=max(0.0, 1.0 - own_us / wall_us) if wall_us > 0 else 0.0,
+        wall_phase_total_us={
+            k: float(rows[kept, j].sum()) for j, k in enumerate(names) if k in phases.phase_total_us
+        },
+        wall_total_us=wall_us,
     )
 
 

@@ -155,8 +155,16 @@ def run_phase(
         return None
     spent = float(phase_s.sum())
     low, high = share_interval(phase_s, own_s)
+    wall = float(rows.sum())
     return RunPhase(
-        min(1.0, spent / total), len(steps), spent / len(steps), total / len(steps), low, high
+        min(1.0, spent / total),
+        len(steps),
+        spent / len(steps),
+        total / len(steps),
+        low,
+        high,
+        wait_share=min(1.0, float(waits.sum()) / wall) if wall > 0 else 0.0,
+        wall_share=float(rows[:, _PART_COLUMNS.index(phase)].sum()) / wall if wall > 0 else None,
     )
 
 

@@ -158,6 +158,10 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
     ops such a wait is the same per-sample Python overhead as the ops: host-bound covers it
     (``Verdict.data_as_host``) whichever side of the input line its share falls, so the answer
     does not flip between runs of the same cell.
+
+    Where the steps waited for a core (other programs held the CPU) half their time or more,
+    the verdict says so, and names no bound where that wait moves the deciding share across its
+    line (``analysis.too_busy``: "too busy to judge", worded by ``words.verdict``).
     """
     from gpu_notebook.analysis.elsewhere import children_train_note, children_verdict
 
@@ -169,6 +173,13 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
         return dataclasses.replace(
             from_children, evidence=(*from_children.evidence, *((note,) if note else ()))
         )
+    from gpu_notebook.analysis.too_busy import judged
+
+    return judged(analysis, _as_read(run, analysis, data_in_memory))
+
+
+def _as_read(run: Run, analysis: Analysis, data_in_memory: str | None) -> Verdict:
+    """The verdict the shares give as read, with what the window does not show said."""
     verdict = _within_uncertainty(analysis, _decide(run, analysis, data_in_memory))
     verdict = _training_elsewhere(run, verdict)
     shape = analysis.shape

@@ -35,6 +35,7 @@ def build_report(
     from gpu_notebook.words import word_findings
     from gpu_notebook.words.input_pipeline import no_worker_gain
     from gpu_notebook.words.proposals import attach_fixes
+    from gpu_notebook.words.verdict import word_verdict
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
     facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)
@@ -44,8 +45,10 @@ def build_report(
     traces = WindowTraces()  # each window's trace decoded once, for every reader below
     analysis = analyze(run, traces)
     in_memory = data_in_memory(run, analysis, facts)
-    verdict = decide(
-        run, analysis, data_in_memory=None if in_memory is None else no_worker_gain(in_memory)
+    verdict = word_verdict(
+        decide(
+            run, analysis, data_in_memory=None if in_memory is None else no_worker_gain(in_memory)
+        )
     )
     findings = run_rules(
         run,

@@ -94,6 +94,7 @@ def report_from_trace(
     already be decoded (the caller read its rank); without it the file is decoded here.
     """
     from gpu_notebook.analysis.gpu_estimate import estimate_from_trace, gpu_spec
+    from gpu_notebook.words.verdict import word_verdict
 
     spec = gpu_spec(target_gpu) if target_gpu is not None else None
     trace = (WindowTraces() if traces is None else traces).load(str(path))
@@ -176,7 +177,7 @@ def report_from_trace(
     report = Report(
         run=run,
         analysis=analysis,
-        verdict=decide(run, analysis),
+        verdict=word_verdict(decide(run, analysis)),
         whatif=whatif,
         gpu_estimate=estimate,
     )

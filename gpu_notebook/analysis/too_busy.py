@@ -1,0 +1,170 @@
+"""Too busy to judge: the share that decides a verdict, read from steps that mostly waited for a
+core, lies on both sides of its line wherever that wait is put.
+
+Each step's wait for a core is read (schedstat run_delay: ready to run while other programs held
+the CPU) and the phases are read from each step less it (``interference.own_time_phases``,
+``steps.run_phase``). Which phase a time slice hit is not read: the split takes the wait where
+the steps ran long (past each phase's least over the steps). Spread over the phases as their
+wall times hold it, the same wait gives the wall split; where the window's steps were read
+waiting at its marks but the split did not take it out, it is still in some phase. When the
+steps waited at least ``TOO_BUSY_WAIT`` of their time, the wait is more than the work, and a
+share that reads on one side of its line as read and on the other with the wait put elsewhere
+(or over the steps' 90% range) is not the code's: the verdict names no bound (issue 26: an
+unseen CPU loop read host-bound in one run and input-bound in the next at load 3-7x the cores).
+A share that stays on one side wherever the wait goes keeps its verdict, the wait said beside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpu_notebook.analysis.steady import without_stalls
+from gpu_notebook.analysis.uncertainty import share_interval
+from gpu_notebook.analysis.verdict import INPUT_CRITICAL, SYNC_CRITICAL, run_data_overrules
+from gpu_notebook.records import Analysis, CoreWait, PhaseBreakdown, Verdict, VerdictCategory
+
+__all__ = ["TOO_BUSY_WAIT", "core_wait", "judged"]
+
+# The steps' wait for a core over their wall time from which where it fell can decide: at half
+# the step the machine held each step longer than the code ran in it, so a phase's share of
+# the own time can move by more than itself. Under it, a share across its line keeps the
+# verdict at low confidence with both answers said (``verdict._within_uncertainty``).
+TOO_BUSY_WAIT = 0.5
+
+# The lines a phase's share decides at, in the order the verdict reads them.
+LINES: tuple[tuple[str, float, VerdictCategory], ...] = (
+    ("data", INPUT_CRITICAL, "input-bound"),
+    ("sync", SYNC_CRITICAL, "sync-bound"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    share: float
+    low: float
+    high: float
+    wait: float
+    steps: int
+
+
+def judged(analysis: Analysis, verdict: Verdict) -> Verdict:
+    """``verdict`` with the steps' wait for a core said where they waited ``TOO_BUSY_WAIT`` of
+    their time or more (``Verdict.core_wait``); where that wait moves the deciding share across
+    its line, no bound: category "unknown", low confidence, its headline worded by
+    ``words.verdict``, the evidence the shares as read gave kept."""
+    wait = core_wait(analysis, verdict)
+    if wait is None:
+        return verdict
+    if wait.judged:
+        return dataclasses.replace(verdict, core_wait=wait)
+    return dataclasses.replace(
+        verdict,
+        category="unknown",
+        headline="",
+        more_gpus="",
+        confidence="low",
+        data_as_host=None,
+        core_wait=wait,
+    )
+
+
+def core_wait(analysis: Analysis, verdict: Verdict) -> CoreWait | None:
+    """The steps' wait for a core and the share nearest its line, read with the wait put
+    elsewhere; None where the verdict does not rest on a phase's share against its line (no
+    split, a GPU timeline decides, comm-bound, unknown), or the steps waited under
+    ``TOO_BUSY_WAIT`` of their time."""
+    stable, _ = without_stalls(analysis)
+    phases = stable.phases
+    if phases is None or phases.total_us <= 0 or analysis.phases is None:
+        return None
+    if verdict.category in ("unknown", "comm-bound", "gpu-bound", "memory-bound"):
+        return None
+    if analysis.gpu is not None and analysis.gpu.window_us > 0:
+        return None  # the GPU's idle time by cause decides on a GPU, not the host's shares
+    nearest: tuple[str, float, VerdictCategory, _Reading] | None = None
+    for phase, line, category in LINES:
+        if phase == "data" and verdict.data_as_host is not None:
+            continue  # counted as host work whichever side of the line it falls
+        reading = _reading(analysis, phases, phase)
+        if reading is None:
+            continue
+        across = reading.low < line <= reading.high
+        if reading.wait < TOO_BUSY_WAIT:
+            if across:
+                return None  # the steps mostly ran: the range is the code's (low confidence)
+        elif across:
+            return _said(phase, line, category, reading, verdict, judged=False)
+        elif nearest is None or _distance(reading, line) < _distance(nearest[3], nearest[1]):
+            nearest = (phase, line, category, reading)
+        if reading.low >= line:
+            break  # this line decides wherever the wait went; the later ones are not read
+    if nearest is None:
+        return None
+    phase, line, category, reading = nearest
+    return _said(phase, line, category, reading, verdict, judged=True)
+
+
+def _distance(reading: _Reading, line: float) -> float:
+    return min(abs(reading.low - line), abs(reading.high - line))
+
+
+def _said(
+    phase: str,
+    line: float,
+    category: VerdictCategory,
+    reading: _Reading,
+    verdict: Verdict,
+    *,
+    judged: bool,
+) -> CoreWait:
+    return CoreWait(
+        wait_share=reading.wait,
+        steps=reading.steps,
+        phase=phase,
+        share=reading.share,
+        low=reading.low,
+        high=reading.high,
+        line=line,
+        found=verdict.category,
+        other=category if verdict.category != category else None,
+        judged=judged,
+    )
+
+
+def _reading(analysis: Analysis, stable: PhaseBreakdown, phase: str) -> _Reading | None:
+    """``phase``'s share as the verdict read it (the run's data wait where it overrules the
+    window, ``verdict.run_data_overrules``), the steps' wait for a core, and the least and
+    most the share reads with that wait put elsewhere or over the steps' 90% range."""
+    share = stable.share(phase)
+    if share is None:
+        return None
+    if phase == "data":
+        whole = run_data_overrules(analysis, share)
+        if whole is not None:
+            spread = [whole.share, whole.low_share, whole.high_share]
+            if whole.wall_share is not None:
+                spread.append(whole.wall_share)
+            return _Reading(whole.share, min(spread), max(spread), whole.wait_share, whole.steps)
+    phases = analysis.phases
+    assert phases is not None
+    spread = [share]
+    for other in (phases.share(phase), phases.wall_share(phase)):
+        if other is not None:
+            spread.append(other)
+    span = share_interval(stable, phase)
+    if span is not None:
+        spread.extend(span)
+    wait = phases.waited_share
+    # The window's steps read waiting at its own marks, more than the split took out (the step
+    # clock's readings fall a step off the trace's, or were not read for short steps): the
+    # rest of the wait is still in some phase of the split, this one or the others.
+    host = analysis.host
+    marked = host.core_wait_share if host is not None and phases.source == "trace" else None
+    if marked is not None and marked > wait and analysis.window_phases is None:
+        left = (marked - wait) / max(1e-12, 1.0 - wait)  # of the split's own time
+        if left < 1.0:
+            spread += [max(0.0, (share - left) / (1.0 - left)), min(1.0, share / (1.0 - left))]
+        else:
+            spread += [0.0, 1.0]
+        wait = marked
+    return _Reading(share, min(spread), max(spread), wait, len(stable.steps))

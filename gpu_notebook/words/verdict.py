@@ -1,0 +1,66 @@
+"""The verdict's words for the steps' wait for a core (``Verdict.core_wait``, analysis/too_busy):
+"too busy to judge" where the wait moves the deciding share across its line, a line of
+evidence where the verdict holds wherever the wait went."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpu_notebook.formatting import fmt_share
+from gpu_notebook.records import CoreWait, Verdict
+
+__all__ = ["word_verdict"]
+
+_NAMES = {"data": "data wait", "sync": "host sync"}
+
+
+def word_verdict(verdict: Verdict) -> Verdict:
+    """``verdict`` with what its steps' wait for a core means said: a verdict without one, or
+    one already worded (read back from JSON), as it is."""
+    wait = verdict.core_wait
+    if wait is None:
+        return verdict
+    if wait.judged:
+        line = _holds(wait)
+        if line in verdict.evidence:
+            return verdict
+        return dataclasses.replace(verdict, evidence=(*verdict.evidence, line))
+    if verdict.headline:
+        return verdict
+    other = wait.other or "another verdict"
+    return dataclasses.replace(
+        verdict,
+        headline=(
+            f"Too busy to judge: the steps waited {fmt_share(wait.wait_share)} of their time for "
+            "a core (other programs held the CPU), and where that wait went decides the verdict."
+        ),
+        more_gpus=(
+            f"Unknown on this machine as it was: {wait.found} or {other}. Rerun on a quieter "
+            "machine (when the other programs are done, or on cores of its own) to tell them apart."
+        ),
+        evidence=(
+            _waited(wait),
+            f"{_NAMES.get(wait.phase, wait.phase)} {fmt_share(wait.share)} of the step as read "
+            f"(each step less its wait), {fmt_share(wait.low)}-{fmt_share(wait.high)} with that "
+            "wait spread over the phases or over the steps' range: the "
+            f"{fmt_share(wait.line)} line between {wait.found} and {other} lies inside it",
+            f"the shares as read give {wait.found}; no bound is named from them",
+            *verdict.evidence,
+        ),
+    )
+
+
+def _waited(wait: CoreWait) -> str:
+    return (
+        f"the steps waited {fmt_share(wait.wait_share)} of their time for a core over "
+        f"{wait.steps} steps: other programs held the CPU (schedstat run delay)"
+    )
+
+
+def _holds(wait: CoreWait) -> str:
+    return (
+        f"{_waited(wait)}; the verdict holds wherever that wait went: "
+        f"{_NAMES.get(wait.phase, wait.phase)} {fmt_share(wait.low)}-{fmt_share(wait.high)} of "
+        f"the step against the {fmt_share(wait.line)} line (a quieter machine reads the code's "
+        "own split more closely)"
+    )

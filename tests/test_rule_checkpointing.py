@@ -290,6 +290,37 @@ def test_the_bound_counts_the_checkpoints_own_cost_read_from_the_trace(tmp_path,
     assert rec.share > rec.recompute_share
 
 
+def test_a_block_whose_last_saved_tensor_needs_no_grad_is_found_whole(tmp_path):
+    # HF's GPT-2 block (transformers 5: non-reentrant by default) ends with dropout, whose mask
+    # needs no grad: the recompute's pack hook detaches nothing there, and the recompute read
+    # up to the last detach only, its block's forward not found (no fwd cost counted).
+    torch.manual_seed(0)
+    blocks = [
+        torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32), torch.nn.Dropout(0.1)
+        )
+        for _ in range(4)
+    ]
+    x = torch.randn(16, 32, requires_grad=True)
+    from torch.utils.checkpoint import checkpoint
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for i in range(3):
+            with torch.profiler.record_function(f"ProfilerStep#{i}"):
+                h = x * 1.0
+                for b in blocks:
+                    h = h + checkpoint(b, h, use_reentrant=False)
+                h.sum().backward()
+    path = os.fspath(tmp_path / "dropout.json")
+    prof.export_chrome_trace(path)
+    trace = load_trace(path)
+    rec = recompute(trace, phase_breakdown(trace))
+    # Each block's four operators rerun (linear, gelu, linear, dropout), each block found in
+    # the forward, in every step.
+    assert rec is not None and rec.ops == 4 * 4 * 3 and rec.forward_blocks == 4 * 3
+    assert rec.forward_overhead_us and rec.backward_overhead_us
+
+
 def _analysis(share: float = 0.2):
     return dataclasses.replace(
         syn.make_analysis(), recompute=Recompute(ops=16, recompute_us=share * 1e5, steps_us=1e5,

@@ -119,6 +119,18 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
                     continue
                 last = saving[-1]
                 group = kids[: last + 1]
+                block = forest.forward_block(
+                    group, int(trace.sequence[parent]), float(ts[parent]), node_ids | engine_ids
+                )
+                if block is not None:
+                    # The recompute reruns the block up to its last saved tensor, which the
+                    # recomputing node's operator saved: the kids that match the block's
+                    # operators past the last ``detach`` are recomputed too.
+                    rerun = forest.between(*block)
+                    names = [int(name_id[k]) for k in kids[: len(rerun)]]
+                    if names == [int(name_id[r]) for r in rerun]:
+                        last = max(last, len(rerun) - 1)
+                        group = kids[: last + 1]
                 groups.append(group)
                 if step is None or device:
                     continue
@@ -127,9 +139,6 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
                 formula = float(ts[kids[last + 1]]) if last + 1 < len(kids) else float(end[parent])
                 backward_us += max(0.0, float(ts[group[0]] - ts[parent])) + max(
                     0.0, formula - float(end[group[-1]])
-                )
-                block = forest.forward_block(
-                    group, int(trace.sequence[parent]), float(ts[parent]), node_ids | engine_ids
                 )
                 if block is not None:
                     first, final = block
@@ -235,6 +244,11 @@ class _Forest:
             after = float(end[parent]) if parent is not None else step[1]
         return [(max(before, step[0]), inner[0]), (inner[1], min(after, step[1]))]
 
+    def between(self, first: int, last: int) -> list[int]:
+        """``first``, ``last`` and the siblings between them."""
+        siblings, i = self.place[first]
+        return siblings[i : self.place[last][1] + 1]
+
     def unpacking(
         self, first: int, last: int, node_ids: set[int], recomputing: int, step: tuple[float, float]
     ) -> float:
@@ -243,9 +257,7 @@ class _Forest:
         their saved tensors, each through the checkpoint's unpack hook (Python). The node that
         recomputes is counted apart."""
         trace = self.trace
-        siblings, i = self.place[first]
-        _, j = self.place[last]
-        todo, made = list(siblings[i : j + 1]), set()
+        todo, made = self.between(first, last), set()
         while todo:
             r = todo.pop()
             if trace.sequence[r] >= 0:
@@ -268,19 +280,33 @@ class _Forest:
     def forward_block(
         self, group: list[int], sequence: int, node_us: float, backward_ids: set[int]
     ) -> tuple[int, int] | None:
-        """The forward operators a non-reentrant recompute reran, first and last: the forward
-        operator that made the recomputing node (same ``Sequence number``, the latest before
-        the node and not itself a node or engine frame, which carry it too), or the ancestor of
-        it at the recompute's level, with the siblings before it matching the recompute's
-        operators in order; None: not found."""
+        """The forward operators of the block a non-reentrant recompute reran, first and last.
+        The last: the forward operator that made the recomputing node (its ``Sequence number``,
+        before the node, not a node or engine frame, which carry it too; an operator that makes
+        no node may show the same number, so each is tried, latest first), or its ancestor at
+        the recompute's level. The first: the nearest sibling before it from which the
+        siblings match the recompute's operators in order (the recompute may stop before the
+        block's end: a last saved tensor that needs no grad leaves no ``detach``). None: not
+        found."""
+        if sequence < 0:
+            return None
         name_id = self.trace.name_id
         made = [
             r
             for r in self.by_sequence.get(sequence, ())
             if self.trace.ts_us[r] < node_us and int(name_id[r]) not in backward_ids
         ]
-        if sequence < 0 or not made:
-            return None
+        want = [int(name_id[g]) for g in group]
+        for row in sorted(made, key=lambda r: float(self.trace.ts_us[r]), reverse=True):
+            at: int | None = row
+            while at is not None:
+                siblings, i = self.place[at]
+                names = [int(name_id[s]) for s in siblings[: i + 1]]
+                for first in range(i - len(want) + 1, -1, -1):
+                    if names[first : first + len(want)] == want:
+                        return siblings[first], at
+                at = self.parent.get(at)
+        return None
         want = [int(name_id[g]) for g in group]
         row: int | None = max(made, key=lambda r: float(self.trace.ts_us[r]))
         while row is not None:

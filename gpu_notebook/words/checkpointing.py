@@ -30,7 +30,8 @@ def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
             f"{fmt_share(s.recompute_share)}, the checkpoint's own overhead "
             f"{fmt_share(s.overhead_share)} (its wrapper around each block's forward "
             f"{fmt_ms((s.forward_overhead_us or 0.0) / 1e6 / steps)} a step, its backward "
-            f"nodes beside the recompute {fmt_ms((s.backward_overhead_us or 0.0) / 1e6 / steps)})"
+            f"nodes beside the recompute {fmt_ms((s.backward_overhead_us or 0.0) / 1e6 / steps)} "
+            "a step)"
         )
     if s.memory is not None and s.peak_bytes is not None and s.total_bytes:
         what = "GPU memory" if s.memory == "gpu" else "this process's RSS against the machine's RAM"

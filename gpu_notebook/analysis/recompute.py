@@ -127,8 +127,9 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
                     # recomputing node's operator saved: the kids that match the block's
                     # operators past the last ``detach`` are recomputed too.
                     rerun = forest.between(*block)
-                    names = [int(name_id[k]) for k in kids[: len(rerun)]]
-                    if names == [int(name_id[r]) for r in rerun]:
+                    if [int(name_id[k]) for k in kids[: len(rerun)]] == [
+                        int(name_id[r]) for r in rerun
+                    ]:
                         last = max(last, len(rerun) - 1)
                         group = kids[: last + 1]
                 groups.append(group)
@@ -306,15 +307,6 @@ class _Forest:
                     if names[first : first + len(want)] == want:
                         return siblings[first], at
                 at = self.parent.get(at)
-        return None
-        want = [int(name_id[g]) for g in group]
-        row: int | None = max(made, key=lambda r: float(self.trace.ts_us[r]))
-        while row is not None:
-            siblings, i = self.place[row]
-            first = i - len(want) + 1
-            if first >= 0 and [int(name_id[s]) for s in siblings[first : i + 1]] == want:
-                return siblings[first], row
-            row = self.parent.get(row)
         return None
 
 

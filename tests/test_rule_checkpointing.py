@@ -347,6 +347,14 @@ model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentran
 args = TrainingArguments("out", per_device_train_batch_size=8, gradient_checkpointing=True)
 """
 
+# transformers 5 renamed both (the old names are its deprecated aliases, to go in v6).
+HF5_CELL = """\
+import torch
+from transformers import TrainingArguments
+model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+args = TrainingArguments("out", per_device_train_batch_size=8, activation_checkpointing=True)
+"""
+
 
 @pytest.mark.parametrize(
     ("before", "after"),
@@ -364,14 +372,24 @@ args = TrainingArguments("out", per_device_train_batch_size=8, gradient_checkpoi
         ),
         (HF_CELL, "model.gradient_checkpointing_disable()"),
         (HF_CELL, "gradient_checkpointing=False)"),
+        (HF5_CELL, "model.activation_checkpointing_disable()"),
+        (HF5_CELL, "activation_checkpointing=False)"),
     ],
-    ids=["checkpoint", "module-alias", "sequential", "hf-enable", "hf-arguments"],
+    ids=[
+        "checkpoint",
+        "module-alias",
+        "sequential",
+        "hf-enable",
+        "hf-arguments",
+        "transformers5-enable",
+        "transformers5-arguments",
+    ],
 )
 def test_the_fix_undoes_each_form_where_it_stands(before, after):
     patch = apply_fix(FIX, before)
     assert isinstance(patch, Patch), patch
     assert after in patch.source_after
-    assert "gradient_checkpointing=True" not in patch.source_after
+    assert "_checkpointing=True" not in patch.source_after
     assert "checkpointing_enable" not in patch.source_after
     if "checkpoint_sequential" in before:
         assert "import torch\n" in patch.source_after

@@ -5,6 +5,8 @@ The rule, its message records and its fix in one place: this module, its wording
 
 Checkpointing (``torch.utils.checkpoint.checkpoint``, ``checkpoint_sequential``, HF's
 ``model.gradient_checkpointing_enable()`` / ``TrainingArguments(gradient_checkpointing=True)``,
+transformers 5's ``activation_checkpointing_enable()`` / ``activation_checkpointing=True`` (the old
+names its deprecated aliases),
 and Lightning or accelerate code calling those) trades compute for memory: the blocks' forward
 runs again inside the backward instead of keeping their activations. Worth it only where memory
 is short. Flagged when the profiled steps' backward holds a recomputed forward
@@ -48,6 +50,9 @@ _OWN_KEYWORDS = frozenset(
     {"use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug"}
 )
 _MODULE = "torch.utils.checkpoint"
+# HF's switches: transformers 5 renamed them, the old names stay as deprecated aliases.
+_HF_ENABLE = ("gradient_checkpointing_enable", "activation_checkpointing_enable")
+_HF_SWITCHES = ("gradient_checkpointing", "activation_checkpointing")
 Form = Literal["checkpoint", "checkpoint_sequential", "hf_enable", "hf_argument"]
 
 
@@ -112,11 +117,19 @@ def _form(call: ast.Call, modules: set[str], functions: dict[str, str]) -> Form 
     ):
         kind = tail if head else functions[name]
         return "checkpoint" if kind == "checkpoint" else "checkpoint_sequential"
-    if isinstance(call.func, ast.Attribute) and call.func.attr == "gradient_checkpointing_enable":
+    if isinstance(call.func, ast.Attribute) and call.func.attr in _HF_ENABLE:
         return "hf_enable"
-    switch = keyword_of(call, "gradient_checkpointing")
-    if switch is not None and literal_of(switch.value) is True:
+    if _switched_on(call) is not None:
         return "hf_argument"
+    return None
+
+
+def _switched_on(call: ast.Call) -> str | None:
+    """The HF keyword of ``call`` that turns checkpointing on (``...=True``), or None."""
+    for name in _HF_SWITCHES:
+        switch = keyword_of(call, name)
+        if switch is not None and literal_of(switch.value) is True:
+            return name
     return None
 
 
@@ -178,7 +191,8 @@ def checkpointing_off(module: cst.Module) -> CodemodResult:
     """Each checkpointing call the rule found, undone where it stands: ``checkpoint(fn, *a,
     use_reentrant=..., **kw)`` -> ``fn(*a, **kw)``; ``checkpoint_sequential(fs, n, x)`` ->
     ``torch.nn.Sequential(*fs)(x)``; ``m.gradient_checkpointing_enable(...)`` ->
-    ``m.gradient_checkpointing_disable()``; ``gradient_checkpointing=True`` -> ``False``."""
+    ``m.gradient_checkpointing_disable()`` (``activation_...`` likewise);
+    ``gradient_checkpointing=True`` / ``activation_checkpointing=True`` -> ``False``."""
     import libcst as cst  # the rules alone never need libcst; a fix imports it
 
     from gpu_notebook.fixes.cst_tools import (
@@ -266,7 +280,8 @@ def _hf_disabled(updated: cst.Call) -> cst.Call:
     import libcst as cst
 
     assert isinstance(updated.func, cst.Attribute)
-    func = updated.func.with_changes(attr=cst.Name("gradient_checkpointing_disable"))
+    disable = updated.func.attr.value.replace("_enable", "_disable")
+    func = updated.func.with_changes(attr=cst.Name(disable))
     return updated.with_changes(func=func, args=[])
 
 
@@ -275,7 +290,17 @@ def _argument_off(updated: cst.Call) -> cst.Call:
 
     from gpu_notebook.fixes.cst_tools import set_keyword
 
-    return set_keyword(updated, "gradient_checkpointing", cst.Name("False"))
+    on = [
+        a.keyword.value
+        for a in updated.args
+        if a.keyword is not None
+        and a.keyword.value in _HF_SWITCHES
+        and isinstance(a.value, cst.Name)
+        and a.value.value == "True"
+    ]
+    for name in on:
+        updated = set_keyword(updated, name, cst.Name("False"))
+    return updated
 
 
 FIX = Fix(

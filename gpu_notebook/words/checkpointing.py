@@ -9,8 +9,8 @@ from gpu_notebook.words.common import Words, worder, words
 _FORMS = {
     "checkpoint": "torch.utils.checkpoint.checkpoint",
     "checkpoint_sequential": "torch.utils.checkpoint.checkpoint_sequential",
-    "hf_enable": "gradient_checkpointing_enable()",
-    "hf_argument": "gradient_checkpointing=True",
+    "hf_enable": "HF's gradient/activation_checkpointing_enable()",
+    "hf_argument": "HF's gradient/activation_checkpointing=True",
 }
 
 
@@ -48,7 +48,8 @@ def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
         fix = (
             "No line of this cell checkpoints: the model's own code does (a library block, or "
             "a config with gradient_checkpointing on). Turn it off there (HF: "
-            "model.gradient_checkpointing_disable(); Lightning/accelerate: the module's "
+            "model.gradient_checkpointing_disable(), transformers 5: "
+            "model.activation_checkpointing_disable(); Lightning/accelerate: the module's "
             "checkpoint calls) if the activations fit."
         )
     elif s.memory is None:

@@ -120,7 +120,11 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
                 last = saving[-1]
                 group = kids[: last + 1]
                 block = forest.forward_block(
-                    group, int(trace.sequence[parent]), float(ts[parent]), node_ids | engine_ids
+                    group,
+                    int(trace.sequence[parent]),
+                    float(ts[parent]),
+                    step[0] if step is not None else -np.inf,
+                    node_ids | engine_ids,
                 )
                 if block is not None:
                     # The recompute reruns the block up to its last saved tensor, which the
@@ -279,7 +283,12 @@ class _Forest:
         return total
 
     def forward_block(
-        self, group: list[int], sequence: int, node_us: float, backward_ids: set[int]
+        self,
+        group: list[int],
+        sequence: int,
+        node_us: float,
+        since_us: float,
+        backward_ids: set[int],
     ) -> tuple[int, int] | None:
         """The forward operators of the block a non-reentrant recompute reran, first and last.
         The last: the forward operator that made the recomputing node (its ``Sequence number``,
@@ -287,8 +296,8 @@ class _Forest:
         no node may show the same number, so each is tried, latest first), or its ancestor at
         the recompute's level. The first: the nearest sibling before it from which the
         siblings match the recompute's operators in order (the recompute may stop before the
-        block's end: a last saved tensor that needs no grad leaves no ``detach``). None: not
-        found."""
+        block's end: a last saved tensor that needs no grad leaves no ``detach``), from
+        ``since_us`` on. None: not found."""
         if sequence < 0:
             return None
         name_id = self.trace.name_id
@@ -302,9 +311,12 @@ class _Forest:
             at: int | None = row
             while at is not None:
                 siblings, i = self.place[at]
-                names = [int(name_id[s]) for s in siblings[: i + 1]]
+                # Back from the operator, no further than the step's start: a long trace's
+                # roots are many, and the block is near.
                 for first in range(i - len(want) + 1, -1, -1):
-                    if names[first : first + len(want)] == want:
+                    if self.trace.ts_us[siblings[first]] < since_us:
+                        break
+                    if all(int(name_id[siblings[first + k]]) == w for k, w in enumerate(want)):
                         return siblings[first], at
                 at = self.parent.get(at)
         return None

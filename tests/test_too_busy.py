@@ -104,7 +104,7 @@ def test_a_heavy_wait_that_cannot_move_the_share_across_keeps_the_verdict_and_sa
     wait = verdict.core_wait
     assert wait is not None and wait.judged and wait.low >= 0.20
     assert any(
-        "waited" in line and "for a core" in line and "the verdict holds" in line
+        "waited 59% of their time for a core" in line and "over its 20% line" in line
         for line in verdict.evidence
     )
     # Worded once: a report read back and worded again keeps one line.

@@ -1,6 +1,6 @@
 """The verdict's words for the steps' wait for a core (``Verdict.core_wait``, analysis/too_busy):
 "too busy to judge" where the wait moves the deciding share across its line, a line of
-evidence where the verdict holds wherever the wait went."""
+evidence where the share stays on its side wherever the wait went."""
 
 from __future__ import annotations
 
@@ -58,9 +58,10 @@ def _waited(wait: CoreWait) -> str:
 
 
 def _holds(wait: CoreWait) -> str:
+    side = "over" if wait.low >= wait.line else "under"
     return (
-        f"{_waited(wait)}; the verdict holds wherever that wait went: "
+        f"{_waited(wait)}; the shares are each step less its wait: "
         f"{_NAMES.get(wait.phase, wait.phase)} {fmt_share(wait.low)}-{fmt_share(wait.high)} of "
-        f"the step against the {fmt_share(wait.line)} line (a quieter machine reads the code's "
-        "own split more closely)"
+        f"the step wherever that wait went, {side} its {fmt_share(wait.line)} line; a quieter "
+        "machine would read the code's own split more surely"
     )

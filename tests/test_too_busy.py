@@ -111,3 +111,31 @@ def test_a_heavy_wait_that_cannot_move_the_share_across_keeps_the_verdict_and_sa
     from gpu_notebook.words.verdict import word_verdict
 
     assert word_verdict(verdict) == verdict
+
+
+def _window_beside_the_run(wait: float):
+    """A profiled window of 8 steps whose data wait reads 17% less its wait, clear of the 20%
+    line (10% with the wait spread), beside the run's 55 steps reading 21% (16%-26%); the
+    window's and the run's steps waited ``wait`` of their time (stability.py's augment line
+    loop at load 24 on 2 cores read these figures, and host-bound, where the next run read
+    input-bound)."""
+    from gpu_notebook.records import RunPhase
+
+    window = dataclasses.replace(
+        syn.phases({"data": 0.17}),
+        waited_share=wait,
+        wall_phase_total_us={"data": 8_000.0, "forward": 72_000.0},
+        wall_total_us=80_000.0,
+    )
+    whole = RunPhase(0.21, 55, 0.0013, 0.0062, 0.16, 0.26, wait_share=wait, wall_share=0.18)
+    return dataclasses.replace(syn.make_analysis(phase_split=window), run_data=whole)
+
+
+def test_a_window_clear_of_the_line_beside_a_run_whose_range_holds_it_is_too_busy_when_heavy():
+    run = syn.make_run("")
+    heavy = decide(run, _window_beside_the_run(0.93))
+    assert heavy.category == "unknown" and heavy.core_wait is not None
+    assert heavy.core_wait.low < 0.20 <= heavy.core_wait.high and heavy.core_wait.steps == 55
+    # The same figures read from steps that mostly ran: the window's verdict stands.
+    light = decide(run, _window_beside_the_run(0.1))
+    assert light.category not in ("unknown", "input-bound") and light.core_wait is None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from gpu_notebook.capture.session import CaptureOptions, copy_trace, unique_stem
 from gpu_notebook.hygiene import our_imports_leave_no_filters
@@ -79,6 +80,9 @@ class GpuCheckMagics(Magics):
                 loss = loss_fn(model(x), y)
                 opt.zero_grad(); loss.backward(); opt.step()
 
+        ``%%gpucheck -h`` prints this help. Quote a path with spaces (``--html "run 1.html"``);
+        ``#`` starts a comment.
+
         Example: ``%%gpucheck -s 10 -o rep`` records 10 steps and keeps the report in ``rep``
         (``rep.to_json()``, ``rep.verdict``, ``rep.analysis.phases``).
 
@@ -108,7 +112,13 @@ class GpuCheckMagics(Magics):
         from gpu_notebook import wait_for_warm_imports
 
         wait_for_warm_imports()  # a cell with top-level await comes here first (see gpucheck)
-        args = parse_argstring(self.gpucheck, line)
+        words = _split_options(line)
+        if "-h" in words or "--help" in words:
+            # As `gpucheck run --help` does: the options, and nothing runs. (The parser has no
+            # help option: IPython's magics answer `%%gpucheck?`, which nobody guesses.)
+            print(self.gpucheck.__doc__)
+            return None
+        args = self.gpucheck.parser.parse_args(words)
         # IPython numbers a cell from its first non-blank line; so do our line-level views.
         lines = cell.splitlines(keepends=True)
         while lines and not lines[0].strip():
@@ -202,13 +212,29 @@ class GpuCheckMagics(Magics):
         )
 
 
+def _split_options(line: str) -> list[str]:
+    """The option line as a shell splits it: quotes group words and go (IPython's own
+    ``parse_argstring`` keeps them, so ``--html "run 1.html"`` wrote a file named with its
+    quotes), ``#`` starts a comment, and an unclosed quote is a usage error, not a traceback
+    from shlex."""
+    import shlex
+
+    try:
+        return shlex.split(line, comments=True, posix=os.name != "nt")
+    except ValueError as exc:  # shlex says only "No closing quotation"
+        raise UsageError(
+            f"%%gpucheck options: {str(exc).lower()} in {line.strip()!r}; "
+            'quote a path with spaces as "a b.html".'
+        ) from None
+
+
 def _validate(args: Any, cell: str) -> CaptureOptions:
     """Turn parsed arguments into options, or raise UsageError before the cell runs."""
     if not cell.strip():
         raise UsageError(
             "%%gpucheck needs a cell body to measure: put it on the first line of a training cell."
         )
-    if args.price is not None and args.price <= 0:
+    if args.price is not None and not (math.isfinite(args.price) and args.price > 0):
         raise UsageError(f"--price must be a positive price per GPU-hour (got {args.price}).")
     if args.output is not None and not str(args.output).isidentifier():
         raise UsageError(f"-o needs a Python variable name (got {args.output!r}).")

@@ -275,6 +275,9 @@ def test_failed_execution_stops_run_all_in_a_real_kernel(tmp_path):
         ("-i 0.001", "--interval"),
         ("-o 1bad", "variable name"),
         ("--bogus", "unrecognized"),
+        ("--price nan", "--price"),
+        ("--price inf", "--price"),
+        ("--html 'unclosed.html", "no closing quotation"),
     ],
 )
 def test_bad_option_raises_usage_error_and_does_not_run_the_cell(ip, opts, message):
@@ -282,6 +285,36 @@ def test_bad_option_raises_usage_error_and_does_not_run_the_cell(ip, opts, messa
     with pytest.raises(UsageError, match=message):
         ip.run_cell_magic("gpucheck", opts, "ran = True")
     assert "ran" not in ip.user_ns
+
+
+def test_an_unclosed_quote_is_one_usage_line_in_a_cell_not_a_traceback(ip):
+    """IPython shows a UsageError as one line; shlex's ValueError came out as a traceback
+    through our frames (unseen notebooks, nb8)."""
+    ip.user_ns.pop("ran", None)
+    result = ip.run_cell("%%gpucheck -o 'rep\nran = True")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "ran" not in ip.user_ns
+
+
+def test_the_option_line_is_split_as_a_shell_splits_it(ip, tmp_path):
+    """Quotes group a path with spaces and are not part of it (IPython's parse_argstring kept
+    them: `--html "run 1.html"` wrote a file named `"run 1.html"`); `#` starts a comment."""
+    ip.user_ns.pop("rep", None)
+    page = tmp_path / "run 1.html"
+    ip.run_cell(f'%%gpucheck -q -o rep --html "{page}"  # the first try\nran = 1')
+    assert ip.user_ns["rep"] is not None
+    assert page.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run 1.html"]
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_flag_prints_the_options_and_runs_nothing(ip, capsys, flag):
+    ip.user_ns.pop("ran", None)
+    result = ip.run_cell(f"%%gpucheck {flag}\nran = True")
+    assert result.success
+    assert "ran" not in ip.user_ns
+    out = capsys.readouterr().out
+    assert "Usage" in out and "--steps" in out
 
 
 def test_help_is_the_docstring_with_usage_and_options(ip):

@@ -28,11 +28,14 @@ def disturbed_steps(run: Run) -> frozenset[int]:
     """Indices of the steps that contain our own work (see the module docstring)."""
     out: set[int] = {s.index for s in run.steps.steps if s.ours_s > 0}
     follow = run.window.profile_steps if run.stacks is not None else 0
+    # No index past the run's last step: -s asks for a count, and a loop shorter than it
+    # (-s 10**8 on a 3-step cell) would otherwise make a set of every index asked for.
+    end = run.steps.step_count + 1
     for k, (first, n) in enumerate(run.window_ranges):
         # The profiled steps, the one the stop ran in, and (after the first window only) the
         # steps the stack sampler followed it with.
         extra = follow if k == 0 else 0
-        out.update(range(first, first + n + 1 + extra))
+        out.update(range(first, min(first + n + 1 + extra, end)))
     return frozenset(out)
 
 

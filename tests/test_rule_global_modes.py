@@ -82,6 +82,35 @@ def test_a_float64_default_dtype_from_an_earlier_cell_is_read_live_and_left_as_s
     assert "set outside this cell" in text and "are float64" in text
 
 
+def test_a_mode_the_cell_sets_itself_is_advised_at_that_line(ip):
+    """A cell that sets float64 on its first line and makes its model after it (unseen
+    notebooks, nb8) was told "its parameters are made already" and to set float32 "where
+    float64 is set, before the model": that line is the cell's own, and the fix is there."""
+    before = torch.get_default_dtype()
+    try:
+        rep = _measured(ip, "torch.set_default_dtype(torch.float64)\n" + MODEL_CELL + LOOP)
+    finally:
+        torch.set_default_dtype(before)
+    f = _one(rep, "modes.float64_default")
+    assert f.line == 2  # the magic's line is the cell's first
+    assert "made already" not in f.fix and "on line 2 instead" in f.fix
+    assert "set outside this cell" not in f.title + " ".join(f.evidence)
+
+
+def test_a_one_thread_pool_the_cell_sets_itself_is_advised_at_that_line():
+    """As for float64: a call at the top of the cell would be undone by the cell's own
+    torch.set_num_threads(1) below it."""
+    from gpu_notebook.rules.common import found
+    from gpu_notebook.rules.global_modes import OneThread
+    from gpu_notebook.words import word_finding
+
+    said = OneThread(16, 12.0, 0, 0.9, 8, None)
+    outside = word_finding(found("modes.one_thread", "low", said))
+    own = word_finding(found("modes.one_thread", "low", dataclasses.replace(said, cell_line=3)))
+    assert "at the top of the cell" in outside.fix
+    assert "at the top of the cell" not in own.fix and "on line 3 in place of" in own.fix
+
+
 def test_a_loop_with_torchs_default_modes_reads_them_off_and_has_no_finding(ip):
     assert ip.run_cell(MODEL_CELL).success
     rep = _measured(ip, LOOP)

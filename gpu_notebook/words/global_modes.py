@@ -99,7 +99,14 @@ def float64_default(s: Float64Default) -> Words:
         "Unless the training needs double precision: call torch.set_default_dtype(torch.float32) "
         "where float64 is set, before the model and its data are made (or convert them: "
         "model.float(), and make the optimizer again); no change to this cell is offered (its "
-        "parameters are made already).",
+        "parameters are made already)."
+        if s.cell_line is None
+        # The cell's own line: what it makes after that line follows it, so that line is
+        # where to act (no patch: the dtype is the process's, and outlives the cell).
+        else "Unless the training needs double precision: set torch.float32 on line "
+        f"{s.cell_line} instead (what the cell makes after it follows; for what it made before, "
+        "model.float() and the optimizer made again); no change to this cell is offered (the "
+        "default dtype is the process's, and outlives the cell).",
         "PyTorch docs: torch.set_default_dtype",
     )
 
@@ -140,7 +147,14 @@ def one_thread(s: OneThread) -> Words:
             "of the step: a CPU-only run whose operators run on one core",
             "operators below torch's grain size do not split over threads: not measured, no bound",
         ],
-        f"Try torch.set_num_threads({s.target}) at the top of the cell (it stays set for "
-        "the cells after it) and measure again with the same machine load.",
+        (
+            f"Try torch.set_num_threads({s.target}) at the top of the cell (it stays set for "
+            "the cells after it) and measure again with the same machine load."
+            if s.cell_line is None
+            # A call at the top would be undone by the cell's own line below it.
+            else f"Try torch.set_num_threads({s.target}) on line {s.cell_line} in place of the "
+            "cell's own call (it stays set for the cells after it) and measure again with the "
+            "same machine load."
+        ),
         "PyTorch performance tuning guide: CPU threads (torch.set_num_threads)",
     )

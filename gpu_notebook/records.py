@@ -922,6 +922,7 @@ class Recompute:
     recompute_us: float  # their time: host spans on a CPU run, their kernels' on a GPU one
     steps_us: float  # the traced steps' time
     reentrant_nodes: int  # CheckpointFunctionBackward nodes (use_reentrant=True) among them
+    steps: int  # the traced steps it read (a later window's steps are not in its trace)
     on_device: bool = False  # timed by the device kernels they launched
     # The checkpoint's own host time, which turning it off removes with the recompute: around
     # each checkpointed block's forward (its wrapper: RNG state, saved inputs, the autograd

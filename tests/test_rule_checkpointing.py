@@ -282,7 +282,7 @@ def test_the_bound_counts_the_checkpoints_own_cost_read_from_the_trace(tmp_path,
     trace = load_trace(path)
     rec = recompute(trace, phase_breakdown(trace))
     forward_us, backward_us = _checkpoint_cost_us(path, kind)
-    assert rec is not None and rec.forward_blocks == 4 * 3
+    assert rec is not None and rec.forward_blocks == 4 * 3 and rec.steps == 3
     assert forward_us > 0 and backward_us > 0
     assert rec.forward_overhead_us == pytest.approx(forward_us)
     assert rec.backward_overhead_us == pytest.approx(backward_us)
@@ -324,7 +324,7 @@ def test_a_block_whose_last_saved_tensor_needs_no_grad_is_found_whole(tmp_path):
 def _analysis(share: float = 0.2):
     return dataclasses.replace(
         syn.make_analysis(), recompute=Recompute(ops=16, recompute_us=share * 1e5, steps_us=1e5,
-                                                 reentrant_nodes=0)
+                                                 reentrant_nodes=0, steps=3)
     )  # fmt: skip
 
 
@@ -335,8 +335,30 @@ def test_recompute_with_no_checkpointing_line_in_the_cell_is_found_with_no_fix()
     assert "No line of this cell checkpoints" in f.fix
 
 
+def test_the_per_step_figures_are_over_the_steps_the_recompute_read():
+    # A later profiler window's steps join the run's phases (f8a30a2) but not the first
+    # window's trace the recompute is read from: over them, "ms a step" read half.
+    analysis = dataclasses.replace(
+        _analysis(),
+        recompute=Recompute(
+            ops=16,
+            recompute_us=30_000.0,
+            steps_us=1e5,
+            reentrant_nodes=0,
+            steps=3,
+            forward_overhead_us=6_000.0,
+            backward_overhead_us=3_000.0,
+        ),
+    )
+    assert analysis.phases is not None and len(analysis.phases.steps) != 3
+    f = only(rules_for(syn.make_run(CELL), analysis), RULE)
+    assert f.gain_bound == pytest.approx(1 / (1 - 0.39))
+    assert "in 3 profiled step(s)" in f.evidence[0] and "10.00 ms a step" in f.evidence[0]
+    assert "2.00 ms a step" in f.evidence[1] and "1.00 ms a step" in f.evidence[1]
+
+
 def test_no_finding_without_a_recomputed_forward():
-    empty = dataclasses.replace(syn.make_analysis(), recompute=Recompute(0, 0.0, 1e5, 0))
+    empty = dataclasses.replace(syn.make_analysis(), recompute=Recompute(0, 0.0, 1e5, 0, 3))
     assert RULE not in ids(rules_for(syn.make_run(CELL), empty))
 
 

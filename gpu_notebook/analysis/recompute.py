@@ -163,6 +163,7 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
         recompute_us=spent,
         steps_us=phases.total_us,
         reentrant_nodes=sum(1 for r in reentrant if _step_of(float(ts[r]), spans) is not None),
+        steps=len(spans),
         on_device=device,
         forward_overhead_us=None if device else _union_us(around),
         backward_overhead_us=None if device else backward_us,

@@ -157,11 +157,10 @@ def checkpointing_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> 
         return None  # memory is tight: checkpointing is doing its job
     calls = checkpointing_calls(facts.tree) if facts.tree is not None else []
     first = calls[0] if calls else None
-    steps = analysis.phases.steps if analysis.phases is not None else ()
     said = CheckpointingUnneeded(
         share=rec.share,
         ops=rec.ops,
-        steps=len(steps),
+        steps=rec.steps,
         recompute_us=rec.recompute_us,
         recompute_share=rec.recompute_share,
         forward_overhead_us=rec.forward_overhead_us,

@@ -11,7 +11,12 @@ backward call).
 The product should say: activation checkpointing recomputes the forward while memory has room,
 with the split of what turning it off removes (recompute X%, the checkpoint's own overhead Y% of
 the step), offer ``checkpointing_off`` (call the block directly), and its "up to" bound must hold
-the measured speedup. Before issue 26's fix it said "up to 1.23x" and measured 1.25x.
+the measured speedup. The ledger's first script of this class read "up to 1.23x" for a measured
+1.25x (issue 26). This one, `gpucheck run -q --try-fixes 30 --try-budget 150`, 2 cores at load
+12-27 (2026-12-05, i26ckpt): main 56649a9 up to 1.18x (the recompute alone), measured 1.38x
+(1.23x-1.55x); with the checkpoint's own cost (24264ce) up to 1.90x / 1.61x for 1.63x / 1.53x;
+at load 25 the 3-step trace is ten times the step and the bound wanders (1.15x for 1.46x; -s 20:
+1.41x for 1.55x). Thread time (no load in it), 20 traced steps: up to 1.46x, 1.39x.
 """
 
 import torch

@@ -214,6 +214,34 @@ def test_a_later_windows_steps_stand_in_the_runs_split_on_their_own_time(
     assert np.array(later) / sum(later) == pytest.approx(own / own.sum(), rel=1e-6)
 
 
+@pytest.mark.parametrize("marks", [True, False])
+def test_the_runs_split_from_windows_that_mostly_waited_says_so(
+    tmp_path: Path, marks: bool
+) -> None:
+    """Both recorded windows' steps waited 88-91% of their time for a core; the run's split
+    combined from them read 0% waited, so the verdict took it as a split read from the whole
+    of its steps (verdict.run_data_overrules, ``WINDOW_WAITED``) and had no wall split for
+    analysis.too_busy. It carries the windows' wall time, scaled as their splits are: its
+    share waited lies between the two windows' own, its wall split is the windows' walls."""
+    from gpu_notebook.analysis.verdict import WINDOW_WAITED
+
+    run, later, _ = _two_windows(tmp_path, marks=marks)
+    first, _ = _recorded("loaded_a")
+    waited = []
+    for wall, w in zip((phase_breakdown(first), later), run.windows, strict=True):
+        if marks:
+            waited.append(sum(w.step_waits_s or ()) * 1e6 / wall.total_us)
+        else:
+            waited.append(1.0 - _clock_own_us(wall, run.steps.steps).sum() / wall.total_us)
+    phases = analyze(run).phases
+    assert phases is not None and len({p.index >= LATER for p in phases.steps}) == 2
+    assert min(waited) - 1e-9 <= phases.waited_share <= max(waited) + 1e-9
+    assert phases.waited_share >= WINDOW_WAITED
+    assert phases.wall_total_us == pytest.approx(phases.total_us / (1.0 - phases.waited_share))
+    walls = [phase_breakdown(first).share("optimizer"), later.share("optimizer")]
+    assert min(walls) - 1e-9 <= (phases.wall_share("optimizer") or 0.0) <= max(walls) + 1e-9
+
+
 def _spin(stop: multiprocessing.synchronize.Event) -> None:  # pragma: no cover - a load process
     while not stop.is_set():
         pass

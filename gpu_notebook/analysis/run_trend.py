@@ -920,6 +920,11 @@ def combine_windows(
     # stands for: the shares of the sum are the weighted estimate, the sum is the run's time.
     out_steps: list[StepPhases] = []
     totals = dict.fromkeys(measured, 0.0)
+    # The same with each window's wait for a core left in (its wall split, scaled as its own
+    # split is; a window with no wait taken out: its own): the verdict reads how much of the
+    # split's time waited (``waited_share``), and where that wait could have gone.
+    wall_totals = dict.fromkeys(measured, 0.0)
+    wall_us = 0.0
     for w, (_, _, b) in zip(weights, usable, strict=True):
         scale = float(w) * total_us / b.total_us
         for step in b.steps:
@@ -929,12 +934,20 @@ def combine_windows(
             )
             for p in measured:
                 totals[p] += parts.get(p, 0.0)
+        wall = b.phase_total_us if b.wall_phase_total_us is None else b.wall_phase_total_us
+        for p in measured:
+            wall_totals[p] += wall.get(p, 0.0) * scale
+        wall_us += (b.total_us if b.wall_total_us is None else b.wall_total_us) * scale
+    waited = any(b.wall_phase_total_us is not None for _, _, b in usable) and wall_us > 0
     return PhaseBreakdown(
         source=usable[0][2].source,
         steps=tuple(out_steps),
         total_us=total_us,
         phase_total_us=totals,
         measured=measured,
+        waited_share=max(0.0, 1.0 - total_us / wall_us) if waited else 0.0,
+        wall_phase_total_us=wall_totals if waited else None,
+        wall_total_us=wall_us if waited else None,
     )
 
 

@@ -369,3 +369,37 @@ def test_the_hook_timed_split_reads_the_clocks_own_waits_whatever_the_marks() ->
     hooks = own_time_phases(split, steps)
     assert hooks.waited_share > 0
     assert own_time_phases(split, steps, {s.index: 0.0005 for s in steps}) == hooks
+
+
+def _slice_after_mark(spans_ms: Sequence[float]) -> PhaseBreakdown:
+    """Traced steps 264-266 of ``spans_ms``, each its least split (``SPLIT_MS`` x 0.5) and the
+    rest of its span in the backward (where a time slice hit it)."""
+    rows = []
+    t = 0.0
+    for k, span in enumerate(spans_ms):
+        parts = {p: ms * 0.5e3 for p, ms in zip(PHASES, SPLIT_MS, strict=True)}
+        parts["backward"] += span * 1e3 - sum(parts.values())
+        rows.append(StepPhases(264 + k, t, span * 1e3, parts))
+        t += span * 1e3
+    totals = {p: sum(r.phase_us[p] for r in rows) for p in PHASES}
+    return PhaseBreakdown("trace", tuple(rows), t, totals, PHASES)
+
+
+def test_a_slice_taken_between_a_mark_and_its_reading_is_the_next_steps() -> None:
+    """A tiny-step loop under load (test_run_shape_cells' later window, 2 windows in 12): the
+    window read 24 ms of wait in a 0.39 ms step and none in the 25 ms step after it: the slice
+    fell after the mark, before its reading. A step cannot wait longer than it lasted: that
+    reading is the next step's, and every step keeps its own time (none reads as only waiting
+    and drops out of the split)."""
+    from gpu_notebook.analysis.interference import marked_step_waits_s
+
+    spans, reads = (1.06, 0.77, 25.23), (0.0, 24.09, 0.0)
+    window = _slice_after_mark(spans)
+    marks = {264 + k: ms / 1e3 for k, ms in enumerate(reads)}
+    assert marked_step_waits_s(window, marks) == pytest.approx({264: 0.0, 265: 0.0, 266: 0.02409})
+    own = own_time_phases(window, [], marks)
+    assert [p.index for p in own.steps] == [264, 265, 266]
+    assert [p.duration_us for p in own.steps] == pytest.approx([1060.0, 770.0, 1140.0])
+    # The window's last step read longer than it lasted: the slice fell after the window.
+    last = {264: 0.0, 265: 0.0, 266: 0.030}
+    assert marked_step_waits_s(window, last) == pytest.approx({264: 0.0, 265: 0.0, 266: 0.0})

@@ -68,6 +68,14 @@ def test_the_edge_sampler_keeps_the_time_outside_the_steps_and_drops_the_steps()
     assert raw.samples == 16 and raw.time_us == 16 * 50_000
 
 
+def _warm_optimizer(ip: Any) -> None:
+    """The process's first optimizer imports torch._dynamo (seconds on a loaded machine): built
+    once beforehand, as an earlier cell of a notebook would have, so that the cell's time before
+    its first step is its own work."""
+    warm = ip.run_cell("torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)")
+    assert warm.success, warm.error_in_exec
+
+
 EVAL_FIRST_CELL = """%%gpucheck -q -o rep -w 1 -s 1
 model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -87,11 +95,8 @@ EVAL_LINE = 8  # `score = evaluate(150)`, as the notebook numbers it (line 1: %%
 def test_an_evaluation_before_training_is_the_cells_time_before_its_first_step(ip):
     # Sized by work, not time: 150 no-grad forwards of 128 rows against 10 training steps of
     # 64 (a forward, a backward twice its cost, an update): the evaluation is about ten times
-    # the steps' arithmetic, whatever the machine's speed. The process's first optimizer
-    # imports torch._dynamo (seconds on a loaded machine): built once beforehand, as an earlier
-    # cell of a notebook would have.
-    warm = ip.run_cell("torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)")
-    assert warm.success, warm.error_in_exec
+    # the steps' arithmetic, whatever the machine's speed.
+    _warm_optimizer(ip)
     result = ip.run_cell(EVAL_FIRST_CELL)
     assert result.success, result.error_in_exec
     rep = ip.user_ns["rep"]
@@ -133,3 +138,48 @@ def test_a_run_without_edge_samples_still_splits_the_cells_wall_time(ip):
     assert ct is not None and ct == rep.analysis.cell_time
     assert ct.before_lines == () and ct.before_samples == 0
     assert ct.before_s == rep.run.steps.steps[0].start_s
+
+
+LOADER_EVAL_FIRST_CELL = """%%gpucheck -q -o rep -w 1 -s 1
+model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+val = DataLoader(TensorDataset(torch.randn(400 * 64, 256), torch.randint(0, 4, (400 * 64,))), batch_size=64)
+train = DataLoader(TensorDataset(torch.randn(12 * 64, 256), torch.randint(0, 4, (12 * 64,))), batch_size=64)
+def validate():
+    with torch.no_grad():
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in val)
+score = validate()
+for x, y in train:
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+VALIDATE_LINE = 9  # `score = validate()`
+
+
+def test_an_evaluation_over_a_dataloader_before_training_is_before_the_first_step(ip):
+    """The step clock first counts the evaluation's 400 DataLoader reads as steps (no optimizer
+    yet), goes lean past 64 of them, and must still see the optimizer that comes after: its 12
+    steps are the run's, the evaluation's reads the time before the first of them. (It dropped
+    the optimizer's hook when it went lean: the report's 412 'steps' were mostly the
+    evaluation's, and its window profiled three of them.)"""
+    _warm_optimizer(ip)
+    result = ip.run_cell(LOADER_EVAL_FIRST_CELL)
+    assert result.success, result.error_in_exec
+    rep = ip.user_ns["rep"]
+    steps = rep.run.steps
+    assert (steps.anchor, steps.step_count) == ("optimizer", 12), (steps.anchor, steps.step_count)
+    ct = rep.analysis.cell_time
+    assert ct is not None and ct.steps == 12 and ct.before_s == steps.steps[0].start_s
+    # The evaluation's samples were taken inside steps counted at the DataLoader, which the
+    # optimizer superseded: they are the time before the first step, under its call line.
+    edges = rep.run.edge_stacks
+    assert edges is not None
+    before = {EDGE_BEFORE, EDGE_STEPS + "dataloader"}
+    assert ct.before_samples == sum(s.count for s in edges.stacks if s.phase in before) > 0
+    assert ct.before_lines and ct.before_lines[0].line == VALIDATE_LINE, ct.before_lines
+    # The optimizer's steps were timed again after the upgrade: the phases are theirs.
+    assert rep.analysis.phases is not None and rep.analysis.phases.share("backward")
+    # The window recorded the evaluation's reads: said as work before training, not as a
+    # step's micro-batches.
+    assert rep.run.window.status == "within-step"
+    assert "before training" in (rep.run.window.message or ""), rep.run.window.message

@@ -168,8 +168,17 @@ class RunQueueWait:
         return min(1.0, max(0.0, 1.0 - (now[2] - last[2]) / (now[1] - last[1])))
 
 
-def within_step_message(recorded: int, old: str, new: str) -> str:
-    """What a window kept at an anchor upgrade covered (``ProfilerWindow.restart``)."""
+def within_step_message(recorded: int, old: str, new: str, *, trained: bool = True) -> str:
+    """What a window kept at an anchor upgrade covered (``ProfilerWindow.restart``); steps that
+    ran no backward (``trained`` False) were work before training, not parts of a step."""
+    if not trained:
+        return (
+            f"the window recorded {recorded} step{'' if recorded == 1 else 's'} counted at {old} "
+            f"that ran no backward, before the first step counted at {new}: work before "
+            f"training (an evaluation over a DataLoader); steps are counted at {new} from then "
+            "on, so the trace holds none of them: the phases are the step clock's timings of "
+            "whole steps, the top operators the trace's (of that work)"
+        )
     return (
         f"the window recorded {recorded} step{'' if recorded == 1 else 's'} counted at {old} "
         f"before the first step counted "
@@ -341,6 +350,8 @@ class CaptureSession:
         )
         clock.memory_every_steps = MEMORY_EVERY_STEPS
         schedule: WindowSchedule | None = None
+        lean_decided = False
+        next_look = 0  # nothing to do at boundaries before this step (the fast path)
         if not self.options.profile:
             window.step_aside("")
         elif profiler_active():  # on before any step of the cell: set outside it
@@ -352,8 +363,18 @@ class CaptureSession:
             anchors = ["none"]
 
             def on_anchor(kind: str) -> None:
+                nonlocal lean_decided, next_look
                 old, anchors[0] = anchors[0], kind
-                window.restart(within_step_message(window.recorded_steps, old, kind))
+                trained = clock.superseded_trained
+                window.restart(
+                    within_step_message(window.recorded_steps, old, kind, trained=trained)
+                )
+                if clock.is_lean and kind != "none":
+                    # Many steps at the lower anchor made the clock lean: the new anchor's steps
+                    # are timed again, and the listener looks at each of them until it decides.
+                    # (Not at "none": Dynamo is compiling, patching now is not ours to do.)
+                    clock.retime()
+                    lean_decided, next_look, clock.listener_due = False, 0, 0
                 if schedule is not None:
                     schedule.starts.clear()
                 if self._stack_state == "sampling" and self._stacks is not None:
@@ -376,8 +397,6 @@ class CaptureSession:
             window.inside_step = clock.inside_optimizer_step
         timed_steps = self.options.warmup_steps + self.options.profile_steps
 
-        lean_decided = False
-        next_look = 0  # nothing to do at boundaries before this step (the fast path)
         # The steps' own time, without the time their thread waited for a core: on a busy
         # machine a 2 ms step takes 6 ms of wall time, and the wall clock alone would keep the
         # timing hooks on for it (their cost is CPU time, ~1.5% of such a step's own time).

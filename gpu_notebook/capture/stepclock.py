@@ -168,6 +168,7 @@ class StepClock:
         self.listener_due = 0
         # Called when a higher-priority anchor replaces the current one (steps restart at 0).
         self.anchor_listener: Callable[[str], None] | None = None
+        self.superseded_trained = False  # read by the anchor listener (see _upgrade)
         # While True, forward/backward write ranges into the profiler trace.
         self.annotate = False
         self._record_function: Any = None
@@ -492,10 +493,12 @@ class StepClock:
             if handle is not None:
                 handle.remove()
         if not keep_opt:
-            for name in ("opt_pre", "opt_post"):
-                handle = self._handles.pop(name, None)
-                if handle is not None:
-                    handle.remove()
+            # The post hook stays (one call an optimizer step, none without one): an optimizer
+            # that comes after many steps counted at a lower anchor (an evaluation over a
+            # DataLoader before training, issue 26) still takes the steps over.
+            handle = self._handles.pop("opt_pre", None)
+            if handle is not None:
+                handle.remove()
         self._lean_optimizer = keep_opt and "opt_pre" in self._handles
         for key in ("backward", "grad"):
             if self.anchor != "backward" and key in self._patches:
@@ -799,6 +802,9 @@ class StepClock:
         return not self._lean or self._reads_in_step < self._reads_per_step
 
     def _upgrade(self, kind: StepAnchor) -> None:
+        # Whether the superseded steps trained (a backward in one of their timed steps): a
+        # step's micro-batches or a closure's calls did; an evaluation before training did not.
+        self.superseded_trained = any(r[8] for r in self._rows if r[10])
         self.anchor = kind
         self._rows.clear()
         self._cpu_rows.clear()

@@ -1155,6 +1155,10 @@ class RunPhase:
     # with that wait left where it fell (spread over the phases as their wall times hold it).
     wait_share: float = 0.0
     wall_share: float | None = None
+    # The least and the most the share reads over each fifth of the same steps, in order: what a
+    # load that changed over the run moved it by (None: no own time in a fifth).
+    fifths_low: float | None = None
+    fifths_high: float | None = None
 
 
 @dataclass(frozen=True)

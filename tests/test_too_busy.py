@@ -139,3 +139,48 @@ def test_a_window_clear_of_the_line_beside_a_run_whose_range_holds_it_is_too_bus
     # The same figures read from steps that mostly ran: the window's verdict stands.
     light = decide(run, _window_beside_the_run(0.1))
     assert light.category not in ("unknown", "input-bound") and light.core_wait is None
+
+
+def test_the_runs_data_share_is_read_over_each_fifth_of_its_steps():
+    # 40 steps of 10 ms: the first 20 wait 3 ms for data, the last 20 1.5 ms (a load that
+    # came and went moves a share so, stretch by stretch).
+    from gpu_notebook.analysis.steps import run_phase
+
+    run = _run(0.0)
+    rows = tuple(
+        dataclasses.replace(s, index=i, start_s=i * 0.01, duration_s=0.01, data_s=d, wait_s=0.0)
+        for i, d in enumerate([0.003] * 20 + [0.0015] * 20)
+        for s in run.steps.steps[:1]
+    )
+    whole = run_phase(dataclasses.replace(run.steps, steps=rows, step_count=40), 0, "data")
+    assert whole is not None
+    assert abs(whole.fifths_high - 0.30) < 1e-6 and abs(whole.fifths_low - 0.15) < 1e-6
+    assert whole.wait_share == 0.0 and abs(whole.wall_share - whole.share) < 1e-9
+
+
+def _window_beside_a_run_with_fifths(low: float, high: float):
+    """A window reading 24% data wait beside a run of 55 steps reading 24% (22%-26%), the wait
+    spread 22%, its fifths ``low``-``high``; every step waited 90% of its time."""
+    from gpu_notebook.records import RunPhase
+
+    window = dataclasses.replace(
+        syn.phases({"data": 0.24}),
+        waited_share=0.9,
+        wall_phase_total_us={"data": 17_600.0, "forward": 62_400.0},
+        wall_total_us=80_000.0,
+    )
+    whole = RunPhase(
+        0.24, 55, 0.0015, 0.0062, 0.22, 0.26, wait_share=0.9, wall_share=0.22,
+        fifths_low=low, fifths_high=high,
+    )  # fmt: skip
+    return dataclasses.replace(syn.make_analysis(phase_split=window), run_data=whole)
+
+
+def test_a_run_whose_fifths_hold_the_line_is_too_busy_when_heavy():
+    run = syn.make_run("")
+    verdict = decide(run, _window_beside_a_run_with_fifths(0.15, 0.31))
+    assert verdict.category == "unknown" and verdict.core_wait is not None
+    assert verdict.core_wait.low == 0.15 and not verdict.core_wait.judged
+    # Fifths that stay over the line: the verdict stands, the wait said beside it.
+    kept = decide(run, _window_beside_a_run_with_fifths(0.21, 0.27))
+    assert kept.category == "input-bound" and kept.core_wait is not None and kept.core_wait.judged

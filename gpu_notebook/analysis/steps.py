@@ -156,6 +156,8 @@ def run_phase(
     spent = float(phase_s.sum())
     low, high = share_interval(phase_s, own_s)
     wall = float(rows.sum())
+    parts = [(float(phase_s[k].sum()), float(own_s[k].sum())) for k in _fifths(len(steps))]
+    fifths = [a / b for a, b in parts if b > 0] if all(b > 0 for _, b in parts) else []
     return RunPhase(
         min(1.0, spent / total),
         len(steps),
@@ -165,7 +167,14 @@ def run_phase(
         high,
         wait_share=min(1.0, float(waits.sum()) / wall) if wall > 0 else 0.0,
         wall_share=float(rows[:, _PART_COLUMNS.index(phase)].sum()) / wall if wall > 0 else None,
+        fifths_low=min(fifths) if fifths else None,
+        fifths_high=max(fifths) if fifths else None,
     )
+
+
+def _fifths(n: int) -> list[np.ndarray]:
+    """The indices 0..n-1 in five runs of consecutive steps, as even as they divide."""
+    return [k for k in np.array_split(np.arange(n), 5) if k.size]
 
 
 _PART_COLUMNS = ("data", "forward", "backward", "optimizer", "other")

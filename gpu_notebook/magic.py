@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -158,7 +159,7 @@ class GpuCheckMagics(Magics):
                     if live is not None:
                         live.discard()
                     return None
-                report = measured
+                report = _with_stacked_magics(measured, _stacked_magic_lines(header))
                 if export_dir is not None:
                     _write_or_say("--export", export_dir, lambda: _export(report, export_dir))
                 if html_path is not None:
@@ -298,6 +299,62 @@ def _export_dir(value: str | None) -> Path | None:
     except OSError as exc:
         raise UsageError(f"--export: cannot create folder {value!r}: {exc.strerror}.") from None
     return path
+
+
+def _stacked_magic_lines(header: str) -> str:
+    """The ``%%`` lines stacked above ours in the cell the user ran (``%%time``,
+    ``%%capture cap``), outermost first, each ending in a newline; "" when none.
+
+    IPython runs a ``%%time`` cell whose next line is ``%%gpucheck`` as the time magic's call
+    of ``run_cell_magic`` on a body whose first line is ours, so each enclosing ``run_cell_magic`` frame whose cell
+    starts with the line below it is one of the cell's own lines. (A magic called from a body
+    does not start its cell with our line: it is not taken.)
+    """
+    import sys
+
+    here = os.path.join("IPython", "core", "interactiveshell.py")
+    inner = header.rstrip()
+    lines: list[str] = []
+    ours_seen = False
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "run_cell_magic" and code.co_filename.endswith(here):
+            if not ours_seen:  # the innermost is the call of this magic
+                ours_seen = True
+            else:
+                name, line, cell = (frame.f_locals.get(k) for k in ("magic_name", "line", "cell"))
+                if (
+                    not isinstance(cell, str)
+                    or cell.lstrip("\n").split("\n", 1)[0].rstrip() != inner
+                ):
+                    break
+                inner = f"%%{name} {line}".rstrip()
+                lines.append(inner)
+        frame = frame.f_back
+    return "".join(f"{line}\n" for line in reversed(lines))
+
+
+def _with_stacked_magics(report: Report, stacked: str) -> Report:
+    """Each patched cell as the cell the user ran: the magics stacked above ours kept (the
+    inserted cell of a ``%%time``'d cell lost its ``%%time``, of a ``%%capture cap`` one the
+    capture, which a later cell reading ``cap`` then read from the unpatched run)."""
+    import dataclasses
+
+    if not stacked:
+        return report
+    findings = tuple(
+        dataclasses.replace(
+            f,
+            proposal=dataclasses.replace(
+                f.proposal, source_after=stacked + f.proposal.source_after
+            ),
+        )
+        if f.proposal is not None and f.proposal.source_after is not None
+        else f
+        for f in report.findings
+    )
+    return dataclasses.replace(report, findings=findings)
 
 
 def _without_trace_file(report: Report) -> Report:

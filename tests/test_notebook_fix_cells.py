@@ -200,3 +200,48 @@ def test_a_loader_made_by_a_function_of_an_earlier_cell_is_refused_naming_that_f
     (fixed,) = attach_fixes([finding], cell, namespace=ip.user_ns)
     assert fixed.proposal.source_after is None
     assert "`sevens_batches()`" in fixed.proposal.refusal
+
+
+STACKED_LOOP = (
+    "st_opt = torch.optim.Adam(st_model.parameters())\n"
+    "for x in st_xs:\n"
+    "    loss = st_model(x).pow(2).mean(); loss.backward(); st_opt.step(); st_opt.zero_grad()\n"
+    "    st_losses.append(loss.item())\n"
+)
+
+
+@pytest.mark.parametrize("outer", ["%%time\n", "%%capture st_cap\n"], ids=["time", "capture"])
+def test_the_patched_cell_keeps_the_magics_stacked_above_gpucheck(ip, outer):
+    """The inserted cell of a `%%time`'d (or `%%capture`d) cell lost its `%%time` (unseen
+    notebooks, nb8): the patched cell is the cell the user ran, and its run is compared with
+    the run that proposed it."""
+    setup = "st_model = torch.nn.Linear(8, 1)\nst_xs = [torch.randn(16, 8) for _ in range(40)]\n"
+    assert ip.run_cell(setup + "st_losses = []").success
+    for name in ("st_rep", "st_rep2"):
+        ip.user_ns.pop(name, None)
+    assert ip.run_cell(outer + "%%gpucheck -q -o st_rep\n" + STACKED_LOOP).success
+    patched = [f for f in ip.user_ns["st_rep"].findings if f.proposal and f.proposal.source_after]
+    assert patched  # the per-step .item() at least
+    for f in patched:
+        assert f.proposal.source_after.startswith(outer + "%%gpucheck -q -o st_rep\n")
+    fix = patched[0]
+    after = fix.proposal.source_after.replace("-o st_rep\n", "-o st_rep2\n", 1)
+    result = ip.run_cell(after)
+    assert result.success, result.error_in_exec
+    comparison = ip.user_ns["st_rep2"].comparison
+    assert comparison is not None and comparison.fix_id == fix.fix_id
+
+
+def test_a_gpucheck_called_inside_another_magics_body_keeps_only_its_own_line(ip):
+    """Only magics stacked on the cell's first lines are the cell's: a run_cell_magic call
+    from a body is not under them."""
+    assert ip.run_cell(
+        "st_model = torch.nn.Linear(8, 1)\nst_xs = [torch.randn(16, 8)] * 40"
+    ).success
+    ip.user_ns["st_losses"] = []
+    ip.user_ns.pop("st_rep", None)
+    cell = f"%%time\nst_n = 1\nget_ipython().run_cell_magic('gpucheck', '-q -o st_rep', {STACKED_LOOP!r})\n"
+    assert ip.run_cell(cell).success
+    patched = [f for f in ip.user_ns["st_rep"].findings if f.proposal and f.proposal.source_after]
+    assert patched
+    assert all(f.proposal.source_after.startswith("%%gpucheck") for f in patched)

@@ -29,11 +29,12 @@ FIX_HEADER = "# gpucheck fix: "
 
 
 def normalize_cell(source: str) -> str:
-    """The cell as compared: no leading ``%%`` magic line, no trailing spaces or blank lines.
+    """The cell as compared: no leading ``%%`` magic lines, no trailing spaces or blank lines.
 
-    The magic line carries options (``-s 10``) that do not change the code being measured.
+    The magic line carries options (``-s 10``) that do not change the code being measured; a
+    patched cell keeps the magics stacked above it too (``%%time``).
     """
-    if source.startswith("%%"):
+    while source.startswith("%%"):
         source = source.partition("\n")[2]
     lines = [line.rstrip() for line in source.replace("\r\n", "\n").split("\n")]
     while lines and not lines[-1]:

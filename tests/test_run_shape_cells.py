@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from gpu_notebook.analysis.on_cpu import MIN_COVER, MIN_READ_S
+from gpu_notebook.analysis.run_trend import MAX_STALL_INDICES
 from gpu_notebook.capture.session import CaptureOptions, CaptureSession
 from gpu_notebook.records import Report, Run
 from gpu_notebook.report.build import build_report
@@ -106,7 +108,18 @@ def test_a_cell_that_slows_down_after_the_window(ip):
     assert not rep.verdict.more_gpus.startswith("A GPU would help"), render_text(rep)
     est = rep.gpu_estimate
     assert est is not None and est.measured_step_s > 0.005 and est.speedup < 1.5
-    assert est.off_core_s is not None and est.off_core_s > 0.5 * est.measured_step_s
+    # The time off a core rests on the steps whose schedstat was read (analysis/on_cpu.py): they
+    # need MIN_READ_S of own time and MIN_COVER of the run's wall time. Tiny steps are read only
+    # where slow, so a machine that stretches them past that leaves it unmeasured (every core
+    # busy and this cell's session at a low weight: the unread steps held most of the time).
+    steps = rep.run.steps.steps
+    read = [s for s in steps if s.cpu_s is not None and s.wait_s is not None and s.ours_s <= 0]
+    own_s = sum(max(0.0, s.duration_s - (s.wait_s or 0.0)) for s in read)
+    covered = sum(s.duration_s for s in read) >= MIN_COVER * sum(s.duration_s for s in steps)
+    if len(read) >= 2 and own_s >= MIN_READ_S and covered:
+        assert est.off_core_s is not None and est.off_core_s > 0.5 * est.measured_step_s
+    else:
+        assert est.off_core_s is None, (len(read), own_s, covered)
 
 
 STALLS = """
@@ -121,21 +134,46 @@ for step in range(200):
 """
 
 
+def planted_stalls_stand_out(rep: Report, every: int) -> bool:
+    """Whether the planted sleeps (after the optimizer of every ``every``-th step from step 0:
+    the step clock puts them in steps 1, every + 1, ...) are the run's big stalls, recomputed
+    from the recorded steps as analysis/run_trend._stalls reads the period: from the stalls over
+    a quarter of the longest one, when they are those on the schedule. Then the period must be
+    found. A machine that holds tiny steps off a core for as long as the sleeps (seen with every
+    core busy and the test's session at a low weight: stalls of 50 ms to seconds at random
+    steps) leaves the period to the search among random stalls, which may rightly not find it;
+    the stalls are still said and charted."""
+    shape = rep.analysis.shape
+    assert shape is not None and shape.stalls is not None
+    record, stalls = rep.run.steps, shape.stalls
+    dur = {s.index: s.duration_s for s in record.steps}
+    on = [i for i in stalls.steps if i % every == 1]
+    if record.decimation > 1 or stalls.count > MAX_STALL_INDICES:
+        return False  # not every stall is listed: the gate cannot be read again
+    cut = 0.25 * max(dur[i] for i in stalls.steps)
+    big = [i for i in stalls.steps if dur[i] >= cut]
+    return len(big) >= 3 and set(big) <= set(on)
+
+
 def test_a_periodic_stall_is_found_with_its_period_and_its_line(ip, tmp_path: Path):
     ip.user_ns["CKPT"] = str(tmp_path / "ckpt.pt")
     rep = run(ip, STALLS)
     stall = next((f for f in rep.findings if f.rule_id == "run.periodic_stall"), None)
     assert stall is not None, render_text(rep)
     shape = rep.analysis.shape
-    assert shape is not None and shape.stalls is not None and shape.stalls.period_steps == 40
-    # Numbered as IPython numbers the cell (from its first non-blank line); line 1 is %%gpucheck.
-    assert stall.line == 7 and "checkpoint save" in stall.title
-    # The HTML report says it in words, and the step chart marks exactly the stalled steps.
+    assert shape is not None and shape.stalls is not None
     from gpu_notebook.views.html import render_html, run_shape_section
 
     section = run_shape_section(rep)
-    assert "Stalls every 40 steps" in section and "<h2>Over the run</h2>" in section
-    assert section in render_html(rep)
+    if planted_stalls_stand_out(rep, 40):
+        assert shape.stalls.period_steps == 40, render_text(rep)
+        # Numbered as IPython numbers the cell (from its first non-blank line); line 1 is
+        # %%gpucheck.
+        assert stall.line == 7 and "checkpoint save" in stall.title
+        # The HTML report says it in words.
+        assert "Stalls every 40 steps" in section
+    assert "<h2>Over the run</h2>" in section and section in render_html(rep)
+    # The step chart marks exactly the stalled steps.
     _, boxes, stalls, labels = step_chart(rep)
     assert stalls == [list(map(float, shape.stalls.steps))] and "stalls" in labels
     assert len(boxes) == len(shape.windows) >= 1

@@ -9,7 +9,7 @@ through JSON (``Report.to_json`` / ``Report.from_json``) with a schema version.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
 
@@ -898,6 +898,49 @@ class HostOverhead:
 
 
 @dataclass(frozen=True)
+class OptimizerTime:
+    """One optimizer class's time in the traced steps (``OptimizerSplit``)."""
+
+    cls: str  # the class name the trace gives (``Optimizer.step#<cls>.step``)
+    step_us: float  # inside its ``Optimizer.step`` ranges, less other optimizers' inside them
+    zero_grad_us: float  # inside its ``Optimizer.zero_grad`` ranges
+    step_calls: int
+
+
+@dataclass(frozen=True)
+class OptimizerSplit:
+    """The traced steps' optimizer time by optimizer class (analysis.optimizer_split): what the
+    step clock times together when a loop steps several optimizers (a GAN's two, SparseAdam
+    beside a dense Adam), told apart by the trace's per-optimizer ranges."""
+
+    classes: tuple[OptimizerTime, ...]  # most time first
+    steps: int  # traced steps they were read over
+
+    def step_part(self, reached: Iterable[str]) -> float | None:
+        """The part of the optimizers' ``step`` time that the ``reached`` classes take (the
+        step clock's optimizer phase is ``step`` alone). None: none of them in the trace, or no
+        step time at all (nothing to split)."""
+        return self._part(reached, zero_grad=False)
+
+    def phase_part(self, reached: Iterable[str]) -> float | None:
+        """``step_part`` over the trace's optimizer phase, which holds ``zero_grad`` too."""
+        return self._part(reached, zero_grad=True)
+
+    def _part(self, reached: Iterable[str], *, zero_grad: bool) -> float | None:
+        wanted = set(reached)
+        if not any(c.cls in wanted for c in self.classes):
+            return None
+
+        def time(c: OptimizerTime) -> float:
+            return c.step_us + (c.zero_grad_us if zero_grad else 0.0)
+
+        total = sum(time(c) for c in self.classes)
+        if total <= 0:
+            return None
+        return sum(time(c) for c in self.classes if c.cls in wanted) / total
+
+
+@dataclass(frozen=True)
 class ScalerOps:
     """A GradScaler's own operators in the traced steps (analysis.amp_scaler): the inf/nan check
     that unscales the gradients and the scale update, against the steps' time."""
@@ -1240,6 +1283,9 @@ class Analysis:
     recompute: Recompute | None = None
     # A GradScaler's own operators in the traced steps (None: not read).
     scaler: ScalerOps | None = None
+    # The traced steps' optimizer time by optimizer class (None: no trace, or no optimizer
+    # range in its steps).
+    optimizers: OptimizerSplit | None = None
     # Work the cell schedules every N steps (logging_steps=N, log_every_n_steps=N) read from
     # the step clock alone, one per period whose steps are slower (analysis.run_trend).
     periodic: tuple[PeriodicCost, ...] = ()

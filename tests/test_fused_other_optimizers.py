@@ -7,7 +7,9 @@ three embedding tables), while the patch changes only the Adam over the MLP's fo
 trial measured it 0.69x. Where the cell steps an optimizer the fix does not reach (SparseAdam,
 LBFGS, one already fused), the step clock's optimizer time is theirs together and their split was
 not measured: the whole update still bounds what the patch can take (a ceiling), no floor is
-claimed, and the card says whose step shares it. Mechanisms only: seeded step series.
+claimed, and the card says whose step shares it. Mechanisms only: seeded step series. (These
+analyses carry no trace split; with the trace's per-optimizer ranges the bound rests on the
+reached part: tests/test_optimizer_split.py.)
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ BELOW_THE_VIEWS = ("analysis", "report")
 
 # Text that is data, not a sentence a user reads.
 NOT_SENTENCES = {
-    "analysis/gpu_estimate.py:_optimizer_class": "an optimizer's class name from its step range",
+    "analysis/optimizer_split.py:optimizer_class": "an optimizer's class name from its range",
     "analysis/lines.py:_module_path": "a frame's module path",
     "analysis/lines.py:file_label": "a frame's file label (flame graph, speedscope)",
     "analysis/lines.py:frame_label": "a frame's label 'file:function:line'",

@@ -17,6 +17,7 @@ from gpu_notebook.records import (
     GpuTimeline,
     HostOverhead,
     OpStat,
+    OptimizerSplit,
     PeriodicCost,
     PhaseBreakdown,
     Recompute,
@@ -41,6 +42,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     # Each traced step's wait for a core as the window read it at its own step marks: the
     # host figures and the phases' own time both read it (the step clock's where it is None).
     marked = marked_waits(run.window)
+    optimizers: OptimizerSplit | None = None
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
         # Each step's wait for a core, where the step clock read it: the host figures take
         # what of it fell between calls out of the gaps (it is no Python).
@@ -52,6 +54,9 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         from gpu_notebook.analysis.amp_scaler import scaler_ops
 
         scaler = scaler_ops(traces.load(run.window.trace_path), phases)
+        from gpu_notebook.analysis.optimizer_split import optimizer_split
+
+        optimizers = optimizer_split(traces.load(run.window.trace_path), phases)
     elif run.window.trace_path is not None and run.window.status == "within-step":
         # Calls inside a step, no whole step: only its operator totals hold for the window.
         from gpu_notebook.analysis.ops import top_ops
@@ -80,6 +85,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         window_phases=window_phases,
         recompute=recomputed,
         scaler=scaler,
+        optimizers=optimizers,
     )
     return with_run_figures(run, analysis)
 

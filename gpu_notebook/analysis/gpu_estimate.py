@@ -44,6 +44,7 @@ import numpy as np
 
 from gpu_notebook.analysis.host import MATMUL_OP, outside_ops_share
 from gpu_notebook.analysis.ops import self_time_ns
+from gpu_notebook.analysis.optimizer_split import optimizer_class
 from gpu_notebook.analysis.phases import find_host_thread, step_bounds
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.markers import DATALOADER_PREFIX, OPTIMIZER_STEP_PREFIX
@@ -218,7 +219,7 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
             & (trace.tid == host[1])
             & trace.name_mask(prefix=OPTIMIZER_STEP_PREFIX)
         )
-        if _optimizer_class(trace.names[int(trace.name_id[r])]) in CPU_STEP_COUNTER_OPTIMIZERS
+        if optimizer_class(trace.names[int(trace.name_id[r])]) in CPU_STEP_COUNTER_OPTIMIZERS
     ]
     if counter_steps:
         reads = trace.name_mask(names=SYNC_OPS)[rows]
@@ -265,11 +266,6 @@ def _rnn_metadata_reads(trace: Trace, rows: np.ndarray) -> np.ndarray:
             indexed = indexed or names[j] == "aten::select"
             out[j] = indexed and names[j] in SYNC_OPS
     return out
-
-
-def _optimizer_class(range_name: str) -> str:
-    """``Optimizer.step#AdamW.step`` -> ``AdamW``."""
-    return range_name.removeprefix(OPTIMIZER_STEP_PREFIX).split(".", 1)[0]
 
 
 def _matmul_flops(name: str, dims: Any) -> float | None:

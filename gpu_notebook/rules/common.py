@@ -102,13 +102,15 @@ def share_range(analysis: Analysis, phases: Phases) -> tuple[float, float] | Non
 
 def severity_in(analysis: Analysis, phases: Phases, value: float | None, *,
                 low: float = SUGGEST, medium: float = WARN,
-                high: float = CRITICAL) -> Severity | None:  # fmt: skip
+                high: float = CRITICAL, part: float = 1.0) -> Severity | None:  # fmt: skip
     """The level of a share read with its 90% interval (``share_range``), the one reading of a
     share for both questions a rule asks of it: whether the finding speaks (None: the whole
     interval is below ``low``) and at what level (the level the interval clears as a whole,
     its low end, never below the rule's lowest once it speaks). ``value``, the point, decides
     only where the share has no interval (one step, not a measured phase). ``phases``: one
     phase or several summed step by step (the host time outside the model), read the same way.
+    ``part``: the part of the phase the finding is about (one optimizer's of several), which
+    scales the share and its interval alike.
 
     A severity says "at least this much of the step": a share whose interval straddles a line
     (six steps' data wait 8-28% from run to run of the same code, at the 10% and 20% lines) has
@@ -122,7 +124,8 @@ def severity_in(analysis: Analysis, phases: Phases, value: float | None, *,
         return None
     span = share_range(analysis, phases)
     if span is None:
-        return severity_of(value, low=low, medium=medium, high=high)
+        return severity_of(value * part, low=low, medium=medium, high=high)
+    span = (span[0] * part, span[1] * part)
     if severity_of(span[1], low=low, medium=medium, high=high) is None:
         return None
     least = severity_of(low, low=low, medium=medium, high=high)

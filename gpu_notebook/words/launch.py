@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.analysis.host import HOST_BOUND_SHARE, overhead_near_line, overhead_reach
 from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.rules.common import WARN
 from gpu_notebook.rules.launch import (
     TINY_OP_US,
     CompileGain,
@@ -199,9 +200,21 @@ def _fused_gain_line(s: UnfusedOptimizer) -> str:
     )
 
 
+def _split_line(s: UnfusedOptimizer) -> str:
+    """The update's time by optimizer class, as the trace split it, and the fix's part."""
+    each = ", ".join(f"{cls} {fmt_share(p)}" for cls, p in s.split)
+    return (
+        f"the update's time by optimizer (the profiled steps' Optimizer.step ranges): {each}; "
+        f"{s.implementation}=True changes {fmt_share(s.reached or 0.0)} of it, "
+        f"{fmt_share(s.optimizer * (s.reached or 0.0))} of the step: the gain rests on that part"
+    )
+
+
 def _other_optimizers(s: UnfusedOptimizer) -> list[str]:
     beside = []
-    if s.beside:
+    if s.split and s.reached is not None and s.reached < 1.0:
+        beside = [_split_line(s) + ", no least gain is claimed"]
+    elif s.beside:
         beside = [
             f"the update time above also holds the step of {', '.join(s.beside)}, which "
             f"{s.implementation}=True does not change; how it splits between the optimizers was "
@@ -241,6 +254,17 @@ def unfused_optimizer(s: UnfusedOptimizer) -> Words:
             f"No optimizer flag to change on the CPU: the update's time is its arithmetic "
             f"over {cls}'s parameters (a smaller model, or the GPU, shortens it).",
             _CPU_OPTIM_SOURCE,
+        )
+    if s.bound is None and s.reached is not None:
+        # The flag's part of the update is under the rule's line: said, not offered.
+        return words(
+            f"The optimizer step takes {fmt_share(s.optimizer)} of the step, mostly in optimizers "
+            f"{s.implementation}=True does not change",
+            [_optimizer_evidence(s), _split_line(s)],
+            f"No optimizer flag worth changing: {s.implementation}=True on {cls} would change "
+            f"under {fmt_share(WARN)} of the step (the rest is the update's arithmetic in the "
+            "other optimizers).",
+            "TraceML step_time policy (warn 10%); PyTorch optim docs (foreach/fused implementations)",
         )
     return words(
         f"The {cls} step updates each parameter tensor separately",

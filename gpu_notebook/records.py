@@ -235,6 +235,9 @@ class StepClockRecord:
     # Trainable tensors the first optimizer to step updates (None: not read): an unfused
     # update's per-tensor ops (``analysis.fused_update``).
     grad_tensors: int | None = None
+    # (tensors, bytes) the first optimizer of each class to step updates, by class name (the
+    # trace's names): a fused bound of one class of several (``rules.launch``).
+    optimizer_tensors: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
     process_cpu: tuple[StepCpu, ...] = ()  # the process's CPU time at spaced step ends
     lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait

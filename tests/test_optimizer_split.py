@@ -164,6 +164,13 @@ def test_a_real_run_reads_the_split_into_its_analysis(ip):
     split = rep.analysis.optimizers
     assert split is not None and {c.cls for c in split.classes} == {"SparseAdam", "Adam"}
     assert split.steps == len(rep.analysis.phases.steps)
+    # The step clock counts each class's own tensors: the fused bound of Adam rests on the
+    # head's two, not on SparseAdam's table, which stepped first.
+    assert rep.run.steps.optimizer_tensors == {
+        "SparseAdam": (1, 2000 * 16 * 4),
+        "Adam": (2, 17 * 4),
+    }
+    assert rep.run.steps.grad_tensors == 1
 
 
 # ------------------------------------------------------------------ the bound on the part
@@ -173,8 +180,10 @@ def _split(**step_us: float) -> OptimizerSplit:
     return OptimizerSplit(tuple(OptimizerTime(c, us, 5.0, 8) for c, us in step_us.items()), 8)
 
 
-def _finding(cell: str, split: OptimizerSplit | None) -> Finding | None:
-    record = dataclasses.replace(_series(0.27), grad_tensors=6, grad_bytes=299_016)
+def _finding(cell: str, split: OptimizerSplit | None, **record: Any) -> Finding | None:
+    record = dataclasses.replace(
+        _series(0.27), **({"grad_tensors": 6, "grad_bytes": 299_016} | record)
+    )
     run = syn.make_run(cell, steps=record)
     analysis = with_run_figures(run, syn.make_analysis({"optimizer": 0.30}))
     analysis = dataclasses.replace(analysis, optimizers=split)
@@ -215,3 +224,15 @@ def test_optimizers_the_fix_all_reaches_keep_their_bound_with_a_split():
         assert before is not None and after is not None
         assert after.gain_bound == pytest.approx(before.gain_bound)
         assert after.gain_low == pytest.approx(before.gain_low)
+
+
+def test_the_fused_update_kept_is_read_from_the_reached_class_tensors():
+    table = {"grad_tensors": 1, "grad_bytes": 51_200_000}  # SparseAdam's table stepped first
+    own = {"SparseAdam": (1, 51_200_000), "Adam": (6, 299_016)}
+    split = _split(SparseAdam=400.0, Adam=600.0)
+    f = _finding(SPARSE_CELL, split, **table, optimizer_tensors=own)
+    assert f is not None and "6 tensors, 0.3 MB" in " ".join(f.evidence)
+    # Without the class's own count, the first optimizer's: today's reading.
+    g = _finding(SPARSE_CELL, split, **table)
+    assert g is not None and "1 tensors, 51 MB" in " ".join(g.evidence)
+    assert g.gain_bound is not None and f.gain_bound is not None

@@ -225,6 +225,8 @@ class StepClock:
         self._grad_bytes: int | None = None
         self._double_bytes = 0  # ... of them float64
         self._grad_tensors: int | None = None
+        # (tensors, bytes) the first optimizer of each class to step updates, by class name.
+        self._class_tensors: dict[str, tuple[int, int]] = {}
 
         # Memory at the end of every Nth step (0: off): the process RSS, one pread of
         # /proc/self/statm (~2 us, so every 16th step is far under 1% of any step).
@@ -604,6 +606,14 @@ class StepClock:
             self._grad_bytes, self._grad_tensors, self._double_bytes = _trainable_bytes(
                 p for g in optimizer.param_groups for p in g["params"]
             )
+        # Several optimizers (SparseAdam beside Adam): the fused bound of one class needs its
+        # own tensors, not the first optimizer's (one dict lookup a step after the first).
+        cls = type(optimizer).__name__
+        if cls not in self._class_tensors:
+            size, tensors, _ = _trainable_bytes(
+                p for g in optimizer.param_groups for p in g["params"]
+            )
+            self._class_tensors[cls] = (tensors, size)
         if not self._closes_cycle(id(optimizer)):
             return  # another optimizer of the same iteration ends it: this one's time stays in
         self._event("optimizer", now, ends_step=True)
@@ -1005,6 +1015,7 @@ class StepClock:
             ),
             grad_bytes=grad_bytes or None,
             grad_tensors=self._grad_tensors or None,
+            optimizer_tensors=dict(self._class_tensors),
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
             process_cpu=tuple(
                 StepCpu(index=i, end_s=(e - t0) / 1e9, process_cpu_s=c / 1e9)

@@ -192,8 +192,9 @@ def _fused_gain_line(s: UnfusedOptimizer) -> str:
             "steps support, 90% interval, to the run's; fusing trims it, it does not remove it)"
         )
     size = f", {s.grad_bytes / 1e6:.2g} MB" if s.grad_bytes else ""
+    whose = "the update's" if s.reached is None or s.reached >= 1.0 else f"{s.cls}'s update"
     return (
-        f"gain if the fused update keeps {fmt_share(s.kept)} of the update's time: {gain} "
+        f"gain if the fused update keeps {fmt_share(s.kept)} of {whose} time: {gain} "
         f"(on the CPU a fused step still pays its fixed cost, a call a tensor and one pass over "
         f"the parameters: {s.tensors} tensors{size} here; from the least update share the run's "
         "steps support, 90% interval, to the run's)"
@@ -205,15 +206,15 @@ def _split_line(s: UnfusedOptimizer) -> str:
     each = ", ".join(f"{cls} {fmt_share(p)}" for cls, p in s.split)
     return (
         f"the update's time by optimizer (the profiled steps' Optimizer.step ranges): {each}; "
-        f"{s.implementation}=True changes {fmt_share(s.reached or 0.0)} of it, "
-        f"{fmt_share(s.optimizer * (s.reached or 0.0))} of the step: the gain rests on that part"
+        f"{s.implementation}=True reaches {fmt_share(s.reached or 0.0)} of it, "
+        f"{fmt_share(s.optimizer * (s.reached or 0.0))} of the step"
     )
 
 
 def _other_optimizers(s: UnfusedOptimizer) -> list[str]:
     beside = []
     if s.split and s.reached is not None and s.reached < 1.0:
-        beside = [_split_line(s) + ", no least gain is claimed"]
+        beside = [_split_line(s) + ": the gain rests on that part, no least gain is claimed"]
     elif s.beside:
         beside = [
             f"the update time above also holds the step of {', '.join(s.beside)}, which "

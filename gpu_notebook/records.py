@@ -294,7 +294,9 @@ class ProfileWindow:
     # Each recorded step's wait for a core (s), from ``first_step`` on: the loop thread's
     # schedstat run_delay read at the step marks the trace holds, so each figure covers the
     # trace's own step, not the step clock's (whose boundaries lie up to a time slice away).
-    # None: not read (no /proc schedstat, the marks on another thread, an older record).
+    # None: not read (no /proc schedstat, the marks on another thread, an older record). A
+    # ``within-step`` window (no whole step, ``first_step`` None) has its recorded calls' waits
+    # here, in the trace's order.
     step_waits_s: tuple[float, ...] | None = None
 
 

@@ -640,6 +640,49 @@ def test_a_window_inside_the_first_closure_step_is_never_recorded_with_no_steps(
     assert "Profiler window: within-step:" in text
 
 
+MAML_INNER_GRADS = """
+from torch.func import functional_call
+net = torch.nn.Sequential(torch.nn.Linear(1, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+meta = torch.optim.Adam(net.parameters(), lr=1e-3)
+params = dict(net.named_parameters())
+for it in range(12):
+    total = 0.0
+    for task in range(3):
+        xs, ys = torch.randn(8, 1), torch.randn(8, 1)
+        fast = dict(params)
+        for inner in range(2):
+            loss = torch.nn.functional.mse_loss(functional_call(net, fast, (xs,)), ys)
+            grads = torch.autograd.grad(loss, list(fast.values()), create_graph=True)
+            fast = {n: w - 0.01 * g for (n, w), g in zip(fast.items(), grads)}
+        total = total + torch.nn.functional.mse_loss(functional_call(net, fast, (xs,)), ys)
+    meta.zero_grad()
+    total.backward()
+    meta.step()
+"""
+
+
+def test_a_within_step_windows_calls_give_the_host_figures_of_the_step(ip):
+    """MAML (unseen round 8): six inner ``torch.autograd.grad`` calls and one backward a
+    meta-step, so the window is done inside the first meta-step (``within-step``). On main the
+    report then had no host figures and a loop of ops of a few us read cpu-only, 'a GPU would
+    help: its time goes to compute'. The window's calls now give them, their counts a step
+    scaled by the backward calls the clock timed in a whole step."""
+    rep = run(ip, MAML_INNER_GRADS)
+    window = rep.run.window
+    assert window.status == "within-step", window
+    assert rep.run.steps.anchor == "optimizer"
+    calls = sorted(s.backward_calls for s in rep.run.steps.steps if s.backward_calls > 0)
+    assert calls and calls[len(calls) // 2] == 7  # 3 tasks x 2 inner grads + the backward
+    host = rep.analysis.host
+    assert host is not None, render_text(rep)
+    # A call holds one inner forward and its grad: dozens of operators, seven calls a step.
+    assert host.ops_per_step >= 7 * 10
+    assert host.median_op_us < 30
+    # Its waits were read at the calls' marks, as a whole step's are.
+    assert window.step_waits_s is None or len(window.step_waits_s) >= 1
+    assert rep.verdict.category == "host-bound", render_text(rep)
+
+
 def test_the_magic_joins_the_background_imports_before_importing_anything_of_ours():
     """The warm-imports thread and the magic's own imports share modules: the first %%gpucheck,
     typed at once after %load_ext, met that thread in an import cycle and died in Python's

@@ -58,10 +58,12 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
 
         optimizers = optimizer_split(traces.load(run.window.trace_path), phases)
     elif run.window.trace_path is not None and run.window.status == "within-step":
-        # Calls inside a step, no whole step: only its operator totals hold for the window.
+        # Calls inside a step, no whole step: its operator totals hold for the window, and the
+        # host figures of its calls for the steps they make up (``within_step_host``).
         from gpu_notebook.analysis.ops import top_ops
 
         ops = top_ops(traces.load(run.window.trace_path), n=10)
+        host = within_step_host(run, traces.load(run.window.trace_path))
     if phases is None:
         phases = hook_phases(run.steps, warmup)
     if phases is not None:
@@ -269,6 +271,40 @@ def analyze_trace_file(
     from gpu_notebook.trace.kineto import load_trace
 
     return trace_figures(load_trace(path))[:3]
+
+
+def within_step_host(run: Run, trace: Trace) -> HostOverhead | None:
+    """The host overhead of a window that recorded calls inside a step (``within-step``: a MAML
+    meta-step's inner ``torch.autograd.grad`` calls, an LBFGS step's closure calls, the
+    micro-batches of a long accumulation), read over those calls: each is the step's work in
+    small (its forward and backward, dispatched op by op), so its shares (Python between
+    operators, small operators) are the step's. The counts a step are a call's times the
+    backward calls the step clock timed in a whole step (median). None: nothing read.
+
+    Without it a MAML loop of ops of a few us read cpu-only, "its time goes to compute", from
+    the hook timings alone (unseen round 8)."""
+    from gpu_notebook.analysis.host import host_overhead
+    from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
+
+    calls_phases = phase_breakdown(trace)
+    if calls_phases is None or not calls_phases.steps:
+        return None
+    waits = run.window.step_waits_s
+    window_waits = (
+        {c.index: w for c, w in zip(calls_phases.steps, waits, strict=False)}
+        if waits is not None and len(waits) >= len(calls_phases.steps)
+        else None
+    )
+    host = host_overhead(trace, calls_phases, find_host_thread(trace), None, window_waits)
+    calls = sorted(s.backward_calls for s in run.steps.steps if s.backward_calls > 0)
+    if host is None or not calls:
+        return host
+    per_step = calls[len(calls) // 2]
+    return dataclasses.replace(
+        host,
+        ops_per_step=host.ops_per_step * per_step,
+        matmul_floor_us=None if host.matmul_floor_us is None else host.matmul_floor_us * per_step,
+    )
 
 
 def trace_figures(

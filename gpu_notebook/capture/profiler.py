@@ -483,6 +483,9 @@ class ProfilerWindow:
         self.unguard()
         self._done = True
         recorded = self._recorded_steps() if self._status in ("recorded", "partial") else 0
+        # A within-step window's calls have their waits too (read at their marks): the host
+        # figures of those calls take the machine's load out as a whole step's do.
+        waited = self._recorded_steps() if self._status == "within-step" else recorded
         message = self._message
         if self._status == "not-reached" and message is None:
             message = (
@@ -498,7 +501,7 @@ class ProfilerWindow:
             trace_path=None,  # set by the session once export() has written the file
             message=message,
             profiler_before_cell=self._before_cell,
-            step_waits_s=self._step_waits_s(recorded),
+            step_waits_s=self._step_waits_s(waited),
         )
 
 

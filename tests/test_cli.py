@@ -16,6 +16,7 @@ import pytest
 from gpu_notebook.examples import INPUT_BOUND
 from gpu_notebook.records import Report
 from tests.test_run_shape_cells import planted_stalls_stand_out
+from tests.verdicts import judged_as
 
 REFERENCE = Path(
     os.environ.get(
@@ -62,9 +63,10 @@ def test_run_reports_on_the_script_and_writes_json_and_trace(input_bound_script,
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout == "args: ['--lr', '3']\ntrained\n"  # stdout is the script's alone
-    assert "gpucheck: INPUT-BOUND" in res.stderr  # the report follows, on stderr
     report = Report.from_json(out_json.read_text())
-    assert report.verdict.category == "input-bound"
+    # The report follows, on stderr (its verdict, unless the machine was too busy to judge).
+    assert f"gpucheck: {report.verdict.category.upper()}" in res.stderr
+    judged_as(report, "input-bound")
     assert report.run.steps.step_count == 192 // 8
     assert json.loads(gzip.decompress(out_trace.read_bytes()))["traceEvents"]
 
@@ -157,10 +159,17 @@ def test_run_reports_the_scripts_hot_lines_as_a_cells(tmp_path, lines):
     assert "slow_python(200_000)" in out_html.read_text()
 
 
-def test_fail_on_verdict_gates_ci_with_the_reason(input_bound_script):
-    res = gpucheck("run", "-q", "--fail-on", "input-bound,host-bound", str(input_bound_script))
-    assert res.returncode == 3
-    assert "verdict is input-bound" in res.stderr
+def test_fail_on_verdict_gates_ci_with_the_reason(input_bound_script, tmp_path):
+    out = tmp_path / "r.json"
+    res = gpucheck(
+        "run", "-q", "--json", str(out), "--fail-on", "input-bound,host-bound",
+        str(input_bound_script),
+    )  # fmt: skip
+    if judged_as(Report.from_json(out.read_text()), "input-bound"):
+        assert res.returncode == 3
+        assert "verdict is input-bound" in res.stderr
+    else:  # too busy to judge: no verdict to gate on
+        assert res.returncode == 0, res.stderr
 
 
 def test_min_gpu_util_fails_when_it_cannot_be_measured(input_bound_script):
@@ -430,7 +439,9 @@ def test_a_text_report_imports_no_libcst_and_a_json_one_carries_the_patch(
     cmd = [sys.executable, "-X", "importtime", "-m", "gpu_notebook", "run"]
     res = subprocess.run([*cmd, str(input_bound_script)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "gpucheck: INPUT-BOUND" in res.stderr
+    # The report was printed: its verdict, or too busy to judge where the steps mostly waited
+    # for a core (no JSON here to read the gate from: the test above holds the verdict to it).
+    assert "gpucheck: INPUT-BOUND" in res.stderr or "Too busy to judge" in res.stderr
     mods = _imported(res.stderr)
     assert "gpu_notebook.rules" in mods  # the report was built here
     heavy = sorted(m for m in mods if m.split(".")[0] in ("libcst", "bokeh", "jinja2", "IPython"))

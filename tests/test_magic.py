@@ -18,6 +18,7 @@ from gpu_notebook.records import Report
 from gpu_notebook.views.html import write_html
 from gpu_notebook.views.text import render_text
 from tests import cells
+from tests.verdicts import judged_as
 
 
 def run(ip, body: str, opts: str = "") -> Report:
@@ -35,7 +36,7 @@ def run(ip, body: str, opts: str = "") -> Report:
 
 def test_slow_getitem_is_input_bound_with_data_over_half_the_step(ip):
     rep = run(ip, cells.SLOW_INPUT)
-    assert rep.verdict.category == "input-bound", render_text(rep)
+    judged_as(rep, "input-bound")
     assert rep.analysis.phases is not None and rep.analysis.phases.source == "trace"
     assert rep.analysis.phases.share("data") >= 0.5
     assert "No" in rep.verdict.more_gpus
@@ -43,7 +44,7 @@ def test_slow_getitem_is_input_bound_with_data_over_half_the_step(ip):
 
 def test_compute_heavy_preloaded_loop_is_not_input_bound(ip):
     rep = run(ip, cells.COMPUTE_HEAVY)
-    assert rep.verdict.category == "cpu-only", render_text(rep)
+    judged_as(rep, "cpu-only")
     assert rep.analysis.phases.share("data") < 0.05
     fwd_bwd = rep.analysis.phases.share("forward") + rep.analysis.phases.share("backward")
     assert fwd_bwd > 0.5
@@ -345,7 +346,7 @@ def test_no_profile_mode_uses_hook_timings(ip):
     assert rep.run.window.status == "disabled"
     assert rep.analysis.phases.source == "hooks"
     assert rep.analysis.phases.share("sync") is None  # not measured, not zero
-    assert rep.verdict.category == "input-bound"
+    judged_as(rep, "input-bound")
 
 
 def test_export_writes_trace_and_report_json(ip, tmp_path):

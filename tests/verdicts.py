@@ -1,0 +1,29 @@
+"""A real run's verdict, held to the gate the product read it by.
+
+Where a run's steps waited for a core at least ``TOO_BUSY_WAIT`` of their time (other programs
+held the CPU: a loaded CI machine), and the deciding share lies on both sides of its line with
+that wait put elsewhere, the product rightly names no bound ("Too busy to judge",
+analysis/too_busy). A test of a real run that expects a verdict then checks that this is what
+the recorded readings gave, and that the share as read still gave the expected verdict: the
+mechanism is asserted either way, never the machine's load.
+"""
+
+from __future__ import annotations
+
+from gpu_notebook.analysis.too_busy import TOO_BUSY_WAIT
+from gpu_notebook.records import Report
+
+
+def judged_as(report: Report, category: str) -> bool:
+    """Assert that ``report``'s verdict is ``category``, or too busy to judge by the recorded
+    gate with ``category`` as the shares read; True when the verdict was judged."""
+    verdict, wait = report.verdict, report.verdict.core_wait
+    if wait is not None and not wait.judged:
+        # The gate, from the readings the report carries: the steps mostly waited, and the
+        # range the share reads with that wait put elsewhere holds the line.
+        assert wait.wait_share >= TOO_BUSY_WAIT and wait.low < wait.line <= wait.high, wait
+        assert wait.found == category, wait
+        assert verdict.category == "unknown" and verdict.headline.startswith("Too busy to judge")
+        return False
+    assert verdict.category == category, verdict
+    return True

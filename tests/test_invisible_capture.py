@@ -903,3 +903,27 @@ def test_hot_lines_on_a_thread_the_cell_joins_are_the_training_threads(ip):
     assert "train" in names, names
     # The hot lines are the cell's file's, not threading's bootstrap under the thread's target.
     assert stacks.root_filename is not None and "threading" not in stacks.root_filename
+
+
+def test_a_training_thread_the_cell_leaves_running_starts_nothing_of_ours_after_it(ip):
+    """A cell that starts its training on a thread and returns (the notebook stays responsive)
+    ends our capture while the thread still steps (unseen notebooks, nb8): the thread's next
+    step boundary started the sparse stack sampler after the cell had stopped the others, and
+    that sampler then sampled the thread, at 25 Hz, for as long as the process lived."""
+    from gpu_notebook.capture.threads import live_hidden_threads
+
+    cell = (
+        "%%gpucheck -q -o rep\n"
+        "import threading, time\n"
+        "lr_m = torch.nn.Linear(32, 1); lr_o = torch.optim.SGD(lr_m.parameters(), lr=0.01)\n"
+        "def train():\n"
+        "    for _ in range(120):\n"
+        "        lr_m(torch.randn(64, 32)).sum().backward(); lr_o.step(); lr_o.zero_grad()\n"
+        "        time.sleep(0.005)\n"
+        "lr_bg = threading.Thread(target=train, name='trainer'); lr_bg.start()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    ip.user_ns["lr_bg"].join()
+    assert ip.user_ns["rep"].run.steps.step_count < 120  # the cell ended first
+    assert [t.name for t in live_hidden_threads()] == []

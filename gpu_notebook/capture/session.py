@@ -256,6 +256,7 @@ class CaptureSession:
         self._stack_first_step = 0
         self._wall_s = 0.0
         self._closed = False
+        self._samplers_lock = threading.Lock()  # _closed against a sampler started late
         self._thread_id = 0
         self._pid = 0
         self._watches: list[ImportWatch] = []
@@ -404,7 +405,9 @@ class CaptureSession:
 
         def on_boundary(step_index: int) -> None:
             nonlocal lean_decided, next_look
-            if step_index < next_look:
+            if step_index < next_look or self._closed:
+                # Closed: a thread the cell started and left running reached a boundary while
+                # the cell ended; nothing of ours may start for it now.
                 return
             if clock.followed_thread and not window.done:
                 # Kineto's session belongs to the thread that starts it, and the cell's thread
@@ -567,6 +570,11 @@ class CaptureSession:
         clock with the switch interval ours only from just before each sample until it is
         taken; elsewhere at the program's own switch interval throughout, so that a plain
         script that reads it at its end reads its own (stacks.py, "The sparse sampler")."""
+        with self._samplers_lock:
+            if not self._closed:
+                self._trickle = self._new_trickle().start()
+
+    def _new_trickle(self) -> StackSampler:
         framework = any(name in sys.modules for name in _FRAMEWORK_MODULES)
         trickle = StackSampler(
             self._thread_id,
@@ -577,7 +585,7 @@ class CaptureSession:
         )
         if self._stack_tid:
             trickle.follow(self._stack_tid)
-        self._trickle = trickle.start()
+        return trickle
 
     def _stop_sampler(self, sampler: StackSampler | None, what: str, lost: str) -> RawStacks | None:
         """Join a stack sampler; its failure is said in a note, never raised into the user's cell."""
@@ -609,13 +617,18 @@ class CaptureSession:
 
     def close(self) -> None:
         """Stop the profiler, remove every hook, join the sampler. Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
         if self._pid and os.getpid() != self._pid:
             # A forked child (the code called os.fork): our threads were not copied into it,
-            # and the parent's capture is the one that reports. Nothing to stop here.
+            # and the parent's capture is the one that reports. Nothing to stop here (nor the
+            # lock to take: it may have been copied held).
+            self._closed = True
             return
+        # Under the lock: a thread the cell started and left running may be starting the
+        # trickle at a boundary of its own (the sampler it started outlived the cell, sampling).
+        with self._samplers_lock:
+            if self._closed:
+                return
+            self._closed = True
         self._wall_s = (time.perf_counter_ns() - self._t0_ns) / 1e9 if self._t0_ns else 0.0
         for watch in self._watches:
             watch.close()

@@ -42,7 +42,7 @@ def word_verdict(verdict: Verdict) -> Verdict:
             _waited(wait),
             f"{_NAMES.get(wait.phase, wait.phase)} {fmt_share(wait.share)} of the step as read "
             f"(each step less its wait), {fmt_share(wait.low)}-{fmt_share(wait.high)} with that "
-            "wait spread over the phases or over the steps' range: the "
+            "wait spread over the phases, over the steps' range or over a fifth of the run: the "
             f"{fmt_share(wait.line)} line between {wait.found} and {other} lies inside it",
             f"the shares as read give {wait.found}; no bound is named from them",
             *verdict.evidence,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from typing import Any
 
 import pytest
@@ -351,6 +352,38 @@ def test_throttle_refuses_a_loop_with_nothing_to_gate_and_a_second_pass() -> Non
 # --------------------------------------------------------------------------------------------
 # log_every_n
 # --------------------------------------------------------------------------------------------
+
+
+def test_a_checkpoint_saved_every_step_is_found_as_per_step_work_and_gated() -> None:
+    """``torch.save`` of the state every step (unseen round 8): on main it was no fact at all,
+    so its serialisation read as Python between operators and the tiny-ops rule offered
+    torch.compile, which leaves the save as it is. It is now per-step work like a log (kind
+    "checkpoint", never a tensor read even when the loss is in the saved dict), and the
+    every-N gate saves every N steps."""
+    from gpu_notebook.cell.scan import scan_source
+
+    source = (
+        SETUP
+        + """\
+import os, tempfile
+where = tempfile.mkdtemp()
+for i, (xb, yb) in enumerate(loader):
+    loss = criterion(model(xb), yb)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    torch.save({"model": model.state_dict(), "loss": loss, "step": i}, os.path.join(where, f"{i}.pt"))
+"""
+    )
+    facts = scan_source(source)
+    saves = [line for line in facts.saves if line.kind == "checkpoint"]
+    assert not facts.logging  # said by its own rule, gated by the same fix
+    assert len(saves) == 1 and not saves[0].gated and saves[0].step_loop_line is not None
+    assert not [line for line in facts.syncs if line.line == saves[0].line]
+    after = _patch("log_every_n", source, every=2).source_after
+    assert "    if i % 2 == 0:\n        torch.save(" in after
+    namespace, _ = _run(after)
+    assert sorted(os.listdir(namespace["where"])) == ["0.pt", "2.pt", "4.pt"]
 
 
 def test_log_every_n_gates_every_logging_call_and_the_values_made_for_it() -> None:

@@ -215,3 +215,70 @@ def test_every_micro_batchs_forward_is_forward_under_gradient_accumulation(
     forward = phases_of(("aten::linear", "aten::mse_loss"))
     assert len(forward) == 8 * 3 * 3 and set(forward) == {"forward"}, forward
     assert set(phases_of(("aten::add_",))) <= {"backward", "optimizer"}
+
+
+def test_a_checkpoint_saved_at_the_top_of_the_step_is_not_the_forward(tmp_path: Path) -> None:
+    """``torch.save(model.state_dict())`` every step (unseen round 8): ``state_dict`` detaches
+    every parameter in grad mode, and autograd numbers those ``detach`` calls, so the forward
+    inferred from the step's first numbered op began at the save. On main the save read as
+    the forward (57% of the step), and the tiny-ops rule offered torch.compile for it. The
+    forward starts at the op that made the backward's first graph node; the save and the
+    input's noise before it stay outside."""
+    import io
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    model = _mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    xs, ys = torch.randn(32, 64), torch.randn(32, 4)
+    path = tmp_path / "trace.json"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for i in range(6):
+                with record_function(f"{markers.STEP_MARK_PREFIX}{i}"):
+                    pass
+                with record_function("test::save"):
+                    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, io.BytesIO())
+                x = xs + 0.01 * torch.randn_like(xs)  # numbered, no node: input, not model
+                loss = torch.nn.functional.mse_loss(model(x), ys)
+                opt.zero_grad()
+                with record_function(markers.BACKWARD):
+                    loss.backward()
+                with record_function(f"{markers.OPTIMIZER_STEP_PREFIX}Adam.step"):
+                    opt.step()
+            with record_function(f"{markers.STEP_MARK_PREFIX}6"):
+                pass
+        prof.export_chrome_trace(str(path))
+    finally:
+        torch.set_num_threads(threads)
+    trace = load_trace(path)
+    locate = phase_at(trace)
+    assert locate is not None
+    saves = np.flatnonzero(trace.name_mask(names=("test::save",)))
+    assert saves.size == 6
+    # The save's numbered ops exist (the reason it read as forward), and none is forward now.
+    inside = np.flatnonzero(
+        trace.category_mask("cpu_op")
+        & (trace.sequence >= 0)
+        & (trace.ts_us >= trace.ts_us[saves].min())
+    )
+    in_save = [
+        r
+        for r in inside.tolist()
+        if any(trace.ts_us[s] <= trace.ts_us[r] <= trace.end_us[s] for s in saves.tolist())
+    ]
+    assert in_save
+    assert {PHASES[i] for i in locate(trace.ts_us[in_save] + trace.dur_us[in_save] / 2)} <= {
+        "other",
+        "unattributed",
+    }
+    rows = np.flatnonzero(trace.name_mask(names=("aten::linear", "aten::mse_loss")))
+    model_phases = [PHASES[i] for i in locate(trace.ts_us[rows] + trace.dur_us[rows] / 2)]
+    assert len(model_phases) == 6 * 3 and set(model_phases) == {"forward"}, model_phases
+    result = phase_breakdown(trace)
+    assert result is not None
+    save_us = float(trace.dur_us[saves].sum())
+    forward_us = sum(s.phase_us["forward"] for s in result.steps)
+    assert forward_us < sum(s.duration_us for s in result.steps) - save_us

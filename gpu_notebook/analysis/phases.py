@@ -567,7 +567,11 @@ def _inferred_forward(
     """Forward spans for a trace without forward ranges (no hook of ours sits on modules).
 
     Where autograd numbered the ops (grad mode on), the forward starts at the step's first such
-    op: a no_grad validation pass or logging before it stays outside the forward.
+    op: a no_grad validation pass or logging before it stays outside the forward. Where the
+    backward's graph says where its forward began (``_graph_forward``: the op that made the
+    graph's first node), the forward starts there if that is later: host work in grad mode
+    that makes no node (``torch.save(model.state_dict())``, whose ``detach`` calls autograd
+    numbers, at the top of the step) is not the model's forward either.
 
     In each step that has a backward: from the end of its last data range before the first
     backward (the step's start when it has none) to that backward. Painted at the forward
@@ -583,6 +587,20 @@ def _inferred_forward(
     data_rows = np.flatnonzero(data)
     data_end_sorted = np.sort(end[data_rows]) if data_rows.size else np.zeros(0, dtype=np.int64)
     grad_starts = np.sort(start[grad_mode]) if grad_mode is not None and grad_mode.any() else None
+    # With marks, the last one may be a backward pass's own (the step clock writes it at the
+    # call) whose pass the trace ends before: the forward before it is its graph's.
+    last_mark = int(e0.max()) if bounds.source == "marks" and e0.size else None
+    graph = (
+        None
+        if grad_mode is None
+        else _graph_forward(
+            trace, start, end, backward=backward, graph=grad_mode, last_mark=last_mark
+        )
+    )
+    # Each graph's forward start by the pass it ends at (the pass's first backward event).
+    graph_begin = (
+        {} if graph is None else dict(zip(graph[1].tolist(), graph[0].tolist(), strict=True))
+    )
     fs: list[int] = []
     fe: list[int] = []
     for a, b in zip(s0.tolist(), e0.tolist(), strict=True):
@@ -598,18 +616,15 @@ def _inferred_forward(
             g = int(np.searchsorted(grad_starts, begin, side="left"))
             if g < grad_starts.size and grad_starts[g] < first_bwd:
                 begin = int(grad_starts[g])
+        made = graph_begin.get(first_bwd)
+        if made is not None and begin < made < first_bwd:
+            begin = made
         if first_bwd > begin:
             fs.append(begin)
             fe.append(first_bwd)
     by_step = (np.asarray(fs, dtype=np.int64), np.asarray(fe, dtype=np.int64))
-    if grad_mode is None:
+    if graph is None:
         return by_step
-    # With marks, the last one may be a backward pass's own (the step clock writes it at the
-    # call) whose pass the trace ends before: the forward before it is its graph's.
-    last_mark = int(e0.max()) if bounds.source == "marks" and e0.size else None
-    graph = _graph_forward(
-        trace, start, end, backward=backward, graph=grad_mode, last_mark=last_mark
-    )
     return _union(by_step, graph)
 
 

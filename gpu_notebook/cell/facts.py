@@ -129,6 +129,7 @@ class SourceFacts:
     names_read: frozenset[str] = frozenset()
     syncs: tuple[SourceLine, ...] = ()  # per-loop reads of device values
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
+    saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
     validation: tuple[SourceLine, ...] = ()  # validation work inside a training loop
     blocking_copies: tuple[SourceLine, ...] = ()  # .to(device)/.cuda() in loops, non_blocking off
     non_blocking_copies: int = 0

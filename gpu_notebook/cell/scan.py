@@ -104,7 +104,10 @@ def scan_source(
 
 def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> SourceFacts:
     loops = tuple(loop_facts(tree, loop) for loop in tree.loops)
-    syncs, logging = syncs_and_logging(tree)
+    syncs, logged = syncs_and_logging(tree)
+    # Checkpoint writes are gated as logs are (the same every-N fix), said by their own rule.
+    logging = tuple(line for line in logged if line.kind != "checkpoint")
+    saves = tuple(line for line in logged if line.kind == "checkpoint")
     flags_set = tuple(flags(tree))
     called = {last(dotted(c.func)) for c in tree.calls()}  # the last names of what is called
     return SourceFacts(
@@ -123,6 +126,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         ),
         syncs=syncs,
         logging=logging,
+        saves=saves,
         constructed=tuple(
             (target.id, last(dotted(node.value.func)))
             for node in ast.walk(tree.tree)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-LogKind = Literal["print", "logger", "tracker", "progress"]
+LogKind = Literal["print", "logger", "tracker", "progress", "checkpoint"]
 
 OPTIMIZER_CLASSES = frozenset(
     {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
@@ -52,6 +52,14 @@ TRACKER_METHODS = frozenset(
 )  # fmt: skip
 PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})
 PRINT_CALLS = frozenset({"print", "display", "pprint"})
+# Checkpoint writes: a copy of the model's (and optimizer's) state serialised to disk. Inside the
+# step loop with no ``if`` around them, every step pays the serialisation and the write, which
+# no change to the model shortens (torch.compile, a bigger device): save every N steps.
+SAVE_CALLS = frozenset(
+    {"torch.save", "np.save", "np.savez", "numpy.save", "numpy.savez", "save_file",
+     "safetensors.torch.save_file"}
+)  # fmt: skip
+SAVE_METHODS = frozenset({"save_pretrained", "save_state", "save_checkpoint", "save_model"})
 
 # Tensor methods that copy to a device (``x.to(device)``, ``x.cuda()``), and those that hand the
 # host a number or an array (``loss.item()``): a read of a device value, a sync.
@@ -101,9 +109,12 @@ def builds_module(name: str, module_classes: set[str] | frozenset[str]) -> bool:
 
 def log_kind(name: str | None, method: str | None) -> LogKind | None:
     """What a call named ``name`` (method ``method``) logs with: "print", "logger", "tracker",
-    "progress"; None for a call that does not log."""
+    "progress", or "checkpoint" (a state written to disk: per-step work for humans as a log
+    is); None for a call that does not log."""
     if name in PRINT_CALLS:
         return "print"
+    if name in SAVE_CALLS or method in SAVE_METHODS:
+        return "checkpoint"
     if name is not None and name.startswith(LOG_PREFIXES):
         return "logger"
     if method in TRACKER_METHODS:

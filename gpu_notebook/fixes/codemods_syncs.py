@@ -126,7 +126,8 @@ def throttle_host_syncs(module: cst.Module, *, every: int = 10) -> CodemodResult
 
 
 def log_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
-    """Move logging calls (print, logger.*, wandb.log, writer.add_scalar...) behind a step gate.
+    """Move logging calls (print, logger.*, wandb.log, writer.add_scalar...) and checkpoint
+    saves (torch.save, save_pretrained...) behind a step gate.
 
     The training loops are patched, or the innermost loops that log when no loop calls
     ``.backward()``. Values computed only for those logs move with them.
@@ -234,7 +235,7 @@ def _found_by_rule(
     facts = facts_of(module)
     lines = [
         line
-        for line in (facts.syncs if syncs else (*facts.logging, *facts.syncs))
+        for line in (facts.syncs if syncs else (*facts.logging, *facts.saves, *facts.syncs))
         if not line.gated
         and not line.needed
         and (line.kind != "synchronize" if syncs else line.kind in _LOG_KINDS or line.logged)
@@ -245,7 +246,7 @@ def _found_by_rule(
         if line.kind in ("item", "float")
         for node in (line.node, *line.others)
     ]
-    logs = [line.node for line in facts.logging if not line.gated]
+    logs = [line.node for line in (*facts.logging, *facts.saves) if not line.gated]
     return (
         set(nodes_of(module, [line.node for line in lines])),
         set(nodes_of(module, reads)),

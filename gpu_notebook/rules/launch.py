@@ -215,8 +215,12 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     many_small = host is not None and host_bound(host, (), on_gpu=True)
     if not tiny and not many_small:
         return None  # no matmul/convolution to size, or one that is real work
-    if loop_lines(facts, facts.syncs) or loop_lines(facts, facts.logging):
-        return None  # per-step reads or logs explain the host time first
+    if (
+        loop_lines(facts, facts.syncs)
+        or loop_lines(facts, facts.logging)
+        or loop_lines(facts, facts.saves)
+    ):
+        return None  # per-step reads, logs or checkpoint saves explain the host time first
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     # Overhead is spread over every phase (dispatch inside forward, backward, optimizer), so no
     # phase share measures it: medium by default, high when Python outside the model is critical

@@ -704,8 +704,7 @@ def test_a_checkpoint_saved_every_step_is_named_and_never_sent_to_torch_compile(
     ``state_dict`` detaches, numbered by autograd, began the inferred forward, the save's
     serialisation read as Python between operators, and the report said 'the ops are too
     small' with torch.compile as the fix (measured: no effect on the save). The save is now
-    outside the forward, the per-step finding offers saving every N steps, and the verdict
-    says the cell's own host work sets the pace."""
+    outside the forward, and the per-step finding offers saving every N steps."""
     rep = run(ip, SAVE_EVERY_STEP)
     by_rule = {f.rule_id: f for f in rep.findings}
     assert "launch.tiny_ops" not in by_rule, render_text(rep)
@@ -716,8 +715,7 @@ def test_a_checkpoint_saved_every_step_is_named_and_never_sent_to_torch_compile(
     assert phases is not None and phases.source == "trace"
     outside = (phases.share("other") or 0.0) + (phases.share("unattributed") or 0.0)
     assert outside > phases.share("forward"), render_text(rep)
-    if rep.verdict.category == "host-bound":
-        assert "too small" not in rep.verdict.headline, render_text(rep)
+    # The verdict's wording of it sits at a share line that load moves: tests/test_verdict_own_python.
 
 
 def test_the_magic_joins_the_background_imports_before_importing_anything_of_ours():

@@ -772,17 +772,15 @@ OUTSIDE_CRITICAL = 0.2
 
 
 def _outside_model_share(analysis: Analysis) -> float | None:
-    """The step's share outside the model and the optimizer that the phases read ("other" and
-    "unattributed": host work of the cell's own, no operator of the model's), from the
-    whole-run estimate where there is one, else the window's trace; None from hook timings
-    (they cannot tell the forward from host work before the backward)."""
-    own = outside_ops_share(analysis)
-    if own is not None:
-        return own
+    """The step's share in Python outside any operator and outside the model, the optimizer and
+    the data wait: the trace's "unattributed" (the whole run's estimate or the window's). Not
+    "other": that is operators outside the model (a frozen teacher's forward under no_grad,
+    a validation pass), work a faster device does shorten. None from hook timings (they cannot
+    tell the forward from host work before the backward)."""
     phases = analysis.phases
     if phases is None or phases.source != "trace" or phases.total_us <= 0:
         return None
-    return sum(phases.share(p) or 0.0 for p in ("other", "unattributed"))
+    return phases.share("unattributed")
 
 
 def _cpu_verdict(
@@ -812,12 +810,12 @@ def _cpu_verdict(
         return _input_verdict(data, evidence, confidence, on_cpu=True)
     if sync is not None and sync >= SYNC_CRITICAL:
         return _sync_verdict(sync, evidence, confidence, on_cpu=True)
-    # The step's time outside the model (``outside_share``: the phases' "other" and
-    # "unattributed", the whole run's or the window's) as most of the overhead that makes it
-    # host-bound (``overhead_share``: Python between operators and small operators) is the
-    # cell's own host work too: a checkpoint saved every step read 42% outside the model of a
-    # 58% overhead, and "the ops are too small" sent the user to torch.compile, which leaves
-    # the save as it is (unseen round 8).
+    # The step's Python outside the model (``outside_share``: the phases' "unattributed", the
+    # whole run's or the window's) as most of the overhead that makes it host-bound
+    # (``overhead_share``: Python between operators and small operators) is the cell's own
+    # host work too: a checkpoint saved every step read 42% outside the model of a 58%
+    # overhead, and "the ops are too small" sent the user to torch.compile, which leaves the
+    # save as it is (unseen round 8).
     if (
         outside_share is not None
         and overhead_share is not None

@@ -131,6 +131,8 @@ class SourceFacts:
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
     validation: tuple[SourceLine, ...] = ()  # validation work inside a training loop
+    # no_grad blocks of a step loop that run a model for the loss (a teacher's targets)
+    frozen_forwards: tuple[SourceLine, ...] = ()
     blocking_copies: tuple[SourceLine, ...] = ()  # .to(device)/.cuda() in loops, non_blocking off
     non_blocking_copies: int = 0
     inference_loops: tuple[SourceLine, ...] = ()  # loops calling a model without grad mode off

@@ -105,6 +105,27 @@ def validation(tree: CellTree) -> Iterator[SourceLine]:
     yield from sorted(found, key=lambda s: s.line)
 
 
+def frozen_forwards(tree: CellTree) -> Iterator[SourceLine]:
+    """no_grad blocks inside a step loop that call a model and whose outputs the loss reads: a
+    distillation teacher's targets, a frozen encoder's features, a target network. Not
+    validation (``validation`` leaves them out): the step needs them, every step."""
+    found: dict[int, SourceLine] = {}
+    for loop in (loop for loop in tree.loops if id(loop) in tree.step_loops):
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, (ast.With, ast.AsyncWith))
+                and any(is_grad_mode_call(i.context_expr) for i in node.items)
+                and not updates_in_place(node)
+                and tree.model_calls(node)
+                and _feeds_backward(node, loop)
+            ):
+                # The line of its first model call (``t = teacher(x)``), the one to act on.
+                call = min(tree.model_calls(node), key=position)
+                line = tree.source_line(call, "frozen-forward", loop)
+                found.setdefault(line.line, line)
+    yield from sorted(found.values(), key=lambda s: s.line)
+
+
 def _feeds_backward(block: ast.With | ast.AsyncWith, loop: Loop) -> bool:
     """Whether a name the block assigns is read after it, up to the loop's last backward: the
     step's loss is built from it (a teacher's targets, a no_grad augmentation), so the block

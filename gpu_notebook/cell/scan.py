@@ -35,7 +35,7 @@ from gpu_notebook.cell.ipython import (
     protect,
 )
 from gpu_notebook.cell.live import live_facts
-from gpu_notebook.cell.loops import inference_loops, loop_facts, validation
+from gpu_notebook.cell.loops import frozen_forwards, inference_loops, loop_facts, validation
 from gpu_notebook.cell.names import dotted, method_of, position, receiver_of, targets_of
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.setup import (
@@ -137,6 +137,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
             if isinstance(target, ast.Name)
         ),
         validation=tuple(validation(tree)),
+        frozen_forwards=tuple(frozen_forwards(tree)),
         blocking_copies=tuple(copies(tree, blocking=True)),
         non_blocking_copies=len(copies(tree, blocking=False)),
         inference_loops=inference_loops(tree, loops),

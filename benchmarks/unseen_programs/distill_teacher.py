@@ -3,10 +3,12 @@ torch.no_grad each step, a small student trained on its softened logits (KL) plu
 a DataLoader over a TensorDataset.
 
 Class: most of the step is a no-grad forward of a second model. The product should say the
-teacher's forward is the step (cache its logits, or run it in bf16 / compiled). Seen
-2026-12-05: cpu-only (right), but the phases read "other 92.7%", forward 1.5%: autograd numbers
-no op under no_grad, so the teacher's forward is outside the inferred forward, and no finding
-names it (open)."""
+teacher's forward is the step (cache its logits, or run it in bf16 / compiled). Seen on main
+2026-12-05: cpu-only (right), but the phases read "other 92.7%", forward 1.5% (autograd numbers
+no op under no_grad, so the teacher's forward is outside the inferred forward) and no finding
+named it. Fixed (rules/frozen_forward): "[high] A frozen model's forward takes 95% of every
+step (up to 18.8x)", cache its outputs when the inputs repeat, else inference_mode / bf16 /
+compile the teacher; no patch."""
 
 import torch
 from torch import nn

@@ -5,8 +5,8 @@ Class: per-step host work outside the model that autograd numbers (state_dict's 
 product should name the save and offer saving every N steps, never torch.compile. Seen on main
 2026-12-05: forward 57.6% (the save read as forward), host-bound "the ops are too small",
 torch_compile offered up to 2.53x (8.12x in a second run). Fixed: the forward starts at the
-backward graph's first node, torch.save is per-step work like a log (kind "checkpoint", the
-every-N gate), and the verdict says the cell's own Python sets the pace; --try-fixes: save
+backward graph's first node, torch.save is per-step work (rules/checkpoint_saves, the every-N
+gate of log_every_n), and the verdict says the cell's own Python sets the pace; --try-fixes: save
 every 10 steps 1.64x (1.46x-1.82x) against 1.10x-1.78x, verified, inside its range."""
 
 import os

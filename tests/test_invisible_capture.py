@@ -925,5 +925,25 @@ def test_a_training_thread_the_cell_leaves_running_starts_nothing_of_ours_after_
     result = ip.run_cell(cell)
     assert result.success, result.error_in_exec
     ip.user_ns["lr_bg"].join()
-    assert ip.user_ns["rep"].run.steps.step_count < 120  # the cell ended first
+    rep = ip.user_ns["rep"]
+    assert rep.run.steps.step_count < 120  # the cell ended first
     assert [t.name for t in live_hidden_threads()] == []
+    # And the report says its steps are the first of a run that went on without it.
+    assert any("still running when the cell ended" in n for n in rep.run.notes), rep.run.notes
+
+
+def test_a_training_thread_the_cell_joins_is_not_said_to_outlive_it(ip):
+    cell = (
+        "%%gpucheck -q -o rep\n"
+        "import threading\n"
+        "jn_m = torch.nn.Linear(32, 1); jn_o = torch.optim.SGD(jn_m.parameters(), lr=0.01)\n"
+        "def train():\n"
+        "    for _ in range(20):\n"
+        "        jn_m(torch.randn(64, 32)).sum().backward(); jn_o.step(); jn_o.zero_grad()\n"
+        "jn_bg = threading.Thread(target=train, name='trainer'); jn_bg.start(); jn_bg.join()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    notes = ip.user_ns["rep"].run.notes
+    assert any("thread 'trainer'" in n for n in notes), notes
+    assert not any("still running" in n for n in notes), notes

@@ -122,6 +122,7 @@ class StepClock:
         # _adopt_before_step), counted by thread otherwise.
         self.follow_threads = True
         self._tid_followed: int | None = None
+        self._followed_outlived = False  # the followed thread still ran when the clock came off
         self._cell_tid: int | None = None
         self._steps_elsewhere: dict[int, int] = {}
         # Steps in children the code forks or spawns (and in theirs): a table in memory shared
@@ -304,6 +305,10 @@ class StepClock:
         for key in reversed(list(self._patches)):
             self._unpatch(key)
         self._installed = False
+        followed = self._tid_followed
+        if followed is not None:
+            thread = threading._active.get(followed)  # type: ignore[attr-defined]
+            self._followed_outlived = thread is not None and thread.is_alive()
         self.close_memory()
         self._forget_sched()
         for kind in self._unread:
@@ -418,6 +423,13 @@ class StepClock:
             notes.append(
                 f"the training steps ran on thread '{name}', started by the cell: the step clock "
                 f"followed that thread ({self._counts['optimizer']} optimizer steps)"
+                + (
+                    # The cell returned without joining it: the rest of its run is unmeasured.
+                    "; it was still running when the cell ended: only those steps are measured "
+                    "(join it in the cell, e.g. `thread.join()`, to measure its whole run)"
+                    if self._followed_outlived
+                    else ""
+                )
             )
         for ident, n in sorted(self._steps_elsewhere.items(), key=lambda kv: -kv[1]):
             notes.append(

@@ -7,9 +7,18 @@ clock times every optimizer's step together; most of that time is SparseAdam's.
 
 What the product should say: the optimizer step's time split by optimizer (the trace's
 ``Optimizer.step#SparseAdam.step`` and ``Optimizer.step#Adam.step``), and a fused-Adam bound
-resting on the Adam's own share of it, not on the whole update: here that share is small, so
-the fix is said as small (not offered to try), rather than "up to 1.26x" and then measured at
-no measurable effect (issue 26).
+resting on the Adam's own share of it, not on the whole update: here that share is about a
+tenth of the update, so the bound is a few percent (said small, or uncertain where the run's
+margin is wide; under the 10% line not offered at all), rather than "up to 1.26x" and then
+measured at no measurable effect (issue 26).
+
+Measured (helper optsplit, 2026-12-05 12:32-12:48 UTC, load 21-24 on 2 cores, STEPS=250, the
+two runs side by side): before (main as of 11:51 UTC) "[medium] ... Adam ... up to 2.26x" on the
+whole update (93% of the step by the step clock; its kept part from SparseAdam's one 51 MB
+table, which stepped first); after, the trace split SparseAdam 89%, Adam 11%: "[low] up to
+1.07x" on Adam's 10% of the step and its own 6 tensors (0.075 MB), uncertain at that load's
+51% run margin. --try-fixes 30 --try-budget 120 tried nothing either time (a run took ~80 s
+at that load); the quiet ledger's trial of this patch read 0.93x (benchmarks/README.md).
 """
 
 import torch

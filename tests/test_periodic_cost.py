@@ -288,3 +288,35 @@ def test_a_plain_loops_logging_every_5_steps_is_said_with_the_share_its_steps_gi
     # No planted cost: nothing said.
     quiet = _run(_series(0.0), PLAIN_LOOP)
     assert sl.periodic_logging(quiet, analyze(quiet), facts) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "work"),
+    [
+        ("val_loss = evaluate(model, val_loader)", "validation"),
+        ("torch.save(model.state_dict(), 'ckpt.pt')", "a checkpoint save"),
+        ("refresh_hard_negatives(pool)", "work"),
+    ],
+)
+def test_a_block_that_validates_or_saves_every_5_steps_is_said_with_its_share(body, work):
+    # The validation pass makes its steps 1.4x the others: no stall (rules/run_shape reads
+    # steps over 3x the median), yet 8% of the run, measured by the same A/B as the logging.
+    from gpu_notebook.report.build import build_report
+
+    cell = PLAIN_LOOP.replace("print(step, loss.item())", body)
+    run = _run(_series(0.004), cell)
+    analysis = analyze(run)
+    (cost,) = analysis.periodic
+    assert cost.share == pytest.approx(_recomputed(run, 5, 3))
+    assert analysis.shape is not None and analysis.shape.stalls is None
+    facts = scan_source(run.cell_source, line_offset=CELL_LINE_OFFSET)
+    assert sl.periodic_logging(run, analysis, facts) is None  # not logging
+    finding = sl.periodic_work(run, analysis, facts)
+    assert finding is not None and finding.line == 7 and finding.rule_id == "run.periodic_work"
+    assert finding.phase_share == pytest.approx(cost.share * (1 - 1 / 10))
+    worded = next(f for f in build_report(run).findings if f.rule_id == "run.periodic_work")
+    assert worded.title.startswith(f"The {work} every 5 steps")
+    assert periodic_evidence(cost) in worded.evidence and "% 50" in worded.fix
+    assert worded.fix_id is None  # no patch: how often to validate is the training's choice
+    quiet = _run(_series(0.0), cell)
+    assert sl.periodic_work(quiet, analyze(quiet), facts) is None

@@ -59,12 +59,14 @@ class PerStepLogging(Said):
 
 @dataclass(frozen=True)
 class PeriodicLogging(Said):
-    """A plain loop's ``if step % N == 0:`` logging block, its cost read from the step clock."""
+    """A plain loop's ``if step % N == 0:`` block (logging, validation, a checkpoint save or
+    other work: ``cell.blocks.WORK_KINDS``), its cost read from the step clock."""
 
     line: int
     text: str
     cost: PeriodicCost
-    bound: float | None  # logging EVERY times less often
+    bound: float | None  # running it EVERY times less often
+    work: str = "logging"
 
 
 @dataclass(frozen=True)
@@ -469,13 +471,27 @@ def periodic_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
     """A loop's logging every N steps (``if step % N == 0: print(loss.item())``) whose steps are
     slower than the others: its share from the step clock alone (``Analysis.periodic``). Steps
     that stall at that period are the run's periodic stall (rules/run_shape.py), said there."""
+    return _periodic_block(analysis, facts, logging=True)
+
+
+def periodic_work(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The same A/B for a block that validates, saves a checkpoint or does other work every N
+    steps: a validation pass that makes its steps 1.5x the others is no stall (rules/run_shape
+    reads steps over 3x the median), yet costs the run a measurable share."""
+    return _periodic_block(analysis, facts, logging=False)
+
+
+def _periodic_block(analysis: Analysis, facts: SourceFacts, *, logging: bool) -> Finding | None:
     from gpu_notebook.cell.blocks import periodic_blocks
 
     shape = analysis.shape
     for block in periodic_blocks(facts.tree):
-        if block.work != "logging" or block.every < 2:
+        if (block.work == "logging") != logging or block.every < 2:
             continue
-        stalls = shape.stalls if shape is not None else None
+        # The stalls periodic_stall reads (each step's own time where every step read its
+        # wait for a core): a block whose steps stall is said there, with its extra time.
+        own = shape.own if shape is not None else None
+        stalls = own.stalls if own is not None else shape.stalls if shape is not None else None
         if stalls is not None and stalls.period_steps and stalls.period_steps % block.every == 0:
             continue
         cost = next((c for c in analysis.periodic if c.period == block.every), None)
@@ -486,10 +502,13 @@ def periodic_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
             continue
         removed = every_n(cost.share)
         bound = gain_bound(removed, analysis)
-        said = PeriodicLogging(block.line, block.text, cost, bound)
-        return found("logging.periodic", severity, said, phase_share=removed, bound=bound,
+        said = PeriodicLogging(block.line, block.text, cost, bound, block.work)
+        rule_id = "logging.periodic" if logging else "run.periodic_work"
+        return found(rule_id, severity, said, phase_share=removed, bound=bound,
                      line=block.line)  # fmt: skip
     return None
 
 
-RULES = (per_step_logging, validation_every_step, framework_overhead, periodic_logging)
+RULES = (
+    per_step_logging, validation_every_step, framework_overhead, periodic_logging, periodic_work
+)  # fmt: skip

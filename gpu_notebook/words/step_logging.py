@@ -66,9 +66,35 @@ def per_step_logging(s: PerStepLogging) -> Words:
     return words("The loop logs on every step", evidence, advice, _SOURCE)
 
 
+# What to do about a periodic block by its work (cell.blocks.WORK_KINDS), after "run it N x
+# less often"; the logging's own advice is below.
+_LESS_OFTEN = {
+    "validation": "or validate on a fixed subset of the validation set (the same samples each "
+    "time keep the curve comparable)",
+    "a checkpoint save": "or save from a background thread (a CPU copy of the state_dict, then "
+    "torch.save), or with torch.distributed.checkpoint.async_save",
+    "work": "or move it out of the loop if it need not run during training",
+}
+
+
 @worder(PeriodicLogging)
 def periodic_logging(s: PeriodicLogging) -> Words:
     first = s.text.splitlines()[0] if s.text else ""
+    if s.work != "logging":
+        every = s.cost.period * EVERY
+        return words(
+            f"The {s.work} every {s.cost.period} steps takes {fmt_share(s.cost.share)} of the "
+            "step time",
+            [
+                f"line {s.line} (`{first}`)",
+                periodic_evidence(s.cost),
+                f"gain if it runs every {every} steps: {fmt_gain(s.bound)} (Amdahl)",
+            ],
+            f"Run it {EVERY}x less often (`% {every}` on line {s.line}), "
+            f"{_LESS_OFTEN.get(s.work, _LESS_OFTEN['work'])}. No patch: how often to "
+            f"{'validate' if s.work == 'validation' else 'run it'} is the training's choice.",
+            _SOURCE,
+        )
     return words(
         f"The logging every {s.cost.period} steps takes {fmt_share(s.cost.share)} of the step time",
         [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -166,6 +167,15 @@ class GpuCheckMagics(Magics):
                     from gpu_notebook.views.html import write_html
 
                     _write_or_say("--html", html_path, lambda: write_html(report, html_path))
+        except Exception as exc:
+            if live is not None:
+                live.abandon(f"no report: {type(exc).__name__}: {exc}")
+            if not outcomes:
+                raise  # the cell never ran: our failure before it, said as it is
+            # The cell ran and IPython showed its outcome; building the report failed (a bug of
+            # ours): one line says so, and the cell keeps its own status and value.
+            _say_no_report(exc)
+            return outcomes[0].value
         except BaseException as exc:
             if live is not None:
                 live.abandon(f"no report: {type(exc).__name__}: {exc}")
@@ -255,6 +265,18 @@ def _live_view() -> Any:
     view = LiveView()
     view.show()
     return view
+
+
+def _say_no_report(exc: Exception) -> None:
+    """One line on stderr where the report could not be built after the cell ran."""
+    from gpu_notebook.escapes import printable
+    from gpu_notebook.trace.source import describe
+
+    print(
+        "gpucheck: no report for this cell (a bug of ours, not of your code: "
+        f"{printable(describe(exc))}); the cell ran as it does without %%gpucheck",
+        file=sys.stderr,
+    )
 
 
 def _write_or_say(option: str, path: Path, write: Any) -> None:

@@ -172,6 +172,46 @@ def test_namespace_output_and_last_expression_are_the_cells_own(ip, capsys):
     assert "hello from the cell" in capsys.readouterr().out
 
 
+def test_a_rule_that_raises_is_said_and_the_other_findings_and_the_cell_stand(ip, monkeypatch):
+    # A bug of ours in one rule (a fact another module had not grown yet raised AttributeError
+    # out of a user's good cell): that rule is one info finding naming what it raised.
+    from gpu_notebook.rules import step_logging
+
+    def broken(*_args, **_kwargs):
+        raise AttributeError("'SourceFacts' object has no attribute 'saves'")
+
+    monkeypatch.setattr(step_logging, "_periodic_block", broken)
+    res = ip.run_cell("%%gpucheck -q -o rep\n" + cells.MLP_LOADER.format(workers=0) + "\n7 * 6")
+    assert res.success, res.error_in_exec
+    assert res.result == 42
+    rep = ip.user_ns["rep"]
+    failed = [f for f in rep.findings if f.rule_id == "internal.rule_failed"]
+    assert {f.severity for f in failed} == {"info"} and len(failed) == 2  # logging and work
+    assert any("step_logging.periodic_work" in e for f in failed for e in f.evidence)
+    assert any("AttributeError" in e for f in failed for e in f.evidence)
+    assert rep.verdict is not None and rep.run.steps.step_count >= 1
+
+
+def test_a_report_that_cannot_be_built_leaves_the_cells_value_and_status(ip, monkeypatch, capsys):
+    import gpu_notebook.magic_run as magic_run
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("analysis blew up\nsecond line")
+
+    monkeypatch.setattr(magic_run, "build_report", broken)
+    res = ip.run_cell("%%gpucheck\nkept = 5\nprint('from the cell')\nkept * 2")
+    assert res.success, res.error_in_exec
+    assert res.result == 10 and ip.user_ns["kept"] == 5
+    captured = capsys.readouterr()
+    assert "from the cell" in captured.out
+    assert "gpucheck: no report for this cell" in captured.err
+    assert "RuntimeError" in captured.err or "analysis blew up" in captured.err
+    assert "Traceback" not in captured.out + captured.err
+    # The user's own exception still fails the cell as without the magic.
+    res = ip.run_cell("%%gpucheck -q\nraise KeyError('mine')")
+    assert not res.success and isinstance(res.error_in_exec, KeyError)
+
+
 def test_ipython_syntax_inside_the_cell(ip):
     res = ip.run_cell(
         "%%gpucheck -q\n%env GPUCHECK_T=1\nlisting = !echo shell-ok\nout = listing[0]"

@@ -30,6 +30,7 @@ from gpu_notebook.rules.common import (
     FEW_STEPS,
     SEVERITY_RANK,
     Rule,
+    found,
     profiled_steps,
 )
 from gpu_notebook.trace.windows import WindowTraces
@@ -105,7 +106,10 @@ def run_rules(
     factor = analysis.profiling_factor if analysis.gpu is None else None
     ranked: list[tuple[tuple[int, int, float], int, Finding]] = []
     for position, rule in enumerate(rules):
-        found = rule(run, steady, facts)
+        try:
+            found = rule(run, steady, facts)
+        except Exception as exc:  # noqa: BLE001 - our bug: the other rules and the cell stand
+            found = _rule_failed(rule, exc)
         if found is None:
             continue
         # Ranked by the typical step's reading; the bound shown may be the larger, safe one.
@@ -124,6 +128,24 @@ def run_rules(
             found, key = small, rank_key(small)
         ranked.append((key, position, found))
     return tuple(f for _, _, f in sorted(ranked, key=lambda item: (item[0], item[1])))
+
+
+@dataclass(frozen=True)
+class RuleFailed(Said):
+    """A rule raised on this run (a bug of ours, never the user's): said at info level with
+    what it raised, so the report keeps every other finding and the cell its own outcome
+    (a rule reading a fact another module had not yet grown failed the user's cell with our
+    AttributeError)."""
+
+    rule: str  # module.function
+    error: str  # ExceptionType: message
+
+
+def _rule_failed(rule: Rule, exc: Exception) -> Finding:
+    name = f"{getattr(rule, '__module__', '?')}.{getattr(rule, '__qualname__', repr(rule))}"
+    message = str(exc).splitlines()[0][:200] if str(exc) else ""
+    said = RuleFailed(name.removeprefix("gpu_notebook.rules."), f"{type(exc).__name__}: {message}")
+    return found("internal.rule_failed", "info", said)
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,13 @@ from gpu_notebook.rules import (
     LowConfidence,
     Margin,
     ProfilingFactor,
+    RuleFailed,
     SmallGain,
     StallsLeftOut,
     UnboundedGain,
     UncertainGain,
 )
+from gpu_notebook.words.common import Words, worder, words
 
 
 def note_lines(note: Said) -> list[str]:
@@ -113,3 +115,17 @@ def fix_prefix(notes: tuple[Said, ...]) -> str:
             "relying on it (`gpucheck run --try-fixes`, or run the patched cell). "
         )
     return ""
+
+
+@worder(RuleFailed)
+def rule_failed(s: RuleFailed) -> Words:
+    return words(
+        "One of gpu_notebook's checks failed on this run (a bug of ours, not of your code)",
+        [
+            f"the check `{s.rule}` raised {s.error}",
+            "the other findings and your cell's outcome stand",
+        ],
+        "Nothing to change in the cell. Please report it with this line and the gpu_notebook "
+        "version.",
+        "gpu_notebook",
+    )

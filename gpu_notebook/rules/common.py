@@ -28,10 +28,10 @@ from gpu_notebook.analysis.uncertainty import share_interval
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
-from gpu_notebook.cell.facts import LoaderCall, SourceFacts
+from gpu_notebook.cell.facts import LoaderCall, SourceFacts, SourceLine
 from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.records import Analysis, Finding, Run, RunPhase, Said, Severity
+from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, RunPhase, Said, Severity
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
 SUGGEST = 0.05
@@ -240,6 +240,20 @@ def gpu_name(run: Run) -> str:
 
 def profiled_steps(analysis: Analysis) -> int:
     return len(analysis.phases.steps) if analysis.phases is not None else 0
+
+
+@dataclass(frozen=True)
+class EveryStepLines(Said):
+    """Host lines the loop runs on every step with no ``if`` around them (logging calls,
+    checkpoint saves), measured alike (``rules.step_logging.every_step_lines``): each rule's
+    record is a subclass, worded by its own words module."""
+
+    lines: tuple[SourceLine, ...]
+    phases: PhaseBreakdown | None
+    residual: float | None  # host time outside the model and the optimizer
+    own: float | None  # the lines' own sampled time
+    low: float | None
+    bound: float | None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from gpu_notebook.records import (
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     SUGGEST,
+    EveryStepLines,
     found,
     gain_bound,
     gain_range,
@@ -48,13 +49,8 @@ from gpu_notebook.rules.syncs import EVERY, MIN_LINE_SAMPLES, every_n, lines_sha
 
 
 @dataclass(frozen=True)
-class PerStepLogging(Said):
-    lines: tuple[SourceLine, ...]  # logging calls on every step
-    phases: PhaseBreakdown | None
-    residual: float | None  # host time outside the model and the optimizer
-    own: float | None  # the logging lines' own sampled time
-    low: float | None
-    bound: float | None
+class PerStepLogging(EveryStepLines):
+    """Logging calls on every step (``lines``; ``own``: their own sampled time)."""
 
 
 @dataclass(frozen=True)
@@ -121,24 +117,32 @@ class FrameworkSeen(Said):
 
 def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """print / logger / tracker / progress-bar calls on every step (no tensor read: syncs covers those)."""
-    lines = loop_lines(facts, facts.logging)
+    return every_step_lines(
+        "logging.per_step", PerStepLogging, loop_lines(facts, facts.logging), analysis
+    )
+
+
+def every_step_lines(
+    rule_id: str, record: type[EveryStepLines], lines: tuple[SourceLine, ...], analysis: Analysis
+) -> Finding | None:
+    """Host lines run on every step (logging calls, checkpoint saves: ``lines``), gated by the
+    fix to one step in ``EVERY``. The range: from what the lines themselves took (the stack
+    sampler's time on them, a lower figure: in `gpucheck run` the sampler also covers the
+    script's set-up) to the host time outside the model (a superset: it holds other host work)."""
     if not lines:
         return None
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     removed = every_n(residual)
-    # The range: from what the logging lines themselves took (the stack sampler's time on them,
-    # a lower figure: in `gpucheck run` the sampler also covers the script's set-up) to the host
-    # time outside the model (a superset: it holds other host work).
     own = lines_share(analysis, lines)
     least = every_n(min(own, residual)) if own is not None and residual is not None else None
     low, bound = gain_range(least, removed, analysis)
-    said = PerStepLogging(lines, analysis.phases, residual, own, low, bound)
+    said = record(lines, analysis.phases, residual, own, low, bound)
     if bound is None:
-        # Nothing measured the host time that holds the logs: said, not offered (issue 26: a
+        # Nothing measured the host time that holds the lines: said, not offered (issue 26: a
         # fix whose gain nothing bounds is no recommendation).
-        return found("logging.per_step", "info", said, line=lines[0].line)
+        return found(rule_id, "info", said, line=lines[0].line)
     severity = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
-    return found("logging.per_step", severity, said,
+    return found(rule_id, severity, said,
                  phase_share=removed, bound=bound, line=lines[0].line, fix_id="log_every_n",
                  fix_params={"every": EVERY}, low=low)  # fmt: skip
 

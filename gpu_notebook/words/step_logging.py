@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_ms, fmt_share
 from gpu_notebook.records import PeriodicCost
-from gpu_notebook.rules.common import SUGGEST
+from gpu_notebook.rules.common import SUGGEST, EveryStepLines
 from gpu_notebook.rules.step_logging import (
     MIN_SEEN,
     RARE_LOGS,
@@ -40,30 +40,43 @@ LABELS = {
 
 @worder(PerStepLogging)
 def per_step_logging(s: PerStepLogging) -> Words:
+    return every_step_words(
+        s,
+        ("logging call(s)", "logging lines", "the logs", "the logs"),
+        "The loop logs on every step",
+        f"Log every {EVERY} steps (if step % {EVERY} == 0:); in Jupyter every print is a message "
+        "to the browser.",
+        _SOURCE,
+    )
+
+
+def every_step_words(
+    s: EveryStepLines, nouns: tuple[str, str, str, str], title: str, advice: str, source: str
+) -> Words:
+    """The words of host lines run on every step (rules/step_logging.every_step_lines); ``nouns``:
+    what the lines are, what they are called as lines, as the subject of "run every N steps",
+    and as what the step's host time holds."""
+    calls, named, subject, held = nouns
     first = s.lines[0]
     evidence = [
-        f"{len(s.lines)} logging call(s) run on every step: line(s) "
+        f"{len(s.lines)} {calls} run on every step: line(s) "
         + ", ".join(str(line.line) for line in s.lines[:6]),
         f"line {first.line}: `{first.text}`",
         residual_evidence(s.phases, s.residual),
     ]
     if s.own is not None:
-        evidence.append(f"the logging lines themselves: {fmt_share(s.own)} of the sampled time")
+        evidence.append(f"the {named} themselves: {fmt_share(s.own)} of the sampled time")
     evidence.append(
-        f"gain if the logs run every {EVERY} steps: {fmt_gain(s.bound, s.low)} (low end: the logging "
-        "lines' own sampled time; high end: all host time outside the model, which also holds "
+        f"gain if {subject} run every {EVERY} steps: {fmt_gain(s.bound, s.low)} (low end: the "
+        f"{named}' own sampled time; high end: all host time outside the model, which also holds "
         "other host work)"
     )
-    advice = (
-        f"Log every {EVERY} steps (if step % {EVERY} == 0:); in Jupyter every print is a message "
-        "to the browser."
-    )
-    if s.bound is None:  # rules/step_logging.py: not offered
+    if s.bound is None:  # every_step_lines: not offered
         advice = (
-            "No patch offered: this run measured no time that holds the logs (no step phases); "
+            f"No patch offered: this run measured no time that holds {held} (no step phases); "
             f"measure it before gating them. {advice}"
         )
-    return words("The loop logs on every step", evidence, advice, _SOURCE)
+    return words(title, evidence, advice, source)
 
 
 # What to do about a periodic block by its work (cell.blocks.WORK_KINDS), after "run it N x

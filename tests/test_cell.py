@@ -167,3 +167,27 @@ def test_the_name_helpers_read_an_ast_node_and_its_libcst_node_alike():
 
     for ast_node, cst_node in zip(found, mapped, strict=True):
         assert reading(ast_node) == reading(cst_node), ast.unparse(ast_node)
+
+
+def test_a_literal_the_facts_point_at_is_the_libcst_literal_a_fix_edits():
+    """ast reads every literal as one ``Constant``; libcst has a kind for each (``Integer``,
+    ``Float``, ``SimpleString``, ``True`` a ``Name``): the facts' literal still names the one
+    a fix edits, so the workers fix changes ``n = 0`` where the loader's count comes from."""
+    from gpu_notebook.cell.origins import int_origin
+    from gpu_notebook.cell.parse import cst_nodes, parse_cst
+
+    code = "n = 0\ncfg = {'w': 3}\nx = (1.5, 'é', True, None, 2j)\nDataLoader(ds, num_workers=n)\n"
+    facts = scan_source(code, line_offset=0)
+    assert facts.tree is not None
+    literals = [n for n in ast.walk(facts.tree.tree) if isinstance(n, ast.Constant)]
+    module = parse_cst(code)
+    found = cst_nodes(module, literals)
+    assert [module.code_for_node(n) for n in found if n is not None] == [
+        ast.get_source_segment(code, c) for c in literals
+    ]
+    call = facts.loaders[0].node
+    assert isinstance(call, ast.Call)
+    origin = int_origin(facts.tree, call.keywords[0].value)
+    assert origin is not None and module.code_for_node(cst_nodes(module, [origin])[0]) == "0"
+    entry = int_origin(facts.tree, ast.parse("cfg['w']", mode="eval").body)
+    assert entry is not None and entry.value == 3

@@ -128,9 +128,26 @@ def _index(module: cst.Module) -> tuple[list[str], dict[tuple[Span, str], cst.CS
 
 def cst_nodes(module: cst.Module, nodes: Sequence[ast.AST | None]) -> list[cst.CSTNode | None]:
     """The libcst node of ``module`` at each ast node's range, of the same kind (a Call for a
-    Call); None where there is none (or no ast node). ``module`` and the ast tree must come from the same text."""
+    Call, an Integer for an int Constant); None where there is none (or no ast node). ``module`` and the ast tree must come from the same text."""
     lines, index = once_per_module(module, "index", lambda: _index(module))
     return [
-        index.get((span, type(n).__name__)) if (span := _span(n, lines)) is not None else None
+        index.get((span, _kind(n))) if (span := _span(n, lines)) is not None else None
         for n in nodes
     ]
+
+
+def _kind(node: ast.AST | None) -> str:
+    """libcst's name for the node's kind: ast's one ``Constant`` is libcst's ``Integer``,
+    ``Float``, ``Imaginary``, ``SimpleString``, ``Ellipsis`` or (``True``, ``None``) ``Name``."""
+    if not isinstance(node, ast.Constant):
+        return type(node).__name__
+    value = node.value
+    if isinstance(value, bool) or value is None:
+        return "Name"
+    kinds = (
+        (int, "Integer"),
+        (float, "Float"),
+        (complex, "Imaginary"),
+        ((str, bytes), "SimpleString"),
+    )
+    return next((kind for held, kind in kinds if isinstance(value, held)), "Ellipsis")

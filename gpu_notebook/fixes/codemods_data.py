@@ -3,6 +3,9 @@
 Each function takes the parsed cell and the fix's parameters, and returns ``Edited`` with the
 patched module or ``Declined`` with a reason for the user. Parameter values are the caller's
 responsibility: a bad one raises ValueError (a bug upstream, not a property of the cell).
+
+The loaders, optimizers and copies edited are the facts' (``cell/facts.py``); where a setting
+held in a variable gets its literal is read by ``cell/origins.py``. No search of the cell here.
 """
 
 from __future__ import annotations
@@ -12,15 +15,8 @@ import functools
 import libcst as cst
 
 from gpu_notebook.cell.facts import LoaderCall
-from gpu_notebook.cell.names import (
-    bool_or_none,
-    dotted,
-    has_star_kwargs,
-    int_or_none,
-    keyword_of,
-    targets_of,
-    walk,
-)
+from gpu_notebook.cell.names import bool_or_none, has_star_kwargs, int_or_none, keyword_of
+from gpu_notebook.cell.origins import accumulation_steps, int_origin
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.fixes.cst_tools import (
@@ -32,6 +28,7 @@ from gpu_notebook.fixes.cst_tools import (
     expression,
     facts_of,
     nodes_of,
+    paired,
     replace_nodes,
     set_keyword,
     tree_of,
@@ -83,9 +80,12 @@ def dataloader_workers(
         raise ValueError(f"num_workers must be a non-negative int or None, not {num_workers!r}")
     if prefetch_factor is not None and prefetch_factor < 1:
         raise ValueError(f"prefetch_factor must be at least 1, not {prefetch_factor!r}")
+    facts = facts_of(module)
     calls = _dataloader_calls(module)
-    found = [] if calls or num_workers is None else facts_of(module).training_arguments
+    found = [] if calls or num_workers is None else facts.training_arguments
     hf = [c for c in nodes_of(module, list(found)) if not has_star_kwargs(c)]
+    # The facts' node of each call: where its variable setting gets its value is read there.
+    ast_of = paired(module, [*(ld.node for ld in facts.loaders), *found])
     settings = _settings_text(num_workers, pin_memory)
     if not calls and not hf:
         return Declined(
@@ -114,7 +114,10 @@ def dataloader_workers(
             # The script already holds the setting in a variable (`num_workers=self.num_workers`,
             # a flag): patch where it gets its value, never override it with a literal here.
             name = cst.Module([]).code_for_node(current.value)
-            origin = _variable_origin(module, current.value, running_workers)
+            assert facts.tree is not None  # the cell parsed: it has this call
+            value = keyword_of(ast_of[call], key).value
+            held_at = int_origin(facts.tree, value, running_workers)
+            origin = cst_nodes(module, [held_at])[0] if held_at is not None else None
             if origin is None:
                 held.append(name)
             else:
@@ -208,102 +211,6 @@ def _stepped(module: cst.Module, calls: list[cst.Call]) -> list[tuple[cst.Call, 
     return [
         (c, ld) for c, ld in _facts_by_call(module, calls) if ld is not None and ld.name in iterated
     ]
-
-
-def _variable_origin(
-    module: cst.Module, value: cst.BaseExpression, running: int | None = None
-) -> cst.Integer | None:
-    """The integer literal a variable gets its value from, in this cell (None: not found).
-
-    ``n``: ``n = 0`` or a parameter ``n=0``; ``self.n``: ``self.n = 0``, or ``self.n = p`` with a
-    parameter ``p=0`` (a constructor's default); ``cfg["n"]``: ``_dict_entry_origin``;
-    ``4 if cuda else 0`` (there or in ``n = ...``): the branch whose literal is the value that
-    ran (``running``), when exactly one is.
-    """
-    if isinstance(value, cst.IfExp):
-        return _branch_that_ran(value, running)
-    if isinstance(value, cst.Subscript):
-        return _dict_entry_origin(module, value)
-    name = dotted(value)
-    attribute = isinstance(value, cst.Attribute) and dotted(value.value) == "self"
-    if name is None or not (attribute or isinstance(value, cst.Name)):
-        return None
-    for node in walk(module):
-        if isinstance(node, cst.Assign) and name in {dotted(t) for t in targets_of(node)}:
-            if isinstance(node.value, cst.Integer):
-                return node.value
-            if isinstance(node.value, cst.IfExp):
-                return _branch_that_ran(node.value, running)
-            if isinstance(node.value, cst.Name) and attribute:
-                return _param_default(module, node.value.value)
-    return None if attribute else _param_default(module, name)
-
-
-def _branch_that_ran(value: cst.IfExp, running: int | None) -> cst.Integer | None:
-    """The integer branch of ``a if cond else b`` that equals the value the run read; None
-    when it is not known, neither branch is that literal, or both are."""
-    if running is None:
-        return None
-    branches = [b for b in (value.body, value.orelse) if isinstance(b, cst.Integer)]
-    ran = [b for b in branches if b.evaluated_value == running]
-    return ran[0] if len(ran) == 1 else None
-
-
-def _dict_entry_origin(module: cst.Module, value: cst.Subscript) -> cst.Integer | None:
-    """``cfg["num_workers"]``: the integer of that key in the one dict literal ``cfg`` holds
-    (``cfg = {"num_workers": 0}``), or, where ``cfg`` is a parameter of a function of the cell
-    (``def make_loader(cfg)``), the dict literal its calls pass (``make_loader(CFG)``). None when
-    there is not exactly one such entry."""
-    index = value.slice[0].slice if len(value.slice) == 1 else None
-    key = index.value if isinstance(index, cst.Index) else None
-    if not isinstance(key, cst.SimpleString) or not isinstance(value.value, cst.Name):
-        return None
-    names = {value.value.value} | _passed_as(module, value.value.value)
-    found = [
-        element.value
-        for node in walk(module)
-        if isinstance(node, cst.Assign)
-        and isinstance(node.value, cst.Dict)
-        and names & {dotted(t) for t in targets_of(node)}
-        for element in node.value.elements
-        if isinstance(element, cst.DictElement)
-        and isinstance(element.key, cst.SimpleString)
-        and element.key.evaluated_value == key.evaluated_value
-    ]
-    return found[0] if len(found) == 1 and isinstance(found[0], cst.Integer) else None
-
-
-def _passed_as(module: cst.Module, param: str) -> set[str]:
-    """The names the cell's calls pass for ``param`` of its functions (``make_loader(CFG)``)."""
-    out: set[str] = set()
-    for fn in walk(module):
-        if not isinstance(fn, cst.FunctionDef):
-            continue
-        params = [p.name.value for p in fn.params.params]
-        if param not in params:
-            continue
-        position = params.index(param)
-        for call in walk(module):
-            if not isinstance(call, cst.Call) or dotted(call.func) != fn.name.value:
-                continue
-            arg = next((a for a in call.args if a.keyword and a.keyword.value == param), None)
-            positional = [a for a in call.args if a.keyword is None and not a.star]
-            if arg is None and position < len(positional):
-                arg = positional[position]
-            if arg is not None and isinstance(arg.value, cst.Name):
-                out.add(arg.value.value)
-    return out
-
-
-def _param_default(module: cst.Module, name: str) -> cst.Integer | None:
-    for node in walk(module):
-        if (
-            isinstance(node, cst.Param)
-            and node.name.value == name
-            and isinstance(node.default, cst.Integer)
-        ):
-            return node.default
-    return None
 
 
 def _keyword_is(call: cst.Call, name: str, value_code: str) -> bool:
@@ -423,23 +330,21 @@ def _accumulation_folded(module: cst.Module, factor: int) -> dict[cst.CSTNode, R
     """``gradient_accumulation_steps=K`` (accelerate's ``Accelerator``, HF ``TrainingArguments``)
     set to literals that ``factor`` divides, each divided by it; empty when there is none, or
     one that is not such a literal (then the batch grows and the learning rate scales)."""
-    found = [
-        arg
-        for node in walk(module)
-        if isinstance(node, cst.Call)
-        for arg in node.args
-        if arg.keyword is not None and arg.keyword.value == "gradient_accumulation_steps"
-    ]
-    steps = [int_or_none(arg.value, None) for arg in found]
-    if not found or any(k is None or k < factor or k % factor for k in steps):
+    tree = facts_of(module).tree
+    values = accumulation_steps(tree) if tree is not None else []
+    steps = [int_or_none(value, None) for value in values]
+    found = cst_nodes(module, values)
+    if not values or any(k is None or k < factor or k % factor for k in steps) or None in found:
         return {}
+    return {
+        node: functools.partial(_literal, cst.Integer(str(k // factor)))
+        for node, k in zip(found, steps, strict=True)
+        if node is not None and k is not None
+    }
 
-    def divide(arg: cst.Arg) -> cst.Arg:
-        k = int_or_none(arg.value, None)
-        assert k is not None  # checked above
-        return arg.with_changes(value=cst.Integer(str(k // factor)))
 
-    return dict.fromkeys(found, divide)
+def _literal(new: cst.Integer, _old: cst.CSTNode) -> cst.Integer:
+    return new
 
 
 def _batch_scaler(factor: int) -> Replacement:

@@ -127,6 +127,12 @@ def nodes_of(module: cst.Module, found: Sequence[ast.AST | None]) -> list[Any]:
     return [node for node in cst_nodes(module, found) if node is not None]
 
 
+def paired(module: cst.Module, found: Sequence[ast.AST | None]) -> dict[Any, Any]:
+    """Each libcst node of ``module`` at the facts' nodes ``found``, with the fact's node: what
+    the fix edits, and where the cell's reading (``gpu_notebook.cell``) asks further."""
+    return {c: a for a, c in zip(found, cst_nodes(module, found), strict=True) if c is not None}
+
+
 def for_loops(module: cst.Module, loops: Sequence[LoopFacts]) -> dict[cst.For, LoopFacts]:
     """The libcst ``for`` loops of ``loops`` (facts of the module's cell), each with its facts:
     the loop fixes leave ``while`` loops alone."""

@@ -1270,14 +1270,24 @@ def test_every_rule_module_is_a_family_and_its_own_fix_is_attached():
 
 def test_found_families_run_in_the_verdict_tables_order_and_their_fixes_are_objects():
     """Families are found by package scan; ties between findings still break in the verdict
-    table's order (TIE_ORDER), and a rule hands its own Fix to found(), not a string."""
+    table's order (each module's TIE), and a rule hands its own Fix to found(), not a string."""
     import gpu_notebook.rules as rules_pkg
     from gpu_notebook.records import Said
     from gpu_notebook.rules.checkpointing import FIX
     from gpu_notebook.rules.common import found
 
     names = [family.__name__.rsplit(".", 1)[1] for family in rules_pkg.FAMILIES]
-    assert names[: len(rules_pkg.TIE_ORDER)] == list(rules_pkg.TIE_ORDER)
+    # Each module's TIE: the verdict table's order (input, sync, host, GPU, memory, multi-GPU),
+    # then the run's shape and the machine; modules without one after them, by name.
+    tie_order = ["input_pipeline", "copies", "host_tensors", "syncs", "step_logging", "launch",
+                 "batch", "precision", "backend_flags", "debug_apis", "global_modes",
+                 "checkpointing", "memory", "shapes", "recompiles", "inference", "distributed",
+                 "run_shape", "machine"]  # fmt: skip
+    assert names[: len(tie_order)] == tie_order
+    untied = names[len(tie_order) :]
+    assert untied == sorted(untied) and all(
+        not hasattr(m, "TIE") for m in rules_pkg.FAMILIES[len(tie_order) :]
+    )
     f = found("checkpointing.unneeded", "low", Said(), fix=FIX)
     assert f.fix_id == FIX.fix_id and rules_pkg.RULE_FIXES[f.fix_id] is FIX
 

@@ -35,25 +35,23 @@ from gpu_notebook.rules.common import (
 )
 from gpu_notebook.trace.windows import WindowTraces
 
-# Tie order of the families: the verdict table's (input, sync, host, GPU, memory, multi-GPU), then
-# the run's shape and the machine. It only breaks ties between findings of equal severity and
-# bound; a family not named here ties after these, by module name. Which modules are families
-# is not kept here: see _families.
-TIE_ORDER = ("input_pipeline", "copies", "host_tensors", "syncs", "step_logging", "launch", "batch",
-             "precision", "backend_flags", "debug_apis", "global_modes", "checkpointing", "memory",
-             "shapes", "recompiles", "inference", "distributed", "run_shape", "machine")  # fmt: skip
-
 
 def _families() -> tuple[ModuleType, ...]:
     """Every module of this package that declares ``RULES``: a new rule module runs once it
-    exists (found by package scan, as words/ finds its wordings), listed nowhere else."""
+    exists (found by package scan, as words/ finds its wordings), listed nowhere else.
+
+    Their order only breaks ties between findings of equal severity and bound: each module's
+    ``TIE``, the verdict table's order (input, sync, host, GPU, memory, multi-GPU, then the run's
+    shape and the machine); a module without one ties after those, by name."""
     found = [
         module
         for info in pkgutil.iter_modules(__path__)
         if hasattr(module := importlib.import_module(f"{__name__}.{info.name}"), "RULES")
     ]
-    rank = {name: position for position, name in enumerate(TIE_ORDER)}
-    return tuple(sorted(found, key=lambda m: (rank.get(_short(m), len(rank)), _short(m))))
+    return tuple(sorted(found, key=lambda m: (getattr(m, "TIE", _UNTIED), _short(m))))
+
+
+_UNTIED = 10**6  # after every family's TIE
 
 
 def _short(module: ModuleType) -> str:

@@ -92,4 +92,5 @@ def tf32_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
                  fix_params={"cudnn_benchmark": False, "tf32": True})  # fmt: skip
 
 
+TIE = 90  # where its findings tie: the verdict table's order (rules._families)
 RULES = (cudnn_benchmark_off, tf32_off)

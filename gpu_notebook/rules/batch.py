@@ -64,4 +64,5 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
                  ceiling=float(FACTOR))  # fmt: skip
 
 
+TIE = 70  # where its findings tie: the verdict table's order (rules._families)
 RULES = (small_batch,)

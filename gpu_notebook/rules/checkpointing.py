@@ -314,4 +314,5 @@ FIX = Fix(
     _GUIDE_URL,
     checkpointing_off,
 )
+TIE = 120  # where its findings tie: the verdict table's order (rules._families)
 RULES = (checkpointing_unneeded,)

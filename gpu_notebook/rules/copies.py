@@ -96,4 +96,5 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
                  bound_low=gain_bound_low(analysis, "copy"))  # fmt: skip
 
 
+TIE = 20  # where its findings tie: the verdict table's order (rules._families)
 RULES = (pageable_copies, blocking_copies)

@@ -164,4 +164,5 @@ FIX = Fix(
     _GUIDE_URL,
     anomaly_off,
 )
+TIE = 100  # where its findings tie: the verdict table's order (rules._families)
 RULES = (anomaly_detection,)

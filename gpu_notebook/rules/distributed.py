@@ -66,4 +66,5 @@ def communication(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     return found("distributed.communication", severity, said, phase_share=comm, bound=bound)
 
 
+TIE = 170  # where its findings tie: the verdict table's order (rules._families)
 RULES = (data_parallel, communication)

@@ -206,4 +206,5 @@ def one_thread(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
     return found("modes.one_thread", "low", said, line=line)
 
 
+TIE = 110  # where its findings tie: the verdict table's order (rules._families)
 RULES = (deterministic, float64_default, profiler_on, one_thread)

@@ -137,4 +137,5 @@ FIX = Fix(
     "#create-tensors-directly-on-the-target-device",
     make_on_device,
 )
+TIE = 30  # where its findings tie: the verdict table's order (rules._families)
 RULES = (host_made,)

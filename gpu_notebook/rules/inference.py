@@ -77,4 +77,5 @@ def handed_to_training(facts: SourceFacts) -> frozenset[str]:
     return frozenset(handed)
 
 
+TIE = 160  # where its findings tie: the verdict table's order (rules._families)
 RULES = (autograd_in_inference,)

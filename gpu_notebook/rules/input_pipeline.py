@@ -678,4 +678,5 @@ def _main_process_loads(run: Run, facts: SourceFacts) -> bool:
     return workers_in_use(run, loader_in_use(facts))[0] == 0
 
 
+TIE = 10  # where its findings tie: the verdict table's order (rules._families)
 RULES = (loader_workers, in_memory_batches, slow_dataset, cpu_saturated)

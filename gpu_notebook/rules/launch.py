@@ -476,4 +476,5 @@ def _no_cpu_gain(implementation: str, one_pass: bool) -> Literal["foreach", "one
     return "one-pass" if one_pass else None
 
 
+TIE = 60  # where its findings tie: the verdict table's order (rules._families)
 RULES = (gpu_starved, tiny_ops, unfused_optimizer)

@@ -147,4 +147,5 @@ def shared_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     return found("machine.shared", "info", said)
 
 
+TIE = 190  # where its findings tie: the verdict table's order (rules._families)
 RULES = (oversubscribed, busy_steps, slowed_by_machine, shared_machine)

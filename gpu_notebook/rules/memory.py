@@ -45,4 +45,5 @@ def near_oom(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
                  fix_params={"dtype": dtype, "device_type": "cuda"})  # fmt: skip
 
 
+TIE = 130  # where its findings tie: the verdict table's order (rules._families)
 RULES = (near_oom,)

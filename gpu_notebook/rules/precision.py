@@ -131,4 +131,5 @@ def scaler_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
                  fix_id="drop_grad_scaler")  # fmt: skip
 
 
+TIE = 80  # where its findings tie: the verdict table's order (rules._families)
 RULES = (fp32_on_tensor_core_gpu, scaler_unneeded)

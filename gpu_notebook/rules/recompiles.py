@@ -35,4 +35,5 @@ def recompiles(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
     return found("compile.recompiles", "medium" if hits else "low", said)
 
 
+TIE = 150  # where its findings tie: the verdict table's order (rules._families)
 RULES = (recompiles,)

@@ -327,4 +327,5 @@ def creeps(m: MemoryTrend) -> bool:
     return m.bytes_per_step > 0 and m.r2 >= MEMORY_R2 and growth >= MEMORY_GROWTH_BYTES
 
 
+TIE = 180  # where its findings tie: the verdict table's order (rules._families)
 RULES: tuple[Rule, ...] = (window_unrepresentative, periodic_stall, memory_creep, drift, jitter)

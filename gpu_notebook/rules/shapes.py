@@ -60,4 +60,5 @@ def changing_shapes(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     return found("shapes.changing", "medium" if compiled or has_gpu(run) else "low", said)
 
 
+TIE = 140  # where its findings tie: the verdict table's order (rules._families)
 RULES = (changing_shapes,)

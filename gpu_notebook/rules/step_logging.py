@@ -513,6 +513,7 @@ def _periodic_block(analysis: Analysis, facts: SourceFacts, *, logging: bool) ->
     return None
 
 
+TIE = 50  # where its findings tie: the verdict table's order (rules._families)
 RULES = (
     per_step_logging, validation_every_step, framework_overhead, periodic_logging, periodic_work
 )  # fmt: skip

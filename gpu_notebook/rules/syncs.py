@@ -248,4 +248,5 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
                  line=needed[0].line)  # fmt: skip
 
 
+TIE = 40  # where its findings tie: the verdict table's order (rules._families)
 RULES = (per_step_syncs,)

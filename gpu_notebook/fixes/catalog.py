@@ -1,5 +1,6 @@
-"""The fix catalog: every fix id with its title, why and docs, and ``apply_fix`` to run one
-(a catalog id, or the ``Fix`` a rule module owns beside its check).
+"""The fix catalog: every fix id with its title, why and docs (the ``Fix`` beside each codemod,
+found in the ``codemods_*`` modules), and ``apply_fix`` to run one (a catalog id, or the ``Fix``
+a rule module owns beside its check).
 
 ``apply_fix`` is the only entry point the rest of the product needs: it protects the cell's
 IPython lines, parses it with libcst, runs the codemod, restores the IPython lines, names the fix
@@ -10,166 +11,38 @@ cleanly comes back as a ``Refusal`` with a reason, never as broken code.
 from __future__ import annotations
 
 import difflib
+import importlib
+import pkgutil
 import types
 from collections.abc import Mapping
 
 import libcst as cst
 
+import gpu_notebook.fixes as fixes_package
 from gpu_notebook.cell.ipython import NotPythonCell, ProtectedCell, protect, restore
 from gpu_notebook.cell.parse import check_parse, parse_cst
-from gpu_notebook.fixes import (
-    codemods_autocast,
-    codemods_data,
-    codemods_inference,
-    codemods_model,
-    codemods_scaler,
-    codemods_syncs,
-)
 from gpu_notebook.fixes.cst_tools import Declined
 from gpu_notebook.fixes.records import Fix, ParamValue, Patch, Refusal
 from gpu_notebook.records import FixProposal
 
 HEADER_PREFIX = "# gpucheck fix: "
 
-_TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 
-# The catalog's own fixes. Order: the input pipeline first, as the verdict table reads
-# (input-bound, sync-bound, host-bound, gpu-bound, memory, multi-GPU). A rule module may own its
-# fix instead (a ``Fix`` beside its check, ``rules/host_tensors.py``): apply_fix takes either.
-_TABLE: tuple[Fix, ...] = (
-    Fix(
-        "dataloader_workers",
-        "DataLoader workers and pinned memory",
-        (
-            "The GPU waits while the main process loads and collates every batch.",
-            "Worker processes prepare batches ahead; pinned memory speeds up the copy to the GPU.",
-        ),
-        "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
-        codemods_data.dataloader_workers,
-    ),
-    Fix(
-        "non_blocking_copies",
-        "Non-blocking copies to the GPU",
-        (
-            "Each .to(device) of a batch makes Python wait until the copy is done.",
-            "non_blocking=True (with pinned memory) lets the copy overlap with GPU work.",
-        ),
-        "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
-        codemods_data.non_blocking_copies,
-    ),
-    Fix(
-        "throttle_host_syncs",
-        "Read values from the GPU every N steps",
-        (
-            "Every .item(), float(tensor) or print of a tensor waits for the GPU to finish.",
-            "Reading them every N steps lets the CPU queue the next steps while the GPU works.",
-        ),
-        _TUNING_GUIDE + "#avoid-unnecessary-cpu-gpu-synchronization",
-        codemods_syncs.throttle_host_syncs,
-    ),
-    Fix(
-        "log_every_n",
-        "Log every N steps",
-        (
-            "Logging on every step costs Python time and usually a GPU sync.",
-            "Logging every N steps keeps the step loop short; the logged steps are unchanged.",
-        ),
-        _TUNING_GUIDE + "#avoid-unnecessary-cpu-gpu-synchronization",
-        codemods_syncs.log_every_n,
-    ),
-    Fix(
-        "torch_compile",
-        "Compile the model with torch.compile",
-        (
-            "Many small kernels leave the GPU idle while Python launches the next one.",
-            "torch.compile fuses them into fewer kernels; the first steps are slow: they compile.",
-        ),
-        "https://pytorch.org/docs/stable/generated/torch.compile.html",
-        codemods_model.torch_compile,
-    ),
-    Fix(
-        "bigger_batch",
-        "Bigger batch",
-        (
-            "A small batch leaves the GPU underused and pays the per-step overhead more often.",
-            "A bigger batch does more work per step; the learning rate scales with it.",
-        ),
-        _TUNING_GUIDE,
-        codemods_data.bigger_batch,
-    ),
-    Fix(
-        "autocast",
-        "Mixed precision with torch.autocast",
-        (
-            "float32 math leaves the tensor cores idle and doubles activation memory.",
-            "autocast runs matmuls and convolutions in bfloat16/float16, often about 2x faster.",
-        ),
-        "https://pytorch.org/docs/stable/amp.html",
-        codemods_autocast.autocast,
-    ),
-    Fix(
-        "drop_grad_scaler",
-        "Drop the GradScaler",
-        (
-            "bfloat16 and float32 gradients do not underflow: loss scaling is for float16 only.",
-            "Without the scaler each step skips its inf/nan check, unscale and (on a GPU) sync.",
-        ),
-        "https://pytorch.org/docs/stable/amp.html#gradient-scaling",
-        codemods_scaler.drop_grad_scaler,
-    ),
-    Fix(
-        "backend_flags",
-        "cuDNN autotuner and TF32 math",
-        (
-            "cuDNN picks convolution algorithms by heuristics; float32 matmuls skip tensor cores.",
-            "benchmark=True times the algorithms once per shape; TF32 uses tensor cores (Ampere+).",
-        ),
-        _TUNING_GUIDE + "#enable-cudnn-auto-tuner",
-        codemods_model.backend_flags,
-    ),
-    Fix(
-        "foreach_fused_optimizer",
-        "Fused optimizer step",
-        (
-            "The optimizer updates each parameter tensor with its own small kernels.",
-            "fused=True updates all of them in a few kernels.",
-        ),
-        "https://pytorch.org/docs/stable/optim.html#algorithms",
-        codemods_model.foreach_fused_optimizer,
-    ),
-    Fix(
-        "inference_mode",
-        "Inference without autograd",
-        (
-            "The inference loop records autograd history it never uses.",
-            "torch.inference_mode() skips it; model.eval() switches dropout and batch norm off.",
-        ),
-        "https://pytorch.org/docs/stable/generated/torch.inference_mode.html",
-        codemods_inference.inference_mode,
-    ),
-    Fix(
-        "detach_kept_tensors",
-        "Keep values, not graphs",
-        (
-            "Storing the loss each step keeps its autograd graph alive: memory grows every step.",
-            ".detach() keeps the value on the device without the graph (and without a sync).",
-        ),
-        "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
-        codemods_syncs.detach_kept_tensors,
-    ),
-    Fix(
-        "dataparallel_to_ddp",
-        "DistributedDataParallel instead of DataParallel",
-        (
-            "DataParallel drives all GPUs from one Python thread and copies the model every step.",
-            "DistributedDataParallel runs one process per GPU and overlaps gradient exchange.",
-        ),
-        "https://pytorch.org/tutorials/intermediate/ddp_tutorial.html",
-        codemods_model.dataparallel_to_ddp,
-    ),
-)
+def _catalog() -> Mapping[str, Fix]:
+    """Every module-level ``Fix`` of this package's ``codemods_*`` modules, by id: a shared fix
+    is its codemod and its ``Fix`` beside it, listed nowhere else (found as rules/ finds its
+    families). A rule module may own its fix instead (a ``Fix`` beside its check,
+    ``rules/host_tensors.py``): apply_fix takes either."""
+    modules = [
+        importlib.import_module(f"{__package__}.{info.name}")
+        for info in pkgutil.iter_modules(fixes_package.__path__)
+        if info.name.startswith("codemods_")
+    ]
+    found = {fix.fix_id: fix for m in modules for fix in vars(m).values() if isinstance(fix, Fix)}
+    return types.MappingProxyType({fix_id: found[fix_id] for fix_id in sorted(found)})
 
-FIXES: Mapping[str, Fix] = types.MappingProxyType({fix.fix_id: fix for fix in _TABLE})
+
+FIXES = _catalog()
 
 
 def apply_fix(fix: str | Fix, source: str, **params: ParamValue) -> Patch | Refusal:

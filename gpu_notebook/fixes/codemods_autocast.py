@@ -35,6 +35,7 @@ from gpu_notebook.fixes.cst_tools import (
     with_leading_lines,
     with_torch_import,
 )
+from gpu_notebook.fixes.records import Fix
 
 _CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
 
@@ -92,6 +93,18 @@ def autocast(
     if dtype == "float16":
         detail += ", GradScaler"
     return Edited(with_torch_import(module, edits), detail)
+
+
+AUTOCAST = Fix(
+    "autocast",
+    "Mixed precision with torch.autocast",
+    (
+        "float32 math leaves the tensor cores idle and doubles activation memory.",
+        "autocast runs matmuls and convolutions in bfloat16/float16, often about 2x faster.",
+    ),
+    "https://pytorch.org/docs/stable/amp.html",
+    autocast,
+)
 
 
 def _autocast_plan(

@@ -33,6 +33,7 @@ from gpu_notebook.fixes.cst_tools import (
     set_keyword,
     tree_of,
 )
+from gpu_notebook.fixes.records import Fix
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...): a call
 # with this many positional arguments sets num_workers positionally, which we leave alone.
@@ -174,6 +175,18 @@ def dataloader_workers(
     return Edited(replace_nodes(module, edits), detail)
 
 
+DATALOADER_WORKERS = Fix(
+    "dataloader_workers",
+    "DataLoader workers and pinned memory",
+    (
+        "The GPU waits while the main process loads and collates every batch.",
+        "Worker processes prepare batches ahead; pinned memory speeds up the copy to the GPU.",
+    ),
+    "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
+    dataloader_workers,
+)
+
+
 def _waited_on(module: cst.Module, calls: list[cst.Call]) -> list[cst.Call]:
     """Of several DataLoaders, those the step waits on and workers can help: the ones a training
     loop iterates (a validation loader is left as it is), less those over an in-memory dataset
@@ -307,6 +320,18 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
     return Edited(replace_nodes(module, edits), detail)
 
 
+BIGGER_BATCH = Fix(
+    "bigger_batch",
+    "Bigger batch",
+    (
+        "A small batch leaves the GPU underused and pays the per-step overhead more often.",
+        "A bigger batch does more work per step; the learning rate scales with it.",
+    ),
+    "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+    bigger_batch,
+)
+
+
 def _group_lrs(call: cst.Call) -> list[cst.DictElement]:
     """The ``"lr": <number>`` entries of the parameter-group dicts an optimizer is built from
     (its first argument a list or tuple of dict literals)."""
@@ -395,3 +420,15 @@ def non_blocking_copies(module: cst.Module, *, model_name: str | None = None) ->
     }
     plural = "copy" if len(todo) == 1 else "copies"
     return Edited(replace_nodes(module, edits), f"{len(todo)} {plural}")
+
+
+NON_BLOCKING_COPIES = Fix(
+    "non_blocking_copies",
+    "Non-blocking copies to the GPU",
+    (
+        "Each .to(device) of a batch makes Python wait until the copy is done.",
+        "non_blocking=True (with pinned memory) lets the copy overlap with GPU work.",
+    ),
+    "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
+    non_blocking_copies,
+)

@@ -20,6 +20,7 @@ from gpu_notebook.fixes.cst_tools import (
     with_block,
     with_torch_import,
 )
+from gpu_notebook.fixes.records import Fix
 
 
 def inference_mode(module: cst.Module, *, model_name: str | None = None) -> CodemodResult:
@@ -58,6 +59,18 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
         if model is not None and model not in named:
             named.append(model)
     return Edited(with_torch_import(module, edits), ", ".join(named))
+
+
+INFERENCE_MODE = Fix(
+    "inference_mode",
+    "Inference without autograd",
+    (
+        "The inference loop records autograd history it never uses.",
+        "torch.inference_mode() skips it; model.eval() switches dropout and batch norm off.",
+    ),
+    "https://pytorch.org/docs/stable/generated/torch.inference_mode.html",
+    inference_mode,
+)
 
 
 def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | None:

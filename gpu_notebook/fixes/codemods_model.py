@@ -40,6 +40,7 @@ from gpu_notebook.fixes.cst_tools import (
     tree_of,
     with_torch_import,
 )
+from gpu_notebook.fixes.records import Fix
 
 
 def torch_compile(
@@ -87,6 +88,18 @@ def torch_compile(
 
     patched = with_torch_import(module, {anchor: insert})
     return Edited(patched, name + options.replace('"', ""))
+
+
+TORCH_COMPILE = Fix(
+    "torch_compile",
+    "Compile the model with torch.compile",
+    (
+        "Many small kernels leave the GPU idle while Python launches the next one.",
+        "torch.compile fuses them into fewer kernels; the first steps are slow: they compile.",
+    ),
+    "https://pytorch.org/docs/stable/generated/torch.compile.html",
+    torch_compile,
+)
 
 
 def _last_setup_statement(tree: Tree, creation: cst.BaseStatement, name: str) -> cst.BaseStatement:
@@ -159,6 +172,18 @@ def backend_flags(
     return Edited(patched.with_changes(body=body), detail)
 
 
+BACKEND_FLAGS = Fix(
+    "backend_flags",
+    "cuDNN autotuner and TF32 math",
+    (
+        "cuDNN picks convolution algorithms by heuristics; float32 matmuls skip tensor cores.",
+        "benchmark=True times the algorithms once per shape; TF32 uses tensor cores (Ampere+).",
+    ),
+    "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#enable-cudnn-auto-tuner",
+    backend_flags,
+)
+
+
 def foreach_fused_optimizer(
     module: cst.Module, *, implementation: str = "fused", elsewhere: str = ""
 ) -> CodemodResult:
@@ -204,6 +229,18 @@ def foreach_fused_optimizer(
     if not edits:
         return Declined(f"every optimizer in this cell already uses {already}")
     return Edited(replace_nodes(module, edits), f"{implementation}=True")
+
+
+FOREACH_FUSED_OPTIMIZER = Fix(
+    "foreach_fused_optimizer",
+    "Fused optimizer step",
+    (
+        "The optimizer updates each parameter tensor with its own small kernels.",
+        "fused=True updates all of them in a few kernels.",
+    ),
+    "https://pytorch.org/docs/stable/optim.html#algorithms",
+    foreach_fused_optimizer,
+)
 
 
 def _is_true(call: cst.Call, name: str) -> bool:
@@ -254,3 +291,15 @@ def dataparallel_to_ddp(module: cst.Module) -> CodemodResult:
         "by patching; move the training into a script and start it with torchrun, e.g.:\n"
         + _DDP_SKETCH
     )
+
+
+DATAPARALLEL_TO_DDP = Fix(
+    "dataparallel_to_ddp",
+    "DistributedDataParallel instead of DataParallel",
+    (
+        "DataParallel drives all GPUs from one Python thread and copies the model every step.",
+        "DistributedDataParallel runs one process per GPU and overlaps gradient exchange.",
+    ),
+    "https://pytorch.org/tutorials/intermediate/ddp_tutorial.html",
+    dataparallel_to_ddp,
+)

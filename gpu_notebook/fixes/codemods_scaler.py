@@ -23,6 +23,7 @@ from gpu_notebook.fixes.cst_tools import (
     nodes_of,
     replace_nodes,
 )
+from gpu_notebook.fixes.records import Fix
 
 
 def drop_grad_scaler(module: cst.Module) -> CodemodResult:
@@ -71,6 +72,18 @@ def drop_grad_scaler(module: cst.Module) -> CodemodResult:
         return Declined("the scaler's calls could not be located in the cell's text")
     patched = replace_nodes(module, dict(zip(nodes, edits.values(), strict=True)))
     return Edited(patched, ", ".join(n for n, _ in made if n is not None))
+
+
+DROP_GRAD_SCALER = Fix(
+    "drop_grad_scaler",
+    "Drop the GradScaler",
+    (
+        "bfloat16 and float32 gradients do not underflow: loss scaling is for float16 only.",
+        "Without the scaler each step skips its inf/nan check, unscale and (on a GPU) sync.",
+    ),
+    "https://pytorch.org/docs/stable/amp.html#gradient-scaling",
+    drop_grad_scaler,
+)
 
 
 def _removed(_: cst.CSTNode) -> cst.RemovalSentinel:

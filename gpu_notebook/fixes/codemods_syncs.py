@@ -43,6 +43,7 @@ from gpu_notebook.fixes.cst_tools import (
     tree_of,
     wrap,
 )
+from gpu_notebook.fixes.records import Fix
 
 
 def _is_plain_assign(stmt: cst.BaseStatement) -> bool:
@@ -125,6 +126,19 @@ def throttle_host_syncs(module: cst.Module, *, every: int = 10) -> CodemodResult
     return _throttle(module, every, accumulate=True)
 
 
+THROTTLE_HOST_SYNCS = Fix(
+    "throttle_host_syncs",
+    "Read values from the GPU every N steps",
+    (
+        "Every .item(), float(tensor) or print of a tensor waits for the GPU to finish.",
+        "Reading them every N steps lets the CPU queue the next steps while the GPU works.",
+    ),
+    "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
+    "#avoid-unnecessary-cpu-gpu-synchronization",
+    throttle_host_syncs,
+)
+
+
 def log_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
     """Move logging calls (print, logger.*, wandb.log, writer.add_scalar...) and checkpoint
     saves (torch.save, save_pretrained...) behind a step gate.
@@ -133,6 +147,19 @@ def log_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
     ``.backward()``. Values computed only for those logs move with them.
     """
     return _throttle(module, every, accumulate=False)
+
+
+LOG_EVERY_N = Fix(
+    "log_every_n",
+    "Log every N steps",
+    (
+        "Logging on every step costs Python time and usually a GPU sync.",
+        "Logging every N steps keeps the step loop short; the logged steps are unchanged.",
+    ),
+    "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
+    "#avoid-unnecessary-cpu-gpu-synchronization",
+    log_every_n,
+)
 
 
 def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodResult:
@@ -491,3 +518,15 @@ def detach_kept_tensors(module: cst.Module, *, names: str = "") -> CodemodResult
         edits[call.args[-1]] = functools.partial(cst.Arg.with_changes, value=detached)
     stored = sorted({dotted(call.args[-1].value) or "" for call in found})
     return Edited(replace_nodes(module, edits), ", ".join(f"{n}.detach()" for n in stored))
+
+
+DETACH_KEPT_TENSORS = Fix(
+    "detach_kept_tensors",
+    "Keep values, not graphs",
+    (
+        "Storing the loss each step keeps its autograd graph alive: memory grows every step.",
+        ".detach() keeps the value on the device without the graph (and without a sync).",
+    ),
+    "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
+    detach_kept_tensors,
+)

@@ -40,8 +40,8 @@ class Refusal:
 class Fix:
     """One fix: its title, why it helps, where to read more, and its codemod
     (``codemod(module, **params) -> Edited | Declined``, see ``fixes/cst_tools.py``). The
-    catalog's own fixes and those a rule module owns beside its check are applied alike, by
-    ``apply_fix(fix, source)``."""
+    catalog's own fixes (each beside its codemod in a ``codemods_*`` module, found there) and
+    those a rule module owns beside its check are applied alike, by ``apply_fix(fix, source)``."""
 
     fix_id: str
     title: str

@@ -55,6 +55,14 @@ def share(analysis: Analysis, phase: str) -> float | None:
     return analysis.phases.share(phase) if analysis.phases is not None else None
 
 
+def data_wait(analysis: Analysis) -> float | None:
+    """The step's share waiting for data: as the step clock timed it over the run where it did,
+    else the window's. The profiler's cost per op swells a window's compute (a tokenizing
+    dataset's window read 7.5%, 0.37 ms a batch; its 354 steps 21%, 0.81 ms)."""
+    whole = analysis.run_data
+    return whole.share if whole is not None else share(analysis, "data")
+
+
 def shares_sum(analysis: Analysis, phases: Iterable[str]) -> float | None:
     """Sum of the measured shares among ``phases``; None when none of them was measured."""
     values = [s for s in (share(analysis, p) for p in phases) if s is not None]

@@ -57,6 +57,7 @@ from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
     LoaderInUse,
+    data_wait,
     found,
     gain_bound,
     has_gpu,
@@ -453,12 +454,7 @@ def loading_cpu_fraction(run: Run, analysis: Analysis, data: float, stretch: flo
 
 def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The step waits for data that is already in memory: index whole batches, add no workers."""
-    # The run's data wait where the step clock timed it, as the workers rule and the level
-    # read it: the profiler's cost per op swells a window's compute (a tokenizing dataset's
-    # window read 7.5%, 0.37 ms a batch; its 354 steps 21%, 0.81 ms).
-    profiled = share(analysis, "data")
-    whole = analysis.run_data
-    data = whole.share if whole is not None else profiled
+    data = data_wait(analysis)
     severity = severity_in(analysis, "data", data, low=SUGGEST)
     if data is None or severity is None:
         return None
@@ -472,7 +468,7 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         data, analysis.phases, reason, bound, loader.setting("batch_size"),
         shuffle=loader.setting("shuffle"), drop_last=loader.setting("drop_last"),
         dataset=held if held is not None and held.isidentifier() else None,
-        whole=whole, profiled=profiled,
+        whole=analysis.run_data, profiled=share(analysis, "data"),
     )  # fmt: skip
     return found("input.in_memory_batches", severity, said, phase_share=data, bound=bound,
                  line=loader.line)  # fmt: skip
@@ -516,9 +512,8 @@ def workers_in_use(
 
 def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The step waits for data and the DataLoader has no (or too few) worker processes."""
-    profiled = share(analysis, "data")
-    whole = analysis.run_data
-    data = whole.share if whole is not None else profiled
+    profiled, whole = share(analysis, "data"), analysis.run_data
+    data = data_wait(analysis)
     severity = severity_in(analysis, "data", data, low=SUGGEST)
     if data is None or severity is None:
         return None

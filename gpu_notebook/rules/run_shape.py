@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from gpu_notebook.cell.blocks import Periodic, kept_graph_line, periodic_blocks
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape, Said, StallPattern
-from gpu_notebook.rules.common import SUGGEST, WARN, Rule, found, gain_bound, severity_of, share
+from gpu_notebook.rules.common import (
+    SUGGEST,
+    WARN,
+    Rule,
+    data_wait,
+    found,
+    gain_bound,
+    severity_of,
+    share,
+)
 
 DRIFT_FACTOR = 1.5
 BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's
@@ -266,8 +275,7 @@ def _phase_rule_speaks(stalls: StallPattern, analysis: Analysis) -> bool:
     if (stalls.phase_share or 0.0) < MOSTLY:
         return False
     if stalls.phase == "data":
-        whole = analysis.run_data
-        data = whole.share if whole is not None else share(analysis, "data")
+        data = data_wait(analysis)
         return data is not None and data >= SUGGEST
     sync = share(analysis, "sync") if stalls.phase == "sync" else None
     return sync is not None and sync >= WARN

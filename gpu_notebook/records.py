@@ -900,6 +900,10 @@ class HostOverhead:
     # run_delay at the window's step marks): other processes' load, taken out of the shares
     # above. None: not measured (no Linux schedstat, an older record).
     core_wait_share: float | None = None
+    # The part of ``small_op_share`` that runs inside the step's data wait (a TensorDataset's
+    # per-sample indexing, collate's stack of small tensors): the loader's, not the model's.
+    # None: not read (no phase to place the operators in, an older record).
+    data_small_share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -361,3 +361,27 @@ def test_a_wait_for_a_core_between_calls_is_not_python_between_operators() -> No
     host = host_overhead(trace, phases, find_host_thread(trace), waits)
     assert host is not None
     assert host.between_ops_share == pytest.approx(0.20, abs=0.02)
+
+
+def test_the_loader_s_small_operators_are_told_from_the_model_s() -> None:
+    """A TensorDataset's per-sample ``select`` runs inside the data wait: small operators the
+    loader pays, read apart so the verdict can count the wait whole and them once."""
+    events: list[dict] = []
+    for k in range(7):
+        t0 = 1000.0 * k
+        events.append(tf.step_mark(k, t0))
+        if k == 6:
+            break
+        events.append(
+            tf.annotation(
+                markers.DATALOADER_PREFIX + "_SingleProcessDataLoaderIter.__next__", t0, 300.0
+            )
+        )
+        events += [tf.op("aten::select", t0 + 5.0 + 5.0 * i, 1.0) for i in range(50)]
+        events.append(tf.op("aten::addmm", t0 + 310.0, 100.0))
+        events += [tf.op("aten::add_", t0 + 420.0 + 5.0 * i, 3.0) for i in range(20)]
+    trace = load_trace_dict(tf.trace_dict(events))
+    host = host_overhead(trace, phase_breakdown(trace), find_host_thread(trace))
+    assert host is not None and host.data_small_share is not None
+    assert host.data_small_share == pytest.approx(50.0 / 1000.0)
+    assert host.small_op_share == pytest.approx(110.0 / 1000.0)

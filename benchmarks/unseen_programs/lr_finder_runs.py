@@ -2,7 +2,13 @@
 with a fresh model and optimizer each (next(it) on one loader), then four epochs at the best
 lr. Class: several training loops in one script. The product should count every optimizer
 step (416) and profile steps that stand for the run. Seen 2026-12-05: 416 steps, host-bound
-(tiny ops, 1.5 ms steps), bigger_batch offered; step detection right."""
+(tiny ops, 1.5 ms steps), bigger_batch offered; step detection right. Seen 14:52 (load 2-5):
+input-bound, host-bound, too busy in four runs: the model side's overhead read 46-51% (the
+host line 50%), the TensorDataset's per-sample assembly 22% beside it; fused SGD at its bound
+1.050x-1.056x, small in one run, uncertain (tried: 0.94x, 0.92x) in the next. Since: the
+assembly counts as overhead (host-bound 7/7 runs at load 14), the fused bound is judged over
+its share's interval where that is narrow (small in 2 of 4 loaded runs; uncertain, tried and
+not recommended, where load lifts the share)."""
 
 import torch
 from torch import nn

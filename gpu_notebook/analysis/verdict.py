@@ -30,6 +30,8 @@ from typing import Literal
 from gpu_notebook.analysis.host import (
     HOST_BOUND_SHARE,
     host_bound,
+    in_memory_host_bound,
+    in_memory_overhead,
     outside_ops_share,
     overhead_near_line,
     overhead_reach,
@@ -344,6 +346,18 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     overhead = host_bound(analysis.host, analysis.top_ops, on_gpu=on_gpu)
     if analysis.host is not None and (overhead or not on_gpu):
         evidence.append(_host_evidence(analysis.host))
+    # Batches assembled sample by sample from memory are per-op overhead too: with the model
+    # side's own overhead near the half, leaving them out put the verdict on the side of the
+    # host line the run's noise chose (host.in_memory_overhead).
+    if not overhead and data_in_memory is not None and in_memory_host_bound(analysis.host, data):
+        assert analysis.host is not None and data is not None
+        overhead = True
+        if on_gpu:
+            evidence.append(_host_evidence(analysis.host))
+        evidence.append(
+            f"with the batches' assembly from memory counted as overhead: "
+            f"{fmt_share(in_memory_overhead(analysis.host, data) or 0.0)} of the step"
+        )
     host_comm = phases.share("comm")
     # Waiting on peers is the verdict when it is the largest wait: a rank that waits 80% of its
     # step for data and 12% in the all-reduce is input-bound (and the others wait for it).

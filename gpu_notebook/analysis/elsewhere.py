@@ -47,6 +47,72 @@ def source_trains(source: str) -> bool:
     return "backward" in _called_names(source)
 
 
+_Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def defined_not_run(source: str) -> tuple[str, ...]:
+    """The functions and classes a cell defines whose bodies train, when the cell trains only
+    inside them and never uses them (calls, hands on or decorates with them): nothing of its
+    training ran, whatever the step clock could follow. () when the cell trains itself, uses
+    a definition that trains, or does not train.
+
+    A cell that only defines ``train_epoch(...)`` for a later cell to call is a common notebook
+    shape; its report must not guess that the training ran elsewhere.
+    """
+    try:
+        tree = parse_ast(protect(source).code)
+    except (SyntaxError, ValueError):  # NotPythonCell is a ValueError
+        return ()
+    trainers: list[_Definition] = []
+    used: set[str] = set()
+
+    def visit(node: ast.AST, inside: _Definition | None) -> None:
+        if isinstance(node, _Definition):
+            if inside is None and _trains(node):
+                trainers.append(node)
+            owner = inside if inside is not None else node
+            # A decorator, a default or a base class runs at definition time, outside the body.
+            for part in (*node.decorator_list, *_definition_time_parts(node)):
+                visit(part, inside)
+            for stmt in node.body:
+                visit(stmt, owner)
+            return
+        if isinstance(node, ast.Call) and inside is None and _is_backward(node):
+            used.add("<backward>")  # the cell trains itself
+        # A name read inside a definition that trains is that definition's (recursion); read
+        # anywhere else, a definition is used.
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and (inside is None or node.id != inside.name)
+        ):
+            used.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    for top in tree.body:
+        visit(top, None)
+    if "<backward>" in used or any(d.name in used for d in trainers):
+        return ()
+    return tuple(d.name for d in trainers)
+
+
+def _trains(definition: _Definition) -> bool:
+    return any(isinstance(n, ast.Call) and _is_backward(n) for n in ast.walk(definition))
+
+
+def _is_backward(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return name == "backward"
+
+
+def _definition_time_parts(node: _Definition) -> list[ast.AST]:
+    if isinstance(node, ast.ClassDef):
+        return [*node.bases, *node.keywords]
+    return [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+
+
 def children_train_note(run: Run) -> str | None:
     """One line when the cell starts processes and its source trains, else None."""
     counts = run.steps.event_counts

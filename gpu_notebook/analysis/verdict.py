@@ -262,7 +262,11 @@ def _noisy_window(shape: RunShape, verdict: Verdict) -> Verdict:
 
 def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
     """Say where the training ran when the source trains but this process's steps do not."""
-    from gpu_notebook.analysis.elsewhere import children_train_note, source_trains
+    from gpu_notebook.analysis.elsewhere import (
+        children_train_note,
+        defined_not_run,
+        source_trains,
+    )
 
     note = children_train_note(run)
     if note is not None:
@@ -270,6 +274,22 @@ def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
         if verdict.category == "unknown":
             headline = "No training step ran in this process: the cell trains in child processes."
         return dataclasses.replace(verdict, headline=headline, evidence=(note, *verdict.evidence))
+    defined = defined_not_run(run.cell_source) if verdict.category == "unknown" else ()
+    if defined and not run.steps.step_count:
+        # Nothing trained here: the cell only defines its training. Guessing "another process
+        # or thread" would send the user looking for a process that never ran.
+        names = ", ".join(f"{n}()" for n in defined)
+        return dataclasses.replace(
+            verdict,
+            headline=f"No training step ran: this cell defines {names} and does not call it.",
+            more_gpus="Unknown: nothing trained in this cell. Put %%gpucheck on the cell that "
+            f"calls {names}.",
+            evidence=(
+                f"the training is in {names}, which this cell defines and never calls, hands "
+                "on or decorates with: put %%gpucheck on the cell that calls it",
+                *verdict.evidence,
+            ),
+        )
     if verdict.category == "unknown" and source_trains(run.cell_source):
         return dataclasses.replace(
             verdict,

@@ -639,3 +639,30 @@ def test_a_loop_in_a_constructor_is_not_a_step_loop_when_a_framework_trains():
     facts = scan_source(FRAMEWORK_TRAINS_DATASET_BUILDS)
     assert loop_lines(facts, facts.syncs) == ()
     assert loop_lines(facts, facts.logging) == ()
+
+
+def test_a_list_the_loop_reads_on_other_steps_is_not_thinned() -> None:
+    # 10_live_display (unseen round 9): `hist.append(loss.item())` was gated every 10 steps
+    # while a live display every 16 steps read `hist[-1]`: the patched cell showed step 10's
+    # loss as step 16's (and `hist[step]` would have raised IndexError).
+    source = SETUP + (
+        "hist = []\n"
+        "for step, (xb, yb) in enumerate(loader):\n"
+        "    loss = criterion(model(xb), yb)\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "    hist.append(loss.item())\n"
+        "    if step % 4 == 0:\n"
+        "        print(f'step {step} loss {hist[-1]:.3f}')\n"
+    )
+    reason = _refusal("throttle_host_syncs", source, every=3)
+    assert "`hist` is read in the loop" in reason
+    assert "print(f'step {step} loss {hist[-1]:.3f}')" in reason
+    # Read only after the loop, the list is thinned and the patch says so (as before).
+    after_only = source.replace(
+        "    if step % 4 == 0:\n        print(f'step {step} loss {hist[-1]:.3f}')\n",
+        "print(len(hist))\n",
+    )
+    patched = _patch("throttle_host_syncs", after_only, every=3).source_after
+    assert "`hist` now keeps one value every 3 steps" in patched
+    namespace, _printed = _run(patched)
+    assert len(namespace["hist"]) == 2

@@ -186,8 +186,9 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
     edits: dict[cst.CSTNode, Replacement] = {}
     kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains
     gated = summed = False
+    held: list[tuple[str, cst.BaseStatement]] = []
     for loop in targets:
-        moved = _movable(_body(loop), picks, names_in(module, skip=loop))
+        moved = _movable(_body(loop), picks, names_in(module, skip=loop), held)
         inner = _closure_moves(loop, picks)
         if accumulate:
             for aug in _accumulations(loop, reads):
@@ -211,6 +212,21 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
             return Declined(
                 f"`{total}` syncs every step and its total is used as a number; sum "
                 ".detach() tensors instead and call .item() where the total is read"
+            )
+        if held:
+            name, reader = held[0]
+            line = next(
+                (
+                    tree.code(n).strip()
+                    for n in walk(reader)
+                    if isinstance(n, cst.SimpleStatementLine) and name in names_in(n)
+                ),
+                tree.code(reader).strip().splitlines()[0],
+            )
+            return Declined(
+                f"`{name}` is read in the loop (`{line}`) on steps a gate every {every} would "
+                f"skip: it would read a stale value there; append the tensor ({name} of "
+                f"`loss.detach()`) and call .item() only where `{name}` is read"
             )
         elsewhere = _in_a_function(module, tree, found)
         if elsewhere is not None:
@@ -308,14 +324,20 @@ class _Picks(NamedTuple):
     reads: set[cst.CSTNode]  # the cell's .item()/float(t) reads
 
 
-def _movable(body: list[cst.BaseStatement], picks: _Picks, outside: set[str]) -> list[int]:
+def _movable(
+    body: list[cst.BaseStatement],
+    picks: _Picks,
+    outside: set[str],
+    held: list[tuple[str, cst.BaseStatement]] | None = None,
+) -> list[int]:
     """Indices of the statements to gate, closed over the values they compute for each other.
 
     Starts from every candidate (selected statements, ``v = t.item()`` lines that may only
     feed them, logs that may only read them) and drops, until nothing changes, any that writes
     a name read by a statement that stays ungated or by code outside the loop (which would see
     a stale value or none), any pulled-in line that no gated statement reads, and any log that
-    reads nothing a gated statement writes. The set only shrinks: it ends.
+    reads nothing a gated statement writes. The set only shrinks: it ends. ``held`` gets each
+    (list, reading line) that kept a line adding to that list ungated.
     """
     selected = {i for i, stmt in enumerate(body) if picks.select(stmt)}
     pulled = {i for i, s in enumerate(body) if _is_plain_assign(s) and _holds(s, picks.reads)}
@@ -324,14 +346,27 @@ def _movable(body: list[cst.BaseStatement], picks: _Picks, outside: set[str]) ->
     chosen = selected | pulled | follows
     readers = [names_in(stmt) for stmt in body]
     writes = [_written(stmt) | _stored_into(stmt) for stmt in body]
+    # A list the gated line adds to holds one value every N steps: said after the loop (the
+    # patch's comment), but a line of the loop that reads it on other steps (`hist[-1]` in a
+    # live display, `losses[step]`) would show a stale value or fail: it stays every step.
+    added = [set(_added_to(stmt)) for stmt in body]
     changed = True
     while changed:
         changed = False
         for i in sorted(chosen):
             written = writes[i]
             read_elsewhere = bool(written & outside) or any(
-                readers[j] & written for j in range(len(body)) if j != i and j not in chosen
+                readers[j] & (written | added[i])
+                for j in range(len(body))
+                if j != i and j not in chosen
             )
+            if held is not None and not (written & outside):
+                held.extend(
+                    (name, body[j])
+                    for j in range(len(body))
+                    if j != i and j not in chosen
+                    for name in sorted(readers[j] & added[i])
+                )
             unused = i in pulled and not any(readers[j] & written for j in chosen if j != i)
             unfed = i in follows and not any(readers[i] & writes[j] for j in chosen if j != i)
             if read_elsewhere or unused or unfed:

@@ -112,6 +112,39 @@ def test_compile_refusals() -> None:
         "model is not created in this cell (it may come from an earlier cell"
     )
     assert _refusal("torch_compile", "x = 1\n").startswith("cannot tell which name holds the model")
+    # Said to the user: what to write, never the codemod's own parameter (it said
+    # "pass model_name" under an HF Trainer cell, 14_hf_trainer_callback).
+    assert "model_name" not in _refusal("torch_compile", "x = 1\n")
+
+
+HF_CELL = """\
+args = TrainingArguments(
+    output_dir=out,
+    report_to="none",
+    max_steps=40,
+)
+trainer = Trainer(model=model, args=args, train_dataset=train)
+trainer.train()
+"""
+
+
+def test_an_hf_trainer_cell_compiles_through_its_training_arguments() -> None:
+    # The Trainer compiles the model it trains (TrainingArguments.torch_compile); the model
+    # comes from an earlier cell, so `model = torch.compile(model)` had nowhere to go.
+    patch = _patch("torch_compile", HF_CELL)
+    assert (
+        "args = TrainingArguments(\n"
+        "    output_dir=out,\n"
+        '    report_to="none",\n'
+        "    max_steps=40,\n"
+        "    torch_compile=True,\n"
+        ")\n"
+    ) in patch.source_after
+    assert "torch.compile(" not in patch.source_after
+    # Patched once, the cell reads as compiled: no second compile is offered.
+    assert _refusal("torch_compile", patch.source_after) == "this cell already calls torch.compile"
+    starred = HF_CELL.replace('    report_to="none",\n', "    **common,\n")
+    assert "set torch_compile=True where they are defined" in _refusal("torch_compile", starred)
 
 
 # --------------------------------------------------------------------------------------------

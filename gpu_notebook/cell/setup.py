@@ -140,8 +140,9 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.Asy
 
 
 def compiled(tree: CellTree) -> bool:
-    """The cell compiles: ``torch.compile(...)`` (as a decorator too), ``compile(model)``, or a
-    model's ``.compile()`` (nn.Module.compile(): the module compiles itself in place)."""
+    """The cell compiles: ``torch.compile(...)`` (as a decorator too), ``compile(model)``, a
+    model's ``.compile()`` (nn.Module.compile(): the module compiles itself in place), or HF's
+    ``TrainingArguments(torch_compile=True)``."""
     for node in ast.walk(tree.tree):
         if isinstance(node, ast.Call):
             name = dotted(node.func)
@@ -151,6 +152,10 @@ def compiled(tree: CellTree) -> bool:
                 return True  # ``@torch.compile(mode=...)`` is such a call too
             if method_of(node) == "compile" and dotted(receiver_of(node)) in tree.models:
                 return True
+            if last(dotted(node.func)) == "TrainingArguments" and (
+                literal_of(keyword_value(node, "torch_compile")) is True
+            ):
+                return True  # the HF Trainer compiles the model it trains
         elif isinstance(node, Function) and any(
             dotted(decorator) == "torch.compile" for decorator in node.decorator_list
         ):

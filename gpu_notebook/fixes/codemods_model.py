@@ -59,13 +59,27 @@ def torch_compile(
     for text, label in ((mode, "mode"), (backend, "backend")):
         if text is not None and (not text or '"' in text or "\\" in text):
             raise ValueError(f"{label} must be a plain non-empty string, not {text!r}")
-    if facts_of(module).compiled:  # the rule's own reading: it proposed no compile then
+    facts = facts_of(module)
+    if facts.compiled:  # the rule's own reading: it proposed no compile then
         return Declined("this cell already calls torch.compile")
+    arguments = [
+        c for c in nodes_of(module, list(facts.training_arguments)) if isinstance(c, cst.Call)
+    ]
+    if arguments and model_name is None and mode is None and backend is None:
+        # An HF Trainer compiles the model it trains when its arguments say so (the switch
+        # its documentation gives); the model itself often comes from an earlier cell.
+        if any(has_star_kwargs(c) for c in arguments):
+            return Declined(
+                "the TrainingArguments come from **kwargs; set torch_compile=True where they "
+                "are defined"
+            )
+        edits: dict[cst.CSTNode, Replacement] = dict.fromkeys(arguments, _compile_argument)
+        return Edited(replace_nodes(module, edits), "TrainingArguments(torch_compile=True)")
     name = model_name or main_model_name(module)
     if name is None:
         return Declined(
             "cannot tell which name holds the model (no optimizer over model.parameters() "
-            "in this cell); pass model_name"
+            "in this cell); add `model = torch.compile(model)` where your model is created"
         )
     tree = tree_of(module)
     # The last ``name = <call>`` outside functions, classes and loops (the rule's reading).
@@ -88,6 +102,10 @@ def torch_compile(
 
     patched = with_torch_import(module, {anchor: insert})
     return Edited(patched, name + options.replace('"', ""))
+
+
+def _compile_argument(call: cst.Call) -> cst.Call:
+    return set_keyword(call, "torch_compile", cst.Name("True"))
 
 
 TORCH_COMPILE = Fix(

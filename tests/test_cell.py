@@ -191,3 +191,12 @@ def test_a_literal_the_facts_point_at_is_the_libcst_literal_a_fix_edits():
     assert origin is not None and module.code_for_node(cst_nodes(module, [origin])[0]) == "0"
     entry = int_origin(facts.tree, ast.parse("cfg['w']", mode="eval").body)
     assert entry is not None and entry.value == 3
+
+
+def test_the_model_an_optimizer_trains_is_a_fact_of_its_call():
+    facts = scan_source(
+        "enc = Enc()\nopt = torch.optim.AdamW([{'params': enc.named_parameters()}], lr=1e-3)\n"
+    )
+    assert facts.optimizers[0].params_of == "enc" and facts.trained_model() == "enc"
+    unnamed = scan_source("model = nn.Linear(2, 2)\nopt = SGD(params, lr=0.1)\n")
+    assert unnamed.trained_model() == "model"

@@ -88,6 +88,9 @@ class OptimizerCall:
     # SGD with no momentum and no weight decay (literally: absent or 0): its unfused update is
     # one add_ a tensor, one pass over the memory already (rules.launch.unfused_optimizer).
     one_pass: bool = False
+    # ``model`` of ``AdamW(model.parameters())``: whose parameters it updates (the first
+    # ``.parameters()``/``.named_parameters()`` receiver its first argument names).
+    params_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,11 @@ class SourceFacts:
         """The setting's value where every such call agrees, else None (unknown or several)."""
         values = {repr(v): v for c, k, v in self.framework_settings if (c, k) == (cls, key)}
         return next(iter(values.values())) if len(values) == 1 else None
+
+    def trained_model(self) -> str | None:
+        """The model being trained: whose parameters an optimizer updates, else a likely name."""
+        fed = next((opt.params_of for opt in self.optimizers if opt.params_of), None)
+        return fed or next((n for n in ("model", "net", "network") if n in self.model_names), None)
 
     def training_loops(self) -> tuple[LoopFacts, ...]:
         return tuple(loop for loop in self.loops if loop.innermost_training)

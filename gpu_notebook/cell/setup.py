@@ -80,7 +80,18 @@ def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:
             foreach=bool_or_none(keyword_value(call, "foreach"), None),
             node=call,
             one_pass=parts[-1] == "SGD" and _one_pass_sgd(call),
+            params_of=_params_of(call),
         )
+
+
+def _params_of(call: ast.Call) -> str | None:
+    """``model`` of ``AdamW(model.parameters())`` (or ``params=[...model.named_parameters()]``)."""
+    first = call.args[0] if call.args else next((k.value for k in call.keywords), None)
+    for inner in ast.walk(first) if first is not None else ():
+        name = dotted(receiver_of(inner)) if isinstance(inner, ast.Call) else None
+        if name is not None and method_of(inner) in ("parameters", "named_parameters"):
+            return name
+    return None
 
 
 def _bound_to(tree: CellTree, call: ast.Call) -> str | None:

@@ -25,7 +25,7 @@ import libcst as cst
 
 from gpu_notebook.cell.facts import LoopFacts, SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE
-from gpu_notebook.cell.names import Parents, dotted, method_of, receiver_of, targets_of, walk
+from gpu_notebook.cell.names import Parents, dotted, targets_of, walk
 from gpu_notebook.cell.parse import cst_nodes, once_per_module
 from gpu_notebook.cell.scan import scan_source
 
@@ -177,17 +177,8 @@ def optimizer_names(module: cst.Module) -> set[str]:
 
 
 def main_model_name(module: cst.Module) -> str | None:
-    """The model being trained: whose ``.parameters()`` feed an optimizer, else a likely name."""
-    facts = facts_of(module)
-    for opt in facts.optimizers:
-        call = opt.node
-        assert isinstance(call, ast.Call)
-        first = call.args[0] if call.args else next((k.value for k in call.keywords), None)
-        for inner in ast.walk(first) if first is not None else ():
-            name = dotted(receiver_of(inner)) if isinstance(inner, ast.Call) else None
-            if name is not None and method_of(inner) in ("parameters", "named_parameters"):
-                return name
-    return next((n for n in ("model", "net", "network") if n in facts.model_names), None)
+    """The model being trained, as the facts read it (``SourceFacts.trained_model``)."""
+    return facts_of(module).trained_model()
 
 
 def fresh_name(used: set[str], choices: Sequence[str]) -> str:

@@ -161,3 +161,36 @@ def inference_loops(tree: CellTree, loops: tuple[LoopFacts, ...]) -> tuple[Sourc
         and not facts.under_grad_mode
         and not any(tree.trains[id(a)] for a in tree.ancestors(loop) if id(a) in tree.trains)
     )
+
+
+def model_run(tree: CellTree, loop: Loop, main: str | None) -> str | None:
+    """The model an inference loop runs: ``main`` when its body calls it, else the first model
+    it calls (None: none)."""
+    called = [
+        dotted(c.func) for s in loop.body for c in calls_in(s) if dotted(c.func) in tree.models
+    ]
+    return main if main in called else (called[0] if called else None)
+
+
+def eval_before(tree: CellTree, loop: Loop, model: str) -> bool:
+    """``model.eval()`` inside the loop, or earlier in its block after the last ``.train()``."""
+    if any(
+        method_of(c) == "eval" and dotted(receiver_of(c)) == model
+        for s in loop.body
+        for c in calls_in(s)
+    ):
+        return True
+    for stmt in reversed(_before(tree, loop)):
+        for call in reversed(list(calls_in(stmt))):
+            if dotted(receiver_of(call)) == model and method_of(call) in ("eval", "train"):
+                return method_of(call) == "eval"
+    return False
+
+
+def _before(tree: CellTree, node: ast.AST) -> list[ast.AST]:
+    """The statements before ``node`` in the block (a body, an else, a handler) that lists it."""
+    parent = tree.parent.get(node, tree.tree)
+    for _field, held in ast.iter_fields(parent):
+        if isinstance(held, list) and any(s is node for s in held):
+            return held[: next(i for i, s in enumerate(held) if s is node)]
+    return []

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from gpu_notebook.cell.names import calls_in, dotted, method_of, receiver_of
+from gpu_notebook.cell.loops import eval_before, model_run
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
     Edited,
     Replacement,
-    Tree,
     facts_of,
     for_loops,
     main_model_name,
@@ -33,7 +34,7 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     """
     tree = tree_of(module)
     facts = facts_of(module, model_name)
-    models = set(facts.model_names)
+    cell = facts.tree
     main = model_name or main_model_name(module)
     # The loops of the facts that call a model and never .backward() (the rule's reading),
     # outermost first; those already under a grad mode are the user's choice.
@@ -53,8 +54,11 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     edits: dict[cst.CSTNode, Replacement] = {}
     named: list[str] = []
     for loop in free:
-        model = _model_called(loop, models, main)
-        needs_eval = model is not None and not _eval_before(tree, loop, model)
+        # The facts' loop: which model it runs and whether it is in eval already, read there.
+        at = candidates[loop].node
+        assert cell is not None and isinstance(at, (ast.For, ast.AsyncFor))  # a fact: it parsed
+        model = model_run(cell, at, main)
+        needs_eval = model is not None and not eval_before(cell, at, model)
         edits[loop] = _inference_wrap(model if needs_eval else None, restore=trains)
         if model is not None and model not in named:
             named.append(model)
@@ -71,24 +75,6 @@ INFERENCE_MODE = Fix(
     "https://pytorch.org/docs/stable/generated/torch.inference_mode.html",
     inference_mode,
 )
-
-
-def _model_called(loop: cst.For, models: set[str], main: str | None) -> str | None:
-    called = [dotted(c.func) for c in calls_in(loop.body) if dotted(c.func) in models]
-    if main in called:
-        return main
-    return called[0] if called else None
-
-
-def _eval_before(tree: Tree, loop: cst.For, model: str) -> bool:
-    """``model.eval()`` inside the loop, or earlier in its block after the last ``.train()``."""
-    if any(method_of(c) == "eval" and dotted(receiver_of(c)) == model for c in calls_in(loop.body)):
-        return True
-    for stmt in reversed(tree.around(loop)[0]):
-        for call in reversed(list(calls_in(stmt))):
-            if dotted(receiver_of(call)) == model and method_of(call) in ("eval", "train"):
-                return method_of(call) == "eval"
-    return False
 
 
 def _inference_wrap(eval_model: str | None, *, restore: bool) -> Replacement:

@@ -238,6 +238,9 @@ class StepClockRecord:
     # (tensors, bytes) the first optimizer of each class to step updates, by class name (the
     # trace's names): a fused bound of one class of several (``rules.launch``).
     optimizer_tensors: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # (seconds, steps) each optimizer class's own steps took on the loop thread's CPU clock,
+    # outside the profiled windows and the first step (a closure optimizer's steps: not timed).
+    optimizer_cpu: Mapping[str, tuple[float, int]] = field(default_factory=dict)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
     process_cpu: tuple[StepCpu, ...] = ()  # the process's CPU time at spaced step ends
     lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait
@@ -923,7 +926,10 @@ class OptimizerSplit:
     beside a dense Adam), told apart by the trace's per-optimizer ranges."""
 
     classes: tuple[OptimizerTime, ...]  # most time first
-    steps: int  # traced steps they were read over
+    steps: int  # traced steps they were read over (``source`` "clock": the steps timed)
+    # "trace": the traced steps' ranges (wall time); "clock": each class's steps on the loop
+    # thread's CPU clock over the run (``analysis.optimizer_split.clock_split``, no zero_grad).
+    source: Literal["trace", "clock"] = "trace"
 
     def step_part(self, reached: Iterable[str]) -> float | None:
         """The part of the optimizers' ``step`` time that the ``reached`` classes take (the

@@ -97,11 +97,19 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
     optimizer step as the step clock timed them outside the profiled windows (``run_phase``:
     the workers and fused-optimizer bounds rest on them), how much longer a profiled step took
     than an unprofiled one, and the rest of the machine's load."""
+    from gpu_notebook.analysis.optimizer_split import clock_split
+
     warmup, ours = run.window.warmup_steps, disturbed_steps(run)
     return dataclasses.replace(
         analysis,
         run_data=run_phase(run.steps, warmup, "data", ours),
         run_optimizer=run_phase(run.steps, warmup, "optimizer", ours),
+        optimizers=clock_split(
+            run.steps,
+            analysis.optimizers,
+            on_gpu=run.env.cuda_available or bool(run.env.gpus) or analysis.gpu is not None,
+        )
+        or analysis.optimizers,
         profiling_factor=instrumentation_factor(run),
         machine=machine_facts(run),
         run_margin=run_margin(_margin_steps(run, warmup, ours, _queue_filling_below(analysis))),

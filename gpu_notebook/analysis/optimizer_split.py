@@ -16,6 +16,16 @@ closure optimizer's forward and backward inside its step stay in its step's time
 class has no fused kernel, and an optimizer that has one is then read as more of the update than
 it is (the bound stays a ceiling). Several instances of one class are one class: the trace does
 not tell them apart.
+
+On the CPU the split comes from the step clock where it timed each class (``clock_split``):
+each optimizer's own steps on the loop thread's CPU clock over the run's unprofiled steps. The
+trace's split moves with the machine's load and the profiler: over 3 steps a time slice lost to
+another process lands in whichever range ran long (SparseAdam's 10 ms step took 40 ms of wall
+time at load 15, Adam's 0.5 ms none), and the profiler's cost on each op inflates an unfused
+Adam's many small ones (embbag_sparse: Adam's part read 11% loaded and about 30% quiet, for a
+fused bound of "up to 1.07x" and "up to 1.23x"; its step's CPU time is 5% of the update, and
+the fix measured 0.97x). On a GPU the host's CPU time is the launches', not the update's: the
+trace's split stays.
 """
 
 from __future__ import annotations
@@ -24,10 +34,13 @@ import numpy as np
 
 from gpu_notebook import markers
 from gpu_notebook.analysis.phases import step_bounds
-from gpu_notebook.records import OptimizerSplit, OptimizerTime, PhaseBreakdown
+from gpu_notebook.records import OptimizerSplit, OptimizerTime, PhaseBreakdown, StepClockRecord
 from gpu_notebook.trace.kineto import Trace
 
-__all__ = ["optimizer_class", "optimizer_split"]
+__all__ = ["clock_split", "optimizer_class", "optimizer_split"]
+
+# Steps of each class the clock must have timed for its split to be read (as ``run_phase``).
+CLOCK_MIN_STEPS = 8
 
 _PREFIXES = (markers.OPTIMIZER_STEP_PREFIX, markers.OPTIMIZER_ZERO_GRAD_PREFIX)
 
@@ -93,3 +106,24 @@ def optimizer_split(trace: Trace, phases: PhaseBreakdown | None) -> OptimizerSpl
         key=lambda c: (-(c.step_us + c.zero_grad_us), c.cls),
     )
     return OptimizerSplit(tuple(classes), len(phases.steps))
+
+
+def clock_split(
+    record: StepClockRecord, traced: OptimizerSplit | None, *, on_gpu: bool
+) -> OptimizerSplit | None:
+    """The optimizers' update time by class from the step clock's CPU readings (each class's
+    own steps on the loop thread's CPU clock over the run), where it timed every class the
+    trace shows and each over ``CLOCK_MIN_STEPS`` steps or more. None: on a GPU, or not so
+    timed (the trace's split, ``traced``, stands)."""
+    timed = record.optimizer_cpu
+    if on_gpu or not timed or any(n < CLOCK_MIN_STEPS for _, n in timed.values()):
+        return None
+    if traced is not None and not {c.cls for c in traced.classes} <= set(timed):
+        return None  # an optimizer the clock did not time (another thread's): not split here
+    classes = sorted(
+        (OptimizerTime(cls, cpu_s * 1e6, 0.0, n) for cls, (cpu_s, n) in timed.items()),
+        key=lambda c: (-c.step_us, c.cls),
+    )
+    if sum(c.step_us for c in classes) <= 0:
+        return None
+    return OptimizerSplit(tuple(classes), min(n for _, n in timed.values()), source="clock")

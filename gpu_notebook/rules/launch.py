@@ -34,7 +34,9 @@ and an unfused update is hundreds of small ones, so the window's share overstate
 window, 3.7% over the run's 469 steps: the fix measured 1.04x against a bound of 1.16x). The
 window's share only where the run has no such figure (a closure optimizer, a short cell).
 Several optimizers (a GAN's two, SparseAdam beside Adam): the step clock times their steps
-together, the trace's per-optimizer ranges split that time by class (``analysis.optimizer_split``),
+together; on the CPU each class's own steps on the loop thread's CPU clock over the run split it
+(``analysis.optimizer_split.clock_split``: the trace's 3 steps read Adam's part 11%-30% by load
+for a 5% one), else the trace's per-optimizer ranges (``analysis.optimizer_split``),
 and the bound and the level rest on the part of the classes the flag reaches (SparseAdam holding
 most of a recommender's update: "up to 1.26x" on the whole, measured 0.93x); a part under the
 10% line is said at info, not offered. No ranges in the trace: the whole update, no floor.
@@ -184,6 +186,10 @@ class UnfusedOptimizer(Said):
     # which the bound rests on; empty and None: not split (no trace ranges), the whole update.
     split: tuple[tuple[str, float], ...] = ()
     reached: float | None = None
+    # Where the split was read: the traced steps' ranges, or each class's steps on the loop
+    # thread's CPU clock over the run (``split_steps`` of them: the fewest of any class).
+    split_source: Literal["trace", "clock"] = "trace"
+    split_steps: int = 0
 
 
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -409,6 +415,8 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         c for c, ln, _n, _o in usable if c in reach and (ln is not None or line is None)
     }
     part, split = _reached_part(analysis, reached_classes, over_run=whole is not None)
+    source = analysis.optimizers.source if analysis.optimizers is not None else "trace"
+    split_steps = analysis.optimizers.steps if analysis.optimizers is not None else 0
     level: Severity | None = whole_level
     if part is not None:
         level = severity_in(analysis, "optimizer", optimizer, low=WARN, medium=0.20, high=0.20,
@@ -416,7 +424,8 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         if level is None:
             said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer,
                                     profiled, whole, analysis.phases, None, None, None,
-                                    others=others, beside=beside, split=split, reached=part)  # fmt: skip
+                                    others=others, beside=beside, split=split, reached=part,
+                                    split_source=source, split_steps=split_steps)  # fmt: skip
             return found("launch.unfused_optimizer", "info", said, phase_share=optimizer, line=line)
     if not has_gpu(run):
         why = _no_cpu_gain(implementation, one_pass)
@@ -459,7 +468,7 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         low = None  # the patch reaches part of the update: no floor to claim, the bound stays
     said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer, profiled,
                             whole, analysis.phases, low, bound, None, kept, tensors,
-                            size, others, beside, split, part)  # fmt: skip
+                            size, others, beside, split, part, source, split_steps)  # fmt: skip
     elsewhere = ",".join(((name,) if line is None and name is not None else ()) + others)
     return found("launch.unfused_optimizer", "medium" if level == "high" else "low", said,
                  phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",

@@ -202,10 +202,16 @@ def _fused_gain_line(s: UnfusedOptimizer) -> str:
 
 
 def _split_line(s: UnfusedOptimizer) -> str:
-    """The update's time by optimizer class, as the trace split it, and the fix's part."""
+    """The update's time by optimizer class, as the trace or the step clock split it, and the
+    fix's part."""
     each = ", ".join(f"{cls} {fmt_share(p)}" for cls, p in s.split)
+    where = (
+        f"each optimizer's step on the loop thread's CPU clock over {s.split_steps} steps"
+        if s.split_source == "clock"
+        else "the profiled steps' Optimizer.step ranges"
+    )
     return (
-        f"the update's time by optimizer (the profiled steps' Optimizer.step ranges): {each}; "
+        f"the update's time by optimizer ({where}): {each}; "
         f"{s.implementation}=True reaches {fmt_share(s.reached or 0.0)} of it, "
         f"{fmt_share(s.optimizer * (s.reached or 0.0))} of the step"
     )

@@ -253,3 +253,56 @@ def _host_value(value: ast.AST) -> bool:
     if isinstance(value, ast.BinOp):
         return _host_value(value.left) and _host_value(value.right)
     return False
+
+
+def summable_on_device(tree: CellTree, name: str) -> bool:
+    """The running total ``name`` of ``name += loss.item()`` may hold a 0-d tensor instead:
+    every other mention of it is a reset to a number, another ``+=``, or an f-string field
+    (a 0-d tensor formats like a float there; ``!r`` and ``!s`` would show ``tensor(...)``)."""
+    for node in ast.walk(tree.tree):
+        if not isinstance(node, ast.Name):
+            if any(name in _named_by(node, field) for field in _NAMING_FIELDS.get(type(node), ())):
+                return False  # a parameter, a keyword, an import, a def of that name: not a total
+            continue
+        if node.id != name:
+            continue
+        parent = tree.parent.get(node)
+        if isinstance(parent, ast.AugAssign) and parent.target is node:
+            continue
+        if isinstance(parent, ast.Assign) and any(t is node for t in parent.targets):
+            value = parent.value
+            if isinstance(value, ast.Constant) and type(value.value) in (int, float):
+                continue
+        if not _in_fstring_field(tree, node):
+            return False
+    return True
+
+
+# Where a name is written as a string of the node, not a Name (libcst reads each as a name).
+_NAMING_FIELDS: dict[type, tuple[str, ...]] = {
+    ast.arg: ("arg",),
+    ast.keyword: ("arg",),
+    ast.alias: ("name", "asname"),
+    ast.Global: ("names",),
+    ast.Nonlocal: ("names",),
+    ast.FunctionDef: ("name",),
+    ast.AsyncFunctionDef: ("name",),
+    ast.ClassDef: ("name",),
+    ast.ExceptHandler: ("name",),
+    ast.ImportFrom: ("module",),
+}
+
+
+def _named_by(node: ast.AST, field: str) -> set[str]:
+    held = getattr(node, field, None)
+    texts = held if isinstance(held, list) else [held] if isinstance(held, str) else []
+    return {text.split(".")[0] for text in texts}  # ``x.total`` of an import is an attribute
+
+
+def _in_fstring_field(tree: CellTree, node: ast.AST) -> bool:
+    for ancestor in tree.ancestors(node):
+        if isinstance(ancestor, ast.FormattedValue):
+            return ancestor.conversion == -1  # no !r, !s, !a
+        if isinstance(ancestor, ast.stmt):
+            return False
+    return False

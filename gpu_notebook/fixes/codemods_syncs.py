@@ -21,7 +21,8 @@ from typing import NamedTuple, get_args
 import libcst as cst
 
 from gpu_notebook.cell.blocks import kept_graph_calls
-from gpu_notebook.cell.names import dotted, loop_target_names, names_in, targets_of, walk
+from gpu_notebook.cell.names import dotted, loop_target_names, names_in, position, targets_of, walk
+from gpu_notebook.cell.syncs import summable_on_device
 from gpu_notebook.cell.words import LogKind
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -33,8 +34,8 @@ from gpu_notebook.fixes.cst_tools import (
     assigned_names,
     expression,
     facts_of,
+    for_loops,
     fresh_name,
-    loops,
     no_training_loop_reason,
     nodes_of,
     only_small,
@@ -168,19 +169,23 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
     if isinstance(every, bool) or not isinstance(every, int) or every < 2:
         raise ValueError(f"every must be an int of at least 2, not {every!r}")
     found, reads, logs = _found_by_rule(module, accumulate)
-    chosen = _holding(found)
+    chosen = _holding(set(found))
     # With the reads, the logs of what they read (`v = loss.item()` then `print(v)`).
     picks = _Picks(chosen, _holding(logs if accumulate else set()), reads)
+    tree = tree_of(module)
+    facts = facts_of(module)
     targets = list(training_loops(module))
     if not targets and not accumulate:
+        # No step loop: the innermost for loops of the facts that log.
+        fors = list(for_loops(module, facts.loops))
         targets = [
             loop
-            for loop in loops(module)
-            if not loops(loop.body) and any(chosen(s) for s in _body(loop))
+            for loop in fors
+            if not any(tree.inside(other, loop.body) for other in fors)
+            and any(chosen(s) for s in _body(loop))
         ]
     if not targets:
         return Declined(no_training_loop_reason(module))
-    tree = tree_of(module)
     used = names_in(module)
 
     edits: dict[cst.CSTNode, Replacement] = {}
@@ -193,7 +198,9 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
         if accumulate:
             for aug in _accumulations(loop, reads):
                 calls = [c for c in walk(aug.value) if c in reads]
-                if _device_accumulable(tree, aug) and all(map(_detachable, calls)):
+                assert facts.tree is not None and isinstance(aug.target, cst.Name)  # it parsed
+                total = aug.target.value
+                if summable_on_device(facts.tree, total) and all(map(_detachable, calls)):
                     edits.update(dict.fromkeys(calls, _detached))
                     summed = True
                 else:
@@ -228,7 +235,7 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
                 f"skip: it would read a stale value there; append the tensor ({name} of "
                 f"`loss.detach()`) and call .item() only where `{name}` is read"
             )
-        elsewhere = _in_a_function(module, tree, found)
+        elsewhere = _in_a_function(tree, found)
         if elsewhere is not None:
             # The read the rule counts is in a step function the loop calls (train_step's
             # `return loss.item()`): no step counter there to gate it on; say where to act.
@@ -258,11 +265,11 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
 
 
 def _in_a_function(
-    module: cst.Module, tree: Tree, found: set[cst.CSTNode]
+    tree: Tree, found: list[cst.CSTNode]
 ) -> tuple[cst.FunctionDef, cst.CSTNode] | None:
     """The first of ``found`` (in the cell's order) that is inside a function, with it."""
-    for node in (n for n in walk(module) if n in found):
-        fn = next((a for a in tree.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    for node in found:
+        fn = tree.nearest(node, cst.FunctionDef)
         if fn is not None:
             return fn, tree.statement_of(node) or node
     return None
@@ -270,11 +277,12 @@ def _in_a_function(
 
 def _found_by_rule(
     module: cst.Module, syncs: bool
-) -> tuple[set[cst.CSTNode], set[cst.CSTNode], set[cst.CSTNode]]:
+) -> tuple[list[cst.CSTNode], set[cst.CSTNode], set[cst.CSTNode]]:
     """The libcst nodes of what the rule counts on every step: the reads of device values
     (``syncs``; those deciding a branch, and explicit synchronize() calls, are left alone) or
     the logging calls, a logged tensor included; the cell's ``.item()``/``float(t)`` reads
-    (summed on the device, or pulled in with the logs they feed); the per-step logs."""
+    (summed on the device, or pulled in with the logs they feed); the per-step logs. What the
+    rule counts comes in the cell's order."""
     facts = facts_of(module)
     lines = [
         line
@@ -291,7 +299,7 @@ def _found_by_rule(
     ]
     logs = [line.node for line in (*facts.logging, *facts.saves) if not line.gated]
     return (
-        set(nodes_of(module, [line.node for line in lines])),
+        nodes_of(module, sorted((line.node for line in lines), key=position)),
         set(nodes_of(module, reads)),
         set(nodes_of(module, logs)),
     )
@@ -387,39 +395,6 @@ def _accumulations(loop: cst.For, reads: set[cst.CSTNode]) -> list[cst.AugAssign
         and isinstance(node.target, cst.Name)
         and _holds(node.value, reads)
     ]
-
-
-def _device_accumulable(tree: Tree, aug: cst.AugAssign) -> bool:
-    """True when every other use of the total is a reset to a number, another ``+=``, or an
-    f-string field (a 0-d tensor formats like a float there, so the output is unchanged)."""
-    name = aug.target.value if isinstance(aug.target, cst.Name) else None
-    for node in walk(tree.module):
-        if not isinstance(node, cst.Name) or node.value != name:
-            continue
-        parent = tree.parent.get(node)
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
-            continue  # self.total is another variable
-        if isinstance(parent, cst.AugAssign) and parent.target is node:
-            continue
-        if isinstance(parent, cst.AssignTarget):
-            assign = tree.parent.get(parent)
-            if isinstance(assign, cst.Assign) and isinstance(
-                assign.value, (cst.Integer, cst.Float)
-            ):
-                continue
-        if not _inside_fstring_field(tree, node):
-            return False
-    return True
-
-
-def _inside_fstring_field(tree: Tree, node: cst.CSTNode) -> bool:
-    for ancestor in tree.ancestors(node):
-        if isinstance(ancestor, cst.FormattedStringExpression):
-            # !r and !s would show "tensor(...)" instead of the number.
-            return ancestor.conversion is None
-        if isinstance(ancestor, cst.BaseStatement):
-            return False
-    return False
 
 
 def _detachable(read: cst.CSTNode) -> bool:

@@ -5,13 +5,19 @@ cell was weighed nowhere)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpu_notebook.analysis.cell_time import cell_time
-from gpu_notebook.capture.stacks import StackSampler
+from gpu_notebook.capture.stacks import _QUIET_MAX_S, StackSampler, _StepGate
+from gpu_notebook.capture.threads import live_hidden_threads
 from gpu_notebook.records import EDGE_AFTER, EDGE_BEFORE, EDGE_STEPS
 from gpu_notebook.rules.cell_time import OUTSIDE_SHARE
+from tests.scenarios import synthetic as syn
 
 
 class _Frame:
@@ -66,6 +72,150 @@ def test_the_edge_sampler_keeps_the_time_outside_the_steps_and_drops_the_steps()
     }, by_label
     # Every sample kept weighs its 50 ms; the optimizer's steps' 15 samples are nowhere.
     assert raw.samples == 16 and raw.time_us == 16 * 50_000
+
+
+def test_the_step_gate_closes_while_step_marks_come_and_opens_once_they_stop():
+    """The gate's decisions at given times (no clock read): closed at each look that saw the
+    optimizer's count move and within the quiet span after it, open before any step and under a
+    lower anchor (a later optimizer may make those steps the time before the first)."""
+    gate = _StepGate(0.05)  # 20 Hz: the quiet span is at least 4 intervals
+    assert gate.look(("none", 0), 10.0) == 0.0
+    assert gate.look(("dataloader", 5), 10.05) == 0.0
+    assert gate.look(("optimizer", 0), 10.1) == 0.0  # the upgrade, before its first step ends
+    # The first mark: no period yet, the quiet span is its floor.
+    assert gate.look(("optimizer", 1), 10.15) == gate.quiet_s() == pytest.approx(0.2)
+    # 40 steps in the 0.2 s to the next look: 5 ms steps, three of them well under the floor.
+    assert gate.look(("optimizer", 41), 10.35) == pytest.approx(0.2)
+    assert gate.period_s == pytest.approx(0.2 / 40)
+    # No new mark, still within the quiet span; then none for longer: the steps have stopped.
+    assert gate.look(("optimizer", 41), 10.45) == pytest.approx(0.1)
+    assert gate.look(("optimizer", 41), 10.56) == 0.0
+    # Long steps (2 s): the quiet span is bounded, the rest of each step is sampled (and dropped).
+    assert gate.look(("optimizer", 42), 12.56) == _QUIET_MAX_S
+    assert gate.period_s is not None and gate.period_s > 1.0
+    assert gate.look(("optimizer", 42), 12.57 + _QUIET_MAX_S) == 0.0
+    # The optimizer's hook given up (torch.compile): steps restart under a lower anchor, sampled.
+    assert gate.look(("backward", 3), 13.0) == 0.0
+
+
+class _ScriptedClock:
+    """The step clock as the edge sampler reads it, moved by the sampler's own looks (so no
+    look can miss a step mark, however loaded the machine): ``before`` looks at no step,
+    ``loader`` steps counted at the DataLoader (one a look: an evaluation the optimizer later
+    supersedes), then the optimizer's steps, ten a look, until the cell's thread is in its save;
+    from then on the count stands: the steps have ended. Records each look: (where the clock
+    stood, the samples the sampler had taken before it)."""
+
+    def __init__(self, before: int, loader: int, after: int) -> None:
+        self.script = [("none", 0)] * before + [("dataloader", i) for i in range(1, loader + 1)]
+        self.after = after
+        self.looks: list[tuple[tuple[str, int], int]] = []
+        self.sampler: StackSampler | None = None
+        self.count = 0
+        self.saving = threading.Event()  # the cell's thread is in its save
+        self.saved = threading.Event()  # the sampler took `after` samples of the save
+        self._save_from: int | None = None
+
+    def __call__(self) -> tuple[str, int]:
+        assert self.sampler is not None
+        taken = self.sampler.samples_taken
+        segment: tuple[str, int]
+        if len(self.looks) < len(self.script):
+            segment = self.script[len(self.looks)]
+        elif not self.saving.is_set() or not self.count:
+            self.count += 10
+            segment = ("optimizer", self.count)
+        else:
+            if self._save_from is None:
+                self._save_from = taken
+            elif taken - self._save_from >= self.after:
+                self.saved.set()
+            segment = ("optimizer", self.count)
+        self.looks.append((segment, taken))
+        return segment
+
+
+def _edge_save(clock: _ScriptedClock, sampler: StackSampler) -> None:
+    """The cell's work after its last step: it lasts until the sampler has taken samples of it."""
+    clock.saving.set()
+    assert clock.saved.wait(120), "the edge sampler never sampled again after the steps"
+    sampler.pause()  # here, so that no sample can catch this thread past the save
+
+
+def test_the_edge_sampler_takes_no_sample_between_the_optimizers_step_marks():
+    """Before the first step and under a lower anchor every look samples; while the optimizer's
+    marks come no look does (the sampler's own counters); once they stop it samples again, and
+    what it took after the last step is that span's, down to the lines that cell_time names."""
+    before, loader, after = 3, 4, 5
+    clock = _ScriptedClock(before, loader, after)
+    sampler = StackSampler(
+        threading.get_ident(), 0.005, root_codes=(), cell_filename=__file__, segment_provider=clock
+    )
+    clock.sampler = sampler
+    sampler.start()
+    try:
+        while len(clock.looks) < len(clock.script) + 4:  # a few looks into the steps
+            clock.saved.wait(0.001)
+        _edge_save(clock, sampler)
+    finally:
+        raw = sampler.stop()
+    assert not [t for t in live_hidden_threads() if t.name.startswith("gpu_notebook-stacks")]
+
+    # The looks that saw a new optimizer mark: none of them sampled (the next look's count of
+    # samples is the same), and none did from the first mark to the last.
+    marks = [
+        i
+        for i, (segment, _) in enumerate(clock.looks)
+        if segment[0] == "optimizer" and segment != clock.looks[i - 1][0]
+    ]
+    first, last = marks[0], marks[-1]
+    assert len(marks) >= 4, marks
+    assert {taken for _, taken in clock.looks[first : last + 2]} == {before + loader}
+    assert sampler.gated_looks >= len(marks)
+    # Every sample taken is kept (none fell in the steps) but those that caught the save's
+    # thread pausing the sampler (ours, dropped).
+    assert raw.samples + raw.own_samples == sampler.samples_taken
+    counts: dict[str | None, int] = {}
+    for stack in raw.stacks:
+        counts[stack.phase] = counts.get(stack.phase, 0) + stack.count
+    assert counts.keys() == {EDGE_BEFORE, EDGE_STEPS + "dataloader", EDGE_AFTER + "optimizer"}
+    assert counts[EDGE_BEFORE] == before and counts[EDGE_STEPS + "dataloader"] == loader
+    assert counts[EDGE_AFTER + "optimizer"] >= after
+
+    # The analysis reads the span after the last step from those samples: the save's line.
+    source = Path(__file__).read_text()
+    steps = dataclasses.replace(syn.steps_record(10), anchor="optimizer")
+    run = dataclasses.replace(syn.make_run(source, steps=steps), edge_stacks=raw, first_line=1)
+    ct = cell_time(run)
+    assert ct is not None and ct.after_samples == counts[EDGE_AFTER + "optimizer"]
+    wait_line = next(
+        i for i, text in enumerate(source.splitlines(), 1) if "clock.saved.wait(120)" in text
+    )
+    assert any(line.line == wait_line and line.share == 1.0 for line in ct.after_lines), ct
+
+
+def _held_at_stop(moved_on: bool) -> tuple[int, set[str | None]]:
+    """Three samples held in the optimizer's step 5, then (``moved_on``) a step mark, then stop."""
+
+    def step() -> None: ...
+
+    segment = [("optimizer", 5)]
+    sampler = StackSampler(
+        threading.get_ident(), 0.05, root_codes=(), segment_provider=lambda: segment[0]
+    ).start(paused=True)  # its thread waits; the samples are given by hand
+    for i in range(3):
+        sampler._sample_frame(_Frame(step.__code__), 0, 1_000_000_000 + i * 50_000_000)  # type: ignore[arg-type]
+    if moved_on:
+        segment[0] = ("optimizer", 6)
+    raw = sampler.stop()
+    return raw.samples, {s.phase for s in raw.stacks}
+
+
+def test_samples_held_past_a_step_mark_the_sampler_never_looked_at_are_that_steps():
+    """A step mark after the last sample (the cell ended before the next look): the samples held
+    since the previous mark were inside a step, not after the last one."""
+    assert _held_at_stop(moved_on=False) == (3, {EDGE_AFTER + "optimizer"})
+    assert _held_at_stop(moved_on=True) == (0, set())
 
 
 def _warm_optimizer(ip: Any) -> None:

@@ -82,9 +82,9 @@ class CaptureOptions:
     trickle_stack_interval_s: float = 0.04
     # The edge sampler, over the whole cell but for the profiler windows: the lines of the time
     # before the first step and after the last (an evaluation before training, a checkpoint
-    # save, issue 26). Its samples inside the steps are dropped (stacks.py, segment_provider);
-    # 20 Hz names a block of a second or more, at the program's own switch interval (a count,
-    # no share), ~0.3% of the cell at the sample cost of the nested-virtualisation VM.
+    # save, issue 26). It takes no sample between the optimizer's step marks (stacks.py,
+    # _StepGate: the steps are running while marks keep coming); 20 Hz names a block of a
+    # second or more, at the program's own switch interval (a count, no share).
     edge_stack_interval_s: float = 0.05
     # Later profiler windows over a long cell (profiler.WindowSchedule: spaced, bounded).
     more_windows: bool = True

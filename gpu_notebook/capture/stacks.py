@@ -53,6 +53,14 @@ windows (``segment_provider``), keeps only the time outside the training steps: 
 took the cell's time before its first step (set-up, an evaluation before training) and after its
 last (a checkpoint save). Which step is the last is known only once the cell ends, so the
 samples of the step now open are held back and dropped as the next step begins (issue 26).
+Between the run's step marks (the optimizer's: steps no later anchor can supersede) it takes no
+sample at all: the steps are running while marks keep coming, and they are taken to have
+stopped once none came for a few step periods (``_StepGate``: 3 periods, between 4 intervals
+and 1 s). It then samples again, held back as before, so that a step that is only long (a
+validation every N steps) is still dropped at its end, and the time after the last step is kept
+but for its first quiet span (its length is the step clock's; the lines are named from the rest).
+Under a lower anchor it samples throughout: a later optimizer would make those steps the time
+before the run's first (an evaluation over a DataLoader).
 
 A C call that *holds* the GIL throughout (``torch.tensor`` of nested lists, ``json.dumps``) can
 not be sampled inside at all: its time lands on the line where the GIL is next released, or
@@ -129,6 +137,16 @@ PhaseProvider = Callable[[], str | None]
 SegmentProvider = Callable[[], tuple[str, int]]
 # Anchors no later one can supersede: steps counted under them are the run's for good.
 _FINAL_ANCHORS = frozenset({"optimizer"})
+# The edge sampler takes the run's steps to have stopped once no step mark came for this many
+# step periods (a step a few times the median is still a step: the first after a compile, one
+# with a periodic save), within these bounds: at least a few of its intervals (each look is a
+# wake of our thread and a GIL hand-over: the gate looks once a quiet span, not every interval),
+# at most what an after-span worth naming (a second or more of a save, at 20 Hz) can spare of
+# its start. Longer steps are sampled past the bound,
+# held back and dropped at their end, as before.
+_QUIET_STEPS = 3.0
+_QUIET_MIN_INTERVALS = 4.0
+_QUIET_MAX_S = 1.0
 
 _OWN_FILENAME = (lambda: None).__code__.co_filename
 _JOIN_TIMEOUT_S = 5.0
@@ -184,6 +202,52 @@ def default_root_codes() -> tuple[CodeType, ...]:
 
 
 # --------------------------------------------------------------------------------------------
+# The edge sampler's gate over the run's steps
+# --------------------------------------------------------------------------------------------
+
+
+class _StepGate:
+    """Whether the run's steps are running, from where the step clock stands at each look.
+
+    The last step mark is known only once the cell ends; in real time, the steps are taken to
+    run while marks keep coming: a look that saw the count move, or came within the quiet span
+    of one that did, closes the gate. The quiet span follows the steps' period, read from the
+    looks themselves (marks counted over the time between looks). Only steps counted under a
+    final anchor close it: the run's, whose samples would be dropped. Used by the sampler's
+    thread alone; times are ``perf_counter`` seconds, passed in (no clock read here).
+    """
+
+    def __init__(self, interval_s: float) -> None:
+        self.min_s = _QUIET_MIN_INTERVALS * interval_s
+        self.max_s = max(_QUIET_MAX_S, self.min_s)
+        self.segment: tuple[str, int] | None = None  # the clock's position at the last mark seen
+        self.seen_s = 0.0  # when that mark was seen
+        self.period_s: float | None = None  # the steps' period, smoothed over the looks
+
+    def quiet_s(self) -> float:
+        """How long no mark must come before the steps are taken to have stopped."""
+        if self.period_s is None:
+            return self.min_s
+        return min(max(_QUIET_STEPS * self.period_s, self.min_s), self.max_s)
+
+    def look(self, segment: tuple[str, int], now_s: float) -> float:
+        """The seconds until the gate may open again (0: it is open, sample now)."""
+        anchor, count = segment
+        if count == 0 or anchor not in _FINAL_ANCHORS:
+            self.segment = None
+            return 0.0
+        last = self.segment
+        if segment != last:  # a step mark since the last look: the steps are running
+            if last is not None and last[0] == anchor and count > last[1]:
+                observed_s = (now_s - self.seen_s) / (count - last[1])
+                previous = self.period_s
+                self.period_s = observed_s if previous is None else (previous + observed_s) / 2
+            self.segment, self.seen_s = segment, now_s
+            return self.quiet_s()
+        return max(0.0, self.seen_s + self.quiet_s() - now_s)
+
+
+# --------------------------------------------------------------------------------------------
 # The sampler
 # --------------------------------------------------------------------------------------------
 
@@ -207,8 +271,11 @@ class StackSampler:
     at the next step it is dropped under the optimizer anchor (those steps are the run's), or
     kept as ``steps:<anchor>`` under a lower one (a later optimizer would make them the time
     before the run's first step: an evaluation over a DataLoader). At ``stop()`` what is still
-    held fell after the last step ended: ``after:<anchor>``. The last step is known only once
-    the cell ends, so that is the one way to keep its tail without a timestamp a sample.
+    held fell after the last step ended: ``after:<anchor>`` (unless the clock has moved on
+    since: then it was a step's). The last step is known only once the cell ends, so that is
+    the one way to keep its tail without a timestamp a sample. While the optimizer's steps
+    run, no sample is taken at all (``_StepGate``; ``gate_steps=False`` samples through them,
+    as before, for the cost benchmark): ``samples_taken`` and ``gated_looks`` count both.
     """
 
     def __init__(
@@ -223,6 +290,7 @@ class StackSampler:
         switch_interval_s: float | None = 0.0002,
         brief_switch: bool = False,
         segment_provider: SegmentProvider | None = None,
+        gate_steps: bool = True,
     ) -> None:
         if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
             raise ValueError(
@@ -238,6 +306,7 @@ class StackSampler:
         self.max_stacks = int(max_stacks)
         self.phase_provider = phase_provider
         self.segment_provider = segment_provider
+        self.gate_steps = gate_steps
         self.cell_filename = cell_filename
         self.switch_interval_s = switch_interval_s
         self.brief_switch = brief_switch and switch_interval_s is not None
@@ -278,6 +347,13 @@ class StackSampler:
         # [samples, time_us], and the (anchor, step count) they fell in.
         self._held: dict[tuple[object, ...], list[int]] = {}
         self._held_segment: tuple[str, int] | None = None
+        # The edge sampler's wakes: those that sampled, those the gate turned away (the steps
+        # were running), and whether the last one was turned away (the next sample's weight).
+        self._samples_taken = 0
+        self._gated_looks = 0
+        self._after_gate = False
+        # Set by stop(): ends a gated wait (up to _QUIET_MAX_S) at once.
+        self._stop_event = threading.Event()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -334,6 +410,16 @@ class StackSampler:
         return self._active
 
     @property
+    def samples_taken(self) -> int:
+        """The edge sampler's samples so far (kept, held or dropped): its cost, in samples."""
+        return self._samples_taken
+
+    @property
+    def gated_looks(self) -> int:
+        """The edge sampler's wakes that took no sample: the run's steps were running."""
+        return self._gated_looks
+
+    @property
     def distinct_stacks(self) -> int:
         """Distinct stacks kept so far (never more than ``max_stacks``)."""
         return len(self._counts)
@@ -352,6 +438,7 @@ class StackSampler:
             self._set_active(False)
             self._stopping = True
             self._resume_event.set()
+            self._stop_event.set()
         thread_alive = False
         if self._thread is not None:
             thread = self._thread
@@ -360,7 +447,11 @@ class StackSampler:
             thread_alive = thread.is_alive()
         error, self._error = self._error, None
         if not thread_alive:  # else the thread may still write them: leave them out
-            self._release_held(final=True)
+            # A step mark since the held samples (the cell ended before the next look): they
+            # were that step's, not the time after the last one.
+            provider = self.segment_provider
+            moved = bool(self._held) and provider is not None and provider() != self._held_segment
+            self._release_held(final=not moved)
         self._result = self._resolve(thread_alive=thread_alive)
         # The raw keys and code objects are no longer needed: let them (and the memory) go.
         self._counts = {}
@@ -407,6 +498,8 @@ class StackSampler:
         cpu0 = time.thread_time()
         interval = self.interval_s
         brief = self.brief_switch
+        edge = self.segment_provider is not None
+        gate = _StepGate(interval) if edge and self.gate_steps else None
         try:
             next_t = time.perf_counter()
             while not self._stopping:
@@ -427,11 +520,20 @@ class StackSampler:
                 else:  # behind (GIL held by the cell): no burst of catch-up samples
                     next_t = time.perf_counter()
                 late_ns = int((time.perf_counter() - next_t) * 1e9)
+                wait_s = 0.0
                 with self._lock:
                     if self._active:
-                        self._sample(late_ns)
+                        if edge:
+                            wait_s = self._edge_wake(gate, late_ns)
+                        else:
+                            self._sample(late_ns)
                     if brief:
                         self._restore_switch_interval()
+                if wait_s > 0:
+                    # The steps are running: no look before the gate may open (fewer wakes of
+                    # ours, each one a GIL hand-over), unless stop() ends the wait.
+                    self._stop_event.wait(wait_s)
+                    next_t = time.perf_counter() - interval
         except BaseException as exc:  # noqa: BLE001 - re-raised by stop(): a failing provider is the caller's
             self._error = exc
             with self._lock:
@@ -459,15 +561,45 @@ class StackSampler:
             sys._current_frames().get(self.thread_id), late_ns, time.perf_counter_ns()
         )
 
+    def _edge_wake(self, gate: _StepGate | None, late_ns: int) -> float:
+        """One wake of the edge sampler: a sample, unless the run's steps are running (no gate:
+        a sample). Returns the seconds until the gate may open (0: sampled)."""
+        segment = cast("SegmentProvider", self.segment_provider)()
+        now_ns = time.perf_counter_ns()
+        wait_s = 0.0 if gate is None else gate.look(segment, now_ns / 1e9)
+        if wait_s > 0:
+            self._gated_looks += 1
+            self._after_gate = True
+            if self._held and segment != self._held_segment:
+                self._release_held(final=False)  # the step they fell in has ended
+            return wait_s
+        if self._after_gate:
+            # The time since the last look was not sampled (the steps, then the start of what
+            # follows them): this sample stands for one interval, as every other.
+            self._after_gate = False
+            self._last_sample_ns = now_ns - int(self.interval_s * 1e9)
+        self._samples_taken += 1
+        self._sample_frame(
+            sys._current_frames().get(self.thread_id), late_ns, now_ns, segment=segment
+        )
+        return 0.0
+
     # ---------------------------------------------------------------- both
 
     def _sample_frame(
-        self, top: FrameType | None, late_ns: int, now_ns: int, weight_us: int | None = None
+        self,
+        top: FrameType | None,
+        late_ns: int,
+        now_ns: int,
+        weight_us: int | None = None,
+        *,
+        segment: tuple[str, int] | None = None,
     ) -> None:
         """One sample: the hot path. Ints only; no strings, no line numbers, no code hashing.
 
         ``weight_us``: the time the sample stands for (default: the wall time since the
-        previous sample, for the thread, whose own sampling the GIL delays).
+        previous sample, for the thread, whose own sampling the GIL delays). ``segment``: where
+        the step clock stood, already read (default: read from ``segment_provider``).
         """
         if weight_us is None:
             weight_us = (now_ns - self._last_sample_ns) // 1000
@@ -478,10 +610,11 @@ class StackSampler:
         self._late_ns += late_ns
         provider = self.phase_provider
         key: list[object] = [provider() if provider is not None else None, self._followed]
-        segment = self.segment_provider
         held: tuple[str, int] | None = None
+        if segment is None and self.segment_provider is not None:
+            segment = self.segment_provider()
         if segment is not None:
-            held = segment()
+            held = segment
             if held[1] == 0:
                 key[0], held = EDGE_BEFORE, None
         append = key.append

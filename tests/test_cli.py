@@ -264,7 +264,12 @@ def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):
     """README's first command: the built-in input-bound example, its verdict and its hot lines."""
     res = gpucheck("demo", "input-bound", "--html", str(tmp_path))
     assert res.returncode == 0, res.stderr
-    assert "gpucheck: INPUT-BOUND" in res.stdout
+    judged = "gpucheck: INPUT-BOUND" in res.stdout
+    if not judged:
+        # Too busy to judge: other programs held the cores half the steps' time or more, and
+        # where that wait fell decides (analysis/too_busy); input-bound is one of the two named.
+        busy = [line for line in res.stdout.splitlines() if "Too busy to judge" in line]
+        assert busy and "input-bound" in busy[0], res.stdout
     # A profiled window is a profiler trace: what it does not measure says another reason.
     assert "profiled windows: steps" in res.stdout and "no profiler trace" not in res.stdout
     hot = res.stdout.split("Hot lines:", 1)[1].split("\n\n", 1)[0]
@@ -285,7 +290,7 @@ def test_demo_reports_the_example_with_its_hot_lines_and_writes_html(tmp_path):
     page = (tmp_path / "gpucheck-demo-input-bound.html").read_text()
     assert "for x, y in loader:" in page
     # README quotes this demo's report: each quoted line is one the demo printed (figures aside).
-    for quoted in readme_demo_lines():
+    for quoted in readme_demo_lines() if judged else ():
         pattern = re.escape(quoted.strip()).replace(r"\ ", " ")
         pattern = re.sub(r"\d+(?:\\\.\d+)?", r"\\d+(?:\\.\\d+)?", pattern)
         pattern = pattern.replace("confidence: high", r"confidence: \w+")  # a busy machine's

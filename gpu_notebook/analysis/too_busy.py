@@ -35,7 +35,7 @@ from gpu_notebook.records import (
     VerdictCategory,
 )
 
-__all__ = ["TOO_BUSY_WAIT", "core_wait", "judged"]
+__all__ = ["TOO_BUSY_WAIT", "core_wait", "judged", "without_phase"]
 
 # The steps' wait for a core over their wall time from which where it fell can decide: at half
 # the step the machine held each step longer than the code ran in it, so a phase's share of
@@ -116,6 +116,32 @@ def core_wait(analysis: Analysis, verdict: Verdict) -> CoreWait | None:
     return _said(phase, line, category, reading, verdict, judged=True)
 
 
+def without_phase(analysis: Analysis, phase: str) -> Analysis:
+    """``analysis`` with ``phase``'s time out of the split (each step less it, the run's data
+    wait unread): what the rest of the step reads, the verdict across the phase's line."""
+    phases = analysis.phases
+    if phases is None:
+        return analysis
+    steps = tuple(
+        dataclasses.replace(
+            s,
+            duration_us=max(0.0, s.duration_us - s.phase_us.get(phase, 0.0)),
+            phase_us={k: v for k, v in s.phase_us.items() if k != phase} | {phase: 0.0},
+        )
+        for s in phases.steps
+    )
+    spent = phases.phase_total_us.get(phase, 0.0)
+    rest = dataclasses.replace(
+        phases,
+        steps=steps,
+        total_us=max(0.0, phases.total_us - spent),
+        phase_total_us={k: v for k, v in phases.phase_total_us.items() if k != phase}
+        | {phase: 0.0},
+    )
+    run_data = None if phase == "data" else analysis.run_data
+    return dataclasses.replace(analysis, phases=rest, run_data=run_data)
+
+
 def _distance(reading: _Reading, line: float) -> float:
     return min(abs(reading.low - line), abs(reading.high - line))
 
@@ -153,6 +179,8 @@ def _reading(analysis: Analysis, stable: PhaseBreakdown, phase: str) -> _Reading
     whole = analysis.run_data if phase == "data" else None
     if whole is not None and run_data_overrules(analysis, share) is whole:
         spread = _run_spread(whole)
+        if whole.wall_share is not None:
+            spread += _anywhere(whole.wall_share, whole.wait_share)
         return _Reading(whole.share, min(spread), max(spread), whole.wait_share, whole.steps)
     phases = analysis.phases
     assert phases is not None
@@ -163,6 +191,8 @@ def _reading(analysis: Analysis, stable: PhaseBreakdown, phase: str) -> _Reading
         # steps clear of the line while the run's range holds it (17%, 10%-17%, against the
         # run's 21%, 16%-26%, at load 24 on 2 cores) is not clear of it.
         spread += _run_spread(whole)
+        if whole.wall_share is not None:
+            spread += _anywhere(whole.wall_share, whole.wait_share)
         steps, run_wait = max(steps, whole.steps), whole.wait_share
     for other in (phases.share(phase), phases.wall_share(phase)):
         if other is not None:
@@ -171,19 +201,52 @@ def _reading(analysis: Analysis, stable: PhaseBreakdown, phase: str) -> _Reading
     if span is not None:
         spread.extend(span)
     wait = phases.waited_share
+    wall = phases.wall_share(phase)
+    if wall is not None:
+        spread += _anywhere(wall, wait)
     # The window's steps read waiting at its own marks, more than the split took out (the step
     # clock's readings fall a step off the trace's, or were not read for short steps): the
     # rest of the wait is still in some phase of the split, this one or the others.
     host = analysis.host
     marked = host.core_wait_share if host is not None and phases.source == "trace" else None
     if marked is not None and marked > wait and analysis.window_phases is None:
-        left = (marked - wait) / max(1e-12, 1.0 - wait)  # of the split's own time
-        if left < 1.0:
-            spread += [max(0.0, (share - left) / (1.0 - left)), min(1.0, share / (1.0 - left))]
-        else:
-            spread += [0.0, 1.0]
+        spread += _left_in(share, wait, marked)
         wait = marked
+    # The same where the run's steps, as the step clock read each one, waited more than the
+    # split took out (a whole-run split from hook timings is their wall time): the bundled
+    # input-bound example's run at load 20 on 2 cores read its data wait at 14% of a hook split
+    # (host-bound) with no wait said, where its steps had waited most of their time.
+    if whole is not None and whole.wait_share >= TOO_BUSY_WAIT and whole.wait_share > wait:
+        spread += _left_in(share, wait, whole.wait_share)
+        run_wait = whole.wait_share
     return _Reading(share, min(spread), max(spread), max(wait, run_wait), steps)
+
+
+def _left_in(share: float, taken: float, waited: float) -> list[float]:
+    """The least and most ``share`` (of a split with ``taken`` of its wall time out as the
+    wait for a core) reads where the steps waited ``waited`` of it: the rest of the wait is
+    still in some phase, all in this one or none of it."""
+    left = (waited - taken) / max(1e-12, 1.0 - taken)  # of the split's own time
+    if left >= 1.0:
+        return [0.0, 1.0]
+    return [max(0.0, (share - left) / (1.0 - left)), min(1.0, share / (1.0 - left))]
+
+
+def _anywhere(wall: float, wait: float) -> list[float]:
+    """The share a phase holding ``wall`` of the steps' wall time reads with a wait of ``wait``
+    of it (both over the wall time) all in that phase, or none of it: where a time slice fell
+    is not read, and spreading the wait over the phases as their wall times hold it is no
+    bound. A loader that sleeps waits for no core while the model's ops do; a loader that
+    computes waits as they do. The bundled input-bound example (a 60 ms sleep a batch, 85% of
+    its steps' own time over the run) read its window's data wait at 22% (21%-22% as spread)
+    with 77% of the steps waiting at load 16 on 2 cores, and host-bound at more. Only where the
+    steps waited ``TOO_BUSY_WAIT`` or more (under it a share across its line is said with both
+    answers, ``verdict._within_uncertainty``)."""
+    if wait < TOO_BUSY_WAIT:
+        return []
+    if wait >= 1.0:
+        return [0.0, 1.0]
+    return [max(0.0, wall - wait) / (1.0 - wait), min(1.0, wall / (1.0 - wait))]
 
 
 def _run_spread(whole: RunPhase) -> list[float]:

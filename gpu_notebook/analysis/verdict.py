@@ -175,9 +175,17 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
         return dataclasses.replace(
             from_children, evidence=(*from_children.evidence, *((note,) if note else ()))
         )
-    from gpu_notebook.analysis.too_busy import judged
+    from gpu_notebook.analysis.too_busy import judged, without_phase
 
-    return judged(analysis, _as_read(run, analysis, data_in_memory))
+    verdict = judged(analysis, _as_read(run, analysis, data_in_memory))
+    wait = verdict.core_wait
+    if wait is None or wait.judged or wait.other is not None:
+        return verdict
+    # Read over its line, the share's other side is what the rest of the step gives: the
+    # verdict with that phase out of the split, named beside the one as read.
+    under = _as_read(run, without_phase(analysis, wait.phase), data_in_memory)
+    other = under.category if under.category not in ("unknown", wait.found) else None
+    return dataclasses.replace(verdict, core_wait=dataclasses.replace(wait, other=other))
 
 
 def _as_read(run: Run, analysis: Analysis, data_in_memory: str | None) -> Verdict:

@@ -32,7 +32,8 @@ def word_verdict(verdict: Verdict) -> Verdict:
         verdict,
         headline=(
             f"Too busy to judge: the steps waited {fmt_share(wait.wait_share)} of their time for "
-            "a core (other programs held the CPU), and where that wait went decides the verdict."
+            f"a core (other programs held the CPU). As read they would give {wait.found}; where "
+            f"that wait fell decides between it and {other}."
         ),
         more_gpus=(
             f"Unknown on this machine as it was: {wait.found} or {other}. Rerun on a quieter "
@@ -42,7 +43,8 @@ def word_verdict(verdict: Verdict) -> Verdict:
             _waited(wait),
             f"{_NAMES.get(wait.phase, wait.phase)} {fmt_share(wait.share)} of the step as read "
             f"(each step less its wait), {fmt_share(wait.low)}-{fmt_share(wait.high)} with that "
-            "wait spread over the phases, over the steps' range or over a fifth of the run: the "
+            "wait anywhere in the step (all in it, none of it, or spread over the phases), over "
+            "the steps' range or over a fifth of the run: the "
             f"{fmt_share(wait.line)} line between {wait.found} and {other} lies inside it",
             f"the shares as read give {wait.found}; no bound is named from them",
             *verdict.evidence,

@@ -288,7 +288,7 @@ def ours_worker(path: str) -> dict[str, Any]:
     t_imp = time.perf_counter()
     from gpu_notebook.analysis.analyze import analyze_trace_file
     from gpu_notebook.analysis.gpu_timeline import gpu_timeline
-    from gpu_notebook.trace.kineto import load_trace
+    from gpu_notebook.traces.kineto import load_trace
 
     import_s = time.perf_counter() - t_imp
     w0, c0 = time.perf_counter(), time.process_time()

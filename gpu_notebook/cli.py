@@ -288,7 +288,7 @@ def _write_outputs(report: Any, outputs: dict[str, Any]) -> list[str]:
 
             attempt("--trace", lambda p: copy_trace(Path(src), p))
     if "--html" in outputs:
-        from gpu_notebook.views.html import write_html
+        from gpu_notebook.views.html_report import write_html
 
         attempt("--html", lambda p: write_html(report, p))
     return written
@@ -415,7 +415,7 @@ def _file_kind(path: Path) -> str:
     """ "trace", "report" (a gpucheck report JSON) or "job" (a job report), from the file's
     first bytes: a trace is never parsed twice, a report never read as a trace. InputError
     (trace.source) when even those cannot be read."""
-    from gpu_notebook.trace.source import read_head
+    from gpu_notebook.traces.source import read_head
 
     head = read_head(path, 4096)
     if b'"kind": "gpucheck-job"' in head or b'"kind":"gpucheck-job"' in head:
@@ -433,7 +433,7 @@ def _file_kind(path: Path) -> str:
 def _cannot_read(path: Path | str, exc: BaseException) -> str:
     """``gpucheck: cannot read FILE: <why>``: the one line every bad input gets."""
     from gpu_notebook.escapes import printable
-    from gpu_notebook.trace.source import describe
+    from gpu_notebook.traces.source import describe
 
     why = describe(exc)
     prefix = f"{path}: "
@@ -445,7 +445,7 @@ def _cannot_read(path: Path | str, exc: BaseException) -> str:
 def _read_report(path: Path | str) -> Any:
     """A report JSON, read under the input cap (trace.source); raises what its line says."""
     from gpu_notebook.records import Report
-    from gpu_notebook.trace.source import read_input
+    from gpu_notebook.traces.source import read_input
 
     return Report.from_json(read_input(path))
 
@@ -471,7 +471,7 @@ def _analysed(f: Path, companions: dict[int | None, Any], alone: bool, gpu: str 
     import warnings
 
     from gpu_notebook.report.from_trace import report_from_trace
-    from gpu_notebook.trace.windows import WindowTraces
+    from gpu_notebook.traces.windows import WindowTraces
 
     traces = WindowTraces()
     with warnings.catch_warnings():
@@ -653,7 +653,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import warnings
 
     from gpu_notebook.report.compare import compare
-    from gpu_notebook.trace.source import describe
+    from gpu_notebook.traces.source import describe
     from gpu_notebook.views.text import render_comparison
 
     reports = []
@@ -704,7 +704,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             import functools
 
             from gpu_notebook.cli_outputs import write_file
-            from gpu_notebook.views.html import write_html
+            from gpu_notebook.views.html_report import write_html
 
             out = Path(os.path.abspath(args.html)) / f"gpucheck-demo-{name}.html"
             why = write_file(str(out), functools.partial(write_html, report))

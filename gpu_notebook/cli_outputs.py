@@ -76,7 +76,7 @@ def write_file(path: str, write: Callable[[Path], object]) -> str | None:
     Returns None when written, else why not: a failure here is said in one line, never raised,
     so the text report and the script's exit code stay what they are.
     """
-    from gpu_notebook.trace.source import describe
+    from gpu_notebook.traces.source import describe
 
     target = Path(path)
     try:

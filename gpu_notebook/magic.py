@@ -164,7 +164,7 @@ class GpuCheckMagics(Magics):
                 if export_dir is not None:
                     _write_or_say("--export", export_dir, lambda: _export(report, export_dir))
                 if html_path is not None:
-                    from gpu_notebook.views.html import write_html
+                    from gpu_notebook.views.html_report import write_html
 
                     _write_or_say("--html", html_path, lambda: write_html(report, html_path))
         except Exception as exc:
@@ -270,7 +270,7 @@ def _live_view() -> Any:
 def _say_no_report(exc: Exception) -> None:
     """One line on stderr where the report could not be built after the cell ran."""
     from gpu_notebook.escapes import printable
-    from gpu_notebook.trace.source import describe
+    from gpu_notebook.traces.source import describe
 
     print(
         "gpucheck: no report for this cell (a bug of ours, not of your code: "
@@ -285,7 +285,7 @@ def _write_or_say(option: str, path: Path, write: Any) -> None:
     import sys
 
     from gpu_notebook.escapes import printable
-    from gpu_notebook.trace.source import describe
+    from gpu_notebook.traces.source import describe
 
     try:
         write()

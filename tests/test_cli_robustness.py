@@ -20,7 +20,7 @@ from gpu_notebook.cli_outputs import resolve, unwritable
 from gpu_notebook.escapes import printable, printable_record
 from gpu_notebook.launchers import launcher_hint, launcher_of
 from gpu_notebook.records import RankInfo
-from gpu_notebook.trace.source import InputError, read_input
+from gpu_notebook.traces.source import InputError, read_input
 from tests.trace_fixtures import gpu_scenario, phase_scenario
 
 TRAIN = (
@@ -150,7 +150,7 @@ def test_names_stay_unique_across_ranks_whatever_the_path_holds():
 def test_the_html_report_of_a_rank_says_which_rank_it_is():
     import dataclasses
 
-    from gpu_notebook.views.html import render_html
+    from gpu_notebook.views.html_report import render_html
     from tests.test_views import synthetic_gpu_report
 
     report = synthetic_gpu_report()

@@ -284,7 +284,7 @@ def test_the_before_after_predicts_the_models_bound_not_its_margin_widening():
     before/after's "predicted" says the model's 3.5x (as the finding's headline does)."""
     import dataclasses
 
-    from gpu_notebook.views.html import comparison_section
+    from gpu_notebook.views.html_report import comparison_section
     from gpu_notebook.views.text import render_comparison
 
     found = syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED, bound=3.5)

@@ -20,7 +20,7 @@ from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.records import Finding, HostOverhead, PhaseBreakdown, RunPhase, StepPhases
 from gpu_notebook.rules import run_rules
-from gpu_notebook.trace import load_trace_dict
+from gpu_notebook.traces import load_trace_dict
 from gpu_notebook.words import word_findings as words
 from tests import trace_fixtures as tf
 from tests.scenarios import synthetic as syn

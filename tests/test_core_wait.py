@@ -26,7 +26,7 @@ from gpu_notebook.analysis.interference import (
 from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
 from gpu_notebook.markers import STEP_MARK_PREFIX
 from gpu_notebook.records import PhaseBreakdown, ProfileWindow, StepTiming
-from gpu_notebook.trace import load_trace
+from gpu_notebook.traces import load_trace
 
 DATA = Path(__file__).parent / "data" / "core_wait"
 SCHEDSTAT = Path("/proc/thread-self/schedstat")

@@ -817,7 +817,7 @@ def test_a_headline_never_promises_more_than_the_model_bounds():
     said as what a measurement may read."""
     import dataclasses
 
-    from gpu_notebook.views.html import finding_card
+    from gpu_notebook.views.html_report import finding_card
     from gpu_notebook.views.text import render_text
 
     run = syn.make_run(SYNC_CELL, gpus=[syn.gpu()])

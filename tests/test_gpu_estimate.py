@@ -19,7 +19,7 @@ from gpu_notebook.analysis.gpu_estimate import (
 )
 from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
-from gpu_notebook.trace.kineto import load_trace
+from gpu_notebook.traces.kineto import load_trace
 from gpu_notebook.views.wording import describe_estimate, estimate_assumptions
 
 Op = ge._OpTimes

@@ -14,8 +14,8 @@ import pytest
 from gpu_notebook.analysis.gpu_timeline import gpu_timeline
 from gpu_notebook.analysis.phases import phase_breakdown, workload
 from gpu_notebook.analysis.verdict import comm_remedy, decide
-from gpu_notebook.trace import load_trace_dict
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces import load_trace_dict
+from gpu_notebook.traces.kineto import Trace
 from tests import trace_fixtures as tf
 from tests.scenarios import synthetic as syn
 

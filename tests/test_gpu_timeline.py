@@ -17,7 +17,7 @@ from gpu_notebook.analysis.gpu_timeline import (
 )
 from gpu_notebook.analysis.ops import self_time_ns, top_ops
 from gpu_notebook.records import PHASES, CopyStats
-from gpu_notebook.trace import Trace, load_trace, load_trace_dict
+from gpu_notebook.traces import Trace, load_trace, load_trace_dict
 from tests import trace_fixtures as tf
 
 

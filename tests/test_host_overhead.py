@@ -12,7 +12,7 @@ from gpu_notebook.analysis.host import host_bound, host_overhead
 from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
 from gpu_notebook.report.consistency import contradictions
 from gpu_notebook.report.from_trace import report_from_trace
-from gpu_notebook.trace import load_trace, load_trace_dict
+from gpu_notebook.traces import load_trace, load_trace_dict
 from tests import trace_fixtures as tf
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gpu_notebook.records import OpStat, Report
-from gpu_notebook.views.html import render_html, write_html
+from gpu_notebook.views.html_report import render_html, write_html
 from gpu_notebook.views.report_widget import report_widget
 from tests.test_views import (
     CLOSE_SCRIPT,
@@ -88,7 +88,7 @@ raise RuntimeError("{IMG_PAYLOAD}")
 def hostile_report(ip: Any, tmp_path_factory: Any) -> Report:
     """A real run of HOSTILE_CELL; the record_function name, read back from the real trace,
     joins the top operators so the trace's own string reaches every section that lists ops."""
-    from gpu_notebook.trace.kineto import load_trace
+    from gpu_notebook.traces.kineto import load_trace
 
     export = tmp_path_factory.mktemp("hostile")
     ip.run_cell_magic("gpucheck", f"-q -w 1 -s 3 -o _html_hostile --export {export}", HOSTILE_CELL)
@@ -386,7 +386,7 @@ def test_screenshot_folder_is_git_ignored() -> None:
 @pytest.mark.parametrize("represents", [True, False])
 def test_the_run_shape_sentences_keep_their_spaces(represents: bool) -> None:
     from gpu_notebook.records import RunSegment, RunShape
-    from gpu_notebook.views.html import run_shape_section
+    from gpu_notebook.views.html_report import run_shape_section
     from tests.scenarios import synthetic as syn
 
     seg = RunSegment(first_step=2, last_step=4, median_s=0.01, total_s=0.03)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from gpu_notebook.report.from_trace import report_from_trace
-from gpu_notebook.trace import load_trace
+from gpu_notebook.traces import load_trace
 from gpu_notebook.views.text import render_text
 
 OLD_NAMES = {

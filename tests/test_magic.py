@@ -15,7 +15,7 @@ import torch
 from IPython.core.error import UsageError
 
 from gpu_notebook.records import Report
-from gpu_notebook.views.html import write_html
+from gpu_notebook.views.html_report import write_html
 from gpu_notebook.views.text import render_text
 from tests import cells
 from tests.verdicts import judged_as

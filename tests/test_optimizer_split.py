@@ -22,7 +22,7 @@ from gpu_notebook.analysis.optimizer_split import optimizer_class, optimizer_spl
 from gpu_notebook.analysis.phases import phase_breakdown
 from gpu_notebook.records import Finding, OptimizerSplit, OptimizerTime
 from gpu_notebook.rules import run_rules
-from gpu_notebook.trace.kineto import Trace, load_trace
+from gpu_notebook.traces.kineto import Trace, load_trace
 from gpu_notebook.words import word_findings
 from tests.scenarios import synthetic as syn
 from tests.test_fix_bounds import ADAM_CELL, _series

@@ -11,7 +11,7 @@ import pytest
 from gpu_notebook import markers
 from gpu_notebook.analysis.phases import phase_at, phase_breakdown, step_bounds
 from gpu_notebook.records import PHASES
-from gpu_notebook.trace import load_trace, load_trace_dict
+from gpu_notebook.traces import load_trace, load_trace_dict
 from tests import trace_fixtures as tf
 
 

@@ -24,8 +24,8 @@ import pytest
 from gpu_notebook import markers
 from gpu_notebook.analysis.phases import phase_at, phase_breakdown, step_bounds
 from gpu_notebook.records import PHASES
-from gpu_notebook.trace import load_trace
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces import load_trace
+from gpu_notebook.traces.kineto import Trace
 
 torch = pytest.importorskip("torch")
 

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from gpu_notebook.records import PHASES, SCHEMA_VERSION, Phase, Report
-from gpu_notebook.views.html import render_html
+from gpu_notebook.views.html_report import render_html
 from gpu_notebook.views.text import render_text
 from tests.test_views import synthetic_comparison, synthetic_gpu_report
 

@@ -24,7 +24,7 @@ from gpu_notebook.analysis.phases import step_bounds
 from gpu_notebook.analysis.verdict import COMM, GPU_BUSY
 from gpu_notebook.records import Report
 from gpu_notebook.report.from_trace import report_from_trace
-from gpu_notebook.trace import load_trace
+from gpu_notebook.traces import load_trace
 from gpu_notebook.views.text import render_text
 from gpu_notebook.views.wording import whatif_assumptions
 

@@ -17,7 +17,7 @@ from gpu_notebook.capture import nvml
 from gpu_notebook.fixes import Patch, apply_fix
 from gpu_notebook.records import Recompute
 from gpu_notebook.rules.checkpointing import FIX
-from gpu_notebook.trace.kineto import load_trace
+from gpu_notebook.traces.kineto import load_trace
 from tests import fake_nvml
 from tests.scenarios import synthetic as syn
 from tests.test_rules import ids, only, rules_for

@@ -90,7 +90,7 @@ def test_a_cell_that_slows_down_after_the_window(ip):
         assert "does not represent" in rep.verdict.evidence[0]
         text = render_text(rep)
         assert text.index("does not represent") < text.index("Phases")
-        from gpu_notebook.views.html import run_shape_section
+        from gpu_notebook.views.html_report import run_shape_section
 
         assert "the window does not represent the run" in run_shape_section(rep)
     else:
@@ -162,7 +162,7 @@ def test_a_periodic_stall_is_found_with_its_period_and_its_line(ip, tmp_path: Pa
     assert stall is not None, render_text(rep)
     shape = rep.analysis.shape
     assert shape is not None and shape.stalls is not None
-    from gpu_notebook.views.html import render_html, run_shape_section
+    from gpu_notebook.views.html_report import render_html, run_shape_section
 
     section = run_shape_section(rep)
     if planted_stalls_stand_out(rep, 40):
@@ -227,7 +227,7 @@ def test_losses_kept_with_their_graphs(ip):
     rss = next(m for m in rep.analysis.shape.memory if m.kind == "rss")  # type: ignore[union-attr]
     assert rss.bytes_per_step > 0.5 * 2**20
     # The step chart draws the memory read at the steps on its own axis; the section its rate.
-    from gpu_notebook.views.html import run_shape_section
+    from gpu_notebook.views.html_report import run_shape_section
 
     fig, _, _, labels = step_chart(rep)
     assert "process RSS (MiB)" in labels and "mem" in fig.extra_y_ranges

@@ -20,7 +20,7 @@ from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.capture.session import CaptureOptions
 from gpu_notebook.records import Report
 from gpu_notebook.report.build import build_report
-from gpu_notebook.trace import source
+from gpu_notebook.traces import source
 from tests.test_run_shape_cells import measured_loop
 
 

@@ -17,9 +17,9 @@ import msgspec
 import numpy as np
 import pytest
 
-from gpu_notebook.trace import Trace, kineto, load_trace
-from gpu_notebook.trace.pieces import array_pieces
-from gpu_notebook.trace.source import read_input
+from gpu_notebook.traces import Trace, kineto, load_trace
+from gpu_notebook.traces.pieces import array_pieces
+from gpu_notebook.traces.source import read_input
 from tests import trace_fixtures as tf
 
 RECORDED = sorted((Path(__file__).parent / "data" / "gpu").rglob("*.trace.json.gz"))

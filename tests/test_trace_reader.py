@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpu_notebook import markers
-from gpu_notebook.trace import DistributedInfo, Trace, load_trace, load_trace_dict
+from gpu_notebook.traces import DistributedInfo, Trace, load_trace, load_trace_dict
 from tests import trace_fixtures as tf
 
 REFERENCE_FILES = (
@@ -177,7 +177,7 @@ def test_name_and_category_helpers() -> None:
 
 def test_a_file_and_its_parsed_dict_read_the_same(reference_traces: Path, tmp_path: Path) -> None:
     # One decoding path: a file and the same document handed over as a dict give one Trace.
-    from gpu_notebook.trace import kineto
+    from gpu_notebook.traces import kineto
 
     for name in REFERENCE_FILES:
         raw = gzip.decompress((reference_traces / name).read_bytes())

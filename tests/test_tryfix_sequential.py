@@ -149,7 +149,7 @@ def test_the_notebook_before_after_says_undecided_as_try_fixes_does():
     assert fix_outcome(wide, 1.5) == "no measurable effect"
 
     from gpu_notebook.records import Comparison
-    from gpu_notebook.views.html import comparison_section
+    from gpu_notebook.views.html_report import comparison_section
     from gpu_notebook.views.wording import describe_comparison, outcome_line
 
     c = Comparison("12:00", 0.010, 0.0093, 1.07, None, None, {}, {}, None, None,

@@ -15,7 +15,7 @@ from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import Analysis, HostOverhead, PhaseBreakdown, StepPhases
 from gpu_notebook.rules import cell_facts
 from gpu_notebook.rules.input_pipeline import data_in_memory
-from gpu_notebook.views.html import verdict_section
+from gpu_notebook.views.html_report import verdict_section
 from gpu_notebook.views.text import render_text
 from gpu_notebook.words.input_pipeline import no_worker_gain
 from tests.scenarios import synthetic as syn

@@ -22,7 +22,7 @@ from gpu_notebook.records import (
     StepStats,
     UtilizationStats,
 )
-from gpu_notebook.trace.kineto import load_trace
+from gpu_notebook.traces.kineto import load_trace
 from gpu_notebook.views.text import render_text
 from gpu_notebook.views.wording import (
     baseline_sentence,
@@ -467,7 +467,7 @@ def test_one_gpu_what_if_says_nothing_about_a_job():
 
 def test_real_two_rank_trace_is_scaled_as_the_two_gpu_job_it_is():
     from gpu_notebook.report.from_trace import report_from_trace
-    from gpu_notebook.views.html import whatif_section
+    from gpu_notebook.views.html_report import whatif_section
 
     report, _, _ = report_from_trace(_world2())
     wi = report.whatif
@@ -506,6 +506,6 @@ def test_what_if_sizes_are_decimal_megabytes():
     text = render_whatif(r)
     assert "gradients 102.2 MB a step" in text and "97.5" not in text
     assert "26.2 MB buckets (bucket_cap_mb=25, which PyTorch counts in MiB)" in text
-    from gpu_notebook.views.html import whatif_section
+    from gpu_notebook.views.html_report import whatif_section
 
     assert "gradients 102.2 MB a step" in whatif_section(r)

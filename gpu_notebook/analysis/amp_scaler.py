@@ -19,7 +19,7 @@ import numpy as np
 
 from gpu_notebook.analysis.ops import launched_kernel_us
 from gpu_notebook.records import PhaseBreakdown, ScalerOps
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces.kineto import Trace
 
 __all__ = ["SCALER_OPS", "scaler_ops"]
 

@@ -25,8 +25,8 @@ from gpu_notebook.records import (
     RunShape,
     ScalerOps,
 )
-from gpu_notebook.trace.kineto import Trace
-from gpu_notebook.trace.windows import WindowTraces
+from gpu_notebook.traces.kineto import Trace
+from gpu_notebook.traces.windows import WindowTraces
 
 
 def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
@@ -276,7 +276,7 @@ def analyze_trace_file(
     path: str,
 ) -> tuple[PhaseBreakdown | None, GpuTimeline | None, tuple[OpStat, ...]]:
     """Phases, GPU timeline and top operators of one Kineto trace file."""
-    from gpu_notebook.trace.kineto import load_trace
+    from gpu_notebook.traces.kineto import load_trace
 
     return trace_figures(load_trace(path))[:3]
 

@@ -49,8 +49,8 @@ from gpu_notebook.analysis.phases import find_host_thread, step_bounds
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.markers import DATALOADER_PREFIX, OPTIMIZER_STEP_PREFIX
 from gpu_notebook.records import Analysis, GpuEstimate, PhaseBreakdown, Run
-from gpu_notebook.trace.kineto import Trace
-from gpu_notebook.trace.windows import WindowTraces
+from gpu_notebook.traces.kineto import Trace
+from gpu_notebook.traces.windows import WindowTraces
 
 __all__ = [
     "DEFAULT_GPU",

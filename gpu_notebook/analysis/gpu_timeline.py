@@ -94,7 +94,7 @@ from gpu_notebook.analysis.phases import (
     thread_pairs,
 )
 from gpu_notebook.records import PHASES, CopyStats, GpuTimeline
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces.kineto import Trace
 
 __all__ = [
     "COMM_PATTERN",

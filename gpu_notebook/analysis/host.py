@@ -21,7 +21,7 @@ from gpu_notebook import markers
 from gpu_notebook.analysis.interference import marked_step_waits_s
 from gpu_notebook.analysis.phases import _merge
 from gpu_notebook.records import Analysis, HostOverhead, OpStat, PhaseBreakdown
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces.kineto import Trace
 
 __all__ = [
     "HOST_BOUND_SHARE",

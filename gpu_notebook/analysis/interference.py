@@ -8,7 +8,7 @@ knows how busy the rest of the machine was while it ran.
 
 A step ran *under load* when the others' load then was at least ``BUSY_CORES`` above the run's
 own quiet level (its 10th percentile): a machine busy from start to end is the run's normal,
-named by the saturation finding (rules/interference.py), not a change within the run.
+named by the shared-machine finding (rules/machine.py), not a change within the run.
 """
 
 from __future__ import annotations

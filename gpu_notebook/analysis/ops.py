@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from gpu_notebook.analysis.phases import find_host_thread
 from gpu_notebook.records import OpStat
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces.kineto import Trace
 
 __all__ = ["launched_kernel_us", "self_time_ns", "top_ops"]
 

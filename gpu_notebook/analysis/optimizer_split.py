@@ -35,7 +35,7 @@ import numpy as np
 from gpu_notebook import markers
 from gpu_notebook.analysis.phases import step_bounds
 from gpu_notebook.records import OptimizerSplit, OptimizerTime, PhaseBreakdown, StepClockRecord
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces.kineto import Trace
 
 __all__ = ["clock_split", "optimizer_class", "optimizer_split"]
 

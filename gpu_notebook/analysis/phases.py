@@ -52,7 +52,7 @@ import numpy.typing as npt
 
 from gpu_notebook import markers
 from gpu_notebook.records import PHASES, PhaseBreakdown, StepPhases
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces.kineto import Trace
 
 __all__ = [
     "PhaseLocator",

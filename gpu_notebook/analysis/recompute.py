@@ -53,7 +53,7 @@ import numpy as np
 
 from gpu_notebook.analysis.ops import launched_kernel_us
 from gpu_notebook.records import PhaseBreakdown, Recompute
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces.kineto import Trace
 
 __all__ = ["recompute"]
 

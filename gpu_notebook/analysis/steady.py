@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Sequence
 
 from gpu_notebook.records import Analysis, OpStat, PhaseBreakdown, Run
-from gpu_notebook.trace.kineto import Trace
-from gpu_notebook.trace.windows import WindowTraces
+from gpu_notebook.traces.kineto import Trace
+from gpu_notebook.traces.windows import WindowTraces
 
 __all__ = [
     "STALL_FACTOR",

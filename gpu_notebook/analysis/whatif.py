@@ -69,7 +69,7 @@ from gpu_notebook.records import (
     WhatIf,
     WhatIfMissing,
 )
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces.kineto import Trace
 
 GPU_COUNTS = (2, 4, 8)
 NVLINK_LINK_BYTES_PER_S = 25e9  # per direction, NVLink 2, 3 and 4 alike

@@ -3,7 +3,7 @@
 Recording is bounded on purpose: torch.profiler keeps every event in memory until it stops
 (~200 B an event, never released while running), so the window records ``steps`` steps and stops
 for the rest of the cell. The trace is exported with ``export_chrome_trace`` (the fast path) and
-read back by ``gpu_notebook.trace``; ``prof.events()`` is never called (~50 us and ~3 KB an event).
+read back by ``gpu_notebook.traces``; ``prof.events()`` is never called (~50 us and ~3 KB an event).
 
 If another profiler is active when the window would start (the user's own), ours steps aside and
 says so: two Kineto sessions cannot run at once, and starting ours would silently empty theirs.

@@ -73,7 +73,7 @@ DTYPE_WORDS = frozenset(
 )  # fmt: skip
 
 
-# The backend flags a cell sets (cell/setup.flags reads them, fixes/backend_flags sets them).
+# The backend flags a cell sets (cell/setup.flags reads them, fixes/codemods_model.backend_flags sets them).
 CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark"
 TF32_FLAGS = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
 MATMUL_PRECISION = "torch.set_float32_matmul_precision"

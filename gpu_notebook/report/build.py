@@ -10,7 +10,7 @@ from gpu_notebook.analysis.analyze import analyze
 from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.analysis.whatif import what_if
 from gpu_notebook.records import Report, Run
-from gpu_notebook.trace.windows import WindowTraces
+from gpu_notebook.traces.windows import WindowTraces
 
 
 def build_report(

@@ -21,7 +21,7 @@ from gpu_notebook.records import (
     StepClockRecord,
     StepStats,
 )
-from gpu_notebook.trace.windows import WindowTraces
+from gpu_notebook.traces.windows import WindowTraces
 
 
 def _gpus(props: tuple[dict, ...], used: tuple[int, ...]) -> tuple[GpuInfo, ...]:  # type: ignore[type-arg]

@@ -33,7 +33,7 @@ from gpu_notebook.rules.common import (
     found,
     profiled_steps,
 )
-from gpu_notebook.trace.windows import WindowTraces
+from gpu_notebook.traces.windows import WindowTraces
 
 
 def _families() -> tuple[ModuleType, ...]:

@@ -23,7 +23,7 @@ import ipywidgets
 from gpu_notebook.formatting import fmt_bytes, fmt_seconds
 from gpu_notebook.records import LiveStatus, Report
 from gpu_notebook.views.charts import cpu_axis_max
-from gpu_notebook.views.html import esc
+from gpu_notebook.views.html_report import esc
 from gpu_notebook.views.text import render_text
 
 __all__ = ["LiveView", "sparkline_svg"]

@@ -1,7 +1,7 @@
 """The final report as an ipywidgets tree: the verdict first, then fixes with Insert buttons, charts.
 
 :func:`report_widget` builds a :class:`ReportWidget` (an ``ipywidgets.VBox``) from the section
-fragments of :mod:`gpu_notebook.views.html` (every user or trace string escaped there), one
+fragments of :mod:`gpu_notebook.views.html_report` (every user or trace string escaped there), one
 :class:`~gpu_notebook.views.insert_widget.InsertFixWidget` per finding whose proposal has a
 patched cell, and the bokeh charts in a sandboxed iframe ``srcdoc`` (scripts inside
 ``ipywidgets.HTML`` do not run; an iframe's do: seen in JupyterLab 4.6 and Notebook 7.6). Its text/plain representation is
@@ -15,7 +15,7 @@ from typing import Any
 import ipywidgets
 
 from gpu_notebook.records import Finding, Report
-from gpu_notebook.views import html as sections
+from gpu_notebook.views import html_report as sections
 from gpu_notebook.views.text import render_text
 
 __all__ = ["ReportWidget", "charts_iframe", "report_widget"]

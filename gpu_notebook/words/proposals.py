@@ -1,6 +1,6 @@
 """A finding's fix as the report shows it: the patched cell, or why not (``FixProposal``).
 
-``attach_fixes`` fills ``Finding.proposal`` through :func:`gpu_notebook.fixes.apply_fix` (the
+``attach_fixes`` fills ``Finding.proposal`` through :func:`gpu_notebook.fixes.catalog.apply_fix` (the
 rule module's own ``FIX`` where it has one, else the catalog's fix of that id). A DataLoader
 built in an earlier cell, or by a framework from a live object (Lightning, HF Trainer), gets a
 snippet that sets it there instead: its code, patch note and refusals are worded here.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpu_notebook.trace import kineto
-from gpu_notebook.trace.kineto import Trace
+from gpu_notebook.traces import kineto
+from gpu_notebook.traces.kineto import Trace
 
 __all__ = ["WindowTraces"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_notebook.trace.kineto import (
+from gpu_notebook.traces.kineto import (
     GPU_CATEGORIES,
     HOST_CATEGORIES,
     DistributedInfo,
@@ -10,7 +10,7 @@ from gpu_notebook.trace.kineto import (
     load_trace,
     load_trace_dict,
 )
-from gpu_notebook.trace.windows import WindowTraces
+from gpu_notebook.traces.windows import WindowTraces
 
 __all__ = [
     "GPU_CATEGORIES",

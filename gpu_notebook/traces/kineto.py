@@ -242,7 +242,7 @@ def load_trace(path: str | Path) -> Trace:
     Raises ``trace.source.InputError`` (a ValueError) when the file cannot be read (missing,
     damaged gzip, past the size cap) and ``ValueError`` when it is not a Kineto/Chrome trace (not JSON, or neither a dict with ``traceEvents`` nor a list of events).
     """
-    from gpu_notebook.trace.source import read_input
+    from gpu_notebook.traces.source import read_input
 
     raw = read_input(path)  # gzip inflated as a stream, under a cap (InputError: a ValueError)
     trace = _trace_in_pieces(raw)
@@ -322,7 +322,7 @@ def _trace_in_pieces(raw: bytes, piece_bytes: int = PIECE_BYTES) -> Trace | None
     memory is reused, piece after piece. The flow events are not kept: the few traces that need
     them (a launch or GPU event without ``correlation``) decode the pieces again for them.
     """
-    from gpu_notebook.trace.pieces import array_pieces
+    from gpu_notebook.traces.pieces import array_pieces
 
     _, events_decoder = _piece_schema()
     for head, events in _events_array(raw):
@@ -358,7 +358,7 @@ def _events_array(raw: bytes) -> Iterator[tuple[Any, memoryview]]:
     """The document's fields but its events, and the bytes of its events array: first where a
     search finds them (``pieces.key_array_candidates``: the events are not decoded twice), then
     where a decode of the document that skips over the events finds them."""
-    from gpu_notebook.trace.pieces import STAND_IN, key_array_candidates
+    from gpu_notebook.traces.pieces import STAND_IN, key_array_candidates
 
     head_decoder, _ = _piece_schema()
     for around, events in key_array_candidates(raw, "traceEvents"):

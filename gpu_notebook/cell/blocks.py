@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gpu_notebook.cell.names import dotted, loss_names, method_of, targets_of
 from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.words import KEEPING_METHODS
 
 # What a periodic block does, by the names it calls (first match wins).
 WORK_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -96,10 +97,6 @@ def _modulus(test: ast.expr, constants: dict[str, int]) -> int | None:
                 return 0
             return value if value > 1 else None  # `% 1`: every step, nothing periodic
     return None
-
-
-# Methods that store their argument in a container that outlives the step.
-KEEPING_METHODS = frozenset({"append", "extend", "add", "insert", "put", "appendleft"})
 
 
 def kept_graph_calls(

@@ -23,7 +23,7 @@ from gpu_notebook.cell.names import (
     targets_of,
 )
 from gpu_notebook.cell.tree import CellTree, Loop
-from gpu_notebook.cell.words import HOST_READ_METHODS, last
+from gpu_notebook.cell.words import COPY_METHODS, HOST_READ_METHODS, last
 
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
 _HOST_VALUE_CALLS = frozenset(
@@ -133,7 +133,6 @@ def _sync_kind(tree: CellTree, call: ast.Call, values: set[str]) -> SyncKind | N
 # torch.nn.utils.rnn keeps them there, as the PackedSequence's ``batch_sizes``.
 _PACKS = frozenset({"pack_padded_sequence"})
 # Calls that put a tensor on a device other than the CPU.
-_TO_DEVICE = frozenset({"to", "cuda"})
 
 
 def _host_lengths(tree: CellTree, call: ast.Call, loop: Loop) -> bool:
@@ -162,7 +161,7 @@ def _host_lengths(tree: CellTree, call: ast.Call, loop: Loop) -> bool:
 def _to_device(value: ast.AST) -> bool:
     """``value`` puts a tensor on a device: ``.cuda()``, or ``.to(x)`` with no "cpu" in it."""
     for node in ast.walk(value):
-        if isinstance(node, ast.Call) and method_of(node) in _TO_DEVICE:
+        if isinstance(node, ast.Call) and method_of(node) in COPY_METHODS:
             text = " ".join(ast.unparse(a) for a in node.args).lower()
             if method_of(node) == "cuda" or "cpu" not in text:
                 return True

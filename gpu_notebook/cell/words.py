@@ -64,6 +64,16 @@ SAVE_METHODS = frozenset({"save_pretrained", "save_state", "save_checkpoint", "s
 # Tensor methods that copy to a device (``x.to(device)``, ``x.cuda()``), and those that hand the
 # host a number or an array (``loss.item()``): a read of a device value, a sync.
 COPY_METHODS = frozenset({"to", "cuda"})
+
+# Methods that store their argument in a container that outlives the step: a loss appended keeps
+# its graph alive (the memory rule), a read appended behind a step gate keeps one value in N.
+KEEPING_METHODS = frozenset(
+    {"append", "extend", "add", "insert", "put", "appendleft", "extendleft"}
+)
+# Gradient clipping, which reads the gradients: a GradScaler must unscale them first.
+CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
+# Words in a callable's name that compute the loss (``loss_fn``, ``criterion``), lower case.
+LOSS_WORDS = ("loss", "criterion")
 HOST_READ_METHODS = frozenset({"item", "tolist", "numpy"})
 
 # torch dtypes by their last name: ``.to(torch.float16)`` converts, it does not copy to a device.

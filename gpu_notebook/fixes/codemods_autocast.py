@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gpu_notebook.cell.names import calls_in, dotted, loss_names, method_of, names_in, receiver_of
-from gpu_notebook.cell.words import last
+from gpu_notebook.cell.words import CLIP_FUNCTIONS, LOSS_WORDS, last
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -36,8 +36,6 @@ from gpu_notebook.fixes.cst_tools import (
     with_torch_import,
 )
 from gpu_notebook.fixes.records import Fix
-
-_CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
 
 
 def autocast(
@@ -143,7 +141,7 @@ def _is_forward(stmt: cst.BaseStatement, modules: set[str], losses: set[str]) ->
         return False
     for call in calls_in(stmt):
         name = dotted(call.func)
-        if name in modules or any(word in last(name).lower() for word in ("loss", "criterion")):
+        if name in modules or any(word in last(name).lower() for word in LOSS_WORDS):
             return True
     return any(target in losses for target, _ in assigned_names(stmt))
 
@@ -163,7 +161,7 @@ def _optimizer_steps(
             name = dotted(receiver_of(call))
             if name is not None and (name in optimizers or (not optimizers and "opt" in name)):
                 steps[index] = name
-        elif last(dotted(call.func)) in _CLIP_FUNCTIONS and not steps:
+        elif last(dotted(call.func)) in CLIP_FUNCTIONS and not steps:
             clips.append(index)
     if not steps:
         return Declined(

@@ -23,7 +23,7 @@ import libcst as cst
 from gpu_notebook.cell.blocks import kept_graph_calls
 from gpu_notebook.cell.names import dotted, loop_target_names, names_in, position, targets_of, walk
 from gpu_notebook.cell.syncs import summable_on_device
-from gpu_notebook.cell.words import LogKind
+from gpu_notebook.cell.words import KEEPING_METHODS, LogKind
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -72,10 +72,6 @@ def _stored_into(stmt: cst.BaseStatement) -> set[str]:
     }
 
 
-# Methods that add to a container: a gated `losses.append(loss.item())` keeps one value in N.
-_ADDS = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "add"})
-
-
 def _added_to(stmt: cst.BaseStatement) -> list[str]:
     """Containers a statement line adds to (``losses`` of ``losses.append(loss.item())``)."""
     small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
@@ -84,7 +80,7 @@ def _added_to(stmt: cst.BaseStatement) -> list[str]:
         call = line.value if isinstance(line, cst.Expr) else None
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
             name = dotted(call.func.value)
-            if name is not None and call.func.attr.value in _ADDS:
+            if name is not None and call.func.attr.value in KEEPING_METHODS:
                 names.append(name)
     return names
 

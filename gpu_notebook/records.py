@@ -689,7 +689,9 @@ class CoreWait:
 
     wait_share: float  # the steps' wait for a core over their wall time
     steps: int  # how many steps the share was read from
-    phase: str  # the phase whose share is nearest its line ("data", "sync")
+    # The phase whose share is nearest its line ("data", "sync"); "batch": a step's data wait
+    # against the in-memory line (``BatchAtLine``), its share, low, high and line in seconds.
+    phase: str
     share: float  # as the verdict read it: each step less its wait, taken where it ran long
     # The least and the most the share reads with the wait spread over the phases as their
     # wall times hold it, left in where it was not read, or over the steps' 90% range.
@@ -699,6 +701,23 @@ class CoreWait:
     found: VerdictCategory  # the verdict the share as read gives
     other: VerdictCategory | None  # the verdict across the line (None: another, not read)
     judged: bool  # False: the range holds the line, no bound is named (too busy to judge)
+
+
+@dataclass(frozen=True)
+class BatchAtLine:
+    """The loop's batches load near the in-memory line (``rules.input_pipeline``: a batch under
+    a worker's handoff is assembled from memory) and the steps mostly waited for a core: with
+    that wait all in the data wait or none of it, a batch reads from ``low_s`` to ``high_s``,
+    either side of ``line_s``. ``other`` is the in-memory reason when the batch as read is over
+    the line (None: as read it is under it, in memory, and the other side is not)."""
+
+    batch_s: float  # a step's data wait as read (each step less its wait)
+    low_s: float
+    high_s: float
+    line_s: float
+    wait_share: float  # the steps' wait for a core over their wall time
+    steps: int
+    other: str | None
 
 
 @dataclass(frozen=True)

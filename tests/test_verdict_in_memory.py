@@ -169,3 +169,71 @@ def test_the_tiny_ops_finding_follows_the_verdict_on_in_memory_batches() -> None
     assert tiny_ops(run, analysis, cell_facts(TENSOR_CELL, None)) is not None
     assert tiny_ops(run, dataclasses.replace(analysis, host=dataclasses.replace(
         NEAR_LINE, data_small_share=None)), cell_facts(TENSOR_CELL, None)) is None  # fmt: skip
+
+
+HELD_CELL = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+class Held(Dataset):
+    def __init__(self):
+        self.x, self.y = torch.randn(2048, 32), torch.randn(2048, 1)
+    def __len__(self):
+        return len(self.x)
+    def __getitem__(self, i):
+        return self.x[i] * 0.5, self.y[i]
+loader = DataLoader(Held(), batch_size=8, num_workers=0)
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.step()
+"""
+
+
+def _held(batch_s: float, wait: float) -> Analysis:
+    """A run of tiny ops whose 40 steps' data wait reads ``batch_s`` a step (each step less
+    its wait) and 30% of the step, the steps waiting ``wait`` of their wall time for a core,
+    the data phase 30% of that wall time (the wait spread over the phases)."""
+    from gpu_notebook.records import RunPhase
+
+    own_step_s = batch_s / 0.3
+    whole = RunPhase(
+        0.3, 40, batch_s, own_step_s, 0.28, 0.32, wait_share=wait, wall_share=0.3
+    )  # fmt: skip
+    return dataclasses.replace(_tiny(0.3), run_data=whole)
+
+
+def _decided(run, analysis: Analysis):
+    """The verdict as the report builds it: the rules' in-memory reading and the batch line's
+    reach beside it."""
+    from gpu_notebook.report.build import decided
+
+    return decided(run, analysis, cell_facts(run.cell_source, None))
+
+
+@pytest.mark.parametrize("batch_s", [0.0004, 0.0007])
+def test_batches_either_side_of_the_in_memory_line_with_the_wait_anywhere_are_too_busy(
+    batch_s: float,
+) -> None:
+    # A custom Dataset over tensors in memory, no workers: a batch of 0.4 ms reads as in-memory
+    # assembly (host-bound), 0.7 ms as a data wait (input-bound at 30%). With 80% of the steps'
+    # wall time waiting for a core, all of it in the data wait or none of it puts a batch from
+    # 0 ms to 2-3.5 ms: the 0.5 ms line lies inside, and the verdict is the machine's.
+    from gpu_notebook.words.verdict import word_verdict
+
+    run = syn.make_run(HELD_CELL)
+    verdict = word_verdict(_decided(run, _held(batch_s, 0.8)))
+    wait = verdict.core_wait
+    assert verdict.category == "unknown" and wait is not None and not wait.judged, verdict
+    assert wait.phase == "batch" and wait.low <= wait.line < wait.high
+    assert {wait.found, wait.other} == {"host-bound", "input-bound"}
+    assert wait.found == ("host-bound" if batch_s <= 0.0005 else "input-bound")
+    assert any("0.5 ms line" in line for line in verdict.evidence), verdict.evidence
+    # The steps mostly ran: the line decides as read.
+    light = _decided(run, _held(batch_s, 0.2))
+    assert light.category == wait.found and light.core_wait is None
+
+
+def test_a_dataset_known_to_be_in_memory_is_host_work_at_any_load() -> None:
+    run = syn.make_run(TENSOR_CELL)
+    verdict = _decided(run, _held(0.0007, 0.8))
+    assert verdict.category == "host-bound" and verdict.data_as_host is not None

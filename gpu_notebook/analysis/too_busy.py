@@ -35,7 +35,7 @@ from gpu_notebook.records import (
     VerdictCategory,
 )
 
-__all__ = ["TOO_BUSY_WAIT", "core_wait", "judged", "without_phase"]
+__all__ = ["TOO_BUSY_WAIT", "core_wait", "data_time_range", "judged", "without_phase"]
 
 # The steps' wait for a core over their wall time from which where it fell can decide: at half
 # the step the machine held each step longer than the code ran in it, so a phase's share of
@@ -114,6 +114,35 @@ def core_wait(analysis: Analysis, verdict: Verdict) -> CoreWait | None:
         return None
     phase, line, category, reading = nearest
     return _said(phase, line, category, reading, verdict, judged=True)
+
+
+def data_time_range(analysis: Analysis) -> tuple[float, float, float, float, int] | None:
+    """A step's data wait (s) as read (each step less its wait: the run's steps where the step
+    clock timed it, else the split's), the least and the most it reads with the steps' wait all
+    in it or none of it, the steps' wait for a core over their wall time, and the steps: None
+    where they waited under ``TOO_BUSY_WAIT`` of it, or the wall time was not kept."""
+    whole = analysis.run_data
+    if whole is not None:
+        if whole.wall_share is None or whole.wait_share < TOO_BUSY_WAIT or whole.wait_share >= 1:
+            return None
+        wall_step_s = whole.step_s / (1.0 - whole.wait_share)
+        data_s = whole.wall_share * wall_step_s
+        wait_s = whole.wait_share * wall_step_s
+        return whole.phase_s, max(0.0, data_s - wait_s), data_s, whole.wait_share, whole.steps
+    phases = analysis.phases
+    if phases is None or not phases.steps or phases.waited_share < TOO_BUSY_WAIT:
+        return None
+    if (
+        phases.wall_phase_total_us is None
+        or not phases.wall_total_us
+        or "data" not in phases.measured
+    ):
+        return None
+    n = len(phases.steps)
+    data_s = phases.wall_phase_total_us.get("data", 0.0) / n / 1e6
+    wait_s = (phases.wall_total_us - phases.total_us) / n / 1e6
+    read_s = phases.phase_total_us.get("data", 0.0) / n / 1e6
+    return read_s, max(0.0, data_s - wait_s), data_s, phases.waited_share, n
 
 
 def without_phase(analysis: Analysis, phase: str) -> Analysis:

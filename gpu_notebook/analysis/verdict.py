@@ -41,7 +41,9 @@ from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import (
     Analysis,
+    BatchAtLine,
     Confidence,
+    CoreWait,
     Environment,
     GpuTimeline,
     HostOverhead,
@@ -152,7 +154,13 @@ def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
     return verdict
 
 
-def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -> Verdict:
+def decide(
+    run: Run,
+    analysis: Analysis,
+    *,
+    data_in_memory: str | None = None,
+    batch_at_line: BatchAtLine | None = None,
+) -> Verdict:
     """The verdict, preceded by a word on the profiled window when it does not represent the run.
 
     ``data_in_memory``: why the data wait is per-sample assembly of batches already in memory
@@ -163,7 +171,8 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
 
     Where the steps waited for a core (other programs held the CPU) half their time or more,
     the verdict says so, and names no bound where that wait moves the deciding share across its
-    line (``analysis.too_busy``: "too busy to judge", worded by ``words.verdict``).
+    line (``analysis.too_busy``: "too busy to judge", worded by ``words.verdict``), or moves
+    the batches across the in-memory line (``batch_at_line``) where that changes the verdict.
     """
     from gpu_notebook.analysis.elsewhere import children_train_note, children_verdict
 
@@ -177,7 +186,11 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
         )
     from gpu_notebook.analysis.too_busy import judged, without_phase
 
-    verdict = judged(analysis, _as_read(run, analysis, data_in_memory))
+    as_read = _as_read(run, analysis, data_in_memory)
+    at_line = _batch_at_line(run, analysis, as_read, data_in_memory, batch_at_line)
+    if at_line is not None:
+        return at_line
+    verdict = judged(analysis, as_read)
     wait = verdict.core_wait
     if wait is None or wait.judged or wait.other is not None:
         return verdict
@@ -186,6 +199,48 @@ def decide(run: Run, analysis: Analysis, *, data_in_memory: str | None = None) -
     under = _as_read(run, without_phase(analysis, wait.phase), data_in_memory)
     other = under.category if under.category not in ("unknown", wait.found) else None
     return dataclasses.replace(verdict, core_wait=dataclasses.replace(wait, other=other))
+
+
+def _batch_at_line(
+    run: Run,
+    analysis: Analysis,
+    as_read: Verdict,
+    data_in_memory: str | None,
+    at_line: BatchAtLine | None,
+) -> Verdict | None:
+    """Too busy to judge where the batches lie either side of the in-memory line with the steps'
+    wait put anywhere (``rules.input_pipeline.batch_at_line``) and the other side of that line
+    gives another verdict: the data wait counted as host work or read against its own line
+    (a custom in-memory set of ~0.4 ms batches reads host-bound quiet; under load its batches
+    read past the line and input-bound). None: the line does not decide here."""
+    if at_line is None or as_read.category == "unknown":
+        return None
+    if data_in_memory is None and at_line.other is None:
+        return None  # the other side's reason was not given
+    across = _as_read(run, analysis, at_line.other if data_in_memory is None else None)
+    if across.category in ("unknown", as_read.category):
+        return None
+    wait = CoreWait(
+        wait_share=at_line.wait_share,
+        steps=at_line.steps,
+        phase="batch",
+        share=at_line.batch_s,
+        low=at_line.low_s,
+        high=at_line.high_s,
+        line=at_line.line_s,
+        found=as_read.category,
+        other=across.category,
+        judged=False,
+    )
+    return dataclasses.replace(
+        as_read,
+        category="unknown",
+        headline="",
+        more_gpus="",
+        confidence="low",
+        data_as_host=None,
+        core_wait=wait,
+    )
 
 
 def _as_read(run: Run, analysis: Analysis, data_in_memory: str | None) -> Verdict:

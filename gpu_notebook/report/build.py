@@ -4,13 +4,37 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_notebook.analysis.analyze import analyze
 from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.analysis.whatif import what_if
-from gpu_notebook.records import Report, Run
+from gpu_notebook.records import Analysis, Report, Run, Verdict
 from gpu_notebook.traces.windows import WindowTraces
+
+if TYPE_CHECKING:
+    from gpu_notebook.cell.facts import SourceFacts
+
+
+def decided(run: Run, analysis: Analysis, facts: SourceFacts) -> Verdict:
+    """The verdict, with what the rules read of the loop's data: whether its batches are
+    assembled from memory, and whether the steps' wait for a core reaches across that line
+    (the other side worded: the verdict takes words for the data wait it counts as host work)."""
+    from gpu_notebook.rules.input_pipeline import NoWorkerGain, batch_at_line, data_in_memory
+    from gpu_notebook.words.input_pipeline import no_worker_gain
+
+    in_memory = data_in_memory(run, analysis, facts)
+    at_line = batch_at_line(analysis, facts)
+    if at_line is not None and in_memory is None:
+        # As read over the line: the other side's reason, at the least the batch reads.
+        other = no_worker_gain(NoWorkerGain(batch_ms=at_line.low_s * 1000))
+        at_line = dataclasses.replace(at_line, other=other)
+    return decide(
+        run,
+        analysis,
+        data_in_memory=None if in_memory is None else no_worker_gain(in_memory),
+        batch_at_line=at_line,
+    )
 
 
 def build_report(
@@ -31,9 +55,7 @@ def build_report(
     from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import cell_facts, run_rules
-    from gpu_notebook.rules.input_pipeline import data_in_memory
     from gpu_notebook.words import word_findings
-    from gpu_notebook.words.input_pipeline import no_worker_gain
     from gpu_notebook.words.proposals import attach_fixes
     from gpu_notebook.words.verdict import word_verdict
 
@@ -44,12 +66,7 @@ def build_report(
         run = dataclasses.replace(run, notes=(*run.notes, *facts.live.notes()))
     traces = WindowTraces()  # each window's trace decoded once, for every reader below
     analysis = analyze(run, traces)
-    in_memory = data_in_memory(run, analysis, facts)
-    verdict = word_verdict(
-        decide(
-            run, analysis, data_in_memory=None if in_memory is None else no_worker_gain(in_memory)
-        )
-    )
+    verdict = word_verdict(decided(run, analysis, facts))
     findings = run_rules(
         run,
         analysis,

@@ -45,6 +45,7 @@ from gpu_notebook.cell.live import LiveDataHook, LiveLoader
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.records import (
     Analysis,
+    BatchAtLine,
     Finding,
     PhaseBreakdown,
     Run,
@@ -496,6 +497,28 @@ def _workers_do_not_pay(
     if current == 0 and batch_us is not None and 0 < batch_us <= WORKER_HANDOFF_US:
         return NoWorkerGain(batch_ms=batch_us / 1000)
     return None
+
+
+def batch_at_line(analysis: Analysis, facts: SourceFacts) -> BatchAtLine | None:
+    """The batches' load time lies either side of a worker's handoff (the in-memory line of
+    ``_workers_do_not_pay``) with the steps' wait for a core all in the data wait or none of it,
+    where they waited half their time or more (``analysis.too_busy``): whether the data wait is
+    host work or input starvation is then the machine's, not the code's. A loader that reads a
+    class known to hold its data in memory is in memory at any load; one with workers is not
+    judged by this line. ``other`` is filled by the report (words), as read over the line."""
+    from gpu_notebook.analysis.too_busy import data_time_range
+
+    loader = loader_in_use(facts)
+    if loader.setting("num_workers") != 0 or dataset_type(facts, loader) in IN_MEMORY_DATASETS:
+        return None
+    read = data_time_range(analysis)
+    if read is None:
+        return None
+    batch_s, low_s, high_s, wait, steps = read
+    line_s = WORKER_HANDOFF_US / 1e6
+    if not (low_s <= line_s < high_s):
+        return None
+    return BatchAtLine(batch_s, low_s, high_s, line_s, wait, steps, None)
 
 
 def workers_in_use(

@@ -41,14 +41,31 @@ def word_verdict(verdict: Verdict) -> Verdict:
         ),
         evidence=(
             _waited(wait),
-            f"{_NAMES.get(wait.phase, wait.phase)} {fmt_share(wait.share)} of the step as read "
-            f"(each step less its wait), {fmt_share(wait.low)}-{fmt_share(wait.high)} with that "
-            "wait anywhere in the step (all in it, none of it, or spread over the phases), over "
-            "the steps' range or over a fifth of the run: the "
-            f"{fmt_share(wait.line)} line between {wait.found} and {other} lies inside it",
-            f"the shares as read give {wait.found}; no bound is named from them",
+            _batch_line(wait, other) if wait.phase == "batch" else _share_line(wait, other),
+            f"the {'data wait' if wait.phase == 'batch' else 'shares'} as read "
+            f"give{'s' if wait.phase == 'batch' else ''} {wait.found}; no bound is named from them",
             *verdict.evidence,
         ),
+    )
+
+
+def _batch_line(wait: CoreWait, other: str) -> str:
+    return (
+        f"the data wait {wait.share * 1000:.2f} ms a step as read (each step less its wait), "
+        f"{wait.low * 1000:.2f}-{wait.high * 1000:.2f} ms with that wait all in it or none of "
+        f"it: the {wait.line * 1000:.1f} ms line (a worker's handoff of a batch: under it the "
+        f"batches are assembled from memory, host work) between {wait.found} and {other} lies "
+        "inside it"
+    )
+
+
+def _share_line(wait: CoreWait, other: str) -> str:
+    return (
+        f"{_NAMES.get(wait.phase, wait.phase)} {fmt_share(wait.share)} of the step as read "
+        f"(each step less its wait), {fmt_share(wait.low)}-{fmt_share(wait.high)} with that "
+        "wait anywhere in the step (all in it, none of it, or spread over the phases), over "
+        "the steps' range or over a fifth of the run: the "
+        f"{fmt_share(wait.line)} line between {wait.found} and {other} lies inside it"
     )
 
 

@@ -43,3 +43,24 @@ def test_an_unknown_card_is_a_usage_error_before_the_cell_runs(ip):
     with pytest.raises(UsageError, match="--gpu must be one of"):
         ip.run_cell_magic("gpucheck", "--gpu nope", "_ran = True")
     assert ip.user_ns["_ran"] is False
+
+
+def test_the_profiled_steps_go_by_one_name_from_the_option_to_the_record():
+    """``-s/--steps`` is ``profile_steps`` in the parsed arguments, the capture's options, the
+    profiler door and every window's record (it was ``steps``, ``profile_steps`` and
+    ``requested_steps`` on the way down; ``-w/--warmup`` is ``warmup_steps`` once parsed)."""
+    import dataclasses
+    import inspect
+
+    from gpu_notebook.capture.profiler import ProfilerWindow
+    from gpu_notebook.records import ProfileWindow
+
+    (steps,) = (s for s in MEASURE_OPTIONS if "--steps" in s.flags)
+    assert steps.kwargs["dest"] == "profile_steps"
+    args = build_parser().parse_args(["run", "-s", "7", "-w", "2", "train.py"])
+    assert capture_options(args).profile_steps == 7 and capture_options(args).warmup_steps == 2
+    assert "profile_steps" in inspect.signature(ProfilerWindow).parameters
+    for record in (CaptureOptions, ProfileWindow):
+        names = {f.name for f in dataclasses.fields(record)}
+        assert {"profile_steps", "warmup_steps"} <= names, record
+        assert not names & {"steps", "requested_steps"}, record

@@ -19,6 +19,20 @@ from gpu_notebook.views.text import render_text
 from tests.test_views import synthetic_comparison, synthetic_gpu_report
 
 
+def test_every_profiler_window_is_one_record() -> None:
+    """The first window and the later ones are one ``ProfileWindow`` (there were two records,
+    merged again by the analysis, the run trend and the charts): ``Run.windows`` has them all."""
+    import typing
+
+    from gpu_notebook import records
+    from gpu_notebook.records import ProfileWindow, Run
+
+    hints = typing.get_type_hints(Run)
+    assert hints["window"] is ProfileWindow
+    assert hints["more_windows"] == tuple[ProfileWindow, ...]
+    assert not hasattr(records, "ExtraWindow")
+
+
 def test_importing_the_records_imports_no_view_and_repr_names_the_text_view() -> None:
     code = (
         "import sys\n"

@@ -1,7 +1,7 @@
 """The only door to torch.profiler: a window that records K steps after S warm-up steps, once.
 
 Recording is bounded on purpose: torch.profiler keeps every event in memory until it stops
-(~200 B an event, never released while running), so the window records ``steps`` steps and stops
+(~200 B an event, never released while running), so the window records ``profile_steps`` steps and stops
 for the rest of the cell. The trace is exported with ``export_chrome_trace`` (the fast path) and
 read back by ``gpu_notebook.traces``; ``prof.events()`` is never called (~50 us and ~3 KB an event).
 
@@ -197,7 +197,7 @@ def profiler_active() -> bool:
 
 
 class ProfilerWindow:
-    """Starts torch.profiler at the boundary of step ``warmup`` and stops after ``steps`` steps,
+    """Starts torch.profiler at the boundary of step ``warmup`` and stops after ``profile_steps`` steps,
     or sooner once the recorded steps took ``WINDOW_MAX_CPU_S`` of CPU (at least one step).
 
     The step clock calls ``on_boundary(index)`` at every step boundary (index = the step that

@@ -17,13 +17,15 @@ from gpu_notebook.cell.names import (
     is_backward,
     is_grad_mode_call,
     iterated_names,
+    loss_names,
     method_of,
     position,
     receiver_of,
+    targets_of,
     updates_in_place,
 )
 from gpu_notebook.cell.tree import CellTree, Loop
-from gpu_notebook.cell.words import last
+from gpu_notebook.cell.words import LOSS_WORDS, last
 
 _VAL_NAME = re.compile(
     r"(^|_)(val|valid|validation|eval|test|dev|holdout)(_|$|loader|set|data|dl)", re.I
@@ -194,3 +196,32 @@ def _before(tree: CellTree, node: ast.AST) -> list[ast.AST]:
         if isinstance(held, list) and any(s is node for s in held):
             return held[: next(i for i, s in enumerate(held) if s is node)]
     return []
+
+
+# Statements that hold others: the autocast fix wraps lines (simple statements) only.
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try,
+             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)  # fmt: skip
+
+
+def forward_lines(tree: CellTree, loop: Loop) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """(the forward pass's lines, the lines that call a model) of a training loop: simple
+    statements that call a model or a loss (``loss_fn``, ``criterion``) or assign a name
+    ``.backward()`` is called on; the autocast fix wraps the first, and declines where the
+    backward's line is one of the second."""
+    losses = loss_names(loop)
+    lines = [s for s in ast.walk(loop) if isinstance(s, ast.stmt) and not isinstance(s, _COMPOUND)]
+    forward = [
+        s
+        for s in lines
+        if any(
+            dotted(c.func) in tree.models
+            or any(word in last(dotted(c.func)).lower() for word in LOSS_WORDS)
+            for c in calls_in(s)
+        )
+        or (
+            isinstance(s, (ast.Assign, ast.AnnAssign))  # not ``+=``: that adds to a loss
+            and s.value is not None
+            and any(dotted(t) in losses for t in targets_of(s))
+        )
+    ]
+    return forward, [s for s in lines if tree.model_calls(s)]

@@ -7,17 +7,20 @@ loops are left alone.
 
 from __future__ import annotations
 
+import ast
+import functools
+
 import libcst as cst
 
-from gpu_notebook.cell.names import calls_in, dotted, loss_names, method_of, names_in, receiver_of
-from gpu_notebook.cell.words import CLIP_FUNCTIONS, LOSS_WORDS, last
+from gpu_notebook.cell.loops import forward_lines
+from gpu_notebook.cell.names import dotted, method_of, names_in, receiver_of
+from gpu_notebook.cell.words import CLIP_FUNCTIONS, last
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
     Edited,
     Replacement,
     Tree,
-    assigned_names,
     expression,
     facts_of,
     fresh_name,
@@ -27,7 +30,6 @@ from gpu_notebook.fixes.cst_tools import (
     only_call,
     optimizer_names,
     put_before,
-    replace_nodes,
     statement,
     training_loops,
     tree_of,
@@ -59,14 +61,17 @@ def autocast(
     if facts.autocast or facts.grad_scaler:
         return Declined("this cell already uses autocast")
     tree = tree_of(module)
-    modules = set(facts.model_names)
     scaler = fresh_name(names_in(module), ("scaler", "grad_scaler", "gpucheck_scaler"))
     edits: dict[cst.CSTNode, Replacement] = {}
     scaled_roots: set[cst.CSTNode] = set()
     context = f'torch.autocast(device_type="{device_type}", dtype=torch.{dtype})'
     for loop, loop_facts in train_loops.items():
         calls = nodes_of(module, list(loop_facts.backward_calls))
-        plan = _autocast_plan(tree, loop, modules, calls)
+        assert facts.tree is not None and isinstance(loop_facts.node, ast.For)  # it parsed
+        forward, run_model = (
+            set(nodes_of(module, lines)) for lines in forward_lines(facts.tree, loop_facts.node)
+        )
+        plan = _autocast_plan(tree, calls, forward, run_model)
         if isinstance(plan, Declined):
             return plan
         block, first, last, backward_index = plan
@@ -77,6 +82,12 @@ def autocast(
             if isinstance(stepped, Declined):
                 return stepped
             steps, unscale_before = stepped
+            # loss.backward() -> scaler.scale(loss).backward(), arguments kept: the facts'
+            # backward calls on that line.
+            line = block.body[backward_index]
+            for call in calls:
+                if isinstance(call.func, cst.Attribute) and tree.inside(call, line):
+                    edits[call] = functools.partial(_scaled, scaler=scaler)
             root = _outermost_loop(tree, loop)
             if root not in scaled_roots:
                 scaled_roots.add(root)
@@ -106,10 +117,14 @@ AUTOCAST = Fix(
 
 
 def _autocast_plan(
-    tree: Tree, loop: cst.For, modules: set[str], backward_calls: list[cst.Call]
+    tree: Tree,
+    backward_calls: list[cst.Call],
+    forward: set[cst.CSTNode],
+    run_model: set[cst.CSTNode],
 ) -> tuple[cst.IndentedBlock, int, int, int] | Declined:
     """(block, first and last forward statement index, backward statement index): the
-    statement of the loop's first ``.backward()`` (the facts') that is a line of its own."""
+    statement of the loop's first ``.backward()`` (the facts') that is a line of its own;
+    ``forward`` and ``run_model``: the facts' forward lines and lines that call a model."""
     lines = (tree.statement_of(call) for call in backward_calls)
     backward_stmt = next((s for s in lines if isinstance(s, cst.SimpleStatementLine)), None)
     if backward_stmt is None:
@@ -119,12 +134,9 @@ def _autocast_plan(
         return Declined(".backward() is not inside an indented loop body")
     body = list(block.body)
     backward_index = body.index(backward_stmt)
-    losses = loss_names(loop)
-    forward = [
-        i for i, stmt in enumerate(body[:backward_index]) if _is_forward(stmt, modules, losses)
-    ]
-    if not forward:
-        if any(dotted(c.func) in modules for c in calls_in(backward_stmt)):
+    found = [i for i, stmt in enumerate(body[:backward_index]) if _holds(stmt, forward)]
+    if not found:
+        if _holds(backward_stmt, run_model):
             return Declined(
                 "the forward pass and .backward() are one statement; split it into "
                 "loss = ... and loss.backward() first"
@@ -133,17 +145,12 @@ def _autocast_plan(
             "the forward pass is not in the same block as .backward(); wrap it in "
             "torch.autocast(...) by hand"
         )
-    return block, forward[0], forward[-1], backward_index
+    return block, found[0], found[-1], backward_index
 
 
-def _is_forward(stmt: cst.BaseStatement, modules: set[str], losses: set[str]) -> bool:
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return False
-    for call in calls_in(stmt):
-        name = dotted(call.func)
-        if name in modules or any(word in last(name).lower() for word in LOSS_WORDS):
-            return True
-    return any(target in losses for target, _ in assigned_names(stmt))
+def _holds(stmt: cst.BaseStatement, lines: set[cst.CSTNode]) -> bool:
+    """A line (``a; b`` is one) whose statements include one of ``lines``."""
+    return isinstance(stmt, cst.SimpleStatementLine) and any(s in lines for s in stmt.body)
 
 
 def _optimizer_steps(
@@ -190,9 +197,7 @@ def _autocast_block(
         optimizer = next(iter(steps.values()), "")
         for index in range(last + 1, len(body)):
             stmt = body[index]
-            if index == backward_index:
-                out.append(_scaled_backward(stmt, scaler))
-            elif index in steps:
+            if index in steps:
                 first_line = statement(f"{scaler}.step({steps[index]})\n")
                 out.append(with_leading_lines(first_line, leading_lines(stmt)))
                 out.append(statement(f"{scaler}.update()\n"))
@@ -205,17 +210,11 @@ def _autocast_block(
     return apply
 
 
-def _scaled_backward(stmt: cst.BaseStatement, scaler: str) -> cst.BaseStatement:
+def _scaled(call: cst.Call, scaler: str) -> cst.Call:
     """``loss.backward()`` -> ``scaler.scale(loss).backward()``, arguments kept."""
-
-    def scale(call: cst.Call) -> cst.Call:
-        assert isinstance(call.func, cst.Attribute)
-        scaled = cst.Call(func=expression(f"{scaler}.scale"), args=[cst.Arg(call.func.value)])
-        return call.with_changes(func=call.func.with_changes(value=scaled))
-
-    calls = calls_in(stmt)
-    found = [c for c in calls if method_of(c) == "backward" and isinstance(c.func, cst.Attribute)]
-    return replace_nodes(stmt, dict.fromkeys(found, scale))
+    assert isinstance(call.func, cst.Attribute)
+    scaled = cst.Call(func=expression(f"{scaler}.scale"), args=[cst.Arg(call.func.value)])
+    return call.with_changes(func=call.func.with_changes(value=scaled))
 
 
 def _outermost_loop(tree: Tree, loop: cst.For) -> cst.BaseStatement:

@@ -106,6 +106,13 @@ def _top_names(init: Path) -> set[str]:
             names.update(t.id for t in targets if isinstance(t, ast.Name))
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    for node in ast.walk(ast.parse(init.read_text())):  # what it exports lazily (__getattr__)
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, ast.List | ast.Tuple)
+        ):
+            names.update(e.value for e in node.value.elts if isinstance(e, ast.Constant))
     return names
 
 
@@ -140,6 +147,7 @@ def test_the_checks_see_a_missing_path_and_module_and_leave_other_projects_alone
     assert missing_module("gpu_notebook.views.nothing_here") == "nothing_here"
     assert missing_module("gpu_notebook.views.text.render_text") is None
     assert missing_module("gpu_notebook.traces.load_trace") is None
+    assert missing_module("gpu_notebook.fixes.apply_fix") is None  # exported lazily
 
 
 def test_no_module_of_the_package_shadows_the_standard_library():
@@ -171,3 +179,40 @@ def test_every_module_a_comment_cites_is_in_the_package():
         if missing_module(dotted) is not None
     }
     assert not missing, sorted(missing)
+
+
+def _layout() -> dict[str, list[str]]:
+    """README's layout block, gpu_notebook's part: each entry's lines by its name (``capture/``,
+    ``records.py``; ``""`` for the package's own top-level lines)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    entries: dict[str, list[str]] = {}
+    current = None
+    for line in block.splitlines():
+        if line.startswith("gpu_notebook/"):
+            current = ""
+        elif line and not line.startswith(" "):
+            current = None  # labextension/, benchmarks/, tests/: not the package
+        elif current is not None and line.startswith("  ") and not line.startswith("   "):
+            name = line.split()[0].rstrip(",")
+            current = name if name.endswith("/") else ""
+        if current is not None:
+            entries.setdefault(current, []).append(line)
+    return entries
+
+
+def test_readme_layout_names_every_package_and_top_level_module_and_only_those_there():
+    entries = _layout()
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert {e.rstrip("/") for e in entries if e} == packages
+    top = " ".join(entries[""])
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    unnamed = {m for m in modules if not re.search(rf"\b{m}\b", top)}
+    assert not unnamed, f"top-level modules README's layout does not name: {unnamed}"
+    named = {
+        f"{entry}{name}"
+        for entry, lines in entries.items()
+        for name in re.findall(r"(?<![/\w])(\w+\.py)\b", " ".join(lines))
+        if not (PACKAGE / entry / name).is_file()
+    }
+    assert not named, f"README's layout names modules that are not there: {named}"

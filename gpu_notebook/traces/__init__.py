@@ -1,4 +1,6 @@
-"""Trace readers: Kineto JSON into numpy arrays (``kineto``), each file once a report (``windows``)."""
+"""Trace readers: a file read capped and streamed (``source``), a Kineto trace's events cut into
+pieces decoded one by one (``pieces``) into numpy arrays (``kineto``), and each window's file
+decoded once a report, shared by every reader (``windows``)."""
 
 from __future__ import annotations
 

@@ -4,9 +4,11 @@ delivered.
 
 Stages, one module each: ``plan`` (the report's offered fixes -> variants), ``child`` (runs one
 variant in a fresh process and stops it at a step boundary), ``trials`` (the interleaved runs
-under a time budget), ``samples`` (step-time samples -> speedup, spread, verdict) and
-``render`` (text). The user's files are never written: patched copies live in a 0700 scratch
-folder that is removed when the trials end.
+under a time budget), ``samples`` (step-time samples -> speedup, spread, verdict),
+``sequential`` (when a fix has been measured enough), ``distributed`` (the same under
+torchrun) and ``cli_hook`` (the options, and the step after the report); the views word the
+outcome (``views/tryfix_text.py``). The user's files are never written: patched copies live in
+a 0700 scratch folder that is removed when the trials end.
 """
 
 # Here, not in trials.py: ``gpucheck run``'s parser shows it in --try-rounds' help, and importing

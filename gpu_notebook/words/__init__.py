@@ -2,7 +2,7 @@
 
 Rules compute and decide; they hand their figures up as one typed record per message and write
 no sentence (pyproject's import-linter contract "Analysis and rules never word", and
-tests/test_layers.py). The report words its findings here when it is built
+tests/test_rules_never_word.py). The report words its findings here when it is built
 (``report.build``), so the report, its JSON (``rep.to_json()``) and every view hold the same
 text; a report read back from JSON holds it already. This package stands between the report
 and the rules: the views' own wording of the other records is ``views/wording.py``.

@@ -87,3 +87,30 @@ def test_gpucheck_analyze_of_a_trace_and_its_companion_decodes_the_trace_once(
     assert cli.main(["analyze", str(tmp_path), "--gpu", "t4"]) == 0
     assert "Would a GPU help?" in capsys.readouterr().out
     assert trace_reads == {"window.trace.json": 1}
+
+
+def test_only_the_reports_traces_decode_a_trace_file():
+    """The readers take the report's ``WindowTraces``: no module of the package calls the
+    decoder itself but ``traces/windows.py`` (and ``analyze_trace_file``, the one-file entry of
+    the benchmarks and tests), so no reader can decode a window's file a second time."""
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "gpu_notebook"
+    calls = set()
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call):
+                    f = node.func
+                    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                    if name in {"load_trace", "load_trace_dict"}:
+                        calls.add(f"{path.relative_to(package)}:{fn.name}")
+    assert "traces/windows.py:load" in calls  # the scan sees a call
+    assert calls <= {
+        "traces/windows.py:load",
+        "traces/kineto.py:load_trace",  # its own fallback through the generic reader
+        "analysis/analyze.py:analyze_trace_file",
+    }, calls

@@ -165,17 +165,19 @@ def inference_loops(tree: CellTree, loops: tuple[LoopFacts, ...]) -> tuple[Sourc
     )
 
 
-def model_run(tree: CellTree, loop: Loop, main: str | None) -> str | None:
+def model_run(tree: CellTree, facts: LoopFacts, main: str | None) -> str | None:
     """The model an inference loop runs: ``main`` when its body calls it, else the first model
     it calls (None: none)."""
+    loop = _node(facts)
     called = [
         dotted(c.func) for s in loop.body for c in calls_in(s) if dotted(c.func) in tree.models
     ]
     return main if main in called else (called[0] if called else None)
 
 
-def eval_before(tree: CellTree, loop: Loop, model: str) -> bool:
+def eval_before(tree: CellTree, facts: LoopFacts, model: str) -> bool:
     """``model.eval()`` inside the loop, or earlier in its block after the last ``.train()``."""
+    loop = _node(facts)
     if any(
         method_of(c) == "eval" and dotted(receiver_of(c)) == model
         for s in loop.body
@@ -187,6 +189,17 @@ def eval_before(tree: CellTree, loop: Loop, model: str) -> bool:
             if dotted(receiver_of(call)) == model and method_of(call) in ("eval", "train"):
                 return method_of(call) == "eval"
     return False
+
+
+def _node(facts: LoopFacts) -> Loop:
+    """The loop the facts came from (a fix hands the facts back, never a node of its own)."""
+    assert isinstance(facts.node, Loop)  # every LoopFacts of a scan keeps its loop
+    return facts.node
+
+
+def trains_in_a_while(tree: CellTree) -> bool:
+    """A ``while`` loop of the cell trains (the loop fixes patch ``for`` loops only)."""
+    return any(isinstance(loop, ast.While) and tree.trains[id(loop)] for loop in tree.loops)
 
 
 def _before(tree: CellTree, node: ast.AST) -> list[ast.AST]:
@@ -203,11 +216,12 @@ _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, 
              ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)  # fmt: skip
 
 
-def forward_lines(tree: CellTree, loop: Loop) -> tuple[list[ast.stmt], list[ast.stmt]]:
+def forward_lines(tree: CellTree, facts: LoopFacts) -> tuple[list[ast.stmt], list[ast.stmt]]:
     """(the forward pass's lines, the lines that call a model) of a training loop: simple
     statements that call a model or a loss (``loss_fn``, ``criterion``) or assign a name
     ``.backward()`` is called on; the autocast fix wraps the first, and declines where the
     backward's line is one of the second."""
+    loop = _node(facts)
     losses = loss_names(loop)
     lines = [s for s in ast.walk(loop) if isinstance(s, ast.stmt) and not isinstance(s, _COMPOUND)]
     forward = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from gpu_notebook.cell.names import dotted, targets_of, walk
+from gpu_notebook.cell.names import dotted, keyword_value, targets_of, walk
 from gpu_notebook.cell.tree import CellTree
 
 
@@ -19,6 +19,14 @@ def _integer(node: ast.AST | None) -> ast.Constant | None:
     """An integer literal as written (``4``; not ``True``, not ``-1``)."""
     good = isinstance(node, ast.Constant) and type(node.value) is int
     return node if good and isinstance(node, ast.Constant) else None
+
+
+def keyword_origin(
+    tree: CellTree, call: ast.AST | None, keyword: str, running: int | None = None
+) -> ast.Constant | None:
+    """:func:`int_origin` of what the facts' ``call`` passes as ``keyword=`` (None: absent)."""
+    value = keyword_value(call, keyword) if isinstance(call, ast.Call) else None
+    return None if value is None else int_origin(tree, value, running)
 
 
 def int_origin(tree: CellTree, value: ast.AST, running: int | None = None) -> ast.Constant | None:

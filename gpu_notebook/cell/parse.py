@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -81,6 +81,8 @@ def forget() -> None:
     PARSES.clear()
 
 
+# A fact's node, as the facts keep it: the fixes never read it, they hand it to cst_nodes.
+FactNode: TypeAlias = ast.AST | None
 Span = tuple[int, int, int, int]  # first line, first column, last line, end column (characters)
 
 

@@ -7,7 +7,6 @@ loops are left alone.
 
 from __future__ import annotations
 
-import ast
 import functools
 
 import libcst as cst
@@ -67,9 +66,9 @@ def autocast(
     context = f'torch.autocast(device_type="{device_type}", dtype=torch.{dtype})'
     for loop, loop_facts in train_loops.items():
         calls = nodes_of(module, list(loop_facts.backward_calls))
-        assert facts.tree is not None and isinstance(loop_facts.node, ast.For)  # it parsed
+        assert facts.tree is not None  # it has a training loop: it parsed
         forward, run_model = (
-            set(nodes_of(module, lines)) for lines in forward_lines(facts.tree, loop_facts.node)
+            set(nodes_of(module, lines)) for lines in forward_lines(facts.tree, loop_facts)
         )
         plan = _autocast_plan(tree, calls, forward, run_model)
         if isinstance(plan, Declined):

@@ -16,7 +16,7 @@ import libcst as cst
 
 from gpu_notebook.cell.facts import LoaderCall
 from gpu_notebook.cell.names import bool_or_none, has_star_kwargs, int_or_none, keyword_of
-from gpu_notebook.cell.origins import accumulation_steps, int_origin
+from gpu_notebook.cell.origins import accumulation_steps, keyword_origin
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.fixes.cst_tools import (
@@ -86,7 +86,7 @@ def dataloader_workers(
     found = [] if calls or num_workers is None else facts.training_arguments
     hf = [c for c in nodes_of(module, list(found)) if not has_star_kwargs(c)]
     # The facts' node of each call: where its variable setting gets its value is read there.
-    ast_of = paired(module, [*(ld.node for ld in facts.loaders), *found])
+    fact_of = paired(module, [*(ld.node for ld in facts.loaders), *found])
     settings = _settings_text(num_workers, pin_memory)
     if not calls and not hf:
         return Declined(
@@ -116,8 +116,7 @@ def dataloader_workers(
             # a flag): patch where it gets its value, never override it with a literal here.
             name = cst.Module([]).code_for_node(current.value)
             assert facts.tree is not None  # the cell parsed: it has this call
-            value = keyword_of(ast_of[call], key).value
-            held_at = int_origin(facts.tree, value, running_workers)
+            held_at = keyword_origin(facts.tree, fact_of[call], key, running_workers)
             origin = cst_nodes(module, [held_at])[0] if held_at is not None else None
             if origin is None:
                 held.append(name)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
 from gpu_notebook.cell.loops import eval_before, model_run
@@ -55,10 +53,9 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     named: list[str] = []
     for loop in free:
         # The facts' loop: which model it runs and whether it is in eval already, read there.
-        at = candidates[loop].node
-        assert cell is not None and isinstance(at, (ast.For, ast.AsyncFor))  # a fact: it parsed
-        model = model_run(cell, at, main)
-        needs_eval = model is not None and not eval_before(cell, at, model)
+        assert cell is not None  # it has loop facts: it parsed
+        model = model_run(cell, candidates[loop], main)
+        needs_eval = model is not None and not eval_before(cell, candidates[loop], model)
         edits[loop] = _inference_wrap(model if needs_eval else None, restore=trains)
         if model is not None and model not in named:
             named.append(model)

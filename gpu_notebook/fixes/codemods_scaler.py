@@ -9,10 +9,9 @@ helper, float16 named in the cell) declines, saying where to act.
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
+from gpu_notebook.cell.parse import FactNode
 from gpu_notebook.cell.scaler import precision, scaler_uses, scalers_made
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -45,7 +44,7 @@ def drop_grad_scaler(module: cst.Module) -> CodemodResult:
             "this cell makes no GradScaler: remove it where it is made, and replace "
             "scaler.scale(loss).backward() / scaler.step(opt) / scaler.update() where the loop is"
         )
-    edits: dict[ast.AST, Replacement] = {}
+    edits: dict[FactNode, Replacement] = {}  # the facts' nodes, resolved below
     for name, call in made:
         line = tree.line_of(call)
         if name is None:

@@ -15,7 +15,6 @@ nothing, rather than guess.
 
 from __future__ import annotations
 
-import ast
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,8 +24,9 @@ import libcst as cst
 
 from gpu_notebook.cell.facts import LoopFacts, SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE
+from gpu_notebook.cell.loops import trains_in_a_while
 from gpu_notebook.cell.names import Parents, dotted, targets_of, walk
-from gpu_notebook.cell.parse import cst_nodes, once_per_module
+from gpu_notebook.cell.parse import FactNode, cst_nodes, once_per_module
 from gpu_notebook.cell.scan import scan_source
 
 # --------------------------------------------------------------------------------------------
@@ -122,12 +122,12 @@ def tree_of(module: cst.Module) -> Tree:
     return once_per_module(module, "tree", lambda: Tree(module))
 
 
-def nodes_of(module: cst.Module, found: Sequence[ast.AST | None]) -> list[Any]:
+def nodes_of(module: cst.Module, found: Sequence[FactNode]) -> list[Any]:
     """The libcst nodes of ``module`` at the facts' nodes ``found`` (those without one left out)."""
     return [node for node in cst_nodes(module, found) if node is not None]
 
 
-def paired(module: cst.Module, found: Sequence[ast.AST | None]) -> dict[Any, Any]:
+def paired(module: cst.Module, found: Sequence[FactNode]) -> dict[Any, Any]:
     """Each libcst node of ``module`` at the facts' nodes ``found``, with the fact's node: what
     the fix edits, and where the cell's reading (``gpu_notebook.cell``) asks further."""
     return {c: a for a, c in zip(found, cst_nodes(module, found), strict=True) if c is not None}
@@ -149,10 +149,7 @@ def training_loops(module: cst.Module) -> dict[cst.For, LoopFacts]:
 def no_training_loop_reason(module: cst.Module) -> str:
     """Why a loop fix declines a cell without a ``for`` training loop (a ``while`` one is named)."""
     tree = facts_of(module).tree
-    trains_in_while = tree is not None and any(
-        isinstance(loop, ast.While) and tree.trains[id(loop)] for loop in tree.loops
-    )
-    if trains_in_while:
+    if tree is not None and trains_in_a_while(tree):
         return (
             "the training loop is a while loop; gpucheck patches for loops only "
             "(it cannot tell which variable counts the steps)"

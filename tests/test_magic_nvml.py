@@ -6,6 +6,7 @@ import pytest
 
 from gpu_notebook.capture import nvml
 from tests import fake_nvml
+from tests.verdicts import judged_among
 
 LOOP = """
 model = mlp(); opt = torch.optim.SGD(model.parameters(), lr=0.01); xs = torch.randn(64, 32)
@@ -43,8 +44,10 @@ def test_missing_library_or_driver_gives_a_cpu_side_report(ip, scenario):
     # Any verdict the CPU side can reach, never one that needs a GPU, and never "unknown": the
     # window of this short cell is its own loop, and neighbours a loaded machine slowed are read
     # at their fastest (analysis.run_trend, RunShape.window_noisy; a loaded fresh-clone CI of
-    # ea4b52a read "unknown" here). Which CPU-side verdict comes out may depend on load.
-    assert rep.verdict.category in ("cpu-only", "input-bound", "host-bound")
+    # ea4b52a read "unknown" here). Which CPU-side verdict comes out may depend on load; where
+    # the steps mostly waited for a core and where that wait fell decides, too busy to judge
+    # (tests/verdicts.py), naming one of them as read.
+    judged_among(rep, ("cpu-only", "input-bound", "host-bound"))
 
 
 def test_healthy_gpus_are_sampled_and_drive_the_verdict(ip):

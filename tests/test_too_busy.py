@@ -247,3 +247,31 @@ def test_a_split_that_kept_its_wall_time_beside_steps_that_mostly_waited_is_too_
     # The same split beside steps that mostly ran keeps its verdict.
     light = dataclasses.replace(analysis, run_data=dataclasses.replace(whole, wait_share=0.1))
     assert decide(syn.make_run(""), light).category not in ("unknown", "input-bound")
+
+
+def test_a_cpu_run_whose_op_times_hold_other_threads_waits_names_no_compute_bound():
+    # An in-memory MLP of 8-sample batches, torch's 2 threads on 2 cores, two busy loops
+    # beside it (load 17-20), 94-95% of the steps waiting for a core, twice
+    # (/work/unseen_keep/toobusy/in_memory_near_line.py): the heaviest matmul's call floor read
+    # 17 us (ops too small: host-bound, overhead 61%) in one run and 33 ms (cpu-only,
+    # overhead 2%) in the next. A parallel region ends when every thread's part is done: the
+    # other thread's wait for a core stays in the loop thread's op time.
+    from gpu_notebook.report.build import decided
+    from gpu_notebook.rules import cell_facts
+    from gpu_notebook.words.verdict import word_verdict
+
+    run, analysis = _recorded("in_memory_mlp_loaded_cpu")
+    facts = cell_facts(run.cell_source, None)
+    verdict = word_verdict(decided(run, analysis, facts))
+    wait = verdict.core_wait
+    assert verdict.category == "unknown" and wait is not None and not wait.judged, verdict
+    assert (wait.found, wait.other, wait.phase) == ("cpu-only", "host-bound", "ops")
+    assert wait.wait_share >= 0.5 and wait.low < wait.line <= wait.high
+    assert "between it and host-bound" in verdict.headline
+    # The overhead read over its line stands: such waits only lower it.
+    run_h, analysis_h = _recorded("in_memory_mlp_loaded_host")
+    kept = decided(run_h, analysis_h, cell_facts(run_h.cell_source, None))
+    assert kept.category == "host-bound"
+    # One intra-op thread: no other thread's wait in the loop thread's ops; the verdict stands.
+    one = dataclasses.replace(run, env=dataclasses.replace(run.env, torch_threads=1))
+    assert decided(one, analysis, facts).category == "cpu-only"

@@ -53,6 +53,7 @@ from gpu_notebook.records import (
     RunPhase,
     RunShape,
     Verdict,
+    VerdictCategory,
 )
 
 # Environment.platform of a run rebuilt from a trace file (``gpucheck analyze``): the report
@@ -192,6 +193,10 @@ def decide(
         return at_line
     verdict = judged(analysis, as_read)
     wait = verdict.core_wait
+    if wait is None or wait.judged:
+        at_compute = _compute_at_line(run, analysis, verdict)
+        if at_compute is not None:
+            return at_compute
     if wait is None or wait.judged or wait.other is not None:
         return verdict
     # Read over its line, the share's other side is what the rest of the step gives: the
@@ -239,6 +244,78 @@ def _batch_at_line(
         more_gpus="",
         confidence="low",
         data_as_host=None,
+        core_wait=wait,
+    )
+
+
+def _steps_wait(analysis: Analysis) -> float:
+    """The most of their wall time the steps the verdict rests on were read waiting for a core:
+    the split's, the window's own marks', the run's steps' (0: none read)."""
+    phases, host, whole = analysis.phases, analysis.host, analysis.run_data
+    return max(
+        phases.waited_share if phases is not None else 0.0,
+        (host.core_wait_share or 0.0) if host is not None else 0.0,
+        whole.wait_share if whole is not None else 0.0,
+    )
+
+
+def _compute_at_line(run: Run, analysis: Analysis, verdict: Verdict) -> Verdict | None:
+    """Too busy to judge between cpu-only (compute) and host-bound where a CPU run's steps
+    waited half their time or more and torch runs its ops on more than one thread: each
+    parallel region ends when every thread's part is done, and a thread that waits for a core
+    holds the loop thread in the op, a wait the loop thread's schedstat does not count. The op
+    times (their call floors: ``host_bound``) and the loop thread's time on a core then move
+    with the load: an in-memory MLP of 8-sample batches read its heaviest matmul at 17 us (ops
+    too small: host-bound) and at 33 ms (cpu-only) in two runs at load 17-20 on 2 cores, both
+    with 94% of the steps waiting. A host-bound read from the per-op overhead stands (such
+    waits only lower it); one read from the time on a core, or cpu-only, is the machine's.
+    None: the line does not decide here."""
+    if verdict.category not in ("cpu-only", "host-bound") or verdict.data_as_host is not None:
+        return None
+    if _has_gpu(run.env) or (analysis.gpu is not None and analysis.gpu.window_us > 0):
+        return None
+    threads = run.env.torch_threads
+    if threads is not None and threads <= 1:
+        return None
+    from gpu_notebook.analysis.too_busy import TOO_BUSY_WAIT
+
+    waited = _steps_wait(analysis)
+    phases = analysis.phases
+    if waited < TOO_BUSY_WAIT or phases is None or phases.total_us <= 0:
+        return None
+    host = analysis.host
+    if host_bound(host, analysis.top_ops, on_gpu=False):
+        return None  # the overhead read over its line: the siblings' waits only lower it
+    compute = _compute_evidence(run, phases)
+    other: VerdictCategory
+    if verdict.category == "cpu-only":
+        reach = overhead_reach(host) if host is not None else None
+        if reach is None:
+            return None
+        phase, share, line, other = "ops", reach, HOST_BOUND_SHARE, "host-bound"
+    elif compute.waits and compute.on_cpu is not None:
+        phase, share, line, other = "on_core", compute.on_cpu.computing, ON_CPU_COMPUTE, "cpu-only"
+    else:
+        return None  # the cell's own code outside the ops: no op holds it
+    steps = len(phases.steps)
+    wait = CoreWait(
+        wait_share=waited,
+        steps=steps,
+        phase=phase,
+        share=share,
+        low=share,
+        high=1.0,
+        line=line,
+        found=verdict.category,
+        other=other,
+        judged=False,
+    )
+    return dataclasses.replace(
+        verdict,
+        category="unknown",
+        headline="",
+        more_gpus="",
+        confidence="low",
         core_wait=wait,
     )
 

@@ -41,11 +41,31 @@ def word_verdict(verdict: Verdict) -> Verdict:
         ),
         evidence=(
             _waited(wait),
-            _batch_line(wait, other) if wait.phase == "batch" else _share_line(wait, other),
-            f"the {'data wait' if wait.phase == 'batch' else 'shares'} as read "
-            f"give{'s' if wait.phase == 'batch' else ''} {wait.found}; no bound is named from them",
+            _batch_line(wait, other)
+            if wait.phase == "batch"
+            else _ops_line(wait, other)
+            if wait.phase in _OPS
+            else _share_line(wait, other),
+            f"the {'shares' if wait.phase in _NAMES else 'figures'} as read give {wait.found}; "
+            "no bound is named from them",
             *verdict.evidence,
         ),
+    )
+
+
+_OPS = {
+    "ops": "per-op overhead (Python between operators and small operators)",
+    "on_core": "the loop thread on a core",
+}
+
+
+def _ops_line(wait: CoreWait, other: str) -> str:
+    return (
+        f"{_OPS[wait.phase]} {fmt_share(wait.share)} of the step as read, up to "
+        f"{fmt_share(wait.high)} with the waits of torch's other threads in its ops (a parallel "
+        "region ends when every thread's part is done; the loop thread's own wait does not "
+        f"count theirs): the {fmt_share(wait.line)} line between {wait.found} and {other} lies "
+        "inside it"
     )
 
 

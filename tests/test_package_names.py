@@ -216,3 +216,21 @@ def test_readme_layout_names_every_package_and_top_level_module_and_only_those_t
         if not (PACKAGE / entry / name).is_file()
     }
     assert not named, f"README's layout names modules that are not there: {named}"
+
+
+def test_capture_is_forbidden_every_module_but_those_it_stands_on():
+    """pyproject's "Capture stands on the records only" names every package and top-level
+    module but the ones capture stands on, so a module added later is forbidden to it too."""
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = (
+        c for c in config["contracts"] if c["name"] == "Capture stands on the records only"
+    )
+    stands_on = {"capture", "records", "markers", "formatting", "escapes", "__init__", "__main__"}
+    everything = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()
+    }
+    forbidden = {m.removeprefix("gpu_notebook.") for m in contract["forbidden_modules"]}
+    assert everything - stands_on - forbidden == set()

@@ -150,14 +150,17 @@ def test_the_checks_see_a_missing_path_and_module_and_leave_other_projects_alone
     assert missing_module("gpu_notebook.fixes.apply_fix") is None  # exported lazily
 
 
-def test_no_module_of_the_package_shadows_the_standard_library():
+def test_no_module_shadows_the_standard_library():
+    """The package's modules and packages, and the scripts of benchmarks/ and tests/ (run from
+    their folder, where ``import trace`` would find a ``trace.py`` beside them)."""
     stdlib = set(sys.stdlib_module_names)
-    shadowing = sorted(
-        str(p.relative_to(PACKAGE))
+    package = {
+        str(p.relative_to(ROOT))
         for p in PACKAGE.rglob("*")
-        if (p.suffix == ".py" and p.stem in stdlib)
-        or (p.is_dir() and (p / "__init__.py").is_file() and p.name in stdlib)
-    )
+        if p.is_dir() and (p / "__init__.py").is_file() and p.name in stdlib
+    }
+    scripts = {f for f in _tracked() if f.endswith(".py") and Path(f).stem in stdlib}
+    shadowing = sorted(package | scripts)
     assert not shadowing, f"named like a standard module: name it for its job: {shadowing}"
 
 

@@ -200,3 +200,19 @@ def test_the_model_an_optimizer_trains_is_a_fact_of_its_call():
     assert facts.optimizers[0].params_of == "enc" and facts.trained_model() == "enc"
     unnamed = scan_source("model = nn.Linear(2, 2)\nopt = SGD(params, lr=0.1)\n")
     assert unnamed.trained_model() == "model"
+
+
+def test_the_names_a_cell_mentions_are_those_a_fix_must_not_reuse():
+    """A fix's new name (``step``, ``scaler``) must not be one the cell mentions in any form:
+    a variable, a parameter, a def, an import, a global; an attribute or a keyword is none."""
+    from gpu_notebook.cell.scan import names_mentioned
+
+    code = (
+        "import torch.nn as tnn, os.path\nfrom a.b import c\n"
+        "def train(step, *rest, scaler=None):\n    global best\n    opt.zero_grad(set_to_none=True)\n"
+        "for i, x in enumerate(loader):\n    total = i\n"
+    )
+    facts = scan_source(code)
+    named = {"torch", "tnn", "os", "a", "c", "train", "step", "rest", "scaler", "best", "opt"}
+    assert names_mentioned(facts) == named | {"i", "x", "enumerate", "loader", "total"}
+    assert names_mentioned(facts, skip=facts.loops[0]) == named

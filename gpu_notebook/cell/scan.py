@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import LoopFacts, SourceFacts
 from gpu_notebook.cell.ipython import (
     PLACEHOLDER_LINE,
     NotPythonCell,
@@ -228,3 +228,44 @@ def _placeholder(node: ast.Expr) -> int | None:
         return None
     match = PLACEHOLDER_LINE.match(f"{call.func.id}()")
     return int(match.group("index")) if match else None
+
+
+def names_mentioned(facts: SourceFacts, skip: LoopFacts | None = None) -> set[str]:
+    """Every name the cell mentions outside the loop ``skip``: variables read or written,
+    parameters, functions and classes defined, names imported, declared global (an attribute,
+    ``step`` of ``opt.step()``, and a keyword, ``lr=``, are not names). A fix picks a new name
+    none of these is, and keeps a value a line outside its loop reads."""
+    if facts.tree is None:
+        return set()
+    found: set[str] = set()
+    stack: list[ast.AST] = [facts.tree.tree]
+    while stack:
+        node = stack.pop()
+        if skip is not None and node is skip.node:
+            continue
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        for field in _NAMES_HELD.get(type(node), ()):
+            held = getattr(node, field, None)
+            texts = held if isinstance(held, list) else [held] if isinstance(held, str) else []
+            # ``a.b`` of an import: ``b`` is an attribute; ``*`` of ``from m import *`` no name
+            found |= {text.split(".")[0] for text in texts if text != "*"}
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+# Nodes that hold a name as text (libcst holds each as a Name node): what they name.
+_NAMES_HELD: dict[type, tuple[str, ...]] = {
+    ast.arg: ("arg",),
+    ast.alias: ("name", "asname"),
+    ast.Global: ("names",),
+    ast.Nonlocal: ("names",),
+    ast.FunctionDef: ("name",),
+    ast.AsyncFunctionDef: ("name",),
+    ast.ClassDef: ("name",),
+    ast.ExceptHandler: ("name",),
+    ast.ImportFrom: ("module",),
+    ast.MatchAs: ("name",),
+    ast.MatchStar: ("name",),
+    ast.MatchMapping: ("rest",),
+}

@@ -12,7 +12,8 @@ import functools
 import libcst as cst
 
 from gpu_notebook.cell.loops import forward_lines
-from gpu_notebook.cell.names import dotted, method_of, names_in, receiver_of
+from gpu_notebook.cell.names import dotted, method_of, receiver_of
+from gpu_notebook.cell.scan import names_mentioned
 from gpu_notebook.cell.words import CLIP_FUNCTIONS, last
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
@@ -60,7 +61,7 @@ def autocast(
     if facts.autocast or facts.grad_scaler:
         return Declined("this cell already uses autocast")
     tree = tree_of(module)
-    scaler = fresh_name(names_in(module), ("scaler", "grad_scaler", "gpucheck_scaler"))
+    scaler = fresh_name(names_mentioned(facts), ("scaler", "grad_scaler", "gpucheck_scaler"))
     edits: dict[cst.CSTNode, Replacement] = {}
     scaled_roots: set[cst.CSTNode] = set()
     context = f'torch.autocast(device_type="{device_type}", dtype=torch.{dtype})'

@@ -22,6 +22,7 @@ import libcst as cst
 
 from gpu_notebook.cell.blocks import kept_graph_calls
 from gpu_notebook.cell.names import dotted, loop_target_names, names_in, position, targets_of, walk
+from gpu_notebook.cell.scan import names_mentioned
 from gpu_notebook.cell.syncs import summable_on_device
 from gpu_notebook.cell.words import KEEPING_METHODS, LogKind
 from gpu_notebook.fixes.cst_tools import (
@@ -182,14 +183,16 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
         ]
     if not targets:
         return Declined(no_training_loop_reason(module))
-    used = names_in(module)
+    used = names_mentioned(facts)
+    facts_by_loop = for_loops(module, facts.loops)
 
     edits: dict[cst.CSTNode, Replacement] = {}
     kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains
     gated = summed = False
     held: list[tuple[str, cst.BaseStatement]] = []
     for loop in targets:
-        moved = _movable(_body(loop), picks, names_in(module, skip=loop), held)
+        outside = names_mentioned(facts, skip=facts_by_loop[loop])
+        moved = _movable(_body(loop), picks, outside, held)
         inner = _closure_moves(loop, picks)
         if accumulate:
             for aug in _accumulations(loop, reads):

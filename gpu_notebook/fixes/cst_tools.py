@@ -25,7 +25,7 @@ import libcst as cst
 from gpu_notebook.cell.facts import LoopFacts, SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE
 from gpu_notebook.cell.loops import trains_in_a_while
-from gpu_notebook.cell.names import Parents, dotted, targets_of, walk
+from gpu_notebook.cell.names import Parents, dotted, targets_of
 from gpu_notebook.cell.parse import FactNode, cst_nodes, once_per_module
 from gpu_notebook.cell.scan import scan_source
 
@@ -101,10 +101,6 @@ class Tree(Parents):
 # --------------------------------------------------------------------------------------------
 # The shape of a training cell
 # --------------------------------------------------------------------------------------------
-
-
-def loops(node: cst.CSTNode) -> list[cst.For]:
-    return [child for child in walk(node) if isinstance(child, cst.For)]
 
 
 def facts_of(module: cst.Module, model_name: str | None = None) -> SourceFacts:

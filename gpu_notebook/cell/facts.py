@@ -78,6 +78,17 @@ class LoaderCall:
 
 
 @dataclass(frozen=True)
+class RemadeLoaderAt:
+    """A ``DataLoader(...)`` call made anew on every pass of the loop around the step loop that
+    reads it (cell.loops.remade_loaders)."""
+
+    call: LoaderCall
+    outer_line: int  # the loop that makes it anew (an epoch loop)
+    step_line: int  # the step loop that iterates it
+    function: str | None  # the function that builds it, called in the step loop's header
+
+
+@dataclass(frozen=True)
 class OptimizerCall:
     line: int
     name: str | None

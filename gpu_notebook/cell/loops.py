@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from gpu_notebook.cell.facts import LoopFacts, SourceLine, ValidationKind
+from gpu_notebook.cell.facts import (
+    LoaderCall,
+    LoopFacts,
+    RemadeLoaderAt,
+    SourceLine,
+    ValidationKind,
+)
 from gpu_notebook.cell.names import (
     calls_in,
     dotted,
@@ -239,3 +245,47 @@ def forward_lines(tree: CellTree, facts: LoopFacts) -> tuple[list[ast.stmt], lis
         )
     ]
     return forward, [s for s in lines if tree.model_calls(s)]
+
+
+def remade_loaders(tree: CellTree, loaders: Iterable[LoaderCall]) -> Iterator[RemadeLoaderAt]:
+    """The DataLoader calls made anew for every pass of a loop around the step loop that
+    iterates them: ``loader = DataLoader(...)`` in the body of an epoch loop whose step loop
+    reads ``loader``, or a function that builds one (``def batches(): yield from
+    DataLoader(...)``) called in a step loop's header inside another loop. Each pass makes a new
+    loader, and a new loader starts its workers again (``persistent_workers`` keeps the workers
+    of one loader between its own passes only)."""
+    functions = {
+        fn.name: fn
+        for fn in ast.walk(tree.tree)
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    steps = [
+        loop for loop in tree.loops if id(loop) in tree.step_loops and isinstance(loop, ast.For)
+    ]
+    for call in loaders:
+        if call.node is None:
+            continue
+        for step in steps:
+            assert isinstance(step, ast.For)
+            outer = tree.enclosing_loop(step)
+            if outer is None:
+                continue
+            made_in = tree.enclosing_loop(call.node)
+            if (
+                call.name is not None
+                and call.name in iterated_names(step.iter)
+                and made_in is outer
+            ):
+                yield RemadeLoaderAt(call, tree.line_of(outer), tree.line_of(step), None)
+                break
+            fn = tree.nearest(call.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            called = {
+                c.func.id
+                for c in ast.walk(step.iter)
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+            }
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and (
+                fn.name in called and functions.get(fn.name) is fn
+            ):
+                yield RemadeLoaderAt(call, tree.line_of(outer), tree.line_of(step), fn.name)
+                break

@@ -40,8 +40,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from gpu_notebook.cell.facts import LoaderCall, SourceFacts
+from gpu_notebook.cell.facts import LoaderCall, RemadeLoaderAt, SourceFacts
 from gpu_notebook.cell.live import LiveDataHook, LiveLoader
+from gpu_notebook.cell.loops import remade_loaders
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.records import (
     Analysis,
@@ -53,6 +54,7 @@ from gpu_notebook.records import (
     Said,
     Sample,
     Severity,
+    StallPattern,
 )
 from gpu_notebook.rules.common import (
     SUGGEST,
@@ -696,5 +698,63 @@ def _main_process_loads(run: Run, facts: SourceFacts) -> bool:
     return workers_in_use(run, loader_in_use(facts))[0] == 0
 
 
+@dataclass(frozen=True)
+class RemadeLoader(Said):
+    at: RemadeLoaderAt
+    workers: int  # the loader's worker processes (literal, or as its iterator had them)
+    # The run's stalls at the new loaders' period (their first batches wait for the workers'
+    # start-up), their extra time over the median step as a share of the run; None: no such
+    # stalls were read (the start-up hidden by a long epoch, or too few epochs).
+    stalls: StallPattern | None
+    bound: float | None
+
+
+def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A DataLoader with workers made anew for every pass of the loop around its step loop (an
+    epoch loop, or a function that builds it called in the step loop's header): every new
+    loader starts its workers again and its first batch waits for them. ``persistent_workers``
+    keeps the workers of one loader object between its own passes; a loader thrown away takes
+    its workers with it, so the setting does nothing here. The fix is to build the loader once,
+    before the epoch loop, with ``persistent_workers=True``: no patch (what the loader's
+    arguments read inside the loop is the user's to move).
+
+    Evidence: the run's stalls with a period (its steps' own time where the clock read each
+    step's wait for a core), their extra time in the data wait; bound: Amdahl over their share
+    (the start-up removed, a ceiling: the first batch of a loader with persistent workers still
+    waits for its prefetch). Without such stalls the finding stays at info, unbounded: the
+    start-up is paid, its cost not read (a long epoch hides it)."""
+    if facts.tree is None:
+        return None
+    at = next(iter(remade_loaders(facts.tree, facts.loaders)), None)
+    if at is None:
+        return None
+    workers = at.call.num_workers
+    if workers is None:
+        workers = run.steps.loader_num_workers
+    if not workers:
+        return None  # no worker processes: a new loader starts nothing
+    shape = analysis.shape
+    read = () if shape is None else (shape.stalls, shape.own.stalls if shape.own else None)
+    periodic = [
+        x
+        for x in read
+        if x is not None and x.period_steps and x.phase in (None, "data") and x.share > 0
+    ]
+    # The steps' own time (less each step's wait for a core) where read: the stalls the code
+    # makes. The bound takes the larger share: the start-up is the new workers' CPU work (a
+    # fork, their first batches), which a loaded machine stretches while the loop thread waits
+    # off its core (at load 16-23 own-time stalls read 29%, the wall's 55%, and building the
+    # loader once measured 1.75x: Amdahl over the own share alone, 1.40x, was no ceiling).
+    stalls = periodic[-1] if periodic else None
+    bound = gain_bound(max(x.share for x in periodic), analysis) if periodic else None
+    severity: Severity = "info"
+    if stalls is not None:
+        severity = "high" if stalls.share >= 0.20 else "medium" if stalls.share >= WARN else "low"
+    said = RemadeLoader(at, workers, stalls, bound)
+    return found("input.remade_loader", severity, said,
+                 phase_share=None if stalls is None else stalls.share, bound=bound,
+                 line=at.call.line)  # fmt: skip
+
+
 TIE = 10  # where its findings tie: the verdict table's order (rules._families)
-RULES = (loader_workers, in_memory_batches, slow_dataset, cpu_saturated)
+RULES = (loader_workers, in_memory_batches, slow_dataset, cpu_saturated, remade_loader)

@@ -15,6 +15,7 @@ from gpu_notebook.rules.input_pipeline import (
     NoSpareCore,
     NoWorkerGain,
     Reach,
+    RemadeLoader,
     SlowDataset,
 )
 from gpu_notebook.words.common import Words, data_wait_evidence, worder, words
@@ -329,4 +330,50 @@ def cpu_saturated(s: CpuSaturated) -> Words:
         "Move augmentation to the GPU, cache preprocessed samples, or use a machine with more "
         "CPU cores per GPU; more GPUs would idle the same way.",
         "SageMaker Debugger CPUBottleneck rule (GPU < 10% while CPU > 90% for > 50% of the run)",
+    )
+
+
+@worder(RemadeLoader)
+def remade_loader(s: RemadeLoader) -> Words:
+    at = s.at
+    made = (
+        f"`{at.function}()` builds a new DataLoader (line {at.call.line}) each time the loop on "
+        f"line {at.step_line} calls it, once per pass of the loop on line {at.outer_line}"
+        if at.function is not None
+        else f"the DataLoader on line {at.call.line} is made anew on every pass of the loop on "
+        f"line {at.outer_line}, around the step loop on line {at.step_line}"
+    )
+    evidence = [
+        made,
+        f"each new loader starts its {s.workers} worker process(es) again and its first batch "
+        "waits for them; persistent_workers keeps the workers of one loader between its own "
+        "passes only, not those of a loader made anew",
+    ]
+    stalls = s.stalls
+    if stalls is not None:
+        evidence.append(
+            f"the run's steps stall every {stalls.period_steps} steps ({stalls.count} stalls, "
+            f"median {stalls.median_stall_s * 1000:.1f} ms): {fmt_share(stalls.share)} of the "
+            f"run's step time over its median step; gain if the start-up goes: "
+            f"{fmt_gain(s.bound)} (Amdahl over that share)"
+        )
+    else:
+        evidence.append(
+            "its cost was not read: no stall at the loader's period stood out of the run's steps"
+        )
+    name = at.call.name or "loader"
+    where = (
+        f"create it once before line {at.outer_line} (`{name} = DataLoader(..., "
+        f"num_workers={s.workers}, persistent_workers=True)`) and iterate that loader in "
+        f"every pass"
+    )
+    if at.function is not None:
+        where += f", instead of `{at.function}()` building a new one"
+    return words(
+        "The DataLoader is made anew every epoch: its workers start again each time",
+        evidence,
+        f"No patch (the loader's arguments may depend on the loop; moving it is yours): {where}; "
+        "its workers then start once and keep going between epochs.",
+        "torch.utils.data docs (persistent_workers: workers kept alive after a dataset has been "
+        "consumed once, for the same DataLoader instance)",
     )

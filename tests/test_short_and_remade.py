@@ -1,0 +1,109 @@
+"""Two shapes of a run the loop's own code sets (issue 26, unseen, oldopen).
+
+A DataLoader with workers made anew every epoch starts its workers again each epoch;
+``persistent_workers=True`` on such a loader does nothing, so the finding names building it once.
+A run that ends inside the profiler's warm-up (an HF Trainer with ``max_steps=2``) has no
+profiled step: its verdict says it rests on the first steps' timings alone. Mechanisms only: a
+real shell, the cell's facts, a hand-built run shape (no timing asserted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpu_notebook.cell.loops import remade_loaders
+from gpu_notebook.records import RunSegment, RunShape, StallPattern
+from gpu_notebook.rules import cell_facts
+from gpu_notebook.rules.input_pipeline import remade_loader
+from gpu_notebook.words import word_findings
+from tests.scenarios import synthetic as syn
+
+PER_EPOCH = """
+ds = torch.utils.data.TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+for epoch in range(3):
+    loader = DataLoader(ds, batch_size=16, num_workers=2)
+    for x, y in loader:
+        loss = model(x).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+"""
+ONCE = """
+ds = torch.utils.data.TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+loader = DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True)
+for epoch in range(3):
+    for x, y in loader:
+        loss = model(x).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+"""
+IN_A_FUNCTION = """
+def batches():
+    yield from DataLoader(ds, batch_size=16, num_workers=2)
+for epoch in range(3):
+    for x, y in batches():
+        loss = model(x).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_a_loader_made_in_the_epoch_loop_or_by_a_function_it_calls_is_made_anew() -> None:
+    facts = cell_facts(PER_EPOCH, None)
+    assert facts.tree is not None
+    (at,) = remade_loaders(facts.tree, facts.loaders)
+    assert (at.call.line, at.outer_line, at.step_line, at.function) == (5, 4, 6, None)
+    facts = cell_facts(IN_A_FUNCTION, None)
+    assert facts.tree is not None
+    (at,) = remade_loaders(facts.tree, facts.loaders)
+    assert (at.call.line, at.outer_line, at.function) == (4, 5, "batches")
+    once = cell_facts(ONCE, None)
+    assert once.tree is not None and not list(remade_loaders(once.tree, once.loaders))
+
+
+def _shape(stalls: StallPattern | None) -> RunShape:
+    seg = RunSegment(first_step=2, last_step=4, median_s=0.01, total_s=0.03)
+    return RunShape(
+        steps=48, total_s=1.0, median_s=0.01, p90_s=0.012, jitter=1.2, first_median_s=0.01,
+        last_median_s=0.01, slope_s_per_step=0.0, segments=(seg,) * 10, windows=(seg,),
+        window_median_s=0.01, window_covers=0.9, represents=True, stalls=stalls,
+    )  # fmt: skip
+
+
+def test_the_stalls_at_the_loaders_period_bound_it_and_no_patch_is_offered() -> None:
+    stalls = StallPattern((4, 8, 12), 11, 4, 0.05, 0.3, 0.3, "data")
+    analysis = dataclasses.replace(syn.make_analysis(), shape=_shape(stalls))
+    run = syn.make_run(PER_EPOCH)
+    (f,) = word_findings([remade_loader(run, analysis, cell_facts(PER_EPOCH, None))])  # type: ignore[list-item]
+    assert f.severity == "high" and f.line == 5 and f.fix_id is None
+    assert f.gain_bound == pytest.approx(1 / (1 - 0.3))
+    assert "persistent_workers=True" in f.fix and "before line 4" in f.fix
+    # Unread cost: said at info, unbounded; a loader without workers starts nothing.
+    quiet = dataclasses.replace(analysis, shape=_shape(None))
+    g = remade_loader(run, quiet, cell_facts(PER_EPOCH, None))
+    assert g is not None and g.severity == "info" and g.gain_bound is None
+    no_workers = PER_EPOCH.replace("num_workers=2", "num_workers=0")
+    assert remade_loader(syn.make_run(no_workers), analysis, cell_facts(no_workers, None)) is None
+
+
+SHORT = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 8)
+for _ in range({n}):
+    loss = model(x).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_a_run_that_ends_in_the_warm_up_says_its_verdict_rests_on_its_first_steps(ip) -> None:
+    ip.run_cell(f"%%gpucheck -q -o rep -w 3\n{SHORT.format(n=2)}")
+    rep = ip.user_ns["rep"]
+    assert rep.run.window.status == "not-reached"
+    assert rep.verdict.confidence == "low"
+    assert rep.verdict.evidence[0].startswith("the run ended after 2 step(s), within the profiler")
+    ip.run_cell(f"%%gpucheck -q -o rep -w 3\n{SHORT.format(n=12)}")
+    rep = ip.user_ns["rep"]
+    assert rep.run.window.status != "not-reached"
+    assert not any(e.startswith("the run ended after") for e in rep.verdict.evidence)

@@ -679,6 +679,10 @@ class Verdict:
     # that wait moves the share that decides (analysis.too_busy). Where it moves it across its
     # line no bound is named: category "unknown", "too busy to judge" (words/verdict.py).
     core_wait: CoreWait | None = None
+    # (steps, warm-up): the run ended after that many steps, within the profiler's warm-up, so no
+    # step was profiled and the verdict rests on the step clock's timings of its first steps
+    # (analysis.verdict._ended_in_warmup; said by words/verdict.py). None: a step was profiled.
+    warmup_only: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

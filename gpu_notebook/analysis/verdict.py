@@ -387,20 +387,15 @@ def _as_read(run: Run, analysis: Analysis, data_in_memory: str | None) -> Verdic
 def _ended_in_warmup(run: Run, analysis: Analysis, verdict: Verdict) -> Verdict:
     """A run that ended inside the profiler's warm-up (an HF Trainer with ``max_steps=2``, a
     short fine-tune): no step was profiled, and the verdict rests on the step clock's hook
-    timings of its first steps alone, which carry one-time costs. Said first, at low confidence,
-    with what would profile a step (issue 26: the report read "CPU-ONLY: a GPU would help this
+    timings of its first steps alone, which carry one-time costs. Said first (words.verdict), at
+    low confidence, with what would profile a step (issue 26: the report read "CPU-ONLY: a GPU would help this
     loop" from two warm-up steps, its window's line apart under the phases)."""
     if run.window.status != "not-reached" or analysis.phases is None:
         return verdict
     if verdict.category == "unknown" or not run.steps.step_count:
         return verdict
-    note = (
-        f"the run ended after {run.steps.step_count} step(s), within the profiler's warm-up of "
-        f"{run.window.warmup_steps}: no step was profiled, and this verdict rests on the step "
-        "clock's timings of those first steps, which carry one-time costs (first calls, "
-        "allocations, a framework's set-up); -w 0 profiles from the first step, or run more steps"
-    )
-    return dataclasses.replace(verdict, evidence=(note, *verdict.evidence), confidence="low")
+    ended = (run.steps.step_count, run.window.warmup_steps)
+    return dataclasses.replace(verdict, warmup_only=ended, confidence="low")
 
 
 def _noisy_window(shape: RunShape, verdict: Verdict) -> Verdict:

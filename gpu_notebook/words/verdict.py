@@ -15,8 +15,13 @@ _NAMES = {"data": "data wait", "sync": "host sync"}
 
 
 def word_verdict(verdict: Verdict) -> Verdict:
-    """``verdict`` with what its steps' wait for a core means said: a verdict without one, or
-    one already worded (read back from JSON), as it is."""
+    """``verdict`` with what its steps' wait for a core means said, and a run that ended within
+    the profiler's warm-up said first: a verdict without either, or one already worded (read
+    back from JSON), as it is."""
+    if verdict.warmup_only is not None:
+        line = _warmup_only(*verdict.warmup_only)
+        if line not in verdict.evidence:
+            verdict = dataclasses.replace(verdict, evidence=(line, *verdict.evidence))
     wait = verdict.core_wait
     if wait is None:
         return verdict
@@ -66,6 +71,15 @@ def _ops_line(wait: CoreWait, other: str) -> str:
         "region ends when every thread's part is done; the loop thread's own wait does not "
         f"count theirs): the {fmt_share(wait.line)} line between {wait.found} and {other} lies "
         "inside it"
+    )
+
+
+def _warmup_only(steps: int, warmup: int) -> str:
+    return (
+        f"the run ended after {steps} step(s), within the profiler's warm-up of {warmup}: no "
+        "step was profiled, and this verdict rests on the step clock's timings of those first "
+        "steps, which carry one-time costs (first calls, allocations, a framework's set-up); "
+        "-w 0 profiles from the first step, or run more steps"
     )
 
 

@@ -871,6 +871,9 @@ class LineStat:
     samples: int
     share: float  # of all samples in the sampled span
     phase_samples: Mapping[str, int] = field(default_factory=dict)
+    # None: a line of the cell. Else the file a cell line ran whole (``%run script.py``), whose
+    # line ``line`` this is (analysis.lines.stack_profile).
+    filename: str | None = None
 
 
 @dataclass(frozen=True)
@@ -894,6 +897,10 @@ class StackProfile:
     lines: tuple[LineStat, ...] = ()
     functions: tuple[FunctionStat, ...] = ()
     collapsed: Mapping[str, int] = field(default_factory=dict)  # "a;b;c" -> samples
+    # Lines of the files the cell ran whole (``%run script.py``: a module body run under a cell
+    # line, from a file outside the installed packages), and the cell lines that ran them.
+    script_lines: tuple[LineStat, ...] = ()
+    script_callers: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

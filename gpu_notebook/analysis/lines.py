@@ -14,9 +14,10 @@ Exports: :func:`to_speedscope` (speedscope's "sampled" JSON profile) and :func:`
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -120,6 +121,7 @@ def stack_profile(
         collapsed_us[OTHER] = collapsed_us.get(OTHER, 0) + raw.other_us
     collapsed = {k: samples(us) for k, us in sorted(collapsed_us.items()) if us > 0}
 
+    script_lines, callers = _script_lines(raw, cell, total_us, samples)
     return StackProfile(
         interval_s=interval_us / 1e6,
         samples=samples(total_us),
@@ -127,6 +129,81 @@ def stack_profile(
         lines=tuple(lines),
         functions=functions,
         collapsed=collapsed,
+        script_lines=script_lines,
+        script_callers=callers,
+    )
+
+
+def _script_lines(
+    raw: RawStacks, cell: str | None, total_us: int, samples: Callable[[int], int]
+) -> tuple[tuple[LineStat, ...], tuple[int, ...]]:
+    """The lines of files the cell ran whole, and the cell lines that ran them: below a cell
+    frame, the first module body (``<module>``) of a file outside the installed packages and the
+    standard library (``%run script.py``, ``runpy.run_path``, ``exec(compile(..., path, ...))``).
+    Its own frames' lines are counted once a sample, inclusive, from the kept stacks (samples
+    past ``max_stacks`` fold into "[other]" and are not placed: a lower reading).
+
+    A ``%run train.py`` cell read "line 2 `%run train.py`: 100%" as its only hot line: the
+    script's loop, where the time goes, never showed (issue 26, unseen)."""
+    if cell is None:
+        return (), ()
+    times: dict[tuple[str, int], int] = {}
+    phases: dict[tuple[str, int], dict[str, int]] = {}
+    callers: set[int] = set()
+    for stack in raw.stacks:
+        frames = [(raw.functions[f], line) for f, line in stack.frames]
+        calls = [i for i, (ref, _line) in enumerate(frames) if ref.filename == cell]
+        if not calls:
+            continue
+        script = next(
+            (
+                i
+                for i in range(calls[-1] + 1, len(frames))
+                if frames[i][0].function == "<module>" and _users_file(frames[i][0].filename)
+            ),
+            None,
+        )
+        if script is None:
+            continue
+        callers.add(frames[calls[-1]][1])
+        path = frames[script][0].filename
+        for where in {(path, line) for ref, line in frames[script:] if ref.filename == path}:
+            times[where] = times.get(where, 0) + stack.time_us
+            if stack.phase is not None:
+                tally = phases.setdefault(where, {})
+                tally[stack.phase] = tally.get(stack.phase, 0) + stack.time_us
+    out = tuple(
+        LineStat(
+            line=line,
+            text=linecache.getline(path, line).rstrip("\n"),
+            samples=samples(us),
+            share=us / total_us if total_us else 0.0,
+            phase_samples={p: samples(t) for p, t in sorted(phases.get((path, line), {}).items())},
+            filename=path,
+        )
+        for (path, line), us in sorted(times.items())
+        if us > 0
+    )
+    return out, tuple(sorted(callers)) if out else ()
+
+
+def _users_file(filename: str) -> bool:
+    """A source file of the user's own: on disk, outside the standard library and the
+    installed packages (IPython's ``%run`` machinery, runpy, torch)."""
+    if filename.startswith("<") or not os.path.isabs(filename):
+        return False
+    return not filename.startswith(_installed_prefixes())
+
+
+@lru_cache(maxsize=1)
+def _installed_prefixes() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    found = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    found |= {p for p in sys.path if p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))}
+    return tuple(os.path.join(os.path.realpath(p), "") for p in found) + tuple(
+        os.path.join(p, "") for p in found
     )
 
 
@@ -241,9 +318,19 @@ def hot_lines(profile: StackProfile, n: int = 3, min_share: float = 0.0) -> tupl
     callee's line follows it.
     """
     depth = _cell_line_depths(profile.collapsed)
+    # A cell line that ran a script whole (``%run train.py``) gives way to the script's lines:
+    # its time is theirs, and they say where it went.
+    callers = set(profile.script_callers)
+    cell = [s for s in profile.lines if s.share >= min_share and s.line not in callers]
+    script = [s for s in profile.script_lines if s.share >= min_share]
     ranked = sorted(
-        (stat for stat in profile.lines if stat.share >= min_share),
-        key=lambda stat: (-stat.share, depth.get(stat.line, 1 << 30), stat.line),
+        (*cell, *script),
+        key=lambda stat: (
+            -stat.share,
+            stat.filename is not None,
+            depth.get(stat.line, 1 << 30) if stat.filename is None else 0,
+            stat.line,
+        ),
     )
     return tuple(ranked[:n])
 

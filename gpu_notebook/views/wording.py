@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from gpu_notebook.analysis import gpu_estimate as model
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, fix_outcome, measurable
+from gpu_notebook.analysis.lines import file_label
 from gpu_notebook.analysis.whatif import DDP_BUCKET_BYTES, NCCL_EFFICIENCY
 from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes
 from gpu_notebook.records import (
@@ -315,7 +316,10 @@ def describe_line(stat: LineStat, of: str = "step time") -> str:
         text = text[: _MAX_TEXT_CHARS - 1] + "…"
     code = f" `{text}`" if text else ""
     phase = _main_phase(stat.phase_samples, stat.samples)
-    return f"line {stat.line}{code}: {stat.share:.0%} of {of}{phase}"
+    where = (
+        f"line {stat.line}" if stat.filename is None else f"{file_label(stat.filename)}:{stat.line}"
+    )
+    return f"{where}{code}: {stat.share:.0%} of {of}{phase}"
 
 
 def _main_phase(phase_samples: Mapping[str, int], samples: int) -> str:

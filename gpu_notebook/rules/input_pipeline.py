@@ -278,7 +278,11 @@ def workers_reach(
         # time deliver no faster than ``load / wanted`` (plain_input's 2 workers on a loader
         # sleeping 2 ms an item: 2.04x-2.10x measured, ~2.1x by this term). The main process
         # still receives every batch.
-        cpu_us = load_us * loading_cpu_fraction(run, analysis, data)
+        # The process's CPU use read as the loop ran (``loop_stretch``), as ``no_spare_core``
+        # reads it: over the wall clock a loaded machine's waits for a core read a numpy
+        # augmentation as "none of it CPU work" (zip_two_loaders at load 21: 0.11 of a core,
+        # its thread waiting 90% of the time), and the same report's two readings disagreed.
+        cpu_us = load_us * loading_cpu_fraction(run, analysis, data, loop_stretch(analysis))
         floor_us = max(_workers_floor(loop, rest_us, cpu_us, WORKER_HANDOFF_US), load_us / wanted)
     else:
         floor_us = rest_us

@@ -36,7 +36,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import gpu_notebook
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.interference import counted_step_times
 from gpu_notebook.formatting import fmt_factor, fmt_gain
@@ -103,7 +102,9 @@ def run_child(
     """A runner that starts ``python -m gpu_notebook.tryfix.child`` with this package first on
     its path; the script's output goes to files in the scratch folder (their error is read
     back), and a run past its timeout is killed with its process group (its loader workers)."""
-    root = str(Path(gpu_notebook.__file__).resolve().parent.parent)
+    # The folder that holds the package (this file is <root>/gpu_notebook/tryfix/trials.py): not
+    # read from the package root, whose __init__ is the IPython extension (magic and views).
+    root = str(Path(__file__).resolve().parents[2])
     base_env = dict(os.environ if env is None else env)
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, base_env.get("PYTHONPATH", "")) if p)
     counter = iter(range(1_000_000))

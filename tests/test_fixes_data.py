@@ -447,3 +447,35 @@ opt = torch.optim.Adam([
     assert '"lr": 1e-3 * 2}' in after and '"lr": 3e-3 * 2,' in after
     assert "lr=5e-4 * 2" in after and '"weight_decay": 0.01' in after
     assert "optimizer lr scaled x2 too" in after
+
+
+LR_FINDER = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+loader = DataLoader(TensorDataset(torch.randn(256, 4), torch.randn(256)), batch_size=16)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+it = iter(loader)
+for _ in range(16):
+    x, y = next(it)
+    loss = (model(x).squeeze(1) - y).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_a_bigger_batch_is_declined_where_the_loop_draws_a_fixed_count_by_next():
+    """lr_finder_runs: 40 next(it) from one pass over 4096 samples of 64; the bigger batch
+    (128) left 32 batches and the patched script broke with StopIteration in --try-fixes."""
+    result = apply_fix("bigger_batch", LR_FINDER, factor=2, scale_lr=True)
+    assert isinstance(result, Refusal)
+    assert "next(it)" in result.reason and "StopIteration" in result.reason
+    # The same loader iterated by a for loop: the fix applies, and the patched cell runs.
+    plain = LR_FINDER.replace("it = iter(loader)\nfor _ in range(16):\n    x, y = next(it)\n",
+                              "for x, y in loader:\n")  # fmt: skip
+    patched = apply_fix("bigger_batch", plain, factor=2, scale_lr=True)
+    assert isinstance(patched, Patch) and "batch_size=32" in patched.source_after
+    exec(compile(patched.source_after, "<patched>", "exec"), {})
+    # Run as it was declined, the patched draw would have run out.
+    broken = LR_FINDER.replace("batch_size=16", "batch_size=32")
+    with pytest.raises(StopIteration):
+        exec(compile(broken, "<broken>", "exec"), {})

@@ -191,6 +191,14 @@ def test_batch_sizes_still_counted_for_plain_tensors_and_parameters(clock):
     parts = [torch.randn(2), torch.randn(3)]
     assert _leading_size(torch.nested.nested_tensor(parts)) == 2
     assert _leading_size(torch.nested.nested_tensor(parts, layout=torch.jagged)) == 2
+    # Issue 26 (unseen round 9): a loader with collate_fn=lambda b: b yields a list of samples
+    # (16 (sequence, label) pairs); the first sequence's length (15 tokens) was read as the batch.
+    samples = [(torch.randn(15 + i % 3, 16), i % 2) for i in range(16)]
+    assert _leading_size(samples) == 16
+    assert _leading_size([{"ids": [1, 2, 3], "label": 0}] * 4) == 4
+    # The default collate's output for (x, y) samples stays a list of fields.
+    assert _leading_size([torch.randn(8, 3), torch.randn(8)]) == 8
+    assert _leading_size([[torch.randn(5, 2), torch.randn(5, 2)], torch.randn(5)]) == 5
 
 
 # ------------------------------------------------------------------ torch's compilers

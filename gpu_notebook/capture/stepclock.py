@@ -1277,6 +1277,8 @@ def _leading_size(batch: Any, unread: dict[str, None] | None = None) -> int | No
             kind = type(batch)
             if issubclass(kind, torch.Tensor):
                 return _tensor_leading_size(batch, kind, torch, unread)
+            if kind is list and _sample_list(batch):
+                return len(batch)
             if kind in (tuple, list):
                 # A loop, not a generator: this runs for every batch of a timed step.
                 for item in batch:
@@ -1338,6 +1340,24 @@ def _batch_tensors(batch: Any) -> int | None:
     except Exception:  # noqa: BLE001 -- a batch we cannot read has no count; the loop goes on
         return None
     return count or None
+
+
+def _sample_list(batch: list[Any]) -> bool:
+    """A list of samples, not a collated batch: every item a plain tuple, or every item a plain
+    dict (``collate_fn=lambda b: b``, a loop that then runs the model sample by sample). The
+    default collate never makes one: tuples collate to a list of stacked fields, dicts to one
+    dict. Read as the fields of one sample, the first field's length was taken for the batch
+    (issue 26, unseen round 9: "batch 15" for 16 sequences, the first 15 tokens long, and a
+    bigger batch's trial read per sample from it: "0.10x, slower")."""
+    if len(batch) < 2:
+        return False
+    first = type(batch[0])
+    if first is not tuple and first is not dict:
+        return False
+    for item in batch:  # noqa: SIM110 -- a loop, not a generator: this runs every timed step
+        if type(item) is not first:
+            return False
+    return True
 
 
 def _agreed_size(items: Any, torch: Any, unread: dict[str, None] | None) -> int | None:

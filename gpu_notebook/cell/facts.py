@@ -147,6 +147,8 @@ class SourceFacts:
     validation: tuple[SourceLine, ...] = ()  # validation work inside a training loop
     # no_grad blocks of a step loop that run a model for the loss (a teacher's targets)
     frozen_forwards: tuple[SourceLine, ...] = ()
+    # loops of a step loop over the batch's samples that call a model on each
+    per_sample_loops: tuple[SourceLine, ...] = ()
     blocking_copies: tuple[SourceLine, ...] = ()  # .to(device)/.cuda() in loops, non_blocking off
     non_blocking_copies: int = 0
     inference_loops: tuple[SourceLine, ...] = ()  # loops calling a model without grad mode off

@@ -134,6 +134,92 @@ def frozen_forwards(tree: CellTree) -> Iterator[SourceLine]:
     yield from sorted(found.values(), key=lambda s: s.line)
 
 
+def per_sample_loops(tree: CellTree) -> Iterator[SourceLine]:
+    """Loops inside a step loop that go over the batch's samples and call a model on each
+    (``for seq, y in batch:``, ``for i in range(x.size(0)):``, ``for xi, yi in zip(x, y):``): the
+    model runs once per sample, so a bigger batch adds calls, not work per operator. A loop
+    over another dimension (``range(x.size(1))``: time steps) or over anything else is not one:
+    a bigger batch gives each of its calls more work."""
+    found: dict[int, SourceLine] = {}
+    for loop in (loop for loop in tree.loops if id(loop) in tree.step_loops):
+        samples = _batch_names(loop)
+        if not samples:
+            continue
+        for node in ast.walk(loop):
+            if (
+                node is not loop
+                and isinstance(node, (ast.For, ast.AsyncFor))
+                and _over_samples(node.iter, samples)
+                and tree.model_calls(node)
+            ):
+                line = tree.source_line(node, "per-sample", loop)
+                found.setdefault(line.line, line)
+    yield from sorted(found.values(), key=lambda s: s.line)
+
+
+def _batch_names(loop: Loop) -> set[str]:
+    """Names that hold the step's batch: the step loop's targets (``for x, y in loader``) and
+    names its body unpacks or indexes from them (``x, y = batch``, ``x = batch[0]``)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return set()
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    for stmt in loop.body:
+        if not isinstance(stmt, ast.Assign):
+            continue
+        value = stmt.value.value if isinstance(stmt.value, ast.Subscript) else stmt.value
+        if isinstance(value, ast.Name) and value.id in names:
+            for target in stmt.targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _over_samples(expr: ast.expr, samples: set[str]) -> bool:
+    """``batch``, ``enumerate(batch)``, ``zip(x, y)``, ``range(len(x))``, ``range(x.size(0))``,
+    ``range(x.shape[0])``: an iteration over the first dimension of a batch name."""
+    if isinstance(expr, ast.Name):
+        return expr.id in samples
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, ast.Name):
+        return False
+    fn, args = expr.func.id, expr.args
+    if fn in ("enumerate", "zip", "reversed"):
+        return bool(args) and all(
+            _over_samples(a, samples) for a in args[: 1 if fn != "zip" else None]
+        )
+    if fn != "range" or len(args) != 1:
+        return False
+    return _first_dim_of(args[0], samples)
+
+
+def _first_dim_of(expr: ast.expr, samples: set[str]) -> bool:
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len":
+        return (
+            len(expr.args) == 1
+            and isinstance(expr.args[0], ast.Name)
+            and expr.args[0].id in samples
+        )
+    if (  # x.size(0)
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "size"
+        and isinstance(expr.func.value, ast.Name)
+        and expr.func.value.id in samples
+    ):
+        return (
+            len(expr.args) == 1
+            and isinstance(expr.args[0], ast.Constant)
+            and expr.args[0].value == 0
+        )
+    if (  # x.shape[0]
+        isinstance(expr, ast.Subscript)
+        and isinstance(expr.value, ast.Attribute)
+        and expr.value.attr == "shape"
+        and isinstance(expr.value.value, ast.Name)
+        and expr.value.value.id in samples
+    ):
+        return isinstance(expr.slice, ast.Constant) and expr.slice.value == 0
+    return False
+
+
 def _feeds_backward(block: ast.With | ast.AsyncWith, loop: Loop) -> bool:
     """Whether a name the block assigns is read after it, up to the loop's last backward: the
     step's loss is built from it (a teacher's targets, a no_grad augmentation), so the block

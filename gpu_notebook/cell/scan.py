@@ -35,7 +35,13 @@ from gpu_notebook.cell.ipython import (
     protect,
 )
 from gpu_notebook.cell.live import live_facts
-from gpu_notebook.cell.loops import frozen_forwards, inference_loops, loop_facts, validation
+from gpu_notebook.cell.loops import (
+    frozen_forwards,
+    inference_loops,
+    loop_facts,
+    per_sample_loops,
+    validation,
+)
 from gpu_notebook.cell.names import dotted, method_of, position, receiver_of, targets_of
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.setup import (
@@ -138,6 +144,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         ),
         validation=tuple(validation(tree)),
         frozen_forwards=tuple(frozen_forwards(tree)),
+        per_sample_loops=tuple(per_sample_loops(tree)),
         blocking_copies=tuple(copies(tree, blocking=True)),
         non_blocking_copies=len(copies(tree, blocking=False)),
         inference_loops=inference_loops(tree, loops),

@@ -22,6 +22,9 @@ the batch as the data does (``rules.common.bigger_batch_gain_low``). A low end w
 run-to-run margin makes the fix small (info, not tried): a convolution taking most of the model
 side (accum_tqdm: measured 1.00x against "up to 1.24x") or a data wait near the whole step.
 Severity low when the step mostly waits for data (>= 20%): the input rule speaks first.
+A step loop that calls the model once per sample of its batch (``for seq, y in batch:``,
+``cell.loops.per_sample_loops``): a bigger batch only adds calls of the same size, so it is not
+offered; the advice is to batch the samples into one call (no patch, no bound).
 No loader to enlarge and the model not compiled: compile is the fix, bounded by Amdahl over the
 step less its data wait, its optimizer step and the model's matmul/convolution calls by their
 floors (``compile_gain``: what a compiled graph cannot take), with no low end.
@@ -57,7 +60,7 @@ from gpu_notebook.analysis.host import (
     host_bound,
     in_memory_host_bound,
 )
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.records import (
     Analysis,
@@ -143,8 +146,9 @@ class TinyOps(Said):
     batch: int | None
     factor: int
     bound: float | None
-    # A bigger batch (a loader to enlarge), compiled already (none), or compile (none found).
-    outcome: Literal["batch", "compiled", "compile"]
+    # A bigger batch (a loader to enlarge), compiled already (none), compile (none found), or
+    # the model called sample by sample inside the step (none: batch the samples).
+    outcome: Literal["batch", "compiled", "compile", "samples"]
     compiled: bool
     # Micro-batches per optimizer step the fix folds `factor` of into one (the learning rate
     # stays); None: no such accumulation, the batch grows and the learning rate scales.
@@ -155,6 +159,8 @@ class TinyOps(Said):
     low: float | None = None
     # outcome "compile": what compiling the model can gain, and the shares it rests on.
     compile: CompileGain | None = None
+    # outcome "samples": the step loop's loops over the batch's samples that call the model.
+    sample_loops: tuple[SourceLine, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -256,6 +262,14 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     compiled = uses_compile(facts)
     said = TinyOps(tiny, sized_us, heaviest_us, host, residual, analysis.phases,
                    analysis.step_stats.median_s, batch, factor, None, "compile", compiled)  # fmt: skip
+    sample_loops = loop_lines(facts, facts.per_sample_loops)
+    if sample_loops:
+        # The model runs once per sample (``for seq, y in batch: model(seq)``): a bigger batch
+        # adds calls, each of the same size, and amortizes only the once-a-step work (a batch
+        # x8 of such a loop offered at 2.39x-7.24x; the step's calls per sample do not shrink).
+        # The fix is the user's: batch the samples into one call (pad or pack them); no patch.
+        said = dataclasses.replace(said, outcome="samples", sample_loops=sample_loops)
+        return found("launch.tiny_ops", severity, said, line=sample_loops[0].line)
     if loader.known:
         bound = bigger_batch_bound(factor, analysis)
         per_sample = per_sample_model_share(analysis, TINY_OP_US)

@@ -1,0 +1,135 @@
+"""Issue 26 (unseen round 9): a DataLoader with workers built anew every epoch.
+
+``for epoch in range(25): loader = DataLoader(ds, ..., num_workers=2)`` starts two worker
+processes every epoch; the run stalled every 20 steps (each epoch's first batch), 63% of its
+time in those stalls, and main's input rule said the workers barely ran on a busy machine.
+Mechanisms: the cell's facts, the rule on a seeded run shape, the patch (the loader built once,
+above the loop, with persistent_workers=True), and a real small run of the patched loop whose
+loader starts its workers once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from gpu_notebook.cell.scan import scan_source
+from gpu_notebook.fixes.catalog import apply_fix
+from gpu_notebook.fixes.records import Patch, Refusal
+from gpu_notebook.records import RunShape, StallPattern
+from gpu_notebook.rules import RULE_FIXES, run_rules
+from gpu_notebook.rules.loader_respawn import rebuilt_loaders
+from gpu_notebook.words import word_findings as words
+from tests.scenarios import synthetic as syn
+
+CELL = """\
+for epoch in range(3):
+    loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2)
+    for x, y in loader:
+        loss = model(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def _built(cell: str) -> list[bool]:
+    facts = scan_source(cell)
+    assert facts.tree is not None
+    return [b.movable for b in rebuilt_loaders(facts.tree, facts.loaders)]
+
+
+def test_a_loader_assigned_in_the_epoch_loop_is_rebuilt_every_epoch():
+    assert _built(CELL) == [True]
+    # Its arguments read the epoch: found, not movable (no patch).
+    assert _built(CELL.replace("DataLoader(ds,", "DataLoader(parts[epoch],")) == [False]
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        CELL.replace("num_workers=2)", "num_workers=2, persistent_workers=True)"),
+        # Built once above the loop: nothing to move.
+        "loader = DataLoader(ds, num_workers=2)\n"
+        + CELL.replace(
+            "    loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2)\n", ""
+        ),
+    ],
+)
+def test_a_loader_built_once_or_persistent_is_not_rebuilt(cell):
+    assert _built(cell) == []
+
+
+def _finding(cell: str, *, phase: str = "data", share: float = 0.3):
+    run = syn.make_run(cell)
+    stalls = StallPattern((20, 40, 60), 3, 20, 0.2, 0.6, share, phase, 0.9)
+    shape = RunShape(60, 2.0, 0.01, 0.012, 1.2, 0.01, 0.01, 0.0, stalls=stalls)
+    analysis = dataclasses.replace(syn.make_analysis({"data": 0.4, "forward": 0.3}), shape=shape)
+    found = {f.rule_id: f for f in words(run_rules(run, analysis, syn.VERDICT))}
+    return found.get("input.respawned_workers")
+
+
+def test_stalls_in_the_data_wait_are_the_workers_starting_again():
+    f = _finding(CELL)
+    assert f is not None and f.fix_id == "persistent_loader"
+    assert f.gain_bound == pytest.approx(1 / (1 - 0.3))
+    assert f.line == 3  # the DataLoader line, under the cell's %%gpucheck line
+    assert "persistent_workers=True" in f.fix
+    assert any("every 20 steps" in e for e in f.evidence)
+
+
+def test_no_stall_in_the_data_wait_or_no_workers_is_no_finding():
+    assert _finding(CELL, phase="forward") is None
+    assert _finding(CELL.replace(", num_workers=2", "")) is None
+
+
+def test_a_loader_that_reads_the_epoch_gets_words_but_no_patch():
+    f = _finding(CELL.replace("DataLoader(ds,", "DataLoader(parts[epoch],"))
+    assert f is not None and f.fix_id is None
+    assert "no patch" in f.fix
+
+
+def test_the_patch_builds_the_loader_once_with_persistent_workers():
+    patch = apply_fix(RULE_FIXES["persistent_loader"], CELL)
+    assert isinstance(patch, Patch), patch
+    body = patch.source_after.splitlines()[1:]
+    assert body[0] == (
+        "loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2, persistent_workers=True)"
+    )
+    assert body[1] == "for epoch in range(3):"
+    assert "    loader = DataLoader" not in patch.source_after
+    refused = apply_fix(
+        RULE_FIXES["persistent_loader"], CELL.replace("DataLoader(ds,", "DataLoader(parts[epoch],")
+    )
+    assert isinstance(refused, Refusal)
+
+
+def test_the_patched_loop_starts_its_workers_once():
+    """A real run of both cells (2 workers, 3 epochs): the original loop makes a worker
+    iterator each epoch; the patched one makes one and keeps it."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def iterators(source: str) -> int:
+        made: list[int] = []
+
+        class Counting(DataLoader):
+            def _get_iterator(self):
+                made.append(1)
+                return super()._get_iterator()
+
+        model = torch.nn.Linear(3, 1)
+        ns = {
+            "DataLoader": Counting,
+            "ds": TensorDataset(torch.randn(8, 3), torch.randn(8)),
+            "model": model,
+            "opt": torch.optim.SGD(model.parameters(), lr=0.1),
+        }
+        exec(source, ns)
+        return len(made)
+
+    patch = apply_fix(RULE_FIXES["persistent_loader"], CELL)
+    assert isinstance(patch, Patch)
+    assert iterators(CELL) == 3
+    assert iterators(patch.source_after) == 1

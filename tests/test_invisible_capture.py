@@ -961,3 +961,29 @@ def test_a_training_thread_the_cell_joins_is_not_said_to_outlive_it(ip):
     notes = ip.user_ns["rep"].run.notes
     assert any("thread 'trainer'" in n for n in notes), notes
     assert not any("still running" in n for n in notes), notes
+
+
+def test_a_validation_pass_with_autograd_on_is_not_the_next_step_s_samples(clock):
+    """Issue 26 (unseen round 9): an epoch's validation that forgets torch.no_grad() reads its
+    loader between two steps; the step after it read "batch 2112" (64 + 32 x 64). Two loaders
+    zipped, each read once before the backward, still count both."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    net = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    train, val = DataLoader(ds, batch_size=8), DataLoader(ds, batch_size=16)
+    for _ in range(3):
+        for x, y in train:
+            torch.nn.functional.mse_loss(net(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+        for x, _y in val:  # validation, autograd on
+            net(x).sum().item()
+    for (xa, ya), (xb, yb) in zip(train, DataLoader(ds, batch_size=8), strict=True):
+        (net(xa) - ya + net(xb) - yb).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    sizes = [s.batch_size for s in clock.record().steps]
+    assert sizes[:24] == [8] * 24  # main: 72 at each epoch's first step after the first
+    assert sizes[24:] == [16] * 8

@@ -223,6 +223,11 @@ class StepClock:
         self._opt_start_ns = 0
         self._opt_inner_ns = 0  # data + forward + backward already counted when the step began
         self._samples: int | None = None  # samples seen in the open step (all micro-batches)
+        # The latest run of reads with no backward between them: its iterator, its length and
+        # the samples of its last read (``_count_samples``).
+        self._run_iter = 0
+        self._run_reads = 0
+        self._run_last = 0
         self._grad_bytes: int | None = None
         self._double_bytes = 0  # ... of them float64
         self._grad_tensors: int | None = None
@@ -714,13 +719,37 @@ class StepClock:
             if id(it) != clock._iterator_id:
                 clock._switch_iterator(it, batch)
             clock._iterator_batches += 1
-            n = _leading_size(batch, clock._unread)
-            if n is not None:
-                clock._samples = (clock._samples or 0) + n
+            clock._count_samples(id(it), _leading_size(batch, clock._unread))
             return batch
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
+
+    def _count_samples(self, key: int, n: int | None) -> None:
+        """Add a read's samples to the open step's, less those of reads no backward followed.
+
+        A micro-batch is read, then backward (accumulation: read, backward, read, backward); two
+        loaders zipped are read once each before it. An iterator read again with no backward
+        since its last read is not training on those batches: a validation pass with autograd
+        on (no ``torch.no_grad()``) between two steps read 32 batches of 64 there, and the step
+        after it read "batch 2112". Each such read's samples go when the next read of the same
+        iterator comes, and the last one's when another iterator is read after it. Only under
+        a backward or optimizer anchor: where reads end the steps, each read is its step."""
+        if _PRIORITY[self.anchor] <= _LOADER_PRIORITY:
+            if n is not None:
+                self._samples = (self._samples or 0) + n
+            return
+        if key == self._run_iter and self._run_reads:
+            if self._samples:
+                self._samples = max(0, self._samples - self._run_last)
+            self._run_reads += 1
+        else:
+            if self._run_reads >= 2 and self._samples:
+                self._samples = max(0, self._samples - self._run_last)
+            self._run_iter, self._run_reads = key, 1
+        self._run_last = n or 0
+        if n is not None:
+            self._samples = (self._samples or 0) + n
 
     def _switch_iterator(self, it: Any, batch: Any) -> None:
         """The loader settings of the iterator the loop now reads (the fix reads the
@@ -762,6 +791,7 @@ class StepClock:
                 clock._fwd_calls += 1
             clock._counts["backward"] += 1
             clock._bwd_calls += 1
+            clock._run_reads = 0  # the reads before it trained (_count_samples)
             if not clock._lean:
                 clock._read_anomaly()
             clock._event("backward", start, ends_step=False)

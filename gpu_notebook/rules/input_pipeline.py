@@ -68,6 +68,8 @@ from gpu_notebook.rules.common import (
     severity_in,
     share,
 )
+from gpu_notebook.rules.loader_respawn import FIX as PERSISTENT_LOADER
+from gpu_notebook.rules.loader_respawn import rebuilt_loaders
 
 WORKERS_MIN_SHARE_OF_CORES = 0.70  # SageMaker Debugger Dataloader rule: 70%..200% of cores
 # Each worker holds a copy of the dataset object and prefetches 2 batches; past ~16 the memory
@@ -711,6 +713,9 @@ class RemadeLoader(Said):
     # stalls were read (the start-up hidden by a long epoch, or too few epochs).
     stalls: StallPattern | None
     bound: float | None
+    # The patch moves the loader above the loop (rules/loader_respawn.py): its arguments read
+    # no name the loop sets; False: words only.
+    patched: bool = False
 
 
 def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -719,8 +724,9 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     loader starts its workers again and its first batch waits for them. ``persistent_workers``
     keeps the workers of one loader object between its own passes; a loader thrown away takes
     its workers with it, so the setting does nothing here. The fix is to build the loader once,
-    before the epoch loop, with ``persistent_workers=True``: no patch (what the loader's
-    arguments read inside the loop is the user's to move).
+    before the epoch loop, with ``persistent_workers=True``: a patch where the loader is assigned
+    in the loop's body from names the loop does not set (rules/loader_respawn.py), else words
+    (what the loader's arguments read inside the loop is the user's to move).
 
     Evidence: the run's stalls with a period (its steps' own time where the clock read each
     step's wait for a core), their extra time in the data wait; bound: Amdahl over their share
@@ -754,10 +760,18 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     severity: Severity = "info"
     if stalls is not None:
         severity = "high" if stalls.share >= 0.20 else "medium" if stalls.share >= WARN else "low"
-    said = RemadeLoader(at, workers, stalls, bound)
+    # Where the loader is assigned in the loop's own body from names the loop does not set,
+    # the patch moves it above the loop with persistent_workers=True (unseen round 9's
+    # workers_respawn: 2.27x measured, verified); a loader built by a function, or from the
+    # epoch's own data, is the user's to move.
+    patched = any(
+        b.movable and b.call.node is at.call.node
+        for b in rebuilt_loaders(facts.tree, facts.loaders)
+    )
+    said = RemadeLoader(at, workers, stalls, bound, patched)
     return found("input.remade_loader", severity, said,
                  phase_share=None if stalls is None else stalls.share, bound=bound,
-                 line=at.call.line)  # fmt: skip
+                 line=at.call.line, fix=PERSISTENT_LOADER if patched else None)  # fmt: skip
 
 
 TIE = 10  # where its findings tie: the verdict table's order (rules._families)

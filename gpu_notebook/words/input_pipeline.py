@@ -369,11 +369,17 @@ def remade_loader(s: RemadeLoader) -> Words:
     )
     if at.function is not None:
         where += f", instead of `{at.function}()` building a new one"
+    fix = (
+        f"Build the loader once: {where}; its workers then start once and keep going between "
+        "epochs (shuffle=True still reshuffles every epoch)."
+        if s.patched
+        else f"No patch (the loader's arguments may depend on the loop; moving it is yours): "
+        f"{where}; its workers then start once and keep going between epochs."
+    )
     return words(
         "The DataLoader is made anew every epoch: its workers start again each time",
         evidence,
-        f"No patch (the loader's arguments may depend on the loop; moving it is yours): {where}; "
-        "its workers then start once and keep going between epochs.",
+        fix,
         "torch.utils.data docs (persistent_workers: workers kept alive after a dataset has been "
         "consumed once, for the same DataLoader instance)",
     )

@@ -1020,6 +1020,10 @@ class Recompute:
     forward_overhead_us: float | None = None
     backward_overhead_us: float | None = None
     forward_blocks: int = 0  # checkpointed blocks whose forward was found in the traced steps
+    # The host times above are each piece's least over the traced steps, times the steps
+    # (``analysis.recompute._floor_us``), not their sum: a time slice lost to another process
+    # is not the checkpoint's. False: summed (one step, or steps that did not repeat).
+    floored: bool = False
 
     @property
     def overhead_us(self) -> float:

@@ -292,14 +292,16 @@ def test_the_bound_counts_the_checkpoints_own_cost_read_from_the_trace(tmp_path,
         forward_us, backward_us = _checkpoint_cost_us(path, kind, only=k)
         assert one is not None and not one.floored and one.forward_blocks == 4
         assert forward_us > 0 and backward_us > 0
-        assert one.forward_overhead_us == pytest.approx(forward_us)
-        assert one.backward_overhead_us == pytest.approx(backward_us)
+        # (the loader keeps times to about a nanosecond: summed pieces differ there)
+        assert one.forward_overhead_us == pytest.approx(forward_us, abs=0.01)
+        assert one.backward_overhead_us == pytest.approx(backward_us, abs=0.01)
         each.append(one)
     # The three steps together: each piece at its least over them, for three steps; never more
     # than three of the step that read least.
     rec = recompute(trace, phases)
     assert rec is not None and rec.floored and rec.forward_blocks == 4 * 3 and rec.steps == 3
-    assert rec.forward_overhead_us == pytest.approx(3 * min(o.forward_overhead_us for o in each))
+    least_forward = min(o.forward_overhead_us or 0.0 for o in each)
+    assert rec.forward_overhead_us == pytest.approx(3 * least_forward, abs=0.01)
     for field in ("backward_overhead_us", "recompute_us"):
         least = min(getattr(o, field) for o in each)
         assert 0 < getattr(rec, field) <= 3 * least + 1e-6
@@ -347,8 +349,10 @@ def test_a_time_slice_lost_inside_one_recompute_is_not_counted_as_the_checkpoint
     hit = recompute(sliced, phase_breakdown(sliced))
     assert rec is not None and hit is not None and hit.floored
     assert hit.ops == rec.ops
-    assert hit.recompute_us == pytest.approx(rec.recompute_us, abs=1.0)
-    assert hit.overhead_us == pytest.approx(rec.overhead_us, abs=1.0)
+    # The hit piece now counts at the next least of the other steps' (a few us of one op, for
+    # three steps), not 50 ms.
+    assert hit.recompute_us == pytest.approx(rec.recompute_us, rel=0.05)
+    assert hit.overhead_us == pytest.approx(rec.overhead_us, rel=0.05)
     # Summed as before, the slice was the recompute's.
     one = [
         recompute(sliced, dataclasses.replace(phase_breakdown(sliced), steps=(s,)))

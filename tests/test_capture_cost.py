@@ -70,20 +70,35 @@ def _our_calls_in_fit(ip: Any, steps: int) -> int:
     return sum(_our_calls_by_function(ip, steps).values())
 
 
-def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(ip):
+@pytest.mark.parametrize(
+    ("mode", "timed_min_step_s", "most"), [("timed", 0.0, 24), ("lean", 60.0, 10)]
+)
+def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(
+    ip, monkeypatch, mode, timed_min_step_s, most
+):
     """A Lightning step (closure optimizer, its own loops, callbacks, hooks on every module
     call) reaches our code through four hooks only: DataLoader ``__next__``, backward and the
     optimizer's pre/post hooks, with the step accounting behind them. Nothing of ours fires per
-    module or per parameter (this model has 3 Linear modules and 6 parameters): counted as
-    calls, the cost does not depend on the machine's load."""
+    module or per parameter (this model has 3 Linear modules and 6 parameters): no function of
+    ours runs more than twice a step. Counted as calls, the cost does not depend on the load.
+
+    Each mode is pinned (every step timed, or every step lean): left to the step's length, the
+    choice follows the machine's load, and a 40-step run lean beside a 120-step run timed for
+    most of its steps reads a per-step difference that is neither mode's (25.9 measured with
+    three spinning competitors)."""
     pytest.importorskip("lightning")
+    import gpu_notebook.capture.session as session_mod
+
+    monkeypatch.setattr(session_mod, "TIMED_MIN_STEP_S", timed_min_step_s)
     assert ip.run_cell(LIGHTNING_SETUP).success
-    _our_calls_in_fit(ip, 20)  # warm: imports, the first profiler start
-    short, long = _our_calls_in_fit(ip, 40), _our_calls_in_fit(ip, 120)
-    per_step = (long - short) / 80
-    # Timed mode (every phase timed): 4 hooks, the tracing probe twice, 3 step events, the
-    # batch size read, the step's close, the session's boundary listener: ~17. Lean: ~8.
-    assert 4 <= per_step <= 20, per_step
+    _our_calls_by_function(ip, 20)  # warm: imports, the first profiler start
+    short, long = _our_calls_by_function(ip, 40), _our_calls_by_function(ip, 120)
+    per_step = {k: (long.get(k, 0) - short.get(k, 0)) / 80 for k in set(short) | set(long)}
+    # Timed (every phase timed), quiet: 4 hooks, the tracing probe and the step events twice,
+    # the batch size read (5 calls), anomaly and scheduler reads, the step's close: 19.5 (20.7
+    # under load: the profiler's windows fall differently). Lean: ~7.5.
+    assert max(per_step.values()) <= 2.05, (mode, per_step)
+    assert 4 <= sum(per_step.values()) <= most, (mode, per_step)
 
 
 def test_a_lean_closure_step_calls_no_optimizer_pre_hook(ip, monkeypatch):

@@ -288,3 +288,31 @@ def iterated_names(expr: ast.expr) -> tuple[str, ...]:
         elif isinstance(node, ast.Call):
             stack.extend(reversed(node.args))
     return tuple(out)
+
+
+# Nodes that hold a name as text, not as a Name node (libcst holds each as a Name): the fields.
+NAMES_HELD: dict[type, tuple[str, ...]] = {
+    ast.arg: ("arg",),
+    ast.alias: ("name", "asname"),
+    ast.Global: ("names",),
+    ast.Nonlocal: ("names",),
+    ast.FunctionDef: ("name",),
+    ast.AsyncFunctionDef: ("name",),
+    ast.ClassDef: ("name",),
+    ast.ExceptHandler: ("name",),
+    ast.ImportFrom: ("module",),
+    ast.MatchAs: ("name",),
+    ast.MatchStar: ("name",),
+    ast.MatchMapping: ("rest",),
+}
+
+
+def names_held(node: ast.AST, fields: dict[type, tuple[str, ...]] = NAMES_HELD) -> set[str]:
+    """The names ``node`` holds as text in ``fields`` (a parameter, an import, a def...)."""
+    found: set[str] = set()
+    for field in fields.get(type(node), ()):
+        held = getattr(node, field, None)
+        texts = held if isinstance(held, list) else [held] if isinstance(held, str) else []
+        # ``a.b`` of an import: ``b`` is an attribute; ``*`` of ``from m import *`` no name
+        found |= {text.split(".")[0] for text in texts if text != "*"}
+    return found

@@ -42,7 +42,14 @@ from gpu_notebook.cell.loops import (
     per_sample_loops,
     validation,
 )
-from gpu_notebook.cell.names import dotted, method_of, position, receiver_of, targets_of
+from gpu_notebook.cell.names import (
+    dotted,
+    method_of,
+    names_held,
+    position,
+    receiver_of,
+    targets_of,
+)
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.setup import (
     compiled,
@@ -252,27 +259,6 @@ def names_mentioned(facts: SourceFacts, skip: LoopFacts | None = None) -> set[st
             continue
         if isinstance(node, ast.Name):
             found.add(node.id)
-        for field in _NAMES_HELD.get(type(node), ()):
-            held = getattr(node, field, None)
-            texts = held if isinstance(held, list) else [held] if isinstance(held, str) else []
-            # ``a.b`` of an import: ``b`` is an attribute; ``*`` of ``from m import *`` no name
-            found |= {text.split(".")[0] for text in texts if text != "*"}
+        found |= names_held(node)
         stack.extend(ast.iter_child_nodes(node))
     return found
-
-
-# Nodes that hold a name as text (libcst holds each as a Name node): what they name.
-_NAMES_HELD: dict[type, tuple[str, ...]] = {
-    ast.arg: ("arg",),
-    ast.alias: ("name", "asname"),
-    ast.Global: ("names",),
-    ast.Nonlocal: ("names",),
-    ast.FunctionDef: ("name",),
-    ast.AsyncFunctionDef: ("name",),
-    ast.ClassDef: ("name",),
-    ast.ExceptHandler: ("name",),
-    ast.ImportFrom: ("module",),
-    ast.MatchAs: ("name",),
-    ast.MatchStar: ("name",),
-    ast.MatchMapping: ("rest",),
-}

@@ -13,11 +13,13 @@ import dataclasses
 
 from gpu_notebook.cell.facts import SourceLine, SyncKind
 from gpu_notebook.cell.names import (
+    NAMES_HELD,
     dotted,
     keyword_value,
     logs_with,
     loop_target_names,
     method_of,
+    names_held,
     names_in,
     receiver_of,
     targets_of,
@@ -260,7 +262,7 @@ def summable_on_device(tree: CellTree, name: str) -> bool:
     (a 0-d tensor formats like a float there; ``!r`` and ``!s`` would show ``tensor(...)``)."""
     for node in ast.walk(tree.tree):
         if not isinstance(node, ast.Name):
-            if any(name in _named_by(node, field) for field in _NAMING_FIELDS.get(type(node), ())):
+            if name in names_held(node, _NAMING_FIELDS):
                 return False  # a parameter, a keyword, an import, a def of that name: not a total
             continue
         if node.id != name:
@@ -277,25 +279,10 @@ def summable_on_device(tree: CellTree, name: str) -> bool:
     return True
 
 
-# Where a name is written as a string of the node, not a Name (libcst reads each as a name).
-_NAMING_FIELDS: dict[type, tuple[str, ...]] = {
-    ast.arg: ("arg",),
-    ast.keyword: ("arg",),
-    ast.alias: ("name", "asname"),
-    ast.Global: ("names",),
-    ast.Nonlocal: ("names",),
-    ast.FunctionDef: ("name",),
-    ast.AsyncFunctionDef: ("name",),
-    ast.ClassDef: ("name",),
-    ast.ExceptHandler: ("name",),
-    ast.ImportFrom: ("module",),
-}
-
-
-def _named_by(node: ast.AST, field: str) -> set[str]:
-    held = getattr(node, field, None)
-    texts = held if isinstance(held, list) else [held] if isinstance(held, str) else []
-    return {text.split(".")[0] for text in texts}  # ``x.total`` of an import is an attribute
+# The names held as text (``NAMES_HELD``, a match capture included: it rebinds the name) and a
+# keyword's: ``f(total=...)`` names no variable (``names_mentioned`` leaves it out), but a total
+# whose name is also a keyword, a parameter or an import is not left to the sync fix.
+_NAMING_FIELDS: dict[type, tuple[str, ...]] = {**NAMES_HELD, ast.keyword: ("arg",)}
 
 
 def _in_fstring_field(tree: CellTree, node: ast.AST) -> bool:

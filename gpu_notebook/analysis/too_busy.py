@@ -24,6 +24,7 @@ from gpu_notebook.analysis.verdict import (
     INPUT_CRITICAL,
     RUN_DATA_MIN_STEPS,
     SYNC_CRITICAL,
+    no_bound,
     run_data_overrules,
 )
 from gpu_notebook.records import (
@@ -69,15 +70,7 @@ def judged(analysis: Analysis, verdict: Verdict) -> Verdict:
         return verdict
     if wait.judged:
         return dataclasses.replace(verdict, core_wait=wait)
-    return dataclasses.replace(
-        verdict,
-        category="unknown",
-        headline="",
-        more_gpus="",
-        confidence="low",
-        data_as_host=None,
-        core_wait=wait,
-    )
+    return no_bound(verdict, wait)
 
 
 def core_wait(analysis: Analysis, verdict: Verdict) -> CoreWait | None:

@@ -237,8 +237,16 @@ def _batch_at_line(
         other=across.category,
         judged=False,
     )
+    return no_bound(as_read, wait)
+
+
+def no_bound(verdict: Verdict, wait: CoreWait) -> Verdict:
+    """``verdict`` too busy to judge: the steps' wait for a core (``wait``) puts the share that
+    decides it on either side of its line. Category "unknown" at low confidence, no data wait
+    counted as host work, its headline worded by ``words.verdict`` from ``wait``; the evidence
+    the shares as read gave kept."""
     return dataclasses.replace(
-        as_read,
+        verdict,
         category="unknown",
         headline="",
         more_gpus="",
@@ -310,14 +318,7 @@ def _compute_at_line(run: Run, analysis: Analysis, verdict: Verdict) -> Verdict 
         other=other,
         judged=False,
     )
-    return dataclasses.replace(
-        verdict,
-        category="unknown",
-        headline="",
-        more_gpus="",
-        confidence="low",
-        core_wait=wait,
-    )
+    return no_bound(verdict, wait)  # data_as_host is None: the guard above
 
 
 def _as_read(run: Run, analysis: Analysis, data_in_memory: str | None) -> Verdict:

@@ -871,9 +871,14 @@ class LineStat:
     samples: int
     share: float  # of all samples in the sampled span
     phase_samples: Mapping[str, int] = field(default_factory=dict)
-    # None: a line of the cell. Else the file a cell line ran whole (``%run script.py``), whose
-    # line ``line`` this is (analysis.lines.stack_profile).
+    # None: a line of the cell. Else the file of the user's code the cell called, whose line
+    # ``line`` this is (analysis.lines.stack_profile): a file it ran whole (``%run script.py``),
+    # a user's module (``from utils import train_epoch``), or another cell (a function defined
+    # there: ``other_cell``, ``filename`` its compiled name, ``cell_number`` its execution number
+    # when that name holds it, as terminal IPython's "<ipython-input-3-...>" does).
     filename: str | None = None
+    other_cell: bool = False
+    cell_number: int | None = None
 
 
 @dataclass(frozen=True)
@@ -897,8 +902,10 @@ class StackProfile:
     lines: tuple[LineStat, ...] = ()
     functions: tuple[FunctionStat, ...] = ()
     collapsed: Mapping[str, int] = field(default_factory=dict)  # "a;b;c" -> samples
-    # Lines of the files the cell ran whole (``%run script.py``: a module body run under a cell
-    # line, from a file outside the installed packages), and the cell lines that ran them.
+    # Lines of the user's code below the cell's deepest frame: files the cell ran whole (``%run
+    # script.py``: a module body run under a cell line, from a file outside the installed
+    # packages) and functions of other cells or of the user's own files; and the cell lines that
+    # ran a file whole (those give way to its lines; a cell line that called a function stays).
     script_lines: tuple[LineStat, ...] = ()
     script_callers: tuple[int, ...] = ()
 

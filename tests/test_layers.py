@@ -27,6 +27,7 @@ NOT_SENTENCES = {
     "analysis/lines.py:frame_label": "a frame's label 'file:function:line'",
     "analysis/lines.py:_clean": "a source line cleaned for a label",
     "analysis/lines.py:_installed_prefixes": "path prefixes of the installed packages",
+    "analysis/lines.py:_own_package": "path prefixes of this package's own files",
     "analysis/lines.py:to_collapsed": "Brendan Gregg's folded-stacks file format",
     "analysis/phases.py:_measured": "names of the phases a trace measures",
     "analysis/elsewhere.py:defined_not_run": "names of the cell's functions and classes",

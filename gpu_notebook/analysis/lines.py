@@ -137,14 +137,20 @@ def stack_profile(
 def _script_lines(
     raw: RawStacks, cell: str | None, total_us: int, samples: Callable[[int], int]
 ) -> tuple[tuple[LineStat, ...], tuple[int, ...]]:
-    """The lines of files the cell ran whole, and the cell lines that ran them: below a cell
-    frame, the first module body (``<module>``) of a file outside the installed packages and the
-    standard library (``%run script.py``, ``runpy.run_path``, ``exec(compile(..., path, ...))``).
-    Its own frames' lines are counted once a sample, inclusive, from the kept stacks (samples
-    past ``max_stacks`` fold into "[other]" and are not placed: a lower reading).
+    """The lines of the user's code the cell called, and the cell lines that ran a file whole.
 
-    A ``%run train.py`` cell read "line 2 `%run train.py`: 100%" as its only hot line: the
-    script's loop, where the time goes, never showed (issue 26, unseen)."""
+    Below the deepest cell frame, from the first frame of the user's own code on: a file outside
+    the installed packages and the standard library, or another cell (:func:`_other_cell`). A
+    module body there (``<module>``: ``%run script.py``, ``runpy.run_path``, ``exec(compile(...,
+    path, ...))``) is a file run whole, and its cell line gives way to its lines; a function
+    (``train_epoch`` of an earlier cell or of ``utils.py``) keeps its calling cell line, which
+    holds the callee's time. The user's frames' lines are counted once a sample, inclusive,
+    from the kept stacks (samples past ``max_stacks`` fold into "[other]" and are not placed:
+    a lower reading).
+
+    A ``%run train.py`` cell read "line 2 `%run train.py`: 100%" as its only hot line (issue
+    26, unseen); a cell calling ``train_epoch(model, loader)`` defined in a cell above, or
+    imported from the user's module, named only that call line: where the time went, never."""
     if cell is None:
         return (), ()
     times: dict[tuple[str, int], int] = {}
@@ -155,19 +161,13 @@ def _script_lines(
         calls = [i for i, (ref, _line) in enumerate(frames) if ref.filename == cell]
         if not calls:
             continue
-        script = next(
-            (
-                i
-                for i in range(calls[-1] + 1, len(frames))
-                if frames[i][0].function == "<module>" and _users_file(frames[i][0].filename)
-            ),
-            None,
-        )
-        if script is None:
+        users = [i for i in range(calls[-1] + 1, len(frames)) if _users_code(frames[i][0], cell)]
+        if not users:
             continue
-        callers.add(frames[calls[-1]][1])
-        path = frames[script][0].filename
-        for where in {(path, line) for ref, line in frames[script:] if ref.filename == path}:
+        first = frames[users[0]][0]
+        if first.function == "<module>" and _users_file(first.filename):
+            callers.add(frames[calls[-1]][1])
+        for where in {(frames[i][0].filename, frames[i][1]) for i in users}:
             times[where] = times.get(where, 0) + stack.time_us
             if stack.phase is not None:
                 tally = phases.setdefault(where, {})
@@ -180,11 +180,59 @@ def _script_lines(
             share=us / total_us if total_us else 0.0,
             phase_samples={p: samples(t) for p, t in sorted(phases.get((path, line), {}).items())},
             filename=path,
+            other_cell=_other_cell(path, cell),
+            cell_number=_cell_number(path) if _other_cell(path, cell) else None,
         )
         for (path, line), us in sorted(times.items())
         if us > 0
     )
     return out, tuple(sorted(callers)) if out else ()
+
+
+def _users_code(ref: CodeRef, cell: str) -> bool:
+    """A frame of the user's code other than the measured cell's: another cell or a user's file,
+    not this package's own (its hooks run under the cell too, and it may sit outside
+    site-packages: a checkout on ``PYTHONPATH``, an editable install)."""
+    if ref.filename == cell:
+        return False
+    if _other_cell(ref.filename, cell):
+        return True
+    return _users_file(ref.filename) and not ref.filename.startswith(_own_package())
+
+
+# Terminal IPython names a cell "<ipython-input-3-1f2e3d4c5b6a>": its execution number, then a
+# hash of its source.
+_INPUT_PREFIX = "<ipython-input-"
+
+
+def _other_cell(filename: str, cell: str) -> bool:
+    """Another cell of the same session as the measured one: terminal IPython's
+    "<ipython-input-N-hash>" names, or ipykernel's "/tmp/ipykernel_PID/HASH.py" files, which
+    share one folder per kernel."""
+    if filename == cell:
+        return False
+    if cell.startswith(_INPUT_PREFIX):
+        return filename.startswith(_INPUT_PREFIX)
+    folder = os.path.dirname(cell)
+    return (
+        os.path.basename(folder).startswith("ipykernel_")
+        and os.path.dirname(filename) == folder
+        and filename.endswith(".py")
+    )
+
+
+def _cell_number(filename: str) -> int | None:
+    """The execution number in a "<ipython-input-N-hash>" name; None in a hashed file name."""
+    if not filename.startswith(_INPUT_PREFIX):
+        return None
+    number = filename[len(_INPUT_PREFIX) :].split("-", 1)[0]
+    return int(number) if number.isdigit() else None
+
+
+@lru_cache(maxsize=1)
+def _own_package() -> tuple[str, ...]:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../gpu_notebook
+    return (os.path.join(here, ""), os.path.join(os.path.realpath(here), ""))
 
 
 def _users_file(filename: str) -> bool:
@@ -319,7 +367,8 @@ def hot_lines(profile: StackProfile, n: int = 3, min_share: float = 0.0) -> tupl
     """
     depth = _cell_line_depths(profile.collapsed)
     # A cell line that ran a script whole (``%run train.py``) gives way to the script's lines:
-    # its time is theirs, and they say where it went.
+    # its time is theirs, and they say where it went. A cell line that called a function of
+    # another cell or of a user's file stays, ahead of the function's lines at a tie.
     callers = set(profile.script_callers)
     cell = [s for s in profile.lines if s.share >= min_share and s.line not in callers]
     script = [s for s in profile.script_lines if s.share >= min_share]

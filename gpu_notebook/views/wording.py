@@ -316,10 +316,23 @@ def describe_line(stat: LineStat, of: str = "step time") -> str:
         text = text[: _MAX_TEXT_CHARS - 1] + "…"
     code = f" `{text}`" if text else ""
     phase = _main_phase(stat.phase_samples, stat.samples)
-    where = (
-        f"line {stat.line}" if stat.filename is None else f"{file_label(stat.filename)}:{stat.line}"
-    )
-    return f"{where}{code}: {stat.share:.0%} of {of}{phase}"
+    return f"{_line_place(stat)}{code}: {stat.share:.0%} of {of}{phase}"
+
+
+def _line_place(stat: LineStat) -> str:
+    """Where a hot line is: the measured cell's "line 7", another cell's "In[3] line 4" (as
+    IPython's own tracebacks name a cell), a user's file's "utils.py:14".
+
+    ipykernel names a cell by a hash of its source ("/tmp/ipykernel_PID/HASH.py"), which the
+    user never sees and which says nothing of where the cell sits or when it ran: it reads
+    "another cell, line 4", the line's text then says which."""
+    if stat.filename is None:
+        return f"line {stat.line}"
+    if stat.other_cell:
+        if stat.cell_number is not None:
+            return f"In[{stat.cell_number}] line {stat.line}"
+        return f"another cell, line {stat.line}"
+    return f"{file_label(stat.filename)}:{stat.line}"
 
 
 def _main_phase(phase_samples: Mapping[str, int], samples: int) -> str:

@@ -20,6 +20,7 @@ from gpu_notebook.fixes.cst_tools import (
     Replacement,
     facts_of,
     nodes_of,
+    removed,
     replace_nodes,
 )
 from gpu_notebook.fixes.records import Fix
@@ -60,9 +61,9 @@ def drop_grad_scaler(module: cst.Module) -> CodemodResult:
             )
         holder = tree.parent.get(call)
         assert holder is not None  # scalers_made named it: ``name = GradScaler(...)``
-        edits[holder] = _removed
+        edits[holder] = removed
         for use in uses:
-            edits[use.node] = _removed if use.kind in ("update", "unscale") else (
+            edits[use.node] = removed if use.kind in ("update", "unscale") else (
                 _unscaled_backward if use.kind == "scale-backward" else _optimizer_step
             )  # fmt: skip
     keys = list(edits)
@@ -83,10 +84,6 @@ DROP_GRAD_SCALER = Fix(
     "https://pytorch.org/docs/stable/amp.html#gradient-scaling",
     drop_grad_scaler,
 )
-
-
-def _removed(_: cst.CSTNode) -> cst.RemovalSentinel:
-    return cst.RemovalSentinel.REMOVE
 
 
 def _unscaled_backward(updated: cst.Call) -> cst.Call:

@@ -208,6 +208,11 @@ class _Replacer(cst.CSTTransformer):
         return updated_node if edit is None else edit(updated_node)
 
 
+def removed(_node: cst.CSTNode) -> cst.RemovalSentinel:
+    """The edit that removes the node (a statement the fix makes redundant)."""
+    return cst.RemovalSentinel.REMOVE
+
+
 def replace_nodes(node: NodeT, edits: Mapping[cst.CSTNode, Replacement]) -> NodeT:
     """Apply every edit under ``node`` (the module, or a statement being rewritten) in one pass;
     each gets the node with its descendants already edited."""

@@ -35,7 +35,7 @@ from gpu_notebook.rules.common import found, gain_bound, severity_of, share
 if TYPE_CHECKING:
     import libcst as cst
 
-    from gpu_notebook.fixes.cst_tools import CodemodResult
+    from gpu_notebook.fixes.cst_tools import CodemodResult, Replacement
 
 
 @dataclass(frozen=True)
@@ -145,9 +145,9 @@ def one_backward(module: cst.Module) -> CodemodResult:
     from gpu_notebook.fixes.cst_tools import (
         Declined,
         Edited,
-        Replacement,
         facts_of,
         nodes_of,
+        removed,
         replace_nodes,
         tree_of,
     )
@@ -172,7 +172,7 @@ def one_backward(module: cst.Module) -> CodemodResult:
         joined = cst.parse_expression(f"({terms}).backward({keep})")
         edits[calls[0]] = functools.partial(_joined, joined)
         for line in statements:
-            edits[line] = _removed
+            edits[line] = removed
         joined_groups += 1
     if not edits:
         return Declined(
@@ -183,12 +183,6 @@ def one_backward(module: cst.Module) -> CodemodResult:
 
 def _joined(joined: cst.BaseExpression, _node: cst.CSTNode) -> cst.CSTNode:
     return joined
-
-
-def _removed(_node: cst.CSTNode) -> cst.RemovalSentinel:
-    import libcst as cst
-
-    return cst.RemovalSentinel.REMOVE
 
 
 FIX = Fix(

@@ -71,6 +71,7 @@ def persistent_loader(module: cst.Module) -> CodemodResult:
         Edited,
         facts_of,
         nodes_of,
+        removed,
         replace_nodes,
         set_keyword,
         tree_of,
@@ -93,18 +94,12 @@ def persistent_loader(module: cst.Module) -> CodemodResult:
         hoisted = line.deep_replace(call, kept)
         assert isinstance(hoisted, cst.SimpleStatementLine)
         moved.setdefault(loop, []).append(hoisted)
-        edits[line] = _removed
+        edits[line] = removed
     for loop, lines in moved.items():
         edits[loop] = _preceded_by(lines)
     if not moved:
         return Declined("no DataLoader built in the epoch loop from names the loop does not bind")
     return Edited(replace_nodes(module, edits), "built once, persistent_workers=True")
-
-
-def _removed(_node: cst.CSTNode) -> cst.RemovalSentinel:
-    import libcst as cst
-
-    return cst.RemovalSentinel.REMOVE
 
 
 def _preceded_by(lines: list[cst.BaseStatement]) -> Replacement:

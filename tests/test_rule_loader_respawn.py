@@ -21,7 +21,7 @@ from gpu_notebook.fixes.catalog import apply_fix
 from gpu_notebook.fixes.records import Patch, Refusal
 from gpu_notebook.records import RunShape, StallPattern
 from gpu_notebook.rules import RULE_FIXES, run_rules
-from gpu_notebook.rules.loader_respawn import rebuilt_loaders
+from gpu_notebook.rules.input_pipeline import rebuilt_loaders
 from gpu_notebook.words import word_findings as words
 from tests.scenarios import synthetic as syn
 

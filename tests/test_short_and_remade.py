@@ -74,7 +74,7 @@ def test_the_stalls_at_the_loaders_period_bound_it_and_the_patch_moves_it() -> N
     run = syn.make_run(PER_EPOCH)
     (f,) = word_findings([remade_loader(run, analysis, cell_facts(PER_EPOCH, None))])  # type: ignore[list-item]
     # Assigned in the epoch loop from names it does not set: the patch moves it above the loop
-    # (rules/loader_respawn.py; unseen round 9).
+    # (rules/input_pipeline.persistent_loader; unseen round 9).
     assert f.severity == "high" and f.line == 5 and f.fix_id == "persistent_loader"
     assert f.gain_bound == pytest.approx(1 / (1 - 0.3))
     assert "persistent_workers=True" in f.fix and "before line 4" in f.fix

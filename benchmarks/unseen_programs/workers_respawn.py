@@ -6,7 +6,7 @@ wait (main: "stalls every 20 steps: 63% of the run's time" at load 20, and the i
 "[info] the workers barely run and the machine is busy: measure on a machine with spare cores").
 ``persistent_workers=True`` alone would not help: the loader itself is new each epoch. The
 product should say the workers start again every epoch and offer to build the loader once,
-above the epoch loop, with persistent_workers=True (rules/loader_respawn).
+above the epoch loop, with persistent_workers=True (rules/input_pipeline.persistent_loader).
 """
 
 import numpy as np

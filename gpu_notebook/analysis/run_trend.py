@@ -29,7 +29,7 @@ import dataclasses
 import itertools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -266,7 +266,7 @@ def run_shape(run: Run) -> RunShape | None:
         represents=represents,
         window_noisy=noisy,
         window_own_time=own_pace and window_median is not None,
-        stalls=_stalls(steps_read, dur, median, stalled, weight, read_s),
+        stalls=_stalls(steps_read, dur, median, stalled, weight, read_s, _ours_times(steps, ours)),
         memory=_memory(run, steps),
     )
     first, last = shape.first_median_s, shape.last_median_s
@@ -287,7 +287,9 @@ def run_shape(run: Run) -> RunShape | None:
         # spinner preempts every few steps for a time slice; the sampler's 0.25 s readings
         # cannot say which, and miss a busy stretch of a short cell: a tiny-step cell whose last
         # fifths ran under other processes' load read "Steps slow down over the run" [high]).
-        own_time = _own_time(steps_read, dur, own, head, tail, weight, read_s)
+        own_time = _own_time(
+            steps_read, dur, own, head, tail, weight, read_s, _ours_times(steps, ours, own=True)
+        )
         shape = dataclasses.replace(
             shape,
             own=own_time,
@@ -320,7 +322,9 @@ def run_shape(run: Run) -> RunShape | None:
         count, slowdown, loud_cores, quiet = machine[1]
         machine_stalls = stalled & loud
         quiet_stalls = (
-            _stalls(steps_read, dur, median, stalled & ~loud, weight, read_s)
+            _stalls(
+                steps_read, dur, median, stalled & ~loud, weight, read_s, _ours_times(steps, ours)
+            )
             if machine_stalls.any()
             else shape.stalls
         )
@@ -356,8 +360,10 @@ def _own_time(
     tail: np.ndarray,
     weight: float,
     read_s: float,
+    ours: Mapping[int, float] | None = None,
 ) -> OwnTime:
-    """Median, fifths, drift and stalls of the steps' own time (wall less the wait for a core)."""
+    """Median, fifths, drift and stalls of the steps' own time (wall less the wait for a core);
+    ``ours``: the steps left out for our work, their own time less it (``_stalls``)."""
     median = float(np.median(own))
     first, last = float(np.median(own[head])), float(np.median(own[tail]))
     stalled = own > STALL_FACTOR * median
@@ -388,13 +394,26 @@ def _own_time(
         last_median_s=last,
         drift=last / first if first > 0 else None,
         drift_low=ranged.low if ranged is not None else None,
-        stalls=_stalls(steps, own, median, stalled, weight, read_s),
+        stalls=_stalls(steps, own, median, stalled, weight, read_s, ours),
         wait_share=max(0.0, waited),
         cpu_drift=cpu_drift,
         pool_drift=pool_drift,
         quiet_drift=quiet_drift,
         every_step=all(s.wait_s is not None for s in steps),
     )
+
+
+def _ours_times(
+    steps: Sequence[StepTiming], ours: frozenset[int], own: bool = False
+) -> dict[int, float]:
+    """The steps left out for our own work in them (``disturbed_steps``), each with its time
+    less that work (``own``: less its wait for a core too, where read): a step our listener
+    ran in may still be a stall of the code's, and says so only for its period."""
+    return {
+        s.index: s.duration_s - s.ours_s - ((s.wait_s or 0.0) if own else 0.0)
+        for s in steps
+        if s.index in ours
+    }
 
 
 def _own_or_partly(steps: Sequence[StepTiming]) -> np.ndarray | None:
@@ -597,7 +616,11 @@ def _stalls(
     stalled: np.ndarray,
     weight: float,
     total_s: float,
+    ours: Mapping[int, float] | None = None,
 ) -> StallPattern | None:
+    """The stalled steps' pattern. ``ours``: the steps left out of ``steps`` for our own work in
+    them, each with its time less that work (on the clock ``dur`` reads): those on the period
+    the read stalls keep count as stalls (``_finer_period``), their time less ours."""
     count = int(stalled.sum())
     if count < 2 or count >= len(dur) / 2 or total_s <= 0:
         return None
@@ -616,7 +639,13 @@ def _stalls(
             period = int(gap)
     if period is None and len(idx) >= PERIOD_MIN_STALLS:
         period = _schedule(idx, steps[0].index, steps[-1].index)
-    excess = float((dur[stalled] - median).sum() * weight)
+    extra: list[float] = []
+    if period is not None and ours:
+        period, kept = _finer_period(idx, period, ours, STALL_FACTOR * median)
+        extra = [ours[i] for i in kept]
+        idx = sorted([*idx, *kept])
+    excess = float(((dur[stalled] - median).sum() + sum(extra) - median * len(extra)) * weight)
+    total_s += sum(extra) * weight
     phase, phase_share = _stall_phase(steps, stalled)
     if period is not None:
         # The steps on the schedule come first: they are the examples the report names ("every
@@ -625,7 +654,7 @@ def _stalls(
         idx = on + [i for i in idx if i not in set(on)]
     return StallPattern(
         steps=tuple(idx[:MAX_STALL_INDICES]),
-        count=round(count * weight),
+        count=round((count + len(extra)) * weight),
         period_steps=period,
         median_stall_s=float(np.median(dur[stalled])),
         excess_s=excess,
@@ -633,6 +662,35 @@ def _stalls(
         phase=phase,
         phase_share=phase_share,
     )
+
+
+def _finer_period(
+    stalled: Sequence[int], period: int, ours: Mapping[int, float], cut: float
+) -> tuple[int, list[int]]:
+    """The finest divisor of ``period`` whose slots off ``period``'s own, between the schedule's
+    first and last stall, stalled as the schedule's do (``PERIOD_AGREEMENT`` of them): a step
+    read, or one left out for our own work that is still over ``cut`` less that work, with at
+    least one such step among them (the evidence this is for); and those steps of ours, stalls
+    of the code's too. The capture looks at the run again every 64 steps (capture/session.py,
+    ``RETIME_EVERY_STEPS``) and those steps are left out as ours: work every 32 steps (a
+    validation pass each epoch of 32 batches) lost every other stall, and read "every 64" with
+    half its time. A busy machine's preemption may make one of them read under ``cut``."""
+    on = _on_schedule(stalled, period)
+    if len(on) < 2:
+        return period, []
+    hit = set(stalled)
+    for k in range(2, period // 2 + 1):
+        if period % k:
+            continue
+        slots = [i for i in range(on[0], on[-1] + 1, k) if (i - on[0]) % period]
+        slow_ours = [i for i in slots if i not in hit and ours.get(i, 0.0) > cut]
+        slow = [i for i in slots if i in hit] + slow_ours
+        if slow_ours and len(slow) >= PERIOD_AGREEMENT * len(slots):
+            # The schedule's own slots left out as ours that stalled (outside the span, too).
+            return k, [
+                i for i, t in ours.items() if i not in hit and t > cut and (i - on[0]) % k == 0
+            ]
+    return period, []
 
 
 def _on_schedule(stalled: Sequence[int], period: int) -> list[int]:

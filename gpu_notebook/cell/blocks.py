@@ -30,6 +30,9 @@ class Periodic:
     every: int  # 0: a modulus whose value the cell does not give (a config at run time)
     text: str
     work: str
+    # A loop beside the step loop in the epoch loop (``epoch_blocks``): it runs once an
+    # epoch, every epoch's length in steps (the loader's length: known at run time only).
+    per_epoch: bool = False
 
 
 def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
@@ -48,6 +51,29 @@ def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
             body = "\n".join(ast.unparse(stmt) for stmt in node.body)
             work = next((kind for kind, pattern in WORK_KINDS if pattern.search(body)), "work")
             found.append(Periodic(cell.line_of(node), every, cell.text_of(node), work))
+    return found
+
+
+def epoch_blocks(cell: CellTree | None) -> list[Periodic]:
+    """Loops that do not train beside a step loop in the loop around it (``for x, y in val:``
+    after ``for x, y in train:`` in ``for epoch in ...``): work once an epoch, with no
+    ``if step % N`` block to name it. Each one's first line; its work by the names it calls,
+    and validation when it only calls a model (a forward with no backward)."""
+    if cell is None:
+        return []
+    found = []
+    for step in (lp for lp in cell.loops if id(lp) in cell.step_loops):
+        epoch = cell.enclosing_loop(step)
+        if epoch is None:
+            continue
+        for loop in cell.loops:
+            if loop is step or cell.trains[id(loop)] or cell.enclosing_loop(loop) is not epoch:
+                continue
+            body = "\n".join(ast.unparse(stmt) for stmt in loop.body)
+            work = next((kind for kind, pattern in WORK_KINDS if pattern.search(body)), "work")
+            if work == "work" and cell.model_calls(loop):
+                work = "validation"
+            found.append(Periodic(cell.line_of(loop), 0, cell.text_of(loop), work, per_epoch=True))
     return found
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_notebook.cell.blocks import Periodic, kept_graph_line, periodic_blocks
+from gpu_notebook.cell.blocks import Periodic, epoch_blocks, kept_graph_line, periodic_blocks
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape, Said, StallPattern
 from gpu_notebook.rules.common import (
@@ -285,6 +285,8 @@ def matching_block(
     run: Run, facts: SourceFacts, period: int | None, own_time: bool = False
 ) -> Periodic | None:
     blocks = periodic_blocks(facts.tree)
+    if period is not None and not blocks:
+        return _epoch_block(facts)
     if not blocks:
         return None
     if period is None:
@@ -307,7 +309,19 @@ def matching_block(
     if close:
         return min(close, key=lambda b: abs(b.every - period))
     unknown = [b for b in blocks if not b.every]  # `% eval_interval` read from a config
-    return unknown[0] if len(unknown) == 1 else None
+    if unknown:
+        return unknown[0] if len(unknown) == 1 else None
+    return _epoch_block(facts)
+
+
+def _epoch_block(facts: SourceFacts) -> Periodic | None:
+    """The one loop the epoch loop runs beside its step loop (a validation pass each epoch):
+    stalls with a period that no ``if step % N`` block gives are the epoch's (its length in
+    steps is the loader's, known at run time only). Of several, the one validation loop."""
+    blocks = epoch_blocks(facts.tree)
+    if len(blocks) > 1:
+        blocks = [b for b in blocks if b.work == "validation"]
+    return blocks[0] if len(blocks) == 1 else None
 
 
 def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

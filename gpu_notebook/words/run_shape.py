@@ -140,6 +140,8 @@ def periodic_stall(s: PeriodicStall) -> Words:
         every = (
             f"every {block.every} steps"
             if block.every
+            else f"once an epoch (every {stalls.period_steps} steps here)"
+            if block.per_epoch and stalls.period_steps
             else "periodically (its period is set at run time)"
         )
         evidence.append(f"line {block.line}: `{block.text}` runs {block.work} {every}")

@@ -392,6 +392,10 @@ class RawStacks:
     # (StackSampler(brief_switch=True)): when a sample falls does not depend on where the
     # program releases the GIL, so its time split is a share (False: it leans, a count only).
     clocked: bool = False
+    # The execution numbers of the other cells whose frames the stacks hold, by compiled name:
+    # ipykernel names a cell by a hash of its source ("/tmp/ipykernel_PID/HASH.py"), and only
+    # the shell's compiler knows which In[N] that file is (terminal IPython's names hold N).
+    cell_numbers: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def effective_interval_s(self) -> float:

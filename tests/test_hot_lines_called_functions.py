@@ -60,3 +60,26 @@ def test_a_function_imported_from_the_users_module_gives_its_lines(ip, tmp_path:
     hot = hot_lines(stacks, 3)
     assert hot[0].filename is None and hot[0].line == 3
     assert any(s.filename == str(tmp_path / "hot_utils.py") and s.line == 4 for s in hot)
+
+
+def test_a_function_of_an_earlier_kernel_cell_is_named_by_its_number(ip) -> None:
+    """ipykernel compiles a cell to "/tmp/ipykernel_PID/HASH.py", a hash of its source that
+    holds no In[N]: the line read "another cell, line 4". Its own tracebacks name "Cell In[3]"
+    from the compiler's record; the hot line reads the same record. The shell here compiles
+    with ipykernel's own compiler class, as a kernel's shell does."""
+    from ipykernel.compiler import XCachingCompiler
+
+    plain = ip.compile
+    ip.compile = XCachingCompiler()
+    try:
+        number = ip.execution_count
+        defined = ip.run_cell(SLOW.replace("slow_part", "slow_in_kernel"), store_history=True)
+        assert defined.success
+        stacks = _stacks(ip, "for _ in range(3):\n    slow_in_kernel(1000000)\n")
+    finally:
+        ip.compile = plain
+    called = [s for s in stacks.script_lines if s.other_cell]
+    assert called and all("ipykernel_" in (s.filename or "") for s in called)
+    assert all(s.cell_number == number for s in called)
+    loop = next(s for s in called if s.line == 4)
+    assert describe_line(loop).startswith(f"In[{number}] line 4 `s += i`")

@@ -181,7 +181,7 @@ def _script_lines(
             phase_samples={p: samples(t) for p, t in sorted(phases.get((path, line), {}).items())},
             filename=path,
             other_cell=_other_cell(path, cell),
-            cell_number=_cell_number(path) if _other_cell(path, cell) else None,
+            cell_number=_cell_number(path, raw) if _other_cell(path, cell) else None,
         )
         for (path, line), us in sorted(times.items())
         if us > 0
@@ -221,10 +221,11 @@ def _other_cell(filename: str, cell: str) -> bool:
     )
 
 
-def _cell_number(filename: str) -> int | None:
-    """The execution number in a "<ipython-input-N-hash>" name; None in a hashed file name."""
+def _cell_number(filename: str, raw: RawStacks) -> int | None:
+    """The execution number in a "<ipython-input-N-hash>" name, else the one the shell's
+    compiler recorded for ipykernel's hashed file name (None where neither says)."""
     if not filename.startswith(_INPUT_PREFIX):
-        return None
+        return raw.cell_numbers.get(filename)
     number = filename[len(_INPUT_PREFIX) :].split("-", 1)[0]
     return int(number) if number.isdigit() else None
 

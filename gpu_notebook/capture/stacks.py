@@ -201,6 +201,25 @@ def default_root_codes() -> tuple[CodeType, ...]:
     return (code,) if isinstance(code, CodeType) else ()
 
 
+def cell_numbers(functions: Iterable[CodeRef]) -> dict[str, int]:
+    """The execution number (In[N]) of each cell among ``functions``' files, as the running
+    shell's compiler recorded it when it compiled the cell: ipykernel's file names are a hash of
+    the source, and its tracebacks name "Cell In[3]" from this same record
+    (``CachingCompiler._filename_map``, behind ``format_code_name``). Empty outside IPython or
+    where the compiler keeps no such record."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    known = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    if not isinstance(known, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for ref in functions:
+        number = known.get(ref.filename)
+        if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+            out[ref.filename] = number
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # The edge sampler's gate over the run's steps
 # --------------------------------------------------------------------------------------------
@@ -818,6 +837,7 @@ class StackSampler:
             outside_us=outside[1],
             sampler_cpu_s=self._cpu_s if not thread_alive else 0.0,
             clocked=self.brief_switch,
+            cell_numbers=cell_numbers(functions),
         )
 
 

@@ -323,9 +323,11 @@ def _line_place(stat: LineStat) -> str:
     """Where a hot line is: the measured cell's "line 7", another cell's "In[3] line 4" (as
     IPython's own tracebacks name a cell), a user's file's "utils.py:14".
 
-    ipykernel names a cell by a hash of its source ("/tmp/ipykernel_PID/HASH.py"), which the
-    user never sees and which says nothing of where the cell sits or when it ran: it reads
-    "another cell, line 4", the line's text then says which."""
+    ipykernel names a cell by a hash of its source ("/tmp/ipykernel_PID/HASH.py"): its In[N]
+    is the one the shell's compiler recorded (``RawStacks.cell_numbers``), as ipykernel's own
+    tracebacks say "Cell In[3]". Where nothing recorded it (the cell ran in an earlier kernel's
+    session record, a shell without the record), it reads "another cell, line 4", the line's
+    text then says which."""
     if stat.filename is None:
         return f"line {stat.line}"
     if stat.other_cell:

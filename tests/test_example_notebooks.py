@@ -172,6 +172,13 @@ def test_unseen_10_live_displays_stay_and_no_patch_changes_them(tmp_path):
     own = [o for o in handle.outputs if o.output_type == "display_data" and not reports_in_one(o)]
     assert [o.data["text/plain"] for o in own] == ["IntProgress(value=0, max=64)", "'finished'"]
     assert "64 64 64" in streams(cell_starting(cells, "print(rep_live"))
+    # The last act is `clear_output(wait=True)`: plain, 'step 60' stays on screen (nothing came
+    # next); the report comes next and would clear it, so the cell's last output is sent again
+    # before the report (it read only the report before).
+    last = cell_starting(cells, "%%gpucheck -o rep_lastclear")
+    kinds = [("report" if reports_in_one(o) else o.output_type) for o in last.outputs]
+    assert kinds == ["stream", "report"], kinds
+    assert streams(last) == "step 60\n"
     shown = streams(cells[-1])
     if "syncs.per_step" in shown:  # offered when the reads were measured
         assert "refused: `hist` is read in the loop" in shown

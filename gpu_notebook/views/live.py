@@ -22,6 +22,7 @@ import ipywidgets
 
 from gpu_notebook.formatting import fmt_bytes, fmt_seconds
 from gpu_notebook.records import LiveStatus, Report
+from gpu_notebook.views.cell_outputs import OutputWatcher
 from gpu_notebook.views.charts import cpu_axis_max
 from gpu_notebook.views.html_report import esc
 from gpu_notebook.views.text import render_text
@@ -156,8 +157,7 @@ class LiveView:
         self.box = _LiveBox(children=(self.status_line, self.sparkline))
         self.report_view: ipywidgets.Widget | None = None
         self._handle: Any = None
-        self._pub: Any = None  # the display publisher our clear_output hook is registered on
-        self._cleared = False
+        self._outputs = OutputWatcher()  # the cell's outputs: clears, and what a clear takes
 
     # ------------------------------------------------------------------ environment
 
@@ -188,28 +188,18 @@ class LiveView:
         Every output of ours carries ``metadata["gpu_notebook"]`` (tools that compare a
         notebook run with and without the magic drop those). A display-publisher hook notes
         a ``clear_output`` the cell sends: the live box is gone then, and the report is shown
-        anew instead of in its place.
+        anew instead of in its place (after the cell's last outputs again, where the cell ended
+        with a ``clear_output(wait=True)`` the report would carry out: :mod:`cell_outputs`).
         """
         from IPython import get_ipython
         from IPython.display import display
 
         self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
-        shell = get_ipython()
-        pub = getattr(shell, "display_pub", None)
-        if pub is not None and hasattr(pub, "register_hook"):
-            pub.register_hook(self._watch_clear)
-            self._pub = pub
-
-    def _watch_clear(self, msg: Any) -> Any:
-        if isinstance(msg, dict) and msg.get("msg_type") == "clear_output":
-            self._cleared = True
-        return msg
+        self._outputs.start(getattr(get_ipython(), "display_pub", None))
 
     def detach(self) -> None:
         """Stop watching the cell's output (the cell is over)."""
-        pub, self._pub = self._pub, None
-        if pub is not None:
-            pub.unregister_hook(self._watch_clear)
+        self._outputs.stop()
 
     def discard(self) -> None:
         """No report follows (the cell did not compile): the live box leaves the output."""
@@ -251,12 +241,15 @@ class LiveView:
         self.box.children = (view,)
         if self._handle is None:
             return
-        if self._cleared:
+        if self._outputs.cleared:
             # The cell cleared its output (clear_output): the live box may be gone. Empty it
-            # where it still is, and show the report as a new output.
+            # where it still is, and show the report as a new output, after the cell's last
+            # outputs again where a wait-clear is pending (the report would clear them).
             from IPython.display import display
 
             self._handle.update({"text/plain": ""}, raw=True, metadata=OUTPUT_METADATA)
+            if self._outputs.replay_needed():
+                self._outputs.replay()
             self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
             return
         # Same output, refreshed: text/plain becomes the text report for saved notebooks.

@@ -9,7 +9,10 @@ through jupyter_client), ``script_*.py`` is a script (``python script.py`` vs
   ``OPTIONS`` (extra ``%%gpucheck`` options), ``REPORT`` ("kept": the measured cell's saved
   outputs must still hold our report; "none": the cell must show no report of ours),
   ``OUTER`` (cell magic lines put above ``%%gpucheck`` in the measured cell, and atop the same
-  cell in the plain run: ``"%%time"``).
+  cell in the plain run: ``"%%time"``), ``SAME`` ("saved": the measured cell is compared by
+  what a saved notebook keeps of the user's outputs, text included, instead of message by
+  message: a cell ending with ``clear_output(wait=True)`` gets its last outputs sent again
+  before our report, which the pending clear would take otherwise).
 - both: ``REPORT_HAS`` (list of regexes our measured report must match: the measured cell's
   outputs of ours, or the CLI report on stderr; html-escaped text is unescaped first).
 - script: ``ARGS`` (list of str), ``OPTIONS`` (list of ``gpucheck run`` options; the paths they
@@ -219,7 +222,7 @@ def _execute(kc: Any, code: str, deadline: float) -> tuple[CellResult, str | Non
             idle = content["execution_state"] == "idle"
         elif kind == "stream":
             setattr(cell, content["name"], getattr(cell, content["name"]) + content["text"])
-            cell.saved.append(("stream", content["name"]))
+            cell.saved.append(("stream", content["name"], content["text"]))
         elif kind in ("display_data", "update_display_data", "execute_result"):
             ours = isinstance(content.get("metadata", {}).get("gpu_notebook"), dict)
             entry = {"type": kind, "data": content.get("data", {})}
@@ -228,7 +231,7 @@ def _execute(kc: Any, code: str, deadline: float) -> tuple[CellResult, str | Non
                 cell.stdout_before_value = cell.stdout
             (cell.ours if ours else cell.outputs).append(entry)
             if kind != "update_display_data":
-                cell.saved.append(("ours" if ours else "user", kind))
+                cell.saved.append(("ours" if ours else "user", kind, entry["data"]))
         elif kind == "clear_output":
             cell.outputs.append({"type": "clear_output", "wait": content.get("wait", False)})
             cell.saved.append(("clear", content.get("wait", False)))
@@ -272,6 +275,20 @@ def _saved_outputs(events: list[Any]) -> list[Any]:
             kept, pending = [], False
         kept.append(ev)
     return kept
+
+
+def _saved_user(cell: CellResult) -> list[Any]:
+    """The user's outputs a saved notebook keeps (ours left out), each stream's text joined as
+    a notebook joins consecutive stream outputs."""
+    out: list[Any] = []
+    for ev in _saved_outputs(cell.saved):
+        if ev[0] == "ours":
+            continue
+        if ev[0] == "stream" and out and out[-1][0] == "stream" and out[-1][1] == ev[1]:
+            out[-1] = ("stream", ev[1], out[-1][2] + ev[2])
+        else:
+            out.append(ev)
+    return out
 
 
 def run_notebook(program: Program, measured: bool) -> tuple[NotebookRun, int]:
@@ -414,6 +431,10 @@ def compare_notebook(
         b = _norm_cell(
             program, meas.cells[i], base_m, meas_pid, magic_line=i == program.settings["MEASURED"]
         )
+        if program.settings.get("SAME") == "saved" and i == program.settings["MEASURED"]:
+            for norm, run in ((a, plain), (b, meas)):
+                del norm["stdout"], norm["stdout before Out[N]"], norm["outputs"]
+                norm["saved"] = _saved_user(run.cells[i])
         for key in a:
             if a[key] == b[key]:
                 continue

@@ -667,8 +667,29 @@ class UtilizationStats:
 
 
 @dataclass(frozen=True)
+class VerdictAnswer:
+    """What the verdict answers, before it is worded: its headline and its more-GPUs answer.
+
+    One subclass per answer (``analysis/verdict_said.py``), its fields the figures the verdict
+    decided on; ``gpu_notebook.words.verdict`` words it when the report is built. Analysis
+    never writes the sentence.
+    """
+
+
+@dataclass(frozen=True)
+class VerdictLine:
+    """One line of the verdict's evidence, before it is worded (``analysis/verdict_said.py``;
+    worded by ``gpu_notebook.words.verdict``)."""
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """The one-line answer, its evidence and whether more GPUs would help."""
+    """The one-line answer, its evidence and whether more GPUs would help.
+
+    Analysis hands it up with ``answer`` and ``lines`` (its figures) and the text fields empty;
+    ``gpu_notebook.words.verdict.word_verdict`` words them when the report is built, so the
+    report's verdict, its JSON and every view hold the text (``answer`` None, ``lines`` ()).
+    """
 
     category: VerdictCategory
     headline: str
@@ -687,6 +708,9 @@ class Verdict:
     # step was profiled and the verdict rests on the step clock's timings of its first steps
     # (analysis.verdict._ended_in_warmup; said by words/verdict.py). None: a step was profiled.
     warmup_only: tuple[int, int] | None = None
+    # Not yet worded (the report's verdict is): never in the JSON.
+    answer: VerdictAnswer | None = None
+    lines: tuple[VerdictLine, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1527,6 +1551,8 @@ class Report:
         for finding in data["findings"]:
             finding.pop("said", None)  # the worded text is in the finding
             finding.pop("notes", None)
+        data["verdict"].pop("answer", None)  # the worded text is in the verdict
+        data["verdict"].pop("lines", None)
         return data
 
     def to_json(self, indent: int | None = None) -> str:

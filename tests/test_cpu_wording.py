@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import HostOverhead
 from tests.scenarios import synthetic as syn
 
@@ -33,7 +32,7 @@ def test_cpu_verdicts_speak_of_a_gpu_once_and_apart(shares, host, category):
     import dataclasses
 
     analysis = dataclasses.replace(syn.make_analysis(shares), host=host)
-    verdict = decide(syn.make_run("for x in loader:\n    step(x)\n"), analysis)
+    verdict = syn.verdict(syn.make_run("for x in loader:\n    step(x)\n"), analysis)
     assert verdict.category == category
     assert not GPU_TALK.search(verdict.headline)
     assert not GPU_TALK.search(verdict.more_gpus), verdict.more_gpus
@@ -52,11 +51,11 @@ def test_a_window_that_over_reads_the_data_wait_does_not_decide_against_the_runs
 
     run = syn.make_run("for x in loader:\n    step(x)\n")
     analysis = syn.make_analysis({"data": 0.25, "forward": 0.25, "backward": 0.2, "optimizer": 0.3})
-    assert decide(run, analysis).category == "input-bound"  # the window alone
+    assert syn.verdict(run, analysis).category == "input-bound"  # the window alone
     whole = RunPhase(0.095, 287, 1.1e-4, 1.1e-3, low_share=0.07, high_share=0.12)
-    verdict = decide(run, dataclasses.replace(analysis, run_data=whole))
+    verdict = syn.verdict(run, dataclasses.replace(analysis, run_data=whole))
     assert verdict.category != "input-bound", verdict
     assert any("over 287 steps" in e and "read 25%" in e for e in verdict.evidence)
     # A run whose own interval holds the window's reading leaves it as it was.
     held = dataclasses.replace(whole, share=0.22, low_share=0.18, high_share=0.27)
-    assert decide(run, dataclasses.replace(analysis, run_data=held)).category == "input-bound"
+    assert syn.verdict(run, dataclasses.replace(analysis, run_data=held)).category == "input-bound"

@@ -13,7 +13,7 @@ import pytest
 
 from gpu_notebook.analysis.gpu_timeline import gpu_timeline
 from gpu_notebook.analysis.phases import phase_breakdown, workload
-from gpu_notebook.analysis.verdict import comm_remedy, decide
+from gpu_notebook.analysis.verdict import comm_remedy
 from gpu_notebook.traces import load_trace_dict
 from gpu_notebook.traces.kineto import Trace
 from tests import trace_fixtures as tf
@@ -103,11 +103,11 @@ def test_no_backward_and_no_optimizer_is_inference_and_its_ops_are_forward() -> 
 def test_comm_bound_rests_on_exposed_communication_and_its_fix_on_the_figures() -> None:
     run = syn.make_run(gpus=[syn.gpu()])
     exposed = syn.timeline(busy=0.85, comm=0.3, host_wait=0.1)
-    v = decide(run, syn.make_analysis(gpu_timeline=exposed))
+    v = syn.verdict(run, syn.make_analysis(gpu_timeline=exposed))
     assert v.category == "comm-bound" and "30%" in v.headline
     assert "overlap it" in v.more_gpus  # nothing overlapped: overlap is the fix
     hidden = syn.timeline(busy=0.85, comm=0.3, comm_overlap=0.9, host_wait=0.1)
-    assert decide(run, syn.make_analysis(gpu_timeline=hidden)).category == "gpu-bound"
+    assert syn.verdict(run, syn.make_analysis(gpu_timeline=hidden)).category == "gpu-bound"
     half = syn.timeline(busy=0.85, comm=0.4, comm_overlap=0.5, host_wait=0.15)
     assert comm_remedy(half, steps=8) == "accumulate"
     assert comm_remedy(dataclasses.replace(half, collectives=8 * 50), steps=8) == "bucket"
@@ -121,16 +121,18 @@ def test_comm_bound_rests_on_exposed_communication_and_its_fix_on_the_figures() 
 def test_inference_and_capture_verdicts_speak_in_their_own_terms() -> None:
     run = syn.make_run(gpus=[syn.gpu()])
     split = dataclasses.replace(syn.phases({}), workload="inference")
-    busy = decide(run, syn.make_analysis(phase_split=split, gpu_timeline=syn.timeline(busy=0.95)))
+    busy = syn.verdict(
+        run, syn.make_analysis(phase_split=split, gpu_timeline=syn.timeline(busy=0.95))
+    )
     assert busy.category == "gpu-bound" and "replica" in busy.more_gpus
     assert "data parallel" not in busy.more_gpus
     idle = syn.timeline(busy=0.2, host_wait=0.8)
-    starved = decide(run, syn.make_analysis(phase_split=split, gpu_timeline=idle))
+    starved = syn.verdict(run, syn.make_analysis(phase_split=split, gpu_timeline=idle))
     assert starved.category == "host-bound"
     for word in ("CUDA graph", "torch.compile", "TensorRT", "Batch"):
         assert word in starved.more_gpus
     capture = dataclasses.replace(idle, capture=True, kernel_launches=30, launches_without_work=30)
-    v = decide(run, syn.make_analysis(phase_split=split, gpu_timeline=capture))
+    v = syn.verdict(run, syn.make_analysis(phase_split=split, gpu_timeline=capture))
     assert v.category == "unknown" and "capture" in v.headline
 
 
@@ -153,7 +155,7 @@ def test_more_gpus_for_inference_are_replicas_with_nothing_to_exchange() -> None
 
 def test_inference_measured_on_a_cpu_is_answered_as_inference() -> None:
     split = dataclasses.replace(syn.phases({}), workload="inference")
-    v = decide(syn.make_run(), syn.make_analysis(phase_split=split))
+    v = syn.verdict(syn.make_run(), syn.make_analysis(phase_split=split))
     assert v.category == "cpu-only" and "inference" in v.headline
     assert "replicas" in v.more_gpus and "data parallel" not in v.more_gpus
 
@@ -176,7 +178,7 @@ def test_a_device_to_host_copy_waiting_for_the_queue_is_a_sync_and_costs_only_id
     g = gpu_timeline(trace)
     assert g is not None and g.idle_sync_wait_us == 0.0  # the GPU was busy all along
     analysis = syn.make_analysis(phase_split=phases, gpu_timeline=g)
-    assert decide(syn.make_run(gpus=[syn.gpu()]), analysis).category != "sync-bound"
+    assert syn.verdict(syn.make_run(gpus=[syn.gpu()]), analysis).category != "sync-bound"
 
 
 def test_a_trace_without_correlation_args_is_joined_by_its_ac2g_flows() -> None:

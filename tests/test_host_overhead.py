@@ -100,11 +100,12 @@ def test_a_batch_one_cpu_loop_is_host_bound_and_a_big_one_is_not(tmp_path: Path)
 
 def test_an_input_bound_cpu_run_speaks_of_the_gpu_once_and_apart() -> None:
     from gpu_notebook.analysis.verdict import _input_verdict
+    from gpu_notebook.words.verdict import word_verdict
 
-    cpu = _input_verdict(0.5, [], "high", on_cpu=True)
+    cpu = word_verdict(_input_verdict(0.5, [], "high", on_cpu=True))
     assert "pin_memory" not in cpu.more_gpus and "every added GPU" not in cpu.more_gpus
     assert cpu.more_gpus.count("GPU") == 2 and cpu.more_gpus.startswith("No")
-    assert "every added GPU" in _input_verdict(0.5, [], "high").more_gpus
+    assert "every added GPU" in word_verdict(_input_verdict(0.5, [], "high")).more_gpus
 
 
 def test_many_small_ops_make_the_tiny_ops_finding_whatever_the_heaviest_matmul() -> None:

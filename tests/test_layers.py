@@ -7,7 +7,7 @@ annotation is text (``str``, ``tuple[str, ...]``, ``list[str]``, ``Sequence[str]
 format) or as a sentence not yet moved into ``views/``. A new sentence-returning function fails
 the test; so does a listed one that no longer exists, so the lists only shrink. mypy strict makes
 every function annotated, so none slips through unannotated. It does not see sentences stored in
-a record's string fields (``Verdict.headline``, ``JobReport.notes``, ``Finding.title``): those
+a record's string fields (``JobReport.notes``, ``Run.notes``): those
 are named in ``SENTENCES_IN_RECORDS`` and checked to exist the same way.
 """
 
@@ -39,24 +39,13 @@ NOT_SENTENCES = {
 
 # Sentences still built below the views (left for a later change; each one moves into views/ as
 # its record learns to carry the figures instead).
-STILL_SENTENCES = {
-    "analysis/elsewhere.py:children_train_note": "a verdict's evidence line",
-    "analysis/elsewhere.py:children_note": "a verdict's evidence line (steps in child processes)",
-    "analysis/verdict.py:_host_evidence": "the verdict's host-overhead evidence line",
-    "analysis/verdict.py:_window_evidence": "the verdict's GPU-busy evidence line",
-    "analysis/verdict.py:_idle_cause": "part of the verdict's headline",
-    "analysis/verdict.py:_gpu_evidence": "the verdict's GPU-idle evidence lines",
-    "analysis/verdict.py:_compute_line": "the verdict's compute evidence line (time on a core)",
-}
+STILL_SENTENCES: dict[str, str] = {}
 
 # Record fields that still carry sentences built below the views, as (record, field): by the
-# analysis (the verdict), the report (a job's notes and its ranks' roles, a comparison's
+# report (a job's notes and its ranks' roles, a comparison's
 # findings), the capture (its notes, a window that did not record, NVML's state), %gpustatus and
 # --try-fixes. Each moves into views/ as its record learns to carry the figures instead.
 SENTENCES_IN_RECORDS = {
-    ("Verdict", "headline"),
-    ("Verdict", "more_gpus"),
-    ("Verdict", "evidence"),
     ("JobReport", "notes"),
     ("JobReport", "roles"),
     ("Run", "notes"),

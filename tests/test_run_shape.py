@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 
 from gpu_notebook.analysis.run_trend import combine_windows, run_shape
-from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import (
     GpuSample,
     ProfileWindow,
@@ -116,7 +115,7 @@ def test_verdict_rests_on_the_whole_run_when_the_window_is_unlike_it():
         {"forward": 0.5, "backward": 0.4, "optimizer": 0.1}, steps=3, step_us=2000
     )
     analysis = dataclasses.replace(syn.make_analysis(phase_split=window_split), shape=shape)
-    before = decide(run, analysis)
+    before = syn.verdict(run, analysis)
     # The window alone is unlike the run: no verdict from it, only what it read.
     assert before.category == "unknown" and before.confidence == "low"
     assert "does not represent" in before.evidence[0]
@@ -127,7 +126,7 @@ def test_verdict_rests_on_the_whole_run_when_the_window_is_unlike_it():
     _, phases, beside = facade._whole_run(run, window_split)
     assert beside is window_split and phases is not None and phases.source == "hooks"
     assert (phases.share("data") or 0) > 0.7
-    after = decide(run, dataclasses.replace(analysis, phases=phases, window_phases=beside))
+    after = syn.verdict(run, dataclasses.replace(analysis, phases=phases, window_phases=beside))
     assert after.category == "input-bound"
     assert "does not represent" in after.evidence[0]
 
@@ -303,7 +302,7 @@ def test_a_lean_run_that_turns_input_bound_is_judged_by_its_data_wait_not_its_wi
     analysis = dataclasses.replace(
         syn.make_analysis(phase_split=phases), shape=shape, window_phases=beside
     )
-    verdict = decide(run, analysis)
+    verdict = syn.verdict(run, analysis)
     assert verdict.category == "cpu-only" or verdict.category == "input-bound"
     assert "data" in verdict.headline.lower() or "input" in verdict.headline.lower()
     assert "the run decides" in verdict.evidence[0]
@@ -438,7 +437,7 @@ def test_a_short_cell_whose_window_neighbours_ran_cold_after_a_time_slice_repres
     assert shape is not None and shape.represents is True and shape.window_noisy is True
     window_split = syn.phases({"forward": 0.5, "backward": 0.4, "optimizer": 0.1}, steps=3)
     analysis = dataclasses.replace(syn.make_analysis(phase_split=window_split), shape=shape)
-    verdict = decide(run, analysis)
+    verdict = syn.verdict(run, analysis)
     assert verdict.category == "cpu-only"  # the window's reading, not 'unknown'
     assert verdict.confidence != "high"
     assert any("preempted" in e for e in verdict.evidence)  # the uncertainty is stated

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 
 from gpu_notebook.analysis.analyze import analyze
-from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import Run, StepTiming
 from tests.scenarios import synthetic as syn
 
@@ -59,7 +58,7 @@ def _run(wait_s: float, data_s: float = DATA_S, *, in_data: bool = False) -> Run
 def _verdict(run: Run):
     from gpu_notebook.words.verdict import word_verdict
 
-    return word_verdict(decide(run, analyze(run)))
+    return word_verdict(syn.verdict(run, analyze(run)))
 
 
 def test_a_heavy_wait_that_moves_the_data_share_across_its_line_names_no_bound():
@@ -96,7 +95,7 @@ def test_no_wait_read_is_the_quiet_verdict():
     assert verdict.category == "input-bound"
     assert verdict.core_wait is None
     # The words change nothing of a verdict without a wait.
-    assert decide(quiet, analyze(quiet)) == verdict
+    assert syn.verdict(quiet, analyze(quiet)) == verdict
 
 
 def test_a_heavy_wait_that_cannot_move_the_share_across_keeps_the_verdict_and_says_the_wait():
@@ -137,11 +136,11 @@ def _window_beside_the_run(wait: float):
 
 def test_a_window_clear_of_the_line_beside_a_run_whose_range_holds_it_is_too_busy_when_heavy():
     run = syn.make_run("")
-    heavy = decide(run, _window_beside_the_run(0.93))
+    heavy = syn.verdict(run, _window_beside_the_run(0.93))
     assert heavy.category == "unknown" and heavy.core_wait is not None
     assert heavy.core_wait.low < 0.20 <= heavy.core_wait.high and heavy.core_wait.steps == 55
     # The same figures read from steps that mostly ran: the window's verdict stands.
-    light = decide(run, _window_beside_the_run(0.1))
+    light = syn.verdict(run, _window_beside_the_run(0.1))
     assert light.category not in ("unknown", "input-bound") and light.core_wait is None
 
 
@@ -183,11 +182,11 @@ def _window_beside_a_run_with_fifths(low: float, high: float):
 
 def test_a_run_whose_fifths_hold_the_line_is_too_busy_when_heavy():
     run = syn.make_run("")
-    verdict = decide(run, _window_beside_a_run_with_fifths(0.15, 0.31))
+    verdict = syn.verdict(run, _window_beside_a_run_with_fifths(0.15, 0.31))
     assert verdict.category == "unknown" and verdict.core_wait is not None
     assert verdict.core_wait.low == 0.15 and not verdict.core_wait.judged
     # Fifths that stay over the line: the verdict stands, the wait said beside it.
-    kept = decide(run, _window_beside_a_run_with_fifths(0.21, 0.27))
+    kept = syn.verdict(run, _window_beside_a_run_with_fifths(0.21, 0.27))
     assert kept.category == "input-bound" and kept.core_wait is not None and kept.core_wait.judged
 
 
@@ -215,11 +214,11 @@ def test_the_bundled_example_reads_its_bound_quiet_and_no_other_bound_under_load
     from gpu_notebook.words.verdict import word_verdict
 
     run, analysis = _recorded("demo_quiet")
-    assert decide(run, analysis).category == "input-bound"
+    assert syn.verdict(run, analysis).category == "input-bound"
     read = {}
     for name in ("demo_loaded_input", "demo_loaded_host"):
         run, analysis = _recorded(name)
-        verdict = word_verdict(decide(run, analysis))
+        verdict = word_verdict(syn.verdict(run, analysis))
         wait = verdict.core_wait
         assert verdict.category == "unknown" and wait is not None and not wait.judged, verdict
         assert wait.wait_share >= 0.5 and wait.phase == "data" and wait.low < 0.2 <= wait.high
@@ -240,13 +239,13 @@ def test_a_split_that_kept_its_wall_time_beside_steps_that_mostly_waited_is_too_
     split = syn.phases({"data": 0.14}, source="hooks")
     whole = RunPhase(0.14, 15, 0.074, 0.53, 0.12, 0.16, wait_share=0.9)
     analysis = dataclasses.replace(syn.make_analysis(phase_split=split), run_data=whole)
-    verdict = decide(syn.make_run(""), analysis)
+    verdict = syn.verdict(syn.make_run(""), analysis)
     wait = verdict.core_wait
     assert verdict.category == "unknown" and wait is not None and not wait.judged, verdict
     assert wait.wait_share == 0.9 and wait.low < 0.2 <= wait.high
     # The same split beside steps that mostly ran keeps its verdict.
     light = dataclasses.replace(analysis, run_data=dataclasses.replace(whole, wait_share=0.1))
-    assert decide(syn.make_run(""), light).category not in ("unknown", "input-bound")
+    assert syn.verdict(syn.make_run(""), light).category not in ("unknown", "input-bound")
 
 
 def test_a_cpu_run_whose_op_times_hold_other_threads_waits_names_no_compute_bound():

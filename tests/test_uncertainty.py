@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 from gpu_notebook.analysis.uncertainty import share_interval
-from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import PhaseBreakdown, StepPhases
 from tests.scenarios import synthetic as syn
 
@@ -38,7 +37,7 @@ def test_the_range_is_seeded_and_holds_the_share():
 def test_a_data_wait_across_the_input_bound_line_says_both_verdicts():
     noisy = _split([0.05, 0.4, 0.1, 0.35, 0.15, 0.3, 0.05, 0.38])  # 22% over 8 steps
     analysis = syn.make_analysis(phase_split=noisy)
-    verdict = decide(syn.make_run(""), analysis)
+    verdict = syn.verdict(syn.make_run(""), analysis)
     assert verdict.confidence == "low"
     note = next(e for e in verdict.evidence if "across the 20% line" in e)
     assert "within the uncertainty" in note and "more steps" in note
@@ -46,7 +45,7 @@ def test_a_data_wait_across_the_input_bound_line_says_both_verdicts():
 
 def test_a_steady_data_wait_well_past_the_line_is_one_verdict():
     steady = _split([0.6, 0.62, 0.58, 0.61, 0.6, 0.59])
-    verdict = decide(syn.make_run(""), syn.make_analysis(phase_split=steady))
+    verdict = syn.verdict(syn.make_run(""), syn.make_analysis(phase_split=steady))
     assert verdict.category in ("input-bound", "cpu-only")
     assert not any("across the" in e for e in verdict.evidence)
     assert dataclasses.replace(verdict).confidence != "low"

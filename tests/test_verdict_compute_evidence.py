@@ -14,7 +14,6 @@ import dataclasses
 import pytest
 
 from gpu_notebook.analysis.on_cpu import on_cpu
-from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import StepClockRecord, StepTiming
 from gpu_notebook.report.consistency import contradictions
 from tests.scenarios import synthetic as syn
@@ -55,7 +54,7 @@ def _series(share: float, n: int = 100, seed: int = 0) -> list[float]:
 
 def _verdict(steps: StepClockRecord, shares: dict[str, float] | None = None):
     run = syn.make_run(CELL, steps=steps)
-    return decide(run, syn.make_analysis(shares or {}))
+    return syn.verdict(run, syn.make_analysis(shares or {}))
 
 
 def test_a_sleeping_loop_is_never_called_compute():
@@ -135,7 +134,7 @@ def test_the_compute_answer_needs_evidence_for_inference_too(inference: bool):
         analysis = dataclasses.replace(
             analysis, phases=dataclasses.replace(analysis.phases, workload="inference")
         )
-    verdict = decide(syn.make_run(CELL, steps=steps), analysis)
+    verdict = syn.verdict(syn.make_run(CELL, steps=steps), analysis)
     assert verdict.category == "host-bound"
 
 
@@ -143,12 +142,12 @@ def test_a_gpu_run_with_no_busy_reading_gets_no_default_verdict():
     # A GPU is visible, but no trace kernel and no NVML reading measured how busy it was, and
     # no wait or host overhead fired: "the host sets the pace" would be a default, not a reading.
     run = syn.make_run(CELL, gpus=[syn.gpu()])
-    verdict = decide(run, syn.make_analysis({}))
+    verdict = syn.verdict(run, syn.make_analysis({}))
     assert verdict.category == "unknown" and verdict.confidence == "low"
     assert "gpu-bound" in verdict.more_gpus and "host-bound" in verdict.more_gpus
     # With a reading, the reading decides.
-    busy = decide(run, syn.make_analysis({}, util=syn.utilization(gpu_util_pct=95.0)))
-    idle = decide(run, syn.make_analysis({}, util=syn.utilization(gpu_util_pct=30.0)))
+    busy = syn.verdict(run, syn.make_analysis({}, util=syn.utilization(gpu_util_pct=95.0)))
+    idle = syn.verdict(run, syn.make_analysis({}, util=syn.utilization(gpu_util_pct=30.0)))
     assert busy.category == "gpu-bound" and idle.category == "host-bound"
 
 

@@ -11,7 +11,6 @@ import dataclasses
 
 import pytest
 
-from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import Analysis, HostOverhead, PhaseBreakdown, StepPhases
 from gpu_notebook.rules import cell_facts
 from gpu_notebook.rules.input_pipeline import data_in_memory
@@ -72,7 +71,7 @@ def _tiny(data: float) -> Analysis:
 
 @pytest.mark.parametrize("data", [0.03, 0.12, 0.18, 0.21, 0.26])
 def test_in_memory_batches_of_tiny_ops_are_host_bound_either_side_of_the_line(data: float) -> None:
-    verdict = decide(syn.make_run(""), _tiny(data), data_in_memory=IN_MEMORY)
+    verdict = syn.verdict(syn.make_run(""), _tiny(data), data_in_memory=IN_MEMORY)
     assert verdict.category == "host-bound"
     assert verdict.data_as_host == pytest.approx(data)
     assert "sample by sample from memory" in verdict.headline
@@ -81,19 +80,19 @@ def test_in_memory_batches_of_tiny_ops_are_host_bound_either_side_of_the_line(da
 
 
 def test_without_in_memory_evidence_the_same_wait_past_the_line_stays_input_bound() -> None:
-    verdict = decide(syn.make_run(""), _tiny(0.26))
+    verdict = syn.verdict(syn.make_run(""), _tiny(0.26))
     assert verdict.category == "input-bound"
     assert verdict.data_as_host is None
 
 
 def test_a_wait_that_is_not_in_memory_assembly_stays_input_bound_at_90_percent() -> None:
-    verdict = decide(syn.make_run(""), _tiny(0.9), data_in_memory=None)
+    verdict = syn.verdict(syn.make_run(""), _tiny(0.9), data_in_memory=None)
     assert verdict.category == "input-bound"
 
 
 def test_in_memory_data_without_tiny_ops_is_not_called_host_bound() -> None:
     analysis = syn.make_analysis(phase_split=_split(0.3))  # no host figures: ops not tiny
-    verdict = decide(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
+    verdict = syn.verdict(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
     assert verdict.category == "input-bound" and verdict.data_as_host is None
 
 
@@ -110,7 +109,7 @@ def test_a_host_sync_past_its_line_stays_sync_bound_beside_in_memory_data() -> N
         measured=(*split.measured, "sync"),
     )
     analysis = dataclasses.replace(syn.make_analysis(phase_split=split), host=TINY_OPS)
-    verdict = decide(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
+    verdict = syn.verdict(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
     assert verdict.category == "sync-bound" and verdict.data_as_host is None
 
 
@@ -125,7 +124,7 @@ def test_the_rules_know_an_in_memory_dataset_and_not_a_sleepy_one() -> None:
 
 
 def test_the_text_report_says_the_data_wait_is_counted_as_host_work() -> None:
-    verdict = decide(syn.make_run(""), _tiny(0.21), data_in_memory=IN_MEMORY)
+    verdict = syn.verdict(syn.make_run(""), _tiny(0.21), data_in_memory=IN_MEMORY)
     report = dataclasses.replace(syn.make_report(TENSOR_CELL, step_median_s=0.002), verdict=verdict)
     text = render_text(report)
     assert "HOST-BOUND" in text
@@ -146,7 +145,7 @@ def test_in_memory_assembly_counts_as_overhead_where_the_model_side_alone_is_und
     line from run to run; counted with its in-memory data wait (less the loader's own small
     operators, counted once) it is host-bound in every run, its data wait host work."""
     analysis = dataclasses.replace(syn.make_analysis(phase_split=_split(data)), host=NEAR_LINE)
-    verdict = decide(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
+    verdict = syn.verdict(syn.make_run(""), analysis, data_in_memory=IN_MEMORY)
     assert verdict.category == "host-bound"
     assert verdict.data_as_host == pytest.approx(data)
     assert any("assembly from memory counted as overhead" in e for e in verdict.evidence)
@@ -154,10 +153,12 @@ def test_in_memory_assembly_counts_as_overhead_where_the_model_side_alone_is_und
 
 def test_the_same_overhead_with_a_real_wait_or_unplaced_operators_is_judged_as_before() -> None:
     analysis = dataclasses.replace(syn.make_analysis(phase_split=_split(0.26)), host=NEAR_LINE)
-    assert decide(syn.make_run(""), analysis).category == "input-bound"
+    assert syn.verdict(syn.make_run(""), analysis).category == "input-bound"
     unplaced = dataclasses.replace(NEAR_LINE, data_small_share=None)
     analysis = dataclasses.replace(analysis, host=unplaced)
-    assert decide(syn.make_run(""), analysis, data_in_memory=IN_MEMORY).category == "input-bound"
+    assert (
+        syn.verdict(syn.make_run(""), analysis, data_in_memory=IN_MEMORY).category == "input-bound"
+    )
 
 
 def test_the_tiny_ops_finding_follows_the_verdict_on_in_memory_batches() -> None:

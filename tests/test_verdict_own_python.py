@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpu_notebook.analysis.verdict import decide
 from gpu_notebook.records import Analysis, HostOverhead
 from tests.scenarios import synthetic as syn
 
@@ -26,7 +25,7 @@ def _analysis(shares: dict[str, float]) -> Analysis:
 
 
 def test_python_outside_the_model_as_most_of_the_overhead_is_the_cells_own_host_work() -> None:
-    verdict = decide(
+    verdict = syn.verdict(
         syn.make_run(""),
         _analysis({"unattributed": 0.45, "backward": 0.2, "optimizer": 0.25}),
     )
@@ -37,7 +36,7 @@ def test_python_outside_the_model_as_most_of_the_overhead_is_the_cells_own_host_
 
 
 def test_the_same_overhead_inside_the_model_still_reads_as_ops_too_small() -> None:
-    verdict = decide(
+    verdict = syn.verdict(
         syn.make_run(""),
         _analysis({"unattributed": 0.05, "backward": 0.4, "optimizer": 0.2}),
     )
@@ -48,7 +47,7 @@ def test_the_same_overhead_inside_the_model_still_reads_as_ops_too_small() -> No
 def test_operators_outside_the_model_are_not_the_cells_python() -> None:
     """A frozen teacher's no_grad forward reads "other" (operators, not Python): a faster
     device shortens it, so it never reads as the cell's own Python."""
-    verdict = decide(
+    verdict = syn.verdict(
         syn.make_run(""),
         _analysis({"other": 0.9, "backward": 0.03, "optimizer": 0.03}),
     )

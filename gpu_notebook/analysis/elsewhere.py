@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import ast
 
+from gpu_notebook.analysis.verdict_said import (
+    ChildrenInput,
+    ChildrenNote,
+    ChildrenPhases,
+    ChildrenUnknown,
+)
 from gpu_notebook.cell.ipython import protect
 from gpu_notebook.cell.parse import parse_ast
-from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import Run, Verdict
 
 # A data wait at least this share of the children's step time: input-bound (verdict.py's
@@ -113,7 +118,7 @@ def _definition_time_parts(node: _Definition) -> list[ast.AST]:
     return [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
 
 
-def children_train_note(run: Run) -> str | None:
+def children_train_note(run: Run) -> ChildrenNote | None:
     """One line when the cell starts processes and its source trains, else None."""
     counts = run.steps.event_counts
     return children_note(
@@ -123,8 +128,9 @@ def children_train_note(run: Run) -> str | None:
     )
 
 
-def children_note(source: str, *, here: int, in_children: int) -> str | None:
-    """Where the training of a cell that starts processes ran, and what of it was measured.
+def children_note(source: str, *, here: int, in_children: int) -> ChildrenNote | None:
+    """Where the training of a cell that starts processes ran, and what of it was measured
+    (worded by ``words.verdict``).
 
     Children count their optimizer steps for the parent (``in_children``, named per child with
     their step times in the run's notes): forked ones through the step clock's inherited hooks,
@@ -132,34 +138,11 @@ def children_note(source: str, *, here: int, in_children: int) -> str | None:
     Counted and timed, not profiled: torchrun under ``gpucheck run`` profiles each rank.
     """
     called = _called_names(source)
-    launchers = sorted(called & _LAUNCHERS)
+    launchers = tuple(sorted(called & _LAUNCHERS))
     trains = "backward" in called
     if not in_children and not (trains and launchers):
         return None
-    started = (
-        f"the cell starts processes ({', '.join(launchers)})"
-        + (" and its source trains: " if trains else ": ")
-        if launchers
-        else ""
-    )
-    profile = (
-        "to profile each one, run the training as a script under torchrun, where `gpucheck run` "
-        "measures every rank (`torchrun --nproc-per-node N -m gpu_notebook run train.py`)"
-    )
-    if in_children:
-        whose = (
-            "the verdict is read from the children's phases"
-            if not here
-            else "the phases and the verdict are this process's"
-        )
-        return (
-            f"{started}{in_children} optimizer step(s) ran in child processes (counted and timed "
-            f"per child, see the notes; not profiled), {here} here; {whose}; {profile}"
-        )
-    return (
-        f"{started}no optimizer step was counted in its child processes; this report covers "
-        f"this process only ({here} optimizer step(s) here); {profile}"
-    )
+    return ChildrenNote(launchers, trains, here, in_children)
 
 
 def children_verdict(run: Run) -> Verdict | None:
@@ -180,35 +163,25 @@ def children_verdict(run: Run) -> Verdict | None:
         for name, t in c.phases_s().items():
             totals[name] = totals.get(name, 0.0) + t
     bound, bound_s = max(totals.items(), key=lambda kv: kv[1])
-    shares = ", ".join(
-        f"{name} {fmt_share(t / span)}" for name, t in sorted(totals.items(), key=lambda kv: -kv[1])
-    )
+    shares = tuple((name, t / span) for name, t in sorted(totals.items(), key=lambda kv: -kv[1]))
     steps = sum(c.steps for c in rows)
-    where = f"{len(rows)} child process(es)"
-    evidence = (
-        f"the training ran in {where} ({steps} optimizer steps), none here: their steps' time "
-        f"went to {shares} (hooks in each child; not profiled)",
-    )
+    lines = (ChildrenPhases(len(rows), steps, shares),)
     if totals["data"] / span >= _INPUT_SHARE:
         return Verdict(
-            category="input-bound",
-            headline=(
-                f"The training ran in {where}: its steps wait for data "
-                f"({fmt_share(totals['data'] / span)} of their time in the DataLoader)."
-            ),
-            more_gpus="No: more GPUs would wait for the same loader; feed the children faster "
-            "first (DataLoader workers in each child, pinned memory).",
-            evidence=evidence,
-            confidence="low",
+            "input-bound",
+            "",
+            "",
+            (),
+            "low",
+            answer=ChildrenInput(len(rows), totals["data"] / span),
+            lines=lines,
         )
     return Verdict(
-        category="unknown",
-        headline=(
-            f"The training ran in {where}: its steps go mostly to {bound} "
-            f"({fmt_share(bound_s / span)}); not profiled, so GPU and host work are not told apart."
-        ),
-        more_gpus="Unknown: profile a child's steps (as a torchrun rank under `gpucheck run`) to "
-        "tell GPU from host work.",
-        evidence=evidence,
-        confidence="low",
+        "unknown",
+        "",
+        "",
+        (),
+        "low",
+        answer=ChildrenUnknown(len(rows), bound, bound_s / span),
+        lines=lines,
     )

@@ -1,5 +1,9 @@
 """The verdict: one category, the numbers behind it, and "will more GPUs help?".
 
+Decided here and handed up as figures: its answer and each evidence line one record of
+``analysis/verdict_said.py`` (``Verdict.answer``, ``Verdict.lines``), worded by
+``gpu_notebook.words.verdict`` when the report is built. No sentence is written here.
+
 Thresholds, with their sources:
 - input wait / sync share: warn 10%, critical 20% (TraceML diagnostics/step_time/policy.py);
   the primary verdict takes the critical level, smaller shares appear as evidence only;
@@ -27,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from gpu_notebook.analysis import verdict_said as said
 from gpu_notebook.analysis.host import (
     HOST_BOUND_SHARE,
     host_bound,
@@ -38,7 +43,6 @@ from gpu_notebook.analysis.host import (
 )
 from gpu_notebook.analysis.on_cpu import ON_CPU_COMPUTE, OnCpu
 from gpu_notebook.analysis.steady import without_stalls
-from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import (
     Analysis,
     BatchAtLine,
@@ -53,7 +57,9 @@ from gpu_notebook.records import (
     RunPhase,
     RunShape,
     Verdict,
+    VerdictAnswer,
     VerdictCategory,
+    VerdictLine,
 )
 
 # Environment.platform of a run rebuilt from a trace file (``gpucheck analyze``): the report
@@ -66,6 +72,27 @@ WARN = 0.10
 GPU_BUSY = 0.80
 MEMORY_FULL = 0.90
 COMM = 0.10
+
+
+def _verdict(
+    category: VerdictCategory,
+    answer: VerdictAnswer,
+    lines: list[VerdictLine] | tuple[VerdictLine, ...],
+    confidence: Confidence,
+    *,
+    data_as_host: float | None = None,
+) -> Verdict:
+    """A verdict with its figures, not yet worded (``words.verdict`` words it)."""
+    return Verdict(
+        category,
+        "",
+        "",
+        (),
+        confidence,
+        data_as_host=data_as_host,
+        answer=answer,
+        lines=tuple(lines),
+    )
 
 
 def from_a_file(run: Run) -> bool:
@@ -129,10 +156,11 @@ def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
     phases = stable.phases
     if phases is None or phases.total_us <= 0 or verdict.category in ("unknown", "comm-bound"):
         return verdict
-    for phase, level, name, category in (
-        ("data", INPUT_CRITICAL, "data wait", "input-bound"),
-        ("sync", SYNC_CRITICAL, "host sync", "sync-bound"),
-    ):
+    checks: tuple[tuple[Literal["data", "sync"], float, VerdictCategory], ...] = (
+        ("data", INPUT_CRITICAL, "input-bound"),
+        ("sync", SYNC_CRITICAL, "sync-bound"),
+    )
+    for phase, level, category in checks:
         if phase == "data" and verdict.data_as_host is not None:
             continue  # the data wait is host work here: its line does not decide
         if phase == "data" and run_data_overrules(analysis, phases.share("data")) is not None:
@@ -144,14 +172,17 @@ def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
         low, high = span
         if not low < level <= high:
             continue
-        other = "another verdict" if verdict.category == category else category
-        note = (
-            f"{name} {fmt_share(share)} of the step (range {fmt_share(low)}-{fmt_share(high)} "
-            f"over {len(phases.steps)} steps) lies across the {fmt_share(level)} line: "
-            f"{verdict.category} or {other} within the uncertainty; more steps (-s), a later "
-            "window or a quieter machine would separate them"
+        note = said.AcrossLine(
+            phase,
+            share,
+            low,
+            high,
+            len(phases.steps),
+            level,
+            verdict.category,
+            None if verdict.category == category else category,
         )
-        return dataclasses.replace(verdict, evidence=(*verdict.evidence, note), confidence="low")
+        return dataclasses.replace(verdict, lines=(*verdict.lines, note), confidence="low")
     return verdict
 
 
@@ -183,7 +214,7 @@ def decide(
         # is not the training, and its verdict would not be the training's.
         note = children_train_note(run)
         return dataclasses.replace(
-            from_children, evidence=(*from_children.evidence, *((note,) if note else ()))
+            from_children, lines=(*from_children.lines, *((note,) if note else ()))
         )
     from gpu_notebook.analysis.too_busy import judged, without_phase
 
@@ -243,8 +274,8 @@ def _batch_at_line(
 def no_bound(verdict: Verdict, wait: CoreWait) -> Verdict:
     """``verdict`` too busy to judge: the steps' wait for a core (``wait``) puts the share that
     decides it on either side of its line. Category "unknown" at low confidence, no data wait
-    counted as host work, its headline worded by ``words.verdict`` from ``wait``; the evidence
-    the shares as read gave kept."""
+    counted as host work, its headline worded by ``words.verdict`` from ``wait`` (no answer of
+    its own); the evidence the shares as read gave kept."""
     return dataclasses.replace(
         verdict,
         category="unknown",
@@ -253,6 +284,7 @@ def no_bound(verdict: Verdict, wait: CoreWait) -> Verdict:
         confidence="low",
         data_as_host=None,
         core_wait=wait,
+        answer=None,
     )
 
 
@@ -331,8 +363,6 @@ def _as_read(run: Run, analysis: Analysis, data_in_memory: str | None) -> Verdic
         return _noisy_window(shape, verdict)
     if shape is None or shape.represents is not False or shape.window_median_s is None:
         return verdict
-    from gpu_notebook.formatting import fmt_seconds
-
     covers = shape.window_covers or 0.0
     phases = analysis.phases
     # A split with phases the hooks cannot see is the run's data wait + the window's rest.
@@ -347,42 +377,33 @@ def _as_read(run: Run, analysis: Analysis, data_in_memory: str | None) -> Verdic
         and phases.source == "hooks"
         and phases.total_us / 1e6 * max(1, run.steps.decimation) >= 0.5 * shape.total_s
     )
-    rests = (
-        "the run decides: the verdict rests on the data wait of every step, the rest of the "
-        "step split as in the window"
+    rests: Literal["data_split", "windows", "hooks", "none"] = (
+        "data_split"
         if analysis.window_phases is not None and data_split
-        else "the run decides: the verdict rests on every profiled window, each weighted by the "
-        "time it stands for"
+        else "windows"
         if analysis.window_phases is not None and phases is not None and phases.source == "trace"
-        else "the run decides: the verdict rests on hook timings of every step, weighted by "
-        "their time"
+        else "hooks"
         if analysis.window_phases is not None or hooks_cover
-        else "no phase timing covers the rest of the run"
+        else "none"
     )
-    own_time = " (each step's own time, less its wait for a core)" if shape.window_own_time else ""
-    note = (
-        f"the profiled window does not represent this run: its steps take "
-        f"{fmt_seconds(shape.window_median_s)}, the run's median is "
-        f"{fmt_seconds(shape.window_run_median_s)}{own_time} "
-        f"(steps like the window's hold {fmt_share(covers)} of the run's time); {rests}"
+    note = said.Unrepresentative(
+        shape.window_median_s,
+        shape.window_run_median_s,
+        shape.window_own_time,
+        covers,
+        rests,
     )
     if analysis.window_phases is None and not hooks_cover:
         # Evidence the report itself calls unrepresentative never makes the verdict: say what
         # the window alone read, and what would measure the rest.
-        return Verdict(
+        assert verdict.answer is not None
+        return _verdict(
             "unknown",
-            "No verdict for this run: the profiled window is unlike most of it, and no timing "
-            "covers the rest.",
-            "Unknown: profile the steps that hold most of the time (%%gpucheck -w N starts the "
-            "window later; -s N records more steps), then ask again.",
-            (
-                note,
-                f"the window alone reads {verdict.category}: {verdict.headline}",
-                *verdict.evidence,
-            ),
+            said.NotRepresented(),
+            (note, said.WindowAlone(verdict.category, verdict.answer), *verdict.lines),
             "low",
         )
-    return dataclasses.replace(verdict, evidence=(note, *verdict.evidence))
+    return dataclasses.replace(verdict, lines=(note, *verdict.lines))
 
 
 def _ended_in_warmup(run: Run, analysis: Analysis, verdict: Verdict) -> Verdict:
@@ -402,18 +423,11 @@ def _ended_in_warmup(run: Run, analysis: Analysis, verdict: Verdict) -> Verdict:
 def _noisy_window(shape: RunShape, verdict: Verdict) -> Verdict:
     """The verdict of a window whose neighbours the machine slowed (``RunShape.window_noisy``):
     the window's reading, its uncertainty said, and never more than medium confidence."""
-    from gpu_notebook.formatting import fmt_seconds
-
     if shape.window_median_s is None:
         return verdict
-    note = (
-        f"the steps next to the profiled window took {fmt_seconds(shape.window_median_s)} "
-        f"against the run's median {fmt_seconds(shape.window_run_median_s)}, their fastest at "
-        "the run's pace: read as steps the machine preempted, the window taken to stand for "
-        "the run (a quieter machine or a later window, %%gpucheck -w N, would confirm it)"
-    )
+    note = said.NoisyWindow(shape.window_median_s, shape.window_run_median_s)
     confidence = "medium" if verdict.confidence == "high" else verdict.confidence
-    return dataclasses.replace(verdict, evidence=(*verdict.evidence, note), confidence=confidence)
+    return dataclasses.replace(verdict, lines=(*verdict.lines, note), confidence=confidence)
 
 
 def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
@@ -426,36 +440,21 @@ def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
 
     note = children_train_note(run)
     if note is not None:
-        headline = verdict.headline
-        if verdict.category == "unknown":
-            headline = "No training step ran in this process: the cell trains in child processes."
-        return dataclasses.replace(verdict, headline=headline, evidence=(note, *verdict.evidence))
+        answer = verdict.answer
+        if verdict.category == "unknown" and answer is not None:
+            answer = said.TrainsInChildren(answer)
+        return dataclasses.replace(verdict, answer=answer, lines=(note, *verdict.lines))
     defined = defined_not_run(run.cell_source) if verdict.category == "unknown" else ()
     if defined and not run.steps.step_count:
         # Nothing trained here: the cell only defines its training. Guessing "another process
         # or thread" would send the user looking for a process that never ran.
-        names = ", ".join(f"{n}()" for n in defined)
         return dataclasses.replace(
             verdict,
-            headline=f"No training step ran: this cell defines {names} and does not call it.",
-            more_gpus="Unknown: nothing trained in this cell. Put %%gpucheck on the cell that "
-            f"calls {names}.",
-            evidence=(
-                f"the training is in {names}, which this cell defines and never calls, hands "
-                "on or decorates with: put %%gpucheck on the cell that calls it",
-                *verdict.evidence,
-            ),
+            answer=said.DefinedNotRun(defined),
+            lines=(said.TrainingDefined(defined), *verdict.lines),
         )
     if verdict.category == "unknown" and source_trains(run.cell_source):
-        return dataclasses.replace(
-            verdict,
-            evidence=(
-                "the source calls backward() but no step was seen here: the training ran "
-                "where the step clock does not follow it (another process, or a thread beside "
-                "one that already trains)",
-                *verdict.evidence,
-            ),
-        )
+        return dataclasses.replace(verdict, lines=(said.TrainedUnseen(), *verdict.lines))
     return verdict
 
 
@@ -469,53 +468,46 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     confidence = _confidence(run, analysis)
     if phases is None or phases.total_us <= 0:
         if from_a_file(run):
-            return Verdict(
-                category="unknown",
-                headline="No training step was found in this trace.",
-                more_gpus="Unknown: this trace has no ProfilerStep ranges and no host operators "
-                "to split into steps.",
-                evidence=("no host thread with operators in the trace",),
-                confidence="low",
-            )
-        return Verdict(
-            category="unknown",
-            headline="No training step was detected in this cell.",
-            more_gpus="Unknown: gpucheck counts steps at an optimizer's step, a DataLoader's "
-            "batches or a backward pass (loss.backward(), torch.autograd.grad); this cell ran "
-            "none of them.",
-            evidence=(f"{run.steps.step_count} step(s) seen by the step clock",),
-            confidence="low",
-        )
-    evidence: list[str] = []
+            return _verdict("unknown", said.NoStep(True), (said.NoHostThread(),), "low")
+        seen = (said.StepsSeen(run.steps.step_count),)
+        return _verdict("unknown", said.NoStep(False), seen, "low")
+    evidence: list[VerdictLine] = []
     data = phases.share("data")
     sync = phases.share("sync")
     whole = run_data_overrules(analysis, data)
     if whole is not None:
         evidence.append(
-            f"data wait {fmt_share(whole.share)} of the step over {whole.steps} steps (step "
-            f"clock, 90% interval {fmt_share(whole.low_share)}-{fmt_share(whole.high_share)}); "
-            f"the {len(phases.steps)} profiled step(s) read {fmt_share(data)}"
+            said.RunDataWait(
+                whole.share,
+                whole.steps,
+                whole.low_share,
+                whole.high_share,
+                len(phases.steps),
+                data,
+            )
         )
         data = whole.share
-    for name, share in (
-        ("data wait", data if whole is None else None),
-        ("host sync", sync),
-        ("host-to-device copy", phases.share("copy")),
-    ):
+    warned: tuple[tuple[said.SharePhase, float | None], ...] = (
+        ("data", data if whole is None else None),
+        ("sync", sync),
+        ("copy", phases.share("copy")),
+    )
+    for name, share in warned:
         if share is not None and share >= WARN:
-            evidence.append(f"{name}: {fmt_share(share)} of step time")
-    not_measured = [p for p in ("data", "copy", "sync") if p not in phases.measured]
+            evidence.append(said.ShareOfStep(name, share))
+    not_measured = tuple(p for p in ("data", "copy", "sync") if p not in phases.measured)
     if not_measured:
+        why: Literal["unclocked", "no_gpu", "hooks", "no_trace"]
         if phases.source == "trace" and analysis.gpu is not None and analysis.gpu.unclocked_events:
-            why = "the trace's copies carry no timestamps"
+            why = "unclocked"  # the trace's copies carry no timestamps
         elif phases.source == "trace":
-            why = "no GPU to copy to"
+            why = "no_gpu"  # no GPU to copy to
         elif analysis.window_phases is not None or run.window.recorded_steps:
             # The whole-run estimate comes from hook timings even though a window was profiled.
-            why = "the whole-run split is from hook timings"
+            why = "hooks"
         else:
-            why = "no profiler trace"
-        evidence.append(f"not measured ({why}): {', '.join(not_measured)}")
+            why = "no_trace"
+        evidence.append(said.NotMeasured(why, not_measured))
 
     busy = _gpu_busy_share(analysis)
     on_gpu = busy is not None or _has_gpu(run.env)
@@ -530,10 +522,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         overhead = True
         if on_gpu:
             evidence.append(_host_evidence(analysis.host))
-        evidence.append(
-            f"with the batches' assembly from memory counted as overhead: "
-            f"{fmt_share(in_memory_overhead(analysis.host, data) or 0.0)} of the step"
-        )
+        evidence.append(said.InMemoryOverhead(in_memory_overhead(analysis.host, data) or 0.0))
     host_comm = phases.share("comm")
     # Waiting on peers is the verdict when it is the largest wait: a rank that waits 80% of its
     # step for data and 12% in the all-reduce is input-bound (and the others wait for it).
@@ -541,7 +530,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         host_comm = None
     if not on_gpu:
         if host_comm is not None and host_comm >= COMM:
-            return _comm_verdict(host_comm, "waiting in collectives (host)", evidence, confidence)
+            return _comm_verdict(host_comm, evidence, confidence)
         return _cpu_verdict(
             data,
             sync,
@@ -556,13 +545,10 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
             compute=_compute_evidence(run, phases),
         )
     if busy is not None:
-        evidence.insert(0, f"GPU busy {fmt_share(busy)} of the window")
+        evidence.insert(0, said.GpuBusy(busy))
     if analysis.gpu is not None and analysis.gpu.unclocked_events:
-        evidence.append(
-            f"{analysis.gpu.unclocked_events} GPU event(s) of the trace carry no timestamps "
-            "(CUPTI wrote 0): left out of the GPU timeline"
-            + ("; GPU busy from NVML" if analysis.gpu.window_us <= 0 and busy is not None else "")
-        )
+        nvml = analysis.gpu.window_us <= 0 and busy is not None
+        evidence.append(said.Unclocked(analysis.gpu.unclocked_events, nvml))
 
     util = analysis.utilization
     gpu = analysis.gpu
@@ -590,40 +576,14 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
             if causes["sync"] >= SYNC_CRITICAL:
                 return _sync_verdict(causes["sync"], evidence, confidence)
     if host_comm is not None and host_comm >= COMM:
-        return _comm_verdict(host_comm, "waiting in collectives (host)", evidence, confidence)
+        return _comm_verdict(host_comm, evidence, confidence)
     if util.gpu_memory_peak_bytes and util.gpu_memory_total_bytes:
         mem = util.gpu_memory_peak_bytes / util.gpu_memory_total_bytes
         if mem >= MEMORY_FULL and (busy is None or busy < GPU_BUSY):
-            return Verdict(
-                "memory-bound",
-                f"GPU memory peaks at {fmt_share(mem)} of the card while the GPU is not kept busy.",
-                "A bigger card would let the batch grow; before buying, try activation "
-                "checkpointing, gradient accumulation or mixed precision (about half the activations).",
-                (f"peak GPU memory {fmt_share(mem)} of the card", *evidence),
-                confidence,
-            )
-    if busy is not None and busy >= GPU_BUSY and inference:
-        return Verdict(
-            "gpu-bound",
-            f"The GPU is busy {fmt_share(busy)} of the time serving this model (no backward, "
-            "no optimizer: inference).",
-            "Yes, as replicas: one copy of the model per GPU behind a load balancer multiplies "
-            "requests served; tensor parallel only when one request's latency or the model's "
-            "memory needs more than one GPU. Before buying: batch more requests per forward, "
-            "keep shapes fixed, replay steps as CUDA graphs, torch.compile, or serve through "
-            "TensorRT / ONNX Runtime.",
-            tuple(evidence),
-            confidence,
-        )
+            lines = (said.PeakMemory(mem), *evidence)
+            return _verdict("memory-bound", said.MemoryBound(mem), lines, confidence)
     if busy is not None and busy >= GPU_BUSY:
-        return Verdict(
-            "gpu-bound",
-            f"The GPU is busy {fmt_share(busy)} of the time: the code keeps it fed.",
-            "Yes: this work is limited by the GPU, so more GPUs (data parallel) or a faster one "
-            "will help. First check mixed precision and tensor-core use: often ~2x for free.",
-            tuple(evidence),
-            confidence,
-        )
+        return _verdict("gpu-bound", said.GpuBound(busy, inference), evidence, confidence)
     # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
     # causes above); a sync while kernels run costs nothing. Without one, the host's shares.
     timeline = gpu is not None and gpu.window_us > 0
@@ -644,112 +604,42 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         # Nothing measured the GPU's busy time and nothing measured the host's overhead: "the
         # host sets the pace" would be what is left, not what was seen.
         return _no_busy_reading_verdict(evidence)
-    if inference:
-        return Verdict(
-            "host-bound",
-            (
-                f"The GPU idles {fmt_share(idle)} of the time{_idle_cause(gpu)} (inference: "
-                "no backward, no optimizer)."
-                if idle is not None
-                else "The host (Python, kernel launches) sets the pace of this inference."
-            ),
-            "No: replicas or tensor parallel would idle the same way. Batch more requests per "
-            "forward, keep shapes fixed so kernels and graphs are reused, replay the step as a "
-            "CUDA graph (one launch instead of one per kernel), torch.compile "
-            "(mode='reduce-overhead'), or serve through TensorRT / ONNX Runtime.",
-            tuple(evidence),
-            confidence,
-        )
-    head = (
-        f"The GPU idles {fmt_share(idle)} of the time{_idle_cause(gpu)}."
-        if idle is not None
-        else "The GPU is not kept busy: the host (Python, kernel launches) sets the pace."
-    )
-    return Verdict(
-        "host-bound",
-        head,
-        "No: more GPUs would idle the same way. Give each launch more work (bigger batch), "
-        "fuse small ops with torch.compile, or capture steps with CUDA graphs.",
-        tuple(evidence),
-        confidence,
-    )
+    return _verdict("host-bound", _gpu_idles(idle, gpu, inference), evidence, confidence)
 
 
-def _no_busy_reading_verdict(evidence: list[str]) -> Verdict:
-    return Verdict(
-        "unknown",
-        "No verdict: the GPU's busy time was not measured (no kernels in a trace, no NVML "
-        "reading), and no wait, sync or host overhead sets the pace.",
-        "Unknown: gpu-bound (more GPUs would help) or host-bound (they would idle the same way). "
-        "A reading of the GPU's busy time would separate them: profile a window of steps "
-        "(its kernels), or run where NVML reads the GPU's utilization.",
-        ("GPU busy: not measured", *evidence),
-        "low",
-    )
+def _no_busy_reading_verdict(evidence: list[VerdictLine]) -> Verdict:
+    lines = (said.BusyNotMeasured(), *evidence)
+    return _verdict("unknown", said.NoBusyReading(), lines, "low")
 
 
-def _host_evidence(host: HostOverhead) -> str:
+def _host_evidence(host: HostOverhead) -> said.HostOps:
     """The evidence line: ops per step, median op time, Python between ops."""
-    return (
-        f"{host.ops_per_step:.0f} host operators a step, median {host.median_op_us:.0f} us each; "
-        f"Python between operators {100 * host.between_ops_share:.0f}% of the step, operators "
-        f"under {host.small_op_us:.0f} us another {100 * host.small_op_share:.0f}%"
-        + (
-            f" (up to {100 * overhead_reach(host):.0f}% in a traced step: near the "
-            f"{100 * HOST_BOUND_SHARE:.0f}% line, read as reaching it)"
-            if overhead_near_line(host)
-            else ""
-        )
-    )
+    reach = overhead_reach(host) if overhead_near_line(host) else None
+    return said.HostOps(host, reach, HOST_BOUND_SHARE)
 
 
-def _window_evidence(gpu: GpuTimeline) -> str:
+def _window_evidence(gpu: GpuTimeline) -> said.GpuWindow:
     """The busy share and the window it describes; the GPU span beside it when they differ."""
-    from gpu_notebook.formatting import fmt_seconds
-
-    what = {
-        "steps": "the profiled steps",
-        "gpu_span": "the GPU span (first to last kernel)",
-        "caller": "the window",
-    }[gpu.window_source]
-    text = f"GPU busy {fmt_share(gpu.busy_share)} of {what} ({fmt_seconds(gpu.window_us / 1e6)})"
     span, span_busy = gpu.span_us, gpu.span_busy_us
-    if (
+    differs = bool(
         gpu.window_source != "gpu_span"
         and span
         and span_busy is not None
         and abs(span_busy / span - gpu.busy_share) >= WINDOWS_DIFFER
-    ):
-        outside = max(0.0, gpu.window_us - span)
-        text += (
-            f"; {fmt_share(span_busy / span)} from its first to its last kernel "
-            f"({fmt_seconds(span / 1e6)}, the window HTA and TraceLens use): "
-            f"{fmt_seconds(outside / 1e6)} of the window has no GPU work"
-        )
-    if gpu.host_ahead_us > 0.1 * gpu.window_us:
-        text += (
-            f"; the host ran ahead: the GPU finished the steps' work "
-            f"{fmt_seconds(gpu.host_ahead_us / 1e6)} after the host had issued it, so the window "
-            "runs on to there"
-        )
-        if gpu.queued_before_trace_us > 0:
-            text += (
-                f"; it opens when the GPU had spent {fmt_seconds(gpu.queued_before_trace_us / 1e6)} "
-                "on work launched before the profiler started"
-            )
-    return text
+    )
+    return said.GpuWindow(gpu, differs, gpu.host_ahead_us > 0.1 * gpu.window_us)
 
 
-def _idle_cause(gpu: GpuTimeline | None) -> str:
+def _gpu_idles(idle: float | None, gpu: GpuTimeline | None, inference: bool) -> said.GpuIdles:
     """How the headline names the idle time: by its largest cause, as measured."""
     if gpu is None or gpu.idle_us <= 0:
-        return " waiting for the host"
+        return said.GpuIdles(idle, "host", 0.0, inference)
     if gpu.idle_other_us > gpu.idle_host_wait_us + gpu.idle_kernel_wait_us:
-        return ", mostly with its work queued behind another stream or event"
+        return said.GpuIdles(idle, "queued", 0.0, inference)
     if gpu.idle_other_us + gpu.idle_data_wait_us + gpu.idle_sync_wait_us > 0.2 * gpu.idle_us:
         host = gpu.idle_host_wait_us / gpu.window_us
-        return f" ({fmt_share(host)} of it waiting for the host to launch work)"
-    return " waiting for the host"
+        return said.GpuIdles(idle, "partly_host", host, inference)
+    return said.GpuIdles(idle, "host", 0.0, inference)
 
 
 def _gpu_idle_shares(gpu: GpuTimeline) -> dict[str, float]:
@@ -763,71 +653,45 @@ def _gpu_idle_shares(gpu: GpuTimeline) -> dict[str, float]:
     }
 
 
-def _gpu_evidence(gpu: GpuTimeline) -> list[str]:
-    from gpu_notebook.formatting import fmt_seconds
-
-    out = []
+def _gpu_evidence(gpu: GpuTimeline) -> list[VerdictLine]:
+    out: list[VerdictLine] = []
     w = gpu.window_us
-    causes = [
-        (name, us)
-        for name, us in (
-            ("waiting for the host to launch", gpu.idle_host_wait_us),
-            ("while the host waits for data or copies", gpu.idle_data_wait_us),
-            ("while the host syncs", gpu.idle_sync_wait_us),
-            ("between back-to-back kernels", gpu.idle_kernel_wait_us),
-            ("with work queued behind another stream or event", gpu.idle_other_us),
-        )
-        if us / w >= 0.01
-    ]
+    idle: tuple[tuple[Literal["host", "data", "sync", "kernel", "other"], float], ...] = (
+        ("host", gpu.idle_host_wait_us),
+        ("data", gpu.idle_data_wait_us),
+        ("sync", gpu.idle_sync_wait_us),
+        ("kernel", gpu.idle_kernel_wait_us),
+        ("other", gpu.idle_other_us),
+    )
+    causes = [(name, us) for name, us in idle if us / w >= 0.01]
     if causes:
         out.append(
-            "GPU idle: "
-            + ", ".join(
-                f"{fmt_share(us / w)} {name}" for name, us in sorted(causes, key=lambda c: -c[1])
-            )
+            said.GpuIdle(tuple((n, us / w) for n, us in sorted(causes, key=lambda c: -c[1])))
         )
     overlap = gpu.comm_overlap_share
     if overlap is not None:
-        out.append(
-            f"collective kernels {fmt_share(gpu.comm_busy_us / w)} of the window, "
-            f"{fmt_share(overlap)} of it overlapped by computation: exposed "
-            f"{fmt_share(gpu.comm_exposed_us / w)}"
-        )
+        out.append(said.CommOverlap(gpu.comm_busy_us / w, overlap, gpu.comm_exposed_us / w))
     if gpu.graph_launches:
-        out.append(
-            f"CUDA-graph replays: {gpu.graph_launches} launch(es) ran "
-            f"{fmt_seconds(gpu.graph_us / 1e6)} of GPU work (counted busy; one launch each)"
-        )
+        out.append(said.GraphReplays(gpu.graph_launches, gpu.graph_us / 1e6))
     return out
 
 
 def _gpu_comm_verdict(
-    gpu: GpuTimeline, exposed: float, steps: int, evidence: list[str], confidence: Confidence
+    gpu: GpuTimeline,
+    exposed: float,
+    steps: int,
+    evidence: list[VerdictLine],
+    confidence: Confidence,
 ) -> Verdict:
     """Exposed collectives: the fix follows from how they sit against computation."""
-    remedy = comm_remedy(gpu, steps)
-    overlap = gpu.comm_overlap_share or 0.0
-    fix = {
-        "straggler": "the GPU mostly waits with its work queued behind other streams: the "
-        "collectives wait for a slower peer. Find the straggler first (rank 0's job report, "
-        "or `gpucheck analyze` on the ranks' traces), then overlap what remains.",
-        "overlap": f"only {fmt_share(overlap)} of it runs under computation: overlap it. Let "
-        "DDP launch bucket all-reduces during backward (no find_unused_parameters, no sync "
-        "or .item() before the all-reduce, gradient_as_bucket_view=True), prefetch FSDP "
-        "all-gathers.",
-        "bucket": f"{gpu.collectives / max(1, steps):.0f} collectives a step: too many small "
-        "ones. Raise bucket_cap_mb (DDP) so fewer, larger all-reduces run, or fuse them.",
-        "accumulate": f"it is already {fmt_share(overlap)} overlapped and still exposed: do "
-        "fewer all-reduces (accumulate gradients over steps under no_sync()), or send fewer "
-        "bytes (bf16 / PowerSGD communication hooks).",
-    }[remedy]
-    return Verdict(
-        "comm-bound",
-        f"Communication nothing overlaps takes {fmt_share(exposed)} of the GPU window.",
-        "Not more of the same: each added GPU adds communication. " + fix[0].upper() + fix[1:],
-        (f"exposed collectives: {fmt_share(exposed)} of the window", *evidence),
-        confidence,
+    answer = said.ExposedComm(
+        exposed,
+        comm_remedy(gpu, steps),
+        gpu.comm_overlap_share or 0.0,
+        gpu.collectives / max(1, steps),
     )
+    lines = (said.ExposedCollectives(exposed), *evidence)
+    return _verdict("comm-bound", answer, lines, confidence)
 
 
 CommRemedy = Literal["straggler", "overlap", "bucket", "accumulate"]
@@ -851,33 +715,14 @@ def comm_remedy(gpu: GpuTimeline, steps: int) -> CommRemedy:
 
 
 def _capture_verdict(gpu: GpuTimeline) -> Verdict:
-    return Verdict(
-        "unknown",
-        "This trace records a CUDA-graph capture, not a step: its launches were recorded into "
-        "a graph, not run.",
-        "Unknown from a capture: profile the steps that replay the graph to see how busy the "
-        "GPU is.",
-        (
-            f"{gpu.launches_without_work} of {gpu.kernel_launches} kernel launches ran no kernel "
-            "(captured into a graph)",
-        ),
-        "low",
-    )
+    lines = (said.CapturedLaunches(gpu.launches_without_work, gpu.kernel_launches),)
+    return _verdict("unknown", said.GraphCapture(), lines, "low")
 
 
-def _comm_verdict(share: float, what: str, evidence: list[str], confidence: Confidence) -> Verdict:
+def _comm_verdict(share: float, evidence: list[VerdictLine], confidence: Confidence) -> Verdict:
     """The host waits on collectives: for a slower peer (lockstep), or for the transfer."""
-    return Verdict(
-        "comm-bound",
-        f"Waiting in collectives (all-reduce...) takes {fmt_share(share)} of every step: "
-        "this rank waits for its peers, it does not compute.",
-        "Not more of the same: each added rank adds communication and one more peer to wait "
-        "for. If the ranks wait for one slow peer (a straggler), fix that rank first: rank 0's "
-        "job report names it and its cause. Otherwise overlap the all-reduce with backward, or "
-        "accumulate more steps per all-reduce.",
-        (f"{what}: {fmt_share(share)} of step time", *evidence),
-        confidence,
-    )
+    lines = (said.ShareOfStep("comm", share), *evidence)
+    return _verdict("comm-bound", said.HostComm(share), lines, confidence)
 
 
 def _has_gpu(env: Environment) -> bool:
@@ -894,65 +739,24 @@ def _gpu_busy_share(analysis: Analysis) -> float | None:
 
 def _input_verdict(
     data: float,
-    evidence: list[str],
+    evidence: list[VerdictLine],
     confidence: Confidence,
     *,
     on_cpu: bool = False,
     inference: bool = False,
     copies: bool = False,
 ) -> Verdict:
-    if inference and not on_cpu:
-        more = (
-            f"No: replicas would wait for their inputs the same way. Feed the model faster first "
-            f"(gain from this alone: {fmt_gain(amdahl_bound(data))}): batch requests, prepare "
-            "inputs off the serving thread, copy from pinned memory with non_blocking=True."
-        )
-    elif on_cpu:
-        # No device here: say once, apart, what the wait would mean on one.
-        more = (
-            f"No: the step waits for data, and a GPU only shortens compute. Fix the input "
-            f"pipeline first (gain from this alone: {fmt_gain(amdahl_bound(data))}); "
-            f"on a GPU the same wait would leave the card idle."
-        )
-    else:
-        more = (
-            f"No: every added GPU would wait for data the same way. Fix the input pipeline first "
-            f"(gain from this alone: {fmt_gain(amdahl_bound(data))})."
-        )
-    what = "Waiting for data and copying it to the GPU take" if copies else "Waiting for data takes"
-    return Verdict(
-        "input-bound",
-        f"{what} {fmt_share(data)} of every step.",
-        more,
-        tuple(evidence),
-        confidence,
-    )
+    answer = said.InputBound(data, amdahl_bound(data), on_cpu, inference, copies)
+    return _verdict("input-bound", answer, evidence, confidence)
 
 
 def _sync_verdict(
-    sync: float, evidence: list[str], confidence: Confidence, *, on_cpu: bool = False
+    sync: float, evidence: list[VerdictLine], confidence: Confidence, *, on_cpu: bool = False
 ) -> Verdict:
-    if on_cpu:
-        # No device here: the reads cost host time, nothing waits on a card. Say once, apart,
-        # what they would mean on one.
-        return Verdict(
-            "sync-bound",
-            f"Reading values on the host (.item(), .cpu(), printing tensors) takes {fmt_share(sync)} "
-            "of every step.",
-            f"Not as it is: this time is host work, which a GPU does not shorten. Read values "
-            f"less often first (gain: {fmt_gain(amdahl_bound(sync))}); on a GPU each such read "
-            "would also make the host wait for every queued kernel.",
-            tuple(evidence),
-            confidence,
-        )
-    return Verdict(
-        "sync-bound",
-        f"Host syncs (.item(), .cpu(), synchronize) take {fmt_share(sync)} of every step.",
-        f"No: each sync stalls the pipeline, on every GPU alike. Remove per-step syncs first "
-        f"(gain: {fmt_gain(amdahl_bound(sync))}).",
-        tuple(evidence),
-        confidence,
-    )
+    # No device (on_cpu): the reads cost host time, nothing waits on a card; the words say
+    # once, apart, what they would mean on one.
+    answer = said.SyncBound(sync, amdahl_bound(sync), on_cpu)
+    return _verdict("sync-bound", answer, evidence, confidence)
 
 
 # Host time outside the model that decides the verdict's wording on its own: TraceML's step
@@ -976,7 +780,7 @@ def _outside_model_share(analysis: Analysis) -> float | None:
 def _cpu_verdict(
     data: float | None,
     sync: float | None,
-    evidence: list[str],
+    evidence: list[VerdictLine],
     confidence: Confidence,
     *,
     host_bound: bool = False,
@@ -992,7 +796,7 @@ def _cpu_verdict(
     thread was on a core for most of its steps' own time, or, where that was not read, when
     torch's operators hold most of the step; never as what is left when nothing else fired."""
     compute = compute if compute is not None else ComputeEvidence(None, None, None)
-    evidence.insert(0, "no CUDA device visible: phases measured on the CPU")
+    evidence.insert(0, said.NoCuda())
     if host_bound and not inference and _data_as_host(data, sync, data_in_memory):
         assert data is not None
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence, on_cpu=True)
@@ -1018,25 +822,9 @@ def _cpu_verdict(
     if host_bound and own_python_share is not None and own_leads:
         # Over the whole run, most of the step is the cell's own Python outside any operator
         # (not the operators' dispatch): bigger ops would not shorten it, nor would a GPU.
-        return Verdict(
-            "host-bound",
-            f"The cell's own Python between operators takes {fmt_share(own_python_share)} of "
-            "the run's step time: host work, not the model, sets the pace.",
-            "No: a GPU does not run Python. Find the host work in the loop (the hot lines and "
-            "the findings name it) and move it out of the step or do it less often.",
-            tuple(evidence),
-            confidence,
-        )
+        return _verdict("host-bound", said.OwnPython(own_python_share), evidence, confidence)
     if host_bound:
-        return Verdict(
-            "host-bound",
-            "Python and per-operator overhead set the pace: the ops are too small to be the work.",
-            "No: a GPU would not help as it is. Give each op more work first (bigger batch), or "
-            "fuse them (torch.compile); on a GPU each of these ops would become a kernel "
-            "shorter than its own launch, paced by the same Python.",
-            tuple(evidence),
-            confidence,
-        )
+        return _verdict("host-bound", said.TinyOps(), evidence, confidence)
     if compute.waits:
         return _waiting_verdict(compute, evidence, confidence)
     if compute.own_code:
@@ -1044,27 +832,8 @@ def _cpu_verdict(
     if not compute.computes:
         return _no_compute_evidence_verdict(compute, evidence)
     evidence.insert(1, _compute_line(compute))
-    confidence = _on_cpu_uncertainty(compute, "cpu-only (compute)", evidence, confidence)
-    if inference:
-        return Verdict(
-            "cpu-only",
-            "No GPU is visible; this inference (no backward, no optimizer) spends its time "
-            "computing on the CPU.",
-            "A GPU would help this inference: its time goes to compute, not to waiting. On one, "
-            "measure again before buying more: serve replicas for throughput (tensor parallel "
-            "only for latency or a model too big for one card), and first batch requests, keep "
-            "shapes fixed, use CUDA graphs, torch.compile or TensorRT / ONNX Runtime.",
-            tuple(evidence),
-            confidence,
-        )
-    return Verdict(
-        "cpu-only",
-        "No GPU is visible; this loop spends its time computing on the CPU.",
-        "A GPU would help this loop: its time goes to compute, not to waiting. Measure again "
-        "on a GPU to see whether one card is kept busy before buying more.",
-        tuple(evidence),
-        confidence,
-    )
+    confidence = _on_cpu_uncertainty(compute, True, evidence, confidence)
+    return _verdict("cpu-only", said.CpuCompute(inference), evidence, confidence)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1119,98 +888,54 @@ def _compute_evidence(run: Run, phases: PhaseBreakdown) -> ComputeEvidence:
     )
 
 
-def _compute_line(compute: ComputeEvidence) -> str:
+def _compute_line(compute: ComputeEvidence) -> said.ComputeLine:
     on = compute.on_cpu
     if on is not None and on.process is not None and on.process > on.share:
-        return (
-            f"this process's threads on a core {on.process:.2f} core(s) per second of the "
-            f"steps' own time (the loop thread {fmt_share(on.share)}: it waits for torch's "
-            "other threads at each parallel region's end)"
-        )
+        return said.ComputeLine("process", on, compute.ops)
     if on is not None:
-        return (
-            f"loop thread on a core {fmt_share(on.share)} of its own step time (range "
-            f"{fmt_share(on.low)}-{fmt_share(on.high)} over {on.steps} steps; wall time less "
-            "its wait for a core, schedstat)"
-        )
-    return (
-        f"torch operators {fmt_share(compute.ops or 0.0)} of the step (the loop thread's time "
-        "on a core was not read)"
-    )
+        return said.ComputeLine("loop", on, compute.ops)
+    return said.ComputeLine("ops", None, compute.ops)
 
 
 def _on_cpu_uncertainty(
-    compute: ComputeEvidence, found: str, evidence: list[str], confidence: Confidence
+    compute: ComputeEvidence,
+    found_compute: bool,
+    evidence: list[VerdictLine],
+    confidence: Confidence,
 ) -> Confidence:
-    """Say both answers when the on-core share's range straddles its line."""
+    """Say both answers when the on-core share's range straddles its line (``found_compute``:
+    the verdict found is cpu-only (compute), else host-bound (waiting))."""
     on = compute.on_cpu
     if on is None or not on.low < ON_CPU_COMPUTE <= on.high:
         return confidence
     if on.process is not None and on.process >= ON_CPU_COMPUTE:
         return confidence  # the process's threads compute, whatever the loop thread's share
-    other = "host-bound (waiting)" if found.startswith("cpu-only") else "cpu-only (compute)"
-    evidence.append(
-        f"loop thread on a core {fmt_share(on.share)} (range {fmt_share(on.low)}-"
-        f"{fmt_share(on.high)}) lies across the {fmt_share(ON_CPU_COMPUTE)} line: {found} or "
-        f"{other} within the uncertainty; more steps (-s) or a quieter machine would separate them"
-    )
+    evidence.append(said.OnCoreAcross(on.share, on.low, on.high, ON_CPU_COMPUTE, found_compute))
     return "low"
 
 
 def _waiting_verdict(
-    compute: ComputeEvidence, evidence: list[str], confidence: Confidence
+    compute: ComputeEvidence, evidence: list[VerdictLine], confidence: Confidence
 ) -> Verdict:
     assert compute.on_cpu is not None
     evidence.insert(1, _compute_line(compute))
-    confidence = _on_cpu_uncertainty(compute, "host-bound (waiting)", evidence, confidence)
-    return Verdict(
-        "host-bound",
-        f"The loop's thread is on a core only {fmt_share(compute.on_cpu.share)} of its steps' "
-        "own time: the step waits on something outside torch (a sleep, I/O, a lock, another "
-        "process); it does not compute.",
-        "No: a GPU only shortens compute, and most of this step is not compute. Find what the "
-        "loop waits on (the hot lines and the findings name it) and remove it, overlap it with "
-        "the step, or do it less often.",
-        tuple(evidence),
-        confidence,
-    )
+    confidence = _on_cpu_uncertainty(compute, False, evidence, confidence)
+    return _verdict("host-bound", said.Waiting(compute.on_cpu.share), evidence, confidence)
 
 
 def _own_code_verdict(
-    compute: ComputeEvidence, evidence: list[str], confidence: Confidence
+    compute: ComputeEvidence, evidence: list[VerdictLine], confidence: Confidence
 ) -> Verdict:
     share = compute.outside or 0.0
-    evidence.insert(1, f"outside torch operators: {fmt_share(share)} of the step")
+    evidence.insert(1, said.OutsideOps(share))
     if compute.on_cpu is not None:
         evidence.insert(2, _compute_line(compute))
-    how = (
-        "it computes on the host"
-        if compute.on_cpu is not None
-        else "host work or a wait (the loop thread's time on a core was not read)"
-    )
-    return Verdict(
-        "host-bound",
-        f"The cell's own code outside torch's operators takes {fmt_share(share)} of the step: "
-        f"{how}, not the model.",
-        "No: a GPU runs torch's operators, not this code. Find it in the loop (the hot lines "
-        "name it) and move it into tensor operations, out of the step, or do it less often.",
-        tuple(evidence),
-        confidence,
-    )
+    answer = said.OwnCode(share, compute.on_cpu is not None)
+    return _verdict("host-bound", answer, evidence, confidence)
 
 
-def _no_compute_evidence_verdict(compute: ComputeEvidence, evidence: list[str]) -> Verdict:
-    ops = fmt_share(compute.ops) if compute.ops is not None else "an unmeasured share"
-    return Verdict(
-        "unknown",
-        f"No verdict: no wait or host overhead sets the pace, yet torch's operators hold only "
-        f"{ops} of the step and the loop thread's time on a core was not read.",
-        "Unknown: compute (a GPU would help) or a wait outside torch (it would not). The loop "
-        "thread's time on a core (Linux, steps of 0.5 ms or more) would separate them, or a "
-        "profiled window of the steps that hold the time (%%gpucheck -w N, -s N).",
-        tuple(evidence),
-        "low",
-    )
+def _no_compute_evidence_verdict(compute: ComputeEvidence, evidence: list[VerdictLine]) -> Verdict:
+    return _verdict("unknown", said.NoComputeEvidence(compute.ops), evidence, "low")
 
 
 def _data_as_host(data: float | None, sync: float | None, data_in_memory: str | None) -> bool:
@@ -1225,7 +950,7 @@ def _data_as_host(data: float | None, sync: float | None, data_in_memory: str | 
 def _in_memory_host_verdict(
     data: float,
     why: str | None,
-    evidence: list[str],
+    evidence: list[VerdictLine],
     confidence: Confidence,
     *,
     on_cpu: bool = False,
@@ -1238,25 +963,6 @@ def _in_memory_host_verdict(
     overhead on the other gave two answers to one cell. Workers would not help it (they add a
     handoff per batch); indexing whole batches and bigger ops would.
     """
-    evidence.append(
-        f"data wait {fmt_share(data)} of step time counted as host work, not input starvation: "
-        f"{why or 'the batches are already in memory'}"
-    )
-    gpu = (
-        "on a GPU each of these ops would become a kernel shorter than its own launch, paced by "
-        "the same Python."
-        if on_cpu
-        else "more GPUs would idle the same way."
-    )
-    return Verdict(
-        "host-bound",
-        "Python and per-operator overhead set the pace: the ops are too small to be the work, "
-        f"and assembling each batch sample by sample from memory takes {fmt_share(data)} of "
-        "the step.",
-        f"No: a GPU would not help as it is. Index whole batches from memory (no workers: the "
-        f"data is already there; gain from this alone: {fmt_gain(amdahl_bound(data))}) and give "
-        f"each op more work (bigger batch) or fuse them (torch.compile); {gpu}",
-        tuple(evidence),
-        confidence,
-        data_as_host=data,
-    )
+    evidence.append(said.DataAsHost(data, why))
+    answer = said.InMemoryHost(data, amdahl_bound(data), on_cpu)
+    return _verdict("host-bound", answer, evidence, confidence, data_as_host=data)

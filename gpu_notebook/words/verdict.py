@@ -1,6 +1,8 @@
-"""The verdict's words for the steps' wait for a core (``Verdict.core_wait``, analysis/too_busy):
-"too busy to judge" where the wait moves the deciding share across its line, a line of
-evidence where the share stays on its side wherever the wait went."""
+"""The verdict's words: its answer and evidence lines from their figures (``Verdict.answer``,
+``Verdict.lines``: words/verdict_answers.py, words/verdict_lines.py), then the steps' wait for a
+core (``Verdict.core_wait``, analysis/too_busy): "too busy to judge" where the wait moves the
+deciding share across its line, a line of evidence where the share stays on its side wherever
+the wait went."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import dataclasses
 
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import CoreWait, Verdict
+from gpu_notebook.words.verdict_answers import answer_words
+from gpu_notebook.words.verdict_lines import line_words
 
 __all__ = ["word_verdict"]
 
@@ -15,9 +19,23 @@ _NAMES = {"data": "data wait", "sync": "host sync"}
 
 
 def word_verdict(verdict: Verdict) -> Verdict:
-    """``verdict`` with what its steps' wait for a core means said, and a run that ended within
-    the profiler's warm-up said first: a verdict without either, or one already worded (read
-    back from JSON), as it is."""
+    """``verdict`` worded: its answer (headline, more-GPUs answer) and its evidence lines from
+    their figures, what its steps' wait for a core means said, and a run that ended within
+    the profiler's warm-up said first. A verdict already worded (read back from JSON) as it is."""
+    if verdict.answer is not None or verdict.lines:
+        headline, more = (
+            answer_words(verdict.answer)
+            if verdict.answer is not None
+            else (verdict.headline, verdict.more_gpus)
+        )
+        verdict = dataclasses.replace(
+            verdict,
+            headline=headline,
+            more_gpus=more,
+            evidence=(*(line_words(line) for line in verdict.lines), *verdict.evidence),
+            answer=None,
+            lines=(),
+        )
     if verdict.warmup_only is not None:
         line = _warmup_only(*verdict.warmup_only)
         if line not in verdict.evidence:

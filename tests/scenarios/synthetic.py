@@ -7,6 +7,7 @@ is given by the test that uses it, so the expected findings can be computed by h
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpu_notebook.records import (
     PHASES,
@@ -267,6 +268,15 @@ def tiny_ops_window(
 
 
 VERDICT = Verdict("unknown", "synthetic", "synthetic", (), "high")
+
+
+def verdict(run: Run, analysis: Analysis, **kwargs: Any) -> Verdict:
+    """The verdict as the report holds it: decided from the figures (``analysis.verdict``),
+    then worded (``words.verdict``)."""
+    from gpu_notebook.analysis.verdict import decide
+    from gpu_notebook.words.verdict import word_verdict
+
+    return word_verdict(decide(run, analysis, **kwargs))
 
 
 def make_report(

@@ -1,0 +1,410 @@
+"""What the verdict says, before it is worded: one record per answer and per evidence line.
+
+``analysis/verdict.py`` (and ``analysis/elsewhere.py`` for training in child processes) decides
+and hands these up on ``Verdict.answer`` and ``Verdict.lines``, their fields the figures it
+decided on; ``gpu_notebook.words.verdict`` words each one when the report is built. A record's
+class is its message; which variant of a sentence applies is a field, decided here, never read
+back from text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpu_notebook.analysis.on_cpu import OnCpu
+from gpu_notebook.records import (
+    GpuTimeline,
+    HostOverhead,
+    VerdictAnswer,
+    VerdictCategory,
+    VerdictLine,
+)
+
+# A phase whose share of the step is an evidence line ("data wait: 30% of step time").
+SharePhase = Literal["data", "sync", "copy", "comm"]
+
+# --------------------------------------------------------------------------------------------
+# Answers: the headline and the more-GPUs answer
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoStep(VerdictAnswer):
+    """No training step was seen: in this cell, or (``from_a_file``) in a trace file."""
+
+    from_a_file: bool
+
+
+@dataclass(frozen=True)
+class NotRepresented(VerdictAnswer):
+    """The profiled window is unlike most of the run and no timing covers the rest."""
+
+
+@dataclass(frozen=True)
+class TrainsInChildren(VerdictAnswer):
+    """No step here, the cell trains in child processes: ``inner``'s more-GPUs answer kept."""
+
+    inner: VerdictAnswer
+
+
+@dataclass(frozen=True)
+class DefinedNotRun(VerdictAnswer):
+    """The cell only defines its training (``names``: its functions and classes)."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MemoryBound(VerdictAnswer):
+    peak_share: float  # peak GPU memory over the card's
+
+
+@dataclass(frozen=True)
+class GpuBound(VerdictAnswer):
+    busy: float
+    inference: bool
+
+
+@dataclass(frozen=True)
+class GpuIdles(VerdictAnswer):
+    """Host-bound on a GPU: the GPU idles ``idle`` of the window (None: not measured), named by
+    its largest cause (``cause``; ``host_share``: the host's part where it is one of several)."""
+
+    idle: float | None
+    cause: Literal["host", "queued", "partly_host"]
+    host_share: float
+    inference: bool
+
+
+@dataclass(frozen=True)
+class NoBusyReading(VerdictAnswer):
+    """Neither the GPU's busy time nor the host's overhead was measured."""
+
+
+@dataclass(frozen=True)
+class ExposedComm(VerdictAnswer):
+    """Collectives nothing overlaps; the fix follows ``remedy`` (``verdict.comm_remedy``)."""
+
+    exposed: float  # share of the GPU window
+    remedy: Literal["straggler", "overlap", "bucket", "accumulate"]
+    overlap: float  # share of the collectives' time under computation
+    per_step: float  # collectives a step
+
+
+@dataclass(frozen=True)
+class GraphCapture(VerdictAnswer):
+    """The trace records a CUDA-graph capture, not a step."""
+
+
+@dataclass(frozen=True)
+class HostComm(VerdictAnswer):
+    """The host waits in collectives ``share`` of every step."""
+
+    share: float
+
+
+@dataclass(frozen=True)
+class InputBound(VerdictAnswer):
+    data: float  # the data wait (and the copies, ``copies``) over the step
+    gain: float  # the most the step speeds up without it (Amdahl)
+    on_cpu: bool
+    inference: bool
+    copies: bool
+
+
+@dataclass(frozen=True)
+class SyncBound(VerdictAnswer):
+    sync: float
+    gain: float
+    on_cpu: bool
+
+
+@dataclass(frozen=True)
+class OwnPython(VerdictAnswer):
+    """A CPU run: the cell's own Python between operators holds ``share`` of the run's step."""
+
+    share: float
+
+
+@dataclass(frozen=True)
+class TinyOps(VerdictAnswer):
+    """A CPU run: Python and per-operator overhead set the pace."""
+
+
+@dataclass(frozen=True)
+class CpuCompute(VerdictAnswer):
+    """A CPU run computes: a GPU would help."""
+
+    inference: bool
+
+
+@dataclass(frozen=True)
+class Waiting(VerdictAnswer):
+    """The loop thread is on a core only ``share`` of its steps' own time."""
+
+    share: float
+
+
+@dataclass(frozen=True)
+class OwnCode(VerdictAnswer):
+    """The cell's own code outside torch's operators holds ``share`` of the step."""
+
+    share: float
+    on_core_read: bool  # the loop thread's time on a core was read: it computes on the host
+
+
+@dataclass(frozen=True)
+class NoComputeEvidence(VerdictAnswer):
+    """No wait or overhead sets the pace, and nothing says the step computes."""
+
+    ops: float | None  # torch's operators over the step (None: not measured)
+
+
+@dataclass(frozen=True)
+class InMemoryHost(VerdictAnswer):
+    """Tiny ops fed by batches assembled sample by sample from memory: one host overhead."""
+
+    data: float
+    gain: float
+    on_cpu: bool
+
+
+@dataclass(frozen=True)
+class ChildrenInput(VerdictAnswer):
+    """The training ran in ``processes`` child processes, whose steps wait for data."""
+
+    processes: int
+    data: float
+
+
+@dataclass(frozen=True)
+class ChildrenUnknown(VerdictAnswer):
+    """The training ran in ``processes`` child processes, mostly in ``phase``; not profiled."""
+
+    processes: int
+    phase: str
+    share: float
+
+
+# --------------------------------------------------------------------------------------------
+# Evidence lines
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AcrossLine(VerdictLine):
+    """The deciding share's range over the steps straddles its line: both verdicts possible."""
+
+    phase: Literal["data", "sync"]
+    share: float
+    low: float
+    high: float
+    steps: int
+    level: float
+    found: VerdictCategory
+    other: VerdictCategory | None  # None: another verdict
+
+
+@dataclass(frozen=True)
+class Unrepresentative(VerdictLine):
+    """The profiled window's steps are unlike the run's; what the verdict rests on instead."""
+
+    window_median_s: float
+    run_median_s: float | None
+    own_time: bool
+    covers: float  # the share of the run's time in steps like the window's
+    rests: Literal["data_split", "windows", "hooks", "none"]
+
+
+@dataclass(frozen=True)
+class WindowAlone(VerdictLine):
+    """What the profiled window alone read."""
+
+    category: VerdictCategory
+    answer: VerdictAnswer
+
+
+@dataclass(frozen=True)
+class NoisyWindow(VerdictLine):
+    window_median_s: float
+    run_median_s: float | None
+
+
+@dataclass(frozen=True)
+class TrainingDefined(VerdictLine):
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrainedUnseen(VerdictLine):
+    """The source calls backward() but no step was seen here."""
+
+
+@dataclass(frozen=True)
+class NoHostThread(VerdictLine):
+    """A trace file with no host thread running operators."""
+
+
+@dataclass(frozen=True)
+class StepsSeen(VerdictLine):
+    steps: int
+
+
+@dataclass(frozen=True)
+class RunDataWait(VerdictLine):
+    """The step clock's data wait over the run, which overrules the window's."""
+
+    share: float
+    steps: int
+    low: float
+    high: float
+    window_steps: int
+    window_share: float | None
+
+
+@dataclass(frozen=True)
+class ShareOfStep(VerdictLine):
+    phase: SharePhase
+    share: float
+
+
+@dataclass(frozen=True)
+class NotMeasured(VerdictLine):
+    why: Literal["unclocked", "no_gpu", "hooks", "no_trace"]
+    phases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HostOps(VerdictLine):
+    """Ops per step, median op time, Python between ops; ``reach`` where near ``line``."""
+
+    host: HostOverhead
+    reach: float | None  # the overhead in a traced step, where it nears the line (else None)
+    line: float
+
+
+@dataclass(frozen=True)
+class InMemoryOverhead(VerdictLine):
+    share: float  # the overhead with the batches' assembly from memory counted
+
+
+@dataclass(frozen=True)
+class GpuBusy(VerdictLine):
+    """GPU busy from NVML (no GPU timeline)."""
+
+    busy: float
+
+
+@dataclass(frozen=True)
+class GpuWindow(VerdictLine):
+    """The timeline's busy share and its window; the span beside it where they differ
+    (``span_differs``), and where the host ran ahead (``ran_ahead``)."""
+
+    gpu: GpuTimeline
+    span_differs: bool
+    ran_ahead: bool
+
+
+@dataclass(frozen=True)
+class Unclocked(VerdictLine):
+    events: int
+    busy_from_nvml: bool
+
+
+@dataclass(frozen=True)
+class GpuIdle(VerdictLine):
+    """The GPU's idle time by cause, largest first, each a share of the window."""
+
+    causes: tuple[tuple[Literal["host", "data", "sync", "kernel", "other"], float], ...]
+
+
+@dataclass(frozen=True)
+class CommOverlap(VerdictLine):
+    busy: float
+    overlap: float
+    exposed: float
+
+
+@dataclass(frozen=True)
+class GraphReplays(VerdictLine):
+    launches: int
+    gpu_s: float
+
+
+@dataclass(frozen=True)
+class ExposedCollectives(VerdictLine):
+    exposed: float
+
+
+@dataclass(frozen=True)
+class PeakMemory(VerdictLine):
+    peak_share: float
+
+
+@dataclass(frozen=True)
+class BusyNotMeasured(VerdictLine):
+    pass
+
+
+@dataclass(frozen=True)
+class CapturedLaunches(VerdictLine):
+    without_work: int
+    launches: int
+
+
+@dataclass(frozen=True)
+class NoCuda(VerdictLine):
+    """No CUDA device: phases measured on the CPU."""
+
+
+@dataclass(frozen=True)
+class ComputeLine(VerdictLine):
+    """The loop thread's (or the process's threads') time on a core; or, not read, the ops'."""
+
+    kind: Literal["process", "loop", "ops"]
+    on_cpu: OnCpu | None
+    ops: float | None
+
+
+@dataclass(frozen=True)
+class OnCoreAcross(VerdictLine):
+    """The on-core share's range straddles its line: compute or waiting."""
+
+    share: float
+    low: float
+    high: float
+    line: float
+    found_compute: bool  # found cpu-only (compute), else host-bound (waiting)
+
+
+@dataclass(frozen=True)
+class OutsideOps(VerdictLine):
+    share: float
+
+
+@dataclass(frozen=True)
+class DataAsHost(VerdictLine):
+    """The data wait counted as host work: batches assembled from memory (``why``)."""
+
+    data: float
+    why: str | None  # the loader's reason, as words/input_pipeline gave it
+
+
+@dataclass(frozen=True)
+class ChildrenNote(VerdictLine):
+    """Where the training of a cell that starts processes ran, and what of it was measured."""
+
+    launchers: tuple[str, ...]
+    trains: bool
+    here: int
+    in_children: int
+
+
+@dataclass(frozen=True)
+class ChildrenPhases(VerdictLine):
+    """The children's steps' time by phase, largest first."""
+
+    processes: int
+    steps: int
+    shares: tuple[tuple[str, float], ...]

@@ -1,0 +1,340 @@
+"""The verdict's evidence lines, worded from their figures (``analysis/verdict_said.py``: one
+record per line, decided by ``analysis/verdict.py`` and ``analysis/elsewhere.py``)."""
+
+from __future__ import annotations
+
+from functools import singledispatch
+
+from gpu_notebook.analysis import verdict_said as said
+from gpu_notebook.formatting import fmt_seconds, fmt_share
+from gpu_notebook.records import VerdictLine
+from gpu_notebook.words.verdict_answers import answer_words, defined_names
+
+__all__ = ["line_words"]
+
+
+@singledispatch
+def line_words(line: VerdictLine) -> str:
+    """The evidence line ``line`` says."""
+    raise TypeError(f"no words for the verdict's line {type(line).__name__}")
+
+
+_PHASE_NAMES = {
+    "data": "data wait",
+    "sync": "host sync",
+    "copy": "host-to-device copy",
+    "comm": "waiting in collectives (host)",
+}
+
+
+@line_words.register
+def _(x: said.AcrossLine) -> str:
+    other = x.other or "another verdict"
+    return (
+        f"{_PHASE_NAMES[x.phase]} {fmt_share(x.share)} of the step (range {fmt_share(x.low)}-"
+        f"{fmt_share(x.high)} over {x.steps} steps) lies across the {fmt_share(x.level)} line: "
+        f"{x.found} or {other} within the uncertainty; more steps (-s), a later "
+        "window or a quieter machine would separate them"
+    )
+
+
+_RESTS = {
+    "data_split": "the run decides: the verdict rests on the data wait of every step, the rest "
+    "of the step split as in the window",
+    "windows": "the run decides: the verdict rests on every profiled window, each weighted by "
+    "the time it stands for",
+    "hooks": "the run decides: the verdict rests on hook timings of every step, weighted by "
+    "their time",
+    "none": "no phase timing covers the rest of the run",
+}
+
+
+@line_words.register
+def _(x: said.Unrepresentative) -> str:
+    own_time = " (each step's own time, less its wait for a core)" if x.own_time else ""
+    return (
+        f"the profiled window does not represent this run: its steps take "
+        f"{fmt_seconds(x.window_median_s)}, the run's median is "
+        f"{fmt_seconds(x.run_median_s)}{own_time} "
+        f"(steps like the window's hold {fmt_share(x.covers)} of the run's time); "
+        f"{_RESTS[x.rests]}"
+    )
+
+
+@line_words.register
+def _(x: said.WindowAlone) -> str:
+    return f"the window alone reads {x.category}: {answer_words(x.answer)[0]}"
+
+
+@line_words.register
+def _(x: said.NoisyWindow) -> str:
+    return (
+        f"the steps next to the profiled window took {fmt_seconds(x.window_median_s)} "
+        f"against the run's median {fmt_seconds(x.run_median_s)}, their fastest at "
+        "the run's pace: read as steps the machine preempted, the window taken to stand for "
+        "the run (a quieter machine or a later window, %%gpucheck -w N, would confirm it)"
+    )
+
+
+@line_words.register
+def _(x: said.TrainingDefined) -> str:
+    return (
+        f"the training is in {defined_names(x.names)}, which this cell defines and never calls, "
+        "hands on or decorates with: put %%gpucheck on the cell that calls it"
+    )
+
+
+@line_words.register
+def _(x: said.TrainedUnseen) -> str:
+    return (
+        "the source calls backward() but no step was seen here: the training ran "
+        "where the step clock does not follow it (another process, or a thread beside "
+        "one that already trains)"
+    )
+
+
+@line_words.register
+def _(x: said.NoHostThread) -> str:
+    return "no host thread with operators in the trace"
+
+
+@line_words.register
+def _(x: said.StepsSeen) -> str:
+    return f"{x.steps} step(s) seen by the step clock"
+
+
+@line_words.register
+def _(x: said.RunDataWait) -> str:
+    return (
+        f"data wait {fmt_share(x.share)} of the step over {x.steps} steps (step "
+        f"clock, 90% interval {fmt_share(x.low)}-{fmt_share(x.high)}); "
+        f"the {x.window_steps} profiled step(s) read {fmt_share(x.window_share)}"
+    )
+
+
+@line_words.register
+def _(x: said.ShareOfStep) -> str:
+    return f"{_PHASE_NAMES[x.phase]}: {fmt_share(x.share)} of step time"
+
+
+_NOT_MEASURED = {
+    "unclocked": "the trace's copies carry no timestamps",
+    "no_gpu": "no GPU to copy to",
+    "hooks": "the whole-run split is from hook timings",
+    "no_trace": "no profiler trace",
+}
+
+
+@line_words.register
+def _(x: said.NotMeasured) -> str:
+    return f"not measured ({_NOT_MEASURED[x.why]}): {', '.join(x.phases)}"
+
+
+@line_words.register
+def _(x: said.HostOps) -> str:
+    host = x.host
+    return (
+        f"{host.ops_per_step:.0f} host operators a step, median {host.median_op_us:.0f} us each; "
+        f"Python between operators {100 * host.between_ops_share:.0f}% of the step, operators "
+        f"under {host.small_op_us:.0f} us another {100 * host.small_op_share:.0f}%"
+        + (
+            f" (up to {100 * x.reach:.0f}% in a traced step: near the "
+            f"{100 * x.line:.0f}% line, read as reaching it)"
+            if x.reach is not None
+            else ""
+        )
+    )
+
+
+@line_words.register
+def _(x: said.InMemoryOverhead) -> str:
+    return (
+        f"with the batches' assembly from memory counted as overhead: "
+        f"{fmt_share(x.share)} of the step"
+    )
+
+
+@line_words.register
+def _(x: said.GpuBusy) -> str:
+    return f"GPU busy {fmt_share(x.busy)} of the window"
+
+
+_WINDOWS = {
+    "steps": "the profiled steps",
+    "gpu_span": "the GPU span (first to last kernel)",
+    "caller": "the window",
+}
+
+
+@line_words.register
+def _(x: said.GpuWindow) -> str:
+    gpu = x.gpu
+    what = _WINDOWS[gpu.window_source]
+    text = f"GPU busy {fmt_share(gpu.busy_share)} of {what} ({fmt_seconds(gpu.window_us / 1e6)})"
+    span, span_busy = gpu.span_us, gpu.span_busy_us
+    if x.span_differs and span and span_busy is not None:
+        outside = max(0.0, gpu.window_us - span)
+        text += (
+            f"; {fmt_share(span_busy / span)} from its first to its last kernel "
+            f"({fmt_seconds(span / 1e6)}, the window HTA and TraceLens use): "
+            f"{fmt_seconds(outside / 1e6)} of the window has no GPU work"
+        )
+    if x.ran_ahead:
+        text += (
+            f"; the host ran ahead: the GPU finished the steps' work "
+            f"{fmt_seconds(gpu.host_ahead_us / 1e6)} after the host had issued it, so the window "
+            "runs on to there"
+        )
+        if gpu.queued_before_trace_us > 0:
+            text += (
+                f"; it opens when the GPU had spent {fmt_seconds(gpu.queued_before_trace_us / 1e6)} "
+                "on work launched before the profiler started"
+            )
+    return text
+
+
+@line_words.register
+def _(x: said.Unclocked) -> str:
+    return (
+        f"{x.events} GPU event(s) of the trace carry no timestamps (CUPTI wrote 0): left out of "
+        "the GPU timeline" + ("; GPU busy from NVML" if x.busy_from_nvml else "")
+    )
+
+
+_IDLE = {
+    "host": "waiting for the host to launch",
+    "data": "while the host waits for data or copies",
+    "sync": "while the host syncs",
+    "kernel": "between back-to-back kernels",
+    "other": "with work queued behind another stream or event",
+}
+
+
+@line_words.register
+def _(x: said.GpuIdle) -> str:
+    return "GPU idle: " + ", ".join(f"{fmt_share(share)} {_IDLE[c]}" for c, share in x.causes)
+
+
+@line_words.register
+def _(x: said.CommOverlap) -> str:
+    return (
+        f"collective kernels {fmt_share(x.busy)} of the window, "
+        f"{fmt_share(x.overlap)} of it overlapped by computation: exposed "
+        f"{fmt_share(x.exposed)}"
+    )
+
+
+@line_words.register
+def _(x: said.GraphReplays) -> str:
+    return (
+        f"CUDA-graph replays: {x.launches} launch(es) ran "
+        f"{fmt_seconds(x.gpu_s)} of GPU work (counted busy; one launch each)"
+    )
+
+
+@line_words.register
+def _(x: said.ExposedCollectives) -> str:
+    return f"exposed collectives: {fmt_share(x.exposed)} of the window"
+
+
+@line_words.register
+def _(x: said.PeakMemory) -> str:
+    return f"peak GPU memory {fmt_share(x.peak_share)} of the card"
+
+
+@line_words.register
+def _(x: said.BusyNotMeasured) -> str:
+    return "GPU busy: not measured"
+
+
+@line_words.register
+def _(x: said.CapturedLaunches) -> str:
+    return f"{x.without_work} of {x.launches} kernel launches ran no kernel (captured into a graph)"
+
+
+@line_words.register
+def _(x: said.NoCuda) -> str:
+    return "no CUDA device visible: phases measured on the CPU"
+
+
+@line_words.register
+def _(x: said.ComputeLine) -> str:
+    on = x.on_cpu
+    if x.kind == "process" and on is not None and on.process is not None:
+        return (
+            f"this process's threads on a core {on.process:.2f} core(s) per second of the "
+            f"steps' own time (the loop thread {fmt_share(on.share)}: it waits for torch's "
+            "other threads at each parallel region's end)"
+        )
+    if x.kind == "loop" and on is not None:
+        return (
+            f"loop thread on a core {fmt_share(on.share)} of its own step time (range "
+            f"{fmt_share(on.low)}-{fmt_share(on.high)} over {on.steps} steps; wall time less "
+            "its wait for a core, schedstat)"
+        )
+    return (
+        f"torch operators {fmt_share(x.ops or 0.0)} of the step (the loop thread's time "
+        "on a core was not read)"
+    )
+
+
+@line_words.register
+def _(x: said.OnCoreAcross) -> str:
+    found, other = "cpu-only (compute)", "host-bound (waiting)"
+    if not x.found_compute:
+        found, other = other, found
+    return (
+        f"loop thread on a core {fmt_share(x.share)} (range {fmt_share(x.low)}-"
+        f"{fmt_share(x.high)}) lies across the {fmt_share(x.line)} line: {found} or "
+        f"{other} within the uncertainty; more steps (-s) or a quieter machine would separate them"
+    )
+
+
+@line_words.register
+def _(x: said.OutsideOps) -> str:
+    return f"outside torch operators: {fmt_share(x.share)} of the step"
+
+
+@line_words.register
+def _(x: said.DataAsHost) -> str:
+    return (
+        f"data wait {fmt_share(x.data)} of step time counted as host work, not input starvation: "
+        f"{x.why or 'the batches are already in memory'}"
+    )
+
+
+@line_words.register
+def _(x: said.ChildrenNote) -> str:
+    started = (
+        f"the cell starts processes ({', '.join(x.launchers)})"
+        + (" and its source trains: " if x.trains else ": ")
+        if x.launchers
+        else ""
+    )
+    profile = (
+        "to profile each one, run the training as a script under torchrun, where `gpucheck run` "
+        "measures every rank (`torchrun --nproc-per-node N -m gpu_notebook run train.py`)"
+    )
+    if x.in_children:
+        whose = (
+            "the verdict is read from the children's phases"
+            if not x.here
+            else "the phases and the verdict are this process's"
+        )
+        return (
+            f"{started}{x.in_children} optimizer step(s) ran in child processes (counted and "
+            f"timed per child, see the notes; not profiled), {x.here} here; {whose}; {profile}"
+        )
+    return (
+        f"{started}no optimizer step was counted in its child processes; this report covers "
+        f"this process only ({x.here} optimizer step(s) here); {profile}"
+    )
+
+
+@line_words.register
+def _(x: said.ChildrenPhases) -> str:
+    shares = ", ".join(f"{name} {fmt_share(share)}" for name, share in x.shares)
+    return (
+        f"the training ran in {x.processes} child process(es) ({x.steps} optimizer steps), "
+        f"none here: their steps' time went to {shares} (hooks in each child; not profiled)"
+    )

@@ -15,7 +15,7 @@ import functools
 import libcst as cst
 
 from gpu_notebook.cell.facts import LoaderCall
-from gpu_notebook.cell.names import bool_or_none, has_star_kwargs, int_or_none, keyword_of
+from gpu_notebook.cell.names import bool_or_none, has_star_kwargs, int_or_none, keyword_of, walk
 from gpu_notebook.cell.origins import accumulation_steps, keyword_origin
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
@@ -257,7 +257,7 @@ def _drawn_by_next(module: cst.Module, loaders: list[cst.Call]) -> tuple[str, st
         return None
     iterators: dict[str, str] = {}
     drawn: list[str] = []
-    for node in _walk(module):
+    for node in walk(module):
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
             call = node.value
             if (
@@ -279,13 +279,6 @@ def _drawn_by_next(module: cst.Module, loaders: list[cst.Call]) -> tuple[str, st
         ):
             drawn.append(node.args[0].value.value)
     return next(((it, iterators[it]) for it in drawn if it in iterators), None)
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out = [node]
-    for child in node.children:
-        out.extend(_walk(child))
-    return out
 
 
 def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) -> CodemodResult:

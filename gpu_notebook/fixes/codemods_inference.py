@@ -12,7 +12,6 @@ from gpu_notebook.fixes.cst_tools import (
     Replacement,
     facts_of,
     for_loops,
-    main_model_name,
     put_before,
     statement,
     tree_of,
@@ -33,7 +32,7 @@ def inference_mode(module: cst.Module, *, model_name: str | None = None) -> Code
     tree = tree_of(module)
     facts = facts_of(module, model_name)
     cell = facts.tree
-    main = model_name or main_model_name(module)
+    main = model_name or facts.trained_model()
     # The loops of the facts that call a model and never .backward() (the rule's reading),
     # outermost first; those already under a grad mode are the user's choice.
     found = [loop for loop in facts.loops if not loop.trains and loop.calls_model]

@@ -29,7 +29,6 @@ from gpu_notebook.fixes.cst_tools import (
     assigned_names,
     expression,
     facts_of,
-    main_model_name,
     nodes_of,
     only_call,
     only_small,
@@ -75,7 +74,7 @@ def torch_compile(
             )
         edits: dict[cst.CSTNode, Replacement] = dict.fromkeys(arguments, _compile_argument)
         return Edited(replace_nodes(module, edits), "TrainingArguments(torch_compile=True)")
-    name = model_name or main_model_name(module)
+    name = model_name or facts.trained_model()
     if name is None:
         return Declined(
             "cannot tell which name holds the model (no optimizer over model.parameters() "

@@ -1,16 +1,11 @@
-"""Shared libcst vocabulary of the codemods: what a training cell looks like, and careful edits.
+"""Shared libcst vocabulary of the codemods: the cell's facts as libcst nodes, and careful edits.
 
-Reading: the training loop (the innermost ``for`` that calls ``.backward()``), which names hold
-the model and the optimizers, read from the cell's facts; names, literals, loop targets and the
-parent map come from ``cell/names.py``, which reads either tree. Writing: one pass that replaces nodes by
-identity (libcst rebuilds every ancestor of a change, so edits found in a first pass must all be
-applied in a single second pass), keyword arguments added in the call's own layout, and
-``import torch`` when a fix needs it.
-
-Everything here is a heuristic over source text: names are matched, never resolved, with the
-words the rules use (``cell/words.py``); a fix that edits what its rule found reaches those
-nodes through ``cell/parse.py``. The codemods decline (``Declined``) when the heuristics find
-nothing, rather than guess.
+Reading goes through the facts (``facts_of``) and ``cell/parse.py`` (the libcst node at a fact's
+range); names, literals and the parent map come from ``cell/names.py``, which reads either tree.
+Writing: one pass that replaces nodes by identity (libcst rebuilds every ancestor of a change,
+so edits found in a first pass must all be applied in a single second pass), keyword arguments
+added in the call's own layout, and ``import torch`` when a fix needs it. A codemod declines
+(``Declined``) when the facts give it nothing to act on, rather than guess.
 """
 
 from __future__ import annotations
@@ -28,10 +23,6 @@ from gpu_notebook.cell.loops import trains_in_a_while
 from gpu_notebook.cell.names import Parents, dotted, targets_of
 from gpu_notebook.cell.parse import FactNode, cst_nodes, once_per_module
 from gpu_notebook.cell.scan import scan_source
-
-# --------------------------------------------------------------------------------------------
-# What a codemod returns
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -53,10 +44,6 @@ CodemodResult: TypeAlias = Edited | Declined
 StatementT = TypeVar("StatementT", bound=cst.BaseStatement)
 CompoundT = TypeVar("CompoundT", cst.With, cst.If)
 NodeT = TypeVar("NodeT", bound=cst.CSTNode)
-
-# --------------------------------------------------------------------------------------------
-# Walking
-# --------------------------------------------------------------------------------------------
 
 
 def only_small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
@@ -96,11 +83,6 @@ class Tree(Parents):
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
-
-
-# --------------------------------------------------------------------------------------------
-# The shape of a training cell
-# --------------------------------------------------------------------------------------------
 
 
 def facts_of(module: cst.Module, model_name: str | None = None) -> SourceFacts:
@@ -169,11 +151,6 @@ def optimizer_names(module: cst.Module) -> set[str]:
     return {opt.name for opt in facts_of(module).optimizers if opt.name is not None}
 
 
-def main_model_name(module: cst.Module) -> str | None:
-    """The model being trained, as the facts read it (``SourceFacts.trained_model``)."""
-    return facts_of(module).trained_model()
-
-
 def fresh_name(used: set[str], choices: Sequence[str]) -> str:
     """The first of ``choices`` the cell does not use, else the last one with a suffix (``_``,
     ``_0``, ``_1``...)."""
@@ -186,10 +163,6 @@ def is_placeholder(statement: cst.CSTNode) -> bool:
     call = only_call(statement)
     return call is not None and PLACEHOLDER_LINE.match(f"{dotted(call.func)}()") is not None
 
-
-# --------------------------------------------------------------------------------------------
-# Editing
-# --------------------------------------------------------------------------------------------
 
 Replacement: TypeAlias = Callable[
     [Any], "cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]"

@@ -890,6 +890,46 @@ class Comparison:
     samples: SampleComparison | None = None  # the distributions compared: range and outcome
 
 
+# What a before/after says of the fix the user ran (report/compare.py decides; words/compare.py
+# words them): the comparison's own findings, and a fix run before with no measurable effect.
+
+
+@dataclass(frozen=True)
+class SlowerAfterFix(Said):
+    """The fix the user ran made the loop slower: go back to the earlier cell."""
+
+    fix_id: str | None
+    baseline_started_at: str
+    proposing_title: str  # the finding that proposed the fix, as worded in the earlier report
+    speedup: float
+    predicted_high: float | None  # the proposing finding's gain bound and its range's low end
+    predicted_low: float | None
+    # (phase, share before, share after) of each phase that grew by more than 5 points.
+    grown: tuple[tuple[str, float, float], ...]
+
+
+@dataclass(frozen=True)
+class NoStepAfter(Said):
+    """This run took no step where the earlier one took ``before_steps``: nothing measured."""
+
+    fix_id: str | None  # None: the same cell ran again
+    baseline_started_at: str
+    before_steps: int
+
+
+@dataclass(frozen=True)
+class FixRunBefore:
+    """A fix the user ran earned ``earned`` against its predicted range (``fix_outcome``)."""
+
+    fix_id: str
+    speedup: float
+    low: float
+    high: float
+    earned: str
+    predicted_high: float | None
+    predicted_low: float | None
+
+
 @dataclass(frozen=True)
 class LineStat:
     """Time attributed to one line of the cell by the stack sampler."""

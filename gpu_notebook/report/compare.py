@@ -22,8 +22,17 @@ from gpu_notebook.analysis.compare_samples import compare_samples, fix_outcome
 from gpu_notebook.analysis.interference import counted_step_times, step_load_cores
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steps import steady_steps
-from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_share
-from gpu_notebook.records import Comparison, Finding, Report, Run, SampleComparison, StepTiming
+from gpu_notebook.records import (
+    Comparison,
+    Finding,
+    FixRunBefore,
+    NoStepAfter,
+    Report,
+    Run,
+    SampleComparison,
+    SlowerAfterFix,
+    StepTiming,
+)
 
 FIX_HEADER = "# gpucheck fix: "
 
@@ -237,32 +246,29 @@ def slower_after_fix(baseline: Report, report: Report, comparison: Comparison) -
             return None
     elif speedup >= SLOWER_THAN:
         return None
-    evidence = [
-        f"this cell is the fix `{proposing.fix_id}` proposed by the run at {baseline.run.started_at} "
-        f'("{proposing.title}")',
-        f"measured: {fmt_factor(speedup)} the throughput of that run "
-        f"(predicted: {fmt_gain(proposing.gain_bound, proposing.stated_low)})",
-    ]
     before, after = comparison.baseline_phase_share, comparison.phase_share
-    for phase in ("data", "forward", "backward", "optimizer", "sync", "other", "unattributed"):
-        if phase in before and phase in after and after[phase] > before[phase] + 0.05:
-            evidence.append(
-                f"{phase}: {fmt_share(before[phase])} of the step before, {fmt_share(after[phase])} now"
-            )
-    return Finding(
-        rule_id="compare.slower_after_fix",
-        title=f"The fix made the loop slower ({fmt_factor(speedup)}): go back to the earlier cell",
-        severity="high",
-        evidence=tuple(evidence),
-        phase_share=None,
-        gain_bound=1.0 / speedup,
-        fix=(
-            "Undo this change (run the earlier cell again): on this machine it costs more than it "
-            "saves. Its findings about the same cause are left out here, since they read this "
-            "slower run."
-        ),
-        source="measured before/after of the same cell (gpucheck comparison)",
+    grown = tuple(
+        (phase, before[phase], after[phase])
+        for phase in ("data", "forward", "backward", "optimizer", "sync", "other", "unattributed")
+        if phase in before and phase in after and after[phase] > before[phase] + 0.05
     )
+    said = SlowerAfterFix(
+        proposing.fix_id,
+        baseline.run.started_at,
+        proposing.title,
+        speedup,
+        proposing.gain_bound,
+        proposing.stated_low,
+        grown,
+    )
+    return _found("compare.slower_after_fix", said, gain_bound=1.0 / speedup)
+
+
+def _found(rule_id: str, said: SlowerAfterFix | NoStepAfter, gain_bound: float | None) -> Finding:
+    """The comparison's own finding, worded (``words.compare``) as the report's findings are."""
+    from gpu_notebook.words import word_finding
+
+    return word_finding(Finding(rule_id, "", "high", (), None, gain_bound, "", said=said))
 
 
 def no_step_after(baseline: Report, report: Report) -> Finding | None:
@@ -277,24 +283,9 @@ def no_step_after(baseline: Report, report: Report) -> Finding | None:
     if before == 0:
         return None
     proposing = proposing_finding(baseline, report)
-    what = f"the fix `{proposing.fix_id}`" if proposing is not None else "the same cell"
-    return Finding(
-        rule_id="compare.no_step_after",
-        title=f"This run took no training step (the run at {baseline.run.started_at} took "
-        f"{before}): {what} was not measured",
-        severity="high",
-        evidence=(
-            f"steps counted: {before} in the run at {baseline.run.started_at}, none in this one",
-        ),
-        phase_share=None,
-        gain_bound=None,
-        fix=(
-            "Run the earlier cells that build what this cell trains with again (a Trainer that "
-            "reached its max_epochs or max_steps fits nothing the second time; an iterator ends "
-            "after one pass), then this cell."
-        ),
-        source="measured before/after of the same cell (gpucheck comparison)",
-    )
+    fix_id = proposing.fix_id if proposing is not None else None
+    said = NoStepAfter(fix_id, baseline.run.started_at, before)
+    return _found("compare.no_step_after", said, gain_bound=None)
 
 
 def family(rule_id: str) -> str:
@@ -334,10 +325,12 @@ def _not_offered_again(
     earned = fix_outcome(s, tried.stated_low)
     if earned not in ("no measurable effect", "undecided"):
         return findings
-    said = (
-        f"fix `{tried.fix_id}` was run: measured {s.speedup:.2f}x ({s.low:.2f}-{s.high:.2f}x), "
-        f"{earned} against its predicted {fmt_gain(tried.gain_bound, tried.stated_low)}"
+    from gpu_notebook.words.compare import fix_run_line, not_offered_again
+
+    run = FixRunBefore(
+        tried.fix_id, s.speedup, s.low, s.high, earned, tried.gain_bound, tried.stated_low
     )
+    said = fix_run_line(run)
     out = []
     for f in findings:
         if f.fix_id == tried.fix_id:
@@ -347,8 +340,7 @@ def _not_offered_again(
                     proposal,
                     source_after=None,
                     diff=None,
-                    refusal=f"{said}: not offered again as it is; the cause is elsewhere or "
-                    "the change did not reach the loop",
+                    refusal=not_offered_again(run),
                 )
             f = dataclasses.replace(f, evidence=(*f.evidence, said), proposal=proposal)
         out.append(f)

@@ -37,12 +37,9 @@ from gpu_notebook.traces.windows import WindowTraces
 
 
 def _families() -> tuple[ModuleType, ...]:
-    """Every module of this package that declares ``RULES``: a new rule module runs once it
-    exists (found by package scan, as words/ finds its wordings), listed nowhere else.
-
-    Their order only breaks ties between findings of equal severity and bound: each module's
-    ``TIE``, the verdict table's order (input, sync, host, GPU, memory, multi-GPU, then the run's
-    shape and the machine); a module without one ties after those, by name."""
+    """Every module of this package that declares ``RULES``, listed nowhere else. Their order
+    only breaks ties between findings of equal severity and bound: each module's ``TIE`` (the
+    verdict table's order), then by name."""
     found = [
         module
         for info in pkgutil.iter_modules(__path__)
@@ -87,12 +84,10 @@ def run_rules(
 ) -> tuple[Finding, ...]:
     """Every finding of every rule for this run, ranked (see the module docstring).
 
-    ``namespace`` is the user's namespace after the cell ran (``shell.user_ns``); without it
-    the rules use the source alone. ``line_offset`` is 0 for a source that is not a
-    ``%%gpucheck`` cell body (the CLI's examples). ``facts``: the cell's facts when the caller
-    has read them already (``cell_facts``), so live objects are read once. ``traces``: the
-    report's decoded window traces (the analysis's; without it the window's file is decoded
-    here if needed).
+    ``line_offset`` is 0 for a source that is not a ``%%gpucheck`` cell body (the CLI's
+    examples). ``facts``: the cell's facts when the caller has read them already, so live
+    objects are read once. ``traces``: the report's decoded window traces (without them the
+    window's file is decoded here if needed).
     """
     if facts is None:
         facts = cell_facts(run.cell_source, namespace, line_offset=line_offset)
@@ -149,9 +144,8 @@ def _rule_failed(rule: Rule, exc: Exception) -> Finding:
 @dataclass(frozen=True)
 class SmallGain(Said):
     """The fix's bound is within what two runs of the same script differ by (``bound``,
-    ``low``: the model's range); ``measured_low``:
-    where only its own interval's low end is (the model's bound is above the line, the least
-    its shares support is not: ``Finding.bound_low``), else None."""
+    ``low``: the model's range); ``measured_low``: where only its own interval's low end is
+    (``Finding.bound_low``), else None."""
 
     bound: float | None
     low: float | None
@@ -166,10 +160,8 @@ class SmallGain(Said):
 @dataclass(frozen=True)
 class UncertainGain(Said):
     """The fix's range runs from within what two runs of the same script differ by (``low``,
-    the stated low end, widened by the run's margin) to well above it (``bound``, the model's:
-    never the margin's widening, no gain promised above it): what a measurement of it must
-    settle. ``low`` None: a range "up to ``bound``" within the run's own margin
-    (``run_to_run``)."""
+    the stated low end) to well above it (``bound``, the model's): a measurement must settle
+    it. ``low`` None: a range "up to ``bound``" within the run's own margin (``run_to_run``)."""
 
     bound: float | None
     low: float | None
@@ -178,17 +170,14 @@ class UncertainGain(Said):
 
 @dataclass(frozen=True)
 class UnboundedGain(Said):
-    """No figure of this run bounds what the fix gains (``Finding.gain_bound`` None: compile,
-    anomaly detection off, inference mode, ...): no recommendation, only "measure it"
-    (``--try-fixes`` measures it; only a measurement makes it recommended)."""
+    """No figure of this run bounds what the fix gains (compile, anomaly detection off,
+    inference mode, ...): no recommendation, only "measure it" (``--try-fixes``)."""
 
 
 @dataclass(frozen=True)
 class Margin(Said):
-    """The fix's range widened by what two runs of the code differ by here (``margin``): the
-    model's ends (``bound``, ``low``), the least margin (``run_to_run``), and the high end said
-    (``high``: widened no further than the change can physically give, ``Finding.gain_ceiling``,
-    where it has such a ceiling)."""
+    """The fix's range widened by what two runs of the code differ by here (``margin``); the
+    high end said (``high``) is widened no further than ``Finding.gain_ceiling``."""
 
     margin: float
     bound: float
@@ -226,11 +215,9 @@ def _small_gain(found: Finding) -> Finding:
     may have no measurable effect (``--try-fixes`` does not try it). It is kept, at severity
     info, and says so first. The bound is read with its own interval where the rule gave one
     (``Finding.bound_low``), so a bound at the line reads Small in a quiet and a loaded run
-    alike. A fix whose range only *starts* there, or an "up to" range within the run's own
-    margin, is uncertain, not small: it keeps its severity, says its range is uncertain first,
-    and ``--try-fixes`` measures it (``compare_samples.uncertain``). An unbounded fix keeps its
-    severity and says first that nothing bounds it: measure it (``UnboundedGain``; a fix whose
-    gain is memory, not step time, is not judged here)."""
+    alike. A fix whose range only *starts* there is uncertain, not small: it keeps its severity
+    and ``--try-fixes`` measures it. An unbounded fix says first that nothing bounds it (a fix
+    whose gain is memory, not step time, is not judged here)."""
     if found.fix_id is None:
         return found
     if found.gain_bound is None:
@@ -262,9 +249,8 @@ def _with_margin(found: Finding, margin: float | None) -> Finding:
     """The finding's range as a measurement of its fix may read it: widened on both sides by
     what two runs of this code differ by on this machine (``compare_samples.run_margin``). The
     model's ends stay in ``gain_low``/``gain_bound``; the user reads ``stated_low``/
-    ``stated_high``, and the evidence says both (``Margin``). The high end is widened no
-    further than the change can physically give (``Finding.gain_ceiling``): noise may read a
-    fix above its model, never above what it can do."""
+    ``stated_high``: noise may read a fix above its model, never above what it can do."""
+
     if margin is None or found.fix_id is None or found.gain_bound is None:
         return found
     widened = dataclasses.replace(found, gain_margin=margin)
@@ -279,9 +265,9 @@ def _conservative_bound(steady: Finding, full: Finding | None, stalls: int, step
 
     Stalled steps are left out to decide *whether* a rule fires (one 8 ms pause must not make a
     0.4 ms step look input-bound), but a "stall" can be the cost itself (a print that flushes
-    every few steps), and the measured speedup after a fix counts every step. The bound must
-    stay an upper bound either way, so it is the larger of the two.
-    """
+    every few steps), and the measured speedup after a fix counts every step: the bound stays
+    an upper bound either way."""
+
     if steady.phase_share is None and steady.gain_bound is None:
         return steady
     if (

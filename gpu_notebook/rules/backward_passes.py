@@ -1,8 +1,5 @@
 """Several backward passes a step over one graph: ``a.backward(retain_graph=True); b.backward()``.
 
-The rule, its level, its message record and its fix, in one place (as ``rules/host_tensors.py``):
-its wording in ``words/backward_passes.py``.
-
 Two losses on a shared trunk, each with its own backward, the first keeping the graph for the
 second: the trunk's backward runs once per loss. Summing the losses and calling backward once
 accumulates the same gradients (the sum's gradient is the sum of the gradients; only the order

@@ -4,9 +4,9 @@ Thresholds: GPU utilization < 50% suggests a bigger batch (PyTorch TensorBoard p
 TraceML calls < 30% low (our "medium") and 30-70% moderate. Memory headroom: peak below half the
 card, so doubling the batch fits. Skipped when data wait or syncs are >= 10% (TraceML warn):
 those rules name the cause, and a bigger batch would not fix them.
-Gain bound: a step of 2B samples takes at least as long as a step of B, so the model side per
-sample at most halves while data loading per sample stays: ``1 / (d + (1 - d) / 2)``; the fix scales the learning rate linearly (Goyal et al., 2017): check that
-training still converges.
+Gain bound: ``rules.common.bigger_batch_bound``. The fix scales the learning rate linearly
+(Goyal et al., 2017): check that training still converges.
+
 """
 
 from __future__ import annotations

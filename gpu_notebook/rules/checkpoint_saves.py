@@ -3,10 +3,9 @@ inside the step loop with no ``if`` around it.
 
 Each save serialises the whole state (an Adam optimizer's two moments included) and writes it,
 work no change to the model shortens (torch.compile, a bigger batch, a GPU). Measured as the
-per-step logs are, by one helper (rules/step_logging.every_step_lines): from the save lines' own sampled time
-(low end) to the step's host time outside the model and the optimizer (high end, which holds
-other host work too), removed but one save in ``EVERY``. Thresholds: TraceML's residual levels
+per-step logs are (rules/step_logging.every_step_lines). Thresholds: TraceML's residual levels
 (warn 10%, critical 20%). Seen (unseen round 8, save_every_step): the save read as the forward
+
 and as "Python between operators", and torch.compile was offered for it.
 """
 

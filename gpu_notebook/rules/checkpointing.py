@@ -1,7 +1,6 @@
 """Activation checkpointing on a run that is not short of memory: forward passes paid for nothing.
 
-The rule, its message records and its fix in one place: this module, its wording in
-``words/checkpointing.py``, its test; the measurement is ``analysis/recompute.py``.
+The measurement is ``analysis/recompute.py``.
 
 Checkpointing (``torch.utils.checkpoint.checkpoint``, ``checkpoint_sequential``, HF's
 ``model.gradient_checkpointing_enable()`` / ``TrainingArguments(gradient_checkpointing=True)``,

@@ -96,10 +96,9 @@ def _whole_run(analysis: Analysis, phases: Phases) -> RunPhase | None:
 
 
 def share_range(analysis: Analysis, phases: Phases) -> tuple[float, float] | None:
-    """The share's 90% interval (``phases``: one phase, or several summed step by step): over
-    the run where the step clock timed the phase (``Analysis.run_data``, ``run_optimizer``: many
-    more steps than the window), else the typical window step's (``share_interval(typical=
-    True)``: a stall or a stand-in step weighs one step, not its time). None: neither."""
+    """The share's 90% interval: over the run where the step clock timed the phase
+    (``_whole_run``), else the typical window step's (``share_interval(typical=True)``: a stall
+    or a stand-in step weighs one step, not its time). None: neither."""
     whole = _whole_run(analysis, phases)
     if whole is not None:
         return min(whole.low_share, whole.share), max(whole.high_share, whole.share)
@@ -111,23 +110,16 @@ def share_range(analysis: Analysis, phases: Phases) -> tuple[float, float] | Non
 def severity_in(analysis: Analysis, phases: Phases, value: float | None, *,
                 low: float = SUGGEST, medium: float = WARN,
                 high: float = CRITICAL, part: float = 1.0) -> Severity | None:  # fmt: skip
-    """The level of a share read with its 90% interval (``share_range``), the one reading of a
-    share for both questions a rule asks of it: whether the finding speaks (None: the whole
-    interval is below ``low``) and at what level (the level the interval clears as a whole,
-    its low end, never below the rule's lowest once it speaks). ``value``, the point, decides
-    only where the share has no interval (one step, not a measured phase). ``phases``: one
-    phase or several summed step by step (the host time outside the model), read the same way.
-    ``part``: the part of the phase the finding is about (one optimizer's of several), which
-    scales the share and its interval alike.
+    """The level of a share read with its 90% interval (``share_range``): None where the whole
+    interval is below ``low``, else the level its low end clears, never below the rule's lowest.
+    ``value``, the point, decides only where the share has no interval. ``part``: the part of
+    the phase the finding is about (one optimizer's of several), scaling share and interval.
 
     A severity says "at least this much of the step": a share whose interval straddles a line
     (six steps' data wait 8-28% from run to run of the same code, at the 10% and 20% lines) has
-    not shown it is above it, so noise around a line reads the level below every time, while a
-    share clearly above a line keeps its level. At the rule's lowest line the same noise kept
-    a point's finding in one run and dropped it in the next: the interval reaching the line
-    keeps it, at the lowest level, every time (as the small-gain gate keeps a bound its
-    interval cannot separate from the noise, ``Finding.bound_low``, and says so); an interval
-    wholly under the line drops it. The point still reads the figure shown."""
+    not shown it is above it, so noise around a line reads the level below every time. At the
+    rule's lowest line the same noise kept a point's finding in one run and dropped it in the
+    next: the interval reaching the line keeps it, at the lowest level, every time."""
     if value is None:
         return None
     span = share_range(analysis, phases)
@@ -195,16 +187,10 @@ def gain_range(
     *,
     host_side: bool = True,
 ) -> tuple[float | None, float | None]:
-    """A fix's gain as a range: (low, high) = the Amdahl bounds of the least and the most of the
-    step it can be expected to remove (``gain_bound`` each, so both carry the GPU cap).
-
-    Where the shares come from is the rule's: a phase the step clock timed over the run gives
-    the low end of its share's 90% interval (``analysis.steps.share_interval``) and the run's
-    share; a fix known to remove one figure and bounded by a superset gives that figure and the
-    superset. The low end never exceeds the high one; None: no low end (the range is 1x to the
-    bound). A range whose low end is within what two runs differ by may show nothing
-    (``compare_samples.measurable``).
-    """
+    """A fix's gain as a range: (low, high) = the Amdahl bounds (``gain_bound``) of the least
+    and the most of the step it can be expected to remove, which the rule gives (a share's
+    interval, or a figure and its superset). The low end never exceeds the high one; None: no
+    low end (the range is 1x to the bound)."""
     high = gain_bound(high_share, analysis, host_side=host_side)
     low = gain_bound(low_share, analysis, host_side=host_side)
     if low is not None and high is not None:
@@ -378,17 +364,12 @@ def runs_matmuls(analysis: Analysis) -> bool:
 
 
 def bigger_batch_bound(factor: int, analysis: Analysis) -> float:
-    """Most samples/s gain from a batch ``factor`` times bigger (never above ``factor``: its
-    physical ceiling, ``Finding.gain_ceiling``, whatever share the data is read at).
-
-    The model side of a step costs at least as much per step with more samples, so per sample
-    it shrinks at most ``factor`` times; the data side (each sample read and transformed) does
-    not shrink at all. With a data share ``d``: ``1 / (d + (1 - d) / factor)``; ``factor``
-    when the data wait was not measured. ``d`` is the data wait over the run where the step
-    clock timed it (``Analysis.run_data``): the profiler's cost on every small model op reads
-    the model side larger in the window (python_items: 72% data in the window, 85% over the
-    run; the window's bound 1.26x, the run's 1.13x, a quiet measurement 1.11x).
-    """
+    """Most samples/s gain from a batch ``factor`` times bigger: per sample the model side
+    shrinks at most ``factor`` times, the data side not at all (``factor`` where the data wait
+    was not measured). The data share is the run's where the step clock timed it: the
+    profiler's cost on every small model op reads the model side larger in the window
+    (python_items: 72% data in the window, 85% over the run; the window's bound 1.26x, the
+    run's 1.13x, a quiet measurement 1.11x)."""
     data = _data_share(analysis)
     if data is None:
         return float(factor)
@@ -425,12 +406,10 @@ def bigger_batch_gain_low(factor: int, analysis: Analysis, per_sample: float) ->
 
 def per_sample_model_share(analysis: Analysis, real_work_us: float) -> float:
     """The share of the window's model side (every phase but the data wait) spent in operators
-    whose work grows with the batch: the trace's own reading where it was read
-    (``HostOverhead.model_work_share``: top-level operators outside the data wait, placed by
-    phase), else matmuls and convolutions of any size and any operator whose typical call takes
-    ``real_work_us`` or more (work, not dispatch), by self time among the window's top ten
-    operators (an operator of the data phase among them reads as model work, and the model's
-    own below the ten are missed). 0 where nothing is read."""
+    whose work grows with the batch: ``HostOverhead.model_work_share`` where the trace read it,
+    else matmuls, convolutions and operators whose typical call takes ``real_work_us`` or more,
+    by self time among the window's top ten operators. 0 where nothing is read."""
+
     host = analysis.host
     if host is not None and host.model_work_share is not None:
         return host.model_work_share

@@ -1,8 +1,5 @@
 """Autograd's anomaly detection left on while the loop trains: a debugging API on every step.
 
-The rule, its message record and its fix in one place: this module, its wording in
-``words/debug_apis.py`` and its test (rules/__init__ finds the module and its ``FIX``).
-
 Level: PyTorch performance tuning guide, "Disable debugging APIs": anomaly detection
 (``torch.autograd.detect_anomaly``, ``torch.autograd.set_detect_anomaly(True)``) records a
 traceback with every forward operation and checks every backward output for NaN; it is for

@@ -1,9 +1,5 @@
 """Gradients filled with zeros every step instead of freed: ``zero_grad(set_to_none=False)``.
 
-The rule, its message record and its fix in one place; its wording is ``words/grads.py`` and its
-test ``tests/test_rule_grads.py``. Nothing else names it: rules/__init__ finds this module
-(``RULES``) and its ``FIX``.
-
 Level: PyTorch performance tuning guide, "Use parameter.grad = None instead of
 model.zero_grad() or optimizer.zero_grad()": zeroing runs one fill per parameter every step
 (``Optimizer.zero_grad`` calls ``p.grad.zero_()`` per tensor unless the optimizer is foreach or

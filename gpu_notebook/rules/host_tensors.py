@@ -1,8 +1,5 @@
 """Tensors made on the host, then copied to the GPU, in every step: ``torch.zeros(n).to(device)``.
 
-The rule, its levels, its message record and its fix, in one place: a new rule is this module,
-its wording in ``words/copies.py`` and its test (rules/__init__ finds the module and its ``FIX``).
-
 Level: PyTorch performance tuning guide, "Create tensors directly on the target device":
 ``torch.rand(size).cuda()`` builds the tensor in host memory and copies it; ``torch.rand(size,
 device='cuda')`` makes it on the GPU, with no copy. Flagged on a GPU run when the step loop

@@ -142,9 +142,8 @@ class LoopCores:
 
 
 def loop_cores(run: Run) -> LoopCores:
-    """The loop's ``LoopCores`` from the run: affinity, torch's threads, the step clock's
-    count of ``DataLoader.__next__`` calls against its steps and its count of the tensors in
-    the loader's first batch."""
+    """The loop's ``LoopCores`` from the run (the step clock's ``DataLoader.__next__`` calls
+    against its steps, the tensors of the loader's first batch)."""
     cores = max(1, run.env.usable_cores or run.env.cpu_count)
     threads = run.env.torch_threads
     model = 1 if has_gpu(run) else min(cores, threads) if threads else cores
@@ -377,15 +376,12 @@ def workers_low(
     bound: float | None,
     wanted: int = 1,
 ) -> float | None:
-    """The low end of the workers fix's range: the least data wait the run supports
-    (``RunPhase.low_share``), all of it taken as CPU work that ``wanted`` workers do at a
-    worker's cost after the main process's own part of each step (``_workers_floor_low``); the
-    high end takes the least CPU work this process's CPU use allows, shared without loss. Amdahl
-    over the wait alone is no low end: plain_input's wait read 11.7x-12.0x and 2 workers on 2
-    busy cores measured 1.86x.
-
-    None: no run-wide wait, or workers already load (what more of them reach is not modelled).
-    """
+    """The low end of the workers fix's range: the least data wait the run supports, all of it
+    CPU work done at a worker's cost after the main process's part (``_workers_floor_low``).
+    Amdahl over the wait alone is no low end: plain_input's wait read 11.7x-12.0x and 2 workers
+    on 2 busy cores measured 1.86x; a loader of Python items measured 1.04x-1.16x where sharing
+    the cores without loss predicted 1.53x-2.07x. None: no run-wide wait, or workers already
+    load (what more of them reach is not modelled)."""
     if whole is None or bound is None or current != 0 or whole.step_s <= 0:
         return None
     amdahl = gain_bound(min(whole.low_share, whole.share), analysis)
@@ -450,11 +446,10 @@ def loading_cpu_fraction(run: Run, analysis: Analysis, data: float, stretch: flo
     before the loop, one core busy, read a sleeping loader's 18 ms as 6 ms of CPU work), else
     over the whole capture.
 
-    Mean CPU ``p`` (100 = one core) = ``d * load + (1 - d) * rest``; the rest of the step uses at
-    most torch's intra-op threads (every core where their count is not known) on a run without a
-    GPU, one core (the Python driving the GPU) with one (``loop_cores``). The
-    least ``load`` consistent with ``p`` keeps the workers' bound an upper bound: a loader that
-    sleeps or reads files is not capped by the cores. Not measured: 0 (no cap).
+    Mean CPU ``p`` (100 = one core) = ``d * load + (1 - d) * rest``, the rest on at most
+    ``loop_cores``' model cores. The least ``load`` consistent with ``p`` keeps the workers'
+    bound an upper bound: a loader that sleeps or reads files is not capped by the cores. Not
+    measured: 0 (no cap).
 
     ``stretch`` (``loop_stretch``): ``p`` read as the loop ran, not as the wall clock went, up to
     the one core its thread can use (a loop thread waiting for a core 64% of the time at 35% of
@@ -730,18 +725,11 @@ class RemadeLoader(Said):
 def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """A DataLoader with workers made anew for every pass of the loop around its step loop (an
     epoch loop, or a function that builds it called in the step loop's header): every new
-    loader starts its workers again and its first batch waits for them. ``persistent_workers``
-    keeps the workers of one loader object between its own passes; a loader thrown away takes
-    its workers with it, so the setting does nothing here. The fix is to build the loader once,
-    before the epoch loop, with ``persistent_workers=True``: a patch where the loader is assigned
-    in the loop's body from names the loop does not set (``persistent_loader``), else words
-    (what the loader's arguments read inside the loop is the user's to move).
-
-    Evidence: the run's stalls with a period (its steps' own time where the clock read each
-    step's wait for a core), their extra time in the data wait; bound: Amdahl over their share
-    (the start-up removed, a ceiling: the first batch of a loader with persistent workers still
-    waits for its prefetch). Without such stalls the finding stays at info, unbounded: the
-    start-up is paid, its cost not read (a long epoch hides it)."""
+    loader starts its workers again and its first batch waits for them; ``persistent_workers``
+    does nothing for a loader thrown away. The fix builds it once, above the loop
+    (``persistent_loader``). Evidence: the run's stalls with a period in the data wait; bound:
+    Amdahl over their share (a ceiling: a persistent loader's first batch still waits for its
+    prefetch). Without such stalls: info, unbounded (a long epoch hides the start-up)."""
     if facts.tree is None:
         return None
     at = next(iter(remade_loaders(facts.tree, facts.loaders)), None)
@@ -783,14 +771,9 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
                  line=at.call.line, fix=PERSISTENT_LOADER if patched else None)  # fmt: skip
 
 
-# The fix of input.remade_loader: the loader built in the epoch loop moved above it with
-# persistent_workers=True. ``for epoch in ...: loader = DataLoader(ds, ..., num_workers=2)`` makes
-# a new loader, and so new worker processes, each epoch; ``persistent_workers=True`` keeps a
-# loader's workers across its iterators only when the same loader is iterated again, so the
-# assignment has to move too. Moved where no argument reads a name the loop binds
-# (``DataLoader(parts[epoch])`` stays, and the finding says where to act). Unseen round 9's
-# workers_respawn (25 epochs of 20 steps, wall-time stalls 84% of the run at load 15): the patch
-# measured 2.27x (1.07x-4.21x), verified.
+# The fix of input.remade_loader: ``persistent_workers=True`` keeps a loader's workers only when
+# the same loader is iterated again, so the assignment moves above the epoch loop too, where no
+# argument reads a name the loop binds (``DataLoader(parts[epoch])`` stays: words only).
 
 
 @dataclass(frozen=True)

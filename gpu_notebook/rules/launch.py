@@ -10,39 +10,21 @@ On a CPU (``tiny_ops``): the heaviest matmul/convolution operator takes under 30
 GPU would wait on Python), so per-op overhead, spread over every phase, sets the pace. Op sizes
 are read by call floors (``analysis.host.call_floors``: the least one call took over the traced
 steps; load only adds time to a call), so the finding and its batch factor do not move with the
-machine's load (host_tiny_ops in benchmarks/stability.py: x8 quiet, x4/x4/x2 loaded by medians). Severity medium,
-high when the host time outside operators alone reaches TraceML's critical 20%. The fix gives each op more work: a batch ``k`` times bigger, with ``k`` the
-power of two that lifts the op it is sized by to ~30 us (2..8, assuming op time grows with the batch):
-the larger of the heaviest matmul and the typical operator, so a larger op never gets a larger factor.
-Gain bound: the model side per sample shrinks at most x``k`` (a bigger step is never faster
-than a smaller one), the data side not at all: ``1 / (d + (1 - d) / k)`` with data share ``d``
-(over the run where the step clock timed it). Low end: only the model side's per-step cost is
-amortized; its operators of real work (matmuls, convolutions, calls of 30 us or more) grow with
-the batch as the data does (``rules.common.bigger_batch_gain_low``). A low end within the 5%
-run-to-run margin makes the fix small (info, not tried): a convolution taking most of the model
-side (accum_tqdm: measured 1.00x against "up to 1.24x") or a data wait near the whole step.
-Severity low when the step mostly waits for data (>= 20%): the input rule speaks first.
-A step loop that calls the model once per sample of its batch (``for seq, y in batch:``,
-``cell.loops.per_sample_loops``): a bigger batch only adds calls of the same size, so it is not
-offered; the advice is to batch the samples into one call (no patch, no bound).
-No loader to enlarge and the model not compiled: compile is the fix, bounded by Amdahl over the
-step less its data wait, its optimizer step and the model's matmul/convolution calls by their
-floors (``compile_gain``: what a compiled graph cannot take), with no low end.
+machine's load (host_tiny_ops in benchmarks/stability.py: x8 quiet, x4/x4/x2 loaded by medians).
+Severity medium, high when the host time outside operators alone reaches TraceML's critical 20%.
+The fix: a batch ``batch_factor`` times bigger (its bounds: ``rules.common.bigger_batch_bound``
+and ``bigger_batch_gain_low``), or ``compile_gain`` where there is no loader to enlarge.
 
 Unfused optimizer: the optimizer step takes >= 10% of the step (TraceML warn; medium from 20%,
 never high: the update is real work, fusing only trims its per-tensor overhead). Bound: Amdahl
-over the optimizer share *over the run* where the step clock timed it (every step outside the
-profiled windows, ``analysis.steps.run_phase``): the profiler's cost lands on every op,
-and an unfused update is hundreds of small ones, so the window's share overstates it (14% in a
-window, 3.7% over the run's 469 steps: the fix measured 1.04x against a bound of 1.16x). The
-window's share only where the run has no such figure (a closure optimizer, a short cell).
-Several optimizers (a GAN's two, SparseAdam beside Adam): the step clock times their steps
-together; on the CPU each class's own steps on the loop thread's CPU clock over the run split it
-(``analysis.optimizer_split.clock_split``: the trace's 3 steps read Adam's part 11%-30% by load
-for a 5% one), else the trace's per-optimizer ranges (``analysis.optimizer_split``),
-and the bound and the level rest on the part of the classes the flag reaches (SparseAdam holding
-most of a recommender's update: "up to 1.26x" on the whole, measured 0.93x); a part under the
-10% line is said at info, not offered. No ranges in the trace: the whole update, no floor.
+over the optimizer share *over the run* where the step clock timed it: the profiler's cost lands
+on every op, and an unfused update is hundreds of small ones, so the window's share overstates
+it (14% in a window, 3.7% over the run's 469 steps: the fix measured 1.04x against a bound of
+1.16x). Several optimizers: each class's own steps on the loop thread's CPU clock split the
+update (``analysis.optimizer_split.clock_split``: the trace's 3 steps read Adam's part 11%-30%
+by load for a 5% one), else the trace's per-optimizer ranges; the bound rests on the part the
+flag reaches (SparseAdam holding most of a recommender's update: "up to 1.26x" on the whole,
+measured 0.93x).
 """
 
 from __future__ import annotations
@@ -78,6 +60,7 @@ from gpu_notebook.rules.common import (
     bigger_batch_bound,
     bigger_batch_bound_low,
     bigger_batch_gain_low,
+    data_wait,
     found,
     gain_bound,
     gain_range,
@@ -235,8 +218,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if not many_small and data_in_memory(run, analysis, facts) is not None:
         # The verdict counts batches assembled from memory as overhead (host-bound on it,
         # ``analysis.host.in_memory_overhead``): the finding that names the fix follows it.
-        data = analysis.run_data.share if analysis.run_data is not None else share(analysis, "data")
-        many_small = in_memory_host_bound(host, data)
+        many_small = in_memory_host_bound(host, data_wait(analysis))
     if not tiny and not many_small:
         return None  # no matmul/convolution to size, or one that is real work
     if (
@@ -248,9 +230,8 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     # Overhead is spread over every phase (dispatch inside forward, backward, optimizer), so no
     # phase share measures it: medium by default, high when Python outside the model is critical
-    # across its interval (``severity_in``: the sum of its phases read as one share).
-    # The step mostly waits for data (the input rule's own "high": the data share's interval
-    # clears the line, ``severity_in``): the input rule speaks first.
+    # across its interval; low where the input rule's own "high" speaks first.
+
     python = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0)
     severity: Severity = "high" if python == "high" else "medium"
     if severity_in(analysis, "data", share(analysis, "data")) == "high":
@@ -304,32 +285,20 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
 def compile_gain(analysis: Analysis, tensors: int | None = None) -> CompileGain | None:
     """The most ``torch.compile(model)`` can gain on the CPU: Amdahl over what it can take.
 
-    A compiled graph runs the model's forward and backward without Python between operators,
-    fuses chains of elementwise ops into one kernel and dispatches one call where eager
-    dispatched many; it still calls the same matmuls and convolutions, and compiling the model
+    A compiled graph still calls the same matmuls and convolutions, and compiling the model
     compiles neither ``opt.step()`` nor the data wait. Bound: the step less its data wait and
-    optimizer step (the forward, the backward and the host work around them: the window's split
-    of these moves with the profiler's cost on every small op and with the machine's load,
-    nanoGPT's loop measured 2.08x against 1.59x from the model's own window share) less the
-    model's matmul/convolution calls by their floors (``HostOverhead.matmul_floor_us``), all
-    removed. The data wait and the optimizer step are the step clock's over the run where it
-    timed them (``run_data``, ``run_optimizer``: unprofiled steps; lean steps keep both), else
-    the window's own shares.
+    optimizer step (the step clock's over the run where it timed them: the window's split moves
+    with the profiler's cost and the load, nanoGPT's loop measured 2.08x against 1.59x from the
+    model's own window share) less the model's matmul/convolution calls by their floors, all
+    removed. No low end: the compiled graph pays its own guards, wrappers and kernel calls,
+    which an eager trace does not show (a small MLP read 1.13x, measured 1.09x; a GRU 1.10x,
+    measured 1.63x: nothing the eager run measures orders them). ``bound_low``: the bound with
+    the data and optimizer shares at their intervals' high ends, for the small-gain gate.
 
-    No low end: the compiled graph pays its own guards, wrappers and kernel calls, which an
-    eager trace does not show. Taking the forward's Python between operators as surely removed
-    read 1.13x on a small MLP with dropout (measured 1.09x) and 1.10x on a conv net of batch 4
-    (1.04x), while a GRU stepped in Python gained 1.63x over the same kind of low end (1.10x):
-    nothing the eager run measures orders them. ``bound_low``: the bound with the data and
-    optimizer shares at their intervals' high ends, for the small-gain gate (a model side that
-    is mostly matmul work leaves nothing measurable).
-
-    The compiled graph's own cost grows with its inputs, one a parameter tensor (``tensors``:
-    the gradients the step clock counted): where its estimate (``COMPILED_CALL_US`` a step,
-    ``COMPILED_TENSOR_US`` a tensor, measured on one machine) reaches half of what the bound
-    removes, an estimate off by 2x could take all of it, and the gain may be a loss (a 512-wide
-    matmul beside 400 one-element parameters: up to 1.26x by the bound, measured 0.92x): no
-    bound, measure it. None: the host figures or the window's phases were not read."""
+    Where the compiled graph's own cost (``COMPILED_CALL_US`` a step, ``COMPILED_TENSOR_US``
+    for each of ``tensors`` parameters) reaches half of what the bound removes, an estimate off
+    by 2x could take all of it (400 one-element parameters: up to 1.26x by the bound, measured
+    0.92x): no bound, measure it. None: the host figures or the window's phases were not read."""
     host, phases = analysis.host, analysis.phases
     if host is None or host.matmul_floor_us is None:
         return None
@@ -359,10 +328,8 @@ def compile_gain(analysis: Analysis, tensors: int | None = None) -> CompileGain 
 
 def sized_op_us(heaviest_us: float | None, host: HostOverhead | None) -> float:
     """The op a bigger batch is sized by: the larger of the heaviest matmul/convolution and the
-    typical operator, whichever were read. A batch ``k`` times bigger gives each op ``k`` times
-    the work for the same launch and dispatch cost, so the larger the ops already are, the less
-    batch they need: sizing by the typical op whenever the heaviest matmul is real work gave a
-    25 us matmul x2 and a 49 us one x8 (its 3 us typical op's factor)."""
+    typical operator, so a larger op never gets a larger factor (sizing by the typical op
+    whenever the heaviest matmul was real work gave a 25 us matmul x2 and a 49 us one x8)."""
     known = [us for us in (heaviest_us, host.median_op_us if host else None) if us is not None]
     return max(known, default=0.0)
 
@@ -493,10 +460,10 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
 def _reached_part(
     analysis: Analysis, reached: set[str], *, over_run: bool
 ) -> tuple[float | None, tuple[tuple[str, float], ...]]:
-    """The part of the optimizer time the ``reached`` classes take, by the trace's split
-    (``Analysis.optimizers``), over what the rule's share holds (``over_run``: the step clock's,
-    ``step`` alone; else the window's optimizer phase, ``zero_grad`` too); and each class's part.
-    (None, ()): no split (no trace, no optimizer range in it, none of the classes in it)."""
+    """The part of the optimizer time the ``reached`` classes take (``Analysis.optimizers``),
+    over what the rule's share holds (``over_run``: ``step`` alone; else ``zero_grad`` too);
+    and each class's part. (None, ()): no split."""
+
     split = analysis.optimizers
     if split is None:
         return None, ()
@@ -513,13 +480,9 @@ def _reached_part(
 
 def _no_cpu_gain(implementation: str, one_pass: bool) -> Literal["foreach", "one-pass"] | None:
     """Why a fused or foreach update would not be faster on CPU tensors (None: it may be).
-
-    torch has no CPU foreach kernels (``_get_foreach_kernels_supported_devices``): foreach=True
-    on CPU tensors runs the same per-tensor loop. Fused CPU kernels exist (Adam, AdamW, SGD,
-    Adagrad): they pay where the unfused update makes several passes over each tensor (Adam's
-    moments: nanoGPT's AdamW measured 1.15x), not where it makes one (plain SGD's ``add_``:
-    measured 0.84x, no measurable effect, benchmarks/README.md "Fix ledger").
-    """
+    torch has no CPU foreach kernels: foreach=True runs the same per-tensor loop. Fused CPU
+    kernels pay where the unfused update makes several passes over each tensor (nanoGPT's AdamW
+    measured 1.15x), not where it makes one (plain SGD's ``add_``: measured 0.84x)."""
     if implementation == "foreach":
         return "foreach"
     return "one-pass" if one_pass else None

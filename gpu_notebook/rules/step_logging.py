@@ -125,10 +125,9 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
 def every_step_lines(
     rule_id: str, record: type[EveryStepLines], lines: tuple[SourceLine, ...], analysis: Analysis
 ) -> Finding | None:
-    """Host lines run on every step (logging calls, checkpoint saves: ``lines``), gated by the
-    fix to one step in ``EVERY``. The range: from what the lines themselves took (the stack
-    sampler's time on them, a lower figure: in `gpucheck run` the sampler also covers the
-    script's set-up) to the host time outside the model (a superset: it holds other host work)."""
+    """Host lines run on every step (logging calls, checkpoint saves), gated by the fix to one
+    step in ``EVERY``. The range: from the stack sampler's time on the lines (a lower figure) to
+    the host time outside the model (a superset: it holds other host work)."""
     if not lines:
         return None
     residual = shares_sum(analysis, RESIDUAL_PHASES)
@@ -202,10 +201,8 @@ _ITERATOR = re.compile(r"(^|\.)(__iter__|__next__)$")
 def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Logging, callbacks and progress bars inside a framework's loop, from the sampled stacks.
 
-    Each sampled stack counts once, for the outermost frame that is such overhead, so nested
-    calls (the Trainer's log -> a callback -> tqdm) are not counted twice; a wrapping
-    iterator's frame counts only for its own time (``_ITERATOR``). Stacks past the
-    sampler's ``max_stacks`` are not seen: the share is a lower figure.
+    Each sampled stack counts once, for its outermost overhead frame (``_count_overhead``).
+    Stacks past the sampler's ``max_stacks`` are not seen: the share is a lower figure.
     """
     sampled = _sampled(run)
     if not sampled:
@@ -252,11 +249,9 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
 def _sampled(run: Run) -> list[RawStacks]:
     """The stacks whose time split is a share: the dense samples after the window (or over the
     whole cell), and the sparse ones over the rest of the run where they fell on a clock
-    (``RawStacks.clocked``: 25 Hz, jittered, the switch interval lowered just before each, so
-    where a sample falls does not depend on where the program releases the GIL). Each sample
-    weighs the wall time since the one before it, so the two spans add up by their durations.
-    A sparse sampler at the program's own switch interval (a run recorded before) leans: its
-    samples only say that the logging ran (``_seen``)."""
+    (``RawStacks.clocked``: where a sample falls does not depend on where the program releases
+    the GIL). A sparse sampler at the program's own switch interval leans: its samples only say
+    that the logging ran (``_seen``)."""
     out = [run.stacks] if run.stacks is not None else []
     sparse = run.framework_stacks
     if sparse is not None and sparse.clocked:
@@ -273,11 +268,9 @@ MIN_SEEN = 3
 def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Finding | None:
     """Framework logging caught by a default run's sparse samples, where the samples cannot
     read its share (issue 26: a short Lightning fit logging every step got 2-16 dense samples
-    and no word of its self.log): too few of them with the dense ones, or (a run recorded
-    before they were clocked) taken at the program's own switch interval, where a sample lands
-    late wherever the step runs pure Python, on the next call that releases the GIL: their
-    count leaned either way (benchmarks/README.md). It says the logging ran, and the fix, at no
-    level and no gain; ``--lines all`` measures its share.
+    and no word of its self.log): too few of them, or not taken on a clock (``_sampled``). It
+    says the logging ran, and the fix, at no level and no gain, unless the step clock reads
+    the logging's steps (``_periodic``); ``--lines all`` measures its share.
     """
     raw = run.framework_stacks
     if raw is None or not raw.stacks:
@@ -293,20 +286,12 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
     advice = [
         dataclasses.replace(a, share=None) for a in _framework_advice(frameworks, shares, facts)
     ]
-
     if not advice:
         return None  # the settings already log rarely: nothing to turn down, no share to say
     labels = tuple(sorted(by_label, key=lambda k: -by_label[k]))
     periodic = _periodic(analysis, frameworks, facts)
     seen = FrameworkSeen(
-        hits,
-        samples,
-        dense,
-        MIN_LINE_SAMPLES,
-        labels,
-        tuple(advice),
-        clocked=raw.clocked,
-        periodic=periodic,
+        hits, samples, dense, MIN_LINE_SAMPLES, labels, tuple(advice), raw.clocked, periodic
     )
     severity = severity_of(periodic.share, low=SUGGEST) if periodic is not None else None
     if periodic is None or severity is None:
@@ -334,12 +319,10 @@ def _periodic_alone(
     analysis: Analysis, hits: int, samples: int, dense: int, facts: SourceFacts, *, clocked: bool
 ) -> Finding | None:
     """The step clock's A/B where the sparse samples caught the logging too few times to say it
-    ran (a short fit on a fast machine gets a handful of samples; the CI's fresh clone caught
-    none of a Lightning fit's writes every 5 steps): the steps at the period the cell's own
-    setting names took longer than the others by a rank test, so the cost is measured without a
-    sample. Only a period the advice would lengthen (under ``RARE_LOGS``; the frameworks'
-    defaults are not); the framework is the one the setting belongs to (a sparse sampler ran: a
-    framework was imported)."""
+    ran (the CI's fresh clone caught none of a Lightning fit's writes every 5 steps): the steps
+    at the period the cell's own setting names took longer than the others by a rank test. Only
+    a period the advice would lengthen (under ``RARE_LOGS``)."""
+
     for framework, cls, key in _PERIOD_SETTINGS:
         every = facts.framework_setting(cls, key)
         if not (isinstance(every, int) and 2 <= every < RARE_LOGS):

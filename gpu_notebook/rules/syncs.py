@@ -2,23 +2,13 @@
 
 Each such read makes the host wait until the device has finished every queued kernel, so the
 CPU cannot run ahead and the GPU idles at each one. The scan finds the lines; the measurement
-gives the share:
-
-- the removable share is the "sync" phase (``aten::item`` / ``_local_scalar_dense`` /
-  synchronize) and the stack sampler's time on the reading lines themselves (formatting,
-  printing): not the whole host time outside the model, which holds work the fix leaves;
-- a read whose value the loop needs (``if loss.item() < x: break``) is named as such, with its
-  alternative (check the condition every N steps), and never patched;
-- severity with TraceML's levels for the residual (warn 10%, critical 20%,
-  ``diagnostics/step_time/policy.py``); a per-step read under 5% is still reported, as "low",
-  because on a GPU it serialises the pipeline whatever its own cost.
-The fix reads the values every ``EVERY`` steps, so it removes ``(1 - 1/EVERY)`` of that share.
-
-On the CPU a read waits for nothing: the fix saves only the call and its formatting, so it is
-bounded by what measured them (``cpu_read_cost``): the sampled time on the lines, the trace's
-time in ``.item()`` for a read that formats nothing, or the step clock's host time outside the
-model for a read written in the loop itself, which holds its whole cost. Where none did (a
-printed read inside LBFGS's closure, which runs within the optimizer's step, and no line
+gives the share (``removable_share``; on the CPU, where a read waits for nothing,
+``cpu_read_cost``). A read whose value the loop needs (``if loss.item() < x: break``) is named
+as such, with its alternative, and never patched. Severity with TraceML's levels for the
+residual (warn 10%, critical 20%, ``diagnostics/step_time/policy.py``); a per-step read under
+5% is still reported, as "low", because on a GPU it serialises the pipeline whatever its own
+cost. The fix reads the values every ``EVERY`` steps: it removes ``(1 - 1/EVERY)`` of that
+share. Where nothing measured a CPU read's cost (a printed read inside LBFGS's closure, no line
 samples) the fix is not offered: a gain nothing bounds is no recommendation (issue 26: offered
 "up to -", measured 1.03x, undecided after 10 added rounds).
 """
@@ -128,11 +118,8 @@ def reads_per_step(analysis: Analysis) -> float | None:
 
 
 def lines_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> float | None:
-    """Share of the sampled time spent on ``lines`` (their read, formatting and printing).
-
-    From the stack sampler's line counts; None when lines were not sampled, or too few times
-    to measure a share (``MIN_LINE_SAMPLES``).
-    """
+    """Share of the sampled time spent on ``lines`` (their read, formatting and printing); None
+    when lines were not sampled, or too few times to measure a share (``MIN_LINE_SAMPLES``)."""
     stacks = analysis.stacks
     if stacks is None or not stacks.lines or stacks.samples < MIN_LINE_SAMPLES:
         return None
@@ -141,12 +128,10 @@ def lines_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> float | No
 
 
 def removable_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> tuple[float | None, How]:
-    """What reading the values less often can remove, and where that figure comes from.
+    """What reading the values less often can remove, and where that figure comes from: the
+    sync wait and the sampler's time on the reading lines, never the whole host time outside
+    the model, which holds work the fix does not touch."""
 
-    The measured sync wait plus the time the sampler saw on the reading lines themselves
-    (formatting, printing): never the whole host time outside the model, which holds work the
-    fix does not touch.
-    """
     sync = share(analysis, "sync")
     own = lines_share(analysis, lines) if lines else None
     if own is None:

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from gpu_notebook.analysis import framework_stacks
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import CodeRef
@@ -180,11 +181,11 @@ def _framework_named(report, name: str, setting: str, *, measured: bool = False)
         assert report.analysis.stacks.duration_s == run.stacks.duration_s
     # The share, recomputed here from the recorded samples of both samplers.
     sampled = [raw for raw in (run.stacks, sparse) if raw.stacks]
-    samples = sum(sl._loop(raw)[0] for raw in sampled)
-    loop_us = sum(sl._loop(raw)[1] for raw in sampled)
+    samples = sum(framework_stacks.loop_time(raw)[0] for raw in sampled)
+    loop_us = sum(framework_stacks.loop_time(raw)[1] for raw in sampled)
     by_label: dict[str, int] = {}
     for raw in sampled:
-        sl._count_overhead(raw, by_label, {}, set())
+        framework_stacks.count_overhead(raw, by_label, {}, set())
     share = sum(by_label.values()) / loop_us
     f = next((f for f in report.findings if f.rule_id == "logging.framework_overhead"), None)
     if measured:
@@ -193,8 +194,8 @@ def _framework_named(report, name: str, setting: str, *, measured: bool = False)
         # Too few for a share: what the sparse samples caught is said, if they caught enough of
         # it (a short fit on a fast, quiet machine gets a handful of samples: the CI's rerun at
         # load 1 caught too few, and the rule rightly said nothing).
-        seen = sl._count_overhead(sparse, {}, {}, set(), weigh=False)
-        if seen < sl.MIN_SEEN or seen < SUGGEST * sl._loop(sparse)[0]:
+        seen = framework_stacks.count_overhead(sparse, {}, {}, set(), weigh=False)
+        if seen < sl.MIN_SEEN or seen < SUGGEST * framework_stacks.loop_time(sparse)[0]:
             assert f is None, (seen, f)
             return None
         assert f is not None and f.severity == "info" and f.phase_share is None, f

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpu_notebook.analysis import framework_stacks
 from gpu_notebook.analysis.analyze import analyze
 from gpu_notebook.analysis.run_trend import periodic_cost
 from gpu_notebook.cell.scan import CELL_LINE_OFFSET, scan_source
@@ -178,21 +179,23 @@ def test_a_real_lightning_fit_logging_every_5_steps_carries_the_share_its_step_t
     # How many stack samples fell in the logging hangs on the machine's speed (a quiet fresh
     # clone caught too few to say it ran, and the finding went with the step clock's A/B): with
     # too few for a share, a step-clock cost over the level is said whatever the samples caught.
-    sampled = sl._sampled(run)
-    samples = sum(sl._loop(raw)[0] for raw in sampled)
+    sampled = framework_stacks.sampled_stacks(run)
+    samples = sum(framework_stacks.loop_time(raw)[0] for raw in sampled)
     if finding is None:
         # Nothing to say, by the gate of the path the rule took (recomputed from the samples).
         if samples < sl.MIN_LINE_SAMPLES:
             assert expected is None or expected.share < SUGGEST, expected
             sparse = run.framework_stacks
             assert sparse is not None
-            hits = sl._count_overhead(sparse, {}, {}, set(), weigh=False)
-            assert hits < sl.MIN_SEEN or hits < SUGGEST * sl._loop(sparse)[0], hits
+            hits = framework_stacks.count_overhead(sparse, {}, {}, set(), weigh=False)
+            assert hits < sl.MIN_SEEN or hits < SUGGEST * framework_stacks.loop_time(sparse)[0], (
+                hits
+            )
         else:
             by_label: dict[str, int] = {}
             for raw in sampled:
-                sl._count_overhead(raw, by_label, {}, set())
-            loop_us = sum(sl._loop(raw)[1] for raw in sampled)
+                framework_stacks.count_overhead(raw, by_label, {}, set())
+            loop_us = sum(framework_stacks.loop_time(raw)[1] for raw in sampled)
             assert sum(by_label.values()) / loop_us < SUGGEST
         return
     assert isinstance(finding.said, (sl.FrameworkOverhead, sl.FrameworkSeen))

@@ -18,20 +18,18 @@ no more than a training forward (true without autograd, for equal batches): an e
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Literal
 
+from gpu_notebook.analysis.framework_stacks import count_overhead, loop_time, sampled_stacks
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.records import (
     Analysis,
     Finding,
     PeriodicCost,
     PhaseBreakdown,
-    RawStacks,
     Run,
     Said,
-    StackCount,
 )
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
@@ -89,12 +87,12 @@ class Advice:
 class FrameworkOverhead(Said):
     overhead: float  # framework logging, callbacks, progress bars: share of the sampled time
     samples: int
-    parts: tuple[tuple[str, float], ...]  # by label (an id of _OVERHEAD), largest first
+    parts: tuple[tuple[str, float], ...]  # by label (framework_stacks.OVERHEAD), largest first
     top: tuple[tuple[str, float], ...]  # the functions that took most
     bound: float | None
     advice: tuple[Advice, ...]  # empty: the settings already log rarely
     settings: tuple[str, ...]  # the framework settings the source sets, ``key=value``
-    sparse: int = 0  # of ``samples``: the clocked ones over the rest of the run (_sampled)
+    sparse: int = 0  # of ``samples``: the clocked ones over the rest of the run (sampled_stacks)
     # The logging's steps (logging_steps=N, log_every_n_steps=N) against the others, from the
     # step clock alone (_periodic): None where N is 1, not read, or its steps are not slower.
     periodic: PeriodicCost | None = None
@@ -108,7 +106,7 @@ class FrameworkSeen(Said):
     samples: int  # the loop's sparse samples
     dense: int  # the loop's dense samples (the few steps after the window)
     needed: int  # dense samples a share needs
-    labels: tuple[str, ...]  # ids of _OVERHEAD, most samples first
+    labels: tuple[str, ...]  # ids of framework_stacks.OVERHEAD, most samples first
     advice: tuple[Advice, ...]
     clocked: bool = False  # the sparse samples fell on a clock (too few of all for a share)
     periodic: PeriodicCost | None = None  # as FrameworkOverhead's: the share, where it is one
@@ -162,54 +160,18 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
                  phase_share=removed, bound=bound, line=lines[0].line)  # fmt: skip
 
 
-# Framework code that logs, reports or draws progress on the step (not training work), found
-# by its file and function in the stack sampler's stacks: the cell's own lines do not show it
-# when Lightning's `self.log` or the HF Trainer's `logging_steps=1` run inside `fit`/`train`.
-# (label, framework, file substring(s), function pattern or None for the whole file)
-_OVERHEAD: tuple[tuple[str, str, tuple[str, ...], re.Pattern[str] | None], ...] = (
-    ("lightning-log", "lightning", ("lightning/pytorch/", "pytorch_lightning/"),
-     re.compile(r"LightningModule\.log|_LoggerConnector|_ResultCollection|_ResultMetric|log_metrics|"
-                r"update_train_step_metrics|Logger\.|_log_dict_through_fabric")),
-    ("lightning-loggers", "lightning", ("lightning/pytorch/loggers/", "lightning/fabric/loggers/"), None),
-    ("lightning-bar", "lightning", ("lightning/pytorch/callbacks/progress/",), None),
-    ("hf-logging", "transformers", ("transformers/trainer.py",),
-     re.compile(r"_maybe_log_save_evaluate|Trainer\.log\b|_nested_gather|_get_learning_rate")),
-    # The callbacks' own files only: transformers/integrations/ also holds model code (the
-    # attention kernels' sdpa_attention_forward, flash/flex attention), which is training work.
-    ("hf-callbacks", "transformers", ("transformers/trainer_callback.py",
-     "transformers/integrations/integration_utils.py", "transformers/utils/notebook.py"), None),
-    ("tqdm-bar", "tqdm", ("/tqdm/",), None),
-)  # fmt: skip
-
-
-def _overhead_label(filename: str, function: str) -> tuple[str, str] | None:
-    if function == "<module>":
-        return None  # a module's import (Lightning's loggers import tensorboard): not per step
-    path = filename.replace("\\", "/")
-    for label, framework, files, pattern in _OVERHEAD:
-        if any(f in path for f in files) and (pattern is None or pattern.search(function)):
-            return label, framework
-    return None
-
-
-# An iterator that wraps the loop's iterable (``tqdm(enumerate(loader))``): what its frame calls
-# is the wrapped iterable's work (the DataLoader fetching a batch) unless it is overhead itself
-# (the bar's update); only the frame's own time is the framework's.
-_ITERATOR = re.compile(r"(^|\.)(__iter__|__next__)$")
-
-
 def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Logging, callbacks and progress bars inside a framework's loop, from the sampled stacks.
 
-    Each sampled stack counts once, for its outermost overhead frame (``_count_overhead``).
+    Each sampled stack counts once, for its outermost overhead frame (``count_overhead``).
     Stacks past the sampler's ``max_stacks`` are not seen: the share is a lower figure.
     """
-    sampled = _sampled(run)
+    sampled = sampled_stacks(run)
     if not sampled:
         return _seen(run, analysis, 0, facts)
     # Imports are never the loop: a script's `import lightning` (92% of a `--lines all` run's
     # samples) divided the logging's share down to nothing (issue 26, unseen round 3).
-    loops = [_loop(raw) for raw in sampled]
+    loops = [loop_time(raw) for raw in sampled]
     samples, loop_us = sum(n for n, _us in loops), sum(us for _n, us in loops)
     if samples < MIN_LINE_SAMPLES or loop_us <= 0:
         # A share read off a handful of samples measures nothing (one sample in a logging call
@@ -219,7 +181,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
     for raw in sampled:
-        _count_overhead(raw, by_label, functions, frameworks)
+        count_overhead(raw, by_label, functions, frameworks)
     total = sum(by_label.values())
     overhead = total / loop_us
     severity = severity_of(overhead, low=SUGGEST)
@@ -246,19 +208,6 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
 
 
-def _sampled(run: Run) -> list[RawStacks]:
-    """The stacks whose time split is a share: the dense samples after the window (or over the
-    whole cell), and the sparse ones over the rest of the run where they fell on a clock
-    (``RawStacks.clocked``: where a sample falls does not depend on where the program releases
-    the GIL). A sparse sampler at the program's own switch interval leans: its samples only say
-    that the logging ran (``_seen``)."""
-    out = [run.stacks] if run.stacks is not None else []
-    sparse = run.framework_stacks
-    if sparse is not None and sparse.clocked:
-        out.append(sparse)
-    return [raw for raw in out if raw.time_us > 0 and raw.stacks]
-
-
 # The sparse samples (Run.framework_stacks) of a run that leaned (not clocked), or too few of
 # any: they say that the framework's logging ran, not how much of the step it took: at least
 # this many of them, and this share of the loop's.
@@ -268,17 +217,17 @@ MIN_SEEN = 3
 def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Finding | None:
     """Framework logging caught by a default run's sparse samples, where the samples cannot
     read its share (issue 26: a short Lightning fit logging every step got 2-16 dense samples
-    and no word of its self.log): too few of them, or not taken on a clock (``_sampled``). It
-    says the logging ran, and the fix, at no level and no gain, unless the step clock reads
-    the logging's steps (``_periodic``); ``--lines all`` measures its share.
+    and no word of its self.log): too few of them, or not taken on a clock
+    (``sampled_stacks``). It says the logging ran, and the fix, at no level and no gain, unless
+    the step clock reads the logging's steps (``_periodic``); ``--lines all`` measures its share.
     """
     raw = run.framework_stacks
     if raw is None or not raw.stacks:
         return None
-    samples, _loop_us = _loop(raw)
+    samples, _loop_us = loop_time(raw)
     by_label: dict[str, int] = {}
     frameworks: set[str] = set()
-    hits = _count_overhead(raw, by_label, {}, frameworks, weigh=False)
+    hits = count_overhead(raw, by_label, {}, frameworks, weigh=False)
     if hits < MIN_SEEN or hits < SUGGEST * samples:
         return _periodic_alone(analysis, hits, samples, dense, facts, clocked=raw.clocked)
     # Which settings to name: by the samples' counts; no share is said (Advice.share None).
@@ -306,7 +255,7 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
 
 # The settings that make a framework's loop log every N steps, by the framework its samples
 # name: the step clock's steps that ran that logging against the others (analysis.run_trend);
-# the label its logging's samples carry (_OVERHEAD) and the advice that sets it.
+# the label its logging's samples carry (framework_stacks.OVERHEAD) and the advice that sets it.
 _PERIOD_SETTINGS = (
     ("transformers", "TrainingArguments", "logging_steps"),
     ("lightning", "Trainer", "log_every_n_steps"),
@@ -359,50 +308,6 @@ def _periodic(analysis: Analysis, frameworks: set[str], facts: SourceFacts) -> P
             if cost is not None:
                 return cost
     return None
-
-
-def _loop(raw: RawStacks) -> tuple[int, int]:
-    """The samples and time of ``raw`` outside imports (the loop's)."""
-    importing = [s for s in raw.stacks if _imports(raw, s)]
-    return (
-        raw.samples - sum(s.count for s in importing),
-        raw.time_us - sum(s.time_us for s in importing),
-    )
-
-
-def _count_overhead(
-    raw: RawStacks,
-    by_label: dict[str, int],
-    functions: dict[str, int],
-    frameworks: set[str],
-    *,
-    weigh: bool = True,
-) -> int:
-    """Add ``raw``'s loop samples in framework overhead frames, by label and function: their
-    time (``weigh``) or their count. Returns the samples found there."""
-    labels = [_overhead_label(ref.filename, ref.function) for ref in raw.functions]
-    hits = 0
-    for stack in raw.stacks:
-        if _imports(raw, stack):
-            continue
-        for depth, (index, _line) in enumerate(stack.frames):
-            hit, name = labels[index], raw.functions[index].function
-            if hit is None:
-                continue
-            if depth + 1 < len(stack.frames) and _ITERATOR.search(name):
-                continue  # tqdm(loader).__iter__ calling on: the loader's time, not the bar's
-            amount = stack.time_us if weigh else stack.count
-            by_label[hit[0]] = by_label.get(hit[0], 0) + amount
-            functions[name] = functions.get(name, 0) + amount
-            frameworks.add(hit[1])
-            hits += stack.count
-            break
-    return hits
-
-
-def _imports(raw: RawStacks, stack: StackCount) -> bool:
-    """A sample taken while Python imported a module (its import machinery on the stack)."""
-    return any(raw.functions[i].filename.startswith("<frozen importlib") for i, _ in stack.frames)
 
 
 RARE_LOGS = 10 * EVERY // 2  # every 50 steps: Lightning's own default

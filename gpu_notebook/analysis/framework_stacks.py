@@ -1,0 +1,103 @@
+"""Framework overhead in the sampled stacks: logging, callbacks and progress bars that run inside
+Lightning's or the HF Trainer's loop, read by file and function (the cell's lines show only
+``trainer.fit(...)``). Pure functions over :class:`~gpu_notebook.records.RawStacks`; the rule
+(rules/step_logging.framework_overhead) reads their counts.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpu_notebook.records import RawStacks, Run, StackCount
+
+# Framework code that logs, reports or draws progress on the step (not training work), found
+# by its file and function in the stack sampler's stacks: the cell's own lines do not show it
+# when Lightning's `self.log` or the HF Trainer's `logging_steps=1` run inside `fit`/`train`.
+# (label, framework, file substring(s), function pattern or None for the whole file)
+OVERHEAD: tuple[tuple[str, str, tuple[str, ...], re.Pattern[str] | None], ...] = (
+    ("lightning-log", "lightning", ("lightning/pytorch/", "pytorch_lightning/"),
+     re.compile(r"LightningModule\.log|_LoggerConnector|_ResultCollection|_ResultMetric|log_metrics|"
+                r"update_train_step_metrics|Logger\.|_log_dict_through_fabric")),
+    ("lightning-loggers", "lightning", ("lightning/pytorch/loggers/", "lightning/fabric/loggers/"), None),
+    ("lightning-bar", "lightning", ("lightning/pytorch/callbacks/progress/",), None),
+    ("hf-logging", "transformers", ("transformers/trainer.py",),
+     re.compile(r"_maybe_log_save_evaluate|Trainer\.log\b|_nested_gather|_get_learning_rate")),
+    # The callbacks' own files only: transformers/integrations/ also holds model code (the
+    # attention kernels' sdpa_attention_forward, flash/flex attention), which is training work.
+    ("hf-callbacks", "transformers", ("transformers/trainer_callback.py",
+     "transformers/integrations/integration_utils.py", "transformers/utils/notebook.py"), None),
+    ("tqdm-bar", "tqdm", ("/tqdm/",), None),
+)  # fmt: skip
+
+
+def overhead_label(filename: str, function: str) -> tuple[str, str] | None:
+    if function == "<module>":
+        return None  # a module's import (Lightning's loggers import tensorboard): not per step
+    path = filename.replace("\\", "/")
+    for label, framework, files, pattern in OVERHEAD:
+        if any(f in path for f in files) and (pattern is None or pattern.search(function)):
+            return label, framework
+    return None
+
+
+# An iterator that wraps the loop's iterable (``tqdm(enumerate(loader))``): what its frame calls
+# is the wrapped iterable's work (the DataLoader fetching a batch) unless it is overhead itself
+# (the bar's update); only the frame's own time is the framework's.
+ITERATOR = re.compile(r"(^|\.)(__iter__|__next__)$")
+
+
+def sampled_stacks(run: Run) -> list[RawStacks]:
+    """The stacks whose time split is a share: the dense samples after the window (or over the
+    whole cell), and the sparse ones over the rest of the run where they fell on a clock
+    (``RawStacks.clocked``: where a sample falls does not depend on where the program releases
+    the GIL). A sparse sampler at the program's own switch interval leans: its samples only say
+    that the logging ran (rules/step_logging._seen)."""
+    out = [run.stacks] if run.stacks is not None else []
+    sparse = run.framework_stacks
+    if sparse is not None and sparse.clocked:
+        out.append(sparse)
+    return [raw for raw in out if raw.time_us > 0 and raw.stacks]
+
+
+def loop_time(raw: RawStacks) -> tuple[int, int]:
+    """The samples and time of ``raw`` outside imports (the loop's)."""
+    importing = [s for s in raw.stacks if imported(raw, s)]
+    return (
+        raw.samples - sum(s.count for s in importing),
+        raw.time_us - sum(s.time_us for s in importing),
+    )
+
+
+def count_overhead(
+    raw: RawStacks,
+    by_label: dict[str, int],
+    functions: dict[str, int],
+    frameworks: set[str],
+    *,
+    weigh: bool = True,
+) -> int:
+    """Add ``raw``'s loop samples in framework overhead frames, by label and function: their
+    time (``weigh``) or their count. Returns the samples found there."""
+    labels = [overhead_label(ref.filename, ref.function) for ref in raw.functions]
+    hits = 0
+    for stack in raw.stacks:
+        if imported(raw, stack):
+            continue
+        for depth, (index, _line) in enumerate(stack.frames):
+            hit, name = labels[index], raw.functions[index].function
+            if hit is None:
+                continue
+            if depth + 1 < len(stack.frames) and ITERATOR.search(name):
+                continue  # tqdm(loader).__iter__ calling on: the loader's time, not the bar's
+            amount = stack.time_us if weigh else stack.count
+            by_label[hit[0]] = by_label.get(hit[0], 0) + amount
+            functions[name] = functions.get(name, 0) + amount
+            frameworks.add(hit[1])
+            hits += stack.count
+            break
+    return hits
+
+
+def imported(raw: RawStacks, stack: StackCount) -> bool:
+    """A sample taken while Python imported a module (its import machinery on the stack)."""
+    return any(raw.functions[i].filename.startswith("<frozen importlib") for i, _ in stack.frames)

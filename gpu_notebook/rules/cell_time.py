@@ -3,18 +3,15 @@ a dataset built, an evaluation before training) or after the last (a checkpoint 
 evaluation).
 
 Every other finding speaks of the steps; when they are a minority of the cell (under half of its
-wall time, ``OUTSIDE_SHARE``: our level, "the steps are a minority"), the user asking why the
-cell is slow is told where the rest went: the step clock's spans (``analysis.cell_time``) and
-the lines the edge sampler caught in them. No double count with the validation rules: a
-validation pass inside the loop (every step: ``logging.validation_every_step``; every N steps
-or each epoch: a periodic stall, ``run.periodic_stall``) lies inside the steps' span, which this
-finding leaves out by construction.
+wall time, ``OUTSIDE_SHARE``: our level), the user asking why the cell is slow is told where the
+rest went: the step clock's spans (``analysis.cell_time``) and the lines the edge sampler caught
+in them. A validation pass inside the loop lies inside the steps' span: no double count with
+the validation rules.
 
 Advice only where it is measured: an evaluation before training (a sampled line of the span
-that calls it, ``cell.blocks.WORK_KINDS``) holds its share of the span's samples times the
-span's time; it could run after training or every N epochs, if its number before training is
-not needed. No patch in any case: moving an evaluation changes what it measures, and set-up,
-imports or a save are the cell's own to keep.
+that calls it) holds its share of the span's samples times the span's time; it could run after
+training or every N epochs. No patch in any case: moving an evaluation changes what it
+measures, and set-up, imports or a save are the cell's own to keep.
 """
 
 from __future__ import annotations

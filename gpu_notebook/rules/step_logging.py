@@ -1,18 +1,14 @@
 """Work the step repeats for humans: logging every step, and validation inside every step.
 
 Framework overhead (``framework_overhead``): logging, callbacks and progress bars that run
-inside Lightning's or the HF Trainer's loop, read from the stack sampler's stacks by file and
-function, since the cell's lines show only ``trainer.fit(...)``.
+inside Lightning's or the HF Trainer's loop, read from the sampled stacks
+(analysis/framework_stacks.py), since the cell's lines show only ``trainer.fit(...)``.
 
 Thresholds: TraceML's residual levels (warn 10%, critical 20%, ``diagnostics/step_time/policy.py``)
-and the seed articles' advice "validate and log every N steps, not every step".
-
-Validation is found twice: in the source (``model.eval()``, a ``torch.no_grad()`` block, a loop
-over a ``val``/``test`` loader or an ``evaluate(...)`` call inside the training loop, not behind an
-``if``), and in the measurement (the step clock counts more model forwards and DataLoader
-batches per optimizer step than backwards). Its share is estimated from the phase split:
-``forward x extra/all forwards + data x extra/all batches``, assuming a validation forward costs
-no more than a training forward (true without autograd, for equal batches): an estimate, said so.
+and the seed articles' advice "validate and log every N steps, not every step". Validation
+inside every step is found in the source (``model.eval()``, a ``torch.no_grad()`` block, a
+validation loop or an ``evaluate(...)`` call in the training loop, not behind an ``if``); its
+share is the step's time outside the training phases.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ import functools
 import libcst as cst
 
 from gpu_notebook.cell.facts import LoaderCall
-from gpu_notebook.cell.names import bool_or_none, has_star_kwargs, int_or_none, keyword_of, walk
+from gpu_notebook.cell.loops import drawn_by_next
+from gpu_notebook.cell.names import bool_or_none, has_star_kwargs, int_or_none, keyword_of
 from gpu_notebook.cell.origins import accumulation_steps, keyword_origin
 from gpu_notebook.cell.parse import cst_nodes
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
@@ -239,48 +240,6 @@ def _setter(changes: dict[str, str]) -> Replacement:
     return apply
 
 
-def _drawn_by_next(module: cst.Module, loaders: list[cst.Call]) -> tuple[str, str] | None:
-    """(iterator, loader) where the cell draws batches with ``next(it)`` from ``it =
-    iter(loader)`` over a loader the fix would enlarge: a loop that takes a fixed count of
-    batches from one pass (an lr finder's ``for _ in range(40): x, y = next(it)``) runs out of
-    batches when each holds more (lr_finder_runs: 4096 samples, 40 draws of 64; batch 128 gave
-    32 and StopIteration). None: no such draw."""
-    tree = tree_of(module)
-    names: set[str] = set()
-    for call in loaders:
-        stmt = tree.statement_of(call)
-        body = getattr(stmt, "body", ())
-        for small in body if isinstance(body, (list, tuple)) else ():
-            if isinstance(small, cst.Assign) and small.value is call:
-                names |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
-    if not names:
-        return None
-    iterators: dict[str, str] = {}
-    drawn: list[str] = []
-    for node in walk(module):
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-            call = node.value
-            if (
-                isinstance(call.func, cst.Name)
-                and call.func.value == "iter"
-                and len(call.args) == 1
-                and isinstance(call.args[0].value, cst.Name)
-                and call.args[0].value.value in names
-            ):
-                for t in node.targets:
-                    if isinstance(t.target, cst.Name):
-                        iterators[t.target.value] = call.args[0].value.value
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Name)
-            and node.func.value == "next"
-            and node.args
-            and isinstance(node.args[0].value, cst.Name)
-        ):
-            drawn.append(node.args[0].value.value)
-    return next(((it, iterators[it]) for it in drawn if it in iterators), None)
-
-
 def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) -> CodemodResult:
     """Multiply each DataLoader's batch size by ``factor`` and scale literal learning rates too.
 
@@ -309,7 +268,9 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
             "the DataLoader's batch size comes from **kwargs; multiply it where they are defined"
         )
     loaders = [c for c in loaders if c not in unseen]
-    drawn = _drawn_by_next(module, loaders)
+    facts = facts_of(module)
+    fact_of = paired(module, [ld.node for ld in facts.loaders])
+    drawn = drawn_by_next(facts.tree, [fact_of[c] for c in loaders]) if facts.tree else None
     if drawn is not None:
         return Declined(
             f"the loop takes its batches with next({drawn[0]}) from one pass over "

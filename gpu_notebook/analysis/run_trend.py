@@ -12,7 +12,9 @@ the run's shape:
 - *drift*: the median of the first and the last fifth of the run, and a least-squares slope;
 - *jitter*: p90 / median;
 - *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly
-  (a schedule holds at least half of the stalls it spans), and which hook-timed phase their extra time went to;
+  (a schedule holds at least half of the stall events it spans, stalls in a row being one
+  event: a new loader's N workers stall its first N steps), and which hook-timed phase their
+  extra time went to;
   stalls of steps that ran under other processes' load (analysis/interference.py) are counted
   apart (``RunShape.busy_stalls``, ``quiet_stalls`` the pattern without them) even when those
   steps stay in the drift: the rules give them to the machine unless the cell has a periodic
@@ -620,15 +622,23 @@ def _stalls(
 ) -> StallPattern | None:
     """The stalled steps' pattern. ``ours``: the steps left out of ``steps`` for our own work in
     them, each with its time less that work (on the clock ``dur`` reads): those on the period
-    the read stalls keep count as stalls (``_finer_period``), their time less ours."""
+    the read stalls keep count as stalls (``_finer_period``), their time less ours. The period
+    is read from stall events, a burst of stalls in a row being one (``_bursts``)."""
     count = int(stalled.sum())
     if count < 2 or count >= len(dur) / 2 or total_s <= 0:
         return None
     idx = [steps[int(i)].index for i in np.flatnonzero(stalled)]
+    cut = STALL_FACTOR * median
+    # The schedule is read from events, a burst of stalls in a row being one (``_bursts``): a
+    # new DataLoader with 2 workers stalls its first two steps every epoch.
+    ours_t: Mapping[int, float] = ours or {}
+    times = {steps[int(i)].index: float(dur[int(i)]) for i in np.flatnonzero(stalled)}
+    bursts = _bursts(times, ours_t, cut)
+    events = [at for at, _ in bursts]
     # The period is read from the big stalls (over a quarter of the longest one): on a busy
     # machine tiny steps also stall now and then at random, which says nothing of a schedule.
     big_cut = 0.25 * float(dur[stalled].max())
-    big = [steps[int(i)].index for i in np.flatnonzero(stalled & (dur >= big_cut))]
+    big = [at for at, longest in bursts if longest >= big_cut]
     period = None
     if len(big) >= 3:
         gaps = Counter(b - a for a, b in itertools.pairwise(big))
@@ -637,11 +647,11 @@ def _stalls(
         # (a slow start: 60 steps on 2 threads of a busy machine read "Every 1 steps").
         if gap >= 2 and seen >= PERIOD_AGREEMENT * (len(big) - 1):
             period = int(gap)
-    if period is None and len(idx) >= PERIOD_MIN_STALLS:
-        period = _schedule(idx, steps[0].index, steps[-1].index)
+    if period is None and len(events) >= PERIOD_MIN_STALLS:
+        period = _schedule(events, steps[0].index, steps[-1].index)
     extra: list[float] = []
     if period is not None and ours:
-        period, kept = _finer_period(idx, period, ours, STALL_FACTOR * median)
+        period, kept = _finer_period(idx, period, ours, cut, events)
         extra = [ours[i] for i in kept]
         idx = sorted([*idx, *kept])
     excess = float(((dur[stalled] - median).sum() + sum(extra) - median * len(extra)) * weight)
@@ -650,7 +660,7 @@ def _stalls(
     if period is not None:
         # The steps on the schedule come first: they are the examples the report names ("every
         # 20 steps: e.g. 20, 40, 60"), not the random stalls of a busy machine around them.
-        on = _on_schedule(idx, period)
+        on = _on_schedule(idx, period, events)
         idx = on + [i for i in idx if i not in set(on)]
     return StallPattern(
         steps=tuple(idx[:MAX_STALL_INDICES]),
@@ -664,8 +674,42 @@ def _stalls(
     )
 
 
+def _bursts(
+    stalled: Mapping[int, float], ours: Mapping[int, float], cut: float
+) -> list[tuple[int, float]]:
+    """The stalled steps (each with its time) as bursts of steps in a row, in order: each burst
+    as its event's step and its longest time. A new DataLoader's iterator waits for the first
+    batch of each of its N workers, so every start of one (a loader made anew each epoch,
+    workers respawned) stalls about N steps in a row: one event of its schedule. Read stall by
+    stall, a 2-step burst every 16 steps put 9 of a run's 31 stalls on the schedule's phase and
+    as many on the next, under the half of them ``_schedule`` asks for, and its period was lost
+    under load. The event is the burst's first step at least half as long as its longest: a
+    random stall of a busy machine just before the start-up does not move it.
+    A step left out as ours (``_ours_times``) whose time less our work is over ``cut`` joins
+    the stall after it: the capture's look every 64 steps fell on a new loader's first step."""
+    runs: list[list[tuple[int, float]]] = []
+    for i in sorted(stalled):
+        before = [(i - 1, ours[i - 1])] if ours.get(i - 1, 0.0) > cut else []
+        last = runs[-1][-1][0] if runs else None
+        if last is not None and i - last == 1:
+            runs[-1].append((i, stalled[i]))
+        elif last is not None and i - last == 2 and before:
+            runs[-1] += [*before, (i, stalled[i])]
+        else:
+            runs.append([*before, (i, stalled[i])])
+    out = []
+    for burst in runs:
+        longest = max(t for _, t in burst)
+        out.append((next(i for i, t in burst if t >= 0.5 * longest), longest))
+    return out
+
+
 def _finer_period(
-    stalled: Sequence[int], period: int, ours: Mapping[int, float], cut: float
+    stalled: Sequence[int],
+    period: int,
+    ours: Mapping[int, float],
+    cut: float,
+    events: Sequence[int] | None = None,
 ) -> tuple[int, list[int]]:
     """The finest divisor of ``period`` whose slots off ``period``'s own, between the schedule's
     first and last stall, stalled as the schedule's do (``PERIOD_AGREEMENT`` of them): a step
@@ -674,8 +718,12 @@ def _finer_period(
     of the code's too. The capture looks at the run again every 64 steps (capture/session.py,
     ``RETIME_EVERY_STEPS``) and those steps are left out as ours: work every 32 steps (a
     validation pass each epoch of 32 batches) lost every other stall, and read "every 64" with
-    half its time. A busy machine's preemption may make one of them read under ``cut``."""
-    on = _on_schedule(stalled, period)
+    half its time. A busy machine's preemption may make one of them read under ``cut``.
+    With no finer period, the steps of ours on ``period``'s own phase that stalled so still
+    count (a loader made anew every 16 steps: steps 64 and 128 stalled as the others, and
+    their time was left out of the cost). ``events``: the bursts' events (``_bursts``), whose
+    phase is the schedule's."""
+    on = _on_schedule(stalled, period, events)
     if len(on) < 2:
         return period, []
     hit = set(stalled)
@@ -690,12 +738,18 @@ def _finer_period(
             return k, [
                 i for i, t in ours.items() if i not in hit and t > cut and (i - on[0]) % k == 0
             ]
-    return period, []
+    return period, [
+        i for i, t in ours.items() if i not in hit and t > cut and (i - on[0]) % period == 0
+    ]
 
 
-def _on_schedule(stalled: Sequence[int], period: int) -> list[int]:
-    """The stalled steps on the ``period``'s most kept phase (step index mod period)."""
-    phases = Counter(i % period for i in stalled)
+def _on_schedule(
+    stalled: Sequence[int], period: int, events: Sequence[int] | None = None
+) -> list[int]:
+    """The stalled steps on the ``period``'s most kept phase (step index mod period), the
+    phase read from ``events`` where given (the bursts' events, ``_bursts``: a 2-step burst's
+    second step, on the next phase, is kept as often, and more where our look hid a first)."""
+    phases = Counter(i % period for i in (events if events else stalled))
     keep = phases.most_common(1)[0][0]
     return [i for i in stalled if i % period == keep]
 

@@ -81,6 +81,17 @@ def test_a_loader_assigned_in_the_epoch_loop_gets_the_patch():
     assert _finding(CELL.replace(", num_workers=2", "")) is None
 
 
+def test_stalls_in_making_the_iterator_are_the_start_up_those_of_the_model_are_not():
+    # iter(loader) forks the workers before the first batch is asked for: its time is the
+    # step's rest ("other"), most of the stall under load (workers_respawn at load 16-19:
+    # 54-59% "other", and the finding read info, unbounded). The model's phases are not the
+    # loader's start-up.
+    f = _finding(CELL, phase="other")
+    assert f is not None and f.severity == "high" and f.gain_bound == pytest.approx(1 / 0.7)
+    g = _finding(CELL, phase="backward")
+    assert g is not None and g.severity == "info" and g.gain_bound is None
+
+
 def test_a_loader_that_reads_the_epoch_gets_words_but_no_patch():
     f = _finding(CELL.replace("DataLoader(ds,", "DataLoader(parts[epoch],"))
     assert f is not None and f.fix_id is None

@@ -708,6 +708,14 @@ def _main_process_loads(run: Run, facts: SourceFacts) -> bool:
     return workers_in_use(run, loader_in_use(facts))[0] == 0
 
 
+# The hook-timed phases a new loader's start-up lands in: the wait for its workers' first
+# batches (``__next__``: data), and ``iter(loader)`` itself, which forks the workers before the
+# first ``__next__`` (no hook of ours: the step's rest, "other"). Under load the fork takes
+# longer than the first batches: unseen workers_respawn at load 16-19 read its stalls every 20
+# steps 54-59% "other", and the finding went to info, unbounded. None: the phases not timed.
+START_UP_PHASES = (None, "data", "other")
+
+
 @dataclass(frozen=True)
 class RemadeLoader(Said):
     at: RemadeLoaderAt
@@ -727,9 +735,10 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     epoch loop, or a function that builds it called in the step loop's header): every new
     loader starts its workers again and its first batch waits for them; ``persistent_workers``
     does nothing for a loader thrown away. The fix builds it once, above the loop
-    (``persistent_loader``). Evidence: the run's stalls with a period in the data wait; bound:
-    Amdahl over their share (a ceiling: a persistent loader's first batch still waits for its
-    prefetch). Without such stalls: info, unbounded (a long epoch hides the start-up)."""
+    (``persistent_loader``). Evidence: the run's stalls with a period in the data wait or in
+    making the iterator (``START_UP_PHASES``); bound: Amdahl over their share (a ceiling: a
+    persistent loader's first batch still waits for its prefetch). Without such stalls: info,
+    unbounded (a long epoch hides the start-up)."""
     if facts.tree is None:
         return None
     at = next(iter(remade_loaders(facts.tree, facts.loaders)), None)
@@ -745,7 +754,7 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     periodic = [
         x
         for x in read
-        if x is not None and x.period_steps and x.phase in (None, "data") and x.share > 0
+        if x is not None and x.period_steps and x.phase in START_UP_PHASES and x.share > 0
     ]
     # The steps' own time (less each step's wait for a core) where read: the stalls the code
     # makes. The bound takes the larger share: the start-up is the new workers' CPU work (a

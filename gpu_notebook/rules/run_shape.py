@@ -27,6 +27,7 @@ from gpu_notebook.rules.common import (
     severity_of,
     share,
 )
+from gpu_notebook.rules.input_pipeline import remade_loader
 
 DRIFT_FACTOR = 1.5
 BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's
@@ -255,6 +256,13 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         # or the host syncs, with no periodic block of the cell behind it: the input or sync
         # rule names that cause, with a fix; a stall finding would count the same time again.
         return None
+    if block is None:
+        loader = remade_loader(run, analysis, facts)
+        if loader is not None and loader.gain_bound is not None:
+            # The stalls are the start-up of a DataLoader made anew every epoch, which
+            # input.remade_loader names with their cost and its fix (build it once): a stall
+            # finding beside it said "make the periodic work cheaper or rarer" of the same time.
+            return None
     bound = gain_bound(stalls.share, analysis)
     severity = severity_of(stalls.share, low=STALL_SHARE) or "low"
     at_random = not stalls.period_steps and block is None

@@ -104,6 +104,9 @@ class LiveFacts:
     # Class names of the torch Datasets bound to names the cell reads ("ds" -> "TensorDataset").
     dataset_types: tuple[tuple[str, str], ...] = ()
     data_hooks: tuple[LiveDataHook, ...] = ()
+    # Names bound to a list or tuple of numpy arrays (its first item read, nothing called): a
+    # ``torch.tensor([rows[i] for i in idx])`` over it parses every number in Python.
+    array_lists: frozenset[str] = frozenset()
     # Names we could not read, and why ("odd", "TypeError"): their findings are missing, so the
     # report says which (a note, never a failure).
     skipped: tuple[tuple[str, str], ...] = ()
@@ -135,6 +138,7 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
     optimizers: list[LiveOptimizer] = []
     datasets: list[tuple[str, str]] = []
     hooks: list[LiveDataHook] = []
+    array_lists: set[str] = set()
     skipped: list[tuple[str, str]] = []
     unread: list[str] = []
     data = sys.modules.get("torch.utils.data")
@@ -155,6 +159,8 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
                 optimizers.append(_optimizer(name, value))
             elif data is not None and issubclass(kind, data.Dataset):
                 datasets.append((name, kind.__name__))
+            elif _holds_arrays(value):
+                array_lists.add(name)
             hook = _data_hook(name, value)
         except Exception as exc:  # noqa: BLE001 -- an object we cannot read is ours to skip, never the cell's failure
             skipped.append((name, f"a {kind.__name__}; reading it raised {type(exc).__name__}"))
@@ -175,9 +181,19 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
         dynamo_recompile_limit=limit,
         dataset_types=tuple(datasets),
         data_hooks=tuple(hooks),
+        array_lists=frozenset(array_lists),
         skipped=tuple(skipped),
         unread=tuple(dict.fromkeys(unread)),
     )
+
+
+def _holds_arrays(value: Any) -> bool:
+    """A built-in list or tuple whose first item is a numpy array (exact types: a subclass of
+    list may run code of its own on indexing)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or type(value) not in (list, tuple) or not value:
+        return False
+    return issubclass(type(value[0]), numpy.ndarray)
 
 
 def _data_hook(name: str, value: Any) -> LiveDataHook | None:

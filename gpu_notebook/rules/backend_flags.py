@@ -13,15 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.kernels import fp32_matmul_kernel_share, kernel_share
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import (
     compute_capability,
     found,
-    fp32_matmul_kernel_share,
     gain_bound,
     has_gpu,
-    kernel_share,
     severity_of,
 )
 from gpu_notebook.rules.precision import autocast_idle

@@ -39,11 +39,12 @@ import math
 import re
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.kernels import kernel_share
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted
 from gpu_notebook.cell.words import last
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity, StepClockRecord
-from gpu_notebook.rules.common import found, has_gpu, kernel_share
+from gpu_notebook.rules.common import found, has_gpu
 
 # Operators whose deterministic form differs on a GPU (torch.use_deterministic_algorithms' list;
 # cuDNN convolutions for both flags), as host op names in the trace.

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.kernels import fp32_matmul_kernel_share, runs_matmuls
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.scaler import precision, scaler_off, scalers_made
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     compute_capability,
     found,
-    fp32_matmul_kernel_share,
     gain_bound,
     gpu_name,
-    runs_matmuls,
     severity_of,
 )
 

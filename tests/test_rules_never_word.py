@@ -35,7 +35,7 @@ STILL_WORDING: dict[str, int] = {
     "report/compare.py": 3,
     "report/consistency.py": 7,
     "report/from_trace.py": 2,
-    "report/job.py": 4,
+    "report/job.py": 1,
     "capture/children.py": 1,
     "capture/nvml.py": 13,
     "capture/profiler.py": 3,

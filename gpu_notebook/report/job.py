@@ -439,16 +439,19 @@ def _cause(
 
 
 def _roles(ranks: Sequence[RankFacts], straggler: Straggler | None) -> dict[str, str]:
+    """Each rank's role in the job, worded by ``words.job`` (the job report's JSON holds it)."""
+    from gpu_notebook.words.job import role_words
+
     roles: dict[str, str] = {}
     for r in ranks:
         if r.status != "ok":
-            roles[str(r.rank)] = f"failed: {r.error}" if r.error else "failed"
+            roles[str(r.rank)] = role_words("failed", error=r.error)
         elif straggler is not None and r.rank == straggler.rank:
-            roles[str(r.rank)] = "straggler: the others wait for it"
+            roles[str(r.rank)] = role_words("straggler")
         elif straggler is not None and r.rank in straggler.waiting_ranks and straggler.wait_s:
-            roles[str(r.rank)] = f"waits for rank {straggler.rank} in collectives"
+            roles[str(r.rank)] = role_words("waits", straggler=straggler.rank)
         elif r.comm_s is not None and r.step_s and r.comm_s >= STRAGGLER_THRESHOLD * r.step_s:
-            roles[str(r.rank)] = "comm-bound: waits in collectives"
+            roles[str(r.rank)] = role_words("comm")
         else:
             roles[str(r.rank)] = r.verdict
     return roles

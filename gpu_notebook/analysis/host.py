@@ -36,6 +36,7 @@ __all__ = [
     "outside_ops_share",
     "overhead_near_line",
     "overhead_reach",
+    "per_sample_model_share",
 ]
 
 SMALL_OP_US = 30.0
@@ -502,3 +503,26 @@ def outside_ops_share(analysis: Analysis) -> float | None:
     data_us = phases.phase_total_us.get("data", 0.0) / n
     ops_us = (1.0 - analysis.host.between_ops_share) * window.total_us / len(window.steps)
     return max(share, min(1.0, max(0.0, step_us - data_us - ops_us) / step_us))
+
+
+def per_sample_model_share(analysis: Analysis, real_work_us: float) -> float:
+    """The share of the window's model side (every phase but the data wait) spent in operators
+    whose work grows with the batch: ``HostOverhead.model_work_share`` where the trace read it,
+    else matmuls, convolutions and operators whose typical call takes ``real_work_us`` or more,
+    by self time among the window's top ten operators. 0 where nothing is read."""
+    host = analysis.host
+    if host is not None and host.model_work_share is not None:
+        return host.model_work_share
+    phases = analysis.window_phases or analysis.phases
+    if phases is None:
+        return 0.0
+    model_us = phases.total_us - phases.phase_total_us.get("data", 0.0)
+    if model_us <= 0:
+        return 0.0
+    work = sum(
+        op.self_us
+        for op in analysis.top_ops
+        if op.device == "cpu"
+        and (MATMUL_OP.match(op.name) or (op.median_self_us or 0.0) >= real_work_us)
+    )
+    return min(1.0, work / model_us)

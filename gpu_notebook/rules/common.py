@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_notebook.analysis.host import MATMUL_OP
 from gpu_notebook.analysis.uncertainty import share_interval
 
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
@@ -348,7 +347,7 @@ def bigger_batch_bound_low(factor: int, analysis: Analysis) -> float | None:
 def bigger_batch_gain_low(factor: int, analysis: Analysis, per_sample: float) -> float | None:
     """The least a batch ``factor`` times bigger gains on a CPU: only the model side's per-step
     cost is amortized (the optimizer step, zero_grad, Python between operators, per-op
-    dispatch), while its ``per_sample`` share (``per_sample_model_share``: operators whose work
+    dispatch), while its ``per_sample`` share (``analysis.host.per_sample_model_share``: operators whose work
     grows with the batch) grows with it as the data does. With the data share ``d`` at its
     interval's high end and ``m = 1 - d``: ``1 / (d + m * per_sample + m * (1 - per_sample) /
     factor)``, never above the bound. accum_tqdm's convolutions made 79% of its model side: at
@@ -360,30 +359,6 @@ def bigger_batch_gain_low(factor: int, analysis: Analysis, per_sample: float) ->
     grows = data + (1.0 - data) * min(1.0, max(0.0, per_sample))
     low = 1.0 / (grows + (1.0 - grows) / factor)
     return min(low, bigger_batch_bound(factor, analysis))
-
-
-def per_sample_model_share(analysis: Analysis, real_work_us: float) -> float:
-    """The share of the window's model side (every phase but the data wait) spent in operators
-    whose work grows with the batch: ``HostOverhead.model_work_share`` where the trace read it,
-    else matmuls, convolutions and operators whose typical call takes ``real_work_us`` or more,
-    by self time among the window's top ten operators. 0 where nothing is read."""
-
-    host = analysis.host
-    if host is not None and host.model_work_share is not None:
-        return host.model_work_share
-    phases = analysis.window_phases or analysis.phases
-    if phases is None:
-        return 0.0
-    model_us = phases.total_us - phases.phase_total_us.get("data", 0.0)
-    if model_us <= 0:
-        return 0.0
-    work = sum(
-        op.self_us
-        for op in analysis.top_ops
-        if op.device == "cpu"
-        and (MATMUL_OP.match(op.name) or (op.median_self_us or 0.0) >= real_work_us)
-    )
-    return min(1.0, work / model_us)
 
 
 def _data_share(analysis: Analysis) -> float | None:

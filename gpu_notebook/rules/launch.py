@@ -41,6 +41,7 @@ from gpu_notebook.analysis.host import (
     heaviest_matmul_us,
     host_bound,
     in_memory_host_bound,
+    per_sample_model_share,
 )
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
@@ -67,7 +68,6 @@ from gpu_notebook.rules.common import (
     has_gpu,
     input_or_sync_speaks,
     loader_in_use,
-    per_sample_model_share,
     severity_in,
     severity_of,
     share,

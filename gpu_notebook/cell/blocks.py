@@ -46,7 +46,7 @@ def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
             if not isinstance(node, ast.If):
                 continue
             every = _modulus(node.test, constants)
-            if every is None:
+            if every is None or not cell.in_cell(node):  # not yet said through calls
                 continue
             body = "\n".join(ast.unparse(stmt) for stmt in node.body)
             work = next((kind for kind, pattern in WORK_KINDS if pattern.search(body)), "work")
@@ -68,6 +68,8 @@ def epoch_blocks(cell: CellTree | None) -> list[Periodic]:
             continue
         for loop in cell.loops:
             if loop is step or cell.trains[id(loop)] or cell.enclosing_loop(loop) is not epoch:
+                continue
+            if not cell.in_cell(loop):  # not yet said through calls (cell.calls)
                 continue
             body = "\n".join(ast.unparse(stmt) for stmt in loop.body)
             work = next((kind for kind, pattern in WORK_KINDS if pattern.search(body)), "work")
@@ -154,6 +156,7 @@ def kept_graph_calls(
 def kept_graph_line(cell: CellTree | None) -> tuple[int, str, str] | None:
     """The first of :func:`kept_graph_calls`: (line, text, name)."""
     found = kept_graph_calls(cell.tree, frozenset(cell.models)) if cell is not None else []
+    found = [c for c in found if cell is not None and cell.in_cell(c)]
     if cell is None or not found:
         return None
     return cell.line_of(found[0]), cell.text_of(found[0]), dotted(found[0].args[-1]) or ""

@@ -33,6 +33,29 @@ SyncKind = Literal[
 ValidationKind = Literal["eval", "no_grad", "val-loop", "val-call"]
 
 
+# Reading lines of the k-th function read above the cell start at k * ORIGIN_LINES: apart from
+# every line of a cell.
+ORIGIN_LINES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A function of the user's the cell calls, defined before it (``cell.calls``): where, and
+    its source as the reading holds it (above the cell, its lines numbered from ``offset``)."""
+
+    filename: str  # its code object's file: another cell's compiled name, or a user's .py file
+    function: str  # its name
+    cell_number: int | None  # In[N] of the cell that defined it, where IPython numbers it
+    in_file: bool  # a user's file (never edited: its fix is a refusal that says the change)
+    first_line: int  # the line of its ``def`` (or first decorator) there
+    offset: int  # a reading line is ``offset + k`` for its text's line k (never a cell line)
+    text: str = dataclasses.field(compare=False, repr=False)  # its source, dedented
+
+    def line_there(self, reading_line: int) -> int:
+        """The line of its cell or file a reading line is."""
+        return self.first_line + reading_line - self.offset - 1
+
+
 @dataclass(frozen=True)
 class SourceLine:
     """One line of the cell a rule can point at."""
@@ -55,9 +78,22 @@ class SourceLine:
     # The ast node it came from (cell/parse.py finds the libcst node of the same code, which a
     # fix edits); not part of the fact's value.
     node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)
+    # Where it is when not in the cell: a function of the user's the cell calls (cell.calls);
+    # ``line`` is then the reading's (``Origin.offset`` on), never a line of the cell.
+    origin: Origin | None = None
     # The other nodes of the same kind on the line (``a.item() + b.item()``), which a fix edits
     # too; one fact per line and kind.
     others: tuple[ast.AST, ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    @property
+    def cell_line(self) -> int | None:
+        """The line of the measured cell it is on (None: in a function the cell calls)."""
+        return self.line if self.origin is None else None
+
+    @property
+    def line_there(self) -> int:
+        """The line of the cell or file it is on, as the user sees it there."""
+        return self.line if self.origin is None else self.origin.line_there(self.line)
 
 
 @dataclass(frozen=True)
@@ -185,6 +221,8 @@ class SourceFacts:
     # The parsed cell these facts came from (loops, step loops, models, positions): a rule that
     # needs a fact no field holds reads it here rather than parsing the cell again.
     tree: CellTree | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    origins: tuple[Origin, ...] = ()  # the functions read with the cell (cell.calls)
 
     def constructor_of(self, name: str) -> str | None:
         return next((c for n, c in reversed(self.constructed) if n == name), None)

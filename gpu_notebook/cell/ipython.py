@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,3 +226,22 @@ def _line_ending(line: str) -> str:
     if line.endswith(("\n", "\r")):
         return line[-1]
     return ""
+
+
+def cell_number(filename: str) -> int | None:
+    """The execution number IPython gave the cell compiled under ``filename`` ("In[3]"), as its
+    tracebacks name it (``shell.compile.format_code_name``); None when there is no shell, or the
+    file is not one of its cells. IPython is asked only when already imported."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    compiler = getattr(shell, "compile", None)
+    named = getattr(compiler, "format_code_name", None)
+    label = named(filename) if callable(named) else None
+    if isinstance(label, tuple) and len(label) == 2:
+        number = re.fullmatch(r"In\[(\d+)\]", str(label[1]))
+        if number is not None:
+            return int(number.group(1))
+    if filename.startswith("<ipython-input-"):  # terminal IPython's name holds it
+        head = filename[len("<ipython-input-") :].split("-", 1)[0]
+        return int(head) if head.isdigit() else None
+    return None

@@ -26,7 +26,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpu_notebook.cell.facts import LoopFacts, SourceFacts
+from gpu_notebook.cell.calls import callees
+from gpu_notebook.cell.facts import LoopFacts, Origin, SourceFacts
 from gpu_notebook.cell.ipython import (
     PLACEHOLDER_LINE,
     NotPythonCell,
@@ -75,44 +76,57 @@ def cell_facts(
     source: str, namespace: Mapping[str, Any] | None = None, *, line_offset: int = CELL_LINE_OFFSET
 ) -> SourceFacts:
     """Static facts of ``source`` plus the live objects behind the names it reads."""
-    facts = scan_source(source, line_offset=line_offset)
+    origins = callees(source, namespace)
+    facts = scan_source(source, line_offset=line_offset, origins=origins)
     if namespace is None or not facts.parsed:
         return facts
     live = live_facts(namespace, facts.names_read)
     models = {m.name for m in live.models}
     if models - facts.model_names:
         # Rescan knowing which names hold modules: inference loops and copies depend on it.
-        facts = scan_source(source, line_offset=line_offset, model_names=models)
+        facts = scan_source(source, line_offset=line_offset, model_names=models, origins=origins)
     return dataclasses.replace(facts, live=live)
 
 
 def scan_source(
-    source: str, *, line_offset: int = 0, model_names: Iterable[str] = ()
+    source: str,
+    *,
+    line_offset: int = 0,
+    model_names: Iterable[str] = (),
+    origins: tuple[Origin, ...] = (),
 ) -> SourceFacts:
     """Scan a cell. ``line_offset`` is added to every line (1 for ``Run.cell_source``).
 
-    ``model_names`` adds names known to hold modules (from the live namespace). Never raises on
-    user code: a cell that is not Python comes back with ``parsed=False`` and the reason.
+    ``model_names`` adds names known to hold modules (from the live namespace). ``origins``: the
+    user's functions the cell calls (``cell.calls.callees``), read above it (their facts keep
+    their origin). Never raises on user code: a cell that is not Python comes back with
+    ``parsed=False`` and the reason.
     """
     try:
         cell = protect(source)
     except NotPythonCell as exc:
         return SourceFacts(parsed=False, parse_error=str(exc))
-    lines = cell.code.splitlines()
-    mapping: list[int] = []
+    above = [
+        (origin.offset + k, text)
+        for origin in origins
+        for k, text in enumerate(origin.text.splitlines(), start=1)
+    ]
+    lines = [text for _, text in above] + cell.code.splitlines()
+    mapping: list[int] = [line for line, _ in above]
     original = 1 + (1 if cell.magic_line else 0)
-    for text in lines:
+    for text in lines[len(above) :]:
         mapping.append(original + line_offset)
         match = PLACEHOLDER_LINE.match(text)
         # A placeholder already in the text (a fix reading the protected cell) is one line.
         index = int(match.group("index")) if match else len(cell.originals)
         original += len(cell.originals[index]) if index < len(cell.originals) else 1
     try:
-        tree = parse_ast(cell.code)
+        tree = parse_ast("".join(o.text for o in origins) + cell.code)
     except SyntaxError as exc:
         where = mapping[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(mapping) else None
         return SourceFacts(parsed=False, parse_error=f"not valid Python (line {where}): {exc.msg}")
-    return _facts(CellTree(tree, lines, mapping, frozenset(model_names)), cell.originals)
+    read = CellTree(tree, lines, mapping, frozenset(model_names), origins)
+    return dataclasses.replace(_facts(read, cell.originals), origins=origins)
 
 
 def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> SourceFacts:
@@ -126,8 +140,9 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
     return SourceFacts(
         parsed=True,
         tree=tree,
-        loaders=tuple(loaders(tree)),
-        optimizers=tuple(optimizers(tree)),
+        # Not yet said through calls (cell.calls): the cell's own loaders and optimizers.
+        loaders=tuple(ld for ld in loaders(tree) if ld.node is None or tree.in_cell(ld.node)),
+        optimizers=tuple(o for o in optimizers(tree) if o.node is None or tree.in_cell(o.node)),
         loops=loops,
         model_names=frozenset(tree.models),
         names_read=frozenset(
@@ -144,6 +159,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
             (target.id, last(dotted(node.value.func)))
             for node in ast.walk(tree.tree)
             if isinstance(node, ast.Assign)
+            and tree.in_cell(node)
             and isinstance(node.value, ast.Call)
             and dotted(node.value.func) is not None
             for target in node.targets
@@ -152,8 +168,9 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         validation=tuple(validation(tree)),
         frozen_forwards=tuple(frozen_forwards(tree)),
         per_sample_loops=tuple(per_sample_loops(tree)),
-        blocking_copies=tuple(copies(tree, blocking=True)),
-        non_blocking_copies=len(copies(tree, blocking=False)),
+        # Not yet said through calls (cell.calls): the cell's own copies.
+        blocking_copies=tuple(c for c in copies(tree, blocking=True) if c.origin is None),
+        non_blocking_copies=len([c for c in copies(tree, blocking=False) if c.origin is None]),
         inference_loops=inference_loops(tree, loops),
         eval_called=frozenset(
             name
@@ -163,7 +180,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         autocast="autocast" in called,
         grad_scaler="GradScaler" in called,
         compiled=compiled(tree),
-        created=tuple(created(tree)),
+        created=tuple((name, node) for name, node in created(tree) if tree.in_cell(node)),
         training_arguments=tuple(
             sorted(
                 (c for c in tree.calls() if last(dotted(c.func)) == "TrainingArguments"),
@@ -185,7 +202,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         data_parallel=tuple(
             tree.source_line(c, "DataParallel")
             for c in tree.calls()
-            if last(dotted(c.func)) == "DataParallel"
+            if last(dotted(c.func)) == "DataParallel" and tree.in_cell(c)
         ),
         convolutions=any(
             re.fullmatch(
@@ -224,7 +241,7 @@ def _bindings(
         elif isinstance(node, ast.Expr) and (index := _placeholder(node)) is not None:
             held = originals[index] if index < len(originals) else ()
             names, spans = list(bound_by(held)), len(held)
-        if not names:
+        if not names or not tree.in_cell(node):  # the cell's own: what it binds
             continue
         first = tree.line_of(node)
         end = int(getattr(node, "end_lineno", 0) or getattr(node, "lineno", 1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
-from gpu_notebook.cell.facts import SourceLine
+from gpu_notebook.cell.facts import ORIGIN_LINES, Origin, SourceLine
 from gpu_notebook.cell.names import (
     Parents,
     dotted,
@@ -51,12 +51,20 @@ class CellTree(Parents):
     """The parsed cell and the structure every scanner family reads: positions, loops, models."""
 
     def __init__(
-        self, tree: ast.Module, lines: list[str], mapping: list[int], live_models: frozenset[str]
+        self,
+        tree: ast.Module,
+        lines: list[str],
+        mapping: list[int],
+        live_models: frozenset[str],
+        origins: tuple[Origin, ...] = (),
     ) -> None:
         super().__init__(tree)
         self.tree = tree
         self.lines = lines
         self.mapping = mapping
+        # The user's functions read above the cell (cell.calls): a line from ``offset`` on is one
+        # of theirs.
+        self.origins = {origin.offset: origin for origin in origins}
         self._calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
         self.models = self._model_names() | live_models
         self.loops: list[Loop] = [n for n in ast.walk(tree) if isinstance(n, Loop)]
@@ -112,6 +120,16 @@ class CellTree(Parents):
     def line_of(self, node: ast.AST) -> int:
         lineno = getattr(node, "lineno", 1)
         return self.mapping[lineno - 1] if 0 < lineno <= len(self.mapping) else lineno
+
+    def origin_of(self, node: ast.AST) -> Origin | None:
+        """The function of an earlier cell or a user's file ``node`` is in (None: the cell)."""
+        line = self.line_of(node)
+        return self.origins.get(line - line % ORIGIN_LINES) if line >= ORIGIN_LINES else None
+
+    def in_cell(self, node: ast.AST) -> bool:
+        """``node`` is the measured cell's own, not a function's read above it (cell.calls):
+        the families not yet said through calls keep to these."""
+        return self.line_of(node) < ORIGIN_LINES
 
     def text_of(self, node: ast.AST) -> str:
         lineno = getattr(node, "lineno", 1)
@@ -199,6 +217,7 @@ class CellTree(Parents):
             loop_line=self.line_of(loop) if loop is not None else None,
             step_loop_line=self.line_of(step_loop) if step_loop is not None else None,
             node=node,
+            origin=self.origin_of(node),
         )
 
     # ---------------------------------------------------------------- what names hold

@@ -115,7 +115,8 @@ def retained_backwards(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     """The step runs backward once per loss over a graph they share."""
     if facts.tree is None:
         return None
-    groups = backward_groups(facts.tree)
+    tree = facts.tree
+    groups = [g for g in backward_groups(tree) if tree.in_cell(g[0])]  # not yet through calls
     if not groups:
         return None
     group = groups[0]

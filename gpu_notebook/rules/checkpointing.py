@@ -86,7 +86,7 @@ def checkpointing_calls(tree: CellTree) -> list[tuple[ast.Call, Form]]:
     out: list[tuple[ast.Call, Form]] = []
     for call in tree.calls():
         form = _form(call, modules, functions)
-        if form is not None:
+        if form is not None and tree.in_cell(call):  # not yet said through calls
             out.append((call, form))
     out.sort(key=lambda item: (tree.line_of(item[0]), item[0].col_offset))
     return out

@@ -26,7 +26,7 @@ from gpu_notebook.analysis.uncertainty import share_interval
 # Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
 # which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
-from gpu_notebook.cell.facts import LoaderCall, SourceFacts, SourceLine
+from gpu_notebook.cell.facts import ORIGIN_LINES, LoaderCall, SourceFacts, SourceLine
 from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, RunPhase, Said, Severity
@@ -315,6 +315,8 @@ def found(
     share read (``Finding.gain_ceiling``; None: no such ceiling)."""
     if fix is not None:
         fix_id = fix.fix_id  # found in the module by rules.RULE_FIXES
+    if line is not None and line >= ORIGIN_LINES:
+        line = None  # a line of a function the cell calls (cell.calls): not one of the cell
     return Finding(rule_id, "", severity, (), phase_share, bound, "", line=line, fix_id=fix_id,
                    fix_params=dict(fix_params or {}), gain_low=low, bound_low=bound_low,
                    gain_ceiling=ceiling, said=said)  # fmt: skip

@@ -91,7 +91,11 @@ def _reaches_a_step(tree: CellTree, call: ast.Call) -> bool:
 def anomaly_detection(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The step loop runs with autograd's anomaly detection on."""
     hits = (
-        [facts.tree.source_line(c, "anomaly") for c in anomaly_calls(facts.tree)]
+        [
+            facts.tree.source_line(c, "anomaly")
+            for c in anomaly_calls(facts.tree)
+            if facts.tree.in_cell(c)
+        ]
         if facts.tree is not None
         else []
     )
@@ -110,7 +114,7 @@ def _on_outside(run: Run, facts: SourceFacts) -> Finding | None:
     if not on or 2 * on < read:
         return None
     tree = facts.tree
-    own = [c for c in tree.calls() if _turns_on(c)] if tree is not None else []
+    own = [c for c in tree.calls() if _turns_on(c) and tree.in_cell(c)] if tree is not None else []
     said = AnomalyOnOutside(
         on, read, clock.anomaly_caller, tree.line_of(own[0]) if tree and own else None
     )

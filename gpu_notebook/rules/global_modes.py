@@ -117,7 +117,7 @@ def _cell_line(facts: SourceFacts, names: tuple[str, ...]) -> int | None:
     tree = facts.tree
     if tree is None:
         return None
-    calls = [c for c in tree.calls() if last(dotted(c.func) or "") in names]
+    calls = [c for c in tree.calls() if last(dotted(c.func) or "") in names and tree.in_cell(c)]
     return tree.line_of(calls[0]) if calls else None
 
 
@@ -126,8 +126,10 @@ def _cudnn_assigned(facts: SourceFacts) -> int | None:
     if tree is None:
         return None
     for node in ast.walk(tree.tree):
-        if isinstance(node, ast.Assign) and any(
-            (dotted(t) or "").endswith("cudnn.deterministic") for t in node.targets
+        if (
+            isinstance(node, ast.Assign)
+            and tree.in_cell(node)
+            and any((dotted(t) or "").endswith("cudnn.deterministic") for t in node.targets)
         ):
             return tree.line_of(node)
     return None

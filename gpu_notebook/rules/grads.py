@@ -54,7 +54,7 @@ def zero_filled(tree: CellTree) -> list[tuple[ast.AST, Form]]:
     statements, in source order: what the rule reports and the fix edits (the same nodes)."""
     out: list[tuple[ast.AST, Form]] = []
     for call in tree.calls():
-        if tree.step_loop_of(call) is None:
+        if tree.step_loop_of(call) is None or not tree.in_cell(call):  # not yet through calls
             continue
         method = method_of(call)
         if method == "zero_grad" and _keeps_grads(call):

@@ -83,7 +83,8 @@ def host_made(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | Non
     """The step loop makes a tensor on the host and copies it to the GPU."""
     if analysis.gpu is None or facts.tree is None:
         return None
-    hits = [facts.tree.source_line(c, "host-made") for c in host_made_calls(facts.tree)]
+    tree = facts.tree
+    hits = [tree.source_line(c, "host-made") for c in host_made_calls(tree) if tree.in_cell(c)]
     if not hits:
         return None
     copy = share(analysis, "copy")

@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.elsewhere import source_trains
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import dotted
 from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import found, share
@@ -21,8 +21,7 @@ from gpu_notebook.rules.common import found, share
 
 @dataclass(frozen=True)
 class AutogradOn(Said):
-    line: int | None  # the loop that runs the model with autograd on (None: train mode only)
-    text: str | None  # that line's source
+    loop: SourceLine | None  # the loop that runs the model with autograd on (None: train mode)
     train_mode: tuple[str, ...]  # live models in train mode the cell does not put in eval
     forward: float | None  # forward passes' share of the step
 
@@ -48,12 +47,12 @@ def autograd_in_inference(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     if not loops and not training_models:
         return None
     said = AutogradOn(
-        loops[0].line if loops else None,
-        loops[0].text if loops else None,
+        loops[0] if loops else None,
         tuple(m.name for m in training_models if m.name not in facts.eval_called),
         share(analysis, "forward"),
     )
-    return found("inference.autograd_on", "medium", said, line=said.line, fix_id="inference_mode")
+    line = loops[0].cell_line if loops else None
+    return found("inference.autograd_on", "medium", said, line=line, fix_id="inference_mode")
 
 
 # A call whose last name holds one of these trains the model it is handed (`trainer.fit(lit)`,

@@ -122,7 +122,7 @@ def scaler_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     bound = gain_bound(ops.share, analysis)
     first = tree.source_line(made[0][1], "grad-scaler") if made else None
     said = ScalerUnneeded(
-        first.line if first else None, first.text if first else None, kind, ops.calls,
+        first.cell_line if first else None, first.text if first else None, kind, ops.calls,
         ops.steps, ops.share, bound, ops.on_device,
     )  # fmt: skip
     return found("precision.scaler_unneeded", severity_of(ops.share) or "low", said,

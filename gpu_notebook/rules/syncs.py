@@ -121,10 +121,17 @@ def lines_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> float | No
     """Share of the sampled time spent on ``lines`` (their read, formatting and printing); None
     when lines were not sampled, or too few times to measure a share (``MIN_LINE_SAMPLES``)."""
     stacks = analysis.stacks
-    if stacks is None or not stacks.lines or stacks.samples < MIN_LINE_SAMPLES:
+    if stacks is None or stacks.samples < MIN_LINE_SAMPLES:
         return None
-    wanted = {s.line for s in lines}
-    return sum(stat.share for stat in stacks.lines if stat.line in wanted)
+    if not (stacks.lines or stacks.script_lines):
+        return None
+    wanted = {s.line for s in lines if s.origin is None}
+    # A line of a function the cell calls (cell.calls): the sampler names it by its own file.
+    there = {(s.origin.filename, s.line_there) for s in lines if s.origin is not None}
+    own = sum(stat.share for stat in stacks.lines if stat.line in wanted)
+    return own + sum(
+        stat.share for stat in stacks.script_lines if (stat.filename, stat.line) in there
+    )
 
 
 def removable_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> tuple[float | None, How]:
@@ -202,7 +209,7 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     removed = every_n(removable)
     bound = gain_bound(removed, analysis)
     said = PerStepSyncs(optional, needed, sync, removable, how, other, reads, gpu, bound)
-    first = optional[0].line if optional else None
+    first = optional[0].cell_line if optional else None
     if not gpu and removable is None:
         # Nothing bounds what the fix saves here: said, not offered (issue 26).
         return found("syncs.per_step", "info", said, line=first)
@@ -230,7 +237,7 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
     said = NeededReads(needed[0], removable, how, has_gpu(run), bound)
     severity: Severity = "low" if removable is None or removable < WARN else "medium"
     return found("syncs.needed_read", severity, said, phase_share=removed, bound=bound,
-                 line=needed[0].line)  # fmt: skip
+                 line=needed[0].cell_line)  # fmt: skip
 
 
 TIE = 40  # where its findings tie: the verdict table's order (rules._families)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from gpu_notebook.cell.facts import SourceLine
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import PhaseBreakdown, Said
 from gpu_notebook.rules.common import RESIDUAL_PHASES
@@ -72,3 +74,33 @@ def data_wait_evidence(
     """The evidence line of the data wait, with where the phase split came from (``where``)."""
     source = f" ({phase_source(phases)})" if where else ""
     return f"waiting for the next batch: {fmt_share(data)} of the step{source}"
+
+
+def at(line: SourceLine) -> str:
+    """Where a fact's line is, as the user finds it: the measured cell's "line 7", another
+    cell's "In[3] line 4" (as IPython's tracebacks name a cell), a user's file's "utils.py:14"
+    (a function the cell calls, read with it: ``cell.calls``)."""
+    origin = line.origin
+    if origin is None:
+        return f"line {line.line}"
+    there = line.line_there
+    if origin.in_file:
+        return f"{_file_label(origin.filename)}:{there}"
+    if origin.cell_number is not None:
+        return f"In[{origin.cell_number}] line {there}"
+    return f"line {there} of `{origin.function}()` (another cell)"
+
+
+def lines_at(lines: Sequence[SourceLine], most: int = 6) -> str:
+    """``line(s) 4, 7`` of the cell, or each line's place where one is elsewhere."""
+    shown = lines[:most]
+    more = " ..." if len(lines) > most else ""
+    if all(s.origin is None for s in shown):
+        return "line(s) " + ", ".join(str(s.line) for s in shown) + more
+    return ", ".join(at(s) for s in shown) + more
+
+
+def _file_label(filename: str) -> str:
+    """A user's file as they name it: relative to the working directory when under it."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith(os.pardir) else relative

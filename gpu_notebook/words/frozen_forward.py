@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.frozen_forward import FrozenForward
-from gpu_notebook.words.common import Words, phase_source, worder, words
+from gpu_notebook.words.common import Words, at, phase_source, worder, words
 
 _SOURCE = (
     "TraceML step_time policy (residual warn 10%, critical 20%); PyTorch knowledge distillation "
@@ -16,7 +16,7 @@ _SOURCE = (
 def frozen_forward(s: FrozenForward) -> Words:
     first = s.lines[0]
     evidence = [
-        f"line {first.line}: `{first.text}`: a model run under no_grad every step, its outputs "
+        f"{at(first)}: `{first.text}`: a model run under no_grad every step, its outputs "
         "read by the loss (a teacher's targets, a frozen encoder)",
         f"the step outside the trained model, its optimizer step and its data: "
         f"{fmt_share(s.other)} ({phase_source(s.phases)}); autograd numbers no operator under "

@@ -12,7 +12,7 @@ from gpu_notebook.rules.launch import (
     TinyOps,
     UnfusedOptimizer,
 )
-from gpu_notebook.words.common import Words, phase_source, worder, words
+from gpu_notebook.words.common import Words, at, phase_source, worder, words
 
 
 @worder(GpuStarved)
@@ -99,14 +99,14 @@ def tiny_ops(s: TinyOps) -> Words:
     elif s.outcome == "samples":
         where = s.sample_loops[0]
         evidence.append(
-            f"line {where.line} `{where.text}` calls the model once per sample of the batch: "
+            f"{at(where)} `{where.text}` calls the model once per sample of the batch: "
             "every operator runs on one sample and its overhead is paid per sample, so a bigger "
             "batch adds calls of the same size (only the once-a-step work, the optimizer step, "
             "zero_grad and the backward call's own cost, is shared by more samples)"
         )
         fix = (
             f"Batch the samples: call the model once on the whole batch instead of per sample "
-            f"(line {where.line}); pad or pack variable-length samples (torch.nn.utils.rnn."
+            f"({at(where)}); pad or pack variable-length samples (torch.nn.utils.rnn."
             "pad_sequence with a mask, or pack_padded_sequence), or torch.func.vmap over a "
             "per-sample function. A bigger batch alone shares only the once-a-step work. More GPUs "
             "would not help."

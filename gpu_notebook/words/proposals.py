@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from types import CodeType
 from typing import Any
 
+from gpu_notebook.cell.calls import callees
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, LiveLoader, live_facts
 from gpu_notebook.cell.names import dotted
@@ -38,9 +39,13 @@ def attach_fixes(
     is in ``namespace``, the proposal rebuilds it from the live object instead.
     """
     from gpu_notebook.fixes import Refusal, apply_fix, to_proposal
+    from gpu_notebook.fixes.through_calls import apply_through_calls
 
     cache: dict[tuple[str, tuple[tuple[str, Any], ...]], FixProposal] = {}
     live: LiveFacts | None = None
+    # The user's functions the cell calls, read with it by the rules (cell.calls): a fix may
+    # edit one of them.
+    origins = callees(cell_source, namespace)
     out: list[Finding] = []
     for finding in findings:
         if finding.fix_id is None or finding.proposal is not None:
@@ -50,7 +55,9 @@ def attach_fixes(
         proposal = cache.get(key)
         if proposal is None:
             own = RULE_FIXES.get(finding.fix_id)
-            result = apply_fix(own or finding.fix_id, cell_source, **dict(finding.fix_params))
+            params = dict(finding.fix_params)
+            through = apply_through_calls(own or finding.fix_id, cell_source, origins, **params)
+            result = through or apply_fix(own or finding.fix_id, cell_source, **params)
             proposal = None
             refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
             if refused_loader and namespace is not None:

@@ -17,7 +17,15 @@ from gpu_notebook.rules.step_logging import (
     ValidationEveryStep,
 )
 from gpu_notebook.rules.syncs import EVERY
-from gpu_notebook.words.common import Words, phase_source, residual_evidence, worder, words
+from gpu_notebook.words.common import (
+    Words,
+    at,
+    lines_at,
+    phase_source,
+    residual_evidence,
+    worder,
+    words,
+)
 
 _SOURCE = (
     "TraceML step_time policy (residual warn 10%, critical 20%); seed articles: validate and "
@@ -59,9 +67,8 @@ def every_step_words(
     calls, named, subject, held = nouns
     first = s.lines[0]
     evidence = [
-        f"{len(s.lines)} {calls} run on every step: line(s) "
-        + ", ".join(str(line.line) for line in s.lines[:6]),
-        f"line {first.line}: `{first.text}`",
+        f"{len(s.lines)} {calls} run on every step: " + lines_at(s.lines),
+        f"{at(first)}: `{first.text}`",
         residual_evidence(s.phases, s.residual),
     ]
     if s.own is not None:
@@ -124,8 +131,8 @@ def periodic_logging(s: PeriodicLogging) -> Words:
 @worder(ValidationEveryStep)
 def validation_every_step(s: ValidationEveryStep) -> Words:
     evidence = [
-        "validation inside the training loop, on every step: line(s) "
-        + ", ".join(f"{line.line} (`{line.text}`)" for line in s.lines[:3])
+        "validation inside the training loop, on every step: "
+        + ", ".join(f"{at(line)} (`{line.text}`)" for line in s.lines[:3])
     ]
     if s.other is not None:
         evidence.append(
@@ -151,7 +158,7 @@ def _of(a: Advice, of: str = " of the sampled time") -> str:
 
 def _advice(a: Advice) -> str:
     if a.kind == "self-log":
-        where = f"; line {a.line.line}: `{a.line.text}`" if a.line is not None else ""
+        where = f"; {at(a.line)}: `{a.line.text}`" if a.line is not None else ""
         said = (
             f"{fmt_share(a.share)} of the sampled time{where}" if a.share is not None else where[2:]
         )

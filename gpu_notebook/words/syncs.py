@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.syncs import EVERY, How, NeededReads, PerStepSyncs
-from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.common import Words, at, lines_at, worder, words
 
 _SOURCE = (
     "TraceML step_time policy (residual warn 10%, critical 20%); PyTorch performance tuning "
@@ -53,13 +53,11 @@ def per_step_syncs(s: PerStepSyncs) -> Words:
     if optional:
         kinds = sorted({_KIND_WORDS.get(line.kind, line.kind) for line in optional})
         first = optional[0]
-        where = ", ".join(str(line.line) for line in optional[:6]) + (
-            " ..." if len(optional) > 6 else ""
-        )
         evidence.append(
-            f"every step reads device values on the host ({', '.join(kinds)}): line(s) {where}"
+            f"every step reads device values on the host ({', '.join(kinds)}): "
+            + lines_at(optional)
         )
-        evidence.append(f"line {first.line}: `{first.text}`")
+        evidence.append(f"{at(first)}: `{first.text}`")
     else:
         evidence.append(
             f"host syncs take {fmt_share(s.sync or 0.0)} of the step; the reads are not in this cell's "
@@ -76,7 +74,7 @@ def per_step_syncs(s: PerStepSyncs) -> Words:
         )
     if s.needed:
         evidence.append(
-            f"line {s.needed[0].line} reads a value the loop needs (`{s.needed[0].text}`): kept as it is"
+            f"{at(s.needed[0])} reads a value the loop needs (`{s.needed[0].text}`): kept as it is"
         )
     if s.reads is not None:
         evidence.append(f"{s.reads:.1f} scalar read(s) per step in the trace")
@@ -109,7 +107,7 @@ def needed_reads(s: NeededReads) -> Words:
     if s.first.handed_to is not None:
         return _handed_to_host(s, cost)
     evidence = [
-        f"line {s.first.line} reads a device value every step and the loop needs it: `{s.first.text}`",
+        f"{at(s.first)} reads a device value every step and the loop needs it: `{s.first.text}`",
         f"its cost: {cost} of the step ({HOW[s.how]})",
         "each read waits for every queued kernel: the host cannot run ahead of the GPU"
         if s.gpu
@@ -134,7 +132,7 @@ def _handed_to_host(s: NeededReads, cost: str) -> Words:
     return words(
         f"The loop hands a device value to `{callee}` every step",
         [
-            f"line {s.first.line}: `{s.first.text}`: `{callee}` takes the value as a number, and "
+            f"{at(s.first)}: `{s.first.text}`: `{callee}` takes the value as a number, and "
             "what it returns decides what the loop does next",
             f"its cost: {cost} of the step ({HOW[s.how]})",
             "each read waits for every queued kernel: the host cannot run ahead of the GPU"

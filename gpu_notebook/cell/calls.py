@@ -1,0 +1,218 @@
+"""The functions the cell calls that the user defined before it: read with the cell, as one text.
+
+A common notebook defines ``def train_one_epoch(model, loader, opt): for x, y in loader: ...``
+in one cell and measures ``for epoch in range(3): train_one_epoch(model, loader, opt)`` in
+another: the step loop, its ``.item()`` and its ``print`` are not in the measured cell. Read
+alone, the cell says nothing about them; read with the functions it calls, every family of facts
+finds them where they are.
+
+The reading is a text: the source of each such function (from its code object, through
+``inspect``/``linecache``: IPython caches each cell there, a user's module is on disk), then the
+cell. Its lines above the cell are numbered apart (``Origin.offset``: never a line of the cell),
+and every fact found there keeps its :class:`~gpu_notebook.cell.facts.Origin`: the cell or file
+and its own line ("In[3] line 4", "utils.py:14"). The same text, patched, is the fix's cell: the
+patched definition, then the cell, so running it redefines and runs (a fresh kernel included, as
+the two cells ran).
+
+Only the user's code is read: functions of another cell of this session, or of a ``.py`` file
+outside the standard library and the installed packages (never a framework's, never ours), at
+module level (a nested function cannot be redefined on its own), and only those that hold a loop
+or a ``.backward()``: a helper that builds a model is no step. Depth bounded: the cell's calls,
+and what those call in turn (``train_one_epoch`` calling ``train_step``), ``MAX_DEPTH`` levels.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import sys
+import textwrap
+from collections.abc import Mapping
+from functools import lru_cache
+from types import FunctionType
+from typing import Any
+
+from gpu_notebook.cell.facts import ORIGIN_LINES, Origin
+from gpu_notebook.cell.ipython import NotPythonCell, cell_number, protect
+from gpu_notebook.cell.names import has_backward
+from gpu_notebook.cell.parse import parse_ast
+
+MAX_DEPTH = 2  # the cell's calls, and theirs
+MAX_CALLEES = 8  # functions read at most: a cell is not a program's call graph
+
+
+def callees(source: str, namespace: Mapping[str, Any] | None) -> tuple[Origin, ...]:
+    """The user's functions ``source`` (a cell, its magic line included or not) calls, and
+    those they call (``MAX_DEPTH``), each read from where it was defined; in the order the
+    reading puts them (first found first). Never raises on user code: a function whose source
+    cannot be read is left out."""
+    if not namespace:
+        return ()
+    try:
+        cell = protect(source)
+        tree = parse_ast(cell.code)
+    except (NotPythonCell, SyntaxError, ValueError):
+        return ()
+    bound_here = _bound(tree)
+    found: list[Origin] = []
+    seen: set[int] = set()
+    frontier: list[tuple[ast.AST, Mapping[str, Any], set[str]]] = [(tree, namespace, bound_here)]
+    for _depth in range(MAX_DEPTH):
+        following: list[tuple[ast.AST, Mapping[str, Any], set[str]]] = []
+        for node, names, local in frontier:
+            for fn in _called_functions(node, names, local):
+                if id(fn) in seen or len(found) >= MAX_CALLEES:
+                    continue
+                seen.add(id(fn))
+                origin = _origin(fn, len(found) + 1)
+                if origin is None:
+                    continue
+                found.append(origin)
+                body = ast.parse(origin.text)
+                following.append((body, fn.__globals__, _bound(body) - {fn.__name__}))
+        frontier = following
+    return tuple(found)
+
+
+def reading(source: str, origins: tuple[Origin, ...]) -> str:
+    """``source`` (a cell, its magic line kept first) with the functions' definitions put
+    before its body, a blank line after each: the text the fixes patch, and the patched cell a
+    user runs."""
+    if not origins:
+        return source
+    magic, newline, body = source.partition("\n") if source.startswith("%%") else ("", "", source)
+    return magic + newline + "".join(o.text + "\n" for o in origins) + body
+
+
+def _bound(tree: ast.AST) -> set[str]:
+    """Names the code binds itself (a def of the cell shadows an earlier cell's)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def _called_functions(
+    tree: ast.AST, names: Mapping[str, Any], local: set[str]
+) -> list[FunctionType]:
+    """The plain functions ``tree`` calls by a name it does not bind itself, looked up in
+    ``names`` (a plain dict lookup: no user code runs)."""
+    out: list[FunctionType] = []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            continue
+        name = call.func.id
+        if name in local:
+            continue
+        try:
+            held = names.get(name)
+        except Exception:  # noqa: BLE001 - a user's namespace mapping may raise on lookup
+            continue
+        if isinstance(held, FunctionType) and held not in out:
+            out.append(held)
+    return out
+
+
+def _origin(fn: FunctionType, index: int) -> Origin | None:
+    """Where ``fn`` was defined and its source, when it is the user's, at module level, and
+    holds a loop or a backward; else None."""
+    code = fn.__code__
+    filename = code.co_filename
+    if fn.__qualname__ != fn.__name__ or "<" in fn.__name__:
+        return None  # nested, a method or a lambda: it cannot be redefined on its own
+    number = cell_number(filename)
+    in_file = number is None and _users_file(filename)
+    if number is None and not in_file and not _other_cell(filename):
+        return None
+    try:
+        text = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError, IndentationError):
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    defined = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(defined, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    loops = (ast.For, ast.AsyncFor, ast.While)
+    if not (has_backward(defined) or any(isinstance(n, loops) for n in ast.walk(defined))):
+        return None
+    if not text.endswith("\n"):
+        text += "\n"
+    return Origin(
+        filename=filename,
+        function=fn.__name__,
+        cell_number=number,
+        in_file=in_file,
+        first_line=code.co_firstlineno,
+        offset=index * ORIGIN_LINES,
+        text=text,
+    )
+
+
+def _other_cell(filename: str) -> bool:
+    """A cell of this session that IPython does not number: terminal IPython's
+    "<ipython-input-N-hash>" (numbered by :func:`cell_number`) or ipykernel's files, one folder
+    per kernel ("/tmp/ipykernel_PID/HASH.py")."""
+    if filename.startswith("<ipython-input-"):
+        return True
+    folder = os.path.basename(os.path.dirname(filename))
+    return folder.startswith("ipykernel_") and filename.endswith(".py")
+
+
+def _users_file(filename: str) -> bool:
+    """A ``.py`` file of the user's own: on disk, outside the standard library and the
+    installed packages, and not this package's."""
+    if filename.startswith("<") or not os.path.isabs(filename) or not filename.endswith(".py"):
+        return False
+    if not os.path.isfile(filename) or any(
+        part in ("site-packages", "dist-packages") for part in filename.split(os.sep)
+    ):
+        return False
+    real = os.path.realpath(filename)
+    return not any(p.startswith(_not_users()) for p in (filename, real))
+
+
+@lru_cache(maxsize=1)
+def _not_users() -> tuple[str, ...]:
+    """Path prefixes of code that is never the user's: the standard library, the installed
+    packages (and any ``site-packages`` on ``sys.path``), this package."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    found = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    found |= {p for p in sys.path if p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))}
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found.add(ours)
+    prefixes = {os.path.join(p, "") for p in found} | {
+        os.path.join(os.path.realpath(p), "") for p in found
+    }
+    return tuple(sorted(prefixes))
+
+
+def defined_text(source: str, name: str) -> str | None:
+    """The text of the module-level ``def name`` in ``source`` (a cell, IPython lines and a
+    magic line allowed), decorators included; None when there is not exactly one."""
+    try:
+        code = protect(source, ours=True).code
+        tree = ast.parse(code)
+    except (NotPythonCell, SyntaxError, ValueError):
+        return None
+    found = [
+        node
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+    ]
+    if len(found) != 1 or found[0].end_lineno is None:
+        return None
+    node = found[0]
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    lines = code.splitlines(keepends=True)
+    return "".join(lines[first - 1 : node.end_lineno])

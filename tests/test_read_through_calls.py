@@ -1,0 +1,205 @@
+"""Define-then-call: the measured cell calls a function of an earlier cell (or of the user's
+file), and the step loop is there. The cell is read with that function (``cell.calls``): its
+findings name where the lines are ("In[3] line 4", "utils.py:14"), and its fixes patch the
+definition (a cell that redefines it and runs the measured code) or, for a file, say the change.
+
+Real IPython shell (``IPython.testing.globalipapp``), real CPU training; the asserts read what
+was found and where, never a figure that moves with the machine's load."""
+
+from __future__ import annotations
+
+import difflib
+import gc
+import inspect
+import json
+import sys
+import textwrap
+
+import pytest
+
+import gpu_notebook.cell.names
+from gpu_notebook.cell.calls import callees
+from gpu_notebook.fixes import Patch, Refusal
+from gpu_notebook.fixes.through_calls import apply_through_calls
+from gpu_notebook.records import Report
+
+DATA = """
+import torch, torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+loader = DataLoader(TensorDataset(torch.randn(256, 16), torch.randn(256, 1)), batch_size=16)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loss_fn = nn.MSELoss()
+"""
+
+# The earlier cell: the step loop, a per-step .item() printed on its line 7.
+EPOCH = """\
+def train_one_epoch(model, loader, opt):
+    for step, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(f"step {step} loss {loss.item():.4f}")
+"""
+CALL = "for epoch in range(2):\n    train_one_epoch(model, loader, opt)\n"
+
+
+def defined_in_a_cell(ip, code: str) -> int:
+    """Run ``code`` as a notebook cell (numbered, as a kernel numbers it): its In[N]."""
+    number = ip.execution_count
+    result = ip.run_cell(code, store_history=True)
+    assert result.success, result.error_in_exec
+    return number
+
+
+def measured(ip, body: str) -> Report:
+    ip.user_ns.pop("rep", None)
+    gc.collect()
+    ip.run_cell(f"%%gpucheck -q -o rep\n{body}")
+    return ip.user_ns["rep"]
+
+
+def finding(rep: Report, rule_id: str):
+    return next(f for f in rep.findings if f.rule_id == rule_id)
+
+
+@pytest.fixture
+def epoch_cell(ip) -> int:
+    assert ip.run_cell(DATA).success
+    return defined_in_a_cell(ip, EPOCH)
+
+
+def test_a_read_every_step_in_an_earlier_cells_loop_is_found_there(ip, epoch_cell, capsys):
+    rep = measured(ip, CALL)
+    syncs = [f for f in rep.findings if f.rule_id.startswith("syncs.")]
+    assert [f.rule_id for f in syncs] == ["syncs.per_step"]
+    said = " | ".join(syncs[0].evidence)
+    assert f"In[{epoch_cell}] line 7: `print(f\"step {{step}} loss {{loss.item():.4f}}\")`" in said
+    assert syncs[0].line is None  # not a line of the measured cell
+    assert "line 1000" not in said  # the reading's own numbering never shows
+
+
+def test_the_fix_cell_redefines_the_function_then_runs_the_cell(ip, epoch_cell, capsys):
+    source = f"%%gpucheck -q -o rep\n{CALL}"
+    origins = callees(source, ip.user_ns)
+    assert [(o.function, o.cell_number, o.in_file) for o in origins] == [
+        ("train_one_epoch", epoch_cell, False)
+    ]
+    patch = apply_through_calls("throttle_host_syncs", source, origins, every=10)
+    assert isinstance(patch, Patch)
+    assert patch.source_after == (
+        "%%gpucheck -q -o rep\n"
+        "# gpucheck fix: Read values from the GPU every N steps (every 10 steps)\n"
+        + EPOCH.replace(
+            '        print(f"step',
+            '        if step % 10 == 0:\n            print(f"step',
+        )
+        + "\n"
+        + CALL
+    )
+    # A fresh kernel has no train_one_epoch until the fix cell defines it: it runs all the same.
+    ip.user_ns.pop("train_one_epoch")
+    ip.user_ns.pop("rep", None)
+    assert ip.run_cell(patch.source_after).success
+    assert "if step % 10 == 0:" in inspect.getsource(ip.user_ns["train_one_epoch"])
+    assert ip.user_ns["rep"].run.steps.step_count > 0
+    # Its own definition is the one it runs: read once, as the cell's, not again from above.
+    assert callees(patch.source_after, ip.user_ns) == ()
+
+
+def test_the_report_offers_the_patched_definition(ip, epoch_cell, capsys):
+    rep = measured(ip, CALL)
+    proposal = finding(rep, "syncs.per_step").proposal
+    if proposal is None:  # nothing measured the reads' cost on this run: said, not offered
+        pytest.skip("the run measured no cost of the reads: the rule offers no fix")
+    assert proposal.source_after is not None
+    assert "def train_one_epoch(model, loader, opt):" in proposal.source_after
+    assert "        if step % 10 == 0:\n" in proposal.source_after
+    assert proposal.source_after.endswith(CALL)
+
+
+def test_logging_every_step_and_a_step_function_two_calls_deep(ip, capsys):
+    assert ip.run_cell(DATA).success
+    step_cell = defined_in_a_cell(
+        ip,
+        "def train_step(x, y):\n"
+        "    loss = loss_fn(model(x), y)\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    return loss.item()\n",
+    )
+    epoch_cell = defined_in_a_cell(
+        ip,
+        "def run_epoch(loader):\n"
+        "    for i, (x, y) in enumerate(loader):\n"
+        "        value = train_step(x, y)\n"
+        "        print('step', i)\n",
+    )
+    rep = measured(ip, "run_epoch(loader)\n")
+    said = " | ".join(finding(rep, "syncs.per_step").evidence)
+    assert f"In[{step_cell}] line 6: `return loss.item()`" in said
+    logged = " | ".join(finding(rep, "logging.per_step").evidence)
+    assert f"In[{epoch_cell}] line 4: `print('step', i)`" in logged
+    origins = callees("run_epoch(loader)\n", ip.user_ns)
+    assert [o.function for o in origins] == ["run_epoch", "train_step"]
+    patch = apply_through_calls("log_every_n", "run_epoch(loader)\n", origins, every=10)
+    assert isinstance(patch, Patch)
+    # Only the definition the fix changes is in the cell: train_step is as it was.
+    assert "def train_step" not in patch.source_after
+    assert "        if i % 10 == 0:\n            print('step', i)\n" in patch.source_after
+
+
+def test_a_function_of_the_users_file_is_named_and_never_edited(ip, tmp_path, capsys):
+    module = tmp_path / "steps_util.py"
+    module.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+
+            def train_epoch(model, loader, opt, loss_fn):
+                for step, (x, y) in enumerate(loader):
+                    loss = loss_fn(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    print("loss", loss.item())
+            """
+        )
+    )
+    before = module.read_text()
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert ip.run_cell(DATA + "from steps_util import train_epoch\n").success
+        body = "train_epoch(model, loader, opt, loss_fn)\n"
+        rep = measured(ip, body)
+        said = " | ".join(finding(rep, "syncs.per_step").evidence)
+        assert "steps_util.py:10: `print(\"loss\", loss.item())`" in said
+        origins = callees(body, ip.user_ns)
+        assert [(o.function, o.in_file, o.first_line) for o in origins] == [
+            ("train_epoch", True, 4)
+        ]
+        refusal = apply_through_calls("throttle_host_syncs", body, origins, every=10)
+        assert isinstance(refusal, Refusal)
+        assert f"{module}, line 4" in refusal.reason
+        assert "+        if step % 10 == 0:" in refusal.reason
+        assert module.read_text() == before
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("steps_util", None)
+
+
+def test_only_the_users_code_is_read():
+    # Functions with loops from the standard library, an installed package and this package:
+    # never the user's, whatever the cell calls.
+    names = {
+        "unified_diff": difflib.unified_diff,
+        "dumps": json.dumps,
+        "walk": gpu_notebook.cell.names.walk,
+        "signature": inspect.signature,
+    }
+    cell = "unified_diff([], [])\ndumps(1)\nwalk(None)\nsignature(len)\n"
+    assert callees(cell, names) == ()

@@ -76,7 +76,7 @@ def test_a_read_every_step_in_an_earlier_cells_loop_is_found_there(ip, epoch_cel
     syncs = [f for f in rep.findings if f.rule_id.startswith("syncs.")]
     assert [f.rule_id for f in syncs] == ["syncs.per_step"]
     said = " | ".join(syncs[0].evidence)
-    assert f"In[{epoch_cell}] line 7: `print(f\"step {{step}} loss {{loss.item():.4f}}\")`" in said
+    assert f'In[{epoch_cell}] line 7: `print(f"step {{step}} loss {{loss.item():.4f}}")`' in said
     assert syncs[0].line is None  # not a line of the measured cell
     assert "line 1000" not in said  # the reading's own numbering never shows
 
@@ -177,7 +177,7 @@ def test_a_function_of_the_users_file_is_named_and_never_edited(ip, tmp_path, ca
         body = "train_epoch(model, loader, opt, loss_fn)\n"
         rep = measured(ip, body)
         said = " | ".join(finding(rep, "syncs.per_step").evidence)
-        assert "steps_util.py:10: `print(\"loss\", loss.item())`" in said
+        assert 'steps_util.py:10: `print("loss", loss.item())`' in said
         origins = callees(body, ip.user_ns)
         assert [(o.function, o.in_file, o.first_line) for o in origins] == [
             ("train_epoch", True, 4)
@@ -203,3 +203,58 @@ def test_only_the_users_code_is_read():
     }
     cell = "unified_diff([], [])\ndumps(1)\nwalk(None)\nsignature(len)\n"
     assert callees(cell, names) == ()
+
+
+TRAINER = """\
+class Trainer:
+    def __init__(self, model, loader):
+        self.model, self.loader = model, loader
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(self, x, y):
+        loss = loss_fn(self.model(x), y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            for i, (x, y) in enumerate(self.loader):
+                loss = self.step(x, y)
+                print(epoch, i, loss.item())
+"""
+
+
+def test_a_method_of_the_users_class_is_read_with_its_class(ip, capsys):
+    assert ip.run_cell(DATA).success
+    number = defined_in_a_cell(ip, TRAINER)
+    body = "trainer = Trainer(model, loader)\ntrainer.fit(2)\n"
+    rep = measured(ip, body)
+    said = " | ".join(finding(rep, "syncs.per_step").evidence)
+    assert f"In[{number}] line 17: `print(epoch, i, loss.item())`" in said
+    origins = callees(body, ip.user_ns)
+    assert [(o.function, o.instance, o.made_here) for o in origins] == [
+        ("Trainer", "trainer", True)
+    ]
+    # The cell makes the trainer: the class defined again above it is the one that runs.
+    patch = apply_through_calls("throttle_host_syncs", body, origins, every=10)
+    assert isinstance(patch, Patch)
+    assert patch.source_after.endswith(
+        "                if i % 10 == 0:\n"
+        "                    print(epoch, i, loss.item())\n\n" + body
+    )
+    assert patch.source_after.split("\n")[1] == "class Trainer:"
+
+
+def test_a_method_of_an_object_made_earlier_is_a_refusal_with_the_change(ip, capsys):
+    assert ip.run_cell(DATA).success
+    number = defined_in_a_cell(ip, TRAINER)
+    assert ip.run_cell("trainer = Trainer(model, loader)").success
+    origins = callees("trainer.fit(1)\n", ip.user_ns)
+    assert [(o.function, o.made_here) for o in origins] == [("Trainer", False)]
+    refusal = apply_through_calls("throttle_host_syncs", "trainer.fit(1)\n", origins, every=10)
+    assert isinstance(refusal, Refusal)
+    assert f"class `Trainer` (In[{number}], line 1)" in refusal.reason
+    assert "make `trainer` again" in refusal.reason
+    assert "+                if i % 10 == 0:" in refusal.reason

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import os
 import sys
 import textwrap
 from collections.abc import Mapping
 from functools import lru_cache
-from types import FunctionType
+from types import FunctionType, ModuleType
 from typing import Any
 
 from gpu_notebook.cell.facts import ORIGIN_LINES, Origin
@@ -58,19 +59,32 @@ def callees(source: str, namespace: Mapping[str, Any] | None) -> tuple[Origin, .
     found: list[Origin] = []
     seen: set[int] = set()
     frontier: list[tuple[ast.AST, Mapping[str, Any], set[str]]] = [(tree, namespace, bound_here)]
-    for _depth in range(MAX_DEPTH):
+    for depth in range(MAX_DEPTH):
         following: list[tuple[ast.AST, Mapping[str, Any], set[str]]] = []
         for node, names, local in frontier:
-            for fn in _called_functions(node, names, local):
-                if id(fn) in seen or len(found) >= MAX_CALLEES:
+            called: list[tuple[FunctionType | type, str | None]] = [
+                (fn, None) for fn in _called_functions(node, names, local)
+            ]
+            if depth == 0:  # a method of an object the cell holds (``trainer.fit()``)
+                called += _called_methods(node, names)
+            for target, instance in called:
+                if id(target) in seen or len(found) >= MAX_CALLEES:
                     continue
-                seen.add(id(fn))
-                origin = _origin(fn, len(found) + 1)
+                seen.add(id(target))
+                index = len(found) + 1
+                if isinstance(target, type):
+                    made_here = instance is not None and instance in local
+                    origin = _class_origin(target, index, instance, made_here)
+                else:
+                    origin = _origin(target, index)
                 if origin is None:
                     continue
                 found.append(origin)
                 body = ast.parse(origin.text)
-                following.append((body, fn.__globals__, _bound(body) - {fn.__name__}))
+                scope = getattr(sys.modules.get(target.__module__), "__dict__", None)
+                globals_ = target.__globals__ if isinstance(target, FunctionType) else scope
+                if isinstance(globals_, Mapping):
+                    following.append((body, globals_, _bound(body) - {target.__name__}))
         frontier = following
     return tuple(found)
 
@@ -119,6 +133,85 @@ def _called_functions(
     return out
 
 
+def _called_methods(tree: ast.AST, names: Mapping[str, Any]) -> list[tuple[type, str]]:
+    """The user's classes whose methods ``tree`` calls on a name (``trainer.fit()``), with that
+    name: the class in the object's type's MRO that defines the method (only a plain dict
+    lookup and ``type()``: no user code runs, no attribute of the object is read)."""
+    out: list[tuple[type, str]] = []
+    for call in ast.walk(tree):
+        func = call.func if isinstance(call, ast.Call) else None
+        if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+            continue
+        try:
+            held = names.get(func.value.id)
+        except Exception:  # noqa: BLE001 - a user's namespace mapping may raise on lookup
+            continue
+        if held is None or isinstance(held, (type, ModuleType, FunctionType)):
+            continue
+        owner = next((k for k in type(held).__mro__ if func.attr in vars(k)), None)
+        method = vars(owner).get(func.attr) if owner is not None else None
+        if isinstance(method, (staticmethod, classmethod)):
+            method = method.__func__
+        if owner is None or not isinstance(method, FunctionType):
+            continue
+        if owner not in [k for k, _ in out]:
+            out.append((owner, func.value.id))
+    return out
+
+
+def _class_origin(cls: type, index: int, instance: str | None, made_here: bool) -> Origin | None:
+    """``cls`` read whole, where it is the user's, at module level, and holds a loop or a
+    backward; found by its methods' code (a class of a cell has no file ``inspect`` finds)."""
+    if cls.__qualname__ != cls.__name__:
+        return None
+    codes = [f.__code__ for f in vars(cls).values() if isinstance(f, FunctionType)]
+    if not codes:
+        return None
+    filename = codes[0].co_filename
+    number = cell_number(filename)
+    in_file = number is None and _users_file(filename)
+    if number is None and not in_file and not _other_cell(filename):
+        return None
+    lines = linecache.getlines(filename)
+    try:
+        module = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+    first = codes[0].co_firstlineno
+    defined = [
+        node
+        for node in module.body
+        if isinstance(node, ast.ClassDef)
+        and node.name == cls.__name__
+        and node.end_lineno is not None
+        and node.lineno <= first <= node.end_lineno
+    ]
+    if len(defined) != 1 or not _steps(defined[0]):
+        return None
+    node = defined[0]
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    text = "".join(lines[start - 1 : node.end_lineno])
+    if not text.endswith("\n"):
+        text += "\n"
+    return Origin(
+        filename=filename,
+        function=cls.__name__,
+        cell_number=number,
+        in_file=in_file,
+        first_line=start,
+        offset=index * ORIGIN_LINES,
+        text=text,
+        instance=instance,
+        made_here=made_here,
+    )
+
+
+def _steps(node: ast.AST) -> bool:
+    """It holds a loop or a ``.backward()``: what a step or its loop is made of."""
+    loops = (ast.For, ast.AsyncFor, ast.While)
+    return has_backward(node) or any(isinstance(n, loops) for n in ast.walk(node))
+
+
 def _origin(fn: FunctionType, index: int) -> Origin | None:
     """Where ``fn`` was defined and its source, when it is the user's, at module level, and
     holds a loop or a backward; else None."""
@@ -141,8 +234,7 @@ def _origin(fn: FunctionType, index: int) -> Origin | None:
     defined = tree.body[0] if len(tree.body) == 1 else None
     if not isinstance(defined, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    loops = (ast.For, ast.AsyncFor, ast.While)
-    if not (has_backward(defined) or any(isinstance(n, loops) for n in ast.walk(defined))):
+    if not _steps(defined):
         return None
     if not text.endswith("\n"):
         text += "\n"
@@ -198,18 +290,16 @@ def _not_users() -> tuple[str, ...]:
 
 
 def defined_text(source: str, name: str) -> str | None:
-    """The text of the module-level ``def name`` in ``source`` (a cell, IPython lines and a
-    magic line allowed), decorators included; None when there is not exactly one."""
+    """The text of the module-level ``def name`` (or ``class name``) in ``source`` (a cell,
+    IPython lines and a magic line allowed), decorators included; None when there is not
+    exactly one."""
     try:
         code = protect(source, ours=True).code
         tree = ast.parse(code)
     except (NotPythonCell, SyntaxError, ValueError):
         return None
-    found = [
-        node
-        for node in tree.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
-    ]
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    found = [node for node in tree.body if isinstance(node, defs) and node.name == name]
     if len(found) != 1 or found[0].end_lineno is None:
         return None
     node = found[0]

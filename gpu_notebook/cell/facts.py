@@ -50,6 +50,12 @@ class Origin:
     first_line: int  # the line of its ``def`` (or first decorator) there
     offset: int  # a reading line is ``offset + k`` for its text's line k (never a cell line)
     text: str = dataclasses.field(compare=False, repr=False)  # its source, dedented
+    # A class the cell calls a method of (``trainer.fit()``), read whole: ``function`` is its
+    # name, ``instance`` the name the cell calls it through.
+    instance: str | None = None
+    # The cell makes that instance itself (``trainer = Trainer(...)``), so a patched class put
+    # above the cell reaches the object it runs; one made earlier keeps the class it had.
+    made_here: bool = True
 
     def line_there(self, reading_line: int) -> int:
         """The line of its cell or file a reading line is."""

@@ -8,7 +8,9 @@ definitions above the cell, and where it changes a definition:
   it redefines the function and runs the cell (in a fresh kernel too, after the cells above it,
   as the two cells ran); definitions the fix leaves as they were are left out;
 - of a user's file: no patch (the user's files are never edited): a refusal that says the file,
-  the line of the definition and the change, as a diff.
+  the line of the definition and the change, as a diff;
+- of a class whose object the cell did not make (``trainer`` made in an earlier cell): a
+  refusal too, with the diff (the object keeps the class it was made from).
 
 A fix that changes no definition is the cell's own (``apply_fix`` on the cell alone).
 """
@@ -42,6 +44,9 @@ def apply_through_calls(
     in_files = [o for o in changed if o.in_file]
     if in_files:
         return _refused_in_file(result, in_files[0])
+    earlier = [o for o in changed if not o.made_here]
+    if earlier:
+        return _refused_made_earlier(result, earlier[0])
     for kept in (o for o in origins if o not in changed):
         after = after.replace(kept.text + "\n", "", 1)
     before = reading(source, tuple(changed))
@@ -56,25 +61,47 @@ def apply_through_calls(
 
 def _refused_in_file(patch: Patch, origin: Origin) -> Refusal:
     """The change the fix makes in ``origin``'s file, said, never made."""
-    new = defined_text(patch.source_after, origin.function)
     where = f"{origin.filename}, line {origin.first_line}"
+    said = (
+        f"the change is in `{_name(origin)}` ({where}), a file of yours that gpucheck does not edit"
+    )
+    diff = _diff_of(patch, origin, origin.filename)
+    if diff is None:
+        return Refusal(patch.fix_id, said)
+    return Refusal(
+        patch.fix_id, f"{said}: make it there and import it again (importlib.reload):\n{diff}"
+    )
+
+
+def _refused_made_earlier(patch: Patch, origin: Origin) -> Refusal:
+    """A change in the class of an object made before the cell: a class defined again in the
+    patched cell would not reach it (the object keeps the class it was made from)."""
+    where = f"In[{origin.cell_number}]" if origin.cell_number is not None else "an earlier cell"
+    said = (
+        f"the change is in class `{origin.function}` ({where}, line {origin.first_line}), and "
+        f"`{origin.instance}` was made from it before this cell: a class defined again here "
+        f"would not reach it. Make the change there, run that cell, make `{origin.instance}` "
+        "again and run this cell"
+    )
+    diff = _diff_of(patch, origin, origin.function)
+    return Refusal(patch.fix_id, said if diff is None else f"{said}:\n{diff}")
+
+
+def _name(origin: Origin) -> str:
+    return f"class {origin.function}" if origin.instance is not None else f"{origin.function}()"
+
+
+def _diff_of(patch: Patch, origin: Origin, label: str) -> str | None:
+    """The fix's change of ``origin``'s definition as a unified diff (None: not found)."""
+    new = defined_text(patch.source_after, origin.function)
     if new is None:
-        return Refusal(
-            patch.fix_id,
-            f"the change is in `{origin.function}()` ({where}), a file of yours that gpucheck "
-            "does not edit",
-        )
-    diff = "\n".join(
+        return None
+    return "\n".join(
         difflib.unified_diff(
             origin.text.splitlines(),
             new.splitlines(),
-            fromfile=f"{origin.filename} (def on line {origin.first_line})",
-            tofile=f"{origin.filename} (patched)",
+            fromfile=f"{label} (from line {origin.first_line})",
+            tofile=f"{label} (patched)",
             lineterm="",
         )
-    )
-    return Refusal(
-        patch.fix_id,
-        f"the change is in `{origin.function}()` ({where}), a file of yours that gpucheck does "
-        f"not edit: make it there and import it again (importlib.reload):\n{diff}",
     )

@@ -158,11 +158,18 @@ def in_the_loop_itself(facts: SourceFacts, line: SourceLine) -> bool:
     tree = facts.tree
     if tree is None or line.node is None:
         return False
-    steps = {id(fn) for fn in tree.step_functions.values()}
-    return not any(
-        isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and id(a) not in steps
-        for a in tree.ancestors(line.node)
-    )
+    steps = {id(fn) for fn in (*tree.step_functions.values(), *tree.step_methods.values())}
+    for a in tree.ancestors(line.node):
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)) and (
+            tree.line_of(a) == line.step_loop_line
+        ):
+            return True  # in the step loop's own body (a method's loop: ``Trainer.fit``)
+        if (
+            isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            and id(a) not in steps
+        ):
+            return False
+    return True
 
 
 def cpu_read_cost(

@@ -46,6 +46,17 @@ def train_one_epoch(model, loader, opt):
 CALL = "for epoch in range(2):\n    train_one_epoch(model, loader, opt)\n"
 
 
+@pytest.fixture(autouse=True)
+def _namespace_left_as_found(ip):
+    """The shell is the session's: the names these tests bind (``train_one_epoch``,
+    ``trainer``, ``model``) would be read through the calls of later tests' cells."""
+    before = dict(ip.user_ns)
+    yield
+    for name in set(ip.user_ns) - set(before):
+        del ip.user_ns[name]
+    ip.user_ns.update(before)
+
+
 def defined_in_a_cell(ip, code: str) -> int:
     """Run ``code`` as a notebook cell (numbered, as a kernel numbers it): its In[N]."""
     number = ip.execution_count

@@ -160,6 +160,11 @@ def test_unseen_09_a_cell_that_only_defines_its_training(tmp_path):
     called = cell_starting(cells, "%%gpucheck -o rep_call")
     assert reports_in(called) and called.outputs[-1].output_type == "execute_result"
     assert "def train_epoch(model, loader, opt):\nTrue True" in streams(cells[-2])
+    # The measured call is read with train_epoch() (cell.calls): its per-step read is named
+    # in its own cell, and its fix's refusal is the reading's, not "no loop in this cell".
+    shown = streams(cells[-1])
+    assert "   where: In[3] line 9: `total += loss.item()`" in shown
+    assert "no for loop calling .backward() in this cell" not in shown
 
 
 def test_unseen_10_live_displays_stay_and_no_patch_changes_them(tmp_path):

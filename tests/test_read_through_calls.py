@@ -269,3 +269,23 @@ def test_a_method_of_an_object_made_earlier_is_a_refusal_with_the_change(ip, cap
     assert f"class `Trainer` (In[{number}], line 1)" in refusal.reason
     assert "make `trainer` again" in refusal.reason
     assert "+                if i % 10 == 0:" in refusal.reason
+
+
+def test_a_fix_the_reading_refuses_says_why_in_the_functions_terms(ip):
+    """unseen/09's shape: the read's total is returned, so it is not gated; the refusal is the
+    reading's (it saw the line), not the cell's "no loop calling .backward() in this cell"."""
+    assert ip.run_cell(DATA).success
+    defined_in_a_cell(
+        ip,
+        "def train_epoch(model, loader, opt):\n"
+        "    total = 0.0\n"
+        "    for x, y in loader:\n"
+        "        loss = loss_fn(model(x), y)\n"
+        "        opt.zero_grad(); loss.backward(); opt.step()\n"
+        "        total += loss.item()\n"
+        "    return total / len(loader)\n",
+    )
+    body = "losses = [train_epoch(model, loader, opt) for _ in range(3)]\n"
+    refusal = apply_through_calls("throttle_host_syncs", body, callees(body, ip.user_ns), every=10)
+    assert isinstance(refusal, Refusal)
+    assert refusal.reason.startswith("`total += loss.item()` syncs every step")

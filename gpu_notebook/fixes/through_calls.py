@@ -12,7 +12,8 @@ definitions above the cell, and where it changes a definition:
 - of a class whose object the cell did not make (``trainer`` made in an earlier cell): a
   refusal too, with the diff (the object keeps the class it was made from).
 
-A fix that changes no definition is the cell's own (``apply_fix`` on the cell alone).
+A fix that changes no definition is the cell's own (``apply_fix`` on the cell alone); where
+neither applies, the refusal is the reading's, which saw the lines the finding names.
 """
 
 from __future__ import annotations
@@ -28,19 +29,22 @@ from gpu_notebook.fixes.records import Fix, ParamValue, Patch, Refusal
 
 def apply_through_calls(
     fix: str | Fix, source: str, origins: tuple[Origin, ...], **params: ParamValue
-) -> Patch | Refusal | None:
-    """The fix applied to ``source`` read with ``origins`` above it, where it changes one of
-    them: a Patch (functions of earlier cells) or a Refusal (a function of a user's file); None
-    where it changes none (or does not apply), so the cell's own patch stands."""
+) -> Patch | Refusal:
+    """The fix of ``source`` read with ``origins`` above it: where it changes one of them, a
+    Patch (of earlier cells) or a Refusal (a user's file, an object made earlier); where it
+    changes none, the cell's own patch (``apply_fix`` on ``source``); where the reading refuses
+    and the cell alone has no patch either, the reading's refusal (it read the lines the
+    finding names: "its total is used as a number", not "no loop in this cell")."""
+    own = apply_fix(fix, source, **params)
     if not origins:
-        return None
+        return own
     result = apply_fix(fix, reading(source, origins), **params)
-    if not isinstance(result, Patch):
-        return None
+    if isinstance(result, Refusal):
+        return own if isinstance(own, Patch) else result
     after = result.source_after
     changed = [o for o in origins if o.text not in after]
     if not changed:
-        return None
+        return own
     in_files = [o for o in changed if o.in_file]
     if in_files:
         return _refused_in_file(result, in_files[0])

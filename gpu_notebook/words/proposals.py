@@ -38,7 +38,7 @@ def attach_fixes(
     DataLoader fix is refused because the loader was built in an earlier cell, and that loader
     is in ``namespace``, the proposal rebuilds it from the live object instead.
     """
-    from gpu_notebook.fixes import Refusal, apply_fix, to_proposal
+    from gpu_notebook.fixes import Refusal, to_proposal
     from gpu_notebook.fixes.through_calls import apply_through_calls
 
     cache: dict[tuple[str, tuple[tuple[str, Any], ...]], FixProposal] = {}
@@ -56,8 +56,7 @@ def attach_fixes(
         if proposal is None:
             own = RULE_FIXES.get(finding.fix_id)
             params = dict(finding.fix_params)
-            through = apply_through_calls(own or finding.fix_id, cell_source, origins, **params)
-            result = through or apply_fix(own or finding.fix_id, cell_source, **params)
+            result = apply_through_calls(own or finding.fix_id, cell_source, origins, **params)
             proposal = None
             refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
             if refused_loader and namespace is not None:

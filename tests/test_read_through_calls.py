@@ -289,3 +289,15 @@ def test_a_fix_the_reading_refuses_says_why_in_the_functions_terms(ip):
     refusal = apply_through_calls("throttle_host_syncs", body, callees(body, ip.user_ns), every=10)
     assert isinstance(refusal, Refusal)
     assert refusal.reason.startswith("`total += loss.item()` syncs every step")
+
+
+def test_zero_filled_grads_in_an_earlier_cells_loop_are_found_and_freed_there(ip, capsys):
+    assert ip.run_cell(DATA).success
+    number = defined_in_a_cell(ip, EPOCH.replace("opt.zero_grad()", "opt.zero_grad(False)"))
+    rep = measured(ip, CALL)
+    zeroed = finding(rep, "grads.zero_filled")
+    assert f"In[{number}] line 4: `opt.zero_grad(False)`" in zeroed.evidence[0]
+    assert zeroed.line is None
+    assert zeroed.proposal is not None and zeroed.proposal.source_after is not None
+    assert "        opt.zero_grad(set_to_none=True)\n" in zeroed.proposal.source_after
+    assert zeroed.proposal.source_after.endswith("\n\n" + CALL)

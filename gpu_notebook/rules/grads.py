@@ -23,7 +23,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import keyword_of, literal_of, method_of, receiver_of
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.fixes.records import Fix
@@ -42,8 +42,7 @@ Form = Literal["zero_grad", "grad_zero"]
 class ZeroFilledGrads(Said):
     """A step loop fills its gradients with zeros each step instead of freeing them."""
 
-    line: int  # the first such line
-    text: str
+    where: SourceLine  # the first such line (in a function the cell calls too: cell.calls)
     form: Form  # zero_grad(set_to_none=False), or x.grad.zero_()
     count: int  # such lines
     optimizer: float | None  # the optimizer phase's share of the step (step and zero_grad)
@@ -54,7 +53,7 @@ def zero_filled(tree: CellTree) -> list[tuple[ast.AST, Form]]:
     statements, in source order: what the rule reports and the fix edits (the same nodes)."""
     out: list[tuple[ast.AST, Form]] = []
     for call in tree.calls():
-        if tree.step_loop_of(call) is None or not tree.in_cell(call):  # not yet through calls
+        if tree.step_loop_of(call) is None:
             continue
         method = method_of(call)
         if method == "zero_grad" and _keeps_grads(call):
@@ -90,11 +89,9 @@ def grads_zero_filled(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     if not hits:
         return None
     node, form = hits[0]
-    line = facts.tree.line_of(node)
-    said = ZeroFilledGrads(
-        line, facts.tree.text_of(node), form, len(hits), share(analysis, "optimizer")
-    )
-    return found("grads.zero_filled", "low", said, line=line, fix=FIX)
+    where = facts.tree.source_line(node, form)
+    said = ZeroFilledGrads(where, form, len(hits), share(analysis, "optimizer"))
+    return found("grads.zero_filled", "low", said, line=where.cell_line, fix=FIX)
 
 
 def grads_to_none(module: cst.Module) -> CodemodResult:

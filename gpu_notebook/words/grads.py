@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.rules.grads import ZeroFilledGrads
-from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.common import Words, at, worder, words
 
 
 @worder(ZeroFilledGrads)
@@ -15,7 +15,8 @@ def zero_filled(s: ZeroFilledGrads) -> Words:
         else "fills this gradient with zeros; the backward then adds into it"
     )
     evidence = [
-        f"line {s.line}: `{s.text}` {how}" + (f" ({s.count} such lines)" if s.count > 1 else "")
+        f"{at(s.where)}: `{s.where.text}` {how}"
+        + (f" ({s.count} such lines)" if s.count > 1 else "")
     ]
     if s.optimizer is not None:
         evidence.append(

@@ -12,6 +12,7 @@ import difflib
 import gc
 import inspect
 import json
+import re
 import sys
 import textwrap
 
@@ -19,6 +20,7 @@ import pytest
 
 import gpu_notebook.cell.names
 from gpu_notebook.cell.calls import callees
+from gpu_notebook.cell.facts import ORIGIN_LINES
 from gpu_notebook.fixes import Patch, Refusal
 from gpu_notebook.fixes.through_calls import apply_through_calls
 from gpu_notebook.records import Report
@@ -69,7 +71,11 @@ def measured(ip, body: str) -> Report:
     ip.user_ns.pop("rep", None)
     gc.collect()
     ip.run_cell(f"%%gpucheck -q -o rep\n{body}")
-    return ip.user_ns["rep"]
+    rep = ip.user_ns["rep"]
+    # The reading numbers a called function's lines from ORIGIN_LINES on: never said.
+    said = " ".join(" ".join((f.title, f.fix, *f.evidence)) for f in rep.findings)
+    assert not re.search(rf"\b{str(ORIGIN_LINES)[0]}\d{{6}}\b", said), said
+    return rep
 
 
 def finding(rep: Report, rule_id: str):
@@ -301,3 +307,25 @@ def test_zero_filled_grads_in_an_earlier_cells_loop_are_found_and_freed_there(ip
     assert zeroed.proposal is not None and zeroed.proposal.source_after is not None
     assert "        opt.zero_grad(set_to_none=True)\n" in zeroed.proposal.source_after
     assert zeroed.proposal.source_after.endswith("\n\n" + CALL)
+
+
+def test_an_evaluation_loop_of_an_earlier_cell_runs_under_inference_mode_in_the_fix(ip, capsys):
+    assert ip.run_cell(DATA).success
+    number = defined_in_a_cell(
+        ip,
+        "def evaluate(model, loader):\n"
+        "    total = 0.0\n"
+        "    for x, y in loader:\n"
+        "        total += loss_fn(model(x), y)\n"
+        "    return total / len(loader)\n",
+    )
+    rep = measured(ip, "score = evaluate(model, loader)\n")
+    autograd = finding(rep, "inference.autograd_on")
+    assert f"In[{number}] line 3: `for x, y in loader:` runs the model" in " ".join(
+        autograd.evidence
+    )
+    after = autograd.proposal.source_after if autograd.proposal is not None else None
+    assert after is not None
+    assert "def evaluate(model, loader):" in after
+    assert "    with torch.inference_mode():\n        for x, y in loader:" in after
+    assert after.endswith("\n\nscore = evaluate(model, loader)\n")

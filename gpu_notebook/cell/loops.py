@@ -248,7 +248,13 @@ def inference_loops(tree: CellTree, loops: tuple[LoopFacts, ...]) -> tuple[Sourc
     """Loops that call a model with autograd on, outside any training loop: forwards that
     build graphs nobody reads. ``loops`` are :func:`loop_facts` of ``tree.loops``, in order."""
     return tuple(
-        SourceLine(tree.line_of(loop), tree.text_of(loop), "inference-loop", node=loop)
+        SourceLine(
+            tree.line_of(loop),
+            tree.text_of(loop),
+            "inference-loop",
+            node=loop,
+            origin=tree.origin_of(loop),
+        )
         for loop, facts in zip(tree.loops, loops, strict=True)
         if facts.calls_model
         and not facts.trains

@@ -48,8 +48,7 @@ def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
             every = _modulus(node.test, constants)
             if every is None or not cell.in_cell(node):  # not yet said through calls
                 continue
-            body = "\n".join(ast.unparse(stmt) for stmt in node.body)
-            work = next((kind for kind, pattern in WORK_KINDS if pattern.search(body)), "work")
+            work = _work(node.body)
             found.append(Periodic(cell.line_of(node), every, cell.text_of(node), work))
     return found
 
@@ -71,12 +70,16 @@ def epoch_blocks(cell: CellTree | None) -> list[Periodic]:
                 continue
             if not cell.in_cell(loop):  # not yet said through calls (cell.calls)
                 continue
-            body = "\n".join(ast.unparse(stmt) for stmt in loop.body)
-            work = next((kind for kind, pattern in WORK_KINDS if pattern.search(body)), "work")
+            work = _work(loop.body)
             if work == "work" and cell.model_calls(loop):
                 work = "validation"
             found.append(Periodic(cell.line_of(loop), 0, cell.text_of(loop), work, per_epoch=True))
     return found
+
+
+def _work(body: list[ast.stmt]) -> str:
+    text = "\n".join(ast.unparse(stmt) for stmt in body)
+    return next((kind for kind, pattern in WORK_KINDS if pattern.search(text)), "work")
 
 
 def _int_constants(tree: ast.Module) -> dict[str, int]:

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_notebook.cell.names import targets_of
 from gpu_notebook.cell.parse import check_parse, parse_ast
 
 # Cell magics whose body is ordinary Python: the first line is kept, the body is patched.
@@ -153,16 +154,7 @@ def _assigned_names(code: str) -> tuple[str, ...]:
         module = ast.parse(code.strip())
     except (SyntaxError, ValueError):
         return ()
-    names: list[str] = []
-    for stmt in module.body:
-        targets: list[ast.expr] = []
-        if isinstance(stmt, ast.Assign):
-            targets = list(stmt.targets)
-        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
-            targets = [stmt.target]
-        for target in targets:
-            names += plain_names(target)
-    return tuple(names)
+    return tuple(n for stmt in module.body for t in targets_of(stmt) for n in plain_names(t))
 
 
 def plain_names(target: Any) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
+from typing import TypeGuard
 
 from gpu_notebook.cell.facts import (
     LoaderCall,
@@ -88,12 +89,7 @@ def validation(tree: CellTree) -> Iterator[SourceLine]:
                     kind = "eval"
                 elif _VAL_CALL.match(last(dotted(node.func))):
                     kind = "val-call"
-            elif (
-                isinstance(node, (ast.With, ast.AsyncWith))
-                and any(is_grad_mode_call(i.context_expr) for i in node.items)
-                and not updates_in_place(node)
-                and not _feeds_backward(node, loop)
-            ):
+            elif _no_grad_block(node) and not _feeds_backward(node, loop):
                 # A no_grad block that updates tensors in place is a manual optimizer step
                 # (`w -= lr * w.grad`), not validation; one whose values the loss reads is the
                 # step's own work (a teacher's targets), not validation either.
@@ -120,13 +116,7 @@ def frozen_forwards(tree: CellTree) -> Iterator[SourceLine]:
     found: dict[int, SourceLine] = {}
     for loop in (loop for loop in tree.loops if id(loop) in tree.step_loops):
         for node in ast.walk(loop):
-            if (
-                isinstance(node, (ast.With, ast.AsyncWith))
-                and any(is_grad_mode_call(i.context_expr) for i in node.items)
-                and not updates_in_place(node)
-                and tree.model_calls(node)
-                and _feeds_backward(node, loop)
-            ):
+            if _no_grad_block(node) and tree.model_calls(node) and _feeds_backward(node, loop):
                 # The line of its first model call (``t = teacher(x)``), the one to act on.
                 call = min(tree.model_calls(node), key=position)
                 line = tree.source_line(call, "frozen-forward", loop)
@@ -155,6 +145,15 @@ def per_sample_loops(tree: CellTree) -> Iterator[SourceLine]:
                 line = tree.source_line(node, "per-sample", loop)
                 found.setdefault(line.line, line)
     yield from sorted(found.values(), key=lambda s: s.line)
+
+
+def _no_grad_block(node: ast.AST) -> TypeGuard[ast.With | ast.AsyncWith]:
+    """A no_grad (or inference_mode) block that updates no tensor in place."""
+    return (
+        isinstance(node, (ast.With, ast.AsyncWith))
+        and any(is_grad_mode_call(i.context_expr) for i in node.items)
+        and not updates_in_place(node)
+    )
 
 
 def _batch_names(loop: Loop) -> set[str]:

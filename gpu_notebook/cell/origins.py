@@ -17,8 +17,7 @@ from gpu_notebook.cell.tree import CellTree
 
 def _integer(node: ast.AST | None) -> ast.Constant | None:
     """An integer literal as written (``4``; not ``True``, not ``-1``)."""
-    good = isinstance(node, ast.Constant) and type(node.value) is int
-    return node if good and isinstance(node, ast.Constant) else None
+    return node if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 def keyword_origin(

@@ -48,14 +48,12 @@ def precision(tree: CellTree) -> Precision:
 def _autocast_dtype(call: ast.Call) -> Precision:
     dtype = keyword_of(call, "dtype")
     if dtype is not None:
-        name = last(dotted(dtype.value) or "")
-        return (
-            "bfloat16"
-            if name == "bfloat16"
-            else "float16"
-            if name in ("float16", "half")
-            else "unknown"
-        )
+        named: dict[str, Precision] = {
+            "bfloat16": "bfloat16",
+            "float16": "float16",
+            "half": "float16",
+        }
+        return named.get(last(dotted(dtype.value) or ""), "unknown")
     path = dotted(call.func) or ""
     if ".cuda." in f".{path}.":
         return "float16"  # torch.cuda.amp.autocast(): float16 by default

@@ -382,7 +382,7 @@ def remade_loaders(tree: CellTree, loaders: Iterable[LoaderCall]) -> Iterator[Re
                 break
 
 
-def drawn_by_next(tree: CellTree, loaders: Iterable[ast.AST]) -> tuple[str, str] | None:
+def drawn_by_next(tree: CellTree, loaders: Iterable[ast.AST | None]) -> tuple[str, str] | None:
     """(iterator, loader) where the cell draws batches with ``next(it)`` from ``it =
     iter(loader)`` over one of ``loaders`` (DataLoader calls): a loop that takes a fixed count of
     batches from one pass (an lr finder's ``for _ in range(40): x, y = next(it)``) runs out of
@@ -402,7 +402,7 @@ def drawn_by_next(tree: CellTree, loaders: Iterable[ast.AST]) -> tuple[str, str]
     return next(((it, iterators[it]) for it in drawn if it in iterators), None)
 
 
-def _assigned_to(tree: CellTree, value: ast.AST) -> list[str]:
+def _assigned_to(tree: CellTree, value: ast.AST | None) -> list[str]:
     """The plain names ``value`` is assigned to (``a = b = value``)."""
     assign = tree.parent.get(value)
     if not isinstance(assign, ast.Assign) or assign.value is not value:

@@ -194,10 +194,9 @@ def _waited_on(module: cst.Module, calls: list[cst.Call]) -> list[cst.Call]:
     that leaves none."""
     if len(calls) < 2:
         return calls
-    facts = facts_of(module)
-    loaders = _stepped(module, calls) or _facts_by_call(module, calls)
-    kept = [c for c, ld in loaders
-            if ld is None or facts.dataset_class(ld) not in IN_MEMORY_DATASETS]  # fmt: skip
+    facts, fact = facts_of(module), _loader_facts(module)
+    kept = [c for c in _stepped(module, calls) or calls
+            if c not in fact or facts.dataset_class(fact[c]) not in IN_MEMORY_DATASETS]  # fmt: skip
     return kept or calls
 
 
@@ -205,25 +204,21 @@ def _trained_on(module: cst.Module, calls: list[cst.Call]) -> list[cst.Call]:
     """Of several DataLoaders, the ones a training loop iterates (all when none is)."""
     if len(calls) < 2:
         return calls
-    return [c for c, _ld in _stepped(module, calls)] or calls
+    return _stepped(module, calls) or calls
 
 
-def _facts_by_call(
-    module: cst.Module, calls: list[cst.Call]
-) -> list[tuple[cst.Call, LoaderCall | None]]:
-    """Each call with the scan's loader fact for it (None: the scan has none)."""
-    facts = facts_of(module)
-    found = cst_nodes(module, [ld.node for ld in facts.loaders])
-    by_node = {id(n): ld for ld, n in zip(facts.loaders, found, strict=True) if n is not None}
-    return [(c, by_node.get(id(c))) for c in calls]
+def _loader_facts(module: cst.Module) -> dict[cst.CSTNode, LoaderCall]:
+    """Each ``DataLoader(...)`` call of the cell with the scan's fact for it."""
+    loaders = facts_of(module).loaders
+    found = cst_nodes(module, [ld.node for ld in loaders])
+    return {n: ld for ld, n in zip(loaders, found, strict=True) if n is not None}
 
 
-def _stepped(module: cst.Module, calls: list[cst.Call]) -> list[tuple[cst.Call, LoaderCall | None]]:
-    """The calls whose loader a training loop of the cell iterates, with their facts."""
+def _stepped(module: cst.Module, calls: list[cst.Call]) -> list[cst.Call]:
+    """The calls whose loader a training loop of the cell iterates."""
     iterated = {name for loop in facts_of(module).training_loops() for name in loop.iterates}
-    return [
-        (c, ld) for c, ld in _facts_by_call(module, calls) if ld is not None and ld.name in iterated
-    ]
+    fact = _loader_facts(module)
+    return [c for c in calls if c in fact and fact[c].name in iterated]
 
 
 def _keyword_is(call: cst.Call, name: str, value_code: str) -> bool:
@@ -269,8 +264,8 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
         )
     loaders = [c for c in loaders if c not in unseen]
     facts = facts_of(module)
-    fact_of = paired(module, [ld.node for ld in facts.loaders])
-    drawn = drawn_by_next(facts.tree, [fact_of[c] for c in loaders]) if facts.tree else None
+    fact = _loader_facts(module)
+    drawn = drawn_by_next(facts.tree, [fact[c].node for c in loaders]) if facts.tree else None
     if drawn is not None:
         return Declined(
             f"the loop takes its batches with next({drawn[0]}) from one pass over "

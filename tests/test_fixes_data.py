@@ -386,6 +386,22 @@ def test_workers_go_to_the_loader_the_step_waits_on_not_every_loader_of_the_cell
     )
 
 
+def test_workers_reach_every_loader_a_zipped_step_reads():
+    """zip_two_loaders (issue 26, unseen round 8): each step reads a batch of two loaders over
+    the same kind of Dataset; both wait in the main process, so the fix sets workers on both
+    (one left at 0 keeps half of the wait), and the loop reads the knobs it sets."""
+    from pathlib import Path
+
+    source = Path(__file__).parent.parent / "benchmarks/unseen_programs/zip_two_loaders.py"
+    patch = apply_fix("dataloader_workers", source.read_text(), num_workers=2, pin_memory=False)
+    assert isinstance(patch, Patch)
+    after = patch.source_after.splitlines()
+    for name in ("loader_a", "loader_b"):
+        line = next(ln for ln in after if ln.startswith(f"{name} = DataLoader("))
+        assert "num_workers=2" in line and "persistent_workers=True" in line
+    assert any("zip(loader_a, loader_b" in ln for ln in after)
+
+
 CUDA_BRANCH = """import torch
 cuda = torch.cuda.is_available()
 loader = DataLoader(ds, batch_size=64, num_workers=4 if cuda else 0, pin_memory=cuda)

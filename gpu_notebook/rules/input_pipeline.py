@@ -24,9 +24,12 @@ worker costs more than it saves (a batch that loads faster than its handoff; an 
 ``TensorDataset``, whose samples are views of tensors already in memory) no workers are proposed:
 indexing whole batches removes the per-sample work instead. A worker's own costs are paid per
 tensor of the batch (each is a shared-memory storage the worker fills and the main process maps):
-where the low end's step is then longer than today's, no core is spare for the workers and the
-finding is said at severity info without a fix (python_items: 2 workers 0.91x in --try-fixes,
-0.70x by hand, on 2 quiet cores).
+where the middle of the step they leave with no overlap (the low end's) and with full overlap
+(their work packed on the cores beside the main process's) is no shorter than today's, no core is
+spare for the workers and the finding is said at severity info without a fix (python_items: 2
+workers 0.91x in --try-fixes, 0.70x by hand, on 2 quiet cores). Not on the low end alone: where
+in between the step falls moves with the machine's load, and an offer decided at one end flipped
+run to run (zip_two_loaders); a low end under 1x is said in the range instead.
 
 The workers rule reads the data wait over the run where the step clock timed it (every step
 outside the profiled windows, ``analysis.steps.run_phase``): in the window the profiler's cost on
@@ -190,6 +193,9 @@ class LoaderWorkers(Said):
     unsplit_stream: bool = False
     # Workers may make the step slower here: no fix is offered (None: they may pay).
     no_spare: NoSpareCore | None = None
+    # Offered, but with no overlap the step workers leave is longer than today's: the figures
+    # of the low end under 1x (None: it is not).
+    slower: NoSpareCore | None = None
 
 
 @dataclass(frozen=True)
@@ -353,10 +359,13 @@ def loop_stretch(analysis: Analysis) -> float:
 
 @dataclass(frozen=True)
 class NoSpareCore:
-    """Why workers may make the step slower (``no_spare_core``): today's step; the main
-    process's own part with workers (the rest of the step and the handoff of each batch's
-    tensors) and the workers' CPU work a step at a worker's cost, on ``parallel`` cores after
-    it, leave a step of ``slowest_us``, longer than today's (microseconds)."""
+    """The step ``wanted`` workers leave, from the program's own figures (``workers_steps``):
+    today's step; the main process's own part with workers (the rest of the step and the
+    handoff of each batch's tensors) and the workers' CPU work a step at a worker's cost, on
+    ``parallel`` cores; ``slowest_us`` with that work after the main process's part, not beside
+    it, ``fastest_us`` with all of it packed on the cores beside it (microseconds). Workers may
+    make the step slower (``no_spare_core``) where the middle of the two is no shorter than
+    today's step."""
 
     step_us: float
     slowest_us: float
@@ -366,6 +375,12 @@ class NoSpareCore:
     cores: int
     tensors: int
     batches: float
+    fastest_us: float
+
+    @property
+    def expected_us(self) -> float:
+        """The step the offer is decided on: the middle of no overlap and full overlap."""
+        return (self.slowest_us + self.fastest_us) / 2
 
 
 def workers_low(
@@ -394,23 +409,24 @@ def workers_low(
     return max(1.0, min(amdahl, reach, bound, session_reach(analysis)))
 
 
-def no_spare_core(
+def _workers_floor_high(loop: LoopCores, wanted: int, rest: float, cpu: float) -> float:
+    """The shortest step workers may leave with their costs paid (microseconds): the main
+    process's own part (the rest and each tensor's handoff), the workers' CPU work
+    (``workers_cpu_us``) on at most ``wanted`` cores, and both together with the rest on the
+    cores it keeps busy, packed on the cores this process may use without loss."""
+    main, work = rest + main_handoff_us(loop), workers_cpu_us(loop, cpu)
+    parallel = max(1, min(wanted, loop.cores))
+    packed = (rest * loop.model_cores + main_handoff_us(loop) + work) / loop.cores
+    return max(main, work / parallel, packed)
+
+
+def workers_steps(
     run: Run, analysis: Analysis, whole: RunPhase | None, current: int | None, wanted: int
 ) -> NoSpareCore | None:
-    """Why ``wanted`` workers may make the step slower, from the program's own figures (the
-    machine's load is ``session_reach``'s: a low end floored at 1x, measured by --try-fixes):
-    the low end's step (``_workers_floor_low`` over the least data wait the run supports, as
-    much of it CPU work as this process's CPU use says at least, ``loading_cpu_fraction``) is
-    longer than today's. The cores are not spare then: the main process's own part and the
-    workers' CPU work, which a worker pays beyond the main process's (the items' Python in a
-    forked process, each tensor's shared-memory storage and its handoff), do not fit in today's
-    step on the cores this process may use. A loader that sleeps or reads files keeps its fix:
-    its wait overlaps (its CPU use read as its loop ran, ``loop_stretch``, not as the wall clock
-    went: a loaded machine's waits for a core are no sleep).
-    python_items (two tensors a batch, 2.15 ms steps, 1.85 ms of Python loading, 2 cores) ran
-    0.91x with 2 workers in the ledger (every round 0.80x-0.99x) and 0.70x by hand, 0.65x with
-    one; this floor reads 2.9 ms. None: workers may pay (or the wait is not run-wide, or workers
-    already load)."""
+    """The step ``wanted`` workers leave, both ways (``NoSpareCore``), over the least data wait
+    the run supports, as much of it CPU work as this process's CPU use says at least
+    (``loading_cpu_fraction``, read as the loop ran: ``loop_stretch``). None: the wait is not
+    run-wide, or workers already load."""
     if whole is None or current != 0 or whole.step_s <= 0:
         return None
     loop = loop_cores(run)
@@ -418,12 +434,39 @@ def no_spare_core(
     load_us = step_us * min(whole.low_share, whole.share)
     rest_us = step_us * (1.0 - whole.share)
     cpu_us = load_us * loading_cpu_fraction(run, analysis, whole.share, loop_stretch(analysis))
-    slowest_us = _workers_floor_low(loop, wanted, rest_us, cpu_us)
-    if slowest_us <= rest_us + load_us:
+    return NoSpareCore(rest_us + load_us, _workers_floor_low(loop, wanted, rest_us, cpu_us),
+                       rest_us + main_handoff_us(loop), workers_cpu_us(loop, cpu_us),
+                       max(1, min(wanted, loop.cores)), loop.cores, loop.tensors, loop.batches,
+                       _workers_floor_high(loop, wanted, rest_us, cpu_us))  # fmt: skip
+
+
+def no_spare_core(
+    run: Run, analysis: Analysis, whole: RunPhase | None, current: int | None, wanted: int
+) -> NoSpareCore | None:
+    """Why ``wanted`` workers may make the step slower, from the program's own figures
+    (``workers_steps``): the middle of the step they leave with no overlap (their CPU work
+    after the main process's part, ``_workers_floor_low``) and with full overlap (packed on the
+    cores beside it, ``_workers_floor_high``) is no shorter than today's. The cores are not
+    spare then: the main process's own part and the workers' CPU work, which a worker pays
+    beyond the main process's (the items' Python in a forked process, each tensor's
+    shared-memory storage and its handoff), do not fit in today's step on the cores this
+    process may use. A loader that sleeps or reads files keeps its fix: its wait overlaps.
+
+    The offer is decided on the middle, not on either end: where in between the step falls is
+    the machine's load of the moment (python_items, 2 workers on 2 cores: 0.70x by hand quiet,
+    its no-overlap end; ~1.4x at load 13 with its processes first in line for the cores, near
+    the packed end), and a line at one end flips the offer with it. zip_two_loaders' no-overlap
+    end sat within 2% of today's step at load 10-25 and the offer flipped run to run (offered
+    at load 21-25, refused at 10 and 13; by hand 1.25x, 1.47x, 0.93x at load 7-9); its middle
+    reads 0.84-0.88 of today's step at load 12. The no-overlap end stays the range's low end,
+    under 1x where it says so (``loader_workers``): the load's caveat, not the offer's.
+    python_items quiet (two tensors a batch, 2.15 ms steps, 1.85 ms of Python loading, 2 cores)
+    reads 2.9 ms and 2.3 ms, a middle of 2.6 ms (0.83x): no core is spare. None: workers may
+    pay (or the wait is not run-wide, or workers already load)."""
+    steps = workers_steps(run, analysis, whole, current, wanted)
+    if steps is None or steps.expected_us < steps.step_us:
         return None
-    return NoSpareCore(rest_us + load_us, slowest_us, rest_us + main_handoff_us(loop),
-                       workers_cpu_us(loop, cpu_us), max(1, min(wanted, loop.cores)),
-                       loop.cores, loop.tensors, loop.batches)  # fmt: skip
+    return steps
 
 
 def session_reach(analysis: Analysis) -> float:
@@ -567,19 +610,26 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     bound = reach.bound
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose
-    no_spare = no_spare_core(run, analysis, whole, workers, wanted)
+    steps = workers_steps(run, analysis, whole, workers, wanted)
+    no_spare = steps if steps is not None and steps.expected_us >= steps.step_us else None
     if no_spare is not None:
-        # The low end is a slower step: said, not offered (the fix would be tried and kept
-        # only where it helps, but a recommendation must not be a slowdown's coin flip).
+        # The step workers leave is longer than today's: said, not offered (the fix would be
+        # tried and kept only where it helps, but a recommendation must not be a slowdown).
         said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live,
                              hook, as_iterated, workers, cores, wanted, pin, has_gpu(run), reach,
                              None, no_spare=no_spare)  # fmt: skip
         return found("input.loader_workers", "info", said, phase_share=data, line=loader.line)
     low = workers_low(run, analysis, whole, workers, bound, wanted)
+    # Where the workers' CPU work after the main process's part, not beside it, is a longer
+    # step than today's, the low end says so (under 1x): how much of it overlaps is the
+    # machine's load of the moment, a caveat of the range, not a reason to withdraw the offer.
+    slower = steps if steps is not None and steps.slowest_us > steps.step_us else None
+    if low is not None and slower is not None:
+        low = min(low, slower.step_us / slower.slowest_us)
     unsplit = _unsplit_stream(run, loader)
     said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live, hook,
                          as_iterated, workers, cores, wanted, pin, has_gpu(run), reach, low,
-                         _session_cap(analysis, low), unsplit)  # fmt: skip
+                         _session_cap(analysis, low), unsplit, slower=slower)  # fmt: skip
     return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
                  line=loader.line, fix_id=None if unsplit else "dataloader_workers",
                  fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True}

@@ -152,17 +152,35 @@ def _where(s: LoaderWorkers) -> str:
     return where + (" (as its iterator ran)" if s.as_iterated else "")
 
 
-def no_spare_core(n: NoSpareCore) -> str:
-    """Why workers may make the step slower: the figures of ``NoSpareCore``."""
+def _workers_steps(n: NoSpareCore) -> str:
+    """The figures of ``NoSpareCore``: the main process's part, the workers' CPU work, and the
+    step they leave with no overlap and with full overlap."""
     per = "a batch" if n.batches < 1.5 else f"a step ({n.batches:.3g} batches)"
     return (
-        f"no core is spare: with workers the main process still spends {n.main_us / 1000:.2f} ms "
+        f"with workers the main process still spends {n.main_us / 1000:.2f} ms "
         f"{per} on the rest of the step and receiving {n.tensors} tensor(s) a batch, and the "
         f"workers {n.workers_us / 1000:.2f} ms of CPU (the loading at {WORKER_CPU_FACTOR:g}x the "
         f"main process's time, ~{WORKER_BATCH_US / 1000:.1f} ms a tensor to put each batch in "
-        f"shared memory); on {n.parallel} of {n.cores} core(s) after the main process's part "
-        f"that is a step of up to {n.slowest_us / 1000:.2f} ms against {n.step_us / 1000:.2f} ms "
-        "today: workers may make it slower"
+        f"shared memory); on {n.parallel} of {n.cores} core(s) that is a step of "
+        f"{n.fastest_us / 1000:.2f} ms packed beside the main process's part to "
+        f"{n.slowest_us / 1000:.2f} ms after it, against {n.step_us / 1000:.2f} ms today"
+    )
+
+
+def no_spare_core(n: NoSpareCore) -> str:
+    """Why workers may make the step slower: the figures of ``NoSpareCore``."""
+    return (
+        f"no core is spare: {_workers_steps(n)}; the middle, {n.expected_us / 1000:.2f} ms, is "
+        "no shorter: workers may make it slower"
+    )
+
+
+def slower_low_end(n: NoSpareCore) -> str:
+    """Why an offered workers fix's low end is under 1x: the figures of ``NoSpareCore``."""
+    return (
+        f"low end under 1x: {_workers_steps(n)}; how much of their work overlaps the main "
+        "process's is the machine's load of the moment (the middle, "
+        f"{n.expected_us / 1000:.2f} ms, is shorter: offered)"
     )
 
 
@@ -199,6 +217,8 @@ def loader_workers(s: LoaderWorkers) -> Words:
             f"high end: the run's wait, as little of it CPU work as this process's CPU use allows, "
             f"shared with the rest of the step on {s.reach.cores} core(s))"
         )
+    if s.slower is not None:
+        evidence.append(slower_low_end(s.slower))
     if s.session is not None:
         c = s.session
         evidence.append(

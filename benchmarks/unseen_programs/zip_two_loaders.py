@@ -5,7 +5,11 @@ input-bound. Seen 2026-12-05 (load 13): input-bound 56% data over the run (right
 clock joined both reads into one step); workers not offered ("no core is spare" at load 13). Seen 14:51-15:55 (oldopen): plain and
 --try-fixes give the same offer for one run; it flips with load (offered at load 21-25, data
 58-88%; "no core is spare" at load 10, data 47%); by hand at load 7-9, 2 workers on each loader:
-1.25x, 1.47x, 0.93x."""
+1.25x, 1.47x, 0.93x. Since 2026-12-05 18:30 (zipspare) the offer is decided on the middle of
+the step with no overlap and packed: offered in every run at load 12-21 and first in line for
+the cores (the middle 0.73-0.91 of today's step; main refused 4 of those 9 figures); the
+no-overlap end is the range's low end, under 1x where it says so. --try-fixes at load 13-16:
+1.14x (0.72x-1.81x, undecided) in 0.85x-2.22x."""
 
 import numpy as np
 import torch

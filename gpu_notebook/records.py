@@ -1479,6 +1479,11 @@ class WhatIf:
     exposed_now_s: float | None = None
 
 
+# What limits a step estimated on a GPU: the data wait, the host (Python between ops, dispatch
+# and launch), the GPU's kernels, or the loop's own time off a core (a sleep, I/O, a lock).
+EstimateLimit = Literal["data", "host", "compute", "off_core"]
+
+
 @dataclass(frozen=True)
 class GpuEstimate:
     """One step of a loop measured without a GPU, estimated on a named GPU (analysis.gpu_estimate)."""
@@ -1488,7 +1493,7 @@ class GpuEstimate:
     measured_step_s: float  # mean profiled step on this machine
     step_s: float  # estimated step on that GPU
     speedup: float  # measured_step_s / step_s
-    limited_by: str  # "data loading" | "host Python and kernel launches" | "GPU compute" | OFF_CORE
+    limited_by: str  # what limits the step, worded from ``limits`` (words.gpu_estimate)
     data_s: float  # data wait a GPU does not remove
     host_s: float  # Python between ops + dispatch and launch of every op, per step
     device_s: float  # estimated kernel time per step
@@ -1506,6 +1511,9 @@ class GpuEstimate:
     # a lock; schedstat over the run), in measured seconds: a GPU shortens none of it, so the
     # estimated step is never shorter. None: not read.
     off_core_s: float | None = None
+    # What limits the estimated step, not yet worded (the report's estimate is, into
+    # ``limited_by``): never in the JSON.
+    limits: EstimateLimit | None = None
 
 
 # `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).
@@ -1593,6 +1601,8 @@ class Report:
             finding.pop("notes", None)
         data["verdict"].pop("answer", None)  # the worded text is in the verdict
         data["verdict"].pop("lines", None)
+        if data["gpu_estimate"] is not None:
+            data["gpu_estimate"].pop("limits", None)  # worded in limited_by
         return data
 
     def to_json(self, indent: int | None = None) -> str:

@@ -21,6 +21,7 @@ from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
 from gpu_notebook.traces.kineto import load_trace
 from gpu_notebook.views.wording import describe_estimate, estimate_assumptions
+from gpu_notebook.words.gpu_estimate import word_estimate
 
 Op = ge._OpTimes
 A100 = GPUS["a100"]
@@ -42,7 +43,7 @@ def test_the_table_has_sources_and_names_are_forgiving():
 def test_a_loop_of_tiny_ops_stays_host_bound_on_a_gpu():
     # batch 1: 300 ops of 8 us CPU each, 5 ms of Python between them, a 10 ms step.
     est = per_step([Op("aten::add", 300, 2400.0, 2400.0)], python_us=5000.0, step_us=10_000.0)
-    assert est.limited_by == "host Python and kernel launches"
+    assert est.limits == "host"
     assert est.host_s == pytest.approx((5000 + 300 * ge.HOST_PER_KERNEL_US) / 1e6)
     assert est.device_s == pytest.approx(300 * ge.MIN_KERNEL_US / 1e6)  # each kernel at its floor
     assert (
@@ -60,9 +61,9 @@ def test_big_matmuls_move_to_the_gpu_and_the_data_wait_stays():
     flops = 0.9 * ge.CPU_GFLOPS_PER_CORE * 1e9 * 8
     device = flops / (A100.fp32_tflops * 1e12 * ge.GEMM_EFFICIENCY)
     assert est.device_s == pytest.approx(device)
-    assert est.step_s == pytest.approx(0.1 + device) and est.limited_by == "data loading"
+    assert est.step_s == pytest.approx(0.1 + device) and est.limits == "data"
     assert est.speedup == pytest.approx(1.0 / (0.1 + device))
-    first = describe_estimate(est)[0]
+    first = describe_estimate(word_estimate(est))[0]
     assert (
         first.startswith(f"About {est.speedup:.1f}x faster on one NVIDIA A100")
         and "data loading" in first
@@ -215,11 +216,11 @@ def test_a_step_the_loop_spends_off_a_core_is_never_shortened_by_a_gpu():
     assert free.speedup > 1.5 and free.off_core_s is None  # the trace alone promises a gain
     slept = per_step(ops, python_us=1000.0, step_us=20_000.0, off_core_us=0.95 * 20_000.0)
     assert slept.step_s == pytest.approx(0.019) and slept.speedup == pytest.approx(20 / 19)
-    assert slept.limited_by == ge.OFF_CORE and slept.off_core_s == pytest.approx(0.019)
+    assert slept.limits == "off_core" and slept.off_core_s == pytest.approx(0.019)
     assert any("off a core" in a for a in estimate_assumptions(slept))
     # A compute loop's few blocked microseconds change nothing.
     busy = per_step(ops, python_us=1000.0, step_us=20_000.0, off_core_us=0.02 * 20_000.0)
-    assert busy.step_s == free.step_s and busy.limited_by == free.limited_by
+    assert busy.step_s == free.step_s and busy.limits == free.limits
 
 
 STREAMED = """

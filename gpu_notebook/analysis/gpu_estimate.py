@@ -48,7 +48,7 @@ from gpu_notebook.analysis.optimizer_split import optimizer_class
 from gpu_notebook.analysis.phases import find_host_thread, step_bounds
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.markers import DATALOADER_PREFIX, OPTIMIZER_STEP_PREFIX
-from gpu_notebook.records import Analysis, GpuEstimate, PhaseBreakdown, Run
+from gpu_notebook.records import Analysis, EstimateLimit, GpuEstimate, PhaseBreakdown, Run
 from gpu_notebook.traces.kineto import Trace
 from gpu_notebook.traces.windows import WindowTraces
 
@@ -60,10 +60,6 @@ __all__ = [
     "estimate_on_gpu",
     "gpu_spec",
 ]
-
-
-# What limits the estimated step when the loop's own waits outside torch outlast the rest.
-OFF_CORE = "the loop's waits outside torch (sleep, I/O, locks)"
 
 
 @dataclass(frozen=True)
@@ -360,21 +356,18 @@ def estimate_from_ops(
     host_step = python_us + host_ops_us / n
     overlapped = reads == 0
     gpu_step = data_us + (max(host_step, device_step) if overlapped else host_step + device_step)
-    parts = {
-        "data loading": data_us,
-        "host Python and kernel launches": host_step,
-        "GPU compute": device_step,
-    }
-    limited_by = max(parts, key=lambda k: parts[k])
+    parts: dict[EstimateLimit, float] = {"data": data_us, "host": host_step, "compute": device_step}
+    limits = max(parts, key=lambda k: parts[k])
     if off_core_us is not None and off_core_us > gpu_step:
-        gpu_step, limited_by = off_core_us, OFF_CORE
+        # The loop's own waits outside torch outlast the rest: a GPU shortens none of them.
+        gpu_step, limits = off_core_us, "off_core"
     return GpuEstimate(
         key=spec.key,
         gpu=spec.name,
         measured_step_s=step_us / 1e6,
         step_s=gpu_step / 1e6,
         speedup=step_us / gpu_step if gpu_step > 0 else float("inf"),
-        limited_by=limited_by,
+        limited_by="",  # worded by words.gpu_estimate
         data_s=data_us / 1e6,
         host_s=host_step / 1e6,
         device_s=device_step / 1e6,
@@ -386,6 +379,7 @@ def estimate_from_ops(
         reads_per_step=reads / n,
         cores=cores,
         off_core_s=off_core_us / 1e6 if off_core_us is not None else None,
+        limits=limits,
     )
 
 

@@ -56,6 +56,7 @@ def build_report(
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import cell_facts, run_rules
     from gpu_notebook.words import word_findings
+    from gpu_notebook.words.gpu_estimate import word_estimate
     from gpu_notebook.words.proposals import attach_fixes
     from gpu_notebook.words.verdict import word_verdict
 
@@ -90,7 +91,9 @@ def build_report(
         whatif=what_if(
             run, analysis, price_per_gpu_hour, world_size=run.rank.world_size if run.rank else 1
         ),
-        gpu_estimate=estimate_on_gpu(run, analysis, target_gpu, traces, autocast=facts.autocast),
+        gpu_estimate=word_estimate(
+            estimate_on_gpu(run, analysis, target_gpu, traces, autocast=facts.autocast)
+        ),
     )
     baseline = find_baseline(history, report)
     if baseline is not None:

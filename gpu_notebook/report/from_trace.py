@@ -94,6 +94,7 @@ def report_from_trace(
     already be decoded (the caller read its rank); without it the file is decoded here.
     """
     from gpu_notebook.analysis.gpu_estimate import estimate_from_trace, gpu_spec
+    from gpu_notebook.words.gpu_estimate import word_estimate
     from gpu_notebook.words.verdict import word_verdict
 
     spec = gpu_spec(target_gpu) if target_gpu is not None else None
@@ -173,7 +174,7 @@ def report_from_trace(
         # The recording machine's cores are not in the file: one assumed (the views say so).
         estimate = estimate_from_trace(trace, analysis, spec, cores=1)
         if estimate is not None:
-            estimate = dataclasses.replace(estimate, cores_assumed=True)
+            estimate = word_estimate(dataclasses.replace(estimate, cores_assumed=True))
     report = Report(
         run=run,
         analysis=analysis,

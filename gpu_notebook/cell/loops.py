@@ -31,7 +31,7 @@ from gpu_notebook.cell.names import (
     targets_of,
     updates_in_place,
 )
-from gpu_notebook.cell.tree import CellTree, Loop
+from gpu_notebook.cell.tree import CellTree, Loop, handed
 from gpu_notebook.cell.words import LOSS_WORDS, last
 
 _VAL_NAME = re.compile(
@@ -53,17 +53,7 @@ def loop_facts(tree: CellTree, loop: Loop) -> LoopFacts:
         calls_model=bool(tree.model_calls(loop)),
         under_grad_mode=tree.under_grad_mode(loop),
         node=loop,
-        hands=tuple(
-            sorted(
-                {
-                    a.id
-                    for s in loop.body
-                    for c in calls_in(s)
-                    for a in [*c.args, *(k.value for k in c.keywords)]
-                    if isinstance(a, ast.Name)
-                }
-            )
-        ),
+        hands=tuple(sorted(handed(loop))),
         backward_calls=tuple(
             sorted((c for s in loop.body for c in calls_in(s) if is_backward(c)), key=position)
         )

@@ -37,14 +37,16 @@ def _heads(loop: Loop) -> tuple[ast.AST | None, ...]:
     return (getattr(loop, "iter", None), getattr(loop, "test", None))
 
 
-def _called_or_handed(loop: Loop) -> set[str]:
-    """Names ``loop``'s body calls (``closure()``) or passes to a call (``opt.step(closure)``)."""
-    names: set[str] = set()
-    for call in (c for s in loop.body for c in ast.walk(s) if isinstance(c, ast.Call)):
-        for value in (call.func, *call.args, *(k.value for k in call.keywords)):
-            if isinstance(value, ast.Name):
-                names.add(value.id)
-    return names
+def handed(loop: Loop, *, called: bool = False) -> set[str]:
+    """Names ``loop``'s body passes whole to a call (``loader`` of ``train(model, loader)``,
+    ``closure`` of ``opt.step(closure)``); ``called``: and the names it calls (``closure()``)."""
+    calls = [c for s in loop.body for c in ast.walk(s) if isinstance(c, ast.Call)]
+    return {
+        value.id
+        for c in calls
+        for value in ([c.func] if called else []) + [*c.args, *(k.value for k in c.keywords)]
+        if isinstance(value, ast.Name)
+    }
 
 
 class CellTree(Parents):
@@ -76,7 +78,7 @@ class CellTree(Parents):
         for fn in ast.walk(tree):
             if isinstance(fn, Function):
                 loop = self.enclosing_loop(fn)
-                if loop is not None and fn.name in _called_or_handed(loop):
+                if loop is not None and fn.name in handed(loop, called=True):
                     self.closures.add(id(fn))
         # The cell's module-level functions that run a backward (``def train_step(model,
         # batch): ... loss.backward()``): a loop that calls one trains, and what the function

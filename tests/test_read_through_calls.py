@@ -329,3 +329,36 @@ def test_an_evaluation_loop_of_an_earlier_cell_runs_under_inference_mode_in_the_
     assert "def evaluate(model, loader):" in after
     assert "    with torch.inference_mode():\n        for x, y in loader:" in after
     assert after.endswith("\n\nscore = evaluate(model, loader)\n")
+
+
+def test_copies_in_an_earlier_cells_loop_are_named_there_on_a_gpu_run(ip):
+    """A GPU run's figures (synthetic: a pinned copy phase, no GPU here) with the session's
+    namespace: the blocking .to(device) and the host-made tensor of train_one_epoch are named
+    in its cell, and the non_blocking fix patches its definition."""
+    from gpu_notebook.records import CopyStats
+    from tests.scenarios import synthetic as syn
+    from tests.test_rules import rules_for
+
+    assert ip.run_cell(DATA + "device = 'cpu'\n").success
+    number = defined_in_a_cell(
+        ip,
+        "def train_one_epoch(model, loader, opt):\n"
+        "    for x, y in loader:\n"
+        "        x, y = x.to(device), y.to(device)\n"
+        "        noise = torch.zeros(x.shape[0], 1).to(device)\n"
+        "        loss = loss_fn(model(x) + noise, y)\n"
+        "        opt.zero_grad(); loss.backward(); opt.step()\n",
+    )
+    pinned = syn.timeline(busy=0.6, copies=(CopyStats("HtoD (Pinned -> Device)", 40, 8e3, None),))
+    run = syn.make_run(CALL, gpus=[syn.gpu()])
+    analysis = syn.make_analysis({"copy": 0.12, "forward": 0.5}, gpu_timeline=pinned)
+    found = {f.rule_id: f for f in rules_for(run, analysis, namespace=ip.user_ns)}
+    blocking = " ".join(found["copies.blocking"].evidence)
+    assert re.search(rf"In\[{number}\] line [34]: `[^`]+` has no non_blocking=True", blocking)
+    made = " ".join(found["copies.host_made"].evidence)
+    assert f"In[{number}] line 4: `noise = torch.zeros(x.shape[0], 1).to(device)`" in made
+    assert found["copies.blocking"].line is None and found["copies.host_made"].line is None
+    patch = apply_through_calls("non_blocking_copies", CALL, callees(CALL, ip.user_ns))
+    assert isinstance(patch, Patch)
+    assert "x.to(device, non_blocking=True)" in patch.source_after
+    assert patch.source_after.endswith("\n\n" + CALL)

@@ -168,9 +168,8 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         validation=tuple(validation(tree)),
         frozen_forwards=tuple(frozen_forwards(tree)),
         per_sample_loops=tuple(per_sample_loops(tree)),
-        # Not yet said through calls (cell.calls): the cell's own copies.
-        blocking_copies=tuple(c for c in copies(tree, blocking=True) if c.origin is None),
-        non_blocking_copies=len([c for c in copies(tree, blocking=False) if c.origin is None]),
+        blocking_copies=tuple(copies(tree, blocking=True)),
+        non_blocking_copies=len(copies(tree, blocking=False)),
         inference_loops=inference_loops(tree, loops),
         eval_called=frozenset(
             name

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import (
     WARN,
@@ -39,8 +39,7 @@ class PageableCopies(Said):
 @dataclass(frozen=True)
 class BlockingCopies(Said):
     copy: float  # the host's copy share of the step
-    line: int  # the first blocking copy in the step loop
-    text: str
+    where: SourceLine  # the first blocking copy in the step loop (cell.calls: maybe elsewhere)
     count: int  # such copies
     bound: float | None
 
@@ -90,9 +89,9 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         return None  # non_blocking does nothing for pageable memory: pageable_copies speaks
     first = per_step[0]
     bound = gain_bound(copy, analysis)
-    said = BlockingCopies(copy, first.line, first.text, len(per_step), bound)
+    said = BlockingCopies(copy, first, len(per_step), bound)
     return found("copies.blocking", severity, said, phase_share=copy, bound=bound,
-                 line=first.line, fix_id="non_blocking_copies",
+                 line=first.cell_line, fix_id="non_blocking_copies",
                  bound_low=gain_bound_low(analysis, "copy"))  # fmt: skip
 
 

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import dotted, keyword_of, literal_of, method_of, receiver_of
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import COPY_METHODS, DTYPE_WORDS, last
@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class HostMade(Said):
-    line: int  # the first call that makes a tensor on the host and copies it
-    text: str
+    where: SourceLine  # the first call that makes a tensor on the host and copies it
     count: int  # such calls
     copy: float | None  # the host's copy share of the step
     bound: float | None
@@ -84,15 +83,15 @@ def host_made(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | Non
     if analysis.gpu is None or facts.tree is None:
         return None
     tree = facts.tree
-    hits = [tree.source_line(c, "host-made") for c in host_made_calls(tree) if tree.in_cell(c)]
+    hits = [tree.source_line(c, "host-made") for c in host_made_calls(tree)]
     if not hits:
         return None
     copy = share(analysis, "copy")
     bound = gain_bound(copy, analysis)
     first = hits[0]
-    said = HostMade(first.line, first.text, len(hits), copy, bound)
+    said = HostMade(first, len(hits), copy, bound)
     return found("copies.host_made", severity_of(copy, low=0.0) or "low", said,
-                 phase_share=copy, bound=bound, line=first.line, fix=FIX)  # fmt: skip
+                 phase_share=copy, bound=bound, line=first.cell_line, fix=FIX)  # fmt: skip
 
 
 def make_on_device(module: cst.Module) -> CodemodResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.rules.copies import BlockingCopies, PageableCopies
 from gpu_notebook.rules.host_tensors import HostMade
-from gpu_notebook.words.common import Words, copy_evidence, worder, words
+from gpu_notebook.words.common import Words, at, copy_evidence, worder, words
 
 _SOURCE = (
     "Nsight Systems cuda_memcpy_async rule (pageable async copies: use pinned memory); TraceML "
@@ -54,7 +54,7 @@ def blocking_copies(s: BlockingCopies) -> Words:
         "Each batch copy to the GPU blocks Python until it is done",
         [
             copy_evidence(s.copy),
-            f"line {s.line}: `{s.text}` has no non_blocking=True"
+            f"{at(s.where)}: `{s.where.text}` has no non_blocking=True"
             + (f" ({s.count} such copies)" if s.count > 1 else ""),
             f"gain if the copies overlap with compute: {fmt_gain(s.bound)}",
         ],
@@ -68,7 +68,7 @@ def host_made(s: HostMade) -> Words:
     return words(
         "Tensors are made on the host and copied to the GPU every step",
         [
-            f"line {s.line}: `{s.text}` builds the tensor in host memory, then copies it"
+            f"{at(s.where)}: `{s.where.text}` builds the tensor in host memory, then copies it"
             + (f" ({s.count} such calls)" if s.count > 1 else ""),
             copy_evidence(s.copy),
             f"gain if the copies go: {fmt_gain(s.bound)}",

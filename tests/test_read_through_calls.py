@@ -362,3 +362,23 @@ def test_copies_in_an_earlier_cells_loop_are_named_there_on_a_gpu_run(ip):
     assert isinstance(patch, Patch)
     assert "x.to(device, non_blocking=True)" in patch.source_after
     assert patch.source_after.endswith("\n\n" + CALL)
+
+
+def test_a_periodic_block_of_an_earlier_cells_loop_keeps_its_place(ip):
+    """``if step % 50 == 0:`` in train_one_epoch: the block the run-shape rules match to the
+    stalls is read with the cell, and worded where it is."""
+    from gpu_notebook.cell.blocks import periodic_blocks
+    from gpu_notebook.cell.scan import cell_facts
+    from gpu_notebook.words.common import place
+
+    assert ip.run_cell(DATA).success
+    number = defined_in_a_cell(
+        ip,
+        EPOCH.replace(
+            '        print(f"step', '        if step % 50 == 0:\n            print(f"step'
+        ),
+    )
+    facts = cell_facts(CALL, ip.user_ns)
+    (block,) = periodic_blocks(facts.tree)
+    assert (block.every, block.work, block.text) == (50, "logging", "if step % 50 == 0:")
+    assert place(block.line, block.origin) == f"In[{number}] line 7"

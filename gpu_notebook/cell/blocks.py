@@ -12,6 +12,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from gpu_notebook.cell.facts import Origin
 from gpu_notebook.cell.names import dotted, loss_names, method_of, targets_of
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import KEEPING_METHODS
@@ -33,6 +34,8 @@ class Periodic:
     # A loop beside the step loop in the epoch loop (``epoch_blocks``): it runs once an
     # epoch, every epoch's length in steps (the loader's length: known at run time only).
     per_epoch: bool = False
+    # In a function the cell calls (cell.calls): ``line`` is then the reading's.
+    origin: Origin | None = None
 
 
 def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
@@ -46,10 +49,14 @@ def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
             if not isinstance(node, ast.If):
                 continue
             every = _modulus(node.test, constants)
-            if every is None or not cell.in_cell(node):  # not yet said through calls
+            if every is None:
                 continue
             work = _work(node.body)
-            found.append(Periodic(cell.line_of(node), every, cell.text_of(node), work))
+            found.append(
+                Periodic(
+                    cell.line_of(node), every, cell.text_of(node), work, origin=cell.origin_of(node)
+                )
+            )
     return found
 
 
@@ -68,12 +75,14 @@ def epoch_blocks(cell: CellTree | None) -> list[Periodic]:
         for loop in cell.loops:
             if loop is step or cell.trains[id(loop)] or cell.enclosing_loop(loop) is not epoch:
                 continue
-            if not cell.in_cell(loop):  # not yet said through calls (cell.calls)
-                continue
             work = _work(loop.body)
             if work == "work" and cell.model_calls(loop):
                 work = "validation"
-            found.append(Periodic(cell.line_of(loop), 0, cell.text_of(loop), work, per_epoch=True))
+            found.append(
+                Periodic(
+                    cell.line_of(loop), 0, cell.text_of(loop), work, True, cell.origin_of(loop)
+                )
+            )
     return found
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpu_notebook.analysis.framework_stacks import count_overhead, loop_time, sampled_stacks
-from gpu_notebook.cell.facts import SourceFacts, SourceLine
+from gpu_notebook.cell.facts import Origin, SourceFacts, SourceLine
 from gpu_notebook.records import (
     Analysis,
     Finding,
@@ -57,6 +57,7 @@ class PeriodicLogging(Said):
     cost: PeriodicCost
     bound: float | None  # running it EVERY times less often
     work: str = "logging"
+    origin: Origin | None = None  # in a function the cell calls (cell.calls)
 
 
 @dataclass(frozen=True)
@@ -390,7 +391,7 @@ def _periodic_block(analysis: Analysis, facts: SourceFacts, *, logging: bool) ->
             continue
         removed = every_n(cost.share)
         bound = gain_bound(removed, analysis)
-        said = PeriodicLogging(block.line, block.text, cost, bound, block.work)
+        said = PeriodicLogging(block.line, block.text, cost, bound, block.work, block.origin)
         rule_id = "logging.periodic" if logging else "run.periodic_work"
         return found(rule_id, severity, said, phase_share=removed, bound=bound,
                      line=block.line)  # fmt: skip

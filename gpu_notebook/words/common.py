@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from gpu_notebook.cell.facts import SourceLine
+from gpu_notebook.cell.facts import Origin, SourceLine
 from gpu_notebook.formatting import fmt_share
 from gpu_notebook.records import PhaseBreakdown, Said
 from gpu_notebook.rules.common import RESIDUAL_PHASES
@@ -80,10 +80,14 @@ def at(line: SourceLine) -> str:
     """Where a fact's line is, as the user finds it: the measured cell's "line 7", another
     cell's "In[3] line 4" (as IPython's tracebacks name a cell), a user's file's "utils.py:14"
     (a function the cell calls, read with it: ``cell.calls``)."""
-    origin = line.origin
+    return place(line.line, line.origin)
+
+
+def place(line: int, origin: Origin | None) -> str:
+    """:func:`at` of a reading line and its origin (a record that keeps them apart)."""
     if origin is None:
-        return f"line {line.line}"
-    there = line.line_there
+        return f"line {line}"
+    there = origin.line_there(line)
     if origin.in_file:
         return f"{_file_label(origin.filename)}:{there}"
     if origin.cell_number is not None:

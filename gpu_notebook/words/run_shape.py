@@ -12,7 +12,7 @@ from gpu_notebook.rules.run_shape import (
     PeriodicStall,
     WindowUnrepresentative,
 )
-from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.common import Words, place, worder, words
 
 _SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
 
@@ -144,7 +144,9 @@ def periodic_stall(s: PeriodicStall) -> Words:
             if block.per_epoch and stalls.period_steps
             else "periodically (its period is set at run time)"
         )
-        evidence.append(f"line {block.line}: `{block.text}` runs {block.work} {every}")
+        evidence.append(
+            f"{place(block.line, block.origin)}: `{block.text}` runs {block.work} {every}"
+        )
     title = (
         f"Every {stalls.period_steps} steps a step stalls"
         if stalls.period_steps

@@ -22,6 +22,7 @@ from gpu_notebook.words.common import (
     at,
     lines_at,
     phase_source,
+    place,
     residual_evidence,
     worder,
     words,
@@ -106,11 +107,11 @@ def periodic_logging(s: PeriodicLogging) -> Words:
             f"The {s.work} every {s.cost.period} steps takes {fmt_share(s.cost.share)} of the "
             "step time",
             [
-                f"line {s.line} (`{first}`)",
+                f"{place(s.line, s.origin)} (`{first}`)",
                 periodic_evidence(s.cost),
                 f"gain if it runs every {every} steps: {fmt_gain(s.bound)} (Amdahl)",
             ],
-            f"Run it {EVERY}x less often (`% {every}` on line {s.line}), "
+            f"Run it {EVERY}x less often (`% {every}` on {place(s.line, s.origin)}), "
             f"{_LESS_OFTEN.get(s.work, _LESS_OFTEN['work'])}. No patch: how often to "
             f"{'validate' if s.work == 'validation' else 'run it'} is the training's choice.",
             _SOURCE,
@@ -118,11 +119,12 @@ def periodic_logging(s: PeriodicLogging) -> Words:
     return words(
         f"The logging every {s.cost.period} steps takes {fmt_share(s.cost.share)} of the step time",
         [
-            f"line {s.line} (`{first}`)",
+            f"{place(s.line, s.origin)} (`{first}`)",
             periodic_evidence(s.cost),
             f"gain if it logs every {s.cost.period * EVERY} steps: {fmt_gain(s.bound)} (Amdahl)",
         ],
-        f"Log {EVERY}x less often: `% {s.cost.period * EVERY}` on line {s.line}, or keep the "
+        f"Log {EVERY}x less often: `% {s.cost.period * EVERY}` on {place(s.line, s.origin)}, or "
+        "keep the "
         "values as tensors and read them together at the end of an epoch.",
         _SOURCE,
     )

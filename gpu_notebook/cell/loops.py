@@ -180,33 +180,19 @@ def _over_samples(expr: ast.expr, samples: set[str]) -> bool:
 
 
 def _first_dim_of(expr: ast.expr, samples: set[str]) -> bool:
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len":
-        return (
-            len(expr.args) == 1
-            and isinstance(expr.args[0], ast.Name)
-            and expr.args[0].id in samples
-        )
-    if (  # x.size(0)
-        isinstance(expr, ast.Call)
-        and isinstance(expr.func, ast.Attribute)
-        and expr.func.attr == "size"
-        and isinstance(expr.func.value, ast.Name)
-        and expr.func.value.id in samples
-    ):
-        return (
-            len(expr.args) == 1
-            and isinstance(expr.args[0], ast.Constant)
-            and expr.args[0].value == 0
-        )
-    if (  # x.shape[0]
-        isinstance(expr, ast.Subscript)
-        and isinstance(expr.value, ast.Attribute)
-        and expr.value.attr == "shape"
-        and isinstance(expr.value.value, ast.Name)
-        and expr.value.value.id in samples
-    ):
-        return isinstance(expr.slice, ast.Constant) and expr.slice.value == 0
-    return False
+    """``len(x)``, ``x.size(0)`` or ``x.shape[0]`` of a batch name ``x``."""
+    index: ast.expr | None = None
+    if isinstance(expr, ast.Call) and dotted(expr.func) == "len":
+        owner, index = (expr.args[0] if len(expr.args) == 1 else None), ast.Constant(0)
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        owner = expr.func.value if expr.func.attr == "size" else None
+        index = expr.args[0] if len(expr.args) == 1 else None
+    elif isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute):
+        owner, index = (expr.value.value if expr.value.attr == "shape" else None), expr.slice
+    else:
+        return False
+    named = isinstance(owner, ast.Name) and owner.id in samples
+    return named and isinstance(index, ast.Constant) and index.value == 0
 
 
 def _feeds_backward(block: ast.With | ast.AsyncWith, loop: Loop) -> bool:

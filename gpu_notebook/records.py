@@ -1099,18 +1099,45 @@ class Recompute:
     # (``analysis.recompute._floor_us``), not their sum: a time slice lost to another process
     # is not the checkpoint's. False: summed (one step, or steps that did not repeat).
     floored: bool = False
+    # Non-reentrant: the checkpoint's pack hook inside each forward operator that saves a tensor
+    # (Python called by autograd per saved tensor, inside that operator's record: no record of
+    # its own), read as its unpack hook's time in the backward, the same kind of call per saved
+    # tensor (``analysis.recompute``). None: not read (reentrant: its forward saves nothing).
+    pack_us: float | None = None
+    # The traced steps' time had they run as the run's unprofiled steps did (their median own
+    # time, times the traced steps; ``analysis.analyze``). The profiler's cost per operator
+    # record lifts the many small operators around the checkpoint (the optimizer's per
+    # parameter, AccumulateGrad) more than the checkpoint's own cost, mostly Python it does not
+    # record; the gain is measured on unprofiled steps. None: not read (a device run, or too few
+    # unprofiled steps).
+    unprofiled_steps_us: float | None = None
 
     @property
     def overhead_us(self) -> float:
-        return (self.forward_overhead_us or 0.0) + (self.backward_overhead_us or 0.0)
+        return (
+            (self.forward_overhead_us or 0.0)
+            + (self.backward_overhead_us or 0.0)
+            + (self.pack_us or 0.0)
+        )
+
+    @property
+    def base_us(self) -> float:
+        """The steps' time the shares are of: the unprofiled steps' where read and shorter (the
+        profiler only adds time), else the traced steps' own."""
+        unprofiled = self.unprofiled_steps_us
+        read = self.recompute_us + self.overhead_us
+        # Shorter than what the trace read of the checkpoint: not these steps' (another shape).
+        if unprofiled is not None and read < unprofiled < self.steps_us:
+            return unprofiled
+        return self.steps_us
 
     @property
     def recompute_share(self) -> float:
-        return self.recompute_us / self.steps_us if self.steps_us > 0 else 0.0
+        return self.recompute_us / self.base_us if self.base_us > 0 else 0.0
 
     @property
     def overhead_share(self) -> float:
-        return self.overhead_us / self.steps_us if self.steps_us > 0 else 0.0
+        return self.overhead_us / self.base_us if self.base_us > 0 else 0.0
 
     @property
     def share(self) -> float:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+import numpy as np
+
 from gpu_notebook.analysis.cell_time import cell_time
 from gpu_notebook.analysis.compare_samples import run_margin
 from gpu_notebook.analysis.interference import marked_waits, own_time_phases, wait_share
@@ -80,6 +82,12 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
             # their marks: both the code's own (issue 26: at load 12-27 the wall times moved
             # the bound 1.15x-1.90x, a profiled step of 170 ms for 13 ms of its own).
             recomputed = dataclasses.replace(recomputed, steps_us=phases.total_us)
+    if recomputed is not None and not recomputed.on_device:
+        unprofiled = unprofiled_step_us(run)
+        if unprofiled is not None:
+            recomputed = dataclasses.replace(
+                recomputed, unprofiled_steps_us=unprofiled * recomputed.steps
+            )
     shape, phases, window_phases = _whole_run(run, phases, traces, gpu)
     stacks = None
     if run.stacks is not None and run.stacks.samples > 0:
@@ -101,6 +109,25 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         optimizers=optimizers,
     )
     return with_run_figures(run, analysis)
+
+
+# Unprofiled steps needed for their median to stand for the run's step.
+UNPROFILED_STEPS = 5
+
+
+def unprofiled_step_us(run: Run) -> float | None:
+    """The median own time of the run's steps that ran unprofiled (after the warm-up, none of
+    our work in them, each less its wait for a core where read: the code's, as the traced
+    steps' time is), in us; None: fewer than ``UNPROFILED_STEPS`` such steps."""
+    ours = disturbed_steps(run)
+    own = [
+        s.duration_s - (s.wait_s or 0.0)
+        for s in steady_steps(run.steps, run.window.warmup_steps)
+        if s.index not in ours and s.duration_s > (s.wait_s or 0.0)
+    ]
+    if len(own) < UNPROFILED_STEPS:
+        return None
+    return float(np.median(own)) * 1e6
 
 
 def with_run_figures(run: Run, analysis: Analysis) -> Analysis:

@@ -50,9 +50,15 @@ step of 170 ms for 13 ms of its own). The analysis then sets the steps' time to 
 wait for a core read at their marks (``Recompute.floored``). Steps that do not repeat (another
 number of recomputes, another shape): summed as they are.
 
-Not counted: the non-reentrant pack hook's time inside each forward operator that saves a tensor
-(no record apart from the operator's own; about 3 us a saved tensor on a CPU, i26ckpt), and on a
-trace with device activity the wrapper's host time (``None``: the step is timed by kernels).
+The non-reentrant pack hook's time inside each forward operator that saves a tensor has no
+record apart from the operator's own (about 3.7 us a saved tensor on a CPU, 80 a step in
+act_checkpoint_nonreentrant: ckptmiss): it is counted as the blocks' nodes' unpack hooks read
+in the backward (``Recompute.pack_us``), one Python call per saved tensor each way.
+
+Not counted: on a trace with device activity the wrapper's host time (``None``: the step is
+timed by kernels); the backward's nodes running slower after a recompute and the engine's
+frames around them (ckptmiss: 0.3-0.6 ms of a 11-13 ms step, noisy; no record tells them from
+the nodes' own work).
 """
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
     # Time with no operator running around the checkpointed blocks' forward: one interval
     # before and one after each block; two blocks in a row share the one between them. By step.
     around: dict[int, list[tuple[float, float]]] = {}
+    # Non-reentrant: the blocks' nodes' unpack hooks, by step (``Recompute.pack_us``).
+    packs: dict[int, list[list[float]]] = {}
     blocks = 0
     for rows in _by_thread(trace, ops, node_ids | {wrapper_id}):
         forest = _Forest(trace, rows)
@@ -172,8 +180,10 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
                     blocks += 1
                     pieces[2] = forest.unpacking(first, final, node_ids, parent, step)
                 backward.setdefault(spans.index(step), []).append(pieces)
+                packs.setdefault(spans.index(step), []).append([pieces[2]])
     inside = [g for g in groups if g and _step_of(float(ts[g[0]]), spans) is not None]
     floored = False
+    pack_us: float | None = None
     if device:
         spent = launched_kernel_us(trace, [r for g in inside for r in g])
         forward_us = backward_us = None
@@ -201,6 +211,19 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
             if least_backward is not None
             else float(sum(sum(p) for v in backward.values() for p in v))
         )
+        if packs:
+            # Each saved tensor went through the checkpoint's pack hook in the forward, inside
+            # the operator that saved it (no record of its own), as it goes through its unpack
+            # hook in the backward: one Python call per saved tensor each way (torch 2.13, CPU,
+            # ckptmiss/ckptfix: the pack about 3.7 us a saved tensor unprofiled; the unpack read
+            # here 3.5-4.7 us). The unpack is read (``unpacking``): the pack is counted as much.
+            # The recomputing nodes' own saved tensors (2 of a block's 10 here) are left out.
+            least_packs = _floor_us(packs, len(spans))
+            pack_us = (
+                least_packs
+                if least_packs is not None
+                else float(sum(p[0] for v in packs.values() for p in v))
+            )
         floored = least is not None
     return Recompute(
         ops=sum(len(g) for g in inside),
@@ -213,6 +236,7 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
         backward_overhead_us=backward_us,
         forward_blocks=blocks,
         floored=floored,
+        pack_us=pack_us,
     )
 
 

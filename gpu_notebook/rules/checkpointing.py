@@ -16,8 +16,14 @@ no fix offered (only the user knows whether it would fit).
 
 Gain: turning checkpointing off removes the recompute's time and the checkpoint's own cost the
 trace shows (its wrapper around each block's forward, its backward node's work beside the
-recompute: ``Recompute.overhead_us``), so at most ``1 / (1 - share)`` of both (Amdahl, "up to");
-the extra memory traffic of kept activations may take some of it back, so no low end. The fix
+recompute, and, non-reentrant, its pack hook per saved tensor inside the forward's operators:
+``Recompute.overhead_us``), so at most ``1 / (1 - share)`` of both (Amdahl, "up to"), their
+share of the run's unprofiled step where the run had such steps (``Recompute.base_us``: the
+profiler lifts the many small operators around the checkpoint more than the checkpoint's own
+Python; over the traced steps' time the bound read 1.29x-1.35x for 1.67x-1.75x measured, issue
+26). Low end, on a host run: the recompute alone over the traced steps' own time, the least of
+what the trace read (the blocks' forward run a second time is removed whatever else is; on a
+device, kept activations' memory traffic may take some of it back, so no low end). The fix
 (``checkpointing_off``) calls the checkpointed function directly, turns HF's switch off, or sets
 ``gradient_checkpointing=False``; offered only where a line of the cell does the checkpointing,
 and never with memory tight. Its side effect: peak memory grows by about the activations the
@@ -34,7 +40,7 @@ from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, keyword_of, literal_of
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.records import Analysis, Finding, Recompute, Run, Said
 from gpu_notebook.rules.common import found
 from gpu_notebook.rules.memory import HIGH
 
@@ -67,6 +73,8 @@ class CheckpointingUnneeded(Said):
     forward_overhead_us: float | None  # the checkpoint's wrapper around the blocks' forward
     backward_overhead_us: float | None  # its backward nodes' time beside the recompute
     overhead_share: float  # the checkpoint's own part of ``share`` (0: not read)
+    pack_us: float | None  # non-reentrant: its pack hooks inside the forward's operators
+    unprofiled_step_us: float | None  # the step the shares are of, where unprofiled (a step)
     on_device: bool
     memory: Literal["gpu", "host"] | None  # what was read (None: neither)
     peak_bytes: int | None
@@ -165,6 +173,10 @@ def checkpointing_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> 
         forward_overhead_us=rec.forward_overhead_us,
         backward_overhead_us=rec.backward_overhead_us,
         overhead_share=rec.overhead_share,
+        pack_us=rec.pack_us,
+        unprofiled_step_us=(
+            rec.base_us / max(1, rec.steps) if rec.base_us != rec.steps_us else None
+        ),
         on_device=rec.on_device,
         memory=kind,
         peak_bytes=peak,
@@ -180,9 +192,18 @@ def checkpointing_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> 
         said,
         phase_share=rec.share,
         bound=1.0 / (1.0 - rec.share),
+        low=_least_gain(rec),
         line=said.line,
         fix=FIX if fixable else None,
     )
+
+
+def _least_gain(rec: Recompute) -> float | None:
+    """The least the fix gives on a host run: the recompute alone, over the traced steps' own
+    time (the profiled one: the longer, so the smaller share). None on a device run."""
+    if rec.on_device or rec.steps_us <= 0 or rec.recompute_us >= rec.steps_us:
+        return None
+    return 1.0 / (1.0 - rec.recompute_us / rec.steps_us)
 
 
 def checkpointing_off(module: cst.Module) -> CodemodResult:

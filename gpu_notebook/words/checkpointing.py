@@ -25,13 +25,25 @@ def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
     ]
     if s.forward_overhead_us is not None or s.backward_overhead_us is not None:
         steps = max(1, s.steps)
+        hooks = (
+            f", its saved-tensor pack hooks inside the forward's operators about "
+            f"{fmt_ms(s.pack_us / 1e6 / steps)} a step (as much as their unpack)"
+            if s.pack_us
+            else ""
+        )
+        step = (
+            f"of an unprofiled step ({fmt_ms(s.unprofiled_step_us / 1e6)}: the profiler slows "
+            "the small operators around the checkpoint more than its own Python)"
+            if s.unprofiled_step_us is not None
+            else "of the step"
+        )
         evidence.append(
-            f"turning it off removes up to {fmt_share(s.share)} of the step: recompute "
+            f"turning it off removes up to {fmt_share(s.share)} {step}: recompute "
             f"{fmt_share(s.recompute_share)}, the checkpoint's own overhead "
             f"{fmt_share(s.overhead_share)} (its wrapper around each block's forward "
             f"{fmt_ms((s.forward_overhead_us or 0.0) / 1e6 / steps)} a step, its backward "
             f"nodes beside the recompute {fmt_ms((s.backward_overhead_us or 0.0) / 1e6 / steps)} "
-            "a step)"
+            f"a step{hooks})"
         )
     if s.memory is not None and s.peak_bytes is not None and s.total_bytes:
         what = "GPU memory" if s.memory == "gpu" else "this process's RSS against the machine's RAM"

@@ -1111,6 +1111,12 @@ class Recompute:
     # record; the gain is measured on unprofiled steps. None: not read (a device run, or too few
     # unprofiled steps).
     unprofiled_steps_us: float | None = None
+    # The traced steps' time floored as the checkpoint's pieces are (each top-level operator and
+    # gap of the loop thread at its least over the steps, times the steps): a piece's least
+    # leaves out what sharing the cores slowed between the slices, which the steps' own time
+    # keeps; the shares compare like with like (``analysis.recompute``). None: not read (one
+    # step, steps that do not repeat, a device run).
+    floor_steps_us: float | None = None
 
     @property
     def overhead_us(self) -> float:
@@ -1123,13 +1129,21 @@ class Recompute:
     @property
     def base_us(self) -> float:
         """The steps' time the shares are of: the unprofiled steps' where read and shorter (the
-        profiler only adds time), else the traced steps' own."""
+        profiler only adds time), else the traced steps' own; in the floors' terms where the
+        whole step was floored too (``floor_steps_us``: the traced steps' own time is to it as
+        the base is to its floored self)."""
         unprofiled = self.unprofiled_steps_us
         read = self.recompute_us + self.overhead_us
         # Shorter than what the trace read of the checkpoint: not these steps' (another shape).
+        base = self.steps_us
         if unprofiled is not None and read < unprofiled < self.steps_us:
-            return unprofiled
-        return self.steps_us
+            base = unprofiled
+        floor = self.floor_steps_us
+        if floor is not None and self.floored and read < floor < self.steps_us:
+            floored = base * floor / self.steps_us
+            if floored > read:
+                return floored
+        return base
 
     @property
     def recompute_share(self) -> float:

@@ -580,7 +580,7 @@ def test_the_range_runs_from_the_recompute_alone_to_all_it_removes_of_an_unprofi
     f = only(rules_for(syn.make_run(CELL), dataclasses.replace(_analysis(), recompute=rec)), RULE)
     assert f.gain_bound == pytest.approx(1 / (1 - 40 / 80))
     assert f.gain_low == pytest.approx(1 / (1 - 30 / 100))
-    assert "of an unprofiled step (26.67 ms" in f.evidence[1]
+    assert "of a step without the profiler (26.67 ms as read here" in f.evidence[1]
     assert "pack hooks inside the forward's operators about 0.33 ms a step" in f.evidence[1]
     # A device run: kept activations' memory traffic may take some back, no low end.
     device = dataclasses.replace(rec, on_device=True, unprofiled_steps_us=None)

@@ -21,7 +21,9 @@ recompute, and, non-reentrant, its pack hook per saved tensor inside the forward
 share of the run's unprofiled step where the run had such steps (``Recompute.base_us``: the
 profiler lifts the many small operators around the checkpoint more than the checkpoint's own
 Python; over the traced steps' time the bound read 1.29x-1.35x for 1.67x-1.75x measured, issue
-26). Low end, on a host run: the recompute alone over the traced steps' own time, the least of
+26), in the terms of the trace's least pieces where the whole step was floored as the
+checkpoint's pieces are (their least leaves out what sharing the cores slows, the steps' own
+time keeps it: at load 16-21 1.41x for 1.65x measured without it). Low end, on a host run: the recompute alone over the traced steps' own time, the least of
 what the trace read (the blocks' forward run a second time is removed whatever else is; on a
 device, kept activations' memory traffic may take some of it back, so no low end). The fix
 (``checkpointing_off``) calls the checkpointed function directly, turns HF's switch off, or sets
@@ -74,7 +76,9 @@ class CheckpointingUnneeded(Said):
     backward_overhead_us: float | None  # its backward nodes' time beside the recompute
     overhead_share: float  # the checkpoint's own part of ``share`` (0: not read)
     pack_us: float | None  # non-reentrant: its pack hooks inside the forward's operators
-    unprofiled_step_us: float | None  # the step the shares are of, where unprofiled (a step)
+    # The step the shares are of (``Recompute.base_us``, a step), where not the traced steps'
+    # own time: the unprofiled step, in the floors' terms where the whole step was floored.
+    unprofiled_step_us: float | None
     on_device: bool
     memory: Literal["gpu", "host"] | None  # what was read (None: neither)
     peak_bytes: int | None

@@ -32,8 +32,9 @@ def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
             else ""
         )
         step = (
-            f"of an unprofiled step ({fmt_ms(s.unprofiled_step_us / 1e6)}: the profiler slows "
-            "the small operators around the checkpoint more than its own Python)"
+            f"of a step without the profiler ({fmt_ms(s.unprofiled_step_us / 1e6)} as read "
+            "here: the profiler slows the small operators around the checkpoint more than its "
+            "own Python)"
             if s.unprofiled_step_us is not None
             else "of the step"
         )

@@ -109,16 +109,10 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
     # Non-reentrant: the blocks' nodes' unpack hooks, by step (``Recompute.pack_us``).
     packs: dict[int, list[list[float]]] = {}
     blocks = 0
-    # The loop thread's step in pieces (each top-level operator and the gap after it), by step:
-    # the whole step floored as the checkpoint's pieces are (``Recompute.floor_steps_us``).
-    whole: dict[int, list[list[float]]] = {}
+    forests: list[_Forest] = []  # each thread's: the whole step is read from them if needed
     for rows in _by_thread(trace, ops, node_ids | {wrapper_id}):
         forest = _Forest(trace, rows)
-        if not device:
-            for k, span in enumerate(spans):
-                pieces = forest.step_pieces(span)
-                if pieces and len(pieces) > len(whole.get(k, [[]])[0]):
-                    whole[k] = [pieces]
+        forests.append(forest)
         for parent, kids in forest.children.items():
             nid = int(name_id[parent])
             step = _step_of(float(ts[parent]), spans)
@@ -238,7 +232,14 @@ def recompute(trace: Trace, phases: PhaseBreakdown | None) -> Recompute | None:
         # slices another process took and the slowing its sharing the cores brings between
         # them, which the steps' own time keeps (issue 26: at load 16-21 the bound read
         # 1.41x for 1.65x measured). None: the steps do not repeat piece for piece.
-        floor_steps_us = _floor_us(whole, len(spans)) if floored else None
+        if floored:
+            # The loop thread's step in fine pieces, by step (the thread with the most).
+            whole: dict[int, list[list[float]]] = {}
+            for forest in forests:
+                for k, pieces in enumerate(forest.step_pieces(spans)):
+                    if pieces and len(pieces) > len(whole.get(k, [[]])[0]):
+                        whole[k] = [pieces]
+            floor_steps_us = _floor_us(whole, len(spans))
     return Recompute(
         ops=sum(len(g) for g in inside),
         recompute_us=spent,
@@ -335,22 +336,26 @@ class _Forest:
             after = float(end[parent]) if parent is not None else step[1]
         return [(max(before, step[0]), inner[0]), (inner[1], min(after, step[1]))]
 
-    def step_pieces(self, step: tuple[float, float]) -> list[float]:
-        """The step in fine pieces: each operator with none under it (a leaf) and the gap
+    def step_pieces(self, spans: list[tuple[float, float]]) -> list[list[float]]:
+        """Each step in fine pieces: each operator with none under it (a leaf) and the gap
         before it, in order, and the gap to the step's end. Fine, as the checkpoint's pieces
         are: a slice another process took lands in one of them, not in the same one of every
         step (a top-level operator spanning the whole backward is hit in every step)."""
         trace = self.trace
-        out: list[float] = []
-        reach = step[0]
-        for r in self.rows:
-            if r in self.children or not (step[0] <= trace.ts_us[r] < step[1]):
-                continue
-            start, end = float(trace.ts_us[r]), min(float(trace.end_us[r]), step[1])
-            out += [max(0.0, start - reach), max(0.0, end - start)]
-            reach = max(reach, end)
-        if out:
-            out.append(max(0.0, step[1] - reach))
+        leaves = np.array([r for r in self.rows if r not in self.children], dtype=np.int64)
+        starts = trace.ts_us[leaves] if leaves.size else np.zeros(0)
+        out: list[list[float]] = []
+        for a, b in spans:
+            lo, hi = np.searchsorted(starts, a, "left"), np.searchsorted(starts, b, "left")
+            pieces: list[float] = []
+            reach = a
+            for r in leaves[lo:hi].tolist():
+                start, end = float(trace.ts_us[r]), min(float(trace.end_us[r]), b)
+                pieces += [max(0.0, start - reach), max(0.0, end - start)]
+                reach = max(reach, end)
+            if pieces:
+                pieces.append(max(0.0, b - reach))
+            out.append(pieces)
         return out
 
     def between(self, first: int, last: int) -> list[int]:

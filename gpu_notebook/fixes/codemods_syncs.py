@@ -172,19 +172,18 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
     tree = tree_of(module)
     facts = facts_of(module)
     targets = list(training_loops(module))
+    facts_by_loop = for_loops(module, facts.loops)
     if not targets and not accumulate:
         # No step loop: the innermost for loops of the facts that log.
-        fors = list(for_loops(module, facts.loops))
         targets = [
             loop
-            for loop in fors
-            if not any(tree.inside(other, loop.body) for other in fors)
+            for loop in facts_by_loop
+            if not any(tree.inside(other, loop.body) for other in facts_by_loop)
             and any(chosen(s) for s in _body(loop))
         ]
     if not targets:
         return Declined(no_training_loop_reason(module))
     used = names_mentioned(facts)
-    facts_by_loop = for_loops(module, facts.loops)
 
     edits: dict[cst.CSTNode, Replacement] = {}
     kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains

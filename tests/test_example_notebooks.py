@@ -263,3 +263,19 @@ def test_unseen_17_a_warning_every_step_is_shown_once_as_plain(tmp_path):
         warned = streams(cell_starting(cells, prefix), "stderr")
         assert warned.count("UserWarning: my own note every step") == 1, warned
         assert warned.count("Using a target size") == 1, warned
+
+
+def test_unseen_18_a_trainer_class_is_read_with_the_cells_that_call_fit(tmp_path):
+    cells = execute_unseen("18_trainer_class_define_then_call.ipynb", tmp_path)
+    shown = streams(cells[-1])
+    fit, again = shown.split("\nrep_again ", 1)
+    where = "   where: In[3] line 18: `print(epoch, i, round(loss.item(), 4))`"
+    assert where in fit and where in again
+    # The cell that makes the trainer: the class defined again, then the cell.
+    (patched,) = [p for p in patched_cells(cells[-1]) if "class Trainer:" in p]
+    assert patched.startswith("%%gpucheck -q -o rep_fit\n# gpucheck fix: ")
+    assert "                if i % 10 == 0:\n" in patched
+    assert patched.rstrip().endswith("trainer = Trainer(model, loader)\ntrainer.fit(2)")
+    # A trainer made before the cell keeps its class: said, with the diff, never patched.
+    assert "refused: the change is in class `Trainer` (In[3], line 1)" in again
+    assert "+                if i % 10 == 0:" in again

@@ -143,13 +143,9 @@ def _kind(node: ast.AST | None) -> str:
     ``Float``, ``Imaginary``, ``SimpleString``, ``Ellipsis`` or (``True``, ``None``) ``Name``."""
     if not isinstance(node, ast.Constant):
         return type(node).__name__
-    value = node.value
-    if isinstance(value, bool) or value is None:
-        return "Name"
-    kinds = (
-        (int, "Integer"),
-        (float, "Float"),
-        (complex, "Imaginary"),
-        ((str, bytes), "SimpleString"),
-    )
-    return next((kind for held, kind in kinds if isinstance(value, held)), "Ellipsis")
+    return _CONSTANT_KINDS.get(type(node.value), "Ellipsis")
+
+
+# The exact types an ast Constant holds (ast makes no subclass of them), by libcst's kind.
+_CONSTANT_KINDS = {bool: "Name", type(None): "Name", int: "Integer", float: "Float",
+                   complex: "Imaginary", str: "SimpleString", bytes: "SimpleString"}  # fmt: skip

@@ -22,12 +22,18 @@ def parameter_loop(s: ParameterLoop) -> Words:
             "step (holds the loop's ops and Python)"
         )
     evidence.append(f"gain if the per-tensor dispatch goes: {fmt_gain(s.bound, s.low)}")
-    how = (
-        "The patch writes the loop as torch._foreach_* calls over lists of the same tensors "
-        "(the same arithmetic; the last digits can differ)."
-        if s.patched
-        else "Its arguments are not the loop's tensors themselves, so no patch is offered."
-    )
+    if s.cpu:
+        how = (
+            "No patch on the CPU: there a foreach call still runs its op tensor by tensor and "
+            "only the Python between the ops goes; on a GPU the calls become a few fused kernels."
+        )
+    elif s.patched:
+        how = (
+            "The patch writes the loop as torch._foreach_* calls over lists of the same tensors "
+            "(the same arithmetic; the last digits can differ)."
+        )
+    else:
+        how = "Its arguments are not the loop's tensors themselves, so no patch is offered."
     return words(
         "A Python loop over the parameters runs every step",
         evidence,

@@ -204,6 +204,10 @@ def test_a_function_of_the_users_file_is_named_and_never_edited(ip, tmp_path, ca
         assert f"{module}, line 4" in refusal.reason
         assert "+        if step % 10 == 0:" in refusal.reason
         assert module.read_text() == before
+        # Called through the module (``import steps_util``): the same function, read alike.
+        assert ip.run_cell("import steps_util").success
+        dotted = "steps_util.train_epoch(model, loader, opt, loss_fn)\n"
+        assert callees(dotted, ip.user_ns) == origins
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("steps_util", None)

@@ -115,19 +115,23 @@ def _bound(tree: ast.AST) -> set[str]:
 def _called_functions(
     tree: ast.AST, names: Mapping[str, Any], local: set[str]
 ) -> list[FunctionType]:
-    """The plain functions ``tree`` calls by a name it does not bind itself, looked up in
-    ``names`` (a plain dict lookup: no user code runs)."""
+    """The plain functions ``tree`` calls by a name it does not bind itself, or as an attribute
+    of a module that name holds, looked up in ``names`` (plain dict lookups: no user code
+    runs)."""
     out: list[FunctionType] = []
     for call in ast.walk(tree):
-        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
-            continue
-        name = call.func.id
-        if name in local:
+        func = call.func if isinstance(call, ast.Call) else None
+        # ``train_epoch(...)``, or ``utils.train_epoch(...)`` of an imported module
+        head = func.value if isinstance(func, ast.Attribute) else func
+        if not isinstance(head, ast.Name) or head.id in local:
             continue
         try:
-            held = names.get(name)
+            held = names.get(head.id)
         except Exception:  # noqa: BLE001 - a user's namespace mapping may raise on lookup
             continue
+        if isinstance(func, ast.Attribute):
+            # The module's own dict: no module __getattr__ (user code) runs.
+            held = vars(held).get(func.attr) if isinstance(held, ModuleType) else None
         if isinstance(held, FunctionType) and held not in out:
             out.append(held)
     return out

@@ -9,40 +9,23 @@ Thresholds:
   in its main process: then the loading is serial in one process (torch's intra-op pool spread
   over tiny per-sample tensors: 15.8 of 16 cores on an H200 host for one core of loading), and
   workers, not more cores, are the first fix (``loader_workers`` speaks).
-The gain bound of workers is what they can reach on this machine, not only Amdahl over the
-data-wait share: with the loader in the main process the wait *is* the per-batch loading cost
-``L``. Its CPU part (the least consistent with the process's measured CPU use) moves to the
-workers and shares the cores this process may use with the rest of the step (on a run without a
-GPU, with the model's own compute on torch's intra-op threads), and the main process still
-receives every batch (``WORKER_HANDOFF_US`` a batch). A loader that sleeps or reads files is not
-capped by the cores. The low end (``workers_low``) also counts what a worker pays that the main
-process did not (``workers_cpu_us``: its items' Python runs slower in a forked process, and it
-collates into shared memory and queues each batch) and lets the workers make no progress while
-the main process runs its part of the step: a loader whose items are Python CPU work measured
-1.04x-1.16x on 2 cores where sharing the cores without loss predicted 1.53x-2.07x. Where a
-worker costs more than it saves (a batch that loads faster than its handoff; an in-memory
-``TensorDataset``, whose samples are views of tensors already in memory) no workers are proposed:
-indexing whole batches removes the per-sample work instead. A worker's own costs are paid per
-tensor of the batch (each is a shared-memory storage the worker fills and the main process maps):
-where the middle of the step they leave with no overlap (the low end's) and with full overlap
-(their work packed on the cores beside the main process's) is no shorter than today's, no core is
-spare for the workers and the finding is said at severity info without a fix (python_items: 2
-workers 0.91x in --try-fixes, 0.70x by hand, on 2 quiet cores). Not on the low end alone: where
-in between the step falls moves with the machine's load, and an offer decided at one end flipped
-run to run (zip_two_loaders); a low end under 1x is said in the range instead.
+The gain of workers is what they can reach on this machine, not only Amdahl over the data-wait
+share (``workers_reach``; its low end ``workers_low``, which also counts what a worker pays that
+the main process did not). Where a worker costs more than it saves (a batch that loads faster
+than its handoff; an in-memory ``TensorDataset``) no workers are proposed: indexing whole batches
+removes the per-sample work instead (``in_memory_batches``). Where the step workers leave may be
+longer than today's, no core is spare: said at severity info without a fix (``no_spare_core``).
 
 The workers rule reads the data wait over the run where the step clock timed it (every step
 outside the profiled windows, ``analysis.steps.run_phase``): in the window the profiler's cost on
 the model's many small ops shrinks the data share (an HF Trainer's workers fix measured 2.3x
 against a window's bound of 1.57x). The window's share only where the run has no such figure.
-
-``input.remade_loader``'s fix, ``persistent_loader`` (a codemod and its ``Fix``), sits beside its
-check: the rule and its patch read the same ``rebuilt_loaders``.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -359,13 +342,9 @@ def loop_stretch(analysis: Analysis) -> float:
 
 @dataclass(frozen=True)
 class NoSpareCore:
-    """The step ``wanted`` workers leave, from the program's own figures (``workers_steps``):
-    today's step; the main process's own part with workers (the rest of the step and the
-    handoff of each batch's tensors) and the workers' CPU work a step at a worker's cost, on
-    ``parallel`` cores; ``slowest_us`` with that work after the main process's part, not beside
-    it, ``fastest_us`` with all of it packed on the cores beside it (microseconds). Workers may
-    make the step slower (``no_spare_core``) where the middle of the two is no shorter than
-    today's step."""
+    """The step ``wanted`` workers leave (``workers_steps``, microseconds): ``slowest_us`` with
+    their CPU work after the main process's part (``main_us``), not beside it, ``fastest_us``
+    with all of it packed on the cores beside it."""
 
     step_us: float
     slowest_us: float
@@ -612,12 +591,13 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         return None  # workers cannot pay here; nothing to propose
     steps = workers_steps(run, analysis, whole, workers, wanted)
     no_spare = steps if steps is not None and steps.expected_us >= steps.step_us else None
+    said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live, hook,
+                         as_iterated, workers, cores, wanted, pin, has_gpu(run), reach,
+                         None)  # fmt: skip
     if no_spare is not None:
         # The step workers leave is longer than today's: said, not offered (the fix would be
         # tried and kept only where it helps, but a recommendation must not be a slowdown).
-        said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live,
-                             hook, as_iterated, workers, cores, wanted, pin, has_gpu(run), reach,
-                             None, no_spare=no_spare)  # fmt: skip
+        said = dataclasses.replace(said, no_spare=no_spare)
         return found("input.loader_workers", "info", said, phase_share=data, line=loader.line)
     low = workers_low(run, analysis, whole, workers, bound, wanted)
     # Where the workers' CPU work after the main process's part, not beside it, is a longer
@@ -627,9 +607,8 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     if low is not None and slower is not None:
         low = min(low, slower.step_us / slower.slowest_us)
     unsplit = _unsplit_stream(run, loader)
-    said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live, hook,
-                         as_iterated, workers, cores, wanted, pin, has_gpu(run), reach, low,
-                         _session_cap(analysis, low), unsplit, slower=slower)  # fmt: skip
+    said = dataclasses.replace(said, low=low, session=_session_cap(analysis, low),
+                               unsplit_stream=unsplit, slower=slower)  # fmt: skip
     return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
                  line=loader.line, fix_id=None if unsplit else "dataloader_workers",
                  fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True}

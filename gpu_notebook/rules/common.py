@@ -22,9 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_notebook.analysis.uncertainty import share_interval
-
-# Stalled steps (GC, another process, the profiler's start-up) are defined beside the verdict,
-# which leaves them out too; re-exported here for the rules.
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import ORIGIN_LINES, LoaderCall, SourceFacts, SourceLine
 from gpu_notebook.cell.live import LiveLoader

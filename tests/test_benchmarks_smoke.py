@@ -123,3 +123,52 @@ def test_run_all_prints_one_table_of_every_benchmark(tmp_path: Path) -> None:
     assert table[0].startswith("| figure | budget | measured | verdict |")
     figures = {line.split(" | ")[0].lstrip("| ") for line in table[1:]}
     assert {"sampler.tick_cost_pct", "sampler.process_cpu_pct", "trace.speedup"} <= figures
+
+
+# The behaviour-identity dump (cell_facts_dump.py): each corpus is found in the checkout itself
+# (a fresh clone has no other), and every cell gets its facts, its readers and every fix.
+CELL_PREFIX = {
+    "programs": "benchmarks/",
+    "notebooks": "example_notebooks/",
+    "tests": "tests/test_",
+}
+
+
+@pytest.mark.parametrize("corpus", sorted(CELL_PREFIX))
+def test_cell_facts_dump_reads_each_corpus_and_dumps_every_fix(corpus: str, tmp_path: Path) -> None:
+    from gpu_notebook.fixes.catalog import FIXES
+    from gpu_notebook.rules import RULE_FIXES
+
+    out = tmp_path / "dump.txt"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "cell_facts_dump.py"),
+            "--corpus",
+            corpus,
+            "--limit",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=TIMEOUT_S,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dump = json.loads(out.read_text())
+    cells = {key.split("|", 1)[0] for key in dump}
+    assert len(cells) == 2, cells
+    assert all(cell.startswith(CELL_PREFIX[corpus]) for cell in cells), cells
+    fix_ids = set(FIXES) | {fix.fix_id for fix in RULE_FIXES.values()}
+    for cell in cells:
+        readings = {key.split("|")[1] for key in dump if key.startswith(cell + "|")}
+        assert {"facts0", "facts1", "names"} <= readings, readings
+        assert fix_ids <= readings, fix_ids - readings
+    assert all(isinstance(value, str) and value for value in dump.values())
+    # One repr per fix: a Patch, a Refusal, or the exception the fix raised.
+    fixes = [v for k, v in dump.items() if k.split("|")[1] in fix_ids]
+    assert all(v.startswith(("Patch(", "Refusal(", "EXC ")) for v in fixes), fixes[:3]

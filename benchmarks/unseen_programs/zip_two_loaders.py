@@ -9,7 +9,11 @@ clock joined both reads into one step); workers not offered ("no core is spare" 
 the step with no overlap and packed: offered in every run at load 12-21 and first in line for
 the cores (the middle 0.73-0.91 of today's step; main refused 4 of those 9 figures); the
 no-overlap end is the range's low end, under 1x where it says so. --try-fixes at load 13-16:
-1.14x (0.72x-1.81x, undecided) in 0.85x-2.22x."""
+1.14x (0.72x-1.81x, undecided) in 0.85x-2.22x. Fused AdamW (zipspare, load 13-17): 1.25x
+(1.17x-1.35x) over its 0.95x-1.21x; the excess is glibc page faults the unfused update's
+full-size temporaries cause (in the step and in the next backward's fresh gradients), not the
+update's arithmetic: benchmarks/fused_update_faults.py (fusedzip: x1.29 default, x1.09 with
+the malloc thresholds fixed)."""
 
 import numpy as np
 import torch

@@ -495,3 +495,73 @@ def test_a_bigger_batch_is_declined_where_the_loop_draws_a_fixed_count_by_next()
     broken = LR_FINDER.replace("batch_size=16", "batch_size=32")
     with pytest.raises(StopIteration):
         exec(compile(broken, "<broken>", "exec"), {})
+
+
+# --------------------------------------------------------------------------------------------
+# the user's sampler survives every data patch (issue 26, unseen python_sampler.py)
+# --------------------------------------------------------------------------------------------
+
+SAMPLER_CELL = """\
+import random
+import torch
+from torch.utils.data import BatchSampler, DataLoader, Sampler, TensorDataset
+
+class Balanced(Sampler):
+    def __init__(self, n):
+        self.n, self.drawn = n, 0
+    def __iter__(self):
+        for _ in range(self.n):
+            self.drawn += 1
+            yield random.randrange(self.n)
+    def __len__(self):
+        return self.n
+
+balanced = Balanced(48)
+loader = DataLoader(TensorDataset(torch.randn(48, 4), torch.randn(48, 1)), LOADER_ARGS)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+device = "cpu"
+for epoch in range(2):
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("fix_id", "params"),
+    [
+        ("dataloader_workers", {"num_workers": 2}),
+        ("dataloader_workers", {"num_workers": None}),
+        ("bigger_batch", {"factor": 2}),
+        ("non_blocking_copies", {}),
+    ],
+)
+@pytest.mark.parametrize("args", ["batch_size=8, sampler=balanced", "8, False, balanced"])
+def test_a_users_sampler_survives_every_data_patch(fix_id, params, args) -> None:
+    # Issue 26: no patch may drop or replace the sampler the user passes (a balancing sampler
+    # decides what the model trains on); the patched cell still draws every index from it.
+    source = SAMPLER_CELL.replace("LOADER_ARGS", args)
+    after = _patch(fix_id, source, **params).source_after
+    namespace, _ = _run(after)
+    assert namespace["loader"].sampler is namespace["balanced"]
+    assert namespace["balanced"].drawn == 2 * 48
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        "batch_sampler=BatchSampler(balanced, 8, False)",
+        "1, False, None, BatchSampler(balanced, 8, False)",
+    ],
+)
+def test_a_bigger_batch_keeps_a_batch_sampler_and_says_why_it_refuses(args) -> None:
+    # A batch_size beside a batch_sampler is a ValueError in torch, and dropping the batch
+    # sampler would drop the user's sampling: a refusal that names it, by keyword or position.
+    source = SAMPLER_CELL.replace("LOADER_ARGS", args)
+    reason = _refusal("bigger_batch", source, factor=2)
+    assert "batch_sampler=BatchSampler(balanced, 8, False)" in reason and "keep it" in reason
+    # The patches that do apply leave it where it is.
+    namespace, _ = _run(_patch("dataloader_workers", source, num_workers=2).source_after)
+    assert namespace["loader"].batch_sampler.sampler is namespace["balanced"]

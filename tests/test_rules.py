@@ -16,7 +16,15 @@ from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts
 from gpu_notebook.cell.scan import scan_source
-from gpu_notebook.records import CopyStats, Finding, LineStat, OpStat, RunPhase, StackProfile
+from gpu_notebook.records import (
+    CopyStats,
+    Finding,
+    FunctionStat,
+    LineStat,
+    OpStat,
+    RunPhase,
+    StackProfile,
+)
 from gpu_notebook.rules import cell_facts, rank_key, run_rules
 from gpu_notebook.words import word_findings as words
 from gpu_notebook.words.proposals import attach_fixes, rebuild_loader_source
@@ -385,6 +393,63 @@ def test_whole_batches_keep_the_loaders_order_and_last_batch(loader, sampler, dr
     assert f"BatchSampler({sampler}, batch_size=32, {drop_last})" in fix
     assert f"torch.{order}(len(ds))" in fix and "ds.tensors" in fix and "Y[idx]" not in fix
     assert ("shorter than 32" in fix) == (drop_last == "drop_last=True")
+
+
+SAMPLER_TRAIN = """\
+class Balanced(Sampler):
+    def __iter__(self):
+        for _ in range(self.n):
+            yield random.choices(self.pop, weights=self.w)[0]
+""" + TRAIN.replace("DataLoader(ds, batch_size=32)", "DataLoader(TensorDataset(X, Y), LOADER)")
+
+
+@pytest.mark.parametrize(
+    ("loader", "kept"),
+    [
+        ("batch_size=32, sampler=Balanced(w)", "sampler=BatchSampler(Balanced(w), batch_size=32"),
+        ("32, False, Balanced(w)", "sampler=BatchSampler(Balanced(w), batch_size=32"),
+        ("batch_sampler=ByClass(Y, 32)", "sampler=ByClass(Y, 32), batch_size=None"),
+    ],
+)
+def test_whole_batches_keep_the_users_own_sampler(loader, kept):
+    # Issue 26 (unseen python_sampler.py): a TensorDataset read through the user's balancing
+    # sampler was told `BatchSampler(RandomSampler(ds) ...)` or `torch.randperm(len(ds))`: the
+    # advice dropped the sampler that decides what the model trains on.
+    cell = SAMPLER_TRAIN.replace("LOADER", loader)
+    findings = rules_for(syn.make_run(cell, cpu_count=8), syn.make_analysis({"data": 0.40}))
+    fix = only(findings, "input.in_memory_batches").fix
+    assert kept in fix and "RandomSampler" not in fix and "randperm" not in fix
+
+
+def test_a_wait_in_the_users_sampler_names_the_sampler_not_the_datasets_reads():
+    # Issue 26 (unseen python_sampler.py): random.choices over every weight for each index in
+    # the sampler's __iter__ held 7 of the data wait's 8 stack samples; the finding blamed the
+    # TensorDataset's per-sample reads. The sampler runs in the main process: it is named (its
+    # line, its hot line), workers are not offered, and the advice keeps it.
+    cell = SAMPLER_TRAIN.replace("LOADER", "batch_size=32, sampler=Balanced(w)")
+    hot = LineStat(5, "            yield random.choices(self.pop, weights=self.w)[0]", 7, 0.6,
+                   {"data": 7})  # fmt: skip
+    functions = (
+        FunctionStat("Balanced.__iter__", "cell", 3, 1, 7),
+        FunctionStat("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py", 720, 0, 8),
+    )
+    stacks = StackProfile(0.005, 12, 0.06, lines=(hot,), functions=functions)
+    analysis = dataclasses.replace(syn.make_analysis({"data": 0.80}), stacks=stacks)
+    findings = rules_for(syn.make_run(cell, cpu_count=8), analysis)
+    assert "input.loader_workers" not in ids(findings)
+    f = only(findings, "input.in_memory_batches")
+    evidence = " ".join(f.evidence)
+    assert "`Balanced.__iter__` (line 3; line 5 `yield random.choices" in evidence
+    assert "7 of the 8" in evidence and "one sample at a time" not in evidence
+    assert "keep your sampler" in f.fix and "Balanced.__iter__" in f.fix
+    assert "BatchSampler" not in f.fix and "num_workers=0" in f.fix
+    # Only the sampler's share of the wait is what changing it can remove.
+    assert f.gain_bound == pytest.approx(amdahl_bound(0.80 * 7 / 8), rel=0.05)
+    # Fewer than half of the wait's samples in the sampler: the dataset's reads stay named.
+    few = dataclasses.replace(stacks, functions=(dataclasses.replace(functions[0], total_samples=3),
+                                                 functions[1]))  # fmt: skip
+    other = rules_for(syn.make_run(cell, cpu_count=8), dataclasses.replace(analysis, stacks=few))
+    assert "one sample at a time" in " ".join(only(other, "input.in_memory_batches").evidence)
 
 
 def test_no_workers_when_a_batch_loads_faster_than_a_worker_hands_it_over():

@@ -13,7 +13,15 @@ Seen 2026-12-05 (unseen round 10, load 11-18): "[high] The step waits for data a
 memory ... index whole batches: BatchSampler(RandomSampler(ds))" (a TensorDataset's per-sample
 reads blamed; the advice drops the user's balancing sampler), hot line 39 (the sampler's
 random.choices) 24-40% of the samples; --try-fixes: a bigger batch x2 verified 1.14x per sample.
-Open: the sampler's own time is not named.
+Now (branch sampleradv, 2026-12-05, load 3-7): "[high] The step waits for the DataLoader's
+sampler: its __iter__ runs in the main process (up to 5.20x): Keep num_workers=0 and keep your
+sampler: make the sampler's `BalancedSampler.__iter__` (line 42; line 45 `yield
+random.choices(...)`) draw the epoch's indices in one call instead of one call per index", its
+evidence "held 6 of the 6 stack samples of the data wait"; the bound is Amdahl over the
+sampler's part of the wait only. No advice drops the sampler: without the sampler's time the
+whole-batches advice wraps it (`BatchSampler(BalancedSampler(weights, 2048), ...)`), and
+bigger_batch refuses, naming it, a loader with a batch_sampler=. The tiny-ops finding's
+bigger_batch (batch_size=64, lr x2) keeps sampler= as it is.
 """
 
 import random

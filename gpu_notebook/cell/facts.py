@@ -117,6 +117,10 @@ class LoaderCall:
     worker_init_fn: bool = False  # passed by keyword
     shuffle: bool | None = False  # False when absent; None when not a literal
     drop_last: bool | None = False  # False when absent; None when not a literal
+    # Source text of the user's ``sampler=`` / ``batch_sampler=`` (by keyword or position):
+    # they choose the indices, and no advice may drop them.
+    sampler: str | None = None
+    batch_sampler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,9 +240,17 @@ class SourceFacts:
     def dataset_class(self, loader: LoaderCall) -> str | None:
         """Class name of a DataLoader call's dataset, as the cell (or a live object) makes it:
         ``DataLoader(TensorDataset(...))``, or ``ds = TensorDataset(...)`` then ``DataLoader(ds)``."""
-        if loader.dataset is None:
+        return self._class_of(loader.dataset)
+
+    def sampler_class(self, loader: LoaderCall) -> str | None:
+        """Class name of a DataLoader call's ``sampler=`` (else ``batch_sampler=``), as the
+        dataset's (``dataset_class``)."""
+        return self._class_of(loader.sampler or loader.batch_sampler)
+
+    def _class_of(self, text: str | None) -> str | None:
+        if text is None:
             return None
-        text = loader.dataset.strip()
+        text = text.strip()
         call = re.match(r"^(?:[\w.]*\.)?(\w+)\(", text)
         if call:
             return call.group(1)

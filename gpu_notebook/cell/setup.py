@@ -46,6 +46,10 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
         )
         dataset_node = keyword_value(call, "dataset") or (positional[0] if positional else None)
         absent = None if opaque else False  # what an absent bool setting reads as
+        sampler = keyword_value(call, "sampler") or (positional[3] if len(positional) > 3 else None)
+        batches = keyword_value(call, "batch_sampler") or (
+            positional[4] if len(positional) > 4 else None
+        )
         yield LoaderCall(
             line=tree.line_of(call),
             name=_bound_to(tree, call),
@@ -57,13 +61,22 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
             node=call,
             worker_init_fn=keyword_value(call, "worker_init_fn") is not None,
             shuffle=None  # a sampler of its own decides the order
-            if keyword_value(call, "sampler") or keyword_value(call, "batch_sampler")
+            if sampler is not None or batches is not None
             else bool_or_none(
                 keyword_value(call, "shuffle") or (positional[2] if len(positional) > 2 else None),
                 absent,
             ),
             drop_last=bool_or_none(keyword_value(call, "drop_last"), absent),
+            sampler=_given(sampler),
+            batch_sampler=_given(batches),
         )
+
+
+def _given(node: ast.expr | None) -> str | None:
+    """Source text of an argument the call passes (None: absent or a literal ``None``)."""
+    if node is None or (isinstance(node, ast.Constant) and node.value is None):
+        return None
+    return ast.unparse(node)
 
 
 def optimizers(tree: CellTree) -> Iterator[OptimizerCall]:

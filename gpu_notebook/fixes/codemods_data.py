@@ -250,9 +250,20 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
         )
     tree = tree_of(module)
     edits: dict[cst.CSTNode, Replacement] = {}
-    loaders = [c for c in _dataloader_calls(module) if keyword_of(c, "batch_sampler") is None]
     # The batch the step trains on: an evaluation loader beside it keeps its own.
-    loaders = _trained_on(module, loaders)
+    loaders = _trained_on(module, _dataloader_calls(module))
+    # A batch_sampler= (by keyword or position) makes the batches: torch rejects a batch_size
+    # beside it, and replacing it would drop the user's sampling (issue 26).
+    fact = _loader_facts(module)
+    sampled = [c for c in loaders if c in fact and fact[c].batch_sampler is not None]
+    if sampled and len(sampled) == len(loaders):
+        given = fact[sampled[0]].batch_sampler
+        return Declined(
+            f"the DataLoader takes its batches from batch_sampler={given}, which sets the batch "
+            "size (torch rejects a batch_size beside it); make that batch sampler's batches "
+            f"{factor}x bigger where it is built, and keep it"
+        )
+    loaders = [c for c in loaders if c not in sampled]
     # A batch size not written in the call may come from its **kwargs: setting one there would
     # pass it twice (a TypeError) or replace it with the factor itself.
     unseen = [
@@ -264,7 +275,6 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
         )
     loaders = [c for c in loaders if c not in unseen]
     facts = facts_of(module)
-    fact = _loader_facts(module)
     drawn = drawn_by_next(facts.tree, [fact[c].node for c in loaders]) if facts.tree else None
     if drawn is not None:
         return Declined(

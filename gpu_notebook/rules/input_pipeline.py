@@ -40,6 +40,7 @@ from gpu_notebook.records import (
     Analysis,
     BatchAtLine,
     Finding,
+    LineStat,
     PhaseBreakdown,
     Run,
     RunPhase,
@@ -151,6 +152,29 @@ class InMemoryBatches(Said):
     dataset: str | None = None  # the name the loader's dataset is bound to, where it is one
     whole: RunPhase | None = None  # the data wait over the run, where the step clock timed it
     profiled: float | None = None  # the profiled window's data share
+    # The user's sampler= / batch_sampler= (source text): the advice keeps it (issue 26).
+    sampler: str | None = None
+    batch_sampler: str | None = None
+    in_sampler: SamplerTime | None = None  # the wait is the sampler's own __iter__
+
+
+@dataclass(frozen=True)
+class SamplerTime:
+    """The data wait spent in the user's sampler's ``__iter__`` (the stack sampler's
+    ``function``, ``filename`` and ``first_line``): ``samples`` of the ``data_samples`` the
+    DataLoader's ``__next__`` held, and its hottest line of the cell (None: not in the cell)."""
+
+    function: str
+    filename: str
+    first_line: int
+    samples: int
+    data_samples: int
+    hot_line: int | None = None
+    hot_text: str | None = None
+
+    @property
+    def fraction(self) -> float:
+        return self.samples / self.data_samples
 
 
 @dataclass(frozen=True)
@@ -497,16 +521,79 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     reason = _workers_do_not_pay(analysis, facts, loader)
     if reason is None:
         return None
-    bound = gain_bound(data, analysis)
+    in_sampler = sampler_time(analysis, facts, loader)
+    # Batched indexing removes the per-sample reads, not the sampler's own time.
+    removed = data if in_sampler is None else data * in_sampler.fraction
+    bound = gain_bound(removed, analysis)
     held = loader.static.dataset if loader.static is not None else None
     said = InMemoryBatches(
         data, analysis.phases, reason, bound, loader.setting("batch_size"),
         shuffle=loader.setting("shuffle"), drop_last=loader.setting("drop_last"),
         dataset=held if held is not None and held.isidentifier() else None,
         whole=analysis.run_data, profiled=share(analysis, "data"),
+        sampler=given_sampler(loader, "sampler"),
+        batch_sampler=given_sampler(loader, "batch_sampler"), in_sampler=in_sampler,
     )  # fmt: skip
     return found("input.in_memory_batches", severity, said, phase_share=data, bound=bound,
                  line=loader.line)  # fmt: skip
+
+
+# The sampler's __iter__ speaks for the data wait when it holds at least this share of the
+# DataLoader's __next__ samples (our choice: most of them), and this many samples (fewer say
+# little: the unseen program's window held 7 of 8).
+SAMPLER_SHARE = 0.5
+MIN_SAMPLER_SAMPLES = 5
+_NEXT = ("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py")
+
+
+def sampler_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) -> SamplerTime | None:
+    """The data wait as the user's own sampler's ``__iter__`` (a class the cell's loader is
+    given as ``sampler=``/``batch_sampler=``, not torch's) holds it in the sampled stacks: it
+    runs in the main process whatever ``num_workers`` is. None: not sampled, or not most of it."""
+    stacks = analysis.stacks
+    cls = facts.sampler_class(loader.static) if loader.static is not None else None
+    if stacks is None or cls is None:
+        return None
+    total = max((f.total_samples for f in stacks.functions
+                 if (f.function, f.filename.replace("\\", "/")[-len(_NEXT[1]):]) == _NEXT),
+                default=0)  # fmt: skip
+    own = [f for f in stacks.functions
+           if f.function == f"{cls}.__iter__" and "torch/utils/data" not in f.filename]  # fmt: skip
+    if total <= 0 or not own:
+        return None
+    stat = max(own, key=lambda f: f.total_samples)
+    samples = min(stat.total_samples, total)
+    if samples < MIN_SAMPLER_SAMPLES or samples < SAMPLER_SHARE * total:
+        return None
+    hot = _hottest_line_of(facts, cls, stacks.lines) if stat.filename == "cell" else None
+    return SamplerTime(stat.function, stat.filename, stat.first_line, samples, total,
+                       hot.line if hot else None, hot.text.strip() if hot else None)  # fmt: skip
+
+
+def _hottest_line_of(facts: SourceFacts, cls: str, lines: tuple[LineStat, ...]) -> LineStat | None:
+    """The most sampled line of the cell's ``cls.__iter__`` (None: no such method sampled)."""
+    tree = facts.tree
+    if tree is None:
+        return None
+    held = {tree.line_of(n) for node in ast.walk(tree.tree)
+            if isinstance(node, ast.ClassDef) and node.name == cls
+            for fn in node.body
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "__iter__"
+            for n in ast.walk(fn) if hasattr(n, "lineno")}  # fmt: skip
+    inside = [s for s in lines if s.filename is None and s.line in held]
+    return max(inside, key=lambda s: s.samples, default=None)
+
+
+def given_sampler(loader: LoaderInUse, which: Literal["sampler", "batch_sampler"]) -> str | None:
+    """The user's own ``sampler=``/``batch_sampler=`` as code that names it: the cell's text,
+    or the live loader's attribute (``loader.sampler``) where one not torch's default is set."""
+    if loader.static is not None:
+        return loader.static.sampler if which == "sampler" else loader.static.batch_sampler
+    live = loader.live
+    if live is None:
+        return None
+    custom = live.custom_batch_sampler if which == "batch_sampler" else live.shuffle is None
+    return f"{live.name}.{which}" if custom else None
 
 
 def data_in_memory(run: Run, analysis: Analysis, facts: SourceFacts) -> NoWorkerGain | None:

@@ -16,6 +16,7 @@ from gpu_notebook.rules.input_pipeline import (
     NoWorkerGain,
     Reach,
     RemadeLoader,
+    SamplerTime,
     SlowDataset,
 )
 from gpu_notebook.words.common import Words, data_wait_evidence, worder, words
@@ -71,6 +72,30 @@ def _reach(r: Reach) -> list[str]:
 @worder(InMemoryBatches)
 def in_memory_batches(s: InMemoryBatches) -> Words:
     bs = s.batch if s.batch is not None else "B"
+    source = (
+        "measured: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
+        "docs (batch_size=None with a BatchSampler for batched indexing)"
+    )
+    if s.in_sampler is not None:
+        t = s.in_sampler
+        return words(
+            "The step waits for the DataLoader's sampler: its __iter__ runs in the main process",
+            [
+                _data_evidence(s),
+                f"{_sampler_at(t)} held {t.samples} of the {t.data_samples} stack samples of "
+                "the data wait: the time goes to choosing the indices, not to reading the "
+                "dataset's samples",
+                "the sampler runs in the main process whatever num_workers is (workers only "
+                "read the samples it chose)",
+                f"gain if the sampler's time is removed: {fmt_gain(s.bound)} (Amdahl over its "
+                "share of the data wait)",
+            ],
+            f"Keep num_workers=0 and keep your sampler: make {_sampler_at(t)} draw the "
+            "epoch's indices in one call instead of one call per index (e.g. one "
+            "`torch.multinomial(weights, num_samples, replacement=True)` or "
+            "`random.choices(population, weights, k=num_samples)`, then yield from it).",
+            source + "; torch.utils.data docs (the sampler is iterated in the main process)",
+        )
     return words(
         "The step waits for data already in memory: workers would cost more than they save",
         [
@@ -80,17 +105,24 @@ def in_memory_batches(s: InMemoryBatches) -> Words:
             f"gain if the batch is taken in one indexing: {fmt_gain(s.bound)} (Amdahl over the data share)",
         ],
         _whole_batches(s, bs),
-        "measured: an in-memory TensorDataset with num_workers=2 ran 0.68x on 2 cores; torch.utils.data "
-        "docs (batch_size=None with a BatchSampler for batched indexing)",
+        source,
     )
+
+
+def _sampler_at(t: SamplerTime) -> str:
+    where = f"line {t.first_line}" if t.filename == "cell" else f"{t.filename}:{t.first_line}"
+    hot = f"; line {t.hot_line} `{t.hot_text}`" if t.hot_line is not None else ""
+    return f"the sampler's `{t.function}` ({where}{hot})"
 
 
 def _whole_batches(s: InMemoryBatches, bs: int | str) -> str:
     """How to index whole batches: a TensorDataset takes a list of indices as it is; a dataset
     of the user's own class (one sample per ``__getitem__``, maybe a collate_fn that pads) does
     not, and the DataLoader calls its ``__getitems__`` with a batch's indices where it has one.
-    The batches keep the loader's order (shuffle) and last batch (drop_last), and the loop form
-    takes every tensor the dataset holds (``ds.tensors``): the advice changes no batch unsaid."""
+    The batches keep the loader's order (shuffle), its own sampler or batch sampler (issue 26:
+    the advice must not drop the user's balancing sampler) and last batch (drop_last), and the
+    loop form takes every tensor the dataset holds (``ds.tensors``): the advice changes no batch
+    unsaid. With a sampler of the user's the loop form, which draws its own order, is left out."""
     if s.reason.dataset is not None:
         ds = s.dataset or "ds"
         sampler = f"RandomSampler({ds})" if s.shuffle else f"SequentialSampler({ds})"
@@ -99,13 +131,25 @@ def _whole_batches(s: InMemoryBatches, bs: int | str) -> str:
         drop = (
             "drop_last=<your DataLoader's>" if s.drop_last is None else f"drop_last={s.drop_last}"
         )
+        head = "Keep num_workers=0 and index whole batches:"
+        tail = "(a TensorDataset takes a list of indices)"
+        if s.batch_sampler is not None:
+            return (
+                f"{head} DataLoader({ds}, sampler={s.batch_sampler}, batch_size=None) {tail}: "
+                "your batch sampler still chooses each batch."
+            )
+        if s.sampler is not None:
+            return (
+                f"{head} DataLoader({ds}, sampler=BatchSampler({s.sampler}, batch_size={bs}, "
+                f"{drop}), batch_size=None) {tail}: your sampler still chooses the indices."
+            )
         order = "arange" if s.shuffle is False else "randperm"
         skip = (
             f", skipping an `idx` shorter than {bs} as drop_last=True does" if s.drop_last else ""
         )
         return (
-            f"Keep num_workers=0 and index whole batches: DataLoader({ds}, sampler=BatchSampler({sampler}, "
-            f"batch_size={bs}, {drop}), batch_size=None) (a TensorDataset takes a list of indices), or "
+            f"{head} DataLoader({ds}, sampler=BatchSampler({sampler}, "
+            f"batch_size={bs}, {drop}), batch_size=None) {tail}, or "
             f"`for idx in torch.{order}(len({ds})).split({bs}): batch = [t[idx] for t in {ds}.tensors]`{skip}."
         )
     return (

@@ -445,11 +445,43 @@ def test_a_wait_in_the_users_sampler_names_the_sampler_not_the_datasets_reads():
     assert "BatchSampler" not in f.fix and "num_workers=0" in f.fix
     # Only the sampler's share of the wait is what changing it can remove.
     assert f.gain_bound == pytest.approx(amdahl_bound(0.80 * 7 / 8), rel=0.05)
+    # The functions kept are the top ones by self time: with neither __iter__ nor __next__
+    # among them (a whole-cell sampling), the lines' data samples say the same.
+    loop = LineStat(7, "for x, y in loader:", 8, 0.7, {"data": 8})
+    by_lines = StackProfile(0.005, 12, 0.06, lines=(hot, loop))
+    named = rules_for(
+        syn.make_run(cell, cpu_count=8), dataclasses.replace(analysis, stacks=by_lines)
+    )
+    assert "`Balanced.__iter__` (line 3; line 5 `yield" in " ".join(
+        only(named, "input.in_memory_batches").evidence
+    )
     # Fewer than half of the wait's samples in the sampler: the dataset's reads stay named.
-    few = dataclasses.replace(stacks, functions=(dataclasses.replace(functions[0], total_samples=3),
-                                                 functions[1]))  # fmt: skip
+    few = StackProfile(0.005, 12, 0.06, lines=(dataclasses.replace(hot, samples=3,
+                       phase_samples={"data": 3}), loop))  # fmt: skip
     other = rules_for(syn.make_run(cell, cpu_count=8), dataclasses.replace(analysis, stacks=few))
     assert "one sample at a time" in " ".join(only(other, "input.in_memory_batches").evidence)
+
+
+def test_workers_are_not_credited_with_the_wait_of_a_users_sampler():
+    # The same sampler over a dataset that is not in memory: workers may hide the reads, never
+    # the sampler's time (it runs in the main process). The sampler is named, and the workers'
+    # bound covers only the rest of the wait.
+    cell = SAMPLER_TRAIN.replace(
+        "TensorDataset(X, Y), LOADER", "ds, batch_size=32, sampler=Balanced(w)"
+    )
+    functions = (
+        FunctionStat("Balanced.__iter__", "cell", 3, 1, 7),
+        FunctionStat("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py", 720, 0, 8),
+    )
+    stacks = StackProfile(0.005, 12, 0.06, functions=functions)
+    analysis = dataclasses.replace(syn.make_analysis({"data": 0.80}), stacks=stacks)
+    findings = rules_for(syn.make_run(cell, cpu_count=8), analysis)
+    f = only(findings, "input.in_memory_batches")
+    assert f.fix.startswith("Keep your sampler: make the sampler's `Balanced.__iter__` (line 3)")
+    assert "TensorDataset" not in " ".join(f.evidence)
+    workers = only(findings, "input.loader_workers")
+    assert workers.gain_bound is not None
+    assert workers.gain_bound <= amdahl_bound(0.80 / 8) + 1e-9
 
 
 def test_no_workers_when_a_batch_loads_faster_than_a_worker_hands_it_over():

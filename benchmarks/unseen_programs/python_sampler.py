@@ -13,15 +13,17 @@ Seen 2026-12-05 (unseen round 10, load 11-18): "[high] The step waits for data a
 memory ... index whole batches: BatchSampler(RandomSampler(ds))" (a TensorDataset's per-sample
 reads blamed; the advice drops the user's balancing sampler), hot line 39 (the sampler's
 random.choices) 24-40% of the samples; --try-fixes: a bigger batch x2 verified 1.14x per sample.
-Now (branch sampleradv, 2026-12-05, load 3-7): "[high] The step waits for the DataLoader's
-sampler: its __iter__ runs in the main process (up to 5.20x): Keep num_workers=0 and keep your
-sampler: make the sampler's `BalancedSampler.__iter__` (line 42; line 45 `yield
-random.choices(...)`) draw the epoch's indices in one call instead of one call per index", its
-evidence "held 6 of the 6 stack samples of the data wait"; the bound is Amdahl over the
-sampler's part of the wait only. No advice drops the sampler: without the sampler's time the
-whole-batches advice wraps it (`BatchSampler(BalancedSampler(weights, 2048), ...)`), and
-bigger_batch refuses, naming it, a loader with a batch_sampler=. The tiny-ops finding's
-bigger_batch (batch_size=64, lr x2) keeps sampler= as it is.
+Now (1721d83 and after, 2026-12-05, load 3-7), with the sampler's time in the stacks (the
+default window's 12 samples once, `--lines all` 250): "[high] The step waits for the
+DataLoader's sampler: its __iter__ runs in the main process (up to 3.02x-5.20x): Keep
+num_workers=0 and keep your sampler: make the sampler's `BalancedSampler.__iter__` (its def
+line; its `yield random.choices(...)` line) draw the epoch's indices in one call instead of one
+call per index", evidence "held 99 of the 113 stack samples of the data wait"; the bound is
+Amdahl over the sampler's part of the wait only. A window of under 5 samples (3 at load 3.5)
+names no sampler: the in-memory advice then wraps it (`sampler=BatchSampler(BalancedSampler(
+weights, 2048), batch_size=32, drop_last=False), batch_size=None`). No advice drops the
+sampler; bigger_batch (tiny-ops finding: batch_size=64, lr x2) keeps sampler= and refuses,
+naming it, a loader whose batches come from a batch_sampler=.
 """
 
 import random

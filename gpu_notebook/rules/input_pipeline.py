@@ -40,7 +40,6 @@ from gpu_notebook.records import (
     Analysis,
     BatchAtLine,
     Finding,
-    LineStat,
     PhaseBreakdown,
     Run,
     RunPhase,
@@ -144,7 +143,7 @@ def loop_cores(run: Run) -> LoopCores:
 class InMemoryBatches(Said):
     data: float
     phases: PhaseBreakdown | None
-    reason: NoWorkerGain
+    reason: NoWorkerGain | None  # None: workers may pay, but the sampler holds the wait
     bound: float | None
     batch: int | None
     shuffle: bool | None = None  # the loader's, where known (None: not a literal)
@@ -512,16 +511,18 @@ def loading_cpu_fraction(run: Run, analysis: Analysis, data: float, stretch: flo
 
 
 def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
-    """The step waits for data that is already in memory: index whole batches, add no workers."""
+    """The step waits for data that is already in memory: index whole batches, add no workers;
+    or (any dataset) it waits for the user's own sampler's ``__iter__``: name it."""
     data = data_wait(analysis)
     severity = severity_in(analysis, "data", data, low=SUGGEST)
     if data is None or severity is None:
         return None
     loader = loader_in_use(facts)
     reason = _workers_do_not_pay(analysis, facts, loader)
-    if reason is None:
-        return None
+    # The user's sampler holding the wait is said whatever the dataset: workers never run it.
     in_sampler = sampler_time(analysis, facts, loader)
+    if reason is None and in_sampler is None:
+        return None
     # Batched indexing removes the per-sample reads, not the sampler's own time.
     removed = data if in_sampler is None else data * in_sampler.fraction
     bound = gain_bound(removed, analysis)
@@ -549,39 +550,54 @@ _NEXT = ("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py")
 def sampler_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) -> SamplerTime | None:
     """The data wait as the user's own sampler's ``__iter__`` (a class the cell's loader is
     given as ``sampler=``/``batch_sampler=``, not torch's) holds it in the sampled stacks: it
-    runs in the main process whatever ``num_workers`` is. None: not sampled, or not most of it."""
+    runs in the main process whatever ``num_workers`` is. None: not sampled, or not most of it.
+
+    The wait's samples are the most any sampled line holds in the data phase (the loop's own
+    ``for x in loader`` line holds them all) or under the DataLoader's ``__next__``; the
+    sampler's, those of its ``__iter__``'s lines in the cell or of the function itself. Both
+    are read both ways because the functions kept are the top ones by self time: a
+    ``__next__`` (or an ``__iter__`` whose time is all in ``random.choices``) with no self
+    samples of its own may be left out (a whole-cell sampling kept neither)."""
     stacks = analysis.stacks
     cls = facts.sampler_class(loader.static) if loader.static is not None else None
     if stacks is None or cls is None:
         return None
-    total = max((f.total_samples for f in stacks.functions
-                 if (f.function, f.filename.replace("\\", "/")[-len(_NEXT[1]):]) == _NEXT),
-                default=0)  # fmt: skip
-    own = [f for f in stacks.functions
-           if f.function == f"{cls}.__iter__" and "torch/utils/data" not in f.filename]  # fmt: skip
-    if total <= 0 or not own:
-        return None
-    stat = max(own, key=lambda f: f.total_samples)
-    samples = min(stat.total_samples, total)
+    lines = (*stacks.lines, *stacks.script_lines)
+    total = max([s.phase_samples.get("data", 0) for s in lines]
+                + [f.total_samples for f in stacks.functions
+                   if (f.function, f.filename.replace("\\", "/")[-len(_NEXT[1]):]) == _NEXT])  # fmt: skip
+    name = f"{cls}.__iter__"
+    stat = max((f for f in stacks.functions
+                if f.function == name and "torch/utils/data" not in f.filename),
+               key=lambda f: f.total_samples, default=None)  # fmt: skip
+    at, held = _iter_lines(facts, cls)
+    inside = [s for s in stacks.lines if s.filename is None and s.line in held]
+    from_lines = sum(s.phase_samples.get("data", 0) for s in inside)
+    samples = min(max(stat.total_samples if stat else 0, from_lines), total)
     if samples < MIN_SAMPLER_SAMPLES or samples < SAMPLER_SHARE * total:
         return None
-    hot = _hottest_line_of(facts, cls, stacks.lines) if stat.filename == "cell" else None
-    return SamplerTime(stat.function, stat.filename, stat.first_line, samples, total,
+    hot = max(inside, key=lambda s: s.samples, default=None)
+    filename, first = (stat.filename, stat.first_line) if stat else ("cell", at)
+    if first is None:
+        return None
+    return SamplerTime(name, filename, first, samples, total,
                        hot.line if hot else None, hot.text.strip() if hot else None)  # fmt: skip
 
 
-def _hottest_line_of(facts: SourceFacts, cls: str, lines: tuple[LineStat, ...]) -> LineStat | None:
-    """The most sampled line of the cell's ``cls.__iter__`` (None: no such method sampled)."""
+def _iter_lines(facts: SourceFacts, cls: str) -> tuple[int | None, set[int]]:
+    """The cell's ``cls.__iter__``: its ``def`` line and every line of it (None, empty: the
+    cell does not define it)."""
     tree = facts.tree
     if tree is None:
-        return None
-    held = {tree.line_of(n) for node in ast.walk(tree.tree)
-            if isinstance(node, ast.ClassDef) and node.name == cls
-            for fn in node.body
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "__iter__"
-            for n in ast.walk(fn) if hasattr(n, "lineno")}  # fmt: skip
-    inside = [s for s in lines if s.filename is None and s.line in held]
-    return max(inside, key=lambda s: s.samples, default=None)
+        return None, set()
+    found = [fn for node in ast.walk(tree.tree)
+             if isinstance(node, ast.ClassDef) and node.name == cls
+             for fn in node.body
+             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "__iter__"]  # fmt: skip
+    if not found:
+        return None, set()
+    held = {tree.line_of(n) for fn in found for n in ast.walk(fn) if hasattr(n, "lineno")}
+    return tree.line_of(found[0]), held
 
 
 def given_sampler(loader: LoaderInUse, which: Literal["sampler", "batch_sampler"]) -> str | None:
@@ -673,6 +689,13 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     pinned = loader.setting("pin_memory") or run.steps.loader_pin_memory
     pin = has_gpu(run) and not pinned  # never advise a setting that already holds
     reach = workers_reach(run, analysis, data, wanted, workers, whole)
+    in_sampler = sampler_time(analysis, facts, loader)
+    if in_sampler is not None and reach.bound is not None:
+        # Workers read the samples; the sampler's share of the wait stays in the main process
+        # (in_memory_batches names it).
+        rest = gain_bound(data * (1.0 - in_sampler.fraction), analysis)
+        if rest is not None and rest < reach.bound:
+            reach = dataclasses.replace(reach, bound=rest)
     bound = reach.bound
     if bound is not None and bound < MIN_WORKER_GAIN:
         return None  # workers cannot pay here; nothing to propose

@@ -90,12 +90,15 @@ def in_memory_batches(s: InMemoryBatches) -> Words:
                 f"gain if the sampler's time is removed: {fmt_gain(s.bound)} (Amdahl over its "
                 "share of the data wait)",
             ],
-            f"Keep num_workers=0 and keep your sampler: make {_sampler_at(t)} draw the "
+            ("Keep num_workers=0 and keep your sampler" if s.reason else "Keep your sampler")
+            + f": make {_sampler_at(t)} draw the "
             "epoch's indices in one call instead of one call per index (e.g. one "
             "`torch.multinomial(weights, num_samples, replacement=True)` or "
             "`random.choices(population, weights, k=num_samples)`, then yield from it).",
-            source + "; torch.utils.data docs (the sampler is iterated in the main process)",
+            "torch.utils.data docs (the sampler is iterated in the main process; workers get "
+            "its indices); the stack sampler's samples under the DataLoader's __next__",
         )
+    assert s.reason is not None  # the rule gives a reason wherever the sampler does not speak
     return words(
         "The step waits for data already in memory: workers would cost more than they save",
         [
@@ -123,7 +126,7 @@ def _whole_batches(s: InMemoryBatches, bs: int | str) -> str:
     the advice must not drop the user's balancing sampler) and last batch (drop_last), and the
     loop form takes every tensor the dataset holds (``ds.tensors``): the advice changes no batch
     unsaid. With a sampler of the user's the loop form, which draws its own order, is left out."""
-    if s.reason.dataset is not None:
+    if s.reason is not None and s.reason.dataset is not None:
         ds = s.dataset or "ds"
         sampler = f"RandomSampler({ds})" if s.shuffle else f"SequentialSampler({ds})"
         if s.shuffle is None:

@@ -7,6 +7,7 @@ Lightning's or the HF Trainer's loop, read by file and function (the cell's line
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from gpu_notebook.records import RawStacks, Run, StackCount
 
@@ -75,13 +76,21 @@ def count_overhead(
     frameworks: set[str],
     *,
     weigh: bool = True,
+    named: frozenset[int] = frozenset(),
 ) -> int:
     """Add ``raw``'s loop samples in framework overhead frames, by label and function: their
-    time (``weigh``) or their count. Returns the samples found there."""
+    time (``weigh``) or their count. Returns the samples found there. ``named``: cell lines
+    whose drawing another finding names with its line (rules/step_logging.progress_redraw):
+    samples under them are left out, not said twice."""
     labels = [overhead_label(ref.filename, ref.function) for ref in raw.functions]
     hits = 0
+    cell = raw.cell_filename or raw.root_filename
     for stack in raw.stacks:
         if imported(raw, stack):
+            continue
+        if named and any(
+            raw.functions[i].filename == cell and line in named for i, line in stack.frames
+        ):
             continue
         for depth, (index, _line) in enumerate(stack.frames):
             hit, name = labels[index], raw.functions[index].function
@@ -101,3 +110,49 @@ def count_overhead(
 def imported(raw: RawStacks, stack: StackCount) -> bool:
     """A sample taken while Python imported a module (its import machinery on the stack)."""
     return any(raw.functions[i].filename.startswith("<frozen importlib") for i, _ in stack.frames)
+
+
+# Progress-bar and console libraries: a sample in their frames under a cell line is that line
+# drawing or writing for a human (tqdm's set_postfix -> refresh -> display -> write), not the
+# line's own work (a device read in its arguments, the formatting of a number). Where the
+# cell-side work has no Python frame (a ``print``), nothing tells the two apart: not counted.
+Library = Literal["tqdm", "rich"]
+DRAWING: tuple[tuple[Library, str], ...] = (
+    ("tqdm", "/tqdm/"),
+    ("rich", "/rich/progress.py"),
+    ("rich", "/rich/progress_bar.py"),
+    ("rich", "/rich/live.py"),
+    ("rich", "/rich/console.py"),
+)
+
+
+def drawing_library(filename: str) -> Library | None:
+    """The id (``DRAWING``) of the progress or console library ``filename`` belongs to."""
+    path = filename.replace("\\", "/")
+    return next((library for library, part in DRAWING if part in path), None)
+
+
+def drawn_under(raw: RawStacks, lines: frozenset[int]) -> tuple[dict[int, int], set[Library]]:
+    """The time (us) of ``raw``'s loop samples that ran a progress or console library
+    (``DRAWING``) below a frame of the cell at one of ``lines``, by that line; and the libraries
+    seen. The outermost such cell frame takes the sample (a bar's call in a helper the line
+    calls is the line's)."""
+    cell = raw.cell_filename or raw.root_filename
+    by_line: dict[int, int] = {}
+    libraries: set[Library] = set()
+    for stack in raw.stacks:
+        if imported(raw, stack):
+            continue
+        at: int | None = None
+        for index, line in stack.frames:
+            filename = raw.functions[index].filename
+            if at is None:
+                if filename == cell and line in lines:
+                    at = line
+                continue
+            library = drawing_library(filename)
+            if library is not None:
+                by_line[at] = by_line.get(at, 0) + stack.time_us
+                libraries.add(library)
+                break
+    return by_line, libraries

@@ -190,6 +190,9 @@ class SourceFacts:
     syncs: tuple[SourceLine, ...] = ()  # per-loop reads of device values
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
+    # progress-bar calls in loops that redraw the bar on each call (``bar.set_postfix(...)``
+    # without refresh=False: cell.syncs.redraws); ``node``: the call
+    redraws: tuple[SourceLine, ...] = ()
     validation: tuple[SourceLine, ...] = ()  # validation work inside a training loop
     # no_grad blocks of a step loop that run a model for the loss (a teacher's targets)
     frozen_forwards: tuple[SourceLine, ...] = ()

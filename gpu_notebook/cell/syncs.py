@@ -25,7 +25,7 @@ from gpu_notebook.cell.names import (
     targets_of,
 )
 from gpu_notebook.cell.tree import CellTree, Loop
-from gpu_notebook.cell.words import COPY_METHODS, HOST_READ_METHODS, last
+from gpu_notebook.cell.words import COPY_METHODS, HOST_READ_METHODS, REDRAW_METHODS, last
 
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
 _HOST_VALUE_CALLS = frozenset(
@@ -96,6 +96,28 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
             sorted((v for v in logging.values() if v.line not in sync_lines), key=lambda s: s.line)
         ),
     )
+
+
+def redraws(tree: CellTree) -> tuple[SourceLine, ...]:
+    """Progress-bar calls in a loop that redraw the bar on every call: ``bar.set_postfix(...)``,
+    ``set_description(...)`` with no ``refresh`` argument or ``refresh=True`` (tqdm's default,
+    which bypasses its mininterval). A ``refresh`` given any other way (``refresh=False``, a
+    name, a second positional argument, ``**kwargs``) is the user's choice: left out."""
+    found: dict[int, SourceLine] = {}
+    for call in tree.calls():
+        loop = tree.enclosing_loop(call) or tree.step_loop_of(call)
+        if loop is None or _builds_once(tree, loop):
+            continue
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr in REDRAW_METHODS):
+            continue
+        refresh = [k.value for k in call.keywords if k.arg == "refresh"]
+        if len(call.args) > 1 or any(k.arg is None for k in call.keywords):
+            continue
+        if refresh and not (isinstance(refresh[0], ast.Constant) and refresh[0].value is True):
+            continue
+        line = tree.source_line(call, "redraw")
+        found.setdefault(line.line, line)
+    return tuple(sorted(found.values(), key=lambda s: s.line))
 
 
 def _builds_once(tree: CellTree, loop: Loop) -> bool:

@@ -51,6 +51,12 @@ TRACKER_METHODS = frozenset(
      "add_image", "log_dict"}
 )  # fmt: skip
 PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})
+# Progress-bar methods that redraw the bar on every call unless told ``refresh=False``: tqdm's
+# set_postfix/set_description default to refresh=True, which skips the bar's own mininterval
+# (0.1 s), so a call every step writes the line to the terminal every step.
+REDRAW_METHODS = frozenset(
+    {"set_postfix", "set_postfix_str", "set_description", "set_description_str"}
+)
 PRINT_CALLS = frozenset({"print", "display", "pprint"})
 # Checkpoint writes: a copy of the model's (and optimizer's) state serialised to disk. Inside the
 # step loop with no ``if`` around them, every step pays the serialisation and the write, which

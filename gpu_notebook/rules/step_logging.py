@@ -39,7 +39,14 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.syncs import EVERY, MIN_LINE_SAMPLES, every_n, lines_share, loop_lines
+from gpu_notebook.rules.syncs import (
+    EVERY,
+    MIN_LINE_SAMPLES,
+    drawn_share,
+    every_n,
+    lines_share,
+    loop_lines,
+)
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,21 @@ class FrameworkOverhead(Said):
     # The logging's steps (logging_steps=N, log_every_n_steps=N) against the others, from the
     # step clock alone (_periodic): None where N is 1, not read, or its steps are not slower.
     periodic: PeriodicCost | None = None
+
+
+@dataclass(frozen=True)
+class ProgressRedraw(Said):
+    """Progress-bar calls that redraw the bar on every step (``bar.set_postfix(...)``: tqdm's
+    refresh=True default skips its mininterval), and the share of the sampled time in the bar
+    library's frames below them."""
+
+    lines: tuple[SourceLine, ...]
+    drawn: float | None  # of the sampled time: the library's frames under ``lines`` (None: no
+    # line samples)
+    libraries: tuple[str, ...]  # "tqdm", "rich"
+    bound: float | None
+    reads: bool  # the lines also read device values (``loss.item()`` in the postfix)
+    residual: float | None = None  # without line samples: the host time outside the model
 
 
 @dataclass(frozen=True)
@@ -157,6 +179,50 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
                  phase_share=removed, bound=bound, line=lines[0].line)  # fmt: skip
 
 
+def redrawn_lines(facts: SourceFacts) -> tuple[SourceLine, ...]:
+    """The cell's per-step progress-bar calls that redraw on each call (``facts.redraws``):
+    progress_redraw names their time, so framework_overhead leaves their samples out."""
+    return tuple(s for s in loop_lines(facts, facts.redraws) if s.origin is None)
+
+
+def progress_redraw(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A progress bar redrawn on every step by the cell's own call: ``bar.set_postfix(loss=...)``
+    or ``set_description(...)`` (refresh=True by default) writes the bar to the terminal each
+    call, bypassing tqdm's mininterval. Its share: the samples in the bar library's frames
+    below the line (analysis.framework_stacks.drawn_under), not the line's whole time (its
+    ``.item()`` is the sync rule's). Without line samples, as for other per-step logging
+    (``every_step_lines``): up to the step clock's host time outside the model, which holds
+    the redraw. The fix passes ``refresh=False``: the bar shows the latest values at its next
+    redraw, at its own interval. Issue 26 (unseen round 10): this read "[high] reads device
+    values every step" on a CPU run, where the bar took the time."""
+    lines = redrawn_lines(facts)
+    if not lines:
+        return None
+    drawn, libraries = drawn_share(run, analysis, lines)
+    reads = bool({s.line for s in facts.syncs} & {r.line for r in lines})
+    line = lines[0].line
+    if drawn is None:
+        residual = shares_sum(analysis, RESIDUAL_PHASES)
+        low, bound = gain_range(None, every_n(residual), analysis)
+        said = ProgressRedraw(lines, None, libraries, bound, reads, residual)
+        if bound is None:
+            return found("logging.progress_redraw", "info", said, line=line)
+        level = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
+        return found("logging.progress_redraw", level, said, phase_share=every_n(residual),
+                     bound=bound, line=line, fix_id="bar_refresh_off", low=low)  # fmt: skip
+    severity = severity_of(drawn, low=SUGGEST)
+    if severity is None:
+        return None
+    # After the fix the bar redraws at its interval (0.1 s: a step in ~100 at 1 ms steps);
+    # set_postfix still builds its string every step, in the same frames: the high end
+    # assumes that is a tenth of them, as gating the call every EVERY steps would leave.
+    removed = every_n(drawn)
+    bound = gain_bound(removed, analysis)
+    said = ProgressRedraw(lines, drawn, libraries, bound, reads)
+    return found("logging.progress_redraw", severity, said, phase_share=removed, bound=bound,
+                 line=line, fix_id="bar_refresh_off")  # fmt: skip
+
+
 def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Logging, callbacks and progress bars inside a framework's loop, from the sampled stacks.
 
@@ -177,8 +243,9 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     by_label: dict[str, int] = {}
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
+    named = frozenset(s.line for s in redrawn_lines(facts))
     for raw in sampled:
-        count_overhead(raw, by_label, functions, frameworks)
+        count_overhead(raw, by_label, functions, frameworks, named=named)
     total = sum(by_label.values())
     overhead = total / loop_us
     severity = severity_of(overhead, low=SUGGEST)
@@ -224,7 +291,8 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
     samples, _loop_us = loop_time(raw)
     by_label: dict[str, int] = {}
     frameworks: set[str] = set()
-    hits = count_overhead(raw, by_label, {}, frameworks, weigh=False)
+    named = frozenset(s.line for s in redrawn_lines(facts))
+    hits = count_overhead(raw, by_label, {}, frameworks, weigh=False, named=named)
     if hits < MIN_SEEN or hits < SUGGEST * samples:
         return _periodic_alone(analysis, hits, samples, dense, facts, clocked=raw.clocked)
     # Which settings to name: by the samples' counts; no share is said (Advice.share None).
@@ -400,5 +468,6 @@ def _periodic_block(analysis: Analysis, facts: SourceFacts, *, logging: bool) ->
 
 TIE = 50  # where its findings tie: the verdict table's order (rules._families)
 RULES = (
-    per_step_logging, validation_every_step, framework_overhead, periodic_logging, periodic_work
+    per_step_logging, validation_every_step, progress_redraw, framework_overhead,
+    periodic_logging, periodic_work,
 )  # fmt: skip

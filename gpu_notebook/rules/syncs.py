@@ -19,6 +19,7 @@ import ast
 from dataclasses import dataclass
 from typing import Literal
 
+from gpu_notebook.analysis.framework_stacks import drawn_under
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
@@ -50,7 +51,11 @@ _SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 # Where the removable share comes from (words/syncs.py words it); "residual": the step clock's
 # host time outside the model and the optimizer (a CPU read written in the loop itself);
 # "unsampled": a CPU read no line sample and no phase of the step measured alone.
-How = Literal["unmeasured", "sync", "lines", "both", "few-samples", "residual", "unsampled"]
+# "with-bar": a CPU read on a line that also redraws a progress bar, no line samples: the host
+# time outside the model holds the bar's redraw, which is not the read's (progress_redraw's).
+How = Literal[
+    "unmeasured", "sync", "lines", "both", "few-samples", "residual", "unsampled", "with-bar"
+]
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,9 @@ class PerStepSyncs(Said):
     reads: float | None  # scalar reads per step in the trace
     gpu: bool
     bound: float | None
+    # Of the reading lines' sampled time, the share spent in a progress bar's frames (tqdm's
+    # set_postfix redrawing the bar): not a read, left out of ``removable`` (drawn_share).
+    drawn: float | None = None
 
 
 @dataclass(frozen=True)
@@ -134,13 +142,35 @@ def lines_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> float | No
     )
 
 
-def removable_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> tuple[float | None, How]:
+def drawn_share(
+    run: Run, analysis: Analysis, lines: tuple[SourceLine, ...]
+) -> tuple[float | None, tuple[str, ...]]:
+    """The share of the sampled time that ``lines`` (of the cell) spent in a progress or console
+    library's frames (analysis.framework_stacks.drawn_under: tqdm's set_postfix redrawing the
+    bar), and the libraries; None where the lines' share is not measured (``lines_share``)."""
+    wanted = frozenset(s.line for s in lines if s.origin is None)
+    raw = run.stacks
+    if not wanted or raw is None or raw.time_us <= 0 or lines_share(analysis, lines) is None:
+        return None, ()
+    by_line, libraries = drawn_under(raw, wanted)
+    return sum(by_line.values()) / raw.time_us, tuple(sorted(libraries))
+
+
+def _reading(own: float | None, drawn: float | None) -> float | None:
+    """The lines' sampled share less their progress bar's: what is the read's and its formatting."""
+    return max(0.0, own - drawn) if own is not None and drawn is not None else own
+
+
+def removable_share(
+    analysis: Analysis, lines: tuple[SourceLine, ...], drawn: float | None = None
+) -> tuple[float | None, How]:
     """What reading the values less often can remove, and where that figure comes from: the
     sync wait and the sampler's time on the reading lines, never the whole host time outside
-    the model, which holds work the fix does not touch."""
+    the model, which holds work the fix does not touch; nor the lines' time drawing a progress
+    bar (``drawn``: on a GPU the read's sync is real, the bar's redraw is not part of it)."""
 
     sync = share(analysis, "sync")
-    own = lines_share(analysis, lines) if lines else None
+    own = _reading(lines_share(analysis, lines) if lines else None, drawn)
     if own is None:
         if sync is None:
             return None, "unmeasured"
@@ -173,15 +203,21 @@ def in_the_loop_itself(facts: SourceFacts, line: SourceLine) -> bool:
 
 
 def cpu_read_cost(
-    analysis: Analysis, facts: SourceFacts, lines: tuple[SourceLine, ...]
+    analysis: Analysis,
+    facts: SourceFacts,
+    lines: tuple[SourceLine, ...],
+    drawn: float | None = None,
 ) -> tuple[float | None, How]:
     """What reading less often can remove on the CPU, where a read waits for nothing: its call
     and its formatting, from what measured them. The sampled time on the lines (with the
     trace's time in ``.item()`` where larger); for reads that format nothing, that time in
     ``.item()`` alone; for reads written in the loop itself, the step clock's host time outside
-    the model and the optimizer (a superset: an upper bound). None: nothing measured them."""
+    the model and the optimizer (a superset: an upper bound). None: nothing measured them.
+    ``drawn``: the lines' time in a progress bar's frames, which is not the read's (issue 26:
+    a tqdm set_postfix(loss=loss.item()) every step read "[high] reads device values every
+    step, up to 1.50x" on the CPU, where the bar's redraw took the time)."""
     sync = share(analysis, "sync")
-    own = lines_share(analysis, lines) if lines else None
+    own = _reading(lines_share(analysis, lines) if lines else None, drawn)
     if own is not None:
         return (own, "lines") if sync is None else (max(sync, own), "both")
     formats = any(s.kind in _FORMATTING or s.logged for s in lines)
@@ -189,6 +225,8 @@ def cpu_read_cost(
         return sync, "sync"
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     if residual is not None and lines and all(in_the_loop_itself(facts, s) for s in lines):
+        if {s.line for s in lines} & {s.line for s in facts.redraws}:
+            return None, "with-bar"
         return residual, "residual"
     return None, "few-samples" if analysis.stacks is not None else "unsampled"
 
@@ -205,17 +243,20 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     if lines and not optional:
         return needed_reads(run, analysis, needed)
     gpu = has_gpu(run)
+    drawn, _libraries = drawn_share(run, analysis, optional)
     if gpu:
-        removable, how = removable_share(analysis, optional)
+        removable, how = removable_share(analysis, optional, drawn)
     else:
-        removable, how = cpu_read_cost(analysis, facts, optional)
+        removable, how = cpu_read_cost(analysis, facts, optional, drawn)
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     other = None  # the rest of the host time outside the model, when notable
     if how != "residual" and residual is not None and removable is not None:
         other = residual - removable if residual > removable + 0.05 else None
     removed = every_n(removable)
     bound = gain_bound(removed, analysis)
-    said = PerStepSyncs(optional, needed, sync, removable, how, other, reads, gpu, bound)
+    said = PerStepSyncs(
+        optional, needed, sync, removable, how, other, reads, gpu, bound, drawn or None
+    )
     first = optional[0].cell_line if optional else None
     if not gpu and removable is None:
         # Nothing bounds what the fix saves here: said, not offered (issue 26).

@@ -14,6 +14,7 @@ from gpu_notebook.rules.step_logging import (
     FrameworkSeen,
     PeriodicLogging,
     PerStepLogging,
+    ProgressRedraw,
     ValidationEveryStep,
 )
 from gpu_notebook.rules.syncs import EVERY
@@ -261,6 +262,48 @@ def periodic_evidence(p: PeriodicCost) -> str:
         f"{fmt_ms(p.on_median_s)} (median) against {fmt_ms(p.off_median_s)} for the other "
         f"{p.off_steps}: {fmt_share(p.share)} of the run's step time"
         + (" (each step's own time: its wait for a core left out)" if p.own_time else "")
+    )
+
+
+@worder(ProgressRedraw)
+def progress_redraw(s: ProgressRedraw) -> Words:
+    first = s.lines[0]
+    library = " and ".join(s.libraries) or "the bar's library"
+    evidence = [
+        f"{at(first)}: `{first.text}` redraws the progress bar on every step: set_postfix/"
+        "set_description refresh the bar on each call by default (refresh=True), bypassing "
+        "its mininterval (0.1 s)"
+    ]
+    if s.drawn is not None:
+        evidence += [
+            f"in {library}'s frames below {'those lines' if len(s.lines) > 1 else 'that line'}: "
+            f"{fmt_share(s.drawn)} of the sampled time (formatting the postfix and writing the "
+            "bar)",
+            f"gain if the bar redraws at its own interval: {fmt_gain(s.bound)} (Amdahl over "
+            "that share, less a tenth for the postfix still formatted each step)",
+        ]
+    else:
+        held = fmt_share(s.residual) if s.residual is not None else "not measured"
+        evidence += [
+            f"its share was not sampled (no line samples over the steps): the host time outside "
+            f"the model, which holds the redraw and other host work, is {held} of the step",
+            f"gain if the bar redraws at its own interval: {fmt_gain(s.bound)} (high end: all "
+            "of that host time)",
+        ]
+    if s.reads:
+        evidence.append(
+            "the line's .item() reads are not this time: the sync finding counts them apart"
+        )
+    title = "The progress bar is redrawn every step" + (
+        f": {fmt_share(s.drawn)} of the step in {library}" if s.drawn is not None else ""
+    )
+    return words(
+        title,
+        evidence,
+        f"Pass refresh=False ({at(first)}: `.set_postfix(..., refresh=False)`): the bar shows "
+        "the latest values at its next redraw; or set the postfix every N steps.",
+        "tqdm docs: set_postfix/set_description(refresh=True) force a refresh; mininterval "
+        "(0.1 s) paces the bar's own redraws",
     )
 
 

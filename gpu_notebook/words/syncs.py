@@ -36,6 +36,11 @@ HOW: dict[How, str] = {
         "time in .item() leaves out their formatting; a function the model or the optimizer "
         "calls runs inside their phases)"
     ),
+    "with-bar": (
+        "not measured: no line samples, and the host time outside the model that holds the "
+        "reads also holds the progress bar those lines redraw every step (said under its own "
+        "finding)"
+    ),
     "residual": (
         "the step clock's host time outside the model and the optimizer, which holds those "
         "lines (and other host work)"
@@ -67,6 +72,11 @@ def per_step_syncs(s: PerStepSyncs) -> Words:
         evidence.append(f"waiting in .item()/synchronize itself: {fmt_share(s.sync)} of the step")
     removable = fmt_share(s.removable) if s.removable is not None else "n/a"
     evidence.append(f"what reading less often removes: {removable} of the step ({HOW[s.how]})")
+    if s.drawn is not None:
+        evidence.append(
+            f"{fmt_share(s.drawn)} of the step on those lines is a progress bar drawing (in its "
+            "library's frames), not the read: left out here, said under its own finding"
+        )
     if s.other_work is not None:
         evidence.append(
             f"the rest of the host time outside the model ({fmt_share(s.other_work)}) is other "

@@ -13,6 +13,16 @@ Seen 2026-12-05 (unseen round 10, load 10-20): host-bound; "[high] reads device 
 step (up to 1.50x)" on a CPU run (the reason is wrong: .item() costs nothing here, the bar's
 refresh does), "[info] the framework logs or draws progress ... not measured"; --try-fixes: the
 every-10-steps gate (which gates set_postfix too) 1.20x (0.77x-1.72x), undecided in 120 s.
+
+Now (branch tqdmbar, load 4-5 on 2 cores): "[high] The progress bar is redrawn every step (up
+to 1.35-1.57x): Pass refresh=False (line 39 ...)" (fix bar_refresh_off adds refresh=False to
+the per-step set_postfix); the device-read finding is "[info] ... on the CPU their cost was not
+measured" (the default run has no line samples, and the host time outside the model holds the
+bar's redraw, which is not the read's). With line samples the bar's share is the samples in
+tqdm's frames below the line, and the read keeps the line's time less that. --try-fixes 30
+--try-budget 120: refresh=False 0.95x (0.82x-1.10x), no measurable effect in 30-step runs; a
+direct A/B of whole epochs (256 steps, 6 rounds, load 4.8): 1.08x with stderr to /dev/null,
+1.18x with stderr to a file (median epoch 307 -> 284 ms, 400 -> 338 ms).
 """
 
 import torch

@@ -20,7 +20,9 @@ the per-step set_postfix); the device-read finding is "[info] ... on the CPU the
 measured" (the default run has no line samples, and the host time outside the model holds the
 bar's redraw, which is not the read's). With line samples the bar's share is the samples in
 tqdm's frames below the line, and the read keeps the line's time less that. --try-fixes 30
---try-budget 120: refresh=False 0.95x (0.82x-1.10x), no measurable effect in 30-step runs; a
+--try-budget 120: refresh=False 0.95x (0.82x-1.10x), no measurable effect in 30-step runs;
+--try-fixes 200 --try-budget 120 (load 3.1-3.4): 1.14x (1.02x-1.28x, 10 rounds), VERIFIED
+against its "up to 1.43x" (the high end: all the host time outside the model); a
 direct A/B of whole epochs (256 steps, 6 rounds, load 4.8): 1.08x with stderr to /dev/null,
 1.18x with stderr to a file (median epoch 307 -> 284 ms, 400 -> 338 ms).
 """

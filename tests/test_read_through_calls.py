@@ -386,3 +386,37 @@ def test_a_periodic_block_of_an_earlier_cells_loop_keeps_its_place(ip):
     (block,) = periodic_blocks(facts.tree)
     assert (block.every, block.work, block.text) == (50, "logging", "if step % 50 == 0:")
     assert place(block.line, block.origin) == f"In[{number}] line 7"
+
+
+# An epoch a call: the function's own loop is the step loop; the measured cell's loop around the
+# call runs once an epoch (tests/differential nb_train_one_epoch_helper read its print and its
+# evaluate() as a per-step read and "validation inside every training step").
+EPOCH_SUM = """\
+def train_sum(model, loader, opt):
+    total = 0.0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        total += loss.item()
+    return total / len(loader)
+@torch.no_grad()
+def evaluate_mse(model, loader):
+    return sum(loss_fn(model(x), y).item() for x, y in loader) / len(loader)
+"""
+EPOCHS = (
+    "for epoch in range(2):\n"
+    "    avg = train_sum(model, loader, opt)\n"
+    '    print(f"epoch {epoch}: {avg:.4f} {evaluate_mse(model, loader):.4f}")\n'
+)
+
+
+def test_a_function_that_runs_an_epoch_makes_the_cells_loop_an_epoch_loop(ip) -> None:
+    defined_in_a_cell(ip, DATA)
+    number = defined_in_a_cell(ip, EPOCH_SUM)
+    rep = measured(ip, EPOCHS)
+    ids = {f.rule_id for f in rep.findings}
+    assert "logging.validation_every_step" not in ids, ids
+    reads = next(f for f in rep.findings if f.rule_id == "syncs.per_step")
+    lines = " ".join(reads.evidence)
+    assert f"In[{number}] line 6" in lines and "total += loss.item()" in lines, lines
+    assert "print(f" not in lines and "line 3" not in lines.replace(f"In[{number}] line", ""), lines

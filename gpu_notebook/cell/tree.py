@@ -37,6 +37,14 @@ def _heads(loop: Loop) -> tuple[ast.AST | None, ...]:
     return (getattr(loop, "iter", None), getattr(loop, "test", None))
 
 
+def _trains_in_a_loop(fn: Function) -> bool:
+    """A loop in ``fn`` (not in a def nested in it) runs a backward: ``fn`` trains many steps."""
+    return any(
+        isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and has_backward(node)
+        for node in ast.walk(fn)
+    )
+
+
 def handed(loop: Loop, *, called: bool = False) -> set[str]:
     """Names ``loop``'s body passes whole to a call (``loader`` of ``train(model, loader)``,
     ``closure`` of ``opt.step(closure)``); ``called``: and the names it calls (``closure()``)."""
@@ -83,10 +91,21 @@ class CellTree(Parents):
         # The cell's module-level functions that run a backward (``def train_step(model,
         # batch): ... loss.backward()``): a loop that calls one trains, and what the function
         # does runs on every step of that loop.
+        # A function whose backward sits in a loop of its own (``def train_one_epoch(...):
+        # for x, y in loader: ... loss.backward()``) runs a whole epoch a call: a loop calling
+        # it is an epoch loop, which trains but is no step loop (an earlier cell's function read
+        # with the cell, cell.calls: the measured cell's once-an-epoch print read as per step).
+        self.epoch_functions = {
+            node.name
+            for node in tree.body
+            if isinstance(node, Function) and _trains_in_a_loop(node)
+        }
         self.step_functions = {
             node.name: node
             for node in tree.body
-            if isinstance(node, Function) and has_backward(node)
+            if isinstance(node, Function)
+            and has_backward(node)
+            and node.name not in self.epoch_functions
         }
         # The same in a class of the cell (a hand-written trainer's ``def step(self, batch)``),
         # called as ``self.step(batch)`` from a loop in another method of that class (``fit``).
@@ -95,18 +114,22 @@ class CellTree(Parents):
             for cls in ast.walk(tree)
             if isinstance(cls, ast.ClassDef)
             for node in cls.body
-            if isinstance(node, Function) and has_backward(node)
+            if isinstance(node, Function) and has_backward(node) and not _trains_in_a_loop(node)
         }
         self.trains = {
-            id(loop): has_backward(loop) or bool(self._step_function_calls(loop))
+            id(loop): has_backward(loop)
+            or bool(self._step_function_calls(loop))
+            or self._calls_epoch_function(loop)
             for loop in self.loops
         }
         # The step loops: loops that call .backward() and hold no other loop that does (an
-        # epoch loop around them trains too, but runs once per epoch).
+        # epoch loop around them trains too, but runs once per epoch), nor call a function
+        # that runs a whole epoch.
         self.step_loops = {
             id(loop)
             for loop in self.loops
             if self.trains[id(loop)]
+            and not self._calls_epoch_function(loop)
             and not any(
                 o is not loop and self.trains[id(o)] and self.inside(o, loop) for o in self.loops
             )
@@ -180,6 +203,16 @@ class CellTree(Parents):
              if id(lp) in self.step_loops and holder.name in self._step_function_calls(lp)),
             None,
         )  # fmt: skip
+
+    def _calls_epoch_function(self, loop: Loop) -> bool:
+        """``loop``'s body calls, by name, a function that runs a training loop of its own."""
+        return any(
+            isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Name)
+            and c.func.id in self.epoch_functions
+            for s in loop.body
+            for c in ast.walk(s)
+        )
 
     def _step_function_calls(self, loop: Loop) -> set[str]:
         """The step functions ``loop``'s body calls by name (``self.step(...)`` from a method of

@@ -119,7 +119,9 @@ def test_a_real_tqdm_loop_names_the_bar_and_the_read_does_not_claim_its_time(mea
     sync = share(analysis, "sync") or 0.0  # the trace's time in .item() itself
     for f in syncs:  # on the CPU the read claims its line's time less the bar's
         assert f.phase_share is None or f.phase_share <= max(own - drawn, sync) * 0.9 + 1e-9
-        assert any("progress bar drawing" in e for e in f.evidence)
+        # Said where the sampler caught the bar on the read's line (none caught under load: the
+        # rule holds 0 as "not read", and says nothing of it; CI at c015612, both cores busy).
+        assert any("progress bar drawing" in e for e in f.evidence) == (drawn > 0)
     # The bar's samples are the line's finding, not "the framework draws progress" again.
     assert "logging.framework_overhead" not in [f.rule_id for f in rep.findings]
 

@@ -277,6 +277,10 @@ class StepClockRecord:
     # The end of the last step counted (seconds since the capture started; None: no step):
     # ``steps`` may have been thinned past it, the cell's time after it is not the steps'.
     last_end_s: float | None = None
+    # The steps whose first batch was a DataLoader iterator's first (``iter(loader)`` then its
+    # first ``__next__``: a new loader's workers start there), in order; empty: none read (an
+    # older record, or no loader).
+    loader_starts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1181,6 +1185,32 @@ class StallPattern:
     share: float  # of the run's step time
     phase: str | None  # where their extra time went (hook timings), None: not timed
     phase_share: float | None = None  # of their extra time
+
+
+@dataclass(frozen=True)
+class StartUpBursts:
+    """A loader's start-ups read from the steps (analysis.loader_starts): at each start (an
+    iterator's first batch, ``StepClockRecord.loader_starts``) the first ``burst_steps`` steps
+    (one first batch a worker) against the same loader's steady steps after them. The machine's
+    stalls elsewhere in the epoch are not the start-up's; a burst step's time over its loader's
+    median steady step is."""
+
+    starts: int  # loader starts read (each with steady steps after it)
+    burst_steps: int  # steps of each start's burst
+    excess_s: float  # the bursts' time over their loader's median steady step, summed
+    share: float  # of the run's step time
+    share_low: float  # its 90% interval (seeded bootstrap over the starts)
+    share_high: float
+    steady_median_s: float  # the loaders' median steady step (median over the starts)
+    steady_steps: int
+    # The steady steps' data wait (the bursts left out): its share of their time with the
+    # share's 90% interval (seeded bootstrap over the steps), and the median step's wait as
+    # read and less the step's wait for a core (the least it can be: the too-busy reading).
+    steady_data_share: float | None = None
+    steady_data_share_low: float | None = None
+    steady_data_share_high: float | None = None
+    steady_data_s: float | None = None
+    steady_data_least_s: float | None = None
 
 
 @dataclass(frozen=True)

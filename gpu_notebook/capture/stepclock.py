@@ -257,6 +257,9 @@ class StepClock:
         self._iterator_key: tuple[Any, Any, bool, Any] = (None, None, False, None)
         self._iterator_batches = 0
         self._loader_batches: dict[tuple[Any, Any, bool, Any], int] = {}
+        # The steps whose first batch came from an iterator's first __next__ (a loader's start:
+        # a new loader forks its workers there), at most _STARTS_KEPT of them.
+        self._starts: list[int] = []
         self._mem_rows: list[tuple[int, int]] = []  # (step index, rss bytes), bounded as _rows
         # (step index, end ns, process CPU ns) at steps 0-4, then each a quarter further on.
         self._cpu_rows: list[tuple[int, int, int]] = []
@@ -701,6 +704,10 @@ class StepClock:
                 # A batch under a higher anchor with its step open changes nothing there (the
                 # common case, an optimizer loop): the call is skipped, not made to return.
                 clock._event("dataloader", start, ends_step=False)
+            if getattr(it, "_num_yielded", None) == 0 and len(clock._starts) < _STARTS_KEPT:
+                # The iterator's first batch (torch counts them; ``iter()`` of a persistent
+                # loader resets it): the step that waits for its workers' start, lean or not.
+                clock._note_start()
             ours = (
                 clock._listener_ns
             )  # a profiler started at this boundary is ours, not the loader's
@@ -765,6 +772,12 @@ class StepClock:
             unsplit_stream(it),
             _batch_tensors(batch),
         )
+
+    def _note_start(self) -> None:
+        if _PRIORITY[self.anchor] > _LOADER_PRIORITY and not self._grad_enabled():
+            return  # an evaluation's loader (no_grad) in a loop that trains: not its loader
+        if not self._starts or self._starts[-1] != self._step_count:
+            self._starts.append(self._step_count)
 
     def _note_iterator(self) -> None:
         if self._iterator_batches:
@@ -890,6 +903,7 @@ class StepClock:
         self.anchor = kind
         self._rows.clear()
         self._cpu_rows.clear()
+        self._starts.clear()
         self._cpu_next = 0
         self._sched_mark_at = -(2**62)
         self._decimation = 1
@@ -1110,6 +1124,7 @@ class StepClock:
             double_default_backwards=self._mode_counts[3],
             double_grad_bytes=self._double_bytes if self._grad_bytes is not None else None,
             last_end_s=(self._last_end_ns - t0) / 1e9 if self._step_count else None,
+            loader_starts=tuple(self._starts),
         )
 
 
@@ -1117,6 +1132,9 @@ class StepClock:
 # is 1-4 ms; tiny steps run well under a millisecond), and the mark is refreshed this often.
 _STALL_READ_NS = 1_000_000
 _MARK_EVERY = 16
+# Loader starts kept (one an epoch for most loops; a loop that makes an iterator a step, such
+# as ``next(iter(loader))``, fills it at once and says no more).
+_STARTS_KEPT = 4096
 
 # A boundary listener that returns within this was only its fast path (a comparison): not
 # counted as ours, so the steps it touched are not left out of the analysis for nothing.

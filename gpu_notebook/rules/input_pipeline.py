@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.cell.facts import LoaderCall, RemadeLoaderAt, SourceFacts
 from gpu_notebook.cell.live import LiveDataHook, LiveLoader
 from gpu_notebook.cell.loops import remade_loaders
@@ -47,6 +48,7 @@ from gpu_notebook.records import (
     Sample,
     Severity,
     StallPattern,
+    StartUpBursts,
 )
 from gpu_notebook.rules.common import (
     SUGGEST,
@@ -55,9 +57,11 @@ from gpu_notebook.rules.common import (
     data_wait,
     found,
     gain_bound,
+    gain_range,
     has_gpu,
     loader_in_use,
     severity_in,
+    severity_of,
     share,
 )
 
@@ -238,6 +242,10 @@ class SlowDataset(Said):
     idle: Literal["io", "ahead", "busy"] | None = None
     wait_us: float | None = None  # the step's data wait, per step (the window's mean)
     machine_pct: float | None = None  # the machine's CPU, mean over its cores
+    # A loader made anew every epoch whose start-ups input.remade_loader names: ``data`` is the
+    # steady steps' share (its bursts left out), read from these figures.
+    steady: StartUpBursts | None = None
+    handoff_line_us: float | None = None  # the handoff widened by the run's margin
 
 
 @dataclass(frozen=True)
@@ -752,9 +760,21 @@ WAITING_WORKER_PCT = 25.0
 
 
 def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
-    """Enough workers, and the step still waits: the dataset's __getitem__ or transform is slow."""
-    data = share(analysis, "data")
-    severity = severity_in(analysis, "data", data, low=WARN)
+    """Enough workers, and the step still waits: the dataset's __getitem__ or transform is slow.
+
+    A loader made anew every epoch whose start-ups ``remade_loader`` reads (``loader_start_ups``)
+    is judged on its steady steps only, the bursts left to that finding: their data wait's share
+    by its 90% interval (as ``severity_in``), and where the median steady step's wait, less its
+    wait for a core, is within a batch's handoff widened by the run's margin (``run_margin``),
+    the workers keep up (info). Over the whole run the bursts put the share over the lines, and
+    which side of the machine-busy line a run fell on flipped a [high] finding between runs
+    (quiet: [high]; loaded: [info])."""
+    steady = _steady_waits(run, facts)
+    if steady is not None:
+        data, severity = steady.steady_data_share, _steady_severity(steady)
+    else:
+        data = share(analysis, "data")
+        severity = severity_in(analysis, "data", data, low=WARN)
     if data is None or severity is None:
         return None
     cores = run.env.cpu_count
@@ -763,12 +783,21 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     if workers is None or workers < suggested_workers(cores):
         return None  # loader_workers speaks first
     persistent_off = loader.setting("persistent_workers") is False
+    if steady is not None and steady.steady_data_least_s is not None:
+        line_us = WORKER_HANDOFF_US * (1.0 + max(RUN_TO_RUN, analysis.run_margin or 0.0))
+        if steady.steady_data_least_s * 1e6 <= line_us:
+            said = SlowDataset(data, None, workers, cores, loader.live, persistent_off, None,
+                               "ahead", steady.steady_data_least_s * 1e6,
+                               analysis.utilization.system_cpu_mean_pct, steady,
+                               line_us)  # fmt: skip
+            return found("input.slow_dataset", "info", said, line=loader.line)
     bound = gain_bound(data, analysis)
     children = analysis.utilization.children_cpu_mean_pct
     waiting = children is not None and children < WAITING_WORKER_PCT * workers
     idle, wait_us, machine = _idle_workers(analysis) if waiting else (None, None, None)
     said = SlowDataset(data, analysis.phases, workers, cores, loader.live, persistent_off,
-                       children if waiting else None, idle, wait_us, machine)  # fmt: skip
+                       children if waiting else None, idle, wait_us, machine,
+                       steady)  # fmt: skip
     if idle is not None and idle != "io":
         # Idle workers say only that they do not compute: no cause and no fix follows from
         # that alone (issue 26: an HF Trainer's 2 workers at 0.4% of a core, ahead of a
@@ -783,6 +812,23 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
                                  "persistent_workers": True})  # fmt: skip
     return found("input.slow_dataset", severity, said, phase_share=data, bound=bound,
                  line=loader.line)  # fmt: skip
+
+
+def _steady_waits(run: Run, facts: SourceFacts) -> StartUpBursts | None:
+    """The remade loader's start-ups where they cost something and its steady steps timed
+    their data wait (None: the whole run's data wait is judged)."""
+    bursts = loader_start_ups(run, facts)
+    if bursts is None or bursts.share <= 0 or bursts.steady_data_share is None:
+        return None
+    return bursts
+
+
+def _steady_severity(steady: StartUpBursts) -> Severity | None:
+    """``severity_in`` on the steady steps' data share: None where its whole 90% interval is
+    under the warn line, else the level its low end clears, at least the lowest."""
+    if severity_of(steady.steady_data_share_high, low=WARN) is None:
+        return None
+    return severity_of(steady.steady_data_share_low, low=WARN) or "medium"
 
 
 def _idle_workers(
@@ -867,6 +913,29 @@ class RemadeLoader(Said):
     # The patch moves the loader above the loop (persistent_loader, below): its arguments read
     # no name the loop sets; False: words only.
     patched: bool = False
+    # Each start's burst over its loader's steady step, where the step clock saw the starts
+    # (then the cost and the range rest on it, not on ``stalls``).
+    bursts: StartUpBursts | None = None
+    low: float | None = None
+
+
+def loader_start_ups(run: Run, facts: SourceFacts) -> StartUpBursts | None:
+    """The start-ups of a loader with workers that the cell makes anew for every pass of a loop
+    around its step loop, as the step clock saw them start (``analysis.loader_starts``); None:
+    no such loader, or its starts were not read."""
+    from gpu_notebook.analysis.loader_starts import start_up_bursts
+
+    if facts.tree is None:
+        return None
+    at = next(iter(remade_loaders(facts.tree, facts.loaders)), None)
+    if at is None:
+        return None
+    workers = at.call.num_workers
+    if workers is None:
+        workers = run.steps.loader_num_workers
+    if not workers:
+        return None
+    return start_up_bursts(run.steps, run.window.warmup_steps, workers)
 
 
 def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -874,10 +943,13 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     epoch loop, or a function that builds it called in the step loop's header): every new
     loader starts its workers again and its first batch waits for them; ``persistent_workers``
     does nothing for a loader thrown away. The fix builds it once, above the loop
-    (``persistent_loader``). Evidence: the run's stalls with a period in the data wait or in
-    making the iterator (``START_UP_PHASES``); bound: Amdahl over their share (a ceiling: a
-    persistent loader's first batch still waits for its prefetch). Without such stalls: info,
-    unbounded (a long epoch hides the start-up)."""
+    (``persistent_loader``). Evidence and cost: each start's burst (its first ``workers``
+    steps) over the same loader's steady step, where the step clock saw the starts
+    (``loader_start_ups``): the range is Amdahl over that share's 90% interval, the machine's
+    stalls elsewhere in the epochs left out (Amdahl over every stall grew with the load: up to
+    8.92x for a measured 3.94x). Else the run's stalls with a period in the data wait or in
+    making the iterator (``START_UP_PHASES``), bound by Amdahl over their share. Without
+    either: info, unbounded (a long epoch hides the start-up)."""
     if facts.tree is None:
         return None
     at = next(iter(remade_loaders(facts.tree, facts.loaders)), None)
@@ -902,9 +974,20 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     # loader once measured 1.75x: Amdahl over the own share alone, 1.40x, was no ceiling).
     stalls = periodic[-1] if periodic else None
     bound = gain_bound(max(x.share for x in periodic), analysis) if periodic else None
+    least = None if stalls is None else stalls.share
+    bursts = loader_start_ups(run, facts)
+    low = None
+    if bursts is not None:
+        # The bursts' wall time: a loaded machine stretches the workers' fork and first
+        # batches too, and the fix removes them as they ran. No burst over the steady step:
+        # the start-up costs nothing this run can show (info, unbounded).
+        low, bound = gain_range(bursts.share_low, bursts.share_high, analysis)
+        least = bursts.share_low if bursts.share > 0 else None
+        if least is None:
+            low = bound = None
     severity: Severity = "info"
-    if stalls is not None:
-        severity = "high" if stalls.share >= 0.20 else "medium" if stalls.share >= WARN else "low"
+    if least is not None:
+        severity = "high" if least >= 0.20 else "medium" if least >= WARN else "low"
     # Where the loader is assigned in the loop's own body from names the loop does not set,
     # the patch moves it above the loop with persistent_workers=True (unseen round 9's
     # workers_respawn: 2.27x measured, verified); a loader built by a function, or from the
@@ -913,10 +996,11 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
         b.movable and b.call.node is at.call.node
         for b in rebuilt_loaders(facts.tree, facts.loaders)
     )
-    said = RemadeLoader(at, workers, stalls, bound, patched)
-    return found("input.remade_loader", severity, said,
-                 phase_share=None if stalls is None else stalls.share, bound=bound,
-                 line=at.call.line, fix=PERSISTENT_LOADER if patched else None)  # fmt: skip
+    said = RemadeLoader(at, workers, stalls, bound, patched, bursts, low)
+    share_read = bursts.share if bursts is not None else None if stalls is None else stalls.share
+    return found("input.remade_loader", severity, said, phase_share=share_read, bound=bound,
+                 line=at.call.line, fix=PERSISTENT_LOADER if patched else None, low=low,
+                 bound_low=low)  # fmt: skip
 
 
 # The fix of input.remade_loader: ``persistent_workers=True`` keeps a loader's workers only when

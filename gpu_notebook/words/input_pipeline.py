@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.records import StartUpBursts
 from gpu_notebook.rules.input_pipeline import (
     CPU_BUSY_PCT,
     GPU_IDLE_PCT,
@@ -312,9 +313,11 @@ def loader_workers(s: LoaderWorkers) -> Words:
 
 @worder(SlowDataset)
 def slow_dataset(s: SlowDataset) -> Words:
+    if s.steady is not None and s.idle == "ahead":
+        return _steady_handoff(s, s.steady)
     waiting = s.waiting_cpu_pct
     evidence = [
-        data_wait_evidence(s.data, s.phases),
+        data_wait_evidence(s.data, s.phases) if s.steady is None else _steady_wait(s.steady),
         f"already {s.workers} worker(s) for {s.cores} core(s): adding more would compete for the same cores"
         if waiting is None
         else f"num_workers={s.workers} now, and the workers used {waiting:.0f}% of a core in all: "
@@ -340,6 +343,37 @@ def slow_dataset(s: SlowDataset) -> Words:
         fix,
         "TraceML step_time policy (input wait warn 10%, critical 20%); SageMaker Debugger "
         "Dataloader rule (70-200% of cores); seed articles (cache transforms, mmap: 14x in one case)",
+    )
+
+
+def _steady_wait(b: StartUpBursts) -> str:
+    low, high = b.steady_data_share_low or 0.0, b.steady_data_share_high or 0.0
+    return (
+        f"waiting for the next batch in the loader's steady steps (each start's first "
+        f"{b.burst_steps} step(s) left out: the start-up is the finding on the loader made "
+        f"anew): {fmt_share(b.steady_data_share or 0.0)} of their time (90% interval "
+        f"{fmt_share(low)}-{fmt_share(high)}, {b.steady_steps} steps)"
+    )
+
+
+def _steady_handoff(s: SlowDataset, b: StartUpBursts) -> Words:
+    """The steady steps of a loader made anew wait no longer than a batch's handoff."""
+    least = (s.wait_us or 0.0) / 1000
+    line = (s.handoff_line_us or WORKER_HANDOFF_US) / 1000
+    median = (b.steady_data_s or 0.0) * 1000
+    evidence = [
+        _steady_wait(b),
+        f"the median steady step waits {median:.2f} ms for its batch, {least:.2f} ms less "
+        f"its wait for a core: within receiving a batch a worker has ready "
+        f"(~{WORKER_HANDOFF_US / 1000:.1f} ms; {line:.2f} ms with what two runs of this code "
+        "differ by here): between start-ups the workers keep up",
+    ]
+    return words(
+        "Between the loader's start-ups the step's data wait is the handoff of ready batches",
+        evidence,
+        "Nothing to change in the workers between start-ups: the waits are the loader made "
+        "anew each epoch (its own finding). Fewer, larger batches pay the handoff less often.",
+        "measured: the steps between loader starts, their data wait and wait for a core",
     )
 
 
@@ -416,8 +450,24 @@ def remade_loader(s: RemadeLoader) -> Words:
         "waits for them; persistent_workers keeps the workers of one loader between its own "
         "passes only, not those of a loader made anew",
     ]
-    stalls = s.stalls
-    if stalls is not None:
+    stalls, bursts = s.stalls, s.bursts
+    if bursts is not None and s.bound is not None:
+        per_start = bursts.excess_s / max(1, bursts.starts) * 1000
+        evidence.append(
+            f"over {bursts.starts} loader starts, each start's first {bursts.burst_steps} "
+            f"step(s) took {per_start:.1f} ms more than the same loader's steady step "
+            f"({bursts.steady_median_s * 1000:.2f} ms, its median): "
+            f"{fmt_share(bursts.share)} of the run's step time (90% interval "
+            f"{fmt_share(bursts.share_low)}-{fmt_share(bursts.share_high)}); gain if the "
+            f"start-up goes: {fmt_gain(s.bound, s.low)} (Amdahl over that interval; the "
+            "machine's stalls elsewhere in the epochs are not counted)"
+        )
+    elif bursts is not None:
+        evidence.append(
+            f"over {bursts.starts} loader starts, the first {bursts.burst_steps} step(s) took "
+            "no longer than the same loader's steady steps: the start-up's cost was not seen"
+        )
+    elif stalls is not None:
         evidence.append(
             f"the run's steps stall every {stalls.period_steps} steps ({stalls.count} stalls, "
             f"median {stalls.median_stall_s * 1000:.1f} ms): {fmt_share(stalls.share)} of the "

@@ -1,0 +1,104 @@
+"""A loader's start-ups read step by step: each start's burst against the same loader's steady steps.
+
+A DataLoader made anew every epoch forks its workers at each ``iter()`` and its first batches wait
+for them: the first steps after a start (one first batch a worker) stall, the rest of the epoch
+runs at the loader's steady pace. The stall detector reads every stall of the run, the machine's
+too (a loaded machine's random ones grew the remade loader's bound with the load: up to 8.92x for a
+measured 3.94x); here only the bursts' time over the steady step of the same loader counts, and
+the steady steps' own data wait is read apart (the input rules judge that, not the start-ups).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from gpu_notebook.records import StartUpBursts, StepClockRecord, StepTiming
+
+__all__ = ["MIN_STARTS", "start_up_bursts"]
+
+# Fewer starts than this: one loader, not one remade (its start is the run's warm-up).
+MIN_STARTS = 2
+# A start's loader needs this many steady steps after its burst for a median to stand for it.
+MIN_STEADY = 3
+LEVEL = 0.9
+RESAMPLES = 1000
+SEED = 0
+
+
+def start_up_bursts(
+    record: StepClockRecord, warmup_steps: int, workers: int
+) -> StartUpBursts | None:
+    """The start-ups of the loader ``record`` saw started again and again (``workers`` worker
+    processes: a start's first ``workers`` steps wait for them, at least one). Steps before
+    ``warmup_steps`` are left out, as are our own seconds in a step (``ours_s``). None: fewer
+    than ``MIN_STARTS`` starts with steady steps after them, or no start recorded."""
+    burst = max(1, workers)
+    by_index = {s.index: s for s in record.steps if s.index >= warmup_steps}
+    if not by_index or not record.loader_starts:
+        return None
+    bounds = [*sorted(set(record.loader_starts)), max(by_index) + 1]
+    excess: list[float] = []
+    spans: list[float] = []
+    medians: list[float] = []
+    steady: list[StepTiming] = []
+    for start, end in itertools.pairwise(bounds):
+        if start < warmup_steps:
+            continue
+        head = [by_index[i] for i in range(start, min(end, start + burst)) if i in by_index]
+        rest = [by_index[i] for i in range(start + burst, end) if i in by_index]
+        if not head or len(rest) < MIN_STEADY:
+            continue
+        median = float(np.median([_own(s) for s in rest]))
+        # Signed over the burst: a burst step no slower than the steady ones adds nothing on
+        # average, where a clipped one would add the steady steps' noise every time.
+        excess.append(max(0.0, sum(_own(s) - median for s in head)))
+        spans.append(sum(_own(s) for s in (*head, *rest)))
+        medians.append(median)
+        steady.extend(rest)
+    if len(excess) < MIN_STARTS:
+        return None
+    total = sum(_own(s) for s in by_index.values())
+    if total <= 0:
+        return None
+    rest_s = max(0.0, total - sum(spans))  # steps in no start's span: in every resample
+    e, t = np.asarray(excess), np.asarray(spans)
+    rng = np.random.default_rng(SEED)
+    idx = rng.integers(0, len(e), size=(RESAMPLES, len(e)))
+    shares = e[idx].sum(axis=1) / np.maximum(t[idx].sum(axis=1) + rest_s, 1e-12)
+    tail = (1.0 - LEVEL) / 2 * 100
+    low, high = np.percentile(shares, [tail, 100 - tail])
+    share = float(e.sum() / total)
+    data = _steady_data(record, steady)
+    return StartUpBursts(
+        len(excess), burst, float(e.sum()), share, min(share, float(low)),
+        max(share, float(high)), float(np.median(medians)), len(steady), *data,
+    )  # fmt: skip
+
+
+def _own(s: StepTiming) -> float:
+    return max(0.0, s.duration_s - s.ours_s)
+
+
+def _steady_data(
+    record: StepClockRecord, steady: list[StepTiming]
+) -> tuple[float | None, float | None, float | None, float | None, float | None]:
+    """The steady steps' data wait: share (point, 90% interval), the median step's wait as read
+    and less its wait for a core. All None where the steps did not time their wait."""
+    timed = [s for s in steady if s.timed or record.lean_data]
+    if len(timed) < MIN_STEADY:
+        return None, None, None, None, None
+    data = np.fromiter((s.data_s for s in timed), dtype=float)
+    dur = np.fromiter((_own(s) for s in timed), dtype=float)
+    if dur.sum() <= 0:
+        return None, None, None, None, None
+    least = np.fromiter((max(0.0, s.data_s - (s.wait_s or 0.0)) for s in timed), dtype=float)
+    rng = np.random.default_rng(SEED)
+    idx = rng.integers(0, len(dur), size=(RESAMPLES, len(dur)))
+    shares = data[idx].sum(axis=1) / np.maximum(dur[idx].sum(axis=1), 1e-12)
+    tail = (1.0 - LEVEL) / 2 * 100
+    low, high = np.percentile(shares, [tail, 100 - tail])
+    share = float(data.sum() / dur.sum())
+    return (share, min(share, float(low)), max(share, float(high)),
+            float(np.median(data)), float(np.median(least)))  # fmt: skip

@@ -217,8 +217,9 @@ def _report_and_files(
         )
         if args.try_fixes is not None:  # measure the offered fixes (gpu_notebook.tryfix)
             from gpu_notebook.tryfix.cli_hook import with_trials
+            from gpu_notebook.views.tryfix_text import word_said, word_trials
 
-            report = with_trials(report, script, args.script_args, args)
+            report = word_trials(with_trials(report, script, args.script_args, args, word_said))
         files = _write_outputs(report, outputs)
     return report, files
 

@@ -1588,6 +1588,12 @@ class GpuEstimate:
 
 
 # `gpucheck run --try-fixes` measures each offered fix (gpu_notebook.tryfix).
+@dataclass(frozen=True)
+class TrialSaid:
+    """What the trials say, before it is worded (``tryfix/said.py`` holds one subclass per
+    message; ``views/tryfix_text`` words them). Never in the JSON: it holds the worded text."""
+
+
 FixTrialVerdict = Literal[
     "verified",
     "no measurable effect",
@@ -1619,7 +1625,7 @@ class FixTrial:
     baseline_steps_s: tuple[tuple[float, ...], ...] = ()
     variant_steps_s: tuple[tuple[float, ...], ...] = ()
     error_lines: tuple[str, ...] = ()  # a broken variant's error, first lines
-    note: str = ""
+    note: str = ""  # ``said`` worded (views/tryfix_text.word_trials), joined by "; "
     predicted_low: float | None = None  # the range's low end (None: 1x)
     # The two ends above are the finding's stated range: its model's, widened on each side by
     # this margin (``Finding.gain_margin``), the high end no further than a physical ceiling.
@@ -1636,6 +1642,7 @@ class FixTrial:
     # wait for a core (analysis.interference.counted_step_times, as SampleComparison.own_time);
     # False: wall times.
     own_time: bool = False
+    said: tuple[TrialSaid, ...] = ()  # what ``note`` words; () once worded
 
 
 @dataclass(frozen=True)
@@ -1648,7 +1655,8 @@ class TryFixes:
     budget_s: float
     spent_s: float
     trials: tuple[FixTrial, ...] = ()
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # ``said`` worded (views/tryfix_text.word_trials)
+    said: tuple[TrialSaid, ...] = ()  # () once worded
 
 
 @dataclass(frozen=True)
@@ -1674,6 +1682,10 @@ class Report:
         data["verdict"].pop("lines", None)
         if data["gpu_estimate"] is not None:
             data["gpu_estimate"].pop("limits", None)  # worded in limited_by
+        if data["try_fixes"] is not None:  # worded in notes / note
+            data["try_fixes"].pop("said", None)
+            for trial in data["try_fixes"]["trials"]:
+                trial.pop("said", None)
         return data
 
     def to_json(self, indent: int | None = None) -> str:

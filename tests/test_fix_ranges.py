@@ -113,10 +113,11 @@ def test_the_stated_range_is_the_models_widened_by_the_runs_margin():
 
 def test_the_views_and_the_trials_say_the_stated_range():
     from gpu_notebook.tryfix.plan import Variant
+    from gpu_notebook.tryfix.said import BudgetNotReached
     from gpu_notebook.tryfix.trials import _unmeasured
 
     f = _finding(_record(1.3))
-    trial = _unmeasured(Variant(f, "x = 1\n"), "skipped", "skipped")
+    trial = _unmeasured(Variant(f, "x = 1\n"), "skipped", BudgetNotReached())
     assert trial.predicted_bound == pytest.approx(f.stated_high)
     assert trial.predicted_low == pytest.approx(f.stated_low)
     assert trial.predicted_margin == pytest.approx(f.gain_margin)

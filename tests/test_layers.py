@@ -43,8 +43,7 @@ STILL_SENTENCES: dict[str, str] = {}
 
 # Record fields that still carry sentences built below the views, as (record, field): by the
 # report (a job's notes and its ranks' roles, a comparison's
-# findings), the capture (its notes, a window that did not record, NVML's state), %gpustatus and
-# --try-fixes. Each moves into views/ as its record learns to carry the figures instead.
+# findings), the capture (its notes, a window that did not record, NVML's state) and %gpustatus. Each moves into views/ as its record learns to carry the figures instead.
 SENTENCES_IN_RECORDS = {
     ("JobReport", "notes"),
     ("JobReport", "roles"),
@@ -54,8 +53,6 @@ SENTENCES_IN_RECORDS = {
     ("Environment", "nvml_message"),
     ("MachineStatus", "message"),
     ("GpuStatus", "note"),
-    ("TryFixes", "notes"),
-    ("FixTrial", "note"),
 }
 
 _TEXT = {"str", "tuple[str, ...]", "list[str]", "Sequence[str]"}

@@ -46,10 +46,9 @@ STILL_WORDING: dict[str, int] = {
     "traces/source.py": 11,
     "tryfix/child.py": 1,
     "tryfix/cli_hook.py": 3,
-    "tryfix/distributed.py": 1,
     "tryfix/samples.py": 3,
     "tryfix/sequential.py": 1,
-    "tryfix/trials.py": 33,
+    "tryfix/trials.py": 3,
 }
 
 

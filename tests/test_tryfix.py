@@ -350,12 +350,46 @@ def test_an_untried_fix_is_said_with_the_bound_that_is_small():
 
     from gpu_notebook.records import Finding
     from gpu_notebook.tryfix.trials import not_tried_note
+    from gpu_notebook.views.tryfix_text import word_said
 
     f = dataclasses.replace(
         Finding("launch.unfused_optimizer", "The AdamW step", "info", (), None, 1.0035, "fix"),
         gain_low=1.0035,
         gain_margin=1.41,
     )
-    note = not_tried_note(f)
+    note = word_said(not_tried_note(f))
     assert "its fix gains 1.00x-1.00x, a bound within the 5%" in note, note
     assert "as two runs of this script may read it" in note
+
+
+def test_every_trial_record_has_its_words_and_the_json_holds_only_words():
+    """The trials hand records up (tryfix/said.py) and the views word them: a record class
+    without words would raise at the end of a long --try-fixes run; the JSON keeps the text."""
+    import dataclasses
+
+    from gpu_notebook.records import FixTrial, Report, TrialSaid, TryFixes
+    from gpu_notebook.tryfix import said as S
+    from gpu_notebook.views.tryfix_text import word_said, word_trials
+
+    classes = [c for c in vars(S).values()
+               if isinstance(c, type) and issubclass(c, TrialSaid) and c is not TrialSaid]  # fmt: skip
+    assert len(classes) >= 20
+    assert not [c.__name__ for c in classes if c not in word_said.registry]
+
+    trial = FixTrial("f", "r", "Fix A", 1.5, "undecided", recommended=False,
+                     said=(S.Undecided(5, 0.9, 1.4, "cap", 10), S.PerSample(2.0)))  # fmt: skip
+    tf = TryFixes(
+        5, 30, 5, 600.0, 10.0, (trial,), said=(S.StillUndecided(10, ("Fix A",), True, 10),)
+    )
+    recorded = Path(__file__).parent / "data/gpu/2026-12-04-nvidia-h200-cli/gpu_bound.report.json"
+    base = Report.from_json(recorded.read_text())
+    worded = word_trials(dataclasses.replace(base, try_fixes=tf))
+    assert worded.try_fixes is not None and worded.try_fixes.said == ()
+    (t,) = worded.try_fixes.trials
+    assert t.note == ("undecided: 5 rounds, interval 0.90x-1.40x (the cap of 10 added rounds); "
+                      "its step takes 2x the samples: step times read per sample")  # fmt: skip
+    assert worded.try_fixes.notes == ("still undecided after 10 added round(s): Fix A; the cap of "
+                                      "10 added rounds",)  # fmt: skip
+    data = json.loads(worded.to_json())
+    assert "said" not in data["try_fixes"] and "said" not in data["try_fixes"]["trials"][0]
+    assert data["try_fixes"]["trials"][0]["note"] == t.note

@@ -17,14 +17,21 @@ from pathlib import Path
 import pytest
 
 from gpu_notebook.analysis.compare_samples import fix_outcome
-from gpu_notebook.records import Report, SampleComparison
+from gpu_notebook.records import Report, SampleComparison, TryFixes
+from gpu_notebook.tryfix import trials
 from gpu_notebook.tryfix.plan import schedule
 from gpu_notebook.tryfix.samples import compare_runs, t_quantile
 from gpu_notebook.tryfix.sequential import MAX_ADDED_ROUNDS, added_level, decide
-from gpu_notebook.tryfix.trials import RunResult, TrialSettings, try_fixes
+from gpu_notebook.tryfix.trials import RunResult, TrialSettings
 from gpu_notebook.tryfix.trials import _compared as trials_compared
-from gpu_notebook.views.tryfix_text import render_try_fixes
+from gpu_notebook.views.tryfix_text import render_try_fixes, word_try_fixes
 from gpu_notebook.views.wording import step_counting
+
+
+def try_fixes(*args: object, **kwargs: object) -> TryFixes:
+    """The trials as the command line shows them: their records worded by the views."""
+    return word_try_fixes(trials.try_fixes(*args, **kwargs))  # type: ignore[arg-type]
+
 
 # nanoGPT's fused AdamW in the quiet ledger at 5d124e9: predicted 1.07x-1.18x, five rounds of
 # 60 steps read 1.07x (0.98x-1.16x) "no measurable effect"; its rounds:

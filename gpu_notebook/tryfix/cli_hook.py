@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpu_notebook.records import Report
+from gpu_notebook.records import Report, TrialSaid
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "add_options", "with_trials"]
@@ -56,10 +56,15 @@ def _positive_int(value: str) -> int:
 
 
 def with_trials(
-    report: Report, script: Path, script_args: Sequence[str], args: argparse.Namespace
+    report: Report,
+    script: Path,
+    script_args: Sequence[str],
+    args: argparse.Namespace,
+    word: Callable[[TrialSaid], str],
 ) -> Report:
-    """The report with its offered fixes measured (``report.try_fixes``). Under torchrun rank 0
-    decides and the other ranks run what it posts (``tryfix.distributed``)."""
+    """The report with its offered fixes measured (``report.try_fixes``, its records not yet
+    worded: the caller's views word them); ``word`` words the progress lines. Under torchrun
+    rank 0 decides and the other ranks run what it posts (``tryfix.distributed``)."""
     from gpu_notebook.tryfix.distributed import follow, job_runner, world
     from gpu_notebook.tryfix.trials import TrialSettings, try_fixes
 
@@ -68,9 +73,9 @@ def with_trials(
     )
     quiet = bool(getattr(args, "quiet", False))
 
-    def say(msg: str) -> None:
+    def say(msg: TrialSaid) -> None:
         if not quiet:
-            print(f"gpucheck: {msg}", file=sys.stderr, flush=True)
+            print(f"gpucheck: {word(msg)}", file=sys.stderr, flush=True)
 
     _release_device_memory()
     rank, _size = world()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_notebook.records import Report, TryFixes
+from gpu_notebook.tryfix.said import FollowerRank
 from gpu_notebook.tryfix.trials import Runner, RunResult, TrialSettings, run_child
 
 __all__ = ["follow", "job_runner", "world"]
@@ -108,4 +109,4 @@ def follow(script: Path, args: Sequence[str], settings: TrialSettings) -> TryFix
             runner(code, script, args, float(cmd["timeout_s"]), scratch)
             runs += 1
     return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
-                    (f"this rank ran rank 0's {runs} trial runs; rank 0 reports the verdicts",))  # fmt: skip
+                    said=(FollowerRank(runs),))  # fmt: skip

@@ -35,12 +35,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.interference import counted_step_times
-from gpu_notebook.formatting import fmt_factor, fmt_gain
-from gpu_notebook.records import Finding, FixTrial, Report, TryFixes
+from gpu_notebook.records import Finding, FixTrial, Report, TrialSaid, TryFixes
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
+from gpu_notebook.tryfix import said as S
 from gpu_notebook.tryfix.child import warm_marker
 from gpu_notebook.tryfix.plan import (
     BASELINE,
@@ -175,21 +176,22 @@ def try_fixes(
     script_args: Sequence[str],
     settings: TrialSettings,
     runner: Runner | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[TrialSaid], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> TryFixes:
     """Measure every fix the report offers against the script as it is (see module doc).
-    ``clock`` (seconds) is what the budget is spent on."""
+    ``clock`` (seconds) is what the budget is spent on. What it says comes up as records
+    (``tryfix/said.py``: the progress callback's argument, ``said`` of the result and of each
+    trial), worded by the views (``views/tryfix_text.word_trials``)."""
     runner = runner or run_child(settings)
     say = progress or (lambda _msg: None)
     variants = offered_variants(report)
     started = clock()
-    notes: list[str] = [declined_note(f) for f in declined(report)]
+    notes: list[TrialSaid] = [declined_note(f) for f in declined(report)]
     notes += [not_tried_note(f) for f in unmeasurable(report)]
     if not variants:
         return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
-                        (*notes, "no fix with a measurable bound was offered as a patch: "
-                         "nothing to try"))  # fmt: skip
+                        said=(*notes, S.NothingToTry()))  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gpucheck-tryfix-") as tmp:
         scratch = Path(tmp)  # mkdtemp: 0700
         codes = [script.resolve()] + [_write_copy(scratch, i, script.name, v.source)
@@ -206,34 +208,23 @@ def try_fixes(
             return settings.budget_s - (clock() - started)
 
         # The first baseline run sizes the plan: how many rounds of how many fixes fit.
-        say(
-            f"trying fixes: the script as it is, warm-up {settings.warmup} + {settings.steps} steps"
-        )
+        say(S.TryingBaseline(settings.warmup, settings.steps))
         first = runner(codes[BASELINE], script, script_args, max(1.0, left()), scratch)
         if first.broke or first.timed_out or not first.steps_s:
-            why = (
-                "the script as it is did not finish its trial run within the budget"
-                if first.timed_out
-                else "the script as it is broke in its trial run: " + "; ".join(first.error_lines)
-                if first.broke
-                else "the script as it is ran no step the step clock could time"
+            why = S.BaselineFailed(
+                "timed out" if first.timed_out else "broke" if first.broke else "no steps",
+                tuple(first.error_lines) if first.broke and not first.timed_out else (),
             )
             trials = tuple(_unmeasured(v, "not measured", why) for v in variants)
             return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s,
-                            clock() - started, trials, (why,))  # fmt: skip
+                            clock() - started, trials, said=(why,))  # fmt: skip
         runs[BASELINE].append(first)
         per_run = first.wall_s
         rounds, kept = _fit(len(variants), per_run, left() + per_run, settings.rounds)
         if kept < len(variants):
-            notes.append(
-                f"budget {settings.budget_s:.0f} s: a run takes about {per_run:.1f} s, so "
-                f"{kept} of the {len(variants)} offered fixes were tried ({rounds} rounds); "
-                "raise --try-budget to try the rest"
-            )
+            notes.append(S.BudgetFixesCut(settings.budget_s, per_run, kept, len(variants), rounds))
         elif rounds < settings.rounds:
-            notes.append(
-                f"budget {settings.budget_s:.0f} s: {rounds} rounds instead of {settings.rounds}"
-            )
+            notes.append(S.BudgetRoundsCut(settings.budget_s, rounds, settings.rounds))
         order = schedule(kept, rounds)[1:]  # the first baseline run is done
 
         def run_arm(arm: int) -> bool:
@@ -242,8 +233,8 @@ def try_fixes(
             timeout = min(left(), max(MIN_RUN_TIMEOUT_S, RUN_TIMEOUT_FACTOR * slowest))
             if timeout < min(per_run, slowest):
                 return False
-            label = "the script as it is" if arm == BASELINE else variants[arm - 1].title
-            say(f"trying fixes: {label}")
+            label = None if arm == BASELINE else variants[arm - 1].title
+            say(S.Trying(label))
             result = runner(codes[arm], script, script_args, timeout, scratch)
             if (arm != BASELINE and result.timed_out and not result.warmed
                     and arm not in retried and left() > timeout):  # fmt: skip
@@ -251,7 +242,7 @@ def try_fixes(
                 # what is left of the budget; what a run may take is not a fix's effect.
                 retried.add(arm)
                 timeout = left()
-                say(f"trying fixes: {label} (its warm-up again, up to {timeout:.0f} s)")
+                say(S.Trying(label, retry_s=timeout))
                 result = runner(codes[arm], script, script_args, timeout, scratch)
             runs[arm].append(result)
             if arm == BASELINE:
@@ -268,7 +259,7 @@ def try_fixes(
             if arm in broken or arm in slow or arm in stalled:
                 continue
             if not run_arm(arm):
-                notes.append("the budget ran out before every planned run: the rest were skipped")
+                notes.append(S.BudgetRanOut())
                 break
         # Baseline runs each fix is read against: the planned ones, then those of the added
         # rounds it took part in (a prefix of them: a decided fix leaves the added rounds).
@@ -291,43 +282,33 @@ def try_fixes(
                 paired[i] = len(runs[BASELINE])
             open_ = [i for i in open_ if undecided(i)]
         if open_:
-            names = ", ".join(variants[i - 1].title for i in open_)
+            names = tuple(variants[i - 1].title for i in open_)
             notes.append(
-                f"still undecided after {added} added round(s): {names}; "
-                + ("the budget ran out: raise --try-budget to settle it"
-                   if added < MAX_ADDED_ROUNDS else f"the cap of {MAX_ADDED_ROUNDS} added rounds")
-            )  # fmt: skip
+                S.StillUndecided(added, names, added >= MAX_ADDED_ROUNDS, MAX_ADDED_ROUNDS)
+            )
         trials = tuple(
-            _unmeasured(v, "not measured", _stalled_note(settings.warmup, stalled[i]))
+            _unmeasured(v, "not measured", S.WarmupStalled(settings.warmup, stalled[i]))
             if i in stalled
             else _slow_trial(v, slow[i]) if i in slow
             else _trial(v, runs[BASELINE][: paired[i]], runs[i], i in broken, rounds,
                         budget_out=i in open_ and added < MAX_ADDED_ROUNDS) if i <= kept
-            else _unmeasured(v, "skipped", "skipped: the budget did not reach it")
+            else _unmeasured(v, "skipped", S.BudgetNotReached())
             for i, v in enumerate(variants, 1)
         )  # fmt: skip
     return TryFixes(settings.warmup, settings.steps, rounds, settings.budget_s,
-                    clock() - started, trials, tuple(notes))  # fmt: skip
+                    clock() - started, trials, said=tuple(notes))  # fmt: skip
 
 
-def declined_note(f: Finding) -> str:
+def declined_note(f: Finding) -> S.NoPatch:
     """Why a fix the report offers was left untried: no patch of the script could be written."""
-    refusal = f.proposal.refusal if f.proposal is not None else None
-    return f"not tried: {f.title} (no patch of the script: {refusal})"
+    return S.NoPatch(f.title, f.proposal.refusal if f.proposal is not None else None)
 
 
-def not_tried_note(f: Finding) -> str:
-    """Why a patch was left untried: its model's bound is within what two runs differ by. The
-    bound said is the model's (the one that is small); the range a run may read, widened by the
-    run's margin, beside it (a GPU-bound run read "gains 0.42x-2.42x, a bound within the 5%")."""
-    said = fmt_gain(f.gain_bound, f.gain_low)
-    stated = fmt_gain(f.stated_high, f.stated_low)
-    widened = f"; {stated} as two runs of this script may read it" if stated != said else ""
-    return (
-        f"not tried: {f.title} (its fix gains {said}, a bound within the {RUN_TO_RUN:.0%} two "
-        f"runs of the same script differ by{widened}: it may have no measurable effect, not "
-        "recommended)"
-    )
+def not_tried_note(f: Finding) -> S.BoundTooSmall:
+    """Why a patch was left untried: its model's bound is within what two runs differ by (the
+    model's ends, and the range a run may read, widened by the run's margin, beside them)."""
+    return S.BoundTooSmall(f.title, f.gain_bound, f.gain_low, f.stated_high, f.stated_low,
+                           RUN_TO_RUN)  # fmt: skip
 
 
 def _fit(variants: int, per_run_s: float, budget_s: float, rounds: int) -> tuple[int, int]:
@@ -351,14 +332,6 @@ def _write_copy(scratch: Path, index: int, name: str, source: str) -> Path:
     return path
 
 
-def _stalled_note(warmup: int, limit_s: float) -> str:
-    return (
-        f"its warm-up ({warmup} steps: compilation, worker start-up) did not end within "
-        f"{limit_s:.0f} s, tried twice: a compiled model's first steps can take that long on a "
-        "busy machine; raise --try-budget to give it more"
-    )
-
-
 def _slow_trial(v: Variant, limit_s: float) -> FixTrial:
     """A fix whose timed steps did not end within the run's limit (``RUN_TIMEOUT_FACTOR`` times
     the slowest run so far) after its warm-up ended: slower, not broken (it raised nothing)."""
@@ -366,15 +339,13 @@ def _slow_trial(v: Variant, limit_s: float) -> FixTrial:
     return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "slower",
                     recommended=False, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
                     predicted_model_bound=f.gain_bound,
-                    note=f"its timed steps did not end within {limit_s:.0f} s ("
-                         f"{RUN_TIMEOUT_FACTOR:g}x the slowest run so far), after its warm-up "
-                         "ended: stopped")  # fmt: skip
+                    said=(S.TimedStepsSlow(limit_s, RUN_TIMEOUT_FACTOR),))  # fmt: skip
 
 
-def _unmeasured(v: Variant, verdict: str, note: str) -> FixTrial:
+def _unmeasured(v: Variant, verdict: str, note: TrialSaid) -> FixTrial:
     f = v.finding
     return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, verdict,  # type: ignore[arg-type]
-                    recommended=False, note=note, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
+                    recommended=False, said=(note,), predicted_low=f.stated_low, predicted_margin=f.gain_margin,
                     predicted_model_bound=f.gain_bound)  # fmt: skip
 
 
@@ -448,32 +419,29 @@ def _trial(
         lines = tuple(bad.error_lines)
         return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "broke the script",
                         recommended=False, error_lines=lines, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
-                        predicted_model_bound=f.gain_bound,
-                        note="the patched script failed where the script as it is ran")  # fmt: skip
+                        predicted_model_bound=f.gain_bound, said=(S.PatchBroke(),))  # fmt: skip
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
-        return _unmeasured(v, "not measured", f"only {len(my_steps)} run(s) of the fix finished")
+        return _unmeasured(v, "not measured", S.TooFewRuns(len(my_steps)))
     d = decide(base_steps, my_steps, planned, f.stated_low)
     if d is None:
-        return _unmeasured(v, "not measured", "too few timed steps to compare")
+        return _unmeasured(v, "not measured", S.TooFewSteps())
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
-    notes = [f"a run ended after {min(short)} timed steps (the script's end)"] if short else []
+    notes: list[TrialSaid] = [S.RunEnded(min(short))] if short else []
     if work != 1.0:
-        notes.append(f"its step takes {work:g}x the samples: step times read per sample")
+        notes.append(S.PerSample(work))
     if d.verdict == "undecided":
-        why = (
-            "the budget ran out" if budget_out
-            else f"the cap of {MAX_ADDED_ROUNDS} added rounds" if d.added_rounds >= MAX_ADDED_ROUNDS
-            else "no round could be added"
+        why: Literal["budget", "cap", "no round"] = (
+            "budget" if budget_out else "cap" if d.added_rounds >= MAX_ADDED_ROUNDS
+            else "no round"
         )  # fmt: skip
-        notes.insert(0, f"undecided: {d.rounds} rounds, interval {fmt_factor(d.low)}-"
-                        f"{fmt_factor(d.high)} ({why})")  # fmt: skip
+        notes.insert(0, S.Undecided(d.rounds, d.low, d.high, why, MAX_ADDED_ROUNDS))
     elif d.added_rounds:
-        notes.insert(0, f"decided after {d.added_rounds} added round(s)")
+        notes.insert(0, S.DecidedAfter(d.added_rounds))
     return FixTrial(
         f.fix_id or "", f.rule_id, v.title, f.stated_high, d.verdict,
         recommended=d.verdict == "verified",
         speedup=d.speedup, speedup_low=d.low, speedup_high=d.high, per_round=d.per_round,
-        baseline_steps_s=base_steps, variant_steps_s=my_steps, note="; ".join(notes),
+        baseline_steps_s=base_steps, variant_steps_s=my_steps, said=tuple(notes),
         predicted_low=f.stated_low, predicted_margin=f.gain_margin,
         predicted_model_bound=f.gain_bound,
         rounds=d.rounds, added_rounds=d.added_rounds, interval_level=d.level, own_time=own,

@@ -1,16 +1,190 @@
 """Text of ``gpucheck run --try-fixes``: per offered fix, its predicted range, the measured
-speedup with its spread, and what the measurement says."""
+speedup with its spread, and what the measurement says; and the words of what the trials hand
+up as records (``tryfix/said.py``): ``word_trials`` fills the report's notes before its outputs
+are written, ``word_said`` words one record (the progress lines too)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 from gpu_notebook.formatting import fmt_factor, fmt_gain
-from gpu_notebook.records import FixTrial, TryFixes
+from gpu_notebook.records import FixTrial, Report, TrialSaid, TryFixes
+from gpu_notebook.tryfix import said as S
 from gpu_notebook.views.wording import step_counting
 
-__all__ = ["render_try_fixes", "trial_line"]
+__all__ = ["render_try_fixes", "trial_line", "word_said", "word_trials", "word_try_fixes"]
+
+
+def word_trials(report: Report) -> Report:
+    """The report with its trials' records worded (``TryFixes.notes``, ``FixTrial.note``); a
+    report without trials, or worded already, as it is."""
+    tf = report.try_fixes
+    return report if tf is None else dataclasses.replace(report, try_fixes=word_try_fixes(tf))
+
+
+def word_try_fixes(tf: TryFixes) -> TryFixes:
+    """The trials with their records worded into their notes (worded already: as they are)."""
+    trials = tuple(
+        dataclasses.replace(t, note="; ".join(word_said(n) for n in t.said) or t.note, said=())
+        for t in tf.trials
+    )
+    notes = (*tf.notes, *(word_said(n) for n in tf.said))
+    return dataclasses.replace(tf, trials=trials, notes=notes, said=())
+
+
+@functools.singledispatch
+def word_said(said: TrialSaid) -> str:
+    raise TypeError(f"no words for {type(said).__name__}")
+
+
+@word_said.register
+def _(s: S.NothingToTry) -> str:
+    return "no fix with a measurable bound was offered as a patch: nothing to try"
+
+
+@word_said.register
+def _(s: S.NoPatch) -> str:
+    return f"not tried: {s.title} (no patch of the script: {s.refusal})"
+
+
+@word_said.register
+def _(s: S.BoundTooSmall) -> str:
+    # The bound said is the model's (the one that is small); the range a run may read, widened
+    # by the run's margin, beside it (a GPU-bound run read "gains 0.42x-2.42x, a bound within
+    # the 5%").
+    said = fmt_gain(s.bound, s.low)
+    stated = fmt_gain(s.stated_high, s.stated_low)
+    widened = f"; {stated} as two runs of this script may read it" if stated != said else ""
+    return (
+        f"not tried: {s.title} (its fix gains {said}, a bound within the {s.run_to_run:.0%} two "
+        f"runs of the same script differ by{widened}: it may have no measurable effect, not "
+        "recommended)"
+    )
+
+
+@word_said.register
+def _(s: S.BaselineFailed) -> str:
+    if s.why == "timed out":
+        return "the script as it is did not finish its trial run within the budget"
+    if s.why == "broke":
+        return "the script as it is broke in its trial run: " + "; ".join(s.error_lines)
+    return "the script as it is ran no step the step clock could time"
+
+
+@word_said.register
+def _(s: S.BudgetFixesCut) -> str:
+    return (
+        f"budget {s.budget_s:.0f} s: a run takes about {s.per_run_s:.1f} s, so {s.kept} of the "
+        f"{s.offered} offered fixes were tried ({s.rounds} rounds); raise --try-budget to try "
+        "the rest"
+    )
+
+
+@word_said.register
+def _(s: S.BudgetRoundsCut) -> str:
+    return f"budget {s.budget_s:.0f} s: {s.rounds} rounds instead of {s.asked}"
+
+
+@word_said.register
+def _(s: S.BudgetRanOut) -> str:
+    return "the budget ran out before every planned run: the rest were skipped"
+
+
+@word_said.register
+def _(s: S.StillUndecided) -> str:
+    end = (
+        f"the cap of {s.cap} added rounds"
+        if s.capped
+        else "the budget ran out: raise --try-budget to settle it"
+    )
+    return f"still undecided after {s.added} added round(s): {', '.join(s.titles)}; {end}"
+
+
+@word_said.register
+def _(s: S.FollowerRank) -> str:
+    return f"this rank ran rank 0's {s.runs} trial runs; rank 0 reports the verdicts"
+
+
+@word_said.register
+def _(s: S.TryingBaseline) -> str:
+    return f"trying fixes: the script as it is, warm-up {s.warmup} + {s.steps} steps"
+
+
+@word_said.register
+def _(s: S.Trying) -> str:
+    label = "the script as it is" if s.title is None else s.title
+    if s.retry_s is None:
+        return f"trying fixes: {label}"
+    return f"trying fixes: {label} (its warm-up again, up to {s.retry_s:.0f} s)"
+
+
+@word_said.register
+def _(s: S.WarmupStalled) -> str:
+    return (
+        f"its warm-up ({s.warmup} steps: compilation, worker start-up) did not end within "
+        f"{s.limit_s:.0f} s, tried twice: a compiled model's first steps can take that long on "
+        "a busy machine; raise --try-budget to give it more"
+    )
+
+
+@word_said.register
+def _(s: S.TimedStepsSlow) -> str:
+    return (
+        f"its timed steps did not end within {s.limit_s:.0f} s ({s.factor:g}x the slowest run "
+        "so far), after its warm-up ended: stopped"
+    )
+
+
+@word_said.register
+def _(s: S.BudgetNotReached) -> str:
+    return "skipped: the budget did not reach it"
+
+
+@word_said.register
+def _(s: S.PatchBroke) -> str:
+    return "the patched script failed where the script as it is ran"
+
+
+@word_said.register
+def _(s: S.TooFewRuns) -> str:
+    return f"only {s.finished} run(s) of the fix finished"
+
+
+@word_said.register
+def _(s: S.TooFewSteps) -> str:
+    return "too few timed steps to compare"
+
+
+@word_said.register
+def _(s: S.Undecided) -> str:
+    why = {
+        "budget": "the budget ran out",
+        "cap": f"the cap of {s.cap} added rounds",
+        "no round": "no round could be added",
+    }[s.why]
+    return (
+        f"undecided: {s.rounds} rounds, interval {fmt_factor(s.low)}-{fmt_factor(s.high)} ({why})"
+    )
+
+
+@word_said.register
+def _(s: S.DecidedAfter) -> str:
+    return f"decided after {s.added} added round(s)"
+
+
+@word_said.register
+def _(s: S.RunEnded) -> str:
+    return f"a run ended after {s.steps} timed steps (the script's end)"
+
+
+@word_said.register
+def _(s: S.PerSample) -> str:
+    return f"its step takes {s.work:g}x the samples: step times read per sample"
 
 
 def render_try_fixes(tf: TryFixes) -> str:
+    tf = word_try_fixes(tf)
     if not tf.trials:
         return "\n".join(["Fixes tried: none", *(f"  - {n}" for n in tf.notes)])
     head = (

@@ -1,0 +1,209 @@
+"""What ``--try-fixes`` says, before it is worded: one record per message, its figures typed.
+
+The trials decide and hand these up (``TryFixes.said``, ``FixTrial.said``, and the progress
+callback's argument); ``views/tryfix_text`` words them into ``TryFixes.notes``/``FixTrial.note``
+and the progress lines, as ``gpu_notebook.words`` words a finding's ``Said``. The JSON holds the
+worded text (``Report.to_dict`` drops these records), so a report read back reads the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpu_notebook.records import TrialSaid
+
+__all__ = [
+    "BaselineFailed",
+    "BoundTooSmall",
+    "BudgetFixesCut",
+    "BudgetNotReached",
+    "BudgetRanOut",
+    "BudgetRoundsCut",
+    "DecidedAfter",
+    "FollowerRank",
+    "NoPatch",
+    "NothingToTry",
+    "PatchBroke",
+    "PerSample",
+    "RunEnded",
+    "StillUndecided",
+    "TimedStepsSlow",
+    "TooFewRuns",
+    "TooFewSteps",
+    "TrialSaid",
+    "Trying",
+    "TryingBaseline",
+    "Undecided",
+    "WarmupStalled",
+]
+
+
+# -- the trials as a whole (TryFixes.said) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NothingToTry(TrialSaid):
+    """No offered fix had a patch and a bound worth measuring."""
+
+
+@dataclass(frozen=True)
+class NoPatch(TrialSaid):
+    """An offered fix left untried: no patch of the script could be written."""
+
+    title: str
+    refusal: str | None
+
+
+@dataclass(frozen=True)
+class BoundTooSmall(TrialSaid):
+    """A patch left untried: its model's bound is within what two runs of the script differ by."""
+
+    title: str
+    bound: float | None  # the model's ends (Finding.gain_bound / gain_low)
+    low: float | None
+    stated_high: float | None  # the range two runs may read (the model's, widened by the margin)
+    stated_low: float | None
+    run_to_run: float
+
+
+@dataclass(frozen=True)
+class BaselineFailed(TrialSaid):
+    """The script as it is did not give a run to compare against (every fix: not measured)."""
+
+    why: Literal["timed out", "broke", "no steps"]
+    error_lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BudgetFixesCut(TrialSaid):
+    """The budget fits only some of the offered fixes."""
+
+    budget_s: float
+    per_run_s: float
+    kept: int
+    offered: int
+    rounds: int
+
+
+@dataclass(frozen=True)
+class BudgetRoundsCut(TrialSaid):
+    """The budget fits every fix in fewer rounds than asked."""
+
+    budget_s: float
+    rounds: int
+    asked: int
+
+
+@dataclass(frozen=True)
+class BudgetRanOut(TrialSaid):
+    """The budget ran out before every planned run."""
+
+
+@dataclass(frozen=True)
+class StillUndecided(TrialSaid):
+    """Fixes still undecided after the rounds added to decide them."""
+
+    added: int
+    titles: tuple[str, ...]
+    capped: bool  # the cap of added rounds ended it (else the budget)
+    cap: int
+
+
+@dataclass(frozen=True)
+class FollowerRank(TrialSaid):
+    """A rank other than 0 under torchrun ran what rank 0 posted."""
+
+    runs: int
+
+
+# -- progress (the progress callback's argument) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class TryingBaseline(TrialSaid):
+    """The first run of the script as it is, which sizes the plan."""
+
+    warmup: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class Trying(TrialSaid):
+    """One run of one arm (``title`` None: the script as it is); ``retry_s``: its warm-up again."""
+
+    title: str | None
+    retry_s: float | None = None
+
+
+# -- one fix's trial (FixTrial.said) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WarmupStalled(TrialSaid):
+    """Its warm-up did not end within the limit, tried twice."""
+
+    warmup: int
+    limit_s: float
+
+
+@dataclass(frozen=True)
+class TimedStepsSlow(TrialSaid):
+    """Its timed steps did not end within the limit after its warm-up ended: stopped."""
+
+    limit_s: float
+    factor: float
+
+
+@dataclass(frozen=True)
+class BudgetNotReached(TrialSaid):
+    """Skipped: the budget did not reach it."""
+
+
+@dataclass(frozen=True)
+class PatchBroke(TrialSaid):
+    """The patched script failed where the script as it is ran."""
+
+
+@dataclass(frozen=True)
+class TooFewRuns(TrialSaid):
+    """Fewer runs of the fix finished than a comparison needs."""
+
+    finished: int
+
+
+@dataclass(frozen=True)
+class TooFewSteps(TrialSaid):
+    """Too few timed steps to compare."""
+
+
+@dataclass(frozen=True)
+class Undecided(TrialSaid):
+    """Its interval holds both 1x and its predicted gain after the rounds it had."""
+
+    rounds: int
+    low: float
+    high: float
+    why: Literal["budget", "cap", "no round"]
+    cap: int
+
+
+@dataclass(frozen=True)
+class DecidedAfter(TrialSaid):
+    """Decided in rounds added after the planned ones."""
+
+    added: int
+
+
+@dataclass(frozen=True)
+class RunEnded(TrialSaid):
+    """A run ended (the script's end) before its planned steps."""
+
+    steps: int
+
+
+@dataclass(frozen=True)
+class PerSample(TrialSaid):
+    """A step of the fix does ``work`` times the script's samples: read per sample."""
+
+    work: float

@@ -64,8 +64,14 @@ def _reach(r: Reach) -> list[str]:
             f"{per}: {r.load_us / 1000:.2f} ms of loading in the main process, {cpu_part}; "
             f"the main process still receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
         )
+    waits = (
+        f", today's step counting the {r.wait_us / 1000:.2f} ms it waited for a core after its "
+        "loader's sleeps and reads, which workers take off the main process"
+        if r.wait_us >= 5  # what rounds to 0.01 ms or more
+        else ""
+    )
     lines.append(
-        f"gain if workers hide the wait: {fmt_gain(r.bound)} (what {r.wanted} worker(s) can reach on this machine)"
+        f"gain if workers hide the wait: {fmt_gain(r.bound)} (what {r.wanted} worker(s) can reach on this machine{waits})"
     )
     return lines
 

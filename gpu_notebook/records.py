@@ -1016,6 +1016,11 @@ class HostOverhead:
     # per-sample indexing, collate's stack of small tensors): the loader's, not the model's.
     # None: not read (no phase to place the operators in, an older record).
     data_small_share: float | None = None
+    # The time between the model's own operators a traced step (us, each gap at its floor):
+    # the forward's Python between operators and the autograd engine's own time between
+    # backward nodes (analysis.host._model_gaps_us), what a compiled graph surely removes.
+    # None: not read (no phase to place the gaps in, an older record).
+    model_gaps_us: float | None = None
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ def host_overhead(
     small = floor < SMALL_OP_US * 1000.0  # by the call's floor: a stretched add_ stays small
     in_data = _in_data_wait(trace, origin, s, e)
     work = model_work_share(trace, phases, top_rows, s, e, origin, floor)
-    gap_key, gap_at, gap_ns, py_ns = _gaps(trace.name_id[top_rows], s, e, spans, busy_ns)
+    gap_key, gap_at, gap_ns, py_ns, gap_mid = _gaps(trace.name_id[top_rows], s, e, spans, busy_ns)
     # A gap counts at most STRETCHED times its least over the steps: Python's own jitter stays,
     # a time slice (a wait for a core, ms against a gap's us) goes, wherever in the gap it fell.
     # At its least alone, a loaded machine's slower running (caches shared, no wait schedstat
@@ -178,7 +178,38 @@ def host_overhead(
         matmul_floor_us=_matmul_floor_us(trace, host, origin, spans),
         core_wait_share=sum(waited_ns) / spans_ns if marks is not None and spans_ns > 0 else None,
         data_small_share=float(np.median(data_small)) if data_small else None,
+        model_gaps_us=_model_gaps_us(trace, origin, spans, gap_key, gap_at, gap_ns, py_ns, gap_mid),
     )
+
+
+def _model_gaps_us(
+    trace: Trace,
+    origin_us: float,
+    spans: Sequence[tuple[int, int]],
+    key: np.ndarray,
+    at: np.ndarray,
+    length: np.ndarray,
+    python: np.ndarray,
+    mid: np.ndarray,
+) -> float | None:
+    """The time between the model's own operators a traced step (median, us): the forward's
+    Python between its operators (module calls, a loop over time steps) and the autograd
+    engine's own time between backward nodes, each gap at its floor over the steps (``_gaps``'
+    arrays; load only adds time to a gap). What a compiled graph surely takes away: Dynamo
+    traces the forward's Python out, and its backward is one node where the eager one was many.
+    None: no phase to place the gaps in."""
+    forward = _in_phase(trace, origin_us, mid, "forward")
+    backward = _in_phase(trace, origin_us, mid, "backward")
+    if forward is None or backward is None or not spans:
+        return None
+    floor = call_floors(key, at, length, spans)
+    py_floor = python * np.divide(floor, length, out=np.zeros(length.size), where=length > 0)
+    model = np.where(forward, py_floor, 0.0) + np.where(backward, floor, 0.0)
+    per_step = []
+    for a, b in spans:
+        i, j = np.searchsorted(at, a, side="left"), np.searchsorted(at, b, side="left")
+        per_step.append(float(model[i:j].sum()))
+    return float(np.median(per_step)) / 1000.0
 
 
 def _in_data_wait(
@@ -186,13 +217,18 @@ def _in_data_wait(
 ) -> np.ndarray | None:
     """Which top-level operators (``start``/``end``, ns from ``origin_us``) run inside the
     step's data wait; None: no phase to place them in."""
+    return _in_phase(trace, origin_us, (start + end) / 2.0, "data")
+
+
+def _in_phase(trace: Trace, origin_us: float, at_ns: np.ndarray, phase: str) -> np.ndarray | None:
+    """Which instants (ns from ``origin_us``) lie in ``phase``; None: no phase to place them in."""
     from gpu_notebook.analysis.phases import phase_at
     from gpu_notebook.records import PHASES
 
     locate = phase_at(trace)
     if locate is None:
         return None
-    return np.asarray(locate(origin_us + (start + end) / 2000.0) == PHASES.index("data"))
+    return np.asarray(locate(origin_us + at_ns / 1000.0) == PHASES.index(phase))
 
 
 def _gaps(
@@ -201,7 +237,7 @@ def _gaps(
     end: np.ndarray,
     spans: Sequence[tuple[int, int]],
     busy_ns: Callable[[int, int], int],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each step's time between its top-level operators (``start``/``end`` disjoint, sorted,
     ns) as calls of their own, for ``call_floors``: the stretch before the step's first
     operator, and after each operator up to the next one or the step's end; and of each, the
@@ -210,11 +246,12 @@ def _gaps(
     operator before it (-1: the step's start, -2: its end, whatever operator comes last: a step
     with more calls than another has its own last gap), placed at that operator's start (the
     step's start), so the same gap of every step is one call repeated. Returns keys, places,
-    lengths, Python in them; sorted by place."""
+    lengths, Python in them, and each gap's midpoint (the phase it lies in); sorted by place."""
     keys: list[int] = []
     at: list[int] = []
     length: list[int] = []
     python: list[int] = []
+    mid: list[int] = []
     for a, b in spans:
         i, j = (
             int(np.searchsorted(start, a, side="left")),
@@ -228,12 +265,14 @@ def _gaps(
             at.append(a if k == 0 else int(start[i + k - 1]))
             length.append(max(0, hi - lo))
             python.append(max(0, (hi - lo) - busy_ns(lo, hi)) if hi > lo else 0)
+            mid.append((lo + max(lo, hi)) // 2)
     order = np.argsort(np.asarray(at, dtype=np.int64), kind="stable")
     return (
         np.asarray(keys, dtype=np.int64)[order],
         np.asarray(at, dtype=np.int64)[order],
         np.asarray(length, dtype=np.int64)[order],
         np.asarray(python, dtype=np.int64)[order],
+        np.asarray(mid, dtype=np.int64)[order],
     )
 
 

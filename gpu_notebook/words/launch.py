@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.host import HOST_BOUND_SHARE, overhead_near_line, overhead_reach
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.common import WARN
@@ -119,11 +120,23 @@ def tiny_ops(s: TinyOps) -> Words:
             "Make each step do more work: a bigger batch where the batches are made "
             "(torch.compile is already on; mode='reduce-overhead' captures CUDA graphs on a GPU)."
         )
+    elif s.compile is not None and s.compile.small:
+        evidence.append(_compile_gain_line(s.compile))
+        evidence.append(_compile_sure_line(s.compile))
+        fix = (
+            "Small: torch.compile may have no measurable effect here (not offered): what it "
+            "surely removes is within what two runs of the same script differ by "
+            f"({RUN_TO_RUN:.0%}), the rest is operator work a compiled graph runs too. Make each "
+            "step do more work (a bigger batch where the batches are made), and see the other "
+            "findings for the host work around the model."
+        )
     elif s.compile is not None:
         evidence.append(_compile_gain_line(s.compile))
+        if s.compile.sure_gain is not None:
+            evidence.append(_compile_sure_line(s.compile))
         fix = (
-            "Fuse small ops with torch.compile (the first steps pay its compile time), or make "
-            "each step do more work (bigger batch)."
+            "Fuse small ops with torch.compile (the first steps pay its compile time: the gain "
+            "shows once they are past), or make each step do more work (bigger batch)."
         )
     else:
         evidence.append(
@@ -155,22 +168,38 @@ def _compile_gain_line(c: CompileGain) -> str:
             f"no DataLoader found to enlarge the batch: compile instead, not bounded: a compiled "
             f"graph pays its own guards and wrappers, one input a parameter tensor ({c.tensors} "
             f"here): about {c.own_us / 1e3:.2f} ms a step by a lower estimate, as much as half "
-            f"the {c.removed_us / 1e3:.2f} ms it could remove at most (the step less its data "
-            "wait, optimizer step and matmul/convolution calls): it may be slower"
+            f"the {c.removed_us / 1e3:.2f} ms it could remove at most (the model's forward and "
+            "backward less its matmul/convolution calls): it may be slower"
         )
     where = (
         "over the run's unprofiled steps, as the step clock timed them"
         if c.over_run
         else "in the profiled window"
     )
+    outside = (
+        f"; the host work around the model in the loop ({fmt_share(c.outside)} of the step) stays "
+        "as it is too"
+        if c.outside >= 0.005
+        else ""
+    )
     return (
         f"no DataLoader found to enlarge the batch: compile instead, gain {fmt_gain(c.bound)} once "
-        f"compiled (the first steps' compile time not counted): the step less its data wait and "
-        f"optimizer step ({fmt_share(c.rest)} {where}: the forward, the backward and the host "
-        f"work around them) less the model's matmul/convolution calls ({fmt_share(c.matmul)}, "
-        "by their fastest calls: a compiled graph still calls them), all removed. Compiling the "
-        "model leaves the optimizer step and the data wait as they are; no low end: the "
-        "compiled graph's own guards and kernel calls are not in this run"
+        f"compiled (the first steps' compile time not counted): the model's forward and backward "
+        f"({fmt_share(c.model)} {where}) less its matmul/convolution calls "
+        f"({fmt_share(c.matmul)}, by their fastest calls: a compiled graph still calls them), all "
+        f"removed. Compiling the model leaves the optimizer step and the data wait as they are"
+        f"{outside}; no low end: the compiled graph's own guards and kernel calls are not in "
+        "this run"
+    )
+
+
+def _compile_sure_line(c: CompileGain) -> str:
+    gaps = c.gaps_us if c.gaps_us is not None else 0.0
+    return (
+        f"what compiling surely removes: the time between the model's operators (the forward's "
+        f"Python, the autograd engine between backward nodes), {gaps / 1e3:.2f} ms a traced step "
+        f"by each gap's fastest, less twice a compiled graph's own calls by a lower estimate: "
+        f"{fmt_share(c.sure or 0.0)} of the step, {c.sure_gain or 1.0:.2f}x"
     )
 
 

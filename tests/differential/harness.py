@@ -741,6 +741,8 @@ def _report_has(program: Program, text: str) -> list[str]:
     import html
 
     plain = html.unescape(text)
+    if os.environ.get("DIFF_DUMP_REPORT"):  # debugging a REPORT_HAS miss: the report as read
+        Path(os.environ["DIFF_DUMP_REPORT"]).write_text(plain)
     return [
         f"our report does not match {pattern!r}"
         for pattern in program.settings.get("REPORT_HAS", [])

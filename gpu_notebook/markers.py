@@ -10,6 +10,9 @@ from __future__ import annotations
 STEP_MARK_PREFIX = "gpucheck::step#"  # zero-length mark at each step boundary: "gpucheck::step#12"
 FORWARD_PREFIX = "gpucheck::forward#"  # a top-level module forward: "gpucheck::forward#Net"
 BACKWARD = "gpucheck::backward"  # one torch.autograd.backward call
+# One call of the closure an optimizer's step(closure) was given (LBFGS, Lightning): inside an
+# ``Optimizer.step`` range, the model's and the framework's time, not the update's.
+CLOSURE = "gpucheck::closure"
 
 # Written by torch itself.
 PROFILER_STEP_PREFIX = "ProfilerStep#"  # prof.step() ranges in traces recorded elsewhere

@@ -71,7 +71,7 @@ def _our_calls_in_fit(ip: Any, steps: int) -> int:
 
 
 @pytest.mark.parametrize(
-    ("mode", "timed_min_step_s", "most"), [("timed", 0.0, 24), ("lean", 60.0, 10)]
+    ("mode", "timed_min_step_s", "most"), [("timed", 0.0, 28), ("lean", 60.0, 15)]
 )
 def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(
     ip, monkeypatch, mode, timed_min_step_s, most
@@ -96,18 +96,21 @@ def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(
     per_step = {k: (long.get(k, 0) - short.get(k, 0)) / 80 for k in set(short) | set(long)}
     # Timed (every phase timed), quiet: 4 hooks, the tracing probe and the step events twice,
     # the batch size read (5 calls), anomaly and scheduler reads, the step's close: 19.5 (20.7
-    # under load: the profiler's windows fall differently). Lean: ~7.5.
+    # under load: the profiler's windows fall differently). Lean: ~7.5. Since the closure is
+    # timed (its update apart, issue 26), 4 more in both: the pre hook and its tracing probe
+    # (lean steps had dropped them), the closure's wrapper made and called.
     assert max(per_step.values()) <= 2.05, (mode, per_step)
-    assert 4 <= sum(per_step.values()) <= most, (mode, per_step)
+    assert 4 <= sum(per_step.values()) <= most, (mode, sorted((v, k) for k, v in per_step.items() if v >= 0.1))
 
 
-def test_a_lean_closure_step_calls_no_optimizer_pre_hook(ip, monkeypatch):
-    """Lean steps of a closure optimizer (Lightning's automatic optimization, LBFGS) keep no
-    optimizer time (the closure's forward and backward run inside ``step``), so once a lean
-    step has shown its closure the pre hook is gone: a lean Lightning step then reaches our
-    code through the loader's ``__next__`` and the optimizer post hook only (the session's
-    boundary listener only when it has work). The steps are
-    made lean whatever their length (cProfile slows them past the timed/lean line)."""
+def test_a_lean_closure_step_times_its_update_in_a_few_calls(ip, monkeypatch):
+    """Lean steps of a closure optimizer (Lightning's automatic optimization, LBFGS) keep the
+    update's own time: the optimizer's pre hook hands ``step`` the closure wrapped, and the
+    wrapper's two clock reads a call take the closure's forward, backward and hooks off the
+    update (tests/test_closure_update.py). A lean Lightning step then reaches our code through
+    the loader's ``__next__``, the optimizer's two hooks and the closure's wrapper, each once
+    (the session's boundary listener only when it has work). The steps are made lean whatever
+    their length (cProfile slows them past the timed/lean line)."""
     pytest.importorskip("lightning")
     import gpu_notebook.capture.session as session_mod
 
@@ -117,12 +120,16 @@ def test_a_lean_closure_step_calls_no_optimizer_pre_hook(ip, monkeypatch):
     short, long = _our_calls_by_function(ip, 40), _our_calls_by_function(ip, 120)
     per_step = {k: (long.get(k, 0) - short.get(k, 0)) / 80 for k in set(short) | set(long)}
     assert per_step["stepclock.py:_on_opt_post"] == 1.0  # the anchor: one call a step
-    assert per_step.get("stepclock.py:_on_opt_pre", 0) == 0, per_step
+    assert per_step["stepclock.py:_on_opt_pre"] == 1.0, per_step
+    assert per_step["stepclock.py:closure"] == 1.0, per_step  # Lightning calls it once a step
+    assert per_step["stepclock.py:_wrap_closure"] == 1.0, per_step  # a new closure each step
     assert per_step.get("stepclock.py:backward", 0) == 0, per_step  # lean: backward untimed
     # The session's boundary listener is called when it has work (a re-timing look every 64
     # steps), not at every boundary to return at once.
     assert per_step.get("session.py:on_boundary", 0) <= 0.05, per_step
-    assert sum(per_step.values()) <= 10, per_step
+    # ~9.7 before the closure was timed (no pre hook), ~13 with it: the pre hook, its tracing
+    # probe and the closure's wrapper made and called, once each.
+    assert sum(per_step.values()) <= 15, sorted((v, k) for k, v in per_step.items() if v)
 
 
 def test_a_core_shared_with_a_spinning_process_is_not_the_steps_own_time(tmp_path: Path):

@@ -158,11 +158,13 @@ class StepClock:
         # The DataLoader's __next__ was still ours when the clock came off (read at
         # ``uninstall``, which unpatches it before ``record``): lean steps carry their data wait.
         self._lean_data = False
-        # A lean step ran a closure: the optimizer pre hook has nothing left to time on lean
-        # steps, so the post hook removes it (not the pre hook itself: torch is iterating the
-        # dict that holds it). Lean steps after that call one hook of ours, not two.
-        self._closure_seen = False
-        self._drop_opt_pre = False
+        # A closure's calls (``_wrap_closure``): their time less the phases timed inside them,
+        # and their CPU time, summed over the cell (an open step keeps where they stood as it
+        # began); while one runs, a nested call is part of it.
+        self._closure_rest_ns = 0
+        self._closure_cpu_ns = 0
+        self._opt_closure_mark = 0
+        self._in_closure = False
         self.boundary_listener: BoundaryListener | None = None
         # The listener is called at boundaries from this step index on: it says when it next
         # has work (a re-timing look, a window due), so the steps between cost no call.
@@ -281,7 +283,8 @@ class StepClock:
         self._modes = _modes_probe(torch)
         self._torch_dir = os.path.dirname(torch.__file__) + os.sep
         self._tracing = _tracing_probe(torch)
-        for make in (self._wrap_next, self._wrap_backward):  # their code: one constant each
+        # their code: one constant each
+        for make in (self._wrap_next, self._wrap_backward, self._wrap_closure):
             skip_in_dynamo(make(_never).__code__, callees=False)
         _skip_our_code_in_dynamo()
         _watch_forks(self)
@@ -520,11 +523,6 @@ class StepClock:
         self._lean = True
         self.annotate = False
         keep_opt = self.anchor == "optimizer"
-        if not keep_opt or self._closure_seen:
-            # A closure optimizer's lean steps keep no optimizer time (see _on_opt_pre).
-            handle = self._handles.pop("opt_pre", None)
-            if handle is not None:
-                handle.remove()
         if not keep_opt:
             # The post hook stays (one call an optimizer step, none without one): an optimizer
             # that comes after many steps counted at a lower anchor (an evaluation over a
@@ -584,44 +582,84 @@ class StepClock:
 
     # ---------------------------------------------------------------- hooks
 
-    def _on_opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _on_opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         if self._tracing():
-            return
+            return None
         if threading.get_ident() != self._tid and not self._adopt_before_step():
-            return
+            return None
+        # A closure (LBFGS, Lightning's automatic optimization, any ``step(closure)``) runs
+        # forward, backward and whatever hooks the framework calls around them inside step():
+        # it is handed to the optimizer wrapped (``_wrap_closure``), so the step's own update
+        # is what step() took outside the closure's calls. torch passes step()'s own args, the
+        # optimizer first; most steps pass nothing else: no generator is made for them.
+        wrapped = None
+        if kwargs or len(args) > 1:
+            # Inline, not a method: a Lightning step pays each call of ours (test_capture_cost).
+            closure = kwargs.get("closure") if kwargs else None
+            if callable(closure):
+                if not getattr(closure, _CLOSURE_ATTR, False):  # not handed on, wrapped already
+                    wrapped = args, {**kwargs, "closure": self._wrap_closure(closure)}
+            else:
+                for i, arg in enumerate(args):
+                    if i and arg is not optimizer and callable(arg):
+                        if not getattr(arg, _CLOSURE_ATTR, False):
+                            wrapped = (*args[:i], self._wrap_closure(arg), *args[i + 1 :]), kwargs
+                        break
         if not self.annotate and self._step_count > 0:
-            # A closure's forward and backward would count as the class's update: not timed.
-            # The first step is left out too (the optimizer's state is made there).
-            closure = (kwargs and callable(kwargs.get("closure"))) or (
-                len(args) > 1 and any(callable(a) for a in args if a is not optimizer)
-            )
+            # The first step is left out (the optimizer's state is made there).
             if len(self._open_opt_cpu) > 8:  # steps whose post hook never came (they raised)
                 self._open_opt_cpu.clear()
-            if not closure:
-                self._open_opt_cpu.append([id(optimizer), type(optimizer).__name__,
-                                           time.thread_time_ns(), 0])  # fmt: skip
+            self._open_opt_cpu.append([id(optimizer), type(optimizer).__name__,
+                                       time.thread_time_ns(), 0, self._closure_cpu_ns])  # fmt: skip
+        self._opt_closure_mark = self._closure_rest_ns
         if self._lean:
             # Only the step's own time: the loader's wait is the one phase lean steps still
-            # time, so a closure's forward/backward (LBFGS, Lightning) would count as the
-            # optimizer's: such a run keeps no lean optimizer time at all.
-            # torch passes step()'s own args, the optimizer first: a closure is a callable.
-            # Most steps pass nothing but the optimizer: no generator is made for them.
-            if (kwargs and callable(kwargs.get("closure"))) or (
-                len(args) > 1 and any(callable(a) for a in args if a is not optimizer)
-            ):
-                self._lean_optimizer = False
-                self._opt_start_ns = 0
-                self._closure_seen = self._drop_opt_pre = True
-            else:
-                self._opt_start_ns = time.perf_counter_ns()
-                self._opt_inner_ns = self._data_ns + self._fwd_ns + self._bwd_ns
-            return
+            # time, and the closure's calls the wrapper's.
+            self._opt_start_ns = time.perf_counter_ns()
+            self._opt_inner_ns = self._data_ns + self._fwd_ns + self._bwd_ns
+            return wrapped
         self._opt_start_ns = self._last_mark_ns = now = time.perf_counter_ns()
-        # A closure optimizer (LBFGS, Lightning's automatic optimization) runs forward and
-        # backward inside step(): what they take is theirs, not the optimizer's.
         self._opt_inner_ns = self._data_ns + self._fwd_ns + self._bwd_ns
         if self._cur_start_ns is None:
             self._cur_start_ns = now
+        return wrapped
+
+    def _wrap_closure(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The closure, timed: each call's time less the data, forward and backward timed
+        inside it (the framework's hooks around them: Lightning's ``on_before_optimizer_step``
+        callbacks, a closure's logging) is neither those phases nor the update: it stays in the
+        step's other time. LBFGS calls it several times a step: each call counts. While the
+        profiler records, each call is a range (``markers.CLOSURE``) the trace's phases read."""
+        clock = self
+
+        def closure(*args: Any, **kwargs: Any) -> Any:
+            if clock._in_closure or threading.get_ident() != clock._tid:
+                return original(*args, **kwargs)
+            start = time.perf_counter_ns()
+            cpu0 = time.thread_time_ns()
+            inner0 = clock._data_ns + clock._fwd_ns + clock._bwd_ns
+            if not clock._lean:
+                # The forward runs from here: what step() did before this call (LBFGS's line
+                # search between two calls) is the update's.
+                clock._last_mark_ns = start
+            rng = clock._open_range(markers.CLOSURE) if clock.annotate else None
+            clock._in_closure = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                clock._in_closure = False
+                if rng is not None:
+                    clock._close_range(rng)
+                end = time.perf_counter_ns()
+                inner = clock._data_ns + clock._fwd_ns + clock._bwd_ns - inner0
+                clock._closure_rest_ns += max(0, end - start - inner)
+                clock._closure_cpu_ns += time.thread_time_ns() - cpu0
+                if not clock._lean:
+                    clock._last_mark_ns = end
+
+        setattr(closure, _CLOSURE_ATTR, True)
+        closure.__wrapped__ = original  # type: ignore[attr-defined]
+        return closure
 
     def _on_opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._tracing():
@@ -633,22 +671,19 @@ class StepClock:
                 return
         now = time.perf_counter_ns()
         if self._open_opt_cpu and self._open_opt_cpu[-1][0] == id(optimizer):
-            _, cls_name, cpu0, nested = self._open_opt_cpu.pop()
-            spent = time.thread_time_ns() - cpu0
+            _, cls_name, cpu0, nested, closure0 = self._open_opt_cpu.pop()
+            # Less its closure's calls: they are the model's and the framework's, not the class's.
+            spent = max(0, time.thread_time_ns() - cpu0 - (self._closure_cpu_ns - closure0))
             if self._open_opt_cpu:
                 self._open_opt_cpu[-1][3] += spent
             entry = self._class_cpu.setdefault(cls_name, [0, 0])
             entry[0] += max(0, spent - nested)
             entry[1] += 1
-        if self._drop_opt_pre:
-            self._drop_opt_pre = False
-            if self._lean:
-                handle = self._handles.pop("opt_pre", None)
-                if handle is not None:
-                    handle.remove()
         if self._opt_start_ns:
+            # Less the phases timed inside step() and the rest of its closure's calls.
             inner = self._data_ns + self._fwd_ns + self._bwd_ns - self._opt_inner_ns
-            self._opt_ns += max(0, now - self._opt_start_ns - inner)
+            rest = self._closure_rest_ns - self._opt_closure_mark
+            self._opt_ns += max(0, now - self._opt_start_ns - inner - rest)
             self._opt_start_ns = 0
         self._last_mark_ns = now
         self._counts["optimizer"] += 1
@@ -1135,6 +1170,10 @@ _MARK_EVERY = 16
 # Loader starts kept (one an epoch for most loops; a loop that makes an iterator a step, such
 # as ``next(iter(loader))``, fills it at once and says no more).
 _STARTS_KEPT = 4096
+
+# Set on our wrapper of a step()'s closure: an optimizer whose step hands the closure on to an
+# inner optimizer's step (a wrapper optimizer) gets it wrapped once.
+_CLOSURE_ATTR = "_gpu_notebook_closure"
 
 # A boundary listener that returns within this was only its fast path (a comparison): not
 # counted as ours, so the steps it touched are not left out of the analysis for nothing.

@@ -1,0 +1,215 @@
+"""Issue 26: a closure's calls inside ``optimizer.step(closure)`` are not the optimizer's update.
+
+LBFGS, Lightning's automatic optimization and any loop that hands ``step`` a closure run
+forward, backward and the framework's hooks (Lightning's ``on_before_optimizer_step``
+callbacks, the closure's own logging) inside ``step``. The update is what ``step`` did outside
+the closure's calls; the closure's time goes to the phases it holds, the rest of it to the
+step's other time. Mechanisms on a real loop under the real step clock: the closure sleeps a
+known time after its backward, which no phase may hold (each phase's figure is then bounded by
+the step less that sleep, whatever the machine's load); its CPU-heavy Python is not the
+optimizer class's CPU time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from gpu_notebook.records import StepClockRecord
+
+SLEEP_S = 0.004
+
+
+def _spin(n: int = 20_000) -> int:
+    """Pure Python work on the loop thread (CPU time, not a sleep)."""
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def _train(opt_kind: str, *, steps: int = 14, lean_after: int | None = None) -> tuple[
+    StepClockRecord, list[int], list[int]
+]:
+    """A real tiny loop of ``opt.step(closure)`` under the real step clock. The closure, after
+    its backward, sleeps ``SLEEP_S`` and spins Python. Returns the record, the closure's calls
+    in each step and the CPU ns its spins took in all."""
+    import torch
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    opt: Any = (
+        torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
+        if opt_kind == "lbfgs"
+        else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    )
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    calls: list[int] = []
+    spun = [0]
+
+    def closure() -> Any:
+        calls[-1] += 1
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        time.sleep(SLEEP_S)  # a hook's logging: neither forward, backward nor the update
+        cpu0 = time.thread_time_ns()
+        _spin()
+        spun[0] += time.thread_time_ns() - cpu0
+        return loss
+
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        for i in range(steps):
+            if i == lean_after:
+                clock.lean()
+            calls.append(0)
+            if opt_kind == "positional":
+                opt.step(closure)
+            else:
+                opt.step(closure=closure)
+    finally:
+        clock.uninstall()
+    return clock.record(), calls, spun
+
+
+@pytest.mark.parametrize("opt_kind", ["sgd", "positional", "lbfgs"])
+def test_the_closures_calls_are_not_the_optimizers_time(opt_kind: str) -> None:
+    record, calls, _ = _train("sgd" if opt_kind == "positional" else opt_kind)
+    assert record.anchor == "optimizer"
+    timed = [s for s in record.steps if s.timed][1:]  # the first: the anchor's change
+    assert len(timed) >= 8
+    for s in timed:
+        slept = calls[s.index] * SLEEP_S
+        # The sleeps (one per closure call: LBFGS calls it up to 4 times a step) lie in no
+        # phase: the update's time leaves them out, so do forward and backward.
+        assert s.optimizer_s <= s.duration_s - slept, (s, calls[s.index])
+        assert s.data_s + s.forward_s + s.backward_s + s.optimizer_s <= s.duration_s - slept
+        assert s.forward_s > 0 and s.backward_s > 0 and s.optimizer_s > 0
+
+
+@pytest.mark.parametrize("opt_kind", ["sgd", "lbfgs"])
+def test_lean_closure_steps_keep_the_update_alone(opt_kind: str) -> None:
+    """Lean steps time no forward or backward; the closure's calls still come off the step()."""
+    record, calls, _ = _train(opt_kind, steps=16, lean_after=4)
+    lean = [s for s in record.steps if not s.timed]
+    assert len(lean) >= 8 and record.lean_optimizer
+    for s in lean:
+        assert 0 < s.optimizer_s <= s.duration_s - calls[s.index] * SLEEP_S, s
+
+
+def test_the_optimizer_classes_cpu_time_leaves_the_closure_out() -> None:
+    """The per-class clock (the fused bound's split) times closure steps too, less the
+    closure's calls: the closure's spins are not SGD's update."""
+    record, _, spun = _train("sgd", steps=16)
+    assert "SGD" in record.optimizer_cpu
+    cpu_s, n = record.optimizer_cpu["SGD"]
+    assert n >= 8
+    # Each step spun ~1 ms of Python; SGD's own step on three tiny tensors is far under that.
+    spun_per_step_s = spun[0] / 1e9 / 16
+    assert cpu_s / n < spun_per_step_s / 2, (cpu_s / n, spun_per_step_s)
+
+
+def test_a_closure_handed_on_to_an_inner_optimizer_is_timed_once() -> None:
+    """A wrapper optimizer whose step calls its inner optimizer's step with the same closure:
+    the closure is wrapped once, each call counted once (the update stays positive)."""
+    import torch
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    model = torch.nn.Linear(4, 1)
+    inner = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    class Wrapper(torch.optim.Optimizer):
+        def __init__(self) -> None:
+            super().__init__(model.parameters(), {})
+
+        def step(self, closure: Any = None) -> Any:
+            return inner.step(closure)
+
+    outer = Wrapper()
+    x = torch.randn(4, 4)
+    seen: list[Any] = []
+
+    def closure() -> Any:
+        inner.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        time.sleep(SLEEP_S)
+        return loss
+
+    def hook(opt: Any, args: Any, kwargs: Any) -> None:
+        seen.append(args[1] if len(args) > 1 else kwargs.get("closure"))
+
+    handle = inner.register_step_pre_hook(hook)
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        for _ in range(10):
+            outer.step(closure)
+    finally:
+        clock.uninstall()
+        handle.remove()
+    record = clock.record()
+    # The inner optimizer got our one wrapper (of the user's closure), not a wrapper of it.
+    assert all(getattr(c, "__wrapped__", None) is closure for c in seen)
+    # The first steps learn which optimizer ends the step (both step each iteration).
+    for s in record.steps[-5:]:
+        assert 0 <= s.optimizer_s <= s.duration_s - SLEEP_S, s
+
+
+def test_lightning_callbacks_before_the_optimizer_step_are_not_the_update() -> None:
+    """Lightning runs training_step, backward and ``on_before_optimizer_step`` (a callback
+    logging every gradient's norm: issue 26's lightning_norm_callback) inside
+    ``optimizer.step(closure)``: the callback's time is not Adam's update."""
+    pytest.importorskip("lightning")
+    import logging
+
+    import lightning as L
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+
+    class SlowCallback(L.Callback):
+        def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+            time.sleep(SLEEP_S)
+
+    class Net(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(8, 2)
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    ds = TensorDataset(torch.randn(96, 8), torch.randint(0, 2, (96,)))
+    trainer = L.Trainer(max_steps=12, accelerator="cpu", devices=1, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0,
+                        callbacks=[SlowCallback()])  # fmt: skip
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        trainer.fit(Net(), DataLoader(ds, batch_size=8))
+    finally:
+        clock.uninstall()
+    record = clock.record()
+    assert record.anchor == "optimizer"
+    steps = [s for s in record.steps if s.timed][1:]
+    assert len(steps) >= 8
+    for s in steps:
+        assert 0 < s.optimizer_s <= s.duration_s - SLEEP_S, s
+        assert s.forward_s > 0 and s.backward_s > 0
+    assert "Adam" in record.optimizer_cpu

@@ -159,7 +159,7 @@ class StepTiming:
     data_s: float  # time inside DataLoader __next__
     forward_s: float  # time inside top-level module forwards
     backward_s: float  # time inside torch.autograd.backward
-    optimizer_s: float  # time inside Optimizer.step
+    optimizer_s: float  # time inside Optimizer.step, outside its closure's calls
     forward_calls: int = 0
     backward_calls: int = 0
     batch_size: int | None = None  # leading dimension of the first tensor fed to the model
@@ -239,7 +239,7 @@ class StepClockRecord:
     # trace's names): a fused bound of one class of several (``rules.launch``).
     optimizer_tensors: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     # (seconds, steps) each optimizer class's own steps took on the loop thread's CPU clock,
-    # outside the profiled windows and the first step (a closure optimizer's steps: not timed).
+    # outside the profiled windows and the first step (a closure's calls inside a step left out).
     optimizer_cpu: Mapping[str, tuple[float, int]] = field(default_factory=dict)
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
     process_cpu: tuple[StepCpu, ...] = ()  # the process's CPU time at spaced step ends

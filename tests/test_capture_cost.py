@@ -100,7 +100,10 @@ def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(
     # timed (its update apart, issue 26), 4 more in both: the pre hook and its tracing probe
     # (lean steps had dropped them), the closure's wrapper made and called.
     assert max(per_step.values()) <= 2.05, (mode, per_step)
-    assert 4 <= sum(per_step.values()) <= most, (mode, sorted((v, k) for k, v in per_step.items() if v >= 0.1))
+    assert 4 <= sum(per_step.values()) <= most, (
+        mode,
+        sorted((v, k) for k, v in per_step.items() if v >= 0.1),
+    )
 
 
 def test_a_lean_closure_step_times_its_update_in_a_few_calls(ip, monkeypatch):

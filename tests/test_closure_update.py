@@ -30,9 +30,9 @@ def _spin(n: int = 20_000) -> int:
     return total
 
 
-def _train(opt_kind: str, *, steps: int = 14, lean_after: int | None = None) -> tuple[
-    StepClockRecord, list[int], list[int]
-]:
+def _train(
+    opt_kind: str, *, steps: int = 14, lean_after: int | None = None
+) -> tuple[StepClockRecord, list[int], list[int]]:
     """A real tiny loop of ``opt.step(closure)`` under the real step clock. The closure, after
     its backward, sleeps ``SLEEP_S`` and spins Python. Returns the record, the closure's calls
     in each step and the CPU ns its spins took in all."""
@@ -213,3 +213,88 @@ def test_lightning_callbacks_before_the_optimizer_step_are_not_the_update() -> N
         assert 0 < s.optimizer_s <= s.duration_s - SLEEP_S, s
         assert s.forward_s > 0 and s.backward_s > 0
     assert "Adam" in record.optimizer_cpu
+
+
+def test_the_traces_phases_read_the_closures_ranges_as_the_step_clock_does(tmp_path) -> None:
+    """While the profiler records, each closure call is a range in the trace: the closure's
+    gradient norms after its backward (a callback's logging) are other, its model ops forward
+    and backward, and only the update outside it the optimizer's."""
+    import numpy as np
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from gpu_notebook.analysis.phases import phase_at
+    from gpu_notebook.capture.stepclock import StepClock
+    from gpu_notebook.records import PHASES
+    from gpu_notebook.traces import load_trace
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=False)
+    x, y = torch.randn(16, 32), torch.randn(16, 1)
+
+    def closure() -> Any:
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        for p in model.parameters():  # grad mode on: autograd numbers these ops
+            p.grad.norm().mul(2.0)
+        return loss
+
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    path = tmp_path / "closure.json"
+    try:
+        for _ in range(3):
+            opt.step(closure)
+        clock.annotate = True
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(4):
+                opt.step(closure)
+        prof.export_chrome_trace(str(path))
+    finally:
+        clock.annotate = False
+        clock.uninstall()
+    trace = load_trace(path)
+    locate = phase_at(trace)
+    assert locate is not None
+
+    def phases_of(*names: str) -> list[str]:
+        rows = np.flatnonzero(trace.name_mask(names=names))
+        return [PHASES[i] for i in locate(trace.ts_us[rows] + trace.dur_us[rows] / 2)]
+
+    assert len(phases_of("gpucheck::closure")) == 4
+    norms = phases_of("aten::linalg_vector_norm")
+    assert len(norms) == 4 * 4 and set(norms) == {"other"}, norms
+    assert set(phases_of("aten::addmm")) == {"forward"}
+    assert "optimizer" in set(phases_of("aten::add_", "aten::mul_"))
+
+
+def test_a_sampled_stack_inside_the_closure_is_read_under_it() -> None:
+    """The sampler's stacks: under ``Optimizer.step`` and the step clock's closure wrapper, a
+    module's forward is forward and a callback's logging no phase; the update itself (no
+    closure frame) stays the optimizer's."""
+    import inspect
+
+    from gpu_notebook.capture import stepclock
+    from gpu_notebook.capture.stacks import infer_phase
+    from gpu_notebook.records import CodeRef
+
+    wrapper = stepclock.StepClock._wrap_closure(stepclock.StepClock(0), print).__code__
+    torch_dir = "/site-packages/torch/"
+    step = [
+        CodeRef("/home/u/train.py", "<module>", 1),
+        CodeRef(
+            f"{torch_dir}optim/optimizer.py", "Optimizer.profile_hook_step.<locals>.wrapper", 1
+        ),
+        CodeRef(f"{torch_dir}optim/adam.py", "Adam.step", 1),
+    ]
+    ours = CodeRef(wrapper.co_filename, getattr(wrapper, "co_qualname", wrapper.co_name), 1)
+    assert inspect.getsourcefile(stepclock).endswith(ours.filename.rsplit("/", 1)[-1])
+    callback = CodeRef("/home/u/train.py", "GradNormLogger.on_before_optimizer_step", 1)
+    module = CodeRef(f"{torch_dir}nn/modules/module.py", "Module._call_impl", 1)
+    assert infer_phase(step) == "optimizer"
+    assert infer_phase([*step, ours, callback]) is None
+    assert infer_phase([*step, ours, CodeRef("/home/u/train.py", "training_step", 1), module]) == (
+        "forward"
+    )

@@ -146,6 +146,34 @@ def test_a_wrapper_keeps_only_its_own_time_and_the_inner_optimizer_its(tmp_path)
     assert by["Lookahead"].step_us + by["Adam"].step_us == pytest.approx(outer_us)
 
 
+def test_a_closures_calls_leave_the_optimizer_step_they_ran_in():
+    """The step clock's closure range inside ``Optimizer.step#Adam.step`` (Lightning, LBFGS):
+    its time, and the zero_grad it holds, are not Adam's update (issue 26: Lightning's
+    norm-logging callback read as Adam's step)."""
+    from gpu_notebook import markers
+    from gpu_notebook.traces import load_trace_dict
+    from tests import trace_fixtures as tf
+
+    events = []
+    for i in range(3):
+        t = 200.0 * i
+        events += [
+            tf.step_mark(i, t),
+            tf.annotation(f"{markers.OPTIMIZER_STEP_PREFIX}Adam.step", t + 0.0, 200.0),
+            tf.annotation(markers.CLOSURE, t + 5.0, 175.0),
+            tf.annotation(f"{markers.OPTIMIZER_ZERO_GRAD_PREFIX}Adam.zero_grad", t + 6.0, 3.0),
+            tf.annotation(markers.BACKWARD, t + 50.0, 30.0),
+        ]
+    events.append(tf.step_mark(3, 600.0))
+    trace = load_trace_dict(tf.trace_dict(events))
+    split = optimizer_split(trace, phase_breakdown(trace))
+    assert split is not None
+    (adam,) = split.classes
+    assert adam.cls == "Adam" and adam.step_calls == 3
+    assert adam.step_us == pytest.approx(3 * 25.0)
+    assert adam.zero_grad_us == 0.0
+
+
 def test_a_real_run_reads_the_split_into_its_analysis(ip):
     ip.user_ns.pop("rep", None)
     res = ip.run_cell(

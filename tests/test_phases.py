@@ -377,6 +377,33 @@ def test_an_optimizer_range_minus_the_closure_inside_it() -> None:
     }  # fmt: skip
 
 
+def test_a_closure_range_is_the_model_and_the_framework_never_the_update() -> None:
+    """The step clock's closure range (markers.CLOSURE) inside Optimizer.step: its forward runs
+    to its backward; a hook's grad-mode ops after the backward (Lightning's callback logging
+    gradient norms) are other, as the step clock counts them, not the forward the ops alone
+    suggest nor the update. Only what step() did outside the closure is the optimizer's."""
+    events = [
+        tf.step_mark(0, 0.0),
+        tf.step_mark(1, 200.0),
+        tf.annotation(f"{markers.OPTIMIZER_STEP_PREFIX}Adam.step", 0.0, 200.0),
+        tf.annotation(markers.CLOSURE, 5.0, 175.0),
+        tf.annotation(f"{markers.OPTIMIZER_ZERO_GRAD_PREFIX}Adam.zero_grad", 6.0, 3.0),
+        tf.op("aten::addmm", 10.0, 30.0) | {"args": {"Sequence number": 1}},
+        tf.op("aten::mse_loss", 41.0, 4.0) | {"args": {"Sequence number": 2}},
+        tf.annotation(markers.BACKWARD, 50.0, 30.0),
+        # The callback: p.grad.norm() under grad mode, 14 times in the real program.
+        tf.op("aten::linalg_vector_norm", 90.0, 40.0) | {"args": {"Sequence number": 3}},
+        tf.op("aten::linalg_vector_norm", 140.0, 40.0) | {"args": {"Sequence number": 4}},
+        tf.op("aten::add_", 185.0, 10.0),
+    ]
+    result = phase_breakdown(load_trace_dict(tf.trace_dict(events)))
+    assert result is not None
+    assert result.steps[0].phase_us == {
+        "data": 0.0, "forward": 45.0, "backward": 30.0, "optimizer": 25.0, "sync": 0.0,
+        "other": 100.0, "unattributed": 0.0,
+    }  # fmt: skip
+
+
 def test_thread_pairs_and_cut_points_match_numpys_unique():
     """The packed (pid, tid) keys and the one-sort unique give what ``np.unique`` gives (the
     pairs in its row order), ids past 32 bits included (those take the row-wise path)."""

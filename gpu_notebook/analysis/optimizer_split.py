@@ -12,9 +12,9 @@ held most of it).
 
 A range inside another optimizer's (a wrapper whose ``step`` calls its inner optimizer's: a
 Lookahead, a ZeRO wrapper) counts as the inner one's; the wrapper keeps only its own time. A
-closure optimizer's forward and backward inside its step stay in its step's time here: such a
-class has no fused kernel, and an optimizer that has one is then read as more of the update than
-it is (the bound stays a ceiling). Several instances of one class are one class: the trace does
+closure's calls inside a step (``step(closure)``: LBFGS, Lightning) leave it where the step clock
+wrote their ranges (``markers.CLOSURE``); in a trace recorded elsewhere they stay in its step's
+time (the bound stays a ceiling). Several instances of one class are one class: the trace does
 not tell them apart.
 
 On the CPU the split comes from the step clock where it timed each class (``clock_split``):
@@ -63,7 +63,7 @@ def optimizer_split(trace: Trace, phases: PhaseBreakdown | None) -> OptimizerSpl
         return None
     host = bounds.host
     rows = np.flatnonzero(
-        trace.name_mask(prefix=_PREFIXES)
+        (trace.name_mask(prefix=_PREFIXES) | trace.name_mask(names=(markers.CLOSURE,)))
         & ~trace.category_mask("gpu_user_annotation")
         & (trace.pid == host[0])
         & (trace.tid == host[1])
@@ -84,16 +84,22 @@ def optimizer_split(trace: Trace, phases: PhaseBreakdown | None) -> OptimizerSpl
     own_us = trace.dur_us[rows].astype(np.float64)
     ends = trace.end_us[rows]
     open_ranges: list[int] = []  # positions in ``rows`` of the ranges enclosing the current one
+    names = [trace.name_of(row) for row in rows.tolist()]
+    # A closure's call (the step clock's range) and whatever it holds (Lightning's zero_grad)
+    # are the model's and the framework's: they leave the step around them and count for none.
+    in_closure = np.zeros(rows.size, dtype=np.bool_)
     for k in range(rows.size):
         start = float(trace.ts_us[rows[k]])
         while open_ranges and float(ends[open_ranges[-1]]) <= start:
             open_ranges.pop()
         if open_ranges:  # its whole span leaves the range directly around it
             own_us[open_ranges[-1]] -= float(trace.dur_us[rows[k]])
+        in_closure[k] = names[k] == markers.CLOSURE or any(in_closure[j] for j in open_ranges)
         open_ranges.append(k)
     times: dict[str, list[float]] = {}
-    for k, row in enumerate(rows.tolist()):
-        name = trace.name_of(row)
+    for k, name in enumerate(names):
+        if in_closure[k]:
+            continue
         entry = times.setdefault(optimizer_class(name), [0.0, 0.0, 0.0])
         spent = max(0.0, float(own_us[k]))
         if name.startswith(markers.OPTIMIZER_STEP_PREFIX):

@@ -406,6 +406,14 @@ def _level_covers(
     fwd_in = inside_optimizer(forward_marks | grad_mode)
     bwd_in = inside_optimizer(backward)
     closure_fwd, closure_bwd = _closure_blocks(start, end, fwd_in, bwd_in, opt_cover)
+    # Where the step clock wrote each closure call's range (markers.CLOSURE), the closure is
+    # known, not inferred: none of it is the update; its forward runs from its start to its
+    # last backward, and what follows that backward (Lightning's on_before_optimizer_step
+    # callbacks, a closure's logging: ops in grad mode that the inference reads as a forward)
+    # is other, as the step clock counts it.
+    closures = spans(on_thread & trace.name_mask(names=(markers.CLOSURE,)))
+    if closures[0].size:
+        closure_fwd = _forward_in_closures(closures, _union(spans(backward), closure_bwd))
     forward = _union(spans(forward_marks), closure_fwd)
     if bounds is not None and not forward_marks.any():
         # No hook of ours sits on modules: forward is inferred from the step's shape.
@@ -428,7 +436,9 @@ def _level_covers(
         forward = _union(forward, spans(on_thread & ~trace.category_mask("user_annotation")))
     backward_spans = _union(spans(backward), closure_bwd)
     model = _union(forward, backward_spans)
-    optimizer = _subtract(opt_cover.starts, opt_cover.ends, *_union(closure_fwd, closure_bwd))
+    optimizer = _subtract(
+        opt_cover.starts, opt_cover.ends, *_union(_union(closure_fwd, closure_bwd), closures)
+    )
     if optimizer[0].size == 0 and not opt_cover.starts.size:
         bounds = step_bounds(trace, tid)
         step_starts = (
@@ -441,7 +451,7 @@ def _level_covers(
     # Python the host thread ran outside any operator (with_stack traces) is host work: other.
     python = trace.category_mask("python_function") & same_pid & (trace.tid == tid)
     levels: list[tuple[IntArray, IntArray]] = [
-        spans(on_thread | python),  # other
+        _union(spans(on_thread | python), closures),  # other
         forward,
         backward_spans,
         optimizer,
@@ -745,6 +755,20 @@ def _closure_blocks(
         _merge(run_start[run_fwd], fwd_end[run_fwd]),
         _merge(run_start[~run_fwd], run_end[~run_fwd]),
     )
+
+
+def _forward_in_closures(
+    closures: tuple[IntArray, IntArray], backward: tuple[IntArray, IntArray]
+) -> tuple[IntArray, IntArray]:
+    """Each closure call's forward: from its start to the start of the last backward pass that
+    starts inside it (the backward itself is painted above). A call with no backward has none:
+    its time is other, as the step clock counts it."""
+    b_starts = np.sort(backward[0])
+    a, b = closures
+    k = np.searchsorted(b_starts, b, side="left") - 1  # the last backward starting before b
+    last = b_starts[np.maximum(k, 0)] if b_starts.size else np.zeros(a.size, np.int64)
+    has = (k >= 0) & (last >= a) if b_starts.size else np.zeros(a.size, np.bool_)
+    return _merge(a[has], last[has])
 
 
 def _union(a: tuple[IntArray, IntArray], b: tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray]:

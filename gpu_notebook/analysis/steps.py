@@ -90,7 +90,8 @@ def _within_step(parts: dict[str, float], dur_us: float) -> dict[str, float]:
 
     The one known overlap: a closure optimizer (``opt.step(closure)``: LBFGS, Lightning's
     automatic optimization) runs forward and backward inside the optimizer's span, so both
-    counted them; the excess is taken from the optimizer first. What still exceeds the step
+    counted them in records made before the step clock timed the closure's calls apart; the
+    excess is taken from the optimizer first. What still exceeds the step
     (clock granularity, a hook that saw a nested call twice) is scaled down evenly.
     """
     excess = sum(parts.values()) - dur_us
@@ -126,7 +127,7 @@ def run_phase(
     the other phases smaller (a data wait beside a model of small ops: a workers fix measured
     2.3x against a bound of 1.57x from the window). A fix's bound rests on this figure where it
     exists. None: the phase was not timed over enough steps (the optimizer does not end the
-    steps; a closure optimizer's lean steps; fewer than ``RUN_PHASE_MIN_STEPS``).
+    steps; lean steps with the optimizer hooks off; fewer than ``RUN_PHASE_MIN_STEPS``).
     """
     if phase == "optimizer":
         if record.anchor != "optimizer":

@@ -163,9 +163,12 @@ _MAX_INTERVAL_S = 1.0
 # --------------------------------------------------------------------------------------------
 
 
-# The outermost match wins: a module called from a collate_fn is data time, an LBFGS closure's
-# forward is optimizer time, as in the step clock's top-level accounting. Building a model or an
-# optimizer (their __init__, lazy imports) is no phase at all.
+_CLOSURE_WRAPPER_FILE = "gpu_notebook/capture/stepclock.py"  # StepClock._wrap_closure
+
+
+# The outermost match wins: a module called from a collate_fn is data time (an LBFGS closure's
+# forward is forward: ``infer_phase`` reads under the step clock's closure wrapper). Building a
+# model or an optimizer (their __init__, lazy imports) is no phase at all.
 def _phase_of(filename: str, qualname: str) -> str | None:
     if "torch/" not in filename:
         return None
@@ -183,7 +186,18 @@ def _phase_of(filename: str, qualname: str) -> str | None:
 
 
 def infer_phase(functions: Sequence[CodeRef]) -> str | None:
-    """The training phase a stack (outermost first) is in, read from torch's own frames."""
+    """The training phase a stack (outermost first) is in, read from torch's own frames.
+
+    Inside the step clock's wrapper of an ``optimizer.step(closure)`` closure, only the frames
+    under it count: the closure's forward and backward are theirs, and the rest of it (a
+    Lightning callback's logging) is no phase, never the optimizer step around it."""
+    for k in range(len(functions) - 1, -1, -1):
+        ref = functions[k]
+        if ref.function.rsplit(".", 1)[-1] == "closure" and ref.filename.replace(
+            "\\", "/"
+        ).endswith(_CLOSURE_WRAPPER_FILE):
+            functions = functions[k + 1 :]
+            break
     for ref in functions:
         phase = _phase_of(ref.filename.replace("\\", "/"), ref.function)
         if phase is not None:

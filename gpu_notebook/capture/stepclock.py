@@ -5,7 +5,8 @@ highest-priority kind seen so far ends a step (the *anchor*):
 
 1. ``optimizer`` — a global optimizer step post hook (any ``torch.optim.Optimizer``): one step per
    optimizer step, so gradient accumulation (several forward/backward per step) and closure
-   optimizers (LBFGS calls forward/backward many times inside ``step``) count right;
+   optimizers (LBFGS calls forward/backward many times inside ``step``) count right; a closure
+   is handed to ``step`` wrapped, so its calls are not the update's time (``_wrap_closure``);
 2. ``dataloader`` — ``DataLoader`` iterator ``__next__``: inference loops, manual SGD with a loader;
 3. ``backward`` — ``torch.autograd.backward``, and ``torch.autograd.grad`` (which
    ``torch.func.grad`` calls): manual updates, models without an optimizer.

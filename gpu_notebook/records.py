@@ -1204,7 +1204,9 @@ class StartUpBursts:
     burst_steps: int  # steps of each start's burst
     excess_s: float  # the bursts' time over their loader's median steady step, summed
     share: float  # of the run's step time
-    share_low: float  # its 90% interval (seeded bootstrap over the starts)
+    # The 90% interval (seeded bootstrap over the starts): low end of ``share``, high end of
+    # ``reach_share`` (the bursts with the slower steps after them, ``_with_tail``).
+    share_low: float
     share_high: float
     steady_median_s: float  # the loaders' median steady step (median over the starts)
     steady_steps: int
@@ -1216,6 +1218,9 @@ class StartUpBursts:
     steady_data_share_high: float | None = None
     steady_data_s: float | None = None
     steady_data_least_s: float | None = None
+    # The bursts and the steps after them in the first half of each loader's pass, over the
+    # second half's median step: what the start-up costs with its tail, of the run's step time.
+    reach_share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -463,10 +463,13 @@ def remade_loader(s: RemadeLoader) -> Words:
             f"over {bursts.starts} loader starts, each start's first {bursts.burst_steps} "
             f"step(s) took {per_start:.1f} ms more than the same loader's steady step "
             f"({bursts.steady_median_s * 1000:.2f} ms, its median): "
-            f"{fmt_share(bursts.share)} of the run's step time (90% interval "
-            f"{fmt_share(bursts.share_low)}-{fmt_share(bursts.share_high)}); gain if the "
-            f"start-up goes: {fmt_gain(s.bound, s.low)} (Amdahl over that interval; the "
-            "machine's stalls elsewhere in the epochs are not counted)"
+            f"{fmt_share(bursts.share)} of the run's step time (from "
+            f"{fmt_share(bursts.share_low)}, its 90% interval); with the slower steps after "
+            f"each burst (the first half of each loader's pass over its second half's median "
+            f"step) {fmt_share(bursts.reach_share or bursts.share)} (up to "
+            f"{fmt_share(bursts.share_high)}); gain if the start-up goes: "
+            f"{fmt_gain(s.bound, s.low)} (Amdahl over those shares; the machine's stalls "
+            "elsewhere in the epochs are not counted)"
         )
     elif bursts is not None:
         evidence.append(

@@ -1472,6 +1472,49 @@ def test_a_value_handed_to_host_code_each_step_is_not_called_a_stop_condition():
     assert "stop condition" in g.title
 
 
+BEST_SNAPSHOT_CELL = """\
+for step in range(150):
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    if loss.item() < best_loss:
+        best_loss = loss.item()
+        best_state = copy.deepcopy(model.state_dict())
+"""
+
+
+def test_a_read_that_picks_work_in_the_step_is_a_branch_not_a_stop_condition():
+    # Unseen round 11 (best_state_deepcopy): a best-so-far snapshot on each step's batch loss
+    # was called "a stop condition" and told to compute `stop = loss.detach() < threshold` on
+    # the device and `break` every 10 steps: the loop never stops on it.
+    facts = scan_source(BEST_SNAPSHOT_CELL)
+    assert {(s.needed, s.stops) for s in facts.syncs} == {(True, False)}
+    f = only(
+        rules_for(syn.make_run(BEST_SNAPSHOT_CELL), syn.make_analysis({"sync": 0.02})),
+        "syncs.needed_read",
+    )
+    assert "stop" not in f.title and "break" not in f.fix and "threshold" not in f.fix
+    assert f.fix_id is None and "every 10 steps" in f.fix and f.line == 5
+    # The same test with a break in an arm, or a patience counter's elif: a stop.
+    for stop in (
+        BEST_SNAPSHOT_CELL.replace(
+            "model.state_dict())", "model.state_dict())\n    else:\n        break"
+        ),
+        STOP_CELL,
+    ):
+        assert {s.stops for s in scan_source(stop).syncs} == {True}
+
+
+def test_a_needed_read_on_the_cpu_under_its_line_is_said_at_info():
+    # On the CPU the read waits for nothing: "[low] ... (no measurable gain expected: up to
+    # 1.00x)" was a finding with nothing to do (unseen round 11, best_state_deepcopy).
+    for run, severity in (
+        (syn.make_run(BEST_SNAPSHOT_CELL), "info"),
+        (syn.make_run(BEST_SNAPSHOT_CELL, gpus=[syn.gpu()]), "low"),
+    ):
+        f = only(rules_for(run, syn.make_analysis({"sync": 0.02})), "syncs.needed_read")
+        assert f.severity == severity
+
+
 PACKED_LOOP = """\
 for x, lens, y in loader:
     x, y = x.to(device), y.to(device)

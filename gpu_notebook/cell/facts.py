@@ -75,6 +75,10 @@ class SourceLine:
     # The value read decides what the loop does (an if/while test, directly or through a name
     # assigned from it): ``if loss.item() < 0.1: break``, an early stop. It cannot be skipped.
     needed: bool = False
+    # Of a needed read: the branch it decides can end the loop (``break``, ``return``, ``raise``,
+    # a ``while`` or ``assert`` test): an early stop. Else it picks work inside the step (``if
+    # loss.item() < best: best_state = copy.deepcopy(...)``): a branch, not a stop.
+    stops: bool = False
     # A needed read handed straight to host code as an argument (``env.step(a.item())``: an
     # action for a numpy environment): the callee's dotted name. It needs the number every step.
     handed_to: str | None = None

@@ -52,8 +52,14 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
             continue
         if kind is not None:
             line = tree.source_line(call, kind)
-            if _feeds_control(tree, call, loop):
-                line = dataclasses.replace(line, needed=True, handed_to=_host_callee(tree, call))
+            decides = _decides(tree, call, loop)
+            if decides:
+                line = dataclasses.replace(
+                    line,
+                    needed=True,
+                    handed_to=_host_callee(tree, call),
+                    stops=any(_can_stop(test) for test in decides),
+                )
             first = syncs.setdefault((line.line, kind), line)
             if first is not line:
                 syncs[(line.line, kind)] = dataclasses.replace(first, others=(*first.others, call))
@@ -192,25 +198,44 @@ def _to_device(value: ast.AST) -> bool:
     return False
 
 
-def _feeds_control(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
-    """The value of ``node`` decides a branch of ``loop``: in a test, or through a name."""
+def _decides(tree: CellTree, node: ast.AST, loop: Loop) -> list[ast.AST]:
+    """The branches of ``loop`` whose test reads the value of ``node``: directly, or through a
+    name assigned from it. Empty: the value decides nothing."""
     child = node
     for ancestor in tree.ancestors(node):
-        if (
-            isinstance(ancestor, (ast.If, ast.While, ast.IfExp, ast.Assert))
-            and child is ancestor.test
-        ):
-            return True
+        if isinstance(ancestor, _BRANCHES) and child is ancestor.test:
+            return [ancestor]
         if ancestor is loop or isinstance(ancestor, ast.stmt):
             break
         child = ancestor
     names = {n for t in targets_of(tree.statement_of(node)) for n in names_in(t)}
     if not names:
-        return False
-    return any(
-        isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert)) and names_in(n.test) & names
-        for n in ast.walk(loop)
-    )
+        return []
+    return [n for n in ast.walk(loop) if isinstance(n, _BRANCHES) and names_in(n.test) & names]
+
+
+_BRANCHES = (ast.If, ast.While, ast.IfExp, ast.Assert)
+
+
+def _can_stop(branch: ast.AST) -> bool:
+    """The branch can end the loop: a ``while`` or an ``assert`` on the value, or an ``if``
+    whose arms break, return or raise (not inside a loop or a function of their own)."""
+    if isinstance(branch, (ast.While, ast.Assert)):
+        return True
+    if not isinstance(branch, ast.If):
+        return False  # an expression's pick (`a if loss.item() > x else b`)
+    todo: list[ast.AST] = [*branch.body, *branch.orelse]
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (ast.Break, ast.Return, ast.Raise)):
+            return True
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            todo.extend(stmt.orelse)  # a break in its body ends that loop, not this one
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(ast.iter_child_nodes(stmt))
+    return False
 
 
 def _host_callee(tree: CellTree, node: ast.AST) -> str | None:

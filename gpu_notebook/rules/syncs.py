@@ -284,6 +284,10 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
     bound = gain_bound(removed, analysis)
     said = NeededReads(needed[0], removable, how, has_gpu(run), bound)
     severity: Severity = "low" if removable is None or removable < WARN else "medium"
+    if not has_gpu(run) and (removable is None or removable < WARN):
+        # On the CPU a read waits for nothing: a needed one unmeasured or under the line costs
+        # its call, said for a GPU run to come, not as work to do here.
+        severity = "info"
     return found("syncs.needed_read", severity, said, phase_share=removed, bound=bound,
                  line=needed[0].cell_line)  # fmt: skip
 

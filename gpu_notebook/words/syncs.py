@@ -116,6 +116,8 @@ def needed_reads(s: NeededReads) -> Words:
     cost = fmt_share(s.removable) if s.removable is not None else "not measured"
     if s.first.handed_to is not None:
         return _handed_to_host(s, cost)
+    if not s.first.stops:
+        return _branch_on_read(s, cost)
     evidence = [
         f"{at(s.first)} reads a device value every step and the loop needs it: `{s.first.text}`",
         f"its cost: {cost} of the step ({HOW[s.how]})",
@@ -131,6 +133,30 @@ def needed_reads(s: NeededReads) -> Words:
         f"The read is needed, so no patch: to make it cheaper, compute the condition on the device "
         f"(`stop = loss.detach() < threshold`) and read it every {EVERY} steps "
         f"(`if step % {EVERY} == 0 and stop.item(): break`), or stop on an epoch boundary.",
+        _SOURCE,
+    )
+
+
+def _branch_on_read(s: NeededReads, cost: str) -> Words:
+    """A read whose value picks work inside the step and never ends the loop (a best-so-far
+    snapshot, a conditional log): no stop, no threshold to move to the device; what makes it
+    cheaper is deciding on fewer steps (unseen round 11: a per-step ``if loss.item() < best:``
+    copying the model was told to ``break`` on a device-side threshold)."""
+    return words(
+        "The loop branches on a device value every step",
+        [
+            f"{at(s.first)} reads a device value every step and an `if` of the loop decides on "
+            f"it: `{s.first.text}`",
+            f"its cost: {cost} of the step ({HOW[s.how]})",
+            "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+            if s.gpu
+            else _ON_THE_CPU,
+            f"gain if the branch is decided every {EVERY} steps: {fmt_gain(s.bound)}",
+        ],
+        f"The branch needs the value, so no patch: to make it cheaper, decide it on fewer steps "
+        f"(every {EVERY} steps, or once an epoch on the validation loss, as a best-model "
+        "snapshot usually is): a batch's loss is noisy, and whatever the branch does (a copy "
+        "of the model, a log) is paid each time it is taken.",
         _SOURCE,
     )
 

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import Origin
-from gpu_notebook.cell.names import dotted, loss_names, method_of, targets_of
+from gpu_notebook.cell.names import dotted, keyword_of, loss_names, method_of, targets_of
 from gpu_notebook.cell.tree import CellTree
-from gpu_notebook.cell.words import KEEPING_METHODS
+from gpu_notebook.cell.words import KEEPING_METHODS, last
 
 # What a periodic block does, by the names it calls (first match wins).
 WORK_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -36,14 +36,27 @@ class Periodic:
     per_epoch: bool = False
     # In a function the cell calls (cell.calls): ``line`` is then the reading's.
     origin: Origin | None = None
+    # A framework's keyword that sets the period (HF's ``eval_steps``): the work runs inside
+    # the framework's loop, so it is changed there, not by a ``% N`` of the cell.
+    setting: str | None = None
+
+
+# HF TrainingArguments' work every N optimizer steps: (its strategy keywords, the keyword of N,
+# the work). Said only where the cell asks for it (strategy "steps" given for the evaluation,
+# save_steps given for the saves): a default of 500 steps would name work a short run never does.
+_HF_PERIODIC = (
+    (("eval_strategy", "evaluation_strategy"), "eval_steps", "validation"),
+    (("save_strategy",), "save_steps", "a checkpoint save"),
+)
 
 
 def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
-    """``if <i> % N == 0:`` blocks inside loops, with what their body does."""
+    """``if <i> % N == 0:`` blocks inside loops, with what their body does; and the work an HF
+    ``TrainingArguments(...)`` of the cell sets to run every N steps (``framework_blocks``)."""
     if cell is None:
         return []
     constants = _int_constants(cell.tree)
-    found = []
+    found = framework_blocks(cell, constants)
     for loop in (n for n in ast.walk(cell.tree) if isinstance(n, (ast.For, ast.While))):
         for node in ast.walk(loop):
             if not isinstance(node, ast.If):
@@ -58,6 +71,58 @@ def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
                 )
             )
     return found
+
+
+def framework_blocks(cell: CellTree, constants: dict[str, int]) -> list[Periodic]:
+    """The evaluation and the saves an HF ``TrainingArguments(...)`` runs every N steps inside
+    ``Trainer.train()``: ``eval_strategy="steps", eval_steps=10`` (N from ``logging_steps``
+    where eval_steps is not given, as HF takes it), ``save_steps=200`` (unless
+    ``save_strategy`` is "no" or "epoch"). Each at its keyword's line (unseen round 11: an
+    evaluation every 10 steps, half the run, read as stalls with no cause named)."""
+    found = []
+    for call in cell.calls():
+        if not last(dotted(call.func)).endswith("TrainingArguments") or not cell.in_cell(call):
+            continue
+        for strategies, key, work in _HF_PERIODIC:
+            given = [k for k in call.keywords if k.arg in strategies]
+            strategy = _strategy(given[0].value) if given else None
+            if strategy in ("no", "epoch", "best") or (key == "eval_steps" and strategy != "steps"):
+                continue
+            steps = keyword_of(call, key)
+            if steps is None and key == "eval_steps":
+                steps = keyword_of(call, "logging_steps")
+            if steps is None:
+                continue
+            every = _int_value(steps.value, constants)
+            if every is None or every == 1:
+                continue
+            at = steps if keyword_of(call, key) is not None else given[0]
+            found.append(
+                Periodic(
+                    cell.line_of(at), every, cell.text_of(at), work, origin=cell.origin_of(at),
+                    setting=key,
+                )
+            )  # fmt: skip
+    return found
+
+
+def _strategy(node: ast.expr) -> str | None:
+    """ "steps" for ``"steps"`` or ``IntervalStrategy.STEPS``; None when not read here."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.lower()
+    if isinstance(node, ast.Attribute):
+        return node.attr.lower()
+    return None
+
+
+def _int_value(node: ast.expr, constants: dict[str, int]) -> int | None:
+    """An int literal, or a name the cell binds once to one (0: a name it does not: a config
+    read at run time); None for anything else (a float is a share of the run's steps)."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int and node.value > 0 else None
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return constants.get(node.id, 0) if isinstance(node, ast.Name) else 0
+    return None
 
 
 def epoch_blocks(cell: CellTree | None) -> list[Periodic]:

@@ -65,6 +65,7 @@ class PeriodicLogging(Said):
     bound: float | None  # running it EVERY times less often
     work: str = "logging"
     origin: Origin | None = None  # in a function the cell calls (cell.calls)
+    setting: str | None = None  # the framework keyword that sets its period (HF eval_steps)
 
 
 @dataclass(frozen=True)
@@ -459,7 +460,9 @@ def _periodic_block(analysis: Analysis, facts: SourceFacts, *, logging: bool) ->
             continue
         removed = every_n(cost.share)
         bound = gain_bound(removed, analysis)
-        said = PeriodicLogging(block.line, block.text, cost, bound, block.work, block.origin)
+        said = PeriodicLogging(
+            block.line, block.text, cost, bound, block.work, block.origin, block.setting
+        )
         rule_id = "logging.periodic" if logging else "run.periodic_work"
         return found(rule_id, severity, said, phase_share=removed, bound=bound,
                      line=block.line)  # fmt: skip

@@ -108,3 +108,19 @@ def _file_label(filename: str) -> str:
     """A user's file as they name it: relative to the working directory when under it."""
     relative = os.path.relpath(filename)
     return filename if relative.startswith(os.pardir) else relative
+
+
+# A framework keyword's other way to run its work less often (cell.blocks.framework_blocks).
+_SETTING_INSTEAD = {
+    "eval_steps": 'eval_strategy="epoch" evaluates once an epoch',
+    "save_steps": 'save_strategy="epoch" saves once an epoch',
+}
+
+
+def rarer(setting: str | None, every: int) -> str:
+    """How the cell runs a periodic block every ``every`` steps: the framework's keyword where
+    one sets the period (``eval_steps=100``, or its epoch strategy), else ``% every``."""
+    if setting is None:
+        return f"`% {every}`"
+    instead = _SETTING_INSTEAD.get(setting)
+    return f"`{setting}={every}`" + (f", or {instead}," if instead else "")

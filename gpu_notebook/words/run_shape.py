@@ -12,7 +12,8 @@ from gpu_notebook.rules.run_shape import (
     PeriodicStall,
     WindowUnrepresentative,
 )
-from gpu_notebook.words.common import Words, place, worder, words
+from gpu_notebook.rules.syncs import EVERY
+from gpu_notebook.words.common import Words, place, rarer, worder, words
 
 _SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
 
@@ -157,13 +158,19 @@ def periodic_stall(s: PeriodicStall) -> Words:
             "no regular period and no `if step % N` block in the cell: stalls at random are "
             "often the machine (other processes on its cores); measure again on a quiet machine"
         )
-    return words(
-        title + (f" ({what})" if block is not None else ""),
-        evidence,
+    fix = (
         f"Make {what} cheaper or rarer: run it less often, on a subset, or in a background "
-        "thread (checkpoints: save a state_dict copy asynchronously).",
-        _SOURCE,
+        "thread (checkpoints: save a state_dict copy asynchronously)."
     )
+    if block is not None and block.setting is not None and block.every:
+        # The framework runs it: its keyword is what the cell changes (cell.blocks).
+        fix = (
+            f"Make {what} rarer: {rarer(block.setting, block.every * EVERY)} on "
+            f"{place(block.line, block.origin)} runs it {EVERY}x less often; or cheaper: "
+            + ("a smaller eval_dataset (a fixed subset)." if block.work == "validation" else
+               "save a state_dict copy asynchronously.")
+        )  # fmt: skip
+    return words(title + (f" ({what})" if block is not None else ""), evidence, fix, _SOURCE)
 
 
 @worder(MemoryCreep)

@@ -24,6 +24,7 @@ from gpu_notebook.words.common import (
     lines_at,
     phase_source,
     place,
+    rarer,
     residual_evidence,
     worder,
     words,
@@ -112,7 +113,8 @@ def periodic_logging(s: PeriodicLogging) -> Words:
                 periodic_evidence(s.cost),
                 f"gain if it runs every {every} steps: {fmt_gain(s.bound)} (Amdahl)",
             ],
-            f"Run it {EVERY}x less often (`% {every}` on {place(s.line, s.origin)}), "
+            f"Run it {EVERY}x less often ({rarer(s.setting, every)} on "
+            f"{place(s.line, s.origin)}), "
             f"{_LESS_OFTEN.get(s.work, _LESS_OFTEN['work'])}. No patch: how often to "
             f"{'validate' if s.work == 'validation' else 'run it'} is the training's choice.",
             _SOURCE,

@@ -289,8 +289,12 @@ def run_shape(run: Run) -> RunShape | None:
         # spinner preempts every few steps for a time slice; the sampler's 0.25 s readings
         # cannot say which, and miss a busy stretch of a short cell: a tiny-step cell whose last
         # fifths ran under other processes' load read "Steps slow down over the run" [high]).
+        # The stalls' extra own time is a share of the steps' own time, not of their wall time:
+        # at a 90% wait for a core the wall made an evaluation every 10 steps, half the code's
+        # time, read 6% (and under STALL_SHARE in the next run: said once, then not at all).
+        own_s = float(own.sum() * weight)
         own_time = _own_time(
-            steps_read, dur, own, head, tail, weight, read_s, _ours_times(steps, ours, own=True)
+            steps_read, dur, own, head, tail, weight, own_s, _ours_times(steps, ours, own=True)
         )
         shape = dataclasses.replace(
             shape,

@@ -119,8 +119,11 @@ _SETTING_INSTEAD = {
 
 def rarer(setting: str | None, every: int) -> str:
     """How the cell runs a periodic block every ``every`` steps: the framework's keyword where
-    one sets the period (``eval_steps=100``, or its epoch strategy), else ``% every``."""
-    if setting is None:
-        return f"`% {every}`"
-    instead = _SETTING_INSTEAD.get(setting)
-    return f"`{setting}={every}`" + (f", or {instead}," if instead else "")
+    one sets the period (``eval_steps=100``), else ``% every``."""
+    return f"`% {every}`" if setting is None else f"`{setting}={every}`"
+
+
+def instead(setting: str | None) -> str:
+    """The framework's other way to run it less often (`` (eval_strategy="epoch" ...)``), or ""."""
+    other = _SETTING_INSTEAD.get(setting) if setting is not None else None
+    return f" ({other})" if other else ""

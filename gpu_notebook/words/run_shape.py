@@ -13,7 +13,7 @@ from gpu_notebook.rules.run_shape import (
     WindowUnrepresentative,
 )
 from gpu_notebook.rules.syncs import EVERY
-from gpu_notebook.words.common import Words, place, rarer, worder, words
+from gpu_notebook.words.common import Words, instead, place, rarer, worder, words
 
 _SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
 
@@ -166,7 +166,8 @@ def periodic_stall(s: PeriodicStall) -> Words:
         # The framework runs it: its keyword is what the cell changes (cell.blocks).
         fix = (
             f"Make {what} rarer: {rarer(block.setting, block.every * EVERY)} on "
-            f"{place(block.line, block.origin)} runs it {EVERY}x less often; or cheaper: "
+            f"{place(block.line, block.origin)} runs it {EVERY}x less often"
+            f"{instead(block.setting)}; or cheaper: "
             + ("a smaller eval_dataset (a fixed subset)." if block.work == "validation" else
                "save a state_dict copy asynchronously.")
         )  # fmt: skip

@@ -21,6 +21,7 @@ from gpu_notebook.rules.syncs import EVERY
 from gpu_notebook.words.common import (
     Words,
     at,
+    instead,
     lines_at,
     phase_source,
     place,
@@ -114,7 +115,7 @@ def periodic_logging(s: PeriodicLogging) -> Words:
                 f"gain if it runs every {every} steps: {fmt_gain(s.bound)} (Amdahl)",
             ],
             f"Run it {EVERY}x less often ({rarer(s.setting, every)} on "
-            f"{place(s.line, s.origin)}), "
+            f"{place(s.line, s.origin)}{instead(s.setting)}), "
             f"{_LESS_OFTEN.get(s.work, _LESS_OFTEN['work'])}. No patch: how often to "
             f"{'validate' if s.work == 'validation' else 'run it'} is the training's choice.",
             _SOURCE,

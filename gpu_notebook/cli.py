@@ -11,7 +11,7 @@ import traceback
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from types import CodeType
+from types import CodeType, ModuleType
 from typing import Any, NoReturn
 
 from gpu_notebook.cli_console import say, show
@@ -86,15 +86,15 @@ def _script_root_codes() -> tuple[CodeType, ...]:
     return (_exec_script.__code__,)
 
 
-def _exec_script(script: Path) -> None:
-    """Run ``script`` as ``python script.py`` runs it: in a fresh ``__main__`` module, its code
-    named by its absolute path (``__file__`` and tracebacks), ``sys.argv[0]`` left as typed
-    (runpy.run_path would set it to the path it was given)."""
-    from gpu_notebook.script_module import compile_file, fresh_main
+def _exec_script(script: Path, module: ModuleType) -> None:
+    """Run ``script`` as ``python script.py`` runs it: in ``module``, a fresh ``__main__``
+    (``script_module.fresh_main``), its code named by its absolute path (``__file__`` and
+    tracebacks), ``sys.argv[0]`` left as typed (runpy.run_path would set it to the path it was
+    given). The caller keeps ``module``: its globals, as the script left them, are the
+    report's namespace."""
+    from gpu_notebook.script_module import compile_file
 
-    path = os.path.abspath(script)
-    code = compile_file(path)
-    module = fresh_main(path)
+    code = compile_file(os.path.abspath(script))
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = module
     try:
@@ -108,6 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpu_notebook.capture.session import CaptureSession
     from gpu_notebook.cli_console import take_stderr
     from gpu_notebook.launchers import launcher_hint, launcher_of
+    from gpu_notebook.script_module import fresh_main
 
     take_stderr()  # our words go to the terminal's stderr, whatever the script does with fd 2
     script = Path(args.script)
@@ -143,10 +144,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.path.insert(0, str(script.resolve().parent))
     status, error, code = "ok", None, 0
     pid = os.getpid()
+    # The script's globals, as a notebook's namespace is to a cell: the report reads the live
+    # objects behind the names the script uses (a loader's workers, a compiled model, Dynamo's
+    # counters) and the user's functions it calls. Whatever was bound when the script ended,
+    # stopped or failed; held only until the report is built (``_report_and_files``).
+    module = fresh_main(str(script_abs))
     try:
         with session:
             try:
-                _exec_script(script)
+                _exec_script(script, module)
             except SystemExit as exc:
                 code = _exit_code(exc.code)
                 if code:
@@ -166,8 +172,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         # A child the script forked (os.fork) ended through sys.exit or an exception: the
         # report is the parent's alone, and the child exits as it would without us.
         _exit_forked_child(code)
+    namespace = [module.__dict__]
+    del module  # the list is the one reference: the report's build lets it go
     try:
-        report, files = _report_and_files(session, status, error, args, outputs, script_abs)
+        report, files = _report_and_files(
+            session, status, error, args, outputs, script_abs, namespace
+        )
     except KeyboardInterrupt:
         # Ctrl-C while we build the report: none, and the process ends by SIGINT as Python's.
         say("gpucheck: interrupted: no report")
@@ -195,8 +205,14 @@ def _report_and_files(
     args: argparse.Namespace,
     outputs: Any,
     script: Path,
+    namespace: list[dict[str, Any]],
 ) -> tuple[Any, list[str]]:
-    """The report, built in a private folder that a SIGTERM then does not leave behind."""
+    """The report, built in a private folder that a SIGTERM then does not leave behind.
+
+    ``namespace`` holds the script's globals (at most one dict): the rules read them as a
+    notebook's, and the list is emptied as the report is built, so nothing of the script's is
+    held by us after it (the trials' processes of --try-fixes then share the device with no
+    object of this run's)."""
 
     from gpu_notebook.capture.session import private_scratch
     from gpu_notebook.exit_signals import cleanup_before_signal_death
@@ -214,6 +230,8 @@ def _report_and_files(
             session.finish(status, error, scratch=scratch),
             target_gpu=args.gpu,
             with_fixes=with_fixes,
+            namespace=namespace.pop() if namespace else None,
+            namespace_is_source=True,
         )
         if args.try_fixes is not None:  # measure the offered fixes (gpu_notebook.tryfix)
             from gpu_notebook.tryfix.cli_hook import with_trials

@@ -99,7 +99,7 @@ def test_no_finding_where_no_list_of_arrays_is_parsed_every_step(line):
 
 
 def test_a_script_read_without_its_namespace_is_found_by_the_cells_own_binding():
-    # `gpucheck run` hands the rules the script's source alone: `rows = [<numpy array> ...]`.
+    # Without a namespace (a name in a script's main(), no global): `rows = [<array> ...]`.
     assert "host.tensor_from_arrays" in ids(rules_for(syn.make_run(CELL), host_bound()))
     # A list whose items numpy does not make is not known to hold arrays: no finding.
     cell = CELL.replace(".astype(np.float32) for", ".tolist() for")

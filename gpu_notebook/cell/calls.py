@@ -66,7 +66,11 @@ def callees(source: str, namespace: Mapping[str, Any] | None) -> tuple[Origin, .
                 (fn, None) for fn in _called_functions(node, names, local)
             ]
             if depth == 0:  # a method of an object the cell holds (``trainer.fit()``)
-                called += _called_methods(node, names)
+                called += [
+                    (cls, held)
+                    for cls, held in _called_methods(node, names)
+                    if not _defined_here(cls, names, local)
+                ]
             for target, instance in called:
                 if id(target) in seen or len(found) >= MAX_CALLEES:
                     continue
@@ -135,6 +139,17 @@ def _called_functions(
         if isinstance(held, FunctionType) and held not in out:
             out.append(held)
     return out
+
+
+def _defined_here(cls: type, names: Mapping[str, Any], local: set[str]) -> bool:
+    """The class is the one the code itself defines (its name bound here, and the namespace's
+    object of that name): its lines are read already. A script's own ``class Trainer`` whose
+    ``fit()`` it calls read again above it doubled every fact of the class (``gpucheck run``
+    hands the script's globals as the namespace)."""
+    try:
+        return cls.__name__ in local and names.get(cls.__name__) is cls
+    except Exception:  # noqa: BLE001 - a user's namespace mapping may raise on lookup
+        return False
 
 
 def _called_methods(tree: ast.AST, names: Mapping[str, Any]) -> list[tuple[type, str]]:

@@ -13,6 +13,7 @@ can be a DataLoader, and the torch flags are "not known" (None).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ class LiveLoader:
     dataset_type: str  # class name of the dataset
     dataset_len: int | None
     loader_class: str = "torch.utils.data.DataLoader"  # module.qualname (accelerate wraps it)
+    # Made before the cell ran (an earlier cell); False: a script's global, bound as it ran.
+    made_before: bool = True
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class LiveOptimizer:
     fused: bool | None  # the optimizer's own default setting (None: not a known flag)
     foreach: bool | None
     one_pass: bool = False  # SGD without momentum or weight decay: one add_ a tensor
+    made_before: bool = True  # as LiveLoader's
 
 
 @dataclass(frozen=True)
@@ -128,8 +132,13 @@ class LiveFacts:
         return next((ld for ld in self.loaders if ld.name == name), None)
 
 
-def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> LiveFacts:
-    """Inspect the objects bound to ``names`` in ``namespace`` (missing names are skipped)."""
+def live_facts(
+    namespace: Mapping[str, Any] | None, names: Iterable[str], *, made_before: bool = True
+) -> LiveFacts:
+    """Inspect the objects bound to ``names`` in ``namespace`` (missing names are skipped).
+
+    ``made_before``: the namespace held them before the cell ran (a notebook's earlier cells);
+    False for a script's globals (``gpucheck run``), which the script itself bound as it ran."""
     torch = sys.modules.get("torch")
     if namespace is None or torch is None:
         return LiveFacts()
@@ -168,6 +177,9 @@ def live_facts(namespace: Mapping[str, Any] | None, names: Iterable[str]) -> Liv
         if hook is not None:
             hooks.append(hook)
     hooks.sort(key=lambda h: h.on_class)  # an instance the cell names is the one it trains on
+    if not made_before:
+        loaders = [dataclasses.replace(ld, made_before=False) for ld in loaders]
+        optimizers = [dataclasses.replace(o, made_before=False) for o in optimizers]
     unique, hits, limit = _dynamo_counters()
     return LiveFacts(
         loaders=tuple(loaders),

@@ -73,14 +73,21 @@ CELL_LINE_OFFSET = 1
 
 
 def cell_facts(
-    source: str, namespace: Mapping[str, Any] | None = None, *, line_offset: int = CELL_LINE_OFFSET
+    source: str,
+    namespace: Mapping[str, Any] | None = None,
+    *,
+    line_offset: int = CELL_LINE_OFFSET,
+    made_before: bool = True,
 ) -> SourceFacts:
-    """Static facts of ``source`` plus the live objects behind the names it reads."""
+    """Static facts of ``source`` plus the live objects behind the names it reads.
+
+    ``made_before``: the namespace's objects were made before ``source`` ran (a notebook's
+    earlier cells); False for a script's own globals, which the script bound as it ran."""
     origins = callees(source, namespace)
     facts = scan_source(source, line_offset=line_offset, origins=origins)
     if namespace is None or not facts.parsed:
         return facts
-    live = live_facts(namespace, facts.names_read)
+    live = live_facts(namespace, facts.names_read, made_before=made_before)
     models = {m.name for m in live.models}
     if models - facts.model_names:
         # Rescan knowing which names hold modules: inference loops and copies depend on it.

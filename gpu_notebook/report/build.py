@@ -45,9 +45,14 @@ def build_report(
     target_gpu: str | None = None,
     *,
     with_fixes: bool = True,
+    namespace_is_source: bool = False,
 ) -> Report:
     """Everything the views show. ``namespace`` lets rules read live objects (a DataLoader made
     in an earlier cell); ``history`` holds this session's earlier reports, for the comparison.
+    ``namespace_is_source``: the namespace is what ``run.cell_source`` itself bound as it ran (a
+    script's globals, ``gpucheck run``), not what came before it (a notebook's earlier cells):
+    its objects are said as the script's, and no fix rebuilds one above the source's first line
+    (where a script has bound nothing yet).
     On a run without a GPU, ``Report.gpu_estimate`` says what one ``target_gpu`` (default
     ``analysis.gpu_estimate.DEFAULT_GPU``) would make of the step; ValueError if unknown.
     ``with_fixes=False`` leaves the findings without their patched cell (``proposal`` None): for
@@ -61,7 +66,12 @@ def build_report(
     from gpu_notebook.words.verdict import word_verdict
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
-    facts = cell_facts(run.cell_source, namespace, line_offset=run.first_line - 1)
+    facts = cell_facts(
+        run.cell_source,
+        namespace,
+        line_offset=run.first_line - 1,
+        made_before=not namespace_is_source,
+    )
     if facts.live.skipped or facts.live.unread:
         # An object the rules could not read: its findings are missing, and the report says so.
         run = dataclasses.replace(run, notes=(*run.notes, *facts.live.notes()))
@@ -81,7 +91,9 @@ def build_report(
     # The fixed cell keeps the %%gpucheck line: running it measures the fix against this run.
     whole_cell = f"{run.magic_line}\n{run.cell_source}" if run.magic_line else run.cell_source
     if with_fixes:
-        findings = attach_fixes(findings, whole_cell, namespace=namespace)
+        findings = attach_fixes(
+            findings, whole_cell, namespace=namespace, made_before=not namespace_is_source
+        )
     report = Report(
         run=run,
         analysis=analysis,

@@ -8,8 +8,9 @@ Dynamo cannot trace a read of a tensor's value into Python (``.item()``, ``.toli
 graph after it, on every call (``torch._dynamo.explain`` and ``TORCH_LOGS=graph_breaks`` name each
 break). A branch on such a value (``if h.abs().max().item() > 50:``) keeps the model in pieces
 with Python between them, which torch.compile was meant to remove. Seen (unseen round 10,
-compile_graph_break): host-bound, "torch.compile is already on", no word of the break; the live
-Dynamo counters (rules/recompiles.py) need the namespace, which ``gpucheck run`` does not give.
+compile_graph_break): host-bound, "torch.compile is already on", no word of the break. Dynamo's
+live counters (rules/recompiles.py, read on scripts too since ``gpucheck run`` hands the rules
+the script's globals) count graphs, not breaks: its two graphs stay under the recompile limit.
 
 Flagged where the cell compiles an instance of a class it defines (``torch.compile(Net())``, or
 ``model = Net()`` then ``torch.compile(model)``) and that class's ``forward`` holds such a call

@@ -196,6 +196,9 @@ class UnfusedOptimizer(Said):
     # thread's CPU clock over the run (``split_steps`` of them: the fewest of any class).
     split_source: Literal["trace", "clock"] = "trace"
     split_steps: int = 0
+    # The live ones were made before the cell (earlier cells); False: a script's own globals,
+    # made by a call of the script the patch does not see into.
+    made_before: bool = True
 
 
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -493,7 +496,8 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         low = None  # the patch reaches part of the update: no floor to claim, the bound stays
     said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer, profiled,
                             whole, analysis.phases, low, bound, None, kept, tensors,
-                            size, others, beside, split, part, source, split_steps)  # fmt: skip
+                            size, others, beside, split, part, source, split_steps,
+                            made_before=all(o.made_before for o in facts.live.optimizers))  # fmt: skip
     elsewhere = ",".join(((name,) if line is None and name is not None else ()) + others)
     return found("launch.unfused_optimizer", "medium" if level == "high" else "low", said,
                  phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",

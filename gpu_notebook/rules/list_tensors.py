@@ -14,9 +14,10 @@ numbers).
 
 Flagged where a step loop calls ``torch.tensor``/``torch.as_tensor`` on a list comprehension
 whose items index a list (or tuple) that holds numpy arrays: read live (its first item) where
-the rules have the namespace (a notebook), else from the cell's own binding of it, a list
-comprehension whose item numpy makes (``[rng.standard_normal(96).astype(np.float32) for ...]``:
-``gpucheck run`` reads a script's source alone). The
+the rules have the namespace (a notebook's, or a script's globals under ``gpucheck run``), else
+from the cell's own binding of it, a list comprehension whose item numpy makes
+(``[rng.standard_normal(96).astype(np.float32) for ...]``: a name in a script's ``main()`` is no
+global, read from the source alone). The
 range: from the line's own sampled time (where the sampler read a share) to the step's Python
 between operators, which holds it (a superset). Severity by the line's share where measured,
 else at most medium (the superset's). The fix stacks the items first; dtype and values are the

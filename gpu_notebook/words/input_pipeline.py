@@ -190,8 +190,11 @@ def _where(s: LoaderWorkers) -> str:
         if static.name:
             where += f" (`{static.name}`)"
     elif live is not None:
+        # A script's global made by a call the reading does not see into (a helper of its own
+        # or of a library): the object is read, its making is not an earlier cell's.
+        made = "built in an earlier cell" if live.made_before else "made by a call of the script"
         where = (
-            f"`{live.name}`, a DataLoader built in an earlier cell over {live.dataset_type}"
+            f"`{live.name}`, a DataLoader {made} over {live.dataset_type}"
             + (f" ({live.dataset_len} items)" if live.dataset_len is not None else "")
             + f", batch_size={live.batch_size}"
         )

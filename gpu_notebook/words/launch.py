@@ -261,6 +261,12 @@ def _split_line(s: UnfusedOptimizer) -> str:
     )
 
 
+def _made(s: UnfusedOptimizer) -> str:
+    """Where an optimizer the patch cannot reach was made: an earlier cell, or (a script's
+    global) a call of the script whose inside the reading does not see."""
+    return "built in an earlier cell" if s.made_before else "made by a call of the script"
+
+
 def _other_optimizers(s: UnfusedOptimizer) -> list[str]:
     beside = []
     if s.split and s.reached is not None and s.reached < 1.0:
@@ -276,13 +282,13 @@ def _other_optimizers(s: UnfusedOptimizer) -> list[str]:
     names = ", ".join(f"`{n}`" for n in s.others)
     if s.built_here:
         return [
-            f"{names} (built in an earlier cell) also steps here without {s.implementation}=True: "
+            f"{names} ({_made(s)}) also steps here without {s.implementation}=True: "
             "the patch does not reach it (pass the flag where it is created), so no least gain "
             "is claimed",
             *beside,
         ]
     return [
-        f"{names} (built in an earlier cell) also steps here without {s.implementation}=True",
+        f"{names} ({_made(s)}) also steps here without {s.implementation}=True",
         *beside,
     ]
 
@@ -324,7 +330,7 @@ def unfused_optimizer(s: UnfusedOptimizer) -> Words:
             f"{cls}"
             + (f" (`{s.name}`)" if s.name else "")
             + f" without {s.implementation}=True"
-            + ("" if s.built_here else ", built in an earlier cell"),
+            + ("" if s.built_here else f", {_made(s)}"),
             *_other_optimizers(s),
             _fused_gain_line(s),
         ],

@@ -31,12 +31,17 @@ def attach_fixes(
     cell_source: str,
     *,
     namespace: Mapping[str, Any] | None = None,
+    made_before: bool = True,
 ) -> tuple[Finding, ...]:
     """Fill ``Finding.proposal`` for every finding with a fix id (findings keep their order).
 
     The proposal is the patched cell, or the catalog's refusal with its reason. When the
     DataLoader fix is refused because the loader was built in an earlier cell, and that loader
     is in ``namespace``, the proposal rebuilds it from the live object instead.
+    ``made_before=False``: the namespace is a script's globals, bound by the source itself as it
+    ran: nothing is rebuilt from a live object (above the script's first line none exists yet,
+    and a run of the patched script makes its own), and no earlier cell is named; the user's
+    functions it calls are still read (a fix in one of their files is said, as a diff).
     """
     from gpu_notebook.fixes import Refusal, to_proposal
     from gpu_notebook.fixes.through_calls import apply_through_calls
@@ -59,16 +64,17 @@ def attach_fixes(
             result = apply_through_calls(own or finding.fix_id, cell_source, origins, **params)
             proposal = None
             refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
-            if refused_loader and namespace is not None:
+            earlier = namespace if made_before else None
+            if refused_loader and earlier is not None:
                 if live is None:
-                    live = cell_facts(cell_source, namespace).live
-                proposal = _live_loader_proposal(cell_source, finding, live, namespace)
+                    live = cell_facts(cell_source, earlier).live
+                proposal = _live_loader_proposal(cell_source, finding, live, earlier)
                 if proposal is None:
                     proposal = _framework_loader_proposal(cell_source, finding, live)
             if proposal is None:
                 proposal = to_proposal(result, own)
-            if proposal.refusal is not None and namespace is not None:
-                proposal = _where_the_loader_is_made(cell_source, proposal, namespace)
+            if proposal.refusal is not None and earlier is not None:
+                proposal = _where_the_loader_is_made(cell_source, proposal, earlier)
             cache[key] = proposal
         out.append(dataclasses.replace(finding, proposal=proposal))
     return tuple(out)

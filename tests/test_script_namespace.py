@@ -101,6 +101,7 @@ def test_dynamo_counters_are_read_for_a_script_that_compiles_in_main(tmp_path):
     assert code == 0, stderr[-3000:]
     (found,) = [f for f in report.findings if f.rule_id == "compile.recompiles"]
     assert found.severity == "medium"
+    assert "graphs compiled in this run" in " ".join(found.evidence)  # no kernel in a script
 
 
 def test_a_class_the_script_defines_is_not_read_again_above_it(tmp_path):

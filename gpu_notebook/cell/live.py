@@ -117,6 +117,9 @@ class LiveFacts:
     # Types whose size we leave unread, as reading it would run code of theirs (a container that
     # asks the user's datasets, a tensor subclass with its own dispatch): named, never asked.
     unread: tuple[str, ...] = ()
+    # Read from a namespace made before the cell (a notebook's); False: a script's globals, so
+    # process-wide counters (Dynamo's) are the script's run, not a kernel's history.
+    made_before: bool = True
 
     def notes(self) -> tuple[str, ...]:
         """One line per skipped object and per type left unread, for the report's notes."""
@@ -196,6 +199,7 @@ def live_facts(
         array_lists=frozenset(array_lists),
         skipped=tuple(skipped),
         unread=tuple(dict.fromkeys(unread)),
+        made_before=made_before,
     )
 
 

@@ -21,6 +21,7 @@ class Recompiles(Said):
     graphs: int  # compiled in this kernel so far
     limit: int  # torch._dynamo.config.recompile_limit
     hits: int  # times the limit was reached
+    kernel: bool = True  # counted over a notebook kernel's life; False: over this script's run
 
 
 def recompiles(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -31,7 +32,7 @@ def recompiles(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
     hits = live.dynamo_recompile_limit_hits or 0
     if hits == 0 and live.dynamo_unique_graphs < limit:
         return None
-    said = Recompiles(live.dynamo_unique_graphs, limit, hits)
+    said = Recompiles(live.dynamo_unique_graphs, limit, hits, kernel=live.made_before)
     return found("compile.recompiles", "medium" if hits else "low", said)
 
 

@@ -11,7 +11,9 @@ def recompiles(s: Recompiles) -> Words:
     return words(
         "torch.compile keeps recompiling",
         [
-            f"{s.graphs} graphs compiled in this kernel so far (cumulative, not only this cell)",
+            f"{s.graphs} graphs compiled in this kernel so far (cumulative, not only this cell)"
+            if s.kernel
+            else f"{s.graphs} graphs compiled in this run",
             f"recompile limit ({s.limit}) reached {s.hits} time(s): those frames now run uncompiled"
             if s.hits
             else f"as many graphs as the recompile limit ({s.limit})",

@@ -666,3 +666,67 @@ def test_a_list_the_loop_reads_on_other_steps_is_not_thinned() -> None:
     assert "`hist` now keeps one value every 3 steps" in patched
     namespace, _printed = _run(patched)
     assert len(namespace["hist"]) == 2
+
+
+# Issue 26 (unseen round 10, benchmarks/unseen_programs/probe_every_step.py): "Validation runs
+# inside every training step" had no patch; --try-fixes had nothing to try.
+PROBE = (
+    SETUP
+    + """\
+Xv, Yv = torch.randn(32, 8), torch.randint(0, 3, (32,))
+history = []
+for xb, yb in loader:
+    model.train()
+    loss = criterion(model(xb), yb)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    model.eval()
+    with torch.no_grad():
+        acc = (model(Xv).argmax(1) == Yv).float().mean()
+    history.append(float(acc))
+print(len(history), history[-1] >= 0)
+"""
+)
+
+
+def test_validate_every_n_gates_the_validation_block_and_the_lines_that_use_it() -> None:
+    patch = _patch("validate_every_n", PROBE, every=2)
+    body = patch.source_after
+    # The loop had no counter: it is enumerated; the block and the append that reads its
+    # value move under one gate; the training step stays.
+    assert "for step, (xb, yb) in enumerate(loader):" in body
+    gate = body.index("    if step % 2 == 0:\n        model.eval()\n        with torch.no_grad():")
+    assert body.index("history.append(float(acc))") > gate
+    assert body.index("opt.step()") < gate and "    model.train()\n" in body
+    # It runs in a fresh namespace (no name used before it is bound), and validates on the
+    # kept steps: 6 batches, validated on 3.
+    namespace, out = _run(patch.source_after)
+    assert out.strip() == "3 True" and len(namespace["history"]) == 3
+
+
+def test_validate_every_n_refuses_where_a_line_every_step_reads_the_validation() -> None:
+    # A learning rate set from the validation's accuracy every step: `best` is read by a line
+    # that stays, so the line computing it stays, and it reads `acc`.
+    cell = PROBE.replace(
+        "    history.append(float(acc))\n",
+        "    history.append(float(acc))\n    best = max(0.0, acc)\n    opt.param_groups[0]['lr'] = 0.1 * best\n",
+    )
+    reason = _refusal("validate_every_n", cell, every=2)
+    assert "`best = max(0.0, acc)` reads `acc` on every step" in reason
+
+
+def test_validate_every_n_refuses_a_validation_inside_the_training_block() -> None:
+    cell = PROBE.replace("    model.train()\n", "    model.train()\n    if True:\n        pass\n")
+    mixed = PROBE.replace(
+        "    loss = criterion(model(xb), yb)\n    opt.zero_grad()\n    loss.backward()\n"
+        "    opt.step()\n    model.eval()\n    with torch.no_grad():\n"
+        "        acc = (model(Xv).argmax(1) == Yv).float().mean()\n",
+        "    with torch.autograd.set_detect_anomaly(False):\n"
+        "        loss = criterion(model(xb), yb)\n        opt.zero_grad()\n        loss.backward()\n"
+        "        opt.step()\n        model.eval()\n        with torch.no_grad():\n"
+        "            acc = (model(Xv).argmax(1) == Yv).float().mean()\n",
+    )
+    assert mixed != PROBE and isinstance(apply_fix("validate_every_n", cell, every=2), Patch)
+    reason = _refusal("validate_every_n", mixed, every=2)
+    assert "with torch.autograd.set_detect_anomaly(False):" in reason

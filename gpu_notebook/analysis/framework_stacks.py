@@ -6,9 +6,12 @@ Lightning's or the HF Trainer's loop, read by file and function (the cell's line
 
 from __future__ import annotations
 
+import linecache
 import re
+from dataclasses import dataclass
 from typing import Literal
 
+from gpu_notebook.analysis.lines import cell_number_of, other_cell, users_code
 from gpu_notebook.records import RawStacks, Run, StackCount
 
 # Framework code that logs, reports or draws progress on the step (not training work), found
@@ -77,11 +80,15 @@ def count_overhead(
     *,
     weigh: bool = True,
     named: frozenset[int] = frozenset(),
+    logged: frozenset[int] = frozenset(),
 ) -> int:
     """Add ``raw``'s loop samples in framework overhead frames, by label and function: their
     time (``weigh``) or their count. Returns the samples found there. ``named``: cell lines
     whose drawing another finding names with its line (rules/step_logging.progress_redraw):
-    samples under them are left out, not said twice."""
+    samples under them are left out, not said twice. ``logged``: the cell's lines that call
+    Lightning's log on every step: a sample under one outside Lightning's frames computes a
+    value only to log it (a Callback's ``pl_module.log(name, p.grad.norm())``): "lightning-
+    logged", the line's own."""
     labels = [overhead_label(ref.filename, ref.function) for ref in raw.functions]
     hits = 0
     cell = raw.cell_filename or raw.root_filename
@@ -92,19 +99,122 @@ def count_overhead(
             raw.functions[i].filename == cell and line in named for i, line in stack.frames
         ):
             continue
+        amount = stack.time_us if weigh else stack.count
         for depth, (index, _line) in enumerate(stack.frames):
             hit, name = labels[index], raw.functions[index].function
             if hit is None:
                 continue
             if depth + 1 < len(stack.frames) and ITERATOR.search(name):
                 continue  # tqdm(loader).__iter__ calling on: the loader's time, not the bar's
-            amount = stack.time_us if weigh else stack.count
             by_label[hit[0]] = by_label.get(hit[0], 0) + amount
             functions[name] = functions.get(name, 0) + amount
             frameworks.add(hit[1])
             hits += stack.count
             break
+        else:
+            at = _cell_line(raw, stack, cell, logged) if logged else None
+            if at is not None:
+                by_label[LOGGED] = by_label.get(LOGGED, 0) + amount
+                name = raw.functions[at[0]].function
+                functions[name] = functions.get(name, 0) + amount
+                frameworks.add("lightning")
+                hits += stack.count
     return hits
+
+
+LOGGED = "lightning-logged"  # the values a per-step log line computes (count_overhead)
+
+
+def _cell_line(
+    raw: RawStacks, stack: StackCount, cell: str | None, lines: frozenset[int]
+) -> tuple[int, int] | None:
+    """The outermost frame of ``stack`` in the cell at one of ``lines``: (function index, line)."""
+    return next(
+        (
+            (i, line)
+            for i, line in stack.frames
+            if raw.functions[i].filename == cell and line in lines
+        ),
+        None,
+    )
+
+
+@dataclass(frozen=True)
+class LogCaller:
+    """A frame of the user's code outside the measured cell that called Lightning's log: a
+    LightningModule or a Callback defined in another cell or in a user's file, which the cell's
+    source does not show (the cell holds only ``trainer.fit(...)``)."""
+
+    filename: str
+    function: str  # its qualified name: ``GradNormLogger.on_before_optimizer_step``
+    line: int
+    text: str  # the line, stripped ("" where linecache has no source)
+    callback: bool  # Lightning's ``_call_callback_hooks`` called it: a Callback's hook
+    cell_number: int | None  # In[N] where it is another cell's
+    in_file: bool  # a user's .py file, not another cell
+
+
+def log_callers(raw: RawStacks, *, weigh: bool = True) -> dict[LogCaller, int]:
+    """The time (``weigh``) or count of ``raw``'s loop samples under each frame of the user's
+    code outside the cell that called Lightning's log (its "lightning-log" frames): the call and
+    the values its line computes, by the calling line."""
+    cell = raw.cell_filename or raw.root_filename or ""
+    labels = [overhead_label(ref.filename, ref.function) for ref in raw.functions]
+    callers: dict[tuple[str, int], LogCaller] = {}
+    for stack in raw.stacks:
+        frames = stack.frames
+        depth = next((d for d, (i, _line) in enumerate(frames) if labels[i] is not None), None)
+        if (
+            depth is None
+            or depth == 0
+            or labels[frames[depth][0]] != ("lightning-log", "lightning")
+        ):
+            continue
+        index, line = frames[depth - 1]
+        ref = raw.functions[index]
+        if imported(raw, stack) or not users_code(ref, cell) or (ref.filename, line) in callers:
+            continue
+        hooks = raw.functions[frames[depth - 2][0]].function if depth >= 2 else ""
+        elsewhere = other_cell(ref.filename, cell)
+        callers[(ref.filename, line)] = LogCaller(
+            ref.filename,
+            ref.function,
+            line,
+            linecache.getline(ref.filename, line).strip(),
+            hooks.endswith("_call_callback_hooks"),
+            cell_number_of(ref.filename, raw) if elsewhere else None,
+            not elsewhere,
+        )
+    out: dict[LogCaller, int] = {}
+    for stack in raw.stacks:
+        if imported(raw, stack):
+            continue
+        at = next(
+            (
+                callers[k]
+                for i, line in stack.frames
+                if (k := (raw.functions[i].filename, line)) in callers
+            ),
+            None,
+        )
+        if at is not None:
+            out[at] = out.get(at, 0) + (stack.time_us if weigh else stack.count)
+    return out
+
+
+def by_log_line(raw: RawStacks, lines: frozenset[int], *, weigh: bool = True) -> dict[int, int]:
+    """The time (``weigh``) or count of ``raw``'s loop samples under a frame of the cell at one
+    of ``lines`` (Lightning log calls), by that line: the log call and the values it computes
+    (``pl_module.log(name, p.grad.norm())``: what gating the call every N steps removes)."""
+    cell = raw.cell_filename or raw.root_filename
+    out: dict[int, int] = {}
+    for stack in raw.stacks:
+        if imported(raw, stack):
+            continue
+        at = _cell_line(raw, stack, cell, lines)
+        if at is not None:
+            out[at[1]] = out.get(at[1], 0) + (stack.time_us if weigh else stack.count)
+    return out
 
 
 def imported(raw: RawStacks, stack: StackCount) -> bool:

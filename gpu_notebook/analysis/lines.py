@@ -140,7 +140,7 @@ def _script_lines(
     """The lines of the user's code the cell called, and the cell lines that ran a file whole.
 
     Below the deepest cell frame, from the first frame of the user's own code on: a file outside
-    the installed packages and the standard library, or another cell (:func:`_other_cell`). A
+    the installed packages and the standard library, or another cell (:func:`other_cell`). A
     module body there (``<module>``: ``%run script.py``, ``runpy.run_path``, ``exec(compile(...,
     path, ...))``) is a file run whole, and its cell line gives way to its lines; a function
     (``train_epoch`` of an earlier cell or of ``utils.py``) keeps its calling cell line, which
@@ -161,7 +161,7 @@ def _script_lines(
         calls = [i for i, (ref, _line) in enumerate(frames) if ref.filename == cell]
         if not calls:
             continue
-        users = [i for i in range(calls[-1] + 1, len(frames)) if _users_code(frames[i][0], cell)]
+        users = [i for i in range(calls[-1] + 1, len(frames)) if users_code(frames[i][0], cell)]
         if not users:
             continue
         first = frames[users[0]][0]
@@ -180,8 +180,8 @@ def _script_lines(
             share=us / total_us if total_us else 0.0,
             phase_samples={p: samples(t) for p, t in sorted(phases.get((path, line), {}).items())},
             filename=path,
-            other_cell=_other_cell(path, cell),
-            cell_number=_cell_number(path, raw) if _other_cell(path, cell) else None,
+            other_cell=other_cell(path, cell),
+            cell_number=cell_number_of(path, raw) if other_cell(path, cell) else None,
         )
         for (path, line), us in sorted(times.items())
         if us > 0
@@ -189,13 +189,13 @@ def _script_lines(
     return out, tuple(sorted(callers)) if out else ()
 
 
-def _users_code(ref: CodeRef, cell: str) -> bool:
+def users_code(ref: CodeRef, cell: str) -> bool:
     """A frame of the user's code other than the measured cell's: another cell or a user's file,
     not this package's own (its hooks run under the cell too, and it may sit outside
     site-packages: a checkout on ``PYTHONPATH``, an editable install)."""
     if ref.filename == cell:
         return False
-    if _other_cell(ref.filename, cell):
+    if other_cell(ref.filename, cell):
         return True
     return _users_file(ref.filename) and not ref.filename.startswith(_own_package())
 
@@ -205,7 +205,7 @@ def _users_code(ref: CodeRef, cell: str) -> bool:
 _INPUT_PREFIX = "<ipython-input-"
 
 
-def _other_cell(filename: str, cell: str) -> bool:
+def other_cell(filename: str, cell: str) -> bool:
     """Another cell of the same session as the measured one: terminal IPython's
     "<ipython-input-N-hash>" names, or ipykernel's "/tmp/ipykernel_PID/HASH.py" files, which
     share one folder per kernel."""
@@ -221,7 +221,7 @@ def _other_cell(filename: str, cell: str) -> bool:
     )
 
 
-def _cell_number(filename: str, raw: RawStacks) -> int | None:
+def cell_number_of(filename: str, raw: RawStacks) -> int | None:
     """The execution number in a "<ipython-input-N-hash>" name, else the one the shell's
     compiler recorded for ipykernel's hashed file name (None where neither says)."""
     if not filename.startswith(_INPUT_PREFIX):

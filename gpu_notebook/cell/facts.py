@@ -166,6 +166,19 @@ class FlagSet:
 
 
 @dataclass(frozen=True)
+class LightningLog:
+    """A call of Lightning's log API: ``self.log`` / ``self.log_dict`` in a LightningModule's
+    method, or ``pl_module.log`` on the module a Callback's hook is handed."""
+
+    at: SourceLine  # kind: "on_step" (logged each step), "off_step" (``on_step=False``: still
+    # called each step, accumulated for the epoch) or "epoch" (a hook that runs once an epoch or
+    # in validation: not on a training step)
+    hook: str | None  # the method holding the call (None: not in a method)
+    owner: str | None  # that method's class
+    callback: bool  # on a Callback hook's module argument (or ``trainer.lightning_module``)
+
+
+@dataclass(frozen=True)
 class LoopFacts:
     line: int
     iterates: tuple[str, ...]  # names the loop iterates (``loader`` in enumerate(loader))
@@ -228,7 +241,7 @@ class SourceFacts:
     # (class, keyword, value) of TrainingArguments(...) / Lightning Trainer(...) logging
     # settings: the literal, the framework's default when absent, None when not a literal.
     framework_settings: tuple[tuple[str, str, object], ...] = ()
-    step_logs: tuple[SourceLine, ...] = ()  # Lightning self.log(...) calls
+    step_logs: tuple[LightningLog, ...] = ()  # Lightning self.log(...) / pl_module.log(...) calls
     # Every binding of a plain name in the cell: (name, first line, last line, top level);
     # a fix that sets something on a live object reads it (the cell may rebind the object).
     bindings: tuple[tuple[str, int, int, bool], ...] = ()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
-from gpu_notebook.cell.facts import FlagSet, LoaderCall, OptimizerCall, SourceLine
+from gpu_notebook.cell.facts import FlagSet, LightningLog, LoaderCall, OptimizerCall, SourceLine
 from gpu_notebook.cell.names import (
     NOT_LITERAL,
     bool_or_none,
@@ -29,6 +29,7 @@ from gpu_notebook.cell.words import (
     COPY_METHODS,
     DTYPE_WORDS,
     MATMUL_PRECISION,
+    OTHER_HOOKS,
     TF32_FLAGS,
     is_optimizer_class,
     last,
@@ -263,13 +264,43 @@ def _hf_trainer_call(call: ast.Call) -> bool:
     return any(k.arg in ("model", "args", "train_dataset") for k in call.keywords)
 
 
-def step_logs(tree: CellTree) -> list[SourceLine]:
-    """Lightning ``self.log(...)`` / ``self.log_dict(...)`` calls (kind "on_step" unless the call
-    says ``on_step=False``): inside ``training_step`` they run on every step."""
+def step_logs(tree: CellTree) -> list[LightningLog]:
+    """Lightning's log calls: ``self.log(...)`` / ``self.log_dict(...)`` (a LightningModule's),
+    and ``pl_module.log(...)`` on the module a Callback's hook is handed (its second argument
+    after ``self``, whatever its name; or ``trainer.lightning_module``). Kind "on_step" unless
+    the call says ``on_step=False``, "epoch" in a hook that runs off the training step
+    (``OTHER_HOOKS``): a call in a step hook, or in a helper, runs on every step."""
     out = []
     for call in tree.calls():
-        if method_of(call) not in ("log", "log_dict") or dotted(receiver_of(call)) != "self":
+        if method_of(call) not in ("log", "log_dict"):
             continue
-        off = literal_of(keyword_value(call, "on_step")) is False
-        out.append(tree.source_line(call, "off_step" if off else "on_step"))
+        receiver = dotted(receiver_of(call))
+        hook = tree.nearest(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+        owner = tree.parent.get(hook) if hook is not None else None
+        method = hook if isinstance(owner, ast.ClassDef) else None
+        module_arg = (
+            method.args.args[2].arg
+            if method is not None and len(method.args.args) >= 3 and method.name.startswith("on_")
+            else None
+        )
+        # ``self.trainer.lightning_module.log`` is a module's own log.
+        callback = receiver is not None and (
+            receiver == module_arg
+            or (receiver.endswith("trainer.lightning_module") and not receiver.startswith("self."))
+        )
+        if receiver not in ("self", "self.trainer.lightning_module") and not callback:
+            continue
+        name = method.name if method is not None else None
+        if name in OTHER_HOOKS:
+            kind = "epoch"
+        else:
+            kind = "off_step" if literal_of(keyword_value(call, "on_step")) is False else "on_step"
+        out.append(
+            LightningLog(
+                tree.source_line(call, kind),
+                name,
+                owner.name if isinstance(owner, ast.ClassDef) else None,
+                callback,
+            )
+        )
     return out

@@ -57,7 +57,8 @@ PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description
 REDRAW_METHODS = frozenset(
     {"set_postfix", "set_postfix_str", "set_description", "set_description_str"}
 )
-PRINT_CALLS = frozenset({"print", "display", "pprint"})
+# ``sys.stdout.write("\rstep ...")`` is a print by hand (a progress line redrawn in place).
+PRINT_CALLS = frozenset({"print", "display", "pprint", "sys.stdout.write", "sys.stderr.write"})
 # Checkpoint writes: a copy of the model's (and optimizer's) state serialised to disk. Inside the
 # step loop with no ``if`` around them, every step pays the serialisation and the write, which
 # no change to the model shortens (torch.compile, a bigger device): save every N steps.
@@ -142,3 +143,17 @@ def log_kind(name: str | None, method: str | None) -> LogKind | None:
 
 # Datasets whose samples are views of tensors already in memory: a worker has nothing slow to hide.
 IN_MEMORY_DATASETS = frozenset({"TensorDataset", "StackDataset"})
+
+
+# Lightning's hooks that may log but run once an epoch, at the start or end, or in validation or
+# test (lightning/pytorch/trainer/connectors/logger_connector/fx_validator.py, Lightning 2.x:
+# the others that may log, training_step, on_train_batch_*, on_before/after_backward,
+# on_before_optimizer_step, optimizer_step, on_before_zero_grad..., run on every training step,
+# a LightningModule's and a Callback's alike).
+OTHER_HOOKS = frozenset({
+    "on_train_start", "on_validation_start", "on_test_start", "on_train_epoch_start",
+    "on_train_epoch_end", "on_validation_epoch_start", "on_validation_epoch_end",
+    "on_test_epoch_start", "on_test_epoch_end", "on_validation_batch_start",
+    "on_validation_batch_end", "on_test_batch_start", "on_test_batch_end", "validation_step",
+    "test_step",
+})  # fmt: skip

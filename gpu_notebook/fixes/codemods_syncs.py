@@ -1,5 +1,5 @@
-"""Codemods of the step loop's per-step work: ``throttle_host_syncs``, ``log_every_n`` and
-``detach_kept_tensors``.
+"""Codemods of the step loop's per-step work: ``throttle_host_syncs``, ``log_every_n``,
+``validate_every_n`` and ``detach_kept_tensors``.
 
 Both gate statements of the training loop behind ``if step % every == 0`` (enumerating the loop
 when it has no step counter); a running sum of read values (``total += loss.item()``) stays on
@@ -260,6 +260,146 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
         if done
     )
     return Edited(replace_nodes(module, edits), detail)
+
+
+def validate_every_n(module: cst.Module, *, every: int = 10) -> CodemodResult:
+    """Gate the validation inside the training loop (``model.eval()``, a ``torch.no_grad()``
+    block, a validation loop or ``evaluate(...)``: the facts' ``validation``) behind
+    ``if step % every == 0:``, with the lines that only use what it computes
+    (``history.append(float(acc))``).
+
+    Declined where the validation is no statement group of the step loop's own body (inside
+    another statement, or in a function the loop calls), or where a line that stays every step
+    reads what it computes (a scheduler stepping on the validation loss): it would read a stale
+    value, or none before the first validation.
+    """
+    if isinstance(every, bool) or not isinstance(every, int) or every < 2:
+        raise ValueError(f"every must be an int of at least 2, not {every!r}")
+    facts = facts_of(module)
+    lines = [line for line in facts.validation if not line.gated]
+    if not lines:
+        return Declined("no validation inside the training loop outside an if (nothing to gate)")
+    elsewhere = next((line for line in lines if line.origin is not None), None)
+    if elsewhere is not None and elsewhere.origin is not None:
+        return Declined(
+            f"the validation (`{elsewhere.text}`) runs in {elsewhere.origin.function}, which "
+            f"the training loop calls every step: gate it there (`if step % {every} == 0:`)"
+        )
+    tree = tree_of(module)
+    found = nodes_of(module, [line.node for line in lines])
+    targets = training_loops(module)
+    used = names_mentioned(facts)
+    edits: dict[cst.CSTNode, Replacement] = {}
+    for loop in targets:
+        body = _body(loop)
+        mine = [node for node in found if tree.inside(node, loop.body)]
+        if not mine:
+            continue
+        tops = {i for i, stmt in enumerate(body) for node in mine if _holds(stmt, {node})}
+        # The statement holding it must be validation alone: one that also trains (a `try:`
+        # or `with` around the whole step) is no group to gate.
+        mixed = next((i for i in sorted(tops) if not _uses_validation(body[i], deep=True)), None)
+        if mixed is not None:
+            line = tree.code(body[mixed]).strip().splitlines()[0]
+            return Declined(
+                f"the validation sits in `{line}` with the training step's own calls: move it "
+                f"out of that block, then put it under `if step % {every} == 0:`"
+            )
+        moved, stale = _with_users(body, tops)
+        if stale is not None:
+            reader, names = stale
+            return Declined(
+                f"`{tree.code(body[reader]).strip().splitlines()[0]}` reads "
+                f"{', '.join(f'`{n}`' for n in names)} on every step, which the validation "
+                f"computes: gated every {every} steps it would read a stale value (or none "
+                "before the first validation); gate that line with it, or validate once an "
+                "epoch"
+            )
+        step, rename = _step_variable(loop, used)
+        used.add(step)
+        edits[loop] = _gate(moved, step, rename, every)
+    if not edits:
+        return Declined("the validation is in no training loop of this cell")
+    return Edited(replace_nodes(module, edits), f"every {every} steps")
+
+
+def _bound_in(stmt: cst.CSTNode) -> set[str]:
+    """Every plain name ``stmt`` binds, in nested blocks too (``acc`` of ``with no_grad():
+    acc = ...``), and the containers it stores into."""
+    targets: list[cst.CSTNode] = []
+    for node in walk(stmt):
+        if isinstance(node, cst.Assign):
+            targets += [t.target for t in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            targets.append(node.target)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            targets.append(node.asname.name)
+    names = {n.value for t in targets for n in walk(t) if isinstance(n, cst.Name)}
+    return names | _stored_into_deep(stmt)
+
+
+def _stored_into_deep(stmt: cst.CSTNode) -> set[str]:
+    return {
+        name
+        for node in walk(stmt)
+        if isinstance(node, cst.Assign)
+        for target in targets_of(node)
+        if isinstance(target, cst.Subscript)
+        for name in names_in(target.value)
+    }
+
+
+def _with_users(
+    body: list[cst.BaseStatement], tops: set[int]
+) -> tuple[list[int], tuple[int, list[str]] | None]:
+    """The statements to gate: the validation's (``tops``) and the lines that use only what it
+    computes (``history.append(float(acc))``), closed until nothing changes; and the first
+    statement left every step that reads what they bind, with those names (None: none)."""
+    chosen = set(tops)
+    bound = [_bound_in(stmt) for stmt in body]
+    reads = [names_in(stmt) for stmt in body]
+    changed = True
+    while changed:
+        changed = False
+        made = set().union(*(bound[i] for i in chosen))
+        for j, stmt in enumerate(body):
+            if j in chosen or not (reads[j] & made) or not _uses_validation(stmt):
+                continue
+            others = set().union(
+                *(reads[k] for k in range(len(body)) if k != j and k not in chosen)
+            )
+            if not (bound[j] & others):
+                chosen.add(j)
+                changed = True
+    made = set().union(*(bound[i] for i in chosen))
+    for j in range(len(body)):
+        if j not in chosen and reads[j] & made:
+            return sorted(chosen), (j, sorted(reads[j] & made))
+    return sorted(chosen), None
+
+
+def _uses_validation(stmt: cst.BaseStatement, *, deep: bool = False) -> bool:
+    """A line that may move with the validation (``_with_users`` checks it uses only what the
+    validation computes): never one of the training step's own calls; ``deep``: a compound
+    statement too (the validation's own block)."""
+    return (deep or isinstance(stmt, cst.SimpleStatementLine)) and not any(
+        isinstance(n, cst.Call)
+        and isinstance(n.func, cst.Attribute)
+        and n.func.attr.value in ("backward", "step", "zero_grad")
+        for n in walk(stmt)
+    )
+
+
+VALIDATE_EVERY_N = Fix(
+    "validate_every_n",
+    "Validate every N steps",
+    (
+        "A validation pass inside every training step costs a forward over the held-out data.",
+        "Validating every N steps keeps the curve; the training steps are unchanged.",
+    ),
+    "https://pytorch.org/tutorials/beginner/basics/optimization_tutorial.html",
+    validate_every_n,
+)
 
 
 def _in_a_function(

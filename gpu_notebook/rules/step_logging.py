@@ -14,11 +14,21 @@ share is the step's time outside the training phases.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Literal
 
-from gpu_notebook.analysis.framework_stacks import count_overhead, loop_time, sampled_stacks
-from gpu_notebook.cell.facts import Origin, SourceFacts, SourceLine
+from gpu_notebook.analysis.framework_stacks import (
+    LOGGED,
+    LogCaller,
+    by_log_line,
+    count_overhead,
+    log_callers,
+    loop_time,
+    sampled_stacks,
+)
+from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
+from gpu_notebook.cell.words import OTHER_HOOKS
 from gpu_notebook.records import (
     Analysis,
     Finding,
@@ -53,6 +63,11 @@ from gpu_notebook.rules.syncs import (
 class PerStepLogging(EveryStepLines):
     """Logging calls on every step (``lines``; ``own``: their own sampled time)."""
 
+    # Lines that flush (``print(..., flush=True)``, ``sys.stdout.flush()``): in a Jupyter
+    # kernel each flush waits for the kernel's output thread to send the text, where a plain
+    # print is batched (benchmarks/README: 7.6 ms against 0.46 ms a step, load 26).
+    flushed: tuple[int, ...] = ()
+
 
 @dataclass(frozen=True)
 class PeriodicLogging(Said):
@@ -81,11 +96,15 @@ class Advice:
     """One setting to change in a framework's loop (words/step_logging.py words it)."""
 
     kind: Literal[
-        "self-log", "log-every-n", "lightning-bar", "logging-steps", "disable-tqdm", "tqdm-interval"
-    ]
+        "self-log", "callback-log", "log-every-n", "lightning-bar", "logging-steps",
+        "disable-tqdm", "tqdm-interval",
+    ]  # fmt: skip
     share: float | None = None  # of the sampled time
     value: float | None = None  # the setting as it is now (None: not read)
-    line: SourceLine | None = None  # Lightning's on_step self.log
+    # Lightning's log calls run on every step ("self-log": a LightningModule's; "callback-log":
+    # a Callback hook's), each with the share of the sampled time under its line (None: not
+    # read), largest first.
+    logs: tuple[tuple[LightningLog, float | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,13 +154,20 @@ class FrameworkSeen(Said):
 
 def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """print / logger / tracker / progress-bar calls on every step (no tensor read: syncs covers those)."""
-    return every_step_lines(
-        "logging.per_step", PerStepLogging, loop_lines(facts, facts.logging), analysis
-    )
+    lines = loop_lines(facts, facts.logging)
+    flushed = tuple(s.line for s in lines if s.kind == "print" and _FLUSH.search(s.text))
+    return every_step_lines("logging.per_step", PerStepLogging, lines, analysis, flushed=flushed)
+
+
+_FLUSH = re.compile(r"flush\s*=\s*True|\.flush\(\)")
 
 
 def every_step_lines(
-    rule_id: str, record: type[EveryStepLines], lines: tuple[SourceLine, ...], analysis: Analysis
+    rule_id: str,
+    record: type[EveryStepLines],
+    lines: tuple[SourceLine, ...],
+    analysis: Analysis,
+    **extra: object,
 ) -> Finding | None:
     """Host lines run on every step (logging calls, checkpoint saves), gated by the fix to one
     step in ``EVERY``. The range: from the stack sampler's time on the lines (a lower figure) to
@@ -153,7 +179,7 @@ def every_step_lines(
     own = lines_share(analysis, lines)
     least = every_n(min(own, residual)) if own is not None and residual is not None else None
     low, bound = gain_range(least, removed, analysis)
-    said = record(lines, analysis.phases, residual, own, low, bound)
+    said = record(lines, analysis.phases, residual, own, low, bound, **extra)
     if bound is None:
         # Nothing measured the host time that holds the lines: said, not offered (issue 26: a
         # fix whose gain nothing bounds is no recommendation).
@@ -176,8 +202,15 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     removed = every_n(estimate)
     bound = gain_bound(removed, analysis)
     said = ValidationEveryStep(lines, analysis.phases, estimate, bound)
-    return found("logging.validation_every_step", severity_of(estimate, low=0.0) or "low", said,
-                 phase_share=removed, bound=bound, line=lines[0].line)  # fmt: skip
+    severity = severity_of(estimate, low=0.0) or "low"
+    if bound is None:
+        return found("logging.validation_every_step", severity, said, phase_share=removed,
+                     line=lines[0].line)  # fmt: skip
+    # The patch gates the validation block every EVERY steps (fixes/codemods_syncs
+    # validate_every_n), or says where it cannot.
+    return found("logging.validation_every_step", severity, said, phase_share=removed,
+                 bound=bound, line=lines[0].line, fix_id="validate_every_n",
+                 fix_params={"every": EVERY})  # fmt: skip
 
 
 def redrawn_lines(facts: SourceFacts) -> tuple[SourceLine, ...]:
@@ -245,8 +278,15 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
     named = frozenset(s.line for s in redrawn_lines(facts))
+    logged = _logged_lines(facts)
+    under: dict[int, int] = {}
+    elsewhere: dict[LogCaller, int] = {}
     for raw in sampled:
-        count_overhead(raw, by_label, functions, frameworks, named=named)
+        count_overhead(raw, by_label, functions, frameworks, named=named, logged=logged)
+        for line, us in by_log_line(raw, logged).items():
+            under[line] = under.get(line, 0) + us
+        for caller, us in log_callers(raw).items():
+            elsewhere[caller] = elsewhere.get(caller, 0) + us
     total = sum(by_label.values())
     overhead = total / loop_us
     severity = severity_of(overhead, low=SUGGEST)
@@ -256,7 +296,14 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     bound = gain_bound(removed, analysis)
     parts = sorted(by_label.items(), key=lambda kv: -kv[1])
     top = sorted(functions.items(), key=lambda kv: -kv[1])[:4]
-    fixes = _framework_advice(frameworks, {k: v / loop_us for k, v in by_label.items()}, facts)
+    read = _step_logs_read(
+        facts,
+        {line: us / loop_us for line, us in under.items()},
+        {caller: us / loop_us for caller, us in elsewhere.items()},
+    )
+    fixes = _framework_advice(
+        frameworks, {k: v / loop_us for k, v in by_label.items()}, facts, read
+    )
     said = FrameworkOverhead(
         overhead,
         samples,
@@ -293,14 +340,18 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
     by_label: dict[str, int] = {}
     frameworks: set[str] = set()
     named = frozenset(s.line for s in redrawn_lines(facts))
-    hits = count_overhead(raw, by_label, {}, frameworks, weigh=False, named=named)
+    logged = _logged_lines(facts)
+    hits = count_overhead(raw, by_label, {}, frameworks, weigh=False, named=named, logged=logged)
     if hits < MIN_SEEN or hits < SUGGEST * samples:
         return _periodic_alone(analysis, hits, samples, dense, facts, clocked=raw.clocked)
-    # Which settings to name: by the samples' counts; no share is said (Advice.share None).
+    # Which settings and lines to name: by the samples' counts; no share is said (None).
     shares = {k: n / samples for k, n in by_label.items()}
-    advice = [
-        dataclasses.replace(a, share=None) for a in _framework_advice(frameworks, shares, facts)
-    ]
+    caught = _step_logs_read(
+        facts,
+        {line: n / samples for line, n in by_log_line(raw, logged, weigh=False).items()},
+        {caller: n / samples for caller, n in log_callers(raw, weigh=False).items()},
+    )
+    advice = [_unweighed(a) for a in _framework_advice(frameworks, shares, facts, caught)]
     if not advice:
         return None  # the settings already log rarely: nothing to turn down, no share to say
     labels = tuple(sorted(by_label, key=lambda k: -by_label[k]))
@@ -348,8 +399,8 @@ def _periodic_alone(
             continue
         label, kind = _PERIOD_ADVICE[framework]
         advice = tuple(
-            dataclasses.replace(a, share=None)
-            for a in _framework_advice({framework}, {label: cost.share}, facts)
+            _unweighed(a)
+            for a in _framework_advice({framework}, {label: cost.share}, facts, [])
             if a.kind == kind
         )
         if not advice:
@@ -380,17 +431,71 @@ RARE_LOGS = 10 * EVERY // 2  # every 50 steps: Lightning's own default
 RARE_REDRAW_S = 1.0  # a tqdm bar redrawn at most once a second (its default is 0.1 s)
 
 
+def _logged_lines(facts: SourceFacts) -> frozenset[int]:
+    """The cell's lines that call Lightning's log on a training step (``facts.step_logs``)."""
+    return frozenset(
+        log.at.line for log in facts.step_logs if log.at.kind != "epoch" and log.at.origin is None
+    )
+
+
+def _unweighed(a: Advice) -> Advice:
+    """``a`` without its shares: read off samples that say what ran, not how long."""
+    return dataclasses.replace(a, share=None, logs=tuple((log, None) for log, _ in a.logs))
+
+
+def _step_logs_read(
+    facts: SourceFacts, lines: dict[int, float], elsewhere: dict[LogCaller, float]
+) -> list[tuple[LightningLog, float | None]]:
+    """Lightning's log calls run on a training step, each with the share under its line where
+    one was read: the cell's (``facts.step_logs``, ``lines`` by line), then those the samples
+    caught in the user's code outside the cell (``elsewhere``: a Callback or LightningModule
+    defined in an earlier cell or a user's file, named by its frame)."""
+    out = [(log, lines.get(log.at.line)) for log in facts.step_logs if log.at.kind != "epoch"]
+    for caller, part in elsewhere.items():
+        owner, _, hook = caller.function.rpartition(".")
+        if hook in OTHER_HOOKS:
+            continue
+        # Its place as the words say a line of another cell or file (Origin.line_there: the
+        # line itself).
+        origin = Origin(caller.filename, caller.function, caller.cell_number, caller.in_file,
+                        first_line=1, offset=0, text="")  # fmt: skip
+        at = SourceLine(caller.line, caller.text, "on_step", origin=origin)
+        out.append((LightningLog(at, hook, owner or None, caller.callback), part))
+    return out
+
+
 def _framework_advice(
-    frameworks: set[str], shares: dict[str, float], facts: SourceFacts
+    frameworks: set[str],
+    shares: dict[str, float],
+    facts: SourceFacts,
+    read: list[tuple[LightningLog, float | None]],
 ) -> list[Advice]:
     """What to change, per framework, naming the setting as it is now; never a setting that
-    already holds (logging_steps=500 is not told to become 50)."""
+    already holds (logging_steps=500 is not told to become 50). ``read``: Lightning's log calls
+    on a training step, with the share of the sampled time under each (``_step_logs_read``)."""
     out: list[Advice] = []
     if "lightning" in frameworks:
-        logs = [s for s in facts.step_logs if s.kind == "on_step"]
-        logged = shares.get("lightning-log", 0.0)
-        if logged and (logs or not facts.step_logs):
-            out.append(Advice("self-log", logged, line=logs[0] if logs else None))
+        logged = shares.get("lightning-log", 0.0) + shares.get(LOGGED, 0.0)
+        if logged and (read or not facts.step_logs):
+            # Every per-step log line is named, a Callback's hook's apart from the module's:
+            # Lightning runs each call in full on every step (its checks, the value's detach
+            # and the result collection's update; on_step=False accumulates for the epoch,
+            # also every step), whatever log_every_n_steps says: that spaces only the logger's
+            # writes (lightning/pytorch/core/module.py log, logger_connector.py).
+            module = tuple(sorted(((log, part) for log, part in read if not log.callback),
+                                  key=lambda r: -(r[1] or 0.0)))  # fmt: skip
+            hooks = tuple(sorted(((log, part) for log, part in read if log.callback),
+                                 key=lambda r: -(r[1] or 0.0)))  # fmt: skip
+            logs: list[Advice] = []
+            if module or not read:
+                share_of = _sum_read(module)
+                # No line read (the samples fell in Lightning's frames under no frame of the
+                # user's code): the label's share.
+                share_of = logged if share_of is None and not hooks else share_of
+                logs.append(Advice("self-log", share_of, logs=module))
+            if hooks:
+                logs.append(Advice("callback-log", _sum_read(hooks), logs=hooks))
+            out += sorted(logs, key=lambda a: -(a.share or 0.0))  # the larger said first
         every = facts.framework_setting("Trainer", "log_every_n_steps")
         if logged and isinstance(every, int) and every < RARE_LOGS:
             out.append(Advice("log-every-n", value=every))
@@ -417,6 +522,12 @@ def _framework_advice(
         else:
             out.append(Advice("tqdm-interval"))
     return out
+
+
+def _sum_read(logs: tuple[tuple[LightningLog, float | None], ...]) -> float | None:
+    """The sum of the shares read, once a line (None: none was)."""
+    by_line = {(log.at.origin, log.at.line): part for log, part in logs if part is not None}
+    return sum(by_line.values()) if by_line else None
 
 
 def _settings_now(facts: SourceFacts) -> tuple[str, ...]:

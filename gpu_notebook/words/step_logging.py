@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_notebook.cell.facts import LightningLog
 from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_ms, fmt_share
 from gpu_notebook.records import PeriodicCost
 from gpu_notebook.rules.common import SUGGEST, EveryStepLines
@@ -42,6 +43,7 @@ FRAMEWORK_SOURCE = (
 # The framework code the rule finds in the sampled stacks, by its id in rules/step_logging.
 LABELS = {
     "lightning-log": "Lightning self.log / logger connector",
+    "lightning-logged": "values computed for Lightning's log calls (on their lines)",
     "lightning-loggers": "Lightning loggers",
     "lightning-bar": "Lightning progress bar",
     "hf-logging": "HF Trainer logging",
@@ -52,7 +54,7 @@ LABELS = {
 
 @worder(PerStepLogging)
 def per_step_logging(s: PerStepLogging) -> Words:
-    return every_step_words(
+    said = every_step_words(
         s,
         ("logging call(s)", "logging lines", "the logs", "the logs"),
         "The loop logs on every step",
@@ -60,6 +62,14 @@ def per_step_logging(s: PerStepLogging) -> Words:
         "to the browser.",
         _SOURCE,
     )
+    if not s.flushed:
+        return said
+    flush = (
+        f"line {', '.join(map(str, s.flushed))} flushes on every step (flush=True or .flush()): "
+        "in a Jupyter kernel each flush waits for the kernel's output thread to send the text "
+        "to the browser, where a plain print is batched"
+    )
+    return said._replace(evidence=(*said.evidence[:2], flush, *said.evidence[2:]))
 
 
 def every_step_words(
@@ -157,6 +167,28 @@ def validation_every_step(s: ValidationEveryStep) -> Words:
     )
 
 
+# Log lines named in one piece of advice; the rest are counted.
+MAX_LOG_LINES = 4
+
+
+def _hook(log: LightningLog) -> str:
+    """``GradNormLogger.on_before_optimizer_step``: where a Lightning log call sits."""
+    return ".".join(x for x in (log.owner, log.hook) if x)
+
+
+def _logs_at(logs: tuple[tuple[LightningLog, float | None], ...]) -> str:
+    """The log lines, each with its hook and, where one was read, the share of the sampled time
+    under it (the values it computes included)."""
+    parts = []
+    for log, part in logs[:MAX_LOG_LINES]:
+        where = ", ".join(x for x in (_hook(log), fmt_share(part) if part is not None else "") if x)
+        text = f": `{log.at.text}`" if log.at.text else ""  # no source for a frame's line
+        parts.append(f"{at(log.at)}" + (f" ({where})" if where else "") + text)
+    if len(logs) > MAX_LOG_LINES:
+        parts.append(f"{len(logs) - MAX_LOG_LINES} more")
+    return "; ".join(parts)
+
+
 def _of(a: Advice, of: str = " of the sampled time") -> str:
     """`` (12% of the sampled time)``, or nothing where no share was read."""
     return f" ({fmt_share(a.share)}{of})" if a.share is not None else ""
@@ -164,13 +196,31 @@ def _of(a: Advice, of: str = " of the sampled time") -> str:
 
 def _advice(a: Advice) -> str:
     if a.kind == "self-log":
-        where = f"; {at(a.line)}: `{a.line.text}`" if a.line is not None else ""
-        said = (
-            f"{fmt_share(a.share)} of the sampled time{where}" if a.share is not None else where[2:]
-        )
+        said = _logs_at(a.logs)
+        if any(part is not None for _, part in a.logs):
+            said = "share of the sampled time under each line: " + said
+        elif a.share:
+            said = "; ".join(x for x in (f"{fmt_share(a.share)} of the sampled time", said) if x)
         return (
-            "self.log on every step" + (f" ({said})" if said else "") + ": "
-            "self.log(..., on_step=False, on_epoch=True) for what you read per epoch"
+            "self.log on every step" + (f" ({said})" if said else "") + ": Lightning runs each "
+            "call in full on every step (on_step=False still adds the value to the epoch's "
+            "mean each step; log_every_n_steps spaces only the logger's writes): log fewer "
+            f"values, and call self.log under `if self.global_step % {RARE_LOGS} == 0:` for "
+            "what you watch per step"
+        )
+    if a.kind == "callback-log":
+        hooks = ", ".join(dict.fromkeys(_hook(log) for log, _ in a.logs if _hook(log)))
+        return (
+            "the Callback's log calls on every step ("
+            + (
+                "share of the sampled time under each line, the values they compute included: "
+                if any(part is not None for _, part in a.logs)
+                else ""
+            )
+            + f"{_logs_at(a.logs)}): run them every "
+            f"{RARE_LOGS} steps, `if trainer.global_step % {RARE_LOGS} == 0:` around them in "
+            f"{hooks or 'the hook'} (log_every_n_steps does not skip the calls nor the values "
+            "they compute: it spaces only the logger's writes)"
         )
     if a.kind == "log-every-n":
         if a.value is None:
@@ -201,8 +251,8 @@ def _advice(a: Advice) -> str:
     return f"tqdm(..., mininterval={RARE_REDRAW_S:g}), or update the bar every N steps"
 
 
-_FRAMEWORK = {"self-log": "Lightning", "log-every-n": "Lightning", "lightning-bar": "Lightning",
-              "logging-steps": "HF", "disable-tqdm": "HF"}  # fmt: skip
+_FRAMEWORK = {"self-log": "Lightning", "callback-log": "Lightning", "log-every-n": "Lightning",
+              "lightning-bar": "Lightning", "logging-steps": "HF", "disable-tqdm": "HF"}  # fmt: skip
 
 
 def _fixes(advice: tuple[Advice, ...]) -> list[str]:

@@ -1018,9 +1018,13 @@ class HostOverhead:
     data_small_share: float | None = None
     # The time between the model's own operators a traced step (us, each gap at its floor):
     # the forward's Python between operators and the autograd engine's own time between
-    # backward nodes (analysis.host._model_gaps_us), what a compiled graph surely removes.
+    # backward nodes (analysis.host._model_floors_us), what a compiled graph surely removes.
     # None: not read (no phase to place the gaps in, an older record).
     model_gaps_us: float | None = None
+    # The model's forward and backward a traced step at floors: its top-level operators and
+    # the gaps between them, each at its least over the steps (us; the figures above are
+    # parts of it, read in the same steps). None: not read.
+    model_floor_us: float | None = None
 
 
 @dataclass(frozen=True)

@@ -351,6 +351,7 @@ def within_step_host(run: Run, trace: Trace) -> HostOverhead | None:
         ops_per_step=host.ops_per_step * per_step,
         matmul_floor_us=None if host.matmul_floor_us is None else host.matmul_floor_us * per_step,
         model_gaps_us=None if host.model_gaps_us is None else host.model_gaps_us * per_step,
+        model_floor_us=None if host.model_floor_us is None else host.model_floor_us * per_step,
     )
 
 

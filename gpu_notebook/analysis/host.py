@@ -117,6 +117,9 @@ def host_overhead(
     in_data = _in_data_wait(trace, origin, s, e)
     work = model_work_share(trace, phases, top_rows, s, e, origin, floor)
     gap_key, gap_at, gap_ns, py_ns, gap_mid = _gaps(trace.name_id[top_rows], s, e, spans, busy_ns)
+    model_gaps_us, model_floor_us = _model_floors_us(
+        trace, origin, spans, (s, e, floor), (gap_key, gap_at, gap_ns, py_ns, gap_mid)
+    )
     # A gap counts at most STRETCHED times its least over the steps: Python's own jitter stays,
     # a time slice (a wait for a core, ms against a gap's us) goes, wherever in the gap it fell.
     # At its least alone, a loaded machine's slower running (caches shared, no wait schedstat
@@ -178,38 +181,48 @@ def host_overhead(
         matmul_floor_us=_matmul_floor_us(trace, host, origin, spans),
         core_wait_share=sum(waited_ns) / spans_ns if marks is not None and spans_ns > 0 else None,
         data_small_share=float(np.median(data_small)) if data_small else None,
-        model_gaps_us=_model_gaps_us(trace, origin, spans, gap_key, gap_at, gap_ns, py_ns, gap_mid),
+        model_gaps_us=model_gaps_us,
+        model_floor_us=model_floor_us,
     )
 
 
-def _model_gaps_us(
+def _model_floors_us(
     trace: Trace,
     origin_us: float,
     spans: Sequence[tuple[int, int]],
-    key: np.ndarray,
-    at: np.ndarray,
-    length: np.ndarray,
-    python: np.ndarray,
-    mid: np.ndarray,
-) -> float | None:
-    """The time between the model's own operators a traced step (median, us): the forward's
-    Python between its operators (module calls, a loop over time steps) and the autograd
-    engine's own time between backward nodes, each gap at its floor over the steps (``_gaps``'
-    arrays; load only adds time to a gap). What a compiled graph surely takes away: Dynamo
-    traces the forward's Python out, and its backward is one node where the eager one was many.
-    None: no phase to place the gaps in."""
+    ops: tuple[np.ndarray, np.ndarray, np.ndarray],
+    gaps: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[float | None, float | None]:
+    """The model's forward and backward a traced step at floors (median, us): its top-level
+    operators (``ops``: starts, ends, floors, ns) and the gaps between them (``_gaps``' arrays),
+    each at its least over the steps (load only adds time); and of it, the time between the
+    model's operators: the forward's Python between them (module calls, a loop over time steps)
+    and the autograd engine's own time between backward nodes. What a compiled graph surely
+    takes away is in the second: Dynamo traces the forward's Python out, and its backward is
+    one node where the eager one was many. (None, None): no phase to place them in."""
+    start, end, op_floor = ops
+    key, at, length, python, mid = gaps
+    op_mid = (start + end) / 2.0
+    op_model = [_in_phase(trace, origin_us, op_mid, p) for p in ("forward", "backward")]
     forward = _in_phase(trace, origin_us, mid, "forward")
     backward = _in_phase(trace, origin_us, mid, "backward")
-    if forward is None or backward is None or not spans:
-        return None
+    if forward is None or backward is None or op_model[0] is None or op_model[1] is None:
+        return None, None
+    if not spans:
+        return None, None
+    in_model = op_model[0] | op_model[1]
     floor = call_floors(key, at, length, spans)
     py_floor = python * np.divide(floor, length, out=np.zeros(length.size), where=length > 0)
-    model = np.where(forward, py_floor, 0.0) + np.where(backward, floor, 0.0)
-    per_step = []
+    between = np.where(forward, py_floor, 0.0) + np.where(backward, floor, 0.0)
+    whole = np.where(forward | backward, floor, 0.0)
+    gaps_step, model_step = [], []
     for a, b in spans:
         i, j = np.searchsorted(at, a, side="left"), np.searchsorted(at, b, side="left")
-        per_step.append(float(model[i:j].sum()))
-    return float(np.median(per_step)) / 1000.0
+        k, m = np.searchsorted(start, a, side="left"), np.searchsorted(start, b, side="left")
+        gaps_step.append(float(between[i:j].sum()))
+        ops_ns = float(op_floor[k:m][in_model[k:m]].sum())
+        model_step.append(ops_ns + float(whole[i:j].sum()))
+    return float(np.median(gaps_step)) / 1000.0, float(np.median(model_step)) / 1000.0
 
 
 def _in_data_wait(

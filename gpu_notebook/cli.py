@@ -210,9 +210,10 @@ def _report_and_files(
     """The report, built in a private folder that a SIGTERM then does not leave behind.
 
     ``namespace`` holds the script's globals (at most one dict): the rules read them as a
-    notebook's, and the list is emptied as the report is built, so nothing of the script's is
-    held by us after it (the trials' processes of --try-fixes then share the device with no
-    object of this run's)."""
+    notebook's, and the list is emptied as the report is built, so nothing of ours holds them
+    after it. Python may: ``import multiprocessing`` (torch imports it) while the script is
+    ``__main__`` aliases its module as ``sys.modules["__mp_main__"]``, so its globals live to
+    the process's end, as under plain ``python script.py``."""
 
     from gpu_notebook.capture.session import private_scratch
     from gpu_notebook.exit_signals import cleanup_before_signal_death

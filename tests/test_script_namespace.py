@@ -148,3 +148,20 @@ def test_a_class_the_script_defines_is_not_read_again_above_it(tmp_path):
         sys.path.remove(str(tmp_path))
         sys.modules.pop("helpers", None)
     assert [o.function for o in callees(source, namespace)] == ["Base"]
+
+
+def test_nothing_of_ours_holds_the_scripts_globals_after_the_report(tmp_path):
+    """The globals are the report's namespace only while it is built: a finalizer on a global
+    fires before the report is printed (a script that imports multiprocessing, as torch does,
+    is kept by Python's own ``__mp_main__`` alias to the end, as under plain python)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import array, sys, weakref\n"
+        "held = array.array('d', [1.0])\n"
+        "weakref.finalize(held, print, 'held freed', file=sys.stderr, flush=True)\n"
+    )
+    res = gpucheck("run", str(script))
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stderr.splitlines()
+    report = next(i for i, line in enumerate(lines) if line.startswith("gpucheck: "))
+    assert "held freed" in lines[:report], res.stderr[-3000:]

@@ -1590,6 +1590,8 @@ class GpuEstimate:
     precision: str = "fp32"  # the matmul precision the peak is read at: fp32, tf32, bf16
     peak_tflops: float = 0.0  # that peak
     reads_per_step: float = 0.0  # reads of device values a step (.item(): host and GPU take turns)
+    # Of them, the cell's reads under a test for CUDA, which the CPU run skipped (not traced).
+    skipped_reads_per_step: float = 0.0
     cores: int = 1  # CPU cores that sized the operators' work when no shapes were recorded
     cores_assumed: bool = False  # a trace file does not say its machine's cores: 1 assumed
     # Per step, the part the loop thread spent off a core and not waiting for one (a sleep, I/O,

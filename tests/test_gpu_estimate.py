@@ -304,6 +304,46 @@ def test_each_read_of_a_device_value_counts_once(tmp_path: Path):
     assert est.reads_per_step == pytest.approx(2.0), est.reads_per_step
 
 
+def test_a_sync_the_cell_runs_only_on_a_gpu_makes_host_and_gpu_take_turns(tmp_path: Path):
+    """``if torch.cuda.is_available(): torch.cuda.synchronize()`` in the step (a step timer's
+    fence) runs every step on a GPU and never on the CPU, so no CPU trace holds it: the estimate
+    said "the host runs ahead of the GPU (no per-step read of device values)" of a loop that
+    waits for the GPU every step there (unseen round 11, cuda_ready_cpu)."""
+    script = tmp_path / "fenced.py"
+    fence = "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"
+    script.write_text(LOOP + fence)
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "gpu_notebook", "run", "-s", "4", "--json", str(report), "-q",
+           str(script)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    from gpu_notebook.records import Report
+
+    est = Report.from_json(report.read_text()).gpu_estimate
+    assert est is not None and not est.overlapped
+    assert est.reads_per_step == pytest.approx(1.0) and est.skipped_reads_per_step == 1.0
+    assert any("under the cell's test for CUDA" in a for a in estimate_assumptions(est))
+
+
+@pytest.mark.parametrize(
+    ("test", "cuda_only"),
+    [
+        ("torch.cuda.is_available()", True),
+        ('device.type == "cuda"', True),
+        ("not torch.cuda.is_available()", False),  # the CPU's branch
+        ("step % 10 == 0 and torch.cuda.is_available()", False),  # every 10 steps
+        ("step % 10 == 0", False),
+    ],
+)
+def test_a_sync_is_cuda_only_where_its_one_gate_tests_for_cuda(test: str, cuda_only: bool):
+    from gpu_notebook.cell.scan import scan_source
+
+    cell = LOOP.split("import torch, torch.nn as nn\n")[1] + (
+        f"    if {test}:\n        torch.cuda.synchronize()\n"
+    )
+    (sync,) = scan_source(cell).syncs
+    assert sync.kind == "synchronize" and sync.gated and sync.cuda_only is cuda_only
+
+
 def test_a_loop_under_autocast_is_estimated_at_the_cards_bf16_peak(tmp_path: Path):
     """A loop that trains under ``torch.autocast("cpu", dtype=torch.bfloat16)`` runs its
     matmuls in reduced precision on a GPU too; the estimate sized them at the fp32 peak and

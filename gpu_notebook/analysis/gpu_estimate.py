@@ -315,11 +315,15 @@ def estimate_from_ops(
     flops_by_op: Mapping[str, float] | None = None,
     precision: str = "fp32",
     off_core_us: float | None = None,
+    skipped_reads: float = 0.0,
 ) -> GpuEstimate:
     """The estimate from per-step figures (all ``*_us`` per step; ``ops`` summed over ``steps``).
 
     ``off_core_us``: the part of the step the loop thread was off a core without waiting for one
     (sleeping, blocked on I/O or a lock): the estimated step is never shorter than it.
+    ``skipped_reads``: reads of device values a step that the cell runs only on a GPU (a
+    ``torch.cuda.synchronize()`` under ``if torch.cuda.is_available():``), absent from this
+    CPU trace: on the GPU they make host and GPU take turns as the trace's reads do.
     """
     flops_by_op = flops_by_op or {}
     peak_tflops = {"fp32": spec.fp32_tflops, "tf32": spec.tf32_tflops or spec.fp32_tflops,
@@ -333,6 +337,7 @@ def estimate_from_ops(
     # One read records aten::item and, under it, aten::_local_scalar_dense (float()/int()/bool()
     # of a tensor too): the larger count is the reads, each once (a direct call has no item).
     reads = max((float(op.calls) for op in ops if op.name in SYNC_OPS), default=0.0)
+    reads += skipped_reads * max(1, steps)
     for op in ops:
         if NOT_AN_OP.match(op.name):
             continue
@@ -377,6 +382,7 @@ def estimate_from_ops(
         precision=precision,
         peak_tflops=peak_tflops,
         reads_per_step=reads / n,
+        skipped_reads_per_step=skipped_reads,
         cores=cores,
         off_core_s=off_core_us / 1e6 if off_core_us is not None else None,
         limits=limits,
@@ -391,6 +397,7 @@ def estimate_from_trace(
     cores: int,
     off_core_share: float | None = None,
     precision: str = "fp32",
+    skipped_reads: float = 0.0,
 ) -> GpuEstimate | None:
     """The estimate for a CPU trace already analysed (None: no steps to size).
 
@@ -429,6 +436,7 @@ def estimate_from_trace(
         flops_by_op=flops,
         precision=precision,
         off_core_us=off_core_share * step_us if off_core_share is not None else None,
+        skipped_reads=skipped_reads,
     )
 
 
@@ -439,6 +447,7 @@ def estimate_on_gpu(
     traces: WindowTraces | None = None,
     *,
     autocast: bool = False,
+    skipped_reads: float = 0.0,
 ) -> GpuEstimate | None:
     """The estimate for ``run`` on ``gpu`` (a GPUS key; default ``DEFAULT_GPU``).
 
@@ -446,6 +455,7 @@ def estimate_on_gpu(
     ``traces``: the report's decoded window traces (without it the file is decoded here).
     ``autocast``: the cell trains under ``torch.autocast`` (on the CPU with bf16): on the GPU
     its matmuls run at the card's bf16/fp16 peak, not its fp32 one.
+    ``skipped_reads``: the cell's reads a step that only a GPU run makes (``estimate_from_ops``).
     """
     if run.env.cuda_available or run.env.gpus or analysis.gpu is not None:
         return None
@@ -467,4 +477,5 @@ def estimate_on_gpu(
         cores=max(1, run.env.cpu_count),
         off_core_share=1.0 - on.computing if on is not None else None,
         precision="bf16" if autocast else "fp32",
+        skipped_reads=skipped_reads,
     )

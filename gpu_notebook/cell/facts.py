@@ -70,6 +70,9 @@ class SourceLine:
     text: str  # the line, stripped
     kind: str  # what was found there: "item", "print", "eval", ...
     gated: bool = False  # behind an ``if`` within its step (or innermost) loop: some steps only
+    # Gated only by tests for CUDA (``if torch.cuda.is_available():``): every step on a GPU,
+    # never on the CPU (a CPU run's trace holds none of it).
+    cuda_only: bool = False
     loop_line: int | None = None  # the innermost loop holding it
     step_loop_line: int | None = None  # the training step loop holding it (nested loops included)
     # The value read decides what the loop does (an if/while test, directly or through a name

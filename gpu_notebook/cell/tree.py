@@ -186,6 +186,29 @@ class CellTree(Parents):
             child = ancestor
         return False
 
+    def cuda_gated(self, node: ast.AST, loop: Loop) -> bool:
+        """True when every ``if`` between ``node`` and its loop holds it under a test for CUDA
+        (``if torch.cuda.is_available():``, ``if device.type == "cuda":``): a CPU run skips it,
+        a GPU run runs it every step."""
+        child, seen = node, False
+        for ancestor in self.ancestors(node):
+            if ancestor is loop:
+                return seen
+            if isinstance(ancestor, ast.IfExp) and child is not ancestor.test:
+                return False
+            if isinstance(ancestor, ast.If) and child is not ancestor.test:
+                test = ancestor.test
+                # The test is one check for CUDA: not negated, not joined to another condition
+                # (`if step % 10 == 0 and torch.cuda.is_available():` runs every 10 steps).
+                only_cuda = not isinstance(test, (ast.UnaryOp, ast.BoolOp)) and (
+                    "cuda" in ast.unparse(test).lower()
+                )
+                if child not in ancestor.body or not only_cuda:
+                    return False
+                seen = True
+            child = ancestor
+        return False
+
     def step_loop_of(self, node: ast.AST) -> Loop | None:
         """The training step loop around ``node`` (through nested loops, not through defs), or
         for a node of a step function (not in a loop of its own), the step loop that calls it."""
@@ -249,6 +272,7 @@ class CellTree(Parents):
             text=self.text_of(node),
             kind=kind,
             gated=reference is not None and self.gated(node, reference),
+            cuda_only=reference is not None and self.cuda_gated(node, reference),
             loop_line=self.line_of(loop) if loop is not None else None,
             step_loop_line=self.line_of(step_loop) if step_loop is not None else None,
             node=node,

@@ -104,7 +104,18 @@ def build_report(
             run, analysis, price_per_gpu_hour, world_size=run.rank.world_size if run.rank else 1
         ),
         gpu_estimate=word_estimate(
-            estimate_on_gpu(run, analysis, target_gpu, traces, autocast=facts.autocast)
+            estimate_on_gpu(
+                run,
+                analysis,
+                target_gpu,
+                traces,
+                autocast=facts.autocast,
+                # A read the cell makes only on a GPU (`if torch.cuda.is_available():
+                # torch.cuda.synchronize()`) is in no CPU trace, yet waits every step there.
+                skipped_reads=float(
+                    sum(1 for s in facts.syncs if s.cuda_only and s.step_loop_line is not None)
+                ),
+            )
         ),
     )
     baseline = find_baseline(history, report)

@@ -278,6 +278,12 @@ def estimate_assumptions(e: GpuEstimate) -> tuple[str, ...]:
             "the host runs ahead of the GPU (no per-step read of device values)"
             if e.overlapped
             else f"{e.reads_per_step:.1f} read(s) of device values per step: host and GPU take turns"
+            + (
+                f" ({e.skipped_reads_per_step:.0f} of them under the cell's test for CUDA, "
+                "which this CPU run skipped)"
+                if e.skipped_reads_per_step
+                else ""
+            )
         ),
         "the batch is copied to the GPU in the background (pinned memory, non_blocking)",
     ]

@@ -15,8 +15,10 @@ Seen on main e78d0f4 (load 15-17, 91% wait): no false finding (no sync, cuDNN or
 word). "Would a GPU help?" read 61.5x ("step 120.18 ms here") in the run with two profiled
 windows and 7.4x ("11.98 ms") in the one-window run: the two windows' combination scaled their
 own-time split to the wall mean step. Fixed (run_trend.combine_windows on own time): 3.6x and
-5.2x ("15.98 / 14.26 ms here"), two-window runs at load 22-26. Still open: that estimate
-assumes "the host runs ahead of the GPU" though the guarded synchronize runs every step there.
+5.2x ("15.98 / 14.26 ms here"), two-window runs at load 22-26. Then: that estimate
+assumes "the host runs ahead of the GPU" though the guarded synchronize runs every step there:
+fixed (SourceLine.cuda_only): "1.0 read(s) of device values per step ... under the cell's test
+for CUDA", 1.1x.
 """
 
 import time

@@ -14,6 +14,9 @@ Seen 2026-12-05 (unseen round 10, load 15-17): "[high] The framework logs ... on
 to 2.22x-2.28x)" naming training_step's self.log (line 43); the callback's pl_module.log (line
 27, 30-66% of the samples) is not named. --try-fixes: a bigger batch x4 4.04x per sample
 (predicted 2.02x-4.0x), verified; fused Adam skipped (budget).
+Since ``eba7b9e`` (load 11-17): the finding names line 32 first ("GradNormLogger.
+on_before_optimizer_step, 55%", its gate ``if trainer.global_step % 50 == 0:``), then the
+three self.log lines with their shares (benchmarks/README, branch cbklog).
 """
 
 import lightning as L

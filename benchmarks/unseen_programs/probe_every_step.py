@@ -9,6 +9,8 @@ batch or torch.compile for the training forward.
 
 Seen 2026-12-05 (unseen round 10, load 14-16): "[high] Validation runs inside every training
 step (up to 1.79x)": right, named with its line; no patch, so --try-fixes had nothing to try.
+Since ``eba7b9e``: the patch ``validate_every_n`` gates the block and the append that uses it;
+--try-fixes 30 measured 1.59x (1.37x-1.86x) against up to 1.83x, verified (load 8-9).
 """
 
 import torch

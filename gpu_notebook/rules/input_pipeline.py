@@ -958,6 +958,16 @@ def loader_start_ups(run: Run, facts: SourceFacts) -> StartUpBursts | None:
     no such loader, or its starts were not read."""
     from gpu_notebook.analysis.loader_starts import start_up_bursts
 
+    remade = _remade_with_workers(run, facts)
+    if remade is None:
+        return None
+    return start_up_bursts(run.steps, run.window.warmup_steps, remade[1])
+
+
+def _remade_with_workers(run: Run, facts: SourceFacts) -> tuple[RemadeLoaderAt, int] | None:
+    """The cell's first loader made anew every pass of a loop around its step loop, and its
+    workers (the call's, else the step clock's reading); None: none, or no worker processes (a
+    new loader then starts nothing)."""
     if facts.tree is None:
         return None
     at = next(iter(remade_loaders(facts.tree, facts.loaders)), None)
@@ -966,9 +976,7 @@ def loader_start_ups(run: Run, facts: SourceFacts) -> StartUpBursts | None:
     workers = at.call.num_workers
     if workers is None:
         workers = run.steps.loader_num_workers
-    if not workers:
-        return None
-    return start_up_bursts(run.steps, run.window.warmup_steps, workers)
+    return (at, workers) if workers else None
 
 
 def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -983,16 +991,10 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     8.92x for a measured 3.94x). Else the run's stalls with a period in the data wait or in
     making the iterator (``START_UP_PHASES``), bound by Amdahl over their share. Without
     either: info, unbounded (a long epoch hides the start-up)."""
-    if facts.tree is None:
+    remade = _remade_with_workers(run, facts)
+    if remade is None:
         return None
-    at = next(iter(remade_loaders(facts.tree, facts.loaders)), None)
-    if at is None:
-        return None
-    workers = at.call.num_workers
-    if workers is None:
-        workers = run.steps.loader_num_workers
-    if not workers:
-        return None  # no worker processes: a new loader starts nothing
+    at, workers = remade
     shape = analysis.shape
     read = () if shape is None else (shape.stalls, shape.own.stalls if shape.own else None)
     periodic = [
@@ -1025,7 +1027,7 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     # the patch moves it above the loop with persistent_workers=True (unseen round 9's
     # workers_respawn: 2.27x measured, verified); a loader built by a function, or from the
     # epoch's own data, is the user's to move.
-    patched = any(
+    patched = facts.tree is not None and any(
         b.movable and b.call.node is at.call.node
         for b in rebuilt_loaders(facts.tree, facts.loaders)
     )

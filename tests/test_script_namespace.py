@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpu_notebook.cell.calls import callees
-from gpu_notebook.records import Report
+from gpu_notebook.records import Finding, Report
+from gpu_notebook.words.proposals import attach_fixes
 from tests.test_cli import gpucheck
 
 # The rows come from a function of the script: only the live list says they are numpy arrays
@@ -165,3 +166,85 @@ def test_nothing_of_ours_holds_the_scripts_globals_after_the_report(tmp_path):
     lines = res.stderr.splitlines()
     report = next(i for i, line in enumerate(lines) if line.startswith("gpucheck: "))
     assert "held freed" in lines[:report], res.stderr[-3000:]
+
+
+def test_a_fix_in_a_file_of_the_users_is_said_as_an_edit_and_a_rerun(tmp_path):
+    """The step loop is in ``engine.py``: its fix is refused as a diff of that file, and on a
+    script the user edits it and runs the script again (before: "import it again
+    (importlib.reload)", a kernel's step a script has not)."""
+    (tmp_path / "engine.py").write_text(
+        "import torch\n\n\n"
+        "def train(model, opt, rows, labels, rng):\n"
+        "    for step in range(40):\n"
+        "        idx = rng.integers(0, len(rows), 16)\n"
+        "        x = torch.tensor([rows[i] for i in idx])\n"
+        "        y = torch.tensor(labels[idx])\n"
+        "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "        opt.zero_grad()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+    )
+    source = ARRAYS_FROM_A_FUNCTION.split("for step in range(40):")[0]
+    source = source.replace("import torch\n", "import torch\nfrom engine import train\n", 1)
+    report, stderr, code = _run(tmp_path, source + "train(model, opt, rows, labels, rng)\n")
+    assert code == 0, stderr[-3000:]
+    (found,) = [f for f in report.findings if f.rule_id == "host.tensor_from_arrays"]
+    refusal = found.proposal.refusal if found.proposal else None
+    assert refusal is not None and "engine.py" in refusal, refusal
+    assert "make it there and run the script again" in refusal
+    assert "importlib" not in refusal
+
+
+def test_a_model_made_in_a_function_of_the_script_is_not_said_of_an_earlier_cell():
+    """torch.compile's refusal where the script's top level does not create the model names a
+    function or an import, not an earlier cell (a script has none): as ``build_report`` hands
+    a script's globals (``made_before=False``) to ``attach_fixes``."""
+    source = ARRAYS_FROM_A_FUNCTION.replace(
+        "model = torch.nn.Linear(32, 4)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)",
+        "model, opt = build()",
+    )
+    finding = Finding("compile.small_ops", "", "low", (), None, None, "", fix_id="torch_compile")
+    (script,) = attach_fixes([finding], source, namespace={}, made_before=False)
+    (cell,) = attach_fixes([finding], source)
+    assert script.proposal is not None and cell.proposal is not None
+    assert script.proposal.refusal == (
+        "model is not created at the top level of this script (a function or an import makes "
+        "it); add model = torch.compile(model) where it is created"
+    )
+    assert "earlier cell" in (cell.proposal.refusal or "")  # a notebook's wording kept
+
+
+SAVES_TO_MEMORY = """\
+import io
+
+import torch
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Linear(256, 256)
+opt = torch.optim.Adam(model.parameters())
+for step in range(30):
+    loss = model(torch.randn(8, 256)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+"""
+
+
+@pytest.mark.parametrize("target", ["buf", "'ckpt.pt'"])
+def test_a_save_into_a_bytesio_every_step_is_said_to_serialise_not_to_write(tmp_path, target):
+    """``torch.save(..., io.BytesIO())`` every step writes no file: the finding says it
+    serialises to memory (before: "writes it to disk"); a save to a path still says the disk."""
+    source = SAVES_TO_MEMORY.replace("torch.save(model.state_dict(), buf)",
+                                     f"torch.save(model.state_dict(), {target})")  # fmt: skip
+    script_dir = tmp_path
+    report, stderr, code = _run(script_dir, source)
+    assert code == 0, stderr[-3000:]
+    (found,) = [f for f in report.findings if f.rule_id == "checkpoint.every_step"]
+    said = " ".join((found.title, found.fix))
+    if target == "buf":
+        assert "to memory" in said and "serialises" in said and "disk" not in said, said
+    else:
+        assert "writes it to disk" in said, said

@@ -71,7 +71,7 @@ def apply_fix(fix: str | Fix, source: str, **params: ParamValue) -> Patch | Refu
         return Refusal(fix_id, module)
     result = fix.codemod(module, **params)
     if isinstance(result, Declined):
-        return Refusal(fix_id, result.reason)
+        return Refusal(fix_id, result.reason, result.on_script)
     new_code = result.module.code
     if new_code == cell.code:
         return Refusal(fix_id, "nothing to change in this cell")

@@ -88,7 +88,9 @@ def torch_compile(
         return Declined(
             f"{name} is not created in this cell (it may come from an earlier cell, and "
             f"compiling it here would compile it again on every run); add "
-            f"{name} = torch.compile({name}) where it is created"
+            f"{name} = torch.compile({name}) where it is created",
+            on_script=f"{name} is not created at the top level of this script (a function or "
+            f"an import makes it); add {name} = torch.compile({name}) where it is created",
         )
     anchor = _last_setup_statement(tree, creation, name)
     options = "".join(

@@ -35,9 +35,11 @@ class Edited:
 
 @dataclass(frozen=True)
 class Declined:
-    """Why the codemod made no change; shown to the user as is."""
+    """Why the codemod made no change; shown to the user as is (``on_script``: as said of a
+    script, where a cell's reason names earlier cells; ``fixes.records.Refusal``)."""
 
     reason: str
+    on_script: str | None = None
 
 
 CodemodResult: TypeAlias = Edited | Declined

@@ -34,6 +34,9 @@ class Refusal:
 
     fix_id: str
     reason: str
+    # The reason said of a script (``gpucheck run``), where a cell's differs: a script has no
+    # earlier cells and no kernel to import again in (None: ``reason`` holds for both).
+    on_script: str | None = None
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,9 @@ def _refused_in_file(patch: Patch, origin: Origin) -> Refusal:
     if diff is None:
         return Refusal(patch.fix_id, said)
     return Refusal(
-        patch.fix_id, f"{said}: make it there and import it again (importlib.reload):\n{diff}"
+        patch.fix_id,
+        f"{said}: make it there and import it again (importlib.reload):\n{diff}",
+        on_script=f"{said}: make it there and run the script again:\n{diff}",
     )
 
 

@@ -11,9 +11,11 @@ and as "Python between operators", and torch.compile was offered for it.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
+from gpu_notebook.cell.names import dotted
 from gpu_notebook.records import Analysis, Finding, Run
 from gpu_notebook.rules.common import EveryStepLines
 from gpu_notebook.rules.step_logging import every_step_lines
@@ -22,14 +24,57 @@ from gpu_notebook.rules.syncs import loop_lines
 
 @dataclass(frozen=True)
 class SavesEveryStep(EveryStepLines):
-    """Checkpoint saves on every step (``lines``; ``own``: their own sampled time)."""
+    """Checkpoint saves on every step (``lines``; ``own``: their own sampled time).
+    ``to_memory``: every one is a ``torch.save`` into an ``io.BytesIO`` (serialised, not
+    written to disk)."""
+
+    to_memory: bool = False
 
 
 def saves_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Checkpoint writes on every step of the training loop."""
+    lines = loop_lines(facts, facts.saves)
     return every_step_lines(
-        "checkpoint.every_step", SavesEveryStep, loop_lines(facts, facts.saves), analysis
+        "checkpoint.every_step", SavesEveryStep, lines, analysis, to_memory=_to_memory(facts, lines)
     )
+
+
+def _to_memory(facts: SourceFacts, lines: tuple[SourceLine, ...]) -> bool:
+    """Every save on ``lines`` is ``torch.save(obj, buf)`` with ``buf`` an ``io.BytesIO(...)``
+    call or a name the source binds to one (``buf = io.BytesIO()``, ``with io.BytesIO() as
+    buf``): the state is serialised in memory, no file is written."""
+    tree = facts.tree
+    if tree is None or not lines:
+        return False
+    buffers: set[str] = set()
+    for node in ast.walk(tree.tree):
+        if isinstance(node, ast.Assign) and _bytes_io(node.value):
+            buffers.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif (
+            isinstance(node, ast.withitem)
+            and _bytes_io(node.context_expr)
+            and isinstance(node.optional_vars, ast.Name)
+        ):
+            buffers.add(node.optional_vars.id)
+    at = {s.line for s in lines}
+    saves = [c for c in tree.calls() if tree.line_of(c) in at and dotted(c.func) == "torch.save"]
+    # A line the source does not show as torch.save (save_pretrained, np.save) writes a file.
+    if len(saves) < len(at):
+        return False
+    return all(_into(c, buffers) for c in saves)
+
+
+def _into(save: ast.Call, buffers: set[str]) -> bool:
+    """``torch.save(obj, f)``'s ``f`` (positional or ``f=``) is a BytesIO."""
+    given = [k.value for k in save.keywords if k.arg == "f"]
+    target = save.args[1] if len(save.args) > 1 else (given[0] if given else None)
+    return target is not None and (
+        _bytes_io(target) or (isinstance(target, ast.Name) and target.id in buffers)
+    )
+
+
+def _bytes_io(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "BytesIO"
 
 
 RULES = (saves_every_step,)

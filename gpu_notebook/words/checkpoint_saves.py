@@ -15,6 +15,16 @@ _SOURCE = (
 
 @worder(SavesEveryStep)
 def saves_every_step(s: SavesEveryStep) -> Words:
+    if s.to_memory:  # torch.save into an io.BytesIO: no file, the serialising is the cost
+        return every_step_words(
+            s,
+            ("torch.save(s) to memory", "save lines", "they", "the saves"),
+            "The loop serialises the whole state (torch.save to memory) on every step",
+            f"Serialise every {EVERY} steps (if step % {EVERY} == 0:) and once after the loop: "
+            "each torch.save serialises the whole state into the buffer, and a faster model or "
+            "device does not shorten it.",
+            _SOURCE,
+        )
     return every_step_words(
         s,
         ("checkpoint save(s)", "save lines", "they", "the saves"),

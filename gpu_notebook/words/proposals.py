@@ -62,6 +62,8 @@ def attach_fixes(
             own = RULE_FIXES.get(finding.fix_id)
             params = dict(finding.fix_params)
             result = apply_through_calls(own or finding.fix_id, cell_source, origins, **params)
+            if isinstance(result, Refusal) and result.on_script and not made_before:
+                result = dataclasses.replace(result, reason=result.on_script)
             proposal = None
             refused_loader = finding.fix_id == "dataloader_workers" and isinstance(result, Refusal)
             earlier = namespace if made_before else None

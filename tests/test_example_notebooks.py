@@ -49,7 +49,12 @@ def test_01_find_the_bottleneck(tmp_path):
     ]
     assert all(outputs_text(c) for c in gpucheck_cells)  # each shows its report
     last = outputs_text(nb.cells[-1])
-    assert "verdict before: input-bound" in last
+    # A machine too busy to judge (the fresh-clone CI beside eight other jobs, load ~20) names
+    # no bound; its report still reads the shares as input-bound.
+    before = outputs_text(gpucheck_cells[0])
+    assert "verdict before: input-bound" in last or (
+        "verdict before: unknown" in last and "As read they would give input-bound" in before
+    ), (last, before[:600])
     assert "measured speedup" in last
 
 

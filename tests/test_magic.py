@@ -721,7 +721,13 @@ def test_a_within_step_windows_calls_give_the_host_figures_of_the_step(ip):
     assert host.median_op_us < 30
     # Its waits were read at the calls' marks, as a whole step's are.
     assert window.step_waits_s is None or len(window.step_waits_s) >= 1
-    assert rep.verdict.category == "host-bound", render_text(rep)
+    # Too busy to judge (most of the steps' time waiting for a core) names no bound: the shares
+    # as read must still give host-bound.
+    v = rep.verdict
+    busy = v.core_wait is not None and not v.core_wait.judged
+    assert v.category == "host-bound" or (busy and v.core_wait.found == "host-bound"), render_text(
+        rep
+    )
 
 
 SAVE_EVERY_STEP = """

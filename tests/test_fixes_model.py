@@ -85,6 +85,28 @@ def test_the_compiled_cell_trains() -> None:
     assert namespace["loss"].requires_grad
 
 
+def test_compile_finds_a_model_made_in_a_tuple_assignment() -> None:
+    """``gen, disc = mlp(...), mlp(...)`` (unseen gan_two_adam): each name is created by its
+    own call; the fix refused "gen is not created in this cell" before."""
+    source = (
+        "import torch\n"
+        "from torch import nn\n"
+        "gen, disc = nn.Linear(4, 4), nn.Linear(4, 1)\n"
+        "opt_g = torch.optim.Adam(gen.parameters())\n"
+        "for step in range(2):\n"
+        "    opt_g.zero_grad(); gen(torch.randn(2, 4)).sum().backward(); opt_g.step()\n"
+    )
+    after = _patch("torch_compile", source, model_name="gen", backend="eager").source_after
+    assert (
+        "gen, disc = nn.Linear(4, 4), nn.Linear(4, 1)\n"
+        'gen = torch.compile(gen, backend="eager")\n'
+        "opt_g = " in after
+    )
+    namespace = _run(after)
+    assert type(namespace["gen"]).__name__ == "OptimizedModule"
+    assert type(namespace["disc"]).__name__ == "Linear"
+
+
 def test_compile_options_and_a_missing_torch_import() -> None:
     source = (
         "from torch import nn\n"

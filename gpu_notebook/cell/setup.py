@@ -150,14 +150,24 @@ def copies(tree: CellTree, *, blocking: bool) -> list[SourceLine]:
 
 
 def created(tree: CellTree) -> list[tuple[str, ast.AST]]:
-    """``name = <call>`` (or ``name: T = <call>``) outside functions, classes and loops."""
+    """``name = <call>`` (or ``name: T = <call>``) outside functions, classes and loops; and each
+    name of ``a, b = <call>, <call>`` paired with its call (``gen, disc = mlp(...), mlp(...)``:
+    unseen gan_two_adam, whose compile fix said gen "is not created in this cell")."""
     out: list[tuple[str, ast.AST]] = []
     assigns = (n for n in ast.walk(tree.tree) if isinstance(n, (ast.Assign, ast.AnnAssign)))
     for node in sorted(assigns, key=position):
-        if isinstance(node.value, ast.Call) and not any(
-            isinstance(a, _SCOPES) for a in tree.ancestors(node)
-        ):
+        if node.value is None or any(isinstance(a, _SCOPES) for a in tree.ancestors(node)):
+            continue
+        if isinstance(node.value, ast.Call):
             out += [(name, node) for t in targets_of(node) if (name := dotted(t)) is not None]
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
+            for target in node.targets:
+                if isinstance(target, ast.Tuple) and len(target.elts) == len(node.value.elts):
+                    out += [
+                        (name, node)
+                        for t, v in zip(target.elts, node.value.elts, strict=True)
+                        if isinstance(v, ast.Call) and (name := dotted(t)) is not None
+                    ]
     return out
 
 

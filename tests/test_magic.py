@@ -756,7 +756,11 @@ def test_a_checkpoint_saved_every_step_is_named_and_never_sent_to_torch_compile(
     assert "launch.tiny_ops" not in by_rule, render_text(rep)
     assert all(f.fix_id != "torch_compile" for f in rep.findings)
     saving = by_rule.get("checkpoint.every_step")
-    assert saving is not None and saving.title == "The loop saves a checkpoint on every step"
+    # The cell saves into an io.BytesIO: said as serialising to memory, never "to disk" (41a2570).
+    assert saving is not None
+    assert (
+        saving.title == "The loop serialises the whole state (torch.save to memory) on every step"
+    )
     phases = rep.analysis.phases
     assert phases is not None and phases.source == "trace"
     outside = (phases.share("other") or 0.0) + (phases.share("unattributed") or 0.0)

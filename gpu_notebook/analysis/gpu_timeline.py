@@ -82,7 +82,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import numpy.typing as npt
 
 from gpu_notebook.analysis.phases import (
     PhaseLocator,
@@ -94,7 +93,7 @@ from gpu_notebook.analysis.phases import (
     thread_pairs,
 )
 from gpu_notebook.records import PHASES, CopyStats, GpuTimeline
-from gpu_notebook.traces.kineto import Trace
+from gpu_notebook.traces.kineto import BoolArray, FloatArray, IntArray, Trace
 
 __all__ = [
     "COMM_PATTERN",
@@ -106,10 +105,6 @@ __all__ = [
     "launch_rows",
     "launch_ts_us",
 ]
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 # HTA's default consecutive_kernel_delay is 30 trace units; Kineto JSON is in microseconds.
 KERNEL_WAIT_THRESHOLD_US = 30.0

@@ -6,15 +6,12 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from gpu_notebook.analysis.phases import find_host_thread
 from gpu_notebook.records import OpStat
-from gpu_notebook.traces.kineto import Trace
+from gpu_notebook.traces.kineto import IntArray, Trace
 
 __all__ = ["launched_kernel_us", "self_time_ns", "top_ops"]
-
-IntArray = npt.NDArray[np.int64]
 
 
 def self_time_ns(start: IntArray, end: IntArray) -> IntArray:

@@ -52,7 +52,7 @@ import numpy.typing as npt
 
 from gpu_notebook import markers
 from gpu_notebook.records import PHASES, PhaseBreakdown, StepPhases
-from gpu_notebook.traces.kineto import Trace
+from gpu_notebook.traces.kineto import BoolArray, FloatArray, IntArray, Trace
 
 __all__ = [
     "PhaseLocator",
@@ -65,10 +65,6 @@ __all__ = [
     "step_bounds",
     "workload",
 ]
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 # Paint levels, lowest to highest precedence. Level 0 is "nothing covers this time".
 _LEVEL_PHASES: tuple[str, ...] = (

@@ -18,12 +18,16 @@ import numpy.typing as npt
 __all__ = [
     "GPU_CATEGORIES",
     "HOST_CATEGORIES",
+    "BoolArray",
     "DistributedInfo",
+    "FloatArray",
+    "IntArray",
     "Trace",
     "load_trace",
     "load_trace_dict",
 ]
 
+# The arrays a decoded trace is made of; the analysis of it types its own with these.
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

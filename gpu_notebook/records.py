@@ -609,6 +609,10 @@ class GpuTimeline:
     # Parts of the host wait: the host thread was in a data wait / host copy, or in a sync.
     idle_data_wait_us: float = 0.0
     idle_sync_wait_us: float = 0.0
+    # The host and launch waits (host wait, kernel wait) while the host thread was in the
+    # model's forward or backward: what compiling the model can reach (not the optimizer's
+    # launches, nor Python outside the model). None: phases not located on the host thread.
+    idle_model_wait_us: float | None = None
     compute_us: float = 0.0  # union of the non-collective kernels
     comm_busy_us: float = 0.0  # union of the collective kernels
     comm_exposed_us: float = 0.0  # ... where no computation runs (HTA's / TraceLens's exposed)

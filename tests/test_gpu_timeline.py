@@ -40,6 +40,15 @@ def test_busy_idle_and_idle_causes_are_exact(scenario: Trace) -> None:
     assert g.devices == (0,)
 
 
+def test_the_waits_inside_the_model_are_what_compile_reaches(scenario: Trace) -> None:
+    """Host and launch waits while the host thread was in the forward range [0,50): [0,10)
+    and the launch gap [30,32); not [60,70) (the optimizer's step, and a copy), nor [75,80) or
+    [155,180) (outside every phase range)."""
+    g = gpu_timeline(scenario, tf.GPU_SCENARIO_WINDOW)
+    assert g is not None
+    assert g.idle_model_wait_us == 12.0
+
+
 def test_kernel_comm_memset_copies_and_tensor_cores(scenario: Trace) -> None:
     g = gpu_timeline(scenario, tf.GPU_SCENARIO_WINDOW)
     assert g is not None

@@ -1011,6 +1011,27 @@ def test_gpu_starved_by_launches_bounded_by_host_idle():
     )
 
 
+def test_compile_is_bounded_by_the_waits_inside_the_model():
+    """The H200 kit's launch-bound run: the whole host wait bounded compile at 16.2x, measured
+    1.09x compiled; 17% of the wait was AdamW's launches. The bound rests on the model's part;
+    a wait mostly outside the model is said, compile not offered."""
+    tl = syn.timeline(busy=0.3, host_wait=0.4, kernel_wait=0.1)
+    model = dataclasses.replace(tl, idle_model_wait_us=0.2 * tl.window_us)
+    f = only(
+        rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(gpu_timeline=model)),
+        "launch.gpu_starved",
+    )
+    assert f.severity == "high" and f.fix_id == "torch_compile"
+    assert f.gain_bound == pytest.approx(amdahl_bound(0.2))
+    assert any("forward and backward" in e for e in f.evidence)
+    outside = dataclasses.replace(tl, idle_model_wait_us=0.01 * tl.window_us)
+    f = only(
+        rules_for(syn.make_run(TRAIN, gpus=[A100]), syn.make_analysis(gpu_timeline=outside)),
+        "launch.gpu_starved",
+    )
+    assert f.severity == "info" and f.fix_id is None
+
+
 def test_communication_and_data_parallel():
     tl = syn.timeline(busy=0.8, comm=0.25)
     cell = "model = nn.DataParallel(Net())\n" + TRAIN

@@ -237,6 +237,7 @@ def gpu_timeline(
     wait_host_ns, wait_kernel_ns, wait_other_ns, wait_data_ns, wait_sync_ns = _idle_causes(
         gaps, locator, w0_us
     )
+    wait_model_ns = _model_wait_ns(gaps, locator, w0_us)
 
     clipped = np.clip(end, 0, width) - np.clip(start, 0, width)
     # Overlapping the window; a zero-length event counts when it sits inside it.
@@ -294,6 +295,7 @@ def gpu_timeline(
         host_ahead_us=host_ahead_us,
         idle_data_wait_us=wait_data_ns / 1000.0,
         idle_sync_wait_us=wait_sync_ns / 1000.0,
+        idle_model_wait_us=None if wait_model_ns is None else wait_model_ns / 1000.0,
         compute_us=_length_ns(compute_iv) / 1000.0,
         comm_busy_us=_length_ns(comm_iv) / 1000.0,
         comm_exposed_us=_length_ns(_subtract(*comm_iv, *compute_iv)) / 1000.0,
@@ -462,6 +464,27 @@ def _idle_causes(
         data_ns,
         sync_ns,
     )
+
+
+def _model_wait_ns(
+    gaps: tuple[IntArray, IntArray, IntArray], locator: PhaseLocator | None, w0_us: float
+) -> int | None:
+    """ns of the host- and kernel-wait gaps while the host thread ran the model's forward or
+    backward (paint levels forward and backward; the levels above them, the optimizer, data and
+    syncs, are not the model's). None: no locator."""
+    gs, ge, cause = gaps
+    waits = (cause == _HOST) | (cause == _KERNEL)
+    if locator is None:
+        return None
+    if not waits.any():
+        return 0
+    a = locator.to_ns(w0_us + gs[waits] / 1000.0)
+    b = a + (ge[waits] - gs[waits])
+    covered = locator.covered_ns(a, b)
+    level = {p: i for i, p in enumerate(locator.level_phases)}
+    # covered[L - 1]: by ranges of level >= L; forward and backward are the two levels below
+    # the optimizer's.
+    return int((covered[level["forward"] - 1] - covered[level["optimizer"] - 1]).sum())
 
 
 def _copies(trace: Trace, rows: IntArray, clipped_ns: IntArray) -> tuple[CopyStats, ...]:

@@ -25,7 +25,14 @@ def gpu_starved(s: GpuStarved) -> Words:
     ]
     if s.mean_kernel_us is not None:
         evidence.append(f"mean duration of the top kernels: {s.mean_kernel_us:.0f} us")
-    evidence.append(f"gain if the host kept the GPU fed: {fmt_gain(s.bound)}")
+    if s.model_idle is None:
+        evidence.append(f"gain if the host kept the GPU fed: {fmt_gain(s.bound)}")
+    else:
+        evidence.append(
+            f"while the host ran the model's forward and backward (what compiling the model "
+            f"reaches): {fmt_share(s.model_idle)} of the window; gain if compiling removed it all: "
+            f"{fmt_gain(s.bound)}"
+        )
     return words(
         "The GPU waits for Python to launch the next kernel",
         evidence,

@@ -597,6 +597,30 @@ def test_pageable_copies_point_at_pinned_memory_with_the_copy_share_bound():
     )
 
 
+def test_a_copy_the_profiler_does_not_slow_is_read_against_an_unprofiled_step():
+    """Traced steps of 10 ms hold 5 ms of copies; the run's median step is 6 ms (the profiler
+    lengthened the small operators around the copy, not the copy): the bound rests on 5 of 6
+    ms, the low end on the traced share (the H200 kit: 3.52x bound, measured 6.76x)."""
+    tl = syn.timeline(
+        busy=0.05, copies=(CopyStats("HtoD (Pageable -> Device)", 40, 8000.0, 40 * 2**20),)
+    )
+    window = syn.phase_window([(10_000.0, 5_000.0)] * 3, phase="copy")
+    traced = syn.make_analysis(phase_split=window, gpu_timeline=tl, step_median_s=0.010)
+    lean = syn.make_analysis(phase_split=window, gpu_timeline=tl, step_median_s=0.006)
+    run = syn.make_run(TRAIN, gpus=[A100])
+    f = only(rules_for(run, traced), "copies.pageable")
+    assert f.gain_bound == pytest.approx(amdahl_bound(0.5))
+    f = only(rules_for(run, lean), "copies.pageable")
+    assert f.gain_bound == pytest.approx(amdahl_bound(5 / 6))
+    assert f.bound_low is not None and f.bound_low < amdahl_bound(5 / 6)
+    assert any("of an unprofiled step" in e for e in f.evidence)
+    # A run whose steps are longer than the traced ones: the traced share stands.
+    slow = syn.make_analysis(phase_split=window, gpu_timeline=tl, step_median_s=0.020)
+    assert only(rules_for(run, slow), "copies.pageable").gain_bound == pytest.approx(
+        amdahl_bound(0.5)
+    )
+
+
 def test_blocking_copies_of_pinned_batches():
     tl = syn.timeline(busy=0.6, copies=(CopyStats("HtoD (Pinned -> Device)", 40, 8000.0, None),))
     f = only(

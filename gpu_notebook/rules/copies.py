@@ -5,7 +5,9 @@ Thresholds:
   "use pinned memory"); severity by the host copy share with TraceML's H2D levels (warn 10%,
   critical 20%, ``diagnostics/step_time/policy.py``).
 The gain bound is Amdahl over the host-side copy share ("copy" phase): pinned, non-blocking
-copies overlap with compute, so at most that share disappears. On a CPU-only run there is no
+copies overlap with compute, so at most that share disappears; the share is the copies' time
+over an unprofiled step where that reads more (``rules.common.lean_share``: the profiler
+lengthens the small operators around a big copy, not the copy). On a CPU-only run there is no
 copy to measure and these rules stay silent.
 """
 
@@ -20,6 +22,7 @@ from gpu_notebook.rules.common import (
     found,
     gain_bound,
     gain_bound_low,
+    lean_share,
     loader_in_use,
     severity_in,
     share,
@@ -34,6 +37,7 @@ class PageableCopies(Said):
     copy: float | None  # the host's copy share of the step
     bound: float | None
     pinned: bool  # the DataLoader already pins its batches: they come from elsewhere
+    lean: float | None = None  # the copies' time over an unprofiled step (the bound's share)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class BlockingCopies(Said):
     where: SourceLine  # the first blocking copy in the step loop (cell.calls: maybe elsewhere)
     count: int  # such copies
     bound: float | None
+    lean: float | None = None  # the copies' time over an unprofiled step (the bound's share)
 
 
 def _pageable_to_device(kind: str) -> bool:
@@ -67,8 +72,9 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     severity = severity_in(analysis, "copy", copy, low=0.0) or "low"
     loader = loader_in_use(facts)
     pinned = bool(loader.setting("pin_memory"))
-    bound = gain_bound(copy, analysis)
-    said = PageableCopies(count, duration_us, total_bytes, copy, bound, pinned)
+    lean = lean_share(analysis, "copy")
+    bound = gain_bound(lean, analysis)
+    said = PageableCopies(count, duration_us, total_bytes, copy, bound, pinned, lean)
     if pinned:
         return found("copies.pageable", severity, said, phase_share=copy, bound=bound)
     return found("copies.pageable", severity, said, phase_share=copy, bound=bound,
@@ -88,8 +94,9 @@ def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     if any(_pageable_to_device(c.kind) for c in analysis.gpu.copies):
         return None  # non_blocking does nothing for pageable memory: pageable_copies speaks
     first = per_step[0]
-    bound = gain_bound(copy, analysis)
-    said = BlockingCopies(copy, first, len(per_step), bound)
+    lean = lean_share(analysis, "copy")
+    bound = gain_bound(lean, analysis)
+    said = BlockingCopies(copy, first, len(per_step), bound, lean)
     return found("copies.blocking", severity, said, phase_share=copy, bound=bound,
                  line=first.cell_line, fix_id="non_blocking_copies",
                  bound_low=gain_bound_low(analysis, "copy"))  # fmt: skip

@@ -41,11 +41,15 @@ def words(title: str, evidence: Iterable[str], fix: str, source: str) -> Words:
     return Words(title, tuple(evidence), fix, source)
 
 
-def copy_evidence(copy: float | None) -> str:
-    """The evidence line of the host's copy share (the copy rules, host-made tensors)."""
+def copy_evidence(copy: float | None, lean: float | None = None) -> str:
+    """The evidence line of the host's copy share (the copy rules, host-made tensors), with
+    the copies' time over an unprofiled step where that reads more (``lean``)."""
     if copy is None:
         return "host copy time: not measured"
-    return f"the host spends {fmt_share(copy)} of the step in copies"
+    said = f"the host spends {fmt_share(copy)} of the step in copies"
+    if lean is not None and fmt_share(lean) != fmt_share(copy):
+        said += f" ({fmt_share(lean)} of an unprofiled step: the profiler slows the rest)"
+    return said
 
 
 def phase_source(phases: PhaseBreakdown | None) -> str:

@@ -62,9 +62,10 @@ def lean_share(analysis: Analysis, phase: str) -> float | None:
     """
     window = analysis.window_phases or analysis.phases
     traced = share(analysis, phase)
-    median_us = analysis.step_stats.median_s * 1e6
-    if window is None or traced is None or not window.steps or median_us <= 0:
+    median_s = analysis.step_stats.median_s
+    if window is None or traced is None or not window.steps or not median_s:
         return traced
+    median_us = median_s * 1e6
     per_step_us = window.phase_total_us.get(phase, 0.0) / len(window.steps)
     return max(traced, min(1.0, per_step_us / median_us))
 

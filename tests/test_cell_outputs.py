@@ -93,3 +93,35 @@ def test_nothing_is_kept_once_stopped() -> None:
     _print(w, "late\n")
     _clear(w, wait=True)
     assert w._shown == [] and not w.cleared
+
+
+def test_what_goes_into_an_output_widget_is_the_widgets_own() -> None:
+    # 19_output_widget_log: `with out: clear_output(wait=True); print(...)` and a last
+    # `out.clear_output(wait=True)`; the frontend routes these into the widget (its msg_id is
+    # the cell's while inside `with out:`). Read as the cell's own, the pending clear had the
+    # widget's last line replayed into the cell, below the widget: plain shows it only inside.
+    import ipywidgets
+
+    cell = SESSION.msg("execute_request", {})
+    out = ipywidgets.Output()
+    try:
+        w = _watching()
+
+        def msg(kind: str, content: dict) -> dict:
+            return SESSION.msg(kind, content, parent=cell)
+
+        w._on_stream(msg("stream", {"name": "stdout", "text": "header\n"}))
+        out.msg_id = cell["header"]["msg_id"]  # as Output.__enter__ sets it
+        w._on_display(msg("clear_output", {"wait": True}))
+        w._on_stream(msg("stream", {"name": "stdout", "text": "step 48\n"}))
+        out.msg_id = ""  # __exit__
+        out.msg_id = cell["header"]["msg_id"]  # out.clear_output(wait=True), the last act
+        w._on_display(msg("clear_output", {"wait": True}))
+        out.msg_id = ""
+        assert not w.cleared and not w.replay_needed()
+        assert [c["text"] for _, c in w._shown] == ["header\n"]
+        # Outside the widget, the cell's own clear is read as before.
+        w._on_display(msg("clear_output", {"wait": True}))
+        assert w.cleared and w.replay_needed()
+    finally:
+        out.close()

@@ -126,7 +126,7 @@ class OutputWatcher:
     # ------------------------------------------------------------------ hooks
 
     def _on_display(self, msg: Any) -> Any:
-        if not self._active or not isinstance(msg, dict):
+        if not self._active or not isinstance(msg, dict) or _to_an_output_widget(msg):
             return msg
         kind = msg.get("msg_type")
         content = msg.get("content") or {}
@@ -144,7 +144,12 @@ class OutputWatcher:
         return msg
 
     def _on_stream(self, msg: Any) -> Any:
-        if self._active and isinstance(msg, dict) and msg.get("msg_type") == "stream":
+        if (
+            self._active
+            and isinstance(msg, dict)
+            and msg.get("msg_type") == "stream"
+            and not _to_an_output_widget(msg)
+        ):
             self._keep("stream", msg.get("content") or {})
         return msg
 
@@ -178,6 +183,26 @@ class OutputWatcher:
 
     def _reset(self) -> None:
         self._shown, self._chars, self._lost, self._pending = [], 0, False, False
+
+
+def _to_an_output_widget(msg: dict[str, Any]) -> bool:
+    """The message goes into an ``ipywidgets.Output`` (``with out:``, ``out.clear_output()``),
+    not to the cell's output area: the frontend routes every message whose parent is the
+    widget's ``msg_id`` into the widget while it is set (ipywidgets' ``Output.__exit__``
+    flushes the streams before it unsets it, so a stream hook on the IO thread still sees it).
+    Its clears and outputs are the widget's own: a replay of them would put a copy of the
+    widget's content into the cell (unseen round 12, 19_output_widget_log)."""
+    widget = sys.modules.get("ipywidgets.widgets.widget")
+    output = sys.modules.get("ipywidgets.widgets.widget_output")
+    parent = (msg.get("parent_header") or {}).get("msg_id")
+    instances = getattr(widget, "_instances", None)
+    kind = getattr(output, "Output", None)
+    if not parent or not isinstance(instances, dict) or kind is None:
+        return False
+    # list(): the cell's thread may make widgets while the IO thread reads (one C-level copy).
+    return any(
+        isinstance(w, kind) and getattr(w, "msg_id", "") == parent for w in list(instances.values())
+    )
 
 
 def _hookable(stream: Any) -> bool:

@@ -5,7 +5,7 @@ Each test is a cell as users write it, run under %%gpucheck in a real IPython sh
 
 from __future__ import annotations
 
-from gpu_notebook.analysis.elsewhere import defined_not_run
+from gpu_notebook.analysis.elsewhere import defined_not_run, scheduled_not_awaited
 from gpu_notebook.records import Report
 
 TRAIN_EPOCH = """\
@@ -64,3 +64,35 @@ def test_a_definition_counts_as_run_when_the_cell_uses_it():
     # A function calling itself is not used by the cell; IPython lines do not hide it.
     assert defined_not_run("def f(m):\n    m.backward()\n    f(m)\n") == ("f",)
     assert defined_not_run("%time x = 1\n" + TRAIN_EPOCH) == ("train_epoch",)
+
+
+ASYNC_TRAIN = """\
+import asyncio
+async def train(model, batches, opt):
+    for x, y in batches:
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        await asyncio.sleep(0)
+    return loss.item()
+"""
+
+
+def test_a_coroutine_the_cell_schedules_and_does_not_await_is_said_so():
+    # 20_asyncio_task_background: `create_task(train(3))` runs after the cell ends, in the
+    # kernel's loop; the report guessed "another process, or a thread".
+    task = ASYNC_TRAIN + "task = asyncio.get_running_loop().create_task(train(m, b, o))\n"
+    assert scheduled_not_awaited(task) == (("train",), "create_task")
+    assert scheduled_not_awaited(ASYNC_TRAIN + "coro = train(m, b, o)\n") == (("train",), None)
+    assert scheduled_not_awaited(ASYNC_TRAIN + "await train(m, b, o)\n") == ((), None)
+    assert scheduled_not_awaited(ASYNC_TRAIN) == ((), None)  # defined only: not this class
+    assert scheduled_not_awaited(TRAIN_EPOCH + "train_epoch(m, b, o)\n") == ((), None)
+
+
+def test_a_coroutine_called_and_never_awaited_is_not_training_elsewhere(ip):
+    ip.run_cell(SETUP)
+    rep = run(ip, ASYNC_TRAIN + "coro = train(_model, _batches, _opt)\ncoro.close()\n")
+    assert rep.run.steps.step_count == 0
+    assert rep.verdict.category == "unknown"
+    assert "coroutine train() and never awaits it" in rep.verdict.headline
+    assert "await train(...)" in rep.verdict.more_gpus
+    assert not any("another process" in e for e in rep.verdict.evidence)

@@ -31,6 +31,7 @@ NOT_SENTENCES = {
     "analysis/lines.py:to_collapsed": "Brendan Gregg's folded-stacks file format",
     "analysis/phases.py:_measured": "names of the phases a trace measures",
     "analysis/elsewhere.py:defined_not_run": "names of the cell's functions and classes",
+    "analysis/elsewhere.py:_call_name": "a called function's name, read from the cell",
     "report/compare.py:normalize_cell": "the cell's source, normalised for comparison",
     "report/compare.py:family": "a rule id's family",
     "report/from_trace.py:_started_at": "an ISO timestamp",

@@ -102,6 +102,55 @@ def defined_not_run(source: str) -> tuple[str, ...]:
     return tuple(d.name for d in trainers)
 
 
+# Calls that hand a coroutine to the event loop, to run when the cell gives the loop a turn.
+_SCHEDULERS = frozenset(
+    {"create_task", "ensure_future", "run_coroutine_threadsafe", "gather", "start_soon"}
+)
+
+
+def scheduled_not_awaited(source: str) -> tuple[tuple[str, ...], str | None]:
+    """The coroutines (``async def``) a cell defines whose bodies train, when the cell calls
+    them and awaits none of those calls: ``(names, scheduler)``, the scheduler the call that
+    makes the coroutine is handed to (``create_task``...; None: a bare call, never awaited).
+    ``((), None)`` otherwise.
+
+    ``asyncio.get_running_loop().create_task(train(3))`` in a notebook cell starts nothing
+    while the cell runs: the task runs in the kernel's loop once the cell has ended, where
+    nothing is measured (unseen round 12, 20_asyncio_task_background). Read where no step
+    was seen: a cell that awaits its training, or trains itself, has its steps.
+    """
+    try:
+        tree = parse_ast(protect(source).code)
+    except (SyntaxError, ValueError):  # NotPythonCell is a ValueError
+        return (), None
+    coroutines = {
+        node.name for node in tree.body if isinstance(node, ast.AsyncFunctionDef) and _trains(node)
+    }
+    if not coroutines:
+        return (), None
+    awaited = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Await)}
+    called: list[str] = []
+    scheduler = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _call_name(node)
+        if name in coroutines:
+            if id(node) in awaited:
+                return (), None
+            called.append(name)
+        elif name in _SCHEDULERS and any(
+            isinstance(a, ast.Call) and _call_name(a) in coroutines for a in node.args
+        ):
+            scheduler = name
+    return tuple(dict.fromkeys(called)), scheduler if called else None
+
+
+def _call_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
 def _trains(definition: _Definition) -> bool:
     return any(isinstance(n, ast.Call) and _is_backward(n) for n in ast.walk(definition))
 

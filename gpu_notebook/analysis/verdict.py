@@ -435,6 +435,7 @@ def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
     from gpu_notebook.analysis.elsewhere import (
         children_train_note,
         defined_not_run,
+        scheduled_not_awaited,
         source_trains,
     )
 
@@ -452,6 +453,19 @@ def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
             verdict,
             answer=said.DefinedNotRun(defined),
             lines=(said.TrainingDefined(defined), *verdict.lines),
+        )
+    scheduled, scheduler = (
+        scheduled_not_awaited(run.cell_source)
+        if verdict.category == "unknown" and not run.steps.step_count
+        else ((), None)
+    )
+    if scheduled:
+        # The coroutine runs in the kernel's loop once the cell has ended (a task), or never
+        # (a bare call): not in another process or thread.
+        return dataclasses.replace(
+            verdict,
+            answer=said.ScheduledNotRun(scheduled, scheduler),
+            lines=(said.TrainingScheduled(scheduled, scheduler), *verdict.lines),
         )
     if verdict.category == "unknown" and source_trains(run.cell_source):
         return dataclasses.replace(verdict, lines=(said.TrainedUnseen(), *verdict.lines))

@@ -56,6 +56,15 @@ class DefinedNotRun(VerdictAnswer):
 
 
 @dataclass(frozen=True)
+class ScheduledNotRun(VerdictAnswer):
+    """The cell's training is in coroutines it calls and never awaits (``scheduler``: the call
+    it hands them to, ``create_task``...; None: a bare call)."""
+
+    names: tuple[str, ...]
+    scheduler: str | None
+
+
+@dataclass(frozen=True)
 class MemoryBound(VerdictAnswer):
     peak_share: float  # peak GPU memory over the card's
 
@@ -234,6 +243,12 @@ class NoisyWindow(VerdictLine):
 @dataclass(frozen=True)
 class TrainingDefined(VerdictLine):
     names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrainingScheduled(VerdictLine):
+    names: tuple[str, ...]
+    scheduler: str | None
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,22 @@ def _(a: said.DefinedNotRun) -> tuple[str, str]:
     )
 
 
+@answer_words.register
+def _(a: said.ScheduledNotRun) -> tuple[str, str]:
+    names = defined_names(a.names)
+    if a.scheduler is None:
+        return (
+            f"No training step ran: this cell calls the coroutine {names} and never awaits it.",
+            f"Unknown: nothing trained in this cell. Await it in the measured cell "
+            f"(await {a.names[0]}(...)).",
+        )
+    return (
+        f"No training step ran in this cell: {names} runs as an asyncio task after it ends.",
+        "Unknown: nothing trained while the cell ran. Await the training in the measured cell "
+        f"(await {a.names[0]}(...), or await the task at its end) to measure it.",
+    )
+
+
 def defined_names(names: tuple[str, ...]) -> str:
     return ", ".join(f"{n}()" for n in names)
 

@@ -85,6 +85,18 @@ def _(x: said.TrainingDefined) -> str:
 
 
 @line_words.register
+def _(x: said.TrainingScheduled) -> str:
+    names = defined_names(x.names)
+    if x.scheduler is None:
+        return f"the training is in {names}, a coroutine this cell calls and never awaits"
+    return (
+        f"the training is in {names}, a coroutine this cell hands to {x.scheduler}() and "
+        "does not await: it runs in the kernel's event loop once the cell has ended, where "
+        "nothing is measured"
+    )
+
+
+@line_words.register
 def _(x: said.TrainedUnseen) -> str:
     return (
         "the source calls backward() but no step was seen here: the training ran "

@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{close_cpu:.3f} s CPU ({close_wall:.3f} s wall)",
                 "",
                 None,
-                "thread CPU, CaptureSession.close(): profiler stopped if still on, hooks off, samplers joined; "
+                "thread CPU, CaptureSession.stop(): profiler stopped if still on, hooks off, samplers joined; "
                 "the trace export runs in finish(), counted in the report's build",
             ),
             rows,

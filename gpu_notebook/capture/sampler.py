@@ -31,13 +31,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import psutil
 
 from gpu_notebook.capture import nvml
-from gpu_notebook.capture.threads import HiddenThread, forget_dummy
+from gpu_notebook.capture.threads import HiddenThread, StartsAndStops, forget_dummy
 from gpu_notebook.records import GpuSample, Sample, SampleSeries
 
 __all__ = ["THREAD_NAME", "Sampler", "TickCost"]
@@ -79,7 +78,7 @@ class TickCost:
         return 100.0 * self.mean_cpu_us * 1e-6 / self.interval_s
 
 
-class Sampler:
+class Sampler(StartsAndStops):
     """Samples CPU, memory and GPUs in a background thread into a bounded series.
 
     ``listener`` is called from the sampler thread with each new sample (for a live view); it
@@ -200,17 +199,6 @@ class Sampler:
             max_wall_us=max(wall_s) * 1e6,
             interval_s=interval_s,
         )
-
-    def __enter__(self) -> Sampler:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # --- the thread ------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from types import CodeType, TracebackType
+from types import CodeType
 from typing import Any, Literal
 
 from gpu_notebook.capture import ranks
@@ -32,6 +32,7 @@ from gpu_notebook.capture.environment import (
 from gpu_notebook.capture.imports import ImportWatch
 from gpu_notebook.capture.sampler import Sampler
 from gpu_notebook.capture.stacks import StackSampler
+from gpu_notebook.capture.threads import StartsAndStops
 from gpu_notebook.records import (
     CellStatus,
     Environment,
@@ -214,7 +215,7 @@ def copy_trace(src: Path, dst: Path) -> None:
         out.write(data)
 
 
-class CaptureSession:
+class CaptureSession(StartsAndStops):
     """``with CaptureSession(options, source) as s: ...`` then ``s.finish(status, error)``."""
 
     def __init__(
@@ -265,18 +266,6 @@ class CaptureSession:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> CaptureSession:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def start(self) -> None:
         self._env = read_environment()
         self._rank_at_start = ranks.current()
@@ -322,7 +311,7 @@ class CaptureSession:
                     segment_provider=self._edge_segment,
                 ).start()
         except BaseException:
-            self.close()
+            self.stop()
             raise
 
     def _on_torch_imported(self, _name: str) -> None:
@@ -615,7 +604,7 @@ class CaptureSession:
             )
         )
 
-    def close(self) -> None:
+    def stop(self) -> None:
         """Stop the profiler, remove every hook, join the sampler. Safe to call twice."""
         if self._pid and os.getpid() != self._pid:
             # A forked child (the code called os.fork): our threads were not copied into it,
@@ -656,15 +645,15 @@ class CaptureSession:
     # ---------------------------------------------------------------- result
 
     def finish(self, status: CellStatus, error: str | None, scratch: str | None = None) -> Run:
-        """Close (if still open) and return the frozen Run.
+        """Stop (if still running) and return the frozen Run.
 
-        The cell ends at ``close()``: nothing of ours runs in the process after it. What only
+        The cell ends at ``stop()``: nothing of ours runs in the process after it. What only
         the analysis needs is done here, after the cell: writing the window's trace file
         (Kineto's JSON, ~1 ms a profiled step) into ``scratch`` (a private folder the caller
         removes once the report is built; no folder: the trace is not written) and turning the
         step clock's rows into records.
         """
-        self.close()
+        self.stop()
         assert self._env is not None, "finish() before start()"
         # The threads the cell ran with (it may have called torch.set_num_threads).
         self._env = dataclasses.replace(self._env, torch_threads=torch_threads())

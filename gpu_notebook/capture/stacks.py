@@ -96,10 +96,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from types import CodeType, FrameType, TracebackType
+from types import CodeType, FrameType
 from typing import cast
 
-from gpu_notebook.capture.threads import HiddenThread
+from gpu_notebook.capture.threads import HiddenThread, StartsAndStops
 from gpu_notebook.records import (
     EDGE_AFTER,
     EDGE_BEFORE,
@@ -285,7 +285,7 @@ class _StepGate:
 # --------------------------------------------------------------------------------------------
 
 
-class StackSampler:
+class StackSampler(StartsAndStops):
     """Samples one thread's Python stack at ``interval_s`` into bounded folded counts.
 
     ``start()`` begins sampling (``start(paused=True)`` installs the sampler without sampling),
@@ -389,17 +389,6 @@ class StackSampler:
         self._stop_event = threading.Event()
 
     # ---------------------------------------------------------------- lifecycle
-
-    def __enter__(self) -> StackSampler:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self, *, paused: bool = False) -> StackSampler:
         """Start the sampler thread; sample unless ``paused``. Raises RuntimeError when started twice."""

@@ -12,7 +12,12 @@ from __future__ import annotations
 import _thread
 import threading
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Callable
+from types import TracebackType
+from typing import TypeVar
+
+_Started = TypeVar("_Started", bound="StartsAndStops")
 
 # The hidden threads alive now, for tests and for stop() paths that must know what is ours.
 _LIVE: weakref.WeakSet[HiddenThread] = weakref.WeakSet()
@@ -67,3 +72,26 @@ class HiddenThread:
             self._done.release()
             return False
         return True
+
+
+class StartsAndStops(ABC):
+    """A ``with`` block starts it and stops it, whatever the block did: the samplers' threads
+    and the capture's hooks are cleaned up by structure, not by each caller remembering."""
+
+    @abstractmethod
+    def start(self) -> object: ...
+
+    @abstractmethod
+    def stop(self) -> object: ...
+
+    def __enter__(self: _Started) -> _Started:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

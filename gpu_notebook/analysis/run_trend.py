@@ -47,7 +47,7 @@ from gpu_notebook.analysis.interference import (
 )
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
-from gpu_notebook.analysis.steps import HOOK_PHASES, hook_phases, steady_steps
+from gpu_notebook.analysis.steps import HOOK_PHASES, hook_breakdown, hook_phases, steady_steps
 from gpu_notebook.records import (
     MemoryTrend,
     OwnTime,
@@ -1102,30 +1102,19 @@ def data_split_phases(
     if rest_total <= 0:
         rest, rest_total = {"other": 1.0}, 1.0
     fractions = {p: v / rest_total for p, v in rest.items()}
-    out: list[StepPhases] = []
-    totals = dict.fromkeys(window.measured, 0.0)
-    total_us = 0.0
-    for s in steps:
-        dur_us = max(0.0, s.duration_s - s.ours_s) * 1e6
+
+    def split(s: StepTiming, dur_us: float) -> dict[str, float]:
         data_us = min(dur_us, s.data_s * 1e6)
-        parts = {"data": data_us, **{p: (dur_us - data_us) * f for p, f in fractions.items()}}
-        for p, v in parts.items():
-            totals[p] = totals.get(p, 0.0) + v
-        total_us += dur_us
-        out.append(StepPhases(s.index, s.start_s * 1e6, dur_us, parts))
-    window_data = window.share("data") or 0.0
-    if max(totals["data"] / total_us if total_us > 0 else 0.0, window_data) < DATA_QUESTION:
+        return {"data": data_us, **{p: (dur_us - data_us) * f for p, f in fractions.items()}}
+
+    found = hook_breakdown(steps, split, window.measured)
+    total_us = found.total_us
+    run_data = found.phase_total_us["data"] / total_us if total_us > 0 else 0.0
+    if max(run_data, window.share("data") or 0.0) < DATA_QUESTION:
         # The data wait is small in the run and in the window: what differs between them is
         # not the input, and the window's split of the rest would speak for steps it is unlike.
         return None
-    measured = tuple(dict.fromkeys((*window.measured, *parts)))
-    return PhaseBreakdown(
-        source="hooks",
-        steps=tuple(out),
-        total_us=total_us,
-        phase_total_us=totals,
-        measured=measured,
-    )
+    return found
 
 
 def periodic_cost(run: Run, period: int) -> PeriodicCost | None:

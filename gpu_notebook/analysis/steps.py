@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 import numpy as np
@@ -55,13 +56,8 @@ def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | 
     steps = tuple(s for s in steady_steps(record, warmup_steps) if s.timed)
     if not steps:
         return None
-    out: list[StepPhases] = []
-    totals = dict.fromkeys(HOOK_PHASES, 0.0)
-    total_us = 0.0
-    for s in steps:
-        # Our own work in the step (a profiler starting at its boundary) is taken out: the
-        # step as the code ran it (the data wait never holds it: the step clock leaves it out).
-        dur_us = max(0.0, s.duration_s - s.ours_s) * 1e6
+
+    def split(s: StepTiming, dur_us: float) -> dict[str, float]:
         parts = {
             "data": s.data_s * 1e6,
             "forward": s.forward_s * 1e6,
@@ -70,8 +66,28 @@ def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | 
         }
         parts = _within_step(parts, dur_us)
         parts["other"] = max(0.0, dur_us - sum(parts.values()))
+        return parts
+
+    return hook_breakdown(steps, split, HOOK_PHASES)
+
+
+def hook_breakdown(
+    steps: Iterable[StepTiming],
+    split: Callable[[StepTiming, float], dict[str, float]],
+    measured: tuple[str, ...],
+) -> PhaseBreakdown:
+    """The step clock's steps as a breakdown, each step's time divided by ``split(step,
+    duration_us)``; ``measured``: the phases it measures (and any ``split`` adds, after them)."""
+    out: list[StepPhases] = []
+    totals = dict.fromkeys(measured, 0.0)
+    total_us = 0.0
+    for s in steps:
+        # Our own work in the step (a profiler starting at its boundary) is taken out: the
+        # step as the code ran it (the data wait never holds it: the step clock leaves it out).
+        dur_us = max(0.0, s.duration_s - s.ours_s) * 1e6
+        parts = split(s, dur_us)
         for k, v in parts.items():
-            totals[k] += v
+            totals[k] = totals.get(k, 0.0) + v
         total_us += dur_us
         out.append(
             StepPhases(index=s.index, start_us=s.start_s * 1e6, duration_us=dur_us, phase_us=parts)
@@ -81,7 +97,7 @@ def hook_phases(record: StepClockRecord, warmup_steps: int) -> PhaseBreakdown | 
         steps=tuple(out),
         total_us=total_us,
         phase_total_us=totals,
-        measured=HOOK_PHASES,
+        measured=tuple(dict.fromkeys((*measured, *totals))),
     )
 
 

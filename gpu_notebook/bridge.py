@@ -44,7 +44,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
@@ -94,6 +94,10 @@ class BridgeError(ValueError):
     """A message that does not match the records (wrong field set, types or bounds)."""
 
 
+# A message class: what ``from_dict`` decodes into is the class it was called on.
+_R = TypeVar("_R", bound="_Record")
+
+
 class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A message: built in Python or decoded, every field is checked against its annotation."""
 
@@ -111,7 +115,7 @@ class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return msgspec.structs.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: object) -> Any:
+    def from_dict(cls: type[_R], data: object) -> _R:
         """Decode a message; raises :class:`BridgeError` on a missing, unknown or bad field."""
         try:
             return msgspec.convert(data, cls, strict=True)
@@ -135,12 +139,6 @@ class InsertCellRequest(_Record, frozen=True, forbid_unknown_fields=True):
     source: Source
     title: Title
 
-    @classmethod
-    def from_dict(cls, data: object) -> InsertCellRequest:
-        """Decode a message; raises :class:`BridgeError` on a missing, unknown or bad field."""
-        request: InsertCellRequest = super().from_dict(data)
-        return request
-
 
 class InsertCellReply(_Record, frozen=True, forbid_unknown_fields=True):
     """Frontend -> kernel: what became of one :class:`InsertCellRequest`.
@@ -154,12 +152,6 @@ class InsertCellReply(_Record, frozen=True, forbid_unknown_fields=True):
     request_id: str
     status: InsertStatus
     message: Message
-
-    @classmethod
-    def from_dict(cls, data: object) -> InsertCellReply:
-        """Decode a message; raises :class:`BridgeError` on a missing, unknown or bad field."""
-        reply: InsertCellReply = super().from_dict(data)
-        return reply
 
 
 def contract() -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["OutputWatcher"]
@@ -62,17 +63,7 @@ class OutputWatcher:
         if len(streams) != 2:
             return
         self._streams = streams
-        registered = []
-        for stream in streams:
-            done = threading.Event()
-
-            def add(s: Any = stream, done: threading.Event = done) -> None:
-                s.register_hook(self._on_stream)
-                done.set()
-
-            _on_io_thread(stream, add)
-            registered.append(done.wait(_IO_THREAD_WAIT_S))
-        self._watching_streams = all(registered)
+        self._watching_streams = _on_io_threads(streams, lambda s: s.register_hook(self._on_stream))
 
     def stop(self) -> None:
         """Stop watching: the cell's last prints are flushed through the hooks first."""
@@ -86,15 +77,7 @@ class OutputWatcher:
         if pub is not None:
             pub.unregister_hook(self._on_display)
         streams, self._streams = self._streams, []
-        for stream in streams:
-            done = threading.Event()
-
-            def drop(s: Any = stream, done: threading.Event = done) -> None:
-                s.unregister_hook(self._on_stream)
-                done.set()
-
-            _on_io_thread(stream, drop)
-            done.wait(_IO_THREAD_WAIT_S)
+        _on_io_threads(streams, lambda s: s.unregister_hook(self._on_stream))
 
     # ------------------------------------------------------------------ the report's turn
 
@@ -214,10 +197,21 @@ def _hookable(stream: Any) -> bool:
     )
 
 
-def _on_io_thread(stream: Any, fn: Any) -> None:
-    """Run ``fn`` on the stream's IO thread, where its ``_flush`` runs the (thread-local)
-    hooks."""
-    stream.pub_thread.schedule(fn)
+def _on_io_threads(streams: list[Any], fn: Callable[[Any], None]) -> bool:
+    """Run ``fn(stream)`` on each stream's IO thread, where its ``_flush`` runs the
+    (thread-local) hooks, and wait for it (up to ``_IO_THREAD_WAIT_S`` a stream). True: it ran
+    within the wait on every stream."""
+    ran = []
+    for stream in streams:
+        done = threading.Event()
+
+        def call(s: Any = stream, done: threading.Event = done) -> None:
+            fn(s)
+            done.set()
+
+        stream.pub_thread.schedule(call)
+        ran.append(done.wait(_IO_THREAD_WAIT_S))
+    return all(ran)
 
 
 def _size(content: dict[str, Any]) -> int:

@@ -1384,6 +1384,9 @@ class CellTime:
     after_lines: tuple[SpanLine, ...] = ()
     before_samples: int = 0  # the edge sampler's samples in each span (0: none caught it)
     after_samples: int = 0
+    # Of after_s, about the time IPython took to show the cell's exception (its traceback is
+    # formatted inside the cell's run): not the cell's code (the span's sampled share).
+    after_error_s: float = 0.0
 
     @property
     def outside_s(self) -> float:

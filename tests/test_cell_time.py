@@ -333,3 +333,47 @@ def test_an_evaluation_over_a_dataloader_before_training_is_before_the_first_ste
     # step's micro-batches.
     assert rep.run.window.status == "within-step"
     assert "before training" in (rep.run.window.message or ""), rep.run.window.message
+
+
+SLOW_TRACEBACK_SETUP = """
+class Diverged(Exception):
+    def _render_traceback_(self):
+        # IPython calls this from showtraceback, inside the cell's run: sized by work, so
+        # showing the error outweighs the 10 steps on any machine (a long traceback formatted
+        # on a busy one, as a DataLoader worker's error in unseen round 12).
+        return [f"Diverged ({sum(i * i for i in range(4_000_000)) % 7})"]
+"""
+FAILING_CELL = """%%gpucheck -q -o rep -w 1 -s 1
+model = nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(10):
+    loss = model(torch.randn(8, 16)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+raise Diverged("loss went to nan")
+"""
+
+
+def test_ipython_showing_a_failed_cells_traceback_is_not_the_cells_time_after_its_steps(ip):
+    """The edge sampler's tail after the last step holds IPython formatting the cell's
+    exception (run_code calls showtraceback): its file is not the cell's (the report named
+    "line 2279 ``" of interactiveshell.py as a cell line) and its time is not the cell's code
+    (a finding said most of the cell's time was after its steps)."""
+    _warm_optimizer(ip)
+    assert ip.run_cell(SLOW_TRACEBACK_SETUP).success
+    result = ip.run_cell(FAILING_CELL)
+    assert type(result.error_in_exec).__name__ == "Diverged"
+    rep = ip.user_ns["rep"]
+    ct = rep.analysis.cell_time
+    assert rep.run.status == "error" and ct is not None and ct.steps == 10
+    assert ct.after_samples > 0, "no edge sample caught IPython showing the traceback"
+    cell_lines = len(FAILING_CELL.splitlines())
+    assert all(1 <= s.line <= cell_lines for s in ct.after_lines), ct.after_lines
+    assert 0 < ct.after_error_s <= ct.after_s
+    # The finding weighs the cell's own time outside the steps only (recomputed).
+    own = (ct.before_s + ct.after_s - ct.after_error_s) / ct.wall_s
+    finding = next((f for f in rep.findings if f.rule_id == "cell.outside_steps"), None)
+    assert (finding is not None) == (own >= OUTSIDE_SHARE), (own, ct, rep.findings)
+    if ct.share(ct.after_error_s) >= 0.1:
+        from gpu_notebook.views.text import render_text
+
+        assert "IPython showing the exception" in render_text(rep)

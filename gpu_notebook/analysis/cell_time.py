@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gpu_notebook.capture.stacks import IPYTHON_ERROR_DISPLAY
 from gpu_notebook.records import (
     EDGE_AFTER,
     EDGE_BEFORE,
@@ -40,18 +41,20 @@ def cell_time(run: Run) -> CellTime | None:
     )
     last_end_s = min(max(last_end_s, first_s), run.wall_s)
     before_labels, after_labels = _labels(run.edge_stacks, steps.anchor)
-    before_lines, before_n = _span_lines(run, before_labels)
-    after_lines, after_n = _span_lines(run, after_labels)
+    before_lines, before_n, _ = _span_lines(run, before_labels)
+    after_lines, after_n, after_error = _span_lines(run, after_labels)
+    after_s = run.wall_s - last_end_s
     return CellTime(
         wall_s=run.wall_s,
         before_s=first_s,
         steps_s=last_end_s - first_s,
-        after_s=run.wall_s - last_end_s,
+        after_s=after_s,
         steps=steps.step_count,
         before_lines=before_lines,
         after_lines=after_lines,
         before_samples=before_n,
         after_samples=after_n,
+        after_error_s=after_s * after_error,
     )
 
 
@@ -66,17 +69,30 @@ def _labels(raw: RawStacks | None, anchor: str) -> tuple[frozenset[str], frozens
     return frozenset(before), frozenset({EDGE_AFTER + anchor})
 
 
-def _span_lines(run: Run, labels: frozenset[str]) -> tuple[tuple[SpanLine, ...], int]:
-    """The cell lines most sampled under ``labels`` (inclusive), and the span's samples."""
+def _span_lines(run: Run, labels: frozenset[str]) -> tuple[tuple[SpanLine, ...], int, float]:
+    """The cell lines most sampled under ``labels`` (inclusive), the span's samples, and the
+    share of its sampled time IPython spent showing the cell's exception."""
     raw = run.edge_stacks
     if raw is None or not labels:
-        return (), 0
-    cell = raw.cell_filename or raw.root_filename
+        return (), 0, 0.0
+    # A span of IPython's traceback alone has no root of the cell's: the steps' sampler has.
+    window = run.stacks.root_filename if run.stacks is not None else None
+    cell = raw.cell_filename or raw.root_filename or window
     stacks = [s for s in raw.stacks if s.phase in labels]
     total_us = sum(s.time_us for s in stacks)
     samples = sum(s.count for s in stacks)
-    if cell is None or total_us <= 0:
-        return (), samples
+    if total_us <= 0:
+        return (), samples, 0.0
+    # After a failure IPython formats the traceback inside the cell's run (run_code calls
+    # showtraceback): seconds on a busy machine for a long one, which plain pays too.
+    error_us = sum(
+        s.time_us
+        for s in stacks
+        if s.rooted and s.frames and _shows_error(raw.functions[s.frames[0][0]].function)
+    )
+    error = error_us / total_us
+    if cell is None:
+        return (), samples, error
     time_us: dict[int, int] = {}
     count: dict[int, int] = {}
     depth: dict[int, int] = {}  # outermost place of the line in a stack: the call line first
@@ -98,7 +114,12 @@ def _span_lines(run: Run, labels: frozenset[str]) -> tuple[tuple[SpanLine, ...],
         index = line - run.first_line
         text = source[index].strip() if 0 <= index < len(source) else ""
         lines.append(SpanLine(line=line, text=text, share=share, samples=count[line]))
-    return tuple(lines), samples
+    return tuple(lines), samples, error
+
+
+def _shows_error(function: str) -> bool:
+    """IPython's own display of the cell's exception, called by ``run_code`` (its root)."""
+    return function.rsplit(".", 1)[-1] in IPYTHON_ERROR_DISPLAY
 
 
 def _cell_lines(raw: RawStacks, frames: Iterable[tuple[int, int]], cell: str) -> Iterable[int]:

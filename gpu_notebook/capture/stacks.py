@@ -926,8 +926,18 @@ def _function_counts(
 
 
 def _root_filename(stacks: Iterable[StackCount], functions: Sequence[CodeRef]) -> str | None:
+    """The cell's file: that of the code ``run_code`` runs. Its other callees are IPython's
+    own display of the cell's exception (``showtraceback``: the edge sampler's whole tail when a
+    long traceback takes seconds to show; unseen round 12's DataLoader worker error read "line
+    2279" of interactiveshell.py as a cell line): never the cell's."""
     roots: Counter[str] = Counter()
     for stack in stacks:
         if stack.rooted and stack.frames:
-            roots[functions[stack.frames[0][0]].filename] += stack.time_us
+            code = functions[stack.frames[0][0]]
+            if code.function.rsplit(".", 1)[-1] not in IPYTHON_ERROR_DISPLAY:
+                roots[code.filename] += stack.time_us
     return roots.most_common(1)[0][0] if roots else None
+
+
+# What IPython's run_code calls to show the cell's exception (InteractiveShell's methods).
+IPYTHON_ERROR_DISPLAY = frozenset({"showtraceback", "showsyntaxerror"})

@@ -43,9 +43,11 @@ class OutsideSteps(Said):
 def outside_steps(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Most of the cell's wall time lies before its first step or after its last."""
     ct = analysis.cell_time
-    if ct is None or ct.wall_s <= 0 or ct.share(ct.outside_s) < OUTSIDE_SHARE:
+    # IPython showing a failed cell's traceback is not the cell's code: nothing to say of it.
+    after_s = max(0.0, ct.after_s - ct.after_error_s) if ct is not None else 0.0
+    if ct is None or ct.wall_s <= 0 or ct.share(ct.before_s + after_s) < OUTSIDE_SHARE:
         return None
-    span: Literal["before", "after"] = "before" if ct.before_s >= ct.after_s else "after"
+    span: Literal["before", "after"] = "before" if ct.before_s >= after_s else "after"
     lines, span_s = (
         (ct.before_lines, ct.before_s) if span == "before" else (ct.after_lines, ct.after_s)
     )

@@ -258,6 +258,11 @@ def cell_time_rows(ct: CellTime) -> list[str]:
         f"({fmt_share(ct.share(ct.before_s))}), the {ct.steps} step(s) "
         f"{fmt_seconds(ct.steps_s)} ({fmt_share(ct.share(ct.steps_s))}), after the last "
         f"{fmt_seconds(ct.after_s)} ({fmt_share(ct.share(ct.after_s))})"
+        + (
+            f"; of it about {fmt_seconds(ct.after_error_s)} IPython showing the exception"
+            if ct.share(ct.after_error_s) >= SPAN_LINES_SHARE
+            else ""
+        )
     ]
     for where, span_s, spans in (
         ("before the first step", ct.before_s, ct.before_lines),

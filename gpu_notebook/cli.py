@@ -134,6 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         live_listener=live.update if live else None,
         first_line=1,
         stack_root_codes=_script_root_codes(),
+        program="script",
     )
     old_argv, old_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args.script_args]

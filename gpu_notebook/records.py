@@ -449,6 +449,9 @@ class Run:
     magic_line: str = ""  # the cell's "%%gpucheck ..." line: fixed cells keep it, to measure again
     more_windows: tuple[ProfileWindow, ...] = ()  # profiler windows after the first, spaced out
     rank: RankInfo | None = None  # None: not part of a multi-process job
+    # What the user ran: a %%gpucheck cell, or a file under `gpucheck run` (the report names
+    # it so: "this script", words/program.py).
+    program: Literal["cell", "script"] = "cell"
 
     @property
     def windows(self) -> tuple[ProfileWindow, ...]:

@@ -226,8 +226,10 @@ class CaptureSession(StartsAndStops):
         first_line: int = 2,
         magic_line: str = "",
         stack_root_codes: Collection[CodeType] | None = None,
+        program: Literal["cell", "script"] = "cell",
     ) -> None:
         self.options = options
+        self.program = program  # what the report calls it (Run.program)
         self.source = source
         self.first_line = first_line  # 2 in a %%gpucheck cell, 1 in a script
         self.magic_line = magic_line
@@ -721,6 +723,7 @@ class CaptureSession(StartsAndStops):
             first_line=self.first_line,
             magic_line=self.magic_line,
             more_windows=tuple(more_windows),
+            program=self.program,
             # A process group the cell made (and maybe tore down) or the launcher's variables.
             rank=ranks.current(self._rank_at_start),
         )

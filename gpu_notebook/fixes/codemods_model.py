@@ -308,7 +308,10 @@ def dataparallel_to_ddp(module: cst.Module) -> CodemodResult:
     return Declined(
         "DistributedDataParallel runs one process per GPU, which a notebook cell cannot become "
         "by patching; move the training into a script and start it with torchrun, e.g.:\n"
-        + _DDP_SKETCH
+        + _DDP_SKETCH,
+        on_script="DistributedDataParallel runs one process per GPU, which patching a script "
+        "cannot start: replace nn.DataParallel with DDP and start it with torchrun, e.g.:\n"
+        + _DDP_SKETCH,
     )
 
 

@@ -62,6 +62,7 @@ def build_report(
     from gpu_notebook.rules import cell_facts, run_rules
     from gpu_notebook.words import word_findings
     from gpu_notebook.words.gpu_estimate import word_estimate
+    from gpu_notebook.words.program import report_said_of
     from gpu_notebook.words.proposals import attach_fixes
     from gpu_notebook.words.verdict import word_verdict
 
@@ -118,6 +119,8 @@ def build_report(
             )
         ),
     )
+    # Worded for a cell above; a script's report says it of the script (words/program.py).
+    report = report_said_of(report)
     baseline = find_baseline(history, report)
     if baseline is not None:
         comparison = compare(baseline, report, price_per_gpu_hour=price_per_gpu_hour)

@@ -22,6 +22,7 @@ from gpu_notebook.records import (
     RunShape,
     StepTiming,
 )
+from gpu_notebook.words.program import said_of
 
 if TYPE_CHECKING:
     from bokeh.models import ColumnDataSource, LayoutDOM, Plot
@@ -114,16 +115,17 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
     gpu_indices = sorted({g.index for s in samples for g in s.gpus})
     has_gpu = bool(gpu_indices)
     few = len(samples) < FEW_SAMPLES  # a short cell: a line of one or two points is invisible
-    title = (
+    title = said_of(
+        run.program,
         "GPU utilization over the cell (step boundaries in grey, stalls in red)"
         if has_gpu
-        else "CPU use over the cell (no GPU visible; step boundaries in grey, stalls in red)"
+        else "CPU use over the cell (no GPU visible; step boundaries in grey, stalls in red)",
     )
     fig = figure(
         width=CHART_WIDTH_PX,
         height=UTIL_HEIGHT_PX,
         title=title,
-        x_axis_label="seconds since the cell started",
+        x_axis_label=said_of(run.program, "seconds since the cell started"),
         y_axis_label="GPU %" if has_gpu else "CPU % (100 = one core)",
         toolbar_location="right",
         tools="xpan,xwheel_zoom,box_zoom,reset,save",

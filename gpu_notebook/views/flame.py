@@ -75,8 +75,9 @@ def _frame_color(label: str) -> str:
     return f"hsl({hue},{sat}%,{lightness}%)"
 
 
-def _frame_text(label: str, width_px: float) -> str:
+def _frame_text(label: str, width_px: float, own_file: str) -> str:
     file, function, line = parse_frame_label(label)
+    file = own_file if file == CELL_FILE_LABEL else file
     fits = int((width_px - 6) / _CHAR_PX)
     if fits < 3:
         return ""
@@ -89,8 +90,9 @@ def _frame_text(label: str, width_px: float) -> str:
     return function[: fits - 1] + "…"
 
 
-def _frame_title(label: str, count: int, total: int, interval_s: float) -> str:
+def _frame_title(label: str, count: int, total: int, interval_s: float, own_file: str) -> str:
     file, function, line = parse_frame_label(label)
+    file = own_file if file == CELL_FILE_LABEL else file
     where = f"\n{file}:{line}" if file else ""
     share = count / total if total else 0.0
     return f"{function}{where}\n{share:.1%} of sampled time, {count * interval_s:.3f} s ({count} samples)"
@@ -103,8 +105,10 @@ def flame_svg(
     row_px: int = 17,
     max_depth: int = 80,
     min_width_px: float = 0.5,
+    own_file: str = CELL_FILE_LABEL,
 ) -> str:
     """An icicle flame graph of ``profile.collapsed`` as one inline ``<svg>`` element.
+    ``own_file``: the measured source's frames are said to be in it ("cell:7", "script:7").
 
     Frames narrower than ``min_width_px`` and rows deeper than ``max_depth`` are left out (their
     time stays in their parents' width). Hover a frame for its file, line, share and seconds.
@@ -133,9 +137,9 @@ def flame_svg(
             fill = "#e0e0e0"
             text = title if len(title) * _CHAR_PX < w else "all"
         else:
-            title = _frame_title(label, node.count, total, profile.interval_s)
+            title = _frame_title(label, node.count, total, profile.interval_s, own_file)
             fill = _frame_color(label)
-            text = _frame_text(label, w)
+            text = _frame_text(label, w, own_file)
         parts.append(
             f"<g><title>{_x(title)}</title>"
             f'<rect x="{x:.2f}" y="{y}" width="{max(w - 0.5, 0.1):.2f}" height="{row_px - 1}" '

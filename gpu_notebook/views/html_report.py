@@ -22,6 +22,7 @@ import hashlib
 import html
 import re
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from gpu_notebook.records import (
     WhatIf,
 )
 from gpu_notebook.views.charts import PHASE_COLORS
+from gpu_notebook.words.program import Program, said_of, said_of_lines
 
 __all__ = [
     "comparison_section",
@@ -130,13 +132,28 @@ def _css_width(share: float) -> str:
     return f"{max(0.0, min(100.0, 100 * share)):.2f}%"
 
 
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
+class _SaidOfScript(jinja2.ext.Extension):
+    """The templates' own text, written of a cell, said of a script (words/program.py); the
+    values they print are the report's, said of its program when it was built."""
+
+    def preprocess(self, source: str, name: str | None, filename: str | None = None) -> str:
+        return said_of_lines("script", source)
+
+
+# The program the page being rendered is of (Run.program): its templates' own words name it.
+_PROGRAM: ContextVar[Program] = ContextVar("gpucheck_html_program", default="cell")
+
+
+@lru_cache(maxsize=2)
+def _environment(program: Program = "cell") -> jinja2.Environment:
+    extensions: list[type[jinja2.ext.Extension]] = [_JoinLines]
+    if program == "script":
+        extensions.insert(0, _SaidOfScript)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATES),
         autoescape=True,  # every template, whatever its name: all of them write HTML
         undefined=jinja2.StrictUndefined,  # a misspelt name fails the render, not prints ""
-        extensions=[_JoinLines],
+        extensions=extensions,
         auto_reload=False,
     )
     env.filters.update(
@@ -149,7 +166,7 @@ def _environment() -> jinja2.Environment:
 
 def _render(template: str, **context: Any) -> Markup:
     """A template's HTML; Markup, so that a section placed in another template is not escaped again."""
-    return Markup(_environment().get_template(template).render(**context))
+    return Markup(_environment(_PROGRAM.get()).get_template(template).render(**context))
 
 
 def more_gpus_answer(verdict: Verdict) -> tuple[str, str, str]:
@@ -227,7 +244,9 @@ def gpu_estimate_section(report: Report) -> str:
         return ""
     from gpu_notebook.views.wording import describe_estimate
 
-    head, parts, *assumptions = describe_estimate(report.gpu_estimate)
+    head, parts, *assumptions = (
+        said_of(report.run.program, line) for line in describe_estimate(report.gpu_estimate)
+    )
     return _render(
         "gpu_estimate.html",
         head=head,
@@ -396,7 +415,7 @@ def lines_section(report: Report) -> str:
         stacks=stacks,
         # flame.py escapes every name and line it writes
         line_bars=Markup(line_bars_html(stacks, run.cell_source, first_line=run.first_line)),
-        flame=Markup(flame_svg(stacks)),
+        flame=Markup(flame_svg(stacks, own_file=run.program)),
     )
 
 
@@ -453,6 +472,14 @@ def _chart_parts(report: Report) -> tuple[list[str], list[str], str | None]:
 
 def render_html(report: Report) -> str:
     """One self-contained HTML page for ``report`` (opens offline, runs only our scripts)."""
+    token = _PROGRAM.set(report.run.program)
+    try:
+        return _page(report)
+    finally:
+        _PROGRAM.reset(token)
+
+
+def _page(report: Report) -> str:
     scripts, css, chart_div = _chart_parts(report)
     for body in scripts:
         if "</script" in body.lower():  # would end the element early; bokeh never emits it

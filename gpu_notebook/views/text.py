@@ -14,6 +14,7 @@ from gpu_notebook.records import (
     Report,
     RunShape,
 )
+from gpu_notebook.words.program import said_of_lines
 
 BAR_WIDTH = 24
 
@@ -243,7 +244,8 @@ def render_text(report: Report) -> str:
         ]
     if run.notes:
         lines += ["", "Notes:", *(f"  - {n}" for n in run.notes)]
-    return "\n".join(lines)
+    # This view's own sentences, worded for a cell, said of the program (a script's "line 7").
+    return said_of_lines(run.program, "\n".join(lines))
 
 
 # A span outside the steps this share of the cell's wall time gets its lines named.

@@ -210,6 +210,9 @@ class SourceFacts:
     syncs: tuple[SourceLine, ...] = ()  # per-loop reads of device values
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
+    # Copies of a model's whole state in a step loop, not behind a period (cell.syncs.state_copies:
+    # ``copy.deepcopy(model.state_dict())``); ``gated``: some steps, by a test of a value.
+    state_copies: tuple[SourceLine, ...] = ()
     # progress-bar calls in loops that redraw the bar on each call (``bar.set_postfix(...)``
     # without refresh=False: cell.syncs.redraws); ``node``: the call
     redraws: tuple[SourceLine, ...] = ()

@@ -64,7 +64,7 @@ from gpu_notebook.cell.setup import (
     step_logs,
     tf32,
 )
-from gpu_notebook.cell.syncs import redraws, syncs_and_logging
+from gpu_notebook.cell.syncs import redraws, state_copies, syncs_and_logging
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import CUDNN_BENCHMARK, last
 
@@ -162,6 +162,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         syncs=syncs,
         logging=logging,
         saves=saves,
+        state_copies=state_copies(tree),
         redraws=redraws(tree),
         constructed=tuple(
             (target.id, last(dotted(node.value.func)))

@@ -339,3 +339,72 @@ def _in_fstring_field(tree: CellTree, node: ast.AST) -> bool:
         if isinstance(ancestor, ast.stmt):
             return False
     return False
+
+
+# What makes a copy of each tensor it is called on (`v.clone()`, `p.detach().cpu()`).
+_TENSOR_COPIES = frozenset({"clone", "cpu", "numpy", "to", "copy"})
+# Calls whose result holds every parameter (and buffer) of a module, or of an optimizer.
+_WHOLE_STATE = frozenset({"state_dict", "parameters", "named_parameters", "buffers"})
+
+
+def state_copies(tree: CellTree) -> tuple[SourceLine, ...]:
+    """Copies of a model's whole state made in a step loop: ``copy.deepcopy(model.state_dict())``
+    or of the model, ``{k: v.clone() for k, v in model.state_dict().items()}``, ``[p.cpu() for
+    p in model.parameters()]``, a loop copying each parameter. Each duplicates every parameter
+    (a keep-the-best snapshot, a "last good" rollback): a checkpoint's host work without the
+    file. Kept where they run on some steps only by a test that is not a period (``if
+    loss.item() < best:``): ``gated`` then, and no ``%`` test holds them."""
+    found: dict[int, SourceLine] = {}
+    for node in ast.walk(tree.tree):
+        if not _copies_whole_state(tree, node):
+            continue
+        if isinstance(node, ast.For):  # its copy call: the line the fix gates, with its loop
+            node = next(n for n in ast.walk(node) if _copies_in(n) and isinstance(n, ast.Call))
+        loop = tree.step_loop_of(node)
+        if loop is None or _periodic(tree, node, loop):
+            continue
+        line = tree.source_line(node, "state-copy")
+        found.setdefault(line.line, line)
+    return tuple(sorted(found.values(), key=lambda s: s.line))
+
+
+def _copies_whole_state(tree: CellTree, node: ast.AST) -> bool:
+    if isinstance(node, ast.Call) and last(dotted(node.func)) == "deepcopy" and node.args:
+        what = node.args[0]
+        if isinstance(what, ast.Call):
+            return method_of(what) in _WHOLE_STATE
+        return dotted(what) in tree.models
+    if isinstance(node, (ast.DictComp, ast.ListComp, ast.GeneratorExp)):
+        element = node.value if isinstance(node, ast.DictComp) else node.elt
+        return _over_whole_state(node.generators[0].iter) and _copies_in(element)
+    if isinstance(node, ast.For) and _over_whole_state(node.iter):
+        # `for p in model.parameters(): snapshot.append(p.detach().clone())`
+        return any(_copies_in(stmt) for stmt in node.body)
+    return False
+
+
+def _over_whole_state(iterable: ast.AST) -> bool:
+    """``model.parameters()``, ``model.state_dict().items()`` / ``.values()``."""
+    if not isinstance(iterable, ast.Call):
+        return False
+    if method_of(iterable) in ("items", "values"):
+        iterable = receiver_of(iterable)
+    return isinstance(iterable, ast.Call) and method_of(iterable) in _WHOLE_STATE
+
+
+def _copies_in(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and method_of(n) in _TENSOR_COPIES for n in ast.walk(node))
+
+
+def _periodic(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
+    """An ``if`` between ``node`` and ``loop`` tests a period or a step number (``step % 10 ==
+    0``, ``step == last``): the copy runs on some steps by design, not on every one."""
+    for ancestor in tree.ancestors(node):
+        if ancestor is loop:
+            return False
+        if isinstance(ancestor, (ast.If, ast.IfExp)) and any(
+            isinstance(n, ast.Mod) or (isinstance(n, ast.Compare) and isinstance(n.ops[0], ast.Eq))
+            for n in ast.walk(ancestor.test)
+        ):
+            return True
+    return False

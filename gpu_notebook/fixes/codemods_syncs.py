@@ -424,7 +424,11 @@ def _found_by_rule(
     facts = facts_of(module)
     lines = [
         line
-        for line in (facts.syncs if syncs else (*facts.logging, *facts.saves, *facts.syncs))
+        for line in (
+            facts.syncs
+            if syncs
+            else (*facts.logging, *facts.saves, *facts.state_copies, *facts.syncs)
+        )
         if not line.gated
         and not line.needed
         and (line.kind != "synchronize" if syncs else line.kind in _LOG_KINDS or line.logged)
@@ -435,7 +439,9 @@ def _found_by_rule(
         if line.kind in ("item", "float")
         for node in (line.node, *line.others)
     ]
-    logs = [line.node for line in (*facts.logging, *facts.saves) if not line.gated]
+    logs = [
+        line.node for line in (*facts.logging, *facts.saves, *facts.state_copies) if not line.gated
+    ]
     return (
         nodes_of(module, sorted((line.node for line in lines), key=position)),
         set(nodes_of(module, reads)),
@@ -443,7 +449,8 @@ def _found_by_rule(
     )
 
 
-_LOG_KINDS = frozenset({*get_args(LogKind), "print-tensor", "log-tensor"})
+# A copy of the whole state (cell.syncs.state_copies) is gated as a checkpoint save is.
+_LOG_KINDS = frozenset({*get_args(LogKind), "print-tensor", "log-tensor", "state-copy"})
 
 
 def _body(loop: cst.For) -> list[cst.BaseStatement]:

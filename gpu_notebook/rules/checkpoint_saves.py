@@ -12,12 +12,13 @@ and as "Python between operators", and torch.compile was offered for it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import dotted
 from gpu_notebook.records import Analysis, Finding, Run
-from gpu_notebook.rules.common import EveryStepLines
+from gpu_notebook.rules.common import EveryStepLines, severity_of
 from gpu_notebook.rules.step_logging import every_step_lines
 from gpu_notebook.rules.syncs import loop_lines
 
@@ -77,4 +78,35 @@ def _bytes_io(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "BytesIO"
 
 
-RULES = (saves_every_step,)
+@dataclass(frozen=True)
+class StateCopiedEveryStep(EveryStepLines):
+    """Copies of the model's whole state in the step loop (``lines``: ``copy.deepcopy(model.
+    state_dict())``, ``{k: v.clone() ...}``; ``own``: their own sampled time). ``branch``: one
+    at least runs on the steps a test of a value picks (``if loss.item() < best:``)."""
+
+    branch: bool = False
+
+
+def state_copied_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A keep-the-best snapshot or a rollback copy of the whole state, taken every step (or on
+    the steps a batch's value picks): a checkpoint's host work without the file, measured as
+    the saves are. Seen (unseen round 11, best_state_deepcopy): no finding named it."""
+    lines = tuple(s for s in facts.state_copies if s.step_loop_line is not None)
+    if not lines:
+        return None
+    branch = any(s.gated for s in lines)
+    finding = every_step_lines(
+        "checkpoint.state_copy", StateCopiedEveryStep, lines, analysis, branch=branch
+    )
+    if finding is not None and branch:
+        # Gating a copy the branch picks would keep a stale best: said, with its advice. Its
+        # level is its own sampled time's: the host time outside the model it shares with the
+        # other per-step work (a save beside it) is not its own.
+        own = finding.said.own if isinstance(finding.said, StateCopiedEveryStep) else None
+        finding = dataclasses.replace(
+            finding, fix_id=None, fix_params={}, severity=severity_of(own, low=0.0) or "low"
+        )
+    return finding
+
+
+RULES = (saves_every_step, state_copied_every_step)

@@ -22,8 +22,9 @@ The deepcopy is now named (cell.syncs.state_copies, rules/checkpoint_saves: any 
 whole state in the step, deepcopy, {k: v.clone()}, .cpu() of every parameter): "The loop copies
 the model's whole state on the steps a batch's value picks", its line and own sampled share,
 advice to keep the best by the validation loss every N steps, no patch (gating the copy alone
-would keep a stale best); a copy taken every step is gated by the every-N fix. Load 26 (scriptcell
-session): its own sampled share 0% of 35 samples, range 1.00x-1.26x, said at low.
+would keep a stale best); a copy taken every step is gated by the every-N fix. At load 25
+(01:06 UTC): its own sampled share 0% (the copy runs on the steps that beat the best only),
+range 1.00x-1.23x, said [low] at its own share's level.
 """
 
 import copy

@@ -209,6 +209,10 @@ class LoaderWorkers(Said):
     # Offered, but with no overlap the step workers leave is longer than today's: the figures
     # of the low end under 1x (None: it is not).
     slower: NoSpareCore | None = None
+    # The CPU this process's session got while the steps ran, shared with the workers: not
+    # offered where it leaves a step no shorter than today's (``session_share``; None: not read).
+    share: SessionShare | None = None
+    busy: bool = False  # ``share`` leaves no shorter step: said, not offered
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,36 @@ class SessionCap:
     cores: int
     wait: float
     torch_threads: int | None = None  # torch's intra-op pool in this process (a worker runs 1)
+
+
+@dataclass(frozen=True)
+class SessionShare:
+    """The step ``workers`` workers leave where they get only the CPU this process's session
+    can count on while the steps ran (``session_share``): today's step by the wall clock
+    (``wall_us``), the CPU a step then needs (``cpu_us``: the main process's part, its own CPU
+    use today less the loading's CPU work plus each tensor's handoff, and the workers' CPU
+    work), and ``capacity`` cores: the rate its thread ran at while it could run, or this
+    process's cores plus the idle cores the workers could take, whichever is more. The figures
+    it is read from: this process's cores (``ours``), the machine's idle cores, its cores, and
+    the share of the time the loop's thread waited for a core."""
+
+    wall_us: float
+    cpu_us: float
+    capacity: float
+    ours: float
+    idle: float
+    cores: int
+    wait: float
+    workers: int
+
+    @property
+    def step_us(self) -> float:
+        """The shortest step that CPU allows."""
+        return self.cpu_us / self.capacity
+
+    @property
+    def gain(self) -> float:
+        return self.wall_us / self.step_us if self.step_us > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -512,6 +546,61 @@ def no_spare_core(
     return steps
 
 
+# The loop's thread ran at least this share of the time it was not waiting for a core: it
+# computes more than it sleeps, so the CPU it got while it could run is what its session gets
+# (our choice). A thread that sleeps between short bursts waits for a core after each wake-up
+# and reads less: accelerate_loop's (a loader sleeping 2 ms an item) ran 9-24% of that time at
+# load 12-28 (4% of the time running, 84% waiting at load 28: 0.04 of a core) where 2 workers
+# measured 1.47x at load 21-24; python_items' and zip_two_loaders' ran 75-105% of it.
+COMPUTING_SHARE = 0.5
+
+
+def session_share(
+    run: Run, analysis: Analysis, whole: RunPhase | None, current: int | None, wanted: int
+) -> SessionShare | None:
+    """The step ``wanted`` workers leave with the CPU this process's session could count on
+    while the steps ran (``SessionShare``). Linux shares the cores between sessions (autogroup)
+    before threads, so workers forked from this process take their CPU from its session's
+    share; only cores the machine left idle add to it, at most one a worker. The loading's CPU
+    work moves to the workers at a worker's cost (``workers_cpu_us``) and the main process
+    receives each batch's tensors (``main_handoff_us``): on a busy machine that CPU, at today's
+    rate, takes longer than today's step. Read only where the loop's thread computes more than
+    it sleeps (``COMPUTING_SHARE``). python_items and zip_two_loaders (a per-item Python
+    loader, a numpy augmentation; 2 cores, load 8-28, no core idle, their threads waiting for a
+    core 68-93% of the time) measured 0.70x-1.40x and 0.84x-1.63x with 2 workers, where this
+    step reads 0.57x-0.70x and 0.66x-0.74x. accelerate_loop's loader sleeps: not read, its fix
+    stays. The trial times the
+    steps by the wall clock, so today's step is its own time with its waits for a core
+    (``RunPhase.wait_share``). None: the loop's CPU use or its thread's wait for a core was not
+    read, no run-wide wait, or workers already load."""
+    m = analysis.machine
+    if whole is None or current != 0 or whole.step_s <= 0 or m is None or whole.wait_share >= 1:
+        return None
+    ours, others, wait, process = (m.loop_ours_cores, m.loop_others_cores, m.loop_run_wait,
+                                   m.loop_process_cores)  # fmt: skip
+    if ours is None or others is None or wait is None or ours <= 0:
+        return None
+    if wait < 1.0 and min(1.0, ours) / (1.0 - wait) < COMPUTING_SHARE:
+        return None  # the loop's thread sleeps: what it got is not its session's share
+    if process is None:
+        process = ours  # the sampler's reading: no workers yet, so all of it this process's
+    loop = loop_cores(run)
+    wall_us = whole.step_s * 1e6 / (1.0 - whole.wait_share)
+    load_us = whole.step_s * 1e6 * min(whole.low_share, whole.share)
+    loading_cpu_us = load_us * loading_cpu_fraction(run, analysis, whole.share,
+                                                    loop_stretch(analysis))  # fmt: skip
+    # The main process's part: its CPU use less the loading's, at most the rest of the step on
+    # the cores it keeps busy (torch's intra-op threads spinning over per-sample tensors, 15.9
+    # of 16 cores on an H200 host, do not follow the loading into a worker of one thread).
+    rest_us = whole.step_s * 1e6 * (1.0 - whole.share) * loop.model_cores
+    main_us = min(max(0.0, process * wall_us - loading_cpu_us), rest_us) + main_handoff_us(loop)
+    cpu_us = main_us + workers_cpu_us(loop, loading_cpu_us)
+    idle = max(0.0, m.cores - others - ours)
+    got = ours / (ours + wait)
+    capacity = min(float(m.cores), max(got, ours + min(float(wanted), idle)))
+    return SessionShare(wall_us, cpu_us, capacity, ours, idle, m.cores, wait, wanted)
+
+
 def session_reach(analysis: Analysis) -> float:
     """The most workers can shorten the step with the CPU this process's session can count
     on (``MachineFacts.session_cores``): the process's CPU time per step stays (the workers
@@ -750,7 +839,17 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         # tried and kept only where it helps, but a recommendation must not be a slowdown).
         said = dataclasses.replace(said, no_spare=no_spare)
         return found("input.loader_workers", "info", said, phase_share=data, line=loader.line)
+    shared = session_share(run, analysis, whole, workers, wanted)
+    if shared is not None and shared.gain < 1.0:
+        # The workers' CPU work comes out of the CPU this process's session got while the
+        # steps ran, and with it the step is no shorter: said, not offered. A figure of this
+        # machine now, not of the program (``loader_workers``' words say to measure again
+        # where cores are free).
+        said = dataclasses.replace(said, share=shared, busy=True)
+        return found("input.loader_workers", "info", said, phase_share=data, line=loader.line)
     low = workers_low(run, analysis, whole, workers, bound, wanted)
+    if low is not None and shared is not None and shared.gain < low:
+        low = shared.gain
     # Where the workers' CPU work after the main process's part, not beside it, is a longer
     # step than today's, the low end says so (under 1x): how much of it overlaps is the
     # machine's load of the moment, a caveat of the range, not a reason to withdraw the offer.
@@ -758,8 +857,9 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     if low is not None and slower is not None:
         low = min(low, slower.step_us / slower.slowest_us)
     unsplit = _unsplit_stream(run, loader)
+    capped = shared if shared is not None and low is not None and shared.gain <= low else None
     said = dataclasses.replace(said, low=low, session=_session_cap(analysis, low),
-                               unsplit_stream=unsplit, slower=slower)  # fmt: skip
+                               unsplit_stream=unsplit, slower=slower, share=capped)  # fmt: skip
     return found("input.loader_workers", severity, said, phase_share=data, bound=bound,
                  line=loader.line, fix_id=None if unsplit else "dataloader_workers",
                  fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True}

@@ -18,6 +18,7 @@ from gpu_notebook.rules.input_pipeline import (
     Reach,
     RemadeLoader,
     SamplerTime,
+    SessionShare,
     SlowDataset,
 )
 from gpu_notebook.words.common import Words, data_wait_evidence, worder, words
@@ -241,6 +242,19 @@ def slower_low_end(n: NoSpareCore) -> str:
     )
 
 
+def session_share(n: SessionShare) -> str:
+    """What the CPU this process's session got leaves for workers: the figures of
+    ``SessionShare``."""
+    return (
+        f"{n.idle:.1f} of {n.cores} core(s) were idle while the steps ran and this process used "
+        f"{n.ours:.2f} (its thread waited for a core {n.wait:.0%} of the time): workers forked "
+        f"from it share its session's CPU, at most {n.capacity:.2f} core(s) with the idle ones, "
+        f"with the loop; the main process's part and the workers' CPU work, "
+        f"{n.cpu_us / 1000:.2f} ms a step, take {n.step_us / 1000:.2f} ms there against "
+        f"{n.wall_us / 1000:.2f} ms today by the wall clock ({n.gain:.2f}x)"
+    )
+
+
 @worder(LoaderWorkers)
 def loader_workers(s: LoaderWorkers) -> Words:
     workers, cores = s.workers, s.cores
@@ -264,6 +278,20 @@ def loader_workers(s: LoaderWorkers) -> Words:
             _SOURCE_WORKERS + "; measured: python_items, a per-item Python loader, ran 0.91x with "
             "2 workers on 2 cores",
         )
+    if s.busy and s.share is not None:
+        evidence.append(f"may not help on this machine now: {session_share(s.share)}")
+        return words(
+            "The step waits for data loaded in the main process; workers may not help on this "
+            "machine now",
+            evidence,
+            f"Not offered: num_workers={s.wanted} may not help on this machine now: "
+            f"{s.share.idle:.1f} of {s.share.cores} core(s) were free, and the workers' CPU "
+            "work would share this process's CPU with the loop. Run the report again when "
+            "cores are free, or keep num_workers=0 and make each item cheaper (vectorise its "
+            "Python loop with torch ops, cache items that are the same every epoch).",
+            _SOURCE_WORKERS + "; measured: python_items and zip_two_loaders with 2 workers on "
+            "2 busy cores, 0.70x-1.40x and 0.84x-1.63x",
+        )
     if s.low is not None:
         evidence.append(
             f"range: {fmt_gain(s.reach.bound, s.low)} (low end: the least data wait the run's steps support, "
@@ -276,6 +304,8 @@ def loader_workers(s: LoaderWorkers) -> Words:
         )
     if s.slower is not None:
         evidence.append(slower_low_end(s.slower))
+    if s.share is not None:
+        evidence.append(f"low end set by the CPU this machine left: {session_share(s.share)}")
     if s.session is not None:
         c = s.session
         evidence.append(

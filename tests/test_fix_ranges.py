@@ -179,14 +179,14 @@ def test_the_workers_low_end_is_capped_by_the_cpu_this_process_s_session_gets():
     # batch's 0.5 ms handoff, then the loading at a worker's cost spread over 2 cores:
     # ~1 / (0.3 + 0.025 + (0.7 * 1.1 + 0.03) / 2) = 1.38x).
     quiet = _workers(_sampled(30.0, 15.0, 0.0))
-    # Loaded: the others use 1.85 of the 2 cores and the loop's thread waited for a core 60%
-    # of the time, and ran 15% (it sleeps more than it computes: ``session_share`` is not
-    # read). Its session gets the 0.15 core left, or the 0.15 / (0.15 + 0.6) = 0.2 core its
+    # Loaded: the others use 1.9 of the 2 cores and the loop's thread waited for a core 65%
+    # of the time, and ran 10% (it sleeps more than it computes: ``session_share`` is not
+    # read). Its session gets the 0.1 core left, or the 0.1 / (0.1 + 0.65) = 0.13 core its
     # thread ran at while it could run; workers share that, so the step stays at least
-    # 0.15 / 0.2 of today's: at most 1.33x whatever the loader overlaps.
-    loaded = _workers(_sampled(15.0, 100.0, 60.0))
+    # 0.1 / 0.13 of today's: at most 1.33x whatever the loader overlaps.
+    loaded = _workers(_sampled(10.0, 100.0, 65.0))
     assert quiet.gain_low is not None and loaded.gain_low is not None
-    assert loaded.gain_low == pytest.approx((0.15 / 0.75) / 0.15, rel=1e-6)
+    assert loaded.gain_low == pytest.approx((0.1 / 0.75) / 0.1, rel=1e-6)
     assert quiet.gain_low > 1.35
     assert quiet.gain_bound == pytest.approx(loaded.gain_bound)  # the high end: unchanged
     assert measurable(loaded)

@@ -547,32 +547,33 @@ def no_spare_core(
 
 
 # The loop's thread ran at least this share of the time it was not waiting for a core: it
-# computes more than it sleeps, so the CPU it got while it could run is what its session gets
-# (our choice). A thread that sleeps between short bursts waits for a core after each wake-up
-# and reads less: accelerate_loop's (a loader sleeping 2 ms an item) ran 9-24% of that time at
-# load 12-28 (4% of the time running, 84% waiting at load 28: 0.04 of a core) where 2 workers
-# measured 1.47x at load 21-24; python_items' and zip_two_loaders' ran 75-105% of it.
-COMPUTING_SHARE = 0.5
+# computes, not sleeps, most steps, so the CPU it got while it could run is its session's share
+# (our choice: between the two kinds measured). A thread that sleeps between short bursts waits
+# for a core after each wake-up and reads less: accelerate_loop's (a loader sleeping 2 ms an
+# item) ran 9-24% of that time at load 12-28 (4% of the time running, 84% waiting at load 28:
+# 0.04 of a core) where 2 workers measured 1.47x at load 21-24; python_items' and
+# zip_two_loaders' ran 64-105% of it at the same loads.
+COMPUTING_SHARE = 0.4
 
 
 def session_share(
     run: Run, analysis: Analysis, whole: RunPhase | None, current: int | None, wanted: int
 ) -> SessionShare | None:
-    """The step ``wanted`` workers leave with the CPU this process's session could count on
-    while the steps ran (``SessionShare``). Linux shares the cores between sessions (autogroup)
+    """The step ``wanted`` workers leave with the CPU this process's session could count on while
+    the steps ran (``SessionShare``). Linux shares the cores between sessions (autogroup)
     before threads, so workers forked from this process take their CPU from its session's
     share; only cores the machine left idle add to it, at most one a worker. The loading's CPU
     work moves to the workers at a worker's cost (``workers_cpu_us``) and the main process
     receives each batch's tensors (``main_handoff_us``): on a busy machine that CPU, at today's
-    rate, takes longer than today's step. Read only where the loop's thread computes more than
-    it sleeps (``COMPUTING_SHARE``). python_items and zip_two_loaders (a per-item Python
-    loader, a numpy augmentation; 2 cores, load 8-28, no core idle, their threads waiting for a
-    core 68-93% of the time) measured 0.70x-1.40x and 0.84x-1.63x with 2 workers, where this
-    step reads 0.57x-0.70x and 0.66x-0.74x. accelerate_loop's loader sleeps: not read, its fix
-    stays. The trial times the
-    steps by the wall clock, so today's step is its own time with its waits for a core
-    (``RunPhase.wait_share``). None: the loop's CPU use or its thread's wait for a core was not
-    read, no run-wide wait, or workers already load."""
+    rate, takes longer than today's step. Read only where the loop's thread runs, not sleeps,
+    much of the time it does not wait for a core (``COMPUTING_SHARE``). python_items and
+    zip_two_loaders (a per-item Python loader, a numpy augmentation; 2 cores, load 8-28, no
+    core idle, their threads waiting for a core 68-93% of the time) measured 0.70x-1.40x and
+    0.84x-1.63x with 2 workers (by hand at load 24, python_items: 0.80x-1.62x), where this step
+    reads 0.57x-0.70x and 0.66x-0.74x. accelerate_loop's loader sleeps: not read, its fix
+    stays. The trial times the steps by the wall clock, so today's step is its own time with
+    its waits for a core (``RunPhase.wait_share``). None: the loop's CPU use or its thread's
+    wait for a core was not read, no run-wide wait, or workers already load."""
     m = analysis.machine
     if whole is None or current != 0 or whole.step_s <= 0 or m is None or whole.wait_share >= 1:
         return None

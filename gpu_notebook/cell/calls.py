@@ -76,11 +76,9 @@ def callees(source: str, namespace: Mapping[str, Any] | None) -> tuple[Origin, .
                     continue
                 seen.add(id(target))
                 index = len(found) + 1
-                if isinstance(target, type):
-                    made_here = instance is not None and instance in local
-                    origin = _class_origin(target, index, instance, made_here)
-                else:
-                    origin = _origin(target, index)
+                # A class comes with the name the cell calls it through (its instance is made
+                # here when the cell binds that name); a function with none.
+                origin = _origin(target, index, instance, instance is None or instance in local)
                 if origin is None:
                     continue
                 found.append(origin)
@@ -178,25 +176,53 @@ def _called_methods(tree: ast.AST, names: Mapping[str, Any]) -> list[tuple[type,
     return out
 
 
-def _class_origin(cls: type, index: int, instance: str | None, made_here: bool) -> Origin | None:
-    """``cls`` read whole, where it is the user's, at module level, and holds a loop or a
-    backward; found by its methods' code (a class of a cell has no file ``inspect`` finds)."""
-    if cls.__qualname__ != cls.__name__:
-        return None
-    codes = [f.__code__ for f in vars(cls).values() if isinstance(f, FunctionType)]
-    if not codes:
-        return None
-    filename = codes[0].co_filename
+def _origin(
+    target: FunctionType | type, index: int, instance: str | None, made_here: bool
+) -> Origin | None:
+    """Where ``target`` was defined and its source, when it is the user's, at module level, and
+    holds a loop or a backward; else None. A class is read whole, found by its methods' code (a
+    class of a cell has no file ``inspect`` finds)."""
+    if isinstance(target, type):
+        codes = [f.__code__ for f in vars(target).values() if isinstance(f, FunctionType)]
+        if target.__qualname__ != target.__name__ or not codes:
+            return None
+        filename, first = codes[0].co_filename, codes[0].co_firstlineno
+    elif target.__qualname__ != target.__name__ or "<" in target.__name__:
+        return None  # nested, a method or a lambda: it cannot be redefined on its own
+    else:
+        filename = target.__code__.co_filename
     number = cell_number(filename)
     in_file = number is None and _users_file(filename)
     if number is None and not in_file and not _other_cell(filename):
         return None
+    if isinstance(target, type):
+        read = _class_source(target, filename, first)
+    else:
+        read = _function_source(target)
+    if read is None:
+        return None
+    first_line, text = read
+    return Origin(
+        filename=filename,
+        function=target.__name__,
+        cell_number=number,
+        in_file=in_file,
+        first_line=first_line,
+        offset=index * ORIGIN_LINES,
+        text=text if text.endswith("\n") else text + "\n",
+        instance=instance,
+        made_here=made_here,
+    )
+
+
+def _class_source(cls: type, filename: str, first: int) -> tuple[int, str] | None:
+    """(first line, source) of the module-level class of ``filename`` that holds line ``first``
+    (one of its methods'), decorators included."""
     lines = linecache.getlines(filename)
     try:
         module = ast.parse("".join(lines))
     except (SyntaxError, ValueError):
         return None
-    first = codes[0].co_firstlineno
     defined = [
         node
         for node in module.body
@@ -209,39 +235,11 @@ def _class_origin(cls: type, index: int, instance: str | None, made_here: bool) 
         return None
     node = defined[0]
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-    text = "".join(lines[start - 1 : node.end_lineno])
-    if not text.endswith("\n"):
-        text += "\n"
-    return Origin(
-        filename=filename,
-        function=cls.__name__,
-        cell_number=number,
-        in_file=in_file,
-        first_line=start,
-        offset=index * ORIGIN_LINES,
-        text=text,
-        instance=instance,
-        made_here=made_here,
-    )
+    return start, "".join(lines[start - 1 : node.end_lineno])
 
 
-def _steps(node: ast.AST) -> bool:
-    """It holds a loop or a ``.backward()``: what a step or its loop is made of."""
-    loops = (ast.For, ast.AsyncFor, ast.While)
-    return has_backward(node) or any(isinstance(n, loops) for n in ast.walk(node))
-
-
-def _origin(fn: FunctionType, index: int) -> Origin | None:
-    """Where ``fn`` was defined and its source, when it is the user's, at module level, and
-    holds a loop or a backward; else None."""
-    code = fn.__code__
-    filename = code.co_filename
-    if fn.__qualname__ != fn.__name__ or "<" in fn.__name__:
-        return None  # nested, a method or a lambda: it cannot be redefined on its own
-    number = cell_number(filename)
-    in_file = number is None and _users_file(filename)
-    if number is None and not in_file and not _other_cell(filename):
-        return None
+def _function_source(fn: FunctionType) -> tuple[int, str] | None:
+    """(first line, dedented source) of ``fn``, a function of its own."""
     try:
         text = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError, IndentationError):
@@ -251,21 +249,15 @@ def _origin(fn: FunctionType, index: int) -> Origin | None:
     except SyntaxError:
         return None
     defined = tree.body[0] if len(tree.body) == 1 else None
-    if not isinstance(defined, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if not isinstance(defined, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _steps(defined):
         return None
-    if not _steps(defined):
-        return None
-    if not text.endswith("\n"):
-        text += "\n"
-    return Origin(
-        filename=filename,
-        function=fn.__name__,
-        cell_number=number,
-        in_file=in_file,
-        first_line=code.co_firstlineno,
-        offset=index * ORIGIN_LINES,
-        text=text,
-    )
+    return fn.__code__.co_firstlineno, text
+
+
+def _steps(node: ast.AST) -> bool:
+    """It holds a loop or a ``.backward()``: what a step or its loop is made of."""
+    loops = (ast.For, ast.AsyncFor, ast.While)
+    return has_backward(node) or any(isinstance(n, loops) for n in ast.walk(node))
 
 
 def _other_cell(filename: str) -> bool:

@@ -218,6 +218,29 @@ def test_a_loop_that_computes_on_a_busy_machine_gets_no_workers_offer():
     assert spare.fix_id == "dataloader_workers" and spare.severity != "info"
 
 
+def test_the_cpu_a_partly_busy_machine_left_sets_the_workers_low_end():
+    """A per-item Python loader (20 ms steps, 14 ms of loading, one tensor a batch) whose loop
+    thread computes all the time on one core, while the others use half a core: half a core
+    is idle, so the workers get at most 1.5 cores with the loop. The CPU a step then needs
+    (the rest, the handoff, the loading at a worker's cost) at that rate is a shorter step
+    than today's but a longer one than the no-overlap floor's: it sets the low end, said so.
+    Quiet (no other load), the floor's low end stands."""
+    record = _python_items_record(0.020, 0.014, tensors=1)
+    quiet = _python_items_workers(record, ours_pct=100.0, worded=False)
+    shared = _python_items_workers(record, ours_pct=100.0, others_pct=50.0, worded=False)
+    assert quiet is not None and shared is not None
+    assert isinstance(quiet.said, LoaderWorkers) and isinstance(shared.said, LoaderWorkers)
+    share = shared.said.share
+    assert quiet.said.share is None and share is not None and not shared.said.busy
+    assert share.idle == pytest.approx(0.5) and share.capacity == pytest.approx(1.5)
+    assert quiet.gain_low is not None and shared.gain_low is not None
+    assert 1.0 < share.gain < quiet.gain_low and shared.gain_low == pytest.approx(share.gain)
+    assert shared.fix_id == "dataloader_workers"
+    (worded,) = word_findings([shared])
+    assert any(e.startswith("low end set by the CPU this machine left: 0.5 of 2 core(s) were idle")
+               for e in worded.evidence)  # fmt: skip
+
+
 def test_a_busy_machine_alone_does_not_withdraw_a_sleeping_loader_s_workers():
     """A loop thread that sleeps (a loader reading storage or sleeping: ran 10%, waited for a
     core 30% of the time) reads less than its session's share: after each wake-up it waits

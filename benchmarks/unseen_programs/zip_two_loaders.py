@@ -13,7 +13,10 @@ no-overlap end is the range's low end, under 1x where it says so. --try-fixes at
 (1.17x-1.35x) over its 0.95x-1.21x; the excess is glibc page faults the unfused update's
 full-size temporaries cause (in the step and in the next backward's fresh gradients), not the
 update's arithmetic: benchmarks/fused_update_faults.py (fusedzip: x1.29 default, x1.09 with
-the malloc thresholds fixed)."""
+the malloc thresholds fixed). Since 2026-12-06 01:00 (wshare) the workers are not offered where
+the machine's cores are busy and the loop's thread computes ("may not help on this machine
+now": the CPU its session got leaves 0.66x-0.74x of today's step), 6 of 6 runs at load 24-29;
+they were offered with a low end under 1x and measured 0.84x-1.63x."""
 
 import numpy as np
 import torch

@@ -991,3 +991,39 @@ def test_a_validation_pass_with_autograd_on_is_not_the_next_step_s_samples(clock
     sizes = [s.batch_size for s in clock.record().steps]
     assert sizes[:24] == [8] * 24  # main: 72 at each epoch's first step after the first
     assert sizes[24:] == [16] * 8
+
+
+FAILING_READS = """%%gpucheck -q -o rep
+class Corrupt(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        if i == 40:
+            raise ValueError(f"corrupt sample {i}")
+        return torch.randn(4), torch.randn(1)
+net = torch.nn.Linear(4, 1)
+for x, y in torch.utils.data.DataLoader(Corrupt(), batch_size=8):
+    loss = torch.nn.functional.mse_loss(net(x), y)
+    loss.backward()
+"""
+TWICE_BACKWARD = """%%gpucheck -q -o rep
+net = torch.nn.Linear(4, 1)
+for _ in range(3):
+    loss = net(torch.randn(8, 4)).sum()
+    loss.backward()
+loss.backward()
+"""
+
+
+@pytest.mark.parametrize("cell", [FAILING_READS, TWICE_BACKWARD], ids=["dataset", "backward"])
+def test_an_error_through_our_wrappers_is_shown_without_our_frames(ip, cell):
+    # Unseen round 12's DataLoader worker error: the user's traceback showed our
+    # stepclock.__next__ with its source between DataLoader's frames; a second backward
+    # through the graph showed our backward wrapper. The frames are there (Python puts them
+    # there); IPython's traceback, pdb and pytest leave them out.
+    result = ip.run_cell(cell)
+    exc = result.error_in_exec
+    assert exc is not None and ip.user_ns["rep"].run.status == "error"
+    shown = "\n".join(ip.InteractiveTB.structured_traceback(type(exc), exc, exc.__traceback__))
+    assert "gpu_notebook" not in shown and "stepclock" not in shown, shown
+    assert "corrupt sample 40" in shown or "backward through the graph a second time" in shown

@@ -175,6 +175,7 @@ class ChildSteps:
         steps = self
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # the child's errors read as without us (stepclock)
             if get_ident() != steps._tid or field in steps._inside:
                 return original(*args, **kwargs)
             # Not twice: a backward hook that takes torch.autograd.grad is inside the pass.

@@ -330,6 +330,7 @@ class ProfilerWindow:
 
         def watching(original: Any) -> Any:
             def watched(*args: Any, **kwargs: Any) -> Any:
+                __tracebackhide__ = True  # the profiler's errors read as without us (stepclock)
                 on_user_profiler()
                 return original(*args, **kwargs)
 

@@ -634,6 +634,7 @@ class StepClock:
         clock = self
 
         def closure(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # the closure's errors read as without us (see __next__)
             if clock._in_closure or threading.get_ident() != clock._tid:
                 return original(*args, **kwargs)
             start = time.perf_counter_ns()
@@ -732,6 +733,10 @@ class StepClock:
         clock = self
 
         def __next__(it: Any) -> Any:  # noqa: N807 - replaces the iterator method
+            # A dataset's error passes through this frame: IPython's traceback (and pdb, and
+            # pytest) leaves it out, so the user reads the error as without us (it showed this
+            # file's source, unseen round 12's DataLoader worker error).
+            __tracebackhide__ = True
             if "dataloader" in clock._inert or threading.get_ident() != clock._tid:
                 return original(it)
             start = time.perf_counter_ns()
@@ -830,6 +835,7 @@ class StepClock:
         clock = self
 
         def backward(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # backward's own errors read as without us (see __next__)
             if key in clock._inert or threading.get_ident() != clock._tid or clock._in_backward:
                 return original(*args, **kwargs)
             start = time.perf_counter_ns()

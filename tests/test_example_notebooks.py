@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -89,9 +90,12 @@ def test_04_compare_runs(tmp_path):
 UNSEEN = NOTEBOOKS / "unseen"
 
 
-def execute_unseen(name: str, tmp_path: Path, *, plain: bool = False, cells=None):
+def execute_unseen(
+    name: str, tmp_path: Path, *, plain: bool = False, cells=None, errors: bool = False
+):
     """Run ``unseen/NAME`` (or ``cells``, sources) in a fresh kernel in ``tmp_path``; ``plain``:
-    without the magic (its lines blanked, so line numbers stay)."""
+    without the magic (its lines blanked, so line numbers stay); ``errors``: a cell of it
+    fails on purpose (the run goes on)."""
     nb = nbformat.read(UNSEEN / name, as_version=4)
     if cells is not None:
         nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
@@ -107,7 +111,7 @@ def execute_unseen(name: str, tmp_path: Path, *, plain: bool = False, cells=None
         timeout=300,
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
-        allow_errors=plain,  # without the magic, a cell reading its report fails
+        allow_errors=plain or errors,  # without the magic, a cell reading its report fails
     )
     client.execute()
     return [c for c in nb.cells if c.cell_type == "code"]
@@ -284,3 +288,54 @@ def test_unseen_18_a_trainer_class_is_read_with_the_cells_that_call_fit(tmp_path
     # A trainer made before the cell keeps its class: said, with the diff, never patched.
     assert "refused: the change is in class `Trainer` (In[3], line 1)" in again
     assert "+                if i % 10 == 0:" in again
+
+
+def test_unseen_19_what_goes_into_an_output_widget_stays_there(tmp_path):
+    cells = execute_unseen("19_output_widget_log.ipynb", tmp_path)
+    for prefix in ("%%gpucheck -o rep_out\n", "%%gpucheck -o rep_out2"):
+        cell = cell_starting(cells, prefix)
+        assert len(reports_in(cell)) == 1, prefix
+        # The widget's prints went into the widget; its pending wait-clear is the widget's: no
+        # copy of its last line in the cell (the report replayed 'step 48 loss ...' below it).
+        assert "step " not in streams(cell), (prefix, streams(cell))
+    assert streams(cell_starting(cells, "%%gpucheck -o rep_out\n")) == "header: training starts\n"
+    assert streams(cell_starting(cells, "%%gpucheck -o rep_out2")) == "done\n"
+    assert streams(cell_starting(cells, "print(rep_out.run")).startswith("64 64 1 1")
+
+
+def test_unseen_20_a_coroutine_left_to_run_as_a_task_is_said_so(tmp_path):
+    cells = execute_unseen("20_asyncio_task_background.ipynb", tmp_path)
+    assert "task done 192 True" in streams(cell_starting(cells, "res = await task"))
+    shown = streams(cell_starting(cells, "import torch.nn.modules.module"))
+    assert shown.startswith("0 No training step ran in this cell: train() runs as an asyncio task")
+    assert "torch.autograd 0 0" in shown  # the task's steps after the cell met nothing of ours
+    report = reports_in(cell_starting(cells, "%%gpucheck -o rep_task"))[0].data["text/plain"]
+    assert "create_task()" in report and "another process" not in report
+    assert streams(cell_starting(cells, "print(rep_await")).startswith("128 ")
+
+
+def test_unseen_21_a_worker_error_reaches_the_user_and_no_ipython_line_is_the_cells(tmp_path):
+    cells = execute_unseen("21_pasted_script_worker_error.ipynb", tmp_path, errors=True)
+    main = cell_starting(cells, "%%gpucheck -o rep_main")
+    assert "epoch 1 True" in streams(main) and reports_in(main)
+    failed = cell_starting(cells, "%%gpucheck -o rep_worker")
+    (error,) = [o for o in failed.outputs if o.output_type == "error"]
+    assert error.ename == "ValueError"
+    assert error.evalue.startswith("Caught ValueError in DataLoader worker process ")
+    assert "gpu_notebook" not in "".join(error.traceback)  # our DataLoader frame is hidden
+    assert reports_in(failed)
+    shown = streams(cell_starting(cells, "import sys"))
+    assert "last ValueError Caught ValueError in DataLoader worker process" in shown
+    # The lines named after the last step are the cell's (13 lines), never IPython's own
+    # (traceback formatting read as "line 2279 ``").
+    after = shown.split("after lines ", 1)[1]
+    assert "''" not in after and all(int(n) <= 13 for n in re.findall(r"\((\d+), ", after))
+    assert not re.search(r"line \d+ ``", reports_in(failed)[0].data["text/plain"])
+
+
+def test_unseen_22_steps_inside_a_generator_are_the_cells(tmp_path):
+    cells = execute_unseen("22_generator_steps.ipynb", tmp_path)
+    measured = cell_starting(cells, "%%gpucheck -o rep_gen")
+    assert streams(measured).count("\n") == 3 and reports_in(measured)
+    report = reports_in(measured)[0].data["text/plain"]
+    assert "Steps: 192 " in report

@@ -241,6 +241,14 @@ class StepClockRecord:
     # (seconds, steps) each optimizer class's own steps took on the loop thread's CPU clock,
     # outside the profiled windows and the first step (a closure's calls inside a step left out).
     optimizer_cpu: Mapping[str, tuple[float, int]] = field(default_factory=dict)
+    # (minor page faults, steps read) inside each class's own steps, over one training step in
+    # eight (Linux only; empty: not read); the same steps' faults outside every update (faults,
+    # steps); and what one fault costs the thread's CPU clock on this machine, measured at the
+    # run's end where an update faulted (seconds; None: not measured). A fused update makes
+    # no full-size temporaries: the faults they cause are its to remove (``fused_update``).
+    optimizer_faults: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    rest_faults: tuple[int, int] = (0, 0)
+    fault_cost_s: float | None = None
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
     process_cpu: tuple[StepCpu, ...] = ()  # the process's CPU time at spaced step ends
     lean_data: bool = False  # untimed (lean) steps still carry their DataLoader wait

@@ -14,11 +14,25 @@ The costs are torch 2.x's CPU update on one core, fitted on 1-60 tensors of 2 to
 and 0.22 on 60 tensors). They are read as ratios: a faster or slower machine scales both sides
 alike. Past the caches (six 10^6-element tensors, 24 MB) the unfused passes cost more a byte
 and a fused step kept 0.28 where the model reads 0.40: there the range under-reads the gain.
+
+Page faults (``update_faults``): the unfused update makes full-size temporaries a tensor (Adam's
+``sqrt`` then its division); past glibc's mmap threshold each one gets fresh pages, zeroed and
+mapped on first touch, and unmapped or trimmed when freed, so the next step's gradients fault
+their pages in again. The fused kernel makes none. The step clock counts the faults inside each
+class's steps and outside them, and prices one fault on this machine; the bound's high end takes
+the update's faults whole (not ``kept`` of them) and the step's faults outside the updates up to
+as many as the update's own (a page trimmed because of the temporaries is one they took).
+save_every_step's Adam (1M parameters): ~1,100 faults a step at ~3 us, 3 of its 5 ms, fused 0;
+zip_two_loaders' AdamW: 260-520 inside, 430-1,100 outside, fused 0-770 (pfault, 2026-12-06,
+benchmarks/README). The low end stays the model's: the faults move with the allocator's state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
+
+from gpu_notebook.records import StepClockRecord
 
 
 class UpdateCosts(NamedTuple):
@@ -53,3 +67,52 @@ def fused_cpu_kept(cls: str, tensors: int | None, grad_bytes: int | None) -> flo
     unfused, fused = costs
     size = max(0, grad_bytes or 0)
     return min(1.0, fused.step_us(tensors, size) / unfused.step_us(tensors, size))
+
+
+# Sampled steps the fault readings must rest on (the step clock reads one step in eight).
+FAULT_MIN_STEPS = 2
+
+
+class UpdateFaults(NamedTuple):
+    """Minor page faults a step of the reached classes' updates (``inside``), the step's faults
+    outside every update counted up to as many (``outside``), one fault's CPU time here
+    (``fault_us``); and their times over the same classes' update CPU time (``inside_part``, at
+    most 1; ``outside_part``)."""
+
+    inside: float
+    outside: float
+    fault_us: float
+    inside_part: float
+    outside_part: float
+
+
+def update_faults(record: StepClockRecord, classes: Iterable[str]) -> UpdateFaults | None:
+    """The page faults a fused ``classes`` update would not make, from the step clock's
+    readings. None: not read (no per-thread fault count, no fault priced), too few steps, or
+    none in the update."""
+    cost_s = record.fault_cost_s
+    if cost_s is None or cost_s <= 0:
+        return None
+    inside = cpu_s = 0.0
+    for cls in classes:
+        faults, timed = record.optimizer_faults.get(cls, (0, 0)), record.optimizer_cpu.get(cls)
+        if timed is None or timed[1] <= 0 or faults[1] < FAULT_MIN_STEPS:
+            return None
+        inside += faults[0] / faults[1]
+        cpu_s += timed[0] / timed[1]
+    if inside <= 0 or cpu_s <= 0:
+        return None
+    rest, rest_steps = record.rest_faults
+    outside = min(inside, rest / rest_steps) if rest_steps >= FAULT_MIN_STEPS else 0.0
+    return UpdateFaults(
+        inside, outside, cost_s * 1e6, min(1.0, inside * cost_s / cpu_s), outside * cost_s / cpu_s
+    )
+
+
+def fused_removed_high(kept: float, faults: UpdateFaults | None) -> float:
+    """The most of the update's time a fused step takes away, as a part of it: all but ``kept``
+    of its arithmetic, its faults whole, and the faults it causes outside it (which may take
+    the part over 1: they are other phases' time)."""
+    if faults is None:
+        return 1.0 - kept
+    return 1.0 - kept * (1.0 - faults.inside_part) + faults.outside_part

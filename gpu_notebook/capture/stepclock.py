@@ -43,6 +43,7 @@ turns into a plain pass-through.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import sys
 import threading
@@ -51,6 +52,11 @@ import weakref
 from collections.abc import Callable
 from time import process_time_ns as _process_time_ns
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # Windows: no rusage, no fault counts
+    resource = None  # type: ignore[assignment]
 
 from gpu_notebook import markers
 from gpu_notebook.capture import children
@@ -247,6 +253,19 @@ class StepClock:
         # inner optimizer's, which is the inner one's.
         self._class_cpu: dict[str, list[int]] = {}
         self._open_opt_cpu: list[list[Any]] = []
+        # Minor page faults of the loop thread over one training step every ``_FAULTS_EVERY``
+        # (issue 26: an unfused CPU update's full-size temporaries get fresh pages from the
+        # allocator each step, and the heap they leave is trimmed, so the next backward's
+        # gradients fault again; a fused kernel makes no such temporaries: save_every_step's
+        # Adam faulted ~1,100 pages a step, ~3 ms of its 5 ms step, fused none). By class
+        # [faults inside its steps, steps read]; the sampled training steps' faults outside
+        # every update [faults, steps]; ``_fault_mark``: the faults when a sampled step began
+        # (None: not sampling this step).
+        self._class_faults: dict[str, list[int]] = {}
+        self._rest_faults = [0, 0]
+        self._fault_mark: int | None = None
+        self._fault_in_updates = 0
+        self._fault_cost: float | None = None
 
         # Memory at the end of every Nth step (0: off): the process RSS, one pread of
         # /proc/self/statm (~2 us, so every 16th step is far under 1% of any step).
@@ -611,7 +630,9 @@ class StepClock:
             if len(self._open_opt_cpu) > 8:  # steps whose post hook never came (they raised)
                 self._open_opt_cpu.clear()
             self._open_opt_cpu.append([id(optimizer), type(optimizer).__name__,
-                                       time.thread_time_ns(), 0, self._closure_cpu_ns])  # fmt: skip
+                                       time.thread_time_ns(), 0, self._closure_cpu_ns,
+                                       -1 if self._fault_mark is None else _minor_faults(),
+                                       0])  # fmt: skip
         self._opt_closure_mark = self._closure_rest_ns
         if self._lean:
             # Only the step's own time: the loader's wait is the one phase lean steps still
@@ -673,7 +694,7 @@ class StepClock:
                 return
         now = time.perf_counter_ns()
         if self._open_opt_cpu and self._open_opt_cpu[-1][0] == id(optimizer):
-            _, cls_name, cpu0, nested, closure0 = self._open_opt_cpu.pop()
+            _, cls_name, cpu0, nested, closure0, faults0, nested_faults = self._open_opt_cpu.pop()
             # Less its closure's calls: they are the model's and the framework's, not the class's.
             spent = max(0, time.thread_time_ns() - cpu0 - (self._closure_cpu_ns - closure0))
             if self._open_opt_cpu:
@@ -681,6 +702,18 @@ class StepClock:
             entry = self._class_cpu.setdefault(cls_name, [0, 0])
             entry[0] += max(0, spent - nested)
             entry[1] += 1
+            if faults0 >= 0:
+                faulted = _minor_faults() - faults0
+                if self._closure_cpu_ns != closure0:
+                    self._fault_mark = None  # a closure's forward and backward faulted inside
+                else:
+                    if self._open_opt_cpu:
+                        self._open_opt_cpu[-1][6] += faulted
+                    else:
+                        self._fault_in_updates += faulted
+                    own = self._class_faults.setdefault(cls_name, [0, 0])
+                    own[0] += max(0, faulted - nested_faults)
+                    own[1] += 1
         if self._opt_start_ns:
             # Less the phases timed inside step() and the rest of its closure's calls.
             inner = self._data_ns + self._fwd_ns + self._bwd_ns - self._opt_inner_ns
@@ -703,7 +736,30 @@ class StepClock:
             self._class_tensors[cls] = (tensors, size)
         if not self._closes_cycle(id(optimizer)):
             return  # another optimizer of the same iteration ends it: this one's time stays in
+        if _FAULTS_READ:
+            if self.annotate:  # a profiled step: neither timed nor read
+                self._fault_mark = None
+            elif self._fault_mark is not None or self._step_count % _FAULTS_EVERY == 0:
+                self._sample_faults()
         self._event("optimizer", now, ends_step=True)
+
+    def _fault_cost_s(self) -> float | None:
+        """One page fault's CPU time here, measured once (~1 ms), where an update faulted."""
+        if self._fault_cost is None and any(f for f, _ in self._class_faults.values()):
+            self._fault_cost = fault_cost_s()
+        return self._fault_cost
+
+    def _sample_faults(self) -> None:
+        """At the end of a training step: close a sampled step (its faults outside the updates)
+        and open the next sampled one."""
+        faults = _minor_faults()
+        if self._fault_mark is not None:
+            self._rest_faults[0] += max(0, faults - self._fault_mark - self._fault_in_updates)
+            self._rest_faults[1] += 1
+            self._fault_mark = None
+        elif self._step_count > 0:
+            self._fault_mark = faults
+        self._fault_in_updates = 0
 
     def _closes_cycle(self, key: int) -> bool:
         """Whether this optimizer's step ends the training step. One optimizer: every step.
@@ -1145,6 +1201,9 @@ class StepClock:
             grad_tensors=self._grad_tensors or None,
             optimizer_tensors=dict(self._class_tensors),
             optimizer_cpu={c: (ns / 1e9, n) for c, (ns, n) in self._class_cpu.items()},
+            optimizer_faults={c: (f, n) for c, (f, n) in self._class_faults.items()},
+            rest_faults=(self._rest_faults[0], self._rest_faults[1]),
+            fault_cost_s=self._fault_cost_s(),
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
             process_cpu=tuple(
                 StepCpu(index=i, end_s=(e - t0) / 1e9, process_cpu_s=c / 1e9)
@@ -1177,6 +1236,43 @@ _MARK_EVERY = 16
 # Loader starts kept (one an epoch for most loops; a loop that makes an iterator a step, such
 # as ``next(iter(loader))``, fills it at once and says no more).
 _STARTS_KEPT = 4096
+
+# One training step in this many has its page faults read (two readings of ~1-3 us each, at
+# its start and end, and one around each update inside it).
+_FAULTS_EVERY = 8
+_RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None) if resource else None
+_FAULTS_READ = _RUSAGE_THREAD is not None
+
+
+def _minor_faults() -> int:
+    """The loop thread's minor page faults so far (Linux's per-thread rusage)."""
+    assert resource is not None and _RUSAGE_THREAD is not None
+    return resource.getrusage(_RUSAGE_THREAD).ru_minflt
+
+
+def fault_cost_s(pages: int = 256) -> float | None:
+    """What one minor page fault costs this thread's CPU clock here (a fresh anonymous page
+    zeroed and mapped on first touch): ``pages`` fresh pages written once, less the same writes
+    again on mapped pages. ~3 us on a loaded 2-core VM (benchmarks/README, pfault). None: no
+    per-thread fault count here, or none counted."""
+    if not _FAULTS_READ:
+        return None
+    step = mmap.PAGESIZE
+    buf = mmap.mmap(-1, pages * step)
+    try:
+        times = []
+        for _ in range(2):
+            f0, t0 = _minor_faults(), time.thread_time_ns()
+            for i in range(0, pages * step, step):
+                buf[i] = 1
+            times.append((time.thread_time_ns() - t0, _minor_faults() - f0))
+    finally:
+        buf.close()
+    (first_ns, faults), (again_ns, _) = times
+    if faults <= 0:
+        return None
+    return max(0, first_ns - again_ns) / faults / 1e9
+
 
 # Set on our wrapper of a step()'s closure: an optimizer whose step hands the closure on to an
 # inner optimizer's step (a wrapper optimizer) gets it wrapped once.

@@ -244,11 +244,25 @@ def _fused_gain_line(s: UnfusedOptimizer) -> str:
         )
     size = f", {s.grad_bytes / 1e6:.2g} MB" if s.grad_bytes else ""
     whose = "the update's" if s.reached is None or s.reached >= 1.0 else f"{s.cls}'s update"
-    return (
+    line = (
         f"gain if the fused update keeps {fmt_share(s.kept)} of {whose} time: {gain} "
         f"(on the CPU a fused step still pays its fixed cost, a call a tensor and one pass over "
         f"the parameters: {s.tensors} tensors{size} here; from the least update share the run's "
-        "steps support, 90% interval, to the run's)"
+        "steps support, 90% interval, to the run's"
+    )
+    f = s.faults
+    if f is None:
+        return line + ")"
+    outside = (
+        f", and the step {f.outside:.0f} more outside it, which the high end also counts (the "
+        "heap its temporaries leave trimmed makes the next gradients fault again)"
+        if f.outside >= 1
+        else ""
+    )
+    return (
+        f"{line}; the high end counts the update's page faults whole: {f.inside:.0f} fresh pages "
+        f"a step for its temporaries at {f.fault_us:.1f} us each here, "
+        f"{fmt_share(f.inside_part)} of its time, which a fused step does not make{outside})"
     )
 
 

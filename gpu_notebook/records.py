@@ -1240,6 +1240,10 @@ class StartUpBursts:
     # The bursts and the steps after them in the first half of each loader's pass, over the
     # second half's median step: what the start-up costs with its tail, of the run's step time.
     reach_share: float | None = None
+    # The bursts' excess outside their data wait (making the iterator forks the workers: the
+    # step's "other"), of the run's step time: what the run's data share does not hold of the
+    # start-ups. None: a step of a start did not time its data wait.
+    outside_data_share: float | None = None
 
 
 @dataclass(frozen=True)

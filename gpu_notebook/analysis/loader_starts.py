@@ -44,6 +44,7 @@ def start_up_bursts(
     spans: list[float] = []
     medians: list[float] = []
     steady: list[StepTiming] = []
+    outside: list[float] | None = []  # each burst's excess outside its data wait
     for start, end in itertools.pairwise(bounds):
         if start < warmup_steps:
             continue
@@ -55,6 +56,8 @@ def start_up_bursts(
         # Signed over the burst: a burst step no slower than the steady ones adds nothing on
         # average, where a clipped one would add the steady steps' noise every time.
         excess.append(max(0.0, sum(_own(s) - median for s in head)))
+        if outside is not None:
+            outside = _outside_data(record, head, rest, excess[-1], outside)
         reach.append(max(excess[-1], _with_tail(head, rest, start + (end - start) // 2)))
         spans.append(sum(_own(s) for s in (*head, *rest)))
         medians.append(median)
@@ -74,10 +77,29 @@ def start_up_bursts(
     high = float(np.percentile(r[idx].sum(axis=1) / spent, 100 - tail))
     share, reach_share = float(e.sum() / total), float(r.sum() / total)
     data = _steady_data(record, steady)
+    out_share = None if outside is None else min(share, sum(outside) / total)
     return StartUpBursts(
         len(excess), burst, float(e.sum()), share, min(share, low), max(reach_share, high),
         float(np.median(medians)), len(steady), *data, reach_share=reach_share,
+        outside_data_share=out_share,
     )  # fmt: skip
+
+
+def _outside_data(
+    record: StepClockRecord,
+    head: list[StepTiming],
+    rest: list[StepTiming],
+    excess_s: float,
+    so_far: list[float],
+) -> list[float] | None:
+    """``so_far`` with this burst's excess outside its data wait (``iter()`` forking the
+    workers: the step's "other"): the excess less the burst's data wait over the steady steps'
+    median one. None: a burst or steady step did not time its data wait."""
+    if not all(s.timed or record.lean_data for s in (*head, *rest)):
+        return None
+    median = float(np.median([s.data_s for s in rest]))
+    in_data = max(0.0, sum(s.data_s - median for s in head))
+    return [*so_far, max(0.0, excess_s - in_data)]
 
 
 def _with_tail(head: list[StepTiming], rest: list[StepTiming], half: int) -> float:

@@ -23,6 +23,7 @@ from gpu_notebook.rules.common import (
     gpu_busy_share,
     input_or_sync_speaks,
 )
+from gpu_notebook.rules.input_pipeline import per_start_cost
 
 LOW_UTIL = 0.50  # TensorBoard profiler plugin
 VERY_LOW_UTIL = 0.30  # TraceML "low"
@@ -37,6 +38,9 @@ class SmallBatch(Said):
     batch: int
     memory: float  # peak GPU memory's share of the card
     bound: float  # samples/s gain of a batch FACTOR times bigger
+    # A remade loader's start-ups, of the run's step time, left out of what the batch shares
+    # out (``rules.input_pipeline.per_start_cost``); None: none read.
+    start_ups: float | None = None
 
 
 def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -55,12 +59,13 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
         return None
     if input_or_sync_speaks(analysis):
         return None  # the input or sync rule names the cause
-    bound = bigger_batch_bound(FACTOR, analysis)
-    said = SmallBatch(busy, source, batch, memory, bound)
+    starts = per_start_cost(run, analysis, facts)  # once an epoch: not shared out per sample
+    bound = bigger_batch_bound(FACTOR, analysis, starts)
+    said = SmallBatch(busy, source, batch, memory, bound, None if starts is None else starts.share)
     severity: Severity = "medium" if busy < VERY_LOW_UTIL else "low"
     return found("batch.small_batch", severity, said, bound=bound, fix_id="bigger_batch",
                  fix_params={"factor": FACTOR, "scale_lr": True},
-                 bound_low=bigger_batch_bound_low(FACTOR, analysis),
+                 bound_low=bigger_batch_bound_low(FACTOR, analysis, starts),
                  ceiling=float(FACTOR))  # fmt: skip
 
 

@@ -339,45 +339,84 @@ def found(
                    gain_ceiling=ceiling, said=said)  # fmt: skip
 
 
-def bigger_batch_bound(factor: int, analysis: Analysis) -> float:
+@dataclass(frozen=True)
+class PerStartCost:
+    """Time a loader pays once per start (each new loader's worker start-up and first batches:
+    ``rules.input_pipeline.per_start_cost``), which a bigger batch does not share out: an epoch
+    of half as many steps starts its loader as often, so per sample it stays as it is.
+
+    ``share``: of the run's step time. ``outside_data``: the part of it outside the data wait
+    (``iter()`` forking the workers, no hook of ours: the step's "other"), which the run's data
+    share does not hold; the rest of it, the first batches' wait, is in that share already."""
+
+    share: float
+    outside_data: float
+
+
+def bigger_batch_bound(
+    factor: int, analysis: Analysis, starts: PerStartCost | None = None
+) -> float:
     """Most samples/s gain from a batch ``factor`` times bigger: per sample the model side
-    shrinks at most ``factor`` times, the data side not at all (``factor`` where the data wait
-    was not measured). The data share is the run's where the step clock timed it: the
-    profiler's cost on every small model op reads the model side larger in the window
-    (python_items: 72% data in the window, 85% over the run; the window's bound 1.26x, the
-    run's 1.13x, a quiet measurement 1.11x)."""
-    data = _data_share(analysis)
-    if data is None:
+    shrinks at most ``factor`` times, the data side not at all, nor what a loader pays once per
+    start (``starts``: a loader made anew every epoch) (``factor`` where neither was measured).
+    The data share is the run's where the step clock timed it: the profiler's cost on every
+    small model op reads the model side larger in the window (python_items: 72% data in the
+    window, 85% over the run; the window's bound 1.26x, the run's 1.13x, a quiet measurement
+    1.11x). workers_respawn's loader, made anew every epoch, stalled 46% of its step time at
+    its starts, at load mostly in making the iterator (outside the data wait): the bound from
+    the data share alone read 1.15x-1.23x, measured 1.02x, 1.11x and 1.13x, undecided each
+    time."""
+    unshrunk = _unshrunk(analysis, starts, high=False)
+    if unshrunk is None:
         return float(factor)
-    return _per_sample_gain(factor, data)
+    return _per_sample_gain(factor, unshrunk)
 
 
-def bigger_batch_bound_low(factor: int, analysis: Analysis) -> float | None:
+def bigger_batch_bound_low(
+    factor: int, analysis: Analysis, starts: PerStartCost | None = None
+) -> float | None:
     """The least ``bigger_batch_bound`` reads within the data share's 90% interval (its high
     end: the more of the step the data takes, the less a bigger batch gains). The data share
     moves with the machine's load (a loaded run's 1.05x against a quiet run's 1.04x on the same
     code), so the small-gain gate reads this, not the point, at the 5% line. None: no interval."""
-    span = _data_span(analysis)
-    if span is None:
+    if _data_span(analysis) is None:
         return None
-    return min(_per_sample_gain(factor, span[1]), bigger_batch_bound(factor, analysis))
+    unshrunk = _unshrunk(analysis, starts, high=True)
+    assert unshrunk is not None  # the data share's interval is known
+    return min(_per_sample_gain(factor, unshrunk), bigger_batch_bound(factor, analysis, starts))
 
 
-def bigger_batch_gain_low(factor: int, analysis: Analysis, per_sample: float) -> float | None:
+def bigger_batch_gain_low(
+    factor: int, analysis: Analysis, per_sample: float, starts: PerStartCost | None = None
+) -> float | None:
     """The least a batch ``factor`` times bigger gains on a CPU: only the model side's per-step
     cost is amortized (the optimizer step, zero_grad, Python between operators, per-op
     dispatch), while its ``per_sample`` share (``analysis.host.per_sample_model_share``: operators whose work
     grows with the batch) grows with it as the data does. With the data share ``d`` at its
-    interval's high end and ``m = 1 - d``: ``1 / (d + m * per_sample + m * (1 - per_sample) /
-    factor)``, never above the bound. accum_tqdm's convolutions made 79% of its model side: at
-    least 1.03x, measured 1.00x, where the bound said up to 1.24x. None: the data not measured."""
-    span = _data_span(analysis)
-    data = span[1] if span is not None else _data_share(analysis)
+    interval's high end (and a loader's per-start cost, ``starts``, beside it) and ``m = 1 -
+    d``: ``1 / (d + m * per_sample + m * (1 - per_sample) / factor)``, never above the bound.
+    accum_tqdm's convolutions made 79% of its model side: at least 1.03x, measured 1.00x,
+    where the bound said up to 1.24x. None: the data not measured."""
+    data = _unshrunk(analysis, starts, high=True)
     if data is None:
         return None
     grows = data + (1.0 - data) * min(1.0, max(0.0, per_sample))
     low = 1.0 / (grows + (1.0 - grows) / factor)
-    return min(low, bigger_batch_bound(factor, analysis))
+    return min(low, bigger_batch_bound(factor, analysis, starts))
+
+
+def _unshrunk(analysis: Analysis, starts: PerStartCost | None, *, high: bool) -> float | None:
+    """The share of the run's step time a bigger batch leaves as it is per sample: the data
+    wait (``high``: its 90% interval's high end), and a remade loader's start-ups outside it
+    (``starts``: the first batches' wait is in the data share already, counted once). None:
+    neither measured."""
+    span = _data_span(analysis)
+    data = span[1] if high and span is not None else _data_share(analysis)
+    if starts is None:
+        return data
+    if data is None:
+        return min(1.0, starts.share)
+    return min(1.0, data + max(0.0, starts.outside_data))
 
 
 def _data_share(analysis: Analysis) -> float | None:

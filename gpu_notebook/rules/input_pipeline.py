@@ -54,6 +54,7 @@ from gpu_notebook.rules.common import (
     SUGGEST,
     WARN,
     LoaderInUse,
+    PerStartCost,
     data_wait,
     found,
     gain_bound,
@@ -1065,6 +1066,40 @@ def loader_start_ups(run: Run, facts: SourceFacts) -> StartUpBursts | None:
     return start_up_bursts(run.steps, run.window.warmup_steps, remade[1])
 
 
+def _start_up_stalls(analysis: Analysis) -> list[StallPattern]:
+    """The run's stalls with a period in the phases a new loader's start-up lands in
+    (``START_UP_PHASES``), as the wall and as the steps' own time read them."""
+    shape = analysis.shape
+    read = () if shape is None else (shape.stalls, shape.own.stalls if shape.own else None)
+    return [
+        x
+        for x in read
+        if x is not None and x.period_steps and x.phase in START_UP_PHASES and x.share > 0
+    ]
+
+
+def per_start_cost(run: Run, analysis: Analysis, facts: SourceFacts) -> PerStartCost | None:
+    """What the loader the cell makes anew every epoch pays once per start, as
+    ``remade_loader`` reads it: each start's burst over the steady step where the step clock saw
+    the starts, else the run's stalls at the loaders' period; with the part of it outside the
+    data wait. A bigger batch leaves it as it is per sample (``rules.common.bigger_batch_bound``).
+    None: no such loader, or no start-up cost read."""
+    if _remade_with_workers(run, facts) is None:
+        return None
+    bursts = loader_start_ups(run, facts)
+    if bursts is not None:
+        if bursts.share <= 0:
+            return None
+        # Where the bursts' data wait was not timed, none of them is counted outside it: the
+        # bound stays an upper bound.
+        return PerStartCost(bursts.share, bursts.outside_data_share or 0.0)
+    periodic = _start_up_stalls(analysis)
+    if not periodic:
+        return None
+    most = max(periodic, key=lambda x: x.share)
+    return PerStartCost(most.share, 0.0 if most.phase == "data" else most.share)
+
+
 def _remade_with_workers(run: Run, facts: SourceFacts) -> tuple[RemadeLoaderAt, int] | None:
     """The cell's first loader made anew every pass of a loop around its step loop, and its
     workers (the call's, else the step clock's reading); None: none, or no worker processes (a
@@ -1096,13 +1131,7 @@ def remade_loader(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     if remade is None:
         return None
     at, workers = remade
-    shape = analysis.shape
-    read = () if shape is None else (shape.stalls, shape.own.stalls if shape.own else None)
-    periodic = [
-        x
-        for x in read
-        if x is not None and x.period_steps and x.phase in START_UP_PHASES and x.share > 0
-    ]
+    periodic = _start_up_stalls(analysis)
     # The steps' own time (less each step's wait for a core) where read: the stalls the code
     # makes. The bound takes the larger share: the start-up is the new workers' CPU work (a
     # fork, their first batches), which a loaded machine stretches while the loop thread waits

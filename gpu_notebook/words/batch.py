@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.batch import FACTOR, SmallBatch
-from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.common import Words, start_ups_clause, worder, words
 
 _BUSY_FROM = {"trace": "trace (GPU busy time)", "nvml": "NVML utilization"}
 
@@ -17,7 +17,7 @@ def small_batch(s: SmallBatch) -> Words:
             f"GPU busy {fmt_share(s.busy)} ({_BUSY_FROM[s.busy_from]}), batch size {s.batch}",
             f"peak GPU memory {fmt_share(s.memory)} of the card: a batch of {s.batch * FACTOR} should fit",
             f"gain: samples/s {fmt_gain(s.bound)} (the model side per sample shrinks at most "
-            f"x{FACTOR}, data loading per sample not at all)",
+            f"x{FACTOR}, data loading per sample not at all{start_ups_clause(s.start_ups)})",
             "the learning rate scales with the batch (linear scaling rule); check convergence",
         ],
         f"Multiply the batch size by {FACTOR} and the learning rate by {FACTOR}.",

@@ -131,3 +131,14 @@ def instead(setting: str | None) -> str:
     """The framework's other way to run it less often (`` (eval_strategy="epoch" ...)``), or ""."""
     other = _SETTING_INSTEAD.get(setting) if setting is not None else None
     return f" ({other})" if other else ""
+
+
+def start_ups_clause(share: float | None) -> str:
+    """A remade loader's start-ups beside a bigger batch's gain: paid once an epoch, whatever
+    the batch (``TinyOps.start_ups``, ``SmallBatch.start_ups``)."""
+    if share is None:
+        return ""
+    return (
+        f", nor the loader's start-ups, {fmt_share(share)} of the step time: a loader made anew "
+        "every epoch starts its workers once an epoch whatever the batch"
+    )

@@ -13,7 +13,7 @@ from gpu_notebook.rules.launch import (
     TinyOps,
     UnfusedOptimizer,
 )
-from gpu_notebook.words.common import Words, at, phase_source, worder, words
+from gpu_notebook.words.common import Words, at, phase_source, start_ups_clause, worder, words
 
 
 @worder(GpuStarved)
@@ -83,7 +83,8 @@ def tiny_ops(s: TinyOps) -> Words:
     if s.outcome == "batch" and s.accumulation is not None:
         evidence.append(
             f"gain with micro-batches x{k}: samples/s {fmt_gain(s.bound, s.low)} (the model side per "
-            f"sample shrinks at most x{k}, data loading per sample not at all); gradient "
+            f"sample shrinks at most x{k}, data loading per sample not at all"
+            f"{start_ups_clause(s.start_ups)}); gradient "
             f"accumulation {s.accumulation} -> {s.accumulation // k} keeps the samples of each "
             "optimizer step, so the learning rate stays"
         )
@@ -96,8 +97,8 @@ def tiny_ops(s: TinyOps) -> Words:
     elif s.outcome == "batch":
         evidence.append(
             f"gain with a batch x{k}: samples/s {fmt_gain(s.bound, s.low)} (the model side per sample "
-            f"shrinks at most x{k}, data loading per sample not at all); the learning rate "
-            "scales too (check convergence)"
+            f"shrinks at most x{k}, data loading per sample not at all{start_ups_clause(s.start_ups)}); "
+            "the learning rate scales too (check convergence)"
         )
         fix = (
             f"Give each step more work: batch size x{k} (learning rate x{k})"

@@ -89,6 +89,15 @@ def _run(
         and f.get("fix_id") is None
         and f["rule_id"].startswith(("launch.", "syncs.", "input."))
     ]
+    # A patch on a run too short to size it (rules._unsized): severity info, no range, never
+    # tried ("not measurable on a run this short"); not an offered fix.
+    unsized = [
+        {"fix_id": f["fix_id"], "fix": f["fix"]}
+        for f in findings
+        if f.get("proposal") and f["proposal"]["source_after"] is not None
+        and f["gain_bound"] is None and f["severity"] == "info"
+        and f["fix"].startswith("Not sized")
+    ]  # fmt: skip
     tf = report.get("try_fixes") or {}
     trials = []
     for t in tf.get("trials", []):
@@ -111,6 +120,7 @@ def _run(
         "trials": trials,
         "refused": refused,
         "small": small,
+        "unsized": unsized,
         "unoffered": unoffered,
         "rounds": tf.get("rounds"),
         "notes": tf.get("notes", []),
@@ -200,12 +210,18 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
                 f"{_range(sm.get('low'), sm['bound'])} | - | small, severity {sm['severity']}: may "
                 "have no measurable effect (bound within the 5% run-to-run margin), not tried | - |"
             )
+        for u in row.get("unsized", []):
+            lines.append(
+                f"| {row['program']} | {row['verdict']} | {u['fix_id']} | not sized | - | "
+                f"said at severity info, not tried: {u['fix'].split(';')[0][:110]} | - |"
+            )
         for u in row.get("unoffered", []):
             lines.append(
                 f"| {row['program']} | {row['verdict']} | ({u['rule_id']}) | - | - | "
                 f"said at severity info, not offered: {u['title'][:90]} | - |"
             )
-        if not (row["trials"] or row["refused"] or row.get("small") or row.get("unoffered")):
+        if not (row["trials"] or row["refused"] or row.get("small") or row.get("unsized")
+                or row.get("unoffered")):  # fmt: skip
             lines.append(f"| {row['program']} | {row['verdict']} | (no fix offered) | | | | |")
     share = f"{verified}/{offered}" if offered else "0/0"
     lines += [

@@ -115,6 +115,10 @@ def run_rules(
             found = _profiling_note(found, factor)
         if confidence is not None and found.phase_share is not None:
             found = dataclasses.replace(found, notes=(*found.notes, confidence))
+        unsized = _unsized(found, run)
+        if unsized is not found:
+            ranked.append((rank_key(unsized), position, unsized))
+            continue
         found = _with_margin(found, analysis.run_margin)
         small = _small_gain(found)
         if small is not found:
@@ -208,6 +212,37 @@ class LowConfidence(Said):
 
     steps: int | None
     confidence: str
+
+
+@dataclass(frozen=True)
+class TooShortToSize(Said):
+    """The run ended after ``steps`` steps, ``warmup`` of them the profiler's warm-up: fewer
+    than the ``needed`` steps past it that size a per-step gain. The fix is kept, unsized."""
+
+    steps: int
+    warmup: int
+    needed: int
+
+
+def _unsized(found: Finding, run: Run) -> Finding:
+    """A fix whose gain is per step, on a run whose steps are fewer than the profiler's warm-up
+    and the ``FEW_STEPS`` a bound needs past it, cannot be sized on this run: its figures rest
+    on the first steps, which carry one-time costs (first calls, a framework's set-up, a
+    loader's first batches), and a share from one or two steps is no bound. It is kept at
+    severity info with no range, and says why (unseen hf_trainer_2_steps, ``max_steps=2``:
+    "[high] up to 1.84x" for workers from its two steps' data wait, which a trial of warm-up
+    and timed steps could never measure). A fix whose gain is memory is not judged here; a
+    run whose steps were not counted (0) neither."""
+    steps, warmup = run.steps.step_count, run.window.warmup_steps
+    if found.fix_id is None or found.rule_id.startswith(MEMORY_RULES):
+        return found
+    if not 0 < steps < warmup + FEW_STEPS:
+        return found
+    note = TooShortToSize(steps, warmup, FEW_STEPS)
+    return dataclasses.replace(
+        found, severity="info", gain_bound=None, gain_low=None, bound_low=None,
+        gain_ceiling=None, notes=(*found.notes, note),
+    )  # fmt: skip
 
 
 def _small_gain(found: Finding) -> Finding:

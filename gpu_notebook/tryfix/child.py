@@ -176,6 +176,7 @@ def main(argv: list[str]) -> int:
     result["wall_s"] = (time.perf_counter_ns() - t0) / 1e9
     result["anchor"] = recorder.anchor
     result["steps_s"] = recorder.step_times_s()
+    result["steps_seen"] = recorder.boundaries[-1][0] if recorder.boundaries else 0
     if clock.anchor == recorder.anchor:
         waits = {s.index: s.wait_s for s in clock.record().steps}
         result["waits_s"] = recorder.step_waits_s(waits)

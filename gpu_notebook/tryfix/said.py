@@ -27,6 +27,7 @@ __all__ = [
     "PatchBroke",
     "PerSample",
     "RunEnded",
+    "RunTooShort",
     "StillUndecided",
     "TimedStepsSlow",
     "TooFewRuns",
@@ -65,6 +66,18 @@ class BoundTooSmall(TrialSaid):
     stated_high: float | None  # the range two runs may read (the model's, widened by the margin)
     stated_low: float | None
     run_to_run: float
+
+
+@dataclass(frozen=True)
+class RunTooShort(TrialSaid):
+    """An offered fix left untried: the script's run ends after ``steps`` steps, before a trial
+    run times ``needed`` steps past its warm-up of ``warmup`` (a per-step gain is not
+    measurable on a run this short; not a failure of the fix)."""
+
+    title: str
+    steps: int
+    warmup: int
+    needed: int
 
 
 @dataclass(frozen=True)

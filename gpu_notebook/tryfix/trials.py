@@ -40,6 +40,7 @@ from typing import Literal
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.interference import counted_step_times
 from gpu_notebook.records import Finding, FixTrial, Report, TrialSaid, TryFixes
+from gpu_notebook.rules.common import FEW_STEPS
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
 from gpu_notebook.tryfix import said as S
 from gpu_notebook.tryfix.child import warm_marker
@@ -86,6 +87,9 @@ class RunResult:
     # whether its steps are compared as own times (analysis.interference.counted_step_times).
     waits_s: list[float | None] | None = None
     processes: int | None = None
+    # Steps the run's step clock counted, warm-up included (None: not reported): a run that
+    # ended on its own short of its warm-up and steps says how far it got.
+    steps_seen: int | None = None
 
     @property
     def broke(self) -> bool:
@@ -151,6 +155,7 @@ def run_child(
             samples_per_step=_positive_int(data.get("samples_per_step")),
             waits_s=_waits(data.get("waits_s")),
             processes=_count(data.get("processes")),
+            steps_seen=_count(data.get("steps_seen")),
         )
 
     return run
@@ -189,6 +194,13 @@ def try_fixes(
     started = clock()
     notes: list[TrialSaid] = [declined_note(f) for f in declined(report)]
     notes += [not_tried_note(f) for f in unmeasurable(report)]
+    short = _too_short(report.run.steps.step_count, settings)
+    if variants and short is not None:
+        # Every run would end inside its warm-up, or time too few steps to compare: no run is
+        # spent, and no fix is said to have failed.
+        notes += [S.RunTooShort(v.title, *short) for v in variants]
+        return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
+                        said=tuple(notes))  # fmt: skip
     if not variants:
         return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
                         said=(*notes, S.NothingToTry()))  # fmt: skip
@@ -210,6 +222,13 @@ def try_fixes(
         # The first baseline run sizes the plan: how many rounds of how many fixes fit.
         say(S.TryingBaseline(settings.warmup, settings.steps))
         first = runner(codes[BASELINE], script, script_args, max(1.0, left()), scratch)
+        ended = _too_short(first.steps_seen, settings) if not first.stopped else None
+        if not first.broke and not first.timed_out and ended is not None:
+            # The script ended on its own before a run's steps (its arguments, its data): the
+            # same for every fix, measured by none.
+            notes += [S.RunTooShort(v.title, *ended) for v in variants]
+            return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s,
+                            clock() - started, (), said=tuple(notes))  # fmt: skip
         if first.broke or first.timed_out or not first.steps_s:
             why = S.BaselineFailed(
                 "timed out" if first.timed_out else "broke" if first.broke else "no steps",
@@ -297,6 +316,15 @@ def try_fixes(
         )  # fmt: skip
     return TryFixes(settings.warmup, settings.steps, rounds, settings.budget_s,
                     clock() - started, trials, said=tuple(notes))  # fmt: skip
+
+
+def _too_short(steps: int | None, settings: TrialSettings) -> tuple[int, int, int] | None:
+    """(steps, warm-up, steps needed past it) where a run of ``steps`` steps ends before a
+    trial run has its warm-up and the ``FEW_STEPS`` a comparison needs past it (as a report's
+    bound needs them: ``rules._unsized``); None: long enough, or its steps not counted."""
+    if steps is None or not 0 < steps < settings.warmup + FEW_STEPS:
+        return None
+    return steps, settings.warmup, FEW_STEPS
 
 
 def declined_note(f: Finding) -> S.NoPatch:

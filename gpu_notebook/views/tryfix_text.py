@@ -64,6 +64,15 @@ def _(s: S.BoundTooSmall) -> str:
 
 
 @word_said.register
+def _(s: S.RunTooShort) -> str:
+    return (
+        f"not tried: {s.title} (not measurable on a run this short: the run has {s.steps} "
+        f"step(s), and a trial times steps past its warm-up of {s.warmup} and needs {s.needed} "
+        "of them; run more steps to measure it)"
+    )
+
+
+@word_said.register
 def _(s: S.BaselineFailed) -> str:
     if s.why == "timed out":
         return "the script as it is did not finish its trial run within the budget"

@@ -1,6 +1,6 @@
 """Words of what the rules add to any finding (rules/__init__.py): stalled steps left out, the
-profiler's slowdown, low confidence, a fix too small to measure, one whose range is uncertain
-and one nothing bounds."""
+profiler's slowdown, low confidence, a fix on a run too short to size it, a fix too small to
+measure, one whose range is uncertain and one nothing bounds."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gpu_notebook.rules import (
     RuleFailed,
     SmallGain,
     StallsLeftOut,
+    TooShortToSize,
     UnboundedGain,
     UncertainGain,
 )
@@ -56,6 +57,13 @@ def note_lines(note: Said) -> list[str]:
             f"widened by {note.margin:.0%} {sides}, what two runs of this code differ by here "
             f"(the spread of this run's fifths' typical steps (trimmed means), at least {note.run_to_run:.0%})"
         ]
+    if isinstance(note, TooShortToSize):
+        return [
+            f"the run has {note.steps} step(s), {_warmup_part(note)}: a per-step gain needs "
+            f"{note.needed} steps past the warm-up to be sized, so the figures above, read on "
+            "its first steps (one-time costs in them: first calls, a framework's set-up, a "
+            "loader's first batches), bound nothing"
+        ]
     if isinstance(note, LowConfidence):
         return [
             f"low confidence: shares from only {note.steps} profiled step(s); rerun with more steps "
@@ -75,10 +83,24 @@ def _slower(low: float | None) -> str:
     return f"the step may get slower (down to {low:.2f}x: {1.0 / low - 1.0:.0%} longer), "
 
 
+def _warmup_part(note: TooShortToSize) -> str:
+    if note.steps <= note.warmup:
+        return f"all within the profiler's warm-up of {note.warmup}"
+    return f"{note.warmup} of them the profiler's warm-up"
+
+
 def fix_prefix(notes: tuple[Said, ...]) -> str:
-    """What goes before the fix: a range too small to measure, or one that runs from within the
-    run-to-run margin to well above it (uncertain: measure it), says so first; a low end under
-    1x says the step may get slower, and by how much."""
+    """What goes before the fix: a fix the run is too short to size says so first; a range too
+    small to measure, or one that runs from within the run-to-run margin to well above it
+    (uncertain: measure it), says so; a low end under 1x says the step may get slower, and by
+    how much."""
+    short = next((n for n in notes if isinstance(n, TooShortToSize)), None)
+    if short is not None:
+        return (
+            f"Not sized: the run has {short.steps} step(s), too few to size a per-step gain "
+            f"(the profiler's warm-up of {short.warmup} and {short.needed} more); run more "
+            "steps to size and measure it. "
+        )
     small = next((n for n in notes if isinstance(n, SmallGain)), None)
     if small is not None:
         measured = (

@@ -841,7 +841,7 @@ def test_a_headline_never_promises_more_than_the_model_bounds():
     assert widened not in head and "no measurable gain expected" in head
     # The fix's first figure is the model's; the widened range, where said, is a reading's.
     assert fix.startswith(f"Small: may have no measurable effect (up to {f.gain_bound:.2f}x")
-    assert widened not in fix or f"{widened} as two runs of this script may read it" in fix
+    assert widened not in fix or f"{widened} as two runs of this cell may read it" in fix
     assert any(widened in e and "as a measurement may read it" in e for e in f.evidence)
 
 

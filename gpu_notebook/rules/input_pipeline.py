@@ -34,6 +34,7 @@ from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.cell.facts import LoaderCall, RemadeLoaderAt, SourceFacts
 from gpu_notebook.cell.live import LiveDataHook, LiveLoader
 from gpu_notebook.cell.loops import remade_loaders
+from gpu_notebook.cell.names import dotted
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.fixes.records import Fix
@@ -185,6 +186,20 @@ class SamplerTime:
 
 
 @dataclass(frozen=True)
+class DatasetTime:
+    """The data wait's samples in the dataset's own code (``samples`` of ``data_samples``):
+    the methods of the cell's dataset class that make its items, ``__getitem__`` or a
+    generator ``__iter__`` alike, and the hottest of their lines (``line``, ``text``)."""
+
+    function: str  # "LineStream.__iter__": the method holding the hottest line
+    line: int
+    text: str
+    samples: int
+    data_samples: int
+    line_samples: int  # the hottest line's own
+
+
+@dataclass(frozen=True)
 class LoaderWorkers(Said):
     data: float  # the data wait's share of the step (over the run where the clock timed it)
     profiled: float | None  # the profiled window's reading
@@ -207,6 +222,8 @@ class LoaderWorkers(Said):
     unsplit_stream: bool = False
     # Workers may make the step slower here: no fix is offered (None: they may pay).
     no_spare: NoSpareCore | None = None
+    # The dataset's own lines the wait was sampled in (None: not sampled there).
+    in_dataset: DatasetTime | None = None
     # Offered, but with no overlap the step workers leave is longer than today's: the figures
     # of the low end under 1x (None: it is not).
     slower: NoSpareCore | None = None
@@ -716,6 +733,48 @@ def sampler_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) ->
                        hot.line if hot else None, hot.text.strip() if hot else None)  # fmt: skip
 
 
+# Methods of a dataset class that run once, when it is made or asked its length.
+_NOT_ITEMS = frozenset({"__init__", "__len__", "__repr__", "__post_init__"})
+
+
+def dataset_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) -> DatasetTime | None:
+    """Where in the dataset's own code the main process's data wait was sampled: the lines of
+    the methods of the cell's dataset class (the loader's, or each class the cell derives from
+    a Dataset) other than its constructor, ``__getitem__`` and a generator ``__iter__`` alike
+    (the sampler's stack walk passes through a generator's frame as through a call's). None:
+    no sample of the data wait there."""
+    stacks, tree = analysis.stacks, facts.tree
+    if stacks is None or tree is None:
+        return None
+    wanted = dataset_type(facts, loader)
+    methods: dict[int, str] = {}
+    for node in ast.walk(tree.tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        bases = " ".join(dotted(b) or "" for b in node.bases)
+        if node.name != wanted and "Dataset" not in bases:
+            continue
+        for fn in node.body:
+            if (
+                isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and fn.name not in _NOT_ITEMS
+            ):
+                for n in ast.walk(fn):
+                    if hasattr(n, "lineno") and not isinstance(n, ast.FunctionDef):
+                        methods.setdefault(tree.line_of(n), f"{node.name}.{fn.name}")
+    total = max((s.phase_samples.get("data", 0) for s in stacks.lines), default=0)
+    inside = [s for s in stacks.lines if s.filename is None and s.line in methods
+              and s.phase_samples.get("data", 0) > 0]  # fmt: skip
+    if not inside:
+        return None
+    # The lines are inclusive (a call line holds its callee's samples): the method's samples
+    # are its hottest line's at least, the data wait's the loop line's that holds them all.
+    hot = max(inside, key=lambda s: (s.phase_samples.get("data", 0), -s.line))
+    held = max(s.phase_samples.get("data", 0) for s in inside)
+    return DatasetTime(methods[hot.line], hot.line, hot.text.strip(), held, max(total, held),
+                       hot.phase_samples.get("data", 0))  # fmt: skip
+
+
 def _iter_lines(facts: SourceFacts, cls: str) -> tuple[int | None, set[int]]:
     """The cell's ``cls.__iter__``: its ``def`` line and every line of it (None, empty: the
     cell does not define it)."""
@@ -835,7 +894,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     no_spare = steps if steps is not None and steps.expected_us >= steps.step_us else None
     said = LoaderWorkers(data, profiled, whole, analysis.phases, loader.static, loader.live, hook,
                          as_iterated, workers, cores, wanted, pin, has_gpu(run), reach,
-                         None)  # fmt: skip
+                         None, in_dataset=dataset_time(analysis, facts, loader))  # fmt: skip
     if no_spare is not None:
         # The step workers leave is longer than today's: said, not offered (the fix would be
         # tried and kept only where it helps, but a recommendation must not be a slowdown).

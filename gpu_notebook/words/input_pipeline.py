@@ -266,14 +266,21 @@ def loader_workers(s: LoaderWorkers) -> Words:
     if s.live is not None and not s.live.pin_memory and s.gpu:
         evidence.append(f"`{s.live.name}` does not pin memory (pin_memory=False)")
     evidence += _reach(s.reach)
+    d = s.in_dataset
+    if d is not None:
+        evidence.append(
+            f"the dataset's own code holds {d.samples} of the data wait's {d.data_samples} "
+            f"samples, the most on line {d.line} `{d.text}` in `{d.function}` ({d.line_samples})"
+        )
     if s.no_spare is not None:
         evidence.append(no_spare_core(s.no_spare))
+        where = f"line {d.line} in `{d.function}` holds most of the wait: " if d is not None else ""
         return words(
             "The step waits for data loaded in the main process, and no core is spare for workers",
             evidence,
             f"Not offered: num_workers={s.wanted} may make the step slower here. Keep num_workers=0 "
-            "and make each item cheaper (vectorise its Python loop with torch ops, cache items "
-            "that are the same every epoch, build whole batches at once in a __getitems__), or "
+            f"and make each item cheaper ({where}vectorise its Python loop with torch ops, cache "
+            "items that are the same every epoch, build whole batches at once in a __getitems__), or "
             "run it where cores are free for workers.",
             _SOURCE_WORKERS + "; measured: python_items, a per-item Python loader, ran 0.91x with "
             "2 workers on 2 cores",
@@ -334,6 +341,12 @@ def loader_workers(s: LoaderWorkers) -> Words:
         + "), persistent_workers=True"
         + (", pin_memory=True" if s.pin else "")
         + "; workers prepare the next batches while the model trains."
+        + (
+            f" Line {d.line} in `{d.function}` makes most of each item: a cheaper item shortens "
+            "the wait with or without workers."
+            if d is not None
+            else ""
+        )
     )
     if s.unsplit_stream:
         evidence.append(

@@ -139,6 +139,14 @@ def compiles(shell: Any, body: str) -> bool:
     return True
 
 
+def fail_enclosing(shell: Any, exc: BaseException) -> None:
+    """Mark the cell the user ran as failed with ``exc`` (the kernel replies ``error`` and
+    aborts the queued cells) without showing a traceback."""
+    outer = getattr(shell.displayhook, "exec_result", None)
+    if outer is not None and outer.error_in_exec is None:
+        outer.error_in_exec = exc
+
+
 def _outcome(outer: Any, exc: BaseException) -> CellOutcome:
     if outer is not None and outer.error_in_exec is None:
         outer.error_in_exec = exc

@@ -167,6 +167,23 @@ class GpuCheckMagics(Magics):
                     from gpu_notebook.views.html_report import write_html
 
                     _write_or_say("--html", html_path, lambda: write_html(report, html_path))
+        except KeyboardInterrupt as exc:
+            if live is not None:
+                live.abandon("no report: interrupted")
+            if not outcomes:
+                raise  # the cell's own run was stopped before it ended: as without us
+            # Stop pressed while the report was built: the cell had run to its end. One line,
+            # no traceback through our analysis (it showed run_trend.py's frames); the run
+            # still ends interrupted, so "Run All" stops here as the user asked.
+            from gpu_notebook.cellrun import fail_enclosing
+
+            print(
+                "gpucheck: report interrupted: no report for this cell; the cell itself ran to "
+                "its end",
+                file=sys.stderr,
+            )
+            fail_enclosing(self.shell, exc)
+            return outcomes[0].value
         except Exception as exc:
             if live is not None:
                 live.abandon(f"no report: {type(exc).__name__}: {exc}")

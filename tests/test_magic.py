@@ -212,6 +212,30 @@ def test_a_report_that_cannot_be_built_leaves_the_cells_value_and_status(ip, mon
     assert not res.success and isinstance(res.error_in_exec, KeyError)
 
 
+def test_stop_pressed_while_the_report_is_built_is_one_line_and_stops_run_all(
+    ip, monkeypatch, capsys
+):
+    # A real kernel interrupt after the cell's last print (unseen round 12) showed a
+    # KeyboardInterrupt traceback through our analysis (run_trend.py) and dropped the value.
+    import gpu_notebook.magic_run as magic_run
+
+    def stopped(*_args, **_kwargs):
+        raise KeyboardInterrupt  # as SIGINT lands while the report is built
+
+    monkeypatch.setattr(magic_run, "build_report", stopped)
+    ip.user_ns.pop("rep", None)
+    res = ip.run_cell("%%gpucheck -o rep\nkept = 5\nprint('from the cell')\nkept * 2")
+    # The execution ends interrupted (the kernel aborts the queued cells of a Run All)...
+    assert isinstance(res.error_in_exec, KeyboardInterrupt) and not res.success
+    assert res.result == 10 and ip.user_ns["kept"] == 5  # ...the cell's own work stands
+    assert "rep" not in ip.user_ns
+    captured = capsys.readouterr()
+    assert "from the cell" in captured.out
+    assert "gpucheck: report interrupted" in captured.err
+    assert "Traceback" not in captured.out + captured.err
+    assert "KeyboardInterrupt" not in captured.out + captured.err
+
+
 def test_ipython_syntax_inside_the_cell(ip):
     res = ip.run_cell(
         "%%gpucheck -q\n%env GPUCHECK_T=1\nlisting = !echo shell-ok\nout = listing[0]"

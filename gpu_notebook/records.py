@@ -1238,7 +1238,8 @@ class StartUpBursts:
     steady_data_s: float | None = None
     steady_data_least_s: float | None = None
     # The bursts and the steps after them in the first half of each loader's pass, over the
-    # second half's median step: what the start-up costs with its tail, of the run's step time.
+    # second half's median step (those steps less their wait for a core: the machine's): what
+    # the start-up costs with its tail, of the run's step time.
     reach_share: float | None = None
     # The bursts' excess outside their data wait (making the iterator forks the workers: the
     # step's "other"), of the run's step time: what the run's data share does not hold of the

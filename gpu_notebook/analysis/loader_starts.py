@@ -104,22 +104,36 @@ def _outside_data(
 
 def _with_tail(head: list[StepTiming], rest: list[StepTiming], half: int) -> float:
     """The burst and the steps after it in the first half of the loader's pass, over the median
-    step of its second half: a new loader's workers start while the loop runs, and under load
-    their start-up slows the steps after the burst too (loader_per_epoch at load 20: the steps
-    after each burst 8-21 ms, 1.9 ms with one persistent loader; building it once measured
-    5.78x where the bursts alone read 3.45x). The pass's end drains the batches its workers
-    have ready and runs faster (a persistent loader's too): a high end, not a point. 0: too
-    few second-half steps."""
-    second = [_own(s) for s in rest if s.index >= half]
+    step of its second half: a new loader's workers start while the loop runs and slow the steps
+    after the burst too (loader_per_epoch at load 20: the steps after each burst 8-21 ms, 1.9 ms
+    with one persistent loader; building it once measured 5.78x where the bursts alone read
+    3.45x). The pass's end drains the batches its workers have ready and runs faster (a
+    persistent loader's too): a high end, not a point. 0: too few second-half steps.
+
+    The burst counts as it ran (its wall time over the same loader's steady step, as the low
+    end); the steps after it count less each one's wait for a core (``_ran``), over the second
+    half's median read so. That wait is the machine's: in every saved run of both scripts
+    (load 4-24) the first half's steps waited for a core more than their whole excess over the
+    second half, and on wall times the high end grew with the load (workers_respawn 3.7x-7.5x
+    high ends for 2.4x-3.7x measured), where less its wait the tail read 2-6% of the run at
+    every load."""
+    second = [_ran(s) for s in rest if s.index >= half]
     if len(second) < MIN_STEADY:
         return 0.0
     median = float(np.median(second))
+    steady = float(np.median([_own(s) for s in rest]))
     first = [s for s in rest if s.index < half]
-    return max(0.0, sum(_own(s) - median for s in (*head, *first)))
+    burst = max(0.0, sum(_own(s) - steady for s in head))
+    return burst + max(0.0, sum(_ran(s) - median for s in first))
 
 
 def _own(s: StepTiming) -> float:
     return max(0.0, s.duration_s - s.ours_s)
+
+
+def _ran(s: StepTiming) -> float:
+    """The step's own time less its wait for a core (0 where not read)."""
+    return max(0.0, _own(s) - (s.wait_s or 0.0))
 
 
 def _steady_data(

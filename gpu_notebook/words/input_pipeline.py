@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.records import StartUpBursts
 from gpu_notebook.rules.input_pipeline import (
@@ -229,7 +230,8 @@ def no_spare_core(n: NoSpareCore) -> str:
     """Why workers may make the step slower: the figures of ``NoSpareCore``."""
     return (
         f"no core is spare: {_workers_steps(n)}; the middle, {n.expected_us / 1000:.2f} ms, is "
-        "no shorter: workers may make it slower"
+        f"not shorter by more than two runs of the same code differ ({RUN_TO_RUN:.0%}): workers "
+        "may make it slower"
     )
 
 
@@ -238,7 +240,7 @@ def slower_low_end(n: NoSpareCore) -> str:
     return (
         f"low end under 1x: {_workers_steps(n)}; how much of their work overlaps the main "
         "process's is the machine's load of the moment (the middle, "
-        f"{n.expected_us / 1000:.2f} ms, is shorter: offered)"
+        f"{n.expected_us / 1000:.2f} ms, is shorter by more than {RUN_TO_RUN:.0%}: offered)"
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gpu_notebook.analysis.too_busy import TOO_BUSY_WAIT
 from gpu_notebook.records import Finding, Report
 from gpu_notebook.report.consistency import contradictions
 from gpu_notebook.rules import run_rules
@@ -73,7 +74,17 @@ def test_the_planted_cause_is_the_top_finding(shell: Any, scenario: Scenario, ca
     # [low] "Uncertain" under two busy loops): the planted cause is still found and named first.
     small = top.severity == "info" and top.fix.startswith("Small: may have no measurable effect")
     uncertain = top.severity in ("info", "low") and top.fix.startswith("Uncertain:")
-    assert small or uncertain or top.severity in scenario.severities
+    # A window whose steps mostly waited for a core (analysis.too_busy.TOO_BUSY_WAIT): each step
+    # is split as its wall time holds it, and its share's interval is as wide as where the time
+    # slices fell (the unfused optimizer at load 23 on 2 cores: 41% as read, quiet 42%, over
+    # 8 steps each 95% waiting: 17%-67%, [low]). Accepted only where the share as read clears
+    # the scenario's level line: the same answer as read.
+    phases = rep.analysis.phases
+    busy = phases is not None and phases.waited_share >= TOO_BUSY_WAIT
+    line = scenario.level_line
+    as_read = line is not None and top.phase_share is not None and top.phase_share >= line
+    too_busy = busy and as_read and top.severity == "low"
+    assert small or uncertain or too_busy or top.severity in scenario.severities
     assert top.evidence and top.source  # numbers and where the threshold comes from
     if top.gain_bound is not None:
         assert top.gain_bound > 1.0

@@ -16,6 +16,14 @@ Seen on main e78d0f4 (load 15-16, 84-87% wait): UNKNOWN "too busy to judge" both
 stream by get_worker_info first, then num_workers=2), run 2 "[info] no core is spare for
 workers" (the workers advice flips with the load: the workers model is another helper's). The
 tokenizing line in ``__iter__`` was never named (16-26 samples, all on the ``for`` line). Open.
+
+Helper loadflip, 2026-12-06 (load 17-28, four runs each): the offer hung on the step two
+workers leave, its middle, at 1.030, 0.989, 0.967, 0.997 of today's step: "no core is spare"
+once, offered [low]/[medium]/[medium] three times. Offered now only where the middle is more than
+5% (two runs of the same code) shorter: "no core is spare" in 4/4 at load 20-22 (0.981-1.084);
+open: the data share itself moved between the two batches of runs (12-19% of the step's own
+time at load 17-28, 24-40% at 20-22; own steps 8.8-15.4 ms against 4.0-5.9 ms for ~3.3 ms a step
+on a core: the rest blocked, neither running nor waiting for a core), and the tokenizing line.
 """
 
 import os

@@ -1,7 +1,10 @@
 """HF Trainer finished in 2 steps (unseen, oldopen): max_steps=2, a slow dataset, no workers. Class: a run shorter than warm-up + the profiled window. The product should say clearly how many steps it saw, that the window did not catch them (or that it did), and give a verdict only from what it measured. Seen 2026-12-05 15:19 (load 20): "CPU-ONLY: A GPU would
 help this loop" from the two warm-up steps' hook timings, the window's "not-reached" line apart
 under the phases (8 and 3 steps: a window of 3 and 1 steps, said). Since: the verdict's first
-evidence line says the run ended within the warm-up and rests on those steps, confidence low."""
+evidence line says the run ended within the warm-up and rests on those steps, confidence low.
+Its workers fix was offered "[high] up to 1.84x" from the two steps, and --try-fixes spent a run
+to say "not measured". Since 2026-12-06 (shortrun): "Not sized: the run has 2 step(s) ..." at
+info with no range, and the trial says "not measurable on a run this short" without a run."""
 
 import os
 import time

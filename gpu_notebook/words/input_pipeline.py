@@ -274,9 +274,11 @@ def loader_workers(s: LoaderWorkers) -> Words:
             f"the dataset's own code holds {d.samples} of the data wait's {d.data_samples} "
             f"samples, the most on line {d.line} `{d.text}` in `{d.function}` ({d.line_samples})"
         )
+    # Where the item is made, for the advice to make it cheaper (none: the wait was not
+    # sampled in the dataset's code).
+    where = f"line {d.line} in `{d.function}` holds most of the wait: " if d is not None else ""
     if s.no_spare is not None:
         evidence.append(no_spare_core(s.no_spare))
-        where = f"line {d.line} in `{d.function}` holds most of the wait: " if d is not None else ""
         return words(
             "The step waits for data loaded in the main process, and no core is spare for workers",
             evidence,
@@ -296,8 +298,8 @@ def loader_workers(s: LoaderWorkers) -> Words:
             f"Not offered: num_workers={s.wanted} may not help on this machine now: "
             f"{s.share.idle:.1f} of {s.share.cores} core(s) were free, and the workers' CPU "
             "work would share this process's CPU with the loop. Run the report again when "
-            "cores are free, or keep num_workers=0 and make each item cheaper (vectorise its "
-            "Python loop with torch ops, cache items that are the same every epoch).",
+            f"cores are free, or keep num_workers=0 and make each item cheaper ({where}vectorise "
+            "its Python loop with torch ops, cache items that are the same every epoch).",
             _SOURCE_WORKERS + "; measured: python_items and zip_two_loaders with 2 workers on "
             "2 busy cores, 0.70x-1.40x and 0.84x-1.63x",
         )

@@ -205,7 +205,7 @@ def test_an_uncaught_keyboard_interrupt_ends_the_run_by_sigint_as_python_does(tm
     assert plain.returncode == -signal.SIGINT
     assert res.returncode == -signal.SIGINT
     assert res.stdout == plain.stdout == "atexit ran\n"
-    assert "The cell was interrupted" in res.stderr  # the report of the steps that ran
+    assert "The script was interrupted" in res.stderr  # the report of the steps that ran
 
 
 # The script asks for SIGTERM when gpucheck opens its window's trace in the private folder

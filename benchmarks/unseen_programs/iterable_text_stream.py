@@ -24,6 +24,16 @@ once, offered [low]/[medium]/[medium] three times. Offered now only where the mi
 open: the data share itself moved between the two batches of runs (12-19% of the step's own
 time at load 17-28, 24-40% at 20-22; own steps 8.8-15.4 ms against 4.0-5.9 ms for ~3.3 ms a step
 on a core: the rest blocked, neither running nor waiting for a core), and the tokenizing line.
+
+Helper scriptcell, 2026-12-06 (load 22): the data-wait finding names the dataset's own line
+(rules/input_pipeline.dataset_time: the data wait's samples in the methods of the cell's
+dataset class, a generator __iter__ as a __getitem__): "the dataset's own code holds 4 of the
+data wait's 4 samples, the most on line 50 `for line in f:` in `LineStream.__iter__`", and the
+advice "make each item cheaper (line 50 in `LineStream.__iter__` holds most of the wait: ...)".
+With the window's few samples the sampler put them on the generator's ``for`` line (where the
+file is read and the loop resumes). With --lines all (load 16-17): 32 of the data wait's 69
+samples in ``__iter__``, the most on its ``yield torch.tensor(ids), int(label)`` line (the rest
+is the DataLoader's own fetch and collate); the split / dict-lookup line was not the hottest.
 """
 
 import os

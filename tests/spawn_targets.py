@@ -84,6 +84,40 @@ def train_with_autograd_grad(rank: int, steps: int, backward_wait_s: float) -> N
         opt.step()
 
 
+class _SlowForward(torch.nn.Module):
+    """A linear layer whose forward waits ``wait_s``: a closure's forward takes at least that."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+        self.wait_s = wait_s
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import time
+
+        time.sleep(self.wait_s)
+        return self.linear(x)  # type: ignore[no-any-return]
+
+
+def train_with_closure(
+    rank: int, steps: int, forward_wait_s: float, backward_wait_s: float
+) -> None:
+    """LBFGS: forward and backward run in the closure, inside step(), at least once a step."""
+    torch.manual_seed(rank)
+    model = _SlowForward(forward_wait_s)
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=2)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = _SlowBackward.apply((model(x) - y).pow(2).mean(), backward_wait_s)
+        loss.backward()
+        return loss  # type: ignore[no-any-return]
+
+    for _ in range(steps):
+        opt.step(closure)
+
+
 def spawn_a_trainer(rank: int, steps: int) -> None:
     """A child that spawns a child of its own that trains (a grandchild of the cell), then
     forks one that trains too, and trains itself."""

@@ -95,6 +95,28 @@ def test_a_childs_backward_taken_by_autograd_grad_is_backward():
     assert child.data_s + child.backward_s + child.optimizer_s <= child.span_s
 
 
+def test_a_childs_closure_step_is_forward_and_backward_not_the_update():
+    """LBFGS in a child: forward and backward run in the closure, inside step(). The update
+    is step() less the closure's calls, as in this process's step clock: the closure's forward
+    is forward and the rest (it was the optimizer's: only the backward timed was taken off)."""
+    clock = StepClock(0)
+    clock.install()
+    try:
+        p = _SPAWN.Process(target=spawn_targets.train_with_closure, args=(0, 5, 0.04, 0.02))
+        p.start()
+        p.join()
+    finally:
+        clock.uninstall()
+    assert p.exitcode == 0
+    (child,) = clock.record().children
+    assert child.steps == 5
+    # From the first step's end: 4 steps, each calling the closure at least once (lower bounds).
+    assert child.backward_s >= 4 * 0.02
+    forward_and_rest = child.span_s - child.data_s - child.backward_s - child.optimizer_s
+    assert forward_and_rest >= 4 * 0.04, child
+    assert child.optimizer_s > 0
+
+
 def test_a_child_is_said_bound_by_its_largest_phase():
     from gpu_notebook.capture.stepclock import _child_words
 

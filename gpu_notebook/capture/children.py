@@ -133,6 +133,10 @@ class ChildSteps:
         self._data_ns = self._bwd_ns = self._opt_ns = 0
         self._opt_start_ns = 0
         self._opt_inner_ns = 0
+        # A step's closure calls (``_wrap_closure``): their time less the phases timed inside.
+        self._closure_ns = 0
+        self._opt_closure_mark = 0
+        self._in_closure = False
         self._tracing: Callable[[], bool] | None = None
         self._done: set[str] = set()
         self._inside: set[str] = set()  # the fields of the wrapped calls running now
@@ -197,13 +201,46 @@ class ChildSteps:
             tracing = self._tracing = unseen.tracing_probe(sys.modules["torch"])
         return tracing()
 
-    def on_step_start(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def on_step_start(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         import _thread
         import time
 
-        if self._tid == _thread.get_ident() and not self._traced():
-            self._opt_start_ns = time.perf_counter_ns()
-            self._opt_inner_ns = self._data_ns + self._bwd_ns
+        if self._tid != _thread.get_ident() or self._traced():
+            return None
+        self._opt_start_ns = time.perf_counter_ns()
+        self._opt_inner_ns = self._data_ns + self._bwd_ns
+        self._opt_closure_mark = self._closure_ns
+        # A closure (LBFGS, any ``step(closure)``) runs forward and backward inside step(): it
+        # is handed on wrapped, as the step clock does, so the update is step() less its calls.
+        return closure_wrapped(optimizer, args, kwargs, self._wrap_closure)
+
+    def _wrap_closure(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The closure, timed: each call's time less the data wait and backward timed inside
+        it (those stay theirs; the rest is forward and the rest, as the parent reads a child)."""
+        import _thread
+        import time
+
+        get_ident = _thread.get_ident
+        clock = time.perf_counter_ns
+        steps = self
+
+        def closure(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # the child's errors read as without us (stepclock)
+            if steps._in_closure or get_ident() != steps._tid:
+                return original(*args, **kwargs)
+            start = clock()
+            inner0 = steps._data_ns + steps._bwd_ns
+            steps._in_closure = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                steps._in_closure = False
+                inner = steps._data_ns + steps._bwd_ns - inner0
+                steps._closure_ns += max(0, clock() - start - inner)
+
+        setattr(closure, CLOSURE_ATTR, True)
+        closure.__wrapped__ = original  # type: ignore[attr-defined]
+        return closure
 
     def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         import contextlib
@@ -228,9 +265,10 @@ class ChildSteps:
             self._tid = _thread.get_ident()
             self._data_ns = self._bwd_ns = self._opt_ns = self._opt_start_ns = 0
         elif self._opt_start_ns:
-            # A closure optimizer (LBFGS) runs forward and backward inside step(): theirs.
+            # Less the phases timed inside step() and the rest of its closure's calls.
             inner = self._data_ns + self._bwd_ns - self._opt_inner_ns
-            self._opt_ns += max(0, now - self._opt_start_ns - inner)
+            rest = self._closure_ns - self._opt_closure_mark
+            self._opt_ns += max(0, now - self._opt_start_ns - inner - rest)
         self._opt_start_ns = 0
         self._steps += 1
         started = self._started if pid == self._owner else FORKED
@@ -249,6 +287,31 @@ class ChildSteps:
             ),
             self._slot * SLOT.size,
         )
+
+
+# Set on our wrappers of a step()'s closure (here and the step clock's): an optimizer whose step
+# hands the closure on to an inner optimizer's step (a wrapper optimizer) gets it wrapped once.
+CLOSURE_ATTR = "_gpu_notebook_closure"
+
+
+def closure_wrapped(
+    optimizer: Any, args: Any, kwargs: Any, wrap: Callable[[Callable[..., Any]], Any]
+) -> tuple[Any, Any] | None:
+    """step()'s (args, kwargs) with its closure wrapped (the optimizer's step pre hook's
+    answer), or None: no closure, or one wrapped already. torch passes step()'s own args, the
+    optimizer first; the closure is ``closure=`` or the first callable after it."""
+    if kwargs:
+        closure = kwargs.get("closure")
+        if callable(closure):
+            if getattr(closure, CLOSURE_ATTR, False):
+                return None
+            return args, {**kwargs, "closure": wrap(closure)}
+    for i, arg in enumerate(args):
+        if i and arg is not optimizer and callable(arg):
+            if getattr(arg, CLOSURE_ATTR, False):
+                return None
+            return (*args[:i], wrap(arg), *args[i + 1 :]), kwargs
+    return None
 
 
 def _loaded(module: Any) -> bool:

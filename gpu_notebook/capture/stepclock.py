@@ -1275,8 +1275,8 @@ def fault_cost_s(pages: int = 256) -> float | None:
 
 
 # Set on our wrapper of a step()'s closure: an optimizer whose step hands the closure on to an
-# inner optimizer's step (a wrapper optimizer) gets it wrapped once.
-_CLOSURE_ATTR = "_gpu_notebook_closure"
+# inner optimizer's step (a wrapper optimizer) gets it wrapped once (a child's too: one name).
+_CLOSURE_ATTR = children.CLOSURE_ATTR
 
 # A boundary listener that returns within this was only its fast path (a comparison): not
 # counted as ours, so the steps it touched are not left out of the analysis for nothing.

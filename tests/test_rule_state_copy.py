@@ -57,6 +57,11 @@ def test_a_copy_picked_by_a_value_is_gated_and_one_on_a_period_is_none():
     assert found.gated
     periodic = TRAIN + "    if step % 5 == 0:\n        best = copy.deepcopy(model.state_dict())\n"
     assert scan_source(periodic).state_copies == ()
+    # A working copy the step trains or calls (MAML's inner loop) is no snapshot.
+    working = (
+        TRAIN + "    fast = copy.deepcopy(model)\n    fast(torch.randn(3, 4)).sum().backward()\n"
+    )
+    assert scan_source(working).state_copies == ()
     # A batch's own dict of tensors copied is no model state.
     batch = TRAIN + '    kept = {k: v.clone() for k, v in {"loss": loss}.items()}\n'
     assert scan_source(batch).state_copies == ()

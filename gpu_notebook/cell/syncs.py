@@ -361,7 +361,7 @@ def state_copies(tree: CellTree) -> tuple[SourceLine, ...]:
         if isinstance(node, ast.For):  # its copy call: the line the fix gates, with its loop
             node = next(n for n in ast.walk(node) if _copies_in(n) and isinstance(n, ast.Call))
         loop = tree.step_loop_of(node)
-        if loop is None or _periodic(tree, node, loop):
+        if loop is None or _periodic(tree, node, loop) or _worked_on(tree, node, loop):
             continue
         line = tree.source_line(node, "state-copy")
         found.setdefault(line.line, line)
@@ -394,6 +394,30 @@ def _over_whole_state(iterable: ast.AST) -> bool:
 
 def _copies_in(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and method_of(n) in _TENSOR_COPIES for n in ast.walk(node))
+
+
+def _worked_on(tree: CellTree, node: ast.AST, loop: Loop) -> bool:
+    """The copy is the step's working model, not a snapshot: the name it is bound to is called
+    or has a method or attribute read in the loop (MAML's ``fast = copy.deepcopy(model)`` then
+    ``fast(x)``, ``fast.parameters()``); a snapshot is only stored or handed on
+    (``model.load_state_dict(best)``)."""
+    bound = next(
+        (a for a in tree.ancestors(node) if isinstance(a, (ast.Assign, ast.AnnAssign))), None
+    )
+    if bound is None:
+        return False
+    targets = bound.targets if isinstance(bound, ast.Assign) else [bound.target]
+    names = {t.id for t in targets if isinstance(t, ast.Name)}
+    for use in ast.walk(loop):
+        if isinstance(use, ast.Call) and isinstance(use.func, ast.Name) and use.func.id in names:
+            return True
+        if (
+            isinstance(use, ast.Attribute)
+            and isinstance(use.value, ast.Name)
+            and use.value.id in names
+        ):
+            return True
+    return False
 
 
 def _periodic(tree: CellTree, node: ast.AST, loop: Loop) -> bool:

@@ -100,7 +100,7 @@ def update_faults(record: StepClockRecord, classes: Iterable[str]) -> UpdateFaul
             return None
         inside += faults[0] / faults[1]
         cpu_s += timed[0] / timed[1]
-    if inside <= 0 or cpu_s <= 0:
+    if inside < 1 or cpu_s <= 0:  # under a page a step: no temporaries past the threshold
         return None
     rest, rest_steps = record.rest_faults
     outside = min(inside, rest / rest_steps) if rest_steps >= FAULT_MIN_STEPS else 0.0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import mmap
+import random
 import sys
 import time
 from typing import Any
@@ -23,7 +24,8 @@ import pytest
 
 from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.fused_update import fused_cpu_kept, fused_removed_high, update_faults
-from gpu_notebook.records import Finding, StepClockRecord
+from gpu_notebook.analysis.steps import run_phase
+from gpu_notebook.records import Finding, StepClockRecord, StepTiming
 from gpu_notebook.rules import run_rules
 from gpu_notebook.words import word_findings
 from tests.scenarios import synthetic as syn
@@ -99,15 +101,25 @@ def _faulting_optimizer() -> Any:
     temporaries past the mmap threshold do), built lazily (torch imported inside the test)."""
     import torch
 
-    class Faulty(torch.optim.SGD):
+    class Faulty(torch.optim.Optimizer):
+        # Its own step, not SGD's through super(): torch hooks each class's step, so a step
+        # calling another hooked one would be two steps of one optimizer.
         PAGES = 64
 
+        def __init__(self, params: Any, lr: float) -> None:
+            super().__init__(params, {"lr": lr})
+
+        @torch.no_grad()
         def step(self, closure: Any = None) -> Any:
             buf = mmap.mmap(-1, self.PAGES * mmap.PAGESIZE)
             for i in range(0, self.PAGES * mmap.PAGESIZE, mmap.PAGESIZE):
                 buf[i] = 1
             buf.close()
-            return super().step(closure)
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.add_(p.grad, alpha=-group["lr"])
+            return None
 
     return Faulty
 
@@ -163,3 +175,60 @@ def test_an_update_that_makes_no_fresh_pages_is_not_priced():
     # A 9-element update allocates nothing fresh: no fault to price, no term.
     if record.optimizer_faults["SGD"][0] == 0:
         assert record.fault_cost_s is None and update_faults(record, ["SGD"]) is None
+
+
+# ------------------------------------------------------------------ the update's share on the CPU
+
+
+def _loaded(update_s: float = 0.002, *, n: int = 200) -> StepClockRecord:
+    """A seeded run on a loaded core: every step is 10 ms of its own (the update ``update_s``
+    of it), then waits 20-60 ms for a core, which its wall time holds. The wait is read at the
+    step's end, not where it fell."""
+    rng = random.Random(26)
+    rows, t = [], 0.0
+    for i in range(n):
+        wait = 0.020 + 0.040 * rng.random()
+        hit = rng.random()  # where the slices fell: the update or the forward
+        opt = update_s + wait * (hit if hit < 0.2 else 0.0)
+        fwd = 0.010 - update_s + wait - (opt - update_s)
+        d = fwd + opt
+        rows.append(StepTiming(i, t, d, 0.0, fwd, 0.0, opt, 1, 1, 32, timed=i < 12, wait_s=wait))
+        t += d
+    return StepClockRecord(
+        "optimizer",
+        n,
+        tuple(rows),
+        event_counts={"optimizer": n, "forward": n, "backward": n},
+        lean_optimizer=True,
+        grad_tensors=6,
+        grad_bytes=4_200_000,
+        optimizer_cpu={"Adam": (update_s * (n - 1), n - 1)},
+    )
+
+
+def test_the_updates_cpu_share_is_its_cpu_clock_over_the_steps_own_time():
+    record = _loaded()
+    whole = run_phase(record, 2, "optimizer", cpu_clock=True)
+    assert whole is not None and whole.cpu_share is not None
+    assert whole.cpu_share == pytest.approx(0.2, rel=1e-6)  # 2 ms of every 10 ms of its own
+    assert whole.cpu_low_share is not None and whole.cpu_high_share is not None
+    assert whole.cpu_low_share <= whole.cpu_share <= whole.cpu_high_share
+    # The wait spread by the phases' excess reads the update otherwise.
+    assert abs(whole.share - 0.2) > 0.02
+    # Not asked (a GPU run, the data wait): not read.
+    assert run_phase(record, 2, "optimizer").cpu_share is None  # type: ignore[union-attr]
+    assert run_phase(record, 2, "data", cpu_clock=True) is None or (
+        run_phase(record, 2, "data", cpu_clock=True).cpu_share is None  # type: ignore[union-attr]
+    )
+
+
+def test_on_the_cpu_the_fused_bound_rests_on_the_updates_cpu_share():
+    record = _loaded()
+    run = syn.make_run(ADAM_CELL, steps=record)
+    analysis = with_run_figures(run, syn.make_analysis({"optimizer": 0.30}))
+    assert analysis.run_optimizer is not None and analysis.run_optimizer.cpu_share is not None
+    f = {x.rule_id: x for x in word_findings(run_rules(run, analysis, syn.VERDICT))}[RULE]
+    kept = fused_cpu_kept("Adam", 6, 4_200_000)
+    assert kept is not None and f.gain_bound is not None
+    assert 1 - 1 / f.gain_bound == pytest.approx(0.2 * (1 - kept), rel=1e-6)
+    assert "loop thread's CPU clock over the steps' own time" in " ".join(f.evidence)

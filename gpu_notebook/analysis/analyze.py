@@ -138,15 +138,12 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
     from gpu_notebook.analysis.optimizer_split import clock_split
 
     warmup, ours = run.window.warmup_steps, disturbed_steps(run)
+    on_gpu = run.env.cuda_available or bool(run.env.gpus) or analysis.gpu is not None
     return dataclasses.replace(
         analysis,
         run_data=run_phase(run.steps, warmup, "data", ours),
-        run_optimizer=run_phase(run.steps, warmup, "optimizer", ours),
-        optimizers=clock_split(
-            run.steps,
-            analysis.optimizers,
-            on_gpu=run.env.cuda_available or bool(run.env.gpus) or analysis.gpu is not None,
-        )
+        run_optimizer=run_phase(run.steps, warmup, "optimizer", ours, cpu_clock=not on_gpu),
+        optimizers=clock_split(run.steps, analysis.optimizers, on_gpu=on_gpu)
         or analysis.optimizers,
         profiling_factor=instrumentation_factor(run),
         machine=machine_facts(run),

@@ -444,6 +444,18 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     """The optimizer updates each parameter tensor with its own small ops."""
     profiled = share(analysis, "optimizer")
     whole = analysis.run_optimizer
+    if whole is not None and whole.cpu_share is not None and not has_gpu(run):
+        # On the CPU the update is the loop thread computing: its CPU clock over the steps' own
+        # time reads the same under any load, where the wait spread over the phases does not
+        # (save_every_step's Adam 4.6% at load 25 for 21%: no finding; lr_finder_runs' SGD
+        # small in one run and tried in the next, by where the load put its share).
+        whole = dataclasses.replace(
+            whole,
+            share=whole.cpu_share,
+            low_share=whole.cpu_low_share or whole.cpu_share,
+            high_share=whole.cpu_high_share or whole.cpu_share,
+        )
+        analysis = dataclasses.replace(analysis, run_optimizer=whole)
     optimizer = whole.share if whole is not None else profiled
     # Present and levelled by the share's interval (over the run where the step clock timed it).
     whole_level = severity_in(analysis, "optimizer", optimizer, low=WARN, medium=0.20, high=0.20)

@@ -224,9 +224,14 @@ def _optimizer_evidence(s: UnfusedOptimizer) -> str:
             f"optimizer step and zero_grad: {fmt_share(s.optimizer)} of the step "
             f"({phase_source(s.phases)}; the step clock did not time the optimizer over the run)"
         )
+    clock = (
+        "its own steps on the loop thread's CPU clock over the steps' own time, step clock"
+        if whole.cpu_share is not None and whole.share == whole.cpu_share
+        else "step clock"
+    )
     line = (
         f"optimizer step: {fmt_share(s.optimizer)} of the step time over {whole.steps} steps "
-        "(step clock, outside the profiled window)"
+        f"({clock}, outside the profiled window)"
     )
     if s.profiled is not None and abs(s.profiled - s.optimizer) >= 0.01:
         line += (

@@ -298,3 +298,134 @@ def test_a_sampled_stack_inside_the_closure_is_read_under_it() -> None:
     assert infer_phase([*step, ours, CodeRef("/home/u/train.py", "training_step", 1), module]) == (
         "forward"
     )
+
+
+def _lbfgs_loop(step_of: Any, measured: bool) -> tuple[list[Any], list[int], Any]:
+    """LBFGS with a closure, its ``step`` replaced by ``step_of(opt)``: the parameters after, the
+    closure's calls in each step and the step clock (None: plain)."""
+    import torch
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
+    opt.step = step_of(opt)  # type: ignore[method-assign]
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    calls: list[int] = []
+
+    def closure() -> Any:
+        calls[-1] += 1
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        time.sleep(SLEEP_S)
+        return loss
+
+    clock = StepClock(time.perf_counter_ns()) if measured else None
+    if clock is not None:
+        clock.install()
+    try:
+        for _ in range(12):
+            calls.append(0)
+            opt.step(closure)
+    finally:
+        if clock is not None:
+            clock.uninstall()
+    return [p.detach().clone() for p in model.parameters()], calls, clock
+
+
+def test_a_step_the_user_wrapped_gets_its_closure_and_the_closure_is_still_timed() -> None:
+    """``opt.step`` replaced by a ``functools.wraps`` wrapper (a framework's, the user's): the
+    user's closure reaches it, LBFGS calls it as often and ends on the same bits as without
+    us, and its calls are still off the update (the hooks run inside the wrapped step)."""
+    import functools
+
+    handed: list[Any] = []
+
+    def wrapped(opt: Any) -> Any:
+        inner = opt.step
+
+        @functools.wraps(inner)
+        def step(closure: Any) -> Any:
+            handed.append(closure)
+            return inner(closure)
+
+        return step
+
+    plain, plain_calls, _ = _lbfgs_loop(wrapped, measured=False)
+    measured, calls, clock = _lbfgs_loop(wrapped, measured=True)
+    assert calls == plain_calls and all(map(torch_equal, plain, measured))
+    assert not any(getattr(c, "__wrapped__", None) for c in handed)  # the user's own closure
+    record = clock.record()
+    assert record.anchor == "optimizer" and clock.step_count == 12
+    timed = [s for s in record.steps if s.timed][1:]
+    assert len(timed) >= 6
+    for s in timed:
+        assert 0 < s.optimizer_s <= s.duration_s - calls[s.index] * SLEEP_S, (s, calls[s.index])
+
+
+def torch_equal(a: Any, b: Any) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))
+
+
+_COMPILED_STEP_CHILD = """
+import json, sys, time, torch
+from torch._dynamo.utils import counters
+from gpu_notebook.capture.stepclock import StepClock
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+params = list(model.parameters())
+opt = (torch.optim.LBFGS(params, lr=0.1, max_iter=3) if sys.argv[2] == "lbfgs"
+       else torch.optim.SGD(params, lr=0.01, momentum=0.9))
+opt.step = torch.compile(opt.step, backend="eager")
+x, y = torch.randn(16, 8), torch.randn(16, 1)
+calls = [0]
+def closure():
+    calls[0] += 1
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+clock = StepClock(time.perf_counter_ns()) if sys.argv[1] == "measured" else None
+if clock: clock.install()
+for _ in range(6):
+    opt.step(closure)
+if clock: clock.uninstall()
+print(json.dumps({
+    "bits": [[v.hex() for v in p.detach().flatten().tolist()] for p in params],
+    "calls": calls[0],
+    "dynamo": {k: dict(counters[k]) for k in ("frames", "graph_break", "stats")},
+}, sort_keys=True))
+"""
+
+
+@pytest.mark.parametrize("opt_kind", ["sgd", "lbfgs"])
+def test_a_compiled_step_with_a_closure_runs_as_plain(opt_kind: str) -> None:
+    """``opt.step = torch.compile(opt.step)`` called with a closure (Dynamo breaks its graph at
+    the closure's backward; LBFGS's step is one Dynamo never traces): the closure is called as
+    often, Dynamo compiles the same frames and breaks as often, the parameters end on the same
+    bits, measured or not. In a fresh interpreter each: Dynamo's counters are per process."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def run(kind: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-c", _COMPILED_STEP_CHILD, kind, opt_kind],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONPATH": root},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    plain, measured = run("plain"), run("measured")
+    assert plain["calls"] >= 6 and plain["dynamo"]["frames"]
+    assert measured == plain

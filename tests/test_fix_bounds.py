@@ -611,6 +611,51 @@ def test_a_bigger_batch_under_gradient_accumulation_folds_micro_batches_and_keep
     assert "lr=3e-4 * 8" in eight.source_after
 
 
+LIGHTNING_ACCUMULATED_CELL = """\
+class Net(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(16, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return loss_fn(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+
+loader = DataLoader(TensorDataset(torch.randn(512, 16), torch.randn(512, 1)), batch_size=8)
+trainer = L.Trainer(max_epochs=1, accumulate_grad_batches=8, accelerator="cpu")
+trainer.fit(Net(), loader)
+"""
+
+
+def test_lightning_accumulate_grad_batches_is_folded_like_accelerates_accumulation():
+    """Unseen round 12 (lightning_accum): Lightning's ``Trainer(accumulate_grad_batches=8)`` over
+    micro-batches of 8 was offered 'batch size x4 (learning rate x4)', and the patch scaled the
+    lr while each optimizer step saw 4x the samples. Lightning's keyword is the same setting as
+    accelerate's gradient_accumulation_steps: the micro-batches fold (batch x4, 8 -> 2) and the
+    learning rate stays."""
+    from gpu_notebook.fixes import Patch, apply_fix
+
+    run = syn.make_run(LIGHTNING_ACCUMULATED_CELL)
+    f = _findings(run, _tiny_ops_window(0.0, 0.0))["launch.tiny_ops"]
+    assert f.fix_id == "bigger_batch"
+    k = f.fix_params["factor"]
+    assert 8 % k == 0
+    assert f"accumulate_grad_batches 8 -> {8 // k}" in f.fix and "learning rate x" not in f.fix
+    patch = apply_fix("bigger_batch", LIGHTNING_ACCUMULATED_CELL, **f.fix_params)
+    assert isinstance(patch, Patch)
+    after = patch.source_after
+    assert f"accumulate_grad_batches={8 // k}" in after and f"batch_size={8 * k}" in after
+    assert "lr=1e-3)" in after  # not scaled
+    # HF's Trainer takes no such keyword; a Lightning value the factor does not divide scales
+    # the lr as before.
+    sixteen = apply_fix("bigger_batch", LIGHTNING_ACCUMULATED_CELL, factor=16, scale_lr=True)
+    assert isinstance(sixteen, Patch) and "accumulate_grad_batches=8" in sixteen.source_after
+
+
 # ------------------------------------------------------------------ stated ranges' ceilings
 
 

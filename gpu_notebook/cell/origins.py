@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from gpu_notebook.cell.names import dotted, keyword_value, targets_of, walk
 from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.words import ACCUMULATION_KEYS
 
 
 def _integer(node: ast.AST | None) -> ast.Constant | None:
@@ -132,11 +133,7 @@ def _param_default(tree: CellTree, name: str) -> ast.Constant | None:
 
 
 def accumulation_steps(tree: CellTree) -> list[ast.expr]:
-    """The values of every ``gradient_accumulation_steps=`` the cell's calls pass (accelerate's
-    ``Accelerator``, HF ``TrainingArguments``)."""
-    return [
-        k.value
-        for call in tree.calls()
-        for k in call.keywords
-        if k.arg == "gradient_accumulation_steps"
-    ]
+    """The values of every ``gradient_accumulation_steps=`` (accelerate's ``Accelerator``, HF
+    ``TrainingArguments``) and ``accumulate_grad_batches=`` (Lightning's ``Trainer``) the
+    cell's calls pass."""
+    return [k.value for call in tree.calls() for k in call.keywords if k.arg in ACCUMULATION_KEYS]

@@ -246,6 +246,7 @@ FRAMEWORK_DEFAULTS: dict[tuple[str, str], object] = {
     # Micro-batches per optimizer step (the bigger-batch fix folds them into one).
     ("Accelerator", "gradient_accumulation_steps"): 1,
     ("TrainingArguments", "gradient_accumulation_steps"): 1,
+    ("Trainer", "accumulate_grad_batches"): 1,
 }
 
 

@@ -23,6 +23,11 @@ FOREACH_OPTIMIZERS = frozenset(
      "Rprop", "ASGD"}
 )  # fmt: skip
 
+# Micro-batches per optimizer step, by the keyword its framework takes: accelerate's
+# ``Accelerator`` and HF's ``TrainingArguments`` (gradient_accumulation_steps), Lightning's
+# ``Trainer`` (accumulate_grad_batches). A bigger batch folds them (rules/launch, fixes/).
+ACCUMULATION_KEYS = ("gradient_accumulation_steps", "accumulate_grad_batches")
+
 # Methods only an nn.Module has (zero_grad is shared with optimizers, so it proves nothing).
 MODULE_METHODS = frozenset(
     {"parameters", "named_parameters", "train", "eval", "state_dict", "load_state_dict",

@@ -49,7 +49,7 @@ from gpu_notebook.analysis.host import (
     per_sample_model_share,
 )
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
-from gpu_notebook.cell.words import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
+from gpu_notebook.cell.words import ACCUMULATION_KEYS, FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.records import (
     Analysis,
     Finding,
@@ -161,6 +161,7 @@ class TinyOps(Said):
     # Micro-batches per optimizer step the fix folds `factor` of into one (the learning rate
     # stays); None: no such accumulation, the batch grows and the learning rate scales.
     accumulation: int | None = None
+    accumulation_key: str = "gradient_accumulation_steps"  # the keyword that sets it
     # The model side's share in operators whose work grows with the batch (matmuls,
     # convolutions, calls of real work), and the least the batch gains with it growing.
     per_sample: float | None = None
@@ -302,8 +303,10 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         bound = bigger_batch_bound(factor, analysis, starts)
         per_sample = per_sample_model_share(analysis, TINY_OP_US)
         low = bigger_batch_gain_low(factor, analysis, per_sample, starts)
+        folded = folded_accumulation(facts, factor)
         said = dataclasses.replace(said, bound=bound, outcome="batch",
-                                   accumulation=folded_accumulation(facts, factor),
+                                   accumulation=folded[0] if folded else None,
+                                   accumulation_key=folded[1] if folded else said.accumulation_key,
                                    per_sample=per_sample, low=low,
                                    start_ups=None if starts is None else starts.share)  # fmt: skip
         # The small-gain gate reads the low end: a batch whose least gain is within what two
@@ -429,15 +432,21 @@ def batch_factor(sized_us: float) -> int:
     return min(MAX_FACTOR, 1 << max(1, power))
 
 
-def folded_accumulation(facts: SourceFacts, factor: int) -> int | None:
-    """The cell's gradient accumulation steps (accelerate's ``Accelerator``, HF
-    ``TrainingArguments``) when every such setting is a literal ``factor`` divides: the bigger
-    batch then folds micro-batches (fixes/codemods_data._accumulation_folded reads the same)."""
-    steps = [v for c, k, v in facts.framework_settings if k == "gradient_accumulation_steps"]
-    if not steps or not all(isinstance(v, int) and v >= factor and v % factor == 0 for v in steps):
+def folded_accumulation(facts: SourceFacts, factor: int) -> tuple[int, str] | None:
+    """The cell's gradient accumulation steps and the keyword that sets them (accelerate's
+    ``Accelerator``, HF ``TrainingArguments``, Lightning's ``Trainer``) when every such setting
+    is one literal ``factor`` divides: the bigger batch then folds micro-batches
+    (fixes/codemods_data._accumulation_folded reads the same)."""
+    steps = [(v, k) for c, k, v in facts.framework_settings if k in ACCUMULATION_KEYS]
+    # A framework's default of 1 where no call sets it (a Lightning Trainer beside an
+    # accelerate loop) is no accumulation; only the settings above 1 fold.
+    set_ = [(v, k) for v, k in steps if v != 1]
+    if not set_ or not all(
+        isinstance(v, int) and v >= factor and v % factor == 0 for v, _k in set_
+    ):
         return None
-    first = steps[0]
-    return first if isinstance(first, int) and all(v == first for v in steps) else None
+    first, key = set_[0]
+    return (first, key) if isinstance(first, int) and all(v == first for v, _ in set_) else None
 
 
 def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

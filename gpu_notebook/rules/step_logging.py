@@ -28,7 +28,7 @@ from gpu_notebook.analysis.framework_stacks import (
     sampled_stacks,
 )
 from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
-from gpu_notebook.cell.words import OTHER_HOOKS
+from gpu_notebook.cell.words import ACCUMULATION_KEYS, OTHER_HOOKS
 from gpu_notebook.records import (
     Analysis,
     Finding,
@@ -531,8 +531,12 @@ def _sum_read(logs: tuple[tuple[LightningLog, float | None], ...]) -> float | No
 
 
 def _settings_now(facts: SourceFacts) -> tuple[str, ...]:
-    """The framework settings the source sets, as ``key=value``."""
-    now = [f"{key}={value}" for cls, key, value in facts.framework_settings if value is not None]
+    """The logging settings the source sets, as ``key=value`` (accumulation is not one)."""
+    now = [
+        f"{key}={value}"
+        for cls, key, value in facts.framework_settings
+        if value is not None and key not in ACCUMULATION_KEYS
+    ]
     return tuple(dict.fromkeys(now))
 
 

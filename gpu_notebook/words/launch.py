@@ -84,12 +84,12 @@ def tiny_ops(s: TinyOps) -> Words:
         evidence.append(
             f"gain with micro-batches x{k}: samples/s {fmt_gain(s.bound, s.low)} (the model side per "
             f"sample shrinks at most x{k}, data loading per sample not at all"
-            f"{start_ups_clause(s.start_ups)}); gradient "
-            f"accumulation {s.accumulation} -> {s.accumulation // k} keeps the samples of each "
+            f"{start_ups_clause(s.start_ups)}); "
+            f"{s.accumulation_key} {s.accumulation} -> {s.accumulation // k} keeps the samples of each "
             "optimizer step, so the learning rate stays"
         )
         fix = (
-            f"Give each step more work: micro-batch size x{k}, gradient_accumulation_steps "
+            f"Give each step more work: micro-batch size x{k}, {s.accumulation_key} "
             f"{s.accumulation} -> {s.accumulation // k} (the same samples per optimizer step)"
             + ("" if s.compiled else "; then torch.compile to fuse the remaining small ops")
             + ". More GPUs would not help."

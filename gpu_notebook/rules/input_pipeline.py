@@ -36,6 +36,7 @@ from gpu_notebook.cell.live import LiveDataHook, LiveLoader
 from gpu_notebook.cell.loops import remade_loaders
 from gpu_notebook.cell.names import dotted
 from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.whole_loads import same_file_loads
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import (
@@ -197,6 +198,9 @@ class DatasetTime:
     samples: int
     data_samples: int
     line_samples: int  # the hottest line's own
+    # The file the hottest line loads whole on every call though its path does not depend on
+    # the index (``pickle.load`` of ``self.path`` in ``__getitem__``), as written; None: not so.
+    same_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -759,6 +763,7 @@ def dataset_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) ->
         return None
     wanted = dataset_type(facts, loader)
     methods: dict[int, str] = {}
+    loads: dict[int, str] = {}
     for node in ast.walk(tree.tree):
         if not isinstance(node, ast.ClassDef):
             continue
@@ -770,6 +775,7 @@ def dataset_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) ->
                 isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
                 and fn.name not in _NOT_ITEMS
             ):
+                loads.update(same_file_loads(tree, fn))
                 for n in ast.walk(fn):
                     if hasattr(n, "lineno") and not isinstance(n, ast.FunctionDef):
                         methods.setdefault(tree.line_of(n), f"{node.name}.{fn.name}")
@@ -783,7 +789,7 @@ def dataset_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) ->
     hot = max(inside, key=lambda s: (s.phase_samples.get("data", 0), -s.line))
     held = max(s.phase_samples.get("data", 0) for s in inside)
     return DatasetTime(methods[hot.line], hot.line, hot.text.strip(), held, max(total, held),
-                       hot.phase_samples.get("data", 0))  # fmt: skip
+                       hot.phase_samples.get("data", 0), loads.get(hot.line))  # fmt: skip
 
 
 def _iter_lines(facts: SourceFacts, cls: str) -> tuple[int | None, set[int]]:

@@ -274,9 +274,21 @@ def loader_workers(s: LoaderWorkers) -> Words:
             f"the dataset's own code holds {d.samples} of the data wait's {d.data_samples} "
             f"samples, the most on line {d.line} `{d.text}` in `{d.function}` ({d.line_samples})"
         )
+        if d.same_file is not None:
+            evidence.append(
+                f"line {d.line} loads `{d.same_file}` whole on every item: its path does not "
+                "depend on the index, so each item decodes the same file again to keep one row of it"
+            )
     # Where the item is made, for the advice to make it cheaper (none: the wait was not
-    # sampled in the dataset's code).
-    where = f"line {d.line} in `{d.function}` holds most of the wait: " if d is not None else ""
+    # sampled in the dataset's code); a file loaded whole for every item comes first.
+    where = (
+        f"load `{d.same_file}` once in __init__, line {d.line} in `{d.function}` decodes it "
+        "whole for every item; else "
+        if d is not None and d.same_file is not None
+        else f"line {d.line} in `{d.function}` holds most of the wait: "
+        if d is not None
+        else ""
+    )
     if s.no_spare is not None:
         evidence.append(no_spare_core(s.no_spare))
         return words(
@@ -348,6 +360,10 @@ def loader_workers(s: LoaderWorkers) -> Words:
         + (
             f" Line {d.line} in `{d.function}` makes most of each item: a cheaper item shortens "
             "the wait with or without workers."
+            if d is not None and d.same_file is None
+            else f" First, load `{d.same_file}` once (in __init__) and index it in "
+            f"`{d.function}`: line {d.line} reads and decodes the whole file for every item, "
+            "and workers would only spread that over more processes."
             if d is not None
             else ""
         )

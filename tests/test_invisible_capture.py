@@ -1027,3 +1027,37 @@ def test_an_error_through_our_wrappers_is_shown_without_our_frames(ip, cell):
     shown = "\n".join(ip.InteractiveTB.structured_traceback(type(exc), exc, exc.__traceback__))
     assert "gpu_notebook" not in shown and "stepclock" not in shown, shown
     assert "corrupt sample 40" in shown or "backward through the graph a second time" in shown
+
+
+def test_stop_pressed_while_our_profiler_starts_reads_as_the_users_step(ip, monkeypatch):
+    # A kernel interrupt that lands in our step-boundary work (the profiler window starting,
+    # 100s of ms on a busy machine) showed the user a traceback through stepclock, session and
+    # profiler frames. It is the user's interrupt, raised at their step; the report of the
+    # steps that ran still comes and nothing of ours stays installed.
+    import torch.optim.optimizer as optimizer_module
+
+    from gpu_notebook.capture import profiler
+
+    def interrupted(self, step_index):
+        raise KeyboardInterrupt  # as SIGINT lands while the window starts
+
+    hooks = len(optimizer_module._global_optimizer_pre_hooks)
+    monkeypatch.setattr(profiler.ProfilerWindow, "_start", interrupted)
+    ip.user_ns.pop("rep", None)
+    result = ip.run_cell(
+        "%%gpucheck -q -o rep\n"
+        "net = torch.nn.Linear(8, 1); o = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "for step in range(20):\n"
+        "    net(torch.randn(4, 8)).sum().backward(); o.step(); o.zero_grad()\n"
+    )
+    exc = result.error_in_exec
+    assert isinstance(exc, KeyboardInterrupt)
+    shown = "\n".join(ip.InteractiveTB.structured_traceback(type(exc), exc, exc.__traceback__))
+    # IPython shows the frame that raised (ours, re-raising it at the step boundary), never
+    # the session's and profiler's below it.
+    assert "o.step()" in shown and "profiler.py" not in shown and "session.py" not in shown, shown
+    assert shown.count("gpu_notebook") == 1, shown
+    rep = ip.user_ns["rep"]
+    assert rep.run.status == "interrupted" and rep.run.steps.step_count >= 1
+    assert len(optimizer_module._global_optimizer_pre_hooks) == hooks
+    assert not torch._C._autograd._profiler_enabled()

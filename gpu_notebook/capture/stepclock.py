@@ -603,6 +603,7 @@ class StepClock:
     # ---------------------------------------------------------------- hooks
 
     def _on_opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        __tracebackhide__ = True  # torch calls it inside opt.step(): see _wrap_next
         if self._tracing():
             return None
         if threading.get_ident() != self._tid and not self._adopt_before_step():
@@ -685,6 +686,7 @@ class StepClock:
         return closure
 
     def _on_opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        __tracebackhide__ = True  # torch calls it inside opt.step(): see _wrap_next
         if self._tracing():
             return
         if threading.get_ident() != self._tid:
@@ -948,6 +950,7 @@ class StepClock:
 
     def _event(self, kind: str, now_ns: int, *, ends_step: bool) -> None:
         """One hook event. Start-kind anchors open a step at ``now``; the optimizer closes one."""
+        __tracebackhide__ = True  # an interrupt here reads as the user's step's (see below)
         if kind != self.anchor:
             if _PRIORITY[kind] <= _PRIORITY[self.anchor]:
                 if self._cur_start_ns is None:
@@ -975,7 +978,13 @@ class StepClock:
         listener = self.boundary_listener
         if listener is not None and self._step_count >= self.listener_due:
             before_ns = time.perf_counter_ns()
-            listener(self._step_count)
+            try:
+                listener(self._step_count)
+            except KeyboardInterrupt:
+                # Stop pressed at this step boundary while gpucheck's profiler started or
+                # stopped: the user's interrupt, raised here afresh (IPython shows this frame,
+                # the one raising, and not the session's and profiler's frames below it).
+                raise KeyboardInterrupt from None
             # The listener's own time (a profiler starting) is ours, not the next forward's.
             self._last_mark_ns = after_ns = time.perf_counter_ns()
             if after_ns - before_ns > _OURS_MIN_NS:

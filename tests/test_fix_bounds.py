@@ -923,3 +923,49 @@ def test_a_range_whose_low_end_is_under_1x_says_the_step_may_get_slower_and_by_h
     small = fix_prefix((SmallGain(1.04, 1.01, RUN_TO_RUN, read_high=1.09, read_low=0.95),))
     assert small.startswith("Small: may have no measurable effect")
     assert "may get slower (down to 0.95x: 5% longer)" in small
+
+
+HEADS_CELL = """\
+class MultiHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(32, 128), nn.ReLU())
+        self.heads = nn.ModuleList([nn.Linear(128, 1) for _ in range(TASKS)])
+        self.blocks = nn.ModuleList([Block() for _ in range(4)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        h = self.trunk(x)
+        return torch.cat([head(h) for head in self.heads], dim=1)
+
+
+model = MultiHead()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+loader = DataLoader(TensorDataset(torch.randn(512, 32), torch.randn(512, 48)), batch_size=128)
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_a_forward_calling_a_modulelists_copies_of_one_layer_one_by_one_is_told_to_stack_them():
+    """Unseen round 12 (heads_modulelist): 48 Linear(128, 1) heads called one by one in forward
+    read host-bound with 'batch size x8, then torch.compile' and no word of the heads; stacked
+    as one Linear(128, 48) the step took 0.70 ms against 6.28 ms (thread time, one thread). The
+    finding names the loop and says to stack them first; a ModuleList of blocks run in sequence
+    (a deep model) is not such a loop."""
+    from gpu_notebook.cell.module_loops import module_list_loops
+    from gpu_notebook.cell.scan import scan_source
+
+    run = syn.make_run(HEADS_CELL)
+    f = _findings(run, _tiny_ops_window(0.0, 0.0))["launch.tiny_ops"]
+    line = 1 + HEADS_CELL.splitlines().index(
+        "        return torch.cat([head(h) for head in self.heads], dim=1)"
+    )
+    assert f.fix.startswith("First, stack the TASKS `Linear` layers of `self.heads` into one")
+    assert f"line {line + 1} runs them one by one" in f.fix  # the %%gpucheck line is line 1
+    assert "batch size x" in f.fix  # the bigger batch stays offered after it
+    tree = scan_source(HEADS_CELL).tree
+    assert tree is not None
+    assert [m.attr for m in module_list_loops(tree)] == ["heads"]

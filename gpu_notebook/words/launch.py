@@ -161,6 +161,18 @@ def tiny_ops(s: TinyOps) -> Words:
             "of the model side; only the rest (optimizer step, zero_grad, Python between "
             "operators, dispatch) is paid once a step"
         )
+    if s.module_loops:
+        m = s.module_loops[0]
+        evidence.append(
+            f"line {m.line} `{m.text}` calls the {m.count} `{m.layer}` layers of `self.{m.attr}` "
+            "one by one in forward: each is a few tiny ops forward and backward, and the "
+            "optimizer updates each one's tensors apart"
+        )
+        fix = (
+            f"First, stack the {m.count} `{m.layer}` layers of `self.{m.attr}` into one (an "
+            f"nn.{m.layer} whose outputs are theirs side by side, split or viewed after it; or "
+            f"torch.func.stack_module_state with vmap): line {m.line} runs them one by one. " + fix
+        )
     return words(
         "The model's ops are too small: per-op overhead dominates its time",
         evidence,

@@ -34,7 +34,14 @@ def load_ipython_extension(ipython: Any) -> None:
     from gpu_notebook.magic import GpuCheckMagics
     from gpu_notebook.magic_async import rewrite_await_cells
 
-    ipython.register_magics(GpuCheckMagics)
+    magics = GpuCheckMagics(ipython)
+    # `%reload_ext gpu_notebook` makes a new instance: the session's reports go on to it, so
+    # the next cell still gets its before/after (it had none after a reload).
+    earlier = getattr(ipython, "magics_manager", None)
+    earlier = earlier.registry.get(GpuCheckMagics.__name__) if earlier is not None else None
+    if earlier is not None:
+        magics.reports = earlier.reports
+    ipython.register_magics(magics)
     cleanup = getattr(ipython, "input_transformers_cleanup", None)
     if cleanup is not None and rewrite_await_cells not in cleanup:
         cleanup.append(rewrite_await_cells)  # cells with top-level await (magic_async.py)

@@ -820,3 +820,22 @@ def test_the_magic_joins_the_background_imports_before_importing_anything_of_our
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_reload_ext_keeps_the_sessions_reports_for_the_before_after(ip):
+    # Unseen round 12: after `%reload_ext gpu_notebook` the same cell run again had no
+    # before/after (the session's reports lived on the magics instance the reload replaced).
+    cell = (
+        "%%gpucheck -q -o rep\n"
+        "for _ in range(12):\n"
+        "    loss = torch.nn.functional.mse_loss(_rl_net(torch.randn(8, 4)), torch.randn(8, 1))\n"
+        "    _rl_opt.zero_grad(); loss.backward(); _rl_opt.step()\n"
+    )
+    setup = (
+        "_rl_net = torch.nn.Linear(4, 1)\n_rl_opt = torch.optim.SGD(_rl_net.parameters(), lr=0.1)"
+    )
+    assert ip.run_cell(setup).success
+    assert ip.run_cell(cell).success
+    assert ip.run_cell("%reload_ext gpu_notebook").success
+    assert ip.run_cell(cell).success
+    assert ip.user_ns["rep"].comparison is not None

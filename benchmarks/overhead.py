@@ -486,6 +486,98 @@ def hook_cost_us(steps: int, rounds: int) -> dict[str, list[float]]:
     return interleave({"none": loop, "lean": with_clock(True), "timing": with_clock(False)}, rounds)
 
 
+def closure_cost_us(steps: int, rounds: int) -> dict[str, list[float]]:
+    """Thread-CPU µs a step of an LBFGS closure loop (8-8-1 MLP, batch 16, ``max_iter=4``: up
+    to 5 closure calls a step): no hooks, step-clock lean mode, timing mode. The clock's part
+    of a closure step: the optimizer hooks and the closure handed to ``step`` wrapped
+    (``_wrap_closure``: two clock reads and the phases' sums around each call)."""
+    import torch
+    from torch import nn
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=4)
+    # A fresh batch each step: on one fixed batch LBFGS converges and then calls its closure
+    # once a step.
+    xs, ys = torch.randn(steps + 3, 16, 8), torch.randn(steps + 3, 16, 1)
+    calls, at = [0], [0]
+
+    def closure() -> torch.Tensor:
+        calls[0] += 1
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(xs[at[0]]), ys[at[0]])
+        loss.backward()
+        return loss
+
+    def loop() -> float:
+        c0 = time.thread_time()
+        for i in range(steps):
+            at[0] = i
+            opt.step(closure)
+        return (time.thread_time() - c0) / steps * 1e6
+
+    def with_clock(lean: bool, wrap: bool = True) -> Callable[[], float]:
+        def run() -> float:
+            clock = StepClock(time.perf_counter_ns())
+            if not wrap:  # the hooks alone: the closure handed on as it is
+                clock._wrap_closure = lambda closure: closure  # type: ignore[method-assign]
+            clock.install()
+            try:
+                for i in range(3):  # the optimizer becomes the anchor, as in a real cell
+                    at[0] = steps + i
+                    opt.step(closure)
+                if lean:
+                    clock.lean()
+                return loop()
+            finally:
+                clock.uninstall()
+
+        return run
+
+    loop()
+    calls[0] = 0
+    variants = {
+        "none": loop,
+        "lean": with_clock(True),
+        "timing": with_clock(False),
+        "timing_unwrapped": with_clock(False, wrap=False),
+    }
+    out = interleave(variants, rounds)
+    out["calls_per_step"] = [calls[0] / (rounds * (4 * steps + 9))]
+    return out
+
+
+def closure_rows(rows: list[Result], steps: int, rounds: int) -> None:
+    """The closure wrapper's cost: LBFGS steps plain vs under the step clock, interleaved."""
+    cost = closure_cost_us(steps, rounds)
+    for mode, what in (
+        ("lean", "lean mode"),
+        ("timing", "timing mode"),
+        ("timing_unwrapped", "timing mode, closure not wrapped (the hooks' part)"),
+    ):
+        ratio = median([m / n for m, n in zip(cost[mode], cost["none"], strict=True)])
+        d = median(paired_diffs(cost[mode], cost["none"]))
+        emit(
+            Result(
+                f"overhead.closure.{mode}_ratio",
+                f"LBFGS closure loop under the step clock, {what}: CPU ratio",
+                ratio,
+                f"{fmt_ratio(ratio)} ({d:+.1f} us/step; plain {median(cost['none']):.0f} us/step, "
+                f"{mode} {median(cost[mode]):.0f}; "
+                f"{cost['calls_per_step'][0]:.1f} closure calls a step)",
+                "<= 1.03",
+                ratio <= 1.03,
+                f"median of {rounds} paired thread_time ratios, {steps}-step LBFGS loop, rounds "
+                "interleaved (order rotated), hooks installed directly (no profiler, no sampler); "
+                f"load {os.getloadavg()[0]:.1f}",
+            ),
+            rows,
+        )
+
+
 # ------------------------------------------------------------------------------ split
 
 # The steps the first window touches in a default cell: 2 warm-up steps in timing mode, 3
@@ -730,11 +822,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"# load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True
     )
 
+    only = os.environ.get("GPUCHECK_OVERHEAD_ONLY")  # e.g. "long": one workload, no peers
+    if only == "closure":  # the closure wrapper's row alone (no shell, no cells)
+        closure_rows(rows, 30 if quick else 200, args.rounds or (2 if quick else 9))
+        print(f"# overhead benchmark took {time.perf_counter() - t_start:.0f} s", flush=True)
+        write_results(args.json_path, rows)
+        return 0
+
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     shell = Shell()
     workloads: list[tuple[str, int]] = [("mlp", steps), ("cnn", steps), ("tiny", tiny_steps)]
     workloads.append(("long", 2_000 if quick else LONG_STEPS))
-    only = os.environ.get("GPUCHECK_OVERHEAD_ONLY")  # e.g. "long": one workload, no peers
     if only:
         workloads = [w for w in workloads if w[0] in only.split(",")]
     variants = ("plain", "gpucheck", "torch.profiler")
@@ -855,6 +953,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
             rows,
         )
+
+    closure_rows(rows, 30 if quick else 200, args.rounds or (2 if quick else 9))
 
     # Peers: each in its own venv, against a plain twin process of that venv.
     peer_rounds = args.rounds or 3

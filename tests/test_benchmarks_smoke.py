@@ -39,6 +39,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "overhead.mlp.gpucheck.per_step",
         "overhead.hooks.lean_us",
         "overhead.hooks.timing_us",
+        # The closure wrapper's row: an LBFGS loop under the step clock vs plain.
+        "overhead.closure.",
         # The loop shapes users bring (overhead_shapes.py): "not available" in --quick mode.
         "overhead.lstm.gpucheck.loop",
         "overhead.lbfgs.gpucheck.loop",

@@ -11,6 +11,14 @@ batch size x8 (learning rate x8); then torch.compile" (0.75x-6.93x) and fused Ad
 the heads. Fixed (cell/module_loops, rules/launch.tiny_ops): the fix starts "First, stack the
 TASKS `Linear` layers of `self.heads` into one ... line 19 (line 32 here) runs them one by one". Left: no patch
 and no bound of its own for the stacking (the finding's range is the bigger batch's).
+
+--try-fixes 30, budget 400 s (2026-12-06 01:47-01:55, load 12-15): bigger batch x8 predicted
+4.14x-7.14x, measured 1.24x (0.91x-1.70x; the x8 run ended after 11 steps, the epoch's end): no
+measurable effect; fused Adam predicted 1.03x-1.23x, undecided (0.35x, 5 rounds). By hand (thread
+time, one thread, load 10-14) batch 1024 against 128 gives 3.04x per sample: the bigger batch's
+low end (4.14x, from "operators whose work grows with the batch take 7% of the model side") is
+too high, because the heads' elementwise ops under 30 us (bias adds, sigmoid, the BCE's) grow with
+the batch too and were counted as paid once a step. Left open.
 """
 
 import torch

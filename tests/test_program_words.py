@@ -135,3 +135,14 @@ def test_a_cell_report_says_cell_not_script(ip):
     assert _words(render_text(report), SCRIPT_FACTS, "script") == []
     assert _words(_messages(json.loads(report.to_json())), SCRIPT_FACTS, "script") == []
     assert _words(_page_text(render_html(report)), SCRIPT_FACTS, "script") == []
+
+
+def test_the_magics_options_are_said_as_gpucheck_runs_on_a_script():
+    """Unseen round 12 (pickle_whole_per_item under gpucheck run): "profile the steps that hold
+    most of the time (%%gpucheck -w N starts the window later)" on a script's report. The
+    options are one table (options.py): a script's report names them on gpucheck run."""
+    text = "profile later steps (%%gpucheck -w N starts the window later); -s N (%%gpucheck -s 10)"
+    assert said_of("script", text) == (
+        "profile later steps (gpucheck run -w N starts the window later); -s N (gpucheck run -s 10)"
+    )
+    assert said_of("cell", text) == text

@@ -31,6 +31,8 @@ _NOTEBOOK_FACTS = ("a notebook pays them in the first cell that imports",)
 _ON_SCRIPT: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), said)
     for pattern, said in (
+        # The magic's options are gpucheck run's (options.py, one table): "-w N" as such.
+        (r"%%gpucheck (?=-)", "gpucheck run "),
         (r"an earlier cell, an imported module or a library did", "an imported module or a library did"),
         (r"an earlier cell's (torch\.set_default_dtype\([^)]*\)), or a module's, did", r"a module's \1 did"),
         (r"an earlier cell's (torch\.set_num_threads\(1\))", r"a module's \1"),

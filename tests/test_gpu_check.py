@@ -82,12 +82,19 @@ def _abstains_with_the_planted_window(report_path: Path, expected: list[str]) ->
     machine stretches the profiled steps of a tiny-op loop 3x and preempts every few steps),
     and its window alone read the planted verdict: the mechanism, not the machine's load."""
     report = Report.from_json(report_path.read_text())
+    verdict = report.verdict
+    # Or a machine too busy to judge (the steps waited most of their time for a core, the
+    # deciding share's range holds its line; load 12 with seven other jobs): the shares as
+    # read still give the planted verdict.
+    wait = verdict.core_wait
+    if verdict.category == "unknown" and wait is not None and not wait.judged:
+        return wait.found in expected
     return (
-        report.verdict.category == "unknown"
+        verdict.category == "unknown"
         and any(f.rule_id == "run.window_unrepresentative" for f in report.findings)
         and any(
             line.startswith(f"the window alone reads {v}:")
-            for line in report.verdict.evidence
+            for line in verdict.evidence
             for v in expected
         )
     )
@@ -128,13 +135,20 @@ def test_dry_run_skips_only_what_needs_cuda(summary: dict[str, Any]) -> None:
 
 
 def test_input_bound_scenario_is_called_input_bound_and_its_fix_measured(
-    summary: dict[str, Any],
+    summary: dict[str, Any], dry_run: tuple[subprocess.CompletedProcess[str], Path]
 ) -> None:
     e = _by_name(summary)["input-bound"]
-    assert e["verdict"] == "input-bound"
-    assert set(e["repeat_verdicts"]) == {"input-bound"}
-    assert e["phase"] == "data" and e["phase_share"] >= 0.2
-    assert e["gain_bound"] == pytest.approx(1 / (1 - e["phase_share"]))
+    if e["verdict"] == "unknown":
+        # Too busy to judge (its steps waited most of their time for a core): no bound is
+        # named, and the shares as read still give input-bound.
+        assert _abstains_with_the_planted_window(
+            dry_run[1] / "input-bound.baseline.report.json", ["input-bound"]
+        )
+    else:
+        assert e["verdict"] == "input-bound"
+        assert e["phase"] == "data" and e["phase_share"] >= 0.2
+        assert e["gain_bound"] == pytest.approx(1 / (1 - e["phase_share"]))
+    assert set(e["repeat_verdicts"]) <= {"input-bound", "unknown"}
     (fix,) = e["fixes"]
     assert fix["fix_id"] == "dataloader-workers" and fix["status"] == "ok"
     assert fix["speedup"] > 0 and fix["after"]["verdict"] in VERDICTS

@@ -215,6 +215,13 @@ def test_the_updates_cpu_share_is_its_cpu_clock_over_the_steps_own_time():
     assert whole.cpu_low_share <= whole.cpu_share <= whole.cpu_high_share
     # The wait spread by the phases' excess reads the update otherwise.
     assert abs(whole.share - 0.2) > 0.02
+    # Two optimizers a step (a GAN's G and D, one class): twice the calls, twice the update.
+    gan = dataclasses.replace(
+        record,
+        optimizer_cpu={"Adam": (0.001 * 2 * (200 - 1), 2 * (200 - 1))},
+        event_counts={"optimizer": 400, "forward": 200, "backward": 200},
+    )
+    assert run_phase(gan, 2, "optimizer", cpu_clock=True).cpu_share == pytest.approx(0.2)  # type: ignore[union-attr]
     # Not asked (a GPU run, the data wait): not read.
     assert run_phase(record, 2, "optimizer").cpu_share is None  # type: ignore[union-attr]
     assert run_phase(record, 2, "data", cpu_clock=True) is None or (

@@ -201,8 +201,8 @@ def run_phase(
 def _update_cpu_share(
     record: StepClockRecord, steps: list[StepTiming], own_s: np.ndarray
 ) -> tuple[float, float, float] | None:
-    """The optimizers' own CPU time a step (every class's, over the steps the most-stepped
-    class was timed in) over the mean own time of ``steps`` whose wait for a core was read,
+    """The optimizers' own CPU time a training step (their CPU a call, times the calls a
+    training step) over the mean own time of ``steps`` whose wait for a core was read,
     and its 90% interval over those steps. None: a class timed under ``RUN_PHASE_MIN_STEPS``
     steps, or as few steps with a wait read.
 
@@ -220,7 +220,10 @@ def _update_cpu_share(
     own = own_s[read]
     if float(own.sum()) <= 0:
         return None
-    update_s = sum(cpu for cpu, _ in timed.values()) / max(n for _, n in timed.values())
+    # A class's steps may be several a training step (a GAN's G and D, both Adam): its CPU a
+    # call, times the optimizer calls a training step.
+    calls = record.event_counts.get("optimizer", record.step_count) / max(1, record.step_count)
+    update_s = sum(c for c, _ in timed.values()) / sum(n for _, n in timed.values()) * calls
     per_step = np.full(own.size, update_s)
     low, high = share_interval(per_step, own)
     share = min(1.0, update_s * own.size / float(own.sum()))

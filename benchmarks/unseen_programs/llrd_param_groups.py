@@ -10,6 +10,8 @@ merging the groups is a smaller, separate gain.
 Seen 2026-12-06 (load 13-20): host-bound; "[medium] The AdamW step updates each parameter tensor
 separately (0.56x-1.24x) ... fused=True" (right, and inside the measured 1.25x's reach); tiny
 ops at info. Left: no word of the 98 groups (1.10x by hand, under what two runs differ by here).
+--try-fixes 30, budget 400 s (2026-12-06 01:53-02:00, load 9-14): fused AdamW predicted
+0.51x-1.29x, measured 1.46x (0.55x-3.69x, 5 rounds): undecided, the budget ran out.
 """
 
 import torch

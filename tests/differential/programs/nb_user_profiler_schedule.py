@@ -24,14 +24,18 @@ print(traces, counts["aten::addmm"])
 ]
 MEASURED = 1
 # torch's profiler logs its start/stop on stderr (Kineto's USDT lines, fd 2: a prefix with the
-# time and the process/thread ids, then the message, written apart), and torch warns once per
-# process "Profiler clears events at the end of each cycle" through sys.stderr. ipykernel merges
-# the two streams by their flush timing, in plain runs too: a CI under load (3 spinning loops)
-# read a line cut after its prefix ("...cpp:52] " and a new line). So it is compared as words: the
-# prefixes become "USDT", the warning and its source line go, whitespace is one space. What
-# stays compared: every start and stop the user's profiler logged, in order, and nothing else.
+# time, the process/thread ids and the source line that logs it, then the message, written
+# apart), and torch warns once per process "Profiler clears events at the end of each cycle"
+# through sys.stderr. ipykernel merges the two streams by their flush timing, in plain runs too:
+# a CI under load read a line cut after its prefix ("...cpp:52] " and a new line), and a
+# both-cores-busy CI's *plain* run lost one message word ("USDT profiler_start USDT USDT ...":
+# the fd-2 tail arrived after the cell). So each line is read by its prefix alone, which names
+# the start (SyncActivityProfilerHandler.cpp:52) or the stop (:59) by its source line; the
+# message words, the warning and its source line go, whitespace is one space. What stays
+# compared: every start and stop the user's profiler logged, in order, and nothing else.
 NORMALISE = [
-    (r"USDT:\S+ \S+ \d+:\d+ \S+\.cpp:\d+\] ", "USDT "),
+    (r"USDT:\S+ \S+ \d+:\d+ \S+\.cpp:(\d+)\] ", r"USDT\1 "),
+    (r"\bprofiler_(start|stop)\b", ""),
     (r"\S*torch/profiler/profiler\.py:\d+: UserWarning: Warning: Profiler clears events[^\n]*", ""),
     (r"_warn_once\(", ""),
     (r"\s+", " "),

@@ -35,7 +35,7 @@ if __name__ == "__main__":
 
 TIMEOUT_S = 240
 REPORT_HAS = [
-    r"13 optimizer step\(s\) ran in 2 child process\(es\) the cell started by spawn",
+    r"13 optimizer step\(s\) ran in 2 child process\(es\) the script started by spawn",
     r"pid \d+: 6 in [0-9.]+ s \([0-9.]+ ms a step; [a-z ]+ \d+%, .*: bound by ",
     r"The training ran in 2 child process\(es\)",
     r"pid \d+: 7 in ",

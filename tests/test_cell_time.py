@@ -340,8 +340,10 @@ class Diverged(Exception):
     def _render_traceback_(self):
         # IPython calls this from showtraceback, inside the cell's run: sized by work, so
         # showing the error outweighs the 10 steps on any machine (a long traceback formatted
-        # on a busy one, as a DataLoader worker's error in unseen round 12).
-        return [f"Diverged ({sum(i * i for i in range(4_000_000)) % 7})"]
+        # on a busy one, as a DataLoader worker's error in unseen round 12). ~2 s quiet: at
+        # ~0.2 s a quiet machine's edge sampler, which resumes a span or two after the last
+        # step, took no sample of it (failed 3/3 alone, once in a quiet fresh-clone CI).
+        return [f"Diverged ({sum(i * i for i in range(40_000_000)) % 7})"]
 """
 FAILING_CELL = """%%gpucheck -q -o rep -w 1 -s 1
 model = nn.Linear(16, 1)

@@ -349,6 +349,34 @@ def test_throttle_refuses_a_loop_with_nothing_to_gate_and_a_second_pass() -> Non
         apply_fix("throttle_host_syncs", TRAIN, every=1)
 
 
+def test_an_assert_that_stops_the_loop_is_never_thinned_its_message_reads_on_failure_only():
+    """`assert torch.isfinite(loss), f"... {float(loss)}"`: the message's read runs on the
+    failing step only (unseen round 13's 25_assert_inside_capture_time got the assert behind
+    `if step % 10 == 0:`, so the loop ran on past the blow-up and stopped at another step)."""
+    diverging = SETUP.replace(
+        "lr=0.1", "lr=0.1)\nsched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=1.5"
+    ) + (
+        "for step in range(200):\n"
+        "    xb, yb = ds[(step * 8) % 48 : (step * 8) % 48 + 8]\n"
+        "    loss = criterion(model(xb), yb)\n"
+        "    opt.zero_grad(); loss.backward(); opt.step(); sched.step()\n"
+        "    print(step, round(loss.item(), 4))\n"
+        "    assert torch.isfinite(loss), f'loss is {float(loss)} at step {step}'\n"
+    )
+    patched = _patch("throttle_host_syncs", diverging).source_after
+    assert "\n    assert torch.isfinite(loss), f'loss is {float(loss)}" in patched  # every step
+    assert "    if step % 10 == 0:\n        print(step, round(loss.item(), 4))\n" in patched
+    stopped = []
+    for source in (diverging, patched):
+        with pytest.raises(AssertionError) as raised:
+            _run(source)
+        stopped.append(str(raised.value))
+    assert stopped[0] == stopped[1] and stopped[0].startswith("loss is ")
+    # Only the message reads the value on the host: nothing per step to gate.
+    quiet = diverging.replace("    print(step, round(loss.item(), 4))\n", "")
+    assert "nothing to throttle" in _refusal("throttle_host_syncs", quiet)
+
+
 # --------------------------------------------------------------------------------------------
 # log_every_n
 # --------------------------------------------------------------------------------------------

@@ -175,13 +175,18 @@ class CellTree(Parents):
         return None
 
     def gated(self, node: ast.AST, loop: Loop) -> bool:
-        """True when an ``if`` (or a ternary) sits between ``node`` and its loop."""
+        """True when an ``if`` (or a ternary) sits between ``node`` and its loop, or ``node`` is in
+        an assert's message."""
         child = node
         for ancestor in self.ancestors(node):
             if ancestor is loop:
                 return False
             # The test itself runs every time: `if loss.item() < x: break` reads every step.
             if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
+                return True
+            # An assert's message is built only when its test fails (the step that stops the
+            # loop), never on the steps that pass: a read there is no per-step read.
+            if isinstance(ancestor, ast.Assert) and child is ancestor.msg:
                 return True
             child = ancestor
         return False

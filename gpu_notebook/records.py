@@ -223,6 +223,28 @@ class ChildProcessSteps:
 
 
 @dataclass(frozen=True)
+class PaddedBatch:
+    """One batch the loop read, as its token field showed its padding (capture/padding.py)."""
+
+    rows: int
+    length: int  # the field's padded length (its second dimension)
+    longest: int  # the longest row's real tokens: the length padding to the longest would give
+    real: int  # real tokens over all its rows
+    field: str  # "attention_mask", "input_ids", or "batch[i]" of a tuple batch
+    # The value the rows' trailing runs hold, where read from token ids (None: from a mask).
+    pad_value: int | None = None
+
+
+@dataclass(frozen=True)
+class PaddingReading:
+    """The padding of the first batches the loop read (bounded: a few batches)."""
+
+    batches: tuple[PaddedBatch, ...] = ()  # those with a token field read
+    reads: int = 0  # batches looked at
+    on_device: int = 0  # ... whose token field was on a device already: not read (a sync)
+
+
+@dataclass(frozen=True)
 class StepClockRecord:
     """What the step clock saw over the whole cell (bounded: ``steps`` may be decimated)."""
 
@@ -289,6 +311,8 @@ class StepClockRecord:
     # first ``__next__``: a new loader's workers start there), in order; empty: none read (an
     # older record, or no loader).
     loader_starts: tuple[int, ...] = ()
+    # The share of real tokens in the first batches the loop read (None: no batch looked at).
+    padding: PaddingReading | None = None
 
 
 @dataclass(frozen=True)

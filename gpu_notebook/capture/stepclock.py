@@ -60,6 +60,7 @@ except ImportError:  # Windows: no rusage, no fault counts
 
 from gpu_notebook import markers
 from gpu_notebook.capture import children
+from gpu_notebook.capture.padding import PaddingReader
 from gpu_notebook.capture.streams import unsplit_stream
 from gpu_notebook.capture.unseen import invisible_to_compilers as _invisible_to_compilers
 from gpu_notebook.capture.unseen import skip_in_dynamo
@@ -142,6 +143,8 @@ class StepClock:
         # Batch types whose size needs their own code (a subclass with its own dispatch): named
         # in a note at uninstall, never asked.
         self._unread: dict[str, None] = {}
+        # The first training batches' real tokens (capture/padding.py): a few reads, then none.
+        self._padding = PaddingReader()
         self._tracing: Callable[[], bool] = _never
         self._grad_enabled: Callable[[], bool] = _always  # torch.is_grad_enabled once installed
         # Autograd's anomaly detection, read as each timed backward starts (global state of
@@ -826,6 +829,8 @@ class StepClock:
                 clock._switch_iterator(it, batch)
             clock._iterator_batches += 1
             clock._count_samples(id(it), _leading_size(batch, clock._unread))
+            if clock._padding.wants():
+                clock._padding.read(batch)
             return batch
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
@@ -1235,6 +1240,7 @@ class StepClock:
             double_grad_bytes=self._double_bytes if self._grad_bytes is not None else None,
             last_end_s=(self._last_end_ns - t0) / 1e9 if self._step_count else None,
             loader_starts=tuple(self._starts),
+            padding=self._padding.record(),
         )
 
 

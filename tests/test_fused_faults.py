@@ -111,10 +111,11 @@ def _faulting_optimizer() -> Any:
 
         @torch.no_grad()
         def step(self, closure: Any = None) -> Any:
-            buf = mmap.mmap(-1, self.PAGES * mmap.PAGESIZE)
-            for i in range(0, self.PAGES * mmap.PAGESIZE, mmap.PAGESIZE):
-                buf[i] = 1
-            buf.close()
+            if self.PAGES:
+                buf = mmap.mmap(-1, self.PAGES * mmap.PAGESIZE)
+                for i in range(0, self.PAGES * mmap.PAGESIZE, mmap.PAGESIZE):
+                    buf[i] = 1
+                buf.close()
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
@@ -239,3 +240,103 @@ def test_on_the_cpu_the_fused_bound_rests_on_the_updates_cpu_share():
     assert kept is not None and f.gain_bound is not None
     assert 1 - 1 / f.gain_bound == pytest.approx(0.2 * (1 - kept), rel=1e-6)
     assert "loop thread's CPU clock over the steps' own time" in " ".join(f.evidence)
+
+
+# ------------------------------------------------------------- faults read before a later window
+
+
+def _dropping_optimizer(after_step: int) -> Any:
+    """The faulting optimizer, whose steps from ``after_step`` on make no fresh page: what a
+    profiler window that raised glibc's thresholds leaves (zip_two_loaders' AdamW read 0 a step
+    in the ledger's capture, 260-520 unprofiled)."""
+    base = _faulting_optimizer()
+
+    class Dropping(base):  # type: ignore[misc, valid-type]
+        steps = 0
+
+        def step(self, closure: Any = None) -> Any:
+            Dropping.steps += 1
+            self.PAGES = 64 if Dropping.steps <= after_step else 0
+            return super().step(closure)
+
+    return Dropping
+
+
+def _clocked(make: Any, steps: int, windows: tuple[int, ...]) -> StepClockRecord:
+    """``steps`` training steps of a tiny model stepped by ``make``'s optimizer under a step
+    clock, told of a profiler window starting before each step index in ``windows``."""
+    import torch
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    model = torch.nn.Linear(8, 1)
+    opt, batch = make(model.parameters(), lr=0.1), torch.randn(4, 8)
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        for i in range(steps):
+            if i in windows:
+                clock.window_starts()  # what the session calls as each window begins
+            opt.zero_grad()
+            model(batch).sum().backward()
+            opt.step()
+    finally:
+        clock.uninstall()
+    return clock.record()
+
+
+@linux
+def test_faults_after_a_later_window_are_not_read_once_enough_steps_were():
+    from gpu_notebook.capture.stepclock import _FAULT_READS_KEPT, _FAULTS_EVERY
+
+    second = 5 * _FAULTS_EVERY + 2  # the later window: past _FAULT_READS_KEPT read steps
+    record = _clocked(_dropping_optimizer(second), 12 * _FAULTS_EVERY, (2, second))
+    faults, read = record.optimizer_faults["Dropping"]
+    assert read >= _FAULT_READS_KEPT
+    assert faults >= 64 * read  # only steps before the later window: each wrote its pages
+    term = update_faults(record, ["Dropping"])
+    assert term is not None and term.inside >= 64
+
+
+@linux
+def test_with_too_few_steps_read_before_a_window_the_reading_goes_on_past_it():
+    from gpu_notebook.capture.stepclock import _FAULT_READS_KEPT, _FAULTS_EVERY
+
+    # A later window after one read step: the reading goes on.
+    record = _clocked(_faulting_optimizer(), 10 * _FAULTS_EVERY, (2, _FAULTS_EVERY + 2))
+    assert record.optimizer_faults["Faulty"][1] > _FAULT_READS_KEPT
+
+
+@linux
+def test_the_session_tells_the_clock_of_each_window_it_starts(monkeypatch):
+    import torch
+
+    from gpu_notebook.capture.profiler import WindowSchedule
+    from gpu_notebook.capture.session import CaptureOptions, CaptureSession
+    from gpu_notebook.capture.stepclock import StepClock
+
+    starts: list[int] = []
+    original = StepClock.window_starts
+
+    def noted(self: StepClock) -> None:
+        starts.append(self.step_count)
+        original(self)
+
+    monkeypatch.setattr(StepClock, "window_starts", noted)
+    # A later window due at step 40, whatever the machine's speed (the schedule's time budget).
+    # One, done well before the loop ends (a window the cell's end cuts short is another path).
+    monkeypatch.setattr(WindowSchedule, "due", lambda self, step, elapsed: step == 40)
+    monkeypatch.setattr(
+        WindowSchedule,
+        "next_due_step",
+        lambda self, step, elapsed, step_ns: 40 if step < 40 else None,
+    )
+    net = torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+    sgd = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    with CaptureSession(CaptureOptions(lines="off"), "loop") as session:
+        for batch in torch.randn(60, 5, 6):
+            net(batch).abs().sum().backward()
+            sgd.step()
+            sgd.zero_grad(set_to_none=True)
+    session.finish("ok", None)
+    assert len(starts) >= 2 and starts[0] <= 3 and any(s >= 40 for s in starts[1:])

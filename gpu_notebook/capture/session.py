@@ -379,6 +379,7 @@ class CaptureSession(StartsAndStops):
             clock.anchor_listener = on_anchor
 
             def annotate_on() -> None:
+                clock.window_starts()
                 clock.annotate = True
 
             def annotate_off() -> None:
@@ -515,6 +516,8 @@ class CaptureSession(StartsAndStops):
         )
 
         def annotate(on: bool) -> None:
+            if clock is not None and on:
+                clock.window_starts()  # lean or not: the window changes the allocator's state
             if clock is not None and not clock.is_lean:
                 clock.annotate = on
 

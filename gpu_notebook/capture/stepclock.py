@@ -269,6 +269,14 @@ class StepClock:
         self._fault_mark: int | None = None
         self._fault_in_updates = 0
         self._fault_cost: float | None = None
+        # Set at a profiler window's start once ``_FAULT_READS_KEPT`` steps were read: no step
+        # after it is read. A window's own allocations (Kineto's buffers, freed at its stop)
+        # raise glibc's mmap and trim thresholds for the whole process, for good, and a higher
+        # threshold only lowers the faults: zip_two_loaders' AdamW faulted 420-630 pages a step
+        # unprofiled, 280-580 between our first and second windows and 210-600 after the
+        # second; with the thresholds raised to 3-14 MB, 0-10 (benchmarks/README, faultshare).
+        # The earliest reads are the run's closest to the script's own.
+        self._faults_kept = False
 
         # Memory at the end of every Nth step (0: off): the process RSS, one pread of
         # /proc/self/statm (~2 us, so every 16th step is far under 1% of any step).
@@ -744,9 +752,20 @@ class StepClock:
         if _FAULTS_READ:
             if self.annotate:  # a profiled step: neither timed nor read
                 self._fault_mark = None
-            elif self._fault_mark is not None or self._step_count % _FAULTS_EVERY == 0:
+            elif self._fault_mark is not None or (
+                not self._faults_kept and self._step_count % _FAULTS_EVERY == 0
+            ):
                 self._sample_faults()
         self._event("optimizer", now, ends_step=True)
+
+    def window_starts(self) -> None:
+        """A profiler window begins (the first or a later one, lean or not): a sampled step
+        open across its start is not read, and once enough steps were read none after it is
+        (``_faults_kept``)."""
+        self._fault_mark = None
+        self._fault_in_updates = 0
+        if self._rest_faults[1] >= _FAULT_READS_KEPT:
+            self._faults_kept = True
 
     def _fault_cost_s(self) -> float | None:
         """One page fault's CPU time here, measured once (~1 ms), where an update faulted."""
@@ -1255,6 +1274,9 @@ _STARTS_KEPT = 4096
 # One training step in this many has its page faults read (two readings of ~1-3 us each, at
 # its start and end, and one around each update inside it).
 _FAULTS_EVERY = 8
+# Read steps that end the reading at the next profiler window (``window_starts``): with fewer,
+# reading goes on past it (a later window's reads beat none).
+_FAULT_READS_KEPT = 4
 _RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None) if resource else None
 _FAULTS_READ = _RUSAGE_THREAD is not None
 

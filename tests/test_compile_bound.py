@@ -268,3 +268,24 @@ def test_the_trace_reads_the_time_between_the_model_s_operators_by_its_floors():
         assert host.model_gaps_us == pytest.approx(45.0 + 18.0, abs=0.5), busy
         # The model at floors: its operators (20 x 3 us) and the gaps between them.
         assert host.model_floor_us == pytest.approx(60.0 + 45.0 + 18.0, abs=0.5), busy
+
+
+def test_on_the_cpu_the_compile_bound_reads_the_updates_cpu_share_not_the_loads_spread():
+    """The optimizer step's share of the run's step is the rest of the step the compile bound
+    leaves out. Spread with the wait for a core (the run's share), it moved with the machine's
+    load: the same 21% update read 4.6% at load 25 (save_every_step). On the CPU the rules read
+    the update's own CPU time over the steps' own time (``RunPhase.cpu_share``), as the fused
+    rule does: two runs of one loop whose load spread the wait differently give one bound."""
+    quiet = RunPhase(0.20, 200, 0.20 * 1.6e-3, 1.6e-3, 0.18, 0.22, cpu_share=0.20,
+                     cpu_low_share=0.19, cpu_high_share=0.21)  # fmt: skip
+    busy = dataclasses.replace(quiet, share=0.06, low_share=0.04, high_share=0.09)
+    window = _window(matmul_us=200.0)
+    bounds = [_compile(dataclasses.replace(window, run_optimizer=o)) for o in (quiet, busy)]
+    part, kept = 0.8 / 0.9, 1.0 - 200.0 / 1600.0
+    for f in bounds:
+        assert f.gain_bound == pytest.approx(amdahl_bound(0.80 * part * kept))
+        assert f.bound_low == pytest.approx(amdahl_bound(0.79 * part * kept))
+    # A GPU run has no CPU-clock share: its run share stands.
+    gpu = dataclasses.replace(busy, cpu_share=None, cpu_low_share=None, cpu_high_share=None)
+    f = _compile(dataclasses.replace(window, run_optimizer=gpu))
+    assert f.gain_bound == pytest.approx(amdahl_bound(0.94 * part * kept))

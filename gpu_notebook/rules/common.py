@@ -17,6 +17,7 @@ per-step logging): the bound is then looser but still an upper bound, and the ev
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -102,11 +103,33 @@ def severity_of(value: float | None, *, low: float = SUGGEST, medium: float = WA
 Phases = str | tuple[str, ...]
 
 
+def run_optimizer(analysis: Analysis) -> RunPhase | None:
+    """The optimizer step as the step clock timed it over the run; on a CPU run its share (and
+    interval) the update's own CPU time over the steps' own time (``RunPhase.cpu_share``).
+
+    On the CPU the update is the loop thread computing: its CPU clock reads the same under any
+    load, where the wait for a core spread over the phases by their excess does not
+    (save_every_step's Adam 4.6% at load 25 for 21%; lr_finder_runs' SGD small in one run and
+    tried in the next). Every rule that reads the optimizer's share reads it here: the fused
+    update's bound and the tiny-ops compile bound's "rest of the step" moved with the load
+    until each read the same figure (benchmarks/README, faultshare)."""
+    whole = analysis.run_optimizer
+    if whole is None or whole.cpu_share is None:
+        return whole
+    return dataclasses.replace(
+        whole,
+        share=whole.cpu_share,
+        low_share=whole.cpu_low_share if whole.cpu_low_share is not None else whole.cpu_share,
+        high_share=whole.cpu_high_share if whole.cpu_high_share is not None else whole.cpu_share,
+    )
+
+
 def _whole_run(analysis: Analysis, phases: Phases) -> RunPhase | None:
     """The phase as the step clock timed it over the run (many more steps than the window)."""
-    whole = {"data": analysis.run_data, "optimizer": analysis.run_optimizer}.get(
-        phases if isinstance(phases, str) else ""
-    )
+    if phases == "optimizer":
+        whole = run_optimizer(analysis)
+    else:
+        whole = analysis.run_data if phases == "data" else None
     return whole if whole is not None and whole.steps >= 2 else None
 
 

@@ -74,6 +74,7 @@ from gpu_notebook.rules.common import (
     has_gpu,
     input_or_sync_speaks,
     loader_in_use,
+    run_optimizer,
     severity_in,
     severity_of,
     share,
@@ -376,7 +377,9 @@ def compile_gain(analysis: Analysis, tensors: int | None = None) -> CompileGain 
     model = shares_sum(analysis, ("forward", "backward"))
     if phases is None or not phases.steps or model is None or model <= 0:
         return None
-    data, opt = analysis.run_data, analysis.run_optimizer
+    # The optimizer's share on the loop thread's CPU clock on a CPU run (``run_optimizer``): the
+    # share spread with the wait for a core moved the step's rest, and the bound, with the load.
+    data, opt = analysis.run_data, run_optimizer(analysis)
     over_run = opt is not None and opt.steps >= 2 and opt.step_s > 0
     # The window's step less its data wait and optimizer step, and the model's part of it.
     around = 1.0 - (share(analysis, "data") or 0.0) - (share(analysis, "optimizer") or 0.0)
@@ -459,19 +462,8 @@ def folded_accumulation(facts: SourceFacts, factor: int) -> tuple[int, str] | No
 def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The optimizer updates each parameter tensor with its own small ops."""
     profiled = share(analysis, "optimizer")
-    whole = analysis.run_optimizer
-    if whole is not None and whole.cpu_share is not None and not has_gpu(run):
-        # On the CPU the update is the loop thread computing: its CPU clock over the steps' own
-        # time reads the same under any load, where the wait spread over the phases does not
-        # (save_every_step's Adam 4.6% at load 25 for 21%: no finding; lr_finder_runs' SGD
-        # small in one run and tried in the next, by where the load put its share).
-        whole = dataclasses.replace(
-            whole,
-            share=whole.cpu_share,
-            low_share=whole.cpu_low_share or whole.cpu_share,
-            high_share=whole.cpu_high_share or whole.cpu_share,
-        )
-        analysis = dataclasses.replace(analysis, run_optimizer=whole)
+    # On the CPU: the update's own CPU time over the steps' own time (``run_optimizer``).
+    whole = run_optimizer(analysis)
     optimizer = whole.share if whole is not None else profiled
     # Present and levelled by the share's interval (over the run where the step clock timed it).
     whole_level = severity_in(analysis, "optimizer", optimizer, low=WARN, medium=0.20, high=0.20)

@@ -241,3 +241,37 @@ def test_a_collate_no_loader_is_given_is_not_patched() -> None:
 def test_a_collate_padding_to_another_length_is_not_patched() -> None:
     # The batches read were 128 wide: this collate's 64 is not what the loop got.
     assert isinstance(apply_fix(FIX, CELL, length=128), Refusal)
+
+
+@pytest.mark.parametrize(
+    ("collate", "kept"),
+    [
+        # the length as a parameter's default: the loader calls collate(batch)
+        (
+            "def collate(batch, max_len=MAX_LEN):\n"
+            "    return torch.stack([F.pad(x, (0, max_len - len(x)), value=0) for x in batch])\n",
+            "longest = min(max_len, max(len(x) for x in batch))",
+        ),
+        # the number itself
+        (
+            "def collate(batch):\n"
+            "    out = torch.zeros(len(batch), 64, dtype=torch.long)\n"
+            "    for i, x in enumerate(batch):\n"
+            "        out[i, : len(x)] = x\n"
+            "    return out\n",
+            "longest = min(64, max(len(x) for i, x in enumerate(batch)))",
+        ),
+    ],
+)
+def test_a_collate_padding_by_a_parameter_or_a_number_is_patched_and_trains(collate, kept):
+    cell = CELL.replace(
+        "def collate(batch):\n"
+        "    return torch.stack([F.pad(x, (0, MAX_LEN - len(x)), value=0) for x in batch])\n",
+        collate,
+    )
+    patched = apply_fix(FIX, cell, length=64)
+    assert isinstance(patched, Patch), patched
+    assert kept in patched.source_after
+    before, after = _scope(cell), _scope(patched.source_after)
+    assert set(before["widths"]) == {64} and max(after["widths"]) <= 20
+    assert after["loss"].item() == pytest.approx(before["loss"].item(), rel=1e-5)

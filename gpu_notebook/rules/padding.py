@@ -264,17 +264,15 @@ def _int_constants(module: ast.Module) -> dict[str, int]:
 def _collate_site(fn: ast.FunctionDef | ast.AsyncFunctionDef, length: int,
                   constants: dict[str, int], line_of: Callable[[ast.AST], int],
                   ) -> PadSite | None:  # fmt: skip
-    """A collate that pads to ``length`` by a constant: its first use of the constant and the
-    batch's longest row, read from a ``len(<item>...)`` over its batch argument."""
+    """A collate that pads to ``length`` by a constant (a module-level name, a parameter whose
+    default it is, or the number itself): its first use in the body, and the batch's rows'
+    lengths, read from a ``len(<item>...)`` over its batch argument."""
     batch = fn.args.args[0].arg
+    params = _length_params(fn, length, constants)
+    local = _local_names(fn)
     constant: ast.AST | None = None
-    for node in ast.walk(fn):
-        if (
-            isinstance(node, ast.Name)
-            and isinstance(node.ctx, ast.Load)
-            and constants.get(node.id) == length
-            and node.id not in _local_names(fn)
-        ):
+    for node in (n for stmt in fn.body for n in ast.walk(stmt)):
+        if _length_name(node, params, constants, length, local):
             constant = node
             break
         if isinstance(node, ast.Constant) and type(node.value) is int and node.value == length:
@@ -283,6 +281,31 @@ def _collate_site(fn: ast.FunctionDef | ast.AsyncFunctionDef, length: int,
     if constant is None or longest is None:
         return None  # no fixed length here, or no row length to pad to instead
     return PadSite("collate", fn, line_of(fn), True, constant, longest)
+
+
+def _length_name(node: ast.AST, params: set[str], constants: dict[str, int], length: int,
+                 local: set[str]) -> bool:  # fmt: skip
+    """A read of the length's parameter, or of a module constant equal to it (not shadowed)."""
+    if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
+        return False
+    return node.id in params or (constants.get(node.id) == length and node.id not in local)
+
+
+def _length_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, length: int,
+                   constants: dict[str, int]) -> set[str]:  # fmt: skip
+    """Parameters whose default is ``length`` (``def collate(batch, max_len=MAX_LEN)``): the
+    loader calls the collate with the batch alone, so the default is the length it pads to."""
+    args = [*fn.args.posonlyargs, *fn.args.args]
+    pairs = [*zip(args[len(args) - len(fn.args.defaults) :], fn.args.defaults, strict=True)]
+    pairs += [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d]
+    found: set[str] = set()
+    for arg, default in pairs:
+        value = default.value if isinstance(default, ast.Constant) else None
+        if isinstance(default, ast.Name):
+            value = constants.get(default.id)
+        if type(value) is int and value == length:
+            found.add(arg.arg)
+    return found
 
 
 def _local_names(fn: ast.AST) -> set[str]:

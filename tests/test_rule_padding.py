@@ -180,6 +180,19 @@ def test_padding_to_a_fixed_length_is_found_with_its_range_and_the_collate_patch
     assert patched["loss"].item() == pytest.approx(before["loss"].item(), rel=1e-5)
 
 
+def test_the_high_end_reads_the_optimizers_share_over_the_run_not_the_windows() -> None:
+    """A profiled window inflates an update's many small operators (13% of the padded
+    transformer's window step; thread time put the patched step at 1/7): where the step clock
+    timed the optimizer over the run, its least share there is what does not scale."""
+    from gpu_notebook.records import RunPhase
+
+    over_run = RunPhase(0.02, 40, 0.0002, 0.01, low_share=0.01, high_share=0.03)
+    analysis = dataclasses.replace(ANALYSIS, run_optimizer=over_run)
+    f = only(rules_for(_run(_reading()), analysis), "data.padding")
+    assert f.gain_bound == pytest.approx(1 / (1 - 0.99 * (1 - 1 / 16)))
+    assert f.gain_low == pytest.approx(1 / (1 - 0.8 * 0.75))  # the window's forward+backward
+
+
 @pytest.mark.parametrize(
     "reading",
     [

@@ -339,3 +339,109 @@ def test_unseen_22_steps_inside_a_generator_are_the_cells(tmp_path):
     assert streams(measured).count("\n") == 3 and reports_in(measured)
     report = reports_in(measured)[0].data["text/plain"]
     assert "Steps: 192 " in report
+
+
+def _errors(cell) -> list:
+    return [o for o in cell.outputs if o.output_type == "error"]
+
+
+def _plain_text(lines) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
+
+
+def test_unseen_23_a_loader_made_inside_a_function_of_an_earlier_cell(tmp_path):
+    cells = execute_unseen("23_train_fn_numpy_loader.ipynb", tmp_path)
+    measured = cell_starting(cells, "%%gpucheck -o rep")
+    assert reports_in(measured) and measured.outputs[-1].data["text/plain"] == "64"
+    assert streams(measured).startswith("epoch 0 mean loss ")
+    state = streams(cell_starting(cells, "print('steps_done'"))
+    assert state.startswith("steps_done 64 Sequential 64\n")
+    assert "profile None trace None" in state
+    # A fix reaches the loader through train(): the definition again, then the call; never a
+    # line setting a `loader` the cell does not have.
+    for patched in patched_cells(cells[-1]):
+        assert "loader.num_workers" not in patched
+        if "DataLoader(" in patched:
+            assert "\ndef train(epochs=1, lr=0.05, batch_size=32):\n" in patched
+            assert patched.rstrip().endswith("model = train(epochs=1)\nsteps_done")
+    workers = [p for p in patched_cells(cells[-1]) if "num_workers=" in p]
+    if workers:  # offered where a core was spare: it runs in a fresh kernel after the setup
+        setup = [c.source for c in cells[:3]]
+        fresh = execute_unseen(
+            "23_train_fn_numpy_loader.ipynb", tmp_path, cells=[*setup, workers[0]]
+        )
+        assert streams(fresh[-1]).startswith("epoch 0 mean loss ")
+
+
+def test_unseen_24_reruns_compare_with_the_run_before_and_an_inserted_fix_with_its_offer(
+    tmp_path,
+):
+    nb = nbformat.read(UNSEEN / "24_rerun_then_fix_chain.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "code":
+                client.execute_cell(cell, index)
+        cells = [c for c in nb.cells if c.cell_type == "code"]
+        chain = streams(cell_starting(cells, "runs.append(rep)\nprint("))
+        assert "steps [64, 16, 16]\n" in chain
+        assert "each against the run before it [True, True] fix [None, None]" in chain
+        assert "first has none True" in chain
+        patched = patched_cells(cells[-1])
+        if not patched:
+            return
+        # The 'insert' button: the offered cell goes below and runs in the same kernel.
+        nb.cells.append(nbformat.v4.new_code_cell(patched[0]))
+        client.execute_cell(nb.cells[-1], len(nb.cells) - 1)
+        assert "bs=64 lr=0.01 last loss 0.289" in streams(nb.cells[-1])
+        nb.cells.append(
+            nbformat.v4.new_code_cell(
+                "print('fix', rep.comparison.fix_id, runs[-1].run.started_at == "
+                "rep.comparison.baseline_started_at)\n"
+                "print('offered again', [f.fix_id for f in rep.findings if f.proposal is not None "
+                "and f.proposal.source_after and f.fix_id == rep.comparison.fix_id])"
+            )
+        )
+        client.execute_cell(nb.cells[-1], len(nb.cells) - 1)
+        said = streams(nb.cells[-1])
+        assert said.startswith("fix ") and " True\n" in said and "offered again []" in said
+    # The inserted cell runs in a fresh kernel after the cells above the measured one.
+    setup = [c.source for c in cells[:3]]
+    fresh = execute_unseen("24_rerun_then_fix_chain.ipynb", tmp_path, cells=[*setup, patched[0]])
+    assert "last loss" in streams(fresh[-1])
+
+
+@pytest.mark.differential
+def test_unseen_25_an_assert_that_stops_training_reaches_the_user_as_plain(tmp_path):
+    measured = execute_unseen("25_assert_inside_capture_time.ipynb", tmp_path, errors=True)
+    plain = execute_unseen("25_assert_inside_capture_time.ipynb", tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -o rep\n%time")
+    theirs = cell_starting(plain, "pass\n%time")
+    (error,), (plain_error,) = _errors(ours), _errors(theirs)
+    assert (error.ename, error.evalue) == (plain_error.ename, plain_error.evalue)
+    assert error.evalue == "loss is inf at step 41"
+    assert _plain_text(error.traceback) == _plain_text(plain_error.traceback)
+    assert streams(ours).startswith("CPU times: ") and reports_in(ours)
+    state = streams(cell_starting(measured, "import sys, os"))
+    assert state == streams(cell_starting(plain, "import sys, os"))
+    assert "step 41 losses 42 captured ['step 0 " in state and "ours [] []" in state
+    assert streams(cell_starting(measured, "print('steps counted'")).startswith(
+        "steps counted 42 |"
+    )
+    # The assert decides where the loop stops: a patched cell keeps it on every step.
+    for patched in patched_cells(measured[-1]):
+        assert "\n        assert torch.isfinite(loss)" in patched
+
+
+def test_unseen_26_hf_notebook_progress_and_logging_every_step(tmp_path):
+    cells = execute_unseen("26_hf_notebook_progress_log_every_step.ipynb", tmp_path)
+    measured = cell_starting(cells, "%%gpucheck -o rep")
+    assert reports_in(measured) and measured.outputs[-1].data["text/plain"] == "40"
+    tables = [o for o in measured.outputs if "<progress" in o.get("data", {}).get("text/html", "")]
+    assert len(tables) == 1  # HF's own table, updated through its display handle
+    state = streams(cell_starting(cells, "print(trainer.state"))
+    assert state == "40 41 ['DefaultFlowCallback', 'NotebookProgressCallback']\nsteps counted 40\n"
+    for patched in patched_cells(cells[-1]):  # through the Trainer's own arguments, once
+        assert patched.count("TrainingArguments(") == 1 and "trainer.train()" in patched

@@ -21,7 +21,7 @@ import pytest
 import gpu_notebook.cell.names
 from gpu_notebook.cell.calls import callees
 from gpu_notebook.cell.facts import ORIGIN_LINES
-from gpu_notebook.fixes import Patch, Refusal
+from gpu_notebook.fixes import Patch, Refusal, apply_fix
 from gpu_notebook.fixes.through_calls import apply_through_calls
 from gpu_notebook.records import Report
 
@@ -124,6 +124,46 @@ def test_the_fix_cell_redefines_the_function_then_runs_the_cell(ip, epoch_cell, 
     assert ip.user_ns["rep"].run.steps.step_count > 0
     # Its own definition is the one it runs: read once, as the cell's, not again from above.
     assert callees(patch.source_after, ip.user_ns) == ()
+
+
+TRAIN_MAKES_ITS_MODEL = """\
+def train(epochs=1):
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for epoch in range(epochs):
+        for x, y in loader:
+            loss = loss_fn(model(x), y)
+            opt.zero_grad(); loss.backward(); opt.step()
+    return model
+"""
+
+
+def test_a_model_made_inside_the_called_function_is_compiled_there_before_its_loop(ip):
+    """`model = train(epochs=1)` binds what the training returned, after it ran: the compile
+    goes into train(), after its own `model = ...` (unseen round 13's 23_train_fn_numpy_loader:
+    `model = torch.compile(model)` came after the call, so no step ran compiled)."""
+    assert ip.run_cell(DATA).success
+    defined_in_a_cell(ip, TRAIN_MAKES_ITS_MODEL)
+    source = "%%gpucheck -q -o rep\nmodel = train(epochs=1)\n"
+    origins = callees(source, ip.user_ns)
+    patch = apply_through_calls("torch_compile", source, origins, backend="eager")
+    assert isinstance(patch, Patch), patch
+    made = "    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))\n"
+    assert made + '    model = torch.compile(model, backend="eager")\n' in patch.source_after
+    assert patch.source_after.rstrip().endswith("return model\n\nmodel = train(epochs=1)")
+    # One cell (or a script) holding both: the compile went after `model = train()` before.
+    both = apply_fix("torch_compile", TRAIN_MAKES_ITS_MODEL + "\nmodel = train(epochs=1)\n")
+    assert (
+        isinstance(both, Patch) and made + "    model = torch.compile(model)\n" in both.source_after
+    )
+    assert both.source_after.rstrip().endswith("\nmodel = train(epochs=1)")
+    # Run as a fresh kernel would (no train() until the fix cell defines it): the loop's
+    # forward passes go through the compiled module, which train() returns.
+    ip.user_ns.pop("train")
+    ip.user_ns.pop("rep", None)
+    assert ip.run_cell(patch.source_after).success
+    assert type(ip.user_ns["model"]).__name__ == "OptimizedModule"
+    assert ip.user_ns["rep"].run.steps.step_count == 16
 
 
 def test_the_report_offers_the_patched_definition(ip, epoch_cell, capsys):

@@ -11,6 +11,7 @@ from gpu_notebook.cell.names import (
     keyword_value,
     position,
     receiver_of,
+    walk,
 )
 from gpu_notebook.cell.words import (
     CUDNN_BENCHMARK,
@@ -36,6 +37,7 @@ from gpu_notebook.fixes.cst_tools import (
     replace_nodes,
     set_keyword,
     statement,
+    training_loops,
     tree_of,
     with_torch_import,
 )
@@ -84,6 +86,16 @@ def torch_compile(
     # The last ``name = <call>`` outside functions, classes and loops (the rule's reading).
     found = nodes_of(module, [node for target, node in facts_of(module).created if target == name])
     creation = tree.statement_of(found[-1]) if found else None
+    inside = _made_in_the_loops_function(tree, module, name)
+    if inside is not None:
+        # `model = train()` binds what the training returned, after it ran: compiling there
+        # never reaches the loop. The model the loop trains is the function's own.
+        function, creation = inside
+        if creation is None:
+            return Declined(
+                f"`{name}` is made inside `{function}()`, which trains it; add "
+                f"`{name} = torch.compile({name})` there, after the line that makes it"
+            )
     if creation is None:
         return Declined(
             f"{name} is not created in this cell (it may come from an earlier cell, and "
@@ -103,6 +115,44 @@ def torch_compile(
 
     patched = with_torch_import(module, {anchor: insert})
     return Edited(patched, name + options.replace('"', ""))
+
+
+def _made_in_the_loops_function(
+    tree: Tree, module: cst.Module, name: str
+) -> tuple[str, cst.BaseStatement | None] | None:
+    """Where a step loop runs in a function that binds ``name`` itself (``def train(): model =
+    Net(); ... for x, y in loader: ...``): the function's name, and its last ``name = <call>``
+    among the statements above the loop (None: it binds the model some other way). None where
+    the loop trains a model it is handed (a parameter or a global)."""
+    for loop in training_loops(module):
+        function = tree.nearest(loop, cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef):
+            continue
+        block = function.body
+        if not isinstance(block, cst.IndentedBlock):
+            continue
+        bound = any(
+            isinstance(node, cst.Name) and node.value == name
+            for target in walk(function)
+            if isinstance(target, cst.AssignTarget)
+            for node in walk(target.target)
+        )
+        if not bound or any(
+            isinstance(node, cst.Global) and name in {n.name.value for n in node.names}
+            for node in walk(function)
+        ):
+            continue
+        top = loop
+        while tree.parent.get(top) is not block:
+            top = tree.parent[top]
+        above = list(block.body)[: list(block.body).index(top)]
+        made = [
+            stmt
+            for stmt in above
+            if any(t == name and isinstance(v, cst.Call) for t, v in assigned_names(stmt))
+        ]
+        return function.name.value, (made[-1] if made else None)
+    return None
 
 
 def _compile_argument(call: cst.Call) -> cst.Call:

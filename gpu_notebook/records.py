@@ -263,10 +263,9 @@ class StepClockRecord:
     # (seconds, steps) each optimizer class's own steps took on the loop thread's CPU clock,
     # outside the profiled windows and the first step (a closure's calls inside a step left out).
     optimizer_cpu: Mapping[str, tuple[float, int]] = field(default_factory=dict)
-    # (minor page faults, steps read) inside each class's own steps, over one training step in
-    # eight, outside the profiled windows and, once four were read, none after a later window
-    # starts (its allocations raise glibc's thresholds for good: fewer faults than the script
-    # makes unprofiled) (Linux only; empty: not read); the same steps' faults outside every update (faults,
+    # (minor page faults, steps read) inside each class's own steps, over every training step
+    # of 1 ms or more (one in eight of shorter ones) outside the profiled windows (Linux only;
+    # empty: not read); the same steps' faults outside every update (faults,
     # steps); and what one fault costs the thread's CPU clock on this machine, measured at the
     # run's end where an update faulted (seconds; None: not measured). A fused update makes
     # no full-size temporaries: the faults they cause are its to remove (``fused_update``).

@@ -135,6 +135,7 @@ def test_the_step_clock_counts_each_classs_faults_one_step_in_eight_and_prices_o
     opt = _faulting_optimizer()(model.parameters(), lr=0.1)
     x = torch.randn(4, 8)
     clock = StepClock(time.perf_counter_ns())
+    clock.read_waits = False  # steps under 1 ms: one in eight read
     clock.install()
     try:
         for _ in range(50):
@@ -242,29 +243,29 @@ def test_on_the_cpu_the_fused_bound_rests_on_the_updates_cpu_share():
     assert "loop thread's CPU clock over the steps' own time" in " ".join(f.evidence)
 
 
-# ------------------------------------------------------------- faults read before a later window
+# ------------------------------------------------------------- faults read over the whole run
 
 
-def _dropping_optimizer(after_step: int) -> Any:
-    """The faulting optimizer, whose steps from ``after_step`` on make no fresh page: what a
-    profiler window that raised glibc's thresholds leaves (zip_two_loaders' AdamW read 0 a step
-    in the ledger's capture, 260-520 unprofiled)."""
+def _streaky_optimizer(streak: int) -> Any:
+    """The faulting optimizer, whose steps fault their 64 pages in streaks: ``streak`` steps
+    that fault, then ``streak`` that do not (zip_two_loaders' AdamW at load 25, unprofiled:
+    runs of 5-40 steps of 0 and of 300-700 pages)."""
     base = _faulting_optimizer()
 
-    class Dropping(base):  # type: ignore[misc, valid-type]
+    class Streaky(base):  # type: ignore[misc, valid-type]
         steps = 0
 
         def step(self, closure: Any = None) -> Any:
-            Dropping.steps += 1
-            self.PAGES = 64 if Dropping.steps <= after_step else 0
+            Streaky.steps += 1
+            self.PAGES = 64 if (Streaky.steps // streak) % 2 == 0 else 0
             return super().step(closure)
 
-    return Dropping
+    return Streaky
 
 
-def _clocked(make: Any, steps: int, windows: tuple[int, ...]) -> StepClockRecord:
+def _clocked(make: Any, steps: int, *, long_steps: bool) -> StepClockRecord:
     """``steps`` training steps of a tiny model stepped by ``make``'s optimizer under a step
-    clock, told of a profiler window starting before each step index in ``windows``."""
+    clock; ``long_steps``: what the session sets where steps take 1 ms or more (``read_waits``)."""
     import torch
 
     from gpu_notebook.capture.stepclock import StepClock
@@ -272,11 +273,10 @@ def _clocked(make: Any, steps: int, windows: tuple[int, ...]) -> StepClockRecord
     model = torch.nn.Linear(8, 1)
     opt, batch = make(model.parameters(), lr=0.1), torch.randn(4, 8)
     clock = StepClock(time.perf_counter_ns())
+    clock.read_waits = long_steps
     clock.install()
     try:
-        for i in range(steps):
-            if i in windows:
-                clock.window_starts()  # what the session calls as each window begins
+        for _ in range(steps):
             opt.zero_grad()
             model(batch).sum().backward()
             opt.step()
@@ -286,25 +286,26 @@ def _clocked(make: Any, steps: int, windows: tuple[int, ...]) -> StepClockRecord
 
 
 @linux
-def test_faults_after_a_later_window_are_not_read_once_enough_steps_were():
-    from gpu_notebook.capture.stepclock import _FAULT_READS_KEPT, _FAULTS_EVERY
+def test_where_steps_are_long_every_step_is_read_so_a_streak_is_not_the_reading():
+    from gpu_notebook.capture.stepclock import _FAULTS_EVERY
 
-    second = 5 * _FAULTS_EVERY + 2  # the later window: past _FAULT_READS_KEPT read steps
-    record = _clocked(_dropping_optimizer(second), 12 * _FAULTS_EVERY, (2, second))
-    faults, read = record.optimizer_faults["Dropping"]
-    assert read >= _FAULT_READS_KEPT
-    assert faults >= 64 * read  # only steps before the later window: each wrote its pages
-    term = update_faults(record, ["Dropping"])
-    assert term is not None and term.inside >= 64
+    steps = 12 * _FAULTS_EVERY
+    # Streaks as long as the sampling period: one step in eight reads only faulting steps or
+    # only quiet ones; every step reads half of each.
+    record = _clocked(_streaky_optimizer(_FAULTS_EVERY), steps, long_steps=True)
+    faults, read = record.optimizer_faults["Streaky"]
+    assert read >= steps - 3
+    assert 0.35 * 64 <= faults / read <= 0.65 * 64 + 2
 
 
 @linux
-def test_with_too_few_steps_read_before_a_window_the_reading_goes_on_past_it():
-    from gpu_notebook.capture.stepclock import _FAULT_READS_KEPT, _FAULTS_EVERY
+def test_where_steps_are_short_one_step_in_eight_is_read():
+    from gpu_notebook.capture.stepclock import _FAULTS_EVERY
 
-    # A later window after one read step: the reading goes on.
-    record = _clocked(_faulting_optimizer(), 10 * _FAULTS_EVERY, (2, _FAULTS_EVERY + 2))
-    assert record.optimizer_faults["Faulty"][1] > _FAULT_READS_KEPT
+    record = _clocked(_faulting_optimizer(), 10 * _FAULTS_EVERY, long_steps=False)
+    faults, read = record.optimizer_faults["Faulty"]
+    assert 10 - 2 <= read <= 10 + 1
+    assert faults >= 64 * read
 
 
 @linux

@@ -25,8 +25,9 @@ as many as the update's own (a page trimmed because of the temporaries is one th
 save_every_step's Adam (1M parameters): ~1,100 faults a step at ~3 us, 3 of its 5 ms, fused 0;
 zip_two_loaders' AdamW: 260-520 inside, 430-1,100 outside, fused 0-770 (pfault, 2026-12-06,
 benchmarks/README). The low end stays the model's: the faults move with the allocator's state.
-Our own profiler windows move it too (their freed buffers raise glibc's thresholds: fewer
-faults after each), so the step clock stops reading at a later window once it has four steps.
+It comes in streaks, unprofiled too (zip_two_loaders at load 25: runs of 5-40 steps of 0 and
+of 300-700 pages): the step clock reads every step of 1 ms or more, not one in eight, so the
+reading is the run's mean rather than one streak's (faultshare, benchmarks/README).
 """
 
 from __future__ import annotations

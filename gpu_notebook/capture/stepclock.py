@@ -256,8 +256,8 @@ class StepClock:
         # inner optimizer's, which is the inner one's.
         self._class_cpu: dict[str, list[int]] = {}
         self._open_opt_cpu: list[list[Any]] = []
-        # Minor page faults of the loop thread over one training step every ``_FAULTS_EVERY``
-        # (issue 26: an unfused CPU update's full-size temporaries get fresh pages from the
+        # Minor page faults of the loop thread over every timed training step (one every
+        # ``_FAULTS_EVERY`` where lean or ``read_waits`` is off: steps under 1 ms) (issue 26: an unfused CPU update's full-size temporaries get fresh pages from the
         # allocator each step, and the heap they leave is trimmed, so the next backward's
         # gradients fault again; a fused kernel makes no such temporaries: save_every_step's
         # Adam faulted ~1,100 pages a step, ~3 ms of its 5 ms step, fused none). By class
@@ -269,14 +269,6 @@ class StepClock:
         self._fault_mark: int | None = None
         self._fault_in_updates = 0
         self._fault_cost: float | None = None
-        # Set at a profiler window's start once ``_FAULT_READS_KEPT`` steps were read: no step
-        # after it is read. A window's own allocations (Kineto's buffers, freed at its stop)
-        # raise glibc's mmap and trim thresholds for the whole process, for good, and a higher
-        # threshold only lowers the faults: zip_two_loaders' AdamW faulted 420-630 pages a step
-        # unprofiled, 280-580 between our first and second windows and 210-600 after the
-        # second; with the thresholds raised to 3-14 MB, 0-10 (benchmarks/README, faultshare).
-        # The earliest reads are the run's closest to the script's own.
-        self._faults_kept = False
 
         # Memory at the end of every Nth step (0: off): the process RSS, one pread of
         # /proc/self/statm (~2 us, so every 16th step is far under 1% of any step).
@@ -643,7 +635,7 @@ class StepClock:
                 self._open_opt_cpu.clear()
             self._open_opt_cpu.append([id(optimizer), type(optimizer).__name__,
                                        time.thread_time_ns(), 0, self._closure_cpu_ns,
-                                       -1 if self._fault_mark is None else _minor_faults(),
+                                       -1 if self._fault_mark is None else _getrusage(_THREAD).ru_minflt,
                                        0])  # fmt: skip
         self._opt_closure_mark = self._closure_rest_ns
         if self._lean:
@@ -716,7 +708,7 @@ class StepClock:
             entry[0] += max(0, spent - nested)
             entry[1] += 1
             if faults0 >= 0:
-                faulted = _minor_faults() - faults0
+                faulted = _getrusage(_THREAD).ru_minflt - faults0
                 if self._closure_cpu_ns != closure0:
                     self._fault_mark = None  # a closure's forward and backward faulted inside
                 else:
@@ -752,20 +744,22 @@ class StepClock:
         if _FAULTS_READ:
             if self.annotate:  # a profiled step: neither timed nor read
                 self._fault_mark = None
-            elif self._fault_mark is not None or (
-                not self._faults_kept and self._step_count % _FAULTS_EVERY == 0
-            ):
-                self._sample_faults()
+            else:
+                # Every step where steps are long enough to read their wait (``read_waits``:
+                # 1 ms or more): an update's faults come in streaks of 5-40 steps of 0 and of
+                # 300-700 pages, unprofiled too (zip_two_loaders at load 25), and one step in
+                # eight (11 of a 96-step run) read a streak: AdamW 0 a step in the ledger's run.
+                # Timed steps only: a lean step keeps its few calls (test_capture_cost).
+                every = self.read_waits and not self._lean
+                if every or self._fault_mark is not None or self._step_count % _FAULTS_EVERY == 0:
+                    self._sample_faults(reopen=every or self._fault_mark is None)
         self._event("optimizer", now, ends_step=True)
 
     def window_starts(self) -> None:
         """A profiler window begins (the first or a later one, lean or not): a sampled step
-        open across its start is not read, and once enough steps were read none after it is
-        (``_faults_kept``)."""
+        open across its start is not read (the window's start and its steps are ours)."""
         self._fault_mark = None
         self._fault_in_updates = 0
-        if self._rest_faults[1] >= _FAULT_READS_KEPT:
-            self._faults_kept = True
 
     def _fault_cost_s(self) -> float | None:
         """One page fault's CPU time here, measured once (~1 ms), where an update faulted."""
@@ -773,16 +767,14 @@ class StepClock:
             self._fault_cost = fault_cost_s()
         return self._fault_cost
 
-    def _sample_faults(self) -> None:
+    def _sample_faults(self, *, reopen: bool) -> None:
         """At the end of a training step: close a sampled step (its faults outside the updates)
-        and open the next sampled one."""
-        faults = _minor_faults()
+        and, ``reopen``, open the next one as sampled."""
+        faults = _getrusage(_THREAD).ru_minflt
         if self._fault_mark is not None:
             self._rest_faults[0] += max(0, faults - self._fault_mark - self._fault_in_updates)
             self._rest_faults[1] += 1
-            self._fault_mark = None
-        elif self._step_count > 0:
-            self._fault_mark = faults
+        self._fault_mark = faults if reopen and self._step_count > 0 else None
         self._fault_in_updates = 0
 
     def _closes_cycle(self, key: int) -> bool:
@@ -1271,14 +1263,15 @@ _MARK_EVERY = 16
 # as ``next(iter(loader))``, fills it at once and says no more).
 _STARTS_KEPT = 4096
 
-# One training step in this many has its page faults read (two readings of ~1-3 us each, at
-# its start and end, and one around each update inside it).
+# Where steps are too short to read their wait (``read_waits`` off, under 1 ms) or lean, one
+# training step in this many has its page faults read (two readings of ~1-3 us each, at its start and
+# end, and one around each update inside it); every step otherwise.
 _FAULTS_EVERY = 8
-# Read steps that end the reading at the next profiler window (``window_starts``): with fewer,
-# reading goes on past it (a later window's reads beat none).
-_FAULT_READS_KEPT = 4
 _RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None) if resource else None
 _FAULTS_READ = _RUSAGE_THREAD is not None
+# Read inline in the hooks (a builtin call, no function of ours a step: test_capture_cost).
+_getrusage: Callable[[int], Any] = resource.getrusage if resource else (lambda _who: None)
+_THREAD: int = _RUSAGE_THREAD if _RUSAGE_THREAD is not None else 0
 
 
 def _minor_faults() -> int:

@@ -465,3 +465,118 @@ def test_log_calls_of_classes_defined_in_an_earlier_cell_are_named_from_their_fr
     assert "In[3] line 5 (GradNorms.on_before_optimizer_step, 40%)" in f.fix
     assert "self.log on every step" in f.fix and "In[3] line 12 (Lit.training_step, 10%)" in f.fix
     assert f.fix.index("GradNorms") < f.fix.index("Lit.training_step")
+
+
+HF_HOOK_CELL = """args = TrainingArguments(output_dir='o', logging_steps=500, disable_tqdm=True)
+class WeightNorms(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        self.rows.append([float(p.norm()) for p in self.model.parameters()])
+Trainer(model=model, args=args, train_dataset=ds, callbacks=[WeightNorms()]).train()
+"""
+
+
+def _hooked_run(cell: str, dispatch: list[CodeRef], hook: CodeRef, work: CodeRef, us: int):
+    """A run whose framework loop calls the user's callback ``hook`` through ``dispatch`` (the
+    framework's frames), the hook's own work in ``work``'s frame for ``us`` of 10 ms."""
+    raw = _stacks([([CELL, *dispatch, hook, work], us), ([CELL, dispatch[0]], 10_000 - us)], 10_000)
+    raw = dataclasses.replace(raw, root_filename="<cell>")
+    return dataclasses.replace(syn.make_run(cell), stacks=raw)
+
+
+def test_a_trainer_callbacks_own_work_is_named_by_its_hook_with_its_gate_not_a_logging_setting():
+    # Unseen hf_callback_metrics: a TrainerCallback's weight norms on every step read "HF
+    # Trainer callbacks: 27% ... the framework's own per-step bookkeeping: nothing to turn
+    # down". The work is the user's hook's, gated in the hook; logging_steps spaces none of it.
+    import torch
+    from transformers import Trainer
+    from transformers.trainer_callback import CallbackHandler
+
+    dispatch = [
+        ref(Trainer.train),
+        ref(CallbackHandler.on_step_end),
+        ref(CallbackHandler.call_event),
+    ]
+    hook = CodeRef("<cell>", "WeightNorms.on_step_end", 3)
+    run = _hooked_run(HF_HOOK_CELL, dispatch, hook, ref(torch.Tensor.norm), 3000)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert f.severity != "info" and f.gain_bound is not None
+    assert "WeightNorms.on_step_end (line 3, 30%)" in f.fix
+    assert "`if state.global_step % 50 == 0:`" in f.fix
+    assert "logging_steps=50" not in f.fix and "Nothing to turn down" not in f.fix
+    assert "HF Trainer callbacks" not in " ".join(f.evidence)
+
+
+def test_a_lightning_callbacks_own_work_is_named_by_its_hook():
+    # Unseen lightning_heavy_callback: a Callback's per-step weight statistics (no log call)
+    # ran under Lightning's _call_callback_hooks and no framework finding named the hook.
+    import lightning.pytorch as pl
+    import torch
+    from lightning.pytorch.trainer import call
+
+    cell = HF_HOOK_CELL.replace("TrainerCallback", "L.Callback").replace(
+        "on_step_end(self, args, state, control, **kwargs)",
+        "on_train_batch_end(self, trainer, module, outputs, batch, i)",
+    )
+    dispatch = [ref(pl.Trainer.fit), ref(call._call_callback_hooks)]
+    hook = CodeRef("<cell>", "WeightNorms.on_train_batch_end", 3)
+    run = _hooked_run(cell, dispatch, hook, ref(torch.Tensor.norm), 3000)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert "WeightNorms.on_train_batch_end (line 3, 30%)" in f.fix
+    assert "`if trainer.global_step % 50 == 0:`" in f.fix
+
+
+def test_a_framework_callback_below_the_dispatcher_stays_the_frameworks():
+    # Lightning's own progress bar is a Callback too: its samples stay the bar's.
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import TQDMProgressBar
+    from lightning.pytorch.trainer import call
+
+    dispatch = [ref(pl.Trainer.fit), ref(call._call_callback_hooks)]
+    bar = ref(TQDMProgressBar.on_train_batch_end)
+    run = _hooked_run(LIT_CELL, dispatch, bar, ref(TQDMProgressBar.on_train_batch_end), 3000)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert "Lightning progress bar: 30%" in f.evidence[1] and "your callbacks" not in f.fix
+
+
+def test_hf_checkpoints_and_evaluation_are_not_the_trainers_logging():
+    # Unseen hf_save_steps: save_steps=5's checkpoints under _maybe_log_save_evaluate read "HF
+    # Trainer logging: 17% ... nothing to turn down" beside the save's own finding (its
+    # save_steps, rules/step_logging.periodic_work).
+    from transformers import Trainer
+
+    train = ref(Trainer.train)
+    log = ref(Trainer._maybe_log_save_evaluate)
+    for work in (ref(Trainer._save_checkpoint), ref(Trainer._evaluate)):
+        raw = _stacks([([CELL, train, log, work], 3000), ([CELL, train], 7000)], 10_000)
+        run = dataclasses.replace(syn.make_run(HF_CELL.format(steps=500)), stacks=raw)
+        assert "logging.framework_overhead" not in ids(rules_for(run, syn.make_analysis({})))
+    # The logging itself under the same frame is still the logging's.
+    raw = _stacks([([CELL, train, log, ref(Trainer.log)], 3000), ([CELL, train], 7000)], 10_000)
+    run = dataclasses.replace(syn.make_run(HF_CELL.format(steps=1)), stacks=raw)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert "HF Trainer logging: 30%" in f.evidence[1]
+
+
+def test_lightnings_own_bookkeeping_without_a_log_call_is_not_told_to_gate_self_log():
+    # Unseen lightning_heavy_callback logs nothing; Lightning's per-step bookkeeping (1%) beside
+    # its callback's work read "self.log on every step (1% of the sampled time) ... call
+    # self.log under `if self.global_step % 50 == 0:`".
+    import lightning.pytorch as pl
+    import torch
+    from lightning.pytorch.trainer import call
+    from lightning.pytorch.trainer.connectors.logger_connector.logger_connector import (
+        _LoggerConnector,
+    )
+
+    cell = HF_HOOK_CELL.replace("TrainerCallback", "L.Callback")
+    fit, bookkeeping = ref(pl.Trainer.fit), ref(_LoggerConnector.on_batch_end)
+    hook = CodeRef("<cell>", "WeightNorms.on_step_end", 3)
+    raw = _stacks(
+        [([CELL, fit, ref(call._call_callback_hooks), hook, ref(torch.Tensor.norm)], 3000),
+         ([CELL, fit, bookkeeping], 100), ([CELL, fit], 6900)], 10_000,
+    )  # fmt: skip
+    run = dataclasses.replace(
+        syn.make_run(cell), stacks=dataclasses.replace(raw, root_filename="<cell>")
+    )
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert f.title.startswith("Your callback's hook") and "self.log" not in f.fix

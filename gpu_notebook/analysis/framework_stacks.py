@@ -44,6 +44,58 @@ def overhead_label(filename: str, function: str) -> tuple[str, str] | None:
     return None
 
 
+# Where a framework calls the user's callbacks (HF's ``CallbackHandler.call_event``, Lightning's
+# ``_call_callback_hooks``): the frame below is the user's hook (a TrainerCallback's
+# ``on_step_end``, a Callback's ``on_train_batch_end``), whose work is the user's, gated in the
+# hook, not the framework's logging nor a setting of its (issue 26, unseen hf_callback_metrics:
+# a callback's weight norms read "HF Trainer callbacks: 27%, the framework's own per-step
+# bookkeeping, nothing to turn down").
+DISPATCH: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("transformers", "transformers/trainer_callback.py", re.compile(r"CallbackHandler\.call_event$")),
+    ("lightning", "lightning/pytorch/trainer/call.py", re.compile(r"^_call_callback_hooks$")),
+    ("lightning", "pytorch_lightning/trainer/call.py", re.compile(r"^_call_callback_hooks$")),
+)  # fmt: skip
+USER_HOOK = "user-callback"  # the samples in the user's callback hooks (count_overhead)
+
+# The HF Trainer's evaluation and checkpoints, called from ``_maybe_log_save_evaluate`` (whose
+# name holds the logging too): periodic work set by eval_steps / save_steps, which
+# rules/step_logging.periodic_work names by its setting (cell/blocks), not logging overhead
+# (unseen hf_save_steps: a save every 5 steps read "HF Trainer logging: 17%").
+EVAL_SAVE = re.compile(
+    r"Trainer\.(_evaluate|evaluate|evaluation_loop|prediction_loop|_save_checkpoint|save_model|"
+    r"_save|_rotate_checkpoints|_save_optimizer_and_scheduler|_save_rng_state)$"
+)
+
+
+@dataclass(frozen=True)
+class CallbackHook:
+    """A hook of the user's callback that a framework's loop called (``DISPATCH``)."""
+
+    framework: str  # "transformers", "lightning"
+    filename: str
+    function: str  # its qualified name: ``WeightNorms.on_step_end``
+    first_line: int  # the hook's ``def`` line
+
+
+def _user_hook(raw: RawStacks, stack: StackCount, cell: str) -> tuple[int, CallbackHook] | None:
+    """The depth and hook of the user's frame right below a framework's callback dispatcher."""
+    frames = stack.frames
+    for depth in range(len(frames) - 1):
+        ref = raw.functions[frames[depth][0]]
+        path = ref.filename.replace("\\", "/")
+        framework = next(
+            (fw for fw, part, pattern in DISPATCH if part in path and pattern.search(ref.function)),
+            None,
+        )
+        if framework is None:
+            continue
+        hook = raw.functions[frames[depth + 1][0]]
+        if hook.filename == cell or users_code(hook, cell):
+            return depth, CallbackHook(framework, hook.filename, hook.function, hook.first_line)
+        return None
+    return None
+
+
 # An iterator that wraps the loop's iterable (``tqdm(enumerate(loader))``): what its frame calls
 # is the wrapped iterable's work (the DataLoader fetching a batch) unless it is overhead itself
 # (the bar's update); only the frame's own time is the framework's.
@@ -81,6 +133,8 @@ def count_overhead(
     weigh: bool = True,
     named: frozenset[int] = frozenset(),
     logged: frozenset[int] = frozenset(),
+    hooks: dict[CallbackHook, int] | None = None,
+    log_hooks: frozenset[tuple[str, str]] = frozenset(),
 ) -> int:
     """Add ``raw``'s loop samples in framework overhead frames, by label and function: their
     time (``weigh``) or their count. Returns the samples found there. ``named``: cell lines
@@ -88,7 +142,10 @@ def count_overhead(
     samples under them are left out, not said twice. ``logged``: the cell's lines that call
     Lightning's log on every step: a sample under one outside Lightning's frames computes a
     value only to log it (a Callback's ``pl_module.log(name, p.grad.norm())``): "lightning-
-    logged", the line's own."""
+    logged", the line's own. A sample in the user's callback hook (``DISPATCH``) in no
+    overhead frame below it is ``USER_HOOK``'s, added to ``hooks`` by hook, unless the hook
+    calls Lightning's log (``log_hooks``: (filename, function), named as a log caller). The
+    HF Trainer's evaluation and checkpoints (``EVAL_SAVE``) are not counted."""
     labels = [overhead_label(ref.filename, ref.function) for ref in raw.functions]
     hits = 0
     cell = raw.cell_filename or raw.root_filename
@@ -100,12 +157,19 @@ def count_overhead(
         ):
             continue
         amount = stack.time_us if weigh else stack.count
+        user = _user_hook(raw, stack, cell or "")
         for depth, (index, _line) in enumerate(stack.frames):
             hit, name = labels[index], raw.functions[index].function
             if hit is None:
                 continue
             if depth + 1 < len(stack.frames) and ITERATOR.search(name):
                 continue  # tqdm(loader).__iter__ calling on: the loader's time, not the bar's
+            if user is not None and depth <= user[0]:
+                continue  # the dispatcher above the user's hook: the hook's time, not its
+            if hit[0] == "hf-logging" and any(
+                EVAL_SAVE.search(raw.functions[i].function) for i, _ in stack.frames[depth + 1 :]
+            ):
+                break  # evaluation or a checkpoint: periodic work, not logging
             by_label[hit[0]] = by_label.get(hit[0], 0) + amount
             functions[name] = functions.get(name, 0) + amount
             frameworks.add(hit[1])
@@ -118,6 +182,13 @@ def count_overhead(
                 name = raw.functions[at[0]].function
                 functions[name] = functions.get(name, 0) + amount
                 frameworks.add("lightning")
+                hits += stack.count
+            elif user is not None and (user[1].filename, user[1].function) not in log_hooks:
+                by_label[USER_HOOK] = by_label.get(USER_HOOK, 0) + amount
+                functions[user[1].function] = functions.get(user[1].function, 0) + amount
+                frameworks.add(user[1].framework)
+                if hooks is not None:
+                    hooks[user[1]] = hooks.get(user[1], 0) + amount
                 hits += stack.count
     return hits
 

@@ -20,6 +20,8 @@ from typing import Literal
 
 from gpu_notebook.analysis.framework_stacks import (
     LOGGED,
+    USER_HOOK,
+    CallbackHook,
     LogCaller,
     by_log_line,
     count_overhead,
@@ -34,6 +36,7 @@ from gpu_notebook.records import (
     Finding,
     PeriodicCost,
     PhaseBreakdown,
+    RawStacks,
     Run,
     Said,
 )
@@ -97,7 +100,7 @@ class Advice:
 
     kind: Literal[
         "self-log", "callback-log", "log-every-n", "lightning-bar", "logging-steps",
-        "disable-tqdm", "tqdm-interval",
+        "disable-tqdm", "tqdm-interval", "callback-hook",
     ]  # fmt: skip
     share: float | None = None  # of the sampled time
     value: float | None = None  # the setting as it is now (None: not read)
@@ -105,6 +108,9 @@ class Advice:
     # a Callback hook's), each with the share of the sampled time under its line (None: not
     # read), largest first.
     logs: tuple[tuple[LightningLog, float | None], ...] = ()
+    # "callback-hook": the user's callback hooks the framework's loop calls on every step, each
+    # with its share of the sampled time (None: not read), largest first.
+    hooks: tuple[tuple[CallbackHook, float | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -281,11 +287,14 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     logged = _logged_lines(facts)
     under: dict[int, int] = {}
     elsewhere: dict[LogCaller, int] = {}
+    hooks: dict[CallbackHook, int] = {}
     for raw in sampled:
-        count_overhead(raw, by_label, functions, frameworks, named=named, logged=logged)
+        callers = log_callers(raw)
+        count_overhead(raw, by_label, functions, frameworks, named=named, logged=logged,
+                       hooks=hooks, log_hooks=_log_hooks(raw, facts, callers))  # fmt: skip
         for line, us in by_log_line(raw, logged).items():
             under[line] = under.get(line, 0) + us
-        for caller, us in log_callers(raw).items():
+        for caller, us in callers.items():
             elsewhere[caller] = elsewhere.get(caller, 0) + us
     total = sum(by_label.values())
     overhead = total / loop_us
@@ -302,7 +311,11 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
         {caller: us / loop_us for caller, us in elsewhere.items()},
     )
     fixes = _framework_advice(
-        frameworks, {k: v / loop_us for k, v in by_label.items()}, facts, read
+        frameworks,
+        {k: v / loop_us for k, v in by_label.items()},
+        facts,
+        read,
+        {hook: us / loop_us for hook, us in hooks.items()},
     )
     said = FrameworkOverhead(
         overhead,
@@ -341,7 +354,10 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
     frameworks: set[str] = set()
     named = frozenset(s.line for s in redrawn_lines(facts))
     logged = _logged_lines(facts)
-    hits = count_overhead(raw, by_label, {}, frameworks, weigh=False, named=named, logged=logged)
+    callers = log_callers(raw, weigh=False)
+    hooks: dict[CallbackHook, int] = {}
+    hits = count_overhead(raw, by_label, {}, frameworks, weigh=False, named=named, logged=logged,
+                          hooks=hooks, log_hooks=_log_hooks(raw, facts, callers))  # fmt: skip
     if hits < MIN_SEEN or hits < SUGGEST * samples:
         return _periodic_alone(analysis, hits, samples, dense, facts, clocked=raw.clocked)
     # Which settings and lines to name: by the samples' counts; no share is said (None).
@@ -349,9 +365,14 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
     caught = _step_logs_read(
         facts,
         {line: n / samples for line, n in by_log_line(raw, logged, weigh=False).items()},
-        {caller: n / samples for caller, n in log_callers(raw, weigh=False).items()},
+        {caller: n / samples for caller, n in callers.items()},
     )
-    advice = [_unweighed(a) for a in _framework_advice(frameworks, shares, facts, caught)]
+    advice = [
+        _unweighed(a)
+        for a in _framework_advice(
+            frameworks, shares, facts, caught, {h: n / samples for h, n in hooks.items()}
+        )
+    ]
     if not advice:
         return None  # the settings already log rarely: nothing to turn down, no share to say
     labels = tuple(sorted(by_label, key=lambda k: -by_label[k]))
@@ -438,9 +459,25 @@ def _logged_lines(facts: SourceFacts) -> frozenset[int]:
     )
 
 
+def _log_hooks(
+    raw: RawStacks, facts: SourceFacts, callers: dict[LogCaller, int]
+) -> frozenset[tuple[str, str]]:
+    """(filename, qualified name) of the user's hooks that call Lightning's log: the cell's
+    (``facts.step_logs``) and those the samples caught elsewhere. Their time is the log
+    calls' (named as such), not a callback hook's own work."""
+    cell = raw.cell_filename or raw.root_filename or ""
+    here = {(cell, f"{log.owner}.{log.hook}") for log in facts.step_logs if log.owner and log.hook}
+    return frozenset(here | {(c.filename, c.function) for c in callers})
+
+
 def _unweighed(a: Advice) -> Advice:
     """``a`` without its shares: read off samples that say what ran, not how long."""
-    return dataclasses.replace(a, share=None, logs=tuple((log, None) for log, _ in a.logs))
+    return dataclasses.replace(
+        a,
+        share=None,
+        logs=tuple((log, None) for log, _ in a.logs),
+        hooks=tuple((hook, None) for hook, _ in a.hooks),
+    )
 
 
 def _step_logs_read(
@@ -469,14 +506,23 @@ def _framework_advice(
     shares: dict[str, float],
     facts: SourceFacts,
     read: list[tuple[LightningLog, float | None]],
+    user_hooks: dict[CallbackHook, float] | None = None,
 ) -> list[Advice]:
     """What to change, per framework, naming the setting as it is now; never a setting that
     already holds (logging_steps=500 is not told to become 50). ``read``: Lightning's log calls
-    on a training step, with the share of the sampled time under each (``_step_logs_read``)."""
+    on a training step, with the share of the sampled time under each (``_step_logs_read``).
+    ``user_hooks``: the user's callback hooks the loop called, with their shares: gated in the hook
+    (no framework setting spaces a callback's own work)."""
     out: list[Advice] = []
+    if user_hooks and shares.get(USER_HOOK, 0.0) >= SUGGEST / 2:
+        ranked = tuple(sorted(user_hooks.items(), key=lambda kv: -kv[1]))
+        out.append(Advice("callback-hook", shares[USER_HOOK], hooks=ranked))
     if "lightning" in frameworks:
         logged = shares.get("lightning-log", 0.0) + shares.get(LOGGED, 0.0)
-        if logged and (read or not facts.step_logs):
+        # No log call in the source and under half the bar's floor: Lightning's own per-step
+        # bookkeeping (unseen lightning_heavy_callback, which logs nothing, read "self.log on
+        # every step (1%)"), not a call to gate.
+        if logged and (read or (not facts.step_logs and logged >= SUGGEST / 2)):
             # Every per-step log line is named, a Callback's hook's apart from the module's:
             # Lightning runs each call in full on every step (its checks, the value's detach
             # and the result collection's update; on_step=False accumulates for the epoch,

@@ -49,6 +49,7 @@ LABELS = {
     "hf-logging": "HF Trainer logging",
     "hf-callbacks": "HF Trainer callbacks",
     "tqdm-bar": "tqdm progress bar",
+    "user-callback": "your callbacks' hooks (their own work)",
 }
 
 
@@ -117,7 +118,8 @@ def periodic_logging(s: PeriodicLogging) -> Words:
     if s.work != "logging":
         every = s.cost.period * EVERY
         return words(
-            f"The {s.work} every {s.cost.period} steps takes {fmt_share(s.cost.share)} of the "
+            # "a checkpoint save" names the work in a sentence; as the subject, no article.
+            f"The {s.work.removeprefix('a ')} every {s.cost.period} steps takes {fmt_share(s.cost.share)} of the "
             "step time",
             [
                 f"{place(s.line, s.origin)} (`{first}`)",
@@ -222,6 +224,8 @@ def _advice(a: Advice) -> str:
             f"{hooks or 'the hook'} (log_every_n_steps does not skip the calls nor the values "
             "they compute: it spaces only the logger's writes)"
         )
+    if a.kind == "callback-hook":
+        return _hooks_advice(a)
     if a.kind == "log-every-n":
         if a.value is None:
             return f"Trainer(log_every_n_steps={RARE_LOGS}) if it is lower now"
@@ -251,6 +255,35 @@ def _advice(a: Advice) -> str:
     return f"tqdm(..., mininterval={RARE_REDRAW_S:g}), or update the bar every N steps"
 
 
+# The step counter a hook reads, by framework: HF hands ``state``, Lightning ``trainer``.
+_HOOK_STEP = {"transformers": "state.global_step", "lightning": "trainer.global_step"}
+
+
+def _hooks_advice(a: Advice) -> str:
+    """The user's callback hooks run on every step, each with its share where one was read."""
+    parts = []
+    for hook, part in a.hooks[:MAX_LOG_LINES]:
+        where = ", ".join(
+            x for x in (f"line {hook.first_line}", fmt_share(part) if part is not None else "") if x
+        )
+        parts.append(f"{hook.function} ({where})")
+    if len(a.hooks) > MAX_LOG_LINES:
+        parts.append(f"{len(a.hooks) - MAX_LOG_LINES} more")
+    gates = ", ".join(
+        dict.fromkeys(
+            f"`if {_HOOK_STEP.get(hook.framework, 'state.global_step')} % {RARE_LOGS} == 0:`"
+            for hook, _ in a.hooks
+        )
+    )
+    share = f"{fmt_share(a.share)} of the sampled time: " if a.share is not None else ""
+    return (
+        f"your callback's hook runs its work on every step ({share}{'; '.join(parts)}): do "
+        f"that work every {RARE_LOGS} steps, {gates} at the top of the hook, or in a hook "
+        "that runs less often (on_log, on_epoch_end); no logging setting spaces a callback's "
+        "own work"
+    )
+
+
 _FRAMEWORK = {"self-log": "Lightning", "callback-log": "Lightning", "log-every-n": "Lightning",
               "lightning-bar": "Lightning", "logging-steps": "HF", "disable-tqdm": "HF"}  # fmt: skip
 
@@ -261,6 +294,8 @@ def _fixes(advice: tuple[Advice, ...]) -> list[str]:
     groups: dict[str, list[str]] = {}
     for a in advice:
         framework = _FRAMEWORK.get(a.kind)
+        if a.kind == "callback-hook" and a.hooks:
+            framework = "HF" if a.hooks[0][0].framework == "transformers" else "Lightning"
         if framework is None:
             out.append(_advice(a))
         elif framework in groups:
@@ -300,8 +335,12 @@ def framework_overhead(s: FrameworkOverhead) -> Words:
             "Nothing to turn down in the logging settings (" + settings + ").",
             FRAMEWORK_SOURCE,
         )
+    # The largest part the user's own callback work: the title says whose it is.
+    hooked = bool(s.parts) and s.parts[0][0] == "user-callback"
     return words(
-        "The framework logs or draws progress on every step",
+        "Your callback's hook runs work on every step of the framework's loop"
+        if hooked
+        else "The framework logs or draws progress on every step",
         evidence,
         "; ".join(_fixes(s.advice)) + ".",
         FRAMEWORK_SOURCE,

@@ -318,7 +318,7 @@ def test_a_block_that_validates_or_saves_every_5_steps_is_said_with_its_share(bo
     assert finding is not None and finding.line == 7 and finding.rule_id == "run.periodic_work"
     assert finding.phase_share == pytest.approx(cost.share * (1 - 1 / 10))
     worded = next(f for f in build_report(run).findings if f.rule_id == "run.periodic_work")
-    assert worded.title.startswith(f"The {work} every 5 steps")
+    assert worded.title.startswith(f"The {work.removeprefix('a ')} every 5 steps")  # no article
     assert periodic_evidence(cost) in worded.evidence and "% 50" in worded.fix
     assert worded.fix_id is None  # no patch: how often to validate is the training's choice
     quiet = _run(_series(0.0), cell)

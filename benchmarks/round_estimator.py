@@ -136,7 +136,7 @@ def verdict_table(trials: int) -> None:
                     samples.median_of_rounds = figure
                     try:
                         got = Counter(
-                            compare_runs(b, v, predicted_low=predicted_low).verdict  # type: ignore[union-attr]
+                            compare_runs(b, v, model_low=predicted_low).verdict  # type: ignore[union-attr]
                             for b, v in runs
                         )
                     finally:

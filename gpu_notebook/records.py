@@ -929,6 +929,10 @@ class Comparison:
     # it widened by that run's margin (``stated_high``), what the measurement is read against.
     # "Predicted" says this one: a widening is no gain promised. None: an older report's.
     predicted_model_bound: float | None = None
+    # Its low end as the model gave it (``Finding.gain_low``): what the before/after's "no
+    # measurable effect" must leave out, as ``--try-fixes``' (``compare_samples.fix_outcome``).
+    # None: an "up to" range, or an older report's (``predicted_low`` is read then).
+    predicted_model_low: float | None = None
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
     samples: SampleComparison | None = None  # the distributions compared: range and outcome
@@ -1704,6 +1708,9 @@ class FixTrial:
     # this margin (``Finding.gain_margin``), the high end no further than a physical ceiling.
     predicted_margin: float = 0.0
     predicted_model_bound: float | None = None  # the model's high end (``Finding.gain_bound``)
+    # The model's low end (``Finding.gain_low``; None: "up to", or an older report's): what "no
+    # measurable effect" must leave out (``compare_samples.ruled_out``).
+    predicted_model_low: float | None = None
     rounds: int = 0  # rounds read (pairs of runs); 0: not measured
     added_rounds: int = (
         0  # of them, added after the planned rounds to decide it (tryfix.sequential)

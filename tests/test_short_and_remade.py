@@ -174,7 +174,7 @@ def test_try_fixes_says_a_fix_is_not_measurable_on_a_run_this_short_and_runs_not
     )
     runs: list[Path] = []
 
-    def runner(code, script, args, timeout_s, scratch) -> RunResult:  # type: ignore[no-untyped-def]
+    def runner(code, script, args, timeout_s, scratch, steps) -> RunResult:  # type: ignore[no-untyped-def]
         runs.append(code)
         return RunResult(steps_s=[0.01] * 30, stopped=True, wall_s=1.0)
 
@@ -187,7 +187,7 @@ def test_try_fixes_says_a_fix_is_not_measurable_on_a_run_this_short_and_runs_not
     # said the same, from the steps that run counted, after that one run.
     runs.clear()
 
-    def ends(code, script, args, timeout_s, scratch) -> RunResult:  # type: ignore[no-untyped-def]
+    def ends(code, script, args, timeout_s, scratch, steps) -> RunResult:  # type: ignore[no-untyped-def]
         runs.append(code)
         return RunResult(steps_s=[], stopped=False, wall_s=1.0, steps_seen=3)
 

@@ -52,7 +52,7 @@ def test_the_same_distribution_is_no_measurable_effect_when_the_interval_leaves_
     noisy = (_series(5, 0.010, noise=0.3), _series(6, 0.010, noise=0.3))
     assert compare_runs(*noisy).verdict == "undecided"
     # ... but leaves out a predicted 1.5x: the predicted gain is not there.
-    c = compare_runs(*noisy, predicted_low=1.5)
+    c = compare_runs(*noisy, model_low=1.5)
     assert c.verdict == "no measurable effect" and c.low < 1.0 < c.high < 1.5
 
 
@@ -96,7 +96,7 @@ def test_one_disturbed_round_does_not_carry_the_figure_out_of_the_fix_s_range():
     rounds 1.43, 1.05, 1.06, 1.12, 1.09 (the first round's baseline run slowed by another
     process; rerun alone it read 1.06x). The pooled steps read 1.15x, over the range."""
     base, var = _rounds((1.43, 1.05, 1.06, 1.12, 1.09))
-    c = compare_runs(base, var, predicted_low=1.02)
+    c = compare_runs(base, var, model_low=1.02)
     assert c is not None and c.verdict == "verified"
     assert 1.02 <= c.speedup <= 1.12 and c.speedup == pytest.approx(1.09)
     assert c.low <= c.speedup <= c.high
@@ -111,7 +111,7 @@ def test_a_run_slowed_in_any_one_of_three_rounds_leaves_the_figure_at_the_true_r
     # Every round's runs read 1.07x; one run of one round (either arm, any round) slowed by
     # 20%-50%: the figure stays at 1.07x and its interval holds it (pooled: 1.00x-1.13x).
     base, var = _rounds((1.07, 1.07, 1.07), seed=where, slowed={(where, arm): factor})
-    c = compare_runs(base, var, predicted_low=1.02)
+    c = compare_runs(base, var, model_low=1.02)
     assert c is not None and c.speedup == pytest.approx(1.07, rel=1e-9)
     assert c.low <= c.speedup <= c.high
     # Nor is a 1.07x fix called without effect because its own run was slowed once.
@@ -225,10 +225,13 @@ def test_try_fixes_runs_each_fix_on_a_copy_interleaved_and_decides_from_the_samp
     rounds = tf["rounds"]
     assert rounds >= 2 and len(t["baseline_steps_s"]) == t["rounds"] == len(t["variant_steps_s"])
     assert t["rounds"] == rounds + t["added_rounds"]
-    # Each run stopped at its step boundary once it had its 6 measured steps.
-    assert all(len(run) == 6 for run in t["baseline_steps_s"] + t["variant_steps_s"])
+    # Each run stopped at its step boundary once it had its measured steps: at least the 6
+    # asked, as many as the runs were sized to (plan.run_size), no more than the script has.
+    assert 6 <= tf["steps"] <= 41 - 5
+    assert all(len(run) == tf["steps"] for run in t["baseline_steps_s"] + t["variant_steps_s"])
+    assert any(n.startswith("each run measured") for n in tf["notes"])
     # The verdict and the figures are those of the measured samples.
-    c = decide(t["baseline_steps_s"], t["variant_steps_s"], rounds, t["predicted_low"])
+    c = decide(t["baseline_steps_s"], t["variant_steps_s"], rounds, t["predicted_model_low"])
     assert c is not None
     assert (t["speedup"], t["speedup_low"], t["speedup_high"]) == (c.speedup, c.low, c.high)
     assert t["verdict"] == c.verdict and t["recommended"] == (c.verdict == "verified")

@@ -99,7 +99,7 @@ def _check(data: dict, seen: list[str]) -> None:
     # undecided fix): the framework built its loader with workers in the fix's runs only.
     assert seen[0] == "0" and len(seen) >= 1 + len(arms)
     assert [s != "0" for s in seen[1 : 1 + len(arms)]] == [arm != 0 for arm in arms]
-    c = decide(t["baseline_steps_s"], t["variant_steps_s"], rounds, t["predicted_low"])
+    c = decide(t["baseline_steps_s"], t["variant_steps_s"], rounds, t["predicted_model_low"])
     assert c is not None and t["verdict"] == c.verdict and t["speedup"] == c.speedup
     assert t["recommended"] == (c.verdict == "verified")
 

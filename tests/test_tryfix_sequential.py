@@ -70,11 +70,11 @@ def test_the_t_quantile_is_student_s():
 def test_a_straddling_interval_that_holds_the_predicted_gain_is_undecided_not_no_effect():
     """The ledger's miss, replayed: the planned rounds cannot tell, and say so."""
     base, var = _arms(NANOGPT_ROUNDS)
-    c = compare_runs(base, var, predicted_low=NANOGPT_LOW)
+    c = compare_runs(base, var, model_low=NANOGPT_LOW)
     assert c is not None and c.low < 1.0 < NANOGPT_LOW < c.high
     assert c.verdict == "undecided"
     # The same interval against a predicted 1.5x: the gain predicted is ruled out.
-    assert compare_runs(base, var, predicted_low=1.5).verdict == "no measurable effect"
+    assert compare_runs(base, var, model_low=1.5).verdict == "no measurable effect"
 
 
 def test_a_small_real_gain_is_verified_by_the_added_rounds():
@@ -233,12 +233,13 @@ class _FakeRuns:
     def clock(self) -> float:
         return self.now
 
-    def __call__(self, code, script, args, timeout_s, scratch) -> RunResult:
+    def __call__(self, code, script, args, timeout_s, scratch, steps) -> RunResult:
         self.now += self.wall_s
         is_base = code == script.resolve()
         self.order.append("base" if is_base else "fix")
         i = sum(1 for arm in self.order if arm == self.order[-1]) - 1
-        mean = 0.010 if is_base else 0.010 / self.ratios[min(i, len(self.ratios) - 1)]
+        # The report's own step (REPORT: 31.7 ms): the first run sizes the runs as it did.
+        mean = 0.032 if is_base else 0.032 / self.ratios[min(i, len(self.ratios) - 1)]
         n = None if self.samples is None else self.samples[0 if is_base else 1]
         return RunResult(steps_s=_run(self.rng, mean, steps=30), stopped=True,
                          wall_s=self.wall_s, samples_per_step=n)  # fmt: skip
@@ -266,7 +267,7 @@ def test_the_loop_adds_rounds_for_an_undecided_fix_until_it_is_decided():
     assert fake.order == planned + [arm for pair in added for arm in pair]
     assert len(t.baseline_steps_s) == len(t.variant_steps_s) == t.rounds
     # The verdict replays from the samples the report carries.
-    d = decide(t.baseline_steps_s, t.variant_steps_s, tf.rounds, t.predicted_low)
+    d = decide(t.baseline_steps_s, t.variant_steps_s, tf.rounds, t.predicted_model_low)
     assert d is not None and (d.verdict, d.speedup, d.added_rounds) == (
         t.verdict,
         t.speedup,
@@ -350,7 +351,7 @@ def test_try_fixes_adds_rounds_for_an_undecided_fix_end_to_end(tmp_path):
     assert seen[0] == "0" and len(seen) > 1 + len(planned)
     assert sum(w != "0" for w in seen) == t["rounds"]
     # The verdict is the one its samples give, replayed.
-    d = decide(t["baseline_steps_s"], t["variant_steps_s"], 2, t["predicted_low"])
+    d = decide(t["baseline_steps_s"], t["variant_steps_s"], 2, t["predicted_model_low"])
     assert d is not None and (d.verdict, d.added_rounds) == (t["verdict"], t["added_rounds"])
     assert "added" in res.stderr  # the text report says the rounds were added
 
@@ -398,7 +399,7 @@ class _BusyRuns:
     def clock(self) -> float:
         return self.now
 
-    def __call__(self, code, script, args, timeout_s, scratch) -> RunResult:
+    def __call__(self, code, script, args, timeout_s, scratch, steps) -> RunResult:
         self.now += 10.0
         is_base = code == script.resolve()
         walls, waits = _preempted_run(self.rng, 0.0008 if is_base else 0.0005)
@@ -430,7 +431,7 @@ def test_time_slices_on_sub_millisecond_steps_do_not_decide_a_fix_trial(seed):
     assert t.speedup == pytest.approx(1.6, rel=0.06)
     # What the report carries is what was compared: the verdict replays from it.
     assert max(max(run) for run in t.baseline_steps_s) < 0.001
-    d = decide(t.baseline_steps_s, t.variant_steps_s, tf.rounds, t.predicted_low)
+    d = decide(t.baseline_steps_s, t.variant_steps_s, tf.rounds, t.predicted_model_low)
     assert d is not None and (d.verdict, d.speedup) == (t.verdict, t.speedup)
     assert step_counting(True)[0] in render_try_fixes(tf)
 
@@ -510,13 +511,13 @@ class _LimitedRuns(_FakeRuns):
         self.fix_runs = list(fix_runs)
         self.limits: list[float] = []
 
-    def __call__(self, code, script, args, timeout_s, scratch) -> RunResult:
+    def __call__(self, code, script, args, timeout_s, scratch, steps) -> RunResult:
         if code == script.resolve():
-            return super().__call__(code, script, args, timeout_s, scratch)
+            return super().__call__(code, script, args, timeout_s, scratch, steps)
         self.limits.append(timeout_s)
         kind = self.fix_runs.pop(0) if self.fix_runs else "ok"
         if kind == "ok":
-            return super().__call__(code, script, args, timeout_s, scratch)
+            return super().__call__(code, script, args, timeout_s, scratch, steps)
         self.order.append("fix")
         self.now += timeout_s
         return RunResult(timed_out=True, warmed=kind == "steps", wall_s=timeout_s)

@@ -19,7 +19,7 @@ One run is one sample of a noisy measurement. A before/after that divides two me
 
 ``outcome`` reads "faster" / "no measurable change" / "slower"; ``fix_outcome`` maps it to what a
 fix earns: "verified" / "no measurable effect" / "slower", or "undecided" when the range holds
-both 1x and the fix's predicted gain (a no-change reading that could not have shown the gain).
+both 1x and the fix's model gain (a no-change reading that could not have shown the gain).
 Pure numbers in, a record out: no report, no view, so ``--try-fixes`` and the notebook's
 before/after share it.
 """
@@ -290,22 +290,31 @@ def compare_samples(
     )
 
 
-def fix_outcome(comparison: SampleComparison, predicted_low: float | None = None) -> FixOutcome:
+def fix_outcome(comparison: SampleComparison, model_low: float | None = None) -> FixOutcome:
     """What a fix earns from its before/after: verified, slower, no measurable effect (the range
-    leaves out the fix's predicted gain, ``predicted_low``, its stated range's low end; None:
-    1x), or undecided (the range holds it: this measurement could not have told)."""
+    leaves out the fix's model gain, ``ruled_out``: its range's low end as the model gives it,
+    ``Finding.gain_low``; None: an "up to" range), or undecided (the range still meets it: this
+    measurement could not have told)."""
     if comparison.outcome == "faster":
         return "verified"
     if comparison.outcome == "slower":
         return "slower"
-    if ruled_out(comparison.high, predicted_low, (1.0 + RUN_TO_RUN) ** 2):
+    if ruled_out(comparison.high, model_low, (1.0 + RUN_TO_RUN) ** 2):
         return "no measurable effect"
     return "undecided"
 
 
-def ruled_out(high: float, predicted_low: float | None, floor: float) -> bool:
-    """Whether a measured interval's high end leaves out the predicted range (it starts at
-    ``predicted_low``) and every gain the interval could have shown (``floor``: for a range
-    widened by the run-to-run margin on each side, (1 + margin)^2, a raw gain under that margin):
-    then "no measurable effect" is a finding, not a shrug."""
-    return high < max(predicted_low or 1.0, floor)
+def ruled_out(high: float, model_low: float | None, floor: float) -> bool:
+    """Whether a measured interval's high end leaves out the fix's model gain: then "no
+    measurable effect" is a finding, not a shrug.
+
+    The gain is the model's range (``Finding.gain_low`` up), not the range as stated (widened by
+    the run's margin: the measured interval carries its own noise) and not merely every gain a
+    run can show: a measurement whose interval still meets the model's range could not have told
+    (gru_python_steps' fused update, model 1.08x-1.10x, measured 0.99x (0.90x-1.09x) on a loaded
+    machine, was said "no measurable effect" for a high end under the 5% twice; quiet it read
+    1.08x verified). An "up to H" range (``model_low`` None: no least gain estimated, 1x to H)
+    is left out where the interval leaves out every gain a run can show (``floor``: for a range
+    widened by the run-to-run margin on each side, (1 + margin)^2, a raw gain under that
+    margin)."""
+    return high < (floor if model_low is None else model_low)

@@ -220,6 +220,7 @@ def compare(
         predicted_bound=finding.stated_high if finding is not None else None,
         predicted_low=finding.stated_low if finding is not None else None,
         predicted_model_bound=finding.gain_bound if finding is not None else None,
+        predicted_model_low=finding.gain_low if finding is not None else None,
         gpu_equivalent=gpu_equivalent,
         cost_saved_per_1000_steps=saved,
         samples=samples,
@@ -322,7 +323,7 @@ def _not_offered_again(
     s = comparison.samples
     if s is None or tried.fix_id is None:
         return findings
-    earned = fix_outcome(s, tried.stated_low)
+    earned = fix_outcome(s, tried.gain_low)
     if earned not in ("no measurable effect", "undecided"):
         return findings
     from gpu_notebook.words.compare import fix_run_line, not_offered_again

@@ -14,3 +14,6 @@ a 0700 scratch folder that is removed when the trials end.
 # Here, not in trials.py: ``gpucheck run``'s parser shows it in --try-rounds' help, and importing
 # trials (with plan and samples) for it cost every run ~2.5% of its extra import time (issue 27).
 DEFAULT_ROUNDS = 3  # runs per arm: a verdict needs every round to agree
+# The time a trial run's measured steps should cover (``plan.run_size``; here for --try-fixes'
+# help, as DEFAULT_ROUNDS).
+RUN_STEPS_S = 1.0

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpu_notebook.records import Report, TrialSaid
-from gpu_notebook.tryfix import DEFAULT_ROUNDS
+from gpu_notebook.tryfix import DEFAULT_ROUNDS, RUN_STEPS_S
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "add_options", "with_trials"]
 
@@ -26,8 +26,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
         type=_positive_int,
         const=DEFAULT_STEPS,
         default=None,
-        help="after the report, run the script again to its warm-up + N steps (default "
-        f"{DEFAULT_STEPS}) as it is and with each offered fix applied to a private copy, "
+        help="after the report, run the script again to its warm-up + at least N measured "
+        f"steps (default {DEFAULT_STEPS}; more where they cover under about "
+        f"{RUN_STEPS_S:g} s) as it is and with each offered fix applied to a private copy, "
         "interleaved; say per fix whether the measured step times verify it",
     )
     p.add_argument(

@@ -3,7 +3,8 @@
 Rank 0 decides everything (which fixes, how many rounds, what the budget leaves) from its own
 report and measurements, exactly as a single process does. Before each of its runs it posts
 the run's command in the job's c10d store (the one ``gather`` uses): the code to run (the
-patched source, or none for the script as it is), the time limit, and a fresh port. Every other
+patched source, or none for the script as it is), the time limit, the measured steps (rank 0
+sizes them), and a fresh port. Every other
 rank follows the commands in order and starts the same variant with the same port, so the
 trial processes of one run form their own job (``MASTER_PORT`` is that port; the launcher's
 agent store is not reused, so no key of the real job's rendezvous is touched). Rank 0 posts
@@ -70,13 +71,14 @@ def job_runner(report: Report, settings: TrialSettings) -> Runner | None:
     counter = iter(range(1_000_000))
 
     def run(
-        code: Path, script: Path, args: Sequence[str], timeout_s: float, scratch: Path
+        code: Path, script: Path, args: Sequence[str], timeout_s: float, scratch: Path, steps: int
     ) -> RunResult:
         n = next(counter)
         port = _free_port()
         source = None if code.resolve() == script.resolve() else code.read_text()
-        store.set(f"cmd/{n}", json.dumps({"source": source, "timeout_s": timeout_s, "port": port}))
-        return run_child(settings, _trial_env(port))(code, script, args, timeout_s, scratch)
+        cmd = {"source": source, "timeout_s": timeout_s, "port": port, "steps": steps}
+        store.set(f"cmd/{n}", json.dumps(cmd))
+        return run_child(settings, _trial_env(port))(code, script, args, timeout_s, scratch, steps)
 
     def done() -> None:
         store.set(f"cmd/{next(counter)}", json.dumps({"done": True}))
@@ -106,7 +108,8 @@ def follow(script: Path, args: Sequence[str], settings: TrialSettings) -> TryFix
                 with os.fdopen(fd, "w") as f:
                     f.write(cmd["source"])
             runner = run_child(settings, _trial_env(int(cmd["port"])))
-            runner(code, script, args, float(cmd["timeout_s"]), scratch)
+            steps = int(cmd.get("steps", settings.steps))
+            runner(code, script, args, float(cmd["timeout_s"]), scratch, steps)
             runs += 1
     return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s, 0.0, (),
                     said=(FollowerRank(runs),))  # fmt: skip

@@ -28,6 +28,7 @@ __all__ = [
     "PerSample",
     "RunEnded",
     "RunTooShort",
+    "RunsSized",
     "StillUndecided",
     "TimedStepsSlow",
     "TooFewRuns",
@@ -111,6 +112,19 @@ class BudgetRoundsCut(TrialSaid):
 @dataclass(frozen=True)
 class BudgetRanOut(TrialSaid):
     """The budget ran out before every planned run."""
+
+
+@dataclass(frozen=True)
+class RunsSized(TrialSaid):
+    """How many steps each run measured, and why (``plan.run_size``): sized by the time they
+    cover, ``asked`` (--try-fixes N) the least."""
+
+    steps: int
+    asked: int
+    step_s: float | None  # the script's median step they were sized on (None: not known)
+    target_s: float  # the measured time a run was sized to
+    held_by: Literal["asked", "time", "budget", "script", "cap"]
+    pilot_steps: int | None = None  # the first run ran this many to size them: not compared
 
 
 @dataclass(frozen=True)
@@ -199,6 +213,13 @@ class Undecided(TrialSaid):
     high: float
     why: Literal["budget", "cap", "no round"]
     cap: int
+    # The rounds' spread against the gain to tell from none (``sequential.rounds_to_decide``),
+    # and about how many rounds in all would decide it at that spread (None: none would). Not
+    # read (fewer than 3 rounds): None.
+    spread: float | None = None
+    gain: float | None = None
+    rounds_needed: int | None = None
+    round_s: float | None = None  # what one more round takes (a run of each arm)
 
 
 @dataclass(frozen=True)

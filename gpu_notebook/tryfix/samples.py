@@ -18,9 +18,10 @@ a gain that only one disturbed round carries is seen:
 - ``verified``: the interval lies above 1, most rounds' ratios are above 1, and (from 3 rounds)
   the rounds' own interval at the same level (``round_interval``) lies above 1;
 - ``slower``: the same, below 1;
-- ``no measurable effect``: the interval leaves out the predicted range and any gain a
-  before/after can show (``compare_samples.fix_outcome``);
-- ``undecided``: anything else: the interval holds both 1x and the predicted gain, or the
+- ``no measurable effect``: the interval leaves out the fix's model gain (its model's low end;
+  an "up to" range: any gain a before/after can show; ``compare_samples.ruled_out``), and
+  (from 3 rounds) so does the rounds' own interval;
+- ``undecided``: anything else: the interval holds both 1x and the model's gain, or the
   steps' reading and most rounds disagree. More rounds settle it (``sequential``).
 
 Most, not every: on a shared machine one round in three can be disturbed either way (seen on a
@@ -47,12 +48,15 @@ from typing import Literal
 
 from gpu_notebook.analysis.compare_samples import (
     LEVEL,
+    RUN_TO_RUN,
     compare_samples,
     fix_outcome,
+    ruled_out,
 )
 from gpu_notebook.records import SampleComparison as Read
 
 __all__ = [
+    "TRIM",
     "SampleComparison",
     "SampleVerdict",
     "compare_runs",
@@ -60,6 +64,7 @@ __all__ = [
     "per_round",
     "round_interval",
     "t_quantile",
+    "trimmed_round_interval",
 ]
 
 SampleVerdict = Literal["verified", "no measurable effect", "slower", "undecided"]
@@ -78,10 +83,12 @@ def compare_runs(
     baseline_runs: Sequence[Sequence[float]],
     variant_runs: Sequence[Sequence[float]],
     seed: int = 0,
-    predicted_low: float | None = None,
+    model_low: float | None = None,
 ) -> SampleComparison | None:
     """Compare two arms of runs (each a sequence of step times). None: too few steps to say.
-    ``predicted_low``: the fix's stated range's low end (None: 1x)."""
+    ``model_low``: the low end of the fix's range as its model gives it (``Finding.gain_low``;
+    None: an "up to" range), what "no measurable effect" must leave out
+    (``compare_samples.ruled_out``)."""
     base = [list(r) for r in baseline_runs if r]
     var = [list(r) for r in variant_runs if r]
     if not base or not var:
@@ -96,7 +103,7 @@ def compare_runs(
     )
     steps = (sum(len(r) for r in base), sum(len(r) for r in var))
     read = Read(point, low, high, outcome, *steps, plain_speedup=point)
-    verdict: SampleVerdict = fix_outcome(read, predicted_low)
+    verdict: SampleVerdict = fix_outcome(read, model_low)
     faster = sum(r > 1.0 for r in rounds)
     slower = sum(r < 1.0 for r in rounds)
     if (verdict == "verified" and 2 * faster <= len(rounds)) or (
@@ -104,11 +111,23 @@ def compare_runs(
     ):
         verdict = "undecided"  # the steps and most rounds disagree
     # The steps' interval does not see how much whole runs differ; the rounds' own interval
-    # (same level) does. A call it does not back is left to added rounds.
-    paired = round_interval(base, var, LEVEL) if verdict in ("verified", "slower") else None
-    if paired is not None and not (paired[1] > 1.0 if verdict == "verified" else paired[2] < 1.0):
+    # (same level) does. A call it does not back is left to added rounds: "no measurable
+    # effect" too, which says the runs leave the fix's gain out (gru_python_steps' fused update,
+    # rounds 1.06, 0.77, 0.96, 1.03: its steps' interval 0.90x-1.09x, its rounds' reaches 1.12x).
+    paired = round_interval(base, var, LEVEL) if verdict != "undecided" else None
+    if paired is not None and not _backs(verdict, paired[1], paired[2], model_low):
         verdict = "undecided"
     return SampleComparison(point, low, high, rounds, verdict)
+
+
+def _backs(verdict: SampleVerdict, low: float, high: float, model_low: float | None) -> bool:
+    """Whether the rounds' interval (not widened: the run-to-run difference is its spread)
+    makes the same call as the steps'."""
+    if verdict == "verified":
+        return low > 1.0
+    if verdict == "slower":
+        return high < 1.0
+    return ruled_out(high, model_low, 1.0 + RUN_TO_RUN)
 
 
 def median_of_rounds(

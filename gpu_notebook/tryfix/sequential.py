@@ -28,7 +28,9 @@ Which interval each look reads:
   "verified" by luck. Interleaving makes the run-to-run difference a random effect within each
   round (the A/B order alternates), which the rounds' spread measures and which narrows with
   their number. verified: low > 1; slower: high < 1; no measurable effect: high under the
-  predicted low end and the 5% (``compare_samples.ruled_out``); else undecided.
+  model's low end (an "up to" range: under the 5%; ``compare_samples.ruled_out``); else
+  undecided. ``rounds_to_decide`` says about how many rounds an undecided fix would need at the
+  spread its rounds show.
 
 Repeated looks inflate false calls (a fix with no effect, looked at ten times, crosses a 95%
 bound more often than once in twenty). The rule: a fixed maximum of added looks, each at a
@@ -52,20 +54,31 @@ runs a trial recorded (the JSON report carries them), so a report's verdict can 
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, ruled_out
 from gpu_notebook.tryfix.samples import (
+    TRIM,
     SampleVerdict,
     compare_runs,
     per_round,
     round_interval,
+    t_quantile,
     trimmed_round_interval,
 )
 
-__all__ = ["ADDED_LOOKS_ALPHA", "MAX_ADDED_ROUNDS", "Decision", "added_level", "decide"]
+__all__ = [
+    "ADDED_LOOKS_ALPHA",
+    "MAX_ADDED_ROUNDS",
+    "Decision",
+    "RoundsNeeded",
+    "added_level",
+    "decide",
+    "rounds_to_decide",
+]
 
 MAX_ADDED_ROUNDS = 10  # the cap on added rounds (and looks) per fix
 ADDED_LOOKS_ALPHA = 0.05  # two-sided, shared by the added looks (Bonferroni over the cap)
@@ -92,7 +105,7 @@ def decide(
     baseline_runs: Sequence[Sequence[float]],
     variant_runs: Sequence[Sequence[float]],
     planned_rounds: int,
-    predicted_low: float | None,
+    model_low: float | None,
     seed: int = 0,
 ) -> Decision | None:
     """The verdict the looks reach on these runs (run i of each arm: round i): the planned look
@@ -101,7 +114,7 @@ def decide(
     base = [tuple(r) for r in baseline_runs]
     var = [tuple(r) for r in variant_runs]
     planned = min(planned_rounds, len(base), len(var))
-    first = compare_runs(base[:planned], var[:planned], seed=seed, predicted_low=predicted_low)
+    first = compare_runs(base[:planned], var[:planned], seed=seed, model_low=model_low)
     if first is None:
         return None
     look = Decision(first.verdict, first.speedup, first.low, first.high, first.per_round,
@@ -111,7 +124,7 @@ def decide(
         if look.verdict != "undecided":
             break
         n = planned + added
-        look = _added_look(look, base[:n], var[:n], added, predicted_low)
+        look = _added_look(look, base[:n], var[:n], added, model_low)
     return look
 
 
@@ -120,7 +133,7 @@ def _added_look(
     base: Sequence[Sequence[float]],
     var: Sequence[Sequence[float]],
     added: int,
-    predicted_low: float | None,
+    model_low: float | None,
 ) -> Decision:
     level = added_level()
     rounds = per_round(base, var)
@@ -141,6 +154,69 @@ def _added_look(
         verdict = "verified"
     elif high < 1.0:
         verdict = "slower"
-    elif ruled_out(high, predicted_low, 1.0 + RUN_TO_RUN):
+    elif ruled_out(high, model_low, 1.0 + RUN_TO_RUN):
         verdict = "no measurable effect"
     return Decision(verdict, point, low, high, rounds, len(rounds), added, level)
+
+
+@dataclass(frozen=True)
+class RoundsNeeded:
+    """What an undecided fix's rounds say of the noise against its gain (``rounds_to_decide``)."""
+
+    spread: float  # the rounds' ratios' standard deviation, as a factor less 1 (0.09: 9%)
+    gain: float  # the gain to tell from none, less 1: the model's low end (else the 5%)
+    rounds: int | None  # about how many rounds in all would decide it; None: none would
+
+
+# Past this many degrees of freedom Student t's quantile is read from the normal's (Cornish-
+# Fisher's first term): the exact CDF's series grows with df.
+_NORMAL_DF = 100
+
+
+def rounds_to_decide(per_round: Sequence[float], model_low: float | None) -> RoundsNeeded | None:
+    """About how many rounds an undecided fix would need at the spread its rounds show: the
+    fewest ``n`` whose added look's interval (Student t at ``added_level`` over ``n`` rounds'
+    log ratios, this standard deviation) is narrower than the gap between 1x and the model's
+    gain, so that it can no longer hold both (it lies above 1x, or under the gain: decided
+    either way). The gain is the model's low end (an "up to" range: the 5% any look needs).
+    ``rounds`` None: the gain is at or under 1x, which no number of rounds tells from none.
+    None: fewer than 3 rounds, no spread to read.
+
+    An estimate, said as one: the spread is read from a few rounds (the trimmed interval's
+    winsorized spread is taken to be theirs)."""
+    logs = [math.log(r) for r in per_round if r > 0]
+    if len(logs) < 3:
+        return None
+    sd = statistics.stdev(logs)
+    threshold = model_low if model_low is not None else 1.0 + RUN_TO_RUN
+    gap = math.log(threshold) if threshold > 0 else 0.0
+    spread, gain = math.exp(sd) - 1.0, threshold - 1.0
+    if gap <= 0:
+        return RoundsNeeded(spread, gain, None)
+    if sd == 0:
+        return RoundsNeeded(spread, gain, len(logs))
+    p = 1 - (1 - added_level()) / 2
+    z = statistics.NormalDist().inv_cdf(p)
+    # t's quantile is above the normal's and the trimmed interval wider than t's: the normal's
+    # count is the least it can be.
+    n = max(3, math.ceil((2 * z * sd / gap) ** 2))
+    while 2 * _half_width(n, sd, p) >= gap:
+        n += 1
+    return RoundsNeeded(spread, gain, n)
+
+
+def _half_width(n: int, sd: float, p: float) -> float:
+    """The half width (in logs) of the interval an added look reads over ``n`` rounds of this
+    spread: the trimmed mean's from 5 rounds (its winsorized spread taken as ``sd``), Student
+    t's below (``samples.trimmed_round_interval``, ``samples.round_interval``)."""
+    g = int(TRIM * n)
+    if g < 1 or n - 2 * g < 2:
+        return _t(p, n - 1) * sd / math.sqrt(n)
+    return _t(p, n - 2 * g - 1) * sd / ((1 - 2 * TRIM) * math.sqrt(n))
+
+
+def _t(p: float, df: int) -> float:
+    if df <= _NORMAL_DF:
+        return t_quantile(p, df)
+    z = statistics.NormalDist().inv_cdf(p)
+    return z + (z**3 + z) / (4 * df)

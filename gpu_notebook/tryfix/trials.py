@@ -24,6 +24,7 @@ the user's script is only read.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -46,13 +47,15 @@ from gpu_notebook.tryfix import said as S
 from gpu_notebook.tryfix.child import warm_marker
 from gpu_notebook.tryfix.plan import (
     BASELINE,
+    RunSize,
     Variant,
     declined,
     offered_variants,
+    run_size,
     schedule,
     unmeasurable,
 )
-from gpu_notebook.tryfix.sequential import MAX_ADDED_ROUNDS, Decision, decide
+from gpu_notebook.tryfix.sequential import MAX_ADDED_ROUNDS, Decision, decide, rounds_to_decide
 
 __all__ = ["DEFAULT_ROUNDS", "MIN_ROUNDS", "RunResult", "TrialSettings", "run_child", "try_fixes"]
 
@@ -61,6 +64,10 @@ TRIAL_WARMUP_STEPS = 5  # worker start-up, compilation, cuDNN autotuning, alloca
 # A run may take this many times the slowest run seen so far before it is stopped.
 RUN_TIMEOUT_FACTOR = 4.0
 MIN_RUN_TIMEOUT_S = 60.0
+# The first trial run's own step sizes the runs again where it asks this many times more (or
+# fewer) steps than the measured run's step did: the profiled run's steps can be many times the
+# plain ones (plain_logging's: 20x), and a run sized on them would be as short as before.
+RESIZE_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
@@ -96,8 +103,8 @@ class RunResult:
         return bool(self.error_lines)
 
 
-# (code path, script path, script args, timeout s, scratch dir) -> the run's result
-Runner = Callable[[Path, Path, Sequence[str], float, Path], RunResult]
+# (code path, script path, script args, timeout s, scratch dir, measured steps) -> its result
+Runner = Callable[[Path, Path, Sequence[str], float, Path, int], RunResult]
 
 
 def run_child(
@@ -105,8 +112,10 @@ def run_child(
     env: Mapping[str, str] | None = None,
 ) -> Runner:
     """A runner that starts ``python -m gpu_notebook.tryfix.child`` with this package first on
-    its path; the script's output goes to files in the scratch folder (their error is read
-    back), and a run past its timeout is killed with its process group (its loader workers)."""
+    its path, to its warm-up and the measured steps each call asks (``trials`` sizes them,
+    ``plan.run_size``); the script's output goes to files in the scratch folder (their error is
+    read back), and a run past its timeout is killed with its process group (its loader
+    workers)."""
     # The folder that holds the package (this file is <root>/gpu_notebook/tryfix/trials.py): not
     # read from the package root, whose __init__ is the IPython extension (magic and views).
     root = str(Path(__file__).resolve().parents[2])
@@ -115,13 +124,13 @@ def run_child(
     counter = iter(range(1_000_000))
 
     def run(
-        code: Path, script: Path, args: Sequence[str], timeout_s: float, scratch: Path
+        code: Path, script: Path, args: Sequence[str], timeout_s: float, scratch: Path, steps: int
     ) -> RunResult:
         n = next(counter)
         out = scratch / f"run{n}.json"
         log = scratch / f"run{n}.log"
         cmd = [sys.executable, "-m", "gpu_notebook.tryfix.child", str(out), str(settings.warmup),
-               str(settings.steps), str(code), str(script.resolve()), *args]  # fmt: skip
+               str(steps), str(code), str(script.resolve()), *args]  # fmt: skip
         started = time.monotonic()
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as sink:
@@ -219,9 +228,18 @@ def try_fixes(
         def left() -> float:
             return settings.budget_s - (clock() - started)
 
+        # A run's measured steps are sized by time (plan.run_size): first from the measured
+        # run's median step, then from the first trial run's own.
+        planned_runs = settings.rounds * (len(variants) + 1)
+
+        def sized(step_s: float | None) -> RunSize:
+            return run_size(settings.steps, step_s, settings.budget_s, planned_runs,
+                            report.run.steps.step_count or None, settings.warmup)  # fmt: skip
+
+        size = sized(report.analysis.step_stats.median_s)
         # The first baseline run sizes the plan: how many rounds of how many fixes fit.
-        say(S.TryingBaseline(settings.warmup, settings.steps))
-        first = runner(codes[BASELINE], script, script_args, max(1.0, left()), scratch)
+        say(S.TryingBaseline(settings.warmup, size.steps))
+        first = runner(codes[BASELINE], script, script_args, max(1.0, left()), scratch, size.steps)
         ended = _too_short(first.steps_seen, settings) if not first.stopped else None
         if not first.broke and not first.timed_out and ended is not None:
             # The script ended on its own before a run's steps (its arguments, its data): the
@@ -235,26 +253,39 @@ def try_fixes(
                 tuple(first.error_lines) if first.broke and not first.timed_out else (),
             )
             trials = tuple(_unmeasured(v, "not measured", why) for v in variants)
-            return TryFixes(settings.warmup, settings.steps, 0, settings.budget_s,
+            return TryFixes(settings.warmup, size.steps, 0, settings.budget_s,
                             clock() - started, trials, said=(why,))  # fmt: skip
-        runs[BASELINE].append(first)
         per_run = first.wall_s
-        rounds, kept = _fit(len(variants), per_run, left() + per_run, settings.rounds)
+        own_step = statistics.median(first.steps_s)
+        own = sized(own_step)
+        # Asked for far more steps than it ran, the first run was a pilot: it sizes the runs and
+        # is not compared (a round of a short run beside sized ones is decided by one burst).
+        pilot = own.steps > RESIZE_FACTOR * size.steps
+        if pilot or own.steps * RESIZE_FACTOR < size.steps:
+            per_run += max(0, own.steps - len(first.steps_s)) * own_step
+            notes.append(_sized_note(own, len(first.steps_s) if pilot else None))
+            size = own
+        else:
+            notes.append(_sized_note(dataclasses.replace(size, step_s=own_step), None))
+        if not pilot:
+            runs[BASELINE].append(first)
+        rounds, kept = _fit(len(variants), per_run, left() + (0.0 if pilot else per_run),
+                            settings.rounds)  # fmt: skip
         if kept < len(variants):
             notes.append(S.BudgetFixesCut(settings.budget_s, per_run, kept, len(variants), rounds))
         elif rounds < settings.rounds:
             notes.append(S.BudgetRoundsCut(settings.budget_s, rounds, settings.rounds))
-        order = schedule(kept, rounds)[1:]  # the first baseline run is done
+        order = schedule(kept, rounds)[0 if pilot else 1 :]  # a kept first run is round 1's
 
         def run_arm(arm: int) -> bool:
             """Run one arm; False: the budget cannot take another run."""
-            slowest = max(r.wall_s for rs in runs.values() for r in rs)
+            slowest = max([first.wall_s, *(r.wall_s for rs in runs.values() for r in rs)])
             timeout = min(left(), max(MIN_RUN_TIMEOUT_S, RUN_TIMEOUT_FACTOR * slowest))
             if timeout < min(per_run, slowest):
                 return False
             label = None if arm == BASELINE else variants[arm - 1].title
             say(S.Trying(label))
-            result = runner(codes[arm], script, script_args, timeout, scratch)
+            result = runner(codes[arm], script, script_args, timeout, scratch, size.steps)
             if (arm != BASELINE and result.timed_out and not result.warmed
                     and arm not in retried and left() > timeout):  # fmt: skip
                 # Its warm-up ran out of time (a compile on a busy machine): once more, with
@@ -262,7 +293,7 @@ def try_fixes(
                 retried.add(arm)
                 timeout = left()
                 say(S.Trying(label, retry_s=timeout))
-                result = runner(codes[arm], script, script_args, timeout, scratch)
+                result = runner(codes[arm], script, script_args, timeout, scratch, size.steps)
             runs[arm].append(result)
             if arm == BASELINE:
                 return True
@@ -314,8 +345,13 @@ def try_fixes(
             else _unmeasured(v, "skipped", S.BudgetNotReached())
             for i, v in enumerate(variants, 1)
         )  # fmt: skip
-    return TryFixes(settings.warmup, settings.steps, rounds, settings.budget_s,
+    return TryFixes(settings.warmup, size.steps, rounds, settings.budget_s,
                     clock() - started, trials, said=tuple(notes))  # fmt: skip
+
+
+def _sized_note(size: RunSize, pilot_steps: int | None) -> S.RunsSized:
+    return S.RunsSized(size.steps, size.asked, size.step_s, size.target_s, size.held_by,
+                       pilot_steps)  # fmt: skip
 
 
 def _too_short(steps: int | None, settings: TrialSettings) -> tuple[int, int, int] | None:
@@ -366,7 +402,7 @@ def _slow_trial(v: Variant, limit_s: float) -> FixTrial:
     f = v.finding
     return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "slower",
                     recommended=False, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
-                    predicted_model_bound=f.gain_bound,
+                    predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low,
                     said=(S.TimedStepsSlow(limit_s, RUN_TIMEOUT_FACTOR),))  # fmt: skip
 
 
@@ -374,7 +410,7 @@ def _unmeasured(v: Variant, verdict: str, note: TrialSaid) -> FixTrial:
     f = v.finding
     return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, verdict,  # type: ignore[arg-type]
                     recommended=False, said=(note,), predicted_low=f.stated_low, predicted_margin=f.gain_margin,
-                    predicted_model_bound=f.gain_bound)  # fmt: skip
+                    predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low)  # fmt: skip
 
 
 def _compared(
@@ -428,7 +464,13 @@ def _decide(
     base: list[RunResult], mine: list[RunResult], planned: int, v: Variant
 ) -> Decision | None:
     base_steps, my_steps, _own = _compared(base, mine, _work(v, base, mine))
-    return decide(base_steps, my_steps, planned, v.finding.stated_low)
+    return decide(base_steps, my_steps, planned, v.finding.gain_low)
+
+
+def _round_s(base: list[RunResult], mine: list[RunResult]) -> float | None:
+    """What one more round of this fix takes: a run of each arm, at their median wall time."""
+    walls = [r.wall_s for r in base + mine if r.wall_s > 0]
+    return 2 * statistics.median(walls) if walls else None
 
 
 def _trial(
@@ -447,10 +489,10 @@ def _trial(
         lines = tuple(bad.error_lines)
         return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "broke the script",
                         recommended=False, error_lines=lines, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
-                        predicted_model_bound=f.gain_bound, said=(S.PatchBroke(),))  # fmt: skip
+                        predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low, said=(S.PatchBroke(),))  # fmt: skip
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         return _unmeasured(v, "not measured", S.TooFewRuns(len(my_steps)))
-    d = decide(base_steps, my_steps, planned, f.stated_low)
+    d = decide(base_steps, my_steps, planned, f.gain_low)
     if d is None:
         return _unmeasured(v, "not measured", S.TooFewSteps())
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
@@ -462,7 +504,12 @@ def _trial(
             "budget" if budget_out else "cap" if d.added_rounds >= MAX_ADDED_ROUNDS
             else "no round"
         )  # fmt: skip
-        notes.insert(0, S.Undecided(d.rounds, d.low, d.high, why, MAX_ADDED_ROUNDS))
+        need = rounds_to_decide(d.per_round, f.gain_low)
+        notes.insert(0, S.Undecided(
+            d.rounds, d.low, d.high, why, MAX_ADDED_ROUNDS,
+            spread=need.spread if need else None, gain=need.gain if need else None,
+            rounds_needed=need.rounds if need else None, round_s=_round_s(base, mine),
+        ))  # fmt: skip
     elif d.added_rounds:
         notes.insert(0, S.DecidedAfter(d.added_rounds))
     return FixTrial(
@@ -471,6 +518,6 @@ def _trial(
         speedup=d.speedup, speedup_low=d.low, speedup_high=d.high, per_round=d.per_round,
         baseline_steps_s=base_steps, variant_steps_s=my_steps, said=tuple(notes),
         predicted_low=f.stated_low, predicted_margin=f.gain_margin,
-        predicted_model_bound=f.gain_bound,
+        predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low,
         rounds=d.rounds, added_rounds=d.added_rounds, interval_level=d.level, own_time=own,
     )  # fmt: skip

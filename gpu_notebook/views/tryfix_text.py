@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from gpu_notebook.formatting import fmt_factor, fmt_gain
+from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_seconds, fmt_share
 from gpu_notebook.records import FixTrial, Report, TrialSaid, TryFixes
 from gpu_notebook.tryfix import said as S
 from gpu_notebook.views.wording import step_counting
@@ -101,6 +101,35 @@ def _(s: S.BudgetRanOut) -> str:
 
 
 @word_said.register
+def _(s: S.RunsSized) -> str:
+    if s.held_by == "asked":
+        covers = (
+            f": at {fmt_seconds(s.step_s)} a step they cover {fmt_seconds(s.steps * s.step_s)}"
+            if s.step_s is not None
+            else ""
+        )
+        return f"each run measured the {s.steps} steps asked{covers}"
+    why = {
+        "time": f"a run's steps should cover about {fmt_seconds(s.target_s)}, so that a "
+        "neighbour's burst of CPU does not decide a round",
+        "budget": f"a run's steps were held to {fmt_seconds(s.target_s)}, the budget's share "
+        "a run (raise --try-budget for longer runs)",
+        "script": "that is every step the script has past its warm-up",
+        "cap": "the most a run measures",
+    }[s.held_by]
+    pilot = (
+        f"; the first run of the script as it is ({s.pilot_steps} steps) sized them and is not "
+        "compared"
+        if s.pilot_steps is not None
+        else ""
+    )
+    return (
+        f"each run measured {s.steps} steps (--try-fixes {s.asked} is the least): the script's "
+        f"step is {fmt_seconds(s.step_s)} here, and {why}{pilot}"
+    )
+
+
+@word_said.register
 def _(s: S.StillUndecided) -> str:
     end = (
         f"the cap of {s.cap} added rounds"
@@ -172,8 +201,28 @@ def _(s: S.Undecided) -> str:
         "cap": f"the cap of {s.cap} added rounds",
         "no round": "no round could be added",
     }[s.why]
-    return (
+    head = (
         f"undecided: {s.rounds} rounds, interval {fmt_factor(s.low)}-{fmt_factor(s.high)} ({why})"
+    )
+    if s.spread is None or s.gain is None:
+        return head
+    if s.rounds_needed is None:
+        return (
+            f"{head}; a gain of {fmt_share(s.gain)} is not above 1x: no number of rounds tells "
+            "it from none"
+        )
+    spread, gain = fmt_share(s.spread), fmt_share(s.gain)
+    noise = (
+        f"the machine's noise over the trial is larger than the fix's gain: its rounds differ by "
+        f"{spread} (their spread), the gain to tell from none is {gain}"
+        if s.spread >= s.gain
+        else f"its rounds differ by {spread} (their spread), under the {gain} gain to tell from none"
+    )
+    more = s.rounds_needed - s.rounds
+    cost = f", ~{more * s.round_s:.0f} s" if s.round_s is not None and more > 0 else ""
+    return (
+        f"{head}; {noise}; about {s.rounds_needed} rounds in all would decide it at this spread "
+        f"({max(0, more)} more{cost})"
     )
 
 

@@ -371,7 +371,11 @@ def outcome_said(comparison: Comparison) -> str | None:
     s = comparison.samples
     if s is None:
         return None
-    return fix_outcome(s, comparison.predicted_low) if comparison.fix_id is not None else s.outcome
+    if comparison.fix_id is None:
+        return s.outcome
+    # The model's low end; an older report has only the stated one (lower: it rules out less).
+    low = comparison.predicted_model_low
+    return fix_outcome(s, low if low is not None else comparison.predicted_low)
 
 
 def describe_comparison(comparison: Comparison) -> tuple[str, ...]:

@@ -23,7 +23,11 @@ Which interval each look reads:
   --added`` (seeded, 300 trials, one round of the first three with a run slowed 35-45%): a
   1.07x fix verified 25%/39% -> 78%/95% (3/5 planned rounds), a null fix "no measurable
   effect" 49%/66% -> 86%/95%; its cost under uniform load: a 1.07x fix verified 95%/97% ->
-  89%/96%, a null fix called verified 0%/1% -> 1%/0%. Adding rounds to the steps' interval cannot settle a
+  89%/96%, a null fix called verified 0%/1% -> 1%/0%. Since "no measurable effect" must leave
+  out the model's gain and the planned look's rounds must back it (2026-12-06): the 1.07x fix
+  called "no measurable effect" 4%/1% (far-out) -> 0%, verified 78%/95% -> 80%/96%; the cost,
+  more rounds for a null fix: "no measurable effect" 86%/95% -> 80%/94% after 6.5/4.6 added
+  rounds (3.5/2.2 before), 97%/99% -> 93%/96% under uniform load. Adding rounds to the steps' interval cannot settle a
   small gain: its fixed 5% on each side never shrinks, so a true 1.07x could only ever read
   "verified" by luck. Interleaving makes the run-to-run difference a random effect within each
   round (the A/B order alternates), which the rounds' spread measures and which narrows with

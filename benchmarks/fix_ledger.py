@@ -123,6 +123,8 @@ def _run(
         "unsized": unsized,
         "unoffered": unoffered,
         "rounds": tf.get("rounds"),
+        # The steps each run measured: at least --steps, sized by time since 2026-12-06.
+        "steps": tf.get("steps"),
         "notes": tf.get("notes", []),
         "wall_s": wall,
     }
@@ -224,10 +226,17 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
                 or row.get("unoffered")):  # fmt: skip
             lines.append(f"| {row['program']} | {row['verdict']} | (no fix offered) | | | | |")
     share = f"{verified}/{offered}" if offered else "0/0"
+    sized = ", ".join(
+        f"{row['program']} {row['steps']}"
+        for row in rows
+        if row.get("steps") is not None and row["steps"] != steps
+    )
     lines += [
         "",
         f"Offered fixes verified: {share}; verified and inside their predicted range: {inside}/{offered}. "
-        f"Each run: warm-up 5 + {steps} steps, the script as it is and each fix interleaved.",
+        f"Each run: warm-up 5 + {steps} steps"
+        + (f" at least (sized by the time they cover: {sized})" if sized else "")
+        + ", the script as it is and each fix interleaved.",
     ]
     return "\n".join(lines)
 

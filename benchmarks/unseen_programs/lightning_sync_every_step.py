@@ -9,6 +9,12 @@ knows: ``Trainer(log_every_n_steps=50)`` (the writes) and fewer/gated ``self.log
 bookkeeping). The product should name the log_dict line with its share, say
 ``log_every_n_steps=1`` now and point at the Trainer keyword; its bound should cover what the
 two fixes remove.
+
+Seen 2026-12-06 (helper fwunseen; by hand, CPU clock, load 20-26: log_every_n_steps=50 1.09x,
+log_dict removed 3.20x). The product (before and after 7ee9426): "[high] ... self.log on every
+step (line 44, 19-21%) ... gate; Trainer(log_every_n_steps=50) (log_every_n_steps=1 now)":
+knobs right, share low (--lines all at load 15 read 61%): the sparse sampler under load, open
+(benchmarks/README.md).
 """
 
 import tempfile

@@ -820,3 +820,76 @@ def test_a_failure_of_our_stack_sampler_is_a_note_not_the_users_error(monkeypatc
     run_ = session.finish("ok", None, scratch=str(tmp_path))
     assert run_.stacks is None
     assert any(n.startswith("line sampling failed (KeyError: 12345)") for n in run_.notes)
+
+
+class _LateClock:
+    """Stands in for ``time`` in the stack sampler: every sleep comes back ``late_s`` past its
+    end (a busy machine, or a loop thread holding the GIL); records the delays asked for."""
+
+    def __init__(self, late_s: float) -> None:
+        self.now_s = 1000.0
+        self.late_s = late_s
+        self.delays: list[float] = []
+
+    def perf_counter(self) -> float:
+        return self.now_s
+
+    def perf_counter_ns(self) -> int:
+        return int(self.now_s * 1e9)
+
+    def thread_time(self) -> float:
+        return 0.0
+
+    def sleep(self, delay_s: float) -> None:
+        self.delays.append(delay_s)
+        self.now_s += delay_s + self.late_s
+        time.sleep(0.0005)  # the real thread still gives the GIL away
+
+
+def _sleeps_of(monkeypatch, late_s: float, *, back_off: bool) -> tuple[list[float], int]:
+    clock = _LateClock(late_s)
+    monkeypatch.setattr(stacks_module, "time", clock)
+    monkeypatch.setattr(sys, "getswitchinterval", lambda: 0.005)
+    sampler = StackSampler(threading.get_ident(), 0.04, root_codes=(), switch_interval_s=None,
+                           back_off=back_off)  # fmt: skip
+    sampler.start()
+    while len(clock.delays) < 12:
+        time.sleep(0.001)
+    sampler.stop()
+    return clock.delays[:12], sampler.late_wakes
+
+
+def test_a_backing_off_sampler_stretches_its_interval_while_its_wakes_come_late(monkeypatch):
+    """Each wake later than the program's switch interval forced the loop thread to hand the GIL
+    over (and to sleep until our thread had a core): the sparse samplers wake less often then,
+    up to 8 intervals apart; the others keep their interval."""
+    delays, late = _sleeps_of(monkeypatch, 0.010, back_off=True)
+    assert late >= 11
+    assert max(delays) == pytest.approx(8 * 0.04 - 0.010, abs=1e-6)  # the step less the lateness
+    assert delays[-1] == max(delays)
+    kept, late_kept = _sleeps_of(monkeypatch, 0.010, back_off=False)
+    assert late_kept == 0
+    assert max(kept[1:]) == pytest.approx(0.04 - 0.010, abs=1e-6)  # the first: before any wake
+
+
+def test_a_backing_off_sampler_keeps_its_interval_while_its_wakes_are_timely(monkeypatch):
+    delays, late = _sleeps_of(monkeypatch, 0.001, back_off=True)
+    assert late == 0
+    assert max(delays[1:]) == pytest.approx(0.04 - 0.001, abs=1e-6)
+
+
+def test_back_off_doubles_on_late_wakes_and_halves_back_on_timely_ones():
+    back_off = stacks_module._BackOff()
+    factors = [back_off.after_wake(late_ns, 5_000_000) for late_ns in
+               (6_000_000, 6_000_000, 9_000_000, 7_000_000, 5_500_000, 1_000, 0, 4_999_999, 0)]  # fmt: skip
+    assert factors == [2, 4, 8, 8, 8, 4, 2, 1, 1]
+    assert back_off.late_wakes == 5
+
+
+def test_the_sparse_and_edge_samplers_back_off_and_the_dense_one_does_not():
+    from gpu_notebook.capture.session import CaptureOptions, CaptureSession
+
+    with CaptureSession(CaptureOptions(), "loop") as session:
+        assert session._stacks is not None and session._stacks.back_off is None
+        assert session._edges is not None and session._edges.back_off is not None
+        assert session._new_trickle().back_off is not None

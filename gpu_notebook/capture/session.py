@@ -311,6 +311,7 @@ class CaptureSession(StartsAndStops):
                     root_codes=self._stack_root_codes,
                     switch_interval_s=None,
                     segment_provider=self._edge_segment,
+                    back_off=True,
                 ).start()
         except BaseException:
             self.stop()
@@ -576,6 +577,7 @@ class CaptureSession(StartsAndStops):
             root_codes=self._stack_root_codes,
             switch_interval_s=0.0002 if framework else None,
             brief_switch=framework,
+            back_off=True,
         )
         if self._stack_tid:
             trickle.follow(self._stack_tid)

@@ -148,6 +148,10 @@ _QUIET_STEPS = 3.0
 _QUIET_MIN_INTERVALS = 4.0
 _QUIET_MAX_S = 1.0
 
+# A sampler that backs off (``back_off=True``) stretches its interval up to this many times while
+# its wakes come late; see ``_BackOff``.
+_BACK_OFF_MAX = 8
+
 _OWN_FILENAME = (lambda: None).__code__.co_filename
 _JOIN_TIMEOUT_S = 5.0
 _MIN_INTERVAL_S = 0.001
@@ -280,6 +284,35 @@ class _StepGate:
         return max(0.0, self.seen_s + self.quiet_s() - now_s)
 
 
+class _BackOff:
+    """The interval's multiple for a sampler that backs off while its wakes come late.
+
+    A wake that got the GIL later than the program's switch interval after it was due waited
+    at least one whole switch interval for it: the loop thread held the GIL that long (pure
+    Python, stretched by a busy machine's waits for a core), so this thread asked it to drop
+    the GIL. CPython's forced switch then keeps the loop thread asleep until this thread is on
+    a core and has taken the GIL: on a busy machine a wake-up latency of milliseconds (a
+    scheduler tick, 4 ms, or more) that the loop's step pays as time off a core, in whatever
+    phase held the GIL (the data wait of a Python dataset: benchmarks/README.md, "Our sampler
+    threads and the loop thread's time off a core"). Each late wake doubles the interval (up
+    to ``_BACK_OFF_MAX`` times), each timely one halves it back: fewer such hand-overs while
+    the machine is busy, the set rate on a quiet one. Samples weigh the time since the previous
+    one, so a longer gap keeps the counts' time right; only their number falls."""
+
+    def __init__(self) -> None:
+        self.factor = 1
+        self.late_wakes = 0  # wakes that came later than the switch interval
+
+    def after_wake(self, late_ns: int, switch_ns: int) -> int:
+        """The multiple of the interval until the next wake, after one ``late_ns`` late."""
+        if late_ns > switch_ns:
+            self.late_wakes += 1
+            self.factor = min(self.factor * 2, _BACK_OFF_MAX)
+        else:
+            self.factor = max(1, self.factor // 2)
+        return self.factor
+
+
 # --------------------------------------------------------------------------------------------
 # The sampler
 # --------------------------------------------------------------------------------------------
@@ -324,6 +357,7 @@ class StackSampler(StartsAndStops):
         brief_switch: bool = False,
         segment_provider: SegmentProvider | None = None,
         gate_steps: bool = True,
+        back_off: bool = False,
     ) -> None:
         if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
             raise ValueError(
@@ -340,6 +374,10 @@ class StackSampler(StartsAndStops):
         self.phase_provider = phase_provider
         self.segment_provider = segment_provider
         self.gate_steps = gate_steps
+        # Stretch the interval while wakes come late (``_BackOff``): for the samplers that run
+        # through the steps at the program's pace (the sparse and edge ones), not the dense one,
+        # whose few steps need every sample.
+        self.back_off = _BackOff() if back_off else None
         self.cell_filename = cell_filename
         self.switch_interval_s = switch_interval_s
         self.brief_switch = brief_switch and switch_interval_s is not None
@@ -437,6 +475,11 @@ class StackSampler(StartsAndStops):
         return self._samples_taken
 
     @property
+    def late_wakes(self) -> int:
+        """Wakes that came later than the program's switch interval (0 without ``back_off``)."""
+        return 0 if self.back_off is None else self.back_off.late_wakes
+
+    @property
     def gated_looks(self) -> int:
         """The edge sampler's wakes that took no sample: the run's steps were running."""
         return self._gated_looks
@@ -522,6 +565,8 @@ class StackSampler(StartsAndStops):
         brief = self.brief_switch
         edge = self.segment_provider is not None
         gate = _StepGate(interval) if edge and self.gate_steps else None
+        back_off = self.back_off
+        factor = 1
         try:
             next_t = time.perf_counter()
             while not self._stopping:
@@ -529,19 +574,25 @@ class StackSampler(StartsAndStops):
                     self._resume_event.wait()
                     next_t = time.perf_counter()
                     continue
+                step_s = interval * factor
                 if brief:
                     # A jittered clock (no lock-step with a step of a fixed period), the switch
                     # interval ours only from just before each sample until it is taken.
-                    next_t += interval * self._jitter.uniform(0.5, 1.5)
+                    next_t += step_s * self._jitter.uniform(0.5, 1.5)
                     self._lower_before(next_t)
                 else:
-                    next_t += interval
+                    next_t += step_s
                 delay = next_t - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)  # returns once this thread holds the GIL again
                 else:  # behind (GIL held by the cell): no burst of catch-up samples
                     next_t = time.perf_counter()
                 late_ns = int((time.perf_counter() - next_t) * 1e9)
+                if back_off is not None:
+                    # The program's own switch interval (brief: restored just after the sample,
+                    # so read it as saved while ours is set).
+                    switch_s = self._saved_switch_s or sys.getswitchinterval()
+                    factor = back_off.after_wake(late_ns, int(switch_s * 1e9))
                 wait_s = 0.0
                 with self._lock:
                     if self._active:

@@ -29,10 +29,14 @@ def padded_tokens(s: PaddedTokens) -> Words:
             + ("" if s.scaling_low is not None else " (a step the host paces may not shorten)")
         )
     else:
+        low, high = fmt_share(s.scaling_low), fmt_share(s.scaling_high)
         evidence.append(
-            f"forward and backward (what scales with sequence length): at least "
-            f"{fmt_share(s.scaling_low)} of the step; at most {fmt_share(s.scaling_high)} "
-            "is outside the data wait and the optimizer"
+            f"forward and backward, which scale with sequence length: {low} of the step"
+            + (
+                f" (at most {high}: the step outside the data wait and the optimizer)"
+                if high != low
+                else ""
+            )
         )
     evidence.append(
         f"gain if the padding goes: {fmt_gain(s.bound, s.low)} (low end: the least share, "

@@ -193,6 +193,17 @@ def test_the_high_end_reads_the_optimizers_share_over_the_run_not_the_windows() 
     assert f.gain_low == pytest.approx(1 / (1 - 0.8 * 0.75))  # the window's forward+backward
 
 
+def test_the_low_end_keeps_the_steps_wait_for_a_core() -> None:
+    """On a loaded machine the step's wait for a core need not shrink with its work (per-operator
+    waits of a parallel op): the low end reads forward+backward's share of the wall time."""
+    waited = dataclasses.replace(ANALYSIS.phases, waited_share=0.5)
+    f = only(
+        rules_for(_run(_reading()), dataclasses.replace(ANALYSIS, phases=waited)), "data.padding"
+    )
+    assert f.gain_low == pytest.approx(1 / (1 - 0.4 * 0.75))
+    assert f.gain_bound == pytest.approx(1 / (1 - 0.8 * (1 - 1 / 16)))  # own time: may shrink
+
+
 @pytest.mark.parametrize(
     "reading",
     [

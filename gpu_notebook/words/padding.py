@@ -30,11 +30,18 @@ def padded_tokens(s: PaddedTokens) -> Words:
         )
     else:
         low, high = fmt_share(s.scaling_low), fmt_share(s.scaling_high)
+        share, point = f"{low} of the step", low
+        if s.waited >= 0.05 and s.scaling_low is not None:
+            own = point = fmt_share(s.scaling_low / (1.0 - s.waited)) if s.waited < 1 else "-"
+            share = (
+                f"{own} of the step's own time, {low} of its wall time (it waited "
+                f"{fmt_share(s.waited)} for a core, which the low end takes to stay)"
+            )
         evidence.append(
-            f"forward and backward, which scale with sequence length: {low} of the step"
+            f"forward and backward, which scale with sequence length: {share}"
             + (
-                f" (at most {high}: the step outside the data wait and the optimizer)"
-                if high != low
+                f"; at most {high}: the step outside the data wait and the optimizer"
+                if high != point
                 else ""
             )
         )

@@ -580,3 +580,30 @@ def test_lightnings_own_bookkeeping_without_a_log_call_is_not_told_to_gate_self_
     )
     f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
     assert f.title.startswith("Your callback's hook") and "self.log" not in f.fix
+
+
+@pytest.mark.parametrize(
+    ("rate", "said"),
+    [
+        ("refresh_rate=1", "TQDMProgressBar(refresh_rate=20) in the Trainer's callbacks list "
+                           "(refresh_rate=1 now)"),
+        ("refresh_rate=50", "it redraws every 50 batches already"),
+        ("5", "TQDMProgressBar(refresh_rate=20) or enable_progress_bar=False"),  # not read
+    ],
+)  # fmt: skip
+def test_a_bar_in_the_callbacks_list_is_told_with_its_refresh_rate_as_it_is(rate, said):
+    # Unseen lightning_bar_refresh1: TQDMProgressBar(refresh_rate=1) in callbacks=[...] was
+    # told "TQDMProgressBar(refresh_rate=20) or enable_progress_bar=False", not the argument
+    # it already passes.
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import TQDMProgressBar
+    from lightning.pytorch.trainer import call
+
+    cell = LIT_CELL.replace("log_every_n_steps=1", f"callbacks=[TQDMProgressBar({rate})]")
+    dispatch = [ref(pl.Trainer.fit), ref(call._call_callback_hooks)]
+    bar = ref(TQDMProgressBar.on_train_batch_end)
+    f = only(
+        rules_for(_hooked_run(cell, dispatch, bar, bar, 3000), syn.make_analysis({})),
+        "logging.framework_overhead",
+    )
+    assert said in f.fix

@@ -242,6 +242,8 @@ FRAMEWORK_DEFAULTS: dict[tuple[str, str], object] = {
     ("TrainingArguments", "disable_tqdm"): False,
     ("Trainer", "log_every_n_steps"): 50,
     ("Trainer", "enable_progress_bar"): True,
+    # Lightning's bar as a callback in ``Trainer(callbacks=[...])``: batches between redraws.
+    ("TQDMProgressBar", "refresh_rate"): 1,
     ("tqdm", "mininterval"): 0.1,  # seconds between redraws
     # Micro-batches per optimizer step (the bigger-batch fix folds them into one).
     ("Accelerator", "gradient_accumulation_steps"): 1,
@@ -259,7 +261,8 @@ def framework_settings(tree: CellTree) -> Iterator[tuple[str, str, object]]:
         keys = [k for c, k in FRAMEWORK_DEFAULTS if c == cls]
         if not keys or (cls == "Trainer" and _hf_trainer_call(call)):
             continue
-        opaque = has_star_kwargs(call)
+        # TQDMProgressBar(20): its rate given by position, not read (None), never the default.
+        opaque = has_star_kwargs(call) or (cls == "TQDMProgressBar" and bool(call.args))
         for key in keys:
             kw = keyword_of(call, key)
             if kw is not None:

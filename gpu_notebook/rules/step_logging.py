@@ -550,7 +550,11 @@ def _framework_advice(
         bar = facts.framework_setting("Trainer", "enable_progress_bar")
         drawn = shares.get("lightning-bar", 0.0) + shares.get("tqdm-bar", 0.0)
         if drawn >= SUGGEST / 2 and bar is not False:
-            out.append(Advice("lightning-bar", drawn))
+            # The bar's rate as the callbacks list sets it (TQDMProgressBar(refresh_rate=1)):
+            # the argument to change, said as it is now.
+            rate = facts.framework_setting("TQDMProgressBar", "refresh_rate")
+            now = float(rate) if isinstance(rate, int) and not isinstance(rate, bool) else None
+            out.append(Advice("lightning-bar", drawn, value=now))
     if "transformers" in frameworks:
         logged = shares.get("hf-logging", 0.0) + shares.get("hf-callbacks", 0.0)
         steps = facts.framework_setting("TrainingArguments", "logging_steps")

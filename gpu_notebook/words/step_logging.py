@@ -230,6 +230,18 @@ def _advice(a: Advice) -> str:
         if a.value is None:
             return f"Trainer(log_every_n_steps={RARE_LOGS}) if it is lower now"
         return f"Trainer(log_every_n_steps={RARE_LOGS}) (log_every_n_steps={a.value} now)"
+    if a.kind == "lightning-bar" and a.value is not None:
+        if a.value >= EVERY * 2:
+            return (
+                f"the progress bar{_of(a, '')}: it redraws every {a.value:g} batches already "
+                "(TQDMProgressBar(refresh_rate=...)): enable_progress_bar=False and no bar in "
+                "the callbacks list"
+            )
+        return (
+            f"the progress bar{_of(a, '')}: TQDMProgressBar(refresh_rate={EVERY * 2}) in the "
+            f"Trainer's callbacks list (refresh_rate={a.value:g} now), or "
+            "enable_progress_bar=False"
+        )
     if a.kind == "lightning-bar":
         return (
             f"the progress bar{_of(a, '')}: TQDMProgressBar(refresh_rate={EVERY * 2}) "

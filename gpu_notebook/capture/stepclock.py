@@ -48,6 +48,7 @@ import os
 import sys
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable
 from time import process_time_ns as _process_time_ns
@@ -83,6 +84,9 @@ _PRIORITY: dict[str, int] = {
     "optimizer": 4,
 }
 _LOADER_PRIORITY = _PRIORITY["dataloader"]
+# Frames looked through for an optimizer step above a backward when no hook tells (a Lightning
+# closure's backward is ~30 frames under its step).
+_STEP_FRAME_DEPTH = 64
 
 COMPILED_NOTE = (
     "torch.compile ran in this cell: optimizer steps are not hooked from then on (Dynamo could "
@@ -125,6 +129,16 @@ class StepClock:
         self._optimizer_hooks_allowed = True  # False once Dynamo compiles (see _on_compile_start)
         self._dynamo_watch: Any = None
         self._compile_callbacks: Any = None
+        # Our optimizer hooks taken out while Dynamo compiles (_on_compile_start), and whether
+        # a compile has ended since: at the next event of ours they come back unless a compiled
+        # frame guards on torch's hook dicts (_after_compile).
+        self._hooks_out: tuple[str, ...] = ()
+        self._compiled_since = False
+        # Without optimizer hooks: the frame of the optimizer step (torch's step wrapper) the
+        # last backward ran in, held so that no later frame can reuse its identity, and the
+        # file of that wrapper (see _same_step_again).
+        self._step_frame: Any = None
+        self._optim_file = ""
         self.notes: list[str] = []  # said in the report
         # Steps on other threads: followed when the cell's own thread has none (see
         # _adopt_before_step), counted by thread otherwise.
@@ -306,6 +320,7 @@ class StepClock:
         self._modes = _modes_probe(torch)
         self._torch_dir = os.path.dirname(torch.__file__) + os.sep
         self._tracing = _tracing_probe(torch)
+        self._optim_file = optim_mod.__file__ or ""
         # their code: one constant each
         for make in (self._wrap_next, self._wrap_backward, self._wrap_closure):
             skip_in_dynamo(make(_never).__code__, callees=False)
@@ -345,6 +360,11 @@ class StepClock:
         if callbacks is not None:
             with contextlib.suppress(ValueError):
                 callbacks.remove_start_callback(self._on_compile_start)
+            with contextlib.suppress(ValueError):
+                callbacks.remove_end_callback(self._on_compile_end)
+        self._hooks_out = ()
+        self._compiled_since = False
+        self._step_frame = None
         if self._installed:
             self._lean_data = "dataloader" in self._patches
         for key in reversed(list(self._patches)):
@@ -493,6 +513,7 @@ class StepClock:
         if callback is None or "opt_pre" not in self._handles:
             return
         callback.register_start_callback(self._on_compile_start)
+        callback.register_end_callback(self._on_compile_end)
         self._compile_callbacks = callback
 
     def _on_compile_start(self, *_args: Any) -> None:
@@ -500,10 +521,40 @@ class StepClock:
 
         A compiled ``opt.step`` (or a training step that calls it) reads the global optimizer
         hook dicts and guards on what they hold: with ours in them it would compile against
-        them, then recompile in every later cell, measured or not. Steps are then found at the
-        DataLoader or at backward, as in a loop without an optimizer.
+        them, then recompile in every later cell, measured or not. Whether the frame being
+        compiled reads them is known only once its guards exist (``_after_compile``): until
+        then the hooks are out and the steps' anchor stays as it is.
         """
-        self._no_optimizer_hooks(COMPILED_NOTE)
+        if not self._optimizer_hooks_allowed:
+            return
+        out = tuple(name for name in ("opt_pre", "opt_post") if name in self._handles)
+        for name in out:
+            self._handles.pop(name).remove()
+        self._hooks_out = tuple(dict.fromkeys((*self._hooks_out, *out)))
+        self._compiled_since = False
+
+    def _on_compile_end(self, *_args: Any) -> None:
+        # The compiled frame's guards are installed after this callback, before its code runs:
+        # read at our next event (a backward, a closure's call, a batch).
+        self._compiled_since = bool(self._hooks_out)
+
+    def _after_compile(self) -> None:
+        """The first event of ours after a compile: the optimizer hooks come back where no
+        compiled frame guards on torch's hook dicts (a compiled model, loss or closure: an
+        LBFGS closure's calls stay inside one optimizer step, as without compile); where one
+        does (a compiled ``opt.step``), steps are found at the DataLoader or at backward, as in
+        a loop without an optimizer."""
+        import torch.optim.optimizer as optim_mod
+
+        self._compiled_since = False
+        out, self._hooks_out = self._hooks_out, ()
+        if _compiled_frames_guard_optimizer_hooks():
+            self._no_optimizer_hooks(COMPILED_NOTE)
+            return
+        hooks = {"opt_pre": self._on_opt_pre, "opt_post": self._on_opt_post}
+        for name in out:
+            if name not in self._handles:
+                self._handles[name] = _global_optimizer_hook(optim_mod, name[4:], hooks[name])
 
     def _no_optimizer_hooks(self, note: str) -> None:
         self._optimizer_hooks_allowed = False
@@ -553,7 +604,10 @@ class StepClock:
             handle = self._handles.pop("opt_pre", None)
             if handle is not None:
                 handle.remove()
-        self._lean_optimizer = keep_opt and "opt_pre" in self._handles
+            self._hooks_out = tuple(n for n in self._hooks_out if n != "opt_pre")
+        self._lean_optimizer = keep_opt and (
+            "opt_pre" in self._handles or "opt_pre" in self._hooks_out
+        )
         for key in ("backward", "grad"):
             if self.anchor != "backward" and key in self._patches:
                 self._unpatch(key)
@@ -566,10 +620,17 @@ class StepClock:
 
         if not self._lean or not self._installed:
             return
-        if "opt_pre" not in self._handles and self._optimizer_hooks_allowed:
-            self._handles["opt_pre"] = _global_optimizer_hook(optim_mod, "pre", self._on_opt_pre)
-        if "opt_post" not in self._handles and self._optimizer_hooks_allowed:
-            self._handles["opt_post"] = _global_optimizer_hook(optim_mod, "post", self._on_opt_post)
+        if self._hooks_out:  # a compile's guards not read yet: they come back with the others
+            self._hooks_out = tuple(dict.fromkeys((*self._hooks_out, "opt_pre", "opt_post")))
+        elif self._optimizer_hooks_allowed:
+            if "opt_pre" not in self._handles:
+                self._handles["opt_pre"] = _global_optimizer_hook(
+                    optim_mod, "pre", self._on_opt_pre
+                )
+            if "opt_post" not in self._handles:
+                self._handles["opt_post"] = _global_optimizer_hook(
+                    optim_mod, "post", self._on_opt_post
+                )
         for key, owner, name, make in (
             ("dataloader", dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next),
             ("backward", torch.autograd, "backward", self._wrap_backward),
@@ -662,6 +723,8 @@ class StepClock:
             __tracebackhide__ = True  # the closure's errors read as without us (see __next__)
             if clock._in_closure or threading.get_ident() != clock._tid:
                 return original(*args, **kwargs)
+            if clock._compiled_since:
+                clock._after_compile()
             start = time.perf_counter_ns()
             cpu0 = time.thread_time_ns()
             inner0 = clock._data_ns + clock._fwd_ns + clock._bwd_ns
@@ -683,6 +746,8 @@ class StepClock:
                 clock._closure_cpu_ns += time.thread_time_ns() - cpu0
                 if not clock._lean:
                     clock._last_mark_ns = end
+                if clock._compiled_since:  # the closure compiled (its model, itself)
+                    clock._after_compile()
 
         setattr(closure, _CLOSURE_ATTR, True)
         closure.__wrapped__ = original  # type: ignore[attr-defined]
@@ -811,6 +876,8 @@ class StepClock:
             __tracebackhide__ = True
             if "dataloader" in clock._inert or threading.get_ident() != clock._tid:
                 return original(it)
+            if clock._compiled_since:
+                clock._after_compile()
             start = time.perf_counter_ns()
             clock._counts["dataloader"] += 1
             if clock._cur_start_ns is None or _PRIORITY[clock.anchor] <= _LOADER_PRIORITY:
@@ -912,6 +979,8 @@ class StepClock:
             __tracebackhide__ = True  # backward's own errors read as without us (see __next__)
             if key in clock._inert or threading.get_ident() != clock._tid or clock._in_backward:
                 return original(*args, **kwargs)
+            if clock._compiled_since:  # the forward before it compiled
+                clock._after_compile()
             start = time.perf_counter_ns()
             if clock._last_mark_ns and not clock._lean:
                 # Forward (and the loss): from the latest phase's end to this backward. Inside a
@@ -923,7 +992,8 @@ class StepClock:
             clock._run_reads = 0  # the reads before it trained (_count_samples)
             if not clock._lean:
                 clock._read_anomaly()
-            clock._event("backward", start, ends_step=False)
+            if clock._optimizer_hooks_allowed or not clock._same_step_again():
+                clock._event("backward", start, ends_step=False)
             # Opened and closed in methods of ours: the wrapper's own callees are Dynamo's to
             # judge (skip_in_dynamo), and record_function's frames would count as compiled.
             rng = clock._open_range(markers.BACKWARD) if clock.annotate else None
@@ -940,6 +1010,25 @@ class StepClock:
         backward.__doc__ = original.__doc__
         backward.__wrapped__ = original  # type: ignore[attr-defined]
         return backward
+
+    def _same_step_again(self) -> bool:
+        """Without optimizer hooks (a compiled frame guards on them): whether this backward
+        runs inside the same optimizer step as the one before it, a closure's next call (LBFGS
+        calls it up to ``max_iter`` times a step), which is no new step. The step is torch's
+        step wrapper's frame on the stack (Dynamo runs the wrapper's own frame when it compiles
+        ``opt.step``, its resume functions above it)."""
+        frame: types.FrameType | None = sys._getframe(2)
+        for _ in range(_STEP_FRAME_DEPTH):
+            if frame is None:
+                break
+            code = frame.f_code
+            if code.co_name == "wrapper" and code.co_filename == self._optim_file:
+                same = frame is self._step_frame
+                self._step_frame = frame
+                return same
+            frame = frame.f_back
+        self._step_frame = None
+        return False
 
     def _read_anomaly(self) -> None:
         """Whether this backward runs with anomaly detection on (a read of torch's flag; it is
@@ -1435,7 +1524,6 @@ def _skip_our_code_in_dynamo() -> None:
     boundary (the step accounting, the profiler window, the session's listener) runs inside
     the user's compiled function after a graph break, where Dynamo would compile its frames."""
     import sys
-    import types
 
     todo: list[Any] = []
     # dict.copy() is one step under the GIL; iterating the live dict raced another thread's

@@ -157,9 +157,10 @@ def tiny_ops(s: TinyOps) -> Words:
     if s.outcome == "batch" and s.low is not None and s.per_sample is not None:
         evidence.append(
             f"at least {s.low:.2f}x: operators whose work grows with the batch (matmuls, "
-            f"convolutions, calls of {TINY_OP_US:.0f} us or more) take {fmt_share(s.per_sample)} "
-            "of the model side; only the rest (optimizer step, zero_grad, Python between "
-            "operators, dispatch) is paid once a step"
+            f"convolutions, calls of {TINY_OP_US:.0f} us or more; on a CPU also what the "
+            "forward's and backward's smaller calls take beyond a call's fixed cost) take "
+            f"{fmt_share(s.per_sample)} of the model side; only the rest (optimizer step, "
+            "zero_grad, Python between operators, dispatch) is paid once a step"
         )
     if s.module_loops:
         m = s.module_loops[0]

@@ -18,7 +18,10 @@ measurable effect; fused Adam predicted 1.03x-1.23x, undecided (0.35x, 5 rounds)
 time, one thread, load 10-14) batch 1024 against 128 gives 3.04x per sample: the bigger batch's
 low end (4.14x, from "operators whose work grows with the batch take 7% of the model side") is
 too high, because the heads' elementwise ops under 30 us (bias adds, sigmoid, the BCE's) grow with
-the batch too and were counted as paid once a step. Left open.
+the batch too and were counted as paid once a step. Fixed (analysis.host.model_work_share, branch
+lbfgsheads): on the CPU a forward/backward call's time beyond a call's fixed cost (the optimizer's
+calls' floor) grows with the batch, read on floors: a one-thread trace's share 5.6% -> 33.9%, low
+end about 2.3x. Its --try-fixes at load 21-24 stayed undecided (0.89x, 2 rounds).
 """
 
 import torch

@@ -1653,6 +1653,9 @@ class GpuEstimate:
     reads_per_step: float = 0.0  # reads of device values a step (.item(): host and GPU take turns)
     # Of them, the cell's reads under a test for CUDA, which the CPU run skipped (not traced).
     skipped_reads_per_step: float = 0.0
+    # Of them, the cell's per-step ``.cpu()``/``.numpy()``/``.tolist()`` reads: on the CPU they
+    # copy nothing and record no operator, so only the source counts them.
+    untraced_reads_per_step: float = 0.0
     cores: int = 1  # CPU cores that sized the operators' work when no shapes were recorded
     cores_assumed: bool = False  # a trace file does not say its machine's cores: 1 assumed
     # Per step, the part the loop thread spent off a core and not waiting for one (a sleep, I/O,

@@ -19,6 +19,7 @@ from gpu_notebook.analysis.gpu_estimate import (
 )
 from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.phases import find_host_thread, phase_breakdown
+from gpu_notebook.records import GpuEstimate
 from gpu_notebook.traces.kineto import load_trace
 from gpu_notebook.views.wording import describe_estimate, estimate_assumptions
 from gpu_notebook.words.gpu_estimate import word_estimate
@@ -304,24 +305,62 @@ def test_each_read_of_a_device_value_counts_once(tmp_path: Path):
     assert est.reads_per_step == pytest.approx(2.0), est.reads_per_step
 
 
-def test_a_sync_the_cell_runs_only_on_a_gpu_makes_host_and_gpu_take_turns(tmp_path: Path):
-    """``if torch.cuda.is_available(): torch.cuda.synchronize()`` in the step (a step timer's
-    fence) runs every step on a GPU and never on the CPU, so no CPU trace holds it: the estimate
-    said "the host runs ahead of the GPU (no per-step read of device values)" of a loop that
-    waits for the GPU every step there (unseen round 11, cuda_ready_cpu)."""
-    script = tmp_path / "fenced.py"
-    fence = "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"
-    script.write_text(LOOP + fence)
+def _estimate_of_script(tmp_path: Path, source: str) -> GpuEstimate | None:
+    """The GPU estimate of ``gpucheck run`` over ``source`` written as a script."""
+    script = tmp_path / "loop.py"
+    script.write_text(source)
     report = tmp_path / "r.json"
     cmd = [sys.executable, "-m", "gpu_notebook", "run", "-s", "4", "--json", str(report), "-q",
            str(script)]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     from gpu_notebook.records import Report
 
-    est = Report.from_json(report.read_text()).gpu_estimate
+    return Report.from_json(report.read_text()).gpu_estimate
+
+
+def test_a_sync_the_cell_runs_only_on_a_gpu_makes_host_and_gpu_take_turns(tmp_path: Path):
+    """``if torch.cuda.is_available(): torch.cuda.synchronize()`` in the step (a step timer's
+    fence) runs every step on a GPU and never on the CPU, so no CPU trace holds it: the estimate
+    said "the host runs ahead of the GPU (no per-step read of device values)" of a loop that
+    waits for the GPU every step there (unseen round 11, cuda_ready_cpu)."""
+    fence = "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"
+    est = _estimate_of_script(tmp_path, LOOP + fence)
     assert est is not None and not est.overlapped
     assert est.reads_per_step == pytest.approx(1.0) and est.skipped_reads_per_step == 1.0
     assert any("under the cell's test for CUDA" in a for a in estimate_assumptions(est))
+
+
+def test_a_read_that_copies_nothing_on_the_cpu_still_makes_host_and_gpu_take_turns(
+    tmp_path: Path,
+):
+    """``out.argmax(1).cpu().numpy()`` in every step (a running accuracy, predictions kept for a
+    metric) copies the output to the host and waits for the GPU there; on the CPU ``.cpu()``
+    returns the tensor itself and ``.numpy()`` reads its memory, so no operator records the
+    read. The estimate counted reads from the trace alone and said "the host runs ahead of the
+    GPU (no per-step read of device values)" of a loop that reads every step (unseen round 13,
+    running_history_metric / packed lengths read back)."""
+    read = "    pred = model(X).argmax(1).cpu().numpy()\n    rows = model(X)[:2].tolist()\n"
+    est = _estimate_of_script(tmp_path, LOOP + read)
+    assert est is not None and not est.overlapped
+    assert est.reads_per_step == pytest.approx(2.0) and est.untraced_reads_per_step == 2.0
+    assert est.skipped_reads_per_step == 0
+    assert any("no operator records them" in a for a in estimate_assumptions(est))
+
+
+def test_a_read_the_trace_records_is_not_counted_again_from_the_source():
+    """A line whose read the CPU trace records (``.item()``, ``float(t)``, a formatted tensor)
+    is the trace's: counted from the source too, one read would be two."""
+    from gpu_notebook.cell.scan import scan_source
+    from gpu_notebook.cell.syncs import reads_no_cpu_trace_records
+
+    cell = LOOP.split("import torch, torch.nn as nn\n")[1] + (
+        "    acc = (model(X).argmax(1).cpu() == 0).float().mean().item()\n"
+        "    p = model(X).cpu().numpy()\n"
+        "    if step % 10 == 0:\n"
+        "        q = model(X).cpu().numpy()\n"
+    )
+    facts = scan_source(cell)
+    assert reads_no_cpu_trace_records(facts.syncs) == 1
 
 
 @pytest.mark.parametrize(

@@ -316,6 +316,7 @@ def estimate_from_ops(
     precision: str = "fp32",
     off_core_us: float | None = None,
     skipped_reads: float = 0.0,
+    untraced_reads: float = 0.0,
 ) -> GpuEstimate:
     """The estimate from per-step figures (all ``*_us`` per step; ``ops`` summed over ``steps``).
 
@@ -324,6 +325,8 @@ def estimate_from_ops(
     ``skipped_reads``: reads of device values a step that the cell runs only on a GPU (a
     ``torch.cuda.synchronize()`` under ``if torch.cuda.is_available():``), absent from this
     CPU trace: on the GPU they make host and GPU take turns as the trace's reads do.
+    ``untraced_reads``: the cell's reads a step that record no operator on the CPU
+    (``out.cpu().numpy()``: the tensor is already there), counted likewise.
     """
     flops_by_op = flops_by_op or {}
     peak_tflops = {"fp32": spec.fp32_tflops, "tf32": spec.tf32_tflops or spec.fp32_tflops,
@@ -337,7 +340,7 @@ def estimate_from_ops(
     # One read records aten::item and, under it, aten::_local_scalar_dense (float()/int()/bool()
     # of a tensor too): the larger count is the reads, each once (a direct call has no item).
     reads = max((float(op.calls) for op in ops if op.name in SYNC_OPS), default=0.0)
-    reads += skipped_reads * max(1, steps)
+    reads += (skipped_reads + untraced_reads) * max(1, steps)
     for op in ops:
         if NOT_AN_OP.match(op.name):
             continue
@@ -383,6 +386,7 @@ def estimate_from_ops(
         peak_tflops=peak_tflops,
         reads_per_step=reads / n,
         skipped_reads_per_step=skipped_reads,
+        untraced_reads_per_step=untraced_reads,
         cores=cores,
         off_core_s=off_core_us / 1e6 if off_core_us is not None else None,
         limits=limits,
@@ -398,6 +402,7 @@ def estimate_from_trace(
     off_core_share: float | None = None,
     precision: str = "fp32",
     skipped_reads: float = 0.0,
+    untraced_reads: float = 0.0,
 ) -> GpuEstimate | None:
     """The estimate for a CPU trace already analysed (None: no steps to size).
 
@@ -437,6 +442,7 @@ def estimate_from_trace(
         precision=precision,
         off_core_us=off_core_share * step_us if off_core_share is not None else None,
         skipped_reads=skipped_reads,
+        untraced_reads=untraced_reads,
     )
 
 
@@ -448,6 +454,7 @@ def estimate_on_gpu(
     *,
     autocast: bool = False,
     skipped_reads: float = 0.0,
+    untraced_reads: float = 0.0,
 ) -> GpuEstimate | None:
     """The estimate for ``run`` on ``gpu`` (a GPUS key; default ``DEFAULT_GPU``).
 
@@ -456,6 +463,7 @@ def estimate_on_gpu(
     ``autocast``: the cell trains under ``torch.autocast`` (on the CPU with bf16): on the GPU
     its matmuls run at the card's bf16/fp16 peak, not its fp32 one.
     ``skipped_reads``: the cell's reads a step that only a GPU run makes (``estimate_from_ops``).
+    ``untraced_reads``: the cell's reads a step that no CPU trace records (``estimate_from_ops``).
     """
     if run.env.cuda_available or run.env.gpus or analysis.gpu is not None:
         return None
@@ -478,4 +486,5 @@ def estimate_on_gpu(
         off_core_share=1.0 - on.computing if on is not None else None,
         precision="bf16" if autocast else "fp32",
         skipped_reads=skipped_reads,
+        untraced_reads=untraced_reads,
     )

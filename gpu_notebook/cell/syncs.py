@@ -33,6 +33,32 @@ _HOST_VALUE_CALLS = frozenset(
 )
 
 
+# Reads that record no operator when the tensor is on the CPU already: ``.cpu()`` (and
+# ``.to("cpu")``) return the tensor itself, ``.numpy()`` and ``.tolist()`` read its memory. On a
+# GPU each copies the value to the host and waits for the kernels that make it.
+_UNTRACED_ON_CPU: frozenset[SyncKind] = frozenset({"cpu", "numpy", "tolist"})
+
+
+def reads_no_cpu_trace_records(syncs: tuple[SourceLine, ...]) -> int:
+    """The lines of the step loop that read a device value every step by ``.cpu()``,
+    ``.numpy()`` or ``.tolist()`` alone, one a line (``.cpu().numpy()`` is one read). A line that
+    also reads by ``.item()``, ``float()`` or formatting is left to the trace, which records that
+    read (``aten::item``) on the CPU too; a gated read (some steps only) and one under a test
+    for CUDA (counted apart) are left out."""
+    traced = {s.line for s in syncs if s.kind not in _UNTRACED_ON_CPU}
+    return len(
+        {
+            (s.origin, s.line)
+            for s in syncs
+            if s.kind in _UNTRACED_ON_CPU
+            and s.step_loop_line is not None
+            and not s.gated
+            and not s.cuda_only
+            and s.line not in traced
+        }
+    )
+
+
 # Methods that run once, when an object is made.
 _CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__"})
 

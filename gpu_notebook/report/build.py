@@ -58,6 +58,7 @@ def build_report(
     ``with_fixes=False`` leaves the findings without their patched cell (``proposal`` None): for
     a caller that shows only text, which never prints it (libcst is then never imported)."""
     from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
+    from gpu_notebook.cell.syncs import reads_no_cpu_trace_records
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import cell_facts, run_rules
     from gpu_notebook.words import word_findings
@@ -116,6 +117,8 @@ def build_report(
                 skipped_reads=float(
                     sum(1 for s in facts.syncs if s.cuda_only and s.step_loop_line is not None)
                 ),
+                # `out.argmax(1).cpu().numpy()` every step: a read on a GPU, no operator here.
+                untraced_reads=float(reads_no_cpu_trace_records(facts.syncs)),
             )
         ),
     )

@@ -266,6 +266,22 @@ def describe_estimate(estimate: GpuEstimate) -> tuple[str, ...]:
     )
 
 
+def _unseen_reads(e: GpuEstimate) -> str:
+    """Which of the estimate's reads the CPU trace lacks, counted from the cell's source."""
+    parts = []
+    if e.skipped_reads_per_step:
+        parts.append(
+            f"{e.skipped_reads_per_step:.0f} of them under the cell's test for CUDA, "
+            "which this CPU run skipped"
+        )
+    if e.untraced_reads_per_step:
+        parts.append(
+            f"{e.untraced_reads_per_step:.0f} by .cpu()/.numpy()/.tolist(), which copy nothing "
+            "on the CPU: no operator records them"
+        )
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def estimate_assumptions(e: GpuEstimate) -> tuple[str, ...]:
     """What the estimate assumes, written out from its facts and the model's constants."""
     spec = model.GPUS[e.key]
@@ -278,12 +294,7 @@ def estimate_assumptions(e: GpuEstimate) -> tuple[str, ...]:
             "the host runs ahead of the GPU (no per-step read of device values)"
             if e.overlapped
             else f"{e.reads_per_step:.1f} read(s) of device values per step: host and GPU take turns"
-            + (
-                f" ({e.skipped_reads_per_step:.0f} of them under the cell's test for CUDA, "
-                "which this CPU run skipped)"
-                if e.skipped_reads_per_step
-                else ""
-            )
+            + _unseen_reads(e)
         ),
         "the batch is copied to the GPU in the background (pinned memory, non_blocking)",
     ]

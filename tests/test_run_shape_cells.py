@@ -366,3 +366,54 @@ def test_a_cell_over_the_window_budget_does_not_pay_the_schedule_at_every_step(m
     assert run_.more_windows == ()
     late = [i for i in calls if i >= 100]
     assert 0 < len(late) <= 1000 // 64 + 2, late
+
+
+def test_a_later_window_never_starts_at_the_boundary_where_one_stopped(tmp_path: Path):
+    """``--steps 64`` makes the schedule's gap (64 steps after the last start) end right where
+    the window stops. Starting the next one there crashed the process in a later garbage
+    collection (ranges the stopped session opened around that boundary ended in the new one;
+    3/3 runs). The next window starts one boundary later, and the process lives on."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import gc, math, sys
+        import torch
+        from gpu_notebook.capture.session import CaptureOptions, CaptureSession
+
+        for rep in range(2):
+            with CaptureSession(
+                CaptureOptions(window_budget_share=math.inf, profile_steps=64, lines="off"), "loop"
+            ) as session:
+                net = torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+                sgd = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+                for batch in torch.randn(140, 5, 6):
+                    net(batch).abs().sum().backward()
+                    sgd.step()
+                    sgd.zero_grad(set_to_none=True)
+            run_ = session.finish("ok", None, scratch=sys.argv[1])
+            windows = [run_.window, *run_.more_windows]
+            print([(w.first_step, w.status) for w in windows], flush=True)
+            gc.collect()
+            compile("\\n".join(f"x{i} = [{i}] * 3" for i in range(20000)), "big", "exec")
+            gc.collect()
+        print("alive", flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("alive"), (
+        done.returncode,
+        done.stdout[-2000:],
+        done.stderr[-2000:],
+    )
+    first = done.stdout.splitlines()[0]
+    # Steps 2-66 recorded, the next from 67 (not 66, where the first stopped).
+    assert first.startswith("[(2, 'recorded'), (67, "), first

@@ -642,3 +642,25 @@ def test_the_base_is_in_the_floors_terms_where_the_whole_step_was_floored():
     for floor in (110_000.0, 39_000.0):
         assert dataclasses.replace(rec, floor_steps_us=floor).base_us == 80_000.0
     assert dataclasses.replace(rec, floored=False).base_us == 80_000.0
+
+
+@pytest.mark.parametrize(
+    ("switch", "says"),
+    [
+        ("args = TrainingArguments('o', gradient_checkpointing=True)",
+         "gradient_checkpointing=False in the TrainingArguments at line"),
+        ("args = TrainingArguments('o', activation_checkpointing=True)",
+         "activation_checkpointing=False in the TrainingArguments at line"),
+        ("model.gradient_checkpointing_enable()",
+         "model.gradient_checkpointing_disable() in place of the call at line"),
+    ],
+    ids=["hf-arguments", "transformers5-arguments", "hf-enable"],
+)  # fmt: skip
+def test_the_advice_names_the_switch_the_line_holds(switch: str, says: str):
+    """A ``TrainingArguments(gradient_checkpointing=True)`` line holds no checkpointed function
+    to call: the advice said "Call the checkpointed function directly at line 37" of one
+    (unseen round 13, hf_grad_ckpt), while the patch set the keyword to False."""
+    cell = CELL.replace("checkpoint(blk, h, use_reentrant=False)", "blk(h)") + switch + "\n"
+    f = only(rules_for(syn.make_run(cell), _analysis()), RULE)
+    assert f.line is not None and says in f.fix, f.fix
+    assert "Call the checkpointed function" not in f.fix

@@ -86,6 +86,9 @@ class CheckpointingUnneeded(Said):
     line: int | None  # the cell's first checkpointing line (None: none in the cell)
     text: str | None
     form: Form | None
+    # What the line switches on, for the advice to name: the HF keyword
+    # (``gradient_checkpointing``) or the enabling call (``model.gradient_checkpointing_enable``).
+    switch: str | None = None
 
 
 _GUIDE_URL = "https://pytorch.org/docs/stable/checkpoint.html"
@@ -133,6 +136,13 @@ def _form(call: ast.Call, modules: set[str], functions: dict[str, str]) -> Form 
     if _switched_on(call) is not None:
         return "hf_argument"
     return None
+
+
+def _switch(call: ast.Call, form: Form) -> str | None:
+    """The keyword or the enabling call's dotted name that an HF form turns checkpointing on by."""
+    if form == "hf_argument":
+        return _switched_on(call)
+    return dotted(call.func) if form == "hf_enable" else None
 
 
 def _switched_on(call: ast.Call) -> str | None:
@@ -188,6 +198,7 @@ def checkpointing_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> 
         line=facts.tree.line_of(first[0]) if first and facts.tree is not None else None,
         text=facts.tree.text_of(first[0]) if first and facts.tree is not None else None,
         form=first[1] if first else None,
+        switch=_switch(*first) if first else None,
     )
     fixable = first is not None and kind is not None
     return found(

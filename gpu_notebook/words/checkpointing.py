@@ -67,17 +67,29 @@ def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
         )
     elif s.memory is None:
         fix = (
-            f"Call the checkpointed function directly at line {s.line} if the activations fit in "
-            "memory (not read here); no change to this cell is offered."
+            f"{_undo(s)} if the activations fit in memory (not read here); no change to this "
+            "cell is offered."
         )
     else:
-        fix = (
-            f"Call the checkpointed function directly at line {s.line} (or turn "
-            "gradient_checkpointing off): memory has room for the activations."
-        )
+        fix = f"{_undo(s)}: memory has room for the activations."
     return words(
         "Activation checkpointing recomputes the forward while memory has room",
         evidence,
         fix,
         "torch.utils.checkpoint docs: checkpointing trades compute for memory",
+    )
+
+
+def _undo(s: CheckpointingUnneeded) -> str:
+    """How to turn off the checkpointing the line holds, in the line's own terms."""
+    if s.form == "hf_argument" and s.switch is not None:
+        return f"Set {s.switch}=False in the TrainingArguments at line {s.line}"
+    if s.form == "hf_enable" and s.switch is not None:
+        return (
+            f"Call {s.switch.removesuffix('_enable')}_disable() in place of the call at line "
+            f"{s.line} (or drop the call)"
+        )
+    return (
+        f"Call the checkpointed function directly at line {s.line} (or turn "
+        "gradient_checkpointing off)"
     )

@@ -889,7 +889,8 @@ class SampleComparison:
     speedup: float
     low: float  # the range it lies in (seeded block bootstrap, widened by run-to-run spread)
     high: float
-    outcome: Literal["faster", "no measurable change", "slower"]
+    # "undecided": either run's steps waited ``too_busy`` of their time for a core (below).
+    outcome: Literal["faster", "no measurable change", "slower", "undecided"]
     before_steps: int
     after_steps: int
     plain_speedup: float  # every step of both runs, whatever the machine's load
@@ -906,6 +907,12 @@ class SampleComparison:
     # Each step counted as its own time: its wall time less its thread's wait for a core
     # (report/compare.measured_samples); False: wall times.
     own_time: bool = False
+    # (before, after): each run's compared steps' wait for a core over their wall time, where
+    # either waited ``analysis.too_busy.TOO_BUSY_WAIT`` or more and that wait is not all out of
+    # the count (torch's other intra-op threads wait too, and the loop thread waits for them):
+    # the runs measured the machine more than the code, the outcome is "undecided" whatever
+    # the range reads (issue 26, unseen notebook 24: an lr-only change read 0.44x "slower").
+    too_busy: tuple[float | None, float | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpu_notebook.records import Finding
@@ -229,9 +231,18 @@ def test_a_fix_that_did_nothing_is_not_offered_again_as_it_is():
     assert findings_after(proposer, faster, c2) == faster.findings
 
 
-def _preempted_report(own_s: float, seed: int, children: int = 0) -> object:
+def _preempted_report(
+    own_s: float,
+    seed: int,
+    children: int = 0,
+    torch_threads: int | None = 1,
+    cell: str = CELL,
+    sliced: float = 0.2,
+) -> object:
     """40 steps of ``own_s`` of the code's own time (+-5%); one step in five held up 4-13 ms by
-    a time slice, its thread's wait for a core read at the step end as the step clock does."""
+    a time slice, its thread's wait for a core read at the step end as the step clock does.
+    ``torch_threads``: torch's intra-op threads (1: the loop thread's wait is all the run's);
+    ``sliced``: the share of the steps a slice holds up (0: a quiet machine)."""
     import dataclasses
     import random
 
@@ -241,10 +252,16 @@ def _preempted_report(own_s: float, seed: int, children: int = 0) -> object:
     rows, t = [], 0.0
     for i in range(40):
         own = own_s * rng.uniform(0.95, 1.05)
-        wait = rng.uniform(0.004, 0.013) if rng.random() < 0.2 else rng.uniform(0.0, 1e-5)
+        wait = rng.uniform(0.004, 0.013) if rng.random() < sliced else rng.uniform(0.0, 1e-5)
         rows.append(StepTiming(i, t, own + wait, 0.0, 0.0, 0.0, 0.0, batch_size=32, wait_s=wait))
         t += own + wait
-    report = syn.make_report(CELL, step_median_s=own_s, started_at=at(seed))
+    report = syn.make_report(cell, step_median_s=own_s, started_at=at(seed))
+    report = dataclasses.replace(
+        report,
+        run=dataclasses.replace(
+            report.run, env=dataclasses.replace(report.run.env, torch_threads=torch_threads)
+        ),
+    )
     ticks = tuple(Sample(k * 0.25, 100.0, 0.0, None, children=children) for k in range(3))
     run = dataclasses.replace(
         report.run,
@@ -276,6 +293,55 @@ def test_a_change_that_added_processes_is_compared_on_wall_times():
     assert samples is not None and not samples.own_time
     walls = [s.duration_s for s in after.run.steps.steps]
     assert max(walls) > 0.004  # the slices are in what was compared
+
+
+def test_two_runs_too_busy_to_judge_are_undecided_with_the_reason_said():
+    """Unseen notebook 24: an lr-only re-run read "0.44x (0.25x-0.54x): slower" from two runs
+    whose steps mostly waited for a core. Own times take out the loop thread's wait, not torch's
+    other intra-op threads' (nor the loop's wait for them), which stays in the steps: here the
+    after run's own time reads twice the before's. Neither run says anything of the code."""
+    before = _preempted_report(0.0008, seed=1, torch_threads=2)
+    after = _preempted_report(0.0016, seed=2, torch_threads=2)
+    c = compare(before, after)
+    s = c.samples
+    assert s is not None and s.own_time and s.speedup < 0.6  # the figures as read are kept
+    assert s.outcome == "undecided"
+    assert s.too_busy is not None and all(x is not None and x >= 0.5 for x in s.too_busy)
+    from gpu_notebook.views.wording import outcome_said, sample_notes
+
+    assert outcome_said(c) == "undecided"
+    (reason,) = [n for n in sample_notes(s) if "too busy to judge" in n]
+    assert reason.startswith("both runs waited") and "quieter machine" in reason
+    said = " ".join(describe_comparison(c))
+    assert "slower" not in said.replace("neither faster nor slower", "")
+
+
+def test_a_fix_measured_on_runs_too_busy_to_judge_leaves_its_card_as_it_is():
+    # The fix's cell read slower on own times: no "slower" finding, no evidence added, its
+    # patch kept (a fix is not marked as having done nothing, nor as costing, by the machine).
+    tried = syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED, bound=3.5)
+    proposer = _preempted_report(0.0008, seed=1, torch_threads=2)
+    proposer = dataclasses.replace(proposer, findings=(tried,))
+    fixed = _preempted_report(0.0016, seed=2, torch_threads=2, cell=FIXED)
+    again = syn.proposal_finding("dataloader_workers", "%%gpucheck\n" + FIXED + "# again\n", 3.4)
+    fixed = dataclasses.replace(fixed, findings=(again,))
+    c = compare(proposer, fixed)
+    assert c.fix_id == "dataloader_workers" and c.samples is not None
+    assert c.samples.outcome == "undecided"
+    assert findings_after(proposer, fixed, c) == (again,)
+    said = describe_comparison(c)
+    assert not any(line.startswith(("Slower:", "Undecided: the measured range")) for line in said)
+    assert any("too busy to judge" in line for line in said)
+
+
+def test_a_quiet_pair_with_several_torch_threads_keeps_its_verdict():
+    # The same two codes with no slices: the steps waited under half their time, so the
+    # measured range decides as before.
+    before = _preempted_report(0.0008, seed=1, torch_threads=2, sliced=0.0)
+    after = _preempted_report(0.0016, seed=2, torch_threads=2, sliced=0.0)
+    s = compare(before, after).samples
+    assert s is not None and s.too_busy is None and s.outcome == "slower"
+    assert compare(after, before).samples.outcome == "faster"  # type: ignore[union-attr]
 
 
 def test_the_before_after_predicts_the_models_bound_not_its_margin_widening():

@@ -15,9 +15,13 @@ One run is one sample of a noisy measurement. A before/after that divides two me
 - when the steps carry the machine's load (other processes' cores, analysis.interference),
   steps taken under similar load are compared when both runs have enough of them; when they
   do not and the load moved in the direction of the change (busier after and slower, quieter
-  after and faster), the change cannot be told from the machine's: "no measurable change".
+  after and faster), the change cannot be told from the machine's: "no measurable change";
+- where either run's steps waited for a core as much as a verdict calls too busy to judge
+  (``wait_shares``, ``analysis.too_busy.TOO_BUSY_WAIT``), the outcome is "undecided" whatever
+  the range reads: the figures are the machine's more than the code's (an lr-only change in an
+  unseen notebook read 0.44x "slower" and 1.29x from two such pairs, the others' load equal).
 
-``outcome`` reads "faster" / "no measurable change" / "slower"; ``fix_outcome`` maps it to what a
+``outcome`` reads "faster" / "no measurable change" / "slower" / "undecided"; ``fix_outcome`` maps it to what a
 fix earns: "verified" / "no measurable effect" / "slower", or "undecided" when the range holds
 both 1x and the fix's model gain (a no-change reading that could not have shown the gain).
 Pure numbers in, a record out: no report, no view, so ``--try-fixes`` and the notebook's
@@ -136,7 +140,7 @@ def _trimmed_mean(part: np.ndarray) -> float:
     return float(kept.mean())
 
 
-Outcome = Literal["faster", "no measurable change", "slower"]
+Outcome = Literal["faster", "no measurable change", "slower", "undecided"]
 FixOutcome = Literal["verified", "no measurable effect", "slower", "undecided"]
 
 
@@ -214,6 +218,7 @@ def compare_samples(
     after_batch: int | None = None,
     before_load_cores: Sequence[float] | None = None,
     after_load_cores: Sequence[float] | None = None,
+    wait_shares: tuple[float | None, float | None] | None = None,
     seed: int = 0,
     resamples: int = RESAMPLES,
 ) -> SampleComparison | None:
@@ -221,7 +226,10 @@ def compare_samples(
 
     ``*_s`` are steady step times (our own disturbed steps already left out); ``*_batch`` the
     batch sizes (samples per step), when known; ``*_load_cores`` the other processes' load
-    (cores in use by others) during each step, aligned with the step times, when known.
+    (cores in use by others) during each step, aligned with the step times, when known;
+    ``wait_shares`` each run's wait for a core over its steps' wall time that the step times
+    do not take out (None: not read, or all taken out): either at ``TOO_BUSY_WAIT`` or more
+    makes the outcome "undecided" (``SampleComparison.too_busy``), the figures kept.
     """
     before = np.asarray(before_s, dtype=float)
     after = np.asarray(after_s, dtype=float)
@@ -273,6 +281,9 @@ def compare_samples(
             outcome = "no measurable change"
         else:
             load_note = "against"
+    busy = _too_busy(wait_shares)
+    if busy is not None:
+        outcome = "undecided"
     return SampleComparison(
         speedup=point,
         low=low_r,
@@ -287,14 +298,28 @@ def compare_samples(
         load_matched=matched,
         load_note=load_note,
         similar_steps=similar_steps,
+        too_busy=busy,
     )
+
+
+def _too_busy(
+    shares: tuple[float | None, float | None] | None,
+) -> tuple[float | None, float | None] | None:
+    """``shares`` where either run waited ``TOO_BUSY_WAIT`` of its steps or more, else None."""
+    from gpu_notebook.analysis.too_busy import TOO_BUSY_WAIT
+
+    if shares is None or not any(x is not None and x >= TOO_BUSY_WAIT for x in shares):
+        return None
+    return shares
 
 
 def fix_outcome(comparison: SampleComparison, model_low: float | None = None) -> FixOutcome:
     """What a fix earns from its before/after: verified, slower, no measurable effect (the range
     leaves out the fix's model gain, ``ruled_out``: its range's low end as the model gives it,
-    ``Finding.gain_low``; None: an "up to" range), or undecided (the range still meets it: this
-    measurement could not have told)."""
+    ``Finding.gain_low``; None: an "up to" range), or undecided (the range still meets it, or
+    the runs were too busy to judge: this measurement could not have told)."""
+    if comparison.outcome == "undecided":
+        return "undecided"
     if comparison.outcome == "faster":
         return "verified"
     if comparison.outcome == "slower":

@@ -160,6 +160,7 @@ def measured_samples(baseline: Report, report: Report) -> SampleComparison | Non
         load = step_load_cores(r, steps)
         series.append((list(counted), None if load is None else load.tolist()))
     (before, before_load), (after, after_load) = series
+    shares = [_wait_share(r, steps, own) for r, steps in zip(runs, chosen, strict=True)]
     result = compare_samples(
         before,
         after,
@@ -167,8 +168,24 @@ def measured_samples(baseline: Report, report: Report) -> SampleComparison | Non
         after_batch=report.analysis.step_stats.batch_size,
         before_load_cores=before_load,
         after_load_cores=after_load,
+        wait_shares=(shares[0], shares[1]),
     )
     return dataclasses.replace(result, own_time=True) if result is not None and own else result
+
+
+def _wait_share(run: Run, steps: Sequence[StepTiming], own: bool) -> float | None:
+    """The compared steps' wait for a core over their wall time that their count leaves in
+    (``compare_samples``: at half or more, too busy to judge). Own times take out the loop
+    thread's wait alone: where torch ran one intra-op thread that is all of it (None), else
+    its other threads' waits for a core, and the loop thread's for them at each parallel
+    region's end, stay in and grow with the load. None: a step's wait was not read."""
+    if own and run.env.torch_threads == 1:
+        return None
+    waits = [s.wait_s for s in steps]
+    wall_s = sum(s.duration_s for s in steps)
+    if not steps or wall_s <= 0 or any(w is None for w in waits):
+        return None
+    return sum(w or 0.0 for w in waits) / wall_s
 
 
 def throughput_speedup(baseline: Report, report: Report) -> float | None:
@@ -321,8 +338,8 @@ def _not_offered_again(
     whose range still holds its predicted gain (undecided, ``fix_outcome``) keeps its patch and
     says so: the run could not have told."""
     s = comparison.samples
-    if s is None or tried.fix_id is None:
-        return findings
+    if s is None or tried.fix_id is None or s.too_busy is not None:
+        return findings  # runs too busy to judge say nothing of the fix: its card stands
     earned = fix_outcome(s, tried.gain_low)
     if earned not in ("no measurable effect", "undecided"):
         return findings

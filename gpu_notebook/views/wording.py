@@ -14,7 +14,7 @@ from gpu_notebook.analysis import gpu_estimate as model
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, fix_outcome, measurable
 from gpu_notebook.analysis.lines import file_label
 from gpu_notebook.analysis.whatif import DDP_BUCKET_BYTES, NCCL_EFFICIENCY
-from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes
+from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes, fmt_share
 from gpu_notebook.records import (
     Comparison,
     Finding,
@@ -49,6 +49,7 @@ __all__ = [
     "sample_notes",
     "speedup_label",
     "step_counting",
+    "too_busy_note",
     "whatif_assumptions",
     "whatif_interconnect",
     "whatif_missing",
@@ -413,7 +414,7 @@ def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
                 f"Slower: fix {c.fix_id} costs more than it saves on this machine; go back to "
                 "the earlier cell."
             )
-        if outcome_said(c) == "undecided":
+        if outcome_said(c) == "undecided" and (c.samples is None or c.samples.too_busy is None):
             lines.append(
                 f"Undecided: the measured range holds both no change and fix {c.fix_id}'s "
                 "predicted gain; run both cells again, or measure it with more runs "
@@ -478,10 +479,31 @@ def step_counting(own_time: bool) -> tuple[str, ...]:
 def sample_notes(s: SampleComparison) -> tuple[str, ...]:
     """How the steps were counted, and what was made of a change in the machine's load between
     the two runs, if it changed."""
-    own = step_counting(s.own_time)
+    own = too_busy_note(s) + step_counting(s.own_time)
     if s.load_note is None or s.load_before_cores is None or s.load_after_cores is None:
         return own
     return own + _load_notes(s, s.load_before_cores, s.load_after_cores)
+
+
+def too_busy_note(s: SampleComparison) -> tuple[str, ...]:
+    """Why a before/after is undecided where its runs were too busy to judge (its figures are
+    the machine's more than the code's): "both runs waited 91% and 88% of their steps' time for
+    a core: too busy to judge ...; rerun both on a quieter machine"."""
+    if s.too_busy is None:
+        return ()
+    from gpu_notebook.analysis.too_busy import TOO_BUSY_WAIT
+
+    before, after = s.too_busy
+    busy = [x is not None and x >= TOO_BUSY_WAIT for x in (before, after)]
+    if all(busy):
+        which = f"both runs waited {fmt_share(before)} and {fmt_share(after)} of their steps' time"
+    else:
+        run, share = ("the earlier run", before) if busy[0] else ("this run", after)
+        which = f"{run} waited {fmt_share(share)} of its steps' time"
+    return (
+        f"{which} for a core: too busy to judge, so neither faster nor slower is claimed; "
+        "rerun both on a quieter machine",
+    )
 
 
 def _load_notes(s: SampleComparison, before_cores: float, after_cores: float) -> tuple[str, ...]:

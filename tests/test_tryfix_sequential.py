@@ -569,3 +569,39 @@ def test_the_trial_child_marks_the_end_of_its_warm_up(tmp_path):
         assert os.path.exists(warm_marker(str(out))) is marked
         if marked:
             assert os.stat(warm_marker(str(out))).st_mode & 0o777 == 0o600
+
+
+def _two_round_trial(seed: int):
+    # Two planned rounds and a budget with no room for a third: no spread of whole runs.
+    import dataclasses
+
+    fake = _BusyRuns(seed)
+    report = Report.from_json(REPORT.read_text())
+    offered = next(f for f in report.findings if f.proposal and f.proposal.source_after)
+    report = dataclasses.replace(
+        report, findings=(dataclasses.replace(offered, fix_id="fused_optimizer"),)
+    )
+    settings = TrialSettings(steps=40, budget_s=60, rounds=2)
+    tf = try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=fake,
+                   clock=fake.clock)  # fmt: skip
+    (t,) = tf.trials
+    return tf, t
+
+
+def test_a_trial_whose_arms_are_too_busy_to_judge_is_decided_by_its_rounds_only():
+    """As the notebook's before/after (tests/test_compare): runs whose steps mostly waited for a
+    core (here 60-70% of their time) are the machine's more than the code's. Interleaved, the
+    rounds' own spread can still decide (3 rounds: verified, the wait said); two rounds give no
+    such spread, so the steps alone make no call: undecided, the reason said."""
+    tf, t = _two_round_trial(1)
+    assert t.rounds == 2 and t.added_rounds == 0
+    assert t.verdict == "undecided" and not t.recommended
+    said = render_try_fixes(tf)
+    assert "too busy to judge" in said and "quieter machine" in said
+    # The pure look on the same steps: busy, no call; not busy, the steps' call stands.
+    assert decide(t.baseline_steps_s, t.variant_steps_s, 2, None, busy=True).verdict == (  # type: ignore[union-attr]
+        "undecided"
+    )
+    assert decide(t.baseline_steps_s, t.variant_steps_s, 2, None).verdict == "verified"  # type: ignore[union-attr]
+    tf3, t3 = _busy_trial(_BusyRuns(1))
+    assert t3.verdict == "verified" and "rounds' own spread decides" in render_try_fixes(tf3)

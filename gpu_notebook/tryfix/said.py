@@ -31,6 +31,7 @@ __all__ = [
     "RunsSized",
     "StillUndecided",
     "TimedStepsSlow",
+    "TooBusy",
     "TooFewRuns",
     "TooFewSteps",
     "TrialSaid",
@@ -220,6 +221,16 @@ class Undecided(TrialSaid):
     gain: float | None = None
     rounds_needed: int | None = None
     round_s: float | None = None  # what one more round takes (a run of each arm)
+
+
+@dataclass(frozen=True)
+class TooBusy(TrialSaid):
+    """The arms' runs waited for a core at least half their steps' time (too busy to judge):
+    only the interleaved rounds' own spread decides, from 3 rounds."""
+
+    baseline_wait: float  # the script's runs' median wait share
+    fix_wait: float
+    rounds: int
 
 
 @dataclass(frozen=True)

@@ -84,11 +84,14 @@ def compare_runs(
     variant_runs: Sequence[Sequence[float]],
     seed: int = 0,
     model_low: float | None = None,
+    busy: bool = False,
 ) -> SampleComparison | None:
     """Compare two arms of runs (each a sequence of step times). None: too few steps to say.
     ``model_low``: the low end of the fix's range as its model gives it (``Finding.gain_low``;
     None: an "up to" range), what "no measurable effect" must leave out
-    (``compare_samples.ruled_out``)."""
+    (``compare_samples.ruled_out``). ``busy``: an arm's runs waited for a core as a verdict
+    calls too busy to judge (``compare_samples``): their steps are the machine's more than the
+    code's, so only the rounds' own interval (from 3 rounds) can make a call."""
     base = [list(r) for r in baseline_runs if r]
     var = [list(r) for r in variant_runs if r]
     if not base or not var:
@@ -117,6 +120,8 @@ def compare_runs(
     paired = round_interval(base, var, LEVEL) if verdict != "undecided" else None
     if paired is not None and not _backs(verdict, paired[1], paired[2], model_low):
         verdict = "undecided"
+    if busy and paired is None:
+        verdict = "undecided"  # two too-busy rounds: no spread of whole runs to read
     return SampleComparison(point, low, high, rounds, verdict)
 
 

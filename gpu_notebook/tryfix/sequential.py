@@ -111,14 +111,16 @@ def decide(
     planned_rounds: int,
     model_low: float | None,
     seed: int = 0,
+    busy: bool = False,
 ) -> Decision | None:
     """The verdict the looks reach on these runs (run i of each arm: round i): the planned look
     on the first ``planned_rounds``, then one look per added round up to the cap, stopping at the
-    first decided look. None: too few steps to compare."""
+    first decided look. None: too few steps to compare. ``busy``: the arms were too busy to
+    judge (``samples.compare_runs``): the planned look needs its rounds' interval."""
     base = [tuple(r) for r in baseline_runs]
     var = [tuple(r) for r in variant_runs]
     planned = min(planned_rounds, len(base), len(var))
-    first = compare_runs(base[:planned], var[:planned], seed=seed, model_low=model_low)
+    first = compare_runs(base[:planned], var[:planned], seed=seed, model_low=model_low, busy=busy)
     if first is None:
         return None
     look = Decision(first.verdict, first.speedup, first.low, first.high, first.per_round,

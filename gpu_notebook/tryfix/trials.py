@@ -464,7 +464,37 @@ def _decide(
     base: list[RunResult], mine: list[RunResult], planned: int, v: Variant
 ) -> Decision | None:
     base_steps, my_steps, _own = _compared(base, mine, _work(v, base, mine))
-    return decide(base_steps, my_steps, planned, v.finding.gain_low)
+    busy = _too_busy(base, mine) is not None
+    return decide(base_steps, my_steps, planned, v.finding.gain_low, busy=busy)
+
+
+def _wait_share(runs: list[RunResult]) -> float | None:
+    """The median over ``runs`` of each one's wait for a core over its steps' wall time (the
+    step clock's schedstat at every step end). None: a run's waits were not all read."""
+    shares = []
+    for r in runs:
+        if r.broke or not r.steps_s:
+            continue
+        waits = r.waits_s
+        wall_s = sum(r.steps_s)
+        if waits is None or len(waits) != len(r.steps_s) or None in waits or wall_s <= 0:
+            return None
+        shares.append(sum(w or 0.0 for w in waits) / wall_s)
+    return statistics.median(shares) if shares else None
+
+
+def _too_busy(base: list[RunResult], mine: list[RunResult]) -> tuple[float, float] | None:
+    """(the script's runs' wait share, the fix's) where either arm waited ``TOO_BUSY_WAIT`` of
+    its steps' time for a core or more (as the notebook's before/after reads a pair, and a
+    verdict calls too busy to judge), else None. Own times take out the loop thread's wait, not
+    torch's other intra-op threads' (the children do not say how many ran): such arms are
+    compared by their interleaved rounds' spread only (``samples.compare_runs``)."""
+    from gpu_notebook.analysis.too_busy import TOO_BUSY_WAIT
+
+    before, after = _wait_share(base), _wait_share(mine)
+    if before is None or after is None or max(before, after) < TOO_BUSY_WAIT:
+        return None
+    return before, after
 
 
 def _round_s(base: list[RunResult], mine: list[RunResult]) -> float | None:
@@ -492,11 +522,14 @@ def _trial(
                         predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low, said=(S.PatchBroke(),))  # fmt: skip
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         return _unmeasured(v, "not measured", S.TooFewRuns(len(my_steps)))
-    d = decide(base_steps, my_steps, planned, f.gain_low)
+    busy = _too_busy(base, mine)
+    d = decide(base_steps, my_steps, planned, f.gain_low, busy=busy is not None)
     if d is None:
         return _unmeasured(v, "not measured", S.TooFewSteps())
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
     notes: list[TrialSaid] = [S.RunEnded(min(short))] if short else []
+    if busy is not None:
+        notes.append(S.TooBusy(busy[0], busy[1], d.rounds))
     if work != 1.0:
         notes.append(S.PerSample(work))
     if d.verdict == "undecided":

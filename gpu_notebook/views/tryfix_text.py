@@ -227,6 +227,17 @@ def _(s: S.Undecided) -> str:
 
 
 @word_said.register
+def _(s: S.TooBusy) -> str:
+    head = (
+        f"its runs waited {fmt_share(s.fix_wait)} of their steps' time for a core (the "
+        f"script's {fmt_share(s.baseline_wait)}): too busy to judge from the steps"
+    )
+    if s.rounds < 3:
+        return f"{head}, and {s.rounds} round(s) give no spread of whole runs; rerun on a quieter machine"
+    return f"{head}; the {s.rounds} interleaved rounds' own spread decides"
+
+
+@word_said.register
 def _(s: S.DecidedAfter) -> str:
     return f"decided after {s.added} added round(s)"
 

@@ -158,12 +158,20 @@ def test_workers_that_wait_rather_than_compute_are_told_to_grow_not_to_stop():
     )
     analysis = syn.make_analysis({"data": 0.6})
     idle = dataclasses.replace(analysis.utilization, children_cpu_mean_pct=4.0)
-    f = only(
-        rules_for(syn.make_run(cell, cpu_count=2), dataclasses.replace(analysis, utilization=idle)),
-        "input.slow_dataset",
-    )
+    read = syn.make_run(cell, cpu_count=2, series=syn.worker_samples(2, 3, 4.0))
+    f = only(rules_for(read, dataclasses.replace(analysis, utilization=idle)), "input.slow_dataset")
     assert "they wait" in f.title and "num_workers=4" in f.fix
     assert f.fix_id == "dataloader_workers" and f.fix_params["num_workers"] == 4
+    # A run whose sampler never read the workers (listed once, or never: a short cell) says
+    # nothing of their waiting and offers no more of them (notebook 24: num_workers=4 on 2
+    # cores after 60 ms of steps, "0% of a core").
+    for series in (syn.worker_samples(2, 0), syn.worker_samples(2, 2), None):
+        unread = syn.make_run(cell, cpu_count=2, series=series)
+        f = only(
+            rules_for(unread, dataclasses.replace(analysis, utilization=idle)),
+            "input.slow_dataset",
+        )
+        assert f.fix_id is None and "they wait" not in f.title, series
     busy = dataclasses.replace(analysis.utilization, children_cpu_mean_pct=180.0)
     f = only(
         rules_for(syn.make_run(cell, cpu_count=2), dataclasses.replace(analysis, utilization=busy)),

@@ -265,7 +265,7 @@ HF_WORKERS_CELL = (
 def test_idle_workers_are_not_said_to_wait_for_their_samples_unless_measured(
     step_us, machine, said
 ):
-    run = syn.make_run(HF_WORKERS_CELL, cpu_count=2)
+    run = syn.make_run(HF_WORKERS_CELL, cpu_count=2, series=syn.worker_samples(2, 3, 0.4))
     run = dataclasses.replace(run, steps=dataclasses.replace(run.steps, loader_num_workers=2))
     # 12% of the step waits for data: 3.1 ms of a 26 ms step, 0.48 ms of a 4 ms one.
     split = syn.phases({"data": 0.12, "backward": 0.5}, step_us=step_us)

@@ -968,6 +968,7 @@ def _session_cap(analysis: Analysis, low: float | None) -> SessionCap | None:
 # Workers that use less than this share of a core each, while the step waits for them, spend
 # their time waiting (I/O, a remote store, a sleep), not computing.
 WAITING_WORKER_PCT = 25.0
+MIN_WORKER_READS = 3  # samples that read the workers' CPU before it says they wait
 
 
 def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -1004,7 +1005,11 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
             return found("input.slow_dataset", "info", said, line=loader.line)
     bound = gain_bound(data, analysis)
     children = analysis.utilization.children_cpu_mean_pct
-    waiting = children is not None and children < WAITING_WORKER_PCT * workers
+    waiting = (
+        children is not None
+        and children < WAITING_WORKER_PCT * workers
+        and _workers_read(run) >= MIN_WORKER_READS
+    )
     idle, wait_us, machine = _idle_workers(analysis) if waiting else (None, None, None)
     said = SlowDataset(data, analysis.phases, workers, cores, loader.live, persistent_off,
                        children if waiting else None, idle, wait_us, machine,
@@ -1023,6 +1028,21 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
                                  "persistent_workers": True})  # fmt: skip
     return found("input.slow_dataset", severity, said, phase_share=data, bound=bound,
                  line=loader.line)  # fmt: skip
+
+
+def _workers_read(run: Run) -> int:
+    """The samples that read the workers' CPU: a worker already listed at the sample before
+    (the sampler's first look at a process sets its CPU baseline and reads nothing of it), and
+    no new one since. A sample before the workers were listed reads 0% of theirs: in a short
+    cell that is all there is (notebook 24's 60 ms of steps with 2 workers read "0% of a core:
+    they wait, do not compute" and was told num_workers=4 on 2 cores)."""
+    reads, before = 0, 0
+    for sample in run.samples.samples:
+        listed = sample.children or 0
+        if listed and before and listed <= before and sample.children_cpu_pct is not None:
+            reads += 1
+        before = listed
+    return reads
 
 
 def _steady_waits(run: Run, facts: SourceFacts) -> StartUpBursts | None:

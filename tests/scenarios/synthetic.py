@@ -319,3 +319,21 @@ def proposal_finding(fix_id: str, source_after: str, bound: float | None) -> Fin
         fix_id=fix_id,
         proposal=FixProposal(fix_id, "t", ("a", "b"), "u", source_after, "diff"),
     )
+
+
+def worker_samples(workers: int, reads: int, children_pct: float = 0.0) -> SampleSeries:
+    """A sampler series that listed ``workers`` worker processes from its first sample and read
+    their CPU in ``reads`` samples after it (the first look at a process reads nothing)."""
+    from gpu_notebook.records import Sample
+
+    samples = tuple(
+        Sample(
+            t_s=0.25 * i,
+            process_cpu_pct=100.0,
+            children_cpu_pct=children_pct,
+            system_cpu_pct=50.0,
+            children=workers,
+        )
+        for i in range(reads + 1)
+    )
+    return SampleSeries(0.25, 0.25, samples)

@@ -119,20 +119,21 @@ def test_compile_whose_sure_part_is_within_the_margin_is_said_not_offered():
     """What compiling surely removes is the time between the model's operators (the forward's
     Python, the engine between backward nodes); the rest of the bound is operator work the
     compiled graph runs too, at a cost the eager run cannot show. numpy_list_batch's 3-layer
-    MLP: 0.20 ms of gaps against twice a compiled graph's 90 us (6 tensors), its bound up to
-    1.15x-1.30x, measured 0.95x compiled. Said at info without a fix; a GRU stepped in Python
-    (0.75 ms of gaps, measured 1.76x) keeps it offered."""
+    MLP: 0.20 ms of gaps against a compiled graph's 90 us (6 tensors) taken 3 times (its
+    kernels' own calls, which the estimate leaves out: compile_parts.py), its bound up to
+    1.15x-1.30x, measured 0.95x compiled. Said at info without a fix, and with no low end (from
+    about 1.0x); a GRU stepped in Python (0.75 ms of gaps, measured 1.76x) keeps it offered."""
     mlp = _compile(_window(matmul_us=200.0, gaps_us=200.0), tensors=6, offered=False)
     assert mlp.severity == "info" and mlp.gain_bound is None
     assert mlp.fix.startswith("Small: torch.compile may have no measurable effect"), mlp.fix
-    assert any("less twice a compiled graph's own calls" in e and "1.01x" in e
+    assert any("own calls and kernels" in e and "no low end: from about 1.0x" in e
                for e in mlp.evidence), mlp.evidence  # fmt: skip
     gru = _compile(_window(matmul_us=200.0, gaps_us=750.0), tensors=6)
     assert gru.severity == "medium" and measurable(gru)
     assert gru.gain_bound == pytest.approx(amdahl_bound(0.8 - 0.1))
-    assert any("surely removes" in e and "0.75 ms" in e and "1.40x" in e for e in gru.evidence), (
-        gru.evidence
-    )
+    # 0.75 ms less 3 x 90 us: 0.48 ms of the model's 1.6 ms, 80% of the step: 24%.
+    assert any("surely removes" in e and "0.75 ms" in e and "at least 1.32x" in e
+               for e in gru.evidence), gru.evidence  # fmt: skip
 
 
 def test_a_model_side_of_matmul_work_leaves_compile_small_not_offered():

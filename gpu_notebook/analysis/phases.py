@@ -580,7 +580,8 @@ def _inferred_forward(
     numbers, at the top of the step) is not the model's forward either.
 
     In each step that has a backward: from the end of its last data range before the first
-    backward (the step's start when it has none) to that backward. Painted at the forward
+    backward (the step's start when it has none) to that backward, or to where its graph's
+    last node was made where the graph says so (``_graph_forward``). Painted at the forward
     level, so every classified range (backward, optimizer, data, copy, sync) still wins where
     they overlap. A step without backward (inference) is left as it is: nothing in the trace
     tells the model's ops from the rest there. With ``grad_mode`` (the host thread's ops autograd
@@ -603,9 +604,13 @@ def _inferred_forward(
             trace, start, end, backward=backward, graph=grad_mode, last_mark=last_mark
         )
     )
-    # Each graph's forward start by the pass it ends at (the pass's first backward event).
+    # Each graph's forward start and end by the pass it runs to (the pass's first backward
+    # event): the end where the graph's last node was made, not the pass.
     graph_begin = (
         {} if graph is None else dict(zip(graph[1].tolist(), graph[0].tolist(), strict=True))
+    )
+    graph_end = (
+        {} if graph is None else dict(zip(graph[1].tolist(), graph[2].tolist(), strict=True))
     )
     fs: list[int] = []
     fe: list[int] = []
@@ -625,13 +630,14 @@ def _inferred_forward(
         made = graph_begin.get(first_bwd)
         if made is not None and begin < made < first_bwd:
             begin = made
-        if first_bwd > begin:
+        until = graph_end.get(first_bwd, first_bwd)
+        if until > begin:
             fs.append(begin)
-            fe.append(first_bwd)
+            fe.append(until)
     by_step = (np.asarray(fs, dtype=np.int64), np.asarray(fe, dtype=np.int64))
     if graph is None:
         return by_step
-    return _union(by_step, graph)
+    return _union(by_step, (graph[0], graph[2]))
 
 
 def _graph_forward(
@@ -642,7 +648,7 @@ def _graph_forward(
     backward: BoolArray,
     graph: BoolArray,
     last_mark: int | None = None,
-) -> tuple[IntArray, IntArray]:
+) -> tuple[IntArray, IntArray, IntArray]:
     """The forward that built the graph each backward pass consumes, wherever the steps cut.
 
     A backward node carries the sequence number autograd gave it when the forward op that
@@ -657,8 +663,15 @@ def _graph_forward(
     After the trace's last pass, up to ``last_mark`` (a pass the trace ends at): the graph's
     first node is the number the first op after that pass read, when a later op reads a higher
     one (a node was made: under no_grad, or with only ``.item()`` after the pass, none is).
+
+    The forward ends where the graph's last node was made (the pass's largest number: the top-
+    level op holding the last op that read it), not at the pass: what the loop runs between the
+    loss and ``backward()`` makes no node of this graph (nanoGPT's next ``get_batch``, 12% of
+    its step, read as the model's forward and as time compiling the model removes; compiled,
+    that part measured unchanged). Returns the spans' starts, their passes' starts, and their
+    ends (the pass's start where the last node's maker is not in the trace).
     """
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     bwd_rows = np.flatnonzero(backward & (trace.sequence >= 0))
     fwd_rows = np.flatnonzero(graph)
     if bwd_rows.size == 0 or fwd_rows.size == 0:
@@ -674,14 +687,15 @@ def _graph_forward(
     t_s, t_e = start[tops], end[tops]
     top = np.ones(tops.size, dtype=np.bool_)
     top[1:] = t_s[1:] >= np.maximum.accumulate(t_e)[:-1]
-    top_starts = t_s[top]
+    top_starts, top_ends = t_s[top], t_e[top]
     fs: list[int] = []
+    fp: list[int] = []
     fe: list[int] = []
     for i, a in enumerate(passes_s.tolist()):
         seqs = trace.sequence[bwd_rows[which == i]]
         if seqs.size == 0:
             continue
-        first_node = int(seqs.min())
+        first_node, last_node = int(seqs.min()), int(seqs.max())
         lo = int(passes_e[i - 1]) if i > 0 else np.iinfo(np.int64).min
         k0 = int(np.searchsorted(f_start, lo, side="left"))
         k1 = int(np.searchsorted(f_start, a, side="left"))
@@ -691,9 +705,17 @@ def _graph_forward(
         made = int(f_start[k0 + int(hits[-1])])
         t = int(np.searchsorted(top_starts, made, side="right")) - 1
         begin = max(int(top_starts[t]) if t >= 0 else made, lo)
-        if a > begin:
+        # The last node's maker: ops read a node's number until one makes it, the next one after.
+        lasts = np.flatnonzero(f_seq[k0:k1] == last_node)
+        until = a
+        if lasts.size:
+            maker = int(f_start[k0 + int(lasts[-1])])
+            u = int(np.searchsorted(top_starts, maker, side="right")) - 1
+            until = min(a, max(int(top_ends[u]) if u >= 0 else maker, begin))
+        if until > begin:
             fs.append(begin)
-            fe.append(a)
+            fp.append(a)
+            fe.append(until)
     if last_mark is not None and passes_e.size:
         lo = int(passes_e[-1])
         k0 = int(np.searchsorted(f_start, lo, side="left"))
@@ -705,8 +727,13 @@ def _graph_forward(
             begin = max(int(top_starts[t]) if t >= 0 else made, lo)
             if last_mark > begin:
                 fs.append(begin)
+                fp.append(last_mark)
                 fe.append(last_mark)
-    return np.asarray(fs, dtype=np.int64), np.asarray(fe, dtype=np.int64)
+    return (
+        np.asarray(fs, dtype=np.int64),
+        np.asarray(fp, dtype=np.int64),
+        np.asarray(fe, dtype=np.int64),
+    )
 
 
 def _same_thread(trace: Trace, rows: BoolArray) -> BoolArray:

@@ -7,6 +7,7 @@ from gpu_notebook.analysis.host import HOST_BOUND_SHARE, overhead_near_line, ove
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.common import WARN
 from gpu_notebook.rules.launch import (
+    COMPILED_COST_SPREAD,
     TINY_OP_US,
     CompileGain,
     GpuStarved,
@@ -216,12 +217,19 @@ def _compile_gain_line(c: CompileGain) -> str:
 
 def _compile_sure_line(c: CompileGain) -> str:
     gaps = c.gaps_us if c.gaps_us is not None else 0.0
-    return (
+    calls = f", {c.calls} calls a step (one a micro-batch)" if c.calls > 1 else ""
+    head = (
         f"what compiling surely removes: the time between the model's operators (the forward's "
         f"Python, the autograd engine between backward nodes), {gaps / 1e3:.2f} ms a traced step "
-        f"by each gap's fastest, less twice a compiled graph's own calls by a lower estimate: "
-        f"{fmt_share(c.sure or 0.0)} of the step, {c.sure_gain or 1.0:.2f}x"
+        f"by each gap's fastest, less a compiled graph's own calls and kernels as far as they "
+        f"may reach ({COMPILED_COST_SPREAD:.0f}x a lower estimate{calls})"
     )
+    if not c.sure or c.sure_gain is None or c.sure_gain < 1.005:  # said as 1.00x: nothing
+        return (
+            f"{head}: nothing left, so no low end: from about 1.0x (on a CPU the compiled "
+            "graph's kernels do the eager operators' work no faster, and it may be slower)"
+        )
+    return f"{head}: {fmt_share(c.sure)} of the step, at least {c.sure_gain:.2f}x"
 
 
 _CPU_OPTIM_SOURCE = (

@@ -338,6 +338,9 @@ class ProfileWindow:
     # ``within-step`` window (no whole step, ``first_step`` None) has its recorded calls' waits
     # here, in the trace's order.
     step_waits_s: tuple[float, ...] | None = None
+    # The window stopped before ``profile_steps`` once its steps took this much of the thread's
+    # CPU (s): the budget that bounds what profiling costs. None: not stopped by it.
+    stopped_at_cpu_s: float | None = None
 
 
 # ---- the stack sampler's counts (capture/stacks.py fills them; analysis/lines.py reads them)

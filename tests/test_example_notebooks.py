@@ -447,3 +447,94 @@ def test_unseen_26_hf_notebook_progress_and_logging_every_step(tmp_path):
         # The fix's header comment names the setting too: count the code's lines only.
         code = "\n".join(ln for ln in patched.splitlines() if not ln.lstrip().startswith("#"))
         assert code.count("TrainingArguments(") == 1 and "trainer.train()" in code
+
+
+@pytest.mark.differential
+def test_unseen_27_a_gan_under_cpu_autocast_trains_bitwise_as_plain(tmp_path):
+    measured = execute_unseen("27_gan_two_optimizers_autocast_bf16.ipynb", tmp_path)
+    plain = execute_unseen("27_gan_two_optimizers_autocast_bf16.ipynb", tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -o rep")
+    theirs = cell_starting(plain, "pass\nfor it in range(96)")
+    assert reports_in(ours) and streams(ours) == streams(theirs)
+    assert streams(ours).startswith("it 0 d ") and ours.outputs[-1].data["text/plain"] == (
+        "torch.bfloat16"
+    )
+    # The weights, the RNG, autocast off after the cell: as plain; nothing of ours is left.
+    state = streams(cell_starting(measured, "import hashlib"))
+    assert state == streams(cell_starting(plain, "import hashlib"))
+    assert "autocast False torch.bfloat16 grad True\nprofile None ours []\n" in state
+    # One step an iteration; the clock learns the two optimizers' cycle in the first one,
+    # which may count one more (tests/test_optimizer_split.py says the same).
+    counted = streams(cell_starting(measured, "print('steps counted'"))
+    assert counted in ("steps counted 96\n", "steps counted 97\n"), counted
+    patched = patched_cells(measured[-1])
+    for cell in patched:  # the cell's autocast stays, on both forwards
+        assert cell.count('with torch.autocast("cpu", dtype=torch.bfloat16):') == 2
+    assert "precision.fp32_tensor_cores" not in streams(measured[-1])  # never offered again
+    if patched:
+        fresh = execute_unseen(
+            "27_gan_two_optimizers_autocast_bf16.ipynb",
+            tmp_path,
+            cells=[measured[1].source, patched[0]],
+        )
+        assert streams(fresh[-1]).startswith("it 0 d ")
+
+
+def test_unseen_28_a_stop_caught_by_the_loop_ends_the_cell_with_its_report(tmp_path):
+    cells = execute_unseen("28_stop_caught_by_the_loop.ipynb", tmp_path)
+    stopped = cell_starting(cells, "%%gpucheck -o rep\nstopped")
+    # The interrupt reached the cell's own except, wherever in a step it landed.
+    assert streams(stopped).startswith("stopped by the user after ")
+    assert reports_in(stopped) and stopped.outputs[-1].data["text/plain"] == "True"
+    state = streams(cell_starting(cells, "import sys, threading"))
+    assert state == (
+        "stopped True opt state steps 4\nbackward torch.autograd profile None trace None\n"
+        "ours []\nhooks 0 0\n"
+    )
+    resumed = cell_starting(cells, "%%gpucheck -o rep2")
+    assert reports_in(resumed) and streams(resumed).startswith("resumed at ")
+    assert streams(cell_starting(cells, "print('steps counted'")) == "steps counted True 256\n"
+
+
+@pytest.mark.differential
+def test_unseen_29_options_are_honoured_and_reruns_compare(tmp_path):
+    measured = execute_unseen("29_steps_option_reruns_compare.ipynb", tmp_path)
+    plain = execute_unseen("29_steps_option_reruns_compare.ipynb", tmp_path, plain=True)
+    ours = [c for c in measured if c.source.startswith("%%gpucheck")]
+    theirs = [c for c in plain if c.source.startswith("pass\nfor epoch")]
+    assert len(ours) == len(theirs) == 3
+    for mine, plain_cell in zip(ours, theirs, strict=True):
+        assert reports_in(mine) and streams(mine) == streams(plain_cell)
+        assert mine.outputs[-1].data == plain_cell.outputs[-1].data
+    said = streams(cell_starting(measured, "runs = [a, b, c]"))
+    assert said.startswith("steps [64, 128, 128] history 5\n")
+    # -s 32 records 32 steps (the CPU budget stopped it at 7 and said nothing).
+    assert (
+        "windows [('recorded', 8, 8, None), ('recorded', 32, 32, None), ('disabled', 3, 0, None)]"
+        in said
+    )
+    assert "compared [True, True]" in said
+
+
+def test_unseen_30_a_loader_made_in_an_earlier_measured_cell(tmp_path):
+    measured = execute_unseen("30_define_train_then_continue_two_models.ipynb", tmp_path)
+    plain = execute_unseen("30_define_train_then_continue_two_models.ipynb", tmp_path, plain=True)
+    for prefix, plain_prefix in (
+        ("%%gpucheck -o rep1", "pass\nclass"),
+        ("%%gpucheck -o rep2", "pass\nfor"),
+    ):
+        mine, theirs = cell_starting(measured, prefix), cell_starting(plain, plain_prefix)
+        assert reports_in(mine) and streams(mine) == streams(theirs)
+    # Both models' steps in the first cell; the second cell's own.
+    assert streams(cell_starting(measured, "print('steps'")) == "steps 96 96 workers 0\n"
+    patched = patched_cells(measured[-1])
+    for cell in patched:
+        assert "loader.num_workers" not in cell
+    workers = [p for p in patched if "num_workers=" in p]
+    if workers:  # the loader again, from what the first measured cell defined
+        fresh = execute_unseen(
+            "30_define_train_then_continue_two_models.ipynb",
+            tmp_path,
+            cells=[c.source for c in measured[:3]] + [workers[0]],
+        )
+        assert streams(fresh[-1]).startswith("epoch 0 ")

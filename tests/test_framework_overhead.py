@@ -525,6 +525,61 @@ def test_a_lightning_callbacks_own_work_is_named_by_its_hook():
     assert "`if trainer.global_step % 50 == 0:`" in f.fix
 
 
+def test_the_hooks_finding_offers_the_gate_in_the_hook_it_names():
+    # Issue 26: the hook was named with its share and its gate as advice, with no patch.
+    import torch
+    from transformers import Trainer
+    from transformers.trainer_callback import CallbackHandler
+
+    from gpu_notebook.fixes import Patch, apply_fix
+
+    dispatch = [ref(Trainer.train), ref(CallbackHandler.on_step_end),
+                ref(CallbackHandler.call_event)]  # fmt: skip
+    hook = CodeRef("<cell>", "WeightNorms.on_step_end", 3)
+    run = _hooked_run(HF_HOOK_CELL, dispatch, hook, ref(torch.Tensor.norm), 3000)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert f.fix_id == "gate_callback_hook"
+    assert dict(f.fix_params) == {"hooks": "WeightNorms.on_step_end", "framework": "transformers",
+                                  "every": 50}  # fmt: skip
+    # The low end: the hook's own share (here all of the overhead, so the range is one value).
+    assert f.gain_low == f.gain_bound == pytest.approx(1 / (1 - 0.3 * 0.9))
+    patch = apply_fix(f.fix_id, HF_HOOK_CELL, **f.fix_params)
+    assert isinstance(patch, Patch)
+    gated = (
+        "    def on_step_end(self, args, state, control, **kwargs):\n"
+        "        if state.global_step % 50 != 0:\n"
+        "            return\n"
+    )
+    assert gated in patch.source_after
+
+
+def test_a_callbacks_log_calls_are_gated_in_their_hook():
+    import lightning.pytorch as pl
+    from lightning.pytorch.trainer import call
+
+    cell = (
+        "class GradNorms(L.Callback):\n"
+        "    def on_before_optimizer_step(self, trainer, pl_module, optimizer):\n"
+        "        for n, p in pl_module.named_parameters():\n"
+        "            pl_module.log(n, p.grad.norm(), on_step=True, on_epoch=False)\n"
+        "trainer.fit(Lit())\n"
+    )
+    here = CodeRef("<cell>", "<module>", 5)
+    norms = CodeRef("<cell>", "GradNorms.on_before_optimizer_step", 2)
+    raw = _stacks(
+        [([here, ref(pl.Trainer.fit), ref(call._call_callback_hooks), norms,
+           ref(pl.LightningModule.log)], 4000), ([here, ref(pl.Trainer.fit)], 6000)], 10_000,
+    )  # fmt: skip
+    run = dataclasses.replace(
+        syn.make_run(cell), stacks=dataclasses.replace(raw, root_filename="<cell>")
+    )
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert "the Callback's log calls on every step" in f.fix
+    assert f.fix_id == "gate_callback_hook"
+    assert f.fix_params["hooks"] == "GradNorms.on_before_optimizer_step"
+    assert f.fix_params["framework"] == "lightning"
+
+
 def test_a_framework_callback_below_the_dispatcher_stays_the_frameworks():
     # Lightning's own progress bar is a Callback too: its samples stay the bar's.
     import lightning.pytorch as pl

@@ -126,6 +126,40 @@ def test_a_window_of_long_steps_records_one_step_with_its_phases(ip):
     assert step.phase_us["backward"] > 0 and step.phase_us["optimizer"] > 0
 
 
+def test_a_window_cut_short_by_its_cpu_budget_says_so(ip):
+    """The LBFGS-like steps above record 1 of the 3 steps asked: the report says how many,
+    of how many, and why, where it said nothing (the user read 'Phases (1 profiled step(s))')."""
+    rep = run(ip, LONG_STEPS, "-w 1 -s 3")
+    window = rep.run.window
+    assert window.recorded_steps == 1 and window.stopped_at_cpu_s == pytest.approx(0.3)
+    assert "Profiler window: 1 of the 3 steps asked (-s)" in render_text(rep)
+
+
+STEADY_CPU_STEPS = """
+import time, torch
+model = torch.nn.Linear(8, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(16):
+    loss = model(torch.randn(16, 8)).pow(2).mean()
+    end = time.thread_time() + 0.04  # 40 ms of this thread's CPU a step, whatever the load
+    while time.thread_time() < end:
+        pass
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_steps_asked_beyond_the_default_are_recorded_as_asked(ip):
+    """``-s 12`` on 40 ms steps (0.48 s of CPU): the default's 0.3 s budget stopped the window
+    after 7 of them, and nothing said so (unseen round 14, nb 29: ``-s 32`` recorded 7). The
+    budget grows with the steps asked, so the window records the 12."""
+    rep = run(ip, STEADY_CPU_STEPS, "-w 1 -s 12")
+    window = rep.run.window
+    assert window.status == "recorded" and window.recorded_steps == 12
+    assert window.stopped_at_cpu_s is None
+    assert "steps asked" not in render_text(rep)
+    rep = run(ip, STEADY_CPU_STEPS, "-w 1 -s 3")  # the default's budget holds 3 such steps
+    assert rep.run.window.recorded_steps == 3 and rep.run.window.stopped_at_cpu_s is None
+
+
 # ------------------------------------------------------------------ steps without an optimizer
 
 

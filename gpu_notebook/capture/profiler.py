@@ -33,8 +33,11 @@ from gpu_notebook.records import ProfileWindow, WindowStatus
 # 20 closure calls, ~80k ops) give every phase in one step, and each profiled one costs ~1.4x
 # its time plus the stop's post-processing: in a 4-step cell, 2 profiled steps were half the
 # run. Steps up to ~100 ms keep all three. CPU time, not wall: the same loop records the same
-# steps on a busy machine.
+# steps on a busy machine. The budget is that of the default ``-s`` (``WINDOW_BUDGET_STEPS``)
+# and grows with the steps asked beyond it: ``-s 32`` on 13 ms steps recorded 7 of them, and
+# nothing said so (unseen round 14, nb 29). Asking for more steps is asking for their cost.
 WINDOW_MAX_CPU_S = 0.3
+WINDOW_BUDGET_STEPS = 3
 
 USER_PROFILER_MESSAGE = (
     "another torch.profiler is active in this cell: gpucheck stepped aside "
@@ -198,7 +201,8 @@ def profiler_active() -> bool:
 
 class ProfilerWindow:
     """Starts torch.profiler at the boundary of step ``warmup`` and stops after ``profile_steps`` steps,
-    or sooner once the recorded steps took ``WINDOW_MAX_CPU_S`` of CPU (at least one step).
+    or sooner once the recorded steps took their CPU budget (``cpu_budget_s``; at least one
+    step): the record then says where it stopped (``ProfileWindow.stopped_at_cpu_s``).
 
     The step clock calls ``on_boundary(index)`` at every step boundary (index = the step that
     starts there). ``restart()`` drops a window whose steps were cut by an anchor upgrade.
@@ -219,6 +223,7 @@ class ProfilerWindow:
         self._max_cpu_s = max_cpu_s
         self._max_cpu_ns = 0
         self._cpu0_ns = 0
+        self._stopped_at_cpu_s: float | None = None  # the budget that ended it before its steps
         self._starting = False  # our own profiler is starting: the guard lets it through
         self._guard: list[tuple[Any, str, Any, Any]] | None = None  # (owner, name, old, new)
         self._guard_inert = False
@@ -257,6 +262,13 @@ class ProfilerWindow:
         return self._recorded_steps()
 
     @property
+    def cpu_budget_s(self) -> float:
+        """The thread CPU time (s) the recorded steps may take before the window stops."""
+        if self._max_cpu_s is not None:
+            return self._max_cpu_s
+        return WINDOW_MAX_CPU_S * max(1.0, self.profile_steps / WINDOW_BUDGET_STEPS)
+
+    @property
     def status(self) -> WindowStatus:
         return self._status
 
@@ -275,11 +287,12 @@ class ProfilerWindow:
         self._mark(step_index)
         self._last_step = step_index
         assert self._first_step is not None
-        if (
-            step_index - self._first_step >= self.profile_steps
-            or time.thread_time_ns() - self._cpu0_ns >= self._max_cpu_ns
-            or (self.inside_step is not None and self.inside_step())
+        if step_index - self._first_step >= self.profile_steps or (
+            self.inside_step is not None and self.inside_step()
         ):
+            self._stop(complete=True)
+        elif time.thread_time_ns() - self._cpu0_ns >= self._max_cpu_ns:
+            self._stopped_at_cpu_s = self._max_cpu_ns / 1e9
             self._stop(complete=True)
 
     def restart(self, within_step: str | None = None) -> None:
@@ -395,8 +408,7 @@ class ProfilerWindow:
         finally:
             self._starting = False
         self._prof = prof
-        limit_s = WINDOW_MAX_CPU_S if self._max_cpu_s is None else self._max_cpu_s
-        self._max_cpu_ns = int(limit_s * 1e9)
+        self._max_cpu_ns = int(self.cpu_budget_s * 1e9)
         self._cpu0_ns = time.thread_time_ns()
         self._first_step = step_index
         self._last_step = step_index
@@ -503,6 +515,11 @@ class ProfilerWindow:
             message=message,
             profiler_before_cell=self._before_cell,
             step_waits_s=self._step_waits_s(waited),
+            stopped_at_cpu_s=(
+                self._stopped_at_cpu_s
+                if self._status == "recorded" and recorded < self.profile_steps
+                else None
+            ),
         )
 
 

@@ -330,7 +330,41 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     )
     if not fixes:
         return found("logging.framework_overhead", "info", said)
-    return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
+    gate = _hook_gate(fixes)
+    if gate is None:
+        return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
+    params, hooked = gate
+    # The gate removes its hooks' share alone: the low end (the rest of the overhead stays).
+    low = gain_bound(hooked * (1 - 1 / RARE_LOGS), analysis) if hooked is not None else None
+    return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound,
+                 fix_id="gate_callback_hook", fix_params=params,
+                 low=min(low, bound) if low is not None and bound is not None else None)  # fmt: skip
+
+
+def _hook_gate(
+    advice: list[Advice],
+) -> tuple[dict[str, str | int | float | bool | None], float | None] | None:
+    """The gate's parameters for the user's callback hooks the advice names (their own work,
+    and a Lightning Callback's hooks that call log: fixes/codemods_framework), with the share
+    of the sampled time they took where one was read."""
+    hooks: dict[str, str] = {}  # Class.method -> framework
+    shares: list[float] = []
+    for a in advice:
+        for hook, part in a.hooks:
+            hooks.setdefault(".".join(hook.function.split(".")[-2:]), hook.framework)
+            shares += [part] if part is not None else []
+        if a.kind == "callback-log":
+            for log, part in a.logs:
+                if log.owner and log.hook:
+                    hooks.setdefault(f"{log.owner}.{log.hook}", "lightning")
+                    shares += [part] if part is not None else []
+    if not hooks:
+        return None
+    framework = next(iter(hooks.values()))
+    names = [name for name, fw in hooks.items() if fw == framework]
+    params: dict[str, str | int | float | bool | None] = {"hooks": ",".join(names), "framework": framework,
+                                    "every": RARE_LOGS}  # fmt: skip
+    return params, sum(shares) if shares else None
 
 
 # The sparse samples (Run.framework_stacks) of a run that leaned (not clocked), or too few of

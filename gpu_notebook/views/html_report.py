@@ -46,6 +46,7 @@ from gpu_notebook.records import (
 )
 from gpu_notebook.views.charts import PHASE_COLORS
 from gpu_notebook.words.program import Program, said_of, said_of_lines
+from gpu_notebook.words.run_shape import window_cut_short
 
 __all__ = [
     "comparison_section",
@@ -359,6 +360,7 @@ def phases_section(report: Report) -> str:
         source=source,
         st=report.analysis.step_stats,
         window=report.run.window,
+        window_cut=window_cut_short(report.run.window),
     )
 
 

@@ -15,6 +15,7 @@ from gpu_notebook.records import (
     RunShape,
 )
 from gpu_notebook.words.program import said_of_lines
+from gpu_notebook.words.run_shape import window_cut_short
 
 BAR_WIDTH = 24
 
@@ -188,6 +189,9 @@ def render_text(report: Report) -> str:
             lines += [f"  {describe_line(s, of='sampled time')}" for s in hot]
     if run.window.message and run.window.status not in ("recorded",):
         lines.append(f"Profiler window: {run.window.status}: {run.window.message}")
+    cut = window_cut_short(run.window)
+    if cut is not None:
+        lines.append(cut)
 
     lines.append("")
     if a.gpu is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_seconds, fmt_share
-from gpu_notebook.records import OwnTime
+from gpu_notebook.records import OwnTime, ProfileWindow
 from gpu_notebook.rules.run_shape import (
     Drift,
     Jitter,
@@ -16,6 +16,18 @@ from gpu_notebook.rules.syncs import EVERY
 from gpu_notebook.words.common import Words, instead, place, rarer, worder, words
 
 _SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
+
+
+def window_cut_short(window: ProfileWindow) -> str | None:
+    """The line that says the window recorded fewer steps than ``-s`` asked, and why; None when
+    it recorded them all or stopped for another reason (the cell ended, a profiler of its own)."""
+    if window.status != "recorded" or window.stopped_at_cpu_s is None:
+        return None
+    return (
+        f"Profiler window: {window.recorded_steps} of the {window.profile_steps} steps asked "
+        f"(-s): it stops once its steps took {fmt_seconds(window.stopped_at_cpu_s)} of the "
+        "thread's CPU, to bound what profiling costs (the budget grows with the steps asked)"
+    )
 
 
 def read_where(own: OwnTime | None) -> str:

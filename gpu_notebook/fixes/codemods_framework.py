@@ -1,0 +1,127 @@
+"""Codemod of a user's callback hook that a framework's loop calls on every step:
+``gate_callback_hook``.
+
+The HF Trainer calls a ``TrainerCallback``'s ``on_step_end`` and Lightning a ``Callback``'s
+``on_train_batch_end`` on every step; what the hook computes (weight norms, histograms, a CPU
+snapshot of the weights) is the user's work, which no logging setting spaces. The patch puts
+``if state.global_step % N != 0: return`` (Lightning: ``trainer.global_step``) at the top of the
+hooks the finding named: on the steps it still runs the hook does what it did.
+
+It gates only a hook the cell defines, that names the step by its own argument, and that does
+nothing a gate would change besides its work (``cell/hooks.HookDef.changes``): else it says why
+and where the user can act.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpu_notebook.cell.hooks import HookDef, hook_defs
+from gpu_notebook.fixes.cst_tools import (
+    CodemodResult,
+    Declined,
+    Edited,
+    Replacement,
+    facts_of,
+    nodes_of,
+    replace_nodes,
+)
+from gpu_notebook.fixes.records import Fix
+
+EVERY_STEPS = 50  # the advice's period (rules/step_logging.RARE_LOGS: Lightning's own default)
+# The step a gate reads, by framework, as the advice words it where a hook names none.
+_STEP_WORD = {"transformers": "state.global_step", "lightning": "trainer.global_step"}
+
+
+def gate_callback_hook(
+    module: cst.Module,
+    *,
+    hooks: str = "",
+    framework: str = "transformers",
+    every: int = EVERY_STEPS,
+) -> CodemodResult:
+    """Run each named hook's body (``hooks``: ``Class.method``, comma-separated) every
+    ``every`` steps. Declines where no named hook can be gated, saying why for each."""
+    if every < 2:
+        raise ValueError(f"every must be 2 or more, not {every}")
+    tree = facts_of(module).tree
+    names = [h.strip() for h in hooks.split(",") if h.strip()]
+    if tree is None or not names:
+        return Declined("no callback hook of this cell was named")
+    edits: dict[cst.CSTNode, Replacement] = {}
+    gated: list[str] = []
+    why: list[str] = []
+    for name in names:
+        found = hook_defs(tree, name, framework)
+        reason = _reason(name, found, framework, every)
+        if reason is not None:
+            why.append(reason)
+            continue
+        [hook] = found
+        assert hook.step is not None and hook.node is not None
+        nodes = nodes_of(module, [hook.node])
+        if not nodes or not isinstance(nodes[0].body, cst.IndentedBlock):
+            why.append(f"{name} (line {hook.line}) is written on one line: nothing to gate")
+            continue
+        edits[nodes[0]] = _gate(hook.step, every)
+        gated.append(f"{name} every {every} steps")
+    if not edits:
+        return Declined("; ".join(why))
+    return Edited(replace_nodes(module, edits), ", ".join(gated))
+
+
+def _reason(name: str, found: list[HookDef], framework: str, every: int) -> str | None:
+    """Why ``name`` cannot be gated here (None: it can)."""
+    gate = f"`if {_STEP_WORD.get(framework, 'state.global_step')} % {every} != 0: return`"
+    if not found:
+        return (
+            f"{name} is not defined in this cell (an earlier cell or a file it imports): put "
+            f"{gate} at the top of it there"
+        )
+    if len(found) > 1:
+        return f"the cell defines {name} {len(found)} times: put {gate} at the top of the one used"
+    hook = found[0]
+    if hook.step is None:
+        return (
+            f"{name} (line {hook.line}) names no step by its arguments (decorated, or taking "
+            f"them as *args): put {gate} at its top, the step read from its arguments"
+        )
+    if hook.changes is not None:
+        return (
+            f"{name} (line {hook.line}): {hook.changes}, so a gate would change more than how "
+            f"often its work runs; gate its heavy lines alone under "
+            f"`if {hook.step} % {every} == 0:`"
+        )
+    return None
+
+
+def _gate(step: str, every: int) -> Replacement:
+    def edit(fn: cst.FunctionDef) -> cst.FunctionDef:
+        assert isinstance(fn.body, cst.IndentedBlock)
+        body = list(fn.body.body)
+        at = 1 if body and _is_docstring(body[0]) else 0
+        gate = cst.parse_statement(f"if {step} % {every} != 0:\n    return\n")
+        return fn.with_changes(body=fn.body.with_changes(body=[*body[:at], gate, *body[at:]]))
+
+    return edit
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+GATE_CALLBACK_HOOK = Fix(
+    "gate_callback_hook",
+    "Run the callback's work every N steps",
+    (
+        "The framework calls your callback's hook every step; its work runs each time.",
+        "A gate at the hook's top runs it every N steps, as it was on those steps.",
+    ),
+    "https://huggingface.co/docs/transformers/main_classes/callback",
+    gate_callback_hook,
+)

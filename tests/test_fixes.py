@@ -68,17 +68,18 @@ def _patched(fix_id: str) -> Patch:
 
 
 def test_every_fix_has_a_title_two_why_lines_and_a_docs_link() -> None:
-    assert len(FIXES) == 16
+    assert len(FIXES) == 17
     for fix_id, info in FIXES.items():
         assert info.fix_id == fix_id
         assert info.title and "\n" not in info.title
         assert len(info.why) == 2
         assert all(line and len(line) <= 100 and "\n" not in line for line in info.why)
         # PyTorch's docs, or those of the library whose call the fix changes (tqdm's bar, the
-        # HF Trainer's callbacks).
+        # HF Trainer's callbacks, Lightning's Trainer).
         assert info.doc_url.startswith(
-            ("https://pytorch.org/", "https://tqdm.github.io/", "https://huggingface.co/docs/")
-        )
+            ("https://pytorch.org/", "https://tqdm.github.io/", "https://huggingface.co/docs/",
+             "https://lightning.ai/docs/")
+        )  # fmt: skip
 
 
 def test_fix_parameters_are_the_codemods_keyword_parameters() -> None:

@@ -182,3 +182,55 @@ def test_one_hook_refused_leaves_the_others_gated() -> None:
     assert isinstance(result, Patch)
     assert result.source_after.count("% 50 != 0") == 1
     assert "(WeightNorms.on_step_end every 50 steps)" in result.source_after.splitlines()[0]
+
+
+LIGHTNING_FIT = """\
+import lightning as L
+from lightning.pytorch.loggers import CSVLogger
+
+trainer = L.Trainer(
+    max_epochs=1,
+    logger=CSVLogger("logs"),
+    log_every_n_steps=1,
+)
+trainer.fit(Net(), loader)
+"""
+
+
+def _every_n(source: str) -> Patch | Refusal:
+    return apply_fix("lightning_log_every_n", source)
+
+
+def test_log_every_n_steps_is_raised_in_the_trainer_call_fit_runs() -> None:
+    result = _every_n(LIGHTNING_FIT)
+    assert isinstance(result, Patch), result
+    assert "    log_every_n_steps=50,\n)\ntrainer.fit(Net(), loader)\n" in result.source_after
+    assert result.changed_lines == (1, 8)
+    chained = _every_n("import lightning as L\nL.Trainer(max_steps=9).fit(net)\n")
+    # Absent, Lightning's default (50) holds: nothing to raise.
+    assert isinstance(chained, Refusal) and "log_every_n_steps=50 already" in chained.reason
+    chained = _every_n("import lightning as L\nL.Trainer(log_every_n_steps=5).fit(net)\n")
+    assert isinstance(chained, Patch)
+    assert "L.Trainer(log_every_n_steps=50).fit(net)" in chained.source_after
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (("trainer.fit(", "trainer = make()\ntrainer.fit("),
+         "line 10 fits `trainer`, which the cell does not bind once"),
+        (("trainer.fit(Net(), loader)", "other.fit(Net(), loader)"),
+         "line 9 fits `other`, which the cell does not bind once"),
+        (("trainer.fit(Net(), loader)", "trainer.fit(Net(), loader)\ntrainer.fit(Net(), loader)"),
+         "2 fit calls (lines 9, 10)"),
+        (("trainer = L.Trainer(", "trainer = Trainer(model=m, args=a,"),
+         "line 9: the Trainer it fits is not made in this cell"),
+        (('logger=CSVLogger("logs")', "logger=False"), "has logger=False"),
+        (("log_every_n_steps=1", "log_every_n_steps=200"), "log_every_n_steps=200 already"),
+        (("    max_epochs=1,", "    **opts,"), "line 4: the Trainer(...) call takes **kwargs"),
+    ],
+)  # fmt: skip
+def test_log_every_n_steps_refusals_name_the_line(change: tuple[str, str], said: str) -> None:
+    result = _every_n(LIGHTNING_FIT.replace(*change))
+    assert isinstance(result, Refusal), result.diff
+    assert said in result.reason

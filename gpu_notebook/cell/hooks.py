@@ -1,6 +1,7 @@
-"""The user's callback hooks as the cell defines them: a ``TrainerCallback``'s ``on_step_end`` or
-a Lightning ``Callback``'s ``on_train_batch_end``, with the step counter its own arguments name
-and what a gate at its top would change besides its work (``fixes/codemods_framework``).
+"""The framework objects a fix edits in the cell (``fixes/codemods_framework``): the user's
+callback hooks (a ``TrainerCallback``'s ``on_step_end``, a Lightning ``Callback``'s
+``on_train_batch_end``) with the step counter their own arguments name and what a gate at their
+top would change besides their work; and the Lightning ``Trainer(...)`` call the cell fits.
 
 The framework hands a hook its step by position: the HF Trainer's ``CallbackHandler.call_event``
 calls ``hook(args, state, control, **kwargs)`` (``state.global_step``), Lightning's
@@ -14,8 +15,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from gpu_notebook.cell.names import dotted, keyword_value, literal_of, method_of
+from gpu_notebook.cell.names import (
+    dotted,
+    has_star_kwargs,
+    keyword_of,
+    keyword_value,
+    literal_of,
+    method_of,
+)
+from gpu_notebook.cell.setup import FRAMEWORK_DEFAULTS, is_hf_trainer_call
 from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.words import last
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -142,3 +152,88 @@ def _self_attrs(node: ast.AST) -> set[str]:
         for n in ast.walk(node)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
     }
+
+
+@dataclass(frozen=True)
+class FittedTrainer:
+    """The Lightning ``Trainer(...)`` call whose ``fit`` the cell runs, where the cell shows it
+    is that one; else why not (``why``), with the line to act on."""
+
+    line: int  # the Trainer call's line, else the fit's (0: neither)
+    why: str | None  # None: ``node`` is the fitted Trainer's call
+    log_every: object = None  # its log_every_n_steps literal (50 where absent; None: not one)
+    logger_off: bool = False  # ``logger=False``: no logger writes for the setting to space
+    node: ast.AST | None = field(default=None, compare=False, repr=False)
+
+
+def fitted_trainer(tree: CellTree) -> FittedTrainer:
+    """The Trainer call ``trainer.fit(...)`` fits: ``L.Trainer(...).fit(...)``, or the one
+    ``trainer = L.Trainer(...)`` at the cell's top level before the fit that binds that name
+    (no other binding of it anywhere in the cell)."""
+    fits = [c for c in tree.calls() if method_of(c) == "fit" and tree.in_cell(c)]
+    if len(fits) != 1:
+        return FittedTrainer(
+            0,
+            "no trainer.fit(...) in this cell"
+            if not fits
+            else (f"{len(fits)} fit calls (lines {', '.join(str(tree.line_of(f)) for f in fits)})"),
+        )
+    fit = fits[0]
+    line = tree.line_of(fit)
+    assert isinstance(fit.func, ast.Attribute)
+    receiver = fit.func.value
+    call: ast.AST | None = receiver if isinstance(receiver, ast.Call) else None
+    if isinstance(receiver, ast.Name):
+        bindings = [
+            n
+            for n in ast.walk(tree.tree)
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With,
+                              ast.NamedExpr, ast.FunctionDef, ast.ClassDef, ast.Import,
+                              ast.ImportFrom))
+            and receiver.id in _bound_names(n)
+        ]  # fmt: skip
+        only = bindings[0] if len(bindings) == 1 else None
+        if (
+            isinstance(only, ast.Assign)
+            and only in tree.tree.body
+            and tree.line_of(only) < line
+            and len(only.targets) == 1
+        ):
+            call = only.value
+        else:
+            return FittedTrainer(
+                line, f"line {line} fits `{receiver.id}`, which the cell does not bind once, "
+                "at its top level, to a Trainer(...) call before it"
+            )  # fmt: skip
+    if not (
+        isinstance(call, ast.Call)
+        and last(dotted(call.func)) == "Trainer"
+        and not is_hf_trainer_call(call)
+    ):
+        return FittedTrainer(line, f"line {line}: the Trainer it fits is not made in this cell")
+    at = tree.line_of(call)
+    if has_star_kwargs(call):
+        return FittedTrainer(at, f"line {at}: the Trainer(...) call takes **kwargs")
+    given = keyword_of(call, "log_every_n_steps")
+    every = (
+        literal_of(given.value) if given is not None
+        else FRAMEWORK_DEFAULTS[("Trainer", "log_every_n_steps")]
+    )  # fmt: skip
+    logger = keyword_of(call, "logger")
+    off = logger is not None and literal_of(logger.value) is False
+    return FittedTrainer(at, None, every if isinstance(every, int) else None, off, call)
+
+
+def _bound_names(node: ast.AST) -> set[str]:
+    """The plain names a statement binds (its targets, a def's or import's name)."""
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, ast.Assign):
+        targets: list[ast.AST] = list(node.targets)
+    elif isinstance(node, ast.With):
+        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+    else:
+        targets = [node.target]  # type: ignore[attr-defined]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}

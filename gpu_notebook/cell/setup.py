@@ -259,7 +259,7 @@ def framework_settings(tree: CellTree) -> Iterator[tuple[str, str, object]]:
     for call in tree.calls():
         cls = last(dotted(call.func))
         keys = [k for c, k in FRAMEWORK_DEFAULTS if c == cls]
-        if not keys or (cls == "Trainer" and _hf_trainer_call(call)):
+        if not keys or (cls == "Trainer" and is_hf_trainer_call(call)):
             continue
         # TQDMProgressBar(20): its rate given by position, not read (None), never the default.
         opaque = has_star_kwargs(call) or (cls == "TQDMProgressBar" and bool(call.args))
@@ -272,7 +272,7 @@ def framework_settings(tree: CellTree) -> Iterator[tuple[str, str, object]]:
                 yield cls, key, None if opaque else FRAMEWORK_DEFAULTS[(cls, key)]
 
 
-def _hf_trainer_call(call: ast.Call) -> bool:
+def is_hf_trainer_call(call: ast.Call) -> bool:
     """HF's ``Trainer(model=..., args=...)`` shares Lightning's class name; Lightning's takes
     neither keyword (``fit`` gets the model)."""
     return any(k.arg in ("model", "args", "train_dataset") for k in call.keywords)

@@ -1,5 +1,6 @@
-"""Codemod of a user's callback hook that a framework's loop calls on every step:
-``gate_callback_hook``.
+"""Codemods of a framework's per-step work: a user's callback hook that the framework's loop
+calls on every step (``gate_callback_hook``), and Lightning's ``log_every_n_steps``
+(``lightning_log_every_n``: made and checked, not offered by a rule; see its docstring).
 
 The HF Trainer calls a ``TrainerCallback``'s ``on_step_end`` and Lightning a ``Callback``'s
 ``on_train_batch_end`` on every step; what the hook computes (weight norms, histograms, a CPU
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpu_notebook.cell.hooks import HookDef, hook_defs
+from gpu_notebook.cell.hooks import HookDef, fitted_trainer, hook_defs
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -25,6 +26,7 @@ from gpu_notebook.fixes.cst_tools import (
     facts_of,
     nodes_of,
     replace_nodes,
+    set_keyword,
 )
 from gpu_notebook.fixes.records import Fix
 
@@ -124,4 +126,54 @@ GATE_CALLBACK_HOOK = Fix(
     ),
     "https://huggingface.co/docs/transformers/main_classes/callback",
     gate_callback_hook,
+)
+
+
+def lightning_log_every_n(module: cst.Module, *, every: int = EVERY_STEPS) -> CodemodResult:
+    """``log_every_n_steps=every`` in the Lightning ``Trainer(...)`` call the cell fits: the
+    logger writes (and the step's metrics made into floats for them) every ``every`` steps.
+    Each ``self.log`` call still runs in full every step: only its gate removes that.
+
+    No rule offers it: on lightning_sync_every_step (log_dict every step, a CSVLogger,
+    log_every_n_steps=1) it showed no gain beyond the noise (benchmarks/lightning_log_every_n.py;
+    rules/step_logging.framework_overhead says the setting as advice)."""
+    if every < 2:
+        raise ValueError(f"every must be 2 or more, not {every}")
+    tree = facts_of(module).tree
+    if tree is None:
+        return Declined("no Lightning Trainer in this cell")
+    fitted = fitted_trainer(tree)
+    if fitted.why is not None or fitted.node is None:
+        return Declined(
+            f"{fitted.why}: set log_every_n_steps={every} in the Trainer(...) call that fit runs"
+        )
+    if fitted.logger_off:
+        return Declined(
+            f"the Trainer (line {fitted.line}) has logger=False: log_every_n_steps spaces only "
+            "a logger's writes, and there are none"
+        )
+    if isinstance(fitted.log_every, int) and fitted.log_every >= every:
+        return Declined(
+            f"log_every_n_steps={fitted.log_every} already (line {fitted.line}): the logger "
+            "writes rarely; what is left is the log calls themselves"
+        )
+    nodes = [n for n in nodes_of(module, [fitted.node]) if isinstance(n, cst.Call)]
+    if not nodes:
+        return Declined(f"line {fitted.line}: the Trainer call could not be edited")
+
+    def edit(call: cst.Call) -> cst.Call:
+        return set_keyword(call, "log_every_n_steps", cst.Integer(str(every)))
+
+    return Edited(replace_nodes(module, {nodes[0]: edit}), f"log_every_n_steps={every}")
+
+
+LIGHTNING_LOG_EVERY_N = Fix(
+    "lightning_log_every_n",
+    "Let the Lightning logger write every N steps",
+    (
+        "log_every_n_steps is low: the logger writes the step's metrics nearly every step.",
+        "log_every_n_steps=50 writes them every 50 steps; each self.log call still runs.",
+    ),
+    "https://lightning.ai/docs/pytorch/stable/extensions/logging.html",
+    lightning_log_every_n,
 )

@@ -331,6 +331,12 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     if not fixes:
         return found("logging.framework_overhead", "info", said)
     gate = _hook_gate(fixes)
+    # No patch for log_every_n_steps (fixes/codemods_framework.lightning_log_every_n, said as
+    # advice): it spaces the logger's writes alone, and on lightning_sync_every_step (log_dict
+    # of six values every step, a CSVLogger, log_every_n_steps=1) raising it to 50 measured
+    # 0.94x and 1.16x in two runs by hand (round ratios' median 1.05x over 9 rounds, fit's
+    # CPU clock) and 1.12x undecided by --try-fixes, where removing the log_dict call measured
+    # 3.21x (benchmarks/lightning_log_every_n.py): no gain shown beyond the noise.
     if gate is None:
         return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
     params, hooked = gate

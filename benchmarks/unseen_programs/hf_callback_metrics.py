@@ -15,7 +15,8 @@ Seen 2026-12-06 (helper fwunseen; by hand, the loop thread's CPU clock: removing
 CallbackHandler.on_step_end ... Nothing to turn down in the logging settings". Since 7ee9426
 (load 21): "[high] HF: your callback's hook runs its work on every step (24% ...
 WeightNorms.on_step_end (line 42, 24%)): ... `if state.global_step % 50 == 0:`", up to 1.29x
-(low against the CPU clock's 1.46x); GPT-2's frames never counted.
+(low against the CPU clock's 1.46x); GPT-2's frames never counted. Since 9bc6c84 (helper
+cbgate) the finding offers the gate as a patch: --try-fixes 30 (load 27-32) 1.47x, verified.
 """
 
 import os

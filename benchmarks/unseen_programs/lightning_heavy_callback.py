@@ -14,7 +14,9 @@ Seen 2026-12-06 (helper fwunseen; by hand, CPU clock: removing the callback 4.10
 load 14-24). On main bce4bf9: no framework word, "[high] reads device values every step" (the
 CPU float() is no sync). Since 7ee9426 (load 22): "[high] Lightning: your callback's hook runs
 its work on every step (58%: WeightStats.on_train_batch_end (line 28, 58%)) ... `if
-trainer.global_step % 50 == 0:`", up to 2.14x: the share low (76% by hand), open.
+trainer.global_step % 50 == 0:`", up to 2.14x: the share low (76% by hand), open. Since 9bc6c84
+(helper cbgate) the gate is a patch: --try-fixes 30 (load 23-27) 3.54x, verified (predicted
+1.85x-2.38x: above the range, the share low).
 """
 
 import lightning as L

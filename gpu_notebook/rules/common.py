@@ -409,8 +409,34 @@ def bigger_batch_bound_low(
     return min(_per_sample_gain(factor, unshrunk), bigger_batch_bound(factor, analysis, starts))
 
 
+def pool_stretch(analysis: Analysis) -> float:
+    """How many times longer, per sample, the work that grows with the batch may take at a
+    bigger batch on a CPU whose torch intra-op pool has more threads than the cores the other
+    processes leave (``MachineFacts``: threads wanted over free cores, as
+    ``rules.machine.oversubscribed`` reads it); 1 elsewhere (a GPU, one thread, cores to spare).
+
+    A bigger batch takes a CPU operator over torch's parallel grain (32,768 elements): at batch
+    128 heads_modulelist's ops all run on the loop thread, at 1,024 its trunk, activation and
+    loss ops and their backward open parallel regions, and each region waits at its barrier for
+    a pool thread that has no core. Measured (benchmarks/heads_step_parts.py, thread CPU clock,
+    load 21-27): the step's per-sample gain at batch x8 2.82x with one thread, 1.67x with two
+    (backward 2.15x -> 0.62x); the ledger near-quiet (load 1-3) read 1.96x under a 2.11x low
+    end, by hand with one thread 3.04x."""
+    m = analysis.machine
+    if m is None or analysis.gpu is not None or (m.torch_threads or 1) <= 1:
+        return 1.0
+    wanted = m.threads_wanted
+    if wanted is None or wanted <= m.free_cores + 0.5:
+        return 1.0
+    return wanted / m.free_cores
+
+
 def bigger_batch_gain_low(
-    factor: int, analysis: Analysis, per_sample: float, starts: PerStartCost | None = None
+    factor: int,
+    analysis: Analysis,
+    per_sample: float,
+    starts: PerStartCost | None = None,
+    stretch: float = 1.0,
 ) -> float | None:
     """The least a batch ``factor`` times bigger gains on a CPU: only the model side's per-step
     cost is amortized (the optimizer step, zero_grad, Python between operators, per-op
@@ -419,12 +445,16 @@ def bigger_batch_gain_low(
     interval's high end (and a loader's per-start cost, ``starts``, beside it) and ``m = 1 -
     d``: ``1 / (d + m * per_sample + m * (1 - per_sample) / factor)``, never above the bound.
     accum_tqdm's convolutions made 79% of its model side: at least 1.03x, measured 1.00x,
-    where the bound said up to 1.24x. None: the data not measured."""
+    where the bound said up to 1.24x. ``stretch`` (``pool_stretch``): on a CPU whose intra-op
+    pool is short of cores the growing work may take that many times longer per sample at the
+    bigger batch: ``1 / (d + m * per_sample * stretch + m * (1 - per_sample) / factor)``.
+    None: the data not measured."""
     data = _unshrunk(analysis, starts, high=True)
     if data is None:
         return None
-    grows = data + (1.0 - data) * min(1.0, max(0.0, per_sample))
-    low = 1.0 / (grows + (1.0 - grows) / factor)
+    part = min(1.0, max(0.0, per_sample))
+    model = 1.0 - data
+    low = 1.0 / (data + model * part * max(1.0, stretch) + model * (1.0 - part) / factor)
     return min(low, bigger_batch_bound(factor, analysis, starts))
 
 

@@ -74,6 +74,7 @@ from gpu_notebook.rules.common import (
     has_gpu,
     input_or_sync_speaks,
     loader_in_use,
+    pool_stretch,
     run_optimizer,
     severity_in,
     severity_of,
@@ -177,6 +178,9 @@ class TinyOps(Said):
     # convolutions, calls of real work), and the least the batch gains with it growing.
     per_sample: float | None = None
     low: float | None = None
+    # The growing work's stretch at the bigger batch where torch's pool is short of cores
+    # (``rules.common.pool_stretch``; 1: none).
+    stretch: float = 1.0
     # outcome "compile": what compiling the model can gain, and the shares it rests on.
     compile: CompileGain | None = None
     # outcome "samples": the step loop's loops over the batch's samples that call the model.
@@ -319,17 +323,24 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         starts = per_start_cost(run, analysis, facts)
         bound = bigger_batch_bound(factor, analysis, starts)
         per_sample = per_sample_model_share(analysis, TINY_OP_US)
-        low = bigger_batch_gain_low(factor, analysis, per_sample, starts)
+        # Where torch's pool is short of cores, the grown operators' parallel regions wait for
+        # its threads: the low end takes that (``pool_stretch``); the small-gain gate reads the
+        # model's own low end (whether the batch is worth trying is not the load's to say).
+        stretch = pool_stretch(analysis)
+        gate_low = bigger_batch_gain_low(factor, analysis, per_sample, starts)
+        low = bigger_batch_gain_low(factor, analysis, per_sample, starts, stretch)
         folded = folded_accumulation(facts, factor)
         said = dataclasses.replace(said, bound=bound, outcome="batch",
                                    accumulation=folded[0] if folded else None,
                                    accumulation_key=folded[1] if folded else said.accumulation_key,
-                                   per_sample=per_sample, low=low,
+                                   per_sample=per_sample, low=low, stretch=stretch,
                                    start_ups=None if starts is None else starts.share)  # fmt: skip
         # The small-gain gate reads the low end: a batch whose least gain is within what two
         # runs differ by is said at info, not offered (accum_tqdm's 1.00x, while_next's 1.02x
         # against "up to" 1.24x and 1.14x).
-        lows = [x for x in (bigger_batch_bound_low(factor, analysis, starts), low) if x is not None]
+        lows = [
+            x for x in (bigger_batch_bound_low(factor, analysis, starts), gate_low) if x is not None
+        ]
         return found("launch.tiny_ops", severity, said, bound=bound,
                      line=loader.line, fix_id="bigger_batch",
                      fix_params={"factor": factor, "scale_lr": True}, low=low,

@@ -162,6 +162,13 @@ def tiny_ops(s: TinyOps) -> Words:
             "forward's and backward's smaller calls take beyond a call's fixed cost) take "
             f"{fmt_share(s.per_sample)} of the model side; only the rest (optimizer step, "
             "zero_grad, Python between operators, dispatch) is paid once a step"
+            + (
+                f"; torch's threads ask {s.stretch:.1f}x the free cores: the grown operators' "
+                "parallel regions wait for them, counted as up to "
+                f"{s.stretch:.1f}x longer a sample"
+                if s.stretch > 1.0
+                else ""
+            )
         )
     if s.module_loops:
         m = s.module_loops[0]

@@ -8,6 +8,7 @@ through JSON (``Report.to_json`` / ``Report.from_json``) with a schema version.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -126,7 +127,9 @@ class Sample:
 
     t_s: float  # seconds since the capture started
     process_cpu_pct: float | None  # this process, 100 = one core
-    children_cpu_pct: float | None  # its children (DataLoader workers), 100 = one core
+    # Its children (DataLoader workers), 100 = one core; None: not read, never "idle" (no child
+    # listed yet, or one listed at this tick: psutil's first look at a process reads nothing).
+    children_cpu_pct: float | None
     system_cpu_pct: float | None  # whole machine, mean over cores
     per_core_cpu_pct: tuple[float, ...] = ()
     rss_bytes: int | None = None  # this process plus its children
@@ -136,6 +139,15 @@ class Sample:
     # Share of the interval the measured thread was ready to run but waited for a core
     # (Linux schedstat run_delay): the machine's other work, never a sleep or a wait of its own.
     run_wait_pct: float | None = None
+
+    def ours_cpu_pct(self) -> float | None:
+        """This process and its children (100 = one core); None where a child was listed but
+        not read (its CPU is not known to be 0: the sum would hand it to the other processes)."""
+        if self.process_cpu_pct is None:
+            return None
+        if self.children_cpu_pct is None:
+            return None if self.children else self.process_cpu_pct
+        return self.process_cpu_pct + self.children_cpu_pct
 
 
 @dataclass(frozen=True)
@@ -1792,13 +1804,15 @@ class Report:
         """Read ``to_json`` output (ValueError: another schema version; msgspec.ValidationError)."""
         version = msgspec.json.decode(text, type=_Header).schema_version
         if version == 1:
-            return from_jsonable(cls, _from_schema1(msgspec.json.decode(text)))
+            old = from_jsonable(cls, _from_schema1(msgspec.json.decode(text)))
+            return dataclasses.replace(old, run=workers_unread_as_none(old.run))
         if version != SCHEMA_VERSION:
             raise ValueError(
                 f"report schema version {version!r} is not supported (expected {SCHEMA_VERSION})"
             )
         # strict=False: "Infinity" becomes a float where a float is declared (see the codec).
-        return msgspec.json.decode(text, type=cls, strict=False)
+        report = msgspec.json.decode(text, type=cls, strict=False)
+        return dataclasses.replace(report, run=workers_unread_as_none(report.run))
 
     # Text for ``repr`` (``%%gpucheck -o r`` then ``r``; ``print(r)``) comes from the views,
     # which install it on import (gpu_notebook.views): records never import a view.
@@ -1988,6 +2002,34 @@ def from_jsonable(cls: type[T], data: Any) -> T:
     """Rebuild a record of type ``cls`` from ``to_jsonable`` output (msgspec.ValidationError if bad)."""
     # strict=False: lets "Infinity" become a float where a float is declared (see above).
     return msgspec.convert(data, type=cls, strict=False)
+
+
+def workers_unread_as_none(run: Run) -> Run:
+    """``run`` with the worker CPU its sampler did not read as None, as the sampler writes it
+    since 2026-12-06 (faultsmisc): a report written before then has 0.0 there (the same schema
+    version: the field was ``float | None`` already). A sample read no worker where it listed
+    none, or more than the sample before it (psutil's first look at a process is a baseline;
+    the first sample's children were listed at the sampler's start, and read). A report
+    written since reads unchanged."""
+    samples = run.samples.samples
+    fixed: list[Sample] = []
+    before: int | None = None
+    changed = False
+    for sample in samples:
+        listed = sample.children
+        if (
+            sample.children_cpu_pct is not None
+            and listed is not None  # a report older than the listing count: as it was written
+            and (not listed or (before is not None and (not before or listed > before)))
+        ):
+            sample = dataclasses.replace(sample, children_cpu_pct=None)
+            changed = True
+        fixed.append(sample)
+        before = listed or 0
+    if not changed:
+        return run
+    series = dataclasses.replace(run.samples, samples=tuple(fixed))
+    return dataclasses.replace(run, samples=series)
 
 
 def _from_schema1(data: Any) -> Any:

@@ -142,7 +142,8 @@ def test_without_a_gpu_the_cpu_fields_are_filled_and_gpus_empty(no_gpu: None) ->
     for sample in series.samples:
         assert sample.gpus == ()
         assert sample.process_cpu_pct is not None and sample.process_cpu_pct >= 0.0
-        assert sample.children_cpu_pct is not None
+        if not sample.children:  # no worker listed: not read (None), never "idle" (0.0)
+            assert sample.children_cpu_pct is None
         assert len(sample.per_core_cpu_pct) == cores
         assert all(0.0 <= pct <= 100.0 for pct in sample.per_core_cpu_pct)
         assert sample.system_cpu_pct == pytest.approx(statistics.fmean(sample.per_core_cpu_pct))
@@ -344,8 +345,8 @@ def test_a_child_started_after_the_sampler_is_picked_up(
         series = sampler.stop()
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
-    assert series.samples[0].children_cpu_pct == 0.0
-    # Any CPU at all: an unseen child, or one seen for the first time, reads exactly 0.0.
+    assert series.samples[0].children_cpu_pct is None  # no child yet: not read
+    # Any CPU at all: an unseen child, or one seen for the first time, reads None.
     assert max(s.children_cpu_pct or 0.0 for s in series.samples) > 0.0
 
 
@@ -399,7 +400,7 @@ def test_a_child_that_exits_mid_run_is_dropped_without_stopping_the_sampler() ->
     assert max(cpu or 0.0 for _, cpu, _ in before) > 0.0
     assert all(count == 1 for _, _, count in before)
     assert len(after) >= 4  # still sampling after the child died
-    assert all(cpu == 0.0 and count == 0 for _, cpu, count in after)
+    assert all(cpu is None and count == 0 for _, cpu, count in after)  # no child left: not read
 
 
 # --- bounded memory ---------------------------------------------------------------------------

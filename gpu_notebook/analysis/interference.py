@@ -59,10 +59,10 @@ def usable_cores(run: Run) -> int:
 
 def others_cores(sample: Sample, cores: int) -> float | None:
     """Cores busy with other processes at ``sample`` (not ours, not our children), or None."""
-    if sample.system_cpu_pct is None or sample.process_cpu_pct is None:
+    ours_pct = sample.ours_cpu_pct()  # None: a worker listed, not read (not "idle")
+    if sample.system_cpu_pct is None or ours_pct is None:
         return None
-    ours = (sample.process_cpu_pct + (sample.children_cpu_pct or 0.0)) / 100.0
-    return max(0.0, sample.system_cpu_pct / 100.0 * cores - ours)
+    return max(0.0, sample.system_cpu_pct / 100.0 * cores - ours_pct / 100.0)
 
 
 def sample_series(run: Run) -> tuple[np.ndarray, np.ndarray]:

@@ -25,11 +25,8 @@ def machine_facts(run: Run) -> MachineFacts:
         g.other_processes for s in samples for g in s.gpus if g.other_processes is not None
     ]
     workers = max((s.children for s in samples if s.children is not None), default=0)
-    ours = [
-        (s.process_cpu_pct + (s.children_cpu_pct or 0.0)) / 100.0
-        for s in samples
-        if s.process_cpu_pct is not None
-    ]
+    # A sample that listed a worker it did not read has no figure (not the workers at 0).
+    ours = [pct / 100.0 for pct in (s.ours_cpu_pct() for s in samples) if pct is not None]
     loop = _loop_figures(run)
     return MachineFacts(
         cores=usable_cores(run),
@@ -64,11 +61,7 @@ def _loop_figures(run: Run) -> tuple[float | None, float | None, float | None]:
     t0, t1 = steps[0].start_s, steps[-1].start_s + steps[-1].duration_s
     cores = run.env.cpu_count
     inside = [s for s in run.samples.samples if t0 < s.t_s <= t1]
-    ours = [
-        (s.process_cpu_pct + (s.children_cpu_pct or 0.0)) / 100.0
-        for s in inside
-        if s.process_cpu_pct is not None
-    ]
+    ours = [pct / 100.0 for pct in (s.ours_cpu_pct() for s in inside) if pct is not None]
     others = [x for x in (others_cores(s, cores) for s in inside) if x is not None]
     waits = [s.run_wait_pct / 100.0 for s in inside if s.run_wait_pct is not None]
     return (

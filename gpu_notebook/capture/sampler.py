@@ -334,23 +334,31 @@ class _Probe:
         )
         return sample, lost
 
-    def _read_children(self) -> tuple[float, int]:
+    def _read_children(self) -> tuple[float | None, int]:
+        """(the children's CPU %, or None where this tick read none of them or only some;
+        their RSS). psutil's first ``cpu_percent`` of a process is its baseline and reads
+        nothing: a tick that lists a new worker has read no CPU of it, and a tick before the
+        workers are listed has read none of theirs. A 0.0 there read as "the workers are idle"
+        (notebook 24's 2 workers, "0% of a core: they wait", told num_workers=4 on 2 cores)."""
         now = time.perf_counter()
         if now >= self.children_due_s:
             self._refresh_children(now)
         cpu_pct = 0.0
+        read = 0
         rss_bytes = 0
         for pid, child in list(self.children.items()):
             try:
                 with child.oneshot():
                     if pid not in self.new_children:
                         cpu_pct += child.cpu_percent()
+                        read += 1
                     rss_bytes += child.memory_info().rss
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 # Exited between listing and reading (workers end with each epoch): forget it.
                 del self.children[pid]
+        whole = read > 0 and not self.new_children
         self.new_children.clear()
-        return cpu_pct, rss_bytes
+        return (cpu_pct if whole else None), rss_bytes
 
     def _refresh_children(self, now: float) -> None:
         # CPU time, not wall time: on a loaded machine the wall time of the listing includes

@@ -1031,18 +1031,10 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
 
 
 def _workers_read(run: Run) -> int:
-    """The samples that read the workers' CPU: a worker already listed at the sample before
-    (the sampler's first look at a process sets its CPU baseline and reads nothing of it), and
-    no new one since. A sample before the workers were listed reads 0% of theirs: in a short
-    cell that is all there is (notebook 24's 60 ms of steps with 2 workers read "0% of a core:
-    they wait, do not compute" and was told num_workers=4 on 2 cores)."""
-    reads, before = 0, 0
-    for sample in run.samples.samples:
-        listed = sample.children or 0
-        if listed and before and listed <= before and sample.children_cpu_pct is not None:
-            reads += 1
-        before = listed
-    return reads
+    """The samples that read the workers' CPU (the sampler's None: read none, or not all of
+    them). In a short cell there may be none: notebook 24's 60 ms of steps with 2 workers read
+    "0% of a core: they wait, do not compute" and was told num_workers=4 on 2 cores."""
+    return sum(1 for s in run.samples.samples if s.children and s.children_cpu_pct is not None)
 
 
 def _steady_waits(run: Run, facts: SourceFacts) -> StartUpBursts | None:

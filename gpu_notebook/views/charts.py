@@ -107,10 +107,7 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
     if not samples:
         return None
     t = [s.t_s for s in samples]
-    cpu = [
-        None if s.process_cpu_pct is None else s.process_cpu_pct + (s.children_cpu_pct or 0.0)
-        for s in samples
-    ]
+    cpu = [s.ours_cpu_pct() for s in samples]  # a gap where a worker was listed, not read
     cpu_top = cpu_axis_max([v for v in cpu if v is not None])
     gpu_indices = sorted({g.index for s in samples for g in s.gpus})
     has_gpu = bool(gpu_indices)

@@ -268,9 +268,9 @@ class LiveView:
 
     def _record(self, status: LiveStatus) -> None:
         s = status.sample
-        cpu = None
-        if s.process_cpu_pct is not None:  # 100 = one core: a pegged Python loop reads 100%
-            cpu = s.process_cpu_pct + (s.children_cpu_pct or 0.0)
+        # 100 = one core: a pegged Python loop reads 100%; None (a gap) where a worker was
+        # listed but not read.
+        cpu = s.ours_cpu_pct()
         self._cpu.append(cpu)
         seen = {g.index for g in s.gpus}
         for g in s.gpus:

@@ -322,15 +322,15 @@ def proposal_finding(fix_id: str, source_after: str, bound: float | None) -> Fin
 
 
 def worker_samples(workers: int, reads: int, children_pct: float = 0.0) -> SampleSeries:
-    """A sampler series that listed ``workers`` worker processes from its first sample and read
-    their CPU in ``reads`` samples after it (the first look at a process reads nothing)."""
+    """A sampler series that listed ``workers`` worker processes at its first sample and read
+    their CPU in ``reads`` samples after it (the first look at a process reads nothing: None)."""
     from gpu_notebook.records import Sample
 
     samples = tuple(
         Sample(
             t_s=0.25 * i,
             process_cpu_pct=100.0,
-            children_cpu_pct=children_pct,
+            children_cpu_pct=children_pct if i else None,
             system_cpu_pct=50.0,
             children=workers,
         )

@@ -85,6 +85,12 @@ class SourceLine:
     # A needed read handed straight to host code as an argument (``env.step(a.item())``: an
     # action for a numpy environment): the callee's dotted name. It needs the number every step.
     handed_to: str | None = None
+    # A read in a function of the cell the step runs through its calls (cell.step_calls): its
+    # name as said (``Net.forward``). The value feeds the model's work: read every step.
+    called_in: str | None = None
+    # Of such a read handed to an API that takes its value on the CPU (``pack_padded_sequence``'s
+    # lengths): the line where the step loop moves that value to the device, which it need not.
+    keep_on_host: int | None = None
     # A read that is an argument of a logging call (``print(loss.item())``): the line logs too,
     # which the log fix gates (the line is a sync, so it is not among the logging lines).
     logged: bool = False

@@ -24,7 +24,7 @@ from gpu_notebook.cell.names import (
     receiver_of,
     targets_of,
 )
-from gpu_notebook.cell.tree import CellTree, Loop
+from gpu_notebook.cell.tree import CellTree, Function, Loop
 from gpu_notebook.cell.words import COPY_METHODS, HOST_READ_METHODS, REDRAW_METHODS, last
 
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
@@ -59,6 +59,8 @@ def reads_no_cpu_trace_records(syncs: tuple[SourceLine, ...]) -> int:
     )
 
 
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_ASSIGNS = (ast.Assign, ast.AugAssign, ast.AnnAssign)
 # Methods that run once, when an object is made.
 _CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__"})
 
@@ -68,6 +70,13 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
     logging: dict[int, SourceLine] = {}
     values_of: dict[int, set[str]] = {id(loop): _batch_values(tree, loop) for loop in tree.loops}
     for call in tree.calls():
+        through = tree.run_by_step(call)
+        if through is not None and tree.step_loop_of(call) is None:
+            # In the model's forward (or a helper the step calls): a read there every step.
+            in_callee = _read_in_callee(tree, call, *through)
+            if in_callee is not None:
+                syncs.setdefault((in_callee.line, in_callee.kind), in_callee)
+            continue
         # In a loop, or in a step function a step loop calls (train_step's `loss.item()`).
         loop = tree.enclosing_loop(call) or tree.step_loop_of(call)
         if loop is None or _builds_once(tree, loop):
@@ -212,6 +221,117 @@ def _host_lengths(tree: CellTree, call: ast.Call, loop: Loop) -> bool:
         if name in {n for t in targets_of(node) for n in names_in(t)} and _to_device(node.value):
             return False
     return True
+
+
+def _read_in_callee(
+    tree: CellTree, call: ast.Call, loop: Loop, name: str, fn: Function
+) -> SourceLine | None:
+    """A host read in ``fn``, a function of the cell the step loop runs every step through its
+    calls (``Net.forward``): its fact, needed (the value feeds the step's work, which no gate
+    can skip), or None. ``pack_padded_sequence(x, lengths.cpu())`` of lengths the loop hands
+    over as the loader made them (on the CPU) reads nothing; of lengths the loop moved to the
+    device it is a read, and the fact names the line that moved them (``keep_on_host``)."""
+    values = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    for node in ast.walk(fn):
+        value = getattr(node, "value", None) if isinstance(node, _ASSIGNS) else None
+        if value is not None and not _host_value(value):
+            values |= {n for t in targets_of(node) for n in names_in(t)}
+    values.discard("self")
+    kind = _sync_kind(tree, call, values)
+    if kind == "float" and not _unwrapped_names(call.args[0]) & values:
+        return None  # int(x.size(0)), float(len(xs)): sizes, no tensor's value
+    if kind is None:
+        return None
+    keep = None
+    given = _packed_lengths(tree, call)
+    if given is not None:
+        handed = _argument_at_sites(tree, fn, given, loop)
+        if handed is not None and handed in cpu_batch_names(loop):
+            return None  # the loader's CPU lengths: .cpu() of a CPU tensor
+        keep = _moved_at(tree, loop, handed) if handed is not None else None
+    line = tree.source_line(call, kind, step_loop=loop)
+    return dataclasses.replace(
+        line, needed=True, called_in=name, handed_to=_host_callee(tree, call), keep_on_host=keep
+    )
+
+
+def _packed_lengths(tree: CellTree, call: ast.Call) -> str | None:
+    """The name whose ``.cpu()`` (``.tolist()``, ``.to("cpu")``) ``call`` is, where it is the
+    lengths argument of ``pack_padded_sequence``; else None."""
+    pack = next((a for a in tree.ancestors(call) if not isinstance(a, ast.keyword)), None)
+    if not isinstance(pack, ast.Call) or last(dotted(pack.func)) not in _PACKS:
+        return None
+    given = keyword_value(pack, "lengths")
+    if given is None and len(pack.args) >= 2:
+        given = pack.args[1]
+    return dotted(receiver_of(call)) if given is call else None
+
+
+def _argument_at_sites(tree: CellTree, fn: Function, param: str, loop: Loop) -> str | None:
+    """The loop's name every call of ``fn`` in ``loop`` hands as parameter ``param``
+    (``model(x, lengths)`` for ``forward(self, x, lengths)``); None when they differ, a call
+    of it is elsewhere, or the argument is no plain name."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if tree.nearest(fn, (ast.ClassDef, *_FUNCTIONS)).__class__ is ast.ClassDef and params:
+        params = params[1:]  # self: the instance, not an argument of the call
+    handed: set[str | None] = set()
+    for site in tree.step_calls.sites.get(id(fn), []):
+        if not tree.inside(site, loop):
+            return None
+        given = keyword_value(site, param)
+        if given is None and param in params and params.index(param) < len(site.args):
+            given = site.args[params.index(param)]
+        handed.add(given.id if isinstance(given, ast.Name) else None)
+    return next(iter(handed)) if len(handed) == 1 else None
+
+
+def cpu_batch_names(loop: Loop) -> set[str]:
+    """The loop's batch values that stay on the CPU: names its ``for`` target binds from the
+    batch that the loop never assigns another value, where the loop moves other values of the
+    step to a device (``x = x.to(device)``: so its batches come on the CPU). Empty when the
+    loop moves nothing (a batch may come on the device: nothing shows it)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return set()
+    assigned: set[str] = set()
+    moves = False
+    for name, value in _assigned(loop):
+        moves = moves or _to_device(value)
+        if not (isinstance(value, ast.Name) and value.id == name):  # `lengths` as it was
+            assigned.add(name)
+    values, _counters = loop_target_names(loop)
+    return values - assigned if moves else set()
+
+
+def _moved_at(tree: CellTree, loop: Loop, name: str) -> int | None:
+    """The line where ``loop`` assigns ``name`` a copy on a device, None where it does not."""
+    return next(
+        (tree.line_of(value) for n, value in _assigned(loop) if n == name and _to_device(value)),
+        None,
+    )
+
+
+def _assigned(loop: Loop) -> list[tuple[str, ast.AST]]:
+    """(name, the value it is assigned) of each assignment in ``loop``: a tuple's items paired
+    (``x, n = x.to(d), n``), else each name of the targets with the whole value."""
+    pairs: list[tuple[str, ast.AST]] = []
+    for node in ast.walk(loop):
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or node.value is None:
+            continue
+        for target in targets_of(node):
+            value = node.value
+            if (
+                isinstance(target, ast.Tuple)
+                and isinstance(value, ast.Tuple)
+                and len(target.elts) == len(value.elts)
+            ):
+                pairs += [
+                    (n, v)
+                    for t, v in zip(target.elts, value.elts, strict=True)
+                    for n in names_in(t)
+                ]
+            else:
+                pairs += [(n, value) for n in names_in(target)]
+    return pairs
 
 
 def _to_device(value: ast.AST) -> bool:

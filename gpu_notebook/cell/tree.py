@@ -19,6 +19,7 @@ from gpu_notebook.cell.names import (
     method_of,
     receiver_of,
 )
+from gpu_notebook.cell.step_calls import StepCalls
 from gpu_notebook.cell.words import (
     MODULE_CHAIN_METHODS,
     MODULE_METHODS,
@@ -134,6 +135,10 @@ class CellTree(Parents):
                 o is not loop and self.trains[id(o)] and self.inside(o, loop) for o in self.loops
             )
         }
+        # The cell's functions a step loop runs every step through its calls (a model's forward).
+        self.step_calls = StepCalls(
+            tree, [lp for lp in self.loops if id(lp) in self.step_loops], self._class_of
+        )
         self.global_no_grad = any(
             isinstance(n, ast.Expr) and is_grad_mode_call(n.value) and isinstance(n.value, ast.Call)
             and last(dotted(n.value.func)) == "set_grad_enabled"
@@ -231,6 +236,16 @@ class CellTree(Parents):
              if id(lp) in self.step_loops and holder.name in self._step_function_calls(lp)),
             None,
         )  # fmt: skip
+
+    def run_by_step(self, node: ast.AST) -> tuple[Loop, str, Function] | None:
+        """For ``node`` in a function of the cell the step loop runs through its calls (the
+        model's ``forward``, a helper it calls: cell.step_calls), the step loop, the function's
+        name as said and the function; None elsewhere."""
+        holder = self.nearest(node, Function)
+        if not isinstance(holder, Function) or id(holder) not in self.step_calls.reached:
+            return None
+        loop, name = self.step_calls.reached[id(holder)]
+        return loop, name, holder
 
     def _calls_epoch_function(self, loop: Loop) -> bool:
         """``loop``'s body calls, by name, a function that runs a training loop of its own."""

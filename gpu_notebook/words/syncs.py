@@ -114,6 +114,8 @@ def per_step_syncs(s: PerStepSyncs) -> Words:
 @worder(NeededReads)
 def needed_reads(s: NeededReads) -> Words:
     cost = fmt_share(s.removable) if s.removable is not None else "not measured"
+    if s.first.called_in is not None:
+        return _read_in_callee(s, cost)
     if s.first.handed_to is not None:
         return _handed_to_host(s, cost)
     if not s.first.stops:
@@ -180,3 +182,37 @@ def _handed_to_host(s: NeededReads, cost: str) -> Words:
         "together) or, on a GPU, compute what it takes on the CPU.",
         _SOURCE,
     )
+
+
+def _read_in_callee(s: NeededReads, cost: str) -> Words:
+    """A read inside a function the step runs through its calls (the model's ``forward``): the
+    value feeds the step's own work, so no gate can skip it (unseen round 13: ``lengths.cpu()``
+    for ``pack_padded_sequence`` in ``Net.forward``, unseen). Where the value is needed on the
+    CPU and the loop moved it to the device, the cure is not to move it."""
+    line, where = s.first, s.first.called_in
+    evidence = [
+        f"{at(line)}, in `{where}`, which the step loop runs every step: `{line.text}`",
+        f"its cost: {cost} of the step ({HOW[s.how]})",
+        "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+        if s.gpu
+        else _ON_THE_CPU,
+    ]
+    if line.keep_on_host is not None and line.handed_to is not None:
+        evidence.append(
+            f"`{line.handed_to}` takes this value on the CPU; the loop moves it to the device on "
+            f"line {line.keep_on_host}, and `{where}` copies it back every step"
+        )
+        fix = (
+            f"No patch: the read is needed while the value is on the device. Keep it on the CPU "
+            f"as the loader makes it: do not move it on line {line.keep_on_host} (move only the "
+            f"tensors the model computes with); `{line.handed_to}` then reads a CPU tensor, "
+            "which waits for nothing."
+        )
+    else:
+        fix = (
+            f"No patch: `{where}` needs the value to go on, and a read there cannot be skipped "
+            "or gated. To make it cheaper, compute it on the host before the batch goes to the "
+            "device (in the dataset or the collate), or keep the work on the device (tensor "
+            "operations instead of .item()/.tolist() and Python branches)."
+        )
+    return words(f"`{where}` reads a device value every step", evidence, fix, _SOURCE)

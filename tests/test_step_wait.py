@@ -473,8 +473,10 @@ def test_two_optimizers_stepping_in_one_iteration_make_one_step():
     # steps, half the step time, twice the samples/s).
     record = _two_optimizer_loop(12, ["d", "g"])
     assert record.event_counts["optimizer"] == 24
-    assert record.step_count == 13  # the first batch's two steps teach the order, then one a batch
-    assert all(s.batch_size == 4 for s in record.steps[2:])
+    # One a batch from the first: the first batch's G steps with no batch read since D ended a
+    # step, so its step joins D's (it was a step of its own: 13 for 12 batches, unseen round 13).
+    assert record.step_count == 12
+    assert all(s.batch_size == 4 for s in record.steps)
     # One optimizer still ends every step; a critic stepping 3 times a G step ends each of its own.
     assert _two_optimizer_loop(12, ["d"]).step_count == 12
     critic = _two_optimizer_loop(6, ["d", "d", "d", "g"])

@@ -211,6 +211,11 @@ class StepClock:
         self._opt_cycle: list[int] = []  # optimizer ids in the order they stepped, learning
         self._opt_closer: int | None = None  # the last of the cycle, once it repeated
         self._opt_since: set[int] = set()  # of the cycle, stepped since the step ended
+        # Loader reads at the last step an optimizer ended; a new optimizer that steps with no
+        # read since is the same iteration's (``_closes_cycle``): its step joins
+        # the one just ended (``_merge_close``) instead of being a step of its own.
+        self._reads_at_close = -1
+        self._merge_close = False
 
         # Accumulators of the open step (ns).
         self._cur_start_ns: int | None = None
@@ -806,6 +811,7 @@ class StepClock:
             self._class_tensors[cls] = (tensors, size)
         if not self._closes_cycle(id(optimizer)):
             return  # another optimizer of the same iteration ends it: this one's time stays in
+        self._reads_at_close = self._counts["dataloader"]
         if _FAULTS_READ:
             if self.annotate:  # a profiled step: neither timed nor read
                 self._fault_mark = None
@@ -863,6 +869,12 @@ class StepClock:
                 return True
             self._opt_since.add(key)
             return False
+        # Learning the cycle, a second optimizer steps with no batch read since the first one
+        # ended a step: the same iteration (two optimizers a batch, Lightning's manual
+        # optimization: 33 steps counted for 32 batches, the first split in two). Where no
+        # loader is read, nothing tells the iterations apart: each new optimizer ends one.
+        reads = self._counts["dataloader"]
+        self._merge_close = self._step_count > 0 and reads > 0 and reads == self._reads_at_close
         self._opt_cycle.append(key)
         return True
 
@@ -1062,6 +1074,13 @@ class StepClock:
                     self._cur_start_ns = now_ns
                 return
             self._upgrade(kind)  # type: ignore[arg-type]
+        if ends_step and self._merge_close:
+            self._merge_close = False
+            if self._merge_step(now_ns):
+                # No boundary: the listener (a profiler window's start) saw this one already.
+                self._cur_start_ns = self._last_mark_ns = now_ns
+                self._reads_in_step = 1
+                return
         if ends_step:
             if self._cur_start_ns is None:
                 self._cur_start_ns = now_ns
@@ -1186,6 +1205,28 @@ class StepClock:
             # process's cores over the loop, all its threads, without a per-step read.
             self._cpu_next = index + 1 + index // 4
             self._cpu_rows.append((index, end_ns, _process_time_ns()))
+
+    def _merge_step(self, end_ns: int) -> bool:
+        """Join the open step to the step just ended (its row, now ending at ``end_ns``): a
+        second optimizer of the same iteration (``_closes_cycle``). False where that row is not
+        the last kept (thinned out, lean): the open step then ends as a step of its own."""
+        if self._lean or not self._rows or self._rows[-1][0] != self._step_count - 1:
+            return False
+        last = self._rows.pop()
+        self._rows.append(
+            (last[0], last[1], end_ns,
+             last[3] + self._data_ns, last[4] + self._fwd_ns, last[5] + self._bwd_ns,
+             last[6] + self._opt_ns, last[7] + self._fwd_calls, last[8] + self._bwd_calls,
+             last[9], last[10], last[11] + self._ours_ns, -1, -1)
+        )  # fmt: skip
+        self._last_end_ns = end_ns
+        if self.read_waits and self._sched_mark_at == last[0]:
+            self._sched_mark = self._read_sched()  # the next step's wait is read from here
+        self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
+        self._fwd_calls = self._bwd_calls = 0
+        self._samples = None
+        self._ours_ns = 0
+        return True
 
     def _read_sched(self) -> tuple[int, int] | None:
         """(on-CPU ns, run-queue wait ns) of the loop thread so far, or None (not Linux: the

@@ -139,6 +139,18 @@ RNN_PREAMBLE_OPS = frozenset(
      "aten::fill_", "aten::index_select", "aten::resize_"}
 )  # fmt: skip
 
+# Operators a read of a fresh CPU tensor may pass through from its factory (``torch.rand(())
+# < 0.5``: rand, lt, then the read): comparisons, arithmetic, reductions, views. Never a copy
+# (``aten::to``): that may be the move to a device a GPU run makes.
+HOST_MADE_PASS_OPS = frozenset(
+    {"aten::lt", "aten::le", "aten::gt", "aten::ge", "aten::eq", "aten::ne", "aten::mul",
+     "aten::add", "aten::sub", "aten::rsub", "aten::div", "aten::neg", "aten::abs",
+     "aten::floor", "aten::ceil", "aten::round", "aten::remainder", "aten::sum", "aten::mean",
+     "aten::max", "aten::min", "aten::any", "aten::all", "aten::select", "aten::slice",
+     "aten::squeeze", "aten::unsqueeze", "aten::view", "aten::reshape", "aten::logical_and",
+     "aten::logical_or", "aten::logical_not", "aten::clamp", "aten::detach_"}
+)  # fmt: skip
+HOST_MADE_CHAIN = 4  # operators at most between the factory and the read
 # Operators that launch no kernel: views, metadata, allocation. Their CPU time stays on the host.
 NO_KERNEL = re.compile(
     r"aten::(view|_unsafe_view|reshape|as_strided|t|transpose|permute|expand|expand_as|squeeze|"
@@ -181,8 +193,12 @@ def _windows(trace: Trace, phases: PhaseBreakdown) -> list[tuple[float, float]]:
     return [spans.get(s.index, (s.start_us, s.start_us + s.duration_us)) for s in phases.steps]
 
 
-def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
-    """Host operators starting inside the kept steps: calls, self and total time by name."""
+def _ops_in_steps(
+    trace: Trace, phases: PhaseBreakdown, host_factories: frozenset[str] = frozenset()
+) -> list[_OpTimes]:
+    """Host operators starting inside the kept steps: calls, self and total time by name.
+    ``host_factories``: the cell's CPU factories (``_host_made_reads``): reads of what they
+    just made are left out."""
     host = find_host_thread(trace)
     if host is None:
         return []
@@ -223,6 +239,7 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
             a = float(trace.ts_us[r])
             keep &= ~(reads & (ts >= a) & (ts < a + float(trace.dur_us[r])))
     keep &= ~_rnn_metadata_reads(trace, rows)
+    keep &= ~_host_made_reads(trace, rows, host_factories)
     acc: dict[str, list[float]] = {}
     for i in np.flatnonzero(keep):
         name = trace.names[int(trace.name_id[rows[i]])]
@@ -231,6 +248,42 @@ def _ops_in_steps(trace: Trace, phases: PhaseBreakdown) -> list[_OpTimes]:
         row[1] += float(self_ns[i]) / 1000.0
         row[2] += float(end[i] - start[i]) / 1000.0
     return [_OpTimes(n, int(v[0]), v[1], v[2]) for n, v in acc.items()]
+
+
+def _host_made_reads(trace: Trace, rows: np.ndarray, factories: frozenset[str]) -> np.ndarray:
+    """Of the host thread's operators ``rows``, the reads of a tensor a factory of
+    ``factories`` (cell.syncs.host_factories: made on the CPU, on a GPU too) has just made: a
+    read whose top-level operator (``aten::is_nonzero`` of ``if t:``, or the ``aten::item``) has
+    that factory before it with only ``HOST_MADE_PASS_OPS`` between (unseen round 13: an
+    augment's ``if torch.rand(()) < 0.5`` per image read "256 reads of device values a step")."""
+    out = np.zeros(rows.size, dtype=np.bool_)
+    names = [trace.names[int(trace.name_id[r])] for r in rows]
+    if not factories or not any(n in factories for n in names):
+        return out
+    ts = trace.ts_us[rows]
+    end = ts + trace.dur_us[rows]
+    tops: list[int] = []  # top-level operators, in start order
+    top_of = np.full(rows.size, -1, dtype=np.int64)  # the top-level operator each one is in
+    top_end = -np.inf
+    for i in np.argsort(ts, kind="stable"):
+        if ts[i] >= top_end:
+            tops.append(int(i))
+            top_end = end[i]
+        top_of[i] = tops[-1]
+    fresh: set[int] = set()
+    for at, i in enumerate(tops):
+        for back in range(1, HOST_MADE_CHAIN + 2):
+            if at - back < 0:
+                break
+            name = names[tops[at - back]]
+            if name in factories:
+                fresh.add(i)
+                break
+            if name not in HOST_MADE_PASS_OPS:
+                break
+    for i, name in enumerate(names):
+        out[i] = name in SYNC_OPS and int(top_of[i]) in fresh
+    return out
 
 
 def _rnn_metadata_reads(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -317,6 +370,7 @@ def estimate_from_ops(
     off_core_us: float | None = None,
     skipped_reads: float = 0.0,
     untraced_reads: float = 0.0,
+    host_reads: float = 0.0,
 ) -> GpuEstimate:
     """The estimate from per-step figures (all ``*_us`` per step; ``ops`` summed over ``steps``).
 
@@ -327,6 +381,8 @@ def estimate_from_ops(
     CPU trace: on the GPU they make host and GPU take turns as the trace's reads do.
     ``untraced_reads``: the cell's reads a step that record no operator on the CPU
     (``out.cpu().numpy()``: the tensor is already there), counted likewise.
+    ``host_reads``: the cell's reads a step of values made on the CPU that the trace records
+    as reads (``.item()`` of the loader's CPU labels): left out, they wait for no kernel.
     """
     flops_by_op = flops_by_op or {}
     peak_tflops = {"fp32": spec.fp32_tflops, "tf32": spec.tf32_tflops or spec.fp32_tflops,
@@ -340,6 +396,7 @@ def estimate_from_ops(
     # One read records aten::item and, under it, aten::_local_scalar_dense (float()/int()/bool()
     # of a tensor too): the larger count is the reads, each once (a direct call has no item).
     reads = max((float(op.calls) for op in ops if op.name in SYNC_OPS), default=0.0)
+    reads = max(0.0, reads - host_reads * max(1, steps))
     reads += (skipped_reads + untraced_reads) * max(1, steps)
     for op in ops:
         if NOT_AN_OP.match(op.name):
@@ -403,6 +460,8 @@ def estimate_from_trace(
     precision: str = "fp32",
     skipped_reads: float = 0.0,
     untraced_reads: float = 0.0,
+    host_factories: frozenset[str] = frozenset(),
+    host_reads: float = 0.0,
 ) -> GpuEstimate | None:
     """The estimate for a CPU trace already analysed (None: no steps to size).
 
@@ -431,7 +490,7 @@ def estimate_from_trace(
         python_us = sum(phases.phase_total_us.get(p, 0.0) for p in ("other", "unattributed")) / n
     flops = shape_flops(trace, detail)
     return estimate_from_ops(
-        _ops_in_steps(trace, detail),
+        _ops_in_steps(trace, detail, host_factories),
         steps=len(detail.steps),
         step_us=step_us,
         data_us=data_us,
@@ -443,6 +502,7 @@ def estimate_from_trace(
         off_core_us=off_core_share * step_us if off_core_share is not None else None,
         skipped_reads=skipped_reads,
         untraced_reads=untraced_reads,
+        host_reads=host_reads,
     )
 
 
@@ -455,6 +515,8 @@ def estimate_on_gpu(
     autocast: bool = False,
     skipped_reads: float = 0.0,
     untraced_reads: float = 0.0,
+    host_factories: frozenset[str] = frozenset(),
+    host_reads: float = 0.0,
 ) -> GpuEstimate | None:
     """The estimate for ``run`` on ``gpu`` (a GPUS key; default ``DEFAULT_GPU``).
 
@@ -464,6 +526,8 @@ def estimate_on_gpu(
     its matmuls run at the card's bf16/fp16 peak, not its fp32 one.
     ``skipped_reads``: the cell's reads a step that only a GPU run makes (``estimate_from_ops``).
     ``untraced_reads``: the cell's reads a step that no CPU trace records (``estimate_from_ops``).
+    ``host_factories``: the cell's factories of CPU tensors (``_host_made_reads``).
+    ``host_reads``: the cell's traced reads a step of CPU values (``estimate_from_ops``).
     """
     if run.env.cuda_available or run.env.gpus or analysis.gpu is not None:
         return None
@@ -487,4 +551,6 @@ def estimate_on_gpu(
         precision="bf16" if autocast else "fp32",
         skipped_reads=skipped_reads,
         untraced_reads=untraced_reads,
+        host_factories=host_factories,
+        host_reads=host_reads,
     )

@@ -222,6 +222,12 @@ class SourceFacts:
     # progress-bar calls in loops that redraw the bar on each call (``bar.set_postfix(...)``
     # without refresh=False: cell.syncs.redraws); ``node``: the call
     redraws: tuple[SourceLine, ...] = ()
+    # Operators of the torch factories a step runs that make CPU tensors, none of them made on a
+    # device in the cell (cell.syncs.host_factories): reads of what they make are no device reads.
+    host_factories: frozenset[str] = frozenset()
+    # Reads a step makes of values the source shows on the CPU, each recording aten::item on a
+    # CPU trace (cell.syncs.host_reads_traced): no device reads, on a GPU either.
+    host_reads: int = 0
     validation: tuple[SourceLine, ...] = ()  # validation work inside a training loop
     # no_grad blocks of a step loop that run a model for the loss (a teacher's targets)
     frozen_forwards: tuple[SourceLine, ...] = ()

@@ -28,6 +28,7 @@ from typing import Any
 
 from gpu_notebook.cell.calls import callees
 from gpu_notebook.cell.facts import LoopFacts, Origin, SourceFacts
+from gpu_notebook.cell.host_made import host_factories, host_reads_traced
 from gpu_notebook.cell.ipython import (
     PLACEHOLDER_LINE,
     NotPythonCell,
@@ -164,6 +165,8 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         saves=saves,
         state_copies=state_copies(tree),
         redraws=redraws(tree),
+        host_factories=host_factories(tree),
+        host_reads=host_reads_traced(tree),
         constructed=tuple(
             (target.id, last(dotted(node.value.func)))
             for node in ast.walk(tree.tree)

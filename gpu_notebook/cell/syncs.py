@@ -12,6 +12,13 @@ import ast
 import dataclasses
 
 from gpu_notebook.cell.facts import SourceLine, SyncKind
+from gpu_notebook.cell.host_made import (
+    cpu_batch_names,
+    host_made_names,
+    moved_at,
+    reads_host_made,
+    to_device,
+)
 from gpu_notebook.cell.names import (
     NAMES_HELD,
     dotted,
@@ -25,7 +32,7 @@ from gpu_notebook.cell.names import (
     targets_of,
 )
 from gpu_notebook.cell.tree import CellTree, Function, Loop
-from gpu_notebook.cell.words import COPY_METHODS, HOST_READ_METHODS, REDRAW_METHODS, last
+from gpu_notebook.cell.words import HOST_READ_METHODS, REDRAW_METHODS, last
 
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
 _HOST_VALUE_CALLS = frozenset(
@@ -69,6 +76,7 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
     syncs: dict[tuple[int, str], SourceLine] = {}
     logging: dict[int, SourceLine] = {}
     values_of: dict[int, set[str]] = {id(loop): _batch_values(tree, loop) for loop in tree.loops}
+    cpu_of = {id(loop): host_made_names(loop, cpu_batch_names(loop)) for loop in tree.loops}
     for call in tree.calls():
         through = tree.run_by_step(call)
         if through is not None and tree.step_loop_of(call) is None:
@@ -85,6 +93,8 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
         kind = _sync_kind(tree, call, values)
         if kind is not None and _host_lengths(tree, call, loop):
             continue
+        if kind is not None and reads_host_made(call, cpu_of[id(loop)]):
+            continue  # a tensor made on the CPU and kept there: no device read on a GPU either
         if kind is not None:
             line = tree.source_line(call, kind)
             decides = _decides(tree, call, loop)
@@ -218,7 +228,7 @@ def _host_lengths(tree: CellTree, call: ast.Call, loop: Loop) -> bool:
     for node in ast.walk(loop):
         if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or node.value is None:
             continue
-        if name in {n for t in targets_of(node) for n in names_in(t)} and _to_device(node.value):
+        if name in {n for t in targets_of(node) for n in names_in(t)} and to_device(node.value):
             return False
     return True
 
@@ -240,7 +250,7 @@ def _read_in_callee(
     kind = _sync_kind(tree, call, values)
     if kind == "float" and not _unwrapped_names(call.args[0]) & values:
         return None  # int(x.size(0)), float(len(xs)): sizes, no tensor's value
-    if kind is None:
+    if kind is None or reads_host_made(call, host_made_names(fn, set())):
         return None
     keep = None
     given = _packed_lengths(tree, call)
@@ -248,7 +258,7 @@ def _read_in_callee(
         handed = _argument_at_sites(tree, fn, given, loop)
         if handed is not None and handed in cpu_batch_names(loop):
             return None  # the loader's CPU lengths: .cpu() of a CPU tensor
-        keep = _moved_at(tree, loop, handed) if handed is not None else None
+        keep = moved_at(tree, loop, handed) if handed is not None else None
     line = tree.source_line(call, kind, step_loop=loop)
     return dataclasses.replace(
         line, needed=True, called_in=name, handed_to=_host_callee(tree, call), keep_on_host=keep
@@ -283,65 +293,6 @@ def _argument_at_sites(tree: CellTree, fn: Function, param: str, loop: Loop) -> 
             given = site.args[params.index(param)]
         handed.add(given.id if isinstance(given, ast.Name) else None)
     return next(iter(handed)) if len(handed) == 1 else None
-
-
-def cpu_batch_names(loop: Loop) -> set[str]:
-    """The loop's batch values that stay on the CPU: names its ``for`` target binds from the
-    batch that the loop never assigns another value, where the loop moves other values of the
-    step to a device (``x = x.to(device)``: so its batches come on the CPU). Empty when the
-    loop moves nothing (a batch may come on the device: nothing shows it)."""
-    if not isinstance(loop, (ast.For, ast.AsyncFor)):
-        return set()
-    assigned: set[str] = set()
-    moves = False
-    for name, value in _assigned(loop):
-        moves = moves or _to_device(value)
-        if not (isinstance(value, ast.Name) and value.id == name):  # `lengths` as it was
-            assigned.add(name)
-    values, _counters = loop_target_names(loop)
-    return values - assigned if moves else set()
-
-
-def _moved_at(tree: CellTree, loop: Loop, name: str) -> int | None:
-    """The line where ``loop`` assigns ``name`` a copy on a device, None where it does not."""
-    return next(
-        (tree.line_of(value) for n, value in _assigned(loop) if n == name and _to_device(value)),
-        None,
-    )
-
-
-def _assigned(loop: Loop) -> list[tuple[str, ast.AST]]:
-    """(name, the value it is assigned) of each assignment in ``loop``: a tuple's items paired
-    (``x, n = x.to(d), n``), else each name of the targets with the whole value."""
-    pairs: list[tuple[str, ast.AST]] = []
-    for node in ast.walk(loop):
-        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or node.value is None:
-            continue
-        for target in targets_of(node):
-            value = node.value
-            if (
-                isinstance(target, ast.Tuple)
-                and isinstance(value, ast.Tuple)
-                and len(target.elts) == len(value.elts)
-            ):
-                pairs += [
-                    (n, v)
-                    for t, v in zip(target.elts, value.elts, strict=True)
-                    for n in names_in(t)
-                ]
-            else:
-                pairs += [(n, value) for n in names_in(target)]
-    return pairs
-
-
-def _to_device(value: ast.AST) -> bool:
-    """``value`` puts a tensor on a device: ``.cuda()``, or ``.to(x)`` with no "cpu" in it."""
-    for node in ast.walk(value):
-        if isinstance(node, ast.Call) and method_of(node) in COPY_METHODS:
-            text = " ".join(ast.unparse(a) for a in node.args).lower()
-            if method_of(node) == "cuda" or "cpu" not in text:
-                return True
-    return False
 
 
 def _decides(tree: CellTree, node: ast.AST, loop: Loop) -> list[ast.AST]:

@@ -119,6 +119,9 @@ def build_report(
                 ),
                 # `out.argmax(1).cpu().numpy()` every step: a read on a GPU, no operator here.
                 untraced_reads=float(reads_no_cpu_trace_records(facts.syncs)),
+                # `if torch.rand(()) < p:` a step: a CPU tensor's read, on a GPU too.
+                host_factories=facts.host_factories,
+                host_reads=float(facts.host_reads),
             )
         ),
     )

@@ -580,6 +580,24 @@ def test_a_callbacks_log_calls_are_gated_in_their_hook():
     assert f.fix_params["framework"] == "lightning"
 
 
+def test_the_hooks_gate_is_worded_with_the_step_its_own_argument_names():
+    # Unseen lightning_after_backward_stats: `def on_after_backward(self, tr, module)` was told
+    # `if trainer.global_step % 50 == 0:`, a name the hook does not have (its patch read tr).
+    import lightning.pytorch as pl
+    import torch
+    from lightning.pytorch.trainer import call
+
+    cell = HF_HOOK_CELL.replace("TrainerCallback", "L.Callback").replace(
+        "on_step_end(self, args, state, control, **kwargs)", "on_after_backward(self, tr, module)"
+    )
+    dispatch = [ref(pl.Trainer.fit), ref(call._call_callback_hooks)]
+    hook = CodeRef("<cell>", "WeightNorms.on_after_backward", 3)
+    run = _hooked_run(cell, dispatch, hook, ref(torch.Tensor.norm), 3000)
+    f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
+    assert "`if tr.global_step % 50 == 0:` at the top of the hook" in f.fix
+    assert "trainer.global_step" not in f.fix
+
+
 def test_a_framework_callback_below_the_dispatcher_stays_the_frameworks():
     # Lightning's own progress bar is a Callback too: its samples stay the bar's.
     import lightning.pytorch as pl

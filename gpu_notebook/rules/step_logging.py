@@ -30,6 +30,7 @@ from gpu_notebook.analysis.framework_stacks import (
     sampled_stacks,
 )
 from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
+from gpu_notebook.cell.hooks import hook_defs
 from gpu_notebook.cell.words import ACCUMULATION_KEYS, OTHER_HOOKS
 from gpu_notebook.records import (
     Analysis,
@@ -111,6 +112,10 @@ class Advice:
     # "callback-hook": the user's callback hooks the framework's loop calls on every step, each
     # with its share of the sampled time (None: not read), largest first.
     hooks: tuple[tuple[CallbackHook, float | None], ...] = ()
+    # The step each of ``hooks`` reads by its own argument where the cell defines it
+    # (``tr.global_step`` for ``def on_train_batch_end(self, tr, ...)``: cell.hooks), by
+    # function; a hook not read there is worded with its framework's usual name.
+    steps: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -556,7 +561,8 @@ def _framework_advice(
     out: list[Advice] = []
     if user_hooks and shares.get(USER_HOOK, 0.0) >= SUGGEST / 2:
         ranked = tuple(sorted(user_hooks.items(), key=lambda kv: -kv[1]))
-        out.append(Advice("callback-hook", shares[USER_HOOK], hooks=ranked))
+        out.append(Advice("callback-hook", shares[USER_HOOK], hooks=ranked,
+                          steps=_hook_steps(facts, [hook for hook, _ in ranked])))  # fmt: skip
     if "lightning" in frameworks:
         logged = shares.get("lightning-log", 0.0) + shares.get(LOGGED, 0.0)
         # No log call in the source and under half the bar's floor: Lightning's own per-step
@@ -612,6 +618,18 @@ def _framework_advice(
         else:
             out.append(Advice("tqdm-interval"))
     return out
+
+
+def _hook_steps(facts: SourceFacts, hooks: list[CallbackHook]) -> tuple[tuple[str, str], ...]:
+    """(function, the step it reads by its own argument) of the hooks the cell defines."""
+    if facts.tree is None:
+        return ()
+    out = []
+    for hook in hooks:
+        found = hook_defs(facts.tree, hook.function, hook.framework)
+        if len(found) == 1 and found[0].step is not None:
+            out.append((hook.function, found[0].step))
+    return tuple(out)
 
 
 def _sum_read(logs: tuple[tuple[LightningLog, float | None], ...]) -> float | None:

@@ -281,9 +281,11 @@ def _hooks_advice(a: Advice) -> str:
         parts.append(f"{hook.function} ({where})")
     if len(a.hooks) > MAX_LOG_LINES:
         parts.append(f"{len(a.hooks) - MAX_LOG_LINES} more")
+    steps = dict(a.steps)
     gates = ", ".join(
         dict.fromkeys(
-            f"`if {_HOOK_STEP.get(hook.framework, 'state.global_step')} % {RARE_LOGS} == 0:`"
+            f"`if {steps.get(hook.function) or _HOOK_STEP.get(hook.framework, 'state.global_step')}"
+            f" % {RARE_LOGS} == 0:`"
             for hook, _ in a.hooks
         )
     )

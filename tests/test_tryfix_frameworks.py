@@ -163,3 +163,59 @@ def test_try_fixes_under_torchrun_runs_the_same_variant_on_every_rank(tmp_path):
     # Both ranks ran the same runs in the same order: the measured run, then the trials.
     logs = [(tmp_path / f"workers.log.{r}").read_text().split() for r in (0, 1)]
     assert logs[0] == logs[1] and len(logs[0]) > 1 and "0" in logs[0][1:] and set(logs[0]) - {"0"}
+
+
+HOOKED = """
+import sys, torch, lightning as L
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.set_num_threads(1)
+class Stats(L.Callback):
+    def on_train_start(self, trainer, pl_module):
+        with open(sys.argv[1], "a") as log:
+            log.write("run\\n")
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        w = torch.randn(96, 96)
+        for _ in range(60):
+            w = (w @ w).tanh()
+        with open(sys.argv[1], "a") as log:
+            log.write("work\\n")
+class Lit(L.LightningModule):
+    def __init__(self):
+        super().__init__(); self.net = nn.Linear(16, 1)
+    def training_step(self, batch, i):
+        x, y = batch
+        return nn.functional.mse_loss(self.net(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+ds = TensorDataset(torch.randn(4000, 16), torch.randn(4000, 1))
+trainer = L.Trainer(max_steps=45, accelerator="cpu", logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False, callbacks=[Stats()])
+trainer.fit(Lit(), DataLoader(ds, batch_size=8))
+"""
+
+
+def test_try_fixes_gates_a_lightning_callbacks_hook_in_the_copy_only(tmp_path):
+    # Issue 26: the finding that names a Callback's hook offers the gate (a patch of the hook's
+    # top, fixes/codemods_framework); the trial runs it: its runs do the hook's work on no step
+    # under 50, the script's runs on every step.
+    pytest.importorskip("lightning")
+    data, seen = _try_fixes(HOOKED, tmp_path)
+    tf = data["try_fixes"]
+    t = next(t for t in tf["trials"] if t["fix_id"] == "gate_callback_hook")
+    rounds = tf["rounds"]
+    assert rounds >= 2 and len(t["baseline_steps_s"]) == t["rounds"] == len(t["variant_steps_s"])
+    runs = " ".join(seen).split("run")[1:]  # each run's hook work, in the order the runs went
+    arms = schedule(len(tf["trials"]), rounds)
+    variant = 1 + [x["fix_id"] for x in tf["trials"]].index("gate_callback_hook")
+    # The measured run (and a first run that only sized the runs), then the trials' order.
+    start = 2 if any("is not compared" in n for n in tf["notes"]) else 1
+    assert len(runs) >= start + len(arms) and all("work" in r for r in runs[:start])
+    for arm, run in zip(arms, runs[start : start + len(arms)], strict=True):
+        assert ("work" in run) == (arm != variant), (arm, run)
+    # The verdict replays from the samples the report carries (too busy: the rounds' interval).
+    busy = "too busy to judge" in t["note"]
+    c = decide(
+        t["baseline_steps_s"], t["variant_steps_s"], rounds, t["predicted_model_low"], busy=busy
+    )
+    assert c is not None and t["verdict"] == c.verdict and t["speedup"] == c.speedup

@@ -11,7 +11,7 @@ first argument (``tr.global_step``), and verify it with ``--try-fixes``.
 Seen 2026-12-06 (helper cbgate, 9bc6c84, load 25-27): "[high] ... GradStats.on_after_backward
 (line 25, 60%)", the patch `if tr.global_step % 50 != 0: return`; --try-fixes 30: predicted
 1.51x-2.16x, measured 4.07x (rounds 4.12x, 3.36x, 4.07x), verified (above the range: the share
-reads low under load). The advice's words still say `trainer.global_step`, not `tr`.
+reads low under load). Since 2bd2f23 the advice says `if tr.global_step % 50 == 0:` too.
 """
 
 import lightning as L

@@ -13,11 +13,13 @@ tensors, 10k parameters). Two tables, every figure a median over interleaved rou
 * ``parts``: one training step at batch 128 and at 1024, part by part (the loader's next batch,
   the forward with the loss, backward, ``zero_grad`` + ``opt.step()``), per sample: how much
   of each part a bigger batch shares out.
+* ``fit``: at one thread, the fused step's kept fraction against the for-loop and against the
+  foreach step, over heads_modulelist's tensors and a few others (``analysis.fused_update``).
 
 ``--busy K`` runs K spinning processes beside the measurement (a busy machine); 0: as the
 machine is. Prints ``/proc/loadavg`` before and after.
 
-    python benchmarks/heads_step_parts.py [--rounds 7] [--steps 30] [--busy 0] [--only opt|parts]
+    python benchmarks/heads_step_parts.py [--rounds 7] [--steps 30] [--busy 0] [--only opt|parts|fit]
 """
 
 from __future__ import annotations
@@ -97,6 +99,44 @@ def optimizers(rounds: int, steps: int) -> None:
             print(f"RESULT opt threads={threads} impl={name} cpu_us={c:.1f} wall_us={w:.1f}")
 
 
+HEADS = [(128, 32), (128,)] + [(1, 128), (1,)] * 48
+FIT_SHAPES = [
+    ("heads_modulelist", HEADS),
+    ("1 x 128", [(128,)]),
+    ("10 x 128", [(128,)] * 10),
+    ("60 x 128", [(128,)] * 60),
+    ("6 x 50k", [(50_000,)] * 6),
+]
+
+
+def fit(rounds: int, steps: int) -> None:
+    """Kept fractions, one thread: fused/for-loop and fused/foreach (``opt.step()`` alone, the
+    implementations interleaved in each round; ``analysis.fused_update`` fits on them)."""
+    torch.set_num_threads(1)
+    print("Kept fractions, one thread (opt.step() alone, us a step, median of rounds)")
+    print("class | tensors | for-loop | foreach | fused | fused/for-loop | fused/foreach")
+    impls = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+    for cls in ("Adam", "AdamW"):
+        for label, shapes in FIT_SHAPES:
+            opts = {}
+            for name, kw in impls.items():
+                params = [torch.zeros(s, requires_grad=True) for s in shapes]
+                for p in params:
+                    p.grad = torch.randn(p.shape)
+                opts[name] = getattr(torch.optim, cls)(params, lr=1e-3, **kw)
+                opts[name].step()
+            got: dict[str, list[float]] = {k: [] for k in impls}
+            names = list(impls)
+            for r in range(rounds):
+                for name in names[r % 3 :] + names[: r % 3]:
+                    got[name].append(_timed(opts[name].step, steps)[0])
+            loop, each, fused = (statistics.median(got[k]) for k in names)
+            print(f"{cls} | {label} | {loop:.0f} | {each:.0f} | {fused:.0f} | "
+                  f"{fused / loop:.2f} | {fused / each:.2f}")  # fmt: skip
+            print(f"RESULT fit cls={cls} shapes={label.replace(' ', '')} loop_us={loop:.1f} "
+                  f"foreach_us={each:.1f} fused_us={fused:.1f}")  # fmt: skip
+
+
 def parts(rounds: int, steps: int) -> None:
     print("One step by part, batch 128 vs 1024 (us a step, median of rounds; per sample: x8 / 8)")
     print(
@@ -163,7 +203,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--busy", type=int, default=0, help="spinning processes beside the run")
-    ap.add_argument("--only", choices=("opt", "parts"))
+    ap.add_argument("--only", choices=("opt", "parts", "fit"))
     ap.add_argument("--quick", action="store_true", help="2 rounds of 5 steps")
     args = ap.parse_args()
     if args.quick:
@@ -177,6 +217,8 @@ def main() -> None:
             optimizers(args.rounds, args.steps)
         if args.only in (None, "parts"):
             parts(args.rounds, args.steps)
+        if args.only in (None, "fit"):
+            fit(args.rounds, args.steps)
         print(f"loadavg after {_loadavg()}")
     finally:
         for p in spinners:

@@ -60,14 +60,33 @@ COSTS: dict[str, tuple[UpdateCosts, UpdateCosts]] = {
 }
 
 
-def fused_cpu_kept(cls: str, tensors: int | None, grad_bytes: int | None) -> float | None:
+# An optimizer made with foreach=True (torch's default holds for CUDA tensors only: on the CPU
+# the default is the per-tensor for-loop ``COSTS`` model): a larger fixed cost, a smaller one a
+# tensor. Fitted on fused/foreach kept fractions of ``opt.step()`` alone, one thread, the three
+# implementations interleaved (benchmarks/heads_step_parts.py --only fit, 2026-12-06, load
+# 22-25): 0.26-0.37 from 1 to 98 tensors of 128 elements or fewer and six of 50k; 0.27-0.32 on
+# heads_modulelist's 98 (0.15-0.19 against the for-loop). The for-loop's costs read a foreach
+# user's fused gain as a for-loop user's: heads_modulelist kept 20% by them.
+FOREACH_COSTS: dict[str, UpdateCosts] = {
+    "Adam": UpdateCosts(45.0, 9.0, 0.30e-3),
+    "AdamW": UpdateCosts(45.0, 9.0, 0.30e-3),
+}
+
+
+def fused_cpu_kept(
+    cls: str, tensors: int | None, grad_bytes: int | None, *, foreach: bool = False
+) -> float | None:
     """The fraction of an unfused CPU ``cls`` step's time a fused step keeps, for an optimizer
-    over ``tensors`` parameter tensors of ``grad_bytes`` bytes in all. None: the tensors were not
-    counted, or no costs for ``cls`` (the fix's bound is then the whole update's)."""
+    over ``tensors`` parameter tensors of ``grad_bytes`` bytes in all; ``foreach``: the unfused
+    step is the foreach one (made with foreach=True; SGD's read as its for-loop). None: the
+    tensors were not counted, or no costs for ``cls`` (the fix's bound is then the whole
+    update's)."""
     costs = COSTS.get(cls)
     if costs is None or tensors is None or tensors <= 0:
         return None
     unfused, fused = costs
+    if foreach and cls in FOREACH_COSTS:
+        unfused = FOREACH_COSTS[cls]
     size = max(0, grad_bytes or 0)
     return min(1.0, fused.step_us(tensors, size) / unfused.step_us(tensors, size))
 

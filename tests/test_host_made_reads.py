@@ -96,3 +96,21 @@ def test_what_the_source_shows_on_the_cpu():
     assert {s.line for s in facts.syncs} == {7, 9}  # `.cpu()` of the output, and `hits`
     assert facts.host_reads == 1  # `acc` (the factory's `m` is the trace's to find)
     assert facts.host_factories == frozenset({"aten::lift_fresh"})
+
+
+def test_a_default_device_shows_nothing_on_the_cpu():
+    """``torch.set_default_device(device)``: factories and collates may make tensors on the GPU;
+    the same reads stay device reads (no over-reach)."""
+    cell = (
+        "torch.set_default_device(device)\n"
+        "for x, y in loader:\n"
+        "    x = x.to(device)\n"
+        "    loss = crit(model(x), y.to(device)); loss.backward(); opt.step()\n"
+        "    coin = torch.rand(()).item()\n"
+        "    acc = (y == 0).float().mean().item()\n"
+    )
+    facts = scan_source(cell)
+    assert {s.line for s in facts.syncs} == {5, 6}
+    assert facts.host_reads == 0 and facts.host_factories == frozenset()
+    plain = scan_source(cell.replace("torch.set_default_device(device)\n", "pass\n"))
+    assert not plain.syncs and plain.host_reads == 1

@@ -103,6 +103,8 @@ def host_reads_traced(tree: CellTree) -> int:
     (``host_factories``)."""
     count = 0
     cpu_of: dict[int, set[str]] = {}
+    if device_by_default(tree):
+        return 0
     for call in tree.calls():
         loop = tree.enclosing_loop(call)
         if loop is None or id(loop) not in tree.step_loops or tree.gated(call, loop):
@@ -134,6 +136,12 @@ def _between(tree: CellTree, node: ast.AST, loop: Loop) -> list[ast.AST]:
     return out
 
 
+def device_by_default(tree: CellTree) -> bool:
+    """The cell sets torch's default device (``torch.set_default_device(...)``): its factories
+    may make tensors on a GPU, and nothing here is shown on the CPU."""
+    return any(last(dotted(c.func) or "") == "set_default_device" for c in tree.calls())
+
+
 def host_factories(tree: CellTree) -> frozenset[str]:
     """The operators (``aten::rand``) of the torch factories a step runs that make tensors on
     the CPU (``if torch.rand(()) < 0.5:`` in an augment the loop calls per image), where no call
@@ -141,6 +149,8 @@ def host_factories(tree: CellTree) -> frozenset[str]:
     its factory (analysis.gpu_estimate) waits for no kernel on a GPU either."""
     host: set[str] = set()
     device: set[str] = set()
+    if device_by_default(tree):
+        return frozenset()
     for call in tree.calls():
         name = dotted(call.func) or ""
         if not name.startswith("torch.") or last(name) not in TORCH_FACTORIES:

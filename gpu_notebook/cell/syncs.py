@@ -14,6 +14,7 @@ import dataclasses
 from gpu_notebook.cell.facts import SourceLine, SyncKind
 from gpu_notebook.cell.host_made import (
     cpu_batch_names,
+    device_by_default,
     host_made_names,
     moved_at,
     reads_host_made,
@@ -76,12 +77,16 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
     syncs: dict[tuple[int, str], SourceLine] = {}
     logging: dict[int, SourceLine] = {}
     values_of: dict[int, set[str]] = {id(loop): _batch_values(tree, loop) for loop in tree.loops}
-    cpu_of = {id(loop): host_made_names(loop, cpu_batch_names(loop)) for loop in tree.loops}
+    shown = not device_by_default(tree)  # else no value is shown on the CPU
+    cpu_of = {
+        id(loop): host_made_names(loop, cpu_batch_names(loop)) if shown else set()
+        for loop in tree.loops
+    }
     for call in tree.calls():
         through = tree.run_by_step(call)
         if through is not None and tree.step_loop_of(call) is None:
             # In the model's forward (or a helper the step calls): a read there every step.
-            in_callee = _read_in_callee(tree, call, *through)
+            in_callee = _read_in_callee(tree, call, *through, shown=shown)
             if in_callee is not None:
                 syncs.setdefault((in_callee.line, in_callee.kind), in_callee)
             continue
@@ -93,7 +98,7 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
         kind = _sync_kind(tree, call, values)
         if kind is not None and _host_lengths(tree, call, loop):
             continue
-        if kind is not None and reads_host_made(call, cpu_of[id(loop)]):
+        if kind is not None and shown and reads_host_made(call, cpu_of[id(loop)]):
             continue  # a tensor made on the CPU and kept there: no device read on a GPU either
         if kind is not None:
             line = tree.source_line(call, kind)
@@ -234,7 +239,7 @@ def _host_lengths(tree: CellTree, call: ast.Call, loop: Loop) -> bool:
 
 
 def _read_in_callee(
-    tree: CellTree, call: ast.Call, loop: Loop, name: str, fn: Function
+    tree: CellTree, call: ast.Call, loop: Loop, name: str, fn: Function, *, shown: bool = True
 ) -> SourceLine | None:
     """A host read in ``fn``, a function of the cell the step loop runs every step through its
     calls (``Net.forward``): its fact, needed (the value feeds the step's work, which no gate
@@ -250,13 +255,13 @@ def _read_in_callee(
     kind = _sync_kind(tree, call, values)
     if kind == "float" and not _unwrapped_names(call.args[0]) & values:
         return None  # int(x.size(0)), float(len(xs)): sizes, no tensor's value
-    if kind is None or reads_host_made(call, host_made_names(fn, set())):
+    if kind is None or (shown and reads_host_made(call, host_made_names(fn, set()))):
         return None
     keep = None
     given = _packed_lengths(tree, call)
     if given is not None:
         handed = _argument_at_sites(tree, fn, given, loop)
-        if handed is not None and handed in cpu_batch_names(loop):
+        if shown and handed is not None and handed in cpu_batch_names(loop):
             return None  # the loader's CPU lengths: .cpu() of a CPU tensor
         keep = moved_at(tree, loop, handed) if handed is not None else None
     line = tree.source_line(call, kind, step_loop=loop)

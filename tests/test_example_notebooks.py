@@ -489,7 +489,7 @@ def test_unseen_28_a_stop_caught_by_the_loop_ends_the_cell_with_its_report(tmp_p
     state = streams(cell_starting(cells, "import sys, threading"))
     assert state == (
         "stopped True opt state steps 4\nbackward torch.autograd profile None trace None\n"
-        "ours []\nhooks 0 0\n"
+        "ours []\nhooks 0 0 profiler False\n"
     )
     resumed = cell_starting(cells, "%%gpucheck -o rep2")
     assert reports_in(resumed) and streams(resumed).startswith("resumed at ")

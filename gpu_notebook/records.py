@@ -276,13 +276,18 @@ class StepClockRecord:
     # outside the profiled windows and the first step (a closure's calls inside a step left out).
     optimizer_cpu: Mapping[str, tuple[float, int]] = field(default_factory=dict)
     # (minor page faults, steps read) inside each class's own steps, over every training step
-    # of 1 ms or more (one in eight of shorter ones) outside the profiled windows (Linux only;
-    # empty: not read); the same steps' faults outside every update (faults,
-    # steps); and what one fault costs the thread's CPU clock on this machine, measured at the
+    # of 1 ms or more (one in eight of shorter ones) up to the end of the first profiled window
+    # (its steps included; ``faults_off_step``) (Linux only; empty: not read); the same steps'
+    # faults outside every update, its profiled steps left out (faults, steps); and what one fault costs the thread's CPU clock on this machine, measured at the
     # run's end where an update faulted (seconds; None: not measured). A fused update makes
     # no full-size temporaries: the faults they cause are its to remove (``fused_update``).
     optimizer_faults: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     rest_faults: tuple[int, int] = (0, 0)
+    # The step from which faults were read no more (None: to the end): the first profiler
+    # window stopped there. The heap its buffers leave is ours as much as the program's (the
+    # update's temporaries may stop faulting for the rest of the run); the updates of its
+    # profiled steps are read (faults only), the steps after it not.
+    faults_off_step: int | None = None
     fault_cost_s: float | None = None
     memory: tuple[StepMemory, ...] = ()  # memory at the end of every Nth step (bounded)
     process_cpu: tuple[StepCpu, ...] = ()  # the process's CPU time at spaced step ends

@@ -252,6 +252,7 @@ class ProfilerWindow:
         self.inside_step: Any = None
         self.on_start: Any = None  # callable() run right after the profiler starts
         self.on_stop: Any = None  # callable() run right before it stops
+        self.on_stopped: Any = None  # callable() run right after it stopped (buffers freed)
 
     @property
     def recording(self) -> bool:
@@ -465,10 +466,16 @@ class ProfilerWindow:
             # it: stopping again would only print a C++ warning into the cell's output.
             self._unstopped = None
             self.step_aside(USER_PROFILER_MESSAGE)
+            if self.on_stopped is not None:
+                self.on_stopped()
             return False
-        with _kineto_quiet(), _no_new_warning_filters():
-            prof.stop()
-        self._unstopped = None
+        try:
+            with _kineto_quiet(), _no_new_warning_filters():
+                prof.stop()
+            self._unstopped = None
+        finally:
+            if self.on_stopped is not None:
+                self.on_stopped()
         if not export:
             return False
         # Exported later, by export() after the cell: writing the file here would land inside

@@ -388,6 +388,7 @@ class CaptureSession(StartsAndStops):
 
             window.on_start = annotate_on
             window.on_stop = annotate_off
+            window.on_stopped = clock.window_stopped
             window.inside_step = clock.inside_optimizer_step
         timed_steps = self.options.warmup_steps + self.options.profile_steps
 
@@ -531,6 +532,8 @@ class CaptureSession(StartsAndStops):
 
         extra.on_start = lambda: annotate(True)
         extra.on_stop = lambda: annotate(False)
+        if clock is not None:
+            extra.on_stopped = clock.window_stopped
         extra.guard()
         t_ns = time.perf_counter_ns()
         extra.on_boundary(step_index)

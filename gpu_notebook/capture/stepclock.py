@@ -288,6 +288,16 @@ class StepClock:
         self._fault_mark: int | None = None
         self._fault_in_updates = 0
         self._fault_cost: float | None = None
+        # Faults are read up to the end of the first profiler window only, its profiled
+        # steps' updates included (``_faults_off_step``: where it stopped). The window records
+        # into buffers on the loop thread's heap, and what the program allocates meanwhile
+        # sits above them: once freed, they leave the heap in a state the program alone does
+        # not reach, where the update's temporaries may reuse mapped pages and stop faulting
+        # for the rest of the run (zip_two_loaders, captured: 0 a step after the window in 3
+        # of 18 runs; its loop with a window like ours, plain: mostly 0 after it in 6 of 12
+        # runs, 5 of 12 with the window's results dropped at once, 0 of 12 without a window;
+        # benchmarks/README, faultsmisc). The steps after it are not comparable.
+        self._faults_off_step: int | None = None
 
         # Memory at the end of every Nth step (0: off): the process RSS, one pread of
         # /proc/self/statm (~2 us, so every 16th step is far under 1% of any step).
@@ -695,14 +705,18 @@ class StepClock:
                         if not getattr(arg, _CLOSURE_ATTR, False):
                             wrapped = (*args[:i], self._wrap_closure(arg), *args[i + 1 :]), kwargs
                         break
-        if not self.annotate and self._step_count > 0:
-            # The first step is left out (the optimizer's state is made there).
+        profiled = self.annotate
+        if self._step_count > 0 and (not profiled or self._faults_off_step is None):
+            # The first step is left out (the optimizer's state is made there). A profiled
+            # step's update is read for its faults alone, and only in the first window (its
+            # CPU time is the profiler's as much as the update's).
             if len(self._open_opt_cpu) > 8:  # steps whose post hook never came (they raised)
                 self._open_opt_cpu.clear()
+            read = self._fault_mark is not None or (profiled and _FAULTS_READ)
             self._open_opt_cpu.append([id(optimizer), type(optimizer).__name__,
                                        time.thread_time_ns(), 0, self._closure_cpu_ns,
-                                       -1 if self._fault_mark is None else _getrusage(_THREAD).ru_minflt,
-                                       0])  # fmt: skip
+                                       _getrusage(_THREAD).ru_minflt if read else -1,
+                                       0, profiled])  # fmt: skip
         self._opt_closure_mark = self._closure_rest_ns
         if self._lean:
             # Only the step's own time: the loader's wait is the one phase lean steps still
@@ -769,14 +783,17 @@ class StepClock:
                 return
         now = time.perf_counter_ns()
         if self._open_opt_cpu and self._open_opt_cpu[-1][0] == id(optimizer):
-            _, cls_name, cpu0, nested, closure0, faults0, nested_faults = self._open_opt_cpu.pop()
+            _, cls_name, cpu0, nested, closure0, faults0, nested_faults, profiled = (
+                self._open_opt_cpu.pop()
+            )
             # Less its closure's calls: they are the model's and the framework's, not the class's.
             spent = max(0, time.thread_time_ns() - cpu0 - (self._closure_cpu_ns - closure0))
             if self._open_opt_cpu:
                 self._open_opt_cpu[-1][3] += spent
-            entry = self._class_cpu.setdefault(cls_name, [0, 0])
-            entry[0] += max(0, spent - nested)
-            entry[1] += 1
+            if not profiled:
+                entry = self._class_cpu.setdefault(cls_name, [0, 0])
+                entry[0] += max(0, spent - nested)
+                entry[1] += 1
             if faults0 >= 0:
                 faulted = _getrusage(_THREAD).ru_minflt - faults0
                 if self._closure_cpu_ns != closure0:
@@ -812,7 +829,7 @@ class StepClock:
         if not self._closes_cycle(id(optimizer)):
             return  # another optimizer of the same iteration ends it: this one's time stays in
         self._reads_at_close = self._counts["dataloader"]
-        if _FAULTS_READ:
+        if _FAULTS_READ and self._faults_off_step is None:
             if self.annotate:  # a profiled step: neither timed nor read
                 self._fault_mark = None
             else:
@@ -829,6 +846,14 @@ class StepClock:
     def window_starts(self) -> None:
         """A profiler window begins (the first or a later one, lean or not): a sampled step
         open across its start is not read (the window's start and its steps are ours)."""
+        self._fault_mark = None
+        self._fault_in_updates = 0
+
+    def window_stopped(self) -> None:
+        """A profiler window stopped (its buffers freed, its results kept): the steps after
+        it are not read for faults (their heap is ours as much as the program's)."""
+        if self._faults_off_step is None:
+            self._faults_off_step = self._step_count
         self._fault_mark = None
         self._fault_in_updates = 0
 
@@ -1358,6 +1383,7 @@ class StepClock:
             optimizer_cpu={c: (ns / 1e9, n) for c, (ns, n) in self._class_cpu.items()},
             optimizer_faults={c: (f, n) for c, (f, n) in self._class_faults.items()},
             rest_faults=(self._rest_faults[0], self._rest_faults[1]),
+            faults_off_step=self._faults_off_step,
             fault_cost_s=self._fault_cost_s(),
             memory=tuple(StepMemory(index=i, rss_bytes=b) for i, b in self._mem_rows),
             process_cpu=tuple(

@@ -230,6 +230,17 @@ class UnfusedOptimizer(Said):
     made_before: bool = True
     # On the CPU, the page faults the fused step would not make (the high end takes them).
     faults: UpdateFaults | None = None
+    # The step the fault reading ended at (the first profiler window's end: the heap after it
+    # is ours as much as the program's) where too few were read before it; None: not so.
+    faults_off: int | None = None
+
+
+def _faults_off(run: Run, kept: float | None, faults: UpdateFaults | None) -> int | None:
+    """The step a CPU update's fault reading ended at (our first profiler window's end) where
+    it read too few steps before it to count them; None: read, or not ended so."""
+    if kept is None or faults is not None:
+        return None
+    return run.steps.faults_off_step
 
 
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -602,7 +613,7 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
                             whole, analysis.phases, low, bound, None, kept, tensors,
                             size, others, beside, split, part, source, split_steps,
                             made_before=all(o.made_before for o in facts.live.optimizers),
-                            faults=faults)  # fmt: skip
+                            faults=faults, faults_off=_faults_off(run, kept, faults))  # fmt: skip
     elsewhere = ",".join(((name,) if line is None and name is not None else ()) + others)
     return found("launch.unfused_optimizer", "medium" if level == "high" else "low", said,
                  phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",

@@ -285,6 +285,14 @@ def _fused_gain_line(s: UnfusedOptimizer) -> str:
         "steps support, 90% interval, to the run's"
     )
     f = s.faults
+    if f is None and s.faults_off is not None:
+        return (
+            f"{line}; its page faults are not counted: they are read up to the end of our "
+            f"profiler window (step {s.faults_off}) and too few were read there; the heap its "
+            "buffers leave behind is ours as much as the program's (the update's temporaries may "
+            "stop faulting after it), so the high end is the model's alone and may under-read a "
+            "fused step's gain)"
+        )
     if f is None:
         return line + ")"
     outside = (

@@ -393,6 +393,10 @@ class StackCount:
     count: int
     time_us: int  # sum of the samples' weights (wall time since the previous sample)
     rooted: bool  # the walk stopped at a root frame: frames[0] is the cell's own frame
+    # The sampled thread's CPU time and its wait for a core (schedstat run_delay) since the
+    # previous sample, summed over the samples (0 where ``RawStacks.cpu_us`` is None).
+    cpu_us: int = 0
+    wait_us: int = 0
 
 
 @dataclass(frozen=True)
@@ -453,6 +457,10 @@ class RawStacks:
     # ipykernel names a cell by a hash of its source ("/tmp/ipykernel_PID/HASH.py"), and only
     # the shell's compiler knows which In[N] that file is (terminal IPython's names hold N).
     cell_numbers: Mapping[str, int] = field(default_factory=dict)
+    # The sampled thread's CPU time and wait for a core (Linux schedstat) that the kept samples
+    # stand for, folded ones included; None: not read (no schedstat, the thread's clock lost).
+    cpu_us: int | None = None
+    wait_us: int | None = None
 
     @property
     def effective_interval_s(self) -> float:

@@ -167,8 +167,8 @@ class Tiny(nn.Module):
 
 def _framework_named(report, name: str, setting: str, *, measured: bool = False):
     """The framework finding of a default run: a share read off the dense samples after the
-    window and the clocked sparse ones over the rest of the run, by the wall time each stands
-    for (or, too few of both, what they caught, without a share). ``measured``: the run is long
+    window and the clocked sparse ones over the rest of the run, by the loop thread's time each
+    stands for (or, too few of both, what they caught, without a share). ``measured``: the run is long
     enough for a share on any machine (25 sparse samples a second)."""
     run = report.run
     # The sparse samples over the rest of the run are kept apart: the hot lines are the dense
@@ -179,8 +179,9 @@ def _framework_named(report, name: str, setting: str, *, measured: bool = False)
     assert run.stacks is not None
     if report.analysis.stacks is not None:
         assert report.analysis.stacks.duration_s == run.stacks.duration_s
-    # The share, recomputed here from the recorded samples of both samplers.
-    sampled = [raw for raw in (run.stacks, sparse) if raw.stacks]
+    # The share, recomputed here from the recorded samples of both samplers, on the loop
+    # thread's clock, our own code's samples out (framework_stacks.sampled_stacks).
+    sampled = framework_stacks.sampled_stacks(run)
     samples = sum(framework_stacks.loop_time(raw)[0] for raw in sampled)
     loop_us = sum(framework_stacks.loop_time(raw)[1] for raw in sampled)
     by_label: dict[str, int] = {}

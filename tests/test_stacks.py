@@ -193,7 +193,7 @@ def test_the_stacks_are_rooted_at_the_cell_not_at_ipython(slow_python):
 def test_time_outside_the_cell_is_not_counted_as_the_cells(ip):
     def outside_samples(sampler: StackSampler) -> int:
         with sampler._lock:  # held by the sampler thread for each sample
-            return sum(n for key, (n, _us) in sampler._counts.items() if not key[1])
+            return sum(tally[0] for key, tally in sampler._counts.items() if not key[1])
 
     with StackSampler(threading.get_ident(), INTERVAL_S) as sampler:
         # The caller's own time, before IPython runs the cell: until the sampler caught it

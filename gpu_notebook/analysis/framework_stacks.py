@@ -6,9 +6,12 @@ Lightning's or the HF Trainer's loop, read by file and function (the cell's line
 
 from __future__ import annotations
 
+import dataclasses
 import linecache
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from gpu_notebook.analysis.lines import cell_number_of, other_cell, users_code
@@ -106,13 +109,98 @@ def sampled_stacks(run: Run) -> list[RawStacks]:
     """The stacks whose time split is a share: the dense samples after the window (or over the
     whole cell), and the sparse ones over the rest of the run where they fell on a clock
     (``RawStacks.clocked``: where a sample falls does not depend on where the program releases
-    the GIL). A sparse sampler at the program's own switch interval leans: its samples only say
-    that the logging ran (rules/step_logging._seen)."""
+    the GIL), each sample's time on the loop thread's own clock (``on_own_clock``). A sparse
+    sampler at the program's own switch interval leans: its samples only say that the logging
+    ran (rules/step_logging._seen)."""
     out = [run.stacks] if run.stacks is not None else []
     sparse = run.framework_stacks
     if sparse is not None and sparse.clocked:
         out.append(sparse)
-    return [raw for raw in out if raw.time_us > 0 and raw.stacks]
+    clock = share_clock(run, out)
+    return [without_ours(on_own_clock(raw, clock)) for raw in out if raw.time_us > 0 and raw.stacks]
+
+
+# Our own package's files: a sample whose innermost frame is here caught the loop thread in our
+# capture's work (the step clock's hooks reading its clocks), not in the program's.
+OWN_CODE = str(Path(__file__).resolve().parent.parent) + os.sep
+
+
+def without_ours(raw: RawStacks) -> RawStacks:
+    """``raw`` less the samples that caught the loop thread running our own code (``OWN_CODE``):
+    the tool's cost is not the program's loop (issue 26: on a busy machine, load 26-29, 34% of a
+    Lightning run's sparse samples fell on the step clock's two reads of the thread's CPU clock
+    around the optimizer step and its closure, 0-3% on a quieter one, and read the log calls'
+    share at 27% where the quieter run read 52%; benchmarks/framework_share_load.py). Samples
+    in the program's code that our wrappers called stay the program's."""
+    ours = [s for s in raw.stacks if s.frames and _ours(raw.functions[s.frames[-1][0]].filename)]
+    if not ours:
+        return raw
+    return dataclasses.replace(
+        raw,
+        stacks=tuple(s for s in raw.stacks if s not in ours),
+        samples=raw.samples - sum(s.count for s in ours),
+        time_us=max(0, raw.time_us - sum(s.time_us for s in ours)),
+    )
+
+
+def _ours(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(OWN_CODE)
+
+
+def dense_sampled(run: Run) -> bool:
+    """``sampled_stacks(run)`` begins with the dense samples (``Run.stacks``)."""
+    return run.stacks is not None and run.stacks.time_us > 0 and bool(run.stacks.stacks)
+
+
+# What a sample's time is, for a share of the loop's time (``share_clock``).
+Clock = Literal["cpu", "own", "wall"]
+
+
+def share_clock(run: Run, raws: list[RawStacks]) -> Clock:
+    """The clock the framework's share is read on (issue 26: a Lightning ``log_dict`` on every
+    step read 43% at load 7.6 and 21-23% at load 15-26, where it took 69% of the loop thread's
+    CPU).
+
+    The samples fall on a wall clock, and each stood for the wall time since the previous one.
+    On a busy machine most of that time is the loop thread's wait for a core, and some its wait
+    for the GIL after each call that released it (the model's many small ops) while the thread
+    that took it waits for a core: a sampler delayed by the same GIL takes its sample in the
+    frame that waited, with the whole wait in its weight. Neither is the program's work.
+
+    On a CPU run the work is the loop thread computing: each sample weighs the thread's CPU
+    time since the previous sample ("cpu", as ``rules.common.run_optimizer`` reads the update's
+    share), and in the data phase also the time it blocked off any core (a worker's queue, a
+    dataset's read: the step waits for its data, on a quiet machine as on a busy one). On a GPU a log call's wait for the
+    device is its cost too: each sample weighs its wall time less the wait for a core ("own":
+    schedstat run_delay). "wall": a sampler that read no thread clock (no schedstat, an older
+    record)."""
+    if not raws or any(raw.cpu_us is None or raw.wait_us is None for raw in raws):
+        return "wall"
+    return "own" if run.env.cuda_available or run.env.gpus else "cpu"
+
+
+def on_own_clock(raw: RawStacks, clock: Clock) -> RawStacks:
+    """``raw`` with its time on ``clock`` (``share_clock``), as the share readers (``loop_time``,
+    ``count_overhead``, ``by_log_line``, ``log_callers``) weigh it. "own": the whole is the
+    sampled spans' wall time less the wait for a core, summed before it is taken (a reading
+    can fall in the next sample's span). "cpu": the whole is the stacks' weights and the
+    folded samples' CPU time."""
+    if clock == "wall" or raw.cpu_us is None or raw.wait_us is None:
+        return raw
+
+    def weight(stack: StackCount) -> int:
+        own = max(0, stack.time_us - stack.wait_us)
+        if clock == "own":
+            return own
+        return stack.cpu_us + (max(0, own - stack.cpu_us) if stack.phase == "data" else 0)
+
+    stacks = tuple(dataclasses.replace(s, time_us=weight(s)) for s in raw.stacks)
+    if clock == "own":
+        total = max(0, raw.time_us - raw.wait_us)
+    else:
+        folded = max(0, raw.cpu_us - sum(s.cpu_us for s in raw.stacks))
+        total = sum(s.time_us for s in stacks) + folded
+    return dataclasses.replace(raw, stacks=stacks, time_us=total)
 
 
 def loop_time(raw: RawStacks) -> tuple[int, int]:

@@ -2,7 +2,9 @@
 
 Every ``interval_s`` (default 5 ms, 200 Hz) the stack of the thread is counted. It samples wall
 time, not CPU time: a line blocked in ``time.sleep``, a DataLoader wait or a torch op that
-released the GIL is time the step spends there, which is what the user wants to see.
+released the GIL is time the step spends there, which is what the user wants to see. Each
+sample also carries the thread's CPU time and wait for a core since the previous one
+(``_ThreadClock``): a share that must read the same on a busy machine reads those.
 
 **No signals.** An earlier design sampled the main thread from a SIGALRM handler on an
 ``ITIMER_REAL`` timer (as Scalene does). It cannot be invisible: ``signal.alarm`` and
@@ -90,6 +92,7 @@ that only runs past the cap). Samples that caught the target thread inside this 
 from __future__ import annotations
 
 import bisect
+import os
 import random
 import sys
 import threading
@@ -313,6 +316,52 @@ class _BackOff:
         return self.factor
 
 
+class _ThreadClock:
+    """One thread's CPU time and wait for a core so far, read from another thread (Linux
+    ``/proc/self/task/TID/schedstat``: run time, run-queue wait, both ns; one ``pread`` of a
+    file held open, a few us).
+
+    Why a sample carries these too: on a busy machine most of the sampled thread's wall time
+    is its wait for a core, and some its wait for the GIL while the thread that holds it waits
+    for one; neither is the program's work. The framework's share is read on the thread's own
+    clock (analysis/framework_stacks.share_clock)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    @classmethod
+    def open(cls, thread_ident: int) -> _ThreadClock | None:
+        """The clock of the live thread ``thread_ident`` (``threading.get_ident()``); None: the
+        thread is not found or the system has no schedstat."""
+        native = next((t.native_id for t in threading.enumerate() if t.ident == thread_ident), None)
+        if native is None:
+            return None
+        try:
+            fd = os.open(f"/proc/self/task/{native}/schedstat", os.O_RDONLY)
+        except OSError:
+            return None
+        clock = cls(fd)
+        if clock.read() is None:
+            clock.close()
+            return None
+        return clock
+
+    def read(self) -> tuple[int, int] | None:
+        """(CPU ns, wait for a core ns) so far; None: not read (the thread ended)."""
+        if self._fd is None:
+            return None
+        try:
+            fields = os.pread(self._fd, 96, 0).split()
+            return int(fields[0]), int(fields[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
 # --------------------------------------------------------------------------------------------
 # The sampler
 # --------------------------------------------------------------------------------------------
@@ -358,6 +407,7 @@ class StackSampler(StartsAndStops):
         segment_provider: SegmentProvider | None = None,
         gate_steps: bool = True,
         back_off: bool = False,
+        thread_clock: bool = True,
     ) -> None:
         if not _MIN_INTERVAL_S <= interval_s <= _MAX_INTERVAL_S:
             raise ValueError(
@@ -379,6 +429,14 @@ class StackSampler(StartsAndStops):
         # whose few steps need every sample.
         self.back_off = _BackOff() if back_off else None
         self.cell_filename = cell_filename
+        # Each sample also weighs the thread's CPU time and wait for a core since the previous
+        # one (``_ThreadClock``): the shares that must read the same on a busy machine. Not
+        # for the edge sampler, whose samples keep the time outside the steps, never a share.
+        self._thread_clock = thread_clock and segment_provider is None
+        self._clock: _ThreadClock | None = None
+        self._clock_base: tuple[int, int] | None = None  # (cpu_ns, wait_ns) at the last sample
+        self._clock_lost = False  # a reading failed (the thread ended): no CPU weights at all
+        self._clock_opened = False  # the clock was read from the start (else: no CPU weights)
         self.switch_interval_s = switch_interval_s
         self.brief_switch = brief_switch and switch_interval_s is not None
         self._jitter = random.Random()  # never the program's own `random` state
@@ -401,13 +459,14 @@ class StackSampler(StartsAndStops):
         self._result: RawStacks | None = None
 
         # Written by the sampler thread only; read by stop() after it ended.
-        # stack key -> [samples, time_us]; a key is (phase, rooted, id(code), f_lasti, ...).
+        # a key is (phase, rooted, id(code), f_lasti, ...).
         self._counts: dict[tuple[object, ...], list[int]] = {}
         self._codes: dict[int, CodeType] = {}
         self._missed = 0
         self._late_ns = 0
-        # Folded samples (past max_stacks), counted exactly by the slow path: [samples, time_us].
-        self._other = [0, 0]
+        # stack key -> [samples, time_us, cpu_us, wait_us] (``_tally``).
+        # Folded samples (past max_stacks), counted exactly by the slow path: the same four.
+        self._other = [0, 0, 0, 0]
         self._other_own = 0
         self._other_outside = [0, 0]
         self._other_lines: dict[tuple[str, int, str | None], list[int]] = {}
@@ -434,6 +493,9 @@ class StackSampler(StartsAndStops):
             raise RuntimeError("this StackSampler was already started; make a new one")
         self._started = True
         self._stopping = False
+        if self._thread_clock:
+            self._clock = _ThreadClock.open(self.thread_id)
+            self._clock_opened = self._clock is not None
         if not paused:
             self._set_active(True)
         self._thread = HiddenThread(self._run, f"{THREAD_NAME_PREFIX}-{self.thread_id}").start()
@@ -456,6 +518,11 @@ class StackSampler(StartsAndStops):
         with self._lock:
             self.thread_id = thread_id
             self._followed = True
+            if self._clock is not None:
+                self._clock.close()
+                self._clock = _ThreadClock.open(thread_id)
+                self._clock_lost = self._clock_lost or self._clock is None
+                self._clock_base = self._read_clock()
             self._roots = (*self._roots, *codes)
             self._root_ids = self._root_ids | {id(code) for code in codes}
 
@@ -511,6 +578,10 @@ class StackSampler(StartsAndStops):
             self._thread = None
             thread_alive = thread.is_alive()
         error, self._error = self._error, None
+        if self._clock is not None:
+            with self._lock:
+                self._clock.close()
+                self._clock, self._clock_lost = None, self._clock_lost or thread_alive
         if not thread_alive:  # else the thread may still write them: leave them out
             # A step mark since the held samples (the cell ended before the next look): they
             # were that step's, not the time after the last one.
@@ -531,6 +602,7 @@ class StackSampler(StartsAndStops):
         if active and not self._active:
             self._active_since = now
             self._last_sample_ns = time.perf_counter_ns()
+            self._clock_base = self._read_clock()
             if not self.brief_switch:
                 self._lower_switch_interval()
             self._resume_event.set()
@@ -539,6 +611,26 @@ class StackSampler(StartsAndStops):
             self._restore_switch_interval()
             self._resume_event.clear()
         self._active = active
+
+    def _read_clock(self) -> tuple[int, int] | None:
+        """The sampled thread's (CPU, wait for a core) so far, ns; None: not read (and from the
+        first failed reading on, never: the weights would miss a span)."""
+        clock = self._clock
+        if clock is None or self._clock_lost:
+            return None
+        reading = clock.read()
+        if reading is None:
+            self._clock_lost = True
+        return reading
+
+    def _clock_weights(self) -> tuple[int, int]:
+        """The sampled thread's CPU time and wait for a core since the previous sample, us."""
+        base = self._clock_base
+        now = self._read_clock() if base is not None else None
+        self._clock_base = now
+        if base is None or now is None:
+            return 0, 0
+        return max(0, now[0] - base[0]) // 1000, max(0, now[1] - base[1]) // 1000
 
     def _lower_switch_interval(self) -> None:
         wanted = self.switch_interval_s
@@ -667,16 +759,23 @@ class StackSampler(StartsAndStops):
         weight_us: int | None = None,
         *,
         segment: tuple[str, int] | None = None,
+        cpu_us: int | None = None,
+        wait_us: int = 0,
     ) -> None:
         """One sample: the hot path. Ints only; no strings, no line numbers, no code hashing.
 
         ``weight_us``: the time the sample stands for (default: the wall time since the
-        previous sample, for the thread, whose own sampling the GIL delays). ``segment``: where
-        the step clock stood, already read (default: read from ``segment_provider``).
+        previous sample, for the thread, whose own sampling the GIL delays). ``cpu_us``,
+        ``wait_us``: the thread's CPU time and wait for a core in that time (default: read
+        from its clock, ``_ThreadClock``). ``segment``: where the step clock stood, already read
+        (default: read from ``segment_provider``).
         """
         if weight_us is None:
             weight_us = (now_ns - self._last_sample_ns) // 1000
         self._last_sample_ns = now_ns
+        if cpu_us is None:
+            cpu_us, wait_us = self._clock_weights()
+        weights = (weight_us, cpu_us, wait_us)
         if top is None:
             self._missed += 1
             return
@@ -711,23 +810,22 @@ class StackSampler(StartsAndStops):
             frame = frame.f_back
         stack = tuple(key)
         if held is not None:
-            self._hold(held, stack, walked, weight_us)
+            self._hold(held, stack, walked, weights)
             return
         counts = self._counts
         tally = counts.get(stack)
         if tally is not None:
-            tally[0] += 1
-            tally[1] += weight_us
+            _tally(tally, weights)
         elif len(counts) < self.max_stacks:
             self._register(walked)
-            counts[stack] = [1, weight_us]
+            counts[stack] = [1, *weights]
         else:
             self._register(walked)
-            self._fold(stack, weight_us)
+            self._fold(stack, weights)
 
     def _hold(
         self, segment: tuple[str, int], stack: tuple[object, ...], walked: list[CodeType],
-        weight_us: int,
+        weights: tuple[int, int, int],
     ) -> None:  # fmt: skip
         """Hold an edge sample taken inside step ``segment``; a new step releases the last."""
         if segment != self._held_segment:
@@ -735,11 +833,10 @@ class StackSampler(StartsAndStops):
             self._held_segment = segment
         tally = self._held.get(stack)
         if tally is not None:
-            tally[0] += 1
-            tally[1] += weight_us
+            _tally(tally, weights)
         elif len(self._held) < self.max_stacks:  # past it: a step this varied is the steps'
             self._register(walked)
-            self._held[stack] = [1, weight_us]
+            self._held[stack] = [1, *weights]
 
     def _release_held(self, *, final: bool) -> None:
         """The held samples' step has ended (``final``: the cell has): drop them where they
@@ -756,16 +853,17 @@ class StackSampler(StartsAndStops):
         else:
             label = EDGE_STEPS + anchor
         counts = self._counts
-        for stack, (n, us) in held.items():
+        for stack, (n, *weights) in held.items():
             key = (label, *stack[1:])
             tally = counts.get(key)
             if tally is not None:
                 tally[0] += n
-                tally[1] += us
+                for k, value in enumerate(weights, 1):
+                    tally[k] += value
             elif len(counts) < self.max_stacks:
-                counts[key] = [n, us]
+                counts[key] = [n, *weights]
             else:
-                self._fold(key, us)  # its time exact; its samples counted as one
+                self._fold(key, weights)  # its time exact; its samples counted as one
 
     def _register(self, walked: list[CodeType]) -> None:
         """Keep every code object of a new stack alive, so its id keeps meaning that code."""
@@ -775,8 +873,9 @@ class StackSampler(StartsAndStops):
             if cid not in codes:
                 codes[cid] = code
 
-    def _fold(self, stack: tuple[object, ...], weight_us: int) -> None:
+    def _fold(self, stack: tuple[object, ...], weights: Sequence[int]) -> None:
         """Slow path past max_stacks: count the sample's lines and functions exactly."""
+        weight_us = weights[0]
         pairs = _pairs(stack)
         codes = self._codes
         refs = [codes[pairs[i]] for i in range(len(pairs) - 2, -1, -2)]
@@ -786,7 +885,7 @@ class StackSampler(StartsAndStops):
         if self._root_ids and not stack[1]:  # outside the cell: see RawStacks.outside_samples
             _add(self._other_outside, weight_us)
             return
-        _add(self._other, weight_us)
+        _tally(self._other, weights)
         phase = stack[0] if isinstance(stack[0], str) else None
         if phase is None:
             phase = infer_phase([_code_ref(code) for code in refs])
@@ -856,16 +955,18 @@ class StackSampler(StartsAndStops):
             phase = stack[0] if isinstance(stack[0], str) else None
             if phase is None:
                 phase = infer_phase([functions[f] for f, _line in frames])
-            total = merged.setdefault((phase, bool(stack[1]), frames), [0, 0])
-            total[0] += tally[0]
-            total[1] += tally[1]
+            total = merged.setdefault((phase, bool(stack[1]), frames), [0, 0, 0, 0])
+            for k, value in enumerate(tally):
+                total[k] += value
 
         stacks = tuple(
-            StackCount(frames=frames, phase=phase, count=n, time_us=us, rooted=rooted)
-            for (phase, rooted, frames), (n, us) in sorted(
+            StackCount(frames=frames, phase=phase, count=n, time_us=us, rooted=rooted,
+                       cpu_us=cpu, wait_us=wait)
+            for (phase, rooted, frames), (n, us, cpu, wait) in sorted(
                 merged.items(), key=lambda kv: (-kv[1][1], -kv[1][0])
             )
-        )
+        )  # fmt: skip
+        read = self._clock_opened and not self._clock_lost
         # Folded functions need indexes too (a function may only ever appear past the cap).
         other_self = {function_index(cid): v for cid, v in self._other_self.items()}
         other_total = {function_index(cid): v for cid, v in self._other_total.items()}
@@ -892,7 +993,16 @@ class StackSampler(StartsAndStops):
             sampler_cpu_s=self._cpu_s if not thread_alive else 0.0,
             clocked=self.brief_switch,
             cell_numbers=cell_numbers(functions),
+            cpu_us=sum(s.cpu_us for s in stacks) + self._other[2] if read else None,
+            wait_us=sum(s.wait_us for s in stacks) + self._other[3] if read else None,
         )
+
+
+def _tally(tally: list[int], weights: Iterable[int]) -> None:
+    """One more sample in ``tally`` ([samples, time_us, cpu_us, wait_us]), of ``weights``."""
+    tally[0] += 1
+    for k, value in enumerate(weights, 1):
+        tally[k] += value
 
 
 def _add(tally: list[int], weight_us: int) -> None:

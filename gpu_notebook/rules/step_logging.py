@@ -22,12 +22,15 @@ from gpu_notebook.analysis.framework_stacks import (
     LOGGED,
     USER_HOOK,
     CallbackHook,
+    Clock,
     LogCaller,
     by_log_line,
     count_overhead,
+    dense_sampled,
     log_callers,
     loop_time,
     sampled_stacks,
+    share_clock,
 )
 from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
 from gpu_notebook.cell.hooks import hook_defs
@@ -131,6 +134,9 @@ class FrameworkOverhead(Said):
     # The logging's steps (logging_steps=N, log_every_n_steps=N) against the others, from the
     # step clock alone (_periodic): None where N is 1, not read, or its steps are not slower.
     periodic: PeriodicCost | None = None
+    # What a sample's time was (framework_stacks.share_clock): "cpu" the loop thread's CPU time
+    # over its own time, "own" its wall time less its wait for a core, "wall" as sampled.
+    clock: Clock = "wall"
 
 
 @dataclass(frozen=True)
@@ -284,7 +290,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     if samples < MIN_LINE_SAMPLES or loop_us <= 0:
         # A share read off a handful of samples measures nothing (one sample in a logging call
         # read "100%, up to 10x" [high]): the rule of three, as for a line's share.
-        return _seen(run, analysis, loops[0][0] if sampled[0] is run.stacks else 0, facts)
+        return _seen(run, analysis, loops[0][0] if dense_sampled(run) else 0, facts)
     by_label: dict[str, int] = {}
     functions: dict[str, int] = {}
     frameworks: set[str] = set()
@@ -330,8 +336,9 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
         bound,
         tuple(fixes),
         _settings_now(facts),
-        sum(n for raw, (n, _us) in zip(sampled, loops, strict=True) if raw is not run.stacks),
+        samples - (loops[0][0] if dense_sampled(run) else 0),
         _periodic(analysis, frameworks, facts),
+        clock=share_clock(run, sampled),
     )
     if not fixes:
         return found("logging.framework_overhead", "info", said)

@@ -320,6 +320,15 @@ def _fixes(advice: tuple[Advice, ...]) -> list[str]:
     return [f"{x}: " + "; ".join(groups[x]) if x in groups else x for x in out]
 
 
+# How the share's time was read (FrameworkOverhead.clock), after the samples' description.
+CLOCKS = {
+    "cpu": "; their time the loop thread's CPU time (and its wait for data), its waits for a "
+    "core and the GIL left out",
+    "own": "; their time less the loop thread's waits for a core",
+    "wall": "",
+}
+
+
 @worder(FrameworkOverhead)
 def framework_overhead(s: FrameworkOverhead) -> Words:
     where = (
@@ -330,7 +339,7 @@ def framework_overhead(s: FrameworkOverhead) -> Words:
     )
     evidence = [
         f"framework logging, callbacks and progress bars: {fmt_share(s.overhead)} of the sampled time "
-        f"({s.samples} stack samples{': ' + where if where else ''})",
+        f"({s.samples} stack samples{': ' + where if where else ''}{CLOCKS[s.clock]})",
         "; ".join(f"{LABELS[label]}: {fmt_share(part)}" for label, part in s.parts),
         "where: " + ", ".join(f"{name} ({fmt_share(part)})" for name, part in s.top),
         f"gain if they run every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that share)",

@@ -7,6 +7,7 @@ Lightning's or the HF Trainer's loop, read by file and function (the cell's line
 from __future__ import annotations
 
 import dataclasses
+import functools
 import linecache
 import os
 import re
@@ -144,7 +145,12 @@ def without_ours(raw: RawStacks) -> RawStacks:
 
 
 def _ours(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(OWN_CODE)
+    return _real_path(filename).startswith(OWN_CODE)
+
+
+@functools.lru_cache(maxsize=1024)
+def _real_path(filename: str) -> str:
+    return os.path.realpath(filename)
 
 
 def dense_sampled(run: Run) -> bool:

@@ -195,6 +195,7 @@ def _framework_named(report, name: str, setting: str, *, measured: bool = False)
         # Too few for a share: what the sparse samples caught is said, if they caught enough of
         # it (a short fit on a fast, quiet machine gets a handful of samples: the CI's rerun at
         # load 1 caught too few, and the rule rightly said nothing).
+        sparse = framework_stacks.without_ours(sparse)  # as the rule reads them
         seen = framework_stacks.count_overhead(sparse, {}, {}, set(), weigh=False)
         if seen < sl.MIN_SEEN or seen < SUGGEST * framework_stacks.loop_time(sparse)[0]:
             assert f is None, (seen, f)

@@ -31,6 +31,7 @@ from gpu_notebook.analysis.framework_stacks import (
     loop_time,
     sampled_stacks,
     share_clock,
+    without_ours,
 )
 from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
 from gpu_notebook.cell.hooks import hook_defs
@@ -401,6 +402,7 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
     raw = run.framework_stacks
     if raw is None or not raw.stacks:
         return None
+    raw = without_ours(raw)  # our capture's samples are not the loop's, here as for a share
     samples, _loop_us = loop_time(raw)
     by_label: dict[str, int] = {}
     frameworks: set[str] = set()

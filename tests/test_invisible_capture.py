@@ -993,6 +993,42 @@ def test_a_validation_pass_with_autograd_on_is_not_the_next_step_s_samples(clock
     assert sizes[24:] == [16] * 8
 
 
+def test_micro_batches_read_ahead_of_their_backwards_count_as_the_step_s_samples(clock):
+    """Unseen round 14: HF Trainer under gradient_accumulation_steps=4 reads the step's 4
+    micro-batches first (get_batch_samples), then runs a backward for each; the report said
+    "batch 8" (and a quarter of the samples/s) for 4 x 8. A skipped read (one backward for two
+    reads) still counts once."""
+    import itertools
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    net = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    it = iter(DataLoader(ds, batch_size=8))
+    for _ in range(2):  # HF's shape: a list of the step's micro-batches, then one pass each
+        micro = [next(it) for _ in range(4)]
+        for x, y in micro:
+            (torch.nn.functional.mse_loss(net(x), y) / 4).backward()
+        opt.step()
+        opt.zero_grad()
+    for _ in range(2):  # another shape: islice of 2, each backward right after its forward
+        for x, _y in list(itertools.islice(iter(DataLoader(ds, batch_size=4)), 2)):
+            net(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    it = iter(DataLoader(ds, batch_size=8))
+    for _ in range(2):  # a read skipped: only the batch trained on counts
+        next(it)
+        x, y = next(it)
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    sizes = [s.batch_size for s in clock.record().steps]
+    # The first step ran before the optimizer anchored the steps (its reads were counted then).
+    assert sizes[1:] == [32, 8, 8, 8, 8]  # main: [8, 4, 4, 8, 8]
+
+
 FAILING_READS = """%%gpucheck -q -o rep
 class Corrupt(torch.utils.data.Dataset):
     def __len__(self):

@@ -259,6 +259,11 @@ class StepClock:
         self._run_iter = 0
         self._run_reads = 0
         self._run_last = 0
+        # Samples of a run's reads taken back (each read again with no backward between), and
+        # the backward passes since the run's last read: a backward for each read prefetched
+        # gives them back (``_count_samples``).
+        self._run_dropped: list[int] = []
+        self._run_backs = 0
         self._grad_bytes: int | None = None
         self._double_bytes = 0  # ... of them float64
         self._grad_tensors: int | None = None
@@ -959,20 +964,25 @@ class StepClock:
         since its last read is not training on those batches: a validation pass with autograd
         on (no ``torch.no_grad()``) between two steps read 32 batches of 64 there, and the step
         after it read "batch 2112". Each such read's samples go when the next read of the same
-        iterator comes, and the last one's when another iterator is read after it. Only under
+        iterator comes, and the last one's when another iterator is read after it; a backward
+        for each read taken back gives it back (micro-batches read ahead of their backward
+        passes: HF Trainer under ``gradient_accumulation_steps`` read "batch 8" for 4 x 8). Only under
         a backward or optimizer anchor: where reads end the steps, each read is its step."""
         if _PRIORITY[self.anchor] <= _LOADER_PRIORITY:
             if n is not None:
                 self._samples = (self._samples or 0) + n
             return
+        self._run_backs = 0
         if key == self._run_iter and self._run_reads:
             if self._samples:
                 self._samples = max(0, self._samples - self._run_last)
+                self._run_dropped.append(self._run_last)
             self._run_reads += 1
         else:
             if self._run_reads >= 2 and self._samples:
                 self._samples = max(0, self._samples - self._run_last)
             self._run_iter, self._run_reads = key, 1
+            self._run_dropped = []
         self._run_last = n or 0
         if n is not None:
             self._samples = (self._samples or 0) + n
@@ -1027,6 +1037,12 @@ class StepClock:
             clock._counts["backward"] += 1
             clock._bwd_calls += 1
             clock._run_reads = 0  # the reads before it trained (_count_samples)
+            clock._run_backs += 1
+            if clock._run_backs >= 2 and clock._run_dropped and clock._samples is not None:
+                # Micro-batches read ahead, then a backward each (HF Trainer's
+                # get_batch_samples under gradient_accumulation_steps): the first backward
+                # trains the run's last read, each further one an earlier read given back.
+                clock._samples += clock._run_dropped.pop()
             if not clock._lean:
                 clock._read_anomaly()
             if clock._optimizer_hooks_allowed or not clock._same_step_again():
@@ -1221,6 +1237,7 @@ class StepClock:
         self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
         self._fwd_calls = self._bwd_calls = 0
         self._samples = None
+        self._run_dropped = []
         self._ours_ns = 0
         every = self.memory_every_steps
         if every and index % every == 0:

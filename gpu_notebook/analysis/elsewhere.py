@@ -25,24 +25,31 @@ from gpu_notebook.records import Run, Verdict
 # INPUT_CRITICAL, which this module cannot import without a cycle).
 _INPUT_SHARE = 0.20
 
+_Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
 # Calls that start processes running the user's function.
 _LAUNCHERS = frozenset({"spawn", "start_processes", "Process", "Pool", "ProcessPoolExecutor"})
 
 
 def _called_names(source: str) -> set[str]:
+    """The names the source calls (``f`` of ``f(...)``, ``attr`` of ``x.attr(...)``), less a
+    bare call of a class or function the source defines itself: a model class named ``Pool``
+    (``model = Pool().to(device)``, a pooling classifier) starts no process (unseen round 14:
+    "the script starts processes (Pool)" on a script that started none)."""
     # A notebook cell may hold IPython lines (`!ls`, `%time ...`): read through the same door as
     # the cell's facts, or one such line would hide every call of the cell.
     try:
         tree = parse_ast(protect(source).code)
     except (SyntaxError, ValueError):  # NotPythonCell is a ValueError
         return set()
+    own = {node.name for node in ast.walk(tree) if isinstance(node, _Definition)}
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute):
                 names.add(func.attr)
-            elif isinstance(func, ast.Name):
+            elif isinstance(func, ast.Name) and func.id not in own:
                 names.add(func.id)
     return names
 
@@ -50,9 +57,6 @@ def _called_names(source: str) -> set[str]:
 def source_trains(source: str) -> bool:
     """Whether the source calls ``backward`` anywhere (a loop, a function, a thread's target)."""
     return "backward" in _called_names(source)
-
-
-_Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
 
 def defined_not_run(source: str) -> tuple[str, ...]:

@@ -92,3 +92,37 @@ def test_the_stalls_every_10_steps_name_eval_steps_and_its_keyword_fix():
     assert stall.line == EVAL_LINE
     assert any(f"line {EVAL_LINE}: `eval_steps=10,`" in e for e in stall.evidence)
     assert "`eval_steps=100`" in stall.fix and "% 100" not in stall.fix
+
+
+LIGHTNING_CELL = """\
+trainer = L.Trainer(
+    max_epochs=1,
+    val_check_interval=20,
+    num_sanity_val_steps=0,
+    accelerator="cpu",
+)
+trainer.fit(SeqNet(), train, val)
+"""
+VAL_LINE = 3 + CELL_LINE_OFFSET  # `val_check_interval=20,`
+
+
+def test_a_lightning_validation_every_n_batches_names_val_check_interval():
+    # Unseen round 14 (lightning_val_interval): a validation every 20 of 80 batches held about a
+    # third of the run; read as "stalls: 2 step(s)" with no finding and no cause named.
+    report = build_report(_run(LIGHTNING_CELL, _steps(80, 20, 300.0)))
+    stall = next(f for f in report.findings if f.rule_id == "run.periodic_stall")
+    assert "(validation)" in stall.title and stall.line == VAL_LINE
+    assert "`val_check_interval=200`" in stall.fix and "% 200" not in stall.fix
+    assert "check_val_every_n_epoch=None" in stall.fix and "eval_dataset" not in stall.fix
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        LIGHTNING_CELL.replace("val_check_interval=20", "val_check_interval=0.25"),  # a share
+        LIGHTNING_CELL.replace("max_epochs=1,", "max_epochs=1, accumulate_grad_batches=4,"),
+        LIGHTNING_CELL.replace("    val_check_interval=20,\n", ""),  # once an epoch
+    ],
+)
+def test_no_lightning_block_where_the_batches_are_not_the_counted_steps(cell):
+    assert periodic_blocks(scan_source(cell, line_offset=CELL_LINE_OFFSET).tree) == []

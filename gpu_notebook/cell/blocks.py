@@ -103,6 +103,32 @@ def framework_blocks(cell: CellTree, constants: dict[str, int]) -> list[Periodic
                     setting=key,
                 )
             )  # fmt: skip
+    found.extend(_lightning_validation(cell, constants))
+    return found
+
+
+def _lightning_validation(cell: CellTree, constants: dict[str, int]) -> list[Periodic]:
+    """A Lightning ``Trainer(val_check_interval=N)`` with N an int: a validation pass every N
+    training batches inside ``trainer.fit`` (unseen round 14: every 20 of 80 batches, a third
+    of the run, read as stalls with no cause named). Left out where the batches are not the
+    optimizer steps the step clock counts (``accumulate_grad_batches`` given) and for a float
+    (a share of the epoch, whose length is the loader's)."""
+    found = []
+    for call in cell.calls():
+        if last(dotted(call.func)) != "Trainer" or not cell.in_cell(call):
+            continue
+        given = keyword_of(call, "val_check_interval")
+        if given is None or keyword_of(call, "accumulate_grad_batches") is not None:
+            continue
+        every = _int_value(given.value, constants)
+        if every is None or every == 1:
+            continue
+        found.append(
+            Periodic(
+                cell.line_of(given), every, cell.text_of(given), "validation",
+                origin=cell.origin_of(given), setting="val_check_interval",
+            )
+        )  # fmt: skip
     return found
 
 

@@ -118,6 +118,10 @@ def _file_label(filename: str) -> str:
 _SETTING_INSTEAD = {
     "eval_steps": 'eval_strategy="epoch" evaluates once an epoch',
     "save_steps": 'save_strategy="epoch" saves once an epoch',
+    "val_check_interval": (
+        "Lightning's default, val_check_interval=1.0, validates once an epoch; a count over an "
+        "epoch's batches needs check_val_every_n_epoch=None"
+    ),
 }
 
 

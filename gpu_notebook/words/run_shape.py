@@ -180,10 +180,17 @@ def periodic_stall(s: PeriodicStall) -> Words:
             f"Make {what} rarer: {rarer(block.setting, block.every * EVERY)} on "
             f"{place(block.line, block.origin)} runs it {EVERY}x less often"
             f"{instead(block.setting)}; or cheaper: "
-            + ("a smaller eval_dataset (a fixed subset)." if block.work == "validation" else
-               "save a state_dict copy asynchronously.")
+            + (_SMALLER_EVAL.get(block.setting, _SMALLER_EVAL["eval_steps"])
+               if block.work == "validation" else "save a state_dict copy asynchronously.")
         )  # fmt: skip
     return words(title + (f" ({what})" if block is not None else ""), evidence, fix, _SOURCE)
+
+
+# How each framework's validation is made cheaper: its own name for the evaluation data.
+_SMALLER_EVAL = {
+    "eval_steps": "a smaller eval_dataset (a fixed subset).",
+    "val_check_interval": "a smaller validation set (a fixed subset, or limit_val_batches).",
+}
 
 
 @worder(MemoryCreep)

@@ -29,6 +29,7 @@ SyncKind = Literal[
     "print-tensor",
     "log-tensor",
     "fstring-tensor",
+    "bool",  # a branch test on a tensor's truth value (Tensor.__bool__): ``if torch.isnan(loss):``
 ]
 ValidationKind = Literal["eval", "no_grad", "val-loop", "val-call"]
 

@@ -128,6 +128,11 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
         else:
             line = tree.source_line(call, log_kind)
             logging.setdefault(line.line, line)
+    for branch in ast.walk(tree.tree):
+        if isinstance(branch, _BRANCHES):
+            truth = _truth_read(tree, branch, values_of, cpu_of, shown=shown)
+            if truth is not None and not any(key[0] == truth.line for key in syncs):
+                syncs[(truth.line, "bool")] = truth
     # An f-string field of a 0-d tensor calls Tensor.__format__ -> .item(): a sync, even
     # when the string is only stored (`msg = f"{loss:.3f}"`) and logged later.
     for node in ast.walk(tree.tree):
@@ -152,6 +157,84 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
             sorted((v for v in logging.values() if v.line not in sync_lines), key=lambda s: s.line)
         ),
     )
+
+
+def _truth_read(
+    tree: CellTree,
+    branch: ast.If | ast.While | ast.IfExp | ast.Assert,
+    values_of: dict[int, set[str]],
+    cpu_of: dict[int, set[str]],
+    *,
+    shown: bool,
+) -> SourceLine | None:
+    """A branch of the step (in its loop, or in a function the step runs through its calls:
+    the model's ``forward``) whose test is a tensor's truth value: ``if not
+    torch.isfinite(norm): continue`` after clipping, ``if torch.isnan(loss).any(): break``, an
+    early exit's ``if torch.all(conf > t): return``. Tensor.__bool__ reads the device every
+    time the test runs, with no ``.item()`` written (unseen round 14: such a guard was in no
+    fact, and a GPU run's sync wait read "not in this cell's source" with the read-less-often
+    patch offered). Needed: the branch cannot run without the value."""
+    through = tree.run_by_step(branch)
+    if through is not None and tree.step_loop_of(branch) is None:
+        loop, name, fn = through
+        values, cpu = _callee_values(fn), host_made_names(fn, set())
+    else:
+        found = tree.enclosing_loop(branch) or tree.step_loop_of(branch)
+        if found is None or _builds_once(tree, found):
+            return None
+        loop, name, values, cpu = found, None, values_of[id(found)], cpu_of[id(found)]
+    test = _tensor_truth(branch.test, values)
+    if test is None:
+        return None
+    predicate = next(n for n in ast.walk(test) if _tensor_predicate(n, values))
+    if shown and isinstance(predicate, ast.Call) and reads_host_made(predicate, cpu):
+        return None  # a tensor made on the CPU and kept there: no device read on a GPU either
+    line = tree.source_line(test, "bool", step_loop=loop if name is not None else None)
+    stops = name is None and _can_stop(branch)  # a forward's `return` ends no loop
+    return dataclasses.replace(line, needed=True, stops=stops, called_in=name)
+
+
+# torch's predicates whose result is a tensor (``torch.isnan(loss)``) or a bool read from the
+# device (``torch.equal``): a branch on one reads a device value.
+_TORCH_PREDICATES = frozenset(
+    {"isfinite", "isnan", "isinf", "isposinf", "isneginf", "any", "all", "equal", "allclose"}
+)
+# Their method forms, called on a tensor (``(g > 1e3).any()``, ``loss.isnan()``).
+_PREDICATE_METHODS = frozenset({"any", "all", "isfinite", "isnan", "isinf", "allclose", "equal"})
+
+
+def _tensor_truth(test: ast.AST, values: set[str]) -> ast.AST | None:
+    """The part of a branch test whose truth value is a tensor's, or None. A test that reads
+    by ``.item()``/``float()`` already is the call scan's; a comparison of names alone (``if
+    loss < best:``) is left out: nothing here tells a tensor from a float."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _tensor_truth(test.operand, values)
+    if isinstance(test, ast.BoolOp):
+        return next((r for v in test.values if (r := _tensor_truth(v, values)) is not None), None)
+    if isinstance(test, ast.Compare):
+        sides = (test.left, *test.comparators)
+        return test if any(_tensor_predicate(side, values) for side in sides) else None
+    return test if _tensor_predicate(test, values) else None
+
+
+def _tensor_predicate(node: ast.AST, values: set[str]) -> bool:
+    """``node`` is a torch predicate (``torch.isnan(x)``) or a predicate method called on a
+    tensor of the step (``x.isnan()``, ``(g > 1e3).any()``); a numpy or math receiver is not."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = dotted(node.func) or ""
+    if name.startswith("torch.") and last(name) in _TORCH_PREDICATES:
+        return True
+    method = method_of(node)
+    if method not in _PREDICATE_METHODS or (method in ("any", "all") and node.args):
+        return False  # `.any(dim)` is a tensor of many values: no truth value to branch on
+    receiver = receiver_of(node)
+    if receiver is None:
+        return False
+    root = dotted(receiver.func) if isinstance(receiver, ast.Call) else None
+    if root is not None and root.split(".")[0] in ("np", "numpy", "math"):
+        return False
+    return _tensor_predicate(receiver, values) or bool(names_in(receiver) & values)
 
 
 def redraws(tree: CellTree) -> tuple[SourceLine, ...]:
@@ -246,12 +329,7 @@ def _read_in_callee(
     can skip), or None. ``pack_padded_sequence(x, lengths.cpu())`` of lengths the loop hands
     over as the loader made them (on the CPU) reads nothing; of lengths the loop moved to the
     device it is a read, and the fact names the line that moved them (``keep_on_host``)."""
-    values = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    for node in ast.walk(fn):
-        value = getattr(node, "value", None) if isinstance(node, _ASSIGNS) else None
-        if value is not None and not _host_value(value):
-            values |= {n for t in targets_of(node) for n in names_in(t)}
-    values.discard("self")
+    values = _callee_values(fn)
     kind = _sync_kind(tree, call, values)
     if kind == "float" and not _unwrapped_names(call.args[0]) & values:
         return None  # int(x.size(0)), float(len(xs)): sizes, no tensor's value
@@ -268,6 +346,18 @@ def _read_in_callee(
     return dataclasses.replace(
         line, needed=True, called_in=name, handed_to=_host_callee(tree, call), keep_on_host=keep
     )
+
+
+def _callee_values(fn: Function) -> set[str]:
+    """Names in ``fn`` that likely hold tensors: its parameters and what it assigns from
+    anything but a Python number (``self`` left out)."""
+    values = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    for node in ast.walk(fn):
+        value = getattr(node, "value", None) if isinstance(node, _ASSIGNS) else None
+        if value is not None and not _host_value(value):
+            values |= {n for t in targets_of(node) for n in names_in(t)}
+    values.discard("self")
+    return values
 
 
 def _packed_lengths(tree: CellTree, call: ast.Call) -> str | None:

@@ -24,6 +24,7 @@ _KIND_WORDS = {
     "print-tensor": "print of a tensor",
     "log-tensor": "logging of a tensor",
     "fstring-tensor": "f-string of a tensor",
+    "bool": "a branch on a tensor's truth value",
 }
 HOW: dict[How, str] = {
     "unmeasured": "not measured (no trace and no line sampling)",
@@ -118,6 +119,8 @@ def needed_reads(s: NeededReads) -> Words:
         return _read_in_callee(s, cost)
     if s.first.handed_to is not None:
         return _handed_to_host(s, cost)
+    if not s.first.stops and s.first.kind == "bool":
+        return _guard_on_read(s, cost)
     if not s.first.stops:
         return _branch_on_read(s, cost)
     evidence = [
@@ -159,6 +162,29 @@ def _branch_on_read(s: NeededReads, cost: str) -> Words:
         f"(every {EVERY} steps, or once an epoch on the validation loss, as a best-model "
         "snapshot usually is): a batch's loss is noisy, and whatever the branch does (a copy "
         "of the model, a log) is paid each time it is taken.",
+        _SOURCE,
+    )
+
+
+def _guard_on_read(s: NeededReads, cost: str) -> Words:
+    """A test on a tensor's truth value that skips or picks work in the step (``if not
+    torch.isfinite(norm): continue`` after clipping): no ``.item()`` is written, yet the test
+    reads the device; what makes it cheaper is a guard that stays on the device."""
+    return words(
+        "The loop tests a tensor's value every step (a read with no .item() written)",
+        [
+            f"{at(s.first)}: `{s.first.text}`: an `if` on a tensor reads its value on the host "
+            "(Tensor.__bool__) on every step",
+            f"its cost: {cost} of the step ({HOW[s.how]})",
+            "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+            if s.gpu
+            else _ON_THE_CPU,
+            f"gain if the test is made every {EVERY} steps: {fmt_gain(s.bound)}",
+        ],
+        "The branch needs the value, so no patch. To make it cheaper on a GPU, keep the guard "
+        "on the device (scale the gradients by `torch.isfinite(norm)` rather than skipping the "
+        "step, as AMP's GradScaler skips a step without reading), or test it every "
+        f"{EVERY} steps.",
         _SOURCE,
     )
 

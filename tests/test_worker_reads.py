@@ -128,3 +128,26 @@ def test_a_report_written_with_unread_workers_at_zero_reads_them_as_not_read() -
     # that exits leaves what was read of the others (its last interval is lost, not invented).
     assert got == [None, None, None, 35.0, 40.0, None, 20.0, 0.0]
     assert Report.from_json(read.to_json()).run.samples.samples == read.run.samples.samples
+
+
+def test_the_text_report_says_workers_not_read_or_none_never_zero():
+    from gpu_notebook.views.text import render_text
+
+    report = syn.make_report("for x in loader:\n    step(x)\n", step_median_s=0.1)
+
+    def cpu_line(ticks: list[tuple[float | None, int]]) -> str:
+        series = SampleSeries(
+            0.25,
+            0.25,
+            tuple(
+                Sample(0.25 * i, 100.0, cpu, 50.0, children=n) for i, (cpu, n) in enumerate(ticks)
+            ),
+        )
+        run = dataclasses.replace(report.run, samples=series)
+        analysis = dataclasses.replace(report.analysis, utilization=utilization_stats(series))
+        text = render_text(dataclasses.replace(report, run=run, analysis=analysis))
+        return next(line for line in text.splitlines() if "its children (workers)" in line)
+
+    assert "its children (workers) none," in cpu_line([(None, 0), (None, 0)])
+    assert "its children (workers) not read," in cpu_line([(None, 0), (None, 2)])
+    assert "its children (workers) 35%," in cpu_line([(None, 2), (35.0, 2)])

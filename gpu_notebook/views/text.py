@@ -207,9 +207,13 @@ def render_text(report: Report) -> str:
     elif a.gpu is None:
         lines.append("GPU: not measured (no GPU visible)")
     if run.samples.samples:
+        workers = fmt_pct(u.children_cpu_mean_pct)
+        if u.children_cpu_mean_pct is None:  # never a 0%: none there, or none read
+            listed = any(s.children for s in run.samples.samples)
+            workers = "not read" if listed else "none"
         lines.append(
             f"CPU: this process {fmt_pct(u.process_cpu_mean_pct)}, its children (workers) "
-            f"{fmt_pct(u.children_cpu_mean_pct)}, machine {fmt_pct(u.system_cpu_mean_pct)} "
+            f"{workers}, machine {fmt_pct(u.system_cpu_mean_pct)} "
             f"of {run.env.cpu_count} cores; peak RSS {fmt_bytes(u.rss_peak_bytes)}"
         )
     elif run.env.cpu_count:

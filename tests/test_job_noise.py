@@ -153,3 +153,22 @@ def test_profiled_step_medians_that_differ_in_lockstep_name_no_slowest_rank():
     older = [dataclasses.replace(r, run_step_s=None) for r in ranks]
     found = find_straggler(older)
     assert found is not None and found.rank == 0 and found.reason == "slowest-step"
+
+
+def test_the_table_s_step_times_are_each_rank_s_run_median_when_every_rank_has_one():
+    # Unseen round 14 (benchmarks/unseen_programs/ddp_allreduce_log.py): rank 0's phases came
+    # from its three profiled steps (26.35 ms, preempted), rank 1's from its hooks over the run
+    # (3.68 ms); the table showed both and "spread 151%", while over the run the ranks' medians
+    # were 3.53 ms and 3.39 ms (the straggler rule already reads those).
+    window, run = _rank(0, 0.019, 0.001, 0.02), _rank(1, 0.0, 0.0, 0.001)
+    ranks = [
+        RankFacts(**{**window.__dict__, "step_s": 0.02635, "run_step_s": 0.00353}),  # type: ignore[arg-type]
+        RankFacts(**{**run.__dict__, "step_s": 0.00368, "run_step_s": 0.00339}),  # type: ignore[arg-type]
+    ]
+    text = render_job(job_report(ranks, 2, source="run"))
+    assert "26.35 ms" not in text and "3.53 ms" in text and "3.39 ms" in text, text
+    assert "spread 4.0%" in text, text  # main: "spread 151.0%"
+    # A rank without a run median (an older gpucheck): every row keeps its profiled steps.
+    old = RankFacts(**{**ranks[1].__dict__, "run_step_s": None})  # type: ignore[arg-type]
+    text = render_job(job_report([ranks[0], old], 2, source="run"))
+    assert "26.35 ms" in text and "3.68 ms" in text, text

@@ -15,8 +15,9 @@ all-reduce") is DDP's gradient all-reduce's; no finding names the logging collec
 to reduce it only when it logs (open). Rank 1 HOST-BOUND: "on a core only 17% ... waits on
 something outside torch": its window was unlike the run, so its phases are the hooks' (no comm
 phase; the all_reduce after opt.step() reads as "other") while its trace window read comm 77%;
-the job table shows rank 1 comm "n/a" and rank 0's median step 26.35 ms (the window's) beside
-its own report's 3.7 ms (open). Job report: no straggler, host shared and 100% busy (right).
+the job table shows rank 1 comm "n/a" (open) and showed rank 0's median step 26.35 ms (its
+window's) beside rank 1's run median, "spread 151%"; fixed (views/job_text, tests/test_job_noise):
+the run medians 3.53/3.39 ms, spread 4% when every rank has one. Job report: no straggler, host shared and 100% busy (right).
 Findings: "[low] Some steps stall (up to 1.80x)" (the machine's load), "[info] reads device
 values every step" (the .item(): right as info on CPU). Plain: ~25 s a run under load.
 """

@@ -682,3 +682,32 @@ def test_a_bar_in_the_callbacks_list_is_told_with_its_refresh_rate_as_it_is(rate
         "logging.framework_overhead",
     )
     assert said in f.fix
+
+
+def test_the_modules_step_logs_finding_offers_the_gate_that_reaches_them():
+    # lightning_sync_every_step: the log_dict line was named with its share and "gate" as
+    # advice, with no patch (log_every_n_steps=50 alone measured ~1.05x, the call removed 3.21x).
+    from gpu_notebook.fixes import Patch, apply_fix
+
+    f = only(
+        rules_for(_lit_run(LIT_CELL, 3000), syn.make_analysis({})), "logging.framework_overhead"
+    )
+    assert f.fix_id == "gate_training_log" and dict(f.fix_params) == {"every": 50}
+    patch = apply_fix(f.fix_id, LIT_CELL, **f.fix_params)
+    assert isinstance(patch, Patch)
+    assert (
+        '        if (self.global_step + 1) % 50 == 0:\n            self.log("loss", loss)\n'
+    ) in patch.source_after
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('self.log("loss", loss)', 'self.log("loss", loss, on_epoch=True)'),
+        ("trainer.fit(Lit())", "trainer.fit(make())"),
+    ],
+)
+def test_no_gate_is_offered_where_the_patch_cannot_reach_the_named_call(old, new):
+    cell = LIT_CELL.replace(old, new)
+    f = only(rules_for(_lit_run(cell, 3000), syn.make_analysis({})), "logging.framework_overhead")
+    assert f.fix_id is None

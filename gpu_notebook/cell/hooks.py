@@ -190,7 +190,7 @@ def fitted_trainer(tree: CellTree) -> FittedTrainer:
             if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With,
                               ast.NamedExpr, ast.FunctionDef, ast.ClassDef, ast.Import,
                               ast.ImportFrom))
-            and receiver.id in _bound_names(n)
+            and receiver.id in bound_names(n)
         ]  # fmt: skip
         only = bindings[0] if len(bindings) == 1 else None
         if (
@@ -224,7 +224,7 @@ def fitted_trainer(tree: CellTree) -> FittedTrainer:
     return FittedTrainer(at, None, every if isinstance(every, int) else None, off, call)
 
 
-def _bound_names(node: ast.AST) -> set[str]:
+def bound_names(node: ast.AST) -> set[str]:
     """The plain names a statement binds (its targets, a def's or import's name)."""
     if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
         return {node.name}

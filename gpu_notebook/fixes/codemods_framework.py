@@ -1,5 +1,6 @@
 """Codemods of a framework's per-step work: a user's callback hook that the framework's loop
-calls on every step (``gate_callback_hook``), and Lightning's ``log_every_n_steps``
+calls on every step (``gate_callback_hook``), the LightningModule's ``training_step`` log calls
+(``gate_training_log``), and Lightning's ``log_every_n_steps``
 (``lightning_log_every_n``: made and checked, not offered by a rule; see its docstring).
 
 The HF Trainer calls a ``TrainerCallback``'s ``on_step_end`` and Lightning a ``Callback``'s
@@ -18,6 +19,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gpu_notebook.cell.hooks import HookDef, fitted_trainer, hook_defs
+from gpu_notebook.cell.step_logs import training_logs
 from gpu_notebook.fixes.cst_tools import (
     CodemodResult,
     Declined,
@@ -27,6 +29,8 @@ from gpu_notebook.fixes.cst_tools import (
     nodes_of,
     replace_nodes,
     set_keyword,
+    tree_of,
+    wrap,
 )
 from gpu_notebook.fixes.records import Fix
 
@@ -176,4 +180,75 @@ LIGHTNING_LOG_EVERY_N = Fix(
     ),
     "https://lightning.ai/docs/pytorch/stable/extensions/logging.html",
     lightning_log_every_n,
+)
+
+
+def gate_training_log(module: cst.Module, *, every: int = EVERY_STEPS) -> CodemodResult:
+    """Run the ``self.log``/``self.log_dict`` calls of the fitted LightningModule's
+    ``training_step`` under ``if (self.global_step + 1) % N == 0:`` (``cell/step_logs``), N the
+    Trainer's ``log_every_n_steps`` where it is 2 or more: the calls then run on the steps the
+    logger writes (Lightning's ``should_update_logs``), whose rows are unchanged. Where the
+    Trainer writes every step (``log_every_n_steps=1``), N is ``every`` and the Trainer's
+    setting is raised to it: the logger writes every N steps, each row as it was.
+
+    Declines, naming the line and what to write, where a gate would change what is logged
+    beyond how often: ``on_epoch=True``, arguments that do more than compute the value, a call
+    inside a loop or a block, a key a callback or scheduler monitors, manual optimization."""
+    if every < 2:
+        raise ValueError(f"every must be 2 or more, not {every}")
+    tree = facts_of(module).tree
+    if tree is None:
+        return Declined("no Lightning Trainer in this cell")
+    read = training_logs(tree, every)
+    if read.why is not None:
+        return Declined(read.why)
+    gateable = [log.node for log in read.logs if log.why is None and log.node is not None]
+    left = [log.why for log in read.logs if log.why is not None]
+    if not gateable:
+        return Declined("; ".join(str(w) for w in left))
+    calls = nodes_of(module, gateable)
+    parents = tree_of(module).parent
+    statements = [parents.get(parents.get(c)) for c in calls]  # Call -> Expr -> the line
+    if len(calls) != len(gateable) or not all(
+        isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 for s in statements
+    ):
+        return Declined(f"line {read.line}: the log calls could not be edited")
+    gate = read.gate()
+    edits: dict[cst.CSTNode, Replacement] = {}
+    for stmt in statements:
+        assert isinstance(stmt, cst.SimpleStatementLine)
+        edits[stmt] = _gated_line(gate)
+    detail = f"{read.owner}.training_step's log calls every {read.every} steps"
+    trainer = read.trainer
+    if read.raise_every and trainer is not None and trainer.node is not None:
+        found = [n for n in nodes_of(module, [trainer.node]) if isinstance(n, cst.Call)]
+        if not found:
+            return Declined(f"line {trainer.line}: the Trainer call could not be edited")
+        edits[found[0]] = lambda call: set_keyword(
+            call, "log_every_n_steps", cst.Integer(str(read.every))
+        )
+        detail += f", log_every_n_steps={read.every}"
+    if left:
+        detail += f"; left as they were: {'; '.join(str(w) for w in left)}"
+    return Edited(replace_nodes(module, edits), detail)
+
+
+def _gated_line(gate: str) -> Replacement:
+    def edit(stmt: cst.SimpleStatementLine) -> cst.If:
+        shell = cst.parse_statement(f"{gate}\n    pass\n")
+        assert isinstance(shell, cst.If)
+        return wrap(shell, [stmt])
+
+    return edit
+
+
+GATE_TRAINING_LOG = Fix(
+    "gate_training_log",
+    "Run training_step's self.log calls every N steps",
+    (
+        "Lightning runs each self.log call in full every step, whatever log_every_n_steps says.",
+        "A gate runs them on the steps the logger writes; those rows are unchanged.",
+    ),
+    "https://lightning.ai/docs/pytorch/stable/extensions/logging.html",
+    gate_training_log,
 )

@@ -35,6 +35,7 @@ from gpu_notebook.analysis.framework_stacks import (
 )
 from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
 from gpu_notebook.cell.hooks import hook_defs
+from gpu_notebook.cell.step_logs import training_logs
 from gpu_notebook.cell.words import ACCUMULATION_KEYS, OTHER_HOOKS
 from gpu_notebook.records import (
     Analysis,
@@ -351,7 +352,9 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     # CPU clock) and 1.12x undecided by --try-fixes, where removing the log_dict call measured
     # 3.21x (benchmarks/lightning_log_every_n.py): no gain shown beyond the noise.
     if gate is None:
-        return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound)
+        logs = _log_gate(fixes, facts)
+        return found("logging.framework_overhead", severity, said, phase_share=removed, bound=bound,
+                     fix_id="gate_training_log" if logs else None, fix_params=logs)  # fmt: skip
     params, hooked = gate
     # The gate removes its hooks' share alone: the low end (the rest of the overhead stays).
     low = gain_bound(hooked * (1 - 1 / RARE_LOGS), analysis) if hooked is not None else None
@@ -384,6 +387,30 @@ def _hook_gate(
     params: dict[str, str | int | float | bool | None] = {"hooks": ",".join(names), "framework": framework,
                                     "every": RARE_LOGS}  # fmt: skip
     return params, sum(shares) if shares else None
+
+
+def _log_gate(
+    advice: list[Advice], facts: SourceFacts
+) -> dict[str, str | int | float | bool | None] | None:
+    """The parameters of the gate of training_step's log calls (fixes/codemods_framework
+    ``gate_training_log``) where the patch reaches every module log call the advice names: each
+    a call of this cell in the ``training_step`` of the module class the cell's Trainer fits,
+    one a gate changes only in how often it runs (cell/step_logs). None: not offered."""
+    named = [log for a in advice if a.kind == "self-log" for log, _part in a.logs]
+    if not named or facts.tree is None:
+        return None
+    read = training_logs(facts.tree, RARE_LOGS)
+    if read.why is not None:
+        return None
+    gated = {log.line for log in read.logs if log.why is None}
+    reached = all(
+        log.at.origin is None
+        and log.owner == read.owner
+        and log.hook == "training_step"
+        and log.at.line in gated
+        for log in named
+    )
+    return {"every": RARE_LOGS} if reached else None
 
 
 # The sparse samples (Run.framework_stacks) of a run that leaned (not clocked), or too few of
@@ -442,7 +469,9 @@ def _seen(run: Run, analysis: Analysis, dense: int, facts: SourceFacts) -> Findi
     removed = periodic.share * max(0.0, 1.0 - periodic.period / RARE_LOGS)
     bound = gain_bound(removed, analysis)
     seen = dataclasses.replace(seen, bound=bound)
-    return found("logging.framework_overhead", severity, seen, phase_share=removed, bound=bound)
+    logs = _log_gate(advice, facts)
+    return found("logging.framework_overhead", severity, seen, phase_share=removed, bound=bound,
+                 fix_id="gate_training_log" if logs else None, fix_params=logs)  # fmt: skip
 
 
 # The settings that make a framework's loop log every N steps, by the framework its samples

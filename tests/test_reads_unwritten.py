@@ -84,3 +84,29 @@ def test_a_truth_test_in_the_models_forward_is_a_read_of_every_step():
     assert "EarlyExit.forward" in f.title
     (s,) = scan_source(EXIT_CELL).syncs
     assert (s.kind, s.needed, s.stops, s.step_loop_line) == ("bool", True, False, 10)
+
+
+def test_a_needed_read_does_not_hold_back_the_tiny_ops_finding():
+    # A NaN guard in a loop of tiny ops: no fix of the reads removes it, so the host time of
+    # the small operators is still said (with its bigger batch); an optional per-step read
+    # still speaks first, as before.
+    from gpu_notebook.analysis.analyze import with_run_figures
+
+    cell = (
+        "loader = DataLoader(TensorDataset(torch.randn(512, 16), torch.randn(512, 1)), batch_size=4)\n"
+        "for x, y in loader:\n"
+        "    loss = loss_fn(model(x), y)\n"
+        "    opt.zero_grad(); loss.backward()\n"
+        "    if torch.isnan(loss):\n"
+        "        continue\n"
+        "    opt.step()\n"
+    )
+    window = syn.tiny_ops_window([(2_000.0, 0.0) for _ in range(12)])
+
+    def ids(source: str) -> set[str]:
+        run = syn.make_run(source)
+        return {f.rule_id for f in run_rules(run, with_run_figures(run, window), syn.VERDICT)}
+
+    assert "launch.tiny_ops" in ids(cell)
+    printed = cell.replace("    opt.step()\n", "    opt.step()\n    print(loss.item())\n")
+    assert "launch.tiny_ops" not in ids(printed)

@@ -294,7 +294,9 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if not tiny and not many_small:
         return None  # no matmul/convolution to size, or one that is real work
     if (
-        loop_lines(facts, facts.syncs)
+        # A read the step needs (a NaN guard, a forward's branch) stays whatever is fixed: it
+        # explains no host time a fix of the reads would remove.
+        any(not s.needed for s in loop_lines(facts, facts.syncs))
         or loop_lines(facts, facts.logging)
         or loop_lines(facts, facts.saves)
     ):

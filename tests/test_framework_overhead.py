@@ -693,6 +693,8 @@ def test_the_modules_step_logs_finding_offers_the_gate_that_reaches_them():
         rules_for(_lit_run(LIT_CELL, 3000), syn.make_analysis({})), "logging.framework_overhead"
     )
     assert f.fix_id == "gate_training_log" and dict(f.fix_params) == {"every": 50}
+    # The advice names the gate the patch writes (the steps the logger writes at).
+    assert "`if (self.global_step + 1) % 50 == 0:`" in f.fix
     patch = apply_fix(f.fix_id, LIT_CELL, **f.fix_params)
     assert isinstance(patch, Patch)
     assert (

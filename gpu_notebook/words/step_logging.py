@@ -207,8 +207,9 @@ def _advice(a: Advice) -> str:
             "self.log on every step" + (f" ({said})" if said else "") + ": Lightning runs each "
             "call in full on every step (on_step=False still adds the value to the epoch's "
             "mean each step; log_every_n_steps spaces only the logger's writes): log fewer "
-            f"values, and call self.log under `if self.global_step % {RARE_LOGS} == 0:` for "
-            "what you watch per step"
+            f"values, and call self.log under `if (self.global_step + 1) % {RARE_LOGS} == 0:` "
+            "for what you watch per step (the steps Lightning's logger writes at "
+            f"log_every_n_steps={RARE_LOGS})"
         )
     if a.kind == "callback-log":
         hooks = ", ".join(dict.fromkeys(_hook(log) for log, _ in a.logs if _hook(log)))

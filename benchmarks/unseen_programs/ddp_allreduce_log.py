@@ -7,6 +7,9 @@ Run: ``torchrun --nproc_per_node 2 -m gpu_notebook run --json out/r{rank}.json d
 Class: a user's own collective every step (a logging barrier beside DDP's gradient all-reduce).
 An expert's fix: reduce the loss only on the steps that log (``if step % 20 == 0:`` around the
 all_reduce, on every rank), or keep a local running sum and reduce it every N steps.
+Since (lead, rules/distributed.own_collectives, tests/test_own_collectives): "[high] The step loop
+runs a collective of its own every step (line 68) (up to 3.94x)" with that advice (rank 0, load
+~2, comm 75% of the step); no patch (whether the value is needed on the other steps is the user's).
 
 Seen 2026-12-06 (load 22-24 on 2 cores, main 37b864a): rank 0 COMM-BOUND (medium), "waiting in
 collectives 75% of step time", hot line the logging ``dist.all_reduce`` (82% of samples) -- the

@@ -217,6 +217,9 @@ class SourceFacts:
     syncs: tuple[SourceLine, ...] = ()  # per-loop reads of device values
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
+    # torch.distributed collectives the step loops call themselves (cell.collectives: a loss
+    # reduced for a log, a barrier), gradients' own exchange left out; ``gated``: some steps.
+    collectives: tuple[SourceLine, ...] = ()
     # Copies of a model's whole state in a step loop, not behind a period (cell.syncs.state_copies:
     # ``copy.deepcopy(model.state_dict())``); ``gated``: some steps, by a test of a value.
     state_copies: tuple[SourceLine, ...] = ()

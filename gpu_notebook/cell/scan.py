@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpu_notebook.cell.calls import callees
+from gpu_notebook.cell.collectives import own_collectives
 from gpu_notebook.cell.facts import LoopFacts, Origin, SourceFacts
 from gpu_notebook.cell.host_made import host_factories, host_reads_traced
 from gpu_notebook.cell.ipython import (
@@ -163,6 +164,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         syncs=syncs,
         logging=logging,
         saves=saves,
+        collectives=own_collectives(tree),
         state_copies=state_copies(tree),
         redraws=redraws(tree),
         host_factories=host_factories(tree),

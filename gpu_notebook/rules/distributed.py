@@ -1,4 +1,5 @@
-"""Multi-GPU rules: nn.DataParallel instead of DDP, and communication taking >= 10% of the window.
+"""Multi-GPU rules: nn.DataParallel instead of DDP, communication taking >= 10% of the window,
+and collectives of the user's own that the step loop runs every step.
 
 Thresholds: communication > 10% of the step -> overlap / compression / accumulation (PyTorch
 TensorBoard profiler plugin's distributed view); 20% high (TraceML critical level). The
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said
-from gpu_notebook.rules.common import found, gain_bound, severity_of
+from gpu_notebook.rules.common import found, gain_bound, severity_of, share
 
 COMM = 0.10
 
@@ -33,6 +34,14 @@ class Communication(Said):
     exposed_us: float
     share: float  # exposed share of the window
     bound: float | None
+
+
+@dataclass(frozen=True)
+class OwnCollectives(Said):
+    calls: tuple[tuple[int, str, int], ...]  # (line, text, step loop line) run every step
+    share: float  # the step's time in collectives (host phase, or the GPU window's exposed)
+    on_gpu: bool  # the share is the GPU window's exposed communication
+    bound: float | None  # every collective's time gone (theirs and DDP's): an upper bound
 
 
 def data_parallel(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -66,5 +75,31 @@ def communication(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     return found("distributed.communication", severity, said, phase_share=comm, bound=bound)
 
 
+def own_collectives(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The step loop's own collectives (``cell.collectives``: a loss reduced for a log) every
+    step, where collectives take >= ``COMM`` of the step. No patch: whether the value is needed
+    on the steps that do not log is the user's call (rank-consistent gating is what helps)."""
+    every = [c for c in facts.collectives if not c.gated]
+    if not every:
+        return None
+    gpu = analysis.gpu
+    on_gpu = gpu is not None and gpu.window_us > 0
+    comm = gpu.comm_exposed_us / gpu.window_us if on_gpu and gpu is not None else None
+    host = share(analysis, "comm")
+    if host is not None and (comm is None or host > comm):
+        comm, on_gpu = host, False
+    severity = severity_of(comm, low=COMM, medium=COMM, high=0.20)
+    if comm is None or severity is None:
+        return None
+    said = OwnCollectives(
+        tuple((c.line, c.text, c.step_loop_line or c.line) for c in every),
+        comm,
+        on_gpu,
+        gain_bound(comm, analysis, host_side=False),
+    )
+    return found("distributed.own_collectives", severity, said, phase_share=comm,
+                 bound=said.bound, line=every[0].line)  # fmt: skip
+
+
 TIE = 170  # where its findings tie: the verdict table's order (rules._families)
-RULES = (data_parallel, communication)
+RULES = (data_parallel, communication, own_collectives)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.rules.distributed import Communication, DataParallel
+from gpu_notebook.rules.distributed import Communication, DataParallel, OwnCollectives
 from gpu_notebook.words.common import Words, worder, words
 
 
@@ -39,4 +39,29 @@ def communication(s: Communication) -> Words:
         "accumulate several micro-batches per all-reduce (no_sync()), or compress gradients "
         "(PowerSGD / fp16 hooks).",
         "PyTorch TensorBoard profiler plugin (communication > 10% of step); TraceML (critical 20%)",
+    )
+
+
+@worder(OwnCollectives)
+def own_collectives(s: OwnCollectives) -> Words:
+    where = "of the GPU window, not overlapped" if s.on_gpu else "of the step"
+    first = s.calls[0]
+    evidence = [f"line {line}: `{text}` runs every step" for line, text, _ in s.calls]
+    evidence.append(
+        f"collectives take {fmt_share(s.share)} {where} (yours and any DDP gradient all-reduce "
+        "together; the trace does not tell them apart)"
+    )
+    evidence.append(
+        f"upper bound {fmt_gain(s.bound)}: all of the collectives' time, any DDP gradient "
+        "all-reduce (which stays) included"
+    )
+    return words(
+        f"The step loop runs a collective of its own every step (line {first[0]})",
+        evidence,
+        "Each collective waits for every rank, on top of the gradient all-reduce (DDP's, under "
+        "backward). "
+        "Where it serves a log or a metric, run it only on the steps that log, under the same "
+        "condition on every rank (`if step % 20 == 0:` around the reduce and the print), or keep "
+        "a local running sum and reduce it every N steps.",
+        "PyTorch distributed docs (collectives are blocking for all ranks of the group)",
     )

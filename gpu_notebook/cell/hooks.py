@@ -184,23 +184,8 @@ def fitted_trainer(tree: CellTree) -> FittedTrainer:
     receiver = fit.func.value
     call: ast.AST | None = receiver if isinstance(receiver, ast.Call) else None
     if isinstance(receiver, ast.Name):
-        bindings = [
-            n
-            for n in ast.walk(tree.tree)
-            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With,
-                              ast.NamedExpr, ast.FunctionDef, ast.ClassDef, ast.Import,
-                              ast.ImportFrom))
-            and receiver.id in bound_names(n)
-        ]  # fmt: skip
-        only = bindings[0] if len(bindings) == 1 else None
-        if (
-            isinstance(only, ast.Assign)
-            and only in tree.tree.body
-            and tree.line_of(only) < line
-            and len(only.targets) == 1
-        ):
-            call = only.value
-        else:
+        call = bound_once_before(tree, receiver.id, line)
+        if call is None:
             return FittedTrainer(
                 line, f"line {line} fits `{receiver.id}`, which the cell does not bind once, "
                 "at its top level, to a Trainer(...) call before it"
@@ -222,6 +207,27 @@ def fitted_trainer(tree: CellTree) -> FittedTrainer:
     logger = keyword_of(call, "logger")
     off = logger is not None and literal_of(logger.value) is False
     return FittedTrainer(at, None, every if isinstance(every, int) else None, off, call)
+
+
+# The statements that bind a plain name (``bound_names`` reads their names).
+BINDING = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr,
+           ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)  # fmt: skip
+
+
+def bound_once_before(tree: CellTree, name: str, line: int) -> ast.AST | None:
+    """The value ``name`` is bound to where the cell binds it once, at its top level, by a
+    one-target assignment before ``line`` (``trainer = Trainer(...)`` above ``trainer.fit``);
+    None otherwise (bound twice, in a loop or a def, by a with/for/import, or after it)."""
+    bindings = [n for n in ast.walk(tree.tree) if isinstance(n, BINDING) and name in bound_names(n)]
+    only = bindings[0] if len(bindings) == 1 else None
+    if (
+        isinstance(only, ast.Assign)
+        and only in tree.tree.body
+        and tree.line_of(only) < line
+        and len(only.targets) == 1
+    ):
+        return only.value
+    return None
 
 
 def bound_names(node: ast.AST) -> set[str]:

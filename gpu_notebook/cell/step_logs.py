@@ -18,14 +18,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from gpu_notebook.cell.hooks import FittedTrainer, bound_names, fitted_trainer
+from gpu_notebook.cell.hooks import FittedTrainer, bound_once_before, fitted_trainer
 from gpu_notebook.cell.names import dotted, keyword_value, literal_of, method_of
 from gpu_notebook.cell.tree import CellTree
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
-# The statements that bind a plain name (``cell/hooks.bound_names`` reads their names).
-_BINDING = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr,
-            ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)  # fmt: skip
 
 # Calls that compute a value and change nothing (tensor reductions, conversions): a logged
 # value made by them can stop being made on the gated steps. Any other call in the log call's
@@ -158,17 +155,9 @@ def _module_class(tree: CellTree, fit: ast.Call) -> ast.ClassDef | str:
     line = tree.line_of(fit)
     given = fit.args[0] if fit.args else keyword_value(fit, "model")
     if isinstance(given, ast.Name):
-        bindings = [
-            n for n in ast.walk(tree.tree) if isinstance(n, _BINDING) and given.id in bound_names(n)
-        ]
-        only = bindings[0] if len(bindings) == 1 else None
-        if (
-            isinstance(only, ast.Assign)
-            and only in tree.tree.body
-            and tree.line_of(only) < line
-            and len(only.targets) == 1
-        ):
-            given = only.value
+        bound = bound_once_before(tree, given.id, line)
+        if bound is not None:
+            given = bound
         else:
             return (
                 f"line {line} fits `{given.id}`, which the cell does not bind once, at its top "

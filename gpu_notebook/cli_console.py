@@ -10,10 +10,10 @@ trace's names or a file name cannot drive the terminal.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from typing import IO
 
+from gpu_notebook.capture.fds import high_dup
 from gpu_notebook.escapes import printable
 
 _stream: IO[str] | None = None
@@ -25,27 +25,13 @@ def take_stderr() -> None:
     if _stream is not None:
         return
     try:
-        fd = _high_dup(2)
+        fd = high_dup(2)
     except OSError:
         return
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
     _stream = open(  # noqa: SIM115 - lives as long as the process
         fd, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=True
     )
-
-
-def _high_dup(fd: int) -> int:
-    """A close-on-exec copy of ``fd`` numbered high (half the descriptor limit): the script's
-    own next ``open`` gets the number it gets without us (a script may print or pass it)."""
-    import fcntl
-    import resource
-
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    base = max(3, min(soft, 1 << 16) // 2)
-    try:
-        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base)
-    except OSError:
-        return os.dup(fd)  # non-inheritable too (PEP 446)
 
 
 def stream() -> IO[str] | None:

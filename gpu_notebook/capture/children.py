@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from gpu_notebook.capture import unseen
+from gpu_notebook.capture.fds import high_dup
 
 # pid, parent pid, how it started, steps, first_ns, last_ns, data_ns, backward_ns, optimizer_ns
 SLOT = struct.Struct("9q")
@@ -101,7 +102,7 @@ def new_table() -> int | None:
         fd = os.memfd_create("gpu_notebook_steps", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, TABLE_BYTES)  # zeros: every slot free
-            return _high(fd)
+            return high_dup(fd)
         finally:
             os.close(fd)
     except OSError:
@@ -440,20 +441,6 @@ class ChildTable:
             os.close(fd)
 
 
-def _high(fd: int) -> int:
-    """A close-on-exec copy numbered high: the user's next ``open`` gets the number it gets
-    without us."""
-    import fcntl
-    import resource
-
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    base = max(3, min(soft, 1 << 16) // 2)
-    try:
-        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base)
-    except OSError:
-        return os.dup(fd)
-
-
 # ---------------------------------------------------------------- spawned children: the child
 
 
@@ -461,7 +448,7 @@ def start_in_spawned_child(fd: int) -> None:
     """In a spawned child, before the user's function is unpickled: keep the table's descriptor
     numbered high and close-on-exec (the number it came under is given back), hand the table on
     to what this child spawns, and count once torch has loaded."""
-    table = _high(fd)
+    table = high_dup(fd)
     os.close(fd)
     spawn = sys.modules.get("multiprocessing.spawn")
     if spawn is not None:

@@ -102,6 +102,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import CodeType, FrameType
 from typing import cast
 
+from gpu_notebook.capture.fds import open_high
 from gpu_notebook.capture.threads import HiddenThread, StartsAndStops
 from gpu_notebook.records import (
     EDGE_AFTER,
@@ -337,7 +338,7 @@ class _ThreadClock:
         if native is None:
             return None
         try:
-            fd = os.open(f"/proc/self/task/{native}/schedstat", os.O_RDONLY)
+            fd = open_high(f"/proc/self/task/{native}/schedstat")
         except OSError:
             return None
         clock = cls(fd)

@@ -61,6 +61,7 @@ except ImportError:  # Windows: no rusage, no fault counts
 
 from gpu_notebook import markers
 from gpu_notebook.capture import children
+from gpu_notebook.capture.fds import open_high
 from gpu_notebook.capture.padding import PaddingReader
 from gpu_notebook.capture.streams import unsplit_stream
 from gpu_notebook.capture.unseen import invisible_to_compilers as _invisible_to_compilers
@@ -1277,7 +1278,7 @@ class StepClock:
         fd = self._sched_fd
         if fd is None:
             try:
-                fd = self._sched_fd = os.open(_SCHEDSTAT, os.O_RDONLY)
+                fd = self._sched_fd = open_high(_SCHEDSTAT)
             except OSError:
                 self._sched_fd = -1
                 return None
@@ -1302,7 +1303,7 @@ class StepClock:
         """Append the process RSS after step ``index`` (Linux /proc; elsewhere: nothing)."""
         if self._statm_fd is None:
             try:
-                self._statm_fd = os.open("/proc/self/statm", os.O_RDONLY)
+                self._statm_fd = open_high("/proc/self/statm")
                 self._page_bytes = os.sysconf("SC_PAGE_SIZE")
             except (OSError, ValueError, AttributeError):
                 self.memory_every_steps = 0

@@ -28,6 +28,7 @@ NOT_SENTENCES = {
     "analysis/lines.py:_clean": "a source line cleaned for a label",
     "analysis/lines.py:_installed_prefixes": "path prefixes of the installed packages",
     "analysis/lines.py:_own_package": "path prefixes of this package's own files",
+    "analysis/framework_stacks.py:_real_path": "a frame file's real path (our own files by it)",
     "analysis/lines.py:to_collapsed": "Brendan Gregg's folded-stacks file format",
     "analysis/phases.py:_measured": "names of the phases a trace measures",
     "analysis/elsewhere.py:defined_not_run": "names of the cell's functions and classes",

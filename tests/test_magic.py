@@ -122,7 +122,11 @@ def test_a_window_of_long_steps_records_one_step_with_its_phases(ip):
     assert rep.run.window.recorded_steps == 1
     assert rep.analysis.phases.source == "trace"
     (step,) = rep.analysis.phases.steps
-    assert step.phase_us["forward"] > 300_000  # the burn sits between zero_grad and backward
+    # The burn sits after the loss is made, before backward: the forward ends where the backward
+    # graph's last node was made (07b2d64), so the burn is kept in the step, not in the model's
+    # forward.
+    assert max(step.phase_us.values()) > 300_000, step.phase_us
+    assert step.phase_us["forward"] < 300_000, step.phase_us
     assert step.phase_us["backward"] > 0 and step.phase_us["optimizer"] > 0
 
 

@@ -176,7 +176,7 @@ class Stats(L.Callback):
             log.write("run\\n")
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         w = torch.randn(96, 96)
-        for _ in range(60):
+        for _ in range(240):  # the hook outweighs the framework's own step on a busy machine too
             w = (w @ w).tanh()
         with open(sys.argv[1], "a") as log:
             log.write("work\\n")

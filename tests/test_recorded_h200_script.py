@@ -52,9 +52,13 @@ def _by_rule(report: Report) -> dict[str, Finding]:
 
 # The same script's third run (16:39, with --trace), kept in the kit's folder of CLI runs.
 CLI_RUN = "../2026-12-04-nvidia-h200-cli/gpu_train.report.json"
+# The same script on the H100 (2026-12-06), under --try-fixes 30 --try-budget 70.
+H100_RUN = "../2026-12-06-nvidia-h100-cli/gpu_train.report.json"
 
 
-@pytest.fixture(scope="module", params=["run.report.json.gz", "try-fixes.report.json.gz", CLI_RUN])
+@pytest.fixture(
+    scope="module", params=["run.report.json.gz", "try-fixes.report.json.gz", CLI_RUN, H100_RUN]
+)
 def h200(request: pytest.FixtureRequest) -> Report:
     return _ruled_again(_recorded(request.param))
 

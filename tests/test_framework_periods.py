@@ -126,3 +126,80 @@ def test_a_lightning_validation_every_n_batches_names_val_check_interval():
 )
 def test_no_lightning_block_where_the_batches_are_not_the_counted_steps(cell):
     assert periodic_blocks(scan_source(cell, line_offset=CELL_LINE_OFFSET).tree) == []
+
+
+# Unseen round 15 (nb 31): the cell's own torch.profiler on a schedule records 4 of every 8
+# steps and hands each cycle to its on_trace_ready at the cycle's end; those steps stall every
+# 8 steps, read as "Every 8 steps a step stalls" [high] with the advice to make checkpoints
+# cheaper, with no cause named.
+PROFILER_CELL = """\
+with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=2, warmup=2, active=4, repeat=3), on_trace_ready=on_ready) as prof:
+    it = iter(loader)
+    for step in range(len(loader)):
+        with record_function('data'):
+            x, y = next(it)
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward()
+        opt.step()
+        prof.step()
+"""
+PROFILER_LINE = 1 + CELL_LINE_OFFSET
+
+
+def _cycle_steps(n: int, every: int, cycles: int, stall_ms: float) -> StepClockRecord:
+    """``_steps`` whose stalls stop after ``cycles`` cycles (the schedule's ``repeat``)."""
+    steps = _steps(n, every, stall_ms)
+    rows = []
+    for row in steps.steps:
+        if row.index > every * cycles and row.index % every == 0:
+            base = row.duration_s - stall_ms / 1e3
+            row = dataclasses.replace(row, duration_s=base, cpu_s=base)
+        rows.append(row)
+    return dataclasses.replace(steps, steps=tuple(rows))
+
+
+def test_a_profiler_schedule_of_the_cell_is_a_periodic_block_of_its_cycle():
+    (block,) = periodic_blocks(scan_source(PROFILER_CELL, line_offset=CELL_LINE_OFFSET).tree)
+    assert (block.line, block.every, block.work, block.setting) == (
+        PROFILER_LINE, 8, "the cell's own torch.profiler", "schedule"
+    )  # fmt: skip
+    assert "schedule(wait=2, warmup=2, active=4, repeat=3)" in block.text  # its line
+
+
+@pytest.mark.parametrize(
+    ("cell", "every"),
+    [
+        # A schedule made apart from the profiler, its parts named by constants of the cell.
+        (
+            "w = 1\nsched = torch.profiler.schedule(skip_first=3, wait=w, warmup=1, active=3)\n"
+            "prof = torch.profiler.profile(schedule=sched)\nprof.start()\n"
+            "for x, y in loader:\n    train_step(x, y)\n    prof.step()\nprof.stop()\n",
+            5,
+        ),
+        # A part the cell does not give (a config): a period set at run time.
+        (
+            "with profile(schedule=schedule(wait=cfg.wait, warmup=1, active=2)) as p:\n"
+            "    for x, y in loader:\n        train_step(x, y)\n        p.step()\n",
+            0,
+        ),
+    ],
+)
+def test_profiler_schedules_of_other_shapes_are_blocks_too(cell, every):
+    (block,) = periodic_blocks(scan_source(cell).tree)
+    assert (block.every, block.setting) == (every, "schedule")
+
+
+def test_a_schedule_that_is_not_torchs_profiler_is_no_block():
+    cell = "lr = schedule(base=0.1, steps=100)\nfor x, y in loader:\n    train_step(x, y, lr)\n"
+    assert periodic_blocks(scan_source(cell).tree) == []
+
+
+@pytest.mark.parametrize("cycles", [3, 12])  # repeat=3 of a 96-step run; a profiler to the end
+def test_the_stalls_of_the_cells_own_profiler_name_it_and_no_checkpoint(cycles):
+    report = build_report(_run(PROFILER_CELL, _cycle_steps(96, 8, cycles, 150.0)))
+    stall = next(f for f in report.findings if f.rule_id == "run.periodic_stall")
+    assert stall.title == "Every 8 steps a step stalls (the cell's own torch.profiler)"
+    assert stall.line == PROFILER_LINE and stall.severity == "low"
+    assert any("on_trace_ready" in e for e in stall.evidence)
+    assert "checkpoint" not in stall.fix and "`profile(...)`" in stall.fix
+    assert "% 80" not in stall.fix and "schedule=80" not in stall.fix

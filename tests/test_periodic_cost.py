@@ -323,3 +323,31 @@ def test_a_block_that_validates_or_saves_every_5_steps_is_said_with_its_share(bo
     assert worded.fix_id is None  # no patch: how often to validate is the training's choice
     quiet = _run(_series(0.0), cell)
     assert sl.periodic_work(quiet, analyze(quiet), facts) is None
+
+
+def test_the_cost_of_the_cells_own_profiler_cycle_is_said_as_the_profilers():
+    # Unseen round 15 (nb 31): a torch.profiler schedule's cycle (wait=2, warmup=1, active=2:
+    # every 5 steps) ends in a step that hands the cycle's events to on_trace_ready. Under 3x the
+    # median, no stall: the same A/B says its cost, as the profiler's, with no `% 50` to write.
+    from gpu_notebook.report.build import build_report
+
+    cell = (
+        "with torch.profiler.profile(\n"
+        "    schedule=torch.profiler.schedule(wait=2, warmup=1, active=2),\n"
+        "    on_trace_ready=keep,\n"
+        ") as prof:\n"
+        "    for step, (x, y) in enumerate(loader):\n"
+        "        loss = loss_fn(model(x), y)\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "        prof.step()\n"
+    )
+    run = _run(_series(0.004), cell)
+    analysis = analyze(run)
+    assert analysis.shape is not None and analysis.shape.stalls is None
+    worded = next(f for f in build_report(run).findings if f.rule_id == "run.periodic_work")
+    assert worded.title.startswith("The cell's own torch.profiler takes ")
+    assert worded.severity == "low" and worded.line == 2 + CELL_LINE_OFFSET
+    assert "on_trace_ready" in " ".join(worded.evidence)
+    assert "`profile(...)`" in worded.fix and "% 50" not in worded.fix
+    assert "schedule=50" not in worded.fix

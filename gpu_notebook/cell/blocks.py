@@ -104,6 +104,7 @@ def framework_blocks(cell: CellTree, constants: dict[str, int]) -> list[Periodic
                 )
             )  # fmt: skip
     found.extend(_lightning_validation(cell, constants))
+    found.extend(_profiler_cycles(cell, constants))
     return found
 
 
@@ -130,6 +131,48 @@ def _lightning_validation(cell: CellTree, constants: dict[str, int]) -> list[Per
             )
         )  # fmt: skip
     return found
+
+
+# The work of a torch.profiler schedule's cycle (``_profiler_cycles``); its ``setting``.
+PROFILER_WORK = "the cell's own torch.profiler"
+PROFILER_SETTING = "schedule"
+
+
+def _profiler_cycles(cell: CellTree, constants: dict[str, int]) -> list[Periodic]:
+    """A ``torch.profiler.schedule(wait=W, warmup=U, active=A, ...)`` of the cell: the profiler
+    it drives (``prof.step()`` once a step) records A of every W+U+A steps with every operator,
+    and at each cycle's end stops, gathers the cycle's events and hands them to its
+    ``on_trace_ready``: that step stalls, every W+U+A steps while it runs (``skip_first`` shifts
+    the cycles, ``repeat`` ends them). Unseen round 15: the cell's own profiler, every 8 steps,
+    read "Every 8 steps a step stalls" with the advice to make checkpoints cheaper. A cycle
+    whose parts the cell does not give (a config) has a period set at run time (0)."""
+    found = []
+    for call in cell.calls():
+        if last(dotted(call.func)) != "schedule" or not cell.in_cell(call):
+            continue
+        parts = [keyword_of(call, key) for key in ("wait", "warmup", "active")]
+        if parts[2] is None:
+            continue  # not torch's (its wait, warmup and active are keyword-only, all required)
+        values = [_count(p.value, constants) if p is not None else 0 for p in parts]
+        every = 0 if None in values else sum(v or 0 for v in values)
+        if every == 1:
+            continue  # every step recorded: no step without it to stall against
+        found.append(
+            Periodic(
+                cell.line_of(call), every, cell.text_of(call), PROFILER_WORK,
+                origin=cell.origin_of(call), setting=PROFILER_SETTING,
+            )
+        )  # fmt: skip
+    return found
+
+
+def _count(node: ast.expr, constants: dict[str, int]) -> int | None:
+    """An int literal of 0 or more, or a name the cell binds once to one; None otherwise."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int and node.value >= 0 else None
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    return None
 
 
 def _strategy(node: ast.expr) -> str | None:

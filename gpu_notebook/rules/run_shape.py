@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_notebook.cell.blocks import Periodic, epoch_blocks, kept_graph_line, periodic_blocks
+from gpu_notebook.cell.blocks import (
+    PROFILER_SETTING,
+    Periodic,
+    epoch_blocks,
+    kept_graph_line,
+    periodic_blocks,
+)
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, MemoryTrend, Run, RunShape, Said, StallPattern
 from gpu_notebook.rules.common import (
@@ -266,6 +272,10 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     bound = gain_bound(stalls.share, analysis)
     severity = severity_of(stalls.share, low=STALL_SHARE) or "low"
     at_random = not stalls.period_steps and block is None
+    if block is not None and block.setting == PROFILER_SETTING:
+        # The cell's own profiler, run on purpose: said, with its cost, never ranked above the
+        # training's own causes (nothing in the training removes it).
+        severity = "low"
     if at_random:
         # No schedule and no periodic block in the cell: stalls at random are most often the
         # machine (other processes taking the cores), not the code. Said, not ranked first.

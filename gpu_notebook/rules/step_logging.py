@@ -701,7 +701,7 @@ def periodic_work(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
 
 
 def _periodic_block(analysis: Analysis, facts: SourceFacts, *, logging: bool) -> Finding | None:
-    from gpu_notebook.cell.blocks import periodic_blocks
+    from gpu_notebook.cell.blocks import PROFILER_SETTING, periodic_blocks
 
     shape = analysis.shape
     for block in periodic_blocks(facts.tree):
@@ -719,6 +719,8 @@ def _periodic_block(analysis: Analysis, facts: SourceFacts, *, logging: bool) ->
         severity = severity_of(cost.share, low=SUGGEST)
         if severity is None:
             continue
+        if block.setting == PROFILER_SETTING:
+            severity = "low"  # the cell's own profiler: its cost, not the training's (run_shape)
         removed = every_n(cost.share)
         bound = gain_bound(removed, analysis)
         said = PeriodicLogging(

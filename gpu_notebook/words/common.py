@@ -125,6 +125,20 @@ _SETTING_INSTEAD = {
 }
 
 
+# The cycle of the cell's own torch.profiler (cell.blocks._profiler_cycles): its cost is the
+# profiler's, which the user runs on purpose; what to do is read its trace, then drop it.
+PROFILER_CYCLE = (
+    "each cycle records its active steps with every operator, then stops and hands their "
+    "events to on_trace_ready at its end: that step's extra time is the profiler's, not the "
+    "training's"
+)
+PROFILER_CYCLE_FIX = (
+    "Nothing to change in the training: these are the cost of the cell's own profiler, and they "
+    "end with it (its `repeat=` bounds its cycles). Read its trace, then measure the loop without "
+    "`profile(...)`: every figure of this report carries that profiler's cost."
+)
+
+
 def rarer(setting: str | None, every: int) -> str:
     """How the cell runs a periodic block every ``every`` steps: the framework's keyword where
     one sets the period (``eval_steps=100``), else ``% every``."""

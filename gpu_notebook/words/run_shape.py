@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.analysis.steady import STALL_FACTOR
+from gpu_notebook.cell.blocks import PROFILER_SETTING
 from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_seconds, fmt_share
 from gpu_notebook.records import OwnTime, ProfileWindow
 from gpu_notebook.rules.run_shape import (
@@ -13,7 +14,16 @@ from gpu_notebook.rules.run_shape import (
     WindowUnrepresentative,
 )
 from gpu_notebook.rules.syncs import EVERY
-from gpu_notebook.words.common import Words, instead, place, rarer, worder, words
+from gpu_notebook.words.common import (
+    PROFILER_CYCLE,
+    PROFILER_CYCLE_FIX,
+    Words,
+    instead,
+    place,
+    rarer,
+    worder,
+    words,
+)
 
 _SOURCE = "gpu_notebook's own levels (rules/run_shape.py), from the step clock's every step"
 
@@ -174,7 +184,10 @@ def periodic_stall(s: PeriodicStall) -> Words:
         f"Make {what} cheaper or rarer: run it less often, on a subset, or in a background "
         "thread (checkpoints: save a state_dict copy asynchronously)."
     )
-    if block is not None and block.setting is not None and block.every:
+    if block is not None and block.setting == PROFILER_SETTING:
+        evidence.append(PROFILER_CYCLE)
+        fix = PROFILER_CYCLE_FIX
+    elif block is not None and block.setting is not None and block.every:
         # The framework runs it: its keyword is what the cell changes (cell.blocks).
         fix = (
             f"Make {what} rarer: {rarer(block.setting, block.every * EVERY)} on "

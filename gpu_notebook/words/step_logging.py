@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_notebook.cell.blocks import PROFILER_SETTING
 from gpu_notebook.cell.facts import LightningLog
 from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_ms, fmt_share
 from gpu_notebook.records import PeriodicCost
@@ -20,6 +21,8 @@ from gpu_notebook.rules.step_logging import (
 )
 from gpu_notebook.rules.syncs import EVERY
 from gpu_notebook.words.common import (
+    PROFILER_CYCLE,
+    PROFILER_CYCLE_FIX,
     Words,
     at,
     instead,
@@ -115,6 +118,14 @@ _LESS_OFTEN = {
 @worder(PeriodicLogging)
 def periodic_logging(s: PeriodicLogging) -> Words:
     first = s.text.splitlines()[0] if s.text else ""
+    if s.setting == PROFILER_SETTING:
+        return words(
+            f"The cell's own torch.profiler takes {fmt_share(s.cost.share)} of the step time "
+            f"(its cycle, every {s.cost.period} steps)",
+            [f"{place(s.line, s.origin)} (`{first}`)", periodic_evidence(s.cost), PROFILER_CYCLE],
+            PROFILER_CYCLE_FIX,
+            _SOURCE,
+        )
     if s.work != "logging":
         every = s.cost.period * EVERY
         return words(

@@ -137,7 +137,7 @@ class CellTree(Parents):
         }
         # The cell's functions a step loop runs every step through its calls (a model's forward).
         self.step_calls = StepCalls(
-            tree, [lp for lp in self.loops if id(lp) in self.step_loops], self._class_of
+            tree, [lp for lp in self.loops if id(lp) in self.step_loops], self._class_of, self.gated
         )
         self.global_no_grad = any(
             isinstance(n, ast.Expr) and is_grad_mode_call(n.value) and isinstance(n.value, ast.Call)

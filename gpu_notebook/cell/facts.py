@@ -215,6 +215,8 @@ class SourceFacts:
     model_names: frozenset[str] = frozenset()
     names_read: frozenset[str] = frozenset()
     syncs: tuple[SourceLine, ...] = ()  # per-loop reads of device values
+    # Reads in the methods a framework calls every step (a Lightning on_train_batch_end's .cpu())
+    hook_reads: tuple[SourceLine, ...] = ()
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
     # torch.distributed collectives the step loops call themselves (cell.collectives: a loss

@@ -66,7 +66,7 @@ from gpu_notebook.cell.setup import (
     step_logs,
     tf32,
 )
-from gpu_notebook.cell.syncs import redraws, state_copies, syncs_and_logging
+from gpu_notebook.cell.syncs import hook_reads, redraws, state_copies, syncs_and_logging
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import CUDNN_BENCHMARK, last
 
@@ -162,6 +162,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
             and not PLACEHOLDER_LINE.match(f"{n.id}()")
         ),
         syncs=syncs,
+        hook_reads=hook_reads(tree),
         logging=logging,
         saves=saves,
         collectives=own_collectives(tree),

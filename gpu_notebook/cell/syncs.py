@@ -68,6 +68,78 @@ def reads_no_cpu_trace_records(syncs: tuple[SourceLine, ...]) -> int:
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+# The methods a framework calls on every training step, by the base class of the cell's class
+# that defines them: Lightning's LightningModule and Callback (the hooks its fx_validator lets
+# log on every step), the HF Trainer's TrainerCallback and a Trainer subclass's loss.
+_STEP_HOOKS = {
+    "LightningModule": frozenset({
+        "training_step", "on_train_batch_start", "on_train_batch_end", "on_before_backward",
+        "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
+    }),
+    "Callback": frozenset({
+        "on_train_batch_start", "on_train_batch_end", "on_before_backward", "on_after_backward",
+        "on_before_optimizer_step", "on_before_zero_grad",
+    }),
+    "TrainerCallback": frozenset({
+        "on_step_begin", "on_step_end", "on_substep_end", "on_pre_optimizer_step",
+        "on_optimizer_step",
+    }),
+    "Trainer": frozenset({"compute_loss", "training_step"}),
+}  # fmt: skip
+
+
+def hook_reads(tree: CellTree) -> tuple[SourceLine, ...]:
+    """Host reads of device values in the methods a framework calls every training step
+    (``on_train_batch_end``'s ``outputs["loss"].cpu()``), ungated in their method, each with
+    ``called_in`` its ``Class.method``. The cell holds no loop around them: the framework's is
+    the step loop (unseen round 15: a Lightning hook's ``.cpu()`` every step read as "the host
+    runs ahead of the GPU (no per-step read)")."""
+    found: dict[tuple[int, str], SourceLine] = {}
+    for cls in ast.walk(tree.tree):
+        if not isinstance(cls, ast.ClassDef) or not tree.in_cell(cls):
+            continue
+        hooks = frozenset().union(
+            *(_STEP_HOOKS.get(last(dotted(b) or ""), frozenset()) for b in cls.bases)
+        )
+        for fn in cls.body:
+            if not isinstance(fn, _FUNCTIONS) or fn.name not in hooks:
+                continue
+            values = _callee_values(fn)
+            for call in (c for c in ast.walk(fn) if isinstance(c, ast.Call)):
+                kind = _sync_kind(tree, call, values)
+                if (
+                    kind is None
+                    or tree.nearest(call, _FUNCTIONS) is not fn
+                    or _in_if(tree, call, fn)
+                ):
+                    continue
+                line = dataclasses.replace(
+                    tree.source_line(call, kind), called_in=f"{cls.name}.{fn.name}"
+                )
+                found.setdefault((line.line, kind), line)
+    return tuple(sorted(found.values(), key=lambda s: s.line))
+
+
+def untraced_hook_reads(reads: tuple[SourceLine, ...]) -> int:
+    """The lines of ``hook_reads`` that read by ``.cpu()``, ``.numpy()`` or ``.tolist()`` alone:
+    on the CPU no operator records them (``reads_no_cpu_trace_records`` for the cell's loops)."""
+    traced = {s.line for s in reads if s.kind not in _UNTRACED_ON_CPU}
+    return len({s.line for s in reads if s.kind in _UNTRACED_ON_CPU and s.line not in traced})
+
+
+def _in_if(tree: CellTree, node: ast.AST, fn: Function) -> bool:
+    """``node`` sits in an ``if`` (or a ternary's branch) of ``fn``: some steps only."""
+    child = node
+    for ancestor in tree.ancestors(node):
+        if ancestor is fn:
+            return False
+        if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
+            return True
+        child = ancestor
+    return False
+
+
 _ASSIGNS = (ast.Assign, ast.AugAssign, ast.AnnAssign)
 # Methods that run once, when an object is made.
 _CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__"})

@@ -58,7 +58,7 @@ def build_report(
     ``with_fixes=False`` leaves the findings without their patched cell (``proposal`` None): for
     a caller that shows only text, which never prints it (libcst is then never imported)."""
     from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
-    from gpu_notebook.cell.syncs import reads_no_cpu_trace_records
+    from gpu_notebook.cell.syncs import reads_no_cpu_trace_records, untraced_hook_reads
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
     from gpu_notebook.rules import cell_facts, run_rules
     from gpu_notebook.words import word_findings
@@ -118,7 +118,11 @@ def build_report(
                     sum(1 for s in facts.syncs if s.cuda_only and s.step_loop_line is not None)
                 ),
                 # `out.argmax(1).cpu().numpy()` every step: a read on a GPU, no operator here.
-                untraced_reads=float(reads_no_cpu_trace_records(facts.syncs)),
+                # The same in a hook the framework calls every step (Lightning's
+                # on_train_batch_end: `outputs["loss"].cpu()`).
+                untraced_reads=float(
+                    reads_no_cpu_trace_records(facts.syncs) + untraced_hook_reads(facts.hook_reads)
+                ),
                 # `if torch.rand(()) < p:` a step: a CPU tensor's read, on a GPU too.
                 host_factories=facts.host_factories,
                 host_reads=float(facts.host_reads),

@@ -1577,6 +1577,10 @@ class Analysis:
     # step clock's timed steps); None where not timed over enough steps.
     run_data: RunPhase | None = None
     run_optimizer: RunPhase | None = None
+    # The step clock's forward span over the run (from the data's end to the backward: the
+    # model's forward and what the loop does before it, a host-to-device copy among them);
+    # None where not timed over enough steps (lean steps, no backward).
+    run_forward: RunPhase | None = None
     machine: MachineFacts | None = None  # the rest of the machine over the run (the sampler's)
     # How much longer a profiled step took than an unprofiled one (analysis.own_cost); None
     # without unprofiled steps or when they were no faster.

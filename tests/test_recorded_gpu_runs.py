@@ -200,15 +200,6 @@ FIX_RULE = {
     "item-every-n": "syncs.per_step",
     "autocast-bf16": "precision.fp32_tensor_cores",
 }
-UNDER_READ = {
-    # Measured above the product's stated range ("as a measurement may read it" included):
-    (H100.name, "pinned-non-blocking"): (
-        "x6.98 against 3.18x-3.58x: the traced copies (7.3-8.0 ms a step, 3 steps) are shorter "
-        "than the unprofiled steps' (~9 ms: the step clock's forward span, 9.18 ms median, "
-        "holds the copy and a ~0.1 ms model forward); lean_share divides the traced copy time "
-        "by the unprofiled step"
-    ),
-}
 POINT_MISS = {
     # Above the stated upper end, inside it widened by the run-to-run margin (5%): the .item()
     # wait measured in 3 traced steps (8%) against ~11% of an unprofiled step removed (step
@@ -240,7 +231,7 @@ def _measured(kit: Path, scenario: str, fix_id: str) -> float:
     return float(fix["speedup"])
 
 
-@pytest.mark.parametrize(("kit", "scenario", "fix_id"), _measured_fixes(UNDER_READ))
+@pytest.mark.parametrize(("kit", "scenario", "fix_id"), _measured_fixes({}))
 def test_each_measured_fix_lies_in_the_range_its_finding_stated(
     kit: Path, scenario: str, fix_id: str
 ) -> None:
@@ -251,13 +242,26 @@ def test_each_measured_fix_lies_in_the_range_its_finding_stated(
     assert _measured(kit, scenario, fix_id) <= f.gain_bound * (1 + f.gain_margin), f.evidence
 
 
-@pytest.mark.parametrize(("kit", "scenario", "fix_id"), _measured_fixes(UNDER_READ | POINT_MISS))
+@pytest.mark.parametrize(("kit", "scenario", "fix_id"), _measured_fixes(POINT_MISS))
 def test_each_measured_fix_lies_under_its_findings_amdahl_bound(
     kit: Path, scenario: str, fix_id: str
 ) -> None:
     f = _finding(_rebuilt(kit, f"{scenario}.baseline"), FIX_RULE[fix_id])
     assert f.gain_bound is not None
     assert _measured(kit, scenario, fix_id) <= f.gain_bound, f.evidence
+
+
+def test_the_h100_pinned_copy_gain_lies_inside_its_range() -> None:
+    """48 MB pageable copies a step: 7.3-8.0 ms in the 3 traced steps, 72% of the run's
+    unprofiled step (10.6 ms), where the step clock's span before the backward (the copies and
+    a ~0.1 ms model forward) is 9.2 ms, 86%. The range read 3.18x-3.58x (3.88x widened); pinned,
+    non-blocking copies measured 6.98x. The upper end now rests on that span."""
+    report = _rebuilt(H100, "pageable-copy.baseline")
+    f = _finding(report, "copies.pageable")
+    assert f.gain_bound is not None and f.bound_low is not None
+    assert f.bound_low <= _measured(H100, "pageable-copy", "pinned-non-blocking") <= f.gain_bound
+    assert any("the span before the backward" in e for e in f.evidence), f.evidence
+    assert f.severity == "high"
 
 
 H100_CLI = CLIS[1]

@@ -621,6 +621,35 @@ def test_a_copy_the_profiler_does_not_slow_is_read_against_an_unprofiled_step():
     )
 
 
+def test_copies_that_fill_the_span_before_the_backward_are_bounded_by_that_span():
+    """Traced steps of 10 ms: 7 ms of copies, 3 ms of model forward; the run's unprofiled steps
+    (10 ms) spend 90% before the backward (the step clock's forward span). The traced copies are
+    no measure of the run's (the H100 kit: 7.3-8.0 ms traced, ~9 ms unprofiled, pinned copies
+    measured 6.98x against "up to 3.58x"): the bound's upper end is the span's 10x, the low end
+    stays on the traced share. Where the model's forward fills as much of the span as the
+    copies, the span says nothing of the copies and the bound stays theirs."""
+    span = RunPhase(0.9, 200, 0.009, 0.010, 0.88, 0.92)
+    run = syn.make_run(TRAIN, gpus=[A100])
+    # Pageable copies; pinned ones, which TRAIN's x.to(device) copies blocking.
+    for kind, rule in (("Pageable", "copies.pageable"), ("Pinned", "copies.blocking")):
+        tl = syn.timeline(busy=0.05, copies=(CopyStats(f"HtoD ({kind} -> Device)", 6, 1.0, None),))
+        window = syn.phase_window([(10_000.0, 7_000.0)] * 3, phase="copy")
+        base = syn.make_analysis(phase_split=window, gpu_timeline=tl, step_median_s=0.010)
+        f = only(rules_for(run, base), rule)
+        assert f.gain_bound == pytest.approx(amdahl_bound(0.7))  # no span: the traced share
+        spanned = dataclasses.replace(base, run_forward=span)
+        f = only(rules_for(run, spanned), rule)
+        assert f.gain_bound == pytest.approx(amdahl_bound(0.9))
+        assert f.bound_low is not None and f.bound_low <= amdahl_bound(0.7)
+        assert any("the span before the backward" in e for e in f.evidence)
+        # A model forward as long as the copies (3 ms of copies, 7 ms of forward): theirs.
+        small = syn.phase_window([(10_000.0, 3_000.0)] * 3, phase="copy")
+        heavy = syn.make_analysis(phase_split=small, gpu_timeline=tl, step_median_s=0.010)
+        heavy = dataclasses.replace(heavy, run_forward=span)
+        f = only(rules_for(run, heavy), rule)
+        assert f.gain_bound == pytest.approx(amdahl_bound(0.3))
+
+
 def test_blocking_copies_of_pinned_batches():
     tl = syn.timeline(busy=0.6, copies=(CopyStats("HtoD (Pinned -> Device)", 40, 8000.0, None),))
     f = only(

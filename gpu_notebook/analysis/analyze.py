@@ -143,6 +143,7 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
         analysis,
         run_data=run_phase(run.steps, warmup, "data", ours),
         run_optimizer=run_phase(run.steps, warmup, "optimizer", ours, cpu_clock=not on_gpu),
+        run_forward=run_phase(run.steps, warmup, "forward", ours),
         optimizers=clock_split(run.steps, analysis.optimizers, on_gpu=on_gpu)
         or analysis.optimizers,
         profiling_factor=instrumentation_factor(run),

@@ -130,13 +130,14 @@ RUN_PHASE_MIN_STEPS = 8
 def run_phase(
     record: StepClockRecord,
     warmup_steps: int,
-    phase: Literal["data", "optimizer"],
+    phase: Literal["data", "forward", "optimizer"],
     skip: frozenset[int] = frozenset(),
     *,
     cpu_clock: bool = False,
 ) -> RunPhase | None:
-    """The data wait's or the optimizer step's share of the step time over the run, as the
-    step clock timed it: every steady step that timed the phase (timed steps, and lean ones
+    """The data wait's, the forward span's or the optimizer step's share of the step time over
+    the run, as the step clock timed it (the forward span: from the data's end to the backward,
+    so the model's forward and what the loop does before it, a host-to-device copy among them): every steady step that timed the phase (timed steps, and lean ones
     when the record says lean steps keep it: ``lean_data``, ``lean_optimizer``), leaving out
     ``skip`` (the profiled windows and other steps our own work disturbed, ``analysis.own_cost``).
 
@@ -154,6 +155,8 @@ def run_phase(
         if record.anchor != "optimizer":
             return None
         lean = record.lean_optimizer
+    elif phase == "forward":
+        lean = False  # lean steps time no forward
     else:
         lean = record.lean_data
     steps = [

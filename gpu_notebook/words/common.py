@@ -41,14 +41,20 @@ def words(title: str, evidence: Iterable[str], fix: str, source: str) -> Words:
     return Words(title, tuple(evidence), fix, source)
 
 
-def copy_evidence(copy: float | None, lean: float | None = None) -> str:
+def copy_evidence(copy: float | None, lean: float | None = None, span: float | None = None) -> str:
     """The evidence line of the host's copy share (the copy rules, host-made tensors), with
-    the copies' time over an unprofiled step where that reads more (``lean``)."""
+    the copies' time over an unprofiled step where that reads more (``lean``) and the run's
+    forward span that holds them where that reads more still (``span``)."""
     if copy is None:
         return "host copy time: not measured"
     said = f"the host spends {fmt_share(copy)} of the step in copies"
     if lean is not None and fmt_share(lean) != fmt_share(copy):
         said += f" ({fmt_share(lean)} of an unprofiled step: the profiler slows the rest)"
+    if span is not None and fmt_share(span) != fmt_share(max(copy, lean or 0.0)):
+        said += (
+            f"; at most {fmt_share(span)} of the run's unprofiled steps: the span before the "
+            "backward that holds them (and the model's forward), as the step clock timed it"
+        )
     return said
 
 

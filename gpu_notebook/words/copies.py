@@ -27,7 +27,7 @@ def pageable_copies(s: PageableCopies) -> Words:
     evidence = [
         f"{s.count} host-to-device copies from pageable memory in the window, "
         f"{on_gpu} ({_fmt_mb(s.total_bytes)})",
-        copy_evidence(s.copy, s.lean),
+        copy_evidence(s.copy, s.lean, s.span),
         f"gain if the copies overlap with compute: {fmt_gain(s.bound)}",
     ]
     if s.pinned:
@@ -53,7 +53,7 @@ def blocking_copies(s: BlockingCopies) -> Words:
     return words(
         "Each batch copy to the GPU blocks Python until it is done",
         [
-            copy_evidence(s.copy, s.lean),
+            copy_evidence(s.copy, s.lean, s.span),
             f"{at(s.where)}: `{s.where.text}` has no non_blocking=True"
             + (f" ({s.count} such copies)" if s.count > 1 else ""),
             f"gain if the copies overlap with compute: {fmt_gain(s.bound)}",

@@ -242,6 +242,25 @@ def _report_figures(report: Report, phase: str | None) -> dict[str, Any]:
     }
 
 
+def _stated(report: Report, rule: str | None) -> dict[str, Any] | None:
+    """The range the baseline's finding ``rule`` stated for its fix (None: no such finding, or
+    it stated none): the product's claim the measured speedup is held against, beside the kit's
+    own Amdahl bound over the traced share (``gain_bound``), which the product's bound is not
+    (it also reads the run's unprofiled steps)."""
+    found = next((f for f in report.findings if f.rule_id == rule), None) if rule else None
+    if found is None or found.gain_bound is None:
+        return None
+    return {
+        "rule": found.rule_id,
+        "fix_id": found.fix_id,
+        "severity": found.severity,
+        "low": found.stated_low,
+        "bound_low": found.bound_low,
+        "bound": found.gain_bound,
+        "high": found.stated_high,
+    }
+
+
 def _environment(ctx: Context, run: Run, args: argparse.Namespace) -> dict[str, Any]:
     from gpu_notebook.records import to_jsonable
 
@@ -477,6 +496,7 @@ def _measure(
         fe["peak_extra_bytes"] = max(t.peak_extra_bytes, default=0) if ctx.cuda else None
         fe["files"] = _save_capture(out, f"{scenario.name}.fix-{fix.fix_id}", cap)
         fe["after"] = _report_figures(cap.report, scenario.phase)
+        fe["stated"] = _stated(last.report, fix.rule)
     entry["fixes"] = [fix_entries[f.fix_id] for f in scenario.fixes]
 
 
@@ -524,8 +544,10 @@ def summary_table(entries: Sequence[dict[str, Any]]) -> str:
         first = True
         for fe in e["fixes"]:
             if fe["status"] == "ok":
-                bound = f" (<= {_fmt_x(e['gain_bound'])})" if e.get("gain_bound") else ""
-                gain = _fmt_x(fe["speedup"]) + bound
+                bounds = [f"<= {_fmt_x(e['gain_bound'])}"] if e.get("gain_bound") else []
+                if fe.get("stated"):
+                    bounds.append(f"said <= {_fmt_x(fe['stated']['high'])}")
+                gain = _fmt_x(fe["speedup"]) + (f" ({', '.join(bounds)})" if bounds else "")
             else:
                 gain = _one_line(fe.get("skip_reason") or f"error: {fe.get('error')}")
             lead = (

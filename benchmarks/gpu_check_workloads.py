@@ -449,6 +449,9 @@ class Fix:
     needs_cuda: bool = False
     dry_run_skip: str | None = None  # why the dry run leaves it out (None: it runs)
     optional: bool = False  # skipped, not failed, when the time budget is short
+    # The product's finding whose fix this is: the summary records the range that finding
+    # stated on the baseline, beside the measured speedup (None: no finding states one).
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -533,6 +536,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                 "dataloader-workers",
                 "num_workers>0, persistent workers, pin_memory on CUDA",
                 lambda ctx: InputPipeline(ctx, num_workers=_input_workers(ctx)),
+                rule="input.loader_workers",
             ),
         ),
     ),
@@ -548,6 +552,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                 "pinned host buffers + .to(device, non_blocking=True)",
                 lambda ctx: HostCopies(ctx, pinned=True),
                 needs_cuda=True,
+                rule="copies.pageable",
             ),
         ),
     ),
@@ -561,7 +566,14 @@ SCENARIOS: tuple[Scenario, ...] = (
         expected_cpu_verdicts=("cpu-only", "host-bound"),
         phase="sync",
         make=PerStepItem,
-        fixes=(Fix("item-every-n", "accumulate on device, .item() every N steps", EveryNItem),),
+        fixes=(
+            Fix(
+                "item-every-n",
+                "accumulate on device, .item() every N steps",
+                EveryNItem,
+                rule="syncs.per_step",
+            ),
+        ),
     ),
     Scenario(
         name="fp32-matmul",
@@ -576,6 +588,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                 "torch.autocast(dtype=torch.bfloat16)",
                 lambda ctx: MatmulHeavy(ctx, bf16=True),
                 needs_cuda=True,
+                rule="precision.fp32_tensor_cores",
             ),
         ),
     ),
@@ -614,6 +627,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                 lambda ctx: TinyLayers(ctx, compile_model=True),
                 dry_run_skip="dry run: compiling takes minutes on 2 CPU cores",
                 optional=True,
+                rule="launch.gpu_starved",
             ),
         ),
     ),

@@ -331,6 +331,35 @@ def test_summary_table_shows_skips_and_errors_in_place_of_numbers(kit: ModuleTyp
     assert table[3].startswith("fp32-matmul") and "RuntimeError: boom" in table[3]
 
 
+def test_each_fix_is_held_against_the_range_its_finding_stated(kit: ModuleType) -> None:
+    """The table's "(<= x3.40)" is the kit's Amdahl over the traced share alone; the H100's
+    pinned copies measured x6.98 beside it. The product's finding states its own range (it reads
+    the run's unprofiled steps too): the summary records it for each fix, the table prints it."""
+    from gpu_notebook.records import Report
+
+    h100 = REPO / "tests" / "data" / "gpu" / "2026-12-06-nvidia-h100"
+    report = Report.from_json((h100 / "pageable-copy.baseline.report.json").read_text())
+    scenario = next(s for s in kit.SCENARIOS if s.name == "pageable-copy")
+    stated = kit._stated(report, scenario.fixes[0].rule)
+    assert stated is not None and stated["rule"] == "copies.pageable"
+    assert stated["bound_low"] <= stated["bound"] <= stated["high"]
+    assert kit._stated(report, None) is None and kit._stated(report, "no.such_rule") is None
+    entry = {
+        "scenario": "pageable-copy",
+        "status": "ok",
+        "verdict": "input-bound",
+        "verdict_matches": True,
+        "expected_verdicts": ["input-bound"],
+        "gpu_busy_share": None,
+        "nvml_util_mean_pct": 12.0,
+        "overhead_ratio": 1.02,
+        "gain_bound": 3.40,
+        "fixes": [{"fix_id": "pinned-non-blocking", "status": "ok", "speedup": 6.98,
+                   "stated": {**stated, "high": 8.08}}],
+    }  # fmt: skip
+    assert "x6.98 (<= x3.40, said <= x8.08)" in kit.summary_table([entry])
+
+
 def test_the_cli_check_runs_a_bundled_script_and_records_its_report(tmp_path: Path) -> None:
     """benchmarks/gpu_cli_check.py, the end-to-end half of the GPU kit: a bundled CUDA script
     (its CPU stand-in here) under `gpucheck run`, the report, trace, log and summary written."""

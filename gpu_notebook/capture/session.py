@@ -190,6 +190,18 @@ def within_step_message(recorded: int, old: str, new: str, *, trained: bool = Tr
     )
 
 
+def regroup_message(recorded: int) -> str:
+    """What a window kept covered when the steps it recorded were joined into one: several
+    optimizers step an iteration, and each ended a step until their cycle was learnt."""
+    return (
+        f"the window recorded {recorded} step{'' if recorded == 1 else 's'} counted before the "
+        "loop's cycle of optimizer steps was learnt (several optimizers an iteration, each "
+        "ending a step until the cycle repeated): they are parts of one step, so the trace "
+        "holds no whole step: the phases are the step clock's timings of whole steps, the top "
+        "operators the trace's"
+    )
+
+
 def private_scratch() -> tempfile.TemporaryDirectory[str]:
     """A folder only this user can open (0700, from mkdtemp), removed when the context ends.
 
@@ -378,6 +390,18 @@ class CaptureSession(StartsAndStops):
                     self._trickle.pause()  # resumed once the restarted window is done
 
             clock.anchor_listener = on_anchor
+
+            def on_regroup() -> None:
+                nonlocal lean_decided, next_look
+                # Steps already ended were joined into one (several optimizers an iteration,
+                # the cycle learnt at its end): a window begun at one of their boundaries
+                # recorded parts of a step, and a lean choice read their length.
+                window.restart(regroup_message(window.recorded_steps))
+                if clock.is_lean:
+                    clock.retime()
+                    lean_decided, next_look, clock.listener_due = False, 0, 0
+
+            clock.regroup_listener = on_regroup
 
             def annotate_on() -> None:
                 clock.window_starts()

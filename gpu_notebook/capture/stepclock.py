@@ -207,16 +207,27 @@ class StepClock:
         self._step_count = 0  # complete steps under the current anchor
         self._last_end_ns = 0  # the latest step's end (kept even where its row is thinned out)
         self._counts = {"optimizer": 0, "dataloader": 0, "forward": 0, "backward": 0}
-        # Several optimizers stepping in one iteration (a GAN's D and G): the step ends at the
-        # one that closes their cycle (``_closes_cycle``), not at each of them.
-        self._opt_cycle: list[int] = []  # optimizer ids in the order they stepped, learning
-        self._opt_closer: int | None = None  # the last of the cycle, once it repeated
-        self._opt_since: set[int] = set()  # of the cycle, stepped since the step ended
-        # Loader reads at the last step an optimizer ended; a new optimizer that steps with no
-        # read since is the same iteration's (``_closes_cycle``): its step joins
-        # the one just ended (``_merge_close``) instead of being a step of its own.
-        self._reads_at_close = -1
-        self._merge_close = False
+        # Several optimizer steps an iteration (a GAN's D and G, a critic's D n times then G,
+        # Lightning's manual optimization): the step is the period of the loop's pattern of
+        # optimizer steps (``_closes_cycle``). Each optimizer step is a symbol (the optimizer's
+        # id, whether a training batch was read since the last optimizer step); the cycle is the
+        # shortest period of the symbols seen since learning began (the first _CYCLE_LEARN of
+        # them). A cycle that reads a batch ends a step at each optimizer step a read follows
+        # (one step a batch); one that reads none, at its last optimizer step.
+        self._cycle: list[tuple[int, bool]] = []
+        self._cycle_closes: list[bool] = []  # whether each position of the cycle ends a step
+        self._cycle_pos = 0
+        # The symbols since learning began, whether each ended a step, and the samples its step
+        # held so far as it came: the steps already ended are regrouped (``_regroup``) when a
+        # longer cycle shows they were parts of one (d, d, d, g: the first three each ended one).
+        self._hist: list[tuple[int, bool]] = []
+        self._hist_closed: list[bool] = []
+        self._hist_samples: list[int | None] = []
+        self._learn_step = 0  # the step the first symbol of _hist fell in
+        self._train_reads = 0  # loader reads with autograd on once the loop trains
+        self._reads_at_post = 0  # ... at the latest optimizer step
+        # Called when steps already ended were joined into one (their boundaries taken back).
+        self.regroup_listener: Callable[[], None] | None = None
 
         # Accumulators of the open step (ns).
         self._cur_start_ns: int | None = None
@@ -834,7 +845,6 @@ class StepClock:
             self._class_tensors[cls] = (tensors, size)
         if not self._closes_cycle(id(optimizer)):
             return  # another optimizer of the same iteration ends it: this one's time stays in
-        self._reads_at_close = self._counts["dataloader"]
         if _FAULTS_READ and self._faults_off_step is None:
             if self.annotate:  # a profiled step: neither timed nor read
                 self._fault_mark = None
@@ -880,33 +890,126 @@ class StepClock:
         self._fault_in_updates = 0
 
     def _closes_cycle(self, key: int) -> bool:
-        """Whether this optimizer's step ends the training step. One optimizer: every step.
-        Several in one iteration (D then G): the order is learnt until the first one steps
-        again, and the last of them ends each step after. An optimizer outside the cycle, or
-        one of it stepping twice before the last (the loop changed), starts the learning over."""
-        if self._opt_closer is not None:
-            if key in self._opt_cycle and key not in self._opt_since:
-                if key == self._opt_closer:
-                    self._opt_since.clear()
-                    return True
-                self._opt_since.add(key)
-                return False
-            self._opt_closer, self._opt_cycle = None, []
-            self._opt_since.clear()
-        if key in self._opt_cycle:
-            self._opt_closer = self._opt_cycle[-1]
-            self._opt_since.clear()
-            if key == self._opt_closer:
-                return True
-            self._opt_since.add(key)
+        """Whether this optimizer step ends the training step: the learnt cycle says, at the
+        position it expects next (one optimizer: every step). A symbol the cycle does not
+        expect is learnt (``_relearn``). Inline: this runs every step (test_capture_cost)."""
+        reads = self._train_reads
+        symbol = (key, reads != self._reads_at_post)
+        self._reads_at_post = reads
+        cycle = self._cycle
+        pos = self._cycle_pos
+        if cycle and cycle[pos] == symbol:
+            self._cycle_pos = 0 if pos + 1 == len(cycle) else pos + 1
+            closes = self._cycle_closes[pos]
+            if len(self._hist) < _CYCLE_LEARN:
+                self._hist.append(symbol)
+                self._hist_closed.append(closes)
+                self._hist_samples.append(self._samples)
+            return closes
+        return self._relearn(symbol)
+
+    def _relearn(self, symbol: tuple[int, bool]) -> bool:
+        """An optimizer step the cycle did not expect: the cycle becomes the shortest period of
+        the symbols since learning began, and the steps already ended since then are regrouped
+        to it where it joins them (d, d, d, g with no loader: the three d ended a step each as
+        a one-optimizer loop would; at g they are one step with it). A loop that changes after
+        its cycle was learnt learns anew from here. The first symbol's read is not compared
+        (batches read before the loop, an evaluation's): its optimizer is."""
+        hist, closed, samples = self._hist, self._hist_closed, self._hist_samples
+        if self.anchor != "optimizer" or len(hist) >= _CYCLE_LEARN:
+            hist.clear()
+            closed.clear()
+            samples.clear()
+            self._learn_step = self._step_count if self.anchor == "optimizer" else 0
+        hist.append(symbol)
+        n = len(hist)
+        period = n
+        for p in range(1, n):
+            for i in range(p, n):
+                if hist[i][0] != hist[i - p][0] or (i != p and hist[i][1] != hist[i - p][1]):
+                    break
+            else:
+                period = p
+                break
+        cycle = hist[:period]
+        if n > period:
+            cycle[0] = (cycle[0][0], hist[period][1])
+        reads = any(r for _, r in cycle)
+        ends = [cycle[(i + 1) % period][1] if reads else i == period - 1 for i in range(period)]
+        self._cycle, self._cycle_closes = cycle, ends
+        self._cycle_pos = n % period
+        keep = [ends[i % period] for i in range(n - 1)]
+        # Only joins: a boundary the new cycle has where none was made stays missing.
+        if (
+            keep != closed
+            and all(was or not now for was, now in zip(closed, keep, strict=True))
+            and self._regroup([now for was, now in zip(closed, keep, strict=True) if was])
+        ):
+            closed[:] = keep
+        closes = ends[(n - 1) % period]
+        closed.append(closes)
+        samples.append(self._samples)
+        return closes
+
+    def _regroup(self, keep: list[bool]) -> bool:
+        """Join the steps ended since learning began (one a ``keep`` entry: whether it still
+        ends a step) into the steps of the new cycle; those after the last kept join the open
+        step. False where their rows are not all here (thinned out, an anchor changed)."""
+        m = len(keep)
+        first = self._step_count - m
+        rows = self._rows
+        if (
+            m == 0
+            or first != self._learn_step
+            or self._decimation != 1
+            or len(rows) < m
+            or rows[-m][0] != first
+        ):
             return False
-        # Learning the cycle, a second optimizer steps with no batch read since the first one
-        # ended a step: the same iteration (two optimizers a batch, Lightning's manual
-        # optimization: 33 steps counted for 32 batches, the first split in two). Where no
-        # loader is read, nothing tells the iterations apart: each new optimizer ends one.
-        reads = self._counts["dataloader"]
-        self._merge_close = self._step_count > 0 and reads > 0 and reads == self._reads_at_close
-        self._opt_cycle.append(key)
+        # The samples each ended step held (its row may carry an earlier step's batch size).
+        held = [n for n, c in zip(self._hist_samples, self._hist_closed, strict=False) if c]
+        tail = rows[-m:]
+        del rows[-m:]
+        group: _Row | None = None
+        samples: int | None = None
+        made = 0
+        for row, kept, n in zip(tail, keep, held, strict=True):
+            if n is not None:
+                samples = (samples or 0) + n
+            if group is None:
+                group = row
+            else:
+                group = (group[0], group[1], row[2],
+                         group[3] + row[3], group[4] + row[4], group[5] + row[5],
+                         group[6] + row[6], group[7] + row[7], group[8] + row[8],
+                         group[9], group[10] and row[10], group[11] + row[11], -1, -1)  # fmt: skip
+            if kept:
+                size = group[9] if samples is None else samples
+                rows.append((first + made, *group[1:9], size, *group[10:]))
+                made += 1
+                group, samples = None, None
+        count = first + made
+        self._step_count = count
+        if group is not None:
+            # Steps after the last one kept: the open step began where they did.
+            self._cur_start_ns = group[1]
+            self._data_ns += group[3]
+            self._fwd_ns += group[4]
+            self._bwd_ns += group[5]
+            self._opt_ns += group[6]
+            self._fwd_calls += group[7]
+            self._bwd_calls += group[8]
+            self._ours_ns += group[11]
+            if samples is not None:
+                self._samples = (self._samples or 0) + samples
+        self._last_end_ns = rows[-1][2] if rows else 0
+        self._cpu_rows = [r for r in self._cpu_rows if r[0] < count]
+        self._mem_rows = [r for r in self._mem_rows if r[0] < count]
+        self._starts = [i for i in self._starts if i <= count]
+        self._cpu_next = min(self._cpu_next, count)
+        self._sched_mark_at = -(2**62)  # the next step's wait is not read from a joined one
+        if self.regroup_listener is not None:
+            self.regroup_listener()
         return True
 
     def _wrap_next(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -938,6 +1041,8 @@ class StepClock:
             # `with torch.no_grad(): for x, y in val_loader`, Lightning's inference_mode) is not
             # the training step's wait for its data, nor its samples: its time stays in the step.
             evaluating = _PRIORITY[clock.anchor] > _LOADER_PRIORITY and not clock._grad_enabled()
+            if not evaluating:
+                clock._train_reads += 1  # the optimizers' cycle reads a batch (_closes_cycle)
             try:
                 batch = original(it)
             finally:
@@ -1116,13 +1221,6 @@ class StepClock:
                     self._cur_start_ns = now_ns
                 return
             self._upgrade(kind)  # type: ignore[arg-type]
-        if ends_step and self._merge_close:
-            self._merge_close = False
-            if self._merge_step(now_ns):
-                # No boundary: the listener (a profiler window's start) saw this one already.
-                self._cur_start_ns = self._last_mark_ns = now_ns
-                self._reads_in_step = 1
-                return
         if ends_step:
             if self._cur_start_ns is None:
                 self._cur_start_ns = now_ns
@@ -1173,7 +1271,12 @@ class StepClock:
         # Whether the superseded steps trained (a backward in one of their timed steps): a
         # step's micro-batches or a closure's calls did; an evaluation before training did not.
         self.superseded_trained = any(r[8] for r in self._rows if r[10])
+        if kind == "optimizer" and self.anchor == "dataloader":
+            self._absorb_micro_batches()
         self.anchor = kind
+        self._learn_step = 0  # the steps restart: the first optimizer step is step 0's
+        if kind != "optimizer":
+            self._cycle = []  # learnt anew at the next optimizer step
         self._rows.clear()
         self._cpu_rows.clear()
         self._starts.clear()
@@ -1183,6 +1286,41 @@ class StepClock:
         self._step_count = 0
         if self.anchor_listener is not None:
             self.anchor_listener(kind)
+
+    def _absorb_micro_batches(self) -> None:
+        """The first optimizer step ends the first training step: the steps counted at the
+        loader before it that were its micro-batches join the open step, which then starts
+        where the first of them did. Looking back from the last: a step that ran a backward
+        (accumulation: read, backward, read, backward, step), and one that did not while the
+        steps joined ran more backward passes than they read batches (micro-batches read ahead:
+        HF Trainer under ``gradient_accumulation_steps`` reads them all, then a backward each).
+        An evaluation before training (reads, no backward) stays out. Without this the first
+        step held its last micro-batch only ("batch 4" for 2 x 4)."""
+        rows = self._rows
+        backs, reads = self._bwd_calls, self._reads_in_step
+        taken = 0
+        for row in reversed(rows):
+            if not row[10] or row[0] != self._step_count - taken - 1 or taken >= _CYCLE_LEARN * 4:
+                break
+            if not row[8] and backs <= reads:
+                break
+            backs += row[8]
+            reads += 1
+            taken += 1
+        if not taken:
+            return
+        joined = rows[-taken:]
+        self._cur_start_ns = joined[0][1]
+        self._data_ns += sum(r[3] for r in joined)
+        self._fwd_ns += sum(r[4] for r in joined)
+        self._bwd_ns += sum(r[5] for r in joined)
+        self._opt_ns += sum(r[6] for r in joined)
+        self._fwd_calls += sum(r[7] for r in joined)
+        self._bwd_calls += sum(r[8] for r in joined)
+        self._ours_ns += sum(r[11] for r in joined)
+        sizes = [r[9] for r in joined if r[9] is not None]
+        if sizes:
+            self._samples = (self._samples or 0) + sum(sizes)
 
     def _close_step(self, end_ns: int) -> None:
         if not self._bwd_calls and self._last_mark_ns and not self._lean:
@@ -1248,28 +1386,6 @@ class StepClock:
             # process's cores over the loop, all its threads, without a per-step read.
             self._cpu_next = index + 1 + index // 4
             self._cpu_rows.append((index, end_ns, _process_time_ns()))
-
-    def _merge_step(self, end_ns: int) -> bool:
-        """Join the open step to the step just ended (its row, now ending at ``end_ns``): a
-        second optimizer of the same iteration (``_closes_cycle``). False where that row is not
-        the last kept (thinned out, lean): the open step then ends as a step of its own."""
-        if self._lean or not self._rows or self._rows[-1][0] != self._step_count - 1:
-            return False
-        last = self._rows.pop()
-        self._rows.append(
-            (last[0], last[1], end_ns,
-             last[3] + self._data_ns, last[4] + self._fwd_ns, last[5] + self._bwd_ns,
-             last[6] + self._opt_ns, last[7] + self._fwd_calls, last[8] + self._bwd_calls,
-             last[9], last[10], last[11] + self._ours_ns, -1, -1)
-        )  # fmt: skip
-        self._last_end_ns = end_ns
-        if self.read_waits and self._sched_mark_at == last[0]:
-            self._sched_mark = self._read_sched()  # the next step's wait is read from here
-        self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
-        self._fwd_calls = self._bwd_calls = 0
-        self._samples = None
-        self._ours_ns = 0
-        return True
 
     def _read_sched(self) -> tuple[int, int] | None:
         """(on-CPU ns, run-queue wait ns) of the loop thread so far, or None (not Linux: the
@@ -1436,6 +1552,9 @@ _MARK_EVERY = 16
 # Loader starts kept (one an epoch for most loops; a loop that makes an iterator a step, such
 # as ``next(iter(loader))``, fills it at once and says no more).
 _STARTS_KEPT = 4096
+# Optimizer steps the cycle of several optimizers is learnt over from the loop's start (or
+# from a change of it): a critic stepping D up to 15 times a G step with no loader to tell.
+_CYCLE_LEARN = 16
 
 # Where steps are too short to read their wait (``read_waits`` off, under 1 ms) or lean, one
 # training step in this many has its page faults read (two readings of ~1-3 us each, at its start and

@@ -6,7 +6,9 @@ highest-priority kind seen so far ends a step (the *anchor*):
 1. ``optimizer`` — a global optimizer step post hook (any ``torch.optim.Optimizer``): one step per
    optimizer step, so gradient accumulation (several forward/backward per step) and closure
    optimizers (LBFGS calls forward/backward many times inside ``step``) count right; a closure
-   is handed to ``step`` wrapped, so its calls are not the update's time (``_wrap_closure``);
+   is handed to ``step`` wrapped, so its calls are not the update's time (``_wrap_closure``).
+   Several optimizers an iteration (D and G, a critic's D n times then G): one step a period of
+   their pattern (``_closes_cycle``), the first one too;
 2. ``dataloader`` — ``DataLoader`` iterator ``__next__``: inference loops, manual SGD with a loader;
 3. ``backward`` — ``torch.autograd.backward``, and ``torch.autograd.grad`` (which
    ``torch.func.grad`` calls): manual updates, models without an optimizer.
@@ -942,8 +944,8 @@ class StepClock:
         # Only joins: a boundary the new cycle has where none was made stays missing.
         if (
             keep != closed
-            and all(was or not now for was, now in zip(closed, keep, strict=True))
-            and self._regroup([now for was, now in zip(closed, keep, strict=True) if was])
+            and all(was or not now for was, now in zip(closed, keep, strict=False))
+            and self._regroup([now for was, now in zip(closed, keep, strict=False) if was])
         ):
             closed[:] = keep
         closes = ends[(n - 1) % period]
@@ -964,6 +966,7 @@ class StepClock:
             or self._decimation != 1
             or len(rows) < m
             or rows[-m][0] != first
+            or len(self._hist_samples) != len(self._hist_closed)
         ):
             return False
         # The samples each ended step held (its row may carry an earlier step's batch size).
@@ -973,7 +976,7 @@ class StepClock:
         group: _Row | None = None
         samples: int | None = None
         made = 0
-        for row, kept, n in zip(tail, keep, held, strict=True):
+        for row, kept, n in zip(tail, keep, held, strict=False):
             if n is not None:
                 samples = (samples or 0) + n
             if group is None:

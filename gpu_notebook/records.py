@@ -1614,6 +1614,9 @@ class ScalingPoint:
     efficiency: float  # speedup / (gpus / world_size)
     speedup_with_fixes: float | None  # throughput vs the job today, with the fixes applied
     cost_per_1000_steps: float | None = None  # N GPUs x step time x price, when priced
+    # ``speedup`` with all N ranks on this host, sharing its cores: each rank keeps the cores the
+    # measured process kept busy (``WhatIf.rank_cores``); None where that was not measured.
+    speedup_this_host: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1662,6 +1665,10 @@ class WhatIf:
     grads_measured: bool = False  # grad_bytes are the all-reduce message sizes of the trace
     # The model's exposed all-reduce at world_size, when it exceeds the step ("step-shorter-...").
     exposed_now_s: float | None = None
+    # Cores this process and its workers kept busy while the steps ran (median of the sampler's
+    # ticks inside them), and the host's cores: N ranks on this host need N x rank_cores.
+    rank_cores: float | None = None
+    host_cores: int | None = None
 
 
 # What limits a step estimated on a GPU: the data wait, the host (Python between ops, dispatch

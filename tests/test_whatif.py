@@ -509,3 +509,85 @@ def test_what_if_sizes_are_decimal_megabytes():
     from gpu_notebook.views.html_report import whatif_section
 
     assert "gradients 102.2 MB a step" in whatif_section(r)
+
+
+# ------------------------------------------------------------------ the host's CPUs, N ranks
+
+
+def _with_cpu(
+    run: Run, busy_pct: float, idle_pct: float = 100.0, cores: int = 16, ticks: int = 8
+) -> Run:
+    """``run`` whose 10 steps span 1-2 s of the capture, ``ticks`` sampler ticks at ``busy_pct``
+    inside them and as many at ``idle_pct`` before (the imports): 100 = one core."""
+    from dataclasses import replace
+
+    from gpu_notebook.records import Sample, StepTiming
+
+    steps = tuple(StepTiming(i, 1.0 + i * 0.1, 0.1, 0, 0, 0, 0) for i in range(10))
+    before = tuple(Sample(i * 0.1, idle_pct, None, None) for i in range(ticks))
+    inside = tuple(Sample(1.05 + i * 0.9 / ticks, busy_pct, None, None) for i in range(ticks))
+    return replace(
+        run,
+        env=replace(run.env, cpu_count=cores),
+        samples=SampleSeries(0.1, 0.1, before + inside),
+        steps=replace(run.steps, steps=steps),
+    )
+
+
+def test_ranks_that_need_more_cores_than_the_host_has_share_them():
+    run, analysis = make(0.100, {"data": 0.9, "forward": 0.05, "backward": 0.05}, 40 * MB)
+    # 6 cores busy while the steps run (1 core during the imports before them): 16 cores hold 2.
+    r = w.what_if(_with_cpu(run, busy_pct=600.0), analysis)
+    assert r.rank_cores == pytest.approx(6.0) and r.host_cores == 16
+    by_n = {p.gpus: p for p in r.points}
+    assert by_n[2].speedup_this_host == pytest.approx(by_n[2].speedup)  # 12 of 16 cores
+    assert by_n[4].speedup_this_host == pytest.approx(by_n[4].speedup * 16 / 24)
+    assert by_n[8].speedup_this_host == pytest.approx(by_n[8].speedup * 16 / 48)
+    text = render_whatif(r)
+    assert "this host" in text and "6.0 of this host's 16 cores" in text
+    assert "holds 2 such ranks" in text or "hold 2 such ranks" in text
+    assert "loaders sharing the host's CPUs" not in text  # modelled now, not disclaimed
+    # A loop that keeps one core busy fits eight ranks on the same host: the column changes nothing.
+    one = w.what_if(_with_cpu(run, busy_pct=100.0), analysis)
+    assert all(p.speedup_this_host == pytest.approx(p.speedup) for p in one.points)
+    assert "every count below fits" in render_whatif(one)
+
+
+def test_host_cpu_is_not_guessed_from_too_few_ticks_or_the_imports():
+    run, analysis = make(0.100, {"data": 0.5, "backward": 0.5}, 40 * MB)
+    # Two ticks inside the steps: not enough to read the loop's demand; the imports' ticks
+    # (before the first step) are never the loop's.
+    r = w.what_if(_with_cpu(run, busy_pct=1500.0, idle_pct=100.0, ticks=2), analysis)
+    assert r.rank_cores is None and r.host_cores is None
+    assert all(p.speedup_this_host is None for p in r.points)
+    assert "this host" not in render_whatif(r)
+
+
+RECORDED_H100_CLI = Path(__file__).parent / "data" / "gpu" / "2026-12-06-nvidia-h100-cli"
+
+
+def test_recorded_h100_input_bound_script_fills_its_host_so_a_second_gpu_there_adds_nothing():
+    """The H100 of 2026-12-06 (16 cores): gpu_train's 0-worker loader with a per-item CPU
+    transform kept ~15.9 cores busy while its steps ran (the whole run's mean, imports included,
+    read 831%). The model alone predicts 1.96x on two GPUs; on that host the two ranks share
+    its 16 cores, ~1.0x. The GPU-bound script keeps one core busy: its column is the model's."""
+    train = Report.from_json((RECORDED_H100_CLI / "gpu_train.report.json").read_text())
+    r = w.what_if(train.run, train.analysis)
+    assert r.rank_cores is not None and 15.0 < r.rank_cores <= 16.0
+    assert train.analysis.utilization.process_cpu_mean_pct < 100 * r.rank_cores * 0.6
+    two = next(p for p in r.points if p.gpus == 2)
+    assert two.speedup > 1.9 and two.speedup_this_host is not None
+    assert two.speedup_this_host < 1.05
+    assert all(p.speedup_this_host < 1.05 for p in r.points)
+    bound = Report.from_json((RECORDED_H100_CLI / "gpu_bound.report.json").read_text())
+    b = w.what_if(bound.run, bound.analysis)
+    assert b.rank_cores is not None and b.rank_cores < 1.5
+    assert all(p.speedup_this_host == pytest.approx(p.speedup) for p in b.points)
+
+
+def test_host_column_reaches_the_html_report_escaped():
+    from gpu_notebook.views.html_report import whatif_section
+
+    run, analysis = make(0.100, {"data": 0.9, "backward": 0.1}, 40 * MB)
+    html = whatif_section(w.what_if(_with_cpu(run, busy_pct=1200.0), analysis))
+    assert "on this host" in html and "Host CPU: this run kept 12.0 of this host&#39;s 16" in html

@@ -15,6 +15,13 @@ Model, per step of one rank:
   600 GB/s in total, i.e. 12 x 25 GB/s each way; V100 had six),
   else PCIe generation x width; NCCL reaches about 80% of it (assumption, written out).
 A phase that was not measured is not guessed: the model says what is missing instead.
+- the host's CPUs: a one-GPU run that keeps c of the host's C cores busy while its steps run
+  (this process and its DataLoader workers, the sampler's ticks) needs N x c cores for N ranks;
+  on this host each rank then runs at most C / (N x c) of its speed (``speedup_this_host``).
+  CPU time counts as work (an intra-op pool's spinning and a sync's busy wait too, so the column
+  is an estimate, not a ceiling); a bigger host, more cores per GPU, lifts it. Measured on the
+  H100 of 2026-12-06 (16 cores): the input-bound gpu_train script kept 15.9 cores busy during
+  its steps, so a second GPU on that host gives ~1.0x, where the model alone said 1.96x.
 Sizes and rates are decimal throughout the output (1 MB = 1e6 bytes, 1 GB/s = 1e9 bytes/s), as
 NCCL reports its GB/s.
 
@@ -77,6 +84,7 @@ PCIE_LANE_BYTES_PER_S = {3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 NCCL_EFFICIENCY = 0.8
 HOP_LATENCY_S = 5e-6  # per ring step, NVLink-class; PCIe is of the same order
 DDP_BUCKET_BYTES = 25 * 2**20
+HOST_CPU_MIN_TICKS = 3  # sampler ticks inside the steps before the host's CPU share is read
 FIXABLE_PHASES = ("data", "sync", "copy")  # waits a fix can remove without changing the model
 
 
@@ -113,7 +121,34 @@ def exposed_comm_s(allreduce_s: float, backward_s: float, grad_bytes: int) -> fl
     return max(allreduce_s - backward_s, last_bucket)
 
 
+def rank_cores(run: Run) -> float | None:
+    """Cores this process and its workers kept busy while the steps ran: the median sampler tick
+    between the first step's start and the last step's end (the imports and set-up before, idle
+    on one core, are not the loop's demand); None with fewer than HOST_CPU_MIN_TICKS ticks."""
+    steps = run.steps.steps
+    if not steps:
+        return None
+    start = steps[0].start_s
+    end = steps[-1].start_s + steps[-1].duration_s
+    ticks = [
+        pct
+        for s in run.samples.samples
+        if start <= s.t_s <= end and (pct := s.ours_cpu_pct()) is not None
+    ]
+    if len(ticks) < HOST_CPU_MIN_TICKS:
+        return None
+    return statistics.median(ticks) / 100.0
+
+
+def this_host(speedup: float, ranks: int, cores: float | None, host: int | None) -> float | None:
+    """``speedup`` with ``ranks`` ranks sharing this host's ``host`` cores, each needing ``cores``."""
+    if cores is None or not host or cores <= 0:
+        return None
+    return speedup * min(1.0, host / (ranks * cores))
+
+
 def _replicas(
+    run: Run,
     analysis: Analysis,
     step_s: float | None,
     price_per_gpu_hour: float | None,
@@ -134,6 +169,8 @@ def _replicas(
     removable = sum(phases.share(p) or 0.0 for p in fixed) if phases is not None else 0.0
     fixes_speedup = 1 / (1 - removable) if fixed and removable < 1 else None
     counts = tuple(n for n in gpu_counts if n > world and n % world == 0) or (2 * world, 4 * world)
+    cores = rank_cores(run) if world == 1 else None
+    host = run.env.cpu_count
     points = tuple(
         ScalingPoint(
             gpus=n,
@@ -146,6 +183,7 @@ def _replicas(
             cost_per_1000_steps=(
                 n * step_s * 1000 / 3600 * price_per_gpu_hour if price_per_gpu_hour else None
             ),
+            speedup_this_host=this_host(n / world, n, cores, host),
         )
         for n in counts
         if step_s is not None
@@ -162,6 +200,8 @@ def _replicas(
         price_per_gpu_hour=price_per_gpu_hour,
         world_size=world,
         replicas=True,
+        rank_cores=cores,
+        host_cores=host if cores is not None else None,
     )
 
 
@@ -188,7 +228,7 @@ def what_if(
     phases = analysis.phases
     step_s = analysis.step_stats.median_s
     if phases is not None and phases.workload == "inference":
-        return _replicas(analysis, step_s, price_per_gpu_hour, gpu_counts, world_size)
+        return _replicas(run, analysis, step_s, price_per_gpu_hour, gpu_counts, world_size)
     missing: list[WhatIfMissing] = []
     world = world_size if world_size is None else max(1, world_size)
     # Fixes: the measured waiting phases a fix can remove.
@@ -221,6 +261,9 @@ def what_if(
         gpu_counts = tuple(n for n in gpu_counts if n > world) or (2 * world, 4 * world)
     points: list[ScalingPoint] = []
     exposed_too_long: float | None = None
+    # One GPU's run: its process is the one rank N ranks would repeat on this host. One rank of a
+    # job: how many share its host is not known.
+    cores = rank_cores(run) if world == 1 else None
     if (
         not missing
         and world is not None
@@ -266,6 +309,7 @@ def what_if(
                         efficiency=speedup / scale,
                         speedup_with_fixes=with_fixes,
                         cost_per_1000_steps=cost,
+                        speedup_this_host=this_host(speedup, n, cores, run.env.cpu_count),
                     )
                 )
     return WhatIf(
@@ -281,6 +325,8 @@ def what_if(
         world_size=world,
         grads_measured=bool(measured_grad_bytes),
         exposed_now_s=exposed_too_long,
+        rank_cores=cores if points else None,
+        host_cores=run.env.cpu_count if points and cores is not None else None,
     )
 
 

@@ -262,6 +262,7 @@ def whatif_section(whatif: WhatIf | None) -> str:
         return ""
     from gpu_notebook.views.wording import (
         baseline_sentence,
+        host_cpu_sentence,
         speedup_label,
         whatif_assumptions,
         whatif_interconnect,
@@ -269,6 +270,7 @@ def whatif_section(whatif: WhatIf | None) -> str:
     )
 
     baseline = baseline_sentence(whatif)
+    host = host_cpu_sentence(whatif)
     return _render(
         "whatif.html",
         w=whatif,
@@ -278,6 +280,8 @@ def whatif_section(whatif: WhatIf | None) -> str:
         assumptions=whatif_assumptions(whatif),
         missing=whatif_missing(whatif),
         priced=any(p.cost_per_1000_steps is not None for p in whatif.points),
+        host_cpu=None if host is None else host[0].upper() + host[1:],
+        on_host=any(p.speedup_this_host is not None for p in whatif.points),
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "doubt_sentence",
     "estimate_assumptions",
     "headline_gain",
+    "host_cpu_sentence",
     "outcome_line",
     "outcome_said",
     "predicted_gain",
@@ -121,6 +122,22 @@ def speedup_label(w: WhatIf) -> str:
     return "speedup"
 
 
+def host_cpu_sentence(w: WhatIf) -> str | None:
+    """How much of this host one rank uses, and from how many GPUs the ranks would not fit."""
+    if w.rank_cores is None or not w.host_cores:
+        return None
+    fits = int(w.host_cores // w.rank_cores) if w.rank_cores > 0 else None
+    tail = (
+        f"the host's CPUs hold {fits} such rank{'s' if fits != 1 else ''}"
+        if fits is not None and fits < max((p.gpus for p in w.points), default=0)
+        else "every count below fits in its CPUs"
+    )
+    return (
+        f"host CPU: this run kept {w.rank_cores:.1f} of this host's {w.host_cores} cores busy while its"
+        f" steps ran (the process and its workers); {tail}"
+    )
+
+
 def whatif_interconnect(link: Interconnect | None) -> str | None:
     """ "NVLink x12 (300 GB/s per direction)", "PCIe gen4 x16 (31.5 GB/s)", a measured bus."""
     if link is None:
@@ -136,6 +153,7 @@ def whatif_assumptions(w: WhatIf) -> tuple[str, ...]:
     """Every assumption of the model, written down (the facts they depend on are in ``w``)."""
     if w.replicas:
         return (
+            *_host_assumption(w),
             "inference (no backward, no optimizer): each added GPU is a replica serving its own "
             "requests, with no gradients to exchange; throughput grows with the replicas, the "
             "latency of one request does not",
@@ -170,14 +188,29 @@ def whatif_assumptions(w: WhatIf) -> tuple[str, ...]:
             ),
         ]
     else:
+        shared = (
+            "" if w.rank_cores is not None else " loaders sharing the host's CPUs,"
+        )  # else the 'this host' column models them
         out.append(
             "the GPU speedups are a ceiling: host work DDP adds per rank (buffer broadcast, gradient copies),"
-            " loaders sharing the host's CPUs and waiting for the slowest rank are not modelled (NVIDIA's"
+            f"{shared} waiting for the slowest rank are not modelled (NVIDIA's"
             " published ResNet-50 8-GPU scaling came 3-4% below this model in FP32/TF32, 15-19% in mixed precision)"
         )
     if w.grads_measured:
         out.append("gradient bytes: the all-reduce message sizes of one step in the trace")
+    out += _host_assumption(w)
     return tuple(out)
+
+
+def _host_assumption(w: WhatIf) -> list[str]:
+    if w.rank_cores is None or not w.host_cores:
+        return []
+    return [
+        f"'this host': the N ranks share this host's {w.host_cores} cores, each needing the"
+        f" {w.rank_cores:.1f} this run kept busy, so each runs at most {w.host_cores} / (N x"
+        f" {w.rank_cores:.1f}) of its speed (CPU time counted as work, a thread pool's spinning"
+        " too: an estimate); a host with more cores per GPU lifts it"
+    ]
 
 
 def whatif_missing(w: WhatIf) -> tuple[str, ...]:
@@ -229,16 +262,24 @@ def render_whatif(w: WhatIf) -> str:
             )
         else:
             lines.append("  as replicas (inference: nothing to exchange between GPUs)")
+        host = host_cpu_sentence(w)
+        if host is not None:
+            lines.append(f"  {host}")
         label = speedup_label(w)
         width = max(8, len(label))
+        on_host = any(p.speedup_this_host is not None for p in w.points)
         lines.append(
             f"  {'GPUs':>5} {label:>{width}} {'efficiency':>10} {'with fixes':>11} {'exposed comm':>13}"
+            + (f" {'this host':>10}" if on_host else "")
         )
         for p in w.points:
             fx = fmt_factor(p.speedup_with_fixes) if p.speedup_with_fixes is not None else "-"
             lines.append(
                 f"  {p.gpus:>5} {p.speedup:>{width - 1}.2f}x {p.efficiency:>9.0%} {fx:>11} {p.exposed_comm_s * 1e3:>10.2f} ms"
             )
+            if on_host:
+                here = p.speedup_this_host
+                lines[-1] += f" {(f'{here:.2f}x' if here is not None else '-'):>10}"
             if p.cost_per_1000_steps is not None:
                 lines[-1] += f"  {p.cost_per_1000_steps:.2f} per 1,000 steps"
     for m in whatif_missing(w):

@@ -21,6 +21,11 @@ Thresholds, with their sources:
 - a trace with no backward and no optimizer is inference: its answers speak of replicas,
   tensor parallel, batching, fixed shapes, CUDA graphs, torch.compile, TensorRT / ONNX Runtime;
   a CUDA-graph capture gets no step verdict;
+- without a GPU timeline that measures the steps (no GPU events, or CUPTI's without timestamps),
+  the busy share is NVML's utilization, the share of its sample periods in which any kernel ran:
+  more than the kernels' own time (an H100 read 82% and 69% on a loop its trace read 49% busy).
+  Past the GPU-bound line it decides only with the host's waits on the GPU
+  (analysis/host_waits.py: a host that waited under 20% of its step was busy the rest itself);
 - host-bound from the trace's own figures (ops per step, median op time, Python between ops;
   analysis/host.py) on a CPU run too: a loop of tiny ops is not helped by a GPU.
 A phase that was not measured is never read as zero: the verdict says what it could not see.
@@ -41,6 +46,7 @@ from gpu_notebook.analysis.host import (
     overhead_near_line,
     overhead_reach,
 )
+from gpu_notebook.analysis.host_waits import host_waits
 from gpu_notebook.analysis.on_cpu import ON_CPU_COMPUTE, OnCpu
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.records import (
@@ -561,7 +567,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     if busy is not None:
         evidence.insert(0, said.GpuBusy(busy))
     if analysis.gpu is not None and analysis.gpu.unclocked_events:
-        nvml = analysis.gpu.window_us <= 0 and busy is not None
+        nvml = not _timeline_measures(analysis) and busy is not None
         evidence.append(said.Unclocked(analysis.gpu.unclocked_events, nvml))
 
     util = analysis.utilization
@@ -569,7 +575,10 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     inference = phases.workload == "inference"
     if gpu is not None and gpu.capture:
         return _capture_verdict(gpu)
-    if gpu is not None and gpu.window_us > 0:
+    # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
+    # causes below); a sync while kernels run costs nothing. Without one, the host's shares.
+    timeline = _timeline_measures(analysis)
+    if gpu is not None and timeline:
         if busy is not None:
             evidence[0] = _window_evidence(gpu)
         evidence += _gpu_evidence(gpu)
@@ -591,16 +600,25 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
                 return _sync_verdict(causes["sync"], evidence, confidence)
     if host_comm is not None and host_comm >= COMM:
         return _comm_verdict(host_comm, evidence, confidence)
+    # Without a timeline, the busy share is NVML's (any time a kernel ran, more than the
+    # kernels' own time): past the GPU-bound line it decides only with the host's waits on the
+    # GPU (analysis.host_waits); a host that never waited puts it back under the line.
+    waits = host_waits(analysis) if busy is not None and not timeline else None
+    paced = busy is not None and busy >= GPU_BUSY and not (waits is not None and waits.never_waited)
     if util.gpu_memory_peak_bytes and util.gpu_memory_total_bytes:
         mem = util.gpu_memory_peak_bytes / util.gpu_memory_total_bytes
-        if mem >= MEMORY_FULL and (busy is None or busy < GPU_BUSY):
+        if mem >= MEMORY_FULL and not paced:
             lines = (said.PeakMemory(mem), *evidence)
             return _verdict("memory-bound", said.MemoryBound(mem), lines, confidence)
-    if busy is not None and busy >= GPU_BUSY:
-        return _verdict("gpu-bound", said.GpuBound(busy, inference), evidence, confidence)
-    # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
-    # causes above); a sync while kernels run costs nothing. Without one, the host's shares.
-    timeline = gpu is not None and gpu.window_us > 0
+    if busy is not None and paced:
+        if waits is None:
+            return _verdict("gpu-bound", said.GpuBound(busy, inference), evidence, confidence)
+        # The host waited on the GPU (medium at most: the host's reading, not the GPU's), or
+        # how long it waited was not read (low).
+        capped: Confidence = "medium" if confidence == "high" else confidence
+        lines = (*evidence, said.HostWaited(waits))
+        answer = said.GpuBound(busy, inference)
+        return _verdict("gpu-bound", answer, lines, capped if waits.waited else "low")
     if not inference and overhead and _data_as_host(data, sync, data_in_memory):
         assert data is not None
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence)
@@ -618,6 +636,17 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         # Nothing measured the GPU's busy time and nothing measured the host's overhead: "the
         # host sets the pace" would be what is left, not what was seen.
         return _no_busy_reading_verdict(evidence)
+    if waits is not None and busy is not None and busy >= GPU_BUSY:
+        # NVML read the GPU busy past the line, and the host never waited on it: the host sets
+        # the pace, how much of the rest the GPU idled was not measured (low).
+        lines = (*evidence, said.HostWaited(waits))
+        return _verdict("host-bound", said.HostPaced(busy, waits, inference), lines, "low")
+    if waits is not None and waits.waited:
+        # NVML read the GPU under the line, and the host waited on it past its own: NVML's mean
+        # holds the run's time outside the steps too (a 0.4 s bf16 run read 58% on two samples,
+        # its trace 84%), and the host says the GPU may have set the pace (low).
+        lines = (*evidence, said.HostWaited(waits))
+        return _verdict("host-bound", _gpu_idles(idle, gpu, inference), lines, "low")
     return _verdict("host-bound", _gpu_idles(idle, gpu, inference), evidence, confidence)
 
 
@@ -743,9 +772,25 @@ def _has_gpu(env: Environment) -> bool:
     return env.cuda_available or bool(env.gpus)
 
 
+def _timeline_measures(analysis: Analysis) -> bool:
+    """Whether the trace's GPU timeline measures the GPU's busy share: it has clocked GPU events,
+    and where some carry no timestamps (left out of it: its share is then a lower bound), it
+    reads past the GPU-bound line, or NVML reads under it too. A timeline half of whose kernels
+    CUPTI left unclocked read a GPU-bound loop 54% busy (NVML 100%) and host-bound."""
+    gpu = analysis.gpu
+    if gpu is None or gpu.window_us <= 0:
+        return False
+    if not gpu.unclocked_events or gpu.busy_share >= GPU_BUSY:
+        return True
+    mean = analysis.utilization.gpu_util_mean_pct
+    return mean is None or mean / 100.0 < GPU_BUSY
+
+
 def _gpu_busy_share(analysis: Analysis) -> float | None:
-    """GPU busy share from the trace when it has GPU events, else from NVML utilization."""
-    if analysis.gpu is not None and analysis.gpu.window_us > 0:
+    """GPU busy share from the trace when its GPU timeline measures it, else from NVML
+    utilization (the share of NVML's sample periods in which any kernel ran: more than the
+    kernels' own time)."""
+    if analysis.gpu is not None and _timeline_measures(analysis):
         return analysis.gpu.busy_share
     mean = analysis.utilization.gpu_util_mean_pct
     return mean / 100.0 if mean is not None else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpu_notebook.analysis.host_waits import HostWaits
 from gpu_notebook.analysis.on_cpu import OnCpu
 from gpu_notebook.records import (
     GpuTimeline,
@@ -83,6 +84,17 @@ class GpuIdles(VerdictAnswer):
     idle: float | None
     cause: Literal["host", "queued", "partly_host"]
     host_share: float
+    inference: bool
+
+
+@dataclass(frozen=True)
+class HostPaced(VerdictAnswer):
+    """Host-bound with no usable GPU timeline: NVML read the GPU busy past the GPU-bound line
+    (``nvml_busy``: any time a kernel ran, more than the kernels' own time), and the host never
+    waited on it (``waits``)."""
+
+    nvml_busy: float
+    waits: HostWaits
     inference: bool
 
 
@@ -309,6 +321,14 @@ class GpuBusy(VerdictLine):
     """GPU busy from NVML (no GPU timeline)."""
 
     busy: float
+
+
+@dataclass(frozen=True)
+class HostWaited(VerdictLine):
+    """The host thread's waits on the GPU, read where no GPU timeline measured the GPU's busy
+    time (``analysis.host_waits``): what confirms or rules out NVML's upper bound."""
+
+    waits: HostWaits
 
 
 @dataclass(frozen=True)

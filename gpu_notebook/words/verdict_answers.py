@@ -139,6 +139,28 @@ def _(a: said.GpuIdles) -> tuple[str, str]:
 
 
 @answer_words.register
+def _(a: said.HostPaced) -> tuple[str, str]:
+    waited = fmt_share(a.waits.share or 0.0)
+    head = (
+        f"The host sets the pace: it waited on the GPU {waited} of the step. NVML read the GPU "
+        f"busy {fmt_share(a.nvml_busy)}, but that counts any time a kernel ran, and this trace "
+        "has no usable GPU timeline to measure the kernels' own time."
+    )
+    fix = (
+        "Batch more requests per forward, keep shapes fixed, replay the step as a CUDA graph, "
+        "or torch.compile (mode='reduce-overhead')."
+        if a.inference
+        else "Give each launch more work (bigger batch), fuse small ops with torch.compile, or "
+        "capture steps with CUDA graphs."
+    )
+    return (
+        head,
+        "Probably not: a host that does not wait on its GPU would not wait on more of them. "
+        f"{fix} A trace with GPU timestamps (run again) would measure how long the GPU idles.",
+    )
+
+
+@answer_words.register
 def _(a: said.NoBusyReading) -> tuple[str, str]:
     return (
         "No verdict: the GPU's busy time was not measured (no kernels in a trace, no NVML "

@@ -168,7 +168,27 @@ def _(x: said.InMemoryOverhead) -> str:
 
 @line_words.register
 def _(x: said.GpuBusy) -> str:
-    return f"GPU busy {fmt_share(x.busy)} of the window"
+    return (
+        f"GPU busy {fmt_share(x.busy)} of the run on NVML (any time a kernel ran: more than the "
+        "kernels' own time; the trace's GPU timeline did not measure the steps)"
+    )
+
+
+@line_words.register
+def _(x: said.HostWaited) -> str:
+    w = x.waits
+    parts = []
+    if w.sync is not None:
+        parts.append(f"{fmt_share(w.sync)} of the step in syncs")
+    if w.elsewhere is not None and w.elsewhere > 0:
+        parts.append(
+            f"{fmt_share(w.elsewhere)} outside its syncs (it issued the steps faster than they ran)"
+        )
+    if w.op_us is not None and w.op_us >= w.small_op_us:
+        parts.append(f"inside its operators ({w.op_us:.0f} us typical: a launch may wait there)")
+    if not parts:
+        return "how long the host waited on the GPU was not measured"
+    return "the host waited on the GPU: " + ", ".join(parts)
 
 
 _WINDOWS = {

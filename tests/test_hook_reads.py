@@ -92,3 +92,22 @@ def test_an_hf_callbacks_ungated_read_counts_its_gated_one_does_not():
         (_line(HF_CALLBACK, ".tolist()"), "tolist", "Spread.on_step_end")
     ]
     assert untraced_hook_reads(facts.hook_reads) == 1
+
+
+def test_the_hooks_reads_are_named_once_a_line_with_no_patch():
+    """The finding names the hook and each reading line once (``.cpu().numpy()`` is one line),
+    at info on the CPU, with no fix to apply: the hook is the framework's to call."""
+    from tests.scenarios import synthetic as syn
+    from tests.test_rules import only, rules_for
+
+    f = only(rules_for(syn.make_run(LIGHTNING), syn.make_analysis({})), "syncs.hook_read")
+    assert f.severity == "info" and f.fix_id is None
+    assert "Regressor.on_train_batch_end" in f.title
+    named = [e for e in f.evidence if "which the framework calls every training step" in e]
+    assert len(named) == 2, f.evidence
+    assert f.line == _line(LIGHTNING, '"loss"].detach().cpu()') + 1  # the %%gpucheck line
+    # A callback's read every 50 steps alone is no finding.
+    gated = HF_CALLBACK.replace("        self.rows.append(w.abs().amax(1).tolist())\n", "")
+    assert "syncs.hook_read" not in [
+        g.rule_id for g in rules_for(syn.make_run(gated), syn.make_analysis({}))
+    ]

@@ -292,5 +292,25 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
                  line=needed[0].cell_line)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class HookReads(Said):
+    reads: tuple[SourceLine, ...]  # per-step reads in the framework's hooks, one a line and kind
+    gpu: bool
+
+
+def framework_hook_reads(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Device values read on the host in a method the framework calls every training step
+    (``on_train_batch_end``'s ``outputs["loss"].cpu()``): the cell holds no loop around them,
+    so the per-step read rule and its patch do not reach them. Named with no bound: the reads'
+    own time is not told apart from the hook's (on a GPU the sync wait holds them), and the cure
+    (keep the values on the device, read them every N steps) is the hook's to write."""
+    reads = tuple(s for s in facts.hook_reads if not s.cuda_only)
+    if not reads:
+        return None
+    gpu = has_gpu(run)
+    return found("syncs.hook_read", "low" if gpu else "info", HookReads(reads, gpu),
+                 line=reads[0].cell_line)  # fmt: skip
+
+
 TIE = 40  # where its findings tie: the verdict table's order (rules._families)
-RULES = (per_step_syncs,)
+RULES = (per_step_syncs, framework_hook_reads)

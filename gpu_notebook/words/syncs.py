@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.rules.syncs import EVERY, How, NeededReads, PerStepSyncs
+from gpu_notebook.rules.syncs import EVERY, HookReads, How, NeededReads, PerStepSyncs
 from gpu_notebook.words.common import Words, at, lines_at, worder, words
 
 _SOURCE = (
@@ -242,3 +242,32 @@ def _read_in_callee(s: NeededReads, cost: str) -> Words:
             "operations instead of .item()/.tolist() and Python branches)."
         )
     return words(f"`{where}` reads a device value every step", evidence, fix, _SOURCE)
+
+
+@worder(HookReads)
+def hook_reads(s: HookReads) -> Words:
+    """Reads in a method the framework calls every step (cell/syncs.hook_reads; unseen round
+    15: a Lightning ``on_train_batch_end`` appending ``outputs["loss"].cpu()`` every step)."""
+    where = sorted({r.called_in for r in s.reads if r.called_in is not None})
+    first = s.reads[0]
+    kinds = sorted({_KIND_WORDS.get(r.kind, r.kind) for r in s.reads})
+    one_a_line = {(r.origin, r.line): r for r in reversed(s.reads)}.values()
+    evidence = [
+        f"{at(r)}, in `{r.called_in}`, which the framework calls every training step: `{r.text}`"
+        for r in sorted(one_a_line, key=lambda r: r.line)
+    ]
+    evidence.append(f"reads by {', '.join(kinds)}")
+    evidence.append(
+        "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+        if s.gpu
+        else _ON_THE_CPU
+    )
+    return words(
+        f"`{where[0] if where else first.text}` reads device values every step",
+        evidence,
+        "No patch: the hook is the framework's to call. Keep the values on the device "
+        "(append `.detach()`ed tensors, `torch.stack` and read them once at the epoch's end) or "
+        f"read them every {EVERY} steps (under `if batch_idx % {EVERY} == 0:`, or the step "
+        "the hook is handed).",
+        _SOURCE,
+    )

@@ -96,6 +96,9 @@ def _run_one(
             for t in tried.get("trials", [])
         ],
         "notes": tried.get("notes", []),
+        # Every trial run as it went (how it ended, its limit, first step, warm-up, steps, exit):
+        # what tells a slow fix from a run lost to its start-up, its limit or its exit.
+        "runs": tried.get("runs", []),
     }
     return entry
 

@@ -1775,6 +1775,30 @@ class FixTrial:
 
 
 @dataclass(frozen=True)
+class TrialRun:
+    """One run of ``--try-fixes``, as it went: enough to tell a fix that is slow from a run
+    lost to its start-up, its warm-up, its limit, the budget or its exit (times in seconds from
+    the run's start; None: not reached, or not read)."""
+
+    arm: str  # "" the script as it is, else the fix's fix_id
+    # "stopped" at its step boundary with its steps; "finished" on its own (the script's end);
+    # "error"; "limit": stopped at its time limit, how far it got said; "killed": stopped at its
+    # limit, nothing written; "no result": it exited with none.
+    ended: str
+    limit_s: float  # the time it was given to end its steps
+    budget_limited: bool  # that limit was what was left of the budget, under the usual one
+    wall_s: float  # from its start to its exit (or its kill)
+    first_step_s: float | None  # to its first step's end (interpreter, imports, CUDA, workers)
+    warm_s: float | None  # to its warm-up's end
+    steps_asked: int  # timed steps it was asked for
+    steps_timed: int  # timed steps it ended (compared only where it "stopped" or "finished")
+    step_median_s: float | None  # of those steps
+    exit_s: float | None  # from its result written to its process's end (its teardown)
+    exit_killed: bool = False  # its teardown outlasted the grace and was killed (steps kept)
+    exit_code: int | None = None  # its process's (negative: the signal that ended it)
+
+
+@dataclass(frozen=True)
 class TryFixes:
     """What `--try-fixes` ran: steps per run, rounds, budget, and each fix's trial."""
 
@@ -1786,6 +1810,7 @@ class TryFixes:
     trials: tuple[FixTrial, ...] = ()
     notes: tuple[str, ...] = ()  # ``said`` worded (views/tryfix_text.word_trials)
     said: tuple[TrialSaid, ...] = ()  # () once worded
+    runs: tuple[TrialRun, ...] = ()  # every run, in the order they ran
 
 
 @dataclass(frozen=True)

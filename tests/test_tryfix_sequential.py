@@ -549,11 +549,61 @@ def test_a_fix_whose_warm_up_never_ends_is_not_measured_never_broken():
     assert len(fake.limits) == 2  # tried twice, then left out of every round
 
 
-def test_a_fix_stopped_in_its_timed_steps_is_slower_not_broken():
+def test_a_fix_stopped_in_its_timed_steps_is_not_measured_never_slower_nor_broken():
+    # issue 26 (H100 of 2026-12-06: the workers fix read "slower" from a run stopped at its
+    # 60 s limit; the fix ledger's hf_trainer torch_compile "stopped" read "slower"): a stopped
+    # run is no sample of the fix. "slower" comes only from measured steps.
     t, fake = _limited(["steps"])
-    assert t.verdict == "slower" and not t.recommended and not t.error_lines
-    assert "timed steps" in t.note
+    assert t.verdict == "not measured" and not t.recommended and not t.error_lines
+    assert t.speedup is None and t.variant_steps_s == ()
+    assert "timed steps" in t.note and "60 s limit" in t.note and "no measurement" in t.note
     assert len(fake.limits) == 1  # not run again
+
+
+def _budget_trial(fix_runs, budget_s: float):
+    report = Report.from_json(REPORT.read_text())
+    fake = _LimitedRuns(fix_runs)
+    settings = TrialSettings(steps=30, budget_s=budget_s, rounds=2)
+    raw = trials.try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=fake,
+                           clock=fake.clock)  # fmt: skip
+    return raw, word_try_fixes(raw), fake
+
+
+def test_a_fix_run_stopped_by_the_budget_s_end_is_not_measured_and_says_the_budget():
+    # The H100 of 2026-12-06 (--try-budget 70): the first run took ~10 s, the fix's run was
+    # given the ~60 s left (under the usual 60 s limit) and stopped there: "only 0 run(s) of the
+    # fix finished". Now: the budget's end, said, and its run's record says so.
+    raw, tf, fake = _budget_trial(["steps"], budget_s=69)
+    (t,) = tf.trials
+    assert fake.limits[0] < trials.MIN_RUN_TIMEOUT_S
+    assert t.verdict == "not measured" and t.speedup is None
+    assert "budget ran out during a run of it" in t.note and "--try-budget" in t.note
+    fix_runs = [r for r in raw.runs if r.arm]
+    assert fix_runs and fix_runs[0].budget_limited and fix_runs[0].ended == "killed"
+    assert fix_runs[0].limit_s == fake.limits[0]
+
+
+def test_a_fix_run_the_budget_cannot_hold_is_not_started_and_is_said_short_of_budget():
+    # A fix whose first run took 50 s (its workers' start-up, say) is not run again with 25 s
+    # left: the trial says the budget could not hold its next run, with what a run takes.
+    class _LongFix(_LimitedRuns):
+        def __call__(self, code, script, args, timeout_s, scratch, steps) -> RunResult:
+            r = super().__call__(code, script, args, timeout_s, scratch, steps)
+            if code != script.resolve():
+                self.now += 40.0
+                r.wall_s += 40.0
+            return r
+
+    report = Report.from_json(REPORT.read_text())
+    fake = _LongFix([])
+    settings = TrialSettings(steps=30, budget_s=100, rounds=2)
+    raw = trials.try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=fake,
+                           clock=fake.clock)  # fmt: skip
+    (t,) = word_try_fixes(raw).trials
+    assert t.verdict == "not measured"
+    assert "could not hold another" in t.note and "--try-budget" in t.note
+    assert fake.now <= 100  # no run was started that the budget could not hold
+    assert [r.ended for r in raw.runs if r.arm] == ["stopped"]
 
 
 def test_the_trial_child_marks_the_end_of_its_warm_up(tmp_path):

@@ -17,6 +17,13 @@ Trainer tear down and re-raise it). The step that just ended has been fully run:
 stepped, the loader handed its batch. Under torchrun every rank counts the same steps in
 lockstep, so every rank stops at the same boundary.
 
+The result file is written (whole, renamed into place) as soon as the script's run ends, before
+the teardown (loader workers, a pin-memory thread, a process group, the interpreter's exit): the
+parent reads it from then on and times and bounds the exit apart, so a slow exit never costs a
+run its steps. At its time limit the parent sends ``LIMIT_SIGNAL``: the script's thread raises
+``RunLimit`` where it is and the result says how far it got (``ended``: "limit", its timed steps
+apart as ``partial_steps_s``, when its first step and its warm-up ended).
+
 Beside each step's time the child reports its thread's wait for a core during it (the step
 clock's schedstat reading at each step end; None where not read) and how many processes the
 run had below it (DataLoader workers and any other children, counted at the end of the warm-up
@@ -30,6 +37,7 @@ import contextlib
 import gc
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -44,6 +52,17 @@ class StopTrial(BaseException):
     """Raised at the step boundary once the trial has its steps."""
 
 
+class RunLimit(BaseException):
+    """Raised in the script's thread when the parent signals its time limit (``LIMIT_SIGNAL``):
+    the run ends where it is, and its result still says how far it got (the steps it timed,
+    when its warm-up ended) instead of a kill leaving nothing."""
+
+
+# The parent's "your time is up" (not SIGTERM or SIGINT: frameworks catch those to save and
+# carry on; SIGUSR2 is left to the script by torch, Lightning and the HF Trainer).
+LIMIT_SIGNAL = getattr(signal, "SIGUSR2", None)
+
+
 class Recorder:
     """Boundary times of the current anchor's steps; raises ``StopTrial`` when enough are in."""
 
@@ -55,6 +74,10 @@ class Recorder:
         self._warmup = warmup
         self._steps = steps
         self.boundaries: list[tuple[int, int]] = []  # (steps completed, perf_counter ns)
+        # When the first step ended and when the warm-up did (perf_counter ns; None: not yet):
+        # a run stopped at its limit says which of its start-up, warm-up or steps took the time.
+        self.first_ns: int | None = None
+        self.warm_ns: int | None = None
         self.anchor = "none"
         # Samples a step takes, read at the end of the warm-up (before the clock goes lean):
         # a fix that changes them (a bigger batch, folded micro-batches) is read per sample.
@@ -74,7 +97,10 @@ class Recorder:
             self.boundaries = []
             self.anchor = self._clock.anchor
         self.boundaries.append((count, now))
+        if count >= 1 and self.first_ns is None:
+            self.first_ns = now
         if count == self._warmup:
+            self.warm_ns = now
             self.samples_per_step = self._clock.samples_per_step
             self._mark_warm()
             self._clock.lean()  # only the step-ending hook from here: both arms pay the same
@@ -106,6 +132,10 @@ class Recorder:
         return [
             i for i in range(len(b) - 1) if b[i][0] >= self._warmup and b[i + 1][0] == b[i][0] + 1
         ]
+
+    def timed_steps(self) -> int:
+        """Timed steps ended so far (past the warm-up)."""
+        return len(self._timed())
 
     def step_times_s(self) -> list[float]:
         """Step k lasts from the boundary after k steps to the one after k + 1 (k >= warm-up)."""
@@ -146,49 +176,84 @@ def warm_marker(out: str) -> str:
     return out + ".warm"
 
 
+def _on_limit(_signum: int, _frame: object) -> None:
+    raise RunLimit
+
+
+def _write_result(out: str, result: dict[str, Any]) -> None:
+    """Written whole (a temporary file renamed): the parent reads it as soon as it exists, while
+    this process still tears down (loader workers, a pin-memory thread, CUDA), so a slow exit
+    never loses the run's steps."""
+    tmp = out + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, out)
+
+
 def main(argv: list[str]) -> int:
     out, warmup, steps, code_path, script_path, *script_args = argv
     from gpu_notebook.capture.stepclock import StepClock
 
     t0 = time.perf_counter_ns()
+    t0_unix = time.time()
     clock = StepClock(t0)
     recorder = Recorder(clock, int(warmup), int(steps), warm_marker(out))
     clock.boundary_listener = recorder.on_boundary
     clock.install()
     result: dict[str, Any] = {"error": None, "error_lines": [], "stopped": False}
     code = 0
+    ended = "finished"  # the script ran to its end on its own
+    if LIMIT_SIGNAL is not None:
+        signal.signal(LIMIT_SIGNAL, _on_limit)
     try:
         _run(code_path, script_path, script_args)
     except StopTrial:
         result["stopped"] = True
+        ended = "stopped"
+    except RunLimit:
+        ended = "limit"
     except SystemExit as exc:
         if exc.code not in (None, 0):
             result["error"] = f"SystemExit: {exc.code}"
             result["error_lines"] = [result["error"]]
             code = 1
+            ended = "error"
     except BaseException as exc:  # noqa: BLE001 - the variant broke: its error is the result
         traceback.print_exc()
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["error_lines"] = _error_lines(exc)
         code = 1
+        ended = "error"
     finally:
+        if LIMIT_SIGNAL is not None:
+            signal.signal(LIMIT_SIGNAL, signal.SIG_IGN)  # the result is being written
         clock.uninstall()
-    result["wall_s"] = (time.perf_counter_ns() - t0) / 1e9
+    end_ns = time.perf_counter_ns()
+    result["ended"] = ended
+    result["wall_s"] = (end_ns - t0) / 1e9
+    # Since this process's start (its interpreter's, read as the parent's clock reads it).
+    result["t0_unix"] = t0_unix
+    result["first_step_s"] = None if recorder.first_ns is None else (recorder.first_ns - t0) / 1e9
+    result["warm_s"] = None if recorder.warm_ns is None else (recorder.warm_ns - t0) / 1e9
     result["anchor"] = recorder.anchor
-    result["steps_s"] = recorder.step_times_s()
+    timed = recorder.step_times_s()
+    # A run stopped at its limit keeps its timed steps apart: they say how far it got, and are
+    # never compared (a partial run is not a sample of the fix).
+    result["steps_s"] = timed if ended != "limit" else []
+    result["partial_steps_s"] = timed if ended == "limit" else []
     result["steps_seen"] = recorder.boundaries[-1][0] if recorder.boundaries else 0
-    if clock.anchor == recorder.anchor:
+    if clock.anchor == recorder.anchor and ended != "limit":
         waits = {s.index: s.wait_s for s in clock.record().steps}
         result["waits_s"] = recorder.step_waits_s(waits)
     if recorder.processes is None:
         recorder.count_processes()  # the script ended before its warm-up did
     result["processes"] = recorder.processes
     result["samples_per_step"] = recorder.samples_per_step
+    _write_result(out, result)
+    # The teardown after the result: the parent times it (a run's exit) and bounds it.
     _close_group()
     gc.collect()  # the stopped loop's frames hold its loader iterator: its workers end now
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(result, f)
     return code
 
 

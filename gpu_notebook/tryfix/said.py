@@ -16,6 +16,7 @@ from gpu_notebook.records import TrialSaid
 __all__ = [
     "BaselineFailed",
     "BoundTooSmall",
+    "BudgetEndedRun",
     "BudgetFixesCut",
     "BudgetNotReached",
     "BudgetRanOut",
@@ -29,8 +30,8 @@ __all__ = [
     "RunEnded",
     "RunTooShort",
     "RunsSized",
+    "StepsUnfinished",
     "StillUndecided",
-    "TimedStepsSlow",
     "TooBusy",
     "TooFewRuns",
     "TooFewSteps",
@@ -176,11 +177,29 @@ class WarmupStalled(TrialSaid):
 
 
 @dataclass(frozen=True)
-class TimedStepsSlow(TrialSaid):
-    """Its timed steps did not end within the limit after its warm-up ended: stopped."""
+class StepsUnfinished(TrialSaid):
+    """A run of it did not end its timed steps within its limit (``factor`` times the slowest
+    run so far) after its warm-up ended: stopped there, and not measured (a stopped run is no
+    sample of the fix; its partial steps, said, are not compared)."""
 
     limit_s: float
     factor: float
+    timed: int  # timed steps it had ended when stopped
+    asked: int
+    median_s: float | None  # of those (None: none ended)
+    baseline_median_s: float | None  # the script as it is's step in its trial runs
+
+
+@dataclass(frozen=True)
+class BudgetEndedRun(TrialSaid):
+    """A run of it was stopped at what was left of the budget (under a run's usual limit)
+    before it ended its steps: not measured."""
+
+    limit_s: float
+    warmed: bool  # its warm-up had ended
+    timed: int
+    asked: int
+    per_run_s: float  # what a run of the script as it is took
 
 
 @dataclass(frozen=True)
@@ -198,6 +217,10 @@ class TooFewRuns(TrialSaid):
     """Fewer runs of the fix finished than a comparison needs."""
 
     finished: int
+    # The budget could not afford its next run (its runs take about ``run_s``): said, with
+    # what would.
+    budget_out: bool = False
+    run_s: float | None = None
 
 
 @dataclass(frozen=True)

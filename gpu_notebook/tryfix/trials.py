@@ -13,10 +13,17 @@ causes is its cost) or where a wait was not read. ``FixTrial.own_time`` says whi
 Every run is a fresh process (``tryfix.child``): a fix that rebinds a loader or compiles the
 model cannot leak into the next run, and a variant that breaks takes only its own process down.
 A run is stopped at a time limit (``RUN_TIMEOUT_FACTOR`` times the slowest run so far, at least
-``MIN_RUN_TIMEOUT_S``). A fix stopped in its warm-up (its compile, its workers' start-up: the
-child marks the warm-up's end) is run once more with what is left of the budget, and if that
-also runs out it is "not measured", never "broke the script"; one stopped in its timed steps is
-"slower". Only an error is "broke the script".
+``MIN_RUN_TIMEOUT_S``, or what is left of the budget where that is less). The limit bounds the
+run up to its result; its exit (loader workers, a pin-memory thread, CUDA's teardown) is timed
+and bounded apart and never costs the run its steps (``run_child``). A fix stopped in its
+warm-up (its compile, its workers' start-up: the child marks the warm-up's end) is run once more
+with what is left of the budget, and if that also runs out it is "not measured", never "broke
+the script"; one stopped in its timed steps, or by the budget's end, is "not measured" too, the
+reason said: "slower" comes only from measured steps. Only an error is "broke the script". A run
+is not started where what is left of the budget cannot hold it (the arm's own slowest run, else
+the script's): the fix is said to be short of runs for the budget. Every run's record (how it
+ended, its limit, when its first step and warm-up ended, its steps, its exit) is kept in
+``TryFixes.runs``.
 
 Patched copies are written into a 0700 scratch folder (files 0600) that is removed at the end;
 the user's script is only read.
@@ -24,6 +31,7 @@ the user's script is only read.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -40,7 +48,7 @@ from typing import Literal
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.interference import counted_step_times
-from gpu_notebook.records import Finding, FixTrial, Report, TrialSaid, TryFixes
+from gpu_notebook.records import Finding, FixTrial, Report, TrialRun, TrialSaid, TryFixes
 from gpu_notebook.rules.common import FEW_STEPS
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
 from gpu_notebook.tryfix import said as S
@@ -78,6 +86,19 @@ class TrialSettings:
     rounds: int = DEFAULT_ROUNDS
 
 
+# How a run ended: "stopped" at the step boundary with its steps; "finished" on its own (the
+# script's end); "error"; "limit": stopped at its time limit, its result written (how far it
+# got); "killed": stopped at its limit with no result written in ``LIMIT_GRACE_S``; "no result":
+# it exited with none.
+RunEnd = Literal["stopped", "finished", "error", "limit", "killed", "no result"]
+# After a run's time limit, how long its script has to end where it is and write how far it got.
+LIMIT_GRACE_S = 10.0
+# After a run's result is written, how long its process has to exit (loader workers, a
+# pin-memory thread, CUDA) before its process group is killed: its steps are kept either way.
+EXIT_GRACE_S = 15.0
+POLL_S = 0.05
+
+
 @dataclass
 class RunResult:
     steps_s: list[float] = field(default_factory=list)
@@ -97,6 +118,17 @@ class RunResult:
     # Steps the run's step clock counted, warm-up included (None: not reported): a run that
     # ended on its own short of its warm-up and steps says how far it got.
     steps_seen: int | None = None
+    # How it went (``TrialRun``): how it ended, the limit it had, from its start to its first
+    # step's end and its warm-up's (None: not reached or not read), the steps a run stopped at
+    # its limit had timed (never compared), and from its result written to its exit.
+    ended: RunEnd = "stopped"
+    limit_s: float = 0.0
+    first_step_s: float | None = None
+    warm_s: float | None = None
+    partial_steps_s: list[float] = field(default_factory=list)
+    exit_s: float | None = None
+    exit_killed: bool = False
+    exit_code: int | None = None
 
     @property
     def broke(self) -> bool:
@@ -114,8 +146,11 @@ def run_child(
     """A runner that starts ``python -m gpu_notebook.tryfix.child`` with this package first on
     its path, to its warm-up and the measured steps each call asks (``trials`` sizes them,
     ``plan.run_size``); the script's output goes to files in the scratch folder (their error is
-    read back), and a run past its timeout is killed with its process group (its loader
-    workers)."""
+    read back). The timeout bounds the run up to its result: past it the child is signalled to
+    end where it is (``child.LIMIT_SIGNAL``) and say how far it got, and after ``LIMIT_GRACE_S``
+    it is killed with its process group (its loader workers). Once its result is written its
+    exit is timed apart and bounded by ``EXIT_GRACE_S``: a slow teardown never loses the run's
+    steps nor counts as its time."""
     # The folder that holds the package (this file is <root>/gpu_notebook/tryfix/trials.py): not
     # read from the package root, whose __init__ is the IPython extension (magic and views).
     root = str(Path(__file__).resolve().parents[2])
@@ -131,43 +166,115 @@ def run_child(
         log = scratch / f"run{n}.log"
         cmd = [sys.executable, "-m", "gpu_notebook.tryfix.child", str(out), str(settings.warmup),
                str(steps), str(code), str(script.resolve()), *args]  # fmt: skip
-        started = time.monotonic()
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as sink:
+            started_unix = time.time()
+            started = time.monotonic()
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
                 env=base_env, start_new_session=True,
             )  # fmt: skip
             try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                warmed = os.path.exists(warm_marker(str(out)))
-                return RunResult(timed_out=True, warmed=warmed, wall_s=time.monotonic() - started)
+                limited, written, exit_killed = _watch(proc, out, started + timeout_s)
             finally:
                 wall = time.monotonic() - started
                 _kill_group_leftovers(proc.pid)
+        exit_s = None if written is None else max(0.0, started + wall - written)
         try:
             data = json.loads(out.read_text())
         except (OSError, ValueError):
+            if limited:
+                warmed = os.path.exists(warm_marker(str(out)))
+                return RunResult(timed_out=True, warmed=warmed, wall_s=wall, ended="killed",
+                                 limit_s=timeout_s)  # fmt: skip
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            return RunResult(error_lines=[f"exit code {proc.returncode}", *tail], wall_s=wall)
+            return RunResult(error_lines=[f"exit code {proc.returncode}", *tail], wall_s=wall,
+                             ended="no result", limit_s=timeout_s)  # fmt: skip
+        # The child's times are from its own start: moved to the run's (its interpreter's start).
+        offset = _number(data.get("t0_unix"))
+        offset = 0.0 if offset is None else max(0.0, offset - started_unix)
+        first, warm = _number(data.get("first_step_s")), _number(data.get("warm_s"))
+        said_end = data.get("ended")
+        ended: RunEnd = said_end if said_end in _ENDS else "stopped"
         lines = list(data.get("error_lines") or [])
-        if not lines and proc.returncode not in (0, None):
+        # A non-zero exit after a run that ended its steps (a crash in its teardown) is kept in
+        # its record, not read as the script broken: its steps were run and written.
+        if not lines and not exit_killed and proc.returncode not in (0, None) and ended not in (
+            "limit",
+            "stopped",
+        ):
             lines = [f"exit code {proc.returncode}"]
         return RunResult(
             steps_s=[float(x) for x in data.get("steps_s", [])],
             error_lines=lines,
             stopped=bool(data.get("stopped")),
+            timed_out=ended == "limit",
+            warmed=ended != "limit" or warm is not None,
             wall_s=wall,
             samples_per_step=_positive_int(data.get("samples_per_step")),
             waits_s=_waits(data.get("waits_s")),
             processes=_count(data.get("processes")),
             steps_seen=_count(data.get("steps_seen")),
+            ended=ended,
+            limit_s=timeout_s,
+            first_step_s=None if first is None else first + offset,
+            warm_s=None if warm is None else warm + offset,
+            partial_steps_s=[float(x) for x in data.get("partial_steps_s") or []],
+            exit_s=exit_s,
+            exit_killed=exit_killed,
+            exit_code=proc.returncode,
         )
 
     return run
+
+
+_ENDS = ("stopped", "finished", "error", "limit")
+
+
+def _number(value: object) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok else None  # type: ignore[arg-type]
+
+
+def _watch(
+    proc: subprocess.Popen[bytes], out: Path, deadline: float
+) -> tuple[bool, float | None, bool]:
+    """Wait for the run: (stopped at its limit, when its result was seen written (monotonic;
+    None: never), its exit killed after ``EXIT_GRACE_S``). Past ``deadline`` with no result the
+    child is signalled to end where it is (``child.LIMIT_SIGNAL``), then given ``LIMIT_GRACE_S``
+    to write how far it got."""
+    from gpu_notebook.tryfix.child import LIMIT_SIGNAL
+
+    limited = False
+    written: float | None = None
+    while proc.poll() is None:
+        now = time.monotonic()
+        if written is None and out.exists():
+            written = now
+        if written is not None:
+            if now - written > EXIT_GRACE_S:
+                _kill_group(proc)
+                return limited, written, True
+        elif not limited and now >= deadline:
+            limited = True
+            if LIMIT_SIGNAL is None:
+                _kill_group(proc)
+                break
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, LIMIT_SIGNAL)
+        elif limited and now >= deadline + LIMIT_GRACE_S:
+            _kill_group(proc)
+            break
+        time.sleep(POLL_S)
+    if written is None and out.exists():
+        written = time.monotonic()
+    return limited, written, False
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _kill_group_leftovers(pgid: int, grace_s: float = 10.0) -> None:
@@ -219,11 +326,14 @@ def try_fixes(
                                       for i, v in enumerate(variants, 1)]  # fmt: skip
         runs: dict[int, list[RunResult]] = {i: [] for i in range(len(codes))}
         broken: set[int] = set()
-        # Fixes stopped at their time limit: in their timed steps (slower), or in their warm-up
-        # twice (not measured), with the limit they had.
-        slow: dict[int, float] = {}
-        stalled: dict[int, float] = {}
+        # Fixes a run of which did not end its steps: in its warm-up twice, in its timed steps
+        # at its limit, or at what was left of the budget: each "not measured", why said (a
+        # stopped run is no sample: never "slower").
+        ended_early: dict[int, TrialSaid] = {}
         retried: set[int] = set()
+        # Fixes whose next run the budget could not hold (too few runs: said so).
+        unaffordable: set[int] = set()
+        every_run: list[TrialRun] = []
 
         def left() -> float:
             return settings.budget_s - (clock() - started)
@@ -239,7 +349,10 @@ def try_fixes(
         size = sized(report.analysis.step_stats.median_s)
         # The first baseline run sizes the plan: how many rounds of how many fixes fit.
         say(S.TryingBaseline(settings.warmup, size.steps))
-        first = runner(codes[BASELINE], script, script_args, max(1.0, left()), scratch, size.steps)
+        limit = max(1.0, left())
+        first_asked = size.steps
+        first = _limited(runner(codes[BASELINE], script, script_args, limit, scratch, size.steps),
+                         limit)  # fmt: skip
         ended = _too_short(first.steps_seen, settings) if not first.stopped else None
         if not first.broke and not first.timed_out and ended is not None:
             # The script ended on its own before a run's steps (its arguments, its data): the
@@ -254,7 +367,8 @@ def try_fixes(
             )
             trials = tuple(_unmeasured(v, "not measured", why) for v in variants)
             return TryFixes(settings.warmup, size.steps, 0, settings.budget_s,
-                            clock() - started, trials, said=(why,))  # fmt: skip
+                            clock() - started, trials, said=(why,),
+                            runs=(_run_record("", first, first_asked, False),))  # fmt: skip
         per_run = first.wall_s
         own_step = statistics.median(first.steps_s)
         own = sized(own_step)
@@ -277,15 +391,30 @@ def try_fixes(
             notes.append(S.BudgetRoundsCut(settings.budget_s, rounds, settings.rounds))
         order = schedule(kept, rounds)[0 if pilot else 1 :]  # a kept first run is round 1's
 
+        def arm_id(arm: int) -> str:
+            return "" if arm == BASELINE else variants[arm - 1].finding.fix_id or f"fix{arm}"
+
+        def record(arm: int, r: RunResult, usual_s: float) -> None:
+            every_run.append(_run_record(arm_id(arm), r, size.steps, r.limit_s < usual_s))
+
         def run_arm(arm: int) -> bool:
-            """Run one arm; False: the budget cannot take another run."""
+            """Run one arm; False: the budget cannot take another run of it (said, not run)."""
             slowest = max([first.wall_s, *(r.wall_s for rs in runs.values() for r in rs)])
-            timeout = min(left(), max(MIN_RUN_TIMEOUT_S, RUN_TIMEOUT_FACTOR * slowest))
-            if timeout < min(per_run, slowest):
+            usual = max(MIN_RUN_TIMEOUT_S, RUN_TIMEOUT_FACTOR * slowest)
+            timeout = min(left(), usual)
+            # What a run of this arm takes: its own runs' slowest where it has run, else the
+            # script's (a fix that starts workers or compiles may take longer: its first run
+            # then says so).
+            own = [r.wall_s for r in runs[arm] if not r.timed_out]
+            if timeout < (max(own) if own else min(per_run, slowest)):
+                if arm != BASELINE:
+                    unaffordable.add(arm)
                 return False
             label = None if arm == BASELINE else variants[arm - 1].title
             say(S.Trying(label))
-            result = runner(codes[arm], script, script_args, timeout, scratch, size.steps)
+            result = _limited(runner(codes[arm], script, script_args, timeout, scratch,
+                                     size.steps), timeout)  # fmt: skip
+            record(arm, result, usual)
             if (arm != BASELINE and result.timed_out and not result.warmed
                     and arm not in retried and left() > timeout):  # fmt: skip
                 # Its warm-up ran out of time (a compile on a busy machine): once more, with
@@ -293,20 +422,33 @@ def try_fixes(
                 retried.add(arm)
                 timeout = left()
                 say(S.Trying(label, retry_s=timeout))
-                result = runner(codes[arm], script, script_args, timeout, scratch, size.steps)
+                result = _limited(runner(codes[arm], script, script_args, timeout, scratch,
+                                         size.steps), timeout)  # fmt: skip
+                record(arm, result, max(usual, timeout))
             runs[arm].append(result)
             if arm == BASELINE:
                 return True
             if result.broke:
                 broken.add(arm)
+            elif result.timed_out and timeout < usual and not (arm in retried and result.warmed):
+                # The budget's remainder, not the run's usual limit, stopped it.
+                ended_early[arm] = S.BudgetEndedRun(timeout, result.warmed,
+                                                    len(result.partial_steps_s), size.steps,
+                                                    per_run)  # fmt: skip
             elif result.timed_out and not result.warmed:
-                stalled[arm] = timeout
-            elif result.timed_out and timeout >= MIN_RUN_TIMEOUT_S:
-                slow[arm] = timeout
+                ended_early[arm] = S.WarmupStalled(settings.warmup, timeout)
+            elif result.timed_out:
+                done = [x for r in runs[BASELINE] for x in r.steps_s]
+                part = result.partial_steps_s
+                ended_early[arm] = S.StepsUnfinished(
+                    timeout, RUN_TIMEOUT_FACTOR, len(part), size.steps,
+                    statistics.median(part) if part else None,
+                    statistics.median(done) if done else None,
+                )  # fmt: skip
             return True
 
         for arm in order:
-            if arm in broken or arm in slow or arm in stalled:
+            if arm in broken or arm in ended_early:
                 continue
             if not run_arm(arm):
                 notes.append(S.BudgetRanOut())
@@ -317,7 +459,7 @@ def try_fixes(
 
         def undecided(i: int) -> bool:
             d = _decide(runs[BASELINE][: paired[i]], runs[i], rounds, variants[i - 1])
-            ended = i in broken or i in slow or i in stalled
+            ended = i in broken or i in ended_early
             return not ended and d is not None and d.verdict == "undecided"
 
         open_ = [i for i in range(1, kept + 1) if undecided(i)]
@@ -337,16 +479,33 @@ def try_fixes(
                 S.StillUndecided(added, names, added >= MAX_ADDED_ROUNDS, MAX_ADDED_ROUNDS)
             )
         trials = tuple(
-            _unmeasured(v, "not measured", S.WarmupStalled(settings.warmup, stalled[i]))
-            if i in stalled
-            else _slow_trial(v, slow[i]) if i in slow
+            _unmeasured(v, "not measured", ended_early[i])
+            if i in ended_early and i not in broken
             else _trial(v, runs[BASELINE][: paired[i]], runs[i], i in broken, rounds,
-                        budget_out=i in open_ and added < MAX_ADDED_ROUNDS) if i <= kept
+                        budget_out=i in open_ and added < MAX_ADDED_ROUNDS,
+                        run_s=per_run if i in unaffordable else None) if i <= kept
             else _unmeasured(v, "skipped", S.BudgetNotReached())
             for i, v in enumerate(variants, 1)
         )  # fmt: skip
+    first_record = _run_record("", first, first_asked, False)
     return TryFixes(settings.warmup, size.steps, rounds, settings.budget_s,
-                    clock() - started, trials, said=tuple(notes))  # fmt: skip
+                    clock() - started, trials, said=tuple(notes),
+                    runs=(first_record, *every_run))  # fmt: skip
+
+
+def _limited(r: RunResult, limit_s: float) -> RunResult:
+    """The run with the limit it was given (a runner may leave it unsaid)."""
+    return r if r.limit_s else dataclasses.replace(r, limit_s=limit_s)
+
+
+def _run_record(arm: str, r: RunResult, asked: int, budget_limited: bool) -> TrialRun:
+    ended = r.ended
+    if r.timed_out and ended not in ("limit", "killed"):
+        ended = "killed"
+    steps = r.partial_steps_s if r.timed_out else r.steps_s
+    return TrialRun(arm, ended, r.limit_s, budget_limited, r.wall_s, r.first_step_s, r.warm_s,
+                    asked, len(steps), statistics.median(steps) if steps else None, r.exit_s,
+                    r.exit_killed, r.exit_code)  # fmt: skip
 
 
 def _sized_note(size: RunSize, pilot_steps: int | None) -> S.RunsSized:
@@ -394,16 +553,6 @@ def _write_copy(scratch: Path, index: int, name: str, source: str) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(source)
     return path
-
-
-def _slow_trial(v: Variant, limit_s: float) -> FixTrial:
-    """A fix whose timed steps did not end within the run's limit (``RUN_TIMEOUT_FACTOR`` times
-    the slowest run so far) after its warm-up ended: slower, not broken (it raised nothing)."""
-    f = v.finding
-    return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "slower",
-                    recommended=False, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
-                    predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low,
-                    said=(S.TimedStepsSlow(limit_s, RUN_TIMEOUT_FACTOR),))  # fmt: skip
 
 
 def _unmeasured(v: Variant, verdict: str, note: TrialSaid) -> FixTrial:
@@ -510,6 +659,7 @@ def _trial(
     broke: bool,
     planned: int,
     budget_out: bool = False,
+    run_s: float | None = None,
 ) -> FixTrial:
     f = v.finding
     work = _work(v, base, mine)
@@ -521,7 +671,8 @@ def _trial(
                         recommended=False, error_lines=lines, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
                         predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low, said=(S.PatchBroke(),))  # fmt: skip
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
-        return _unmeasured(v, "not measured", S.TooFewRuns(len(my_steps)))
+        few = S.TooFewRuns(len(my_steps), run_s is not None, run_s)
+        return _unmeasured(v, "not measured", few)
     busy = _too_busy(base, mine)
     d = decide(base_steps, my_steps, planned, f.gain_low, busy=busy is not None)
     if d is None:

@@ -9,11 +9,18 @@ import dataclasses
 import functools
 
 from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_seconds, fmt_share
-from gpu_notebook.records import FixTrial, Report, TrialSaid, TryFixes
+from gpu_notebook.records import FixTrial, Report, TrialRun, TrialSaid, TryFixes
 from gpu_notebook.tryfix import said as S
 from gpu_notebook.views.wording import step_counting
 
-__all__ = ["render_try_fixes", "trial_line", "word_said", "word_trials", "word_try_fixes"]
+__all__ = [
+    "render_try_fixes",
+    "run_lines",
+    "trial_line",
+    "word_said",
+    "word_trials",
+    "word_try_fixes",
+]
 
 
 def word_trials(report: Report) -> Report:
@@ -167,10 +174,35 @@ def _(s: S.WarmupStalled) -> str:
 
 
 @word_said.register
-def _(s: S.TimedStepsSlow) -> str:
+def _(s: S.StepsUnfinished) -> str:
+    pace = (
+        f"; its ended steps took {fmt_seconds(s.median_s)} a step (median)"
+        if s.median_s is not None
+        else ""
+    )
+    base = (
+        f", the script as it is {fmt_seconds(s.baseline_median_s)}"
+        if s.median_s is not None and s.baseline_median_s is not None
+        else ""
+    )
     return (
-        f"its timed steps did not end within {s.limit_s:.0f} s ({s.factor:g}x the slowest run "
-        "so far), after its warm-up ended: stopped"
+        f"a run of it did not end its timed steps within its {s.limit_s:.0f} s limit "
+        f"({s.factor:g}x the slowest run so far) after its warm-up ended: stopped after "
+        f"{s.timed} of {s.asked}{pace}{base}; a stopped run is no measurement, so no verdict "
+        "(the runs' times are in the report's JSON, try_fixes.runs)"
+    )
+
+
+@word_said.register
+def _(s: S.BudgetEndedRun) -> str:
+    where = (
+        f"after {s.timed} of its {s.asked} timed steps"
+        if s.warmed
+        else "in its warm-up (compilation, worker start-up)"
+    )
+    return (
+        f"the budget ran out during a run of it: stopped at the {s.limit_s:.0f} s left, {where}; "
+        f"a run of the script as it is takes about {s.per_run_s:.0f} s: raise --try-budget"
     )
 
 
@@ -186,6 +218,11 @@ def _(s: S.PatchBroke) -> str:
 
 @word_said.register
 def _(s: S.TooFewRuns) -> str:
+    if s.budget_out and s.run_s is not None:
+        return (
+            f"only {s.finished} run(s) of the fix finished: the budget left could not hold "
+            f"another (a run takes about {s.run_s:.0f} s); raise --try-budget"
+        )
     return f"only {s.finished} run(s) of the fix finished"
 
 
@@ -265,7 +302,46 @@ def render_try_fixes(tf: TryFixes) -> str:
     for t in tf.trials:
         lines.extend(trial_line(t))
     lines += [f"  - {n}" for n in tf.notes]
+    lines += [f"  - {line}" for line in run_lines(tf.runs)]
     return "\n".join(lines)
+
+
+_ENDED = {
+    "stopped": "stopped at its steps",
+    "finished": "the script ended on its own",
+    "error": "failed",
+    "limit": "stopped at its limit",
+    "killed": "killed at its limit (nothing written)",
+    "no result": "exited with no result",
+}
+
+
+def run_lines(runs: tuple[TrialRun, ...]) -> list[str]:
+    """One line per run that did not end as planned (stopped at its steps, its exit on time):
+    where its time went, so a report says why a fix went unmeasured."""
+    out = []
+    for n, r in enumerate(runs, 1):
+        if r.ended == "stopped" and not r.exit_killed and not r.exit_code:
+            continue
+        arm = r.arm or "the script as it is"
+        times = [f"{r.wall_s:.1f} s in all"]
+        if r.first_step_s is not None:
+            times.append(f"first step ended at {r.first_step_s:.1f} s")
+        if r.warm_s is not None:
+            times.append(f"warm-up at {r.warm_s:.1f} s")
+        steps = f"{r.steps_timed} of {r.steps_asked} timed steps"
+        if r.step_median_s is not None:
+            steps += f" ({fmt_seconds(r.step_median_s)} a step)"
+        times.append(steps)
+        if r.exit_s is not None:
+            killed = ", killed past its grace: its steps kept" if r.exit_killed else ""
+            times.append(f"exit {r.exit_s:.1f} s{killed}")
+        if r.exit_code and not r.exit_killed:
+            times.append(f"exit code {r.exit_code}")
+        limit = f"the budget's last {r.limit_s:.0f} s" if r.budget_limited else f"{r.limit_s:.0f} s"
+        out.append(f"run {n} ({arm}, limit {limit}): {_ENDED.get(r.ended, r.ended)}; "
+                   + ", ".join(times))  # fmt: skip
+    return out
 
 
 def trial_line(t: FixTrial) -> list[str]:

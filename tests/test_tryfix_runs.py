@@ -1,0 +1,151 @@
+"""--try-fixes' runs keep what happened to them: a run stopped at its limit says how far it got,
+a run whose exit hangs keeps its steps (its exit timed and bounded apart), and a fix whose run
+did not end its timed steps is "not measured", never "slower" (issue 26: on an H100 the workers
+fix of gpu_train read "slower" from one run stopped at its limit, then "only 0 run(s) of the fix
+finished", with nothing in the report to say why). Real child processes, real scripts; no
+assertion on a duration."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpu_notebook.records import Report
+from gpu_notebook.tryfix import trials
+from gpu_notebook.tryfix.child import LIMIT_SIGNAL
+from gpu_notebook.tryfix.trials import EXIT_GRACE_S, TrialSettings, run_child
+from gpu_notebook.views.tryfix_text import render_try_fixes, word_try_fixes
+
+pytestmark = pytest.mark.skipif(LIMIT_SIGNAL is None, reason="no SIGUSR2 here")
+
+# A loop of real optimizer steps; at loop index STALL_AT (when set) it makes STALL_FILE and
+# sleeps for good: a step that never ends.
+LOOP = """
+import os, sys, time, torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.set_num_threads(1)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = TensorDataset(torch.randn(4000, 4), torch.randn(4000, 1))
+for i, (x, y) in enumerate(DataLoader(data, batch_size=8)):
+    if STALL_AT is not None and i == STALL_AT:
+        open(STALL_FILE, "w").close()
+        while True:
+            time.sleep(1)
+    (model(x) - y).pow(2).mean().backward()
+    opt.step(); opt.zero_grad()
+"""
+
+
+def _script(tmp_path: Path, stall_at: int | None, name: str = "t.py") -> Path:
+    script = tmp_path / name
+    stall = tmp_path / f"{name}.stalled"
+    script.write_text(f"STALL_AT = {stall_at!r}\nSTALL_FILE = {str(stall)!r}\n" + LOOP)
+    return script
+
+
+def test_a_child_at_its_limit_ends_where_it_is_and_says_how_far_it_got(tmp_path):
+    # Warm-up 3; the loop stalls in its loop index 5: steps 3->4 and 4->5 were timed.
+    script = _script(tmp_path, stall_at=5)
+    out = tmp_path / "out.json"
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_notebook.tryfix.child", str(out), "3",
+                             "30", str(script), str(script)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "t.py.stalled").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(proc.pid, LIMIT_SIGNAL)  # what the runner sends at the run's limit
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    data = json.loads(out.read_text())
+    assert data["ended"] == "limit" and not data["stopped"] and data["error"] is None
+    assert data["steps_s"] == []  # never compared
+    assert len(data["partial_steps_s"]) == 2 and data["steps_seen"] == 5
+    assert 0 < data["first_step_s"] <= data["warm_s"] <= data["wall_s"]
+
+
+# Two ways a run's exit outlasts its steps, after its result: a thread that is no daemon and
+# never ends, and persistent loader workers that ignore SIGTERM (multiprocessing's exit
+# terminates daemonic workers with it, then joins them).
+HANGING_EXITS = {
+    "thread": "import threading\nthreading.Thread(target=lambda: time.sleep(10**6)).start()\n",
+    "workers": (
+        "import signal\n"
+        "def _deaf(_):\n    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "keep = DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True,\n"
+        "                  worker_init_fn=_deaf)\n"
+        "_ = next(iter(keep))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(HANGING_EXITS))
+def test_a_run_whose_exit_hangs_keeps_its_steps_and_its_exit_is_bounded_apart(tmp_path, how):
+    script = tmp_path / "t.py"
+    body = LOOP.replace("for i, (x, y)", HANGING_EXITS[how] + "for i, (x, y)")
+    script.write_text(f"STALL_AT = None\nSTALL_FILE = ''\n{body}")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    runner = run_child(TrialSettings(steps=5, budget_s=600, warmup=3))
+    # The limit is ample for 8 steps of a linear model, and shorter than the exit's hang.
+    r = runner(script, script, [], 120.0, scratch, 5)
+    assert not r.broke and not r.timed_out and r.stopped and r.ended == "stopped"
+    assert len(r.steps_s) == 5
+    assert r.exit_killed and r.exit_s is not None and r.exit_s >= EXIT_GRACE_S
+    assert r.first_step_s is not None and r.warm_s is not None
+    assert r.first_step_s <= r.warm_s <= r.wall_s
+    if how == "workers":
+        assert r.processes is not None and r.processes >= 2
+
+
+REPORT = Path(__file__).parent / "data/gpu/2026-12-04-nvidia-h200-cli/gpu_bound.report.json"
+
+
+def test_a_fix_whose_run_never_ends_its_timed_steps_is_not_measured_with_its_run_record(
+    tmp_path, monkeypatch
+):
+    # The patched copy stalls in its timed steps (loop index 5, warm-up 3): its run is stopped
+    # at its limit. On main it read "slower" ("its timed steps did not end within 30 s").
+    script = _script(tmp_path, stall_at=None, name="train.py")
+    stalling = _script(tmp_path, stall_at=5, name="fix.py").read_text()
+    report = Report.from_json(REPORT.read_text())
+    offered = next(f for f in report.findings if f.proposal and f.proposal.source_after)
+    fix = dataclasses.replace(offered, proposal=dataclasses.replace(
+        offered.proposal, source_after=stalling))  # fmt: skip
+    report = dataclasses.replace(report, findings=(fix,))
+    monkeypatch.setattr(trials, "MIN_RUN_TIMEOUT_S", 20.0)
+    settings = TrialSettings(steps=5, budget_s=1200, warmup=3, rounds=2)
+    raw = trials.try_fixes(report, script, [], settings, runner=run_child(settings))
+    tf = word_try_fixes(raw)
+    (t,) = tf.trials
+    assert (tmp_path / "fix.py.stalled").exists()  # the fix's run reached its stall
+    assert t.verdict == "not measured" and not t.recommended and t.speedup is None
+    assert "did not end its timed steps" in t.note and "no measurement" in t.note
+    said = render_try_fixes(tf)
+    assert "SLOWER" not in said and "stopped at its limit; " in said
+    # Every run's record: the script as it is stopped with its steps; the fix at its limit,
+    # warm, with the 2 steps it timed, and not run again.
+    fix_runs = [r for r in raw.runs if r.arm]
+    assert [r.ended for r in fix_runs] == ["limit"]
+    (f,) = fix_runs
+    assert f.steps_timed == 2 and f.warm_s is not None and not f.budget_limited
+    assert f.limit_s >= 20.0 and f.exit_s is not None
+    base = [r for r in raw.runs if not r.arm]
+    assert base and all(r.ended == "stopped" and r.steps_timed == r.steps_asked for r in base)
+    # The JSON carries the records.
+    data = json.loads(dataclasses.replace(report, try_fixes=tf).to_json())
+    assert [r["ended"] for r in data["try_fixes"]["runs"] if r["arm"]] == ["limit"]
+    Report.from_json(dataclasses.replace(report, try_fixes=tf).to_json())
+    assert signal.SIGUSR2 == LIMIT_SIGNAL

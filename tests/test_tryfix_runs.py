@@ -149,3 +149,43 @@ def test_a_fix_whose_run_never_ends_its_timed_steps_is_not_measured_with_its_run
     assert [r["ended"] for r in data["try_fixes"]["runs"] if r["arm"]] == ["limit"]
     Report.from_json(dataclasses.replace(report, try_fixes=tf).to_json())
     assert signal.SIGUSR2 == LIMIT_SIGNAL
+
+
+# A loader whose worker is started by spawn (as Python 3.14's default forkserver starts it):
+# the worker writes what its module-level MARK says. The patched copy says "patched".
+SPAWNED = """
+import sys, torch
+from torch.utils.data import DataLoader, Dataset
+MARK = "original"
+class Marks(Dataset):
+    def __len__(self): return 10000
+    def __getitem__(self, i):
+        if i == 0:
+            with open(sys.argv[1], "w") as f:
+                f.write(MARK)
+        return torch.randn(4), torch.randn(1)
+if __name__ == "__main__":
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(Marks(), batch_size=8, num_workers=1, multiprocessing_context="spawn")
+    for x, y in loader:
+        (model(x) - y).pow(2).mean().backward()
+        opt.step(); opt.zero_grad()
+"""
+
+
+def test_a_spawned_worker_runs_the_patched_copy_not_the_user_s_script(tmp_path):
+    # Before: the child's __main__ names the user's script (its __file__), so a spawn or
+    # forkserver worker re-ran the user's unpatched file as __mp_main__ and unpickled its
+    # classes: a fix to the dataset was measured without it.
+    script = tmp_path / "train.py"
+    script.write_text(SPAWNED)
+    copy = tmp_path / "fix1" / "train.py"
+    copy.parent.mkdir()
+    copy.write_text(SPAWNED.replace('MARK = "original"', 'MARK = "patched"'))
+    out, seen = tmp_path / "out.json", tmp_path / "seen.txt"
+    subprocess.run([sys.executable, "-m", "gpu_notebook.tryfix.child", str(out), "2", "3",
+                    str(copy), str(script), str(seen)], check=True, timeout=300,
+                   capture_output=True)  # fmt: skip
+    assert json.loads(out.read_text())["stopped"]
+    assert seen.read_text() == "patched"

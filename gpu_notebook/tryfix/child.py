@@ -154,7 +154,29 @@ def _run(code_path: str, script_path: str, argv: list[str]) -> None:
     sys.modules["__main__"] = module
     sys.argv = [script_path, *argv]
     sys.path[0] = os.path.dirname(script_path)
+    _spawned_children_run(code_path, script_path)
     exec(code, module.__dict__)
+
+
+def _spawned_children_run(code_path: str, script_path: str) -> None:
+    """A child started by spawn or forkserver (a loader's workers under
+    ``multiprocessing_context="spawn"``, Python 3.14's default forkserver, ``mp.spawn``) first
+    runs ``__main__``'s file as ``__mp_main__``: here that would be the user's script, not the
+    patched copy that runs, so its workers would unpickle the script's unpatched classes (and an
+    unguarded script would train again in each). They run the code that runs, as ``python
+    copy.py`` would have them."""
+    import multiprocessing.spawn as mp_spawn
+
+    original = mp_spawn.get_preparation_data
+    script = os.path.normpath(os.path.abspath(script_path))
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        if data.get("init_main_from_path") == script:
+            data["init_main_from_path"] = os.path.normpath(os.path.abspath(code_path))
+        return data
+
+    mp_spawn.get_preparation_data = get_preparation_data
 
 
 def _error_lines(exc: BaseException) -> list[str]:

@@ -199,9 +199,15 @@ def run_child(
         lines = list(data.get("error_lines") or [])
         # A non-zero exit after a run that ended its steps (a crash in its teardown) is kept in
         # its record, not read as the script broken: its steps were run and written.
-        if not lines and not exit_killed and proc.returncode not in (0, None) and ended not in (
-            "limit",
-            "stopped",
+        if (
+            not lines
+            and not exit_killed
+            and proc.returncode not in (0, None)
+            and ended
+            not in (
+                "limit",
+                "stopped",
+            )
         ):
             lines = [f"exit code {proc.returncode}"]
         return RunResult(

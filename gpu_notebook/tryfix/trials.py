@@ -20,8 +20,8 @@ warm-up (its compile, its workers' start-up: the child marks the warm-up's end) 
 with what is left of the budget, and if that also runs out it is "not measured", never "broke
 the script"; one stopped in its timed steps, or by the budget's end, is "not measured" too, the
 reason said: "slower" comes only from measured steps. Only an error is "broke the script". A run
-is not started where what is left of the budget cannot hold it (the arm's own slowest run, else
-the script's): the fix is said to be short of runs for the budget. Every run's record (how it
+is not started where what is left of the budget cannot hold it (a fix's own runs' median, else
+the script's run): the fix is said to be short of runs for the budget. Every run's record (how it
 ended, its limit, when its first step and warm-up ended, its steps, its exit) is kept in
 ``TryFixes.runs``.
 
@@ -408,11 +408,11 @@ def try_fixes(
             slowest = max([first.wall_s, *(r.wall_s for rs in runs.values() for r in rs)])
             usual = max(MIN_RUN_TIMEOUT_S, RUN_TIMEOUT_FACTOR * slowest)
             timeout = min(left(), usual)
-            # What a run of this arm takes: its own runs' slowest where it has run, else the
-            # script's (a fix that starts workers or compiles may take longer: its first run
-            # then says so).
-            own = [r.wall_s for r in runs[arm] if not r.timed_out]
-            if timeout < (max(own) if own else min(per_run, slowest)):
+            # What a run of this arm takes: a fix's own runs' median where it has run (one
+            # that starts workers or compiles may take longer than the script: its first run
+            # says so), else the script's.
+            own = [r.wall_s for r in runs[arm] if not r.timed_out] if arm != BASELINE else []
+            if timeout < (statistics.median(own) if own else min(per_run, slowest)):
                 if arm != BASELINE:
                     unaffordable.add(arm)
                 return False

@@ -348,6 +348,9 @@ class ProfileWindow:
     # Stepped aside for a torch profiler already recording as the cell started (an earlier
     # cell's, a library's): the step times include what it costs.
     profiler_before_cell: bool = False
+    # Stepped aside for a torch profiler the cell itself started (its `with profile(...)`, its
+    # `prof.start()`): while it records, the step times include what it costs.
+    profiler_in_cell: bool = False
     # Each recorded step's wait for a core (s), from ``first_step`` on: the loop thread's
     # schedstat run_delay read at the step marks the trace holds, so each figure covers the
     # trace's own step, not the step clock's (whose boundaries lie up to a time slice away).

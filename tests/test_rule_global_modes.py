@@ -185,6 +185,37 @@ def test_a_profiler_the_cell_itself_starts_is_not_one_from_outside(ip):
     )
     assert rep.run.window.status == "stepped-aside" and not rep.run.window.profiler_before_cell
     assert "modes.profiler_on" not in [f.rule_id for f in rep.findings]
+    # Said as the cell's own (unseen round 15): its cost is in every figure, at its line.
+    assert rep.run.window.profiler_in_cell
+    f = _one(rep, "modes.profiler_in_cell")
+    assert f.severity == "low" and f.gain_bound is None and f.fix_id is None
+    assert f.line == 2 and "line 2: the cell starts its own torch profiler" in f.evidence
+    assert "include its cost" in " ".join(f.evidence)
+
+
+def test_a_profiler_the_cell_starts_by_hand_on_a_schedule_is_the_cells_own(ip):
+    # A second shape: made apart, started and stopped by hand, stepped on a schedule; the
+    # window steps aside at its warm-up's _prepare_trace, steps before it records.
+    assert ip.run_cell(MODEL_CELL).success
+    body = (
+        "sched = torch.profiler.schedule(wait=3, warmup=1, active=2, repeat=1)\n"
+        "gm_p = torch.profiler.profile(schedule=sched, on_trace_ready=lambda p: None)\n"
+        "gm_p.start()\n"
+        + LOOP.replace("    gm_opt.zero_grad()\n", "    gm_opt.zero_grad()\n    gm_p.step()\n")
+        + "gm_p.stop()\n"
+    )
+    rep = _measured(ip, body)
+    assert not _recording()
+    assert rep.run.window.profiler_in_cell and not rep.run.window.profiler_before_cell
+    f = _one(rep, "modes.profiler_in_cell")
+    assert f.line == 3  # `gm_p = torch.profiler.profile(...)`, the magic's line being 1
+
+
+def test_a_cell_without_a_profiler_of_its_own_says_nothing_of_one(ip):
+    assert ip.run_cell(MODEL_CELL).success
+    rep = _measured(ip, LOOP)
+    assert not rep.run.window.profiler_in_cell
+    assert "modes.profiler_in_cell" not in [f.rule_id for f in rep.findings]
 
 
 def _cpu_run(workers: int = 0, others: float = 0.5, threads: int = 1, cores: int = 8):

@@ -539,6 +539,7 @@ class ProfilerWindow:
             trace_path=None,  # set by the session once export() has written the file
             message=message,
             profiler_before_cell=self._before_cell,
+            profiler_in_cell=not self._before_cell and message == USER_PROFILER_MESSAGE,
             step_waits_s=self._step_waits_s(waited),
             stopped_at_cpu_s=(
                 self._stopped_at_cpu_s

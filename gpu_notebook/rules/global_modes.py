@@ -23,6 +23,13 @@ detection (rules/debug_apis.py).
   when the cell started (``ProfileWindow.profiler_before_cell``: ours found it on and stepped
   aside; Kineto takes one session at a time). It records every operator of every step, so each
   figure of the report carries its cost; not measured apart (it is not ours to stop). Medium.
+- ``modes.profiler_in_cell``: a torch profiler the cell itself started (its ``with
+  torch.profiler.profile(...)``, ``prof.start()``) recorded while the loop ran
+  (``ProfileWindow.profiler_in_cell``: ours stepped aside). The user runs it on purpose; what
+  it costs (every operator of the steps it records, its stop, its ``key_averages()``) is in the
+  step times, the phases and the time around the loop, with nothing saying so but a note
+  (unseen round 15: the time after the loop read "nothing measured says what it does", its
+  cycles "make the periodic work cheaper (checkpoints...)"). Low, no bound, no patch.
 - ``modes.one_thread``: torch's intra-op pool is one thread (``torch.get_num_threads()`` read at
   the cell's end: an earlier ``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) on a CPU-only
   run whose operators take at least ``CPU_OPS_SHARE`` of the step, while ``SPARE_CORES`` or more
@@ -93,6 +100,14 @@ class ProfilerOnBefore(Said):
     """A torch profiler was recording when the cell started: ours stepped aside."""
 
     steps: int  # steps the clock timed under it
+
+
+@dataclass(frozen=True)
+class ProfilerInCell(Said):
+    """A torch profiler the cell started recorded while the loop ran: ours stepped aside."""
+
+    steps: int  # steps the clock timed in the cell
+    line: int | None  # the cell's first profiler call (None: not in its own lines)
 
 
 @dataclass(frozen=True)
@@ -192,6 +207,20 @@ def profiler_on(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     return found("modes.profiler_on", "medium", ProfilerOnBefore(run.steps.step_count))
 
 
+# How a cell starts a torch profiler of its own (torch.profiler.profile, the autograd profiler,
+# emit_nvtx / emit_itt), by the called name's last part.
+PROFILER_CALLS = ("profile", "emit_nvtx", "emit_itt")
+
+
+def profiler_in_cell(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A profiler the cell itself started recorded while the loop ran."""
+    if not run.window.profiler_in_cell:
+        return None
+    line = _cell_line(facts, PROFILER_CALLS)
+    said = ProfilerInCell(run.steps.step_count, line)
+    return found("modes.profiler_in_cell", "low", said, line=line)
+
+
 def one_thread(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """A CPU-only run computes on one intra-op thread while cores stand free."""
     m = analysis.machine
@@ -210,4 +239,4 @@ def one_thread(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | No
 
 
 TIE = 110  # where its findings tie: the verdict table's order (rules._families)
-RULES = (deterministic, float64_default, profiler_on, one_thread)
+RULES = (deterministic, float64_default, profiler_on, profiler_in_cell, one_thread)

@@ -7,6 +7,7 @@ from gpu_notebook.rules.global_modes import (
     DeterministicOn,
     Float64Default,
     OneThread,
+    ProfilerInCell,
     ProfilerOnBefore,
 )
 from gpu_notebook.words.common import Words, worder, words
@@ -126,6 +127,31 @@ def profiler_on_before(s: ProfilerOnBefore) -> Words:
         "Stop it where it was started (prof.stop(), or leave its `with` block), then measure "
         "again; no change to this cell is offered.",
         "PyTorch docs: torch.profiler.profile (start/stop)",
+    )
+
+
+@worder(ProfilerInCell)
+def profiler_in_cell(s: ProfilerInCell) -> Words:
+    where = (
+        f"line {s.line}: the cell starts its own torch profiler"
+        if s.line is not None
+        else "the cell (or a function it calls) started a torch profiler of its own"
+    )
+    return words(
+        "The cell's own torch.profiler recorded while the loop ran",
+        [
+            where,
+            "it records every operator of the steps it covers and gathers them when it stops "
+            "(on a schedule, at each cycle's end; key_averages() and export_chrome_trace() read "
+            "them after): the step times, the phases and the time around the loop include its "
+            f"cost over the {s.steps} steps, not measured apart",
+            "gpucheck's own profiler stepped aside (one profiler session at a time): no trace of "
+            "its own, no operator or kernel figures; step timing and sampling only",
+        ],
+        "Nothing to change in the training: read its trace, then measure the loop without it "
+        "(or on a schedule of a few active steps, repeat=1) for the step time without its cost; "
+        "no change to this cell is offered.",
+        "PyTorch docs: torch.profiler.profile (schedule, on_trace_ready)",
     )
 
 

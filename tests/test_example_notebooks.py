@@ -538,3 +538,129 @@ def test_unseen_30_a_loader_made_in_an_earlier_measured_cell(tmp_path):
             cells=[c.source for c in measured[:3]] + [workers[0]],
         )
         assert streams(fresh[-1]).startswith("epoch 0 ")
+
+
+@pytest.mark.differential
+def test_unseen_31_the_users_own_scheduled_profiler_records_as_plain_and_is_named(tmp_path):
+    measured = execute_unseen("31_own_torch_profiler_schedule.ipynb", tmp_path)
+    plain = execute_unseen("31_own_torch_profiler_schedule.ipynb", tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -o rep1")
+    theirs = cell_starting(plain, "pass\nwith profile(")
+    # Their profiler's three cycles, its labels and its handler's table, as plain.
+    assert reports_in(ours) and streams(ours) == streams(theirs)
+    assert streams(ours) == "cycles 3 ['backward', 'data', 'forward']\n"
+    assert ours.outputs[-1].data["text/plain"] == "True"
+    again = cell_starting(measured, "%%gpucheck -o rep2")
+    assert reports_in(again) and streams(again) == "again True\n"
+    # Nothing of ours left: no profiler on, torch's own functions back.
+    state = streams(cell_starting(measured, "import sys, os"))
+    assert state == streams(cell_starting(plain, "import sys, os"))
+    assert state.endswith(
+        "ours []\nhooks 0 0 env []\nprofile fn profile._prepare_trace torch._C._autograd\n"
+    ), state
+    assert "profiler False" in state
+    said = streams(cell_starting(measured, "print('steps'"))
+    assert said == "steps 96 96\nwindows stepped-aside recorded True\n", said
+    first, second = streams(measured[-1]).split("-- False\n")
+    # The cell's own profiler is said as such (its cost in every figure), never as checkpoints.
+    assert "modes.profiler_in_cell" in first and "modes.profiler_in_cell" not in second
+    for line in first.split("\n"):  # stalls on its cycle (8 steps) are its own
+        period = re.search(r"run.periodic_stall: Every (\d+) steps", line)
+        if period and int(period.group(1)) % 8 == 0:
+            assert "(the cell's own torch.profiler)" in line, line
+    for patched in patched_cells(measured[-1]):  # their profiler stays as they wrote it
+        if "with profile(" in patched or "prof.step()" in patched:
+            assert "schedule(wait=2, warmup=2, active=4, repeat=3)" in patched
+
+
+def test_unseen_32_train_one_epoch_with_tqdm_and_displays_under_steps_option(tmp_path):
+    measured = execute_unseen("32_train_one_epoch_tqdm_display_steps.ipynb", tmp_path)
+    plain = execute_unseen("32_train_one_epoch_tqdm_display_steps.ipynb", tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -s 24 -o rep")
+    theirs = cell_starting(plain, "pass\nlosses")
+
+    def shown(cell) -> list[str]:  # the displayed dicts (the bar's widget left out)
+        return [
+            o.data["text/plain"]
+            for o in cell.outputs
+            if o.output_type == "display_data"
+            and not reports_in_one(o)
+            and o.data["text/plain"].startswith("{")
+        ]
+
+    assert reports_in(ours) and streams(ours) == streams(theirs) == "epochs 2 True\n"
+    assert len(shown(ours)) == 10 and shown(ours) == shown(theirs)  # the same losses: bitwise
+    assert ours.outputs[-1].data["text/plain"] == "2"
+    state = streams(cell_starting(measured, "import sys, os"))
+    assert state == streams(cell_starting(plain, "import sys, os"))
+    assert state == "profile None trace None profiler False\nours []\nhooks 0 0 env []\n"
+    # Every step of both epochs, the loop being in a function of another cell; -s 24 honoured
+    # (or the CPU budget said where it stopped).
+    said = streams(cell_starting(measured, "print('steps'"))
+    assert said.startswith("steps 160 window recorded 24 "), said
+    assert said.endswith(" 24 None\n") or " None\n" not in said, said
+    setup = [c.source for c in measured[:3]]
+    for patched in patched_cells(measured[-1])[:1]:  # the function's cell, made again
+        assert "def train_one_epoch(model, loader, opt):" in patched
+        fresh = execute_unseen(
+            "32_train_one_epoch_tqdm_display_steps.ipynb", tmp_path, cells=[*setup[1:], patched]
+        )
+        assert streams(fresh[-1]).startswith("epochs 2 ")
+
+
+@pytest.mark.differential
+def test_unseen_33_a_value_error_at_a_step_then_the_rerun_after_the_fix(tmp_path):
+    name = "33_value_error_at_step_then_fixed_autocast_scaler.ipynb"
+    measured = execute_unseen(name, tmp_path, errors=True)
+    plain = execute_unseen(name, tmp_path, plain=True)
+    failed = [c for c in measured if c.source.startswith("%%gpucheck -o rep")]
+    theirs = [c for c in plain if c.source.startswith("pass\nloader = DataLoader")]
+    assert len(failed) == len(theirs) == 2
+    (error,), (plain_error,) = _errors(failed[0]), _errors(theirs[0])
+    assert (error.ename, error.evalue) == (plain_error.ename, plain_error.evalue)
+    assert error.evalue == "non-finite loss at batch 93"
+    assert _plain_text(error.traceback) == _plain_text(plain_error.traceback)
+    assert reports_in(failed[0])  # the steps that ran, reported
+    state = streams(cell_starting(measured, "first = globals()"))
+    assert state == streams(cell_starting(plain, "first = globals()"))
+    assert state == (
+        "profile None trace None profiler False\nours []\nhooks 0 0 env []\n"
+        "autocast False steps_done 46\n"
+    )
+    assert reports_in(failed[1]) and not _errors(failed[1])
+    assert streams(failed[1]) == streams(theirs[1]) == "done 110\n"
+    said = streams(cell_starting(measured, "print('steps counted'"))
+    assert said == "steps counted 46 64 rerun True\n", said
+    for patched in patched_cells(measured[-1]):  # autocast, scaler and accumulation stay
+        assert "with torch.autocast('cpu', dtype=torch.bfloat16):" in patched
+        assert "if i % 2 == 1:" in patched
+
+
+@pytest.mark.differential
+def test_unseen_34_line_magics_in_the_loop_and_the_users_forward_hook(tmp_path):
+    measured = execute_unseen("34_line_magics_and_forward_hooks.ipynb", tmp_path)
+    plain = execute_unseen("34_line_magics_and_forward_hooks.ipynb", tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -o rep")
+    theirs = cell_starting(plain, "pass\nfor epoch")
+
+    def untimed(cell) -> str:  # %time's figures move with the machine; the shell's \r\n
+        return re.sub(r"(CPU times|Wall time): .*", r"\1", streams(cell)).replace("\r\n", "\n")
+
+    assert reports_in(ours) and untimed(ours) == untimed(theirs)
+    assert untimed(ours).startswith("epoch 0 start\nCPU times\nWall time\nepoch 0 acc True\n")
+    assert ours.outputs[-1].data["text/plain"] == theirs.outputs[-1].data["text/plain"] == "147"
+    state = streams(cell_starting(measured, "import sys, os"))
+    assert state == streams(cell_starting(plain, "import sys, os"))
+    assert state.endswith("ours []\nhooks 0 0 env []\nuser hook 1 148 all hooks 1\n"), state
+    # The training steps only, not the evaluation's forwards.
+    assert streams(cell_starting(measured, "print('steps counted'")) == "steps counted 144\n"
+    patched = patched_cells(measured[-1])
+    for cell in patched:  # the magics' lines as the user wrote them
+        assert "!echo epoch {epoch} start" in cell and "%time acc = evaluate()" in cell
+    if patched:
+        fresh = execute_unseen(
+            "34_line_magics_and_forward_hooks.ipynb",
+            tmp_path,
+            cells=[measured[1].source, patched[0]],
+        )
+        assert streams(fresh[-1]).startswith("epoch 0 start\n")

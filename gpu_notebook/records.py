@@ -613,6 +613,10 @@ class PhaseBreakdown:
     # wait went moves a share (analysis.too_busy).
     wall_phase_total_us: Mapping[str, float] | None = None
     wall_total_us: float | None = None
+    # The part of the "comm" phase's time that lay inside a backward call (a gradient
+    # exchange's wait: DDP's reducer waits at the end of backward), 0..1; the rest is the
+    # loop's own collectives. None: no comm time, or not read (hooks, older records).
+    comm_in_backward: float | None = None
 
     def wall_share(self, phase: str) -> float | None:
         """``phase``'s share of the steps' wall time, the wait left in; None: not measured, or

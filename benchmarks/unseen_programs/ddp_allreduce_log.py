@@ -10,6 +10,11 @@ all_reduce, on every rank), or keep a local running sum and reduce it every N st
 Since (lead, rules/distributed.own_collectives, tests/test_own_collectives): "[high] The step loop
 runs a collective of its own every step (line 68) (up to 3.94x)" with that advice (rank 0, load
 ~2, comm 75% of the step); no patch (whether the value is needed on the other steps is the user's).
+Since (owncomm, analysis/host_comm): the share is the loop thread's time off a core over every
+step (the traced wall share moved the bound 1.04x-10.23x over 8 rank-runs quiet and busy, this
+2.40x-3.86x: benchmarks/own_comm_load.py); a rank whose window was unlike the run is judged on
+its typical steps (COMM-BOUND, not HOST-BOUND); the verdict and the rule say what part of the
+wait lay in backward (the gradient exchange) and what outside it (the loop's own collectives).
 
 Seen 2026-12-06 (load 22-24 on 2 cores, main 37b864a): rank 0 COMM-BOUND (medium), "waiting in
 collectives 75% of step time", hot line the logging ``dist.all_reduce`` (82% of samples) -- the

@@ -41,6 +41,7 @@ device-to-host copy spent before the copy itself started on the GPU: a DtoH copy
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import weakref
 from collections.abc import Sequence
@@ -896,7 +897,31 @@ def phase_breakdown(trace: Trace, *, host_tid: int | None = None) -> PhaseBreakd
     if bounds is None:
         return None
     locator = _locator(trace, bounds)
-    return _breakdown(bounds, locator, measured=_measured(trace), kind=workload(trace))
+    split = _breakdown(bounds, locator, measured=_measured(trace), kind=workload(trace))
+    if "comm" not in split.measured:
+        return split
+    return dataclasses.replace(split, comm_in_backward=comm_in_backward(trace, bounds))
+
+
+def comm_in_backward(trace: Trace, bounds: StepBounds) -> float | None:
+    """The part of the host's wait in collectives (``_comm_waits``) within the steps that lay
+    inside a backward call (``markers.BACKWARD`` on the host thread): a gradient exchange's wait
+    (DDP's reducer waits at the end of backward). The rest is the loop's own collectives (a
+    loss reduced for a log, a barrier). None: no wait in collectives."""
+    pid, tid = bounds.host
+    on_thread = trace.category_mask(*_PAINT_CATEGORIES) & (trace.pid == pid) & (trace.tid == tid)
+    start = _to_ns(trace, trace.ts_us)
+    end = start + np.rint(trace.dur_us * 1000.0).astype(np.int64)
+    a, b = _to_ns(trace, np.asarray(bounds.start_us)), _to_ns(trace, np.asarray(bounds.end_us))
+    steps = _merge(a, b)
+    waits = _comm_waits(trace, pid, on_thread, start, end)
+    waits = _subtract(*waits, *_subtract(*waits, *steps))  # within the steps
+    total = int((waits[1] - waits[0]).sum())
+    if total <= 0:
+        return None
+    rows = np.flatnonzero(on_thread & trace.name_mask(names=(markers.BACKWARD,)))
+    outside = _subtract(*waits, *_merge(start[rows], end[rows]))
+    return 1.0 - int((outside[1] - outside[0]).sum()) / total
 
 
 def _unclocked_copy_calls(trace: Trace) -> BoolArray:

@@ -1070,7 +1070,23 @@ def combine_windows(
         waited_share=max(0.0, 1.0 - total_us / wall_us) if waited else 0.0,
         wall_phase_total_us=wall_totals if waited else None,
         wall_total_us=wall_us if waited else None,
+        comm_in_backward=_comm_in_backward(usable, weights, total_us),
     )
+
+
+def _comm_in_backward(
+    usable: Sequence[tuple[int, int, PhaseBreakdown]], weights: np.ndarray, total_us: float
+) -> float | None:
+    """The windows' part of their wait in collectives inside backward, each window weighing its
+    comm time as the combined split scales it; None where a window with comm did not read it."""
+    parts = [
+        (float(w) * total_us / b.total_us * b.phase_total_us.get("comm", 0.0), b.comm_in_backward)
+        for w, (_, _, b) in zip(weights, usable, strict=True)
+    ]
+    comm_us = sum(c for c, _ in parts)
+    if comm_us <= 0 or any(c > 0 and part is None for c, part in parts):
+        return None
+    return sum(c * (part or 0.0) for c, part in parts) / comm_us
 
 
 def data_split_phases(

@@ -46,6 +46,7 @@ from gpu_notebook.analysis.host import (
     overhead_near_line,
     overhead_reach,
 )
+from gpu_notebook.analysis.host_comm import HostComm, host_comm, traced_split
 from gpu_notebook.analysis.host_waits import host_waits
 from gpu_notebook.analysis.on_cpu import ON_CPU_COMPUTE, OnCpu
 from gpu_notebook.analysis.steady import without_stalls
@@ -515,7 +516,15 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     for name, share in warned:
         if share is not None and share >= WARN:
             evidence.append(said.ShareOfStep(name, share))
+    busy = _gpu_busy_share(analysis)
+    on_gpu = busy is not None or _has_gpu(run.env)
+    # On a GPU the loop thread also sleeps on the device: the traced share stands there.
+    comm = host_comm(run, analysis, clock=not on_gpu)
     not_measured = tuple(p for p in ("data", "copy", "sync") if p not in phases.measured)
+    if comm is None and "comm" not in phases.measured and traced_split(analysis) is not None:
+        # Only a window unlike the run waited in collectives: the typical steps' split cannot
+        # see them, and the step clock did not read the loop thread's time off a core.
+        not_measured = (*not_measured, "comm")
     if not_measured:
         why: Literal["unclocked", "no_gpu", "hooks", "no_trace"]
         if phases.source == "trace" and analysis.gpu is not None and analysis.gpu.unclocked_events:
@@ -529,8 +538,6 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
             why = "no_trace"
         evidence.append(said.NotMeasured(why, not_measured))
 
-    busy = _gpu_busy_share(analysis)
-    on_gpu = busy is not None or _has_gpu(run.env)
     overhead = host_bound(analysis.host, analysis.top_ops, on_gpu=on_gpu)
     if analysis.host is not None and (overhead or not on_gpu):
         evidence.append(_host_evidence(analysis.host))
@@ -543,14 +550,14 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         if on_gpu:
             evidence.append(_host_evidence(analysis.host))
         evidence.append(said.InMemoryOverhead(in_memory_overhead(analysis.host, data) or 0.0))
-    host_comm = phases.share("comm")
+    host_comm_share = comm.share if comm is not None else phases.share("comm")
     # Waiting on peers is the verdict when it is the largest wait: a rank that waits 80% of its
     # step for data and 12% in the all-reduce is input-bound (and the others wait for it).
-    if host_comm is not None and host_comm < max(data or 0.0, sync or 0.0):
-        host_comm = None
+    if host_comm_share is not None and host_comm_share < max(data or 0.0, sync or 0.0):
+        host_comm_share = None
     if not on_gpu:
-        if host_comm is not None and host_comm >= COMM:
-            return _comm_verdict(host_comm, evidence, confidence)
+        if host_comm_share is not None and host_comm_share >= COMM:
+            return _comm_verdict(host_comm_share, comm, evidence, confidence)
         return _cpu_verdict(
             data,
             sync,
@@ -598,8 +605,8 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
                 return _input_verdict(causes["data"], evidence, confidence, inference=inference)
             if causes["sync"] >= SYNC_CRITICAL:
                 return _sync_verdict(causes["sync"], evidence, confidence)
-    if host_comm is not None and host_comm >= COMM:
-        return _comm_verdict(host_comm, evidence, confidence)
+    if host_comm_share is not None and host_comm_share >= COMM:
+        return _comm_verdict(host_comm_share, comm, evidence, confidence)
     # Without a timeline, the busy share is NVML's (any time a kernel ran, more than the
     # kernels' own time): past the GPU-bound line it decides only with the host's waits on the
     # GPU (analysis.host_waits); a host that never waited puts it back under the line.
@@ -762,10 +769,16 @@ def _capture_verdict(gpu: GpuTimeline) -> Verdict:
     return _verdict("unknown", said.GraphCapture(), lines, "low")
 
 
-def _comm_verdict(share: float, evidence: list[VerdictLine], confidence: Confidence) -> Verdict:
-    """The host waits on collectives: for a slower peer (lockstep), or for the transfer."""
-    lines = (said.ShareOfStep("comm", share), *evidence)
-    return _verdict("comm-bound", said.HostComm(share), lines, confidence)
+def _comm_verdict(
+    share: float, comm: HostComm | None, evidence: list[VerdictLine], confidence: Confidence
+) -> Verdict:
+    """The host waits on collectives: for a slower peer (lockstep), or for the transfer; read
+    on the loop thread's own clock where it was (``analysis.host_comm``)."""
+    first: list[VerdictLine] = [said.ShareOfStep("comm", share)]
+    if comm is not None and comm.off_core is not None:
+        first = [said.CommClock(comm.off_core, comm.steps, comm.traced)]
+    answer = said.HostComm(share, comm.in_backward if comm is not None else None)
+    return _verdict("comm-bound", answer, (*first, *evidence), confidence)
 
 
 def _has_gpu(env: Environment) -> bool:

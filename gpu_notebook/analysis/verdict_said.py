@@ -123,6 +123,18 @@ class HostComm(VerdictAnswer):
     """The host waits in collectives ``share`` of every step."""
 
     share: float
+    # The traced wait's part inside backward (a gradient exchange's: DDP's); the rest is the
+    # loop's own collectives. None: not read.
+    in_backward: float | None = None
+
+
+@dataclass(frozen=True)
+class CommClock(VerdictLine):
+    """The host's wait in collectives on the loop thread's own clock (analysis/host_comm)."""
+
+    off_core: float  # the loop thread blocked (off a core, not waiting for one), of its own time
+    steps: int  # the steps read
+    traced: float  # the traced steps' comm phase, as the trace read it
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.host_comm import host_comm
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said
-from gpu_notebook.rules.common import found, gain_bound, severity_of, share
+from gpu_notebook.rules.common import found, gain_bound, severity_of
 
 COMM = 0.10
 
@@ -39,9 +40,15 @@ class Communication(Said):
 @dataclass(frozen=True)
 class OwnCollectives(Said):
     calls: tuple[tuple[int, str, int], ...]  # (line, text, step loop line) run every step
-    share: float  # the step's time in collectives (host phase, or the GPU window's exposed)
+    share: float  # the step's time in collectives (host wait, or the GPU window's exposed)
     on_gpu: bool  # the share is the GPU window's exposed communication
     bound: float | None  # every collective's time gone (theirs and DDP's): an upper bound
+    # The host's wait (analysis/host_comm) behind ``share``: the part of it in backward (the
+    # gradient exchange's; None: not told apart), the steps the loop thread's clock read it
+    # over (None: the traced steps' wall share), the traced steps' share as the trace read it.
+    in_backward: float | None = None
+    clock_steps: int | None = None
+    traced: float | None = None
 
 
 def data_parallel(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -85,17 +92,25 @@ def own_collectives(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
     gpu = analysis.gpu
     on_gpu = gpu is not None and gpu.window_us > 0
     comm = gpu.comm_exposed_us / gpu.window_us if on_gpu and gpu is not None else None
-    host = share(analysis, "comm")
-    if host is not None and (comm is None or host > comm):
-        comm, on_gpu = host, False
+    # The host's wait in every collective, on the loop thread's own clock (load-stable). Not
+    # only the wait outside backward: ranks in lockstep wait at whichever collective the other
+    # arrives late to (rank 0 waited 84% of its wait outside backward, rank 1 10%, same run),
+    # and without the loop's collective the wait moves to the gradient exchange's.
+    host = host_comm(run, analysis, clock=not on_gpu)
+    if host is not None and (comm is None or host.share > comm):
+        comm, on_gpu = host.share, False
     severity = severity_of(comm, low=COMM, medium=COMM, high=0.20)
     if comm is None or severity is None:
         return None
+    read = host if not on_gpu else None
     said = OwnCollectives(
         tuple((c.line, c.text, c.step_loop_line or c.line) for c in every),
         comm,
         on_gpu,
         gain_bound(comm, analysis, host_side=False),
+        read.in_backward if read is not None else None,
+        read.steps if read is not None and read.off_core is not None else None,
+        read.traced if read is not None else None,
     )
     return found("distributed.own_collectives", severity, said, phase_share=comm,
                  bound=said.bound, line=every[0].line)  # fmt: skip

@@ -44,24 +44,51 @@ def communication(s: Communication) -> Words:
 
 @worder(OwnCollectives)
 def own_collectives(s: OwnCollectives) -> Words:
-    where = "of the GPU window, not overlapped" if s.on_gpu else "of the step"
     first = s.calls[0]
     evidence = [f"line {line}: `{text}` runs every step" for line, text, _ in s.calls]
+    evidence.append(_own_share(s))
+    if s.clock_steps is not None and s.traced is not None:
+        evidence.append(
+            f"read on the loop thread's own clock over {s.clock_steps} steps (off a core, not "
+            "waiting for one, less the machine's load); the profiled steps' trace puts that "
+            f"wait in collectives and read {fmt_share(s.traced)} of their wall time"
+        )
     evidence.append(
-        f"collectives take {fmt_share(s.share)} {where} (yours and any DDP gradient all-reduce "
-        "together; the trace does not tell them apart)"
-    )
-    evidence.append(
-        f"upper bound {fmt_gain(s.bound)}: all of the collectives' time, any DDP gradient "
-        "all-reduce (which stays) included"
+        f"upper bound {fmt_gain(s.bound)}: all of the collectives' time gone, any gradient "
+        "exchange's (which stays) included"
     )
     return words(
         f"The step loop runs a collective of its own every step (line {first[0]})",
         evidence,
-        "Each collective waits for every rank, on top of the gradient all-reduce (DDP's, under "
-        "backward). "
+        "Each collective waits for every rank. "
         "Where it serves a log or a metric, run it only on the steps that log, under the same "
         "condition on every rank (`if step % 20 == 0:` around the reduce and the print), or keep "
         "a local running sum and reduce it every N steps.",
         "PyTorch distributed docs (collectives are blocking for all ranks of the group)",
+    )
+
+
+def _own_share(s: OwnCollectives) -> str:
+    """What the share holds, as far as the measurement told the loop's collectives apart."""
+    if s.on_gpu:
+        return (
+            f"collectives take {fmt_share(s.share)} of the GPU window, not overlapped (yours "
+            "and any DDP gradient all-reduce together; the kernels do not tell them apart)"
+        )
+    if s.in_backward is None:
+        return (
+            f"collectives take {fmt_share(s.share)} of the step (yours and any gradient "
+            "exchange together: the trace did not tell them apart)"
+        )
+    if not s.in_backward:
+        return (
+            f"the host waits in collectives {fmt_share(s.share)} of the step, all of it "
+            "outside backward (the loop's own)"
+        )
+    return (
+        f"the host waits in collectives {fmt_share(s.share)} of the step: "
+        f"{fmt_share(1.0 - s.in_backward)} of that wait outside backward (the loop's own), "
+        f"{fmt_share(s.in_backward)} in backward (the gradient exchange: ranks in lockstep "
+        "wait at whichever collective a peer reaches late, so without yours that wait moves "
+        "there)"
     )

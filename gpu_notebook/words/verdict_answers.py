@@ -205,13 +205,30 @@ def _(a: said.GraphCapture) -> tuple[str, str]:
 
 @answer_words.register
 def _(a: said.HostComm) -> tuple[str, str]:
-    return (
-        f"Waiting in collectives (all-reduce...) takes {fmt_share(a.share)} of every step: "
-        "this rank waits for its peers, it does not compute.",
+    more = (
         "Not more of the same: each added rank adds communication and one more peer to wait "
         "for. If the ranks wait for one slow peer (a straggler), fix that rank first: rank 0's "
-        "job report names it and its cause. Otherwise overlap the all-reduce with backward, or "
-        "accumulate more steps per all-reduce.",
+        "job report names it and its cause. "
+    )
+    own = None if a.in_backward is None else 1.0 - a.in_backward
+    if own is not None and own >= 0.5:
+        # Most of the wait is outside backward: the loop's own collectives, not the gradients'.
+        where = f"{fmt_share(own)} of that wait outside backward, in the loop's own collectives"
+        if a.in_backward:
+            where += f", {fmt_share(a.in_backward)} in backward (the gradient exchange)"
+        return (
+            f"Waiting in collectives takes {fmt_share(a.share)} of every step ({where}): this "
+            "rank waits for its peers, it does not compute.",
+            more + "Otherwise run the loop's own collectives less often (only on the steps "
+            "that log, under the same condition on every rank), or reduce a running sum every "
+            "N steps.",
+        )
+    where = "" if a.in_backward is None else f" ({fmt_share(a.in_backward)} of it in backward)"
+    return (
+        f"Waiting in collectives (all-reduce...) takes {fmt_share(a.share)} of every step"
+        f"{where}: this rank waits for its peers, it does not compute.",
+        more + "Otherwise overlap the all-reduce with backward, or accumulate more steps per "
+        "all-reduce.",
     )
 
 

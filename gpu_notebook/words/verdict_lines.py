@@ -129,6 +129,16 @@ def _(x: said.ShareOfStep) -> str:
     return f"{_PHASE_NAMES[x.phase]}: {fmt_share(x.share)} of step time"
 
 
+@line_words.register
+def _(x: said.CommClock) -> str:
+    return (
+        f"waiting in collectives (host): {fmt_share(x.off_core)} of the loop thread's own time "
+        f"over {x.steps} steps (off a core, not waiting for one: its schedstat at each step "
+        f"end, the machine's load out); the profiled steps' trace puts that wait in "
+        f"collectives and read {fmt_share(x.traced)} of their wall time"
+    )
+
+
 _NOT_MEASURED = {
     "unclocked": "the trace's copies carry no timestamps",
     "no_gpu": "no GPU to copy to",

@@ -498,3 +498,21 @@ def test_a_compiled_lbfgs_step_counts_its_closures_calls_in_one_step() -> None:
     assert lbfgs["calls"] == 12 and sgd["calls"] == 4
     assert lbfgs["anchor"] == sgd["anchor"] == "backward"
     assert lbfgs["steps"] == sgd["steps"] == 3, (lbfgs, sgd)
+
+
+def test_a_long_runs_cpu_clock_is_read_on_few_of_its_steps() -> None:
+    """The thread's own CPU clock (the optimizer class's update time, the closure's calls) is
+    read on the first steps, then on one step in eight: each read is a system call where a busy
+    machine preempts the loop thread, and a stack sample taken while it waits for a core lands
+    in our hook (21% of a busy Lightning run's sparse samples, read on every step). The mean
+    per step stays the update's own, the closure's spins left out on the steps read."""
+    steps = 120
+    record, _, spun = _train("sgd", steps=steps)
+    cpu_s, n = record.optimizer_cpu["SGD"]
+    assert n < steps // 2  # read on every step but the first, it was 119
+
+    from gpu_notebook.capture.stepclock import _CPU_ALL_STEPS, _CPU_EVERY
+
+    # Steps 1 to _CPU_ALL_STEPS - 1 (the first makes the optimizer's state), then every 8th.
+    assert n == len([i for i in range(1, steps) if i < _CPU_ALL_STEPS or i % _CPU_EVERY == 0])
+    assert cpu_s / n < spun[0] / 1e9 / steps / 2, (cpu_s / n, spun[0] / 1e9 / steps)

@@ -190,6 +190,8 @@ class StepClock:
         # began); while one runs, a nested call is part of it.
         self._closure_rest_ns = 0
         self._closure_cpu_ns = 0
+        self._closure_calls = 0
+        self._cpu_step = True  # the thread's CPU clock is read on this step (_on_opt_pre)
         self._opt_closure_mark = 0
         self._in_closure = False
         self.boundary_listener: BoundaryListener | None = None
@@ -732,10 +734,17 @@ class StepClock:
             if len(self._open_opt_cpu) > 8:  # steps whose post hook never came (they raised)
                 self._open_opt_cpu.clear()
             read = self._fault_mark is not None or (profiled and _FAULTS_READ)
+            # The thread's CPU clock on the first steps and then one in _CPU_EVERY (see
+            # _CPU_ALL_STEPS): -1, not read; the closure's calls are read on the same steps.
+            cpu = self._step_count < _CPU_ALL_STEPS or self._step_count % _CPU_EVERY == 0
+            self._cpu_step = cpu
             self._open_opt_cpu.append([id(optimizer), type(optimizer).__name__,
-                                       time.thread_time_ns(), 0, self._closure_cpu_ns,
+                                       time.thread_time_ns() if cpu else -1, 0,
+                                       self._closure_cpu_ns,
                                        _getrusage(_THREAD).ru_minflt if read else -1,
-                                       0, profiled])  # fmt: skip
+                                       0, profiled, self._closure_calls])  # fmt: skip
+        else:
+            self._cpu_step = False  # no update read: its closure's CPU is not either
         self._opt_closure_mark = self._closure_rest_ns
         if self._lean:
             # Only the step's own time: the loader's wait is the one phase lean steps still
@@ -764,7 +773,8 @@ class StepClock:
             if clock._compiled_since:
                 clock._after_compile()
             start = time.perf_counter_ns()
-            cpu0 = time.thread_time_ns()
+            clock._closure_calls += 1
+            cpu0 = time.thread_time_ns() if clock._cpu_step else -1
             inner0 = clock._data_ns + clock._fwd_ns + clock._bwd_ns
             if not clock._lean:
                 # The forward runs from here: what step() did before this call (LBFGS's line
@@ -781,7 +791,8 @@ class StepClock:
                 end = time.perf_counter_ns()
                 inner = clock._data_ns + clock._fwd_ns + clock._bwd_ns - inner0
                 clock._closure_rest_ns += max(0, end - start - inner)
-                clock._closure_cpu_ns += time.thread_time_ns() - cpu0
+                if cpu0 >= 0:
+                    clock._closure_cpu_ns += time.thread_time_ns() - cpu0
                 if not clock._lean:
                     clock._last_mark_ns = end
                 if clock._compiled_since:  # the closure compiled (its model, itself)
@@ -802,20 +813,24 @@ class StepClock:
                 return
         now = time.perf_counter_ns()
         if self._open_opt_cpu and self._open_opt_cpu[-1][0] == id(optimizer):
-            _, cls_name, cpu0, nested, closure0, faults0, nested_faults, profiled = (
+            _, cls_name, cpu0, nested, closure0, faults0, nested_faults, profiled, calls0 = (
                 self._open_opt_cpu.pop()
             )
             # Less its closure's calls: they are the model's and the framework's, not the class's.
-            spent = max(0, time.thread_time_ns() - cpu0 - (self._closure_cpu_ns - closure0))
+            spent = (
+                max(0, time.thread_time_ns() - cpu0 - (self._closure_cpu_ns - closure0))
+                if cpu0 >= 0
+                else 0
+            )
             if self._open_opt_cpu:
                 self._open_opt_cpu[-1][3] += spent
-            if not profiled:
+            if not profiled and cpu0 >= 0:
                 entry = self._class_cpu.setdefault(cls_name, [0, 0])
                 entry[0] += max(0, spent - nested)
                 entry[1] += 1
             if faults0 >= 0:
                 faulted = _getrusage(_THREAD).ru_minflt - faults0
-                if self._closure_cpu_ns != closure0:
+                if self._closure_calls != calls0:
                     self._fault_mark = None  # a closure's forward and backward faulted inside
                 else:
                     if self._open_opt_cpu:
@@ -1563,6 +1578,17 @@ _CYCLE_LEARN = 16
 # training step in this many has its page faults read (two readings of ~1-3 us each, at its start and
 # end, and one around each update inside it); every step otherwise.
 _FAULTS_EVERY = 8
+# The loop thread's CPU clock (``time.thread_time_ns``, the optimizer classes' own CPU time)
+# on every step up to this one, then on one step in _CPU_EVERY. Reading a thread's own CPU
+# clock is a system call that updates the scheduler's account of the running thread (Linux's
+# update_curr): on a busy machine, where the thread's slice has run out, it is preempted right
+# there, and a stack sampler that asks for the GIL while the thread waits for a core takes its
+# sample at the next bytecode, in our hook. Read on every step, the reads drew 21% of a busy
+# Lightning run's sparse samples (load 23-28), each one's time taken from the code before the
+# read (benchmarks/README.md, "The framework's share under load: preemption at our clock
+# reads"). The mean per step is what is kept (``optimizer_cpu``: CPU time, steps read).
+_CPU_ALL_STEPS = 40
+_CPU_EVERY = 8
 _RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None) if resource else None
 _FAULTS_READ = _RUSAGE_THREAD is not None
 # Read inline in the hooks (a builtin call, no function of ours a step: test_capture_cost).

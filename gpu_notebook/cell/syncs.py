@@ -108,11 +108,7 @@ def hook_reads(tree: CellTree) -> tuple[SourceLine, ...]:
             values = _callee_values(fn)
             for call in (c for c in ast.walk(fn) if isinstance(c, ast.Call)):
                 kind = _sync_kind(tree, call, values)
-                if (
-                    kind is None
-                    or tree.nearest(call, _FUNCTIONS) is not fn
-                    or _in_if(tree, call, fn)
-                ):
+                if kind is None or tree.nearest(call, _FUNCTIONS) is not fn or tree.gated(call, fn):
                     continue
                 line = dataclasses.replace(
                     tree.source_line(call, kind), called_in=f"{cls.name}.{fn.name}"
@@ -126,18 +122,6 @@ def untraced_hook_reads(reads: tuple[SourceLine, ...]) -> int:
     on the CPU no operator records them (``reads_no_cpu_trace_records`` for the cell's loops)."""
     traced = {s.line for s in reads if s.kind not in _UNTRACED_ON_CPU}
     return len({s.line for s in reads if s.kind in _UNTRACED_ON_CPU and s.line not in traced})
-
-
-def _in_if(tree: CellTree, node: ast.AST, fn: Function) -> bool:
-    """``node`` sits in an ``if`` (or a ternary's branch) of ``fn``: some steps only."""
-    child = node
-    for ancestor in tree.ancestors(node):
-        if ancestor is fn:
-            return False
-        if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
-            return True
-        child = ancestor
-    return False
 
 
 _ASSIGNS = (ast.Assign, ast.AugAssign, ast.AnnAssign)

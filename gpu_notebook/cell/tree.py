@@ -179,9 +179,9 @@ class CellTree(Parents):
                 return None
         return None
 
-    def gated(self, node: ast.AST, loop: Loop) -> bool:
-        """True when an ``if`` (or a ternary) sits between ``node`` and its loop, or ``node`` is in
-        an assert's message."""
+    def gated(self, node: ast.AST, loop: Loop | Function) -> bool:
+        """True when an ``if`` (or a ternary) sits between ``node`` and its loop (or the function
+        that holds it), or ``node`` is in an assert's message."""
         child = node
         for ancestor in self.ancestors(node):
             if ancestor is loop:

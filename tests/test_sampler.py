@@ -6,6 +6,7 @@ psutil is real here (this process, real child processes); NVML comes from the fa
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
 import os
@@ -591,14 +592,24 @@ def test_misuse_is_a_clear_error(no_gpu: None) -> None:
 # --- cost -------------------------------------------------------------------------------------
 
 
-def test_tick_cost_is_measured_and_fits_one_percent_of_a_core_at_the_default_interval(
-    no_gpu: None,
-) -> None:
+def test_tick_cost_is_measured_from_the_sampler_threads_own_clock(no_gpu: None) -> None:
+    # The mechanism only: the budget (<= 1% of one core at the default 0.25 s) is a timing
+    # claim and lives in benchmarks/sampler_cost.py. A busy CI box once read 2.75 ms a tick here.
+    # The main thread hashes meanwhile, outside the GIL: a process clock would count its CPU in
+    # the ticks (more CPU than wall time per tick); the thread's own clock never reads more.
+    block = os.urandom(1 << 20)
     sampler = Sampler(interval_s=0.02)
-    run_for(sampler, 1.2, min_samples=30)
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline or len(sampler.snapshot().samples) < 30:
+            hashlib.sha256(block).digest()
+    finally:
+        sampler.stop()
     cost = sampler.tick_cost()
     assert cost is not None
     assert cost.ticks >= 20
     assert 0 < cost.median_cpu_us <= cost.p90_cpu_us
-    # The budget: <= 1% of one core at the default 0.25 s, i.e. 2.5 ms of CPU per tick.
-    assert cost.mean_cpu_us < 2500, cost
+    assert cost.median_wall_us <= cost.max_wall_us
+    assert cost.median_cpu_us <= cost.median_wall_us + 100.0, cost
+    assert cost.core_pct == pytest.approx(100.0 * cost.mean_cpu_us * 1e-6 / cost.interval_s)

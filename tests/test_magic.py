@@ -780,7 +780,7 @@ def test_a_within_step_windows_calls_give_the_host_figures_of_the_step(ip):
     assert host is not None, render_text(rep)
     # A call holds one inner forward and its grad: dozens of operators, seven calls a step.
     assert host.ops_per_step >= 7 * 10
-    assert host.median_op_us < 30
+    assert host.median_op_us < 300  # a few us idle; a busy box stretches them, never to a matmul's
     # Its waits were read at the calls' marks, as a whole step's are.
     assert window.step_waits_s is None or len(window.step_waits_s) >= 1
     # Too busy to judge (most of the steps' time waiting for a core) names no bound: the shares

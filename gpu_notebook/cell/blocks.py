@@ -57,10 +57,13 @@ def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
         return []
     constants = _int_constants(cell.tree)
     found = framework_blocks(cell, constants)
+    # An ``if`` in a loop in a loop (the batches' in the epochs') is walked from each: one block.
+    seen: set[int] = set()
     for loop in (n for n in ast.walk(cell.tree) if isinstance(n, (ast.For, ast.While))):
         for node in ast.walk(loop):
-            if not isinstance(node, ast.If):
+            if not isinstance(node, ast.If) or id(node) in seen:
                 continue
+            seen.add(id(node))
             every = _modulus(node.test, constants)
             if every is None:
                 continue

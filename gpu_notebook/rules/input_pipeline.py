@@ -589,6 +589,35 @@ def no_spare_core(
 COMPUTING_SHARE = 0.4
 
 
+# Fewer data-phase samples than this with the thread's clock read: no reading of the loading.
+LOADING_SAMPLES = 10
+
+
+def loading_on_core(run: Run) -> float | None:
+    """The loop thread's time on a core over its own time (wall less its wait for a core) in
+    the stack samples taken while it waited for data (both samplers' ``phase == "data"``
+    stacks, summed). The process's CPU, which ``session_share``'s first test reads, holds
+    torch's other intra-op threads spinning at each parallel region's end: unseen round 16's
+    islice_remote_latency (a store's 1.5 ms round trip an item, ``time.sleep``, no workers,
+    load 14) read its loop as computing (0.18 of a core, its thread waiting 81%: 0.92 of the
+    time it could run), while the samples in its data wait were on a core 7% (framework
+    sampler, 31 samples: 0.42 of 1.08 s own) and 10% (line sampler, 38: 8 of 82 ms) of their own time: a
+    loader that sleeps, whose workers sleep beside one another and need next to no CPU.
+    None: fewer than ``LOADING_SAMPLES`` such samples, or no thread clock read."""
+    cpu_us = own_us = samples = 0
+    for raw in (run.stacks, run.framework_stacks):
+        if raw is None or raw.cpu_us is None or raw.wait_us is None:
+            continue
+        for stack in raw.stacks:
+            if stack.phase == "data":
+                cpu_us += stack.cpu_us
+                own_us += max(0, stack.time_us - stack.wait_us)
+                samples += stack.count
+    if samples < LOADING_SAMPLES or own_us <= 0:
+        return None
+    return min(1.0, cpu_us / own_us)
+
+
 def session_share(
     run: Run, analysis: Analysis, whole: RunPhase | None, current: int | None, wanted: int
 ) -> SessionShare | None:
@@ -599,7 +628,8 @@ def session_share(
     work moves to the workers at a worker's cost (``workers_cpu_us``) and the main process
     receives each batch's tensors (``main_handoff_us``): on a busy machine that CPU, at today's
     rate, takes longer than today's step. Read only where the loop's thread runs, not sleeps,
-    much of the time it does not wait for a core (``COMPUTING_SHARE``). python_items and
+    much of the time it does not wait for a core (``COMPUTING_SHARE``), and where the samples
+    of its data wait were on a core as much (``loading_on_core``). python_items and
     zip_two_loaders (a per-item Python loader, a numpy augmentation; 2 cores, load 8-28, no
     core idle, their threads waiting for a core 68-93% of the time) measured 0.70x-1.40x and
     0.84x-1.63x with 2 workers (by hand at load 24, python_items: 0.80x-1.62x), where this step
@@ -616,6 +646,9 @@ def session_share(
         return None
     if wait < 1.0 and min(1.0, ours) / (1.0 - wait) < COMPUTING_SHARE:
         return None  # the loop's thread sleeps: what it got is not its session's share
+    on_core = loading_on_core(run)
+    if on_core is not None and on_core < COMPUTING_SHARE:
+        return None  # the loading sleeps or blocks: workers wait beside one another, not compute
     if process is None:
         process = ours  # the sampler's reading: no workers yet, so all of it this process's
     loop = loop_cores(run)

@@ -188,7 +188,9 @@ class CellTree(Parents):
                 return False
             # The test itself runs every time: `if loss.item() < x: break` reads every step.
             if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
-                return True
+                if not (isinstance(ancestor, ast.If) and child in ancestor.body
+                        and _set_test(ancestor.test)):  # fmt: skip
+                    return True
             # An assert's message is built only when its test fails (the step that stops the
             # loop), never on the steps that pass: a read there is no per-step read.
             if isinstance(ancestor, ast.Assert) and child is ancestor.msg:
@@ -368,3 +370,17 @@ class CellTree(Parents):
     def calls(self) -> Iterator[ast.Call]:
         """Every call of the cell, in ``ast.walk`` order (walked once: every family asks)."""
         return iter(self._calls)
+
+
+def _set_test(test: ast.expr) -> bool:
+    """``x is not None`` alone: a guard that holds on every step once the value is set (``if
+    p.grad is not None:`` in a loop over the parameters, ``if sched is not None:``), no gate
+    that skips steps (unseen round 16: a hand-written clip's ``p.grad.norm().item()`` under it
+    was read as a gated read, and no per-step read was named)."""
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.IsNot)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )

@@ -187,10 +187,17 @@ class CellTree(Parents):
             if ancestor is loop:
                 return False
             # The test itself runs every time: `if loss.item() < x: break` reads every step.
-            if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
-                if not (isinstance(ancestor, ast.If) and child in ancestor.body
-                        and _set_test(ancestor.test)):  # fmt: skip
-                    return True
+            # ... and ``if x is not None:`` holds every step once x is set (``_set_test``).
+            if (
+                isinstance(ancestor, (ast.If, ast.IfExp))
+                and child is not ancestor.test
+                and not (
+                    isinstance(ancestor, ast.If)
+                    and child in ancestor.body
+                    and _set_test(ancestor.test)
+                )
+            ):
+                return True
             # An assert's message is built only when its test fails (the step that stops the
             # loop), never on the steps that pass: a read there is no per-step read.
             if isinstance(ancestor, ast.Assert) and child is ancestor.msg:

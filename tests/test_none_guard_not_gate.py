@@ -65,3 +65,23 @@ def test_a_read_under_a_not_none_guard_in_a_called_function_runs_every_step():
 def test_a_not_none_guard_in_the_loop_is_no_gate_and_real_gates_stay():
     # The guarded reads (lines 7 and 10) run every step; `% 50` and `is None` still gate.
     assert _per_step_lines(LOOP_CELL) == [7, 10]  # main: []
+
+
+def test_a_gradient_norm_read_by_hand_is_told_to_clip_grad_norm():
+    """The read decides the clip: no patch, and the advice names ``clip_grad_norm_`` (on main:
+    "compute it on the host before the batch goes to the device", which fits no gradient)."""
+    import dataclasses
+
+    from gpu_notebook.records import ProfileWindow
+    from gpu_notebook.report.build import build_report
+    from tests.scenarios import synthetic as syn
+    from tests.test_periodic_blocks_nested import _steps
+
+    run = syn.make_run(HELPER_CELL, steps=_steps(60, 1000, 0.0))
+    run = dataclasses.replace(
+        run, window=ProfileWindow("recorded", 2, 3, first_step=2, recorded_steps=3), first_line=2
+    )
+    read = next(f for f in build_report(run).findings if f.rule_id == "syncs.needed_read")
+    assert read.line == 5 + CELL_LINE_OFFSET
+    assert "gradient norm" in read.title and "clip_grad_norm_" in read.fix
+    assert read.proposal is None

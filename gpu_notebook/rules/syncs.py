@@ -21,6 +21,7 @@ from typing import Literal
 
 from gpu_notebook.analysis.framework_stacks import drawn_under
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
+from gpu_notebook.cell.names import dotted
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
@@ -81,6 +82,22 @@ class NeededReads(Said):
     how: How
     gpu: bool
     bound: float | None
+    # The read is a gradient's norm (``p.grad.norm().item()``): a hand-written clip or norm log,
+    # which ``clip_grad_norm_`` does on the device with no read.
+    grad_norm: bool = False
+
+
+def _reads_grad_norm(line: SourceLine) -> bool:
+    """``<x>.grad.norm(...).item()`` (or ``.tolist()``, ``float(...)`` of it): a read of a
+    gradient's norm (unseen round 16's hand_clip_item: a clip written by hand)."""
+    node = line.node
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+        node = node.args[0]  # float(p.grad.norm())
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "norm" and (dotted(node.func.value) or "").endswith(".grad"):
+            return True
+        node = node.func.value
+    return False
 
 
 def every_n(share: float | None) -> float | None:
@@ -282,7 +299,8 @@ def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -
     removable, how = removable_share(analysis, needed)
     removed = every_n(removable)
     bound = gain_bound(removed, analysis)
-    said = NeededReads(needed[0], removable, how, has_gpu(run), bound)
+    said = NeededReads(needed[0], removable, how, has_gpu(run), bound,
+                       grad_norm=_reads_grad_norm(needed[0]))  # fmt: skip
     severity: Severity = "low" if removable is None or removable < WARN else "medium"
     if not has_gpu(run) and (removable is None or removable < WARN):
         # On the CPU a read waits for nothing: a needed one unmeasured or under the line costs

@@ -115,6 +115,8 @@ def per_step_syncs(s: PerStepSyncs) -> Words:
 @worder(NeededReads)
 def needed_reads(s: NeededReads) -> Words:
     cost = fmt_share(s.removable) if s.removable is not None else "not measured"
+    if s.grad_norm:
+        return _grad_norm_read(s, cost)
     if s.first.called_in is not None:
         return _read_in_callee(s, cost)
     if s.first.handed_to is not None:
@@ -208,6 +210,30 @@ def _handed_to_host(s: NeededReads, cost: str) -> Words:
         "together) or, on a GPU, compute what it takes on the CPU.",
         _SOURCE,
     )
+
+
+def _grad_norm_read(s: NeededReads, cost: str) -> Words:
+    """A gradient's norm read every step to clip or log by hand (unseen round 16: a
+    ``clip_by_hand`` summing ``p.grad.norm().item() ** 2`` over 40 parameters, a read each):
+    ``clip_grad_norm_`` computes the total norm and scales on the device, no read."""
+    line = s.first
+    where = f"`{line.called_in}`" if line.called_in is not None else "the step loop"
+    evidence = [
+        f"{at(line)}, in {where}, every step: `{line.text}` (one read for each parameter "
+        "it loops over)",
+        f"its cost: {cost} of the step ({HOW[s.how]})",
+        "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+        if s.gpu
+        else _ON_THE_CPU,
+    ]
+    fix = (
+        "No patch: the norm decides the clip. Let torch compute it on the device: "
+        "`torch.nn.utils.clip_grad_norm_(params, max_norm)` takes the total norm of all the "
+        "gradients and scales them with no read (it returns the norm as a tensor: read it only "
+        "on the steps that log)."
+    )
+    return words(f"{where[0].upper()}{where[1:]} reads a gradient norm every step", evidence,
+                 fix, _SOURCE)  # fmt: skip
 
 
 def _read_in_callee(s: NeededReads, cost: str) -> Words:

@@ -22,6 +22,8 @@ for line 37, the sleep (**wrong**: the data wait's stack samples were on a core 
 own time; the process's CPU, torch's second thread spinning in backward, read the loop as
 computing). Fixed by 3bdadd9 (``loading_on_core``): at load 31-35, "[high] The step waits for
 data ... (0.51x-8.09x, uncertain): Use num_workers=2", patch on the ``DataLoader(`` line.
+``--try-fixes --try-budget 150`` (load 22-25): 0.86x-6.71x offered, not tried (a run took 58 s);
+by hand, the script plain against the patch, alternated: 167 vs 84 s, 60 vs 45 s (load 18-23).
 """
 
 import itertools

@@ -16,6 +16,8 @@ steps (right), data 8% of the step as read (0-100% with the wait anywhere), "[lo
 waits for data ... (0.57x-2.33x): Use num_workers=2 ... Line 42 in `PngImages.__getitem__`
 makes most of each item". My premise was wrong: the two convolutions' backward (63% of the
 samples) outweigh the PIL work (~10-15 ms a batch); the run is not input-bound.
+``--try-fixes --try-budget 150`` (load 22-25): workers "Not offered: 0.0 of 2 core(s) were
+free" (a computing loader: the refusal stays after 3bdadd9), nothing to try.
 """
 
 import io

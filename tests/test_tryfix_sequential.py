@@ -520,7 +520,10 @@ class _LimitedRuns(_FakeRuns):
             return super().__call__(code, script, args, timeout_s, scratch, steps)
         self.order.append("fix")
         self.now += timeout_s
-        return RunResult(timed_out=True, warmed=kind == "steps", wall_s=timeout_s)
+        # "long warm-up": stopped in its timed steps, its warm-up having ended at 80% of its limit
+        warm = 0.8 * timeout_s if kind == "long warm-up" else None
+        return RunResult(timed_out=True, warmed=kind != "warm-up", wall_s=timeout_s, warm_s=warm,
+                         limit_s=timeout_s)  # fmt: skip
 
 
 def _limited(fix_runs, budget_s: float = 2000):
@@ -558,6 +561,23 @@ def test_a_fix_stopped_in_its_timed_steps_is_not_measured_never_slower_nor_broke
     assert t.speedup is None and t.variant_steps_s == ()
     assert "timed steps" in t.note and "60 s limit" in t.note and "no measurement" in t.note
     assert len(fake.limits) == 1  # not run again
+
+
+def test_a_fix_whose_warm_up_took_most_of_its_limit_runs_once_more_then_is_measured():
+    # issue 26 (the fix ledger at load 16): hf_trainer's compiled model ended its warm-up late
+    # in its 60 s limit and was stopped in its timed steps: "not measured", its steps never given
+    # the time the script's had. Its warm-up, not its steps, used the limit: it runs once more,
+    # its timed steps given the usual limit after a warm-up as long as that one.
+    t, fake = _limited(["long warm-up"])
+    assert fake.limits[0] == 60.0
+    assert fake.limits[1] == pytest.approx(0.8 * 60.0 + 60.0)
+    assert t.verdict == "verified" and t.speedup == pytest.approx(1.3, rel=0.15)
+    assert not t.error_lines
+    # Stopped again so: not measured, the reason said (never slower, never broken).
+    t, fake = _limited(["long warm-up", "long warm-up"])
+    assert t.verdict == "not measured" and t.speedup is None and not t.error_lines
+    assert "timed steps" in t.note
+    assert len(fake.limits) == 2
 
 
 def _budget_trial(fix_runs, budget_s: float):

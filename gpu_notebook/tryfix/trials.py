@@ -18,7 +18,9 @@ run up to its result; its exit (loader workers, a pin-memory thread, CUDA's tear
 and bounded apart and never costs the run its steps (``run_child``). A fix stopped in its
 warm-up (its compile, its workers' start-up: the child marks the warm-up's end) is run once more
 with what is left of the budget, and if that also runs out it is "not measured", never "broke
-the script"; one stopped in its timed steps, or by the budget's end, is "not measured" too, the
+the script"; so is one stopped in its timed steps after a warm-up that took half its limit or
+more (its timed steps then get the usual limit after such a warm-up). One stopped in its timed
+steps otherwise, or by the budget's end, is "not measured" too, the
 reason said: "slower" comes only from measured steps. Only an error is "broke the script". A run
 is not started where what is left of the budget cannot hold it (a fix's own runs' median, else
 the script's run): the fix is said to be short of runs for the budget. Every run's record (how it
@@ -421,12 +423,18 @@ def try_fixes(
             result = _limited(runner(codes[arm], script, script_args, timeout, scratch,
                                      size.steps), timeout)  # fmt: skip
             record(arm, result, usual)
-            if (arm != BASELINE and result.timed_out and not result.warmed
+            warm_ate = _warmup_ate_limit(result)
+            if (arm != BASELINE and result.timed_out and (not result.warmed or warm_ate)
                     and arm not in retried and left() > timeout):  # fmt: skip
-                # Its warm-up ran out of time (a compile on a busy machine): once more, with
-                # what is left of the budget; what a run may take is not a fix's effect.
+                # Its warm-up ran out of time (a compile on a busy machine), or took so much of
+                # its limit that its timed steps had less than half of it (hf_trainer's compile
+                # at load 16: "timed steps not done in 60 s" after its warm-up): once more, with
+                # what is left of the budget (its timed steps given the usual limit after a
+                # warm-up as long as this one); what a run may take is not a fix's effect.
                 retried.add(arm)
                 timeout = left()
+                if warm_ate and result.warm_s is not None:
+                    timeout = min(timeout, result.warm_s + usual)
                 say(S.Trying(label, retry_s=timeout))
                 result = _limited(runner(codes[arm], script, script_args, timeout, scratch,
                                          size.steps), timeout)  # fmt: skip
@@ -497,6 +505,23 @@ def try_fixes(
     return TryFixes(settings.warmup, size.steps, rounds, settings.budget_s,
                     clock() - started, trials, said=tuple(notes),
                     runs=(first_record, *every_run))  # fmt: skip
+
+
+# A run stopped in its timed steps whose warm-up had taken at least this share of its limit:
+# its warm-up (a compile, workers' start-up), not its steps, used the limit.
+WARMUP_ATE_SHARE = 0.5
+
+
+def _warmup_ate_limit(r: RunResult) -> bool:
+    """Whether a run stopped at its limit after its warm-up ended had spent at least
+    ``WARMUP_ATE_SHARE`` of that limit in its warm-up (its record's ``warm_s``; not read: no)."""
+    return (
+        r.timed_out
+        and r.warmed
+        and r.warm_s is not None
+        and r.limit_s > 0
+        and r.warm_s >= WARMUP_ATE_SHARE * r.limit_s
+    )
 
 
 def _limited(r: RunResult, limit_s: float) -> RunResult:

@@ -20,10 +20,11 @@ DATALOADER_PREFIX = "enumerate(DataLoader)#"  # DataLoader iterator __next__
 OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
 OPTIMIZER_ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function"
+# A read of a device value into Python (.item(), .tolist(), int(t)): its operators.
+VALUE_READ_OPS = ("aten::_local_scalar_dense", "aten::item")
 SYNC_OPS = frozenset(
     {
-        "aten::item",
-        "aten::_local_scalar_dense",
+        *VALUE_READ_OPS,
         "cudaStreamSynchronize",
         "cudaDeviceSynchronize",
         "cudaEventSynchronize",

@@ -47,7 +47,7 @@ from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.optimizer_split import optimizer_class
 from gpu_notebook.analysis.phases import find_host_thread, step_bounds
 from gpu_notebook.analysis.steady import without_stalls
-from gpu_notebook.markers import DATALOADER_PREFIX, OPTIMIZER_STEP_PREFIX
+from gpu_notebook.markers import DATALOADER_PREFIX, OPTIMIZER_STEP_PREFIX, VALUE_READ_OPS
 from gpu_notebook.records import Analysis, EstimateLimit, GpuEstimate, PhaseBreakdown, Run
 from gpu_notebook.traces.kineto import Trace
 from gpu_notebook.traces.windows import WindowTraces
@@ -121,8 +121,6 @@ BANDWIDTH_EFFICIENCY = 0.7
 # time times these is the most work it can have been: the GPU time is then not underestimated.
 CPU_GFLOPS_PER_CORE = 50.0
 CPU_GBPS_PER_CORE = 10.0
-# A step that reads device values is serialised when reads are more than this share of it.
-SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 # torch.optim classes whose step reads its own step counter (``_get_value(step)``: ``.item()``)
 # from a CPU scalar when neither capturable nor fused (torch keeps ``state["step"]`` on the CPU
 # for that): those reads wait for no kernel on a GPU. Checked on torch 2.13 (reads in the step,
@@ -135,7 +133,7 @@ CPU_STEP_COUNTER_OPTIMIZERS = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RA
 # the hidden state's permutation, and their children). Those reads wait for no kernel on a GPU.
 RNN_OPS = frozenset({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"})
 RNN_PREAMBLE_OPS = frozenset(
-    {*SYNC_OPS, "aten::select", "aten::as_strided", "aten::zeros", "aten::empty", "aten::zero_",
+    {*VALUE_READ_OPS, "aten::select", "aten::as_strided", "aten::zeros", "aten::empty", "aten::zero_",
      "aten::fill_", "aten::index_select", "aten::resize_"}
 )  # fmt: skip
 
@@ -234,7 +232,7 @@ def _ops_in_steps(
         if optimizer_class(trace.names[int(trace.name_id[r])]) in CPU_STEP_COUNTER_OPTIMIZERS
     ]
     if counter_steps:
-        reads = trace.name_mask(names=SYNC_OPS)[rows]
+        reads = trace.name_mask(names=VALUE_READ_OPS)[rows]
         for r in counter_steps:
             a = float(trace.ts_us[r])
             keep &= ~(reads & (ts >= a) & (ts < a + float(trace.dur_us[r])))
@@ -282,7 +280,7 @@ def _host_made_reads(trace: Trace, rows: np.ndarray, factories: frozenset[str]) 
             if name not in HOST_MADE_PASS_OPS:
                 break
     for i, name in enumerate(names):
-        out[i] = name in SYNC_OPS and int(top_of[i]) in fresh
+        out[i] = name in VALUE_READ_OPS and int(top_of[i]) in fresh
     return out
 
 
@@ -313,7 +311,7 @@ def _rnn_metadata_reads(trace: Trace, rows: np.ndarray) -> np.ndarray:
         indexed = False
         for j in reversed(preamble):
             indexed = indexed or names[j] == "aten::select"
-            out[j] = indexed and names[j] in SYNC_OPS
+            out[j] = indexed and names[j] in VALUE_READ_OPS
     return out
 
 
@@ -395,7 +393,7 @@ def estimate_from_ops(
     total_flops = 0.0
     # One read records aten::item and, under it, aten::_local_scalar_dense (float()/int()/bool()
     # of a tensor too): the larger count is the reads, each once (a direct call has no item).
-    reads = max((float(op.calls) for op in ops if op.name in SYNC_OPS), default=0.0)
+    reads = max((float(op.calls) for op in ops if op.name in VALUE_READ_OPS), default=0.0)
     reads = max(0.0, reads - host_reads * max(1, steps))
     reads += (skipped_reads + untraced_reads) * max(1, steps)
     for op in ops:

@@ -55,7 +55,7 @@ def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
     ``TrainingArguments(...)`` of the cell sets to run every N steps (``framework_blocks``)."""
     if cell is None:
         return []
-    constants = _int_constants(cell.tree)
+    constants = int_constants(cell.tree)
     found = framework_blocks(cell, constants)
     # An ``if`` in a loop in a loop (the batches' in the epochs') is walked from each: one block.
     seen: set[int] = set()
@@ -228,9 +228,10 @@ def _work(body: list[ast.stmt]) -> str:
     return next((kind for kind, pattern in WORK_KINDS if pattern.search(text)), "work")
 
 
-def _int_constants(tree: ast.Module) -> dict[str, int]:
+def int_constants(tree: ast.Module) -> dict[str, int]:
     """Names the cell binds once, at its top level, to an int literal (nanoGPT's
-    ``eval_interval = 2000``); a name bound again anywhere is not a constant."""
+    ``eval_interval = 2000``, a collate's ``MAX_LEN = 128``: rules/padding); a name bound again
+    anywhere is not a constant."""
     counts: dict[str, int] = {}
     for node in ast.walk(tree):
         for target in targets_of(node):

@@ -24,10 +24,8 @@ from gpu_notebook.cell.names import (
     method_of,
 )
 from gpu_notebook.cell.setup import FRAMEWORK_DEFAULTS, is_hf_trainer_call
-from gpu_notebook.cell.tree import CellTree
-from gpu_notebook.cell.words import last
-
-Function = ast.FunctionDef | ast.AsyncFunctionDef
+from gpu_notebook.cell.tree import CellTree, Function
+from gpu_notebook.cell.words import MODULE_LOG_METHODS, last
 
 # Where each framework's dispatcher puts the object that holds the step, after ``self``.
 _STEP_ARG = {"transformers": 1, "lightning": 0}
@@ -116,7 +114,7 @@ def _changes(fn: Function, framework: str) -> str | None:
                 return f"line {line} returns a value the framework reads"
         elif (
             isinstance(node, ast.Call)
-            and method_of(node) in ("log", "log_dict")
+            and method_of(node) in MODULE_LOG_METHODS
             and literal_of(keyword_value(node, "on_epoch")) is True
         ):
             return (

@@ -29,6 +29,7 @@ from gpu_notebook.cell.words import (
     COPY_METHODS,
     DTYPE_WORDS,
     MATMUL_PRECISION,
+    MODULE_LOG_METHODS,
     OTHER_HOOKS,
     TF32_FLAGS,
     is_optimizer_class,
@@ -286,7 +287,7 @@ def step_logs(tree: CellTree) -> list[LightningLog]:
     (``OTHER_HOOKS``): a call in a step hook, or in a helper, runs on every step."""
     out = []
     for call in tree.calls():
-        if method_of(call) not in ("log", "log_dict"):
+        if method_of(call) not in MODULE_LOG_METHODS:
             continue
         receiver = dotted(receiver_of(call))
         hook = tree.nearest(call, (ast.FunctionDef, ast.AsyncFunctionDef))

@@ -15,11 +15,9 @@ import ast
 from collections.abc import Callable, Iterable
 
 from gpu_notebook.cell.names import dotted, has_backward, method_of, receiver_of
-from gpu_notebook.cell.words import MODULE_CHAIN_METHODS, last
+from gpu_notebook.cell.words import CONSTRUCTORS, MODULE_CHAIN_METHODS, last
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
-# Methods that run once, when an object is made: never a step's.
-_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__"})
 
 
 class StepCalls:
@@ -68,7 +66,7 @@ class StepCalls:
             while todo:
                 call, holder = todo.pop(0)
                 fn = self._resolve(call, holder)
-                if fn is None or fn.name in _CONSTRUCTORS or has_backward(fn):
+                if fn is None or fn.name in CONSTRUCTORS or has_backward(fn):
                     continue  # a step function (it runs a backward) is the tree's own
                 self.sites.setdefault(id(fn), []).append(call)
                 if id(fn) in self.reached:

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 
 from gpu_notebook.cell.hooks import FittedTrainer, bound_once_before, fitted_trainer
 from gpu_notebook.cell.names import dotted, keyword_value, literal_of, method_of
-from gpu_notebook.cell.tree import CellTree
-
-Function = ast.FunctionDef | ast.AsyncFunctionDef
+from gpu_notebook.cell.tree import CellTree, Function
+from gpu_notebook.cell.words import MODULE_LOG_METHODS
 
 # Calls that compute a value and change nothing (tensor reductions, conversions): a logged
 # value made by them can stop being made on the gated steps. Any other call in the log call's
@@ -229,7 +228,7 @@ def _log_calls(fn: Function) -> list[ast.Call]:
         c
         for c in ast.walk(fn)
         if isinstance(c, ast.Call)
-        and method_of(c) in ("log", "log_dict")
+        and method_of(c) in MODULE_LOG_METHODS
         and isinstance(c.func, ast.Attribute)
         and isinstance(c.func.value, ast.Name)
         and c.func.value.id == "self"

@@ -33,7 +33,7 @@ from gpu_notebook.cell.names import (
     targets_of,
 )
 from gpu_notebook.cell.tree import CellTree, Function, Loop
-from gpu_notebook.cell.words import HOST_READ_METHODS, REDRAW_METHODS, last
+from gpu_notebook.cell.words import CONSTRUCTORS, HOST_READ_METHODS, REDRAW_METHODS, last
 
 # Values that are plain Python numbers once assigned: reading them later costs no sync.
 _HOST_VALUE_CALLS = frozenset(
@@ -125,8 +125,6 @@ def untraced_hook_reads(reads: tuple[SourceLine, ...]) -> int:
 
 
 _ASSIGNS = (ast.Assign, ast.AugAssign, ast.AnnAssign)
-# Methods that run once, when an object is made.
-_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__"})
 
 
 def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[SourceLine, ...]]:
@@ -324,7 +322,7 @@ def _builds_once(tree: CellTree, loop: Loop) -> bool:
         (a for a in tree.ancestors(loop) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))),
         None,
     )
-    return holder is not None and holder.name in _CONSTRUCTORS
+    return holder is not None and holder.name in CONSTRUCTORS
 
 
 def _sync_kind(tree: CellTree, call: ast.Call, values: set[str]) -> SyncKind | None:
@@ -360,14 +358,8 @@ def _host_lengths(tree: CellTree, call: ast.Call, loop: Loop) -> bool:
     device: a CPU tensor made CPU again, no read of a device value (a collate function's
     lengths stay on the CPU while the loop moves the batch's tensors). A ``lengths`` the loop
     moves to the device is read back here: a read."""
-    pack = next((a for a in tree.ancestors(call) if not isinstance(a, ast.keyword)), None)
-    if not isinstance(pack, ast.Call) or last(dotted(pack.func)) not in _PACKS:
-        return False
-    given = keyword_value(pack, "lengths")
-    if given is None and len(pack.args) >= 2:
-        given = pack.args[1]
-    name = dotted(receiver_of(call))
-    if given is not call or name is None:
+    name = _packed_lengths(tree, call)
+    if name is None:
         return False
     for node in ast.walk(loop):
         if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or node.value is None:

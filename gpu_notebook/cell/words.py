@@ -23,6 +23,9 @@ FOREACH_OPTIMIZERS = frozenset(
      "Rprop", "ASGD"}
 )  # fmt: skip
 
+# Methods that run once, when an object is made: never a step's.
+CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__"})
+
 # Micro-batches per optimizer step, by the keyword its framework takes: accelerate's
 # ``Accelerator`` and HF's ``TrainingArguments`` (gradient_accumulation_steps), Lightning's
 # ``Trainer`` (accumulate_grad_batches). A bigger batch folds them (rules/launch, fixes/).
@@ -55,6 +58,8 @@ TRACKER_METHODS = frozenset(
     {"log", "log_metric", "log_metrics", "add_scalar", "add_scalars", "add_histogram",
      "add_image", "log_dict"}
 )  # fmt: skip
+# A LightningModule's own logging (``self.log``, ``pl_module.log_dict``): Lightning's logger.
+MODULE_LOG_METHODS = frozenset({"log", "log_dict"})
 PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})
 # Progress-bar methods that redraw the bar on every call unless told ``refresh=False``: tqdm's
 # set_postfix/set_description default to refresh=True, which skips the bar's own mininterval
@@ -86,6 +91,7 @@ KEEPING_METHODS = frozenset(
 CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
 # Words in a callable's name that compute the loss (``loss_fn``, ``criterion``), lower case.
 LOSS_WORDS = ("loss", "criterion")
+# Tensor methods that hand a value to Python (a sync on a device tensor, a graph break).
 HOST_READ_METHODS = frozenset({"item", "tolist", "numpy"})
 
 # torch dtypes by their last name: ``.to(torch.float16)`` converts, it does not copy to a device.

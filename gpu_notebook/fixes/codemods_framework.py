@@ -27,6 +27,7 @@ from gpu_notebook.fixes.cst_tools import (
     Replacement,
     facts_of,
     nodes_of,
+    opened_with,
     replace_nodes,
     set_keyword,
     tree_of,
@@ -104,21 +105,10 @@ def _reason(name: str, found: list[HookDef], framework: str, every: int) -> str 
 def _gate(step: str, every: int) -> Replacement:
     def edit(fn: cst.FunctionDef) -> cst.FunctionDef:
         assert isinstance(fn.body, cst.IndentedBlock)
-        body = list(fn.body.body)
-        at = 1 if body and _is_docstring(body[0]) else 0
         gate = cst.parse_statement(f"if {step} % {every} != 0:\n    return\n")
-        return fn.with_changes(body=fn.body.with_changes(body=[*body[:at], gate, *body[at:]]))
+        return fn.with_changes(body=opened_with(fn.body, gate))
 
     return edit
-
-
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    )
 
 
 GATE_CALLBACK_HOOK = Fix(

@@ -59,15 +59,17 @@ def _written(stmt: cst.BaseStatement) -> set[str]:
     return {name for name, _ in assigned_names(stmt)}
 
 
-def _stored_into(stmt: cst.BaseStatement) -> set[str]:
-    """Containers an assignment stores into (``metrics`` of ``metrics["loss"] = ...``): a
-    gated store leaves them stale for whoever reads them on the other steps."""
-    small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+def _stored_into(stmt: cst.CSTNode, *, deep: bool = False) -> set[str]:
+    """Containers an assignment of the line stores into (``metrics`` of ``metrics["loss"] =
+    ...``): a gated store leaves them stale for whoever reads them on the other steps.
+    ``deep``: the assignments in a compound statement's nested blocks too."""
+    if not deep and not isinstance(stmt, cst.SimpleStatementLine):
+        return set()
     return {
         name
-        for assign in small
-        if isinstance(assign, cst.Assign)
-        for target in targets_of(assign)
+        for node in walk(stmt)
+        if isinstance(node, cst.Assign)
+        for target in targets_of(node)
         if isinstance(target, cst.Subscript)
         for name in names_in(target.value)
     }
@@ -335,18 +337,7 @@ def _bound_in(stmt: cst.CSTNode) -> set[str]:
         elif isinstance(node, cst.WithItem) and node.asname is not None:
             targets.append(node.asname.name)
     names = {n.value for t in targets for n in walk(t) if isinstance(n, cst.Name)}
-    return names | _stored_into_deep(stmt)
-
-
-def _stored_into_deep(stmt: cst.CSTNode) -> set[str]:
-    return {
-        name
-        for node in walk(stmt)
-        if isinstance(node, cst.Assign)
-        for target in targets_of(node)
-        if isinstance(target, cst.Subscript)
-        for name in names_in(target.value)
-    }
+    return names | _stored_into(stmt, deep=True)
 
 
 def _with_users(

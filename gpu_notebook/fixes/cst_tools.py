@@ -313,6 +313,14 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
     )
 
 
+def opened_with(block: cst.IndentedBlock, first: cst.BaseStatement) -> cst.IndentedBlock:
+    """``block`` (a function's body) with ``first`` as its first statement, after its
+    docstring where it opens with one."""
+    body = list(block.body)
+    at = 1 if body and _is_docstring(body[0]) else 0
+    return block.with_changes(body=[*body[:at], first, *body[at:]])
+
+
 def with_torch_import(module: cst.Module, edits: Mapping[cst.CSTNode, Replacement]) -> cst.Module:
     """``module`` with ``edits`` made, and ``import torch`` added before its first import when no
     import of the cell binds torch (``import torch.nn`` does, ``import torch as T`` not)."""

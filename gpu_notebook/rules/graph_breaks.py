@@ -27,11 +27,9 @@ from dataclasses import dataclass
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import dotted, method_of
 from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.words import HOST_READ_METHODS
 from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import found
-
-# Tensor methods that hand a value to Python: Dynamo ends the graph at each (by default).
-VALUE_READS = frozenset({"item", "tolist", "numpy"})
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,8 @@ def _own_calls(function: ast.FunctionDef) -> list[ast.Call]:
 def _breaks(call: ast.Call) -> bool:
     if isinstance(call.func, ast.Name):
         return call.func.id == "print"
-    return method_of(call) in VALUE_READS and not call.args and not call.keywords
+    # A tensor method that hands a value to Python: Dynamo ends the graph at each (by default).
+    return method_of(call) in HOST_READ_METHODS and not call.args and not call.keywords
 
 
 def graph_break(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

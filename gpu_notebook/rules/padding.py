@@ -36,8 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from gpu_notebook.cell.blocks import int_constants
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.names import dotted
+from gpu_notebook.cell.names import dotted, keyword_value
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, PaddingReading, Run, Said, Severity
 from gpu_notebook.rules.common import (
@@ -199,7 +200,7 @@ def pad_sites(tree: CellTree, length: int) -> list[PadSite]:
     """The places the cell pads to ``length``, those that reach the loop's loader first."""
     module = tree.tree
     given = _given_collates(module)
-    constants = _int_constants(module)
+    constants = int_constants(module)
     functions = {
         node.name: node
         for node in ast.walk(module)
@@ -214,7 +215,7 @@ def pad_sites(tree: CellTree, length: int) -> list[PadSite]:
         if site is not None:
             sites.append(site)
     for call in (n for n in ast.walk(module) if isinstance(n, ast.Call)):
-        padding = _keyword(call, "padding")
+        padding = keyword_value(call, "padding")
         if not (isinstance(padding, ast.Constant) and padding.value == _MAX_LENGTH):
             continue
         callee = dotted(call.func) or ""
@@ -255,18 +256,6 @@ def _collator_given(module: ast.Module, call: ast.Call) -> bool:
         if isinstance(node, ast.Assign) and node.value is call:
             return any(isinstance(t, ast.Name) and t.id in given for t in node.targets)
     return False
-
-
-def _int_constants(module: ast.Module) -> dict[str, int]:
-    """Module-level ``NAME = <int>`` bindings bound once."""
-    seen: dict[str, list[int | None]] = {}
-    for node in module.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-            if isinstance(target, ast.Name):
-                number = value.value if isinstance(value, ast.Constant) else None
-                seen.setdefault(target.id, []).append(number if type(number) is int else None)
-    return {name: v[0] for name, v in seen.items() if len(v) == 1 and v[0] is not None}
 
 
 def _collate_site(fn: ast.FunctionDef | ast.AsyncFunctionDef, length: int,
@@ -365,10 +354,6 @@ def _holds(fn: ast.AST, node: ast.AST) -> bool:
     return any(n is node for n in ast.walk(fn))
 
 
-def _keyword(call: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
 def _site_text(site: PadSite | None, tree: CellTree | None) -> str | None:
     """The collate's name, or the padding call's line as written."""
     if site is None or tree is None:
@@ -413,7 +398,13 @@ def _collate_edited(module: cst.Module, fn: cst.FunctionDef, site: PadSite,
                     length: int) -> CodemodResult:  # fmt: skip
     import libcst as cst
 
-    from gpu_notebook.fixes.cst_tools import Edited, expression, fresh_name, replace_nodes
+    from gpu_notebook.fixes.cst_tools import (
+        Edited,
+        expression,
+        fresh_name,
+        opened_with,
+        replace_nodes,
+    )
 
     used = set(re.findall(r"\w+", module.code))  # every word of the cell: a free name
     name = fresh_name(used, ("longest", "batch_longest"))
@@ -439,23 +430,10 @@ def _collate_edited(module: cst.Module, fn: cst.FunctionDef, site: PadSite,
     longest = cst.Call(cst.Name("max"), [cst.Arg(lengths)])
     capped = cst.Call(cst.Name("min"), [cst.Arg(expression(cap)), cst.Arg(longest)])
     first = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], capped)])
-    stmts = list(body.body)
-    at = 1 if stmts and _is_docstring(stmts[0]) else 0
-    new_fn = fn.with_changes(body=body.with_changes(body=[*stmts[:at], first, *stmts[at:]]))
+    new_fn = fn.with_changes(body=opened_with(body, first))
     return Edited(
         replace_nodes(module, {fn: lambda _n: new_fn}),
         f"`{fn.name.value}`, at most {cap}",
-    )
-
-
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    import libcst as cst
-
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, cst.SimpleString)
     )
 
 

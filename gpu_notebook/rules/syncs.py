@@ -22,6 +22,7 @@ from typing import Literal
 from gpu_notebook.analysis.framework_stacks import drawn_under
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import dotted
+from gpu_notebook.markers import VALUE_READ_OPS
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
@@ -47,7 +48,6 @@ MIN_LINE_SAMPLES = 30
 # Reads whose cost on the CPU is their formatting (the sampler's time on the line), not the
 # sync wait: a CPU tensor is ready when it is read.
 _FORMATTING = ("print-tensor", "log-tensor", "fstring-tensor")
-_SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 
 # Where the removable share comes from (words/syncs.py words it); "residual": the step clock's
 # host time outside the model and the optimizer (a CPU read written in the loop itself);
@@ -136,7 +136,7 @@ def reads_per_step(analysis: Analysis) -> float | None:
     if steps == 0 or analysis.phases is None or analysis.phases.source != "trace":
         return None
     calls = max(
-        (op.calls for op in analysis.top_ops if op.name in _SYNC_OPS and op.device == "cpu"),
+        (op.calls for op in analysis.top_ops if op.name in VALUE_READ_OPS and op.device == "cpu"),
         default=None,
     )
     return calls / steps if calls is not None else None

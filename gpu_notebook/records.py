@@ -334,6 +334,21 @@ class StepClockRecord:
 
 
 @dataclass(frozen=True)
+class WithinStep:
+    """What a ``within-step`` window recorded: ``recorded`` steps counted at ``counted_at``
+    before the first step counted at ``anchor`` (a higher anchor, from then on) ended; or,
+    ``regrouped``, steps counted before the loop's cycle of several optimizers' steps was learnt
+    and then joined into one. Either way parts of a step, no whole one. ``trained`` False: the
+    steps recorded ran no backward (work before training: an evaluation over a DataLoader)."""
+
+    recorded: int
+    counted_at: str = ""
+    anchor: str = ""
+    trained: bool = True
+    regrouped: bool = False
+
+
+@dataclass(frozen=True)
 class ProfileWindow:
     """One bounded torch.profiler window: the first (``Run.window``) or a later one, spaced over
     a long cell (``Run.more_windows``); ``Run.windows`` has them all, in order."""
@@ -345,6 +360,9 @@ class ProfileWindow:
     recorded_steps: int = 0
     trace_path: str | None = None  # exported Kineto JSON (may be .json.gz)
     message: str | None = None  # one line for the user when the window did not record
+    # What a ``within-step`` window recorded instead of whole steps (its ``message`` is worded
+    # from it: words/window.py). None: any other status, an older record.
+    within_step: WithinStep | None = None
     # Stepped aside for a torch profiler already recording as the cell started (an earlier
     # cell's, a library's): the step times include what it costs.
     profiler_before_cell: bool = False

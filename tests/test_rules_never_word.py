@@ -40,9 +40,9 @@ STILL_WORDING: dict[str, int] = {
     "capture/nvml.py": 13,
     "capture/profiler.py": 3,
     "capture/sampler.py": 3,
-    # 13: regroup_message (stepcount 933a7b8) beside within_step_message: both are window notes
-    # the views should word from a record of what the window covered (issue 23, open).
-    "capture/session.py": 13,
+    # 10: the window notes of a within-step window are worded from records.WithinStep by
+    # words/window.py (issue 23); the session's own notes remain.
+    "capture/session.py": 10,
     "capture/stepclock.py": 13,
     "traces/kineto.py": 1,
     "traces/source.py": 11,

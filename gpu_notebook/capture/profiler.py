@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_notebook import markers
-from gpu_notebook.records import ProfileWindow, WindowStatus
+from gpu_notebook.records import ProfileWindow, WindowStatus, WithinStep
 
 # The window stops at the first step boundary after its recorded steps took this much of the
 # cell thread's CPU time, even before ``profile_steps`` steps: steps this long (an LBFGS step of
@@ -241,6 +241,7 @@ class ProfilerWindow:
         self._marks: list[tuple[int, int | None]] = []
         self._status: WindowStatus = "not-reached"
         self._message: str | None = None
+        self._within_step: WithinStep | None = None
         self._before_cell = False  # stepped aside for a profiler on as the cell started
         self._done = False
         self._cooldown = False
@@ -301,20 +302,20 @@ class ProfilerWindow:
             self._stopped_at_cpu_s = self._max_cpu_ns / 1e9
             self._stop(complete=True)
 
-    def restart(self, within_step: str | None = None) -> None:
+    def restart(self, within_step: WithinStep | None = None) -> None:
         """A higher anchor replaced the steps' anchor: a window in progress is forgotten (its
         step marks belong to the superseded anchor) and starts again at the new one.
 
-        A window already done is kept as what it is, ``within-step`` with ``within_step`` as
-        its message: what it recorded (an LBFGS step's closure calls, a step's micro-batches)
-        lies inside the new anchor's steps, not whole steps. Dropping it left a report that
+        A window already done is kept as what it is, ``within-step``, with ``within_step``
+        (the report words it): what it recorded (an LBFGS step's closure calls, a step's
+        micro-batches) lies inside the new anchor's steps, not whole steps. Dropping it left a report that
         said 'recorded' with 0 steps; profiling a whole LBFGS step instead (20 closure calls,
         ~80k ops) cost x1.70 of a 4-step loop (benchmarks/README.md).
         """
         if self._done:
             if self._status == "recorded" and self._recorded_steps() > 0:
                 self._status = "within-step"
-                self._message = within_step
+                self._within_step = within_step
             return
         if self._prof is not None:
             self._teardown(export=False)
@@ -538,6 +539,7 @@ class ProfilerWindow:
             recorded_steps=recorded,
             trace_path=None,  # set by the session once export() has written the file
             message=message,
+            within_step=self._within_step if self._status == "within-step" else None,
             profiler_before_cell=self._before_cell,
             profiler_in_cell=not self._before_cell and message == USER_PROFILER_MESSAGE,
             step_waits_s=self._step_waits_s(waited),

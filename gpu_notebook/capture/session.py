@@ -44,6 +44,7 @@ from gpu_notebook.records import (
     Sample,
     SampleSeries,
     StepClockRecord,
+    WithinStep,
 )
 
 
@@ -167,39 +168,6 @@ class RunQueueWait:
         if now is None or last is None or now[0] != last[0] or now[1] <= last[1]:
             return 1.0
         return min(1.0, max(0.0, 1.0 - (now[2] - last[2]) / (now[1] - last[1])))
-
-
-def within_step_message(recorded: int, old: str, new: str, *, trained: bool = True) -> str:
-    """What a window kept at an anchor upgrade covered (``ProfilerWindow.restart``); steps that
-    ran no backward (``trained`` False) were work before training, not parts of a step."""
-    if not trained:
-        return (
-            f"the window recorded {recorded} step{'' if recorded == 1 else 's'} counted at {old} "
-            f"that ran no backward, before the first step counted at {new}: work before "
-            f"training (an evaluation over a DataLoader); steps are counted at {new} from then "
-            "on, so the trace holds none of them: the phases are the step clock's timings of "
-            "whole steps, the top operators the trace's (of that work)"
-        )
-    return (
-        f"the window recorded {recorded} step{'' if recorded == 1 else 's'} counted at {old} "
-        f"before the first step counted "
-        f"at {new} ended (a closure optimizer's forward and backward calls, or gradient "
-        f"accumulation's micro-batches); steps are counted at {new} from then on, so the trace "
-        "holds no whole step: the phases are the step clock's timings of whole steps, the top "
-        "operators the trace's"
-    )
-
-
-def regroup_message(recorded: int) -> str:
-    """What a window kept covered when the steps it recorded were joined into one: several
-    optimizers step an iteration, and each ended a step until their cycle was learnt."""
-    return (
-        f"the window recorded {recorded} step{'' if recorded == 1 else 's'} counted before the "
-        "loop's cycle of optimizer steps was learnt (several optimizers an iteration, each "
-        "ending a step until the cycle repeated): they are parts of one step, so the trace "
-        "holds no whole step: the phases are the step clock's timings of whole steps, the top "
-        "operators the trace's"
-    )
 
 
 def private_scratch() -> tempfile.TemporaryDirectory[str]:
@@ -371,9 +339,7 @@ class CaptureSession(StartsAndStops):
                 nonlocal lean_decided, next_look
                 old, anchors[0] = anchors[0], kind
                 trained = clock.superseded_trained
-                window.restart(
-                    within_step_message(window.recorded_steps, old, kind, trained=trained)
-                )
+                window.restart(WithinStep(window.recorded_steps, old, kind, trained=trained))
                 if clock.is_lean and kind != "none":
                     # Many steps at the lower anchor made the clock lean: the new anchor's steps
                     # are timed again, and the listener looks at each of them until it decides.
@@ -396,7 +362,7 @@ class CaptureSession(StartsAndStops):
                 # Steps already ended were joined into one (several optimizers an iteration,
                 # the cycle learnt at its end): a window begun at one of their boundaries
                 # recorded parts of a step, and a lean choice read their length.
-                window.restart(regroup_message(window.recorded_steps))
+                window.restart(WithinStep(window.recorded_steps, regrouped=True))
                 if clock.is_lean:
                     clock.retime()
                     lean_decided, next_look, clock.listener_due = False, 0, 0

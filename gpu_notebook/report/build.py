@@ -66,8 +66,10 @@ def build_report(
     from gpu_notebook.words.program import report_said_of
     from gpu_notebook.words.proposals import attach_fixes
     from gpu_notebook.words.verdict import word_verdict
+    from gpu_notebook.words.window import worded_windows
 
     gpu_spec(target_gpu)  # an unknown name fails before the work
+    run = worded_windows(run)  # the capture hands up what a window covered, not its note
     facts = cell_facts(
         run.cell_source,
         namespace,

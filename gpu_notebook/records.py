@@ -184,6 +184,15 @@ class StepTiming:
     # to pay for the read, an older record).
     wait_s: float | None = None
     cpu_s: float | None = None  # its time on a core (schedstat, to a scheduler tick)
+    # The loader's calls read apart (the steps the loop thread's CPU clock is read on): their
+    # time blocked off a core (neither the loop thread's CPU nor its wait for a core: a sleep,
+    # I/O, a worker's queue, the GIL), the part of it no worker's queue explains (an
+    # in-process loader's, or a worker's batch already queued), and the part of that while
+    # other threads of the process ran (the GIL held by a side thread): host contention, left
+    # out of ``data_s``. None: not read.
+    data_blocked_s: float | None = None
+    data_unqueued_s: float | None = None
+    data_contention_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,21 @@ import inspect
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from gpu_notebook.analysis import framework_stacks as fs
+from gpu_notebook.analysis.loader_wait import blocked_kept
 from gpu_notebook.capture.stacks import StackSampler, infer_phase
-from gpu_notebook.records import CodeRef, GpuInfo, RawStacks, StackCount
+from gpu_notebook.records import (
+    CodeRef,
+    GpuInfo,
+    RawStacks,
+    StackCount,
+    StepClockRecord,
+    StepTiming,
+)
 from tests.scenarios import synthetic as syn
 from tests.test_rules import only, rules_for
 
@@ -69,8 +78,10 @@ def _lightning(log: tuple[int, int, int], model: tuple[int, int, int], **kw) -> 
     return _raw([([CELL, fit, self_log], *log), ([CELL, fit, call], *model)], **kw)
 
 
-def _share(raw: RawStacks, gpus: tuple[GpuInfo, ...] = ()) -> tuple[float, str]:
-    run = dataclasses.replace(syn.make_run(LIT_CELL, gpus=gpus), stacks=raw)
+def _share(
+    raw: RawStacks, gpus: tuple[GpuInfo, ...] = (), steps: StepClockRecord | None = None
+) -> tuple[float, str]:
+    run = dataclasses.replace(syn.make_run(LIT_CELL, gpus=gpus, steps=steps), stacks=raw)
     f = only(rules_for(run, syn.make_analysis({})), "logging.framework_overhead")
     return f.phase_share or 0.0, " ".join(f.evidence)
 
@@ -110,19 +121,60 @@ def test_the_loop_threads_wait_for_the_gil_in_the_models_frames_does_not_move_th
     assert "21%" in _share(dataclasses.replace(busy, cpu_us=None, wait_us=None))[1]
 
 
-def test_a_cpu_runs_blocked_wait_stays_in_the_step_not_in_the_logging_share():
-    # The loop thread blocks 10 ms a step off any core (a dataset's read, a worker's queue):
-    # that is the step's time. The log calls' 3 ms of CPU are 15% of the 20 ms step, not the
-    # 30% of the CPU time alone (a bound over that would promise twice the gain).
+def _blocked_in_loader() -> RawStacks:
+    """3 ms of log calls and 7 ms of model on a core a step, and 10 ms blocked off any core in
+    the loader's frames."""
     import lightning.pytorch as pl
     from torch.nn import Module
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     fit, log, call = ref(pl.Trainer.fit), ref(pl.LightningModule.log), ref(Module._call_impl)
     data = ref(_BaseDataLoaderIter.__next__)
-    raw = _raw([([CELL, fit, log], 6000, 3000, 3000), ([CELL, fit, call], 14000, 7000, 7000),
-                ([CELL, fit, data], 10000, 0, 0)])  # fmt: skip
+    return _raw([([CELL, fit, log], 6000, 3000, 3000), ([CELL, fit, call], 14000, 7000, 7000),
+                 ([CELL, fit, data], 10000, 0, 0)])  # fmt: skip
+
+
+def _loader_steps(blocked_ms: list[float], contention_ms: list[float]) -> StepClockRecord:
+    """Steps whose loader calls the step clock read apart: blocked (none of it a worker's queue)
+    and of that, blocked while another thread of the process computed."""
+    rows = tuple(
+        StepTiming(i, 0.02 * i, 0.02, 0.01, 0.004, 0.004, 0.002, 1, 1, 32, wait_s=0.0,
+                   data_blocked_s=b / 1e3, data_unqueued_s=b / 1e3, data_contention_s=c / 1e3)
+        for i, (b, c) in enumerate(zip(blocked_ms, contention_ms, strict=True))
+    )  # fmt: skip
+    return StepClockRecord("optimizer", len(rows), rows)
+
+
+def test_a_cpu_runs_blocked_wait_stays_in_the_step_not_in_the_logging_share():
+    # The loop thread blocks 10 ms a step off any core (a dataset's read, a worker's queue):
+    # that is the step's time. The log calls' 3 ms of CPU are 15% of the 20 ms step, not the
+    # 30% of the CPU time alone (a bound over that would promise twice the gain). The step
+    # clock read the loader's block as its own: the same 10 ms every step, no other thread
+    # computing meanwhile (a sleep a sample); or not at all (an older record).
+    raw = _blocked_in_loader()
     assert "15%" in _share(raw)[1] and "30%" not in _share(raw)[1]
+    sleeps = _loader_steps([10.0] * 40, [0.0] * 40)
+    assert blocked_kept(sleeps.steps) == pytest.approx(1.0)
+    assert "15%" in _share(raw, steps=sleeps)[1]
+
+
+def test_the_loop_threads_wait_for_the_gil_in_the_loader_is_not_the_steps_data_wait():
+    # Framework share cause 2: the loader computes and never blocks (a TensorDataset), but
+    # another thread of the process holds the GIL the loop thread needs after the collate's
+    # op: our samplers, which on a busy machine wait for a core holding it (the step clock
+    # read 0-20 ms blocked a step, coming and going), or a side thread that computes (read as
+    # contention there). Neither is a wait for data: the log calls' 3 ms of CPU are 30% of the
+    # loop thread's 10 ms of work, as quiet; main gave the blocked time to the loader (15%).
+    raw = _blocked_in_loader()
+    held = _loader_steps([0.0, 0.0, 0.0, 0.0, 20.0] * 8, [0.0] * 40)
+    computed = _loader_steps([10.0] * 40, [10.0] * 40)
+    assert blocked_kept(held.steps) == pytest.approx(0.0)
+    assert blocked_kept(computed.steps) == pytest.approx(0.0)
+    assert "30%" in _share(raw, steps=held)[1] and "15%" not in _share(raw, steps=held)[1]
+    assert "30%" in _share(raw, steps=computed)[1]
+    # A sleeping loader's own 8 ms a step stays its; only a holder's 12 ms on one step in 5 go.
+    mixed = _loader_steps([8.0, 8.0, 8.0, 8.0, 20.0] * 8, [0.0] * 40)
+    assert blocked_kept(mixed.steps) == pytest.approx(320 / 416)
 
 
 def test_a_gpu_runs_wait_for_the_device_in_a_log_call_is_the_log_calls_time():
@@ -246,3 +298,98 @@ def test_samples_in_our_own_step_clock_are_not_the_programs_loop():
     assert "30%" in _share(quiet)[1] and "30%" in _share(busy)[1]
     kept = fs.without_ours(busy)
     assert kept.samples == 80 and kept.time_us == 10_000
+
+
+def _loader_loop(
+    dataset: object, side: Callable[[threading.Event], None] | None
+) -> StepClockRecord:
+    """60 optimizer steps of a small model under a real step clock, its batches from a
+    ``num_workers=0`` DataLoader over ``dataset``, ``side`` running on a thread of its own."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from gpu_notebook.capture.stepclock import StepClock
+
+    done = threading.Event()
+    thread = threading.Thread(target=side, args=(done,), daemon=True) if side else None
+    model = torch.nn.Linear(64, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    if thread is not None:
+        thread.start()
+    try:
+        it = iter(DataLoader(dataset, batch_size=4))  # type: ignore[arg-type]
+        for _ in range(60):
+            model(next(it)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        done.set()
+        clock.uninstall()
+        if thread is not None:
+            thread.join()
+    return clock.record()
+
+
+class _Releases:
+    """A sample is one torch op (~0.2 ms) that releases the GIL: long enough for a waiting thread
+    to take it (a cheap op is over before that thread wakes)."""
+
+    def __len__(self) -> int:
+        return 10**6
+
+    def __getitem__(self, i: int) -> object:
+        import torch
+
+        return torch.ones(1 << 17).cumsum(0)[:64]  # ~0.2 ms off the GIL
+
+
+class _Sleeps(_Releases):
+    def __getitem__(self, i: int) -> object:
+        import torch
+
+        time.sleep(0.001)
+        return torch.zeros(64)
+
+
+def _holds_the_gil(done: threading.Event) -> None:
+    while not done.is_set():
+        sum(range(1000))  # pure Python: the GIL until the switch interval asks for it
+
+
+def test_a_side_threads_gil_is_taken_out_of_the_loaders_data_wait():
+    # The loader's only work is an op that releases the GIL; a side thread computing in Python
+    # takes it there, and the loop thread blocks until the switch interval hands it back. The
+    # step clock reads the loader's calls apart on steps 1-39 then 1 in 8: the time blocked
+    # while the side thread computed is contention, out of data_s (main kept it there and
+    # read no such field).
+    if StackSampler(threading.get_ident())._thread_clock is False:
+        pytest.skip("no thread clock")
+    record = _loader_loop(_Releases(), _holds_the_gil)
+    read = [s for s in record.steps if s.data_contention_s is not None]
+    if not read:
+        pytest.skip("no schedstat on this system")
+    assert len(read) >= 30
+    for s in read:
+        assert s.data_contention_s is not None and s.data_unqueued_s is not None
+        assert 0 <= s.data_contention_s <= s.data_unqueued_s <= (s.data_blocked_s or 0) + 1e-9
+    assert sum(s.data_contention_s or 0.0 for s in read) > 0
+    kept = blocked_kept(record.steps)
+    assert kept is not None and kept < 1.0
+
+
+def test_a_sleeping_loaders_block_stays_its_data_wait():
+    # Differently shaped: no side thread, the loader sleeps 1 ms a sample (a read, a decode).
+    # Its block recurs every step and no other thread of ours computes meanwhile: the data
+    # wait keeps it (at most the time our own clock reads took goes to contention).
+    if StackSampler(threading.get_ident())._thread_clock is False:
+        pytest.skip("no thread clock")
+    record = _loader_loop(_Sleeps(), None)
+    read = [s for s in record.steps if s.data_contention_s is not None]
+    if not read:
+        pytest.skip("no schedstat on this system")
+    blocked = sum(s.data_blocked_s or 0.0 for s in read)
+    assert blocked >= 0.5 * len(read) * 0.004  # 4 sleeps of 1 ms a step, up to a late wake
+    assert sum(s.data_contention_s or 0.0 for s in read) <= 0.1 * blocked
+    assert sum(s.data_s for s in read) >= blocked * 0.9

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from gpu_notebook.analysis.lines import cell_number_of, other_cell, users_code
+from gpu_notebook.analysis.loader_wait import blocked_kept
 from gpu_notebook.records import RawStacks, Run, StackCount
 
 # Framework code that logs, reports or draws progress on the step (not training work), found
@@ -118,7 +119,12 @@ def sampled_stacks(run: Run) -> list[RawStacks]:
     if sparse is not None and sparse.clocked:
         out.append(sparse)
     clock = share_clock(run, out)
-    return [without_ours(on_own_clock(raw, clock)) for raw in out if raw.time_us > 0 and raw.stacks]
+    kept = blocked_kept(run.steps.steps)
+    return [
+        without_ours(on_own_clock(raw, clock, 1.0 if kept is None else kept))
+        for raw in out
+        if raw.time_us > 0 and raw.stacks
+    ]
 
 
 # Our own package's files: a sample whose innermost frame is here caught the loop thread in our
@@ -175,8 +181,9 @@ def share_clock(run: Run, raws: list[RawStacks]) -> Clock:
 
     On a CPU run the work is the loop thread computing: each sample weighs the thread's CPU
     time since the previous sample ("cpu", as ``rules.common.run_optimizer`` reads the update's
-    share), and in the data phase also the time it blocked off any core (a worker's queue, a
-    dataset's read: the step waits for its data, on a quiet machine as on a busy one). On a GPU a log call's wait for the
+    share), and in the data phase also the time it blocked off any core that was the loader's
+    (a worker's queue, a dataset's read: the step waits for its data, on a quiet machine as on
+    a busy one), not the GIL another thread held (``loader_wait.blocked_kept``). On a GPU a log call's wait for the
     device is its cost too: each sample weighs its wall time less the wait for a core ("own":
     schedstat run_delay). "wall": a sampler that read no thread clock (no schedstat, an older
     record)."""
@@ -185,12 +192,15 @@ def share_clock(run: Run, raws: list[RawStacks]) -> Clock:
     return "own" if run.env.cuda_available or run.env.gpus else "cpu"
 
 
-def on_own_clock(raw: RawStacks, clock: Clock) -> RawStacks:
+def on_own_clock(raw: RawStacks, clock: Clock, data_kept: float = 1.0) -> RawStacks:
     """``raw`` with its time on ``clock`` (``share_clock``), as the share readers (``loop_time``,
     ``count_overhead``, ``by_log_line``, ``log_callers``) weigh it. "own": the whole is the
     sampled spans' wall time less the wait for a core, summed before it is taken (a reading
     can fall in the next sample's span). "cpu": the whole is the stacks' weights and the
-    folded samples' CPU time."""
+    folded samples' CPU time; a data-phase sample adds ``data_kept`` of its time blocked off a
+    core (the loader's share of its blocked time, ``loader_wait.blocked_kept``: under load most
+    of a ``TensorDataset`` loader's was the GIL our samplers held while they waited for a core,
+    6-17% of a Lightning run's CPU at load 18-28)."""
     if clock == "wall" or raw.cpu_us is None or raw.wait_us is None:
         return raw
 
@@ -198,7 +208,9 @@ def on_own_clock(raw: RawStacks, clock: Clock) -> RawStacks:
         own = max(0, stack.time_us - stack.wait_us)
         if clock == "own":
             return own
-        return stack.cpu_us + (max(0, own - stack.cpu_us) if stack.phase == "data" else 0)
+        if stack.phase != "data":
+            return stack.cpu_us
+        return stack.cpu_us + round(data_kept * max(0, own - stack.cpu_us))
 
     stacks = tuple(dataclasses.replace(s, time_us=weight(s)) for s in raw.stacks)
     if clock == "own":

@@ -106,9 +106,12 @@ GUARDED_NOTE = (
 BoundaryListener = Callable[[int], None]
 
 # One kept step: (index, start_ns, end_ns, data_ns, forward_ns, backward_ns, optimizer_ns,
-# forward_calls, backward_calls, batch_size, timed, ours_ns, wait_ns, cpu_ns; the last two -1
-# when not read). Tuples, not records: this runs every step.
-_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool, int, int, int]
+# forward_calls, backward_calls, batch_size, timed, ours_ns, wait_ns, cpu_ns, blocked_ns,
+# unqueued_ns, contention_ns; the last five -1 when not read). Tuples, not records: this runs
+# every step.
+_Row = tuple[
+    int, int, int, int, int, int, int, int, int, "int | None", bool, int, int, int, int, int, int
+]
 
 # The loop thread's scheduler counters (Linux): on-CPU ns, run-queue wait ns, time slices.
 _SCHEDSTAT = "/proc/thread-self/schedstat"
@@ -236,6 +239,13 @@ class StepClock:
         # Accumulators of the open step (ns).
         self._cur_start_ns: int | None = None
         self._data_ns = 0
+        # The loader's calls read apart in the open step (the steps the thread's CPU clock is
+        # read on, ``_CPU_ALL_STEPS``/``_CPU_EVERY``): their time blocked off a core (neither
+        # the loop thread's CPU nor its wait for a core), the part no worker's queue explains,
+        # and the part of that while other threads ran (``_wrap_next``): -1, none read.
+        self._data_blocked_ns = -1
+        self._data_unqueued_ns = -1
+        self._data_contention_ns = -1
         self._fwd_ns = 0
         self._bwd_ns = 0
         self._opt_ns = 0
@@ -1000,7 +1010,9 @@ class StepClock:
                 group = (group[0], group[1], row[2],
                          group[3] + row[3], group[4] + row[4], group[5] + row[5],
                          group[6] + row[6], group[7] + row[7], group[8] + row[8],
-                         group[9], group[10] and row[10], group[11] + row[11], -1, -1)  # fmt: skip
+                         group[9], group[10] and row[10], group[11] + row[11], -1, -1,
+                         _read_sum(group[14], row[14]), _read_sum(group[15], row[15]),
+                         _read_sum(group[16], row[16]))  # fmt: skip
             if kept:
                 size = group[9] if samples is None else samples
                 rows.append((first + made, *group[1:9], size, *group[10:]))
@@ -1061,12 +1073,65 @@ class StepClock:
             evaluating = _PRIORITY[clock.anchor] > _LOADER_PRIORITY and not clock._grad_enabled()
             if not evaluating:
                 clock._train_reads += 1  # the optimizers' cycle reads a batch (_closes_cycle)
+            # On the steps the thread's CPU clock is read (``_CPU_ALL_STEPS``, ``_CPU_EVERY``),
+            # the wait is read apart: the loop thread's CPU (the in-process loader's work), its
+            # wait for a core (schedstat; the step's own reading takes it out), and the other
+            # threads' CPU (this process's clock less the thread's). What it spent blocked off a
+            # core while another thread of the process ran is no wait for the loader: the GIL
+            # held by a side thread (a logger, a progress bar, our samplers), "contention",
+            # taken out of the data wait. Not told apart here: a holder of the GIL waiting for
+            # a core (the other threads' run delay is mostly their wake-ups, not the GIL: two
+            # threads ticking every 5 ms read 72% of a sleeping loader's block as theirs at load
+            # 12; ``analysis.loader_wait`` reads it from how the block comes and goes), and a
+            # side thread's CPU while the loader sleeps (read as contention). A loader
+            # with workers whose queue held no batch for it at the start waited on its workers:
+            # its block is theirs. Inline, builtins only: this runs every step
+            # (tests/test_capture_cost.py).
+            n, fd = clock._step_count, clock._sched_fd or -1
+            split = not evaluating and fd >= 0 and (n < _CPU_ALL_STEPS or n % _CPU_EVERY == 0)
+            if split:
+                queued = True
+                if getattr(it, "_num_workers", 0):
+                    try:  # a batch already there (in order, or received out of order)
+                        queued = (
+                            it._data_queue.qsize() > 0
+                            or len(it._task_info.get(it._rcvd_idx, ())) == 2
+                        )
+                    except (AttributeError, NotImplementedError, OSError, TypeError):
+                        queued = False  # not known: the block stays the loader's
+                # The thread's clocks first (a system call that can preempt the thread: Linux's
+                # update_curr), then the wall and the run delay next to each other: a wait for a
+                # core between two marks would read as a block, or hide one.
+                all0, cpu0 = _process_time_ns(), time.thread_time_ns()
+                t0 = time.perf_counter_ns()
+                try:
+                    run0 = int(os.pread(fd, 64, 0).split()[1])
+                except (OSError, ValueError, IndexError):
+                    split = False
             try:
                 batch = original(it)
             finally:
+                if split:
+                    t1 = time.perf_counter_ns()
+                    try:
+                        run1 = int(os.pread(fd, 64, 0).split()[1])
+                    except (OSError, ValueError, IndexError):
+                        split = False
+                    cpu1, all1 = time.thread_time_ns(), _process_time_ns()
                 clock._last_mark_ns = end = time.perf_counter_ns()
                 if not evaluating:
-                    clock._data_ns += max(0, end - start - ours)
+                    wall = max(0, end - start - ours)
+                    if split:
+                        cpu = cpu1 - cpu0
+                        blocked = max(0, min(wall, t1 - t0) - cpu - max(0, run1 - run0))
+                        taken = min(blocked, max(0, all1 - all0 - cpu)) if queued else 0
+                        wall -= taken
+                        clock._data_blocked_ns = max(0, clock._data_blocked_ns) + blocked
+                        clock._data_unqueued_ns = max(0, clock._data_unqueued_ns) + (
+                            blocked if queued else 0
+                        )
+                        clock._data_contention_ns = max(0, clock._data_contention_ns) + taken
+                    clock._data_ns += wall
             if clock._lean or evaluating:
                 return batch  # the batch size is known from the timed steps
             if id(it) != clock._iterator_id:
@@ -1386,12 +1451,16 @@ class StepClock:
                     self._ours_ns,
                     wait_ns,
                     cpu_ns,
+                    self._data_blocked_ns,
+                    self._data_unqueued_ns,
+                    self._data_contention_ns,
                 )
             )
             if len(self._rows) >= self._capacity:
                 self._decimation *= 2
                 self._rows = [r for r in self._rows if r[0] % self._decimation == 0]
         self._data_ns = self._fwd_ns = self._bwd_ns = self._opt_ns = 0
+        self._data_blocked_ns = self._data_unqueued_ns = self._data_contention_ns = -1
         self._fwd_calls = self._bwd_calls = 0
         self._samples = None
         self._run_dropped = []
@@ -1512,6 +1581,9 @@ class StepClock:
                 ours_s=r[11] / 1e9,
                 wait_s=r[12] / 1e9 if r[12] >= 0 else None,
                 cpu_s=r[13] / 1e9 if r[13] >= 0 else None,
+                data_blocked_s=r[14] / 1e9 if r[14] >= 0 else None,
+                data_unqueued_s=r[15] / 1e9 if r[15] >= 0 else None,
+                data_contention_s=r[16] / 1e9 if r[16] >= 0 else None,
             )
             for r in self._rows
         )
@@ -1589,6 +1661,13 @@ _FAULTS_EVERY = 8
 # reads"). The mean per step is what is kept (``optimizer_cpu``: CPU time, steps read).
 _CPU_ALL_STEPS = 40
 _CPU_EVERY = 8
+
+
+def _read_sum(a: int, b: int) -> int:
+    """Two steps' readings joined: -1 where neither was read."""
+    return -1 if a < 0 and b < 0 else max(0, a) + max(0, b)
+
+
 _RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None) if resource else None
 _FAULTS_READ = _RUSAGE_THREAD is not None
 # Read inline in the hooks (a builtin call, no function of ours a step: test_capture_cost).

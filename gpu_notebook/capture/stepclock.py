@@ -54,6 +54,7 @@ import types
 import weakref
 from collections.abc import Callable
 from time import process_time_ns as _process_time_ns
+from time import thread_time_ns as _thread_time_ns
 from typing import Any
 
 try:
@@ -1102,7 +1103,7 @@ class StepClock:
                 # The thread's clocks first (a system call that can preempt the thread: Linux's
                 # update_curr), then the wall and the run delay next to each other: a wait for a
                 # core between two marks would read as a block, or hide one.
-                all0, cpu0 = _process_time_ns(), time.thread_time_ns()
+                all0, cpu0 = _process_time_ns(), _thread_time_ns()
                 t0 = time.perf_counter_ns()
                 try:
                     run0 = int(os.pread(fd, 64, 0).split()[1])
@@ -1117,7 +1118,7 @@ class StepClock:
                         run1 = int(os.pread(fd, 64, 0).split()[1])
                     except (OSError, ValueError, IndexError):
                         split = False
-                    cpu1, all1 = time.thread_time_ns(), _process_time_ns()
+                    cpu1, all1 = _thread_time_ns(), _process_time_ns()
                 clock._last_mark_ns = end = time.perf_counter_ns()
                 if not evaluating:
                     wall = max(0, end - start - ours)

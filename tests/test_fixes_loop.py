@@ -758,3 +758,40 @@ def test_validate_every_n_refuses_a_validation_inside_the_training_block() -> No
     assert mixed != PROBE and isinstance(apply_fix("validate_every_n", cell, every=2), Patch)
     reason = _refusal("validate_every_n", mixed, every=2)
     assert "with torch.autograd.set_detect_anomaly(False):" in reason
+
+
+def test_a_loop_whose_last_line_ends_with_a_semicolon_is_still_the_training_loop() -> None:
+    # ast ends a loop at its last line's `;`, libcst before it: the loop was not found, and
+    # every loop fix said "no for loop calling .backward() in this cell".
+    body = TRAIN[len(SETUP) :].split("\n")
+    ended = SETUP + "\n".join(
+        line + ";" if line.startswith("        ") and not line.lstrip().startswith("#") else line
+        for line in body
+    )
+    assert 'print(f"epoch {epoch} loss {loss.item():.4f}");\n' in ended
+    after = _patch("throttle_host_syncs", ended, every=4).source_after
+    assert after.replace(";", "") == _patch("throttle_host_syncs", TRAIN, every=4).source_after
+    # A one-line loop, its body on the header's line, ends with `;` too.
+    oneline = SETUP + (
+        "for xb, yb in loader: loss = criterion(model(xb), yb); loss.backward(); opt.step();\n"
+        "print(loss.item())\n"
+    )
+    assert "no for loop" not in _refusal("throttle_host_syncs", oneline)
+
+
+def test_a_quoted_statement_has_no_semicolon_of_the_line_it_shares() -> None:
+    as_number = CIFAR_STYLE.replace(
+        "            running_loss = 0.0\n",
+        "            history.append(running_loss)\n            running_loss = 0.0\n",
+    ).replace(
+        "        running_loss += loss.item()\n", "        running_loss += loss.item(); n = 1\n"
+    )
+    assert _refusal("throttle_host_syncs", as_number).startswith(
+        "`running_loss += loss.item()` syncs every step"
+    )
+    ended = as_number.replace(
+        "running_loss += loss.item(); n = 1\n", "running_loss += loss.item();\n"
+    )
+    assert _refusal("throttle_host_syncs", ended).startswith(
+        "`running_loss += loss.item()` syncs every step"
+    )

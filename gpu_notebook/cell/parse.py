@@ -96,7 +96,13 @@ def _span(node: ast.AST | None, lines: Sequence[str]) -> Span | None:
         text = lines[line - 1] if 0 < line <= len(lines) else ""
         return len(text.encode("utf-8")[:byte].decode("utf-8", errors="ignore"))
 
-    return start, chars(start, col), end, chars(end, end_col)
+    last = chars(end, end_col)
+    # ast ends a compound statement at its last line's `;` (`loss.backward();` ending a loop),
+    # libcst before it (the `;` is the small statement's): the ranges of the same node.
+    text = lines[end - 1][:last].rstrip(" \t") if 0 < end <= len(lines) else ""
+    if text.endswith(";"):
+        last = len(text[:-1].rstrip(" \t"))
+    return start, chars(start, col), end, last
 
 
 def once_per_module(module: Any, what: str, make: Callable[[], T]) -> T:

@@ -84,6 +84,10 @@ class Tree(Parents):
         return body[:at], body[at + 1 :]
 
     def code(self, node: cst.CSTNode) -> str:
+        """``node``'s text; a small statement's without the `;` that separates it from the
+        next (libcst's, part of the node): a quote of `opt.zero_grad()` says just that."""
+        if isinstance(node, cst.BaseSmallStatement):
+            node = node.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
         return self.module.code_for_node(node)
 
 

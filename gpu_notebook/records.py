@@ -135,7 +135,9 @@ class Sample:
     rss_bytes: int | None = None  # this process plus its children
     gpus: tuple[GpuSample, ...] = ()
     steal_pct: float | None = None  # CPU time the hypervisor gave to other guests, mean over cores
-    children: int | None = None  # processes below ours (DataLoader workers) at this sample
+    # processes below ours running this interpreter (DataLoader and multiprocessing workers) at
+    # this sample; a shell line's programs are not counted (the cell waits for them)
+    children: int | None = None
     # Share of the interval the measured thread was ready to run but waited for a core
     # (Linux schedstat run_delay): the machine's other work, never a sleep or a wait of its own.
     run_wait_pct: float | None = None
@@ -1005,6 +1007,14 @@ class Comparison:
     gpu_equivalent: float | None = None  # "the throughput of N more GPUs of this kind"
     cost_saved_per_1000_steps: float | None = None  # in the user's currency, when priced
     samples: SampleComparison | None = None  # the distributions compared: range and outcome
+    # How each run ended (``Run.status``, ``Run.error``) and the steps it took: a run that failed
+    # or was interrupted partway is compared over the steps it took, which the views say.
+    baseline_status: CellStatus = "ok"
+    baseline_error: str | None = None
+    baseline_steps: int | None = None
+    status: CellStatus = "ok"
+    error: str | None = None
+    steps: int | None = None
 
 
 # What a before/after says of the fix the user ran (report/compare.py decides; words/compare.py

@@ -400,3 +400,31 @@ def test_the_text_before_after_puts_no_on_core_factor_beside_wall_medians():
     assert wall.samples is not None and not wall.samples.own_time
     (row,) = [line for line in render_comparison(wall).splitlines() if "step time" in line]
     assert f"measured {wall.speedup:.2f}x" in row
+
+
+def test_a_rerun_after_a_run_that_failed_partway_says_the_earlier_run_was_partial():
+    """unseen 33: the cell raised at its 46th step, the data was cleaned and the cell ran again;
+    the before/after read the failed run's steps as a whole run and said nothing of it."""
+    from gpu_notebook.views.html_report import comparison_section
+    from gpu_notebook.views.text import render_comparison
+
+    failed = syn.make_report(CELL, step_median_s=0.4, started_at=at(1))
+    failed = dataclasses.replace(
+        failed,
+        run=dataclasses.replace(failed.run, status="error", error="ValueError: loss <nan>"),
+    )
+    again = syn.make_report(CELL, step_median_s=0.4, started_at=at(2))
+    assert find_baseline([failed, again], again) is failed
+    c = compare(failed, again)
+    said = f"the earlier run (at {at(1)}) failed partway (ValueError: loss <nan>) after "
+    assert said in render_comparison(c)
+    assert said.replace("<", "&lt;").replace(">", "&gt;") in comparison_section(c)
+    assert describe_comparison(c)[0].startswith("Note: The earlier run (at ")
+    interrupted = dataclasses.replace(
+        again, run=dataclasses.replace(again.run, status="interrupted", error="KeyboardInterrupt")
+    )
+    assert "this run was interrupted partway after " in render_comparison(
+        compare(again, interrupted)
+    )
+    # Two whole runs say nothing of it.
+    assert "partway" not in render_comparison(compare(again, again))

@@ -241,6 +241,12 @@ def compare(
         gpu_equivalent=gpu_equivalent,
         cost_saved_per_1000_steps=saved,
         samples=samples,
+        baseline_status=baseline.run.status,
+        baseline_error=baseline.run.error,
+        baseline_steps=baseline.run.steps.step_count,
+        status=report.run.status,
+        error=report.run.error,
+        steps=report.run.steps.step_count,
     )
 
 

@@ -227,13 +227,19 @@ def comparison_section(comparison: Comparison | None) -> str:
     """Before / after: measured speedup beside the predicted bound, throughput, shares, GPU."""
     if comparison is None:
         return ""
-    from gpu_notebook.views.wording import outcome_said, predicted_gain, sample_notes
+    from gpu_notebook.views.wording import (
+        outcome_said,
+        partial_runs,
+        predicted_gain,
+        sample_notes,
+    )
 
     notes = sample_notes(comparison.samples) if comparison.samples is not None else ()
     return _render(
         "comparison.html",
         c=comparison,
         sample_notes=notes,
+        partial=partial_runs(comparison),
         said=outcome_said(comparison),
         predicted=predicted_gain(comparison),
     )

@@ -322,7 +322,9 @@ def render_comparison(c: Comparison) -> str:
     from gpu_notebook.views.wording import predicted_gain
 
     c = printable_record(c)
-    lines = ["Before / after:"]
+    from gpu_notebook.views.wording import partial_runs
+
+    lines = ["Before / after:", *(f"  ({note})" for note in partial_runs(c))]
     # A factor of steps counted without their wait for a core is no ratio of these wall medians:
     # said once, on the outcome line with its counting note.
     on_core = c.samples is not None and c.samples.own_time

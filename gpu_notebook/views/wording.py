@@ -431,10 +431,30 @@ def outcome_said(comparison: Comparison) -> str | None:
     return fix_outcome(s, low if low is not None else comparison.predicted_low)
 
 
+def partial_runs(c: Comparison) -> tuple[str, ...]:
+    """A run of the two that stopped partway (an exception, an interrupt): said, with the
+    steps it took, since the before/after reads those steps only and never a whole run."""
+    said = []
+    for who, status, error, steps in (
+        (f"the earlier run (at {c.baseline_started_at})", c.baseline_status, c.baseline_error,
+         c.baseline_steps),
+        ("this run", c.status, c.error, c.steps),
+    ):  # fmt: skip
+        if status == "ok":
+            continue
+        how = "was interrupted" if status == "interrupted" else "failed"
+        why = f" ({error})" if error and status != "interrupted" else ""
+        took = f" after {steps} step(s)" if steps is not None else ""
+        said.append(
+            f"{who} {how} partway{why}{took}: compared over the steps it took, not a whole run"
+        )
+    return tuple(said)
+
+
 def describe_comparison(comparison: Comparison) -> tuple[str, ...]:
     """The comparison in a few sentences (for text views and the benchmark table)."""
     c = comparison
-    lines: list[str] = []
+    lines: list[str] = [f"Note: {n[0].upper()}{n[1:]}." for n in partial_runs(c)]
     slower = c.speedup is not None and c.speedup < SLOWER_THAN
     if c.samples is not None:
         slower = c.samples.outcome == "slower"

@@ -613,3 +613,24 @@ def test_tick_cost_is_measured_from_the_sampler_threads_own_clock(no_gpu: None) 
     assert cost.median_wall_us <= cost.max_wall_us
     assert cost.median_cpu_us <= cost.median_wall_us + 100.0, cost
     assert cost.core_pct == pytest.approx(100.0 * cost.mean_cpu_us * 1e-6 / cost.interval_s)
+
+
+def test_a_shell_lines_programs_are_no_workers(
+    no_gpu: None, request: pytest.FixtureRequest
+) -> None:
+    """A cell's `!echo` line (IPython runs it through /bin/sh) was counted as a DataLoader
+    worker: "More threads than free cores: 3 wanted" for torch's 2 threads. Only children that
+    run this interpreter (the workers' fork or spawn) are counted; the cell waits for a shell
+    line's programs, which never want a core beside its steps."""
+    if not in_own_process(request):
+        return
+    shell = subprocess.Popen(["/bin/sh", "-c", "sleep 30; true"], start_new_session=True)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                              start_new_session=True)  # fmt: skip
+    try:
+        series = run_for(Sampler(interval_s=0.05), 0.3, min_samples=3)
+    finally:
+        for child in (shell, worker):
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    assert {s.children for s in series.samples} == {1}, [s.children for s in series.samples]

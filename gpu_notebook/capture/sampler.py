@@ -284,6 +284,14 @@ class Sampler(StartsAndStops):
             self._notes.append(note)
 
 
+def _exe(process: psutil.Process) -> str | None:
+    """The program ``process`` runs; None where it cannot be read (ended, a zombie, denied)."""
+    try:
+        return process.exe() or None
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
 class _Probe:
     """The reading side of one run; used by the sampler thread only."""
 
@@ -293,6 +301,11 @@ class _Probe:
         self.process = psutil.Process()
         self.children: dict[int, psutil.Process] = {}
         self.new_children: set[int] = set()  # primed this tick: no CPU % yet
+        # Children running this interpreter (DataLoader and multiprocessing workers): what a
+        # sample counts. A shell line's programs (`!echo`, `files = !ls`) are other programs,
+        # and the cell's thread waits for them: no process that wants a core beside its steps.
+        self.exe = _exe(self.process)
+        self.workers: set[int] = set()
         self.children_due_s = 0.0
         self.child_refresh_s = _CHILD_REFRESH_MIN_S
         self.cpu_times: Sequence[Any] = ()
@@ -329,7 +342,7 @@ class _Probe:
             rss_bytes=rss_bytes + children_rss_bytes,
             gpus=gpus,
             steal_pct=_steal_pct(before, self.cpu_times),
-            children=len(self.children),
+            children=len(self.workers.intersection(self.children)),
             run_wait_pct=self._read_run_wait(),
         )
         return sample, lost
@@ -393,7 +406,12 @@ class _Probe:
                 continue
             kept[child.pid] = child
             self.new_children.add(child.pid)
+            if self.exe is None or _exe(child) == self.exe:
+                self.workers.add(child.pid)
+            else:
+                self.workers.discard(child.pid)
         self.children = kept
+        self.workers.intersection_update(kept)
         cost_s = time.thread_time() - cpu_start
         self.child_refresh_s = max(_CHILD_REFRESH_MIN_S, cost_s / _CHILD_REFRESH_CORE_SHARE)
         self.children_due_s = now + self.child_refresh_s

@@ -237,3 +237,53 @@ def cell_number(filename: str) -> int | None:
         head = filename[len("<ipython-input-") :].split("-", 1)[0]
         return int(head) if head.isdigit() else None
     return None
+
+
+def binding_cell(name: str) -> int | None:
+    """The execution number of the last earlier cell (``In[N]``) whose top level binds ``name``
+    (an assignment, a ``for`` or ``with`` target, a def, a class, an import; not inside a
+    function or class), from the running shell's raw input history: where an object the
+    measured cell uses was made, for a refusal to name. None: no shell, or no cell binds it."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    now = getattr(shell, "execution_count", None)
+    if not isinstance(history, list) or not isinstance(now, int):
+        return None
+    # The running cell is stored at ``now`` as it starts (ipykernel, InteractiveShell).
+    for number in range(min(now, len(history)) - 1, 0, -1):
+        source = history[number]
+        if isinstance(source, str) and name in source and name in _top_level_bound(source):
+            return number
+    return None
+
+
+def _top_level_bound(source: str) -> set[str]:
+    try:
+        code = protect(source).code
+        module = ast.parse(code)
+    except (NotPythonCell, SyntaxError, ValueError):
+        return set()
+    bound: set[str] = set()
+    todo: list[ast.stmt] = list(module.body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(stmt.name)
+            continue
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+            continue
+        for target in targets_of(stmt):
+            bound.update(plain_names(target))
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            bound.update(plain_names(stmt.target))
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            bound.update(
+                n for i in stmt.items if i.optional_vars for n in plain_names(i.optional_vars)
+            )
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            todo.extend(s for s in getattr(stmt, field, ()) if isinstance(s, ast.stmt))
+        for handler in getattr(stmt, "handlers", ()):
+            todo.extend(handler.body)
+    return bound

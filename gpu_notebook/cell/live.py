@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_notebook.cell.ipython import binding_cell
 from gpu_notebook.cell.names import dotted, int_or_none, keyword_value, method_of
 
 
@@ -43,6 +44,7 @@ class LiveLoader:
     loader_class: str = "torch.utils.data.DataLoader"  # module.qualname (accelerate wraps it)
     # Made before the cell ran (an earlier cell); False: a script's global, bound as it ran.
     made_before: bool = True
+    made_in: int | None = None  # the earlier cell that bound the name (In[N]), where known
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class LiveOptimizer:
     foreach: bool | None
     one_pass: bool = False  # SGD without momentum or weight decay: one add_ a tensor
     made_before: bool = True  # as LiveLoader's
+    made_in: int | None = None  # as LiveLoader's
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,9 @@ def live_facts(
     if not made_before:
         loaders = [dataclasses.replace(ld, made_before=False) for ld in loaders]
         optimizers = [dataclasses.replace(o, made_before=False) for o in optimizers]
+    else:  # a kernel's: the cell that made each, where its history says
+        loaders = [dataclasses.replace(ld, made_in=binding_cell(ld.name)) for ld in loaders]
+        optimizers = [dataclasses.replace(o, made_in=binding_cell(o.name)) for o in optimizers]
     unique, hits, limit = _dynamo_counters()
     return LiveFacts(
         loaders=tuple(loaders),

@@ -254,12 +254,13 @@ BACKEND_FLAGS = Fix(
 
 
 def foreach_fused_optimizer(
-    module: cst.Module, *, implementation: str = "fused", elsewhere: str = ""
+    module: cst.Module, *, implementation: str = "fused", elsewhere: str = "", cells: str = ""
 ) -> CodemodResult:
     """Add ``fused=True`` (or ``foreach=True``) to the cell's torch.optim constructors.
 
     ``elsewhere``: comma-separated names of unfused optimizers the cell steps that earlier cells
-    made (the rule's); a refusal names them as where to act.
+    made (the rule's); a refusal names them as where to act. ``cells``: the execution number of
+    the cell that made each (comma-separated, in the same order; empty where not known).
 
     ``fused`` exists for Adam, AdamW and SGD (CUDA, and CPU since torch 2.4); ``foreach`` for most
     optimizers. torch rejects both at once, so a ``foreach=True`` is replaced by ``fused=True``.
@@ -271,11 +272,15 @@ def foreach_fused_optimizer(
     found = [opt.node for opt in facts_of(module).optimizers if opt.cls in classes]
     calls: list[cst.Call] = nodes_of(module, found)
     earlier = ", ".join(f"`{n}`" for n in elsewhere.split(",") if n)
+    numbers = [n for n in cells.split(",") if n.isdigit()]
+    known = len(numbers) == len([n for n in elsewhere.split(",") if n]) and numbers
+    where = ", ".join(f"In[{n}]" for n in dict.fromkeys(numbers)) if known else "an earlier cell"
     if not calls:
         names = ", ".join(sorted(classes)) if implementation == "foreach" else "Adam, AdamW or SGD"
         return Declined(
             f"no torch.optim {names} optimizer is created in this cell; pass "
-            f"{implementation}=True where {earlier or 'it'} is created (an earlier cell)"
+            f"{implementation}=True where {earlier or 'it'} "
+            f"{'are' if ',' in earlier else 'is'} created ({where})"
         )
     edits: dict[cst.CSTNode, Replacement] = {}
     skipped = 0

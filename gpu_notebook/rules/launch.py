@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,6 +50,7 @@ from gpu_notebook.analysis.host import (
     per_sample_model_share,
 )
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
+from gpu_notebook.cell.live import LiveOptimizer
 from gpu_notebook.cell.module_loops import ModuleLoop, module_list_loops
 from gpu_notebook.cell.words import ACCUMULATION_KEYS, FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS
 from gpu_notebook.records import (
@@ -228,6 +230,7 @@ class UnfusedOptimizer(Said):
     # The live ones were made before the cell (earlier cells); False: a script's own globals,
     # made by a call of the script the patch does not see into.
     made_before: bool = True
+    made_in: tuple[int, ...] = ()  # the earlier cells that made them (In[N]), where all are known
     # On the CPU, the page faults the fused step would not make (the high end takes them).
     faults: UpdateFaults | None = None
     # The step the fault reading ended at (the first profiler window's end: the heap after it
@@ -615,11 +618,14 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
                             whole, analysis.phases, low, bound, None, kept, tensors,
                             size, others, beside, split, part, source, split_steps,
                             made_before=all(o.made_before for o in facts.live.optimizers),
+                            made_in=_made_in(facts.live.optimizers),
                             faults=faults, faults_off=_faults_off(run, kept, faults))  # fmt: skip
     elsewhere = ",".join(((name,) if line is None and name is not None else ()) + others)
+    made_in = {o.name: o.made_in for o in facts.live.optimizers}
+    cells = ",".join(str(made_in.get(n) or "") for n in elsewhere.split(",") if n)
     return found("launch.unfused_optimizer", "medium" if level == "high" else "low", said,
                  phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",
-                 fix_params={"implementation": implementation} | ({"elsewhere": elsewhere} if elsewhere else {}),
+                 fix_params={"implementation": implementation} | ({"elsewhere": elsewhere, "cells": cells} if elsewhere else {}),
                  low=low, bound_low=bound_low)  # fmt: skip
 
 
@@ -656,3 +662,12 @@ def _no_cpu_gain(implementation: str, one_pass: bool) -> Literal["foreach", "one
 
 TIE = 60  # where its findings tie: the verdict table's order (rules._families)
 RULES = (gpu_starved, tiny_ops, unfused_optimizer)
+
+
+def _made_in(optimizers: Sequence[LiveOptimizer]) -> tuple[int, ...]:
+    """The cells that made the live optimizers (In[N], in order, once each); () unless every
+    one's is known."""
+    cells = [o.made_in for o in optimizers]
+    if not cells or any(c is None for c in cells):
+        return ()
+    return tuple(dict.fromkeys(c for c in cells if c is not None))

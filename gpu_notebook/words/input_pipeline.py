@@ -194,7 +194,11 @@ def _where(s: LoaderWorkers) -> str:
     elif live is not None:
         # A script's global made by a call the reading does not see into (a helper of its own
         # or of a library): the object is read, its making is not an earlier cell's.
-        made = "built in an earlier cell" if live.made_before else "made by a call of the script"
+        made = (
+            ("made by a call of the script" if not live.made_before else "built in an earlier cell")
+            if live.made_in is None
+            else f"built in In[{live.made_in}]"
+        )
         where = (
             f"`{live.name}`, a DataLoader {made} over {live.dataset_type}"
             + (f" ({live.dataset_len} items)" if live.dataset_len is not None else "")

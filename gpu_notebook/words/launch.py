@@ -327,6 +327,8 @@ def _split_line(s: UnfusedOptimizer) -> str:
 def _made(s: UnfusedOptimizer) -> str:
     """Where an optimizer the patch cannot reach was made: an earlier cell, or (a script's
     global) a call of the script whose inside the reading does not see."""
+    if s.made_in:
+        return "built in " + ", ".join(f"In[{n}]" for n in s.made_in)
     return "built in an earlier cell" if s.made_before else "made by a call of the script"
 
 

@@ -1,0 +1,66 @@
+"""A refusal that sends the user to the cell that made an object names that cell (In[N]) where
+the kernel's history says which, not "an earlier cell"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_notebook.cell.ipython import binding_cell
+from gpu_notebook.cell.live import live_facts
+from gpu_notebook.fixes import Refusal, apply_fix
+
+TRAIN = """\
+for x, y in loader:
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_the_cell_that_bound_a_name_is_found_in_the_history(ip: Any) -> None:
+    ip.run_cell(
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset", store_history=True
+    )
+    ip.run_cell(
+        "model = torch.nn.Linear(4, 1)\n"
+        "loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)",
+        store_history=True,
+    )
+    made_loader = ip.execution_count - 1
+    # A cell magic's body, a shell line beside it, a `for` target, an `if`: still its binding.
+    ip.run_cell(
+        "%%time\n!true\nif True:\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(1):\n    pass",
+        store_history=True,
+    )
+    made_opt = ip.execution_count - 1
+    ip.run_cell(
+        "def helper():\n    loader = None  # a function's own name: no binding", store_history=True
+    )
+    ip.run_cell("print(opt)", store_history=True)  # reads it: no binding
+    assert binding_cell("opt") == binding_cell("step") == made_opt
+    assert binding_cell("loader") == made_loader
+    assert binding_cell("helper") == made_opt + 1
+    assert binding_cell("never_bound_here") is None
+    live = live_facts(ip.user_ns, ["opt", "loader"])
+    assert [o.made_in for o in live.optimizers] == [made_opt]
+    assert [ld.made_in for ld in live.loaders] == [made_loader]
+    # A script's globals are bound as it runs: no cell to name.
+    script = live_facts(ip.user_ns, ["opt"], made_before=False)
+    assert [o.made_in for o in script.optimizers] == [None]
+
+
+def test_the_fused_optimizer_refusal_names_the_cell_that_made_the_optimizer() -> None:
+    def refused(**params: str) -> str:
+        result = apply_fix("foreach_fused_optimizer", TRAIN, **params)
+        assert isinstance(result, Refusal), result
+        return result.reason
+
+    assert refused(elsewhere="opt", cells="3").endswith(
+        "pass fused=True where `opt` is created (In[3])"
+    )
+    assert refused(elsewhere="opt,opt_d", cells="3,5").endswith(
+        "where `opt`, `opt_d` are created (In[3], In[5])"
+    )
+    # One cell not known: said as before.
+    assert refused(elsewhere="opt,opt_d", cells="3,").endswith("are created (an earlier cell)")
+    assert refused(elsewhere="opt").endswith("is created (an earlier cell)")

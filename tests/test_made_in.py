@@ -64,3 +64,30 @@ def test_the_fused_optimizer_refusal_names_the_cell_that_made_the_optimizer() ->
     # One cell not known: said as before.
     assert refused(elsewhere="opt,opt_d", cells="3,").endswith("are created (an earlier cell)")
     assert refused(elsewhere="opt").endswith("is created (an earlier cell)")
+
+
+def test_a_batch_refusal_names_the_cell_that_made_the_loader(ip: Any) -> None:
+    from gpu_notebook.records import Finding
+    from gpu_notebook.words.proposals import attach_fixes
+
+    ip.run_cell(
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset", store_history=True
+    )
+    ip.run_cell(
+        "model = torch.nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "train_loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)",
+        store_history=True,
+    )
+    made = ip.execution_count - 1
+    ip.run_cell("print(len(train_loader))", store_history=True)
+    cell = TRAIN.replace("in loader", "in train_loader")
+    finding = Finding("launch.tiny_ops", "t", "medium", (), None, 2.0, "f", fix_id="bigger_batch",
+                      fix_params={"factor": 2, "scale_lr": True})  # fmt: skip
+    (found,) = attach_fixes([finding], cell, namespace=ip.user_ns)
+    assert found.proposal is not None and found.proposal.refusal is not None
+    assert found.proposal.refusal.endswith(
+        f"multiply the batch size where the loader is created (`train_loader`, In[{made}])"
+    )
+    # A script's globals: no cell to name.
+    (script,) = attach_fixes([finding], cell, namespace=ip.user_ns, made_before=False)
+    assert script.proposal.refusal.endswith("where the loader is created")

@@ -112,13 +112,39 @@ def _where_the_loader_is_made(
             if name not in makers and name not in bound and inspect.isfunction(namespace.get(name)):
                 makers.append(name)
     if len(makers) != 1:
-        return proposal
+        return _the_cell_that_made_it(cell_source, proposal, namespace)
     return dataclasses.replace(
         proposal,
         refusal=f"{refusal}: the loop iterates what `{makers[0]}()` returns, a function of an "
         f"earlier cell that makes a new loader on each call; make the change in its "
         f"DataLoader(...) call there and run that cell again",
     )
+
+
+def _the_cell_that_made_it(
+    cell_source: str, proposal: FixProposal, namespace: Mapping[str, Any]
+) -> FixProposal:
+    """ "where the loader is created": the cell that made it (In[N]), where the cell reads one
+    DataLoader of an earlier cell and the kernel's history says which cell bound it."""
+    refusal = proposal.refusal or ""
+    if WHERE_THE_LOADER not in refusal:
+        return proposal
+    made = {(ld.name, ld.made_in) for ld in cell_facts(cell_source, namespace).live.loaders}
+    if len(made) != 1:
+        return proposal
+    ((name, number),) = made
+    if number is None:
+        return proposal
+    return dataclasses.replace(
+        proposal,
+        refusal=refusal.replace(
+            WHERE_THE_LOADER, f"where the loader is created (`{name}`, In[{number}])"
+        ),
+    )
+
+
+# What the data fixes' refusals say of a loader this cell does not make (fixes/codemods_data).
+WHERE_THE_LOADER = "where the loader is created"
 
 
 def _earlier_iterator(

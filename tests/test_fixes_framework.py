@@ -172,6 +172,17 @@ def test_a_hook_defined_elsewhere_is_refused_naming_where_to_gate() -> None:
     assert "`if state.global_step % 50 != 0: return` at the top of it there" in reason
 
 
+def test_a_hook_of_a_known_earlier_cell_is_refused_naming_that_cell() -> None:
+    # The rule reads the cell from the hook's frame (its file, as the shell compiled it).
+    result = _gate("trainer.train()\n", "WeightNorms.on_step_end,Counter.on_log", "transformers",
+                   cells="3,")  # fmt: skip
+    assert isinstance(result, Refusal)
+    assert "WeightNorms.on_step_end is not defined in this cell (In[3]): put " in result.reason
+    assert "Counter.on_log is not defined in this cell (an earlier cell or a file it imports)" in (
+        result.reason
+    )
+
+
 def test_one_hook_refused_leaves_the_others_gated() -> None:
     cell = HF_CELL + textwrap.dedent("""
         class Counter(TrainerCallback):

@@ -80,6 +80,7 @@ class CallbackHook:
     filename: str
     function: str  # its qualified name: ``WeightNorms.on_step_end``
     first_line: int  # the hook's ``def`` line
+    cell_number: int | None = None  # the notebook cell that defined it (In[N]), where known
 
 
 def _user_hook(raw: RawStacks, stack: StackCount, cell: str) -> tuple[int, CallbackHook] | None:
@@ -96,7 +97,10 @@ def _user_hook(raw: RawStacks, stack: StackCount, cell: str) -> tuple[int, Callb
             continue
         hook = raw.functions[frames[depth + 1][0]]
         if hook.filename == cell or users_code(hook, cell):
-            return depth, CallbackHook(framework, hook.filename, hook.function, hook.first_line)
+            number = cell_number_of(hook.filename, raw) if hook.filename != cell else None
+            return depth, CallbackHook(
+                framework, hook.filename, hook.function, hook.first_line, number
+            )
         return None
     return None
 

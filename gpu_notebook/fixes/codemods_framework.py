@@ -46,13 +46,18 @@ def gate_callback_hook(
     hooks: str = "",
     framework: str = "transformers",
     every: int = EVERY_STEPS,
+    cells: str = "",
 ) -> CodemodResult:
     """Run each named hook's body (``hooks``: ``Class.method``, comma-separated) every
-    ``every`` steps. Declines where no named hook can be gated, saying why for each."""
+    ``every`` steps. Declines where no named hook can be gated, saying why for each.
+    ``cells``: the execution number of the cell that defined each hook (comma-separated, in the
+    order of ``hooks``; empty where not known), for a refusal to name."""
     if every < 2:
         raise ValueError(f"every must be 2 or more, not {every}")
     tree = facts_of(module).tree
     names = [h.strip() for h in hooks.split(",") if h.strip()]
+    numbers = [n.strip() for n in cells.split(",")] if cells else []
+    made_in = {n: int(c) for n, c in zip(names, numbers, strict=False) if c.isdigit()}
     if tree is None or not names:
         return Declined("no callback hook of this cell was named")
     edits: dict[cst.CSTNode, Replacement] = {}
@@ -60,7 +65,7 @@ def gate_callback_hook(
     why: list[str] = []
     for name in names:
         found = hook_defs(tree, name, framework)
-        reason = _reason(name, found, framework, every)
+        reason = _reason(name, found, framework, every, made_in.get(name))
         if reason is not None:
             why.append(reason)
             continue
@@ -77,14 +82,14 @@ def gate_callback_hook(
     return Edited(replace_nodes(module, edits), ", ".join(gated))
 
 
-def _reason(name: str, found: list[HookDef], framework: str, every: int) -> str | None:
-    """Why ``name`` cannot be gated here (None: it can)."""
+def _reason(
+    name: str, found: list[HookDef], framework: str, every: int, cell: int | None = None
+) -> str | None:
+    """Why ``name`` cannot be gated here (None: it can); ``cell``: the cell that defined it."""
     gate = f"`if {_STEP_WORD.get(framework, 'state.global_step')} % {every} != 0: return`"
     if not found:
-        return (
-            f"{name} is not defined in this cell (an earlier cell or a file it imports): put "
-            f"{gate} at the top of it there"
-        )
+        where = f"In[{cell}]" if cell is not None else "an earlier cell or a file it imports"
+        return f"{name} is not defined in this cell ({where}): put {gate} at the top of it there"
     if len(found) > 1:
         return f"the cell defines {name} {len(found)} times: put {gate} at the top of the one used"
     hook = found[0]

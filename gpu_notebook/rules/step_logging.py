@@ -370,10 +370,14 @@ def _hook_gate(
     and a Lightning Callback's hooks that call log: fixes/codemods_framework), with the share
     of the sampled time they took where one was read."""
     hooks: dict[str, str] = {}  # Class.method -> framework
+    cells: dict[str, int] = {}  # Class.method -> the cell that defined it (In[N])
     shares: list[float] = []
     for a in advice:
         for hook, part in a.hooks:
-            hooks.setdefault(".".join(hook.function.split(".")[-2:]), hook.framework)
+            name = ".".join(hook.function.split(".")[-2:])
+            hooks.setdefault(name, hook.framework)
+            if hook.cell_number is not None:
+                cells.setdefault(name, hook.cell_number)
             shares += [part] if part is not None else []
         if a.kind == "callback-log":
             for log, part in a.logs:
@@ -386,6 +390,8 @@ def _hook_gate(
     names = [name for name, fw in hooks.items() if fw == framework]
     params: dict[str, str | int | float | bool | None] = {"hooks": ",".join(names), "framework": framework,
                                     "every": RARE_LOGS}  # fmt: skip
+    if any(n in cells for n in names):
+        params["cells"] = ",".join(str(cells.get(n, "")) for n in names)
     return params, sum(shares) if shares else None
 
 

@@ -676,3 +676,111 @@ def test_unseen_34_line_magics_in_the_loop_and_the_users_forward_hook(tmp_path):
             cells=[measured[1].source, patched[0]],
         )
         assert streams(fresh[-1]).startswith("epoch 0 start\n")
+
+
+def _refusals(show_cell) -> list[str]:
+    """The refusals the notebook's last cell prints (the line after 'refused:')."""
+    return [
+        line.split("   refused: ", 1)[1]
+        for line in streams(show_cell).split("\n")
+        if line.startswith("   refused: ")
+    ]
+
+
+def test_unseen_35_semicolons_and_a_rerun_after_a_failure_partway(tmp_path):
+    name = "35_semicolons_then_rerun_after_a_failure.ipynb"
+    cells = execute_unseen(name, tmp_path, errors=True)
+    failed = cell_starting(cells, "%%gpucheck -o rep1")
+    (error,) = _errors(failed)
+    assert (error.ename, error.evalue) == ("RuntimeError", "bad batch 20")
+    assert reports_in(failed) and streams(failed) == "step 0 True\nstep 8 True\nstep 16 True\n"
+    state = streams(cell_starting(cells, "import sys, os"))
+    assert state == (
+        f"profile None trace None profiler False\nours []\nhooks 0 0 env {_inherited_env()}\n"
+    )
+    again = cell_starting(cells, "%%gpucheck -o rep\n")
+    assert reports_in(again) and not _errors(again) and streams(again).endswith("done 47\n")
+    # The rerun is compared with the failed run, and says it failed partway (it said nothing).
+    said = streams(cell_starting(cells, "from gpu_notebook.views.text import render_text"))
+    assert said.startswith(
+        "status error ok steps 21 48\ncompared True error RuntimeError: bad batch 20 21\n"
+    ), said
+    assert "failed partway (RuntimeError: bad batch 20) after 21 step(s)" in said
+    # The loop is the training loop whatever its `;`; no quote carries a `;` not in it.
+    shown = streams(cells[-1])
+    assert "no for loop calling .backward()" not in shown
+    for refusal in _refusals(cells[-1]):
+        assert ";`" not in refusal, refusal
+    for patched in patched_cells(cells[-1]):
+        assert "    opt.zero_grad(); loss.backward(); opt.step();\n" in patched
+
+
+def test_unseen_36_own_thread_settings_stay_and_a_shell_line_is_no_worker(tmp_path):
+    cells = execute_unseen("36_own_threads_env_and_slow_shell_line.ipynb", tmp_path)
+    measured = cell_starting(cells, "%%gpucheck -o rep")
+    assert reports_in(measured)
+    assert streams(measured).replace("\r\n", "\n") == (
+        "epoch 0 start\nepoch 1 start\nthreads in the cell 1 quick\n"
+    )
+    state = streams(cell_starting(cells, "import sys, os"))
+    assert state == (
+        f"profile None trace None profiler False\nours []\nhooks 0 0 env {_inherited_env()}\n"
+        "threads 1 1 quick\n"
+    )
+    # The shell line's /bin/sh is no worker wanting a core: torch's one thread is all.
+    said = streams(cell_starting(cells, "m = rep.analysis.machine"))
+    assert said == (
+        "steps 64 torch threads 1 workers 0 wanted 1\nshell children listed 0\noversubscribed []\n"
+    ), said
+    for refusal in _refusals(cells[-1]):  # the loader is In[2]'s
+        if "where the loader is created" in refusal:
+            assert "where the loader is created (`loader`, In[2])" in refusal, refusal
+
+
+def test_unseen_37_a_function_called_after_the_model_and_optimizer_were_made_again(tmp_path):
+    cells = execute_unseen("37_define_train_then_remake_model_and_optimizer.ipynb", tmp_path)
+    measured = cell_starting(cells, "%%gpucheck -o rep")
+    assert reports_in(measured) and streams(measured) == "trained True 9\n"
+    state = streams(cell_starting(cells, "import sys, os"))
+    assert state == (
+        f"profile None trace None profiler False\nours []\nhooks 0 0 env {_inherited_env()}\n"
+        "opt 18 in 4\n"
+    )
+    said = streams(cell_starting(cells, "print('steps'"))
+    # Every step of both epochs; a fix's place named by the cell that made it, never "an
+    # earlier cell" (the loader: In[2], the optimizer: In[4], the latest that made it).
+    assert said.startswith("steps 128\nearlier []\n"), said
+    named = said.split("named ", 1)[1].strip()
+    assert named in ("[]", "['In[2]']", "['In[4]']", "['In[2]', 'In[4]']"), named
+    for refusal in _refusals(cells[-1]):
+        assert "an earlier cell" not in refusal, refusal
+        if "where the loader is created" in refusal:
+            assert "where the loader is created (`loader`, In[2])" in refusal, refusal
+
+
+def test_unseen_38_bad_arguments_a_bigger_batch_rerun_and_capture(tmp_path):
+    # A usage error ends its cell as an error (the kernel's reply), shown as IPython shows it.
+    cells = execute_unseen("38_bad_arguments_batch_rerun_and_capture.ipynb", tmp_path, errors=True)
+    assert not [c for c in cells if _errors(c)]
+    for prefix, said in (
+        ("%%gpucheck --no-such-option", "UsageError: unrecognized arguments: --no-such-option"),
+        ("%%gpucheck -s many", "UsageError: argument -s/--steps: invalid int value: 'many'"),
+    ):
+        bad = cell_starting(cells, prefix)
+        assert not reports_in(bad) and said in streams(bad, "stderr"), prefix
+    state = streams(cell_starting(cells, "print('after bad'"))
+    assert state == (
+        "after bad 0 False\nprofile None trace None profiler False\nours []\n"
+        f"hooks 0 0 env {_inherited_env()}\n"
+    )
+    for prefix, printed in (("%%gpucheck -o rep16", "bs 16"), ("%%gpucheck -o rep64", "bs 64")):
+        cell = cell_starting(cells, prefix)
+        assert reports_in(cell) and streams(cell) == f"{printed} seen 2048\n"
+    captured = cell_starting(cells, "%%capture cap")
+    assert captured.outputs == []  # all of it in `cap`
+    said = streams(cells[-2])
+    assert said.startswith(
+        f"profile None trace None profiler False\nours []\nhooks 0 0 env {_inherited_env()}\n"
+        "runs 3 batches 16 64\ncompared True True\ncaptured 'bs 64 seen 2048\\n' "
+    ), said
+    assert said.endswith(" 32\n"), said

@@ -412,7 +412,9 @@ def _gate_failure(report: Any, args: argparse.Namespace) -> str | None:
         if report.verdict.category in banned:
             return f"verdict is {report.verdict.category} (--fail-on {args.fail_on}): {report.verdict.headline}"
     if args.min_gpu_util is not None:
-        util = report.analysis.utilization.gpu_util_mean_pct
+        # NVML inside the steps where enough ticks fell there: the start-up is not the loop's.
+        busy = report.analysis.utilization.nvml_busy
+        util = None if busy is None else 100.0 * busy
         if util is None and report.analysis.gpu is not None:
             util = 100.0 * report.analysis.gpu.busy_share
         if util is None:

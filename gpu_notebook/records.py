@@ -735,6 +735,12 @@ class GpuTimeline:
     def busy_share(self) -> float:
         return self.busy_us / self.window_us if self.window_us > 0 else 0.0
 
+    @property
+    def partial(self) -> bool:
+        """A timeline some of whose GPU events carry no timestamps (``unclocked_events``): its
+        busy share is a lower bound, not the GPU's measured share."""
+        return self.window_us > 0 and self.unclocked_events > 0
+
 
 @dataclass(frozen=True)
 class OpStat:
@@ -772,6 +778,45 @@ class UtilizationStats:
     children_cpu_mean_pct: float | None
     system_cpu_mean_pct: float | None
     rss_peak_bytes: int | None
+    # The same ticks inside the steps only (None: no step clocked): the figures of the training
+    # steps, the imports, the model's build and the start-up left out.
+    in_steps: InSteps | None = None
+
+    @property
+    def nvml_busy(self) -> float | None:
+        """The GPU's busy share on NVML (0..1): the mean inside the steps where enough ticks
+        fell there, else the whole run's (start-up included: ``InSteps.read`` says which);
+        None: no NVML utilization read."""
+        steps = self.in_steps
+        if steps is not None and steps.read and steps.gpu_util_mean_pct is not None:
+            return steps.gpu_util_mean_pct / 100.0
+        mean = self.gpu_util_mean_pct
+        return mean / 100.0 if mean is not None else None
+
+
+@dataclass(frozen=True)
+class InSteps:
+    """The sampler's ticks whose interval lies inside the steps (from the first step's start to
+    the last one's end): what the loop itself used. The whole run's means hold the imports and
+    set-up too (one core busy, the GPU idle): the H100's input-bound script read 831% CPU over
+    its run and 1588% inside its steps, its GPU-bound one 33% NVML over its run, 94% inside."""
+
+    ticks: int  # ticks inside the steps
+    min_ticks: int  # fewer than this: nothing below is read (None)
+    gpu_util_mean_pct: float | None  # NVML utilization, mean over those ticks (every GPU)
+    ours_cores: float | None  # this process and its workers, median over those ticks, in cores
+    # The steps' wait for a core (schedstat, the step clock's loop thread) over their wall time;
+    # None: not read on any step.
+    wait_share: float | None = None
+    # The cores the loop would keep busy on a quiet host (assumption: the same CPU work per step,
+    # each step shorter by its wait for a core, as the steps' own time is read): ``ours_cores``
+    # over ``1 - wait_share``, at most the host's cores. ``ours_cores`` where no wait was read.
+    quiet_cores: float | None = None
+
+    @property
+    def read(self) -> bool:
+        """Enough ticks fell inside the steps to read the loop's figures."""
+        return self.ticks >= self.min_ticks
 
 
 @dataclass(frozen=True)
@@ -1709,10 +1754,14 @@ class WhatIf:
     grads_measured: bool = False  # grad_bytes are the all-reduce message sizes of the trace
     # The model's exposed all-reduce at world_size, when it exceeds the step ("step-shorter-...").
     exposed_now_s: float | None = None
-    # Cores this process and its workers kept busy while the steps ran (median of the sampler's
-    # ticks inside them), and the host's cores: N ranks on this host need N x rank_cores.
+    # Cores this process and its workers would keep busy on a quiet host while the steps run
+    # (``InSteps.quiet_cores``), and the host's cores: N ranks on this host need N x rank_cores.
     rank_cores: float | None = None
     host_cores: int | None = None
+    # What that rests on: the cores they kept busy (median of the sampler's ticks inside the
+    # steps) and the steps' wait for a core (None: not read).
+    rank_busy_cores: float | None = None
+    rank_wait_share: float | None = None
 
 
 # What limits a step estimated on a GPU: the data wait, the host (Python between ops, dispatch

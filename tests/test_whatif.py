@@ -21,6 +21,7 @@ from gpu_notebook.records import (
     StepPhases,
     StepStats,
     UtilizationStats,
+    WhatIf,
 )
 from gpu_notebook.traces.kineto import load_trace
 from gpu_notebook.views.text import render_text
@@ -515,15 +516,22 @@ def test_what_if_sizes_are_decimal_megabytes():
 
 
 def _with_cpu(
-    run: Run, busy_pct: float, idle_pct: float = 100.0, cores: int = 16, ticks: int = 8
+    run: Run,
+    busy_pct: float,
+    idle_pct: float = 100.0,
+    cores: int = 16,
+    ticks: int = 8,
+    wait_share: float | None = None,
 ) -> Run:
     """``run`` whose 10 steps span 1-2 s of the capture, ``ticks`` sampler ticks at ``busy_pct``
-    inside them and as many at ``idle_pct`` before (the imports): 100 = one core."""
+    inside them and as many at ``idle_pct`` before (the imports): 100 = one core. Each step
+    waited ``wait_share`` of its time for a core (None: not read)."""
     from dataclasses import replace
 
     from gpu_notebook.records import Sample, StepTiming
 
-    steps = tuple(StepTiming(i, 1.0 + i * 0.1, 0.1, 0, 0, 0, 0) for i in range(10))
+    wait_s = None if wait_share is None else 0.1 * wait_share
+    steps = tuple(StepTiming(i, 1.0 + i * 0.1, 0.1, 0, 0, 0, 0, wait_s=wait_s) for i in range(10))
     before = tuple(Sample(i * 0.1, idle_pct, None, None) for i in range(ticks))
     inside = tuple(Sample(1.05 + i * 0.9 / ticks, busy_pct, None, None) for i in range(ticks))
     return replace(
@@ -534,10 +542,30 @@ def _with_cpu(
     )
 
 
+def _what_if_cpu(run: Run, analysis: Analysis, **cpu: float) -> WhatIf:
+    """The what-if of ``_with_cpu(run, **cpu)``, its analysis' figures inside the steps read
+    from that run's ticks (the what-if reads them there: ``Analysis.utilization.in_steps``)."""
+    from dataclasses import replace
+
+    from gpu_notebook.analysis.utilization import run_utilization
+
+    ticked = _with_cpu(run, **cpu)  # type: ignore[arg-type]
+    return w.what_if(ticked, replace(analysis, utilization=run_utilization(ticked)))
+
+
+def _analysed(report: Report) -> Analysis:
+    """A recorded report's analysis with the sampler's figures read again (``in_steps``)."""
+    from dataclasses import replace
+
+    from gpu_notebook.analysis.utilization import run_utilization
+
+    return replace(report.analysis, utilization=run_utilization(report.run))
+
+
 def test_ranks_that_need_more_cores_than_the_host_has_share_them():
     run, analysis = make(0.100, {"data": 0.9, "forward": 0.05, "backward": 0.05}, 40 * MB)
     # 6 cores busy while the steps run (1 core during the imports before them): 16 cores hold 2.
-    r = w.what_if(_with_cpu(run, busy_pct=600.0), analysis)
+    r = _what_if_cpu(run, analysis, busy_pct=600.0)
     assert r.rank_cores == pytest.approx(6.0) and r.host_cores == 16
     by_n = {p.gpus: p for p in r.points}
     assert by_n[2].speedup_this_host == pytest.approx(by_n[2].speedup)  # 12 of 16 cores
@@ -548,16 +576,38 @@ def test_ranks_that_need_more_cores_than_the_host_has_share_them():
     assert "holds 2 such ranks" in text or "hold 2 such ranks" in text
     assert "loaders sharing the host's CPUs" not in text  # modelled now, not disclaimed
     # A loop that keeps one core busy fits eight ranks on the same host: the column changes nothing.
-    one = w.what_if(_with_cpu(run, busy_pct=100.0), analysis)
+    one = _what_if_cpu(run, analysis, busy_pct=100.0)
     assert all(p.speedup_this_host == pytest.approx(p.speedup) for p in one.points)
     assert "every count below fits" in render_whatif(one)
+
+
+def test_the_host_column_counts_the_cores_a_rank_would_use_on_a_quiet_host():
+    """Under load a thread waits for a core instead of running: the cores a loaded run kept
+    busy understate what it would use on a quiet host. 6 cores busy while each step waited a
+    quarter of its time for a core: the same CPU work over steps a quarter shorter is 8 cores;
+    never more than the host's (15 busy, half the steps waiting: 16, not 30)."""
+    run, analysis = make(0.100, {"data": 0.9, "forward": 0.05, "backward": 0.05}, 40 * MB)
+    r = _what_if_cpu(run, analysis, busy_pct=600.0, wait_share=0.25)
+    assert r.rank_cores == pytest.approx(8.0) and r.rank_busy_cores == pytest.approx(6.0)
+    assert r.rank_wait_share == pytest.approx(0.25)
+    by_n = {p.gpus: p for p in r.points}
+    assert by_n[2].speedup_this_host == pytest.approx(by_n[2].speedup)  # 16 of 16 cores
+    assert by_n[4].speedup_this_host == pytest.approx(by_n[4].speedup * 16 / 32)
+    text = render_whatif(r)
+    assert "kept 6.0 of this host's 16 cores busy" in text
+    assert "on a quiet host it would keep 8.0 busy" in text and "25%" in text
+    assert any("would keep busy on a quiet host" in a for a in whatif_assumptions(r))
+    full = _what_if_cpu(run, analysis, busy_pct=1500.0, wait_share=0.5)
+    assert full.rank_cores == pytest.approx(16.0)
+    quiet = _what_if_cpu(run, analysis, busy_pct=600.0, wait_share=0.0)
+    assert quiet.rank_cores == pytest.approx(6.0) and "quiet host" not in render_whatif(quiet)
 
 
 def test_host_cpu_is_not_guessed_from_too_few_ticks_or_the_imports():
     run, analysis = make(0.100, {"data": 0.5, "backward": 0.5}, 40 * MB)
     # Two ticks inside the steps: not enough to read the loop's demand; the imports' ticks
     # (before the first step) are never the loop's.
-    r = w.what_if(_with_cpu(run, busy_pct=1500.0, idle_pct=100.0, ticks=2), analysis)
+    r = _what_if_cpu(run, analysis, busy_pct=1500.0, idle_pct=100.0, ticks=2)
     assert r.rank_cores is None and r.host_cores is None
     assert all(p.speedup_this_host is None for p in r.points)
     assert "this host" not in render_whatif(r)
@@ -572,7 +622,7 @@ def test_recorded_h100_input_bound_script_fills_its_host_so_a_second_gpu_there_a
     read 831%). The model alone predicts 1.96x on two GPUs; on that host the two ranks share
     its 16 cores, ~1.0x. The GPU-bound script keeps one core busy: its column is the model's."""
     train = Report.from_json((RECORDED_H100_CLI / "gpu_train.report.json").read_text())
-    r = w.what_if(train.run, train.analysis)
+    r = w.what_if(train.run, _analysed(train))
     assert r.rank_cores is not None and 15.0 < r.rank_cores <= 16.0
     assert train.analysis.utilization.process_cpu_mean_pct < 100 * r.rank_cores * 0.6
     two = next(p for p in r.points if p.gpus == 2)
@@ -580,7 +630,7 @@ def test_recorded_h100_input_bound_script_fills_its_host_so_a_second_gpu_there_a
     assert two.speedup_this_host < 1.05
     assert all(p.speedup_this_host < 1.05 for p in r.points)
     bound = Report.from_json((RECORDED_H100_CLI / "gpu_bound.report.json").read_text())
-    b = w.what_if(bound.run, bound.analysis)
+    b = w.what_if(bound.run, _analysed(bound))
     assert b.rank_cores is not None and b.rank_cores < 1.5
     assert all(p.speedup_this_host == pytest.approx(p.speedup) for p in b.points)
 
@@ -589,5 +639,5 @@ def test_host_column_reaches_the_html_report_escaped():
     from gpu_notebook.views.html_report import whatif_section
 
     run, analysis = make(0.100, {"data": 0.9, "backward": 0.1}, 40 * MB)
-    html = whatif_section(w.what_if(_with_cpu(run, busy_pct=1200.0), analysis))
+    html = whatif_section(_what_if_cpu(run, analysis, busy_pct=1200.0))
     assert "on this host" in html and "Host CPU: this run kept 12.0 of this host&#39;s 16" in html

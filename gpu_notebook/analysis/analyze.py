@@ -13,7 +13,7 @@ from gpu_notebook.analysis.interference import marked_waits, own_time_phases, wa
 from gpu_notebook.analysis.machine import machine_facts
 from gpu_notebook.analysis.own_cost import disturbed_steps, instrumentation_factor
 from gpu_notebook.analysis.steps import hook_phases, run_phase, steady_steps, step_stats
-from gpu_notebook.analysis.utilization import utilization_stats
+from gpu_notebook.analysis.utilization import run_utilization
 from gpu_notebook.records import (
     Analysis,
     GpuTimeline,
@@ -99,7 +99,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         step_stats=step_stats(run.steps, warmup),
         phases=phases,
         gpu=gpu,
-        utilization=utilization_stats(run.samples),
+        utilization=run_utilization(run),
         top_ops=ops,
         stacks=stacks,
         host=host,

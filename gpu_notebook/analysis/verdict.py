@@ -50,6 +50,7 @@ from gpu_notebook.analysis.host_comm import HostComm, host_comm, traced_split
 from gpu_notebook.analysis.host_waits import host_waits
 from gpu_notebook.analysis.on_cpu import ON_CPU_COMPUTE, OnCpu
 from gpu_notebook.analysis.steady import without_stalls
+from gpu_notebook.analysis.utilization import IN_STEPS_MIN_TICKS
 from gpu_notebook.records import (
     Analysis,
     BatchAtLine,
@@ -63,6 +64,7 @@ from gpu_notebook.records import (
     Run,
     RunPhase,
     RunShape,
+    UtilizationStats,
     Verdict,
     VerdictAnswer,
     VerdictCategory,
@@ -572,7 +574,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
             compute=_compute_evidence(run, phases),
         )
     if busy is not None:
-        evidence.insert(0, said.GpuBusy(busy))
+        evidence.insert(0, _nvml_evidence(busy, analysis.utilization))
     if analysis.gpu is not None and analysis.gpu.unclocked_events:
         nvml = not _timeline_measures(analysis) and busy is not None
         evidence.append(said.Unclocked(analysis.gpu.unclocked_events, nvml))
@@ -650,8 +652,9 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         return _verdict("host-bound", said.HostPaced(busy, waits, inference), lines, "low")
     if waits is not None and waits.waited:
         # NVML read the GPU under the line, and the host waited on it past its own: NVML's mean
-        # holds the run's time outside the steps too (a 0.4 s bf16 run read 58% on two samples,
-        # its trace 84%), and the host says the GPU may have set the pace (low).
+        # is a few samples, or the whole run's where too few fell inside the steps (a 0.4 s
+        # bf16 run read 58% on two samples, its trace 84%), and the host says the GPU may have
+        # set the pace (low).
         lines = (*evidence, said.HostWaited(waits))
         return _verdict("host-bound", _gpu_idles(idle, gpu, inference), lines, "low")
     return _verdict("host-bound", _gpu_idles(idle, gpu, inference), evidence, confidence)
@@ -795,18 +798,28 @@ def _timeline_measures(analysis: Analysis) -> bool:
         return False
     if not gpu.unclocked_events or gpu.busy_share >= GPU_BUSY:
         return True
-    mean = analysis.utilization.gpu_util_mean_pct
-    return mean is None or mean / 100.0 < GPU_BUSY
+    nvml = analysis.utilization.nvml_busy
+    return nvml is None or nvml < GPU_BUSY
 
 
 def _gpu_busy_share(analysis: Analysis) -> float | None:
     """GPU busy share from the trace when its GPU timeline measures it, else from NVML
     utilization (the share of NVML's sample periods in which any kernel ran: more than the
-    kernels' own time)."""
+    kernels' own time), inside the steps where enough ticks fell there (``nvml_busy``)."""
     if analysis.gpu is not None and _timeline_measures(analysis):
         return analysis.gpu.busy_share
-    mean = analysis.utilization.gpu_util_mean_pct
-    return mean / 100.0 if mean is not None else None
+    return analysis.utilization.nvml_busy
+
+
+def _nvml_evidence(busy: float, utilization: UtilizationStats) -> said.GpuBusy:
+    """NVML's busy share and what it covers: the steps, or the whole run and why."""
+    steps = utilization.in_steps
+    if steps is None:
+        return said.GpuBusy(busy, "run", 0, IN_STEPS_MIN_TICKS, clocked=False)
+    scope: Literal["steps", "run"] = (
+        "steps" if steps.read and steps.gpu_util_mean_pct is not None else "run"
+    )
+    return said.GpuBusy(busy, scope, steps.ticks, steps.min_ticks)
 
 
 def _input_verdict(

@@ -330,9 +330,15 @@ class InMemoryOverhead(VerdictLine):
 
 @dataclass(frozen=True)
 class GpuBusy(VerdictLine):
-    """GPU busy from NVML (no GPU timeline)."""
+    """GPU busy from NVML (no GPU timeline): its mean over the sampler's ticks inside the steps
+    ("steps"), or over the whole run, start-up included, where fewer than ``min_ticks`` fell
+    inside them or no step was clocked ("run")."""
 
     busy: float
+    scope: Literal["steps", "run"] = "run"
+    ticks: int = 0  # the sampler's ticks inside the steps
+    min_ticks: int = 0
+    clocked: bool = True  # False: no step clocked, the steps' span is not known
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,11 @@ A phase that was not measured is not guessed: the model says what is missing ins
   (this process and its DataLoader workers, the sampler's ticks) needs N x c cores for N ranks;
   on this host each rank then runs at most C / (N x c) of its speed (``speedup_this_host``).
   CPU time counts as work (an intra-op pool's spinning and a sync's busy wait too, so the column
-  is an estimate, not a ceiling); a bigger host, more cores per GPU, lifts it. Measured on the
+  is an estimate, not a ceiling); a bigger host, more cores per GPU, lifts it. c is what the
+  process would keep busy on a quiet host: under load its threads wait for a core instead of
+  running, so the cores it kept busy are divided by 1 - the steps' wait for a core (the same CPU
+  work over steps shorter by that wait, as the steps' own time is read; at most the host's
+  cores); the loop thread's wait stands for every thread's (assumption). Measured on the
   H100 of 2026-12-06 (16 cores): the input-bound gpu_train script kept 15.9 cores busy during
   its steps, so a second GPU on that host gives ~1.0x, where the model alone said 1.96x.
 Sizes and rates are decimal throughout the output (1 MB = 1e6 bytes, 1 GB/s = 1e9 bytes/s), as
@@ -84,7 +88,6 @@ PCIE_LANE_BYTES_PER_S = {3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 NCCL_EFFICIENCY = 0.8
 HOP_LATENCY_S = 5e-6  # per ring step, NVLink-class; PCIe is of the same order
 DDP_BUCKET_BYTES = 25 * 2**20
-HOST_CPU_MIN_TICKS = 3  # sampler ticks inside the steps before the host's CPU share is read
 FIXABLE_PHASES = ("data", "sync", "copy")  # waits a fix can remove without changing the model
 
 
@@ -121,23 +124,18 @@ def exposed_comm_s(allreduce_s: float, backward_s: float, grad_bytes: int) -> fl
     return max(allreduce_s - backward_s, last_bucket)
 
 
-def rank_cores(run: Run) -> float | None:
-    """Cores this process and its workers kept busy while the steps ran: the median sampler tick
-    between the first step's start and the last step's end (the imports and set-up before, idle
-    on one core, are not the loop's demand); None with fewer than HOST_CPU_MIN_TICKS ticks."""
-    steps = run.steps.steps
-    if not steps:
-        return None
-    start = steps[0].start_s
-    end = steps[-1].start_s + steps[-1].duration_s
-    ticks = [
-        pct
-        for s in run.samples.samples
-        if start <= s.t_s <= end and (pct := s.ours_cpu_pct()) is not None
-    ]
-    if len(ticks) < HOST_CPU_MIN_TICKS:
-        return None
-    return statistics.median(ticks) / 100.0
+def rank_cores(analysis: Analysis) -> tuple[float | None, float | None, float | None]:
+    """(the cores this process and its workers would keep busy on a quiet host, the cores they
+    kept busy while the steps ran, the steps' wait for a core): ``Analysis.utilization``'s
+    figures inside the steps (``InSteps``: the median sampler tick between the first step's
+    start and the last step's end; the imports and set-up before, idle on one core, are not the
+    loop's demand). Under load a thread waits for a core instead of running: the quiet-host
+    figure takes the same CPU work over steps shorter by that wait (``InSteps.quiet_cores``).
+    Nones with too few ticks inside the steps."""
+    steps = analysis.utilization.in_steps
+    if steps is None or steps.ours_cores is None:
+        return None, None, None
+    return steps.quiet_cores, steps.ours_cores, steps.wait_share
 
 
 def this_host(speedup: float, ranks: int, cores: float | None, host: int | None) -> float | None:
@@ -169,7 +167,7 @@ def _replicas(
     removable = sum(phases.share(p) or 0.0 for p in fixed) if phases is not None else 0.0
     fixes_speedup = 1 / (1 - removable) if fixed and removable < 1 else None
     counts = tuple(n for n in gpu_counts if n > world and n % world == 0) or (2 * world, 4 * world)
-    cores = rank_cores(run) if world == 1 else None
+    cores, busy, waited = rank_cores(analysis) if world == 1 else (None, None, None)
     host = run.env.cpu_count
     points = tuple(
         ScalingPoint(
@@ -202,6 +200,8 @@ def _replicas(
         replicas=True,
         rank_cores=cores,
         host_cores=host if cores is not None else None,
+        rank_busy_cores=busy if cores is not None else None,
+        rank_wait_share=waited if cores is not None else None,
     )
 
 
@@ -263,7 +263,7 @@ def what_if(
     exposed_too_long: float | None = None
     # One GPU's run: its process is the one rank N ranks would repeat on this host. One rank of a
     # job: how many share its host is not known.
-    cores = rank_cores(run) if world == 1 else None
+    cores, busy, waited = rank_cores(analysis) if world == 1 else (None, None, None)
     if (
         not missing
         and world is not None
@@ -327,6 +327,8 @@ def what_if(
         exposed_now_s=exposed_too_long,
         rank_cores=cores if points else None,
         host_cores=run.env.cpu_count if points and cores is not None else None,
+        rank_busy_cores=busy if points and cores is not None else None,
+        rank_wait_share=waited if points and cores is not None else None,
     )
 
 

@@ -231,8 +231,8 @@ def compare(
         samples_per_s=after.samples_per_s,
         baseline_phase_share=_shares(baseline),
         phase_share=_shares(report),
-        baseline_gpu_util_pct=baseline.analysis.utilization.gpu_util_mean_pct,
-        gpu_util_pct=report.analysis.utilization.gpu_util_mean_pct,
+        baseline_gpu_util_pct=_nvml_pct(baseline),
+        gpu_util_pct=_nvml_pct(report),
         fix_id=finding.fix_id if finding is not None else None,
         predicted_bound=finding.stated_high if finding is not None else None,
         predicted_low=finding.stated_low if finding is not None else None,
@@ -384,3 +384,9 @@ __all__ = [
     "slower_after_fix",
     "throughput_speedup",
 ]
+
+
+def _nvml_pct(report: Report) -> float | None:
+    """NVML's utilization inside the steps where enough ticks fell there, else the run's."""
+    busy = report.analysis.utilization.nvml_busy
+    return None if busy is None else 100.0 * busy

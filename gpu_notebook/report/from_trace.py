@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from gpu_notebook.analysis.analyze import trace_figures
-from gpu_notebook.analysis.utilization import utilization_stats
+from gpu_notebook.analysis.utilization import run_utilization
 from gpu_notebook.analysis.verdict import RECORDED_ELSEWHERE, decide
 from gpu_notebook.analysis.whatif import TraceAllReduce, trace_allreduce, what_if
 from gpu_notebook.records import (
@@ -141,7 +141,7 @@ def report_from_trace(
         step_stats=StepStats(count=n_steps, median_s=median, p90_s=p90),
         phases=phases,
         gpu=gpu,
-        utilization=utilization_stats(run.samples),
+        utilization=run_utilization(run),
         top_ops=ops,
         host=host,
     )

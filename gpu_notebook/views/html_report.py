@@ -405,8 +405,18 @@ def run_shape_section(report: Report) -> str:
 
 def resources_section(report: Report) -> str:
     """GPU timeline (trace), GPU samples (NVML) and CPU use, in sentences with units."""
+    from gpu_notebook.views.wording import cpu_scope, nvml_utilization
+
     a = report.analysis
-    return _render("resources.html", gpu=a.gpu, u=a.utilization, env=report.run.env)
+    u = a.utilization
+    return _render(
+        "resources.html",
+        gpu=a.gpu,
+        u=u,
+        env=report.run.env,
+        cpu_scope=cpu_scope(u),
+        nvml_scope=nvml_utilization(u),
+    )
 
 
 def ops_section(ops: Sequence[OpStat], limit: int = 10) -> str:

@@ -199,9 +199,12 @@ def render_text(report: Report) -> str:
         lines += gpu_rows(g, max(1, len(a.phases.steps)) if a.phases is not None else 1)
     u = a.utilization
     if u.gpu_util_mean_pct is not None or u.gpu_memory_peak_bytes is not None:
+        from gpu_notebook.views.wording import nvml_utilization
+
+        util = nvml_utilization(u)
+        util = f"{util}, " if util is not None else ""
         lines.append(
-            f"GPU (NVML): utilization mean {fmt_pct(u.gpu_util_mean_pct)} (p5 {fmt_pct(u.gpu_util_p5_pct)}, "
-            f"p95 {fmt_pct(u.gpu_util_p95_pct)}), memory peak {fmt_bytes(u.gpu_memory_peak_bytes)} "
+            f"GPU (NVML): {util}memory peak {fmt_bytes(u.gpu_memory_peak_bytes)} "
             f"of {fmt_bytes(u.gpu_memory_total_bytes)}"
         )
     elif a.gpu is None:
@@ -211,8 +214,10 @@ def render_text(report: Report) -> str:
         if u.children_cpu_mean_pct is None:  # never a 0%: none there, or none read
             listed = any(s.children for s in run.samples.samples)
             workers = "not read" if listed else "none"
+        from gpu_notebook.views.wording import cpu_scope
+
         lines.append(
-            f"CPU: this process {fmt_pct(u.process_cpu_mean_pct)}, its children (workers) "
+            f"{cpu_scope(u)} this process {fmt_pct(u.process_cpu_mean_pct)}, its children (workers) "
             f"{workers}, machine {fmt_pct(u.system_cpu_mean_pct)} "
             f"of {run.env.cpu_count} cores; peak RSS {fmt_bytes(u.rss_peak_bytes)}"
         )

@@ -14,14 +14,23 @@ from gpu_notebook.analysis import gpu_estimate as model
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, fix_outcome, measurable
 from gpu_notebook.analysis.lines import file_label
 from gpu_notebook.analysis.whatif import DDP_BUCKET_BYTES, NCCL_EFFICIENCY
-from gpu_notebook.formatting import fmt_cost, fmt_factor, fmt_gain, fmt_megabytes, fmt_share
+from gpu_notebook.formatting import (
+    fmt_cost,
+    fmt_factor,
+    fmt_gain,
+    fmt_megabytes,
+    fmt_pct,
+    fmt_share,
+)
 from gpu_notebook.records import (
     Comparison,
     Finding,
     GpuEstimate,
+    InSteps,
     Interconnect,
     LineStat,
     SampleComparison,
+    UtilizationStats,
     WhatIf,
     WhatIfMissing,
 )
@@ -36,6 +45,7 @@ from gpu_notebook.report.one_job import (
 
 __all__ = [
     "baseline_sentence",
+    "cpu_scope",
     "describe_comparison",
     "describe_estimate",
     "describe_line",
@@ -43,6 +53,7 @@ __all__ = [
     "estimate_assumptions",
     "headline_gain",
     "host_cpu_sentence",
+    "nvml_utilization",
     "outcome_line",
     "outcome_said",
     "predicted_gain",
@@ -58,6 +69,54 @@ __all__ = [
 
 # A hot line's source is cut to this many characters.
 _MAX_TEXT_CHARS = 60
+
+
+# ------------------------------------------------------------------- the sampler's figures
+
+
+def _outside_steps(steps: InSteps | None) -> str:
+    """Why the whole run's figure stands: no step clocked, or too few ticks inside them."""
+    if steps is None:
+        return "no step was clocked"
+    return (
+        f"{steps.ticks} sample{'s' if steps.ticks != 1 else ''} fell inside the steps,"
+        f" {steps.min_ticks} needed"
+    )
+
+
+def cpu_scope(u: UtilizationStats) -> str:
+    """The CPU line's lead: the cores this process and its workers kept busy inside the steps
+    (the figure the what-if's host column starts from), then the whole run's means follow;
+    or why only the whole run's (start-up included) is shown."""
+    steps = u.in_steps
+    if steps is not None and steps.read and steps.ours_cores is not None:
+        return (
+            f"CPU inside the steps: this process and its workers {fmt_pct(100 * steps.ours_cores)}"
+            f" (median of {steps.ticks} samples, 100% = one core); over the whole run, start-up"
+            " included:"
+        )
+    return f"CPU over the whole run, start-up included ({_outside_steps(steps)}):"
+
+
+def nvml_utilization(u: UtilizationStats) -> str | None:
+    """NVML's utilization inside the steps, the whole run's mean beside it; or the whole run's
+    and why only it (None: no NVML utilization read)."""
+    if u.gpu_util_mean_pct is None:
+        return None
+    run = (
+        f"mean {fmt_pct(u.gpu_util_mean_pct)}, p5 {fmt_pct(u.gpu_util_p5_pct)},"
+        f" p95 {fmt_pct(u.gpu_util_p95_pct)}"
+    )
+    steps = u.in_steps
+    if steps is not None and steps.read and steps.gpu_util_mean_pct is not None:
+        return (
+            f"utilization inside the steps {fmt_pct(steps.gpu_util_mean_pct)} (mean of"
+            f" {steps.ticks} samples; over the whole run, start-up included: {run})"
+        )
+    return (
+        f"utilization {run.replace(', p5', ' (p5', 1)}) over the whole run, start-up included"
+        f" ({_outside_steps(steps)})"
+    )
 
 
 # ------------------------------------------------------------------------------ a finding
@@ -132,9 +191,17 @@ def host_cpu_sentence(w: WhatIf) -> str | None:
         if fits is not None and fits < max((p.gpus for p in w.points), default=0)
         else "every count below fits in its CPUs"
     )
+    busy = w.rank_busy_cores if w.rank_busy_cores is not None else w.rank_cores
+    quiet = (
+        f"; on a quiet host it would keep {w.rank_cores:.1f} busy (its loop thread waited"
+        f" {fmt_share(w.rank_wait_share)} of the steps for a core: the same CPU work over steps"
+        " that much shorter)"
+        if w.rank_wait_share and f"{w.rank_cores:.1f}" != f"{busy:.1f}"
+        else ""
+    )
     return (
-        f"host CPU: this run kept {w.rank_cores:.1f} of this host's {w.host_cores} cores busy while its"
-        f" steps ran (the process and its workers); {tail}"
+        f"host CPU: this run kept {busy:.1f} of this host's {w.host_cores} cores busy while its"
+        f" steps ran (the process and its workers){quiet}; {tail}"
     )
 
 
@@ -205,9 +272,15 @@ def whatif_assumptions(w: WhatIf) -> tuple[str, ...]:
 def _host_assumption(w: WhatIf) -> list[str]:
     if w.rank_cores is None or not w.host_cores:
         return []
+    need = (
+        "would keep busy on a quiet host (the cores it kept busy over 1 - its steps' wait for"
+        " a core, its loop thread's wait taken for every thread's)"
+        if w.rank_wait_share
+        else "kept busy"
+    )
     return [
         f"'this host': the N ranks share this host's {w.host_cores} cores, each needing the"
-        f" {w.rank_cores:.1f} this run kept busy, so each runs at most {w.host_cores} / (N x"
+        f" {w.rank_cores:.1f} this run {need}, so each runs at most {w.host_cores} / (N x"
         f" {w.rank_cores:.1f}) of its speed (CPU time counted as work, a thread pool's spinning"
         " too: an estimate); a host with more cores per GPU lifts it"
     ]

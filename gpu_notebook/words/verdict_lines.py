@@ -178,8 +178,17 @@ def _(x: said.InMemoryOverhead) -> str:
 
 @line_words.register
 def _(x: said.GpuBusy) -> str:
+    if x.scope == "steps":
+        where = f"inside the steps on NVML ({x.ticks} samples there"
+    elif not x.clocked:
+        where = "of the whole run on NVML (start-up included: no step was clocked"
+    else:
+        where = (
+            f"of the whole run on NVML (start-up included: {x.ticks} sample"
+            f"{'s' if x.ticks != 1 else ''} fell inside the steps, {x.min_ticks} needed"
+        )
     return (
-        f"GPU busy {fmt_share(x.busy)} of the run on NVML (any time a kernel ran: more than the "
+        f"GPU busy {fmt_share(x.busy)} {where}; any time a kernel ran: more than the "
         "kernels' own time; the trace's GPU timeline did not measure the steps)"
     )
 

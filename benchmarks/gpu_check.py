@@ -232,7 +232,11 @@ def _report_figures(report: Report, phase: str | None) -> dict[str, Any]:
         "headline": report.verdict.headline,
         "confidence": report.verdict.confidence,
         "gpu_busy_share": gpu.busy_share if gpu is not None and gpu.window_us > 0 else None,
+        # Some GPU events without timestamps (GpuTimeline.partial): the share is a lower bound.
+        "gpu_busy_partial": gpu is not None and gpu.partial,
         "nvml_util_mean_pct": report.analysis.utilization.gpu_util_mean_pct,
+        # NVML's mean over the ticks inside the steps (None: too few there): the loop's own.
+        "nvml_util_steps_pct": _nvml_in_steps(report),
         "gpu_memory_peak_bytes": report.analysis.utilization.gpu_memory_peak_bytes,
         "step_median_s": report.analysis.step_stats.median_s,
         "window_status": report.run.window.status,
@@ -240,6 +244,28 @@ def _report_figures(report: Report, phase: str | None) -> dict[str, Any]:
         "phase_share": share,
         "gain_bound": amdahl_bound(share) if share is not None and share < 1 else None,
     }
+
+
+def _nvml_in_steps(report: Report) -> float | None:
+    steps = report.analysis.utilization.in_steps
+    return steps.gpu_util_mean_pct if steps is not None and steps.read else None
+
+
+def _fmt_busy(e: dict[str, Any]) -> str:
+    """The busy column: "-" where no timeline measured it, ">=54% partial" where some GPU
+    events carry no timestamps (the share of the clocked ones is a lower bound)."""
+    share = e["gpu_busy_share"]
+    if share is not None and e.get("gpu_busy_partial"):
+        return f">={_fmt_share(share)} partial"
+    return _fmt_share(share)
+
+
+def _fmt_nvml(e: dict[str, Any]) -> str:
+    """NVML inside the steps, the whole run's mean beside it ("87% (run 33%)")."""
+    steps = e.get("nvml_util_steps_pct")
+    if steps is None:
+        return _fmt_pct(e["nvml_util_mean_pct"])
+    return f"{_fmt_pct(steps)} (run {_fmt_pct(e['nvml_util_mean_pct'])})"
 
 
 def _stated(report: Report, rule: str | None) -> dict[str, Any] | None:
@@ -554,8 +580,8 @@ def summary_table(entries: Sequence[dict[str, Any]]) -> str:
                 (
                     e["scenario"],
                     f"{e['verdict']} ({mark})",
-                    _fmt_share(e["gpu_busy_share"]),
-                    _fmt_pct(e["nvml_util_mean_pct"]),
+                    _fmt_busy(e),
+                    _fmt_nvml(e),
                     _fmt_x(e["overhead_ratio"]),
                 )
                 if first

@@ -41,15 +41,23 @@ class SmallBatch(Said):
     # A remade loader's start-ups, of the run's step time, left out of what the batch shares
     # out (``rules.input_pipeline.per_start_cost``); None: none read.
     start_ups: float | None = None
+    # GPU events the trace's timeline holds without timestamps (``GpuTimeline.partial``): its
+    # busy share is only a lower bound, so NVML's (an upper bound) is read instead. 0: none.
+    unclocked_events: int = 0
 
 
 def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     batch = analysis.step_stats.batch_size
     util = analysis.utilization
+    gpu = analysis.gpu
     busy = gpu_busy_share(analysis)
     source: Literal["trace", "nvml"] = "trace"
-    if busy is None and util.gpu_util_mean_pct is not None:
-        busy, source = util.gpu_util_mean_pct / 100.0, "nvml"
+    partial = gpu is not None and gpu.partial
+    if busy is None or partial:
+        # A partial timeline's share is a lower bound: a small batch is not read on it, only on
+        # NVML's (inside the steps: ``nvml_busy``), which counts any time a kernel ran. Neither:
+        # the GPU's busy share is not measured, no finding.
+        busy, source = util.nvml_busy, "nvml"
     if busy is None or batch is None or busy >= LOW_UTIL:
         return None
     if not util.gpu_memory_peak_bytes or not util.gpu_memory_total_bytes:
@@ -61,7 +69,15 @@ def small_batch(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
         return None  # the input or sync rule names the cause
     starts = per_start_cost(run, analysis, facts)  # once an epoch: not shared out per sample
     bound = bigger_batch_bound(FACTOR, analysis, starts)
-    said = SmallBatch(busy, source, batch, memory, bound, None if starts is None else starts.share)
+    said = SmallBatch(
+        busy,
+        source,
+        batch,
+        memory,
+        bound,
+        None if starts is None else starts.share,
+        gpu.unclocked_events if gpu is not None and partial else 0,
+    )
     severity: Severity = "medium" if busy < VERY_LOW_UTIL else "low"
     return found("batch.small_batch", severity, said, bound=bound, fix_id="bigger_batch",
                  fix_params={"factor": FACTOR, "scale_lr": True},

@@ -78,6 +78,9 @@ def _run_one(
     data = json.loads(report.read_text())
     entry["verdict"] = data["verdict"]["category"]
     entry["headline"] = data["verdict"]["headline"]
+    # torch up to 2.11 joins a pinned persistent loader's workers at exit one by one, 5 s each
+    # (pytorch#81794): what a workers fix's run costs past its result depends on it.
+    entry["torch"] = (data.get("run") or {}).get("env", {}).get("torch_version")
     entry["findings"] = [
         {
             "rule": f["rule_id"],
@@ -96,11 +99,33 @@ def _run_one(
             for t in tried.get("trials", [])
         ],
         "notes": tried.get("notes", []),
-        # Every trial run as it went (how it ended, its limit, first step, warm-up, steps, exit):
-        # what tells a slow fix from a run lost to its start-up, its limit or its exit.
+        # Every trial run as it went (how it ended, its limit, first step, warm-up, steps, exit,
+        # where its threads were at its limit, its output's last lines where it did not end as
+        # planned): what tells a slow fix from a run lost to its start-up, its limit or its exit.
         "runs": tried.get("runs", []),
     }
     return entry
+
+
+def _run_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """One line per trial run: its arm, how it ended, and where its time went (seconds)."""
+
+    def t(value: object) -> str:
+        return f"{value:.1f}" if isinstance(value, (int, float)) else "-"
+
+    lines = []
+    for n, r in enumerate(runs, 1):
+        line = (
+            f"run {n} {r.get('arm') or 'script'}: {r.get('ended')} (limit {t(r.get('limit_s'))}"
+            f"{', budget' if r.get('budget_limited') else ''}), wall {t(r.get('wall_s'))}, "
+            f"first step {t(r.get('first_step_s'))}, warm {t(r.get('warm_s'))}, "
+            f"{r.get('steps_timed')}/{r.get('steps_asked')} steps, exit {t(r.get('exit_s'))}"
+            f"{' killed' if r.get('exit_killed') else ''}, code {r.get('exit_code')}"
+        )
+        lines.append(line)
+        lines += [f"    {s}" for s in (r.get("stacks") or [])[:2]]
+        lines += [f"    | {s}" for s in (r.get("output_tail") or [])[-2:]]
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{entry['elapsed_s']:.0f} s){'; tried: ' + tried if tried else ''}",
             flush=True,
         )
+        for line in _run_lines(entry.get("try_fixes", {}).get("runs", [])):
+            print(f"  {line}", flush=True)
     (out / "summary.json").write_text(json.dumps({"scripts": entries}, indent=1))
     return 0 if all(e["rc"] == 0 for e in entries) else 1
 

@@ -1889,6 +1889,13 @@ class TrialRun:
     exit_s: float | None  # from its result written to its process's end (its teardown)
     exit_killed: bool = False  # its teardown outlasted the grace and was killed (steps kept)
     exit_code: int | None = None  # its process's (negative: the signal that ended it)
+    # Where its threads were when its limit came (faulthandler, from the signal handler: a
+    # thread blocked in C says where too), one line per thread, innermost frames first; ()
+    # where no limit came.
+    stacks: tuple[str, ...] = ()
+    # The last lines of its output (the script's and the child's), where it did not end as
+    # planned (any end but "stopped" with its exit on time).
+    output_tail: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import pytest
 
 from gpu_notebook.records import Report
 from gpu_notebook.tryfix import trials
-from gpu_notebook.tryfix.child import LIMIT_SIGNAL
+from gpu_notebook.tryfix.child import LIMIT_SIGNAL, stacks_file
 from gpu_notebook.tryfix.trials import EXIT_GRACE_S, TrialSettings, run_child
 from gpu_notebook.views.tryfix_text import render_try_fixes, word_try_fixes
 
@@ -74,19 +74,25 @@ def test_a_child_at_its_limit_ends_where_it_is_and_says_how_far_it_got(tmp_path)
     assert data["steps_s"] == []  # never compared
     assert len(data["partial_steps_s"]) == 2 and data["steps_seen"] == 5
     assert 0 < data["first_step_s"] <= data["warm_s"] <= data["wall_s"]
+    # Where it was when the limit came, from the signal handler itself (a thread blocked in C
+    # says so too, and a run killed with no result keeps it): the script's stalled line. The
+    # record carries it (TrialRun.stacks); on main nothing said where a run was.
+    stacks = trials.thread_stacks(stacks_file(str(out)))
+    stall_line = script.read_text().splitlines().index("            time.sleep(1)") + 1
+    assert stacks and stacks[0].startswith(f"current: t.py:{stall_line} <module>"), stacks
 
 
 # Two ways a run's exit outlasts its steps, after its result: a thread that is no daemon and
-# never ends, and persistent loader workers that ignore SIGTERM (multiprocessing's exit
-# terminates daemonic workers with it, then joins them).
+# never ends, and a child process that is no daemon and never ends (multiprocessing's exit
+# joins it). Persistent loader workers that ignore SIGTERM were the second until the child
+# ended live loaders' workers itself after its result (they stop when told, at once: see
+# test_a_run_s_loader_workers_end_before_the_interpreter_s_exit_hooks).
 HANGING_EXITS = {
     "thread": "import threading\nthreading.Thread(target=lambda: time.sleep(10**6)).start()\n",
-    "workers": (
-        "import signal\n"
-        "def _deaf(_):\n    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "keep = DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True,\n"
-        "                  worker_init_fn=_deaf)\n"
-        "_ = next(iter(keep))\n"
+    "process": (
+        "import multiprocessing, signal\n"
+        "def _deaf():\n    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    time.sleep(10**6)\n"
+        "multiprocessing.Process(target=_deaf).start()\n"
     ),
 }
 
@@ -106,8 +112,8 @@ def test_a_run_whose_exit_hangs_keeps_its_steps_and_its_exit_is_bounded_apart(tm
     assert r.exit_killed and r.exit_s is not None and r.exit_s >= EXIT_GRACE_S
     assert r.first_step_s is not None and r.warm_s is not None
     assert r.first_step_s <= r.warm_s <= r.wall_s
-    if how == "workers":
-        assert r.processes is not None and r.processes >= 2
+    if how == "process":
+        assert r.processes is not None and r.processes >= 1
 
 
 REPORT = Path(__file__).parent / "data/gpu/2026-12-04-nvidia-h200-cli/gpu_bound.report.json"
@@ -142,6 +148,9 @@ def test_a_fix_whose_run_never_ends_its_timed_steps_is_not_measured_with_its_run
     (f,) = fix_runs
     assert f.steps_timed == 2 and f.warm_s is not None and not f.budget_limited
     assert f.limit_s >= 20.0 and f.exit_s is not None
+    # Where it was at its limit: the patched copy's stalled loop (the copy keeps the name).
+    assert f.stacks and f.stacks[0].startswith("current: train.py:"), f.stacks
+    assert "at its limit in train.py:" in said
     base = [r for r in raw.runs if not r.arm]
     assert base and all(r.ended == "stopped" and r.steps_timed == r.steps_asked for r in base)
     # The JSON carries the records.
@@ -189,3 +198,53 @@ def test_a_spawned_worker_runs_the_patched_copy_not_the_user_s_script(tmp_path):
                    capture_output=True)  # fmt: skip
     assert json.loads(out.read_text())["stopped"]
     assert seen.read_text() == "patched"
+
+
+# A loader whose workers outlive the loop: persistent (the workers fix sets it), or a
+# non-persistent iterator the script keeps. At the loop's first index the script registers an
+# exit hook where torch up to 2.11 registers its own for a pinned persistent loader (after
+# torch's and multiprocessing's, so it runs before them): it writes whether each worker is
+# still alive there.
+KEPT_WORKERS = {
+    "persistent": (
+        "loader = DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True)\n"
+        "it = loader\n"
+    ),
+    "kept iterator": "it = iter(DataLoader(data, batch_size=8, num_workers=2))\n",
+}
+AT_EXIT = """
+import atexit, json
+def _alive_at_exit(workers):
+    with open(ALIVE_FILE, "w") as f:
+        json.dump([w.is_alive() for w in workers], f)
+"""
+
+
+@pytest.mark.parametrize("how", sorted(KEPT_WORKERS))
+def test_a_run_s_loader_workers_end_before_the_interpreter_s_exit_hooks(tmp_path, how):
+    # Issue 26: on the H100 (torch 2.11) the workers fix's run never ended: torch joins each
+    # persistent worker of a pinned loader from an atexit hook, one by one, 5 s each, none told
+    # to stop (pytorch#81794): 12 workers, ~60 s of exit. The child now ends the workers of
+    # every live loader iterator after its result, as ``del loader`` would (all told, then
+    # joined), so at the interpreter's exit hooks no worker is left. On main: all alive.
+    alive = tmp_path / "alive.json"
+    loop = LOOP.replace("enumerate(DataLoader(data, batch_size=8))", "enumerate(it)")
+    loop = loop.replace(
+        "    if STALL_AT",
+        "    if i == 0:\n        atexit.register(_alive_at_exit, list(WORKERS()))\n    if STALL_AT",
+    )
+    loop = loop.replace("for i, (x, y)", KEPT_WORKERS[how] + "for i, (x, y)")
+    workers = "loader._iterator._workers" if how == "persistent" else "it._workers"
+    script = tmp_path / "t.py"
+    script.write_text(
+        f"STALL_AT = None\nSTALL_FILE = ''\nALIVE_FILE = {str(alive)!r}\n{AT_EXIT}\n"
+        f"def WORKERS():\n    return {workers}\n{loop}"
+    )
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    runner = run_child(TrialSettings(steps=5, budget_s=600, warmup=3))
+    r = runner(script, script, [], 120.0, scratch, 5)
+    assert r.stopped and r.ended == "stopped" and len(r.steps_s) == 5, r
+    assert r.processes is not None and r.processes >= 2  # the workers ran the steps
+    assert json.loads(alive.read_text()) == [False, False]
+    assert not r.exit_killed

@@ -34,6 +34,7 @@ both arms ran as many processes (``analysis.interference.counted_step_times``).
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gc
 import json
 import os
@@ -202,6 +203,29 @@ def _on_limit(_signum: int, _frame: object) -> None:
     raise RunLimit
 
 
+def stacks_file(out: str) -> str:
+    """The file a run stopped at its limit writes its threads' stacks into, beside its result."""
+    return out + ".stacks"
+
+
+_STACKS: list[Any] = []  # the open stacks file (faulthandler writes to its descriptor)
+
+
+def _stacks_at_limit(out: str) -> None:
+    """At the limit signal, every thread's stack goes into ``stacks_file(out)`` at once, from
+    the signal handler itself (faulthandler), before the script's thread raises ``RunLimit``
+    (chained): a thread blocked in C (a loader's queue, a CUDA call, a join) never reaches the
+    Python handler, and the run is then killed with no result, but its stacks say where it
+    was. The file stays empty unless the limit comes."""
+    if LIMIT_SIGNAL is None:
+        return
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        fd = os.open(stacks_file(out), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        f = os.fdopen(fd, "w")
+        _STACKS.append(f)
+        faulthandler.register(LIMIT_SIGNAL, file=f, all_threads=True, chain=True)
+
+
 def _write_result(out: str, result: dict[str, Any]) -> None:
     """Written whole (a temporary file renamed): the parent reads it as soon as it exists, while
     this process still tears down (loader workers, a pin-memory thread, CUDA), so a slow exit
@@ -228,6 +252,7 @@ def main(argv: list[str]) -> int:
     ended = "finished"  # the script ran to its end on its own
     if LIMIT_SIGNAL is not None:
         signal.signal(LIMIT_SIGNAL, _on_limit)
+        _stacks_at_limit(out)
     try:
         _run(code_path, script_path, script_args)
     except StopTrial:
@@ -249,6 +274,8 @@ def main(argv: list[str]) -> int:
         ended = "error"
     finally:
         if LIMIT_SIGNAL is not None:
+            with contextlib.suppress(RuntimeError, ValueError):
+                faulthandler.unregister(LIMIT_SIGNAL)
             signal.signal(LIMIT_SIGNAL, signal.SIG_IGN)  # the result is being written
         clock.uninstall()
     end_ns = time.perf_counter_ns()
@@ -276,7 +303,33 @@ def main(argv: list[str]) -> int:
     # The teardown after the result: the parent times it (a run's exit) and bounds it.
     _close_group()
     gc.collect()  # the stopped loop's frames hold its loader iterator: its workers end now
+    _end_loader_workers()
     return code
+
+
+def _end_loader_workers() -> int:
+    """End the workers of every DataLoader iterator still alive (a loader with
+    ``persistent_workers`` keeps its iterator, as does a script's ``it = iter(loader)``) the way
+    ``del loader`` would: torch tells every worker to stop, then joins them, so they end
+    together. Left to the interpreter's exit, torch up to 2.11 joins each persistent worker of a
+    pinned loader from an ``atexit`` hook, one after the other, each with a 5 s timeout and none
+    told to stop (pytorch#81794): the workers fix's 12 workers on a 16-core H100 made its exit
+    ~60 s, and before the result came ahead of the exit that lost the run (issue 26). Returns
+    how many iterators were ended."""
+    module = sys.modules.get("torch.utils.data.dataloader")
+    kind = getattr(module, "_MultiProcessingDataLoaderIter", None)
+    if not isinstance(kind, type):
+        return 0
+    # type(), not isinstance(): a proxy's ``__class__`` is user code.
+    live = [o for o in gc.get_objects() if issubclass(type(o), kind)]
+    ended = 0
+    for it in live:
+        if getattr(it, "_shutdown", True):
+            continue
+        with contextlib.suppress(Exception):  # the script's loader; we are exiting anyway
+            it._shutdown_workers()
+            ended += 1
+    return ended
 
 
 def _close_group() -> None:

@@ -54,7 +54,7 @@ from gpu_notebook.records import Finding, FixTrial, Report, TrialRun, TrialSaid,
 from gpu_notebook.rules.common import FEW_STEPS
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
 from gpu_notebook.tryfix import said as S
-from gpu_notebook.tryfix.child import warm_marker
+from gpu_notebook.tryfix.child import stacks_file, warm_marker
 from gpu_notebook.tryfix.plan import (
     BASELINE,
     RunSize,
@@ -131,6 +131,10 @@ class RunResult:
     exit_s: float | None = None
     exit_killed: bool = False
     exit_code: int | None = None
+    # Where its threads were at its limit (one line per thread, innermost frames first; empty:
+    # no limit came), and the last lines of its output where it did not end as planned.
+    stacks: list[str] = field(default_factory=list)
+    output_tail: list[str] = field(default_factory=list)
 
     @property
     def broke(self) -> bool:
@@ -182,16 +186,19 @@ def run_child(
                 wall = time.monotonic() - started
                 _kill_group_leftovers(proc.pid)
         exit_s = None if written is None else max(0.0, started + wall - written)
+        stacks = thread_stacks(stacks_file(str(out))) if limited else []
         try:
             data = json.loads(out.read_text())
         except (OSError, ValueError):
+            tail = output_tail(log)
             if limited:
                 warmed = os.path.exists(warm_marker(str(out)))
                 return RunResult(timed_out=True, warmed=warmed, wall_s=wall, ended="killed",
-                                 limit_s=timeout_s)  # fmt: skip
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            return RunResult(error_lines=[f"exit code {proc.returncode}", *tail], wall_s=wall,
-                             ended="no result", limit_s=timeout_s)  # fmt: skip
+                                 limit_s=timeout_s, exit_code=proc.returncode, stacks=stacks,
+                                 output_tail=tail)  # fmt: skip
+            return RunResult(error_lines=[f"exit code {proc.returncode}", *tail[-3:]],
+                             wall_s=wall, ended="no result", limit_s=timeout_s,
+                             exit_code=proc.returncode, output_tail=tail)  # fmt: skip
         # The child's times are from its own start: moved to the run's (its interpreter's start).
         offset = _number(data.get("t0_unix"))
         offset = 0.0 if offset is None else max(0.0, offset - started_unix)
@@ -231,9 +238,55 @@ def run_child(
             exit_s=exit_s,
             exit_killed=exit_killed,
             exit_code=proc.returncode,
+            stacks=stacks,
+            output_tail=[] if ended == "stopped" and not exit_killed else output_tail(log),
         )
 
     return run
+
+
+TAIL_LINES = 6  # of a run's output, in its record where it did not end as planned
+_TAIL_CHARS = 240  # of each line
+_STACK_THREADS = 8  # threads named in a run's record
+_STACK_FRAMES = 4  # innermost frames of each
+
+
+def output_tail(log: Path) -> list[str]:
+    """The last lines of a run's output (its script's and ours, stdout and stderr together)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16_384))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    lines = [line.rstrip()[:_TAIL_CHARS] for line in text.splitlines() if line.strip()]
+    return lines[-TAIL_LINES:]
+
+
+def thread_stacks(path: str) -> list[str]:
+    """faulthandler's dump of every thread at the limit, one line per thread: "current" for the
+    thread the signal came to (the script's, unless it was blocked), its innermost frames
+    first as file:line function, joined by " < "."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    threads: list[tuple[bool, list[str]]] = []
+    for line in text.splitlines():
+        head = line.strip()
+        if head.endswith("first):"):  # a thread's header ("Current thread 0x..." for ours)
+            threads.append((head.startswith("Current"), []))
+        elif head.startswith("File ") and threads:
+            # File "/a/b.py", line 12 in name
+            where, _, name = head[5:].partition(" in ")
+            file, _, lineno = where.partition(", line ")
+            threads[-1][1].append(f"{os.path.basename(file.strip(chr(34)))}:{lineno} {name}")
+    threads.sort(key=lambda t: not t[0])  # the current thread first
+    return [
+        ("current: " if current else "thread: ") + " < ".join(frames[:_STACK_FRAMES])
+        for current, frames in threads[:_STACK_THREADS]
+    ]
 
 
 _ENDS = ("stopped", "finished", "error", "limit")
@@ -536,7 +589,8 @@ def _run_record(arm: str, r: RunResult, asked: int, budget_limited: bool) -> Tri
     steps = r.partial_steps_s if r.timed_out else r.steps_s
     return TrialRun(arm, ended, r.limit_s, budget_limited, r.wall_s, r.first_step_s, r.warm_s,
                     asked, len(steps), statistics.median(steps) if steps else None, r.exit_s,
-                    r.exit_killed, r.exit_code)  # fmt: skip
+                    r.exit_killed, r.exit_code, tuple(r.stacks),
+                    tuple(r.output_tail))  # fmt: skip
 
 
 def _sized_note(size: RunSize, pilot_steps: int | None) -> S.RunsSized:

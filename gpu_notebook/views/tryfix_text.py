@@ -338,6 +338,9 @@ def run_lines(runs: tuple[TrialRun, ...]) -> list[str]:
             times.append(f"exit {r.exit_s:.1f} s{killed}")
         if r.exit_code and not r.exit_killed:
             times.append(f"exit code {r.exit_code}")
+        if r.stacks:
+            # Where the script's thread (the one the signal came to) was at the limit.
+            times.append(f"at its limit in {r.stacks[0].partition(': ')[2] or '?'}")
         limit = f"the budget's last {r.limit_s:.0f} s" if r.budget_limited else f"{r.limit_s:.0f} s"
         out.append(f"run {n} ({arm}, limit {limit}): {_ENDED.get(r.ended, r.ended)}; "
                    + ", ".join(times))  # fmt: skip

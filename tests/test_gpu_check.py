@@ -387,3 +387,24 @@ def test_the_cli_check_runs_a_bundled_script_and_records_its_report(tmp_path: Pa
     assert entry["verdict"] == report.verdict.category in VERDICTS
     assert (out / "gpu_bound.trace.json.gz").stat().st_size > 0
     assert "gpucheck:" in (out / "gpu_bound.log").read_text()
+
+
+def test_the_cli_check_prints_every_trial_run_with_where_its_time_went() -> None:
+    """What the next GPU session needs from a --try-fixes run that measured nothing (issue 26):
+    each run's end, limit, start-up, warm-up, steps, exit, and where it was at its limit."""
+    spec = importlib.util.spec_from_file_location("cli_check", REPO / "benchmarks/gpu_cli_check.py")
+    assert spec is not None and spec.loader is not None
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    run = {"arm": "dataloader_workers", "ended": "limit", "limit_s": 52.0, "budget_limited": True,
+           "wall_s": 62.5, "first_step_s": 9.1, "warm_s": 9.8, "steps_asked": 30,
+           "steps_timed": 3, "exit_s": None, "exit_killed": False, "exit_code": -9,
+           "stacks": ["current: dataloader.py:1100 _try_get_data < train.py:36 <module>"],
+           "output_tail": ["0 2.30"]}  # fmt: skip
+    lines = cli._run_lines(
+        [{**run, "arm": "", "ended": "stopped", "stacks": [], "output_tail": []}, run]
+    )
+    assert lines[0].startswith("run 1 script: stopped")
+    assert "run 2 dataloader_workers: limit (limit 52.0, budget), wall 62.5" in lines[1]
+    assert "first step 9.1, warm 9.8, 3/30 steps, exit -, code -9" in lines[1]
+    assert lines[2].strip() == run["stacks"][0] and lines[3].strip() == "| 0 2.30"

@@ -22,7 +22,12 @@ the teardown (loader workers, a pin-memory thread, a process group, the interpre
 parent reads it from then on and times and bounds the exit apart, so a slow exit never costs a
 run its steps. At its time limit the parent sends ``LIMIT_SIGNAL``: the script's thread raises
 ``RunLimit`` where it is and the result says how far it got (``ended``: "limit", its timed steps
-apart as ``partial_steps_s``, when its first step and its warm-up ended).
+apart as ``partial_steps_s``, when its first step and its warm-up ended), and every thread's
+stack at that moment goes into a file beside it (``stacks_file``: from the signal handler, so a
+thread blocked in C is seen too). After the result, the workers of every DataLoader iterator
+still alive are ended as ``del loader`` ends them (``_end_loader_workers``), not left to the
+interpreter's exit hooks (torch up to 2.11 joins a pinned persistent loader's workers there
+one at a time, 5 s each).
 
 Beside each step's time the child reports its thread's wait for a core during it (the step
 clock's schedstat reading at each step end; None where not read) and how many processes the

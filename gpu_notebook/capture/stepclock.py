@@ -220,15 +220,11 @@ class StepClock:
         # optimizer steps (``_closes_cycle``). Each optimizer step is a symbol (the optimizer's
         # id, whether a training batch was read since the last optimizer step); the cycle is the
         # shortest period of the symbols seen since learning began (the first _CYCLE_LEARN of
-        # them), and a step ends once a period (``_cycle_ends``: in a loop that reads, at an
-        # optimizer step a read follows; a critic reading a batch of its own each D step is one
-        # step a G step).
+        # them). A cycle that reads a batch ends a step at each optimizer step a read follows
+        # (one step a batch); one that reads none, at its last optimizer step.
         self._cycle: list[tuple[int, bool]] = []
         self._cycle_closes: list[bool] = []  # whether each position of the cycle ends a step
         self._cycle_pos = 0
-        # A cycle that reads ends a step a batch until, at this many symbols, it has been seen
-        # three times (_CYCLE_CONFIRM) and ends one a period (_relearn). 0: nothing to confirm.
-        self._confirm_at = 0
         # The symbols since learning began, whether each ended a step, and the samples its step
         # held so far as it came: the steps already ended are regrouped (``_regroup``) when a
         # longer cycle shows they were parts of one (d, d, d, g: the first three each ended one).
@@ -262,11 +258,6 @@ class StepClock:
         self._in_backward = False
         # DataLoader reads in the open step, and in a step that trained (the dataloader anchor).
         self._reads_in_step = 0
-        # The iterator the latest anchoring read came from, and the one that opened the step
-        # (0: none, or it ended there): before any backward, a read of another iterator while
-        # the step only read joins it (``zip(loader_a, loader_b)``, see _read_joins_step).
-        self._read_key = 0
-        self._step_iter = 0
         self._reads_per_step = 1
         self._batch_size: int | None = None
         # Our own work inside the open step (the boundary listener: a profiler starting or
@@ -299,11 +290,6 @@ class StepClock:
         # the backward passes since the run's last read: a backward for each read prefetched
         # gives them back (``_count_samples``).
         self._run_dropped: list[int] = []
-        # The samples of the read before the latest run, and those a loader that ended before
-        # the open step's first backward read ahead for it (``_loader_ended``): the step's
-        # first backward adds them.
-        self._run_before = 0
-        self._ahead = 0
         self._run_backs = 0
         self._grad_bytes: int | None = None
         self._double_bytes = 0  # ... of them float64
@@ -944,8 +930,6 @@ class StepClock:
             self._cycle_pos = 0 if pos + 1 == len(cycle) else pos + 1
             closes = self._cycle_closes[pos]
             if len(self._hist) < _CYCLE_LEARN:
-                if len(self._hist) + 1 == self._confirm_at:
-                    return self._relearn(symbol)  # seen enough: one step a period from here
                 self._hist.append(symbol)
                 self._hist_closed.append(closes)
                 self._hist_samples.append(self._samples)
@@ -978,28 +962,8 @@ class StepClock:
         cycle = hist[:period]
         if n > period:
             cycle[0] = (cycle[0][0], hist[period][1])
-        # Where in the period the step ends: the first place whose boundaries the steps already
-        # ended since learning began reach by joins alone (a boundary made where the new cycle
-        # has none can be taken back; one missing cannot be made afterwards), else the first.
-        # A critic's G every 5th batch (``if i % 5 == 0``) ended a step at its first G, when
-        # the loop looked like D, G alternating: its steps end at G from then on (main joined
-        # 10 D steps into one of them, and counted one a batch after it).
-        # A loop that reads, until its cycle was seen three times: one step a batch (a cycle seen
-        # once may be a loop with no period, a GAN whose D steps only when its loss says so:
-        # joined a period, its steps were up to 16 batches long, then split at random).
-        reads = [r for _, r in cycle]
-        self._confirm_at = 0
-        if any(reads) and n < max(3 * period, _CYCLE_CONFIRM):
-            ends = [reads[(i + 1) % period] for i in range(period)]
-            self._confirm_at = max(3 * period, _CYCLE_CONFIRM)
-        else:
-            places = _cycle_ends(reads)
-            for end in places:
-                if all(was or i % period != end for i, was in enumerate(closed)):
-                    break
-            else:
-                end = places[0]
-            ends = [i == end for i in range(period)]
+        reads = any(r for _, r in cycle)
+        ends = [cycle[(i + 1) % period][1] if reads else i == period - 1 for i in range(period)]
         self._cycle, self._cycle_closes = cycle, ends
         self._cycle_pos = n % period
         keep = [ends[i % period] for i in range(n - 1)]
@@ -1096,7 +1060,6 @@ class StepClock:
             if clock._cur_start_ns is None or _PRIORITY[clock.anchor] <= _LOADER_PRIORITY:
                 # A batch under a higher anchor with its step open changes nothing there (the
                 # common case, an optimizer loop): the call is skipped, not made to return.
-                clock._read_key = id(it)
                 clock._event("dataloader", start, ends_step=False)
             if getattr(it, "_num_yielded", None) == 0 and len(clock._starts) < _STARTS_KEPT:
                 # The iterator's first batch (torch counts them; ``iter()`` of a persistent
@@ -1148,10 +1111,6 @@ class StepClock:
                     split = False
             try:
                 batch = original(it)
-            except StopIteration:
-                clock._loader_ended(id(it), evaluating)
-                evaluating = True  # no step's data wait
-                raise
             finally:
                 if split:
                     t1 = time.perf_counter_ns()
@@ -1214,34 +1173,9 @@ class StepClock:
                 self._samples = max(0, self._samples - self._run_last)
             self._run_iter, self._run_reads = key, 1
             self._run_dropped = []
-            self._run_before = self._run_last
-            self._ahead = 0
         self._run_last = n or 0
         if n is not None:
             self._samples = (self._samples or 0) + n
-
-    def _loader_ended(self, key: int, evaluating: bool) -> None:
-        """An iterator raised StopIteration. Where it opened the step, a read of another
-        iterator is no longer one of a ``zip`` (_read_joins_step). Where the loop trains and
-        the open step has run no backward yet, the backward passes that follow train batches
-        read before the loader ended: a wrapper reading one ahead (accelerate's
-        DataLoaderShard under the HF Trainer) read the step's first micro-batch in the step
-        before, and main counted the epoch's last step of 2 x 4 "batch 4". Its first backward
-        adds the read before the step's reads (the latest read where the step read none)."""
-        if key == self._step_iter:
-            self._step_iter = 0
-            if _PRIORITY[self.anchor] <= _LOADER_PRIORITY and self._reads_in_step == 1:
-                # The read that found the end opened the step: none is open (the next read
-                # closed it as a step of its own: main counted 10 steps for two loops of 3
-                # and 6 batches).
-                self._cur_start_ns = None
-        if (
-            not evaluating
-            and not self._lean
-            and not self._bwd_calls
-            and _PRIORITY[self.anchor] > _LOADER_PRIORITY
-        ):
-            self._ahead = self._run_before if self._run_reads else self._run_last
 
     def _switch_iterator(self, it: Any, batch: Any) -> None:
         """The loader settings of the iterator the loop now reads (the fix reads the
@@ -1293,9 +1227,6 @@ class StepClock:
             clock._counts["backward"] += 1
             clock._bwd_calls += 1
             clock._run_reads = 0  # the reads before it trained (_count_samples)
-            if clock._ahead:
-                clock._samples = (clock._samples or 0) + clock._ahead
-                clock._ahead = 0
             clock._run_backs += 1
             if clock._run_backs >= 2 and clock._run_dropped and clock._samples is not None:
                 # Micro-batches read ahead, then a backward each (HF Trainer's
@@ -1388,7 +1319,6 @@ class StepClock:
                 self._reads_per_step = self._reads_in_step  # learnt from a step that trained
             self._close_step(now_ns)
         self._reads_in_step = 1
-        self._step_iter = self._read_key if kind == "dataloader" else 0
         self._cur_start_ns = now_ns
         if not ends_step or not self._last_mark_ns:
             self._last_mark_ns = now_ns
@@ -1414,17 +1344,11 @@ class StepClock:
         a loop that trains (a backward was seen) and reads several loaders an iteration
         (``zip(loader_a, loader_b)``) has no backward between its reads. Timed steps see the
         backward; lean ones (no backward hook) join as many reads as a timed step that trained
-        held. Before any backward (an inference loop, or training's first iteration) no hook
-        tells a model's call between two reads: a read joins the step only where it reads
-        another iterator than the one that opened the step, still running (``zip``: main
-        counted the first training step of a zip of two loaders with one loader's batch, an
-        inference zip two steps an iteration); one loader's reads each end a step."""
-        if kind != "dataloader":
+        held. A loop with no backward (inference) closes a step at every read, as before."""
+        if kind != "dataloader" or not self._counts["backward"]:
             return False
         if self._fwd_calls or self._bwd_calls or self._opt_ns:
             return False
-        if not self._counts["backward"]:
-            return self._step_iter != 0 and self._read_key != self._step_iter
         return not self._lean or self._reads_in_step < self._reads_per_step
 
     def _upgrade(self, kind: StepAnchor) -> None:
@@ -1541,7 +1465,6 @@ class StepClock:
         self._fwd_calls = self._bwd_calls = 0
         self._samples = None
         self._run_dropped = []
-        self._ahead = 0
         self._ours_ns = 0
         every = self.memory_every_steps
         if every and index % every == 0:
@@ -1722,11 +1645,7 @@ _MARK_EVERY = 16
 _STARTS_KEPT = 4096
 # Optimizer steps the cycle of several optimizers is learnt over from the loop's start (or
 # from a change of it): a critic stepping D up to 15 times a G step with no loader to tell.
-_CYCLE_LEARN = 24
-# ... and a cycle that reads is taken for the loop's once seen three times, and over this many
-# symbols at least: a loop with no period (D stepped when its loss says so, at random) repeats a
-# short pattern by chance (seen twice: 5 of 8 such 60-batch runs joined 2-5 batches a step).
-_CYCLE_CONFIRM = 12
+_CYCLE_LEARN = 16
 
 # Where steps are too short to read their wait (``read_waits`` off, under 1 ms) or lean, one
 # training step in this many has its page faults read (two readings of ~1-3 us each, at its start and
@@ -1755,27 +1674,6 @@ _FAULTS_READ = _RUSAGE_THREAD is not None
 # Read inline in the hooks (a builtin call, no function of ours a step: test_capture_cost).
 _getrusage: Callable[[int], Any] = resource.getrusage if resource else (lambda _who: None)
 _THREAD: int = _RUSAGE_THREAD if _RUSAGE_THREAD is not None else 0
-
-
-def _cycle_ends(reads: list[bool]) -> list[int]:
-    """The positions of a learnt cycle (whether each optimizer step read a batch since the one
-    before) whose optimizer step may end the training step, the one to prefer first: one a
-    period, the loop's iteration.
-
-    Learnt from the loop's start (its first optimizer step read a batch, or none reads): the
-    period's last step. Learnt from the middle of a loop that reads: the step after which the
-    reads resume (a critic's ``x = next(it)`` each D step, then G with no batch: G ends it), or
-    else the last one a read follows. In a loop that reads, only a step a read follows may end
-    one. One step a batch instead counted a WGAN critic reading its own batch for each of 5 D
-    steps 5 steps a G step."""
-    period = len(reads)
-    if not any(reads):
-        return list(range(period - 1, -1, -1))
-    after = [p for p in range(period - 1, -1, -1) if reads[(p + 1) % period]]
-    if reads[0]:
-        return after  # period - 1 first
-    resume = [p for p in after if not reads[p]]
-    return resume + [p for p in after if reads[p]]
 
 
 def _minor_faults() -> int:

@@ -191,7 +191,8 @@ def _framework_named(report, name: str, setting: str, *, measured: bool = False)
     f = next((f for f in report.findings if f.rule_id == "logging.framework_overhead"), None)
     if measured:
         assert samples >= MIN_LINE_SAMPLES, samples
-    if samples < MIN_LINE_SAMPLES:
+    judged = sl.judged_share(share, samples) if samples >= sl.MIN_SHARE_SAMPLES else None
+    if judged is None:
         # Too few for a share: what the sparse samples caught is said, if they caught enough of
         # it (a short fit on a fast, quiet machine gets a handful of samples: the CI's rerun at
         # load 1 caught too few, and the rule rightly said nothing).
@@ -202,7 +203,7 @@ def _framework_named(report, name: str, setting: str, *, measured: bool = False)
             return None
         assert f is not None and f.severity == "info" and f.phase_share is None, f
         assert "not measured" in f.title and "--lines all" in f.fix, f
-    elif share < SUGGEST:
+    elif judged < SUGGEST:
         assert f is None, (share, f)
         return None
     else:

@@ -183,7 +183,13 @@ def test_a_real_lightning_fit_logging_every_5_steps_carries_the_share_its_step_t
     samples = sum(framework_stacks.loop_time(raw)[0] for raw in sampled)
     if finding is None:
         # Nothing to say, by the gate of the path the rule took (recomputed from the samples).
-        if samples < sl.MIN_LINE_SAMPLES:
+        by_label: dict[str, int] = {}
+        for raw in sampled:
+            framework_stacks.count_overhead(raw, by_label, {}, set())
+        loop_us = sum(framework_stacks.loop_time(raw)[1] for raw in sampled)
+        share = sum(by_label.values()) / loop_us if loop_us > 0 else 0.0
+        judged = sl.judged_share(share, samples) if samples >= sl.MIN_SHARE_SAMPLES else None
+        if judged is None:
             assert expected is None or expected.share < SUGGEST, expected
             sparse = run.framework_stacks
             assert sparse is not None
@@ -192,11 +198,7 @@ def test_a_real_lightning_fit_logging_every_5_steps_carries_the_share_its_step_t
                 hits
             )
         else:
-            by_label: dict[str, int] = {}
-            for raw in sampled:
-                framework_stacks.count_overhead(raw, by_label, {}, set())
-            loop_us = sum(framework_stacks.loop_time(raw)[1] for raw in sampled)
-            assert sum(by_label.values()) / loop_us < SUGGEST
+            assert judged < SUGGEST, (share, samples)
         return
     assert isinstance(finding.said, (sl.FrameworkOverhead, sl.FrameworkSeen))
     # The rule's record carries the step clock's A/B (whatever it reads), the report words it.
@@ -228,10 +230,11 @@ def test_too_few_samples_for_a_share_take_the_step_clocks_with_its_gain(caught):
     cell, train = CodeRef("<cell>", "<module>", 1), ref(Trainer.train)
     log = ref(Trainer._maybe_log_save_evaluate)
     sparse = _stacks([([cell, train, log], 40_000), ([cell, train], 40_000)], 80_000)
-    counts = (caught, 10 - caught)  # 4 of 10 samples in the logging: a count, no share
+    # 4 of 8 samples in the logging: a count, no share (under sl.MIN_SHARE_SAMPLES)
+    counts = (caught, 8 - caught)
     sparse = dataclasses.replace(
         sparse,
-        samples=10,
+        samples=8,
         clocked=True,
         stacks=tuple(
             dataclasses.replace(s, count=n) for s, n in zip(sparse.stacks, counts, strict=True)

@@ -9,13 +9,14 @@ cost), with a fixed seed: the same steps give the same range every time. No norm
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from gpu_notebook.records import PhaseBreakdown
 
-__all__ = ["LEVEL", "share_interval"]
+__all__ = ["LEVEL", "sampled_share_low", "share_interval"]
 
 LEVEL = 0.9
 RESAMPLES = 1000
@@ -58,3 +59,18 @@ def share_interval(
         shares = part[idx].sum(axis=1) / np.maximum(dur[idx].sum(axis=1), 1e-12)
     tail = (1.0 - LEVEL) / 2 * 100
     return float(np.percentile(shares, tail)), float(np.percentile(shares, 100 - tail))
+
+
+def sampled_share_low(share: float, samples: int, *, z: float = 1.96) -> float:
+    """The low end of a share read off ``samples`` stack samples (Wilson's score interval, 95%
+    two-sided): the least the share can be, with a few samples as with many. A hard count of
+    samples made a run whose count sat at it flip between a finding and none (issue 26: a
+    Lightning hook taking 80% of the step, 29 samples one run, 30 the next); this bound moves
+    with the count instead of jumping."""
+    if samples <= 0:
+        return 0.0
+    p = min(max(share, 0.0), 1.0)
+    n = float(samples)
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (centre - spread) / (1 + z * z / n))

@@ -33,6 +33,7 @@ from gpu_notebook.analysis.framework_stacks import (
     share_clock,
     without_ours,
 )
+from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
 from gpu_notebook.cell.hooks import hook_defs
 from gpu_notebook.cell.step_logs import training_logs
@@ -289,9 +290,9 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     # samples) divided the logging's share down to nothing (issue 26, unseen round 3).
     loops = [loop_time(raw) for raw in sampled]
     samples, loop_us = sum(n for n, _us in loops), sum(us for _n, us in loops)
-    if samples < MIN_LINE_SAMPLES or loop_us <= 0:
+    if samples < MIN_SHARE_SAMPLES or loop_us <= 0:
         # A share read off a handful of samples measures nothing (one sample in a logging call
-        # read "100%, up to 10x" [high]): the rule of three, as for a line's share.
+        # read "100%, up to 10x" [high]).
         return _seen(run, analysis, loops[0][0] if dense_sampled(run) else 0, facts)
     by_label: dict[str, int] = {}
     functions: dict[str, int] = {}
@@ -311,7 +312,10 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
             elsewhere[caller] = elsewhere.get(caller, 0) + us
     total = sum(by_label.values())
     overhead = total / loop_us
-    severity = severity_of(overhead, low=SUGGEST)
+    judged = judged_share(overhead, samples)
+    if judged is None:
+        return _seen(run, analysis, loops[0][0] if dense_sampled(run) else 0, facts)
+    severity = severity_of(judged, low=SUGGEST)
     if severity is None:
         return None
     removed = every_n(overhead)
@@ -417,6 +421,22 @@ def _log_gate(
         for log in named
     )
     return {"every": RARE_LOGS} if reached else None
+
+
+# Fewer samples than MIN_LINE_SAMPLES read a share only where its low end (Wilson, 95%) is over
+# the lowest level, and the level is the low end's: a hook at 80% of the step read by 29 samples
+# is "high" (low end 66%), as by 30, where a hard count of 30 said nothing (issue 26: the CI's
+# Lightning hook run flipped on it). Under MIN_SHARE_SAMPLES no share is read at all.
+MIN_SHARE_SAMPLES = 10
+
+
+def judged_share(share: float, samples: int) -> float | None:
+    """The share the levels judge: ``share`` itself from ``MIN_LINE_SAMPLES`` samples on, its
+    low end below that when that is over the lowest level, else None (not read)."""
+    if samples >= MIN_LINE_SAMPLES:
+        return share
+    low = sampled_share_low(share, samples)
+    return low if samples >= MIN_SHARE_SAMPLES and low >= SUGGEST else None
 
 
 # The sparse samples (Run.framework_stacks) of a run that leaned (not clocked), or too few of

@@ -255,6 +255,16 @@ def test_a_large_framework_share_reads_the_same_a_sample_either_side_of_the_coun
     thin = _stacks([([*loop, ref(pl.LightningModule.log)], 80), (loop, 920)], 1000)
     assert level(29, thin) is None and level(30, thin) == "low"
     assert sl.judged_share(0.8, 29) == pytest.approx(sl.sampled_share_low(0.8, 29))
+    # The report says the least it read, and from how few samples, where that gave the level.
+    from gpu_notebook.formatting import fmt_share
+
+    few = dataclasses.replace(run, stacks=dataclasses.replace(raw, samples=29))
+    f = only(rules_for(few, syn.make_analysis({})), "logging.framework_overhead")
+    least = fmt_share(sl.sampled_share_low(0.8, 29))
+    assert "(29 stack samples" in f.evidence[0] and f"at least {least} (95%)" in f.evidence[0]
+    f = only(rules_for(dataclasses.replace(run, stacks=raw), syn.make_analysis({})),
+             "logging.framework_overhead")  # fmt: skip
+    assert "at least" not in f.evidence[0], f.evidence
 
 
 def test_sparse_samples_over_a_default_run_say_the_logging_ran_never_its_share():

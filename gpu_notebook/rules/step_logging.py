@@ -140,6 +140,9 @@ class FrameworkOverhead(Said):
     # What a sample's time was (framework_stacks.share_clock): "cpu" the loop thread's CPU time
     # over its own time, "own" its wall time less its wait for a core, "wall" as sampled.
     clock: Clock = "wall"
+    # Read off fewer than MIN_LINE_SAMPLES samples: the least the share can be (judged_share),
+    # which its level was given by; None from that many on.
+    least: float | None = None
 
 
 @dataclass(frozen=True)
@@ -345,6 +348,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
         samples - (loops[0][0] if dense_sampled(run) else 0),
         _periodic(analysis, frameworks, facts),
         clock=share_clock(run, sampled),
+        least=judged if samples < MIN_LINE_SAMPLES else None,
     )
     if not fixes:
         return found("logging.framework_overhead", "info", said)

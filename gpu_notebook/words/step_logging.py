@@ -351,7 +351,12 @@ def framework_overhead(s: FrameworkOverhead) -> Words:
     )
     evidence = [
         f"framework logging, callbacks and progress bars: {fmt_share(s.overhead)} of the sampled time "
-        f"({s.samples} stack samples{': ' + where if where else ''}{CLOCKS[s.clock]})",
+        f"({s.samples} stack samples{': ' + where if where else ''}{CLOCKS[s.clock]})"
+        + (
+            f"; from so few samples, at least {fmt_share(s.least)} (95%), the level it is given"
+            if s.least is not None
+            else ""
+        ),
         "; ".join(f"{LABELS[label]}: {fmt_share(part)}" for label, part in s.parts),
         "where: " + ", ".join(f"{name} ({fmt_share(part)})" for name, part in s.top),
         f"gain if they run every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that share)",

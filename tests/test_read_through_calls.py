@@ -460,3 +460,62 @@ def test_a_function_that_runs_an_epoch_makes_the_cells_loop_an_epoch_loop(ip) ->
     lines = " ".join(reads.evidence)
     assert f"In[{number}] line 6" in lines and "total += loss.item()" in lines, lines
     assert "print(f" not in lines and "line 3" not in lines.replace(f"In[{number}] line", ""), lines
+
+
+# The step function nested in the function the cell calls (unseen 39): a closure over the
+# model and the optimizer, called from a list comprehension or a loop of its holder, which then
+# runs an epoch a call. Main read neither as a step: no per-step read was named.
+FIT_NESTED_COMPREHENSION = """\
+def fit(model, epochs=1):
+    def step(x, y):
+        loss = loss_fn(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    for epoch in range(epochs):
+        losses = [step(x, y) for x, y in loader]
+    return losses
+"""
+TRAIN_NESTED_LOOP = """\
+def train(model, loader):
+    history = []
+    def one_batch(batch):
+        x, y = batch
+        out = model(x)
+        loss = loss_fn(out, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        history.append(float(loss))
+    for batch in loader:
+        one_batch(batch)
+    return history
+"""
+
+
+@pytest.mark.parametrize(
+    ("definition", "call", "line", "text"),
+    [
+        (FIT_NESTED_COMPREHENSION, "fit(model, epochs=2)\n", 7, "return loss.item()"),
+        (
+            TRAIN_NESTED_LOOP,
+            "for epoch in range(2):\n    h = train(model, loader)\n    print(epoch, len(h))\n",
+            10,
+            "history.append(float(loss))",
+        ),
+    ],
+    ids=["comprehension", "loop"],
+)
+def test_a_step_function_nested_in_the_called_function_reads_every_step(
+    ip, capsys, definition, call, line, text
+):
+    assert ip.run_cell(DATA).success
+    number = defined_in_a_cell(ip, definition)
+    rep = measured(ip, call)
+    assert rep.run.steps.step_count == 32
+    said = " | ".join(finding(rep, "syncs.per_step").evidence)
+    assert f"In[{number}] line {line}: `{text}`" in said, said
+    # The cell's own loop around the call runs an epoch an iteration: its print is no step's.
+    ids = {f.rule_id for f in rep.findings}
+    assert "logging.per_step" not in ids, ids

@@ -145,10 +145,15 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
                 syncs.setdefault((in_callee.line, in_callee.kind), in_callee)
             continue
         # In a loop, or in a step function a step loop calls (train_step's `loss.item()`).
-        loop = tree.enclosing_loop(call) or tree.step_loop_of(call)
+        loop = tree.enclosing_loop(call)
+        values = values_of[id(loop)] if loop is not None else set()
+        if loop is None and (loop := tree.step_loop_of(call)) is not None:
+            # In a step function: the tensors it makes are its own (`loss` of `float(loss)`),
+            # not the loop's batch (unseen 39's nested helper: its float(loss) went unread).
+            holder = tree.nearest(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+            values = values_of[id(loop)] | (_callee_values(holder) if holder else set())
         if loop is None or _builds_once(tree, loop):
             continue
-        values = values_of[id(loop)]
         kind = _sync_kind(tree, call, values)
         if kind is not None and _host_lengths(tree, call, loop):
             continue

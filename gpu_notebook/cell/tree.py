@@ -96,17 +96,29 @@ class CellTree(Parents):
         # for x, y in loader: ... loss.backward()``) runs a whole epoch a call: a loop calling
         # it is an epoch loop, which trains but is no step loop (an earlier cell's function read
         # with the cell, cell.calls: the measured cell's once-an-epoch print read as per step).
+        # A step function may be nested in the function that calls it (``def fit(model): def
+        # step(x, y): ... loss.backward() ...; losses = [step(x, y) for x, y in loader]``, unseen
+        # 39): it is a step function, and the function that holds it and calls it from a loop
+        # runs many steps a call, an epoch function. Not a closure a loop defines (LBFGS's: the
+        # optimizer runs it, ``closures``) nor a method (``step_methods``).
+        steps = [
+            fn
+            for fn in self._plain_functions(tree)
+            if has_backward(fn) and not _trains_in_a_loop(fn)
+        ]
+        calling = {fn.name for fn in steps}
         self.epoch_functions = {
             node.name
             for node in tree.body
-            if isinstance(node, Function) and _trains_in_a_loop(node)
-        }
-        self.step_functions = {
-            node.name: node
-            for node in tree.body
             if isinstance(node, Function)
-            and has_backward(node)
-            and node.name not in self.epoch_functions
+            and (_trains_in_a_loop(node) or self._loop_calls(node, calling - {node.name}))
+        }
+        top = {id(node) for node in tree.body}
+        # By name, as a loop calls them: the cell's top-level function wins over a nested one.
+        self.step_functions = {
+            fn.name: fn
+            for fn in sorted(steps, key=lambda fn: id(fn) in top)
+            if fn.name not in self.epoch_functions
         }
         # The same in a class of the cell (a hand-written trainer's ``def step(self, batch)``),
         # called as ``self.step(batch)`` from a loop in another method of that class (``fit``).
@@ -255,6 +267,31 @@ class CellTree(Parents):
             return None
         loop, name = self.step_calls.reached[id(holder)]
         return loop, name, holder
+
+    def _plain_functions(self, tree: ast.Module) -> list[Function]:
+        """The cell's functions at its top level or nested in one of them, neither a method nor
+        defined in a loop."""
+        top = {id(node) for node in tree.body}
+        return [
+            fn
+            for fn in ast.walk(tree)
+            if isinstance(fn, Function)
+            and id(fn) not in self.closures
+            and (id(fn) in top or isinstance(self.nearest(fn, _SCOPES), Function))
+            and self.enclosing_loop(fn) is None
+        ]
+
+    @staticmethod
+    def _loop_calls(fn: Function, names: set[str]) -> bool:
+        """A loop in ``fn`` calls one of ``names`` (a step function nested in it) by name."""
+        return any(
+            isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+            and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in names
+                for c in ast.walk(loop)
+            )
+            for loop in ast.walk(fn)
+        )
 
     def _calls_epoch_function(self, loop: Loop) -> bool:
         """``loop``'s body calls, by name, a function that runs a training loop of its own."""

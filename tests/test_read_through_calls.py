@@ -519,3 +519,69 @@ def test_a_step_function_nested_in_the_called_function_reads_every_step(
     # The cell's own loop around the call runs an epoch an iteration: its print is no step's.
     ids = {f.rule_id for f in rep.findings}
     assert "logging.per_step" not in ids, ids
+
+
+@pytest.mark.parametrize(
+    ("definition", "call", "line", "text"),
+    [
+        (FIT_NESTED_COMPREHENSION, "%time hist = fit(model, epochs=2)\n", 7, "return loss.item()"),
+        (
+            EPOCH,
+            "for epoch in range(2):\n    %timeit -n1 -r1 train_one_epoch(model, loader, opt)\n",
+            7,
+            'print(f"step {step} loss {loss.item():.4f}")',
+        ),
+    ],
+    ids=["time", "timeit"],
+)
+def test_a_function_called_by_a_line_magic_is_read_with_the_cell(
+    ip, capsys, definition, call, line, text
+):
+    # `%time hist = fit(...)` hides the call from Python's parser (IPython runs the statement
+    # as the magic's argument): main read nothing of fit, and named no per-step read (unseen 39).
+    assert ip.run_cell(DATA).success
+    number = defined_in_a_cell(ip, definition)
+    assert [o.function for o in callees(call, ip.user_ns)] == [definition[4:].split("(")[0]]
+    rep = measured(ip, call)
+    assert rep.run.steps.step_count == 32
+    said = " | ".join(finding(rep, "syncs.per_step").evidence)
+    assert f"In[{number}] line {line}: `{text}`" in said, said
+
+
+def test_the_fix_cell_of_a_function_called_by_a_line_magic_keeps_the_magic(ip, epoch_cell):
+    source = "%%gpucheck -q -o rep\n%time train_one_epoch(model, loader, opt)\n"
+    origins = callees(source, ip.user_ns)
+    patch = apply_through_calls("throttle_host_syncs", source, origins, every=10)
+    assert isinstance(patch, Patch)
+    assert '        if step % 10 == 0:\n            print(f"step' in patch.source_after
+    assert patch.source_after.endswith("\n%time train_one_epoch(model, loader, opt)\n")
+
+
+STEP_HELPER = """\
+def step(x, y):
+    loss = loss_fn(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    return loss.item()
+"""
+
+
+@pytest.mark.parametrize(
+    ("definition", "call"),
+    [
+        (FIT_NESTED_COMPREHENSION, "fit(model, epochs=2)\n"),
+        (STEP_HELPER, "losses = []\nfor x, y in loader:\n    losses.append(step(x, y))\n"),
+    ],
+    ids=["nested", "cell_loop"],
+)
+def test_a_read_returned_by_a_helper_named_step_is_not_told_to_gate_on_it(ip, definition, call):
+    # Main said "read it in the loop every 10 steps (`if step % 10 == 0:`)" where `step` is the
+    # helper itself: a TypeError if typed as said.
+    assert ip.run_cell(DATA).success
+    defined_in_a_cell(ip, definition)
+    source = f"%%gpucheck -q -o rep\n{call}"
+    refusal = apply_through_calls(
+        "throttle_host_syncs", source, callees(source, ip.user_ns), every=10
+    )
+    assert isinstance(refusal, Refusal), refusal
+    assert "runs in `step`" in refusal.reason, refusal.reason
+    assert "`if step % 10 == 0:`" not in refusal.reason, refusal.reason

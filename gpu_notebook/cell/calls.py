@@ -35,7 +35,7 @@ from types import FunctionType, ModuleType
 from typing import Any
 
 from gpu_notebook.cell.facts import ORIGIN_LINES, Origin
-from gpu_notebook.cell.ipython import NotPythonCell, cell_number, protect
+from gpu_notebook.cell.ipython import NotPythonCell, cell_number, magic_statements, protect
 from gpu_notebook.cell.names import has_backward
 from gpu_notebook.cell.parse import parse_ast
 
@@ -55,6 +55,9 @@ def callees(source: str, namespace: Mapping[str, Any] | None) -> tuple[Origin, .
         tree = parse_ast(cell.code)
     except (NotPythonCell, SyntaxError, ValueError):
         return ()
+    hidden = magic_statements(cell)
+    if hidden:  # `%time hist = fit(model, epochs=2)` calls fit (unseen 39)
+        tree = ast.Module(body=[*tree.body, *hidden], type_ignores=[])
     bound_here = _bound(tree)
     found: list[Origin] = []
     seen: set[int] = set()

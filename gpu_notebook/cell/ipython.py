@@ -149,6 +149,28 @@ def bound_by(original: tuple[str, ...]) -> tuple[str, ...]:
     return ()
 
 
+# Line magics whose argument is a Python statement run in the user's namespace or a copy of it
+# (``%time hist = fit(model)``, ``%timeit -n1 step()``, ``%prun fit(model)``).
+_STATEMENT_LINE_MAGICS = _BINDING_LINE_MAGICS | {"timeit"}
+
+
+def magic_statements(cell: ProtectedCell) -> tuple[ast.stmt, ...]:
+    """The Python statements the cell's line magics run (``%time hist = fit(model)``: its
+    ``hist = fit(model)``), parsed; one that does not parse is left out. The placeholder hides
+    them from a reading of the cell's calls: ``fit`` is called all the same."""
+    out: list[ast.stmt] = []
+    for original in cell.originals:
+        text = "".join(original).replace("\\\n", " ")
+        statement = _STATEMENT_MAGIC.match(text)
+        if statement is None or statement.group("name") not in _STATEMENT_LINE_MAGICS:
+            continue
+        try:
+            out.extend(ast.parse(statement.group("statement").strip()).body)
+        except (SyntaxError, ValueError):
+            continue
+    return tuple(out)
+
+
 def _assigned_names(code: str) -> tuple[str, ...]:
     try:
         module = ast.parse(code.strip())

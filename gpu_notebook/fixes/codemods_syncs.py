@@ -240,10 +240,12 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
             # The read the rule counts is in a step function the loop calls (train_step's
             # `return loss.item()`): no step counter there to gate it on; say where to act.
             fn, node = elsewhere
+            # A counter name the code does not hold (unseen 39's helper is named `step`).
+            counter = fresh_name(used, ("step", "batch_idx", "gpucheck_step"))
             return Declined(
                 f"`{tree.code(node).strip()}` runs in `{fn.name.value}`, which the training loop "
                 f"calls every step: return the tensor from it and read it in the loop every "
-                f"{every} steps (`if step % {every} == 0:`)"
+                f"{every} steps (`if {counter} % {every} == 0:`)"
             )
         what = (
             "per-step .item(), float(tensor) or print of a tensor" if accumulate else "logging call"

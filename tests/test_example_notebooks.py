@@ -784,3 +784,141 @@ def test_unseen_38_bad_arguments_a_bigger_batch_rerun_and_capture(tmp_path):
         "runs 3 batches 16 64\ncompared True True\ncaptured 'bs 64 seen 2048\\n' "
     ), said
     assert said.endswith(" 32\n"), said
+
+
+def _untimed(cell) -> str:
+    """The cell's prints, %time's figures left out (they move with the machine)."""
+    return re.sub(r"(CPU times|Wall time): .*", r"\1", streams(cell)).replace("\r\n", "\n")
+
+
+def _probe(cells) -> str:
+    return streams(cell_starting(cells, "import sys, os"))
+
+
+_NOTHING_OF_OURS = "profile None trace None profiler False\nours []\nhooks 0 0 env {}\n"
+
+
+@pytest.mark.differential
+def test_unseen_39_fit_with_a_nested_step_in_a_comprehension_called_under_time(tmp_path):
+    name = "39_fit_nested_step_list_time_and_metrics_table.ipynb"
+    measured = execute_unseen(name, tmp_path)
+    plain = execute_unseen(name, tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -o rep")
+    theirs = cell_starting(plain, "pass\n%time")
+
+    def tables(cell) -> list[str]:
+        return [
+            o.data["text/html"]
+            for o in cell.outputs
+            if o.output_type == "display_data" and "text/html" in o.data and not reports_in_one(o)
+        ]
+
+    assert reports_in(ours) and _untimed(ours) == _untimed(theirs)
+    assert _untimed(ours) == "CPU times\nWall time\nepochs 2 [64, 64]\n"
+    assert len(tables(ours)) == 2 and tables(ours) == tables(theirs)  # the same losses
+    assert ours.outputs[-1].data["text/plain"] == theirs.outputs[-1].data["text/plain"] == "2"
+    assert _probe(measured) == _probe(plain) == _NOTHING_OF_OURS.format(_inherited_env())
+    # Every step of both epochs; fit (called through %time) read with the cell, its nested
+    # step's read named in its own cell (main: no per-step read at all).
+    said = streams(cell_starting(measured, "print('steps'"))
+    assert said == "steps 128\nreads ['In[5] line 9: `return loss.item()`']\n", said
+    for refusal in _refusals(measured[-1]):
+        assert "no for loop calling .backward()" not in refusal, refusal
+    setup = [c.source for c in measured[:4]]
+    for patched in patched_cells(measured[-1])[:1]:
+        fresh = execute_unseen(name, tmp_path, cells=[*setup, patched])
+        assert _untimed(fresh[-1]).endswith("epochs 2 [64, 64]\n")
+
+
+def test_unseen_40_an_early_stop_at_a_random_step_then_the_inserted_fix(tmp_path):
+    nb = nbformat.read(UNSEEN / "40_early_stop_at_a_random_step_then_the_inserted_fix.ipynb", 4)
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "code":
+                client.execute_cell(cell, index)
+        cells = [c for c in nb.cells if c.cell_type == "code"]
+        measured = cell_starting(cells, "%%gpucheck -o rep")
+        assert reports_in(measured) and streams(measured) == "early stop True\n"
+        assert _probe(cells) == _NOTHING_OF_OURS.format(_inherited_env())
+        # The steps up to the break, counted; the cell ended as without the magic.
+        assert streams(cell_starting(cells, "first = rep")) == "steps True ok\n"
+        patched = patched_cells(cells[-1])
+        if not patched:
+            return
+        # The 'insert' button: the offered cell goes below and runs in the same kernel.
+        for source in (
+            patched[0],
+            "offered = next(f.fix_id for f in first.findings if f.proposal is not None "
+            "and f.proposal.source_after)\nc = rep.comparison\n"
+            "print('fix', c.fix_id == offered, c.baseline_started_at == first.run.started_at, "
+            "c.samples is not None and c.samples.outcome in ('faster', 'no measurable change', "
+            "'slower', 'undecided'))",
+        ):
+            nb.cells.append(nbformat.v4.new_code_cell(source))
+            client.execute_cell(nb.cells[-1], len(nb.cells) - 1)
+        fixed = nb.cells[-2]
+        assert reports_in(fixed) and streams(fixed) == "early stop True\n"
+        assert streams(nb.cells[-1]) == "fix True True True\n"
+
+
+@pytest.mark.differential
+def test_unseen_41_teacher_and_student_with_logging_and_the_users_print(tmp_path):
+    name = "41_teacher_student_two_optimizers_logging_and_own_print.ipynb"
+    measured = execute_unseen(name, tmp_path)
+    plain = execute_unseen(name, tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -o rep")
+    theirs = cell_starting(plain, "pass\nfor epoch")
+    # Their log lines (the same losses: bitwise) and their print's prefix, as plain; nothing
+    # of ours went through their print.
+    assert reports_in(ours) and streams(ours) == streams(theirs)
+    logged = streams(ours).splitlines()
+    assert len(logged) == 98 and logged[0].startswith("kd INFO epoch 0 step 0 teacher ")
+    assert logged[-1] == "[kd] epoch 1 done" and "gpu" not in streams(ours, "stderr")
+    state = _probe(measured)
+    assert state == _probe(plain)
+    assert state == (
+        "[kd] "
+        + _NOTHING_OF_OURS.format(_inherited_env()).replace("\n", "\n[kd] ")
+        + "print True handlers ['StreamHandler'] 20 []\n"
+    ), state
+    assert streams(cell_starting(measured, "print('steps'")) == "[kd] steps 96\n"
+    setup = [c.source for c in measured[:3]]
+    for patched in patched_cells(measured[-1]):  # both optimizers and the handler kept
+        assert "opt_t.step()" in patched and "opt_s.step()" in patched
+        assert "log.info(" in patched
+    for patched in patched_cells(measured[-1])[:1]:
+        fresh = execute_unseen(name, tmp_path, cells=[*setup, patched])
+        assert streams(fresh[-1]).endswith("[kd] epoch 1 done\n")
+
+
+@pytest.mark.differential
+def test_unseen_42_options_on_a_cell_with_tqdm_auto_bars(tmp_path):
+    name = "42_options_and_tqdm_auto_nested_bars.ipynb"
+    measured = execute_unseen(name, tmp_path)
+    plain = execute_unseen(name, tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -s 12 -w 4 --lines all --html run.html")
+    theirs = cell_starting(plain, "pass\nfor epoch")
+
+    def bars(cell) -> list[str]:
+        return [
+            o.data["text/plain"].split(":")[0]
+            for o in cell.outputs
+            if o.output_type == "display_data" and not reports_in_one(o)
+        ]
+
+    assert reports_in(ours) and streams(ours) == streams(theirs)
+    assert streams(ours) == "epoch 0 finished\nepoch 1 finished\n"
+    assert bars(ours) == bars(theirs) == ["epochs", "epoch 0", "epoch 1"]
+    assert _probe(measured) == _probe(plain) == _NOTHING_OF_OURS.format(_inherited_env())
+    said = streams(cell_starting(measured, "import os\nw = rep"))
+    # Warm-up 4, then 12 steps recorded (or the CPU budget said where it stopped); the stacks
+    # sampled at 50 Hz over the cell; the HTML written.
+    assert said.startswith("steps 128 window recorded 4 4 12 "), said
+    assert " 12 12 None\n" in said or " None\n" not in said.split("\n")[0], said
+    assert "lines every 0.02 over the cell True\nhtml True True\n" in said, said
+    assert (tmp_path / "run.html").exists()
+    for patched in patched_cells(measured[-1]):  # the bars stay
+        assert "trange(2, desc='epochs')" in patched and "tqdm.write(" in patched

@@ -244,6 +244,7 @@ class ProfilerWindow:
         self._within_step: WithinStep | None = None
         self._before_cell = False  # stepped aside for a profiler on as the cell started
         self._done = False
+        self._reopened = False  # done once already, and started again (``reopen``)
         self._cooldown = False
         self._stopped: Any = None  # a stopped profiler whose trace is not exported yet
         # callable() -> bool: True while the steps counted are calls inside an open step of a
@@ -323,6 +324,29 @@ class ProfilerWindow:
         self._first_step = None
         self._last_step = None
         self._marks.clear()
+
+    def reopen(self) -> bool:
+        """The steps a window recorded were joined into fewer, longer ones (the loop's cycle of
+        several optimizers was learnt after the window): its trace, parts of a step, is dropped
+        and the window starts again at the warm-up boundary of the new steps, once. False where
+        it does not (not done recording, or reopened before): ``restart`` keeps it as it is.
+
+        A critic's 5 D steps each ended a step until its G step showed the cycle, and the
+        window (warm-up 2, 3 steps) recorded D steps 3-5 of the first iteration: kept as
+        ``within-step``, its trace held no whole step."""
+        if not self._done or self._status != "recorded" or self._reopened or self._prof:
+            return False
+        self._reopened = True
+        self._stopped = None  # its trace: not exported
+        self._done = False
+        self._status = "not-reached"
+        self._message = None
+        self._stopped_at_cpu_s = None
+        self._first_step = None
+        self._last_step = None
+        self._marks.clear()
+        self._cooldown = True  # never at the boundary that joined them (see on_boundary)
+        return True
 
     def guard(self) -> None:
         """Watch the ways torch starts a profiler: one the cell starts makes ours stop first.

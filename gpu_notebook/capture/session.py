@@ -361,8 +361,16 @@ class CaptureSession(StartsAndStops):
                 nonlocal lean_decided, next_look
                 # Steps already ended were joined into one (several optimizers an iteration,
                 # the cycle learnt at its end): a window begun at one of their boundaries
-                # recorded parts of a step, and a lean choice read their length.
-                window.restart(WithinStep(window.recorded_steps, regrouped=True))
+                # recorded parts of a step, and a lean choice read their length. A window done
+                # records again on whole steps; one recording starts again.
+                if window.reopen():
+                    if schedule is not None:
+                        schedule.starts.clear()
+                    if self._stack_state == "sampling" and self._stacks is not None:
+                        self._stacks.pause()  # it follows the window that records again
+                        self._stack_state = "waiting"
+                else:
+                    window.restart(WithinStep(window.recorded_steps, regrouped=True))
                 if clock.is_lean:
                     clock.retime()
                     lean_decided, next_look, clock.listener_due = False, 0, 0

@@ -220,8 +220,9 @@ class StepClock:
         # optimizer steps (``_closes_cycle``). Each optimizer step is a symbol (the optimizer's
         # id, whether a training batch was read since the last optimizer step); the cycle is the
         # shortest period of the symbols seen since learning began (the first _CYCLE_LEARN of
-        # them). A cycle that reads a batch ends a step at each optimizer step a read follows
-        # (one step a batch); one that reads none, at its last optimizer step.
+        # them), and a step ends once a period (``_cycle_ends``: in a loop that reads, at an
+        # optimizer step a read follows; a critic reading a batch of its own each D step is one
+        # step a G step).
         self._cycle: list[tuple[int, bool]] = []
         self._cycle_closes: list[bool] = []  # whether each position of the cycle ends a step
         self._cycle_pos = 0
@@ -258,6 +259,11 @@ class StepClock:
         self._in_backward = False
         # DataLoader reads in the open step, and in a step that trained (the dataloader anchor).
         self._reads_in_step = 0
+        # The iterator the latest anchoring read came from, and the one that opened the step
+        # (0: none, or it ended there): before any backward, a read of another iterator while
+        # the step only read joins it (``zip(loader_a, loader_b)``, see _read_joins_step).
+        self._read_key = 0
+        self._step_iter = 0
         self._reads_per_step = 1
         self._batch_size: int | None = None
         # Our own work inside the open step (the boundary listener: a profiler starting or
@@ -290,6 +296,11 @@ class StepClock:
         # the backward passes since the run's last read: a backward for each read prefetched
         # gives them back (``_count_samples``).
         self._run_dropped: list[int] = []
+        # The samples of the read before the latest run, and those a loader that ended before
+        # the open step's first backward read ahead for it (``_loader_ended``): the step's
+        # first backward adds them.
+        self._run_before = 0
+        self._ahead = 0
         self._run_backs = 0
         self._grad_bytes: int | None = None
         self._double_bytes = 0  # ... of them float64
@@ -962,8 +973,19 @@ class StepClock:
         cycle = hist[:period]
         if n > period:
             cycle[0] = (cycle[0][0], hist[period][1])
-        reads = any(r for _, r in cycle)
-        ends = [cycle[(i + 1) % period][1] if reads else i == period - 1 for i in range(period)]
+        # Where in the period the step ends: the first place whose boundaries the steps already
+        # ended since learning began reach by joins alone (a boundary made where the new cycle
+        # has none can be taken back; one missing cannot be made afterwards), else the first.
+        # A critic's G every 5th batch (``if i % 5 == 0``) ended a step at its first G, when
+        # the loop looked like D, G alternating: its steps end at G from then on (main joined
+        # 10 D steps into one of them, and counted one a batch after it).
+        places = _cycle_ends([r for _, r in cycle])
+        for end in places:
+            if all(was or i % period != end for i, was in enumerate(closed)):
+                break
+        else:
+            end = places[0]
+        ends = [i == end for i in range(period)]
         self._cycle, self._cycle_closes = cycle, ends
         self._cycle_pos = n % period
         keep = [ends[i % period] for i in range(n - 1)]
@@ -1060,6 +1082,7 @@ class StepClock:
             if clock._cur_start_ns is None or _PRIORITY[clock.anchor] <= _LOADER_PRIORITY:
                 # A batch under a higher anchor with its step open changes nothing there (the
                 # common case, an optimizer loop): the call is skipped, not made to return.
+                clock._read_key = id(it)
                 clock._event("dataloader", start, ends_step=False)
             if getattr(it, "_num_yielded", None) == 0 and len(clock._starts) < _STARTS_KEPT:
                 # The iterator's first batch (torch counts them; ``iter()`` of a persistent
@@ -1111,6 +1134,10 @@ class StepClock:
                     split = False
             try:
                 batch = original(it)
+            except StopIteration:
+                clock._loader_ended(id(it), evaluating)
+                evaluating = True  # no step's data wait
+                raise
             finally:
                 if split:
                     t1 = time.perf_counter_ns()
@@ -1173,9 +1200,34 @@ class StepClock:
                 self._samples = max(0, self._samples - self._run_last)
             self._run_iter, self._run_reads = key, 1
             self._run_dropped = []
+            self._run_before = self._run_last
+            self._ahead = 0
         self._run_last = n or 0
         if n is not None:
             self._samples = (self._samples or 0) + n
+
+    def _loader_ended(self, key: int, evaluating: bool) -> None:
+        """An iterator raised StopIteration. Where it opened the step, a read of another
+        iterator is no longer one of a ``zip`` (_read_joins_step). Where the loop trains and
+        the open step has run no backward yet, the backward passes that follow train batches
+        read before the loader ended: a wrapper reading one ahead (accelerate's
+        DataLoaderShard under the HF Trainer) read the step's first micro-batch in the step
+        before, and main counted the epoch's last step of 2 x 4 "batch 4". Its first backward
+        adds the read before the step's reads (the latest read where the step read none)."""
+        if key == self._step_iter:
+            self._step_iter = 0
+            if _PRIORITY[self.anchor] <= _LOADER_PRIORITY and self._reads_in_step == 1:
+                # The read that found the end opened the step: none is open (the next read
+                # closed it as a step of its own: main counted 10 steps for two loops of 3
+                # and 6 batches).
+                self._cur_start_ns = None
+        if (
+            not evaluating
+            and not self._lean
+            and not self._bwd_calls
+            and _PRIORITY[self.anchor] > _LOADER_PRIORITY
+        ):
+            self._ahead = self._run_before if self._run_reads else self._run_last
 
     def _switch_iterator(self, it: Any, batch: Any) -> None:
         """The loader settings of the iterator the loop now reads (the fix reads the
@@ -1227,6 +1279,9 @@ class StepClock:
             clock._counts["backward"] += 1
             clock._bwd_calls += 1
             clock._run_reads = 0  # the reads before it trained (_count_samples)
+            if clock._ahead:
+                clock._samples = (clock._samples or 0) + clock._ahead
+                clock._ahead = 0
             clock._run_backs += 1
             if clock._run_backs >= 2 and clock._run_dropped and clock._samples is not None:
                 # Micro-batches read ahead, then a backward each (HF Trainer's
@@ -1319,6 +1374,7 @@ class StepClock:
                 self._reads_per_step = self._reads_in_step  # learnt from a step that trained
             self._close_step(now_ns)
         self._reads_in_step = 1
+        self._step_iter = self._read_key if kind == "dataloader" else 0
         self._cur_start_ns = now_ns
         if not ends_step or not self._last_mark_ns:
             self._last_mark_ns = now_ns
@@ -1344,11 +1400,17 @@ class StepClock:
         a loop that trains (a backward was seen) and reads several loaders an iteration
         (``zip(loader_a, loader_b)``) has no backward between its reads. Timed steps see the
         backward; lean ones (no backward hook) join as many reads as a timed step that trained
-        held. A loop with no backward (inference) closes a step at every read, as before."""
-        if kind != "dataloader" or not self._counts["backward"]:
+        held. Before any backward (an inference loop, or training's first iteration) no hook
+        tells a model's call between two reads: a read joins the step only where it reads
+        another iterator than the one that opened the step, still running (``zip``: main
+        counted the first training step of a zip of two loaders with one loader's batch, an
+        inference zip two steps an iteration); one loader's reads each end a step."""
+        if kind != "dataloader":
             return False
         if self._fwd_calls or self._bwd_calls or self._opt_ns:
             return False
+        if not self._counts["backward"]:
+            return self._step_iter != 0 and self._read_key != self._step_iter
         return not self._lean or self._reads_in_step < self._reads_per_step
 
     def _upgrade(self, kind: StepAnchor) -> None:
@@ -1465,6 +1527,7 @@ class StepClock:
         self._fwd_calls = self._bwd_calls = 0
         self._samples = None
         self._run_dropped = []
+        self._ahead = 0
         self._ours_ns = 0
         every = self.memory_every_steps
         if every and index % every == 0:
@@ -1674,6 +1737,27 @@ _FAULTS_READ = _RUSAGE_THREAD is not None
 # Read inline in the hooks (a builtin call, no function of ours a step: test_capture_cost).
 _getrusage: Callable[[int], Any] = resource.getrusage if resource else (lambda _who: None)
 _THREAD: int = _RUSAGE_THREAD if _RUSAGE_THREAD is not None else 0
+
+
+def _cycle_ends(reads: list[bool]) -> list[int]:
+    """The positions of a learnt cycle (whether each optimizer step read a batch since the one
+    before) whose optimizer step may end the training step, the one to prefer first: one a
+    period, the loop's iteration.
+
+    Learnt from the loop's start (its first optimizer step read a batch, or none reads): the
+    period's last step. Learnt from the middle of a loop that reads: the step after which the
+    reads resume (a critic's ``x = next(it)`` each D step, then G with no batch: G ends it), or
+    else the last one a read follows. In a loop that reads, only a step a read follows may end
+    one. One step a batch instead counted a WGAN critic reading its own batch for each of 5 D
+    steps 5 steps a G step."""
+    period = len(reads)
+    if not any(reads):
+        return list(range(period - 1, -1, -1))
+    after = [p for p in range(period - 1, -1, -1) if reads[(p + 1) % period]]
+    if reads[0]:
+        return after  # period - 1 first
+    resume = [p for p in after if not reads[p]]
+    return resume + [p for p in after if reads[p]]
 
 
 def _minor_faults() -> int:

@@ -344,3 +344,27 @@ def test_an_inference_zip_is_one_step_an_iteration_and_one_loader_one_a_batch():
 
     record = _clocked(loop)
     assert [s.batch_size for s in record.steps] == [8] * 6 + [4] * 3
+
+
+@pytest.mark.parametrize("seed", [1, 6])
+def test_a_loop_with_no_period_that_reads_stays_one_step_a_batch(seed):
+    """D steps when a coin says so, G every batch: short patterns repeat by chance, and a cycle
+    taken for the loop's after two of them joined 2-5 batches into a step (5 of 8 seeds)."""
+    import random
+
+    def loop() -> None:
+        coin = random.Random(seed)
+        d, g = torch.nn.Linear(2, 1), torch.nn.Linear(2, 2)
+        opt_d, opt_g = torch.optim.Adam(d.parameters()), torch.optim.Adam(g.parameters())
+        for (x,) in DataLoader(TensorDataset(torch.randn(240, 2)), batch_size=4):
+            if coin.random() < 0.5:
+                opt_d.zero_grad()
+                d(x).mean().backward()
+                opt_d.step()
+            opt_g.zero_grad()
+            d(g(x)).mean().backward()
+            opt_g.step()
+
+    record = _clocked(loop)
+    assert record.step_count >= 60
+    assert {s.batch_size for s in record.steps} == {4}

@@ -199,6 +199,10 @@ def profiler_active() -> bool:
     return bool(torch._C._autograd._profiler_enabled())
 
 
+# Times a window done on steps that were then joined records again (``ProfilerWindow.reopen``).
+REOPENS = 2
+
+
 class ProfilerWindow:
     """Starts torch.profiler at the boundary of step ``warmup`` and stops after ``profile_steps`` steps,
     or sooner once the recorded steps took their CPU budget (``cpu_budget_s``; at least one
@@ -244,7 +248,7 @@ class ProfilerWindow:
         self._within_step: WithinStep | None = None
         self._before_cell = False  # stepped aside for a profiler on as the cell started
         self._done = False
-        self._reopened = False  # done once already, and started again (``reopen``)
+        self._reopens = 0  # times done and started again (``reopen``)
         self._cooldown = False
         self._stopped: Any = None  # a stopped profiler whose trace is not exported yet
         # callable() -> bool: True while the steps counted are calls inside an open step of a
@@ -328,15 +332,17 @@ class ProfilerWindow:
     def reopen(self) -> bool:
         """The steps a window recorded were joined into fewer, longer ones (the loop's cycle of
         several optimizers was learnt after the window): its trace, parts of a step, is dropped
-        and the window starts again at the warm-up boundary of the new steps, once. False where
-        it does not (not done recording, or reopened before): ``restart`` keeps it as it is.
+        and the window starts again at the warm-up boundary of the new steps, up to
+        ``REOPENS`` times (a loop that reads joins its steps twice: at the end of its first
+        cycle and once the cycle has repeated). False where it does not (not done recording,
+        or reopened enough): ``restart`` keeps it as it is.
 
         A critic's 5 D steps each ended a step until its G step showed the cycle, and the
         window (warm-up 2, 3 steps) recorded D steps 3-5 of the first iteration: kept as
         ``within-step``, its trace held no whole step."""
-        if not self._done or self._status != "recorded" or self._reopened or self._prof:
+        if not self._done or self._status != "recorded" or self._reopens >= REOPENS or self._prof:
             return False
-        self._reopened = True
+        self._reopens += 1
         self._stopped = None  # its trace: not exported
         self._done = False
         self._status = "not-reached"

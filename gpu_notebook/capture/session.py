@@ -364,6 +364,9 @@ class CaptureSession(StartsAndStops):
                 # recorded parts of a step, and a lean choice read their length. A window done
                 # records again on whole steps; one recording starts again.
                 if window.reopen():
+                    # The boundaries are looked at again (the one after a done window skips
+                    # them until its next re-timing look).
+                    lean_decided, next_look, clock.listener_due = False, 0, 0
                     if schedule is not None:
                         schedule.starts.clear()
                     if self._stack_state == "sampling" and self._stacks is not None:

@@ -226,6 +226,9 @@ class StepClock:
         self._cycle: list[tuple[int, bool]] = []
         self._cycle_closes: list[bool] = []  # whether each position of the cycle ends a step
         self._cycle_pos = 0
+        # A cycle that reads ends a step a batch until, at this many symbols, it has been seen
+        # three times (_CYCLE_CONFIRM) and ends one a period (_relearn). 0: nothing to confirm.
+        self._confirm_at = 0
         # The symbols since learning began, whether each ended a step, and the samples its step
         # held so far as it came: the steps already ended are regrouped (``_regroup``) when a
         # longer cycle shows they were parts of one (d, d, d, g: the first three each ended one).
@@ -941,6 +944,8 @@ class StepClock:
             self._cycle_pos = 0 if pos + 1 == len(cycle) else pos + 1
             closes = self._cycle_closes[pos]
             if len(self._hist) < _CYCLE_LEARN:
+                if len(self._hist) + 1 == self._confirm_at:
+                    return self._relearn(symbol)  # seen enough: one step a period from here
                 self._hist.append(symbol)
                 self._hist_closed.append(closes)
                 self._hist_samples.append(self._samples)
@@ -979,13 +984,22 @@ class StepClock:
         # A critic's G every 5th batch (``if i % 5 == 0``) ended a step at its first G, when
         # the loop looked like D, G alternating: its steps end at G from then on (main joined
         # 10 D steps into one of them, and counted one a batch after it).
-        places = _cycle_ends([r for _, r in cycle])
-        for end in places:
-            if all(was or i % period != end for i, was in enumerate(closed)):
-                break
+        # A loop that reads, until its cycle was seen three times: one step a batch (a cycle seen
+        # once may be a loop with no period, a GAN whose D steps only when its loss says so:
+        # joined a period, its steps were up to 16 batches long, then split at random).
+        reads = [r for _, r in cycle]
+        self._confirm_at = 0
+        if any(reads) and n < max(3 * period, _CYCLE_CONFIRM):
+            ends = [reads[(i + 1) % period] for i in range(period)]
+            self._confirm_at = max(3 * period, _CYCLE_CONFIRM)
         else:
-            end = places[0]
-        ends = [i == end for i in range(period)]
+            places = _cycle_ends(reads)
+            for end in places:
+                if all(was or i % period != end for i, was in enumerate(closed)):
+                    break
+            else:
+                end = places[0]
+            ends = [i == end for i in range(period)]
         self._cycle, self._cycle_closes = cycle, ends
         self._cycle_pos = n % period
         keep = [ends[i % period] for i in range(n - 1)]
@@ -1708,7 +1722,11 @@ _MARK_EVERY = 16
 _STARTS_KEPT = 4096
 # Optimizer steps the cycle of several optimizers is learnt over from the loop's start (or
 # from a change of it): a critic stepping D up to 15 times a G step with no loader to tell.
-_CYCLE_LEARN = 16
+_CYCLE_LEARN = 24
+# ... and a cycle that reads is taken for the loop's once seen three times, and over this many
+# symbols at least: a loop with no period (D stepped when its loss says so, at random) repeats a
+# short pattern by chance (seen twice: 5 of 8 such 60-batch runs joined 2-5 batches a step).
+_CYCLE_CONFIRM = 12
 
 # Where steps are too short to read their wait (``read_waits`` off, under 1 ms) or lean, one
 # training step in this many has its page faults read (two readings of ~1-3 us each, at its start and

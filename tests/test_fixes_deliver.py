@@ -383,5 +383,8 @@ def test_a_loader_anchored_step_that_reads_two_loaders_is_one_step(lean_after):
     # 40 iterations (+ the warm-up's first read, + the read that ends the shorter loader).
     assert 40 <= record.step_count <= 42, record.step_count
     assert [s.batch_size for s in record.steps][4:8] == [16, 16, 16, 16]
-    # A loop with no backward (inference) still ends a step at every read.
-    assert _zipped_run(None, train=False).step_count >= 80
+    # A loop with no backward (inference) reading the two zipped loaders is one step an
+    # iteration too: a read from another iterator joins the open step (steps2, 2154ca5).
+    inference = _zipped_run(None, train=False)
+    assert 40 <= inference.step_count <= 42, inference.step_count
+    assert [s.batch_size for s in inference.steps][4:8] == [16, 16, 16, 16]

@@ -291,7 +291,8 @@ class StepClock:
         self._opt_inner_ns = 0  # data + forward + backward already counted when the step began
         self._samples: int | None = None  # samples seen in the open step (all micro-batches)
         # The latest run of reads with no backward between them: its iterator, its length and
-        # the samples of its last read (``_count_samples``).
+        # the samples of its last read (``_count_samples``). 0: none, or it ended (CPython gives
+        # the next iterator made the ended one's ``id``: it is another iterator all the same).
         self._run_iter = 0
         self._run_reads = 0
         self._run_last = 0
@@ -299,10 +300,17 @@ class StepClock:
         # the backward passes since the run's last read: a backward for each read prefetched
         # gives them back (``_count_samples``).
         self._run_dropped: list[int] = []
-        # The samples of the read before the latest run, and those a loader that ended before
-        # the open step's first backward read ahead for it (``_loader_ended``): the step's
-        # first backward adds them.
+        # The samples of the read before the latest run and its iterator (0: none, or ended),
+        # and those a loader that ended before the open step's first backward read ahead for
+        # it (``_loader_ended``): the step's first backward adds them, unless a read comes first.
         self._run_before = 0
+        self._run_before_iter = 0
+        # Whether the open step held samples of another read when the latest run began, and
+        # the samples of a run that ended with no backward since its reads and none before it
+        # in the step: the next read takes them back, unless a backward comes first (each a
+        # read the backward passes did not train on: _loader_ended).
+        self._run_joined = False
+        self._ended_last = 0
         self._ahead = 0
         self._run_backs = 0
         self._grad_bytes: int | None = None
@@ -1203,7 +1211,12 @@ class StepClock:
             if n is not None:
                 self._samples = (self._samples or 0) + n
             return
+        if self._ended_last:
+            if not self._run_backs and self._samples:
+                self._samples = max(0, self._samples - self._ended_last)
+            self._ended_last = 0
         self._run_backs = 0
+        self._ahead = 0  # a read after a loader's end: the backward trains on it, not on ahead
         if key == self._run_iter and self._run_reads:
             if self._samples:
                 self._samples = max(0, self._samples - self._run_last)
@@ -1212,10 +1225,10 @@ class StepClock:
         else:
             if self._run_reads >= 2 and self._samples:
                 self._samples = max(0, self._samples - self._run_last)
+            self._run_before, self._run_before_iter = self._run_last, self._run_iter
+            self._run_joined = bool(self._samples)
             self._run_iter, self._run_reads = key, 1
             self._run_dropped = []
-            self._run_before = self._run_last
-            self._ahead = 0
         self._run_last = n or 0
         if n is not None:
             self._samples = (self._samples or 0) + n
@@ -1227,7 +1240,18 @@ class StepClock:
         read before the loader ended: a wrapper reading one ahead (accelerate's
         DataLoaderShard under the HF Trainer) read the step's first micro-batch in the step
         before, and main counted the epoch's last step of 2 x 4 "batch 4". Its first backward
-        adds the read before the step's reads (the latest read where the step read none)."""
+        adds the read before the step's reads (the latest read where the step read none).
+
+        Only the loader the step trains on reads ahead for it: the ended run's reads follow a
+        read of the same iterator, or the run is that iterator's trained read. A run of
+        another iterator that ends before any backward trained on none of its reads (each
+        read but the last went at the next read): after another loader's read in the open
+        step (a validation with autograd on inside a step) its last read's samples go now;
+        where the run began the step's reads (a validation between two steps, or an epoch of
+        a single step), they go at the next read, and stay where a backward comes first. The
+        ended iterator is forgotten either way: the next one made may have its ``id`` (a
+        validation iterator's end after an epoch read as the training loader's, and the next
+        epoch's first step held 8 samples more)."""
         if key == self._step_iter:
             self._step_iter = 0
             if _PRIORITY[self.anchor] <= _LOADER_PRIORITY and self._reads_in_step == 1:
@@ -1236,12 +1260,25 @@ class StepClock:
                 # and 6 batches).
                 self._cur_start_ns = None
         if (
-            not evaluating
-            and not self._lean
-            and not self._bwd_calls
-            and _PRIORITY[self.anchor] > _LOADER_PRIORITY
+            evaluating
+            or self._lean
+            or key != self._run_iter
+            or _PRIORITY[self.anchor] <= _LOADER_PRIORITY
         ):
-            self._ahead = self._run_before if self._run_reads else self._run_last
+            return
+        if not self._run_reads:
+            if not self._bwd_calls:
+                self._ahead = self._run_last
+        elif self._run_before_iter == key:
+            if not self._bwd_calls:
+                self._ahead = self._run_before
+        elif not self._run_joined:
+            self._ended_last = self._run_last
+        elif self._samples:
+            self._samples = max(0, self._samples - self._run_last)
+        self._run_iter = self._run_reads = 0
+        if self._run_before_iter == key:
+            self._run_before_iter = 0
 
     def _switch_iterator(self, it: Any, batch: Any) -> None:
         """The loader settings of the iterator the loop now reads (the fix reads the
@@ -1541,7 +1578,7 @@ class StepClock:
         self._fwd_calls = self._bwd_calls = 0
         self._samples = None
         self._run_dropped = []
-        self._ahead = 0
+        self._ahead = self._ended_last = 0
         self._ours_ns = 0
         every = self.memory_every_steps
         if every and index % every == 0:

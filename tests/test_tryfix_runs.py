@@ -248,3 +248,104 @@ def test_a_run_s_loader_workers_end_before_the_interpreter_s_exit_hooks(tmp_path
     assert r.processes is not None and r.processes >= 2  # the workers ran the steps
     assert json.loads(alive.read_text()) == [False, False]
     assert not r.exit_killed
+
+
+# ------------------------------------------------- no run of the script that nothing is compared with
+
+# Real optimizer steps of ~30 ms (a sleep: the runs are sized on the recorded report's 31.7 ms
+# step, so they stop at their boundary, not at the script's end); each run writes its ARM into
+# the log first: the log counts the runs, in their order.
+COUNTED = """
+import sys, time, torch
+with open(sys.argv[1], "a") as log:
+    log.write(ARM + "\\n")
+BREAK
+torch.set_num_threads(1)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 4), torch.randn(8, 1)
+for i in range(80):
+    (model(x) - y).pow(2).mean().backward()
+    opt.step(); opt.zero_grad()
+    time.sleep(0.03)
+"""
+
+
+def _counted(arm: str, broken: bool = False) -> str:
+    breaks = "raise RuntimeError('the patch broke it')" if broken else ""
+    return f"ARM = {arm!r}\n" + COUNTED.replace("BREAK", breaks)
+
+
+def _counted_report(*fixes: str) -> Report:
+    """The recorded report, its offered fix repeated once per patched source in ``fixes``."""
+    report = Report.from_json(REPORT.read_text())
+    offered = next(f for f in report.findings if f.proposal and f.proposal.source_after)
+    found = tuple(
+        dataclasses.replace(
+            offered,
+            fix_id=f"fix{i}",
+            proposal=dataclasses.replace(offered.proposal, source_after=source),
+        )
+        for i, source in enumerate(fixes, 1)
+    )
+    return dataclasses.replace(report, findings=found)
+
+
+def test_no_fix_kept_runs_nothing_past_the_first_run_and_says_why(tmp_path):
+    # Issue 26: with the budget holding no fix's runs beside the script's (0 fixes kept), the
+    # planner still ran the script as it is again, compared with nothing (37 s of a CPU run).
+    # Each run here is read as taking 100 s of a 300 s budget (real runs, their time inflated
+    # on the budget's clock): 3 runs, under the 4 a fix needs beside the script's.
+    script = tmp_path / "train.py"
+    script.write_text(_counted("base"))
+    log = tmp_path / "runs.log"
+    report = _counted_report(_counted("fix"))
+    settings = TrialSettings(steps=5, budget_s=300, warmup=3, rounds=3)
+    real = run_child(settings)
+    now = [0.0]
+
+    def runner(*args):  # type: ignore[no-untyped-def]
+        r = real(*args)
+        now[0] += 100.0
+        return dataclasses.replace(r, wall_s=100.0)
+
+    raw = trials.try_fixes(report, script, [str(log)], settings, runner=runner,
+                           clock=lambda: now[0])  # fmt: skip
+    assert log.read_text().split() == ["base"]  # the first run only: it measured a run's time
+    tf = word_try_fixes(raw)
+    (t,) = tf.trials
+    assert t.verdict == "skipped" and not t.recommended
+    assert any("none of the 1 offered fixes fit" in n and "--try-budget 400" in n
+               for n in tf.notes), tf.notes  # fmt: skip
+    assert [r.arm for r in raw.runs] == [""]
+
+
+def test_no_run_of_the_script_once_every_fix_broke(tmp_path):
+    # The same waste in the loop: after the only fix broke in round 1, the script as it is ran
+    # in rounds 2 and 3 beside nothing.
+    script = tmp_path / "train.py"
+    script.write_text(_counted("base"))
+    log = tmp_path / "runs.log"
+    report = _counted_report(_counted("fix", broken=True))
+    settings = TrialSettings(steps=5, budget_s=1200, warmup=3, rounds=3)
+    raw = trials.try_fixes(report, script, [str(log)], settings, runner=run_child(settings))
+    assert log.read_text().split() == ["base", "fix"]
+    (t,) = raw.trials
+    assert t.verdict == "broke the script" and "the patch broke it" in " ".join(t.error_lines)
+
+
+def test_the_script_still_runs_beside_a_fix_left_when_another_broke(tmp_path):
+    # Another shape: two fixes, the first breaks; the second is still compared, so the script
+    # as it is runs in every round beside it (2 rounds: first, fix1 broke, fix2, fix2, base).
+    script = tmp_path / "train.py"
+    script.write_text(_counted("base"))
+    log = tmp_path / "runs.log"
+    report = _counted_report(_counted("fix1", broken=True), _counted("fix2"))
+    settings = TrialSettings(steps=5, budget_s=1200, warmup=3, rounds=2)
+    raw = trials.try_fixes(report, script, [str(log)], settings, runner=run_child(settings))
+    seen = log.read_text().split()
+    assert seen[:5] == ["base", "fix1", "fix2", "fix2", "base"]
+    assert "fix1" not in seen[2:]  # any added rounds are the script's and fix2's
+    first, second = raw.trials
+    assert first.verdict == "broke the script"
+    assert len(second.baseline_steps_s) == 2 == len(second.variant_steps_s)

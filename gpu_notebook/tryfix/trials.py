@@ -23,7 +23,9 @@ more (its timed steps then get the usual limit after such a warm-up). One stoppe
 steps otherwise, or by the budget's end, is "not measured" too, the
 reason said: "slower" comes only from measured steps. Only an error is "broke the script". A run
 is not started where what is left of the budget cannot hold it (a fix's own runs' median, else
-the script's run): the fix is said to be short of runs for the budget. Every run's record (how it
+the script's run): the fix is said to be short of runs for the budget. The script as it is runs
+only beside a fix still measured: with none kept (the budget holds no fix's runs beside its own)
+or every kept one broken or ended early, nothing more is run. Every run's record (how it
 ended, its limit, when its first step and warm-up ended, its steps, its exit) is kept in
 ``TryFixes.runs``.
 
@@ -514,8 +516,16 @@ def try_fixes(
                 )  # fmt: skip
             return True
 
+        def compared(i: int) -> bool:
+            """Whether fix ``i`` is still measured: kept, not broken, not ended early."""
+            return i <= kept and i not in broken and i not in ended_early
+
         for arm in order:
             if arm in broken or arm in ended_early:
+                continue
+            if arm == BASELINE and not any(compared(i) for i in range(1, kept + 1)):
+                # No fix is left to compare a run of the script with (none kept, or every kept
+                # one broke or ended early): a run of it would measure nothing.
                 continue
             if not run_arm(arm):
                 notes.append(S.BudgetRanOut())

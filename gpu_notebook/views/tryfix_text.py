@@ -90,6 +90,15 @@ def _(s: S.BaselineFailed) -> str:
 
 @word_said.register
 def _(s: S.BudgetFixesCut) -> str:
+    if s.kept == 0:
+        # Nothing run past the first: a run of the script alone compares nothing.
+        need_s = s.rounds * 2 * s.per_run_s
+        return (
+            f"budget {s.budget_s:.0f} s: a run takes about {s.per_run_s:.1f} s and a fix needs "
+            f"{s.rounds} runs beside {s.rounds} of the script as it is, so none of the "
+            f"{s.offered} offered fixes fit: nothing was tried past the first run (it measured "
+            f"a run's time); --try-budget {need_s:.0f} or more tries one"
+        )
     return (
         f"budget {s.budget_s:.0f} s: a run takes about {s.per_run_s:.1f} s, so {s.kept} of the "
         f"{s.offered} offered fixes were tried ({s.rounds} rounds); raise --try-budget to try "

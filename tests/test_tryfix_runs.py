@@ -349,3 +349,73 @@ def test_the_script_still_runs_beside_a_fix_left_when_another_broke(tmp_path):
     first, second = raw.trials
     assert first.verdict == "broke the script"
     assert len(second.baseline_steps_s) == 2 == len(second.variant_steps_s)
+
+
+# ------------------------------------------------- a pin-memory thread's join is bounded
+
+
+def test_a_cpu_loader_with_pin_memory_starts_no_pin_thread_and_its_workers_end():
+    # Torch starts a pin-memory thread only with an accelerator: on this CPU-only machine
+    # pin_memory=True makes none (it warns), and the child's teardown ends the workers as before.
+    import warnings
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.tryfix.child import _end_loader_workers
+
+    data = TensorDataset(torch.randn(64, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "no accelerator is found"
+        it = iter(DataLoader(data, batch_size=8, num_workers=2, pin_memory=True))
+    next(it)
+    if torch.accelerator.is_available():
+        pytest.skip("an accelerator: torch starts a pin thread here")
+    assert "_pin_memory_thread" not in it.__dict__
+    workers = list(it._workers)
+    assert _end_loader_workers() >= 1
+    assert it._shutdown and not any(w.is_alive() for w in workers)
+
+
+@pytest.mark.parametrize("pin", ["ends when told", "blocked"])
+def test_a_pin_memory_thread_is_joined_for_a_bounded_time_then_the_workers_end(pin, monkeypatch):
+    # Torch joins a loader's pin-memory thread with no timeout before it tells the workers to
+    # stop; one blocked in a CUDA call (a pinned allocation) held the child's exit until the
+    # parent's 15 s cap killed it. No accelerator here, so no real pin thread: a thread stands in
+    # for it at that boundary (the real iterator and workers are torch's), either ending once its
+    # stop event is set, as torch's loop does, or blocked until the test lets it go.
+    # On main: "blocked" never returns from the teardown (joined without a timeout).
+    import threading
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpu_notebook.tryfix import child
+
+    it = iter(DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8, num_workers=2))
+    next(it)
+    done, release = threading.Event(), threading.Event()
+
+    def pin_loop() -> None:
+        if pin == "blocked":
+            release.wait()
+        else:
+            done.wait()
+
+    thread = threading.Thread(target=pin_loop, daemon=True)
+    thread.start()
+    it._pin_memory_thread_done_event = done
+    it._pin_memory_thread = thread
+    workers = list(it._workers)
+    monkeypatch.setattr(child, "PIN_JOIN_S", 0.2)
+    teardown = threading.Thread(target=child._end_loader_workers, daemon=True)
+    try:
+        teardown.start()
+        teardown.join(120)  # a guard against a hang, not a duration: the bound is 0.2 s
+        assert not teardown.is_alive(), "the teardown is still joining the pin thread"
+        assert done.is_set()  # told to stop, as torch tells it
+        assert thread.is_alive() == (pin == "blocked")  # left only where it did not end
+        assert it._shutdown and not any(w.is_alive() for w in workers)
+        assert it._worker_result_queue._closed
+    finally:
+        release.set()

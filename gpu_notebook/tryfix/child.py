@@ -27,7 +27,7 @@ stack at that moment goes into a file beside it (``stacks_file``: from the signa
 thread blocked in C is seen too). After the result, the workers of every DataLoader iterator
 still alive are ended as ``del loader`` ends them (``_end_loader_workers``), not left to the
 interpreter's exit hooks (torch up to 2.11 joins a pinned persistent loader's workers there
-one at a time, 5 s each).
+one at a time, 5 s each); a pin-memory thread is joined first, for at most ``PIN_JOIN_S``.
 
 Beside each step's time the child reports its thread's wait for a core during it (the step
 clock's schedstat reading at each step end; None where not read) and how many processes the
@@ -332,9 +332,39 @@ def _end_loader_workers() -> int:
         if getattr(it, "_shutdown", True):
             continue
         with contextlib.suppress(Exception):  # the script's loader; we are exiting anyway
+            _end_pin_thread(it)
             it._shutdown_workers()
             ended += 1
     return ended
+
+
+# How long a loader's pin-memory thread, told to stop, has to end: torch joins it with no
+# timeout (``_shutdown_workers``), and one blocked in a pinned host allocation or a copy (a CUDA
+# call: it sees its stop event only between batches) would hold the exit up to the parent's cap
+# (``trials.EXIT_GRACE_S``), the workers not yet told to stop. Once told it ends within its
+# queue's next poll (0.1 s to 5 s: torch's ``MP_STATUS_CHECK_INTERVAL``, the workers' own join
+# timeout); past this it is left, a daemon thread the interpreter's exit does not wait for.
+PIN_JOIN_S = 5.0
+
+
+def _end_pin_thread(it: Any) -> bool:
+    """Stop a loader iterator's pin-memory thread as torch's ``_shutdown_workers`` does (its
+    stop event set, a wake-up put on the queue it reads, then joined, that queue closed), the
+    join bounded by ``PIN_JOIN_S``, and take it off the iterator so torch's own join (no
+    timeout) is skipped and it goes on to end the workers. Torch starts the thread only with an
+    accelerator (``pin_memory=True`` on a CPU-only machine makes none). Returns whether the
+    thread ended (True where there was none)."""
+    thread = it.__dict__.get("_pin_memory_thread")
+    if thread is None:
+        return True
+    it._pin_memory_thread_done_event.set()
+    queue = it._worker_result_queue
+    queue.put((None, None))  # it may be waiting on the queue: woken, it sees the event
+    thread.join(PIN_JOIN_S)
+    del it._pin_memory_thread  # torch's unbounded join skipped
+    queue.cancel_join_thread()  # our wake-up never holds the exit if the thread is not reading
+    queue.close()
+    return not thread.is_alive()
 
 
 def _close_group() -> None:

@@ -206,7 +206,19 @@ def _margin_steps(
     timed = [s for s in steps if s.timed]
     lean = [s for s in steps if not s.timed]
     kept = _one_work(timed) if len(timed) >= len(lean) else lean
-    return [max(0.0, s.duration_s - s.ours_s) for s in kept]
+    return [margin_step_s(s) for s in kept]
+
+
+def margin_step_s(step: StepTiming) -> float:
+    """A step's time as the run's margin reads it: its wall time less our own work in it and
+    less its thread's wait for a core where the step clock read one (schedstat at the step's
+    end; a step without a reading keeps its wall time). The wait is the machine's other
+    processes' share of the step, and it grows with their load: on wall times the same
+    program's margin read 102-729% at load 22-30 (lbfgs_closure's one-call steps) and a few
+    percent idle, so every fix's stated range widened with the load of the moment. Net of the
+    wait, the margin is the program's own spread (sleeping, I/O, the GPU stay in it), as the
+    trials' and the before/after's own times compare it (``interference.counted_step_times``)."""
+    return max(0.0, step.duration_s - step.ours_s - (step.wait_s or 0.0))
 
 
 def _one_work(timed: list[StepTiming]) -> list[StepTiming]:

@@ -113,7 +113,8 @@ MARGIN_PART_STEPS = 3
 
 
 def run_margin(step_s: Sequence[float]) -> float | None:
-    """What two runs of this code may differ by on this machine, read from one run: the spread
+    """What two runs of this code may differ by on this machine, read from one run's steps
+    (each net of its thread's wait for a core where read: ``analyze.margin_step_s``): the spread
     of the median step between the run's fifths (the slowest fifth's over the fastest's, less 1),
     at least ``RUN_TO_RUN``. A fix's predicted range is widened by it on both sides
     (``Finding.stated_low``/``stated_high``): a measurement of the fix is two sets of such runs,

@@ -12,7 +12,7 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_notebook.cell.words import GRAD_MODES, LogKind, last, log_kind
+from gpu_notebook.cell.words import GRAD_MODES, MATH_MODULES, LogKind, last, log_kind
 
 
 def dotted(node: Any) -> str | None:
@@ -40,7 +40,18 @@ def method_of(call: Any) -> str | None:
 def logs_with(call: Any) -> LogKind | None:
     """What the call logs with (``words.log_kind``: "print", "logger"...), None if it does not
     log. Either tree: what the rule counts as logging is what the fix gates."""
-    return log_kind(dotted(call.func), method_of(call))
+    name, method = dotted(call.func), method_of(call)
+    if method == "log" and _logarithm(call, name):
+        return None
+    return log_kind(name, method)
+
+
+def _logarithm(call: Any, name: str | None) -> bool:
+    """A ``.log`` call that takes a logarithm: a math module's (``math.log(100)``,
+    ``torch.log(p)``) or a tensor's, which takes no argument (``p.log()``); every tracker's
+    ``log`` takes what it logs (``wandb.log({...})``, ``self.log("loss", loss)``)."""
+    given = len(call.args) + len(getattr(call, "keywords", ()))  # libcst: keywords in args
+    return given == 0 or (name is not None and name.split(".")[0] in MATH_MODULES)
 
 
 def receiver_of(call: Any) -> Any:
@@ -257,13 +268,21 @@ def _tuple_items(node: Any) -> list[Any]:
     return [e.value for e in node.elements] if type(node).__name__ == "Tuple" else []
 
 
-_IN_PLACE_UPDATES = frozenset(
-    {"add_", "sub_", "mul_", "addcmul_", "addcdiv_", "copy_", "zero_", "lerp_", "clamp_"}
-)
+def _in_place(method: str | None) -> bool:
+    """torch's in-place methods end in one underscore (``add_``, ``div_``, ``renorm_``,
+    ``nn.init.normal_``); a dunder or a private name does not count."""
+    return (
+        method is not None
+        and method.endswith("_")
+        and not method.endswith("__")
+        and not method.startswith("_")
+    )
 
 
 def updates_in_place(block: ast.AST) -> bool:
-    """The block updates tensors in place: ``p -= ...``, ``p.data = ...``, ``p.add_(...)``."""
+    """The block updates tensors in place: ``p -= ...``, ``p.data = ...``, ``p.add_(...)``,
+    ``w.div_(w.norm(dim=1, keepdim=True))`` (TransE's renormalisation, unseen round 17: any
+    in-place method, not a list of the optimizers' own)."""
     for node in ast.walk(block):
         if isinstance(node, ast.AugAssign):
             return True
@@ -271,7 +290,7 @@ def updates_in_place(block: ast.AST) -> bool:
             isinstance(t, ast.Attribute) and t.attr in ("data", "grad") for t in node.targets
         ):
             return True
-        if isinstance(node, ast.Call) and method_of(node) in _IN_PLACE_UPDATES:
+        if isinstance(node, ast.Call) and _in_place(method_of(node)):
             return True
     return False
 

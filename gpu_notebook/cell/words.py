@@ -58,6 +58,9 @@ TRACKER_METHODS = frozenset(
     {"log", "log_metric", "log_metrics", "add_scalar", "add_scalars", "add_histogram",
      "add_image", "log_dict"}
 )  # fmt: skip
+# Modules whose ``log`` is the logarithm (``math.log(100)``, ``torch.log(p)``, ``np.log(x)``),
+# not a tracker's: a per-step ``torch.log`` of a batch value is neither logging nor a read.
+MATH_MODULES = frozenset({"math", "cmath", "torch", "np", "numpy", "jnp", "jax", "scipy", "sympy"})
 # A LightningModule's own logging (``self.log``, ``pl_module.log_dict``): Lightning's logger.
 MODULE_LOG_METHODS = frozenset({"log", "log_dict"})
 PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "write"})

@@ -410,7 +410,26 @@ def _callee_values(fn: Function) -> set[str]:
         if value is not None and not _host_value(value):
             values |= {n for t in targets_of(node) for n in names_in(t)}
     values.discard("self")
-    return values
+    return values | _iterated_values(fn, values)
+
+
+def _iterated_values(fn: Function, values: set[str]) -> set[str]:
+    """Names bound by iterating over a tensor the function holds: ``s`` of ``for s in t`` or of
+    ``[f(int(s)) for s in t]``, ``s`` of ``enumerate(t)`` (unseen round 17: a DDPM forward's
+    ``int(s)`` per sample of its timesteps read the device 64 times a step, in no fact).
+    ``range(x.size(0))`` iterates over host numbers: its names are not bound here."""
+    found: set[str] = set()
+    for node in ast.walk(fn):
+        if not isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            continue
+        it: ast.expr = node.iter
+        target: ast.expr | None = node.target
+        if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and len(it.args) == 1:
+            it, pair = it.args[0], node.target
+            target = pair.elts[1] if isinstance(pair, ast.Tuple) and len(pair.elts) == 2 else None
+        if target is not None and isinstance(it, ast.Name) and it.id in values:
+            found |= names_in(target)
+    return found
 
 
 def _packed_lengths(tree: CellTree, call: ast.Call) -> str | None:

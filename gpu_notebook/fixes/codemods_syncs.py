@@ -191,9 +191,10 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
     kept: list[cst.AugAssign] = []  # totals that must stay numbers: their sync remains
     gated = summed = False
     held: list[tuple[str, cst.BaseStatement]] = []
+    stale: list[tuple[str, cst.BaseStatement]] = []
     for loop in targets:
         outside = names_mentioned(facts, skip=facts_by_loop[loop])
-        moved = _movable(_body(loop), picks, outside, held)
+        moved = _movable(_body(loop), picks, outside, held, stale)
         inner = _closure_moves(loop, picks)
         if accumulate:
             for aug in _accumulations(loop, reads):
@@ -234,6 +235,16 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
                 f"`{name}` is read in the loop (`{line}`) on steps a gate every {every} would "
                 f"skip: it would read a stale value there; append the tensor ({name} of "
                 f"`loss.detach()`) and call .item() only where `{name}` is read"
+            )
+        if stale and accumulate:
+            # The reads are there, every step, but what they set is read after the loop (an
+            # epoch's print of the last step's accuracy): a gate would print a stale value.
+            name, stmt = stale[0]
+            return Declined(
+                f"`{tree.code(stmt).strip().splitlines()[0]}` reads a value every step, and "
+                f"`{name}` is read outside the loop: a gate every {every} steps would leave it "
+                f"stale there; keep the tensor in the loop (no .item()) and read it once where "
+                f"`{name}` is read"
             )
         elsewhere = _in_a_function(tree, found)
         if elsewhere is not None:
@@ -475,6 +486,7 @@ def _movable(
     picks: _Picks,
     outside: set[str],
     held: list[tuple[str, cst.BaseStatement]] | None = None,
+    stale: list[tuple[str, cst.BaseStatement]] | None = None,
 ) -> list[int]:
     """Indices of the statements to gate, closed over the values they compute for each other.
 
@@ -483,7 +495,8 @@ def _movable(
     a name read by a statement that stays ungated or by code outside the loop (which would see
     a stale value or none), any pulled-in line that no gated statement reads, and any log that
     reads nothing a gated statement writes. The set only shrinks: it ends. ``held`` gets each
-    (list, reading line) that kept a line adding to that list ungated.
+    (list, reading line) that kept a line adding to that list ungated; ``stale`` each (name,
+    line) of a selected line kept ungated because code outside the loop reads what it sets.
     """
     selected = {i for i, stmt in enumerate(body) if picks.select(stmt)}
     pulled = {i for i, s in enumerate(body) if _is_plain_assign(s) and _holds(s, picks.reads)}
@@ -501,6 +514,8 @@ def _movable(
         changed = False
         for i in sorted(chosen):
             written = writes[i]
+            if stale is not None and i in selected and written & outside:
+                stale.append((sorted(written & outside)[0], body[i]))
             read_elsewhere = bool(written & outside) or any(
                 readers[j] & (written | added[i])
                 for j in range(len(body))

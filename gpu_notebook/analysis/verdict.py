@@ -518,7 +518,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     for name, share in warned:
         if share is not None and share >= WARN:
             evidence.append(said.ShareOfStep(name, share))
-    busy = _gpu_busy_share(analysis)
+    busy = gpu_busy_reading(analysis)
     on_gpu = busy is not None or _has_gpu(run.env)
     # On a GPU the loop thread also sleeps on the device: the traced share stands there.
     comm = host_comm(run, analysis, clock=not on_gpu)
@@ -802,7 +802,7 @@ def _timeline_measures(analysis: Analysis) -> bool:
     return nvml is None or nvml < GPU_BUSY
 
 
-def _gpu_busy_share(analysis: Analysis) -> float | None:
+def gpu_busy_reading(analysis: Analysis) -> float | None:
     """GPU busy share from the trace when its GPU timeline measures it, else from NVML
     utilization (the share of NVML's sample periods in which any kernel ran: more than the
     kernels' own time), inside the steps where enough ticks fell there (``nvml_busy``)."""

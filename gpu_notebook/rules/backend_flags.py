@@ -20,8 +20,10 @@ from gpu_notebook.rules.common import (
     compute_capability,
     found,
     gain_bound,
+    gpu_busy_bounds,
     has_gpu,
     severity_of,
+    window_share_high,
 )
 from gpu_notebook.rules.precision import autocast_idle
 from gpu_notebook.rules.shapes import batch_sizes
@@ -38,6 +40,10 @@ class CudnnBenchmarkOff(Said):
     sizes: tuple[int, ...]  # the input batch sizes seen, sorted (empty: not measured)
     conv: float | None  # convolution kernels' share of the GPU window (top kernels)
     bound: float | None
+    # A partial GPU timeline (``GpuBusyBounds``): ``conv`` is a lower bound, this its upper one
+    # (None: not measured), which the bound rests on.
+    unclocked_events: int = 0
+    conv_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,15 @@ class Tf32Off(Said):
     known: bool | None  # the TF32 flag as read (None: not known)
     eligible: float  # float32 GEMM/convolution kernels' share of the GPU window
     bound: float | None
+    # A partial GPU timeline: ``eligible`` is a lower bound (the grade rests on it), this its
+    # upper one (None: not measured), which the bound rests on.
+    unclocked_events: int = 0
+    eligible_high: float | None = None
+
+
+def _unclocked(analysis: Analysis) -> int:
+    bounds = gpu_busy_bounds(analysis)
+    return 0 if bounds is None else bounds.unclocked_events
 
 
 def _flag(live: bool | None, source: bool | None) -> bool | None:
@@ -64,8 +79,11 @@ def cudnn_benchmark_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Fin
     if len(set(sizes)) > 2:
         return None  # changing shapes: the autotuner would re-tune each one (shapes rule)
     conv_share = kernel_share(analysis, _CONV_KERNEL.search)
-    bound = gain_bound(conv_share, analysis, host_side=False)
-    said = CudnnBenchmarkOff(tuple(sorted(set(sizes))), conv_share, bound)
+    high = window_share_high(analysis, conv_share)
+    bound = gain_bound(high, analysis, host_side=False)
+    said = CudnnBenchmarkOff(
+        tuple(sorted(set(sizes))), conv_share, bound, _unclocked(analysis), high
+    )
     return found("backend.cudnn_benchmark", severity_of(conv_share, low=0.0) or "low", said,
                  phase_share=conv_share, bound=bound, fix_id="backend_flags",
                  fix_params={"cudnn_benchmark": True, "tf32": False})  # fmt: skip
@@ -84,8 +102,11 @@ def tf32_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     tc = (gpu.tensor_core_kernel_us or 0.0) / gpu.kernel_us if gpu.kernel_us > 0 else 0.0
     if facts.autocast and not autocast_idle(facts, eligible, tc):
         return None
-    bound = gain_bound(eligible, analysis, host_side=False)
-    said = Tf32Off(cc, _flag(facts.live.tf32_matmul, facts.tf32), eligible, bound)
+    high = window_share_high(analysis, eligible)
+    bound = gain_bound(high, analysis, host_side=False)
+    said = Tf32Off(
+        cc, _flag(facts.live.tf32_matmul, facts.tf32), eligible, bound, _unclocked(analysis), high
+    )
     return found("backend.tf32", "medium" if eligible >= 0.10 else "low", said,
                  phase_share=eligible, bound=bound, fix_id="backend_flags",
                  fix_params={"cudnn_benchmark": False, "tf32": True})  # fmt: skip

@@ -171,10 +171,55 @@ def severity_in(analysis: Analysis, phases: Phases, value: float | None, *,
 
 
 def gpu_busy_share(analysis: Analysis) -> float | None:
+    """The GPU timeline's busy share: a lower bound where the timeline is partial (read it
+    through ``gpu_busy_bounds`` to judge on it); None: no clocked GPU window."""
     gpu = analysis.gpu
     if gpu is None or gpu.window_us <= 0:
         return None
     return gpu.busy_share
+
+
+@dataclass(frozen=True)
+class GpuBusyBounds:
+    """How busy the GPU was in the timeline's window, as far as measured. A partial timeline
+    (``GpuTimeline.partial``: CUPTI left some GPU events without timestamps) leaves their time
+    out: its shares (busy, a kernel family's) are lower bounds and its idle time an upper bound.
+    NVML inside the steps (``nvml_busy``: any time a kernel ran) bounds the busy share above."""
+
+    low: float  # the timeline's busy share
+    high: float | None  # the most it can be: ``low`` where measured; None: partial, no NVML
+    unclocked_events: int  # GPU events the timeline holds without timestamps (0: measured)
+
+    @property
+    def unseen(self) -> float | None:
+        """The most busy time no clocked event shows, as a share of the window (0: measured);
+        None: not known (a partial timeline without NVML)."""
+        return None if self.high is None else self.high - self.low
+
+
+def gpu_busy_bounds(analysis: Analysis) -> GpuBusyBounds | None:
+    """The GPU's busy share in the timeline's window, bounded (``GpuBusyBounds``); None: no
+    clocked GPU window."""
+    low = gpu_busy_share(analysis)
+    if low is None or analysis.gpu is None:
+        return None
+    if not analysis.gpu.partial:
+        return GpuBusyBounds(low, low, 0)
+    nvml = analysis.utilization.nvml_busy
+    high = None if nvml is None else min(1.0, max(low, nvml))
+    return GpuBusyBounds(low, high, analysis.gpu.unclocked_events)
+
+
+def window_share_high(analysis: Analysis, share: float | None) -> float | None:
+    """The most ``share`` (of the GPU window, read on the timeline's clocked kernels) can be:
+    itself on a complete timeline; on a partial one, plus all the busy time no event shows (the
+    unclocked kernels may all be of its kind), at most 1; None: not measured (no share, or a
+    partial timeline without NVML to bound what it left out)."""
+    bounds = gpu_busy_bounds(analysis)
+    if share is None or bounds is None:
+        return share
+    unseen = bounds.unseen
+    return None if unseen is None else min(1.0, share + unseen)
 
 
 def gain_bound(

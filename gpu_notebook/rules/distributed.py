@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpu_notebook.analysis.host_comm import host_comm
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said
-from gpu_notebook.rules.common import found, gain_bound, severity_of
+from gpu_notebook.rules.common import found, gain_bound, gpu_busy_bounds, severity_of
 
 COMM = 0.10
 
@@ -35,6 +35,12 @@ class Communication(Said):
     exposed_us: float
     share: float  # exposed share of the window
     bound: float | None
+    # A partial GPU timeline (``GpuBusyBounds``): the unclocked events may be computation that
+    # overlapped the collectives or collectives nothing overlapped, so the exposed share lies
+    # between these (the grade rests on the low, the bound on the high). 0: measured.
+    unclocked_events: int = 0
+    share_low: float | None = None
+    share_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,10 @@ class OwnCollectives(Said):
     in_backward: float | None = None
     clock_steps: int | None = None
     traced: float | None = None
+    # ``on_gpu`` on a partial GPU timeline: ``share`` is the least the exposed share can be,
+    # ``share_high`` the most (the bound rests on it). 0: measured.
+    unclocked_events: int = 0
+    share_high: float | None = None
 
 
 def data_parallel(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -73,13 +83,30 @@ def communication(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
     # Only the collectives' time that no computation overlaps delays the step (HTA's
     # comm/compute overlap, TraceLens's exposed communication).
     comm = gpu.comm_exposed_us / gpu.window_us
-    severity = severity_of(comm, low=COMM, medium=COMM, high=0.20)
-    if severity is None:
+    low, high = _exposed_range(analysis, comm)
+    if low is None or high is None:
+        return None  # a partial timeline without NVML: the exposed share is not measured
+    if severity_of(high, low=COMM, medium=COMM, high=0.20) is None:
         return None
-    bound = gain_bound(comm, analysis, host_side=False)
+    severity = severity_of(low, low=COMM, medium=COMM, high=0.20) or "medium"
+    bound = gain_bound(high, analysis, host_side=False)
+    unclocked = gpu.unclocked_events if gpu.partial else 0
     said = Communication(gpu.comm_busy_us, gpu.window_us, gpu.comm_overlap_share,
-                         gpu.comm_exposed_us, comm, bound)  # fmt: skip
+                         gpu.comm_exposed_us, comm, bound, unclocked,
+                         low if unclocked else None, high if unclocked else None)  # fmt: skip
     return found("distributed.communication", severity, said, phase_share=comm, bound=bound)
+
+
+def _exposed_range(analysis: Analysis, exposed: float) -> tuple[float | None, float | None]:
+    """The least and most the exposed communication's share of the window can be: itself on a
+    complete timeline; on a partial one, give or take all the busy time no event shows (it may
+    be computation hiding the collectives, or collectives nothing hides); None: not measured
+    (a partial timeline without NVML)."""
+    busy = gpu_busy_bounds(analysis)
+    unseen = 0.0 if busy is None else busy.unseen
+    if unseen is None:
+        return None, None
+    return max(0.0, exposed - unseen), min(1.0, exposed + unseen)
 
 
 def own_collectives(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
@@ -91,26 +118,32 @@ def own_collectives(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         return None
     gpu = analysis.gpu
     on_gpu = gpu is not None and gpu.window_us > 0
-    comm = gpu.comm_exposed_us / gpu.window_us if on_gpu and gpu is not None else None
+    # The GPU window's exposed share, within its range on a partial timeline (found on its most,
+    # graded on its least, bounded by its most; None: not measured).
+    comm = high = None
+    if on_gpu and gpu is not None:
+        comm, high = _exposed_range(analysis, gpu.comm_exposed_us / gpu.window_us)
     # The host's wait in every collective, on the loop thread's own clock (load-stable). Not
     # only the wait outside backward: ranks in lockstep wait at whichever collective the other
     # arrives late to (rank 0 waited 84% of its wait outside backward, rank 1 10%, same run),
     # and without the loop's collective the wait moves to the gradient exchange's.
     host = host_comm(run, analysis, clock=not on_gpu)
     if host is not None and (comm is None or host.share > comm):
-        comm, on_gpu = host.share, False
-    severity = severity_of(comm, low=COMM, medium=COMM, high=0.20)
-    if comm is None or severity is None:
+        comm, high, on_gpu = host.share, max(host.share, high or 0.0), False
+    if comm is None or high is None or severity_of(high, low=COMM, medium=COMM) is None:
         return None
+    severity = severity_of(comm, low=COMM, medium=COMM, high=0.20) or "medium"
     read = host if not on_gpu else None
     said = OwnCollectives(
         tuple((c.line, c.text, c.step_loop_line or c.line) for c in every),
         comm,
         on_gpu,
-        gain_bound(comm, analysis, host_side=False),
+        gain_bound(high, analysis, host_side=False),
         read.in_backward if read is not None else None,
         read.steps if read is not None and read.off_core is not None else None,
         read.traced if read is not None else None,
+        gpu.unclocked_events if on_gpu and gpu is not None and gpu.partial else 0,
+        high if on_gpu else None,
     )
     return found("distributed.own_collectives", severity, said, phase_share=comm,
                  bound=said.bound, line=every[0].line)  # fmt: skip

@@ -73,6 +73,7 @@ from gpu_notebook.rules.common import (
     found,
     gain_bound,
     gain_range,
+    gpu_busy_bounds,
     has_gpu,
     input_or_sync_speaks,
     loader_in_use,
@@ -117,6 +118,12 @@ class GpuStarved(Said):
     # The idle share while the host ran the model's forward/backward (what compile reaches);
     # None: the host's phases were not located, the bound rests on the whole host wait.
     model_idle: float | None = None
+    # A partial GPU timeline (``GpuBusyBounds``): ``busy`` is a lower bound, ``busy_high`` NVML's
+    # upper one; ``host_idle`` holds the unclocked events' time (an upper bound: the gain bound
+    # rests on it), ``host_idle_low`` less all of it (the grade rests on it).
+    unclocked_events: int = 0
+    busy_high: float | None = None
+    host_idle_low: float | None = None
 
 
 @dataclass(frozen=True)
@@ -249,14 +256,20 @@ def _faults_off(run: Run, kept: float | None, faults: UpdateFaults | None) -> in
 def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The GPU waits for the host to launch work (Python and launch overhead)."""
     gpu = analysis.gpu
-    if gpu is None or gpu.window_us <= 0 or gpu.busy_share >= LOW_BUSY:
+    busy = gpu_busy_bounds(analysis)
+    # A partial timeline's busy share is a lower bound: starved only where NVML inside the steps
+    # (an upper bound) is under the line too; no NVML: not measured, no finding.
+    if gpu is None or busy is None or busy.high is None or busy.high >= LOW_BUSY:
         return None
     if input_or_sync_speaks(analysis):
         return None  # the input or sync rule names the cause
     host_idle = (gpu.idle_host_wait_us + gpu.idle_kernel_wait_us) / gpu.window_us
-    severity = severity_of(host_idle, low=WARN)
-    if severity is None:
+    # The timeline's idle gaps hold the unclocked events' time: graded on the least the host
+    # wait can be (all that time inside it), found where the most reaches the line.
+    host_idle_low = max(0.0, host_idle - (busy.unseen or 0.0))
+    if severity_of(host_idle, low=WARN) is None:
         return None
+    severity = severity_of(host_idle_low, low=WARN) or "low"
     kernels = [op for op in analysis.top_ops if op.device == "gpu"]
     calls = sum(op.calls for op in kernels)
     mean_us = sum(op.total_us for op in kernels) / calls if calls else None
@@ -268,8 +281,9 @@ def gpu_starved(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     model = gpu.idle_model_wait_us
     reach = host_idle if model is None else min(host_idle, model / gpu.window_us)
     bound = gain_bound(reach, analysis)
-    said = GpuStarved(gpu.busy_share, host_idle, gpu.idle_host_wait_us, gpu.idle_kernel_wait_us,
-                      mean_us, bound, compiled, None if model is None else reach)  # fmt: skip
+    said = GpuStarved(busy.low, host_idle, gpu.idle_host_wait_us, gpu.idle_kernel_wait_us,
+                      mean_us, bound, compiled, None if model is None else reach,
+                      busy.unclocked_events, busy.high, host_idle_low)  # fmt: skip
     if not compiled and model is not None and reach < WARN:
         # Little of the wait is in the model: compile is not the fix (the optimizer's or the
         # loop's own Python is; the other rules name them).

@@ -44,7 +44,7 @@ from gpu_notebook.records import Analysis, Finding, PaddingReading, Run, Said, S
 from gpu_notebook.rules.common import (
     found,
     gain_range,
-    gpu_busy_share,
+    gpu_busy_bounds,
     severity_of,
     share_range,
     uses_compile,
@@ -93,6 +93,9 @@ class PaddedTokens(Said):
     site: str | None
     site_is_collate: bool
     compiled: bool  # the cell compiles the model: each new length compiles again
+    # A partial GPU timeline (``GpuBusyBounds``): the kernels' share is known only between the
+    # clocked events' (``scaling_low``'s grade) and NVML's (``scaling_high``; None: not measured).
+    unclocked_events: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ def padded_tokens(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding |
         reading.on_device, low_share, waited, high_share, gpu, low, bound,
         None if site is None else site.line, _site_text(site, facts.tree),
         site is not None and site.kind == "collate", uses_compile(facts),
+        _unclocked(analysis),
     )  # fmt: skip
     severity = severity_of(removed_low, low=0.0) if removed_low is not None else None
     return _found(said, severity or "low", removed_high, site)
@@ -170,13 +174,22 @@ def _found(said: PaddedTokens, severity: Severity, share: float | None,
                  low=said.low, line=line, fix=FIX, fix_params={"length": said.length})  # fmt: skip
 
 
+def _unclocked(analysis: Analysis) -> int:
+    busy = gpu_busy_bounds(analysis)
+    return 0 if busy is None else busy.unclocked_events
+
+
 def _scaling(analysis: Analysis) -> tuple[float | None, float | None]:
     """(least, most) share of the step that scales with sequence length (module docstring)."""
-    busy = gpu_busy_share(analysis)
     if analysis.gpu is not None:
-        # Kernels shrink; a step the host's launches pace does not follow them down.
-        bound_by_gpu = busy is not None and busy >= 0.9
-        return (busy if bound_by_gpu else None), busy
+        busy = gpu_busy_bounds(analysis)
+        if busy is None:
+            return None, None
+        # Kernels shrink; a step the host's launches pace does not follow them down. A partial
+        # timeline's share is a lower bound (the least, where past the line); the most is
+        # NVML's inside the steps (None: not measured).
+        bound_by_gpu = busy.low >= 0.9
+        return (busy.low if bound_by_gpu else None), busy.high
     phases = analysis.phases
     if phases is None or any(phases.share(p) is None for p in _SCALING):
         return None, None

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.kernels import fp32_matmul_kernel_share, runs_matmuls
+from gpu_notebook.analysis.verdict import GPU_BUSY, gpu_busy_reading
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.scaler import precision, scaler_off, scalers_made
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
@@ -31,8 +32,10 @@ from gpu_notebook.rules.common import (
     compute_capability,
     found,
     gain_bound,
+    gpu_busy_bounds,
     gpu_name,
     severity_of,
+    window_share_high,
 )
 
 TENSOR_CORE_CC = 7.0  # Volta and later
@@ -53,6 +56,11 @@ class Fp32TensorCores(Said):
     # The cell has a torch.autocast block, yet its matmuls ran in float32 (enabled=False, or
     # the matmuls outside the block): the trace, not the source, says what ran.
     autocast_in_source: bool = False
+    # A partial GPU timeline (``GpuBusyBounds``): ``busy`` and ``eligible`` are lower bounds,
+    # these their upper ones (None: not measured); the bound rests on ``eligible_high``.
+    unclocked_events: int = 0
+    busy_high: float | None = None
+    eligible_high: float | None = None
 
 
 def autocast_dtype(cc: float | None) -> str:
@@ -84,12 +92,19 @@ def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) ->
     eligible = fp32_matmul_kernel_share(analysis)
     if facts.autocast and not autocast_idle(facts, eligible, tc_share):
         return None
-    bound = gain_bound(eligible, analysis, host_side=False)
+    # On a partial timeline the eligible kernels' share is a lower bound: the gain bound rests
+    # on the most it can be, and the GPU-bound grade on the verdict's own busy reading (NVML
+    # where the timeline, short of its unclocked events, reads under the line and NVML past it).
+    high = window_share_high(analysis, eligible)
+    bound = gain_bound(high, analysis, host_side=False)
     dtype = autocast_dtype(cc)
+    busy = gpu_busy_bounds(analysis)
+    assert busy is not None  # a GPU window with kernels
     said = Fp32TensorCores(
-        gpu_name(run), cc, tc_share, gpu.busy_share, eligible, bound, dtype, facts.autocast
-    )
-    severity: Severity = "high" if gpu.busy_share >= 0.8 else "medium"
+        gpu_name(run), cc, tc_share, busy.low, eligible, bound, dtype, facts.autocast,
+        busy.unclocked_events, busy.high, high,
+    )  # fmt: skip
+    severity: Severity = "high" if (gpu_busy_reading(analysis) or 0.0) >= GPU_BUSY else "medium"
     return found("precision.fp32_tensor_cores", severity, said, phase_share=eligible, bound=bound,
                  fix_id="autocast", fix_params={"dtype": dtype, "device_type": "cuda"})  # fmt: skip
 

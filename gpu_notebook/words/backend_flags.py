@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.formatting import fmt_gain
 from gpu_notebook.rules.backend_flags import CudnnBenchmarkOff, Tf32Off
-from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.common import Words, window_share, worder, words
 
 _GUIDE = "PyTorch performance tuning guide (cuDNN auto-tuner for fixed sizes; TF32 on Ampere)"
 
@@ -17,7 +17,9 @@ def cudnn_benchmark_off(s: CudnnBenchmarkOff) -> Words:
     ]
     if s.conv is not None:
         evidence.append(
-            f"convolution kernels (top kernels): {fmt_share(s.conv)} of the GPU window; gain {fmt_gain(s.bound)} if they took no time"
+            "convolution kernels (top kernels): "
+            f"{window_share(s.conv, s.conv_high, s.unclocked_events, 'the GPU window')}; "
+            f"gain {fmt_gain(s.bound)} if they took no time"
         )
     return words(
         "cuDNN picks convolution algorithms without timing them",
@@ -36,7 +38,9 @@ def tf32_off(s: Tf32Off) -> Words:
             "TF32 for matmuls is off"
             if s.known is False
             else "TF32 setting not known (torch flags not readable)",
-            f"float32 GEMM/convolution kernels without tensor cores (top kernels): {fmt_share(s.eligible)} of the GPU window; gain {fmt_gain(s.bound)} if they took no time",
+            "float32 GEMM/convolution kernels without tensor cores (top kernels): "
+            f"{window_share(s.eligible, s.eligible_high, s.unclocked_events, 'the GPU window')}; "
+            f"gain {fmt_gain(s.bound)} if they took no time",
         ],
         "Set torch.backends.cuda.matmul.allow_tf32 = True (and cudnn.allow_tf32), or "
         "torch.set_float32_matmul_precision('high'): ~10 mantissa bits, fine for training.",

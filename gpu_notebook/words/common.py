@@ -166,3 +166,40 @@ def start_ups_clause(share: float | None) -> str:
         f", nor the loader's start-ups, {fmt_share(share)} of the step time: a loader made anew "
         "every epoch starts its workers once an epoch whatever the batch"
     )
+
+
+def unclocked_clause(unclocked_events: int) -> str:
+    """Why a GPU timeline's figures are bounds, not measures (``GpuBusyBounds``)."""
+    return (
+        f"the trace's GPU timeline is partial: {unclocked_events} GPU event(s) carry no timestamps"
+    )
+
+
+def busy_evidence(low: float, high: float | None, unclocked_events: int) -> str:
+    """The GPU's busy share of the window: measured, or on a partial timeline its bounds (the
+    clocked events below, NVML inside the steps above)."""
+    if not unclocked_events:
+        return f"GPU busy {fmt_share(low)} of the window"
+    if high is None:
+        return (
+            f"GPU busy at least {fmt_share(low)} of the window, not measured "
+            f"({unclocked_clause(unclocked_events)}, and NVML read nothing to bound it)"
+        )
+    return (
+        f"GPU busy at least {fmt_share(low)} of the window, at most {fmt_share(high)} (NVML "
+        f"inside the steps): not measured, {unclocked_clause(unclocked_events)}"
+    )
+
+
+def window_share(
+    low: float, high: float | None, unclocked_events: int, window: str = "the window"
+) -> str:
+    """A share of the GPU window read on the timeline's clocked kernels: measured, or on a
+    partial timeline at least that, at most that plus the busy time no event shows."""
+    if not unclocked_events:
+        return f"{fmt_share(low)} of {window}"
+    most = "not measured" if high is None else fmt_share(high)
+    return (
+        f"at least {fmt_share(low)} of {window} (at most {most}: the unclocked events' time may "
+        "all be theirs)"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.distributed import Communication, DataParallel, OwnCollectives
-from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.common import Words, unclocked_clause, worder, words
 
 
 @worder(DataParallel)
@@ -26,12 +26,24 @@ def data_parallel(s: DataParallel) -> Words:
 
 @worder(Communication)
 def communication(s: Communication) -> Words:
+    share = (
+        f"{fmt_share(s.share_low)}-{fmt_share(s.share_high)}"
+        if s.unclocked_events
+        else fmt_share(s.share)
+    )
     return words(
-        f"Collectives nothing overlaps take {fmt_share(s.share)} of the GPU window",
+        f"Collectives nothing overlaps take {share} of the GPU window",
         [
             f"collective kernels: {s.busy_us / 1e3:.1f} ms of a {s.window_us / 1e3:.1f} ms "
             f"window, {fmt_share(s.overlapped)} of it overlapped by computation: "
-            f"exposed {s.exposed_us / 1e3:.1f} ms ({fmt_share(s.share)})",
+            f"exposed {s.exposed_us / 1e3:.1f} ms ({fmt_share(s.share)})"
+            + (
+                f"; {unclocked_clause(s.unclocked_events)}, which may be computation hiding the "
+                "collectives or collectives nothing hides: exposed "
+                f"{fmt_share(s.share_low)}-{fmt_share(s.share_high)}, not measured"
+                if s.unclocked_events
+                else ""
+            ),
             f"gain if all communication overlapped with compute: {fmt_gain(s.bound)} (upper bound)",
             "more GPUs of the same kind add communication: check scaling efficiency before buying",
         ],
@@ -70,6 +82,13 @@ def own_collectives(s: OwnCollectives) -> Words:
 
 def _own_share(s: OwnCollectives) -> str:
     """What the share holds, as far as the measurement told the loop's collectives apart."""
+    if s.on_gpu and s.unclocked_events:
+        return (
+            f"collectives take {fmt_share(s.share)}-{fmt_share(s.share_high)} of the GPU window, "
+            f"not overlapped ({unclocked_clause(s.unclocked_events)}: they may be computation "
+            "hiding the collectives or collectives nothing hides; yours and any DDP gradient "
+            "all-reduce together)"
+        )
     if s.on_gpu:
         return (
             f"collectives take {fmt_share(s.share)} of the GPU window, not overlapped (yours "

@@ -14,15 +14,30 @@ from gpu_notebook.rules.launch import (
     TinyOps,
     UnfusedOptimizer,
 )
-from gpu_notebook.words.common import Words, at, phase_source, start_ups_clause, worder, words
+from gpu_notebook.words.common import (
+    Words,
+    at,
+    busy_evidence,
+    phase_source,
+    start_ups_clause,
+    worder,
+    words,
+)
 
 
 @worder(GpuStarved)
 def gpu_starved(s: GpuStarved) -> Words:
+    partial = bool(s.unclocked_events)
+    idle = (
+        f"{fmt_share(s.host_idle_low)}-{fmt_share(s.host_idle)} of the window (the timeline's "
+        "gaps may hold the unclocked events' time; "
+        if partial
+        else f"{fmt_share(s.host_idle)} of the window ("
+    )
     evidence = [
-        f"GPU busy {fmt_share(s.busy)} of the window",
-        f"GPU idle waiting for the host to launch work: {fmt_share(s.host_idle)} of the window "
-        f"(host wait {s.host_wait_us / 1e3:.1f} ms, launch gaps {s.kernel_wait_us / 1e3:.1f} ms)",
+        busy_evidence(s.busy, s.busy_high, s.unclocked_events),
+        f"GPU idle waiting for the host to launch work: {idle}"
+        f"host wait {s.host_wait_us / 1e3:.1f} ms, launch gaps {s.kernel_wait_us / 1e3:.1f} ms)",
     ]
     if s.mean_kernel_us is not None:
         evidence.append(f"mean duration of the top kernels: {s.mean_kernel_us:.0f} us")
@@ -31,7 +46,8 @@ def gpu_starved(s: GpuStarved) -> Words:
     else:
         evidence.append(
             f"while the host ran the model's forward and backward (what compiling the model "
-            f"reaches): {fmt_share(s.model_idle)} of the window; gain if compiling removed it all: "
+            f"reaches): {'at most ' if partial else ''}{fmt_share(s.model_idle)} of the window; "
+            "gain if compiling removed it all: "
             f"{fmt_gain(s.bound)}"
         )
     return words(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.padding import PaddedTokens
-from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.common import Words, unclocked_clause, worder, words
 
 
 @worder(PaddedTokens)
@@ -23,7 +23,18 @@ def padded_tokens(s: PaddedTokens) -> Words:
             f"{s.on_device} batch(es) not read: their tensors were on the GPU already (reading "
             "them would wait for it)"
         )
-    if s.gpu:
+    if s.gpu and s.unclocked_events:
+        most = (
+            "not measured"
+            if s.scaling_high is None
+            else f"at most {fmt_share(s.scaling_high)} of the step (NVML inside the steps)"
+        )
+        evidence.append(
+            f"the GPU's kernels: {most}; {unclocked_clause(s.unclocked_events)}, its busy share "
+            "only a lower bound"
+            + ("" if s.scaling_low is not None else " (a step the host paces may not shorten)")
+        )
+    elif s.gpu:
         evidence.append(
             f"the GPU's kernels: {fmt_share(s.scaling_high)} of the step"
             + ("" if s.scaling_low is not None else " (a step the host paces may not shorten)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.precision import Fp32TensorCores, ScalerUnneeded
-from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.common import Words, busy_evidence, window_share, worder, words
 
 
 @worder(Fp32TensorCores)
@@ -12,11 +12,12 @@ def fp32_tensor_cores(s: Fp32TensorCores) -> Words:
     evidence = [
         f"{s.gpu} (compute capability {s.cc:.1f}) has tensor cores",
         f"tensor-core kernels: {fmt_share(s.tensor_core)} of the kernel time; matmul/convolution kernels ran in float32",
-        f"GPU busy {fmt_share(s.busy)} of the window",
+        busy_evidence(s.busy, s.busy_high, s.unclocked_events),
     ]
     if s.eligible is not None:
         evidence.append(
-            f"float32 GEMM/convolution kernels (top kernels): {fmt_share(s.eligible)} of the window; "
+            "float32 GEMM/convolution kernels (top kernels): "
+            f"{window_share(s.eligible, s.eligible_high, s.unclocked_events)}; "
             f"gain {fmt_gain(s.bound)} if they took no time"
         )
     if s.autocast_in_source:

@@ -183,3 +183,42 @@ def test_the_machines_loop_figures_are_the_in_steps_record(folder: Path) -> None
     assert few.analysis.utilization.in_steps is not None
     assert not few.analysis.utilization.in_steps.read
     assert few.analysis.machine is not None and few.analysis.machine.loop_ours_cores is None
+
+
+def test_the_chart_draws_the_reports_in_steps_figures_and_says_which_they_are(
+    tmp_path: Path,
+) -> None:
+    """The utilization chart runs over the whole cell (start-up included: the H100 GPU-bound
+    script's NVML mean 33% there); the report reads 94% inside the steps. The chart draws the
+    report's figures across the steps, labelled as the report's, at the same values the text
+    view prints; with too few samples inside the steps, none (the report reads the whole run)."""
+    from bokeh.core.validation import check_integrity
+
+    from gpu_notebook.views.charts import utilization_figure
+
+    stem = "gpu_bound"
+    report = _rebuilt(H100_CLI, stem, H100_CLI / f"{stem}.trace.json.gz")
+    steps = report.analysis.utilization.in_steps
+    assert steps is not None and steps.read and steps.gpu_util_mean_pct is not None
+    assert steps.ours_cores is not None
+    fig: Any = utilization_figure(report)
+    labels = [item.label["value"] for item in fig.legend[0].items]
+    gpu = f"GPU utilization inside the steps: mean {fmt_pct(steps.gpu_util_mean_pct)}"
+    cpu = f"CPU inside the steps: median {fmt_pct(100 * steps.ours_cores)}"
+    assert f"{gpu} (the report's figure)" in labels, labels
+    assert f"{cpu} (the report's figure)" in labels, labels
+    text = render_text(report)
+    assert f"utilization inside the steps {fmt_pct(steps.gpu_util_mean_pct)}" in text
+    drawn = {
+        r.data_source.data["y"][0]
+        for r in fig.renderers
+        if "y" in r.data_source.data and len(r.data_source.data["y"]) == 1
+    }
+    assert steps.gpu_util_mean_pct in drawn and 100 * steps.ours_cores in drawn
+    assert check_integrity(list(fig.references())).error == []
+    start, end = _span(report)
+    thin = _thinned(report.run.samples, start, end, keep=2)
+    few: Any = utilization_figure(
+        _rebuilt(H100_CLI, stem, H100_CLI / f"{stem}.trace.json.gz", thin)
+    )
+    assert not any("inside the steps" in item.label["value"] for item in few.legend[0].items)

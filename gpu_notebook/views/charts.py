@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpu_notebook.formatting import fmt_pct
 from gpu_notebook.records import (
     OPTIONAL_PHASES,
     PHASES,
@@ -204,6 +205,7 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
         ]
         if spans:
             items.append(_shade(fig, bounds, spans, "profiled steps", alpha=0.12))
+        items.extend(_in_steps_levels(fig, report, has_gpu))
         starts = {s.index: s.start_s for s in steps}
         stalled = [starts[i] for i in _stall_steps(report.analysis.shape) if i in starts]
         if stalled:
@@ -214,6 +216,48 @@ def utilization_figure(report: Report) -> LayoutDOM | None:
             )
             items.append(_legend_item("stalled steps", r_stall))
     return _with_hover_and_legend(fig, r_cpu, [("t", "@t{0.00} s"), ("CPU", "@cpu{0} %")], items)
+
+
+def _in_steps_levels(fig: Any, report: Report, has_gpu: bool) -> list[LegendItem]:
+    """The figures the report reads off the samples inside the steps (``InSteps``: its NVML
+    mean, its CPU median), drawn across the steps at their level, labelled as the report's:
+    the lines over the whole cell hold the start-up too, which the report's figures leave out.
+    Nothing where too few samples fell inside the steps (the report says the whole run's)."""
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.glyphs import Segment
+
+    steps = report.run.steps.steps
+    read = report.analysis.utilization.in_steps
+    if not steps or read is None or not read.read:
+        return []
+    x0, x1 = steps[0].start_s, steps[-1].start_s + steps[-1].duration_s
+    items: list[LegendItem] = []
+    levels: list[tuple[float | None, str, str, str | None]] = [
+        (
+            read.gpu_util_mean_pct if has_gpu else None,
+            f"GPU utilization inside the steps: mean {fmt_pct(read.gpu_util_mean_pct)} "
+            "(the report's figure)",
+            GPU_COLORS[0],
+            None,
+        ),
+        (
+            None if read.ours_cores is None else 100.0 * read.ours_cores,
+            "CPU inside the steps: median "
+            f"{fmt_pct(None if read.ours_cores is None else 100.0 * read.ours_cores)} "
+            "(the report's figure)",
+            CPU_COLOR,
+            "cpu" if has_gpu else None,
+        ),
+    ]
+    for level, label, color, axis in levels:
+        if level is None:
+            continue
+        src = ColumnDataSource({"x0": [x0], "x1": [x1], "y": [level]})
+        glyph = Segment(x0="x0", y0="y", x1="x1", y1="y", line_color=color, line_width=3,
+                        line_alpha=0.55)  # fmt: skip
+        renderer = _add(fig, src, glyph, **({"y_range_name": axis} if axis else {}))
+        items.append(_legend_item(label, renderer))
+    return items
 
 
 def _shade(

@@ -675,3 +675,50 @@ def test_a_trial_whose_arms_are_too_busy_to_judge_is_decided_by_its_rounds_only(
     assert decide(t.baseline_steps_s, t.variant_steps_s, 2, None).verdict == "verified"  # type: ignore[union-attr]
     tf3, t3 = _busy_trial(_BusyRuns(1))
     assert t3.verdict == "verified" and "rounds' own spread decides" in render_try_fixes(tf3)
+
+
+class _BusyThenQuiet:
+    """Each arm's first two runs on a busy machine (their steps wait ~68% for a core), the rest
+    quiet; the fix's third run no faster than the script (an odd round), its others 1.6x."""
+
+    def __init__(self) -> None:
+        self.rng, self.now, self.made = random.Random(3), 0.0, {True: 0, False: 0}
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, code, script, args, timeout_s, scratch, steps) -> RunResult:
+        self.now += 10.0
+        is_base = code == script.resolve()
+        k = self.made[is_base]
+        self.made[is_base] += 1
+        own = 0.0008 if is_base or k == 2 else 0.0005
+        if k < 2:
+            walls, waits = _preempted_run(self.rng, own)
+        else:
+            walls, waits = [own * self.rng.uniform(0.95, 1.05) for _ in range(40)], [0.0] * 40
+        return RunResult(steps_s=walls, stopped=True, wall_s=10.0, waits_s=waits, processes=0)
+
+
+def test_a_trial_busy_at_its_planned_look_and_quiet_after_reads_the_rounds_it_ran():
+    # Issue 26 (tests/test_tryfix_frameworks' Lightning trial under load): the planned look read
+    # the first runs too busy (undecided) and rounds were added; the verdict then judged
+    # busyness over every run (quiet by the median), decided at the planned look and said
+    # "2 rounds" over 4 runs of steps a side. The planned look reads the same runs each time.
+    import dataclasses
+
+    report = Report.from_json(REPORT.read_text())
+    offered = next(f for f in report.findings if f.proposal and f.proposal.source_after)
+    report = dataclasses.replace(
+        report, findings=(dataclasses.replace(offered, fix_id="fused_optimizer"),)
+    )
+    fake = _BusyThenQuiet()
+    settings = TrialSettings(steps=40, budget_s=1000, rounds=2)
+    tf = try_fixes(report, Path("/nonexistent/train.py"), [], settings, runner=fake,
+                   clock=fake.clock)  # fmt: skip
+    (t,) = tf.trials
+    assert t.added_rounds >= 1 and t.rounds == tf.rounds + t.added_rounds
+    assert len(t.baseline_steps_s) == t.rounds == len(t.variant_steps_s)
+    busy = "too busy to judge" in render_try_fixes(tf)
+    d = decide(t.baseline_steps_s, t.variant_steps_s, tf.rounds, t.predicted_model_low, busy=busy)
+    assert d is not None and (d.verdict, d.rounds) == (t.verdict, t.rounds)

@@ -708,8 +708,19 @@ def _decide(
     base: list[RunResult], mine: list[RunResult], planned: int, v: Variant
 ) -> Decision | None:
     base_steps, my_steps, _own = _compared(base, mine, _work(v, base, mine))
-    busy = _too_busy(base, mine) is not None
+    busy = _planned_busy(base, mine, planned) is not None
     return decide(base_steps, my_steps, planned, v.finding.gain_low, busy=busy)
+
+
+def _planned_busy(
+    base: list[RunResult], mine: list[RunResult], planned: int
+) -> tuple[float, float] | None:
+    """``_too_busy`` over the planned rounds' runs, the runs the planned look reads: the same
+    runs whenever the fix is looked at, so the look that asked for added rounds and the trial's
+    verdict after them agree (issue 26: a Lightning trial's first 2 runs read too busy,
+    undecided, 2 rounds added; the 4 runs together read not busy, the planned look decided, and
+    the trial said 2 rounds over 4 runs of steps each side)."""
+    return _too_busy(base[:planned], mine[:planned])
 
 
 def _wait_share(runs: list[RunResult]) -> float | None:
@@ -768,7 +779,7 @@ def _trial(
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         few = S.TooFewRuns(len(my_steps), run_s is not None, run_s)
         return _unmeasured(v, "not measured", few)
-    busy = _too_busy(base, mine)
+    busy = _planned_busy(base, mine, planned)
     d = decide(base_steps, my_steps, planned, f.gain_low, busy=busy is not None)
     if d is None:
         return _unmeasured(v, "not measured", S.TooFewSteps())

@@ -12,6 +12,7 @@ from gpu_notebook.formatting import fmt_factor, fmt_gain, fmt_seconds, fmt_share
 from gpu_notebook.records import FixTrial, Report, TrialRun, TrialSaid, TryFixes
 from gpu_notebook.tryfix import said as S
 from gpu_notebook.views.wording import step_counting
+from gpu_notebook.words.dispatch import says
 
 __all__ = [
     "render_try_fixes",
@@ -45,14 +46,13 @@ def word_said(said: TrialSaid) -> str:
     raise TypeError(f"no words for {type(said).__name__}")
 
 
-@word_said.register
-def _(s: S.NothingToTry) -> str:
-    return "no fix with a measurable bound was offered as a patch: nothing to try"
+says(
+    word_said,
+    S.NothingToTry,
+    lambda s: "no fix with a measurable bound was offered as a patch: nothing to try",
+)
 
-
-@word_said.register
-def _(s: S.NoPatch) -> str:
-    return f"not tried: {s.title} (no patch of the script: {s.refusal})"
+says(word_said, S.NoPatch, lambda s: f"not tried: {s.title} (no patch of the script: {s.refusal})")
 
 
 @word_said.register
@@ -70,13 +70,15 @@ def _(s: S.BoundTooSmall) -> str:
     )
 
 
-@word_said.register
-def _(s: S.RunTooShort) -> str:
-    return (
+says(
+    word_said,
+    S.RunTooShort,
+    lambda s: (
         f"not tried: {s.title} (not measurable on a run this short: the run has {s.steps} "
         f"step(s), and a trial times steps past its warm-up of {s.warmup} and needs {s.needed} "
         "of them; run more steps to measure it)"
-    )
+    ),
+)
 
 
 @word_said.register
@@ -106,14 +108,17 @@ def _(s: S.BudgetFixesCut) -> str:
     )
 
 
-@word_said.register
-def _(s: S.BudgetRoundsCut) -> str:
-    return f"budget {s.budget_s:.0f} s: {s.rounds} rounds instead of {s.asked}"
+says(
+    word_said,
+    S.BudgetRoundsCut,
+    lambda s: f"budget {s.budget_s:.0f} s: {s.rounds} rounds instead of {s.asked}",
+)
 
-
-@word_said.register
-def _(s: S.BudgetRanOut) -> str:
-    return "the budget ran out before every planned run: the rest were skipped"
+says(
+    word_said,
+    S.BudgetRanOut,
+    lambda s: "the budget ran out before every planned run: the rest were skipped",
+)
 
 
 @word_said.register
@@ -155,14 +160,17 @@ def _(s: S.StillUndecided) -> str:
     return f"still undecided after {s.added} added round(s): {', '.join(s.titles)}; {end}"
 
 
-@word_said.register
-def _(s: S.FollowerRank) -> str:
-    return f"this rank ran rank 0's {s.runs} trial runs; rank 0 reports the verdicts"
+says(
+    word_said,
+    S.FollowerRank,
+    lambda s: f"this rank ran rank 0's {s.runs} trial runs; rank 0 reports the verdicts",
+)
 
-
-@word_said.register
-def _(s: S.TryingBaseline) -> str:
-    return f"trying fixes: the script as it is, warm-up {s.warmup} + {s.steps} steps"
+says(
+    word_said,
+    S.TryingBaseline,
+    lambda s: f"trying fixes: the script as it is, warm-up {s.warmup} + {s.steps} steps",
+)
 
 
 @word_said.register
@@ -173,13 +181,15 @@ def _(s: S.Trying) -> str:
     return f"trying fixes: {label} (its warm-up again, up to {s.retry_s:.0f} s)"
 
 
-@word_said.register
-def _(s: S.WarmupStalled) -> str:
-    return (
+says(
+    word_said,
+    S.WarmupStalled,
+    lambda s: (
         f"its warm-up ({s.warmup} steps: compilation, worker start-up) did not end within "
         f"{s.limit_s:.0f} s, tried twice: a compiled model's first steps can take that long on "
         "a busy machine; raise --try-budget to give it more"
-    )
+    ),
+)
 
 
 @word_said.register
@@ -215,14 +225,9 @@ def _(s: S.BudgetEndedRun) -> str:
     )
 
 
-@word_said.register
-def _(s: S.BudgetNotReached) -> str:
-    return "skipped: the budget did not reach it"
+says(word_said, S.BudgetNotReached, lambda s: "skipped: the budget did not reach it")
 
-
-@word_said.register
-def _(s: S.PatchBroke) -> str:
-    return "the patched script failed where the script as it is ran"
+says(word_said, S.PatchBroke, lambda s: "the patched script failed where the script as it is ran")
 
 
 @word_said.register
@@ -235,9 +240,7 @@ def _(s: S.TooFewRuns) -> str:
     return f"only {s.finished} run(s) of the fix finished"
 
 
-@word_said.register
-def _(s: S.TooFewSteps) -> str:
-    return "too few timed steps to compare"
+says(word_said, S.TooFewSteps, lambda s: "too few timed steps to compare")
 
 
 @word_said.register
@@ -283,19 +286,15 @@ def _(s: S.TooBusy) -> str:
     return f"{head}; the {s.rounds} interleaved rounds' own spread decides"
 
 
-@word_said.register
-def _(s: S.DecidedAfter) -> str:
-    return f"decided after {s.added} added round(s)"
+says(word_said, S.DecidedAfter, lambda s: f"decided after {s.added} added round(s)")
 
+says(word_said, S.RunEnded, lambda s: f"a run ended after {s.steps} timed steps (the script's end)")
 
-@word_said.register
-def _(s: S.RunEnded) -> str:
-    return f"a run ended after {s.steps} timed steps (the script's end)"
-
-
-@word_said.register
-def _(s: S.PerSample) -> str:
-    return f"its step takes {s.work:g}x the samples: step times read per sample"
+says(
+    word_said,
+    S.PerSample,
+    lambda s: f"its step takes {s.work:g}x the samples: step times read per sample",
+)
 
 
 def render_try_fixes(tf: TryFixes) -> str:

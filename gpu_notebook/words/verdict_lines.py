@@ -8,6 +8,7 @@ from functools import singledispatch
 from gpu_notebook.analysis import verdict_said as said
 from gpu_notebook.formatting import fmt_seconds, fmt_share
 from gpu_notebook.records import VerdictLine
+from gpu_notebook.words.dispatch import says
 from gpu_notebook.words.verdict_answers import answer_words, defined_names
 
 __all__ = ["line_words"]
@@ -61,27 +62,31 @@ def _(x: said.Unrepresentative) -> str:
     )
 
 
-@line_words.register
-def _(x: said.WindowAlone) -> str:
-    return f"the window alone reads {x.category}: {answer_words(x.answer)[0]}"
+says(
+    line_words,
+    said.WindowAlone,
+    lambda x: f"the window alone reads {x.category}: {answer_words(x.answer)[0]}",
+)
 
-
-@line_words.register
-def _(x: said.NoisyWindow) -> str:
-    return (
+says(
+    line_words,
+    said.NoisyWindow,
+    lambda x: (
         f"the steps next to the profiled window took {fmt_seconds(x.window_median_s)} "
         f"against the run's median {fmt_seconds(x.run_median_s)}, their fastest at "
         "the run's pace: read as steps the machine preempted, the window taken to stand for "
         "the run (a quieter machine or a later window, %%gpucheck -w N, would confirm it)"
-    )
+    ),
+)
 
-
-@line_words.register
-def _(x: said.TrainingDefined) -> str:
-    return (
+says(
+    line_words,
+    said.TrainingDefined,
+    lambda x: (
         f"the training is in {defined_names(x.names)}, which this cell defines and never calls, "
         "hands on or decorates with: put %%gpucheck on the cell that calls it"
-    )
+    ),
+)
 
 
 @line_words.register
@@ -96,47 +101,46 @@ def _(x: said.TrainingScheduled) -> str:
     )
 
 
-@line_words.register
-def _(x: said.TrainedUnseen) -> str:
-    return (
+says(
+    line_words,
+    said.TrainedUnseen,
+    lambda x: (
         "the source calls backward() but no step was seen here: the training ran "
         "where the step clock does not follow it (another process, or a thread beside "
         "one that already trains)"
-    )
+    ),
+)
 
+says(line_words, said.NoHostThread, lambda x: "no host thread with operators in the trace")
 
-@line_words.register
-def _(x: said.NoHostThread) -> str:
-    return "no host thread with operators in the trace"
+says(line_words, said.StepsSeen, lambda x: f"{x.steps} step(s) seen by the step clock")
 
-
-@line_words.register
-def _(x: said.StepsSeen) -> str:
-    return f"{x.steps} step(s) seen by the step clock"
-
-
-@line_words.register
-def _(x: said.RunDataWait) -> str:
-    return (
+says(
+    line_words,
+    said.RunDataWait,
+    lambda x: (
         f"data wait {fmt_share(x.share)} of the step over {x.steps} steps (step "
         f"clock, 90% interval {fmt_share(x.low)}-{fmt_share(x.high)}); "
         f"the {x.window_steps} profiled step(s) read {fmt_share(x.window_share)}"
-    )
+    ),
+)
 
+says(
+    line_words,
+    said.ShareOfStep,
+    lambda x: f"{_PHASE_NAMES[x.phase]}: {fmt_share(x.share)} of step time",
+)
 
-@line_words.register
-def _(x: said.ShareOfStep) -> str:
-    return f"{_PHASE_NAMES[x.phase]}: {fmt_share(x.share)} of step time"
-
-
-@line_words.register
-def _(x: said.CommClock) -> str:
-    return (
+says(
+    line_words,
+    said.CommClock,
+    lambda x: (
         f"waiting in collectives (host): {fmt_share(x.off_core)} of the loop thread's own time "
         f"over {x.steps} steps (off a core, not waiting for one: its schedstat at each step "
         f"end, the machine's load out); the profiled steps' trace puts that wait in "
         f"collectives and read {fmt_share(x.traced)} of their wall time"
-    )
+    ),
+)
 
 
 _NOT_MEASURED = {
@@ -147,9 +151,11 @@ _NOT_MEASURED = {
 }
 
 
-@line_words.register
-def _(x: said.NotMeasured) -> str:
-    return f"not measured ({_NOT_MEASURED[x.why]}): {', '.join(x.phases)}"
+says(
+    line_words,
+    said.NotMeasured,
+    lambda x: f"not measured ({_NOT_MEASURED[x.why]}): {', '.join(x.phases)}",
+)
 
 
 @line_words.register
@@ -168,12 +174,14 @@ def _(x: said.HostOps) -> str:
     )
 
 
-@line_words.register
-def _(x: said.InMemoryOverhead) -> str:
-    return (
+says(
+    line_words,
+    said.InMemoryOverhead,
+    lambda x: (
         f"with the batches' assembly from memory counted as overhead: "
         f"{fmt_share(x.share)} of the step"
-    )
+    ),
+)
 
 
 @line_words.register
@@ -244,12 +252,14 @@ def _(x: said.GpuWindow) -> str:
     return text
 
 
-@line_words.register
-def _(x: said.Unclocked) -> str:
-    return (
+says(
+    line_words,
+    said.Unclocked,
+    lambda x: (
         f"{x.events} GPU event(s) of the trace carry no timestamps (CUPTI wrote 0): left out of "
         "the GPU timeline" + ("; GPU busy from NVML" if x.busy_from_nvml else "")
-    )
+    ),
+)
 
 
 _IDLE = {
@@ -261,51 +271,52 @@ _IDLE = {
 }
 
 
-@line_words.register
-def _(x: said.GpuIdle) -> str:
-    return "GPU idle: " + ", ".join(f"{fmt_share(share)} {_IDLE[c]}" for c, share in x.causes)
+says(
+    line_words,
+    said.GpuIdle,
+    lambda x: "GPU idle: " + ", ".join(f"{fmt_share(share)} {_IDLE[c]}" for c, share in x.causes),
+)
 
-
-@line_words.register
-def _(x: said.CommOverlap) -> str:
-    return (
+says(
+    line_words,
+    said.CommOverlap,
+    lambda x: (
         f"collective kernels {fmt_share(x.busy)} of the window, "
         f"{fmt_share(x.overlap)} of it overlapped by computation: exposed "
         f"{fmt_share(x.exposed)}"
-    )
+    ),
+)
 
-
-@line_words.register
-def _(x: said.GraphReplays) -> str:
-    return (
+says(
+    line_words,
+    said.GraphReplays,
+    lambda x: (
         f"CUDA-graph replays: {x.launches} launch(es) ran "
         f"{fmt_seconds(x.gpu_s)} of GPU work (counted busy; one launch each)"
-    )
+    ),
+)
 
+says(
+    line_words,
+    said.ExposedCollectives,
+    lambda x: f"exposed collectives: {fmt_share(x.exposed)} of the window",
+)
 
-@line_words.register
-def _(x: said.ExposedCollectives) -> str:
-    return f"exposed collectives: {fmt_share(x.exposed)} of the window"
+says(
+    line_words, said.PeakMemory, lambda x: f"peak GPU memory {fmt_share(x.peak_share)} of the card"
+)
 
+says(line_words, said.BusyNotMeasured, lambda x: "GPU busy: not measured")
 
-@line_words.register
-def _(x: said.PeakMemory) -> str:
-    return f"peak GPU memory {fmt_share(x.peak_share)} of the card"
+says(
+    line_words,
+    said.CapturedLaunches,
+    lambda x: (
+        f"{x.without_work} of {x.launches} kernel launches ran no kernel (captured into a graph)"
+    ),
+)
 
-
-@line_words.register
-def _(x: said.BusyNotMeasured) -> str:
-    return "GPU busy: not measured"
-
-
-@line_words.register
-def _(x: said.CapturedLaunches) -> str:
-    return f"{x.without_work} of {x.launches} kernel launches ran no kernel (captured into a graph)"
-
-
-@line_words.register
-def _(x: said.NoCuda) -> str:
-    return "no CUDA device visible: phases measured on the CPU"
+says(line_words, said.NoCuda, lambda x: "no CUDA device visible: phases measured on the CPU")
 
 
 @line_words.register
@@ -341,17 +352,20 @@ def _(x: said.OnCoreAcross) -> str:
     )
 
 
-@line_words.register
-def _(x: said.OutsideOps) -> str:
-    return f"outside torch operators: {fmt_share(x.share)} of the step"
+says(
+    line_words,
+    said.OutsideOps,
+    lambda x: f"outside torch operators: {fmt_share(x.share)} of the step",
+)
 
-
-@line_words.register
-def _(x: said.DataAsHost) -> str:
-    return (
+says(
+    line_words,
+    said.DataAsHost,
+    lambda x: (
         f"data wait {fmt_share(x.data)} of step time counted as host work, not input starvation: "
         f"{x.why or 'the batches are already in memory'}"
-    )
+    ),
+)
 
 
 @line_words.register

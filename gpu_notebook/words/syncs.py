@@ -52,6 +52,18 @@ _CPU_READ = (
 )
 
 
+def _each_read(gpu: bool) -> str:
+    """What each read of a device value costs where it ran (a GPU, or the CPU)."""
+    if gpu:
+        return "each read waits for every queued kernel: the host cannot run ahead of the GPU"
+    return _ON_THE_CPU
+
+
+def _read_cost(s: NeededReads, cost: str) -> tuple[str, str]:
+    """A needed read's cost lines: its share of the step and how it was read, what a read waits for."""
+    return f"its cost: {cost} of the step ({HOW[s.how]})", _each_read(s.gpu)
+
+
 @worder(PerStepSyncs)
 def per_step_syncs(s: PerStepSyncs) -> Words:
     evidence: list[str] = []
@@ -127,10 +139,7 @@ def needed_reads(s: NeededReads) -> Words:
         return _branch_on_read(s, cost)
     evidence = [
         f"{at(s.first)} reads a device value every step and the loop needs it: `{s.first.text}`",
-        f"its cost: {cost} of the step ({HOW[s.how]})",
-        "each read waits for every queued kernel: the host cannot run ahead of the GPU"
-        if s.gpu
-        else _ON_THE_CPU,
+        *_read_cost(s, cost),
         f"gain if the condition is checked every {EVERY} steps: {fmt_gain(s.bound)} (the loop may then "
         f"run up to {EVERY - 1} steps past its stop)",
     ]
@@ -154,10 +163,7 @@ def _branch_on_read(s: NeededReads, cost: str) -> Words:
         [
             f"{at(s.first)} reads a device value every step and an `if` of the loop decides on "
             f"it: `{s.first.text}`",
-            f"its cost: {cost} of the step ({HOW[s.how]})",
-            "each read waits for every queued kernel: the host cannot run ahead of the GPU"
-            if s.gpu
-            else _ON_THE_CPU,
+            *_read_cost(s, cost),
             f"gain if the branch is decided every {EVERY} steps: {fmt_gain(s.bound)}",
         ],
         f"The branch needs the value, so no patch: to make it cheaper, decide it on fewer steps "
@@ -177,10 +183,7 @@ def _guard_on_read(s: NeededReads, cost: str) -> Words:
         [
             f"{at(s.first)}: `{s.first.text}`: an `if` on a tensor reads its value on the host "
             "(Tensor.__bool__) on every step",
-            f"its cost: {cost} of the step ({HOW[s.how]})",
-            "each read waits for every queued kernel: the host cannot run ahead of the GPU"
-            if s.gpu
-            else _ON_THE_CPU,
+            *_read_cost(s, cost),
             f"gain if the test is made every {EVERY} steps: {fmt_gain(s.bound)}",
         ],
         "The branch needs the value, so no patch. To make it cheaper on a GPU, keep the guard "
@@ -200,10 +203,7 @@ def _handed_to_host(s: NeededReads, cost: str) -> Words:
         [
             f"{at(s.first)}: `{s.first.text}`: `{callee}` takes the value as a number, and "
             "what it returns decides what the loop does next",
-            f"its cost: {cost} of the step ({HOW[s.how]})",
-            "each read waits for every queued kernel: the host cannot run ahead of the GPU"
-            if s.gpu
-            else _ON_THE_CPU,
+            *_read_cost(s, cost),
         ],
         f"The read is needed every step, so no patch. To make it cheaper, give `{callee}` "
         "more per read (a batch of values in one `.tolist()`, e.g. several environments stepped "
@@ -221,10 +221,7 @@ def _grad_norm_read(s: NeededReads, cost: str) -> Words:
     evidence = [
         f"{at(line)}, in {where}, every step: `{line.text}` (one read for each parameter "
         "it loops over)",
-        f"its cost: {cost} of the step ({HOW[s.how]})",
-        "each read waits for every queued kernel: the host cannot run ahead of the GPU"
-        if s.gpu
-        else _ON_THE_CPU,
+        *_read_cost(s, cost),
     ]
     fix = (
         "No patch: the norm decides the clip. Let torch compute it on the device: "
@@ -244,10 +241,7 @@ def _read_in_callee(s: NeededReads, cost: str) -> Words:
     line, where = s.first, s.first.called_in
     evidence = [
         f"{at(line)}, in `{where}`, which the step loop runs every step: `{line.text}`",
-        f"its cost: {cost} of the step ({HOW[s.how]})",
-        "each read waits for every queued kernel: the host cannot run ahead of the GPU"
-        if s.gpu
-        else _ON_THE_CPU,
+        *_read_cost(s, cost),
     ]
     if line.keep_on_host is not None and line.handed_to is not None:
         evidence.append(
@@ -283,11 +277,7 @@ def hook_reads(s: HookReads) -> Words:
         for r in sorted(one_a_line, key=lambda r: r.line)
     ]
     evidence.append(f"reads by {', '.join(kinds)}")
-    evidence.append(
-        "each read waits for every queued kernel: the host cannot run ahead of the GPU"
-        if s.gpu
-        else _ON_THE_CPU
-    )
+    evidence.append(_each_read(s.gpu))
     return words(
         f"`{where[0] if where else first.text}` reads device values every step",
         evidence,

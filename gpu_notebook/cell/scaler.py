@@ -65,6 +65,28 @@ def _autocast_dtype(call: ast.Call) -> Precision:
     return "bfloat16" if value == "cpu" else "float16" if value == "cuda" else "unknown"
 
 
+def cpu_float16_autocasts(tree: CellTree) -> list[ast.Call]:
+    """The cell's autocasts that run a CPU's ops in float16: ``torch.autocast("cpu",
+    dtype=torch.float16)``, ``torch.autocast(device_type="cpu", dtype=torch.half)``,
+    ``torch.cpu.amp.autocast(dtype=torch.float16)`` (a GPU recipe moved onto a CPU, where
+    float16 has no fast kernels for most ops: unseen round 18's GRU ran 4.8x slower than in
+    float32). An autocast whose device or dtype is not a literal is not one of them."""
+    out = []
+    for call in tree.calls():
+        path = dotted(call.func) or ""
+        if last(path) != "autocast":
+            continue
+        dtype = keyword_of(call, "dtype")
+        if dtype is None or last(dotted(dtype.value) or "") not in ("float16", "half"):
+            continue
+        device = keyword_of(call, "device_type")
+        node = device.value if device is not None else call.args[0] if call.args else None
+        on_cpu = ".cpu." in f".{path}." or (node is not None and literal_of(node) == "cpu")
+        if on_cpu:
+            out.append(call)
+    return out
+
+
 def scalers_made(tree: CellTree) -> list[tuple[str | None, ast.Call]]:
     """The cell's ``GradScaler(...)`` calls, each with the plain name it is assigned to (None:
     another place: an attribute, an argument)."""

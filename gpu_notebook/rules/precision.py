@@ -17,6 +17,11 @@ the host in ``scaler.step`` (a sync). Flagged where its own operators ran in the
 no float16 named in the cell (``cell/scaler.py``). Gain: Amdahl over those operators' share, "up
 to" (their removal), which under-reads the multiply by the scale and the sync. Severity by the
 share with the TraceML levels, low below them.
+
+float16 autocast on a CPU-only run (``cpu_float16``): a GPU's mixed-precision recipe moved onto
+a CPU, where most float16 ops have no fast kernel; read from the cell's literal
+``torch.autocast("cpu", dtype=torch.float16)`` (``cell/scaler.py``), said with the forward and
+backward's share, no bound (the slowdown depends on the ops and the CPU: measured by hand).
 """
 
 from __future__ import annotations
@@ -26,15 +31,19 @@ from dataclasses import dataclass
 from gpu_notebook.analysis.kernels import fp32_matmul_kernel_share, runs_matmuls
 from gpu_notebook.analysis.verdict import GPU_BUSY, gpu_busy_reading
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.scaler import precision, scaler_off, scalers_made
+from gpu_notebook.cell.scaler import cpu_float16_autocasts, precision, scaler_off, scalers_made
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
+    SUGGEST,
+    WARN,
     compute_capability,
     found,
     gain_bound,
     gpu_busy_bounds,
     gpu_name,
+    has_gpu,
     severity_of,
+    shares_sum,
     window_share_high,
 )
 
@@ -145,5 +154,37 @@ def scaler_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
                  fix_id="drop_grad_scaler")  # fmt: skip
 
 
+@dataclass(frozen=True)
+class CpuFloat16(Said):
+    line: int | None  # the cell's first float16 autocast on the CPU
+    text: str | None
+    autocasts: int  # how many such autocasts the cell has
+    compute: float | None  # forward + backward: the step's share the autocast's dtype sets
+    scaler: bool  # the cell makes a GradScaler too (float16's loss scaling, for nothing here)
+
+
+def cpu_float16(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """A CPU-only run whose cell autocasts the CPU's ops to float16: a GPU's mixed-precision
+    recipe on a CPU, where most float16 ops have no fast kernel (converted or emulated), so it
+    runs slower than float32, not faster (unseen round 18: a GRU's step 63.8 ms in float16
+    against 13.2 ms in float32 and 16.7 ms in bfloat16, the loop's CPU clock). No bound: how
+    much slower depends on the ops and the CPU (AMX-FP16 has fast float16 matmuls); said
+    with the forward and backward's share, which the dtype sets, and the change to try."""
+    tree = facts.tree
+    if tree is None or has_gpu(run):
+        return None
+    casts = cpu_float16_autocasts(tree)
+    if not casts:
+        return None
+    compute = shares_sum(analysis, ("forward", "backward"))
+    if compute is None or compute < SUGGEST:
+        return None
+    first = tree.source_line(casts[0], "autocast")
+    made = [call for _, call in scalers_made(tree) if not scaler_off(call)]
+    said = CpuFloat16(first.cell_line, first.text, len(casts), compute, bool(made))
+    severity: Severity = "medium" if compute >= WARN else "low"
+    return found("precision.cpu_float16", severity, said, phase_share=compute, line=said.line)
+
+
 TIE = 80  # where its findings tie: the verdict table's order (rules._families)
-RULES = (fp32_on_tensor_core_gpu, scaler_unneeded)
+RULES = (fp32_on_tensor_core_gpu, scaler_unneeded, cpu_float16)

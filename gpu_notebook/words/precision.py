@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.rules.precision import Fp32TensorCores, ScalerUnneeded
+from gpu_notebook.rules.precision import CpuFloat16, Fp32TensorCores, ScalerUnneeded
 from gpu_notebook.words.common import Words, busy_evidence, window_share, worder, words
 
 
@@ -61,4 +61,29 @@ def scaler_unneeded(s: ScalerUnneeded) -> Words:
         "Drop the scaler: loss.backward(), opt.step(), no scaler.update(); loss scaling is for "
         "float16 only.",
         "torch.amp docs (bfloat16 needs no loss scaling); levels: TraceML 5/10/20%",
+    )
+
+
+@worder(CpuFloat16)
+def cpu_float16(s: CpuFloat16) -> Words:
+    made = f"line {s.line}: `{s.text}`" if s.line is not None else "an autocast of the cell"
+    more = f" (and {s.autocasts - 1} more)" if s.autocasts > 1 else ""
+    evidence = [
+        f"{made}{more}: autocast to float16 on the CPU; no GPU visible",
+        f"forward and backward: {fmt_share(s.compute)} of the step, the ops whose dtype it sets",
+        "most CPUs have no fast float16 kernels: each op converts or emulates, and runs slower "
+        "than in float32 (bfloat16 is the CPU's reduced precision; AVX512-BF16/AMX run it fast)",
+    ]
+    if s.scaler:
+        evidence.append(
+            "the GradScaler exists for float16's underflow: without float16 it goes too"
+        )
+    return words(
+        "float16 autocast on a CPU: a GPU recipe that slows the CPU down",
+        evidence,
+        "Train in float32 on the CPU (drop the autocast"
+        + (" and the GradScaler" if s.scaler else "")
+        + "), or autocast to torch.bfloat16 and keep whichever measures faster; keep float16 "
+        "for the GPU (device_type='cuda').",
+        "torch.amp docs (CPU autocast: bfloat16); no bound: measure the change",
     )

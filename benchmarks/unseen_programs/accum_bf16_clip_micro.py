@@ -11,7 +11,9 @@ Seen 2026-12-06 (main 91071ec, load 6, the steps waiting 77% for a core): CPU-ON
 (the loop's CPU time, 2 rounds, load 6-10): clip once per optimizer step 4.60/4.66 s against
 4.96/4.88 s (1.06x); fp32 without autocast 5.86/5.94 s (bf16 pays 1.2x on this AVX512-BF16
 EPYC; nothing said: right). Open: the clip every micro-batch is not named (a correctness matter
-more than a speed one).
+more than a speed one). Since (round 18, branch unseen18s): "[low] Gradients are clipped on every
+micro-batch, not once an optimizer step" at line 49, with the step clock's 128 backward passes in
+32 timed optimizer steps (rules/clip_accum).
 """
 
 import torch

@@ -7,6 +7,12 @@ Class: mixed-precision plumbing copied from a GPU recipe onto a CPU (fp16 autoca
 a GradScaler, two host reads a step for the guards). Written before the first run: 80 steps of
 batch 32, the GRU forward/backward bound; the two per-step reads named (info on a CPU); fp16
 autocast on a CPU said slower than fp32 or bf16 (by hand to check).
+
+Seen 2026-12-06 (main c63e0fa, load 5-6): CPU-ONLY (medium), 80 steps of batch 32 (right),
+the reads at info (right); nothing on float16. By hand (the loop's CPU clock, 3 rounds
+interleaved, load 5.6): float16 autocast 63.8 ms a step, float32 13.2 ms (4.8x faster),
+bfloat16 16.7 ms. Since (branch unseen18s): "[medium] float16 autocast on a CPU: a GPU recipe
+that slows the CPU down" at line 40 (rules/precision.cpu_float16), no bound.
 """
 
 import torch

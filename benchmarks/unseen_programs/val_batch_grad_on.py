@@ -6,6 +6,14 @@ Class: a second loader's batch read outside the step loop once an epoch (a fresh
 time), its forward recording a graph nobody backs through. Written before the first run:
 6 epochs x 16 steps = 96 steps of batch 64 (the validation batch not a step), conv forward and
 backward bound; the validation forward without ``no_grad`` named (info: a graph kept).
+
+Seen 2026-12-06 (main c63e0fa, load 2.8): CPU-ONLY (high), 96 steps of batch 64 (right), conv
+forward/backward; "[medium] Every 16 steps a step stalls (up to 1.22x)" with no line and no
+cause. By hand (the process CPU clock, 6 epochs, load 3.6): the epoch-end batch 45 ms against
+220 ms of training an epoch (17%: the stall's 18% was right); under ``torch.no_grad()`` 53 ms
+(no gain: my premise's autograd naming was wrong on speed). Since (branch unseen18s): "Every 16
+steps a step stalls (validation)" with "line 36: `val_loss = ...` runs validation once an
+epoch (every 16 steps here)" (cell/blocks: a model call once an epoch outside any loop).
 """
 
 import torch
@@ -19,9 +27,14 @@ Y = torch.randint(0, 10, (1024,))
 train_loader = DataLoader(TensorDataset(X, Y), batch_size=64, shuffle=True)
 val_loader = DataLoader(TensorDataset(X[:256], Y[:256]), batch_size=256)
 model = nn.Sequential(
-    nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Flatten(), nn.Linear(32 * 7 * 7, 10),
+    nn.Conv2d(1, 16, 3, padding=1),
+    nn.ReLU(),
+    nn.MaxPool2d(2),
+    nn.Conv2d(16, 32, 3, padding=1),
+    nn.ReLU(),
+    nn.MaxPool2d(2),
+    nn.Flatten(),
+    nn.Linear(32 * 7 * 7, 10),
 )
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 for epoch in range(6):

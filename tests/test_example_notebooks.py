@@ -922,3 +922,47 @@ def test_unseen_42_options_on_a_cell_with_tqdm_auto_bars(tmp_path):
     assert (tmp_path / "run.html").exists()
     for patched in patched_cells(measured[-1]):  # the bars stay
         assert "trange(2, desc='epochs')" in patched and "tqdm.write(" in patched
+
+
+@pytest.mark.differential
+def test_unseen_45_time_over_gpucheck_with_env_and_shell_lines_and_a_while_loop(tmp_path):
+    name = "45_time_over_gpucheck_with_shell_and_env_lines_and_a_while_loop.ipynb"
+    measured = execute_unseen(name, tmp_path)
+    plain = execute_unseen(name, tmp_path, plain=True)
+    ours = cell_starting(measured, "%%time\n%%gpucheck -o rep")
+    theirs = cell_starting(plain, "%%time\npass")
+    # %env's line, the shell's, the cell's print, then %%time's lines once: as plain.
+    assert reports_in(ours) and _untimed(ours) == _untimed(theirs)
+    printed = _untimed(ours)
+    assert printed.startswith("env: MY_RUN=bs64\n") and printed.endswith(
+        "steps 100 epochs done 4 run bs64\nCPU times\nWall time\n"
+    ), printed
+    state = _probe(measured)
+    assert state == _probe(plain)
+    assert state == _NOTHING_OF_OURS.format(_inherited_env()) + "after bs64\n", state
+    said = streams(cell_starting(measured, "print('steps'"))
+    assert said.startswith("steps 100\n"), said
+    assert "no for loop calling .backward()" not in streams(measured[-1])
+    for patched in patched_cells(measured[-1]):  # the IPython lines kept
+        assert "%env MY_RUN=bs64\n!nvidia-smi -L 2>/dev/null || echo no nvidia-smi\n" in patched
+
+
+def test_unseen_46_a_real_sigint_mid_loop_then_the_same_cell_again(tmp_path):
+    name = "46_a_real_sigint_mid_loop_then_the_rerun.ipynb"
+    cells = execute_unseen(name, tmp_path, errors=True)
+    stopped, again = [c for c in cells if c.source.startswith("%%gpucheck -o rep")]
+    # The interrupt ends the cell as without us: the kernel's KeyboardInterrupt; a report of
+    # the steps before it, bound by -o and said interrupted.
+    assert [e.ename for e in _errors(stopped)] == ["KeyboardInterrupt"]
+    assert reports_in(stopped)
+    said = streams(cell_starting(cells, "import sys\nprint('interrupted'"))
+    assert said == (
+        "interrupted KeyboardInterrupt True\nkept True interrupted True KeyboardInterrupt\n"
+    ), said
+    # Everything we started stopped, after the interrupt and after the rerun.
+    probes = [streams(c) for c in cells if c.source.startswith("import sys, os, threading")]
+    assert probes == [_NOTHING_OF_OURS.format(_inherited_env())] * 2, probes
+    # The same cell again, measured and compared with the interrupted run.
+    assert reports_in(again) and not _errors(again)
+    rerun = streams(cell_starting(cells, "print('rerun'"))
+    assert rerun == "rerun 128 128 ok\ncompared interrupted ok\n", rerun

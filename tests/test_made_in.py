@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gpu_notebook.cell.ipython import binding_cell
 from gpu_notebook.cell.live import live_facts
 from gpu_notebook.fixes import Refusal, apply_fix
@@ -91,3 +93,65 @@ def test_a_batch_refusal_names_the_cell_that_made_the_loader(ip: Any) -> None:
     # A script's globals: no cell to name.
     (script,) = attach_fixes([finding], cell, namespace=ip.user_ns, made_before=False)
     assert script.proposal.refusal.endswith("where the loader is created")
+
+
+@pytest.mark.parametrize(
+    "functions, cell",
+    [
+        # unseen 43: the epoch function iterates the training loader and calls a step helper of
+        # another cell (the backward one call deeper); an evaluation loader passed to evaluate().
+        (
+            [
+                "def train_step(x, y):\n    loss = ((model(x) - y) ** 2).mean()\n"
+                "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n    return loss.detach()",
+                "def evaluate(loader):\n    with torch.no_grad():\n"
+                "        return sum(float(((model(x) - y) ** 2).mean()) for x, y in loader)",
+                "def run_epoch(epoch):\n    total = 0.0\n"
+                "    for i, (x, y) in enumerate(train_loader):\n        total += train_step(x, y)\n"
+                "    return total, evaluate(val_loader)",
+            ],
+            "hist = [run_epoch(e) for e in range(3)]",
+        ),
+        # The step in the epoch function itself, validation over its own loader after it.
+        (
+            [
+                "def fit():\n    for x, y in train_loader:\n"
+                "        loss = ((model(x) - y) ** 2).mean()\n        opt.zero_grad()\n"
+                "        loss.backward()\n        opt.step()\n    model.eval()\n"
+                "    with torch.no_grad():\n        for x, y in val_loader:\n            model(x)",
+            ],
+            "for epoch in range(2):\n    fit()",
+        ),
+    ],
+)
+def test_a_batch_refusal_names_the_loader_the_training_loop_of_a_called_function_iterates(
+    ip: Any, functions: list[str], cell: str
+) -> None:
+    """Read through the functions the cell calls, a training function reads an evaluation
+    loader too: the refusal names the one the training loop iterates (main: neither, as two
+    loaders were read)."""
+    from gpu_notebook.records import Finding
+    from gpu_notebook.words.proposals import attach_fixes
+
+    ip.run_cell(
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset", store_history=True
+    )
+    ip.run_cell(
+        "train_loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)",
+        store_history=True,
+    )
+    made = ip.execution_count - 1
+    ip.run_cell(
+        "val_loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=8)\n"
+        "model = torch.nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)",
+        store_history=True,
+    )
+    for source in functions:
+        assert ip.run_cell(source, store_history=True).success
+    finding = Finding("launch.tiny_ops", "t", "medium", (), None, 2.0, "f", fix_id="bigger_batch",
+                      fix_params={"factor": 2, "scale_lr": True})  # fmt: skip
+    (found,) = attach_fixes([finding], cell, namespace=ip.user_ns)
+    assert found.proposal is not None and found.proposal.refusal is not None
+    assert found.proposal.refusal.endswith(
+        f"multiply the batch size where the loader is created (`train_loader`, In[{made}])"
+    ), found.proposal.refusal

@@ -129,7 +129,15 @@ def _the_cell_that_made_it(
     refusal = proposal.refusal or ""
     if WHERE_THE_LOADER not in refusal:
         return proposal
-    made = {(ld.name, ld.made_in) for ld in cell_facts(cell_source, namespace).live.loaders}
+    facts = cell_facts(cell_source, namespace)
+    loaders = facts.live.loaders
+    if len({ld.name for ld in loaders}) > 1:
+        # Read through the functions the cell calls, a training function may read an evaluation
+        # loader too (`run_epoch` iterating `train_loader` and passing `val_loader` to
+        # `evaluate`): the one a training loop iterates is the loader meant.
+        iterated = {name for loop in facts.training_loops() for name in loop.iterates}
+        loaders = tuple(ld for ld in loaders if ld.name in iterated)
+    made = {(ld.name, ld.made_in) for ld in loaders}
     if len(made) != 1:
         return proposal
     ((name, number),) = made

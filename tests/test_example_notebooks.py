@@ -925,6 +925,43 @@ def test_unseen_42_options_on_a_cell_with_tqdm_auto_bars(tmp_path):
 
 
 @pytest.mark.differential
+def test_unseen_44_a_live_curve_redrawn_every_step_beside_a_tqdm_notebook_bar(tmp_path):
+    name = "44_tqdm_notebook_bar_and_a_live_svg_redrawn_every_step.ipynb"
+    measured = execute_unseen(name, tmp_path)
+    plain = execute_unseen(name, tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -o rep")
+    theirs = cell_starting(plain, "pass\nlosses = []")
+
+    def curves(cell) -> list[str]:
+        return [
+            o.data["text/html"]
+            for o in cell.outputs
+            if o.output_type == "display_data" and "text/html" in o.data and not reports_in_one(o)
+        ]
+
+    assert reports_in(ours) and streams(ours) == streams(theirs) == "steps 80\n"
+    # What stays on screen: the last curve (the losses bitwise), as plain.
+    assert curves(ours) and curves(ours)[-1] == curves(theirs)[-1]
+    assert curves(ours)[-1].startswith('<svg width="320" height="80">')
+    assert _probe(measured) == _probe(plain) == _NOTHING_OF_OURS.format(_inherited_env())
+    assert streams(cell_starting(measured, "print('steps'")).startswith("steps 80\n")
+    setup = [c.source for c in measured[:2]]
+    gated = [p for p in patched_cells(measured[-1]) if "gpucheck fix: Log every N steps" in p]
+    for patched in gated:
+        # The redraw is one: its clear goes behind the gate with its display (main left
+        # `clear_output(wait=True)` on every step, the display every 10).
+        lines = patched.split("\n")
+        clear = next(i for i, line in enumerate(lines) if "clear_output(wait=True)" in line)
+        assert lines[clear + 1].strip() == "display(HTML(curve(losses)))", patched
+        indent = len(lines[clear]) - len(lines[clear].lstrip())
+        assert indent == len(lines[clear + 1]) - len(lines[clear + 1].lstrip()) > 8, patched
+        assert "if step % 10 == 0:" in lines[clear - 1] or "if step % 10 == 0:" in lines[clear - 2]
+    for patched in gated[:1]:
+        fresh = execute_unseen(name, tmp_path, cells=[*setup, patched])
+        assert streams(fresh[-1]) == "steps 80\n"
+
+
+@pytest.mark.differential
 def test_unseen_45_time_over_gpucheck_with_env_and_shell_lines_and_a_while_loop(tmp_path):
     name = "45_time_over_gpucheck_with_shell_and_env_lines_and_a_while_loop.ipynb"
     measured = execute_unseen(name, tmp_path)

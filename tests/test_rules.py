@@ -16,6 +16,7 @@ from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.live import LiveFacts, live_facts
 from gpu_notebook.cell.scan import scan_source
+from gpu_notebook.fixes import Refusal, apply_fix
 from gpu_notebook.records import (
     CopyStats,
     Finding,
@@ -1782,3 +1783,41 @@ def test_a_progress_line_written_by_hand_and_flushed_every_step_is_per_step_logg
     assert f.fix_id == "log_every_n" and f.line == 5
     flush = next(e for e in f.evidence if "flushes on every step" in e)
     assert flush.startswith("line 5, 6 flushes") and "output thread" in flush
+
+
+@pytest.mark.parametrize(
+    "imports, clear, show",
+    [
+        ("from IPython.display import clear_output, display, HTML", "clear_output", "display"),
+        ("import IPython\nfrom IPython.display import HTML", "IPython.display.clear_output",
+         "IPython.display.display"),
+        ("from IPython import display\nfrom IPython.display import HTML", "display.clear_output",
+         "display.display"),
+    ],
+)  # fmt: skip
+def test_a_redraw_every_step_is_logging_and_its_clear_is_gated_with_its_display(
+    imports: str, clear: str, show: str
+):
+    # Unseen 44: `clear_output(wait=True); display(HTML(curve(losses)))` every step. The clear
+    # was no logging fact: the fix gated the display alone, leaving the clear (a flush of the
+    # cell's streams and a message) on every step. The pair is one redraw: both are logging
+    # lines, the clear said as a flush, and the fix gates both (the picture shown every 10
+    # steps as one, nothing stacked).
+    cell = (
+        f"{imports}\nfor step in range(100):\n"
+        "    loss = model(x).sum(); loss.backward(); opt.step()\n"
+        f"    {clear}(wait=True)\n    {show}(HTML(f'<b>{{step}}</b>'))\n"
+    )
+    clear_line = cell.splitlines().index(f"    {clear}(wait=True)") + 2  # Run.cell_source's
+    run = syn.make_run(cell, steps=syn.steps_record(100, forward_calls=1, backward_calls=1))
+    f = only(rules_for(run, syn.make_analysis({"forward": 0.4, "other": 0.3})), "logging.per_step")
+    assert f.fix_id == "log_every_n" and f.line == clear_line, (f.line, cell)
+    flush = next(e for e in f.evidence if "flushes on every step" in e)
+    assert flush.startswith(f"line {clear_line} flushes") and "clear_output()" in flush, flush
+    patch = apply_fix(f.fix_id, cell, **dict(f.fix_params))
+    assert not isinstance(patch, Refusal), patch
+    gated = patch.source_after.split("    if step % 10 == 0:\n", 1)[1]
+    assert gated.startswith(
+        f"        {clear}(wait=True)\n        {show}(HTML(f'<b>{{step}}</b>'))\n"
+    ), patch.source_after
+    assert f"\n    {clear}(" not in patch.source_after, patch.source_after  # none left ungated

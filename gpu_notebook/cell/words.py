@@ -71,7 +71,15 @@ REDRAW_METHODS = frozenset(
     {"set_postfix", "set_postfix_str", "set_description", "set_description_str"}
 )
 # ``sys.stdout.write("\rstep ...")`` is a print by hand (a progress line redrawn in place).
-PRINT_CALLS = frozenset({"print", "display", "pprint", "sys.stdout.write", "sys.stderr.write"})
+# ``clear_output(wait=True)`` is the other half of a redraw (``clear_output(wait=True);
+# display(...)``): it flushes the cell's streams (a wait for the kernel's output thread) and
+# sends a message every call, and the pair is one redraw: gated apart, a clear left every step
+# still pays its flush and message, and the redraw's cost stays in the loop.
+PRINT_CALLS = frozenset(
+    {"print", "display", "pprint", "sys.stdout.write", "sys.stderr.write", "clear_output",
+     "display.clear_output", "IPython.display.clear_output", "display.display",
+     "IPython.display.display"}
+)  # fmt: skip
 # Checkpoint writes: a copy of the model's (and optimizer's) state serialised to disk. Inside the
 # step loop with no ``if`` around them, every step pays the serialisation and the write, which
 # no change to the model shortens (torch.compile, a bigger device): save every N steps.

@@ -182,7 +182,9 @@ def per_step_logging(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
     return every_step_lines("logging.per_step", PerStepLogging, lines, analysis, flushed=flushed)
 
 
-_FLUSH = re.compile(r"flush\s*=\s*True|\.flush\(\)")
+# clear_output() flushes the cell's streams before it sends its message (ipykernel's
+# ZMQDisplayPublisher.clear_output): each call waits as a flush does.
+_FLUSH = re.compile(r"flush\s*=\s*True|\.flush\(\)|\bclear_output\(")
 
 
 def every_step_lines(

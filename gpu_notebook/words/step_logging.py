@@ -69,7 +69,7 @@ def per_step_logging(s: PerStepLogging) -> Words:
     if not s.flushed:
         return said
     flush = (
-        f"line {', '.join(map(str, s.flushed))} flushes on every step (flush=True or .flush()): "
+        f"line {', '.join(map(str, s.flushed))} flushes on every step (flush=True, .flush() or clear_output()): "
         "in a Jupyter kernel each flush waits for the kernel's output thread to send the text "
         "to the browser, where a plain print is batched"
     )

@@ -925,6 +925,37 @@ def test_unseen_42_options_on_a_cell_with_tqdm_auto_bars(tmp_path):
 
 
 @pytest.mark.differential
+def test_unseen_43_a_loop_split_across_cells_called_in_a_comprehension(tmp_path):
+    name = "43_loop_split_across_three_cells_eval_and_comprehension.ipynb"
+    measured = execute_unseen(name, tmp_path)
+    plain = execute_unseen(name, tmp_path, plain=True)
+    ours = cell_starting(measured, "%%gpucheck -o rep")
+    theirs = cell_starting(plain, "pass\nhist = ")
+    # The same log lines (the running losses, bitwise) and accuracies as without the magic.
+    assert reports_in(ours) and streams(ours) == streams(theirs)
+    assert streams(ours).startswith("epoch 0 batch  0 running loss ")
+    assert streams(ours).splitlines()[-1].startswith("epochs 3 [")
+    assert _probe(measured) == _probe(plain) == _NOTHING_OF_OURS.format(_inherited_env())
+    # Every training step of the three epochs (evaluate's batches are none); the gated read
+    # claims no per-step read.
+    said = streams(cell_starting(measured, "print('steps'"))
+    assert said.startswith("steps 144\nreads []\n"), said
+    shown = streams(measured[-1])
+    # The gate's period is In[6]'s `log_every = 16` (main: "set at run time", and stalls at
+    # random on a busy machine were said to be its logging).
+    assert "its period is set at run time" not in shown, shown
+    # The loader the training loop iterates, named in its cell (main: neither of two).
+    for refusal in _refusals(measured[-1]):
+        assert "an earlier cell" not in refusal, refusal
+        if "where the loader is created" in refusal:
+            assert "where the loader is created (`train_loader`, In[2])" in refusal, refusal
+    setup = [c.source for c in measured[:6]]
+    for patched in patched_cells(measured[-1])[:1]:
+        fresh = execute_unseen(name, tmp_path, cells=[*setup, patched])
+        assert streams(fresh[-1]).splitlines()[-1].startswith("epochs 3 [")
+
+
+@pytest.mark.differential
 def test_unseen_44_a_live_curve_redrawn_every_step_beside_a_tqdm_notebook_bar(tmp_path):
     name = "44_tqdm_notebook_bar_and_a_live_svg_redrawn_every_step.ipynb"
     measured = execute_unseen(name, tmp_path)

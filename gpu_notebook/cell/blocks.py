@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import Origin
@@ -59,12 +60,18 @@ _HF_PERIODIC = (
 )
 
 
-def periodic_blocks(cell: CellTree | None) -> list[Periodic]:
+def periodic_blocks(cell: CellTree | None, known: Iterable[tuple[str, int]] = ()) -> list[Periodic]:
     """``if <i> % N == 0:`` blocks inside loops, with what their body does; and the work an HF
-    ``TrainingArguments(...)`` of the cell sets to run every N steps (``framework_blocks``)."""
+    ``TrainingArguments(...)`` of the cell sets to run every N steps (``framework_blocks``).
+
+    ``known``: ints the namespace binds before the cell ran (``LiveFacts.ints``): a period
+    named by one (``% log_every`` with ``log_every = 16`` in an earlier cell) is that value,
+    unless the reading binds the name itself (a parameter, an assignment: then it is its own)."""
     if cell is None:
         return []
-    constants = int_constants(cell.tree)
+    bound = _bound_names(cell.tree)
+    constants = {name: value for name, value in known if name not in bound}
+    constants.update(int_constants(cell.tree))
     found = framework_blocks(cell, constants)
     # An ``if`` in a loop in a loop (the batches' in the epochs') is walked from each: one block.
     seen: set[int] = set()
@@ -271,6 +278,23 @@ def _epoch_forwards(cell: CellTree, epoch: ast.AST, step: ast.AST) -> list[Perio
 def _work(body: list[ast.stmt]) -> str:
     text = "\n".join(ast.unparse(stmt) for stmt in body)
     return next((kind for kind, pattern in WORK_KINDS if pattern.search(text)), "work")
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Every name the reading binds anywhere: assigned, a loop's or a with's target, imported,
+    a function's parameter, a def or a class (a global read there may be none of the
+    namespace's)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.alias):
+            out.add((node.asname or node.name).split(".")[0])
+    return out
 
 
 def int_constants(tree: ast.Module) -> dict[str, int]:

@@ -120,6 +120,9 @@ class LiveFacts:
     # Types whose size we leave unread, as reading it would run code of theirs (a container that
     # asks the user's datasets, a tensor subclass with its own dispatch): named, never asked.
     unread: tuple[str, ...] = ()
+    # Names bound to a plain int in a namespace made before the cell (``log_every = 16`` of an
+    # earlier cell, read by a function the cell calls): what a ``% log_every`` gate reads.
+    ints: tuple[tuple[str, int], ...] = ()
     # Read from a namespace made before the cell (a notebook's); False: a script's globals, so
     # process-wide counters (Dynamo's) are the script's run, not a kernel's history.
     made_before: bool = True
@@ -156,12 +159,16 @@ def live_facts(
     array_lists: set[str] = set()
     skipped: list[tuple[str, str]] = []
     unread: list[str] = []
+    ints: list[tuple[str, int]] = []
     data = sys.modules.get("torch.utils.data")
     for name in sorted(set(names)):
         value = namespace.get(name)
         if value is None:
             continue
         kind = type(value)  # never isinstance(): it may read a __class__ property of theirs
+        if kind is int:  # exactly int: a bool or a subclass of theirs is no period
+            ints.append((name, value))
+            continue
         try:
             wrapped = _wrapped_loader(value, data) if data is not None else None
             if data is not None and issubclass(kind, data.DataLoader):
@@ -205,6 +212,7 @@ def live_facts(
         array_lists=frozenset(array_lists),
         skipped=tuple(skipped),
         unread=tuple(dict.fromkeys(unread)),
+        ints=tuple(ints) if made_before else (),
         made_before=made_before,
     )
 

@@ -302,7 +302,7 @@ def _phase_rule_speaks(stalls: StallPattern, analysis: Analysis) -> bool:
 def matching_block(
     run: Run, facts: SourceFacts, period: int | None, own_time: bool = False
 ) -> Periodic | None:
-    blocks = periodic_blocks(facts.tree)
+    blocks = periodic_blocks(facts.tree, facts.live.ints)
     if period is not None and not blocks:
         return _epoch_block(facts)
     if not blocks:

@@ -736,7 +736,7 @@ def _periodic_block(analysis: Analysis, facts: SourceFacts, *, logging: bool) ->
     from gpu_notebook.cell.blocks import PROFILER_SETTING, periodic_blocks
 
     shape = analysis.shape
-    for block in periodic_blocks(facts.tree):
+    for block in periodic_blocks(facts.tree, facts.live.ints):
         if (block.work == "logging") != logging or block.every < 2:
             continue
         # The stalls periodic_stall reads (each step's own time where every step read its

@@ -66,6 +66,7 @@ from gpu_notebook import markers
 from gpu_notebook.capture import children
 from gpu_notebook.capture.fds import open_high
 from gpu_notebook.capture.padding import PaddingReader
+from gpu_notebook.capture.readahead import ReadAhead, corrected_rows
 from gpu_notebook.capture.streams import unsplit_stream
 from gpu_notebook.capture.unseen import invisible_to_compilers as _invisible_to_compilers
 from gpu_notebook.capture.unseen import skip_in_dynamo
@@ -313,6 +314,9 @@ class StepClock:
         self._ended_last = 0
         self._ahead = 0
         self._run_backs = 0
+        # Steps credited the batch they consumed where a wrapper reads the loader one ahead
+        # (readahead.py): HF Trainer's 32 + 16 an epoch read "batch 16" for every step.
+        self._read_ahead = ReadAhead()
         self._grad_bytes: int | None = None
         self._double_bytes = 0  # ... of them float64
         self._grad_tensors: int | None = None
@@ -1207,6 +1211,10 @@ class StepClock:
         for each read taken back gives it back (micro-batches read ahead of their backward
         passes: HF Trainer under ``gradient_accumulation_steps`` read "batch 8" for 4 x 8). Only under
         a backward or optimizer anchor: where reads end the steps, each read is its step."""
+        if self._read_ahead.pending():  # a read first after an end: none read ahead
+            corrected_rows(self._rows, self._read_ahead.decide(False), 9)
+        if n is not None:
+            self._read_ahead.read(key, n)
         if _PRIORITY[self.anchor] <= _LOADER_PRIORITY:
             if n is not None:
                 self._samples = (self._samples or 0) + n
@@ -1259,6 +1267,8 @@ class StepClock:
                 # closed it as a step of its own: main counted 10 steps for two loops of 3
                 # and 6 batches).
                 self._cur_start_ns = None
+        if not evaluating and not self._lean:
+            self._read_ahead.ended(key)  # a backward before the next read: it read ahead
         if (
             evaluating
             or self._lean
@@ -1475,6 +1485,7 @@ class StepClock:
         if kind != "optimizer":
             self._cycle = []  # learnt anew at the next optimizer step
         self._rows.clear()
+        self._read_ahead.forget_steps()  # their rows are gone
         self._cpu_rows.clear()
         self._starts.clear()
         self._cpu_next = 0
@@ -1545,6 +1556,13 @@ class StepClock:
                 if slow and now is not None and last is not None:
                     wait_ns = now[1] - last[1]
                 self._sched_mark_at = index
+        if not self._lean and _PRIORITY[self.anchor] > _LOADER_PRIORITY:
+            # The batch the step consumed where the loop reads ahead (a wrapper read it in the
+            # step before), and the steps before corrected once an iterator's end tells. Lean
+            # steps count no reads (their batch size is the timed steps').
+            self._samples, fixes = self._read_ahead.close(index, self._bwd_calls, self._samples)
+            if fixes:
+                corrected_rows(self._rows, fixes, 9)
         if index % self._decimation == 0:
             start_ns = self._cur_start_ns if self._cur_start_ns is not None else end_ns
             if self._samples is not None:

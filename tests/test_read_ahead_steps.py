@@ -162,3 +162,27 @@ def test_a_loop_that_reads_its_own_batch_is_left_as_read(wrap):
     loader = DataLoader(_data(sum(sizes)), batch_sampler=_Buckets(sizes))
     trained, recorded = _run(loader, wrap, epochs=2)
     assert recorded == trained
+
+
+def test_samples_per_second_is_the_mean_step_s_samples_over_the_median_step():
+    # 32 + 16 an epoch read ahead: each step's size right, the rate is the 24 samples a step
+    # trains on average over the median step, not the modal batch's 32 (the analysis read by
+    # ``gpucheck run``; a ratio of the record's own figures, independent of the machine's speed).
+    from gpu_notebook.analysis.steps import step_stats
+
+    net = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    loader = DataLoader(_data(48), batch_size=32)
+    clock = StepClock(time.perf_counter_ns())
+    clock.install()
+    try:
+        for _ in range(6):
+            for x, y in _one_ahead(loader):
+                torch.nn.functional.mse_loss(net(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+    finally:
+        clock.uninstall()
+    stats = step_stats(clock.record(), warmup_steps=2)
+    assert stats.batch_size in (16, 32)
+    assert stats.median_s and stats.samples_per_s == pytest.approx(24 / stats.median_s)

@@ -195,6 +195,14 @@ class StepTiming:
     data_blocked_s: float | None = None
     data_unqueued_s: float | None = None
     data_contention_s: float | None = None
+    # The work the step did, counted lean or timed (a lean step times no phase and counts no
+    # forward or backward): the calls of an optimizer's closure inside it (LBFGS's line search:
+    # 5 a step, then 1) and the DataLoader batches read in it (an accumulation cycle's
+    # micro-batches, a validation pass). None: not counted (an older record). Steps whose counts
+    # differ do different work, the same in every run: the run's margin reads its spread between
+    # steps of one work (``analysis.analyze._margin_steps``).
+    closure_calls: int | None = None
+    loader_reads: int | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -193,7 +193,8 @@ def _margin_steps(
     run: Run, warmup: int, ours: frozenset[int], filling_below_s: float | None = None
 ) -> list[float]:
     """The steady steps our own work left alone, in order, of one kind (timed by the hooks or
-    lean, whichever the run has more of: the hooks' cost is no difference between runs).
+    lean, whichever the run has more of: the hooks' cost is no difference between runs) and of
+    one work (``_one_work``).
 
     ``filling_below_s``: the leading steps faster than this are left out, the host filling the
     launch queue of a GPU-paced run (2.6 ms steps before 31.7 ms ones on an H200 read as a run
@@ -205,7 +206,7 @@ def _margin_steps(
         steps = steps[first:]
     timed = [s for s in steps if s.timed]
     lean = [s for s in steps if not s.timed]
-    kept = _one_work(timed) if len(timed) >= len(lean) else lean
+    kept = _one_work(timed, _timed_work) if len(timed) >= len(lean) else _one_work(lean, _lean_work)
     return [margin_step_s(s) for s in kept]
 
 
@@ -221,26 +222,41 @@ def margin_step_s(step: StepTiming) -> float:
     return max(0.0, step.duration_s - step.ours_s - (step.wait_s or 0.0))
 
 
-def _one_work(timed: list[StepTiming]) -> list[StepTiming]:
-    """The timed steps of the run's most common count of model calls (forward, backward), in
-    order, where they are enough to read a margin from (``MARGIN_PARTS`` x
-    ``MARGIN_PART_STEPS``); all of them otherwise. Steps that call the model a different number
-    of times do different work, the same in every run of this code: LBFGS's closure called 5
+def _timed_work(step: StepTiming) -> tuple[int | None, ...]:
+    """A timed step's work: its model calls (forward, backward), a closure's calls and loader
+    reads where counted."""
+    return (step.forward_calls, step.backward_calls, step.closure_calls, step.loader_reads)
+
+
+def _lean_work(step: StepTiming) -> tuple[int | None, ...]:
+    """A lean step's work: no forward or backward is counted there; a closure's calls and the
+    loader's reads are (None in an older record: every lean step alike)."""
+    return (step.closure_calls, step.loader_reads)
+
+
+def _one_work(
+    steps: list[StepTiming], work: Callable[[StepTiming], tuple[int | None, ...]]
+) -> list[StepTiming]:
+    """The steps of the run's most common work (``work``: its count of model calls, a
+    closure's calls, loader reads), in order, where they are enough to read a margin from
+    (``MARGIN_PARTS`` x ``MARGIN_PART_STEPS``); all of them otherwise. Steps that do a
+    different amount of work do so the same in every run of this code: LBFGS's closure called 5
     times a step until its line search converges, then once (lbfgs_closure: fifths of 33 ms and
     7 ms steps read "two runs differ by 350-500%", a log throttle's "up to 1.06x" said as "up
-    to 4.76x"), a curriculum that raises its accumulation, an every-N-steps validation pass.
-    What two runs differ by is the machine's, read between steps of one work."""
+    to 4.76x"; its steps gone lean, ±49% while lean steps carried no count), a curriculum that
+    raises its accumulation, an every-N-steps validation pass. What two runs differ by is the
+    machine's, read between steps of one work."""
     from collections import Counter
 
     from gpu_notebook.analysis.compare_samples import MARGIN_PART_STEPS, MARGIN_PARTS
 
-    counts = Counter((s.forward_calls, s.backward_calls) for s in timed)
+    counts = Counter(work(s) for s in steps)
     if len(counts) < 2:
-        return timed
-    work, n = counts.most_common(1)[0]
+        return steps
+    most, n = counts.most_common(1)[0]
     if n < MARGIN_PARTS * MARGIN_PART_STEPS:
-        return timed
-    return [s for s in timed if (s.forward_calls, s.backward_calls) == work]
+        return steps
+    return [s for s in steps if work(s) == most]
 
 
 def _whole_run(

@@ -109,10 +109,28 @@ BoundaryListener = Callable[[int], None]
 
 # One kept step: (index, start_ns, end_ns, data_ns, forward_ns, backward_ns, optimizer_ns,
 # forward_calls, backward_calls, batch_size, timed, ours_ns, wait_ns, cpu_ns, blocked_ns,
-# unqueued_ns, contention_ns; the last five -1 when not read). Tuples, not records: this runs
-# every step.
+# unqueued_ns, contention_ns (these five -1 when not read), closure_calls, loader_reads).
+# Tuples, not records: this runs every step.
 _Row = tuple[
-    int, int, int, int, int, int, int, int, int, "int | None", bool, int, int, int, int, int, int
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    "int | None",
+    bool,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
 ]
 
 # The loop thread's scheduler counters (Linux): on-CPU ns, run-queue wait ns, time slices.
@@ -196,6 +214,10 @@ class StepClock:
         self._closure_rest_ns = 0
         self._closure_cpu_ns = 0
         self._closure_calls = 0
+        # Where the closure calls and the loader reads stood as the open step began: each step
+        # keeps its own counts, lean or timed (``StepTiming.closure_calls``/``loader_reads``).
+        self._closures_mark = 0
+        self._reads_mark = 0
         self._cpu_step = True  # the thread's CPU clock is read on this step (_on_opt_pre)
         self._opt_closure_mark = 0
         self._in_closure = False
@@ -1061,7 +1083,8 @@ class StepClock:
                          group[6] + row[6], group[7] + row[7], group[8] + row[8],
                          group[9], group[10] and row[10], group[11] + row[11], -1, -1,
                          _read_sum(group[14], row[14]), _read_sum(group[15], row[15]),
-                         _read_sum(group[16], row[16]))  # fmt: skip
+                         _read_sum(group[16], row[16]), group[17] + row[17],
+                         group[18] + row[18])  # fmt: skip
             if kept:
                 size = group[9] if samples is None else samples
                 rows.append((first + made, *group[1:9], size, *group[10:]))
@@ -1079,6 +1102,8 @@ class StepClock:
             self._fwd_calls += group[7]
             self._bwd_calls += group[8]
             self._ours_ns += group[11]
+            self._closures_mark -= group[17]
+            self._reads_mark -= group[18]
             if samples is not None:
                 self._samples = (self._samples or 0) + samples
         self._last_end_ns = rows[-1][2] if rows else 0
@@ -1526,6 +1551,8 @@ class StepClock:
         self._fwd_calls += sum(r[7] for r in joined)
         self._bwd_calls += sum(r[8] for r in joined)
         self._ours_ns += sum(r[11] for r in joined)
+        self._closures_mark -= sum(r[17] for r in joined)
+        self._reads_mark -= sum(r[18] for r in joined)
         sizes = [r[9] for r in joined if r[9] is not None]
         if sizes:
             self._samples = (self._samples or 0) + sum(sizes)
@@ -1538,6 +1565,12 @@ class StepClock:
         index = self._step_count
         self._step_count = index + 1
         self._last_end_ns = end_ns
+        closures, self._closures_mark = (
+            self._closure_calls - self._closures_mark,
+            self._closure_calls,
+        )
+        reads = self._counts["dataloader"]
+        reads, self._reads_mark = reads - self._reads_mark, reads
         wait_ns = cpu_ns = -1
         if self.read_waits:
             now = self._read_sched()
@@ -1586,6 +1619,8 @@ class StepClock:
                     self._data_blocked_ns,
                     self._data_unqueued_ns,
                     self._data_contention_ns,
+                    closures,
+                    reads,
                 )
             )
             if len(self._rows) >= self._capacity:
@@ -1717,6 +1752,8 @@ class StepClock:
                 data_blocked_s=r[14] / 1e9 if r[14] >= 0 else None,
                 data_unqueued_s=r[15] / 1e9 if r[15] >= 0 else None,
                 data_contention_s=r[16] / 1e9 if r[16] >= 0 else None,
+                closure_calls=r[17],
+                loader_reads=r[18],
             )
             for r in self._rows
         )

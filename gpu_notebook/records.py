@@ -820,6 +820,11 @@ class InSteps:
     # each step shorter by its wait for a core, as the steps' own time is read): ``ours_cores``
     # over ``1 - wait_share``, at most the host's cores. ``ours_cores`` where no wait was read.
     quiet_cores: float | None = None
+    # Over the same ticks: other processes' cores (median; ``interference.others_cores``), and
+    # the share of a tick's interval the loop's thread waited for a core (the sampler's
+    # schedstat reading, median; None: not read). ``MachineFacts``' loop figures are these.
+    others_cores: float | None = None
+    run_wait: float | None = None
 
     @property
     def read(self) -> bool:
@@ -1618,10 +1623,11 @@ class MachineFacts:
     torch_threads: int | None
     workers: int  # the most child processes seen (DataLoader workers)
     ours_median_cores: float | None  # this process and its children, cores
-    # The same medians over the samples taken while the steady steps ran (not the imports and
-    # set-up before them), where there are ``analysis.machine.LOOP_SAMPLES`` or more: this
-    # process and its children, the others (cores), and the share of a sampling interval the
-    # loop's thread waited for a core (schedstat; None: not read).
+    # The same medians over the ticks inside the steps (not the imports and set-up before
+    # them): ``UtilizationStats.in_steps``' ``ours_cores``, ``others_cores`` and ``run_wait``,
+    # where enough ticks fell there (``InSteps.read``; None otherwise): this process and its
+    # children, the others (cores), and the share of a sampling interval the loop's thread
+    # waited for a core (schedstat; None: not read).
     loop_ours_cores: float | None = None
     loop_others_cores: float | None = None
     loop_run_wait: float | None = None

@@ -16,8 +16,17 @@ import pytest
 
 from gpu_notebook.analysis.analyze import with_run_figures
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, run_margin
+from gpu_notebook.analysis.utilization import run_utilization
 from gpu_notebook.formatting import fmt_gain
-from gpu_notebook.records import Finding, Sample, SampleSeries, StepClockRecord, StepTiming
+from gpu_notebook.records import (
+    Analysis,
+    Finding,
+    Run,
+    Sample,
+    SampleSeries,
+    StepClockRecord,
+    StepTiming,
+)
 from gpu_notebook.rules import run_rules
 from gpu_notebook.rules.input_pipeline import LoaderWorkers
 from gpu_notebook.tryfix.plan import measurable
@@ -157,16 +166,24 @@ def _sampled(ours_pct: float, system_pct: float, wait_pct: float | None) -> Samp
     return SampleSeries(0.25, 0.25, ticks)
 
 
+def _analysis(run: Run) -> Analysis:
+    """The window's analysis of a loader-bound run (70% of each step its data wait), its
+    utilization the run's own samples' as ``analyze`` reads them (``run_utilization``): the
+    loop's CPU figures the workers rule reads (``MachineFacts.loop_*``) are its in-steps
+    record's, so the ticks must be the run's, not an empty synthetic record's."""
+    return syn.make_analysis({"data": 0.7}, util=run_utilization(run))
+
+
 def _workers(series: SampleSeries) -> Finding:
     run = syn.make_run(LOADER_CELL, steps=_loader_record(), cpu_count=2, series=series)
-    analysis = with_run_figures(run, syn.make_analysis({"data": 0.7}))
+    analysis = with_run_figures(run, _analysis(run))
     found = {f.rule_id: f for f in word_findings(run_rules(run, analysis, syn.VERDICT))}
     return found["input.loader_workers"]
 
 
 def _workers_said(series: SampleSeries) -> LoaderWorkers:
     run = syn.make_run(LOADER_CELL, steps=_loader_record(), cpu_count=2, series=series)
-    analysis = with_run_figures(run, syn.make_analysis({"data": 0.7}))
+    analysis = with_run_figures(run, _analysis(run))
     found = {f.rule_id: f for f in run_rules(run, analysis, syn.VERDICT)}
     said = found["input.loader_workers"].said
     assert isinstance(said, LoaderWorkers)
@@ -261,7 +278,7 @@ def test_the_workers_stated_high_end_is_widened_as_its_low_end():
 
     series = _sampled(30.0, 15.0, 0.0)
     run = syn.make_run(LOADER_CELL, steps=_loader_record(), cpu_count=2, series=series)
-    analysis = with_run_figures(run, syn.make_analysis({"data": 0.7}))
+    analysis = with_run_figures(run, _analysis(run))
     for margin in (RUN_TO_RUN, 0.5, 2.0):
         a = dataclasses.replace(analysis, run_margin=margin)
         f = {x.rule_id: x for x in word_findings(run_rules(run, a, syn.VERDICT))}
@@ -313,8 +330,7 @@ def _python_items_workers(
     run = dataclasses.replace(
         run, env=dataclasses.replace(run.env, usable_cores=usable, torch_threads=threads)
     )
-    util = dataclasses.replace(syn.utilization(), process_cpu_mean_pct=ours_pct)
-    analysis = with_run_figures(run, syn.make_analysis({"data": 0.7}, util=util))
+    analysis = with_run_figures(run, _analysis(run))
     findings = run_rules(run, analysis, syn.VERDICT)
     found = {f.rule_id: f for f in (word_findings(findings) if worded else findings)}
     return found.get("input.loader_workers")

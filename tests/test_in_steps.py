@@ -201,3 +201,24 @@ def test_the_chart_draws_the_reports_in_steps_figures_and_says_which_they_are(
         _rebuilt(H100_CLI, stem, H100_CLI / f"{stem}.trace.json.gz", thin)
     )
     assert not any("inside the steps" in item.label["value"] for item in few.legend[0].items)
+
+
+@pytest.mark.parametrize("folder", [H100_CLI, H200_CLI])
+def test_the_machines_loop_figures_are_the_in_steps_record(folder: Path) -> None:
+    """The loop's CPU figures the rules read (``MachineFacts.loop_*``: workers' capacity, the
+    session's cores) are the in-steps record's, read once, not a second selection of ticks:
+    the input-bound script's cores inside its steps read 15.90 there (the steady steps' ticks)
+    beside the 15.88 the report and the what-if show. Too few ticks inside: none of them."""
+    stem = "gpu_train"
+    report = _rebuilt(folder, stem, folder / f"{stem}.trace.json.gz")
+    m, steps = report.analysis.machine, report.analysis.utilization.in_steps
+    assert m is not None and steps is not None and steps.read
+    assert m.loop_ours_cores == steps.ours_cores
+    assert m.loop_others_cores == steps.others_cores and m.loop_run_wait == steps.run_wait
+    assert steps.others_cores is not None and steps.run_wait is not None
+    start, end = _span(report)
+    thin = _thinned(report.run.samples, start, end, keep=2)
+    few = _rebuilt(folder, stem, folder / f"{stem}.trace.json.gz", thin)
+    assert few.analysis.utilization.in_steps is not None
+    assert not few.analysis.utilization.in_steps.read
+    assert few.analysis.machine is not None and few.analysis.machine.loop_ours_cores is None

@@ -148,7 +148,7 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
         optimizers=clock_split(run.steps, analysis.optimizers, on_gpu=on_gpu)
         or analysis.optimizers,
         profiling_factor=instrumentation_factor(run),
-        machine=machine_facts(run),
+        machine=machine_facts(run, analysis.utilization.in_steps),
         run_margin=run_margin(_margin_steps(run, warmup, ours, _queue_filling_below(analysis))),
         periodic=_periodic(run),
         cell_time=cell_time(run),

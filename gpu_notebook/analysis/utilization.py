@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpu_notebook.analysis.interference import others_cores
 from gpu_notebook.records import InSteps, Run, SampleSeries, StepClockRecord, UtilizationStats
 
 __all__ = ["IN_STEPS_MIN_TICKS", "in_steps", "run_utilization", "utilization_stats"]
@@ -73,6 +74,8 @@ def in_steps(
     util = [g.utilization_pct for s in inside for g in s.gpus if g.utilization_pct is not None]
     ours = [pct for s in inside if (pct := s.ours_cpu_pct()) is not None]
     cores = float(np.median(ours)) / 100.0 if enough and len(ours) >= IN_STEPS_MIN_TICKS else None
+    others = [x for s in inside if host_cores and (x := others_cores(s, host_cores)) is not None]
+    run_wait = [s.run_wait_pct / 100.0 for s in inside if s.run_wait_pct is not None]
     read = [s for s in timed if s.wait_s is not None and s.duration_s > 0]
     wall_s = sum(s.duration_s for s in read)
     wait = min(1.0, sum(s.wait_s or 0.0 for s in read) / wall_s) if wall_s > 0 else None
@@ -88,4 +91,10 @@ def in_steps(
         ours_cores=cores,
         wait_share=wait,
         quiet_cores=quiet,
+        others_cores=_median(others) if enough else None,
+        run_wait=_median(run_wait) if enough else None,
     )
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if len(values) >= IN_STEPS_MIN_TICKS else None

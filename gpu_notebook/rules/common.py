@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_notebook.analysis.gpu_bounds import gpu_busy_bounds as gpu_busy_bounds
 from gpu_notebook.analysis.uncertainty import share_interval
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import ORIGIN_LINES, LoaderCall, SourceFacts, SourceLine
@@ -177,37 +178,6 @@ def gpu_busy_share(analysis: Analysis) -> float | None:
     if gpu is None or gpu.window_us <= 0:
         return None
     return gpu.busy_share
-
-
-@dataclass(frozen=True)
-class GpuBusyBounds:
-    """How busy the GPU was in the timeline's window, as far as measured. A partial timeline
-    (``GpuTimeline.partial``: CUPTI left some GPU events without timestamps) leaves their time
-    out: its shares (busy, a kernel family's) are lower bounds and its idle time an upper bound.
-    NVML inside the steps (``nvml_busy``: any time a kernel ran) bounds the busy share above."""
-
-    low: float  # the timeline's busy share
-    high: float | None  # the most it can be: ``low`` where measured; None: partial, no NVML
-    unclocked_events: int  # GPU events the timeline holds without timestamps (0: measured)
-
-    @property
-    def unseen(self) -> float | None:
-        """The most busy time no clocked event shows, as a share of the window (0: measured);
-        None: not known (a partial timeline without NVML)."""
-        return None if self.high is None else self.high - self.low
-
-
-def gpu_busy_bounds(analysis: Analysis) -> GpuBusyBounds | None:
-    """The GPU's busy share in the timeline's window, bounded (``GpuBusyBounds``); None: no
-    clocked GPU window."""
-    low = gpu_busy_share(analysis)
-    if low is None or analysis.gpu is None:
-        return None
-    if not analysis.gpu.partial:
-        return GpuBusyBounds(low, low, 0)
-    nvml = analysis.utilization.nvml_busy
-    high = None if nvml is None else min(1.0, max(low, nvml))
-    return GpuBusyBounds(low, high, analysis.gpu.unclocked_events)
 
 
 def window_share_high(analysis: Analysis, share: float | None) -> float | None:

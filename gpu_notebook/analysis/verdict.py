@@ -26,6 +26,12 @@ Thresholds, with their sources:
   more than the kernels' own time (an H100 read 82% and 69% on a loop its trace read 49% busy).
   Past the GPU-bound line it decides only with the host's waits on the GPU
   (analysis/host_waits.py: a host that waited under 20% of its step was busy the rest itself);
+- a *partial* GPU timeline (some GPU events without timestamps) is bounds, not a measure
+  (analysis/gpu_bounds.py says which reading bounds which way): its busy share a lower bound,
+  its idle causes and exposed collectives upper bounds, NVML inside the steps its ceiling (the
+  run's NVML mean, start-up and a tick or two, bounds nothing). Under the GPU-bound line the
+  verdict is read at both ends; one that holds at one end only says "undecided between X
+  and Y" unless the host's waits decide (``_decide``);
 - host-bound from the trace's own figures (ops per step, median op time, Python between ops;
   analysis/host.py) on a CPU run too: a loop of tiny ops is not helped by a GPU.
 A phase that was not measured is never read as zero: the verdict says what it could not see.
@@ -37,6 +43,7 @@ import dataclasses
 from typing import Literal
 
 from gpu_notebook.analysis import verdict_said as said
+from gpu_notebook.analysis.gpu_bounds import GpuBusyBounds, gpu_busy_bounds
 from gpu_notebook.analysis.host import (
     HOST_BOUND_SHARE,
     host_bound,
@@ -481,8 +488,78 @@ def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:
     return verdict
 
 
+_CONFIDENCE_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    """The GPU's busy share one verdict reads: ``busy`` (None: not measured), whether the GPU
+    timeline's idle causes decide (``timeline``), and ``bounds`` (the timeline's, where it has
+    a clocked window): a partial timeline's causes are read at their least where ``least``."""
+
+    busy: float | None
+    timeline: bool
+    bounds: GpuBusyBounds | None = None
+    least: bool = False
+
+
+def _as_measured(analysis: Analysis) -> _Reading:
+    return _Reading(
+        gpu_busy_reading(analysis), _timeline_measures(analysis), gpu_busy_bounds(analysis)
+    )
+
+
 def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> Verdict:
-    """Pick the primary verdict from the phase shares, the GPU timeline and the samples.
+    """The verdict on the GPU's busy share as measured; on a partial timeline under the GPU-bound
+    line (its share a lower bound), the verdict at each end of its bounds
+    (``analysis.gpu_bounds``): the timeline as clocked (its idle gaps at their most), and the GPU
+    at its ceiling (NVML inside the steps, else up to 100%: its idle gaps at their least, or,
+    past the line, the host's waits on the GPU deciding as they do without a timeline). Where
+    both ends give one verdict it stands, said with its bounds; else the host's waits, read on
+    the host alone, decide between them where they can (a host that waited on the GPU past its
+    line: the GPU sets the pace; one that never waited: the host does); else "undecided between
+    X and Y" (unknown, low). A partial timeline read as measured flipped the H100's autocast MLP
+    (39% clocked, 84% on its whole timeline) to host-bound."""
+    bounds = gpu_busy_bounds(analysis)
+    if bounds is None or not bounds.partial or bounds.low >= GPU_BUSY:
+        return _decide_read(run, analysis, data_in_memory, _as_measured(analysis))
+    low = _decide_read(run, analysis, data_in_memory, _Reading(bounds.low, True, bounds))
+    top = bounds.top
+    high_reading = _Reading(top, top < GPU_BUSY, bounds, least=True)
+    high = _decide_read(run, analysis, data_in_memory, high_reading)
+    run_nvml = analysis.utilization.nvml_busy if bounds.high is None else None
+    note = said.BusyBounds(bounds.low, bounds.high, bounds.unclocked_events, run_nvml)
+    if low.category == high.category:
+        # It holds at both ends, as sure as the less sure end reads it; the GPU's idle share,
+        # where the headline says it, is the range between them.
+        sure = min(low.confidence, high.confidence, key=_CONFIDENCE_RANK.__getitem__)
+        answer = low.answer
+        if isinstance(answer, said.GpuIdles) and answer.idle is not None:
+            answer = dataclasses.replace(answer, idle_least=max(0.0, 1.0 - top))
+        return dataclasses.replace(low, answer=answer, lines=(note, *low.lines), confidence=sure)
+    ceiling = bounds.high is not None and bounds.high >= GPU_BUSY
+    if ceiling and high.category == "gpu-bound" and low.category == "host-bound":
+        # NVML inside the steps past the line: the host's waits, read on the host alone, decide
+        # as they do without a timeline (not where nothing bounds the top: a 2%-clocked loop
+        # whose window ran faster than its run would read gpu-bound on a guess).
+        waits = host_waits(analysis)
+        if waits.waited:
+            assert isinstance(high.answer, said.GpuBound)
+            answer = dataclasses.replace(
+                high.answer, busy=bounds.low, busy_high=bounds.high, partial=True
+            )
+            return dataclasses.replace(high, answer=answer, lines=(note, *high.lines))
+        if waits.never_waited:
+            return dataclasses.replace(low, lines=(note, *low.lines, said.HostWaited(waits)))
+    answer = said.Undecided(low.category, high.category, bounds.low, bounds.high)
+    return _verdict("unknown", answer, (note, *low.lines), "low")
+
+
+def _decide_read(
+    run: Run, analysis: Analysis, data_in_memory: str | None, reading: _Reading
+) -> Verdict:
+    """Pick the primary verdict from the phase shares, the GPU timeline (as ``reading`` reads
+    it) and the samples.
 
     Shares are those of the typical profiled step (stalled steps left out, as the rules do).
     """
@@ -518,7 +595,7 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
     for name, share in warned:
         if share is not None and share >= WARN:
             evidence.append(said.ShareOfStep(name, share))
-    busy = gpu_busy_reading(analysis)
+    busy = reading.busy
     on_gpu = busy is not None or _has_gpu(run.env)
     # On a GPU the loop thread also sleeps on the device: the traced share stands there.
     comm = host_comm(run, analysis, clock=not on_gpu)
@@ -586,13 +663,15 @@ def _decide(run: Run, analysis: Analysis, data_in_memory: str | None = None) -> 
         return _capture_verdict(gpu)
     # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
     # causes below); a sync while kernels run costs nothing. Without one, the host's shares.
-    timeline = _timeline_measures(analysis)
+    timeline = reading.timeline
     if gpu is not None and timeline:
         if busy is not None:
             evidence[0] = _window_evidence(gpu)
         evidence += _gpu_evidence(gpu)
-        causes = _gpu_idle_shares(gpu)
+        causes = _gpu_idle_shares(gpu, reading.bounds if reading.least else None)
         exposed = gpu.comm_exposed_us / gpu.window_us
+        if reading.least and reading.bounds is not None:
+            exposed = reading.bounds.idle_least(exposed)  # unclocked compute may hide it
         # Only communication nothing overlaps delays the step, and only when it is the
         # largest reason the GPU is not computing (HTA's overlap; TraceLens's exposed comm).
         # Work queued behind another stream waits, in a job with collectives, on those
@@ -695,15 +774,19 @@ def _gpu_idles(idle: float | None, gpu: GpuTimeline | None, inference: bool) -> 
     return said.GpuIdles(idle, "host", 0.0, inference)
 
 
-def _gpu_idle_shares(gpu: GpuTimeline) -> dict[str, float]:
-    """Each cause of GPU idle time as a share of the window."""
+def _gpu_idle_shares(gpu: GpuTimeline, least: GpuBusyBounds | None = None) -> dict[str, float]:
+    """Each cause of GPU idle time as a share of the window; with ``least`` (a partial
+    timeline's bounds), each at the least it can be (``GpuBusyBounds.idle_least``)."""
     w = gpu.window_us
-    return {
+    shares = {
         "host": gpu.idle_host_wait_us / w,
         "data": gpu.idle_data_wait_us / w,
         "sync": gpu.idle_sync_wait_us / w,
         "other": gpu.idle_other_us / w,
     }
+    if least is None:
+        return shares
+    return {cause: least.idle_least(share) for cause, share in shares.items()}
 
 
 def _gpu_evidence(gpu: GpuTimeline) -> list[VerdictLine]:
@@ -719,7 +802,10 @@ def _gpu_evidence(gpu: GpuTimeline) -> list[VerdictLine]:
     causes = [(name, us) for name, us in idle if us / w >= 0.01]
     if causes:
         out.append(
-            said.GpuIdle(tuple((n, us / w) for n, us in sorted(causes, key=lambda c: -c[1])))
+            said.GpuIdle(
+                tuple((n, us / w) for n, us in sorted(causes, key=lambda c: -c[1])),
+                at_most=gpu.partial,
+            )
         )
     overlap = gpu.comm_overlap_share
     if overlap is not None:

@@ -74,6 +74,22 @@ class MemoryBound(VerdictAnswer):
 class GpuBound(VerdictAnswer):
     busy: float
     inference: bool
+    # On a partial GPU timeline ``busy`` is its clocked share (a lower bound) and this the most
+    # it can be (None: not bounded); ``partial`` says so.
+    busy_high: float | None = None
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class Undecided(VerdictAnswer):
+    """A partial GPU timeline (``analysis.gpu_bounds``): the verdict at its busy share's low end
+    (``at_low``: the timeline as clocked) and at its top (``at_high``: NVML inside the steps,
+    or up to 100% where ``high`` is None) differ, and the host's waits do not decide."""
+
+    at_low: VerdictCategory
+    at_high: VerdictCategory
+    low: float
+    high: float | None
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,8 @@ class GpuIdles(VerdictAnswer):
     cause: Literal["host", "queued", "partly_host"]
     host_share: float
     inference: bool
+    # A partial GPU timeline: ``idle`` is the most it can be, this the least (``gpu_bounds``).
+    idle_least: float | None = None
 
 
 @dataclass(frozen=True)
@@ -360,6 +378,18 @@ class GpuWindow(VerdictLine):
 
 
 @dataclass(frozen=True)
+class BusyBounds(VerdictLine):
+    """A partial GPU timeline's busy share as bounds: ``low`` its clocked share, ``high`` the
+    most it can be (NVML inside the steps; None: not bounded, ``run_nvml`` the whole run's NVML
+    mean where read, which bounds nothing)."""
+
+    low: float
+    high: float | None
+    events: int
+    run_nvml: float | None = None
+
+
+@dataclass(frozen=True)
 class Unclocked(VerdictLine):
     events: int
     busy_from_nvml: bool
@@ -370,6 +400,7 @@ class GpuIdle(VerdictLine):
     """The GPU's idle time by cause, largest first, each a share of the window."""
 
     causes: tuple[tuple[Literal["host", "data", "sync", "kernel", "other"], float], ...]
+    at_most: bool = False  # a partial GPU timeline: each share is the most it can be
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
     ]
     rows = [
         f"GPU timeline (window: {_WINDOW_NAMES.get(g.window_source, g.window_source)}, {s(g.window_us)}): "
-        f"busy {100 * g.busy_share:.0f}%; idle {s(g.idle_us)} ("
+        f"busy {'at least ' if g.partial else ''}{100 * g.busy_share:.0f}%; "
+        f"idle {'at most ' if g.partial else ''}{s(g.idle_us)} ("
         + ", ".join(f"{name} {s(us)}" for name, us in causes if us > 0 or name == "host wait")
         + ")"
     ]

@@ -100,6 +100,15 @@ def _(a: said.GpuBound) -> tuple[str, str]:
             "keep shapes fixed, replay steps as CUDA graphs, torch.compile, or serve through "
             "TensorRT / ONNX Runtime.",
         )
+    if a.partial:
+        top = f"at most {fmt_share(a.busy_high)}" if a.busy_high is not None else "its top unknown"
+        return (
+            f"The GPU is busy at least {fmt_share(a.busy)} of the time ({top}: the trace's GPU "
+            "timeline is partial), and the host waited on it: the code keeps it fed.",
+            "Likely: the host's waits say the GPU sets the pace, so more GPUs (data parallel) or "
+            "a faster one should help; a trace with every GPU event clocked would measure by how "
+            "much. First check mixed precision and tensor-core use: often ~2x for free.",
+        )
     return (
         f"The GPU is busy {fmt_share(a.busy)} of the time: the code keeps it fed.",
         "Yes: this work is limited by the GPU, so more GPUs (data parallel) or a faster one "
@@ -118,6 +127,14 @@ def _(a: said.GpuIdles) -> tuple[str, str]:
     cause = _IDLE_CAUSES.get(
         a.cause, f" ({fmt_share(a.host_share)} of it waiting for the host to launch work)"
     )
+    if a.idle_least is not None and a.idle is not None:
+        # A partial GPU timeline: the idle share between its bounds.
+        span = (
+            f"{fmt_share(a.idle_least)}-{fmt_share(a.idle)}"
+            if a.idle_least > 0
+            else f"up to {fmt_share(a.idle)}"
+        )
+        cause += f" (the trace's GPU timeline is partial: {span})"
     if a.inference:
         return (
             f"The GPU idles {fmt_share(a.idle)} of the time{cause} (inference: no backward, no "
@@ -390,4 +407,17 @@ def _(a: said.ChildrenUnknown) -> tuple[str, str]:
         "apart.",
         "Unknown: profile a child's steps (as a torchrun rank under `gpucheck run`) to "
         "tell GPU from host work.",
+    )
+
+
+@answer_words.register
+def _(a: said.Undecided) -> tuple[str, str]:
+    top = f"at most {fmt_share(a.high)}" if a.high is not None else "its top not bounded"
+    return (
+        f"Undecided between {a.at_low} and {a.at_high}: the trace's GPU timeline is partial "
+        f"(GPU busy at least {fmt_share(a.low)}, {top}). Read as clocked it gives {a.at_low}; "
+        f"with the GPU as busy as the evidence allows, {a.at_high}.",
+        f"Unknown: {a.at_low} (more GPUs would idle the same way) or {a.at_high}. A trace whose "
+        "GPU events all carry timestamps (profile again), or NVML read inside more steps "
+        "(-s N), would separate them.",
     )

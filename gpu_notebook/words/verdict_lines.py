@@ -229,7 +229,11 @@ _WINDOWS = {
 def _(x: said.GpuWindow) -> str:
     gpu = x.gpu
     what = _WINDOWS[gpu.window_source]
-    text = f"GPU busy {fmt_share(gpu.busy_share)} of {what} ({fmt_seconds(gpu.window_us / 1e6)})"
+    least = "at least " if gpu.partial else ""
+    text = (
+        f"GPU busy {least}{fmt_share(gpu.busy_share)} of {what} "
+        f"({fmt_seconds(gpu.window_us / 1e6)})"
+    )
     span, span_busy = gpu.span_us, gpu.span_busy_us
     if x.span_differs and span and span_busy is not None:
         outside = max(0.0, gpu.window_us - span)
@@ -250,6 +254,21 @@ def _(x: said.GpuWindow) -> str:
                 "on work launched before the profiler started"
             )
     return text
+
+
+@line_words.register
+def _(x: said.BusyBounds) -> str:
+    if x.high is not None:
+        top = f"at most {fmt_share(x.high)} (NVML inside the steps)"
+    else:
+        run = f" (the run's NVML mean, {fmt_share(x.run_nvml)}, holds the start-up or a tick or "
+        run = run + "two: no bound)" if x.run_nvml is not None else ""
+        top = f"its top not bounded: NVML was not read inside the steps{run}"
+    return (
+        f"GPU busy at least {fmt_share(x.low)}, {top}: the trace's GPU timeline is partial "
+        f"({x.events} GPU event(s) carry no timestamps), so its busy share is a lower bound and "
+        "its idle time an upper bound"
+    )
 
 
 says(
@@ -274,7 +293,10 @@ _IDLE = {
 says(
     line_words,
     said.GpuIdle,
-    lambda x: "GPU idle: " + ", ".join(f"{fmt_share(share)} {_IDLE[c]}" for c, share in x.causes),
+    lambda x: (
+        ("GPU idle (each at most: the timeline is partial): " if x.at_most else "GPU idle: ")
+        + ", ".join(f"{fmt_share(share)} {_IDLE[c]}" for c, share in x.causes)
+    ),
 )
 
 says(

@@ -415,8 +415,17 @@ def _gate_failure(report: Any, args: argparse.Namespace) -> str | None:
         # NVML inside the steps where enough ticks fell there: the start-up is not the loop's.
         busy = report.analysis.utilization.nvml_busy
         util = None if busy is None else 100.0 * busy
-        if util is None and report.analysis.gpu is not None:
-            util = 100.0 * report.analysis.gpu.busy_share
+        gpu = report.analysis.gpu
+        if util is None and gpu is not None:
+            util = 100.0 * gpu.busy_share
+            if gpu.partial and util < args.min_gpu_util:
+                # A partial GPU timeline's busy share is a lower bound: under the gate, unknown.
+                return (
+                    f"GPU utilization at least {util:.0f}%, not measured: the trace's GPU "
+                    f"timeline is partial ({gpu.unclocked_events} GPU event(s) carry no "
+                    f"timestamps) and NVML read nothing; --min-gpu-util {args.min_gpu_util:g} "
+                    "cannot pass"
+                )
         if util is None:
             return f"GPU utilization was not measured (no GPU visible); --min-gpu-util {args.min_gpu_util:g} cannot pass"
         if util < args.min_gpu_util:

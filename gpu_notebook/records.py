@@ -1720,6 +1720,10 @@ class ScalingPoint:
     # ``speedup`` with all N ranks on this host, sharing its cores: each rank keeps the cores the
     # measured process kept busy (``WhatIf.rank_cores``); None where that was not measured.
     speedup_this_host: float | None = None
+    # On a partial GPU timeline (backward's GPU time a lower bound): the speedup at backward's
+    # clocked time (``speedup``) and at the most it can be; None: measured, ``speedup`` stands.
+    speedup_low: float | None = None
+    speedup_high: float | None = None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ class HostWaits:
     elsewhere: float | None
     op_us: float | None  # the typical host operator's time; None: not read
     small_op_us: float  # under this, no launch of the typical operator waited for a full queue
+    # ``elsewhere`` rests only on a partial GPU timeline's lag (``analysis.gpu_bounds``: the
+    # unclocked work may have run later still): a lower bound, which rules no wait out.
+    elsewhere_least: bool = False
 
     @property
     def share(self) -> float | None:
@@ -60,6 +63,7 @@ class HostWaits:
         return (
             self.sync is not None
             and self.sync < WAITS_LINE
+            and not self.elsewhere_least
             and (self.elsewhere or 0.0) < WAITS_LINE
             and self.op_us is not None
             and self.op_us < self.small_op_us
@@ -77,6 +81,9 @@ def host_waits(analysis: Analysis) -> HostWaits:
         run_s = shape.window_run_median_s
         if run_s > 0:
             read.append(max(0.0, 1.0 - shape.window_median_s / run_s))
+    # The run's steps against the window's measure the wait; a partial timeline's lag alone
+    # only says it was at least that long.
+    least = not read and gpu is not None and gpu.partial
     if gpu is not None and gpu.window_us > 0:
         # What clocked GPU work there is ran on after the host had issued the steps: the GPU,
         # not the host, was behind (the window runs on to its end: GpuTimeline.host_ahead_us).
@@ -87,4 +94,5 @@ def host_waits(analysis: Analysis) -> HostWaits:
         elsewhere=elsewhere,
         op_us=host.median_op_us if host is not None and host.ops_per_step >= 1 else None,
         small_op_us=host.small_op_us if host is not None else 0.0,
+        elsewhere_least=least,
     )

@@ -15,6 +15,10 @@ Model, per step of one rank:
   600 GB/s in total, i.e. 12 x 25 GB/s each way; V100 had six),
   else PCIe generation x width; NCCL reaches about 80% of it (assumption, written out).
 A phase that was not measured is not guessed: the model says what is missing instead.
+- backward's GPU time on a partial GPU timeline (analysis/gpu_bounds.py) is a lower bound: each
+  point's speedup then ranges (``ScalingPoint.speedup_low`` / ``speedup_high``) up to backward
+  plus all the busy time no clocked event shows (hiding all but the last bucket where nothing
+  bounds it).
 - the host's CPUs: a one-GPU run that keeps c of the host's C cores busy while its steps run
   (this process and its DataLoader workers, the sampler's ticks) needs N x c cores for N ranks;
   on this host each rank then runs at most C / (N x c) of its speed (``speedup_this_host``).
@@ -70,6 +74,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.gpu_bounds import gpu_busy_bounds
 from gpu_notebook.analysis.verdict import from_a_file
 from gpu_notebook.records import (
     Analysis,
@@ -271,7 +276,7 @@ def what_if(
         and bus is not None
         and grad_bytes is not None
     ):
-        backward_s = _backward_s(analysis, step_s)
+        backward_s, backward_high_s = _backward_bounds(analysis, step_s)
         # One rank's step at today's world size W holds the exposed all-reduce at W (zero when W
         # is 1). Take out the model's own figure for it, not a measured one, so that the model's
         # biases cancel and only its difference between W and N GPUs is added:
@@ -299,6 +304,12 @@ def what_if(
                 speedup = scale * step_s / step_n
                 with_fixes = scale * step_s / (fixed_base_s + exposed) if fixed else None
                 cost = n * step_n * 1000 / 3600 * price_per_gpu_hour if price_per_gpu_hour else None
+                # A partial GPU timeline: backward's GPU time is a lower bound, so the speedup
+                # ranges up to what the most backward can be (hiding more of the all-reduce).
+                low = high = None
+                if backward_high_s != backward_s:
+                    low = speedup
+                    high = _speedup_at(backward_high_s, grad_bytes, world, n, bus, step_s)
                 points.append(
                     ScalingPoint(
                         gpus=n,
@@ -310,6 +321,8 @@ def what_if(
                         speedup_with_fixes=with_fixes,
                         cost_per_1000_steps=cost,
                         speedup_this_host=this_host(speedup, n, cores, run.env.cpu_count),
+                        speedup_low=low,
+                        speedup_high=high,
                     )
                 )
     return WhatIf(
@@ -330,6 +343,38 @@ def what_if(
         rank_busy_cores=busy if points and cores is not None else None,
         rank_wait_share=waited if points and cores is not None else None,
     )
+
+
+def _speedup_at(
+    backward_s: float | None, grad_bytes: int, world: int, n: int, bus: float, step_s: float
+) -> float:
+    """The speedup at ``n`` GPUs (the loop above, one point) with backward taking
+    ``backward_s`` (None: not bounded: it may hide all but the last bucket)."""
+    hides = float("inf") if backward_s is None else backward_s
+    now = (
+        exposed_comm_s(ring_allreduce_s(grad_bytes, world, bus), hides, grad_bytes)
+        if world > 1
+        else 0.0
+    )
+    step_n = step_s - now + exposed_comm_s(ring_allreduce_s(grad_bytes, n, bus), hides, grad_bytes)
+    return n / world * step_s / step_n if step_n > 0 else float("inf")
+
+
+def _backward_bounds(analysis: Analysis, step_s: float) -> tuple[float, float | None]:
+    """Backward's time per step (``_backward_s``) and the most it can be: the same where it is
+    measured; on a partial GPU timeline (``analysis.gpu_bounds``) plus all the busy time no
+    clocked event shows, per step (None: not bounded, no NVML inside the steps)."""
+    backward_s = _backward_s(analysis, step_s)
+    gpu = analysis.gpu
+    bounds = gpu_busy_bounds(analysis)
+    if gpu is None or bounds is None or not bounds.partial or not gpu.gpu_phase_us.get("backward"):
+        return backward_s, backward_s
+    unseen = bounds.unseen
+    if unseen is None:
+        return backward_s, None
+    phases = analysis.phases
+    n = len(phases.steps) if phases is not None and phases.steps else 1
+    return backward_s, backward_s + unseen * gpu.window_us / n / 1e6
 
 
 def _backward_s(analysis: Analysis, step_s: float) -> float:

@@ -7,6 +7,7 @@ import inspect
 
 import pytest
 
+from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.fixes import Patch, Refusal, apply_fix
 from gpu_notebook.records import CodeRef, RawStacks, StackCount
 from gpu_notebook.words.proposals import attach_fixes
@@ -254,13 +255,13 @@ def test_a_large_framework_share_reads_the_same_a_sample_either_side_of_the_coun
     # 8% of the step: its low end under 5% with 29 samples (not read), read from 30 on.
     thin = _stacks([([*loop, ref(pl.LightningModule.log)], 80), (loop, 920)], 1000)
     assert level(29, thin) is None and level(30, thin) == "low"
-    assert sl.judged_share(0.8, 29) == pytest.approx(sl.sampled_share_low(0.8, 29))
+    assert sl.judged_share(0.8, 29) == pytest.approx(sampled_share_low(0.8, 29))
     # The report says the least it read, and from how few samples, where that gave the level.
     from gpu_notebook.formatting import fmt_share
 
     few = dataclasses.replace(run, stacks=dataclasses.replace(raw, samples=29))
     f = only(rules_for(few, syn.make_analysis({})), "logging.framework_overhead")
-    least = fmt_share(sl.sampled_share_low(0.8, 29))
+    least = fmt_share(sampled_share_low(0.8, 29))
     assert "(29 stack samples" in f.evidence[0] and f"at least {least} (95%)" in f.evidence[0]
     f = only(rules_for(dataclasses.replace(run, stacks=raw), syn.make_analysis({})),
              "logging.framework_overhead")  # fmt: skip

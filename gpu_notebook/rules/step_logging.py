@@ -33,7 +33,6 @@ from gpu_notebook.analysis.framework_stacks import (
     share_clock,
     without_ours,
 )
-from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
 from gpu_notebook.cell.hooks import hook_defs
 from gpu_notebook.cell.step_logs import training_logs
@@ -62,8 +61,10 @@ from gpu_notebook.rules.common import (
 from gpu_notebook.rules.syncs import (
     EVERY,
     MIN_LINE_SAMPLES,
+    MIN_SHARE_SAMPLES,
     drawn_share,
     every_n,
+    judged_share,
     lines_share,
     loop_lines,
 )
@@ -427,22 +428,6 @@ def _log_gate(
         for log in named
     )
     return {"every": RARE_LOGS} if reached else None
-
-
-# Fewer samples than MIN_LINE_SAMPLES read a share only where its low end (Wilson, 95%) is over
-# the lowest level, and the level is the low end's: a hook at 80% of the step read by 29 samples
-# is "high" (low end 66%), as by 30, where a hard count of 30 said nothing (issue 26: the CI's
-# Lightning hook run flipped on it). Under MIN_SHARE_SAMPLES no share is read at all.
-MIN_SHARE_SAMPLES = 10
-
-
-def judged_share(share: float, samples: int) -> float | None:
-    """The share the levels judge: ``share`` itself from ``MIN_LINE_SAMPLES`` samples on, its
-    low end below that when that is over the lowest level, else None (not read)."""
-    if samples >= MIN_LINE_SAMPLES:
-        return share
-    low = sampled_share_low(share, samples)
-    return low if samples >= MIN_SHARE_SAMPLES and low >= SUGGEST else None
 
 
 # The sparse samples (Run.framework_stacks) of a run that leaned (not clocked), or too few of

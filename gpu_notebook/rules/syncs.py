@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpu_notebook.analysis.framework_stacks import drawn_under
+from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import dotted
 from gpu_notebook.markers import VALUE_READ_OPS
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
+    SUGGEST,
     WARN,
     Phases,
     found,
@@ -40,11 +42,17 @@ from gpu_notebook.rules.common import (
 )
 
 EVERY = 10  # read values every 10 steps: the fix's default and what the bound assumes
-# Fewer stack samples than this measure no line's share: with none of n samples on a line, its
-# share is still up to 3/n (the rule of three, 95%), over the 10% warn level below 30 samples.
-# Seen: a busy machine left the sampler 3 samples of a 40-step cell, and a per-step print
-# read "0% of the step" from them.
+# From this many stack samples on a line's share is read as sampled: with none of n samples on
+# a line, its share is still up to 3/n (the rule of three, 95%), over the 10% warn level below
+# 30 samples. Seen: a busy machine left the sampler 3 samples of a 40-step cell, and a per-step
+# print read "0% of the step" from them.
 MIN_LINE_SAMPLES = 30
+# Fewer samples than MIN_LINE_SAMPLES read a share only where its low end (Wilson, 95%) is over
+# the lowest level, and the level is the low end's: a hook at 80% of the step read by 29 samples
+# is "high" (low end 66%), as by 30, where a hard count of 30 said nothing (issue 26: the CI's
+# Lightning hook run flipped on it; a line's share, ``lines_share``, had the same hard count).
+# Under MIN_SHARE_SAMPLES no share is read at all.
+MIN_SHARE_SAMPLES = 10
 # Reads whose cost on the CPU is their formatting (the sampler's time on the line), not the
 # sync wait: a CPU tensor is ready when it is read.
 _FORMATTING = ("print-tensor", "log-tensor", "fstring-tensor")
@@ -142,21 +150,30 @@ def reads_per_step(analysis: Analysis) -> float | None:
     return calls / steps if calls is not None else None
 
 
+def judged_share(share: float, samples: int) -> float | None:
+    """The share the levels judge: ``share`` itself from ``MIN_LINE_SAMPLES`` samples on, its
+    low end below that when that is over the lowest level, else None (not read)."""
+    if samples >= MIN_LINE_SAMPLES:
+        return share
+    low = sampled_share_low(share, samples)
+    return low if samples >= MIN_SHARE_SAMPLES and low >= SUGGEST else None
+
+
 def lines_share(analysis: Analysis, lines: tuple[SourceLine, ...]) -> float | None:
-    """Share of the sampled time spent on ``lines`` (their read, formatting and printing); None
-    when lines were not sampled, or too few times to measure a share (``MIN_LINE_SAMPLES``)."""
+    """Share of the sampled time spent on ``lines`` (their read, formatting and printing), as
+    ``judged_share`` reads it off the samples: below ``MIN_LINE_SAMPLES`` the least it can be
+    (a per-step print at 60% of 29 samples is read as at least 42%, where a hard count of 30
+    read nothing and the rule fell back to another figure, at 30 the share: two answers for
+    one program); None when lines were not sampled, or too few times to measure a share."""
     stacks = analysis.stacks
-    if stacks is None or stacks.samples < MIN_LINE_SAMPLES:
-        return None
-    if not (stacks.lines or stacks.script_lines):
+    if stacks is None or not (stacks.lines or stacks.script_lines):
         return None
     wanted = {s.line for s in lines if s.origin is None}
     # A line of a function the cell calls (cell.calls): the sampler names it by its own file.
     there = {(s.origin.filename, s.line_there) for s in lines if s.origin is not None}
     own = sum(stat.share for stat in stacks.lines if stat.line in wanted)
-    return own + sum(
-        stat.share for stat in stacks.script_lines if (stat.filename, stat.line) in there
-    )
+    own += sum(stat.share for stat in stacks.script_lines if (stat.filename, stat.line) in there)
+    return judged_share(own, stacks.samples)
 
 
 def drawn_share(
@@ -238,7 +255,12 @@ def cpu_read_cost(
     if own is not None:
         return (own, "lines") if sync is None else (max(sync, own), "both")
     formats = any(s.kind in _FORMATTING or s.logged for s in lines)
-    if sync is not None and not formats:
+    # The time in .item() is the read's call alone, not the line's (``float(w.norm())``
+    # computes what it reads): it stands for the read only where the lines were sampled enough
+    # to show they hold no more. Sampled too few times it is a lower figure, not the gain: the
+    # unseen hf_callback_metrics read "0%, Small" off 8 samples where 50 read 26% [high].
+    undersampled = analysis.stacks is not None and analysis.stacks.samples < MIN_LINE_SAMPLES
+    if sync is not None and not formats and not undersampled:
         return sync, "sync"
     residual = shares_sum(analysis, RESIDUAL_PHASES)
     if residual is not None and lines and all(in_the_loop_itself(facts, s) for s in lines):

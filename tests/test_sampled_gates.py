@@ -15,10 +15,10 @@ import pytest
 
 from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.cell.scan import scan_source
-from gpu_notebook.records import LineStat, StackProfile
+from gpu_notebook.records import FunctionStat, LineStat, StackProfile
 from gpu_notebook.rules.syncs import MIN_LINE_SAMPLES, lines_share, removable_share
 from tests.scenarios import synthetic as syn
-from tests.test_rules import CLOSURE_SYNC_CELL, only, rules_for
+from tests.test_rules import CLOSURE_SYNC_CELL, SAMPLER_TRAIN, only, rules_for
 
 PRINT_LINE = 7  # CLOSURE_SYNC_CELL's print, a cell line (line 1 is the magic line)
 SHARES = {"sync": 0.002, "other": 0.10, "unattributed": 0.15}
@@ -61,6 +61,45 @@ def test_a_lines_share_under_the_count_is_its_low_end_and_none_when_that_says_no
     # From the count on, the share as sampled (0% is a measurement there).
     full = dataclasses.replace(analysis, stacks=_print_sampled(300, 0.0))
     assert lines_share(full, reads) == 0.0
+
+
+def _sampler_stacks(held: int, total: int) -> StackProfile:
+    functions = (
+        FunctionStat("Balanced.__iter__", "cell", 3, 1, held),
+        FunctionStat("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py", 720, 0,
+                     total),
+    )  # fmt: skip
+    return StackProfile(0.005, total + 4, 0.06, functions=functions)
+
+
+def _names_sampler(held: int, total: int) -> bool:
+    cell = SAMPLER_TRAIN.replace("LOADER", "batch_size=32, sampler=Balanced(w)")
+    analysis = dataclasses.replace(
+        syn.make_analysis({"data": 0.80}), stacks=_sampler_stacks(held, total)
+    )
+    f = only(rules_for(syn.make_run(cell, cpu_count=8), analysis), "input.in_memory_batches")
+    return "Balanced.__iter__" in " ".join(f.evidence)
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ((4, 4), (5, 5)),  # all of the wait in the sampler: main's count of 5 said no, then yes
+        ((9, 19), (10, 19)),  # half the wait: main's share of one half said no, then yes
+        ((14, 30), (15, 30)),  # near half of many samples: the same
+    ],
+)
+def test_the_users_sampler_speaks_for_the_wait_alike_either_side_of_the_old_gates(one, other):
+    assert _names_sampler(*one) == _names_sampler(*other)
+
+
+def test_the_users_sampler_is_named_where_its_samples_show_it_holds_most_of_the_wait():
+    assert _names_sampler(7, 8)  # the unseen program's windows: at least 59%
+    assert _names_sampler(6, 7)  # at least 55%
+    assert _names_sampler(3, 3)
+    assert not _names_sampler(2, 2)  # 2 samples show little: at least 43%
+    assert not _names_sampler(10, 19)  # about half: not shown to be most
+    assert _names_sampler(15, 19)
 
 
 FLOAT_CELL = CLOSURE_SYNC_CELL.replace('print("loss", loss.item())', "seen.append(float(loss))")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.cell.facts import LoaderCall, RemadeLoaderAt, SourceFacts
 from gpu_notebook.cell.live import LiveDataHook, LiveLoader
 from gpu_notebook.cell.loops import remade_loaders
@@ -736,11 +737,14 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
                  line=loader.line)  # fmt: skip
 
 
-# The sampler's __iter__ speaks for the data wait when it holds at least this share of the
-# DataLoader's __next__ samples (our choice: most of them), and this many samples (fewer say
-# little: the unseen program's window held 7 of 8).
+# The sampler's __iter__ speaks for the data wait when it holds most of the DataLoader's
+# __next__ samples (our choice: over this share) as far as its samples show: the low end of its
+# share (Wilson, one-sided 95%, ``sampled_share_low``) is over it (the unseen python_sampler's
+# windows held 7 of 8: at least 59%; 6 of 7: 55%; 3 of 3: 53%; 2 of 2, 43%, show too little).
+# A hard count and a hard share (5 samples, half of them) answered 4 of 4 no, 5 of 5 yes, 9 of
+# 19 no, 10 of 19 yes: two answers for one program on either side.
 SAMPLER_SHARE = 0.5
-MIN_SAMPLER_SAMPLES = 5
+ONE_SIDED_95 = 1.645
 _NEXT = ("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py")
 
 
@@ -771,7 +775,7 @@ def sampler_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) ->
     inside = [s for s in stacks.lines if s.filename is None and s.line in held]
     from_lines = sum(s.phase_samples.get("data", 0) for s in inside)
     samples = min(max(stat.total_samples if stat else 0, from_lines), total)
-    if samples < MIN_SAMPLER_SAMPLES or samples < SAMPLER_SHARE * total:
+    if total <= 0 or sampled_share_low(samples / total, total, z=ONE_SIDED_95) < SAMPLER_SHARE:
         return None
     hot = max(inside, key=lambda s: s.samples, default=None)
     filename, first = (stat.filename, stat.first_line) if stat else ("cell", at)

@@ -26,24 +26,13 @@ from gpu_notebook.rules.launch import GpuStarved
 from gpu_notebook.rules.padding import PaddedTokens
 from gpu_notebook.words import word_findings
 from tests.scenarios import synthetic as syn
-from tests.test_recorded_no_gpu_clock import _half_unclocked_copy, _rebuilt
+from tests.test_recorded_no_gpu_clock import _half_unclocked_copy
+from tests.test_recorded_no_gpu_clock import _recorded as _report
 from tests.test_rule_padding import _reading
 
 DATA = Path(__file__).parent / "data" / "gpu"
 H100 = DATA / "2026-12-06-nvidia-h100"
 H200 = DATA / "2026-12-04-nvidia-h200"
-
-_REPORTS: dict[tuple[str, str, bool], Report] = {}
-
-
-def _report(folder: Path, stem: str, half: bool, tmp: Path) -> Report:
-    key = (folder.name, stem, half)
-    if key not in _REPORTS:
-        trace = folder / f"{stem}.trace.json.gz"
-        if half:
-            trace = _half_unclocked_copy(trace, tmp / f"{folder.name}-{stem}.half.json.gz")
-        _REPORTS[key] = _rebuilt(folder, stem, trace)
-    return _REPORTS[key]
 
 
 @pytest.fixture(scope="module")

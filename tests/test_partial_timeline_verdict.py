@@ -18,46 +18,18 @@ import pytest
 from gpu_notebook.analysis import verdict_said as said
 from gpu_notebook.analysis.gpu_bounds import gpu_busy_bounds
 from gpu_notebook.analysis.verdict import decide
-from gpu_notebook.records import Analysis, InSteps, Report
-from tests.test_recorded_no_gpu_clock import _half_unclocked_copy, _rebuilt
+from tests.test_recorded_no_gpu_clock import _marked_partial as _partial
+from tests.test_recorded_no_gpu_clock import _recorded as _report
 
 DATA = Path(__file__).parent / "data" / "gpu"
 H100 = DATA / "2026-12-06-nvidia-h100"
 H200 = DATA / "2026-12-04-nvidia-h200"
 AUTOCAST = "fp32-matmul.fix-autocast-bf16"
 
-_REPORTS: dict[tuple[str, str, bool], Report] = {}
-
-
-def _report(folder: Path, stem: str, half: bool, tmp: Path) -> Report:
-    key = (folder.name, stem, half)
-    if key not in _REPORTS:
-        trace = folder / f"{stem}.trace.json.gz"
-        if half:
-            trace = _half_unclocked_copy(trace, tmp / f"{folder.name}-{stem}.half.json.gz")
-        _REPORTS[key] = _rebuilt(folder, stem, trace)
-    return _REPORTS[key]
-
 
 @pytest.fixture(scope="module")
 def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("partial_verdict")
-
-
-def _partial(
-    analysis: Analysis, *, busy: float | None = None, nvml: float | None = None
-) -> Analysis:
-    """``analysis`` with its GPU timeline marked partial (100 events unclocked), its clocked busy
-    share ``busy`` where given, and NVML read inside the steps at ``nvml`` (None: not read)."""
-    gpu = analysis.gpu
-    assert gpu is not None and gpu.window_us > 0
-    busy_us = gpu.busy_us if busy is None else busy * gpu.window_us
-    gpu = dataclasses.replace(gpu, unclocked_events=100, busy_us=busy_us)
-    pct = None if nvml is None else 100 * nvml
-    steps = InSteps(ticks=20 if nvml is not None else 1, min_ticks=3, gpu_util_mean_pct=pct,
-                    ours_cores=None)  # fmt: skip
-    util = dataclasses.replace(analysis.utilization, in_steps=steps)
-    return dataclasses.replace(analysis, gpu=gpu, utilization=util)
 
 
 @pytest.mark.parametrize("folder", [H100, H200])

@@ -22,7 +22,15 @@ from pathlib import Path
 import pytest
 
 from gpu_notebook.analysis.host_waits import host_waits
-from gpu_notebook.records import GpuSample, Report, Sample, SampleSeries, from_jsonable
+from gpu_notebook.records import (
+    Analysis,
+    GpuSample,
+    InSteps,
+    Report,
+    Sample,
+    SampleSeries,
+    from_jsonable,
+)
 from gpu_notebook.report.build import build_report
 
 DATA = Path(__file__).parent / "data" / "gpu"
@@ -86,6 +94,37 @@ def _rebuilt(folder: Path, stem: str, trace: Path, samples: SampleSeries | None 
     if samples is not None:
         run = dataclasses.replace(run, samples=samples)
     return build_report(run)
+
+
+# The recorded reports rebuilt, with every second kernel unclocked where ``half``: built once a
+# test session (tests/test_partial_timeline_*.py share them).
+_REPORTS: dict[tuple[str, str, bool], Report] = {}
+
+
+def _recorded(folder: Path, stem: str, half: bool, tmp: Path) -> Report:
+    key = (folder.name, stem, half)
+    if key not in _REPORTS:
+        trace = folder / f"{stem}.trace.json.gz"
+        if half:
+            trace = _half_unclocked_copy(trace, tmp / f"{folder.name}-{stem}.half.json.gz")
+        _REPORTS[key] = _rebuilt(folder, stem, trace)
+    return _REPORTS[key]
+
+
+def _marked_partial(
+    analysis: Analysis, *, busy: float | None = None, nvml: float | None = None
+) -> Analysis:
+    """``analysis`` with its GPU timeline marked partial (100 events unclocked), its clocked busy
+    share ``busy`` where given, and NVML read inside the steps at ``nvml`` (None: not read)."""
+    gpu = analysis.gpu
+    assert gpu is not None and gpu.window_us > 0
+    busy_us = gpu.busy_us if busy is None else busy * gpu.window_us
+    gpu = dataclasses.replace(gpu, unclocked_events=100, busy_us=busy_us)
+    pct = None if nvml is None else 100 * nvml
+    steps = InSteps(ticks=20 if nvml is not None else 1, min_ticks=3, gpu_util_mean_pct=pct,
+                    ours_cores=None)  # fmt: skip
+    util = dataclasses.replace(analysis.utilization, in_steps=steps)
+    return dataclasses.replace(analysis, gpu=gpu, utilization=util)
 
 
 @pytest.mark.parametrize("nvml_pct", [None, 82.0, 95.0])

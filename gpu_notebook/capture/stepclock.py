@@ -111,27 +111,8 @@ BoundaryListener = Callable[[int], None]
 # forward_calls, backward_calls, batch_size, timed, ours_ns, wait_ns, cpu_ns, blocked_ns,
 # unqueued_ns, contention_ns (these five -1 when not read), closure_calls, loader_reads).
 # Tuples, not records: this runs every step.
-_Row = tuple[
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-    "int | None",
-    bool,
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-]
+_Row = tuple[int, int, int, int, int, int, int, int, int, "int | None", bool,
+             int, int, int, int, int, int, int, int]  # fmt: skip
 
 # The loop thread's scheduler counters (Linux): on-CPU ns, run-queue wait ns, time slices.
 _SCHEDSTAT = "/proc/thread-self/schedstat"

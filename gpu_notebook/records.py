@@ -1770,6 +1770,9 @@ class WhatIf:
     world_size: int | None = 1
     replicas: bool = False  # inference: each added GPU is a replica, nothing is exchanged
     grads_measured: bool = False  # grad_bytes are the all-reduce message sizes of the trace
+    # The measured bus bandwidth is the best of the clocked all-reduce kernels only (a partial
+    # timeline left others unclocked): a lower bound; the points' ``speedup_high`` reach past it.
+    bus_low: bool = False
     # The model's exposed all-reduce at world_size, when it exceeds the step ("step-shorter-...").
     exposed_now_s: float | None = None
     # Cores this process and its workers would keep busy on a quiet host while the steps run

@@ -71,8 +71,11 @@ Validation (pinned in tests/test_whatif.py; the speedups are a ceiling, read the
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
+
+import numpy as np
 
 from gpu_notebook.analysis.gpu_bounds import gpu_busy_bounds
 from gpu_notebook.analysis.verdict import from_a_file
@@ -218,6 +221,7 @@ def what_if(
     measured_bus_bytes_per_s: float | None = None,
     measured_grad_bytes: int | None = None,
     world_size: int | None = 1,
+    measured_bus_low: bool = False,
 ) -> WhatIf:
     """Predict DDP scaling to ``gpu_counts`` GPUs beside the fixes' bound.
 
@@ -229,6 +233,9 @@ def what_if(
     ``world_size``: GPUs the measured job already runs on (one rank's trace of a DDP job); the
     predictions are then for N above it, relative to that job. ``None``: the trace is distributed
     but does not say how widely; nothing is predicted.
+    ``measured_bus_low``: that bandwidth is the best of only some all-reduce kernels (a partial
+    timeline left the rest unclocked), a lower bound: the speedups then range up to the nominal
+    link's (or, where the link is not known, an all-reduce of hop latency alone).
     """
     phases = analysis.phases
     step_s = analysis.step_stats.median_s
@@ -247,6 +254,7 @@ def what_if(
     if world is None:
         missing.append("world-size-unknown")
     link, bus = interconnect(run.env)
+    nominal = bus
     if measured_bus_bytes_per_s:
         link = Interconnect("measured", measured_bus_bytes_per_s)
         bus = measured_bus_bytes_per_s
@@ -277,6 +285,8 @@ def what_if(
         and grad_bytes is not None
     ):
         backward_s, backward_high_s = _backward_bounds(analysis, step_s)
+        # The most the link can reach: the measured best where every all-reduce was clocked.
+        bus_high = max(bus, nominal or math.inf) if measured_bus_low else bus
         # One rank's step at today's world size W holds the exposed all-reduce at W (zero when W
         # is 1). Take out the model's own figure for it, not a measured one, so that the model's
         # biases cancel and only its difference between W and N GPUs is added:
@@ -305,11 +315,12 @@ def what_if(
                 with_fixes = scale * step_s / (fixed_base_s + exposed) if fixed else None
                 cost = n * step_n * 1000 / 3600 * price_per_gpu_hour if price_per_gpu_hour else None
                 # A partial GPU timeline: backward's GPU time is a lower bound, so the speedup
-                # ranges up to what the most backward can be (hiding more of the all-reduce).
+                # ranges up to what the most backward can be (hiding more of the all-reduce),
+                # and the link up to the most it can reach.
                 low = high = None
-                if backward_high_s != backward_s:
+                if backward_high_s != backward_s or bus_high != bus:
                     low = speedup
-                    high = _speedup_at(backward_high_s, grad_bytes, world, n, bus, step_s)
+                    high = _speedup_at(backward_high_s, grad_bytes, world, n, bus_high, step_s)
                 points.append(
                     ScalingPoint(
                         gpus=n,
@@ -337,6 +348,7 @@ def what_if(
         price_per_gpu_hour=price_per_gpu_hour,
         world_size=world,
         grads_measured=bool(measured_grad_bytes),
+        bus_low=measured_bus_low and bool(measured_bus_bytes_per_s),
         exposed_now_s=exposed_too_long,
         rank_cores=cores if points else None,
         host_cores=run.env.cpu_count if points and cores is not None else None,
@@ -392,10 +404,15 @@ def _backward_s(analysis: Analysis, step_s: float) -> float:
 class TraceAllReduce:
     """The NCCL all-reduce kernels of one recorded rank, read from the kernels' own args."""
 
-    bus_bytes_per_s: float  # best kernel, nccl-tests busbw = 2(N-1)/N x bytes / time
+    # Best kernel, nccl-tests busbw = 2(N-1)/N x bytes / time; None: no all-reduce kernel has a
+    # clock reading. With ``unclocked`` kernels it is a lower bound (the best of those clocked).
+    bus_bytes_per_s: float | None
     bytes_per_step: int | None  # median over ProfilerStep ranges; None without steps
     kernel_s_per_step: float | None  # median summed kernel time a step (peer waits included)
     group_size: int | None = None  # largest NCCL communicator seen: the job's world size for DDP
+    # All-reduce kernels CUPTI left without timestamps (a partial timeline): their bytes are
+    # counted (a message size needs no clock), placed in the step their launch falls in.
+    unclocked: int = 0
 
 
 def trace_allreduce(trace: Trace) -> TraceAllReduce | None:
@@ -404,8 +421,13 @@ def trace_allreduce(trace: Trace) -> TraceAllReduce | None:
     The bus bandwidth is the best kernel's, because a kernel's duration also holds the wait for
     the slowest peer; the best one is closest to the link's real speed. Bytes are grouped by the
     ProfilerStep range a kernel starts in (GPU time trails the host's a little; the median over
-    steps absorbs a kernel spilling into the next range).
+    steps absorbs a kernel spilling into the next range). A kernel with no clock reading (a
+    partial timeline) still carries its message size: it counts in the step its launch falls in
+    (where the launch has no clock either, its bytes are shared out over the steps), and gives
+    no bandwidth.
     """
+    from gpu_notebook.analysis.gpu_timeline import launch_ts_us
+
     sizes = trace.kept_args.get("msg_nelems", {})
     if not sizes:
         return None
@@ -414,37 +436,50 @@ def trace_allreduce(trace: Trace) -> TraceAllReduce | None:
         (float(t), float(t) + float(d))
         for t, d in zip(trace.ts_us[named], trace.dur_us[named], strict=True)
     ]
-    kernels: list[tuple[float, float, int]] = []  # start us, duration us, bytes
+    kernels: list[tuple[float, float, int]] = []  # start us (nan: unknown), duration us, bytes
     best: float | None = None
     groups: list[int] = []
     is_kernel = trace.category_mask("kernel")
-    for row, n in sizes.items():  # in file order
-        if not is_kernel[row] or "AllReduce" not in trace.name_of(row):
-            continue
+    unclocked = trace.unclocked_gpu_mask
+    rows = [r for r in sizes if is_kernel[r] and "AllReduce" in trace.name_of(r)]  # file order
+    launched = launch_ts_us(trace, np.asarray(rows, dtype=np.int64))
+    missed = 0
+    for row, launch_us in zip(rows, launched.tolist(), strict=True):
+        n = sizes[row]
         group = trace.kept_arg("group_size", row)
-        dur_us = float(trace.dur_us[row])
-        if not n or not group or group < 2 or not dur_us or dur_us <= 0:
+        if not n or not group or group < 2:
             continue
         size = n * _DTYPE_BYTES.get(str(trace.kept_arg("dtype", row, "Float")), 4)
         groups.append(int(group))
+        if unclocked[row]:
+            missed += 1
+            kernels.append((launch_us, 0.0, size))
+            continue
+        dur_us = float(trace.dur_us[row])
+        if not dur_us or dur_us <= 0:
+            continue
         kernels.append((float(trace.ts_us[row]), dur_us, size))
         busbw = 2 * (group - 1) / group * size / (dur_us * 1e-6)
         best = busbw if best is None else max(best, busbw)
-    if best is None:
+    if not kernels:
         return None
+    # Bytes of kernels no clock places (neither theirs nor their launch's): the same each step.
+    spread = [b for t, _, b in kernels if math.isnan(t)]
     per_step = [
         [(d, b) for t, d, b in kernels if start <= t < end] for start, end in sorted(set(steps))
     ]
-    per_step = [k for k in per_step if k]
+    per_step = [k for k in per_step if k] or ([[]] * len(set(steps)) if spread else [])
+    extra = sum(spread) / len(per_step) if per_step else 0.0
     return TraceAllReduce(
         bus_bytes_per_s=best,
-        bytes_per_step=int(statistics.median(sum(b for _, b in k) for k in per_step))
+        bytes_per_step=round(statistics.median(sum(b for _, b in k) + extra for k in per_step))
         if per_step
         else None,
         kernel_s_per_step=statistics.median(sum(d for d, _ in k) for k in per_step) / 1e6
-        if per_step
+        if per_step and not missed
         else None,
         group_size=max(groups),
+        unclocked=missed,
     )
 
 

@@ -161,13 +161,15 @@ def report_from_trace(
             ),
         )
     grad_bytes = companion.run.steps.grad_bytes if companion is not None else None
-    nccl = trace_allreduce(trace) if gpu is not None and gpu.comm_us > 0 else None
+    # A partial timeline's collectives may all be unclocked (comm_us 0): their sizes still count.
+    nccl = trace_allreduce(trace) if gpu is not None and (gpu.comm_us > 0 or gpu.partial) else None
     whatif = what_if(
         run,
         analysis,
         measured_bus_bytes_per_s=nccl.bus_bytes_per_s if nccl is not None else None,
         measured_grad_bytes=nccl.bytes_per_step if nccl is not None else grad_bytes,
         world_size=_job_world_size(world, nccl, gpu.comm_us if gpu is not None else 0.0),
+        measured_bus_low=nccl is not None and nccl.unclocked > 0,
     )
     estimate = None
     if spec is not None and gpu is None:

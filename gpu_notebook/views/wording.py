@@ -233,7 +233,15 @@ def whatif_assumptions(w: WhatIf) -> tuple[str, ...]:
     measured = w.interconnect is not None and w.interconnect.kind == "measured"
     out = [
         "each GPU keeps today's per-GPU batch and pays its own data wait",
-        "ring all-reduce runs at the best bus bandwidth measured in the trace"
+        (
+            "ring all-reduce runs at the best bus bandwidth measured in the trace"
+            + (
+                " (at least: some all-reduce kernels have no clock reading, so each speedup "
+                "ranges up to the link's ceiling)"
+                if w.bus_low
+                else ""
+            )
+        )
         if measured
         else f"ring all-reduce reaches {NCCL_EFFICIENCY:.0%} of the link's bandwidth",
         (
@@ -350,6 +358,9 @@ def render_whatif(w: WhatIf) -> str:
             lines.append(
                 f"  {p.gpus:>5} {p.speedup:>{width - 1}.2f}x {p.efficiency:>9.0%} {fx:>11} {p.exposed_comm_s * 1e3:>10.2f} ms"
             )
+            if p.speedup_high is not None:
+                # A partial timeline: the speedup above is its low end.
+                lines[-1] += f"  (up to {fmt_factor(p.speedup_high)}: partial GPU timeline)"
             if on_host:
                 here = p.speedup_this_host
                 lines[-1] += f" {(f'{here:.2f}x' if here is not None else '-'):>10}"

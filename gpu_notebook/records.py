@@ -714,6 +714,10 @@ class GpuTimeline:
     host_ahead_us: float = 0.0
     # GPU events the trace holds without timestamps (CUPTI wrote ts 0, dur 0): left out.
     unclocked_events: int = 0
+    # ... of which launched after the last clocked event on their stream (or not placed at all):
+    # they may have run past the clocked work's end. 0: a stream's order puts every unclocked
+    # event before a clocked one, so the window's end (``host_ahead_us``) is measured.
+    unclocked_tail: int = 0
     # Parts of the host wait: the host thread was in a data wait / host copy, or in a sync.
     idle_data_wait_us: float = 0.0
     idle_sync_wait_us: float = 0.0
@@ -1504,6 +1508,11 @@ class RunShape:
     # The host ran ahead of the GPU in the window: ``window_median_s`` is the GPU's time for the
     # window's steps (analysis.analyze), not the host's.
     window_gpu_paced: bool = False
+    # The window's host steps read unlike the run, and the GPU's pace for them, which would
+    # decide it, is only bounded below (a partial GPU timeline whose unclocked work may have run
+    # past the clocked work's end): whether the window represents the run is not known
+    # (``represents`` None).
+    window_undecided: bool = False
     stalls: StallPattern | None = None
     memory: tuple[MemoryTrend, ...] = ()
     # Steps that ran while other processes were busier than the run's quiet level

@@ -336,15 +336,21 @@ def _gpu_paced(
     2.7 ms each, while every step of the run took 31.7 ms, the host then blocked on the full
     queue). The window's steps are the run's; their pace is the GPU's time for their work: the
     GPU timeline's window (which opens after the work launched before the trace).
+
+    On a partial timeline whose unclocked work may have run past the clocked work's end
+    (``GpuTimeline.unclocked_tail``) the GPU's pace is only known to be at least the clocked
+    window's (``gpu_bounds``): the window represents the run where it does at every pace from
+    there up; where it does at some and not others, which is not known (``window_undecided``).
     """
     from gpu_notebook.analysis.run_trend import LIKE_FACTOR
 
+    open_end = gpu is not None and gpu.partial and gpu.unclocked_tail > 0
     if (
         shape is None
         or shape.represents is not False
         or shape.window_median_s is None
         or gpu is None
-        or gpu.host_ahead_us <= 0
+        or (gpu.host_ahead_us <= 0 and not open_end)
         or phases is None
         or phases.source != "trace"
         or not phases.steps
@@ -352,6 +358,12 @@ def _gpu_paced(
         return shape
     pace_s = gpu.window_us / len(phases.steps) / 1e6
     run_s = shape.window_run_median_s
+    if open_end:
+        # Paces from ``pace_s`` up: the window represents the run at none of them only where the
+        # least is past the run's like range, or the host's own steps already are.
+        if max(pace_s, shape.window_median_s) > run_s * LIKE_FACTOR:
+            return shape
+        return dataclasses.replace(shape, represents=None, window_undecided=True)
     if pace_s <= shape.window_median_s or not run_s / LIKE_FACTOR <= pace_s <= run_s * LIKE_FACTOR:
         return shape
     return dataclasses.replace(

@@ -79,6 +79,7 @@ bound. It is None when the window holds no kernel.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -269,7 +270,9 @@ def gpu_timeline(
 
     graph = _launch_name_table(trace, _GRAPH_LAUNCH)
     from_graph = known & graph[np.where(known, trace.name_id[np.maximum(launch_row, 0)], 0)]
-    launches, without_work, capture = _launch_census(trace, gpu_rows)
+    # An unclocked kernel ran all the same (when is what is unknown): its launch had work.
+    ran_rows = np.flatnonzero(trace.gpu_mask | trace.unclocked_gpu_mask)
+    launches, without_work, capture = _launch_census(trace, ran_rows)
 
     devices = np.where(trace.device[gpu_rows] >= 0, trace.device[gpu_rows], trace.pid[gpu_rows])
     return GpuTimeline(
@@ -307,6 +310,44 @@ def gpu_timeline(
         launches_without_work=without_work,
         capture=capture,
         unclocked_events=int(trace.unclocked_gpu_mask.sum()),
+        unclocked_tail=_unclocked_tail(trace),
+    )
+
+
+def _unclocked_tail(trace: Trace) -> int:
+    """Unclocked GPU events that may have run after all the clocked work: those launched after
+    the last clocked event launched on their stream (or with no launch, or no stream, known).
+    A stream runs its work in launch order, so the rest ended before a clocked event started:
+    they leave the clocked work's end (the window's, ``host_ahead_us``) as measured."""
+    unclocked = np.flatnonzero(trace.unclocked_gpu_mask)
+    if unclocked.size == 0:
+        return 0
+    clocked = np.flatnonzero(trace.gpu_mask)
+    last: dict[tuple[int, int, int], float] = {}
+    for key, at in zip(
+        _streams(trace, clocked), launch_ts_us(trace, clocked).tolist(), strict=True
+    ):
+        if not math.isnan(at):
+            last[key] = max(at, last.get(key, at))
+    tail = 0
+    for key, at in zip(
+        _streams(trace, unclocked), launch_ts_us(trace, unclocked).tolist(), strict=True
+    ):
+        ahead = last.get(key)
+        if math.isnan(at) or ahead is None or at > ahead:
+            tail += 1
+    return tail
+
+
+def _streams(trace: Trace, rows: IntArray) -> list[tuple[int, int, int]]:
+    """Each row's stream: (process, thread, stream) as the trace names them."""
+    return list(
+        zip(
+            trace.pid[rows].tolist(),
+            trace.tid[rows].tolist(),
+            trace.stream[rows].tolist(),
+            strict=True,
+        )
     )
 
 

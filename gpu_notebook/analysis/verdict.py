@@ -377,6 +377,8 @@ def _as_read(run: Run, analysis: Analysis, data_in_memory: str | None) -> Verdic
     shape = analysis.shape
     if shape is not None and shape.represents and shape.window_noisy:
         return _noisy_window(shape, verdict)
+    if shape is not None and shape.window_undecided and shape.window_median_s is not None:
+        return _undecided_window(shape, analysis, verdict)
     if shape is None or shape.represents is not False or shape.window_median_s is None:
         return verdict
     covers = shape.window_covers or 0.0
@@ -444,6 +446,23 @@ def _noisy_window(shape: RunShape, verdict: Verdict) -> Verdict:
     note = said.NoisyWindow(shape.window_median_s, shape.window_run_median_s)
     confidence = "medium" if verdict.confidence == "high" else verdict.confidence
     return dataclasses.replace(verdict, lines=(*verdict.lines, note), confidence=confidence)
+
+
+def _undecided_window(shape: RunShape, analysis: Analysis, verdict: Verdict) -> Verdict:
+    """The verdict of a window that may or may not represent the run (``window_undecided``: a
+    partial GPU timeline leaves the GPU's pace for its steps bounded below only): the window's
+    reading, that it cannot tell said, never more than medium confidence."""
+    gpu = analysis.gpu
+    assert shape.window_median_s is not None and gpu is not None
+    steps = len(analysis.phases.steps) if analysis.phases is not None else 0
+    note = said.UndecidedWindow(
+        shape.window_median_s,
+        shape.window_run_median_s,
+        gpu.window_us / max(1, steps) / 1e6,
+        gpu.unclocked_tail,
+    )
+    confidence = "medium" if verdict.confidence == "high" else verdict.confidence
+    return dataclasses.replace(verdict, lines=(note, *verdict.lines), confidence=confidence)
 
 
 def _training_elsewhere(run: Run, verdict: Verdict) -> Verdict:

@@ -269,6 +269,18 @@ class Unrepresentative(VerdictLine):
 
 
 @dataclass(frozen=True)
+class UndecidedWindow(VerdictLine):
+    """The window's host steps are unlike the run's, and the GPU's pace for them, which would
+    decide whether it represents the run, is only known to be at least ``gpu_pace_s`` (a
+    partial timeline: ``unclocked_tail`` GPU events may have run past the clocked work)."""
+
+    window_median_s: float
+    run_median_s: float | None
+    gpu_pace_s: float
+    unclocked_tail: int
+
+
+@dataclass(frozen=True)
 class WindowAlone(VerdictLine):
     """What the profiled window alone read."""
 

@@ -62,6 +62,18 @@ def _(x: said.Unrepresentative) -> str:
     )
 
 
+@line_words.register
+def _(x: said.UndecidedWindow) -> str:
+    return (
+        f"cannot tell whether the profiled window represents this run: its steps took "
+        f"{fmt_seconds(x.window_median_s)} on the host, the run's median is "
+        f"{fmt_seconds(x.run_median_s)}, and the GPU's time for them, which would decide it, is "
+        f"only known to be at least {fmt_seconds(x.gpu_pace_s)} a step (the GPU timeline is "
+        f"partial: {x.unclocked_tail} GPU events without timestamps may have run after the "
+        "clocked ones); the verdict reads the window"
+    )
+
+
 says(
     line_words,
     said.WindowAlone,

@@ -718,6 +718,9 @@ class GpuTimeline:
     # they may have run past the clocked work's end. 0: a stream's order puts every unclocked
     # event before a clocked one, so the window's end (``host_ahead_us``) is measured.
     unclocked_tail: int = 0
+    # ... of which collectives: they may have run exposed in any idle gap, so the exposed
+    # collectives (``comm_exposed_us``) are then no upper bound (0: they are one).
+    unclocked_collectives: int = 0
     # Parts of the host wait: the host thread was in a data wait / host copy, or in a sync.
     idle_data_wait_us: float = 0.0
     idle_sync_wait_us: float = 0.0
@@ -2082,6 +2085,9 @@ class RankFacts:
     # Median per step of the loop thread's wait for a core over those steps (schedstat, read at
     # every step end); None: not read on every one of them.
     run_core_wait_s: float | None = None
+    # A partial GPU timeline: its exposed collectives are an upper bound, so ``comm_s`` is the
+    # most the rank waited a step and this the least (analysis.gpu_bounds); None: measured.
+    comm_low_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -2097,6 +2103,9 @@ class Straggler:
     waiting_ranks: tuple[int, ...] = ()
     wait_s: float | None = None  # median per-step wait in collectives of the waiting ranks
     hot_line: str | None = None
+    # Partial GPU timelines (``RankFacts.comm_low_s``): ``wait_s`` read at the ranks' most
+    # comm wait, this at their least; None: measured.
+    wait_low_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -2144,6 +2153,11 @@ class JobReport:
     shapes: tuple[JobShape, ...] = ()  # the run's shape across the ranks, one per pattern seen
     # Their differences may be the machine's, not the code's (the views say so after the notes).
     saturated_hosts: tuple[SaturatedHost, ...] = ()
+    # Partial GPU timelines on some ranks: ``comm_share`` read at their most comm wait, this at
+    # their least (None: measured); and the rank named straggler at one end of their waits and
+    # not at the other (None: both ends agree, ``straggler`` stands).
+    comm_share_low: float | None = None
+    straggler_undecided: int | None = None
     schema_version: int = SCHEMA_VERSION
 
 

@@ -311,6 +311,9 @@ def gpu_timeline(
         capture=capture,
         unclocked_events=int(trace.unclocked_gpu_mask.sum()),
         unclocked_tail=_unclocked_tail(trace),
+        unclocked_collectives=int(
+            (_name_table(trace, COMM_PATTERN)[trace.name_id] & trace.unclocked_gpu_mask).sum()
+        ),
     )
 
 

@@ -16,10 +16,12 @@ findings' own (rules/run_shape.py), so the job report and each rank's report agr
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from gpu_notebook.analysis.gpu_bounds import gpu_busy_bounds
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.analysis.steps import steady_steps
@@ -62,9 +64,25 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
         phase_s.get("comm") if phases is not None and "comm" in phases.measured else None
     )
     gpu = analysis.gpu
+    comm_low: float | None = None
     if gpu is not None and gpu.comm_us > 0 and phases is not None:
         # The rank waits only where no computation overlaps its collectives (exposed time).
-        comm = max(comm or 0.0, gpu.comm_exposed_us / n / 1e6)
+        host_comm = comm or 0.0
+        exposed_us = gpu.comm_exposed_us
+        bounds = gpu_busy_bounds(analysis)
+        if bounds is not None and bounds.partial:
+            # A partial timeline: computation no clocked event shows may have overlapped its
+            # exposed collectives, down to the least idle time can be; and collectives no clock
+            # places may have run exposed in any idle gap, up to the busy time it leaves out.
+            share = bounds.idle_least(gpu.comm_exposed_us / gpu.window_us)
+            least = max(host_comm, share * gpu.window_us / n / 1e6)
+            if gpu.unclocked_collectives:
+                unseen = bounds.unseen
+                exposed_us += min(
+                    gpu.idle_us, gpu.idle_us if unseen is None else unseen * gpu.window_us
+                )
+            comm_low = _short(least) if least < max(host_comm, exposed_us / n / 1e6) else None
+        comm = max(host_comm, exposed_us / n / 1e6)
     if comm is None and phases is not None and phases.source == "trace":
         comm = 0.0  # a trace with no collective: a rank that never waited on a peer
     hot = None
@@ -104,6 +122,7 @@ def rank_facts(report: Report, info: RankInfo | None, files: Sequence[str] = ())
             if analysis.shape is not None and analysis.shape.run_wait_share is not None
             else None
         ),
+        comm_low_s=comm_low,
         **spread,
         **split,
     )
@@ -288,6 +307,30 @@ def _stall_origin(stalling: Sequence[tuple[int, RankShape]]) -> tuple[int, ...]:
 
 
 def find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
+    """The straggler where the ranks' comm waits name it at both ends (``straggler_at_ends``)."""
+    return straggler_at_ends(ranks)[0]
+
+
+def straggler_at_ends(ranks: Sequence[RankFacts]) -> tuple[Straggler | None, int | None]:
+    """The straggler read at the ranks' most comm wait and at their least (partial GPU
+    timelines: ``RankFacts.comm_low_s``), and the rank named at one end only (None: they agree).
+    Where both name the same rank, the straggler with its waiting ranks' wait as a range."""
+    high = _find_straggler(ranks)
+    if all(r.comm_low_s is None for r in ranks):
+        return high, None
+    low = _find_straggler([_at_least(r) for r in ranks])
+    if high is None and low is None:
+        return None, None
+    if high is not None and low is not None and (high.rank, high.reason) == (low.rank, low.reason):
+        return dataclasses.replace(high, wait_low_s=low.wait_s), None
+    return None, (high or low).rank  # type: ignore[union-attr]
+
+
+def _at_least(r: RankFacts) -> RankFacts:
+    return r if r.comm_low_s is None else dataclasses.replace(r, comm_s=r.comm_low_s)
+
+
+def _find_straggler(ranks: Sequence[RankFacts]) -> Straggler | None:
     measured = [r for r in ranks if r.comm_s is not None and r.step_s]
     if len(measured) >= 2:
         step = statistics.median(r.step_s or 0.0 for r in measured)
@@ -451,7 +494,11 @@ def _roles(ranks: Sequence[RankFacts], straggler: Straggler | None) -> dict[str,
         elif straggler is not None and r.rank in straggler.waiting_ranks and straggler.wait_s:
             roles[str(r.rank)] = role_words("waits", straggler=straggler.rank)
         elif r.comm_s is not None and r.step_s and r.comm_s >= STRAGGLER_THRESHOLD * r.step_s:
-            roles[str(r.rank)] = role_words("comm")
+            # A partial timeline's comm wait is at most ``comm_s``: comm-bound only if the least
+            # it can be is past the line too.
+            least = r.comm_s if r.comm_low_s is None else r.comm_low_s
+            measured = least >= STRAGGLER_THRESHOLD * r.step_s
+            roles[str(r.rank)] = role_words("comm" if measured else "comm_at_most")
         else:
             roles[str(r.rank)] = r.verdict
     return roles
@@ -489,8 +536,9 @@ def job_report(
     present = {r.rank for r in rows}
     missing = tuple(r for r in range(world_size) if r not in present)
     shares = [r.comm_s / r.step_s for r in rows if r.comm_s is not None and r.step_s]
+    lows = [r.comm_s / r.step_s for r in map(_at_least, rows) if r.comm_s is not None and r.step_s]
     steps = [r.step_s for r in rows if r.step_s]
-    straggler = find_straggler(rows)
+    straggler, undecided = straggler_at_ends(rows)
     return JobReport(
         kind="gpucheck-job",
         world_size=world_size,
@@ -505,4 +553,8 @@ def job_report(
         notes=tuple(notes),
         shapes=job_shapes(rows),
         saturated_hosts=_saturated_hosts(rows),
+        comm_share_low=statistics.fmean(lows)
+        if lows and any(r.comm_low_s is not None for r in rows)
+        else None,
+        straggler_undecided=undecided,
     )

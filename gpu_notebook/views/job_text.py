@@ -40,7 +40,10 @@ def describe_straggler(s: Straggler) -> str:
         if s.phase_s is not None and s.others_phase_s is not None:
             cause += f" ({fmt_seconds(s.phase_s)} a step vs {fmt_seconds(s.others_phase_s)} on the others)"
     if s.reason == "waits-least" and s.waiting_ranks and s.wait_s is not None:
-        waits = f"; {_ranks(s.waiting_ranks)} wait {fmt_seconds(s.wait_s)} a step in collectives"
+        wait = fmt_seconds(s.wait_s)
+        if s.wait_low_s is not None and s.wait_low_s != s.wait_s:
+            wait = f"{fmt_seconds(s.wait_low_s)} to {wait} (partial GPU timelines)"
+        waits = f"; {_ranks(s.waiting_ranks)} wait {wait} a step in collectives"
     else:
         waits = "; its median step is the slowest, more than 10% above the median rank"
     return f"rank {s.rank}{cause}{waits}"
@@ -60,7 +63,8 @@ def _row(r: RankFacts, role: str, over_run: bool) -> str:
     step = r.run_step_s if over_run and r.step_s else r.step_s
     return (
         f"  {r.rank:<5} {r.host[:14]:<14} {r.steps:>5} {fmt_ms(step):>12} "
-        f"{fmt_seconds(r.comm_s):>10} {fmt_share(comm):>5}  {role}"
+        f"{('<=' if r.comm_low_s is not None else '') + fmt_seconds(r.comm_s):>10} "
+        f"{fmt_share(comm):>5}  {role}"
     )
 
 
@@ -85,11 +89,24 @@ def render_job(job: JobReport) -> str:
             f"  step time: median {fmt_ms(center)}, spread {fmt_share(spread, decimals=1)} (slowest vs "
             "fastest; lockstep ranks hide a straggler here, their waits do not)"
         )
+    share = fmt_share(job.comm_share)
+    if job.comm_share_low is not None:
+        share = f"{fmt_share(job.comm_share_low)} to {share}"
     lines.append(
-        f"  communication: {fmt_share(job.comm_share)} of the step on average "
+        f"  communication: {share} of the step on average "
         "(time waiting in collectives: gloo ranges on the host, NCCL/RCCL kernels on the GPU)"
     )
-    if job.straggler is not None:
+    if job.comm_share_low is not None:
+        lines.append(
+            "    some ranks' GPU timelines are partial (kernels without timestamps): their exposed "
+            "collectives are an upper bound, '<=' in the table"
+        )
+    if job.straggler_undecided is not None:
+        lines.append(
+            f"  straggler: cannot tell: rank {job.straggler_undecided} at one end of the partial "
+            "GPU timelines' comm waits, no straggler or another at the other"
+        )
+    elif job.straggler is not None:
         lines.append(f"  straggler: {describe_straggler(job.straggler)}")
         if job.straggler.hot_line:
             lines.append(f"    its top line: {job.straggler.hot_line}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-Role = Literal["failed", "straggler", "waits", "comm"]
+Role = Literal["failed", "straggler", "waits", "comm", "comm_at_most"]
 
 
 def role_words(role: Role, *, error: str | None = None, straggler: int | None = None) -> str:
@@ -16,4 +16,6 @@ def role_words(role: Role, *, error: str | None = None, straggler: int | None = 
         return "straggler: the others wait for it"
     if role == "waits":
         return f"waits for rank {straggler} in collectives"
+    if role == "comm_at_most":
+        return "comm-bound at most: its wait in collectives passes a tenth of its step only at its most (partial GPU timeline)"
     return "comm-bound: waits in collectives"

@@ -17,6 +17,7 @@ from gpu_notebook.records import RankFacts
 from gpu_notebook.report.from_trace import report_from_trace
 from gpu_notebook.report.job import job_report, rank_facts
 from gpu_notebook.views.job_text import render_job
+from gpu_notebook.views.text import render_text
 from tests.test_recorded_no_gpu_clock import _half_unclocked_copy
 from tests.test_whatif import _world2
 
@@ -67,3 +68,15 @@ def test_a_straggler_named_at_both_ends_gives_the_wait_as_a_range() -> None:
     assert s.wait_s == 0.010 and s.wait_low_s == 0.006
     assert dataclasses.replace(s, wait_low_s=None) != s
     assert "6.0 ms to 10.0 ms" in render_job(job)
+
+
+def test_a_partial_ranks_collectives_are_said_as_the_clocked_ones_only(tmp_path: Path) -> None:
+    """The rank's own report: its overlap and exposed share are the clocked kernels' only, in
+    the verdict's evidence and the text's GPU rows; the complete trace's are said as measured."""
+    whole, _, _ = report_from_trace(_world2())
+    half, _, _ = report_from_trace(_half_unclocked_copy(_world2(), tmp_path / "half.json.gz"))
+    said = "the clocked kernels only: the GPU timeline is partial"
+    assert not any(said in e for e in whole.verdict.evidence) and said not in render_text(whole)
+    assert any("overlapped by computation" in e and said in e for e in half.verdict.evidence)
+    rows = [r for r in render_text(half).splitlines() if "collectives:" in r]
+    assert rows and all(said in r for r in rows)

@@ -828,7 +828,9 @@ def _gpu_evidence(gpu: GpuTimeline) -> list[VerdictLine]:
         )
     overlap = gpu.comm_overlap_share
     if overlap is not None:
-        out.append(said.CommOverlap(gpu.comm_busy_us / w, overlap, gpu.comm_exposed_us / w))
+        out.append(
+            said.CommOverlap(gpu.comm_busy_us / w, overlap, gpu.comm_exposed_us / w, gpu.partial)
+        )
     if gpu.graph_launches:
         out.append(said.GraphReplays(gpu.graph_launches, gpu.graph_us / 1e6))
     return out

@@ -420,6 +420,9 @@ class CommOverlap(VerdictLine):
     busy: float
     overlap: float
     exposed: float
+    # A partial GPU timeline: the figures are the clocked kernels' only, neither bound (unclocked
+    # computation may hide more of the collectives, unclocked collectives expose more).
+    partial: bool = False
 
 
 @dataclass(frozen=True)

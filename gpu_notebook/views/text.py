@@ -16,6 +16,7 @@ from gpu_notebook.records import (
 )
 from gpu_notebook.words.program import said_of_lines
 from gpu_notebook.words.run_shape import window_cut_short
+from gpu_notebook.words.verdict_lines import PARTIAL_COMM
 
 BAR_WIDTH = 24
 
@@ -97,6 +98,7 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
             f"  collectives: {g.collectives}x, {s(g.comm_busy_us)}, "
             f"{fmt_share(g.comm_overlap_share)} overlapped by computation; exposed "
             f"{s(g.comm_exposed_us)} ({fmt_share(g.comm_exposed_us / g.window_us if g.window_us else None)} of the window)"
+            + (PARTIAL_COMM if g.partial else "")
         )
     if g.graph_launches:
         rows.append(

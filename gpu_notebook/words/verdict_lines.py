@@ -311,13 +311,19 @@ says(
     ),
 )
 
+# The collectives' figures of a partial GPU timeline, said wherever they are.
+PARTIAL_COMM = (
+    " (the clocked kernels only: the GPU timeline is partial, so unclocked computation may hide "
+    "more of the collectives and unclocked collectives expose more)"
+)
+
 says(
     line_words,
     said.CommOverlap,
     lambda x: (
         f"collective kernels {fmt_share(x.busy)} of the window, "
         f"{fmt_share(x.overlap)} of it overlapped by computation: exposed "
-        f"{fmt_share(x.exposed)}"
+        f"{fmt_share(x.exposed)}" + (PARTIAL_COMM if x.partial else "")
     ),
 )
 

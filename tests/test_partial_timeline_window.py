@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gpu_notebook.analysis import verdict_said as said
 from gpu_notebook.analysis.verdict import decide
+from gpu_notebook.views.text import render_text
 from tests.test_recorded_no_gpu_clock import H100, _rebuilt, _recorded
 
 STEM = "fp32-matmul.baseline"
@@ -69,6 +70,11 @@ def test_a_lost_tail_leaves_whether_the_window_represents_the_run_unknown(tmp_pa
     assert any(
         e.startswith("cannot tell whether the profiled window represents") for e in v.evidence
     )
+    # How long the GPU ran on after the host: at least the clocked work's, in words and text.
+    assert g.host_ahead_us > 0
+    ahead = [e for e in v.evidence if "the host ran ahead" in e]
+    assert all("finished the steps' work at least" in e for e in ahead)
+    assert "finished the steps' work at least" in render_text(report)
     lines = decide(report.run, report.analysis).lines
     notes = [x for x in lines if isinstance(x, said.UndecidedWindow)]
     assert len(notes) == 1 and notes[0].gpu_pace_s > notes[0].window_median_s

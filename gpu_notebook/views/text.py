@@ -84,7 +84,8 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
         rows.append(unclocked)
     if g.host_ahead_us > 0:
         rows.append(
-            f"  the host ran ahead: the GPU finished the steps' work {s(g.host_ahead_us)} after "
+            f"  the host ran ahead: the GPU finished the steps' work "
+            f"{'at least ' if g.unclocked_tail else ''}{s(g.host_ahead_us)} after "
             "the host had issued it (the window runs on to there)"
             + (
                 f"; it opens after {s(g.queued_before_trace_us)} the GPU spent on work launched "

@@ -257,8 +257,15 @@ def _(x: said.GpuWindow) -> str:
     if x.ran_ahead:
         text += (
             f"; the host ran ahead: the GPU finished the steps' work "
+            f"{'at least ' if gpu.unclocked_tail else ''}"
             f"{fmt_seconds(gpu.host_ahead_us / 1e6)} after the host had issued it, so the window "
             "runs on to there"
+            + (
+                f" (at least: {gpu.unclocked_tail} GPU events without timestamps may have run "
+                "after the clocked ones)"
+                if gpu.unclocked_tail
+                else ""
+            )
         )
         if gpu.queued_before_trace_us > 0:
             text += (

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gpu_notebook.analysis import verdict_said as said
 from gpu_notebook.analysis.verdict import decide
+from gpu_notebook.views.html_report import render_html
 from gpu_notebook.views.text import render_text
 from tests.test_recorded_no_gpu_clock import H100, _rebuilt, _recorded
 
@@ -78,3 +79,19 @@ def test_a_lost_tail_leaves_whether_the_window_represents_the_run_unknown(tmp_pa
     lines = decide(report.run, report.analysis).lines
     notes = [x for x in lines if isinstance(x, said.UndecidedWindow)]
     assert len(notes) == 1 and notes[0].gpu_pace_s > notes[0].window_median_s
+
+
+def test_the_gpu_time_by_phase_of_a_partial_timeline_is_said_as_a_lower_bound(
+    tmp_path: Path,
+) -> None:
+    """Each phase's GPU time a step, in the text's table and the HTML's column: at least, on a
+    partial timeline; as measured on the complete one."""
+    whole = _recorded(H100, STEM, False, tmp_path)
+    half = _recorded(H100, STEM, True, tmp_path)
+    assert half.analysis.gpu is not None and half.analysis.gpu.gpu_phase_us
+    said = "the clocked events only, the timeline is partial"
+    assert said not in render_text(whole) and said in render_text(half)
+    rows = render_text(half).split("GPU time by phase", 1)[1].splitlines()[1:3]
+    assert rows and all(">=" in r for r in rows)
+    assert "each phase's GPU time is a lower bound" in render_html(half)
+    assert "each phase's GPU time is a lower bound" not in render_html(whole)

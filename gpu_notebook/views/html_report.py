@@ -367,6 +367,7 @@ def phases_section(report: Report) -> str:
         "phases.html",
         rows=rows,
         gpu_cols=gpu_cols,
+        gpu_partial=gpu is not None and gpu.partial,
         source=source,
         st=report.analysis.step_stats,
         window=report.run.window,

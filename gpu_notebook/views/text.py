@@ -114,7 +114,13 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
     total = sum(g.gpu_phase_us.values())
     if total > 0:
         rows.append(
-            "GPU time by phase (kernels, copies, memsets; the phase of the op that launched them):"
+            "GPU time by phase (kernels, copies, memsets; the phase of the op that launched them"
+            + (
+                "; the clocked events only, the timeline is partial: each phase's time at least"
+                if g.partial
+                else ""
+            )
+            + "):"
         )
         for phase in PHASES:
             us = g.gpu_phase_us.get(phase, 0.0)
@@ -123,7 +129,8 @@ def gpu_rows(g: GpuTimeline, n_steps: int) -> list[str]:
             share = us / total
             bar = "#" * round(share * BAR_WIDTH)
             rows.append(
-                f"  {phase:<13} {100 * share:5.1f}%  {bar:<{BAR_WIDTH}}  {s(us / n_steps)}/step"
+                f"  {phase:<13} {100 * share:5.1f}%  {bar:<{BAR_WIDTH}}  "
+                f"{'>=' if g.partial else ''}{s(us / n_steps)}/step"
             )
     return rows
 

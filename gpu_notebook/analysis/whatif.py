@@ -472,7 +472,7 @@ def trace_allreduce(trace: Trace) -> TraceAllReduce | None:
     extra = sum(spread) / len(per_step) if per_step else 0.0
     return TraceAllReduce(
         bus_bytes_per_s=best,
-        bytes_per_step=round(statistics.median(sum(b for _, b in k) + extra for k in per_step))
+        bytes_per_step=int(statistics.median(sum(b for _, b in k) + extra for k in per_step))
         if per_step
         else None,
         kernel_s_per_step=statistics.median(sum(d for d, _ in k) for k in per_step) / 1e6

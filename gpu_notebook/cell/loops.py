@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
-from typing import TypeGuard
+from typing import NamedTuple, TypeGuard
 
+from gpu_notebook.cell.expression_loops import ExpressionLoop
 from gpu_notebook.cell.facts import (
     LoaderCall,
     LoopFacts,
@@ -273,6 +274,28 @@ def _node(facts: LoopFacts) -> Loop:
 def trains_in_a_while(tree: CellTree) -> bool:
     """A ``while`` loop of the cell trains (the loop fixes patch ``for`` loops only)."""
     return any(isinstance(loop, ast.While) and tree.trains[id(loop)] for loop in tree.loops)
+
+
+class ExpressionStep(NamedTuple):
+    """A step loop written as an expression, as a fix names it: its line, the line's text, the
+    iterable as written (``loader``)."""
+
+    line: int
+    text: str
+    iterable: str
+
+
+def expression_step_loop(tree: CellTree) -> ExpressionStep | None:
+    """The first step loop of the cell written as an expression (``[step(b) for b in loader]``,
+    ``map(step, loader)``: cell.expression_loops), which no loop fix can patch; None: none."""
+    return next(
+        (
+            ExpressionStep(tree.line_of(lp), tree.text_of(lp), ast.unparse(lp.iter))
+            for lp in tree.loops
+            if isinstance(lp, ExpressionLoop) and id(lp) in tree.step_loops
+        ),
+        None,
+    )
 
 
 def _before(tree: CellTree, node: ast.AST) -> list[ast.AST]:

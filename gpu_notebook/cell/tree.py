@@ -10,6 +10,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
+from gpu_notebook.cell.expression_loops import (
+    COMPREHENSIONS,
+    build,
+    candidates,
+    mapped,
+)
 from gpu_notebook.cell.facts import ORIGIN_LINES, Origin, SourceLine
 from gpu_notebook.cell.names import (
     Parents,
@@ -28,6 +34,7 @@ from gpu_notebook.cell.words import (
     model_like,
 )
 
+# An ExpressionLoop is a ``for`` (a comprehension read as one: cell.expression_loops).
 Loop = ast.For | ast.AsyncFor | ast.While
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)  # a loop ends at them
@@ -39,9 +46,10 @@ def _heads(loop: Loop) -> tuple[ast.AST | None, ...]:
 
 
 def _trains_in_a_loop(fn: Function) -> bool:
-    """A loop in ``fn`` (not in a def nested in it) runs a backward: ``fn`` trains many steps."""
+    """A loop in ``fn`` (not in a def nested in it) runs a backward: ``fn`` trains many steps.
+    A comprehension is one (``[f(b).backward() for b in loader]``: cell.expression_loops)."""
     return any(
-        isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and has_backward(node)
+        isinstance(node, (ast.For, ast.AsyncFor, ast.While, *COMPREHENSIONS)) and has_backward(node)
         for node in ast.walk(fn)
     )
 
@@ -129,12 +137,19 @@ class CellTree(Parents):
             for node in cls.body
             if isinstance(node, Function) and has_backward(node) and not _trains_in_a_loop(node)
         }
-        self.trains = {
-            id(loop): has_backward(loop)
-            or bool(self._step_function_calls(loop))
-            or self._calls_epoch_function(loop)
-            for loop in self.loops
-        }
+        # Loops written as expressions (``[train_step(b) for b in loader]``, ``list(map(step,
+        # loader))``: cell.expression_loops) that train, read as the ``for`` loops they are;
+        # one that does not (``[x * 2 for x in range(10)]``) stays an expression.
+        for source in candidates(tree):
+            made, parents = build(source)
+            # The parents first: a method's loop asks its class (``_step_function_calls``).
+            self.parent.update({loop: held for loop, held in parents.items() if loop in made})
+            if not any(self._trains(loop) for loop in made):
+                continue
+            self.parent.update(parents)
+            self.loops.extend(made)
+        self.loops.sort(key=lambda n: (n.lineno, n.col_offset))
+        self.trains = {id(loop): self._trains(loop) for loop in self.loops}
         # The step loops: loops that call .backward() and hold no other loop that does (an
         # epoch loop around them trains too, but runs once per epoch), nor call a function
         # that runs a whole epoch.
@@ -283,14 +298,31 @@ class CellTree(Parents):
 
     @staticmethod
     def _loop_calls(fn: Function, names: set[str]) -> bool:
-        """A loop in ``fn`` calls one of ``names`` (a step function nested in it) by name."""
+        """A loop in ``fn`` calls one of ``names`` (a step function nested in it) by name, or
+        maps it (``map(step, loader)``: cell.expression_loops)."""
         return any(
-            isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
-            and any(
-                isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in names
-                for c in ast.walk(loop)
+            (
+                isinstance(loop, (ast.For, ast.AsyncFor, ast.While, *COMPREHENSIONS))
+                and any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in names
+                    for c in ast.walk(loop)
+                )
+            )
+            or (
+                isinstance(loop, ast.Call)
+                and (pair := mapped(loop)) is not None
+                and isinstance(pair[0], ast.Name)
+                and pair[0].id in names
             )
             for loop in ast.walk(fn)
+        )
+
+    def _trains(self, loop: Loop) -> bool:
+        """``loop`` calls ``.backward()``, a step function or an epoch function."""
+        return (
+            has_backward(loop)
+            or bool(self._step_function_calls(loop))
+            or self._calls_epoch_function(loop)
         )
 
     def _calls_epoch_function(self, loop: Loop) -> bool:

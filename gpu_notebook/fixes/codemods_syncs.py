@@ -21,6 +21,7 @@ from typing import NamedTuple, get_args
 import libcst as cst
 
 from gpu_notebook.cell.blocks import kept_graph_calls
+from gpu_notebook.cell.loops import expression_step_loop
 from gpu_notebook.cell.names import dotted, loop_target_names, names_in, position, targets_of, walk
 from gpu_notebook.cell.scan import names_mentioned
 from gpu_notebook.cell.syncs import summable_on_device
@@ -175,14 +176,27 @@ def _throttle(module: cst.Module, every: int, *, accumulate: bool) -> CodemodRes
     facts = facts_of(module)
     targets = list(training_loops(module))
     facts_by_loop = for_loops(module, facts.loops)
-    if not targets and not accumulate:
-        # No step loop: the innermost for loops of the facts that log.
+    shaped = expression_step_loop(facts.tree) if facts.tree is not None else None
+    if not targets and not accumulate and not shaped:
+        # No step loop: the innermost for loops of the facts that log (not where the step loop
+        # is an expression: a for loop around it runs once per epoch, and its line holds the
+        # whole comprehension).
         targets = [
             loop
             for loop in facts_by_loop
             if not any(tree.inside(other, loop.body) for other in facts_by_loop)
             and any(chosen(s) for s in _body(loop))
         ]
+    elsewhere = _in_a_function(tree, found) if not targets and accumulate else None
+    if elsewhere is not None and shaped is not None:
+        # The read is in the step function a comprehension (or map) calls: act there.
+        fn, node = elsewhere
+        return Declined(
+            f"`{tree.code(node).strip()}` runs in `{fn.name.value}`, which the training loop "
+            f"(line {shaped.line}: `{shaped.text}`, an expression "
+            f"gpucheck cannot patch) calls every step: return the tensor from it and read the "
+            f"values once after the loop, or every {every} steps in a for loop"
+        )
     if not targets:
         return Declined(no_training_loop_reason(module))
     used = names_mentioned(facts)

@@ -19,7 +19,7 @@ import libcst as cst
 
 from gpu_notebook.cell.facts import LoopFacts, SourceFacts
 from gpu_notebook.cell.ipython import PLACEHOLDER_LINE
-from gpu_notebook.cell.loops import trains_in_a_while
+from gpu_notebook.cell.loops import expression_step_loop, trains_in_a_while
 from gpu_notebook.cell.names import Parents, dotted, targets_of
 from gpu_notebook.cell.parse import FactNode, cst_nodes, once_per_module
 from gpu_notebook.cell.scan import scan_source
@@ -133,6 +133,13 @@ def training_loops(module: cst.Module) -> dict[cst.For, LoopFacts]:
 def no_training_loop_reason(module: cst.Module) -> str:
     """Why a loop fix declines a cell without a ``for`` training loop (a ``while`` one is named)."""
     tree = facts_of(module).tree
+    shaped = expression_step_loop(tree) if tree is not None else None
+    if tree is not None and shaped is not None:
+        return (
+            f"the training loop is an expression (line {shaped.line}: `{shaped.text}`), not a "
+            f"for loop: gpucheck patches for loops only; write it as "
+            f"`for ... in {shaped.iterable}:` around the step to apply this fix"
+        )
     if tree is not None and trains_in_a_while(tree):
         return (
             "the training loop is a while loop; gpucheck patches for loops only "

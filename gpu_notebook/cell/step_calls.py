@@ -23,7 +23,8 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 class StepCalls:
     """``reached``: id of a function -> (the step loop that runs it every step, its name as said:
     ``Net.forward``); ``sites``: id of a function -> the calls that reach it (in the step loop
-    or in a function it reaches), in the order found."""
+    or in a function it reaches), in the order found. ``body_of``: what a step loop runs on
+    each pass (its body, and the element of a ``map`` it iterates: ``CellTree.step_body``)."""
 
     def __init__(
         self,
@@ -31,6 +32,7 @@ class StepCalls:
         step_loops: Iterable[ast.For | ast.AsyncFor | ast.While],
         class_of: Callable[[ast.AST], str | None],
         gated: Callable[[ast.AST, ast.For | ast.AsyncFor | ast.While], bool],
+        body_of: Callable[[ast.For | ast.AsyncFor | ast.While], list[ast.stmt]],
     ) -> None:
         self.reached: dict[int, tuple[ast.For | ast.AsyncFor | ast.While, str]] = {}
         self.sites: dict[int, list[ast.Call]] = {}
@@ -59,7 +61,7 @@ class StepCalls:
             # an every-25-steps evaluation said "every step" and "needed").
             todo = [
                 (c, owner)
-                for s in loop.body
+                for s in body_of(loop)
                 for c in ast.walk(s)
                 if isinstance(c, ast.Call) and not gated(c, loop)
             ]

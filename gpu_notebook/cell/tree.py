@@ -140,15 +140,23 @@ class CellTree(Parents):
         # Loops written as expressions (``[train_step(b) for b in loader]``, ``list(map(step,
         # loader))``: cell.expression_loops) that train, read as the ``for`` loops they are;
         # one that does not (``[x * 2 for x in range(10)]``) stays an expression.
+        # One that a ``for`` iterates (``for loss in map(train_step, loader): print(loss)``)
+        # runs its element once per pass of that loop: the ``for`` is the step loop, its body
+        # and the element one step (``per_item``: id of the ``for`` -> the element's statements).
+        self.per_item: dict[int, list[ast.stmt]] = {}
         for source in candidates(tree):
             made, parents = build(source)
             # The parents first: a method's loop asks its class (``_step_function_calls``).
             self.parent.update({loop: held for loop, held in parents.items() if loop in made})
             if not any(self._trains(loop) for loop in made):
                 continue
+            header = self._iterated_by(source)
+            if header is not None and len(made) == 1:
+                self.per_item.setdefault(id(header), []).extend(made[0].body)
+                continue
             self.parent.update(parents)
             self.loops.extend(made)
-        self.loops.sort(key=lambda n: (n.lineno, n.col_offset))
+        self.loops.sort(key=lambda n: n.lineno)
         self.trains = {id(loop): self._trains(loop) for loop in self.loops}
         # The step loops: loops that call .backward() and hold no other loop that does (an
         # epoch loop around them trains too, but runs once per epoch), nor call a function
@@ -164,7 +172,11 @@ class CellTree(Parents):
         }
         # The cell's functions a step loop runs every step through its calls (a model's forward).
         self.step_calls = StepCalls(
-            tree, [lp for lp in self.loops if id(lp) in self.step_loops], self._class_of, self.gated
+            tree,
+            [lp for lp in self.loops if id(lp) in self.step_loops],
+            self._class_of,
+            self.gated,
+            self.step_body,
         )
         self.global_no_grad = any(
             isinstance(n, ast.Expr) and is_grad_mode_call(n.value) and isinstance(n.value, ast.Call)
@@ -331,16 +343,33 @@ class CellTree(Parents):
             isinstance(c, ast.Call)
             and isinstance(c.func, ast.Name)
             and c.func.id in self.epoch_functions
-            for s in loop.body
+            for s in self.step_body(loop)
             for c in ast.walk(s)
         )
+
+    def step_body(self, loop: Loop) -> list[ast.stmt]:
+        """What ``loop`` runs on each pass: its body, and the element of an expression loop it
+        iterates (``for loss in map(train_step, loader):``'s ``train_step(...)``)."""
+        return [*loop.body, *self.per_item.get(id(loop), [])]
+
+    def _iterated_by(self, source: ast.expr) -> ast.For | ast.AsyncFor | None:
+        """The ``for`` whose iterable is ``source`` (through calls that wrap it: ``enumerate``,
+        ``tqdm``, ``zip``), else None."""
+        child: ast.AST = source
+        for ancestor in self.ancestors(source):
+            if isinstance(ancestor, (ast.For, ast.AsyncFor)) and child is ancestor.iter:
+                return ancestor
+            if not isinstance(ancestor, ast.Call) or not any(a is child for a in ancestor.args):
+                return None
+            child = ancestor
+        return None
 
     def _step_function_calls(self, loop: Loop) -> set[str]:
         """The step functions ``loop``'s body calls by name (``self.step(...)`` from a method of
         the class that defines ``step``)."""
         owner = self._class_of(loop)
         called = set()
-        for c in (c for s in loop.body for c in ast.walk(s) if isinstance(c, ast.Call)):
+        for c in (c for s in self.step_body(loop) for c in ast.walk(s) if isinstance(c, ast.Call)):
             if isinstance(c.func, ast.Name) and c.func.id in self.step_functions:
                 called.add(c.func.id)
             elif (

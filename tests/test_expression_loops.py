@@ -202,3 +202,37 @@ def test_the_magic_names_the_step_functions_read_in_an_expression_loop(ip, capsy
     said = " | ".join(reads.evidence)
     # The magic's line is the cell's first: STEP's read is on the cell's line READ_LINE + 1.
     assert f"line {READ_LINE + 1}: `return loss.item()`" in said, said
+
+
+def test_a_read_in_the_comprehensions_element_is_a_per_step_read_the_fix_leaves():
+    cell = (
+        SETUP
+        + "def step(b):\n"
+        + "    loss = loss_fn(model(b[0]), b[1])\n"
+        + "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        + "    return loss.detach()\n"
+        + "losses = [step(b).item() for b in loader]\n"
+    )
+    line = len(cell.splitlines())
+    (read,) = scan_source(cell).syncs
+    assert (read.line, read.step_loop_line, read.gated) == (line, line, False), read
+    refused = apply_fix("throttle_host_syncs", cell)
+    assert isinstance(refused, Refusal), refused.source_after
+    assert f"the training loop is an expression (line {line}: " in refused.reason
+
+
+def test_the_epoch_loops_forward_beside_a_comprehension_step_is_once_an_epoch():
+    # The line holding the step loop is the step's, not the epoch's: the model call after it
+    # runs once an epoch (validation), and its line is named.
+    from gpu_notebook.cell.blocks import epoch_blocks
+
+    cell = (
+        SETUP
+        + "for epoch in range(2):\n"
+        + "    losses = [loss_fn(model(x), y).backward() for x, y in loader]\n"
+        + "    val = model(torch.randn(4, 16))\n"
+    )
+    facts = scan_source(cell)
+    assert [lp.line for lp in facts.training_loops()] == [len(cell.splitlines()) - 1]
+    (block,) = epoch_blocks(facts.tree)
+    assert (block.line, block.work, block.per_epoch) == (len(cell.splitlines()), "validation", True)

@@ -256,6 +256,8 @@ def _epoch_forwards(cell: CellTree, epoch: ast.AST, step: ast.AST) -> list[Perio
         node = todo.pop(0)
         if node is step or isinstance(node, (ast.For, ast.AsyncFor, ast.While, *_DEFS)):
             continue
+        if cell.inside(step, node):  # the line that holds a step loop written as an expression
+            continue
         if isinstance(node, _SIMPLE):
             simple.append(node)
             continue

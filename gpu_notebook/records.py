@@ -1621,6 +1621,8 @@ class RunPhase:
     cpu_share: float | None = None
     cpu_low_share: float | None = None
     cpu_high_share: float | None = None
+    cpu_fifths_low: float | None = None  # the least and the most it reads over each fifth
+    cpu_fifths_high: float | None = None
 
 
 @dataclass(frozen=True)

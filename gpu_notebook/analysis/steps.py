@@ -203,15 +203,17 @@ def run_phase(
         cpu_share=cpu[0] if cpu else None,
         cpu_low_share=cpu[1] if cpu else None,
         cpu_high_share=cpu[2] if cpu else None,
+        cpu_fifths_low=cpu[3] if cpu else None,
+        cpu_fifths_high=cpu[4] if cpu else None,
     )
 
 
 def _update_cpu_share(
     record: StepClockRecord, steps: list[StepTiming], own_s: np.ndarray
-) -> tuple[float, float, float] | None:
+) -> tuple[float, float, float, float, float] | None:
     """The optimizers' own CPU time a training step (their CPU a call, times the calls a
     training step) over the mean own time of ``steps`` whose wait for a core was read,
-    and its 90% interval over those steps. None: a class timed under ``RUN_PHASE_MIN_STEPS``
+    its 90% interval over those steps and the least and the most its fifths read. None: a class timed under ``RUN_PHASE_MIN_STEPS``
     steps, or as few steps with a wait read.
 
     On a loaded machine the wait is read at step ends, not where it fell, and is taken off
@@ -235,7 +237,9 @@ def _update_cpu_share(
     per_step = np.full(own.size, update_s)
     low, high = share_interval(per_step, own)
     share = min(1.0, update_s * own.size / float(own.sum()))
-    return share, min(low, share), max(high, share)
+    fifths = [min(1.0, update_s * k.size / float(own[k].sum())) for k in _fifths(own.size)]
+    fifths = fifths if all(float(own[k].sum()) > 0 for k in _fifths(own.size)) else [share]
+    return share, min(low, share), max(high, share), min(fifths), max(fifths)
 
 
 def _fifths(n: int) -> list[np.ndarray]:

@@ -166,6 +166,8 @@ class InMemoryBatches(Said):
     sampler: str | None = None
     batch_sampler: str | None = None
     in_sampler: SamplerTime | None = None  # the wait is the sampler's own __iter__
+    # The stacks cannot tell the sampler's __iter__ from the dataset's reads (too few samples).
+    unsure: SamplerUnsure | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,17 @@ class SamplerTime:
     @property
     def fraction(self) -> float:
         return self.samples / self.data_samples
+
+
+@dataclass(frozen=True)
+class SamplerUnsure:
+    """The user's sampler's ``__iter__`` (``function``) held ``samples`` of the
+    ``data_samples`` stack samples of the data wait: too few to tell whether it or the
+    dataset's reads hold most of the wait (0 of 0: the wait was not sampled)."""
+
+    function: str
+    samples: int
+    data_samples: int
 
 
 @dataclass(frozen=True)
@@ -732,6 +745,7 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         whole=analysis.run_data, profiled=share(analysis, "data"),
         sampler=given_sampler(loader, "sampler"),
         batch_sampler=given_sampler(loader, "batch_sampler"), in_sampler=in_sampler,
+        unsure=sampler_unsure(analysis, facts, loader) if in_sampler is None else None,
     )  # fmt: skip
     return found("input.in_memory_batches", severity, said, phase_share=data, bound=bound,
                  line=loader.line)  # fmt: skip
@@ -751,7 +765,45 @@ _NEXT = ("_BaseDataLoaderIter.__next__", "torch/utils/data/dataloader.py")
 def sampler_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) -> SamplerTime | None:
     """The data wait as the user's own sampler's ``__iter__`` (a class the cell's loader is
     given as ``sampler=``/``batch_sampler=``, not torch's) holds it in the sampled stacks: it
-    runs in the main process whatever ``num_workers`` is. None: not sampled, or not most of it.
+    runs in the main process whatever ``num_workers`` is. None: not sampled, or not shown to
+    hold most of it (``sampler_unsure`` tells "too few samples to say" from "not most")."""
+    read = _sampler_read(analysis, facts, loader)
+    if read is None or not read.shown:
+        return None
+    return read.time
+
+
+def sampler_unsure(
+    analysis: Analysis, facts: SourceFacts, loader: LoaderInUse
+) -> SamplerUnsure | None:
+    """The user's sampler was given, but the stacks show neither that its ``__iter__`` holds
+    most of the data wait nor that it does not: the share's one-sided 95% interval (Wilson)
+    straddles ``SAMPLER_SHARE`` (4 of 5 samples: 42% to 97%), or the wait was not sampled at
+    all. The finding then says it cannot tell, not that the dataset's reads hold the wait
+    (python_sampler named the sampler at 5 of 5 samples and the dataset's reads at 4 of 5)."""
+    cls = facts.sampler_class(loader.static) if loader.static is not None else None
+    if cls is None:
+        return None
+    read = _sampler_read(analysis, facts, loader)
+    if read is None:
+        return SamplerUnsure(f"{cls}.__iter__", 0, 0)
+    if read.shown or read.high < SAMPLER_SHARE:
+        return None
+    return SamplerUnsure(read.time.function, read.time.samples, read.time.data_samples)
+
+
+@dataclass(frozen=True)
+class _SamplerRead:
+    time: SamplerTime
+    shown: bool  # the share's low end is over SAMPLER_SHARE
+    high: float  # the share's high end
+
+
+def _sampler_read(
+    analysis: Analysis, facts: SourceFacts, loader: LoaderInUse
+) -> _SamplerRead | None:
+    """The sampler's samples of the data wait (see ``sampler_time``). None: no sampler of the
+    user's, no stacks, or no sample of the data wait.
 
     The wait's samples are the most any sampled line holds in the data phase (the loop's own
     ``for x in loader`` line holds them all) or under the DataLoader's ``__next__``; the
@@ -775,14 +827,16 @@ def sampler_time(analysis: Analysis, facts: SourceFacts, loader: LoaderInUse) ->
     inside = [s for s in stacks.lines if s.filename is None and s.line in held]
     from_lines = sum(s.phase_samples.get("data", 0) for s in inside)
     samples = min(max(stat.total_samples if stat else 0, from_lines), total)
-    if total <= 0 or sampled_share_low(samples / total, total, z=ONE_SIDED_95) < SAMPLER_SHARE:
+    if total <= 0:
         return None
+    share = samples / total
+    low = sampled_share_low(share, total, z=ONE_SIDED_95)
+    high = 1.0 - sampled_share_low(1.0 - share, total, z=ONE_SIDED_95)
     hot = max(inside, key=lambda s: s.samples, default=None)
     filename, first = (stat.filename, stat.first_line) if stat else ("cell", at)
-    if first is None:
-        return None
-    return SamplerTime(name, filename, first, samples, total,
+    time = SamplerTime(name, filename, first if first is not None else 0, samples, total,
                        hot.line if hot else None, hot.text.strip() if hot else None)  # fmt: skip
+    return _SamplerRead(time, low >= SAMPLER_SHARE and first is not None, high)
 
 
 # Methods of a dataset class that run once, when it is made or asked its length.

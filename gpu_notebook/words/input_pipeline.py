@@ -108,6 +108,26 @@ def in_memory_batches(s: InMemoryBatches) -> Words:
             "its indices); the stack sampler's samples under the DataLoader's __next__",
         )
     assert s.reason is not None  # the rule gives a reason wherever the sampler does not speak
+    if s.unsure is not None:
+        u = s.unsure
+        held = (
+            f"your sampler's `{u.function}` held {u.samples} of the {u.data_samples} stack "
+            "samples of the data wait: too few to tell whether choosing the indices (the "
+            "sampler) or reading and collating the samples (the dataset) holds most of it"
+            if u.data_samples
+            else f"no stack sample of the data wait: it cannot tell your sampler's "
+            f"`{u.function}` from the dataset's reads"
+        )
+        return words(
+            "The step waits for data already in memory: cannot tell whether your sampler or "
+            "the dataset's reads hold the wait",
+            [_data_evidence(s), no_worker_gain(s.reason), held],
+            "Rerun with `--lines all` (stack samples over the whole run) to tell which holds "
+            f"the wait. If the dataset's reads: {_whole_batches(s, bs)} If the sampler: keep it "
+            f"and make `{u.function}` draw the epoch's indices in one call instead of one call "
+            "per index.",
+            source,
+        )
     return words(
         "The step waits for data already in memory: workers would cost more than they save",
         [

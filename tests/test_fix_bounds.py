@@ -1005,3 +1005,36 @@ def test_a_bigger_batch_s_low_end_counts_the_pool_waits_where_torch_s_threads_la
     assert short.bound_low == pytest.approx(spare.bound_low)  # the gate: the model's low end
     assert any("the free cores" in e for e in short.evidence)
     assert not any("the free cores" in e for e in spare.evidence)
+
+
+def _sized_in(heaviest_us: float, margin: float | None) -> int:
+    """``_sized``'s factor for a run whose fifths' typical steps differ by ``margin``."""
+    import dataclasses
+
+    from gpu_notebook.records import HostOverhead, OpStat
+
+    op = OpStat("aten::addmm", 10, heaviest_us * 10, heaviest_us * 10, "cpu", heaviest_us)
+    window = dataclasses.replace(
+        _tiny_ops_window(0.0, 0.0),
+        top_ops=(op,),
+        host=HostOverhead(40.0, 3.0, 0.3, 0.4, 30.0),
+    )
+    run = syn.make_run(TINY_LOADER_CELL)
+    a = dataclasses.replace(with_run_figures(run, window), run_margin=margin)
+    f = {x.rule_id: x for x in words(run_rules(run, a, syn.VERDICT))}["launch.tiny_ops"]
+    return int(f.fix_params["factor"])
+
+
+def test_the_bigger_batch_factor_of_an_op_near_a_line_is_the_smaller_in_both_runs():
+    """Same code, same answer: pad_collate_python's heaviest matmul read 13 us in one run and
+    16 us in the next (a factor x4, then x2, at the point's 15 us line). The op is sized at the
+    high end of what two runs of the code differ by (the run's margin): x2 in both."""
+    assert _sized_in(13.0, 0.25) == _sized_in(16.0, 0.25) == 2
+    # An op well under the line keeps its factor; a quiet run's margin moves the line little.
+    assert _sized_in(3.0, 0.25) == 8
+    assert _sized_in(13.0, None) == 4  # no margin read: two runs differ by 5%
+    # Never larger for a larger op, whatever the margin.
+    for margin in (None, 0.05, 0.3, 1.0):
+        sizes = [2.0, 5.0, 8.0, 12.0, 14.0, 16.0, 25.0]
+        got = [_sized_in(us, margin) for us in sizes]
+        assert got == sorted(got, reverse=True), (margin, got)

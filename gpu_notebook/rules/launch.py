@@ -328,7 +328,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if severity_in(analysis, "data", share(analysis, "data")) == "high":
         severity = "low"
     sized_us = sized_op_us(heaviest_us, host)
-    factor = batch_factor(sized_us)
+    factor = batch_factor(sized_us, op_margin(analysis))
     loader = loader_in_use(facts)
     batch = analysis.step_stats.batch_size
     compiled = uses_compile(facts)
@@ -500,11 +500,32 @@ def sized_op_us(heaviest_us: float | None, host: HostOverhead | None) -> float:
     return max(known, default=0.0)
 
 
-def batch_factor(sized_us: float) -> int:
+def batch_factor(sized_us: float, margin: float = 0.0) -> int:
     """The power of two that lifts an op of ``sized_us`` to about a launch gap's work
-    (``TINY_OP_US``), 2..``MAX_FACTOR``: never larger for a larger op."""
-    power = math.ceil(math.log2(TINY_OP_US / max(sized_us, 1e-3)))
+    (``TINY_OP_US``), 2..``MAX_FACTOR``: never larger for a larger op.
+
+    ``margin``: what two runs of this code may read the op's size apart by (``op_margin``):
+    the op is sized at the high end of that span, so a power is given only where the op needs
+    it however the next run reads it. An op read near a line (pad_collate_python's heaviest
+    matmul at 13 us in one run and 16 us in the next, x4 and x2 at the point's 15 us line)
+    gets the smaller factor in both runs."""
+    high_us = max(sized_us, 1e-3) * (1.0 + max(0.0, margin))
+    power = math.ceil(math.log2(TINY_OP_US / high_us))
     return min(MAX_FACTOR, 1 << max(1, power))
+
+
+# An op's floor is its least call, which load only lengthens: it moves between runs less than
+# the step does. The most the step's margin stands for in an op's size: the floors of one
+# program's heaviest matmul read 13 us and 16 us in two runs (pad_collate_python, load 5-9).
+OP_MARGIN = 0.25
+
+
+def op_margin(analysis: Analysis) -> float:
+    """What two runs of this code may read an op's size apart by: the step's
+    (``Analysis.run_margin``, the spread of the run's fifths' typical steps; ``RUN_TO_RUN``
+    where the run had too few steps), at most ``OP_MARGIN``."""
+    margin = analysis.run_margin if analysis.run_margin is not None else RUN_TO_RUN
+    return min(OP_MARGIN, margin)
 
 
 def folded_accumulation(facts: SourceFacts, factor: int) -> tuple[int, str] | None:

@@ -102,6 +102,11 @@ class Recorder:
             # A new anchor restarts the count: what came before was warm-up.
             self.boundaries = []
             self.anchor = self._clock.anchor
+            if self._clock.is_lean:
+                # Gone lean at the old anchor's warm-up (LBFGS: 5 backward calls in its first
+                # step), its hooks for a lower anchor's steps (a closure's calls uncounted,
+                # each step read as doing none): timed again, lean at this anchor's warm-up.
+                self._clock.retime()
         self.boundaries.append((count, now))
         if count >= 1 and self.first_ns is None:
             self.first_ns = now
@@ -152,6 +157,11 @@ class Recorder:
         """Each timed step's wait for a core, from the clock's steps by index (``waits``): step k
         is the clock's step k, closed at the boundary after k + 1 steps."""
         return [waits.get(self.boundaries[i][0]) for i in self._timed()]
+
+    def step_works(self, works: dict[int, tuple[int, ...] | None]) -> list[tuple[int, ...] | None]:
+        """Each timed step's work (its closure's calls, its loader reads; None: not counted),
+        from the clock's steps by index as ``step_waits_s`` reads their waits."""
+        return [works.get(self.boundaries[i][0]) for i in self._timed()]
 
 
 def _run(code_path: str, script_path: str, argv: list[str]) -> None:
@@ -298,8 +308,15 @@ def main(argv: list[str]) -> int:
     result["partial_steps_s"] = timed if ended == "limit" else []
     result["steps_seen"] = recorder.boundaries[-1][0] if recorder.boundaries else 0
     if clock.anchor == recorder.anchor and ended != "limit":
-        waits = {s.index: s.wait_s for s in clock.record().steps}
+        clock_steps = clock.record().steps
+        waits = {s.index: s.wait_s for s in clock_steps}
         result["waits_s"] = recorder.step_waits_s(waits)
+        # What each step did, counted lean: steps of other work are compared with their like
+        # (``analysis.like_work``: LBFGS's 5-call and 1-call steps).
+        from gpu_notebook.analysis.like_work import step_work
+
+        works = {s.index: step_work(s) for s in clock_steps}
+        result["works"] = recorder.step_works(works)
     if recorder.processes is None:
         recorder.count_processes()  # the script ended before its warm-up did
     result["processes"] = recorder.processes

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from gpu_notebook.analysis.compare_samples import compare_samples, fix_outcome
 from gpu_notebook.analysis.interference import counted_step_times, step_load_cores
+from gpu_notebook.analysis.like_work import like_work, step_work
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steps import steady_steps
 from gpu_notebook.records import (
@@ -147,7 +148,8 @@ def measured_samples(baseline: Report, report: Report) -> SampleComparison | Non
 
     Each step counts its own time (its wall time less its thread's wait for a core) where
     every step of both runs carries that wait and both ran as many processes; else its wall
-    time (analysis.interference.counted_step_times, the rule --try-fixes follows too)."""
+    time (analysis.interference.counted_step_times, the rule --try-fixes follows too), and
+    steps of other work are read at one mix (``analysis.like_work``)."""
     runs = (baseline.run, report.run)
     chosen = [_compared_steps(r) for r in runs]
     times, own = counted_step_times(
@@ -155,6 +157,9 @@ def measured_samples(baseline: Report, report: Report) -> SampleComparison | Non
         [[s.wait_s for s in steps] for steps in chosen],
         [_processes(r) for r in runs],
     )
+    # Steps of other work (LBFGS's 5-call and 1-call steps) read at one mix: the runs' shares
+    # of each work do not decide (analysis.like_work, as --try-fixes reads its runs).
+    times = like_work(times, [[step_work(s) for s in steps] for steps in chosen]) or times
     series = []
     for r, steps, counted in zip(runs, chosen, times, strict=True):
         load = step_load_cores(r, steps)

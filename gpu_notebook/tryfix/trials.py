@@ -52,6 +52,7 @@ from typing import Literal
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.interference import counted_step_times
+from gpu_notebook.analysis.like_work import like_work
 from gpu_notebook.records import Finding, FixTrial, Report, TrialRun, TrialSaid, TryFixes
 from gpu_notebook.rules.common import FEW_STEPS
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
@@ -119,6 +120,10 @@ class RunResult:
     # whether its steps are compared as own times (analysis.interference.counted_step_times).
     waits_s: list[float | None] | None = None
     processes: int | None = None
+    # Each step's work (aligned with steps_s: its closure's calls, its loader reads; an entry
+    # None: not counted; None: not reported): steps of other work are compared with their like
+    # (``analysis.like_work``).
+    works: list[tuple[int, ...] | None] | None = None
     # Steps the run's step clock counted, warm-up included (None: not reported): a run that
     # ended on its own short of its warm-up and steps says how far it got.
     steps_seen: int | None = None
@@ -231,6 +236,7 @@ def run_child(
             samples_per_step=_positive_int(data.get("samples_per_step")),
             waits_s=_waits(data.get("waits_s")),
             processes=_count(data.get("processes")),
+            works=_works(data.get("works")),
             steps_seen=_count(data.get("steps_seen")),
             ended=ended,
             limit_s=timeout_s,
@@ -663,13 +669,16 @@ def _compared(
     """(the script's runs' step times, the fix's, whether they are own times): each finished
     run's steps, counted as the notebook's before/after counts them (own times where every
     step of every run carries its wait for a core and every run had as many processes below
-    it, ``counted_step_times``); the fix's per ``work`` (a step that does ``work`` times the
-    script's work is read per the script's step: throughput, not step time)."""
+    it, ``counted_step_times``), at one mix of work where steps do different work
+    (``like_work``: LBFGS's 5-call and 1-call steps, a varying accumulation); the fix's per
+    ``work`` (a step that does ``work`` times the script's work is read per the script's step:
+    throughput, not step time)."""
     done = [r for r in base if r.steps_s and not r.broke]
     runs = done + [r for r in mine if r.steps_s and not r.broke]
     times, own = counted_step_times(
         [r.steps_s for r in runs], [r.waits_s for r in runs], [r.processes for r in runs]
     )
+    times = like_work(times, [r.works for r in runs]) or times
     fix = tuple(tuple(s / work for s in run) for run in times[len(done) :])
     return times[: len(done)], fix, own
 
@@ -678,6 +687,13 @@ def _waits(value: object) -> list[float | None] | None:
     if not isinstance(value, list):
         return None
     return [float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+            for x in value]  # fmt: skip
+
+
+def _works(value: object) -> list[tuple[int, ...] | None] | None:
+    if not isinstance(value, list):
+        return None
+    return [tuple(x) if isinstance(x, list) and all(_count(n) is not None for n in x) else None
             for x in value]  # fmt: skip
 
 

@@ -110,6 +110,25 @@ def test_arms_that_do_work_of_other_kinds_are_compared_as_they_are():
     assert alike is not None and [len(r) for r in alike] == [60] * 4
 
 
+def test_a_change_that_moves_the_mix_in_every_run_is_read_on_its_throughput():
+    # A validation pass (9 loader reads in its step) every 5th step, made every 20th by the fix:
+    # every run of the fix holds fewer such steps than every run of the script. The work it
+    # saved is its gain: the runs are compared as they are, not at one mix (which reads 1x).
+    def run(every: int) -> tuple[list[float], list[tuple[int, int]]]:
+        works = [(0, 9) if i % every == 0 else (0, 1) for i in range(60)]
+        return [0.02 if w == (0, 9) else 0.002 for w in works], works
+
+    base, fix = [run(5) for _ in range(3)], [run(20) for _ in range(3)]
+    times, works = [t for t, _ in base + fix], [w for _, w in base + fix]
+    assert like_work(times, works, arms=[0, 0, 0, 1, 1, 1]) is None
+    d = decide(times[:3], times[3:], 3, None)
+    assert d is not None and d.verdict == "verified" and d.speedup > 1.5
+    # Read at one mix, the saving is gone: what the arms' separation guards against.
+    alike = like_work(times, works)
+    assert alike is not None
+    assert decide(alike[:3], alike[3:], 3, None).speedup == pytest.approx(1.0, abs=0.01)
+
+
 class _MixedRuns:
     """A fake runner: every run is LBFGS-shaped, its share of 5-call steps drawn per run; the
     fix's steps take the script's time per work over ``gain``."""

@@ -62,10 +62,18 @@ MIN_COMMON_SHARE = 0.8
 def like_work(
     runs: Sequence[Sequence[float]],
     works: Sequence[Sequence[WorkKey | None] | None],
+    arms: Sequence[int] | None = None,
 ) -> tuple[tuple[float, ...], ...] | None:
     """Each run's steps (aligned with ``works``: each step's work, None: not counted) put at the
     trial's common mix of work (module docstring). None: nothing to do or nothing to read: every
-    step does one work, a step's work was not counted, or the runs share too little work."""
+    step does one work, a step's work was not counted, the runs share too little work, or the
+    arms' mixes differ as arms (``arms``: each run's arm, ``_mix_moved``).
+
+    Where an arm has several runs, a work whose share of the steps moved between the arms
+    beyond how much it moves between runs of one arm (every run of one arm above every run of
+    the other) is what the change did (a validation pass run less often, the every-N steps
+    that now skip it), not a mix a run happened to draw: the runs are compared as they are,
+    their throughput carrying the work the change saved."""
     keyed = _keyed(runs, works)
     if keyed is None:
         return None
@@ -78,6 +86,8 @@ def like_work(
         sum(c[k] for k in common) < MIN_COMMON_SHARE * len(run)
         for c, run in zip(per_run, keyed, strict=True)
     ):
+        return None
+    if arms is not None and _mix_moved(per_run, [len(r) for r in keyed], arms, set(every)):
         return None
     pooled: dict[WorkKey, list[float]] = defaultdict(list)
     for run in keyed:
@@ -96,6 +106,28 @@ def like_work(
         scale = figure / statistics.fmean(units) if statistics.fmean(units) > 0 else 1.0
         out.append(tuple(u * scale for u in units))
     return tuple(out)
+
+
+def _mix_moved(
+    per_run: list[Counter[WorkKey]], sizes: list[int], arms: Sequence[int], keys: set[WorkKey]
+) -> bool:
+    """Whether some work's share of the steps separates the arms: every run of one arm holds
+    more of it than every run of the other. Read where each arm has 2 runs or more (one run a
+    side cannot tell a change from a draw)."""
+    if len(arms) != len(per_run):
+        return False
+    by_arm: dict[int, list[int]] = defaultdict(list)
+    for i, arm in enumerate(arms):
+        by_arm[arm].append(i)
+    if len(by_arm) != 2 or any(len(ix) < 2 for ix in by_arm.values()):
+        return False
+    a, b = by_arm.values()
+    for k in keys:
+        sa = [per_run[i][k] / sizes[i] for i in a]
+        sb = [per_run[i][k] / sizes[i] for i in b]
+        if min(sa) > max(sb) or min(sb) > max(sa):
+            return True
+    return False
 
 
 def _keyed(

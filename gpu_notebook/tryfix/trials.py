@@ -678,7 +678,8 @@ def _compared(
     times, own = counted_step_times(
         [r.steps_s for r in runs], [r.waits_s for r in runs], [r.processes for r in runs]
     )
-    times = like_work(times, [r.works for r in runs]) or times
+    arms = [0] * len(done) + [1] * (len(runs) - len(done))
+    times = like_work(times, [r.works for r in runs], arms) or times
     fix = tuple(tuple(s / work for s in run) for run in times[len(done) :])
     return times[: len(done)], fix, own
 

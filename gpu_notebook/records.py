@@ -1493,7 +1493,9 @@ class RunShape:
     total_s: float
     median_s: float
     p90_s: float
-    jitter: float  # p90 / median
+    # p90 / median of each step's time over its own kind of work's median (analysis.work_spread:
+    # a run of one work, the plain p90 / median; 1.0 when no kind has steps enough to read)
+    jitter: float
     first_median_s: float  # the first fifth of the run
     last_median_s: float  # the last fifth
     slope_s_per_step: float  # least-squares slope of step time (stalls left out)
@@ -1518,6 +1520,9 @@ class RunShape:
     window_undecided: bool = False
     stalls: StallPattern | None = None
     memory: tuple[MemoryTrend, ...] = ()
+    # The kinds of work (model calls, a closure's calls, loader reads, batch size) the jitter
+    # and ``above_median_share`` were read within; 0: none had steps enough (no jitter read).
+    work_kinds: int = 1
     # Steps that ran while other processes were busier than the run's quiet level
     # (analysis.interference): left out of median, jitter, drift and stalls, named apart.
     busy_steps: int = 0
@@ -1541,7 +1546,8 @@ class RunShape:
     drift_low: float | None = None
     drift: float | None = None  # last fifth's median step over the first's (None: first is 0)
     # The run's time above the first fifth's pace (had every step kept it), and above the
-    # median step (had every step taken it): the shares a drift and a jitter stand for.
+    # median step of its own kind of work (had every step taken it; ``work_kinds``; None: no
+    # kind read): the shares a drift and a jitter stand for.
     drift_share: float | None = None
     above_median_share: float | None = None
     # The hook-timed phase that grew most from the first fifth to the last: (phase, its
@@ -2029,7 +2035,7 @@ class RankShape:
 
     first_s: float  # median step of the first fifth of the run
     last_s: float  # median step of the last fifth
-    jitter: float  # p90 / median step
+    jitter: float  # p90 / median step, within like work (RunShape.jitter)
     stalls: int = 0  # steps over STALL_FACTOR x the median (0: no stall pattern)
     stall_period_steps: int | None = None  # every N steps, when they recur regularly
     stall_share: float = 0.0  # their time above the median step, of the run's step time

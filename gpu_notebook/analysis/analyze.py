@@ -14,6 +14,7 @@ from gpu_notebook.analysis.machine import machine_facts
 from gpu_notebook.analysis.own_cost import disturbed_steps, instrumentation_factor
 from gpu_notebook.analysis.steps import hook_phases, run_phase, steady_steps, step_stats
 from gpu_notebook.analysis.utilization import run_utilization
+from gpu_notebook.analysis.work_spread import lean_work, timed_work
 from gpu_notebook.records import (
     Analysis,
     GpuTimeline,
@@ -206,7 +207,7 @@ def _margin_steps(
         steps = steps[first:]
     timed = [s for s in steps if s.timed]
     lean = [s for s in steps if not s.timed]
-    kept = _one_work(timed, _timed_work) if len(timed) >= len(lean) else _one_work(lean, _lean_work)
+    kept = _one_work(timed, timed_work) if len(timed) >= len(lean) else _one_work(lean, lean_work)
     return [margin_step_s(s) for s in kept]
 
 
@@ -220,18 +221,6 @@ def margin_step_s(step: StepTiming) -> float:
     wait, the margin is the program's own spread (sleeping, I/O, the GPU stay in it), as the
     trials' and the before/after's own times compare it (``interference.counted_step_times``)."""
     return max(0.0, step.duration_s - step.ours_s - (step.wait_s or 0.0))
-
-
-def _timed_work(step: StepTiming) -> tuple[int | None, ...]:
-    """A timed step's work: its model calls (forward, backward), a closure's calls and loader
-    reads where counted."""
-    return (step.forward_calls, step.backward_calls, step.closure_calls, step.loader_reads)
-
-
-def _lean_work(step: StepTiming) -> tuple[int | None, ...]:
-    """A lean step's work: no forward or backward is counted there; a closure's calls and the
-    loader's reads are (None in an older record: every lean step alike)."""
-    return (step.closure_calls, step.loader_reads)
 
 
 def _one_work(

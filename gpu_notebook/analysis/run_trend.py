@@ -10,7 +10,9 @@ the run's shape:
   the window represents the run when such steps hold at least half of the run's step time, or
   are at least 60% of its steps (the rest then scattered slow steps: stalls, a busy machine);
 - *drift*: the median of the first and the last fifth of the run, and a least-squares slope;
-- *jitter*: p90 / median;
+- *jitter*: p90 / median, each step over the median of its own kind of work
+  (analysis/work_spread.py: steps of 32 and 16 samples, of 5 and 1 closure calls, are uneven
+  work, not jitter);
 - *stalls*: steps over ``STALL_FACTOR`` x the median, their period when they recur regularly
   (a schedule holds at least half of the stall events it spans, stalls in a row being one
   event: a new loader's N workers stall its first N steps), and which hook-timed phase their
@@ -48,6 +50,7 @@ from gpu_notebook.analysis.interference import (
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_breakdown, hook_phases, steady_steps
+from gpu_notebook.analysis.work_spread import work_spread
 from gpu_notebook.records import (
     MemoryTrend,
     OwnTime,
@@ -153,6 +156,10 @@ def run_shape(run: Run) -> RunShape | None:
     read_s = float(dur.sum() * weight)
     median = float(np.median(dur))
     p90 = float(np.percentile(dur, 90))
+    # Jitter, and the time above the median it stands for, are read within like work: each
+    # step against its own kind's median (an epoch's short last batch, LBFGS's 1- and 5-call
+    # steps are uneven work, the same in every run).
+    spread = work_spread(steps_read)
     # The first and last fifth of the run by position (steps we disturbed are left out inside
     # them, never shifting a fifth's bounds into the next part of the run).
     fifth_all = max(1, len(steps) // 5)
@@ -257,7 +264,8 @@ def run_shape(run: Run) -> RunShape | None:
         total_s=total_s,
         median_s=median,
         p90_s=p90,
-        jitter=p90 / median if median > 0 else 1.0,
+        jitter=spread.jitter,
+        work_kinds=spread.kinds,
         first_median_s=float(np.median(dur[head])),
         last_median_s=float(np.median(dur[tail])),
         slope_s_per_step=slope,
@@ -276,7 +284,11 @@ def run_shape(run: Run) -> RunShape | None:
         shape,
         drift=last / first if first > 0 else None,
         drift_share=max(0.0, 1.0 - first * shape.steps / total_s) if total_s > 0 else None,
-        above_median_share=max(0.0, 1.0 - median * shape.steps / total_s) if total_s > 0 else None,
+        above_median_share=(
+            max(0.0, 1.0 - sum(spread.reference_s(s) for s in steps) * weight / total_s)
+            if total_s > 0 and spread.kinds
+            else None
+        ),
         grown_phase=grown_phase(run),
     )
     drift = compare_samples(dur[tail].tolist(), dur[head].tolist())

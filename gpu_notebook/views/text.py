@@ -310,7 +310,8 @@ def run_shape_rows(shape: RunShape) -> list[str]:
     tenths = " ".join(fmt_seconds(seg.median_s) for seg in shape.segments)
     rows = [
         f"Over the run: first fifth {fmt_seconds(shape.first_median_s)}, last fifth "
-        f"{fmt_seconds(shape.last_median_s)} a step; p90/median {shape.jitter:.1f}",
+        f"{fmt_seconds(shape.last_median_s)} a step; p90/median {shape.jitter:.1f}"
+        + (" within like work" if shape.work_kinds > 1 else ""),
         f"  step time by tenth of the run: {tenths}",
     ]
     if shape.windows:

@@ -128,12 +128,27 @@ def drift(s: Drift) -> Words:
 @worder(Jitter)
 def jitter(s: Jitter) -> Words:
     shape = s.shape
+    if shape.work_kinds > 1:
+        # Each step against the median of its own work: the run's p90 and median in seconds
+        # mix kinds of work and are not the figure.
+        spread = (
+            f"among steps of like work ({shape.work_kinds} kinds: their model calls, closure "
+            f"calls, loader reads and batch size), the p90 step is {shape.jitter:.1f}x its "
+            "kind's median"
+        )
+        median = "its kind's median step"
+    else:
+        spread = (
+            f"p90 step {fmt_seconds(shape.p90_s)} is {shape.jitter:.1f}x the median "
+            f"{fmt_seconds(shape.median_s)}"
+        )
+        median = "the median step"
     return words(
         "Step times are uneven",
         [
-            f"p90 step {fmt_seconds(shape.p90_s)} is {shape.jitter:.1f}x the median {fmt_seconds(shape.median_s)}",
-            f"time above the median step: {fmt_share(s.above or 0.0)} of the run ({fmt_gain(s.bound)} if "
-            "every step took the median)",
+            spread,
+            f"time above {median}: {fmt_share(s.above or 0.0)} of the run ({fmt_gain(s.bound)} "
+            "if every step took it)",
         ],
         "Look for work some steps do and others not: variable-length batches (pad or bucket "
         "them), garbage collection, other processes on the machine.",

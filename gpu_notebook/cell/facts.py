@@ -219,6 +219,8 @@ class SourceFacts:
     hook_reads: tuple[SourceLine, ...] = ()
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
+    # housekeeping calls in loops (gc.collect(), torch.cuda.empty_cache(): words.COLLECT_CALLS)
+    collects: tuple[SourceLine, ...] = ()
     # torch.distributed collectives the step loops call themselves (cell.collectives: a loss
     # reduced for a log, a barrier), gradients' own exchange left out; ``gated``: some steps.
     collectives: tuple[SourceLine, ...] = ()

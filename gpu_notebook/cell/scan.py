@@ -142,8 +142,9 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
     loops = tuple(loop_facts(tree, loop) for loop in tree.loops)
     syncs, logged = syncs_and_logging(tree)
     # Checkpoint writes are gated as logs are (the same every-N fix), said by their own rule.
-    logging = tuple(line for line in logged if line.kind != "checkpoint")
+    logging = tuple(line for line in logged if line.kind not in ("checkpoint", "collect"))
     saves = tuple(line for line in logged if line.kind == "checkpoint")
+    collects = tuple(line for line in logged if line.kind == "collect")
     flags_set = tuple(flags(tree))
     called = {last(dotted(c.func)) for c in tree.calls()}  # the last names of what is called
     return SourceFacts(
@@ -165,6 +166,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         hook_reads=hook_reads(tree),
         logging=logging,
         saves=saves,
+        collects=collects,
         collectives=own_collectives(tree),
         state_copies=state_copies(tree),
         redraws=redraws(tree),

@@ -179,7 +179,7 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
         read = set()
         for arg in [*call.args, *(k.value for k in call.keywords)]:
             read |= _unwrapped_names(arg)
-        if read & values and log_kind != "checkpoint":
+        if read & values and log_kind not in ("checkpoint", "collect"):
             # Printing or logging a tensor formats it on the host: a device sync per step.
             tensor_kind: SyncKind = "print-tensor" if log_kind == "print" else "log-tensor"
             line = tree.source_line(call, tensor_kind)

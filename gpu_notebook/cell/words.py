@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-LogKind = Literal["print", "logger", "tracker", "progress", "checkpoint"]
+LogKind = Literal["print", "logger", "tracker", "progress", "checkpoint", "collect"]
 
 OPTIMIZER_CLASSES = frozenset(
     {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
@@ -88,6 +88,14 @@ SAVE_CALLS = frozenset(
      "safetensors.torch.save_file"}
 )  # fmt: skip
 SAVE_METHODS = frozenset({"save_pretrained", "save_state", "save_checkpoint", "save_model"})
+# Whole-process housekeeping put in a step "to free memory" (unseen round 19): a full garbage
+# collection walks every Python object the process holds (hundreds of thousands once torch is
+# imported), and a caching allocator's cache emptied every step is refilled by the next step's
+# allocations (cudaFree/cudaMalloc, each a device sync). Gated every N steps as a save is.
+COLLECT_CALLS = frozenset(
+    {"gc.collect", "torch.cuda.empty_cache", "torch.cuda.ipc_collect", "torch.mps.empty_cache",
+     "torch.xpu.empty_cache"}
+)  # fmt: skip
 
 # Tensor methods that copy to a device (``x.to(device)``, ``x.cuda()``), and those that hand the
 # host a number or an array (``loss.item()``): a read of a device value, a sync.
@@ -148,12 +156,15 @@ def builds_module(name: str, module_classes: set[str] | frozenset[str]) -> bool:
 
 def log_kind(name: str | None, method: str | None) -> LogKind | None:
     """What a call named ``name`` (method ``method``) logs with: "print", "logger", "tracker",
-    "progress", or "checkpoint" (a state written to disk: per-step work for humans as a log
-    is); None for a call that does not log."""
+    "progress", "checkpoint" (a state written to disk: per-step work for humans as a log
+    is) or "collect" (a garbage collection or an allocator cache emptied: housekeeping, gated
+    as a log is); None for a call that does not log."""
     if name in PRINT_CALLS:
         return "print"
     if name in SAVE_CALLS or method in SAVE_METHODS:
         return "checkpoint"
+    if name in COLLECT_CALLS:
+        return "collect"
     if name is not None and name.startswith(LOG_PREFIXES):
         return "logger"
     if method in TRACKER_METHODS:

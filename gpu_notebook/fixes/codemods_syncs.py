@@ -445,7 +445,7 @@ def _found_by_rule(
         for line in (
             facts.syncs
             if syncs
-            else (*facts.logging, *facts.saves, *facts.state_copies, *facts.syncs)
+            else (*facts.logging, *facts.saves, *facts.collects, *facts.state_copies, *facts.syncs)
         )
         if not line.gated
         and not line.needed
@@ -458,7 +458,9 @@ def _found_by_rule(
         for node in (line.node, *line.others)
     ]
     logs = [
-        line.node for line in (*facts.logging, *facts.saves, *facts.state_copies) if not line.gated
+        line.node
+        for line in (*facts.logging, *facts.saves, *facts.collects, *facts.state_copies)
+        if not line.gated
     ]
     return (
         nodes_of(module, sorted((line.node for line in lines), key=position)),

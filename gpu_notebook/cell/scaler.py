@@ -87,6 +87,27 @@ def cpu_float16_autocasts(tree: CellTree) -> list[ast.Call]:
     return out
 
 
+def float64_casts(tree: CellTree) -> list[ast.Call]:
+    """The cell's calls that make or cast to float64: ``model.double()``, ``x.to(torch.float64)``,
+    ``torch.tensor(..., dtype=torch.double)`` (where trained float64 parameters come from when
+    the default dtype is float32: unseen round 19's numpy data and ``model.double()`` to match
+    its dtype). ``torch.from_numpy`` of a float64 array is not seen: its dtype is the array's."""
+    out = []
+    for call in tree.calls():
+        if not tree.in_cell(call):
+            continue
+        if method_of(call) == "double" and not call.args:
+            out.append(call)
+            continue
+        dtype = keyword_of(call, "dtype")
+        given = dtype.value if dtype is not None else None
+        if given is None and method_of(call) == "to" and call.args:
+            given = call.args[0]
+        if given is not None and last(dotted(given) or "") in ("float64", "double"):
+            out.append(call)
+    return out
+
+
 def scalers_made(tree: CellTree) -> list[tuple[str | None, ast.Call]]:
     """The cell's ``GradScaler(...)`` calls, each with the plain name it is assigned to (None:
     another place: an attribute, an argument)."""

@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from gpu_notebook.analysis.kernels import fp32_matmul_kernel_share, runs_matmuls
 from gpu_notebook.analysis.verdict import GPU_BUSY, gpu_busy_reading
 from gpu_notebook.cell.facts import SourceFacts
-from gpu_notebook.cell.scaler import cpu_float16_autocasts, precision, scaler_off, scalers_made
+from gpu_notebook.cell.scaler import (
+    cpu_float16_autocasts,
+    float64_casts,
+    precision,
+    scaler_off,
+    scalers_made,
+)
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     SUGGEST,
@@ -186,5 +192,49 @@ def cpu_float16(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | N
     return found("precision.cpu_float16", severity, said, phase_share=compute, line=said.line)
 
 
+@dataclass(frozen=True)
+class Float64Params(Said):
+    line: int | None  # the cell's first cast to float64 (``model.double()``; None: not seen)
+    text: str | None
+    double_bytes: int  # trained parameters' bytes that are float64
+    param_bytes: int  # ... of the trained parameters' bytes
+    compute: float  # forward + backward + optimizer: the step's share the dtype sets
+    gpu: bool
+
+
+def float64_params(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Most of the trained parameters are float64 while the default dtype is float32: the cell
+    (or an earlier one) cast the model (``model.double()``, often to match numpy's float64
+    data handed over by ``torch.from_numpy``). Every matmul, activation, gradient and
+    optimizer state is then double precision: twice the bytes, half a CPU's vector rate, and
+    1/2 to 1/64 of a GPU's float32 rate (unseen round 19: an MLP's step 1.9x faster in float32
+    on this CPU). A float64 default dtype is ``modes.float64_default``'s. No bound: how much
+    slower depends on the ops and the device."""
+    clock = run.steps
+    double, total = clock.double_grad_bytes, clock.grad_bytes
+    if not double or not total or 2 * double < total:
+        return None
+    if clock.double_default_backwards and 2 * clock.double_default_backwards >= (
+        clock.anomaly_backward_reads
+    ):
+        return None
+    compute = shares_sum(analysis, ("forward", "backward", "optimizer"))
+    if compute is None or compute < SUGGEST:
+        return None
+    tree = facts.tree
+    casts = float64_casts(tree) if tree is not None else []
+    first = tree.source_line(casts[0], "float64") if tree is not None and casts else None
+    said = Float64Params(
+        first.cell_line if first else None,
+        first.text if first else None,
+        double,
+        total,
+        compute,
+        has_gpu(run),
+    )
+    severity: Severity = "medium" if compute >= WARN else "low"
+    return found("precision.float64_params", severity, said, phase_share=compute, line=said.line)
+
+
 TIE = 80  # where its findings tie: the verdict table's order (rules._families)
-RULES = (fp32_on_tensor_core_gpu, scaler_unneeded, cpu_float16)
+RULES = (fp32_on_tensor_core_gpu, scaler_unneeded, cpu_float16, float64_params)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.rules.precision import CpuFloat16, Fp32TensorCores, ScalerUnneeded
+from gpu_notebook.formatting import fmt_bytes, fmt_gain, fmt_share
+from gpu_notebook.rules.precision import CpuFloat16, Float64Params, Fp32TensorCores, ScalerUnneeded
 from gpu_notebook.words.common import Words, busy_evidence, window_share, worder, words
 
 
@@ -86,4 +86,34 @@ def cpu_float16(s: CpuFloat16) -> Words:
         + "), or autocast to torch.bfloat16 and keep whichever measures faster; keep float16 "
         "for the GPU (device_type='cuda').",
         "torch.amp docs (CPU autocast: bfloat16); no bound: measure the change",
+    )
+
+
+@worder(Float64Params)
+def float64_params(s: Float64Params) -> Words:
+    made = (
+        f"line {s.line}: `{s.text}` casts to float64"
+        if s.line is not None
+        else "no line of this cell casts to float64: an earlier cell or a library did"
+    )
+    rate = (
+        "a GPU runs float64 at 1/2 (data-centre cards) to 1/64 (consumer cards) of its float32 "
+        "rate, with no tensor cores"
+        if s.gpu
+        else "a CPU's vector units hold half as many float64 numbers as float32 ones"
+    )
+    evidence = [
+        f"{fmt_bytes(s.double_bytes)} of the {fmt_bytes(s.param_bytes)} of trained parameters "
+        "are float64, while torch's default dtype is float32",
+        made,
+        f"forward, backward and optimizer: {fmt_share(s.compute)} of the step, all in float64",
+        f"{rate}; every activation, gradient and optimizer state is twice the bytes",
+    ]
+    return words(
+        "The model trains in float64 (double precision)",
+        evidence,
+        "Train in float32: drop the model's .double() (or call model.float()) and give it float32 "
+        "inputs (x.float(), or np.float32 arrays before torch.from_numpy); keep float64 only "
+        "where the numerics need it.",
+        "PyTorch tensor attributes (torch.float64); no bound: measure the change",
     )

@@ -1,6 +1,6 @@
 """A model trained in float64 while the default dtype is float32 (rules/precision.float64_params):
 unseen round 19's float64_from_numpy (numpy's float64 data through ``torch.from_numpy`` and
-``model.double()`` to match it; float32 1.9x faster by hand, the product silent: only a float64
+``model.double()`` to match it; float32 2.1x faster by hand, the product silent: only a float64
 default dtype was read, ``modes.float64_default``). Measured by real %%gpucheck runs on the CPU:
 the step clock reads the trained parameters' dtype; the cell's other casts read against that run,
 and float32 parameters (a float64 input cast back with ``.float()``) left alone."""

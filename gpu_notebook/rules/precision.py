@@ -207,7 +207,7 @@ def float64_params(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     (or an earlier one) cast the model (``model.double()``, often to match numpy's float64
     data handed over by ``torch.from_numpy``). Every matmul, activation, gradient and
     optimizer state is then double precision: twice the bytes, half a CPU's vector rate, and
-    1/2 to 1/64 of a GPU's float32 rate (unseen round 19: an MLP's step 1.9x faster in float32
+    1/2 to 1/64 of a GPU's float32 rate (unseen round 19: an MLP's loop 2.1x faster in float32
     on this CPU). A float64 default dtype is ``modes.float64_default``'s. No bound: how much
     slower depends on the ops and the device."""
     clock = run.steps

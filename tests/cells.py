@@ -116,3 +116,12 @@ with torch.no_grad():
     for (x,) in loader:
         outs.append(model(x).sum())
 """
+
+
+def measured(ip, body: str):
+    """The report of one real ``%%gpucheck`` run of ``body`` in the test shell ``ip`` (quiet,
+    kept in ``rep``, sampled every 50 ms); the cell must succeed."""
+    ip.user_ns.pop("rep", None)
+    res = ip.run_cell(f"%%gpucheck -q -o rep -i 0.05\n{body}")
+    assert res.success
+    return ip.user_ns["rep"]

@@ -9,6 +9,7 @@ import pytest
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes import Patch, Refusal, apply_fix
 from gpu_notebook.rules.precision import scaler_unneeded
+from tests.cells import measured
 from tests.test_rules import ids, only
 
 RULE = "precision.scaler_unneeded"
@@ -31,15 +32,8 @@ for step in range(16):
 """
 
 
-def measure(ip, body: str):
-    ip.user_ns.pop("rep", None)
-    res = ip.run_cell(f"%%gpucheck -q -o rep -i 0.05\n{body}")
-    assert res.success
-    return ip.user_ns["rep"]
-
-
 def test_the_scalers_operators_are_counted_in_a_real_cpu_trace_and_the_fix_drops_it(ip):
-    rep = measure(ip, CELL)
+    rep = measured(ip, CELL)
     ops = rep.analysis.scaler
     steps = len(rep.analysis.phases.steps)
     # One inf/nan check-and-unscale and one scale update a step, every traced step.
@@ -54,7 +48,7 @@ def test_the_scalers_operators_are_counted_in_a_real_cpu_trace_and_the_fix_drops
     code = after.split("\n", 2)[2]  # below the magic and the fix's header comment
     assert "loss.backward()" in code and "opt.step()" in code and "scaler" not in code.lower()
     # The patched cell runs no scaler (measured again) and has no finding.
-    again = measure(ip, after.split("\n", 1)[1])
+    again = measured(ip, after.split("\n", 1)[1])
     assert again.analysis.scaler is not None and again.analysis.scaler.calls == 0
     assert RULE not in ids(again.findings)
 
@@ -75,7 +69,7 @@ FP16 = [
     "cell", FP16, ids=["fp16", "cuda-amp", "cuda-default", "dtype-var", "half", "off"]
 )
 def test_no_finding_and_no_fix_where_the_scaler_is_needed_or_off(ip, cell):
-    rep = measure(ip, CELL)  # a real run's measurement: the scaler's operators ran
+    rep = measured(ip, CELL)  # a real run's measurement: the scaler's operators ran
     assert rep.analysis.scaler is not None and rep.analysis.scaler.calls > 0
     assert scaler_unneeded(rep.run, rep.analysis, scan_source(cell)) is None
     if "enabled=False" not in cell:

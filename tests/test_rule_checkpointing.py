@@ -19,6 +19,7 @@ from gpu_notebook.records import Recompute
 from gpu_notebook.rules.checkpointing import FIX
 from gpu_notebook.traces.kineto import load_trace
 from tests import fake_nvml
+from tests.cells import measured
 from tests.scenarios import synthetic as syn
 from tests.test_rules import ids, only, rules_for
 
@@ -50,15 +51,8 @@ for _ in range(12):
 """
 
 
-def measure(ip, body: str):
-    ip.user_ns.pop("rep", None)
-    res = ip.run_cell(f"%%gpucheck -q -o rep -i 0.05\n{body}")
-    assert res.success
-    return ip.user_ns["rep"]
-
-
 def test_the_recomputed_forward_is_found_in_a_real_cpu_trace_and_the_fix_calls_the_block(ip):
-    rep = measure(ip, CELL)
+    rep = measured(ip, CELL)
     rec = rep.analysis.recompute
     steps = len(rep.analysis.phases.steps)
     # Every block's forward ran again in the backward: its four operators, in every traced step.
@@ -84,7 +78,7 @@ def test_the_recomputed_forward_is_found_in_a_real_cpu_trace_and_the_fix_calls_t
     after = f.proposal.source_after
     assert "h = h + blk(h)" in after and "checkpoint(blk" not in after
     # The patched cell recomputes nothing (measured again), and trains the same model.
-    again = measure(ip, after.split("\n", 1)[1])
+    again = measured(ip, after.split("\n", 1)[1])
     assert again.analysis.recompute is not None and again.analysis.recompute.ops == 0
     assert RULE not in ids(again.findings)
 
@@ -92,7 +86,7 @@ def test_the_recomputed_forward_is_found_in_a_real_cpu_trace_and_the_fix_calls_t
 def test_a_reentrant_checkpoint_is_one_step_and_its_recompute_is_counted(ip):
     # Its backward calls torch.autograd.backward once a block, on the loop's thread on a CPU:
     # on main each call counted as a step, and the profiler, started inside one, stepped aside.
-    rep = measure(ip, CELL.replace("use_reentrant=False", "use_reentrant=True"))
+    rep = measured(ip, CELL.replace("use_reentrant=False", "use_reentrant=True"))
     assert rep.run.window.status == "recorded", rep.run.window.message
     assert rep.run.steps.step_count == 12
     rec = rep.analysis.recompute
@@ -108,7 +102,7 @@ def test_a_reentrant_checkpoint_is_one_step_and_its_recompute_is_counted(ip):
 def test_no_finding_when_gpu_memory_is_near_full(ip, used, found):
     gpu = fake_nvml.FakeGpu(memory_used_bytes=used * fake_nvml.GiB)
     with nvml.use_library(fake_nvml.FakeNvml([gpu])):
-        rep = measure(ip, CELL)
+        rep = measured(ip, CELL)
     assert rep.analysis.recompute is not None and rep.analysis.recompute.ops > 0
     assert rep.analysis.utilization.gpu_memory_total_bytes == 80 * fake_nvml.GiB
     assert (RULE in ids(rep.findings)) is found

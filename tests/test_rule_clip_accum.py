@@ -11,6 +11,7 @@ import pytest
 
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.rules.clip_accum import clip_per_micro_batch
+from tests.cells import measured
 
 RULE = "grads.clip_per_micro_batch"
 
@@ -65,20 +66,13 @@ for x, y in data:
 )
 
 
-def measure(ip, body: str):
-    ip.user_ns.pop("rep", None)
-    res = ip.run_cell(f"%%gpucheck -q -o rep -i 0.05\n{body}")
-    assert res.success
-    return ip.user_ns["rep"]
-
-
 @pytest.mark.parametrize(
     "cell, clip, step",
     [(GATED, 10, 12), (INNER, 10, 11)],
     ids=["gated-step", "micro-batch-loop"],
 )
 def test_the_clip_on_every_micro_batch_is_named_with_the_measured_counts(ip, cell, clip, step):
-    rep = measure(ip, cell)
+    rep = measured(ip, cell)
     timed = [s for s in rep.run.steps.steps if s.timed]
     backward, optimizer = sum(s.backward_calls for s in timed), len(timed)
     assert optimizer > 0 and backward >= 3 * optimizer  # 4 micro-batches a step
@@ -95,9 +89,9 @@ def test_the_clip_on_every_micro_batch_is_named_with_the_measured_counts(ip, cel
 
 
 def test_no_finding_where_the_clip_is_once_a_step_or_the_optimizer_steps_every_batch(ip):
-    rep = measure(ip, GATED)  # a run that accumulated: 24 backward passes, 6 steps
+    rep = measured(ip, GATED)  # a run that accumulated: 24 backward passes, 6 steps
     assert clip_per_micro_batch(rep.run, rep.analysis, scan_source(ONCE)) is None
-    every = measure(ip, EVERY_BATCH)  # the step gated by `if use_amp:`, every batch all the same
+    every = measured(ip, EVERY_BATCH)  # the step gated by `if use_amp:`, every batch all the same
     timed = [s for s in every.run.steps.steps if s.timed]
     assert timed and all(s.backward_calls == 1 for s in timed)
     assert RULE not in [f.rule_id for f in every.findings]

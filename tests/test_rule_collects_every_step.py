@@ -14,6 +14,7 @@ import pytest
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.fixes import Patch, apply_fix
 from gpu_notebook.rules.housekeeping import CollectsEveryStep, collects_every_step
+from tests.cells import measured
 
 RULE = "housekeeping.every_step"
 
@@ -36,16 +37,9 @@ for step in range(30):
 COLLECT = "    gc.collect()\n"
 
 
-def measure(ip, body: str):
-    ip.user_ns.pop("rep", None)
-    res = ip.run_cell(f"%%gpucheck -q -o rep -i 0.05\n{body}")
-    assert res.success
-    return ip.user_ns["rep"]
-
-
 @pytest.fixture(scope="module")
 def rep(ip):
-    return measure(ip, CELL)
+    return measured(ip, CELL)
 
 
 def test_a_collection_every_step_is_named_and_gated(rep):

@@ -11,6 +11,7 @@ import pytest
 
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.rules.precision import CpuFloat16, cpu_float16
+from tests.cells import measured
 
 RULE = "precision.cpu_float16"
 
@@ -35,16 +36,9 @@ for step in range(12):
 AUTOCAST = 'torch.autocast("cpu", dtype=torch.float16)'
 
 
-def measure(ip, body: str):
-    ip.user_ns.pop("rep", None)
-    res = ip.run_cell(f"%%gpucheck -q -o rep -i 0.05\n{body}")
-    assert res.success
-    return ip.user_ns["rep"]
-
-
 @pytest.fixture(scope="module")
 def rep(ip):
-    return measure(ip, CELL)
+    return measured(ip, CELL)
 
 
 def test_a_cpu_float16_autocast_is_named_at_its_line_with_the_measured_compute(rep):

@@ -11,6 +11,7 @@ import pytest
 
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.rules.precision import Float64Params, float64_params
+from tests.cells import measured
 
 RULE = "precision.float64_params"
 
@@ -35,16 +36,9 @@ for i in range(0, 256, 16):
 CAST = "model = model.double()"
 
 
-def measure(ip, body: str):
-    ip.user_ns.pop("rep", None)
-    res = ip.run_cell(f"%%gpucheck -q -o rep -i 0.05\n{body}")
-    assert res.success
-    return ip.user_ns["rep"]
-
-
 @pytest.fixture(scope="module")
 def rep(ip):
-    return measure(ip, CELL)
+    return measured(ip, CELL)
 
 
 def test_float64_parameters_are_named_at_the_cast(rep):
@@ -85,6 +79,6 @@ def test_float32_parameters_are_left_alone(ip):
         "torch.from_numpy(X[i : i + 16]), torch.from_numpy(Y[i : i + 16])",
         "torch.from_numpy(X[i : i + 16]).float(), torch.from_numpy(Y[i : i + 16]).float()",
     )
-    rep = measure(ip, body)
+    rep = measured(ip, body)
     assert rep.run.steps.double_grad_bytes == 0
     assert not [f for f in rep.findings if f.rule_id == RULE]

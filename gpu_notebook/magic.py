@@ -14,7 +14,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from gpu_notebook.capture.session import CaptureOptions, copy_trace, unique_stem
-from gpu_notebook.hygiene import our_imports_leave_no_filters
+from gpu_notebook.hygiene import our_imports_leave_no_filters, sweep
 from gpu_notebook.options import capture_options, magic_measure_arguments, target_gpu
 from gpu_notebook.records import Report
 
@@ -114,6 +114,10 @@ class GpuCheckMagics(Magics):
         from gpu_notebook import wait_for_warm_imports
 
         wait_for_warm_imports()  # a cell with top-level await comes here first (see gpucheck)
+        # What a race with the warm-up imports put back in the warning filters (hygiene: a
+        # catch_warnings the user's first cell was in restores bokeh's) goes now, on every path:
+        # a cell that does not compile, or bad options, returns before the measured cell's sweep.
+        sweep()
         words = _split_options(line)
         if "-h" in words or "--help" in words:
             # As `gpucheck run --help` does: the options, and nothing runs. (The parser has no

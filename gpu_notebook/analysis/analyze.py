@@ -73,17 +73,14 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     if phases is not None:
         # Each step's wait for a core taken off the phases it went to: the split the code ran.
         phases = own_time_phases(phases, run.steps.steps, marked)
-        if (
-            recomputed is not None
-            and recomputed.floored
-            and phases.waited_share > 0
-            and len(phases.steps) == recomputed.steps
-        ):
+        if recomputed is not None:
             # The recompute's pieces are each at their least over the steps (a time slice lost
             # to another process left out); the steps' time is theirs less the wait read at
             # their marks: both the code's own (issue 26: at load 12-27 the wall times moved
             # the bound 1.15x-1.90x, a profiled step of 170 ms for 13 ms of its own).
-            recomputed = dataclasses.replace(recomputed, steps_us=phases.total_us)
+            from gpu_notebook.analysis.recompute import with_own_steps
+
+            recomputed = with_own_steps(recomputed, phases)
     if recomputed is not None and not recomputed.on_device:
         unprofiled = unprofiled_step_us(run)
         if unprofiled is not None:

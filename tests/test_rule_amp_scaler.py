@@ -15,6 +15,7 @@ from gpu_notebook.rules.precision import scaler_unneeded
 from tests.cells import measured
 from tests.scenarios import synthetic as syn
 from tests.test_rules import ids, only, rules_for
+from tests.trace_edits import time_lost
 
 RULE = "precision.scaler_unneeded"
 
@@ -193,18 +194,8 @@ def test_a_time_slice_lost_inside_one_scaler_operator_is_not_the_scalers(tmp_pat
         doc = json.load(f)
     events = doc["traceEvents"]
     hit = sorted((e for e in events if e.get("name") == SCALER_OPS[0]), key=lambda e: e["ts"])[1]
-    at, lost = hit["ts"] + hit["dur"] / 2, 20_000.0
-    for e in events:
-        if "ts" not in e:
-            continue
-        if e["ts"] > at:
-            e["ts"] += lost
-        elif e.get("ph") == "X" and e["ts"] + e.get("dur", 0) > at:
-            e["dur"] += lost
-    sliced_path = path.replace(".json", "-sliced.json")
-    with open(sliced_path, "w") as f:
-        json.dump(doc, f)
-    sliced = load_trace(sliced_path)
+    lost = 20_000.0
+    sliced = load_trace(time_lost(path, hit["ts"] + hit["dur"] / 2, lost))
     busy = scaler_ops(sliced, phase_breakdown(sliced))
     assert busy is not None and busy.calls == 6 and busy.steps_us > quiet.steps_us + lost - 1
     # Each operator at its least over the steps, times the steps: nowhere near the slice.

@@ -22,6 +22,7 @@ from tests import fake_nvml
 from tests.cells import measured
 from tests.scenarios import synthetic as syn
 from tests.test_rules import ids, only, rules_for
+from tests.trace_edits import time_lost
 
 RULE = "compute.checkpointing_unneeded"
 BLOCKS, OPS_A_BLOCK = 4, 4  # LayerNorm, Linear, GELU, Linear: the ops each recompute reruns
@@ -323,18 +324,7 @@ def _slice_lost(path: str, at_name: str, step: int, lost_us: float) -> str:
         (e for e in _events(path) if e["name"] == at_name and after < e["ts"] < mark[1]),
         key=lambda e: e["ts"],
     )
-    at = hit["ts"] + hit["dur"] / 2
-    for e in events:
-        if "ts" not in e:
-            continue
-        if e["ts"] > at:
-            e["ts"] += lost_us
-        elif e.get("ph") == "X" and e["ts"] + e.get("dur", 0) > at:
-            e["dur"] += lost_us
-    out = path.replace(".json", "-sliced.json")
-    with open(out, "w") as f:
-        json.dump(doc, f)
-    return out
+    return time_lost(path, hit["ts"] + hit["dur"] / 2, lost_us)
 
 
 @pytest.mark.parametrize("kind", ["reentrant", "nonreentrant"])

@@ -36,6 +36,7 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+from gpu_notebook.analysis.work_spread import lean_work
 from gpu_notebook.records import StepTiming
 
 __all__ = ["MIN_COMMON_SHARE", "MIN_GROUP_STEPS", "WorkKey", "like_work", "step_work"]
@@ -46,9 +47,8 @@ WorkKey = tuple[int, ...]
 
 def step_work(step: StepTiming) -> WorkKey | None:
     """A step's work as comparisons read it; None: not counted (an older record)."""
-    if step.closure_calls is None or step.loader_reads is None:
-        return None
-    return (step.closure_calls, step.loader_reads)
+    work = lean_work(step)  # what the step clock counts on every step, lean or timed
+    return None if None in work else tuple(w for w in work if w is not None)
 
 
 # A work is common where every run has at least this many of its steps (a mean of one step is

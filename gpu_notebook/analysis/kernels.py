@@ -11,7 +11,7 @@ from gpu_notebook.records import Analysis
 
 # GEMM / convolution kernels by name (cuBLAS, cuDNN, CUTLASS): the work tensor cores accelerate.
 MATMUL_KERNEL = re.compile(
-    r"gemm|conv|dgrad|wgrad|fprop|scudnn|cutlass|xmma|hmma|wgmma", re.IGNORECASE
+    r"gemm|conv|dgrad|wgrad|fprop|scudnn|cutlass|xmma|hmma|wgmma|nvjet", re.IGNORECASE
 )
 # Host operators that launch such kernels: analysis.host.MATMUL_OP (the verdict reads it too).
 

@@ -721,6 +721,13 @@ class GpuTimeline:
     # ... of which collectives: they may have run exposed in any idle gap, so the exposed
     # collectives (``comm_exposed_us``) are then no upper bound (0: they are one).
     unclocked_collectives: int = 0
+    # ... of which kernels that are tensor-core by name, and the other kernels; and the most
+    # time (µs, in the window) each kind can have run: the room their streams' clocked events
+    # leave free (None: a stream not known). ``analysis.tc_share`` reads the share's range.
+    unclocked_tensor_core_kernels: int = 0
+    unclocked_other_kernels: int = 0
+    unclocked_tensor_core_room_us: float | None = 0.0
+    unclocked_other_room_us: float | None = 0.0
     # Parts of the host wait: the host thread was in a data wait / host copy, or in a sync.
     idle_data_wait_us: float = 0.0
     idle_sync_wait_us: float = 0.0

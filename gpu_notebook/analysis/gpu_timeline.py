@@ -69,7 +69,9 @@ have no kernel, or that begins a stream capture, is flagged ``capture``.
 
 Tensor-core kernels are recognised by name (see ``TENSOR_CORE_PATTERN``): cuBLAS/cuDNN/CUTLASS
 encode the MMA instruction shape or family in kernel names (``h884gemm``, ``s1688gemm``,
-``s16816gemm``, ``xmma``, ``hmma``, ``wgmma``, ``tensorop``), except the float32 ones cuBLAS
+``s16816gemm``, ``xmma``, ``hmma``, ``wgmma``, ``tensorop``; cuBLASLt's Hopper kernels are
+``nvjet_sm90_...``: an H100's bf16 autocast MLP ran its GEMMs in them, read as 1.4% tensor-core
+work before they were named here), except the float32 ones cuBLAS
 and cuDNN also name ``xmma``: ``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...`` runs on the CUDA
 cores (FFMA; seen on an H200, fp32 with TF32 off: 60% of an MLP's kernel time was read as
 tensor-core work, and the precision finding stayed silent). A heuristic: kernels that use
@@ -93,6 +95,7 @@ from gpu_notebook.analysis.phases import (
     step_bounds,
     thread_pairs,
 )
+from gpu_notebook.analysis.tc_share import unclocked_rooms
 from gpu_notebook.records import PHASES, CopyStats, GpuTimeline
 from gpu_notebook.traces.kineto import BoolArray, FloatArray, IntArray, Trace
 
@@ -117,7 +120,8 @@ COMM_PATTERN = re.compile(
 TENSOR_CORE_PATTERN = re.compile(
     # Not the FP32 kernels cuBLAS/cuDNN name xmma too: "..._ffma_...", all-f32 types.
     r"^(?!.*(?:ffma|simt|_f32f32_f32f32_f32_))"
-    r".*(?:xmma|hmma|wgmma|imma|tensorop|(?:884|1688|16816|16832)_?gemm|gemm.*(?:884|1688|16816))",
+    r".*(?:xmma|hmma|wgmma|imma|tensorop|nvjet|(?:884|1688|16816|16832)_?gemm"
+    r"|gemm.*(?:884|1688|16816))",
     re.IGNORECASE,
 )
 _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
@@ -274,6 +278,7 @@ def gpu_timeline(
     ran_rows = np.flatnonzero(trace.gpu_mask | trace.unclocked_gpu_mask)
     launches, without_work, capture = _launch_census(trace, ran_rows)
 
+    rooms = unclocked_rooms(trace, _name_table(trace, TENSOR_CORE_PATTERN), w0_us, width)
     devices = np.where(trace.device[gpu_rows] >= 0, trace.device[gpu_rows], trace.pid[gpu_rows])
     return GpuTimeline(
         window_us=width / 1000.0,
@@ -314,6 +319,10 @@ def gpu_timeline(
         unclocked_collectives=int(
             (_name_table(trace, COMM_PATTERN)[trace.name_id] & trace.unclocked_gpu_mask).sum()
         ),
+        unclocked_tensor_core_kernels=rooms.tensor_core,
+        unclocked_other_kernels=rooms.other,
+        unclocked_tensor_core_room_us=rooms.tensor_core_room_us,
+        unclocked_other_room_us=rooms.other_room_us,
     )
 
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.kernels import fp32_matmul_kernel_share, kernel_share
+from gpu_notebook.analysis.tc_share import tensor_core_share
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import (
@@ -98,8 +99,8 @@ def tf32_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     eligible = fp32_matmul_kernel_share(analysis)
     if not eligible:
         return None  # no float32 GEMM kernel among the top kernels: nothing for TF32 to speed up
-    gpu = analysis.gpu
-    tc = (gpu.tensor_core_kernel_us or 0.0) / gpu.kernel_us if gpu.kernel_us > 0 else 0.0
+    share = tensor_core_share(analysis.gpu)
+    tc = 0.0 if share is None else share.high  # the most it can be: a partial timeline's range
     if facts.autocast and not autocast_idle(facts, eligible, tc):
         return None
     high = window_share_high(analysis, eligible)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.kernels import fp32_matmul_kernel_share, runs_matmuls
+from gpu_notebook.analysis.tc_share import tensor_core_share
 from gpu_notebook.analysis.verdict import GPU_BUSY, gpu_busy_reading
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.scaler import (
@@ -63,7 +64,7 @@ AUTOCAST_IDLE_SHARE = 0.10  # float32 GEMM share of the window that says autocas
 class Fp32TensorCores(Said):
     gpu: str
     cc: float
-    tensor_core: float  # tensor-core kernels' share of the kernel time
+    tensor_core: float  # tensor-core kernels' share of the kernel time (the top of its range)
     busy: float  # the GPU's busy share of the window
     eligible: float | None  # float32 GEMM/convolution kernels' share of the window
     bound: float | None
@@ -76,6 +77,11 @@ class Fp32TensorCores(Said):
     unclocked_events: int = 0
     busy_high: float | None = None
     eligible_high: float | None = None
+    # Where unclocked kernels leave the tensor-core share a range (``analysis.tc_share``): its
+    # low end, and the unclocked kernels that are tensor-core by name and not (0, 0: measured).
+    tensor_core_low: float | None = None
+    unclocked_tensor_core: int = 0
+    unclocked_other: int = 0
 
 
 def autocast_dtype(cc: float | None) -> str:
@@ -86,7 +92,8 @@ def autocast_dtype(cc: float | None) -> str:
 def autocast_idle(facts: SourceFacts, eligible: float | None, tc_share: float) -> bool:
     """The cell's torch.autocast did not reach its matmuls: float32 GEMM kernels hold a tenth
     of the window and almost none ran on tensor cores (a kit loop's
-    ``torch.autocast(..., enabled=self.bf16)`` with bf16 off read as autocast on)."""
+    ``torch.autocast(..., enabled=self.bf16)`` with bf16 off read as autocast on).
+    ``tc_share``: the most the tensor-core share can be (``tensor_core_share(...).high``)."""
     return (
         facts.autocast
         and (eligible or 0.0) >= AUTOCAST_IDLE_SHARE
@@ -99,9 +106,13 @@ def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) ->
     gpu = analysis.gpu
     if cc is None or cc < TENSOR_CORE_CC or gpu is None or gpu.kernel_us <= 0:
         return None
-    if gpu.tensor_core_kernel_us is None:
+    tc = tensor_core_share(gpu)
+    if tc is None:
         return None
-    tc_share = gpu.tensor_core_kernel_us / gpu.kernel_us
+    # On a partial timeline the share is a range: flagged only where its top is under the line
+    # (the unclocked tensor-core kernels could not lift it past); where the range straddles the
+    # line, whether the tensor cores idled is not known, and nothing is said.
+    tc_share = tc.high
     if tc_share >= LOW_TENSOR_CORE_SHARE or not runs_matmuls(analysis):
         return None
     eligible = fp32_matmul_kernel_share(analysis)
@@ -118,6 +129,7 @@ def fp32_on_tensor_core_gpu(run: Run, analysis: Analysis, facts: SourceFacts) ->
     said = Fp32TensorCores(
         gpu_name(run), cc, tc_share, busy.low, eligible, bound, dtype, facts.autocast,
         busy.unclocked_events, busy.high, high,
+        None if tc.measured else tc.low, tc.unclocked_tensor_core, tc.unclocked_other,
     )  # fmt: skip
     severity: Severity = "high" if (gpu_busy_reading(analysis) or 0.0) >= GPU_BUSY else "medium"
     return found("precision.fp32_tensor_cores", severity, said, phase_share=eligible, bound=bound,

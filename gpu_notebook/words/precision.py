@@ -11,7 +11,8 @@ from gpu_notebook.words.common import Words, busy_evidence, window_share, worder
 def fp32_tensor_cores(s: Fp32TensorCores) -> Words:
     evidence = [
         f"{s.gpu} (compute capability {s.cc:.1f}) has tensor cores",
-        f"tensor-core kernels: {fmt_share(s.tensor_core)} of the kernel time; matmul/convolution kernels ran in float32",
+        f"tensor-core kernels: {_tensor_core_share(s)} of the kernel time; matmul/convolution "
+        "kernels ran in float32",
         busy_evidence(s.busy, s.busy_high, s.unclocked_events),
     ]
     if s.eligible is not None:
@@ -33,6 +34,18 @@ def fp32_tensor_cores(s: Fp32TensorCores) -> Words:
         + "; about 2x on tensor-core GPUs and half the activation memory.",
         "PyTorch TensorBoard profiler plugin (CC >= 7.0 and no tensor-core kernels -> AMP); "
         "10% tensor-core margin: ours",
+    )
+
+
+def _tensor_core_share(s: Fp32TensorCores) -> str:
+    """Measured, or on a partial timeline the range its unclocked kernels leave."""
+    if s.tensor_core_low is None:
+        return fmt_share(s.tensor_core)
+    unclocked = s.unclocked_tensor_core + s.unclocked_other
+    return (
+        f"at most {fmt_share(s.tensor_core)}, at least {fmt_share(s.tensor_core_low)} (not "
+        f"measured: {unclocked} kernels ran without a GPU clock, {s.unclocked_tensor_core} of "
+        "them tensor-core by name; their time is bounded by what their streams left free)"
     )
 
 

@@ -1346,12 +1346,33 @@ class Recompute:
         base = self.steps_us
         if unprofiled is not None and read < unprofiled < self.steps_us:
             base = unprofiled
+        return base * self.floor_ratio
+
+    @property
+    def unprofiled_base(self) -> bool:
+        """The shares are of the unprofiled steps (``unprofiled_steps_us``), not the traced."""
+        unprofiled = self.unprofiled_steps_us
+        read = self.recompute_us + self.overhead_us
+        return unprofiled is not None and read < unprofiled < self.steps_us
+
+    @property
+    def floor_ratio(self) -> float:
+        """What flooring the whole step as the pieces are leaves of it (1: not floored): one
+        ratio for every base, so each is in the pieces' terms (``base_us``,
+        ``traced_base_us``)."""
         floor = self.floor_steps_us
-        if floor is not None and self.floored and read < floor < self.steps_us:
-            floored = base * floor / self.steps_us
-            if floored > read:
-                return floored
-        return base
+        read = self.recompute_us + self.overhead_us
+        if floor is None or not self.floored or not read < floor < self.steps_us:
+            return 1.0
+        base = self.unprofiled_steps_us if self.unprofiled_base else self.steps_us
+        assert base is not None
+        return floor / self.steps_us if base * floor / self.steps_us > read else 1.0
+
+    @property
+    def traced_base_us(self) -> float:
+        """The traced steps' own time in the same terms as ``base_us`` (floored where it is):
+        the longer base, which the least gain reads (the recompute alone over it)."""
+        return self.steps_us * self.floor_ratio
 
     @property
     def recompute_share(self) -> float:

@@ -71,8 +71,12 @@ def test_the_recomputed_forward_is_found_in_a_real_cpu_trace_and_the_fix_calls_t
     f = only(rep.findings, RULE)
     assert f.line == 16 and f.phase_share == pytest.approx(removed / rec.base_us)
     assert f.gain_bound == pytest.approx(1 / (1 - removed / rec.base_us))
-    # At least the recompute alone over the traced steps' own (profiled) time.
-    assert f.gain_low == pytest.approx(1 / (1 - rec.recompute_us / rec.steps_us))
+    # At least the recompute alone over the traced steps' own (profiled) time, in the pieces'
+    # terms (floored as they are where the shares' base is).
+    assert f.gain_low == pytest.approx(1 / (1 - rec.recompute_us / rec.traced_base_us))
+    assert rec.traced_base_us / rec.base_us == pytest.approx(
+        rec.steps_us / (rec.unprofiled_steps_us if rec.unprofiled_base else rec.steps_us)
+    )
     assert any("the checkpoint's own overhead" in e for e in f.evidence)
     # A CPU run: the headroom is the process's peak RSS against the machine's RAM (psutil).
     assert rep.run.env.memory_total_bytes and rep.analysis.utilization.rss_peak_bytes

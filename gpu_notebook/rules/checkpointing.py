@@ -76,8 +76,8 @@ class CheckpointingUnneeded(Said):
     backward_overhead_us: float | None  # its backward nodes' time beside the recompute
     overhead_share: float  # the checkpoint's own part of ``share`` (0: not read)
     pack_us: float | None  # non-reentrant: its pack hooks inside the forward's operators
-    # The step the shares are of (``Recompute.base_us``, a step), where not the traced steps'
-    # own time: the unprofiled step, in the floors' terms where the whole step was floored.
+    # The step the shares are of (``Recompute.base_us``, a step) where it is the unprofiled
+    # step (in the floors' terms where the whole step was floored); None: the traced steps'.
     unprofiled_step_us: float | None
     on_device: bool
     memory: Literal["gpu", "host"] | None  # what was read (None: neither)
@@ -89,6 +89,9 @@ class CheckpointingUnneeded(Said):
     # What the line switches on, for the advice to name: the HF keyword
     # (``gradient_checkpointing``) or the enabling call (``model.gradient_checkpointing_enable``).
     switch: str | None = None
+    # The shares' step was floored as the pieces are (each at its least over the steps:
+    # ``Recompute.floor_ratio``), the least gain's traced step too.
+    floored_base: bool = False
 
 
 _GUIDE_URL = "https://pytorch.org/docs/stable/checkpoint.html"
@@ -188,9 +191,8 @@ def checkpointing_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> 
         backward_overhead_us=rec.backward_overhead_us,
         overhead_share=rec.overhead_share,
         pack_us=rec.pack_us,
-        unprofiled_step_us=(
-            rec.base_us / max(1, rec.steps) if rec.base_us != rec.steps_us else None
-        ),
+        unprofiled_step_us=rec.base_us / max(1, rec.steps) if rec.unprofiled_base else None,
+        floored_base=rec.floor_ratio < 1.0,
         on_device=rec.on_device,
         memory=kind,
         peak_bytes=peak,
@@ -215,10 +217,13 @@ def checkpointing_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> 
 
 def _least_gain(rec: Recompute) -> float | None:
     """The least the fix gives on a host run: the recompute alone, over the traced steps' own
-    time (the profiled one: the longer, so the smaller share). None on a device run."""
-    if rec.on_device or rec.steps_us <= 0 or rec.recompute_us >= rec.steps_us:
+    time (the profiled one: the longer, so the smaller share), in the terms the recompute was
+    read in (floored where its pieces and the shares' base are: ``traced_base_us``). None on a
+    device run."""
+    base = rec.traced_base_us
+    if rec.on_device or base <= 0 or rec.recompute_us >= base:
         return None
-    return 1.0 / (1.0 - rec.recompute_us / rec.steps_us)
+    return 1.0 / (1.0 - rec.recompute_us / base)
 
 
 def checkpointing_off(module: cst.Module) -> CodemodResult:

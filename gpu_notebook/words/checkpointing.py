@@ -21,7 +21,12 @@ def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
     evidence = [
         f"the backward runs the checkpointed forward again: {s.ops} recomputed operator(s) in "
         f"{s.steps} profiled step(s), {timed} {fmt_ms(per_step)} a step "
-        f"({fmt_share(s.recompute_share)} of the step)",
+        f"({fmt_share(s.recompute_share)} "
+        + (
+            "of a step without the profiler)"
+            if s.unprofiled_step_us is not None
+            else "of the step)"
+        ),
     ]
     if s.forward_overhead_us is not None or s.backward_overhead_us is not None:
         steps = max(1, s.steps)
@@ -38,6 +43,11 @@ def checkpointing_unneeded(s: CheckpointingUnneeded) -> Words:
             if s.unprofiled_step_us is not None
             else "of the step"
         )
+        if s.floored_base:
+            step += (
+                ", the step and the checkpoint's pieces each at their least over the profiled "
+                "steps (a time slice another process took is in neither)"
+            )
         evidence.append(
             f"turning it off removes up to {fmt_share(s.share)} {step}: recompute "
             f"{fmt_share(s.recompute_share)}, the checkpoint's own overhead "

@@ -15,7 +15,20 @@ pending clear takes the old copies, and the cell shows what it showed without us
 report. Where a stream cannot be watched, or the outputs since the clear are too many to keep,
 nothing is replayed (the report then clears them, as before).
 
-Every hook is removed at :meth:`OutputWatcher.stop`; the messages pass through untouched.
+A clear that takes effect (``clear_output()``, or a ``clear_output(wait=True)`` taken by the
+cell's next display) wipes our live box with the cell's outputs (tqdm.notebook's bar, a live
+plot: ``wipes`` counts them). Where one comes through the display publisher on the cell's
+thread, the ``on_wipe`` callback shows the box again right after it, before the cell's next
+output (the layout it had: ours on top, the cell's below): a non-wait clear is sent by the
+hook itself, then the box; a wait-clear's taking display waits behind the box, which the clear
+takes with the old outputs. A wait-clear taken by a print (a stream: sent from the kernel's IO
+thread, where we never display) is not followed: the box stays away until the report, shown
+anew after the cell's outputs as before.
+
+Every hook is removed at :meth:`OutputWatcher.stop`; the messages pass through untouched (the
+same message, in the same order; a non-wait clear is sent by our hook instead of ipykernel's
+code after it, through the hooks registered after ours), and our own outputs (metadata
+``gpu_notebook``) are neither kept nor replayed.
 """
 
 from __future__ import annotations
@@ -46,6 +59,10 @@ class OutputWatcher:
         self._pending = False  # a clear_output(wait=True) not yet taken by an output
         self._lost = False  # outputs since the last clear that were not kept
         self.cleared = False  # the cell sent a clear_output of any kind
+        self.wipes = 0  # clears that took effect (a wait-clear once an output took it)
+        # Called on the cell's thread right after a clear took effect, before the next output:
+        # the live view shows its box again (``views.live``). None: nothing shown again.
+        self.on_wipe: Callable[[], None] | None = None
         self._pub: Any = None
         self._streams: list[Any] = []  # the OutStreams whose IO thread runs our hook
         self._watching_streams = False
@@ -81,6 +98,12 @@ class OutputWatcher:
 
     # ------------------------------------------------------------------ the report's turn
 
+    @property
+    def pending(self) -> bool:
+        """A clear_output(wait=True) no output has taken yet."""
+        with self._lock:
+            return self._pending
+
     def replay_needed(self) -> bool:
         """The cell ended with a wait-clear pending over outputs we kept, all of them."""
         if not self._watching_streams:  # a print after the clear would go unseen
@@ -113,6 +136,8 @@ class OutputWatcher:
             return msg
         kind = msg.get("msg_type")
         content = msg.get("content") or {}
+        if "gpu_notebook" in (content.get("metadata") or {}):
+            return msg  # ours (the live box shown again): not the cell's output
         if kind == "clear_output":
             with self._lock:
                 self.cleared = True
@@ -120,11 +145,38 @@ class OutputWatcher:
                     self._pending = True
                 else:
                     self._reset()
+                    self.wipes += 1
+            if not content.get("wait"):
+                return self._send_then_show(msg)
         elif kind == "display_data":
-            self._keep("display_data", content)
+            if self._keep("display_data", content):
+                self._show_again()  # before this output, which the box's display precedes
         elif kind == "update_display_data":
             self._update(content)
         return msg
+
+    def _send_then_show(self, msg: dict[str, Any]) -> Any:
+        """Send the clear (through the hooks after ours, as ipykernel would), then show the box
+        again after it; the message as it came where the publisher is not ipykernel's."""
+        pub = self._pub
+        if self.on_wipe is None or pub is None:
+            return msg
+        hooks = list(getattr(pub, "_hooks", ()))
+        session, socket = getattr(pub, "session", None), getattr(pub, "pub_socket", None)
+        if self._on_display not in hooks or session is None or socket is None:
+            return msg
+        sent: Any = msg
+        for hook in hooks[hooks.index(self._on_display) + 1 :]:
+            sent = hook(sent)
+            if sent is None:
+                return None  # a later hook used it: it was not sent
+        session.send(socket, sent, ident=getattr(pub, "topic", None))
+        self._show_again()
+        return None
+
+    def _show_again(self) -> None:
+        if self.on_wipe is not None:
+            self.on_wipe()
 
     def _on_stream(self, msg: Any) -> Any:
         if (
@@ -136,18 +188,23 @@ class OutputWatcher:
             self._keep("stream", msg.get("content") or {})
         return msg
 
-    def _keep(self, kind: str, content: dict[str, Any]) -> None:
+    def _keep(self, kind: str, content: dict[str, Any]) -> bool:
+        """Keep an output of the cell's; True: it took a pending clear (a wipe)."""
+        took = False
         with self._lock:
             if self._pending:  # this output takes the pending clear
                 self._reset()
+                self.wipes += 1
+                took = True
             if self._lost:
-                return
+                return took
             size = _size(content)
             if len(self._shown) >= MAX_KEPT_OUTPUTS or self._chars + size > MAX_KEPT_CHARS:
                 self._shown, self._chars, self._lost = [], 0, True
-                return
+                return took
             self._shown.append((kind, copy.deepcopy(content)))
             self._chars += size
+        return took
 
     def _update(self, content: dict[str, Any]) -> None:
         """An update of a shown display (``display(..., display_id=...)``, ``handle.update``)

@@ -158,6 +158,7 @@ class LiveView:
         self.report_view: ipywidgets.Widget | None = None
         self._handle: Any = None
         self._outputs = OutputWatcher()  # the cell's outputs: clears, and what a clear takes
+        self._shown_at = 0  # the watcher's wipes when the box was last shown
 
     # ------------------------------------------------------------------ environment
 
@@ -187,15 +188,31 @@ class LiveView:
 
         Every output of ours carries ``metadata["gpu_notebook"]`` (tools that compare a
         notebook run with and without the magic drop those). A display-publisher hook notes
-        a ``clear_output`` the cell sends: the live box is gone then, and the report is shown
+        a ``clear_output`` the cell sends: the live box is gone then. Where the clear took
+        effect through the publisher on the cell's thread (a ``clear_output()``, or a wait-clear
+        taken by a display), the box is shown again right after it, and the report goes into
+        it; else (a wait-clear taken by a print, or pending at the end) the report is shown
         anew instead of in its place (after the cell's last outputs again, where the cell ended
         with a ``clear_output(wait=True)`` the report would carry out: :mod:`cell_outputs`).
+        The cell's own outputs (a tqdm.notebook bar a clear took) are never shown again.
         """
         from IPython import get_ipython
         from IPython.display import display
 
         self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
+        self._outputs.on_wipe = self._show_again
         self._outputs.start(getattr(get_ipython(), "display_pub", None))
+
+    def _show_again(self) -> None:
+        """The cell's clear took the live box with its outputs: show it again where the cell's
+        next output goes (called by :mod:`cell_outputs` on the cell's thread, before it)."""
+        from IPython.display import display
+
+        with self._lock:
+            if self._finished:
+                return
+        self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
+        self._shown_at = self._outputs.wipes
 
     def detach(self) -> None:
         """Stop watching the cell's output (the cell is over)."""
@@ -241,8 +258,11 @@ class LiveView:
         self.box.children = (view,)
         if self._handle is None:
             return
-        if self._outputs.cleared:
-            # The cell cleared its output (clear_output): the live box may be gone. Empty it
+        if self._outputs.cleared and (
+            self._outputs.wipes > self._shown_at or self._outputs.pending
+        ):
+            # The cell cleared its output (clear_output) after the box was last shown, or a
+            # wait-clear is pending (the report would take it): the live box may be gone. Empty it
             # where it still is, and show the report as a new output, after the cell's last
             # outputs again where a wait-clear is pending (the report would clear them).
             from IPython.display import display
@@ -252,7 +272,8 @@ class LiveView:
                 self._outputs.replay()
             self._handle = display(self.box, display_id=True, metadata=OUTPUT_METADATA)
             return
-        # Same output, refreshed: text/plain becomes the text report for saved notebooks.
+        # Same output (shown again after the cell's last clear where it cleared), refreshed:
+        # text/plain becomes the text report for saved notebooks.
         self._handle.update(self.box, metadata=OUTPUT_METADATA)
 
     def abandon(self, message: str) -> None:

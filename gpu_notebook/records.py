@@ -998,6 +998,22 @@ class Finding:
     gain_ceiling: float | None = None
     said: Said | None = None  # not yet worded (the report's findings are): never in the JSON
     notes: tuple[Said, ...] = ()  # what the rules add to every finding, not yet worded: neither
+    # The level another run of this code may read the finding at, where higher than
+    # ``severity``: its share's interval's high end widened by what two runs differ by here
+    # (``rules.level_range``). ``severity`` is what this run has shown, and ranks; None: the
+    # level read is the only one (read through ``level_range``).
+    severity_reach: Severity | None = None
+
+    @property
+    def level_range(self) -> tuple[Severity, Severity]:
+        """The finding's levels, lowest first: ``severity``, and the level another run may read
+        it at (``severity_reach``) where higher. A finding said at info (a small or unsized
+        gain, a note) has no range: its level is no share's."""
+        reach = self.severity_reach
+        if self.severity == "info" or reach is None:
+            return self.severity, self.severity
+        order = ("info", "low", "medium", "high")
+        return self.severity, max(self.severity, reach, key=order.index)
 
     @property
     def stated_high(self) -> float | None:

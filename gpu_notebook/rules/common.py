@@ -29,6 +29,7 @@ from gpu_notebook.cell.facts import ORIGIN_LINES, LoaderCall, SourceFacts, Sourc
 from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, RunPhase, Said, Severity
+from gpu_notebook.rules.level_range import Level, margin_of, reach, widened
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
 SUGGEST = 0.05
@@ -167,17 +168,42 @@ def severity_in(analysis: Analysis, phases: Phases, value: float | None, *,
     (six steps' data wait 8-28% from run to run of the same code, at the 10% and 20% lines) has
     not shown it is above it, so noise around a line reads the level below every time. At the
     rule's lowest line the same noise kept a point's finding in one run and dropped it in the
-    next: the interval reaching the line keeps it, at the lowest level, every time."""
+    next: the interval reaching the line keeps it, at the lowest level, every time. The level
+    another run may read is ``level_in``'s top (a finding given a ``Level`` says both)."""
+    level = level_in(analysis, phases, value, low=low, medium=medium, high=high, part=part)
+    return None if level is None else level.least
+
+
+def level_in(analysis: Analysis, phases: Phases, value: float | None, *,
+             low: float = SUGGEST, medium: float = WARN,
+             high: float = CRITICAL, part: float = 1.0) -> Level | None:  # fmt: skip
+    """The share's level as a range (``rules.level_range``): ``least`` as ``severity_in`` says
+    it, ``most`` the level its interval's high end reaches widened by the run's margin (what
+    another run of this code may read: ``level_range.reach``). None: as ``severity_in``."""
     if value is None:
         return None
     span = share_range(analysis, phases)
     if span is None:
-        return severity_of(value * part, low=low, medium=medium, high=high)
+        span = (value, value)
     span = (span[0] * part, span[1] * part)
     if severity_of(span[1], low=low, medium=medium, high=high) is None:
         return None
     least = severity_of(low, low=low, medium=medium, high=high)
-    return severity_of(span[0], low=low, medium=medium, high=high) or least
+    at_least = severity_of(span[0], low=low, medium=medium, high=high) or least
+    assert at_least is not None  # the high end clears the lowest line
+    top = reach(span[1], margin_of(analysis.run_margin))
+    return widened(at_least, severity_of(top, low=low, medium=medium, high=high))
+
+
+def level_of(analysis: Analysis, value: float | None, *, low: float = SUGGEST,
+             medium: float = WARN, high: float = CRITICAL) -> Level | None:  # fmt: skip
+    """A point share's level (``severity_of``, no interval read) as a range: its top the level
+    the share reaches widened by the run's margin (``level_range.reach``). None: below ``low``."""
+    least = severity_of(value, low=low, medium=medium, high=high)
+    if value is None or least is None:
+        return None
+    top = reach(value, margin_of(analysis.run_margin))
+    return widened(least, severity_of(top, low=low, medium=medium, high=high))
 
 
 def gpu_busy_share(analysis: Analysis) -> float | None:
@@ -359,7 +385,7 @@ def loader_in_use(facts: SourceFacts) -> LoaderInUse:
 
 def found(
     rule_id: str,
-    severity: Severity,
+    severity: Severity | Level,
     said: Said,
     *,
     phase_share: float | None = None,
@@ -376,14 +402,16 @@ def found(
     the cell and which fix (``fix``: the ``Fix`` its module owns, or ``fix_id``: the catalog's
     id); ``bound_low``: the least its bound reads within its shares' interval
     (``Finding.bound_low``); ``ceiling``: the most the change can physically give whatever any
-    share read (``Finding.gain_ceiling``; None: no such ceiling)."""
+    share read (``Finding.gain_ceiling``; None: no such ceiling). ``severity`` a ``Level`` (a
+    share's, ``level_in``): the finding's severity its least, ``severity_reach`` its top."""
+    level = severity if isinstance(severity, Level) else Level(severity, severity)
     if fix is not None:
         fix_id = fix.fix_id  # found in the module by rules.RULE_FIXES
     if line is not None and line >= ORIGIN_LINES:
         line = None  # a line of a function the cell calls (cell.calls): not one of the cell
-    return Finding(rule_id, "", severity, (), phase_share, bound, "", line=line, fix_id=fix_id,
+    return Finding(rule_id, "", level.least, (), phase_share, bound, "", line=line, fix_id=fix_id,
                    fix_params=dict(fix_params or {}), gain_low=low, bound_low=bound_low,
-                   gain_ceiling=ceiling, said=said)  # fmt: skip
+                   gain_ceiling=ceiling, said=said, severity_reach=level.most)  # fmt: skip
 
 
 @dataclass(frozen=True)

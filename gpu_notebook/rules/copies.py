@@ -22,17 +22,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
-from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     WARN,
     found,
     gain_bound,
     gain_bound_low,
     lean_share,
+    level_in,
     loader_in_use,
-    severity_in,
     share,
 )
+from gpu_notebook.rules.level_range import Level
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         sum(b for b in sizes if b is not None) if any(b is not None for b in sizes) else None
     )
     copy = share(analysis, "copy")
-    severity = severity_in(analysis, "copy", copy, low=0.0) or "low"
+    severity: Level | Severity = level_in(analysis, "copy", copy, low=0.0) or "low"
     loader = loader_in_use(facts)
     pinned = bool(loader.setting("pin_memory"))
     lean, span, most = _bound_share(analysis)
@@ -123,7 +124,7 @@ def pageable_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
 def blocking_copies(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """Pinned batches copied with a blocking ``.to(device)``: Python waits for every copy."""
     copy = share(analysis, "copy")
-    severity = severity_in(analysis, "copy", copy, low=WARN)
+    severity = level_in(analysis, "copy", copy, low=WARN)
     per_step = facts.per_step(facts.blocking_copies)
     if copy is None or severity is None or not per_step or analysis.gpu is None:
         return None

@@ -63,11 +63,12 @@ from gpu_notebook.rules.common import (
     gain_bound,
     gain_range,
     has_gpu,
+    level_in,
     loader_in_use,
-    severity_in,
     severity_of,
     share,
 )
+from gpu_notebook.rules.level_range import Level
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -725,7 +726,7 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     """The step waits for data that is already in memory: index whole batches, add no workers;
     or (any dataset) it waits for the user's own sampler's ``__iter__``: name it."""
     data = data_wait(analysis)
-    severity = severity_in(analysis, "data", data, low=SUGGEST)
+    severity = level_in(analysis, "data", data, low=SUGGEST)
     if data is None or severity is None:
         return None
     loader = loader_in_use(facts)
@@ -973,7 +974,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     """The step waits for data and the DataLoader has no (or too few) worker processes."""
     profiled, whole = share(analysis, "data"), analysis.run_data
     data = data_wait(analysis)
-    severity = severity_in(analysis, "data", data, low=SUGGEST)
+    severity = level_in(analysis, "data", data, low=SUGGEST)
     if data is None or severity is None:
         return None
     cores = run.env.cpu_count
@@ -1073,11 +1074,12 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     which side of the machine-busy line a run fell on flipped a [high] finding between runs
     (quiet: [high]; loaded: [info])."""
     steady = _steady_waits(run, facts)
+    severity: Severity | Level | None
     if steady is not None:
         data, severity = steady.steady_data_share, _steady_severity(steady)
     else:
         data = share(analysis, "data")
-        severity = severity_in(analysis, "data", data, low=WARN)
+        severity = level_in(analysis, "data", data, low=WARN)
     if data is None or severity is None:
         return None
     cores = run.env.cpu_count

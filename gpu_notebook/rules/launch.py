@@ -76,6 +76,7 @@ from gpu_notebook.rules.common import (
     gpu_busy_bounds,
     has_gpu,
     input_or_sync_speaks,
+    level_in,
     loader_in_use,
     pool_stretch,
     run_optimizer,
@@ -86,6 +87,7 @@ from gpu_notebook.rules.common import (
     uses_compile,
 )
 from gpu_notebook.rules.input_pipeline import data_in_memory, per_start_cost
+from gpu_notebook.rules.level_range import Level
 from gpu_notebook.rules.syncs import loop_lines
 
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy
@@ -552,7 +554,7 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     whole = run_optimizer(analysis)
     optimizer = whole.share if whole is not None else profiled
     # Present and levelled by the share's interval (over the run where the step clock timed it).
-    whole_level = severity_in(analysis, "optimizer", optimizer, low=WARN, medium=0.20, high=0.20)
+    whole_level = level_in(analysis, "optimizer", optimizer, low=WARN, medium=0.20, high=0.20)
     if optimizer is None or whole_level is None:
         return None
     # (class, line, name, fused, foreach, whether its update is one pass a tensor): the cell's
@@ -592,10 +594,10 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     part, split = _reached_part(analysis, reached_classes, over_run=whole is not None)
     source = analysis.optimizers.source if analysis.optimizers is not None else "trace"
     split_steps = analysis.optimizers.steps if analysis.optimizers is not None else 0
-    level: Severity | None = whole_level
+    level: Level | None = whole_level
     if part is not None:
-        level = severity_in(analysis, "optimizer", optimizer, low=WARN, medium=0.20, high=0.20,
-                            part=part)  # fmt: skip
+        level = level_in(analysis, "optimizer", optimizer, low=WARN, medium=0.20, high=0.20,
+                         part=part)  # fmt: skip
         if level is None:
             said = UnfusedOptimizer(cls, name, implementation, line is not None, optimizer,
                                     profiled, whole, analysis.phases, None, None, None,
@@ -658,10 +660,18 @@ def unfused_optimizer(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     elsewhere = ",".join(((name,) if line is None and name is not None else ()) + others)
     made_in = {o.name: o.made_in for o in facts.live.optimizers}
     cells = ",".join(str(made_in.get(n) or "") for n in elsewhere.split(",") if n)
-    return found("launch.unfused_optimizer", "medium" if level == "high" else "low", said,
+    assert level is not None  # the whole update's level, or its reached part's
+    shown = Level(_update_level(level.least), _update_level(level.most))
+    return found("launch.unfused_optimizer", shown, said,
                  phase_share=optimizer, bound=bound, line=line, fix_id="foreach_fused_optimizer",
                  fix_params={"implementation": implementation} | ({"elsewhere": elsewhere, "cells": cells} if elsewhere else {}),
                  low=low, bound_low=bound_low)  # fmt: skip
+
+
+def _update_level(level: Severity) -> Severity:
+    """The fused update's level from its share's: medium where the share clears the 20% line,
+    else low (a fix of the update alone is no more than medium)."""
+    return "medium" if level == "high" else "low"
 
 
 def _reached_part(

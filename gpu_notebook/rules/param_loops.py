@@ -39,15 +39,16 @@ from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import dotted, method_of, names_in, receiver_of
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
     found,
     gain_range,
     has_gpu,
-    severity_in,
+    level_in,
     shares_sum,
 )
+from gpu_notebook.rules.level_range import Level
 from gpu_notebook.rules.syncs import lines_share
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def parameter_loop(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         lines[0].line, lines[0].text, sum(map(len, chains)), len(loops), own, residual, low,
         bound, patched,
     )  # fmt: skip
-    severity = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
+    severity: Level | Severity = level_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
     if bound is None or not has_gpu(run):
         # On the CPU torch._foreach_* runs its op tensor by tensor: only the Python between the
         # ops goes (74 tensors: 1.2-2.0 ms looped, 0.8-1.5 ms foreach; --try-fixes read 0.86x,

@@ -45,6 +45,7 @@ from gpu_notebook.records import (
     RawStacks,
     Run,
     Said,
+    Severity,
 )
 from gpu_notebook.rules.common import (
     RESIDUAL_PHASES,
@@ -53,11 +54,12 @@ from gpu_notebook.rules.common import (
     found,
     gain_bound,
     gain_range,
-    severity_in,
+    level_in,
     severity_of,
     share,
     shares_sum,
 )
+from gpu_notebook.rules.level_range import Level
 from gpu_notebook.rules.syncs import (
     EVERY,
     MIN_LINE_SAMPLES,
@@ -210,7 +212,7 @@ def every_step_lines(
         # Nothing measured the host time that holds the lines: said, not offered (issue 26: a
         # fix whose gain nothing bounds is no recommendation).
         return found(rule_id, "info", said, line=lines[0].line)
-    severity = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
+    severity: Level | Severity = level_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
     return found(rule_id, severity, said,
                  phase_share=removed, bound=bound, line=lines[0].line, fix_id="log_every_n",
                  fix_params={"every": EVERY}, low=low)  # fmt: skip
@@ -267,7 +269,7 @@ def progress_redraw(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         said = ProgressRedraw(lines, None, libraries, bound, reads, residual)
         if bound is None:
             return found("logging.progress_redraw", "info", said, line=line)
-        level = severity_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
+        level: Level | Severity = level_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
         return found("logging.progress_redraw", level, said, phase_share=every_n(residual),
                      bound=bound, line=line, fix_id="bar_refresh_off", low=low)  # fmt: skip
     severity = severity_of(drawn, low=SUGGEST)

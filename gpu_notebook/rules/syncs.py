@@ -34,12 +34,14 @@ from gpu_notebook.rules.common import (
     gain_bound,
     gain_bound_low,
     has_gpu,
+    level_in,
+    level_of,
     profiled_steps,
     severity_in,
-    severity_of,
     share,
     shares_sum,
 )
+from gpu_notebook.rules.level_range import Level
 
 EVERY = 10  # read values every 10 steps: the fix's default and what the bound assumes
 # From this many stack samples on a line's share is read as sampled: with none of n samples on
@@ -306,10 +308,10 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         "sync" if how == "sync" else RESIDUAL_PHASES if how == "residual" else None
     )
     low = gain_bound_low(analysis, phases, every_n) if phases is not None else None
-    severity = (
-        severity_in(analysis, phases, removable, low=0.0)
+    severity: Level | Severity = (
+        level_in(analysis, phases, removable, low=0.0)
         if phases is not None
-        else severity_of(removable, low=0.0)
+        else level_of(analysis, removable, low=0.0)
     ) or "low"
     return found("syncs.per_step", severity, said,
                  phase_share=removed, bound=bound, line=first,

@@ -320,13 +320,14 @@ def finding_card(
     ``insert_below``: the widget places an InsertFixWidget right under the card; the card then
     says so and joins it visually.
     """
-    from gpu_notebook.views.wording import headline_gain
+    from gpu_notebook.views.wording import headline_gain, level_label
 
     p = finding.proposal
     return _render(
         "finding.html",
         f=finding,
         gain=headline_gain(finding),
+        level=level_label(finding),
         number=number,
         with_code=with_code,
         insert_below=insert_below,

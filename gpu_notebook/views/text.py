@@ -241,13 +241,13 @@ def render_text(report: Report) -> str:
                 f"  {op.device:<3} {fmt_seconds(op.self_us / 1e6):>9}  {op.calls:>6}x  {op.name[:70]}"
             )
     if report.findings:
-        from gpu_notebook.views.wording import headline_gain
+        from gpu_notebook.views.wording import headline_gain, level_label
 
         lines += ["", "Findings:"]
         for f in report.findings:
             gain = headline_gain(f)
             bound = f" ({gain})" if gain is not None else ""
-            lines.append(f"  [{f.severity}] {f.title}{bound}: {f.fix}")
+            lines.append(f"  [{level_label(f)}] {f.title}{bound}: {f.fix}")
     if report.try_fixes is not None:
         from gpu_notebook.views.tryfix_text import render_try_fixes
 

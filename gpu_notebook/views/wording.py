@@ -53,6 +53,7 @@ __all__ = [
     "estimate_assumptions",
     "headline_gain",
     "host_cpu_sentence",
+    "level_label",
     "nvml_utilization",
     "outcome_line",
     "outcome_said",
@@ -120,6 +121,15 @@ def nvml_utilization(u: UtilizationStats) -> str | None:
 
 
 # ------------------------------------------------------------------------------ a finding
+
+
+def level_label(f: Finding) -> str:
+    """A finding's level as its headline says it: "medium", or "medium-high" where another run
+    of this code may read it a level higher (``Finding.level_range``: its share's interval,
+    widened by what two runs differ by here, crosses the line). Two runs whose shares differ
+    within that margin say levels that overlap, never "low" in one and "medium" in the next."""
+    least, most = f.level_range
+    return least if most == least else f"{least}-{most}"
 
 
 def headline_gain(f: Finding) -> str | None:

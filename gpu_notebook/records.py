@@ -1000,7 +1000,7 @@ class Finding:
     notes: tuple[Said, ...] = ()  # what the rules add to every finding, not yet worded: neither
     # The level another run of this code may read the finding at, where higher than
     # ``severity``: its share's interval's high end widened by what two runs differ by here
-    # (``rules.level_range``). ``severity`` is what this run has shown, and ranks; None: the
+    # (``analysis.level_range``). ``severity`` is what this run has shown, and ranks; None: the
     # level read is the only one (read through ``level_range``).
     severity_reach: Severity | None = None
 

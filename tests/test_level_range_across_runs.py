@@ -5,7 +5,7 @@ A rule levels a share by the low end of its 90% interval (``rules.common.severit
 of one program differ by more than either run's own interval shows: the unseen
 compile_graph_break's optimizer read 19% in one run and 26-30% in two others, at the 20% line,
 [low] in one and [medium] in the others; a data wait near the 10% line read [low] and [medium].
-The level is now a range (``rules.level_range``, decided in ``level_in``, the one place a share
+The level is now a range (``analysis.level_range``, decided in ``level_in``, the one place a share
 is levelled): its top is the level the interval's high end reaches widened by what two runs of
 this code differ by here (``compare_samples.run_margin``, at least ``RUN_TO_RUN``). The lower
 run says "low-medium", the higher "medium": they overlap. The severity a finding is ranked and
@@ -18,8 +18,8 @@ import dataclasses
 
 import pytest
 
+from gpu_notebook.analysis.level_range import ORDER, reach
 from gpu_notebook.records import Finding, RunPhase
-from gpu_notebook.rules.level_range import ORDER, reach
 from gpu_notebook.views.wording import level_label
 from tests.scenarios import synthetic as syn
 from tests.test_rules import TRAIN, only, rules_for

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_notebook.analysis.gpu_bounds import gpu_busy_bounds as gpu_busy_bounds
+from gpu_notebook.analysis.level_range import Level, margin_of, reach, widened
 from gpu_notebook.analysis.uncertainty import share_interval
 from gpu_notebook.analysis.verdict import amdahl_bound
 from gpu_notebook.cell.facts import ORIGIN_LINES, LoaderCall, SourceFacts, SourceLine
 from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, RunPhase, Said, Severity
-from gpu_notebook.rules.level_range import Level, margin_of, reach, widened
 
 # PyTorch TensorBoard profiler plugin (profiler/data.py): DataLoader > 5% of the step -> workers.
 SUGGEST = 0.05
@@ -177,7 +177,7 @@ def severity_in(analysis: Analysis, phases: Phases, value: float | None, *,
 def level_in(analysis: Analysis, phases: Phases, value: float | None, *,
              low: float = SUGGEST, medium: float = WARN,
              high: float = CRITICAL, part: float = 1.0) -> Level | None:  # fmt: skip
-    """The share's level as a range (``rules.level_range``): ``least`` as ``severity_in`` says
+    """The share's level as a range (``analysis.level_range``): ``least`` as ``severity_in`` says
     it, ``most`` the level its interval's high end reaches widened by the run's margin (what
     another run of this code may read: ``level_range.reach``). None: as ``severity_in``."""
     if value is None:

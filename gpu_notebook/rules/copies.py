@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import (
@@ -33,7 +34,6 @@ from gpu_notebook.rules.common import (
     loader_in_use,
     share,
 )
-from gpu_notebook.rules.level_range import Level
 
 
 @dataclass(frozen=True)

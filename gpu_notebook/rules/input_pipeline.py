@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.cell.facts import LoaderCall, RemadeLoaderAt, SourceFacts
 from gpu_notebook.cell.live import LiveDataHook, LiveLoader
@@ -68,7 +69,6 @@ from gpu_notebook.rules.common import (
     severity_of,
     share,
 )
-from gpu_notebook.rules.level_range import Level
 
 if TYPE_CHECKING:
     import libcst as cst

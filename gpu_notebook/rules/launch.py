@@ -49,6 +49,7 @@ from gpu_notebook.analysis.host import (
     in_memory_host_bound,
     per_sample_model_share,
 )
+from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.live import LiveOptimizer
 from gpu_notebook.cell.module_loops import ModuleLoop, module_list_loops
@@ -87,7 +88,6 @@ from gpu_notebook.rules.common import (
     uses_compile,
 )
 from gpu_notebook.rules.input_pipeline import data_in_memory, per_start_cost
-from gpu_notebook.rules.level_range import Level
 from gpu_notebook.rules.syncs import loop_lines
 
 LOW_BUSY = 0.50  # Nsight Systems gpu_time_util: < 50% busy

@@ -35,6 +35,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import dotted, method_of, names_in, receiver_of
 from gpu_notebook.cell.tree import CellTree
@@ -48,7 +49,6 @@ from gpu_notebook.rules.common import (
     level_in,
     shares_sum,
 )
-from gpu_notebook.rules.level_range import Level
 from gpu_notebook.rules.syncs import lines_share
 
 if TYPE_CHECKING:

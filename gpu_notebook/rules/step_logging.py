@@ -33,6 +33,7 @@ from gpu_notebook.analysis.framework_stacks import (
     share_clock,
     without_ours,
 )
+from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.cell.facts import LightningLog, Origin, SourceFacts, SourceLine
 from gpu_notebook.cell.hooks import hook_defs
 from gpu_notebook.cell.step_logs import training_logs
@@ -59,7 +60,6 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.level_range import Level
 from gpu_notebook.rules.syncs import (
     EVERY,
     MIN_LINE_SAMPLES,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpu_notebook.analysis.framework_stacks import drawn_under
+from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.names import dotted
@@ -41,7 +42,6 @@ from gpu_notebook.rules.common import (
     share,
     shares_sum,
 )
-from gpu_notebook.rules.level_range import Level
 
 EVERY = 10  # read values every 10 steps: the fix's default and what the bound assumes
 # From this many stack samples on a line's share is read as sampled: with none of n samples on

@@ -111,3 +111,21 @@ def test_a_finding_said_at_info_has_no_range():
     # A small or unsized gain (rules._small_gain, _unsized) says info whatever its share read.
     finding = Finding("x", "t", "info", (), 0.19, None, "", severity_reach="high")
     assert finding.level_range == ("info", "info") and level_label(finding) == "info"
+
+
+def _retained_finding(backward: float) -> Finding:
+    from tests.test_rule_backward_passes import CELL
+
+    run = syn.make_run(CELL)
+    analysis = syn.make_analysis({"forward": 0.3, "backward": backward, "optimizer": 0.1})
+    return only(rules_for(run, analysis), "backward.retained")
+
+
+def test_a_point_share_either_side_of_a_line_reads_overlapping_levels():
+    # A share read without an interval (the window's phases: two backward passes, one of them
+    # removable): 19.5% and 21% of the step, either side of the 20% line. Main: [medium] and
+    # [high]; the point's top is widened by the run's margin as an interval's is.
+    one, other = _retained_finding(0.39), _retained_finding(0.42)
+    assert (one.severity, other.severity) == ("medium", "high")
+    assert one.level_range == ("medium", "high")
+    assert _overlap(one.level_range, other.level_range)

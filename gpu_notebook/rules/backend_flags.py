@@ -23,7 +23,7 @@ from gpu_notebook.rules.common import (
     gain_bound,
     gpu_busy_bounds,
     has_gpu,
-    severity_of,
+    level_of,
     window_share_high,
 )
 from gpu_notebook.rules.precision import autocast_idle
@@ -85,7 +85,7 @@ def cudnn_benchmark_off(run: Run, analysis: Analysis, facts: SourceFacts) -> Fin
     said = CudnnBenchmarkOff(
         tuple(sorted(set(sizes))), conv_share, bound, _unclocked(analysis), high
     )
-    return found("backend.cudnn_benchmark", severity_of(conv_share, low=0.0) or "low", said,
+    return found("backend.cudnn_benchmark", level_of(analysis, conv_share, low=0.0) or "low", said,
                  phase_share=conv_share, bound=bound, fix_id="backend_flags",
                  fix_params={"cudnn_benchmark": True, "tf32": False})  # fmt: skip
 

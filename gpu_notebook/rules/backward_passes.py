@@ -22,12 +22,13 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.cell.names import is_backward, keyword_of, literal_of, method_of
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.fixes.records import Fix
-from gpu_notebook.records import Analysis, Finding, Run, Said
-from gpu_notebook.rules.common import found, gain_bound, severity_of, share
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
+from gpu_notebook.rules.common import found, gain_bound, level_of, share
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -124,7 +125,9 @@ def retained_backwards(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     backward = share(analysis, "backward")
     removable = backward * (n - 1) / n if backward is not None else None
     bound = gain_bound(removable, analysis)
-    severity = severity_of(removable) if removable is not None else "low"
+    severity: Level | Severity | None = (
+        level_of(analysis, removable) if removable is not None else "low"
+    )
     if severity is None:
         return None
     first = facts.tree.source_line(group[0], "backward")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.records import Analysis, Finding, PhaseBreakdown, Run, Said
-from gpu_notebook.rules.common import WARN, found, gain_bound, severity_of, share
+from gpu_notebook.rules.common import WARN, found, gain_bound, level_of, share
 from gpu_notebook.rules.syncs import loop_lines
 
 
@@ -34,7 +34,7 @@ def frozen_forward(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     if not lines or phases is None or phases.source != "trace":
         return None  # hook timings put that forward into "forward": nothing tells it apart
     other = share(analysis, "other")
-    severity = severity_of(other, low=WARN)
+    severity = level_of(analysis, other, low=WARN)
     if other is None or severity is None:
         return None
     bound = gain_bound(other, analysis)

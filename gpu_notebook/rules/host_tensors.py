@@ -20,7 +20,7 @@ from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import COPY_METHODS, DTYPE_WORDS, last
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, Finding, Run, Said
-from gpu_notebook.rules.common import found, gain_bound, severity_of, share
+from gpu_notebook.rules.common import found, gain_bound, level_of, share
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -90,7 +90,7 @@ def host_made(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | Non
     bound = gain_bound(copy, analysis)
     first = hits[0]
     said = HostMade(first, len(hits), copy, bound)
-    return found("copies.host_made", severity_of(copy, low=0.0) or "low", said,
+    return found("copies.host_made", level_of(analysis, copy, low=0.0) or "low", said,
                  phase_share=copy, bound=bound, line=first.cell_line, fix=FIX)  # fmt: skip
 
 

@@ -49,7 +49,7 @@ from gpu_notebook.rules.common import (
     gpu_busy_bounds,
     gpu_name,
     has_gpu,
-    severity_of,
+    level_of,
     shares_sum,
     window_share_high,
 )
@@ -167,7 +167,7 @@ def scaler_unneeded(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         first.cell_line if first else None, first.text if first else None, kind, ops.calls,
         ops.steps, ops.share, bound, ops.on_device,
     )  # fmt: skip
-    return found("precision.scaler_unneeded", severity_of(ops.share) or "low", said,
+    return found("precision.scaler_unneeded", level_of(analysis, ops.share) or "low", said,
                  phase_share=ops.share, bound=bound, line=said.line,
                  fix_id="drop_grad_scaler")  # fmt: skip
 

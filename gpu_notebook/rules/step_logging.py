@@ -56,6 +56,7 @@ from gpu_notebook.rules.common import (
     gain_bound,
     gain_range,
     level_in,
+    level_of,
     severity_of,
     share,
     shares_sum,
@@ -230,7 +231,7 @@ def validation_every_step(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     removed = every_n(estimate)
     bound = gain_bound(removed, analysis)
     said = ValidationEveryStep(lines, analysis.phases, estimate, bound)
-    severity = severity_of(estimate, low=0.0) or "low"
+    severity: Level | Severity = level_of(analysis, estimate, low=0.0) or "low"
     if bound is None:
         return found("logging.validation_every_step", severity, said, phase_share=removed,
                      line=lines[0].line)  # fmt: skip
@@ -272,7 +273,7 @@ def progress_redraw(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding
         level: Level | Severity = level_in(analysis, RESIDUAL_PHASES, residual, low=0.0) or "low"
         return found("logging.progress_redraw", level, said, phase_share=every_n(residual),
                      bound=bound, line=line, fix_id="bar_refresh_off", low=low)  # fmt: skip
-    severity = severity_of(drawn, low=SUGGEST)
+    severity = level_of(analysis, drawn, low=SUGGEST)
     if severity is None:
         return None
     # After the fix the bar redraws at its interval (0.1 s: a step in ~100 at 1 ms steps);
@@ -323,7 +324,7 @@ def framework_overhead(run: Run, analysis: Analysis, facts: SourceFacts) -> Find
     judged = judged_share(overhead, samples)
     if judged is None:
         return _seen(run, analysis, loops[0][0] if dense_sampled(run) else 0, facts)
-    severity = severity_of(judged, low=SUGGEST)
+    severity = level_of(analysis, judged, low=SUGGEST)
     if severity is None:
         return None
     removed = every_n(overhead)

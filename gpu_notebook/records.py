@@ -1898,6 +1898,10 @@ class TrialSaid:
     message; ``views/tryfix_text`` words them). Never in the JSON: it holds the worded text."""
 
 
+# Where a trial's margin comes from: what its runs of the script as it is differ by, or the
+# profiled run's (``tryfix.base_margin``).
+TrialMarginSource = Literal["base runs", "profiled run"]
+
 FixTrialVerdict = Literal[
     "verified",
     "no measurable effect",
@@ -1932,8 +1936,15 @@ class FixTrial:
     note: str = ""  # ``said`` worded (views/tryfix_text.word_trials), joined by "; "
     predicted_low: float | None = None  # the range's low end (None: 1x)
     # The two ends above are the finding's stated range: its model's, widened on each side by
-    # this margin (``Finding.gain_margin``), the high end no further than a physical ceiling.
+    # this margin, the high end no further than a physical ceiling. A measured trial's margin is
+    # what its runs of the script as it is differed by (``margin_source`` "base runs",
+    # ``margin_runs`` of them: ``tryfix.base_margin``), its planned look's interval widened by
+    # it too; else the profiled run's (``Finding.gain_margin``: too few base runs, a fix not
+    # measured, an older report).
     predicted_margin: float = 0.0
+    margin_source: TrialMarginSource = "profiled run"
+    margin_runs: int = 0  # the script's runs it was read from (0: none read)
+    profiled_margin: float | None = None  # the profiled run's (None: an older report's)
     predicted_model_bound: float | None = None  # the model's high end (``Finding.gain_bound``)
     # The model's low end (``Finding.gain_low``; None: "up to", or an older report's): what "no
     # measurable effect" must leave out (``compare_samples.ruled_out``).

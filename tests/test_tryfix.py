@@ -231,7 +231,8 @@ def test_try_fixes_runs_each_fix_on_a_copy_interleaved_and_decides_from_the_samp
     assert all(len(run) == tf["steps"] for run in t["baseline_steps_s"] + t["variant_steps_s"])
     assert any(n.startswith("each run measured") for n in tf["notes"])
     # The verdict and the figures are those of the measured samples.
-    c = decide(t["baseline_steps_s"], t["variant_steps_s"], rounds, t["predicted_model_low"])
+    c = decide(t["baseline_steps_s"], t["variant_steps_s"], rounds, t["predicted_model_low"],
+               profiled_margin=t["profiled_margin"])  # fmt: skip
     assert c is not None
     assert (t["speedup"], t["speedup_low"], t["speedup_high"]) == (c.speedup, c.low, c.high)
     assert t["verdict"] == c.verdict and t["recommended"] == (c.verdict == "verified")
@@ -250,12 +251,18 @@ def test_try_fixes_runs_each_fix_on_a_copy_interleaved_and_decides_from_the_samp
     assert not [n for n in left if n.startswith("gpucheck")], left
     # The text report names the trial with its range, measurement and verdict.
     # The range as the JSON carries it: low end (the least data wait the run supports) to bound,
-    # each widened by the run's margin (what two runs differ by here: under load it may reach
-    # under 1x).
+    # each widened by the trial's margin (what its runs of the script as it is differed by,
+    # tryfix.base_margin; the profiled run's with fewer than 3 of them: under load it may
+    # reach under 1x).
     low, high = t["predicted_low"], t["predicted_bound"]
     found = next(f for f in data["findings"] if f["fix_id"] == "dataloader_workers")
-    margin = found["gain_margin"]
-    assert margin >= RUN_TO_RUN and t["predicted_margin"] == margin
+    margin = t["predicted_margin"]
+    assert t["profiled_margin"] == found["gain_margin"] and t["margin_runs"] == c.margin.runs
+    if rounds >= 3:
+        assert t["margin_source"] == "base runs" and t["margin_runs"] == rounds
+        assert margin == c.margin.margin >= RUN_TO_RUN
+    else:
+        assert t["margin_source"] == "profiled run" and margin == found["gain_margin"]
     assert low == pytest.approx(found["gain_low"] / (1 + margin))
     assert found["gain_ceiling"] is None  # the loading's share is a measurement: widened
     assert high == pytest.approx(found["gain_bound"] * (1 + margin))

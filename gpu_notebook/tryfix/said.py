@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gpu_notebook.records import TrialSaid
+from gpu_notebook.records import TrialMarginSource, TrialSaid
 
 __all__ = [
     "BaselineFailed",
@@ -23,6 +23,7 @@ __all__ = [
     "BudgetRoundsCut",
     "DecidedAfter",
     "FollowerRank",
+    "MarginRead",
     "NoPatch",
     "NothingToTry",
     "PatchBroke",
@@ -261,6 +262,20 @@ class DecidedAfter(TrialSaid):
     """Decided in rounds added after the planned ones."""
 
     added: int
+
+
+@dataclass(frozen=True)
+class MarginRead(TrialSaid):
+    """The margin its range and its planned look were read with (``tryfix.base_margin``): what
+    the trial's ``runs`` runs of the script as it is differed by (``spread``, before the 5%
+    floor), or the profiled run's where they were too few (``needed``)."""
+
+    margin: float
+    source: TrialMarginSource
+    runs: int
+    spread: float | None
+    profiled: float
+    needed: int
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ decides when more rounds are needed). A run's figure is its mean step; a round's
 baseline run's mean step over the variant run's (``per_round``: the two ran side by side); the
 speedup is the median of the rounds' ratios, with an interval around it (``median_of_rounds``:
 the spread of the team's two-sample comparison, ``analysis.compare_samples``, over each arm's
-steps pooled, moved to the median), read as the notebook's before/after reads its interval
-(``compare_samples.fix_outcome``). The median, not
+steps pooled, moved to the median, widened on each side by what the trial's runs of the script
+as it is differ by: ``tryfix.base_margin``, at least the 5%), read as the notebook's
+before/after reads its interval (``compare_samples.fix_outcome``). The median, not
 the steps of every round pooled: on a shared machine one round can be hit by another process,
 and the answer should not move with one round (``benchmarks/round_estimator.py``, seeded: one
 round of three or five with a run slowed 20%-50%, the pooled figure lands within 5% of the true
@@ -31,7 +32,7 @@ run-to-run margin.
 ``round_interval`` is the other reading of the same runs: each round's ratio (baseline run i's
 mean step over variant run i's) as one paired sample, a Student t interval over their logs.
 Its spread is the run-to-run difference itself, measured, so it narrows as rounds are added,
-where the steps' interval keeps its fixed 5% margin on each side.
+where the steps' interval keeps its margin on each side.
 
 A run's figure is its mean step (its throughput, what a fix promises: a loader with workers
 gives bimodal steps whose median says nothing of the run's time); the median is taken over
@@ -85,18 +86,21 @@ def compare_runs(
     seed: int = 0,
     model_low: float | None = None,
     busy: bool = False,
+    margin: float = RUN_TO_RUN,
 ) -> SampleComparison | None:
     """Compare two arms of runs (each a sequence of step times). None: too few steps to say.
     ``model_low``: the low end of the fix's range as its model gives it (``Finding.gain_low``;
     None: an "up to" range), what "no measurable effect" must leave out
     (``compare_samples.ruled_out``). ``busy``: an arm's runs waited for a core as a verdict
     calls too busy to judge (``compare_samples``): their steps are the machine's more than the
-    code's, so only the rounds' own interval (from 3 rounds) can make a call."""
+    code's, so only the rounds' own interval (from 3 rounds) can make a call. ``margin``: what
+    two runs of the script differ by in this trial (``base_margin``; at least ``RUN_TO_RUN``),
+    which the steps' interval is widened by on each side."""
     base = [list(r) for r in baseline_runs if r]
     var = [list(r) for r in variant_runs if r]
     if not base or not var:
         return None
-    median = median_of_rounds(base, var, seed=seed)
+    median = median_of_rounds(base, var, seed=seed, margin=margin)
     if median is None:
         return None
     point, low, high = median
@@ -139,10 +143,12 @@ def median_of_rounds(
     baseline_runs: Sequence[Sequence[float]],
     variant_runs: Sequence[Sequence[float]],
     seed: int = 0,
+    margin: float = RUN_TO_RUN,
 ) -> tuple[float, float, float] | None:
     """(speedup, low, high): the median of the rounds' ratios (``per_round``) and its interval:
     the steps' interval (``analysis.compare_samples`` over each arm's steps pooled: seeded
-    moving-block bootstrap, widened by ``RUN_TO_RUN``), its spread kept, moved to the median
+    moving-block bootstrap, widened by ``margin`` on each side, at least ``RUN_TO_RUN``: what
+    two runs of the script differ by, ``base_margin``), its spread kept, moved to the median
     (both ends times median / pooled figure). None: too few steps in the rounds both arms ran.
 
     The median, not the pooled steps' figure: one round whose run another process slowed moves
@@ -161,9 +167,13 @@ def median_of_rounds(
         return None
     point = statistics.median(statistics.fmean(b) / statistics.fmean(v) for b, v in pairs)
     moved = point / pooled.speedup
+    # compare_samples widened its ends by the 5%; a trial whose runs of the script differ by
+    # more widens them by that instead.
+    wider = (1.0 + max(RUN_TO_RUN, margin)) / (1.0 + RUN_TO_RUN)
     # Moved, the ends hold the median as the pooled ends held the pooled figure; where the
     # bootstrap's ends did not hold its own figure (a few steps), the interval is widened to.
-    return point, min(point, pooled.low * moved), max(point, pooled.high * moved)
+    low, high = pooled.low * moved / wider, pooled.high * moved * wider
+    return point, min(point, low), max(point, high)
 
 
 def per_round(

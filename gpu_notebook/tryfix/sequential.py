@@ -9,7 +9,8 @@ undecided fixes only, the order reversed every other round) while the budget all
 Which interval each look reads:
 
 - **the planned look** (after the planned rounds) reads ``samples.compare_runs``: the median
-  of the rounds' ratios, its bootstrap interval widened by the 5% run-to-run margin, most
+  of the rounds' ratios, its bootstrap interval widened by the run-to-run margin (what the
+  planned rounds' runs of the script differ by, at least 5%: ``base_margin``), most
   rounds agreeing, and (from 3 rounds) the rounds' own interval at the same 90% backing the
   call. Its "no measurable
   effect" is split into that (the interval leaves the predicted range out) and "undecided".
@@ -64,6 +65,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN, ruled_out
+from gpu_notebook.tryfix.base_margin import TrialMargin, base_margin
 from gpu_notebook.tryfix.samples import (
     TRIM,
     SampleVerdict,
@@ -103,6 +105,9 @@ class Decision:
     rounds: int  # rounds read (pairs of runs)
     added_rounds: int  # of them, rounds added after the planned ones
     level: float | None  # None: the planned look's interval of the median; else the t level
+    # What the planned rounds' runs of the script differ by (``base_margin``): the planned
+    # look's interval is widened by it, and the trial's range read with it.
+    margin: TrialMargin
 
 
 def decide(
@@ -112,19 +117,26 @@ def decide(
     model_low: float | None,
     seed: int = 0,
     busy: bool = False,
+    profiled_margin: float = 0.0,
 ) -> Decision | None:
     """The verdict the looks reach on these runs (run i of each arm: round i): the planned look
     on the first ``planned_rounds``, then one look per added round up to the cap, stopping at the
     first decided look. None: too few steps to compare. ``busy``: the arms were too busy to
-    judge (``samples.compare_runs``): the planned look needs its rounds' interval."""
+    judge (``samples.compare_runs``): the planned look needs its rounds' interval. The planned
+    look's interval is widened by what the planned rounds' runs of the script differ by
+    (``base_margin``; ``profiled_margin``, the profiled run's, where they are too few): the
+    same runs whenever the fix is looked at, so the look that asked for added rounds and the
+    verdict after them read one margin."""
     base = [tuple(r) for r in baseline_runs]
     var = [tuple(r) for r in variant_runs]
     planned = min(planned_rounds, len(base), len(var))
-    first = compare_runs(base[:planned], var[:planned], seed=seed, model_low=model_low, busy=busy)
+    margin = base_margin(base[:planned], profiled_margin)
+    first = compare_runs(base[:planned], var[:planned], seed=seed, model_low=model_low, busy=busy,
+                         margin=margin.margin)  # fmt: skip
     if first is None:
         return None
     look = Decision(first.verdict, first.speedup, first.low, first.high, first.per_round,
-                    len(first.per_round), 0, None)  # fmt: skip
+                    len(first.per_round), 0, None, margin)  # fmt: skip
     available = min(len(base), len(var)) - planned
     for added in range(1, min(available, MAX_ADDED_ROUNDS) + 1):
         if look.verdict != "undecided":
@@ -162,7 +174,7 @@ def _added_look(
         verdict = "slower"
     elif ruled_out(high, model_low, 1.0 + RUN_TO_RUN):
         verdict = "no measurable effect"
-    return Decision(verdict, point, low, high, rounds, len(rounds), added, level)
+    return Decision(verdict, point, low, high, rounds, len(rounds), added, level, previous.margin)
 
 
 @dataclass(frozen=True)

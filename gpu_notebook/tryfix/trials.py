@@ -10,6 +10,12 @@ thread's wait for a core, which every child reads) where every run of both arms 
 processes below it; wall times for a fix that adds processes (loader workers: the wait their CPU
 causes is its cost) or where a wait was not read. ``FixTrial.own_time`` says which.
 
+A fix's range is read with the trial's own run-to-run margin, what its planned runs of the
+script as it is differed by (``base_margin``; the profiled run's where they are fewer than 3),
+not the margin of the one run the report profiled: its planned look's interval is widened by it,
+and its stated range (``FixTrial.predicted_low``/``predicted_bound``) is the model's widened by
+it. ``FixTrial.margin_source``/``margin_runs`` say which, from how many runs.
+
 Every run is a fresh process (``tryfix.child``): a fix that rebinds a loader or compiles the
 model cannot leak into the next run, and a variant that breaks takes only its own process down.
 A run is stopped at a time limit (``RUN_TIMEOUT_FACTOR`` times the slowest run so far, at least
@@ -57,6 +63,7 @@ from gpu_notebook.records import Finding, FixTrial, Report, TrialRun, TrialSaid,
 from gpu_notebook.rules.common import FEW_STEPS
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
 from gpu_notebook.tryfix import said as S
+from gpu_notebook.tryfix.base_margin import MIN_MARGIN_RUNS, TrialMargin, restated
 from gpu_notebook.tryfix.child import stacks_file, warm_marker
 from gpu_notebook.tryfix.plan import (
     BASELINE,
@@ -660,6 +667,7 @@ def _unmeasured(v: Variant, verdict: str, note: TrialSaid) -> FixTrial:
     f = v.finding
     return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, verdict,  # type: ignore[arg-type]
                     recommended=False, said=(note,), predicted_low=f.stated_low, predicted_margin=f.gain_margin,
+                    profiled_margin=f.gain_margin,
                     predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low)  # fmt: skip
 
 
@@ -726,7 +734,8 @@ def _decide(
 ) -> Decision | None:
     base_steps, my_steps, _own = _compared(base, mine, _work(v, base, mine))
     busy = _planned_busy(base, mine, planned) is not None
-    return decide(base_steps, my_steps, planned, v.finding.gain_low, busy=busy)
+    return decide(base_steps, my_steps, planned, v.finding.gain_low, busy=busy,
+                  profiled_margin=v.finding.gain_margin)  # fmt: skip
 
 
 def _planned_busy(
@@ -792,12 +801,13 @@ def _trial(
         lines = tuple(bad.error_lines)
         return FixTrial(f.fix_id or "", f.rule_id, v.title, f.stated_high, "broke the script",
                         recommended=False, error_lines=lines, predicted_low=f.stated_low, predicted_margin=f.gain_margin,
-                        predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low, said=(S.PatchBroke(),))  # fmt: skip
+                        profiled_margin=f.gain_margin, predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low, said=(S.PatchBroke(),))  # fmt: skip
     if len(my_steps) < MIN_ROUNDS or len(base_steps) < MIN_ROUNDS:
         few = S.TooFewRuns(len(my_steps), run_s is not None, run_s)
         return _unmeasured(v, "not measured", few)
     busy = _planned_busy(base, mine, planned)
-    d = decide(base_steps, my_steps, planned, f.gain_low, busy=busy is not None)
+    d = decide(base_steps, my_steps, planned, f.gain_low, busy=busy is not None,
+               profiled_margin=f.gain_margin)  # fmt: skip
     if d is None:
         return _unmeasured(v, "not measured", S.TooFewSteps())
     short = [len(s) for s in my_steps + base_steps if len(s) < min(len(x) for x in base_steps)]
@@ -819,12 +829,21 @@ def _trial(
         ))  # fmt: skip
     elif d.added_rounds:
         notes.insert(0, S.DecidedAfter(d.added_rounds))
+    notes.append(_margin_note(d.margin))
+    # The range this trial reads: the model's, widened by what its runs of the script differed
+    # by (the profiled run's where they were too few).
+    stated = restated(f, d.margin)
     return FixTrial(
-        f.fix_id or "", f.rule_id, v.title, f.stated_high, d.verdict,
+        f.fix_id or "", f.rule_id, v.title, stated.stated_high, d.verdict,
         recommended=d.verdict == "verified",
         speedup=d.speedup, speedup_low=d.low, speedup_high=d.high, per_round=d.per_round,
         baseline_steps_s=base_steps, variant_steps_s=my_steps, said=tuple(notes),
-        predicted_low=f.stated_low, predicted_margin=f.gain_margin,
+        predicted_low=stated.stated_low, predicted_margin=stated.gain_margin,
+        margin_source=d.margin.source, margin_runs=d.margin.runs, profiled_margin=f.gain_margin,
         predicted_model_bound=f.gain_bound, predicted_model_low=f.gain_low,
         rounds=d.rounds, added_rounds=d.added_rounds, interval_level=d.level, own_time=own,
     )  # fmt: skip
+
+
+def _margin_note(m: TrialMargin) -> S.MarginRead:
+    return S.MarginRead(m.margin, m.source, m.runs, m.spread, m.profiled, MIN_MARGIN_RUNS)

@@ -290,6 +290,26 @@ says(word_said, S.DecidedAfter, lambda s: f"decided after {s.added} added round(
 
 says(word_said, S.RunEnded, lambda s: f"a run ended after {s.steps} timed steps (the script's end)")
 
+
+@word_said.register
+def _(s: S.MarginRead) -> str:
+    # Which margin the range and the planned look were read with, and from how many runs.
+    profiled = f"; the profiled run's margin was {s.profiled:.0%}" if s.profiled > 0 else ""
+    if s.source == "profiled run":
+        return (
+            f"range read widened by the profiled run's {s.margin:.0%}: {s.runs} run(s) of the "
+            f"script as it is are too few to read what runs differ by here ({s.needed} needed)"
+        )
+    head = f"range read widened by {s.margin:.0%} on each side"
+    runs = f"this trial's {s.runs} runs of the script as it is"
+    if s.spread is not None and s.spread < s.margin:
+        return (
+            f"{head}: {runs} differed by {s.spread:.0%} (the median of their pairs), under the "
+            f"{s.margin:.0%} taken at least{profiled}"
+        )
+    return f"{head}, what {runs} differed by (the median of their pairs{profiled})"
+
+
 says(
     word_said,
     S.PerSample,

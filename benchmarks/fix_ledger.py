@@ -7,7 +7,9 @@ command, so the ledger measures what users get). Per offered fix: the predicted 
 the finding's ``gain_low`` to its ``gain_bound``; "up to Hx" where no low end is estimated, 1x to
 H; since 2026-12-02 12:30 the stated range, the model's widened by the run's margin, with the
 model's beside it; since 2026-12-05 its high end widened no further than the change can give,
-e.g. a batch xk at most k: ``Finding.gain_ceiling``, so "in range" reads that capped high end),
+e.g. a batch xk at most k: ``Finding.gain_ceiling``, so "in range" reads that capped high end;
+since 2026-12-07 widened by the trial's own margin, what its runs of the script as it is differed
+by, "over N runs", and by the profiled run's only where they were too few: ``tryfix.base_margin``),
 the measured speedup with its interval (since 2026-12-05 the median of the rounds' ratios,
 so one disturbed round does not carry it out of or into the range), the verdict, and whether the measured gain lies inside the range (L or 1x to H; "under its low end" said apart). Refused fixes (no patch
 offered) are listed with their reason, findings said at severity info without a fix (a fix whose
@@ -111,6 +113,11 @@ def _run(
                        "predicted_low": low, "inside_range": inside,
                        "added_rounds": t.get("added_rounds", 0),
                        "margin": t.get("predicted_margin", 0.0),
+                       # Read from this many runs of the script as it is (tryfix.base_margin);
+                       # 0: the profiled run's margin.
+                       "margin_runs": t.get("margin_runs", 0)
+                       if t.get("margin_source") == "base runs" else 0,
+                       "profiled_margin": t.get("profiled_margin"),
                        "model_bound": t.get("predicted_model_bound"),
                        "under_low": speedup is not None and low is not None and speedup < low})  # fmt: skip
     return {
@@ -157,11 +164,17 @@ def _inside(t: dict[str, Any]) -> str:
 
 
 def _range(
-    low: float | None, high: float | None, margin: float = 0.0, model_high: float | None = None
+    low: float | None,
+    high: float | None,
+    margin: float = 0.0,
+    model_high: float | None = None,
+    runs: int = 0,
 ) -> str:
     """The stated range; with a margin, the model's range it widens beside it. The stated high
     end is widened no further than the change can give (``Finding.gain_ceiling``), so the
-    model's high end is the trial's own where it carries it (older reports: high / (1 + margin))."""
+    model's high end is the trial's own where it carries it (older reports: high / (1 + margin)).
+    ``runs``: the margin is what the trial's runs of the script as it is differed by, read from
+    that many (since 2026-12-07, ``tryfix.base_margin``); 0: the profiled run's."""
     if high is None:  # nothing bounds it: offered to be measured (rules.UnboundedGain)
         return "not bounded (measure it)"
     said = f"up to {_fmt(high)}" if low is None else f"{_fmt(low)}-{_fmt(high)}"
@@ -169,7 +182,8 @@ def _range(
         return said
     m_high = model_high if model_high is not None else high / (1 + margin)
     model = f"up to {_fmt(m_high)}" if low is None else f"{_fmt(low * (1 + margin))}-{_fmt(m_high)}"
-    return f"{said} ({model} ±{margin:.0%})"
+    over = f" over {runs} runs" if runs else ""
+    return f"{said} ({model} ±{margin:.0%}{over})"
 
 
 def markdown(rows: list[dict[str, Any]], steps: int) -> str:
@@ -197,7 +211,7 @@ def markdown(rows: list[dict[str, Any]], steps: int) -> str:
                 result += f" ({t['added_rounds']} rounds added)"
             lines.append(
                 f"| {row['program']} | {row['verdict']} | {t['fix_id']} | "
-                f"{_range(t.get('predicted_low'), t['predicted_bound'], t.get('margin') or 0.0, t.get('model_bound'))} | "
+                f"{_range(t.get('predicted_low'), t['predicted_bound'], t.get('margin') or 0.0, t.get('model_bound'), t.get('margin_runs') or 0)} | "
                 f"{measured} | {result} | "
                 f"{_inside(t)} |"
             )

@@ -56,13 +56,16 @@ def test_the_margin_is_what_the_script_s_runs_differ_by_the_median_of_their_pair
     assert same.margin == RUN_TO_RUN and same.spread is not None and same.spread < RUN_TO_RUN
 
 
-def test_too_few_runs_of_the_script_fall_back_to_the_profiled_run_s_margin_and_say_so():
+def test_one_run_of_the_script_falls_back_to_the_profiled_run_s_margin_two_are_a_pair():
     rng = random.Random(1)
-    two = [_run(rng, STEP_S), _run(rng, STEP_S * 1.3)]
-    m = base_margin(two, profiled=0.4)
-    assert MIN_MARGIN_RUNS == 3
-    assert (m.source, m.runs, m.margin) == ("profiled run", 2, 0.4)
-    assert base_margin([*two, []], profiled=0.0).margin == RUN_TO_RUN  # a run without steps
+    one = [_run(rng, STEP_S)]
+    m = base_margin(one, profiled=0.4)
+    assert MIN_MARGIN_RUNS == 2
+    assert (m.source, m.runs, m.margin, m.spread) == ("profiled run", 1, 0.4, None)
+    assert base_margin([*one, []], profiled=0.0).margin == RUN_TO_RUN  # a run without steps
+    two = base_margin([*one, _run(rng, STEP_S * 1.3)], profiled=0.4)
+    assert (two.source, two.runs) == ("base runs", 2)
+    assert two.margin == pytest.approx(0.3)
     # The finding's stated range is then its own; read from base runs, it is widened by theirs.
     f = dataclasses.replace(_finding(1.4, 2.0), gain_margin=0.4)
     assert restated(f, m) == f
@@ -106,12 +109,19 @@ def test_a_gain_within_what_the_script_s_runs_differ_by_is_not_called_at_the_pla
     assert d.margin.margin == pytest.approx(_figures_apart(noisy[0]))  # the planned runs' margin
 
 
-def test_the_planned_look_s_margin_falls_back_to_the_profiled_run_s_with_two_rounds():
+def test_two_rounds_read_their_one_pair_and_one_round_the_profiled_run_s_margin():
     base, fix = _rounds((1.15, 1.16), (1.0, 1.01))
-    assert decide(base, fix, 2, None).verdict == "verified"  # the 5%: no profiled run
     d = decide(base, fix, 2, None, profiled_margin=0.3)
-    assert d is not None and d.margin.source == "profiled run" and d.margin.margin == 0.3
+    assert d is not None and d.verdict == "verified"
+    assert (d.margin.source, d.margin.runs, d.margin.margin) == ("base runs", 2, RUN_TO_RUN)
+    # The same ratios, the script's two runs 35% apart: not called at the planned look.
+    base, fix = _rounds((1.15, 1.16), (1.0, 1.35))
+    d = decide(base, fix, 2, None, profiled_margin=0.05)
+    assert d is not None and d.margin.margin == pytest.approx(0.35, abs=0.01)
     assert d.verdict == "undecided" and d.low < 1.0
+    # One round (a replay of a trial's first): the profiled run's margin.
+    d = decide(base[:1], fix[:1], 1, None, profiled_margin=0.3)
+    assert d is not None and (d.margin.source, d.margin.margin) == ("profiled run", 0.3)
 
 
 # ---------------------------------------------------------------- trials on a noisy machine
@@ -201,13 +211,16 @@ def test_a_trial_reads_its_range_with_its_own_runs_margin_whatever_the_profiled_
     assert "the profiled run's margin was 5%" in text
 
 
-def test_a_trial_of_two_rounds_reads_the_profiled_run_s_margin_and_says_so():
-    tf, t = _trial(_Machine(0, 2.0, load=0.2), _finding(1.4, 2.5), profiled=0.3, rounds=2)
+def test_a_trial_of_two_rounds_reads_its_two_runs_of_the_script():
+    # A budget that fits 2 rounds: the least a fix is measured with, one pair of the script's
+    # runs. The profiled run's +-155% (this report's) would leave every such trial undecided.
+    tf, t = _trial(_Machine(0, 2.0, load=0.2), _finding(1.4, 2.5), profiled=1.55, rounds=2)
     assert tf.rounds == 2
-    assert (t.margin_source, t.margin_runs, t.predicted_margin) == ("profiled run", 2, 0.3)
-    assert t.predicted_low == pytest.approx(1.4 / 1.3)
-    assert t.verdict == "verified"  # a 2x fix clears even a 30% margin
-    assert "too few to read what runs differ by here (3 needed)" in render_try_fixes(tf)
+    assert (t.margin_source, t.margin_runs) == ("base runs", 2)
+    assert t.predicted_margin == pytest.approx(max(RUN_TO_RUN, _figures_apart(
+        t.baseline_steps_s[:2])))  # fmt: skip
+    assert t.verdict == "verified"
+    assert "this trial's 2 runs of the script as it is" in render_try_fixes(tf)
 
 
 # The class, under a noisy machine (runs 0%-40% slower, drawn per run or per round): a fix that

@@ -11,7 +11,7 @@ processes below it; wall times for a fix that adds processes (loader workers: th
 causes is its cost) or where a wait was not read. ``FixTrial.own_time`` says which.
 
 A fix's range is read with the trial's own run-to-run margin, what its planned runs of the
-script as it is differed by (``base_margin``; the profiled run's where they are fewer than 3),
+script as it is differed by (``base_margin``; the profiled run's where there is no pair of them),
 not the margin of the one run the report profiled: its planned look's interval is widened by it,
 and its stated range (``FixTrial.predicted_low``/``predicted_bound``) is the model's widened by
 it. ``FixTrial.margin_source``/``margin_runs`` say which, from how many runs.

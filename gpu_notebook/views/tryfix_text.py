@@ -302,12 +302,13 @@ def _(s: S.MarginRead) -> str:
         )
     head = f"range read widened by {s.margin:.0%} on each side"
     runs = f"this trial's {s.runs} runs of the script as it is"
+    pairs = "their one pair" if s.runs == 2 else "the median of their pairs"
     if s.spread is not None and s.spread < s.margin:
         return (
-            f"{head}: {runs} differed by {s.spread:.0%} (the median of their pairs), under the "
-            f"{s.margin:.0%} taken at least{profiled}"
+            f"{head}: {runs} differed by {s.spread:.0%} ({pairs}), under the {s.margin:.0%} "
+            f"taken at least{profiled}"
         )
-    return f"{head}, what {runs} differed by (the median of their pairs{profiled})"
+    return f"{head}, what {runs} differed by ({pairs}{profiled})"
 
 
 says(

@@ -234,10 +234,11 @@ def test_a_fix_that_does_nothing_is_never_verified_and_reads_no_measurable_effec
     # where the loader is never rebuilt, predicted 1.4x-2.5x, measured 0.99x).
     _tf, t = _trial(_Machine(seed, 1.0, load=0.4, per_round=per_round), _finding(1.4, 2.5), 0.82)
     assert t.verdict == "no measurable effect", (t.per_round, t.speedup_low, t.speedup_high)
-    assert not t.recommended and t.margin_source == "base runs"
-    # Not "in range" either: its measured figure is under the range its runs' margin states.
+    # Not "in range" either: its measured figure is under the range its runs' margin states
+    # (the profiled run's +-82% stated 0.77x-4.55x, which held it).
     assert t.predicted_low is not None and t.speedup is not None
     assert t.speedup < t.predicted_low
+    assert not t.recommended and t.margin_source == "base runs"
 
 
 @pytest.mark.parametrize(("seed", "per_round"), NOISY)

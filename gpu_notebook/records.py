@@ -1727,6 +1727,57 @@ class MachineFacts:
 
 
 @dataclass(frozen=True)
+class LoopPython:
+    """The loop body's own host work before each traced step's model (analysis.python_work):
+    Python between operators and operators outside the model, the batch's wait left out."""
+
+    outside_us: tuple[float, ...]  # each traced step's (that holds a model), every window's
+    step_us: tuple[float, ...]  # the same steps' durations
+    wait_us: tuple[float, ...] = ()  # the same steps' waits for a core (empty: not read)
+
+    def _waits(self) -> tuple[float, ...]:
+        return (
+            self.wait_us if len(self.wait_us) == len(self.step_us) else (0.0,) * len(self.step_us)
+        )
+
+    def _own(self) -> list[tuple[float, float, float]]:
+        return [(o, d - w, w) for o, d, w in zip(self.outside_us, self.step_us, self._waits(),
+                strict=True) if d - w > 0]  # fmt: skip
+
+    @property
+    def steps(self) -> int:
+        return len(self._own())
+
+    @property
+    def share(self) -> float:
+        """Of the steps' own time (their waits for a core out), all steps together, the wait
+        taken out of this time in proportion to its share of the step."""
+        own = self._own()
+        total = sum(d for _, d, _ in own)
+        return sum(o * d / (d + w) for o, d, w in own) / total if total > 0 else 0.0
+
+    @property
+    def low_share(self) -> float:
+        """The lower quartile of the steps' shares, each as if its whole wait fell here."""
+        return _quartile([max(0.0, o - w) / d for o, d, w in self._own()], 0.25)
+
+    @property
+    def high_share(self) -> float:
+        """The upper quartile of the steps' shares, each as if none of its wait fell here."""
+        return _quartile([min(1.0, o / d) for o, d, _ in self._own()], 0.75)
+
+
+def _quartile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    below = int(at)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
+
+
+@dataclass(frozen=True)
 class Analysis:
     """All figures computed from one Run."""
 
@@ -1767,6 +1818,9 @@ class Analysis:
     periodic: tuple[PeriodicCost, ...] = ()
     # The cell's wall time before the first step and after the last (None: no step counted).
     cell_time: CellTime | None = None
+    # The loop body's own host work before each traced step's model (None: no trace, or no
+    # traced step holds a model).
+    loop_python: LoopPython | None = None
 
 
 @dataclass(frozen=True)

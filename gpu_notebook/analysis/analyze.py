@@ -19,6 +19,7 @@ from gpu_notebook.records import (
     Analysis,
     GpuTimeline,
     HostOverhead,
+    LoopPython,
     OpStat,
     OptimizerSplit,
     PeriodicCost,
@@ -47,6 +48,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     # host figures and the phases' own time both read it (the step clock's where it is None).
     marked = marked_waits(run.window)
     optimizers: OptimizerSplit | None = None
+    loop_python: LoopPython | None = None
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
         # Each step's wait for a core, where the step clock read it: the host figures take
         # what of it fell between calls out of the gaps (it is no Python).
@@ -61,6 +63,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         from gpu_notebook.analysis.optimizer_split import optimizer_split
 
         optimizers = optimizer_split(traces.load(run.window.trace_path), phases)
+        loop_python = _loop_python(run, traces)
     elif run.window.trace_path is not None and run.window.status == "within-step":
         # Calls inside a step, no whole step: its operator totals hold for the window, and the
         # host figures of its calls for the steps they make up (``within_step_host``).
@@ -106,6 +109,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         recompute=recomputed,
         scaler=scaler,
         optimizers=optimizers,
+        loop_python=loop_python,
     )
     return with_run_figures(run, analysis)
 
@@ -400,6 +404,23 @@ def within_step_host(run: Run, trace: Trace) -> HostOverhead | None:
         model_gaps_us=None if host.model_gaps_us is None else host.model_gaps_us * per_step,
         model_floor_us=None if host.model_floor_us is None else host.model_floor_us * per_step,
     )
+
+
+def _loop_python(run: Run, traces: WindowTraces) -> LoopPython | None:
+    """The loop body's own work before the model in every window's traced steps, each step's
+    wait for a core as its window read it (the step clock's where the window did not)."""
+    from gpu_notebook.analysis.python_work import loop_python, merged
+
+    clocked = {s.index: s.wait_s for s in run.steps.steps if s.wait_s}
+    parts = []
+    for w in run.windows:
+        if w.trace_path is None or w.recorded_steps <= 0:
+            continue
+        waits = marked_waits(w) or clocked
+        part = loop_python(traces.load(w.trace_path), waits)
+        if part is not None:
+            parts.append(part)
+    return merged(parts)
 
 
 def trace_figures(

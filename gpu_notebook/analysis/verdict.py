@@ -668,6 +668,7 @@ def _decide_read(
             inference=phases.workload == "inference",
             data_in_memory=data_in_memory,
             compute=_compute_evidence(run, phases),
+            loop_share=analysis.loop_python.share if analysis.loop_python is not None else None,
         )
     if busy is not None:
         evidence.insert(0, _nvml_evidence(busy, analysis.utilization))
@@ -982,6 +983,7 @@ def _cpu_verdict(
     inference: bool = False,
     data_in_memory: str | None = None,
     compute: ComputeEvidence | None = None,
+    loop_share: float | None = None,
 ) -> Verdict:
     """The CPU run's verdict: a wait or host overhead at its line, else what the run's own
     evidence says the step's time is. "Compute" (a GPU would help) is said only when the loop
@@ -989,6 +991,17 @@ def _cpu_verdict(
     torch's operators hold most of the step; never as what is left when nothing else fired."""
     compute = compute if compute is not None else ComputeEvidence(None, None, None)
     evidence.insert(0, said.NoCuda())
+    # The loop body's own work before the model (analysis.python_work: tokenising strings, a
+    # numpy augmentation, an EMA's update) as the largest host share: the cell's own Python
+    # sets the pace, not the model's ops nor the batches' assembly (unseen round 19's tokenising
+    # loop: 39% there, read as "per-operator overhead ... assembling each batch" at 3%).
+    if (
+        host_bound
+        and not inference
+        and loop_share is not None
+        and loop_share >= max(OUTSIDE_CRITICAL, data or 0.0, sync or 0.0)
+    ):
+        return _verdict("host-bound", said.OwnPython(loop_share), evidence, confidence)
     if host_bound and not inference and _data_as_host(data, sync, data_in_memory):
         assert data is not None
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence, on_cpu=True)

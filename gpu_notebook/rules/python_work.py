@@ -1,0 +1,176 @@
+"""The loop body's own work outside the model, named at its lines: tokenising strings, a numpy
+or PIL augmentation, hand padding before the model; an EMA's update after the optimizer's.
+
+Measured by the trace's clock on every traced step (analysis.python_work: host time before the
+step's first model operator that no model, optimizer or data range covers), and put on the
+statements of the step loop's body that run there: those before the first statement that calls
+the model or backward, and those after the last optimizer step. Lines another rule owns
+(logging, saves, collections, copies, validation) are left to it. The stack sampler's share of
+the lines, where it caught them, is said beside: a handful of samples cannot
+name lines (unseen round 19: 7 samples, none on the tokenising lines that held 36% of the
+loop). Neither a bigger batch nor torch.compile shortens this work, nor a GPU: moving it off
+the loop thread (a Dataset / collate_fn with DataLoader workers) or doing it less often does.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Literal
+
+from gpu_notebook.cell.facts import SourceFacts, SourceLine
+from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.rules.common import SUGGEST, found, gain_range, severity_of
+from gpu_notebook.rules.syncs import EVERY, every_n, lines_share
+
+# Constructors of averaged copies whose per-step ``update_parameters`` / ``update`` is an EMA
+# (torch's swa_utils, timm, ema_pytorch).
+EMA_CLASSES = frozenset({"AveragedModel", "ModelEma", "ModelEmaV2", "ModelEmaV3", "EMA"})
+_EMA_METHODS = frozenset({"update_parameters", "update"})
+_BOOKKEEPING = frozenset({"to", "cuda", "zero_grad", "step", "train", "eval", "set_to_none"})
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)
+
+Kind = Literal["input", "ema", "host"]
+
+
+@dataclass(frozen=True)
+class LoopBodyWork(Said):
+    """The step loop body's own work outside the model (``lines``), ``share`` of the traced
+    steps' time (``low``-``high``: the least and most one step read; ``steps`` of them);
+    ``sampled``: the stack sampler's share of the lines (None: not caught often enough);
+    ``kind``: "input" (before the model: work on the batch), "ema" (an averaged model's
+    update), "host" (other work after the update)."""
+
+    lines: tuple[SourceLine, ...]
+    kind: Kind
+    share: float
+    low: float
+    high: float
+    steps: int
+    sampled: float | None
+    gain_low: float | None
+    bound: float | None
+
+
+def _calls(node: ast.AST) -> list[ast.Call]:
+    return [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+
+
+def _callee(call: ast.Call) -> tuple[str | None, str | None]:
+    """(object name, attribute) of ``obj.attr(...)``, (name, None) of ``name(...)``."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id, None
+    if isinstance(func, ast.Attribute):
+        owner = func.value.id if isinstance(func.value, ast.Name) else None
+        return owner, func.attr
+    return None, None
+
+
+def _is_model(stmt: ast.AST, models: frozenset[str]) -> bool:
+    for call in _calls(stmt):
+        name, attr = _callee(call)
+        if attr is None and name in models:
+            return True
+        if attr in ("backward", "forward") or (attr is None and name == "backward"):
+            return True
+    return False
+
+
+def _is_update(stmt: ast.AST, optimizers: frozenset[str]) -> bool:
+    return any(_callee(c) == (name, "step") for c in _calls(stmt) for name in optimizers)
+
+
+def _is_ema(stmt: ast.AST, facts: SourceFacts) -> bool:
+    for call in _calls(stmt):
+        name, attr = _callee(call)
+        if attr == "update_parameters":
+            return True
+        if name is not None and attr in _EMA_METHODS and facts.constructor_of(name) in EMA_CLASSES:
+            return True
+    return False
+
+
+def _housekeeping(stmt: ast.AST, optimizers: frozenset[str]) -> bool:
+    """Every call of ``stmt`` is the loop's bookkeeping, timed as a phase of its own or next to
+    nothing: an optimizer's method (``opt.zero_grad()``), ``model.train()``, a copy to the
+    device, a scheduler's step. (An EMA's ``update_parameters`` is a live model's method.)"""
+    calls = _calls(stmt)
+    return bool(calls) and all(
+        _callee(c)[0] in optimizers or _callee(c)[1] in _BOOKKEEPING for c in calls
+    )
+
+
+def _owned(facts: SourceFacts) -> frozenset[int]:
+    """Lines other rules name as work of their own (logging, saves, copies...). Not reads of
+    device values: a ``.numpy()`` before a numpy augmentation is the sync rule's wait on a GPU
+    (painted "sync", outside this time) and this rule's host work around it."""
+    groups = (facts.logging, facts.saves, facts.collects,
+              facts.collectives, facts.state_copies, facts.redraws, facts.validation,
+              facts.per_sample_loops, facts.blocking_copies, facts.inference_loops)  # fmt: skip
+    return frozenset(s.line for group in groups for s in group)
+
+
+def body_work(facts: SourceFacts) -> tuple[tuple[SourceLine, ...], Kind] | None:
+    """The step loop's statements outside the model (see the module docstring) and their kind;
+    None where no innermost training loop shows a model call in its own body."""
+    tree = facts.tree
+    if tree is None:
+        return None
+    optimizers = frozenset(o.name for o in facts.optimizers if o.name)
+    owned = _owned(facts)
+    for loop in facts.training_loops():
+        node = loop.node
+        if not loop.innermost_training or not isinstance(node, ast.For | ast.While):
+            continue
+        body = node.body
+        model = [i for i, s in enumerate(body) if _is_model(s, facts.model_names)]
+        if not model:
+            continue
+        updates = [i for i, s in enumerate(body) if _is_update(s, optimizers)]
+        last = max(updates + model)
+        picked = [
+            s
+            for i, s in enumerate(body)
+            if (i < model[0] or i > last)
+            and isinstance(s, _SIMPLE)
+            and not _housekeeping(s, optimizers)
+            and any(
+                isinstance(n, ast.Call | ast.ListComp | ast.DictComp | ast.GeneratorExp)
+                for n in ast.walk(s)
+            )
+        ]
+        lines = tuple(tree.source_line(s, "loop_work") for s in picked)
+        lines = tuple(s for s in lines if s.line not in owned)
+        if not lines:
+            continue
+        if any(_is_ema(s.node, facts) for s in lines if s.node is not None):
+            return lines, "ema"
+        before = any(body.index(s) < model[0] for s in picked)
+        return lines, "input" if before else "host"
+    return None
+
+
+def loop_body_work(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The loop body's own work outside the model takes a measured share of each step."""
+    measured = analysis.loop_python
+    if measured is None or not measured.steps or measured.high_share < SUGGEST:
+        return None
+    found_lines = body_work(facts)
+    if found_lines is None:
+        return None
+    lines, kind = found_lines
+    removed_low, removed_high = measured.low_share, measured.high_share
+    if kind == "ema":
+        # Updated every EVERY steps: the rest of the steps' update is what goes.
+        removed_low, removed_high = every_n(removed_low) or 0.0, every_n(removed_high) or 0.0
+    low, bound = gain_range(removed_low, removed_high, analysis)
+    said = LoopBodyWork(lines, kind, measured.share, measured.low_share, measured.high_share,
+                        measured.steps, lines_share(analysis, lines), low, bound)  # fmt: skip
+    severity = severity_of(measured.low_share) or "low"
+    return found("python_work.loop_body", severity, said, phase_share=measured.share,
+                 bound=bound, line=lines[0].line, low=low)  # fmt: skip
+
+
+RULES = (loop_body_work,)
+__all__ = ["EMA_CLASSES", "EVERY", "LoopBodyWork", "body_work", "loop_body_work"]

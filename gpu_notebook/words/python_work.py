@@ -1,0 +1,63 @@
+"""Words of rules/python_work: the loop body's own work outside the model, at its lines."""
+
+from __future__ import annotations
+
+from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.rules.python_work import EVERY, LoopBodyWork
+from gpu_notebook.words.common import Words, at, lines_at, worder, words
+
+_SOURCE = (
+    "PyTorch docs: torch.utils.data (Dataset, collate_fn and num_workers move per-sample work "
+    "off the training loop's thread); torch.optim.swa_utils (AveragedModel, "
+    "get_ema_multi_avg_fn); TraceML step_time policy (residual warn 10%, critical 20%)"
+)
+
+_TITLES = {
+    "input": "The loop body works on each batch in Python before the model",
+    "ema": "The loop updates an averaged (EMA) copy of the model on every step",
+    "host": "The loop body's own work after the update takes a share of every step",
+}
+
+_ADVICE = {
+    "input": "Move it off the loop's thread: into the Dataset's __getitem__ or a collate_fn "
+    "(tokenise, augment and pad there) with DataLoader(num_workers=N), or do it once before "
+    "training (pre-tokenised tensors). No patch: where it can go depends on what builds your "
+    "batches; a bigger batch or torch.compile leaves this Python as it is, and a GPU does not "
+    "run it.",
+    "ema": f"Update the average every {EVERY} steps (if step % {EVERY} == 0:) with the decay "
+    f"raised to the {EVERY}th power to keep its horizon, or use a foreach update "
+    "(AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay)), torch._foreach_lerp_ "
+    "over the parameter lists). No patch: the decay is part of your training recipe.",
+    "host": "Do it less often (every N steps), or move it out of the step; a bigger batch or "
+    "torch.compile leaves it as it is, and a GPU does not run it. No patch: what the lines do "
+    "decides whether they may run less often.",
+}
+
+
+@worder(LoopBodyWork)
+def loop_body_work(s: LoopBodyWork) -> Words:
+    first = s.lines[0]
+    where = (
+        "after the batch arrives and before the model's first operator"
+        if s.kind == "input"
+        else "outside the model, the optimizer and the data wait"
+    )
+    evidence = [
+        f"{len(s.lines)} statement(s) of the step loop's body run outside the model: "
+        + lines_at(s.lines),
+        f"{at(first)}: `{first.text}`",
+        f"the host's time {where}, in Python between operators and operators outside the "
+        f"model: {fmt_share(s.share)} of the traced steps ({fmt_share(s.low)}-"
+        f"{fmt_share(s.high)} a step over {s.steps} step(s), read by the trace's clock)",
+    ]
+    if s.sampled is not None:
+        evidence.append(f"the stack sampler's time on these lines: {fmt_share(s.sampled)}")
+    else:
+        evidence.append("the stack sampler caught these lines too rarely to split the time")
+    removed = f"run every {EVERY} steps" if s.kind == "ema" else "moved off the loop's thread"
+    evidence.append(
+        f"gain if {removed}: {fmt_gain(s.bound, s.gain_low)} (the steps' lower and upper "
+        "quartiles; low end: as if each step's wait for a core fell in this time, high end: "
+        "as if none did)"
+    )
+    return words(_TITLES[s.kind], evidence, _ADVICE[s.kind], _SOURCE)

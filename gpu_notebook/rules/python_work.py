@@ -20,7 +20,7 @@ from typing import Literal
 
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.records import Analysis, Finding, Run, Said
-from gpu_notebook.rules.common import SUGGEST, found, gain_range, severity_of
+from gpu_notebook.rules.common import SUGGEST, found, gain_range, severity_of, shares_sum
 from gpu_notebook.rules.syncs import EVERY, every_n, lines_share
 
 # Constructors of averaged copies whose per-step ``update_parameters`` / ``update`` is an EMA
@@ -160,12 +160,19 @@ def loop_body_work(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
     if found_lines is None:
         return None
     lines, kind = found_lines
-    removed_low, removed_high = measured.low_share, measured.high_share
+    high = measured.high_share
+    # A step whose wait for a core ran long reads up to 100% "as if none of it fell here"; the
+    # phase split's own time outside the model (its waits taken where the steps ran long)
+    # holds this time and more: the high end is never above it, nor below the point.
+    outside = shares_sum(analysis, ("other", "unattributed"))
+    if outside is not None:
+        high = max(measured.share, min(high, outside))
+    removed_low, removed_high = measured.low_share, high
     if kind == "ema":
         # Updated every EVERY steps: the rest of the steps' update is what goes.
         removed_low, removed_high = every_n(removed_low) or 0.0, every_n(removed_high) or 0.0
     low, bound = gain_range(removed_low, removed_high, analysis)
-    said = LoopBodyWork(lines, kind, measured.share, measured.low_share, measured.high_share,
+    said = LoopBodyWork(lines, kind, measured.share, measured.low_share, high,
                         measured.steps, lines_share(analysis, lines), low, bound)  # fmt: skip
     severity = severity_of(measured.low_share) or "low"
     return found("python_work.loop_body", severity, said, phase_share=measured.share,

@@ -58,6 +58,6 @@ def loop_body_work(s: LoopBodyWork) -> Words:
     evidence.append(
         f"gain if {removed}: {fmt_gain(s.bound, s.gain_low)} (the steps' lower and upper "
         "quartiles; low end: as if each step's wait for a core fell in this time, high end: "
-        "as if none did)"
+        "as if none did, never above the step's time outside the model)"
     )
     return words(_TITLES[s.kind], evidence, _ADVICE[s.kind], _SOURCE)

@@ -144,6 +144,7 @@ def test_other_loop_shapes(body, lines, kind):
         source = head + tail + "    rec = json.dumps({'s': 1})\n"
         got = body_work(scan_source(source, line_offset=0))
         assert got is not None and [s.line for s in got[0]] == [11] and got[1] == "host"
+        assert not got[2]
         return
     if kind == "ema":
         source = head + tail + "    ema.update(model)\n"
@@ -171,3 +172,35 @@ def test_a_steps_wait_for_a_core_widens_the_range_not_the_point():
 
 def test_the_record_is_what_the_rule_says():
     assert LoopBodyWork.__dataclass_fields__["kind"] is not None
+
+
+# unseen round 19's gc_collect_every_step: the collection (housekeeping's finding) and an append
+# of the loss share the stretch after the update; the time is the collection's.
+COLLECTS = """\
+import gc
+import torch
+from torch import nn
+model = nn.Linear(16, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 16), torch.randint(0, 2, (8,))
+history = []
+for step in range(30):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    history.append(float(loss))
+    gc.collect()
+"""
+
+
+def test_work_another_rule_owns_in_the_same_stretch_is_not_put_on_the_other_lines(ip):
+    got = body_work(scan_source(COLLECTS))
+    assert got is not None and [s.line for s in got[0]] == [13] and got[2]  # shared
+    rep = measured(ip, COLLECTS)
+    assert rep.analysis.loop_python is not None
+    # The collection is named by its own rule; the append does not get its time.
+    assert [f.line for f in rep.findings if f.rule_id == "housekeeping.every_step"] == [15]
+    for f in rep.findings:
+        if f.rule_id == RULE:
+            assert any("same stretch" in e for e in f.evidence)

@@ -50,7 +50,13 @@ def loop_body_work(s: LoopBodyWork) -> Words:
         f"model: {fmt_share(s.share)} of the traced steps ({fmt_share(s.low)}-"
         f"{fmt_share(s.high)} a step over {s.steps} step(s), read by the trace's clock)",
     ]
-    if s.sampled is not None:
+    if s.shared:
+        evidence.append(
+            "other work runs in the same stretch of the step (a line another finding names, a "
+            "block): the share is the stack sampler's time on these lines, at most the "
+            "stretch's"
+        )
+    elif s.sampled is not None:
         evidence.append(f"the stack sampler's time on these lines: {fmt_share(s.sampled)}")
     else:
         evidence.append("the stack sampler caught these lines too rarely to split the time")

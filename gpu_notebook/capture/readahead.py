@@ -31,9 +31,10 @@ _KEPT = 4096
 class ReadAhead:
     """One per step clock. ``read`` at each training read, ``ended`` at an iterator's end,
     ``close`` at each step end (under the optimizer anchor); ``decide`` where a read follows
-    an end first."""
+    an end first (``read`` does)."""
 
     __slots__ = (
+        "_delivered",
         "_ended",
         "_ended_size",
         "_first",
@@ -41,6 +42,7 @@ class ReadAhead:
         "_last",
         "_mixed",
         "_prev",
+        "_read_sum",
         "_reads",
         "_steps",
         "on",
@@ -53,22 +55,33 @@ class ReadAhead:
         self._first: int | None = None  # the open step's first delivered batch (None: no read)
         self._last = 0  # ... and its latest read
         self._reads = 0  # ... and how many of the followed iterator's it read
+        self._read_sum = 0  # ... their samples
+        self._delivered = 0  # ... and those of the batches they delivered read ahead
         self._mixed = False  # the open step read another iterator before the one followed
         # (step index, correction, applied) of the followed iterator's steps with a correction.
         self._steps: list[tuple[int, int, bool]] = []
         self._ended: list[tuple[int, int, bool]] | None = None  # an ended iterator's, undecided
         self._ended_size = 0  # ... and its last read's samples
 
-    def read(self, key: int, n: int) -> None:
-        """A training read of ``n`` samples from iterator ``key``. Read ahead, it delivers the
-        iterator's previous batch (its first read delivers none, the next one delivers it)."""
+    def read(self, key: int, n: int | None) -> dict[int, int]:
+        """A training read of ``n`` samples from iterator ``key`` (None: not known). Read
+        ahead, it delivers the iterator's previous batch (its first read delivers none, the
+        next one delivers it). A read first after an iterator's end decides: none read ahead
+        (returns ``decide(False)``'s corrections; none otherwise)."""
+        fixes = self.decide(False) if self._ended is not None else {}
+        if n is None:
+            return fixes
         if key != self._key:  # another iterator (each of a zip's alike: no correction)
             self._mixed = self._mixed or self._first is not None
             self._key, self._prev, self._first, self._steps, self._reads = key, None, None, [], 0
+            self._read_sum = self._delivered = 0
         if self._first is None:
             self._first = n if self._prev is None else self._prev
+        self._delivered += self._prev or 0
+        self._read_sum += n
         self._last = self._prev = n
         self._reads += 1
+        return fixes
 
     def ended(self, key: int) -> None:
         """Iterator ``key`` raised StopIteration: its steps wait for what comes next. Not where
@@ -83,24 +96,36 @@ class ReadAhead:
             self._key, self._prev = 0, None
 
     def close(
-        self, index: int, backs: int, samples: int | None
+        self, index: int, backs: int | None, samples: int | None
     ) -> tuple[int | None, dict[int, int]]:
         """The step ``index`` ends after ``backs`` backward passes with ``samples`` counted:
         returns its samples, corrected where the loop is known to read ahead, and the
         corrections of earlier steps to make now (step index: samples). A step in which the
         followed iterator ended decides: a loop reading ahead trains one batch more than it
-        read in that step (its last one, after the end); a plain loop none more."""
+        read in that step (its last one, after the end); a plain loop none more.
+
+        ``backs`` None: a lean step, its backward passes not counted. One that read no batch
+        before the end trained one read in the step before: read ahead. One that read some
+        leaves the loop as the timed steps found it (micro-batches read ahead, or a plain
+        loop's flush of its last micro-batches: the reads alone cannot tell)."""
         first, self._first = self._first, None
         reads, self._reads = self._reads, 0
+        read_sum, delivered, self._read_sum, self._delivered = self._read_sum, self._delivered, 0, 0
         self._mixed = False
         if self._ended is not None:
-            ahead = backs > reads
+            if backs is None and reads:
+                self._ended = None
+                return samples, {}
+            ahead = backs is None or backs > reads
             if ahead and samples is None:
                 samples = self._ended_size
             return samples, self.decide(ahead)
         if first is None:
             return samples, {}
-        delta = first - self._last
+        # Timed, the clock kept the step's last read of the iterator (each earlier one went at
+        # the next: no backward between); lean, it kept every read: read ahead, the step
+        # trained the batches its reads delivered (each the one read before it).
+        delta = first - self._last if backs is not None else delivered - read_sum
         if delta and len(self._steps) < _KEPT:
             self._steps.append((index, delta, self.on))
         if delta and self.on and samples is not None:
@@ -120,9 +145,6 @@ class ReadAhead:
     def forget_steps(self) -> None:
         """The steps counted so far are gone (the clock's anchor rose): none to correct."""
         self._steps = []
-
-    def pending(self) -> bool:
-        return self._ended is not None
 
 
 def corrected_rows(rows: list[tuple[Any, ...]], fixes: dict[int, int], size_at: int) -> int:

@@ -1192,8 +1192,22 @@ class StepClock:
                         )
                         clock._data_contention_ns = max(0, clock._data_contention_ns) + taken
                     clock._data_ns += wall
-            if clock._lean or evaluating:
-                return batch  # the batch size is known from the timed steps
+            if evaluating:
+                return batch
+            if clock._lean:
+                # Lean steps count their samples too (the timed steps' reading, a few type
+                # checks a batch): a loop of 32- and 16-sample steps is two works whichever
+                # way it was clocked (analysis.work_spread, analysis.like_work). No backward
+                # is seen: each training read is the step's (``_count_samples``'s bookkeeping
+                # of reads no backward followed is the timed steps'); a validation with
+                # autograd on between two steps adds its reads (a work of other reads).
+                size = _leading_size(batch, clock._unread)
+                fixes = clock._read_ahead.read(id(it), size)
+                if fixes:
+                    corrected_rows(clock._rows, fixes, 9)
+                if size is not None:
+                    clock._samples = (clock._samples or 0) + size
+                return batch
             if id(it) != clock._iterator_id:
                 clock._switch_iterator(it, batch)
             clock._iterator_batches += 1
@@ -1217,10 +1231,9 @@ class StepClock:
         for each read taken back gives it back (micro-batches read ahead of their backward
         passes: HF Trainer under ``gradient_accumulation_steps`` read "batch 8" for 4 x 8). Only under
         a backward or optimizer anchor: where reads end the steps, each read is its step."""
-        if self._read_ahead.pending():  # a read first after an end: none read ahead
-            corrected_rows(self._rows, self._read_ahead.decide(False), 9)
-        if n is not None:
-            self._read_ahead.read(key, n)
+        fixes = self._read_ahead.read(key, n)  # a read first after an end: none read ahead
+        if fixes:
+            corrected_rows(self._rows, fixes, 9)
         if _PRIORITY[self.anchor] <= _LOADER_PRIORITY:
             if n is not None:
                 self._samples = (self._samples or 0) + n
@@ -1273,7 +1286,7 @@ class StepClock:
                 # closed it as a step of its own: main counted 10 steps for two loops of 3
                 # and 6 batches).
                 self._cur_start_ns = None
-        if not evaluating and not self._lean:
+        if not evaluating:
             self._read_ahead.ended(key)  # a backward before the next read: it read ahead
         if (
             evaluating
@@ -1570,11 +1583,12 @@ class StepClock:
                 if slow and now is not None and last is not None:
                     wait_ns = now[1] - last[1]
                 self._sched_mark_at = index
-        if not self._lean and _PRIORITY[self.anchor] > _LOADER_PRIORITY:
+        if _PRIORITY[self.anchor] > _LOADER_PRIORITY:
             # The batch the step consumed where the loop reads ahead (a wrapper read it in the
-            # step before), and the steps before corrected once an iterator's end tells. Lean
-            # steps count no reads (their batch size is the timed steps').
-            self._samples, fixes = self._read_ahead.close(index, self._bwd_calls, self._samples)
+            # step before), and the steps before corrected once an iterator's end tells. A lean
+            # step counts no backward pass (``ReadAhead.close`` decides on its reads alone).
+            backs = None if self._lean else self._bwd_calls
+            self._samples, fixes = self._read_ahead.close(index, backs, self._samples)
             if fixes:
                 corrected_rows(self._rows, fixes, 9)
         if index % self._decimation == 0:
@@ -2065,15 +2079,26 @@ def _leading_size(batch: Any, unread: dict[str, None] | None = None) -> int | No
     torch-function modes never see our reading. A subclass of the user's with its own
     ``__torch_dispatch__`` may compute its sizes there: it is skipped, its type name put in
     ``unread``. Never raises (None: not known).
+
+    Every lean step reads its batch too: a plain tensor (no torch-function mode on, so nothing
+    of the user's can see the reading) is read here, with no call of ours.
     """
     import torch
 
+    plain = None if torch._C._is_torch_function_mode_enabled() else torch.Tensor
     try:
         for _ in range(3):  # a (inputs, targets) pair of dicts, at most three levels deep
             kind = type(batch)
+            if kind is plain and not batch.is_nested:
+                return batch.shape[0] if batch.ndim else None
             if issubclass(kind, torch.Tensor):
                 return _tensor_leading_size(batch, kind, torch, unread)
-            if kind is list and _sample_list(batch):
+            # (the call only where the first item could begin a list of samples)
+            if (
+                kind is list
+                and type(batch[0] if batch else None) in (tuple, dict)
+                and _sample_list(batch)
+            ):
                 return len(batch)
             if kind in (tuple, list):
                 # A loop, not a generator: this runs for every batch of a timed step.
@@ -2082,9 +2107,28 @@ def _leading_size(batch: Any, unread: dict[str, None] | None = None) -> int | No
                         break
                 else:
                     return None
-                if issubclass(type(item), torch.Tensor):
-                    return _agreed_size(batch, torch, unread)
-                batch = item
+                if not issubclass(type(item), torch.Tensor):
+                    batch = item
+                    continue
+                # The first dimension the batch's tensors share; None where two differ: such
+                # a batch has no one count of samples (a graph batch of node features, edge
+                # index, node owners and per-graph labels; time-major source and target of
+                # different lengths). Inline: every step, lean or timed, reads it.
+                size = None
+                for item in batch:
+                    kind = type(item)
+                    if kind is plain and not item.is_nested:
+                        n = item.shape[0] if item.ndim else None
+                    elif not issubclass(kind, torch.Tensor):
+                        continue
+                    else:
+                        n = _tensor_leading_size(item, kind, torch, unread)
+                    if n is None:
+                        continue
+                    if size is not None and n != size:
+                        return None
+                    size = n
+                return size
             elif issubclass(kind, dict):
                 batch = next(iter(dict.values(batch)), None)
             else:
@@ -2154,24 +2198,6 @@ def _sample_list(batch: list[Any]) -> bool:
         if type(item) is not first:
             return False
     return True
-
-
-def _agreed_size(items: Any, torch: Any, unread: dict[str, None] | None) -> int | None:
-    """The first dimension the tensors of a tuple or list batch share; None where two differ:
-    such a batch has no one count of samples (a graph batch of node features, edge index, node
-    owners and per-graph labels; time-major source and target of different lengths)."""
-    size = None
-    for item in items:
-        kind = type(item)
-        if not issubclass(kind, torch.Tensor):
-            continue
-        n = _tensor_leading_size(item, kind, torch, unread)
-        if n is None:
-            continue
-        if size is not None and n != size:
-            return None
-        size = n
-    return size
 
 
 def _tensor_leading_size(

@@ -41,14 +41,20 @@ from gpu_notebook.records import StepTiming
 
 __all__ = ["MIN_COMMON_SHARE", "MIN_GROUP_STEPS", "WorkKey", "like_work", "step_work"]
 
-# A step's work: (closure calls, loader reads), what the step clock counts lean or timed.
+# A step's work: (closure calls, loader reads[, samples]), what the step clock counts lean or
+# timed.
 WorkKey = tuple[int, ...]
 
 
 def step_work(step: StepTiming) -> WorkKey | None:
-    """A step's work as comparisons read it; None: not counted (an older record)."""
+    """A step's work as comparisons read it; None: not counted (an older record). Its samples
+    where the loader's batches were read (a short last batch, a bucketing sampler: steps of
+    16 samples are another work than steps of 32, lean or timed)."""
     work = lean_work(step)  # what the step clock counts on every step, lean or timed
-    return None if None in work else tuple(w for w in work if w is not None)
+    if None in work:
+        return None
+    counts = tuple(w for w in work if w is not None)
+    return counts if step.batch_size is None else (*counts, step.batch_size)
 
 
 # A work is common where every run has at least this many of its steps (a mean of one step is

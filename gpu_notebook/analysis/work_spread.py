@@ -42,10 +42,11 @@ def lean_work(step: StepTiming) -> tuple[int | None, ...]:
 
 def work_of(step: StepTiming) -> tuple[object, ...]:
     """The step's kind of work for its jitter: timed or lean (the hooks' own cost is ours), its
-    counts, and, timed, its batch size (a lean step carries the last timed step's: not its own)."""
+    counts, and its batch size (lean steps count theirs too: a lean run of 32- and 16-sample
+    steps holds the two kinds its timed twin does)."""
     if step.timed:
         return (True, *timed_work(step), step.batch_size)
-    return (False, *lean_work(step))
+    return (False, *lean_work(step), step.batch_size)
 
 
 @dataclass(frozen=True)

@@ -302,3 +302,40 @@ def test_a_lean_loop_that_reads_its_own_batches_is_left_as_read(micro):
     loader = DataLoader(_data(sum(sizes)), batch_sampler=_Buckets(sizes))
     trained, recorded = _lean_run_of(loader, lambda d: d, epochs=2, lean_at=1, micro=micro)
     assert recorded == trained
+
+
+EPOCHS_CELL = """%%gpucheck -q -o rep
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+_m = torch.nn.Linear(8, 1)
+_o = torch.optim.SGD(_m.parameters(), lr=0.01)
+_l = DataLoader(TensorDataset(torch.randn(48, 8), torch.randn(48, 1)), batch_size=32)
+for _e in range(40):
+    for _x, _y in _l:
+        torch.nn.functional.mse_loss(_m(_x), _y).backward()
+        _o.step()
+        _o.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("timed_min_step_s", [60.0, 0.0], ids=["lean", "timed"])
+def test_a_cell_of_tiny_epochs_reads_two_kinds_of_work_lean_or_timed(
+    ip, monkeypatch, timed_min_step_s
+):
+    """``%%gpucheck`` in the real shell over 40 epochs of 32 + 16 samples, its steps lean
+    (the session's choice pinned: every step under the line) or timed: the report's steps
+    after the window carry 32 and 16, two kinds of work, and 24 samples a step on average."""
+    import gpu_notebook.capture.session as session_mod
+    from gpu_notebook.analysis.steps import step_stats
+
+    monkeypatch.setattr(session_mod, "TIMED_MIN_STEP_S", timed_min_step_s)
+    assert ip.run_cell(EPOCHS_CELL).success
+    rep = ip.user_ns["rep"]
+    steps = [s for s in rep.run.steps.steps if s.index >= 16]
+    lean = timed_min_step_s > 0
+    assert steps and all(s.timed is not lean for s in steps)
+    assert {s.batch_size for s in steps} == {32, 16}
+    assert len({work_of(s) for s in steps}) == 2
+    stats = step_stats(rep.run.steps, warmup_steps=16)
+    assert stats.median_s and stats.samples_per_s == pytest.approx(24 / stats.median_s, rel=0.05)

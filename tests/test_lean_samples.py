@@ -339,3 +339,78 @@ def test_a_cell_of_tiny_epochs_reads_two_kinds_of_work_lean_or_timed(
     assert len({work_of(s) for s in steps}) == 2
     stats = step_stats(rep.run.steps, warmup_steps=16)
     assert stats.median_s and stats.samples_per_s == pytest.approx(24 / stats.median_s, rel=0.05)
+
+
+# The frameworks' own loops, each in a fresh process (their global state stays there): the
+# clock made lean after three timed steps, 8 epochs of 32 + 16 samples.
+LIGHTNING = """\
+import logging, sys, time, torch, lightning as L
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from gpu_notebook.capture.stepclock import StepClock
+logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+clock = StepClock(time.perf_counter_ns())
+seen = []
+class M(L.LightningModule):
+    def __init__(self):
+        super().__init__(); self.net = nn.Linear(8, 1)
+    def training_step(self, batch, i):
+        x, y = batch; seen.append(len(x))
+        if len(seen) == 4: clock.lean()
+        return nn.functional.mse_loss(self.net(x), y)
+    def configure_optimizers(self): return torch.optim.SGD(self.parameters(), lr=0.01)
+dl = DataLoader(TensorDataset(torch.randn(48, 8), torch.randn(48, 1)), batch_size=32)
+t = L.Trainer(max_epochs=8, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+              default_root_dir=sys.argv[1])
+clock.install()
+try: t.fit(M(), dl)
+finally: clock.uninstall()
+r = clock.record()
+print("STEPS", [(s.batch_size, s.timed) for s in r.steps])
+"""
+
+HF_TRAINER = """\
+import os, sys, time, torch
+os.environ["WANDB_DISABLED"]="true"
+from torch import nn
+from torch.utils.data import Dataset
+from transformers import Trainer, TrainingArguments, TrainerCallback
+from gpu_notebook.capture.stepclock import StepClock
+clock = StepClock(time.perf_counter_ns())
+class DS(Dataset):
+    def __len__(self): return 48
+    def __getitem__(self, i): return {"x": torch.randn(8), "labels": torch.randn(1)}
+class M(nn.Module):
+    def __init__(self): super().__init__(); self.net = nn.Linear(8, 1)
+    def forward(self, x, labels): return {"loss": nn.functional.mse_loss(self.net(x), labels)}
+class CB(TrainerCallback):
+    def on_step_begin(self, args, state, control, **kw):
+        if state.global_step == 3: clock.lean()
+args = TrainingArguments(output_dir=sys.argv[1], per_device_train_batch_size=32, num_train_epochs=8, report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, dataloader_num_workers=0, disable_tqdm=True)
+t = Trainer(model=M(), args=args, train_dataset=DS(), callbacks=[CB()])
+clock.install()
+try: t.train()
+finally: clock.uninstall()
+r = clock.record()
+print("STEPS", [(s.batch_size, s.timed) for s in r.steps])
+"""
+
+
+@pytest.mark.parametrize(("script", "module"), [(LIGHTNING, "lightning"), (HF_TRAINER, "transformers")], ids=["lightning", "hf_trainer"])  # fmt: skip
+def test_a_framework_s_lean_steps_carry_the_batch_each_trained(tmp_path, script, module):
+    """Lightning's fetcher and accelerate's DataLoaderShard both read one batch ahead: each
+    lean step still holds the batch it trained (main: the last timed step's, 32 or 16 for all)."""
+    import ast
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip(module)
+    path = tmp_path / "loop.py"
+    path.write_text(script)
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    out = subprocess.run([sys.executable, str(path), str(tmp_path / "out")], env=env, cwd=tmp_path,
+                         check=True, capture_output=True, text=True, timeout=600).stdout  # fmt: skip
+    steps = ast.literal_eval(out.split("STEPS", 1)[1].strip().splitlines()[0])
+    lean = [size for size, timed in steps if not timed]
+    assert len(lean) >= 10 and lean == ([16, 32] * len(lean))[: len(lean)], steps

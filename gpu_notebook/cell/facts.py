@@ -135,6 +135,9 @@ class LoaderCall:
     # they choose the indices, and no advice may drop them.
     sampler: str | None = None
     batch_sampler: str | None = None
+    # ``batch_size=None`` as a literal: the loader does not batch (no auto-collation): each
+    # index its sampler yields goes to the dataset's ``__getitem__`` as it is.
+    unbatched: bool = False
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ class LiveLoader:
     # Made before the cell ran (an earlier cell); False: a script's global, bound as it ran.
     made_before: bool = True
     made_in: int | None = None  # the earlier cell that bound the name (In[N]), where known
+    # The dataset is handed a whole batch's indices in one call (``whole_batch_fetch``).
+    whole_batch_fetch: bool = False
 
 
 @dataclass(frozen=True)
@@ -360,6 +362,25 @@ def _loader(
         dataset_type=type(dataset).__name__,
         dataset_len=_torch_defined_len(dataset, data, unread),
         loader_class=f"{(wrapper or type(loader)).__module__}.{(wrapper or type(loader)).__qualname__}",
+        whole_batch_fetch=whole_batch_fetch(loader, data),
+    )
+
+
+def whole_batch_fetch(loader: Any, data: Any) -> bool:
+    """The dataset builds each batch in one call, not sample by sample: the loader does not
+    batch (``batch_size=None``) and its sampler is a ``BatchSampler`` (each index it yields is a
+    batch's list, handed to ``__getitem__`` at once: torch's documented batched indexing), or the
+    dataset's own class defines ``__getitems__`` (the DataLoader then calls it with each batch's
+    indices). Read from the objects' and classes' ``__dict__``: none of the user's code runs."""
+    sampler = _held(loader, "sampler")
+    unbatched = _held(loader, "batch_size") is None and _held(loader, "batch_sampler") is None
+    if unbatched and isinstance(sampler, data.BatchSampler):
+        return True
+    dataset = _held(loader, "dataset")
+    # torch's own Subset/StackDataset/ConcatDataset forward it, or read sample by sample.
+    return any(
+        "__getitems__" in vars(cls) and not cls.__module__.startswith("torch.")
+        for cls in type(dataset).__mro__
     )
 
 

@@ -71,6 +71,7 @@ def loaders(tree: CellTree) -> Iterator[LoaderCall]:
             drop_last=bool_or_none(keyword_value(call, "drop_last"), absent),
             sampler=_given(sampler),
             batch_sampler=_given(batches),
+            unbatched=isinstance(batch_node, ast.Constant) and batch_node.value is None,
         )
 
 

@@ -20,6 +20,7 @@ def decided(run: Run, analysis: Analysis, facts: SourceFacts) -> Verdict:
     """The verdict, with what the rules read of the loop's data: whether its batches are
     assembled from memory, and whether the steps' wait for a core reaches across that line
     (the other side worded: the verdict takes words for the data wait it counts as host work)."""
+    from gpu_notebook.analysis.verdict_said import InMemoryHost
     from gpu_notebook.rules.input_pipeline import NoWorkerGain, batch_at_line, data_in_memory
     from gpu_notebook.words.input_pipeline import no_worker_gain
 
@@ -29,12 +30,17 @@ def decided(run: Run, analysis: Analysis, facts: SourceFacts) -> Verdict:
         # As read over the line: the other side's reason, at the least the batch reads.
         other = no_worker_gain(NoWorkerGain(batch_ms=at_line.low_s * 1000))
         at_line = dataclasses.replace(at_line, other=other)
-    return decide(
+    verdict = decide(
         run,
         analysis,
         data_in_memory=None if in_memory is None else no_worker_gain(in_memory),
         batch_at_line=at_line,
     )
+    answer = verdict.answer
+    if in_memory is not None and in_memory.whole_batches and isinstance(answer, InMemoryHost):
+        # The dataset builds each batch in one call: no per-sample assembly to name or remove.
+        verdict = dataclasses.replace(verdict, answer=dataclasses.replace(answer, whole=True))
+    return verdict
 
 
 def build_report(

@@ -69,6 +69,7 @@ from gpu_notebook.rules.common import (
     severity_of,
     share,
 )
+from gpu_notebook.rules.whole_batch_fetch import fetches_whole_batches
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -109,6 +110,9 @@ class NoWorkerGain:
 
     dataset: str | None = None
     batch_ms: float | None = None
+    # The dataset already builds each batch in one call (rules.whole_batch_fetch): the wait is
+    # the loader's own per-batch work, and whole-batch indexing is what the code does now.
+    whole_batches: bool = False
 
 
 @dataclass(frozen=True)
@@ -733,8 +737,8 @@ def in_memory_batches(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     reason = _workers_do_not_pay(analysis, facts, loader)
     # The user's sampler holding the wait is said whatever the dataset: workers never run it.
     in_sampler = sampler_time(analysis, facts, loader)
-    if reason is None and in_sampler is None:
-        return None
+    if in_sampler is None and (reason is None or reason.whole_batches):
+        return None  # nothing per-sample to remove: the dataset already builds whole batches
     # Batched indexing removes the per-sample reads, not the sampler's own time.
     removed = data if in_sampler is None else data * in_sampler.fraction
     bound = gain_bound(removed, analysis)
@@ -926,13 +930,14 @@ def _workers_do_not_pay(
     if current not in (0, None):
         return None
     kind = dataset_type(facts, loader)
+    batched = fetches_whole_batches(facts, loader)
     if kind in IN_MEMORY_DATASETS:
-        return NoWorkerGain(dataset=kind)
+        return NoWorkerGain(dataset=kind, whole_batches=batched)
     whole = analysis.run_data
     timing = per_step_us(analysis, "data")
     batch_us = whole.phase_s * 1e6 if whole is not None else timing[0] if timing else None
     if current == 0 and batch_us is not None and 0 < batch_us <= WORKER_HANDOFF_US:
-        return NoWorkerGain(batch_ms=batch_us / 1000)
+        return NoWorkerGain(batch_ms=batch_us / 1000, whole_batches=batched)
     return None
 
 

@@ -143,7 +143,7 @@ def render_text(report: Report) -> str:
     if v.data_as_host is not None:
         lines.append(
             f"  Data wait {fmt_share(v.data_as_host)} of the step is counted as host work: the "
-            "batches are assembled sample by sample from memory, not waited for."
+            "batches are built from memory, not waited for."
         )
     if run.status != "ok":
         lines.append(

@@ -379,6 +379,15 @@ def _(a: said.InMemoryHost) -> tuple[str, str]:
         if a.on_cpu
         else "more GPUs would idle the same way."
     )
+    if a.whole:
+        return (
+            "Python and per-operator overhead set the pace: the ops are too small to be the "
+            f"work, and the loader's own work for each batch (the dataset already builds it in "
+            f"one call) takes {fmt_share(a.data)} of the step.",
+            "No: a GPU would not help as it is. Give each op more work (bigger batch) or fuse "
+            "them (torch.compile); the batches are already indexed whole, and workers would "
+            f"add their handoff to each; {gpu}",
+        )
     return (
         "Python and per-operator overhead set the pace: the ops are too small to be the work, "
         f"and assembling each batch sample by sample from memory takes {fmt_share(a.data)} of "

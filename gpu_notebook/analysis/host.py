@@ -19,6 +19,7 @@ import numpy as np
 
 from gpu_notebook import markers
 from gpu_notebook.analysis.interference import marked_step_waits_s
+from gpu_notebook.analysis.large_elementwise_ops import large_ops_hold_step
 from gpu_notebook.analysis.phases import _merge
 from gpu_notebook.records import Analysis, HostOverhead, OpStat, PhaseBreakdown
 from gpu_notebook.traces.kineto import Trace
@@ -506,7 +507,13 @@ def host_bound(
         return False
     if not on_gpu:
         heaviest = heaviest_matmul_us(top_ops, host)
-        if heaviest is not None and heaviest < SMALL_OP_US:
+        # Tiny matmuls do not make the step's ops small where calls of milliseconds hold it
+        # (an optimizer's update of a large embedding table: analysis.large_elementwise_ops).
+        if (
+            heaviest is not None
+            and heaviest < SMALL_OP_US
+            and not large_ops_hold_step(top_ops, overhead_reach(host))
+        ):
             return True
     return host.median_op_us < host.small_op_us and overhead_reach(host) >= HOST_BOUND_SHARE
 

@@ -47,8 +47,10 @@ from gpu_notebook.analysis.host import (
     heaviest_matmul_us,
     host_bound,
     in_memory_host_bound,
+    overhead_reach,
     per_sample_model_share,
 )
+from gpu_notebook.analysis.large_elementwise_ops import large_ops_hold_step
 from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.live import LiveOptimizer
@@ -299,7 +301,13 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if analysis.gpu is not None or analysis.phases is None or analysis.phases.source != "trace":
         return None
     heaviest_us = heaviest_matmul_us(analysis.top_ops, analysis.host)
-    tiny = heaviest_us is not None and heaviest_us < TINY_OP_US
+    tiny = (
+        heaviest_us is not None
+        and heaviest_us < TINY_OP_US
+        and not large_ops_hold_step(
+            analysis.top_ops, None if analysis.host is None else overhead_reach(analysis.host)
+        )
+    )
     # The verdict's other reading of "ops too small" (analysis.host.host_bound): many
     # operators of a few us with Python between them fill the step, whatever the heaviest
     # matmul's size. The op structure does not move with load; the verdict says host-bound

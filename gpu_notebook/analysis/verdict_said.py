@@ -215,7 +215,7 @@ class NoComputeEvidence(VerdictAnswer):
 @dataclass(frozen=True)
 class InMemoryHost(VerdictAnswer):
     """Tiny ops fed by batches assembled sample by sample from memory: one host overhead.
-    ``whole``: the dataset already builds each batch in one call (rules.whole_batch_fetch): the
+    ``whole``: the dataset already builds each batch in one call (cell.whole_batch_fetch): the
     wait is the loader's own per-batch work, and indexing whole batches is not the cut."""
 
     data: float

@@ -38,6 +38,7 @@ from gpu_notebook.cell.live import LiveDataHook, LiveLoader
 from gpu_notebook.cell.loops import remade_loaders
 from gpu_notebook.cell.names import dotted
 from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.whole_batch_fetch import fetches_whole_batches
 from gpu_notebook.cell.whole_loads import same_file_loads
 from gpu_notebook.cell.words import IN_MEMORY_DATASETS
 from gpu_notebook.fixes.records import Fix
@@ -69,7 +70,6 @@ from gpu_notebook.rules.common import (
     severity_of,
     share,
 )
-from gpu_notebook.rules.whole_batch_fetch import fetches_whole_batches
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -110,7 +110,7 @@ class NoWorkerGain:
 
     dataset: str | None = None
     batch_ms: float | None = None
-    # The dataset already builds each batch in one call (rules.whole_batch_fetch): the wait is
+    # The dataset already builds each batch in one call (cell.whole_batch_fetch): the wait is
     # the loader's own per-batch work, and whole-batch indexing is what the code does now.
     whole_batches: bool = False
 
@@ -930,7 +930,9 @@ def _workers_do_not_pay(
     if current not in (0, None):
         return None
     kind = dataset_type(facts, loader)
-    batched = fetches_whole_batches(facts, loader)
+    name = loader.static.name if loader.static is not None else None
+    live = loader.live if loader.live is not None or name is None else facts.live.loader(name)
+    batched = fetches_whole_batches(loader.static, live)
     if kind in IN_MEMORY_DATASETS:
         return NoWorkerGain(dataset=kind, whole_batches=batched)
     whole = analysis.run_data

@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import ast
 
-from gpu_notebook.cell.facts import SourceFacts
+from gpu_notebook.cell.facts import LoaderCall
+from gpu_notebook.cell.live import LiveLoader
 from gpu_notebook.cell.names import dotted
-from gpu_notebook.rules.common import LoaderInUse
 
 
-def fetches_whole_batches(facts: SourceFacts, loader: LoaderInUse) -> bool:
-    """The loader in use hands its dataset whole batches: as the cell writes it (``batch_size=
-    None`` and a ``sampler=`` made by a ``...BatchSampler(...)`` call), or as the live object
-    holds it (the cell's name looked up where the cell builds it)."""
-    static = loader.static
+def fetches_whole_batches(static: LoaderCall | None, live: LiveLoader | None) -> bool:
+    """The loader hands its dataset whole batches: as the cell writes it (``batch_size=None``
+    and a ``sampler=`` made by a ``...BatchSampler(...)`` call), or as the live object holds it
+    (``LiveLoader.whole_batch_fetch``: the cell's name looked up where the cell builds it)."""
     if static is not None and static.unbatched and _batch_sampler_call(static.sampler):
         return True
-    name = static.name if static is not None else None
-    live = loader.live if loader.live is not None else facts.live.loader(name) if name else None
     return live is not None and live.whole_batch_fetch
 
 

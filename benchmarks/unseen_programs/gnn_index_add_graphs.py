@@ -4,6 +4,10 @@ Class: a GNN without a graph library: a custom collate concatenates each batch's
 offsets the edge indices, and builds a node-to-graph vector; the layer sums neighbour
 messages with ``index_add_`` and the readout pools per graph with ``index_add_`` too. Batches
 hold 16 graphs of 10-60 nodes, so every step's node count differs.
+
+Seen 2026-12-07 (main e2aeafd): CPU-ONLY (medium), data 5%, workers refused, fused Adam
+uncertain at low. By hand (medians of 3, load 9-14): prebuilt batches 1.02 s against 1.05 s
+(the collate 3%), 32 graphs a batch 1.01x. Right.
 """
 
 import random

@@ -160,3 +160,22 @@ def test_the_text_report_does_not_say_sample_by_sample_for_whole_batches() -> No
     text = render_text(report)
     assert "Data wait 21% of the step is counted as host work" in text
     assert "sample by sample" not in text
+
+
+def test_a_bigger_batch_refuses_a_loader_that_does_not_batch() -> None:
+    """`gpucheck run --try-fixes` on batch_sampler_fetch patched `batch_size=None` into
+    `batch_size=None * 2` (a TypeError, "BROKE THE SCRIPT"): the sampler makes the batches,
+    so the patch refuses and names it, whether the sampler is written inline or by name."""
+    from gpu_notebook.fixes import Refusal, apply_fix
+
+    for sampler in ("BatchSampler(RandomSampler(ds), 64, drop_last=False)", "bs"):
+        source = SAMPLER_CELL.replace(
+            "loader = DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), 64, drop_last=False)",
+            f"bs = BatchSampler(RandomSampler(ds), 64, drop_last=False)\n"
+            f"loader = DataLoader(ds, sampler={sampler}",
+        )
+        result = apply_fix("bigger_batch", source, factor=2)
+        assert isinstance(result, Refusal), result
+        assert "batch_size=None" in result.reason and f"sampler={sampler}" in result.reason
+    # A loader that batches is still patched.
+    assert not isinstance(apply_fix("bigger_batch", TENSOR_CELL, factor=2), Refusal)

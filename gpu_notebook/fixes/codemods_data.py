@@ -264,6 +264,17 @@ def bigger_batch(module: cst.Module, *, factor: int = 2, scale_lr: bool = True) 
             f"{factor}x bigger where it is built, and keep it"
         )
     loaders = [c for c in loaders if c not in sampled]
+    # batch_size=None: the loader does not batch; its sampler (a BatchSampler) or its dataset
+    # makes each batch, and `None * 2` is a TypeError (unseen round 20's batch_sampler_fetch).
+    unbatched = [c for c in loaders if c in fact and fact[c].unbatched]
+    if unbatched and len(unbatched) == len(loaders):
+        given = fact[unbatched[0]].sampler
+        source = f"its sampler={given}" if given is not None else "its dataset"
+        return Declined(
+            f"the DataLoader does not batch (batch_size=None): {source} makes each batch; make "
+            f"those batches {factor}x bigger where they are made, and keep the loader as it is"
+        )
+    loaders = [c for c in loaders if c not in unbatched]
     # A batch size not written in the call may come from its **kwargs: setting one there would
     # pass it twice (a TypeError) or replace it with the factor itself.
     unseen = [

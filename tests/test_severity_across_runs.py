@@ -106,3 +106,18 @@ def test_the_updates_cpu_share_carries_what_its_fifths_read():
     analysis = dataclasses.replace(syn.make_analysis({"optimizer": 0.17}), run_optimizer=whole)
     level = severity_in(analysis, "optimizer", whole.cpu_share, low=WARN, medium=0.15, high=0.3)
     assert level == "low"
+
+
+def test_a_fifth_of_steps_with_no_own_time_reads_the_whole_share_not_a_division_by_zero():
+    # nb_lbfgs_closure under load (1 run in 4): the steps of one fifth read no own time (their
+    # length all ours or all a wait for a core), and the update's CPU share divided by it.
+    loaded = _loaded_halves()
+    rows = tuple(
+        dataclasses.replace(s, duration_s=0.0, forward_s=0.0, optimizer_s=0.0)
+        if s.index < 45
+        else s
+        for s in loaded.steps
+    )
+    whole = run_phase(dataclasses.replace(loaded, steps=rows), 2, "optimizer", cpu_clock=True)
+    assert whole is not None and whole.cpu_share is not None
+    assert whole.cpu_fifths_low == whole.cpu_fifths_high == whole.cpu_share

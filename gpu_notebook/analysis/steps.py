@@ -237,8 +237,12 @@ def _update_cpu_share(
     per_step = np.full(own.size, update_s)
     low, high = share_interval(per_step, own)
     share = min(1.0, update_s * own.size / float(own.sum()))
-    fifths = [min(1.0, update_s * k.size / float(own[k].sum())) for k in _fifths(own.size)]
-    fifths = fifths if all(float(own[k].sum()) > 0 for k in _fifths(own.size)) else [share]
+    # A fifth whose steps read no own time (all ours, or all a wait for a core) has no share
+    # of its own: the whole run's stands for every fifth.
+    parts = [(k.size, float(own[k].sum())) for k in _fifths(own.size)]
+    fifths = (
+        [min(1.0, update_s * n / t) for n, t in parts] if all(t > 0 for _, t in parts) else [share]
+    )
     return share, min(low, share), max(high, share), min(fifths), max(fifths)
 
 

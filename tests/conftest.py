@@ -23,7 +23,42 @@ def ip() -> Iterator[Any]:
     shell.run_cell("%load_ext gpu_notebook")
     res = shell.run_cell(cells.SETUP)
     assert res.success, res.error_in_exec
+    _SETUP_NAMES.update((k, shell.user_ns[k]) for k in _setup_names() if k in shell.user_ns)
     yield shell
+
+
+# What cells.SETUP binds in the shared shell, as it bound it. A test's cell that rebinds one
+# (``mlp = nn.Sequential(...)`` in a cell of its own) would change every later test's ``mlp()``
+# in this session: test_large_elementwise_ops did, and 20 of test_magic's cells then raised
+# TypeError. ``_setup_names_stay`` binds them back after each test.
+_SETUP_NAMES: dict[str, Any] = {}
+
+
+def _setup_names() -> set[str]:
+    import ast
+
+    names: set[str] = set()
+    for node in ast.parse(cells.SETUP).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+@pytest.fixture(autouse=True)
+def _setup_names_stay() -> Iterator[None]:
+    """After each test, the shared shell's SETUP names are SETUP's objects again."""
+    yield
+    if not _SETUP_NAMES:
+        return
+    from IPython.testing import globalipapp
+
+    shell = globalipapp.get_ipython()
+    if shell is not None:
+        shell.user_ns.update(_SETUP_NAMES)
 
 
 @pytest.fixture(scope="session")

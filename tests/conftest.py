@@ -49,6 +49,23 @@ def _setup_names() -> set[str]:
 
 
 @pytest.fixture(autouse=True)
+def _environment_stays() -> Iterator[None]:
+    """After each test, the process's environment is what it was before it: a cell run in the
+    shared shell with ``%env NAME=1`` sets it in this process (test_magic's shell-lines test),
+    and every kernel or script a later test starts would inherit it (test_example_notebooks'
+    environment checks read ``GPUCHECK_T`` when they ran after it)."""
+    import os
+
+    before = dict(os.environ)
+    yield
+    for name in [k for k in os.environ if k not in before]:
+        del os.environ[name]
+    for name, value in before.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
 def _setup_names_stay() -> Iterator[None]:
     """After each test, the shared shell's SETUP names are SETUP's objects again."""
     yield

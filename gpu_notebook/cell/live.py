@@ -21,6 +21,7 @@ from typing import Any
 
 from gpu_notebook.cell.ipython import binding_cell
 from gpu_notebook.cell.names import dotted, int_or_none, keyword_value, method_of
+from gpu_notebook.cell.unstepped_params import UnsteppedModel, unstepped_models
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,9 @@ class LiveFacts:
     # Read from a namespace made before the cell (a notebook's); False: a script's globals, so
     # process-wide counters (Dynamo's) are the script's run, not a kernel's history.
     made_before: bool = True
+    # The models with trainable parameters, and which of those no optimizer steps (read after
+    # the cell ran; empty where the namespace reaches no optimizer): cell/unstepped_params.
+    unstepped: tuple[UnsteppedModel, ...] = ()
 
     def notes(self) -> tuple[str, ...]:
         """One line per skipped object and per type left unread, for the report's notes."""
@@ -199,6 +203,10 @@ def live_facts(
         loaders = [dataclasses.replace(ld, made_in=binding_cell(ld.name)) for ld in loaders]
         optimizers = [dataclasses.replace(o, made_in=binding_cell(o.name)) for o in optimizers]
     unique, hits, limit = _dynamo_counters()
+    try:
+        unstepped = unstepped_models(namespace, [m.name for m in models], torch)
+    except Exception:  # noqa: BLE001 -- a parameter we cannot read: no unstepped finding
+        unstepped = ()
     return LiveFacts(
         loaders=tuple(loaders),
         models=tuple(models),
@@ -216,6 +224,7 @@ def live_facts(
         unread=tuple(dict.fromkeys(unread)),
         ints=tuple(ints) if made_before else (),
         made_before=made_before,
+        unstepped=unstepped,
     )
 
 

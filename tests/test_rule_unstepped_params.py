@@ -86,11 +86,15 @@ def test_one_submodule_left_out_is_frozen_and_mixed_ones_are_refused(ip):
 
 def test_parameters_rightly_outside_the_optimizer_say_nothing(ip):
     stepped = PROBE.replace("head.parameters()", "[*backbone.parameters(), *head.parameters()]")
-    gan = PROBE.replace(
-        "opt = torch.optim.SGD(head.parameters(), lr=0.1)",
-        "opt = torch.optim.SGD(head.parameters(), lr=0.1)\n"
-        "opt_b = torch.optim.SGD(backbone.parameters(), lr=0.1)",
-    ).replace("    opt.step()\n", "    opt.step()\n    opt_b.step()\n    opt_b.zero_grad()\n")
+    gan = (
+        PROBE.replace(
+            "opt = torch.optim.SGD(head.parameters(), lr=0.1)",
+            "opt = torch.optim.SGD(head.parameters(), lr=0.1)\n"
+            "opt_b = torch.optim.SGD(backbone.parameters(), lr=0.1)",
+        )
+        .replace("    opt.zero_grad()\n", "    opt.zero_grad()\n    opt_b.zero_grad()\n")
+        .replace("    opt.step()\n", "    opt.step()\n    opt_b.step()\n")
+    )
     manual = PROBE.replace(
         "    opt.step()\n",
         "    opt.step()\n    with torch.no_grad():\n"
@@ -112,5 +116,19 @@ def test_parameters_rightly_outside_the_optimizer_say_nothing(ip):
         "    with torch.no_grad():\n        feats = backbone(xb)\n"
         "    loss = nn.functional.cross_entropy(head(feats), yb)\n",
     )
-    for body in (stepped, gan, manual, teacher, no_grad):
+    # A second optimizer local to the function that trains: the namespace does not hold it
+    # (a name of its own: the shell keeps the GAN case's opt_b).
+    local = (
+        PROBE.replace(
+            "for i in range(0, len(images), 16):\n",
+            "def train():\n  opt_local = torch.optim.SGD(backbone.parameters(), lr=0.1)\n"
+            "  for i in range(0, len(images), 16):\n",
+        )
+        .replace("    opt.zero_grad()\n", "    opt.zero_grad()\n    opt_local.zero_grad()\n")
+        .replace("    opt.step()\n", "    opt.step()\n    opt_local.step()\ntrain()\n")
+    )
+    for body in (stepped, gan, manual, teacher, no_grad, local):
         assert _findings(ip, body) == [], body
+        # The backward reached every parameter: the silence is the rule's, not a missing grad.
+        assert all(p.grad is not None for p in ip.user_ns["head"].parameters())
+    assert all(p.grad is not None for p in ip.user_ns["backbone"].parameters())  # local's

@@ -10,8 +10,9 @@ computes the backbone's gradients for nothing (by hand ``backbone.requires_grad_
 (``cell/unstepped_params``): a model the step loop calls with autograd on whose parameters
 have a gradient set and are in no optimizer the namespace reaches. Silent where the cell reads
 ``.grad`` or hooks gradients (a hand-written update, an optimizer run from a hook), where no
-optimizer is found (a framework's trainer holds it), and for models only run under no_grad
-(an EMA copy, a teacher).
+optimizer is found (a framework's trainer holds it), where the cell builds an optimizer under a
+name the namespace does not hold (a function's local: its parameters are unknown to us), and
+for models only run under no_grad (an EMA copy, a teacher).
 
 The gain: backward work shrinks with the parameters whose gradients go, roughly in proportion
 to their share of the called models' trainable parameters (numel); the high end is that share
@@ -95,6 +96,9 @@ def unstepped_params(run: Run, analysis: Analysis, facts: SourceFacts) -> Findin
     tree, live = facts.tree, facts.live
     if tree is None or not live.unstepped or _handles_grads(tree):
         return None
+    seen = {o.name for o in live.optimizers}
+    if any(o.name not in seen for o in facts.optimizers):
+        return None  # an optimizer the cell builds that the namespace does not hold (a local)
     called = _called_models(tree, {m.name for m in live.unstepped})
     models = [m for m in live.unstepped if m.name in called]
     loose = [m for m in models if m.unstepped]

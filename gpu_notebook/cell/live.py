@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_notebook.cell.embedding_tables import DenseTable, optimizer_tables
 from gpu_notebook.cell.ipython import binding_cell
 from gpu_notebook.cell.names import dotted, int_or_none, keyword_value, method_of
 from gpu_notebook.cell.unstepped_params import UnsteppedModel, unstepped_models
@@ -76,6 +77,12 @@ class LiveOptimizer:
     one_pass: bool = False  # SGD without momentum or weight decay: one add_ a tensor
     made_before: bool = True  # as LiveLoader's
     made_in: int | None = None  # as LiveLoader's
+    numel: int = 0  # its parameters' elements, each tensor once (0: not read)
+    # The embedding tables it steps with dense gradients, found in the models the cell names.
+    tables: tuple[DenseTable, ...] = ()
+    # The same optimizer under other names the cell reads (``for o in opts``): they keep no
+    # numel or tables of their own, so it is counted once.
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,8 @@ def live_facts(
     skipped: list[tuple[str, str]] = []
     unread: list[str] = []
     ints: list[tuple[str, int]] = []
+    live_models: list[Any] = []
+    live_optimizers: list[Any] = []
     data = sys.modules.get("torch.utils.data")
     for name in sorted(set(names)):
         value = namespace.get(name)
@@ -183,8 +192,10 @@ def live_facts(
                 loaders.append(_loader(name, wrapped, data, unread, wrapper=kind))
             elif issubclass(kind, torch.nn.Module):
                 models.append(_model(name, value, torch))
+                live_models.append(value)
             elif issubclass(kind, torch.optim.Optimizer):
                 optimizers.append(_optimizer(name, value))
+                live_optimizers.append(value)
             elif data is not None and issubclass(kind, data.Dataset):
                 datasets.append((name, kind.__name__))
             elif _holds_arrays(value):
@@ -196,6 +207,7 @@ def live_facts(
         if hook is not None:
             hooks.append(hook)
     hooks.sort(key=lambda h: h.on_class)  # an instance the cell names is the one it trains on
+    optimizers = _with_tables(optimizers, live_optimizers, live_models, torch, skipped)
     if not made_before:
         loaders = [dataclasses.replace(ld, made_before=False) for ld in loaders]
         optimizers = [dataclasses.replace(o, made_before=False) for o in optimizers]
@@ -226,6 +238,33 @@ def live_facts(
         made_before=made_before,
         unstepped=unstepped,
     )
+
+
+def _with_tables(
+    optimizers: list[LiveOptimizer], values: list[Any], models: list[Any], torch: Any,
+    skipped: list[tuple[str, str]],
+) -> list[LiveOptimizer]:  # fmt: skip
+    """Each optimizer with its numel and the dense embedding tables it steps
+    (``cell.embedding_tables``); one that cannot be read keeps none, and is named."""
+    out: list[LiveOptimizer] = []
+    first: dict[int, int] = {}  # each object's first record, by position in ``out``
+    for record, value in zip(optimizers, values, strict=True):
+        if id(value) in first:
+            held = first[id(value)]
+            out[held] = dataclasses.replace(out[held], aliases=(*out[held].aliases, record.name))
+            out.append(record)
+            continue
+        first[id(value)] = len(out)
+        try:
+            numel, tables = optimizer_tables(value, models, torch)
+        except Exception as exc:  # noqa: BLE001 -- as live_facts': ours to skip, never the cell's
+            skipped.append(
+                (record.name, f"its parameters' tables; reading raised {type(exc).__name__}")
+            )
+            out.append(record)
+            continue
+        out.append(dataclasses.replace(record, numel=numel, tables=tables))
+    return out
 
 
 def _holds_arrays(value: Any) -> bool:

@@ -6,7 +6,9 @@ gradient the size of the whole table every step, zeros but the batch's rows, and
 optimizer then reads and writes every row (and its state) for the few rows a batch touched.
 This module says which tables that is, the optimizer's numel they are part of, and whether
 the table's parameter group changes rows whose gradient is zero (state that decays, weight
-decay, momentum): what ``rules.embedding_rows`` judges.
+decay, momentum): where it does not (plain SGD, Adagrad without weight decay, both of which take
+sparse gradients) ``sparse=True`` is the same update; where it does, a sparse optimizer is
+another algorithm. What ``rules.embedding_rows`` judges.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 # Optimizer classes of torch.optim whose update of a row with a zero gradient still changes it
-# or its state (moments that decay, accumulators, averages): every row is real work each step.
+# or its state (moments or averages that decay), whatever their group's settings.
 ROW_STATE_OPTIMIZERS = frozenset(
-    {"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta", "ASGD"}
+    {"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adadelta", "ASGD"}
 )
+# Classes that take sparse gradients and leave a zero-gradient row as it is, unless the group
+# adds weight decay or momentum (SGD's ``add_``; Adagrad's accumulator adds the square of 0).
+SPARSE_READY = frozenset({"SGD", "Adagrad"})
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,8 @@ class DenseTable:
     rows: int
     dim: int
     # The table's parameter group changes rows whose gradient is zero: a class with per-row
-    # state (``ROW_STATE_OPTIMIZERS``), or SGD with momentum or weight decay in that group.
+    # state that decays (``ROW_STATE_OPTIMIZERS``), or momentum or weight decay in the group.
+    # False: ``sparse=True`` under the same optimizer is the same update (``SPARSE_READY``).
     row_state: bool
     weight_decay: bool  # the group's weight_decay is not 0
     # The weight is also a parameter of another module (an LM head tied to the embeddings):
@@ -62,6 +68,11 @@ def optimizer_tables(
                 numel += int(torch.Tensor.numel(p))
     kind = type(optimizer).__name__
     tables: dict[int, DenseTable] = {}
+    # An optimizer of unknown maths (a user's, LBFGS) is not judged; an Adam of another
+    # library's (8-bit, apex) keeps moments as torch's does.
+    known = kind in ROW_STATE_OPTIMIZERS or kind in SPARSE_READY or "Adam" in kind
+    if not known or kind == "SparseAdam":
+        return numel, ()
     for model in models:
         holders = _parameter_holders(model)
         for path, module in _modules(model):
@@ -85,7 +96,7 @@ def optimizer_tables(
                 kind="EmbeddingBag" if issubclass(cls, torch.nn.EmbeddingBag) else "Embedding",
                 rows=int(shape[0]),
                 dim=int(shape[1]),
-                row_state=kind in ROW_STATE_OPTIMIZERS or (kind == "SGD" and (momentum or decay)),
+                row_state=kind not in SPARSE_READY or momentum or decay,
                 weight_decay=decay,
                 tied=any(h is not module for h in holders.get(id(weight), ())),
             )

@@ -30,7 +30,8 @@ def ip() -> Iterator[Any]:
 # What cells.SETUP binds in the shared shell, as it bound it. A test's cell that rebinds one
 # (``mlp = nn.Sequential(...)`` in a cell of its own) would change every later test's ``mlp()``
 # in this session: test_large_elementwise_ops did, and 20 of test_magic's cells then raised
-# TypeError. ``_setup_names_stay`` binds them back after each test.
+# TypeError. ``_setup_names_stay`` binds them back after each test module (a module may rebind
+# them for its own tests on purpose: tests/scenarios' COMMON_SETUP has an mlp of its own).
 _SETUP_NAMES: dict[str, Any] = {}
 
 
@@ -48,9 +49,9 @@ def _setup_names() -> set[str]:
     return names
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def _environment_stays() -> Iterator[None]:
-    """After each test, the process's environment is what it was before it: a cell run in the
+    """After each test module, the process's environment is what it was before it: a cell run in the
     shared shell with ``%env NAME=1`` sets it in this process (test_magic's shell-lines test),
     and every kernel or script a later test starts would inherit it (test_example_notebooks'
     environment checks read ``GPUCHECK_T`` when they ran after it)."""
@@ -65,9 +66,9 @@ def _environment_stays() -> Iterator[None]:
             os.environ[name] = value
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def _setup_names_stay() -> Iterator[None]:
-    """After each test, the shared shell's SETUP names are SETUP's objects again."""
+    """After each test module, the shared shell's SETUP names are SETUP's objects again."""
     yield
     if not _SETUP_NAMES:
         return

@@ -204,3 +204,19 @@ def test_work_another_rule_owns_in_the_same_stretch_is_not_put_on_the_other_line
     for f in rep.findings:
         if f.rule_id == RULE:
             assert any("same stretch" in e for e in f.evidence)
+
+
+def test_a_print_of_device_values_is_the_sync_rules_line_not_this_ones():
+    # print_tensor_every_step (tests/scenarios) under load: this rule and syncs.per_step both
+    # named line 8's print of the loss, and this one outranked the planted sync finding.
+    head = (
+        "import torch\nmodel = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x in loader:\n"
+    )
+    tail = "    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n"
+    printed = head + tail + "    print('loss', loss, x[:2])\n"
+    assert body_work(scan_source(printed, line_offset=0)) is None
+    # A read whose value the loop works on stays this rule's work.
+    worked = head + "    a = x.numpy() * 2\n" + tail
+    got = body_work(scan_source(worked, line_offset=0))
+    assert got is not None and [s.line for s in got[0]] == [5]

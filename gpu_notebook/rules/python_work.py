@@ -144,6 +144,11 @@ def body_work(facts: SourceFacts) -> tuple[tuple[SourceLine, ...], Kind, bool] |
                 for n in ast.walk(s)
             )
         ]
+        # A read of device values made for its effect (``print(loss)``, ``log(x.item())``) is
+        # the sync rule's: reading less often is its fix, and one line gets one finding. A read
+        # whose value the loop goes on working with (``a = x.numpy()``) stays work here.
+        reads = frozenset(s.line for s in facts.syncs)
+        owned = owned | {tree.line_of(s) for s in body if isinstance(s, ast.Expr)} & reads
         lines = tuple(tree.source_line(s, "loop_work") for s in picked)
         lines = tuple(s for s in lines if s.line not in owned)
         if not lines:

@@ -49,6 +49,7 @@ import time
 import traceback
 from typing import Any
 
+from gpu_notebook.exception_text import exception_message
 from gpu_notebook.script_module import compile_file, fresh_main
 
 ERROR_LINES = 4  # of a broken variant's error, in the report
@@ -283,7 +284,7 @@ def main(argv: list[str]) -> int:
             ended = "error"
     except BaseException as exc:  # noqa: BLE001 - the variant broke: its error is the result
         traceback.print_exc()
-        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["error"] = f"{type(exc).__name__}: {exception_message(exc)}"
         result["error_lines"] = _error_lines(exc)
         code = 1
         ended = "error"

@@ -364,6 +364,19 @@ def _minus_magic_line(text: str) -> str:
     return _SYNTAX_LINE.sub(dec, _TB_CONTEXT.sub(dec, _TB_LINE.sub(dec, text)))
 
 
+# The measured cell's line 1 (its magic's line) in a traceback's context: compiled as a blank line.
+_MAGIC_CONTEXT = re.compile(r"^(?:\x1b\[[0-9;]*m)*      1 (?:\x1b\[[0-9;]*m)*\n", re.M)
+
+
+def _of_the_measured_cell(entry: str, own: str) -> str:
+    """A traceback entry of the measured run, its line numbers as the plain run's: only the
+    measured cell's own frames count the magic line (a frame in a function an earlier cell
+    defined keeps its numbers), and the blank line 1 its context may show is dropped."""
+    if entry.startswith("Cell In[") and not entry.startswith(own):
+        return entry
+    return _minus_magic_line(_MAGIC_CONTEXT.sub("", entry))
+
+
 def _norm_cell(
     program: Program, c: CellResult, base: int, pid: int, magic_line: bool = False
 ) -> dict[str, Any]:
@@ -390,7 +403,8 @@ def _norm_cell(
             o["evalue"] = _CELL_FILE.sub("<cell>.py", o["evalue"])
             o["traceback"] = [_CELL_FILE.sub("<cell>.py", t) for t in o["traceback"]]
             if magic_line:
-                o["traceback"] = [_minus_magic_line(t) for t in o["traceback"]]
+                own = f"Cell In[+{(c.execution_count or 0) - base}]"
+                o["traceback"] = [_of_the_measured_cell(t, own) for t in o["traceback"]]
                 if o.get("ename") == "SyntaxError":
                     o["evalue"] = _minus_magic_line(o["evalue"])
         if "data" in o:
@@ -406,6 +420,34 @@ def _norm_cell(
         "stderr": _CELL_IN.sub(shift, _text(program, c.stderr, pid)),
         "outputs": outs,
     }
+
+
+# A warning's location in a cell: "<folder>/ipykernel_<pid>/<hash>.py:<line>: ".
+_WARNING_AT = re.compile(r"\b(\d{6,})\.py:(\d+): ")
+
+
+def _warnings_of_the_measured_cell(plain: CellResult, meas: CellResult) -> tuple[Any, Any]:
+    """The measured cell's stderr with the warnings its own code raised placed as the plain
+    run's: the cell's file is named after a hash of its code (the measured body is other code)
+    and its lines count the magic line. Its own file is the one only that run's warnings name;
+    a file both name is an earlier cell's (the same code in both runs), left as it is."""
+    import dataclasses
+
+    names_p = {m.group(1) for m in _WARNING_AT.finditer(plain.stderr)}
+    names_m = {m.group(1) for m in _WARNING_AT.finditer(meas.stderr)}
+
+    def place(text: str, own: set[str], minus: int) -> str:
+        def sub(m: re.Match[str]) -> str:
+            if m.group(1) not in own:
+                return m.group(0)
+            return f"<cell>.py:{int(m.group(2)) - minus}: "
+
+        return _WARNING_AT.sub(sub, text)
+
+    return (
+        dataclasses.replace(plain, stderr=place(plain.stderr, names_p - names_m, 0)),
+        dataclasses.replace(meas, stderr=place(meas.stderr, names_m - names_p, 1)),
+    )
 
 
 def compare_notebook(
@@ -427,10 +469,11 @@ def compare_notebook(
         if i >= len(plain.cells) or i >= len(meas.cells):
             diffs.append(f"cell {i}: ran in one run only")
             continue
-        a = _norm_cell(program, plain.cells[i], base_p, plain_pid)
-        b = _norm_cell(
-            program, meas.cells[i], base_m, meas_pid, magic_line=i == program.settings["MEASURED"]
-        )
+        pc, mc = plain.cells[i], meas.cells[i]
+        if i == program.settings["MEASURED"]:
+            pc, mc = _warnings_of_the_measured_cell(pc, mc)
+        a = _norm_cell(program, pc, base_p, plain_pid)
+        b = _norm_cell(program, mc, base_m, meas_pid, magic_line=i == program.settings["MEASURED"])
         if program.settings.get("SAME") == "saved" and i == program.settings["MEASURED"]:
             for norm, run in ((a, plain), (b, meas)):
                 del norm["stdout"], norm["stdout before Out[N]"], norm["outputs"]

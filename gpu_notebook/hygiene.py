@@ -10,6 +10,13 @@ Taken back twice: when our imports end, and after each measured cell (``sweep``)
 catches what a race put back: the warm-up imports run on a thread beside the user's first cells,
 and ``warnings.catch_warnings`` (torch and many libraries use it) restores, on exit, the list
 object it saved on entry, which may hold filters removed meanwhile.
+
+bokeh also replaces ``warnings.formatwarning`` with a wrapper of its own at import. Python passes
+a warning's ``source`` (an unclosed file, an unawaited coroutine) only to its own
+``formatwarning``: under the wrapper the "Enable tracemalloc to get the object allocation
+traceback" line, or the allocation traceback itself, was gone from every such warning for the
+rest of the session. ``warnings.formatwarning``/``showwarning`` set by a package we imported
+first are taken back the same way, to the function they wrap.
 """
 
 from __future__ import annotations
@@ -43,8 +50,35 @@ def _ours(entry: object) -> bool:
     )
 
 
+def _is_ours(fn: object) -> bool:
+    module = getattr(fn, "__module__", None)
+    return isinstance(module, str) and module.split(".")[0] in _FIRST_IMPORTED_BY_US
+
+
+def _unwrapped(fn: object, python_own: object) -> object:
+    """The function an import-time wrapper of a package of ours wraps (bokeh's holds it in its
+    closure); Python's own where that cannot be told."""
+    while _is_ours(fn):
+        cells = getattr(fn, "__closure__", None) or ()
+        inner = [c.cell_contents for c in cells if callable(c.cell_contents)]
+        fn = inner[0] if len(inner) == 1 else python_own
+    return fn
+
+
+def _hooks_taken_back() -> None:
+    for name, python_own in (
+        ("formatwarning", getattr(warnings, "_formatwarning_orig", None)),
+        ("showwarning", getattr(warnings, "_showwarning_orig", None)),
+    ):
+        current = getattr(warnings, name, None)
+        if python_own is not None and _is_ours(current):
+            setattr(warnings, name, _unwrapped(current, python_own))
+
+
 def sweep() -> None:
-    """Remove every filter for a warning class of a package we imported first."""
+    """Remove every filter for a warning class of a package we imported first, and take back
+    the warning hooks such a package replaced."""
+    _hooks_taken_back()
     filters: list[object] = warnings.filters  # type: ignore[assignment]  # a list at run time
     kept = [f for f in filters if not _ours(f)]
     if len(kept) != len(filters):

@@ -20,6 +20,7 @@ import signal
 import sys
 import tempfile
 import threading
+import warnings
 from typing import Any
 
 PROBE_MARK = "@@DIFF-PROBE@@"
@@ -300,11 +301,12 @@ def collect(ns: dict[str, Any]) -> dict[str, Any]:
     obs["threading.trace"] = _name(getattr(threading, "_trace_hook", None))
     obs["threading.profile"] = _name(getattr(threading, "_profile_hook", None))
     obs["sys.excepthook"] = _name(sys.excepthook)
+    obs["warnings.formatwarning"] = _name(warnings.formatwarning)
+    obs["warnings.showwarning"] = _name(warnings.showwarning)
     obs["threading.excepthook"] = _name(threading.excepthook)
     obs["sys.path"] = list(sys.path)
     obs["sys.recursionlimit"] = sys.getrecursionlimit()
     import gc
-    import warnings
 
     obs["gc.enabled"] = gc.isenabled()
     obs["gc.callbacks"] = [_name(c) for c in gc.callbacks]

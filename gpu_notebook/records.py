@@ -1961,6 +1961,10 @@ FixTrialVerdict = Literal[
     "no measurable effect",
     "slower",
     "undecided",
+    # Undecided, and the model's high end is within what this trial's runs of the script
+    # differed by (``tryfix.trials.too_small_here``): no gain the fix can give is told from none
+    # here; said with both numbers, never recommended.
+    "too small to measure",
     "broke the script",
     "skipped",
     "not measured",

@@ -36,6 +36,7 @@ __all__ = [
     "TooBusy",
     "TooFewRuns",
     "TooFewSteps",
+    "TooSmallHere",
     "TrialSaid",
     "Trying",
     "TryingBaseline",
@@ -245,6 +246,18 @@ class Undecided(TrialSaid):
     gain: float | None = None
     rounds_needed: int | None = None
     round_s: float | None = None  # what one more round takes (a run of each arm)
+
+
+@dataclass(frozen=True)
+class TooSmallHere(TrialSaid):
+    """The fix's model high end is within what this trial's runs of the script differed by: it
+    ended undecided because no gain it can give is larger than the machine's own noise."""
+
+    bound: float  # the model's high end (``Finding.gain_bound``)
+    low: float | None  # the model's low end (None: "up to")
+    margin: float  # the trial's margin (``base_margin``)
+    runs: int  # the script's runs the margin was read from
+    source: TrialMarginSource
 
 
 @dataclass(frozen=True)

@@ -59,11 +59,24 @@ from typing import Literal
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.interference import counted_step_times
 from gpu_notebook.analysis.like_work import like_work
-from gpu_notebook.records import Finding, FixTrial, Report, TrialRun, TrialSaid, TryFixes
+from gpu_notebook.records import (
+    Finding,
+    FixTrial,
+    FixTrialVerdict,
+    Report,
+    TrialRun,
+    TrialSaid,
+    TryFixes,
+)
 from gpu_notebook.rules.common import FEW_STEPS
 from gpu_notebook.tryfix import DEFAULT_ROUNDS
 from gpu_notebook.tryfix import said as S
-from gpu_notebook.tryfix.base_margin import MIN_MARGIN_RUNS, TrialMargin, restated
+from gpu_notebook.tryfix.base_margin import (
+    MIN_MARGIN_RUNS,
+    TrialMargin,
+    restated,
+    too_small_here,
+)
 from gpu_notebook.tryfix.child import stacks_file, warm_marker
 from gpu_notebook.tryfix.plan import (
     BASELINE,
@@ -829,13 +842,19 @@ def _trial(
         ))  # fmt: skip
     elif d.added_rounds:
         notes.insert(0, S.DecidedAfter(d.added_rounds))
+    verdict: FixTrialVerdict = d.verdict
+    if verdict == "undecided" and too_small_here(f, d.margin) and f.gain_bound is not None:
+        # Its whole gain is within the machine's noise here: said as that, with the numbers.
+        verdict = "too small to measure"
+        notes.insert(0, S.TooSmallHere(f.gain_bound, f.gain_low, d.margin.margin,
+                                       d.margin.runs, d.margin.source))  # fmt: skip
     notes.append(_margin_note(d.margin))
     # The range this trial reads: the model's, widened by what its runs of the script differed
     # by (the profiled run's where they were too few).
     stated = restated(f, d.margin)
     return FixTrial(
-        f.fix_id or "", f.rule_id, v.title, stated.stated_high, d.verdict,
-        recommended=d.verdict == "verified",
+        f.fix_id or "", f.rule_id, v.title, stated.stated_high, verdict,
+        recommended=verdict == "verified",
         speedup=d.speedup, speedup_low=d.low, speedup_high=d.high, per_round=d.per_round,
         baseline_steps_s=base_steps, variant_steps_s=my_steps, said=tuple(notes),
         predicted_low=stated.stated_low, predicted_margin=stated.gain_margin,

@@ -276,6 +276,20 @@ def _(s: S.Undecided) -> str:
 
 
 @word_said.register
+def _(s: S.TooSmallHere) -> str:
+    runs = (
+        f"this trial's {s.runs} runs of the script as it is differed by"
+        if s.source == "base runs"
+        else "two runs of the script differ by (the profiled run's margin)"
+    )
+    return (
+        f"too small to measure here: its predicted gain, {fmt_gain(s.bound, s.low)}, is within "
+        f"the {s.margin:.0%} {runs}: no run on this machine as loaded tells a gain that size "
+        "from none; not recommended on this measurement (try it on a quieter machine)"
+    )
+
+
+@word_said.register
 def _(s: S.TooBusy) -> str:
     head = (
         f"its runs waited {fmt_share(s.fix_wait)} of their steps' time for a core (the "

@@ -321,17 +321,23 @@ def test_readme_quotes_the_try_fixes_text_as_the_renderer_words_it():
     import re
 
     from gpu_notebook.records import FixTrial, TryFixes
+    from gpu_notebook.tryfix import said as S
 
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     block = readme.split("<!-- try-fixes-output", 1)[1].split("```text\n", 1)[1]
     quoted = [ln for ln in block.split("```", 1)[0].splitlines() if not ln.startswith("  [")]
-    tf = TryFixes(5, 60, 5, 400.0, 269.0, (
+    # The ledger's plain_input run of 2026-12-07 07:21 (helper ledger26): the trial's margin
+    # line (what its 5 runs of the script differed by) and how its runs were sized.
+    tf = TryFixes(5, 60, 5, 200.0, 158.0, (
         FixTrial("dataloader_workers", "input.loader_workers", "DataLoader workers and pinned "
-                 "memory", 6.99, "verified", True, 1.70, 1.46, 1.93,
-                 (3.35, 1.5, 1.7, 0.91, 1.88), predicted_low=1.10, predicted_margin=0.42),
-    ))  # fmt: skip
+                 "memory", 2.77, "verified", True, 1.75, 1.50, 1.98,
+                 (1.75, 2.0, 1.45, 1.53, 1.85), predicted_low=1.41, predicted_margin=0.08,
+                 margin_source="base runs", margin_runs=5, profiled_margin=0.05,
+                 predicted_model_bound=2.57, predicted_model_low=1.52,
+                 said=(S.MarginRead(0.08, "base runs", 5, 0.08, 0.05, 2),)),
+    ), said=(S.RunsSized(60, 60, 0.0231, 1.0, "asked"),))  # fmt: skip
     printed = render_try_fixes(tf).splitlines()
-    assert len(quoted) == len(printed) == 2
+    assert len(quoted) == len(printed) == 4
     for q, p in zip(quoted, printed, strict=True):
         pattern = re.sub(r"\d+(?:\\\.\d+)?", r"\\d+(?:\\.\\d+)?", re.escape(q))
         assert re.fullmatch(pattern, p), (q, p)

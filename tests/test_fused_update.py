@@ -110,10 +110,14 @@ def test_on_the_cpu_the_range_rests_on_the_part_of_the_update_fusing_removes():
     assert kept == pytest.approx(0.36, abs=0.01)
     # The update's share is what the step clock read; the bound is what fusing takes of it.
     assert f.phase_share == pytest.approx(_run_share(record))
-    assert f.gain_bound == pytest.approx(amdahl_bound(_run_share(record) * (1 - kept)))
+    # Its high end takes as much again outside the update (``outside_part``: Adam's
+    # temporaries cost the forward and backward their caches); its low end the update's own.
+    assert f.gain_bound == pytest.approx(amdahl_bound(_run_share(record) * 2 * (1 - kept)))
     assert f.gain_low is not None and f.gain_low <= f.gain_bound
-    # subset_eval_break's case: 27% of the step, 6 tensors: about 1.2x, no longer 1.37x.
-    assert 1.15 < f.gain_bound < 1.25
+    # subset_eval_break's case: 27% of the step, 6 tensors: measured 1.23x, over the 1.20x
+    # the update's own part gives; inside the range now.
+    assert f.gain_low < 1.23 < f.gain_bound
+    assert amdahl_bound(_run_share(record) * (1 - kept)) < 1.23
     assert any("keeps 36% of the update's time" in e and "6 tensors, 0.3 MB" in e
                for e in f.evidence)  # fmt: skip
     # The same share over 60 small tensors: fusing takes most of it.
@@ -172,8 +176,10 @@ def test_a_foreach_users_fused_gain_is_read_against_the_foreach_step():
         fused_cpu_kept("Adam", 98, 41_664, foreach=True),
     )
     assert kept_loop is not None and kept_each is not None and kept_each > kept_loop
-    assert loop.gain_bound == pytest.approx(amdahl_bound(_run_share(record) * (1 - kept_loop)))
-    assert each.gain_bound == pytest.approx(amdahl_bound(_run_share(record) * (1 - kept_each)))
+    # (Each high end: the update's own part and as much again outside it, ``outside_part``.)
+    share = _run_share(record)
+    assert loop.gain_bound == pytest.approx(amdahl_bound(share * 2 * (1 - kept_loop)))
+    assert each.gain_bound == pytest.approx(amdahl_bound(share * 2 * (1 - kept_each)))
 
 
 def test_on_a_gpu_or_uncounted_the_whole_update_bounds_the_fix():

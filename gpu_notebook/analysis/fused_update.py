@@ -131,10 +131,32 @@ def update_faults(record: StepClockRecord, classes: Iterable[str]) -> UpdateFaul
     )
 
 
-def fused_removed_high(kept: float, faults: UpdateFaults | None) -> float:
+# Classes whose unfused CPU update makes full-size temporaries a tensor (Adam's and AdamW's
+# ``sqrt`` then division; SGD's momentum is updated in place). Inside the caches they fault no
+# page, yet the forward and backward that follow run slower for them: the step's other phases
+# lost their working set to the temporaries' passes (the loop thread's CPU time, fused against
+# the default, interleaved, one core; ledger26, 2026-12-07, load 2-17: nanogpt_shaped's 7 AdamW
+# tensors, forward+backward 181-374 us shorter fused in 2 runs of 3 against 214-344 us off the
+# update, 0.35-0.71 of its time; an embedding and 21 linear layers' 43 tensors in two
+# weight-decay groups, 424 us against 1215 us, 0.23). The ledger's nanogpt_shaped fix measured
+# 1.22x twice over a 1.18x top that took the update's own part alone; subset_eval_break's MLP
+# 1.23x over 1.20x.
+TEMPORARIES = frozenset({"Adam", "AdamW"})
+
+
+def outside_part(cls: str, kept: float) -> float:
+    """The most of the other phases' time a fused ``cls`` step gives back, as a part of the
+    update's time: as much again as fusing takes off the update's arithmetic (``1 - kept``),
+    the most read (0.71 of nanogpt_shaped's update against 0.70 taken off it); 0 for a class
+    whose unfused update makes no full-size temporaries."""
+    return 1.0 - kept if cls in TEMPORARIES else 0.0
+
+
+def fused_removed_high(kept: float, faults: UpdateFaults | None, cls: str = "") -> float:
     """The most of the update's time a fused step takes away, as a part of it: all but ``kept``
-    of its arithmetic, its faults whole, and the faults it causes outside it (which may take
-    the part over 1: they are other phases' time)."""
-    if faults is None:
-        return 1.0 - kept
-    return 1.0 - kept * (1.0 - faults.inside_part) + faults.outside_part
+    of its arithmetic, its faults whole, and what its temporaries cost outside it: the faults
+    they cause there, or the other phases' lost caches (``outside_part``), the larger (either
+    may take the part over 1: they are other phases' time)."""
+    inside = 1.0 - kept if faults is None else 1.0 - kept * (1.0 - faults.inside_part)
+    fault_outside = 0.0 if faults is None else faults.outside_part
+    return inside + max(fault_outside, outside_part(cls, kept))

@@ -300,6 +300,12 @@ def _fused_gain_line(s: UnfusedOptimizer) -> str:
         f"the parameters: {s.tensors} tensors{size} here; from the least update share the run's "
         "steps support, 90% interval, to the run's"
     )
+    if s.outside > 0:
+        line += (
+            f"; the high end also counts up to {fmt_share(s.outside)} of the update's time "
+            "outside it: the unfused update's temporaries cost the forward and backward their "
+            "caches"
+        )
     f = s.faults
     if f is None and s.faults_off is not None:
         return (

@@ -86,6 +86,9 @@ class SourceLine:
     # A needed read handed straight to host code as an argument (``env.step(a.item())``: an
     # action for a numpy environment): the callee's dotted name. It needs the number every step.
     handed_to: str | None = None
+    # A needed read whose value the step's work takes (cell.syncs.feeds_the_step): the name
+    # that carries it into the model or the backward, or the model call it is an argument of.
+    feeds: str | None = None
     # A read in a function of the cell the step runs through its calls (cell.step_calls): its
     # name as said (``Net.forward``). The value feeds the model's work: read every step.
     called_in: str | None = None

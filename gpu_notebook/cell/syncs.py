@@ -169,6 +169,8 @@ def syncs_and_logging(tree: CellTree) -> tuple[tuple[SourceLine, ...], tuple[Sou
                     handed_to=_host_callee(tree, call),
                     stops=any(_can_stop(test) for test in decides),
                 )
+            elif (feeds := feeds_the_step(tree, call, loop)) is not None:
+                line = dataclasses.replace(line, needed=True, feeds=feeds)
             first = syncs.setdefault((line.line, kind), line)
             if first is not line:
                 syncs[(line.line, kind)] = dataclasses.replace(first, others=(*first.others, call))
@@ -479,6 +481,41 @@ def _decides(tree: CellTree, node: ast.AST, loop: Loop) -> list[ast.AST]:
 
 
 _BRANCHES = (ast.If, ast.While, ast.IfExp, ast.Assert)
+
+
+def feeds_the_step(tree: CellTree, node: ast.AST, loop: Loop) -> str | None:
+    """What carries the value read at ``node`` into the step's work, or None: the model call it
+    is an argument of (its dotted name), or the name assigned from it that later statements of
+    ``loop`` carry (through their assignments) into a model call or the receiver of a
+    ``.backward()``. ``nodes, hops = sample_block(seeds.tolist())`` before ``out =
+    model(feats[nodes], hops)``: gated to every N steps, the other steps would train on the
+    last value (unseen round 21: the read-less-often patch did so, measured "2.33x"). A value
+    kept for a log (``total += loss.item()``) reaches neither."""
+    for ancestor in tree.ancestors(node):
+        if isinstance(ancestor, ast.stmt):
+            break
+        if isinstance(ancestor, ast.Call) and dotted(ancestor.func) in tree.models:
+            return dotted(ancestor.func)
+    stmt = tree.statement_of(node)
+    after = sorted(
+        (s for s in ast.walk(loop) if isinstance(s, _ASSIGNS) and s is not stmt),
+        key=lambda s: (s.lineno, s.col_offset),
+    )
+    used: set[str] = set()  # the names the model calls and the backwards take
+    for call in (c for c in ast.walk(loop) if isinstance(c, ast.Call)):
+        if dotted(call.func) in tree.models:
+            used |= set().union(*(names_in(a) for a in (*call.args, *call.keywords)))
+        elif isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
+            used |= names_in(call.func.value)
+    targets = [n for t in targets_of(stmt) for n in ast.walk(t) if isinstance(n, ast.Name)]
+    for name in dict.fromkeys(t.id for t in targets):
+        carried = {name}
+        for later in after:
+            if later.value is not None and names_in(later.value) & carried:
+                carried |= {n for t in targets_of(later) for n in names_in(t)}
+        if carried & used:
+            return name
+    return None
 
 
 def _can_stop(branch: ast.AST) -> bool:

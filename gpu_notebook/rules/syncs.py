@@ -319,8 +319,18 @@ def per_step_syncs(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
 
 
 def needed_reads(run: Run, analysis: Analysis, needed: tuple[SourceLine, ...]) -> Finding:
-    """Every per-step read decides what the loop does: name it, and say what could replace it."""
-    removable, how = removable_share(analysis, needed)
+    """Every per-step read decides what the loop does: name it, and say what could replace it.
+    A read the step's work takes (``feeds``) is costed by the sync wait alone: its line's
+    sampled time is the work the value feeds (a Python sampler given ``seeds.tolist()``), which
+    no change to the read removes; on the CPU, where it waits for nothing, that is none."""
+    removable: float | None
+    how: How
+    if needed[0].feeds is not None:
+        removable, how = share(analysis, "sync"), "sync"
+        if removable is None:
+            how = "unmeasured"
+    else:
+        removable, how = removable_share(analysis, needed)
     removed = every_n(removable)
     bound = gain_bound(removed, analysis)
     said = NeededReads(needed[0], removable, how, has_gpu(run), bound,

@@ -131,6 +131,8 @@ def needed_reads(s: NeededReads) -> Words:
         return _grad_norm_read(s, cost)
     if s.first.called_in is not None:
         return _read_in_callee(s, cost)
+    if s.first.feeds is not None:
+        return _feeds_the_step(s, cost)
     if s.first.handed_to is not None:
         return _handed_to_host(s, cost)
     if not s.first.stops and s.first.kind == "bool":
@@ -190,6 +192,30 @@ def _guard_on_read(s: NeededReads, cost: str) -> Words:
         "on the device (scale the gradients by `torch.isfinite(norm)` rather than skipping the "
         "step, as AMP's GradScaler skips a step without reading), or test it every "
         f"{EVERY} steps.",
+        _SOURCE,
+    )
+
+
+def _feeds_the_step(s: NeededReads, cost: str) -> Words:
+    """A read whose value the step's work takes (``nodes, hops = sample(seeds.tolist())`` before
+    ``model(feats[nodes], hops)``): gated, the other steps would train on a stale value (unseen
+    round 21: the read-less-often patch did so). The line's own time is the work it feeds, not
+    the read's; on a GPU the read waits for the kernels that make the value."""
+    line = s.first
+    evidence = [
+        f"{at(line)}: `{line.text}`: the value goes on into the step's work (through "
+        f"`{line.feeds}`), so it is read on every step; read every {EVERY} steps, the other "
+        "steps would train on a stale value",
+        f"its cost: {cost} of the step (the wait in the read alone: the line's other time is "
+        "the work the value feeds, which reading less often would not remove)",
+        _each_read(s.gpu),
+    ]
+    return words(
+        "The step's work needs a device value read every step",
+        evidence,
+        "The step needs the value, so no patch. On a GPU, make it where it is used: keep the "
+        "indices or lengths it reads on the CPU as the data comes (index host tensors, move only "
+        "the result), or compute what it decides on the device.",
         _SOURCE,
     )
 

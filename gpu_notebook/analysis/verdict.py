@@ -33,7 +33,12 @@ Thresholds, with their sources:
   verdict is read at both ends; one that holds at one end only says "undecided between X
   and Y" unless the host's waits decide (``_decide``);
 - host-bound from the trace's own figures (ops per step, median op time, Python between ops;
-  analysis/host.py) on a CPU run too: a loop of tiny ops is not helped by a GPU.
+  analysis/host.py) on a CPU run too: a loop of tiny ops is not helped by a GPU;
+- each share read against its line (data wait and sync 20%, the data wait with the host's
+  copies, the host's wait in collectives 10%, the loop thread on a core 50%) is read with its
+  range (analysis/verdict_near_line.py): a range that, widened by what two runs of the code
+  differ by, reaches the line decides as the line, said as near it, so two runs whose shares
+  differ within that margin on either side of the line give one verdict.
 A phase that was not measured is never read as zero: the verdict says what it could not see.
 """
 
@@ -58,6 +63,7 @@ from gpu_notebook.analysis.host_waits import host_waits
 from gpu_notebook.analysis.on_cpu import ON_CPU_COMPUTE, OnCpu
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.analysis.utilization import IN_STEPS_MIN_TICKS
+from gpu_notebook.analysis.verdict_near_line import LineReading, line_reading
 from gpu_notebook.records import (
     Analysis,
     BatchAtLine,
@@ -159,15 +165,38 @@ def run_data_overrules(analysis: Analysis, window_share: float | None) -> RunPha
     return whole if below else None
 
 
+def share_line(
+    analysis: Analysis,
+    phase: str | tuple[str, ...],
+    share: float,
+    level: float,
+    *,
+    widen: bool = True,
+) -> LineReading:
+    """``share`` of ``phase`` against ``level`` with its range (``verdict_near_line``): the
+    run's steps' where the step clock overrules the window's data share, else the steps' of
+    ``analysis``'s split (the caller's, stalls left out)."""
+    from gpu_notebook.analysis.uncertainty import share_interval
+
+    phases = analysis.phases
+    assert phases is not None
+    whole = run_data_overrules(analysis, phases.share("data")) if phase == "data" else None
+    if whole is not None:
+        span = (whole.low_share, whole.high_share) if whole.high_share > 0 else None
+        return line_reading(share, level, span, whole.steps, analysis.run_margin, widen=widen)
+    span = share_interval(phases, phase)
+    return line_reading(share, level, span, len(phases.steps), analysis.run_margin, widen=widen)
+
+
 def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
     """Say both verdicts when the share that decides lies within its range of the threshold.
 
     Data wait and host syncs decide input- and sync-bound at their critical level; when the
-    steps' range of that share (analysis.uncertainty) straddles the level, the verdict found
-    and the one across the line are both possible, and more steps would separate them.
+    share's range (the steps', or the run's where the step clock decides the data wait), widened
+    by what two runs of the code differ by (``verdict_near_line``), holds the level, the verdict
+    across the line is possible in another run, and more steps would separate them. The verdict
+    itself is the line's in every such run (``LineReading.reaches``).
     """
-    from gpu_notebook.analysis.uncertainty import share_interval
-
     stable, _ = without_stalls(analysis)
     phases = stable.phases
     if phases is None or phases.total_us <= 0 or verdict.category in ("unknown", "comm-bound"):
@@ -179,21 +208,19 @@ def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
     for phase, level, category in checks:
         if phase == "data" and verdict.data_as_host is not None:
             continue  # the data wait is host work here: its line does not decide
-        if phase == "data" and run_data_overrules(analysis, phases.share("data")) is not None:
-            continue  # the run's steps decided, not the window's range
-        span = share_interval(phases, phase)
         share = phases.share(phase)
-        if span is None or share is None:
+        if share is None:
             continue
-        low, high = span
-        if not low < level <= high:
+        whole = run_data_overrules(stable, share) if phase == "data" else None
+        reading = share_line(stable, phase, share if whole is None else whole.share, level)
+        if not reading.near or reading.low is None or reading.high is None:
             continue
         note = said.AcrossLine(
             phase,
-            share,
-            low,
-            high,
-            len(phases.steps),
+            reading.share,
+            reading.low,
+            reading.high,
+            reading.steps,
             level,
             verdict.category,
             None if verdict.category == category else category,
@@ -606,6 +633,11 @@ def _decide_read(
             )
         )
         data = whole.share
+    # Each line read with its share's range: a range that reaches it decides as the line.
+    data_line = share_line(analysis, "data", data, INPUT_CRITICAL) if data is not None else None
+    sync_line = share_line(analysis, "sync", sync, SYNC_CRITICAL) if sync is not None else None
+    data_reaches = data_line is not None and data_line.reaches
+    sync_reaches = sync_line is not None and sync_line.reaches
     warned: tuple[tuple[said.SharePhase, float | None], ...] = (
         ("data", data if whole is None else None),
         ("sync", sync),
@@ -653,8 +685,15 @@ def _decide_read(
     # step for data and 12% in the all-reduce is input-bound (and the others wait for it).
     if host_comm_share is not None and host_comm_share < max(data or 0.0, sync or 0.0):
         host_comm_share = None
+    # The host's wait in collectives read from the split (not off the loop thread's clock) is
+    # read with the steps' range of it.
+    split_comm = comm is None or comm.off_core is None
+    comm_reaches = host_comm_share is not None and (
+        host_comm_share >= COMM
+        or (split_comm and share_line(analysis, "comm", host_comm_share, COMM, widen=False).reaches)
+    )
     if not on_gpu:
-        if host_comm_share is not None and host_comm_share >= COMM:
+        if host_comm_share is not None and comm_reaches:
             return _comm_verdict(host_comm_share, comm, evidence, confidence)
         return _cpu_verdict(
             data,
@@ -669,6 +708,8 @@ def _decide_read(
             data_in_memory=data_in_memory,
             compute=_compute_evidence(run, phases),
             loop_share=analysis.loop_python.share if analysis.loop_python is not None else None,
+            data_reaches=data_reaches,
+            sync_reaches=sync_reaches,
         )
     if busy is not None:
         evidence.insert(0, _nvml_evidence(busy, analysis.utilization))
@@ -701,12 +742,12 @@ def _decide_read(
             return _gpu_comm_verdict(gpu, exposed, len(phases.steps), evidence, confidence)
         if busy is not None and busy < GPU_BUSY:
             if causes["data"] >= INPUT_CRITICAL and not (
-                overhead and not inference and _data_as_host(data, sync, data_in_memory)
+                overhead and not inference and _data_as_host(data, sync_reaches, data_in_memory)
             ):
                 return _input_verdict(causes["data"], evidence, confidence, inference=inference)
             if causes["sync"] >= SYNC_CRITICAL:
                 return _sync_verdict(causes["sync"], evidence, confidence)
-    if host_comm_share is not None and host_comm_share >= COMM:
+    if host_comm_share is not None and comm_reaches:
         return _comm_verdict(host_comm_share, comm, evidence, confidence)
     # Without a timeline, the busy share is NVML's (any time a kernel ran, more than the
     # kernels' own time): past the GPU-bound line it decides only with the host's waits on the
@@ -727,17 +768,22 @@ def _decide_read(
         lines = (*evidence, said.HostWaited(waits))
         answer = said.GpuBound(busy, inference)
         return _verdict("gpu-bound", answer, lines, capped if waits.waited else "low")
-    if not inference and overhead and _data_as_host(data, sync, data_in_memory):
+    if not inference and overhead and _data_as_host(data, sync_reaches, data_in_memory):
         assert data is not None
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence)
-    if not timeline and data is not None and data >= INPUT_CRITICAL:
+    if not timeline and data is not None and data_reaches:
         return _input_verdict(data, evidence, confidence, inference=inference)
     # Moving the input is the data wait and the host's copies to the device, as the timeline's
     # idle causes count it: a step that copies pageable batches 72% of its time is input-bound.
     moving = (data or 0.0) + (phases.share("copy") or 0.0)
-    if not timeline and on_gpu and data is not None and moving >= INPUT_CRITICAL:
+    moving_reaches = moving >= INPUT_CRITICAL or (
+        data is not None
+        and whole is None
+        and share_line(analysis, ("data", "copy"), moving, INPUT_CRITICAL).reaches
+    )
+    if not timeline and on_gpu and data is not None and moving_reaches:
         return _input_verdict(moving, evidence, confidence, inference=inference, copies=True)
-    if not timeline and sync is not None and sync >= SYNC_CRITICAL:
+    if not timeline and sync is not None and sync_reaches:
         return _sync_verdict(sync, evidence, confidence)
     idle = 1.0 - busy if busy is not None else None
     if idle is None and not overhead:
@@ -984,12 +1030,19 @@ def _cpu_verdict(
     data_in_memory: str | None = None,
     compute: ComputeEvidence | None = None,
     loop_share: float | None = None,
+    data_reaches: bool | None = None,
+    sync_reaches: bool | None = None,
 ) -> Verdict:
     """The CPU run's verdict: a wait or host overhead at its line, else what the run's own
     evidence says the step's time is. "Compute" (a GPU would help) is said only when the loop
     thread was on a core for most of its steps' own time, or, where that was not read, when
     torch's operators hold most of the step; never as what is left when nothing else fired."""
     compute = compute if compute is not None else ComputeEvidence(None, None, None)
+    # The lines read with the shares' ranges (``verdict_near_line``); the points without them.
+    if data_reaches is None:
+        data_reaches = data is not None and data >= INPUT_CRITICAL
+    if sync_reaches is None:
+        sync_reaches = sync is not None and sync >= SYNC_CRITICAL
     evidence.insert(0, said.NoCuda())
     # The loop body's own work before the model (analysis.python_work: tokenising strings, a
     # numpy augmentation, an EMA's update) as the largest host share: the cell's own Python
@@ -1002,12 +1055,12 @@ def _cpu_verdict(
         and loop_share >= max(OUTSIDE_CRITICAL, data or 0.0, sync or 0.0)
     ):
         return _verdict("host-bound", said.OwnPython(loop_share), evidence, confidence)
-    if host_bound and not inference and _data_as_host(data, sync, data_in_memory):
+    if host_bound and not inference and _data_as_host(data, sync_reaches, data_in_memory):
         assert data is not None
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence, on_cpu=True)
-    if data is not None and data >= INPUT_CRITICAL:
+    if data is not None and data_reaches:
         return _input_verdict(data, evidence, confidence, on_cpu=True)
-    if sync is not None and sync >= SYNC_CRITICAL:
+    if sync is not None and sync_reaches:
         return _sync_verdict(sync, evidence, confidence, on_cpu=True)
     # The step's Python outside the model (``outside_share``: the phases' "unattributed", the
     # whole run's or the window's) as most of the overhead that makes it host-bound
@@ -1052,9 +1105,20 @@ class ComputeEvidence:
     outside: float | None  # the cell's own code outside them, share of the step
 
     @property
+    def on_core(self) -> LineReading | None:
+        """The on-core share against its line, with the loop thread's range over the read steps
+        where that share decides (``verdict_near_line``: a range reaching the line computes)."""
+        on = self.on_cpu
+        if on is None:
+            return None
+        span = (on.low, on.high) if on.computing == on.share else None
+        return line_reading(on.computing, ON_CPU_COMPUTE, span, on.steps, None)
+
+    @property
     def waits(self) -> bool:
         """Off a core for most of its own time: sleeping, blocked on I/O, a lock, a process."""
-        return self.on_cpu is not None and self.on_cpu.computing < ON_CPU_COMPUTE
+        line = self.on_core
+        return line is not None and not line.reaches
 
     @property
     def own_code(self) -> bool:
@@ -1067,8 +1131,9 @@ class ComputeEvidence:
 
     @property
     def computes(self) -> bool:
-        if self.on_cpu is not None:
-            return self.on_cpu.computing >= ON_CPU_COMPUTE
+        line = self.on_core
+        if line is not None:
+            return line.reaches
         return self.ops is not None and self.ops >= HOST_BOUND_SHARE
 
 
@@ -1110,8 +1175,8 @@ def _on_cpu_uncertainty(
 ) -> Confidence:
     """Say both answers when the on-core share's range straddles its line (``found_compute``:
     the verdict found is cpu-only (compute), else host-bound (waiting))."""
-    on = compute.on_cpu
-    if on is None or not on.low < ON_CPU_COMPUTE <= on.high:
+    on, line = compute.on_cpu, compute.on_core
+    if on is None or line is None or not line.near:
         return confidence
     if on.process is not None and on.process >= ON_CPU_COMPUTE:
         return confidence  # the process's threads compute, whatever the loop thread's share
@@ -1143,11 +1208,12 @@ def _no_compute_evidence_verdict(compute: ComputeEvidence, evidence: list[Verdic
     return _verdict("unknown", said.NoComputeEvidence(compute.ops), evidence, "low")
 
 
-def _data_as_host(data: float | None, sync: float | None, data_in_memory: str | None) -> bool:
+def _data_as_host(data: float | None, sync_reaches: bool, data_in_memory: str | None) -> bool:
     """Whether the step's data wait is per-sample assembly of batches already in memory, with no
-    host sync at its critical level (that verdict stands). Any measured share counts, not one
-    past a line: the headline names the wait in every run of the cell, whatever its share."""
-    if sync is not None and sync >= SYNC_CRITICAL:
+    host sync at its critical level, read with its range (that verdict stands). Any measured
+    share counts, not one past a line: the headline names the wait in every run of the cell,
+    whatever its share."""
+    if sync_reaches:
         return False
     return data_in_memory is not None and data is not None and data > 0
 

@@ -101,20 +101,17 @@ def test_the_host_wait_in_collectives_reads_its_range_without_a_margin():
 
 
 def test_a_line_reading_reaches_its_line_within_one_margin_and_not_beyond():
-    from gpu_notebook.analysis.level_range import margin_of
     from gpu_notebook.analysis.verdict_near_line import line_reading
 
-    margin = margin_of(None)
     for share in (0.17, 0.19, 0.2, 0.22):
-        reading = line_reading(share, 0.2, (share, share), 8, None)
+        reading = line_reading(share, 0.2, (share, share), 8)
         assert reading.reaches and reading.near
-    clear_under = line_reading(0.14, 0.2, (0.12, 0.155), 8, None)
+    clear_under = line_reading(0.14, 0.2, (0.12, 0.155), 8)
     assert not clear_under.reaches and not clear_under.near
-    clear_over = line_reading(0.3, 0.2, (0.27, 0.33), 8, None)
+    clear_over = line_reading(0.3, 0.2, (0.27, 0.33), 8)
     assert clear_over.reaches and not clear_over.near
     # No range read: the point alone decides, as before.
-    assert not line_reading(0.19, 0.2, None, 1, None).reaches
-    assert margin >= 0.05
+    assert not line_reading(0.19, 0.2, None, 1).reaches
 
 
 def test_two_runs_either_side_of_the_on_core_line_give_one_verdict():

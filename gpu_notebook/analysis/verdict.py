@@ -183,9 +183,9 @@ def share_line(
     whole = run_data_overrules(analysis, phases.share("data")) if phase == "data" else None
     if whole is not None:
         span = (whole.low_share, whole.high_share) if whole.high_share > 0 else None
-        return line_reading(share, level, span, whole.steps, analysis.run_margin, widen=widen)
+        return line_reading(share, level, span, whole.steps, widen=widen)
     span = share_interval(phases, phase)
-    return line_reading(share, level, span, len(phases.steps), analysis.run_margin, widen=widen)
+    return line_reading(share, level, span, len(phases.steps), widen=widen)
 
 
 def _within_uncertainty(analysis: Analysis, verdict: Verdict) -> Verdict:
@@ -1112,7 +1112,7 @@ class ComputeEvidence:
         if on is None:
             return None
         span = (on.low, on.high) if on.computing == on.share else None
-        return line_reading(on.computing, ON_CPU_COMPUTE, span, on.steps, None)
+        return line_reading(on.computing, ON_CPU_COMPUTE, span, on.steps)
 
     @property
     def waits(self) -> bool:

@@ -4,7 +4,8 @@ A share read against a fixed line (data wait 20%: input-bound) as a point gives 
 a run whose share reads 19% and another to the next run of the same program at 21%. The share
 is read with its 90% interval over the steps it rests on (the run's steps where the step clock
 overrules the window: ``verdict.run_data_overrules``; else the window's, ``share_interval``),
-widened as a finding's level is (``level_range``): another run of this code may read up to
+widened as a finding's level is (``level_range``) by what two runs of the same code differ by
+on a quiet machine (``RUN_TO_RUN``): another run of this code may read up to
 ``reach(high, margin)``, or as little as its mirror, ``(low - margin) / (1 - margin)`` (a step
 ``margin`` shorter, the whole difference out of this phase).
 
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_notebook.analysis.level_range import margin_of, reach
+from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.level_range import reach
 
 __all__ = ["LineReading", "line_reading"]
 
@@ -57,15 +59,17 @@ def line_reading(
     line: float,
     span: tuple[float, float] | None,
     steps: int,
-    run_margin: float | None,
     *,
     widen: bool = True,
 ) -> LineReading:
-    """``share`` against ``line`` with its range ``span`` (None: no range read) over ``steps``
-    and the run's margin (``Analysis.run_margin``, at least ``RUN_TO_RUN``). ``widen`` False:
-    the range alone, for a line within two margins of nothing (the host's wait in collectives,
-    10%: a margin's reach would name 5.5% of the step communication-bound)."""
+    """``share`` against ``line`` with its range ``span`` (None: no range read) over ``steps``,
+    widened by ``RUN_TO_RUN``. Not by the run's own margin (``Analysis.run_margin``): that is the
+    spread of its fifths' steps, which load moves (29%-33% at load 16-19 on 2 cores), and a
+    margin that wide reaches the line from nothing (a data wait of 0% read input-bound): the
+    verdict would move with the machine, the flip this reading exists to stop. ``widen``
+    False: the range alone, for a line within two margins of nothing (the host's wait in
+    collectives, 10%: a margin's reach would name 5.5% of the step communication-bound)."""
     if span is None:
         return LineReading(share, line)
-    margin = margin_of(run_margin) if widen else 0.0
+    margin = RUN_TO_RUN if widen else 0.0
     return LineReading(share, line, span[0], span[1], steps, margin)

@@ -410,7 +410,9 @@ def _level_covers(
     # is other, as the step clock counts it.
     closures = spans(on_thread & trace.name_mask(names=(markers.CLOSURE,)))
     if closures[0].size:
-        closure_fwd = _forward_in_closures(closures, _union(spans(backward), closure_bwd))
+        closure_fwd = _forward_in_closures(
+            closures, _union(spans(backward), closure_bwd), np.sort(start[fwd_in])
+        )
     forward = _union(spans(forward_marks), closure_fwd)
     if bounds is not None and not forward_marks.any():
         # No hook of ours sits on modules: forward is inferred from the step's shape.
@@ -782,17 +784,27 @@ def _closure_blocks(
 
 
 def _forward_in_closures(
-    closures: tuple[IntArray, IntArray], backward: tuple[IntArray, IntArray]
+    closures: tuple[IntArray, IntArray],
+    backward: tuple[IntArray, IntArray],
+    model_starts: IntArray | None = None,
 ) -> tuple[IntArray, IntArray]:
-    """Each closure call's forward: from its start to the start of the last backward pass that
-    starts inside it (the backward itself is painted above). A call with no backward has none:
-    its time is other, as the step clock counts it."""
+    """Each closure call's forward: from its first model operator (``model_starts``, sorted: a
+    module's forward range or an op in grad mode inside it; else its start) to the start of the
+    last backward pass that starts inside it (the backward itself is painted above). The
+    closure's Python before its first model operator is other: Lightning's ``training_step``
+    tokenising its batch before calling the model is the user's work on the batch, not the
+    model's. A call with no backward has none: its time is other, as the step clock counts it."""
     b_starts = np.sort(backward[0])
     a, b = closures
     k = np.searchsorted(b_starts, b, side="left") - 1  # the last backward starting before b
     last = b_starts[np.maximum(k, 0)] if b_starts.size else np.zeros(a.size, np.int64)
     has = (k >= 0) & (last >= a) if b_starts.size else np.zeros(a.size, np.bool_)
-    return _merge(a[has], last[has])
+    first = a
+    if model_starts is not None and model_starts.size:
+        j = np.minimum(np.searchsorted(model_starts, a, side="left"), model_starts.size - 1)
+        found = model_starts[j]
+        first = np.where((found >= a) & (found <= last), found, a)
+    return _merge(first[has], last[has])
 
 
 def _union(a: tuple[IntArray, IntArray], b: tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray]:

@@ -10,6 +10,12 @@ the lines, where it caught them, is said beside: a handful of samples cannot
 name lines (unseen round 19: 7 samples, none on the tokenising lines that held 36% of the
 loop). Neither a bigger batch nor torch.compile shortens this work, nor a GPU: moving it off
 the loop thread (a Dataset / collate_fn with DataLoader workers) or doing it less often does.
+
+Where the loop is a framework's (Lightning's ``fit``, the HF Trainer's ``train``), the same work
+lives in the methods it calls every step (cell.framework_step_methods: ``training_step``,
+``compute_loss``, a Callback's ``on_train_batch_end``, a TrainerCallback's ``on_step_end``):
+named there, its share the sampler's time on the user's lines (the framework's own per-step
+work shares the stretch and is never the user's), the stretch's quartiles its range.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpu_notebook.cell.facts import SourceFacts, SourceLine
+from gpu_notebook.cell.framework_step_methods import StepMethodWork, step_method_work
 from gpu_notebook.records import Analysis, Finding, Run, Said
 from gpu_notebook.rules.common import SUGGEST, found, gain_range, severity_of, shares_sum
 from gpu_notebook.rules.syncs import EVERY, every_n, lines_share
@@ -53,6 +60,10 @@ class LoopBodyWork(Said):
     bound: float | None
     # Other work shares the lines' stretch of the step: ``share`` is the sampler's time on them.
     shared: bool = False
+    # Of lines in a method a framework calls every step (cell.framework_step_methods): its
+    # qualified name (``Lit.training_step``) and the framework ("lightning", "transformers").
+    method: str | None = None
+    framework: str | None = None
 
 
 def _calls(node: ast.AST) -> list[ast.Call]:
@@ -114,6 +125,28 @@ def _owned(facts: SourceFacts) -> frozenset[int]:
     return frozenset(s.line for group in groups for s in group)
 
 
+Work = tuple[tuple[SourceLine, ...], Kind, bool, StepMethodWork | None]
+
+
+def method_work(facts: SourceFacts) -> Work | None:
+    """The user's statements outside the model in a method a framework calls every step
+    (cell.framework_step_methods: a LightningModule's ``training_step``, a Callback's
+    ``on_train_batch_end``, an HF Trainer's ``compute_loss``, a TrainerCallback's
+    ``on_step_end``): the first such method, by the cell's order. Always shared: the framework's
+    own per-step work (its hooks' dispatch, moving the batch) runs in the same stretch of the
+    step, and is never the user's."""
+    tree = facts.tree
+    if tree is None:
+        return None
+    owned = _owned(facts) | frozenset(s.line for s in facts.syncs)
+    for work in step_method_work(tree):
+        lines = tuple(tree.source_line(s, "loop_work") for s in work.statements)
+        lines = tuple(s for s in lines if s.line not in owned)
+        if lines:
+            return lines, work.kind, True, work
+    return None
+
+
 def body_work(facts: SourceFacts) -> tuple[tuple[SourceLine, ...], Kind, bool] | None:
     """The step loop's statements outside the model (see the module docstring), their kind, and
     whether other work shares their stretch of the step (a line another rule owns, a block);
@@ -168,13 +201,13 @@ def body_work(facts: SourceFacts) -> tuple[tuple[SourceLine, ...], Kind, bool] |
 
 def loop_body_work(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
     """The loop body's own work outside the model takes a measured share of each step."""
+    plain = body_work(facts)
+    if plain is None:
+        return _method_work(analysis, facts)
     measured = analysis.loop_python
     if measured is None or not measured.steps or measured.high_share < SUGGEST:
         return None
-    found_lines = body_work(facts)
-    if found_lines is None:
-        return None
-    lines, kind, shared = found_lines
+    lines, kind, shared = plain
     point, least, high = measured.share, measured.low_share, measured.high_share
     sampled = lines_share(analysis, lines)
     if shared:
@@ -185,6 +218,41 @@ def loop_body_work(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
             return None
         point = min(sampled, point)
         least, high = min(least, point), min(high, point)
+    return _said(analysis, lines, kind, (point, least, high), measured.steps, sampled, shared)
+
+
+def _method_work(analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """The user's work in a method a framework calls every step (``method_work``). The
+    framework's own per-step work (its hooks' dispatch, the batch's transfer) shares the traced
+    stretch before the model: the point is the stack sampler's time on the user's lines (never
+    a framework frame), at most the stretch's upper quartile; the range runs from the stretch's
+    lower quartile (at most the point) to its upper one, which may hold the framework's own
+    work too (said). Without the sampler's share nothing is said."""
+    found_lines = method_work(facts)
+    measured = analysis.loop_python
+    if found_lines is None or measured is None or not measured.steps:
+        return None
+    lines, kind, _shared, method = found_lines
+    sampled = lines_share(analysis, lines)
+    if sampled is None or min(sampled, measured.high_share) < SUGGEST:
+        return None
+    point = min(sampled, measured.high_share)
+    least, high = min(measured.low_share, point), max(point, measured.high_share)
+    return _said(analysis, lines, kind, (point, least, high), measured.steps, sampled, True,
+                 method)  # fmt: skip
+
+
+def _said(
+    analysis: Analysis,
+    lines: tuple[SourceLine, ...],
+    kind: Kind,
+    shares: tuple[float, float, float],
+    steps: int,
+    sampled: float | None,
+    shared: bool,
+    method: StepMethodWork | None = None,
+) -> Finding:
+    point, least, high = shares
     # A step whose wait for a core ran long reads up to 100% "as if none of it fell here"; the
     # phase split's own time outside the model (its waits taken where the steps ran long)
     # holds this time and more: the high end is never above it, nor below the point.
@@ -196,12 +264,13 @@ def loop_body_work(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         # Updated every EVERY steps: the rest of the steps' update is what goes.
         removed_low, removed_high = every_n(removed_low) or 0.0, every_n(removed_high) or 0.0
     low, bound = gain_range(removed_low, removed_high, analysis)
-    said = LoopBodyWork(lines, kind, point, least, high, measured.steps, sampled, low, bound,
-                        shared)  # fmt: skip
+    qualname, framework = (method.qualname, method.framework) if method else (None, None)
+    said = LoopBodyWork(lines, kind, point, least, high, steps, sampled, low, bound, shared,
+                        qualname, framework)  # fmt: skip
     severity = severity_of(least) or "low"
     return found("python_work.loop_body", severity, said, phase_share=point,
                  bound=bound, line=lines[0].line, low=low)  # fmt: skip
 
 
 RULES = (loop_body_work,)
-__all__ = ["EMA_CLASSES", "EVERY", "LoopBodyWork", "body_work", "loop_body_work"]
+__all__ = ["EMA_CLASSES", "EVERY", "LoopBodyWork", "body_work", "loop_body_work", "method_work"]

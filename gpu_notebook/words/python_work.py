@@ -34,6 +34,26 @@ _ADVICE = {
 }
 
 
+_FRAMEWORK = {"lightning": "Lightning", "transformers": "the HF Trainer"}
+
+# Where to act when the lines are in a method the framework calls every step.
+_WHERE = {
+    ("lightning", "input"): "Move it out of training_step: into the Dataset's __getitem__ or the "
+    "DataLoader's collate_fn your LightningDataModule's train_dataloader() builds, with "
+    "num_workers=N there, or do it once in prepare_data()/setup() (pre-tokenised tensors).",
+    ("transformers", "input"): "Move it out of the Trainer's step: tokenise once with "
+    "datasets' map(batched=True) before train(), or in the data_collator with "
+    "TrainingArguments(dataloader_num_workers=N).",
+    ("lightning", "ema"): f"Update the average every {EVERY} steps in the hook (if "
+    f"trainer.global_step % {EVERY} == 0:) with the decay raised to the {EVERY}th power, or "
+    "one foreach update (torch._foreach_lerp_ over the parameter lists; Lightning's "
+    "WeightAveraging callback with get_ema_multi_avg_fn).",
+    ("transformers", "ema"): f"Update the average every {EVERY} steps in the hook (if "
+    f"state.global_step % {EVERY} == 0:) with the decay raised to the {EVERY}th power, or "
+    "one foreach update (torch._foreach_lerp_ over the parameter lists).",
+}
+
+
 @worder(LoopBodyWork)
 def loop_body_work(s: LoopBodyWork) -> Words:
     first = s.lines[0]
@@ -42,15 +62,27 @@ def loop_body_work(s: LoopBodyWork) -> Words:
         if s.kind == "input"
         else "outside the model, the optimizer and the data wait"
     )
+    holder = (
+        f"`{s.method}`, which {_FRAMEWORK.get(s.framework or '', s.framework)} calls every step,"
+        if s.method is not None
+        else "the step loop's body"
+    )
     evidence = [
-        f"{len(s.lines)} statement(s) of the step loop's body run outside the model: "
-        + lines_at(s.lines),
+        f"{len(s.lines)} statement(s) of {holder} run outside the model: " + lines_at(s.lines),
         f"{at(first)}: `{first.text}`",
         f"the host's time {where}, in Python between operators and operators outside the "
         f"model: {fmt_share(s.share)} of the traced steps ({fmt_share(s.low)}-"
         f"{fmt_share(s.high)} a step over {s.steps} step(s), read by the trace's clock)",
     ]
-    if s.shared:
+    if s.method is not None:
+        fw = _FRAMEWORK.get(s.framework or "", s.framework)
+        evidence.append(
+            f"{fw}'s own per-step work (its hooks' dispatch, the batch's transfer) runs in the "
+            f"same stretch of the step: the share is the stack sampler's time on these lines "
+            f"({fmt_share(s.sampled or 0.0)}), the framework's frames not counted; the range's "
+            "high end is the whole stretch, which holds the framework's part too"
+        )
+    elif s.shared:
         evidence.append(
             "other work runs in the same stretch of the step (a line another finding names, a "
             "block): the share is the stack sampler's time on these lines, at most the "
@@ -66,4 +98,13 @@ def loop_body_work(s: LoopBodyWork) -> Words:
         "quartiles; low end: as if each step's wait for a core fell in this time, high end: "
         "as if none did, never above the step's time outside the model)"
     )
-    return words(_TITLES[s.kind], evidence, _ADVICE[s.kind], _SOURCE)
+    advice = _ADVICE[s.kind]
+    where_to = _WHERE.get((s.framework or "", s.kind))
+    if where_to is not None:
+        advice = where_to + " " + advice[advice.index("No patch") :]
+    title = _TITLES[s.kind]
+    if s.method is not None:
+        title = f"{s.method} does Python work on every step outside the model"
+        if s.kind == "ema":
+            title = f"{s.method} updates an averaged (EMA) copy of the model on every step"
+    return words(title, evidence, advice, _SOURCE)

@@ -72,14 +72,18 @@ def loop_body_work(s: LoopBodyWork) -> Words:
         f"{at(first)}: `{first.text}`",
         f"the host's time {where}, in Python between operators and operators outside the "
         f"model: {fmt_share(s.share)} of the traced steps ({fmt_share(s.low)}-"
-        f"{fmt_share(s.high)} a step over {s.steps} step(s), read by the trace's clock)",
+        f"{fmt_share(s.high)} a step over {s.steps} step(s), read by the trace's clock)"
+        if s.method is None
+        else f"the host's time {where}, in Python between operators and operators outside the "
+        f"model: {fmt_share(s.low)}-{fmt_share(s.high)} a step over {s.steps} traced step(s) "
+        "(the trace's clock)",
     ]
     if s.method is not None:
         fw = _FRAMEWORK.get(s.framework or "", s.framework)
         evidence.append(
             f"{fw}'s own per-step work (its hooks' dispatch, the batch's transfer) runs in the "
-            f"same stretch of the step: the share is the stack sampler's time on these lines "
-            f"({fmt_share(s.sampled or 0.0)}), the framework's frames not counted; the range's "
+            f"same stretch of the step: these lines' share is the stack sampler's time on them, "
+            f"{fmt_share(s.share)} of the steps, the framework's frames not counted; the range's "
             "high end is the whole stretch, which holds the framework's part too"
         )
     elif s.shared:

@@ -34,6 +34,7 @@ from gpu_notebook.rules.common import (
     share,
 )
 from gpu_notebook.rules.input_pipeline import remade_loader
+from gpu_notebook.rules.restarted_workers import restarted_workers
 
 DRIFT_FACTOR = 1.5
 BUSY_SLOWDOWN = 1.3  # steps under load this much slower than the others: the machine's
@@ -268,6 +269,12 @@ def periodic_stall(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
             # The stalls are the start-up of a DataLoader made anew every epoch, which
             # input.remade_loader names with their cost and its fix (build it once): a stall
             # finding beside it said "make the periodic work cheaper or rarer" of the same time.
+            return None
+        kept = restarted_workers(run, analysis, facts)
+        if kept is not None and kept.gain_bound is not None:
+            # The same start-ups of one loader iterated again each epoch without persistent
+            # workers (a Lightning Trainer's train_dataloader): input.restarted_workers names
+            # them with their fix (unseen round 21: "every 6 steps a step stalls", no cause).
             return None
     bound = gain_bound(stalls.share, analysis)
     severity = severity_of(stalls.share, low=STALL_SHARE) or "low"

@@ -1527,6 +1527,10 @@ class MemoryTrend:
     r2: float  # how straight the growth is (1: a perfect line)
     capacity_bytes: int | None = None  # the card (gpu) or the machine (rss), when known
     full_at_step: int | None = None  # where the line reaches the capacity
+    # The same fit over the later half of the fitted steps alone: a leak keeps its rate there;
+    # growth that stops (caches, the allocator meeting bigger batches) has little left. None
+    # when that half holds too few readings to fit.
+    late_bytes_per_step: float | None = None
 
 
 @dataclass(frozen=True)

@@ -978,7 +978,18 @@ def _fit(kind: str, points: Sequence[tuple[int, int]], capacity: int | None) -> 
         r2=r2,
         capacity_bytes=capacity,
         full_at_step=full_at,
+        late_bytes_per_step=_late_slope(x, y),
     )
+
+
+def _late_slope(x: np.ndarray, y: np.ndarray) -> float | None:
+    """The least-squares slope of the readings in the later half of the fitted steps: where a
+    leak still grows at its rate and growth that stopped (a cache filled in the first epoch,
+    the allocator grown to the longest batch seen) is flat or nearly."""
+    late = x >= (x[0] + x[-1]) / 2
+    if int(late.sum()) < 4 or float(np.ptp(x[late])) == 0:
+        return None
+    return float(np.polyfit(x[late], y[late], 1)[0])
 
 
 def whole_run_phases(

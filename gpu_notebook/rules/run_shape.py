@@ -6,8 +6,9 @@ gives the share of the run's time it stands for and an Amdahl bound on that shar
 stated in each finding's ``source``: a drift is the last fifth of the run at >= 1.5x the first
 fifth's median step; jitter is p90/median >= 1.5 not already explained by stalls or drift; a
 stall is a step over 3x the median (analysis/steady.py), worth a finding from 2% of the run's
-time; memory creeps when a straight line (R^2 >= 0.8) fits it after the first tenth of the run
-and grows by >= 16 MiB over it.
+time; memory creeps when a straight line (R^2 >= 0.8) fits it after the first tenth of the run,
+grows by >= 16 MiB over it, and the later half of the run alone still grows at >= half the
+line's rate (growth that levelled off is no leak).
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ STALL_SHARE = 0.02
 MOSTLY = 0.5  # of the stalls' extra time: the phase that explains them
 MEMORY_R2 = 0.8
 MEMORY_GROWTH_BYTES = 16 * 2**20
+# The later half's own rate against the whole line's: a leak grows at one rate to the end (1.0);
+# growth that stops after warm-up (a per-item cache filled once, the caching allocator or malloc
+# grown to the largest batch so far, whose new highs thin out as the run goes on) keeps under
+# half of it in the run's later half.
+MEMORY_LATE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -369,9 +375,14 @@ def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
 
 
 def creeps(m: MemoryTrend) -> bool:
-    """Memory that grows in a straight line by at least the creep level (the job report asks too)."""
+    """Memory that grows in a straight line by at least the creep level and still grows at half
+    that line's rate over the run's later half (the job report asks too): a line fitted through
+    growth that levelled off reads straight enough, its later half does not grow."""
     growth = m.bytes_per_step * (m.last_step - m.first_step)
-    return m.bytes_per_step > 0 and m.r2 >= MEMORY_R2 and growth >= MEMORY_GROWTH_BYTES
+    if not (m.bytes_per_step > 0 and m.r2 >= MEMORY_R2 and growth >= MEMORY_GROWTH_BYTES):
+        return False
+    late = m.late_bytes_per_step
+    return late is None or late >= MEMORY_LATE_SHARE * m.bytes_per_step
 
 
 TIE = 180  # where its findings tie: the verdict table's order (rules._families)

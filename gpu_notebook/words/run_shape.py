@@ -230,6 +230,11 @@ def memory_creep(s: MemoryCreep) -> Words:
         f"({fmt_bytes(trend.start_bytes)} at step {trend.first_step}, {fmt_bytes(trend.end_bytes)} "
         f"at step {trend.last_step}; straight line, R^2 {trend.r2:.2f})",
     ]
+    if trend.late_bytes_per_step is not None:
+        evidence.append(
+            f"still {fmt_bytes(int(trend.late_bytes_per_step * 100))} every 100 steps over the "
+            "run's later half: the growth does not level off"
+        )
     if trend.full_at_step is not None and trend.capacity_bytes is not None:
         evidence.append(
             f"at this rate the {'card' if trend.kind == 'gpu' else 'machine'} "

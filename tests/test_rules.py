@@ -1458,7 +1458,7 @@ def test_found_families_run_in_the_verdict_tables_order_and_their_fixes_are_obje
     # Each module's TIE: the verdict table's order (input, padding, sync, host, GPU, memory,
     # multi-GPU), then the run's shape and the machine; modules without one after them, by name.
     tie_order = ["input_pipeline", "padding", "copies", "host_tensors", "syncs", "step_logging", "launch",
-                 "batch", "precision", "backend_flags", "debug_apis", "global_modes",
+                 "batch", "precision", "backend_flags", "restacked_bank", "debug_apis", "global_modes",
                  "checkpointing", "memory", "shapes", "recompiles", "inference", "distributed",
                  "run_shape", "machine"]  # fmt: skip
     assert names[: len(tie_order)] == tie_order

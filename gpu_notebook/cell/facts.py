@@ -223,6 +223,9 @@ class SourceFacts:
     syncs: tuple[SourceLine, ...] = ()  # per-loop reads of device values
     # Reads in the methods a framework calls every step (a Lightning on_train_batch_end's .cpu())
     hook_reads: tuple[SourceLine, ...] = ()
+    # Reads in the functions the cell registers as module or tensor hooks (a forward hook's
+    # ``out.mean().item()``): torch runs them on every forward or backward (cell.registered_hooks)
+    registered_hook_reads: tuple[SourceLine, ...] = ()
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
     # housekeeping calls in loops (gc.collect(), torch.cuda.empty_cache(): words.COLLECT_CALLS)

@@ -129,7 +129,9 @@ def build_report(
                 # The same in a hook the framework calls every step (Lightning's
                 # on_train_batch_end: `outputs["loss"].cpu()`).
                 untraced_reads=float(
-                    reads_no_cpu_trace_records(facts.syncs) + untraced_hook_reads(facts.hook_reads)
+                    reads_no_cpu_trace_records(facts.syncs)
+                    + untraced_hook_reads(facts.hook_reads)
+                    + untraced_hook_reads(facts.registered_hook_reads)
                 ),
                 # `if torch.rand(()) < p:` a step: a CPU tensor's read, on a GPU too.
                 host_factories=facts.host_factories,

@@ -330,6 +330,9 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         any(not s.needed for s in loop_lines(facts, facts.syncs))
         or loop_lines(facts, facts.logging)
         or loop_lines(facts, facts.saves)
+        # A module or tensor hook's reads run inside the model's call: the hook's reductions are
+        # among the "small ops" (unseen round 21's activation_stats_hooks: 60 a step).
+        or any(not s.cuda_only for s in facts.registered_hook_reads)
     ):
         return None  # per-step reads, logs or checkpoint saves explain the host time first
     residual = shares_sum(analysis, RESIDUAL_PHASES)

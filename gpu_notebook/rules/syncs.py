@@ -364,5 +364,38 @@ def framework_hook_reads(run: Run, analysis: Analysis, facts: SourceFacts) -> Fi
                  line=reads[0].cell_line)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class RegisteredHookReads(Said):
+    reads: tuple[SourceLine, ...]  # per-step reads in hooks the cell registers, one a line/kind
+    removable: float | None  # the hooks' reading lines' share (sampled) or the sync wait's
+    how: How
+    gpu: bool
+    bound: float | None  # gating the hooks to every EVERY-th step
+
+
+def registered_hook_reads(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:
+    """Device values read on the host in a function the cell registers as a module or tensor
+    hook (``m.register_forward_hook(make_hook(name))``): torch calls it on every forward or
+    backward, so it reads every step though no line of the loop calls it (unseen round 21's
+    activation_stats_hooks, 1.37x by hand, read as "ops too small"). Costed as the loop's reads
+    are: the sync wait and the sampler's time on the hooks' reading lines (on the CPU,
+    ``cpu_read_cost``). No patch: the step counter is the loop's and the hook runs inside the
+    model's call; the words say where to gate it or remove it."""
+    reads = tuple(s for s in facts.registered_hook_reads if not s.cuda_only)
+    if not reads:
+        return None
+    gpu = has_gpu(run)
+    if gpu:
+        removable, how = removable_share(analysis, reads)
+    else:
+        removable, how = cpu_read_cost(analysis, facts, reads)
+    removed = every_n(removable)
+    bound = gain_bound(removed, analysis)
+    said = RegisteredHookReads(reads, removable, how, gpu, bound)
+    severity: Level | Severity = level_of(analysis, removable, low=0.0) or "low"
+    return found("syncs.module_hook_read", severity, said, phase_share=removed, bound=bound,
+                 line=reads[0].cell_line)  # fmt: skip
+
+
 TIE = 40  # where its findings tie: the verdict table's order (rules._families)
-RULES = (per_step_syncs, framework_hook_reads)
+RULES = (per_step_syncs, framework_hook_reads, registered_hook_reads)

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from gpu_notebook.formatting import fmt_gain, fmt_share
-from gpu_notebook.rules.syncs import EVERY, HookReads, How, NeededReads, PerStepSyncs
+from gpu_notebook.rules.syncs import (
+    EVERY,
+    HookReads,
+    How,
+    NeededReads,
+    PerStepSyncs,
+    RegisteredHookReads,
+)
 from gpu_notebook.words.common import Words, at, lines_at, worder, words
 
 _SOURCE = (
@@ -311,5 +318,41 @@ def hook_reads(s: HookReads) -> Words:
         "(append `.detach()`ed tensors, `torch.stack` and read them once at the epoch's end) or "
         f"read them every {EVERY} steps (under `if batch_idx % {EVERY} == 0:`, or the step "
         "the hook is handed).",
+        _SOURCE,
+    )
+
+
+@worder(RegisteredHookReads)
+def registered_hook_reads(s: RegisteredHookReads) -> Words:
+    """Reads in a function the cell registers as a module or tensor hook (unseen round 21's
+    activation_stats_hooks: ``make_hook(name)``'s three ``.item()`` on 20 layers every forward)."""
+    hooks = sorted({r.called_in for r in s.reads if r.called_in is not None})
+    one_a_line = {(r.origin, r.line): r for r in reversed(s.reads)}.values()
+    evidence = [
+        f"{at(r)}, in the {r.called_in}, which torch runs on every forward or backward of the "
+        f"hooked module or tensor: `{r.text}`"
+        for r in sorted(one_a_line, key=lambda r: r.line)
+    ]
+    kinds = sorted({_KIND_WORDS.get(r.kind, r.kind) for r in s.reads})
+    evidence.append(f"reads by {', '.join(kinds)}, each with the reduction it reads")
+    cost = fmt_share(s.removable) if s.removable is not None else "n/a"
+    evidence.append(f"the hooks' reading lines: {cost} of the step ({HOW[s.how]})")
+    evidence.append(_each_read(s.gpu))
+    if s.removable is not None:
+        evidence.append(
+            f"gain if the hooks read every {EVERY} steps: {fmt_gain(s.bound)} (Amdahl over that "
+            "share)"
+        )
+    first = hooks[0] if hooks else s.reads[0].text
+    return words(
+        f"A registered {first.split(' (')[0]} reads device values on every step",
+        evidence,
+        "No patch: the hook runs inside the model's call, where the loop's step counter is not "
+        f"in reach. Gate it to the logging steps: a flag the loop sets every {EVERY} steps "
+        "(`log_now = step % "
+        f"{EVERY} == 0`) and `if not log_now: return` at the hook's top ({at(s.reads[0])}); or "
+        "keep the handle the register call returns and `handle.remove()` it after a debug run. "
+        "To keep every step's statistic, keep it on the device (append the `.detach()`ed "
+        "tensor, `torch.stack` and read them once at the epoch's end).",
         _SOURCE,
     )

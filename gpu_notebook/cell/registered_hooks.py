@@ -1,0 +1,127 @@
+"""Host reads of device values in the functions the cell registers as module or tensor hooks.
+
+``m.register_forward_hook(make_hook(name))`` (and the pre, backward, tensor and global forms)
+hands torch a function that runs on every forward or backward of the hooked module or tensor:
+per-step code the step loop never calls by name, so the reads of ``cell/syncs`` (which follows
+the loop's calls) never reach it (unseen round 21's activation_stats_hooks: 20 layers each
+reading three ``.item()`` every forward, 1.37x by hand, the reads in no fact). The registered
+function is resolved through a lambda (its body), a name bound by a ``def``, a factory call
+(``make_hook(name)``: the ``def`` or lambda the factory returns) and ``functools.partial``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from gpu_notebook.cell.facts import SourceLine
+from gpu_notebook.cell.names import dotted, method_of
+from gpu_notebook.cell.syncs import _callee_values, _sync_kind
+from gpu_notebook.cell.tree import CellTree
+from gpu_notebook.cell.words import last
+
+# Registrations whose function torch calls on every forward or backward that reaches the
+# hooked module or tensor (torch.nn.Module, torch.Tensor, torch.nn.modules.module).
+REGISTERS = frozenset({
+    "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+    "register_full_backward_pre_hook", "register_backward_hook", "register_hook",
+    "register_post_accumulate_grad_hook", "register_module_forward_hook",
+    "register_module_forward_pre_hook", "register_module_full_backward_hook",
+    "register_module_full_backward_pre_hook",
+})  # fmt: skip
+
+_KINDS = {
+    "register_hook": "gradient hook",
+    "register_post_accumulate_grad_hook": "gradient hook",
+}
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_Hook = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+
+def registered_hook_reads(tree: CellTree) -> tuple[SourceLine, ...]:
+    """Ungated host reads of device values in the functions the cell registers as hooks, each
+    with ``called_in`` saying which hook and where it is registered (``forward hook `hook`
+    (registered at line 47)``). A read behind an ``if`` in the hook (a flag set on the logging
+    steps) runs on some steps only: left out. A hook whose handle the cell removes
+    (``handle.remove()``) is still read: it runs until then."""
+    found: dict[tuple[int, str], SourceLine] = {}
+    for call in tree.calls():
+        name = last(dotted(call.func) or "")
+        if name not in REGISTERS or not call.args or not tree.in_cell(call):
+            continue
+        kind = _KINDS.get(name) or (
+            name.removeprefix("register_")
+            .removeprefix("module_")
+            .removesuffix("_hook")
+            .replace("_", " ")
+            + " hook"
+        )
+        at = tree.line_of(call)
+        for fn in _resolve(tree, call.args[0], depth=0):
+            label = fn.name if not isinstance(fn, ast.Lambda) else "lambda"
+            values = _values(fn)
+            for read in (c for c in ast.walk(fn) if isinstance(c, ast.Call)):
+                sync = _sync_kind(tree, read, values)
+                if sync is None or tree.nearest(read, _FUNCTIONS) is not fn:
+                    continue
+                if sync == "float" and not _reads_tensor(read, values):
+                    continue
+                if tree.gated(read, fn):
+                    continue
+                line = dataclasses.replace(
+                    tree.source_line(read, sync),
+                    called_in=f"{kind} `{label}` (registered at line {at})",
+                )
+                found.setdefault((line.line, sync), line)
+    return tuple(sorted(found.values(), key=lambda s: s.line))
+
+
+def _values(fn: _Hook) -> set[str]:
+    if isinstance(fn, ast.Lambda):
+        a = fn.args
+        return {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    return _callee_values(fn)
+
+
+def _reads_tensor(call: ast.Call, values: set[str]) -> bool:
+    return bool({n.id for n in ast.walk(call.args[0]) if isinstance(n, ast.Name)} & values)
+
+
+def _resolve(tree: CellTree, node: ast.AST, depth: int) -> list[_Hook]:
+    """The function objects ``node`` evaluates to, as far as the cell shows them."""
+    if depth > 3:
+        return []
+    if isinstance(node, ast.Lambda):
+        return [node]
+    if isinstance(node, ast.Name):
+        return [d for d in _defs_named(tree, node.id)]
+    if isinstance(node, ast.Attribute):  # self.hook, obj.method: a def of that name in a class
+        return [d for d in _defs_named(tree, node.attr) if _in_class(tree, d)]
+    if isinstance(node, ast.Call):
+        callee = dotted(node.func) or ""
+        if last(callee) == "partial" and node.args:
+            return _resolve(tree, node.args[0], depth + 1)
+        out: list[_Hook] = []
+        target = node.func.id if isinstance(node.func, ast.Name) else method_of(node)
+        for factory in _defs_named(tree, target) if target else []:
+            for ret in ast.walk(factory):
+                if (
+                    isinstance(ret, ast.Return)
+                    and ret.value is not None
+                    and tree.nearest(ret, _FUNCTIONS) is factory
+                ):
+                    out += [f for f in _resolve(tree, ret.value, depth + 1) if f is not factory]
+        return out
+    return []
+
+
+def _defs_named(tree: CellTree, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [
+        n
+        for n in ast.walk(tree.tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+    ]
+
+
+def _in_class(tree: CellTree, fn: ast.AST) -> bool:
+    return any(isinstance(a, ast.ClassDef) for a in tree.ancestors(fn))

@@ -46,7 +46,7 @@ for step in range(20):
 
 # A lambda on one module, a plain def as a parameter's gradient hook, a partial of a def, the
 # global forward hook; and two that read nothing per step: one appends shapes, one reads behind
-# the flag the loop sets on its logging steps.
+# the flag the loop sets on its logging steps (under an ``if``, or after an early ``return``).
 SHAPES = """
 import functools
 import torch
@@ -80,6 +80,13 @@ def gated(mod, inp, out):
         seen.append(out.mean().item())
 
 model.register_forward_hook(gated)
+
+def early(mod, inp, out):
+    if not log_now:
+        return
+    seen.append(out.std().item())
+
+model.register_forward_hook(early)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(20):
     log_now = step % 10 == 0
@@ -123,6 +130,7 @@ def test_lambdas_gradient_hooks_partials_and_global_hooks_are_read_shapes_and_ga
     lines = {line for line, _, _ in got}
     assert _line(SHAPES, "shapes.append") not in lines
     assert _line(SHAPES, "seen.append(out.mean().item())") not in lines
+    assert _line(SHAPES, "seen.append(out.std().item())") not in lines  # after `return` on a flag
 
 
 def test_the_finding_names_the_hooks_and_refuses_a_patch_saying_where_to_gate():

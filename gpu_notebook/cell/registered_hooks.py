@@ -66,7 +66,7 @@ def registered_hook_reads(tree: CellTree) -> tuple[SourceLine, ...]:
                     continue
                 if sync == "float" and not _reads_tensor(read, values):
                     continue
-                if tree.gated(read, fn):
+                if tree.gated(read, fn) or _after_early_return(tree, fn, read):
                     continue
                 line = dataclasses.replace(
                     tree.source_line(read, sync),
@@ -74,6 +74,20 @@ def registered_hook_reads(tree: CellTree) -> tuple[SourceLine, ...]:
                 )
                 found.setdefault((line.line, sync), line)
     return tuple(sorted(found.values(), key=lambda s: s.line))
+
+
+def _after_early_return(tree: CellTree, fn: _Hook, node: ast.AST) -> bool:
+    """``node`` follows a guard that returns on some calls (``if not log_now: return`` at the
+    hook's top, the gate the finding advises): it runs on the logging steps only."""
+    if isinstance(fn, ast.Lambda):
+        return False
+    top = next((a for a in (node, *tree.ancestors(node)) if a in fn.body), None)
+    for stmt in fn.body:
+        if stmt is top:
+            return False
+        if isinstance(stmt, ast.If) and any(isinstance(b, ast.Return) for b in stmt.body):
+            return True
+    return False
 
 
 def _values(fn: _Hook) -> set[str]:

@@ -226,6 +226,8 @@ class SourceFacts:
     # Reads in the functions the cell registers as module or tensor hooks (a forward hook's
     # ``out.mean().item()``): torch runs them on every forward or backward (cell.registered_hooks)
     registered_hook_reads: tuple[SourceLine, ...] = ()
+    # Every line of those hooks (their whole body: what gating or removing them saves)
+    registered_hook_lines: frozenset[int] = frozenset()
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
     # housekeeping calls in loops (gc.collect(), torch.cuda.empty_cache(): words.COLLECT_CALLS)

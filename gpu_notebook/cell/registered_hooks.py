@@ -45,35 +45,54 @@ def registered_hook_reads(tree: CellTree) -> tuple[SourceLine, ...]:
     steps) runs on some steps only: left out. A hook whose handle the cell removes
     (``handle.remove()``) is still read: it runs until then."""
     found: dict[tuple[int, str], SourceLine] = {}
+    for kind, at, fn in _registered(tree):
+        label = fn.name if not isinstance(fn, ast.Lambda) else "lambda"
+        values = _values(fn)
+        for read in (c for c in ast.walk(fn) if isinstance(c, ast.Call)):
+            sync = _sync_kind(tree, read, values)
+            if sync is None or tree.nearest(read, _FUNCTIONS) is not fn:
+                continue
+            if sync == "float" and not _reads_tensor(read, values):
+                continue
+            if tree.gated(read, fn) or _after_early_return(tree, fn, read):
+                continue
+            line = dataclasses.replace(
+                tree.source_line(read, sync),
+                called_in=f"{kind} `{label}` (registered at line {at})",
+            )
+            found.setdefault((line.line, sync), line)
+    return tuple(sorted(found.values(), key=lambda s: s.line))
+
+
+def reading_hook_lines(tree: CellTree) -> frozenset[int]:
+    """Every line of the registered functions that read (``registered_hook_reads``): what gating
+    or removing such a hook saves is its whole body's time (the reductions it reads and the
+    statements around them), which the stack sampler measures on these lines."""
+    reading = {id(s.node) for s in registered_hook_reads(tree)}
+    lines: set[int] = set()
+    for _kind, _at, fn in _registered(tree):
+        nodes = list(ast.walk(fn))
+        if any(id(n) in reading for n in nodes):
+            lines |= {tree.line_of(n) for n in nodes if isinstance(n, (ast.stmt, ast.expr))}
+    return frozenset(lines)
+
+
+def _registered(tree: CellTree) -> list[tuple[str, int, _Hook]]:
+    """Each registered function the cell shows: its hook kind, its register call's line."""
+    out = []
     for call in tree.calls():
         name = last(dotted(call.func) or "")
         if name not in REGISTERS or not call.args or not tree.in_cell(call):
             continue
-        kind = _KINDS.get(name) or (
-            name.removeprefix("register_")
-            .removeprefix("module_")
-            .removesuffix("_hook")
-            .replace("_", " ")
+        kind = (
+            _KINDS.get(name)
+            or (
+                name.removeprefix("register_").removeprefix("module_").removesuffix("_hook")
+            ).replace("_", " ")
             + " hook"
         )
-        at = tree.line_of(call)
-        for fn in _resolve(tree, call.args[0], depth=0):
-            label = fn.name if not isinstance(fn, ast.Lambda) else "lambda"
-            values = _values(fn)
-            for read in (c for c in ast.walk(fn) if isinstance(c, ast.Call)):
-                sync = _sync_kind(tree, read, values)
-                if sync is None or tree.nearest(read, _FUNCTIONS) is not fn:
-                    continue
-                if sync == "float" and not _reads_tensor(read, values):
-                    continue
-                if tree.gated(read, fn) or _after_early_return(tree, fn, read):
-                    continue
-                line = dataclasses.replace(
-                    tree.source_line(read, sync),
-                    called_in=f"{kind} `{label}` (registered at line {at})",
-                )
-                found.setdefault((line.line, sync), line)
-    return tuple(sorted(found.values(), key=lambda s: s.line))
+        out += [(kind, tree.line_of(call), fn) for fn in _resolve(tree, call.args[0], depth=0)]
+    return out
 
 
 def _after_early_return(tree: CellTree, fn: _Hook, node: ast.AST) -> bool:

@@ -54,7 +54,7 @@ from gpu_notebook.cell.names import (
     targets_of,
 )
 from gpu_notebook.cell.parse import parse_ast
-from gpu_notebook.cell.registered_hooks import registered_hook_reads
+from gpu_notebook.cell.registered_hooks import reading_hook_lines, registered_hook_reads
 from gpu_notebook.cell.setup import (
     compiled,
     copies,
@@ -166,6 +166,7 @@ def _facts(tree: CellTree, originals: tuple[tuple[str, ...], ...] = ()) -> Sourc
         syncs=syncs,
         hook_reads=hook_reads(tree),
         registered_hook_reads=registered_hook_reads(tree),
+        registered_hook_lines=reading_hook_lines(tree),
         logging=logging,
         saves=saves,
         collects=collects,

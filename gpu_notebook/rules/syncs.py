@@ -367,7 +367,7 @@ def framework_hook_reads(run: Run, analysis: Analysis, facts: SourceFacts) -> Fi
 @dataclass(frozen=True)
 class RegisteredHookReads(Said):
     reads: tuple[SourceLine, ...]  # per-step reads in hooks the cell registers, one a line/kind
-    removable: float | None  # the hooks' reading lines' share (sampled) or the sync wait's
+    removable: float | None  # the reading hooks' lines' share (sampled) or the sync wait's
     how: How
     gpu: bool
     bound: float | None  # gating the hooks to every EVERY-th step
@@ -385,10 +385,15 @@ def registered_hook_reads(run: Run, analysis: Analysis, facts: SourceFacts) -> F
     if not reads:
         return None
     gpu = has_gpu(run)
+    # The hooks' whole bodies: gating a hook saves the reductions it reads as well as the reads.
+    body = (
+        tuple(SourceLine(line, "", "hook-body") for line in sorted(facts.registered_hook_lines))
+        or reads
+    )
     if gpu:
-        removable, how = removable_share(analysis, reads)
+        removable, how = removable_share(analysis, body)
     else:
-        removable, how = cpu_read_cost(analysis, facts, reads)
+        removable, how = cpu_read_cost(analysis, facts, body)
     removed = every_n(removable)
     bound = gain_bound(removed, analysis)
     said = RegisteredHookReads(reads, removable, how, gpu, bound)

@@ -336,7 +336,7 @@ def registered_hook_reads(s: RegisteredHookReads) -> Words:
     kinds = sorted({_KIND_WORDS.get(r.kind, r.kind) for r in s.reads})
     evidence.append(f"reads by {', '.join(kinds)}, each with the reduction it reads")
     cost = fmt_share(s.removable) if s.removable is not None else "n/a"
-    evidence.append(f"the hooks' reading lines: {cost} of the step ({HOW[s.how]})")
+    evidence.append(f"the reading hooks' own lines: {cost} of the step ({HOW[s.how]})")
     evidence.append(_each_read(s.gpu))
     if s.removable is not None:
         evidence.append(

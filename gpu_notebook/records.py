@@ -1973,6 +1973,8 @@ FixTrialVerdict = Literal[
     "skipped",
     "not measured",
 ]
+# The verdict a trial too small for its own runs' spread is given (``tryfix.trials``).
+TOO_SMALL_TO_MEASURE: FixTrialVerdict = "too small to measure"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ slope to keep half the line's (rules/run_shape.creeps, MEMORY_LATE_SHARE).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 
 from gpu_notebook.analysis.run_trend import run_shape
@@ -127,7 +129,11 @@ while step < 390:  # an epoch and a half: the cache fills over the first two thi
 
 
 def test_a_real_cell_whose_cache_fills_in_its_first_epoch_is_no_creep(ip):
-    # 256 KB kept per item for the first 260 steps (65 MiB), then the same items reused.
+    # 256 KB kept per item for the first 260 steps (65 MiB), then the same items reused. The
+    # shell is shared by every test module: heap an earlier one freed would take the cache
+    # without a page more of RSS (the fresh-clone CI: r2 0.43, nothing grew); the C heap's free
+    # pages go back to the system first, so the cache's growth is read as it is in a new kernel.
+    ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
     rep = run_cell(ip, FILLS_A_CACHE)
     assert "run.memory_creep" not in {f.rule_id for f in rep.findings}
     rss = next(m for m in rep.analysis.shape.memory if m.kind == "rss")  # type: ignore[union-attr]

@@ -165,10 +165,16 @@ def test_a_real_cell_run_names_the_hooks_lines_with_their_sampled_share(ip):
     f = hits[0]
     assert f.line == _line(cell, 'name + ".mean"')
     assert "forward hook `hook`" in f.title and f.fix_id is None
-    # Costed by the stack sampler on the hook's lines (their frames are the cell's).
-    assert any("the sampled time on those lines" in e for e in f.evidence), f.evidence
-    assert f.phase_share is not None and f.phase_share > 0
-    assert f.gain_bound is not None and f.gain_bound > 1
+    # Costed by the stack sampler on the hook's lines (their frames are the cell's); how many
+    # samples land there is the machine's load (after another module's cells, under load: too
+    # few), and then the finding says so rather than cost them.
+    sampled = any("the sampled time on those lines" in e for e in f.evidence)
+    assert sampled or any("too few stack samples of those lines" in e for e in f.evidence), (
+        f.evidence
+    )
+    if sampled:
+        assert f.phase_share is not None and f.phase_share > 0
+        assert f.gain_bound is not None and f.gain_bound > 1
 
 
 def test_the_too_small_ops_finding_stands_down_where_hooks_read_every_step():

@@ -60,6 +60,7 @@ from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
 from gpu_notebook.analysis.interference import counted_step_times
 from gpu_notebook.analysis.like_work import like_work
 from gpu_notebook.records import (
+    TOO_SMALL_TO_MEASURE,
     Finding,
     FixTrial,
     FixTrialVerdict,
@@ -845,7 +846,7 @@ def _trial(
     verdict: FixTrialVerdict = d.verdict
     if verdict == "undecided" and too_small_here(f, d.margin) and f.gain_bound is not None:
         # Its whole gain is within the machine's noise here: said as that, with the numbers.
-        verdict = "too small to measure"
+        verdict = TOO_SMALL_TO_MEASURE
         notes.insert(0, S.TooSmallHere(f.gain_bound, f.gain_low, d.margin.margin,
                                        d.margin.runs, d.margin.source))  # fmt: skip
     notes.append(_margin_note(d.margin))

@@ -1555,6 +1555,10 @@ class RunShape:
     # The window's neighbours read unlike the run, their fastest like it: the window represents
     # the run within the machine's noise (analysis.run_trend), the verdict says so.
     window_noisy: bool = False
+    # ... and the share of the later half's stretches of as many steps that ran at the
+    # neighbours' pace, where that recurrence (not their fastest step) was what told it
+    # (analysis.run_trend: a busy machine's slower stretches show no wait for a core).
+    window_noisy_recurs: float | None = None
     # The window was compared with the run on the steps' own time (each less its wait for a
     # core): ``window_median_s`` and ``window_covers`` are own time, set against ``own.median_s``.
     window_own_time: bool = False

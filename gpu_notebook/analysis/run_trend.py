@@ -94,6 +94,10 @@ LIKE_FACTOR = 2.0
 SEGMENTS = 10
 # Unprofiled neighbours of a window that stand for its speed.
 NEIGHBOURS = 5
+# Neighbours unlike the run are the machine's slower stretches where at least this share of the
+# later half's stretches of as many steps ran at their pace too (two loaded runs of a 0.18 ms
+# loop whose neighbours read 2.7x and 3.0x the run's floor: 13% and 12%; a warm-up: none).
+RECURS_SHARE = 0.05
 # A stall recurs "every N steps" when this share of the gaps between stalls is N.
 PERIOD_AGREEMENT = 0.6
 # A schedule some (period, phase) of those tried would keep this often at random is no period.
@@ -221,6 +225,7 @@ def run_shape(run: Run) -> RunShape | None:
     fastest_s = [f for f in fastest if f is not None]
     covers = represents = window_median = None
     noisy = False
+    noisy_recurs: float | None = None
     if reference_s:
         local = _local_jitter(segments, steps, pace_all)
         factor = max(LIKE_FACTOR, local)
@@ -258,6 +263,19 @@ def run_shape(run: Run) -> RunShape | None:
         # leaves its pace) has no neighbour at the run's floor, or the run's end is not there.
         if not represents and fastest_s and floor_like(float(np.median(fastest_s))):
             represents = noisy = True
+        # A busy machine also slows stretches of tens of milliseconds without a wait for a
+        # core (other processes on the core's sibling, in its caches): a 0.18 ms loop's five
+        # neighbours all read 0.5 ms, none waited, on 2 cores where others held 1.6 (tests/
+        # test_magic_nvml read 'unknown' in a fresh-clone CI of 343a714). Where the run has
+        # one floor from end to end and its later half ran at the neighbours' pace in stretches
+        # of as many steps again and again, that pace is the machine's, not a warm-up the
+        # window fell in (a warm-up never comes back; a run that leaves its pace moves its
+        # floor).
+        if not represents and reference_s:
+            recurs = _pace_recurs(pace, float(np.median(reference_s)), factor)
+            if recurs >= RECURS_SHARE and floor_like(float(np.percentile(pace, FLOOR_QUANTILE))):
+                represents = noisy = True
+                noisy_recurs = recurs
         window_median = float(np.median(reference_s))
     shape = RunShape(
         steps=round(len(all_dur) * weight),
@@ -275,6 +293,7 @@ def run_shape(run: Run) -> RunShape | None:
         window_covers=covers,
         represents=represents,
         window_noisy=noisy,
+        window_noisy_recurs=noisy_recurs,
         window_own_time=own_pace and window_median is not None,
         stalls=_stalls(steps_read, dur, median, stalled, weight, read_s, _ours_times(steps, ours)),
         memory=_memory(run, steps),
@@ -578,6 +597,19 @@ def _local_jitter(
         if m > 0 and len(d) >= 3:
             ratios.append(float(np.percentile(d, 90)) / m)
     return float(np.median(ratios)) if ratios else 1.0
+
+
+def _pace_recurs(pace: np.ndarray, ref_s: float, factor: float) -> float:
+    """The share of the later half's stretches of ``NEIGHBOURS`` consecutive steps whose median
+    is within ``factor`` of ``ref_s`` (0.0: too few steps for a stretch)."""
+    if len(pace) < 2 * NEIGHBOURS:
+        return 0.0
+    later = pace[len(pace) // 2 :]
+    if len(later) < NEIGHBOURS:
+        return 0.0
+    stretches = np.median(np.lib.stride_tricks.sliding_window_view(later, NEIGHBOURS), axis=1)
+    like = (stretches >= ref_s / factor) & (stretches <= ref_s * factor)
+    return float(like.mean())
 
 
 def _window_segment(

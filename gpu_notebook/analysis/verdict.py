@@ -470,7 +470,9 @@ def _noisy_window(shape: RunShape, verdict: Verdict) -> Verdict:
     the window's reading, its uncertainty said, and never more than medium confidence."""
     if shape.window_median_s is None:
         return verdict
-    note = said.NoisyWindow(shape.window_median_s, shape.window_run_median_s)
+    note = said.NoisyWindow(
+        shape.window_median_s, shape.window_run_median_s, shape.window_noisy_recurs
+    )
     confidence = "medium" if verdict.confidence == "high" else verdict.confidence
     return dataclasses.replace(verdict, lines=(*verdict.lines, note), confidence=confidence)
 

@@ -295,6 +295,7 @@ class WindowAlone(VerdictLine):
 class NoisyWindow(VerdictLine):
     window_median_s: float
     run_median_s: float | None
+    recurs: float | None = None  # RunShape.window_noisy_recurs
 
 
 @dataclass(frozen=True)

@@ -80,16 +80,27 @@ says(
     lambda x: f"the window alone reads {x.category}: {answer_words(x.answer)[0]}",
 )
 
-says(
-    line_words,
-    said.NoisyWindow,
-    lambda x: (
+
+@line_words.register
+def _(x: said.NoisyWindow) -> str:
+    took = (
         f"the steps next to the profiled window took {fmt_seconds(x.window_median_s)} "
-        f"against the run's median {fmt_seconds(x.run_median_s)}, their fastest at "
-        "the run's pace: read as steps the machine preempted, the window taken to stand for "
-        "the run (a quieter machine or a later window, %%gpucheck -w N, would confirm it)"
-    ),
-)
+        f"against the run's median {fmt_seconds(x.run_median_s)}"
+    )
+    confirm = (
+        "the window taken to stand for the run (a quieter machine or a later window, "
+        "%%gpucheck -w N, would confirm it)"
+    )
+    if x.recurs is not None:
+        return (
+            f"{took}, a pace the run's later half kept in {fmt_share(x.recurs)} of its "
+            "stretches too, its fastest steps one pace from start to end: read as the busy "
+            f"machine's slower stretches (no wait for a core shows them), {confirm}"
+        )
+    return (
+        f"{took}, their fastest at the run's pace: read as steps the machine preempted, {confirm}"
+    )
+
 
 says(
     line_words,

@@ -50,9 +50,13 @@ def _recomputed(run, period: int, phase: int) -> float:
     kept = [
         s for s in run.steps.steps if s.index >= run.window.warmup_steps and s.index not in ours
     ]
-    # Each step's own time where every one carries its wait for a core (a loaded machine).
+    # Each step's own time where every one carries its wait for a core (a loaded machine), a
+    # wait read across a step end in the step that holds it (tests/test_step_wait).
+    from gpu_notebook.analysis.interference import in_step_waits
+
     own = all(s.wait_s is not None for s in kept)
-    times = [max(0.0, s.duration_s - ((s.wait_s or 0.0) if own else 0.0)) for s in kept]
+    waits = in_step_waits(kept) if own else [0.0] * len(kept)
+    times = [max(0.0, s.duration_s - w) for s, w in zip(kept, waits, strict=True)]
     on = [t for s, t in zip(kept, times, strict=True) if s.index % period == phase]
     off = [t for s, t in zip(kept, times, strict=True) if s.index % period != phase]
     total = sum(times)

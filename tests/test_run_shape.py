@@ -535,7 +535,19 @@ def test_a_real_loaded_run_whose_neighbours_ran_slow_without_waiting_represents_
     doc = json.loads((Path(__file__).parent / "data" / "loaded_tiny_loop_steps.json").read_text())
     rows = tuple(
         StepTiming(
-            i, t, d, 0.0, d * 0.4, d * 0.4, d * 0.2, 1, 1, 64, timed=i < 5, ours_s=o, wait_s=w
+            i,
+            t,
+            d,
+            0.0,
+            d * 0.4,
+            d * 0.4,
+            d * 0.2,
+            1,
+            1,
+            64,
+            timed=i < 5,
+            ours_s=o or (1e-6 if i in doc["followed"] else 0.0),
+            wait_s=w,
         )
         for i, t, d, w, o in doc["steps"]
     )

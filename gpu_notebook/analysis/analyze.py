@@ -9,7 +9,12 @@ import numpy as np
 
 from gpu_notebook.analysis.cell_time import cell_time
 from gpu_notebook.analysis.compare_samples import run_margin
-from gpu_notebook.analysis.interference import marked_waits, own_time_phases, wait_share
+from gpu_notebook.analysis.interference import (
+    in_step_waits,
+    marked_waits,
+    own_time_phases,
+    wait_share,
+)
 from gpu_notebook.analysis.machine import machine_facts
 from gpu_notebook.analysis.own_cost import disturbed_steps, instrumentation_factor
 from gpu_notebook.analysis.steps import hook_phases, run_phase, steady_steps, step_stats
@@ -123,10 +128,12 @@ def unprofiled_step_us(run: Run) -> float | None:
     our work in them, each less its wait for a core where read: the code's, as the traced
     steps' time is), in us; None: fewer than ``UNPROFILED_STEPS`` such steps."""
     ours = disturbed_steps(run)
+    steps = steady_steps(run.steps, run.window.warmup_steps)
+    # A wait read across a step end is the next step's (``in_step_waits``).
     own = [
-        s.duration_s - (s.wait_s or 0.0)
-        for s in steady_steps(run.steps, run.window.warmup_steps)
-        if s.index not in ours and s.duration_s > (s.wait_s or 0.0)
+        s.duration_s - w
+        for s, w in zip(steps, in_step_waits(steps), strict=True)
+        if s.index not in ours and s.duration_s > w
     ]
     if len(own) < UNPROFILED_STEPS:
         return None

@@ -203,8 +203,10 @@ def run_shape(run: Run) -> RunShape | None:
     # Steps too short to read at every end carry a wait only where they were slow, and which
     # steps are read is looked at again as the run goes (capture/session.py): every slow step
     # still knows its wait, so such a run is read on own time too (``partly_read_own_times``).
-    own = _own_or_partly(steps_read)
     own_all = _own_or_partly(steps)
+    # Read over the whole run, then taken for the steps read: a wait read across a step end
+    # goes to the next step (``in_step_waits``), which may be one left out of ``steps_read``.
+    own = _own_or_partly(steps_read) if own_all is None else _taken(own_all, steps, steps_read)
     own_pace = own is not None and own_all is not None and len(own) == len(dur)
     pace = own if own is not None and own_pace else dur
     pace_all = own_all if own_all is not None and own_pace else all_dur
@@ -597,6 +599,14 @@ def _local_jitter(
         if m > 0 and len(d) >= 3:
             ratios.append(float(np.percentile(d, 90)) / m)
     return float(np.median(ratios)) if ratios else 1.0
+
+
+def _taken(
+    values: np.ndarray, steps: Sequence[StepTiming], some: Sequence[StepTiming]
+) -> np.ndarray:
+    """``values`` (aligned with ``steps``) of the steps ``some`` (a subset of ``steps``)."""
+    at = {s.index: k for k, s in enumerate(steps)}
+    return values[np.fromiter((at[s.index] for s in some), dtype=np.int64, count=len(some))]
 
 
 def _pace_recurs(pace: np.ndarray, ref_s: float, factor: float) -> float:

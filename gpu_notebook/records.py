@@ -102,6 +102,9 @@ class Environment:
     usable_cores: int | None = None  # os.sched_getaffinity: the cores this process may run on
     torch_threads: int | None = None  # torch's intra-op threads when the cell ended
     memory_total_bytes: int | None = None  # the machine's RAM (psutil), None: not read
+    # The CPU's bfloat16 flags among avx512_bf16 and amx_bf16 (capture.cpu_bf16_flags; ():
+    # neither), None: not read (no /proc/cpuinfo, not x86).
+    cpu_bf16_flags: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -1301,6 +1304,42 @@ class ScalerOps:
 
 
 @dataclass(frozen=True)
+class CpuBf16Casts:
+    """A CPU run's dtype casts and matmuls in the traced steps (analysis.cpu_bf16_casts): under a
+    bfloat16 autocast each matmul casts its float32 weights and inputs first, and the backward
+    casts their gradients back (``aten::to`` -> ``aten::_to_copy`` -> ``aten::copy_``)."""
+
+    casts: int  # outermost aten::_to_copy calls in the traced steps
+    casts_us: float  # their host time, each at its least over the steps where every step ran them
+    casts_sum_us: float  # their host time summed (a time slice given to another process in)
+    matmuls: int  # outermost aten::mm / addmm / bmm / baddbmm calls beside them
+    matmul_us: float  # their host time, floored as the casts are
+    steps_us: float  # the traced steps' time: their own (less the wait for a core) where read
+    steps: int
+    wall_steps_us: float | None = None  # the steps' wall time where ``steps_us`` is their own
+    # Every outermost operator of the steps, floored as the casts are (None: not read): the
+    # steps' operator time with the waits out, and without the Python between the operators.
+    ops_us: float | None = None
+
+    @property
+    def share(self) -> float:
+        """The casts' least share of the steps."""
+        return self.casts_us / self.steps_us if self.steps_us > 0 else 0.0
+
+    @property
+    def share_high(self) -> float:
+        """The most the casts read: at their least among the steps' operators (floored alike),
+        summed over the steps' wall time, or ``share``, whichever is more."""
+        wall = self.wall_steps_us or self.steps_us
+        among_ops = self.casts_us / self.ops_us if self.ops_us else 0.0
+        return max(self.share, among_ops, self.casts_sum_us / wall if wall > 0 else 0.0)
+
+    @property
+    def matmul_share(self) -> float:
+        return self.matmul_us / self.steps_us if self.steps_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Recompute:
     """Activation checkpointing's recomputed forward inside the traced steps' backward
     (analysis.recompute): its operators, and their time against the steps' own."""
@@ -1818,6 +1857,8 @@ class Analysis:
     recompute: Recompute | None = None
     # A GradScaler's own operators in the traced steps (None: not read).
     scaler: ScalerOps | None = None
+    # A CPU run's casts and matmuls in the traced steps (None: no trace, or a GPU trace).
+    cpu_casts: CpuBf16Casts | None = None
     # The traced steps' optimizer time by optimizer class (None: no trace, or no optimizer
     # range in its steps).
     optimizers: OptimizerSplit | None = None

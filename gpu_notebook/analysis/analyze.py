@@ -22,6 +22,7 @@ from gpu_notebook.analysis.utilization import run_utilization
 from gpu_notebook.analysis.work_spread import lean_work, timed_work
 from gpu_notebook.records import (
     Analysis,
+    CpuBf16Casts,
     GpuTimeline,
     HostOverhead,
     LoopPython,
@@ -49,6 +50,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     host: HostOverhead | None = None
     recomputed: Recompute | None = None
     scaler: ScalerOps | None = None
+    cpu_casts: CpuBf16Casts | None = None
     # Each traced step's wait for a core as the window read it at its own step marks: the
     # host figures and the phases' own time both read it (the step clock's where it is None).
     marked = marked_waits(run.window)
@@ -65,6 +67,9 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         from gpu_notebook.analysis.amp_scaler import scaler_ops
 
         scaler = scaler_ops(traces.load(run.window.trace_path), phases)
+        from gpu_notebook.analysis.cpu_bf16_casts import cpu_bf16_casts
+
+        cpu_casts = cpu_bf16_casts(traces.load(run.window.trace_path), phases)
         from gpu_notebook.analysis.optimizer_split import optimizer_split
 
         optimizers = optimizer_split(traces.load(run.window.trace_path), phases)
@@ -81,6 +86,10 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     if phases is not None:
         # Each step's wait for a core taken off the phases it went to: the split the code ran.
         phases = own_time_phases(phases, run.steps.steps, marked)
+        if cpu_casts is not None:
+            from gpu_notebook.analysis.cpu_bf16_casts import with_own_steps as own_cast_steps
+
+            cpu_casts = own_cast_steps(cpu_casts, phases)
         if recomputed is not None:
             # The recompute's pieces are each at their least over the steps (a time slice lost
             # to another process left out); the steps' time is theirs less the wait read at
@@ -113,6 +122,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         window_phases=window_phases,
         recompute=recomputed,
         scaler=scaler,
+        cpu_casts=cpu_casts,
         optimizers=optimizers,
         loop_python=loop_python,
     )

@@ -9,6 +9,7 @@ import platform
 import sys
 
 from gpu_notebook.capture import nvml
+from gpu_notebook.capture.cpu_bf16_flags import cpu_bf16_flags
 from gpu_notebook.records import Environment
 
 
@@ -56,6 +57,7 @@ def read_environment() -> Environment:
         gpus=nvml.gpu_infos() if status.available else (),
         usable_cores=usable_cores(),
         memory_total_bytes=machine_memory_bytes(),
+        cpu_bf16_flags=cpu_bf16_flags(),
     )
 
 

@@ -85,7 +85,8 @@ def cpu_float16(s: CpuFloat16) -> Words:
         f"{made}{more}: autocast to float16 on the CPU; no GPU visible",
         f"forward and backward: {fmt_share(s.compute)} of the step, the ops whose dtype it sets",
         "most CPUs have no fast float16 kernels: each op converts or emulates, and runs slower "
-        "than in float32 (bfloat16 is the CPU's reduced precision; AVX512-BF16/AMX run it fast)",
+        "than in float32 (bfloat16 is the CPU autocast's default: fast with AMX tiles, slower "
+        "than float32 without them)",
     ]
     if s.scaler:
         evidence.append(

@@ -1,0 +1,93 @@
+"""A CPU run's dtype casts beside its matmuls, found in a profiler trace.
+
+What torch 2.13's trace shows on this CPU (an MLP's step under ``torch.autocast("cpu",
+dtype=torch.bfloat16)``, 2026-12-07): each ``aten::linear`` casts its float32 weight and input
+first (``aten::to`` -> ``aten::_to_copy`` -> ``aten::copy_``, 14 in a 3-layer forward and 14
+more in the backward's ``ToCopyBackward0``, the gradients back to float32); in float32 the same
+step has no ``aten::_to_copy`` at all. The casts held 15% of the profiled step there, and the
+bfloat16 ``aten::mm``/``aten::addmm`` took 1.3-1.5x their float32 time (a second trace, not this
+one: one trace holds one dtype, so the matmul's slower path is not read here).
+
+Counted: the outermost ``aten::_to_copy`` calls inside the profiled steps (a cast's own copy
+within it once), each at its least over the steps where every step ran the same ones (as
+analysis/amp_scaler floors the scaler's operators: a time slice given to another process lands
+in one step's cast, not in every step's), and their plain sum, the most they read. Beside them,
+the matmul operators' time. A GPU trace reads nothing: there casts run as kernels, and bfloat16
+autocast is the right recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gpu_notebook.analysis.amp_scaler import _least_us
+from gpu_notebook.records import CpuBf16Casts, PhaseBreakdown
+from gpu_notebook.traces.kineto import Trace
+
+__all__ = ["CAST_OP", "MATMUL_OPS", "cpu_bf16_casts", "with_own_steps"]
+
+CAST_OP = "aten::_to_copy"  # the copy behind aten::to / .to(dtype) / autocast's casts
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def cpu_bf16_casts(trace: Trace, phases: PhaseBreakdown | None) -> CpuBf16Casts | None:
+    """The casts and matmuls of the traced steps; None: no steps recorded, or GPU activity."""
+    if phases is None or phases.source != "trace" or not phases.steps or phases.total_us <= 0:
+        return None
+    if trace.has_gpu_activity:
+        return None
+    spans = [(s.start_us, s.start_us + s.duration_us) for s in phases.steps]
+    casts = _outermost(trace, _rows_in(trace, (CAST_OP,), spans))
+    matmuls = _outermost(trace, _rows_in(trace, MATMUL_OPS, spans))
+    everything = _outermost(trace, _rows_in(trace, None, spans))
+    return CpuBf16Casts(
+        casts=len(casts),
+        casts_us=_least_us(trace, casts, spans) if casts else 0.0,
+        casts_sum_us=float(sum(float(trace.dur_us[r]) for r in casts)),
+        matmuls=len(matmuls),
+        matmul_us=_least_us(trace, matmuls, spans) if matmuls else 0.0,
+        steps_us=phases.total_us,
+        steps=len(phases.steps),
+        ops_us=_least_us(trace, everything, spans) if everything else None,
+    )
+
+
+def _rows_in(
+    trace: Trace, names: tuple[str, ...] | None, spans: list[tuple[float, float]]
+) -> list[int]:
+    """The operators named ``names`` (None: every one) that start inside the steps."""
+    cpu = np.flatnonzero(trace.category_mask("cpu_op"))
+    if names is None:
+        return [int(r) for r in cpu if any(a <= float(trace.ts_us[r]) < b for a, b in spans)]
+    ids = trace.name_ids(lambda n: n in names)
+    rows = cpu[np.isin(trace.name_id[cpu], ids)] if ids.size else cpu[:0]
+    return [int(r) for r in rows if any(a <= float(trace.ts_us[r]) < b for a, b in spans)]
+
+
+def _outermost(trace: Trace, rows: list[int]) -> list[int]:
+    """``rows`` less those inside another of them on the same thread (a cast within a cast)."""
+    out: list[int] = []
+    ends: dict[int, float] = {}
+    for r in sorted(rows, key=lambda r: (int(trace.tid[r]), float(trace.ts_us[r]))):
+        tid, start = int(trace.tid[r]), float(trace.ts_us[r])
+        if start < ends.get(tid, -np.inf):
+            continue
+        out.append(r)
+        ends[tid] = start + float(trace.dur_us[r])
+    return out
+
+
+def with_own_steps(casts: CpuBf16Casts, phases: PhaseBreakdown) -> CpuBf16Casts:
+    """``casts`` with the steps' time set to their own (``phases``: the window's steps less the
+    wait for a core read at their marks), as analysis.recompute does: the casts are floored
+    over the steps, so the steps' wall time, which holds every wait, would shrink their share
+    (at load 12-15 here a 3-step window's casts read 0% of its wall time at their least, 15-23%
+    summed). Not where the own time is no more than the floored casts and matmuls: the wait
+    was read over them too."""
+    if phases.waited_share <= 0 or len(phases.steps) != casts.steps:
+        return casts
+    if phases.total_us <= casts.casts_us + casts.matmul_us:
+        return casts
+    return dataclasses.replace(casts, steps_us=phases.total_us, wall_steps_us=casts.steps_us)

@@ -71,6 +71,24 @@ net.make_trainer().fit(net, DataLoader(data, batch_size=64))
 """
 
 
+ACCELERATE = """\
+import torch
+from torch import nn
+from accelerate import Accelerator
+torch.manual_seed(0)
+accelerator = Accelerator(mixed_precision="bf16", cpu=True)
+model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+model, opt = accelerator.prepare(model, opt)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+for step in range(12):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    accelerator.backward(loss)
+    opt.step()
+"""
+
+
 def _run(ip, body: str) -> Report:
     ip.user_ns.pop("rep", None)
     result = ip.run_cell(f"%%gpucheck -q -o rep\n{body}")
@@ -122,6 +140,18 @@ def test_lightnings_bf16_mixed_in_a_method_gets_32_true(ip):
     assert isinstance(patched, Patch)
     assert 'precision="32-true"' in patched.source_after
     assert "bf16" not in patched.source_after
+
+
+def test_accelerates_mixed_precision_keyword_gets_no(ip):
+    rep = _run(ip, ACCELERATE)
+    (f,) = _ours(rep)
+    assert f.line == 6  # the Accelerator(...) line, under the %%gpucheck line
+    assert rep.analysis.cpu_casts is not None and rep.analysis.cpu_casts.casts > 0
+    patched = apply_fix(FIX, ACCELERATE)
+    assert isinstance(patched, Patch)
+    assert 'Accelerator(mixed_precision="no", cpu=True)' in patched.source_after
+    plain = ACCELERATE.replace('mixed_precision="bf16", ', "")
+    assert not _ours(_run(ip, plain))
 
 
 def test_an_amx_cpu_is_asked_to_measure_not_told_it_is_slower(ip):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpu_notebook.capture.cpu_bf16_flags import cpu_bf16_flags
-from gpu_notebook.cell.cpu_bf16 import bf16_autocast_kind
+from gpu_notebook.cell.cpu_bf16 import bf16_autocast_kind, module_constants
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.scan import cell_facts
 from gpu_notebook.fixes import Patch, Refusal, apply_fix
@@ -214,6 +214,21 @@ def test_each_spelling_is_read_and_switched_off(code: str, kind: str | None):
     assert isinstance(patched, Patch)
     after = patched.source_after.split("x = ", 1)[1].strip()
     assert bf16_autocast_kind(parse_ast(after).body[0].value) is None  # type: ignore[attr-defined]
+
+
+def test_a_keyword_naming_a_module_constant_is_read_through_it():
+    """Unseen round 21's script: ``PRECISION = "bf16-mixed"`` above
+    ``L.Trainer(precision=PRECISION)``; the fix sets the literal at the call."""
+    code = 'import lightning as L\nPRECISION = "bf16-mixed"\ntrainer = L.Trainer(precision=PRECISION)\n'
+    tree = parse_ast(code)
+    call = tree.body[2].value  # type: ignore[attr-defined]
+    assert bf16_autocast_kind(call, module_constants(tree)) == "lightning"
+    assert bf16_autocast_kind(call) is None  # a name alone is not read
+    patched = apply_fix(FIX, code)
+    assert isinstance(patched, Patch)
+    assert 'L.Trainer(precision="32-true")' in patched.source_after
+    rebound = code + 'PRECISION = "32-true"\n'  # bound twice: which one ran is not known
+    assert bf16_autocast_kind(call, module_constants(parse_ast(rebound))) is None
 
 
 def test_recorded_gpu_runs_that_autocast_to_bf16_are_silent():

@@ -14,11 +14,15 @@ Five spellings of one setting, the literal and the frameworks' keywords:
 - accelerate ``Accelerator(mixed_precision="bf16")`` (``cpu=True`` or none, as above).
 
 Where the call sits does not matter: the cell, a class's method, a function the cell calls
-(``cell.calls``).
+(``cell.calls``). A keyword may name a module-level constant assigned once (``PRECISION =
+"bf16-mixed"`` above ``Trainer(precision=PRECISION)``, unseen round 21's script): read through
+``module_constants``; the fix then sets the keyword's literal at the call.
 """
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from gpu_notebook.cell.names import NOT_LITERAL, dotted, keyword_of, literal_of
@@ -36,29 +40,67 @@ OFF: dict[Bf16Kind, tuple[str, object]] = {
 }
 
 
-def bf16_autocast_kind(call: Any) -> Bf16Kind | None:
-    """Which of the five spellings ``call`` is (either tree), None: none of them."""
+def bf16_autocast_kind(call: Any, constants: Mapping[str, object] | None = None) -> Bf16Kind | None:
+    """Which of the five spellings ``call`` is (either tree), None: none of them.
+    ``constants``: the module's constants (``module_constants``) a keyword may name."""
+    known = constants or {}
     name = last(dotted(call.func) or "")
     if name == "autocast":
-        return "autocast" if _bf16_autocast(call) else None
+        return "autocast" if _bf16_autocast(call, known) else None
     if name in ("Trainer", "Fabric") and not _hf_trainer(call):
-        return "lightning" if _given(call, "precision") in LIGHTNING_BF16 else None
+        return "lightning" if _given(call, "precision", known) in LIGHTNING_BF16 else None
     if name.endswith("TrainingArguments"):
-        return "hf" if _given(call, "bf16") is True else None
+        return "hf" if _given(call, "bf16", known) is True else None
     if name == "Accelerator":
-        return "accelerate" if _given(call, "mixed_precision") == "bf16" else None
+        return "accelerate" if _given(call, "mixed_precision", known) == "bf16" else None
     return None
 
 
-def _bf16_autocast(call: Any) -> bool:
-    if _given(call, "enabled") is False:
+def module_constants(module: Any) -> dict[str, object]:
+    """``NAME = literal`` at the top of a module (either tree: the facts' ``ast.Module`` or the
+    fix's libcst one), for names bound there once: a string, a bool or a number."""
+    seen: dict[str, object] = {}
+    twice: set[str] = set()
+    for statement in module.body:
+        for name, value in _assignments(statement):
+            if name in seen:
+                twice.add(name)
+            seen[name] = _literal(value) if value is not None else NOT_LITERAL
+    return {k: v for k, v in seen.items() if k not in twice and v is not NOT_LITERAL}
+
+
+def _assignments(statement: Any) -> list[tuple[str, Any]]:
+    """(name, value) of a top-level plain-name assignment; value None where not one target."""
+    if isinstance(statement, ast.Assign):
+        names = [t.id for t in statement.targets if isinstance(t, ast.Name)]
+        one = len(statement.targets) == 1 and len(names) == 1
+        return [(n, statement.value if one else None) for n in names]
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+        return [(statement.target.id, statement.value)]
+    out: list[tuple[str, Any]] = []
+    for small in (
+        getattr(statement, "body", ()) if type(statement).__name__ == "SimpleStatementLine" else ()
+    ):
+        if type(small).__name__ == "Assign":
+            targets = [t.target for t in small.targets]
+            names = [t.value for t in targets if type(t).__name__ == "Name"]
+            one = len(targets) == 1 and len(names) == 1
+            out.extend((n, small.value if one else None) for n in names)
+        elif type(small).__name__ == "AnnAssign" and type(small.target).__name__ == "Name":
+            out.append((small.target.value, small.value))
+    return out
+
+
+def _bf16_autocast(call: Any, known: Mapping[str, object]) -> bool:
+    if _given(call, "enabled", known) is False:
         return False
     path = f".{dotted(call.func) or ''}."
     if ".cuda." in path:
         return False
     positional = _positional(call)
     device_node = _node(call, "device_type") or (positional[0] if positional else None)
-    on_cpu = ".cpu." in path or (device_node is not None and _literal(device_node) == "cpu")
+    device = _value(device_node, known) if device_node is not None else None
+    on_cpu = ".cpu." in path or device == "cpu"
     dtype_node = _node(call, "dtype")
     if dtype_node is None and ".cpu." not in path and len(positional) > 1:
         dtype_node = positional[1]
@@ -67,7 +109,7 @@ def _bf16_autocast(call: Any) -> bool:
     if last(dotted(dtype_node) or "") != "bfloat16":
         return False
     # An explicit bfloat16 whose device is not a literal: the run's device, the CPU here.
-    return on_cpu or (device_node is not None and _literal(device_node) is NOT_LITERAL)
+    return on_cpu or (device_node is not None and device is NOT_LITERAL)
 
 
 def _hf_trainer(call: Any) -> bool:
@@ -89,10 +131,19 @@ def _node(call: Any, name: str) -> Any:
     return None if kw is None else kw.value
 
 
-def _given(call: Any, name: str) -> object:
-    """The literal ``name=`` holds (a string too, either tree), NOT_LITERAL otherwise."""
+def _given(call: Any, name: str, known: Mapping[str, object]) -> object:
+    """The literal ``name=`` holds (a string too, either tree), or the constant it names;
+    NOT_LITERAL otherwise."""
     node = _node(call, name)
-    return NOT_LITERAL if node is None else _literal(node)
+    return NOT_LITERAL if node is None else _value(node, known)
+
+
+def _value(node: Any, known: Mapping[str, object]) -> object:
+    if type(node).__name__ == "Name":
+        name = node.id if isinstance(node, ast.Name) else node.value
+        if name in known:
+            return known[name]
+    return _literal(node)
 
 
 def _literal(node: Any) -> object:

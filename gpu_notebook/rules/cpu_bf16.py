@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpu_notebook.analysis.level_range import widened
-from gpu_notebook.cell.cpu_bf16 import OFF, Bf16Kind, bf16_autocast_kind
+from gpu_notebook.cell.cpu_bf16 import OFF, Bf16Kind, bf16_autocast_kind, module_constants
 from gpu_notebook.cell.facts import SourceFacts
 from gpu_notebook.fixes.records import Fix
 from gpu_notebook.records import Analysis, CpuBf16Casts, Finding, Run, Said
@@ -70,7 +70,8 @@ def cpu_bf16(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     tree, casts = facts.tree, analysis.cpu_casts
     if tree is None or casts is None or casts.casts == 0 or has_gpu(run):
         return None
-    calls = [(kind, call) for call in tree.calls() if (kind := bf16_autocast_kind(call))]
+    constants = module_constants(tree.tree)
+    calls = [(kind, call) for call in tree.calls() if (kind := bf16_autocast_kind(call, constants))]
     if not calls:
         return None
     compute = shares_sum(analysis, ("forward", "backward"))
@@ -105,10 +106,11 @@ def float32_on_cpu(module: cst.Module) -> CodemodResult:
 
     edits: dict[cst.CSTNode, Replacement] = {}
     done: list[str] = []
+    constants = module_constants(module)
 
     class _Calls(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
-            kind = bf16_autocast_kind(node)
+            kind = bf16_autocast_kind(node, constants)
             if kind is not None:
                 keyword, value = OFF[kind]
                 edits[node] = _setting(keyword, value)

@@ -1310,10 +1310,10 @@ class CpuBf16Casts:
     casts their gradients back (``aten::to`` -> ``aten::_to_copy`` -> ``aten::copy_``)."""
 
     casts: int  # outermost aten::_to_copy calls in the traced steps
-    casts_us: float  # their host time, each at its least over the steps where every step ran them
+    casts_us: float  # their host time floored over the steps (the k-th longest at its least)
     casts_sum_us: float  # their host time summed (a time slice given to another process in)
     matmuls: int  # outermost aten::mm / addmm / bmm / baddbmm calls beside them
-    matmul_us: float  # their host time, floored as the casts are
+    matmul_us: float  # their host time summed (long: every one waits alike on a busy machine)
     steps_us: float  # the traced steps' time: their own (less the wait for a core) where read
     steps: int
     wall_steps_us: float | None = None  # the steps' wall time where ``steps_us`` is their own
@@ -1336,7 +1336,9 @@ class CpuBf16Casts:
 
     @property
     def matmul_share(self) -> float:
-        return self.matmul_us / self.steps_us if self.steps_us > 0 else 0.0
+        """The matmuls' share of the steps' wall time (summed over summed)."""
+        wall = self.wall_steps_us or self.steps_us
+        return self.matmul_us / wall if wall > 0 else 0.0
 
 
 @dataclass(frozen=True)

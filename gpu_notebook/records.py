@@ -1307,38 +1307,41 @@ class ScalerOps:
 class CpuBf16Casts:
     """A CPU run's dtype casts and matmuls in the traced steps (analysis.cpu_bf16_casts): under a
     bfloat16 autocast each matmul casts its float32 weights and inputs first, and the backward
-    casts their gradients back (``aten::to`` -> ``aten::_to_copy`` -> ``aten::copy_``)."""
+    casts their gradients back (``aten::to`` -> ``aten::_to_copy`` -> ``aten::copy_``).
+
+    Two readings of the casts' share, each over one clock: summed against the steps' wall time
+    (both hold the waits for a core alike), and floored against every operator floored alike
+    (both without them); the share is a range between the two."""
 
     casts: int  # outermost aten::_to_copy calls in the traced steps
     casts_us: float  # their host time floored over the steps (the k-th longest at its least)
-    casts_sum_us: float  # their host time summed (a time slice given to another process in)
+    casts_sum_us: float  # their host time summed
     matmuls: int  # outermost aten::mm / addmm / bmm / baddbmm calls beside them
-    matmul_us: float  # their host time summed (long: every one waits alike on a busy machine)
-    steps_us: float  # the traced steps' time: their own (less the wait for a core) where read
+    matmul_us: float  # their host time summed
+    steps_us: float  # the traced steps' wall time
     steps: int
-    wall_steps_us: float | None = None  # the steps' wall time where ``steps_us`` is their own
-    # Every outermost operator of the steps, floored as the casts are (None: not read): the
-    # steps' operator time with the waits out, and without the Python between the operators.
+    # Every outermost operator of the steps, floored as the casts are (None: not read).
     ops_us: float | None = None
+
+    def _shares(self) -> tuple[float, ...]:
+        summed = self.casts_sum_us / self.steps_us if self.steps_us > 0 else 0.0
+        floored = (self.casts_us / self.ops_us,) if self.ops_us else ()
+        return (summed, *floored)
 
     @property
     def share(self) -> float:
-        """The casts' least share of the steps."""
-        return self.casts_us / self.steps_us if self.steps_us > 0 else 0.0
+        """The casts' share of the steps: the lesser reading."""
+        return min(self._shares())
 
     @property
     def share_high(self) -> float:
-        """The most the casts read: at their least among the steps' operators (floored alike),
-        summed over the steps' wall time, or ``share``, whichever is more."""
-        wall = self.wall_steps_us or self.steps_us
-        among_ops = self.casts_us / self.ops_us if self.ops_us else 0.0
-        return max(self.share, among_ops, self.casts_sum_us / wall if wall > 0 else 0.0)
+        """The casts' share of the steps: the greater reading."""
+        return max(self._shares())
 
     @property
     def matmul_share(self) -> float:
         """The matmuls' share of the steps' wall time (summed over summed)."""
-        wall = self.wall_steps_us or self.steps_us
-        return self.matmul_us / wall if wall > 0 else 0.0
+        return self.matmul_us / self.steps_us if self.steps_us > 0 else 0.0
 
 
 @dataclass(frozen=True)

@@ -86,10 +86,6 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     if phases is not None:
         # Each step's wait for a core taken off the phases it went to: the split the code ran.
         phases = own_time_phases(phases, run.steps.steps, marked)
-        if cpu_casts is not None:
-            from gpu_notebook.analysis.cpu_bf16_casts import with_own_steps as own_cast_steps
-
-            cpu_casts = own_cast_steps(cpu_casts, phases)
         if recomputed is not None:
             # The recompute's pieces are each at their least over the steps (a time slice lost
             # to another process left out); the steps' time is theirs less the wait read at

@@ -11,21 +11,22 @@ one: one trace holds one dtype, so the matmul's slower path is not read here).
 Counted: the outermost ``aten::_to_copy`` calls inside the profiled steps (a cast's own copy
 within it once), floored over the steps (``_floored_us``: a time slice given to another process
 lands in one step's cast, not in every step's, as analysis/amp_scaler floors the scaler's
-operators), and their plain sum, the most they read. Beside them,
+operators), against every operator floored alike; and their plain sum against the steps' wall
+time. Each pair is read on one clock: on a busy machine a long matmul waits in every step and a
+short cast escapes in some, so a floored cast over the steps' own time (the step clock's waits
+out) read 71% where its sum over the wall time read 21% (load 14). Beside them,
 the matmul operators' time. A GPU trace reads nothing: there casts run as kernels, and bfloat16
 autocast is the right recipe.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from gpu_notebook.records import CpuBf16Casts, PhaseBreakdown
 from gpu_notebook.traces.kineto import Trace
 
-__all__ = ["CAST_OP", "MATMUL_OPS", "cpu_bf16_casts", "with_own_steps"]
+__all__ = ["CAST_OP", "MATMUL_OPS", "cpu_bf16_casts"]
 
 CAST_OP = "aten::_to_copy"  # the copy behind aten::to / .to(dtype) / autocast's casts
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
@@ -76,20 +77,6 @@ def _outermost(trace: Trace, rows: list[int]) -> list[int]:
         out.append(r)
         ends[tid] = start + float(trace.dur_us[r])
     return out
-
-
-def with_own_steps(casts: CpuBf16Casts, phases: PhaseBreakdown) -> CpuBf16Casts:
-    """``casts`` with the steps' time set to their own (``phases``: the window's steps less the
-    wait for a core read at their marks), as analysis.recompute does: the casts are floored
-    over the steps, so the steps' wall time, which holds every wait, would shrink their share
-    (at load 12-15 here a 3-step window's casts read 0% of its wall time at their least, 15-23%
-    summed). Not where the own time is no more than the floored casts and matmuls: the wait
-    was read over them too."""
-    if phases.waited_share <= 0 or len(phases.steps) != casts.steps:
-        return casts
-    if phases.total_us <= casts.casts_us:
-        return casts
-    return dataclasses.replace(casts, steps_us=phases.total_us, wall_steps_us=casts.steps_us)
 
 
 def _floored_us(trace: Trace, rows: list[int], spans: list[tuple[float, float]]) -> float:

@@ -13,7 +13,9 @@ frameworks' keywords (``cell.cpu_bf16``), wherever the call sits.
 
 Evidence and bound: the trace's casts in the profiled steps (``analysis.cpu_bf16_casts``:
 the outermost ``aten::_to_copy``, which autocast's ``aten::to`` runs, beside the matmuls). The
-range's low end is Amdahl over the casts' least share (the casts alone go); its top adds the
+range's low end is Amdahl over the casts' lesser share (``CpuBf16Casts.share``: floored
+against every operator floored alike, or summed against the wall time; the casts alone go);
+its top adds their greater share and the
 matmuls' share slower by ``BF16_MATMUL_SLOWDOWN``, the bfloat16 matmul against float32's as
 measured here (one trace holds one dtype: the ratio is not read from the run). By hand 1.60x
 (Lightning) and 1.77x (a plain loop, CPU clock) on this machine. Where the CPU lists

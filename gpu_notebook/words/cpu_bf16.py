@@ -32,7 +32,8 @@ def cpu_bf16(s: CpuBf16) -> Words:
     evidence = [
         f"{where}{more}: {_ASKED[s.kind]}; no GPU visible",
         f"the casts under it: {c.casts} aten::_to_copy calls in {c.steps} profiled steps, "
-        f"{fmt_share(c.share)} of them at their least, up to {fmt_share(c.share_high)}, "
+        f"{fmt_share(c.share)}-{fmt_share(c.share_high)} of them (floored against every operator "
+        "floored alike, and summed against the wall time), "
         f"beside {c.matmuls} matmuls ({fmt_share(c.matmul_share)})",
     ]
     if s.amx:

@@ -7,7 +7,10 @@ finding a bad gradient, never for a training run. Flagged when it is on for the 
 by a statement of the cell, or a ``with`` inside the loop or around it; or read on (torch's
 flag, in the timed steps' backward calls: ``StepClockRecord.anomaly_backwards``) where no line of
 the cell sets it, as an earlier cell's switch or helper does: then no fix, the card says where
-it was set. Its cost is spread over
+it was set. A framework's keyword that turns it on for the steps it runs (Lightning's
+``Trainer(detect_anomaly=True)``, a trainer function of the user's taking ``detect_anomaly=True``)
+is the line to act on, where the clock read it on in the steps (or, with no backward read, it is
+a Trainer the cell makes): the fix passes ``False``. Its cost is spread over
 the model's own operators and not measured apart, so the finding gives no bound; severity
 medium (the guide lists it among the flags to turn off, with no level).
 """
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 class AnomalyOn(Said):
     line: int  # the first call that turns it on for the training steps
     text: str
+    keyword: bool = False  # turned on by a call's ``detect_anomaly=True`` (Lightning's Trainer)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,19 @@ def anomaly_calls(tree: CellTree) -> list[ast.Call]:
     return [call for call in tree.calls() if _turns_on(call) and _reaches_a_step(tree, call)]
 
 
+def _keyword_on(call: ast.Call) -> bool:
+    """A call that takes ``detect_anomaly=True``: Lightning's ``Trainer`` runs its fit inside
+    ``set_detect_anomaly(True)``; a user's trainer function passes it on the same way."""
+    given = keyword_of(call, "detect_anomaly")
+    return given is not None and literal_of(given.value) is True
+
+
+def anomaly_keywords(tree: CellTree) -> list[ast.Call]:
+    """The cell's calls that take ``detect_anomaly=True``: what the rule reports (where the run
+    confirms it) and the fix edits."""
+    return [call for call in tree.calls() if _keyword_on(call) and tree.in_cell(call)]
+
+
 def _reaches_a_step(tree: CellTree, call: ast.Call) -> bool:
     """A statement of its own (a global switch), or a ``with`` inside a step loop or around one."""
     holder = tree.parent.get(call)
@@ -100,8 +117,34 @@ def anomaly_detection(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
         else []
     )
     if not hits:
-        return _on_outside(run, facts)
+        return _by_keyword(run, facts) or _on_outside(run, facts)
     said = AnomalyOn(hits[0].line, hits[0].text)
+    return found("debug.anomaly_detection", "medium", said, line=said.line, fix=FIX)
+
+
+def _on_in_steps(run: Run) -> bool:
+    """The clock found it on in at least half of the timed steps' backward calls."""
+    on, read = run.steps.anomaly_backwards or 0, run.steps.anomaly_backward_reads
+    return bool(on) and 2 * on >= read
+
+
+def _by_keyword(run: Run, facts: SourceFacts) -> Finding | None:
+    """A call of the cell passes ``detect_anomaly=True`` and the steps ran with it on (or, where
+    no backward was read, the call is a Trainer the cell makes): that keyword is the switch."""
+    tree = facts.tree
+    calls = anomaly_keywords(tree) if tree is not None else []
+    read = run.steps.anomaly_backward_reads
+    calls = [
+        c for c in calls
+        if _on_in_steps(run) or (not read and last(dotted(c.func) or "") == "Trainer")
+    ]  # fmt: skip
+    if tree is None or not calls:
+        return None
+    given = keyword_of(calls[0], "detect_anomaly")
+    assert given is not None
+    said = AnomalyOn(
+        tree.line_of(given), f"{dotted(calls[0].func) or '...'}(..., detect_anomaly=True)", True
+    )
     return found("debug.anomaly_detection", "medium", said, line=said.line, fix=FIX)
 
 
@@ -110,9 +153,9 @@ def _on_outside(run: Run, facts: SourceFacts) -> Finding | None:
     here to edit, so no fix; the words say where it was set. On in at least half of the backward
     calls read: a one-off debugging backward beside the loop is not the loop's."""
     clock = run.steps
-    on, read = clock.anomaly_backwards or 0, clock.anomaly_backward_reads
-    if not on or 2 * on < read:
+    if not _on_in_steps(run):
         return None
+    on, read = clock.anomaly_backwards or 0, clock.anomaly_backward_reads
     tree = facts.tree
     own = [c for c in tree.calls() if _turns_on(c) and tree.in_cell(c)] if tree is not None else []
     said = AnomalyOnOutside(
@@ -138,9 +181,12 @@ def anomaly_off(module: cst.Module) -> CodemodResult:
             or (isinstance(node.func, cst.Name) and node.func.value == "set_detect_anomaly")
         ):
             edits[node] = _switched_off
+    for node in nodes_of(module, anomaly_keywords(tree) if tree is not None else []):
+        edits[node] = _keyword_off
     if not edits:
         return Declined(
-            "no torch.autograd.set_detect_anomaly(True) or detect_anomaly() to turn off"
+            "no torch.autograd.set_detect_anomaly(True), detect_anomaly() or "
+            "detect_anomaly=True to turn off"
         )
     return Edited(replace_nodes(module, edits), f"{len(edits)} call(s) turned off")
 
@@ -155,12 +201,26 @@ def _switched_off(updated: cst.Call) -> cst.Call:
     return updated.with_changes(func=func, args=[cst.Arg(cst.Name("False"))])
 
 
+def _keyword_off(updated: cst.Call) -> cst.Call:
+    """The call with ``detect_anomaly=False``, its other arguments as they were."""
+    import libcst as cst
+
+    return updated.with_changes(
+        args=[
+            a.with_changes(value=cst.Name("False"))
+            if a.keyword is not None and a.keyword.value == "detect_anomaly"
+            else a
+            for a in updated.args
+        ]
+    )
+
+
 FIX = Fix(
     "anomaly_off",
     "Turn autograd's anomaly detection off",
     (
         "Anomaly detection records a traceback per operation and checks every gradient for NaN.",
-        "set_detect_anomaly(False) trains without that debugging work.",
+        "set_detect_anomaly(False) (or detect_anomaly=False) trains without that debugging work.",
     ),
     _GUIDE_URL,
     anomaly_off,

@@ -16,8 +16,12 @@ def anomaly_on(s: AnomalyOn) -> Words:
             "for NaN: debugging work on each step",
             "its cost is spread over the model's own operators and not measured apart: no bound",
         ],
-        "Turn it off for training (torch.autograd.set_detect_anomaly(False)); turn it on only "
-        "to find where a NaN gradient comes from.",
+        (
+            "Pass detect_anomaly=False (the default) for training"
+            if s.keyword
+            else "Turn it off for training (torch.autograd.set_detect_anomaly(False))"
+        )
+        + "; turn it on only to find where a NaN gradient comes from.",
         "PyTorch performance tuning guide: disable debugging APIs (anomaly detection)",
     )
 

@@ -172,3 +172,17 @@ def step_method_work(tree: CellTree) -> list[StepMethodWork]:
             if picked:
                 out.append(StepMethodWork(f"{cls.name}.{fn.name}", framework, kind, tuple(picked)))
     return sorted(out, key=lambda w: tree.line_of(w.statements[0]))
+
+
+def per_step_methods(tree: CellTree) -> list[Function]:
+    """The cell's framework classes' methods the framework calls once a step (a
+    LightningModule's ``training_step``, a Trainer subclass's ``compute_loss``)."""
+    classes = {c.name: c for c in ast.walk(tree.tree) if isinstance(c, ast.ClassDef)}
+    out: list[Function] = []
+    for cls in classes.values():
+        framework = _framework_of(cls, classes, frozenset({cls.name}))
+        if framework is not None:
+            out.extend(
+                fn for fn in cls.body if isinstance(fn, Function) and fn.name in PER_STEP[framework]
+            )
+    return out

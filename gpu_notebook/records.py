@@ -1239,6 +1239,11 @@ class HostOverhead:
     # the gaps between them, each at its least over the steps (us; the figures above are
     # parts of it, read in the same steps). None: not read.
     model_floor_us: float | None = None
+    # This machine's cost of a small operator: the median call floor of the traced steps'
+    # top-level operators under ``small_op_us`` (the least of them where none is under it;
+    # us). What an operator's call is measured against (analysis.large_elementwise_ops), so a
+    # faster or slower CPU reads the same program the same way. None: not read (older record).
+    op_floor_us: float | None = None
 
 
 @dataclass(frozen=True)

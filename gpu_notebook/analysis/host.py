@@ -176,6 +176,14 @@ def host_overhead(
         return None
     all_ops = np.concatenate(op_us)
     spans_ns = sum(b - a for _, a, b in indexed)
+    small_ops = all_ops[all_ops < SMALL_OP_US]
+    op_floor_us = (
+        float(np.median(small_ops))
+        if small_ops.size
+        else float(all_ops.min())
+        if all_ops.size
+        else None
+    )
     return HostOverhead(
         ops_per_step=float(np.median(counts)),
         median_op_us=float(np.median(all_ops)) if all_ops.size else 0.0,
@@ -190,6 +198,7 @@ def host_overhead(
         data_small_share=float(np.median(data_small)) if data_small else None,
         model_gaps_us=model_gaps_us,
         model_floor_us=model_floor_us,
+        op_floor_us=op_floor_us,
     )
 
 
@@ -512,7 +521,7 @@ def host_bound(
         if (
             heaviest is not None
             and heaviest < SMALL_OP_US
-            and not large_ops_hold_step(top_ops, overhead_reach(host))
+            and not large_ops_hold_step(top_ops, overhead_reach(host), host.op_floor_us)
         ):
             return True
     return host.median_op_us < host.small_op_us and overhead_reach(host) >= HOST_BOUND_SHARE

@@ -308,8 +308,11 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     tiny = (
         heaviest_us is not None
         and heaviest_us < TINY_OP_US
-        and not large_ops_hold_step(
-            analysis.top_ops, None if analysis.host is None else overhead_reach(analysis.host)
+        and not (
+            analysis.host is not None
+            and large_ops_hold_step(
+                analysis.top_ops, overhead_reach(analysis.host), analysis.host.op_floor_us
+            )
         )
     )
     # The verdict's other reading of "ops too small" (analysis.host.host_bound): many

@@ -1511,6 +1511,10 @@ class StartUpBursts:
     # step's "other"), of the run's step time: what the run's data share does not hold of the
     # start-ups. None: a step of a start did not time its data wait.
     outside_data_share: float | None = None
+    # The bursts' share with every step less its wait for a core (the clock a trial compares
+    # on where the fix keeps the process count): ``share_low``/``share_high`` span both clocks.
+    # None: no step's wait for a core was read (the clocks are one).
+    ran_share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from gpu_notebook.rules.input_pipeline import (
     SlowDataset,
 )
 from gpu_notebook.words.common import Words, data_wait_evidence, worder, words
+from gpu_notebook.words.restart_range import ran_clock_clause
 
 _SOURCE_WORKERS = (
     "TensorBoard profiler plugin profiler/data.py (data > 5% of step: add workers); TraceML "
@@ -553,8 +554,8 @@ def remade_loader(s: RemadeLoader) -> Words:
             f"over {bursts.starts} loader starts, each start's first {bursts.burst_steps} "
             f"step(s) took {per_start:.1f} ms more than the same loader's steady step "
             f"({bursts.steady_median_s * 1000:.2f} ms, its median): "
-            f"{fmt_share(bursts.share)} of the run's step time (from "
-            f"{fmt_share(bursts.share_low)}, its 90% interval); with the slower steps after "
+            f"{fmt_share(bursts.share)} of the run's step time{ran_clock_clause(bursts)} (from "
+            f"{fmt_share(bursts.share_low)}, its 90% interval on either clock); with the slower steps after "
             f"each burst (the first half of each loader's pass over its second half's median "
             f"step) {fmt_share(bursts.reach_share or bursts.share)} (up to "
             f"{fmt_share(bursts.share_high)}); gain if the start-up goes: "

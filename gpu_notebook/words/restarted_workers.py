@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpu_notebook.formatting import fmt_gain, fmt_share
 from gpu_notebook.rules.restarted_workers import RestartedWorkers
 from gpu_notebook.words.common import Words, worder, words
+from gpu_notebook.words.restart_range import ran_clock_clause
 
 
 @worder(RestartedWorkers)
@@ -24,8 +25,8 @@ def restarted_workers(s: RestartedWorkers) -> Words:
         f"over {b.starts} passes, each pass's first {b.burst_steps} step(s) took "
         f"{per_start:.1f} ms more than the same loader's steady step "
         f"({b.steady_median_s * 1000:.2f} ms, its median): {fmt_share(b.share)} of the run's "
-        f"step time (from {fmt_share(b.share_low)} to {fmt_share(b.share_high)}, its 90% "
-        f"interval); gain if the start-ups go: {fmt_gain(s.bound, s.low)} (Amdahl over those "
+        f"step time{ran_clock_clause(b)} (from {fmt_share(b.share_low)} to "
+        f"{fmt_share(b.share_high)}, its 90% interval on either clock); gain if the start-ups go: {fmt_gain(s.bound, s.low)} (Amdahl over those "
         "shares)",
     ]
     knob = (

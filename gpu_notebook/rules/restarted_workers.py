@@ -16,7 +16,10 @@ been consumed once"); for HF's Trainer the knob is ``dataloader_persistent_worke
 
 Evidence and bound: the step clock's loader starts (an iterator's first batch) with each
 start's burst over the steady steps after it (``analysis.loader_starts.start_up_bursts``, the
-reading ``input.remade_loader`` uses): the range is Amdahl over the bursts' share interval.
+reading ``input.remade_loader`` uses): the range is Amdahl over the bursts' share interval, read
+on the wall and with each step less its wait for a core, the clock a trial compares this fix on
+(it keeps the process count): a loaded machine's steady steps wait for a core where a restart
+sleeps on its workers, and the wall's reading alone fell short (5.97x top, 7.61x measured).
 Silent where the cell remakes the loader itself (``input.remade_loader``'s), where the loader's
 ``persistent_workers`` is on, with no workers, or with fewer than two starts read.
 """

@@ -685,6 +685,20 @@ class CopyStats:
 
 
 @dataclass(frozen=True)
+class GpuStepFigures:
+    """One profiled step's part of the GPU timeline's window (``analysis.gpu_line_steps``): its
+    GPU window (the time the GPU ran the step's work, or the host's step where the GPU ran
+    ahead of nothing) and, inside it, busy time, exposed collectives, and idle time while the
+    host thread was in a data wait or copy, or in a sync."""
+
+    window_us: float
+    busy_us: float
+    comm_exposed_us: float = 0.0
+    idle_data_wait_us: float = 0.0
+    idle_sync_wait_us: float = 0.0
+
+
+@dataclass(frozen=True)
 class GpuTimeline:
     """GPU activity in the window, from kernel/memcpy/memset events of the trace."""
 
@@ -748,6 +762,9 @@ class GpuTimeline:
     kernel_launches: int = 0  # kernel launch calls in the trace
     launches_without_work: int = 0  # ... whose kernel never ran (recorded into a graph)
     capture: bool = False  # the trace is a CUDA/HIP graph capture, not a step
+    # The window cut into its profiled steps (they tile it: their sums are the figures above);
+    # () where the window is not the steps' (a GPU span, a caller's window) or holds one step.
+    steps: tuple[GpuStepFigures, ...] = ()
 
     @property
     def comm_overlap_share(self) -> float | None:

@@ -86,8 +86,10 @@ import re
 
 import numpy as np
 
+from gpu_notebook.analysis.gpu_line_steps import step_edges_ns, step_figures
 from gpu_notebook.analysis.phases import (
     PhaseLocator,
+    StepBounds,
     _merge,
     _subtract,
     backward_op_mask,
@@ -200,10 +202,11 @@ def gpu_timeline(
     span = gpu_span(trace)
     assert span is not None  # the trace has GPU activity
     source: str = "caller"
+    steps: StepBounds | None = None
     if window is None:
         bounds = step_bounds(trace, host_tid)
         if bounds is not None and bounds.source != "span":
-            window, source = bounds.span_us, "steps"
+            window, source, steps = bounds.span_us, "steps", bounds
         else:
             window, source = span, "gpu_span"
     w0_us, w1_us = float(window[0]), float(max(window[1], window[0]))
@@ -236,7 +239,8 @@ def gpu_timeline(
     launch = np.zeros(gpu_rows.size, dtype=np.int64)
     launch[known] = np.rint((launch_us[known] - w0_us) * 1000.0).astype(np.int64)
 
-    busy_ns = _clipped_union_ns(start, end, width)
+    busy_iv = _clip_merge(start, end, width)
+    busy_ns = _length_ns(busy_iv)
     locator = phase_at(trace, host_tid) if known.any() else None
     gaps = _gaps_ns(start, end, launch, known, width, threshold_ns)
     wait_host_ns, wait_kernel_ns, wait_other_ns, wait_data_ns, wait_sync_ns = _idle_causes(
@@ -263,6 +267,21 @@ def gpu_timeline(
     memory_iv = _clip_merge(start[is_memcpy | is_memset], end[is_memcpy | is_memset], width)
     kernels_iv = _merge(
         np.concatenate([compute_iv[0], comm_iv[0]]), np.concatenate([compute_iv[1], comm_iv[1]])
+    )
+    exposed_iv = _subtract(*comm_iv, *compute_iv)
+    edges = (
+        None
+        if steps is None
+        else step_edges_ns(
+            steps.start_us, steps.end_us, launch_us, trace.end_us[gpu_rows], w0_us, width
+        )
+    )
+    per_step = (
+        ()
+        if edges is None
+        else step_figures(
+            edges, busy_iv, exposed_iv, gaps, lambda g: _data_sync_ns(g, locator, w0_us)
+        )
     )
 
     # The GPU span's busy time, on the activity it is made of (launched inside the trace).
@@ -306,7 +325,7 @@ def gpu_timeline(
         idle_model_wait_us=None if wait_model_ns is None else wait_model_ns / 1000.0,
         compute_us=_length_ns(compute_iv) / 1000.0,
         comm_busy_us=_length_ns(comm_iv) / 1000.0,
-        comm_exposed_us=_length_ns(_subtract(*comm_iv, *compute_iv)) / 1000.0,
+        comm_exposed_us=_length_ns(exposed_iv) / 1000.0,
         memcpy_exposed_us=_length_ns(_subtract(*memory_iv, *kernels_iv)) / 1000.0,
         collectives=int(comm.sum()),
         graph_launches=int((trace.category_mask(*_LAUNCH_CATEGORIES) & graph[trace.name_id]).sum()),
@@ -323,6 +342,7 @@ def gpu_timeline(
         unclocked_other_kernels=rooms.other,
         unclocked_tensor_core_room_us=rooms.tensor_core_room_us,
         unclocked_other_room_us=rooms.other_room_us,
+        steps=per_step,
     )
 
 
@@ -517,6 +537,14 @@ def _idle_causes(
         data_ns,
         sync_ns,
     )
+
+
+def _data_sync_ns(
+    gaps: tuple[IntArray, IntArray, IntArray], locator: PhaseLocator | None, w0_us: float
+) -> tuple[int, int]:
+    """(data wait, sync wait) ns of the idle gaps (``_idle_causes``)."""
+    causes = _idle_causes(gaps, locator, w0_us)
+    return causes[3], causes[4]
 
 
 def _model_wait_ns(

@@ -13,10 +13,11 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from gpu_notebook.records import PhaseBreakdown
 
-__all__ = ["LEVEL", "sampled_share_low", "share_interval"]
+__all__ = ["LEVEL", "ratio_interval", "sampled_share_low", "share_interval"]
 
 LEVEL = 0.9
 RESAMPLES = 1000
@@ -48,15 +49,29 @@ def share_interval(
         (sum(s.phase_us.get(p, 0.0) for p in names) for s in phases.steps), dtype=float
     )
     dur = np.fromiter((s.duration_us for s in phases.steps), dtype=float)
-    if dur.sum() <= 0:
+    return ratio_interval(part, dur, typical=typical, seed=seed, resamples=resamples)
+
+
+def ratio_interval(
+    part: npt.NDArray[np.float64],
+    whole: npt.NDArray[np.float64],
+    *,
+    typical: bool = False,
+    seed: int = SEED,
+    resamples: int = RESAMPLES,
+) -> tuple[float, float] | None:
+    """The ``LEVEL`` range of ``part``'s share of ``whole`` over the steps (one element each),
+    each resample's share the ratio of its sums (``typical``: its middle step's own share, as
+    ``share_interval`` says); None with fewer than two steps or nothing in ``whole``."""
+    if part.size < 2 or whole.sum() <= 0:
         return None
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(dur), size=(resamples, len(dur)))
+    idx = rng.integers(0, len(whole), size=(resamples, len(whole)))
     if typical:
-        own = part / np.maximum(dur, 1e-12)
+        own = part / np.maximum(whole, 1e-12)
         shares = np.quantile(own[idx], 0.5, axis=1, method="higher")
     else:
-        shares = part[idx].sum(axis=1) / np.maximum(dur[idx].sum(axis=1), 1e-12)
+        shares = part[idx].sum(axis=1) / np.maximum(whole[idx].sum(axis=1), 1e-12)
     tail = (1.0 - LEVEL) / 2 * 100
     return float(np.percentile(shares, tail)), float(np.percentile(shares, 100 - tail))
 

@@ -38,7 +38,12 @@ Thresholds, with their sources:
   copies, the host's wait in collectives 10%, the loop thread on a core 50%) is read with its
   range (analysis/verdict_near_line.py): a range that, widened by what two runs of the code
   differ by, reaches the line decides as the line, said as near it, so two runs whose shares
-  differ within that margin on either side of the line give one verdict.
+  differ within that margin on either side of the line give one verdict;
+- so is each line decided on the GPU (analysis/gpu_line_reading.py): the timeline's busy share
+  (80%), exposed collectives (10%, its range alone), the GPU's idle time while the host waited
+  for data or synced (20%), with their ranges over the profiled steps' GPU windows
+  (``GpuTimeline.steps``); NVML's busy share and the peak memory (90%), read once, their point
+  widened by what two runs differ by. A partial timeline's figures are bounds, read as points.
 A phase that was not measured is never read as zero: the verdict says what it could not see.
 """
 
@@ -49,6 +54,7 @@ from typing import Literal
 
 from gpu_notebook.analysis import verdict_said as said
 from gpu_notebook.analysis.gpu_bounds import GpuBusyBounds, gpu_busy_bounds
+from gpu_notebook.analysis.gpu_line_reading import gpu_line, point_line
 from gpu_notebook.analysis.host import (
     HOST_BOUND_SHARE,
     host_bound,
@@ -727,6 +733,7 @@ def _decide_read(
     # With a GPU timeline, a data wait or a sync costs only the GPU time it leaves idle (the
     # causes below); a sync while kernels run costs nothing. Without one, the host's shares.
     timeline = reading.timeline
+    busy_line = _busy_line(reading, gpu)
     if gpu is not None and timeline:
         if busy is not None:
             evidence[0] = _window_evidence(gpu)
@@ -739,37 +746,50 @@ def _decide_read(
         # largest reason the GPU is not computing (HTA's overlap; TraceLens's exposed comm).
         # Work queued behind another stream waits, in a job with collectives, on those
         # collectives (the compute stream waits for the communication stream's event).
+        # Each GPU line is read with its range over the steps (analysis.gpu_line_reading).
         comm_wait = exposed + causes["other"]
-        if exposed >= COMM and comm_wait >= max(causes["host"], causes["data"], causes["sync"]):
-            return _gpu_comm_verdict(gpu, exposed, len(phases.steps), evidence, confidence)
-        if busy is not None and busy < GPU_BUSY:
-            if causes["data"] >= INPUT_CRITICAL and not (
+        comm_line = gpu_line(gpu, "comm", exposed, COMM, widen=False)
+        if comm_line.reaches and comm_wait >= max(causes["host"], causes["data"], causes["sync"]):
+            comm_verdict = _gpu_comm_verdict(gpu, exposed, len(phases.steps), evidence, confidence)
+            return _gpu_near(comm_verdict, comm_line, "comm")
+        if busy_line is not None and not busy_line.reaches:
+            data_line = gpu_line(gpu, "data", causes["data"], INPUT_CRITICAL)
+            if data_line.reaches and not (
                 overhead and not inference and _data_as_host(data, sync_reaches, data_in_memory)
             ):
-                return _input_verdict(causes["data"], evidence, confidence, inference=inference)
-            if causes["sync"] >= SYNC_CRITICAL:
-                return _sync_verdict(causes["sync"], evidence, confidence)
+                found = _input_verdict(causes["data"], evidence, confidence, inference=inference)
+                return _gpu_near(found, data_line, "data")
+            sync_cause = gpu_line(gpu, "sync", causes["sync"], SYNC_CRITICAL)
+            if sync_cause.reaches:
+                found = _sync_verdict(causes["sync"], evidence, confidence)
+                return _gpu_near(found, sync_cause, "sync")
     if host_comm_share is not None and comm_reaches:
         return _comm_verdict(host_comm_share, comm, evidence, confidence)
     # Without a timeline, the busy share is NVML's (any time a kernel ran, more than the
     # kernels' own time): past the GPU-bound line it decides only with the host's waits on the
     # GPU (analysis.host_waits); a host that never waited puts it back under the line.
     waits = host_waits(analysis) if busy is not None and not timeline else None
-    paced = busy is not None and busy >= GPU_BUSY and not (waits is not None and waits.never_waited)
+    busy_reaches = busy_line is not None and busy_line.reaches
+    paced = busy_reaches and not (waits is not None and waits.never_waited)
     if util.gpu_memory_peak_bytes and util.gpu_memory_total_bytes:
         mem = util.gpu_memory_peak_bytes / util.gpu_memory_total_bytes
-        if mem >= MEMORY_FULL and not paced:
+        mem_line = point_line(mem, MEMORY_FULL)
+        if mem_line.reaches and not paced:
             lines = (said.PeakMemory(mem), *evidence)
-            return _verdict("memory-bound", said.MemoryBound(mem), lines, confidence)
-    if busy is not None and paced:
+            found = _verdict("memory-bound", said.MemoryBound(mem), lines, confidence)
+            return _gpu_near(found, mem_line, "memory")
+    if busy is not None and busy_line is not None and paced:
+        figure: Literal["busy", "nvml"] = "busy" if timeline else "nvml"
         if waits is None:
-            return _verdict("gpu-bound", said.GpuBound(busy, inference), evidence, confidence)
+            found = _verdict("gpu-bound", said.GpuBound(busy, inference), evidence, confidence)
+            return _gpu_near(found, busy_line, figure)
         # The host waited on the GPU (medium at most: the host's reading, not the GPU's), or
         # how long it waited was not read (low).
         capped: Confidence = "medium" if confidence == "high" else confidence
         lines = (*evidence, said.HostWaited(waits))
         answer = said.GpuBound(busy, inference)
-        return _verdict("gpu-bound", answer, lines, capped if waits.waited else "low")
+        found = _verdict("gpu-bound", answer, lines, capped if waits.waited else "low")
+        return _gpu_near(found, busy_line, figure)
     if not inference and overhead and _data_as_host(data, sync_reaches, data_in_memory):
         assert data is not None
         return _in_memory_host_verdict(data, data_in_memory, evidence, confidence)
@@ -792,7 +812,7 @@ def _decide_read(
         # Nothing measured the GPU's busy time and nothing measured the host's overhead: "the
         # host sets the pace" would be what is left, not what was seen.
         return _no_busy_reading_verdict(evidence)
-    if waits is not None and busy is not None and busy >= GPU_BUSY:
+    if waits is not None and busy is not None and busy_reaches:
         # NVML read the GPU busy past the line, and the host never waited on it: the host sets
         # the pace, how much of the rest the GPU idled was not measured (low).
         lines = (*evidence, said.HostWaited(waits))
@@ -805,6 +825,43 @@ def _decide_read(
         lines = (*evidence, said.HostWaited(waits))
         return _verdict("host-bound", _gpu_idles(idle, gpu, inference), lines, "low")
     return _verdict("host-bound", _gpu_idles(idle, gpu, inference), evidence, confidence)
+
+
+def _busy_line(reading: _Reading, gpu: GpuTimeline | None) -> LineReading | None:
+    """The busy share ``reading`` reads against the GPU-bound line, with its range: the
+    timeline's steps' where it measures, NVML's point widened where it stands in for it; a
+    partial timeline's bounds are read at both ends already (``_decide``): their point alone.
+    None: no busy share."""
+    busy = reading.busy
+    if busy is None:
+        return None
+    if reading.bounds is not None and reading.bounds.partial:
+        return line_reading(busy, GPU_BUSY, None, 0)
+    if reading.timeline and gpu is not None:
+        return gpu_line(gpu, "busy", busy, GPU_BUSY)
+    return point_line(busy, GPU_BUSY)
+
+
+def _gpu_near(
+    verdict: Verdict,
+    line: LineReading,
+    figure: Literal["busy", "comm", "data", "sync", "nvml", "memory"],
+) -> Verdict:
+    """``verdict``, decided by ``line``, with the line said as near it (low confidence) where
+    another run of the code may read its share on the other side (``LineReading.near``)."""
+    if not line.near or line.low is None or line.high is None:
+        return verdict
+    note = said.GpuAcrossLine(
+        figure,
+        line.share,
+        line.low,
+        line.high,
+        line.steps,
+        line.margin,
+        line.line,
+        verdict.category,
+    )
+    return dataclasses.replace(verdict, lines=(*verdict.lines, note), confidence="low")
 
 
 def _no_busy_reading_verdict(evidence: list[VerdictLine]) -> Verdict:

@@ -261,6 +261,24 @@ class AcrossLine(VerdictLine):
 
 
 @dataclass(frozen=True)
+class GpuAcrossLine(VerdictLine):
+    """A share read on the GPU whose range, widened by what two runs of the code differ by,
+    holds its line (``analysis.gpu_line_reading``): the verdict is the line's in every such
+    run, said as near it. ``figure``: the timeline's busy share, exposed collectives, idle time
+    in a data wait or a sync (of the GPU's window); NVML's busy share; the peak memory (of the
+    card). ``steps`` 1: one window, its point the range, widened by ``margin``."""
+
+    figure: Literal["busy", "comm", "data", "sync", "nvml", "memory"]
+    share: float
+    low: float
+    high: float
+    steps: int
+    margin: float
+    level: float
+    found: VerdictCategory
+
+
+@dataclass(frozen=True)
 class Unrepresentative(VerdictLine):
     """The profiled window's steps are unlike the run's; what the verdict rests on instead."""
 

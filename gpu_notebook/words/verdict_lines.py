@@ -39,6 +39,34 @@ def _(x: said.AcrossLine) -> str:
     )
 
 
+_GPU_FIGURES = {
+    "busy": "GPU busy",
+    "comm": "exposed collectives",
+    "data": "GPU idle while the host waited for data",
+    "sync": "GPU idle while the host synced",
+    "nvml": "GPU busy (NVML)",
+    "memory": "peak GPU memory",
+}
+
+
+@line_words.register
+def _(x: said.GpuAcrossLine) -> str:
+    of = "of the card" if x.figure == "memory" else "of the GPU's window"
+    if x.figure == "nvml":
+        of = "of NVML's samples"
+    spread = (
+        f"range {fmt_share(x.low)}-{fmt_share(x.high)} over {x.steps} steps"
+        if x.steps > 1
+        else f"read once: two runs of this code may differ by {fmt_share(x.margin)}"
+    )
+    return (
+        f"{_GPU_FIGURES[x.figure]} {fmt_share(x.share)} {of} ({spread}) lies across the "
+        f"{fmt_share(x.level)} line: near the line, {x.found} or another verdict within the "
+        "uncertainty, read as the line's in both; more steps (-s) or a later window would "
+        "separate them"
+    )
+
+
 _RESTS = {
     "data_split": "the run decides: the verdict rests on the data wait of every step, the rest "
     "of the step split as in the window",

@@ -19,6 +19,13 @@ outside the standard library and the installed packages (never a framework's, ne
 module level (a nested function cannot be redefined on its own), and only those that hold a loop
 or a ``.backward()``: a helper that builds a model is no step. Depth bounded: the cell's calls,
 and what those call in turn (``train_one_epoch`` calling ``train_step``), ``MAX_DEPTH`` levels.
+
+A class of the user's that derives from a framework's (a LightningModule or DataModule, a torch
+``Dataset`` or ``nn.Module``, an HF ``Trainer`` subclass or callback) is read whole when the code
+makes it (``model = Lit()``): the framework calls its methods (``train_dataloader``,
+``training_step``, ``__getitem__``), the code never does. One the cell only hands over
+(``trainer.fit(model)``, made in an earlier cell) is read too, marked made before the cell: the
+fix says the change and makes none (the object keeps the class it was made from).
 """
 
 from __future__ import annotations
@@ -65,23 +72,29 @@ def callees(source: str, namespace: Mapping[str, Any] | None) -> tuple[Origin, .
     for depth in range(MAX_DEPTH):
         following: list[tuple[ast.AST, Mapping[str, Any], set[str]]] = []
         for node, names, local in frontier:
-            called: list[tuple[FunctionType | type, str | None]] = [
-                (fn, None) for fn in _called_functions(node, names, local)
+            # Each with the name the code calls it through (None: a function) and whether
+            # that object is made here (a patched class above the code reaches it).
+            called: list[tuple[FunctionType | type, str | None, bool]] = [
+                (fn, None, True) for fn in _called_functions(node, names, local)
             ]
+            # A framework class the code makes (``model = Lit()``): the framework calls its
+            # methods, the code never does; its object is made here, from the class read above.
+            called += [(cls, held, True) for cls, held in made_classes(node, names, local)]
             if depth == 0:  # a method of an object the cell holds (``trainer.fit()``)
                 called += [
-                    (cls, held)
+                    (cls, held, held in local)
                     for cls, held in _called_methods(node, names)
                     if not _defined_here(cls, names, local)
                 ]
-            for target, instance in called:
+                # A framework object of an earlier cell the cell hands over (``fit(model)``):
+                # read so the fix can say the change, never made (it keeps its class).
+                called += [(cls, held, False) for cls, held in _handed_objects(node, names, local)]
+            for target, instance, made_here in called:
                 if id(target) in seen or len(found) >= MAX_CALLEES:
                     continue
                 seen.add(id(target))
                 index = len(found) + 1
-                # A class comes with the name the cell calls it through (its instance is made
-                # here when the cell binds that name); a function with none.
-                origin = _origin(target, index, instance, instance is None or instance in local)
+                origin = _origin(target, index, instance, made_here)
                 if origin is None:
                     continue
                 found.append(origin)
@@ -179,6 +192,82 @@ def _called_methods(tree: ast.AST, names: Mapping[str, Any]) -> list[tuple[type,
     return out
 
 
+def made_classes(
+    tree: ast.AST, names: Mapping[str, Any], local: set[str]
+) -> list[tuple[type, str]]:
+    """The user's framework classes (:func:`_framework_class`) ``tree`` makes by a name it does
+    not bind itself (``Lit(...)``, ``data.Dm(...)``), each with the name its object is bound
+    to there (``model = Lit()``), else the class's own (``trainer.fit(Lit())``)."""
+    out: list[tuple[type, str]] = []
+    bound_to: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                bound_to[id(node.value)] = targets[0].id
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        head = func.value if isinstance(func, ast.Attribute) else func
+        if not isinstance(head, ast.Name) or head.id in local:
+            continue
+        try:
+            held = names.get(head.id)
+        except Exception:  # noqa: BLE001 - a user's namespace mapping may raise on lookup
+            continue
+        if isinstance(func, ast.Attribute):
+            held = vars(held).get(func.attr) if isinstance(held, ModuleType) else None
+        if not isinstance(held, type) or not _framework_class(held):
+            continue
+        if held not in [k for k, _ in out]:
+            out.append((held, bound_to.get(id(call), held.__name__)))
+    return out
+
+
+def _handed_objects(
+    tree: ast.AST, names: Mapping[str, Any], local: set[str]
+) -> list[tuple[type, str]]:
+    """The classes of the user's framework objects made before the code (names it does not
+    bind) that it hands to a call (``trainer.fit(model, datamodule=dm)``), with their names:
+    plain dict lookups and ``type()``, no user code runs."""
+    out: list[tuple[type, str]] = []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            if not isinstance(arg, ast.Name) or arg.id in local:
+                continue
+            try:
+                held = names.get(arg.id)
+            except Exception:  # noqa: BLE001 - a user's namespace mapping may raise on lookup
+                continue
+            if held is None or isinstance(held, (type, ModuleType, FunctionType)):
+                continue
+            cls = type(held)
+            if _framework_class(cls) and cls not in [k for k, _ in out]:
+                out.append((cls, arg.id))
+    return out
+
+
+# The frameworks whose classes a user's class derives from so that the framework calls its
+# methods (``training_step``, ``train_dataloader``, ``forward``, ``__getitem__``, hooks).
+_FRAMEWORKS = ("torch", "lightning", "pytorch_lightning", "transformers", "trl", "accelerate")
+
+
+def _framework_class(cls: type) -> bool:
+    """A class of the user's (not a framework's: its module is none of theirs) that derives
+    from a framework's class: its methods run when the framework calls them."""
+    if _framework_module(cls):
+        return False
+    return any(_framework_module(base) for base in cls.__mro__[1:])
+
+
+def _framework_module(cls: type) -> bool:
+    module = vars(cls).get("__module__")
+    return isinstance(module, str) and module.partition(".")[0] in _FRAMEWORKS
+
+
 def _origin(
     target: FunctionType | type, index: int, instance: str | None, made_here: bool
 ) -> Origin | None:
@@ -199,7 +288,9 @@ def _origin(
     if number is None and not in_file and not _other_cell(filename):
         return None
     if isinstance(target, type):
-        read = _class_source(target, filename, first)
+        # A framework class is read whole whatever it holds: the framework calls its methods
+        # (``train_dataloader`` builds the loader, ``training_step`` holds no backward).
+        read = _class_source(target, filename, first, whole=_framework_class(target))
     else:
         read = _function_source(target)
     if read is None:
@@ -218,9 +309,11 @@ def _origin(
     )
 
 
-def _class_source(cls: type, filename: str, first: int) -> tuple[int, str] | None:
+def _class_source(
+    cls: type, filename: str, first: int, *, whole: bool = False
+) -> tuple[int, str] | None:
     """(first line, source) of the module-level class of ``filename`` that holds line ``first``
-    (one of its methods'), decorators included."""
+    (one of its methods'), decorators included; only one that holds a step unless ``whole``."""
     lines = linecache.getlines(filename)
     try:
         module = ast.parse("".join(lines))
@@ -234,7 +327,7 @@ def _class_source(cls: type, filename: str, first: int) -> tuple[int, str] | Non
         and node.end_lineno is not None
         and node.lineno <= first <= node.end_lineno
     ]
-    if len(defined) != 1 or not _steps(defined[0]):
+    if len(defined) != 1 or not (whole or _steps(defined[0])):
         return None
     node = defined[0]
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)])

@@ -9,8 +9,12 @@ definitions above the cell, and where it changes a definition:
   as the two cells ran); definitions the fix leaves as they were are left out;
 - of a user's file: no patch (the user's files are never edited): a refusal that says the file,
   the line of the definition and the change, as a diff;
-- of a class whose object the cell did not make (``trainer`` made in an earlier cell): a
-  refusal too, with the diff (the object keeps the class it was made from).
+- of a class the cell makes (``model = Lit()``, a LightningModule of an earlier cell whose
+  ``train_dataloader`` the fix edits): the patched class, then the cell, which makes its object
+  from the class defined again;
+- of a class whose object the cell did not make (``trainer`` made in an earlier cell, ``model``
+  handed to ``trainer.fit``): a refusal too, with the diff (the object keeps the class it was
+  made from).
 
 A fix that changes no definition is the cell's own (``apply_fix`` on the cell alone); where
 neither applies, the refusal is the reading's, which saw the lines the finding names.

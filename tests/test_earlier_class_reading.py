@@ -43,15 +43,17 @@ TRAINER = (
 )
 FIT = "model = Lit()\n" + TRAINER + "trainer.fit(model)\n"
 
-# A model without a loader, and a LightningDataModule whose loader has no workers.
-NET = LIT[: LIT.index("    def train_dataloader")].replace("class Lit", "class Net")
-DM = """\
-class Dm(L.LightningDataModule):
-    def train_dataloader(self):
-        data = TensorDataset(torch.randn(16, 8), torch.randn(16, 1))
-        return DataLoader(data, batch_size=8)
+# An earlier cell: a Lightning Callback whose hook copies every weight on every batch.
+STATS = """\
+class WeightStats(L.Callback):
+    def __init__(self):
+        self.snapshot = {}
+
+    def on_train_batch_end(self, tr, module, outputs, batch, batch_idx):
+        for name, p in module.named_parameters():
+            self.snapshot[name] = p.detach().clone()
 """
-FIT_DM = "model = Net()\n" + TRAINER + "trainer.fit(model, datamodule=Dm())\n"
+FIT_STATS = FIT.replace("accelerator=", "callbacks=[WeightStats()], accelerator=")
 
 
 @pytest.fixture(autouse=True)
@@ -101,24 +103,27 @@ def test_a_lightning_class_of_an_earlier_cell_gets_its_loader_kept_in_the_patche
     assert type(ran["model"]) is ran["Lit"]
 
 
-def test_a_datamodule_of_an_earlier_cell_gets_workers_and_the_model_class_is_left_out(ip):
+def test_a_lightning_callback_of_an_earlier_cell_gets_its_hook_gated_in_the_patched_class(ip):
     assert ip.run_cell(IMPORTS).success
-    defined_in_a_cell(ip, NET)
-    number = defined_in_a_cell(ip, DM)
-    origins = callees(FIT_DM, ip.user_ns)
-    assert [(o.function, o.cell_number, o.made_here) for o in origins][-1] == ("Dm", number, True)
-    settings = {"num_workers": 2, "pin_memory": False, "persistent_workers": True}
-    patch = apply_through_calls("dataloader_workers", FIT_DM, origins, **settings)
+    defined_in_a_cell(ip, LIT)
+    number = defined_in_a_cell(ip, STATS)
+    origins = callees(FIT_STATS, ip.user_ns)
+    assert [(o.function, o.cell_number, o.made_here) for o in origins] == [
+        ("Lit", number - 1, True),
+        ("WeightStats", number, True),
+    ]
+    hook = {"hooks": "WeightStats.on_train_batch_end", "framework": "lightning", "every": 2}
+    patch = apply_through_calls("gate_callback_hook", FIT_STATS, origins, **hook)
     assert isinstance(patch, Patch), patch
-    # Only the class the fix changes is defined again; Net stays the earlier cell's.
+    # Only the class the fix changes is defined again; Lit stays the earlier cell's.
     body = patch.source_after.split("\n", 1)[1]
-    assert body == (
-        DM.replace("batch_size=8)", "batch_size=8, num_workers=2, persistent_workers=True)")
-        + "\n"
-        + FIT_DM
+    gated = STATS.replace(
+        "batch_idx):\n", "batch_idx):\n        if tr.global_step % 2 != 0:\n            return\n"
     )
-    ran = trains_in_a_fresh_kernel(IMPORTS + NET + patch.source_after)
-    assert ran["trainer"].train_dataloader.num_workers == 2
+    assert body == gated + "\n" + FIT_STATS
+    ran = trains_in_a_fresh_kernel(IMPORTS + LIT + patch.source_after)
+    (stats,) = [c for c in ran["trainer"].callbacks if type(c).__name__ == "WeightStats"]
+    assert type(stats) is ran["WeightStats"]
 
 
 def test_an_object_made_in_an_earlier_cell_is_a_refusal_naming_its_cell(ip):

@@ -306,6 +306,7 @@ def _origin(
         text=text if text.endswith("\n") else text + "\n",
         instance=instance,
         made_here=made_here,
+        framework=isinstance(target, type) and _framework_class(target),
     )
 
 

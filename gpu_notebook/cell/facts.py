@@ -57,6 +57,9 @@ class Origin:
     # The cell makes that instance itself (``trainer = Trainer(...)``), so a patched class put
     # above the cell reaches the object it runs; one made earlier keeps the class it had.
     made_here: bool = True
+    # A class deriving from a framework's (LightningModule, Dataset, TrainerCallback): the
+    # framework calls its methods, and it holds the live objects' own settings.
+    framework: bool = False
 
     def line_there(self, reading_line: int) -> int:
         """The line of its cell or file a reading line is."""

@@ -61,7 +61,13 @@ def attach_fixes(
         if proposal is None:
             own = RULE_FIXES.get(finding.fix_id)
             params = dict(finding.fix_params)
-            result = apply_through_calls(own or finding.fix_id, cell_source, origins, **params)
+            read = origins
+            if finding.fix_id == "dataloader_workers":
+                # A framework's loader gets its workers from its live object (the rebuilt
+                # method, the object's own ``self.num_workers``): never a literal pasted into
+                # its class.
+                read = tuple(o for o in origins if not o.framework)
+            result = apply_through_calls(own or finding.fix_id, cell_source, read, **params)
             if isinstance(result, Refusal) and result.on_script and not made_before:
                 result = dataclasses.replace(result, reason=result.on_script)
             proposal = None

@@ -75,6 +75,35 @@ def test_compile_goes_after_the_model_is_created_moved_and_loaded() -> None:
     ) in after
 
 
+LIGHTNING_CELL = """\
+import torch, lightning as L
+from torch import nn
+
+class Lit(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 1)
+
+    def training_step(self, batch, i):
+        return self.net(batch[0]).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+model = Lit()
+trainer = L.Trainer(max_steps=3)
+trainer.fit(model, loader)
+"""
+
+
+def test_a_lightning_module_is_compiled_where_the_cell_makes_it_never_as_self() -> None:
+    # The optimizer is over self.parameters() in configure_optimizers: the model is what the
+    # cell makes of the class (main offered "add self = torch.compile(self)").
+    after = _patch("torch_compile", LIGHTNING_CELL).source_after
+    assert "self = torch.compile" not in after
+    assert "model = Lit()\nmodel = torch.compile(model)\ntrainer = L.Trainer(" in after
+
+
 def test_the_compiled_cell_trains() -> None:
     # backend="eager" runs TorchDynamo's capture without Inductor's C++ build (seconds, not a
     # minute on two cores); the codemod and the cell are the same either way.

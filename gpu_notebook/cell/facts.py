@@ -325,8 +325,14 @@ class SourceFacts:
         return next(iter(values.values())) if len(values) == 1 else None
 
     def trained_model(self) -> str | None:
-        """The model being trained: whose parameters an optimizer updates, else a likely name."""
-        fed = next((opt.params_of for opt in self.optimizers if opt.params_of), None)
+        """The model being trained: whose parameters an optimizer updates, else a likely name.
+        Never ``self``: an optimizer over ``self.parameters()`` is a module's own method's (a
+        LightningModule's ``configure_optimizers``), and the model is what the cell makes of
+        its class (``add self = torch.compile(self)`` was offered so)."""
+        fed = next(
+            (opt.params_of for opt in self.optimizers if opt.params_of not in (None, "self")),
+            None,
+        )
         return fed or next((n for n in ("model", "net", "network") if n in self.model_names), None)
 
     def training_loops(self) -> tuple[LoopFacts, ...]:

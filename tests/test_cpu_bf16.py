@@ -142,7 +142,16 @@ def test_lightnings_bf16_mixed_in_a_method_gets_32_true(ip):
     assert "bf16" not in patched.source_after
 
 
+def _fresh_accelerate(ip) -> None:
+    """accelerate keeps one AcceleratorState per process, and refuses another mixed precision
+    once set: the shared test shell may hold an earlier module's (a fresh kernel would not)."""
+    assert ip.run_cell(
+        "from accelerate.state import AcceleratorState\nAcceleratorState._reset_state(True)"
+    ).success
+
+
 def test_accelerates_mixed_precision_keyword_gets_no(ip):
+    _fresh_accelerate(ip)
     rep = _run(ip, ACCELERATE)
     (f,) = _ours(rep)
     assert f.line == 6  # the Accelerator(...) line, under the %%gpucheck line
@@ -151,7 +160,9 @@ def test_accelerates_mixed_precision_keyword_gets_no(ip):
     assert isinstance(patched, Patch)
     assert 'Accelerator(mixed_precision="no", cpu=True)' in patched.source_after
     plain = ACCELERATE.replace('mixed_precision="bf16", ', "")
+    _fresh_accelerate(ip)
     assert not _ours(_run(ip, plain))
+    _fresh_accelerate(ip)
 
 
 def test_an_amx_cpu_is_asked_to_measure_not_told_it_is_slower(ip):

@@ -529,35 +529,9 @@ def test_neighbours_in_a_slow_stretch_the_run_keeps_coming_back_to_represent_it(
 def test_a_real_loaded_run_whose_neighbours_ran_slow_without_waiting_represents_it():
     # A real run recorded on 2 cores where others held ~1.6 (tests/data): main read its window
     # unlike the run and gave no verdict; the fresh-clone CI of 343a714 failed on the same.
-    import json
-    from pathlib import Path
+    from tests.recorded_steps import recorded_run
 
-    doc = json.loads((Path(__file__).parent / "data" / "loaded_tiny_loop_steps.json").read_text())
-    rows = tuple(
-        StepTiming(
-            i,
-            t,
-            d,
-            0.0,
-            d * 0.4,
-            d * 0.4,
-            d * 0.2,
-            1,
-            1,
-            64,
-            timed=i < 5,
-            ours_s=o or (1e-6 if i in doc["followed"] else 0.0),
-            wait_s=w,
-        )
-        for i, t, d, w, o in doc["steps"]
-    )
-    first, n = doc["window"]
-    run = dataclasses.replace(
-        syn.make_run(steps=StepClockRecord("optimizer", len(rows), rows)),
-        window=ProfileWindow(
-            "recorded", doc["warmup_steps"], n, first_step=first, recorded_steps=n
-        ),
-    )
+    run = recorded_run("loaded_tiny_loop_steps.json")
     shape = run_shape(run)
     assert shape is not None and shape.window_median_s is not None
     assert shape.window_median_s > 2 * shape.median_s  # the neighbours really were slow

@@ -549,37 +549,9 @@ def test_a_real_loaded_run_whose_waits_crossed_step_ends_is_read_at_its_pace():
     # A real run recorded on 2 cores where others held ~1.8 (tests/data): two of the window's
     # neighbours read more wait than their wall time, the steps after them none; main read
     # their own time 0 us and the window 'unlike' the run ('unknown').
-    import json
-    from pathlib import Path
+    from tests.recorded_steps import recorded_run
 
-    doc = json.loads(
-        (Path(__file__).parent / "data" / "loaded_crossed_waits_steps.json").read_text()
-    )
-    rows = tuple(
-        StepTiming(
-            i,
-            t,
-            d,
-            0.0,
-            d * 0.4,
-            d * 0.4,
-            d * 0.2,
-            1,
-            1,
-            64,
-            timed=i < 5,
-            ours_s=o or (1e-6 if i in doc["followed"] else 0.0),
-            wait_s=w,
-        )
-        for i, t, d, w, o in doc["steps"]
-    )
-    first, n = doc["window"]
-    run = dataclasses.replace(
-        syn.make_run(steps=StepClockRecord("optimizer", len(rows), rows)),
-        window=ProfileWindow(
-            "recorded", doc["warmup_steps"], n, first_step=first, recorded_steps=n
-        ),
-    )
+    run = recorded_run("loaded_crossed_waits_steps.json")
     shape = run_shape(run)
     assert shape is not None and shape.window_median_s is not None
     assert shape.window_median_s > 1e-4  # no step of the loop reads 0 us of its own

@@ -36,7 +36,7 @@ import linecache
 import os
 import sys
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from types import FunctionType, ModuleType
 from typing import Any
@@ -130,16 +130,17 @@ def _bound(tree: ast.AST) -> set[str]:
     return names
 
 
-def _called_functions(
+def _callees(
     tree: ast.AST, names: Mapping[str, Any], local: set[str]
-) -> list[FunctionType]:
-    """The plain functions ``tree`` calls by a name it does not bind itself, or as an attribute
-    of a module that name holds, looked up in ``names`` (plain dict lookups: no user code
-    runs)."""
-    out: list[FunctionType] = []
+) -> Iterator[tuple[ast.Call, Any]]:
+    """Each call of ``tree`` by a name it does not bind itself, or as an attribute of a module
+    that name holds (``train_epoch(...)``, ``utils.train_epoch(...)``), with what ``names``
+    holds there (plain dict lookups: no user code runs; a module's own dict, so no module
+    ``__getattr__`` runs either)."""
     for call in ast.walk(tree):
-        func = call.func if isinstance(call, ast.Call) else None
-        # ``train_epoch(...)``, or ``utils.train_epoch(...)`` of an imported module
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
         head = func.value if isinstance(func, ast.Attribute) else func
         if not isinstance(head, ast.Name) or head.id in local:
             continue
@@ -148,8 +149,17 @@ def _called_functions(
         except Exception:  # noqa: BLE001 - a user's namespace mapping may raise on lookup
             continue
         if isinstance(func, ast.Attribute):
-            # The module's own dict: no module __getattr__ (user code) runs.
             held = vars(held).get(func.attr) if isinstance(held, ModuleType) else None
+        yield call, held
+
+
+def _called_functions(
+    tree: ast.AST, names: Mapping[str, Any], local: set[str]
+) -> list[FunctionType]:
+    """The plain functions ``tree`` calls by a name it does not bind itself, or as an attribute
+    of a module that name holds, looked up in ``names`` (``_callees``)."""
+    out: list[FunctionType] = []
+    for _, held in _callees(tree, names, local):
         if isinstance(held, FunctionType) and held not in out:
             out.append(held)
     return out
@@ -205,19 +215,7 @@ def made_classes(
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if len(targets) == 1 and isinstance(targets[0], ast.Name):
                 bound_to[id(node.value)] = targets[0].id
-    for call in ast.walk(tree):
-        if not isinstance(call, ast.Call):
-            continue
-        func = call.func
-        head = func.value if isinstance(func, ast.Attribute) else func
-        if not isinstance(head, ast.Name) or head.id in local:
-            continue
-        try:
-            held = names.get(head.id)
-        except Exception:  # noqa: BLE001 - a user's namespace mapping may raise on lookup
-            continue
-        if isinstance(func, ast.Attribute):
-            held = vars(held).get(func.attr) if isinstance(held, ModuleType) else None
+    for call, held in _callees(tree, names, local):
         if not isinstance(held, type) or not _framework_class(held):
             continue
         if held not in [k for k, _ in out]:

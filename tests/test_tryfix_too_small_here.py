@@ -30,6 +30,18 @@ def test_a_gain_within_the_trial_s_margin_is_too_small_to_measure_not_undecided(
     assert f"its predicted gain, {gain}, is within the {t.predicted_margin:.0%}" in text
 
 
+@pytest.mark.parametrize(("seed", "load"), [(5, 0.6), (1, 0.15)])
+def test_no_measurable_effect_of_a_gain_within_the_margin_is_too_small_to_measure(seed, load):
+    # A null fix (0.97x) "up to 1.07x" on runs 11%-20% apart: the look decides it has no
+    # effect (main said "no measurable effect", the ledger's lbfgs_closure beside a CI), but
+    # no look here could tell 7% from none: too small to measure, with the numbers.
+    tf, t = _trial(_Machine(seed, 0.97, load=load), _finding(None, 1.07), 0.05)
+    assert 1 + t.predicted_margin >= 1.07
+    assert t.verdict == "too small to measure", (t.verdict, t.per_round)
+    assert not t.recommended
+    assert "TOO SMALL TO MEASURE" in render_try_fixes(tf)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_fix_the_runs_can_resolve_is_never_said_too_small(seed):
     # A bound over what the runs differ by: undecided stays undecided (more rounds may decide).

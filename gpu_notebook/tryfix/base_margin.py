@@ -96,8 +96,8 @@ def too_small_here(finding: Finding, margin: TrialMargin) -> bool:
     widening of it) is within what this trial's runs of the script differ by: the planned look
     cannot tell such a gain from none, and the added rounds only where their spread is far under
     the runs' (issue 26's ledger under load: lbfgs_closure's log_every_n "up to 1.07x" against
-    runs 13% apart, 1.00x undecided after 8 rounds). A trial of it that ends undecided says so
-    with both numbers, "too small to measure" here, not a verdict still to come. No bound: not
-    judged."""
+    runs 13% apart, 1.00x undecided after 8 rounds). A trial of it that ends undecided, or with
+    no measurable effect (up to 1.06x against runs 10% apart: 0.91x), says so with both
+    numbers, "too small to measure" here, not a verdict on the fix. No bound: not judged."""
     bound = finding.gain_bound
     return bound is not None and bound <= 1.0 + margin.margin

@@ -12,7 +12,9 @@ from __future__ import annotations
 import pytest
 
 from gpu_notebook.cell.scan import scan_source
+from gpu_notebook.rules.common import SUGGEST
 from gpu_notebook.rules.python_work import body_work, method_work
+from gpu_notebook.rules.syncs import lines_share
 
 
 def measured(ip, body: str):
@@ -99,9 +101,33 @@ def _framework_lines(finding, cell: str) -> None:
     assert cell.splitlines()[finding.line - 2].strip().startswith("tokens = ")
 
 
+def _named(rep, cell: str) -> list:
+    """The finding on ``cell``'s method work, or none where the readings that gate it were
+    under its line: the sampler's share of the method's lines (a busy machine's sampler may
+    catch a handful of samples there: the fresh-clone CI of d72cf12 with both cores busy read
+    none) or the traced stretch's high end. The mechanism either way, never the machine's
+    load: where the readings reach the line, the finding must be there."""
+    found = [f for f in rep.findings if f.rule_id == RULE]
+    work = method_work(scan_source(cell, line_offset=1))  # the magic is the cell's line 1
+    assert work is not None  # the cell's reading finds the method's work, load or not
+    sampled = lines_share(rep.analysis, work[0])
+    measured = rep.analysis.loop_python
+    reached = (
+        sampled is not None
+        and measured is not None
+        and bool(measured.steps)
+        and min(sampled, measured.high_share) >= SUGGEST
+    )
+    assert bool(found) == reached, (sampled, measured)
+    return found
+
+
 def test_lightning_training_step_tokenising_is_named_in_its_method(shell):
     rep = measured(shell, LIGHTNING)
-    (f,) = [f for f in rep.findings if f.rule_id == RULE]
+    found = _named(rep, LIGHTNING)
+    if not found:
+        return
+    (f,) = found
     assert f.line == 8  # `tokens = ...` (the magic is the cell's line 1)
     assert "Lit.training_step" in f.title and any("Lightning calls" in e for e in f.evidence)
     assert "LightningDataModule" in f.fix and "num_workers" in f.fix and f.fix_id is None
@@ -113,7 +139,10 @@ def test_lightning_training_step_tokenising_is_named_in_its_method(shell):
 
 def test_hf_compute_loss_tokenising_is_named_in_its_method(shell):
     rep = measured(shell, HF)
-    (f,) = [f for f in rep.findings if f.rule_id == RULE]
+    found = _named(rep, HF)
+    if not found:
+        return
+    (f,) = found
     assert f.line == 11
     assert "TokenisingTrainer.compute_loss" in f.title
     assert "dataloader_num_workers" in f.fix and "map(batched=True)" in f.fix

@@ -927,27 +927,79 @@ def test_a_training_thread_the_cell_leaves_running_starts_nothing_of_ours_after_
     """A cell that starts its training on a thread and returns (the notebook stays responsive)
     ends our capture while the thread still steps (unseen notebooks, nb8): the thread's next
     step boundary started the sparse stack sampler after the cell had stopped the others, and
-    that sampler then sampled the thread, at 25 Hz, for as long as the process lived."""
+    that sampler then sampled the thread, at 25 Hz, for as long as the process lived. The cell
+    waits for the thread's third step, so the steps it measures are there on any machine."""
     from gpu_notebook.capture.threads import live_hidden_threads
 
     cell = (
         "%%gpucheck -q -o rep\n"
         "import threading, time\n"
         "lr_m = torch.nn.Linear(32, 1); lr_o = torch.optim.SGD(lr_m.parameters(), lr=0.01)\n"
+        "lr_three = threading.Event()\n"
         "def train():\n"
-        "    for _ in range(120):\n"
+        "    for i in range(120):\n"
         "        lr_m(torch.randn(64, 32)).sum().backward(); lr_o.step(); lr_o.zero_grad()\n"
+        "        if i == 2: lr_three.set()\n"
         "        time.sleep(0.005)\n"
-        "lr_bg = threading.Thread(target=train, name='trainer'); lr_bg.start()\n"
+        "lr_bg = threading.Thread(target=train, name='trainer'); lr_bg.start(); lr_three.wait()\n"
     )
     result = ip.run_cell(cell)
     assert result.success, result.error_in_exec
     ip.user_ns["lr_bg"].join()
     rep = ip.user_ns["rep"]
-    assert rep.run.steps.step_count < 120  # the cell ended first
+    assert 3 <= rep.run.steps.step_count < 120  # the cell ended first
     assert [t.name for t in live_hidden_threads()] == []
     # And the report says its steps are the first of a run that went on without it.
     assert any("still running when the cell ended" in n for n in rep.run.notes), rep.run.notes
+
+
+def test_a_training_thread_left_running_before_its_first_step_is_said_to_outlive_the_cell(ip):
+    """The CI of e9b71ba, both cores busy: the cell above returned before its thread's first
+    optimizer step, and the report said nothing of the thread (the clock followed a thread only
+    from its first step). The thread here waits for the test, so it has no step in the cell on
+    any machine: the report names it as still running, none of its steps measured. A thread of
+    the standard library's the cell leaves running (an executor's worker) is not the training."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpu_notebook.capture.threads import live_hidden_threads
+
+    ip.user_ns["ThreadPoolExecutor"] = ThreadPoolExecutor
+    cell = (
+        "%%gpucheck -q -o rep\n"
+        "import threading\n"
+        "lz_m = torch.nn.Linear(32, 1); lz_o = torch.optim.SGD(lz_m.parameters(), lr=0.01)\n"
+        "lz_go = threading.Event()\n"
+        "def train():\n"
+        "    lz_go.wait()\n"
+        "    for _ in range(5):\n"
+        "        lz_m(torch.randn(64, 32)).sum().backward(); lz_o.step(); lz_o.zero_grad()\n"
+        "lz_bg = threading.Thread(target=train, name='late-trainer'); lz_bg.start()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    ip.user_ns["lz_go"].set()
+    ip.user_ns["lz_bg"].join()
+    rep = ip.user_ns["rep"]
+    assert rep.run.steps.step_count == 0
+    assert [t.name for t in live_hidden_threads()] == []
+    said = [n for n in rep.run.notes if "thread 'late-trainer'" in n]
+    assert len(said) == 1 and "still running when the cell ended" in said[0], rep.run.notes
+    assert "(0 optimizer steps)" in said[0]
+
+    # An executor's idle worker (the standard library's code) and a thread of the user's that
+    # ended inside the cell are not a training left running.
+    cell = (
+        "%%gpucheck -q -o rep\n"
+        "lz_pool = ThreadPoolExecutor(1); lz_pool.submit(lambda: 1).result()\n"
+        "lz_done = threading.Thread(target=lambda: None, name='done-early'); lz_done.start()\n"
+        "lz_done.join()\n"
+        "lz_m(torch.randn(64, 32)).sum().item()\n"
+    )
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    ip.user_ns["lz_pool"].shutdown()
+    notes = ip.user_ns["rep"].run.notes
+    assert not any("still running" in n or "started by the cell" in n for n in notes), notes
 
 
 def test_a_training_thread_the_cell_joins_is_not_said_to_outlive_it(ip):

@@ -68,6 +68,7 @@ from gpu_notebook.capture.fds import open_high
 from gpu_notebook.capture.padding import PaddingReader
 from gpu_notebook.capture.readahead import ReadAhead, corrected_rows
 from gpu_notebook.capture.streams import unsplit_stream
+from gpu_notebook.capture.threads import thread_idents, users_thread_left_running
 from gpu_notebook.capture.unseen import invisible_to_compilers as _invisible_to_compilers
 from gpu_notebook.capture.unseen import skip_in_dynamo
 from gpu_notebook.capture.unseen import tracing_probe as _tracing_probe
@@ -152,6 +153,7 @@ class StepClock:
         self.follow_threads = True
         self._tid_followed: int | None = None
         self._followed_outlived = False  # the followed thread still ran when the clock came off
+        self._threads_before: frozenset[int] = frozenset()  # alive at install
         self._cell_tid: int | None = None
         self._steps_elsewhere: dict[int, int] = {}
         # Steps in children the code forks or spawns (and in theirs): a table in memory shared
@@ -390,6 +392,7 @@ class StepClock:
 
         if self._installed:
             return
+        self._threads_before = thread_idents()
         self._record_function = torch.autograd.profiler.record_function
         self._grad_enabled = torch.is_grad_enabled
         self._anomaly_enabled = torch.is_anomaly_enabled
@@ -447,6 +450,15 @@ class StepClock:
             self._unpatch(key)
         self._installed = False
         followed = self._tid_followed
+        before, self._threads_before = self._threads_before, frozenset()
+        if followed is None and before and self._adopts_at_end():
+            # The cell started its training on a thread and returned before that thread's
+            # first optimizer step (a loaded machine, a slow first batch): the note says that
+            # thread ran on past the cell, with none of its steps measured.
+            followed = users_thread_left_running(before)
+            if followed is not None:
+                self._tid_followed = followed
+                self._name_thread(followed)
         if followed is not None:
             thread = threading._active.get(followed)  # type: ignore[attr-defined]
             self._followed_outlived = thread is not None and thread.is_alive()
@@ -483,6 +495,15 @@ class StepClock:
         self._samples = None
         self._opt_start_ns = 0
         return True
+
+    def _adopts_at_end(self) -> bool:
+        """No step on any thread: a thread the cell left running may be where it trains."""
+        return (
+            self.follow_threads
+            and not self._step_count
+            and self.anchor == "none"
+            and not self._steps_elsewhere
+        )
 
     def _elsewhere(self) -> bool:
         """An optimizer step ended on a thread we do not follow: counted by thread. Returns

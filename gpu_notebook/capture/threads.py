@@ -10,6 +10,9 @@ and :class:`HiddenThread` gives them the ``join``/``is_alive`` that ``threading.
 from __future__ import annotations
 
 import _thread
+import functools
+import os
+import sys
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -35,6 +38,58 @@ def forget_dummy() -> None:
     thread = threading._active.get(_thread.get_ident())  # type: ignore[attr-defined]
     if isinstance(thread, threading._DummyThread):
         threading._active.pop(_thread.get_ident(), None)  # type: ignore[attr-defined]
+
+
+def thread_idents() -> frozenset[int]:
+    """The idents of the ``threading`` threads alive now (ours are not among them)."""
+    return frozenset(threading._active)  # type: ignore[attr-defined]
+
+
+def users_thread_left_running(before: frozenset[int]) -> int | None:
+    """The one thread started since ``before`` that is still alive and runs the user's own code
+    (its target, or its ``run`` override, defined outside the standard library, the installed
+    packages and this package): a cell that starts its training on a thread and returns before
+    that thread's first step. None when there is no such thread or more than one."""
+    found = [
+        ident
+        for ident, thread in list(threading._active.items())  # type: ignore[attr-defined]
+        if ident not in before and thread.is_alive() and _runs_users_code(thread)
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _runs_users_code(thread: threading.Thread) -> bool:
+    target = getattr(thread, "_target", None)
+    if target is None and type(thread).run is not threading.Thread.run:
+        target = type(thread).run
+    while isinstance(target, functools.partial):
+        target = target.func
+    target = getattr(target, "__func__", target)
+    code = getattr(target, "__code__", None)
+    if code is None:
+        return False
+    filename = code.co_filename
+    if not filename.startswith("<") and not os.path.isabs(filename):
+        return False
+    return not filename.startswith(_library_prefixes())
+
+
+@functools.lru_cache(maxsize=1)
+def _library_prefixes() -> tuple[str, ...]:
+    """Where code that is never the user's lives: the standard library, the installed packages
+    (and any ``site-packages`` on ``sys.path``), this package."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    found = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    found |= {p for p in sys.path if p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))}
+    found.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return tuple(
+        sorted(
+            {os.path.join(p, "") for p in found}
+            | {os.path.join(os.path.realpath(p), "") for p in found}
+        )
+    )
 
 
 class HiddenThread:

@@ -279,6 +279,16 @@ class PaddingReading:
 
 
 @dataclass(frozen=True)
+class BatchHighsReading:
+    """The steps whose batch was larger than every earlier one (capture/batch_highs.py)."""
+
+    steps: tuple[int, ...] = ()  # each step (its index) whose batch set a new largest size
+    reads: int = 0  # batches the loader handed the loop
+    sized: int = 0  # ... of them with plain tensors to size
+    complete: bool = True  # False: the highs outran the bound and were no longer kept
+
+
+@dataclass(frozen=True)
 class StepClockRecord:
     """What the step clock saw over the whole cell (bounded: ``steps`` may be decimated)."""
 
@@ -353,6 +363,8 @@ class StepClockRecord:
     loader_starts: tuple[int, ...] = ()
     # The share of real tokens in the first batches the loop read (None: no batch looked at).
     padding: PaddingReading | None = None
+    # Where the batches grew: memory rising at a new largest batch is the allocator's, not a leak.
+    batch_highs: BatchHighsReading | None = None
 
 
 @dataclass(frozen=True)
@@ -1601,6 +1613,10 @@ class MemoryTrend:
     # growth that stops (caches, the allocator meeting bigger batches) has little left. None
     # when that half holds too few readings to fit.
     late_bytes_per_step: float | None = None
+    # The growth between readings whose steps brought no new largest batch, per step: a leak
+    # grows there at its rate; the allocator meeting bigger batches does not. None when the
+    # batches were not sized, or such stretches hold under half of the fitted steps.
+    between_highs_bytes_per_step: float | None = None
 
 
 @dataclass(frozen=True)

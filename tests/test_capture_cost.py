@@ -92,7 +92,7 @@ def _our_calls_in_fit(ip: Any, steps: int) -> int:
 
 
 @pytest.mark.parametrize(
-    ("mode", "timed_min_step_s", "most"), [("timed", 0.0, 28), ("lean", 60.0, 15)]
+    ("mode", "timed_min_step_s", "most"), [("timed", 0.0, 29), ("lean", 60.0, 16)]
 )
 def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(
     ip, monkeypatch, mode, timed_min_step_s, most
@@ -120,7 +120,8 @@ def test_a_lightning_step_calls_our_code_a_bounded_number_of_times(
     # the batch size read (5 calls), anomaly and scheduler reads, the step's close: 19.5 (20.7
     # under load: the profiler's windows fall differently). Lean: ~7.5. Since the closure is
     # timed (its update apart, issue 26), 4 more in both: the pre hook and its tracing probe
-    # (lean steps had dropped them), the closure's wrapper made and called.
+    # (lean steps had dropped them), the closure's wrapper made and called. Since the batch's
+    # size is kept where it is the largest yet (capture/batch_highs.py), one more in both.
     assert max(per_step.values()) <= 2.05, (mode, per_step)
     assert 4 <= sum(per_step.values()) <= most, (
         mode,
@@ -156,7 +157,7 @@ def test_a_lean_closure_step_times_its_update_in_a_few_calls(ip, monkeypatch):
     assert per_step.get("session.py:on_boundary", 0) <= 0.05, per_step
     # ~9.7 before the closure was timed (no pre hook), ~13 with it: the pre hook, its tracing
     # probe and the closure's wrapper made and called, once each.
-    assert sum(per_step.values()) <= 15, sorted((v, k) for k, v in per_step.items() if v)
+    assert sum(per_step.values()) <= 16, sorted((v, k) for k, v in per_step.items() if v)
 
 
 def test_a_core_shared_with_a_spinning_process_is_not_the_steps_own_time(tmp_path: Path):
@@ -290,4 +291,4 @@ def test_a_lean_loader_step_makes_one_step_event_and_no_generator(ip, monkeypatc
     # reading (its tensors read inline), and the read-ahead bookkeeping's read and close.
     assert every_step.get("stepclock.py:_read_sched") == 1.0, every_step
     assert every_step.get("stepclock.py:_leading_size") == 1.0, every_step
-    assert sum(every_step.values()) <= 12, every_step
+    assert sum(every_step.values()) <= 13, every_step

@@ -29,6 +29,7 @@ Every figure is a mechanism of the recorded steps, never a wall-clock threshold.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import math
@@ -933,8 +934,10 @@ def _memory(run: Run, steps: Sequence[StepTiming]) -> tuple[MemoryTrend, ...]:
             None,
         )
     rss = _without_our_windows(rss, _window_spans(run))
+    highs = run.steps.batch_highs
+    grew = highs.steps if highs is not None and highs.complete else None
     for kind, points, cap in (("rss", rss, None), ("gpu", gpu, capacity)):
-        trend = _fit(kind, points, cap)
+        trend = _fit(kind, points, cap, grew)
         if trend is not None:
             out.append(trend)
     return tuple(out)
@@ -993,7 +996,12 @@ def _gpu_from_samples(run: Run, steps: Sequence[StepTiming]) -> list[tuple[int, 
     return out
 
 
-def _fit(kind: str, points: Sequence[tuple[int, int]], capacity: int | None) -> MemoryTrend | None:
+def _fit(
+    kind: str,
+    points: Sequence[tuple[int, int]],
+    capacity: int | None,
+    batch_highs: Sequence[int] | None = None,
+) -> MemoryTrend | None:
     if len(points) < 8:
         return None
     skip = len(points) // 10  # the first tenth: caches, the allocator and lazy state fill up
@@ -1021,7 +1029,28 @@ def _fit(kind: str, points: Sequence[tuple[int, int]], capacity: int | None) -> 
         capacity_bytes=capacity,
         full_at_step=full_at,
         late_bytes_per_step=_late_slope(x, y),
+        between_highs_bytes_per_step=(
+            _between_highs_slope(x, y, batch_highs) if batch_highs is not None else None
+        ),
     )
+
+
+def _between_highs_slope(x: np.ndarray, y: np.ndarray, highs: Sequence[int]) -> float | None:
+    """The growth per step over the stretches between two readings that no new largest batch
+    fell in (a batch of step k counts in the reading after step k). The allocator grows to the
+    largest batch it has met and a leak grows every step: only the leak grows here. None when
+    those stretches cover under half of the fitted steps (batches that grow all run long)."""
+    ordered = sorted(highs)
+    grown = spanned = 0.0
+    for a, b, ya, yb in zip(x[:-1], x[1:], y[:-1], y[1:], strict=True):
+        first = bisect.bisect_right(ordered, a)
+        if first < len(ordered) and ordered[first] <= b:
+            continue  # a new largest batch came in this stretch
+        grown += float(yb - ya)
+        spanned += float(b - a)
+    if spanned <= 0 or spanned < 0.5 * float(x[-1] - x[0]):
+        return None
+    return grown / spanned
 
 
 def _late_slope(x: np.ndarray, y: np.ndarray) -> float | None:

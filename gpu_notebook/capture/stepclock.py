@@ -64,6 +64,7 @@ except ImportError:  # Windows: no rusage, no fault counts
 
 from gpu_notebook import markers
 from gpu_notebook.capture import children
+from gpu_notebook.capture.batch_highs import BatchHighs
 from gpu_notebook.capture.fds import open_high
 from gpu_notebook.capture.padding import PaddingReader
 from gpu_notebook.capture.readahead import ReadAhead, corrected_rows
@@ -168,6 +169,7 @@ class StepClock:
         self._unread: dict[str, None] = {}
         # The first training batches' real tokens (capture/padding.py): a few reads, then none.
         self._padding = PaddingReader()
+        self._batch_highs = BatchHighs()
         self._tracing: Callable[[], bool] = _never
         self._grad_enabled: Callable[[], bool] = _always  # torch.is_grad_enabled once installed
         # Autograd's anomaly detection, read as each timed backward starts (global state of
@@ -1215,6 +1217,7 @@ class StepClock:
                     clock._data_ns += wall
             if evaluating:
                 return batch
+            clock._batch_highs.read(clock._step_count, batch)
             if clock._lean:
                 # Lean steps count their samples too (the timed steps' reading, a few type
                 # checks a batch): a loop of 32- and 16-sample steps is two works whichever
@@ -1818,6 +1821,7 @@ class StepClock:
             last_end_s=(self._last_end_ns - t0) / 1e9 if self._step_count else None,
             loader_starts=tuple(self._starts),
             padding=self._padding.record(),
+            batch_highs=self._batch_highs.record(),
         )
 
 

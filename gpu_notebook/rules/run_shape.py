@@ -382,7 +382,11 @@ def creeps(m: MemoryTrend) -> bool:
     if not (m.bytes_per_step > 0 and m.r2 >= MEMORY_R2 and growth >= MEMORY_GROWTH_BYTES):
         return False
     late = m.late_bytes_per_step
-    return late is None or late >= MEMORY_LATE_SHARE * m.bytes_per_step
+    if late is not None and late < MEMORY_LATE_SHARE * m.bytes_per_step:
+        return False
+    # Growth only where the batches reached a new largest size: the allocator's, not a leak.
+    between = m.between_highs_bytes_per_step
+    return between is None or between >= MEMORY_LATE_SHARE * m.bytes_per_step
 
 
 TIE = 180  # where its findings tie: the verdict table's order (rules._families)

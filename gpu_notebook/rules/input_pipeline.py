@@ -254,6 +254,11 @@ class LoaderWorkers(Said):
     # offered where it leaves a step no shorter than today's (``session_share``; None: not read).
     share: SessionShare | None = None
     busy: bool = False  # ``share`` leaves no shorter step: said, not offered
+    # Not offered (``no_spare`` or ``busy``): the share of the step the dataset's own code holds
+    # and its Amdahl bound, what making each item cheaper can give with no core more (None:
+    # the wait was not sampled enough in the dataset's code).
+    item_share: float | None = None
+    item_bound: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1015,7 +1020,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         # The step workers leave is longer than today's: said, not offered (the fix would be
         # tried and kept only where it helps, but a recommendation must not be a slowdown).
         said = dataclasses.replace(said, no_spare=no_spare)
-        return found("input.loader_workers", "info", said, phase_share=data, line=loader.line)
+        return _not_offered(analysis, data, said, loader.line)
     shared = session_share(run, analysis, whole, workers, wanted)
     if shared is not None and shared.gain < 1.0:
         # The workers' CPU work comes out of the CPU this process's session got while the
@@ -1023,7 +1028,7 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         # machine now, not of the program (``loader_workers``' words say to measure again
         # where cores are free).
         said = dataclasses.replace(said, share=shared, busy=True)
-        return found("input.loader_workers", "info", said, phase_share=data, line=loader.line)
+        return _not_offered(analysis, data, said, loader.line)
     low = workers_low(run, analysis, whole, workers, bound, wanted)
     if low is not None and shared is not None and shared.gain < low:
         low = shared.gain
@@ -1042,6 +1047,24 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
                  fix_params={"num_workers": wanted, "pin_memory": pin, "persistent_workers": True}
                  | ({"running_workers": workers} if as_iterated else {}),
                  low=low)  # fmt: skip
+
+
+def _not_offered(analysis: Analysis, data: float, said: LoaderWorkers, line: int | None) -> Finding:
+    """Workers not offered (no spare core, or a session too busy to give them CPU): what the
+    advice left, making each item cheaper in the main process, needs no core, so where the wait
+    was sampled in the dataset's own code the finding is levelled and bounded by that part of
+    the step (an unbounded info line ranked under any bounded finding: unseen round 21's
+    stft_per_item_ctc, 1.44x by hand from caching its items, read [info])."""
+    d = said.in_dataset
+    if d is None or d.data_samples < LOADING_SAMPLES:
+        return found("input.loader_workers", "info", said, phase_share=data, line=line)
+    part = min(1.0, d.samples / d.data_samples)
+    item = data * part
+    bound = gain_bound(item, analysis)
+    said = dataclasses.replace(said, item_share=item, item_bound=bound)
+    level = level_in(analysis, "data", data, low=SUGGEST, part=part)
+    return found("input.loader_workers", level or "info", said, phase_share=data,
+                 bound=bound if level is not None else None, line=line)  # fmt: skip
 
 
 def _unsplit_stream(run: Run, loader: LoaderInUse) -> bool:

@@ -314,6 +314,12 @@ def loader_workers(s: LoaderWorkers) -> Words:
         if d is not None
         else ""
     )
+    if s.item_bound is not None and d is not None:
+        evidence.append(
+            f"the dataset's own code holds {d.samples} of the data wait's {d.data_samples} stack "
+            f"samples, {fmt_share(s.item_share)} of the step: making each item cheaper gives up "
+            f"to {s.item_bound:.2f}x with no core more"
+        )
     if s.no_spare is not None:
         evidence.append(no_spare_core(s.no_spare))
         return words(

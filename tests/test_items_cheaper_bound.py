@@ -35,15 +35,18 @@ BODY = CELL.splitlines()
 ITEM_LINE = (
     1 + BODY.index("        spec = torch.stft(self.wavs[i], 512, 128, return_complex=True)") + 1
 )
+RETURN_LINE = ITEM_LINE + 1  # `return spec.abs().log(), ...`: the same method's next line
 LOOP_LINE = 1 + BODY.index("for x, y in loader:") + 1
 
 
-def _found(item_samples: int, data_samples: int, busy: bool = True):
+def _found(item_samples: int, data_samples: int, busy: bool = True, returned: int = 0):
     series = _sampled(30.0, 100.0, 90.0) if busy else _sampled(30.0, 65.0, 90.0)
     run = syn.make_run(CELL, steps=_loader_record(), cpu_count=2, series=series)
     hot = LineStat(ITEM_LINE, BODY[ITEM_LINE - 2], item_samples, 0.5, {"data": item_samples})
     loop = LineStat(LOOP_LINE, BODY[LOOP_LINE - 2], data_samples, 0.7, {"data": data_samples})
-    stacks = StackProfile(0.005, data_samples + 10, 0.06, lines=(hot, loop))
+    back = LineStat(RETURN_LINE, BODY[RETURN_LINE - 2], returned, 0.1, {"data": returned})
+    lines = (hot, back, loop) if returned else (hot, loop)
+    stacks = StackProfile(0.005, data_samples + 10, 0.06, lines=lines)
     analysis = dataclasses.replace(with_run_figures(run, _analysis(run)), stacks=stacks)
     raw = {f.rule_id: f for f in run_rules(run, analysis, syn.VERDICT)}["input.loader_workers"]
     worded = {f.rule_id: f for f in word_findings((raw,))}["input.loader_workers"]
@@ -63,6 +66,13 @@ def test_the_item_advice_is_levelled_and_bounded_by_the_dataset_code_s_share_of_
     # Half as much of the wait in the dataset's code: a smaller bound.
     _, half = _found(item_samples=20, data_samples=40)
     assert half.gain_bound is not None and 1.0 < half.gain_bound < f.gain_bound
+    # One frame's lines hold disjoint samples: the method's are their sum, not its hottest
+    # line's (stft_per_item_ctc: the hottest line alone read 15 of 24).
+    split_raw, split = _found(item_samples=20, data_samples=40, returned=16)
+    assert isinstance(split_raw.said, LoaderWorkers) and split_raw.said.in_dataset is not None
+    assert split_raw.said.in_dataset.samples == 36
+    assert split_raw.said.in_dataset.line == ITEM_LINE  # the hottest line still named
+    assert split.gain_bound == pytest.approx(f.gain_bound)
 
 
 def test_too_few_samples_in_the_dataset_s_code_stay_an_unbounded_info_line():

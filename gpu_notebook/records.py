@@ -1338,6 +1338,36 @@ class ScalerOps:
 
 
 @dataclass(frozen=True)
+class ParamKindOps:
+    """One kind of torch's parametrizations in the traced steps (analysis.param_cached): the
+    operator each read of a parametrized tensor of that kind calls once, and the backward nodes
+    named for it."""
+
+    kind: str  # "weight_norm", "spectral_norm", "orthogonal"
+    calls: int  # outermost calls of its operator in the traced steps (one a read)
+    forward_us: float  # their host time summed
+    backward_us: float  # its named backward nodes' host time summed (0: none named)
+
+
+@dataclass(frozen=True)
+class ParamOps:
+    """Parametrizations recomputed in the traced steps: per kind, against the steps, the
+    backward calls in them, and the sampled time under ``parametrize``'s property."""
+
+    kinds: tuple[ParamKindOps, ...]
+    steps: int  # traced steps
+    backwards: int  # backward calls in them (gpucheck::backward ranges)
+    steps_us: float  # the traced steps' wall time
+    # The share of the sampled time under a parametrized tensor's read (parametrize.py's
+    # ``get_parametrized``: the parametrization's forward, its Python in); None: not sampled.
+    sampled_share: float | None = None
+    samples: int = 0
+
+    def kind(self, name: str) -> ParamKindOps | None:
+        return next((k for k in self.kinds if k.kind == name), None)
+
+
+@dataclass(frozen=True)
 class CpuBf16Casts:
     """A CPU run's dtype casts and matmuls in the traced steps (analysis.cpu_bf16_casts): under a
     bfloat16 autocast each matmul casts its float32 weights and inputs first, and the backward
@@ -1917,6 +1947,8 @@ class Analysis:
     # The loop body's own host work before each traced step's model (None: no trace, or no
     # traced step holds a model).
     loop_python: LoopPython | None = None
+    # Parametrized tensors read in the traced steps (None: no trace, or none read).
+    param_ops: ParamOps | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from gpu_notebook.records import (
     LoopPython,
     OpStat,
     OptimizerSplit,
+    ParamOps,
     PeriodicCost,
     PhaseBreakdown,
     Recompute,
@@ -56,6 +57,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
     marked = marked_waits(run.window)
     optimizers: OptimizerSplit | None = None
     loop_python: LoopPython | None = None
+    params: ParamOps | None = None
     if run.window.trace_path is not None and run.window.recorded_steps > 0:
         # Each step's wait for a core, where the step clock read it: the host figures take
         # what of it fell between calls out of the gaps (it is no Python).
@@ -73,6 +75,9 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         from gpu_notebook.analysis.optimizer_split import optimizer_split
 
         optimizers = optimizer_split(traces.load(run.window.trace_path), phases)
+        from gpu_notebook.analysis.param_cached import param_ops
+
+        params = param_ops(traces.load(run.window.trace_path), phases, run.stacks)
         loop_python = _loop_python(run, traces)
     elif run.window.trace_path is not None and run.window.status == "within-step":
         # Calls inside a step, no whole step: its operator totals hold for the window, and the
@@ -121,6 +126,7 @@ def analyze(run: Run, traces: WindowTraces | None = None) -> Analysis:
         cpu_casts=cpu_casts,
         optimizers=optimizers,
         loop_python=loop_python,
+        param_ops=params,
     )
     return with_run_figures(run, analysis)
 

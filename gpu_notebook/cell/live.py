@@ -22,6 +22,7 @@ from typing import Any
 from gpu_notebook.cell.embedding_tables import DenseTable, optimizer_tables
 from gpu_notebook.cell.ipython import binding_cell
 from gpu_notebook.cell.names import dotted, int_or_none, keyword_value, method_of
+from gpu_notebook.cell.param_cached import ParametrizedTensor, parametrized_tensors
 from gpu_notebook.cell.unstepped_params import UnsteppedModel, unstepped_models
 
 
@@ -66,6 +67,8 @@ class LiveModel:
     # Every layer is torch.nn's own and none reads ``training`` (no dropout, batch or instance
     # norm, RReLU, RNN or attention dropout): train mode changes nothing. False: unknown.
     mode_blind: bool = False
+    # Its parametrized tensors (``torch.nn.utils.parametrize``): computed anew on every read.
+    parametrized: tuple[ParametrizedTensor, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -488,17 +491,23 @@ def _model(name: str, model: Any, torch: Any) -> LiveModel:
     # The module tree from torch's own dicts (_modules, _parameters), not parameters() or
     # modules(), which a model of the user's may override.
     modules: list[Any] = []
-    todo = [model]
+    paths: list[str] = []
+    todo: list[tuple[str, Any]] = [("", model)]
     seen: set[int] = set()
     while todo:
-        m = todo.pop()
+        path, m = todo.pop()
         if id(m) in seen:
             continue
         seen.add(id(m))
         modules.append(m)
+        paths.append(path)
         children = _held(m, "_modules")
         if type(children) is dict:
-            todo.extend(c for c in dict.values(children) if c is not None)
+            todo.extend(
+                (f"{path}.{k}" if path else str(k), c)
+                for k, c in dict.items(children)
+                if c is not None
+            )
     # Each parameter once (shared weights are one tensor), in the order the modules hold them.
     params: dict[int, Any] = {}
     for m in modules:
@@ -522,6 +531,7 @@ def _model(name: str, model: Any, torch: Any) -> LiveModel:
         parameter_tensors=len(params),
         device=device,
         mode_blind=all(_mode_blind(type(m), torch) for m in modules),
+        parametrized=parametrized_tensors(zip(paths, modules, strict=True), torch),
     )
 
 

@@ -8,7 +8,8 @@ blocks (each sample's own gradient) are kept. Samples are independent, so one ba
 ``energy(x).sum()`` gives the same [B, D] gradient (``torch.autograd.grad(..., create_graph=
 True)``), or ``vmap(jacrev(energy_one))(x)`` per sample. Same loss, same gradients.
 Seen 2026-12-07 on main 343a714: CPU-ONLY (high), backward 88%, hot lines backward 76% and
-the jacrev line 17%; no finding. By hand autograd.grad of the sum 12.0x (CPU clock). Open.
+the jacrev line 17%; no finding. By hand autograd.grad of the sum 12.0x (CPU clock). Fixed in
+43eb981: autograd.batch_jacobian at the jacrev line, advice only.
 """
 
 import torch

@@ -9,7 +9,8 @@ weight and 48 chains to back through. ``torch.nn.utils.parametrize.cached()`` ar
 norm (a power iteration per access), ``orthogonal``, any parametrization in a loop over time
 or over a shared block.
 Seen 2026-12-07 on main 343a714: CPU-ONLY (medium), _weight_norm_interface 48 calls a step
-in the trace, no finding. By hand parametrize.cached() 1.64x (CPU clock). Open.
+in the trace, no finding. By hand parametrize.cached() 1.64x (CPU clock). Fixed in c266195:
+host.parametrization_recomputed, patch parametrize.cached() around the forward and loss.
 """
 
 import torch

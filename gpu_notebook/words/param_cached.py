@@ -28,11 +28,16 @@ def recomputed_parametrization(s: RecomputedParametrization) -> Words:
     if s.bound is not None:
         evidence.append(f"gain if each is computed once a forward: {fmt_gain(s.bound, s.low)}")
     where = f" (line {s.line} on)" if s.line is not None else ""
+    same = (
+        "the same weights (spectral norm: one power iteration a forward, not one a read)"
+        if "spectral_norm" in s.kinds
+        else "the same values and gradients"
+    )
     return words(
         f"A parametrized weight is computed {s.reads:.0f} times a forward",
         evidence,
         f"Put the forward and its loss{where} under `with {CONTEXT}:`: the first read computes "
-        "each parametrized weight, the others reuse it, with the same values and gradients. "
+        f"each parametrized weight, the others reuse it: {same}. "
         "Keep the backward and the optimizer step outside the block (a step inside would leave "
         "the cached weight stale).",
         "PyTorch docs: torch.nn.utils.parametrize.cached",

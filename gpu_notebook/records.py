@@ -156,6 +156,30 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class ThreadSpot:
+    """Where a sampler tick found a thread: the outermost function of its own (below
+    ``threading``'s: the thread's target, ``TrainerMemoryTracker.peak_monitor_func``), the file
+    and line that frame stood at, and how many ticks found it there."""
+
+    function: str  # qualname
+    file: str
+    line: int
+    seen: int
+
+
+@dataclass(frozen=True)
+class OwnThread:
+    """Another Python thread of the measured process (not the loop's, not ours), read at the
+    sampler's ticks (capture/own_threads_spin.py)."""
+
+    name: str
+    native_id: int
+    # (t_s since the capture started, its time on a core so far in s: schedstat), in order.
+    readings: tuple[tuple[float, float], ...] = ()
+    spots: tuple[ThreadSpot, ...] = ()  # most seen first
+
+
+@dataclass(frozen=True)
 class SampleSeries:
     """The sampler's bounded buffer. ``interval_s`` is the effective spacing after downsampling."""
 
@@ -164,6 +188,8 @@ class SampleSeries:
     samples: tuple[Sample, ...] = ()
     downsample_factor: int = 1  # 2**k after k halvings of a full buffer
     notes: tuple[str, ...] = ()  # e.g. "GPU 0 lost at 12.3 s"
+    # The process's other Python threads, their CPU time at the ticks (() : none, or not read).
+    threads: tuple[OwnThread, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -945,6 +971,10 @@ class CoreWait:
     found: VerdictCategory  # the verdict the share as read gives
     other: VerdictCategory | None  # the verdict across the line (None: another, not read)
     judged: bool  # False: the range holds the line, no bound is named (too busy to judge)
+    # The share of that wait a thread of this process held (``SideThreads.held``) and where that
+    # thread stood (its target's qualname); None: none read.
+    own_held: float | None = None
+    own_function: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1902,6 +1932,46 @@ def _quartile(values: list[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
+class SideThread:
+    """A thread of the measured process besides the loop's that held a core while the steps ran
+    (``analysis.own_threads_spin``)."""
+
+    name: str
+    function: str  # where it stood most: its target's qualname, file and line
+    file: str
+    line: int
+    cpu_s: float  # its time on a core over ``span_s`` of the steps
+    span_s: float
+
+    @property
+    def cores(self) -> float:
+        return self.cpu_s / self.span_s if self.span_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class SideThreads:
+    """The process's own threads on a core beside the loop while the steps ran, and what of the
+    loop thread's wait for a core they account for (``analysis.own_threads_spin``)."""
+
+    threads: tuple[SideThread, ...]  # busiest first
+    loop_cores: float | None  # the loop thread's own time on a core over the steps' wall time
+    others_cores: float | None  # other processes' cores while the steps ran (the sampler's)
+    wait_share: float | None  # the loop thread's wait for a core over the steps' wall time
+    # The share of that wait the threads account for: their cores over theirs and the other
+    # processes' (the runnable work the loop thread queued behind).
+    held: float
+    # At most how much faster the steps run without the threads: the larger of each step its
+    # own time on a core plus the part of its wait the other processes account for (the time
+    # off a core, the GIL's wait among it, all given back), and the loop thread's rate with the
+    # threads' cores added (at most one core). None: the steps' clocks not read.
+    bound: float | None = None
+
+    @property
+    def cores(self) -> float:
+        return sum(t.cores for t in self.threads)
+
+
+@dataclass(frozen=True)
 class Analysis:
     """All figures computed from one Run."""
 
@@ -1949,6 +2019,8 @@ class Analysis:
     loop_python: LoopPython | None = None
     # Parametrized tensors read in the traced steps (None: no trace, or none read).
     param_ops: ParamOps | None = None
+    # The process's own threads on a core beside the loop while the steps ran (None: none read).
+    side_threads: SideThreads | None = None
 
 
 @dataclass(frozen=True)

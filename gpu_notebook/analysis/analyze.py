@@ -156,11 +156,14 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
     """``analysis`` with the figures of the whole run beside the window's: the data wait and the
     optimizer step as the step clock timed them outside the profiled windows (``run_phase``:
     the workers and fused-optimizer bounds rest on them), how much longer a profiled step took
-    than an unprofiled one, and the rest of the machine's load."""
+    than an unprofiled one, the rest of the machine's load, and the process's own threads on a
+    core beside the loop."""
     from gpu_notebook.analysis.optimizer_split import clock_split
+    from gpu_notebook.analysis.own_threads_spin import side_threads
 
     warmup, ours = run.window.warmup_steps, disturbed_steps(run)
     on_gpu = run.env.cuda_available or bool(run.env.gpus) or analysis.gpu is not None
+    machine = machine_facts(run, analysis.utilization.in_steps)
     return dataclasses.replace(
         analysis,
         run_data=run_phase(run.steps, warmup, "data", ours),
@@ -169,7 +172,8 @@ def with_run_figures(run: Run, analysis: Analysis) -> Analysis:
         optimizers=clock_split(run.steps, analysis.optimizers, on_gpu=on_gpu)
         or analysis.optimizers,
         profiling_factor=instrumentation_factor(run),
-        machine=machine_facts(run, analysis.utilization.in_steps),
+        machine=machine,
+        side_threads=side_threads(run, machine),
         run_margin=run_margin(_margin_steps(run, warmup, ours, _queue_filling_below(analysis))),
         periodic=_periodic(run),
         cell_time=cell_time(run),

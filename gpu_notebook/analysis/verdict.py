@@ -242,6 +242,23 @@ def decide(
     data_in_memory: str | None = None,
     batch_at_line: BatchAtLine | None = None,
 ) -> Verdict:
+    """The verdict (``_as_decided``), its steps' wait for a core said with the share of it a thread
+    of this process held (``Analysis.side_threads``): that part is not other programs'."""
+    verdict = _as_decided(run, analysis, data_in_memory=data_in_memory, batch_at_line=batch_at_line)
+    side, wait = analysis.side_threads, verdict.core_wait
+    if side is None or wait is None or side.held <= 0:
+        return verdict
+    own = dataclasses.replace(wait, own_held=side.held, own_function=side.threads[0].function)
+    return dataclasses.replace(verdict, core_wait=own)
+
+
+def _as_decided(
+    run: Run,
+    analysis: Analysis,
+    *,
+    data_in_memory: str | None,
+    batch_at_line: BatchAtLine | None,
+) -> Verdict:
     """The verdict, preceded by a word on the profiled window when it does not represent the run.
 
     ``data_in_memory``: why the data wait is per-sample assembly of batches already in memory

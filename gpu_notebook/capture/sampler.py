@@ -14,6 +14,9 @@ What it reads, and why that way:
 * Per-core CPU from ``psutil.cpu_times(percpu=True)`` differences kept here, not from
   ``psutil.cpu_percent``, whose "since the last call" baseline is shared with any other caller
   in the thread (and with the whole process before psutil 6).
+* The process's other Python threads (not the loop's, not ours): their time on a core and where
+  each stands (:mod:`gpu_notebook.capture.own_threads_spin`), so a thread of the program that
+  spins beside the loop is not read as the machine's load.
 * GPUs only through the NVML door (:mod:`gpu_notebook.capture.nvml`). A GPU that is lost is
   noted once ("GPU 0 lost at 12.3 s") and no longer read; sampling goes on.
 
@@ -36,6 +39,7 @@ from typing import Any
 import psutil
 
 from gpu_notebook.capture import nvml
+from gpu_notebook.capture.own_threads_spin import ThreadWatch
 from gpu_notebook.capture.threads import HiddenThread, StartsAndStops, forget_dummy
 from gpu_notebook.records import GpuSample, Sample, SampleSeries
 
@@ -116,6 +120,7 @@ class Sampler(StartsAndStops):
         self._tick_wall_s: deque[float] = deque(maxlen=_TICK_COSTS_KEPT)
         self._listener_failed = False
         self._error: BaseException | None = None  # the sampler thread's own failure, for stop()
+        self._watch = ThreadWatch(None)  # the process's other threads (set at each start)
         self._reset(time.perf_counter())
 
     # --- public API ------------------------------------------------------------------------
@@ -130,6 +135,7 @@ class Sampler(StartsAndStops):
         # The thread that starts the sampler runs the measured code: its run-queue wait (time
         # it was ready to run while the machine ran something else) is the interference it met.
         self._main_tid = threading.get_native_id()
+        self._watch = ThreadWatch(self._main_tid)
         self._stop_event = threading.Event()
         self._thread = HiddenThread(self._run, THREAD_NAME).start()
         return self
@@ -180,6 +186,7 @@ class Sampler(StartsAndStops):
                 samples=tuple(self._samples),
                 downsample_factor=self._downsample_factor,
                 notes=tuple(self._notes),
+                threads=self._watch.records(),
             )
 
     def tick_cost(self) -> TickCost | None:
@@ -222,7 +229,9 @@ class Sampler(StartsAndStops):
             self._error = exc
 
     def _loop(self) -> None:
-        probe = _Probe(getattr(self, "_main_tid", None))  # owned by this thread (psutil, NVML)
+        probe = _Probe(
+            getattr(self, "_main_tid", None), self._watch
+        )  # this thread's (psutil, NVML)
         probe.prime()
         last_tick = time.perf_counter()
         due = last_tick + self._interval_s
@@ -295,8 +304,9 @@ def _exe(process: psutil.Process) -> str | None:
 class _Probe:
     """The reading side of one run; used by the sampler thread only."""
 
-    def __init__(self, main_tid: int | None = None) -> None:
+    def __init__(self, main_tid: int | None = None, watch: ThreadWatch | None = None) -> None:
         self.main_tid = main_tid
+        self.watch = watch
         self.run_wait: tuple[float, int] | None = None  # (perf_counter s, run-queue wait ns)
         self.process = psutil.Process()
         self.children: dict[int, psutil.Process] = {}
@@ -345,6 +355,8 @@ class _Probe:
             children=len(self.workers.intersection(self.children)),
             run_wait_pct=self._read_run_wait(),
         )
+        if self.watch is not None:
+            self.watch.read(t_s)
         return sample, lost
 
     def _read_children(self) -> tuple[float | None, int]:

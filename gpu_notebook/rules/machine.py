@@ -13,6 +13,10 @@
 - ``machine.shared``: other processes used at least ``SHARED_SHARE`` of the cores over most of
   the run, or the hypervisor stole ``STEAL_PCT``, or other processes computed on the GPU: every
   figure of the report is that of a shared machine.
+
+The loop thread's wait for a core that a thread of this process accounts for
+(``Analysis.side_threads``: a spinning monitor beside the loop) is not the machine's: the wait
+these rules read is the other processes' part of it (rules/own_threads_spin.py names the thread).
 """
 
 from __future__ import annotations
@@ -90,7 +94,16 @@ def slowed_by_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     shape = analysis.shape
     if shape is None or shape.drift is None or not slowed_by_waits(shape):
         return None
+    if _own_held(analysis) >= 0.5:
+        return None  # the wait is mostly a thread of this process's (rules/own_threads_spin)
     return found("machine.slowed", "low", Slowed(shape, shape.drift))
+
+
+def _own_held(analysis: Analysis) -> float:
+    """The share of the loop thread's wait for a core a thread of this process held
+    (``SideThreads.held``; 0: none read): not the machine's."""
+    side = analysis.side_threads
+    return side.held if side is not None else 0.0
 
 
 def _thread_fix(m: MachineFacts) -> int:
@@ -135,6 +148,8 @@ def shared_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
         return None
     others = m.others_median_cores or 0.0
     wait = analysis.shape.run_wait_share if analysis.shape is not None else None
+    if wait is not None:
+        wait *= 1.0 - _own_held(analysis)  # the part other programs account for
     said = Shared(
         others if others >= SHARED_SHARE * m.cores else None,
         m.cores,

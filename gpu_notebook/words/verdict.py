@@ -55,12 +55,17 @@ def word_verdict(verdict: Verdict) -> Verdict:
         verdict,
         headline=(
             f"Too busy to judge: the steps waited {fmt_share(wait.wait_share)} of their time for "
-            f"a core (other programs held the CPU). As read they would give {wait.found}; where "
+            f"a core ({_held_by(wait)}). As read they would give {wait.found}; where "
             f"that wait fell decides between it and {other}."
         ),
         more_gpus=(
             f"Unknown on this machine as it was: {wait.found} or {other}. Rerun on a quieter "
             "machine (when the other programs are done, or on cores of its own) to tell them apart."
+            + (
+                f" Stop this program's own `{wait.own_function}` thread first (its finding below)."
+                if wait.own_function is not None
+                else ""
+            )
         ),
         evidence=(
             _waited(wait),
@@ -124,7 +129,20 @@ def _share_line(wait: CoreWait, other: str) -> str:
 def _waited(wait: CoreWait) -> str:
     return (
         f"the steps waited {fmt_share(wait.wait_share)} of their time for a core over "
-        f"{wait.steps} steps: other programs held the CPU (schedstat run delay)"
+        f"{wait.steps} steps: {_held_by(wait)} (schedstat run delay)"
+    )
+
+
+def _held_by(wait: CoreWait) -> str:
+    """Who held the cores the steps waited for: other programs, or in part a thread of this
+    program's own (``CoreWait.own_held``)."""
+    if wait.own_held is None or wait.own_function is None:
+        return "other programs held the CPU"
+    if wait.own_held >= 0.995:
+        return f"this program's own thread `{wait.own_function}` held the CPU"
+    return (
+        f"this program's own thread `{wait.own_function}` held about {fmt_share(wait.own_held)} "
+        "of it, other programs the rest"
     )
 
 

@@ -1,0 +1,133 @@
+"""The process's other Python threads: their time on a core at the sampler's ticks, and where each
+stood.
+
+A thread of the measured program that computes beside the loop (transformers' memory tracker
+polling the RSS with no sleep, a busy-wait heartbeat, a ``while running:`` poll of NVML) holds a
+core and the GIL the loop thread waits for; the loop thread's wait for a core reads as the
+machine's unless that thread's own time is read. Each tick lists the ``threading`` threads (not
+the loop's; ours are hidden from that list, capture/threads.py), reads each one's time on a core
+the way the loop thread's wait is read (``/proc/self/task/TID/schedstat``, its first field) and
+where its frame stands (``sys._current_frames()``): the outermost function below ``threading``'s
+own, the thread's target, and the line it was at. Bounded: ``MAX_THREADS`` threads,
+``MAX_READINGS`` readings each (every other one dropped when full, as the sampler's buffer),
+``MAX_SPOTS`` places each.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from types import FrameType
+
+from gpu_notebook.records import OwnThread, ThreadSpot
+
+__all__ = ["MAX_READINGS", "MAX_THREADS", "ThreadWatch"]
+
+MAX_THREADS = 16
+MAX_READINGS = 256
+MAX_SPOTS = 16  # distinct places counted per thread (the first ones seen; the rest not counted)
+_OURS = "gpu_notebook"  # our threads' name prefix (the warm-up thread of gpu_notebook/__init__)
+_THREADING_FILE = threading.__file__
+
+
+class _Track:
+    """One thread's readings, owned by the watch (read and written under its lock)."""
+
+    __slots__ = ("name", "native_id", "readings", "spots")
+
+    def __init__(self, name: str, native_id: int) -> None:
+        self.name = name
+        self.native_id = native_id
+        self.readings: list[tuple[float, float]] = []
+        self.spots: dict[tuple[str, str, int], int] = {}
+
+    def add(self, t_s: float, cpu_s: float) -> None:
+        if len(self.readings) >= MAX_READINGS:
+            # Keep every other reading, the newest included: even spacing, the span kept.
+            self.readings = self.readings[(len(self.readings) - 1) % 2 :: 2]
+        self.readings.append((t_s, cpu_s))
+
+    def seen(self, spot: tuple[str, str, int] | None) -> None:
+        if spot is None:
+            return
+        if spot in self.spots or len(self.spots) < MAX_SPOTS:
+            self.spots[spot] = self.spots.get(spot, 0) + 1
+
+    def record(self) -> OwnThread:
+        spots = sorted(self.spots.items(), key=lambda kv: -kv[1])
+        return OwnThread(
+            name=self.name,
+            native_id=self.native_id,
+            readings=tuple(self.readings),
+            spots=tuple(ThreadSpot(f, file, line, n) for (f, file, line), n in spots),
+        )
+
+
+class ThreadWatch:
+    """Reads the process's other Python threads at each sampler tick (``read``); ``records()``
+    hands them up. ``loop_tid``: the native id of the thread that runs the measured code, left
+    out; None (no thread id known): reads nothing."""
+
+    def __init__(self, loop_tid: int | None) -> None:
+        self.loop_tid = loop_tid
+        self._tracks: dict[int, _Track] = {}  # by threading ident
+        self._lock = threading.Lock()
+        self._off = loop_tid is None
+
+    def read(self, t_s: float) -> None:
+        """One reading of every other thread (the sampler's thread calls it)."""
+        if self._off:
+            return
+        frames = sys._current_frames()
+        for thread in threading.enumerate():
+            native, ident = thread.native_id, thread.ident
+            if (
+                native is None
+                or ident is None
+                or native == self.loop_tid
+                or isinstance(thread, threading._DummyThread)
+                or thread.name.startswith(_OURS)
+            ):
+                continue
+            cpu_s = _run_s(native)
+            if cpu_s is None:
+                continue  # ended since listed, or no schedstat here
+            frame = frames.get(ident)
+            with self._lock:
+                track = self._tracks.get(ident)
+                if track is None or track.native_id != native:
+                    if len(self._tracks) >= MAX_THREADS:
+                        continue
+                    track = self._tracks[ident] = _Track(thread.name, native)
+                track.add(t_s, cpu_s)
+                track.seen(_spot(frame) if frame is not None else None)
+            del frame
+
+    def records(self) -> tuple[OwnThread, ...]:
+        """The threads read so far, each with at least one reading."""
+        with self._lock:
+            return tuple(t.record() for t in self._tracks.values() if t.readings)
+
+
+def _run_s(native_id: int) -> float | None:
+    """The thread's time on a core so far (schedstat's first field, ns), in s; None: not read."""
+    try:
+        with open(f"/proc/self/task/{native_id}/schedstat", "rb") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _spot(frame: FrameType) -> tuple[str, str, int] | None:
+    """The outermost frame of the thread's own code (below ``threading``'s bootstrap and
+    ``run``): its function's qualname, file and current line; None: only ``threading``'s."""
+    target: FrameType | None = None
+    f: FrameType | None = frame
+    while f is not None:
+        if f.f_code.co_filename != _THREADING_FILE:
+            target = f  # the outermost non-threading frame seen so far
+        f = f.f_back
+    if target is None:
+        return None
+    code = target.f_code
+    return getattr(code, "co_qualname", code.co_name), code.co_filename, target.f_lineno or 0

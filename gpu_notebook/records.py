@@ -1958,7 +1958,8 @@ class SideThreads:
     others_cores: float | None  # other processes' cores while the steps ran (the sampler's)
     wait_share: float | None  # the loop thread's wait for a core over the steps' wall time
     # The share of that wait the threads account for: their cores over theirs and the other
-    # processes' (the runnable work the loop thread queued behind).
+    # processes' (the runnable work the loop thread queued behind), or where more, the part of
+    # the step the loop would not need with their cores added to its own, over the wait.
     held: float
     # At most how much faster the steps run without the threads: the larger of each step its
     # own time on a core plus the part of its wait the other processes account for (the time

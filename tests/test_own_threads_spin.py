@@ -240,9 +240,9 @@ def test_a_report_with_its_threads_reads_back_from_json(ip):
     assert dataclasses.asdict(back.run.samples)["threads"]
 
 
-def _side_run(spin_rate: float, beat_rate: float):
-    """100 steps of 10 ms (5 ms on a core, 2 ms waiting for one) from 1 s; a spinner and a
-    heartbeat read every 0.1 s over 0.5-2.5 s at the given rates (cores)."""
+def _side_run(spin_rate: float, beat_rate: float, cpu_s: float = 0.005, wait_s: float = 0.002):
+    """100 steps of 10 ms (``cpu_s`` on a core, ``wait_s`` waiting for one) from 1 s; a spinner
+    and a heartbeat read every 0.1 s over 0.5-2.5 s at the given rates (cores)."""
     from gpu_notebook.records import OwnThread, SampleSeries, ThreadSpot
     from tests.scenarios import synthetic as syn
 
@@ -250,8 +250,8 @@ def _side_run(spin_rate: float, beat_rate: float):
     steps = dataclasses.replace(
         steps,
         steps=tuple(
-            dataclasses.replace(s, start_s=1.0 + 0.01 * i, duration_s=0.01, cpu_s=0.005,
-                                wait_s=0.002)
+            dataclasses.replace(s, start_s=1.0 + 0.01 * i, duration_s=0.01, cpu_s=cpu_s,
+                                wait_s=wait_s)
             for i, s in enumerate(steps.steps)
         ),
     )  # fmt: skip
@@ -279,11 +279,22 @@ def test_the_figures_hold_the_spinners_share_of_the_wait_and_its_bound():
     (spin,) = side.threads
     assert spin.cores == pytest.approx(0.6) and spin.span_s == pytest.approx(1.0, rel=0.1)
     assert side.loop_cores == pytest.approx(0.5) and side.wait_share == pytest.approx(0.2)
-    assert side.held == pytest.approx(0.6 / 0.9)
-    # The larger of: each step keeps its 5 ms on a core and the others' third of its 2 ms wait
-    # (1.76x); the loop's 0.5 core takes the spinner's 0.6, at most one core (2x).
+    # With the spinner's 0.6 cores the loop (0.5) would need half of each step less: more than
+    # its 20% wait, all of it the spinner's.
+    assert side.held == pytest.approx(1.0)
+    # The larger of: each step keeps its 5 ms on a core (2x); the loop's 0.5 core takes the
+    # spinner's 0.6, at most one core (2x).
     assert side.bound == pytest.approx(2.0)
-    loaded = dataclasses.replace(machine, loop_others_cores=1.5)
-    assert side_threads(_side_run(0.6, 0.001), loaded).bound == pytest.approx(2.0)
+    # A loaded machine (the round's memory tracker): the loop at 0.125 cores waiting 80% of
+    # each step, the spinner at 0.125, other programs at 1.75.
+    loaded = dataclasses.replace(machine, loop_others_cores=1.75)
+    side = side_threads(_side_run(0.125, 0.001, cpu_s=0.00125, wait_s=0.008), loaded)
+    assert side is not None and side.wait_share == pytest.approx(0.8)
+    # By the cores alone 0.125 / 1.875 of the wait; with the spinner's cores the loop needs half
+    # of each step less: 0.5 / 0.8 of its wait.
+    assert side.held == pytest.approx(0.625)
+    # Each step keeps its 1.25 ms on a core and the others' 3 ms of its wait (2.35x); the loop
+    # takes the spinner's cores (2x).
+    assert side.bound == pytest.approx(10 / (1.25 + 0.375 * 8))
     # Under a quarter of the loop's rate: not named.
     assert side_threads(_side_run(0.1, 0.001), machine) is None

@@ -16,7 +16,9 @@
 
 The loop thread's wait for a core that a thread of this process accounts for
 (``Analysis.side_threads``: a spinning monitor beside the loop) is not the machine's: the wait
-these rules read is the other processes' part of it (rules/own_threads_spin.py names the thread).
+``machine.shared`` reads is the other processes' part of it (rules/own_threads_spin.py names the
+thread). A thread that spins all along does not change over the run: the steps that slowed
+while others were busier (``machine.busy``, ``machine.slowed``) stay the machine's.
 """
 
 from __future__ import annotations
@@ -94,8 +96,6 @@ def slowed_by_machine(run: Run, analysis: Analysis, facts: SourceFacts) -> Findi
     shape = analysis.shape
     if shape is None or shape.drift is None or not slowed_by_waits(shape):
         return None
-    if _own_held(analysis) >= 0.5:
-        return None  # the wait is mostly a thread of this process's (rules/own_threads_spin)
     return found("machine.slowed", "low", Slowed(shape, shape.drift))
 
 

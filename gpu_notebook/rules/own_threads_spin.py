@@ -155,5 +155,4 @@ FIX = Fix(
     "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments.skip_memory_metrics",
     memory_metrics_off,
 )
-TIE = 185  # before the machine's findings (rules/machine.py): the wait's cause in this program
 RULES = (spinning_thread,)

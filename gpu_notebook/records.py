@@ -1303,6 +1303,12 @@ class HostOverhead:
     # us). What an operator's call is measured against (analysis.large_elementwise_ops), so a
     # faster or slower CPU reads the same program the same way. None: not read (older record).
     op_floor_us: float | None = None
+    # ``op_floor_us`` in the reference machine's small-operator floors (analysis.floor_lines):
+    # on a CPU-only run the per-call host lines (``small_op_us``, a compiled graph's own cost)
+    # are their reference values times this, and ``small_op_us`` and ``op_floor_us`` read each
+    # other. None: a GPU run (its small line is the device's launch gap) or not read (an older
+    # record): the reference values stand.
+    floor_scale: float | None = None
 
 
 @dataclass(frozen=True)

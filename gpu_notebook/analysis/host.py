@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from gpu_notebook import markers
+from gpu_notebook.analysis.floor_lines import floor_scale, settled_small_line, small_floor
 from gpu_notebook.analysis.interference import marked_step_waits_s
 from gpu_notebook.analysis.large_elementwise_ops import large_ops_hold_step
 from gpu_notebook.analysis.phases import _merge
@@ -83,7 +84,6 @@ def host_overhead(
     top[1:] = start[1:] >= reach[:-1]  # not nested in an earlier op
     s, e = start[top], end[top]  # disjoint, sorted
     dur = e - s
-    small = dur < SMALL_OP_US * 1000.0
     # Not Python: the host thread inside a runtime call (launch, copy, sync), or waiting while
     # the autograd engine runs backward (on CUDA, on its own thread) or a loader fetches.
     busy_rows = np.flatnonzero(
@@ -114,7 +114,16 @@ def host_overhead(
     spans = [(a, b) for _, a, b in indexed]
     top_rows = rows[order][top]
     floor = call_floors(trace.name_id[top_rows], s, dur, spans)
-    small = floor < SMALL_OP_US * 1000.0  # by the call's floor: a stretched add_ stays small
+    # The small-operator line in this machine's floors on a CPU-only run (analysis.floor_lines).
+    stepped = [floor[np.searchsorted(s, a) : np.searchsorted(s, b)] for a, b in spans]
+    floors_us = np.concatenate(stepped) / 1000.0 if stepped else np.zeros(0)
+    machine: float | None = None  # the host's floors in the reference machine's; GPU: None
+    if trace.category_mask("kernel").any():
+        line_us, op_floor_us = SMALL_OP_US, small_floor(floors_us, SMALL_OP_US)
+    else:
+        line_us, op_floor_us = settled_small_line(floors_us, SMALL_OP_US)
+        machine = None if op_floor_us is None else floor_scale(op_floor_us)
+    small = floor < line_us * 1000.0  # by the call's floor: a stretched add_ stays small
     in_data = _in_data_wait(trace, origin, s, e)
     gap_key, gap_at, gap_ns, py_ns, gap_mid = _gaps(trace.name_id[top_rows], s, e, spans, busy_ns)
     gap_floor = call_floors(gap_key, gap_at, gap_ns, spans)
@@ -123,7 +132,9 @@ def host_overhead(
     py_floor = py_ns * np.divide(
         np.minimum(gap_floor, gap_ns), gap_ns, out=np.zeros(gap_ns.size), where=gap_ns > 0
     )
-    work = model_work_share(trace, phases, top_rows, s, e, origin, floor, (gap_mid, py_floor))
+    work = model_work_share(
+        trace, phases, top_rows, s, e, origin, floor, (gap_mid, py_floor), line_us
+    )
     model_gaps_us, model_floor_us = _model_floors_us(
         trace, origin, spans, (s, e, floor), (gap_key, gap_at, gap_ns, py_ns, gap_mid)
     )
@@ -176,20 +187,12 @@ def host_overhead(
         return None
     all_ops = np.concatenate(op_us)
     spans_ns = sum(b - a for _, a, b in indexed)
-    small_ops = all_ops[all_ops < SMALL_OP_US]
-    op_floor_us = (
-        float(np.median(small_ops))
-        if small_ops.size
-        else float(all_ops.min())
-        if all_ops.size
-        else None
-    )
     return HostOverhead(
         ops_per_step=float(np.median(counts)),
         median_op_us=float(np.median(all_ops)) if all_ops.size else 0.0,
         between_ops_share=max(0.0, float(np.median(between))),
         small_op_share=float(np.median(small_share)),
-        small_op_us=SMALL_OP_US,
+        small_op_us=line_us,
         model_work_share=work,
         heaviest_matmul_us=_heaviest_matmul_floor_us(trace, host, origin, spans),
         overhead_share_high=max(x + y for x, y in zip(between, small_share, strict=True)),
@@ -199,6 +202,7 @@ def host_overhead(
         model_gaps_us=model_gaps_us,
         model_floor_us=model_floor_us,
         op_floor_us=op_floor_us,
+        floor_scale=machine,
     )
 
 
@@ -427,14 +431,15 @@ def model_work_share(
     origin_us: float,
     floor: np.ndarray | None = None,
     gaps: tuple[np.ndarray, np.ndarray] | None = None,
+    small_op_us: float = SMALL_OP_US,
 ) -> float | None:
     """The share of the traced steps' model side (every phase but the data wait) spent in
     top-level operators whose work grows with the batch: matmuls and convolutions and their
     backward, of any size, and any operator whose typical call (its name's median call floor,
-    ``call_floors``, else its median call) takes
-    ``SMALL_OP_US`` or more (work, not dispatch). The rest of the model side (Python between
-    operators, small operators' dispatch, the optimizer's per-tensor updates) is paid once a
-    step whatever the batch. Each call counts at most ``STRETCHED`` times its name's median: a
+    ``call_floors``, else its median call) takes ``small_op_us`` (``HostOverhead.small_op_us``)
+    or more (work, not dispatch). The rest of the model side (Python between operators, small
+    operators' dispatch, the optimizer's per-tensor updates) is paid once a step whatever the
+    batch. Each call counts at most ``STRETCHED`` times its name's median: a
     call stretched by the machine (an ``add_`` of 2 us that took 18 ms on a loaded machine) is
     neither work nor per-step cost, and its excess leaves the model side too. ``rows``, ``start``, ``end``: the
     host thread's top-level operators (ns from ``origin_us``). None: no model side, or no
@@ -462,7 +467,7 @@ def model_work_share(
     named = {
         int(i) for i in trace.name_ids(lambda n: bool(MATMUL_OP.match(n) or WORK_BACKWARD.match(n)))
     }
-    real = np.array([int(i) in named for i in ids]) | (typical >= SMALL_OP_US)
+    real = np.array([int(i) in named for i in ids]) | (typical >= small_op_us)
     work_us = float(counted[real[which]].sum())
     traced = min(1.0, work_us / max(model_us - excess, work_us, 1e-9))
     if floor is None or gaps is None or trace.category_mask("kernel").any():
@@ -508,9 +513,9 @@ def host_bound(
 ) -> bool:
     """Per-op overhead, not work, fills the step (see the module docstring).
 
-    On a CPU run, also when even the heaviest matmul/convolution is under ``SMALL_OP_US`` a
-    call: the ops the model is made of are too small for any device to be kept busy by them
-    (the ``launch.tiny_ops`` finding reads the same figure, so the two never disagree).
+    On a CPU run, also when even the heaviest matmul/convolution is under the small-operator
+    line a call (``HostOverhead.small_op_us``: ``SMALL_OP_US`` in this machine's floors): the
+    ops the model is made of are too small for any device to be kept busy by them (the ``launch.tiny_ops`` finding reads the same figure, so the two never disagree).
     """
     if host is None or host.ops_per_step < 1:
         return False
@@ -520,7 +525,7 @@ def host_bound(
         # (an optimizer's update of a large embedding table: analysis.large_elementwise_ops).
         if (
             heaviest is not None
-            and heaviest < SMALL_OP_US
+            and heaviest < host.small_op_us
             and not large_ops_hold_step(top_ops, overhead_reach(host), host.op_floor_us)
         ):
             return True

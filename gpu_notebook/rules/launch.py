@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.floor_lines import host_floors
 from gpu_notebook.analysis.fused_update import (
     UpdateFaults,
     fused_cpu_kept,
@@ -159,6 +160,9 @@ class CompileGain:
     sure: float | None = None
     sure_gain: float | None = None
     calls: int = 1  # the compiled graph's calls a step (backward passes a step, step clock)
+    # This machine's small operator in reference floors (analysis.floor_lines.floor_scale):
+    # ``own_us`` is the reference machine's estimate times this (1: the floor was not read).
+    floors: float = 1.0
 
     @property
     def small(self) -> bool:
@@ -305,9 +309,10 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if analysis.gpu is not None or analysis.phases is None or analysis.phases.source != "trace":
         return None
     heaviest_us = heaviest_matmul_us(analysis.top_ops, analysis.host)
+    line_us = tiny_op_us(analysis.host)
     tiny = (
         heaviest_us is not None
-        and heaviest_us < TINY_OP_US
+        and heaviest_us < line_us
         and not (
             analysis.host is not None
             and large_ops_hold_step(
@@ -348,7 +353,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
     if severity_in(analysis, "data", share(analysis, "data")) == "high":
         severity = "low"
     sized_us = sized_op_us(heaviest_us, host)
-    factor = batch_factor(sized_us, op_margin(analysis))
+    factor = batch_factor(sized_us, op_margin(analysis), line_us)
     loader = loader_in_use(facts)
     batch = analysis.step_stats.batch_size
     compiled = uses_compile(facts)
@@ -372,7 +377,7 @@ def tiny_ops(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         # share alone, measured 1.02x-1.13x, undecided in three ledgers).
         starts = per_start_cost(run, analysis, facts)
         bound = bigger_batch_bound(factor, analysis, starts)
-        per_sample = per_sample_model_share(analysis, TINY_OP_US)
+        per_sample = per_sample_model_share(analysis, line_us)
         # Where torch's pool is short of cores, the grown operators' parallel regions wait for
         # its threads: the low end takes that (``pool_stretch``); the small-gain gate reads the
         # model's own low end (whether the batch is worth trying is not the load's to say).
@@ -443,8 +448,9 @@ def compile_gain(
     intervals' high ends, for the small-gain gate.
 
     Where the compiled graph's own cost (``COMPILED_CALL_US`` a call, ``COMPILED_TENSOR_US``
-    for each of ``tensors`` parameters; ``calls`` a step: gradient accumulation calls the graph
-    once a micro-batch, nanoGPT's 2 paid +63 us each) reaches half of what the bound removes,
+    for each of ``tensors`` parameters, both in this machine's floors: ``CompileGain.floors``;
+    ``calls`` a step: gradient accumulation calls the graph once a micro-batch, nanoGPT's 2 paid
+    +63 us each) reaches half of what the bound removes,
     an estimate off by 2x could take all of it (400 one-element parameters: up to 1.26x by the
     bound, measured 0.92x): no bound, measure it. ``sure``: what compile surely removes (the
     time between the model's operators, ``HostOverhead.model_gaps_us``) less that cost taken
@@ -492,19 +498,26 @@ def compile_gain(
     matmul = reached * matmul_part
     removed_us = (reached - matmul) * step_us
     calls = max(1, calls)
-    own_us = None if tensors is None else calls * (COMPILED_CALL_US + COMPILED_TENSOR_US * tensors)
+    # Guards and wrappers are host calls: the estimate in this machine's floors.
+    floors = host_floors(host)
+    own_us = (
+        None
+        if tensors is None
+        else calls * (COMPILED_CALL_US + COMPILED_TENSOR_US * tensors) * floors
+    )
     gaps_us = host.model_gaps_us
     sure = sure_gain = None
     if gaps_us is not None:
         # The graph's own cost as far as it may reach (``COMPILED_COST_SPREAD`` times the lower
         # estimate, every call of the step): the eager gaps are the removed part only where the
         # compiled graph's calls and kernels cost less.
-        cost_us = own_us if own_us is not None else calls * COMPILED_CALL_US
+        cost_us = own_us if own_us is not None else calls * COMPILED_CALL_US * floors
         removed = max(0.0, gaps_us - COMPILED_COST_SPREAD * cost_us)
         sure = reached * min(1.0 - matmul_part, removed / model_us)
         sure_gain = gain_bound(sure, analysis)
     gain = CompileGain(reached, matmul, over_run, None, None, tensors, own_us, removed_us,
-                       max(0.0, rest - reached), gaps_us, sure, sure_gain, calls)  # fmt: skip
+                       max(0.0, rest - reached), gaps_us, sure, sure_gain, calls,
+                       floors)  # fmt: skip
     if own_us is not None and own_us >= removed_us / 2:
         return gain
     bound = gain_bound(reached - matmul, analysis)
@@ -520,9 +533,16 @@ def sized_op_us(heaviest_us: float | None, host: HostOverhead | None) -> float:
     return max(known, default=0.0)
 
 
-def batch_factor(sized_us: float, margin: float = 0.0) -> int:
+def tiny_op_us(host: HostOverhead | None) -> float:
+    """The line an op is tiny under: the host figures' small-operator line (``TINY_OP_US`` in
+    this machine's floors on a CPU run, analysis.floor_lines), ``TINY_OP_US`` where not read."""
+    return host.small_op_us if host is not None and host.small_op_us > 0 else TINY_OP_US
+
+
+def batch_factor(sized_us: float, margin: float = 0.0, line_us: float = TINY_OP_US) -> int:
     """The power of two that lifts an op of ``sized_us`` to about a launch gap's work
-    (``TINY_OP_US``), 2..``MAX_FACTOR``: never larger for a larger op.
+    (``line_us``: ``TINY_OP_US``, in this machine's floors where read), 2..``MAX_FACTOR``:
+    never larger for a larger op.
 
     ``margin``: what two runs of this code may read the op's size apart by (``op_margin``):
     the op is sized at the high end of that span, so a power is given only where the op needs
@@ -530,7 +550,7 @@ def batch_factor(sized_us: float, margin: float = 0.0) -> int:
     matmul at 13 us in one run and 16 us in the next, x4 and x2 at the point's 15 us line)
     gets the smaller factor in both runs."""
     high_us = max(sized_us, 1e-3) * (1.0 + max(0.0, margin))
-    power = math.ceil(math.log2(TINY_OP_US / high_us))
+    power = math.ceil(math.log2(line_us / high_us))
     return min(MAX_FACTOR, 1 << max(1, power))
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.floor_lines import REFERENCE_FLOOR_US
 from gpu_notebook.analysis.host import HOST_BOUND_SHARE, overhead_near_line, overhead_reach
 from gpu_notebook.formatting import fmt_gain, fmt_share
+from gpu_notebook.records import HostOverhead
 from gpu_notebook.rules.common import WARN
 from gpu_notebook.rules.launch import (
     COMPILED_COST_SPREAD,
@@ -61,13 +63,28 @@ def gpu_starved(s: GpuStarved) -> Words:
     )
 
 
+def _tiny_line(host: HostOverhead | None) -> str:
+    """The tiny-op line as read: in this machine's small-operator floors where they moved it."""
+    if host is None or host.op_floor_us is None or host.op_floor_us <= 0:
+        return f"{TINY_OP_US:.0f} us"
+    line = host.small_op_us
+    if abs(line - TINY_OP_US) < 0.1 * TINY_OP_US:
+        return f"{line:.0f} us"
+    low, high = REFERENCE_FLOOR_US
+    return (
+        f"{TINY_OP_US:.0f} us where the smallest operators run {low:.0f}-{high:.0f} us; "
+        f"{line:.0f} us here, where they run {host.op_floor_us:.1f} us: "
+        f"{line / host.op_floor_us:.1f}x this machine's floor"
+    )
+
+
 @worder(TinyOps)
 def tiny_ops(s: TinyOps) -> Words:
     host = s.host
     if s.tiny or host is None:
         first = (
             f"the heaviest matmul/convolution takes {s.heaviest_us if s.heaviest_us is not None else s.sized_us:.0f} us a call: shorter than a GPU "
-            f"kernel launch gap ({TINY_OP_US:.0f} us), so a GPU would wait on Python"
+            f"kernel launch gap ({_tiny_line(host)}), so a GPU would wait on Python"
         )
     else:
         heaviest = (
@@ -174,7 +191,7 @@ def tiny_ops(s: TinyOps) -> Words:
     if s.outcome == "batch" and s.low is not None and s.per_sample is not None:
         evidence.append(
             f"at least {s.low:.2f}x: operators whose work grows with the batch (matmuls, "
-            f"convolutions, calls of {TINY_OP_US:.0f} us or more; on a CPU also what the "
+            f"convolutions, calls of {_tiny_line(s.host)} or more; on a CPU also what the "
             "forward's and backward's smaller calls take beyond a call's fixed cost) take "
             f"{fmt_share(s.per_sample)} of the model side; only the rest (optimizer step, "
             "zero_grad, Python between operators, dispatch) is paid once a step"
@@ -207,12 +224,20 @@ def tiny_ops(s: TinyOps) -> Words:
     )
 
 
+def _floors(c: CompileGain) -> str:
+    """The estimate's scale where this machine's operator floor moved it (a tenth or more)."""
+    if abs(c.floors - 1.0) < 0.1:
+        return ""
+    return f" (this machine's smallest operators run {c.floors:.1f}x the measured machine's)"
+
+
 def _compile_gain_line(c: CompileGain) -> str:
     if c.bound is None and c.own_us is not None:
         return (
             f"no DataLoader found to enlarge the batch: compile instead, not bounded: a compiled "
             f"graph pays its own guards and wrappers, one input a parameter tensor ({c.tensors} "
-            f"here): about {c.own_us / 1e3:.2f} ms a step by a lower estimate, as much as half "
+            f"here): about {c.own_us / 1e3:.2f} ms a step by a lower estimate{_floors(c)}, "
+            "as much as half "
             f"the {c.removed_us / 1e3:.2f} ms it could remove at most (the model's forward and "
             "backward less its matmul/convolution calls): it may be slower"
         )
@@ -245,7 +270,7 @@ def _compile_sure_line(c: CompileGain) -> str:
         f"what compiling surely removes: the time between the model's operators (the forward's "
         f"Python, the autograd engine between backward nodes), {gaps / 1e3:.2f} ms a traced step "
         f"by each gap's fastest, less a compiled graph's own calls and kernels as far as they "
-        f"may reach ({COMPILED_COST_SPREAD:.0f}x a lower estimate{calls})"
+        f"may reach ({COMPILED_COST_SPREAD:.0f}x a lower estimate{_floors(c)}{calls})"
     )
     if not c.sure or c.sure_gain is None or c.sure_gain < 1.005:  # said as 1.00x: nothing
         return (

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from gpu_notebook.analysis.compare_samples import RUN_TO_RUN
+from gpu_notebook.analysis.floor_lines import host_floors
 from gpu_notebook.analysis.level_range import Level
 from gpu_notebook.analysis.uncertainty import sampled_share_low
 from gpu_notebook.cell.facts import LoaderCall, RemadeLoaderAt, SourceFacts
@@ -110,6 +111,9 @@ class NoWorkerGain:
 
     dataset: str | None = None
     batch_ms: float | None = None
+    # This machine's host calls in the reference machine's (``HostOverhead.floor_scale``): the
+    # handoff ``batch_ms`` is read against is ``WORKER_HANDOFF_US`` times this.
+    floors: float = 1.0
     # The dataset already builds each batch in one call (cell.whole_batch_fetch): the wait is
     # the loader's own per-batch work, and whole-batch indexing is what the code does now.
     whole_batches: bool = False
@@ -128,6 +132,7 @@ class Reach:
     # per step, the main process's waits for a core in its loading's waiting part, which workers
     # take off its step (``loading_core_wait_us``; 0: none read)
     wait_us: float = 0.0
+    floors: float = 1.0  # the worker costs in this machine's host calls (``LoopCores.floors``)
 
 
 @dataclass(frozen=True)
@@ -141,18 +146,30 @@ class LoopCores:
     model_cores: int
     batches: float
     tensors: int = 1
+    # This machine's host calls in the reference machine's (``HostOverhead.floor_scale``,
+    # analysis.floor_lines): the main process's handoff and a worker's own cost of a batch
+    # are their reference values times this.
+    floors: float = 1.0
 
 
-def loop_cores(run: Run) -> LoopCores:
+def loop_cores(run: Run, analysis: Analysis | None = None) -> LoopCores:
     """The loop's ``LoopCores`` from the run (the step clock's ``DataLoader.__next__`` calls
-    against its steps, the tensors of the loader's first batch)."""
+    against its steps, the tensors of the loader's first batch) and the analysis's host
+    figures (its small-operator floor)."""
     cores = max(1, run.env.usable_cores or run.env.cpu_count)
     threads = run.env.torch_threads
     model = 1 if has_gpu(run) else min(cores, threads) if threads else cores
     steps, nexts = run.steps.step_count, run.steps.event_counts.get("dataloader", 0)
     batches = max(1.0, nexts / steps) if steps > 0 else 1.0
     tensors = max(1, run.steps.loader_batch_tensors or 1)
-    return LoopCores(cores, max(1, model), batches, tensors)
+    floors = host_floors(analysis.host) if analysis is not None else 1.0
+    return LoopCores(cores, max(1, model), batches, tensors, floors)
+
+
+def handoff_us(analysis: Analysis) -> float:
+    """A worker's handoff of a batch to the main process on this machine: ``WORKER_HANDOFF_US``
+    in its host calls (``HostOverhead.floor_scale``)."""
+    return WORKER_HANDOFF_US * host_floors(analysis.host)
 
 
 @dataclass(frozen=True)
@@ -329,6 +346,7 @@ class SlowDataset(Said):
     # steady steps' share (its bursts left out), read from these figures.
     steady: StartUpBursts | None = None
     handoff_line_us: float | None = None  # the handoff widened by the run's margin
+    floors: float = 1.0  # the handoff in this machine's host calls (``HostOverhead.floor_scale``)
 
 
 @dataclass(frozen=True)
@@ -378,9 +396,9 @@ def workers_reach(
         if whole is not None
         else per_step_us(analysis, "data")
     )
-    loop = loop_cores(run)
+    loop = loop_cores(run, analysis)
     if amdahl is None or timing is None or timing[1] <= 0:
-        return Reach(wanted, loop.cores, amdahl, batches=loop.batches)
+        return Reach(wanted, loop.cores, amdahl, batches=loop.batches, floors=loop.floors)
     load_us, step_us = timing
     rest_us = step_us - load_us
     cpu_us = None
@@ -396,7 +414,9 @@ def workers_reach(
         # augmentation as "none of it CPU work" (zip_two_loaders at load 21: 0.11 of a core,
         # its thread waiting 90% of the time), and the same report's two readings disagreed.
         cpu_us = load_us * loading_cpu_fraction(run, analysis, data, loop_stretch(analysis))
-        floor_us = max(_workers_floor(loop, rest_us, cpu_us, WORKER_HANDOFF_US), load_us / wanted)
+        floor_us = max(
+            _workers_floor(loop, rest_us, cpu_us, WORKER_HANDOFF_US * loop.floors), load_us / wanted
+        )
     else:
         floor_us = rest_us
     # The fix's trial times the steps by the wall clock (it adds processes), so today's step
@@ -410,7 +430,7 @@ def workers_reach(
     if wait_us > 0:
         amdahl *= (step_us + wait_us) / step_us
     bound = min(amdahl, (step_us + wait_us) / floor_us) if floor_us > 0 else amdahl
-    return Reach(wanted, loop.cores, bound, load_us, cpu_us, loop.batches, wait_us)
+    return Reach(wanted, loop.cores, bound, load_us, cpu_us, loop.batches, wait_us, loop.floors)
 
 
 def loading_core_wait_us(whole: RunPhase | None, load_us: float, cpu_us: float | None) -> float:
@@ -443,15 +463,16 @@ def _workers_floor(loop: LoopCores, rest: float, cpu: float, handoff: float) -> 
 def workers_cpu_us(loop: LoopCores, cpu_us: float) -> float:
     """The workers' CPU work a step at most: the loading's ``cpu_us`` at a forked worker's
     pace and each batch's collate into shared memory and queueing (``WORKER_CPU_FACTOR``,
-    ``WORKER_BATCH_US``), for each tensor the batch holds: each is a storage of its own."""
-    return cpu_us * WORKER_CPU_FACTOR + WORKER_BATCH_US * loop.batches * loop.tensors
+    ``WORKER_BATCH_US`` in this machine's host calls), for each tensor the batch holds: each
+    is a storage of its own."""
+    return cpu_us * WORKER_CPU_FACTOR + WORKER_BATCH_US * loop.floors * loop.batches * loop.tensors
 
 
 def main_handoff_us(loop: LoopCores) -> float:
-    """The main process's receiving of a step's batches at most: ``WORKER_HANDOFF_US`` for
-    each tensor of each batch (each storage's file descriptor is fetched from the worker and
+    """The main process's receiving of a step's batches at most: ``WORKER_HANDOFF_US`` (in
+    this machine's host calls) for each tensor of each batch (each storage's file descriptor is fetched from the worker and
     mapped on its own)."""
-    return WORKER_HANDOFF_US * loop.batches * loop.tensors
+    return WORKER_HANDOFF_US * loop.floors * loop.batches * loop.tensors
 
 
 def _workers_floor_low(loop: LoopCores, wanted: int, rest: float, load: float) -> float:
@@ -499,6 +520,7 @@ class NoSpareCore:
     tensors: int
     batches: float
     fastest_us: float
+    floors: float = 1.0  # the worker costs in this machine's host calls (``LoopCores.floors``)
 
     @property
     def expected_us(self) -> float:
@@ -537,7 +559,7 @@ def workers_low(
         return None
     load_us = whole.step_s * min(whole.low_share, whole.share) * 1e6
     rest_us = (whole.step_s - whole.share * whole.step_s) * 1e6  # the rest as the run had it
-    floor_us = _workers_floor_low(loop_cores(run), wanted, rest_us, load_us)
+    floor_us = _workers_floor_low(loop_cores(run, analysis), wanted, rest_us, load_us)
     reach = (rest_us + load_us) / floor_us if floor_us > 0 else amdahl
     return max(1.0, min(amdahl, reach, bound, session_reach(analysis)))
 
@@ -562,7 +584,7 @@ def workers_steps(
     run-wide, or workers already load."""
     if whole is None or current != 0 or whole.step_s <= 0:
         return None
-    loop = loop_cores(run)
+    loop = loop_cores(run, analysis)
     step_us = whole.step_s * 1e6
     load_us = step_us * min(whole.low_share, whole.share)
     rest_us = step_us * (1.0 - whole.share)
@@ -570,7 +592,7 @@ def workers_steps(
     return NoSpareCore(rest_us + load_us, _workers_floor_low(loop, wanted, rest_us, cpu_us),
                        rest_us + main_handoff_us(loop), workers_cpu_us(loop, cpu_us),
                        max(1, min(wanted, loop.cores)), loop.cores, loop.tensors, loop.batches,
-                       _workers_floor_high(loop, wanted, rest_us, cpu_us))  # fmt: skip
+                       _workers_floor_high(loop, wanted, rest_us, cpu_us), loop.floors)  # fmt: skip
 
 
 def no_spare_core(
@@ -675,7 +697,7 @@ def session_share(
         return None  # the loading sleeps or blocks: workers wait beside one another, not compute
     if process is None:
         process = ours  # the sampler's reading: no workers yet, so all of it this process's
-    loop = loop_cores(run)
+    loop = loop_cores(run, analysis)
     wall_us = whole.step_s * 1e6 / (1.0 - whole.wait_share)
     load_us = whole.step_s * 1e6 * min(whole.low_share, whole.share)
     loading_cpu_us = load_us * loading_cpu_fraction(run, analysis, whole.share,
@@ -949,8 +971,9 @@ def _workers_do_not_pay(
     whole = analysis.run_data
     timing = per_step_us(analysis, "data")
     batch_us = whole.phase_s * 1e6 if whole is not None else timing[0] if timing else None
-    if current == 0 and batch_us is not None and 0 < batch_us <= WORKER_HANDOFF_US:
-        return NoWorkerGain(batch_ms=batch_us / 1000, whole_batches=batched)
+    if current == 0 and batch_us is not None and 0 < batch_us <= handoff_us(analysis):
+        return NoWorkerGain(batch_ms=batch_us / 1000, whole_batches=batched,
+                            floors=host_floors(analysis.host))  # fmt: skip
     return None
 
 
@@ -970,7 +993,7 @@ def batch_at_line(analysis: Analysis, facts: SourceFacts) -> BatchAtLine | None:
     if read is None:
         return None
     batch_s, low_s, high_s, wait, steps = read
-    line_s = WORKER_HANDOFF_US / 1e6
+    line_s = handoff_us(analysis) / 1e6
     if not (low_s <= line_s < high_s):
         return None
     return BatchAtLine(batch_s, low_s, high_s, line_s, wait, steps, None)
@@ -1125,12 +1148,12 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
         return None  # loader_workers speaks first
     persistent_off = loader.setting("persistent_workers") is False
     if steady is not None and steady.steady_data_least_s is not None:
-        line_us = WORKER_HANDOFF_US * (1.0 + max(RUN_TO_RUN, analysis.run_margin or 0.0))
+        line_us = handoff_us(analysis) * (1.0 + max(RUN_TO_RUN, analysis.run_margin or 0.0))
         if steady.steady_data_least_s * 1e6 <= line_us:
             said = SlowDataset(data, None, workers, cores, loader.live, persistent_off, None,
                                "ahead", steady.steady_data_least_s * 1e6,
                                analysis.utilization.system_cpu_mean_pct, steady,
-                               line_us)  # fmt: skip
+                               line_us, host_floors(analysis.host))  # fmt: skip
             return found("input.slow_dataset", "info", said, line=loader.line)
     bound = gain_bound(data, analysis)
     children = analysis.utilization.children_cpu_mean_pct
@@ -1142,7 +1165,7 @@ def slow_dataset(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
     idle, wait_us, machine = _idle_workers(analysis) if waiting else (None, None, None)
     said = SlowDataset(data, analysis.phases, workers, cores, loader.live, persistent_off,
                        children if waiting else None, idle, wait_us, machine,
-                       steady)  # fmt: skip
+                       steady, None, host_floors(analysis.host))  # fmt: skip
     if idle is not None and idle != "io":
         # Idle workers say only that they do not compute: no cause and no fix follows from
         # that alone (issue 26: an HF Trainer's 2 workers at 0.4% of a core, ahead of a
@@ -1190,7 +1213,7 @@ def _idle_workers(
     timing = per_step_us(analysis, "data")
     wait_us = timing[0] if timing is not None else None
     machine = analysis.utilization.system_cpu_mean_pct
-    if wait_us is not None and wait_us <= WORKER_HANDOFF_US:
+    if wait_us is not None and wait_us <= handoff_us(analysis):
         return "ahead", wait_us, machine
     if machine is not None and machine >= CPU_BUSY_PCT:
         return "busy", wait_us, machine

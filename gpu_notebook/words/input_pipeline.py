@@ -32,6 +32,13 @@ _SOURCE_WORKERS = (
 )
 
 
+def _on_this_machine(floors: float) -> str:
+    """Where this machine's small operators moved a reference cost (a tenth or more)."""
+    if abs(floors - 1.0) < 0.1:
+        return ""
+    return f", {floors:.1f}x the measured machine's as this one's smallest operators run"
+
+
 def no_worker_gain(r: NoWorkerGain) -> str:
     """Why workers would not pay here (the in-memory finding, and the verdict's evidence)."""
     if r.dataset is not None:
@@ -41,7 +48,7 @@ def no_worker_gain(r: NoWorkerGain) -> str:
         )
     return (
         f"a batch loads in {r.batch_ms or 0.0:.2f} ms, less than a worker's handoff of a batch "
-        f"(~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+        f"(~{WORKER_HANDOFF_US * r.floors / 1000:.1f} ms{_on_this_machine(r.floors)})"
     )
 
 
@@ -65,7 +72,8 @@ def _reach(r: Reach) -> list[str]:
         per = "per batch" if r.batches < 1.5 else f"per step ({r.batches:.3g} batches)"
         lines.append(
             f"{per}: {r.load_us / 1000:.2f} ms of loading in the main process, {cpu_part}; "
-            f"the main process still receives each batch (~{WORKER_HANDOFF_US / 1000:.1f} ms)"
+            f"the main process still receives each batch "
+            f"(~{WORKER_HANDOFF_US * r.floors / 1000:.1f} ms{_on_this_machine(r.floors)})"
         )
     waits = (
         f", today's step counting the {r.wait_us / 1000:.2f} ms it waited for a core after its "
@@ -244,7 +252,7 @@ def _workers_steps(n: NoSpareCore) -> str:
         f"with workers the main process still spends {n.main_us / 1000:.2f} ms "
         f"{per} on the rest of the step and receiving {n.tensors} tensor(s) a batch, and the "
         f"workers {n.workers_us / 1000:.2f} ms of CPU (the loading at {WORKER_CPU_FACTOR:g}x the "
-        f"main process's time, ~{WORKER_BATCH_US / 1000:.1f} ms a tensor to put each batch in "
+        f"main process's time, ~{WORKER_BATCH_US * n.floors / 1000:.1f} ms a tensor to put each batch in "
         f"shared memory); on {n.parallel} of {n.cores} core(s) that is a step of "
         f"{n.fastest_us / 1000:.2f} ms packed beside the main process's part to "
         f"{n.slowest_us / 1000:.2f} ms after it, against {n.step_us / 1000:.2f} ms today"
@@ -351,7 +359,7 @@ def loader_workers(s: LoaderWorkers) -> Words:
             f"range: {fmt_gain(s.reach.bound, s.low)} (low end: the least data wait the run's steps support, "
             f"{fmt_share(s.whole.low_share if s.whole else None)} of the step, 90% interval, all of "
             f"its loading CPU work, done by {s.wanted} worker(s) at a worker's cost ({WORKER_CPU_FACTOR:g}x "
-            f"the main process's time and ~{WORKER_BATCH_US / 1000:.1f} ms a batch to collate into "
+            f"the main process's time and ~{WORKER_BATCH_US * s.reach.floors / 1000:.1f} ms a batch to collate into "
             "shared memory and queue it) after the main process's part of the step, not beside it; "
             f"high end: the run's wait, as little of it CPU work as this process's CPU use allows, "
             f"shared with the rest of the step on {s.reach.cores} core(s))"
@@ -468,7 +476,7 @@ def _steady_handoff(s: SlowDataset, b: StartUpBursts) -> Words:
         _steady_wait(b),
         f"the median steady step waits {median:.2f} ms for its batch, {least:.2f} ms less "
         f"its wait for a core: within receiving a batch a worker has ready "
-        f"(~{WORKER_HANDOFF_US / 1000:.1f} ms; {line:.2f} ms with what two runs of this code "
+        f"(~{WORKER_HANDOFF_US * s.floors / 1000:.1f} ms; {line:.2f} ms with what two runs of this code "
         "differ by here): between start-ups the workers keep up",
     ]
     return words(
@@ -491,7 +499,8 @@ def _idle_workers(s: SlowDataset, cpu_pct: float, wait: str) -> Words:
         per_step = f"{s.wait_us / 1000:.2f} ms" if s.wait_us is not None else "the wait"
         evidence.append(
             f"the step's data wait ({per_step} a step) is no longer than receiving a batch a "
-            f"worker has ready (~{WORKER_HANDOFF_US / 1000:.1f} ms): the workers are ahead of the step"
+            f"worker has ready (~{WORKER_HANDOFF_US * s.floors / 1000:.1f} ms"
+            f"{_on_this_machine(s.floors)}): the workers are ahead of the step"
         )
         title = "The step's data wait is the handoff of batches the workers have ready"
         fix = (

@@ -72,7 +72,7 @@ def _tiny_line(host: HostOverhead | None) -> str:
         return f"{line:.0f} us"
     low, high = REFERENCE_FLOOR_US
     return (
-        f"{TINY_OP_US:.0f} us where the smallest operators run {low:.0f}-{high:.0f} us; "
+        f"{TINY_OP_US:.0f} us where the smallest operators run {low:g}-{high:g} us; "
         f"{line:.0f} us here, where they run {host.op_floor_us:.1f} us: "
         f"{line / host.op_floor_us:.1f}x this machine's floor"
     )

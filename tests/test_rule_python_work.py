@@ -13,7 +13,9 @@ import pytest
 
 from gpu_notebook.cell.scan import scan_source
 from gpu_notebook.records import LoopPython
+from gpu_notebook.rules.common import SUGGEST
 from gpu_notebook.rules.python_work import LoopBodyWork, body_work
+from gpu_notebook.rules.syncs import lines_share
 from tests.cells import measured
 from tests.scenarios import synthetic as syn
 from tests.test_cpu_wording import TINY_OPS
@@ -64,6 +66,27 @@ for step in range(60):
 """
 
 
+def _named(rep, cell: str) -> list:
+    """The finding on the loop body's work of ``cell``, or none where the readings that gate it
+    were under its line: the traced steps' high end of the time before the model (the trace's
+    clock), and where other work shares that stretch the sampler's share of the lines too (a
+    busy machine's sampler may catch a handful of samples in the window: the fresh-clone CI of
+    d72cf12 read none on the method work's, test_fwpython_step_methods). The mechanism either
+    way, never the machine's load: where the readings reach the line, the finding is there."""
+    found = [f for f in rep.findings if f.rule_id == RULE]
+    work = body_work(scan_source(cell, line_offset=1))  # the magic is the cell's line 1
+    assert work is not None  # the cell's reading finds the body's work, load or not
+    lines, _kind, shared = work
+    lp = rep.analysis.loop_python
+    reached = lp is not None and bool(lp.steps) and lp.high_share >= SUGGEST
+    sampled = lines_share(rep.analysis, lines)
+    if reached and shared:
+        assert lp is not None
+        reached = sampled is not None and min(sampled, lp.share) >= SUGGEST
+    assert bool(found) == reached, (lp, shared, sampled)
+    return found
+
+
 @pytest.fixture(scope="module")
 def tokenised(ip):
     return measured(ip, TOKENISE)
@@ -78,7 +101,10 @@ def test_the_tokenising_lines_are_named_with_the_traced_steps_time(tokenised):
     lp = tokenised.analysis.loop_python
     # Read on every traced step by the trace's clock (not by the sampler's samples).
     assert lp is not None and lp.steps >= 1 and all(o > 0 for o in lp.outside_us)
-    (f,) = [f for f in tokenised.findings if f.rule_id == RULE]
+    found = _named(tokenised, TOKENISE)
+    if not found:
+        return
+    (f,) = found
     assert f.line == 16  # the first tokenising line (the magic is the cell's line 1)
     assert f.fix_id is None and "collate_fn" in f.fix and "num_workers" in f.fix
     assert any("line(s) 16, 17, 18" in e for e in f.evidence)
@@ -107,7 +133,10 @@ def test_a_run_paced_by_the_loops_own_python_says_so_in_its_verdict():
 def test_an_ema_update_every_step_is_named_at_its_line(averaged):
     lp = averaged.analysis.loop_python
     assert lp is not None and all(o > 0 for o in lp.outside_us), lp
-    (f,) = [f for f in averaged.findings if f.rule_id == RULE]
+    found = _named(averaged, EMA)
+    if not found:
+        return
+    (f,) = found
     assert f.line == 14 and "EMA" in f.title
     assert f.fix_id is None and "get_ema_multi_avg_fn" in f.fix and "every 10 steps" in f.fix
 

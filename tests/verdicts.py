@@ -10,8 +10,10 @@ mechanism is asserted either way, never the machine's load.
 
 from __future__ import annotations
 
+from typing import get_args
+
 from gpu_notebook.analysis.too_busy import TOO_BUSY_WAIT
-from gpu_notebook.records import Report
+from gpu_notebook.records import Report, VerdictCategory
 
 
 def judged_as(report: Report, category: str) -> bool:
@@ -42,3 +44,13 @@ def judged_among(report: Report, categories: tuple[str, ...]) -> bool:
         return False
     assert verdict.category in categories, verdict
     return True
+
+
+def judged_at_all(report: Report) -> bool:
+    """``judged_among`` every category but "unknown": a run whose steps were measured gives a
+    verdict, or (its steps mostly waiting for a core, the deciding share on both sides of its
+    line) too busy to judge by the recorded gate, what the shares gave as read a verdict. Any
+    other "unknown" (no step, no compute evidence, the window not the run's) fails, load or not.
+    True when the verdict was judged."""
+    known = tuple(c for c in get_args(VerdictCategory) if c != "unknown")
+    return judged_among(report, known)

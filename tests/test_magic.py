@@ -67,7 +67,7 @@ def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, w
     assert rep.run.steps.anchor == "optimizer"
     assert rep.analysis.step_stats.count == (16 if "mlp" in cell else 10)
     assert phases is not None and phases.source == "trace"
-    assert len(phases.steps) == 7
+    split_holds_the_recorded_steps(rep, asked=7)
     for name in ("data", "forward", "backward", "optimizer"):
         assert phases.share(name) > 0, name
     clock = ip.user_ns["_clock"]  # clock[k]: the end of step k
@@ -85,6 +85,48 @@ def test_loader_loops_are_split_into_phases_with_little_unattributed(ip, cell, w
     assert sorted(excess)[len(excess) // 2] <= 0.05, (excess, render_text(rep))
     for step in phases.steps:  # each step's phases add up to its wall time
         assert sum(step.phase_us.values()) == pytest.approx(step.duration_us, rel=1e-6)
+
+
+def split_holds_the_recorded_steps(rep: Report, asked: int) -> None:
+    """The split holds the steps its windows recorded: each window the ``asked`` ones, or
+    fewer where they took the window's CPU budget first (capture/profiler ``WINDOW_MAX_CPU_S``:
+    the thread's CPU time, which a busy core's sibling stretches), each step once, less a step
+    that only waited for a core (analysis/interference ``own_time_phases``: nothing of the
+    code's split shows in it). The CI beside two busy loops read 6 of 7 (cnn, 2 workers): the
+    mechanism, never the load."""
+    from gpu_notebook.analysis.interference import marked_waits
+
+    windows = [w for w in rep.run.windows if w.first_step is not None]
+    assert windows and rep.run.window.status == "recorded", rep.run.window
+    for w in windows:
+        assert w.recorded_steps == asked or (
+            w.stopped_at_cpu_s is not None and 1 <= w.recorded_steps < asked
+        ), w
+    recorded = {w.first_step + k for w in windows if w.first_step is not None
+                for k in range(w.recorded_steps)}  # fmt: skip
+    assert rep.analysis.phases is not None
+    kept = [step.index for step in rep.analysis.phases.steps]
+    assert kept and len(kept) == len(set(kept)) and set(kept) <= recorded, (kept, recorded)
+    dropped = recorded - set(kept)
+    if not dropped:
+        return
+    # A step left out had its whole time taken as waiting. Read at the trace's marks, that is
+    # its own reading, or the step before it's (a slice read a mark early: the next step's);
+    # else the step clock's waits, spread over the window (interference.window_waits).
+    clock = {s.index: s for s in rep.run.steps.steps}
+    for index in dropped:
+        span = clock[index].duration_s  # the trace's span of it, within a time slice
+        (held,) = [w for w in windows if w.first_step <= index < w.first_step + w.recorded_steps]
+        marks = marked_waits(held)
+        if marks is None or len(marks) < held.recorded_steps:  # not read at every mark
+            waited = sum(clock[i].wait_s or 0.0 for i in recorded if i in clock)
+        else:
+            # As interference.marked_step_waits_s reads them: a reading over its step's span
+            # is the next step's.
+            read, before = marks[index], marks.get(index - 1, 0.0)
+            carried = before if index - 1 in clock and before > clock[index - 1].duration_s else 0.0
+            waited = (read if read <= span else 0.0) + carried
+        assert waited >= 0.75 * span, (index, kept, waited, span)
 
 
 def test_step_count_and_batch_size_of_a_plain_loop(ip):
@@ -181,7 +223,7 @@ def test_gradient_accumulation_counts_optimizer_steps_not_micro_batches(ip):
     timed = [s for s in rep.run.steps.steps[1:] if s.timed]
     assert timed and all(s.forward_calls == 4 for s in timed)
     assert rep.run.window.status == "recorded"
-    assert len(rep.analysis.phases.steps) == 3
+    split_holds_the_recorded_steps(rep, asked=3)
 
 
 def test_closure_optimizer_counts_one_step_per_optimizer_step(ip):

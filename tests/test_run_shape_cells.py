@@ -17,6 +17,7 @@ from gpu_notebook.capture.session import CaptureOptions, CaptureSession
 from gpu_notebook.records import Report, Run
 from gpu_notebook.report.build import build_report
 from gpu_notebook.views.text import render_text
+from tests.test_magic import split_holds_the_recorded_steps
 from tests.verdicts import judged_as
 
 SHAPE_RULES = {
@@ -319,7 +320,9 @@ def test_more_windows_spread_over_a_long_cell_and_are_weighted(tmp_path: Path):
         assert "does not represent" in rep.verdict.evidence[0]
     else:
         assert rep.analysis.phases is not None
-        assert len(rep.analysis.phases.steps) == 3 * (1 + len(starts))
+        # Each window's 3 steps (less one a loaded machine's wait for a core took whole).
+        split_holds_the_recorded_steps(rep, asked=3)
+        assert len(rep.run.windows) == 1 + len(starts)
     # Every window is shaded on the step chart, and on the timeline.
     from bokeh.models.annotations import BoxAnnotation
 

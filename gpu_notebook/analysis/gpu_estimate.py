@@ -10,7 +10,11 @@ From the CPU run's trace, per step (the profiled steps, stalled ones left out):
   are derated by ``GEMM_EFFICIENCY`` / ``BANDWIDTH_EFFICIENCY``;
 - **host time**: the Python between operators stays as it is; every kernel costs the host its
   dispatch and launch (``HOST_PER_KERNEL_US``); operators that launch nothing (views,
-  ``empty``) keep their CPU time;
+  ``empty``) and composites keep their own CPU time up to that a call, the rest of it being
+  tensor work (device time). Every tensor operator of the steps is work, never host time:
+  each call is read as a composite or not on its own (an operator that calls itself, as
+  ``aten::sort`` does, is both), and the loop's operators outside the model's phases, which
+  the phases paint "other", are kernels, not Python (``sorthost_ops``);
 - **data wait**: the DataLoader's wait stays (a GPU does not load data); the operators that run
   inside it (a dataset's own torch work, a sampler's ``randperm().tolist()``) are that wait, on
   CPU tensors: they are neither kernels nor reads of device values; nor are the reads of CPU
@@ -46,6 +50,7 @@ from gpu_notebook.analysis.host import MATMUL_OP, outside_ops_share
 from gpu_notebook.analysis.ops import self_time_ns
 from gpu_notebook.analysis.optimizer_split import optimizer_class
 from gpu_notebook.analysis.phases import find_host_thread, step_bounds
+from gpu_notebook.analysis.sorthost_ops import ops_in_other_share
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.markers import DATALOADER_PREFIX, OPTIMIZER_STEP_PREFIX, VALUE_READ_OPS
 from gpu_notebook.records import Analysis, EstimateLimit, GpuEstimate, PhaseBreakdown, Run
@@ -238,14 +243,19 @@ def _ops_in_steps(
             keep &= ~(reads & (ts >= a) & (ts < a + float(trace.dur_us[r])))
     keep &= ~_rnn_metadata_reads(trace, rows)
     keep &= ~_host_made_reads(trace, rows, host_factories)
-    acc: dict[str, list[float]] = {}
+    # Summed by name and by what each call is: a composite (its children did the work) or not.
+    # By name alone an operator that calls itself (aten::sort -> the stable aten::sort, which
+    # sorts) summed the inner call's total twice, read as a composite, and its sort as host
+    # time (generator_argsort_hardneg: "host 322.7 ms" on an A100 for a 68.6 ms CPU step).
+    composite = 2 * self_ns < end - start
+    acc: dict[tuple[str, bool], list[float]] = {}
     for i in np.flatnonzero(keep):
         name = trace.names[int(trace.name_id[rows[i]])]
-        row = acc.setdefault(name, [0.0, 0.0, 0.0])
+        row = acc.setdefault((name, bool(composite[i])), [0.0, 0.0, 0.0])
         row[0] += 1
         row[1] += float(self_ns[i]) / 1000.0
         row[2] += float(end[i] - start[i]) / 1000.0
-    return [_OpTimes(n, int(v[0]), v[1], v[2]) for n, v in acc.items()]
+    return [_OpTimes(n, int(v[0]), v[1], v[2]) for (n, _), v in acc.items()]
 
 
 def _host_made_reads(trace: Trace, rows: np.ndarray, factories: frozenset[str]) -> np.ndarray:
@@ -393,15 +403,24 @@ def estimate_from_ops(
     total_flops = 0.0
     # One read records aten::item and, under it, aten::_local_scalar_dense (float()/int()/bool()
     # of a tensor too): the larger count is the reads, each once (a direct call has no item).
-    reads = max((float(op.calls) for op in ops if op.name in VALUE_READ_OPS), default=0.0)
+    ops = list(ops)
+    read_calls: dict[str, float] = {}
+    for op in ops:
+        if op.name in VALUE_READ_OPS:
+            read_calls[op.name] = read_calls.get(op.name, 0.0) + op.calls
+    reads = max(read_calls.values(), default=0.0)
     reads = max(0.0, reads - host_reads * max(1, steps))
     reads += (skipped_reads + untraced_reads) * max(1, steps)
     for op in ops:
         if NOT_AN_OP.match(op.name):
             continue
         if NO_KERNEL.match(op.name) or op.self_us < 0.5 * op.total_us:
-            # A view, or a composite whose children do the work: its own time is dispatch.
-            host_ops_us += op.self_us
+            # A view, or a composite whose children do the work: its own time is dispatch, at
+            # most a kernel's host cost a call; the rest of it is tensor work the CPU did in
+            # the operator itself, which the GPU does (at the card's bandwidth, as below).
+            dispatch_us = min(op.self_us, op.calls * HOST_PER_KERNEL_US)
+            host_ops_us += dispatch_us
+            device_us += (op.self_us - dispatch_us) * cpu_bytes / bytes_rate
             continue
         kernels += op.calls
         per_call_us = op.self_us / op.calls
@@ -479,13 +498,17 @@ def estimate_from_trace(
     n = len(phases.steps)
     step_us = phases.total_us / n
     data_us = phases.phase_total_us.get("data", 0.0) / n
-    outside = outside_ops_share(steady)
+    # The loop's tensor work outside the model's phases (painted "other") is kernels below,
+    # not host Python: taken out of the phases' reading of the host time.
+    in_other = ops_in_other_share(trace, _windows(trace, detail))
+    outside = outside_ops_share(steady, in_other)
     if outside is not None:  # a whole-run estimate: its host time outside the operators
         python_us = outside * step_us
     elif analysis.host is not None:
         python_us = analysis.host.between_ops_share * step_us
     else:
-        python_us = sum(phases.phase_total_us.get(p, 0.0) for p in ("other", "unattributed")) / n
+        painted = sum(phases.share(p) or 0.0 for p in ("other", "unattributed"))
+        python_us = max(0.0, painted - in_other) * step_us
     flops = shape_flops(trace, detail)
     return estimate_from_ops(
         _ops_in_steps(trace, detail, host_factories),

@@ -583,9 +583,13 @@ def overhead_near_line(host: HostOverhead) -> bool:
     return host.between_ops_share + host.small_op_share < HOST_BOUND_SHARE <= overhead_reach(host)
 
 
-def outside_ops_share(analysis: Analysis) -> float | None:
+def outside_ops_share(analysis: Analysis, ops_in_other: float = 0.0) -> float | None:
     """Share of the run's step spent outside the model's operators and the data wait: host
     Python that no device shortens. None unless the phases are a whole-run estimate.
+
+    ``ops_in_other``: the share of the step in operators the phases paint "other"
+    (``sorthost_ops.ops_in_other_share``: a loop's own tensor work outside the model's
+    phases), taken out of the phases' reading: tensor work, not Python.
 
     Trace-based (later windows weighted): the estimate's "other" and "unattributed". Hook-timed
     (every step's phases): hooks cannot tell the forward from host work between the optimizer
@@ -596,7 +600,7 @@ def outside_ops_share(analysis: Analysis) -> float | None:
     phases, window = analysis.phases, analysis.window_phases
     if window is None or phases is None or phases.total_us <= 0:
         return None
-    share = sum(phases.share(p) or 0.0 for p in ("other", "unattributed"))
+    share = max(0.0, sum(phases.share(p) or 0.0 for p in ("other", "unattributed")) - ops_in_other)
     if phases.source == "trace" or analysis.host is None or not window.steps:
         return share
     n = max(1, len(phases.steps))

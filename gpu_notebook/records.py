@@ -1404,6 +1404,19 @@ class ParamOps:
 
 
 @dataclass(frozen=True)
+class Bf16OpTime:
+    """One operator a CPU bfloat16 autocast runs in bfloat16, in the traced steps
+    (analysis.cpu_bf16_casts): its time there, and how much slower in bfloat16 than in float32
+    it measured on an avx512_bf16 CPU without AMX."""
+
+    name: str  # e.g. aten::mm
+    calls: int  # outermost calls in the traced steps
+    us: float  # their host time summed
+    slowdown: float  # bfloat16 time over float32's (benchmarks/cpu_bf16_op_factors.py)
+    floored_us: float = 0.0  # their host time floored over the steps, as the casts' is
+
+
+@dataclass(frozen=True)
 class CpuBf16Casts:
     """A CPU run's dtype casts and matmuls in the traced steps (analysis.cpu_bf16_casts): under a
     bfloat16 autocast each matmul casts its float32 weights and inputs first, and the backward
@@ -1422,6 +1435,11 @@ class CpuBf16Casts:
     steps: int
     # Every outermost operator of the steps, floored as the casts are (None: not read).
     ops_us: float | None = None
+    # The operators the autocast runs in bfloat16 (matmuls, convolutions, activations), each
+    # with its measured slowdown; only those with a bfloat16 input where the trace recorded
+    # input types (``dtypes_read``).
+    bf16_ops: tuple[Bf16OpTime, ...] = ()
+    dtypes_read: bool = False
 
     def _shares(self) -> tuple[float, ...]:
         summed = self.casts_sum_us / self.steps_us if self.steps_us > 0 else 0.0
@@ -1442,6 +1460,36 @@ class CpuBf16Casts:
     def matmul_share(self) -> float:
         """The matmuls' share of the steps' wall time (summed over summed)."""
         return self.matmul_us / self.steps_us if self.steps_us > 0 else 0.0
+
+    @property
+    def bf16_share(self) -> float:
+        """The bfloat16 operators' share of the steps' wall time (summed over summed)."""
+        us = sum(op.us for op in self.bf16_ops)
+        return us / self.steps_us if self.steps_us > 0 else 0.0
+
+    @property
+    def slower_share(self) -> float:
+        """The share of the steps float32 saves on the bfloat16 operators: each one's time
+        less its time at float32's speed (its time over its slowdown), over the steps' wall
+        time (summed over summed)."""
+        return self._saved(summed=True) / self.steps_us if self.steps_us > 0 else 0.0
+
+    @property
+    def top_share(self) -> float:
+        """The most of the steps float32 saves, read on each clock as the casts are: the casts
+        and what the bfloat16 operators lose, summed against the wall time, or floored against
+        every operator floored alike; the greater reading."""
+        readings = [self.casts_sum_us / self.steps_us + self.slower_share] if self.steps_us else []
+        if self.ops_us:
+            readings.append((self.casts_us + self._saved(summed=False)) / self.ops_us)
+        return min(1.0, max(readings, default=0.0))
+
+    def _saved(self, *, summed: bool) -> float:
+        return sum(
+            (op.us if summed else op.floored_us) * (1.0 - 1.0 / op.slowdown)
+            for op in self.bf16_ops
+            if op.slowdown > 1
+        )
 
 
 @dataclass(frozen=True)

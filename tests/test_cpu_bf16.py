@@ -15,17 +15,24 @@ import dataclasses
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
+from torch import nn
 
+from gpu_notebook.analysis.cpu_bf16_casts import BF16_SLOWDOWN, MATMUL_OPS, cpu_bf16_casts
+from gpu_notebook.analysis.phases import phase_breakdown
 from gpu_notebook.capture.cpu_bf16_flags import cpu_bf16_flags
 from gpu_notebook.cell.cpu_bf16 import bf16_autocast_kind, module_constants
 from gpu_notebook.cell.parse import parse_ast
 from gpu_notebook.cell.scan import cell_facts
 from gpu_notebook.fixes import Patch, Refusal, apply_fix
+from gpu_notebook.markers import PROFILER_STEP_PREFIX
 from gpu_notebook.records import Report
 from gpu_notebook.rules import FAMILIES, cpu_bf16
 from gpu_notebook.rules.cpu_bf16 import FIX
 from gpu_notebook.rules.cpu_bf16 import cpu_bf16 as rule
+from gpu_notebook.traces.kineto import Trace, load_trace
 
 RULE = "precision.cpu_bf16"
 
@@ -89,9 +96,9 @@ for step in range(12):
 """
 
 
-def _run(ip, body: str) -> Report:
+def _run(ip, body: str, options: str = "") -> Report:
     ip.user_ns.pop("rep", None)
-    result = ip.run_cell(f"%%gpucheck -q -o rep\n{body}")
+    result = ip.run_cell(f"%%gpucheck -q -o rep{options}\n{body}")
     assert result.success, result.error_in_exec
     return ip.user_ns["rep"]
 
@@ -118,6 +125,83 @@ def test_a_loop_under_cpu_bf16_autocast_is_told_to_train_in_float32(ip):
     patched = apply_fix(FIX, LOOP)
     assert isinstance(patched, Patch)
     assert 'torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):' in patched.source_after
+
+
+def _recomputed_top(casts) -> float:
+    """The range's top from the record alone: Amdahl over the casts' greater share and what
+    float32 saves on each bfloat16 operator (its time less its time over its slowdown)."""
+    summed = sum(op.us * (1 - 1 / op.slowdown) for op in casts.bf16_ops)
+    floored = sum(op.floored_us * (1 - 1 / op.slowdown) for op in casts.bf16_ops)
+    share = max(
+        (casts.casts_sum_us + summed) / casts.steps_us,  # on the wall
+        (casts.casts_us + floored) / casts.ops_us,  # floored, against every operator floored
+    )
+    return 1.0 / (1.0 - min(1.0, share))
+
+
+def test_the_ranges_top_is_built_from_the_traces_bf16_operators_and_casts(ip, tmp_path: Path):
+    """The top is no fixed factor on the matmuls: each operator the autocast runs in bfloat16
+    (the trace's matmuls and the activations between them) is read with its time in the
+    steps and its slowdown measured on this CPU (BF16_SLOWDOWN), beside the casts."""
+    rep = _run(ip, LOOP, f" --export {tmp_path}")
+    casts = rep.analysis.cpu_casts
+    (f,) = _ours(rep)
+    names = {op.name for op in casts.bf16_ops}
+    assert {"aten::addmm", "aten::mm", "aten::relu", "aten::threshold_backward"} <= names
+    assert not casts.dtypes_read  # the tool's own profiler records no input types
+    # Each operator's time is the trace's: its outermost calls inside the profiled steps.
+    (path,) = tmp_path.glob("*.trace.json.gz")
+    trace = load_trace(path)
+    again = cpu_bf16_casts(trace, phase_breakdown(trace))  # the steps as the analysis read them
+    assert again is not None and again.bf16_ops == casts.bf16_ops
+    matmuls = [op for op in casts.bf16_ops if op.name in MATMUL_OPS]
+    assert sum(op.us for op in matmuls) == pytest.approx(casts.matmul_us)
+    assert all(op.slowdown == BF16_SLOWDOWN[op.name] for op in casts.bf16_ops)
+    assert f.gain_bound == pytest.approx(_recomputed_top(casts))
+    # Without the bfloat16 operators the top would be the casts' alone: they add to it.
+    assert f.gain_bound > 1.0 / (1.0 - casts.share_high)
+    assert all(0 < op.floored_us <= op.us + 1e-6 for op in casts.bf16_ops)
+
+
+def test_recorded_input_types_keep_only_the_bf16_calls(tmp_path: Path):
+    """A trace that records input types (``record_shapes=True``) says which calls ran in
+    bfloat16: a float32 head outside the autocast is not counted; a real profiler run."""
+    torch.manual_seed(0)
+    body = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128))
+    head = nn.Linear(128, 10)
+    x = torch.randn(32, 64)
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = body(x)
+        head(h.float()).sum().backward()
+
+    def traced(shapes: bool) -> Trace:
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=shapes
+        ) as prof:
+            for i in range(3):
+                with torch.profiler.record_function(f"{PROFILER_STEP_PREFIX}{i}"):
+                    step()
+        path = tmp_path / f"t{shapes}.json"
+        prof.export_chrome_trace(str(path))
+        return load_trace(path)
+
+    step()
+    typed, untyped = traced(True), traced(False)
+    read = cpu_bf16_casts(typed, phase_breakdown(typed))
+    blind = cpu_bf16_casts(untyped, phase_breakdown(untyped))
+    assert read is not None and blind is not None
+    assert read.dtypes_read and not blind.dtypes_read
+    calls = {op.name: op.calls for op in read.bf16_ops}
+    every = {op.name: op.calls for op in blind.bf16_ops}
+    # The head's float32 addmm (forward) and its two mm (backward) are left out; the body's two
+    # bfloat16 linears (their addmm, and the mm of their backward) are in.
+    assert calls["aten::addmm"] == 2 * 3 and every["aten::addmm"] == 3 * 3
+    assert calls["aten::mm"] < every["aten::mm"]
+    rows = np.flatnonzero(typed.name_mask(names=("aten::addmm",)))
+    f32 = [r for r in rows if "BFloat16" not in str(typed.kept_arg("input_types", r, ""))]
+    assert len(f32) >= 3  # the head's, recorded as float
 
 
 def test_the_same_loop_in_float32_is_silent(ip):

@@ -8,6 +8,14 @@ step has no ``aten::_to_copy`` at all. The casts held 15% of the profiled step t
 bfloat16 ``aten::mm``/``aten::addmm`` took 1.3-1.5x their float32 time (a second trace, not this
 one: one trace holds one dtype, so the matmul's slower path is not read here).
 
+The operators the autocast runs in bfloat16 (``BF16_SLOWDOWN``: the matmuls and convolutions
+it casts for, and the activations between them, which take the bfloat16 output), each with the
+time it took here and how much slower in bfloat16 than in float32 it measured on this CPU
+(``benchmarks/cpu_bf16_op_factors.py``): what float32 saves on them is the range's top beside
+the casts. Where the trace recorded input types (``record_shapes``), only the calls with a
+bfloat16 input are counted; else every call in the steps (a top: an activation outside the
+autocast's reach is counted too).
+
 Counted: the outermost ``aten::_to_copy`` calls inside the profiled steps (a cast's own copy
 within it once), floored over the steps (``_floored_us``: a time slice given to another process
 lands in one step's cast, not in every step's, as analysis/amp_scaler floors the scaler's
@@ -23,13 +31,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu_notebook.records import CpuBf16Casts, PhaseBreakdown
+from gpu_notebook.records import Bf16OpTime, CpuBf16Casts, PhaseBreakdown
 from gpu_notebook.traces.kineto import Trace
 
-__all__ = ["CAST_OP", "MATMUL_OPS", "cpu_bf16_casts"]
+__all__ = ["BF16_SLOWDOWN", "CAST_OP", "MATMUL_OPS", "cpu_bf16_casts"]
 
 CAST_OP = "aten::_to_copy"  # the copy behind aten::to / .to(dtype) / autocast's casts
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+# bfloat16 time over float32's, per operator, on this avx512_bf16 CPU without AMX, one thread,
+# on the process CPU clock (benchmarks/cpu_bf16_op_factors.py, three runs at load 10-16,
+# 2026-12-07; the shapes of benchmarks/cpu_bf16_ab.py's MLP at batch 128, a 32-channel 3x3
+# convolution on 32x32 images): each the slowest ratio of medians of the three, as the range's
+# top is the most float32 can save. A trace's wall times under load read the matmuls only
+# 1.1-1.45x slower: a wait for a core lands alike on both dtypes and dilutes the ratio. The
+# convolutions read 0.60x-1.63x over the three runs (bfloat16 not always slower): their top.
+BF16_SLOWDOWN: dict[str, float] = {
+    "aten::mm": 1.83,  # 1.42-1.83 (the backward's input and weight gradients)
+    "aten::addmm": 1.80,  # 1.74-1.80 (the forward's linear)
+    "aten::bmm": 2.13,  # 1.70-2.13
+    "aten::baddbmm": 1.62,  # 1.60-1.62
+    "aten::convolution": 1.63,  # 0.60-1.63
+    "aten::convolution_backward": 1.53,  # 0.93-1.53
+    "aten::relu": 2.24,  # 2.14-2.24
+    "aten::threshold_backward": 1.67,  # 1.09-1.67 (relu's backward)
+    "aten::gelu": 1.22,  # 1.14-1.22
+    "aten::gelu_backward": 1.13,  # 1.00-1.13
+    "aten::silu": 1.35,  # 1.17-1.35
+    "aten::silu_backward": 1.27,  # 0.86-1.27
+}
 
 
 def cpu_bf16_casts(trace: Trace, phases: PhaseBreakdown | None) -> CpuBf16Casts | None:
@@ -42,6 +71,9 @@ def cpu_bf16_casts(trace: Trace, phases: PhaseBreakdown | None) -> CpuBf16Casts 
     casts = _outermost(trace, _rows_in(trace, (CAST_OP,), spans))
     matmuls = _outermost(trace, _rows_in(trace, MATMUL_OPS, spans))
     everything = _outermost(trace, _rows_in(trace, None, spans))
+    bf16, dtypes_read = _bf16_rows(
+        trace, _outermost(trace, _rows_in(trace, tuple(BF16_SLOWDOWN), spans))
+    )
     return CpuBf16Casts(
         casts=len(casts),
         casts_us=_floored_us(trace, casts, spans),
@@ -51,6 +83,38 @@ def cpu_bf16_casts(trace: Trace, phases: PhaseBreakdown | None) -> CpuBf16Casts 
         steps_us=phases.total_us,
         steps=len(phases.steps),
         ops_us=_floored_us(trace, everything, spans) if everything else None,
+        bf16_ops=_by_name(trace, bf16, spans),
+        dtypes_read=dtypes_read,
+    )
+
+
+def _bf16_rows(trace: Trace, rows: list[int]) -> tuple[list[int], bool]:
+    """``rows`` that ran in bfloat16: those with a bfloat16 input where the trace recorded input
+    types (and True), else all of them (and False)."""
+    types = trace.kept_args.get("input_types", {})
+    if not types:
+        return rows, False
+    return [r for r in rows if "BFloat16" in str(trace.kept_arg("input_types", r, ""))], True
+
+
+def _by_name(
+    trace: Trace, rows: list[int], spans: list[tuple[float, float]]
+) -> tuple[Bf16OpTime, ...]:
+    """The rows summed and floored by operator, each with its slowdown, in ``BF16_SLOWDOWN``'s
+    order."""
+    named: dict[str, list[int]] = {}
+    for r in rows:
+        named.setdefault(trace.name_of(r), []).append(r)
+    return tuple(
+        Bf16OpTime(
+            name,
+            len(named[name]),
+            float(sum(float(trace.dur_us[r]) for r in named[name])),
+            factor,
+            floored_us=_floored_us(trace, named[name], spans),
+        )
+        for name, factor in BF16_SLOWDOWN.items()
+        if name in named
     )
 
 

@@ -15,10 +15,13 @@ Evidence and bound: the trace's casts in the profiled steps (``analysis.cpu_bf16
 the outermost ``aten::_to_copy``, which autocast's ``aten::to`` runs, beside the matmuls). The
 range's low end is Amdahl over the casts' lesser share (``CpuBf16Casts.share``: floored
 against every operator floored alike, or summed against the wall time; the casts alone go);
-its top adds their greater share and the
-matmuls' share slower by ``BF16_MATMUL_SLOWDOWN``, the bfloat16 matmul against float32's as
-measured here (one trace holds one dtype: the ratio is not read from the run). By hand 1.60x
-(Lightning) and 1.77x (a plain loop, CPU clock) on this machine. Where the CPU lists
+its top is Amdahl over the casts and what float32 saves on the operators the autocast runs in
+bfloat16 (each one's traced time less that time over its slowdown,
+``analysis.cpu_bf16_casts.BF16_SLOWDOWN``, measured per operator on this CPU; one trace holds
+one dtype: the ratio is not read from the run), read on each of the casts' two clocks, the
+greater (``CpuBf16Casts.top_share``). By hand 1.60x
+(Lightning) and 1.77x-1.82x (a plain loop, CPU clock) on this machine; the top was 1.39x-1.52x
+with the matmuls alone at 1.5x (their ratio as a loaded trace reads it). Where the CPU lists
 ``amx_bf16`` bfloat16 may win: said at info, unbounded, as a change to measure. Never on a run
 with a GPU: bfloat16 autocast on CUDA is the recipe ``precision.fp32_tensor_cores`` asks for.
 """
@@ -48,10 +51,6 @@ if TYPE_CHECKING:
     from gpu_notebook.fixes.cst_tools import CodemodResult, Replacement
 
 AMX_FLAG = "amx_bf16"
-# The bfloat16 matmul's time against float32's on a CPU without AMX: aten::mm 1.31x, aten::addmm
-# 1.45x (an MLP's step traced in each dtype on this avx512_bf16 CPU, 2026-12-07): the top of the
-# range takes the matmuls' share slower by it; the casts alone are its low end.
-BF16_MATMUL_SLOWDOWN = 1.5
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,6 @@ class CpuBf16(Said):
     flags: tuple[str, ...] | None  # the CPU's bfloat16 flags (None: not read)
     bound: float | None
     low: float | None
-    matmul_slowdown: float = BF16_MATMUL_SLOWDOWN  # the range's top takes the matmuls this slower
 
     @property
     def amx(self) -> bool:
@@ -93,11 +91,10 @@ def cpu_bf16(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None
         said = CpuBf16(source.line, source.text, kind, len(calls), casts, compute, flags,
                        None, None)  # fmt: skip
         return found("precision.cpu_bf16", "info", said, line=source.line, fix=FIX)
-    slower = casts.matmul_share * (1.0 - 1.0 / BF16_MATMUL_SLOWDOWN)
-    low, bound = gain_range(casts.share, min(1.0, casts.share_high + slower), analysis)
+    low, bound = gain_range(casts.share, casts.top_share, analysis)
     said = CpuBf16(source.line, source.text, kind, len(calls), casts, compute, flags, bound, low)
     # The casts' least share sets the level, their summed one its reach; "low" at the least:
-    # the matmuls' slower bfloat16 path, not read, comes on top of any share.
+    # the bfloat16 operators' slower path, a measured factor, comes on top of any share.
     least = severity_of(casts.share) or "low"
     level = widened(least, severity_of(casts.share_high) or least)
     return found("precision.cpu_bf16", level, said, phase_share=casts.share_high,

@@ -231,8 +231,11 @@ KEPT_ARGS: tuple[tuple[str, str], ...] = (
     ("group_size", "Group size"),
     ("dtype", "dtype"),
     ("input_dims", "Input Dims"),
+    # An operator's input dtypes, recorded with its shapes (a CPU bfloat16 run's bfloat16
+    # operators: analysis.cpu_bf16_casts).
+    ("input_types", "Input type"),
 )
-_RAW_ARGS = frozenset({"input_dims"})
+_RAW_ARGS = frozenset({"input_dims", "input_types"})
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -590,6 +593,7 @@ class _Columns:
                     seq_vals.append(v)
                 # Two looks, not one per kept arg: an NCCL kernel's group size and dtype come
                 # with its message size.
+                # (Input types come with the input dims: record_shapes writes both.)
                 if args.input_dims is not None or args.msg_nelems is not None:
                     kept.append((row, args))
             row += 1

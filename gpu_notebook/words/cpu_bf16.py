@@ -56,12 +56,16 @@ def cpu_bf16(s: CpuBf16) -> Words:
     )
     evidence.append(
         f"{units}: without AMX tiles the bfloat16 matmul is no faster than float32's (on an "
-        "avx512_bf16 CPU it measured 1.3-1.5x slower), so the casts are pure cost"
+        "avx512_bf16 CPU it measured 1.4-1.8x slower), so the casts are pure cost"
     )
+    ops = ", ".join(f"{op.name} {op.slowdown:.2f}x" for op in c.bf16_ops)
+    which = "with a bfloat16 input (the trace's input types)" if c.dtypes_read else "under it"
     evidence.append(
         f"gain {fmt_gain(s.bound, s.low)}: the low end if the casts alone go (Amdahl over their "
-        f"share), the top if the matmuls also run {s.matmul_slowdown:.1f}x faster in float32, as "
-        "measured on an avx512_bf16 CPU (one trace holds one dtype: not read from this run)"
+        f"share), the top if also the operators {which} ({fmt_share(c.bf16_share)} of the "
+        "steps) run as much faster in float32 as each measured on an avx512_bf16 CPU"
+        + (f" ({ops})" if ops else "")
+        + " (one trace holds one dtype: not read from this run)"
     )
     return words(
         "bfloat16 autocast on a CPU without AMX: the casts make each step slower",

@@ -26,6 +26,12 @@ def grown_by_cat(s: GrownByCat) -> Words:
         )
     if s.bound is not None:
         evidence.append(f"gain if the rows are concatenated once: {fmt_gain(s.bound, s.low)}")
+    else:
+        floor = f" (at least {s.low:.2f}x)" if s.low is not None and s.low > 1.005 else ""
+        evidence.append(
+            "gain if the rows are concatenated once: no upper bound read: the copy grows with "
+            f"the steps run and the profiled steps read it at their place in the loop{floor}"
+        )
     return words(
         f"Each step copies all of {names} to add the step's rows",
         evidence,

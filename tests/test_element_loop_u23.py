@@ -147,8 +147,8 @@ def supcon(z, y):
 
 model = nn.Linear(32, 16)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for epoch in range(2):
-    for x, y in zip(torch.randn(40, 24, 32), torch.randint(0, 4, (40, 24))):
+for epoch in range(3):
+    for x, y in zip(torch.randn(60, 32, 32), torch.randint(0, 4, (60, 32))):
         loss = supcon(F.normalize(model(x), dim=1), y)
         opt.zero_grad()
         loss.backward()

@@ -233,5 +233,4 @@ def element_loop(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
                  line=line)  # fmt: skip
 
 
-TIE = 95  # beside the restacked bank (rules.restacked_bank): the verdict table's order
 RULES = (element_loop,)

@@ -259,5 +259,4 @@ def grown_by_cat(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
                  line=line)  # fmt: skip
 
 
-TIE = 95  # beside the restacked bank (rules.restacked_bank): the verdict table's order
 RULES = (grown_by_cat,)

@@ -153,5 +153,4 @@ def onehot_product(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
                  line=line)  # fmt: skip
 
 
-TIE = 95  # beside the restacked bank (rules.restacked_bank): the verdict table's order
 RULES = (onehot_product,)

@@ -132,5 +132,4 @@ FIX = Fix(
     "https://lightning.ai/docs/pytorch/stable/tuning/profiler_basic.html",
     profiler_off,
 )
-TIE = 100  # beside anomaly detection (rules.debug_apis): the verdict table's order
 RULES = (profiler_on,)

@@ -36,7 +36,7 @@ from gpu_notebook.cell.facts import SourceFacts, SourceLine
 from gpu_notebook.cell.framework_step_methods import per_step_methods
 from gpu_notebook.cell.names import dotted
 from gpu_notebook.cell.tree import CellTree, Function, Loop
-from gpu_notebook.records import Analysis, Finding, Run, Said
+from gpu_notebook.records import Analysis, Finding, Run, Said, Severity
 from gpu_notebook.rules.common import found, gain_bound, severity_of
 from gpu_notebook.rules.restacked_bank import _op_share
 from gpu_notebook.rules.syncs import lines_share
@@ -254,7 +254,7 @@ def grown_by_cat(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
         op, low, bound,
     )  # fmt: skip
     # Quadratic in the steps: at least medium whatever the window read.
-    severity = "high" if severity_of(share) == "high" else "medium"
+    severity: Severity = "high" if severity_of(share) == "high" else "medium"
     return found("host.grown_by_cat", severity, said, phase_share=share, bound=bound, low=low,
                  line=line)  # fmt: skip
 

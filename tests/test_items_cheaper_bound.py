@@ -57,6 +57,7 @@ def test_the_item_advice_is_levelled_and_bounded_by_the_dataset_code_s_share_of_
     raw, f = _found(item_samples=36, data_samples=40)
     said = raw.said
     assert isinstance(said, LoaderWorkers) and said.busy and said.in_dataset is not None
+    assert said.item_located
     assert f.fix_id is None and f.fix.startswith("Not offered: num_workers=2")
     # 36 of the wait's 40 samples in __getitem__: that part of the data share, its Amdahl bound.
     assert said.item_share == pytest.approx(said.data * 36 / 40)
@@ -75,11 +76,21 @@ def test_the_item_advice_is_levelled_and_bounded_by_the_dataset_code_s_share_of_
     assert split.gain_bound == pytest.approx(f.gain_bound)
 
 
-def test_too_few_samples_in_the_dataset_s_code_stay_an_unbounded_info_line():
+def test_too_few_samples_in_the_dataset_s_code_bound_it_by_the_whole_wait():
+    """Round 23's hf_tokenize_getitem: an input-bound verdict (59% data wait) whose data finding
+    was [info], two of the wait's samples in ``__getitem__``. Unlocated, the most any cheaper
+    loading gives is the whole wait's Amdahl bound."""
     few = LOADING_SAMPLES - 1
     raw, f = _found(item_samples=few, data_samples=few)
-    assert isinstance(raw.said, LoaderWorkers) and raw.said.item_bound is None
-    assert f.severity == "info" and f.gain_bound is None
+    said = raw.said
+    assert isinstance(said, LoaderWorkers) and not said.item_located
+    assert said.item_share == pytest.approx(said.data)
+    assert f.severity != "info" and f.fix_id is None
+    assert f.gain_bound == pytest.approx(1 / (1 - said.data), rel=1e-6)
+    assert any("too few stack samples fell in the dataset's code" in e for e in f.evidence)
+    # Located, the bound is the dataset code's part only: never more than the whole wait's.
+    _, located = _found(item_samples=20, data_samples=40)
+    assert located.gain_bound is not None and located.gain_bound < f.gain_bound
 
 
 def test_workers_offered_where_a_core_is_free_are_unchanged():

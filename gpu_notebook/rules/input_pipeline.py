@@ -271,11 +271,12 @@ class LoaderWorkers(Said):
     # offered where it leaves a step no shorter than today's (``session_share``; None: not read).
     share: SessionShare | None = None
     busy: bool = False  # ``share`` leaves no shorter step: said, not offered
-    # Not offered (``no_spare`` or ``busy``): the share of the step the dataset's own code holds
-    # and its Amdahl bound, what making each item cheaper can give with no core more (None:
-    # the wait was not sampled enough in the dataset's code).
+    # Not offered (``no_spare`` or ``busy``): the share of the step cheaper loading can remove
+    # (the dataset's own code's part of the wait where the sampler placed it there, else the
+    # whole wait) and its Amdahl bound, what it gives with no core more (None: offered).
     item_share: float | None = None
     item_bound: float | None = None
+    item_located: bool = False  # True: ``item_share`` is the dataset code's part of the wait
 
 
 @dataclass(frozen=True)
@@ -1080,17 +1081,19 @@ def loader_workers(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding 
 
 def _not_offered(analysis: Analysis, data: float, said: LoaderWorkers, line: int | None) -> Finding:
     """Workers not offered (no spare core, or a session too busy to give them CPU): what the
-    advice left, making each item cheaper in the main process, needs no core, so where the wait
-    was sampled in the dataset's own code the finding is levelled and bounded by that part of
-    the step (an unbounded info line ranked under any bounded finding: unseen round 21's
-    stft_per_item_ctc, 1.44x by hand from caching its items, read [info])."""
+    advice left, making the loading cheaper in the main process, needs no core, so the finding
+    is levelled and bounded by the part of the step it can remove: where the wait was sampled
+    in the dataset's own code (``LOADING_SAMPLES`` at least), that code's part of it; else the
+    whole wait, the most any cheaper loading gives. An unbounded info line ranked under every
+    bounded finding, and an input-bound verdict had no finding above info (unseen round 21's
+    stft_per_item_ctc, 1.44x by hand from caching its items; round 23's hf_tokenize_getitem,
+    59% data wait, two of its samples in ``__getitem__``)."""
     d = said.in_dataset
-    if d is None or d.data_samples < LOADING_SAMPLES:
-        return found("input.loader_workers", "info", said, phase_share=data, line=line)
-    part = min(1.0, d.samples / d.data_samples)
+    located = d is not None and d.data_samples >= LOADING_SAMPLES
+    part = min(1.0, d.samples / d.data_samples) if d is not None and located else 1.0
     item = data * part
     bound = gain_bound(item, analysis)
-    said = dataclasses.replace(said, item_share=item, item_bound=bound)
+    said = dataclasses.replace(said, item_share=item, item_bound=bound, item_located=located)
     level = level_in(analysis, "data", data, low=SUGGEST, part=part)
     return found("input.loader_workers", level or "info", said, phase_share=data,
                  bound=bound if level is not None else None, line=line)  # fmt: skip

@@ -322,11 +322,18 @@ def loader_workers(s: LoaderWorkers) -> Words:
         if d is not None
         else ""
     )
-    if s.item_bound is not None and d is not None:
+    if s.item_bound is not None and s.item_located and d is not None:
         evidence.append(
             f"the dataset's own code holds {d.samples} of the data wait's {d.data_samples} stack "
             f"samples, {fmt_share(s.item_share)} of the step: making each item cheaper gives up "
             f"to {s.item_bound:.2f}x with no core more"
+        )
+    elif s.item_bound is not None:
+        evidence.append(
+            f"the loading in the main process holds {fmt_share(s.item_share)} of the step: making "
+            f"it cheaper (each item, or whole batches at once) gives up to {s.item_bound:.2f}x "
+            "with no core more; too few stack samples fell in the dataset's code to say which "
+            "part of it"
         )
     if s.no_spare is not None:
         evidence.append(no_spare_core(s.no_spare))

@@ -68,11 +68,11 @@ def cpu_bf16_casts(trace: Trace, phases: PhaseBreakdown | None) -> CpuBf16Casts 
     if trace.has_gpu_activity:
         return None
     spans = [(s.start_us, s.start_us + s.duration_us) for s in phases.steps]
-    casts = _outermost(trace, _rows_in(trace, (CAST_OP,), spans))
-    matmuls = _outermost(trace, _rows_in(trace, MATMUL_OPS, spans))
-    everything = _outermost(trace, _rows_in(trace, None, spans))
+    casts = trace.outermost(_rows_in(trace, (CAST_OP,), spans))
+    matmuls = trace.outermost(_rows_in(trace, MATMUL_OPS, spans))
+    everything = trace.outermost(_rows_in(trace, None, spans))
     bf16, dtypes_read = _bf16_rows(
-        trace, _outermost(trace, _rows_in(trace, tuple(BF16_SLOWDOWN), spans))
+        trace, trace.outermost(_rows_in(trace, tuple(BF16_SLOWDOWN), spans))
     )
     return CpuBf16Casts(
         casts=len(casts),
@@ -128,19 +128,6 @@ def _rows_in(
     ids = trace.name_ids(lambda n: n in names)
     rows = cpu[np.isin(trace.name_id[cpu], ids)] if ids.size else cpu[:0]
     return [int(r) for r in rows if any(a <= float(trace.ts_us[r]) < b for a, b in spans)]
-
-
-def _outermost(trace: Trace, rows: list[int]) -> list[int]:
-    """``rows`` less those inside another of them on the same thread (a cast within a cast)."""
-    out: list[int] = []
-    ends: dict[int, float] = {}
-    for r in sorted(rows, key=lambda r: (int(trace.tid[r]), float(trace.ts_us[r]))):
-        tid, start = int(trace.tid[r]), float(trace.ts_us[r])
-        if start < ends.get(tid, -np.inf):
-            continue
-        out.append(r)
-        ends[tid] = start + float(trace.dur_us[r])
-    return out
 
 
 def _floored_us(trace: Trace, rows: list[int], spans: list[tuple[float, float]]) -> float:

@@ -52,7 +52,7 @@ def param_ops(
     spans = [(s.start_us, s.start_us + s.duration_us) for s in phases.steps]
     kinds = []
     for kind, (forward, backward) in PARAM_OPS.items():
-        rows = _outermost(trace, _rows_in(trace, frozenset(forward).__contains__, spans))
+        rows = trace.outermost(_rows_in(trace, frozenset(forward).__contains__, spans))
         if not rows:
             continue
         nodes = frozenset(_EVALUATE + b for b in backward)
@@ -62,7 +62,7 @@ def param_ops(
                 kind,
                 calls=len(rows),
                 forward_us=float(sum(float(trace.dur_us[r]) for r in rows)),
-                backward_us=float(sum(float(trace.dur_us[r]) for r in _outermost(trace, back))),
+                backward_us=float(sum(float(trace.dur_us[r]) for r in trace.outermost(back))),
             )
         )
     if not kinds:
@@ -108,16 +108,3 @@ def _rows_in(
     if category is not None:
         rows = rows[trace.category_mask(category)[rows]]
     return [int(r) for r in rows if any(a <= float(trace.ts_us[r]) < b for a, b in spans)]
-
-
-def _outermost(trace: Trace, rows: list[int]) -> list[int]:
-    """``rows`` less those inside another of them on the same thread."""
-    out: list[int] = []
-    ends: dict[int, float] = {}
-    for r in sorted(rows, key=lambda r: (int(trace.tid[r]), float(trace.ts_us[r]))):
-        tid, start = int(trace.tid[r]), float(trace.ts_us[r])
-        if start < ends.get(tid, -np.inf):
-            continue
-        out.append(r)
-        ends[tid] = start + float(trace.dur_us[r])
-    return out

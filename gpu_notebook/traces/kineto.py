@@ -138,6 +138,19 @@ class Trace:
         """Indices into ``names`` of the names for which ``predicate`` is true."""
         return np.fromiter((i for i, n in enumerate(self.names) if predicate(n)), dtype=np.int64)
 
+    def outermost(self, rows: Iterable[int]) -> list[int]:
+        """``rows`` less those inside another of them on the same thread (a cast within a cast,
+        an operator its own wrapper calls), in thread and start order."""
+        out: list[int] = []
+        ends: dict[int, float] = {}
+        for r in sorted(rows, key=lambda r: (int(self.tid[r]), float(self.ts_us[r]))):
+            tid, start = int(self.tid[r]), float(self.ts_us[r])
+            if start < ends.get(tid, -np.inf):
+                continue
+            out.append(r)
+            ends[tid] = start + float(self.dur_us[r])
+        return out
+
     def names_matching(self, prefix: str | tuple[str, ...]) -> IntArray:
         """Indices into ``names`` of the names starting with ``prefix`` (one or several)."""
         return self.name_ids(lambda n: n.startswith(prefix))

@@ -21,6 +21,7 @@ from gpu_notebook.fixes.cst_tools import (
     Edited,
     Replacement,
     Tree,
+    backward_block,
     expression,
     facts_of,
     fresh_name,
@@ -125,15 +126,12 @@ def _autocast_plan(
     """(block, first and last forward statement index, backward statement index): the
     statement of the loop's first ``.backward()`` (the facts') that is a line of its own;
     ``forward`` and ``run_model``: the facts' forward lines and lines that call a model."""
-    lines = (tree.statement_of(call) for call in backward_calls)
-    backward_stmt = next((s for s in lines if isinstance(s, cst.SimpleStatementLine)), None)
-    if backward_stmt is None:
-        return Declined(".backward() is not a statement of its own in the training loop")
-    block = tree.block_of(backward_stmt)
-    if not isinstance(block, cst.IndentedBlock):
-        return Declined(".backward() is not inside an indented loop body")
+    at = backward_block(tree, backward_calls)
+    if isinstance(at, Declined):
+        return at
+    block, backward_index = at
     body = list(block.body)
-    backward_index = body.index(backward_stmt)
+    backward_stmt = body[backward_index]
     found = [i for i, stmt in enumerate(body[:backward_index]) if _holds(stmt, forward)]
     if not found:
         if _holds(backward_stmt, run_model):

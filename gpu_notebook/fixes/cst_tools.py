@@ -55,6 +55,21 @@ def only_small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
     return None
 
 
+def backward_block(
+    tree: Tree, backward_calls: Sequence[cst.Call]
+) -> tuple[cst.IndentedBlock, int] | Declined:
+    """The loop body holding the first of ``backward_calls`` (the facts') that is a statement
+    of its own, and that statement's index in it: where a codemod wraps the forward before it."""
+    lines = (tree.statement_of(call) for call in backward_calls)
+    backward_stmt = next((s for s in lines if isinstance(s, cst.SimpleStatementLine)), None)
+    if backward_stmt is None:
+        return Declined(".backward() is not a statement of its own in the training loop")
+    block = tree.block_of(backward_stmt)
+    if not isinstance(block, cst.IndentedBlock):
+        return Declined(".backward() is not inside an indented loop body")
+    return block, list(block.body).index(backward_stmt)
+
+
 def only_call(stmt: cst.CSTNode) -> cst.Call | None:
     """The call of a line that is one bare call (``opt.step()``), else None."""
     small = only_small(stmt)

@@ -199,19 +199,13 @@ def _plan(
 ) -> tuple[cst.IndentedBlock, int, int] | Declined:
     """(block, first and last statement index to wrap): the statements of ``.backward()``'s
     block before it that hold a forward line, compound ones (a loop over time) included."""
-    import libcst as cst
+    from gpu_notebook.fixes.cst_tools import Declined, backward_block
 
-    from gpu_notebook.fixes.cst_tools import Declined
-
-    lines = (tree.statement_of(call) for call in backward_calls)
-    backward_stmt = next((s for s in lines if isinstance(s, cst.SimpleStatementLine)), None)
-    if backward_stmt is None:
-        return Declined(".backward() is not a statement of its own in the training loop")
-    block = tree.block_of(backward_stmt)
-    if not isinstance(block, cst.IndentedBlock):
-        return Declined(".backward() is not inside an indented loop body")
+    found_at = backward_block(tree, backward_calls)
+    if isinstance(found_at, Declined):
+        return found_at
+    block, at = found_at
     body = list(block.body)
-    at = body.index(backward_stmt)
     found = [
         i
         for i, stmt in enumerate(body[:at])

@@ -10,7 +10,7 @@ the way the loop thread's wait is read (``/proc/self/task/TID/schedstat``, its f
 where its frame stands (``sys._current_frames()``): the outermost function below ``threading``'s
 own, the thread's target, and the line it was at. Bounded: ``MAX_THREADS`` threads,
 ``MAX_READINGS`` readings each (every other one dropped when full, as the sampler's buffer),
-``MAX_SPOTS`` places each.
+``MAX_SPOTS`` places each; when full, an idle thread makes room for a new one.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ __all__ = ["MAX_READINGS", "MAX_THREADS", "ThreadWatch"]
 MAX_THREADS = 16
 MAX_READINGS = 256
 MAX_SPOTS = 16  # distinct places counted per thread (the first ones seen; the rest not counted)
+# A thread whose time on a core grew less than this (s) over its readings is idle: the first to
+# go when ``MAX_THREADS`` are read and another thread appears.
+IDLE_S = 0.001
 _OURS = "gpu_notebook"  # our threads' name prefix (the warm-up thread of gpu_notebook/__init__)
 _THREADING_FILE = threading.__file__
 
@@ -96,12 +99,23 @@ class ThreadWatch:
             with self._lock:
                 track = self._tracks.get(ident)
                 if track is None or track.native_id != native:
-                    if len(self._tracks) >= MAX_THREADS:
+                    if len(self._tracks) >= MAX_THREADS and not self._evict_idle():
                         continue
                     track = self._tracks[ident] = _Track(thread.name, native)
                 track.add(t_s, cpu_s)
                 track.seen(_spot(frame) if frame is not None else None)
             del frame
+
+    def _evict_idle(self) -> bool:
+        """Full: drop the first thread read twice or more that has not run since its first
+        reading (a long-lived kernel holds dozens: earlier cells' loaders, progress monitors,
+        the shell's own), so a thread the cell starts is read. False: none is idle."""
+        for ident, track in self._tracks.items():
+            first, last = track.readings[0], track.readings[-1]
+            if len(track.readings) >= 2 and last[1] - first[1] < IDLE_S:
+                del self._tracks[ident]
+                return True
+        return False
 
     def records(self) -> tuple[OwnThread, ...]:
         """The threads read so far, each with at least one reading."""

@@ -205,14 +205,9 @@ def _keyword_off(updated: cst.Call) -> cst.Call:
     """The call with ``detect_anomaly=False``, its other arguments as they were."""
     import libcst as cst
 
-    return updated.with_changes(
-        args=[
-            a.with_changes(value=cst.Name("False"))
-            if a.keyword is not None and a.keyword.value == "detect_anomaly"
-            else a
-            for a in updated.args
-        ]
-    )
+    from gpu_notebook.fixes.cst_tools import set_keyword
+
+    return set_keyword(updated, "detect_anomaly", cst.Name("False"))
 
 
 FIX = Fix(

@@ -133,14 +133,9 @@ def _skipped(updated: cst.Call) -> cst.Call:
     """The call with ``skip_memory_metrics=True``, its other arguments as they were."""
     import libcst as cst
 
-    return updated.with_changes(
-        args=[
-            a.with_changes(value=cst.Name("True"))
-            if a.keyword is not None and a.keyword.value == KEYWORD
-            else a
-            for a in updated.args
-        ]
-    )
+    from gpu_notebook.fixes.cst_tools import set_keyword
+
+    return set_keyword(updated, KEYWORD, cst.Name("True"))
 
 
 FIX = Fix(

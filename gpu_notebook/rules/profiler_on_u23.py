@@ -112,14 +112,9 @@ def _off(updated: cst.Call) -> cst.Call:
     """The call with ``profiler=None``, its other arguments as they were."""
     import libcst as cst
 
-    return updated.with_changes(
-        args=[
-            a.with_changes(value=cst.Name("None"))
-            if a.keyword is not None and a.keyword.value == "profiler"
-            else a
-            for a in updated.args
-        ]
-    )
+    from gpu_notebook.fixes.cst_tools import set_keyword
+
+    return set_keyword(updated, "profiler", cst.Name("None"))
 
 
 FIX = Fix(

@@ -231,6 +231,10 @@ class SourceFacts:
     registered_hook_reads: tuple[SourceLine, ...] = ()
     # Every line of those hooks (their whole body: what gating or removing them saves)
     registered_hook_lines: frozenset[int] = frozenset()
+    # Every line of the reading hooks on the live modules that the cell does not define (another
+    # cell's, a user's file's: cell.live_hooks), each with its origin; their reads are among
+    # ``registered_hook_reads``.
+    live_hook_lines: tuple[SourceLine, ...] = ()
     logging: tuple[SourceLine, ...] = ()  # logging calls in loops that read no tensor
     saves: tuple[SourceLine, ...] = ()  # checkpoint writes in loops (torch.save, save_pretrained)
     # housekeeping calls in loops (gc.collect(), torch.cuda.empty_cache(): words.COLLECT_CALLS)

@@ -38,47 +38,58 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _Hook = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
-def registered_hook_reads(tree: CellTree) -> tuple[SourceLine, ...]:
+def registered_hook_reads(
+    tree: CellTree, live: frozenset[str] | None = None
+) -> tuple[SourceLine, ...]:
     """Ungated host reads of device values in the functions the cell registers as hooks, each
     with ``called_in`` saying which hook and where it is registered (``forward hook `hook`
     (registered at line 47)``). A read behind an ``if`` in the hook (a flag set on the logging
     steps) runs on some steps only: left out. A hook whose handle the cell removes
-    (``handle.remove()``) is still read: it runs until then."""
+    (``handle.remove()``) is still read: it runs until then; unless ``live`` (the names of the
+    cell's hook functions still on the live modules once it ran, ``cell.live_hooks``; None: not
+    read) shows it gone and the removal comes before the step loop (it never ran there)."""
     found: dict[tuple[int, str], SourceLine] = {}
-    for kind, at, fn in _registered(tree):
+    for kind, at, fn in _registered(tree, live):
         label = fn.name if not isinstance(fn, ast.Lambda) else "lambda"
-        values = _values(fn)
-        for read in (c for c in ast.walk(fn) if isinstance(c, ast.Call)):
-            sync = _sync_kind(tree, read, values)
-            if sync is None or tree.nearest(read, _FUNCTIONS) is not fn:
-                continue
-            if sync == "float" and not _reads_tensor(read, values):
-                continue
-            if tree.gated(read, fn) or _after_early_return(tree, fn, read):
-                continue
-            line = dataclasses.replace(
-                tree.source_line(read, sync),
-                called_in=f"{kind} `{label}` (registered at line {at})",
-            )
-            found.setdefault((line.line, sync), line)
+        for line in hook_reads_in(tree, fn, f"{kind} `{label}` (registered at line {at})"):
+            found.setdefault((line.line, line.kind), line)
     return tuple(sorted(found.values(), key=lambda s: s.line))
 
 
-def reading_hook_lines(tree: CellTree) -> frozenset[int]:
+def hook_reads_in(tree: CellTree, fn: _Hook, called_in: str) -> list[SourceLine]:
+    """The ungated reads of device values in ``fn``'s own body (not its nested functions'),
+    each said as read in ``called_in``."""
+    values = _values(fn)
+    out = []
+    for read in (c for c in ast.walk(fn) if isinstance(c, ast.Call)):
+        sync = _sync_kind(tree, read, values)
+        if sync is None or tree.nearest(read, _FUNCTIONS) is not fn:
+            continue
+        if sync == "float" and not _reads_tensor(read, values):
+            continue
+        if tree.gated(read, fn) or _after_early_return(tree, fn, read):
+            continue
+        out.append(dataclasses.replace(tree.source_line(read, sync), called_in=called_in))
+    return out
+
+
+def reading_hook_lines(tree: CellTree, live: frozenset[str] | None = None) -> frozenset[int]:
     """Every line of the registered functions that read (``registered_hook_reads``): what gating
     or removing such a hook saves is its whole body's time (the reductions it reads and the
     statements around them), which the stack sampler measures on these lines."""
-    reading = {id(s.node) for s in registered_hook_reads(tree)}
+    reading = {id(s.node) for s in registered_hook_reads(tree, live)}
     lines: set[int] = set()
-    for _kind, _at, fn in _registered(tree):
+    for _kind, _at, fn in _registered(tree, live):
         nodes = list(ast.walk(fn))
         if any(id(n) in reading for n in nodes):
             lines |= {tree.line_of(n) for n in nodes if isinstance(n, (ast.stmt, ast.expr))}
     return frozenset(lines)
 
 
-def _registered(tree: CellTree) -> list[tuple[str, int, _Hook]]:
-    """Each registered function the cell shows: its hook kind, its register call's line."""
+def _registered(tree: CellTree, live: frozenset[str] | None) -> list[tuple[str, int, _Hook]]:
+    """Each registered function the cell shows: its hook kind, its register call's line. Left
+    out: one gone from the live modules (``live``) whose handle the cell removes before its
+    step loop."""
     out = []
     for call in tree.calls():
         name = last(dotted(call.func) or "")
@@ -91,8 +102,66 @@ def _registered(tree: CellTree) -> list[tuple[str, int, _Hook]]:
             ).replace("_", " ")
             + " hook"
         )
-        out += [(kind, tree.line_of(call), fn) for fn in _resolve(tree, call.args[0], depth=0)]
+        for fn in _resolve(tree, call.args[0], depth=0):
+            label = fn.name if not isinstance(fn, ast.Lambda) else "<lambda>"
+            if live is not None and label not in live and removed_before_loop(tree, call):
+                continue
+            out.append((kind, tree.line_of(call), fn))
     return out
+
+
+def removed_before_loop(tree: CellTree, register: ast.Call) -> bool:
+    """The handle ``register`` returns is removed before the cell's first step loop: the call
+    is a ``with`` item whose block ends there, or its handle (``h = ...``, ``hs.append(...)``,
+    ``hs = [... for ...]``) has ``.remove()`` called on it (or on the names a loop over it
+    binds) between the registration and that loop, outside any step loop."""
+    loops = [
+        tree.line_of(lp) for lp in tree.loops if id(lp) in tree.step_loops and tree.in_cell(lp)
+    ]
+    if not loops or tree.step_loop_of(register) is not None:
+        return False
+    first, at = min(loops), tree.line_of(register)
+    for a in tree.ancestors(register):
+        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
+            register in ast.walk(item.context_expr) for item in a.items
+        ):
+            return a.end_lineno is not None and tree.line_of(a) + (a.end_lineno - a.lineno) < first
+    held = _handle_names(tree, register)
+    if not held:
+        return False
+    for target in list(ast.walk(tree.tree)):  # ``for h in handles: h.remove()``
+        if (
+            isinstance(target, (ast.For, ast.comprehension))
+            and isinstance(target.iter, ast.Name)
+            and target.iter.id in held
+            and isinstance(target.target, ast.Name)
+        ):
+            held.add(target.target.id)
+    for call in tree.calls():
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if (
+            method_of(call) == "remove"
+            and isinstance(receiver, ast.Name)
+            and receiver.id in held
+            and tree.in_cell(call)
+            and at < tree.line_of(call) < first
+            and tree.step_loop_of(call) is None
+        ):
+            return True
+    return False
+
+
+def _handle_names(tree: CellTree, register: ast.Call) -> set[str]:
+    """The names that hold the handle ``register`` returns (assigned, appended, collected)."""
+    for a in tree.ancestors(register):
+        if isinstance(a, ast.Assign):
+            return {t.id for t in a.targets if isinstance(t, ast.Name)}
+        if isinstance(a, ast.Call) and method_of(a) in ("append", "extend"):
+            receiver = a.func.value if isinstance(a.func, ast.Attribute) else None
+            return {receiver.id} if isinstance(receiver, ast.Name) else set()
+        if isinstance(a, ast.stmt):
+            return set()
+    return set()
 
 
 def _after_early_return(tree: CellTree, fn: _Hook, node: ast.AST) -> bool:

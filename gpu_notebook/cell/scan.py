@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ from gpu_notebook.cell.ipython import (
     protect,
 )
 from gpu_notebook.cell.live import live_facts
+from gpu_notebook.cell.live_hooks import LiveHooks, live_hooks
 from gpu_notebook.cell.loops import (
     frozen_forwards,
     inference_loops,
@@ -95,7 +97,22 @@ def cell_facts(
     if models - facts.model_names:
         # Rescan knowing which names hold modules: inference loops and copies depend on it.
         facts = scan_source(source, line_offset=line_offset, model_names=models, origins=origins)
+    hooks = live_hooks(namespace, facts.names_read, source, sys.modules.get("torch"))
+    facts = _with_live_hooks(facts, hooks)
     return dataclasses.replace(facts, live=live)
+
+
+def _with_live_hooks(facts: SourceFacts, hooks: LiveHooks) -> SourceFacts:
+    """The hooks' reads as the live modules hold them: the cell's own minus those removed
+    before the step loop, plus the hooks of another cell or a user's file."""
+    if hooks.still_on is None or facts.tree is None:
+        return facts
+    return dataclasses.replace(
+        facts,
+        registered_hook_reads=registered_hook_reads(facts.tree, hooks.still_on) + hooks.reads,
+        registered_hook_lines=reading_hook_lines(facts.tree, hooks.still_on),
+        live_hook_lines=hooks.lines,
+    )
 
 
 def scan_source(

@@ -386,10 +386,11 @@ def registered_hook_reads(run: Run, analysis: Analysis, facts: SourceFacts) -> F
         return None
     gpu = has_gpu(run)
     # The hooks' whole bodies: gating a hook saves the reductions it reads as well as the reads.
+    # A live hook of another cell or a user's file: its lines by their own file (cell.live_hooks).
     body = (
         tuple(SourceLine(line, "", "hook-body") for line in sorted(facts.registered_hook_lines))
-        or reads
-    )
+        + facts.live_hook_lines
+    ) or reads
     if gpu:
         removable, how = removable_share(analysis, body)
     else:

@@ -15,10 +15,10 @@ own, the thread's target, and the line it was at. Bounded: ``MAX_THREADS`` threa
 
 from __future__ import annotations
 
-import sys
 import threading
 from types import FrameType
 
+from gpu_notebook.capture.frames import current_frames
 from gpu_notebook.records import OwnThread, ThreadSpot
 
 __all__ = ["MAX_READINGS", "MAX_THREADS", "ThreadWatch"]
@@ -81,7 +81,7 @@ class ThreadWatch:
         """One reading of every other thread (the sampler's thread calls it)."""
         if self._off:
             return
-        frames = sys._current_frames()
+        frames = current_frames()
         for thread in threading.enumerate():
             native, ident = thread.native_id, thread.ident
             if (

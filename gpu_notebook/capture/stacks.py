@@ -15,7 +15,8 @@ Lightning). A sampler thread delivers nothing into the measured program; it cost
 the benchmark loops (x1.039 thread vs x1.040 signal, host-bound MLP at 200 Hz, 2-core VM).
 
 **The sampler thread.** A thread the program cannot see (``capture/threads.py``)
-wakes every interval and reads ``sys._current_frames()[thread_id]``. An in-process sampler
+wakes every interval and reads ``sys._current_frames()[thread_id]`` (through ``capture/frames``: the
+collector off for the call, CPython gh-106883). An in-process sampler
 thread needs the GIL to read frames, and that biases it twice; both are corrected here, and
 ``benchmarks/pyspy_crosscheck.py`` checks the result against py-spy, which reads the process
 from outside:
@@ -103,6 +104,7 @@ from types import CodeType, FrameType
 from typing import cast
 
 from gpu_notebook.capture.fds import open_high
+from gpu_notebook.capture.frames import current_frames
 from gpu_notebook.capture.threads import HiddenThread, StartsAndStops
 from gpu_notebook.records import (
     EDGE_AFTER,
@@ -724,7 +726,7 @@ class StackSampler(StartsAndStops):
     def _sample(self, late_ns: int = 0) -> None:
         """One sample of the target thread, from the sampler thread."""
         self._sample_frame(
-            sys._current_frames().get(self.thread_id), late_ns, time.perf_counter_ns()
+            current_frames().get(self.thread_id), late_ns, time.perf_counter_ns()
         )
 
     def _edge_wake(self, gate: _StepGate | None, late_ns: int) -> float:
@@ -746,7 +748,7 @@ class StackSampler(StartsAndStops):
             self._last_sample_ns = now_ns - int(self.interval_s * 1e9)
         self._samples_taken += 1
         self._sample_frame(
-            sys._current_frames().get(self.thread_id), late_ns, now_ns, segment=segment
+            current_frames().get(self.thread_id), late_ns, now_ns, segment=segment
         )
         return 0.0
 

@@ -15,8 +15,8 @@ Lightning). A sampler thread delivers nothing into the measured program; it cost
 the benchmark loops (x1.039 thread vs x1.040 signal, host-bound MLP at 200 Hz, 2-core VM).
 
 **The sampler thread.** A thread the program cannot see (``capture/threads.py``)
-wakes every interval and reads ``sys._current_frames()[thread_id]`` (through ``capture/frames``: the
-collector off for the call, CPython gh-106883). An in-process sampler
+wakes every interval and reads ``sys._current_frames()[thread_id]`` (through
+``capture/frames``: the collector off for the call, CPython gh-106883). An in-process sampler
 thread needs the GIL to read frames, and that biases it twice; both are corrected here, and
 ``benchmarks/pyspy_crosscheck.py`` checks the result against py-spy, which reads the process
 from outside:
@@ -725,9 +725,7 @@ class StackSampler(StartsAndStops):
 
     def _sample(self, late_ns: int = 0) -> None:
         """One sample of the target thread, from the sampler thread."""
-        self._sample_frame(
-            current_frames().get(self.thread_id), late_ns, time.perf_counter_ns()
-        )
+        self._sample_frame(current_frames().get(self.thread_id), late_ns, time.perf_counter_ns())
 
     def _edge_wake(self, gate: _StepGate | None, late_ns: int) -> float:
         """One wake of the edge sampler: a sample, unless the run's steps are running (no gate:
@@ -747,9 +745,7 @@ class StackSampler(StartsAndStops):
             self._after_gate = False
             self._last_sample_ns = now_ns - int(self.interval_s * 1e9)
         self._samples_taken += 1
-        self._sample_frame(
-            current_frames().get(self.thread_id), late_ns, now_ns, segment=segment
-        )
+        self._sample_frame(current_frames().get(self.thread_id), late_ns, now_ns, segment=segment)
         return 0.0
 
     # ---------------------------------------------------------------- both

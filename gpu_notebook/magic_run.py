@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from gpu_notebook.capture.session import (
     LiveListener,
     private_scratch,
 )
+from gpu_notebook.cell.live_hooks import hooks_at_start
 from gpu_notebook.cellrun import CellOutcome, run_cell_body
 from gpu_notebook.exit_signals import cleanup_before_signal_death
 from gpu_notebook.hygiene import our_imports_leave_no_filters
@@ -72,6 +74,8 @@ async def measured_cell(
     """
     cost = cost if cost is not None else CellCost()
     cost.mark("enter")
+    # The hooks on the cell's models now: one the cell removes after its loop ran in it.
+    at_start = hooks_at_start(shell.user_ns, cell, sys.modules.get("torch"))
     session = CaptureSession(options, cell, live_listener, magic_line=header_line)
     outcome: CellOutcome | None = None
     with session:
@@ -102,6 +106,7 @@ async def measured_cell(
             namespace=shell.user_ns,
             history=history,
             target_gpu=target_gpu,
+            hooks_at_start=at_start,
         )
         cost.mark("report")
         yield report

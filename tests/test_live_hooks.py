@@ -159,3 +159,166 @@ def test_the_earlier_cells_hook_is_costed_by_the_samples_on_its_own_lines(ip):
 
     assert sampled(origin.first_line + 1) == 0.3
     assert sampled(origin.first_line - 1) == 0.0  # ``def lh_make``: not the hook's
+
+
+# ---------------------------------------------------------------- the hooks as the cell started
+
+
+def _facts_of(ip, cell: str, steps: int = 3):
+    """The cell's facts read as the magic reads them: the hooks at its start, then at its end."""
+    import torch
+
+    from gpu_notebook.cell.live_hooks import hooks_at_start
+
+    cell = cell.replace("STEPS", str(steps))
+    at_start = hooks_at_start(ip.user_ns, cell, torch)
+    assert ip.run_cell(cell).success
+    return cell, cell_facts(cell, ip.user_ns, hooks_at_start=at_start)
+
+
+def test_an_earlier_cells_hook_the_cell_removes_after_its_loop_is_read_from_its_start(ip):
+    """Gone by the cell's end, on during its loop: the start's dicts hold it. Removed before
+    the loop (its handles named there), rebuilt away (a new model): not read."""
+    number = _earlier(ip)
+    after = TRAIN + "for h in lh_handles:\n    h.remove()\n"
+    cell, facts = _facts_of(ip, after)
+    assert [len(m._forward_hooks) for m in ip.user_ns["lh_model"]] == [0, 0, 0]  # gone at the end
+    assert not cell_facts(cell, ip.user_ns).registered_hook_reads  # the end alone: missed
+    reads = facts.registered_hook_reads
+    assert [(r.kind, r.called_in) for r in reads] == [
+        ("item", "forward hook `hook` (on `lh_model.0` +1)")
+    ]
+    assert reads[0].origin is not None and reads[0].origin.cell_number == number
+    _earlier(ip)
+    _, facts = _facts_of(ip, "for h in lh_handles:\n    h.remove()\n" + TRAIN)
+    assert not facts.registered_hook_reads  # removed before the loop: never ran in it
+    _earlier(ip)
+    fresh = "lh_model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))\n"
+    _, facts = _facts_of(ip, fresh + after)
+    assert not facts.registered_hook_reads  # the hooked model is not the one trained
+
+
+# ---------------------------------------------------------------- a model behind an object
+
+
+HOLDER = """\
+class LhHolder:
+    calls = 0
+
+    def __init__(self, model):
+        self.model = model
+        self.parts = {"student": model}
+
+    @property
+    def net(self):
+        LhHolder.calls += 1
+        return self.model
+
+    def __getattr__(self, name):
+        LhHolder.calls += 1
+        raise AttributeError(name)
+
+    def fit(self, steps):
+        opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        for _ in range(steps):
+            loss = self.model(torch.randn(4, 8)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+lh_trainer = LhHolder(lh_model)
+"""
+
+
+def test_a_model_held_by_a_framework_like_object_is_read_through_its_attributes(ip):
+    """The cell names only the trainer (``lh_trainer.fit(3)``): its ``model`` attribute is the
+    hooked model, read through the instance dict, never a property or ``__getattr__``."""
+    _earlier(ip)
+    assert ip.run_cell(HOLDER).success
+    cell = _ran(ip, "lh_trainer.fit(STEPS)\n")
+    before = ip.user_ns["LhHolder"].calls
+    reads = cell_facts(cell, ip.user_ns).registered_hook_reads
+    assert ip.user_ns["LhHolder"].calls == before  # no code of the user's ran
+    assert [(r.kind, r.called_in) for r in reads] == [
+        ("item", "forward hook `hook` (on `lh_trainer.model.0` +1)")
+    ]
+    # No loop in the cell (the object's method holds it): a removal after its last working
+    # call came after the steps, one before it before them.
+    removal = "for h in lh_handles:\n    h.remove()\n"
+    _, facts = _facts_of(ip, "lh_trainer.fit(STEPS)\n" + removal)
+    assert [r.kind for r in facts.registered_hook_reads] == ["item"]
+    _earlier(ip)
+    assert ip.run_cell(HOLDER).success
+    _, facts = _facts_of(ip, removal + "lh_trainer.fit(STEPS)\n")
+    assert not facts.registered_hook_reads
+
+
+def test_a_model_in_a_plain_container_is_read_and_one_module_once():
+    """A dict or list of models (accelerate's ``_models``) is followed; a model reached by
+    two paths is one model; a tensor, a class and a module object are not walked."""
+    import torch
+
+    from gpu_notebook.cell.live_hooks_reach import modules_reached, slots
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    model[0].register_forward_hook(lambda m, i, o: None)
+
+    class Acc:
+        def __init__(self) -> None:
+            self._models = [model]
+            self.same = {"m": model}
+            self.t = torch.ones(2)
+
+    namespace = {"acc": Acc(), "model": model, "torch": torch, "Acc": Acc}
+    reached = modules_reached(namespace, ["acc", "torch", "Acc"], torch)
+    assert [(where, m is model) for where, m in reached] == [("acc._models[0]", True)]
+    both = modules_reached(namespace, ["acc", "model"], torch)
+    assert [where for where, _ in both] == ["model"]  # the name first, once
+    assert [(s.kind, s.where) for s in slots(namespace, ["acc"], torch)] == [
+        ("forward hook", "acc._models[0].0")
+    ]
+
+
+# ---------------------------------------------------------------- two lambdas alike
+
+
+def test_of_two_lambdas_alike_the_removed_one_is_not_read_and_the_other_is(ip):
+    """Both named ``<lambda>``: told apart by where their code sits in the cell (line, and
+    column for two on one line)."""
+    _earlier(ip)
+    _ran(ip, "for h in lh_handles:\n    h.remove()\nlh_0, lh_2 = lh_model[0], lh_model[2]\n")
+    hook = "lh_{k}.register_forward_hook(lambda m, i, o: lh_stats.append(o.sum().item()))"
+    two_lines = f"h0 = {hook.format(k=0)}\nh2 = {hook.format(k=2)}\nh0.remove()\n" + TRAIN
+    cell = _ran(ip, two_lines)
+    assert [r.cell_line for r in cell_facts(cell, ip.user_ns).registered_hook_reads] == [3]
+    ip.user_ns["h2"].remove()
+    one_line = f"h0 = {hook.format(k=0)}; h2 = {hook.format(k=2)}\nh0.remove()\n" + TRAIN
+    cell = _ran(ip, one_line)
+    reads = cell_facts(cell, ip.user_ns).registered_hook_reads
+    assert [(r.cell_line, r.called_in) for r in reads] == [
+        (2, "forward hook `lambda` (registered at line 2)")
+    ]
+    # The second lambda's read: were both read, the line's one fact would be the first's.
+    assert reads[0].node is not None and reads[0].node.col_offset > len(f"h0 = {hook.format(k=0)}")
+    ip.user_ns["h2"].remove()
+
+
+def test_a_hook_registered_on_a_subscripted_module_is_read_from_the_source():
+    """``model[0].register_forward_hook(...)``, ``model.layers[3]...``: the register call is
+    known by its method, whatever the receiver."""
+    hook = "lambda m, i, o: stats.append(o.sum().item())"
+    for receiver in ("model[0]", "model.layers[3]", "get(model)"):
+        reads = scan_source(f"{receiver}.register_forward_hook({hook})\n").registered_hook_reads
+        assert [r.kind for r in reads] == ["item"], receiver
+
+
+def test_a_gpucheck_run_reads_the_hooks_its_cell_removes_after_the_loop(ip):
+    """The magic takes the hooks as the cell starts and hands them to the report."""
+    number = _earlier(ip)
+    cell = TRAIN.replace("STEPS", "40") + "for h in lh_handles:\n    h.remove()\n"
+    ip.run_cell_magic("gpucheck", "-q -o _lh_report", cell)
+    report = ip.user_ns["_lh_report"]
+    assert report.run.status == "ok"
+    hits = [f for f in report.findings if f.rule_id == "syncs.module_hook_read"]
+    assert len(hits) == 1, [f.rule_id for f in report.findings]
+    assert any(f"In[{number}] line" in e for e in hits[0].evidence), hits[0].evidence

@@ -15,7 +15,7 @@ import ast
 import dataclasses
 
 from gpu_notebook.cell.facts import SourceLine
-from gpu_notebook.cell.names import dotted, method_of
+from gpu_notebook.cell.names import dotted, logs_with, method_of
 from gpu_notebook.cell.syncs import _callee_values, _sync_kind
 from gpu_notebook.cell.tree import CellTree
 from gpu_notebook.cell.words import last
@@ -39,15 +39,16 @@ _Hook = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
 def registered_hook_reads(
-    tree: CellTree, live: frozenset[str] | None = None
+    tree: CellTree, live: frozenset[tuple[int, int]] | None = None
 ) -> tuple[SourceLine, ...]:
     """Ungated host reads of device values in the functions the cell registers as hooks, each
     with ``called_in`` saying which hook and where it is registered (``forward hook `hook`
     (registered at line 47)``). A read behind an ``if`` in the hook (a flag set on the logging
     steps) runs on some steps only: left out. A hook whose handle the cell removes
-    (``handle.remove()``) is still read: it runs until then; unless ``live`` (the names of the
-    cell's hook functions still on the live modules once it ran, ``cell.live_hooks``; None: not
-    read) shows it gone and the removal comes before the step loop (it never ran there)."""
+    (``handle.remove()``) is still read: it runs until then; unless ``live`` (the positions,
+    ``hook_position``, of the cell's hook functions on the live modules as it started or ended,
+    ``cell.live_hooks``; None: not read) shows it gone and the removal comes before the step
+    loop (it never ran there)."""
     found: dict[tuple[int, str], SourceLine] = {}
     for kind, at, fn in _registered(tree, live):
         label = fn.name if not isinstance(fn, ast.Lambda) else "lambda"
@@ -73,7 +74,9 @@ def hook_reads_in(tree: CellTree, fn: _Hook, called_in: str) -> list[SourceLine]
     return out
 
 
-def reading_hook_lines(tree: CellTree, live: frozenset[str] | None = None) -> frozenset[int]:
+def reading_hook_lines(
+    tree: CellTree, live: frozenset[tuple[int, int]] | None = None
+) -> frozenset[int]:
     """Every line of the registered functions that read (``registered_hook_reads``): what gating
     or removing such a hook saves is its whole body's time (the reductions it reads and the
     statements around them), which the stack sampler measures on these lines."""
@@ -86,13 +89,16 @@ def reading_hook_lines(tree: CellTree, live: frozenset[str] | None = None) -> fr
     return frozenset(lines)
 
 
-def _registered(tree: CellTree, live: frozenset[str] | None) -> list[tuple[str, int, _Hook]]:
+def _registered(
+    tree: CellTree, live: frozenset[tuple[int, int]] | None
+) -> list[tuple[str, int, _Hook]]:
     """Each registered function the cell shows: its hook kind, its register call's line. Left
     out: one gone from the live modules (``live``) whose handle the cell removes before its
     step loop."""
     out = []
     for call in tree.calls():
-        name = last(dotted(call.func) or "")
+        # On any receiver: ``model.layers[3].register_forward_hook(...)`` has no dotted name.
+        name = method_of(call) or last(dotted(call.func) or "")
         if name not in REGISTERS or not call.args or not tree.in_cell(call):
             continue
         kind = (
@@ -103,11 +109,73 @@ def _registered(tree: CellTree, live: frozenset[str] | None) -> list[tuple[str, 
             + " hook"
         )
         for fn in _resolve(tree, call.args[0], depth=0):
-            label = fn.name if not isinstance(fn, ast.Lambda) else "<lambda>"
-            if live is not None and label not in live and removed_before_loop(tree, call):
+            if (
+                live is not None
+                and hook_position(fn) not in live
+                and removed_before_loop(tree, call)
+            ):
                 continue
             out.append((kind, tree.line_of(call), fn))
     return out
+
+
+def hook_position(fn: _Hook) -> tuple[int, int]:
+    """Where a hook function starts in the tree: two lambdas of one line differ by column."""
+    return fn.lineno, fn.col_offset
+
+
+def _first_step_loop(tree: CellTree) -> int | None:
+    """The line the cell's steps start at: its first step loop's; in a cell without one (the
+    loop is a framework's, ``trainer.fit(...)``, or a function's of an earlier cell), its last
+    top-level statement that calls something other than a ``.remove()`` or a log (the steps
+    run in some call, and a removal after the last such one came after them)."""
+    loops = [
+        tree.line_of(lp) for lp in tree.loops if id(lp) in tree.step_loops and tree.in_cell(lp)
+    ]
+    if loops:
+        return min(loops)
+    working = [
+        tree.line_of(stmt)
+        for stmt in tree.tree.body
+        if tree.in_cell(stmt)
+        and any(
+            isinstance(c, ast.Call) and method_of(c) != "remove" and logs_with(c) is None
+            for c in ast.walk(stmt)
+        )
+    ]
+    return max(working) if working else None
+
+
+def removals_before_loop(tree: CellTree) -> tuple[str, ...]:
+    """The dotted names whose hook handles the cell removes before its first step loop, outside
+    any: ``h`` of ``h.remove()``, ``hs`` of ``for h in hs: h.remove()`` (or of a comprehension,
+    or of ``hs.values()``), ``self.handles``: a handle an earlier cell made and this one removes
+    (``cell.live_hooks`` finds its slot through the name)."""
+    first = _first_step_loop(tree)
+    if first is None:
+        return ()
+    over: dict[str, str] = {}  # a loop's name -> the dotted name it iterates
+    for target in list(ast.walk(tree.tree)):
+        if isinstance(target, (ast.For, ast.comprehension)) and isinstance(target.target, ast.Name):
+            source = target.iter
+            if isinstance(source, ast.Call) and method_of(source) == "values" and not source.args:
+                source = source.func.value  # type: ignore[attr-defined]
+            name = dotted(source)
+            if name is not None:
+                over[target.target.id] = name
+    out: list[str] = []
+    for call in tree.calls():
+        receiver = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if (
+            receiver is not None
+            and method_of(call) == "remove"
+            and not call.args
+            and tree.in_cell(call)
+            and tree.line_of(call) < first
+            and tree.step_loop_of(call) is None
+        ):
+            out.append(over.get(receiver, receiver))
+    return tuple(dict.fromkeys(out))
 
 
 def removed_before_loop(tree: CellTree, register: ast.Call) -> bool:
@@ -115,12 +183,10 @@ def removed_before_loop(tree: CellTree, register: ast.Call) -> bool:
     is a ``with`` item whose block ends there, or its handle (``h = ...``, ``hs.append(...)``,
     ``hs = [... for ...]``) has ``.remove()`` called on it (or on the names a loop over it
     binds) between the registration and that loop, outside any step loop."""
-    loops = [
-        tree.line_of(lp) for lp in tree.loops if id(lp) in tree.step_loops and tree.in_cell(lp)
-    ]
-    if not loops or tree.step_loop_of(register) is not None:
+    first = _first_step_loop(tree)
+    if first is None or tree.step_loop_of(register) is not None:
         return False
-    first, at = min(loops), tree.line_of(register)
+    at = tree.line_of(register)
     for a in tree.ancestors(register):
         if isinstance(a, (ast.With, ast.AsyncWith)) and any(
             register in ast.walk(item.context_expr) for item in a.items

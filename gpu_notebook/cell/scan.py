@@ -39,7 +39,7 @@ from gpu_notebook.cell.ipython import (
     protect,
 )
 from gpu_notebook.cell.live import live_facts
-from gpu_notebook.cell.live_hooks import LiveHooks, live_hooks
+from gpu_notebook.cell.live_hooks import HooksAtStart, LiveHooks, live_hooks, own_positions
 from gpu_notebook.cell.loops import (
     frozen_forwards,
     inference_loops,
@@ -56,7 +56,11 @@ from gpu_notebook.cell.names import (
     targets_of,
 )
 from gpu_notebook.cell.parse import parse_ast
-from gpu_notebook.cell.registered_hooks import reading_hook_lines, registered_hook_reads
+from gpu_notebook.cell.registered_hooks import (
+    reading_hook_lines,
+    registered_hook_reads,
+    removals_before_loop,
+)
 from gpu_notebook.cell.setup import (
     compiled,
     copies,
@@ -83,11 +87,14 @@ def cell_facts(
     *,
     line_offset: int = CELL_LINE_OFFSET,
     made_before: bool = True,
+    hooks_at_start: HooksAtStart | None = None,
 ) -> SourceFacts:
     """Static facts of ``source`` plus the live objects behind the names it reads.
 
     ``made_before``: the namespace's objects were made before ``source`` ran (a notebook's
-    earlier cells); False for a script's own globals, which the script bound as it ran."""
+    earlier cells); False for a script's own globals, which the script bound as it ran.
+    ``hooks_at_start``: the live hooks as the cell started (``cell.live_hooks.hooks_at_start``),
+    read with those on now: a hook the cell removed after its loop ran in it."""
     origins = callees(source, namespace)
     facts = scan_source(source, line_offset=line_offset, origins=origins)
     if namespace is None or not facts.parsed:
@@ -97,7 +104,14 @@ def cell_facts(
     if models - facts.model_names:
         # Rescan knowing which names hold modules: inference loops and copies depend on it.
         facts = scan_source(source, line_offset=line_offset, model_names=models, origins=origins)
-    hooks = live_hooks(namespace, facts.names_read, source, sys.modules.get("torch"))
+    hooks = live_hooks(
+        namespace,
+        facts.names_read,
+        source,
+        sys.modules.get("torch"),
+        at_start=hooks_at_start,
+        removed=removals_before_loop(facts.tree) if facts.tree is not None else (),
+    )
     facts = _with_live_hooks(facts, hooks)
     return dataclasses.replace(facts, live=live)
 
@@ -105,12 +119,13 @@ def cell_facts(
 def _with_live_hooks(facts: SourceFacts, hooks: LiveHooks) -> SourceFacts:
     """The hooks' reads as the live modules hold them: the cell's own minus those removed
     before the step loop, plus the hooks of another cell or a user's file."""
-    if hooks.still_on is None or facts.tree is None:
+    if hooks.own_on is None or facts.tree is None:
         return facts
+    on = own_positions(facts.tree, hooks.own_on)
     return dataclasses.replace(
         facts,
-        registered_hook_reads=registered_hook_reads(facts.tree, hooks.still_on) + hooks.reads,
-        registered_hook_lines=reading_hook_lines(facts.tree, hooks.still_on),
+        registered_hook_reads=registered_hook_reads(facts.tree, on) + hooks.reads,
+        registered_hook_lines=reading_hook_lines(facts.tree, on),
         live_hook_lines=hooks.lines,
     )
 

@@ -14,6 +14,7 @@ from gpu_notebook.traces.windows import WindowTraces
 
 if TYPE_CHECKING:
     from gpu_notebook.cell.facts import SourceFacts
+    from gpu_notebook.cell.live_hooks import HooksAtStart
 
 
 def decided(run: Run, analysis: Analysis, facts: SourceFacts) -> Verdict:
@@ -52,6 +53,7 @@ def build_report(
     *,
     with_fixes: bool = True,
     namespace_is_source: bool = False,
+    hooks_at_start: HooksAtStart | None = None,
 ) -> Report:
     """Everything the views show. ``namespace`` lets rules read live objects (a DataLoader made
     in an earlier cell); ``history`` holds this session's earlier reports, for the comparison.
@@ -62,7 +64,8 @@ def build_report(
     On a run without a GPU, ``Report.gpu_estimate`` says what one ``target_gpu`` (default
     ``analysis.gpu_estimate.DEFAULT_GPU``) would make of the step; ValueError if unknown.
     ``with_fixes=False`` leaves the findings without their patched cell (``proposal`` None): for
-    a caller that shows only text, which never prints it (libcst is then never imported)."""
+    a caller that shows only text, which never prints it (libcst is then never imported).
+    ``hooks_at_start``: the live modules' hooks as the cell started (``cell.live_hooks``)."""
     from gpu_notebook.analysis.gpu_estimate import estimate_on_gpu, gpu_spec
     from gpu_notebook.cell.syncs import reads_no_cpu_trace_records, untraced_hook_reads
     from gpu_notebook.report.compare import compare, find_baseline, findings_after
@@ -81,6 +84,7 @@ def build_report(
         namespace,
         line_offset=run.first_line - 1,
         made_before=not namespace_is_source,
+        hooks_at_start=hooks_at_start,
     )
     if facts.live.skipped or facts.live.unread:
         # An object the rules could not read: its findings are missing, and the report says so.

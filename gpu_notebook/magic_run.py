@@ -32,7 +32,8 @@ def _mark() -> tuple[float, float]:
 class CellCost:
     """Where a measured cell's time went: (wall, process CPU) clock marks, in order.
 
-    ``enter`` -> ``body_start``: the capture starting (hooks, sampler); ``body_start`` ->
+    ``enter`` -> ``body_start``: the live hooks read (``cell.live_hooks``), the capture starting
+    (hooks, sampler); ``body_start`` ->
     ``body_end``: the user's code; ``body_end`` -> ``closed``: profiler stopped if still on,
     hooks removed, samplers joined (the end of the cell); ``closed`` -> ``report``: the trace
     file written, analysis;

@@ -8,7 +8,10 @@ every forward went unnamed. Asserted, on a real IPython shell and real modules: 
 read off the live dicts and named where it was defined (``In[N] line K``, ``file.py:K``); one whose
 handles the cell removes before its loop (by ``.remove()`` or a ``with``) is not, whether the
 earlier cell or the cell itself registered it, while one removed after the loop still is; and a
-real ``%%gpucheck`` run names the earlier cell in the finding.
+real ``%%gpucheck`` run names the earlier cell in the finding. With the hooks read as the cell
+starts too, an earlier cell's hook the cell removes after its loop is read (not one on a model
+the cell rebuilt); a model the cell reaches only through an object (a trainer's ``self.model``,
+a list of models) is read; two lambdas alike are told apart by where they sit.
 """
 
 from __future__ import annotations
@@ -218,6 +221,11 @@ class LhHolder:
         LhHolder.calls += 1
         raise AttributeError(name)
 
+    @property
+    def __class__(self):  # a proxy's: ``isinstance`` asks it
+        LhHolder.calls += 1
+        return LhHolder
+
     def fit(self, steps):
         opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
         for _ in range(steps):
@@ -232,13 +240,20 @@ lh_trainer = LhHolder(lh_model)
 
 def test_a_model_held_by_a_framework_like_object_is_read_through_its_attributes(ip):
     """The cell names only the trainer (``lh_trainer.fit(3)``): its ``model`` attribute is the
-    hooked model, read through the instance dict, never a property or ``__getattr__``."""
+    hooked model, read through the instance dict, never a property, ``__getattr__`` or the
+    object's own ``__class__``."""
     _earlier(ip)
     assert ip.run_cell(HOLDER).success
+    import torch
+
+    from gpu_notebook.cell.live_hooks import hooks_at_start, live_hooks
+
     cell = _ran(ip, "lh_trainer.fit(STEPS)\n")
     before = ip.user_ns["LhHolder"].calls
-    reads = cell_facts(cell, ip.user_ns).registered_hook_reads
+    assert len(hooks_at_start(ip.user_ns, cell, torch).hooks) == 2
+    assert len(live_hooks(ip.user_ns, ["lh_trainer"], cell, torch).reads) == 1
     assert ip.user_ns["LhHolder"].calls == before  # no code of the user's ran
+    reads = cell_facts(cell, ip.user_ns).registered_hook_reads
     assert [(r.kind, r.called_in) for r in reads] == [
         ("item", "forward hook `hook` (on `lh_trainer.model.0` +1)")
     ]

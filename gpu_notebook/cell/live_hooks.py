@@ -36,7 +36,7 @@ import types
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from gpu_notebook.cell.calls import _other_cell, _users_file
 from gpu_notebook.cell.facts import ORIGIN_LINES, Origin, SourceLine
@@ -104,7 +104,7 @@ def hooks_at_start(
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     for name in list(names):
         value = namespace.get(name) if isinstance(namespace, dict) else None
-        if isinstance(value, types.FunctionType):
+        if type(value) is types.FunctionType:
             names |= set(value.__code__.co_names)
     found = []
     for slot in slots(namespace, names, torch):
@@ -194,9 +194,9 @@ def _removed_slots(namespace: Mapping[str, Any], names: Iterable[str], torch: An
         for part in rest:
             value = own(value).get(part)
         held: list[Any] = [value]
-        if isinstance(value, (list, tuple, set)) and type(value) in (list, tuple, set):
-            held = list(value)
-        elif isinstance(value, dict) and type(value) is dict:
+        if type(value) in (list, tuple, set):
+            held = list(cast("Iterable[Any]", value))
+        elif type(value) is dict:
             held = list(dict.values(value))
         for handle in held:
             if type(handle) is handle_cls:
@@ -290,13 +290,14 @@ def _shift(tree: CellTree, filename: str) -> int | None:
 def _function(hook: Any) -> types.FunctionType | None:
     """The Python function a hook runs: through partials, bound methods, ``__call__``."""
     for _ in range(4):
-        if isinstance(hook, functools.partial):
+        # By ``type()``: ``isinstance`` would ask a proxy's own ``__class__``.
+        if issubclass(type(hook), functools.partial):
             hook = hook.func
-        elif isinstance(hook, types.MethodType):
+        elif type(hook) is types.MethodType:
             hook = hook.__func__
         else:
             break
-    if isinstance(hook, types.FunctionType):
+    if type(hook) is types.FunctionType:
         return hook
     call = inspect.getattr_static(type(hook), "__call__", None)
     return call if isinstance(call, types.FunctionType) else None

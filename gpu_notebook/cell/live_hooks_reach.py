@@ -111,7 +111,7 @@ def modules_reached(
             continue
         if issubclass(type(value), module_cls):
             found.append((name, value))
-        elif value is not None and not isinstance(value, _SKIPPED):
+        elif not _leaf(value, torch):
             todo.append((name, value, 0))
     seen = {id(m) for _, m in found}
     visited = 0
@@ -138,13 +138,18 @@ def _inside(obj: Any, where: str) -> list[tuple[str, Any]]:
     if kind is list or kind is tuple:
         return [(f"{where}[{k}]", v) for k, v in enumerate(obj[:MAX_ITEMS])]
     if kind is dict:
-        return [(f"{where}[{k!r}]", v) for k, v in list(dict.items(obj))[:MAX_ITEMS]]
-    return [(f"{where}.{k}", v) for k, v in items(own(obj)) if isinstance(k, str)]
+        # A key is named only where its repr is Python's own (a user's class's may run code).
+        return [
+            (f"{where}[{k!r}]" if type(k) in (str, int) else f"{where}[...]", v)
+            for k, v in list(dict.items(obj))[:MAX_ITEMS]
+        ]
+    return [(f"{where}.{k}", v) for k, v in items(own(obj)) if type(k) is str]
 
 
 def _leaf(value: Any, torch: Any) -> bool:
-    """Nothing to follow: no value, a class, module, function, text, or a tensor."""
-    return value is None or isinstance(value, (*_SKIPPED, torch.Tensor))
+    """Nothing to follow: no value, a class, module, function, text, or a tensor. By ``type()``:
+    ``isinstance`` would ask the object's own ``__class__``, which a proxy's code answers."""
+    return value is None or issubclass(type(value), (*_SKIPPED, torch.Tensor))
 
 
 def own(obj: Any) -> dict[str, Any]:
@@ -170,4 +175,4 @@ def _plain_slot(kind: type) -> bool:
 
 def items(held: Any) -> list[tuple[Any, Any]]:
     """A dict's items (a torch hook dict: an ``OrderedDict`` of id -> hook), else none."""
-    return list(dict.items(held)) if isinstance(held, dict) and held else []
+    return list(dict.items(held)) if issubclass(type(held), dict) and held else []

@@ -137,7 +137,7 @@ def live_hooks(
     if namespace is None or torch is None:
         return LiveHooks()
     holders: dict[int, tuple[Any, str]] = {}  # what the walk reached: id -> (object, path)
-    now = list(slots(namespace, names, torch, holders))
+    now = list(slots(namespace, names, torch, holders if at_start is not None else None))
     found: dict[tuple[types.CodeType, str], list[str]] = {}
     for slot in now:
         fn = _function(slot.hook)

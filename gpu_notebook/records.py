@@ -975,6 +975,10 @@ class CoreWait:
     # thread stood (its target's qualname); None: none read.
     own_held: float | None = None
     own_function: str | None = None
+    # ``own_held`` is most of the wait (``analysis.own_wait_verdict.OWN_WAIT_MOST``): the wait is
+    # the thread's, not the machine's; where it moved the share across its line the verdict is
+    # host-bound by that thread, not too busy to judge.
+    own_mostly: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from gpu_notebook.analysis.host import (
 from gpu_notebook.analysis.host_comm import HostComm, host_comm, traced_split
 from gpu_notebook.analysis.host_waits import host_waits
 from gpu_notebook.analysis.on_cpu import ON_CPU_COMPUTE, OnCpu
+from gpu_notebook.analysis.own_wait_verdict import own_wait
 from gpu_notebook.analysis.steady import without_stalls
 from gpu_notebook.analysis.utilization import IN_STEPS_MIN_TICKS
 from gpu_notebook.analysis.verdict_near_line import LineReading, line_reading
@@ -243,13 +244,10 @@ def decide(
     batch_at_line: BatchAtLine | None = None,
 ) -> Verdict:
     """The verdict (``_as_decided``), its steps' wait for a core said with the share of it a thread
-    of this process held (``Analysis.side_threads``): that part is not other programs'."""
+    of this process held (``Analysis.side_threads``): that part is not other programs', and where
+    it is most of the wait the verdict is the thread's (``analysis.own_wait_verdict``)."""
     verdict = _as_decided(run, analysis, data_in_memory=data_in_memory, batch_at_line=batch_at_line)
-    side, wait = analysis.side_threads, verdict.core_wait
-    if side is None or wait is None or side.held <= 0:
-        return verdict
-    own = dataclasses.replace(wait, own_held=side.held, own_function=side.threads[0].function)
-    return dataclasses.replace(verdict, core_wait=own)
+    return own_wait(verdict, analysis.side_threads)
 
 
 def _as_decided(

@@ -206,6 +206,16 @@ class OwnCode(VerdictAnswer):
 
 
 @dataclass(frozen=True)
+class OwnThreadWait(VerdictAnswer):
+    """The steps mostly waited for a core, and a thread of this program held most of that wait
+    (``analysis.own_wait_verdict``): host-bound by that thread, not the machine's."""
+
+    function: str  # where the thread stood (its qualname)
+    held: float  # its share of the wait (``SideThreads.held``)
+    wait_share: float  # the steps' wait for a core over their wall time
+
+
+@dataclass(frozen=True)
 class NoComputeEvidence(VerdictAnswer):
     """No wait or overhead sets the pace, and nothing says the step computes."""
 

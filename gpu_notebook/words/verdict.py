@@ -48,6 +48,13 @@ def word_verdict(verdict: Verdict) -> Verdict:
         if line in verdict.evidence:
             return verdict
         return dataclasses.replace(verdict, evidence=(*verdict.evidence, line))
+    if wait.own_mostly:
+        # Host-bound by the program's own thread (analysis/own_wait_verdict): its answer worded
+        # above; the wait and the split it leaves unread said first.
+        lines = (_waited(wait), _own_split(wait))
+        if lines[0] in verdict.evidence:
+            return verdict
+        return dataclasses.replace(verdict, evidence=(*lines, *verdict.evidence))
     if verdict.headline:
         return verdict
     other = wait.other or "another verdict"
@@ -148,9 +155,25 @@ def _held_by(wait: CoreWait) -> str:
 
 def _holds(wait: CoreWait) -> str:
     side = "over" if wait.low >= wait.line else "under"
+    surer = (
+        f"the loop without the `{wait.own_function}` thread"
+        if wait.own_mostly
+        else "a quieter machine"
+    )
     return (
         f"{_waited(wait)}; the shares are each step less its wait: "
         f"{_NAMES.get(wait.phase, wait.phase)} {fmt_share(wait.low)}-{fmt_share(wait.high)} of "
-        f"the step wherever that wait went, {side} its {fmt_share(wait.line)} line; a quieter "
-        "machine would read the code's own split more surely"
+        f"the step wherever that wait went, {side} its {fmt_share(wait.line)} line; {surer} "
+        "would read the code's own split more surely"
+    )
+
+
+def _own_split(wait: CoreWait) -> str:
+    """The code's own split, unread while the thread's wait falls anywhere in the step."""
+    other = f" or {wait.other}" if wait.other is not None else ""
+    what = "shares" if wait.phase in _NAMES else "figures"
+    return (
+        f"the code's own {what}, each step less its wait, give {wait.found}{other} with that "
+        "wait put anywhere in the step; the thread's wait is no other program's, so no quieter "
+        "machine removes it: the loop without the thread reads them"
     )

@@ -360,6 +360,19 @@ def _(a: said.OwnCode) -> tuple[str, str]:
 
 
 @answer_words.register
+def _(a: said.OwnThreadWait) -> tuple[str, str]:
+    held = "all of it" if a.held >= 0.995 else f"about {fmt_share(a.held)} of it"
+    return (
+        f"Host-bound by this program's own thread `{a.function}`: the steps waited "
+        f"{fmt_share(a.wait_share)} of their time for a core, {held} this thread's (it runs "
+        "beside the loop and holds a core and the GIL the loop waits for), not the machine's.",
+        f"No: the steps wait for this program's own thread `{a.function}` on the CPU, and more "
+        "GPUs would wait the same. Make the thread sleep or block in its loop, or stop it (its "
+        "finding below), then measure again to read the code's own split.",
+    )
+
+
+@answer_words.register
 def _(a: said.NoComputeEvidence) -> tuple[str, str]:
     ops = fmt_share(a.ops) if a.ops is not None else "an unmeasured share"
     return (

@@ -326,3 +326,108 @@ def test_the_figures_hold_the_spinners_share_of_the_wait_and_its_bound():
     assert side.bound == pytest.approx(10 / (1.25 + 0.375 * 8))
     # Under a quarter of the loop's rate: not named.
     assert side_threads(_side_run(0.1, 0.001), machine) is None
+
+
+# --------------------------------------------------------------------------------------------
+# A user's function run by a library's thread (a pool's worker, a Timer) is named from the
+# innermost frame of the user's own code; a library's thread that never enters it is not.
+# --------------------------------------------------------------------------------------------
+
+
+def _watched(thread_name: str) -> tuple:
+    """Two readings of the watch (the loop: this thread) and ``thread_name``'s places."""
+    from gpu_notebook.capture.own_threads_spin import ThreadWatch
+
+    watch = ThreadWatch(threading.get_native_id())
+    watch.read(0.0)
+    watch.read(0.1)
+    (track,) = [t for t in watch.records() if t.name == thread_name]
+    return track.spots
+
+
+def _waits_in_user_code(entered: threading.Event, release: threading.Event) -> None:
+    entered.set()
+    release.wait()  # threading's frames inside: the innermost of the user's is this one
+
+
+def test_a_pool_workers_and_a_timers_user_function_is_named_not_the_librarys_worker():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpu_notebook.analysis.own_threads_spin import _library
+
+    entered, release = threading.Event(), threading.Event()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="own_pool")
+    timer = threading.Timer(0.0, _waits_in_user_code, (threading.Event(), release))
+    timer.name = "own_timer"
+    try:
+        pool.submit(_waits_in_user_code, entered, release)
+        assert entered.wait(60)
+        timer.start()
+        assert timer.args[0].wait(60)
+        for name in ("own_pool_0", "own_timer"):
+            spots = _watched(name)
+            assert [s.function for s in spots] == ["_waits_in_user_code"], (name, spots)
+            assert spots[0].file == __file__ and not _library(spots[0].file)
+    finally:
+        release.set()
+        pool.shutdown()
+        timer.join()
+
+
+def test_a_library_thread_that_never_enters_user_code_is_not_named_the_users():
+    import statistics
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpu_notebook.analysis.own_threads_spin import _library
+
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="lib_pool")
+    try:
+        # The standard library's code alone on the worker, on a core until ``stop``: fmean over
+        # ``stop.is_set()``'s answers (statistics' and threading's frames, none of this file's).
+        done = pool.submit(statistics.fmean, iter(stop.is_set, True))
+        spots = _watched("lib_pool_0")
+    finally:
+        stop.set()
+        pool.shutdown()
+    assert done.result() == 0.0
+    assert spots and all(s.file != __file__ for s in spots)
+    # Named by its target, the library's worker: left out as the pipeline's machinery.
+    assert all(_library(s.file) for s in spots), spots
+
+
+POOL_SPIN = """\
+import threading, time
+from concurrent.futures import ThreadPoolExecutor
+import torch
+stop = threading.Event()
+def spin():
+    x = 0
+    while not stop.is_set():
+        x = max(x, 1)
+pool = ThreadPoolExecutor(1)
+done = pool.submit(spin)
+model = torch.nn.Linear(64, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+step, until = 0, time.perf_counter() + 1.0  # 400 steps and a second at least: on any load
+while step < 400 or time.perf_counter() < until:
+    loss = model(torch.randn(32, 64)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    step += 1
+stop.set()
+done.result()
+pool.shutdown()
+"""
+POOL_SPIN_LINES = (8, 9)  # `while not stop.is_set():`, `x = max(x, 1)` (the %%gpucheck line first)
+
+
+def test_a_users_function_spinning_in_a_pool_worker_is_named_at_its_line(ip):
+    rep = _run(ip, POOL_SPIN)
+    (worker,) = [t for t in rep.run.samples.threads if t.name.startswith("ThreadPoolExecutor")]
+    assert worker.spots[0].function == "spin" and worker.spots[0].line in POOL_SPIN_LINES
+    side = rep.analysis.side_threads
+    assert side is not None and side.threads[0].function == "spin"
+    (f,) = [f for f in rep.findings if f.rule_id == RULE]
+    assert f.line == worker.spots[0].line and "spin" in f.title

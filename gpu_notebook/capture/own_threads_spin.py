@@ -6,15 +6,22 @@ polling the RSS with no sleep, a busy-wait heartbeat, a ``while running:`` poll 
 core and the GIL the loop thread waits for; the loop thread's wait for a core reads as the
 machine's unless that thread's own time is read. Each tick lists the ``threading`` threads (not
 the loop's; ours are hidden from that list, capture/threads.py), reads each one's time on a core
-the way the loop thread's wait is read (``/proc/self/task/TID/schedstat``, its first field) and
-where its frame stands (``sys._current_frames()``): the outermost function below ``threading``'s
-own, the thread's target, and the line it was at. Bounded: ``MAX_THREADS`` threads,
+the way the loop thread's wait is read (``/proc/self/task/TID/schedstat``, its first field) and,
+on its first reading and where it ran since its last, where its frame stands
+(``sys._current_frames()``, ``_spot``): the innermost frame of the user's own code (not the
+standard library's, an installed package's or ours), so a user's function run by a library's
+thread (a ``ThreadPoolExecutor`` worker, a library's ``Thread`` subclass calling back) is named,
+not the library's ``_worker``; with none, the outermost function below ``threading``'s own (the
+thread's target: transformers' memory tracker). Bounded: ``MAX_THREADS`` threads,
 ``MAX_READINGS`` readings each (every other one dropped when full, as the sampler's buffer),
-``MAX_SPOTS`` places each; when full, an idle thread makes room for a new one.
+``MAX_SPOTS`` places each; when full, an idle thread makes room for a new one. An idle thread's
+frames are not walked after its first reading.
 """
 
 from __future__ import annotations
 
+import os
+import sysconfig
 import threading
 from types import FrameType
 
@@ -29,8 +36,23 @@ MAX_SPOTS = 16  # distinct places counted per thread (the first ones seen; the r
 # A thread whose time on a core grew less than this (s) over its readings is idle: the first to
 # go when ``MAX_THREADS`` are read and another thread appears.
 IDLE_S = 0.001
+# A thread that ran less than this (s) since its last reading is not placed again: its frames
+# are walked only where it is on a core (a spinner's place is where it runs).
+RAN_S = 0.0001
 _OURS = "gpu_notebook"  # our threads' name prefix (the warm-up thread of gpu_notebook/__init__)
 _THREADING_FILE = threading.__file__
+# Where code is not the user's own: the standard library, installed packages, this package.
+_NOT_USERS = tuple(
+    os.path.join(os.path.realpath(p), "")
+    for p in {
+        *(sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    }
+    if p
+)
+_PACKAGE_DIRS = ("site-packages", "dist-packages")
+_MAX_FILES = 4096  # files judged user's or not, kept (cleared when full)
+_users_files: dict[str, bool] = {}
 
 
 class _Track:
@@ -102,9 +124,12 @@ class ThreadWatch:
                     if len(self._tracks) >= MAX_THREADS and not self._evict_idle():
                         continue
                     track = self._tracks[ident] = _Track(thread.name, native)
+                ran = not track.readings or cpu_s - track.readings[-1][1] >= RAN_S
                 track.add(t_s, cpu_s)
-                track.seen(_spot(frame) if frame is not None else None)
+                if ran and frame is not None:
+                    track.seen(_spot(frame))
             del frame
+        del frames
 
     def _evict_idle(self) -> bool:
         """Full: drop the first thread read twice or more that has not run since its first
@@ -133,15 +158,38 @@ def _run_s(native_id: int) -> float | None:
 
 
 def _spot(frame: FrameType) -> tuple[str, str, int] | None:
-    """The outermost frame of the thread's own code (below ``threading``'s bootstrap and
-    ``run``): its function's qualname, file and current line; None: only ``threading``'s."""
+    """Where the thread stands: the innermost frame of the user's own code (``_users``), else the
+    outermost frame of the thread's own (below ``threading``'s bootstrap and ``run``: its
+    target); its function's qualname, file and current line. None: only ``threading``'s."""
     target: FrameType | None = None
     f: FrameType | None = frame
     while f is not None:
-        if f.f_code.co_filename != _THREADING_FILE:
+        file = f.f_code.co_filename
+        if _users(file):
+            target = f
+            break  # the innermost of the user's
+        if file != _THREADING_FILE:
             target = f  # the outermost non-threading frame seen so far
         f = f.f_back
     if target is None:
         return None
     code = target.f_code
     return getattr(code, "co_qualname", code.co_name), code.co_filename, target.f_lineno or 0
+
+
+def _users(file: str) -> bool:
+    """The file is the user's own code: a notebook cell, a script, a module of theirs; not the
+    standard library's (frozen modules among it), an installed package's, or this package's."""
+    known = _users_files.get(file)
+    if known is not None:
+        return known
+    if file.startswith("<"):
+        own = not file.startswith("<frozen")  # a cell's "<ipython-input-...>", "<string>"
+    else:
+        path = os.path.realpath(file)
+        parts = path.split(os.sep)
+        own = not path.startswith(_NOT_USERS) and not any(d in parts for d in _PACKAGE_DIRS)
+    if len(_users_files) >= _MAX_FILES:
+        _users_files.clear()
+    _users_files[file] = own
+    return own

@@ -114,8 +114,14 @@ def test_a_spinning_thread_is_read_named_and_holds_its_share_of_the_wait(ip):
         assert wait is not None and shared.said.wait <= wait * (1 - side.held) + 1e-9
     # A verdict that says the steps waited names the thread as this program's own.
     if rep.verdict.core_wait is not None:
-        assert rep.verdict.core_wait.own_function == "spin"
+        wait = rep.verdict.core_wait
+        assert wait.own_function == "spin"
         assert "this program's own thread `spin`" in " ".join(rep.verdict.evidence)
+        # Most of the wait the thread's: no "too busy", the thread's host-bound, more GPUs no
+        # (analysis/own_wait_verdict; tests/test_own_wait_verdict.py reads each side of it).
+        if wait.own_mostly and not wait.judged:
+            assert rep.verdict.category == "host-bound"
+            assert rep.verdict.more_gpus.startswith("No:")
 
 
 def test_a_kernel_holding_many_idle_threads_still_reads_the_cell_s_spinner(ip):

@@ -128,8 +128,14 @@ RETIME_MARGIN = 1.25
 # Shorter steps are read after a slow one (over 1 ms: the stall's wait) and every 16 steps,
 # so a 0.6 ms loop pays ~0.6 us a step instead of ~9.
 WAIT_MIN_STEP_S = 0.001
-# The process RSS is read at the end of every Nth step (~2 us a read).
-MEMORY_EVERY_STEPS = 16
+# The process RSS is read at the end of every step (~2 us a read) until MEMORY_READINGS are
+# kept, then every other one is dropped and the period doubles (bounded in any cell: ~2 us a
+# step over the first 256 steps, then ~128 reads for each doubling of the run). Every 16th step
+# gave a 120-step run 8 readings: malloc's growth that slows over epochs read as a line
+# (benchmarks/README, stft_per_item_ctc); the readings after the first epoch need enough of
+# them to fit.
+MEMORY_EVERY_STEPS = 1
+MEMORY_READINGS = 256
 
 _EXPORT_COUNTER = itertools.count(1)
 # Frameworks whose loop the sparse sampler's clocked samples measure (their logging's share).
@@ -322,6 +328,7 @@ class CaptureSession(StartsAndStops):
             cuda=self._env.cuda_available,
         )
         clock.memory_every_steps = MEMORY_EVERY_STEPS
+        clock.memory_readings = MEMORY_READINGS
         schedule: WindowSchedule | None = None
         lean_decided = False
         next_look = 0  # nothing to do at boundaries before this step (the fast path)

@@ -365,8 +365,11 @@ class StepClock:
         self._faults_off_step: int | None = None
 
         # Memory at the end of every Nth step (0: off): the process RSS, one pread of
-        # /proc/self/statm (~2 us, so every 16th step is far under 1% of any step).
+        # /proc/self/statm (~2 us). At most ``memory_readings`` are kept: when full, every
+        # other one goes and N doubles, so a cell read every step at first pays ~2 us a step
+        # for its first ``memory_readings`` steps, then half as often for as many more, ...
         self.memory_every_steps = 0
+        self.memory_readings = capacity
         self._statm_fd: int | None = None
         self._page_bytes = 4096
         # The DataLoader iterator the loop reads and the batches each loader setting gave
@@ -1530,6 +1533,7 @@ class StepClock:
         self._rows.clear()
         self._read_ahead.forget_steps()  # their rows are gone
         self._cpu_rows.clear()
+        self._mem_rows.clear()  # read at the superseded steps' ends: indices of another count
         self._starts.clear()
         self._cpu_next = 0
         self._sched_mark_at = -(2**62)
@@ -1654,7 +1658,20 @@ class StepClock:
         self._ours_ns = 0
         every = self.memory_every_steps
         if every and index % every == 0:
-            self._read_memory(index)
+            fd = self._statm_fd
+            if fd is None:
+                self._read_memory(index)  # opens the file: once a cell
+            else:
+                # Read inline: short cells read every step, and a call of ours a step more is
+                # what tests/test_capture_cost.py bounds (the pread alone is ~2 us).
+                try:
+                    rss = int(os.pread(fd, 128, 0).split()[1]) * self._page_bytes
+                except (OSError, ValueError, IndexError):
+                    rss = -1
+                if rss >= 0:
+                    self._mem_rows.append((index, rss))
+                    if len(self._mem_rows) >= max(2, self.memory_readings):
+                        self._thin_memory()
         if index >= self._cpu_next:
             # A few dozen readings over any run (each a quarter of the index further on): the
             # process's cores over the loop, all its threads, without a per-step read.
@@ -1703,9 +1720,13 @@ class StepClock:
         except (OSError, ValueError, IndexError):
             return
         self._mem_rows.append((index, rss_pages * self._page_bytes))
-        if len(self._mem_rows) >= self._capacity:
-            self.memory_every_steps *= 2  # keep every other reading: a long cell, same memory
-            self._mem_rows = [r for r in self._mem_rows if r[0] % self.memory_every_steps == 0]
+        if len(self._mem_rows) >= max(2, self.memory_readings):
+            self._thin_memory()
+
+    def _thin_memory(self) -> None:
+        """Keep every other reading and read half as often: a long cell, same memory."""
+        self.memory_every_steps *= 2
+        self._mem_rows = [r for r in self._mem_rows if r[0] % self.memory_every_steps == 0]
 
     def close_memory(self) -> None:
         """Close the /proc file the memory readings use (``uninstall`` calls it)."""

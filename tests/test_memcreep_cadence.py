@@ -12,9 +12,112 @@ keeps its rate in every epoch, growth while every size is met for the first time
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
+from gpu_notebook.analysis.memory_cadence import fit_start
+from gpu_notebook.analysis.run_trend import run_shape
+from gpu_notebook.records import StepMemory
+from gpu_notebook.report.build import build_report
+from gpu_notebook.rules.run_shape import MEMORY_R2, creeps
+from tests.test_machine import _run
 from tests.test_run_shape_cells import run as run_cell
+
+MIB = 2**20
+STEPS = 150
+EPOCHS = (50, 100)  # 3 epochs of 50 steps: the iterators' first batches
+
+
+def _with_memory(points: list[tuple[int, int]], starts: tuple[int, ...] = EPOCHS):
+    run = _run([0.1] * STEPS, lambda t: 0.0, threads=1)
+    memory = tuple(StepMemory(i, rss) for i, rss in points)
+    steps = dataclasses.replace(run.steps, memory=memory, loader_starts=starts)
+    return dataclasses.replace(run, steps=steps)
+
+
+def _rss_trend(run):
+    shape = run_shape(run)
+    assert shape is not None
+    return next(m for m in shape.memory if m.kind == "rss")
+
+
+def _flagged(run) -> bool:
+    return any(f.rule_id == "run.memory_creep" for f in build_report(run).findings)
+
+
+def _noise(i: int) -> int:
+    return ((i * 7919) % 5) * 64 * 1024  # a deterministic +-160 KB wobble
+
+
+def _staircase(i: int, rises: dict[int, float]) -> int:
+    """malloc's heap stepping up by ``rises[step]`` MiB where a new mix of sizes first came."""
+    return 400 * MIB + int(sum(mib for at, mib in rises.items() if i >= at) * MIB) + _noise(i)
+
+
+# Fragmentation that slows: 24 MiB over epoch 1, 8 MiB over epoch 2, 6 MiB over epoch 3, each
+# epoch's rise in jumps at the batches that brought new sizes (no batch highs recorded: the
+# padded length is near its longest from the first batches, as in stft_per_item_ctc).
+SLOWING = {
+    **{s: 4.0 for s in range(5, 50, 8)},
+    **{s: 8 / 6 for s in range(53, 100, 8)},
+    **{s: 1.0 for s in range(103, 150, 8)},
+}
+
+
+def test_fragmentation_that_slows_each_epoch_is_no_creep():
+    points = [(i, _staircase(i, SLOWING)) for i in range(STEPS)]
+    run = _with_memory(points)
+    trend = _rss_trend(run)
+    assert trend.first_step == EPOCHS[0]  # fitted after the first epoch
+    assert trend.bytes_per_step * (trend.last_step - trend.first_step) < 16 * MIB
+    assert not creeps(trend)
+    assert not _flagged(run)
+    # The same readings with no epoch known (a generator's loop): main's line from the first
+    # tenth reads straight, grows past the level, and its later half keeps over half its rate.
+    alone = _rss_trend(_with_memory(points, starts=()))
+    assert alone.first_step == STEPS // 10
+    assert alone.r2 >= MEMORY_R2 and alone.late_bytes_per_step is not None
+    assert alone.late_bytes_per_step >= 0.5 * alone.bytes_per_step
+
+
+def test_growth_only_in_the_first_epoch_is_no_creep():
+    # A per-item cache filled while epoch 1 meets each item (0.5 MiB a step), then reused.
+    points = [(i, 400 * MIB + int(min(i, 50) * 0.5 * MIB) + _noise(i)) for i in range(STEPS)]
+    run = _with_memory(points)
+    trend = _rss_trend(run)
+    assert trend.first_step == EPOCHS[0]
+    assert abs(trend.bytes_per_step) < 0.01 * MIB
+    assert not _flagged(run)
+
+
+def test_a_leak_is_a_creep_at_its_rate_after_the_first_epoch():
+    # 300 KB kept a step (losses kept with their graphs) over a first epoch whose cache also
+    # fills (0.5 MiB a step): the line after it reads the leak's own rate.
+    leak = 300 * 1024
+    points = [
+        (i, 400 * MIB + int(min(i, 50) * 0.5 * MIB) + i * leak + _noise(i)) for i in range(STEPS)
+    ]
+    run = _with_memory(points)
+    trend = _rss_trend(run)
+    assert trend.first_step == EPOCHS[0]
+    assert 0.9 * leak < trend.bytes_per_step < 1.1 * leak
+    assert creeps(trend)
+    assert _flagged(run)
+    # ... and read the old way, every 16th step with no epoch known, still a creep.
+    sparse = [p for p in points if p[0] % 16 == 0]
+    assert _flagged(_with_memory(sparse, starts=()))
+
+
+def test_the_fit_starts_after_the_first_epoch_only_with_enough_run_behind_it():
+    points = [(i, 0) for i in range(0, 120)]
+    assert fit_start(points, (40, 80)) == 40
+    assert fit_start(points, (0, 40, 80)) == 40  # the first iterator's start is no bound
+    assert fit_start(points, ()) == 12  # one epoch, or none known: the first tenth
+    assert fit_start(points, (80,)) == 12  # an epoch and a half: too little after the first
+    assert fit_start(points, (5, 10)) == 12  # short epochs: the first tenth is further on
+    # Eight readings (every 16th step of 120): too few after the first epoch to fit alone.
+    assert fit_start(points[::16], (40, 80)) == 0
+
 
 GROWN_LIST = """
 model = nn.Linear(32, 8); opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -22,7 +22,8 @@ the run's shape:
   steps stay in the drift: the rules give them to the machine unless the cell has a periodic
   block that matches the stalls;
 - *memory*: least-squares lines of the process RSS and the GPU memory in use against the step
-  index (after the first tenth of the run, where caches and allocators fill).
+  index (after the first tenth of the run, where caches and allocators fill, and after the
+  first epoch where the run has more epochs behind it: analysis/memory_cadence.py).
 
 Every figure is a mechanism of the recorded steps, never a wall-clock threshold.
 """
@@ -48,6 +49,7 @@ from gpu_notebook.analysis.interference import (
     step_load_cores,
     step_run_wait,
 )
+from gpu_notebook.analysis.memory_cadence import fit_start
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_breakdown, hook_phases, steady_steps
@@ -937,7 +939,7 @@ def _memory(run: Run, steps: Sequence[StepTiming]) -> tuple[MemoryTrend, ...]:
     highs = run.steps.batch_highs
     grew = highs.steps if highs is not None and highs.complete else None
     for kind, points, cap in (("rss", rss, None), ("gpu", gpu, capacity)):
-        trend = _fit(kind, points, cap, grew)
+        trend = _fit(kind, points, cap, grew, run.steps.loader_starts)
         if trend is not None:
             out.append(trend)
     return tuple(out)
@@ -1001,10 +1003,13 @@ def _fit(
     points: Sequence[tuple[int, int]],
     capacity: int | None,
     batch_highs: Sequence[int] | None = None,
+    loader_starts: Sequence[int] = (),
 ) -> MemoryTrend | None:
     if len(points) < 8:
         return None
-    skip = len(points) // 10  # the first tenth: caches, the allocator and lazy state fill up
+    # The first tenth (caches, the allocator and lazy state fill up), and the first epoch where
+    # the run has more behind it: every item and batch size is met there first.
+    skip = fit_start(points, loader_starts)
     pts = points[skip:]
     x = np.asarray([p[0] for p in pts], dtype=float)
     y = np.asarray([p[1] for p in pts], dtype=float)

@@ -1735,6 +1735,10 @@ class MemoryTrend:
     # grows there at its rate; the allocator meeting bigger batches does not. None when the
     # batches were not sized, or such stretches hold under half of the fitted steps.
     between_highs_bytes_per_step: float | None = None
+    # The growth per step over the run's last epoch, its first readings to its last (where the
+    # fit crosses an epoch start and that epoch holds readings enough; None otherwise): a leak
+    # grows there at its rate, growth that slows each epoch has little left.
+    last_epoch_bytes_per_step: float | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ first epoch of a 3-epoch run reads the first epoch's growth as the slope of the 
 (stft_per_item_ctc: +55 MiB in its first 40 steps, +10 MiB in the next 80 read "Memory grows
 every step"); from the first epoch's end, the growth that is left is fitted on its own.
 
+Within the readings after it, the last epoch's own growth: a leak grows there at the line's
+rate, growth that slows each epoch has little left there (stft_per_item_ctc, one run of five
+still read as a line after epoch 1: +10 MiB over epoch 2, +2 over epoch 3).
+
 The epoch bounds are the step clock's loader starts (``StepClockRecord.loader_starts``: the
 steps whose batch was an iterator's first). A run of one epoch (or none: a generator, an
 endless stream, ``max_steps`` inside one epoch) keeps the first-tenth start.
@@ -20,7 +24,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-__all__ = ["fit_start"]
+import numpy as np
+
+__all__ = ["fit_start", "last_epoch_rate"]
 
 # Fewer readings than this make no line (run_trend._fit's own minimum).
 MIN_READINGS = 8
@@ -46,3 +52,21 @@ def fit_start(points: Sequence[tuple[int, int]], loader_starts: Sequence[int]) -
     if last - points[after][0] < AFTER_SHARE * (last - first):
         return tenth
     return max(tenth, after)
+
+
+def last_epoch_rate(x: np.ndarray, y: np.ndarray, loader_starts: Sequence[int]) -> float | None:
+    """The growth per step over the run's last epoch from its first to its last readings (the
+    medians of a tenth of them at each end: allocator wobble is not growth). None where the
+    fitted readings ``x`` cross no epoch start, or the last epoch holds under ``MIN_READINGS``."""
+    inside = [s for s in loader_starts if x[0] < s <= x[-1]]
+    if not inside:
+        return None
+    last = x >= max(inside)
+    xs, ys = x[last], y[last]
+    if len(xs) < MIN_READINGS:
+        return None
+    k = max(1, len(xs) // 10)
+    span = float(np.median(xs[-k:]) - np.median(xs[:k]))
+    if span <= 0:
+        return None
+    return float(np.median(ys[-k:]) - np.median(ys[:k])) / span

@@ -49,7 +49,7 @@ from gpu_notebook.analysis.interference import (
     step_load_cores,
     step_run_wait,
 )
-from gpu_notebook.analysis.memory_cadence import fit_start
+from gpu_notebook.analysis.memory_cadence import fit_start, last_epoch_rate
 from gpu_notebook.analysis.own_cost import disturbed_steps
 from gpu_notebook.analysis.steady import STALL_FACTOR
 from gpu_notebook.analysis.steps import HOOK_PHASES, hook_breakdown, hook_phases, steady_steps
@@ -1034,6 +1034,7 @@ def _fit(
         capacity_bytes=capacity,
         full_at_step=full_at,
         late_bytes_per_step=_late_slope(x, y),
+        last_epoch_bytes_per_step=last_epoch_rate(x, y, loader_starts),
         between_highs_bytes_per_step=(
             _between_highs_slope(x, y, batch_highs) if batch_highs is not None else None
         ),

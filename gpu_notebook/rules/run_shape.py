@@ -376,13 +376,18 @@ def memory_creep(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | 
 
 def creeps(m: MemoryTrend) -> bool:
     """Memory that grows in a straight line by at least the creep level and still grows at half
-    that line's rate over the run's later half (the job report asks too): a line fitted through
-    growth that levelled off reads straight enough, its later half does not grow."""
+    that line's rate over the run's later half and over its last epoch (the job report asks
+    too): a line fitted through growth that levelled off reads straight enough, its later half
+    does not grow; growth that slows each epoch has little left in the last one."""
     growth = m.bytes_per_step * (m.last_step - m.first_step)
     if not (m.bytes_per_step > 0 and m.r2 >= MEMORY_R2 and growth >= MEMORY_GROWTH_BYTES):
         return False
     late = m.late_bytes_per_step
     if late is not None and late < MEMORY_LATE_SHARE * m.bytes_per_step:
+        return False
+    # Growth that slows each epoch: the last epoch keeps little of the line's rate.
+    last_epoch = m.last_epoch_bytes_per_step
+    if last_epoch is not None and last_epoch < MEMORY_LATE_SHARE * m.bytes_per_step:
         return False
     # Growth only where the batches reached a new largest size: the allocator's, not a leak.
     between = m.between_highs_bytes_per_step

@@ -12,7 +12,8 @@ with a gated ``autograd.grad``, each with its gate), and the ones left
 ``autograd.grad(..., create_graph=True)``, a latent an optimizer is given, a switch already
 conditional or itself gated, a helper that reads ``.grad`` called every step, a loop reading the
 step function's input gradient every step, a ``training_step`` that stores the batch on
-``self`` for a hook to read); and the rule's finding and words on a real run.
+``self`` for a hook to read, a reentrant ``checkpoint`` that needs its input to require grad);
+and the rule's finding and words on a real run.
 """
 
 from __future__ import annotations
@@ -297,6 +298,20 @@ for x, y in loader:
 )
 
 
+CHECKPOINTED = (
+    HEAD
+    + """
+from torch.utils.checkpoint import checkpoint
+
+for step, (x, y) in enumerate(loader):
+    x.requires_grad_(True)
+    loss = F.cross_entropy(checkpoint(model, x, use_reentrant=True), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+)
+
 STORED = """
 import lightning as L
 import torch.nn.functional as F
@@ -321,7 +336,7 @@ class Lit(L.LightningModule):
 
 @pytest.mark.parametrize(
     "source",
-    [FGSM, PENALTY, LATENT, CONDITIONAL, HELPER, CALLER_READS, STORED],
+    [FGSM, PENALTY, LATENT, CONDITIONAL, HELPER, CALLER_READS, CHECKPOINTED, STORED],
     ids=[
         "fgsm",
         "gradient-penalty",
@@ -329,6 +344,7 @@ class Lit(L.LightningModule):
         "conditional",
         "helper",
         "caller",
+        "reentrant-checkpoint",
         "lightning-stored-on-self",
     ],
 )

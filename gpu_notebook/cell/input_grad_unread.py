@@ -18,7 +18,9 @@ reads a ``.grad``; in a step function, a ``.grad`` the calling loop reads on a n
 are all under an ``if`` there, or none is. Not taken: a read that runs every step (adversarial
 training's ``x.grad.sign()``, a gradient penalty's ``autograd.grad(d, x, create_graph=True)``),
 a tensor an optimizer is given (a latent or an image optimized in its own loop), a switch that
-is already conditional (``x.requires_grad_(step % 100 == 0)``).
+is already conditional (``x.requires_grad_(step % 100 == 0)``), a cell that checkpoints
+activations (reentrant ``checkpoint(block, x)`` needs ``x`` to require grad for the block's
+parameters to get theirs).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ _OPTIMIZERS = frozenset({
 })  # fmt: skip
 # Methods whose call on the tensor reads its gradient when the backward runs.
 _HOOKS = frozenset({"register_hook", "retain_grad", "register_post_accumulate_grad_hook"})
+# Reentrant activation checkpointing needs its input to require grad (else the checkpointed
+# block's parameters get no gradient: HF's ``enable_input_require_grads``): a cell that calls
+# one asks for the input's gradient for a reason no read shows.
+_CHECKPOINTS = frozenset({
+    "checkpoint", "checkpoint_sequential", "gradient_checkpointing_enable",
+    "enable_input_require_grads",
+})  # fmt: skip
 # Methods that keep what they are handed (a list's, a dict's).
 _STORES = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "put"})
 # A framework's per-step methods that get the batch (cell.framework_step_methods).
@@ -238,6 +247,8 @@ def unread_input_grads(tree: CellTree) -> list[InputGradSwitch]:
     grad_readers = {
         fn.name for fn in ast.walk(tree.tree) if isinstance(fn, Function) and _reads_grad(fn)
     }
+    if any(last(dotted(call.func) or "") in _CHECKPOINTS for call in tree.calls()):
+        return []
     framework = {id(fn) for fn in per_step_methods(tree) if fn.name in _BATCH_METHODS}
     out: dict[str, InputGradSwitch] = {}
     for node in ast.walk(tree.tree):

@@ -7,9 +7,9 @@ Asserted here, on the cell's facts: which loops are flagged (a generator in ``su
 with ``+=`` over an ``nn.CrossEntropyLoss`` instance in a function the step calls, a ``zip`` of
 two ``unbind``s, an ``enumerate`` of one, a list of slices' losses stacked, a LightningModule's
 ``training_step``, a model's ``forward`` the step calls, a per-label binary loss in an HF
-Trainer's ``compute_loss``); not a recurrent cell stepped over t, not a Python list of heads' losses, not
-one target for all heads, not micro-batches with a backward each, not a loop gated by
-``if step % 50``. The severity read off the trace's fills where it has T a step, else at most
+Trainer's ``compute_loss``); not a recurrent cell stepped over t, not a Python list of heads'
+losses, not one target for all heads, not micro-batches with a backward each, not a loop gated
+by ``if step % 50``. The severity read off the trace's fills where it has T a step, else at most
 medium off the backward. And a real run's finding at the loss's line, the trace's fills in it.
 """
 

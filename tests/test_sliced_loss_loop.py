@@ -244,6 +244,12 @@ def test_the_trace_fills_set_the_severity_and_the_backward_alone_at_most_medium(
     assert traced.severity == "high" and traced.phase_share == 0.8
     assert "96 zero fills a step" in " ".join(traced.evidence)
     assert "reshape(-1, V)" in traced.fix and traced.proposal is None
+    # On a GPU the fill kernels count, every type and width summed: 96 a step holding 60%.
+    kernel = "void at::native::vectorized_elementwise_kernel<{}, at::native::FillFunctor<float>>"
+    gpu = (OpStat(kernel.format(4), 8 * 60, 48_000.0, 48_000.0, "gpu"),
+           OpStat(kernel.format(2), 8 * 36, 0.0, 0.0, "gpu"))  # fmt: skip
+    on_gpu = _finding(syn.make_analysis({"backward": 0.8}, ops=gpu))
+    assert on_gpu.severity == "high" and "96 zero fills a step" in " ".join(on_gpu.evidence)
     # Without the fills (a few a step: a zero_grad's, not the slices'), the backward bounds it.
     few = (OpStat("aten::fill_", 8 * 3, 48_000.0, 48_000.0),)
     alone = _finding(syn.make_analysis({"backward": 0.8}, ops=few))

@@ -22,7 +22,7 @@ target for all), a loop of micro-batches (a ``.backward()`` inside it).
 The range: 1x up to the Amdahl bound of the backward phase's share plus the loss line's sampled
 share (what one call removes lies there: the fills, the adds, T small losses' backward and
 forward). The severity: where the trace has the fills (``aten::fill_`` at least ``MIN_SLICES``
-calls a traced step), read off the fills' and the adds' (``aten::add_``) time over the traced
+calls a traced step; on a GPU the ``FillFunctor`` kernels), read off the fills' and the adds' (``aten::add_``) time over the traced
 steps (a superset of the slices': other fills and adds count too; not a bound, the small losses
 are not in it: seq_loss_per_timestep's fills and adds read 53% where one call removed 59%);
 without them, off the backward's share, at most medium (the model's own backward is in it). No patch:
@@ -51,7 +51,7 @@ _LOSS_FUNCTIONS = frozenset({
 })  # fmt: skip
 _FUNCTIONAL = frozenset({"F", "torch", "nn"})
 # A slice's backward fills a zero gradient of the whole tensor: the trace's fills a step.
-FILL_OP, ADD_OP = "aten::fill_", "aten::add_"
+FILL_OP, ADD_OP, FILL_KERNEL = "aten::fill_", "aten::add_", "FillFunctor"
 MIN_SLICES = 8  # fewer fills a step than this: not the slices' (a loss over a few slices)
 
 
@@ -225,20 +225,25 @@ def sliced_loss_loops(tree: CellTree) -> list[tuple[ast.AST, ast.Call, str, str]
 
 def _fills(analysis: Analysis) -> tuple[float | None, float | None]:
     """(the trace's fills a traced step, the fills' and adds' share of the traced steps);
-    (None, None) where the fills are not among the top operators or too few a step."""
+    (None, None) where the fills are not among the top operators or too few a step. On a CPU
+    the host's ``aten::fill_`` and ``aten::add_``; on a GPU the fill kernels (``FillFunctor``,
+    every type and width summed; the host's ``aten::fill_`` there is a launch, seldom among the
+    top operators by self time)."""
     phases = analysis.window_phases or analysis.phases
     total = (phases.wall_total_us or phases.total_us) if phases is not None else 0.0
     steps = len(phases.steps) if phases is not None else 0
+    if not steps or not total or total <= 0:
+        return None, None
     ops = {o.name: o for o in analysis.top_ops if o.device == "cpu"}
-    fill = ops.get(FILL_OP)
-    if fill is None or not steps or not total or total <= 0:
-        return None, None
-    per_step = fill.calls / steps
-    if per_step < MIN_SLICES:
-        return None, None
-    add = ops.get(ADD_OP)
-    spent = fill.total_us + (add.total_us if add is not None else 0.0)
-    return per_step, min(1.0, spent / total)
+    kernels = [o for o in analysis.top_ops if o.device == "gpu" and FILL_KERNEL in o.name]
+    fill, add = ops.get(FILL_OP), ops.get(ADD_OP)
+    if fill is not None and fill.calls / steps >= MIN_SLICES:
+        spent = fill.total_us + (add.total_us if add is not None else 0.0)
+        return fill.calls / steps, min(1.0, spent / total)
+    calls = sum(k.calls for k in kernels)
+    if calls / steps >= MIN_SLICES:
+        return calls / steps, min(1.0, sum(k.total_us for k in kernels) / total)
+    return None, None
 
 
 def sliced_loss_loop(run: Run, analysis: Analysis, facts: SourceFacts) -> Finding | None:

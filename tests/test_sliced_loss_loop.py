@@ -64,6 +64,10 @@ for step in range(20):
     for t, o in enumerate(logits.unbind(0)):
         loss += crit(o, y[t])
     loss = loss + torch.stack([crit(logits[t], y[t]) for t in range(4)]).mean()
+    for t in range(T):
+        pred = logits[:, t].float()
+        step_t = crit(pred, y[:, t])
+        loss = loss + step_t
     h = torch.zeros(4, 8)
     for t in range(T):
         h = rnn(x[:, t], h)
@@ -89,6 +93,7 @@ def test_losses_summed_over_slices_are_flagged_and_nothing_else():
         (_line(SHAPES, "    for t, o in enumerate(logits.unbind(0)):"), "o", "t"),
         (_line(SHAPES, "    loss = loss + torch.stack([crit(logits[t], y[t]) for t in range(4)]).mean()"),
          "logits", "t"),
+        (_line(SHAPES, "    for t in range(T):") , "pred", "t"),
     ]  # fmt: skip
     # Not: the GRU's loop (h carried; the prediction is no slice), the heads' list (one
     # target for all), the loop over `outs` by index (the same), the one under `if step % 50`.

@@ -155,15 +155,45 @@ def _sliced_losses(
     return out
 
 
+def _slice_names(
+    loop: ast.For, index: str | None, elements: set[str], python: set[str]
+) -> set[str]:
+    """Names the body binds to a slice by the loop (``pred = out[:, t]``, ``o = x[t].float()``)."""
+    out: set[str] = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and _sliced(node.value, index, elements, python):
+                out.add(target.id)
+    return out
+
+
+def _holds(node: ast.AST, losses: list[ast.Call], named: set[str]) -> bool:
+    """``node`` holds a loss call, or reads a name bound to one (``l_t = crit(...)``)."""
+    return any(
+        any(n is loss for loss in losses) or (isinstance(n, ast.Name) and n.id in named)
+        for n in ast.walk(node)
+    )
+
+
+def _loss_values(loop: ast.For, losses: list[ast.Call]) -> set[str]:
+    """Names the body binds to a loss call's value (``l_t = crit(o, y_t)``)."""
+    return {
+        t.id
+        for node in ast.walk(loop)
+        if isinstance(node, ast.Assign) and _holds(node.value, losses, set())
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+
+
 def _carried(loop: ast.For, losses: list[ast.Call]) -> bool:
     """A name the body assigns from its own value other than by a loss (``h = cell(x[t], h)``):
     a recurrence the loop is needed for."""
+    named = _loss_values(loop, losses)
     for node in ast.walk(loop):
-        if isinstance(node, ast.Assign):
-            value = node.value
-            if any(any(c is loss for c in ast.walk(value)) for loss in losses):
-                continue
-            read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+        if isinstance(node, ast.Assign) and not _holds(node.value, losses, named):
+            read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
             written = {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
             if read & written:
                 return True
@@ -172,10 +202,10 @@ def _carried(loop: ast.For, losses: list[ast.Call]) -> bool:
 
 def _accumulates(loop: ast.For, losses: list[ast.Call]) -> bool:
     """The body sums or collects a loss: ``loss += ...``, ``loss = loss + ...``,
-    ``losses.append(...)``."""
+    ``losses.append(...)``, directly or through a name bound to it."""
+    named = _loss_values(loop, losses)
     for node in ast.walk(loop):
-        holds = any(any(c is loss for c in ast.walk(node)) for loss in losses)
-        if not holds:
+        if not _holds(node, losses, named):
             continue
         if isinstance(node, ast.AugAssign):
             return True
@@ -209,7 +239,10 @@ def sliced_loss_loops(tree: CellTree) -> list[tuple[ast.AST, ast.Call, str, str]
             continue
         index, elements = bound
         scope = tree.nearest(node, Function) or tree.tree
-        hits = _sliced_losses(body, index, elements, _python_names(scope), objects)
+        python = _python_names(scope)
+        if isinstance(node, ast.For):
+            elements = elements | _slice_names(node, index, elements, python)
+        hits = _sliced_losses(body, index, elements, python, objects)
         if not hits or not _per_step(tree, node, functions):
             continue
         if isinstance(node, ast.For):

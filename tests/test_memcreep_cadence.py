@@ -157,14 +157,21 @@ def test_the_fit_starts_after_the_first_epoch_only_with_enough_run_behind_it():
     assert fit_start(points[::16], (40, 80)) == 0
 
 
+# The kept pages are mapped for themselves: a tensor's 256 KB would come from the heap's free
+# space where earlier cells of a long-lived kernel freed some (glibc raises its mmap threshold
+# after large frees), and the process's size would not grow with the leak until that is used:
+# after test_rules and test_phases in one shell, this run read no creep.
 GROWN_LIST = """
+import mmap
 model = nn.Linear(32, 8); opt = torch.optim.SGD(model.parameters(), lr=0.01)
 kept = []
 for step in range(140):
     x = torch.randn(64, 32)
     loss = model(x).pow(2).mean()
     opt.zero_grad(); loss.backward(); opt.step()
-    kept.append(torch.ones(64 * 1024))  # 256 KB a step, never let go
+    page = mmap.mmap(-1, 256 * 1024)
+    page.write(b"x" * (256 * 1024))
+    kept.append(page)  # 256 KB a step, never let go
 """
 
 PADDED_EPOCHS = """
@@ -191,7 +198,11 @@ def test_a_real_leak_read_through_thinned_readings_is_a_creep(ip, monkeypatch):
     import gpu_notebook.capture.session as session_mod
 
     monkeypatch.setattr(session_mod, "MEMORY_READINGS", 32)
-    rep = run_cell(ip, GROWN_LIST)
+    try:
+        rep = run_cell(ip, GROWN_LIST)
+    finally:
+        for page in ip.user_ns.pop("kept", []):
+            page.close()
     memory = rep.run.steps.memory
     assert 16 <= len(memory) < 32
     gaps = {b.index - a.index for a, b in itertools.pairwise(memory)}

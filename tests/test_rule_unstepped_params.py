@@ -132,3 +132,38 @@ def test_parameters_rightly_outside_the_optimizer_say_nothing(ip):
         # The backward reached every parameter: the silence is the rule's, not a missing grad.
         assert all(p.grad is not None for p in ip.user_ns["head"].parameters())
     assert all(p.grad is not None for p in ip.user_ns["backbone"].parameters())  # local's
+
+
+def test_reading_the_namespace_runs_none_of_its_objects_code_and_warns_nothing():
+    """A namespace holding ``torch.distributed`` (its deprecated ``reduce_op`` warns from its own
+    ``__getattribute__``) and a user object that counts reads of its attributes: the optimizer is
+    found behind both kinds, nothing of theirs runs, and nothing is warned (the fresh-clone CI of
+    b4d3f18 showed a FutureWarning from cell/unstepped_params for every cell importing it)."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    from gpu_notebook.cell.unstepped_params import optimizer_params
+
+    model = nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    class Holder:
+        reads = 0
+
+        def __init__(self) -> None:
+            self.opt = opt
+
+        def __getattribute__(self, name: str):
+            type(self).reads += 1
+            return object.__getattribute__(self, name)
+
+    holder = Holder()
+    Holder.reads = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        params, count = optimizer_params({"dist": dist, "holder": holder}, torch)
+    assert count == 1 and {id(p) for p in model.parameters()} <= params
+    assert Holder.reads == 0

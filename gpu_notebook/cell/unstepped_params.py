@@ -49,7 +49,13 @@ def optimizer_params(namespace: Mapping[str, Any], torch: Any) -> tuple[set[int]
             for item in list(value.values())[:1000]:
                 visit(item, depth - 1)
         elif not issubclass(kind, (type, torch.nn.Module, torch.Tensor)):
-            held = getattr(value, "__dict__", None)  # the instance's own, no property runs
+            # The instance's own dict, past the class's ``__getattribute__`` (torch.distributed's
+            # deprecated ``reduce_op`` warns from its own: a cell importing ``torch.distributed``
+            # got a FutureWarning of ours after it).
+            try:
+                held = object.__getattribute__(value, "__dict__")
+            except AttributeError:
+                held = None
             if type(held) is dict:
                 for item in list(held.values())[:1000]:
                     visit(item, depth - 1)

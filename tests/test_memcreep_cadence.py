@@ -16,15 +16,12 @@ import dataclasses
 import itertools
 
 from gpu_notebook.analysis.memory_cadence import fit_start
-from gpu_notebook.analysis.run_trend import run_shape
 from gpu_notebook.records import StepMemory
-from gpu_notebook.report.build import build_report
 from gpu_notebook.rules.run_shape import MEMORY_R2, creeps
 from tests.test_machine import _run
+from tests.test_memcreep_levels_off import MIB, STEPS, _flagged, _noise, _rss_trend
 from tests.test_run_shape_cells import run as run_cell
 
-MIB = 2**20
-STEPS = 150
 EPOCHS = (50, 100)  # 3 epochs of 50 steps: the iterators' first batches
 
 
@@ -33,20 +30,6 @@ def _with_memory(points: list[tuple[int, int]], starts: tuple[int, ...] = EPOCHS
     memory = tuple(StepMemory(i, rss) for i, rss in points)
     steps = dataclasses.replace(run.steps, memory=memory, loader_starts=starts)
     return dataclasses.replace(run, steps=steps)
-
-
-def _rss_trend(run):
-    shape = run_shape(run)
-    assert shape is not None
-    return next(m for m in shape.memory if m.kind == "rss")
-
-
-def _flagged(run) -> bool:
-    return any(f.rule_id == "run.memory_creep" for f in build_report(run).findings)
-
-
-def _noise(i: int) -> int:
-    return ((i * 7919) % 5) * 64 * 1024  # a deterministic +-160 KB wobble
 
 
 def _staircase(i: int, rises: dict[int, float]) -> int:
